@@ -1,0 +1,44 @@
+//! The ACP driver: runs an agent that speaks the Agent Client Protocol on stdio.
+//!
+//! [`AcpBackend::open`] spawns the agent itself (not through the SDK's spawner, which sets
+//! neither `cwd` nor a pre-exec hook): in the workspace root, in its own process group, with a
+//! filtered environment, dying with Legate. It then performs the handshake (`initialize`,
+//! `session/load` or `session/new`, `session/set_mode`) and hands back an [`AcpSession`].
+//!
+//! The pieces, one concept per module:
+//!
+//! * `env`: which variables of Legate's environment the agent inherits;
+//! * `sys`: the only `unsafe` code (the pre-exec hook and `killpg`);
+//! * `process`: spawning and stopping the process group;
+//! * `stderr`: the agent's stderr, line by line, into [`EventKind::Stderr`] events;
+//! * `transport`: stdout/stdin as JSON-RPC lines, with non-JSON lines reported and skipped;
+//! * `translate`: ACP shapes into Legate's event model;
+//! * `state`: where the current turn's events go;
+//! * `handlers`: the client side of ACP (permission requests, `fs/*`, session updates);
+//! * `fs`: serving `fs/read_text_file` and `fs/write_text_file` inside the root;
+//! * `session`: the connection actor, prompts, cancel and shutdown;
+//! * `backend`: the handshake.
+//!
+//! [`EventKind::Stderr`]: legate_core::EventKind::Stderr
+
+mod backend;
+mod env;
+mod fs;
+mod handlers;
+mod process;
+mod session;
+mod state;
+mod stderr;
+mod sys;
+mod translate;
+mod transport;
+
+pub use backend::AcpBackend;
+pub use backend::DEFAULT_HANDSHAKE_TIMEOUT;
+pub use env::{FORBIDDEN_EXACT, FORBIDDEN_PREFIXES, INHERITED_EXACT, INHERITED_PREFIXES};
+pub use session::{AcpCanceller, AcpSession};
+
+/// Whether the process group `pgid` still has members (for tests and diagnostics).
+pub fn process_group_alive(pgid: i32) -> bool {
+    sys::group_exists(pgid)
+}

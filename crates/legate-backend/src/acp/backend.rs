@@ -1,0 +1,349 @@
+//! [`AcpBackend`]: spawns an ACP agent and performs the handshake.
+//!
+//! `initialize` (advertising `fs` read and write, `terminal` only when the spec asks), then
+//! `session/load` when there is a session to continue and the agent can load one (else
+//! `session/new` in the root with no MCP servers), then `session/set_mode` when the preset
+//! names a supervised mode the session is not in. Each step has a timeout; an agent that
+//! exits during the handshake is reported with its exit status and last stderr line.
+
+use super::process::{self, ProcessGroup};
+use super::session::{AcpSession, Connection, exited, request_error};
+use super::state::Shared;
+use super::stderr;
+use crate::{AgentInfo, AgentSession, Backend, EventSink, SessionRequest};
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema as acp;
+use async_trait::async_trait;
+use legate_core::{Error, ErrorCode, EventKind, Result};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{info, warn};
+
+/// The default timeout of each handshake step.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The ACP backend.
+#[derive(Debug, Clone)]
+pub struct AcpBackend {
+    /// How long each handshake step (`initialize`, `session/new`, …) may take.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for AcpBackend {
+    fn default() -> Self {
+        Self {
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+        }
+    }
+}
+
+impl AcpBackend {
+    /// A backend with the default timeouts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The same backend with another handshake timeout.
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+}
+
+/// What a session setup step returned about modes.
+struct Opened {
+    session_id: String,
+    modes: Option<acp::SessionModeState>,
+    resumed: bool,
+}
+
+/// The handshake, with what it needs at hand.
+struct Handshake<'a> {
+    timeout: Duration,
+    process: &'a ProcessGroup,
+    connection: &'a Connection,
+    shared: &'a Shared,
+    sink: &'a EventSink,
+}
+
+impl Handshake<'_> {
+    /// Runs one step: its result, or AGENT_START_FAILED on timeout or exit. Errors the agent
+    /// answered with are classified by `request_error`.
+    async fn step<T>(
+        &self,
+        what: &str,
+        fut: impl Future<Output = std::result::Result<T, agent_client_protocol::Error>>,
+    ) -> Result<std::result::Result<T, agent_client_protocol::Error>> {
+        let secs = self.timeout.as_secs_f64();
+        tokio::select! {
+            r = tokio::time::timeout(self.timeout, fut) => match r {
+                Ok(r) => Ok(r),
+                Err(_) => Err(Error::new(
+                    ErrorCode::AgentStartFailed,
+                    format!("the agent did not answer `{what}` within {secs} s"),
+                )),
+            },
+            status = self.process.exited() => {
+                let err = match status {
+                    Some(status) => exited(&format!("the handshake (`{what}`)"), &status, self.process, self.shared, ErrorCode::AgentStartFailed).await,
+                    None => Error::new(ErrorCode::AgentStartFailed, "the agent exited during the handshake"),
+                };
+                Err(err)
+            }
+        }
+    }
+
+    async fn fail(&self, what: &str, e: &agent_client_protocol::Error) -> Error {
+        request_error(
+            &format!("`{what}`"),
+            e,
+            self.process,
+            self.connection,
+            self.shared,
+            ErrorCode::AgentStartFailed,
+        )
+        .await
+    }
+
+    async fn run(&self, request: &SessionRequest) -> Result<(AgentInfo, Opened)> {
+        let cx = &self.connection.cx;
+        let spec = &request.agent;
+        let root = self.shared.root().clone();
+
+        let init = acp::InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(
+                acp::ClientCapabilities::new()
+                    .fs(acp::FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true))
+                    .terminal(spec.terminal),
+            )
+            .client_info(acp::Implementation::new(
+                "legate",
+                env!("CARGO_PKG_VERSION"),
+            ));
+        let init = match self
+            .step("initialize", cx.send_request(init).block_task())
+            .await?
+        {
+            Ok(r) => r,
+            Err(e) => return Err(self.fail("initialize", &e).await),
+        };
+        let info = AgentInfo {
+            name: init.agent_info.as_ref().map(|i| i.name.clone()),
+            version: init.agent_info.as_ref().map(|i| i.version.clone()),
+            load_session: init.agent_capabilities.load_session,
+        };
+        info!(agent = %spec.name, name = ?info.name, version = ?info.version, load_session = info.load_session, "agent initialized");
+
+        let mut opened = None;
+        if let Some(old) = &request.resume_session_id {
+            let why_not = if info.load_session {
+                self.shared.set_replaying(true);
+                let load = acp::LoadSessionRequest::new(old.clone(), root.clone());
+                let r = self
+                    .step("session/load", cx.send_request(load).block_task())
+                    .await;
+                self.shared.set_replaying(false);
+                match r? {
+                    Ok(resp) => {
+                        opened = Some(Opened {
+                            session_id: old.clone(),
+                            modes: resp.modes,
+                            resumed: true,
+                        });
+                        None
+                    }
+                    Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
+                        return Err(self.fail("session/load", &e).await);
+                    }
+                    Err(e) => Some(format!("the agent refused to load it ({})", e.message)),
+                }
+            } else {
+                Some("the agent cannot load sessions".to_string())
+            };
+            if let Some(why) = why_not {
+                warn!(agent = %spec.name, session_id = %old, reason = %why, "earlier session not continued");
+                self.sink.send(EventKind::Workspace {
+                    message: format!("the earlier session {old} could not be continued: {why}; a new session was started"),
+                    detail: serde_json::json!({ "sessionId": old }),
+                });
+            }
+        }
+        let opened = match opened {
+            Some(o) => o,
+            None => {
+                let new = acp::NewSessionRequest::new(root.clone());
+                match self
+                    .step("session/new", cx.send_request(new).block_task())
+                    .await?
+                {
+                    Ok(resp) => Opened {
+                        session_id: resp.session_id.0.to_string(),
+                        modes: resp.modes,
+                        resumed: false,
+                    },
+                    Err(e) => return Err(self.fail("session/new", &e).await),
+                }
+            }
+        };
+        self.supervised_mode(request, &opened).await?;
+        Ok((info, opened))
+    }
+
+    /// Puts the session in the preset's supervised mode, when the preset names one and the
+    /// session reports modes.
+    async fn supervised_mode(&self, request: &SessionRequest, opened: &Opened) -> Result<()> {
+        let (Some(wanted), Some(modes)) =
+            (&request.supervision.preset.supervised_mode, &opened.modes)
+        else {
+            return Ok(());
+        };
+        if modes.current_mode_id.0.as_ref() == wanted.as_str() {
+            return Ok(());
+        }
+        if !modes
+            .available_modes
+            .iter()
+            .any(|m| m.id.0.as_ref() == wanted.as_str())
+        {
+            let offered: Vec<&str> = modes
+                .available_modes
+                .iter()
+                .map(|m| m.id.0.as_ref())
+                .collect();
+            return Err(Error::new(
+                ErrorCode::AgentUnsupervised,
+                format!(
+                    "agent `{}` offers no `{wanted}` mode (it offers: {}), so it would act without asking",
+                    request.agent.name,
+                    offered.join(", ")
+                ),
+            ));
+        }
+        let set = acp::SetSessionModeRequest::new(opened.session_id.clone(), wanted.clone());
+        match self
+            .step(
+                "session/set_mode",
+                self.connection.cx.send_request(set).block_task(),
+            )
+            .await?
+        {
+            Ok(_) => {
+                info!(agent = %request.agent.name, mode = %wanted, "supervised mode set");
+                self.sink.send(EventKind::Mode {
+                    mode_id: wanted.clone(),
+                });
+                Ok(())
+            }
+            Err(e) => {
+                let err = self.fail("session/set_mode", &e).await;
+                if err.code == ErrorCode::AgentStartFailed {
+                    Err(Error::new(
+                        ErrorCode::AgentUnsupervised,
+                        format!(
+                            "agent `{}` refused to switch to its `{wanted}` mode: {}",
+                            request.agent.name, err.message
+                        ),
+                    ))
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+}
+
+impl AcpBackend {
+    /// [`Backend::open`], returning the concrete session (for its process group id).
+    pub async fn open_session(
+        &self,
+        request: SessionRequest,
+        sink: EventSink,
+    ) -> Result<AcpSession> {
+        let root = std::fs::canonicalize(&request.boundary.root).map_err(|e| {
+            Error::new(
+                ErrorCode::AgentStartFailed,
+                format!(
+                    "the workspace root {} is unusable: {e}",
+                    request.boundary.root.display()
+                ),
+            )
+        })?;
+        if !root.is_dir() {
+            return Err(Error::new(
+                ErrorCode::AgentStartFailed,
+                format!("the workspace root {} is not a directory", root.display()),
+            ));
+        }
+        let mut child = process::spawn(&request.agent, &root, request.state_dir.as_deref())?;
+        let (Some(stdin), Some(stdout), Some(stderr_pipe)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(Error::internal("the agent's pipes were not set up"));
+        };
+        let process = ProcessGroup::watch(child);
+        info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), "agent started");
+        let shared = Arc::new(Shared::new(
+            request.supervisor.clone(),
+            request.supervision.clone(),
+            root,
+        ));
+        shared.route_to(sink.clone(), None);
+        stderr::spawn(stderr_pipe, shared.clone());
+        let connection = match Connection::start(stdin, stdout, shared.clone()).await {
+            Ok(c) => c,
+            Err(e) => {
+                shared.clear();
+                process.stop().await;
+                return Err(e);
+            }
+        };
+        let handshake = Handshake {
+            timeout: self.handshake_timeout,
+            process: &process,
+            connection: &connection,
+            shared: &shared,
+            sink: &sink,
+        };
+        let result = handshake.run(&request).await;
+        match result {
+            Ok((info, opened)) => {
+                sink.send(EventKind::Session {
+                    session_id: opened.session_id.clone(),
+                    resumed: opened.resumed,
+                });
+                shared.clear();
+                info!(agent = %request.agent.name, session_id = %opened.session_id, resumed = opened.resumed, "session opened");
+                Ok(AcpSession {
+                    session_id: opened.session_id,
+                    info,
+                    resumed: opened.resumed,
+                    shared,
+                    connection,
+                    process,
+                    turn: tokio::sync::Mutex::new(()),
+                })
+            }
+            Err(e) => {
+                warn!(agent = %request.agent.name, code = %e.code, error = %e.message, "agent could not be opened");
+                shared.clear();
+                process.stop().await;
+                connection.stop();
+                Err(e)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for AcpBackend {
+    async fn open(
+        &self,
+        request: SessionRequest,
+        sink: EventSink,
+    ) -> Result<Arc<dyn AgentSession>> {
+        Ok(Arc::new(self.open_session(request, sink).await?))
+    }
+}

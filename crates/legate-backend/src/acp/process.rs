@@ -1,0 +1,168 @@
+//! Spawning the agent and stopping its process group.
+//!
+//! The agent runs in its own process group (`process_group(0)`), so that stopping it stops
+//! everything it started: `SIGTERM` to the group, then `SIGKILL` after a grace period. A
+//! reaper task owns the [`Child`] and publishes its exit status.
+
+use super::{env, sys};
+use legate_core::{AgentSpec, Error, ErrorCode, Result};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::process::{Child, Command};
+use tokio::sync::{Mutex, watch};
+use tracing::{debug, info, warn};
+
+/// How long the group has between `SIGTERM` and `SIGKILL`.
+pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// Starts `spec`'s program in `root` with the filtered environment.
+pub(crate) fn spawn(spec: &AgentSpec, root: &Path, state_dir: Option<&Path>) -> Result<Child> {
+    let env = env::agent_env(std::env::vars_os(), spec, state_dir)?;
+    let mut cmd = Command::new(&spec.command);
+    cmd.args(&spec.args)
+        .current_dir(root)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    sys::die_with_parent(&mut cmd);
+    cmd.spawn().map_err(|e| {
+        Error::new(
+            ErrorCode::AgentStartFailed,
+            format!(
+                "could not start agent `{}` (`{}` in {}): {e}",
+                spec.name,
+                spec.command,
+                root.display()
+            ),
+        )
+    })
+}
+
+/// Describes an exit status for a person: `exit status 3`, `killed by signal 9`.
+pub(crate) fn describe_exit(status: &ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "an unknown exit status".to_string(),
+    }
+}
+
+/// The running agent process group.
+#[derive(Debug)]
+pub(crate) struct ProcessGroup {
+    pgid: i32,
+    exit: watch::Receiver<Option<ExitStatus>>,
+    stopping: AtomicBool,
+    stopped: Mutex<bool>,
+}
+
+impl ProcessGroup {
+    /// Takes ownership of `child` (a group leader) and reaps it in the background.
+    pub(crate) fn watch(mut child: Child) -> Self {
+        let pgid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or(0);
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(async move {
+            match child.wait().await {
+                Ok(status) => {
+                    debug!(pgid, status = %describe_exit(&status), "agent process exited");
+                    let _ = tx.send(Some(status));
+                }
+                Err(e) => {
+                    warn!(pgid, error = %e, "could not wait for the agent process");
+                    let _ = tx.send(Some(ExitStatus::from_raw(0x7f00)));
+                }
+            }
+        });
+        Self {
+            pgid,
+            exit: rx,
+            stopping: AtomicBool::new(false),
+            stopped: Mutex::new(false),
+        }
+    }
+
+    /// The process group id (the leader's pid).
+    pub(crate) fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// The leader's exit status, once it exited.
+    pub(crate) fn exit_status(&self) -> Option<ExitStatus> {
+        *self.exit.borrow()
+    }
+
+    /// Whether [`ProcessGroup::stop`] was called.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the leader exits.
+    pub(crate) async fn exited(&self) -> Option<ExitStatus> {
+        let mut rx = self.exit.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(status) => *status,
+            Err(_) => None,
+        }
+    }
+
+    /// Waits up to `limit` for the leader to exit.
+    pub(crate) async fn exited_within(&self, limit: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(limit, self.exited())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Stops the whole group: `SIGTERM`, then `SIGKILL` after [`TERM_GRACE`], then waits for
+    /// the leader. Idempotent; concurrent callers wait for the first.
+    pub(crate) async fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let mut stopped = self.stopped.lock().await;
+        if *stopped {
+            return;
+        }
+        let pgid = self.pgid;
+        if sys::signal_group(pgid, sys::SIGTERM) {
+            let deadline = tokio::time::Instant::now() + TERM_GRACE;
+            while tokio::time::Instant::now() < deadline {
+                if self.exit_status().is_some() && !sys::group_exists(pgid) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            if sys::signal_group(pgid, sys::SIGKILL) {
+                info!(pgid, "agent process group killed after the grace period");
+            }
+        }
+        if self.exited_within(Duration::from_secs(5)).await.is_none() {
+            warn!(pgid, "agent process did not exit after SIGKILL");
+        }
+        // Members that outlived the leader are reaped by init; wait briefly for them.
+        for _ in 0..50 {
+            if !sys::group_exists(pgid) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        *stopped = true;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        let stopped = self.stopped.try_lock().map(|g| *g).unwrap_or(false);
+        if !stopped && sys::signal_group(self.pgid, sys::SIGKILL) {
+            debug!(pgid = self.pgid, "agent process group killed on drop");
+        }
+    }
+}

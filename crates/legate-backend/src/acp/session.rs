@@ -1,0 +1,392 @@
+//! One ACP session: the connection actor, prompts, cancel and shutdown.
+//!
+//! The SDK connection runs in a background task (`connect_with`, whose foreground only hands
+//! out its [`ConnectionTo`] and waits to be stopped). Requests are sent from outside the
+//! dispatch loop with `block_task()`. Handlers run inside the loop and report events
+//! synchronously, and the loop routes the prompt's response only after every notification
+//! that came before it was handled; so when `prompt()` sees the response, every event of the
+//! turn is already on the sink.
+
+use super::handlers;
+use super::process::{ProcessGroup, describe_exit};
+use super::state::Shared;
+use super::translate;
+use super::transport;
+use crate::{AgentInfo, AgentSession, Canceller, EventSink, Turn, TurnOutcome};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Agent, Client};
+use async_trait::async_trait;
+use legate_core::{Error, ErrorCode, Result};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tracing::{debug, info, warn};
+
+/// How long a response may still arrive after the agent process exited.
+const RESPONSE_GRACE: Duration = Duration::from_millis(500);
+/// How long to wait for an exit status once the agent closed its output.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The running SDK connection.
+pub(crate) struct Connection {
+    pub(crate) cx: ConnectionTo<Agent>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    failure: Arc<Mutex<Option<String>>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Starts the connection over the agent's pipes. Fails only when the SDK's driver ends
+    /// before it handed out its connection.
+    pub(crate) async fn start(
+        stdin: tokio::process::ChildStdin,
+        stdout: tokio::process::ChildStdout,
+        shared: Arc<Shared>,
+    ) -> Result<Self> {
+        let transport = transport::lines(stdin, stdout, shared.clone());
+        let (cx_tx, cx_rx) = oneshot::channel::<ConnectionTo<Agent>>();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let failure = Arc::new(Mutex::new(None));
+        let failure_slot = failure.clone();
+        let closed = Arc::new(AtomicBool::new(false));
+        let closed_flag = closed.clone();
+        let (s1, s2, s3, s4) = (shared.clone(), shared.clone(), shared.clone(), shared);
+        tokio::spawn(async move {
+            let result = Client
+                .v1()
+                .name("legate")
+                .on_receive_notification(
+                    async move |n: acp::SessionNotification, _cx| {
+                        handlers::session_update(&s1, &n);
+                        Ok(())
+                    },
+                    agent_client_protocol::on_receive_notification!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::RequestPermissionRequest, responder, _cx| {
+                        responder.respond(handlers::permission(&s2, &req))
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::ReadTextFileRequest, responder, _cx| {
+                        responder.respond_with_result(handlers::read_text_file(&s3, &req).await)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    async move |req: acp::WriteTextFileRequest, responder, _cx| {
+                        responder.respond_with_result(handlers::write_text_file(&s4, &req).await)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                    let _ = cx_tx.send(cx.clone());
+                    tokio::select! {
+                        _ = stop_rx => debug!("acp connection stopped"),
+                        () = cx.incoming_closed() => debug!("the agent closed its output"),
+                    }
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = result {
+                warn!(code = %e.code, error = %e.message, "acp connection failed");
+                let mut slot = failure_slot.lock().unwrap_or_else(|p| p.into_inner());
+                *slot = Some(e.message);
+            }
+            closed_flag.store(true, Ordering::SeqCst);
+        });
+        let cx = cx_rx.await.map_err(|_| {
+            Error::new(
+                ErrorCode::AgentStartFailed,
+                "the ACP connection to the agent ended before it started",
+            )
+        })?;
+        Ok(Self {
+            cx,
+            stop: Mutex::new(Some(stop_tx)),
+            failure,
+            closed,
+        })
+    }
+
+    /// Why the connection failed, when it failed on its own (not a clean EOF).
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether the connection still runs.
+    pub(crate) fn is_open(&self) -> bool {
+        !self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Ends the connection. Idempotent.
+    pub(crate) fn stop(&self) {
+        if let Some(tx) = self.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Turns a failed request into Legate's error, once the process had a chance to exit.
+/// `phase_code` is the code for an exit (`AGENT_START_FAILED` during the handshake, where
+/// every other failure is a start failure too; `AGENT_EXITED` during a turn).
+pub(crate) async fn request_error(
+    what: &str,
+    e: &agent_client_protocol::Error,
+    process: &ProcessGroup,
+    connection: &Connection,
+    shared: &Shared,
+    phase_code: ErrorCode,
+) -> Error {
+    if agent_client_protocol::is_incoming_transport_closed(e)
+        || agent_client_protocol::is_connection_terminated(e)
+    {
+        if let Some(status) = process.exited_within(EXIT_GRACE).await {
+            return exited(what, &status, process, shared, phase_code).await;
+        }
+        if let Some(failure) = connection.failure() {
+            return Error::new(
+                ErrorCode::AgentProtocolError,
+                format!("the connection to the agent failed during {what}: {failure}"),
+            );
+        }
+        return Error::new(
+            ErrorCode::AgentProtocolError,
+            format!("the agent closed its output during {what} but kept running"),
+        );
+    }
+    if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED {
+        return Error::new(
+            ErrorCode::AgentAuthRequired,
+            "the agent needs you to log in: log in with the agent's own CLI, then try again",
+        );
+    }
+    let code = if phase_code == ErrorCode::AgentStartFailed {
+        ErrorCode::AgentStartFailed
+    } else if matches!(
+        e.code,
+        agent_client_protocol::ErrorCode::PARSE_ERROR
+            | agent_client_protocol::ErrorCode::INVALID_REQUEST
+    ) {
+        ErrorCode::AgentProtocolError
+    } else {
+        ErrorCode::AgentFailed
+    };
+    Error::new(
+        code,
+        format!(
+            "the agent answered {what} with error {}: {}",
+            e.code,
+            translate::truncate(&e.message, 500)
+        ),
+    )
+}
+
+/// The error for an agent that exited, with its status and last stderr line.
+pub(crate) async fn exited(
+    what: &str,
+    status: &std::process::ExitStatus,
+    process: &ProcessGroup,
+    shared: &Shared,
+    code: ErrorCode,
+) -> Error {
+    if process.is_stopping() {
+        return Error::new(code, format!("the agent was stopped during {what}"));
+    }
+    let _ = tokio::time::timeout(Duration::from_millis(500), shared.wait_stderr_closed()).await;
+    let last = shared
+        .last_stderr()
+        .map(|l| format!("; its last stderr line: {}", translate::truncate(&l, 500)))
+        .unwrap_or_default();
+    Error::new(
+        code,
+        format!(
+            "the agent exited during {what} ({}){last}",
+            describe_exit(status)
+        ),
+    )
+}
+
+/// Clears the route when a turn ends, however it ends (including being dropped).
+struct TurnGuard<'a>(&'a Shared);
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// A conversation with one ACP agent process.
+pub struct AcpSession {
+    pub(crate) session_id: String,
+    pub(crate) info: AgentInfo,
+    pub(crate) resumed: bool,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) connection: Connection,
+    pub(crate) process: ProcessGroup,
+    pub(crate) turn: tokio::sync::Mutex<()>,
+}
+
+impl fmt::Debug for AcpSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcpSession")
+            .field("session_id", &self.session_id)
+            .field("info", &self.info)
+            .field("resumed", &self.resumed)
+            .field("pgid", &self.process.pgid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AcpSession {
+    /// The agent's process group id (its pid).
+    pub fn pgid(&self) -> i32 {
+        self.process.pgid()
+    }
+}
+
+/// Sends `session/cancel` for one session.
+pub struct AcpCanceller {
+    cx: ConnectionTo<Agent>,
+    session_id: String,
+}
+
+impl fmt::Debug for AcpCanceller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcpCanceller")
+            .field("session_id", &self.session_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Canceller for AcpCanceller {
+    fn cancel(&self) {
+        match self
+            .cx
+            .send_notification(acp::CancelNotification::new(self.session_id.clone()))
+        {
+            Ok(()) => info!(session_id = %self.session_id, "session/cancel sent"),
+            Err(e) => {
+                debug!(session_id = %self.session_id, error = %e.message, "session/cancel not sent")
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl AgentSession for AcpSession {
+    fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    fn agent_info(&self) -> &AgentInfo {
+        &self.info
+    }
+
+    fn resumed(&self) -> bool {
+        self.resumed
+    }
+
+    async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
+        let _one_at_a_time = self.turn.lock().await;
+        if let Some(status) = self.process.exit_status() {
+            return Err(exited(
+                "the turn",
+                &status,
+                &self.process,
+                &self.shared,
+                ErrorCode::AgentExited,
+            )
+            .await);
+        }
+        self.shared.route_to(sink, Some(turn.mode));
+        let _clear = TurnGuard(&self.shared);
+        info!(
+            task_id = %turn.task_id,
+            session_id = %self.session_id,
+            prompt_bytes = turn.prompt.len(),
+            mode = turn.mode.as_str(),
+            "prompt sent"
+        );
+        let request = acp::PromptRequest::new(
+            self.session_id.clone(),
+            vec![acp::ContentBlock::Text(acp::TextContent::new(turn.prompt))],
+        );
+        let response = self.connection.cx.send_request(request).block_task();
+        tokio::pin!(response);
+        let result = tokio::select! {
+            r = &mut response => r,
+            status = self.process.exited() => {
+                match tokio::time::timeout(RESPONSE_GRACE, &mut response).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        let err = match status {
+                            Some(status) => exited("the turn", &status, &self.process, &self.shared, ErrorCode::AgentExited).await,
+                            None => Error::new(ErrorCode::AgentExited, "the agent exited during the turn"),
+                        };
+                        return Err(err);
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(resp) => {
+                let outcome = TurnOutcome {
+                    stop_reason: translate::stop_reason(resp.stop_reason),
+                    usage: resp.usage.as_ref().map(translate::prompt_usage),
+                };
+                info!(
+                    task_id = %turn.task_id,
+                    session_id = %self.session_id,
+                    stop_reason = %outcome.stop_reason,
+                    "turn ended"
+                );
+                Ok(outcome)
+            }
+            Err(e) => {
+                let err = request_error(
+                    "the turn",
+                    &e,
+                    &self.process,
+                    &self.connection,
+                    &self.shared,
+                    ErrorCode::AgentExited,
+                )
+                .await;
+                warn!(task_id = %turn.task_id, session_id = %self.session_id, code = %err.code, error = %err.message, "turn failed");
+                Err(err)
+            }
+        }
+    }
+
+    fn canceller(&self) -> Arc<dyn Canceller> {
+        Arc::new(AcpCanceller {
+            cx: self.connection.cx.clone(),
+            session_id: self.session_id.clone(),
+        })
+    }
+
+    fn is_alive(&self) -> bool {
+        self.process.exit_status().is_none()
+            && !self.process.is_stopping()
+            && self.connection.is_open()
+    }
+
+    async fn shutdown(&self) {
+        self.process.stop().await;
+        self.connection.stop();
+    }
+}

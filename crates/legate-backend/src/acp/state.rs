@@ -1,0 +1,203 @@
+//! Where the events of the running turn go, and what the handlers share.
+//!
+//! The connection's handlers run in the SDK's dispatch loop and send events synchronously to
+//! the sink of the turn in progress (or of `open()` while the handshake runs). Outside a turn
+//! there is no sink and events are dropped (logged at debug).
+
+use super::translate::{self, KnownTool};
+use crate::EventSink;
+use legate_core::{EventKind, TaskMode};
+use legate_supervisor::{Supervision, Supervisor};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::watch;
+use tracing::debug;
+
+/// At most this many stderr events per turn; then one notice.
+pub(crate) const MAX_STDERR_EVENTS: usize = 1_000;
+/// At most this many non-JSON-line notices per turn.
+pub(crate) const MAX_GARBAGE_NOTICES: usize = 20;
+/// Tool calls remembered per turn (to fill permission requests that only carry an id).
+const MAX_KNOWN_TOOLS: usize = 4_096;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[derive(Debug, Default)]
+struct Route {
+    sink: Option<EventSink>,
+    turn_mode: Option<TaskMode>,
+    stderr_sent: usize,
+    garbage_sent: usize,
+    replaying: bool,
+}
+
+/// State shared by the session and its handlers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    route: Mutex<Route>,
+    last_stderr: Mutex<Option<String>>,
+    stderr_done: watch::Sender<bool>,
+    tools: Mutex<HashMap<String, KnownTool>>,
+    supervisor: Arc<dyn Supervisor>,
+    supervision: Supervision,
+    root: PathBuf,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        supervisor: Arc<dyn Supervisor>,
+        supervision: Supervision,
+        root: PathBuf,
+    ) -> Self {
+        Self {
+            route: Mutex::new(Route::default()),
+            last_stderr: Mutex::new(None),
+            stderr_done: watch::channel(false).0,
+            tools: Mutex::new(HashMap::new()),
+            supervisor,
+            supervision,
+            root,
+        }
+    }
+
+    /// The workspace root (canonical).
+    pub(crate) fn root(&self) -> &PathBuf {
+        &self.root
+    }
+
+    /// Routes events to `sink` until [`Shared::clear`]. `mode` is the running task's mode
+    /// (`None` while opening).
+    pub(crate) fn route_to(&self, sink: EventSink, mode: Option<TaskMode>) {
+        let mut r = lock(&self.route);
+        *r = Route {
+            sink: Some(sink),
+            turn_mode: mode,
+            ..Route::default()
+        };
+        lock(&self.tools).clear();
+    }
+
+    /// Stops routing: later events are dropped. The session keeps no clone of the sink.
+    pub(crate) fn clear(&self) {
+        let mut r = lock(&self.route);
+        r.sink = None;
+        r.turn_mode = None;
+        r.replaying = false;
+    }
+
+    /// While `session/load` replays history, session updates are not the task's events.
+    pub(crate) fn set_replaying(&self, replaying: bool) {
+        lock(&self.route).replaying = replaying;
+    }
+
+    /// Whether history is being replayed.
+    pub(crate) fn is_replaying(&self) -> bool {
+        lock(&self.route).replaying
+    }
+
+    /// Sends one event to the current sink. Returns whether there was one.
+    pub(crate) fn emit(&self, event: EventKind) -> bool {
+        let r = lock(&self.route);
+        match &r.sink {
+            Some(sink) => {
+                sink.send(event);
+                true
+            }
+            None => {
+                debug!(event = event.type_name(), "event outside a turn dropped");
+                false
+            }
+        }
+    }
+
+    /// Reports one stderr line (already bounded), at most [`MAX_STDERR_EVENTS`] per turn.
+    pub(crate) fn stderr_line(&self, line: String) {
+        if !line.trim().is_empty() {
+            *lock(&self.last_stderr) = Some(line.clone());
+        }
+        let mut r = lock(&self.route);
+        let Some(sink) = r.sink.clone() else {
+            debug!(line = %line, "agent stderr outside a turn");
+            return;
+        };
+        r.stderr_sent += 1;
+        if r.stderr_sent <= MAX_STDERR_EVENTS {
+            sink.send(EventKind::Stderr { line });
+        } else if r.stderr_sent == MAX_STDERR_EVENTS + 1 {
+            sink.send(EventKind::Workspace {
+                message: format!(
+                    "the agent wrote more than {MAX_STDERR_EVENTS} lines on stderr in this turn; the rest were dropped"
+                ),
+                detail: serde_json::json!({ "stream": "stderr", "limit": MAX_STDERR_EVENTS }),
+            });
+        }
+    }
+
+    /// Reports a stdout line that is not JSON (bounded per turn).
+    pub(crate) fn garbage_line(&self, line: &str) {
+        let mut r = lock(&self.route);
+        let Some(sink) = r.sink.clone() else {
+            debug!("non-JSON line from the agent outside a turn");
+            return;
+        };
+        r.garbage_sent += 1;
+        if r.garbage_sent <= MAX_GARBAGE_NOTICES {
+            sink.send(EventKind::Workspace {
+                message: "the agent wrote a line on stdout that is not JSON-RPC; it was ignored"
+                    .into(),
+                detail: serde_json::json!({
+                    "stream": "stdout",
+                    "line": translate::truncate(line, 256),
+                }),
+            });
+        }
+    }
+
+    /// The last non-empty stderr line, if any.
+    pub(crate) fn last_stderr(&self) -> Option<String> {
+        lock(&self.last_stderr).clone()
+    }
+
+    /// Marks stderr as closed.
+    pub(crate) fn stderr_closed(&self) {
+        let _ = self.stderr_done.send(true);
+    }
+
+    /// Waits until stderr is closed.
+    pub(crate) async fn wait_stderr_closed(&self) {
+        let mut rx = self.stderr_done.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
+    }
+
+    /// Remembers what a tool call said about itself.
+    pub(crate) fn remember_tool(&self, id: &str, update: impl FnOnce(&mut KnownTool)) {
+        let mut tools = lock(&self.tools);
+        if tools.len() >= MAX_KNOWN_TOOLS && !tools.contains_key(id) {
+            return;
+        }
+        update(tools.entry(id.to_string()).or_default());
+    }
+
+    /// What is known about a tool call.
+    pub(crate) fn known_tool(&self, id: &str) -> Option<KnownTool> {
+        lock(&self.tools).get(id).cloned()
+    }
+
+    /// The supervisor.
+    pub(crate) fn supervisor(&self) -> &dyn Supervisor {
+        self.supervisor.as_ref()
+    }
+
+    /// The supervision inputs for a decision made now: the running task's mode wins over the
+    /// mode the session was opened with.
+    pub(crate) fn supervision(&self) -> Supervision {
+        let mut s = self.supervision.clone();
+        if let Some(mode) = lock(&self.route).turn_mode {
+            s.mode = mode;
+        }
+        s
+    }
+}

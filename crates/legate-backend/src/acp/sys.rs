@@ -1,0 +1,69 @@
+//! The only `unsafe` code of the ACP driver: the pre-exec hook that makes the agent die with
+//! Legate, and process-group signals.
+#![allow(unsafe_code)]
+
+use tokio::process::Command;
+
+/// Arranges for the child to receive `SIGKILL` when the thread that spawned it dies
+/// (`PR_SET_PDEATHSIG`). Linux only; elsewhere this does nothing.
+///
+/// The signal follows the spawning *thread*, so spawn from a long-lived thread (a Tokio worker
+/// or the main thread), never from a `spawn_blocking` thread that may be retired.
+pub(crate) fn die_with_parent(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+        // SAFETY: the closure runs in the forked child before `exec`. It calls only
+        // async-signal-safe functions (`prctl`, `getppid`), allocates nothing, takes no
+        // locks, and builds its errors from raw OS codes, which does not allocate either.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Legate died between fork and prctl: the signal will never come.
+                if parent != 0 && libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cmd;
+    }
+}
+
+/// Sends `signal` to every process of the group `pgid`. Returns `false` when the group no
+/// longer exists. A `pgid` of 0 or less is refused (it would name our own group, or all).
+pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
+    if pgid <= 0 {
+        return false;
+    }
+    // SAFETY: `killpg` has no memory-safety preconditions; `pgid` is positive, so it names
+    // exactly one process group and never our own group or every process.
+    let rc = unsafe { libc::killpg(pgid, signal) };
+    if rc == 0 {
+        return true;
+    }
+    // EPERM: the group exists but holds a process we may not signal.
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Whether the process group `pgid` still has members (zombies included).
+pub(crate) fn group_exists(pgid: i32) -> bool {
+    signal_group(pgid, 0)
+}
+
+/// `SIGTERM`.
+pub(crate) const SIGTERM: i32 = libc::SIGTERM;
+/// `SIGKILL`.
+pub(crate) const SIGKILL: i32 = libc::SIGKILL;

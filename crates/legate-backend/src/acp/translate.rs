@@ -1,0 +1,465 @@
+//! ACP shapes into Legate's event model, and back for permission answers.
+//!
+//! Pure functions: one `session/update` becomes at most one [`EventKind`]; a
+//! `session/request_permission` becomes a [`PermissionRequest`] for the supervisor.
+
+use agent_client_protocol::v1::schema as acp;
+use legate_core::{
+    EventKind, OptionKind, PermissionOption, PermissionRequest, PlanEntry, ToolCallEvent,
+    ToolCallUpdateEvent, ToolKind, ToolStatus, Usage,
+};
+use std::path::PathBuf;
+
+/// Text carried by a tool call update is bounded to this many bytes.
+pub(crate) const MAX_TOOL_CONTENT: usize = 8 * 1024;
+
+/// What earlier `tool_call` / `tool_call_update`s said about a tool call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct KnownTool {
+    pub(crate) title: Option<String>,
+    pub(crate) kind: Option<ToolKind>,
+    pub(crate) locations: Option<Vec<PathBuf>>,
+    pub(crate) raw_input: Option<serde_json::Value>,
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.
+pub(crate) fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// ACP's tool kind.
+pub(crate) fn tool_kind(kind: acp::ToolKind) -> ToolKind {
+    match kind {
+        acp::ToolKind::Read => ToolKind::Read,
+        acp::ToolKind::Edit => ToolKind::Edit,
+        acp::ToolKind::Delete => ToolKind::Delete,
+        acp::ToolKind::Move => ToolKind::Move,
+        acp::ToolKind::Search => ToolKind::Search,
+        acp::ToolKind::Execute => ToolKind::Execute,
+        acp::ToolKind::Think => ToolKind::Think,
+        acp::ToolKind::Fetch => ToolKind::Fetch,
+        acp::ToolKind::SwitchMode => ToolKind::SwitchMode,
+        _ => ToolKind::Other,
+    }
+}
+
+/// ACP's tool call status.
+pub(crate) fn tool_status(status: acp::ToolCallStatus) -> ToolStatus {
+    match status {
+        acp::ToolCallStatus::InProgress => ToolStatus::InProgress,
+        acp::ToolCallStatus::Completed => ToolStatus::Completed,
+        acp::ToolCallStatus::Failed => ToolStatus::Failed,
+        _ => ToolStatus::Pending,
+    }
+}
+
+fn option_kind(kind: acp::PermissionOptionKind) -> Option<OptionKind> {
+    match kind {
+        acp::PermissionOptionKind::AllowOnce => Some(OptionKind::AllowOnce),
+        acp::PermissionOptionKind::AllowAlways => Some(OptionKind::AllowAlways),
+        acp::PermissionOptionKind::RejectOnce => Some(OptionKind::RejectOnce),
+        acp::PermissionOptionKind::RejectAlways => Some(OptionKind::RejectAlways),
+        _ => None,
+    }
+}
+
+/// The snake-case wire form of a serde enum (`end_turn`, `high`, …).
+fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "unknown".to_string(),
+    }
+}
+
+/// ACP's stop reason as its snake-case wire string.
+pub(crate) fn stop_reason(reason: acp::StopReason) -> String {
+    wire_name(&reason)
+}
+
+/// The turn's usage from a prompt response.
+pub(crate) fn prompt_usage(usage: &acp::Usage) -> Usage {
+    Usage {
+        input_tokens: Some(usage.input_tokens),
+        output_tokens: Some(usage.output_tokens),
+        thought_tokens: usage.thought_tokens,
+        cached_read_tokens: usage.cached_read_tokens,
+        total_tokens: Some(usage.total_tokens),
+        context_used: None,
+        context_size: None,
+    }
+}
+
+fn block_text(block: &acp::ContentBlock) -> Option<String> {
+    match block {
+        acp::ContentBlock::Text(t) => Some(t.text.clone()),
+        acp::ContentBlock::ResourceLink(link) => Some(format!("[{}]({})", link.name, link.uri)),
+        acp::ContentBlock::Resource(res) => match &res.resource {
+            acp::EmbeddedResourceResource::TextResourceContents(t) => Some(t.text.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn locations(locs: &[acp::ToolCallLocation]) -> Vec<PathBuf> {
+    locs.iter().map(|l| l.path.clone()).collect()
+}
+
+/// The text a tool call's content carries (output, a diff summary), bounded to
+/// [`MAX_TOOL_CONTENT`]; `None` when there is none.
+pub(crate) fn tool_content_text(content: &[acp::ToolCallContent]) -> Option<String> {
+    let parts: Vec<String> = content
+        .iter()
+        .filter_map(|c| match c {
+            acp::ToolCallContent::Content(c) => block_text(&c.content),
+            acp::ToolCallContent::Diff(d) => Some(format!(
+                "{} {} (+{} lines)",
+                if d.old_text.is_none() {
+                    "create"
+                } else {
+                    "edit"
+                },
+                d.path.display(),
+                d.new_text.lines().count()
+            )),
+            acp::ToolCallContent::Terminal(t) => Some(format!("terminal {}", t.terminal_id)),
+            _ => None,
+        })
+        .collect();
+    if parts.is_empty() {
+        None
+    } else {
+        Some(truncate(&parts.join("\n"), MAX_TOOL_CONTENT))
+    }
+}
+
+/// One `session/update` as an event; `None` for updates Legate does not record.
+pub(crate) fn update_event(update: &acp::SessionUpdate) -> Option<EventKind> {
+    match update {
+        acp::SessionUpdate::AgentMessageChunk(chunk) => {
+            block_text(&chunk.content).map(|text| EventKind::Message { text })
+        }
+        acp::SessionUpdate::AgentThoughtChunk(chunk) => {
+            block_text(&chunk.content).map(|text| EventKind::Thought { text })
+        }
+        acp::SessionUpdate::ToolCall(call) => Some(EventKind::ToolCall(ToolCallEvent {
+            id: call.tool_call_id.0.to_string(),
+            title: call.title.clone(),
+            tool_kind: tool_kind(call.kind),
+            status: tool_status(call.status),
+            locations: locations(&call.locations),
+            raw_input: call.raw_input.clone(),
+        })),
+        acp::SessionUpdate::ToolCallUpdate(update) => {
+            let f = &update.fields;
+            Some(EventKind::ToolCallUpdate(ToolCallUpdateEvent {
+                id: update.tool_call_id.0.to_string(),
+                title: f.title.clone(),
+                tool_kind: f.kind.map(tool_kind),
+                status: f.status.map(tool_status),
+                locations: f.locations.as_deref().map(locations),
+                content: f.content.as_deref().and_then(tool_content_text),
+            }))
+        }
+        acp::SessionUpdate::Plan(plan) => Some(EventKind::Plan {
+            entries: plan
+                .entries
+                .iter()
+                .map(|e| PlanEntry {
+                    content: e.content.clone(),
+                    priority: wire_name(&e.priority),
+                    status: wire_name(&e.status),
+                })
+                .collect(),
+        }),
+        acp::SessionUpdate::CurrentModeUpdate(m) => Some(EventKind::Mode {
+            mode_id: m.current_mode_id.0.to_string(),
+        }),
+        acp::SessionUpdate::UsageUpdate(u) => Some(EventKind::Usage {
+            usage: Usage {
+                context_used: Some(u.used),
+                context_size: Some(u.size),
+                ..Usage::default()
+            },
+        }),
+        _ => None,
+    }
+}
+
+/// Folds what a tool call update says into what is known about the call.
+pub(crate) fn learn_tool(known: &mut KnownTool, update: &acp::SessionUpdate) {
+    match update {
+        acp::SessionUpdate::ToolCall(call) => {
+            known.title = Some(call.title.clone());
+            known.kind = Some(tool_kind(call.kind));
+            known.locations = Some(locations(&call.locations));
+            known.raw_input = call.raw_input.clone();
+        }
+        acp::SessionUpdate::ToolCallUpdate(update) => learn_fields(known, &update.fields),
+        _ => {}
+    }
+}
+
+fn learn_fields(known: &mut KnownTool, f: &acp::ToolCallUpdateFields) {
+    if let Some(t) = &f.title {
+        known.title = Some(t.clone());
+    }
+    if let Some(k) = f.kind {
+        known.kind = Some(tool_kind(k));
+    }
+    if let Some(l) = &f.locations {
+        known.locations = Some(locations(l));
+    }
+    if let Some(r) = &f.raw_input {
+        known.raw_input = Some(r.clone());
+    }
+}
+
+/// The supervisor's view of a permission request. Fields the request leaves out are taken
+/// from what earlier updates said about the same tool call. Options of a kind Legate does
+/// not know are left out, so they can never be chosen.
+pub(crate) fn permission_request(
+    req: &acp::RequestPermissionRequest,
+    earlier: Option<KnownTool>,
+) -> PermissionRequest {
+    let mut known = earlier.unwrap_or_default();
+    learn_fields(&mut known, &req.tool_call.fields);
+    let id = req.tool_call.tool_call_id.0.to_string();
+    PermissionRequest {
+        title: known.title.unwrap_or_else(|| id.clone()),
+        tool_call_id: id,
+        tool_kind: known.kind.unwrap_or(ToolKind::Other),
+        locations: known.locations.unwrap_or_default(),
+        raw_input: known.raw_input,
+        options: req
+            .options
+            .iter()
+            .filter_map(|o| {
+                option_kind(o.kind).map(|kind| PermissionOption {
+                    id: o.option_id.0.to_string(),
+                    name: o.name.clone(),
+                    kind,
+                })
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn update(v: serde_json::Value) -> acp::SessionUpdate {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn message_and_thought_chunks() {
+        let e = update_event(&update(json!({
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "hello"}
+        })));
+        assert_eq!(
+            e,
+            Some(EventKind::Message {
+                text: "hello".into()
+            })
+        );
+        let e = update_event(&update(json!({
+            "sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": "hmm"}
+        })));
+        assert_eq!(e, Some(EventKind::Thought { text: "hmm".into() }));
+        let e = update_event(&update(json!({
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}
+        })));
+        assert_eq!(e, None);
+    }
+
+    #[test]
+    fn tool_call_carries_kind_status_locations_and_raw_input() {
+        let e = update_event(&update(json!({
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "Write a.txt",
+            "kind": "edit",
+            "status": "pending",
+            "locations": [{"path": "/w/a.txt"}],
+            "rawInput": {"path": "/w/a.txt", "content": "x"}
+        })));
+        assert_eq!(
+            e,
+            Some(EventKind::ToolCall(ToolCallEvent {
+                id: "t1".into(),
+                title: "Write a.txt".into(),
+                tool_kind: ToolKind::Edit,
+                status: ToolStatus::Pending,
+                locations: vec![PathBuf::from("/w/a.txt")],
+                raw_input: Some(json!({"path": "/w/a.txt", "content": "x"})),
+            }))
+        );
+        // No kind: other.
+        let Some(EventKind::ToolCall(t)) = update_event(&update(json!({
+            "sessionUpdate": "tool_call", "toolCallId": "t2", "title": "?"
+        }))) else {
+            panic!("not a tool call")
+        };
+        assert_eq!(t.tool_kind, ToolKind::Other);
+        assert_eq!(t.status, ToolStatus::Pending);
+    }
+
+    #[test]
+    fn tool_call_update_content_is_bounded_text() {
+        let big = "x".repeat(20_000);
+        let e = update_event(&update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "completed",
+            "content": [
+                {"type": "content", "content": {"type": "text", "text": big}},
+            ]
+        })));
+        let Some(EventKind::ToolCallUpdate(u)) = e else {
+            panic!("not an update")
+        };
+        assert_eq!(u.status, Some(ToolStatus::Completed));
+        assert_eq!(u.title, None);
+        assert_eq!(u.tool_kind, None);
+        let content = u.content.unwrap();
+        assert!(content.len() <= MAX_TOOL_CONTENT);
+        assert!(content.ends_with('…'));
+
+        let Some(EventKind::ToolCallUpdate(u)) = update_event(&update(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "content": [{"type": "diff", "path": "/w/a.txt", "oldText": null, "newText": "a\nb\n"}]
+        }))) else {
+            panic!("not an update")
+        };
+        assert_eq!(u.content.as_deref(), Some("create /w/a.txt (+2 lines)"));
+        assert_eq!(u.status, None);
+    }
+
+    #[test]
+    fn plan_mode_and_usage() {
+        let e = update_event(&update(json!({
+            "sessionUpdate": "plan",
+            "entries": [{"content": "step", "priority": "high", "status": "in_progress"}]
+        })));
+        assert_eq!(
+            e,
+            Some(EventKind::Plan {
+                entries: vec![PlanEntry {
+                    content: "step".into(),
+                    priority: "high".into(),
+                    status: "in_progress".into()
+                }]
+            })
+        );
+        let e = update_event(&update(
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": "plan"}),
+        ));
+        assert_eq!(
+            e,
+            Some(EventKind::Mode {
+                mode_id: "plan".into()
+            })
+        );
+        let e = update_event(&update(
+            json!({"sessionUpdate": "usage_update", "used": 10, "size": 100}),
+        ));
+        assert_eq!(
+            e,
+            Some(EventKind::Usage {
+                usage: Usage {
+                    context_used: Some(10),
+                    context_size: Some(100),
+                    ..Usage::default()
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn other_updates_are_ignored() {
+        let e = update_event(&update(json!({
+            "sessionUpdate": "user_message_chunk",
+            "content": {"type": "text", "text": "me"}
+        })));
+        assert_eq!(e, None);
+        let e = update_event(&update(json!({
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": []
+        })));
+        assert_eq!(e, None);
+    }
+
+    #[test]
+    fn stop_reasons_are_snake_case() {
+        assert_eq!(stop_reason(acp::StopReason::EndTurn), "end_turn");
+        assert_eq!(
+            stop_reason(acp::StopReason::MaxTurnRequests),
+            "max_turn_requests"
+        );
+        assert_eq!(stop_reason(acp::StopReason::Cancelled), "cancelled");
+    }
+
+    #[test]
+    fn permission_request_fills_missing_fields_from_earlier_updates() {
+        let req: acp::RequestPermissionRequest = serde_json::from_value(json!({
+            "sessionId": "s",
+            "toolCall": {"toolCallId": "t9"},
+            "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"}
+            ]
+        }))
+        .unwrap();
+        let bare = permission_request(&req, None);
+        assert_eq!(bare.title, "t9");
+        assert_eq!(bare.tool_kind, ToolKind::Other);
+        assert_eq!(
+            bare.options
+                .iter()
+                .map(|o| (o.id.as_str(), o.kind))
+                .collect::<Vec<_>>(),
+            [
+                ("allow", OptionKind::AllowOnce),
+                ("reject", OptionKind::RejectOnce)
+            ]
+        );
+
+        let mut known = KnownTool::default();
+        learn_tool(
+            &mut known,
+            &update(json!({
+                "sessionUpdate": "tool_call", "toolCallId": "t9", "title": "rm -rf x",
+                "kind": "execute", "rawInput": {"command": "rm -rf x"}
+            })),
+        );
+        let full = permission_request(&req, Some(known));
+        assert_eq!(full.title, "rm -rf x");
+        assert_eq!(full.tool_kind, ToolKind::Execute);
+        assert_eq!(full.raw_input, Some(json!({"command": "rm -rf x"})));
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("abc", 3), "abc");
+        let t = truncate("ééééé", 6);
+        assert!(t.len() <= 6, "{t}");
+        assert!(t.ends_with('…'));
+    }
+}

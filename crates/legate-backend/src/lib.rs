@@ -1,0 +1,105 @@
+//! Backends: how Legate runs one turn of an agent and turns what it does into [`EventKind`]s.
+//!
+//! The [`Backend`] trait is the seam between the engine and each protocol driver. A backend
+//! opens an [`AgentSession`] (one conversation with one agent process), runs prompts on it one
+//! at a time, answers permission requests through the [`Supervisor`] it was given, and reports
+//! everything as events on the turn's [`EventSink`].
+//!
+//! Backends never touch the store and never decide a task's state: they report, the engine
+//! decides.
+
+pub mod acp;
+mod sink;
+
+pub use sink::{EventSink, EventStream};
+
+use async_trait::async_trait;
+use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
+use legate_supervisor::{Supervision, Supervisor};
+use std::fmt::Debug;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Everything a backend needs to open a session.
+#[derive(Debug, Clone)]
+pub struct SessionRequest {
+    /// The agent to start.
+    pub agent: AgentSpec,
+    /// Where it works. Its `root` becomes the process's `cwd` and the session's `cwd`.
+    pub boundary: Boundary,
+    /// Who answers permission requests, and under which rules.
+    pub supervisor: Arc<dyn Supervisor>,
+    /// The rules' inputs (boundary, preset, mode) for this session.
+    pub supervision: Supervision,
+    /// An earlier session id of this context, to continue when the agent can load sessions.
+    pub resume_session_id: Option<String>,
+    /// Directory for the agent's private state (`HOME`-like), when its preset wants one.
+    pub state_dir: Option<PathBuf>,
+}
+
+/// What the agent said about itself at `initialize`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentInfo {
+    /// Its name.
+    pub name: Option<String>,
+    /// Its version.
+    pub version: Option<String>,
+    /// Whether it can load an earlier session (`session/load`).
+    pub load_session: bool,
+}
+
+/// One turn to run.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// The task this turn belongs to.
+    pub task_id: TaskId,
+    /// What the caller asked.
+    pub prompt: String,
+    /// Write or read-only.
+    pub mode: TaskMode,
+}
+
+/// How a turn ended, when it ended without a transport failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// ACP's stop reason: `end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`.
+    pub stop_reason: String,
+    /// Usage reported with the prompt's response, if any.
+    pub usage: Option<Usage>,
+}
+
+/// Cancels the running turn of a session from another task.
+pub trait Canceller: Send + Sync + Debug {
+    /// Asks the agent to stop the current turn (ACP `session/cancel`). Idempotent.
+    fn cancel(&self);
+}
+
+/// One conversation with one agent process.
+#[async_trait]
+pub trait AgentSession: Send + Sync + Debug {
+    /// The agent's session id.
+    fn session_id(&self) -> &str;
+    /// What the agent said about itself.
+    fn agent_info(&self) -> &AgentInfo;
+    /// Whether the session was continued from an earlier one (`session/load`).
+    fn resumed(&self) -> bool;
+    /// Runs one turn. Every event of the turn is sent to `sink` before this returns, and the
+    /// session keeps no clone of `sink` afterwards.
+    async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome>;
+    /// A handle that cancels the running turn.
+    fn canceller(&self) -> Arc<dyn Canceller>;
+    /// Whether the agent process is still running.
+    fn is_alive(&self) -> bool;
+    /// Stops the agent: its whole process group is killed. Idempotent.
+    async fn shutdown(&self);
+}
+
+/// A protocol driver.
+#[async_trait]
+pub trait Backend: Send + Sync + Debug {
+    /// Starts the agent and opens (or continues) a session. Failures carry
+    /// `AGENT_START_FAILED`, `AGENT_AUTH_REQUIRED`, `AGENT_UNSUPERVISED` or
+    /// `AGENT_PROTOCOL_ERROR`. Events that happen while opening (stderr, mode) go to `sink`.
+    async fn open(&self, request: SessionRequest, sink: EventSink)
+    -> Result<Arc<dyn AgentSession>>;
+}

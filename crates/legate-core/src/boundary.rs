@@ -1,0 +1,48 @@
+//! Where an agent may work.
+//!
+//! A [`Boundary`] is asserted by whoever created the workspace, never inferred from a path:
+//! `owned` is the whole trust model in one bit (seed `000`, "The boundary").
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The directory an agent works in and what that directory is allowed to mean.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Boundary {
+    /// Absolute, symlinks resolved.
+    pub root: PathBuf,
+    /// True only when Legate created this directory itself (a sandbox or a copy).
+    pub owned: bool,
+    /// Whether shell commands, fetches and other opaque tools may run in a root Legate does
+    /// not own.
+    pub allow_execute: bool,
+}
+
+/// The kinds of workspace an agent can be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceKind {
+    /// An empty directory Legate made under `$LEGATE_HOME/sandboxes/`, one per context.
+    Sandbox,
+    /// A directory the user named. Not owned.
+    Shared,
+}
+
+impl WorkspaceKind {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::Shared => "shared",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "sandbox" => Some(Self::Sandbox),
+            "shared" => Some(Self::Shared),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The one event model every backend speaks.
+//!
+//! ACP `session/update`s, agy stream-json lines and remote A2A events all become
+//! [`EventKind`]s. Fronts never see backend-specific shapes. Events are append-only and
+//! numbered per task from 1; the store assigns the number.
+
+use crate::{Error, TaskId, TaskState, Timestamp, Usage, Verdict};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The kind of a tool call, as ACP's `ToolKind` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// Reads files or data.
+    Read,
+    /// Changes files.
+    Edit,
+    /// Deletes files.
+    Delete,
+    /// Moves or renames files.
+    Move,
+    /// Searches.
+    Search,
+    /// Runs a command.
+    Execute,
+    /// Reasons internally.
+    Think,
+    /// Fetches from the network.
+    Fetch,
+    /// Proposes changing the session mode (e.g. leaving plan mode).
+    SwitchMode,
+    /// Anything else, or no kind given.
+    Other,
+}
+
+impl ToolKind {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Edit => "edit",
+            Self::Delete => "delete",
+            Self::Move => "move",
+            Self::Search => "search",
+            Self::Execute => "execute",
+            Self::Think => "think",
+            Self::Fetch => "fetch",
+            Self::SwitchMode => "switch_mode",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// A tool call's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// Not started (often: waiting for permission).
+    Pending,
+    /// Running.
+    InProgress,
+    /// Finished well.
+    Completed,
+    /// Finished badly or refused.
+    Failed,
+}
+
+impl ToolStatus {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in_progress",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A new tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallEvent {
+    /// The agent's id for the call.
+    pub id: String,
+    /// Human title.
+    pub title: String,
+    /// Kind.
+    pub tool_kind: ToolKind,
+    /// Status.
+    pub status: ToolStatus,
+    /// Paths it touches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<PathBuf>,
+    /// Raw input, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_input: Option<serde_json::Value>,
+}
+
+/// A change to an earlier tool call; absent fields did not change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallUpdateEvent {
+    /// The agent's id for the call.
+    pub id: String,
+    /// New title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// New kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_kind: Option<ToolKind>,
+    /// New status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ToolStatus>,
+    /// New locations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locations: Option<Vec<PathBuf>>,
+    /// Text content the update carried (output, diff summary), bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// One entry of an agent's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanEntry {
+    /// What the step is.
+    pub content: String,
+    /// `high`, `medium` or `low`.
+    pub priority: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: String,
+}
+
+/// What happened. Serialized with a `type` tag in snake case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The task changed state.
+    Status {
+        /// The new state.
+        state: TaskState,
+        /// A short human message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// The error, for a task that ended badly.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<Error>,
+    },
+    /// A chunk of the agent's answer.
+    Message {
+        /// The text.
+        text: String,
+    },
+    /// A chunk of the agent's reasoning.
+    Thought {
+        /// The text.
+        text: String,
+    },
+    /// A new tool call.
+    ToolCall(ToolCallEvent),
+    /// A change to a tool call.
+    ToolCallUpdate(ToolCallUpdateEvent),
+    /// The agent's plan, whole.
+    Plan {
+        /// The entries.
+        entries: Vec<PlanEntry>,
+    },
+    /// The supervisor answered a permission request.
+    Permission {
+        /// The tool call it was about.
+        tool_call_id: String,
+        /// Its title.
+        title: String,
+        /// Its kind.
+        tool_kind: ToolKind,
+        /// The ids the agent offered.
+        offered: Vec<String>,
+        /// The answer.
+        verdict: Verdict,
+    },
+    /// The agent read or wrote a file through the client (`fs/*`).
+    FsAccess {
+        /// `read` or `write`.
+        op: String,
+        /// The path as asked.
+        path: PathBuf,
+        /// Whether it was served.
+        allowed: bool,
+        /// Why not, when refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Token accounting reported by the agent.
+    Usage {
+        /// What was reported.
+        usage: Usage,
+    },
+    /// The session's mode changed.
+    Mode {
+        /// The new mode id.
+        mode_id: String,
+    },
+    /// A line the agent wrote on stderr (bounded).
+    Stderr {
+        /// The line, truncated.
+        line: String,
+    },
+    /// Something about the workspace or the session (created, reused, confinement).
+    Workspace {
+        /// What happened, for a person.
+        message: String,
+        /// Structured detail.
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        detail: serde_json::Value,
+    },
+    /// The agent session was opened or reused.
+    Session {
+        /// The agent's session id.
+        session_id: String,
+        /// True when an earlier session was continued.
+        resumed: bool,
+    },
+}
+
+impl EventKind {
+    /// The `type` tag, e.g. `"tool_call"`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Status { .. } => "status",
+            Self::Message { .. } => "message",
+            Self::Thought { .. } => "thought",
+            Self::ToolCall(_) => "tool_call",
+            Self::ToolCallUpdate(_) => "tool_call_update",
+            Self::Plan { .. } => "plan",
+            Self::Permission { .. } => "permission",
+            Self::FsAccess { .. } => "fs_access",
+            Self::Usage { .. } => "usage",
+            Self::Mode { .. } => "mode",
+            Self::Stderr { .. } => "stderr",
+            Self::Workspace { .. } => "workspace",
+            Self::Session { .. } => "session",
+        }
+    }
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// The task it belongs to.
+    pub task_id: TaskId,
+    /// 1-based, gapless per task.
+    pub seq: u64,
+    /// When it was stored.
+    pub at: Timestamp,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_kinds_carry_their_type_tag() {
+        let kinds = [
+            EventKind::Message { text: "hi".into() },
+            EventKind::Stderr { line: "x".into() },
+            EventKind::Status {
+                state: TaskState::Working,
+                message: None,
+                error: None,
+            },
+        ];
+        for k in kinds {
+            let v = serde_json::to_value(&k).unwrap();
+            assert_eq!(v["type"], k.type_name());
+            let back: EventKind = serde_json::from_value(v).unwrap();
+            assert_eq!(back, k);
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The nouns every Legate crate shares: tasks and their states, events, agent specs,
+//! boundaries, permission requests and verdicts, and the error type with stable codes.
+//!
+//! This crate does no I/O. It must never learn about a protocol (ACP, MCP, A2A) or a
+//! storage engine: fronts and backends translate their own shapes into these types.
+
+pub mod agent;
+pub mod boundary;
+pub mod error;
+pub mod event;
+pub mod permission;
+pub mod task;
+pub mod time;
+
+pub use agent::{AgentKind, AgentSpec};
+pub use boundary::{Boundary, WorkspaceKind};
+pub use error::{Error, ErrorCode, Result};
+pub use event::{
+    Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind, ToolStatus,
+};
+pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Verdict};
+pub use task::{Refusal, Task, TaskId, TaskMode, TaskResult, TaskState, Usage};
+pub use time::Timestamp;

@@ -1,0 +1,91 @@
+//! Permission requests as the supervisor sees them, and its [`Verdict`].
+//!
+//! These are protocol-neutral: the ACP backend translates `session/request_permission` into
+//! a [`PermissionRequest`] and the verdict's `option_id` back into the reply.
+
+use crate::ToolKind;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// What choosing an option means, as ACP's `PermissionOptionKind` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptionKind {
+    /// Allow this call.
+    AllowOnce,
+    /// Allow this call and similar ones later.
+    AllowAlways,
+    /// Refuse this call.
+    RejectOnce,
+    /// Refuse this call and similar ones later.
+    RejectAlways,
+}
+
+impl OptionKind {
+    /// Whether choosing it lets the tool run.
+    pub fn is_allow(self) -> bool {
+        matches!(self, Self::AllowOnce | Self::AllowAlways)
+    }
+}
+
+/// One option the agent offered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionOption {
+    /// The id to answer with; only ever one the agent sent.
+    pub id: String,
+    /// The label the agent gave it.
+    pub name: String,
+    /// What it means.
+    pub kind: OptionKind,
+}
+
+/// A request for permission to run one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRequest {
+    /// The tool call this is about.
+    pub tool_call_id: String,
+    /// Its title (often the command or the file).
+    pub title: String,
+    /// Its kind; `Other` when the agent gave none.
+    pub tool_kind: ToolKind,
+    /// The paths it names, as the agent sent them.
+    #[serde(default)]
+    pub locations: Vec<PathBuf>,
+    /// The tool's raw input, as the agent sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_input: Option<serde_json::Value>,
+    /// The options offered, in the agent's order.
+    pub options: Vec<PermissionOption>,
+}
+
+/// Allow or deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The tool may run.
+    Allow,
+    /// The tool may not run.
+    Deny,
+}
+
+/// The supervisor's answer to one [`PermissionRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// Allow or deny.
+    pub decision: Decision,
+    /// The offered option chosen; `None` means the reply is `cancelled` (nothing fit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_id: Option<String>,
+    /// One sentence saying why.
+    pub reason: String,
+}
+
+impl Verdict {
+    /// Whether the tool may run.
+    pub fn is_allow(&self) -> bool {
+        self.decision == Decision::Allow
+    }
+}

@@ -1,0 +1,338 @@
+//! Tasks: one delegated unit of work, and the A2A states it moves through.
+
+use crate::{Error, ErrorCode, Timestamp, WorkspaceKind};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+/// A task id: a random UUID (v4) in its hyphenated form, so that a short prefix is enough to
+/// name one. Tasks sort by `created_at`, not by id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(pub String);
+
+impl TaskId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The eight task states of A2A v1.0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskState {
+    /// Stored, not yet running (queued).
+    Submitted,
+    /// The agent is working on it.
+    Working,
+    /// The task waits for the caller to say more.
+    InputRequired,
+    /// The turn ended normally.
+    Completed,
+    /// The task ended with an error; see its error code.
+    Failed,
+    /// The task was canceled.
+    Canceled,
+    /// The agent refused the task.
+    Rejected,
+    /// The agent needs its user to log in.
+    AuthRequired,
+}
+
+impl TaskState {
+    /// Every state.
+    pub const ALL: &'static [TaskState] = &[
+        Self::Submitted,
+        Self::Working,
+        Self::InputRequired,
+        Self::Completed,
+        Self::Failed,
+        Self::Canceled,
+        Self::Rejected,
+        Self::AuthRequired,
+    ];
+
+    /// The wire form, e.g. `"input-required"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Submitted => "submitted",
+            Self::Working => "working",
+            Self::InputRequired => "input-required",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+            Self::Rejected => "rejected",
+            Self::AuthRequired => "auth-required",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|st| st.as_str() == s)
+    }
+
+    /// Whether nothing more will happen to a task in this state.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Canceled | Self::Rejected | Self::AuthRequired
+        )
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether the agent may change files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskMode {
+    /// The agent may edit files inside its root (subject to the supervisor).
+    #[default]
+    Write,
+    /// Every edit, delete, move and execute is refused.
+    ReadOnly,
+}
+
+impl TaskMode {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Write => "write",
+            Self::ReadOnly => "read-only",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "write" => Some(Self::Write),
+            "read-only" => Some(Self::ReadOnly),
+            _ => None,
+        }
+    }
+}
+
+/// Token accounting. A field the agent did not report is `None`, never 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Prompt tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Completion tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Reasoning tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_tokens: Option<u64>,
+    /// Tokens read from a prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_read_tokens: Option<u64>,
+    /// Everything counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    /// Context window in use, as the agent reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_used: Option<u64>,
+    /// Context window size, as the agent reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_size: Option<u64>,
+}
+
+impl Usage {
+    /// Whether the agent reported anything at all.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Overwrites each field that `other` reports.
+    pub fn merge(&mut self, other: &Usage) {
+        fn take(dst: &mut Option<u64>, src: Option<u64>) {
+            if src.is_some() {
+                *dst = src;
+            }
+        }
+        take(&mut self.input_tokens, other.input_tokens);
+        take(&mut self.output_tokens, other.output_tokens);
+        take(&mut self.thought_tokens, other.thought_tokens);
+        take(&mut self.cached_read_tokens, other.cached_read_tokens);
+        take(&mut self.total_tokens, other.total_tokens);
+        take(&mut self.context_used, other.context_used);
+        take(&mut self.context_size, other.context_size);
+    }
+}
+
+/// A permission the supervisor refused, as it travels back to the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refusal {
+    /// The tool call's title as the agent gave it.
+    pub title: String,
+    /// Why the supervisor refused.
+    pub reason: String,
+}
+
+/// What a finished turn produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskResult {
+    /// The agent's answer (its message chunks, joined).
+    pub text: String,
+    /// The ACP stop reason (`end_turn`, `cancelled`, …) when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// How many tool calls the agent started.
+    pub tool_calls: u32,
+    /// How many of them ended `failed`.
+    pub failed_tool_calls: u32,
+    /// Every permission the supervisor refused, in order.
+    #[serde(default)]
+    pub refusals: Vec<Refusal>,
+}
+
+impl TaskResult {
+    /// The status line that lists refusals, or `None` when there were none:
+    /// `refused by the supervisor: <title>: <reason>; …`.
+    pub fn refusal_note(&self) -> Option<String> {
+        if self.refusals.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .refusals
+            .iter()
+            .map(|r| format!("{}: {}", r.title, r.reason))
+            .collect();
+        Some(format!("refused by the supervisor: {}", parts.join("; ")))
+    }
+}
+
+/// One delegated unit of work, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    /// Unique id.
+    pub id: TaskId,
+    /// The conversation this task belongs to; later tasks in it reuse the agent session.
+    pub context_id: String,
+    /// The configured agent's name.
+    pub agent: String,
+    /// What kind of workspace the agent got.
+    pub workspace: WorkspaceKind,
+    /// The workspace root, once prepared (absolute, resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// What the caller asked for.
+    pub prompt: String,
+    /// Write or read-only.
+    pub mode: TaskMode,
+    /// Where the task is in its life.
+    pub state: TaskState,
+    /// Why it ended badly, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Error>,
+    /// A short human status message (refusals, the reason for input-required, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Tokens, when the agent reported any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The outcome of the turn, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<TaskResult>,
+    /// The agent's session id, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Seconds before the task is stopped with `TASK_TIMEOUT`.
+    pub timeout_secs: u64,
+    /// When it was stored.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+}
+
+impl Task {
+    /// Whether the task has ended.
+    pub fn is_terminal(&self) -> bool {
+        self.state.is_terminal()
+    }
+
+    /// The error code, if any, as text.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        self.error.as_ref().map(|e| e.code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_and_terminality_matches_a2a() {
+        for st in TaskState::ALL {
+            assert_eq!(TaskState::parse(st.as_str()), Some(*st));
+            assert_eq!(
+                serde_json::to_string(st).unwrap(),
+                format!("\"{}\"", st.as_str())
+            );
+        }
+        let terminal: Vec<_> = TaskState::ALL
+            .iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(
+            terminal,
+            [
+                "completed",
+                "failed",
+                "canceled",
+                "rejected",
+                "auth-required"
+            ]
+        );
+    }
+
+    #[test]
+    fn refusal_note_lists_each_refusal() {
+        let mut r = TaskResult::default();
+        assert_eq!(r.refusal_note(), None);
+        r.refusals.push(Refusal {
+            title: "rm -rf /".into(),
+            reason: "the root is not owned".into(),
+        });
+        r.refusals.push(Refusal {
+            title: "Write /etc/x".into(),
+            reason: "/etc/x is outside the root".into(),
+        });
+        assert_eq!(
+            r.refusal_note().unwrap(),
+            "refused by the supervisor: rm -rf /: the root is not owned; Write /etc/x: /etc/x is outside the root"
+        );
+    }
+
+    #[test]
+    fn usage_merge_keeps_unreported_fields() {
+        let mut u = Usage {
+            input_tokens: Some(10),
+            ..Usage::default()
+        };
+        u.merge(&Usage {
+            output_tokens: Some(3),
+            ..Usage::default()
+        });
+        assert_eq!(u.input_tokens, Some(10));
+        assert_eq!(u.output_tokens, Some(3));
+        assert!(Usage::default().is_empty());
+    }
+}

@@ -1,0 +1,105 @@
+//! Folds a turn's events into the task's result: answer text, tool counts, refusals, usage.
+
+use legate_core::{EventKind, Refusal, TaskResult, ToolStatus, Usage};
+use std::collections::HashSet;
+
+/// What a turn has produced so far.
+#[derive(Debug, Default)]
+pub struct Accumulator {
+    result: TaskResult,
+    usage: Usage,
+    failed: HashSet<String>,
+}
+
+impl Accumulator {
+    /// Takes one event into account.
+    pub fn add(&mut self, event: &EventKind) {
+        match event {
+            EventKind::Message { text } => self.result.text.push_str(text),
+            EventKind::ToolCall(call) => {
+                self.result.tool_calls += 1;
+                if call.status == ToolStatus::Failed {
+                    self.fail(&call.id);
+                }
+            }
+            EventKind::ToolCallUpdate(update) if update.status == Some(ToolStatus::Failed) => {
+                self.fail(&update.id);
+            }
+            EventKind::Permission { title, verdict, .. } if !verdict.is_allow() => {
+                self.result.refusals.push(Refusal {
+                    title: title.clone(),
+                    reason: verdict.reason.clone(),
+                });
+            }
+            EventKind::Usage { usage } => self.usage.merge(usage),
+            _ => {}
+        }
+    }
+
+    fn fail(&mut self, id: &str) {
+        if self.failed.insert(id.to_string()) {
+            self.result.failed_tool_calls += 1;
+        }
+    }
+
+    /// Merges usage reported with the prompt's response.
+    pub fn add_usage(&mut self, usage: &Usage) {
+        self.usage.merge(usage);
+    }
+
+    /// The result and usage (`None` when the agent reported none).
+    pub fn finish(self, stop_reason: Option<String>) -> (TaskResult, Option<Usage>) {
+        let mut result = self.result;
+        result.stop_reason = stop_reason;
+        let usage = (!self.usage.is_empty()).then_some(self.usage);
+        (result, usage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use legate_core::{Decision, ToolCallEvent, ToolCallUpdateEvent, ToolKind, Verdict};
+
+    #[test]
+    fn counts_tools_once_and_collects_refusals() {
+        let mut acc = Accumulator::default();
+        acc.add(&EventKind::Message { text: "a".into() });
+        acc.add(&EventKind::Message { text: "b".into() });
+        acc.add(&EventKind::ToolCall(ToolCallEvent {
+            id: "t1".into(),
+            title: "rm x".into(),
+            tool_kind: ToolKind::Execute,
+            status: ToolStatus::Pending,
+            locations: vec![],
+            raw_input: None,
+        }));
+        for _ in 0..2 {
+            acc.add(&EventKind::ToolCallUpdate(ToolCallUpdateEvent {
+                id: "t1".into(),
+                title: None,
+                tool_kind: None,
+                status: Some(ToolStatus::Failed),
+                locations: None,
+                content: None,
+            }));
+        }
+        acc.add(&EventKind::Permission {
+            tool_call_id: "t1".into(),
+            title: "rm x".into(),
+            tool_kind: ToolKind::Execute,
+            offered: vec!["allow".into(), "reject".into()],
+            verdict: Verdict {
+                decision: Decision::Deny,
+                option_id: Some("reject".into()),
+                reason: "not owned".into(),
+            },
+        });
+        let (r, usage) = acc.finish(Some("end_turn".into()));
+        assert_eq!(r.text, "ab");
+        assert_eq!(r.tool_calls, 1);
+        assert_eq!(r.failed_tool_calls, 1);
+        assert_eq!(r.refusals.len(), 1);
+        assert_eq!(usage, None);
+    }
+}

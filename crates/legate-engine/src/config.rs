@@ -1,0 +1,80 @@
+//! The engine's limits and where its state lives.
+
+use legate_core::AgentSpec;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where Legate keeps its state, all under `$LEGATE_HOME` (mode 0700).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// `$LEGATE_HOME`.
+    pub home: PathBuf,
+}
+
+impl Paths {
+    /// Paths rooted at `home`.
+    pub fn new(home: impl Into<PathBuf>) -> Self {
+        Self { home: home.into() }
+    }
+    /// The SQLite database.
+    pub fn db(&self) -> PathBuf {
+        self.home.join("legate.db")
+    }
+    /// Where sandboxes are made.
+    pub fn sandboxes(&self) -> PathBuf {
+        self.home.join("sandboxes")
+    }
+    /// Where runner lock files live.
+    pub fn run(&self) -> PathBuf {
+        self.home.join("run")
+    }
+    /// Private state directories of agents (`HOME`-like), one per agent.
+    pub fn agent_state(&self, agent: &str) -> PathBuf {
+        self.home.join("agents").join(agent)
+    }
+    /// `$LEGATE_HOME` itself.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+}
+
+/// Limits and agents.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Where state lives.
+    pub paths: Paths,
+    /// At most this many tasks run at once.
+    pub max_running: usize,
+    /// At most this many wait; one more is `QUEUE_FULL`.
+    pub max_queued: usize,
+    /// Default task timeout.
+    pub default_timeout: Duration,
+    /// Idle agent sessions are stopped after this long.
+    pub idle_timeout: Duration,
+    /// After a cancel, how long the agent gets to end its turn before it is killed.
+    pub cancel_grace: Duration,
+    /// How many finished tasks are kept; older ones are pruned at start.
+    pub retention: usize,
+    /// The agent used when a request names none.
+    pub default_agent: String,
+    /// Configured agents by name.
+    pub agents: BTreeMap<String, AgentSpec>,
+}
+
+impl EngineConfig {
+    /// The documented defaults, with no agents.
+    pub fn new(paths: Paths) -> Self {
+        Self {
+            paths,
+            max_running: 2,
+            max_queued: 20,
+            default_timeout: Duration::from_secs(1800),
+            idle_timeout: Duration::from_secs(300),
+            cancel_grace: Duration::from_secs(5),
+            retention: 1000,
+            default_agent: "revisor".to_string(),
+            agents: BTreeMap::new(),
+        }
+    }
+}

@@ -1,0 +1,921 @@
+//! The engine: submit, admit, run, end; cancel and timeouts; recovery at start.
+
+use crate::accumulator::Accumulator;
+use crate::config::EngineConfig;
+use crate::fanout::{Fanout, Subscription};
+use crate::pool::Pool;
+use crate::runner::{self, Runner};
+use legate_backend::{
+    AgentInfo, AgentSession, Backend, EventSink, EventStream, SessionRequest, Turn,
+};
+use legate_core::{
+    AgentKind, AgentSpec, Boundary, Error, ErrorCode, Event, EventKind, Result, Task, TaskId,
+    TaskMode, TaskState, Timestamp, WorkspaceKind,
+};
+use legate_store::{ContextRecord, Store, TaskFilter};
+use legate_supervisor::{Preset, Supervision, Supervisor};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Semaphore, watch};
+use tokio_util::task::TaskTracker;
+
+/// Where the agent should work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkspaceRequest {
+    /// The context's sandbox (made on first use, reused after).
+    Sandbox,
+    /// A directory the caller names. It must exist and be a directory.
+    Shared(PathBuf),
+}
+
+/// A request to delegate one task.
+#[derive(Debug, Clone)]
+pub struct SubmitRequest {
+    /// The agent's name; `None` for the configured default.
+    pub agent: Option<String>,
+    /// What to ask.
+    pub prompt: String,
+    /// Where it works.
+    pub workspace: WorkspaceRequest,
+    /// The conversation to continue; `None` starts a new one.
+    pub context_id: Option<String>,
+    /// Write or read-only.
+    pub mode: TaskMode,
+    /// Overrides the default timeout.
+    pub timeout: Option<Duration>,
+}
+
+impl SubmitRequest {
+    /// A write task in a fresh sandbox on the default agent.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        Self {
+            agent: None,
+            prompt: prompt.into(),
+            workspace: WorkspaceRequest::Sandbox,
+            context_id: None,
+            mode: TaskMode::Write,
+            timeout: None,
+        }
+    }
+}
+
+/// How a running task should end when someone intervenes. The first intent wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    None,
+    Cancel,
+}
+
+/// The largest prompt accepted, in bytes.
+const MAX_PROMPT_BYTES: usize = 1 << 20;
+/// The longest context id accepted, in bytes.
+const MAX_CONTEXT_ID_BYTES: usize = 256;
+
+/// Legate's engine. Cheap to clone; every clone is the same engine.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: EngineConfig,
+    store: Store,
+    runner: Runner,
+    backends: HashMap<AgentKind, Arc<dyn Backend>>,
+    supervisor: Arc<dyn Supervisor>,
+    fanout: Fanout,
+    pool: Pool,
+    running: Semaphore,
+    queued: AtomicUsize,
+    stops: Mutex<HashMap<TaskId, watch::Sender<Stop>>>,
+    contexts: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    tracker: TaskTracker,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Engine {
+    /// Opens the store, claims a runner identity, marks tasks of dead runners
+    /// `SERVER_RESTARTED`, prunes old tasks, and starts the background loop.
+    pub fn start(
+        config: EngineConfig,
+        backends: HashMap<AgentKind, Arc<dyn Backend>>,
+        supervisor: Arc<dyn Supervisor>,
+    ) -> Result<Engine> {
+        let paths = config.paths.clone();
+        create_private_dir(paths.home())?;
+        let store = Store::open(&paths.db())?;
+        let runner = Runner::claim(&paths.run())?;
+        let recovered = runner::recover(&store, &paths.run())?;
+        if recovered > 0 {
+            tracing::info!(
+                tasks = recovered,
+                "marked tasks of stopped processes as failed"
+            );
+        }
+        store.prune_finished(config.retention)?;
+        let (shutdown, _) = watch::channel(false);
+        let engine = Engine {
+            inner: Arc::new(Inner {
+                running: Semaphore::new(config.max_running.max(1)),
+                config,
+                store,
+                runner,
+                backends,
+                supervisor,
+                fanout: Fanout::new(4096),
+                pool: Pool::default(),
+                queued: AtomicUsize::new(0),
+                stops: Mutex::new(HashMap::new()),
+                contexts: Mutex::new(HashMap::new()),
+                tracker: TaskTracker::new(),
+                shutdown,
+            }),
+        };
+        engine.spawn_housekeeping();
+        Ok(engine)
+    }
+
+    /// The store, for reads.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// This engine's runner id.
+    pub fn runner_id(&self) -> &str {
+        self.inner.runner.id()
+    }
+
+    /// Validates and stores a task, then queues it. Returns it as stored (`submitted`).
+    /// Bad input is refused before anything is stored.
+    pub fn submit(&self, request: SubmitRequest) -> Result<Task> {
+        let inner = &self.inner;
+        let agent_name = request
+            .agent
+            .clone()
+            .unwrap_or_else(|| inner.config.default_agent.clone());
+        let agent = self.agent(&agent_name)?.clone();
+        if !inner.backends.contains_key(&agent.kind) {
+            return Err(Error::new(
+                ErrorCode::AgentNotFound,
+                format!(
+                    "agent {agent_name:?} is of kind {} which this build cannot run",
+                    agent.kind.as_str()
+                ),
+            ));
+        }
+        if request.prompt.trim().is_empty() {
+            return Err(Error::invalid_input("the prompt is empty"));
+        }
+        if request.prompt.len() > MAX_PROMPT_BYTES {
+            return Err(Error::invalid_input(format!(
+                "the prompt is {} bytes; the limit is {MAX_PROMPT_BYTES}",
+                request.prompt.len()
+            )));
+        }
+        let context_id = match request.context_id {
+            Some(c) => validate_context_id(&c)?,
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        if let Some(existing) = inner.store.context(&context_id)?
+            && existing.agent != agent.name
+        {
+            return Err(Error::invalid_input(format!(
+                "context {context_id} belongs to agent {:?}, not {:?}",
+                existing.agent, agent.name
+            )));
+        }
+        let (workspace, root) = match &request.workspace {
+            WorkspaceRequest::Sandbox => (WorkspaceKind::Sandbox, None),
+            WorkspaceRequest::Shared(dir) => {
+                let b = legate_workspace::shared(dir, agent.allow_execute)?;
+                (WorkspaceKind::Shared, Some(b.root))
+            }
+        };
+        let timeout = request.timeout.unwrap_or(inner.config.default_timeout);
+        if timeout.is_zero() {
+            return Err(Error::invalid_input(
+                "the timeout must be at least one second",
+            ));
+        }
+        // Admission: count this task as queued before it is stored, so two submits cannot
+        // both take the last place.
+        let queued = inner.queued.fetch_add(1, Ordering::SeqCst);
+        if queued >= inner.config.max_queued {
+            inner.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "{} tasks are already waiting; try again when one has started",
+                    inner.config.max_queued
+                ),
+            ));
+        }
+        let now = Timestamp::now();
+        let task = Task {
+            id: TaskId(uuid::Uuid::new_v4().to_string()),
+            context_id,
+            agent: agent.name.clone(),
+            workspace,
+            root,
+            prompt: request.prompt,
+            mode: request.mode,
+            state: TaskState::Submitted,
+            error: None,
+            status_message: None,
+            usage: None,
+            result: None,
+            session_id: None,
+            timeout_secs: timeout.as_secs().max(1),
+            created_at: now,
+            updated_at: now,
+        };
+        let stored = inner
+            .store
+            .insert_task(
+                &task,
+                &EventKind::Status {
+                    state: TaskState::Submitted,
+                    message: None,
+                    error: None,
+                },
+            )
+            .and_then(|first| {
+                inner.store.set_runner(&task.id, Some(inner.runner.id()))?;
+                Ok(first)
+            });
+        let first = match stored {
+            Ok(first) => first,
+            Err(e) => {
+                inner.queued.fetch_sub(1, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        inner.fanout.publish(&[first]);
+        let (stop_tx, stop_rx) = watch::channel(Stop::None);
+        lock(&inner.stops).insert(task.id.clone(), stop_tx);
+        let engine = self.clone();
+        let t = task.clone();
+        inner
+            .tracker
+            .spawn(async move { engine.drive(t, agent, stop_rx).await });
+        tracing::info!(task = %task.id, agent = %task.agent, context = %task.context_id, "task submitted");
+        Ok(task)
+    }
+
+    /// Asks a task to stop. A queued task ends `canceled` without touching running ones; a
+    /// running one gets `session/cancel`, then is killed after the grace period. A task run
+    /// by another `legate` process is flagged in the store for that process to act on.
+    pub fn cancel(&self, id: &str) -> Result<Task> {
+        let task = self.inner.store.find_task(id)?;
+        if task.is_terminal() {
+            return Err(Error::new(
+                ErrorCode::TaskNotCancelable,
+                format!("task {} already ended ({})", task.id, task.state),
+            ));
+        }
+        let local = lock(&self.inner.stops)
+            .get(&task.id)
+            .map(|tx| tx.send_if_modified(|s| first_intent(s, Stop::Cancel)));
+        if local.is_none() {
+            self.inner.store.request_cancel(&task.id)?;
+        }
+        tracing::info!(task = %task.id, "cancel requested");
+        Ok(task)
+    }
+
+    /// Follows a task's events from `after` (exclusive) until its terminal status.
+    pub fn subscribe(&self, task_id: &TaskId, after: u64) -> Subscription {
+        self.inner
+            .fanout
+            .subscribe(self.inner.store.clone(), task_id.clone(), after)
+    }
+
+    /// Waits until the task has ended, and returns it.
+    pub async fn wait(&self, task_id: &TaskId) -> Result<Task> {
+        let mut sub = self.subscribe(task_id, 0);
+        while sub.next().await?.is_some() {}
+        self.inner.store.task(task_id)?.ok_or_else(|| {
+            Error::new(
+                ErrorCode::TaskNotFound,
+                format!("no task has the id {task_id}"),
+            )
+        })
+    }
+
+    /// A task by id or unique prefix.
+    pub fn task(&self, id: &str) -> Result<Task> {
+        self.inner.store.find_task(id)
+    }
+
+    /// Tasks, newest first.
+    pub fn tasks(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
+        self.inner.store.list_tasks(filter)
+    }
+
+    /// A page of a task's events.
+    pub fn events(&self, task_id: &TaskId, after: u64, limit: usize) -> Result<Vec<Event>> {
+        self.inner.store.events(task_id, after, limit)
+    }
+
+    /// A configured agent.
+    pub fn agent(&self, name: &str) -> Result<&AgentSpec> {
+        self.inner.config.agents.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self
+                .inner
+                .config
+                .agents
+                .keys()
+                .map(String::as_str)
+                .collect();
+            Error::new(
+                ErrorCode::AgentNotFound,
+                format!(
+                    "no agent is named {name:?}; configured: {}",
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Starts an agent for real (spawn, handshake, a session in a throwaway directory under
+    /// `$LEGATE_HOME/probes/`), then stops it. Nothing is prompted and nothing is stored.
+    pub async fn probe(&self, name: &str, limit: Duration) -> Result<AgentInfo> {
+        let inner = &self.inner;
+        let agent = self.agent(name)?.clone();
+        let backend = inner.backends.get(&agent.kind).cloned().ok_or_else(|| {
+            Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind")
+        })?;
+        let probes = inner.config.paths.home().join("probes");
+        let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
+        let request = SessionRequest {
+            agent: agent.clone(),
+            boundary: boundary.clone(),
+            supervisor: inner.supervisor.clone(),
+            supervision: Supervision {
+                boundary: boundary.clone(),
+                mode: TaskMode::ReadOnly,
+                preset: preset_for(&agent),
+            },
+            resume_session_id: None,
+            state_dir: Some(inner.config.paths.agent_state(&agent.name)),
+        };
+        let (sink, _events) = EventSink::channel();
+        let opened = tokio::time::timeout(limit, backend.open(request, sink)).await;
+        let info = match opened {
+            Ok(Ok(session)) => {
+                let info = session.agent_info().clone();
+                session.shutdown().await;
+                Ok(info)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::new(
+                ErrorCode::AgentStartFailed,
+                format!(
+                    "the agent did not finish starting within {} s",
+                    limit.as_secs()
+                ),
+            )),
+        };
+        let _ = std::fs::remove_dir_all(&boundary.root);
+        info
+    }
+
+    /// Stops accepting work, cancels running tasks, waits for them to end, and stops every
+    /// agent process.
+    pub async fn shutdown(&self) {
+        let _ = self.inner.shutdown.send(true);
+        for tx in lock(&self.inner.stops).values() {
+            tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
+        }
+        self.inner.tracker.close();
+        self.inner.tracker.wait().await;
+        for session in self.inner.pool.drain() {
+            session.shutdown().await;
+        }
+    }
+
+    fn spawn_housekeeping(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let mut shutdown = self.inner.shutdown.subscribe();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shutdown.changed() => return,
+                }
+                let Some(inner) = weak.upgrade() else { return };
+                // Cancels asked for by other processes.
+                match inner.store.cancel_requests(inner.runner.id()) {
+                    Ok(ids) => {
+                        let stops = lock(&inner.stops);
+                        for id in ids {
+                            if let Some(tx) = stops.get(&id) {
+                                tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not read cancel requests"),
+                }
+                // Idle sessions (a scan of a small map).
+                for session in inner.pool.take_idle(inner.config.idle_timeout) {
+                    tracing::info!(
+                        session = session.session_id(),
+                        "stopping idle agent session"
+                    );
+                    session.shutdown().await;
+                }
+            }
+        });
+    }
+
+    fn context_lock(&self, context_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.inner.contexts)
+            .entry(context_id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Runs one task from queue to terminal state. Every exit path ends the task.
+    async fn drive(self, task: Task, agent: AgentSpec, mut stop: watch::Receiver<Stop>) {
+        let inner = &self.inner;
+        let id = task.id.clone();
+        // One turn at a time per context, then one of the running places.
+        let context_lock = self.context_lock(&task.context_id);
+        let admitted = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s != Stop::None) => None,
+            guards = async {
+                let ctx = context_lock.lock().await;
+                let permit = inner.running.acquire().await;
+                (ctx, permit)
+            } => Some(guards),
+        };
+        inner.queued.fetch_sub(1, Ordering::SeqCst);
+        let outcome = match admitted {
+            None => Ending::canceled(None, Accumulator::default()),
+            Some((_ctx, Ok(_permit))) => self.run(task.clone(), agent, &mut stop).await,
+            Some((_, Err(_))) => Ending::failed(
+                Error::internal("the engine is shutting down"),
+                Accumulator::default(),
+            ),
+        };
+        if let Err(e) = self.finish(&task, outcome) {
+            tracing::error!(task = %id, error = %e, "could not store the end of a task");
+        }
+        lock(&inner.stops).remove(&id);
+    }
+
+    /// The admitted part of a task: workspace, session, turn.
+    async fn run(
+        &self,
+        mut task: Task,
+        agent: AgentSpec,
+        stop: &mut watch::Receiver<Stop>,
+    ) -> Ending {
+        let inner = &self.inner;
+        let boundary = match self.prepare_workspace(&task, &agent) {
+            Ok(b) => b,
+            Err(e) => return Ending::failed(e, Accumulator::default()),
+        };
+        task.root = Some(boundary.root.clone());
+        task.state = TaskState::Working;
+        task.updated_at = Timestamp::now();
+        let working = EventKind::Status {
+            state: TaskState::Working,
+            message: None,
+            error: None,
+        };
+        let ws_event = EventKind::Workspace {
+            message: format!(
+                "{} workspace at {}",
+                task.workspace.as_str(),
+                boundary.root.display()
+            ),
+            detail: serde_json::json!({
+                "kind": task.workspace.as_str(),
+                "root": boundary.root,
+                "owned": boundary.owned,
+                "allowExecute": boundary.allow_execute,
+            }),
+        };
+        match inner.store.update_task(&task, &[working, ws_event]) {
+            Ok(events) => inner.fanout.publish(&events),
+            Err(e) => return Ending::failed(e, Accumulator::default()),
+        }
+
+        let (sink, stream) = EventSink::channel();
+        let pump = self.spawn_pump(task.id.clone(), stream);
+        let result = self.run_turn(&task, &agent, boundary, sink, stop).await;
+        let acc = match pump.await {
+            Ok(acc) => acc,
+            Err(e) => {
+                tracing::error!(task = %task.id, error = %e, "event pump failed");
+                Accumulator::default()
+            }
+        };
+        result.into_ending(acc)
+    }
+
+    fn prepare_workspace(&self, task: &Task, agent: &AgentSpec) -> Result<Boundary> {
+        let inner = &self.inner;
+        match task.workspace {
+            WorkspaceKind::Shared => {
+                let root = task.root.clone().ok_or_else(|| {
+                    Error::internal("a shared task was stored without its directory")
+                })?;
+                legate_workspace::shared(&root, agent.allow_execute)
+            }
+            WorkspaceKind::Sandbox => {
+                let record = inner.store.context(&task.context_id)?;
+                let existing = record.as_ref().and_then(|r| r.sandbox_root.clone());
+                let mut boundary = legate_workspace::sandbox(
+                    &inner.config.paths.sandboxes(),
+                    &task.context_id,
+                    existing.as_deref(),
+                )?;
+                boundary.allow_execute = agent.allow_execute;
+                let mut record = record.unwrap_or_else(|| ContextRecord {
+                    context_id: task.context_id.clone(),
+                    agent: task.agent.clone(),
+                    session_id: None,
+                    sandbox_root: None,
+                    updated_at: Timestamp::now(),
+                });
+                record.sandbox_root = Some(boundary.root.clone());
+                record.updated_at = Timestamp::now();
+                inner.store.put_context(&record)?;
+                Ok(boundary)
+            }
+        }
+    }
+
+    /// Stores a turn's events in batches, then fans them out; folds them into the result.
+    fn spawn_pump(
+        &self,
+        task_id: TaskId,
+        mut stream: EventStream,
+    ) -> tokio::task::JoinHandle<Accumulator> {
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let mut acc = Accumulator::default();
+            let mut batch = Vec::with_capacity(256);
+            while stream.recv_many(&mut batch, 256).await > 0 {
+                for e in &batch {
+                    acc.add(e);
+                }
+                match inner.store.append_events(&task_id, &batch) {
+                    Ok(stored) => inner.fanout.publish(&stored),
+                    Err(e) => {
+                        tracing::error!(task = %task_id, error = %e, "could not store events")
+                    }
+                }
+                batch.clear();
+            }
+            acc
+        })
+    }
+
+    async fn run_turn(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        boundary: Boundary,
+        sink: EventSink,
+        stop: &mut watch::Receiver<Stop>,
+    ) -> TurnResult {
+        let inner = &self.inner;
+        let session = match self.session_for(task, agent, boundary, &sink, stop).await {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                return TurnResult::Canceled {
+                    stop_reason: None,
+                    usage: None,
+                };
+            }
+            Err(e) => return TurnResult::Failed(e),
+        };
+        let turn = Turn {
+            task_id: task.id.clone(),
+            prompt: task.prompt.clone(),
+            mode: task.mode,
+        };
+        let timeout = Duration::from_secs(task.timeout_secs);
+        let canceller = session.canceller();
+        let prompt = session.prompt(turn, sink);
+        tokio::pin!(prompt);
+        let mut cancel_wait = stop.clone();
+        let result = tokio::select! {
+            r = &mut prompt => match r {
+                Ok(o) if is_canceled(stop) || o.stop_reason == "cancelled" => {
+                    TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage }
+                }
+                Ok(o) => TurnResult::Completed { stop_reason: o.stop_reason, usage: o.usage },
+                Err(e) if is_canceled(stop) => {
+                    tracing::debug!(error = %e, "turn failed after cancel");
+                    TurnResult::Canceled { stop_reason: None, usage: None }
+                }
+                Err(e) => TurnResult::Failed(e),
+            },
+            _ = tokio::time::sleep(timeout) => {
+                session.shutdown().await;
+                let _ = (&mut prompt).await;
+                TurnResult::Failed(Error::new(
+                    ErrorCode::TaskTimeout,
+                    format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
+                ))
+            }
+            _ = async { drop(cancel_wait.wait_for(|s| *s == Stop::Cancel).await) } => {
+                canceller.cancel();
+                match tokio::time::timeout(inner.config.cancel_grace, &mut prompt).await {
+                    Ok(Ok(o)) => TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage },
+                    Ok(Err(_)) => TurnResult::Canceled { stop_reason: None, usage: None },
+                    Err(_) => {
+                        session.shutdown().await;
+                        let _ = (&mut prompt).await;
+                        TurnResult::Canceled { stop_reason: None, usage: None }
+                    }
+                }
+            }
+        };
+        if session.is_alive() {
+            inner.pool.release(&task.context_id, false);
+        } else {
+            inner.pool.remove(&task.context_id);
+        }
+        result
+    }
+
+    /// The context's live session, or a new one (continuing the stored session id when the
+    /// agent can). `Ok(None)` when the task was canceled while the agent started.
+    async fn session_for(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        boundary: Boundary,
+        sink: &EventSink,
+        stop: &mut watch::Receiver<Stop>,
+    ) -> Result<Option<Arc<dyn AgentSession>>> {
+        let inner = &self.inner;
+        if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
+            sink.send(EventKind::Session {
+                session_id: session.session_id().to_string(),
+                resumed: true,
+            });
+            self.record_session(task, session.session_id())?;
+            return Ok(Some(session));
+        }
+        let backend = inner
+            .backends
+            .get(&agent.kind)
+            .ok_or_else(|| Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind"))?
+            .clone();
+        let preset = preset_for(agent);
+        let resume = inner
+            .store
+            .context(&task.context_id)?
+            .and_then(|r| r.session_id);
+        let request = SessionRequest {
+            agent: agent.clone(),
+            boundary: boundary.clone(),
+            supervisor: inner.supervisor.clone(),
+            supervision: Supervision {
+                boundary,
+                mode: task.mode,
+                preset,
+            },
+            resume_session_id: resume,
+            state_dir: Some(inner.config.paths.agent_state(&agent.name)),
+        };
+        let opened = tokio::select! {
+            r = backend.open(request, sink.clone()) => r?,
+            _ = stop.wait_for(|s| *s == Stop::Cancel) => return Ok(None),
+        };
+        // The backend reported the new session (and whether it was continued) on `sink`.
+        if let Some(old) = inner
+            .pool
+            .insert(&task.context_id, &agent.name, opened.clone())
+        {
+            old.shutdown().await;
+        }
+        self.record_session(task, opened.session_id())?;
+        Ok(Some(opened))
+    }
+
+    fn record_session(&self, task: &Task, session_id: &str) -> Result<()> {
+        let store = &self.inner.store;
+        let mut record = store
+            .context(&task.context_id)?
+            .unwrap_or_else(|| ContextRecord {
+                context_id: task.context_id.clone(),
+                agent: task.agent.clone(),
+                session_id: None,
+                sandbox_root: None,
+                updated_at: Timestamp::now(),
+            });
+        record.session_id = Some(session_id.to_string());
+        record.updated_at = Timestamp::now();
+        store.put_context(&record)?;
+        if let Some(mut t) = store.task(&task.id)? {
+            t.session_id = Some(session_id.to_string());
+            store.update_task(&t, &[])?;
+        }
+        Ok(())
+    }
+
+    /// Stores the terminal state and its status event in one transaction, then tells.
+    fn finish(&self, task: &Task, ending: Ending) -> Result<()> {
+        let store = &self.inner.store;
+        let mut t = store.task(&task.id)?.unwrap_or_else(|| task.clone());
+        let Ending {
+            state,
+            error,
+            result,
+            usage,
+        } = ending;
+        let note = result.refusal_note();
+        let message = match (&error, state) {
+            (Some(e), _) => Some(e.message.clone()),
+            (None, TaskState::Canceled) => Some(match &note {
+                Some(n) => format!("canceled; {n}"),
+                None => "canceled".to_string(),
+            }),
+            (None, _) => note,
+        };
+        t.state = state;
+        t.error = error.clone();
+        t.status_message = message.clone();
+        t.usage = usage;
+        t.result = Some(result);
+        t.updated_at = Timestamp::now();
+        let status = EventKind::Status {
+            state,
+            message,
+            error,
+        };
+        let events = store.update_task(&t, &[status])?;
+        store.set_runner(&t.id, None)?;
+        self.inner.fanout.publish(&events);
+        tracing::info!(task = %t.id, state = %t.state, "task ended");
+        Ok(())
+    }
+}
+
+/// How the turn itself went, before the result is folded in.
+enum TurnResult {
+    Completed {
+        stop_reason: String,
+        usage: Option<legate_core::Usage>,
+    },
+    Canceled {
+        stop_reason: Option<String>,
+        usage: Option<legate_core::Usage>,
+    },
+    Failed(Error),
+}
+
+impl TurnResult {
+    fn into_ending(self, mut acc: Accumulator) -> Ending {
+        match self {
+            TurnResult::Completed { stop_reason, usage } => {
+                if let Some(u) = &usage {
+                    acc.add_usage(u);
+                }
+                let (result, usage) = acc.finish(Some(stop_reason));
+                Ending {
+                    state: TaskState::Completed,
+                    error: None,
+                    result,
+                    usage,
+                }
+            }
+            TurnResult::Canceled { stop_reason, usage } => {
+                if let Some(u) = &usage {
+                    acc.add_usage(u);
+                }
+                Ending::canceled(stop_reason, acc)
+            }
+            TurnResult::Failed(e) => Ending::failed(e, acc),
+        }
+    }
+}
+
+/// The terminal state of a task, ready to store.
+struct Ending {
+    state: TaskState,
+    error: Option<Error>,
+    result: legate_core::TaskResult,
+    usage: Option<legate_core::Usage>,
+}
+
+impl Ending {
+    fn canceled(stop_reason: Option<String>, acc: Accumulator) -> Self {
+        let (result, usage) = acc.finish(stop_reason);
+        Self {
+            state: TaskState::Canceled,
+            error: None,
+            result,
+            usage,
+        }
+    }
+
+    fn failed(error: Error, acc: Accumulator) -> Self {
+        let (result, usage) = acc.finish(None);
+        let state = if error.code == ErrorCode::AgentAuthRequired {
+            TaskState::AuthRequired
+        } else {
+            TaskState::Failed
+        };
+        Self {
+            state,
+            error: Some(error),
+            result,
+            usage,
+        }
+    }
+}
+
+/// What the supervisor knows about an agent: its configured preset, revisor's own, or the
+/// generic one.
+pub fn preset_for(agent: &AgentSpec) -> Preset {
+    agent
+        .preset
+        .as_deref()
+        .and_then(Preset::by_name)
+        .unwrap_or_else(|| {
+            if agent.kind == AgentKind::Revisor {
+                Preset::revisor()
+            } else {
+                Preset::generic()
+            }
+        })
+}
+
+fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
+    *stop.borrow() == Stop::Cancel
+}
+
+fn first_intent(current: &mut Stop, wanted: Stop) -> bool {
+    if *current == Stop::None {
+        *current = wanted;
+        true
+    } else {
+        false
+    }
+}
+
+fn validate_context_id(c: &str) -> Result<String> {
+    if c.is_empty() || c.len() > MAX_CONTEXT_ID_BYTES || c.chars().any(char::is_control) {
+        return Err(Error::invalid_input(format!(
+            "a context id must be 1 to {MAX_CONTEXT_ID_BYTES} bytes with no control characters"
+        )));
+    }
+    Ok(c.to_string())
+}
+
+fn create_private_dir(dir: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::ConfigInvalid,
+                    format!("could not create {}: {e}", dir.display()),
+                )
+            })?;
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| {
+        Error::new(
+            ErrorCode::ConfigInvalid,
+            format!("could not read {}: {e}", dir.display()),
+        )
+    })?;
+    if !meta.is_dir() {
+        return Err(Error::new(
+            ErrorCode::ConfigInvalid,
+            format!("{} is not a directory", dir.display()),
+        ));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The maps behind these locks stay consistent at every await-free step; a panic elsewhere
+    // must not take cancel and admission down with it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,122 @@
+//! Which process runs which task, and what happens to tasks whose process died.
+//!
+//! Every engine is a *runner* with a random id and holds an exclusive lock on
+//! `$LEGATE_HOME/run/<id>.lock` for as long as it lives. Tasks record their runner. At start,
+//! a runner whose lock can be taken is dead (the kernel released its lock when it died, even
+//! after `kill -9`), and its unfinished tasks become `failed` with `SERVER_RESTARTED`. They are
+//! never re-run silently. Lock files cannot be fooled by pid reuse, unlike pids.
+
+use legate_core::{Error, ErrorCode, Result};
+use legate_store::Store;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+
+/// This process's identity as a runner, alive while the value lives.
+#[derive(Debug)]
+pub struct Runner {
+    id: String,
+    path: PathBuf,
+    _lock: File,
+}
+
+impl Runner {
+    /// Claims a new runner identity under `run_dir`.
+    pub fn claim(run_dir: &Path) -> Result<Runner> {
+        std::fs::create_dir_all(run_dir).map_err(|e| io_error(run_dir, &e))?;
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let path = run_dir.join(format!("{id}.lock"));
+        let file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_error(&path, &e))?;
+        file.try_lock().map_err(|e| {
+            Error::new(
+                ErrorCode::Internal,
+                format!("could not lock {}: {e}", path.display()),
+            )
+        })?;
+        Ok(Runner {
+            id,
+            path,
+            _lock: file,
+        })
+    }
+
+    /// The runner id recorded on tasks.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether the runner `id` is still alive (its lock is held by a process).
+pub fn is_alive(run_dir: &Path, id: &str) -> bool {
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return false;
+    }
+    let path = run_dir.join(format!("{id}.lock"));
+    let Ok(file) = OpenOptions::new().write(true).open(&path) else {
+        return false;
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            // We got the lock: its owner is gone. Remove the stale file.
+            let _ = std::fs::remove_file(&path);
+            false
+        }
+        Err(TryLockError::WouldBlock) => true,
+        Err(TryLockError::Error(_)) => false,
+    }
+}
+
+/// Marks the unfinished tasks of every dead runner `failed` with `SERVER_RESTARTED`.
+/// Returns how many tasks were marked. Safe to run from any process at any time.
+pub fn recover(store: &Store, run_dir: &Path) -> Result<usize> {
+    let mut marked = 0;
+    for runner in store.unfinished_runners()? {
+        if is_alive(run_dir, &runner) {
+            continue;
+        }
+        let error = Error::new(
+            ErrorCode::ServerRestarted,
+            "the legate process running this task stopped before the task ended; it was not re-run",
+        );
+        let ids = store.fail_unfinished(Some(&runner), &error)?;
+        if !ids.is_empty() {
+            tracing::warn!(runner = %runner, tasks = ids.len(), "marked tasks of a dead runner as failed");
+        }
+        marked += ids.len();
+    }
+    Ok(marked)
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> Error {
+    Error::new(
+        ErrorCode::Internal,
+        format!("could not use {}: {e}", path.display()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_held_lock_is_alive_and_a_dropped_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Runner::claim(dir.path()).unwrap();
+        let id = r.id().to_string();
+        assert!(is_alive(dir.path(), &id));
+        drop(r);
+        assert!(!is_alive(dir.path(), &id));
+        assert!(!is_alive(dir.path(), "../../etc/passwd"));
+        assert!(!is_alive(dir.path(), "nosuchrunner"));
+    }
+}

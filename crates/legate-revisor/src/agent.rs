@@ -1,0 +1,317 @@
+//! The ACP side of revisor: connection-wide state and the request handlers.
+//!
+//! This module owns what one connection remembers (the client's capabilities and the
+//! sessions it opened) and the handlers for `initialize`, `session/new`, `session/load`,
+//! `session/set_mode`, `session/prompt` and `session/cancel`. Handlers run inside the
+//! SDK's dispatch loop, so they must never await the client: a prompt is moved, with its
+//! responder, into a spawned task ([`crate::turn`]). Spawned tasks must never return an
+//! error (that would shut the whole connection down); they answer the request instead.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ClientCapabilities, Implementation, InitializeRequest,
+    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
+    NewSessionResponse, PromptRequest, PromptResponse, SessionId, SessionMode, SessionModeId,
+    SessionModeState, SetSessionModeRequest, SetSessionModeResponse,
+};
+use agent_client_protocol::{Agent, ConnectTo, Error};
+use tokio_util::sync::CancellationToken;
+
+use crate::RevisorOptions;
+
+/// The mode in which revisor asks before every change.
+pub(crate) const MODE_DEFAULT: &str = "default";
+/// The mode in which revisor refuses every change itself.
+pub(crate) const MODE_PLAN: &str = "plan";
+/// The mode a plan approval may land in; recorded, but revisor still asks in it.
+pub(crate) const MODE_ACCEPT_EDITS: &str = "acceptEdits";
+
+/// Locks a mutex, ignoring poisoning (the data are plain values that stay consistent).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What one connection remembers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) options: RevisorOptions,
+    pub(crate) client: Mutex<ClientCapabilities>,
+    sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
+}
+
+/// One session: where it works and what mode it is in.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) id: SessionId,
+    pub(crate) cwd: PathBuf,
+    mode: Mutex<String>,
+    /// The running turn's cancellation; replaced at the start of every turn.
+    cancel: Mutex<CancellationToken>,
+    /// "Tokens" so far: whitespace-separated words of prompts and answers.
+    pub(crate) words: AtomicU64,
+}
+
+impl Session {
+    fn new(id: SessionId, cwd: PathBuf, mode: &str) -> Self {
+        Self {
+            id,
+            cwd,
+            mode: Mutex::new(mode.to_owned()),
+            cancel: Mutex::new(CancellationToken::new()),
+            words: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn mode(&self) -> String {
+        lock(&self.mode).clone()
+    }
+
+    pub(crate) fn set_mode(&self, mode: &str) {
+        mode.clone_into(&mut lock(&self.mode));
+    }
+
+    /// Starts a turn: a fresh cancellation token that `session/cancel` will trip.
+    pub(crate) fn begin_turn(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        *lock(&self.cancel) = token.clone();
+        token
+    }
+
+    fn cancel(&self) {
+        lock(&self.cancel).cancel();
+    }
+}
+
+/// The modes every session offers.
+fn mode_state(current: &str) -> SessionModeState {
+    SessionModeState::new(
+        SessionModeId::new(current),
+        vec![
+            SessionMode::new(MODE_DEFAULT, "Default")
+                .description("Asks before every change or command"),
+            SessionMode::new(MODE_PLAN, "Plan")
+                .description("Reads and answers only; refuses every change or command"),
+        ],
+    )
+}
+
+/// An absolute, existing directory, or `invalid_params`.
+fn checked_cwd(cwd: &Path) -> Result<PathBuf, Error> {
+    if !cwd.is_absolute() {
+        return Err(Error::invalid_params().data(serde_json::json!({
+            "reason": "cwd must be an absolute path",
+            "cwd": cwd,
+        })));
+    }
+    if !cwd.is_dir() {
+        return Err(Error::invalid_params().data(serde_json::json!({
+            "reason": "cwd must be an existing directory",
+            "cwd": cwd,
+        })));
+    }
+    Ok(cwd.to_path_buf())
+}
+
+/// Whether a session id from the client looks like one revisor could have issued:
+/// 1 to 128 characters of ASCII letters, digits, `-`, `_`, `.` or `:`.
+fn well_formed_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+}
+
+fn unknown_session(id: &SessionId) -> Error {
+    agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into()
+}
+
+impl Shared {
+    pub(crate) fn new(options: RevisorOptions) -> Self {
+        Self {
+            options,
+            client: Mutex::new(ClientCapabilities::default()),
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn session(&self, id: &SessionId) -> Result<Arc<Session>, Error> {
+        lock(&self.sessions)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| unknown_session(id))
+    }
+
+    fn initialize(&self, request: &InitializeRequest) -> InitializeResponse {
+        *lock(&self.client) = request.client_capabilities.clone();
+        tracing::debug!(
+            read = request.client_capabilities.fs.read_text_file,
+            write = request.client_capabilities.fs.write_text_file,
+            terminal = request.client_capabilities.terminal,
+            "client capabilities"
+        );
+        InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(AgentCapabilities::new().load_session(true))
+            .agent_info(
+                Implementation::new("revisor", env!("CARGO_PKG_VERSION"))
+                    .title("Legate revisor (no model)"),
+            )
+    }
+
+    fn new_session(&self, request: &NewSessionRequest) -> Result<NewSessionResponse, Error> {
+        let cwd = checked_cwd(&request.cwd)?;
+        let id = SessionId::new(format!("revisor-{}", uuid::Uuid::new_v4()));
+        let session = Arc::new(Session::new(id.clone(), cwd, MODE_DEFAULT));
+        lock(&self.sessions).insert(id.clone(), session);
+        Ok(NewSessionResponse::new(id).modes(mode_state(MODE_DEFAULT)))
+    }
+
+    fn load_session(&self, request: &LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
+        let cwd = checked_cwd(&request.cwd)?;
+        if !well_formed_session_id(&request.session_id.0) {
+            return Err(Error::invalid_params().data(serde_json::json!({
+                "reason": "malformed session id",
+                "sessionId": request.session_id,
+            })));
+        }
+        let mut sessions = lock(&self.sessions);
+        // Keep the mode of a session this process knows; the cwd is the client's to choose.
+        let mode = sessions
+            .get(&request.session_id)
+            .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
+        let session = Arc::new(Session::new(request.session_id.clone(), cwd, &mode));
+        sessions.insert(request.session_id.clone(), session);
+        Ok(LoadSessionResponse::new().modes(mode_state(&mode)))
+    }
+
+    fn set_mode(&self, request: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
+        let session = self.session(&request.session_id)?;
+        let mode = &*request.mode_id.0;
+        if mode != MODE_DEFAULT && mode != MODE_PLAN {
+            return Err(Error::invalid_params().data(serde_json::json!({
+                "reason": "unknown mode",
+                "modeId": mode,
+                "available": [MODE_DEFAULT, MODE_PLAN],
+            })));
+        }
+        session.set_mode(mode);
+        Ok(SetSessionModeResponse::new())
+    }
+
+    fn cancel(&self, notification: &CancelNotification) {
+        if let Ok(session) = self.session(&notification.session_id) {
+            session.cancel();
+        }
+    }
+}
+
+/// A source of tool call ids, unique within the process.
+pub(crate) fn next_tool_call_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("revisor_tool_{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Serves revisor on `transport` until the client goes away.
+pub(crate) async fn run(
+    options: RevisorOptions,
+    transport: impl ConnectTo<Agent> + 'static,
+) -> Result<(), Error> {
+    let shared = Arc::new(Shared::new(options));
+    let (s1, s2, s3, s4, s5, s6) = (
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared,
+    );
+    Agent
+        .v1()
+        .name("revisor")
+        .on_receive_request(
+            async move |request: InitializeRequest, responder, _cx| {
+                responder.respond(s1.initialize(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest, responder, _cx| {
+                responder.respond_with_result(s2.new_session(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest, responder, _cx| {
+                responder.respond_with_result(s3.load_session(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest, responder, _cx| {
+                responder.respond_with_result(s4.set_mode(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest, responder, cx| {
+                let session = match s5.session(&request.session_id) {
+                    Ok(session) => session,
+                    Err(error) => return responder.respond_with_error(error),
+                };
+                let shared = s5.clone();
+                let token = session.begin_turn();
+                // The turn awaits the client (permissions, fs): never inside the dispatch loop.
+                cx.spawn({
+                    let cx = cx.clone();
+                    async move {
+                        let result: Result<PromptResponse, Error> =
+                            crate::turn::run_turn(&shared, &session, &cx, &request, &token)
+                                .await
+                                .map(PromptResponse::new);
+                        if let Err(error) = responder.respond_with_result(result) {
+                            tracing::debug!(%error, "could not answer session/prompt");
+                        }
+                        Ok(())
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx| {
+                s6.cancel(&notification);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(transport)
+        .await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_checked() {
+        assert!(well_formed_session_id("revisor-0b1c"));
+        assert!(well_formed_session_id("a:b.c_d"));
+        assert!(!well_formed_session_id(""));
+        assert!(!well_formed_session_id("../etc"));
+        assert!(!well_formed_session_id(&"x".repeat(129)));
+    }
+
+    #[test]
+    fn cwd_must_be_an_absolute_directory() {
+        assert!(checked_cwd(Path::new("relative")).is_err());
+        assert!(checked_cwd(Path::new("/definitely/not/here/revisor")).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(checked_cwd(dir.path()).unwrap(), dir.path());
+    }
+}

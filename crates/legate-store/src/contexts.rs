@@ -1,0 +1,131 @@
+//! Conversation contexts: for each context id, the agent it talks to, the agent session to
+//! resume, and the sandbox the context's tasks share.
+
+use crate::Store;
+use crate::sql::{SqlContext, clamp_i64, store_error};
+use legate_core::{Result, Timestamp};
+use rusqlite::{OptionalExtension, Row, params};
+use std::path::PathBuf;
+
+/// One conversation context, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextRecord {
+    /// The context id (A2A `contextId`).
+    pub context_id: String,
+    /// The configured agent's name.
+    pub agent: String,
+    /// The agent session later tasks resume, once known.
+    pub session_id: Option<String>,
+    /// The context's sandbox, when it has one.
+    pub sandbox_root: Option<PathBuf>,
+    /// When the record last changed.
+    pub updated_at: Timestamp,
+}
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<ContextRecord> {
+    Ok(ContextRecord {
+        context_id: r.get(0)?,
+        agent: r.get(1)?,
+        session_id: r.get(2)?,
+        sandbox_root: r.get::<_, Option<String>>(3)?.map(PathBuf::from),
+        updated_at: Timestamp(r.get(4)?),
+    })
+}
+
+impl Store {
+    /// The context with this id, if any.
+    pub fn context(&self, id: &str) -> Result<Option<ContextRecord>> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT context_id, agent, session_id, sandbox_root, updated_at \
+                 FROM contexts WHERE context_id = ?1",
+            )
+            .and_then(|mut st| st.query_row([id], from_row).optional())
+            .ctx("read a context")
+        })
+    }
+
+    /// Stores the record, replacing any record with the same context id.
+    pub fn put_context(&self, r: &ContextRecord) -> Result<()> {
+        let sandbox_root = r
+            .sandbox_root
+            .as_deref()
+            .map(|p| {
+                p.to_str().ok_or_else(|| {
+                    store_error("the sandbox root is not valid UTF-8 and cannot be stored.")
+                })
+            })
+            .transpose()?;
+        self.write("store a context", |tx| {
+            tx.prepare_cached(
+                "INSERT INTO contexts (context_id, agent, session_id, sandbox_root, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (context_id) DO UPDATE SET \
+                 agent = excluded.agent, session_id = excluded.session_id, \
+                 sandbox_root = excluded.sandbox_root, updated_at = excluded.updated_at",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    r.context_id,
+                    r.agent,
+                    r.session_id,
+                    sandbox_root,
+                    r.updated_at.0
+                ])
+            })
+            .ctx("store a context")?;
+            Ok(())
+        })
+    }
+
+    /// Up to `limit` contexts, most recently updated first.
+    pub fn list_contexts(&self, limit: usize) -> Result<Vec<ContextRecord>> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT context_id, agent, session_id, sandbox_root, updated_at \
+                 FROM contexts ORDER BY updated_at DESC, context_id LIMIT ?1",
+            )
+            .and_then(|mut st| {
+                st.query_map([clamp_i64(limit)], from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .ctx("list contexts")
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, at: i64) -> ContextRecord {
+        ContextRecord {
+            context_id: id.into(),
+            agent: "claude".into(),
+            session_id: None,
+            sandbox_root: None,
+            updated_at: Timestamp(at),
+        }
+    }
+
+    #[test]
+    fn put_is_an_upsert_and_list_is_newest_first() {
+        let store = Store::open_in_memory().unwrap();
+        assert_eq!(store.context("a").unwrap(), None);
+        store.put_context(&record("a", 1)).unwrap();
+        store.put_context(&record("b", 2)).unwrap();
+        let mut a = record("a", 3);
+        a.session_id = Some("sess".into());
+        a.sandbox_root = Some("/home/u/.legate/sandboxes/a".into());
+        store.put_context(&a).unwrap();
+        assert_eq!(store.context("a").unwrap(), Some(a.clone()));
+        let ids: Vec<_> = store
+            .list_contexts(10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.context_id)
+            .collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(store.list_contexts(1).unwrap(), [a]);
+    }
+}

@@ -1,0 +1,243 @@
+//! The per-task event log: append-only, numbered from 1 without gaps.
+//!
+//! Appending is the hot path. A batch is one transaction: one lookup of the last `seq`
+//! (served by the `(task_id, seq)` primary key), then one cached `INSERT` per event. Because
+//! every write transaction is `BEGIN IMMEDIATE`, the lookup and the inserts see no other
+//! writer, so appenders in other threads or processes can never produce a gap or a
+//! duplicate. A payload is the event kind's JSON, `type` tag included; the `type` column
+//! repeats the tag for queries.
+
+use crate::Store;
+use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found, to_i64, to_u64};
+use crate::tasks::exists;
+use legate_core::{Event, EventKind, Result, TaskId, Timestamp};
+use rusqlite::Connection;
+
+/// Appends `kinds` to the task's log, stamped `at`, inside the caller's write transaction.
+pub(crate) fn append_in(
+    tx: &Connection,
+    task_id: &TaskId,
+    kinds: &[EventKind],
+    at: Timestamp,
+) -> Result<Vec<Event>> {
+    if kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let last = last_seq_in(tx, task_id)?;
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO events (task_id, seq, at, type, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .ctx("append events")?;
+    let mut out = Vec::with_capacity(kinds.len());
+    for (seq, kind) in (last + 1..).zip(kinds) {
+        let payload = serde_json::to_string(kind).map_err(|_| {
+            store_error(format!(
+                "a {} event of task {task_id} could not be encoded.",
+                kind.type_name()
+            ))
+        })?;
+        insert
+            .execute((
+                task_id.as_str(),
+                to_i64(seq, "the event number")?,
+                at.0,
+                kind.type_name(),
+                payload,
+            ))
+            .ctx("append events")?;
+        out.push(Event {
+            task_id: task_id.clone(),
+            seq,
+            at,
+            kind: kind.clone(),
+        });
+    }
+    Ok(out)
+}
+
+fn last_seq_in(conn: &Connection, task_id: &TaskId) -> Result<u64> {
+    let last: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE task_id = ?1")
+        .and_then(|mut st| st.query_row([task_id.as_str()], |r| r.get(0)))
+        .ctx("read the last event number")?;
+    to_u64(last, "event number")
+}
+
+impl Store {
+    /// Appends events to a task's log in one transaction, numbered after the last one, and
+    /// returns them as stored (with `seq` and `at`). `TASK_NOT_FOUND` if there is no such
+    /// task. An empty slice does nothing and returns nothing.
+    pub fn append_events(&self, task_id: &TaskId, events: &[EventKind]) -> Result<Vec<Event>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write("append events", |tx| {
+            if !exists(tx, task_id.as_str())? {
+                return Err(task_not_found(task_id.as_str()));
+            }
+            append_in(tx, task_id, events, Timestamp::now())
+        })
+    }
+
+    /// Up to `limit` events of the task with `seq > after`, in ascending order. An unknown
+    /// task has no events.
+    pub fn events(&self, task_id: &TaskId, after: u64, limit: usize) -> Result<Vec<Event>> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        self.read(|conn| {
+            let rows = conn
+                .prepare_cached(
+                    "SELECT seq, at, payload FROM events WHERE task_id = ?1 AND seq > ?2 \
+                     ORDER BY seq LIMIT ?3",
+                )
+                .and_then(|mut st| {
+                    st.query_map((task_id.as_str(), after, clamp_i64(limit)), |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, String>(2)?,
+                        ))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .ctx("read events")?;
+            rows.into_iter()
+                .map(|(seq, at, payload)| {
+                    let kind = serde_json::from_str::<EventKind>(&payload).map_err(|_| {
+                        store_error(format!(
+                            "event {seq} of task {task_id} could not be decoded."
+                        ))
+                    })?;
+                    Ok(Event {
+                        task_id: task_id.clone(),
+                        seq: to_u64(seq, "event number")?,
+                        at: Timestamp(at),
+                        kind,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// The number of the task's last event; 0 when it has none (or does not exist).
+    pub fn last_seq(&self, task_id: &TaskId) -> Result<u64> {
+        self.read(|conn| last_seq_in(conn, task_id))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::tasks::tests::{submitted, task};
+    use legate_core::ErrorCode;
+    use proptest::prelude::*;
+
+    fn message(i: usize) -> EventKind {
+        EventKind::Message {
+            text: format!("chunk {i}"),
+        }
+    }
+
+    #[test]
+    fn appends_are_numbered_after_the_last_event() {
+        let store = Store::open_in_memory().unwrap();
+        let t = task("ev-1", 1);
+        store.insert_task(&t, &submitted()).unwrap();
+        let batch: Vec<_> = (0..100).map(message).collect();
+        let stored = store.append_events(&t.id, &batch).unwrap();
+        assert_eq!(stored.len(), 100);
+        assert_eq!(stored[0].seq, 2);
+        assert_eq!(stored[99].seq, 101);
+        assert_eq!(stored[5].kind, message(5));
+        let more = store.append_events(&t.id, &[message(100)]).unwrap();
+        assert_eq!(more[0].seq, 102);
+        assert_eq!(store.last_seq(&t.id).unwrap(), 102);
+        assert!(store.append_events(&t.id, &[]).unwrap().is_empty());
+
+        let read = store.events(&t.id, 0, 1000).unwrap();
+        assert_eq!(read.len(), 102);
+        assert!(read.iter().zip(1..).all(|(e, n)| e.seq == n));
+        assert_eq!(read[0].kind, submitted());
+        assert_eq!(&read[1..101], &stored[..]);
+
+        let page = store.events(&t.id, 50, 10).unwrap();
+        assert_eq!(
+            page.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (51..=60).collect::<Vec<_>>()
+        );
+        assert!(store.events(&t.id, 102, 10).unwrap().is_empty());
+        assert!(store.events(&t.id, u64::MAX, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn appending_to_a_missing_task_is_task_not_found() {
+        let store = Store::open_in_memory().unwrap();
+        let err = store
+            .append_events(&TaskId("nope".into()), &[message(0)])
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::TaskNotFound);
+        assert_eq!(store.last_seq(&TaskId("nope".into())).unwrap(), 0);
+    }
+
+    #[test]
+    fn the_type_column_holds_the_tag() {
+        let store = Store::open_in_memory().unwrap();
+        let t = task("ev-type", 1);
+        store.insert_task(&t, &submitted()).unwrap();
+        store
+            .append_events(&t.id, &[EventKind::Stderr { line: "x".into() }])
+            .unwrap();
+        let types: Vec<String> = store
+            .read(|c| {
+                let mut st = c.prepare("SELECT type FROM events ORDER BY seq").unwrap();
+                let rows = st.query_map([], |r| r.get(0)).unwrap();
+                Ok(rows.map(|r| r.unwrap()).collect())
+            })
+            .unwrap();
+        assert_eq!(types, ["status", "stderr"]);
+    }
+
+    #[test]
+    fn events_of_two_tasks_are_numbered_separately() {
+        let store = Store::open_in_memory().unwrap();
+        let (a, b) = (task("ev-a", 1), task("ev-b", 2));
+        store.insert_task(&a, &submitted()).unwrap();
+        store.insert_task(&b, &submitted()).unwrap();
+        store
+            .append_events(&a.id, &[message(0), message(1)])
+            .unwrap();
+        let on_b = store.append_events(&b.id, &[message(2)]).unwrap();
+        assert_eq!(on_b[0].seq, 2);
+        assert_eq!(store.last_seq(&a.id).unwrap(), 3);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn message_and_tool_payloads_round_trip(
+            texts in proptest::collection::vec(any::<String>(), 1..8),
+            nul_text in "[a-z\\x00\u{1F600}\u{FEFF}]{0,16}",
+        ) {
+            let store = Store::open_in_memory().unwrap();
+            let t = task("prop", 1);
+            store.insert_task(&t, &submitted()).unwrap();
+            let mut kinds: Vec<EventKind> = texts
+                .iter()
+                .map(|text| EventKind::Message { text: text.clone() })
+                .collect();
+            kinds.push(EventKind::Message { text: format!("\0{nul_text}\0") });
+            kinds.push(EventKind::Thought { text: nul_text.clone() });
+            kinds.push(EventKind::Workspace {
+                message: nul_text.clone(),
+                detail: serde_json::json!({ "k": nul_text, "n": [1, 2.5, null] }),
+            });
+            let stored = store.append_events(&t.id, &kinds).unwrap();
+            let read = store.events(&t.id, 1, usize::MAX).unwrap();
+            prop_assert_eq!(&read, &stored);
+            let back: Vec<EventKind> = read.into_iter().map(|e| e.kind).collect();
+            prop_assert_eq!(back, kinds);
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! What lets several processes share tasks and a restart lose nothing: which engine instance
+//! (runner) runs a task, cancel requests left for that runner, failing the unfinished tasks
+//! of a runner that died, and pruning old finished tasks.
+//!
+//! A task is *unfinished* while its state is not terminal (`submitted`, `working`,
+//! `input-required`). Only this module writes the `runner` and `cancel_requested_at`
+//! columns.
+
+use crate::Store;
+use crate::events::append_in;
+use crate::sql::{SqlContext, clamp_i64, task_not_found};
+use legate_core::{Error, EventKind, Result, TaskId, TaskState, Timestamp};
+use rusqlite::{OptionalExtension, params};
+
+/// `'submitted', 'working', …`: the states that are (or are not) terminal, for `IN (…)`.
+fn states(terminal: bool) -> String {
+    TaskState::ALL
+        .iter()
+        .filter(|s| s.is_terminal() == terminal)
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn collect_ids(rows: rusqlite::Result<Vec<String>>, what: &str) -> Result<Vec<TaskId>> {
+    Ok(rows.ctx(what)?.into_iter().map(TaskId).collect())
+}
+
+impl Store {
+    /// Records which engine instance runs the task (`None` clears it). `TASK_NOT_FOUND` if
+    /// there is no such task.
+    pub fn set_runner(&self, task_id: &TaskId, runner: Option<&str>) -> Result<()> {
+        self.write("record a task's runner", |tx| {
+            let changed = tx
+                .prepare_cached("UPDATE tasks SET runner = ?2 WHERE id = ?1")
+                .and_then(|mut st| st.execute(params![task_id.as_str(), runner]))
+                .ctx("record a task's runner")?;
+            if changed == 0 {
+                return Err(task_not_found(task_id.as_str()));
+            }
+            Ok(())
+        })
+    }
+
+    /// The distinct runners of unfinished tasks, sorted.
+    pub fn unfinished_runners(&self) -> Result<Vec<String>> {
+        let sql = format!(
+            "SELECT DISTINCT runner FROM tasks WHERE runner IS NOT NULL AND state IN ({}) \
+             ORDER BY runner",
+            states(false)
+        );
+        self.read(|conn| {
+            conn.prepare_cached(&sql)
+                .and_then(|mut st| {
+                    st.query_map([], |r| r.get(0))?
+                        .collect::<rusqlite::Result<Vec<String>>>()
+                })
+                .ctx("list runners")
+        })
+    }
+
+    /// In one transaction, fails every unfinished task of `runner` (`None`: unfinished tasks
+    /// that no runner claimed) with `error`: state `failed`, the error, the error's sentence
+    /// as status message, `updated_at` now, and a `status` event saying so. Returns their
+    /// ids, oldest first.
+    pub fn fail_unfinished(&self, runner: Option<&str>, error: &Error) -> Result<Vec<TaskId>> {
+        let select = format!(
+            "SELECT id FROM tasks WHERE runner IS ?1 AND state IN ({}) ORDER BY created_at, id",
+            states(false)
+        );
+        self.write("fail unfinished tasks", |tx| {
+            let ids = collect_ids(
+                tx.prepare_cached(&select).and_then(|mut st| {
+                    st.query_map([runner], |r| r.get(0))?
+                        .collect::<rusqlite::Result<Vec<String>>>()
+                }),
+                "find unfinished tasks",
+            )?;
+            let now = Timestamp::now();
+            let event = EventKind::Status {
+                state: TaskState::Failed,
+                message: Some(error.message.clone()),
+                error: Some(error.clone()),
+            };
+            let mut update = tx
+                .prepare_cached(
+                    "UPDATE tasks SET state = ?2, error_code = ?3, error_message = ?4, \
+                     status_message = ?4, updated_at = ?5 WHERE id = ?1",
+                )
+                .ctx("fail unfinished tasks")?;
+            for id in &ids {
+                update
+                    .execute(params![
+                        id.as_str(),
+                        TaskState::Failed.as_str(),
+                        error.code.as_str(),
+                        error.message,
+                        now.0,
+                    ])
+                    .ctx("fail unfinished tasks")?;
+                append_in(tx, id, std::slice::from_ref(&event), now)?;
+            }
+            Ok(ids)
+        })
+    }
+
+    /// Asks for the task to be canceled: records the time of the first request while the
+    /// task is unfinished. Returns whether it is unfinished (a finished task is left alone).
+    /// `TASK_NOT_FOUND` if there is no such task.
+    pub fn request_cancel(&self, task_id: &TaskId) -> Result<bool> {
+        let update = format!(
+            "UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?2) \
+             WHERE id = ?1 AND state IN ({})",
+            states(false)
+        );
+        self.write("request a cancel", |tx| {
+            let changed = tx
+                .prepare_cached(&update)
+                .and_then(|mut st| st.execute(params![task_id.as_str(), Timestamp::now().0]))
+                .ctx("request a cancel")?;
+            if changed > 0 {
+                return Ok(true);
+            }
+            if crate::tasks::exists(tx, task_id.as_str())? {
+                Ok(false)
+            } else {
+                Err(task_not_found(task_id.as_str()))
+            }
+        })
+    }
+
+    /// When a cancel of the task was first requested, if it was. `TASK_NOT_FOUND` if there
+    /// is no such task.
+    pub fn cancel_requested_at(&self, task_id: &TaskId) -> Result<Option<Timestamp>> {
+        self.read(|conn| {
+            let row: Option<Option<i64>> = conn
+                .prepare_cached("SELECT cancel_requested_at FROM tasks WHERE id = ?1")
+                .and_then(|mut st| st.query_row([task_id.as_str()], |r| r.get(0)).optional())
+                .ctx("read a cancel request")?;
+            match row {
+                Some(at) => Ok(at.map(Timestamp)),
+                None => Err(task_not_found(task_id.as_str())),
+            }
+        })
+    }
+
+    /// Unfinished tasks of `runner` whose cancel was requested, oldest request first.
+    pub fn cancel_requests(&self, runner: &str) -> Result<Vec<TaskId>> {
+        let sql = format!(
+            "SELECT id FROM tasks WHERE runner = ?1 AND cancel_requested_at IS NOT NULL \
+             AND state IN ({}) ORDER BY cancel_requested_at, id",
+            states(false)
+        );
+        self.read(|conn| {
+            collect_ids(
+                conn.prepare_cached(&sql).and_then(|mut st| {
+                    st.query_map([runner], |r| r.get(0))?
+                        .collect::<rusqlite::Result<Vec<String>>>()
+                }),
+                "list cancel requests",
+            )
+        })
+    }
+
+    /// Deletes finished tasks beyond the newest `keep` (by creation time), with their
+    /// events, in one transaction. Unfinished tasks are never touched. Returns how many
+    /// tasks were deleted.
+    pub fn prune_finished(&self, keep: usize) -> Result<usize> {
+        let doomed = format!(
+            "SELECT id FROM tasks WHERE state IN ({}) \
+             ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1",
+            states(true)
+        );
+        let delete_events = format!("DELETE FROM events WHERE task_id IN ({doomed})");
+        let delete_tasks = format!("DELETE FROM tasks WHERE id IN ({doomed})");
+        let keep = clamp_i64(keep);
+        self.write("prune finished tasks", |tx| {
+            tx.execute(&delete_events, [keep])
+                .ctx("prune finished tasks")?;
+            tx.execute(&delete_tasks, [keep])
+                .ctx("prune finished tasks")
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::tasks::tests::{submitted, task};
+    use legate_core::ErrorCode;
+
+    fn insert(store: &Store, id: &str, created: i64, state: TaskState, runner: Option<&str>) {
+        let mut t = task(id, created);
+        t.state = state;
+        store.insert_task(&t, &submitted()).unwrap();
+        store.set_runner(&t.id, runner).unwrap();
+    }
+
+    #[test]
+    fn non_terminal_states_are_the_three_open_ones() {
+        assert_eq!(states(false), "'submitted', 'working', 'input-required'");
+    }
+
+    #[test]
+    fn runners_of_unfinished_tasks() {
+        let store = Store::open_in_memory().unwrap();
+        insert(&store, "r1", 1, TaskState::Working, Some("p1"));
+        insert(&store, "r2", 2, TaskState::Completed, Some("p2"));
+        insert(&store, "r3", 3, TaskState::InputRequired, Some("p3"));
+        insert(&store, "r4", 4, TaskState::Submitted, None);
+        insert(&store, "r5", 5, TaskState::Submitted, Some("p1"));
+        assert_eq!(store.unfinished_runners().unwrap(), ["p1", "p3"]);
+        let err = store
+            .set_runner(&TaskId("none".into()), Some("x"))
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::TaskNotFound);
+    }
+
+    #[test]
+    fn fail_unfinished_fails_only_that_runners_open_tasks() {
+        let store = Store::open_in_memory().unwrap();
+        insert(&store, "f1", 1, TaskState::Working, Some("dead"));
+        insert(&store, "f2", 2, TaskState::Completed, Some("dead"));
+        insert(&store, "f3", 3, TaskState::Submitted, Some("alive"));
+        insert(&store, "f4", 4, TaskState::Submitted, None);
+        insert(&store, "f5", 5, TaskState::InputRequired, Some("dead"));
+        let error = Error::new(
+            ErrorCode::ServerRestarted,
+            "the process running the task stopped.",
+        );
+
+        let failed = store.fail_unfinished(Some("dead"), &error).unwrap();
+        assert_eq!(failed, [TaskId("f1".into()), TaskId("f5".into())]);
+        for id in &failed {
+            let t = store.task(id).unwrap().unwrap();
+            assert_eq!(t.state, TaskState::Failed);
+            assert_eq!(t.error.as_ref(), Some(&error));
+            assert_eq!(t.status_message.as_deref(), Some(error.message.as_str()));
+            assert!(t.updated_at > Timestamp(5));
+            let events = store.events(id, 0, 10).unwrap();
+            assert_eq!(events.len(), 2);
+            assert_eq!(
+                events[1].kind,
+                EventKind::Status {
+                    state: TaskState::Failed,
+                    message: Some(error.message.clone()),
+                    error: Some(error.clone()),
+                }
+            );
+        }
+        assert_eq!(
+            store.task(&TaskId("f2".into())).unwrap().unwrap().state,
+            TaskState::Completed
+        );
+        assert_eq!(store.unfinished_runners().unwrap(), ["alive"]);
+        assert!(
+            store
+                .fail_unfinished(Some("dead"), &error)
+                .unwrap()
+                .is_empty()
+        );
+
+        let orphans = store.fail_unfinished(None, &error).unwrap();
+        assert_eq!(orphans, [TaskId("f4".into())]);
+        assert_eq!(
+            store.task(&TaskId("f3".into())).unwrap().unwrap().state,
+            TaskState::Submitted
+        );
+    }
+
+    #[test]
+    fn cancel_requests_are_recorded_once_and_only_while_open() {
+        let store = Store::open_in_memory().unwrap();
+        insert(&store, "c1", 1, TaskState::Working, Some("p"));
+        insert(&store, "c2", 2, TaskState::Completed, Some("p"));
+        insert(&store, "c3", 3, TaskState::Working, Some("q"));
+        let c1 = TaskId("c1".into());
+
+        assert_eq!(store.cancel_requested_at(&c1).unwrap(), None);
+        assert!(store.request_cancel(&c1).unwrap());
+        let first = store.cancel_requested_at(&c1).unwrap().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        assert!(store.request_cancel(&c1).unwrap());
+        assert_eq!(store.cancel_requested_at(&c1).unwrap(), Some(first));
+
+        assert!(!store.request_cancel(&TaskId("c2".into())).unwrap());
+        assert_eq!(
+            store.cancel_requested_at(&TaskId("c2".into())).unwrap(),
+            None
+        );
+        let err = store.request_cancel(&TaskId("zz".into())).unwrap_err();
+        assert_eq!(err.code, ErrorCode::TaskNotFound);
+
+        assert_eq!(
+            store.cancel_requests("p").unwrap(),
+            std::slice::from_ref(&c1)
+        );
+        assert!(store.cancel_requests("q").unwrap().is_empty());
+
+        let mut t = store.task(&c1).unwrap().unwrap();
+        t.state = TaskState::Canceled;
+        store.update_task(&t, &[]).unwrap();
+        assert!(store.cancel_requests("p").unwrap().is_empty());
+        assert_eq!(store.cancel_requested_at(&c1).unwrap(), Some(first), "kept");
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_finished_and_every_open_task() {
+        let store = Store::open_in_memory().unwrap();
+        insert(&store, "p1", 1, TaskState::Completed, None);
+        insert(&store, "p2", 2, TaskState::Failed, None);
+        insert(&store, "p3", 3, TaskState::Working, Some("x"));
+        insert(&store, "p4", 4, TaskState::Canceled, None);
+        insert(&store, "p5", 5, TaskState::Completed, None);
+        store
+            .append_events(
+                &TaskId("p1".into()),
+                &[EventKind::Message { text: "x".into() }],
+            )
+            .unwrap();
+
+        assert_eq!(store.prune_finished(2).unwrap(), 2);
+        let left: Vec<String> = store
+            .list_tasks(&crate::TaskFilter::default())
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id.0)
+            .collect();
+        assert_eq!(left, ["p5", "p4", "p3"]);
+        assert!(
+            store
+                .events(&TaskId("p1".into()), 0, 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.last_seq(&TaskId("p2".into())).unwrap(), 0);
+        assert_eq!(store.prune_finished(2).unwrap(), 0);
+        assert_eq!(store.prune_finished(0).unwrap(), 2);
+        assert_eq!(
+            store.task(&TaskId("p3".into())).unwrap().unwrap().state,
+            TaskState::Working
+        );
+    }
+}

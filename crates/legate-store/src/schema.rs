@@ -1,0 +1,137 @@
+//! The schema and its versioned migrations.
+//!
+//! `PRAGMA user_version` holds how many steps of [`MIGRATIONS`] a database has had. Each step
+//! runs in its own `BEGIN IMMEDIATE` transaction that re-reads the version first, so two
+//! processes opening a fresh database at once apply every step exactly once. Steps are never
+//! edited once released; a change is a new step at the end.
+
+use crate::sql::{SqlContext, store_error};
+use legate_core::Result;
+use rusqlite::{Connection, TransactionBehavior};
+
+/// The schema version this build writes: the number of migration steps.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// The migration steps, in order. Step `i` moves `user_version` from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// Tasks, their events, and contexts.
+const V1: &str = "
+CREATE TABLE tasks (
+    id                  TEXT PRIMARY KEY NOT NULL,
+    context_id          TEXT NOT NULL,
+    agent               TEXT NOT NULL,
+    workspace           TEXT NOT NULL,
+    root                TEXT,
+    prompt              TEXT NOT NULL,
+    mode                TEXT NOT NULL,
+    state               TEXT NOT NULL,
+    error_code          TEXT,
+    error_message       TEXT,
+    status_message      TEXT,
+    usage               TEXT,
+    result              TEXT,
+    session_id          TEXT,
+    timeout_secs        INTEGER NOT NULL,
+    created_at          INTEGER NOT NULL,
+    updated_at          INTEGER NOT NULL,
+    runner              TEXT,
+    cancel_requested_at INTEGER
+) STRICT;
+CREATE INDEX tasks_state ON tasks (state);
+CREATE INDEX tasks_context_id ON tasks (context_id);
+CREATE INDEX tasks_created_at ON tasks (created_at);
+
+CREATE TABLE events (
+    task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq     INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    type    TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID, STRICT;
+
+CREATE TABLE contexts (
+    context_id   TEXT PRIMARY KEY NOT NULL,
+    agent        TEXT NOT NULL,
+    session_id   TEXT,
+    sandbox_root TEXT,
+    updated_at   INTEGER NOT NULL
+) STRICT;
+";
+
+fn user_version(conn: &Connection) -> Result<u32> {
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .ctx("read the schema version")?;
+    u32::try_from(v).map_err(|_| store_error("the database has an invalid schema version."))
+}
+
+fn too_new(found: u32) -> legate_core::Error {
+    store_error(format!(
+        "the database has schema version {found}, newer than the {SCHEMA_VERSION} this Legate knows; upgrade Legate."
+    ))
+}
+
+/// Applies every missing step. Cheap when the schema is current: one read, no write lock.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    let current = user_version(conn)?;
+    if current > SCHEMA_VERSION {
+        return Err(too_new(current));
+    }
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx("start a migration")?;
+        let version = user_version(&tx)?;
+        if version > SCHEMA_VERSION {
+            return Err(too_new(version));
+        }
+        let Some(step) = MIGRATIONS.get(version as usize) else {
+            return Ok(());
+        };
+        tx.execute_batch(step)
+            .ctx(&format!("apply migration {}", version + 1))?;
+        tx.pragma_update(None, "user_version", version + 1)
+            .ctx("record the schema version")?;
+        tx.commit().ctx("commit a migration")?;
+        tracing::debug!(version = version + 1, "store schema migrated");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use legate_core::ErrorCode;
+
+    #[test]
+    fn migrating_twice_is_a_no_op() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+        migrate(&mut conn).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+        let tables: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables, 3);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        let err = migrate(&mut conn).unwrap_err();
+        assert_eq!(err.code, ErrorCode::StoreError);
+        assert!(err.message.contains("newer"), "{}", err.message);
+    }
+}

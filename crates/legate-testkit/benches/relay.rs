@@ -1,0 +1,261 @@
+//! Relay benchmark: message chunks from a scripted agent through backend, engine, store and a
+//! live subscriber, against a baseline in the same run (the same agent read directly by an
+//! ACP client, with no Legate in between).
+//!
+//! Run: `cargo bench -p legate-testkit --bench relay` (env `RELAY_CHUNKS`, default 10000;
+//! `RELAY_ROUNDS`, default 5). Figures go in `docs/BENCHMARKS.md`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest, SessionNotification,
+    SessionUpdate, TextContent,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec, EventKind, TaskState};
+use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
+use legate_testkit::directives::chunk_time;
+use std::collections::{BTreeMap, HashMap};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The agent read directly by an ACP client: how fast can chunks cross the pipe at all?
+async fn baseline(chunks: usize) -> Duration {
+    let mut child = tokio::process::Command::new(AGENT)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().canonicalize().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let prompt = format!("!chunks {chunks}");
+    let mut elapsed = Duration::ZERO;
+    let elapsed_ref = &mut elapsed;
+    Client
+        .v1()
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                if let SessionUpdate::AgentMessageChunk(_) = n.update {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(
+            ByteStreams::new(stdin.compat_write(), stdout.compat()),
+            async |cx: ConnectionTo<Agent>| {
+                cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                let session = cx
+                    .send_request(NewSessionRequest::new(cwd.clone()))
+                    .block_task()
+                    .await?
+                    .session_id;
+                let started = Instant::now();
+                cx.send_request(PromptRequest::new(
+                    session,
+                    vec![ContentBlock::Text(TextContent::new(prompt.clone()))],
+                ))
+                .block_task()
+                .await?;
+                *elapsed_ref = started.elapsed();
+                Ok(())
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::Relaxed), chunks);
+    elapsed
+}
+
+fn engine(home: &std::path::Path, max_running: usize) -> Engine {
+    let mut config = EngineConfig::new(Paths::new(home));
+    config.max_running = max_running;
+    config.max_queued = 100;
+    config.agents.insert(
+        "agent".into(),
+        AgentSpec {
+            name: "agent".into(),
+            kind: AgentKind::Acp,
+            command: AGENT.into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            preset: None,
+            allow_execute: false,
+            terminal: false,
+            description: None,
+        },
+    );
+    config.default_agent = "agent".into();
+    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
+    Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap()
+}
+
+struct Relay {
+    elapsed: Duration,
+    events: usize,
+    latencies_us: Vec<f64>,
+}
+
+/// One task of `chunks` chunks through Legate, read by a live subscriber.
+async fn relay(engine: &Engine, chunks: usize) -> Relay {
+    let started = Instant::now();
+    let task = engine
+        .submit(SubmitRequest::new(format!("!chunks {chunks}")))
+        .unwrap();
+    let mut sub = engine.subscribe(&task.id, 0);
+    let mut events = 0;
+    let mut latencies_us = Vec::with_capacity(chunks);
+    while let Some(e) = sub.next().await.unwrap() {
+        events += 1;
+        if let EventKind::Message { text } = &e.kind
+            && let Some(t) = chunk_time(text)
+        {
+            latencies_us.push((now_ns().saturating_sub(t)) as f64 / 1000.0);
+        }
+        if let EventKind::Status { state, .. } = &e.kind
+            && state.is_terminal()
+        {
+            assert_eq!(*state, TaskState::Completed);
+        }
+    }
+    assert_eq!(
+        latencies_us.len(),
+        chunks,
+        "every chunk reached the subscriber"
+    );
+    Relay {
+        elapsed: started.elapsed(),
+        events,
+        latencies_us,
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile(&v, 0.5)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run small then.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let chunks: usize = std::env::var("RELAY_CHUNKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 200 } else { 10_000 });
+    let rounds: usize = std::env::var("RELAY_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 1 } else { 5 });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = tempfile::tempdir().unwrap();
+        let rss_before = rss_kib();
+        let engine = engine(home.path(), 16);
+        let rss_idle = rss_kib();
+
+        let mut base_rates = Vec::new();
+        let mut rates = Vec::new();
+        let mut all_lat = Vec::new();
+        for _ in 0..rounds {
+            let b = baseline(chunks).await;
+            base_rates.push(chunks as f64 / b.as_secs_f64());
+            let r = relay(&engine, chunks).await;
+            rates.push(r.events as f64 / r.elapsed.as_secs_f64());
+            all_lat.extend(r.latencies_us);
+        }
+        all_lat.sort_by(f64::total_cmp);
+
+        // Memory per running task: hold N tasks open (`!hang`) and compare.
+        let rss_loaded_before = rss_kib();
+        let n = if quick { 2 } else { 8 };
+        let mut held = Vec::new();
+        for _ in 0..n {
+            held.push(engine.submit(SubmitRequest::new("!hang")).unwrap());
+        }
+        for t in &held {
+            for _ in 0..400 {
+                if engine.task(t.id.as_str()).unwrap().state == TaskState::Working {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let rss_loaded = rss_kib();
+        engine.shutdown().await;
+
+        println!("relay: {chunks} chunks x {rounds} rounds, one live subscriber");
+        println!(
+            "  baseline (agent -> ACP client, no Legate): {:>9.0} chunks/s (median)",
+            median(base_rates)
+        );
+        println!(
+            "  legate (agent -> backend -> engine -> SQLite -> subscriber): {:>9.0} events/s (median)",
+            median(rates)
+        );
+        println!(
+            "  latency agent write -> subscriber: p50 {:.0} us, p99 {:.0} us, max {:.0} us ({} samples)",
+            percentile(&all_lat, 0.5),
+            percentile(&all_lat, 0.99),
+            all_lat.last().copied().unwrap_or(0.0),
+            all_lat.len()
+        );
+        println!(
+            "  resident memory: harness {:.1} MiB, engine idle +{:.1} MiB, {n} running tasks +{:.2} MiB each",
+            rss_before as f64 / 1024.0,
+            rss_idle.saturating_sub(rss_before) as f64 / 1024.0,
+            rss_loaded.saturating_sub(rss_loaded_before) as f64 / 1024.0 / n as f64
+        );
+    });
+}

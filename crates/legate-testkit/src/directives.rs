@@ -1,0 +1,180 @@
+//! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!chunks`, `!write-outside`,
+//! `!stderr`), implemented as a [`DirectiveHook`] installed into revisor.
+//!
+//! This module owns what each directive does. Revisor knows nothing about them. Directives
+//! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
+//! go through the [`Injection`] channel to the [pump](mod@crate::pump); everything else goes
+//! through the ACP connection like any other update. Directives must never run outside the
+//! scripted agent binary: `!write-outside` deliberately writes without asking.
+
+use std::path::Path;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, SessionNotification, SessionUpdate, StopReason, TextContent,
+};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use legate_revisor::{Directed, DirectiveContext, DirectiveHook};
+use tokio::sync::mpsc;
+
+use crate::pump::Injection;
+
+/// The malformed JSON-RPC line `!garbage` writes mid-turn.
+pub const MALFORMED_LINE: &str = r#"{"jsonrpc":"2.0","method":"session/update","params":{"#;
+/// What `!write-outside` writes into its file.
+pub const OUTSIDE_CONTENT: &str = "written by legate-scripted-agent without asking\n";
+/// The text of the one message chunk `!exit` sends before exiting.
+pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
+
+/// The directive verbs (after `!`), case-insensitive.
+pub const VERBS: [&str; 6] = [
+    "exit",
+    "hang",
+    "garbage",
+    "chunks",
+    "write-outside",
+    "stderr",
+];
+
+/// The scripted agent's directives.
+#[derive(Debug, Clone)]
+pub struct ScriptedDirectives {
+    inject: mpsc::UnboundedSender<Injection>,
+}
+
+impl ScriptedDirectives {
+    /// Directives whose raw output goes to `inject` (read by the pump).
+    #[must_use]
+    pub fn new(inject: mpsc::UnboundedSender<Injection>) -> Self {
+        Self { inject }
+    }
+}
+
+/// Splits `!verb rest` into a lower-case verb and the trimmed rest.
+fn split(line: &str) -> Option<(String, &str)> {
+    let body = line.trim().strip_prefix('!')?;
+    let (verb, rest) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+    Some((verb.to_ascii_lowercase(), rest.trim()))
+}
+
+/// Chunk `i` of `!chunks`: about 40 bytes, stamped with the wall-clock time it was made
+/// (`t=<nanoseconds since the epoch>`), so a benchmark can measure the latency from the agent
+/// to a subscriber in another process.
+pub fn chunk_text(i: u64) -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("chunk {i:08} t={ns}\n")
+}
+
+/// The creation time stamped into a `!chunks` chunk, in nanoseconds since the epoch.
+pub fn chunk_time(text: &str) -> Option<u128> {
+    text.split_once("t=")?.1.trim().parse().ok()
+}
+
+impl DirectiveHook for ScriptedDirectives {
+    fn claims(&self, line: &str) -> bool {
+        split(line).is_some_and(|(verb, _)| VERBS.contains(&verb.as_str()))
+    }
+
+    fn perform(&self, line: String, context: DirectiveContext) -> BoxFuture<'static, Directed> {
+        let inject = self.inject.clone();
+        async move {
+            let Some((verb, rest)) = split(&line) else {
+                return Directed::Continue;
+            };
+            match verb.as_str() {
+                "exit" => {
+                    let code = rest.parse::<i32>().unwrap_or(1);
+                    let chunk = SessionNotification::new(
+                        context.session_id().clone(),
+                        SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(
+                            TextContent::new(EXIT_CHUNK),
+                        ))),
+                    );
+                    let line = serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": chunk,
+                    });
+                    let _ = inject.send(Injection::Line(line.to_string()));
+                    let _ = inject.send(Injection::Exit(code));
+                    // The pump ends the process; this turn never finishes.
+                    futures::future::pending::<Directed>().await
+                }
+                "hang" => futures::future::pending::<Directed>().await,
+                "garbage" => {
+                    let _ = inject.send(Injection::Line(MALFORMED_LINE.to_owned()));
+                    Directed::Continue
+                }
+                "chunks" => {
+                    let Ok(count) = rest.parse::<u64>() else {
+                        let _ = context
+                            .send_message_chunk(&format!("!chunks needs a number, not {rest:?}\n"));
+                        return Directed::Continue;
+                    };
+                    for i in 0..count {
+                        if context.send_message_chunk(&chunk_text(i)).is_err() {
+                            break;
+                        }
+                        // Let the writer drain now and then instead of queueing everything.
+                        if i % 1024 == 1023 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    Directed::EndTurn(StopReason::EndTurn)
+                }
+                "write-outside" => {
+                    let path = Path::new(rest);
+                    let result = if path.is_absolute() {
+                        tokio::fs::write(path, OUTSIDE_CONTENT)
+                            .await
+                            .map_err(|error| error.to_string())
+                    } else {
+                        Err("the path must be absolute".to_owned())
+                    };
+                    let text = match result {
+                        Ok(()) => format!("write-outside {rest}: written\n"),
+                        Err(error) => format!("write-outside {rest}: failed: {error}\n"),
+                    };
+                    let _ = context.send_message_chunk(&text);
+                    Directed::Continue
+                }
+                "stderr" => {
+                    eprintln!("{rest}");
+                    Directed::Continue
+                }
+                _ => Directed::Continue,
+            }
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_only_known_bang_verbs() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let hook = ScriptedDirectives::new(tx);
+        assert!(hook.claims("!exit 3"));
+        assert!(hook.claims("!HANG"));
+        assert!(hook.claims("!chunks 100"));
+        assert!(hook.claims("!write-outside /tmp/x"));
+        assert!(!hook.claims("!nope"));
+        assert!(!hook.claims("exit 3"));
+        assert!(!hook.claims("write a: b"));
+    }
+
+    #[test]
+    fn chunks_carry_their_number_and_creation_time() {
+        let text = chunk_text(7);
+        assert!(text.starts_with("chunk 00000007 t="), "{text}");
+        assert!(text.len() < 48, "{text}");
+        let t = chunk_time(&text).unwrap();
+        assert!(t > 1_600_000_000_000_000_000, "{t}");
+    }
+}

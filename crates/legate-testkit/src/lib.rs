@@ -1,0 +1,211 @@
+//! Test doubles for Legate that speak the real wire protocols on real pipes.
+//!
+//! This crate owns `legate-scripted-agent`, a binary that *is* revisor
+//! ([`legate_revisor`]) served on stdio, plus faults for testing how Legate copes with
+//! broken agents. It is for tests only: nothing in the product may depend on it, and it
+//! must never be shipped or run against a real project (`!write-outside` writes without
+//! asking, on purpose).
+//!
+//! # Faults chosen at start: `LEGATE_TESTKIT_FAULT`
+//!
+//! | value | behaviour |
+//! |---|---|
+//! | unset or empty | serve revisor normally |
+//! | `exit-at-start` | exit with code 3 before reading anything |
+//! | `garbage-at-start` | write [`GARBAGE_LINE`] (not JSON) to stdout, then serve normally |
+//! | `hang-initialize` | never answer anything (not even `initialize`); keep reading stdin, exit 0 at its end |
+//! | anything else | print an error to stderr and exit 2 |
+//!
+//! # Directives in a prompt
+//!
+//! A prompt line starting with `!` and one of these verbs (case-insensitive) is handled by
+//! the test kit, not by revisor (see [`directives`]); every other line is revisor's
+//! instruction language.
+//!
+//! | line | behaviour |
+//! |---|---|
+//! | `!exit <code>` | send one `agent_message_chunk` ([`directives::EXIT_CHUNK`]) and exit the process with `code` (1 if missing or not a number), mid-turn |
+//! | `!hang` | never answer the prompt |
+//! | `!garbage` | write [`directives::MALFORMED_LINE`] (malformed JSON-RPC) to stdout, then go on |
+//! | `!chunks <N>` | send N `agent_message_chunk`s of about 20 bytes as fast as possible, then end the turn `end_turn` (no answer) |
+//! | `!write-outside <abs path>` | write [`directives::OUTSIDE_CONTENT`] to that file directly, without asking; report "written" or "failed: …" in a message chunk |
+//! | `!stderr <text>` | write the text as a line to stderr |
+//!
+//! Stdout goes through a [pump](mod@pump): revisor writes into an in-process pipe and the pump
+//! copies accumulated bytes to the real stdout in large writes, which keeps `!chunks` cheap,
+//! and injects raw lines only between whole protocol lines.
+//!
+//! # Finding the binary from a test
+//!
+//! Cargo gives a binary's path only to the integration tests of its own package:
+//! tests in `crates/legate-testkit/tests/` use `env!("CARGO_BIN_EXE_legate-scripted-agent")`.
+//! Tests in other crates cannot name it at compile time. They can use [`find_scripted_agent`],
+//! which honours `LEGATE_SCRIPTED_AGENT` and otherwise looks next to the running test's own
+//! target directory; the binary must have been built first
+//! (`cargo build -p legate-testkit --bin legate-scripted-agent`, which a plain
+//! `cargo test --workspace` also does).
+
+pub mod directives;
+pub mod pump;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use legate_revisor::RevisorOptions;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use crate::directives::ScriptedDirectives;
+use crate::pump::{PumpEnd, pump};
+
+/// The environment variable that picks a [`Fault`].
+pub const FAULT_ENV: &str = "LEGATE_TESTKIT_FAULT";
+/// The environment variable [`find_scripted_agent`] honours first.
+pub const AGENT_PATH_ENV: &str = "LEGATE_SCRIPTED_AGENT";
+/// The binary's name.
+pub const AGENT_BIN: &str = "legate-scripted-agent";
+/// The line `garbage-at-start` writes before serving.
+pub const GARBAGE_LINE: &str = "legate-scripted-agent: this line is not JSON";
+/// The exit code of `exit-at-start`.
+pub const EXIT_AT_START_CODE: i32 = 3;
+
+/// A fault chosen at start through [`FAULT_ENV`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Serve normally.
+    None,
+    /// Exit 3 before reading anything.
+    ExitAtStart,
+    /// Write a non-JSON line, then serve normally.
+    GarbageAtStart,
+    /// Read stdin forever, answer nothing.
+    HangInitialize,
+}
+
+impl Fault {
+    /// Parses a [`FAULT_ENV`] value; an empty value is [`Fault::None`].
+    ///
+    /// # Errors
+    /// The unknown value.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value.trim() {
+            "" => Ok(Self::None),
+            "exit-at-start" => Ok(Self::ExitAtStart),
+            "garbage-at-start" => Ok(Self::GarbageAtStart),
+            "hang-initialize" => Ok(Self::HangInitialize),
+            other => Err(format!("unknown {FAULT_ENV} value {other:?}")),
+        }
+    }
+
+    /// The fault named by the environment.
+    ///
+    /// # Errors
+    /// An unknown value.
+    pub fn from_env() -> Result<Self, String> {
+        Self::parse(&std::env::var(FAULT_ENV).unwrap_or_default())
+    }
+}
+
+/// Runs the scripted agent on this process's stdin/stdout and returns the exit code the
+/// process should end with. Call [`std::process::exit`] with it rather than returning from
+/// `main`: the stdin reader thread cannot be cancelled, so dropping the runtime could hang.
+pub async fn run(fault: Fault) -> i32 {
+    match fault {
+        Fault::ExitAtStart => return EXIT_AT_START_CODE,
+        Fault::HangInitialize => {
+            let _ = tokio::io::copy(&mut tokio::io::stdin(), &mut tokio::io::sink()).await;
+            return 0;
+        }
+        Fault::GarbageAtStart => {
+            let mut stdout = tokio::io::stdout();
+            let written = async {
+                stdout.write_all(GARBAGE_LINE.as_bytes()).await?;
+                stdout.write_all(b"\n").await?;
+                stdout.flush().await
+            };
+            if let Err(error) = written.await {
+                eprintln!("{AGENT_BIN}: cannot write to stdout: {error}");
+                return 1;
+            }
+        }
+        Fault::None => {}
+    }
+
+    let (inject, injections) = mpsc::unbounded_channel();
+    let (agent_out, pump_in) = tokio::io::duplex(256 * 1024);
+    let options = RevisorOptions {
+        directive: Some(Arc::new(ScriptedDirectives::new(inject))),
+    };
+    let serve = legate_revisor::serve_with(
+        tokio::io::stdin().compat(),
+        agent_out.compat_write(),
+        options,
+    );
+    let pumping = pump(pump_in, injections, tokio::io::stdout());
+    tokio::pin!(serve);
+    tokio::pin!(pumping);
+    let mut served: Option<Result<(), agent_client_protocol::Error>> = None;
+    loop {
+        tokio::select! {
+            result = &mut serve, if served.is_none() => served = Some(result),
+            end = &mut pumping => {
+                return match end {
+                    Ok(PumpEnd::Exit(code)) => code,
+                    Ok(PumpEnd::Drained) => match served {
+                        Some(Err(error)) => {
+                            eprintln!("{AGENT_BIN}: {error}");
+                            1
+                        }
+                        _ => 0,
+                    },
+                    Err(error) => {
+                        eprintln!("{AGENT_BIN}: stdout: {error}");
+                        1
+                    }
+                };
+            }
+        }
+    }
+}
+
+/// Best effort: where `legate-scripted-agent` was built, for tests outside this crate.
+///
+/// Looks at `$LEGATE_SCRIPTED_AGENT`, then in the directory of the running executable and
+/// its parent (a test binary lives in `target/<profile>/deps/`, binaries in
+/// `target/<profile>/`). Returns `None` when the binary is not there (build it first).
+#[must_use]
+pub fn find_scripted_agent() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(AGENT_PATH_ENV) {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join(AGENT_BIN))
+        .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse() {
+        assert_eq!(Fault::parse("").unwrap(), Fault::None);
+        assert_eq!(Fault::parse("exit-at-start").unwrap(), Fault::ExitAtStart);
+        assert_eq!(
+            Fault::parse("garbage-at-start").unwrap(),
+            Fault::GarbageAtStart
+        );
+        assert_eq!(
+            Fault::parse("hang-initialize").unwrap(),
+            Fault::HangInitialize
+        );
+        assert!(Fault::parse("explode").is_err());
+    }
+}

@@ -1,0 +1,371 @@
+//! Legate's ACP backend (`legate_backend::acp`) driving `legate-scripted-agent` (revisor plus
+//! faults) as a real subprocess, with the built-in supervisor rules.
+//!
+//! Owned by the backend; the rest of the test kit belongs to its own crate.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::acp::{AcpBackend, AcpSession, process_group_alive};
+use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, Turn};
+use legate_core::{
+    AgentKind, AgentSpec, Boundary, Decision, ErrorCode, EventKind, PermissionRequest, TaskId,
+    TaskMode, ToolKind, Verdict,
+};
+use legate_supervisor::options::pick_allow;
+use legate_supervisor::{Preset, Rules, Supervision, Supervisor};
+use legate_testkit::FAULT_ENV;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
+
+/// Allows whatever it can (to reach the backend's own `fs/*` checks).
+#[derive(Debug)]
+struct AllowAll;
+
+impl Supervisor for AllowAll {
+    fn decide(&self, s: &Supervision, request: &PermissionRequest) -> Verdict {
+        Verdict {
+            decision: Decision::Allow,
+            option_id: pick_allow(&request.options, &s.preset).map(|o| o.id.clone()),
+            reason: "test: allow all".into(),
+        }
+    }
+}
+
+struct Workspace {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+}
+
+fn workspace() -> Workspace {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = base.join("root");
+    let outside = base.join("outside");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    Workspace {
+        _tmp: tmp,
+        root,
+        outside,
+    }
+}
+
+fn request(
+    root: &Path,
+    owned: bool,
+    fault: &str,
+    supervisor: Arc<dyn Supervisor>,
+) -> SessionRequest {
+    let boundary = Boundary {
+        root: root.to_path_buf(),
+        owned,
+        allow_execute: false,
+    };
+    SessionRequest {
+        agent: AgentSpec {
+            name: "revisor".into(),
+            kind: AgentKind::Acp,
+            command: AGENT.into(),
+            args: vec![],
+            env: [(FAULT_ENV.to_string(), fault.to_string())]
+                .into_iter()
+                .collect(),
+            preset: Some("revisor".into()),
+            allow_execute: false,
+            terminal: false,
+            description: None,
+        },
+        boundary: boundary.clone(),
+        supervisor,
+        supervision: Supervision {
+            boundary,
+            mode: TaskMode::Write,
+            preset: Preset::revisor(),
+        },
+        resume_session_id: None,
+        state_dir: None,
+    }
+}
+
+fn backend() -> AcpBackend {
+    AcpBackend::new().with_handshake_timeout(Duration::from_secs(2))
+}
+
+async fn open(
+    root: &Path,
+    owned: bool,
+    fault: &str,
+    supervisor: Arc<dyn Supervisor>,
+) -> (AcpSession, Vec<EventKind>) {
+    let (sink, mut rx) = EventSink::channel();
+    let session = backend()
+        .open_session(request(root, owned, fault, supervisor), sink)
+        .await
+        .unwrap();
+    (session, drain(&mut rx))
+}
+
+async fn open_err(root: &Path, fault: &str) -> legate_core::Error {
+    let (sink, _rx) = EventSink::channel();
+    backend()
+        .open_session(request(root, true, fault, Arc::new(Rules)), sink)
+        .await
+        .unwrap_err()
+}
+
+fn drain(rx: &mut EventStream) -> Vec<EventKind> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
+
+fn turn(prompt: &str, mode: TaskMode) -> Turn {
+    Turn {
+        task_id: TaskId("task-1".into()),
+        prompt: prompt.into(),
+        mode,
+    }
+}
+
+async fn run(
+    session: &AcpSession,
+    prompt: &str,
+    mode: TaskMode,
+) -> (
+    legate_core::Result<legate_backend::TurnOutcome>,
+    Vec<EventKind>,
+) {
+    let (sink, mut rx) = EventSink::channel();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        session.prompt(turn(prompt, mode), sink),
+    )
+    .await
+    .expect("turn timed out");
+    (outcome, drain(&mut rx))
+}
+
+fn messages(events: &[EventKind]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Message { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn permissions(events: &[EventKind]) -> Vec<(ToolKind, Verdict)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Permission {
+                tool_kind, verdict, ..
+            } => Some((*tool_kind, verdict.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_plain_question_is_answered_with_message_events() {
+    let ws = workspace();
+    std::fs::write(ws.root.join("notes.txt"), "one\ntwo\n").unwrap();
+    let (session, opened) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    assert_eq!(session.agent_info().name.as_deref(), Some("revisor"));
+    assert!(
+        opened
+            .iter()
+            .any(|e| matches!(e, EventKind::Session { resumed: false, .. }))
+    );
+    let (outcome, events) = run(&session, "what is in notes.txt?", TaskMode::Write).await;
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.stop_reason, "end_turn");
+    assert!(messages(&events).contains("notes.txt"), "{events:?}");
+    assert!(events.iter().any(|e| matches!(e, EventKind::Plan { .. })));
+    assert!(events.iter().any(|e| matches!(e, EventKind::Usage { .. })));
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_write_is_allowed_inside_an_owned_sandbox() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    let (outcome, events) = run(&session, "write hello.txt: hi there", TaskMode::Write).await;
+    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("hello.txt")).unwrap(),
+        "hi there"
+    );
+    let perms = permissions(&events);
+    assert_eq!(perms.len(), 1, "{events:?}");
+    assert_eq!(perms[0].0, ToolKind::Edit);
+    assert_eq!(perms[0].1.decision, Decision::Allow);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EventKind::ToolCall(t) if t.tool_kind == ToolKind::Edit))
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EventKind::FsAccess { op, allowed: true, .. } if op == "write")),
+        "{events:?}"
+    );
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_command_is_refused_in_a_shared_root_and_the_turn_still_ends() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, false, "", Arc::new(Rules)).await;
+    let (outcome, events) = run(&session, "run touch made-by-shell", TaskMode::Write).await;
+    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    let perms = permissions(&events);
+    assert_eq!(perms.len(), 1, "{events:?}");
+    assert_eq!(perms[0].0, ToolKind::Execute);
+    assert_eq!(perms[0].1.decision, Decision::Deny);
+    assert_eq!(perms[0].1.option_id.as_deref(), Some("reject"));
+    assert!(!ws.root.join("made-by-shell").exists());
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_write_outside_the_root_is_refused() {
+    let ws = workspace();
+    let target = ws.outside.join("escaped.txt");
+    // By the supervisor, from the tool call's locations.
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    let (outcome, events) = run(
+        &session,
+        &format!("write {}: x", target.display()),
+        TaskMode::Write,
+    )
+    .await;
+    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(
+        permissions(&events)[0].1.decision,
+        Decision::Deny,
+        "{events:?}"
+    );
+    assert!(!target.exists());
+    session.shutdown().await;
+
+    // By the backend's own fs/write_text_file check, even when the supervisor allows.
+    let (session, _) = open(&ws.root, true, "", Arc::new(AllowAll)).await;
+    let (outcome, events) = run(
+        &session,
+        &format!("write {}: x", target.display()),
+        TaskMode::Write,
+    )
+    .await;
+    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert!(
+        events.iter().any(
+            |e| matches!(e, EventKind::FsAccess { op, allowed: false, reason: Some(r), .. }
+            if op == "write" && r.contains("outside the root"))
+        ),
+        "{events:?}"
+    );
+    assert!(!target.exists());
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_read_only_turn_cannot_write_even_through_fs() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(AllowAll)).await;
+    let (outcome, events) = run(&session, "write ro.txt: x", TaskMode::ReadOnly).await;
+    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EventKind::FsAccess { op, allowed: false, .. } if op == "write")),
+        "{events:?}"
+    );
+    assert!(!ws.root.join("ro.txt").exists());
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn exit_at_start_is_a_start_failure() {
+    let ws = workspace();
+    let err = open_err(&ws.root, "exit-at-start").await;
+    assert_eq!(err.code, ErrorCode::AgentStartFailed, "{err}");
+    assert!(err.message.contains("exit status 3"), "{err}");
+}
+
+#[tokio::test]
+async fn a_hung_initialize_times_out() {
+    let ws = workspace();
+    let started = std::time::Instant::now();
+    let err = open_err(&ws.root, "hang-initialize").await;
+    assert_eq!(err.code, ErrorCode::AgentStartFailed, "{err}");
+    assert!(err.message.contains("initialize"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn garbage_is_reported_and_tolerated() {
+    let ws = workspace();
+    let (session, opened) = open(&ws.root, true, "garbage-at-start", Arc::new(Rules)).await;
+    let notice = |events: &[EventKind]| {
+        events
+            .iter()
+            .any(|e| matches!(e, EventKind::Workspace { message, .. } if message.contains("not JSON-RPC")))
+    };
+    assert!(notice(&opened), "{opened:?}");
+    let (outcome, events) = run(&session, "!garbage\nhello?", TaskMode::Write).await;
+    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert!(notice(&events), "{events:?}");
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_exit_mid_turn_is_agent_exited() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    let (outcome, _) = run(&session, "!exit 3", TaskMode::Write).await;
+    let err = outcome.unwrap_err();
+    assert_eq!(err.code, ErrorCode::AgentExited, "{err}");
+    assert!(err.message.contains("exit status 3"), "{err}");
+    assert!(!session.is_alive());
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hung_turn_is_cancelled_or_killed_and_the_group_is_gone_after_shutdown() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    let session = Arc::new(session);
+    let pgid = session.pgid();
+    let running = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            let (sink, _rx) = EventSink::channel();
+            session.prompt(turn("!hang", TaskMode::Write), sink).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    session.canceller().cancel();
+    let mut running = running;
+    match tokio::time::timeout(Duration::from_secs(3), &mut running).await {
+        Ok(done) => {
+            assert_eq!(done.unwrap().unwrap().stop_reason, "cancelled");
+            session.shutdown().await;
+        }
+        Err(_) => {
+            // The agent ignored the cancel: shutdown ends the turn.
+            session.shutdown().await;
+            let err = running.await.unwrap().unwrap_err();
+            assert_eq!(err.code, ErrorCode::AgentExited, "{err}");
+        }
+    }
+    assert!(!session.is_alive());
+    assert!(!process_group_alive(pgid));
+}

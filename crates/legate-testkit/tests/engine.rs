@@ -1,0 +1,311 @@
+//! The engine against the scripted agent (revisor plus faults) on real pipes and a real
+//! SQLite store: lifecycle, faults, admission, cancel, timeouts, subscribers and sessions.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec, ErrorCode, EventKind, Task, TaskState};
+use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
+
+fn spec(name: &str, fault: Option<&str>) -> AgentSpec {
+    let mut env = BTreeMap::new();
+    if let Some(f) = fault {
+        env.insert("LEGATE_TESTKIT_FAULT".to_string(), f.to_string());
+    }
+    AgentSpec {
+        name: name.into(),
+        kind: AgentKind::Acp,
+        command: AGENT.into(),
+        args: vec![],
+        env,
+        preset: None,
+        allow_execute: false,
+        terminal: false,
+        description: None,
+    }
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    engine: Engine,
+}
+
+fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
+    for (name, fault) in [
+        ("agent", None),
+        ("exit-at-start", Some("exit-at-start")),
+        ("hang-initialize", Some("hang-initialize")),
+        ("garbage-at-start", Some("garbage-at-start")),
+    ] {
+        config.agents.insert(name.into(), spec(name, fault));
+    }
+    config.default_agent = "agent".into();
+    config.cancel_grace = Duration::from_secs(2);
+    tune(&mut config);
+    let backend: Arc<dyn Backend> =
+        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(2)));
+    let engine = Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap();
+    Harness { _dir: dir, engine }
+}
+
+fn request(prompt: &str) -> SubmitRequest {
+    SubmitRequest::new(prompt)
+}
+
+async fn run(h: &Harness, req: SubmitRequest) -> Task {
+    let task = h.engine.submit(req).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&task.id))
+        .await
+        .expect("the task ends")
+        .unwrap()
+}
+
+async fn wait_state(h: &Harness, task: &Task, state: TaskState) {
+    for _ in 0..400 {
+        if h.engine.task(task.id.as_str()).unwrap().state == state {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("task never reached {state}");
+}
+
+/// Counts live processes whose environment carries `marker` (`NAME=value`).
+fn processes_with_env(marker: &str) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(env) = std::fs::read(entry.path().join("environ"))
+            && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+async fn until_no_process(marker: &str) -> bool {
+    for _ in 0..200 {
+        if processes_with_env(marker) == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_task_completes_with_its_answer_and_events_in_order() {
+    let h = harness(|_| {});
+    let task = run(&h, request("write a.txt: hello\nWhat is here?")).await;
+    assert_eq!(task.state, TaskState::Completed, "{task:?}");
+    let result = task.result.clone().unwrap();
+    assert!(!result.text.is_empty());
+    assert_eq!(result.stop_reason.as_deref(), Some("end_turn"));
+    assert!(result.tool_calls >= 1);
+    assert!(task.session_id.is_some());
+    let root = task.root.clone().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "hello"
+    );
+    let events = h.engine.events(&task.id, 0, 10_000).unwrap();
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1);
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Permission { .. }))
+    );
+    assert!(matches!(
+        events.last().unwrap().kind,
+        EventKind::Status {
+            state: TaskState::Completed,
+            ..
+        }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_that_fail_to_start_end_with_agent_start_failed() {
+    let h = harness(|_| {});
+    for agent in ["exit-at-start", "hang-initialize"] {
+        let mut req = request("hi");
+        req.agent = Some(agent.into());
+        let task = run(&h, req).await;
+        assert_eq!(task.state, TaskState::Failed, "{agent}: {task:?}");
+        assert_eq!(
+            task.error_code(),
+            Some(ErrorCode::AgentStartFailed),
+            "{agent}: {task:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_exits_mid_turn_ends_with_agent_exited() {
+    let h = harness(|_| {});
+    let task = run(&h, request("!exit 3")).await;
+    assert_eq!(task.state, TaskState::Failed, "{task:?}");
+    assert_eq!(task.error_code(), Some(ErrorCode::AgentExited), "{task:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_from_the_agent_ends_in_a_clear_state() {
+    let h = harness(|_| {});
+    let mut req = request("What is here?");
+    req.agent = Some("garbage-at-start".into());
+    let task = run(&h, req).await;
+    // Either the line is tolerated or the task fails with a protocol error.
+    match task.state {
+        TaskState::Completed => {}
+        TaskState::Failed => assert!(matches!(
+            task.error_code(),
+            Some(ErrorCode::AgentProtocolError | ErrorCode::AgentStartFailed)
+        )),
+        other => panic!("unexpected {other}: {task:?}"),
+    }
+    let task = run(&h, request("!garbage")).await;
+    assert!(task.is_terminal());
+    if task.state == TaskState::Failed {
+        assert!(
+            matches!(
+                task.error_code(),
+                Some(ErrorCode::AgentProtocolError | ErrorCode::AgentExited)
+            ),
+            "{task:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_agent_times_out_and_leaves_no_process() {
+    let h = harness(|c| {
+        let agent = c.agents.get_mut("agent").unwrap();
+        agent
+            .env
+            .insert("LEGATE_TEST_MARK".into(), "timeout-1".into());
+    });
+    let mut req = request("!hang");
+    req.timeout = Some(Duration::from_secs(1));
+    let task = run(&h, req).await;
+    assert_eq!(task.state, TaskState::Failed);
+    assert_eq!(task.error_code(), Some(ErrorCode::TaskTimeout));
+    assert!(
+        until_no_process("LEGATE_TEST_MARK=timeout-1").await,
+        "the agent process outlived its timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_is_bounded_and_canceling_a_queued_task_leaves_the_running_one() {
+    let h = harness(|c| {
+        c.max_running = 1;
+        c.max_queued = 2;
+    });
+    let running = h.engine.submit(request("!hang")).unwrap();
+    wait_state(&h, &running, TaskState::Working).await;
+    let q1 = h.engine.submit(request("!hang")).unwrap();
+    let _q2 = h.engine.submit(request("hello")).unwrap();
+    let err = h.engine.submit(request("one too many")).unwrap_err();
+    assert_eq!(err.code, ErrorCode::QueueFull);
+
+    h.engine.cancel(q1.id.as_str()).unwrap();
+    let q1_done = tokio::time::timeout(Duration::from_secs(10), h.engine.wait(&q1.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q1_done.state, TaskState::Canceled);
+    assert_eq!(
+        h.engine.task(running.id.as_str()).unwrap().state,
+        TaskState::Working
+    );
+
+    // A canceled task always ends canceled, and a finished one cannot be canceled again.
+    h.engine.cancel(running.id.as_str()).unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(20), h.engine.wait(&running.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.state, TaskState::Canceled, "{done:?}");
+    let err = h.engine.cancel(running.id.as_str()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::TaskNotCancelable);
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_and_late_subscribers_see_every_event_once_in_order() {
+    let h = harness(|_| {});
+    let task = h.engine.submit(request("!chunks 2000")).unwrap();
+    let mut live = h.engine.subscribe(&task.id, 0);
+    let mut seen = Vec::new();
+    while let Some(e) = live.next().await.unwrap() {
+        seen.push(e.seq);
+    }
+    let stored = h.engine.events(&task.id, 0, 100_000).unwrap();
+    assert_eq!(seen, stored.iter().map(|e| e.seq).collect::<Vec<_>>());
+    let chunks = stored
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Message { .. }))
+        .count();
+    assert!(chunks >= 2000, "{chunks}");
+
+    let mut late = h.engine.subscribe(&task.id, 10);
+    let mut late_seen = Vec::new();
+    while let Some(e) = late.next().await.unwrap() {
+        late_seen.push(e.seq);
+    }
+    assert_eq!(late_seen, seen[10..].to_vec());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_continues_its_agent_session_and_idle_sessions_stop() {
+    let h = harness(|c| {
+        c.idle_timeout = Duration::from_secs(1);
+        let agent = c.agents.get_mut("agent").unwrap();
+        agent.env.insert("LEGATE_TEST_MARK".into(), "idle-1".into());
+    });
+    let mut first = request("write n.txt: one");
+    first.context_id = Some("ctx-a".into());
+    let a = run(&h, first).await;
+    let mut second = request("read n.txt");
+    second.context_id = Some("ctx-a".into());
+    let b = run(&h, second).await;
+    assert_eq!(b.state, TaskState::Completed);
+    assert_eq!(a.session_id, b.session_id);
+    assert_eq!(a.root, b.root);
+    assert!(b.result.clone().unwrap().text.contains("one"));
+    let events = h.engine.events(&b.id, 0, 1000).unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Session { resumed: true, .. }))
+    );
+
+    // Another agent cannot take over the context.
+    let mut other = request("hi");
+    other.context_id = Some("ctx-a".into());
+    other.agent = Some("garbage-at-start".into());
+    assert_eq!(
+        h.engine.submit(other).unwrap_err().code,
+        ErrorCode::InvalidInput
+    );
+
+    assert!(
+        until_no_process("LEGATE_TEST_MARK=idle-1").await,
+        "the idle agent process was not stopped"
+    );
+}

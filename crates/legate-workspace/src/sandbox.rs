@@ -1,0 +1,288 @@
+//! Sandboxes: empty directories Legate makes, one per context.
+//!
+//! A sandbox is never named after its conversation. The context id is text a caller chose
+//! (`..`, `/etc`, anything): joined onto a directory it could name the repository itself and
+//! come back marked `owned` (seed `000`, "The boundary"). Sandboxes are therefore created with
+//! `mkdtemp` semantics, which fail unless the directory is new, so two contexts cannot land in
+//! one and no existing directory or symlink wearing the right name is ever adopted. The context
+//! id survives only as a short alphanumeric label at the front of the name.
+
+use legate_core::{Boundary, Error, ErrorCode};
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// How many alphanumerics of the context id label a sandbox's name.
+const LABEL_LEN: usize = 8;
+
+/// The label a sandbox for `context_id` carries: its first eight ASCII alphanumerics, or
+/// `ctx` when it has none. Never more than that of the caller's text.
+pub fn label(context_id: &str) -> String {
+    let label: String = context_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(LABEL_LEN)
+        .collect();
+    if label.is_empty() {
+        "ctx".to_string()
+    } else {
+        label
+    }
+}
+
+/// The sandbox for `context_id` under `sandboxes_dir`.
+///
+/// When `existing` (the directory the caller recorded for this context earlier) is still a
+/// real directory, not a symlink, directly inside `sandboxes_dir`, it is returned again.
+/// Otherwise a new directory `<label>-XXXXXX` is created, mode 0700, with creation failing
+/// rather than adopting anything already there; the caller records it. `sandboxes_dir` is
+/// created with mode 0700 when missing.
+///
+/// The boundary's root is canonical, `owned` is true and `allow_execute` false (a sandbox
+/// runs commands because it is owned, not because of that flag).
+pub fn sandbox(
+    sandboxes_dir: &Path,
+    context_id: &str,
+    existing: Option<&Path>,
+) -> Result<Boundary, Error> {
+    let dir = sandboxes_root(sandboxes_dir)?;
+    let root = match existing.and_then(|p| reusable(&dir, p)) {
+        Some(root) => root,
+        None => {
+            if let Some(stale) = existing {
+                tracing::warn!(
+                    path = %stale.display(),
+                    "the recorded sandbox is gone or no longer a plain directory; making a new one"
+                );
+            }
+            create(&dir, context_id)?
+        }
+    };
+    Ok(Boundary {
+        root,
+        owned: true,
+        allow_execute: false,
+    })
+}
+
+/// Makes `sandboxes_dir` (mode 0700) if missing and returns its canonical form.
+fn sandboxes_root(sandboxes_dir: &Path) -> Result<PathBuf, Error> {
+    if fs::symlink_metadata(sandboxes_dir).is_err() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(sandboxes_dir)
+            .map_err(|e| {
+                invalid(format!(
+                    "the sandboxes directory {} could not be created: {e}",
+                    sandboxes_dir.display()
+                ))
+            })?;
+    }
+    let canonical = fs::canonicalize(sandboxes_dir).map_err(|e| {
+        invalid(format!(
+            "the sandboxes directory {} cannot be resolved: {e}",
+            sandboxes_dir.display()
+        ))
+    })?;
+    if !canonical.is_dir() {
+        return Err(invalid(format!(
+            "the sandboxes directory {} is not a directory",
+            sandboxes_dir.display()
+        )));
+    }
+    Ok(canonical)
+}
+
+/// `existing` as a canonical path, if it is a plain directory directly inside `dir` (which is
+/// canonical). A symlink, a file, or anything elsewhere is not reused.
+fn reusable(dir: &Path, existing: &Path) -> Option<PathBuf> {
+    let name = existing.file_name()?;
+    let parent = fs::canonicalize(existing.parent()?).ok()?;
+    if parent != dir {
+        return None;
+    }
+    let candidate = dir.join(name);
+    let meta = fs::symlink_metadata(&candidate).ok()?;
+    (meta.file_type().is_dir() && !meta.file_type().is_symlink()).then_some(candidate)
+}
+
+/// Creates a new, empty `<label>-XXXXXX` directory in `dir`, mode 0700.
+fn create(dir: &Path, context_id: &str) -> Result<PathBuf, Error> {
+    let prefix = format!("{}-", label(context_id));
+    let created = tempfile::Builder::new()
+        .prefix(&prefix)
+        .rand_bytes(6)
+        .permissions(fs::Permissions::from_mode(0o700))
+        .tempdir_in(dir)
+        .map_err(|e| {
+            invalid(format!(
+                "a sandbox could not be created in {}: {e}",
+                dir.display()
+            ))
+        })?
+        .keep();
+    fs::canonicalize(&created).map_err(|e| {
+        invalid(format!(
+            "the new sandbox {} cannot be resolved: {e}",
+            created.display()
+        ))
+    })
+}
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorCode::InvalidWorkspace, message)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+    use std::os::unix::fs::symlink;
+
+    struct Home {
+        _tmp: tempfile::TempDir,
+        base: PathBuf,
+        sandboxes: PathBuf,
+    }
+
+    fn home() -> Home {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        Home {
+            sandboxes: base.join("state/sandboxes"),
+            base,
+            _tmp: tmp,
+        }
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn labels_take_eight_ascii_alphanumerics() {
+        assert_eq!(label("../x"), "x");
+        assert_eq!(label(".."), "ctx");
+        assert_eq!(label(""), "ctx");
+        assert_eq!(label("/etc/passwd"), "etcpassw");
+        assert_eq!(label("ctx-2024-06-01T12:00"), "ctx20240");
+        assert_eq!(label("héllo wörld"), "hllowrld");
+        assert_eq!(label("\0\0"), "ctx");
+    }
+
+    #[test]
+    fn creates_the_state_dir_and_a_private_labelled_sandbox() {
+        let h = home();
+        let b = sandbox(&h.sandboxes, "conversation-42", None).unwrap();
+        assert!(b.owned);
+        assert!(!b.allow_execute);
+        assert_eq!(b.root.parent().unwrap(), h.sandboxes);
+        let name = b.root.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("conversa-"), "{name}");
+        assert_eq!(name.len(), "conversa-".len() + 6);
+        assert!(fs::read_dir(&b.root).unwrap().next().is_none(), "not empty");
+        assert_eq!(mode_of(&h.sandboxes), 0o700);
+        assert_eq!(mode_of(&b.root), 0o700);
+    }
+
+    #[test]
+    fn the_same_context_gets_its_recorded_sandbox_back() {
+        let h = home();
+        let first = sandbox(&h.sandboxes, "ctx-a", None).unwrap();
+        fs::write(first.root.join("work.txt"), "x").unwrap();
+        let again = sandbox(&h.sandboxes, "ctx-a", Some(&first.root)).unwrap();
+        assert_eq!(again, first);
+        // Also through a non-canonical spelling of the same directory.
+        symlink(&h.sandboxes, h.base.join("alias")).unwrap();
+        let alias = h.base.join("alias").join(first.root.file_name().unwrap());
+        assert_eq!(sandbox(&h.sandboxes, "ctx-a", Some(&alias)).unwrap(), first);
+    }
+
+    #[test]
+    fn never_reuses_what_is_not_a_plain_sandbox() {
+        let h = home();
+        let real = sandbox(&h.sandboxes, "a", None).unwrap();
+        let outside = h.base.join("project");
+        fs::create_dir_all(&outside).unwrap();
+        let link = h.sandboxes.join("a-link00");
+        symlink(&outside, &link).unwrap();
+        let file = h.sandboxes.join("a-file00");
+        fs::write(&file, "x").unwrap();
+        let nested = real.root.join("nested");
+        fs::create_dir(&nested).unwrap();
+        for stale in [
+            outside.clone(),
+            link.clone(),
+            file.clone(),
+            nested.clone(),
+            h.sandboxes.join("gone-000000"),
+            h.sandboxes.clone(),
+            real.root.join(".."),
+            PathBuf::from("/"),
+            PathBuf::from(".."),
+        ] {
+            let b = sandbox(&h.sandboxes, "a", Some(&stale)).unwrap();
+            assert_ne!(b.root, real.root, "{stale:?}");
+            assert_eq!(b.root.parent().unwrap(), h.sandboxes, "{stale:?}");
+            assert!(
+                !fs::symlink_metadata(&b.root)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+            );
+        }
+    }
+
+    #[test]
+    fn a_sandboxes_dir_that_is_a_file_is_an_invalid_workspace() {
+        let h = home();
+        fs::create_dir_all(h.sandboxes.parent().unwrap()).unwrap();
+        fs::write(&h.sandboxes, "x").unwrap();
+        let err = sandbox(&h.sandboxes, "a", None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidWorkspace);
+        assert!(err.message.contains(&h.sandboxes.display().to_string()));
+    }
+
+    fn context_id() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("..".to_string()),
+            Just("../x".to_string()),
+            Just("../../..".to_string()),
+            Just("/etc".to_string()),
+            Just(".".to_string()),
+            Just(String::new()),
+            Just("a\0b".to_string()),
+            Just("ctx".to_string()),
+            "\\PC{0,200}",
+            any::<String>(),
+            "[a-z./\\\\]{0,20}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn sandboxes_stay_in_their_directory_and_never_collide(
+            ids in prop::collection::vec(context_id(), 1..6),
+        ) {
+            let h = home();
+            let mut seen = HashSet::new();
+            for id in &ids {
+                let b = sandbox(&h.sandboxes, id, None).unwrap();
+                prop_assert!(b.owned);
+                let canonical = fs::canonicalize(&b.root).unwrap();
+                prop_assert_eq!(&canonical, &b.root);
+                prop_assert_eq!(canonical.parent().unwrap(), h.sandboxes.as_path());
+                let name = canonical.file_name().unwrap().to_str().unwrap().to_string();
+                let prefix = label(id) + "-";
+                prop_assert!(name.starts_with(&prefix), "{name} lacks {prefix}");
+                prop_assert!(seen.insert(canonical), "two contexts got one directory");
+            }
+        }
+    }
+}

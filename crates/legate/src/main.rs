@@ -1,0 +1,440 @@
+//! `legate`: delegate a coding task to another agent, inside limits neither can widen.
+//!
+//! This is the binary's edge: argument parsing, configuration, logging, and the commands.
+//! Commands translate; the engine decides.
+
+/// `println!` that reports a closed stdout (e.g. `legate tasks | head`) as an error instead of
+/// panicking; `main` treats a broken pipe as a normal end.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+    }};
+}
+
+mod agents;
+mod config;
+mod render;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use legate_backend::{Backend, acp::AcpBackend};
+use legate_core::{AgentKind, TaskMode, TaskState};
+use legate_engine::{Engine, Paths, SubmitRequest, WorkspaceRequest};
+use legate_store::{Store, TaskFilter};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "legate",
+    version,
+    about = "Delegate coding tasks to other agents, safely."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Delegate a task and watch it run.
+    Run(RunArgs),
+    /// List tasks, newest first.
+    Tasks {
+        /// Only tasks in this state (submitted, working, completed, failed, canceled, …).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only tasks of this context.
+        #[arg(long)]
+        context: Option<String>,
+        /// Only tasks of this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one task (id or unique prefix).
+    Show {
+        /// Task id or prefix.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a task's events.
+    Events {
+        /// Task id or prefix.
+        id: String,
+        /// Only events after this number.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        /// Keep printing until the task ends.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Cancel a task.
+    Cancel {
+        /// Task id or prefix.
+        id: String,
+    },
+    /// List configured agents and whether each starts.
+    Agents {
+        /// Do not start the agents, only list them.
+        #[arg(long)]
+        no_probe: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a built-in agent on stdio (used by Legate itself).
+    Agent {
+        /// Which agent: `revisor`.
+        name: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The agent to delegate to (default: `default_agent`, normally `revisor`).
+    #[arg(long, short)]
+    agent: Option<String>,
+    /// Work in the context's sandbox (the default).
+    #[arg(long, conflicts_with = "cwd")]
+    sandbox: bool,
+    /// Work in this directory instead (shared: Legate does not own it).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// Continue this conversation (same agent session, same sandbox).
+    #[arg(long)]
+    context: Option<String>,
+    /// Refuse every change: read-only task.
+    #[arg(long)]
+    read_only: bool,
+    /// Seconds before the task is stopped with TASK_TIMEOUT.
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// What to ask. Each argument becomes one line of the prompt.
+    #[arg(required = true, num_args = 1..)]
+    prompt: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Agent { name } = &cli.command {
+        return run_builtin_agent(name);
+    }
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: INTERNAL: could not start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LEGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn run_builtin_agent(name: &str) -> ExitCode {
+    if name != "revisor" {
+        eprintln!("error: AGENT_NOT_FOUND: the only built-in agent is revisor (got {name:?})");
+        return ExitCode::from(2);
+    }
+    init_logging();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: INTERNAL: could not start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(legate_revisor::serve_stdio()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("revisor: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> Result<ExitCode> {
+    let config = config::load()?;
+    let paths = config.engine.paths.clone();
+    match command {
+        Command::Run(args) => run(config, args).await,
+        Command::Tasks {
+            state,
+            context,
+            agent,
+            limit,
+            json,
+        } => {
+            let store = open_store(&paths)?;
+            let state = match state {
+                Some(s) => Some(TaskState::parse(&s).with_context(|| {
+                    format!("INVALID_INPUT: unknown state {s:?}; one of submitted, working, input-required, completed, failed, canceled, rejected, auth-required")
+                })?),
+                None => None,
+            };
+            let filter = TaskFilter {
+                state,
+                context_id: context,
+                agent,
+                limit: limit.clamp(1, 10_000),
+                before: None,
+            };
+            for t in store.list_tasks(&filter)? {
+                if json {
+                    out!("{}", serde_json::to_string(&t)?)?;
+                } else {
+                    let when = humantime::format_rfc3339_seconds(t.created_at.to_system_time());
+                    let code = t
+                        .error
+                        .as_ref()
+                        .map(|e| format!(" {}", e.code))
+                        .unwrap_or_default();
+                    out!(
+                        "{}  {when}  {:<10} {:<15}{code}  {}",
+                        t.id,
+                        t.agent,
+                        t.state.as_str(),
+                        one_line(&t.prompt, 60)
+                    )?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Show { id, json } => {
+            let store = open_store(&paths)?;
+            let task = store.find_task(&id)?;
+            if json {
+                out!("{}", serde_json::to_string_pretty(&task)?)?;
+            } else {
+                print_task(&task)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Events { id, after, follow } => {
+            let store = open_store(&paths)?;
+            let task = store.find_task(&id)?;
+            if follow {
+                let mut sub = legate_engine::follow(store, task.id.clone(), after);
+                while let Some(e) = sub.next().await? {
+                    out!("{}", render::event_line(&e))?;
+                }
+            } else {
+                let mut cursor = after;
+                loop {
+                    let page = store.events(&task.id, cursor, 500)?;
+                    let Some(last) = page.last() else { break };
+                    cursor = last.seq;
+                    for e in &page {
+                        out!("{}", render::event_line(e))?;
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cancel { id } => {
+            let store = open_store(&paths)?;
+            let task = store.find_task(&id)?;
+            if task.is_terminal() {
+                anyhow::bail!(
+                    "TASK_NOT_CANCELABLE: task {} already ended ({})",
+                    task.id,
+                    task.state
+                );
+            }
+            store.request_cancel(&task.id)?;
+            out!(
+                "cancel requested for {} ({}); the process running it stops it within a second",
+                task.id,
+                task.state
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Agents { no_probe, json } => {
+            if no_probe {
+                return agents::list(&config, None, json).await;
+            }
+            let engine = Engine::start(
+                config.engine.clone(),
+                backends(),
+                Arc::new(legate_supervisor::Rules),
+            )?;
+            let code = agents::list(&config, Some(&engine), json).await;
+            engine.shutdown().await;
+            code
+        }
+        Command::Agent { .. } => Ok(ExitCode::from(2)),
+    }
+}
+
+/// Opens the store for reading and marks tasks of dead processes, so that what is shown is true.
+fn open_store(paths: &Paths) -> Result<Store> {
+    if !paths.db().exists() {
+        anyhow::bail!(
+            "TASK_NOT_FOUND: no tasks yet ({} does not exist)",
+            paths.db().display()
+        );
+    }
+    let store = Store::open(&paths.db())?;
+    legate_engine::runner::recover(&store, &paths.run())?;
+    Ok(store)
+}
+
+/// The backends this build has.
+pub fn backends() -> HashMap<AgentKind, Arc<dyn Backend>> {
+    let acp: Arc<dyn Backend> = Arc::new(AcpBackend::default());
+    HashMap::from([(AgentKind::Acp, acp.clone()), (AgentKind::Revisor, acp)])
+}
+
+async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
+    let engine = Engine::start(
+        config.engine,
+        backends(),
+        Arc::new(legate_supervisor::Rules),
+    )?;
+    let workspace = match args.cwd {
+        Some(dir) => WorkspaceRequest::Shared(dir),
+        None => WorkspaceRequest::Sandbox,
+    };
+    let request = SubmitRequest {
+        agent: args.agent,
+        prompt: args.prompt.join("\n"),
+        workspace,
+        context_id: args.context,
+        mode: if args.read_only {
+            TaskMode::ReadOnly
+        } else {
+            TaskMode::Write
+        },
+        timeout: args.timeout.map(Duration::from_secs),
+    };
+    let task = engine.submit(request)?;
+    eprintln!(
+        "task {} · agent {} · context {}",
+        task.id, task.agent, task.context_id
+    );
+    let mut renderer = render::Renderer::new();
+    let mut sub = engine.subscribe(&task.id, 0);
+    let mut interrupts = 0;
+    loop {
+        tokio::select! {
+            next = sub.next() => match next? {
+                Some(e) => renderer.event(&e),
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c() => {
+                interrupts += 1;
+                if interrupts > 1 {
+                    eprintln!("interrupted twice; stopping now");
+                    engine.shutdown().await;
+                    return Ok(ExitCode::from(130));
+                }
+                eprintln!("\ncanceling (press Ctrl-C again to stop at once)");
+                let _ = engine.cancel(task.id.as_str());
+            }
+        }
+    }
+    let done = engine.task(task.id.as_str())?;
+    renderer.summary(&done);
+    engine.shutdown().await;
+    Ok(if done.state == TaskState::Completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
+    let at = |ts: legate_core::Timestamp| {
+        humantime::format_rfc3339_seconds(ts.to_system_time()).to_string()
+    };
+    out!("task     {}", t.id)?;
+    out!("state    {}", t.state)?;
+    if let Some(e) = &t.error {
+        out!("error    {}: {}", e.code, e.message)?;
+    }
+    out!("agent    {}", t.agent)?;
+    out!("context  {}", t.context_id)?;
+    if let Some(s) = &t.session_id {
+        out!("session  {s}")?;
+    }
+    out!("mode     {}", t.mode.as_str())?;
+    match &t.root {
+        Some(r) => out!("workspace {} {}", t.workspace.as_str(), r.display())?,
+        None => out!("workspace {}", t.workspace.as_str())?,
+    }
+    out!("created  {}", at(t.created_at))?;
+    out!("updated  {}", at(t.updated_at))?;
+    out!("usage    {}", render::usage_text(t))?;
+    if let Some(m) = &t.status_message {
+        out!("status   {m}")?;
+    }
+    out!("prompt   {}", one_line(&t.prompt, 200))?;
+    if let Some(r) = &t.result {
+        out!(
+            "tools    {} call(s), {} failed{}",
+            r.tool_calls,
+            r.failed_tool_calls,
+            r.stop_reason
+                .as_ref()
+                .map(|s| format!(", stop reason {s}"))
+                .unwrap_or_default()
+        )?;
+        for refusal in &r.refusals {
+            out!("refused  {}: {}", refusal.title, refusal.reason)?;
+        }
+        if !r.text.is_empty() {
+            out!("\n{}", r.text.trim_end())?;
+        }
+    }
+    Ok(())
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}

@@ -1,0 +1,244 @@
+//! How tasks and events look in a terminal.
+//!
+//! `legate run` and `legate events` print one line per meaningful event (tool calls,
+//! permission decisions, plans, stderr) and stream the answer's text. On a terminal, a
+//! progress line at the bottom shows what the agent is doing; it is erased before any other
+//! output, so pipes and logs only ever get whole lines.
+
+use legate_core::{Event, EventKind, Task, TaskState, ToolStatus};
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+/// Prints events as they come.
+#[derive(Debug)]
+pub struct Renderer {
+    tty: bool,
+    progress_shown: bool,
+    in_answer: bool,
+    started: Instant,
+    events: u64,
+    tools: u32,
+    activity: String,
+    titles: std::collections::HashMap<String, String>,
+    last_plan: Vec<String>,
+}
+
+impl Renderer {
+    /// A renderer for stderr (progress) and stdout (content).
+    pub fn new() -> Self {
+        Self {
+            tty: std::io::stderr().is_terminal(),
+            progress_shown: false,
+            in_answer: false,
+            started: Instant::now(),
+            events: 0,
+            tools: 0,
+            activity: "starting".into(),
+            titles: std::collections::HashMap::new(),
+            last_plan: Vec::new(),
+        }
+    }
+
+    /// Prints one event.
+    pub fn event(&mut self, e: &Event) {
+        self.events += 1;
+        match &e.kind {
+            EventKind::Message { text } => {
+                if !self.in_answer {
+                    self.line("");
+                    self.in_answer = true;
+                    self.activity = "answering".into();
+                }
+                self.clear_progress();
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+            }
+            EventKind::Thought { text } => {
+                self.activity = format!("thinking: {}", first_line(text, 60));
+            }
+            EventKind::ToolCall(c) => {
+                self.tools += 1;
+                self.titles.insert(c.id.clone(), c.title.clone());
+                self.activity = format!("{} {}", c.tool_kind.as_str(), first_line(&c.title, 60));
+                self.line(&format!("  ▸ {} {}", c.tool_kind.as_str(), c.title));
+            }
+            EventKind::ToolCallUpdate(u) => {
+                if let Some(status) = u.status
+                    && matches!(status, ToolStatus::Completed | ToolStatus::Failed)
+                {
+                    let mark = if status == ToolStatus::Completed {
+                        "✓"
+                    } else {
+                        "✗"
+                    };
+                    let title = u
+                        .title
+                        .clone()
+                        .or_else(|| self.titles.get(&u.id).cloned())
+                        .unwrap_or_else(|| u.id.clone());
+                    let mut line = format!("  {mark} {} {}", status.as_str(), title);
+                    if let Some(c) = u.content.as_deref().filter(|c| !c.trim().is_empty()) {
+                        line.push_str(&format!(" — {}", first_line(c, 100)));
+                    }
+                    self.line(&line);
+                }
+            }
+            EventKind::Permission { title, verdict, .. } => {
+                let (mark, word) = if verdict.is_allow() {
+                    ("✔", "allowed")
+                } else {
+                    ("⛔", "refused")
+                };
+                let option = verdict.option_id.as_deref().unwrap_or("cancelled");
+                self.line(&format!(
+                    "  {mark} {word} {title}: {} [{option}]",
+                    verdict.reason
+                ));
+            }
+            EventKind::Plan { entries } => {
+                let done = entries.iter().filter(|e| e.status == "completed").count();
+                self.activity = format!("plan {done}/{}", entries.len());
+                let steps: Vec<String> = entries.iter().map(|e| e.content.clone()).collect();
+                if steps != self.last_plan {
+                    self.line(&format!("  plan: {}", steps.join(" → ")));
+                    self.last_plan = steps;
+                }
+            }
+            EventKind::FsAccess {
+                op,
+                path,
+                allowed,
+                reason,
+            } if !allowed => {
+                self.line(&format!(
+                    "  ⛔ fs {op} {}: {}",
+                    path.display(),
+                    reason.as_deref().unwrap_or("refused")
+                ));
+            }
+            EventKind::Stderr { line } => self.line(&format!("  stderr: {line}")),
+            EventKind::Workspace { message, .. } => self.line(&format!("  {message}")),
+            EventKind::Mode { mode_id } => self.line(&format!("  mode → {mode_id}")),
+            EventKind::Status { state, message, .. } => {
+                self.activity = state.to_string();
+                // Terminal states are told by the summary; input-required needs its reason.
+                if *state == TaskState::InputRequired {
+                    self.line(&format!("  {state}: {}", message.as_deref().unwrap_or("")));
+                }
+            }
+            _ => {}
+        }
+        self.show_progress();
+    }
+
+    /// Prints the closing summary of a finished task.
+    pub fn summary(&mut self, task: &Task) {
+        self.clear_progress();
+        if self.in_answer {
+            println!();
+            self.in_answer = false;
+        }
+        let mut parts = vec![task.state.to_string()];
+        if let Some(e) = &task.error {
+            parts.push(e.code.to_string());
+        }
+        if let Some(r) = &task.result {
+            if let Some(s) = &r.stop_reason {
+                parts.push(s.clone());
+            }
+            let mut tools = format!(
+                "{} tool call{}",
+                r.tool_calls,
+                if r.tool_calls == 1 { "" } else { "s" }
+            );
+            if r.failed_tool_calls > 0 {
+                tools.push_str(&format!(" ({} failed)", r.failed_tool_calls));
+            }
+            parts.push(tools);
+            if !r.refusals.is_empty() {
+                parts.push(format!("{} refused", r.refusals.len()));
+            }
+        }
+        parts.push(usage_text(task));
+        parts.push(format!("{:.2} s", self.started.elapsed().as_secs_f64()));
+        eprintln!("task {} · {}", task.id, parts.join(" · "));
+        if let Some(m) = &task.status_message {
+            eprintln!("{m}");
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        self.clear_progress();
+        if self.in_answer && !text.is_empty() {
+            println!();
+            self.in_answer = false;
+        }
+        eprintln!("{text}");
+    }
+
+    fn show_progress(&mut self) {
+        if !self.tty || self.in_answer {
+            return;
+        }
+        eprint!(
+            "\r\x1b[2K⠿ {:.1} s · {} events · {} tools · {}",
+            self.started.elapsed().as_secs_f64(),
+            self.events,
+            self.tools,
+            self.activity
+        );
+        let _ = std::io::stderr().flush();
+        self.progress_shown = true;
+    }
+
+    fn clear_progress(&mut self) {
+        if self.progress_shown {
+            eprint!("\r\x1b[2K");
+            self.progress_shown = false;
+        }
+    }
+}
+
+/// Usage as a short phrase.
+pub fn usage_text(task: &Task) -> String {
+    match &task.usage {
+        None => "usage not reported".into(),
+        Some(u) => {
+            let mut parts = Vec::new();
+            if let Some(v) = u.input_tokens {
+                parts.push(format!("in {v}"));
+            }
+            if let Some(v) = u.output_tokens {
+                parts.push(format!("out {v}"));
+            }
+            if let Some(v) = u.total_tokens {
+                parts.push(format!("total {v}"));
+            }
+            if let (Some(used), Some(size)) = (u.context_used, u.context_size) {
+                parts.push(format!("context {used}/{size}"));
+            }
+            if parts.is_empty() {
+                "usage not reported".into()
+            } else {
+                format!("tokens {}", parts.join(", "))
+            }
+        }
+    }
+}
+
+/// One event as a single plain line, for `legate events`.
+pub fn event_line(e: &Event) -> String {
+    let ts = humantime::format_rfc3339_millis(e.at.to_system_time());
+    let body = serde_json::to_string(&e.kind).unwrap_or_else(|_| e.kind.type_name().to_string());
+    format!("{:>5} {ts} {body}", e.seq)
+}
+
+fn first_line(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.chars().count() > max {
+        let cut: String = line.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        line.to_string()
+    }
+}

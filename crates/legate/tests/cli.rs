@@ -1,0 +1,345 @@
+//! End-to-end tests of the `legate` binary: real processes, the real revisor agent over ACP,
+//! a real SQLite store in a private `$LEGATE_HOME`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_legate"));
+        c.args(args)
+            .env("LEGATE_HOME", self.path().join("home"))
+            .env_remove("LEGATE_LOG")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn tasks_json(&self) -> Vec<serde_json::Value> {
+        let out = self.run(&["tasks", "--json", "--limit", "100"]);
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn show(&self, id: &str) -> serde_json::Value {
+        let out = self.run(&["show", "--json", id]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn events(&self, id: &str) -> Vec<serde_json::Value> {
+        let out = self.run(&["events", id]);
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let json = &l[l.find('{').unwrap()..];
+                let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+                let seq: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
+                v["seq"] = seq.into();
+                v
+            })
+            .collect()
+    }
+
+    /// Waits until some task is in `state`, and returns its id.
+    fn wait_for_state(&self, state: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if self.path().join("home/legate.db").exists()
+                && let Some(t) = self.tasks_json().into_iter().find(|t| t["state"] == state)
+            {
+                return t["id"].as_str().unwrap().to_string();
+            }
+            assert!(Instant::now() < deadline, "no task reached {state}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn task_id_from(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("task "))
+        .expect("a task line");
+    line.split_whitespace().nth(1).unwrap().to_string()
+}
+
+#[test]
+fn the_readme_task_completes_with_tool_calls_and_decisions_and_survives_in_the_store() {
+    let home = Home::new();
+    let out = home.run(&[
+        "run",
+        "write hello.md: # Hello from a delegated agent",
+        "run cat hello.md",
+        "write ../escape.txt: should be refused",
+        "What is in this workspace?",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("✔ allowed"), "{err}");
+    assert!(err.contains("⛔ refused"), "{err}");
+    assert!(err.contains("refused by the supervisor"), "{err}");
+    let id = task_id_from(&out);
+
+    // A new process reads it back from the store.
+    let task = home.show(&id);
+    assert_eq!(task["state"], "completed");
+    let root = PathBuf::from(task["root"].as_str().unwrap());
+    assert!(root.starts_with(home.path().join("home/sandboxes")));
+    assert_eq!(
+        std::fs::read_to_string(root.join("hello.md")).unwrap(),
+        "# Hello from a delegated agent"
+    );
+    assert!(!root.parent().unwrap().join("escape.txt").exists());
+    let result = &task["result"];
+    assert_eq!(result["refusals"].as_array().unwrap().len(), 1);
+    assert!(result["toolCalls"].as_u64().unwrap() >= 3);
+    assert!(
+        task["statusMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused by the supervisor: ")
+    );
+
+    let events = home.events(&id);
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let decisions: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "permission")
+        .collect();
+    assert!(decisions.len() >= 3, "{events:?}");
+    for d in &decisions {
+        let offered: Vec<&str> = d["offered"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        if let Some(chosen) = d["verdict"]["optionId"].as_str() {
+            assert!(offered.contains(&chosen), "{d}");
+        }
+    }
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(events.first().unwrap()["state"], "submitted");
+    assert_eq!(events.last().unwrap()["state"], "completed");
+
+    let human = home.run(&["show", &id[..8]]);
+    assert!(human.status.success(), "{}", text(&human));
+    assert!(String::from_utf8_lossy(&human.stdout).contains("state    completed"));
+}
+
+#[test]
+fn bad_input_gets_a_code_and_stores_nothing() {
+    let home = Home::new();
+    let out = home.run(&["run", "--agent", "nobody", "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AGENT_NOT_FOUND"));
+
+    let missing = home.path().join("missing");
+    let out = home.run(&["run", "--cwd", missing.to_str().unwrap(), "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("INVALID_WORKSPACE"));
+
+    let file = home.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let out = home.run(&["run", "--cwd", file.to_str().unwrap(), "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("INVALID_WORKSPACE"));
+
+    let out = home.run(&["run", "   "]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("INVALID_INPUT"));
+
+    assert!(home.tasks_json().is_empty());
+    let out = home.run(&["show", "0000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TASK_NOT_FOUND"));
+}
+
+#[test]
+fn a_shared_directory_refuses_shell_commands_and_the_task_still_completes() {
+    let home = Home::new();
+    let shared = home.path().join("project");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(shared.join("README.md"), "# Project\nhello\n").unwrap();
+    let out = home.run(&[
+        "run",
+        "--cwd",
+        shared.to_str().unwrap(),
+        "run touch ran.txt",
+        "write inside.txt: fine",
+        "What is in README?",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!shared.join("ran.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(shared.join("inside.txt")).unwrap(),
+        "fine"
+    );
+    let task = home.show(&task_id_from(&out));
+    assert_eq!(task["workspace"], "shared");
+    let refusals = task["result"]["refusals"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{task}");
+}
+
+#[test]
+fn read_only_tasks_change_nothing() {
+    let home = Home::new();
+    let shared = home.path().join("ro");
+    std::fs::create_dir(&shared).unwrap();
+    let out = home.run(&[
+        "run",
+        "--read-only",
+        "--cwd",
+        shared.to_str().unwrap(),
+        "write a.txt: no",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!shared.join("a.txt").exists());
+}
+
+#[test]
+fn a_context_keeps_its_sandbox_across_processes() {
+    let home = Home::new();
+    let first = home.run(&["run", "--context", "demo", "write notes.txt: one"]);
+    assert!(first.status.success(), "{}", text(&first));
+    let second = home.run(&["run", "--context", "demo", "read notes.txt"]);
+    assert!(second.status.success(), "{}", text(&second));
+    assert!(
+        String::from_utf8_lossy(&second.stdout).contains("one"),
+        "{}",
+        text(&second)
+    );
+    let a = home.show(&task_id_from(&first));
+    let b = home.show(&task_id_from(&second));
+    assert_eq!(a["root"], b["root"]);
+    assert_eq!(a["contextId"], "demo");
+    let name = PathBuf::from(a["root"].as_str().unwrap());
+    assert!(
+        name.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("demo-")
+    );
+}
+
+#[test]
+fn a_kill_9_leaves_the_task_failed_with_server_restarted() {
+    let home = Home::new();
+    let mut child = home.spawn(&["run", "run sleep 60"]);
+    let id = home.wait_for_state("working");
+    // Let the agent reach its command.
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let task = home.show(&id);
+    assert_eq!(task["state"], "failed", "{task}");
+    assert_eq!(task["error"]["code"], "SERVER_RESTARTED");
+    let events = home.events(&id);
+    assert_eq!(events.last().unwrap()["error"]["code"], "SERVER_RESTARTED");
+}
+
+#[test]
+fn cancel_from_another_process_ends_the_task_canceled() {
+    let home = Home::new();
+    let child = home.spawn(&["run", "run sleep 60"]);
+    let id = home.wait_for_state("working");
+    std::thread::sleep(Duration::from_millis(300));
+    let out = home.run(&["cancel", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(home.show(&id)["state"], "canceled");
+    let again = home.run(&["cancel", &id]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("TASK_NOT_CANCELABLE"));
+}
+
+#[test]
+fn a_task_past_its_timeout_fails_with_task_timeout() {
+    let home = Home::new();
+    let started = Instant::now();
+    let out = home.run(&["run", "--timeout", "2", "run sleep 60"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(started.elapsed() < Duration::from_secs(50));
+    let task = home.show(&task_id_from(&out));
+    assert_eq!(task["state"], "failed");
+    assert_eq!(task["error"]["code"], "TASK_TIMEOUT");
+}
+
+#[test]
+fn agents_lists_revisor_and_says_it_starts() {
+    let home = Home::new();
+    let out = home.run(&["agents", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let revisor = rows.iter().find(|r| r["name"] == "revisor").unwrap();
+    assert_eq!(revisor["starts"], true, "{revisor}");
+    assert_eq!(revisor["default"], true);
+    for preset in ["claude", "codex", "gemini"] {
+        assert!(rows.iter().any(|r| r["name"] == preset));
+    }
+}
+
+#[test]
+fn invalid_configuration_names_the_key() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.path().join("home")).unwrap();
+    std::fs::write(home.path().join("home/legate.toml"), "max_queued = -1\n").unwrap();
+    let out = home.run(&["tasks"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("max_queued"),
+        "{}",
+        text(&out)
+    );
+}
