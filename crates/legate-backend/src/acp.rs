@@ -2,13 +2,18 @@
 //!
 //! [`AcpBackend::open`] spawns the agent itself (not through the SDK's spawner, which sets
 //! neither `cwd` nor a pre-exec hook): in the workspace root, in its own process group, with a
-//! filtered environment, dying with Legate. It then performs the handshake (`initialize`,
+//! filtered environment, dying with Legate, and confined by Landlock (`legate-sandbox`) so that
+//! it can write only in its root, its state directory and its private temp directory. It then performs the handshake (`initialize`,
 //! `session/load` or `session/new`, `session/set_mode`) and hands back an [`AcpSession`].
 //!
 //! The pieces, one concept per module:
 //!
-//! * `env`: which variables of Legate's environment the agent inherits;
-//! * `sys`: the only `unsafe` code (the pre-exec hook and `killpg`);
+//! * `crate::env` (shared with the agy driver): which variables of Legate's environment the
+//!   agent inherits;
+//! * `launch`: what each preset needs at launch (environment, private `TMPDIR`, writable
+//!   state directories, whether `fs` is advertised);
+//! * `sys`: the only `unsafe` code (the pre-exec hooks, including Landlock confinement, and
+//!   `killpg`);
 //! * `process`: spawning and stopping the process group;
 //! * `stderr`: the agent's stderr, line by line, into [`EventKind::Stderr`] events;
 //! * `transport`: stdout/stdin as JSON-RPC lines, with non-JSON lines reported and skipped;
@@ -22,20 +27,21 @@
 //! [`EventKind::Stderr`]: legate_core::EventKind::Stderr
 
 mod backend;
-mod env;
 mod fs;
 mod handlers;
+mod launch;
 mod process;
 mod session;
 mod state;
 mod stderr;
-mod sys;
+pub(crate) mod sys;
 mod translate;
 mod transport;
 
+pub use crate::env::{FORBIDDEN_EXACT, FORBIDDEN_PREFIXES, INHERITED_EXACT, INHERITED_PREFIXES};
 pub use backend::AcpBackend;
 pub use backend::DEFAULT_HANDSHAKE_TIMEOUT;
-pub use env::{FORBIDDEN_EXACT, FORBIDDEN_PREFIXES, INHERITED_EXACT, INHERITED_PREFIXES};
+pub use launch::CODEX_TMP;
 pub use session::{AcpCanceller, AcpSession};
 
 /// Whether the process group `pgid` still has members (for tests and diagnostics).

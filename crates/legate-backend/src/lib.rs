@@ -9,6 +9,8 @@
 //! decides.
 
 pub mod acp;
+pub mod agy;
+pub mod env;
 mod sink;
 
 pub use sink::{EventSink, EventStream};
@@ -46,6 +48,9 @@ pub struct AgentInfo {
     pub version: Option<String>,
     /// Whether it can load an earlier session (`session/load`).
     pub load_session: bool,
+    /// Optional capabilities it announced (e.g. agy's `--mode plan`, `models`), for health
+    /// listings; empty when the protocol has no such notion.
+    pub capabilities: Vec<String>,
 }
 
 /// One turn to run.
@@ -57,6 +62,11 @@ pub struct Turn {
     pub prompt: String,
     /// Write or read-only.
     pub mode: TaskMode,
+    /// The model the task asked for (an id, `legate_core::AUTO_MODEL`, or `None`).
+    pub model: Option<String>,
+    /// How long the engine lets the turn run (backends whose agent takes a timeout of its own
+    /// pass it on); `None` when unknown.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// How a turn ended, when it ended without a transport failure.
@@ -102,4 +112,10 @@ pub trait Backend: Send + Sync + Debug {
     /// `AGENT_PROTOCOL_ERROR`. Events that happen while opening (stderr, mode) go to `sink`.
     async fn open(&self, request: SessionRequest, sink: EventSink)
     -> Result<Arc<dyn AgentSession>>;
+
+    /// How much of `legate-sandbox`'s confinement the kernel enforces on the processes this
+    /// backend spawns. The default is for backends that do not confine what they spawn.
+    fn confinement(&self) -> legate_sandbox::Enforcement {
+        legate_sandbox::Enforcement::None
+    }
 }

@@ -67,6 +67,8 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
             allow_execute: false,
             terminal: false,
             description: None,
+            model: None,
+            inherit_env: Vec::new(),
         },
         boundary: boundary.clone(),
         supervisor,
@@ -101,6 +103,8 @@ fn turn(prompt: &str) -> Turn {
         task_id: TaskId("t1".into()),
         prompt: prompt.into(),
         mode: TaskMode::Write,
+        model: None,
+        timeout: None,
     }
 }
 

@@ -11,6 +11,8 @@ pub enum AgentKind {
     Acp,
     /// The built-in, model-free ACP agent (`legate agent revisor`).
     Revisor,
+    /// The Antigravity CLI (`agy`), driven headless with stream-json, one process per turn.
+    Agy,
 }
 
 impl AgentKind {
@@ -19,6 +21,7 @@ impl AgentKind {
         match self {
             Self::Acp => "acp",
             Self::Revisor => "revisor",
+            Self::Agy => "agy",
         }
     }
 }
@@ -51,4 +54,13 @@ pub struct AgentSpec {
     /// A one-line description for listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The model used when neither the task nor a saved preference names one; `None` leaves
+    /// the choice to the agent. Only backends that can select models use it (today: `agy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Extra variable names inherited from Legate's environment, by exact name, on top of the
+    /// backend's allowlist. Loader variables (`NODE_OPTIONS`, `NODE_PATH`, `LD_*`, `DYLD_*`)
+    /// are refused here in any case or spacing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_env: Vec<String>,
 }

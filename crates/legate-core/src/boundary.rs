@@ -26,6 +26,9 @@ pub enum WorkspaceKind {
     Sandbox,
     /// A directory the user named. Not owned.
     Shared,
+    /// A copy of a git project's eligible files under `$LEGATE_HOME/copies/<task>/`, with a
+    /// private baseline under `$LEGATE_HOME/baselines/<task>/`. Owned.
+    Copy,
 }
 
 impl WorkspaceKind {
@@ -34,6 +37,7 @@ impl WorkspaceKind {
         match self {
             Self::Sandbox => "sandbox",
             Self::Shared => "shared",
+            Self::Copy => "copy",
         }
     }
 
@@ -42,6 +46,7 @@ impl WorkspaceKind {
         match s {
             "sandbox" => Some(Self::Sandbox),
             "shared" => Some(Self::Shared),
+            "copy" => Some(Self::Copy),
             _ => None,
         }
     }

@@ -52,6 +52,70 @@ pub enum ErrorCode {
     ConfinementUnavailable,
     /// A bug in Legate.
     Internal,
+    /// The Antigravity CLI (`agy`) executable was not found (not on `PATH`, or the configured path does not exist).
+    AgyNotFound,
+    /// The `agy` executable exists but may not be executed.
+    AgyPermissionDenied,
+    /// `agy --version` or `agy --help` failed, timed out or printed nothing.
+    AgyProbeFailed,
+    /// This `agy` lacks an interface Legate requires (`stream-json`, `--sandbox`, or `--mode plan` for read-only tasks).
+    AgyIncompatible,
+    /// `agy` needs its user to log in with the interactive CLI.
+    AgyAuthRequired,
+    /// The requested model is not one the agent offers.
+    ModelNotAvailable,
+    /// The agent's output stream could not be parsed and no result arrived.
+    StreamParseError,
+    /// The `agy` process failed: a non-zero exit, no result, or a result that is not `SUCCESS`.
+    AgyProcessFailed,
+    /// An agent's process group could not be shown to be gone after its run; its workspace is blocked until it is.
+    ProcessCleanupUnverified,
+    /// No conversation context with that id exists.
+    ContextNotFound,
+    /// A message id was sent again with other text or to another context.
+    MessageIdConflict,
+    /// The task has not ended, so its result cannot be read yet.
+    ResultNotReady,
+    /// The content no longer has the sha256 the caller expected.
+    ContentChanged,
+    /// No tool with that name is offered by this front's tool profile.
+    ToolNotAvailable,
+    /// The front's tool profile allows only read-only tasks.
+    ModeNotAllowed,
+    /// An include path is malformed (absolute, `..`, `.git`, a control character, a duplicate ignoring case) or matches no file git would copy.
+    InvalidIncludePath,
+    /// A path is a symlink, not a regular file, or not a safe relative path; it is never copied, read or written.
+    UnsafePath,
+    /// The original project changed under Legate: a file changed while being copied, or an affected original file no longer equals the baseline at integration.
+    SourceChanged,
+    /// The copy would hold more files or bytes than the configured limits.
+    CopyLimitExceeded,
+    /// More files changed than the configured limit allows to review or integrate.
+    ChangeLimitExceeded,
+    /// A read-only task created, changed or deleted a file in its copy; it can never be integrated.
+    ReadOnlyViolation,
+    /// The patch writes a file the secret policy blocks (a credential name, an exclusion, or credential content).
+    BlockedFileDetected,
+    /// The patch is no longer the one whose sha256 the caller named; preview again.
+    PatchChanged,
+    /// The patch holds a text change with bytes that are not UTF-8, so it cannot be read as text.
+    UnsupportedPatchEncoding,
+    /// Integration needs a current, passing verification (and current passing tests where configured).
+    VerificationRequired,
+    /// A test command could not start, exited non-zero, or timed out.
+    TestFailed,
+    /// A test command changed the copy's patch; its evidence cannot stand.
+    TestChangedPatch,
+    /// The patch changes line endings or a byte order mark in a way integration does not accept; nothing was written.
+    LineEndingsChanged,
+    /// Writing the patch into the original failed; what was written was put back.
+    IntegrationFailed,
+    /// Approval mode `ask`: the integration was not confirmed (declined, canceled, timed out or unsupported); the original is untouched.
+    IntegrationDeclined,
+    /// Another operation is using this copy right now.
+    CopyBusy,
+    /// The task has no usable copy: it is not a copy task, has not finished, was discarded or cleaned up, or was already integrated.
+    CopyUnavailable,
 }
 
 impl ErrorCode {
@@ -77,6 +141,38 @@ impl ErrorCode {
         Self::PathOutsideRoot,
         Self::ConfinementUnavailable,
         Self::Internal,
+        Self::AgyNotFound,
+        Self::AgyPermissionDenied,
+        Self::AgyProbeFailed,
+        Self::AgyIncompatible,
+        Self::AgyAuthRequired,
+        Self::ModelNotAvailable,
+        Self::StreamParseError,
+        Self::AgyProcessFailed,
+        Self::ProcessCleanupUnverified,
+        Self::ContextNotFound,
+        Self::MessageIdConflict,
+        Self::ResultNotReady,
+        Self::ContentChanged,
+        Self::ToolNotAvailable,
+        Self::ModeNotAllowed,
+        Self::InvalidIncludePath,
+        Self::UnsafePath,
+        Self::SourceChanged,
+        Self::CopyLimitExceeded,
+        Self::ChangeLimitExceeded,
+        Self::ReadOnlyViolation,
+        Self::BlockedFileDetected,
+        Self::PatchChanged,
+        Self::UnsupportedPatchEncoding,
+        Self::VerificationRequired,
+        Self::TestFailed,
+        Self::TestChangedPatch,
+        Self::LineEndingsChanged,
+        Self::IntegrationFailed,
+        Self::IntegrationDeclined,
+        Self::CopyBusy,
+        Self::CopyUnavailable,
     ];
 
     /// The stable wire form, e.g. `"TASK_TIMEOUT"`.
@@ -102,6 +198,38 @@ impl ErrorCode {
             Self::PathOutsideRoot => "PATH_OUTSIDE_ROOT",
             Self::ConfinementUnavailable => "CONFINEMENT_UNAVAILABLE",
             Self::Internal => "INTERNAL",
+            Self::AgyNotFound => "AGY_NOT_FOUND",
+            Self::AgyPermissionDenied => "AGY_PERMISSION_DENIED",
+            Self::AgyProbeFailed => "AGY_PROBE_FAILED",
+            Self::AgyIncompatible => "AGY_INCOMPATIBLE",
+            Self::AgyAuthRequired => "AGY_AUTH_REQUIRED",
+            Self::ModelNotAvailable => "MODEL_NOT_AVAILABLE",
+            Self::StreamParseError => "STREAM_PARSE_ERROR",
+            Self::AgyProcessFailed => "AGY_PROCESS_FAILED",
+            Self::ProcessCleanupUnverified => "PROCESS_CLEANUP_UNVERIFIED",
+            Self::ContextNotFound => "CONTEXT_NOT_FOUND",
+            Self::MessageIdConflict => "MESSAGE_ID_CONFLICT",
+            Self::ResultNotReady => "RESULT_NOT_READY",
+            Self::ContentChanged => "CONTENT_CHANGED",
+            Self::ToolNotAvailable => "TOOL_NOT_AVAILABLE",
+            Self::ModeNotAllowed => "MODE_NOT_ALLOWED",
+            Self::InvalidIncludePath => "INVALID_INCLUDE_PATH",
+            Self::UnsafePath => "UNSAFE_PATH",
+            Self::SourceChanged => "SOURCE_CHANGED",
+            Self::CopyLimitExceeded => "COPY_LIMIT_EXCEEDED",
+            Self::ChangeLimitExceeded => "CHANGE_LIMIT_EXCEEDED",
+            Self::ReadOnlyViolation => "READ_ONLY_VIOLATION",
+            Self::BlockedFileDetected => "BLOCKED_FILE_DETECTED",
+            Self::PatchChanged => "PATCH_CHANGED",
+            Self::UnsupportedPatchEncoding => "UNSUPPORTED_PATCH_ENCODING",
+            Self::VerificationRequired => "VERIFICATION_REQUIRED",
+            Self::TestFailed => "TEST_FAILED",
+            Self::TestChangedPatch => "TEST_CHANGED_PATCH",
+            Self::LineEndingsChanged => "LINE_ENDINGS_CHANGED",
+            Self::IntegrationFailed => "INTEGRATION_FAILED",
+            Self::IntegrationDeclined => "INTEGRATION_DECLINED",
+            Self::CopyBusy => "COPY_BUSY",
+            Self::CopyUnavailable => "COPY_UNAVAILABLE",
         }
     }
 

@@ -222,6 +222,19 @@ pub enum EventKind {
         /// True when an earlier session was continued.
         resumed: bool,
     },
+    /// A line of the agent's structured output that could not be parsed (bounded).
+    Unparsed {
+        /// The line, truncated.
+        line: String,
+    },
+    /// A well-formed structured event Legate has no kind for, kept as it came (bounded).
+    Raw {
+        /// The agent's own name for the event.
+        event: String,
+        /// The event as the agent sent it.
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+        payload: serde_json::Value,
+    },
 }
 
 impl EventKind {
@@ -241,6 +254,8 @@ impl EventKind {
             Self::Stderr { .. } => "stderr",
             Self::Workspace { .. } => "workspace",
             Self::Session { .. } => "session",
+            Self::Unparsed { .. } => "unparsed",
+            Self::Raw { .. } => "raw",
         }
     }
 }

@@ -19,5 +19,5 @@ pub use event::{
     Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind, ToolStatus,
 };
 pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Verdict};
-pub use task::{Refusal, Task, TaskId, TaskMode, TaskResult, TaskState, Usage};
+pub use task::{AUTO_MODEL, Refusal, Task, TaskId, TaskMode, TaskResult, TaskState, Usage};
 pub use time::Timestamp;

@@ -123,6 +123,10 @@ impl TaskMode {
     }
 }
 
+/// The model value that asks for the agent's own choice ("Auto"), overriding any saved
+/// preference or configured default.
+pub const AUTO_MODEL: &str = "auto";
+
 /// Token accounting. A field the agent did not report is `None`, never 0.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,6 +152,9 @@ pub struct Usage {
     /// Context window size, as the agent reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_size: Option<u64>,
+    /// The model these tokens were counted for, when the agent named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Usage {
@@ -170,6 +177,9 @@ impl Usage {
         take(&mut self.total_tokens, other.total_tokens);
         take(&mut self.context_used, other.context_used);
         take(&mut self.context_size, other.context_size);
+        if other.model.is_some() {
+            self.model.clone_from(&other.model);
+        }
     }
 }
 
@@ -236,6 +246,10 @@ pub struct Task {
     pub prompt: String,
     /// Write or read-only.
     pub mode: TaskMode,
+    /// The model the caller asked for: an id, [`AUTO_MODEL`] for the agent's own choice, or
+    /// `None` to use the saved preference or the configured default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Where the task is in its life.
     pub state: TaskState,
     /// Why it ended badly, if it did.

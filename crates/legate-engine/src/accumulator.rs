@@ -9,6 +9,7 @@ pub struct Accumulator {
     result: TaskResult,
     usage: Usage,
     failed: HashSet<String>,
+    session_id: Option<String>,
 }
 
 impl Accumulator {
@@ -32,6 +33,9 @@ impl Accumulator {
                 });
             }
             EventKind::Usage { usage } => self.usage.merge(usage),
+            EventKind::Session { session_id, .. } if !session_id.is_empty() => {
+                self.session_id = Some(session_id.clone());
+            }
             _ => {}
         }
     }
@@ -40,6 +44,11 @@ impl Accumulator {
         if self.failed.insert(id.to_string()) {
             self.result.failed_tool_calls += 1;
         }
+    }
+
+    /// The session id the last session event of the turn named, if any.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
     }
 
     /// Merges usage reported with the prompt's response.

@@ -25,6 +25,14 @@ impl Paths {
     pub fn sandboxes(&self) -> PathBuf {
         self.home.join("sandboxes")
     }
+    /// Where copy workspaces are made, one directory per task.
+    pub fn copies(&self) -> PathBuf {
+        self.home.join("copies")
+    }
+    /// Where copies' private baselines live, one directory per task.
+    pub fn baselines(&self) -> PathBuf {
+        self.home.join("baselines")
+    }
     /// Where runner lock files live.
     pub fn run(&self) -> PathBuf {
         self.home.join("run")
@@ -60,6 +68,14 @@ pub struct EngineConfig {
     pub default_agent: String,
     /// Configured agents by name.
     pub agents: BTreeMap<String, AgentSpec>,
+    /// Whether an agent process the kernel cannot confine may run (`best-effort`) or fails
+    /// with `CONFINEMENT_UNAVAILABLE` (`required`).
+    pub confinement: legate_sandbox::Requirement,
+    /// Private state directories (`HOME`-like) that replace `$LEGATE_HOME/agents/<name>`,
+    /// by agent name.
+    pub state_dirs: BTreeMap<String, PathBuf>,
+    /// Copy workspaces and their review: limits, secret policy, retention, approval mode.
+    pub review: crate::review::ReviewConfig,
 }
 
 impl EngineConfig {
@@ -75,6 +91,18 @@ impl EngineConfig {
             retention: 1000,
             default_agent: "revisor".to_string(),
             agents: BTreeMap::new(),
+            confinement: legate_sandbox::Requirement::BestEffort,
+            state_dirs: BTreeMap::new(),
+            review: crate::review::ReviewConfig::default(),
         }
+    }
+
+    /// The private state directory (`HOME`-like) of agent `name`: its configured one, or
+    /// `$LEGATE_HOME/agents/<name>`. The agent process may write there.
+    pub fn state_dir(&self, name: &str) -> PathBuf {
+        self.state_dirs
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| self.paths.agent_state(name))
     }
 }

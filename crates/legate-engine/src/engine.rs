@@ -12,7 +12,7 @@ use legate_core::{
     AgentKind, AgentSpec, Boundary, Error, ErrorCode, Event, EventKind, Result, Task, TaskId,
     TaskMode, TaskState, Timestamp, WorkspaceKind,
 };
-use legate_store::{ContextRecord, Store, TaskFilter};
+use legate_store::{ContextRecord, Store, TaskFilter, UsageFilter, UsageReport};
 use legate_supervisor::{Preset, Supervision, Supervisor};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -29,6 +29,17 @@ pub enum WorkspaceRequest {
     Sandbox,
     /// A directory the caller names. It must exist and be a directory.
     Shared(PathBuf),
+    /// A copy of the git project at `source` (its root), narrowed by `include_paths`, made
+    /// under `$LEGATE_HOME/copies/<task>/` with a private baseline; `criteria` are the
+    /// acceptance criteria `verify` checks. See `review`.
+    Copy {
+        /// The project's root directory (absolute).
+        source: PathBuf,
+        /// Relative files or directories to narrow the selection to; empty for all.
+        include_paths: Vec<String>,
+        /// Acceptance criteria, fixed for the task's life.
+        criteria: Vec<legate_workspace::Criterion>,
+    },
 }
 
 /// A request to delegate one task.
@@ -46,6 +57,9 @@ pub struct SubmitRequest {
     pub mode: TaskMode,
     /// Overrides the default timeout.
     pub timeout: Option<Duration>,
+    /// The model to use: an id, `legate_core::AUTO_MODEL` for the agent's own choice, or
+    /// `None` for the saved preference or the configured default.
+    pub model: Option<String>,
 }
 
 impl SubmitRequest {
@@ -58,6 +72,7 @@ impl SubmitRequest {
             context_id: None,
             mode: TaskMode::Write,
             timeout: None,
+            model: None,
         }
     }
 }
@@ -136,6 +151,7 @@ impl Engine {
             }),
         };
         engine.spawn_housekeeping();
+        engine.spawn_copy_sweeper();
         Ok(engine)
     }
 
@@ -193,13 +209,26 @@ impl Engine {
                 existing.agent, agent.name
             )));
         }
+        let mut copy_request = None;
         let (workspace, root) = match &request.workspace {
             WorkspaceRequest::Sandbox => (WorkspaceKind::Sandbox, None),
+            WorkspaceRequest::Copy {
+                source,
+                include_paths,
+                criteria,
+            } => {
+                let (root, include) = self.check_copy_request(source, include_paths, criteria)?;
+                copy_request = Some((root, include, criteria.clone()));
+                (WorkspaceKind::Copy, None)
+            }
             WorkspaceRequest::Shared(dir) => {
                 let b = legate_workspace::shared(dir, agent.allow_execute)?;
                 (WorkspaceKind::Shared, Some(b.root))
             }
         };
+        if let Some(model) = &request.model {
+            validate_model(model)?;
+        }
         let timeout = request.timeout.unwrap_or(inner.config.default_timeout);
         if timeout.is_zero() {
             return Err(Error::invalid_input(
@@ -228,6 +257,7 @@ impl Engine {
             root,
             prompt: request.prompt,
             mode: request.mode,
+            model: request.model,
             state: TaskState::Submitted,
             error: None,
             status_message: None,
@@ -260,6 +290,11 @@ impl Engine {
             }
         };
         inner.fanout.publish(&[first]);
+        if let Some((source, include, criteria)) = copy_request
+            && let Err(e) = self.start_review(&task, source, include, criteria)
+        {
+            tracing::error!(task = %task.id, error = %e, "could not store the copy's review record");
+        }
         let (stop_tx, stop_rx) = watch::channel(Stop::None);
         lock(&inner.stops).insert(task.id.clone(), stop_tx);
         let engine = self.clone();
@@ -326,6 +361,12 @@ impl Engine {
         self.inner.store.events(task_id, after, limit)
     }
 
+    /// Token usage of the stored tasks matching `filter`, by task, session and model. This is
+    /// what `legate usage` prints and what an MCP `usage` tool returns.
+    pub fn usage(&self, filter: &UsageFilter) -> Result<UsageReport> {
+        self.inner.store.usage(filter)
+    }
+
     /// A configured agent.
     pub fn agent(&self, name: &str) -> Result<&AgentSpec> {
         self.inner.config.agents.get(name).ok_or_else(|| {
@@ -344,6 +385,29 @@ impl Engine {
                 ),
             )
         })
+    }
+
+    /// How much confinement the kernel enforces on `name`'s agent process (the backend's
+    /// report for its kind). `CONFINEMENT_UNAVAILABLE` when the configuration requires
+    /// confinement and it would not be enforced at all.
+    pub fn confinement(&self, name: &str) -> Result<legate_sandbox::Enforcement> {
+        let agent = self.agent(name)?;
+        let enforcement = self
+            .inner
+            .backends
+            .get(&agent.kind)
+            .map_or(legate_sandbox::Enforcement::None, |b| b.confinement());
+        if enforcement == legate_sandbox::Enforcement::None
+            && self.inner.config.confinement == legate_sandbox::Requirement::Required
+        {
+            return Err(Error::new(
+                ErrorCode::ConfinementUnavailable,
+                format!(
+                    "confinement = \"required\", but agent `{name}`'s process would not be confined (no Landlock in this kernel, or a backend that does not confine)"
+                ),
+            ));
+        }
+        Ok(enforcement)
     }
 
     /// Starts an agent for real (spawn, handshake, a session in a throwaway directory under
@@ -366,7 +430,7 @@ impl Engine {
                 preset: preset_for(&agent),
             },
             resume_session_id: None,
-            state_dir: Some(inner.config.paths.agent_state(&agent.name)),
+            state_dir: Some(inner.config.state_dir(&agent.name)),
         };
         let (sink, _events) = EventSink::channel();
         let opened = tokio::time::timeout(limit, backend.open(request, sink)).await;
@@ -438,6 +502,37 @@ impl Engine {
         });
     }
 
+    /// A copy task's turn ended: compute its patch; a completed task whose patch may not
+    /// stand (read-only violation, change limit, blocked file) fails with that code.
+    async fn settle(&self, task: &Task, outcome: Ending) -> Ending {
+        if task.workspace != WorkspaceKind::Copy {
+            return outcome;
+        }
+        match self.settle_copy(task).await {
+            Some(e) if outcome.state == TaskState::Completed => Ending {
+                state: TaskState::Failed,
+                error: Some(e),
+                ..outcome
+            },
+            _ => outcome,
+        }
+    }
+
+    /// Fans stored events out to live subscribers.
+    pub(crate) fn publish(&self, events: &[Event]) {
+        self.inner.fanout.publish(events);
+    }
+
+    /// A handle that does not keep the engine alive, for background loops.
+    pub(crate) fn downgrade(&self) -> WeakEngine {
+        WeakEngine(Arc::downgrade(&self.inner))
+    }
+
+    /// Changes to `true` when the engine shuts down.
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.inner.shutdown.subscribe()
+    }
+
     fn context_lock(&self, context_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         lock(&self.inner.contexts)
             .entry(context_id.to_string())
@@ -469,6 +564,7 @@ impl Engine {
                 Accumulator::default(),
             ),
         };
+        let outcome = self.settle(&task, outcome).await;
         if let Err(e) = self.finish(&task, outcome) {
             tracing::error!(task = %id, error = %e, "could not store the end of a task");
         }
@@ -483,7 +579,24 @@ impl Engine {
         stop: &mut watch::Receiver<Stop>,
     ) -> Ending {
         let inner = &self.inner;
-        let boundary = match self.prepare_workspace(&task, &agent) {
+        let confinement = match self.confinement(&agent.name) {
+            Ok(c) => c,
+            Err(e) => return Ending::failed(e, Accumulator::default()),
+        };
+        let mut copy_ready = None;
+        let prepared = if task.workspace == WorkspaceKind::Copy {
+            // A copy is new for each task: a live session of the context works elsewhere.
+            if let Some(old) = inner.pool.remove(&task.context_id) {
+                old.shutdown().await;
+            }
+            self.prepare_copy(&task).await.map(|(b, ready)| {
+                copy_ready = Some(ready);
+                b
+            })
+        } else {
+            self.prepare_workspace(&task, &agent)
+        };
+        let boundary = match prepared {
             Ok(b) => b,
             Err(e) => return Ending::failed(e, Accumulator::default()),
         };
@@ -506,9 +619,12 @@ impl Engine {
                 "root": boundary.root,
                 "owned": boundary.owned,
                 "allowExecute": boundary.allow_execute,
+                "confinement": confinement.as_str(),
             }),
         };
-        match inner.store.update_task(&task, &[working, ws_event]) {
+        let mut events = vec![working, ws_event];
+        events.extend(copy_ready);
+        match inner.store.update_task(&task, &events) {
             Ok(events) => inner.fanout.publish(&events),
             Err(e) => return Ending::failed(e, Accumulator::default()),
         }
@@ -523,6 +639,13 @@ impl Engine {
                 Accumulator::default()
             }
         };
+        // Backends that learn their session id during the turn (agy's conversation id) report
+        // it with a session event; keep the latest so the next task of the context resumes it.
+        if let Some(session_id) = acc.session_id()
+            && let Err(e) = self.record_session(&task, session_id)
+        {
+            tracing::warn!(task = %task.id, error = %e, "could not record the session id");
+        }
         result.into_ending(acc)
     }
 
@@ -535,6 +658,9 @@ impl Engine {
                 })?;
                 legate_workspace::shared(&root, agent.allow_execute)
             }
+            WorkspaceKind::Copy => Err(Error::internal(
+                "a copy workspace is prepared by prepare_copy",
+            )),
             WorkspaceKind::Sandbox => {
                 let record = inner.store.context(&task.context_id)?;
                 let existing = record.as_ref().and_then(|r| r.sandbox_root.clone());
@@ -608,6 +734,8 @@ impl Engine {
             task_id: task.id.clone(),
             prompt: task.prompt.clone(),
             mode: task.mode,
+            model: task.model.clone(),
+            timeout: Some(Duration::from_secs(task.timeout_secs)),
         };
         let timeout = Duration::from_secs(task.timeout_secs);
         let canceller = session.canceller();
@@ -684,8 +812,13 @@ impl Engine {
             .store
             .context(&task.context_id)?
             .and_then(|r| r.session_id);
+        let mut tagged = agent.clone();
+        tagged.env.insert(
+            runner::RUNNER_ENV.to_string(),
+            inner.runner.id().to_string(),
+        );
         let request = SessionRequest {
-            agent: agent.clone(),
+            agent: tagged,
             boundary: boundary.clone(),
             supervisor: inner.supervisor.clone(),
             supervision: Supervision {
@@ -694,7 +827,7 @@ impl Engine {
                 preset,
             },
             resume_session_id: resume,
-            state_dir: Some(inner.config.paths.agent_state(&agent.name)),
+            state_dir: Some(inner.config.state_dir(&agent.name)),
         };
         let opened = tokio::select! {
             r = backend.open(request, sink.clone()) => r?,
@@ -712,6 +845,10 @@ impl Engine {
     }
 
     fn record_session(&self, task: &Task, session_id: &str) -> Result<()> {
+        if session_id.is_empty() {
+            // Not known yet (agy learns it from the first run's `init`).
+            return Ok(());
+        }
         let store = &self.inner.store;
         let mut record = store
             .context(&task.context_id)?
@@ -742,7 +879,10 @@ impl Engine {
             result,
             usage,
         } = ending;
-        let note = result.refusal_note();
+        let note = match (result.refusal_note(), failed_tools_note(&result)) {
+            (Some(r), Some(f)) => Some(format!("{r}; {f}")),
+            (r, f) => r.or(f),
+        };
         let message = match (&error, state) {
             (Some(e), _) => Some(e.message.clone()),
             (None, TaskState::Canceled) => Some(match &note {
@@ -767,6 +907,16 @@ impl Engine {
         self.inner.fanout.publish(&events);
         tracing::info!(task = %t.id, state = %t.state, "task ended");
         Ok(())
+    }
+}
+
+/// A weak handle on the engine.
+pub(crate) struct WeakEngine(std::sync::Weak<Inner>);
+
+impl WeakEngine {
+    /// The engine, while it lives.
+    pub(crate) fn upgrade(&self) -> Option<Engine> {
+        self.0.upgrade().map(|inner| Engine { inner })
     }
 }
 
@@ -830,7 +980,10 @@ impl Ending {
 
     fn failed(error: Error, acc: Accumulator) -> Self {
         let (result, usage) = acc.finish(None);
-        let state = if error.code == ErrorCode::AgentAuthRequired {
+        let state = if matches!(
+            error.code,
+            ErrorCode::AgentAuthRequired | ErrorCode::AgyAuthRequired
+        ) {
             TaskState::AuthRequired
         } else {
             TaskState::Failed
@@ -842,6 +995,16 @@ impl Ending {
             usage,
         }
     }
+}
+
+/// "2 of 5 tool calls failed", when any did. Some agents (Codex) end a turn whose tools
+/// failed with `end_turn`, so a completed task says it here rather than look clean.
+fn failed_tools_note(result: &legate_core::TaskResult) -> Option<String> {
+    (result.failed_tool_calls > 0).then(|| {
+        // An agent may report a failed call it never announced (Gemini's refused shell).
+        let total = result.tool_calls.max(result.failed_tool_calls);
+        format!("{} of {total} tool calls failed", result.failed_tool_calls)
+    })
 }
 
 /// What the supervisor knows about an agent: its configured preset, revisor's own, or the
@@ -880,6 +1043,23 @@ fn validate_context_id(c: &str) -> Result<String> {
         )));
     }
     Ok(c.to_string())
+}
+
+/// The longest model id accepted, in bytes.
+const MAX_MODEL_BYTES: usize = 128;
+
+fn validate_model(model: &str) -> Result<()> {
+    let ok = !model.is_empty()
+        && model.len() <= MAX_MODEL_BYTES
+        && model
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':'));
+    if !ok {
+        return Err(Error::invalid_input(format!(
+            "a model must be 1 to {MAX_MODEL_BYTES} letters, digits, '.', '_', '-', '/' or ':'"
+        )));
+    }
+    Ok(())
 }
 
 fn create_private_dir(dir: &std::path::Path) -> Result<()> {

@@ -1,10 +1,11 @@
 //! Live fan-out of stored events to subscribers, with no gap and no duplicate.
 //!
 //! Events reach this module only after they are committed to the store. A subscriber first
-//! listens live, then reads the store from its cursor, then takes live events whose number
-//! is past what it has seen. If it falls behind the live channel it reads the store again, so a
-//! slow subscriber costs itself, never the agent. Tasks run by another process are followed by
-//! polling the store.
+//! listens live, then reads the store from its cursor, then takes live events whose numbers
+//! follow on from the last it delivered, without touching the store. A gap, a lag (it fell
+//! behind the live channel) or a quiet spell sends it back to the store, so a slow subscriber
+//! costs itself, never the agent. Tasks run by another process are followed by polling the
+//! store.
 
 use legate_core::{Event, EventKind, Result, TaskId};
 use legate_store::Store;
@@ -47,6 +48,7 @@ impl Fanout {
             cursor: after,
             backlog: VecDeque::new(),
             done: false,
+            catch_up: true,
         }
     }
 }
@@ -60,6 +62,9 @@ pub struct Subscription {
     cursor: u64,
     backlog: VecDeque<Event>,
     done: bool,
+    /// Whether the store may hold events the live channel did not bring (at the start, after
+    /// a gap or a lag, and after a quiet spell that may mean another process is writing).
+    catch_up: bool,
 }
 
 impl Subscription {
@@ -72,34 +77,49 @@ impl Subscription {
             if self.done {
                 return Ok(None);
             }
-            // Catch up from the store first: it holds everything committed so far.
-            let stored = self.store.events(&self.task_id, self.cursor, 1000)?;
-            if !stored.is_empty() {
-                self.backlog.extend(stored);
-                continue;
+            if self.catch_up {
+                let stored = self.store.events(&self.task_id, self.cursor, 1000)?;
+                if !stored.is_empty() {
+                    self.backlog.extend(stored);
+                    continue;
+                }
+                self.catch_up = false;
             }
             match tokio::time::timeout(POLL, self.rx.recv()).await {
-                Ok(Ok(e)) => {
-                    if e.task_id == self.task_id && e.seq == self.cursor + 1 {
-                        self.backlog.push_back(e);
-                        // Take whatever else is already waiting without another store read.
-                        while let Ok(more) = self.rx.try_recv() {
-                            if more.task_id == self.task_id {
-                                let expected = self.cursor + 1 + self.backlog.len() as u64;
-                                if more.seq == expected {
-                                    self.backlog.push_back(more);
-                                } else if more.seq > expected {
-                                    break; // a gap: the store read on the next loop fills it
-                                }
-                            }
-                        }
-                    }
-                    // An event of another task, or one we already have: loop, and the store
-                    // read (cheap when nothing is new) keeps the order exact.
+                Ok(Ok(e)) => self.take_live(e),
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => self.catch_up = true,
+                Ok(Err(broadcast::error::RecvError::Closed)) => {
+                    // No live side (another process runs the task): poll the store.
+                    tokio::time::sleep(POLL).await;
+                    self.catch_up = true;
                 }
-                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
-                Ok(Err(broadcast::error::RecvError::Closed)) | Err(_) => {}
+                Err(_quiet) => self.catch_up = true,
             }
+        }
+    }
+
+    /// Takes a live event and whatever else is already waiting, as long as the numbers follow
+    /// on from the cursor; a gap sends the subscriber back to the store.
+    fn take_live(&mut self, first: Event) {
+        let mut next = Some(first);
+        while let Some(e) = next.take() {
+            if e.task_id == self.task_id {
+                let expected = self.cursor + 1 + self.backlog.len() as u64;
+                if e.seq == expected {
+                    self.backlog.push_back(e);
+                } else if e.seq > expected {
+                    self.catch_up = true;
+                    return;
+                }
+            }
+            next = match self.rx.try_recv() {
+                Ok(e) => Some(e),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    self.catch_up = true;
+                    None
+                }
+                Err(_) => None,
+            };
         }
     }
 

@@ -9,14 +9,32 @@
 
 mod accumulator;
 mod config;
+mod continuation;
 mod engine;
 mod fanout;
 mod pool;
+mod review;
 pub mod runner;
 
 pub use config::{EngineConfig, Paths};
+pub use continuation::{
+    ContinueRequest, Delivery, MAX_MESSAGE_CHARS, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT,
+    MessageReceipt, MessageRequest,
+};
 pub use engine::{Engine, SubmitRequest, WorkspaceRequest, preset_for};
 pub use fanout::Subscription;
+pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
+/// The review pipeline's types, for fronts that speak them.
+pub use legate_workspace::{
+    BlockReason, BlockedFile, ChangeStatus, Check, CheckKind, CopyLimits, CopyReport, Criterion,
+    CriterionResult, FileChange, Integrated, PatchChunk, PatchSummary, Preview, ProjectFile,
+    ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
+};
+pub use review::{
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
+    PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig, ReviewRecord, TestEvidence,
+    TestSource, TestStatus,
+};
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.
 pub fn follow(

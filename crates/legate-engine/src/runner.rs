@@ -5,6 +5,11 @@
 //! a runner whose lock can be taken is dead (the kernel released its lock when it died, even
 //! after `kill -9`), and its unfinished tasks become `failed` with `SERVER_RESTARTED`. They are
 //! never re-run silently. Lock files cannot be fooled by pid reuse, unlike pids.
+//!
+//! Every agent process a runner starts carries `LEGATE_RUNNER=<id>` in its environment, and so
+//! does everything it starts in turn. Agents die with their runner (a parent-death signal), but
+//! a command an agent was running may not; recovery kills whatever still carries a dead
+//! runner's id.
 
 use legate_core::{Error, ErrorCode, Result};
 use legate_store::Store;
@@ -88,12 +93,48 @@ pub fn recover(store: &Store, run_dir: &Path) -> Result<usize> {
             "the legate process running this task stopped before the task ended; it was not re-run",
         );
         let ids = store.fail_unfinished(Some(&runner), &error)?;
+        let killed = kill_leftovers(&runner);
+        if killed > 0 {
+            tracing::warn!(runner = %runner, processes = killed, "killed processes left by a dead runner");
+        }
         if !ids.is_empty() {
             tracing::warn!(runner = %runner, tasks = ids.len(), "marked tasks of a dead runner as failed");
         }
         marked += ids.len();
     }
     Ok(marked)
+}
+
+/// The environment variable that tags processes with the runner that started them.
+pub const RUNNER_ENV: &str = "LEGATE_RUNNER";
+
+/// Kills every process whose environment carries `LEGATE_RUNNER=<runner>`. Returns how many
+/// were signalled. Processes whose environment cannot be read (another user's) are skipped.
+pub fn kill_leftovers(runner: &str) -> usize {
+    let marker = format!("{RUNNER_ENV}={runner}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
+            && rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed
 }
 
 fn io_error(path: &Path, e: &std::io::Error) -> Error {

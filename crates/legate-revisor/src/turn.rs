@@ -818,7 +818,11 @@ fn bounded_output(stdout: &[u8], stderr: &[u8]) -> String {
     text
 }
 
-/// Runs `sh -c command` in `cwd`, in its own process group, for at most [`RUN_TIMEOUT`].
+/// Runs `sh -c command` in `cwd` for at most [`RUN_TIMEOUT`].
+///
+/// The command stays in revisor's own process group on purpose: the client that started
+/// revisor (Legate) stops an agent by killing its whole group, and a command in a group of its
+/// own would outlive that.
 async fn run_shell(command: &str, cwd: &Path, token: &CancellationToken) -> Ran {
     let mut child = match tokio::process::Command::new("sh")
         .arg("-c")
@@ -827,14 +831,12 @@ async fn run_shell(command: &str, cwd: &Path, token: &CancellationToken) -> Ran 
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true)
         .spawn()
     {
         Ok(child) => child,
         Err(error) => return Ran::CouldNotStart(error.to_string()),
     };
-    let pid = child.id();
     let stdout = read_bounded(child.stdout.take(), OUTPUT_LIMIT + 1);
     let stderr = read_bounded(child.stderr.take(), OUTPUT_LIMIT + 1);
     let work = async {
@@ -855,25 +857,12 @@ async fn run_shell(command: &str, cwd: &Path, token: &CancellationToken) -> Ran 
         },
         None => Ran::Cancelled,
     };
-    if !matches!(ran, Ran::Exited { .. })
-        && let Some(pid) = pid
-    {
-        kill_group(pid).await;
+    if !matches!(ran, Ran::Exited { .. }) {
+        // `work` borrowed the child; it is done now. Kill and reap it.
+        let _ = child.start_kill();
+        let _ = child.wait().await;
     }
     ran
-}
-
-/// Kills a process group without `unsafe`: through `kill(1)`.
-async fn kill_group(pgid: u32) {
-    let _ = tokio::process::Command::new("kill")
-        .arg("-KILL")
-        .arg("--")
-        .arg(format!("-{pgid}"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await;
 }
 
 #[cfg(test)]

@@ -17,18 +17,26 @@
 //! - `events`: the per-task append-only event log (the hot path);
 //! - `recovery`: runners, cancel requests, failing orphaned tasks, pruning;
 //! - `contexts`: conversation contexts (agent session and sandbox per context);
+//! - `reviews`: the review record of each copy task, as JSON the engine owns;
+//! - `usage`: token usage added up by task, session and model;
+//! - `messages`: messages sent to a conversation, one per client-chosen id;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod contexts;
 mod events;
+mod messages;
 mod recovery;
+mod reviews;
 mod schema;
 mod sql;
 mod tasks;
+mod usage;
 
 pub use contexts::ContextRecord;
+pub use messages::{MessageClaim, MessageRecord};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
+pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 
 use legate_core::{Error, ErrorCode, Result};
 use rusqlite::{Connection, Transaction, TransactionBehavior};

@@ -13,7 +13,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// The migration steps, in order. Step `i` moves `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Tasks, their events, and contexts.
 const V1: &str = "
@@ -57,6 +57,34 @@ CREATE TABLE contexts (
     session_id   TEXT,
     sandbox_root TEXT,
     updated_at   INTEGER NOT NULL
+) STRICT;
+";
+
+/// The model a task asked for (`NULL`: none named).
+const V2: &str = "
+ALTER TABLE tasks ADD COLUMN model TEXT;
+";
+
+/// Messages sent to a conversation, one row per client-chosen id, with the task that carries
+/// each as the context's next turn.
+const V3: &str = "
+CREATE TABLE messages (
+    message_id TEXT PRIMARY KEY NOT NULL,
+    context_id TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    task_id    TEXT,
+    created_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX messages_context_id ON messages (context_id);
+";
+
+/// The review record of each copy task (its copy, baseline, criteria, patch, verification,
+/// tests and integration), as JSON the engine owns. Deleted with its task.
+const V4: &str = "
+CREATE TABLE reviews (
+    task_id    TEXT PRIMARY KEY NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    record     TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
 ) STRICT;
 ";
 
@@ -122,7 +150,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(tables, 3);
+        assert_eq!(tables, 5);
     }
 
     #[test]

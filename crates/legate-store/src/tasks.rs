@@ -21,7 +21,7 @@ const MIN_PREFIX: usize = 4;
 /// The columns [`RawTask::from_row`] reads, in order.
 pub(crate) const TASK_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
      state, error_code, error_message, status_message, usage, result, session_id, timeout_secs, \
-     created_at, updated_at";
+     created_at, updated_at, model";
 
 /// Which tasks [`Store::list_tasks`] returns. Every `Some` narrows the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +117,7 @@ pub(crate) struct RawTask {
     timeout_secs: i64,
     created_at: i64,
     updated_at: i64,
+    model: Option<String>,
 }
 
 impl RawTask {
@@ -140,6 +141,7 @@ impl RawTask {
             timeout_secs: r.get(14)?,
             created_at: r.get(15)?,
             updated_at: r.get(16)?,
+            model: r.get(17)?,
         })
     }
 
@@ -178,6 +180,7 @@ impl RawTask {
             root: self.root.map(PathBuf::from),
             prompt: self.prompt,
             mode,
+            model: self.model,
             state,
             error,
             status_message: self.status_message,
@@ -235,7 +238,7 @@ impl Store {
             let inserted = tx
                 .prepare_cached(&format!(
                     "INSERT INTO tasks ({TASK_COLUMNS}) VALUES \
-                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
                      ON CONFLICT (id) DO NOTHING"
                 ))
                 .and_then(|mut st| {
@@ -257,6 +260,7 @@ impl Store {
                         enc.timeout_secs,
                         task.created_at.0,
                         task.updated_at.0,
+                        task.model,
                     ])
                 })
                 .ctx("store a task")?;
@@ -285,7 +289,7 @@ impl Store {
                     "UPDATE tasks SET context_id = ?2, agent = ?3, workspace = ?4, root = ?5, \
                      prompt = ?6, mode = ?7, state = ?8, error_code = ?9, error_message = ?10, \
                      status_message = ?11, usage = ?12, result = ?13, session_id = ?14, \
-                     timeout_secs = ?15, updated_at = ?16 WHERE id = ?1",
+                     timeout_secs = ?15, updated_at = ?16, model = ?17 WHERE id = ?1",
                 )
                 .and_then(|mut st| {
                     st.execute(params![
@@ -305,6 +309,7 @@ impl Store {
                         task.session_id,
                         enc.timeout_secs,
                         task.updated_at.0,
+                        task.model,
                     ])
                 })
                 .ctx("update a task")?;
@@ -415,6 +420,7 @@ pub(crate) mod tests {
             root: None,
             prompt: "do the thing".into(),
             mode: TaskMode::Write,
+            model: None,
             state: TaskState::Submitted,
             error: None,
             status_message: None,

@@ -21,6 +21,7 @@ fn task(id: &str) -> Task {
         root: None,
         prompt: "secret prompt text".into(),
         mode: TaskMode::Write,
+        model: None,
         state: TaskState::Submitted,
         error: None,
         status_message: None,

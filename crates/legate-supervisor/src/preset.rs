@@ -79,14 +79,23 @@ impl Preset {
     /// The names [`Preset::by_name`] knows.
     pub const NAMES: &'static [&'static str] = &["claude", "codex", "gemini", "revisor", "generic"];
 
-    /// `claude-agent-acp`: supervised in `default`; `exit-plan-default` keeps supervision,
-    /// every other way out of plan mode elevates. Its `reject` lets the turn go on.
+    /// `claude-agent-acp`: supervised in `default`. At a plan exit the adapter
+    /// (`@zed-industries/claude-agent-acp` 0.23, `@agentclientprotocol/claude-agent-acp` 0.49,
+    /// `canUseTool("ExitPlanMode")`) offers the destination mode as the option id: `default`
+    /// ("Yes, and manually approve edits") keeps supervision; `acceptEdits`, `auto` and
+    /// `bypassPermissions` elevate; `plan` ("No, keep planning", `reject_once`) refuses and
+    /// lets the turn go on. The seed's `exit-plan-*` ids (a bridge whose effect table is
+    /// `dist/permissions/effects.js`) are kept beside them. Its `reject` lets the turn go on.
     pub fn claude() -> Self {
         use PlanExit::*;
         Self {
             name: "claude".into(),
             supervised_mode: Some("default".into()),
             plan_exits: vec![
+                exact("default", KeepsSupervision),
+                exact("acceptEdits", Elevates),
+                exact("auto", Elevates),
+                exact("bypassPermissions", Elevates),
                 exact("exit-plan-default", KeepsSupervision),
                 exact("exit-plan-accept-edits", Elevates),
                 exact("exit-plan-auto", Elevates),

@@ -2,8 +2,13 @@
 //! live subscriber, against a baseline in the same run (the same agent read directly by an
 //! ACP client, with no Legate in between).
 //!
+//! Throughput is measured on bursts (`!chunks N`: the agent writes as fast as it can);
+//! latency at a steady load (`!chunks N R`: R chunks per second), since a burst that outpaces
+//! any reader only measures the queue.
+//!
 //! Run: `cargo bench -p legate-testkit --bench relay` (env `RELAY_CHUNKS`, default 10000;
-//! `RELAY_ROUNDS`, default 5). Figures go in `docs/BENCHMARKS.md`.
+//! `RELAY_RATE`, default 5000/s; `RELAY_ROUNDS`, default 5). Figures go in
+//! `docs/BENCHMARKS.md`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -45,8 +50,9 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// The agent read directly by an ACP client: how fast can chunks cross the pipe at all?
-async fn baseline(chunks: usize) -> Duration {
+/// The agent read directly by an ACP client, no Legate: how fast and how soon can chunks
+/// cross the pipe at all?
+async fn baseline(chunks: usize, rate: Option<u64>) -> (Duration, Vec<f64>) {
     let mut child = tokio::process::Command::new(AGENT)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -60,15 +66,24 @@ async fn baseline(chunks: usize) -> Duration {
     let cwd = dir.path().canonicalize().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
-    let prompt = format!("!chunks {chunks}");
+    let latencies = Arc::new(std::sync::Mutex::new(Vec::with_capacity(chunks)));
+    let sink = latencies.clone();
+    let prompt = chunks_prompt(chunks, rate);
     let mut elapsed = Duration::ZERO;
     let elapsed_ref = &mut elapsed;
     Client
         .v1()
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
-                if let SessionUpdate::AgentMessageChunk(_) = n.update {
+                if let SessionUpdate::AgentMessageChunk(chunk) = n.update {
                     counter.fetch_add(1, Ordering::Relaxed);
+                    if let ContentBlock::Text(t) = chunk.content
+                        && let Some(at) = chunk_time(&t.text)
+                    {
+                        sink.lock()
+                            .unwrap()
+                            .push(now_ns().saturating_sub(at) as f64 / 1000.0);
+                    }
                 }
                 Ok(())
             },
@@ -99,7 +114,15 @@ async fn baseline(chunks: usize) -> Duration {
         .await
         .unwrap();
     assert_eq!(seen.load(Ordering::Relaxed), chunks);
-    elapsed
+    let latencies = std::mem::take(&mut *latencies.lock().unwrap());
+    (elapsed, latencies)
+}
+
+fn chunks_prompt(chunks: usize, rate: Option<u64>) -> String {
+    match rate {
+        Some(r) => format!("!chunks {chunks} {r}"),
+        None => format!("!chunks {chunks}"),
+    }
 }
 
 fn engine(home: &std::path::Path, max_running: usize) -> Engine {
@@ -118,6 +141,8 @@ fn engine(home: &std::path::Path, max_running: usize) -> Engine {
             allow_execute: false,
             terminal: false,
             description: None,
+            model: None,
+            inherit_env: Vec::new(),
         },
     );
     config.default_agent = "agent".into();
@@ -137,10 +162,10 @@ struct Relay {
 }
 
 /// One task of `chunks` chunks through Legate, read by a live subscriber.
-async fn relay(engine: &Engine, chunks: usize) -> Relay {
+async fn relay(engine: &Engine, chunks: usize, rate: Option<u64>) -> Relay {
     let started = Instant::now();
     let task = engine
-        .submit(SubmitRequest::new(format!("!chunks {chunks}")))
+        .submit(SubmitRequest::new(chunks_prompt(chunks, rate)))
         .unwrap();
     let mut sub = engine.subscribe(&task.id, 0);
     let mut events = 0;
@@ -194,6 +219,12 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { 1 } else { 5 });
+    let rate: u64 = std::env::var("RELAY_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|r| *r > 0)
+        .unwrap_or(5_000);
+    let paced = if quick { 200 } else { 5_000 };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -206,15 +237,22 @@ fn main() {
 
         let mut base_rates = Vec::new();
         let mut rates = Vec::new();
+        let mut base_lat = Vec::new();
         let mut all_lat = Vec::new();
         for _ in 0..rounds {
-            let b = baseline(chunks).await;
+            // Throughput: a burst, as fast as the agent can write.
+            let (b, _) = baseline(chunks, None).await;
             base_rates.push(chunks as f64 / b.as_secs_f64());
-            let r = relay(&engine, chunks).await;
+            let r = relay(&engine, chunks, None).await;
             rates.push(r.events as f64 / r.elapsed.as_secs_f64());
+            // Latency: a steady load the pipe itself keeps up with.
+            let (_, l) = baseline(paced, Some(rate)).await;
+            base_lat.extend(l);
+            let r = relay(&engine, paced, Some(rate)).await;
             all_lat.extend(r.latencies_us);
         }
         all_lat.sort_by(f64::total_cmp);
+        base_lat.sort_by(f64::total_cmp);
 
         // Memory per running task: hold N tasks open (`!hang`) and compare.
         let rss_loaded_before = rss_kib();
@@ -235,7 +273,7 @@ fn main() {
         let rss_loaded = rss_kib();
         engine.shutdown().await;
 
-        println!("relay: {chunks} chunks x {rounds} rounds, one live subscriber");
+        println!("relay: bursts of {chunks} chunks and paced runs of {paced}, x {rounds} rounds, one live subscriber");
         println!(
             "  baseline (agent -> ACP client, no Legate): {:>9.0} chunks/s (median)",
             median(base_rates)
@@ -244,8 +282,16 @@ fn main() {
             "  legate (agent -> backend -> engine -> SQLite -> subscriber): {:>9.0} events/s (median)",
             median(rates)
         );
+        println!("  latency at a steady {rate} chunks/s, agent write -> reader:");
         println!(
-            "  latency agent write -> subscriber: p50 {:.0} us, p99 {:.0} us, max {:.0} us ({} samples)",
+            "    baseline (ACP client):      p50 {:>6.0} us, p99 {:>6.0} us, max {:>6.0} us ({} samples)",
+            percentile(&base_lat, 0.5),
+            percentile(&base_lat, 0.99),
+            base_lat.last().copied().unwrap_or(0.0),
+            base_lat.len()
+        );
+        println!(
+            "    legate (live subscriber):   p50 {:>6.0} us, p99 {:>6.0} us, max {:>6.0} us ({} samples)",
             percentile(&all_lat, 0.5),
             percentile(&all_lat, 0.99),
             all_lat.last().copied().unwrap_or(0.0),

@@ -108,12 +108,25 @@ impl DirectiveHook for ScriptedDirectives {
                     Directed::Continue
                 }
                 "chunks" => {
-                    let Ok(count) = rest.parse::<u64>() else {
-                        let _ = context
-                            .send_message_chunk(&format!("!chunks needs a number, not {rest:?}\n"));
+                    // `!chunks N` sends N chunks as fast as it can; `!chunks N R` paces them at
+                    // R chunks per second (for latency measured at a steady load).
+                    let mut words = rest.split_whitespace();
+                    let count = words.next().and_then(|w| w.parse::<u64>().ok());
+                    let rate = words.next().map(str::parse::<u64>);
+                    let (Some(count), None | Some(Ok(1..))) = (count, &rate) else {
+                        let _ = context.send_message_chunk(&format!(
+                            "!chunks needs a count and an optional positive rate, not {rest:?}\n"
+                        ));
                         return Directed::Continue;
                     };
+                    let rate = rate.and_then(Result::ok);
+                    let started = tokio::time::Instant::now();
                     for i in 0..count {
+                        if let Some(rate) = rate {
+                            let due =
+                                started + std::time::Duration::from_nanos(i * 1_000_000_000 / rate);
+                            tokio::time::sleep_until(due).await;
+                        }
                         if context.send_message_chunk(&chunk_text(i)).is_err() {
                             break;
                         }

@@ -6,6 +6,12 @@
 //! must never be shipped or run against a real project (`!write-outside` writes without
 //! asking, on purpose).
 //!
+//! It also owns a scripted model server ([`model_server`]) that plays Anthropic, OpenAI and
+//! Gemini on 127.0.0.1, so the real adapters can be tested offline (feature `real-adapters`).
+//!
+//! It also owns `fake-agy` ([`fake_agy`]): the Antigravity CLI's headless interface (version,
+//! help, models, NDJSON runs, resume, cumulative usage, faults), for the agy driver's tests.
+//!
 //! # Faults chosen at start: `LEGATE_TESTKIT_FAULT`
 //!
 //! | value | behaviour |
@@ -27,7 +33,7 @@
 //! | `!exit <code>` | send one `agent_message_chunk` ([`directives::EXIT_CHUNK`]) and exit the process with `code` (1 if missing or not a number), mid-turn |
 //! | `!hang` | never answer the prompt |
 //! | `!garbage` | write [`directives::MALFORMED_LINE`] (malformed JSON-RPC) to stdout, then go on |
-//! | `!chunks <N>` | send N `agent_message_chunk`s of about 20 bytes as fast as possible, then end the turn `end_turn` (no answer) |
+//! | `!chunks <N> [R]` | send N `agent_message_chunk`s of about 40 bytes, each stamped with its creation time, as fast as possible or paced at R per second, then end the turn `end_turn` (no answer) |
 //! | `!write-outside <abs path>` | write [`directives::OUTSIDE_CONTENT`] to that file directly, without asking; report "written" or "failed: …" in a message chunk |
 //! | `!stderr <text>` | write the text as a line to stderr |
 //!
@@ -46,6 +52,8 @@
 //! `cargo test --workspace` also does).
 
 pub mod directives;
+pub mod fake_agy;
+pub mod model_server;
 pub mod pump;
 
 use std::path::PathBuf;

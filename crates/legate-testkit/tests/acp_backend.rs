@@ -77,6 +77,8 @@ fn request(
             allow_execute: false,
             terminal: false,
             description: None,
+            model: None,
+            inherit_env: Vec::new(),
         },
         boundary: boundary.clone(),
         supervisor,
@@ -129,6 +131,8 @@ fn turn(prompt: &str, mode: TaskMode) -> Turn {
         task_id: TaskId("task-1".into()),
         prompt: prompt.into(),
         mode,
+        model: None,
+        timeout: None,
     }
 }
 

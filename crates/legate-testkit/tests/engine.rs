@@ -28,6 +28,8 @@ fn spec(name: &str, fault: Option<&str>) -> AgentSpec {
         allow_execute: false,
         terminal: false,
         description: None,
+        model: None,
+        inherit_env: Vec::new(),
     }
 }
 

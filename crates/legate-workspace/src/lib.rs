@@ -1,17 +1,101 @@
-//! Legate's workspaces: the directories agents work in.
+//! Legate's workspaces: the directories agents work in, and the review pipeline of copies.
 //!
 //! This crate owns making and checking those directories: a **sandbox** is an empty directory
 //! Legate creates itself under `$LEGATE_HOME/sandboxes/` (so it is `owned`), a **shared**
-//! directory is one the user named (never `owned`). Each comes back as a
-//! [`legate_core::Boundary`] whose root is canonical, ready for the supervisor's containment.
+//! directory is one the user named (never `owned`), and a **copy** is a copy of a git
+//! project's eligible files under `$LEGATE_HOME/copies/<task>/` with a private baseline under
+//! `$LEGATE_HOME/baselines/<task>/`. Each comes back as a [`legate_core::Boundary`] whose
+//! root is canonical, ready for the supervisor's containment.
+//!
+//! For copies it also owns the review pipeline, one concept per module: `select` (what git
+//! would copy, narrowed by `include` paths), `secrets` (the preflight, with `glob` patterns),
+//! `copy`, `baseline`, `patch` (preview, read by path or chunk, the read-only check),
+//! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
+//! hook), `line_endings`, `integrate`, and `cleanup`.
 //!
 //! It must never infer `owned` from a path, build a directory name from caller text, adopt an
-//! existing directory or symlink as one it made, or place a sandbox under the system temp
+//! existing directory or symlink as one it made, or place a workspace under the system temp
 //! tree or inside a project. It decides no permissions (that is `legate-supervisor`) and keeps
-//! no records (the caller persists which context owns which sandbox).
+//! no records (the engine persists which task owns which copy, its reviews and evidence).
 
+mod baseline;
+mod cleanup;
+mod copy;
+mod git;
+mod glob;
+mod include;
+mod integrate;
+mod limits;
+mod line_endings;
+mod patch;
 mod sandbox;
+mod secrets;
+mod select;
 mod shared;
+mod sys;
+mod test_run;
+mod verify;
 
+pub use baseline::Baseline;
+pub use cleanup::{entries, remove_owned_dir};
+pub use copy::{CopyReport, make_copy, read_inside};
+pub use glob::Glob;
+pub use include::{check_path, covers, path_problem, validate_include_paths};
+pub use integrate::{Change, Integrated, integrate, plan};
+pub use limits::CopyLimits;
+pub use line_endings::{BOM, Checked, check as check_line_endings};
+pub use patch::{
+    ChangeStatus, DEFAULT_CHUNK, FileChange, MAX_CHUNK, PatchChunk, PatchSummary, Preview, chunk,
+    full_patch, preview, read_only_changes,
+};
 pub use sandbox::{label, sandbox};
+pub use secrets::{
+    BlockReason, BlockedFile, SecretPolicy, content_rule_names, credential_name, scan_content,
+};
+pub use select::{ProjectFile, ProjectFiles, SelectedFile, Selection, project_root, select};
 pub use shared::shared;
+pub use test_run::{
+    DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
+    validate as validate_test_command,
+};
+pub use verify::{
+    Check, CheckKind, Criterion, CriterionResult, MAX_CRITERIA, Review, Verdict, Verification,
+    staleness, validate_criteria, verify,
+};
+
+use legate_core::{Error, ErrorCode};
+use std::path::Path;
+
+/// Lower-case hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest.iter() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Makes `dir` (and missing parents) with mode 0700 unless it exists; it must then be a
+/// directory (a symlink to one is refused).
+pub(crate) fn private_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_dir() => Ok(()),
+        Ok(_) => Err(Error::new(
+            ErrorCode::InvalidWorkspace,
+            format!("{} is not a plain directory", dir.display()),
+        )),
+        Err(_) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::InvalidWorkspace,
+                    format!("{} could not be created: {e}", dir.display()),
+                )
+            }),
+    }
+}

@@ -1,7 +1,9 @@
-//! `legate agents`: each configured agent, and whether it starts.
+//! `legate agents`: each configured agent, whether it starts, and how the kernel confines it.
 //!
 //! Probing is the engine's (`Engine::probe`): it starts the agent for real, in a throwaway
-//! directory, then stops it. Nothing is prompted and no task is stored.
+//! directory, then stops it. Nothing is prompted and no task is stored. Confinement is the
+//! engine's report too (`Engine::confinement`): fully, partly or not enforced, or
+//! `CONFINEMENT_UNAVAILABLE` when the configuration requires it and it cannot be had.
 
 use crate::config::Config;
 use anyhow::Result;
@@ -37,13 +39,28 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                 Ok(info) => (
                     Some(true),
                     format!(
-                        "starts ({} {})",
+                        "starts ({} {}){}",
                         info.name.as_deref().unwrap_or("unnamed"),
-                        info.version.as_deref().unwrap_or("?")
+                        info.version.as_deref().unwrap_or("?"),
+                        if info.capabilities.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; capabilities: {}", info.capabilities.join(", "))
+                        }
                     ),
                 ),
                 Err(e) => (Some(false), format!("does not start: {e}")),
             },
+        };
+        // How the kernel confines this agent's process: the backend's report through the
+        // engine, or (unprobed) what this kernel can enforce at all.
+        let confinement = match engine {
+            Some(engine) => engine.confinement(&spec.name),
+            None => Ok(legate_sandbox::Confinement::probe()),
+        };
+        let (confinement_wire, confinement_text) = match &confinement {
+            Ok(e) => (e.as_str().to_string(), format!("confinement {e}")),
+            Err(e) => ("unavailable".to_string(), e.to_string()),
         };
         let default = spec.name == config.engine.default_agent;
         if json_out {
@@ -53,12 +70,13 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                     "name": spec.name, "kind": spec.kind.as_str(), "preset": spec.preset,
                     "command": spec.command, "args": spec.args, "default": default,
                     "starts": starts, "detail": detail, "description": spec.description,
+                    "confinement": confinement_wire,
                 })
             )?;
         } else {
             let mark = if default { "*" } else { " " };
             crate::out!(
-                "{mark} {:<10} {:<8} {detail}",
+                "{mark} {:<10} {:<8} {detail}; {confinement_text}",
                 spec.name,
                 spec.kind.as_str()
             )?;

@@ -1,8 +1,9 @@
 //! Configuration: `$LEGATE_HOME/legate.toml`, then environment overrides, validated at start.
 //!
 //! Every error names the key it is about. Agents come from three places, later ones winning:
-//! the built-in `revisor`, the presets `claude`, `codex` and `gemini`, and `[agents.NAME]`
-//! tables (which may override a preset's command, args and env).
+//! the built-in `revisor`, the presets `claude`, `codex`, `gemini` and `agy`, and
+//! `[agents.NAME]` tables (which may override a preset's command, args and env, and choose the
+//! kind: `acp`, the default, or `agy`).
 
 use anyhow::{Context, Result, bail};
 use legate_core::{AgentKind, AgentSpec};
@@ -22,13 +23,24 @@ struct File {
     task_timeout_secs: Option<u64>,
     idle_timeout_secs: Option<u64>,
     retention: Option<u64>,
+    /// `best-effort` (default) or `required`: see `legate_sandbox::Requirement`.
+    confinement: Option<String>,
     #[serde(default)]
     agents: BTreeMap<String, AgentTable>,
+    /// `[mcp]`: the MCP front (see `crate::mcp`).
+    #[serde(default)]
+    mcp: crate::mcp::McpTable,
+    /// `[copies]`: copy workspaces and their review (see `crate::review_config`).
+    #[serde(default)]
+    copies: crate::review_config::CopiesTable,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AgentTable {
+    kind: Option<String>,
+    model: Option<String>,
+    inherit_env: Option<Vec<String>>,
     command: Option<String>,
     args: Option<Vec<String>>,
     #[serde(default)]
@@ -37,6 +49,9 @@ struct AgentTable {
     allow_execute: Option<bool>,
     terminal: Option<bool>,
     description: Option<String>,
+    /// The agent's private state directory (its `HOME`), instead of
+    /// `$LEGATE_HOME/agents/<name>`. Absolute.
+    state_dir: Option<PathBuf>,
 }
 
 /// The resolved configuration.
@@ -44,6 +59,8 @@ struct AgentTable {
 pub struct Config {
     /// The engine's part.
     pub engine: EngineConfig,
+    /// The MCP front's part (`[mcp]`).
+    pub mcp: crate::mcp::McpSettings,
     /// The file it came from, if one existed.
     pub file: Option<PathBuf>,
 }
@@ -75,13 +92,17 @@ pub fn load() -> Result<Config> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e).with_context(|| format!("could not read {}", path.display())),
     };
-    let (parsed, file_path) = match file {
+    let (mut parsed, file_path) = match file {
         Some((f, p)) => (f, Some(p)),
         None => (File::default(), None),
     };
+    let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), &home, &|k| {
+        std::env::var(k).ok()
+    })?;
     let engine = resolve(parsed, &home, &|k| std::env::var(k).ok())?;
     Ok(Config {
         engine,
+        mcp,
         file: file_path,
     })
 }
@@ -154,9 +175,29 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         c.retention = v as usize;
     }
 
+    let confinement = env("LEGATE_CONFINEMENT")
+        .map(|v| (v, "LEGATE_CONFINEMENT"))
+        .or(file.confinement.map(|v| (v, "confinement")));
+    if let Some((value, key)) = confinement {
+        c.confinement = legate_sandbox::Requirement::parse(value.trim()).with_context(|| {
+            format!("CONFIG_INVALID: {key} must be \"best-effort\" or \"required\" (got {value:?})")
+        })?;
+    }
+
+    crate::review_config::resolve(file.copies, env, &mut c.review)?;
+
     c.agents = builtin_agents()?;
     for (name, table) in file.agents {
         validate_name(&name).with_context(|| format!("CONFIG_INVALID: agents.{name}"))?;
+        if let Some(dir) = &table.state_dir {
+            if !dir.is_absolute() {
+                bail!(
+                    "CONFIG_INVALID: agents.{name}.state_dir must be an absolute path (got {})",
+                    dir.display()
+                );
+            }
+            c.state_dirs.insert(name.clone(), dir.clone());
+        }
         let base = c.agents.get(&name).cloned();
         let preset = table
             .preset
@@ -187,9 +228,47 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         }
         let mut env = base.as_ref().map(|b| b.env.clone()).unwrap_or_default();
         env.extend(table.env);
+        let kind = match table.kind.as_deref() {
+            None => base.as_ref().map_or(AgentKind::Acp, |b| b.kind),
+            Some("acp") => AgentKind::Acp,
+            Some("agy") => AgentKind::Agy,
+            Some(k) => bail!("CONFIG_INVALID: agents.{name}.kind must be acp or agy (got {k:?})"),
+        };
+        if name == "revisor" && table.kind.is_some() {
+            bail!("CONFIG_INVALID: agents.revisor.kind cannot be changed; revisor is built in");
+        }
+        if kind == AgentKind::Agy {
+            if preset.is_some() {
+                bail!(
+                    "CONFIG_INVALID: agents.{name}.preset applies to ACP agents, not to kind agy"
+                );
+            }
+            if command.contains('/') && !Path::new(&command).is_absolute() {
+                bail!(
+                    "CONFIG_INVALID: agents.{name}.command must be `agy` (found on PATH) or an absolute path (got {command:?})"
+                );
+            }
+        }
+        if let Some(m) = &table.model
+            && (m.trim().is_empty() || m.len() > 128 || m.chars().any(char::is_whitespace))
+        {
+            bail!("CONFIG_INVALID: agents.{name}.model must be a model id or \"auto\" (got {m:?})");
+        }
+        let inherit_env = match table.inherit_env {
+            Some(names) => {
+                if let Err(e) = legate_backend::env::check_opt_ins(&names) {
+                    bail!("CONFIG_INVALID: agents.{name}.inherit_env: {}", e.message);
+                }
+                names
+            }
+            None => base
+                .as_ref()
+                .map(|b| b.inherit_env.clone())
+                .unwrap_or_default(),
+        };
         let spec = AgentSpec {
             name: name.clone(),
-            kind: base.as_ref().map_or(AgentKind::Acp, |b| b.kind),
+            kind,
             command,
             args: table
                 .args
@@ -208,6 +287,10 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
             description: table
                 .description
                 .or_else(|| base.as_ref().and_then(|b| b.description.clone())),
+            model: table
+                .model
+                .or_else(|| base.as_ref().and_then(|b| b.model.clone())),
+            inherit_env,
         };
         c.agents.insert(name, spec);
     }
@@ -254,6 +337,8 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
             description: Some(
                 "built-in, no model: reads, summarises and follows simple instructions".into(),
             ),
+            model: None,
+            inherit_env: Vec::new(),
         },
     );
     let preset = |name: &str, command: &str, args: &[&str], description: &str| AgentSpec {
@@ -266,6 +351,8 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
         allow_execute: false,
         terminal: false,
         description: Some(description.into()),
+        model: None,
+        inherit_env: Vec::new(),
     };
     agents.insert(
         "claude".into(),
@@ -294,6 +381,19 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
             "Gemini CLI in ACP mode (@google/gemini-cli)",
         ),
     );
+    agents.insert(
+        "agy".into(),
+        AgentSpec {
+            kind: AgentKind::Agy,
+            preset: None,
+            ..preset(
+                "agy",
+                "agy",
+                &[],
+                "Antigravity CLI, headless stream-json (one process per turn)",
+            )
+        },
+    );
     Ok(agents)
 }
 
@@ -317,10 +417,39 @@ mod tests {
         assert_eq!(c.max_running, 2);
         assert_eq!(c.max_queued, 20);
         assert_eq!(c.default_timeout, Duration::from_secs(1800));
-        for name in ["revisor", "claude", "codex", "gemini"] {
+        for name in ["revisor", "claude", "codex", "gemini", "agy"] {
             assert!(c.agents.contains_key(name), "{name}");
         }
         assert_eq!(c.agents["gemini"].args, ["--acp"]);
+    }
+
+    #[test]
+    fn confinement_and_state_dirs() {
+        let c = resolve_text("", &[]).unwrap();
+        assert_eq!(c.confinement, legate_sandbox::Requirement::BestEffort);
+        assert_eq!(c.state_dir("claude"), Path::new("/tmp/lh/agents/claude"));
+        let c = resolve_text(
+            "confinement = \"required\"\n[agents.claude]\nstate_dir = \"/srv/claude-home\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.confinement, legate_sandbox::Requirement::Required);
+        assert_eq!(c.state_dir("claude"), Path::new("/srv/claude-home"));
+        assert_eq!(c.state_dir("codex"), Path::new("/tmp/lh/agents/codex"));
+        let c = resolve_text(
+            "confinement = \"required\"",
+            &[("LEGATE_CONFINEMENT", "best-effort")],
+        )
+        .unwrap();
+        assert_eq!(c.confinement, legate_sandbox::Requirement::BestEffort);
+        let e = resolve_text("confinement = \"strict\"", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("confinement"), "{e}");
+        let e = resolve_text("[agents.claude]\nstate_dir = \"rel\"", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agents.claude.state_dir"), "{e}");
     }
 
     #[test]
@@ -362,5 +491,39 @@ mod tests {
         assert_eq!(c.agents["claude"].env["A"], "1");
         assert_eq!(c.agents["mine"].kind, AgentKind::Acp);
         assert_eq!(c.agents["mine"].args, ["--acp"]);
+    }
+
+    #[test]
+    fn agy_agents_take_a_kind_a_model_and_opt_ins() {
+        let c = resolve_text(
+            "[agents.agy]\ncommand = \"/opt/agy/bin/agy\"\nmodel = \"mock-pro\"\ninherit_env = [\"MY_TOOL_SETTING\"]\n[agents.other]\nkind = \"agy\"\ncommand = \"agy\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.agents["agy"].kind, AgentKind::Agy);
+        assert_eq!(c.agents["agy"].command, "/opt/agy/bin/agy");
+        assert_eq!(c.agents["agy"].model.as_deref(), Some("mock-pro"));
+        assert_eq!(c.agents["agy"].inherit_env, ["MY_TOOL_SETTING"]);
+        assert_eq!(c.agents["other"].kind, AgentKind::Agy);
+        let e = resolve_text("[agents.x]\nkind = \"agy\"\ncommand = \"bin/agy\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agents.x.command"), "{e}");
+        let e = resolve_text("[agents.x]\nkind = \"a2a\"\ncommand = \"agy\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agents.x.kind"), "{e}");
+        for bad in [
+            "NODE_OPTIONS",
+            " node_options ",
+            "LD_PRELOAD",
+            "dyld_insert_libraries",
+        ] {
+            let e = resolve_text(&format!("[agents.agy]\ninherit_env = [\"{bad}\"]\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("agents.agy.inherit_env"), "{e}");
+            assert!(e.contains(bad.trim()), "{e}");
+        }
     }
 }

@@ -15,11 +15,15 @@ macro_rules! out {
 
 mod agents;
 mod config;
+mod mcp;
 mod render;
+mod review;
+mod review_config;
+mod usage;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use legate_backend::{Backend, acp::AcpBackend};
+use legate_backend::{Backend, acp::AcpBackend, agy::AgyBackend};
 use legate_core::{AgentKind, TaskMode, TaskState};
 use legate_engine::{Engine, Paths, SubmitRequest, WorkspaceRequest};
 use legate_store::{Store, TaskFilter};
@@ -95,6 +99,68 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Token usage of stored tasks, by task, session and model.
+    Usage(UsageArgs),
+    /// Serve MCP on stdin/stdout, for an MCP client that starts Legate (stdout carries only
+    /// JSON-RPC; logs go to stderr).
+    Mcp,
+    /// Serve Legate to remote clients: `--mcp` for MCP over Streamable HTTP at /mcp.
+    Serve(mcp::ServeArgs),
+    /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
+    Diff {
+        /// Task id or prefix.
+        id: String,
+        /// Files with line counts, totals, sha256, verification and tests instead of the patch.
+        #[arg(long)]
+        stat: bool,
+        /// The preview as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Refuse unless the patch still has this sha256.
+        #[arg(long)]
+        sha256: Option<String>,
+    },
+    /// Verify a copy task's acceptance criteria with a review per criterion.
+    Verify {
+        /// Task id or prefix.
+        id: String,
+        /// A JSON file: `[{criterionId, verdict, path, line, quote, explanation}, …]`, or
+        /// `{"sha256": …, "reviews": [...]}`.
+        #[arg(long)]
+        review: PathBuf,
+        /// The patch sha256 reviewed (default: the file's, else the current patch's).
+        #[arg(long)]
+        sha256: Option<String>,
+    },
+    /// Run a test command (no shell) in a copy task's copy and record the evidence.
+    Test {
+        /// Task id or prefix.
+        id: String,
+        /// Seconds before the command's process group is killed (default 600).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// The patch sha256 to test (default: the current patch's).
+        #[arg(long)]
+        sha256: Option<String>,
+        /// The executable and its arguments, after `--`.
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// Apply a copy task's verified patch to the original project.
+    Integrate {
+        /// Task id or prefix.
+        id: String,
+        /// Refuse unless the patch still has this sha256.
+        #[arg(long)]
+        sha256: Option<String>,
+    },
+    /// Remove a finished copy task's copy and baseline now.
+    Discard {
+        /// Task id or prefix.
+        id: String,
+    },
+    /// Remove finished copies past their retention, and orphaned ones.
+    Cleanup,
     /// Run a built-in agent on stdio (used by Legate itself).
     Agent {
         /// Which agent: `revisor`.
@@ -108,8 +174,18 @@ struct RunArgs {
     #[arg(long, short)]
     agent: Option<String>,
     /// Work in the context's sandbox (the default).
-    #[arg(long, conflicts_with = "cwd")]
+    #[arg(long, conflicts_with_all = ["cwd", "copy"])]
     sandbox: bool,
+    /// Work on a copy of this git project (its root): review with `legate diff`, `verify`,
+    /// `test`, then `integrate`.
+    #[arg(long, conflicts_with = "cwd")]
+    copy: Option<PathBuf>,
+    /// With `--copy`: copy only these relative files or directories (repeatable).
+    #[arg(long = "include", requires = "copy")]
+    include: Vec<String>,
+    /// With `--copy`: acceptance criteria, a JSON file `[{id, description, check?}, …]`.
+    #[arg(long, requires = "copy")]
+    criteria: Option<PathBuf>,
     /// Work in this directory instead (shared: Legate does not own it).
     #[arg(long)]
     cwd: Option<PathBuf>,
@@ -122,9 +198,33 @@ struct RunArgs {
     /// Seconds before the task is stopped with TASK_TIMEOUT.
     #[arg(long)]
     timeout: Option<u64>,
+    /// The model to use (an id the agent lists, or `auto` for the agent's own choice).
+    /// Without it: the saved preference, then the agent's configured `model`, then the
+    /// agent's own choice. Only agents of kind `agy` select models today.
+    #[arg(long)]
+    model: Option<String>,
     /// What to ask. Each argument becomes one line of the prompt.
     #[arg(required = true, num_args = 1..)]
     prompt: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct UsageArgs {
+    /// Only this task (id or unique prefix).
+    #[arg(long)]
+    task: Option<String>,
+    /// Only this agent session (ACP session id or agy conversation id).
+    #[arg(long)]
+    session: Option<String>,
+    /// Only usage counted for this model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Only tasks of this agent.
+    #[arg(long)]
+    agent: Option<String>,
+    /// Print the whole report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() -> ExitCode {
@@ -303,6 +403,47 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             engine.shutdown().await;
             code
         }
+        Command::Usage(args) => usage::print(&open_store(&paths)?, args),
+        Command::Mcp => mcp::stdio(config).await,
+        Command::Serve(args) => mcp::serve(config, args).await,
+        Command::Diff {
+            id,
+            stat,
+            json,
+            sha256,
+        } => {
+            with_engine(config, |e| async move {
+                review::diff(&e, &id, stat, json, sha256.as_deref()).await
+            })
+            .await
+        }
+        Command::Verify { id, review, sha256 } => {
+            with_engine(config, |e| async move {
+                review::verify(&e, &id, &review, sha256).await
+            })
+            .await
+        }
+        Command::Test {
+            id,
+            timeout,
+            sha256,
+            command,
+        } => {
+            with_engine(config, |e| async move {
+                review::test(&e, &id, command, timeout, sha256).await
+            })
+            .await
+        }
+        Command::Integrate { id, sha256 } => {
+            with_engine(config, |e| async move {
+                review::integrate(&e, &id, sha256.as_deref()).await
+            })
+            .await
+        }
+        Command::Discard { id } => {
+            with_engine(config, |e| async move { review::discard(&e, &id).await }).await
+        }
+        Command::Cleanup => with_engine(config, |e| async move { review::cleanup(&e).await }).await,
         Command::Agent { .. } => Ok(ExitCode::from(2)),
     }
 }
@@ -320,10 +461,31 @@ fn open_store(paths: &Paths) -> Result<Store> {
     Ok(store)
 }
 
+/// Starts an engine, runs `f` on it, and shuts it down whatever `f` returned.
+async fn with_engine<F, Fut>(config: config::Config, f: F) -> Result<ExitCode>
+where
+    F: FnOnce(Engine) -> Fut,
+    Fut: std::future::Future<Output = Result<ExitCode>>,
+{
+    let engine = Engine::start(
+        config.engine,
+        backends(),
+        Arc::new(legate_supervisor::Rules),
+    )?;
+    let result = f(engine.clone()).await;
+    engine.shutdown().await;
+    result
+}
+
 /// The backends this build has.
 pub fn backends() -> HashMap<AgentKind, Arc<dyn Backend>> {
     let acp: Arc<dyn Backend> = Arc::new(AcpBackend::default());
-    HashMap::from([(AgentKind::Acp, acp.clone()), (AgentKind::Revisor, acp)])
+    let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default());
+    HashMap::from([
+        (AgentKind::Acp, acp.clone()),
+        (AgentKind::Revisor, acp),
+        (AgentKind::Agy, agy),
+    ])
 }
 
 async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
@@ -332,9 +494,27 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
         backends(),
         Arc::new(legate_supervisor::Rules),
     )?;
-    let workspace = match args.cwd {
-        Some(dir) => WorkspaceRequest::Shared(dir),
-        None => WorkspaceRequest::Sandbox,
+    let workspace = match (args.cwd, args.copy) {
+        (Some(dir), _) => WorkspaceRequest::Shared(dir),
+        (None, Some(source)) => WorkspaceRequest::Copy {
+            source: std::path::absolute(&source).unwrap_or(source),
+            include_paths: args.include,
+            criteria: match &args.criteria {
+                Some(file) => {
+                    serde_json::from_str(&std::fs::read_to_string(file).with_context(|| {
+                        format!("INVALID_INPUT: could not read {}", file.display())
+                    })?)
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "INVALID_INPUT: {} is not a list of criteria: {e}",
+                            file.display()
+                        )
+                    })?
+                }
+                None => Vec::new(),
+            },
+        },
+        (None, None) => WorkspaceRequest::Sandbox,
     };
     let request = SubmitRequest {
         agent: args.agent,
@@ -347,6 +527,7 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
             TaskMode::Write
         },
         timeout: args.timeout.map(Duration::from_secs),
+        model: args.model,
     };
     let task = engine.submit(request)?;
     eprintln!(

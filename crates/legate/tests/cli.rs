@@ -271,14 +271,27 @@ fn a_context_keeps_its_sandbox_across_processes() {
 #[test]
 fn a_kill_9_leaves_the_task_failed_with_server_restarted() {
     let home = Home::new();
-    let mut child = home.spawn(&["run", "run sleep 60"]);
+    let mut child = home.spawn(&["run", "run sleep 62.5"]);
     let id = home.wait_for_state("working");
     // Let the agent reach its command.
-    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_running("sleep 62.5") == 0 {
+        assert!(Instant::now() < deadline, "the agent never ran its command");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let task = home.show(&id);
     assert_eq!(task["state"], "failed", "{task}");
+    // The agent died with legate; the next start killed what it left running.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_running("sleep 62.5") > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "a process of the dead run outlived recovery"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(task["error"]["code"], "SERVER_RESTARTED");
     let events = home.events(&id);
     assert_eq!(events.last().unwrap()["error"]["code"], "SERVER_RESTARTED");
@@ -304,12 +317,34 @@ fn cancel_from_another_process_ends_the_task_canceled() {
 fn a_task_past_its_timeout_fails_with_task_timeout() {
     let home = Home::new();
     let started = Instant::now();
-    let out = home.run(&["run", "--timeout", "2", "run sleep 60"]);
+    let out = home.run(&["run", "--timeout", "2", "run sleep 61.25"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(started.elapsed() < Duration::from_secs(50));
     let task = home.show(&task_id_from(&out));
     assert_eq!(task["state"], "failed");
     assert_eq!(task["error"]["code"], "TASK_TIMEOUT");
+    // The agent's whole process group went with it, the command it was running included.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_running("sleep 61.25") > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the agent's command outlived the timeout"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How many live processes have exactly this command line (arguments joined by spaces).
+fn processes_running(cmdline: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|raw| {
+            let args: Vec<&[u8]> = raw.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+            args.join(&b' ') == cmdline.as_bytes()
+        })
+        .count()
 }
 
 #[test]
@@ -325,6 +360,10 @@ fn agents_lists_revisor_and_says_it_starts() {
     let revisor = rows.iter().find(|r| r["name"] == "revisor").unwrap();
     assert_eq!(revisor["starts"], true, "{revisor}");
     assert_eq!(revisor["default"], true);
+    // Landlock is on in Legate's test kernels; LEGATE_NO_LANDLOCK=1 where it is not.
+    if std::env::var_os("LEGATE_NO_LANDLOCK").is_none() {
+        assert_eq!(revisor["confinement"], "full", "{revisor}");
+    }
     for preset in ["claude", "codex", "gemini"] {
         assert!(rows.iter().any(|r| r["name"] == preset));
     }
@@ -342,4 +381,28 @@ fn invalid_configuration_names_the_key() {
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn required_confinement_is_reported_per_agent_and_the_first_event_says_how_it_is_confined() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.path().join("home")).unwrap();
+    std::fs::write(
+        home.path().join("home/legate.toml"),
+        "confinement = \"required\"\n",
+    )
+    .unwrap();
+    let out = home.run(&["agents", "--no-probe"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let listing = text(&out);
+    assert!(listing.contains("confinement "), "{listing}");
+    let out = home.run(&["run", "write a.txt: hello"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id_from(&out);
+    let events = home.events(&id);
+    let first = events
+        .iter()
+        .find(|e| e["type"] == "workspace")
+        .expect("a workspace event");
+    assert!(first.to_string().contains("\"confinement\""), "{first}");
 }

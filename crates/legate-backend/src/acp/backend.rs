@@ -1,20 +1,29 @@
 //! [`AcpBackend`]: spawns an ACP agent and performs the handshake.
 //!
-//! `initialize` (advertising `fs` read and write, `terminal` only when the spec asks), then
+//! Before spawning: the preset's launch (environment, private `TMPDIR`, state directory) and
+//! the Landlock ruleset that lets the agent write only there and in its root, reported as a
+//! `Workspace` event (`{confinement, writable, tmpDir}`); with `Requirement::Required` an agent
+//! the kernel cannot confine is not started (`CONFINEMENT_UNAVAILABLE`).
+//!
+//! `initialize` (advertising `fs` read and write, except to Gemini, and `terminal` only when
+//! the spec asks), then
 //! `session/load` when there is a session to continue and the agent can load one (else
 //! `session/new` in the root with no MCP servers), then `session/set_mode` when the preset
 //! names a supervised mode the session is not in. Each step has a timeout; an agent that
 //! exits during the handshake is reported with its exit status and last stderr line.
 
+use super::launch;
 use super::process::{self, ProcessGroup};
 use super::session::{AcpSession, Connection, exited, request_error};
 use super::state::Shared;
 use super::stderr;
+use super::sys;
 use crate::{AgentInfo, AgentSession, Backend, EventSink, SessionRequest};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode, EventKind, Result};
+use legate_sandbox::{Confinement, Requirement};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,12 +37,15 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct AcpBackend {
     /// How long each handshake step (`initialize`, `session/new`, …) may take.
     pub handshake_timeout: Duration,
+    /// Whether an agent the kernel cannot confine may start (best effort) or not (required).
+    pub confinement: Requirement,
 }
 
 impl Default for AcpBackend {
     fn default() -> Self {
         Self {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            confinement: Requirement::BestEffort,
         }
     }
 }
@@ -47,6 +59,12 @@ impl AcpBackend {
     /// The same backend with another handshake timeout.
     pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.handshake_timeout = timeout;
+        self
+    }
+
+    /// The same backend with another confinement requirement.
+    pub fn with_confinement(mut self, requirement: Requirement) -> Self {
+        self.confinement = requirement;
         self
     }
 }
@@ -65,6 +83,8 @@ struct Handshake<'a> {
     connection: &'a Connection,
     shared: &'a Shared,
     sink: &'a EventSink,
+    /// Whether to advertise the `fs` client capability (not to Gemini: see `launch`).
+    advertise_fs: bool,
 }
 
 impl Handshake<'_> {
@@ -115,8 +135,8 @@ impl Handshake<'_> {
             .client_capabilities(
                 acp::ClientCapabilities::new()
                     .fs(acp::FileSystemCapabilities::new()
-                        .read_text_file(true)
-                        .write_text_file(true))
+                        .read_text_file(self.advertise_fs)
+                        .write_text_file(self.advertise_fs))
                     .terminal(spec.terminal),
             )
             .client_info(acp::Implementation::new(
@@ -134,6 +154,7 @@ impl Handshake<'_> {
             name: init.agent_info.as_ref().map(|i| i.name.clone()),
             version: init.agent_info.as_ref().map(|i| i.version.clone()),
             load_session: init.agent_capabilities.load_session,
+            capabilities: Vec::new(),
         };
         info!(agent = %spec.name, name = ?info.name, version = ?info.version, load_session = info.load_session, "agent initialized");
 
@@ -277,14 +298,54 @@ impl AcpBackend {
                 format!("the workspace root {} is not a directory", root.display()),
             ));
         }
-        let mut child = process::spawn(&request.agent, &root, request.state_dir.as_deref())?;
+        let preset = request.supervision.preset.name.as_str();
+        let launch = launch::launch(
+            preset,
+            &root,
+            request.state_dir.as_deref(),
+            sys::running_as_root(),
+        )?;
+        let confinement = launch
+            .writable
+            .iter()
+            .fold(Confinement::new(), |c, dir| c.allow_write(dir))
+            .prepare(self.confinement)?;
+        let enforcement = confinement.enforcement();
+        sink.send(EventKind::Workspace {
+            message: format!(
+                "agent process confinement: {enforcement}; writable: {}",
+                launch
+                    .writable
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .chain(
+                        legate_sandbox::WRITABLE_DEVICES
+                            .iter()
+                            .map(|d| d.to_string())
+                    )
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            detail: serde_json::json!({
+                "confinement": enforcement.as_str(),
+                "writable": launch.writable,
+                "tmpDir": launch.tmp_dir,
+            }),
+        });
+        let mut child = process::spawn(
+            &request.agent,
+            &root,
+            request.state_dir.as_deref(),
+            &launch,
+            confinement,
+        )?;
         let (Some(stdin), Some(stdout), Some(stderr_pipe)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(Error::internal("the agent's pipes were not set up"));
         };
         let process = ProcessGroup::watch(child);
-        info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), "agent started");
+        info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
         let shared = Arc::new(Shared::new(
             request.supervisor.clone(),
             request.supervision.clone(),
@@ -306,6 +367,7 @@ impl AcpBackend {
             connection: &connection,
             shared: &shared,
             sink: &sink,
+            advertise_fs: launch.advertise_fs,
         };
         let result = handshake.run(&request).await;
         match result {
@@ -339,6 +401,10 @@ impl AcpBackend {
 
 #[async_trait]
 impl Backend for AcpBackend {
+    fn confinement(&self) -> legate_sandbox::Enforcement {
+        Confinement::probe()
+    }
+
     async fn open(
         &self,
         request: SessionRequest,

@@ -4,7 +4,9 @@
 //! everything it started: `SIGTERM` to the group, then `SIGKILL` after a grace period. A
 //! reaper task owns the [`Child`] and publishes its exit status.
 
-use super::{env, sys};
+use super::launch::Launch;
+use super::sys;
+use crate::env;
 use legate_core::{AgentSpec, Error, ErrorCode, Result};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -18,9 +20,18 @@ use tracing::{debug, info, warn};
 /// How long the group has between `SIGTERM` and `SIGKILL`.
 pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
 
-/// Starts `spec`'s program in `root` with the filtered environment.
-pub(crate) fn spawn(spec: &AgentSpec, root: &Path, state_dir: Option<&Path>) -> Result<Child> {
-    let env = env::agent_env(std::env::vars_os(), spec, state_dir)?;
+/// Starts `spec`'s program in `root` with the filtered environment plus its preset's
+/// [`Launch`], confined by `confinement` (applied between `fork` and `exec`).
+pub(crate) fn spawn(
+    spec: &AgentSpec,
+    root: &Path,
+    state_dir: Option<&Path>,
+    launch: &Launch,
+    confinement: legate_sandbox::Prepared,
+) -> Result<Child> {
+    let parent: Vec<_> = std::env::vars_os().collect();
+    let mut env = env::agent_env(parent.iter().cloned(), spec, state_dir, env::Allowlist::Acp)?;
+    launch.apply(&mut env, &parent, &spec.env);
     let mut cmd = Command::new(&spec.command);
     cmd.args(&spec.args)
         .current_dir(root)
@@ -32,6 +43,7 @@ pub(crate) fn spawn(spec: &AgentSpec, root: &Path, state_dir: Option<&Path>) -> 
         .process_group(0)
         .kill_on_drop(true);
     sys::die_with_parent(&mut cmd);
+    sys::confine(&mut cmd, confinement);
     cmd.spawn().map_err(|e| {
         Error::new(
             ErrorCode::AgentStartFailed,

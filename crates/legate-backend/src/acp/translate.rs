@@ -94,6 +94,7 @@ pub(crate) fn prompt_usage(usage: &acp::Usage) -> Usage {
         total_tokens: Some(usage.total_tokens),
         context_used: None,
         context_size: None,
+        model: None,
     }
 }
 

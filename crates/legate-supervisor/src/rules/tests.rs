@@ -60,6 +60,24 @@ fn claude_elevating_plan_opts() -> Vec<PermissionOption> {
         ("plan", RejectOnce),
     ])
 }
+/// claude-agent-acp 0.23.1's ExitPlanMode, as root with `IS_SANDBOX` (bypass offered first).
+fn claude_real_plan_opts() -> Vec<PermissionOption> {
+    opts(&[
+        ("bypassPermissions", AllowAlways),
+        ("acceptEdits", AllowAlways),
+        ("default", AllowOnce),
+        ("plan", RejectOnce),
+    ])
+}
+/// @agentclientprotocol/claude-agent-acp 0.49's ExitPlanMode, without `default` (filtered by
+/// the session's available modes).
+fn claude_real_elevating_plan_opts() -> Vec<PermissionOption> {
+    opts(&[
+        ("auto", AllowAlways),
+        ("acceptEdits", AllowAlways),
+        ("plan", RejectOnce),
+    ])
+}
 fn codex_plan_opts() -> Vec<PermissionOption> {
     opts(&[("implement_plan", AllowOnce), ("abort", RejectOnce)])
 }
@@ -402,6 +420,18 @@ fn table() -> Vec<Case> {
                 None,
                 "every way out of planning offered would leave the supervised mode (exit-plan-auto) or lead somewhere the claude preset does not know (yes)",
             ),
+        case("claude-agent-acp plan exit: the real ids", Owned, SwitchMode, claude_real_plan_opts())
+            .raw(json!({"plan": "1. write the code"}))
+            .allows(
+                "default",
+                "default leaves planning for a mode in which the agent still asks before acting",
+            ),
+        case("claude-agent-acp plan exit: only elevating real ids", Shared, SwitchMode, claude_real_elevating_plan_opts())
+            .raw(json!({"plan": "1. write the code"}))
+            .denies(
+                Some("plan"),
+                "every way out of planning offered (auto, acceptEdits) would leave the supervised mode",
+            ),
         case("codex plan review", Owned, SwitchMode, codex_plan_opts())
             .preset(Preset::codex())
             .raw(json!({"plan": "..."}))
@@ -504,6 +534,11 @@ fn any_id() -> impl Strategy<Value = String> {
             "exit-plan-bypass",
             "exit-plan-clear-default",
             "implement_plan",
+            "default",
+            "acceptEdits",
+            "auto",
+            "bypassPermissions",
+            "plan",
             "plan",
         ])
         .prop_map(String::from),

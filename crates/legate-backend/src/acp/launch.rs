@@ -1,0 +1,273 @@
+//! What each preset needs when its agent is launched, and what it must not get.
+//!
+//! For every preset this module owns: the variables set for the agent (unless its spec sets
+//! the same name), the variables of Legate's environment passed to it when set (its
+//! credentials and endpoints, never another vendor's), the variables kept from it even when
+//! a spec opts them in, its private temp directory, the directories it may write besides its
+//! workspace (its state directory), and whether the `fs` client capability is advertised.
+//! These facts come from `/work/shared/ACP-ADAPTERS.md`.
+//!
+//! It never spawns and never decides permissions; it only creates the private directories
+//! the launch needs (mode 0700).
+
+use legate_core::{Error, ErrorCode, Result};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// The directory, inside the workspace root, that is Codex's private `TMPDIR`.
+pub const CODEX_TMP: &str = ".legate-tmp";
+
+/// Variables set for Claude Code: no telemetry, no update checks, no nonessential traffic.
+const CLAUDE_SET: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("DISABLE_ERROR_REPORTING", "1"),
+];
+/// Claude's credentials and endpoint, passed from Legate's environment when set.
+const CLAUDE_PASS: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
+/// Kept from Claude: the markers of a surrounding Claude Code session, which make it refuse
+/// to start or attach to the wrong IDE.
+const CLAUDE_KEEP_OUT: &[&str] = &[
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SSE_PORT",
+];
+
+/// Codex's credentials and endpoint.
+const CODEX_PASS: &[&str] = &["OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY"];
+/// Kept from Codex: the markers a surrounding Codex sets for its own sandboxed children.
+const CODEX_KEEP_OUT: &[&str] = &[
+    "CODEX_SANDBOX",
+    "CODEX_SANDBOX_NETWORK_DISABLED",
+    "CODEX_HOME",
+];
+
+/// Set for Gemini: no self-relaunch (it would re-exec node with flags of its own).
+const GEMINI_SET: &[(&str, &str)] = &[("GEMINI_CLI_NO_RELAUNCH", "true")];
+/// Gemini's credentials and endpoint.
+const GEMINI_PASS: &[&str] = &[
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+];
+/// Kept from Gemini: IDE-integration markers that make it try to reach an editor.
+const GEMINI_KEEP_OUT: &[&str] = &[
+    "GEMINI_CLI_IDE_SERVER_PORT",
+    "GEMINI_CLI_IDE_WORKSPACE_PATH",
+    "TERM_PROGRAM",
+];
+
+/// One agent's launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Launch {
+    /// Set unless the spec sets the same name.
+    pub(crate) set: Vec<(String, OsString)>,
+    /// Passed from Legate's environment when set there and not set by the spec.
+    pub(crate) pass: &'static [&'static str],
+    /// Removed from the environment unless the spec sets them itself.
+    pub(crate) keep_out: &'static [&'static str],
+    /// The agent's private temp directory (`TMPDIR`), created.
+    pub(crate) tmp_dir: Option<PathBuf>,
+    /// Where the agent may write besides `/dev/null`: the root, its state and temp dirs.
+    pub(crate) writable: Vec<PathBuf>,
+    /// Whether the `fs` client capability is advertised.
+    pub(crate) advertise_fs: bool,
+}
+
+fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::AgentStartFailed,
+                format!(
+                    "could not create the agent's directory {}: {e}",
+                    dir.display()
+                ),
+            )
+        })
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, OsString)> {
+    list.iter()
+        .map(|(k, v)| (k.to_string(), OsString::from(v)))
+        .collect()
+}
+
+/// The launch of an agent following `preset` (`claude`, `codex`, `gemini`, or anything
+/// else) in `root` (resolved), with its state in `state_dir`. Creates the state and temp
+/// directories.
+///
+/// Every agent gets a private `TMPDIR`: Codex's is [`CODEX_TMP`] inside its root (Codex keeps
+/// `$TMPDIR` writable without asking, so it must be a place the boundary already covers);
+/// the others' is `tmp/` in their state directory.
+pub(crate) fn launch(
+    preset: &str,
+    root: &Path,
+    state_dir: Option<&Path>,
+    running_as_root: bool,
+) -> Result<Launch> {
+    let mut set = Vec::new();
+    let (pass, keep_out): (&'static [&'static str], &'static [&'static str]) = match preset {
+        "claude" => {
+            set = pairs(CLAUDE_SET);
+            if running_as_root {
+                // Claude Code refuses to run as root unless told it is in a sandbox.
+                set.push(("IS_SANDBOX".into(), OsString::from("1")));
+            }
+            (CLAUDE_PASS, CLAUDE_KEEP_OUT)
+        }
+        "codex" => (CODEX_PASS, CODEX_KEEP_OUT),
+        "gemini" => {
+            set = pairs(GEMINI_SET);
+            (GEMINI_PASS, GEMINI_KEEP_OUT)
+        }
+        _ => (&[], &[]),
+    };
+    let mut writable = vec![root.to_path_buf()];
+    if let Some(dir) = state_dir {
+        private_dir(dir)?;
+        writable.push(dir.to_path_buf());
+    }
+    let tmp_dir = match (preset, state_dir) {
+        ("codex", _) => Some(root.join(CODEX_TMP)),
+        (_, Some(dir)) => Some(dir.join("tmp")),
+        (_, None) => None,
+    };
+    if let Some(tmp) = &tmp_dir {
+        private_dir(tmp)?;
+        set.push(("TMPDIR".into(), tmp.as_os_str().to_owned()));
+        if preset == "claude" {
+            // Claude Code ignores TMPDIR for its shell's working files (`/tmp/claude-<uid>`).
+            set.push(("CLAUDE_CODE_TMPDIR".into(), tmp.as_os_str().to_owned()));
+        }
+        if !writable.iter().any(|w| tmp.starts_with(w)) {
+            writable.push(tmp.clone());
+        }
+    }
+    Ok(Launch {
+        set,
+        pass,
+        keep_out,
+        tmp_dir,
+        writable,
+        // Gemini fails to write a new file through `fs/write_text_file` (it reads first,
+        // and takes the missing-file error for a failure); without `fs` it uses its own.
+        advertise_fs: preset != "gemini",
+    })
+}
+
+impl Launch {
+    /// Applies the launch to `env` (built by [`crate::env::agent_env`]), taking the parent
+    /// environment's values for [`Launch::pass`]. The spec's own `env` always wins.
+    pub(crate) fn apply(
+        &self,
+        env: &mut Vec<(OsString, OsString)>,
+        parent: &[(OsString, OsString)],
+        spec_env: &std::collections::BTreeMap<String, String>,
+    ) {
+        let mut put = |k: &str, v: OsString| {
+            if spec_env.contains_key(k) {
+                return;
+            }
+            env.retain(|(name, _)| name != k);
+            env.push((OsString::from(k), v));
+        };
+        for (k, v) in &self.set {
+            put(k, v.clone());
+        }
+        for name in self.pass {
+            if let Some((_, v)) = parent.iter().find(|(k, _)| k == name) {
+                put(name, v.clone());
+            }
+        }
+        env.retain(|(k, _)| {
+            let k = k.to_string_lossy();
+            !self.keep_out.contains(&k.as_ref()) || spec_env.contains_key(k.as_ref())
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn os(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    fn get<'a>(env: &'a [(OsString, OsString)], k: &str) -> Option<&'a str> {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.to_str())
+    }
+
+    #[test]
+    fn codex_gets_a_private_tmpdir_inside_its_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let state = dir.path().join("state");
+        std::fs::create_dir(&root).unwrap();
+        let l = launch("codex", &root, Some(&state), false).unwrap();
+        assert_eq!(l.tmp_dir, Some(root.join(CODEX_TMP)));
+        assert!(root.join(CODEX_TMP).is_dir());
+        assert_eq!(l.writable, [root.clone(), state.clone()]);
+        let l = launch("claude", &root, Some(&state), false).unwrap();
+        assert_eq!(l.tmp_dir, Some(state.join("tmp")));
+        assert!(state.join("tmp").is_dir());
+        let tmp = state.join("tmp").into_os_string();
+        assert!(
+            l.set
+                .contains(&("CLAUDE_CODE_TMPDIR".to_string(), tmp.clone()))
+        );
+        assert!(l.set.contains(&("TMPDIR".to_string(), tmp)));
+        assert!(l.advertise_fs);
+        assert!(!launch("gemini", &root, None, false).unwrap().advertise_fs);
+    }
+
+    #[test]
+    fn presets_pass_their_own_credentials_only_and_the_spec_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let parent = os(&[
+            ("ANTHROPIC_API_KEY", "a"),
+            ("OPENAI_API_KEY", "o"),
+            ("GEMINI_API_KEY", "g"),
+        ]);
+        let mut env = os(&[("PATH", "/bin"), ("CLAUDECODE", "1")]);
+        let spec_env = BTreeMap::from([("DISABLE_TELEMETRY".to_string(), "0".to_string())]);
+        let l = launch("claude", dir.path(), None, true).unwrap();
+        l.apply(&mut env, &parent, &spec_env);
+        assert_eq!(get(&env, "ANTHROPIC_API_KEY"), Some("a"));
+        assert_eq!(get(&env, "OPENAI_API_KEY"), None);
+        assert_eq!(get(&env, "IS_SANDBOX"), Some("1"));
+        assert_eq!(get(&env, "DISABLE_TELEMETRY"), None, "the spec sets it");
+        assert_eq!(get(&env, "CLAUDECODE"), None);
+        assert_eq!(get(&env, "PATH"), Some("/bin"));
+
+        let mut env = Vec::new();
+        launch("gemini", dir.path(), None, false).unwrap().apply(
+            &mut env,
+            &parent,
+            &BTreeMap::new(),
+        );
+        assert_eq!(get(&env, "GEMINI_API_KEY"), Some("g"));
+        assert_eq!(get(&env, "GEMINI_CLI_NO_RELAUNCH"), Some("true"));
+        assert_eq!(get(&env, "ANTHROPIC_API_KEY"), None);
+    }
+}

@@ -1,0 +1,172 @@
+//! The argument vector of one `agy` run, in the order the interface documents.
+//!
+//! 1. `--sandbox --input-format stream-json --output-format stream-json --print-timeout <N>s`;
+//! 2. `--add-dir <root>` when offered; 3. `--new-project` when offered and not resuming;
+//! 4. `--mode plan` for read-only (required), or `--mode accept-edits` when offered;
+//! 5. `--model <id>`; 6. `--conversation <id>` to resume.
+//!
+//! Never `--dangerously-skip-permissions`, never the prompt, never a secret. `--effort` and
+//! `--json-schema` are detected but not used: no Legate task asks for them yet.
+
+use super::discovery::Capabilities;
+use legate_core::{Error, ErrorCode, Result};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// What one run needs beyond the capabilities.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// `--print-timeout`, in whole seconds (at least 1).
+    pub print_timeout_secs: u64,
+    /// Read-only: `--mode plan`.
+    pub read_only: bool,
+    /// `--add-dir` (the workspace root).
+    pub add_dir: Option<PathBuf>,
+    /// `--model`; `None` lets the CLI choose.
+    pub model: Option<String>,
+    /// `--conversation` to resume; `None` starts a new conversation.
+    pub conversation: Option<String>,
+}
+
+/// Whether `id` may be passed to `--conversation`: `^[a-zA-Z0-9-]{1,128}$`.
+pub fn valid_conversation_id(id: &str) -> bool {
+    (1..=128).contains(&id.len()) && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// The arguments, or `AGY_INCOMPATIBLE` when the run needs something the CLI lacks.
+pub fn build(caps: &Capabilities, o: &RunOptions) -> Result<Vec<OsString>> {
+    let mut a: Vec<OsString> = [
+        "--sandbox",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--print-timeout",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    a.push(format!("{}s", o.print_timeout_secs.max(1)).into());
+    if let (true, Some(dir)) = (caps.add_dir, &o.add_dir) {
+        a.push("--add-dir".into());
+        a.push(dir.into());
+    }
+    if caps.new_project && o.conversation.is_none() {
+        a.push("--new-project".into());
+    }
+    if o.read_only {
+        if !caps.plan_mode {
+            return Err(Error::new(
+                ErrorCode::AgyIncompatible,
+                "this agy does not offer `--mode plan`, so it cannot run a read-only task",
+            ));
+        }
+        a.push("--mode".into());
+        a.push("plan".into());
+    } else if caps.accept_edits {
+        a.push("--mode".into());
+        a.push("accept-edits".into());
+    }
+    if let Some(model) = &o.model {
+        if !caps.model_flag {
+            return Err(Error::new(
+                ErrorCode::ModelNotAvailable,
+                format!("this agy has no `--model`, so model {model} cannot be selected"),
+            ));
+        }
+        a.push("--model".into());
+        a.push(model.into());
+    }
+    if let Some(id) = &o.conversation {
+        if !caps.conversation || !valid_conversation_id(id) {
+            return Err(Error::internal(
+                "a conversation was resumed that the CLI cannot resume",
+            ));
+        }
+        a.push("--conversation".into());
+        a.push(id.into());
+    }
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn all() -> Capabilities {
+        Capabilities::from_help(
+            "--sandbox --output-format stream-json --mode plan accept-edits models --model --conversation --add-dir --new-project --json-schema --effort",
+        )
+    }
+
+    fn strs(v: &[OsString]) -> Vec<&str> {
+        v.iter().map(|s| s.to_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_new_write_run_in_order() {
+        let a = build(
+            &all(),
+            &RunOptions {
+                print_timeout_secs: 90,
+                add_dir: Some("/w".into()),
+                model: Some("mock-pro".into()),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            strs(&a),
+            [
+                "--sandbox",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--print-timeout",
+                "90s",
+                "--add-dir",
+                "/w",
+                "--new-project",
+                "--mode",
+                "accept-edits",
+                "--model",
+                "mock-pro"
+            ]
+        );
+        assert!(!strs(&a).contains(&"--dangerously-skip-permissions"));
+    }
+
+    #[test]
+    fn a_read_only_resume() {
+        let a = build(
+            &all(),
+            &RunOptions {
+                print_timeout_secs: 5,
+                read_only: true,
+                conversation: Some("conv-1".into()),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            strs(&a)[6..],
+            ["5s", "--mode", "plan", "--conversation", "conv-1"]
+        );
+        let minimal = Capabilities::from_help("--sandbox --output-format stream-json");
+        let e = build(
+            &minimal,
+            &RunOptions {
+                read_only: true,
+                ..RunOptions::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::AgyIncompatible);
+        assert!(valid_conversation_id("abc-DEF-123"));
+        assert!(!valid_conversation_id("a b"));
+        assert!(!valid_conversation_id(""));
+        assert!(!valid_conversation_id(&"a".repeat(129)));
+    }
+}

@@ -1,0 +1,490 @@
+//! [`AgyBackend`] and [`AgySession`]: discovery at open, one `agy` process per turn.
+//!
+//! `open` checks the workspace (and that no unverified cleanup blocks it), builds the
+//! environment, finds the executable and probes it. The session then holds the conversation
+//! id (from the first run's `init`, or the context's stored one to resume) and the
+//! conversation's last cumulative usage. Each `prompt` chooses the model, builds the
+//! arguments, runs one process, turns its cumulative usage into the turn's, and classifies
+//! how it ended.
+
+use super::args::{self, RunOptions};
+use super::cleanup;
+use super::discovery::{Discovery, discover, resolve_executable};
+use super::models;
+use super::run::{self, RunEnd, RunSpec};
+use super::selection::{self, Choice};
+use super::usage::{self, Counters};
+use crate::env::{self, Allowlist};
+use crate::{
+    AgentInfo, AgentSession, Backend, Canceller, EventSink, SessionRequest, Turn, TurnOutcome,
+};
+use async_trait::async_trait;
+use legate_core::{AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, TaskMode};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// The default timeout of `--version`, `--help` and `models`.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default time between `SIGINT` and `SIGKILL`.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// The agy backend.
+#[derive(Debug, Clone)]
+pub struct AgyBackend {
+    /// How long `--version`, `--help` and `models` may take.
+    pub probe_timeout: Duration,
+    /// Time between `SIGINT` and `SIGKILL` when a run is stopped.
+    pub kill_grace: Duration,
+}
+
+impl Default for AgyBackend {
+    fn default() -> Self {
+        Self {
+            probe_timeout: DEFAULT_PROBE_TIMEOUT,
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+/// A conversation with `agy`: no process lives between turns.
+#[derive(Debug)]
+pub struct AgySession {
+    spec: AgentSpec,
+    boundary: Boundary,
+    root: PathBuf,
+    state_dir: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+    discovery: Discovery,
+    info: AgentInfo,
+    probe_timeout: Duration,
+    kill_grace: Duration,
+    resumed: bool,
+    first_id: OnceLock<String>,
+    conversation: Mutex<Option<String>>,
+    total: Mutex<Option<Counters>>,
+    stop: watch::Sender<bool>,
+    closed: AtomicBool,
+    blocked: AtomicBool,
+    turn: tokio::sync::Mutex<()>,
+}
+
+/// Stops the running turn of an [`AgySession`].
+#[derive(Debug)]
+pub struct AgyCanceller {
+    stop: watch::Sender<bool>,
+}
+
+impl Canceller for AgyCanceller {
+    fn cancel(&self) {
+        self.stop.send_replace(true);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl AgyBackend {
+    /// [`Backend::open`], returning the concrete session.
+    pub async fn open_session(
+        &self,
+        request: SessionRequest,
+        sink: EventSink,
+    ) -> Result<AgySession> {
+        let spec = request.agent.clone();
+        let root = std::fs::canonicalize(&request.boundary.root)
+            .ok()
+            .filter(|r| r.is_dir())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::InvalidWorkspace,
+                    format!(
+                        "the workspace root {} is not a usable directory",
+                        request.boundary.root.display()
+                    ),
+                )
+            })?;
+        if let Some(dir) = &request.state_dir {
+            cleanup::check(dir, &root)?;
+        }
+        let env = env::agent_env(std::env::vars_os(), &spec, None, Allowlist::Agy)?;
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str());
+        let exe = resolve_executable(&spec.command, path)?;
+        let discovery = discover(&exe, &env, &root, self.probe_timeout).await?;
+        info!(agent = %spec.name, version = %discovery.version, capabilities = ?discovery.capabilities.names(), "agy discovered");
+
+        let mut resume = None;
+        if let Some(old) = request
+            .resume_session_id
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
+            let why_not = if !args::valid_conversation_id(old) {
+                Some("its id is not a valid agy conversation id")
+            } else if !discovery.capabilities.conversation {
+                Some("this agy has no `--conversation`")
+            } else {
+                None
+            };
+            match why_not {
+                None => resume = Some(old.to_string()),
+                Some(why) => {
+                    warn!(agent = %spec.name, session_id = %old, reason = why, "earlier conversation not continued");
+                    sink.send(EventKind::Workspace {
+                        message: format!("the earlier conversation {old} could not be continued: {why}; a new one is started"),
+                        detail: serde_json::json!({ "sessionId": old }),
+                    });
+                }
+            }
+        }
+        let total = match (&resume, &request.state_dir) {
+            (Some(id), Some(dir)) => usage::load_total(dir, id),
+            (Some(_), None) => None,
+            (None, _) => Some(Counters::default()),
+        };
+        let first_id = OnceLock::new();
+        if let Some(id) = &resume {
+            let _ = first_id.set(id.clone());
+            sink.send(EventKind::Session {
+                session_id: id.clone(),
+                resumed: true,
+            });
+        }
+        let info = AgentInfo {
+            name: Some("agy".into()),
+            version: Some(discovery.version.clone()),
+            load_session: discovery.capabilities.conversation,
+            capabilities: discovery.capabilities.names(),
+        };
+        let (stop, _) = watch::channel(false);
+        Ok(AgySession {
+            spec,
+            boundary: request.boundary,
+            root,
+            state_dir: request.state_dir,
+            env,
+            discovery,
+            info,
+            probe_timeout: self.probe_timeout,
+            kill_grace: self.kill_grace,
+            resumed: resume.is_some(),
+            first_id,
+            conversation: Mutex::new(resume),
+            total: Mutex::new(total),
+            stop,
+            closed: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
+            turn: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The models `spec`'s `agy` offers (`agy models`), run in `cwd`.
+    pub async fn models(&self, spec: &AgentSpec, cwd: &Path) -> Result<Vec<models::Model>> {
+        let env = env::agent_env(std::env::vars_os(), spec, None, Allowlist::Agy)?;
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str());
+        let exe = resolve_executable(&spec.command, path)?;
+        models::list_models(&exe, &env, cwd, self.probe_timeout).await
+    }
+}
+
+#[async_trait]
+impl Backend for AgyBackend {
+    async fn open(
+        &self,
+        request: SessionRequest,
+        sink: EventSink,
+    ) -> Result<Arc<dyn AgentSession>> {
+        Ok(Arc::new(self.open_session(request, sink).await?))
+    }
+}
+
+impl AgySession {
+    /// What discovery found (version, capabilities).
+    pub fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
+    /// Refuses what this protocol cannot supervise: a write task in a directory Legate does
+    /// not own (agy edits without asking, and its sandbox is the only limit).
+    fn check_supervision(&self, mode: TaskMode) -> Result<()> {
+        if mode == TaskMode::Write && !self.boundary.owned && !self.boundary.allow_execute {
+            return Err(Error::new(
+                ErrorCode::AgentUnsupervised,
+                format!(
+                    "agy acts without asking, so agent `{}` may write only in a sandbox Legate owns; run it read-only in {}, or set allow_execute for it",
+                    self.spec.name,
+                    self.root.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The model for this turn, checked against `agy models`.
+    async fn model_for(&self, turn: &Turn) -> Result<Choice> {
+        let saved = match &self.state_dir {
+            Some(dir) => selection::load_preference(dir)?,
+            None => None,
+        };
+        let choice = selection::choose(turn.model.as_deref(), saved, self.spec.model.as_deref());
+        let Choice::Model(id) = &choice else {
+            return Ok(choice);
+        };
+        let caps = &self.discovery.capabilities;
+        if !caps.model_flag || !caps.models {
+            return Err(Error::new(
+                ErrorCode::ModelNotAvailable,
+                format!("this agy cannot select models, so model {id} is not available; use auto"),
+            ));
+        }
+        let offered = models::list_models(
+            &self.discovery.executable,
+            &self.env,
+            &self.root,
+            self.probe_timeout,
+        )
+        .await?;
+        if !offered.iter().any(|m| m.id == *id) {
+            let ids: Vec<&str> = offered.iter().map(|m| m.id.as_str()).collect();
+            return Err(Error::new(
+                ErrorCode::ModelNotAvailable,
+                format!(
+                    "agy does not offer model {id}; it offers: {}",
+                    ids.join(", ")
+                ),
+            ));
+        }
+        Ok(choice)
+    }
+
+    /// Turns the run's cumulative usage into the turn's, saving the new total.
+    fn account(&self, end: &RunEnd, model: Option<String>, sink: &EventSink) {
+        let tr = &end.translator;
+        let raw = tr
+            .result
+            .as_ref()
+            .and_then(|r| r.usage.clone())
+            .or_else(|| tr.step_usage.clone());
+        let warn_event = |why: String| {
+            warn!(agent = %self.spec.name, reason = %why, "agy usage not available for this turn");
+            sink.send(EventKind::Workspace {
+                message: format!("usage not available for this turn: {why}"),
+                detail: serde_json::json!({ "warning": "usage", "reason": why }),
+            });
+        };
+        let Some(raw) = raw else {
+            if tr.result.is_some() {
+                warn_event("agy reported no usage".into());
+            }
+            return;
+        };
+        let now = match Counters::parse(&raw) {
+            Ok(c) => c,
+            Err(why) => return warn_event(why),
+        };
+        let before = *lock(&self.total);
+        *lock(&self.total) = Some(now);
+        if let (Some(dir), Some(id)) = (&self.state_dir, tr.conversation_id.as_deref())
+            && args::valid_conversation_id(id)
+            && let Err(e) = usage::save_total(dir, id, &now)
+        {
+            warn!(error = %e, "could not save the conversation's usage total");
+        }
+        match usage::turn_usage(before.as_ref(), &now) {
+            Ok(mut u) => {
+                u.model = model;
+                sink.send(EventKind::Usage { usage: u });
+            }
+            Err(why) => warn_event(why),
+        }
+    }
+
+    fn failure(&self, end: &RunEnd) -> Option<Error> {
+        let tr = &end.translator;
+        let success = tr.result.as_ref().is_some_and(|r| r.status == "SUCCESS");
+        let exit_ok = end.status.is_some_and(|s| s.success());
+        if success && exit_ok {
+            return None;
+        }
+        let exit = match end.status {
+            Some(s) => match s.code() {
+                Some(c) => format!("exited with code {c}"),
+                None => "was killed by a signal".to_string(),
+            },
+            None => "ended with an unknown status".to_string(),
+        };
+        let result_error = tr.result.as_ref().and_then(|r| r.error.clone());
+        let mut message = match (&result_error, &tr.result) {
+            (Some(e), _) => format!("agy failed: {}", super::translate::truncate(e, 500)),
+            (None, Some(r)) if r.status != "SUCCESS" => {
+                format!("agy ended its turn with status {:?} and {exit}", r.status)
+            }
+            (None, Some(_)) => format!("agy {exit}"),
+            (None, None) => format!("agy {exit} without a result"),
+        };
+        if let Some(last) = end.stderr_tail.last() {
+            message.push_str(&format!(
+                "; its last stderr line: {}",
+                super::translate::truncate(last, 300)
+            ));
+        }
+        if let Some(e) = &end.input_error {
+            message.push_str(&format!("; writing the prompt failed: {e}"));
+        }
+        let login =
+            end.login_required || result_error.as_deref().is_some_and(models::is_login_phrase);
+        let code = if login {
+            ErrorCode::AgyAuthRequired
+        } else if tr.result.is_none() && tr.parse_errors > 0 {
+            message.push_str(&format!(
+                "; {} line(s) of its output could not be parsed",
+                tr.parse_errors
+            ));
+            ErrorCode::StreamParseError
+        } else {
+            ErrorCode::AgyProcessFailed
+        };
+        Some(Error::new(code, message))
+    }
+}
+
+#[async_trait]
+impl AgentSession for AgySession {
+    fn session_id(&self) -> &str {
+        self.first_id.get().map_or("", String::as_str)
+    }
+
+    fn agent_info(&self) -> &AgentInfo {
+        &self.info
+    }
+
+    fn resumed(&self) -> bool {
+        self.resumed
+    }
+
+    async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
+        let _one_at_a_time = self.turn.lock().await;
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::new(
+                ErrorCode::AgentExited,
+                "the agy session was shut down",
+            ));
+        }
+        if let Some(dir) = &self.state_dir {
+            cleanup::check(dir, &self.root)?;
+        }
+        self.check_supervision(turn.mode)?;
+        let choice = self.model_for(&turn).await?;
+        let conversation = lock(&self.conversation).clone();
+        let options = RunOptions {
+            print_timeout_secs: turn.timeout.map_or(1800, |t| t.as_secs().max(1)),
+            read_only: turn.mode == TaskMode::ReadOnly,
+            add_dir: Some(self.root.clone()),
+            model: choice.id().map(str::to_owned),
+            conversation: conversation.clone(),
+        };
+        let argv = args::build(&self.discovery.capabilities, &options)?;
+        sink.send(EventKind::Workspace {
+            message: format!(
+                "agy {}: {} conversation, model {}",
+                self.discovery.version,
+                if conversation.is_some() {
+                    "resumed"
+                } else {
+                    "new"
+                },
+                choice.id().unwrap_or("auto")
+            ),
+            detail: serde_json::json!({
+                "conversationId": conversation,
+                "model": choice.id(),
+                "args": argv.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
+            }),
+        });
+        info!(task_id = %turn.task_id, conversation = ?conversation, model = ?choice.id(), prompt_bytes = turn.prompt.len(), mode = turn.mode.as_str(), "agy turn started");
+        self.stop.send_replace(false);
+        let spec = RunSpec {
+            exe: self.discovery.executable.clone(),
+            args: argv,
+            env: self.env.clone(),
+            cwd: self.root.clone(),
+            prompt: turn.prompt,
+            resumed: conversation.is_some(),
+            kill_grace: self.kill_grace,
+        };
+        let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
+        let end = handle
+            .await
+            .map_err(|e| Error::internal(format!("the agy run task failed: {e}")))??;
+
+        if let Some(id) = end
+            .translator
+            .conversation_id
+            .clone()
+            .filter(|i| args::valid_conversation_id(i))
+        {
+            let _ = self.first_id.set(id.clone());
+            *lock(&self.conversation) = Some(id);
+        }
+        let model = end
+            .translator
+            .init_model
+            .clone()
+            .or_else(|| choice.id().map(str::to_owned));
+        self.account(&end, model, &sink);
+        if !end.cleanup_verified {
+            self.blocked.store(true, Ordering::SeqCst);
+            if let Some(dir) = &self.state_dir
+                && let Err(e) = cleanup::block(dir, &self.root, end.pgid)
+            {
+                warn!(error = %e, "could not record the unverified cleanup");
+            }
+        }
+        if end.stopped {
+            info!(task_id = %turn.task_id, "agy turn stopped");
+            return Ok(TurnOutcome {
+                stop_reason: "cancelled".into(),
+                usage: None,
+            });
+        }
+        match self.failure(&end) {
+            None => {
+                info!(task_id = %turn.task_id, "agy turn ended");
+                Ok(TurnOutcome {
+                    stop_reason: "end_turn".into(),
+                    usage: None,
+                })
+            }
+            Some(e) => {
+                warn!(task_id = %turn.task_id, code = %e.code, error = %e.message, "agy turn failed");
+                Err(e)
+            }
+        }
+    }
+
+    fn canceller(&self) -> Arc<dyn Canceller> {
+        Arc::new(AgyCanceller {
+            stop: self.stop.clone(),
+        })
+    }
+
+    fn is_alive(&self) -> bool {
+        !self.closed.load(Ordering::SeqCst) && !self.blocked.load(Ordering::SeqCst)
+    }
+
+    async fn shutdown(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.stop.send_replace(true);
+    }
+}

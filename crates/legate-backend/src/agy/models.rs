@@ -1,0 +1,130 @@
+//! `agy models`: the models the CLI offers, as id and name.
+//!
+//! One model per line, `<id><whitespace><name>`, where the id matches
+//! `[a-zA-Z0-9][a-zA-Z0-9._-]*`; other lines (headings, blanks) are skipped. A login phrase
+//! anywhere in the output, or no model at all, is `AGY_AUTH_REQUIRED`.
+
+use super::discovery::probe;
+use legate_core::{Error, ErrorCode, Result};
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+/// One model `agy models` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Model {
+    /// What `--model` takes.
+    pub id: String,
+    /// Its display name (the id again when none was printed).
+    pub name: String,
+}
+
+/// Whether `text` says the user must log in (any case).
+pub fn is_login_phrase(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    [
+        "authentication required",
+        "not logged in",
+        "login required",
+        "please log in",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
+}
+
+fn is_id(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn auth_required() -> Error {
+    Error::new(
+        ErrorCode::AgyAuthRequired,
+        "agy needs you to log in: run `agy` interactively and log in, then try again",
+    )
+}
+
+/// Parses `agy models` output.
+pub fn parse_models(text: &str) -> Result<Vec<Model>> {
+    if is_login_phrase(text) {
+        return Err(auth_required());
+    }
+    let models: Vec<Model> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.ends_with(':'))
+        .filter_map(|l| {
+            let (id, rest) = match l.find(char::is_whitespace) {
+                Some(i) => (&l[..i], l[i..].trim()),
+                None => (l, ""),
+            };
+            is_id(id).then(|| Model {
+                id: id.to_string(),
+                name: if rest.is_empty() {
+                    id.to_string()
+                } else {
+                    rest.to_string()
+                },
+            })
+        })
+        .collect();
+    if models.is_empty() {
+        return Err(auth_required());
+    }
+    Ok(models)
+}
+
+/// Runs `agy models` and parses it. A non-zero exit with a login phrase is
+/// `AGY_AUTH_REQUIRED`; any other non-zero exit is `AGY_PROCESS_FAILED`.
+pub async fn list_models(
+    exe: &Path,
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+    limit: Duration,
+) -> Result<Vec<Model>> {
+    let p = probe(exe, &["models"], env, cwd, limit).await?;
+    let all = format!("{}\n{}", p.stdout, p.stderr);
+    if is_login_phrase(&all) {
+        return Err(auth_required());
+    }
+    if p.code != Some(0) {
+        return Err(Error::new(
+            ErrorCode::AgyProcessFailed,
+            format!(
+                "`agy models` exited with {}: {}",
+                p.code
+                    .map_or_else(|| "a signal".into(), |c| format!("code {c}")),
+                super::translate::truncate(p.stderr.trim(), 300)
+            ),
+        ));
+    }
+    parse_models(&p.stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn lines_become_models_and_login_phrases_are_auth_errors() {
+        let m = parse_models("Available models:\nmock-pro   Mock Pro\n\nmock-flash\tMock Flash (fast)\nv1.5_x\n-bad x\n").unwrap();
+        let ids: Vec<&str> = m.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["mock-pro", "mock-flash", "v1.5_x"]);
+        assert_eq!(m[1].name, "Mock Flash (fast)");
+        assert_eq!(m[2].name, "v1.5_x");
+        for text in [
+            "Error: Authentication Required",
+            "you are NOT LOGGED IN",
+            "",
+            "  \n",
+        ] {
+            assert_eq!(
+                parse_models(text).unwrap_err().code,
+                ErrorCode::AgyAuthRequired,
+                "{text:?}"
+            );
+        }
+    }
+}

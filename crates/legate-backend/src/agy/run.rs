@@ -1,0 +1,286 @@
+//! One `agy` process: spawn, the prompt on stdin, stdout and stderr into events, stop, and
+//! the check that its process group is gone.
+//!
+//! The process runs in the workspace root, in its own process group, with the filtered
+//! environment, and dies with Legate. The prompt is written as one NDJSON line and stdin is
+//! closed. To stop it (cancel, timeout, shutdown) the group gets `SIGINT`, then `SIGKILL`
+//! after the grace period (3 s). Members left behind after the leader exited get the same.
+//! Then the group is observed once more, and the result is an event whose detail carries
+//! `processCleanup.verified`.
+
+use super::ndjson::LineSplitter;
+use super::translate::{Translator, truncate};
+use super::{cleanup, models};
+use crate::EventSink;
+use crate::acp::sys;
+use legate_core::{Error, ErrorCode, EventKind, Result};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// At most this many stderr lines of one run become events.
+const MAX_STDERR_EVENTS: usize = 200;
+/// A stderr line is cut to this many bytes.
+const MAX_STDERR_LINE: usize = 2 * 1024;
+/// How many last stderr lines are kept for error messages.
+const STDERR_TAIL: usize = 5;
+/// How long the output readers may take to finish once the leader exited.
+const DRAIN: Duration = Duration::from_secs(2);
+/// How long the group is observed before cleanup is declared unverified.
+const VERIFY: Duration = Duration::from_secs(1);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub(crate) struct RunSpec {
+    pub(crate) exe: PathBuf,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) prompt: String,
+    pub(crate) resumed: bool,
+    pub(crate) kill_grace: Duration,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub(crate) struct RunEnd {
+    pub(crate) status: Option<ExitStatus>,
+    pub(crate) translator: Translator,
+    pub(crate) stderr_tail: Vec<String>,
+    pub(crate) login_required: bool,
+    pub(crate) stopped: bool,
+    pub(crate) cleanup_verified: bool,
+    pub(crate) pgid: i32,
+    pub(crate) input_error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct StderrState {
+    tail: Vec<String>,
+    login_required: bool,
+}
+
+fn spawn(spec: &RunSpec) -> Result<Child> {
+    let mut cmd = Command::new(&spec.exe);
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    sys::die_with_parent(&mut cmd);
+    cmd.spawn().map_err(|e| {
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorCode::AgyNotFound,
+            std::io::ErrorKind::PermissionDenied => ErrorCode::AgyPermissionDenied,
+            _ => ErrorCode::AgyProcessFailed,
+        };
+        Error::new(
+            code,
+            format!("agy ({}) could not be started: {e}", spec.exe.display()),
+        )
+    })
+}
+
+/// Stops the group: `SIGINT`, then `SIGKILL` after `grace` if the leader has not exited (or,
+/// with no leader to wait for, if the group still has members).
+async fn stop_group(pgid: i32, child: Option<&mut Child>, grace: Duration) {
+    if !sys::signal_group(pgid, sys::SIGINT) {
+        return;
+    }
+    debug!(pgid, "SIGINT sent to the agy process group");
+    let exited = match child {
+        Some(child) => tokio::time::timeout(grace, child.wait()).await.is_ok(),
+        None => cleanup::verify_gone(pgid, grace).await,
+    };
+    if !exited && sys::signal_group(pgid, sys::SIGKILL) {
+        info!(pgid, "agy process group killed after the grace period");
+    }
+}
+
+/// Runs `spec` to its end, reporting events on `sink`. `stop` turning `true` stops it.
+pub(crate) async fn run(
+    spec: RunSpec,
+    sink: EventSink,
+    mut stop: watch::Receiver<bool>,
+) -> Result<RunEnd> {
+    let mut child = spawn(&spec)?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
+    info!(pgid, cwd = %spec.cwd.display(), resumed = spec.resumed, "agy run started");
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(Error::internal("the agy process's pipes were not set up"));
+    };
+
+    let line = serde_json::json!({"event": "user", "message": {"content": spec.prompt}});
+    let writer = tokio::spawn(async move {
+        let mut bytes = line.to_string().into_bytes();
+        bytes.push(b'\n');
+        let r = async {
+            stdin.write_all(&bytes).await?;
+            stdin.flush().await?;
+            stdin.shutdown().await
+        }
+        .await;
+        drop(stdin);
+        r.err().map(|e| e.to_string())
+    });
+
+    let translator = Arc::new(Mutex::new(Translator::new(spec.resumed)));
+    let out_sink = sink.clone();
+    let out_tr = translator.clone();
+    let reader = tokio::spawn(async move {
+        let mut stdout = stdout;
+        let mut splitter = LineSplitter::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match stdout.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    warn!(error = %e, "agy stdout read failed");
+                    break;
+                }
+            };
+            let lines = splitter.push(&buf[..n]);
+            let mut tr = out_tr.lock().unwrap_or_else(|p| p.into_inner());
+            for l in &lines {
+                for e in tr.line(l) {
+                    out_sink.send(e);
+                }
+            }
+        }
+        if let Some(l) = splitter.finish() {
+            let mut tr = out_tr.lock().unwrap_or_else(|p| p.into_inner());
+            for e in tr.line(&l) {
+                out_sink.send(e);
+            }
+        }
+    });
+
+    let err_state = Arc::new(Mutex::new(StderrState::default()));
+    let err_sink = sink.clone();
+    let err_st = err_state.clone();
+    let err_reader = tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).split(b'\n');
+        let mut sent = 0usize;
+        let mut dropped = 0usize;
+        while let Ok(Some(raw)) = lines.next_segment().await {
+            let text = String::from_utf8_lossy(&raw);
+            let text = truncate(text.trim_end_matches('\r'), MAX_STDERR_LINE);
+            {
+                let mut st = err_st.lock().unwrap_or_else(|p| p.into_inner());
+                if models::is_login_phrase(&text) {
+                    st.login_required = true;
+                }
+                st.tail.push(text.clone());
+                if st.tail.len() > STDERR_TAIL {
+                    st.tail.remove(0);
+                }
+            }
+            if sent < MAX_STDERR_EVENTS {
+                sent += 1;
+                err_sink.send(EventKind::Stderr { line: text });
+            } else {
+                dropped += 1;
+            }
+        }
+        if dropped > 0 {
+            err_sink.send(EventKind::Stderr {
+                line: format!("… {dropped} more stderr line(s) not kept"),
+            });
+        }
+    });
+
+    let exited = tokio::select! {
+        s = child.wait() => Some(s.ok()),
+        r = stop.wait_for(|s| *s) => {
+            drop(r);
+            None
+        }
+    };
+    let (status, mut stopped) = match exited {
+        Some(status) => (status, false),
+        None => {
+            info!(pgid, "stopping the agy run");
+            stop_group(pgid, Some(&mut child), spec.kill_grace).await;
+            (child.wait().await.ok(), true)
+        }
+    };
+    let flagged = *stop.borrow();
+    stopped |= flagged;
+
+    // The leader is gone. Members it left behind may hold the pipes open: give the readers
+    // a moment, then stop whatever is left of the group the same way.
+    let mut reader = reader;
+    let mut err_reader = err_reader;
+    let drained = tokio::time::timeout(DRAIN, async {
+        let _ = (&mut reader).await;
+        let _ = (&mut err_reader).await;
+    })
+    .await
+    .is_ok();
+    let mut signals = Vec::new();
+    if sys::group_exists(pgid) {
+        warn!(
+            pgid,
+            "the agy process group outlived its leader; stopping it"
+        );
+        signals.push("SIGINT");
+        stop_group(pgid, None, spec.kill_grace).await;
+        signals.push("SIGKILL");
+    }
+    if !drained {
+        let finished = tokio::time::timeout(VERIFY, async {
+            let _ = (&mut reader).await;
+            let _ = (&mut err_reader).await;
+        })
+        .await
+        .is_ok();
+        if !finished {
+            reader.abort();
+            err_reader.abort();
+        }
+    }
+    let verified = cleanup::verify_gone(pgid, VERIFY).await;
+    let input_error = writer.await.ok().flatten();
+    sink.send(EventKind::Workspace {
+        message: if verified {
+            "agy process cleanup verified: its process group is gone".to_string()
+        } else {
+            format!("agy process cleanup NOT verified: process group {pgid} still has members")
+        },
+        detail: serde_json::json!({
+            "processCleanup": { "verified": verified, "pgid": pgid, "stopped": stopped, "signals": signals }
+        }),
+    });
+    if !verified {
+        warn!(pgid, "agy process cleanup not verified");
+    }
+    let translator = std::mem::take(&mut *translator.lock().unwrap_or_else(|p| p.into_inner()));
+    let st = std::mem::take(&mut *err_state.lock().unwrap_or_else(|p| p.into_inner()));
+    debug!(pgid, status = ?status, stopped, verified, "agy run ended");
+    Ok(RunEnd {
+        status,
+        translator,
+        stderr_tail: st.tail,
+        login_required: st.login_required,
+        stopped,
+        cleanup_verified: verified,
+        pgid,
+        input_error,
+    })
+}

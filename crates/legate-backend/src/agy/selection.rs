@@ -1,0 +1,143 @@
+//! Which model a turn uses: the task's, else the saved preference, else the configured
+//! default, else the CLI's own choice ("Auto", no `--model`).
+//!
+//! The saved preference is `model-selection.json` in the agent's private state directory
+//! (`$LEGATE_HOME/agents/<name>/`): `{"model": "<id>"}`, or `{"model": null}` for a saved
+//! Auto. [`legate_core::AUTO_MODEL`] (`"auto"`) asks for Auto wherever a model is named.
+//! Checking an id against `agy models` is the backend's job, not this module's.
+
+use legate_core::{AUTO_MODEL, Error, ErrorCode, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The file holding the saved preference, inside the agent's state directory.
+pub const PREFERENCE_FILE: &str = "model-selection.json";
+
+/// A resolved choice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// The CLI chooses (no `--model`).
+    Auto,
+    /// This id.
+    Model(String),
+}
+
+impl Choice {
+    /// `auto` (any case) is [`Choice::Auto`]; anything else an id.
+    pub fn parse(s: &str) -> Self {
+        if s.trim().eq_ignore_ascii_case(AUTO_MODEL) {
+            Self::Auto
+        } else {
+            Self::Model(s.trim().to_string())
+        }
+    }
+
+    /// The id, or `None` for Auto.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Self::Auto => None,
+            Self::Model(id) => Some(id),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Saved {
+    model: Option<String>,
+}
+
+fn file(state_dir: &Path) -> PathBuf {
+    state_dir.join(PREFERENCE_FILE)
+}
+
+/// The saved preference, if any. An unreadable file is `CONFIG_INVALID`.
+pub fn load_preference(state_dir: &Path) -> Result<Option<Choice>> {
+    let path = file(state_dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!("could not read {}: {e}", path.display()),
+            ));
+        }
+    };
+    let saved: Saved = serde_json::from_str(&text).map_err(|_| {
+        Error::new(
+            ErrorCode::ConfigInvalid,
+            format!(
+                "{} is not {{\"model\": \"<id>\" | null}}; remove it to reset",
+                path.display()
+            ),
+        )
+    })?;
+    Ok(Some(
+        saved.model.as_deref().map_or(Choice::Auto, Choice::parse),
+    ))
+}
+
+/// Saves `choice` as the preference (`None` removes it), atomically, mode 0600.
+pub fn save_preference(state_dir: &Path, choice: Option<&Choice>) -> Result<()> {
+    let path = file(state_dir);
+    let fail = |e: std::io::Error| {
+        Error::new(
+            ErrorCode::ConfigInvalid,
+            format!("could not save {}: {e}", path.display()),
+        )
+    };
+    let Some(choice) = choice else {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(fail(e)),
+            _ => Ok(()),
+        };
+    };
+    let body = serde_json::to_string(&Saved {
+        model: choice.id().map(str::to_owned),
+    })
+    .map_err(|e| Error::internal(format!("could not encode the model preference: {e}")))?;
+    super::usage::write_private(&path, body.as_bytes()).map_err(fail)
+}
+
+/// The choice for a turn: `task`, else `saved`, else `configured`, else Auto.
+pub fn choose(task: Option<&str>, saved: Option<Choice>, configured: Option<&str>) -> Choice {
+    if let Some(t) = task {
+        return Choice::parse(t);
+    }
+    if let Some(s) = saved {
+        return s;
+    }
+    configured.map_or(Choice::Auto, Choice::parse)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn task_then_preference_then_default_then_auto() {
+        let m = |s: &str| Choice::Model(s.into());
+        assert_eq!(choose(Some("a"), Some(m("b")), Some("c")), m("a"));
+        assert_eq!(choose(Some("auto"), Some(m("b")), Some("c")), Choice::Auto);
+        assert_eq!(choose(None, Some(m("b")), Some("c")), m("b"));
+        assert_eq!(choose(None, Some(Choice::Auto), Some("c")), Choice::Auto);
+        assert_eq!(choose(None, None, Some("c")), m("c"));
+        assert_eq!(choose(None, None, None), Choice::Auto);
+    }
+
+    #[test]
+    fn the_preference_round_trips_including_a_saved_auto() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load_preference(dir.path()).unwrap(), None);
+        save_preference(dir.path(), Some(&Choice::Model("mock-flash".into()))).unwrap();
+        assert_eq!(
+            load_preference(dir.path()).unwrap(),
+            Some(Choice::Model("mock-flash".into()))
+        );
+        save_preference(dir.path(), Some(&Choice::Auto)).unwrap();
+        assert_eq!(load_preference(dir.path()).unwrap(), Some(Choice::Auto));
+        save_preference(dir.path(), None).unwrap();
+        assert_eq!(load_preference(dir.path()).unwrap(), None);
+    }
+}

@@ -1,0 +1,416 @@
+//! An agent's environment: an allowlist of Legate's own variables, plus what its spec adds.
+//!
+//! Every driver starts its agent from an empty environment. The agent inherits only its
+//! driver's allowlist ([`INHERITED_EXACT`] and [`INHERITED_PREFIXES`] for ACP agents,
+//! [`AGY_INHERITED`] for `agy`, the seed's `cliEnvironment` groups), then the names its
+//! [`AgentSpec`] opts in by exact name (`inherit_env`), then the variables its spec sets
+//! (`env`). Variables that change how a runtime loads code (`NODE_OPTIONS`, `NODE_PATH`,
+//! `LD_*`, `DYLD_*`) are never passed on: a spec that names one, in any case or spacing, is
+//! refused, and the error names the variable, never its value.
+//!
+//! This module never logs a value and never reads anything but the parent environment it is
+//! handed.
+
+use legate_core::{AgentSpec, Error, ErrorCode, Result};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+/// Variables ACP agents inherit from Legate's environment by exact name.
+pub const INHERITED_EXACT: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "SHELL", "TMPDIR",
+];
+
+/// Variables ACP agents inherit from Legate's environment by prefix.
+pub const INHERITED_PREFIXES: &[&str] = &["LC_", "XDG_"];
+
+/// Variables `agy` inherits by exact name: the seed's `cliEnvironment` groups (system and
+/// executables; user and profile directories; temp; locale; XDG and the native keyring;
+/// SSH session context without credentials; proxies; certificates; Google/Gemini auth and
+/// endpoints; Windows context). No prefix is inherited.
+pub const AGY_INHERITED: &[&str] = &[
+    // System and executable resolution.
+    "PATH",
+    "PATHEXT",
+    "SystemRoot",
+    "SystemDrive",
+    "ComSpec",
+    "WINDIR",
+    "SHELL",
+    "TERM",
+    "COLORTERM",
+    // User and profile directories.
+    "HOME",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "USER",
+    "LOGNAME",
+    "USERNAME",
+    // Temporary directories.
+    "TEMP",
+    "TMP",
+    "TMPDIR",
+    // Locale and time zone.
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    // XDG base directories, session bus and native keyring.
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+    "XDG_DATA_DIRS",
+    "XDG_CONFIG_DIRS",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "GNOME_KEYRING_CONTROL",
+    "GNOME_KEYRING_PID",
+    "SECURITYSESSIONID",
+    // Remote SSH session context (no credentials).
+    "SSH_CONNECTION",
+    "SSH_CLIENT",
+    "SSH_TTY",
+    // Network and proxies.
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    // TLS certificates.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    // Official Google / Gemini authentication and endpoints.
+    "GEMINI_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "GCLOUD_PROJECT",
+    "GOOGLE_CLOUD_UNIVERSE_DOMAIN",
+    // Windows, architecture and domain context.
+    "OS",
+    "PROCESSOR_ARCHITECTURE",
+    "PROCESSOR_ARCHITEW6432",
+    "NUMBER_OF_PROCESSORS",
+    "ProgramData",
+    "ProgramFiles",
+    "ProgramFiles(x86)",
+    "CommonProgramFiles",
+    "CommonProgramFiles(x86)",
+    "USERDOMAIN",
+    "USERDNSDOMAIN",
+    "COMPUTERNAME",
+];
+
+/// Variables never passed to an agent, by exact name (compared upper-cased, blanks removed).
+pub const FORBIDDEN_EXACT: &[&str] = &["NODE_OPTIONS", "NODE_PATH"];
+
+/// Variables never passed to an agent, by prefix (compared upper-cased, blanks removed).
+pub const FORBIDDEN_PREFIXES: &[&str] = &["LD_", "DYLD_"];
+
+/// Which allowlist a driver starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allowlist {
+    /// ACP agents: [`INHERITED_EXACT`] and [`INHERITED_PREFIXES`].
+    Acp,
+    /// `agy`: [`AGY_INHERITED`].
+    Agy,
+}
+
+impl Allowlist {
+    fn admits(self, name: &str) -> bool {
+        match self {
+            Self::Acp => {
+                INHERITED_EXACT.contains(&name)
+                    || INHERITED_PREFIXES.iter().any(|p| name.starts_with(p))
+            }
+            Self::Agy => AGY_INHERITED.contains(&name),
+        }
+    }
+}
+
+/// Whether `name` is a loader variable, in any case and with any blanks in it.
+pub fn is_forbidden(name: &str) -> bool {
+    let norm: String = name
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .flat_map(char::to_uppercase)
+        .collect();
+    FORBIDDEN_EXACT.contains(&norm.as_str())
+        || FORBIDDEN_PREFIXES.iter().any(|p| norm.starts_with(p))
+}
+
+/// The name as it may appear in an error: trimmed, escaped, and cut short.
+fn shown(name: &str) -> String {
+    let t = name.trim();
+    let cut: String = t.chars().take(64).collect();
+    cut.escape_debug().to_string()
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('=') && !name.contains('\0')
+}
+
+/// Checks exact names opted in for inheritance (`inherit_env`): each must be a valid name
+/// and none a loader variable. `CONFIG_INVALID` naming the first bad one, never a value.
+pub fn check_opt_ins(names: &[String]) -> Result<()> {
+    for name in names {
+        if is_forbidden(name) {
+            return Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!(
+                    "{} may not be inherited: Legate never passes NODE_OPTIONS, NODE_PATH, LD_* or DYLD_* to an agent",
+                    shown(name)
+                ),
+            ));
+        }
+        if !valid_name(name) || name.trim() != name {
+            return Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!("`{}` is not a valid environment variable name", shown(name)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn is_inherited(name: &OsStr, allow: Allowlist, opt_ins: &[String]) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    !is_forbidden(name) && (allow.admits(name) || opt_ins.iter().any(|o| o == name))
+}
+
+/// The complete environment for `spec`'s process, built from `parent` (Legate's own
+/// environment): `allow`'s variables, the spec's `inherit_env` names, then the spec's `env`.
+/// `state_dir`, when given, becomes `HOME` unless the spec sets `HOME` itself.
+///
+/// `AGENT_START_FAILED` naming the variable (never its value) when the spec names a loader
+/// variable or an invalid name.
+pub fn agent_env(
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+    spec: &AgentSpec,
+    state_dir: Option<&Path>,
+    allow: Allowlist,
+) -> Result<Vec<(OsString, OsString)>> {
+    let refuse = |name: &str, why: &str| {
+        Error::new(
+            ErrorCode::AgentStartFailed,
+            format!("agent `{}` {why} {}", spec.name, shown(name)),
+        )
+    };
+    for name in spec.env.keys() {
+        if is_forbidden(name) {
+            return Err(Error::new(
+                ErrorCode::AgentStartFailed,
+                format!(
+                    "agent `{}` sets {} in its environment, which Legate never passes to an agent",
+                    spec.name,
+                    shown(name)
+                ),
+            ));
+        }
+        if !valid_name(name) {
+            return Err(refuse(name, "names an invalid environment variable"));
+        }
+    }
+    for name in &spec.inherit_env {
+        if is_forbidden(name) {
+            return Err(refuse(
+                name,
+                "opts in a variable Legate never passes to an agent:",
+            ));
+        }
+        if !valid_name(name) {
+            return Err(refuse(name, "opts in an invalid environment variable"));
+        }
+    }
+    let mut env: Vec<(OsString, OsString)> = parent
+        .into_iter()
+        .filter(|(k, _)| is_inherited(k, allow, &spec.inherit_env))
+        .collect();
+    let mut set = |k: &str, v: OsString| {
+        env.retain(|(name, _)| name != k);
+        env.push((OsString::from(k), v));
+    };
+    if let Some(dir) = state_dir {
+        set("HOME", dir.as_os_str().to_owned());
+    }
+    for (k, v) in &spec.env {
+        set(k, OsString::from(v));
+    }
+    Ok(env)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use legate_core::AgentKind;
+    use std::collections::BTreeMap;
+
+    fn spec(env: &[(&str, &str)]) -> AgentSpec {
+        AgentSpec {
+            name: "a".into(),
+            kind: AgentKind::Acp,
+            command: "x".into(),
+            args: vec![],
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            preset: None,
+            allow_execute: false,
+            terminal: false,
+            description: None,
+            model: None,
+            inherit_env: Vec::new(),
+        }
+    }
+
+    fn parent() -> Vec<(OsString, OsString)> {
+        [
+            ("PATH", "/bin"),
+            ("HOME", "/home/me"),
+            ("LC_ALL", "C"),
+            ("LC_NUMERIC", "C"),
+            ("XDG_CONFIG_HOME", "/c"),
+            ("XDG_SESSION_ID", "7"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cr3t"),
+            ("NODE_OPTIONS", "--require evil"),
+            ("LD_PRELOAD", "/evil.so"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("GEMINI_API_KEY", "g"),
+            ("HTTPS_PROXY", "http://proxy"),
+            ("SSH_AUTH_SOCK", "/agent"),
+            ("MY_TOOL_SETTING", "on"),
+        ]
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect()
+    }
+
+    fn get<'a>(env: &'a [(OsString, OsString)], k: &str) -> Option<&'a OsStr> {
+        env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_os_str())
+    }
+
+    fn names(env: &[(OsString, OsString)]) -> Vec<&str> {
+        let mut names: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[test]
+    fn only_the_allowlist_is_inherited() {
+        let env = agent_env(parent(), &spec(&[]), None, Allowlist::Acp).unwrap();
+        assert_eq!(
+            names(&env),
+            [
+                "HOME",
+                "LC_ALL",
+                "LC_NUMERIC",
+                "PATH",
+                "XDG_CONFIG_HOME",
+                "XDG_SESSION_ID"
+            ]
+        );
+    }
+
+    #[test]
+    fn agy_inherits_the_seed_groups_by_exact_name_only() {
+        let env = agent_env(parent(), &spec(&[]), None, Allowlist::Agy).unwrap();
+        assert_eq!(
+            names(&env),
+            [
+                "GEMINI_API_KEY",
+                "HOME",
+                "HTTPS_PROXY",
+                "LC_ALL",
+                "PATH",
+                "XDG_CONFIG_HOME"
+            ]
+        );
+        let mut s = spec(&[]);
+        s.inherit_env = vec!["MY_TOOL_SETTING".into()];
+        let env = agent_env(parent(), &s, None, Allowlist::Agy).unwrap();
+        assert_eq!(get(&env, "MY_TOOL_SETTING"), Some(OsStr::new("on")));
+        assert_eq!(get(&env, "SSH_AUTH_SOCK"), None);
+    }
+
+    #[test]
+    fn spec_env_and_state_dir_are_added() {
+        let env = agent_env(
+            parent(),
+            &spec(&[("ANTHROPIC_API_KEY", "mine"), ("PATH", "/opt/bin")]),
+            Some(Path::new("/state")),
+            Allowlist::Acp,
+        )
+        .unwrap();
+        assert_eq!(get(&env, "ANTHROPIC_API_KEY"), Some(OsStr::new("mine")));
+        assert_eq!(get(&env, "PATH"), Some(OsStr::new("/opt/bin")));
+        assert_eq!(get(&env, "HOME"), Some(OsStr::new("/state")));
+        let env = agent_env(
+            parent(),
+            &spec(&[("HOME", "/h")]),
+            Some(Path::new("/state")),
+            Allowlist::Acp,
+        )
+        .unwrap();
+        assert_eq!(get(&env, "HOME"), Some(OsStr::new("/h")));
+    }
+
+    #[test]
+    fn loader_variables_are_refused_by_name_without_their_value() {
+        for (k, v) in [
+            ("NODE_OPTIONS", "--inspect"),
+            ("NODE_PATH", "/x"),
+            ("LD_PRELOAD", "/evil.so"),
+            ("LD_LIBRARY_PATH", "/l"),
+            ("DYLD_INSERT_LIBRARIES", "/d"),
+            ("node_options", "--inspect"),
+            ("Ld_Preload", "/evil.so"),
+        ] {
+            let err = agent_env(parent(), &spec(&[(k, v)]), None, Allowlist::Acp).unwrap_err();
+            assert_eq!(err.code, ErrorCode::AgentStartFailed);
+            assert!(err.message.contains(k), "{}", err.message);
+            assert!(!err.message.contains(v), "{}", err.message);
+        }
+    }
+
+    #[test]
+    fn loader_opt_ins_are_refused_in_any_case_or_spacing() {
+        for name in [
+            "NODE_OPTIONS",
+            "node_options",
+            " NODE_OPTIONS ",
+            "NODE_ OPTIONS",
+            "Node_Path",
+            "ld_preload",
+            "\tLD_AUDIT",
+            "DYLD_INSERT_LIBRARIES",
+            "dyld_library_path",
+        ] {
+            let err = check_opt_ins(&[name.to_string()]).unwrap_err();
+            assert_eq!(err.code, ErrorCode::ConfigInvalid);
+            assert!(err.message.contains(name.trim()), "{}", err.message);
+            let mut s = spec(&[]);
+            s.inherit_env = vec![name.to_string()];
+            for allow in [Allowlist::Acp, Allowlist::Agy] {
+                let err = agent_env(parent(), &s, None, allow).unwrap_err();
+                assert_eq!(err.code, ErrorCode::AgentStartFailed);
+                assert!(err.message.contains(name.trim()), "{}", err.message);
+                assert!(!err.message.contains("evil"), "{}", err.message);
+            }
+        }
+        check_opt_ins(&["MY_TOOL_SETTING".into(), "NODE_EXTRA_CA_CERTS".into()]).unwrap();
+    }
+}

@@ -1,0 +1,336 @@
+//! Continuing a conversation: [`Engine::resume`] (a new prompt into an earlier context) and
+//! [`Engine::send_message`] (a caller's message, idempotent by a client-chosen id, delivered as
+//! the context's next turn).
+//!
+//! Both become an ordinary task of the context, submitted like any other, so admission,
+//! timeouts, cancel and recovery apply unchanged. The engine runs a context's turns one at a
+//! time and in submission order, so a message sent while a turn runs waits for that turn and
+//! is the one after it: the queue of pending input *is* the context's queue of submitted
+//! tasks. A continuation keeps the earlier task's agent, workspace, mode, model and timeout
+//! unless the request overrides them.
+//!
+//! This module never runs a turn itself and never re-sends a message: an input whose task was
+//! interrupted (say, by a restart) stays failed, visibly.
+
+use crate::engine::{Engine, SubmitRequest, WorkspaceRequest};
+use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskMode, TaskState, WorkspaceKind};
+use legate_store::{MessageClaim, MessageRecord, TaskFilter};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The longest message accepted, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+/// The longest message id accepted, in bytes.
+pub const MAX_MESSAGE_ID_BYTES: usize = 128;
+/// At most this many tasks of one context may wait for their turn; one more is `QUEUE_FULL`.
+pub const MAX_PENDING_PER_CONTEXT: usize = 20;
+
+/// Serializes claim, submit and bind of messages within this process, so that two requests
+/// with one id cannot both submit a task. Across processes the store's primary key decides.
+static SENDING: Mutex<()> = Mutex::new(());
+
+/// A new prompt into an earlier conversation.
+#[derive(Debug, Clone)]
+pub struct ContinueRequest {
+    /// The conversation to continue.
+    pub context_id: String,
+    /// What to ask.
+    pub prompt: String,
+    /// Overrides the earlier task's mode.
+    pub mode: Option<TaskMode>,
+    /// Overrides the earlier task's timeout.
+    pub timeout: Option<Duration>,
+}
+
+/// A caller's message to a conversation.
+#[derive(Debug, Clone)]
+pub struct MessageRequest {
+    /// The conversation it is for.
+    pub context_id: String,
+    /// The client's id for it; sending the same id and text again is harmless.
+    pub message_id: String,
+    /// What it says (at most [`MAX_MESSAGE_CHARS`] characters).
+    pub text: String,
+    /// Overrides the earlier task's mode.
+    pub mode: Option<TaskMode>,
+}
+
+/// Where a message is, as far as Legate can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Its task waits for the context's running turn (or a running place).
+    Queued,
+    /// Its task started: the agent was given the message as a turn. This does not prove the
+    /// agent read it.
+    Sent,
+    /// Its task failed (an agent that would not start, a restart, …). It is not retried.
+    Failed,
+    /// Its task was canceled.
+    Canceled,
+}
+
+impl Delivery {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Sent => "sent",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    fn of(state: TaskState) -> Self {
+        match state {
+            TaskState::Submitted => Self::Queued,
+            TaskState::Working | TaskState::InputRequired | TaskState::Completed => Self::Sent,
+            TaskState::Canceled => Self::Canceled,
+            TaskState::Failed | TaskState::Rejected | TaskState::AuthRequired => Self::Failed,
+        }
+    }
+}
+
+/// What [`Engine::send_message`] answers: the same receipt for every send of one message.
+#[derive(Debug, Clone)]
+pub struct MessageReceipt {
+    /// The client's id.
+    pub message_id: String,
+    /// The conversation.
+    pub context_id: String,
+    /// The task that carries the message, as it is now.
+    pub task: Task,
+    /// Where the message is.
+    pub delivery: Delivery,
+    /// True when this id had been received before (nothing new was queued).
+    pub duplicate: bool,
+}
+
+impl Engine {
+    /// Submits `prompt` as the next turn of an earlier conversation, with the agent and
+    /// workspace of the context's latest task. `CONTEXT_NOT_FOUND` when the context has no
+    /// task; `QUEUE_FULL` when [`MAX_PENDING_PER_CONTEXT`] tasks of it already wait.
+    pub fn resume(&self, request: ContinueRequest) -> Result<Task> {
+        let last = self.latest_task(&request.context_id)?;
+        let pending = self.tasks(&TaskFilter {
+            state: Some(TaskState::Submitted),
+            context_id: Some(last.context_id.clone()),
+            limit: MAX_PENDING_PER_CONTEXT + 1,
+            ..TaskFilter::default()
+        })?;
+        if pending.len() >= MAX_PENDING_PER_CONTEXT {
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "{MAX_PENDING_PER_CONTEXT} tasks of context {} already wait for their turn",
+                    last.context_id
+                ),
+            ));
+        }
+        let workspace = match (last.workspace, &last.root) {
+            (WorkspaceKind::Sandbox, _) => WorkspaceRequest::Sandbox,
+            (WorkspaceKind::Shared, Some(root)) => WorkspaceRequest::Shared(root.clone()),
+            (WorkspaceKind::Shared, None) => {
+                return Err(Error::internal(
+                    "the context's latest task is shared but has no directory",
+                ));
+            }
+            (other, _) => {
+                return Err(Error::new(
+                    ErrorCode::InvalidWorkspace,
+                    format!(
+                        "continuing a context whose workspace is a {} is not supported yet; start a new task",
+                        other.as_str()
+                    ),
+                ));
+            }
+        };
+        let mut submit = SubmitRequest::new(request.prompt);
+        submit.agent = Some(last.agent.clone());
+        submit.workspace = workspace;
+        submit.context_id = Some(last.context_id.clone());
+        submit.mode = request.mode.unwrap_or(last.mode);
+        submit.timeout = Some(
+            request
+                .timeout
+                .unwrap_or(Duration::from_secs(last.timeout_secs)),
+        );
+        submit.model = last.model.clone();
+        self.submit(submit)
+    }
+
+    /// Queues a caller's message as the context's next turn, once per message id. The same id
+    /// with the same text and context answers the existing receipt (`duplicate`); the same id
+    /// with anything else is `MESSAGE_ID_CONFLICT` and changes nothing.
+    pub fn send_message(&self, request: MessageRequest) -> Result<MessageReceipt> {
+        validate_message(&request)?;
+        let _one_at_a_time = SENDING.lock().unwrap_or_else(|p| p.into_inner());
+        let store = self.store();
+        let record = MessageRecord {
+            message_id: request.message_id.clone(),
+            context_id: request.context_id.clone(),
+            text: request.text.clone(),
+            task_id: None,
+            created_at: legate_core::Timestamp::now(),
+        };
+        match store.claim_message(&record)? {
+            MessageClaim::Existing(existing) => self.receipt_for(existing, &request),
+            MessageClaim::Claimed => {
+                let submitted = self.resume(ContinueRequest {
+                    context_id: request.context_id.clone(),
+                    prompt: request.text.clone(),
+                    mode: request.mode,
+                    timeout: None,
+                });
+                let task = match submitted {
+                    Ok(task) => task,
+                    Err(e) => {
+                        if let Err(release) = store.release_message(&request.message_id) {
+                            tracing::warn!(error = %release, "could not release a refused message");
+                        }
+                        return Err(e);
+                    }
+                };
+                store.bind_message(&request.message_id, &task.id)?;
+                tracing::info!(task = %task.id, context = %task.context_id, "message queued");
+                Ok(MessageReceipt {
+                    message_id: request.message_id,
+                    context_id: task.context_id.clone(),
+                    delivery: Delivery::of(task.state),
+                    task,
+                    duplicate: false,
+                })
+            }
+        }
+    }
+
+    /// Tasks of `task`'s context that wait for their turn and were submitted after it.
+    pub fn queued_after(&self, task: &Task) -> Result<Vec<TaskId>> {
+        let pending = self.tasks(&TaskFilter {
+            state: Some(TaskState::Submitted),
+            context_id: Some(task.context_id.clone()),
+            limit: MAX_PENDING_PER_CONTEXT * 2,
+            ..TaskFilter::default()
+        })?;
+        Ok(pending
+            .into_iter()
+            .filter(|t| t.id != task.id && t.created_at >= task.created_at)
+            .map(|t| t.id)
+            .collect())
+    }
+
+    fn latest_task(&self, context_id: &str) -> Result<Task> {
+        let latest = self.tasks(&TaskFilter {
+            context_id: Some(context_id.to_string()),
+            limit: 1,
+            ..TaskFilter::default()
+        })?;
+        latest.into_iter().next().ok_or_else(|| {
+            Error::new(
+                ErrorCode::ContextNotFound,
+                format!("no task has run in a context with the id {context_id:?}"),
+            )
+        })
+    }
+
+    fn receipt_for(
+        &self,
+        existing: MessageRecord,
+        request: &MessageRequest,
+    ) -> Result<MessageReceipt> {
+        if existing.text != request.text || existing.context_id != request.context_id {
+            return Err(Error::new(
+                ErrorCode::MessageIdConflict,
+                format!(
+                    "message {:?} was already sent with other text or to another context; choose a new id",
+                    request.message_id
+                ),
+            ));
+        }
+        let Some(task_id) = existing.task_id else {
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "message {:?} is being queued by another request right now; send it again in a moment",
+                    request.message_id
+                ),
+            ));
+        };
+        let task = self.store().task(&task_id)?.ok_or_else(|| {
+            Error::new(
+                ErrorCode::TaskNotFound,
+                format!(
+                    "message {:?} was delivered as task {task_id}, which has since been pruned",
+                    request.message_id
+                ),
+            )
+        })?;
+        Ok(MessageReceipt {
+            message_id: existing.message_id,
+            context_id: existing.context_id,
+            delivery: Delivery::of(task.state),
+            task,
+            duplicate: true,
+        })
+    }
+}
+
+fn validate_message(request: &MessageRequest) -> Result<()> {
+    let id = &request.message_id;
+    if id.is_empty() || id.len() > MAX_MESSAGE_ID_BYTES || id.chars().any(char::is_control) {
+        return Err(Error::invalid_input(format!(
+            "a message id must be 1 to {MAX_MESSAGE_ID_BYTES} bytes with no control characters"
+        )));
+    }
+    if request.text.trim().is_empty() {
+        return Err(Error::invalid_input("the message is empty"));
+    }
+    let chars = request.text.chars().count();
+    if chars > MAX_MESSAGE_CHARS {
+        return Err(Error::invalid_input(format!(
+            "the message has {chars} characters; the limit is {MAX_MESSAGE_CHARS} (use resume for a longer prompt)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn request(id: &str, text: &str) -> MessageRequest {
+        MessageRequest {
+            context_id: "c".into(),
+            message_id: id.into(),
+            text: text.into(),
+            mode: None,
+        }
+    }
+
+    #[test]
+    fn messages_are_validated_before_anything_is_stored() {
+        assert!(validate_message(&request("m", "hello")).is_ok());
+        for bad in [
+            request("", "hello"),
+            request(&"x".repeat(129), "hello"),
+            request("a\nb", "hello"),
+            request("m", "   "),
+            request("m", &"é".repeat(MAX_MESSAGE_CHARS + 1)),
+        ] {
+            assert_eq!(
+                validate_message(&bad).unwrap_err().code,
+                ErrorCode::InvalidInput
+            );
+        }
+        assert!(validate_message(&request("m", &"é".repeat(MAX_MESSAGE_CHARS))).is_ok());
+    }
+
+    #[test]
+    fn delivery_follows_the_task_state() {
+        assert_eq!(Delivery::of(TaskState::Submitted), Delivery::Queued);
+        assert_eq!(Delivery::of(TaskState::Working), Delivery::Sent);
+        assert_eq!(Delivery::of(TaskState::Completed), Delivery::Sent);
+        assert_eq!(Delivery::of(TaskState::Failed), Delivery::Failed);
+        assert_eq!(Delivery::of(TaskState::Canceled), Delivery::Canceled);
+    }
+}

@@ -1,0 +1,56 @@
+//! Legate's MCP front: any MCP client (Claude Code, Codex, Cursor, …) delegates work, follows
+//! it and collects it, over stdio ([`serve_stdio`]) or Streamable HTTP ([`http`]).
+//!
+//! The front translates MCP into engine calls and back; it decides nothing about a task (rule
+//! 4 of the design). Its own rules are about the protocol: which tools a [`Profile`] lists,
+//! argument ranges, how a long answer is cut into pieces ([`chunk`]), how a wait reports
+//! progress ([`wait`]), and who may reach the HTTP endpoint ([`http`], [`token`]). A client
+//! that disconnects, or a wait that times out, never cancels a task.
+//!
+//! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
+//! [`schema`] (arguments and answers, from which JSON Schemas are generated), [`wait`],
+//! [`chunk`], [`profile`], [`token`], [`http`].
+
+pub mod chunk;
+pub mod http;
+pub mod profile;
+pub mod schema;
+pub mod server;
+pub mod token;
+mod tools;
+pub mod wait;
+
+pub use http::{HttpOptions, MCP_PATH};
+pub use profile::Profile;
+pub use server::{LegateMcp, McpOptions};
+pub use token::{Token, TokenSource};
+
+use legate_core::{Error, Result};
+use rmcp::ServiceExt;
+
+/// Serves MCP on this process's stdin and stdout until the client closes the connection.
+/// Stdout carries only JSON-RPC; logs go wherever `tracing` sends them (stderr in the binary).
+///
+/// Returns when the client is gone. Tasks it started keep running: see
+/// [`LegateMcp::unfinished`] and [`finish`].
+pub async fn serve_stdio(server: LegateMcp) -> Result<()> {
+    let running = server
+        .serve(rmcp::transport::io::stdio_pipes())
+        .await
+        .map_err(|e| Error::internal(format!("the MCP session did not start: {e}")))?;
+    match running.waiting().await {
+        Ok(reason) => tracing::info!(reason = ?reason, "the MCP client closed the connection"),
+        Err(e) => tracing::warn!(error = %e, "the MCP session ended abnormally"),
+    }
+    Ok(())
+}
+
+/// Waits until every task `server` started has ended. A front whose client left calls this
+/// so that leaving does not cut the work short.
+pub async fn finish(server: &LegateMcp) {
+    for id in server.unfinished() {
+        if let Err(e) = server.engine().wait(&id).await {
+            tracing::warn!(task = %id, error = %e, "could not follow a task to its end");
+        }
+    }
+}

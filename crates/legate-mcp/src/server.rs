@@ -1,0 +1,422 @@
+//! The MCP server handler: the tool catalog (filtered by profile), and `tools/call` dispatch
+//! with every failure turned into `isError` with `{error: {code, message}}`.
+//!
+//! Transports live elsewhere (`stdio`, `http`); this module never touches a socket or a pipe,
+//! and it logs tool names, task ids and error codes, never arguments.
+
+use crate::profile::{Profile, ToolGroup};
+use crate::schema::{self, *};
+use crate::tools;
+use crate::wait::{self, Progress};
+use legate_core::{Error, ErrorCode, Result, TaskId};
+use legate_engine::Engine;
+use rmcp::handler::server::common::{schema_for_input, schema_for_output};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::schemars::JsonSchema;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The longest silence between two progress notifications of one `wait`: the issue asks for
+/// at least every 15 s; 10 s leaves room for a slow link.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+
+const INSTRUCTIONS: &str = "Legate delegates coding tasks to other agents inside limits neither side can widen. \
+Start work with `run` (it returns a taskId at once), follow it with `wait` (up to 60 s per call; \
+pass the returned nextCursor as `after` and call again until ready is true), then collect it with \
+`result` (includeResult: false for a small answer) and `read_result` for the answer in pieces. \
+Waiting or disconnecting never cancels a task; only `cancel` does. Continue a conversation with \
+`resume` or `send_message`, using the contextId that `run` returned.";
+
+/// How the server behaves.
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    /// Which tools exist, and whether tasks may write.
+    pub profile: Profile,
+    /// The longest silence between two progress notifications of one `wait`.
+    pub heartbeat: Duration,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self {
+            profile: Profile::Full,
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
+}
+
+/// One tool: its description and the group that decides which profiles offer it.
+#[derive(Debug, Clone)]
+struct ToolDef {
+    group: ToolGroup,
+    tool: Tool,
+}
+
+fn def<A: JsonSchema + 'static, O: JsonSchema + 'static>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+    read_only: bool,
+) -> ToolDef {
+    let input = schema_for_input::<A>().unwrap_or_else(|e| {
+        // Every argument type is a struct, so this is a bug caught by the catalog test.
+        tracing::error!(tool = name, error = %e, "an input schema is not an object");
+        Arc::new(JsonObject::new())
+    });
+    let annotations = ToolAnnotations::with_title(title)
+        .read_only(read_only)
+        .destructive(false)
+        .open_world(false);
+    let tool = Tool::new(name, description, input)
+        .with_title(title)
+        .with_raw_output_schema(schema::with_error(&schema_for_output::<O>()))
+        .with_annotations(annotations);
+    ToolDef {
+        group: ToolGroup::Query,
+        tool,
+    }
+}
+
+/// Every tool Legate has, in the order they are listed.
+fn catalog() -> Vec<ToolDef> {
+    vec![
+        def::<HealthArgs, HealthOut>(
+            "health",
+            "Legate health",
+            "Legate's version, tool profile, limits, confinement, and each configured agent with whether it starts.",
+            true,
+        ),
+        def::<NoArgs, AgentsOut>(
+            "agents",
+            "Configured agents",
+            "The agents Legate can delegate to, with their presets and models where known.",
+            true,
+        ),
+        def::<RunArgs, StartedOut>(
+            "run",
+            "Delegate a task",
+            "Delegates a prompt to an agent and returns the task id at once; follow it with wait. Works in the context's sandbox unless workingDirectory names a shared directory. Continue a conversation with contextId.",
+            false,
+        ),
+        def::<WaitArgs, WaitOut>(
+            "wait",
+            "Wait for a task",
+            "Waits up to timeoutSeconds (1-60, default 30) for a task to end, returning its new events after `after`. Sends progress notifications on each event when the call carries a progress token. A timeout never cancels the task: call again with nextCursor.",
+            true,
+        ),
+        def::<EventsArgs, EventsOut>(
+            "events",
+            "Task events",
+            "A page of a task's events after a cursor, without waiting.",
+            true,
+        ),
+        def::<TaskArgs, StatusOut>(
+            "status",
+            "Task status",
+            "A task's state, error, usage, workspace and session, and whether more turns of its context are queued.",
+            true,
+        ),
+        def::<ResultArgs, ResultOut>(
+            "result",
+            "Task result",
+            "A task's result once it ended (ready: false before). includeResult: false omits the answer, prompt and refusals; read the answer with read_result.",
+            true,
+        ),
+        def::<ReadResultArgs, ReadResultOut>(
+            "read_result",
+            "Read a result in pieces",
+            "Reads an ended task's answer in pieces of UTF-16 units (offset, limit 2-50000) that never split a surrogate pair. Join `text` until hasMore is false, always using nextOffset; pass contentSha256 as expectedContentSha256 to detect a change.",
+            true,
+        ),
+        def::<TaskArgs, CancelOut>(
+            "cancel",
+            "Cancel a task",
+            "Asks a queued or running task to stop; it ends canceled.",
+            false,
+        ),
+        def::<TasksArgs, TasksOut>(
+            "tasks",
+            "List tasks",
+            "Stored tasks, newest first, filtered by state, context or agent.",
+            true,
+        ),
+        def::<SessionsArgs, SessionsOut>(
+            "sessions",
+            "List conversations",
+            "Known contexts (conversations): agent, agent session, sandbox, latest task.",
+            true,
+        ),
+        def::<ResumeArgs, StartedOut>(
+            "resume",
+            "Continue a conversation",
+            "Sends a new prompt into an earlier context: same agent, same session and workspace. Returns the new task id at once.",
+            false,
+        ),
+        def::<SendMessageArgs, ReceiptOut>(
+            "send_message",
+            "Message a conversation",
+            "Queues a message (at most 2000 characters) for a context; it becomes the context's next turn, after any running one. Idempotent by messageId: the same id and text return the same receipt, the same id with other text is refused.",
+            false,
+        ),
+    ]
+}
+
+/// Legate's MCP server. Cheap to clone; clones share the engine and the list of tasks they
+/// started.
+#[derive(Debug, Clone)]
+pub struct LegateMcp {
+    engine: Engine,
+    options: Arc<McpOptions>,
+    tools: Arc<Vec<ToolDef>>,
+    started: Arc<Mutex<HashSet<TaskId>>>,
+}
+
+impl LegateMcp {
+    /// A server over `engine`.
+    pub fn new(engine: Engine, options: McpOptions) -> Self {
+        let profile = options.profile;
+        let tools = catalog()
+            .into_iter()
+            .filter(|t| profile.offers(t.group))
+            .collect();
+        Self {
+            engine,
+            options: Arc::new(options),
+            tools: Arc::new(tools),
+            started: Arc::default(),
+        }
+    }
+
+    /// The tools this server lists and answers.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.tools.iter().map(|t| t.tool.clone()).collect()
+    }
+
+    /// The tasks this server started that have not ended yet.
+    pub fn unfinished(&self) -> Vec<TaskId> {
+        let ids: Vec<TaskId> = lock(&self.started).iter().cloned().collect();
+        ids.into_iter()
+            .filter(|id| {
+                self.engine
+                    .task(id.as_str())
+                    .map(|t| !t.is_terminal())
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn remember(&self, task_id: &str) {
+        lock(&self.started).insert(TaskId(task_id.to_string()));
+    }
+
+    /// Runs one tool. Arguments that do not fit the tool's schema are `INVALID_INPUT`.
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value> {
+        let engine = &self.engine;
+        let profile = self.options.profile;
+        match name {
+            "health" => to_value(tools::health(engine, profile, parse(args)?).await?),
+            "agents" => {
+                let _: NoArgs = parse(args)?;
+                to_value(tools::agents(engine))
+            }
+            "run" => {
+                let out = tools::run(engine, profile, parse(args)?)?;
+                self.remember(&out.task_id);
+                tracing::info!(task = %out.task_id, agent = %out.agent, mode = %out.mode, "mcp run");
+                to_value(out)
+            }
+            "wait" => {
+                let progress = context.meta.get_progress_token().map(|token| Progress {
+                    peer: context.peer.clone(),
+                    token,
+                    heartbeat: self.options.heartbeat,
+                });
+                to_value(wait::wait(engine, parse(args)?, progress, context.ct.clone()).await?)
+            }
+            "events" => to_value(tools::events(engine, parse(args)?)?),
+            "status" => to_value(tools::status(engine, parse(args)?)?),
+            "result" => to_value(tools::result(engine, parse(args)?)?),
+            "read_result" => to_value(tools::read_result(engine, parse(args)?)?),
+            "cancel" => to_value(tools::cancel(engine, parse(args)?)?),
+            "tasks" => to_value(tools::tasks(engine, parse(args)?)?),
+            "sessions" => to_value(tools::sessions(engine, parse(args)?)?),
+            "resume" => {
+                let out = tools::resume(engine, profile, parse(args)?)?;
+                self.remember(&out.task_id);
+                to_value(out)
+            }
+            "send_message" => {
+                let out = tools::send_message(engine, profile, parse(args)?)?;
+                if !out.duplicate {
+                    self.remember(&out.continuation_task_id);
+                }
+                to_value(out)
+            }
+            other => Err(not_available(other, profile)),
+        }
+    }
+}
+
+fn not_available(name: &str, profile: Profile) -> Error {
+    Error::new(
+        ErrorCode::ToolNotAvailable,
+        format!(
+            "no tool named {name:?} in Legate's {} profile",
+            profile.as_str()
+        ),
+    )
+}
+
+fn parse<T: DeserializeOwned>(args: Value) -> Result<T> {
+    serde_json::from_value(args)
+        .map_err(|e| Error::invalid_input(format!("invalid arguments: {e}")))
+}
+
+fn to_value<T: Serialize>(out: T) -> Result<Value> {
+    serde_json::to_value(out)
+        .map_err(|e| Error::internal(format!("could not encode an answer: {e}")))
+}
+
+/// The tool result for a failure: `isError` with `{error: {code, message}}`.
+pub fn error_result(e: &Error) -> CallToolResult {
+    CallToolResult::structured_error(json!({ "error": ErrorBody::from(e) }))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ServerHandler for LegateMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("legate", env!("CARGO_PKG_VERSION")).with_title("Legate"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools
+            .iter()
+            .find(|t| t.tool.name == name)
+            .map(|t| t.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let started = std::time::Instant::now();
+        let outcome = if self.get_tool(&name).is_some() {
+            self.dispatch(&name, args, &context).await
+        } else {
+            Err(not_available(&name, self.options.profile))
+        };
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(match outcome {
+            Ok(value) => {
+                tracing::debug!(tool = %name, elapsed_ms, "tool call answered");
+                CallToolResult::structured(value).into()
+            }
+            Err(e) => {
+                tracing::info!(tool = %name, code = %e.code, elapsed_ms, "tool call failed");
+                error_result(&e).into()
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_object_schemas_and_a_unique_name() {
+        let tools = catalog();
+        let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
+        assert_eq!(names.len(), tools.len());
+        assert_eq!(tools.len(), 13);
+        for t in &tools {
+            assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
+            let out = t.tool.output_schema.as_ref().unwrap();
+            assert_eq!(out["type"], "object", "{}", t.tool.name);
+            // `error` at the top level is the failure envelope; no answer may use the name.
+            assert_eq!(
+                out["properties"]["error"]["required"],
+                json!(["code", "message"]),
+                "{}",
+                t.tool.name
+            );
+            assert!(
+                out["properties"]["error"]["description"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Present instead"),
+                "{} has its own top-level `error` field",
+                t.tool.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_profile_lists_only_the_groups_it_offers() {
+        let mut tools = catalog();
+        tools[0].group = ToolGroup::Implementation;
+        let visible = |p: Profile| {
+            tools
+                .iter()
+                .filter(|t| p.offers(t.group))
+                .map(|t| t.tool.name.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert!(visible(Profile::Full).contains(&"health".to_string()));
+        assert!(!visible(Profile::Query).contains(&"health".to_string()));
+        assert!(!visible(Profile::Review).contains(&"health".to_string()));
+        assert_eq!(visible(Profile::Query).len(), tools.len() - 1);
+    }
+
+    #[test]
+    fn errors_are_structured() {
+        let r = error_result(&Error::new(
+            ErrorCode::TaskNotFound,
+            "no task has the id x.",
+        ));
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(
+            r.structured_content.unwrap(),
+            json!({"error": {"code": "TASK_NOT_FOUND", "message": "no task has the id x."}})
+        );
+    }
+}

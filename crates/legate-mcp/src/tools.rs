@@ -1,0 +1,511 @@
+//! What each tool does, over the engine: translate arguments into engine calls and engine
+//! answers into the shapes of [`crate::schema`].
+//!
+//! Nothing here decides a task's fate: submitting, continuing, messaging and canceling are
+//! the engine's. This module validates ranges of its own arguments (cursors, limits, wait
+//! times), applies the profile's mode rule, and reads.
+
+use crate::chunk;
+use crate::profile::Profile;
+use crate::schema::*;
+use legate_core::{Error, ErrorCode, Event, Result, Task, TaskMode, TaskState};
+use legate_engine::{
+    ContinueRequest, Engine, MAX_MESSAGE_CHARS, MAX_PENDING_PER_CONTEXT, MessageRequest,
+    SubmitRequest, WorkspaceRequest,
+};
+use legate_store::TaskFilter;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The longest `wait`, in seconds.
+pub const WAIT_MAX_SECS: u64 = 60;
+/// The default `wait`, in seconds.
+pub const WAIT_DEFAULT_SECS: u64 = 30;
+/// The most events one answer carries.
+pub const MAX_EVENTS: usize = 1000;
+/// The default `events` page.
+pub const EVENTS_DEFAULT_LIMIT: usize = 200;
+/// The most tasks or sessions one listing returns.
+pub const MAX_LIST: usize = 200;
+/// The default listing length.
+pub const LIST_DEFAULT: usize = 20;
+/// How long `health` lets each agent take to start.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `value` when it lies in `min..=max`, else `INVALID_INPUT` naming `name`.
+pub fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
+    name: &str,
+    value: T,
+    min: T,
+    max: T,
+) -> Result<T> {
+    if value < min || value > max {
+        return Err(Error::invalid_input(format!(
+            "{name} must be between {min} and {max} (got {value})"
+        )));
+    }
+    Ok(value)
+}
+
+pub fn health_static(engine: &Engine, profile: Profile) -> HealthOut {
+    let config = engine.config();
+    HealthOut {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        tool_profile: profile.as_str().to_string(),
+        read_only: profile.read_only(),
+        default_agent: config.default_agent.clone(),
+        agents: Vec::new(),
+        confinement: Confinement {
+            requirement: config.confinement.as_str().to_string(),
+        },
+        limits: Limits {
+            max_running: config.max_running,
+            max_queued: config.max_queued,
+            max_pending_per_context: MAX_PENDING_PER_CONTEXT,
+            default_timeout_seconds: config.default_timeout.as_secs(),
+            wait_max_seconds: WAIT_MAX_SECS,
+            max_events: MAX_EVENTS,
+            read_limit_max: chunk::MAX_LIMIT,
+            message_max_chars: MAX_MESSAGE_CHARS,
+        },
+    }
+}
+
+/// `health`: the static part, then each agent probed at once (unless `probe: false`).
+pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Result<HealthOut> {
+    let mut out = health_static(engine, profile);
+    let probe = args.probe.unwrap_or(true);
+    let mut probes = tokio::task::JoinSet::new();
+    for (index, spec) in engine.config().agents.values().enumerate() {
+        let confinement = match engine.confinement(&spec.name) {
+            Ok(e) => e.as_str().to_string(),
+            Err(e) => e.code.as_str().to_string(),
+        };
+        out.agents.push(AgentHealth {
+            name: spec.name.clone(),
+            kind: spec.kind.as_str().to_string(),
+            starts: None,
+            detail: "not probed".to_string(),
+            confinement,
+        });
+        if probe {
+            let engine = engine.clone();
+            let name = spec.name.clone();
+            probes.spawn(async move { (index, engine.probe(&name, PROBE_TIMEOUT).await) });
+        }
+    }
+    while let Some(joined) = probes.join_next().await {
+        let Ok((index, probed)) = joined else {
+            continue;
+        };
+        let Some(agent) = out.agents.get_mut(index) else {
+            continue;
+        };
+        match probed {
+            Ok(info) => {
+                agent.starts = Some(true);
+                agent.detail = format!(
+                    "starts ({} {})",
+                    info.name.as_deref().unwrap_or("unnamed"),
+                    info.version.as_deref().unwrap_or("?")
+                );
+            }
+            Err(e) => {
+                agent.starts = Some(false);
+                agent.detail = format!("does not start: {e}");
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `agents`.
+pub fn agents(engine: &Engine) -> AgentsOut {
+    let config = engine.config();
+    AgentsOut {
+        default_agent: config.default_agent.clone(),
+        agents: config
+            .agents
+            .values()
+            .map(|a| AgentOut {
+                name: a.name.clone(),
+                kind: a.kind.as_str().to_string(),
+                preset: a.preset.clone(),
+                command: a.command.clone(),
+                description: a.description.clone(),
+                default: a.name == config.default_agent,
+                allow_execute: a.allow_execute,
+                models: None,
+            })
+            .collect(),
+    }
+}
+
+fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
+    seconds
+        .map(|s| in_range("timeoutSeconds", s, 1, 7 * 24 * 3600).map(Duration::from_secs))
+        .transpose()
+}
+
+/// `run`.
+pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOut> {
+    let mode = profile.mode(args.mode.map(TaskMode::from), TaskMode::Write)?;
+    let workspace = match args.working_directory {
+        None => WorkspaceRequest::Sandbox,
+        Some(dir) => {
+            let path = PathBuf::from(&dir);
+            if !path.is_absolute() {
+                return Err(Error::new(
+                    ErrorCode::InvalidWorkspace,
+                    format!("workingDirectory must be an absolute path (got {dir:?})"),
+                ));
+            }
+            WorkspaceRequest::Shared(path)
+        }
+    };
+    let mut request = SubmitRequest::new(args.prompt);
+    request.agent = args.agent;
+    request.workspace = workspace;
+    request.context_id = args.context_id;
+    request.mode = mode;
+    request.timeout = timeout_arg(args.timeout_seconds)?;
+    request.model = args.model;
+    let task = engine.submit(request)?;
+    Ok(started(&task))
+}
+
+/// `resume`.
+pub fn resume(engine: &Engine, profile: Profile, args: ResumeArgs) -> Result<StartedOut> {
+    let mode = if profile.read_only() {
+        Some(profile.mode(args.mode.map(TaskMode::from), TaskMode::ReadOnly)?)
+    } else {
+        args.mode.map(TaskMode::from)
+    };
+    let task = engine.resume(ContinueRequest {
+        context_id: args.context_id,
+        prompt: args.prompt,
+        mode,
+        timeout: timeout_arg(args.timeout_seconds)?,
+    })?;
+    Ok(started(&task))
+}
+
+/// `send_message`.
+pub fn send_message(
+    engine: &Engine,
+    profile: Profile,
+    args: SendMessageArgs,
+) -> Result<ReceiptOut> {
+    let context_id = match (args.context_id, args.task_id) {
+        (Some(c), None) => c,
+        (None, Some(t)) => engine.task(&t)?.context_id,
+        _ => {
+            return Err(Error::invalid_input(
+                "give exactly one of contextId and taskId",
+            ));
+        }
+    };
+    let receipt = engine.send_message(MessageRequest {
+        context_id,
+        message_id: args.message_id,
+        text: args.text,
+        mode: profile.read_only().then_some(TaskMode::ReadOnly),
+    })?;
+    Ok(ReceiptOut {
+        message_id: receipt.message_id,
+        context_id: receipt.context_id,
+        state: receipt.delivery.as_str().to_string(),
+        continuation_task_id: receipt.task.id.to_string(),
+        task_state: receipt.task.state.as_str().to_string(),
+        duplicate: receipt.duplicate,
+    })
+}
+
+fn started(task: &Task) -> StartedOut {
+    StartedOut {
+        task_id: task.id.to_string(),
+        context_id: task.context_id.clone(),
+        agent: task.agent.clone(),
+        state: task.state.as_str().to_string(),
+        mode: task.mode.as_str().to_string(),
+        workspace: task.workspace.as_str().to_string(),
+    }
+}
+
+/// A task without its bulky parts.
+pub fn task_out(t: &Task) -> TaskOut {
+    TaskOut {
+        task_id: t.id.to_string(),
+        context_id: t.context_id.clone(),
+        agent: t.agent.clone(),
+        state: t.state.as_str().to_string(),
+        mode: t.mode.as_str().to_string(),
+        workspace: t.workspace.as_str().to_string(),
+        root: t.root.as_ref().map(|r| r.display().to_string()),
+        model: t.model.clone(),
+        error: t.error.as_ref().map(ErrorBody::from),
+        status_message: t.status_message.clone(),
+        usage: usage(t),
+        session_id: t.session_id.clone(),
+        prompt_preview: preview(&t.prompt, 120),
+        timeout_seconds: t.timeout_secs,
+        created_at: t.created_at.0,
+        updated_at: t.updated_at.0,
+    }
+}
+
+pub fn usage(t: &Task) -> Option<Map<String, Value>> {
+    match serde_json::to_value(t.usage.as_ref()?) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+fn preview(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
+}
+
+/// An event as a client sees it: the stored event without the task id it repeats.
+pub fn event_out(e: &Event) -> Map<String, Value> {
+    match serde_json::to_value(e) {
+        Ok(Value::Object(mut m)) => {
+            m.remove("taskId");
+            m
+        }
+        _ => Map::new(),
+    }
+}
+
+/// `status`.
+pub fn status(engine: &Engine, args: TaskArgs) -> Result<StatusOut> {
+    let task = engine.task(&args.task_id)?;
+    let last_seq = engine.store().last_seq(&task.id)?;
+    let queued: Vec<String> = engine
+        .queued_after(&task)?
+        .into_iter()
+        .map(|id| id.to_string())
+        .collect();
+    Ok(StatusOut {
+        ready: task.is_terminal(),
+        task: task_out(&task),
+        last_seq,
+        continuation_pending: !queued.is_empty(),
+        queued_task_ids: queued,
+    })
+}
+
+/// The number of the task's last event, and `INVALID_INPUT` when `after` is past it.
+pub fn check_cursor(engine: &Engine, task: &Task, after: u64) -> Result<u64> {
+    let last = engine.store().last_seq(&task.id)?;
+    if after > last {
+        return Err(Error::invalid_input(format!(
+            "after = {after} is past the task's last event ({last})"
+        )));
+    }
+    Ok(last)
+}
+
+/// `events`.
+pub fn events(engine: &Engine, args: EventsArgs) -> Result<EventsOut> {
+    let task = engine.task(&args.task_id)?;
+    let after = args.after.unwrap_or(0);
+    let limit = in_range(
+        "limit",
+        args.limit.unwrap_or(EVENTS_DEFAULT_LIMIT),
+        1,
+        MAX_EVENTS,
+    )?;
+    let last_seq = check_cursor(engine, &task, after)?;
+    let page = engine.events(&task.id, after, limit)?;
+    let next_cursor = page.last().map_or(after, |e| e.seq);
+    Ok(EventsOut {
+        task_id: task.id.to_string(),
+        truncated: page.first().is_some_and(|e| e.seq > after + 1),
+        events: page.iter().map(event_out).collect(),
+        next_cursor,
+        has_more: next_cursor < last_seq,
+        last_seq,
+    })
+}
+
+/// The text `read_result` reads: the answer of an ended task.
+fn answer(task: &Task) -> Result<String> {
+    if !task.is_terminal() {
+        return Err(Error::new(
+            ErrorCode::ResultNotReady,
+            format!(
+                "task {} is {}; its result can be read once it ends (use wait)",
+                task.id, task.state
+            ),
+        ));
+    }
+    Ok(task
+        .result
+        .as_ref()
+        .map(|r| r.text.clone())
+        .unwrap_or_default())
+}
+
+/// `result`.
+pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
+    let task = engine.task(&args.task_id)?;
+    let include = args.include_result.unwrap_or(true);
+    let mut out = ResultOut {
+        task_id: task.id.to_string(),
+        ready: task.is_terminal(),
+        state: task.state.as_str().to_string(),
+        task_error: None,
+        status_message: None,
+        usage: None,
+        stop_reason: None,
+        tool_calls: None,
+        failed_tool_calls: None,
+        answer_length: None,
+        answer_sha256: None,
+        answer: None,
+        refusals: None,
+        prompt: None,
+    };
+    if !task.is_terminal() {
+        return Ok(out);
+    }
+    let text = answer(&task)?;
+    out.task_error = task.error.as_ref().map(ErrorBody::from);
+    out.status_message = task.status_message.clone();
+    out.usage = usage(&task);
+    out.answer_length = Some(chunk::utf16_len(&text));
+    out.answer_sha256 = Some(chunk::sha256_hex(&text));
+    if let Some(r) = &task.result {
+        out.stop_reason = r.stop_reason.clone();
+        out.tool_calls = Some(r.tool_calls);
+        out.failed_tool_calls = Some(r.failed_tool_calls);
+        if include {
+            out.refusals = Some(
+                r.refusals
+                    .iter()
+                    .map(|f| RefusalOut {
+                        title: f.title.clone(),
+                        reason: f.reason.clone(),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    if include {
+        out.answer = Some(text);
+        out.prompt = Some(task.prompt.clone());
+    }
+    Ok(out)
+}
+
+/// `read_result`.
+pub fn read_result(engine: &Engine, args: ReadResultArgs) -> Result<ReadResultOut> {
+    let task = engine.task(&args.task_id)?;
+    let text = answer(&task)?;
+    let piece = chunk::read(
+        &text,
+        args.offset.unwrap_or(0),
+        args.limit.unwrap_or(chunk::DEFAULT_LIMIT),
+        args.expected_content_sha256.as_deref(),
+    )?;
+    Ok(ReadResultOut {
+        task_id: task.id.to_string(),
+        text: piece.text,
+        offset: piece.offset,
+        next_offset: piece.next_offset,
+        has_more: piece.has_more,
+        total_length: piece.total_length,
+        content_sha256: piece.content_sha256,
+    })
+}
+
+/// `cancel`.
+pub fn cancel(engine: &Engine, args: TaskArgs) -> Result<CancelOut> {
+    let task = engine.cancel(&args.task_id)?;
+    Ok(CancelOut {
+        task_id: task.id.to_string(),
+        state: task.state.as_str().to_string(),
+        cancel_requested: true,
+    })
+}
+
+/// `tasks`.
+pub fn tasks(engine: &Engine, args: TasksArgs) -> Result<TasksOut> {
+    let state = match args.state.as_deref() {
+        None => None,
+        Some(s) => Some(TaskState::parse(s).ok_or_else(|| {
+            Error::invalid_input(format!(
+                "unknown state {s:?}; one of submitted, working, input-required, completed, failed, canceled, rejected, auth-required"
+            ))
+        })?),
+    };
+    let limit = in_range("limit", args.limit.unwrap_or(LIST_DEFAULT), 1, MAX_LIST)?;
+    let found = engine.tasks(&TaskFilter {
+        state,
+        context_id: args.context_id,
+        agent: args.agent,
+        limit,
+        before: args.before.map(legate_core::Timestamp),
+    })?;
+    let next_before = if found.len() == limit {
+        found.last().map(|t| t.created_at.0)
+    } else {
+        None
+    };
+    Ok(TasksOut {
+        tasks: found.iter().map(task_out).collect(),
+        next_before,
+    })
+}
+
+/// `sessions`.
+pub fn sessions(engine: &Engine, args: SessionsArgs) -> Result<SessionsOut> {
+    let limit = in_range("limit", args.limit.unwrap_or(LIST_DEFAULT), 1, MAX_LIST)?;
+    let contexts = engine.store().list_contexts(limit)?;
+    let mut sessions = Vec::with_capacity(contexts.len());
+    for c in contexts {
+        let last = engine
+            .tasks(&TaskFilter {
+                context_id: Some(c.context_id.clone()),
+                limit: 1,
+                ..TaskFilter::default()
+            })?
+            .into_iter()
+            .next();
+        sessions.push(SessionOut {
+            context_id: c.context_id,
+            agent: c.agent,
+            session_id: c.session_id,
+            sandbox_root: c.sandbox_root.map(|p| p.display().to_string()),
+            updated_at: c.updated_at.0,
+            last_task_id: last.as_ref().map(|t| t.id.to_string()),
+            last_state: last.as_ref().map(|t| t.state.as_str().to_string()),
+        });
+    }
+    Ok(SessionsOut { sessions })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_name_the_argument() {
+        assert_eq!(in_range("limit", 5, 1, 10).unwrap(), 5);
+        let e = in_range("timeoutSeconds", 61u64, 1, 60).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert!(e.message.contains("timeoutSeconds"), "{}", e.message);
+    }
+
+    #[test]
+    fn previews_are_flat_and_short() {
+        assert_eq!(preview("a\n b  c", 10), "a b c");
+        assert_eq!(preview(&"é".repeat(5), 3), "ééé…");
+    }
+}

@@ -1,0 +1,220 @@
+//! `wait`: follow a task for up to a minute, collecting its new events, and tell a client that
+//! sent a progress token about each one as it happens.
+//!
+//! Each notification carries a counter that strictly increases within one call (1, 2, 3, …),
+//! and a short message naming the event's number and kind: never a prompt, file content,
+//! command or output. While the agent is silent a notification still goes out at least every
+//! `heartbeat`, so a client that resets its own timeout on progress never gives up.
+//!
+//! Waiting never changes the task: a wait that times out, a client that cancels the call and a
+//! client that disconnects all leave the task running.
+
+use crate::schema::{ErrorBody, WaitArgs, WaitOut};
+use crate::tools::{
+    MAX_EVENTS, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, check_cursor, event_out, in_range, usage,
+};
+use legate_core::{Event, EventKind, Result};
+use legate_engine::Engine;
+use rmcp::RoleServer;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::Peer;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Where progress goes, when the client asked for it.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// The client.
+    pub peer: Peer<RoleServer>,
+    /// The token it sent.
+    pub token: ProgressToken,
+    /// The longest silence between two notifications.
+    pub heartbeat: Duration,
+}
+
+struct Notifier {
+    progress: Option<Progress>,
+    counter: u64,
+    last: Instant,
+}
+
+impl Notifier {
+    async fn send(&mut self, message: String) {
+        let Some(p) = &self.progress else { return };
+        self.counter += 1;
+        self.last = Instant::now();
+        let param = ProgressNotificationParam::new(p.token.clone(), self.counter as f64)
+            .with_message(message);
+        if let Err(e) = p.peer.notify_progress(param).await {
+            tracing::debug!(error = %e, "could not send a progress notification");
+        }
+    }
+
+    fn next_heartbeat(&self) -> Option<Instant> {
+        self.progress.as_ref().map(|p| self.last + p.heartbeat)
+    }
+}
+
+/// A short description of an event that reveals no content.
+pub fn describe(e: &Event) -> String {
+    let detail = match &e.kind {
+        EventKind::Status { state, .. } => format!(" → {state}"),
+        EventKind::ToolCall(c) => format!(" ({}, {})", c.tool_kind.as_str(), c.status.as_str()),
+        EventKind::ToolCallUpdate(u) => u
+            .status
+            .map(|s| format!(" ({})", s.as_str()))
+            .unwrap_or_default(),
+        EventKind::Permission { verdict, .. } => {
+            if verdict.is_allow() {
+                " (allowed)".to_string()
+            } else {
+                " (refused)".to_string()
+            }
+        }
+        _ => String::new(),
+    };
+    format!("event {}: {}{detail}", e.seq, e.kind.type_name())
+}
+
+/// Waits as `args` says. `cancelled` ends the wait early (the client gave up on the call).
+pub async fn wait(
+    engine: &Engine,
+    args: WaitArgs,
+    progress: Option<Progress>,
+    cancelled: CancellationToken,
+) -> Result<WaitOut> {
+    let task = engine.task(&args.task_id)?;
+    let after = args.after.unwrap_or(0);
+    let seconds = in_range(
+        "timeoutSeconds",
+        args.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS),
+        1,
+        WAIT_MAX_SECS,
+    )?;
+    let max = in_range(
+        "maxEvents",
+        args.max_events.unwrap_or(MAX_EVENTS),
+        1,
+        MAX_EVENTS,
+    )?;
+    check_cursor(engine, &task, after)?;
+
+    let mut collected: Vec<Event> = Vec::new();
+    let mut timed_out = false;
+    if task.is_terminal() {
+        // Everything is stored already; a subscription would wait for a terminal event the
+        // caller may have read before.
+        collected = engine.events(&task.id, after, max)?;
+    } else {
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let mut notifier = Notifier {
+            progress,
+            counter: 0,
+            last: Instant::now(),
+        };
+        let mut sub = engine.subscribe(&task.id, after);
+        loop {
+            let heartbeat = notifier.next_heartbeat();
+            tokio::select! {
+                next = sub.next() => match next? {
+                    Some(e) => {
+                        notifier.send(describe(&e)).await;
+                        collected.push(e);
+                        if collected.len() >= max {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    timed_out = true;
+                    break;
+                }
+                _ = async {
+                    match heartbeat {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let message = format!("no new event; task still running (last event {})", sub.cursor());
+                    notifier.send(message).await;
+                }
+                _ = cancelled.cancelled() => break,
+            }
+        }
+    }
+
+    let now = engine.task(task.id.as_str())?;
+    let last_seq = engine.store().last_seq(&now.id)?;
+    let next_cursor = collected.last().map_or(after, |e| e.seq);
+    let queued: Vec<String> = engine
+        .queued_after(&now)?
+        .into_iter()
+        .map(|id| id.to_string())
+        .collect();
+    Ok(WaitOut {
+        task_id: now.id.to_string(),
+        ready: now.is_terminal(),
+        timed_out: timed_out && !now.is_terminal(),
+        state: now.state.as_str().to_string(),
+        task_error: now.error.as_ref().map(ErrorBody::from),
+        usage: usage(&now),
+        status_message: now.status_message.clone(),
+        truncated: collected.first().is_some_and(|e| e.seq > after + 1),
+        events: collected.iter().map(event_out).collect(),
+        has_more: next_cursor < last_seq,
+        next_cursor,
+        continuation_pending: !queued.is_empty(),
+        queued_task_ids: queued,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use legate_core::{TaskId, TaskState, Timestamp, ToolCallEvent, ToolKind, ToolStatus};
+
+    fn event(seq: u64, kind: EventKind) -> Event {
+        Event {
+            task_id: TaskId("t".into()),
+            seq,
+            at: Timestamp(0),
+            kind,
+        }
+    }
+
+    #[test]
+    fn descriptions_name_the_event_and_reveal_no_content() {
+        let secret = "cat /etc/secret-file";
+        let call = event(
+            4,
+            EventKind::ToolCall(ToolCallEvent {
+                id: "c1".into(),
+                title: secret.into(),
+                tool_kind: ToolKind::Execute,
+                status: ToolStatus::Pending,
+                locations: vec![],
+                raw_input: None,
+            }),
+        );
+        assert_eq!(describe(&call), "event 4: tool_call (execute, pending)");
+        let msg = event(
+            5,
+            EventKind::Message {
+                text: secret.into(),
+            },
+        );
+        assert_eq!(describe(&msg), "event 5: message");
+        let done = event(
+            9,
+            EventKind::Status {
+                state: TaskState::Completed,
+                message: Some(secret.into()),
+                error: None,
+            },
+        );
+        assert_eq!(describe(&done), "event 9: status → completed");
+    }
+}

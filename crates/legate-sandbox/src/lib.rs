@@ -1,0 +1,240 @@
+//! Kernel confinement of the processes Legate spawns (agents today, test commands next).
+//!
+//! The supervisor only sees what an agent asks about. This crate makes the kernel hold the
+//! line for everything else: on Linux, a [`Confinement`] becomes a Landlock ruleset under
+//! which writes are allowed only beneath the paths it names (the workspace root, the agent's
+//! state directories, a private temp directory), to `/dev/null` and to pseudo-terminals
+//! ([`WRITABLE_DEVICES`]). Reads and execution stay open.
+//!
+//! The ruleset is built in the parent ([`Confinement::prepare`]), where allocating and
+//! opening paths is safe, and applied in the child between `fork` and `exec`
+//! ([`Prepared::apply_in_child`]), where only two system calls happen. Whether the kernel
+//! enforces it fully, partly or not at all is an [`Enforcement`], known before anything is
+//! spawned, so it can be reported and, when [`Requirement::Required`], refused.
+//!
+//! This crate owns the policy and its translation to Landlock. It never spawns, never
+//! registers the pre-exec hook itself (that `unsafe` lives with the code that spawns), and
+//! never decides permissions.
+
+mod kernel;
+
+use legate_core::{Error, ErrorCode, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The device every process may write to.
+pub const DEV_NULL: &str = "/dev/null";
+
+/// Devices a confined process may also open for writing: `/dev/null`, and the pseudo-terminal
+/// multiplexer and its terminals, which agents open to run shells (gemini-cli's `node-pty`:
+/// `forkpty(3) failed` without them). Writing a terminal writes no file.
+pub const WRITABLE_DEVICES: &[&str] = &[DEV_NULL, "/dev/ptmx", "/dev/pts"];
+
+/// How much of a [`Confinement`] the running kernel enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    /// Every write right Legate restricts is enforced (Landlock ABI 3 or newer).
+    Full,
+    /// Landlock is on but older than ABI 3: writes outside the allowed paths are refused,
+    /// but truncating an existing file, or moving files across directories, may not be.
+    Partial,
+    /// Not enforced: no Landlock in this kernel (or it is disabled), or not Linux.
+    None,
+}
+
+impl Enforcement {
+    /// The wire form: `full`, `partial`, `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Partial => "partial",
+            Self::None => "none",
+        }
+    }
+
+    /// For a person: `fully enforced`, `partly enforced`, `not enforced`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Full => "fully enforced",
+            Self::Partial => "partly enforced",
+            Self::None => "not enforced",
+        }
+    }
+}
+
+impl fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// Whether confinement that the kernel cannot enforce is an error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Requirement {
+    /// Confine when the kernel can; run unconfined (and say so) when it cannot.
+    #[default]
+    BestEffort,
+    /// Refuse to start a process the kernel cannot confine (`CONFINEMENT_UNAVAILABLE`).
+    /// Partial enforcement is accepted.
+    Required,
+}
+
+impl Requirement {
+    /// The configuration form: `best-effort`, `required`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BestEffort => "best-effort",
+            Self::Required => "required",
+        }
+    }
+
+    /// Parses the configuration form.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "best-effort" => Some(Self::BestEffort),
+            "required" => Some(Self::Required),
+            _ => None,
+        }
+    }
+}
+
+/// What a confined process may write: beneath these paths, and the [`WRITABLE_DEVICES`].
+/// Everything else it may read and execute, and not write.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Confinement {
+    writable: Vec<PathBuf>,
+}
+
+impl Confinement {
+    /// A confinement under which nothing but the [`WRITABLE_DEVICES`] is writable.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also allows writes beneath `path` (a directory) or to it (a file). Paths that do not
+    /// exist when the ruleset is prepared are left out: create them first.
+    pub fn allow_write(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        if !self.writable.contains(&path) {
+            self.writable.push(path);
+        }
+        self
+    }
+
+    /// The writable paths, in the order given, then the [`WRITABLE_DEVICES`].
+    pub fn writable(&self) -> Vec<&Path> {
+        let mut all: Vec<&Path> = self.writable.iter().map(PathBuf::as_path).collect();
+        all.extend(WRITABLE_DEVICES.iter().map(Path::new));
+        all
+    }
+
+    /// How much of any confinement the running kernel enforces. Cheap after the first call.
+    pub fn probe() -> Enforcement {
+        kernel::probe()
+    }
+
+    /// Builds the kernel ruleset, in the parent. Fails with `CONFINEMENT_UNAVAILABLE` when
+    /// the requirement is [`Requirement::Required`] and the kernel enforces nothing, or when
+    /// the kernel refuses a ruleset it said it supports.
+    pub fn prepare(&self, requirement: Requirement) -> Result<Prepared> {
+        let enforcement = Self::probe();
+        if enforcement == Enforcement::None && requirement == Requirement::Required {
+            return Err(Error::new(
+                ErrorCode::ConfinementUnavailable,
+                "confinement = \"required\", but this kernel cannot confine processes (no Landlock, or Landlock is disabled)",
+            ));
+        }
+        let ruleset = kernel::Ruleset::build(&self.writable(), enforcement)?;
+        tracing::debug!(
+            enforcement = enforcement.as_str(),
+            writable = ?self.writable(),
+            "confinement prepared"
+        );
+        Ok(Prepared {
+            ruleset,
+            enforcement,
+            applied: false,
+        })
+    }
+}
+
+/// A ruleset built in the parent, ready to be applied in one child.
+pub struct Prepared {
+    ruleset: kernel::Ruleset,
+    enforcement: Enforcement,
+    applied: bool,
+}
+
+impl fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Prepared")
+            .field("enforcement", &self.enforcement)
+            .field("applied", &self.applied)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prepared {
+    /// How much of it the kernel enforces.
+    pub fn enforcement(&self) -> Enforcement {
+        self.enforcement
+    }
+
+    /// Confines the calling process: `PR_SET_NO_NEW_PRIVS`, then `landlock_restrict_self`.
+    /// Meant for a pre-exec hook (between `fork` and `exec`): it allocates nothing, takes no
+    /// lock, and its errors carry raw OS codes. With [`Enforcement::None`] it does nothing.
+    ///
+    /// A `Prepared` confines one child: a second call fails with `EALREADY` rather than let
+    /// a second process run unconfined.
+    pub fn apply_in_child(&mut self) -> std::io::Result<()> {
+        if self.applied {
+            return Err(std::io::Error::from_raw_os_error(kernel::EALREADY));
+        }
+        self.applied = true;
+        self.ruleset.restrict_self()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_forms() {
+        for (e, s, d) in [
+            (Enforcement::Full, "full", "fully enforced"),
+            (Enforcement::Partial, "partial", "partly enforced"),
+            (Enforcement::None, "none", "not enforced"),
+        ] {
+            assert_eq!(e.as_str(), s);
+            assert_eq!(e.to_string(), d);
+        }
+        assert_eq!(Requirement::parse("required"), Some(Requirement::Required));
+        assert_eq!(
+            Requirement::parse("best-effort"),
+            Some(Requirement::BestEffort)
+        );
+        assert_eq!(Requirement::parse("yes"), None);
+    }
+
+    #[test]
+    fn writable_lists_the_devices_last_and_each_path_once() {
+        let c = Confinement::new()
+            .allow_write("/a")
+            .allow_write("/b")
+            .allow_write("/a");
+        assert_eq!(
+            c.writable(),
+            [
+                Path::new("/a"),
+                Path::new("/b"),
+                Path::new(DEV_NULL),
+                Path::new("/dev/ptmx"),
+                Path::new("/dev/pts")
+            ]
+        );
+    }
+}

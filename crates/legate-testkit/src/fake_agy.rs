@@ -1,0 +1,400 @@
+//! `fake-agy`: a stand-in for the Antigravity CLI's headless interface, for tests only.
+//!
+//! It reproduces what Legate's agy driver relies on (see `docs/backends/agy.md`):
+//! `--version` (`1.2.11`), `--help` announcing every flag, `agy models` (`mock-pro`,
+//! `mock-flash`), and a headless run: flags checked, one NDJSON user line read from stdin
+//! until EOF, NDJSON events (`init`, `step_update`, `result`) on stdout, conversations that
+//! can be resumed with `--conversation`, and usage counters **cumulative per conversation**,
+//! kept in a state directory (`$FAKE_AGY_STATE_DIR`, else `.fake-agy/` in its cwd).
+//!
+//! It must never be shipped or pointed at a real project: `write:` writes files.
+//!
+//! # Conditions set by environment (give them through the agent's `env`)
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `FAKE_AGY_AUTH=fail` | `models` and runs print a login phrase on stderr and exit 1 |
+//! | `FAKE_AGY_PROBE=fail-version` | `--version` exits 3 |
+//! | `FAKE_AGY_PROBE=hang-version` | `--version` sleeps 60 s |
+//! | `FAKE_AGY_PROBE=incompatible` | `--help` announces neither `stream-json` nor `--sandbox` |
+//! | `FAKE_AGY_STATE_DIR=<dir>` | where conversations and their counters live |
+//!
+//! # Scenarios: the prompt text before the first `:`
+//!
+//! | scenario | behaviour |
+//! |---|---|
+//! | none | answer `fake agy: <prompt>`; cumulative usage grows by 120 |
+//! | `tokens: N` | answer; usage grows by N (input N − N/6, output N/6) |
+//! | `write: <file> <text>` | a `write_file` tool step, the file written in cwd (not in `--mode plan`) |
+//! | `crash` | `init`, one text chunk, then exit 7 with no result |
+//! | `timeout` | `init`, then sleep 600 s |
+//! | `slow` | five text chunks 300 ms apart |
+//! | `stderr` | a diagnostic line on stderr, then answer |
+//! | `malformed` | one non-JSON line on stdout, then answer |
+//! | `garbage` | only non-JSON lines, exit 1, no result |
+//! | `split` | a UTF-8 answer written in pieces that split characters |
+//! | `crlf` | every line ends with CRLF |
+//! | `long` | one text chunk of 1 MiB then `END` |
+//! | `failure` | `result` with `status:"ERROR"`, exit 1 |
+//! | `reset` | cumulative counters go back to 10 |
+//! | `nousage` | `result` without usage |
+//! | `auth` | a login phrase on stderr, exit 1 |
+
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The binary's name.
+pub const FAKE_AGY_BIN: &str = "fake-agy";
+/// What `--version` prints.
+pub const FAKE_AGY_VERSION: &str = "1.2.11";
+/// The models it offers.
+pub const FAKE_AGY_MODELS: &[(&str, &str)] =
+    &[("mock-pro", "Mock Pro"), ("mock-flash", "Mock Flash")];
+
+const HELP: &str = "agy - Antigravity CLI (fake, for Legate's tests)
+
+Usage: agy [options]
+       agy models                       List the models you can use
+
+Options:
+  --sandbox                            Run tools inside the sandbox
+  --input-format <text|stream-json>    Input format
+  --output-format <text|json|stream-json>  Output format
+  --print-timeout <duration>           Stop a headless run after this long (e.g. 90s)
+  --mode <default|plan|accept-edits>   Approval mode
+  --model <id>                         Model to use (see `agy models`)
+  --effort <low|medium|high|xhigh|max> Reasoning effort
+  --conversation <id>                  Resume a conversation
+  --add-dir <dir>                      Add a directory to the workspace
+  --new-project                        Start a new project
+  --json-schema <json|path>            Structured output schema
+  --version                            Print the version
+  --help                               Print this help
+";
+
+const INCOMPATIBLE_HELP: &str = "agy - Antigravity CLI (fake, old)
+
+Usage: agy [options]
+  --output-format <text|json>
+  --version
+  --help
+";
+
+/// Runs the fake with `args` (without the program name); returns the exit code.
+pub fn main(args: Vec<String>) -> i32 {
+    let probe = std::env::var("FAKE_AGY_PROBE").unwrap_or_default();
+    let auth_fails = std::env::var("FAKE_AGY_AUTH").is_ok_and(|v| v == "fail");
+    match args.first().map(String::as_str) {
+        Some("--version") => match probe.as_str() {
+            "fail-version" => {
+                eprintln!("agy: internal error while reading the version");
+                3
+            }
+            "hang-version" => {
+                std::thread::sleep(Duration::from_secs(60));
+                0
+            }
+            _ => {
+                println!("{FAKE_AGY_VERSION}");
+                0
+            }
+        },
+        Some("--help") => {
+            if probe == "incompatible" {
+                print!("{INCOMPATIBLE_HELP}");
+            } else {
+                print!("{HELP}");
+            }
+            0
+        }
+        Some("models") => {
+            if auth_fails {
+                eprintln!("Error: authentication required. Please log in with `agy`.");
+                return 1;
+            }
+            for (id, name) in FAKE_AGY_MODELS {
+                println!("{id}  {name}");
+            }
+            0
+        }
+        _ => match Run::parse(&args) {
+            Ok(run) => {
+                if auth_fails {
+                    eprintln!("Error: not logged in. Please log in with `agy`.");
+                    return 1;
+                }
+                run.execute()
+            }
+            Err(e) => {
+                eprintln!("agy: {e}");
+                2
+            }
+        },
+    }
+}
+
+#[derive(Debug, Default)]
+struct Run {
+    plan: bool,
+    model: Option<String>,
+    conversation: Option<String>,
+    crlf: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    input: u64,
+    output: u64,
+    total: u64,
+}
+
+impl Run {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut run = Run::default();
+        let (mut sandbox, mut input, mut output, mut timeout) = (false, false, false, false);
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+            match a.as_str() {
+                "--sandbox" => sandbox = true,
+                "--new-project" => {}
+                "--input-format" => input = value(a)? == "stream-json",
+                "--output-format" => output = value(a)? == "stream-json",
+                "--print-timeout" => {
+                    let v = value(a)?;
+                    let secs = v.strip_suffix('s').unwrap_or("");
+                    if secs.parse::<u64>().is_err() {
+                        return Err(format!("invalid --print-timeout {v:?}"));
+                    }
+                    timeout = true;
+                }
+                "--mode" => match value(a)?.as_str() {
+                    "plan" => run.plan = true,
+                    "accept-edits" | "default" => {}
+                    m => return Err(format!("unknown mode {m:?}")),
+                },
+                "--model" => run.model = Some(value(a)?),
+                "--conversation" => run.conversation = Some(value(a)?),
+                "--add-dir" | "--effort" | "--json-schema" => {
+                    value(a)?;
+                }
+                "--dangerously-skip-permissions" => {
+                    return Err("this fake refuses --dangerously-skip-permissions".into());
+                }
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        if !(sandbox && input && output && timeout) {
+            return Err(
+                "a headless run needs --sandbox, stream-json in and out, and --print-timeout"
+                    .into(),
+            );
+        }
+        Ok(run)
+    }
+
+    fn emit(&self, v: &Value) {
+        let mut line = v.to_string();
+        line.push_str(if self.crlf { "\r\n" } else { "\n" });
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(line.as_bytes());
+        let _ = out.flush();
+    }
+
+    fn text(&self, t: &str) {
+        self.emit(&json!({"event": "step_update", "step_update": {"step_type": "agent_response", "state": "RUNNING", "text_delta": t}}));
+    }
+
+    fn execute(mut self) -> i32 {
+        let mut stdin = String::new();
+        if std::io::stdin().read_to_string(&mut stdin).is_err() {
+            eprintln!("agy: could not read stdin");
+            return 2;
+        }
+        let lines: Vec<&str> = stdin.lines().filter(|l| !l.trim().is_empty()).collect();
+        let prompt = match lines.as_slice() {
+            [one] => serde_json::from_str::<Value>(one).ok().and_then(|v| {
+                (v["event"] == "user")
+                    .then(|| v["message"]["content"].as_str().map(str::to_owned))
+                    .flatten()
+            }),
+            _ => None,
+        };
+        let Some(prompt) = prompt else {
+            eprintln!("agy: stdin must be exactly one {{\"event\":\"user\",…}} line");
+            return 2;
+        };
+        let (scenario, rest) = match prompt.split_once(':') {
+            Some((s, r)) => (s.trim().to_ascii_lowercase(), r.trim().to_string()),
+            None => (String::new(), prompt.clone()),
+        };
+        self.crlf = scenario == "crlf";
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        let state_dir = std::env::var_os("FAKE_AGY_STATE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| cwd.join(".fake-agy"));
+        let model = self.model.clone().unwrap_or_else(|| "mock-pro".into());
+        if !FAKE_AGY_MODELS.iter().any(|(id, _)| *id == model) {
+            return self.fail(None, &format!("model {model} is not available"));
+        }
+        let (id, mut counters) = match &self.conversation {
+            Some(id) => match load(&state_dir, id) {
+                Some(c) => (id.clone(), c),
+                None => return self.fail(None, &format!("conversation {id} not found")),
+            },
+            None => (new_id(), Counters::default()),
+        };
+        save(&state_dir, &id, &counters);
+        self.emit(&json!({"event": "init", "conversation_id": id, "init": {"cwd": cwd, "model": model, "args": []}}));
+        let mut response = format!("fake agy: {prompt}");
+        let mut grow = 120u64;
+        let mut usage = true;
+        match scenario.as_str() {
+            "tokens" => {
+                grow = rest.parse().unwrap_or(0);
+                response = format!("counted {grow} tokens");
+            }
+            "crash" => {
+                self.text("about to crash");
+                return 7;
+            }
+            "timeout" => {
+                std::thread::sleep(Duration::from_secs(600));
+                return 0;
+            }
+            "slow" => {
+                for i in 1..=5 {
+                    self.text(&format!("chunk {i} "));
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                response = String::new();
+            }
+            "stderr" => eprintln!("warning: a diagnostic from the fake agy on stderr"),
+            "malformed" => {
+                let _ = std::io::stdout().write_all(b"this line is not JSON {\n");
+            }
+            "garbage" => {
+                let _ = std::io::stdout().write_all(b"<<not json>>\nstill not json\n");
+                let _ = std::io::stdout().flush();
+                return 1;
+            }
+            "split" => {
+                let line = json!({"event": "step_update", "step_update": {"step_type": "agent_response", "text_delta": "héllo wörld ✓ 日本語"}}).to_string() + "\n";
+                let mut out = std::io::stdout().lock();
+                for piece in line.as_bytes().chunks(3) {
+                    let _ = out.write_all(piece);
+                    let _ = out.flush();
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                response = String::new();
+            }
+            "long" => {
+                self.text(&"x".repeat(1024 * 1024));
+                self.text("END");
+                response = String::new();
+            }
+            "write" => {
+                let (name, content) = rest.split_once(' ').unwrap_or((rest.as_str(), ""));
+                self.emit(&json!({"event": "step_update", "step_update": {"step_type": "tool", "state": "RUNNING", "tool_name": "write_file", "tool_info": {"name": "write_file", "parameters": {"path": name}}}}));
+                let ok = !self.plan
+                    && !name.is_empty()
+                    && !name.contains("..")
+                    && !Path::new(name).is_absolute()
+                    && std::fs::write(cwd.join(name), content).is_ok();
+                self.emit(&json!({"event": "step_update", "step_update": {"step_type": "tool", "state": if ok { "DONE" } else { "ERROR" }, "tool_name": "write_file", "tool_info": {"name": "write_file", "output": if ok { "written" } else { "refused" }}}}));
+                response = if ok {
+                    format!("wrote {name}")
+                } else {
+                    format!("did not write {name}")
+                };
+            }
+            "failure" => {
+                counters.grow(40);
+                save(&state_dir, &id, &counters);
+                return self.fail(Some((&id, counters)), "the fake model refused the task");
+            }
+            "reset" => {
+                counters = Counters {
+                    input: 8,
+                    output: 2,
+                    total: 10,
+                }
+            }
+            "nousage" => usage = false,
+            "auth" => {
+                eprintln!("Error: authentication required. Please log in.");
+                return 1;
+            }
+            _ => {}
+        }
+        if !response.is_empty() {
+            self.text(&response);
+        }
+        if scenario != "reset" {
+            counters.grow(grow);
+        }
+        save(&state_dir, &id, &counters);
+        let mut result = json!({"conversation_id": id, "status": "SUCCESS", "response": response});
+        if usage {
+            result["usage"] = counters.json();
+        }
+        self.emit(&json!({"event": "result", "result": result}));
+        0
+    }
+
+    fn fail(&self, conv: Option<(&str, Counters)>, error: &str) -> i32 {
+        let mut result = json!({"status": "ERROR", "error": error});
+        if let Some((id, c)) = conv {
+            result["conversation_id"] = json!(id);
+            result["usage"] = c.json();
+        }
+        self.emit(&json!({"event": "result", "result": result}));
+        1
+    }
+}
+
+impl Counters {
+    fn grow(&mut self, n: u64) {
+        self.output += n / 6;
+        self.input += n - n / 6;
+        self.total += n;
+    }
+
+    fn json(&self) -> Value {
+        json!({"input_tokens": self.input, "output_tokens": self.output, "total_tokens": self.total, "thinking_tokens": 0, "cache_read_tokens": 0})
+    }
+}
+
+fn new_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("conv-{:x}-{:x}", nanos, std::process::id())
+}
+
+fn file(dir: &Path, id: &str) -> PathBuf {
+    dir.join("conversations").join(format!("{id}.json"))
+}
+
+fn load(dir: &Path, id: &str) -> Option<Counters> {
+    if !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(file(dir, id)).ok()?).ok()?;
+    Some(Counters {
+        input: v["input_tokens"].as_u64()?,
+        output: v["output_tokens"].as_u64()?,
+        total: v["total_tokens"].as_u64()?,
+    })
+}
+
+fn save(dir: &Path, id: &str, c: &Counters) {
+    let path = file(dir, id);
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let _ = std::fs::write(path, c.json().to_string());
+}

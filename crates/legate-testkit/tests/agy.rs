@@ -1,0 +1,646 @@
+//! The agy backend through the engine, against `fake-agy` on real pipes and a real store:
+//! a task that completes, every diagnostic code from its fake condition, usage from
+//! cumulative counters, the environment filter, model selection, stream robustness,
+//! timeouts and cancel leaving no process, and a workspace blocked by an unverified cleanup.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::Backend;
+use legate_backend::agy::{AgyBackend, cleanup, selection};
+use legate_core::{AgentKind, AgentSpec, ErrorCode, Event, EventKind, Task, TaskMode, TaskState};
+use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, UsageFilter};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const FAKE: &str = env!("CARGO_BIN_EXE_fake-agy");
+
+fn spec(name: &str, command: &str, env: &[(&str, &str)]) -> AgentSpec {
+    AgentSpec {
+        name: name.into(),
+        kind: AgentKind::Agy,
+        command: command.into(),
+        args: vec![],
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        preset: None,
+        allow_execute: false,
+        terminal: false,
+        description: None,
+        model: None,
+        inherit_env: Vec::new(),
+    }
+}
+
+struct Harness {
+    dir: tempfile::TempDir,
+    engine: Engine,
+}
+
+impl Harness {
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+}
+
+fn config(dir: &Path) -> EngineConfig {
+    let state = dir.join("fake-state");
+    let state = state.to_str().unwrap();
+    let noexec = dir.join("noexec-agy");
+    if !noexec.exists() {
+        std::fs::write(&noexec, "#!/bin/sh\necho 1.2.11\n").unwrap();
+    }
+    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
+    let st = ("FAKE_AGY_STATE_DIR", state);
+    let mut agents = vec![
+        spec("agy", FAKE, &[st]),
+        spec("agy-auth", FAKE, &[st, ("FAKE_AGY_AUTH", "fail")]),
+        spec(
+            "agy-badversion",
+            FAKE,
+            &[st, ("FAKE_AGY_PROBE", "fail-version")],
+        ),
+        spec("agy-hang", FAKE, &[st, ("FAKE_AGY_PROBE", "hang-version")]),
+        spec("agy-old", FAKE, &[st, ("FAKE_AGY_PROBE", "incompatible")]),
+        spec("agy-missing", "/nonexistent/bin/agy", &[]),
+        spec("agy-notonpath", "agy-surely-not-on-path", &[]),
+        spec("agy-noexec", noexec.to_str().unwrap(), &[]),
+    ];
+    let mut node = spec("agy-node", FAKE, &[st]);
+    node.inherit_env = vec!["NODE_OPTIONS".into()];
+    agents.push(node);
+    let mut flash = spec("agy-flash", FAKE, &[st]);
+    flash.model = Some("mock-flash".into());
+    agents.push(flash);
+    for a in agents {
+        config.agents.insert(a.name.clone(), a);
+    }
+    config.default_agent = "agy".into();
+    config.cancel_grace = Duration::from_secs(5);
+    config
+}
+
+fn harness_in(dir: tempfile::TempDir) -> Harness {
+    let backend: Arc<dyn Backend> = Arc::new(AgyBackend {
+        probe_timeout: Duration::from_secs(3),
+        kill_grace: Duration::from_secs(3),
+    });
+    let engine = Engine::start(
+        config(dir.path()),
+        HashMap::from([(AgentKind::Agy, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap();
+    Harness { dir, engine }
+}
+
+fn harness() -> Harness {
+    harness_in(tempfile::tempdir().unwrap())
+}
+
+fn request(agent: &str, prompt: &str) -> SubmitRequest {
+    SubmitRequest {
+        agent: Some(agent.into()),
+        ..SubmitRequest::new(prompt)
+    }
+}
+
+async fn run(h: &Harness, req: SubmitRequest) -> Task {
+    let task = h.engine.submit(req).unwrap();
+    tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&task.id))
+        .await
+        .expect("the task ends")
+        .unwrap()
+}
+
+fn events(h: &Harness, task: &Task) -> Vec<Event> {
+    h.engine.events(&task.id, 0, 10_000).unwrap()
+}
+
+fn cleanup_detail(h: &Harness, task: &Task) -> serde_json::Value {
+    events(h, task)
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::Workspace { detail, .. } if detail.get("processCleanup").is_some() => {
+                Some(detail["processCleanup"].clone())
+            }
+            _ => None,
+        })
+        .expect("a processCleanup event")
+}
+
+fn error_code(t: &Task) -> Option<ErrorCode> {
+    t.error.as_ref().map(|e| e.code)
+}
+
+/// Processes (other than zombies) whose cwd is `root`.
+fn processes_in(root: &Path) -> Vec<String> {
+    let root = std::fs::canonicalize(root).unwrap();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == root) {
+            found.push(pid.to_string());
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_completes_against_the_fake_and_writes_in_its_sandbox() {
+    let h = harness();
+    let t = run(&h, request("agy", "write: hello.txt hi from agy")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    let root = t.root.clone().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("hello.txt")).unwrap(),
+        "hi from agy"
+    );
+    let r = t.result.clone().unwrap();
+    assert_eq!(r.text, "wrote hello.txt");
+    assert_eq!(r.tool_calls, 1);
+    assert_eq!(r.stop_reason.as_deref(), Some("end_turn"));
+    assert!(t.session_id.as_deref().unwrap().starts_with("conv-"));
+    let usage = t.usage.clone().unwrap();
+    assert_eq!(usage.total_tokens, Some(120));
+    assert_eq!(usage.input_tokens, Some(100));
+    assert_eq!(usage.output_tokens, Some(20));
+    assert_eq!(usage.model.as_deref(), Some("mock-pro"));
+    let cleanup = cleanup_detail(&h, &t);
+    assert_eq!(cleanup["verified"], true);
+    let pgid = i32::try_from(cleanup["pgid"].as_i64().unwrap()).unwrap();
+    assert!(!legate_backend::acp::process_group_alive(pgid));
+    let info = h
+        .engine
+        .probe("agy", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(info.version.as_deref(), Some("1.2.11"));
+    for cap in [
+        "stream-json",
+        "sandbox",
+        "mode-plan",
+        "models",
+        "conversation",
+    ] {
+        assert!(info.capabilities.iter().any(|c| c == cap), "{cap}");
+    }
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_the_difference_of_cumulative_counters_even_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness_in(dir);
+    let first = run(
+        &h,
+        SubmitRequest {
+            context_id: Some("tokens".into()),
+            ..request("agy", "tokens: 120")
+        },
+    )
+    .await;
+    assert_eq!(first.state, TaskState::Completed, "{:?}", first.error);
+    assert_eq!(first.usage.as_ref().unwrap().total_tokens, Some(120));
+    h.engine.shutdown().await;
+    let Harness { dir, engine } = h;
+    drop(engine);
+
+    // Another process (another engine on the same home) resumes the conversation, on another
+    // model: cumulative 170 gives 50 for this task.
+    let h = harness_in(dir);
+    let second = run(
+        &h,
+        SubmitRequest {
+            context_id: Some("tokens".into()),
+            model: Some("mock-flash".into()),
+            ..request("agy", "tokens: 50")
+        },
+    )
+    .await;
+    assert_eq!(second.state, TaskState::Completed, "{:?}", second.error);
+    assert_eq!(
+        second.session_id, first.session_id,
+        "the conversation is resumed"
+    );
+    assert_eq!(second.root, first.root, "resuming reuses the workspace");
+    let u = second.usage.clone().unwrap();
+    assert_eq!(u.total_tokens, Some(50));
+    assert_eq!(u.input_tokens, Some(42));
+    assert_eq!(u.output_tokens, Some(8));
+    assert_eq!(u.model.as_deref(), Some("mock-flash"));
+    let args = events(&h, &second)
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+                Some(detail["args"].to_string())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert!(args.contains("--conversation"), "{args}");
+    assert!(!args.contains("--new-project"), "{args}");
+
+    // Counters that go down are a reset: no usage, a warning, never 0.
+    let third = run(
+        &h,
+        SubmitRequest {
+            context_id: Some("tokens".into()),
+            ..request("agy", "reset: now")
+        },
+    )
+    .await;
+    assert_eq!(third.state, TaskState::Completed, "{:?}", third.error);
+    assert_eq!(third.usage, None);
+    assert!(events(&h, &third).iter().any(|e| matches!(
+        &e.kind,
+        EventKind::Workspace { detail, .. } if detail["warning"] == "usage"
+    )));
+    let missing = run(&h, request("agy", "nousage: x")).await;
+    assert_eq!(missing.state, TaskState::Completed);
+    assert_eq!(missing.usage, None);
+
+    let report = h
+        .engine
+        .usage(&UsageFilter {
+            session_id: second.session_id.clone(),
+            ..UsageFilter::default()
+        })
+        .unwrap();
+    assert_eq!(report.total.tasks, 3);
+    assert_eq!(report.total.total_tokens, Some(170));
+    assert_eq!(report.total.unreported, 1);
+    assert_eq!(report.by_model["mock-flash"].total_tokens, Some(50));
+    assert_eq!(report.by_model["mock-pro"].total_tokens, Some(120));
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_diagnostic_code_comes_from_its_fake_condition() {
+    let h = harness();
+    let cases: &[(&str, &str, Option<&str>, ErrorCode)] = &[
+        ("agy-missing", "hi", None, ErrorCode::AgyNotFound),
+        ("agy-notonpath", "hi", None, ErrorCode::AgyNotFound),
+        ("agy-noexec", "hi", None, ErrorCode::AgyPermissionDenied),
+        ("agy-badversion", "hi", None, ErrorCode::AgyProbeFailed),
+        ("agy-hang", "hi", None, ErrorCode::AgyProbeFailed),
+        ("agy-old", "hi", None, ErrorCode::AgyIncompatible),
+        ("agy-auth", "hi", None, ErrorCode::AgyAuthRequired),
+        (
+            "agy-auth",
+            "hi",
+            Some("mock-pro"),
+            ErrorCode::AgyAuthRequired,
+        ),
+        ("agy", "auth: log me out", None, ErrorCode::AgyAuthRequired),
+        (
+            "agy",
+            "hi",
+            Some("no-such-model"),
+            ErrorCode::ModelNotAvailable,
+        ),
+        ("agy", "garbage: x", None, ErrorCode::StreamParseError),
+        ("agy", "crash: x", None, ErrorCode::AgyProcessFailed),
+        ("agy", "failure: x", None, ErrorCode::AgyProcessFailed),
+    ];
+    for (agent, prompt, model, code) in cases {
+        let t = run(
+            &h,
+            SubmitRequest {
+                model: model.map(str::to_owned),
+                ..request(agent, prompt)
+            },
+        )
+        .await;
+        assert_eq!(
+            error_code(&t),
+            Some(*code),
+            "{agent} {prompt}: {:?}",
+            t.error
+        );
+        let want = if *code == ErrorCode::AgyAuthRequired {
+            TaskState::AuthRequired
+        } else {
+            TaskState::Failed
+        };
+        assert_eq!(t.state, want, "{agent} {prompt}");
+        if *prompt == "failure: x" {
+            assert!(t.error.as_ref().unwrap().message.contains("refused"));
+            assert_eq!(
+                t.usage.as_ref().unwrap().total_tokens,
+                Some(40),
+                "a failed turn's final counters still count"
+            );
+        }
+        if *prompt == "crash: x" {
+            assert!(
+                t.error.as_ref().unwrap().message.contains("code 7"),
+                "{:?}",
+                t.error
+            );
+            assert_eq!(cleanup_detail(&h, &t)["verified"], true);
+        }
+    }
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opt_in_of_node_options_is_refused_naming_it() {
+    let h = harness();
+    let t = run(&h, request("agy-node", "hi")).await;
+    assert_eq!(t.state, TaskState::Failed);
+    let e = t.error.unwrap();
+    assert_eq!(e.code, ErrorCode::AgentStartFailed);
+    assert!(e.message.contains("NODE_OPTIONS"), "{}", e.message);
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_task_leaves_no_process_behind() {
+    let h = harness();
+    let t = run(
+        &h,
+        SubmitRequest {
+            timeout: Some(Duration::from_secs(2)),
+            ..request("agy", "timeout: sleep")
+        },
+    )
+    .await;
+    assert_eq!(t.state, TaskState::Failed);
+    assert_eq!(error_code(&t), Some(ErrorCode::TaskTimeout));
+    let cleanup = cleanup_detail(&h, &t);
+    assert_eq!(cleanup["verified"], true);
+    assert_eq!(cleanup["stopped"], true);
+    let pgid = i32::try_from(cleanup["pgid"].as_i64().unwrap()).unwrap();
+    assert!(!legate_backend::acp::process_group_alive(pgid));
+    assert_eq!(processes_in(t.root.as_ref().unwrap()), Vec::<String>::new());
+
+    // Cancel stops it the same way.
+    let task = h.engine.submit(request("agy", "timeout: again")).unwrap();
+    let mut sub = h.engine.subscribe(&task.id, 0);
+    while let Some(e) = sub.next().await.unwrap() {
+        if matches!(e.kind, EventKind::Session { .. }) {
+            break;
+        }
+    }
+    h.engine.cancel(task.id.as_str()).unwrap();
+    let t = h.engine.wait(&task.id).await.unwrap();
+    assert_eq!(t.state, TaskState::Canceled, "{:?}", t.error);
+    assert_eq!(cleanup_detail(&h, &t)["verified"], true);
+    assert_eq!(processes_in(t.root.as_ref().unwrap()), Vec::<String>::new());
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_survives_split_utf8_crlf_long_and_invalid_lines() {
+    let h = harness();
+    let t = run(&h, request("agy", "split: please")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert_eq!(t.result.unwrap().text, "héllo wörld ✓ 日本語");
+
+    let t = run(&h, request("agy", "crlf: hi")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert_eq!(t.result.unwrap().text, "fake agy: crlf: hi");
+
+    let t = run(&h, request("agy", "long: line")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    let text = t.result.unwrap().text;
+    assert_eq!(text.len(), 1024 * 1024 + 3);
+    assert!(text.ends_with("xEND"));
+
+    let t = run(&h, request("agy", "malformed: x")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    let unparsed: Vec<String> = events(&h, &t)
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Unparsed { line } => Some(line),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unparsed, ["this line is not JSON {"]);
+
+    let t = run(&h, request("agy", "stderr: x")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert!(events(&h, &t).iter().any(|e| matches!(
+        &e.kind,
+        EventKind::Stderr { line } if line.contains("diagnostic from the fake agy")
+    )));
+
+    let t = run(&h, request("agy", "slow: x")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert_eq!(
+        t.result.unwrap().text,
+        "chunk 1 chunk 2 chunk 3 chunk 4 chunk 5 "
+    );
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_tasks_run_in_plan_mode_and_shared_writes_are_refused() {
+    let h = harness();
+    let t = run(
+        &h,
+        SubmitRequest {
+            mode: TaskMode::ReadOnly,
+            ..request("agy", "write: nope.txt x")
+        },
+    )
+    .await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert!(!t.root.as_ref().unwrap().join("nope.txt").exists());
+    let args = events(&h, &t)
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+                Some(detail["args"].to_string())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert!(args.contains("\"--mode\",\"plan\""), "{args}");
+
+    let shared = tempfile::tempdir().unwrap();
+    let t = run(
+        &h,
+        SubmitRequest {
+            workspace: legate_engine::WorkspaceRequest::Shared(shared.path().into()),
+            ..request("agy", "write: x.txt y")
+        },
+    )
+    .await;
+    assert_eq!(error_code(&t), Some(ErrorCode::AgentUnsupervised));
+    assert!(!shared.path().join("x.txt").exists());
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_comes_from_the_task_then_the_preference_then_the_default() {
+    let h = harness();
+    let model_of = |t: &Task| t.usage.as_ref().and_then(|u| u.model.clone());
+    let t = run(&h, request("agy-flash", "hi")).await;
+    assert_eq!(
+        model_of(&t).as_deref(),
+        Some("mock-flash"),
+        "configured default"
+    );
+    let state = h.home().join("agents").join("agy-flash");
+    std::fs::create_dir_all(&state).unwrap();
+    selection::save_preference(&state, Some(&selection::Choice::Model("mock-pro".into()))).unwrap();
+    let t = run(&h, request("agy-flash", "hi")).await;
+    assert_eq!(
+        model_of(&t).as_deref(),
+        Some("mock-pro"),
+        "saved preference"
+    );
+    let t = run(
+        &h,
+        SubmitRequest {
+            model: Some("mock-flash".into()),
+            ..request("agy-flash", "hi")
+        },
+    )
+    .await;
+    assert_eq!(
+        model_of(&t).as_deref(),
+        Some("mock-flash"),
+        "the task's own"
+    );
+    assert_eq!(t.model.as_deref(), Some("mock-flash"));
+    let t = run(
+        &h,
+        SubmitRequest {
+            model: Some("auto".into()),
+            ..request("agy-flash", "hi")
+        },
+    )
+    .await;
+    let args = events(&h, &t)
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+                Some(detail["args"].to_string())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert!(!args.contains("--model"), "auto passes no --model: {args}");
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverified_cleanup_blocks_the_workspace_until_the_group_is_gone() {
+    let h = harness();
+    let ctx = |p: &str| SubmitRequest {
+        context_id: Some("blocked".into()),
+        ..request("agy", p)
+    };
+    let first = run(&h, ctx("hi")).await;
+    assert_eq!(first.state, TaskState::Completed, "{:?}", first.error);
+    let root = first.root.clone().unwrap();
+    let mut survivor = tokio::process::Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pgid = i32::try_from(survivor.id().unwrap()).unwrap();
+    cleanup::block(&h.home().join("agents").join("agy"), &root, pgid).unwrap();
+    let blocked = run(&h, ctx("again")).await;
+    assert_eq!(
+        error_code(&blocked),
+        Some(ErrorCode::ProcessCleanupUnverified),
+        "{:?}",
+        blocked.error
+    );
+    survivor.kill().await.unwrap();
+    survivor.wait().await.unwrap();
+    let after = run(&h, ctx("and again")).await;
+    assert_eq!(after.state, TaskState::Completed, "{:?}", after.error);
+    h.engine.shutdown().await;
+}
+
+/// `legate run --agent agy` end to end, with the agent configured in `legate.toml`. Runs
+/// when the `legate` binary has been built into this target directory (it is when the
+/// workspace's tests run together, e.g. `cargo test -p legate -p legate-testkit`).
+#[test]
+fn legate_run_with_agy_configured_in_legate_toml() {
+    let exe = std::env::current_exe().unwrap();
+    let Some(legate) = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("legate"))
+        .filter(|p| p.is_file())
+    else {
+        eprintln!("skipped: the legate binary is not built next to this test");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let state = dir.path().join("fake-state");
+    std::fs::write(
+        home.join("legate.toml"),
+        format!(
+            "[agents.agy]\nkind = \"agy\"\ncommand = \"{FAKE}\"\nenv = {{ FAKE_AGY_STATE_DIR = \"{}\" }}\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let legate_cmd = |args: &[&str]| {
+        std::process::Command::new(&legate)
+            .args(args)
+            .env("LEGATE_HOME", &home)
+            .output()
+            .unwrap()
+    };
+    let out = legate_cmd(&["run", "--agent", "agy", "--context", "e2e", "tokens: 120"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("counted 120 tokens"), "{stdout}");
+    let out = legate_cmd(&[
+        "run",
+        "--agent",
+        "agy",
+        "--context",
+        "e2e",
+        "--model",
+        "mock-flash",
+        "tokens: 50",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = legate_cmd(&["usage", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["total"]["totalTokens"], 170);
+    assert_eq!(report["byModel"]["mock-flash"]["totalTokens"], 50);
+    assert_eq!(report["byTask"][0]["totalTokens"], 50);
+
+    std::fs::write(
+        home.join("legate.toml"),
+        format!("[agents.agy]\ncommand = \"{FAKE}\"\ninherit_env = [\"node_options\"]\n"),
+    )
+    .unwrap();
+    let out = legate_cmd(&["run", "--agent", "agy", "hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("CONFIG_INVALID"), "{stderr}");
+    assert!(stderr.contains("node_options"), "{stderr}");
+}

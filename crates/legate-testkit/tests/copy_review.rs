@@ -1,0 +1,297 @@
+//! The engine's review pipeline over a real copy: approval modes, patch reads bound to the
+//! sha256, client-reported tests, required tests, and the retention sweep.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use async_trait::async_trait;
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec, ErrorCode, TaskState};
+use legate_engine::{
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Check, CheckKind, Criterion, Engine,
+    EngineConfig, PatchRead, Paths, ReportedTest, Review, SubmitRequest, TestCommand, Verdict,
+    WorkspaceRequest,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    project: PathBuf,
+    engine: Engine,
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let project = base.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    git(&project, &["init", "-q"]);
+    std::fs::write(project.join("a.txt"), "alpha\n").unwrap();
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let mut config = EngineConfig::new(Paths::new(base.join("home")));
+    config.agents.insert(
+        "agent".into(),
+        AgentSpec {
+            name: "agent".into(),
+            kind: AgentKind::Acp,
+            command: AGENT.into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            preset: None,
+            allow_execute: false,
+            terminal: false,
+            description: None,
+            model: None,
+            inherit_env: Vec::new(),
+        },
+    );
+    config.default_agent = "agent".into();
+    tune(&mut config);
+    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
+    let engine = Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap();
+    Harness {
+        _dir: dir,
+        project,
+        engine,
+    }
+}
+
+fn criteria() -> Vec<Criterion> {
+    vec![Criterion {
+        id: "beta".into(),
+        description: "a.txt says beta".into(),
+        check: Some(Check {
+            kind: CheckKind::FileContains,
+            path: "a.txt".into(),
+            text: Some("beta".into()),
+        }),
+    }]
+}
+
+fn review() -> Vec<Review> {
+    vec![Review {
+        criterion_id: "beta".into(),
+        verdict: Verdict::Passed,
+        path: "a.txt".into(),
+        line: 1,
+        quote: "beta".into(),
+        explanation: "replaced".into(),
+    }]
+}
+
+/// Runs a copy task that changes a.txt, verifies it, and returns its id and patch sha256.
+async fn verified_task(h: &Harness) -> (String, String) {
+    let mut req = SubmitRequest::new("replace a.txt: alpha => beta");
+    req.workspace = WorkspaceRequest::Copy {
+        source: h.project.clone(),
+        include_paths: vec![],
+        criteria: criteria(),
+    };
+    let task = h.engine.submit(req).unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&task.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
+    let id = task.id.to_string();
+    let preview = h.engine.preview(&id).await.unwrap();
+    let sha = preview.patch.sha256.clone();
+    let v = h.engine.verify(&id, &sha, review()).await.unwrap();
+    assert!(v.passed, "{v:?}");
+    (id, sha)
+}
+
+struct Fixed {
+    answer: ApprovalAnswer,
+    asked: AtomicUsize,
+}
+
+#[async_trait]
+impl Approver for Fixed {
+    async fn confirm(&self, r: &ApprovalRequest) -> ApprovalAnswer {
+        assert_eq!(r.files.len(), 1);
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.answer
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_mode_integrates_only_on_an_explicit_confirmed_accept() {
+    let h = harness(|c| c.review.approval = ApprovalMode::Ask);
+    let (id, sha) = verified_task(&h).await;
+    let original = h.project.join("a.txt");
+    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::IntegrationDeclined);
+    for answer in [
+        ApprovalAnswer::Decline,
+        ApprovalAnswer::Cancel,
+        ApprovalAnswer::Accept { confirm: false },
+    ] {
+        let approver = Fixed {
+            answer,
+            asked: AtomicUsize::new(0),
+        };
+        let err = h
+            .engine
+            .integrate(&id, Some(&sha), Some(&approver))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::IntegrationDeclined, "{answer:?}");
+        assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
+        assert_eq!(std::fs::read_to_string(&original).unwrap(), "alpha\n");
+    }
+    let yes = Fixed {
+        answer: ApprovalAnswer::Accept { confirm: true },
+        asked: AtomicUsize::new(0),
+    };
+    let done = h
+        .engine
+        .integrate(&id, Some(&sha), Some(&yes))
+        .await
+        .unwrap();
+    assert_eq!(done.result.files, ["a.txt"]);
+    assert_eq!(std::fs::read_to_string(&original).unwrap(), "beta\n");
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
+    let h = harness(|c| {
+        c.review.require_tests = true;
+        c.review.retention = Duration::ZERO;
+    });
+    let (id, sha) = verified_task(&h).await;
+    // Reads are bound to the sha256, by path or in chunks.
+    let chunk = h
+        .engine
+        .read_patch(
+            &id,
+            PatchRead {
+                expected_sha256: sha.clone(),
+                path: Some("a.txt".into()),
+                offset: 0,
+                limit: Some(20),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(chunk.has_more);
+    assert_eq!(chunk.sha256, sha);
+    let mut whole = String::new();
+    let mut offset = 0;
+    loop {
+        let c = h
+            .engine
+            .read_patch(
+                &id,
+                PatchRead {
+                    expected_sha256: sha.clone(),
+                    path: None,
+                    offset,
+                    limit: Some(50),
+                },
+            )
+            .await
+            .unwrap();
+        whole.push_str(&c.text);
+        offset = c.next_offset;
+        if !c.has_more {
+            break;
+        }
+    }
+    assert_eq!(
+        whole.as_bytes(),
+        &h.engine.patch(&id, Some(&sha)).await.unwrap().patch[..]
+    );
+    let stale = h
+        .engine
+        .read_patch(
+            &id,
+            PatchRead {
+                expected_sha256: "0".repeat(64),
+                ..PatchRead::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code, ErrorCode::PatchChanged);
+
+    // A client's report is recorded but is not observed evidence.
+    let reported = h
+        .engine
+        .record_test(
+            &id,
+            &sha,
+            ReportedTest {
+                command: TestCommand {
+                    executable: "cargo".into(),
+                    args: vec!["test".into()],
+                },
+                exit_code: 0,
+                output: "ok".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(reported.source).unwrap(),
+        "client-reported"
+    );
+    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::VerificationRequired);
+    assert!(err.message.contains("require_tests"), "{}", err.message);
+    // An observed failing run blocks; a later passing run of the same command clears it.
+    let grep = |text: &str| TestCommand {
+        executable: "grep".into(),
+        args: vec!["-q".into(), text.into(), "a.txt".into()],
+    };
+    let failed = h.engine.test(&id, &sha, grep("alpha"), None).await.unwrap();
+    assert!(!failed.passed);
+    assert_eq!(failed.error.unwrap().code, ErrorCode::TestFailed);
+    let passed = h.engine.test(&id, &sha, grep("beta"), None).await.unwrap();
+    assert!(passed.passed);
+    assert_eq!(passed.confinement, "none");
+    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    assert!(
+        err.message.contains("failed on this patch"),
+        "{}",
+        err.message
+    );
+    let again = h.engine.test(&id, &sha, grep("alpha"), None).await;
+    assert!(!again.unwrap().passed);
+
+    // Retention zero: the sweep removes the finished copy; later operations say so.
+    let report = h.engine.cleanup().await.unwrap();
+    assert_eq!(report.removed, std::slice::from_ref(&id));
+    let err = h.engine.preview(&id).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::CopyUnavailable);
+    h.engine.shutdown().await;
+}

@@ -1,0 +1,400 @@
+//! The real adapters through Legate, offline: Claude Code (`claude-agent-acp`), Codex
+//! (`codex-acp`) and Gemini CLI (`gemini --acp`), each pointed at the scripted model server.
+//!
+//! Opt-in: `scripts/real-adapters.sh` installs the adapters from npm into a cache directory
+//! and runs `cargo test -p legate-testkit --features real-adapters --test real_adapters`.
+//! `LEGATE_ADAPTERS_DIR` names the directory holding their `node_modules` (default
+//! `~/.cache/legate-adapters`). An adapter that is not installed fails its test with a
+//! message saying so, rather than passing silently.
+//!
+//! Each adapter gets, in this order: a plain answer; a write inside a shared root (allowed);
+//! a shell command in an owned sandbox (allowed) and in a shared root (refused, the task
+//! still ends clearly); a write outside the root (refused, the file absent); and, for Claude,
+//! a plan exit (the option that keeps supervision chosen). Assertions are on the disk and on
+//! the recorded decisions.
+
+#![cfg(feature = "real-adapters")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec, Decision, Event, EventKind, Task, TaskState};
+use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, WorkspaceRequest};
+use legate_testkit::model_server::{ModelServer, Step};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn adapters_dir() -> PathBuf {
+    std::env::var_os("LEGATE_ADAPTERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/legate-adapters")
+        })
+}
+
+/// The tool names and inputs one adapter's model uses.
+struct Adapter {
+    name: &'static str,
+    command: String,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    write: fn(&Path, &str) -> Step,
+    shell: fn(&str) -> Step,
+    /// Steps that end with the model proposing to leave plan mode.
+    plan_exit: Option<Vec<Step>>,
+    /// Files to put in the agent's state directory before it starts.
+    state_files: Vec<(&'static str, String)>,
+}
+
+fn require(path: PathBuf) -> String {
+    assert!(
+        path.exists(),
+        "{} is not installed: run scripts/real-adapters.sh",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn claude(url: &str) -> Adapter {
+    let js =
+        require(adapters_dir().join("node_modules/@zed-industries/claude-agent-acp/dist/index.js"));
+    Adapter {
+        name: "claude",
+        command: "node".into(),
+        args: vec![js],
+        env: BTreeMap::from([
+            ("ANTHROPIC_BASE_URL".into(), url.into()),
+            ("ANTHROPIC_API_KEY".into(), "sk-ant-legate-test".into()),
+        ]),
+        write: |p, c| Step::tool("Write", json!({"file_path": p, "content": c})),
+        shell: |c| Step::tool("Bash", json!({"command": c, "description": "run it"})),
+        // Claude refuses ExitPlanMode outside plan mode, so the model enters it first.
+        plan_exit: Some(vec![
+            Step::tool("EnterPlanMode", json!({})),
+            Step::tool("ExitPlanMode", json!({"plan": "1. write the code"})),
+        ]),
+        state_files: vec![],
+    }
+}
+
+fn codex(url: &str) -> Adapter {
+    let bin = require(
+        adapters_dir().join("node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"),
+    );
+    let config = format!(
+        "model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"{url}/v1\"\nenv_key = \"LEGATE_FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n"
+    );
+    Adapter {
+        name: "codex",
+        command: bin,
+        args: vec![
+            "-c".into(),
+            "approval_policy=\"untrusted\"".into(),
+            "-c".into(),
+            "sandbox_mode=\"danger-full-access\"".into(),
+        ],
+        env: BTreeMap::from([("LEGATE_FAKE_OPENAI_KEY".into(), "sk-legate-test".into())]),
+        write: |p, c| {
+            Step::tool(
+                "apply_patch",
+                json!(format!(
+                    "*** Begin Patch\n*** Add File: {}\n+{c}\n*** End Patch\n",
+                    p.display()
+                )),
+            )
+        },
+        shell: |c| Step::tool("exec_command", json!({"cmd": c})),
+        plan_exit: None,
+        state_files: vec![(".codex/config.toml", config)],
+    }
+}
+
+fn gemini(url: &str) -> Adapter {
+    let js = require(adapters_dir().join("node_modules/@google/gemini-cli/bundle/gemini.js"));
+    Adapter {
+        name: "gemini",
+        command: "node".into(),
+        args: vec![js, "--acp".into()],
+        env: BTreeMap::from([
+            ("GEMINI_API_KEY".into(), "legate-test".into()),
+            ("GOOGLE_GEMINI_BASE_URL".into(), url.into()),
+        ]),
+        write: |p, c| Step::tool("write_file", json!({"file_path": p, "content": c})),
+        shell: |c| Step::tool("run_shell_command", json!({"command": c})),
+        plan_exit: None,
+        state_files: vec![(
+            ".gemini/settings.json",
+            json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
+        )],
+    }
+}
+
+struct Run {
+    _dir: tempfile::TempDir,
+    engine: Engine,
+    shared: PathBuf,
+    outside: PathBuf,
+    server: ModelServer,
+}
+
+fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
+    let server = ModelServer::start().unwrap();
+    let adapter = make(&server.url());
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let state = dir.path().join("state");
+    for (file, text) in &adapter.state_files {
+        let p = state.join(file);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let spec: AgentSpec = serde_json::from_value(json!({
+        "name": adapter.name, "kind": "acp", "command": adapter.command, "args": adapter.args,
+        "env": adapter.env, "preset": adapter.name,
+    }))
+    .unwrap();
+    let mut config = EngineConfig::new(Paths::new(&home));
+    config.agents = BTreeMap::from([(adapter.name.to_string(), spec)]);
+    config.default_agent = adapter.name.into();
+    config.default_timeout = Duration::from_secs(180);
+    config
+        .state_dirs
+        .insert(adapter.name.to_string(), state.clone());
+    let backend: Arc<dyn Backend> =
+        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(60)));
+    let engine = Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap();
+    let shared = dir.path().join("shared");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let run = Run {
+        _dir: dir,
+        engine,
+        shared: std::fs::canonicalize(shared).unwrap(),
+        outside: std::fs::canonicalize(outside).unwrap(),
+        server,
+    };
+    (run, adapter)
+}
+
+impl Run {
+    async fn task(&self, steps: Vec<Step>, workspace: WorkspaceRequest) -> (Task, Vec<Event>) {
+        self.server.script(steps);
+        let mut req = SubmitRequest::new("Do what the model says.");
+        req.workspace = workspace;
+        let task = self.engine.submit(req).unwrap();
+        let task = tokio::time::timeout(Duration::from_secs(200), self.engine.wait(&task.id))
+            .await
+            .expect("the task ends")
+            .unwrap();
+        let events = self.engine.events(&task.id, 0, 100_000).unwrap();
+        (task, events)
+    }
+}
+
+fn decisions(events: &[Event]) -> Vec<(Decision, Option<String>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Permission { verdict, title, .. } => {
+                Some((verdict.decision, verdict.option_id.clone(), title.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn describe(task: &Task, events: &[Event]) -> String {
+    let tail: Vec<String> = events
+        .iter()
+        .rev()
+        .take(25)
+        .rev()
+        .map(|e| format!("{:?}", e.kind))
+        .collect();
+    format!("{task:#?}\n{}", tail.join("\n"))
+}
+
+async fn suite(make: fn(&str) -> Adapter) {
+    let started = Instant::now();
+    let (run, adapter) = start(make);
+    let name = adapter.name;
+
+    // A plain answer.
+    let (task, events) = run
+        .task(
+            vec![Step::text("hello from the model")],
+            WorkspaceRequest::Sandbox,
+        )
+        .await;
+    assert_eq!(
+        task.state,
+        TaskState::Completed,
+        "{}",
+        describe(&task, &events)
+    );
+    assert!(
+        task.result
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("hello from the model"),
+        "{}",
+        describe(&task, &events)
+    );
+    let confinement = events.iter().find_map(|e| match &e.kind {
+        EventKind::Workspace { detail, .. } => detail.get("confinement").cloned(),
+        _ => None,
+    });
+    eprintln!("{name}: plain answer ok (confinement {confinement:?})");
+
+    // A write inside a shared root: allowed.
+    let inside = run.shared.join("inside.txt");
+    let (task, events) = run
+        .task(
+            vec![
+                (adapter.write)(&inside, "written inside"),
+                Step::text("wrote it"),
+            ],
+            WorkspaceRequest::Shared(run.shared.clone()),
+        )
+        .await;
+    let d = decisions(&events);
+    assert!(
+        d.iter().any(|(dec, _, _)| *dec == Decision::Allow),
+        "{}",
+        describe(&task, &events)
+    );
+    assert!(
+        std::fs::read_to_string(&inside)
+            .unwrap_or_default()
+            .contains("written inside"),
+        "{}",
+        describe(&task, &events)
+    );
+    eprintln!("{name}: write inside ok ({d:?})");
+
+    // A shell command in an owned sandbox: allowed.
+    let (task, events) = run
+        .task(
+            vec![
+                (adapter.shell)("echo made-by-shell > shell.txt"),
+                Step::text("ran it"),
+            ],
+            WorkspaceRequest::Sandbox,
+        )
+        .await;
+    let root = task.root.clone().unwrap();
+    assert!(
+        root.join("shell.txt").exists(),
+        "{}",
+        describe(&task, &events)
+    );
+    eprintln!("{name}: shell in sandbox ok ({:?})", decisions(&events));
+
+    // The same in a shared root: refused, and the task still ends clearly.
+    let (task, events) = run
+        .task(
+            vec![
+                (adapter.shell)("echo nope > refused.txt"),
+                Step::text("tried"),
+            ],
+            WorkspaceRequest::Shared(run.shared.clone()),
+        )
+        .await;
+    let d = decisions(&events);
+    assert!(
+        d.iter().any(|(dec, _, _)| *dec == Decision::Deny),
+        "{}",
+        describe(&task, &events)
+    );
+    assert!(!run.shared.join("refused.txt").exists());
+    assert!(
+        matches!(task.state, TaskState::Completed | TaskState::Canceled),
+        "{}",
+        describe(&task, &events)
+    );
+    assert!(
+        task.status_message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("refused by the supervisor"),
+        "{}",
+        describe(&task, &events)
+    );
+    eprintln!(
+        "{name}: shell in shared root refused ({:?}, {d:?})",
+        task.state
+    );
+
+    // A write outside the root: refused, the file absent.
+    let outside = run.outside.join("escaped.txt");
+    let (task, events) = run
+        .task(
+            vec![(adapter.write)(&outside, "escaped"), Step::text("tried")],
+            WorkspaceRequest::Shared(run.shared.clone()),
+        )
+        .await;
+    assert!(!outside.exists(), "{}", describe(&task, &events));
+    let d = decisions(&events);
+    // Refused by the supervisor when the adapter asks (Claude, Codex); gemini-cli refuses a
+    // path outside its workspace itself, before asking: the call fails and nothing is written.
+    let failed_by_agent = events.iter().any(|e| {
+        matches!(&e.kind, EventKind::ToolCallUpdate(u) if u.status == Some(legate_core::ToolStatus::Failed))
+    });
+    assert!(
+        d.iter().any(|(dec, _, _)| *dec == Decision::Deny) || (d.is_empty() && failed_by_agent),
+        "{}",
+        describe(&task, &events)
+    );
+    let by = if d.is_empty() {
+        "the agent itself"
+    } else {
+        "the supervisor"
+    };
+    eprintln!(
+        "{name}: write outside refused by {by} ({:?}, {d:?})",
+        task.state
+    );
+
+    // Plan exit: the option that keeps supervision.
+    if let Some(mut steps) = adapter.plan_exit.clone() {
+        steps.push(Step::text("planned"));
+        let (task, events) = run.task(steps, WorkspaceRequest::Sandbox).await;
+        let d = decisions(&events);
+        assert!(
+            d.iter()
+                .any(|(dec, id, _)| *dec == Decision::Allow && id.as_deref() == Some("default")),
+            "{}",
+            describe(&task, &events)
+        );
+        eprintln!("{name}: plan exit ok ({d:?})");
+    }
+    eprintln!(
+        "{name}: real-adapter suite passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_through_legate() {
+    suite(claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_through_legate() {
+    suite(codex).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_through_legate() {
+    suite(gemini).await;
+}

@@ -1,0 +1,239 @@
+//! Copy workspace figures on a generated repository of 10,000 files and 200 MiB:
+//! Legate's copy (selection + secret scan + copy + baseline) against `cp -r` of the same files
+//! and `git worktree add`, in the same run; the preview of a 100-file change; the integration
+//! of 100 files. Prints the figures. The repository is generated once under
+//! `$LEGATE_BENCH_DIR` (default `/work/bench-data`), never inside the project.
+//!
+//! `cargo bench -p legate-workspace --bench copy` (`LEGATE_BENCH_FILES`, `LEGATE_BENCH_MIB`
+//! and `LEGATE_BENCH_RUNS` scale it down).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_workspace::{
+    Baseline, CopyLimits, SecretPolicy, integrate, make_copy, plan, preview, select,
+};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn env_num(key: &str, default: u64) -> u64 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@b")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@b")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Deterministic lower-case text with spaces and newlines (no credential pattern can match).
+fn content(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = (x % 29) as u8;
+        out.push(match b {
+            26 | 27 => b' ',
+            28 => b'\n',
+            c => b'a' + c,
+        });
+    }
+    out
+}
+
+fn generate(root: &Path, files: u64, mib: u64) {
+    let marker = root.join(".legate-bench-complete");
+    let want = format!("v2 {files} {mib}");
+    if fs::read_to_string(&marker).ok().as_deref() == Some(want.as_str()) {
+        return;
+    }
+    let _ = fs::remove_dir_all(root);
+    fs::create_dir_all(root).unwrap();
+    let total = mib * 1024 * 1024;
+    let per = (total / files) as usize;
+    // `files` in all: the data files and `.gitignore`.
+    for i in 0..files - 1 {
+        let dir = root.join(format!("d{:03}", i % 100));
+        fs::create_dir_all(&dir).unwrap();
+        // Sizes vary around the mean; the sum stays `total` within a file's size.
+        let len = if i % 2 == 0 { per / 2 } else { per + per / 2 };
+        fs::write(dir.join(format!("f{i:05}.txt")), content(i, len)).unwrap();
+    }
+    fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "bench"]);
+    fs::write(&marker, want).unwrap();
+    git(root, &["update-index", "--refresh"]);
+    fs::write(root.join(".git/info/exclude"), ".legate-bench-complete\n").unwrap();
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: skip the big run.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("copy bench: run with `cargo bench -p legate-workspace --bench copy`");
+        return;
+    }
+    let files = env_num("LEGATE_BENCH_FILES", 10_000);
+    let mib = env_num("LEGATE_BENCH_MIB", 200);
+    let runs = env_num("LEGATE_BENCH_RUNS", 3) as usize;
+    let base = PathBuf::from(
+        std::env::var("LEGATE_BENCH_DIR").unwrap_or_else(|_| "/work/bench-data".into()),
+    );
+    let repo = base.join("repo");
+    let t = Instant::now();
+    generate(&repo, files, mib);
+    println!(
+        "repository: {files} files, {mib} MiB at {} (ready in {})",
+        repo.display(),
+        ms(t.elapsed())
+    );
+    let scratch = base.join("scratch");
+    let _ = fs::remove_dir_all(&scratch);
+    fs::create_dir_all(&scratch).unwrap();
+    let limits = CopyLimits::default();
+    let policy = SecretPolicy::default();
+
+    let (mut legate, mut sel_t, mut copy_t, mut base_t, mut cp, mut wt) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for run in 0..runs {
+        let home = scratch.join(format!("home{run}"));
+        let t0 = Instant::now();
+        let sel = select(&repo, &[], &policy, &limits).unwrap();
+        let t1 = Instant::now();
+        let report = make_copy(&sel, &home.join("copies/t"), &limits).unwrap();
+        let t2 = Instant::now();
+        Baseline::create(&home.join("baselines/t"), &report.copy_directory).unwrap();
+        let t3 = Instant::now();
+        assert_eq!(report.included_files as u64, files);
+        sel_t.push(t1 - t0);
+        copy_t.push(t2 - t1);
+        base_t.push(t3 - t2);
+        legate.push(t3 - t0);
+
+        let dest = scratch.join(format!("cp{run}"));
+        fs::create_dir_all(&dest).unwrap();
+        let mut cmd = Command::new("cp");
+        cmd.arg("-r");
+        for d in 0..100.min(files - 1) {
+            cmd.arg(repo.join(format!("d{d:03}")));
+        }
+        cmd.arg(repo.join(".gitignore")).arg(&dest);
+        let t = Instant::now();
+        assert!(cmd.status().unwrap().success());
+        cp.push(t.elapsed());
+
+        let wdest = scratch.join(format!("wt{run}"));
+        let t = Instant::now();
+        git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                wdest.to_str().unwrap(),
+                "HEAD",
+            ],
+        );
+        wt.push(t.elapsed());
+        git(
+            &repo,
+            &["worktree", "remove", "--force", wdest.to_str().unwrap()],
+        );
+    }
+    let (l, c, w) = (median(legate), median(cp), median(wt));
+    println!("copy (median of {runs}):");
+    println!(
+        "  legate copy      {} (selection {}, copy + secret scan {}, baseline {})",
+        ms(l),
+        ms(median(sel_t)),
+        ms(median(copy_t)),
+        ms(median(base_t.clone()))
+    );
+    println!("  cp -r            {}", ms(c));
+    println!("  git worktree add {}", ms(w));
+    println!(
+        "  legate / cp -r = {:.2}x, legate copy without baseline / cp -r = {:.2}x",
+        l.as_secs_f64() / c.as_secs_f64(),
+        (l - median(base_t)).as_secs_f64() / c.as_secs_f64()
+    );
+
+    // Preview and integrate of a 100-file change, on the first copy.
+    let home = scratch.join("home0");
+    let copy = home.join("copies/t");
+    let baseline = Baseline::open(&home.join("baselines/t"), &copy).unwrap();
+    for i in 0..100u64 {
+        let p = copy.join(format!("d{:03}/f{:05}.txt", i % 100, i));
+        let mut bytes = fs::read(&p).unwrap();
+        bytes.extend_from_slice(b"\nan added line\n");
+        fs::write(&p, bytes).unwrap();
+    }
+    let mut pv = vec![];
+    let mut last = None;
+    for _ in 0..runs.max(5) {
+        let t = Instant::now();
+        let p = preview(&baseline, &policy, &limits).unwrap();
+        pv.push(t.elapsed());
+        last = Some(p);
+    }
+    let p = last.unwrap();
+    assert_eq!(p.files.len(), 100);
+    println!(
+        "preview of a 100-file change: {} (median of {}, patch {} bytes)",
+        ms(median(pv)),
+        runs.max(5),
+        p.patch_length
+    );
+    let mut it = vec![];
+    let mut planned = vec![];
+    for _ in 0..runs.max(5) {
+        let t = Instant::now();
+        let changes = plan(&baseline, &p).unwrap();
+        let t_plan = t.elapsed();
+        let t = Instant::now();
+        let r = integrate(&repo, &changes).unwrap();
+        it.push(t.elapsed());
+        planned.push(t_plan);
+        assert_eq!(r.files.len(), 100);
+        git(&repo, &["checkout", "-q", "--", "."]);
+    }
+    println!(
+        "integrate of 100 files: {} (median of {}; reading the 200 blobs from the baseline adds {})",
+        ms(median(it)),
+        runs.max(5),
+        ms(median(planned))
+    );
+    let _ = fs::remove_dir_all(&scratch);
+}

@@ -1,0 +1,240 @@
+//! Running `git`, always as a tool Legate controls and never as the user's configured git.
+//!
+//! Two ways to run it:
+//! - [`Git::source`] reads a project the user named (which files exist, which are ignored).
+//!   It keeps the user's `HOME` so that every git ignore source (`.gitignore`,
+//!   `.git/info/exclude`, `core.excludesFile`) is honoured, but it drops the system config,
+//!   every `GIT_*` variable of Legate's own environment, hooks, fsmonitor (a repository's
+//!   config can name a command there) and optional locks, so reading never writes or runs
+//!   anything.
+//! - [`Git::private`] runs on a private baseline under `$LEGATE_HOME`: no system or global
+//!   config, `HOME` pointing at a private empty directory, no hooks, no fsmonitor, no
+//!   autocrlf, a fixed identity and date. Files are bytes: line endings are never converted.
+//!
+//! This module must never run git through a shell, inherit `GIT_DIR`/`GIT_WORK_TREE`/
+//! `GIT_CONFIG_*` from Legate's environment, or let a repository's config choose a program.
+
+use legate_core::{Error, ErrorCode};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// `-c` settings every invocation carries; command-line config beats every config file.
+const SAFE_CONFIG: &[&str] = &[
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "core.quotePath=false",
+    "core.autocrlf=false",
+    "core.safecrlf=false",
+    "core.symlinks=true",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "advice.detachedHead=false",
+];
+
+/// Extra `-c` settings for private baselines.
+const PRIVATE_CONFIG: &[&str] = &[
+    "user.name=Legate",
+    "user.email=legate@localhost",
+    "commit.gpgSign=false",
+    "core.compression=0",
+    "core.looseCompression=0",
+    "core.fsync=none",
+    "diff.renames=false",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "init.defaultBranch=baseline",
+];
+
+/// A fixed date for baseline commits, so a baseline's ids depend on its bytes alone.
+const FIXED_DATE: &str = "2000-01-01T00:00:00Z";
+
+/// How git is run. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Git {
+    /// Where git runs (`-C`).
+    cwd: PathBuf,
+    /// `GIT_DIR`, for private baselines.
+    git_dir: Option<PathBuf>,
+    /// `GIT_WORK_TREE`, for private baselines.
+    work_tree: Option<PathBuf>,
+    /// `HOME` for private baselines; `None` keeps the user's.
+    home: Option<PathBuf>,
+    /// `GIT_INDEX_FILE`, when a scratch index is used.
+    index: Option<PathBuf>,
+}
+
+impl Git {
+    /// Git reading the user's project at `root`.
+    pub(crate) fn source(root: &Path) -> Self {
+        Self {
+            cwd: root.to_path_buf(),
+            git_dir: None,
+            work_tree: None,
+            home: None,
+            index: None,
+        }
+    }
+
+    /// Git on a private repository `git_dir` whose work tree is `work_tree`, with `home` as
+    /// its (empty, private) `HOME`.
+    pub(crate) fn private(git_dir: &Path, work_tree: &Path, home: &Path) -> Self {
+        Self {
+            cwd: work_tree.to_path_buf(),
+            git_dir: Some(git_dir.to_path_buf()),
+            work_tree: Some(work_tree.to_path_buf()),
+            home: Some(home.to_path_buf()),
+            index: None,
+        }
+    }
+
+    /// The same git with `GIT_INDEX_FILE` pointing at `index`.
+    pub(crate) fn with_index(&self, index: &Path) -> Self {
+        let mut g = self.clone();
+        g.index = Some(index.to_path_buf());
+        g
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("git");
+        let private = self.git_dir.is_some();
+        if private {
+            cmd.env_clear();
+            for keep in ["PATH", "LANG", "TZ"] {
+                if let Some(v) = std::env::var_os(keep) {
+                    cmd.env(keep, v);
+                }
+            }
+            cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_AUTHOR_DATE", FIXED_DATE)
+                .env("GIT_COMMITTER_DATE", FIXED_DATE)
+                .env("GIT_AUTHOR_NAME", "Legate")
+                .env("GIT_AUTHOR_EMAIL", "legate@localhost")
+                .env("GIT_COMMITTER_NAME", "Legate")
+                .env("GIT_COMMITTER_EMAIL", "legate@localhost");
+        } else {
+            let inherited: Vec<OsString> = std::env::vars_os()
+                .map(|(k, _)| k)
+                .filter(|k| k.to_string_lossy().starts_with("GIT_"))
+                .collect();
+            for k in inherited {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("LC_ALL", "C");
+        if let Some(h) = &self.home {
+            cmd.env("HOME", h).env("XDG_CONFIG_HOME", h.join(".config"));
+        }
+        if let Some(d) = &self.git_dir {
+            cmd.env("GIT_DIR", d);
+        }
+        if let Some(w) = &self.work_tree {
+            cmd.env("GIT_WORK_TREE", w);
+        }
+        if let Some(i) = &self.index {
+            cmd.env("GIT_INDEX_FILE", i);
+        }
+        cmd.arg("-C").arg(&self.cwd);
+        for c in SAFE_CONFIG {
+            cmd.arg("-c").arg(c);
+        }
+        if private {
+            for c in PRIVATE_CONFIG {
+                cmd.arg("-c").arg(c);
+            }
+        }
+        cmd.args(args);
+        cmd
+    }
+
+    /// `git cat-file --batch`, ready for the caller to wire up its pipes.
+    pub(crate) fn cat_file_command(&self) -> Command {
+        self.command(&["cat-file", "--batch"])
+    }
+
+    /// Runs git and returns its stdout; a non-zero exit is an error naming the command.
+    pub(crate) fn run(&self, args: &[&str]) -> Result<Vec<u8>, Error> {
+        self.run_input(args, None)
+    }
+
+    /// Runs git with `input` on stdin.
+    pub(crate) fn run_input(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Error> {
+        let mut cmd = self.command(args);
+        cmd.stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| {
+            Error::new(
+                ErrorCode::Internal,
+                format!("git could not be started (is it installed?): {e}"),
+            )
+        })?;
+        let writer = match (input, child.stdin.take()) {
+            (Some(bytes), Some(mut stdin)) => {
+                let bytes = bytes.to_vec();
+                Some(std::thread::spawn(move || {
+                    let _ = stdin.write_all(&bytes);
+                }))
+            }
+            _ => None,
+        };
+        let out = child
+            .wait_with_output()
+            .map_err(|e| Error::internal(format!("git {} failed: {e}", args.join(" "))))?;
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            return Err(Error::internal(format!(
+                "git {} failed ({}): {}",
+                args.first().copied().unwrap_or(""),
+                out.status,
+                last.unwrap_or("no message")
+            )));
+        }
+        Ok(out.stdout)
+    }
+}
+
+/// Splits NUL-terminated git output into items (dropping the empty tail).
+pub(crate) fn split_z(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split(|b| *b == 0).filter(|s| !s.is_empty())
+}
+
+/// Whether `dir` (canonical) is the top of a git work tree. `INVALID_WORKSPACE` otherwise.
+pub(crate) fn require_git_root(dir: &Path) -> Result<(), Error> {
+    let git = Git::source(dir);
+    let top = git.run(&["rev-parse", "--show-toplevel"]).map_err(|_| {
+        Error::new(
+            ErrorCode::InvalidWorkspace,
+            format!(
+                "{} is not inside a git repository; a copy workspace needs the root of one",
+                dir.display()
+            ),
+        )
+    })?;
+    let top = String::from_utf8_lossy(&top).trim_end().to_string();
+    let top = std::fs::canonicalize(&top).unwrap_or_else(|_| PathBuf::from(&top));
+    if top != dir {
+        return Err(Error::new(
+            ErrorCode::InvalidWorkspace,
+            format!(
+                "{} is inside the git repository {} but is not its root; name the root and narrow with include paths",
+                dir.display(),
+                top.display()
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! The selection: which files of a project a copy gets.
+//!
+//! This module owns listing a project the way git sees it (tracked files plus untracked files
+//! no ignore source excludes, minus tracked files that are now ignored), narrowing it by
+//! include paths, leaving out unsafe paths (symlinks, non-regular files, paths under a
+//! symlinked directory, unsafe names) and secret names, and measuring it against the limits
+//! before anything is copied. Content is checked while copying (`copy`), on the very bytes
+//! that are written.
+//!
+//! It must never follow a symlink, let an include path add an ignored file, or read a file's
+//! content.
+
+use crate::git::{Git, require_git_root, split_z};
+use crate::include::{covers, path_problem, validate_include_paths};
+use crate::limits::CopyLimits;
+use crate::secrets::{BlockReason, BlockedFile, SecretPolicy};
+use legate_core::{Error, ErrorCode};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A file chosen for the copy, with the identity it had when it was measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectedFile {
+    /// Relative path, `/`-separated.
+    pub path: String,
+    /// Size in bytes when measured.
+    pub size: u64,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) mtime: (i64, i64),
+    pub(crate) mode: u32,
+}
+
+/// What a copy of a project would hold.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    /// The project's root, canonical.
+    pub root: PathBuf,
+    /// The files to copy, sorted by path.
+    pub files: Vec<SelectedFile>,
+    /// Files left out before copying, by path and reason.
+    pub blocked: Vec<BlockedFile>,
+    /// The sum of the selected files' sizes.
+    pub bytes: u64,
+}
+
+/// A project's eligible files, as `list_project_files` reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectFiles {
+    /// The project's root, canonical.
+    pub root: PathBuf,
+    /// Eligible files (path and size), sorted.
+    pub files: Vec<ProjectFile>,
+    /// Files that would be left out by name or path (content is only checked at copy time).
+    pub blocked_files: Vec<BlockedFile>,
+    /// Total bytes of the eligible files.
+    pub total_bytes: u64,
+}
+
+/// One eligible file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectFile {
+    /// Relative path.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+impl From<&Selection> for ProjectFiles {
+    fn from(s: &Selection) -> Self {
+        Self {
+            root: s.root.clone(),
+            files: s
+                .files
+                .iter()
+                .map(|f| ProjectFile {
+                    path: f.path.clone(),
+                    size: f.size,
+                })
+                .collect(),
+            blocked_files: s.blocked.clone(),
+            total_bytes: s.bytes,
+        }
+    }
+}
+
+/// The canonical root of the project at `source`: an existing directory that is the top of
+/// a git work tree (`INVALID_WORKSPACE` otherwise).
+pub fn project_root(source: &Path) -> Result<PathBuf, Error> {
+    let invalid = |why: String| {
+        Error::new(
+            ErrorCode::InvalidWorkspace,
+            format!("the project {} {why}", source.display()),
+        )
+    };
+    if !source.is_absolute() {
+        return Err(invalid("is not an absolute path".into()));
+    }
+    let root = fs::canonicalize(source).map_err(|e| invalid(format!("cannot be resolved: {e}")))?;
+    if !fs::metadata(&root).map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(invalid("is not a directory".into()));
+    }
+    require_git_root(&root)?;
+    Ok(root)
+}
+
+/// Selects the files of the project at `source` for a copy. See the module docs.
+///
+/// Errors: `INVALID_WORKSPACE` (not a git root), `INVALID_INCLUDE_PATH` (a bad include path,
+/// or one that matches no eligible file), `COPY_LIMIT_EXCEEDED`.
+pub fn select(
+    source: &Path,
+    include_paths: &[String],
+    policy: &SecretPolicy,
+    limits: &CopyLimits,
+) -> Result<Selection, Error> {
+    let includes = validate_include_paths(include_paths)?;
+    let root = project_root(source)?;
+    let git = Git::source(&root);
+    let listed = git.run(&[
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+    ])?;
+    let tracked_ignored = git.run(&[
+        "ls-files",
+        "-z",
+        "--cached",
+        "--ignored",
+        "--exclude-standard",
+    ])?;
+    let ignored: BTreeSet<&[u8]> = split_z(&tracked_ignored).collect();
+    let candidates: BTreeSet<&[u8]> = split_z(&listed).filter(|p| !ignored.contains(p)).collect();
+
+    let mut matched = vec![false; includes.len()];
+    let mut files = Vec::new();
+    let mut blocked = Vec::new();
+    let mut dirs: HashMap<String, bool> = HashMap::new();
+    let mut bytes = 0u64;
+    for raw in candidates {
+        let Ok(path) = std::str::from_utf8(raw) else {
+            blocked.push(unsafe_path(
+                String::from_utf8_lossy(raw).into_owned(),
+                "non-utf8-name",
+            ));
+            continue;
+        };
+        let path = path.strip_suffix('/').unwrap_or(path);
+        if !includes.is_empty() {
+            let mut any = false;
+            for (i, inc) in includes.iter().enumerate() {
+                if covers(inc, path) {
+                    matched[i] = true;
+                    any = true;
+                }
+            }
+            if !any {
+                continue;
+            }
+        }
+        if path_problem(path).is_some() {
+            blocked.push(unsafe_path(path.to_string(), "unsafe-name"));
+            continue;
+        }
+        if !parents_are_plain_dirs(&root, path, &mut dirs) {
+            blocked.push(unsafe_path(path.to_string(), "symlinked-directory"));
+            continue;
+        }
+        let meta = match fs::symlink_metadata(root.join(path)) {
+            Ok(m) => m,
+            // Tracked but deleted in the work tree: not part of what the project is now.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(Error::new(
+                    ErrorCode::SourceChanged,
+                    format!("{path} could not be measured: {e}"),
+                ));
+            }
+        };
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            blocked.push(unsafe_path(path.to_string(), "symlink"));
+            continue;
+        }
+        if !ft.is_file() {
+            blocked.push(unsafe_path(path.to_string(), "not-a-regular-file"));
+            continue;
+        }
+        if let Some((reason, rule)) = policy.check_name(path) {
+            blocked.push(BlockedFile {
+                path: path.to_string(),
+                reason,
+                rule,
+            });
+            continue;
+        }
+        bytes = bytes.saturating_add(meta.len());
+        files.push(SelectedFile {
+            path: path.to_string(),
+            size: meta.len(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            mode: meta.mode(),
+        });
+    }
+    if let Some(i) = matched.iter().position(|m| !m) {
+        return Err(Error::new(
+            ErrorCode::InvalidIncludePath,
+            format!(
+                "the include path {:?} matches no file git would copy (it is missing, ignored, or outside the project)",
+                includes[i]
+            ),
+        ));
+    }
+    if files.len() > limits.max_files {
+        return Err(Error::new(
+            ErrorCode::CopyLimitExceeded,
+            format!(
+                "the selection has {} files; the limit is {} (narrow it with include paths)",
+                files.len(),
+                limits.max_files
+            ),
+        ));
+    }
+    if bytes > limits.max_bytes {
+        return Err(Error::new(
+            ErrorCode::CopyLimitExceeded,
+            format!(
+                "the selection has {bytes} bytes; the limit is {} (narrow it with include paths)",
+                limits.max_bytes
+            ),
+        ));
+    }
+    Ok(Selection {
+        root,
+        files,
+        blocked,
+        bytes,
+    })
+}
+
+fn unsafe_path(path: String, rule: &str) -> BlockedFile {
+    BlockedFile {
+        path,
+        reason: BlockReason::UnsafePath,
+        rule: rule.to_string(),
+    }
+}
+
+/// Whether every directory above `path` inside `root` is a real directory, not a symlink.
+fn parents_are_plain_dirs(root: &Path, path: &str, cache: &mut HashMap<String, bool>) -> bool {
+    let mut end = 0;
+    while let Some(pos) = path[end..].find('/') {
+        let dir = &path[..end + pos];
+        let ok = match cache.get(dir) {
+            Some(ok) => *ok,
+            None => {
+                let ok = fs::symlink_metadata(root.join(dir))
+                    .map(|m| m.file_type().is_dir())
+                    .unwrap_or(false);
+                cache.insert(dir.to_string(), ok);
+                ok
+            }
+        };
+        if !ok {
+            return false;
+        }
+        end += pos + 1;
+    }
+    true
+}

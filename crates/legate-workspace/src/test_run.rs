@@ -1,0 +1,313 @@
+//! Running a test command in a copy, and the evidence it leaves.
+//!
+//! This module owns executing one command (an executable and its arguments, never a shell)
+//! with the copy as its working directory, a private scratch directory as `HOME` and
+//! `TMPDIR`, a minimal environment, its own process group, a timeout after which the whole
+//! group is killed, and bounded output. Whether the command changed the patch, and what the
+//! evidence means for integration, is decided by the caller.
+//!
+//! Confinement is applied in exactly one place, [`confine`]. Today it applies none and says
+//! so (`confinement: "none"`): the command can write wherever the user can. Landlock
+//! confinement (writes only in the copy and the scratch directory, no network where the
+//! kernel supports it) plugs in there. This module must never run a command through a shell
+//! or leave a process of the test's group running after it returns.
+
+use legate_core::{Error, ErrorCode};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The default bound on captured output, per stream, in bytes.
+pub const DEFAULT_MAX_OUTPUT: usize = 4_000;
+/// The default timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Environment variables a test inherits (everything else is dropped).
+const KEPT_ENV: &[&str] = &[
+    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "USER", "LOGNAME",
+];
+
+/// A command: an executable and its arguments. No shell is involved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestCommand {
+    /// A name looked up on `PATH`, or a path (relative paths are relative to the copy).
+    pub executable: String,
+    /// The arguments, passed as they are.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// What running the command showed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestRun {
+    /// The exit code, when the command exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Whether it ran past its timeout (and was killed).
+    pub timed_out: bool,
+    /// The start of its stdout (lossy UTF-8), at most the bound.
+    pub stdout: String,
+    /// The start of its stderr (lossy UTF-8), at most the bound.
+    pub stderr: String,
+    /// Whether either stream was longer than the bound.
+    pub output_truncated: bool,
+    /// Wall time, in milliseconds.
+    pub duration_ms: u64,
+    /// Which confinement applied (`none` today).
+    pub confinement: String,
+}
+
+impl TestRun {
+    /// Whether the command exited 0 in time.
+    pub fn passed(&self) -> bool {
+        !self.timed_out && self.exit_code == Some(0)
+    }
+}
+
+/// The one hook where kernel confinement of a test is applied. It receives the command
+/// before it is spawned, the copy (the only project directory it may write) and the scratch
+/// directory, and returns the name of the confinement that will hold.
+///
+/// Today: none. Landlock (issue 3) replaces this body.
+pub fn confine(cmd: &mut Command, copy: &Path, scratch: &Path) -> Result<&'static str, Error> {
+    let _ = (cmd, copy, scratch);
+    Ok("none")
+}
+
+/// Checks a command before anything runs: `INVALID_INPUT` for an empty executable or a NUL.
+pub fn validate(command: &TestCommand) -> Result<(), Error> {
+    if command.executable.trim().is_empty() {
+        return Err(Error::invalid_input("the test command has no executable"));
+    }
+    if command.executable.contains('\0') || command.args.iter().any(|a| a.contains('\0')) {
+        return Err(Error::invalid_input("the test command contains a NUL byte"));
+    }
+    if command.args.len() > 1000 {
+        return Err(Error::invalid_input(
+            "the test command has more than 1000 arguments",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `command` in `copy` (see the module docs). A command that cannot be started is
+/// `TEST_FAILED` naming why; a command that ran is `Ok`, whatever its exit.
+pub fn run_test(
+    copy: &Path,
+    scratch: &Path,
+    command: &TestCommand,
+    timeout: Duration,
+    max_output: usize,
+) -> Result<TestRun, Error> {
+    validate(command)?;
+    let mut cmd = Command::new(&command.executable);
+    cmd.args(&command.args)
+        .current_dir(copy)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for k in KEPT_ENV {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    cmd.env("HOME", scratch).env("TMPDIR", scratch);
+    let confinement = confine(&mut cmd, copy, scratch)?;
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::new(
+            ErrorCode::TestFailed,
+            format!("{} could not be started: {e}", command.executable),
+        )
+    })?;
+    let pgid = i32::try_from(child.id()).unwrap_or(0);
+    let (tx, rx) = mpsc::channel();
+    for (stream, pipe) in [
+        (
+            0u8,
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ),
+        (
+            1u8,
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ),
+    ] {
+        let tx = tx.clone();
+        if let Some(mut pipe) = pipe {
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                let mut total = 0usize;
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    total += n;
+                    let room = max_output.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+                let _ = tx.send((stream, kept, total > max_output));
+            });
+        }
+    }
+    drop(tx);
+    let deadline = started + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                timed_out = true;
+                crate::sys::kill_group(pgid);
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                crate::sys::kill_group(pgid);
+                let _ = child.wait();
+                return Err(Error::internal(format!(
+                    "the test could not be awaited: {e}"
+                )));
+            }
+        }
+    };
+    // Whatever the leader did, nothing of its group outlives the test.
+    crate::sys::kill_group(pgid);
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let (mut stdout, mut stderr, mut truncated) = (Vec::new(), Vec::new(), false);
+    let drain_until = Instant::now() + Duration::from_secs(2);
+    for _ in 0..2 {
+        let left = drain_until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((0, kept, t)) => {
+                stdout = kept;
+                truncated |= t;
+            }
+            Ok((_, kept, t)) => {
+                stderr = kept;
+                truncated |= t;
+            }
+            Err(_) => break,
+        }
+    }
+    Ok(TestRun {
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        timed_out,
+        stdout: lossy(stdout),
+        stderr: lossy(stderr),
+        output_truncated: truncated,
+        duration_ms,
+        confinement: confinement.to_string(),
+    })
+}
+
+fn lossy(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(exe: &str, args: &[&str]) -> TestCommand {
+        TestCommand {
+            executable: exe.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_command_runs_in_the_copy_without_a_shell() {
+        let copy = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        std::fs::write(copy.path().join("f.txt"), "hello\n").unwrap();
+        let r = run_test(
+            copy.path(),
+            scratch.path(),
+            &cmd("cat", &["f.txt", "$HOME"]),
+            Duration::from_secs(10),
+            100,
+        )
+        .unwrap();
+        assert_eq!(
+            r.exit_code,
+            Some(1),
+            "$HOME is a literal file name: no shell"
+        );
+        assert_eq!(r.stdout, "hello\n");
+        assert!(r.stderr.contains("$HOME"), "{}", r.stderr);
+        assert_eq!(r.confinement, "none");
+        assert!(!r.passed());
+        let env = run_test(
+            copy.path(),
+            scratch.path(),
+            &cmd("env", &[]),
+            Duration::from_secs(10),
+            10_000,
+        )
+        .unwrap();
+        assert!(env.passed());
+        assert!(
+            env.stdout
+                .contains(&format!("HOME={}", scratch.path().display()))
+        );
+    }
+
+    #[test]
+    fn the_timeout_kills_the_whole_group_and_output_is_bounded() {
+        let copy = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let marker = copy.path().join("survived");
+        let script = format!(
+            "(sleep 1; touch {}) & yes | head -c 100000; sleep 30",
+            marker.display()
+        );
+        let r = run_test(
+            copy.path(),
+            scratch.path(),
+            &cmd("sh", &["-c", &script]),
+            Duration::from_millis(300),
+            1000,
+        )
+        .unwrap();
+        assert!(r.timed_out);
+        assert!(r.output_truncated);
+        assert_eq!(r.stdout.len(), 1000);
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!marker.exists(), "a child of the test outlived it");
+    }
+
+    #[test]
+    fn a_missing_executable_is_test_failed() {
+        let d = tempfile::tempdir().unwrap();
+        let err = run_test(
+            d.path(),
+            d.path(),
+            &cmd("no-such-program-legate", &[]),
+            Duration::from_secs(1),
+            10,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::TestFailed);
+        assert!(validate(&cmd(" ", &[])).is_err());
+    }
+}

@@ -1,0 +1,491 @@
+//! The copy pipeline on real git repositories: selection, secrets, copy, baseline, preview,
+//! read-only check, line endings through git, and integration.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_core::ErrorCode;
+use legate_workspace::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    project: PathBuf,
+    home: PathBuf,
+}
+
+impl Fixture {
+    fn new(files: &[(&str, &[u8])]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(tmp.path()).unwrap();
+        let project = base.join("project");
+        fs::create_dir_all(&project).unwrap();
+        git(&project, &["init", "-q"]);
+        for (p, bytes) in files {
+            let full = project.join(p);
+            fs::create_dir_all(full.parent().unwrap()).unwrap();
+            fs::write(full, bytes).unwrap();
+        }
+        Self {
+            _tmp: tmp,
+            project,
+            home: base.join("home"),
+        }
+    }
+
+    fn commit_all(&self) {
+        git(&self.project, &["add", "-A"]);
+        git(&self.project, &["commit", "-q", "-m", "init"]);
+    }
+
+    fn copy(&self, include: &[&str]) -> (CopyReport, Baseline) {
+        let include: Vec<String> = include.iter().map(|s| s.to_string()).collect();
+        let sel = select(
+            &self.project,
+            &include,
+            &SecretPolicy::default(),
+            &CopyLimits::default(),
+        )
+        .unwrap();
+        let copy_dir = self.home.join("copies/t1");
+        let report = make_copy(&sel, &copy_dir, &CopyLimits::default()).unwrap();
+        let baseline =
+            Baseline::create(&self.home.join("baselines/t1"), &report.copy_directory).unwrap();
+        (report, baseline)
+    }
+}
+
+fn files_under(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn the_selection_is_what_git_would_keep_minus_secrets_and_links() {
+    let f = Fixture::new(&[
+        ("src/lib.rs", b"pub fn x() {}\n"),
+        ("README.md", b"# hi\n"),
+        (".gitignore", b"target/\n*.log\nnow-ignored.txt\n"),
+        ("now-ignored.txt", b"tracked, then ignored\n"),
+        (".env", b"TOKEN=1\n"),
+        (".env.example", b"TOKEN=\n"),
+        ("config/leak.txt", b"key = AKIAABCDEFGHIJKLMNOP\n"),
+    ]);
+    git(&f.project, &["add", "-f", "now-ignored.txt"]);
+    f.commit_all();
+    fs::create_dir_all(f.project.join("target")).unwrap();
+    fs::write(f.project.join("target/out.bin"), b"ignored").unwrap();
+    fs::write(f.project.join("debug.log"), b"ignored").unwrap();
+    fs::write(f.project.join("untracked.rs"), b"// new\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", f.project.join("link")).unwrap();
+    let (report, _b) = f.copy(&[]);
+    assert_eq!(
+        files_under(&report.copy_directory),
+        [
+            ".env.example",
+            ".gitignore",
+            "README.md",
+            "src/lib.rs",
+            "untracked.rs"
+        ]
+    );
+    let blocked: Vec<(String, &str)> = report
+        .blocked_files
+        .iter()
+        .map(|b| (b.path.clone(), b.reason.as_str()))
+        .collect();
+    assert_eq!(
+        blocked,
+        [
+            (".env".to_string(), "SECRET_FILE"),
+            ("config/leak.txt".to_string(), "SECRET_CONTENT"),
+            ("link".to_string(), "UNSAFE_PATH"),
+        ]
+    );
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(!json.contains("AKIA"), "content leaked: {json}");
+    assert!(!json.contains("TOKEN"), "content leaked: {json}");
+    // The baseline is outside the copy and the copy has no .git.
+    assert!(!report.copy_directory.join(".git").exists());
+}
+
+#[test]
+fn include_paths_narrow_and_never_widen() {
+    let f = Fixture::new(&[
+        ("src/a.rs", b"a"),
+        ("src/b.rs", b"b"),
+        ("docs/x.md", b"x"),
+        (".gitignore", b"secret-dir/\n"),
+        ("secret-dir/s.txt", b"s"),
+    ]);
+    f.commit_all();
+    let sel = select(
+        &f.project,
+        &["src/".into(), "docs/x.md".into()],
+        &SecretPolicy::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
+    let paths: Vec<_> = sel.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["docs/x.md", "src/a.rs", "src/b.rs"]);
+    for bad in [
+        "secret-dir",
+        "missing",
+        "../project",
+        "src/../docs",
+        ".git",
+        "/abs",
+    ] {
+        let err = select(
+            &f.project,
+            &[bad.to_string()],
+            &SecretPolicy::default(),
+            &CopyLimits::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidIncludePath, "{bad}");
+    }
+    // Not the root of the repository.
+    let err = select(
+        &f.project.join("src"),
+        &[],
+        &SecretPolicy::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidWorkspace);
+}
+
+#[test]
+fn limits_and_a_changing_source_are_refused_and_leave_no_copy() {
+    let f = Fixture::new(&[("a.txt", b"aaaa"), ("b.txt", b"bbbb"), ("c.txt", b"cc")]);
+    f.commit_all();
+    let tight = CopyLimits {
+        max_files: 2,
+        ..CopyLimits::default()
+    };
+    let err = select(&f.project, &[], &SecretPolicy::default(), &tight).unwrap_err();
+    assert_eq!(err.code, ErrorCode::CopyLimitExceeded);
+    let tight = CopyLimits {
+        max_bytes: 9,
+        ..CopyLimits::default()
+    };
+    let err = select(&f.project, &[], &SecretPolicy::default(), &tight).unwrap_err();
+    assert_eq!(err.code, ErrorCode::CopyLimitExceeded);
+
+    let sel = select(
+        &f.project,
+        &[],
+        &SecretPolicy::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
+    fs::write(f.project.join("b.txt"), b"bbbb and more").unwrap();
+    let dir = f.home.join("copies/t9");
+    let err = make_copy(&sel, &dir, &CopyLimits::default()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::SourceChanged);
+    assert!(!dir.exists(), "a half-made copy was left behind");
+    // A file swapped for a symlink after it was measured is not followed.
+    let sel = select(
+        &f.project,
+        &[],
+        &SecretPolicy::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
+    fs::remove_file(f.project.join("c.txt")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", f.project.join("c.txt")).unwrap();
+    let err = make_copy(&sel, &dir, &CopyLimits::default()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::SourceChanged);
+}
+
+#[test]
+fn preview_reports_amd_with_stats_and_binary_nulls_and_reads_by_path() {
+    let f = Fixture::new(&[
+        ("keep.txt", b"one\ntwo\n"),
+        ("gone.txt", b"bye\n"),
+        ("bin.dat", b"\x00\x01\x02"),
+        ("dir with space/f.txt", b"x\n"),
+    ]);
+    f.commit_all();
+    let (report, baseline) = f.copy(&[]);
+    let copy = &report.copy_directory;
+    let empty = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    assert!(empty.files.is_empty());
+    assert_eq!(empty.patch_length, 0);
+    assert!(read_only_changes(&baseline).unwrap().is_empty());
+
+    fs::write(copy.join("keep.txt"), b"one\nTWO\nthree\n").unwrap();
+    fs::remove_file(copy.join("gone.txt")).unwrap();
+    fs::write(copy.join("bin.dat"), b"\x00\x09\x09\x09").unwrap();
+    fs::write(copy.join("new.txt"), b"fresh\n").unwrap();
+    fs::write(copy.join("dir with space/f.txt"), b"y\n").unwrap();
+    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let rows: Vec<(&str, ChangeStatus, Option<u64>, Option<u64>)> = p
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.status, f.insertions, f.deletions))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("bin.dat", ChangeStatus::M, None, None),
+            ("dir with space/f.txt", ChangeStatus::M, Some(1), Some(1)),
+            ("gone.txt", ChangeStatus::D, Some(0), Some(1)),
+            ("keep.txt", ChangeStatus::M, Some(2), Some(1)),
+            ("new.txt", ChangeStatus::A, Some(1), Some(0)),
+        ]
+    );
+    assert_eq!(p.summary.added, 1);
+    assert_eq!(p.summary.modified, 3);
+    assert_eq!(p.summary.deleted, 1);
+    assert_eq!(p.summary.binary_files, 1);
+    assert_eq!(p.sha256, sha256_hex(&p.patch));
+    assert!(String::from_utf8_lossy(&p.patch).contains("GIT binary patch"));
+    // Same state, same sha; the baseline's own index is untouched by previews.
+    let again = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    assert_eq!(again.sha256, p.sha256);
+    let one = full_patch(&baseline, &p.tree, Some("dir with space/f.txt")).unwrap();
+    let text = String::from_utf8(one).unwrap();
+    assert!(text.contains("+y"));
+    assert!(!text.contains("keep.txt"));
+    // Literal pathspecs: a glob character selects nothing else.
+    assert!(
+        full_patch(&baseline, &p.tree, Some("*.txt"))
+            .unwrap()
+            .is_empty()
+    );
+    let c = chunk(&p.patch[..0], 0, Some(10), &p.sha256).unwrap();
+    assert!(!c.has_more);
+    // Read-only check sees changes, including new ignored files.
+    assert_eq!(read_only_changes(&baseline).unwrap().len(), 5);
+}
+
+#[test]
+fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() {
+    let f = Fixture::new(&[(".gitignore", b"*.tmp\n"), ("a.txt", b"a\n")]);
+    f.commit_all();
+    let (report, baseline) = f.copy(&[]);
+    let copy = &report.copy_directory;
+    fs::write(copy.join("scratch.tmp"), b"ignored").unwrap();
+    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    assert!(p.files.is_empty(), "ignored files are not in the patch");
+    assert_eq!(read_only_changes(&baseline).unwrap(), ["scratch.tmp"]);
+
+    for i in 0..3 {
+        fs::write(copy.join(format!("n{i}.txt")), b"x").unwrap();
+    }
+    let tight = CopyLimits {
+        max_changed_files: 2,
+        ..CopyLimits::default()
+    };
+    let err = preview(&baseline, &SecretPolicy::default(), &tight).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ChangeLimitExceeded);
+
+    fs::write(copy.join(".env.production"), b"X=1").unwrap();
+    let err = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::BlockedFileDetected);
+    assert!(err.message.contains(".env.production (SECRET_FILE"));
+    fs::remove_file(copy.join(".env.production")).unwrap();
+    fs::write(
+        copy.join("n0.txt"),
+        b"ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    )
+    .unwrap();
+    let err = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::BlockedFileDetected);
+    assert!(!err.message.contains("ghp_"), "{}", err.message);
+    fs::remove_file(copy.join("n0.txt")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", copy.join("n0.txt")).unwrap();
+    let err = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::UnsafePath);
+}
+
+/// The EOL/BOM matrix through the real pipeline: a project whose `.gitattributes` asks for
+/// conversions, copied, edited, previewed and integrated.
+#[test]
+fn line_endings_and_boms_survive_the_whole_pipeline() {
+    type Case<'a> = (&'a str, &'a [u8], &'a [u8], Result<&'a [u8], ErrorCode>);
+    let cases: &[Case<'_>] = &[
+        ("lf.txt", b"a\nb\nc\n", b"a\nB\nc\n", Ok(b"a\nB\nc\n")),
+        (
+            "crlf.txt",
+            b"a\r\nb\r\n",
+            b"a\r\nB\r\nc\r\n",
+            Ok(b"a\r\nB\r\nc\r\n"),
+        ),
+        (
+            "mixed.txt",
+            b"a\r\nb\nc\r\n",
+            b"a\r\nB\nc\r\nd\n",
+            Ok(b"a\r\nB\nc\r\nd\n"),
+        ),
+        (
+            "bom-kept.txt",
+            b"\xEF\xBB\xBFa\nb\n",
+            b"\xEF\xBB\xBFa\nB\n",
+            Ok(b"\xEF\xBB\xBFa\nB\n"),
+        ),
+        (
+            "bom-dropped.txt",
+            b"\xEF\xBB\xBFa\nb\n",
+            b"a\nB\n",
+            Ok(b"\xEF\xBB\xBFa\nB\n"),
+        ),
+        (
+            "lf-to-crlf.txt",
+            b"a\nb\n",
+            b"a\r\nb\r\n",
+            Err(ErrorCode::LineEndingsChanged),
+        ),
+        (
+            "mixed-flipped.txt",
+            b"a\r\nb\nc\r\n",
+            b"a\r\nb\r\nc\r\n",
+            Err(ErrorCode::LineEndingsChanged),
+        ),
+        (
+            "bom-added.txt",
+            b"a\n",
+            b"\xEF\xBB\xBFa\n",
+            Err(ErrorCode::LineEndingsChanged),
+        ),
+    ];
+    for (name, original, edited, expected) in cases {
+        let f = Fixture::new(&[
+            (".gitattributes", b"* text=auto eol=crlf\n"),
+            (name, original),
+        ]);
+        f.commit_all();
+        // Git's checkout could have converted the work tree: put the exact bytes back.
+        fs::write(f.project.join(name), original).unwrap();
+        let (report, baseline) = f.copy(&[]);
+        assert_eq!(
+            fs::read(report.copy_directory.join(name)).unwrap(),
+            *original
+        );
+        fs::write(report.copy_directory.join(name), edited).unwrap();
+        let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+        assert_eq!(p.files.len(), 1, "{name}");
+        let changes = plan(&baseline, &p).unwrap();
+        assert_eq!(changes[0].baseline.as_deref(), Some(*original), "{name}");
+        assert_eq!(changes[0].result.as_deref(), Some(*edited), "{name}");
+        let result = integrate(&f.project, &changes);
+        match expected {
+            Ok(bytes) => {
+                let r = result.unwrap();
+                assert_eq!(fs::read(f.project.join(name)).unwrap(), *bytes, "{name}");
+                assert_eq!(
+                    r.restored_byte_order_marks.is_empty(),
+                    *name != "bom-dropped.txt"
+                );
+            }
+            Err(code) => {
+                assert_eq!(result.unwrap_err().code, *code, "{name}");
+                assert_eq!(fs::read(f.project.join(name)).unwrap(), *original, "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn integration_applies_exactly_the_patch_and_refuses_a_changed_original() {
+    let f = Fixture::new(&[("a.txt", b"a\n"), ("b.txt", b"b\n"), ("sub/c.txt", b"c\n")]);
+    f.commit_all();
+    let (report, baseline) = f.copy(&[]);
+    let copy = &report.copy_directory;
+    fs::write(copy.join("a.txt"), b"A\n").unwrap();
+    fs::remove_file(copy.join("sub/c.txt")).unwrap();
+    fs::create_dir_all(copy.join("new/dir")).unwrap();
+    fs::write(copy.join("new/dir/d.txt"), b"d\n").unwrap();
+    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let changes = plan(&baseline, &p).unwrap();
+
+    // Someone edits the original after the preview: refused, nothing written.
+    fs::write(f.project.join("sub/c.txt"), b"edited\n").unwrap();
+    let err = integrate(&f.project, &changes).unwrap_err();
+    assert_eq!(err.code, ErrorCode::SourceChanged);
+    assert_eq!(fs::read(f.project.join("a.txt")).unwrap(), b"a\n");
+    fs::write(f.project.join("sub/c.txt"), b"c\n").unwrap();
+
+    let r = integrate(&f.project, &changes).unwrap();
+    assert_eq!(r.files, ["a.txt", "new/dir/d.txt", "sub/c.txt"]);
+    assert_eq!(fs::read(f.project.join("a.txt")).unwrap(), b"A\n");
+    assert_eq!(fs::read(f.project.join("b.txt")).unwrap(), b"b\n");
+    assert!(!f.project.join("sub/c.txt").exists());
+    assert_eq!(fs::read(f.project.join("new/dir/d.txt")).unwrap(), b"d\n");
+    // git in the original sees exactly those changes.
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(&f.project)
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&status.stdout),
+        " M a.txt\n D sub/c.txt\n?? new/dir/d.txt\n"
+    );
+}
+
+#[test]
+fn the_baseline_runs_no_hooks_and_ignores_the_projects_git_config() {
+    let f = Fixture::new(&[("a.txt", b"a\n")]);
+    f.commit_all();
+    let marker = f.project.parent().unwrap().join("hook-ran");
+    let hooks = f.project.join(".git/hooks");
+    for hook in ["pre-commit", "post-commit", "post-index-change"] {
+        fs::write(
+            hooks.join(hook),
+            format!("#!/bin/sh\ntouch {}\n", marker.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(hooks.join(hook), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    git(
+        &f.project,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("touch {}", marker.display()),
+        ],
+    );
+    let (report, baseline) = f.copy(&[]);
+    fs::write(report.copy_directory.join("a.txt"), b"b\n").unwrap();
+    preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    assert!(!marker.exists(), "a hook or fsmonitor of the project ran");
+    assert!(baseline.git_dir().starts_with(f.home.join("baselines")));
+}

@@ -1,0 +1,347 @@
+//! `legate mcp` (MCP on stdio) and `legate serve --mcp` (MCP over Streamable HTTP), and the
+//! `[mcp]` table of `legate.toml`.
+//!
+//! This module wires configuration, the engine and `legate-mcp` together and prints what a
+//! person needs to register the server. It must never write anything but JSON-RPC to stdout
+//! in stdio mode, and never log the token.
+
+use crate::config::Config;
+use anyhow::{Context, Result, bail};
+use legate_engine::Engine;
+use legate_mcp::{HttpOptions, LegateMcp, McpOptions, Profile, Token, TokenSource};
+use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The port `legate serve --mcp` listens on by default.
+pub const DEFAULT_PORT: u16 = 8731;
+/// The address it listens on by default.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+/// The token file, under `$LEGATE_HOME`.
+pub const TOKEN_FILE: &str = "mcp-token";
+
+/// `[mcp]` as written in `legate.toml`. Unknown keys are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpTable {
+    profile: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+    token_file: Option<PathBuf>,
+    allowed_hosts: Option<Vec<String>>,
+    allowed_origins: Option<Vec<String>>,
+}
+
+/// The MCP front's resolved settings.
+#[derive(Debug, Clone)]
+pub struct McpSettings {
+    /// The tool profile.
+    pub profile: Profile,
+    /// The address `serve --mcp` binds.
+    pub host: IpAddr,
+    /// The port it binds.
+    pub port: u16,
+    /// Where the token is kept.
+    pub token_file: PathBuf,
+    /// A token given by `LEGATE_MCP_TOKEN` instead of the file.
+    pub token: Option<Token>,
+    /// Allowed `Host` values.
+    pub allowed_hosts: Vec<String>,
+    /// Allowed `Origin` values.
+    pub allowed_origins: Vec<String>,
+}
+
+/// Resolves `[mcp]` and its environment overrides (`LEGATE_MCP_PROFILE`, `LEGATE_MCP_TOKEN`).
+pub fn resolve(
+    table: McpTable,
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<McpSettings> {
+    let profile = match env("LEGATE_MCP_PROFILE")
+        .map(|v| (v, "LEGATE_MCP_PROFILE"))
+        .or(table.profile.map(|v| (v, "mcp.profile")))
+    {
+        Some((value, key)) => Profile::parse(value.trim()).map_err(|e| {
+            anyhow::anyhow!("{}: {}", e.code, e.message.replace("mcp.profile", key))
+        })?,
+        None => Profile::default(),
+    };
+    let host: IpAddr = match table.host {
+        Some(h) => h.parse().map_err(|_| {
+            anyhow::anyhow!("CONFIG_INVALID: mcp.host must be an IP address (got {h:?})")
+        })?,
+        None => DEFAULT_HOST
+            .parse()
+            .context("the default MCP host is not an address")?,
+    };
+    let token_file = match table.token_file {
+        Some(p) if !p.is_absolute() => bail!(
+            "CONFIG_INVALID: mcp.token_file must be an absolute path (got {})",
+            p.display()
+        ),
+        Some(p) => p,
+        None => home.join(TOKEN_FILE),
+    };
+    let token = env("LEGATE_MCP_TOKEN")
+        .map(|t| Token::configured(&t))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{}: LEGATE_MCP_TOKEN: {}", e.code, e.message))?;
+    let loopback = HttpOptions::loopback(Token::configured(&"x".repeat(64)).map_err(to_anyhow)?);
+    let mut check = loopback.clone();
+    check.allowed_hosts = table.allowed_hosts.unwrap_or(loopback.allowed_hosts);
+    check.allowed_origins = table.allowed_origins.unwrap_or(loopback.allowed_origins);
+    check.validate().map_err(to_anyhow)?;
+    Ok(McpSettings {
+        profile,
+        host,
+        port: table.port.unwrap_or(DEFAULT_PORT),
+        token_file,
+        token,
+        allowed_hosts: check.allowed_hosts,
+        allowed_origins: check.allowed_origins,
+    })
+}
+
+fn to_anyhow(e: legate_core::Error) -> anyhow::Error {
+    anyhow::anyhow!("{}: {}", e.code, e.message)
+}
+
+fn start_engine(config: &Config) -> Result<Engine> {
+    Ok(Engine::start(
+        config.engine.clone(),
+        crate::backends(),
+        Arc::new(legate_supervisor::Rules),
+    )?)
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// `legate mcp`: MCP on stdin/stdout until the client leaves, then the tasks it started run to
+/// their end before the process exits (Ctrl-C or SIGTERM stops them instead).
+pub async fn stdio(config: Config) -> Result<ExitCode> {
+    let engine = start_engine(&config)?;
+    let server = LegateMcp::new(
+        engine.clone(),
+        McpOptions {
+            profile: config.mcp.profile,
+            ..McpOptions::default()
+        },
+    );
+    tracing::info!(profile = %config.mcp.profile, "serving MCP on stdio");
+    tokio::select! {
+        r = legate_mcp::serve_stdio(server.clone()) => r?,
+        _ = stop_signal() => {
+            engine.shutdown().await;
+            return Ok(ExitCode::from(130));
+        }
+    }
+    let pending = server.unfinished();
+    if !pending.is_empty() {
+        tracing::warn!(
+            tasks = pending.len(),
+            "the MCP client left; finishing its tasks before exiting (Ctrl-C or SIGTERM stops them)"
+        );
+        tokio::select! {
+            _ = legate_mcp::finish(&server) => {}
+            _ = stop_signal() => {}
+        }
+    }
+    engine.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Options of `legate serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Serve MCP over Streamable HTTP at /mcp.
+    #[arg(long)]
+    pub mcp: bool,
+    /// The address to listen on (default `mcp.host`, normally 127.0.0.1).
+    #[arg(long)]
+    pub host: Option<IpAddr>,
+    /// The port to listen on (default `mcp.port`, normally 8731; 0 picks a free one).
+    #[arg(long)]
+    pub port: Option<u16>,
+}
+
+/// `legate serve --mcp`.
+pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
+    if !args.mcp {
+        bail!("INVALID_INPUT: nothing to serve; pass --mcp (legate serve --mcp)");
+    }
+    let settings = &config.mcp;
+    let (token, source) = match &settings.token {
+        Some(t) => (t.clone(), TokenSource::Configured),
+        None => {
+            if let Some(dir) = settings.token_file.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("could not create {}", dir.display()))?;
+            }
+            Token::load_or_create(&settings.token_file).map_err(to_anyhow)?
+        }
+    };
+    let addr = SocketAddr::new(
+        args.host.unwrap_or(settings.host),
+        args.port.unwrap_or(settings.port),
+    );
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("could not listen on {addr}"))?;
+    let bound = listener.local_addr().context("no local address")?;
+    let engine = start_engine(&config)?;
+    let server = LegateMcp::new(
+        engine.clone(),
+        McpOptions {
+            profile: settings.profile,
+            ..McpOptions::default()
+        },
+    );
+    let options = HttpOptions {
+        token: token.clone(),
+        allowed_hosts: settings.allowed_hosts.clone(),
+        allowed_origins: settings.allowed_origins.clone(),
+    };
+    let shutdown = CancellationToken::new();
+    let router = legate_mcp::http::router(server, options, shutdown.clone());
+    print_client_config(&config, bound, &token, source)?;
+    tracing::info!(address = %bound, profile = %settings.profile, "serving MCP over HTTP");
+    let serving = legate_mcp::http::serve(listener, router, shutdown.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        r = &mut serving => r?,
+        _ = stop_signal() => {
+            eprintln!("stopping: running tasks are canceled");
+            shutdown.cancel();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut serving).await;
+        }
+    }
+    engine.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_client_config(
+    config: &Config,
+    bound: SocketAddr,
+    token: &Token,
+    source: TokenSource,
+) -> std::io::Result<()> {
+    let url = format!("http://{bound}/mcp");
+    let secret = token.expose();
+    let whence = match source {
+        TokenSource::Created => format!("new, saved to {}", config.mcp.token_file.display()),
+        TokenSource::File => format!("from {}", config.mcp.token_file.display()),
+        TokenSource::Configured => "from LEGATE_MCP_TOKEN".to_string(),
+    };
+    crate::out!("Legate MCP server · profile {} · {url}", config.mcp.profile)?;
+    crate::out!("token: {whence}")?;
+    crate::out!()?;
+    crate::out!("Claude Code:")?;
+    crate::out!(
+        "  claude mcp add --transport http legate {url} --header \"Authorization: Bearer {secret}\""
+    )?;
+    crate::out!()?;
+    crate::out!(
+        "Codex (~/.codex/config.toml; export LEGATE_MCP_TOKEN={secret} where Codex runs):"
+    )?;
+    crate::out!("  [mcp_servers.legate]")?;
+    crate::out!("  url = \"{url}\"")?;
+    crate::out!("  bearer_token_env_var = \"LEGATE_MCP_TOKEN\"")?;
+    crate::out!("  tool_timeout_sec = 90")?;
+    crate::out!()?;
+    crate::out!("Any MCP client (JSON):")?;
+    crate::out!(
+        "  {{\"mcpServers\": {{\"legate\": {{\"type\": \"http\", \"url\": \"{url}\", \"headers\": {{\"Authorization\": \"Bearer {secret}\"}}}}}}}}"
+    )?;
+    crate::out!()?;
+    crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
+    use std::io::Write as _;
+    std::io::stdout().flush()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn resolve_text(text: &str, env: &[(&str, &str)]) -> Result<McpSettings> {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            #[serde(default)]
+            mcp: McpTable,
+        }
+        let w: Wrapper = toml::from_str(text)?;
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        resolve(w.mcp, Path::new("/tmp/lh"), &|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_loopback_full_and_a_token_file_in_home() {
+        let s = resolve_text("", &[]).unwrap();
+        assert_eq!(s.profile, Profile::Full);
+        assert_eq!(s.host.to_string(), "127.0.0.1");
+        assert_eq!(s.port, DEFAULT_PORT);
+        assert_eq!(s.token_file, Path::new("/tmp/lh/mcp-token"));
+        assert!(s.token.is_none());
+        assert_eq!(s.allowed_hosts, ["localhost", "127.0.0.1", "::1"]);
+    }
+
+    #[test]
+    fn the_table_and_the_environment_are_read_and_checked() {
+        let s = resolve_text(
+            "[mcp]\nprofile = \"query\"\nport = 9000\nallowed_hosts = [\"legate.lan\"]\n",
+            &[("LEGATE_MCP_TOKEN", &"k".repeat(40))],
+        )
+        .unwrap();
+        assert_eq!(s.profile, Profile::Query);
+        assert_eq!(s.port, 9000);
+        assert_eq!(s.allowed_hosts, ["legate.lan"]);
+        assert!(s.token.unwrap().matches(&"k".repeat(40)));
+        let s = resolve_text(
+            "[mcp]\nprofile = \"query\"\n",
+            &[("LEGATE_MCP_PROFILE", "review")],
+        )
+        .unwrap();
+        assert_eq!(s.profile, Profile::Review);
+        for (text, env, key) in [
+            ("[mcp]\nprofile = \"admin\"\n", vec![], "mcp.profile"),
+            (
+                "",
+                vec![("LEGATE_MCP_PROFILE", "admin")],
+                "LEGATE_MCP_PROFILE",
+            ),
+            ("[mcp]\nhost = \"localhost\"\n", vec![], "mcp.host"),
+            ("[mcp]\ntoken_file = \"rel\"\n", vec![], "mcp.token_file"),
+            (
+                "[mcp]\nallowed_origins = [\"localhost\"]\n",
+                vec![],
+                "mcp.allowed_origins",
+            ),
+            ("", vec![("LEGATE_MCP_TOKEN", "short")], "LEGATE_MCP_TOKEN"),
+            ("[mcp]\nprofil = \"full\"\n", vec![], "profil"),
+        ] {
+            let e = resolve_text(text, &env).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
+}

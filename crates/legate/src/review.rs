@@ -1,0 +1,301 @@
+//! The review commands of the CLI: `diff`, `verify`, `test`, `integrate`, `discard` and
+//! `cleanup`, over a copy task. Each translates arguments into one engine call and prints its
+//! answer; every rule (sha binding, staleness, approval) is the engine's.
+
+use anyhow::{Context, Result};
+use async_trait::async_trait;
+use legate_engine::{ApprovalAnswer, ApprovalRequest, Approver, Engine, TestEvidence};
+use legate_workspace::{Review, TestCommand};
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `legate diff ID [--stat] [--json] [--sha256 S]`.
+pub async fn diff(
+    engine: &Engine,
+    id: &str,
+    stat: bool,
+    json: bool,
+    sha: Option<&str>,
+) -> Result<ExitCode> {
+    if stat || json {
+        let report = engine.preview(id).await?;
+        if let Some(expected) = sha
+            && report.patch.sha256 != expected
+        {
+            anyhow::bail!(
+                "PATCH_CHANGED: the patch is now {}, not {expected}",
+                report.patch.sha256
+            );
+        }
+        if json {
+            out!("{}", serde_json::to_string_pretty(&report)?)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        for f in &report.patch.files {
+            let counts = match (f.insertions, f.deletions) {
+                (Some(a), Some(d)) => format!("+{a} -{d}"),
+                _ => "binary".to_string(),
+            };
+            out!("{:?}  {:<12} {}", f.status, counts, f.path)?;
+        }
+        let s = &report.patch.summary;
+        out!(
+            "{} files changed ({} added, {} modified, {} deleted), +{} -{}, {} binary",
+            s.files_changed,
+            s.added,
+            s.modified,
+            s.deleted,
+            s.insertions,
+            s.deletions,
+            s.binary_files
+        )?;
+        out!("sha256 {}", report.patch.sha256)?;
+        match (&report.verification, &report.stale) {
+            (None, _) => out!("verification: none")?,
+            (Some(_), Some(why)) => out!("verification: stale ({why})")?,
+            (Some(v), None) => out!(
+                "verification: {}",
+                if v.passed {
+                    "passed, current"
+                } else {
+                    "did not pass"
+                }
+            )?,
+        }
+        for t in &report.tests {
+            out!(
+                "test #{} {} {}{}",
+                t.evidence.id,
+                if t.evidence.passed {
+                    "passed"
+                } else {
+                    "failed"
+                },
+                t.evidence.command.executable,
+                if t.stale { " (stale)" } else { "" }
+            )?;
+        }
+        if !report.read_only_violations.is_empty() {
+            out!(
+                "READ_ONLY_VIOLATION: {}",
+                report.read_only_violations.join(", ")
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let preview = engine.patch(id, sha).await?;
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&preview.patch)?;
+    stdout.flush()?;
+    eprintln!(
+        "{} files changed, sha256 {}",
+        preview.files.len(),
+        preview.sha256
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The review file: a JSON array of reviews, or `{"sha256": …, "reviews": [...]}`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum ReviewFile {
+    List(Vec<Review>),
+    Bound {
+        sha256: Option<String>,
+        reviews: Vec<Review>,
+    },
+}
+
+/// `legate verify ID --review FILE.json [--sha256 S]`.
+pub async fn verify(
+    engine: &Engine,
+    id: &str,
+    file: &Path,
+    sha: Option<String>,
+) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
+    let parsed: ReviewFile = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "INVALID_INPUT: {} is not a list of reviews: {e}",
+            file.display()
+        )
+    })?;
+    let (file_sha, reviews) = match parsed {
+        ReviewFile::List(r) => (None, r),
+        ReviewFile::Bound { sha256, reviews } => (sha256, reviews),
+    };
+    let sha = match sha.or(file_sha) {
+        Some(s) => s,
+        None => engine.preview(id).await?.patch.sha256,
+    };
+    let v = engine.verify(id, &sha, reviews).await?;
+    for c in &v.criteria {
+        out!(
+            "{} {}{}",
+            if c.passed { "✔" } else { "✘" },
+            c.criterion_id,
+            if c.problems.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", c.problems.join("; "))
+            }
+        )?;
+    }
+    out!(
+        "verification {} for sha256 {}",
+        if v.passed { "passed" } else { "did not pass" },
+        v.sha256
+    )?;
+    Ok(if v.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `legate test ID [--timeout S] [--sha256 S] -- CMD ARGS…`.
+pub async fn test(
+    engine: &Engine,
+    id: &str,
+    command: Vec<String>,
+    timeout: Option<u64>,
+    sha: Option<String>,
+) -> Result<ExitCode> {
+    let mut parts = command.into_iter();
+    let executable = parts
+        .next()
+        .context("INVALID_INPUT: name the command after --")?;
+    let sha = match sha {
+        Some(s) => s,
+        None => engine.preview(id).await?.patch.sha256,
+    };
+    let evidence = engine
+        .test(
+            id,
+            &sha,
+            TestCommand {
+                executable,
+                args: parts.collect(),
+            },
+            timeout.map(Duration::from_secs),
+        )
+        .await?;
+    print_evidence(&evidence)?;
+    Ok(if evidence.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
+    if !e.stdout.is_empty() {
+        out!("{}", e.stdout.trim_end())?;
+    }
+    if !e.stderr.is_empty() {
+        eprintln!("{}", e.stderr.trim_end());
+    }
+    out!(
+        "test #{} {}: exit {}{} in {} ms, confinement {}, sha256 {}",
+        e.id,
+        if e.passed { "passed" } else { "failed" },
+        e.exit_code
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "none".into()),
+        if e.timed_out { " (timed out)" } else { "" },
+        e.duration_ms.unwrap_or(0),
+        e.confinement,
+        e.sha256_after
+    )?;
+    if let Some(err) = &e.error {
+        out!("{}: {}", err.code, err.message)?;
+    }
+    Ok(())
+}
+
+/// Asks on the terminal in approval mode `ask`; without a terminal it cannot ask.
+struct TerminalApprover;
+
+#[async_trait]
+impl Approver for TerminalApprover {
+    async fn confirm(&self, r: &ApprovalRequest) -> ApprovalAnswer {
+        if !std::io::stdin().is_terminal() {
+            return ApprovalAnswer::Cancel;
+        }
+        eprintln!(
+            "integrate task {} into {}? sha256 {}",
+            r.task_id,
+            r.source.display(),
+            r.sha256
+        );
+        for f in &r.files {
+            eprintln!(
+                "  {:?} {} (+{} -{})",
+                f.status,
+                f.path,
+                f.insertions.map(|n| n.to_string()).unwrap_or("?".into()),
+                f.deletions.map(|n| n.to_string()).unwrap_or("?".into())
+            );
+        }
+        eprint!("type yes to integrate: ");
+        let answer = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await;
+        match answer {
+            Ok(Ok(line)) if line.trim() == "yes" => ApprovalAnswer::Accept { confirm: true },
+            Ok(Ok(_)) => ApprovalAnswer::Decline,
+            _ => ApprovalAnswer::Cancel,
+        }
+    }
+}
+
+/// `legate integrate ID [--sha256 S]`.
+pub async fn integrate(engine: &Engine, id: &str, sha: Option<&str>) -> Result<ExitCode> {
+    let r = engine.integrate(id, sha, Some(&TerminalApprover)).await?;
+    for f in &r.result.files {
+        out!("integrated {f}")?;
+    }
+    for f in &r.result.restored_byte_order_marks {
+        out!("restored the byte order mark of {f}")?;
+    }
+    for f in &r.result.leftover_files {
+        out!("leftover (could not be removed): {f}")?;
+    }
+    out!(
+        "integrated sha256 {} ({} files)",
+        r.sha256,
+        r.result.files.len()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `legate discard ID`.
+pub async fn discard(engine: &Engine, id: &str) -> Result<ExitCode> {
+    let r = engine.discard(id).await?;
+    out!("discarded {}", r.copy_directory.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `legate cleanup`.
+pub async fn cleanup(engine: &Engine) -> Result<ExitCode> {
+    let r = engine.cleanup().await?;
+    for id in &r.removed {
+        out!("removed the copy of {id}")?;
+    }
+    for id in &r.orphans_removed {
+        out!("removed the orphaned directories of {id}")?;
+    }
+    out!(
+        "{} removed, {} orphaned removed, {} kept within retention",
+        r.removed.len(),
+        r.orphans_removed.len(),
+        r.kept
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,74 @@
+//! `legate usage`: token usage of stored tasks, by task, session and model.
+//!
+//! The adding up is the store's (`Store::usage`, also `Engine::usage`); this module only
+//! prints. It never shows 0 for a counter nobody reported: that is `-`.
+
+use crate::UsageArgs;
+use anyhow::Result;
+use legate_store::{Store, UsageFilter, UsageTotals};
+use std::process::ExitCode;
+
+/// Prints the report for `args`.
+pub fn print(store: &Store, args: UsageArgs) -> Result<ExitCode> {
+    let task_id = match args.task {
+        Some(id) => Some(store.find_task(&id)?.id.0),
+        None => None,
+    };
+    let filter = UsageFilter {
+        task_id,
+        session_id: args.session,
+        model: args.model,
+        agent: args.agent,
+    };
+    let report = store.usage(&filter)?;
+    if args.json {
+        crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::out!("by task")?;
+    for t in &report.by_task {
+        crate::out!(
+            "  {}  {:<10} {:<20} {}",
+            t.task_id,
+            t.agent,
+            t.model.as_deref().unwrap_or("-"),
+            counters(&t.totals)
+        )?;
+    }
+    crate::out!("by session")?;
+    for (session, totals) in &report.by_session {
+        let name = if session.is_empty() {
+            "(none)"
+        } else {
+            session
+        };
+        crate::out!("  {name:<38} {}", counters(totals))?;
+    }
+    crate::out!("by model")?;
+    for (model, totals) in &report.by_model {
+        let name = if model.is_empty() { "(unknown)" } else { model };
+        crate::out!("  {name:<38} {}", counters(totals))?;
+    }
+    crate::out!("total")?;
+    crate::out!("  {:<38} {}", "", counters(&report.total))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn counters(t: &UsageTotals) -> String {
+    let n = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    let mut s = format!(
+        "in {} · out {} · total {} · thinking {} · cache {}",
+        n(t.input_tokens),
+        n(t.output_tokens),
+        n(t.total_tokens),
+        n(t.thinking_tokens),
+        n(t.cache_read_tokens)
+    );
+    if t.tasks > 1 || t.unreported > 0 {
+        s.push_str(&format!(" · {} task(s)", t.tasks));
+    }
+    if t.unreported > 0 {
+        s.push_str(&format!(", {} unreported", t.unreported));
+    }
+    s
+}

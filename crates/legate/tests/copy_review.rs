@@ -1,0 +1,248 @@
+//! End to end, from the binary: a revisor task on a copy of a real git repository, then
+//! diff, verify, test and integrate; the original ends with exactly the change.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    project: PathBuf,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let project = base.join("project");
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        git(&project, &["init", "-q"]);
+        std::fs::write(
+            project.join("src/greeting.txt"),
+            "hello world\r\nsecond line\r\n",
+        )
+        .unwrap();
+        std::fs::write(project.join("README.md"), "# Project\n").unwrap();
+        std::fs::write(project.join(".gitignore"), "target/\n").unwrap();
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-q", "-m", "init"]);
+        // Never committed, never copied.
+        std::fs::write(project.join(".env"), "SECRET=do-not-copy\n").unwrap();
+        Self {
+            _tmp: tmp,
+            base,
+            project,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_legate"))
+            .args(args)
+            .env("LEGATE_HOME", self.base.join("home"))
+            .env_remove("LEGATE_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let p = self.base.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn task_id(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("task "))
+        .expect("a task line");
+    line.split_whitespace().nth(1).unwrap().to_string()
+}
+
+const CRITERIA: &str = r#"[
+  {"id": "greets", "description": "the greeting says hi",
+   "check": {"kind": "file-contains", "path": "src/greeting.txt", "text": "hi world"}},
+  {"id": "notes", "description": "NOTES.md exists",
+   "check": {"kind": "file-exists", "path": "NOTES.md"}}
+]"#;
+
+const REVIEWS: &str = r##"[
+  {"criterionId": "greets", "verdict": "passed", "path": "src/greeting.txt", "line": 1,
+   "quote": "hi world", "explanation": "the first line now says hi"},
+  {"criterionId": "notes", "verdict": "passed", "path": "NOTES.md", "line": 1,
+   "quote": "# Notes", "explanation": "the file starts with its title"}
+]"##;
+
+fn start(env: &Env) -> String {
+    let criteria = env.write("criteria.json", CRITERIA);
+    let project = env.project.to_string_lossy().into_owned();
+    let out = env.run(&[
+        "run",
+        "--copy",
+        &project,
+        "--criteria",
+        &criteria,
+        "replace src/greeting.txt: hello => hi",
+        "write NOTES.md: # Notes",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    task_id(&out)
+}
+
+#[test]
+fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
+    let env = Env::new();
+    let id = start(&env);
+    // The agent never touched the original.
+    assert_eq!(
+        std::fs::read(env.project.join("src/greeting.txt")).unwrap(),
+        b"hello world\r\nsecond line\r\n"
+    );
+    assert!(!env.project.join("NOTES.md").exists());
+    // copy.ready lists the blocked .env by path and reason, never its content.
+    let events = env.run(&["events", &id]);
+    let events = String::from_utf8_lossy(&events.stdout).into_owned();
+    let ready = events
+        .lines()
+        .find(|l| l.contains("copy.ready"))
+        .expect("copy.ready");
+    assert!(ready.contains(r#""path":".env""#), "{ready}");
+    assert!(ready.contains("SECRET_FILE"), "{ready}");
+    assert!(!events.contains("do-not-copy"));
+    assert!(events.contains("copy.patch"));
+    let home = env.base.join("home");
+    assert!(!home.join("copies").join(&id).join(".env").exists());
+    assert!(home.join("baselines").join(&id).join("git/HEAD").exists());
+
+    let diff = env.run(&["diff", &id]);
+    assert!(diff.status.success(), "{}", text(&diff));
+    let patch = String::from_utf8_lossy(&diff.stdout);
+    assert!(patch.contains("-hello world\r"), "{patch}");
+    assert!(patch.contains("+hi world\r"), "{patch}");
+    assert!(patch.contains("+++ b/NOTES.md"), "{patch}");
+    let stat = env.run(&["diff", "--json", &id]);
+    assert!(stat.status.success(), "{}", text(&stat));
+    let preview: serde_json::Value = serde_json::from_slice(&stat.stdout).unwrap();
+    assert_eq!(preview["summary"]["filesChanged"], 2);
+    let sha = preview["sha256"].as_str().unwrap().to_string();
+
+    // Integration before verification is refused and touches nothing.
+    let early = env.run(&["integrate", &id]);
+    assert_eq!(early.status.code(), Some(2), "{}", text(&early));
+    assert!(String::from_utf8_lossy(&early.stderr).contains("VERIFICATION_REQUIRED"));
+    let wrong = env.run(&["diff", "--sha256", "00", &id]);
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("PATCH_CHANGED"));
+
+    let reviews = env.write("reviews.json", REVIEWS);
+    let verify = env.run(&["verify", &id, "--review", &reviews, "--sha256", &sha]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    assert!(String::from_utf8_lossy(&verify.stdout).contains("verification passed"));
+
+    let test = env.run(&[
+        "test",
+        &id,
+        "--",
+        "grep",
+        "-q",
+        "hi world",
+        "src/greeting.txt",
+    ]);
+    assert!(test.status.success(), "{}", text(&test));
+    let out = String::from_utf8_lossy(&test.stdout);
+    assert!(out.contains("confinement none"), "{out}");
+
+    let integrate = env.run(&["integrate", &id, "--sha256", &sha]);
+    assert!(integrate.status.success(), "{}", text(&integrate));
+    assert_eq!(
+        std::fs::read(env.project.join("src/greeting.txt")).unwrap(),
+        b"hi world\r\nsecond line\r\n"
+    );
+    assert_eq!(
+        std::fs::read(env.project.join("NOTES.md")).unwrap(),
+        b"# Notes"
+    );
+    assert_eq!(
+        git(
+            &env.project,
+            &["status", "--porcelain", "--untracked-files=all"]
+        ),
+        " M src/greeting.txt\n?? .env\n?? NOTES.md\n"
+    );
+    assert_eq!(
+        std::fs::read(env.project.join(".env")).unwrap(),
+        b"SECRET=do-not-copy\n"
+    );
+    let again = env.run(&["integrate", &id]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("COPY_UNAVAILABLE"));
+
+    let discard = env.run(&["discard", &id]);
+    assert!(discard.status.success(), "{}", text(&discard));
+    assert!(!home.join("copies").join(&id).exists());
+    assert!(!home.join("baselines").join(&id).exists());
+    let cleanup = env.run(&["cleanup"]);
+    assert!(cleanup.status.success(), "{}", text(&cleanup));
+}
+
+#[test]
+fn evidence_goes_stale_when_a_test_changes_the_patch_and_bad_input_stores_nothing() {
+    let env = Env::new();
+    let project = env.project.to_string_lossy().into_owned();
+    let bad = env.run(&["run", "--copy", &project, "--include", "missing", "hi"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("INVALID_INCLUDE_PATH"));
+    let sub = env.project.join("src").to_string_lossy().into_owned();
+    let bad = env.run(&["run", "--copy", &sub, "hi"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("INVALID_WORKSPACE"));
+
+    let id = start(&env);
+    let reviews = env.write("reviews.json", REVIEWS);
+    let verify = env.run(&["verify", &id, "--review", &reviews]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    let test = env.run(&["test", &id, "--", "touch", "made-by-test.txt"]);
+    assert_eq!(test.status.code(), Some(1), "{}", text(&test));
+    assert!(String::from_utf8_lossy(&test.stdout).contains("TEST_CHANGED_PATCH"));
+    let integrate = env.run(&["integrate", &id]);
+    assert_eq!(integrate.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&integrate.stderr);
+    assert!(
+        err.contains("VERIFICATION_REQUIRED") && err.contains("stale"),
+        "{err}"
+    );
+    assert!(!env.project.join("NOTES.md").exists());
+    let failing = env.run(&["test", &id, "--", "false"]);
+    assert_eq!(failing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&failing.stdout).contains("TEST_FAILED"));
+}
