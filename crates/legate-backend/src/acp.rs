@@ -21,7 +21,9 @@
 //! * `state`: where the current turn's events go;
 //! * `handlers`: the client side of ACP (permission requests, `fs/*`, session updates);
 //! * `fs`: serving `fs/read_text_file` and `fs/write_text_file` inside the root;
-//! * `session`: the connection actor, prompts, cancel and shutdown;
+//! * `models`: model selection through a config option of category `model`;
+//! * `session`: the connection actor, prompts, model selection, cancel and shutdown (with
+//!   the cleanup check shared with agy, `crate::cleanup`);
 //! * `backend`: the handshake.
 //!
 //! [`EventKind::Stderr`]: legate_core::EventKind::Stderr
@@ -30,6 +32,7 @@ mod backend;
 mod fs;
 mod handlers;
 mod launch;
+mod models;
 mod process;
 mod session;
 mod state;
@@ -40,11 +43,12 @@ mod transport;
 
 pub use crate::env::{FORBIDDEN_EXACT, FORBIDDEN_PREFIXES, INHERITED_EXACT, INHERITED_PREFIXES};
 pub use backend::AcpBackend;
-pub use backend::DEFAULT_HANDSHAKE_TIMEOUT;
+pub use backend::{DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_KILL_GRACE};
 pub use launch::CODEX_TMP;
 pub use session::{AcpCanceller, AcpSession};
 
-/// Whether the process group `pgid` still has members (for tests and diagnostics).
+/// Whether the process group `pgid` still has a member that is not a zombie (for tests and
+/// diagnostics; see [`crate::cleanup::group_alive`]).
 pub fn process_group_alive(pgid: i32) -> bool {
-    sys::group_exists(pgid)
+    crate::cleanup::group_alive(pgid)
 }

@@ -5,8 +5,9 @@
 //! stream-json --output-format stream-json …` process in the workspace root, in its own
 //! process group, with a filtered environment. The prompt is one NDJSON line on stdin, then
 //! stdin closes; stdout is NDJSON events; the conversation continues with `--conversation`.
-//! Confinement comes from `agy`'s own `--sandbox` and the workspace root, not from Legate's
-//! supervisor, which this protocol gives nothing to decide.
+//! What limits it is `agy`'s own `--sandbox`, the workspace root, and (on Linux) the same
+//! Landlock confinement as ACP agents (`confine`), not Legate's supervisor, which this
+//! protocol gives nothing to decide.
 //!
 //! The pieces, one concept per module:
 //!
@@ -17,7 +18,9 @@
 //! * `ndjson`: stdout bytes into lines (split UTF-8, CRLF, very long lines);
 //! * `translate`: stream-json events into Legate's event model;
 //! * `usage`: per-turn tokens from the CLI's session-cumulative counters;
-//! * `cleanup`: workspaces blocked after a run whose process group could not be shown gone;
+//! * `confine`: what an `agy` process may write (root, its profile, a private temp dir);
+//! * `crate::cleanup` (shared with the ACP driver): workspaces blocked after a run whose
+//!   process group could not be shown gone;
 //! * `run`: one process: spawn, stdin, stdout/stderr, stop (SIGINT, SIGKILL after 3 s), verify;
 //! * `backend`: [`AgyBackend`] and [`AgySession`].
 //!
@@ -26,15 +29,16 @@
 
 mod args;
 mod backend;
-pub mod cleanup;
+mod confine;
 mod discovery;
 mod models;
 mod ndjson;
 mod run;
 pub mod selection;
 mod translate;
-mod usage;
+pub(crate) mod usage;
 
+pub use crate::cleanup;
 pub use args::RunOptions;
 pub use backend::{AgyBackend, AgySession};
 pub use discovery::{Capabilities, Discovery, discover, resolve_executable};

@@ -10,6 +10,7 @@
 
 pub mod acp;
 pub mod agy;
+pub mod cleanup;
 pub mod env;
 mod sink;
 

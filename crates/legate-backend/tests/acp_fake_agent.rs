@@ -436,3 +436,21 @@ async fn an_agent_that_closes_its_output_but_keeps_running_is_a_protocol_error()
     session.shutdown().await;
     assert!(!process_group_alive(pgid));
 }
+
+#[tokio::test]
+async fn a_model_asked_of_an_agent_that_offers_none_is_ignored_with_a_notice() {
+    let (_tmp, session, _) = open("", deny()).await;
+    let (sink, mut rx) = EventSink::channel();
+    let mut t = turn("hello");
+    t.model = Some("some-model".into());
+    let outcome = session.prompt(t, sink).await.unwrap();
+    assert_eq!(outcome.stop_reason, "end_turn");
+    let events = drain(&mut rx);
+    assert!(
+        events.iter().any(|e| matches!(e,
+            EventKind::Workspace { message, detail }
+                if message.contains("offers no model selection") && detail["model"] == "some-model")),
+        "{events:?}"
+    );
+    session.shutdown().await;
+}

@@ -132,13 +132,22 @@ pub struct TestEvidence {
     pub sha256_after: String,
     /// Wall time in milliseconds (`None` for client reports).
     pub duration_ms: Option<u64>,
-    /// Which confinement held: `none` today; `client` for client reports.
+    /// How much of the write confinement held: `full`, `partial`, `none`; `client` for
+    /// client reports.
     pub confinement: String,
+    /// Whether TCP was denied: `denied`, `not-enforced` (also for client reports and for
+    /// records made before it was recorded).
+    #[serde(default = "not_enforced")]
+    pub network: String,
     /// When it was recorded.
     pub recorded_at: Timestamp,
     /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Error>,
+}
+
+fn not_enforced() -> String {
+    legate_sandbox::Network::NotEnforced.as_str().to_string()
 }
 
 /// A run the client reports (`record_test`).
@@ -464,11 +473,12 @@ impl Engine {
         );
         let report = blocking(move || {
             let sel = legate_workspace::select(&source, &include, &cfg.secrets, &cfg.limits)?;
-            let report = legate_workspace::make_copy(&sel, &copy_dir, &cfg.limits)?;
-            if let Err(e) = Baseline::create(&baseline_dir, &report.copy_directory) {
-                let _ = std::fs::remove_dir_all(&report.copy_directory);
-                return Err(e);
-            }
+            let (report, _baseline) = legate_workspace::make_copy_with_baseline(
+                &sel,
+                &copy_dir,
+                &baseline_dir,
+                &cfg.limits,
+            )?;
             Ok(report)
         })
         .await?;
@@ -771,9 +781,17 @@ impl Engine {
         let timeout = timeout.unwrap_or(cfg.test_timeout);
         let (b, cmd) = (o.baseline.clone(), command.clone());
         let copy = o.record.copy_directory.clone();
+        let requirement = self.config().confinement;
         let run = blocking(move || {
             let scratch = b.scratch()?;
-            legate_workspace::run_test(&copy, &scratch, &cmd, timeout, cfg.max_test_output)
+            legate_workspace::run_test(
+                &copy,
+                &scratch,
+                &cmd,
+                timeout,
+                cfg.max_test_output,
+                requirement,
+            )
         })
         .await?;
         let after = self.current_preview(&o.baseline).await;
@@ -826,6 +844,7 @@ impl Engine {
             sha256_after: sha_after,
             duration_ms: Some(run.duration_ms),
             confinement: run.confinement,
+            network: run.network,
             recorded_at: Timestamp::now(),
             error,
         };
@@ -875,6 +894,7 @@ impl Engine {
             sha256_after: preview.sha256.clone(),
             duration_ms: None,
             confinement: "client".to_string(),
+            network: not_enforced(),
             recorded_at: Timestamp::now(),
             error,
         };

@@ -27,7 +27,14 @@ pub struct Runner {
 impl Runner {
     /// Claims a new runner identity under `run_dir`.
     pub fn claim(run_dir: &Path) -> Result<Runner> {
-        std::fs::create_dir_all(run_dir).map_err(|e| io_error(run_dir, &e))?;
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(run_dir)
+                .map_err(|e| io_error(run_dir, &e))?;
+        }
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         let path = run_dir.join(format!("{id}.lock"));
         let file = OpenOptions::new()

@@ -8,12 +8,14 @@
 //! that disconnects, or a wait that times out, never cancels a task.
 //!
 //! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
+//! [`review`] (the copy workspace's review tools, `usage`, and the elicitation approver),
 //! [`schema`] (arguments and answers, from which JSON Schemas are generated), [`wait`],
 //! [`chunk`], [`profile`], [`token`], [`http`].
 
 pub mod chunk;
 pub mod http;
 pub mod profile;
+pub mod review;
 pub mod schema;
 pub mod server;
 pub mod token;

@@ -11,11 +11,13 @@ use std::fmt;
 /// The group a tool belongs to. A profile is the set of groups it offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolGroup {
-    /// Asking, delegating read-only work, following and collecting: every tool today.
+    /// Asking, delegating read-only work, following and collecting, usage, and listing the
+    /// files a copy would get.
     Query,
-    /// Reading a copy's patch and verifying it (for copy workspaces; none yet).
+    /// Reading a copy's patch and verifying it: `preview`, `read_patch`, `verify`.
     Review,
-    /// Running tests in a copy, integrating, discarding (for copy workspaces; none yet).
+    /// Running and recording tests in a copy, integrating, discarding, sweeping: `test`,
+    /// `record_test`, `integrate`, `discard`, `cleanup`.
     Implementation,
 }
 

@@ -125,6 +125,79 @@ pub struct RunArgs {
     pub timeout_seconds: Option<u64>,
     /// "write" or "read-only". Read-only profiles refuse "write" and default to read-only.
     pub mode: Option<ModeArg>,
+    /// A workspace other than the sandbox: `{kind: "copy", path, includePaths, criteria}` works
+    /// on a copy of a git project, reviewed with preview, read_patch, verify and test before
+    /// integrate changes the original. Not together with workingDirectory.
+    pub workspace: Option<WorkspaceArg>,
+}
+
+/// The kind of workspace `run` asks for.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceKindArg {
+    /// A copy of a git project under Legate's home, with a private baseline.
+    Copy,
+}
+
+/// `run`'s `workspace`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspaceArg {
+    /// "copy".
+    pub kind: WorkspaceKindArg,
+    /// The absolute path of the project: the root of a git work tree.
+    pub path: String,
+    /// Relative files or directories to narrow the copy to (default: every eligible file).
+    #[serde(default)]
+    pub include_paths: Vec<String>,
+    /// Acceptance criteria, fixed for the task's life; `verify` checks reviews against them.
+    #[serde(default)]
+    pub criteria: Vec<CriterionArg>,
+}
+
+/// What a check looks at.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckKindArg {
+    /// The file exists.
+    FileExists,
+    /// The file does not exist.
+    FileAbsent,
+    /// The file contains `text`.
+    FileContains,
+    /// The file does not contain `text`.
+    FileNotContains,
+}
+
+/// A deterministic check of a criterion, run on the copy's real files.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckArg {
+    /// file-exists, file-absent, file-contains, file-not-contains.
+    pub kind: CheckKindArg,
+    /// The relative path.
+    pub path: String,
+    /// The text, for file-contains and file-not-contains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// An acceptance criterion.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CriterionArg {
+    /// Unique within the task (1 to 100 characters).
+    pub id: String,
+    /// What must hold.
+    pub description: String,
+    /// An optional deterministic check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckArg>,
 }
 
 /// One task, by id or unique prefix.
@@ -373,7 +446,7 @@ pub struct TaskOut {
     pub state: String,
     /// write or read-only.
     pub mode: String,
-    /// sandbox or shared.
+    /// sandbox, shared or copy.
     pub workspace: String,
     /// The workspace root, once prepared.
     pub root: Option<String>,
@@ -412,7 +485,7 @@ pub struct StartedOut {
     pub state: String,
     /// write or read-only.
     pub mode: String,
-    /// sandbox or shared.
+    /// sandbox, shared or copy.
     pub workspace: String,
 }
 

@@ -5,6 +5,7 @@
 //! and it logs tool names, task ids and error codes, never arguments.
 
 use crate::profile::{Profile, ToolGroup};
+use crate::review::{self, *};
 use crate::schema::{self, *};
 use crate::tools;
 use crate::wait::{self, Progress};
@@ -35,7 +36,9 @@ Start work with `run` (it returns a taskId at once), follow it with `wait` (up t
 pass the returned nextCursor as `after` and call again until ready is true), then collect it with \
 `result` (includeResult: false for a small answer) and `read_result` for the answer in pieces. \
 Waiting or disconnecting never cancels a task; only `cancel` does. Continue a conversation with \
-`resume` or `send_message`, using the contextId that `run` returned.";
+`resume` or `send_message`, using the contextId that `run` returned. To change a git project only \
+after review, `run` with workspace {kind: \"copy\", path, criteria}, then `preview` (its sha256 binds \
+every later step), `read_patch`, `verify`, `test`, and `integrate`, as the profile offers them.";
 
 /// How the server behaves.
 #[derive(Debug, Clone)]
@@ -84,6 +87,22 @@ fn def<A: JsonSchema + 'static, O: JsonSchema + 'static>(
     ToolDef {
         group: ToolGroup::Query,
         tool,
+    }
+}
+
+impl ToolDef {
+    /// The same tool in another group.
+    fn group(mut self, group: ToolGroup) -> Self {
+        self.group = group;
+        self
+    }
+
+    /// Marks the tool as one that may remove or overwrite files outside a task's workspace.
+    fn destructive(mut self) -> Self {
+        if let Some(a) = self.tool.annotations.take() {
+            self.tool.annotations = Some(a.destructive(true));
+        }
+        self
     }
 }
 
@@ -168,6 +187,77 @@ fn catalog() -> Vec<ToolDef> {
             "Queues a message (at most 2000 characters) for a context; it becomes the context's next turn, after any running one. Idempotent by messageId: the same id and text return the same receipt, the same id with other text is refused.",
             false,
         ),
+        def::<UsageArgs, UsageOut>(
+            "usage",
+            "Token usage",
+            "Tokens the agents reported, by task, agent session and model, with totals; filter by taskId, sessionId, model or agent. A counter is null when no task in the group reported it.",
+            true,
+        ),
+        def::<ListProjectFilesArgs, ProjectFilesOut>(
+            "list_project_files",
+            "Files a copy would get",
+            "The files a copy workspace of a git project would get (tracked and unignored, narrowed by includePaths), with those the secret preflight leaves out by name or path. Use it to pick includePaths before run with workspace {kind: \"copy\"}.",
+            true,
+        ),
+        def::<TaskArgs, PreviewOut>(
+            "preview",
+            "Preview a copy's patch",
+            "A copy task's patch now: files (A/M/D) with line counts, totals, the sha256 and length of the full patch, the latest verification and whether it is stale, and the test records. Pass sha256 as expectedSha256 to read_patch, verify, test and integrate.",
+            true,
+        )
+        .group(ToolGroup::Review),
+        def::<ReadPatchArgs, ReadPatchOut>(
+            "read_patch",
+            "Read a copy's patch",
+            "Reads a copy task's patch (whole, or one file's part with path) in byte windows (offset, limit 2-50000) bound to expectedSha256: a changed patch is PATCH_CHANGED. Join text until hasMore is false, using nextOffset.",
+            true,
+        )
+        .group(ToolGroup::Review),
+        def::<VerifyArgs, VerifyOut>(
+            "verify",
+            "Verify a copy against its criteria",
+            "Checks one review per acceptance criterion (verdict, path, line, exact quote) against the copy's real files and runs the criteria's checks. The verification is recorded, bound to the patch and the files it cites; reviews stay client-reported.",
+            false,
+        )
+        .group(ToolGroup::Review),
+        def::<TestArgs, TestOut>(
+            "test",
+            "Run a test in a copy",
+            "Runs an executable with its arguments (no shell) in a copy task's copy, with a timeout, and records the observed evidence (exit code, bounded output, patch sha256 before and after). A failing command is an answer with passed: false and testError, not a failed call. Not kernel-confined yet.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
+        def::<RecordTestArgs, TestOut>(
+            "record_test",
+            "Record a client's test run",
+            "Records a test run the client performed itself, marked client-reported and bound to the patch sha256. It never counts as observed evidence for integration.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
+        def::<IntegrateArgs, IntegrateOut>(
+            "integrate",
+            "Integrate a copy's patch",
+            "Writes a completed write task's verified patch into the original project, all files or none. Needs a current passing verification (and passing tests when configured); in approval mode ask, the client is asked to confirm with a form and only an accept with confirm: true proceeds. Never commits.",
+            false,
+        )
+        .group(ToolGroup::Implementation)
+        .destructive(),
+        def::<TaskArgs, DiscardOut>(
+            "discard",
+            "Discard a copy",
+            "Removes a finished copy task's copy and private baseline now; the original is untouched.",
+            false,
+        )
+        .group(ToolGroup::Implementation)
+        .destructive(),
+        def::<NoArgs, CleanupOut>(
+            "cleanup",
+            "Sweep old copies",
+            "Runs the retention sweep now: removes copies of finished tasks untouched for longer than the retention, and directories of tasks the store no longer has. Copies in use are kept.",
+            false,
+        )
+        .group(ToolGroup::Implementation)
+        .destructive(),
     ]
 }
 
@@ -272,6 +362,32 @@ impl LegateMcp {
                 }
                 to_value(out)
             }
+            "usage" => to_value(review::usage(engine, parse(args)?)?),
+            "list_project_files" => {
+                to_value(review::list_project_files(engine, parse(args)?).await?)
+            }
+            "preview" => {
+                let a: TaskArgs = parse(args)?;
+                to_value(review::preview(engine, &a.task_id).await?)
+            }
+            "read_patch" => to_value(review::read_patch(engine, parse(args)?).await?),
+            "verify" => to_value(review::verify(engine, parse(args)?).await?),
+            "test" => to_value(review::test(engine, parse(args)?).await?),
+            "record_test" => to_value(review::record_test(engine, parse(args)?).await?),
+            "integrate" => {
+                let approver = ElicitationApprover::new(context.peer.clone());
+                let out = review::integrate(engine, parse(args)?, &approver).await?;
+                tracing::info!(task = %out.task_id, files = out.integration.files.len(), "mcp integrate");
+                to_value(out)
+            }
+            "discard" => {
+                let a: TaskArgs = parse(args)?;
+                to_value(review::discard(engine, &a.task_id).await?)
+            }
+            "cleanup" => {
+                let _: NoArgs = parse(args)?;
+                to_value(review::cleanup(engine).await?)
+            }
             other => Err(not_available(other, profile)),
         }
     }
@@ -367,7 +483,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 13);
+        assert_eq!(tools.len(), 23);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -404,7 +520,17 @@ mod tests {
         assert!(visible(Profile::Full).contains(&"health".to_string()));
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
-        assert_eq!(visible(Profile::Query).len(), tools.len() - 1);
+        assert_eq!(visible(Profile::Query).len(), 14);
+        assert_eq!(visible(Profile::Review).len(), 17);
+        assert_eq!(visible(Profile::Implementation).len(), tools.len());
+        for name in ["preview", "read_patch", "verify"] {
+            assert!(visible(Profile::Review).contains(&name.to_string()));
+            assert!(!visible(Profile::Query).contains(&name.to_string()));
+        }
+        for name in ["test", "record_test", "integrate", "discard", "cleanup"] {
+            assert!(!visible(Profile::Review).contains(&name.to_string()));
+            assert!(visible(Profile::Implementation).contains(&name.to_string()));
+        }
     }
 
     #[test]

@@ -151,18 +151,21 @@ fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
 /// `run`.
 pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOut> {
     let mode = profile.mode(args.mode.map(TaskMode::from), TaskMode::Write)?;
-    let workspace = match args.working_directory {
-        None => WorkspaceRequest::Sandbox,
-        Some(dir) => {
-            let path = PathBuf::from(&dir);
-            if !path.is_absolute() {
-                return Err(Error::new(
-                    ErrorCode::InvalidWorkspace,
-                    format!("workingDirectory must be an absolute path (got {dir:?})"),
-                ));
-            }
-            WorkspaceRequest::Shared(path)
+    let workspace = match (args.working_directory, args.workspace) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid_input(
+                "give workingDirectory or workspace, not both",
+            ));
         }
+        (None, None) => WorkspaceRequest::Sandbox,
+        (Some(dir), None) => WorkspaceRequest::Shared(absolute("workingDirectory", &dir)?),
+        (None, Some(w)) => match w.kind {
+            WorkspaceKindArg::Copy => WorkspaceRequest::Copy {
+                source: absolute("workspace.path", &w.path)?,
+                include_paths: w.include_paths,
+                criteria: crate::review::reshape(&w.criteria)?,
+            },
+        },
     };
     let mut request = SubmitRequest::new(args.prompt);
     request.agent = args.agent;
@@ -173,6 +176,18 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.model = args.model;
     let task = engine.submit(request)?;
     Ok(started(&task))
+}
+
+/// `dir` as a path, when it is absolute (`INVALID_WORKSPACE` naming `name` otherwise).
+pub fn absolute(name: &str, dir: &str) -> Result<PathBuf> {
+    let path = PathBuf::from(dir);
+    if !path.is_absolute() {
+        return Err(Error::new(
+            ErrorCode::InvalidWorkspace,
+            format!("{name} must be an absolute path (got {dir:?})"),
+        ));
+    }
+    Ok(path)
 }
 
 /// `resume`.

@@ -185,7 +185,7 @@ fn sha256(s: &str) -> String {
 async fn delegate_wait_with_progress_and_read_the_result_in_pieces() {
     let h = harness(McpOptions::default()).await;
     let tools = h.client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 13);
+    assert_eq!(tools.len(), 23);
     assert!(tools.iter().all(|t| t.output_schema.is_some()));
 
     let emoji_line = "😀é€ ".repeat(400);
@@ -321,7 +321,8 @@ async fn bad_input_is_a_structured_error_and_changes_nothing() {
         ("tasks", json!({"limit": 0}), "INVALID_INPUT"),
         ("tasks", json!({"state": "sleeping"}), "INVALID_INPUT"),
         ("sessions", json!({"limit": 201}), "INVALID_INPUT"),
-        ("integrate", json!({}), "TOOL_NOT_AVAILABLE"),
+        ("integrate", json!({}), "INVALID_INPUT"),
+        ("handoff", json!({}), "TOOL_NOT_AVAILABLE"),
     ] {
         assert_eq!(h.fail(tool, args.clone()).await, code, "{tool} {args}");
     }

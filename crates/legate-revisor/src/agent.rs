@@ -16,8 +16,10 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, Implementation, InitializeRequest,
     InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
-    NewSessionResponse, PromptRequest, PromptResponse, SessionId, SessionMode, SessionModeId,
-    SessionModeState, SetSessionModeRequest, SetSessionModeResponse,
+    NewSessionResponse, PromptRequest, PromptResponse, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionId, SessionMode, SessionModeId,
+    SessionModeState, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, ConnectTo, Error};
 use tokio_util::sync::CancellationToken;
@@ -30,6 +32,15 @@ pub(crate) const MODE_DEFAULT: &str = "default";
 pub(crate) const MODE_PLAN: &str = "plan";
 /// The mode a plan approval may land in; recorded, but revisor still asks in it.
 pub(crate) const MODE_ACCEPT_EDITS: &str = "acceptEdits";
+
+/// The id of the config option (category `model`) through which a client picks a model.
+pub const MODEL_CONFIG_ID: &str = "model";
+/// The models revisor offers (it has none: they change nothing but their name), the first
+/// being the default.
+pub const MODELS: [(&str, &str); 2] = [
+    ("revisor-standard", "Revisor standard"),
+    ("revisor-thorough", "Revisor thorough"),
+];
 
 /// Locks a mutex, ignoring poisoning (the data are plain values that stay consistent).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -50,6 +61,8 @@ pub(crate) struct Session {
     pub(crate) id: SessionId,
     pub(crate) cwd: PathBuf,
     mode: Mutex<String>,
+    /// The model picked through the `model` config option.
+    model: Mutex<String>,
     /// The running turn's cancellation; replaced at the start of every turn.
     cancel: Mutex<CancellationToken>,
     /// "Tokens" so far: whitespace-separated words of prompts and answers.
@@ -62,6 +75,7 @@ impl Session {
             id,
             cwd,
             mode: Mutex::new(mode.to_owned()),
+            model: Mutex::new(MODELS[0].0.to_owned()),
             cancel: Mutex::new(CancellationToken::new()),
             words: AtomicU64::new(0),
         }
@@ -85,6 +99,18 @@ impl Session {
     fn cancel(&self) {
         lock(&self.cancel).cancel();
     }
+}
+
+/// The config options every session offers: the model, as a select of [`MODELS`].
+fn config_options(current_model: &str) -> Vec<SessionConfigOption> {
+    let options: Vec<SessionConfigSelectOption> = MODELS
+        .iter()
+        .map(|(id, name)| SessionConfigSelectOption::new(*id, *name))
+        .collect();
+    vec![
+        SessionConfigOption::select(MODEL_CONFIG_ID, "Model", current_model.to_owned(), options)
+            .category(SessionConfigOptionCategory::Model),
+    ]
 }
 
 /// The modes every session offers.
@@ -168,7 +194,9 @@ impl Shared {
         let id = SessionId::new(format!("revisor-{}", uuid::Uuid::new_v4()));
         let session = Arc::new(Session::new(id.clone(), cwd, MODE_DEFAULT));
         lock(&self.sessions).insert(id.clone(), session);
-        Ok(NewSessionResponse::new(id).modes(mode_state(MODE_DEFAULT)))
+        Ok(NewSessionResponse::new(id)
+            .modes(mode_state(MODE_DEFAULT))
+            .config_options(config_options(MODELS[0].0)))
     }
 
     fn load_session(&self, request: &LoadSessionRequest) -> Result<LoadSessionResponse, Error> {
@@ -186,7 +214,31 @@ impl Shared {
             .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
         let session = Arc::new(Session::new(request.session_id.clone(), cwd, &mode));
         sessions.insert(request.session_id.clone(), session);
-        Ok(LoadSessionResponse::new().modes(mode_state(&mode)))
+        Ok(LoadSessionResponse::new()
+            .modes(mode_state(&mode))
+            .config_options(config_options(MODELS[0].0)))
+    }
+
+    fn set_config_option(
+        &self,
+        request: &SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse, Error> {
+        let session = self.session(&request.session_id)?;
+        let value = request.value.as_value_id().map(|v| v.0.to_string());
+        let known = value
+            .as_deref()
+            .filter(|v| MODELS.iter().any(|(id, _)| id == v));
+        match (&*request.config_id.0, known) {
+            (MODEL_CONFIG_ID, Some(model)) => {
+                model.clone_into(&mut lock(&session.model));
+                Ok(SetSessionConfigOptionResponse::new(config_options(model)))
+            }
+            _ => Err(Error::invalid_params().data(serde_json::json!({
+                "reason": "unknown config option or value",
+                "configId": request.config_id,
+                "value": value,
+            }))),
+        }
     }
 
     fn set_mode(&self, request: &SetSessionModeRequest) -> Result<SetSessionModeResponse, Error> {
@@ -222,7 +274,8 @@ pub(crate) async fn run(
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), Error> {
     let shared = Arc::new(Shared::new(options));
-    let (s1, s2, s3, s4, s5, s6) = (
+    let (s1, s2, s3, s4, s5, s6, s7) = (
+        shared.clone(),
         shared.clone(),
         shared.clone(),
         shared.clone(),
@@ -254,6 +307,12 @@ pub(crate) async fn run(
         .on_receive_request(
             async move |request: SetSessionModeRequest, responder, _cx| {
                 responder.respond_with_result(s4.set_mode(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                responder.respond_with_result(s7.set_config_option(&request))
             },
             agent_client_protocol::on_receive_request!(),
         )

@@ -116,6 +116,7 @@ use std::sync::Arc;
 use agent_client_protocol::{Agent, ByteStreams, ConnectTo, Error, Stdio};
 use futures::{AsyncRead, AsyncWrite};
 
+pub use agent::{MODEL_CONFIG_ID, MODELS};
 pub use hook::{Directed, DirectiveContext, DirectiveHook};
 pub use turn::{CONTEXT_WINDOW, OUTPUT_LIMIT, PLAN_MODE_REFUSAL, READ_LINES, REFUSED, RUN_TIMEOUT};
 

@@ -4,13 +4,15 @@
 //! and linking or renaming files, and making directories, devices, sockets, pipes and
 //! symlinks); reads and execution are not handled, so they stay open. A kernel with ABI 3 or
 //! newer enforces all of it ([`Enforcement::Full`]); ABI 1 or 2 enforces the rest
-//! ([`Enforcement::Partial`]). Nothing here spawns or registers hooks.
+//! ([`Enforcement::Partial`]). When asked, the TCP rights of ABI 4 (`bind`, `connect`) are
+//! handled too, with no port allowed, on kernels that have them. Nothing here spawns or
+//! registers hooks.
 
 use crate::Enforcement;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{Ruleset, probe};
+pub(crate) use linux::{Ruleset, probe, probe_network};
 #[cfg(not(target_os = "linux"))]
-pub(crate) use other::{Ruleset, probe};
+pub(crate) use other::{Ruleset, probe, probe_network};
 
 /// `EALREADY`: the prepared ruleset was already applied.
 pub(crate) const EALREADY: i32 = libc::EALREADY;
@@ -19,8 +21,8 @@ pub(crate) const EALREADY: i32 = libc::EALREADY;
 mod linux {
     use super::Enforcement;
     use landlock::{
-        ABI, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, RulesetAttr,
-        RulesetCreated, RulesetCreatedAttr,
+        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+        RulesetAttr, RulesetCreated, RulesetCreatedAttr,
     };
     use legate_core::{Error, ErrorCode, Result};
     use std::path::Path;
@@ -59,6 +61,20 @@ mod linux {
         })
     }
 
+    /// Whether the kernel has Landlock's TCP rights (ABI 4); probed once per process.
+    pub(crate) fn probe_network() -> bool {
+        static PROBED: OnceLock<bool> = OnceLock::new();
+        *PROBED.get_or_init(|| {
+            let ok = landlock::Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessNet::from_all(ABI::V4))
+                .and_then(|r| r.create())
+                .is_ok();
+            tracing::debug!(network = ok, "landlock network rights probed");
+            ok
+        })
+    }
+
     /// A ruleset ready to restrict one process, or nothing when the kernel enforces nothing.
     pub(crate) struct Ruleset(Option<RulesetCreated>);
 
@@ -71,14 +87,26 @@ mod linux {
 
     impl Ruleset {
         /// Builds the ruleset allowing writes beneath each of `writable` (paths that do not
-        /// exist are left out).
-        pub(crate) fn build(writable: &[&Path], enforcement: Enforcement) -> Result<Self> {
+        /// exist are left out), and, with `deny_network`, no TCP `bind` or `connect` at all
+        /// (the caller checked [`probe_network`]).
+        pub(crate) fn build(
+            writable: &[&Path],
+            enforcement: Enforcement,
+            deny_network: bool,
+        ) -> Result<Self> {
             if enforcement == Enforcement::None {
                 return Ok(Self(None));
             }
             let all = handled(TARGET);
-            let mut ruleset = landlock::Ruleset::default()
-                .handle_access(all)
+            let mut ruleset = landlock::Ruleset::default().handle_access(all);
+            if deny_network {
+                ruleset = ruleset.and_then(|r| {
+                    r.set_compatibility(CompatLevel::HardRequirement)
+                        .handle_access(AccessNet::from_all(ABI::V4))
+                        .map(|r| r.set_compatibility(CompatLevel::BestEffort))
+                });
+            }
+            let mut ruleset = ruleset
                 .and_then(|r| r.create())
                 .map_err(|e| failed("creating the Landlock ruleset".into(), e))?;
             for path in writable {
@@ -129,11 +157,20 @@ mod other {
         Enforcement::None
     }
 
+    /// No network rules outside Linux.
+    pub(crate) fn probe_network() -> bool {
+        false
+    }
+
     /// Nothing to apply.
     pub(crate) struct Ruleset;
 
     impl Ruleset {
-        pub(crate) fn build(_writable: &[&Path], _enforcement: Enforcement) -> Result<Self> {
+        pub(crate) fn build(
+            _writable: &[&Path],
+            _enforcement: Enforcement,
+            _deny_network: bool,
+        ) -> Result<Self> {
             Ok(Self)
         }
 

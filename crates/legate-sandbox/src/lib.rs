@@ -12,11 +12,19 @@
 //! enforces it fully, partly or not at all is an [`Enforcement`], known before anything is
 //! spawned, so it can be reported and, when [`Requirement::Required`], refused.
 //!
-//! This crate owns the policy and its translation to Landlock. It never spawns, never
-//! registers the pre-exec hook itself (that `unsafe` lives with the code that spawns), and
-//! never decides permissions.
+//! A confinement may also deny the network ([`Confinement::deny_network`]): TCP `bind` and
+//! `connect` are refused where the kernel's Landlock has network rules (ABI 4, Linux 6.7);
+//! elsewhere that part is [`Network::NotEnforced`], and said so. UDP, Unix sockets and other
+//! protocols are not restricted by Landlock.
+//!
+//! This crate owns the policy and its translation to Landlock. It never spawns and never
+//! decides permissions; [`confine_command`] is the one place that registers the pre-exec
+//! hook on a `std::process::Command` (and, through `as_std_mut`, a Tokio one).
 
+mod hook;
 mod kernel;
+
+pub use hook::confine_command;
 
 use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
@@ -70,6 +78,32 @@ impl fmt::Display for Enforcement {
     }
 }
 
+/// Whether a confinement that denies the network is enforced by the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// TCP `bind` and `connect` are refused (Landlock ABI 4 or newer).
+    Denied,
+    /// Not enforced: the confinement did not ask, or the kernel has no Landlock network rules.
+    NotEnforced,
+}
+
+impl Network {
+    /// The wire form: `denied`, `not-enforced`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Denied => "denied",
+            Self::NotEnforced => "not-enforced",
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Whether confinement that the kernel cannot enforce is an error.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -101,11 +135,14 @@ impl Requirement {
     }
 }
 
-/// What a confined process may write: beneath these paths, and the [`WRITABLE_DEVICES`].
-/// Everything else it may read and execute, and not write.
+/// What a confined process may write: beneath these paths, and the [`WRITABLE_DEVICES`]
+/// (only [`DEV_NULL`] after [`Confinement::without_terminals`]). Everything else it may read
+/// and execute, and not write. With [`Confinement::deny_network`], no TCP either.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Confinement {
     writable: Vec<PathBuf>,
+    deny_network: bool,
+    no_terminals: bool,
 }
 
 impl Confinement {
@@ -124,16 +161,42 @@ impl Confinement {
         self
     }
 
-    /// The writable paths, in the order given, then the [`WRITABLE_DEVICES`].
+    /// Also refuses TCP `bind` and `connect`, where the kernel can ([`Network`]).
+    pub fn deny_network(mut self) -> Self {
+        self.deny_network = true;
+        self
+    }
+
+    /// Leaves the pseudo-terminal devices out: of the devices, only [`DEV_NULL`] is writable.
+    pub fn without_terminals(mut self) -> Self {
+        self.no_terminals = true;
+        self
+    }
+
+    /// The writable paths, in the order given, then the writable devices.
     pub fn writable(&self) -> Vec<&Path> {
         let mut all: Vec<&Path> = self.writable.iter().map(PathBuf::as_path).collect();
-        all.extend(WRITABLE_DEVICES.iter().map(Path::new));
+        if self.no_terminals {
+            all.push(Path::new(DEV_NULL));
+        } else {
+            all.extend(WRITABLE_DEVICES.iter().map(Path::new));
+        }
         all
     }
 
     /// How much of any confinement the running kernel enforces. Cheap after the first call.
     pub fn probe() -> Enforcement {
         kernel::probe()
+    }
+
+    /// Whether the running kernel can deny the network ([`Network::Denied`]): Landlock ABI 4
+    /// or newer. Cheap after the first call.
+    pub fn probe_network() -> Network {
+        if kernel::probe_network() {
+            Network::Denied
+        } else {
+            Network::NotEnforced
+        }
     }
 
     /// Builds the kernel ruleset, in the parent. Fails with `CONFINEMENT_UNAVAILABLE` when
@@ -147,15 +210,23 @@ impl Confinement {
                 "confinement = \"required\", but this kernel cannot confine processes (no Landlock, or Landlock is disabled)",
             ));
         }
-        let ruleset = kernel::Ruleset::build(&self.writable(), enforcement)?;
+        let network = if self.deny_network && enforcement != Enforcement::None {
+            Self::probe_network()
+        } else {
+            Network::NotEnforced
+        };
+        let ruleset =
+            kernel::Ruleset::build(&self.writable(), enforcement, network == Network::Denied)?;
         tracing::debug!(
             enforcement = enforcement.as_str(),
+            network = network.as_str(),
             writable = ?self.writable(),
             "confinement prepared"
         );
         Ok(Prepared {
             ruleset,
             enforcement,
+            network,
             applied: false,
         })
     }
@@ -165,6 +236,7 @@ impl Confinement {
 pub struct Prepared {
     ruleset: kernel::Ruleset,
     enforcement: Enforcement,
+    network: Network,
     applied: bool,
 }
 
@@ -172,6 +244,7 @@ impl fmt::Debug for Prepared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Prepared")
             .field("enforcement", &self.enforcement)
+            .field("network", &self.network)
             .field("applied", &self.applied)
             .finish_non_exhaustive()
     }
@@ -181,6 +254,11 @@ impl Prepared {
     /// How much of it the kernel enforces.
     pub fn enforcement(&self) -> Enforcement {
         self.enforcement
+    }
+
+    /// Whether the network is denied.
+    pub fn network(&self) -> Network {
+        self.network
     }
 
     /// Confines the calling process: `PR_SET_NO_NEW_PRIVS`, then `landlock_restrict_self`.
@@ -218,6 +296,8 @@ mod tests {
             Some(Requirement::BestEffort)
         );
         assert_eq!(Requirement::parse("yes"), None);
+        assert_eq!(Network::Denied.as_str(), "denied");
+        assert_eq!(Network::NotEnforced.to_string(), "not-enforced");
     }
 
     #[test]
@@ -236,5 +316,7 @@ mod tests {
                 Path::new("/dev/pts")
             ]
         );
+        let c = Confinement::new().allow_write("/a").without_terminals();
+        assert_eq!(c.writable(), [Path::new("/a"), Path::new(DEV_NULL)]);
     }
 }

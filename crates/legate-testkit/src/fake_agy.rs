@@ -26,6 +26,7 @@
 //! | none | answer `fake agy: <prompt>`; cumulative usage grows by 120 |
 //! | `tokens: N` | answer; usage grows by N (input N − N/6, output N/6) |
 //! | `write: <file> <text>` | a `write_file` tool step, the file written in cwd (not in `--mode plan`) |
+//! | `write-outside: <absolute path>` | writes that path without asking, wherever it is; the tool step fails with the OS error (what Landlock stops) |
 //! | `crash` | `init`, one text chunk, then exit 7 with no result |
 //! | `timeout` | `init`, then sleep 600 s |
 //! | `slow` | five text chunks 300 ms apart |
@@ -309,6 +310,16 @@ impl Run {
                 } else {
                     format!("did not write {name}")
                 };
+            }
+            "write-outside" => {
+                self.emit(&json!({"event": "step_update", "step_update": {"step_type": "tool", "state": "RUNNING", "tool_name": "write_file", "tool_info": {"name": "write_file", "parameters": {"path": rest}}}}));
+                let written = std::fs::write(&rest, "written by fake-agy without asking\n");
+                let output = match &written {
+                    Ok(()) => "written".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                self.emit(&json!({"event": "step_update", "step_update": {"step_type": "tool", "state": if written.is_ok() { "DONE" } else { "ERROR" }, "tool_name": "write_file", "tool_info": {"name": "write_file", "output": output}}}));
+                response = format!("write-outside {rest}: {output}");
             }
             "failure" => {
                 counters.grow(40);

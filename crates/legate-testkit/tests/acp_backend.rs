@@ -373,3 +373,141 @@ async fn a_hung_turn_is_cancelled_or_killed_and_the_group_is_gone_after_shutdown
     assert!(!session.is_alive());
     assert!(!process_group_alive(pgid));
 }
+
+/// The `processCleanup` detail among `events`, if any.
+fn cleanup_of(events: &[EventKind]) -> Option<serde_json::Value> {
+    events.iter().find_map(|e| match e {
+        EventKind::Workspace { detail, .. } if detail.get("processCleanup").is_some() => {
+            Some(detail["processCleanup"].clone())
+        }
+        _ => None,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_sends_sigint_then_sigkill_after_3_s_and_records_a_verified_cleanup() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(AllowAll)).await;
+    let session = Arc::new(session);
+    let pgid = session.pgid();
+    let (sink, mut rx) = EventSink::channel();
+    let running = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            // A member of the agent's group that ignores SIGINT: only SIGKILL ends it.
+            let prompt = "run trap '' INT; sleep 30";
+            session.prompt(turn(prompt, TaskMode::Write), sink).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let started = std::time::Instant::now();
+    session.shutdown().await;
+    let took = started.elapsed();
+    let _ = running.await.unwrap();
+    let events = drain(&mut rx);
+    let cleanup = cleanup_of(&events).expect("the shutdown is recorded on the running turn");
+    assert_eq!(cleanup["verified"], true, "{cleanup}");
+    assert_eq!(cleanup["pgid"], pgid);
+    assert_eq!(cleanup["stopped"], true);
+    assert_eq!(cleanup["signals"], serde_json::json!(["SIGINT", "SIGKILL"]));
+    assert!(took >= Duration::from_millis(2900), "{took:?}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    assert!(!process_group_alive(pgid));
+    // Idempotent: a second shutdown records nothing more and returns at once.
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_exits_mid_turn_has_its_cleanup_recorded_on_the_turn() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    let pgid = session.pgid();
+    let (outcome, events) = run(&session, "!exit 3", TaskMode::Write).await;
+    assert_eq!(outcome.unwrap_err().code, ErrorCode::AgentExited);
+    let cleanup = cleanup_of(&events).expect("a processCleanup event");
+    assert_eq!(cleanup["verified"], true, "{cleanup}");
+    assert_eq!(cleanup["pgid"], pgid);
+    assert!(!process_group_alive(pgid));
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverified_cleanup_blocks_the_workspace_for_acp_agents_until_the_group_is_gone() {
+    let ws = workspace();
+    let state = ws.outside.join("state");
+    let with_state = || {
+        let mut r = request(&ws.root, true, "", Arc::new(Rules));
+        r.state_dir = Some(state.clone());
+        r
+    };
+    // A clean shutdown outside a turn blocks nothing.
+    let (sink, _rx) = EventSink::channel();
+    let session = backend().open_session(with_state(), sink).await.unwrap();
+    session.shutdown().await;
+
+    let mut survivor = tokio::process::Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pgid = i32::try_from(survivor.id().unwrap()).unwrap();
+    legate_backend::cleanup::block(&state, &ws.root, pgid).unwrap();
+    let (sink, _rx) = EventSink::channel();
+    let err = backend()
+        .open_session(with_state(), sink)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ProcessCleanupUnverified, "{err}");
+    assert!(
+        err.message.contains(&format!("kill -KILL -{pgid}")),
+        "{err}"
+    );
+    survivor.kill().await.unwrap();
+    survivor.wait().await.unwrap();
+    let (sink, _rx) = EventSink::channel();
+    let session = backend().open_session(with_state(), sink).await.unwrap();
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_revisor_offers_is_selected_and_an_unknown_one_is_not_available() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    let with_model = |model: &str| Turn {
+        model: Some(model.into()),
+        ..turn("how big is this workspace?", TaskMode::ReadOnly)
+    };
+    let selected = |events: &[EventKind]| {
+        events.iter().any(|e| {
+            matches!(e, EventKind::Workspace { detail, .. }
+                if detail["model"] == legate_revisor::MODELS[1].0 && detail["configId"] == "model")
+        })
+    };
+    let (sink, mut rx) = EventSink::channel();
+    let outcome = session
+        .prompt(with_model(legate_revisor::MODELS[1].0), sink)
+        .await
+        .unwrap();
+    assert_eq!(outcome.stop_reason, "end_turn");
+    assert!(selected(&drain(&mut rx)));
+    // Already selected: nothing is sent again.
+    let (sink, mut rx) = EventSink::channel();
+    session
+        .prompt(with_model(legate_revisor::MODELS[1].0), sink)
+        .await
+        .unwrap();
+    assert!(!selected(&drain(&mut rx)));
+    // `auto` leaves the agent's choice alone.
+    let (sink, _rx) = EventSink::channel();
+    session.prompt(with_model("auto"), sink).await.unwrap();
+    let (sink, _rx) = EventSink::channel();
+    let err = session
+        .prompt(with_model("no-such-model"), sink)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ModelNotAvailable, "{err}");
+    assert!(err.message.contains(legate_revisor::MODELS[0].0), "{err}");
+    assert!(session.is_alive());
+    session.shutdown().await;
+}

@@ -47,7 +47,12 @@ impl Harness {
 }
 
 fn config(dir: &Path) -> EngineConfig {
-    let state = dir.join("fake-state");
+    // agy keeps the user's HOME; here it is a test directory, and the fake keeps its
+    // conversations in its profile (`~/.gemini/antigravity-cli`), which confinement lets it
+    // write.
+    let agy_home = dir.join("agy-home");
+    let state = agy_home.join(".gemini/antigravity-cli/fake-state");
+    let agy_home = agy_home.to_str().unwrap();
     let state = state.to_str().unwrap();
     let noexec = dir.join("noexec-agy");
     if !noexec.exists() {
@@ -75,7 +80,8 @@ fn config(dir: &Path) -> EngineConfig {
     let mut flash = spec("agy-flash", FAKE, &[st]);
     flash.model = Some("mock-flash".into());
     agents.push(flash);
-    for a in agents {
+    for mut a in agents {
+        a.env.insert("HOME".into(), agy_home.into());
         config.agents.insert(a.name.clone(), a);
     }
     config.default_agent = "agy".into();
@@ -87,6 +93,7 @@ fn harness_in(dir: tempfile::TempDir) -> Harness {
     let backend: Arc<dyn Backend> = Arc::new(AgyBackend {
         probe_timeout: Duration::from_secs(3),
         kill_grace: Duration::from_secs(3),
+        ..AgyBackend::default()
     });
     let engine = Engine::start(
         config(dir.path()),
@@ -568,6 +575,75 @@ async fn an_unverified_cleanup_blocks_the_workspace_until_the_group_is_gone() {
     h.engine.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kernel_stops_an_agy_write_outside_its_root_profile_and_temp_dir() {
+    let enforcement = legate_sandbox::Confinement::probe();
+    let h = harness();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped.txt");
+    let t = run(
+        &h,
+        request("agy", &format!("write-outside: {}", target.display())),
+    )
+    .await;
+    let all = events(&h, &t);
+    let details: Vec<serde_json::Value> = all
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Workspace { detail, .. } => Some(detail.clone()),
+            _ => None,
+        })
+        .collect();
+    // The task's first workspace event says how agy is confined (the backend's own report,
+    // not "none"); the backend's says exactly where it may write.
+    assert_eq!(
+        details[0]["confinement"],
+        enforcement.as_str(),
+        "{details:?}"
+    );
+    let fence = details
+        .iter()
+        .find(|d| d.get("writable").is_some())
+        .expect("the agy backend reports the confinement it applied");
+    assert_eq!(fence["confinement"], enforcement.as_str());
+    let writable: Vec<String> = serde_json::from_value(fence["writable"].clone()).unwrap();
+    let root = t.root.clone().unwrap();
+    assert_eq!(writable[0], root.display().to_string());
+    assert!(
+        writable[1].ends_with(".gemini/antigravity-cli"),
+        "{writable:?}"
+    );
+    let tmp = PathBuf::from(fence["tmpDir"].as_str().unwrap());
+    assert!(
+        tmp.starts_with(h.home().join("agents").join("agy")),
+        "{tmp:?}"
+    );
+    assert!(
+        !writable
+            .iter()
+            .any(|w| Path::new(w) == h.home().join("agents").join("agy")),
+        "Legate's own state for agy is not writable: {writable:?}"
+    );
+    if enforcement == legate_sandbox::Enforcement::None {
+        eprintln!("no Landlock on this kernel: the write itself is not tested");
+        h.engine.shutdown().await;
+        return;
+    }
+    assert!(!target.exists(), "the unasked write went through");
+    let text = serde_json::to_string(&all.iter().map(|e| &e.kind).collect::<Vec<_>>()).unwrap();
+    assert!(text.contains("Permission denied (os error 13)"), "{text}");
+    // Inside its private temp dir the same write goes through.
+    let scratch = tmp.join("scratch");
+    let t = run(
+        &h,
+        request("agy", &format!("write-outside: {}", scratch.display())),
+    )
+    .await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert!(scratch.exists());
+    h.engine.shutdown().await;
+}
+
 /// `legate run --agent agy` end to end, with the agent configured in `legate.toml`. Runs
 /// when the `legate` binary has been built into this target directory (it is when the
 /// workspace's tests run together, e.g. `cargo test -p legate -p legate-testkit`).
@@ -586,11 +662,13 @@ fn legate_run_with_agy_configured_in_legate_toml() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let state = dir.path().join("fake-state");
+    let agy_home = dir.path().join("agy-home");
+    let state = agy_home.join(".gemini/antigravity-cli/fake-state");
     std::fs::write(
         home.join("legate.toml"),
         format!(
-            "[agents.agy]\nkind = \"agy\"\ncommand = \"{FAKE}\"\nenv = {{ FAKE_AGY_STATE_DIR = \"{}\" }}\n",
+            "[agents.agy]\nkind = \"agy\"\ncommand = \"{FAKE}\"\nenv = {{ HOME = \"{}\", FAKE_AGY_STATE_DIR = \"{}\" }}\n",
+            agy_home.display(),
             state.display()
         ),
     )

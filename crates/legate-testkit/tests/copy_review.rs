@@ -278,7 +278,10 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     assert_eq!(failed.error.unwrap().code, ErrorCode::TestFailed);
     let passed = h.engine.test(&id, &sha, grep("beta"), None).await.unwrap();
     assert!(passed.passed);
-    assert_eq!(passed.confinement, "none");
+    assert_eq!(
+        passed.confinement,
+        legate_sandbox::Confinement::probe().as_str()
+    );
     let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
     assert!(
         err.message.contains("failed on this patch"),

@@ -8,6 +8,17 @@
 //! `working-tree-encoding` for every path, so a project's `.gitattributes` can never convert
 //! bytes.
 //!
+//! To make it fast, a baseline may borrow the source repository's objects
+//! ([`Baseline::create_from`]): `objects/info/alternates` names the source's object directory,
+//! so staging the copy hashes each file but writes an object only for what the source lacks
+//! (untracked and modified files); tracked, unchanged files cost no write. The borrowing is
+//! read-only (new objects go to the baseline's own store), and is only done when the source
+//! is a SHA-1 repository. It makes the baseline depend on the source keeping those objects:
+//! `git gc` keeps unreachable objects two weeks by default (`gc.pruneExpire`), longer than a
+//! copy's default retention of a week; a `git gc --prune=now` after the source's history was
+//! rewritten or a staged change dropped, or deleting the repository, leaves the baseline
+//! unable to answer (an internal error names the missing object; nothing is integrated).
+//!
 //! It must never live inside the copy (the agent could reach it), run a hook, or read the
 //! user's git configuration.
 
@@ -35,8 +46,40 @@ pub struct Baseline {
 
 impl Baseline {
     /// Makes the baseline of `copy` in `dir`, which must not exist yet (its parent is made
-    /// 0700 when missing): init, stage every file of the copy, one commit.
+    /// 0700 when missing): init, stage every file of the copy, one commit. Self-contained:
+    /// every object is written into the baseline.
     pub fn create(dir: &Path, copy: &Path) -> Result<Baseline, Error> {
+        Self::make(dir, copy, None)
+    }
+
+    /// Like [`Baseline::create`], borrowing the objects of the git project at `source` (the
+    /// project the copy was made from) so that only files it lacks are written (see the
+    /// module docs). When the source's object directory cannot be found, or the source is not
+    /// a SHA-1 repository, the baseline is made self-contained instead.
+    pub fn create_from(dir: &Path, copy: &Path, source: &Path) -> Result<Baseline, Error> {
+        Self::make(dir, copy, source_objects(source))
+    }
+
+    fn make(dir: &Path, copy: &Path, borrow: Option<PathBuf>) -> Result<Baseline, Error> {
+        let b = Self::init(dir, copy, borrow)?;
+        let made = b.git().run(&["add", "--all"]).and_then(|_| b.commit());
+        match made {
+            Ok(()) => Ok(b),
+            Err(e) => {
+                let _ = fs::remove_dir_all(&b.dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes the repository in `dir` (which must not exist yet; its parent is made 0700 when
+    /// missing), its private home and attributes, and borrows `borrow`'s objects. Nothing is
+    /// staged yet. On error nothing is left.
+    pub(crate) fn init(
+        dir: &Path,
+        copy: &Path,
+        borrow: Option<PathBuf>,
+    ) -> Result<Baseline, Error> {
         if let Some(parent) = dir.parent() {
             private_dir(parent)?;
         }
@@ -60,8 +103,7 @@ impl Baseline {
                 .mode(0o700)
                 .create(b.home())
                 .map_err(|e| fail("get its home", e))?;
-            let git = b.git();
-            git.run(&["init", "--quiet"])?;
+            b.git().run(&["init", "--quiet"])?;
             let info = b.git_dir().join("info");
             fs::DirBuilder::new()
                 .recursive(true)
@@ -70,22 +112,59 @@ impl Baseline {
                 .map_err(|e| fail("get info/", e))?;
             fs::write(info.join("attributes"), ATTRIBUTES)
                 .map_err(|e| fail("write its attributes", e))?;
-            git.run(&["add", "--all"])?;
-            git.run(&[
-                "commit",
-                "--quiet",
-                "--allow-empty",
-                "--no-verify",
-                "--no-gpg-sign",
-                "-m",
-                "baseline",
-            ])?;
+            if let Some(objects) = &borrow {
+                let mut line = objects.as_os_str().as_encoded_bytes().to_vec();
+                line.push(b'\n');
+                fs::write(b.git_dir().join("objects/info/alternates"), line)
+                    .map_err(|e| fail("borrow the source's objects", e))?;
+            }
             Ok(b)
         })();
         if made.is_err() {
             let _ = fs::remove_dir_all(dir);
         }
         made
+    }
+
+    /// Commits what is staged: the baseline commit.
+    pub(crate) fn commit(&self) -> Result<(), Error> {
+        self.git().run(&[
+            "commit",
+            "--quiet",
+            "--allow-empty",
+            "--no-verify",
+            "--no-gpg-sign",
+            "-m",
+            "baseline",
+        ])?;
+        Ok(())
+    }
+
+    /// Starts staging files one by one while they are written (`git update-index --add -z
+    /// --stdin`): git hashes each file as soon as its path arrives.
+    pub(crate) fn stager(&self) -> Result<Stager, Error> {
+        let mut cmd = self
+            .git()
+            .command(&["update-index", "--add", "-z", "--stdin"]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Error::internal(format!("git update-index could not start: {e}")))?;
+        let stdin = child.stdin.take();
+        let stderr = child.stderr.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = pipe.read_to_string(&mut text);
+                text
+            })
+        });
+        Ok(Stager {
+            child,
+            stdin,
+            stderr,
+        })
     }
 
     /// Opens an existing baseline; `COPY_UNAVAILABLE` when `dir` or `copy` is gone or is not
@@ -238,4 +317,87 @@ impl Baseline {
         let _ = child.wait();
         Ok(out)
     }
+}
+
+/// Files being staged into a baseline as they are written.
+#[derive(Debug)]
+pub(crate) struct Stager {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Stager {
+    /// Stages the file at the relative `path` of the copy (already written in full).
+    pub(crate) fn add(&mut self, path: &str) -> Result<(), Error> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| Error::internal("git update-index is closed"))?;
+        stdin
+            .write_all(path.as_bytes())
+            .and_then(|()| stdin.write_all(b"\0"))
+            .map_err(|e| Error::internal(format!("git update-index stopped reading: {e}")))
+    }
+
+    /// Waits for git to have staged everything.
+    pub(crate) fn finish(mut self) -> Result<(), Error> {
+        drop(self.stdin.take());
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| Error::internal(format!("git update-index failed: {e}")))?;
+        let stderr = self
+            .stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        if !status.success() {
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            return Err(Error::internal(format!(
+                "git update-index failed ({status}): {}",
+                last.unwrap_or("no message")
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Stager {
+    fn drop(&mut self) {
+        if self.stdin.take().is_some() {
+            // Not finished: an error on the way; stop git.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The canonical object directory of the SHA-1 git project at `source`, when it has one that
+/// can be named in an alternates file (an absolute path without a newline).
+pub(crate) fn source_objects(source: &Path) -> Option<PathBuf> {
+    let git = Git::source(source);
+    let format = git
+        .run(&["rev-parse", "--show-object-format"])
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o).trim().to_string());
+    if format.as_deref() != Some("sha1") {
+        return None;
+    }
+    let out = git
+        .run(&[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            "objects",
+        ])
+        .ok()?;
+    let path = String::from_utf8(out).ok()?;
+    let path = fs::canonicalize(path.trim_end_matches('\n')).ok()?;
+    let ok = path.is_absolute()
+        && !path.as_os_str().as_encoded_bytes().contains(&b'\n')
+        && fs::symlink_metadata(&path)
+            .map(|m| m.is_dir())
+            .unwrap_or(false);
+    ok.then_some(path)
 }

@@ -8,6 +8,7 @@
 //! It must never adopt an existing directory as a copy, follow a symlink, write outside the
 //! new directory, or leave a half-made copy behind on failure.
 
+use crate::baseline::Baseline;
 use crate::secrets::{BlockReason, BlockedFile, scan_content};
 use crate::select::Selection;
 use crate::{CopyLimits, private_dir};
@@ -58,14 +59,72 @@ pub fn make_copy(
                 format!("the copy {} could not be created: {e}", copy_dir.display()),
             )
         })?;
-    let result = fill(selection, copy_dir, limits);
+    let result = fill(selection, copy_dir, limits, &mut |_| Ok(()));
     if result.is_err() {
         let _ = fs::remove_dir_all(copy_dir);
     }
     result
 }
 
-fn fill(selection: &Selection, copy_dir: &Path, limits: &CopyLimits) -> Result<CopyReport, Error> {
+/// [`make_copy`] and [`Baseline::create_from`] in one pass: the baseline (in `baseline_dir`,
+/// which must not exist yet, borrowing the source's objects) stages each file while the next
+/// ones are copied, so git's hashing overlaps the copy. On any error neither directory is
+/// left.
+pub fn make_copy_with_baseline(
+    selection: &Selection,
+    copy_dir: &Path,
+    baseline_dir: &Path,
+    limits: &CopyLimits,
+) -> Result<(CopyReport, Baseline), Error> {
+    if let Some(parent) = copy_dir.parent() {
+        private_dir(parent)?;
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(copy_dir)
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::InvalidWorkspace,
+                format!("the copy {} could not be created: {e}", copy_dir.display()),
+            )
+        })?;
+    let result = (|| {
+        let copy = fs::canonicalize(copy_dir).map_err(|e| {
+            Error::new(
+                ErrorCode::InvalidWorkspace,
+                format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
+            )
+        })?;
+        let borrow = crate::baseline::source_objects(&selection.root);
+        let baseline = Baseline::init(baseline_dir, &copy, borrow)?;
+        let staged = (|| {
+            let mut stager = baseline.stager()?;
+            let report = fill(selection, &copy, limits, &mut |path| stager.add(path))?;
+            stager.finish()?;
+            baseline.commit()?;
+            Ok(report)
+        })();
+        match staged {
+            Ok(report) => Ok((report, baseline)),
+            Err(e) => {
+                let _ = fs::remove_dir_all(baseline.dir());
+                Err(e)
+            }
+        }
+    })();
+    if result.is_err() {
+        let _ = fs::remove_dir_all(copy_dir);
+    }
+    result
+}
+
+/// Copies the selection; `written` is told each relative path once its file is complete.
+fn fill(
+    selection: &Selection,
+    copy_dir: &Path,
+    limits: &CopyLimits,
+    written: &mut dyn FnMut(&str) -> Result<(), Error>,
+) -> Result<CopyReport, Error> {
     let copy_dir = fs::canonicalize(copy_dir).map_err(|e| {
         Error::new(
             ErrorCode::InvalidWorkspace,
@@ -147,6 +206,8 @@ fn fill(selection: &Selection, copy_dir: &Path, limits: &CopyLimits) -> Result<C
             .open(&dst)
             .map_err(|e| write_failed(&f.path, &e))?;
         out.write_all(&buf).map_err(|e| write_failed(&f.path, &e))?;
+        drop(out);
+        written(&f.path)?;
         copied += 1;
     }
     blocked.sort_by(|a, b| a.path.cmp(&b.path));
@@ -170,6 +231,14 @@ fn write_failed(path: &str, e: &std::io::Error) -> Error {
 /// the way: `Ok(None)` when it does not exist, `UNSAFE_PATH` when a component is a link or
 /// the file is not a regular file.
 pub fn read_inside(root: &Path, path: &str) -> Result<Option<Vec<u8>>, Error> {
+    Ok(read_inside_with_metadata(root, path)?.map(|(bytes, _)| bytes))
+}
+
+/// [`read_inside`], with the metadata of the file read (taken from the open file).
+pub(crate) fn read_inside_with_metadata(
+    root: &Path,
+    path: &str,
+) -> Result<Option<(Vec<u8>, fs::Metadata)>, Error> {
     crate::include::check_path(path)?;
     let mut dir = root.to_path_buf();
     let parts: Vec<&str> = path.split('/').collect();
@@ -206,7 +275,7 @@ pub fn read_inside(root: &Path, path: &str) -> Result<Option<Vec<u8>>, Error> {
     read_regular(file, path).map(Some)
 }
 
-fn read_regular(mut file: File, path: &str) -> Result<Vec<u8>, Error> {
+fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), Error> {
     let meta = file
         .metadata()
         .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
@@ -219,5 +288,5 @@ fn read_regular(mut file: File, path: &str) -> Result<Vec<u8>, Error> {
     let mut buf = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut buf)
         .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
-    Ok(buf)
+    Ok((buf, meta))
 }

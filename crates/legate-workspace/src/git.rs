@@ -97,7 +97,7 @@ impl Git {
         g
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("git");
         let private = self.git_dir.is_some();
         if private {

@@ -3,9 +3,12 @@
 //! This module owns the last step. Every result is built and checked first, in memory, before
 //! the original is touched: each affected original file must still equal the baseline
 //! (`SOURCE_CHANGED`), an added path must still be free, and modified files pass the line
-//! ending and BOM rule (`line_endings`). Then each file is written atomically (a temporary
-//! file in the same directory, permissions of the original, then a rename over it); a
-//! deleted file is first renamed aside in its directory. If anything fails, what was written
+//! ending and BOM rule (`line_endings`). Then every result is written to a temporary file in
+//! its directory (permissions of the original), the temporary files are synced together (in
+//! parallel, so the file system commits them in a few journal transactions rather than one
+//! per file), and only then is each renamed over its original after a last look that the
+//! original is still the file checked (same inode, size, mtime and ctime); a deleted file is
+//! renamed aside in its directory. If anything fails, what was written
 //! is put back (original bytes and modes restored, added files and directories removed,
 //! deleted files renamed back) and the error is `INTEGRATION_FAILED`; whatever could not be
 //! put back is named. Only when every write succeeded are the set-aside files removed; one
@@ -16,7 +19,7 @@
 //! writes is not recovered automatically.
 
 use crate::baseline::Baseline;
-use crate::copy::read_inside;
+use crate::copy::read_inside_with_metadata;
 use crate::include::check_path;
 use crate::line_endings;
 use crate::patch::{ChangeStatus, Preview};
@@ -58,8 +61,10 @@ pub struct Integrated {
 pub(crate) trait Ops {
     /// Creates a new, empty temporary file in `dir` and returns its path.
     fn create_temp(&mut self, dir: &Path) -> io::Result<PathBuf>;
-    /// Writes `bytes` into the temporary file `path`, sets `mode`, and syncs it.
+    /// Writes `bytes` into the temporary file `path` and sets `mode` (no sync).
     fn fill(&mut self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()>;
+    /// Makes the contents of the files `paths` durable (`fsync`).
+    fn sync(&mut self, paths: &[&Path]) -> io::Result<()>;
     /// Renames `from` to `to` (same directory).
     fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()>;
     /// Creates the directory `path` (its parent exists).
@@ -98,8 +103,29 @@ impl Ops for RealOps {
             .custom_flags(libc::O_NOFOLLOW)
             .open(path)?;
         f.write_all(bytes)?;
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()
+        f.set_permissions(fs::Permissions::from_mode(mode))
+    }
+
+    fn sync(&mut self, paths: &[&Path]) -> io::Result<()> {
+        // Concurrent fsyncs share journal commits; one at a time, each pays for its own.
+        const THREADS: usize = 8;
+        if paths.len() <= 1 {
+            return paths.iter().try_for_each(|p| fs::File::open(p)?.sync_all());
+        }
+        let per = paths.len().div_ceil(THREADS);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = paths
+                .chunks(per)
+                .map(|chunk| {
+                    scope
+                        .spawn(move || chunk.iter().try_for_each(|p| fs::File::open(p)?.sync_all()))
+                })
+                .collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a sync thread panicked")))
+            })
+        })
     }
 
     fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
@@ -128,8 +154,12 @@ pub fn plan(baseline: &Baseline, preview: &Preview) -> Result<Vec<Change>, Error
         .iter()
         .filter_map(|f| f.new_blob.as_deref())
         .collect();
-    let mut old = baseline.blobs(&old_ids)?.into_iter();
-    let mut new = baseline.blobs(&new_ids)?.into_iter();
+    // One `cat-file` for both sides.
+    let all: Vec<&str> = old_ids.iter().chain(&new_ids).copied().collect();
+    let mut blobs = baseline.blobs(&all)?;
+    let new_blobs = blobs.split_off(old_ids.len().min(blobs.len()));
+    let mut old = blobs.into_iter();
+    let mut new = new_blobs.into_iter();
     Ok(preview
         .files
         .iter()
@@ -148,9 +178,35 @@ pub fn integrate(root: &Path, changes: &[Change]) -> Result<Integrated, Error> {
     integrate_with(root, changes, &mut RealOps)
 }
 
+/// What identifies a file's contents without reading them: a write changes its ctime, a
+/// replacement its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    fn of(m: &fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
 /// A result ready to write.
 struct Planned<'a> {
     change: &'a Change,
+    /// The original as checked (`None`: it did not exist).
+    seen: Option<Identity>,
     /// Bytes to write (A, M).
     bytes: Option<Vec<u8>>,
     /// Mode to write with.
@@ -181,7 +237,10 @@ pub(crate) fn integrate_with(
     let mut plan = Vec::with_capacity(changes.len());
     for c in changes {
         check_path(&c.path)?;
-        let current = read_inside(root, &c.path)?;
+        let (current, seen) = match read_inside_with_metadata(root, &c.path)? {
+            Some((bytes, meta)) => (Some(bytes), Some(Identity::of(&meta))),
+            None => (None, None),
+        };
         let mode = current_mode(root, &c.path).unwrap_or(c.mode.unwrap_or(0o644));
         match c.status {
             ChangeStatus::A => {
@@ -194,6 +253,7 @@ pub(crate) fn integrate_with(
                     .ok_or_else(|| Error::internal(format!("{}: no result bytes", c.path)))?;
                 plan.push(Planned {
                     change: c,
+                    seen,
                     bytes: Some(bytes),
                     mode: c.mode.unwrap_or(0o644),
                 });
@@ -218,6 +278,7 @@ pub(crate) fn integrate_with(
                 };
                 plan.push(Planned {
                     change: c,
+                    seen,
                     bytes,
                     mode,
                 });
@@ -226,26 +287,29 @@ pub(crate) fn integrate_with(
     }
 
     let mut done: Vec<Done> = Vec::new();
-    for p in &plan {
-        if let Err(e) = write_one(root, p, ops, &mut done) {
-            let leftovers = rollback(root, done);
-            let mut message = format!(
-                "integration stopped at {}: {}; everything written was put back",
-                p.change.path, e.message
-            );
-            if !leftovers.is_empty() {
-                message = format!(
-                    "integration stopped at {}: {}; these could not be put back: {}",
-                    p.change.path,
-                    e.message,
-                    leftovers.join(", ")
-                );
-            }
-            tracing::warn!(path = %p.change.path, code = %e.code, "integration rolled back");
-            return Err(Error::new(ErrorCode::IntegrationFailed, message));
+    let mut temps: Vec<PathBuf> = Vec::new();
+    let written = write_all(root, &plan, ops, &mut done, &mut temps);
+    if let Err((path, e)) = written {
+        // Temporary files not renamed into place yet; the renamed ones are gone already.
+        for t in &temps {
+            let _ = fs::remove_file(t);
         }
-        report.files.push(p.change.path.clone());
+        let leftovers = rollback(root, done);
+        let mut message = format!(
+            "integration stopped at {path}: {}; everything written was put back",
+            e.message
+        );
+        if !leftovers.is_empty() {
+            message = format!(
+                "integration stopped at {path}: {}; these could not be put back: {}",
+                e.message,
+                leftovers.join(", ")
+            );
+        }
+        tracing::warn!(path = %path, code = %e.code, "integration rolled back");
+        return Err(Error::new(ErrorCode::IntegrationFailed, message));
     }
+    report.files = plan.iter().map(|p| p.change.path.clone()).collect();
     for d in done {
         if let Done::Aside { aside, .. } = d
             && ops.remove_file(&aside).is_err()
@@ -256,56 +320,96 @@ pub(crate) fn integrate_with(
     Ok(report)
 }
 
-fn write_one(
+/// Stages every result in a temporary file, syncs them together, then puts each in place.
+/// On error, names the path it stopped at; `done` and `temps` say what to undo.
+fn write_all(
+    root: &Path,
+    plan: &[Planned<'_>],
+    ops: &mut dyn Ops,
+    done: &mut Vec<Done>,
+    temps: &mut Vec<PathBuf>,
+) -> Result<(), (String, Error)> {
+    let io = |what: &str, e: io::Error| Error::internal(format!("{what}: {e}"));
+    let mut staged: Vec<Option<usize>> = Vec::with_capacity(plan.len());
+    for p in plan {
+        let at = |e: Error| (p.change.path.clone(), e);
+        if p.change.status == ChangeStatus::D {
+            staged.push(None);
+            continue;
+        }
+        let path = root.join(&p.change.path);
+        let parent = path
+            .parent()
+            .ok_or_else(|| at(Error::internal("a path without a parent")))?
+            .to_path_buf();
+        if p.change.status == ChangeStatus::A {
+            for dir in missing_dirs(root, &parent).map_err(at)? {
+                ops.create_dir(&dir)
+                    .map_err(|e| at(io("could not create a directory", e)))?;
+                done.push(Done::Dir(dir));
+            }
+        }
+        let tmp = ops
+            .create_temp(&parent)
+            .map_err(|e| at(io("could not create a temporary file", e)))?;
+        temps.push(tmp.clone());
+        ops.fill(&tmp, p.bytes.as_deref().unwrap_or_default(), p.mode)
+            .map_err(|e| at(io("could not write the temporary file", e)))?;
+        staged.push(Some(temps.len() - 1));
+    }
+    let all: Vec<&Path> = temps.iter().map(PathBuf::as_path).collect();
+    ops.sync(&all).map_err(|e| {
+        let first = plan
+            .first()
+            .map(|p| p.change.path.clone())
+            .unwrap_or_default();
+        (first, io("could not sync the temporary files", e))
+    })?;
+    for (p, tmp) in plan.iter().zip(staged) {
+        let tmp = tmp.and_then(|i| temps.get(i)).cloned();
+        commit_one(root, p, tmp.as_deref(), ops, done).map_err(|e| (p.change.path.clone(), e))?;
+    }
+    Ok(())
+}
+
+/// Puts one staged result in place (or sets a deleted file aside), after a last look that the
+/// original is still the file checked.
+fn commit_one(
     root: &Path,
     p: &Planned<'_>,
+    tmp: Option<&Path>,
     ops: &mut dyn Ops,
     done: &mut Vec<Done>,
 ) -> Result<(), Error> {
     let path = root.join(&p.change.path);
     let io = |what: &str, e: io::Error| Error::internal(format!("{what}: {e}"));
-    let parent = path
-        .parent()
-        .ok_or_else(|| Error::internal("a path without a parent"))?
-        .to_path_buf();
-    match p.change.status {
-        ChangeStatus::D => {
+    let now = match fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_file() => Some(Identity::of(&m)),
+        Ok(_) => {
+            return Err(source_changed(
+                &p.change.path,
+                "it changed during integration",
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io("could not look at the original", e)),
+    };
+    if now != p.seen {
+        return Err(source_changed(
+            &p.change.path,
+            "it changed during integration",
+        ));
+    }
+    match (p.change.status, tmp) {
+        (ChangeStatus::D, _) => {
             let aside = aside_name(&path);
             ops.rename(&path, &aside)
                 .map_err(|e| io("could not set the file aside", e))?;
             done.push(Done::Aside { path, aside });
         }
-        ChangeStatus::A | ChangeStatus::M => {
-            if p.change.status == ChangeStatus::A {
-                for dir in missing_dirs(root, &parent)? {
-                    ops.create_dir(&dir)
-                        .map_err(|e| io("could not create a directory", e))?;
-                    done.push(Done::Dir(dir));
-                }
-            }
-            let bytes = p.bytes.as_deref().unwrap_or_default();
-            let tmp = ops
-                .create_temp(&parent)
-                .map_err(|e| io("could not create a temporary file", e))?;
-            let written = ops
-                .fill(&tmp, bytes, p.mode)
-                .map_err(|e| io("could not write the temporary file", e))
-                .and_then(|()| {
-                    // The last look before replacing: still the baseline's bytes (or free)?
-                    let now = read_inside(root, &p.change.path)?;
-                    if now.as_deref() != p.change.baseline.as_deref() {
-                        return Err(source_changed(
-                            &p.change.path,
-                            "it changed during integration",
-                        ));
-                    }
-                    ops.rename(&tmp, &path)
-                        .map_err(|e| io("could not rename the temporary file into place", e))
-                });
-            if let Err(e) = written {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
-            }
+        (_, Some(tmp)) => {
+            ops.rename(tmp, &path)
+                .map_err(|e| io("could not rename the temporary file into place", e))?;
             done.push(match &p.change.baseline {
                 Some(original) if p.change.status == ChangeStatus::M => Done::Replaced {
                     path,
@@ -315,6 +419,7 @@ fn write_one(
                 _ => Done::Created(path),
             });
         }
+        (_, None) => return Err(Error::internal("a result without its temporary file")),
     }
     Ok(())
 }
@@ -336,6 +441,7 @@ fn rollback(root: &Path, done: Vec<Done>) -> Vec<String> {
                     .and_then(|dir| real.create_temp(dir))
                     .and_then(|tmp| {
                         real.fill(&tmp, &original, mode)
+                            .and_then(|()| real.sync(&[&tmp]))
                             .and_then(|()| real.rename(&tmp, &path))
                             .inspect_err(|_| {
                                 let _ = fs::remove_file(&tmp);
@@ -465,6 +571,10 @@ mod tests {
         fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
             self.tick()?;
             RealOps.rename(from, to)
+        }
+        fn sync(&mut self, paths: &[&Path]) -> io::Result<()> {
+            self.tick()?;
+            RealOps.sync(paths)
         }
         fn create_dir(&mut self, path: &Path) -> io::Result<()> {
             self.tick()?;

@@ -38,7 +38,7 @@ mod verify;
 
 pub use baseline::Baseline;
 pub use cleanup::{entries, remove_owned_dir};
-pub use copy::{CopyReport, make_copy, read_inside};
+pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
 pub use glob::Glob;
 pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use integrate::{Change, Integrated, integrate, plan};
@@ -55,7 +55,7 @@ pub use secrets::{
 pub use select::{ProjectFile, ProjectFiles, SelectedFile, Selection, project_root, select};
 pub use shared::shared;
 pub use test_run::{
-    DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
+    Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
     validate as validate_test_command,
 };
 pub use verify::{

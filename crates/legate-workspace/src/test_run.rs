@@ -6,13 +6,16 @@
 //! group is killed, and bounded output. Whether the command changed the patch, and what the
 //! evidence means for integration, is decided by the caller.
 //!
-//! Confinement is applied in exactly one place, [`confine`]. Today it applies none and says
-//! so (`confinement: "none"`): the command can write wherever the user can. Landlock
-//! confinement (writes only in the copy and the scratch directory, no network where the
-//! kernel supports it) plugs in there. This module must never run a command through a shell
-//! or leave a process of the test's group running after it returns.
+//! Confinement is applied in exactly one place, [`confine`]: on Linux with Landlock, the
+//! command may write only beneath the copy and the scratch directory (and to `/dev/null`),
+//! and, where the kernel has Landlock's network rights (ABI 4), may neither bind nor connect
+//! a TCP socket. The evidence says which held (`confinement: full|partial|none`,
+//! `network: denied|not-enforced`); with `confinement = "required"` a kernel that enforces
+//! nothing is `CONFINEMENT_UNAVAILABLE` and nothing runs. This module must never run a
+//! command through a shell or leave a process of the test's group running after it returns.
 
 use legate_core::{Error, ErrorCode};
+use legate_sandbox::{Confinement, Requirement};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -60,8 +63,19 @@ pub struct TestRun {
     pub output_truncated: bool,
     /// Wall time, in milliseconds.
     pub duration_ms: u64,
-    /// Which confinement applied (`none` today).
+    /// How much of the write confinement the kernel enforced: `full`, `partial`, `none`.
     pub confinement: String,
+    /// Whether TCP was denied: `denied`, `not-enforced`.
+    pub network: String,
+}
+
+/// Which confinement holds for a test, as the evidence states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Confined {
+    /// `full`, `partial` or `none`.
+    pub confinement: &'static str,
+    /// `denied` or `not-enforced`.
+    pub network: &'static str,
 }
 
 impl TestRun {
@@ -73,12 +87,28 @@ impl TestRun {
 
 /// The one hook where kernel confinement of a test is applied. It receives the command
 /// before it is spawned, the copy (the only project directory it may write) and the scratch
-/// directory, and returns the name of the confinement that will hold.
-///
-/// Today: none. Landlock (issue 3) replaces this body.
-pub fn confine(cmd: &mut Command, copy: &Path, scratch: &Path) -> Result<&'static str, Error> {
-    let _ = (cmd, copy, scratch);
-    Ok("none")
+/// directory, and registers a Landlock ruleset under which the command may write only beneath
+/// those two (and `/dev/null`) and may not bind or connect TCP sockets where the kernel can
+/// refuse that. It returns which confinement will hold; with [`Requirement::Required`], a
+/// kernel that enforces nothing is `CONFINEMENT_UNAVAILABLE`.
+pub fn confine(
+    cmd: &mut Command,
+    copy: &Path,
+    scratch: &Path,
+    requirement: Requirement,
+) -> Result<Confined, Error> {
+    let prepared = Confinement::new()
+        .allow_write(copy)
+        .allow_write(scratch)
+        .without_terminals()
+        .deny_network()
+        .prepare(requirement)?;
+    let confined = Confined {
+        confinement: prepared.enforcement().as_str(),
+        network: prepared.network().as_str(),
+    };
+    legate_sandbox::confine_command(cmd, prepared);
+    Ok(confined)
 }
 
 /// Checks a command before anything runs: `INVALID_INPUT` for an empty executable or a NUL.
@@ -97,14 +127,16 @@ pub fn validate(command: &TestCommand) -> Result<(), Error> {
     Ok(())
 }
 
-/// Runs `command` in `copy` (see the module docs). A command that cannot be started is
-/// `TEST_FAILED` naming why; a command that ran is `Ok`, whatever its exit.
+/// Runs `command` in `copy` (see the module docs), confined as [`confine`] says. A command
+/// that cannot be started is `TEST_FAILED` naming why; a command that ran is `Ok`, whatever
+/// its exit.
 pub fn run_test(
     copy: &Path,
     scratch: &Path,
     command: &TestCommand,
     timeout: Duration,
     max_output: usize,
+    requirement: Requirement,
 ) -> Result<TestRun, Error> {
     validate(command)?;
     let mut cmd = Command::new(&command.executable);
@@ -121,7 +153,7 @@ pub fn run_test(
         }
     }
     cmd.env("HOME", scratch).env("TMPDIR", scratch);
-    let confinement = confine(&mut cmd, copy, scratch)?;
+    let confined = confine(&mut cmd, copy, scratch, requirement)?;
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
         Error::new(
@@ -213,7 +245,8 @@ pub fn run_test(
         stderr: lossy(stderr),
         output_truncated: truncated,
         duration_ms,
-        confinement: confinement.to_string(),
+        confinement: confined.confinement.to_string(),
+        network: confined.network.to_string(),
     })
 }
 
@@ -246,6 +279,7 @@ mod tests {
             &cmd("cat", &["f.txt", "$HOME"]),
             Duration::from_secs(10),
             100,
+            Requirement::BestEffort,
         )
         .unwrap();
         assert_eq!(
@@ -255,7 +289,7 @@ mod tests {
         );
         assert_eq!(r.stdout, "hello\n");
         assert!(r.stderr.contains("$HOME"), "{}", r.stderr);
-        assert_eq!(r.confinement, "none");
+        assert_eq!(r.confinement, Confinement::probe().as_str());
         assert!(!r.passed());
         let env = run_test(
             copy.path(),
@@ -263,6 +297,7 @@ mod tests {
             &cmd("env", &[]),
             Duration::from_secs(10),
             10_000,
+            Requirement::BestEffort,
         )
         .unwrap();
         assert!(env.passed());
@@ -287,6 +322,7 @@ mod tests {
             &cmd("sh", &["-c", &script]),
             Duration::from_millis(300),
             1000,
+            Requirement::BestEffort,
         )
         .unwrap();
         assert!(r.timed_out);
@@ -305,9 +341,107 @@ mod tests {
             &cmd("no-such-program-legate", &[]),
             Duration::from_secs(1),
             10,
+            Requirement::BestEffort,
         )
         .unwrap_err();
         assert_eq!(err.code, ErrorCode::TestFailed);
         assert!(validate(&cmd(" ", &[])).is_err());
+    }
+
+    #[test]
+    fn writes_outside_the_copy_and_scratch_are_refused() {
+        let copy = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("escaped");
+        let script = format!(
+            "touch in-copy && touch \"$HOME/in-scratch\" && echo ok > /dev/null && touch '{}'",
+            target.display()
+        );
+        let r = run_test(
+            copy.path(),
+            scratch.path(),
+            &cmd("sh", &["-c", &script]),
+            Duration::from_secs(10),
+            1000,
+            Requirement::BestEffort,
+        )
+        .unwrap();
+        let enforcement = Confinement::probe();
+        eprintln!(
+            "landlock: confinement {}, stderr {:?}",
+            enforcement.as_str(),
+            r.stderr
+        );
+        assert_eq!(r.confinement, enforcement.as_str());
+        assert!(copy.path().join("in-copy").exists(), "{}", r.stderr);
+        assert!(scratch.path().join("in-scratch").exists(), "{}", r.stderr);
+        if enforcement == legate_sandbox::Enforcement::None {
+            assert!(r.passed(), "unconfined: the write succeeds");
+            assert!(target.exists());
+        } else {
+            assert!(!r.passed());
+            assert!(!target.exists(), "a confined test wrote outside the copy");
+            // EACCES, as the kernel reports it.
+            let eacces = std::io::Error::from_raw_os_error(libc::EACCES).to_string();
+            let eacces = eacces.split(" (os error").next().unwrap_or_default();
+            assert!(r.stderr.contains(eacces), "{}", r.stderr);
+        }
+    }
+
+    #[test]
+    fn tcp_connections_are_refused_where_landlock_has_network_rules() {
+        let copy = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+        let r = run_test(
+            copy.path(),
+            scratch.path(),
+            &cmd("bash", &["-c", &script]),
+            Duration::from_secs(10),
+            1000,
+            Requirement::BestEffort,
+        )
+        .unwrap();
+        let network = Confinement::probe_network();
+        let abi4 = network == legate_sandbox::Network::Denied
+            && Confinement::probe() != legate_sandbox::Enforcement::None;
+        eprintln!(
+            "landlock ABI >= 4: {abi4}; evidence network {}, exit {:?}, stderr {:?}",
+            r.network, r.exit_code, r.stderr
+        );
+        let accepted = listener.accept().is_ok();
+        if abi4 {
+            assert_eq!(r.network, "denied");
+            assert!(!r.passed(), "the connection should have been refused");
+            assert!(!r.stdout.contains("connected"));
+            assert!(!accepted, "the listener saw a connection");
+        } else {
+            assert_eq!(r.network, "not-enforced");
+            assert!(r.passed(), "{}", r.stderr);
+            assert!(accepted);
+        }
+    }
+
+    #[test]
+    fn required_confinement_runs_confined_or_not_at_all() {
+        let d = tempfile::tempdir().unwrap();
+        let r = run_test(
+            d.path(),
+            d.path(),
+            &cmd("true", &[]),
+            Duration::from_secs(10),
+            10,
+            Requirement::Required,
+        );
+        match Confinement::probe() {
+            legate_sandbox::Enforcement::None => {
+                assert_eq!(r.unwrap_err().code, ErrorCode::ConfinementUnavailable)
+            }
+            e => assert_eq!(r.unwrap().confinement, e.as_str()),
+        }
     }
 }

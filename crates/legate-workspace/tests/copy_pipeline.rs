@@ -68,11 +68,14 @@ impl Fixture {
             &CopyLimits::default(),
         )
         .unwrap();
-        let copy_dir = self.home.join("copies/t1");
-        let report = make_copy(&sel, &copy_dir, &CopyLimits::default()).unwrap();
-        let baseline =
-            Baseline::create(&self.home.join("baselines/t1"), &report.copy_directory).unwrap();
-        (report, baseline)
+        // As the engine does: the baseline stages each file while the copy is made.
+        make_copy_with_baseline(
+            &sel,
+            &self.home.join("copies/t1"),
+            &self.home.join("baselines/t1"),
+            &CopyLimits::default(),
+        )
+        .unwrap()
     }
 }
 
@@ -218,6 +221,11 @@ fn limits_and_a_changing_source_are_refused_and_leave_no_copy() {
     let err = make_copy(&sel, &dir, &CopyLimits::default()).unwrap_err();
     assert_eq!(err.code, ErrorCode::SourceChanged);
     assert!(!dir.exists(), "a half-made copy was left behind");
+    let base = f.home.join("baselines/t9");
+    let err = make_copy_with_baseline(&sel, &dir, &base, &CopyLimits::default()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::SourceChanged);
+    assert!(!dir.exists(), "a half-made copy was left behind");
+    assert!(!base.exists(), "a half-made baseline was left behind");
     // A file swapped for a symlink after it was measured is not followed.
     let sel = select(
         &f.project,
@@ -488,4 +496,66 @@ fn the_baseline_runs_no_hooks_and_ignores_the_projects_git_config() {
     preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
     assert!(!marker.exists(), "a hook or fsmonitor of the project ran");
     assert!(baseline.git_dir().starts_with(f.home.join("baselines")));
+}
+
+/// The object id git gives `bytes` as a blob.
+fn blob_id(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(["hash-object", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn loose(git_dir: &Path, id: &str) -> bool {
+    git_dir
+        .join("objects")
+        .join(&id[..2])
+        .join(&id[2..])
+        .exists()
+}
+
+#[test]
+fn a_borrowing_baseline_writes_only_what_the_source_lacks_and_still_integrates() {
+    let f = Fixture::new(&[("a.txt", b"tracked a\n"), ("b.txt", b"tracked b\n")]);
+    f.commit_all();
+    fs::write(f.project.join("b.txt"), b"modified b\n").unwrap();
+    fs::write(f.project.join("u.txt"), b"untracked u\n").unwrap();
+    let (report, baseline) = f.copy(&[]);
+    let git_dir = baseline.git_dir();
+    let alternates = fs::read_to_string(git_dir.join("objects/info/alternates")).unwrap();
+    assert_eq!(
+        alternates.trim_end(),
+        fs::canonicalize(f.project.join(".git/objects"))
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+    assert!(!loose(&git_dir, &blob_id(b"tracked a\n")), "borrowed");
+    assert!(loose(&git_dir, &blob_id(b"modified b\n")));
+    assert!(loose(&git_dir, &blob_id(b"untracked u\n")));
+
+    // The whole pipeline works on borrowed objects.
+    let copy = &report.copy_directory;
+    fs::write(copy.join("a.txt"), b"new a\n").unwrap();
+    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let changes = plan(&baseline, &p).unwrap();
+    let r = integrate(&f.project, &changes).unwrap();
+    assert_eq!(r.files, ["a.txt"]);
+    assert_eq!(fs::read(f.project.join("a.txt")).unwrap(), b"new a\n");
+
+    // Made after the copy, it borrows the same way.
+    let later = Baseline::create_from(&f.home.join("baselines/later"), copy, &f.project).unwrap();
+    assert!(later.git_dir().join("objects/info/alternates").exists());
+    assert!(loose(&later.git_dir(), &blob_id(b"modified b\n")));
+    assert!(!loose(&later.git_dir(), &blob_id(b"tracked a\n")));
+    // The self-contained baseline holds every object itself.
+    let own = Baseline::create(&f.home.join("baselines/own"), copy).unwrap();
+    assert!(!own.git_dir().join("objects/info/alternates").exists());
+    assert!(loose(&own.git_dir(), &blob_id(b"new a\n")));
 }

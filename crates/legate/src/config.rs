@@ -30,6 +30,9 @@ struct File {
     /// `[mcp]`: the MCP front (see `crate::mcp`).
     #[serde(default)]
     mcp: crate::mcp::McpTable,
+    /// `[a2a]`: the A2A front (see `crate::a2a`).
+    #[serde(default)]
+    a2a: crate::a2a::A2aTable,
     /// `[copies]`: copy workspaces and their review (see `crate::review_config`).
     #[serde(default)]
     copies: crate::review_config::CopiesTable,
@@ -61,6 +64,8 @@ pub struct Config {
     pub engine: EngineConfig,
     /// The MCP front's part (`[mcp]`).
     pub mcp: crate::mcp::McpSettings,
+    /// The A2A front's part (`[a2a]`).
+    pub a2a: crate::a2a::A2aSettings,
     /// The file it came from, if one existed.
     pub file: Option<PathBuf>,
 }
@@ -99,10 +104,14 @@ pub fn load() -> Result<Config> {
     let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), &home, &|k| {
         std::env::var(k).ok()
     })?;
+    let a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), &home, &|k| {
+        std::env::var(k).ok()
+    })?;
     let engine = resolve(parsed, &home, &|k| std::env::var(k).ok())?;
     Ok(Config {
         engine,
         mcp,
+        a2a,
         file: file_path,
     })
 }

@@ -13,6 +13,7 @@ macro_rules! out {
     }};
 }
 
+mod a2a;
 mod agents;
 mod config;
 mod mcp;
@@ -104,8 +105,9 @@ enum Command {
     /// Serve MCP on stdin/stdout, for an MCP client that starts Legate (stdout carries only
     /// JSON-RPC; logs go to stderr).
     Mcp,
-    /// Serve Legate to remote clients: `--mcp` for MCP over Streamable HTTP at /mcp.
-    Serve(mcp::ServeArgs),
+    /// Serve Legate to remote clients: A2A by default (JSON-RPC and HTTP+JSON, agent cards);
+    /// `--mcp` for MCP over Streamable HTTP at /mcp instead.
+    Serve(a2a::ServeArgs),
     /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
     Diff {
         /// Task id or prefix.
@@ -405,7 +407,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         }
         Command::Usage(args) => usage::print(&open_store(&paths)?, args),
         Command::Mcp => mcp::stdio(config).await,
-        Command::Serve(args) => mcp::serve(config, args).await,
+        Command::Serve(args) => a2a::serve(config, args).await,
         Command::Diff {
             id,
             stat,

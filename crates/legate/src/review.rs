@@ -200,7 +200,7 @@ fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
         eprintln!("{}", e.stderr.trim_end());
     }
     out!(
-        "test #{} {}: exit {}{} in {} ms, confinement {}, sha256 {}",
+        "test #{} {}: exit {}{} in {} ms, confinement {}, network {}, sha256 {}",
         e.id,
         if e.passed { "passed" } else { "failed" },
         e.exit_code
@@ -209,6 +209,7 @@ fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
         if e.timed_out { " (timed out)" } else { "" },
         e.duration_ms.unwrap_or(0),
         e.confinement,
+        e.network,
         e.sha256_after
     )?;
     if let Some(err) = &e.error {

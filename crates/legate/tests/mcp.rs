@@ -72,7 +72,7 @@ fn python(home: &Path, args: &[&str]) -> Value {
 
 fn check_report(report: &Value, protocol: &str) {
     assert_eq!(report["protocol"], protocol, "{report}");
-    assert_eq!(report["tools"], 13, "{report}");
+    assert_eq!(report["tools"], 23, "{report}");
     assert!(report["progress"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["pieces"].as_u64().unwrap() > 2, "{report}");
 }
@@ -296,7 +296,7 @@ fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
     assert_eq!(answers[&1]["result"]["serverInfo"]["name"], "legate");
     assert!(answers[&2]["result"].is_object());
     let tools = answers[&3]["result"]["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 13);
+    assert_eq!(tools.len(), 23);
     for t in tools {
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
     }

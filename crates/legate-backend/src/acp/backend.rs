@@ -14,7 +14,7 @@
 
 use super::launch;
 use super::process::{self, ProcessGroup};
-use super::session::{AcpSession, Connection, exited, request_error};
+use super::session::{AcpSession, Connection, exited, record_cleanup, request_error};
 use super::state::Shared;
 use super::stderr;
 use super::sys;
@@ -32,6 +32,9 @@ use tracing::{info, warn};
 /// The default timeout of each handshake step.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The default time between `SIGINT` and `SIGKILL` when the agent's group is stopped.
+pub const DEFAULT_KILL_GRACE: Duration = super::process::KILL_GRACE;
+
 /// The ACP backend.
 #[derive(Debug, Clone)]
 pub struct AcpBackend {
@@ -39,6 +42,8 @@ pub struct AcpBackend {
     pub handshake_timeout: Duration,
     /// Whether an agent the kernel cannot confine may start (best effort) or not (required).
     pub confinement: Requirement,
+    /// Time between `SIGINT` and `SIGKILL` when the agent's group is stopped.
+    pub kill_grace: Duration,
 }
 
 impl Default for AcpBackend {
@@ -46,6 +51,7 @@ impl Default for AcpBackend {
         Self {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             confinement: Requirement::BestEffort,
+            kill_grace: DEFAULT_KILL_GRACE,
         }
     }
 }
@@ -62,6 +68,12 @@ impl AcpBackend {
         self
     }
 
+    /// The same backend with another time between `SIGINT` and `SIGKILL`.
+    pub fn with_kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
     /// The same backend with another confinement requirement.
     pub fn with_confinement(mut self, requirement: Requirement) -> Self {
         self.confinement = requirement;
@@ -73,6 +85,7 @@ impl AcpBackend {
 struct Opened {
     session_id: String,
     modes: Option<acp::SessionModeState>,
+    config_options: Option<Vec<acp::SessionConfigOption>>,
     resumed: bool,
 }
 
@@ -172,6 +185,7 @@ impl Handshake<'_> {
                         opened = Some(Opened {
                             session_id: old.clone(),
                             modes: resp.modes,
+                            config_options: resp.config_options,
                             resumed: true,
                         });
                         None
@@ -203,6 +217,7 @@ impl Handshake<'_> {
                     Ok(resp) => Opened {
                         session_id: resp.session_id.0.to_string(),
                         modes: resp.modes,
+                        config_options: resp.config_options,
                         resumed: false,
                     },
                     Err(e) => return Err(self.fail("session/new", &e).await),
@@ -298,6 +313,9 @@ impl AcpBackend {
                 format!("the workspace root {} is not a directory", root.display()),
             ));
         }
+        if let Some(dir) = &request.state_dir {
+            crate::cleanup::check(dir, &root)?;
+        }
         let preset = request.supervision.preset.name.as_str();
         let launch = launch::launch(
             preset,
@@ -344,7 +362,7 @@ impl AcpBackend {
         else {
             return Err(Error::internal("the agent's pipes were not set up"));
         };
-        let process = ProcessGroup::watch(child);
+        let process = ProcessGroup::watch(child, self.kill_grace);
         info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
         let shared = Arc::new(Shared::new(
             request.supervisor.clone(),
@@ -357,7 +375,13 @@ impl AcpBackend {
             Ok(c) => c,
             Err(e) => {
                 shared.clear();
-                process.stop().await;
+                let cleanup = process.stop().await;
+                record_cleanup(
+                    &cleanup,
+                    |e| sink.send(e),
+                    request.state_dir.as_deref(),
+                    shared.root(),
+                );
                 return Err(e);
             }
         };
@@ -386,13 +410,29 @@ impl AcpBackend {
                     connection,
                     process,
                     turn: tokio::sync::Mutex::new(()),
+                    state_dir: request.state_dir.clone(),
+                    cleanup_recorded: std::sync::Mutex::new(false),
+                    model: std::sync::Mutex::new(
+                        opened
+                            .config_options
+                            .as_deref()
+                            .and_then(super::models::model_option),
+                    ),
+                    agent_name: request.agent.name.clone(),
+                    default_model: request.agent.model.clone(),
                 })
             }
             Err(e) => {
                 warn!(agent = %request.agent.name, code = %e.code, error = %e.message, "agent could not be opened");
                 shared.clear();
-                process.stop().await;
+                let cleanup = process.stop().await;
                 connection.stop();
+                record_cleanup(
+                    &cleanup,
+                    |e| sink.send(e),
+                    request.state_dir.as_deref(),
+                    shared.root(),
+                );
                 Err(e)
             }
         }

@@ -1,8 +1,9 @@
 //! Spawning the agent and stopping its process group.
 //!
 //! The agent runs in its own process group (`process_group(0)`), so that stopping it stops
-//! everything it started: `SIGTERM` to the group, then `SIGKILL` after a grace period. A
-//! reaper task owns the [`Child`] and publishes its exit status.
+//! everything it started: `SIGINT` to the group, then `SIGKILL` after a grace period (3 s),
+//! then the group is observed until it is gone ([`Cleanup`]). A reaper task owns the
+//! [`Child`] and publishes its exit status.
 
 use super::launch::Launch;
 use super::sys;
@@ -17,8 +18,11 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, watch};
 use tracing::{debug, info, warn};
 
-/// How long the group has between `SIGTERM` and `SIGKILL`.
-pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long the group has between `SIGINT` and `SIGKILL`.
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
+/// How long the group is observed, once the leader is gone, before its cleanup is declared
+/// unverified.
+pub(crate) const VERIFY: Duration = Duration::from_secs(1);
 
 /// Starts `spec`'s program in `root` with the filtered environment plus its preset's
 /// [`Launch`], confined by `confinement` (applied between `fork` and `exec`).
@@ -72,12 +76,14 @@ pub(crate) struct ProcessGroup {
     pgid: i32,
     exit: watch::Receiver<Option<ExitStatus>>,
     stopping: AtomicBool,
-    stopped: Mutex<bool>,
+    stopped: Mutex<Option<Cleanup>>,
+    kill_grace: Duration,
 }
 
 impl ProcessGroup {
-    /// Takes ownership of `child` (a group leader) and reaps it in the background.
-    pub(crate) fn watch(mut child: Child) -> Self {
+    /// Takes ownership of `child` (a group leader) and reaps it in the background; stopping
+    /// it gives `kill_grace` between `SIGINT` and `SIGKILL`.
+    pub(crate) fn watch(mut child: Child, kill_grace: Duration) -> Self {
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -99,7 +105,8 @@ impl ProcessGroup {
             pgid,
             exit: rx,
             stopping: AtomicBool::new(false),
-            stopped: Mutex::new(false),
+            stopped: Mutex::new(None),
+            kill_grace,
         }
     }
 
@@ -135,44 +142,67 @@ impl ProcessGroup {
             .flatten()
     }
 
-    /// Stops the whole group: `SIGTERM`, then `SIGKILL` after [`TERM_GRACE`], then waits for
-    /// the leader. Idempotent; concurrent callers wait for the first.
-    pub(crate) async fn stop(&self) {
+    /// Stops the whole group: `SIGINT`, then `SIGKILL` after [`KILL_GRACE`], then waits for
+    /// the leader, then observes the group until it is gone (up to [`VERIFY`]). Idempotent;
+    /// concurrent callers wait for the first and get the same [`Cleanup`].
+    pub(crate) async fn stop(&self) -> Cleanup {
         self.stopping.store(true, Ordering::SeqCst);
         let mut stopped = self.stopped.lock().await;
-        if *stopped {
-            return;
+        if let Some(done) = &*stopped {
+            return done.clone();
         }
         let pgid = self.pgid;
-        if sys::signal_group(pgid, sys::SIGTERM) {
-            let deadline = tokio::time::Instant::now() + TERM_GRACE;
+        let mut signals = Vec::new();
+        if sys::signal_group(pgid, sys::SIGINT) {
+            signals.push("SIGINT");
+            let deadline = tokio::time::Instant::now() + self.kill_grace;
             while tokio::time::Instant::now() < deadline {
-                if self.exit_status().is_some() && !sys::group_exists(pgid) {
+                if self.exit_status().is_some() && !crate::cleanup::group_alive(pgid) {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            if sys::signal_group(pgid, sys::SIGKILL) {
+            if crate::cleanup::group_alive(pgid) && sys::signal_group(pgid, sys::SIGKILL) {
+                signals.push("SIGKILL");
                 info!(pgid, "agent process group killed after the grace period");
             }
         }
         if self.exited_within(Duration::from_secs(5)).await.is_none() {
             warn!(pgid, "agent process did not exit after SIGKILL");
         }
-        // Members that outlived the leader are reaped by init; wait briefly for them.
-        for _ in 0..50 {
-            if !sys::group_exists(pgid) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        // Members that outlived the leader are reaped by init: observe until they are gone.
+        let verified = crate::cleanup::verify_gone(pgid, VERIFY).await;
+        if !verified {
+            warn!(pgid, "agent process cleanup not verified");
         }
-        *stopped = true;
+        let done = Cleanup {
+            verified,
+            pgid,
+            signals,
+        };
+        *stopped = Some(done.clone());
+        done
     }
+}
+
+/// What stopping a process group found: whether it is gone, and the signals it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cleanup {
+    /// Whether the group was observed gone.
+    pub(crate) verified: bool,
+    /// The group.
+    pub(crate) pgid: i32,
+    /// The signals sent, in order (`SIGINT`, `SIGKILL`); empty when it was already gone.
+    pub(crate) signals: Vec<&'static str>,
 }
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        let stopped = self.stopped.try_lock().map(|g| *g).unwrap_or(false);
+        let stopped = self
+            .stopped
+            .try_lock()
+            .map(|g| g.is_some())
+            .unwrap_or(false);
         if !stopped && sys::signal_group(self.pgid, sys::SIGKILL) {
             debug!(pgid = self.pgid, "agent process group killed on drop");
         }

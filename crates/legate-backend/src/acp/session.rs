@@ -8,7 +8,8 @@
 //! turn is already on the sink.
 
 use super::handlers;
-use super::process::{ProcessGroup, describe_exit};
+use super::models::{self, ModelOption, Selection};
+use super::process::{Cleanup, ProcessGroup, describe_exit};
 use super::state::Shared;
 use super::translate;
 use super::transport;
@@ -27,6 +28,8 @@ use tracing::{debug, info, warn};
 
 /// How long a response may still arrive after the agent process exited.
 const RESPONSE_GRACE: Duration = Duration::from_millis(500);
+/// How long the agent may take to answer `session/set_config_option`.
+const MODEL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long to wait for an exit status once the agent closed its output.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
@@ -238,6 +241,17 @@ pub struct AcpSession {
     pub(crate) connection: Connection,
     pub(crate) process: ProcessGroup,
     pub(crate) turn: tokio::sync::Mutex<()>,
+    /// The agent's state directory, where an unverified cleanup blocks its root.
+    pub(crate) state_dir: Option<std::path::PathBuf>,
+    /// Whether the cleanup was recorded (once per session); held while it is recorded, so
+    /// that whoever finds it set knows the event is out.
+    pub(crate) cleanup_recorded: Mutex<bool>,
+    /// The model option the session offers (category `model`), if any.
+    pub(crate) model: Mutex<Option<ModelOption>>,
+    /// The agent's name, for messages.
+    pub(crate) agent_name: String,
+    /// The agent's configured model, used when a turn names none.
+    pub(crate) default_model: Option<String>,
 }
 
 impl fmt::Debug for AcpSession {
@@ -255,6 +269,126 @@ impl AcpSession {
     /// The agent's process group id (its pid).
     pub fn pgid(&self) -> i32 {
         self.process.pgid()
+    }
+
+    /// Applies the turn's model (else the agent's configured one) before the prompt: through
+    /// the session's model config option (`session/set_config_option`); ignored with a notice
+    /// when the agent offers no models; `MODEL_NOT_AVAILABLE` for an id it does not offer.
+    /// Returns the model the turn runs with, when known.
+    async fn apply_model(&self, turn: &Turn, sink: &EventSink) -> Result<Option<String>> {
+        let option = self.model.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let wanted = turn.model.as_deref().or(self.default_model.as_deref());
+        match models::select(&self.agent_name, wanted, option.as_ref())? {
+            Selection::Keep => Ok(option.map(|o| o.current)),
+            Selection::Ignored(id) => {
+                info!(agent = %self.agent_name, model = %id, "the agent offers no models; model ignored");
+                sink.send(legate_core::EventKind::Workspace {
+                    message: format!(
+                        "agent `{}` offers no model selection, so model {id} was ignored",
+                        self.agent_name
+                    ),
+                    detail: serde_json::json!({ "warning": "model", "model": id }),
+                });
+                Ok(None)
+            }
+            Selection::Set { config_id, value } => {
+                let request = acp::SetSessionConfigOptionRequest::new(
+                    self.session_id.clone(),
+                    config_id.clone(),
+                    value.as_str(),
+                );
+                let answer = tokio::time::timeout(
+                    MODEL_TIMEOUT,
+                    self.connection.cx.send_request(request).block_task(),
+                )
+                .await;
+                let response = match answer {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => {
+                        return Err(Error::new(
+                            ErrorCode::ModelNotAvailable,
+                            format!(
+                                "agent `{}` refused model {value}: {}",
+                                self.agent_name,
+                                translate::truncate(&e.message, 300)
+                            ),
+                        ));
+                    }
+                    Err(_) => {
+                        return Err(Error::new(
+                            ErrorCode::AgentFailed,
+                            format!(
+                                "agent `{}` did not answer `session/set_config_option` within {} s",
+                                self.agent_name,
+                                MODEL_TIMEOUT.as_secs()
+                            ),
+                        ));
+                    }
+                };
+                let updated =
+                    models::model_option(&response.config_options).unwrap_or(ModelOption {
+                        config_id,
+                        current: value.clone(),
+                        values: option.map(|o| o.values).unwrap_or_default(),
+                    });
+                let current = updated.current.clone();
+                let config_id = updated.config_id.clone();
+                *self.model.lock().unwrap_or_else(|p| p.into_inner()) = Some(updated);
+                info!(agent = %self.agent_name, model = %current, "model selected");
+                sink.send(legate_core::EventKind::Workspace {
+                    message: format!("model {current} selected"),
+                    detail: serde_json::json!({ "model": current, "configId": config_id }),
+                });
+                Ok(Some(current))
+            }
+        }
+    }
+
+    /// Stops the process group (a no-op when already stopped) and records the cleanup once:
+    /// a `workspace` event on the running turn's sink, when there is one, and a mark that
+    /// blocks the root when the group could not be shown gone.
+    async fn stop_and_record(&self) -> Cleanup {
+        let cleanup = self.process.stop().await;
+        let mut recorded = self
+            .cleanup_recorded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !*recorded {
+            record_cleanup(
+                &cleanup,
+                |e| {
+                    self.shared.emit(e);
+                },
+                self.state_dir.as_deref(),
+                self.shared.root(),
+            );
+            *recorded = true;
+        }
+        cleanup
+    }
+}
+
+/// Reports `cleanup` through `emit` and, when it is unverified, blocks `root` in `state_dir`
+/// (`PROCESS_CLEANUP_UNVERIFIED` for every later session there until the group is gone).
+pub(crate) fn record_cleanup(
+    cleanup: &Cleanup,
+    emit: impl FnOnce(legate_core::EventKind),
+    state_dir: Option<&std::path::Path>,
+    root: &std::path::Path,
+) {
+    info!(pgid = cleanup.pgid, verified = cleanup.verified, signals = ?cleanup.signals, "agent process cleanup");
+    emit(crate::cleanup::report(
+        "agent",
+        cleanup.verified,
+        cleanup.pgid,
+        true,
+        &cleanup.signals,
+    ));
+    if !cleanup.verified
+        && let Some(dir) = state_dir
+        && let Err(e) = crate::cleanup::block(dir, root, cleanup.pgid)
+    {
+        warn!(error = %e, "could not record the unverified cleanup");
     }
 }
 
@@ -312,8 +446,40 @@ impl AgentSession for AcpSession {
             )
             .await);
         }
+        let model = self.apply_model(&turn, &sink).await?;
         self.shared.route_to(sink, Some(turn.mode));
         let _clear = TurnGuard(&self.shared);
+        let result = self.run_turn(turn, model).await;
+        // The agent exited, or is being stopped (shutdown during the turn): what is left of
+        // its group is stopped, and the cleanup recorded on this turn, before the route closes.
+        if self.process.exit_status().is_some() || self.process.is_stopping() {
+            self.stop_and_record().await;
+        }
+        result
+    }
+
+    fn canceller(&self) -> Arc<dyn Canceller> {
+        Arc::new(AcpCanceller {
+            cx: self.connection.cx.clone(),
+            session_id: self.session_id.clone(),
+        })
+    }
+
+    fn is_alive(&self) -> bool {
+        self.process.exit_status().is_none()
+            && !self.process.is_stopping()
+            && self.connection.is_open()
+    }
+
+    async fn shutdown(&self) {
+        self.stop_and_record().await;
+        self.connection.stop();
+    }
+}
+
+impl AcpSession {
+    /// Sends the prompt and waits for its end, the agent's exit, or a broken connection.
+    async fn run_turn(&self, turn: Turn, model: Option<String>) -> Result<TurnOutcome> {
         info!(
             task_id = %turn.task_id,
             session_id = %self.session_id,
@@ -344,9 +510,16 @@ impl AgentSession for AcpSession {
         };
         match result {
             Ok(resp) => {
+                let usage = resp.usage.as_ref().map(|u| {
+                    let mut usage = translate::prompt_usage(u);
+                    if usage.model.is_none() {
+                        usage.model.clone_from(&model);
+                    }
+                    usage
+                });
                 let outcome = TurnOutcome {
                     stop_reason: translate::stop_reason(resp.stop_reason),
-                    usage: resp.usage.as_ref().map(translate::prompt_usage),
+                    usage,
                 };
                 info!(
                     task_id = %turn.task_id,
@@ -370,23 +543,5 @@ impl AgentSession for AcpSession {
                 Err(err)
             }
         }
-    }
-
-    fn canceller(&self) -> Arc<dyn Canceller> {
-        Arc::new(AcpCanceller {
-            cx: self.connection.cx.clone(),
-            session_id: self.session_id.clone(),
-        })
-    }
-
-    fn is_alive(&self) -> bool {
-        self.process.exit_status().is_none()
-            && !self.process.is_stopping()
-            && self.connection.is_open()
-    }
-
-    async fn shutdown(&self) {
-        self.process.stop().await;
-        self.connection.stop();
     }
 }

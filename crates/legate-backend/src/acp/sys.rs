@@ -1,5 +1,6 @@
-//! The only `unsafe` code of the ACP driver: the pre-exec hooks that make the agent die with
-//! Legate and confine it (Landlock, prepared by `legate-sandbox`), and process-group signals.
+//! The only `unsafe` code of the ACP driver: the pre-exec hook that makes the agent die with
+//! Legate, and process-group signals. Confining it (Landlock) goes through
+//! `legate_sandbox::confine_command`, which owns that hook.
 #![allow(unsafe_code)]
 
 use tokio::process::Command;
@@ -65,22 +66,15 @@ pub(crate) fn group_exists(pgid: i32) -> bool {
 
 /// `SIGINT`.
 pub(crate) const SIGINT: i32 = libc::SIGINT;
-/// `SIGTERM`.
-pub(crate) const SIGTERM: i32 = libc::SIGTERM;
 /// `SIGKILL`.
 pub(crate) const SIGKILL: i32 = libc::SIGKILL;
 
 /// Confines the child with `prepared` between `fork` and `exec`. Register it after
 /// [`die_with_parent`]: hooks run in the order they were added. Once the hook ran, the agent
-/// and everything it starts can write only where the confinement allows.
-pub(crate) fn confine(cmd: &mut Command, mut prepared: legate_sandbox::Prepared) {
-    // SAFETY: the closure runs in the forked child before `exec`. `apply_in_child` makes two
-    // system calls (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`) on a ruleset
-    // built in the parent; it allocates nothing, takes no locks, and its errors are raw OS
-    // codes. The child has a single thread, so restricting the calling thread restricts it.
-    unsafe {
-        cmd.pre_exec(move || prepared.apply_in_child());
-    }
+/// and everything it starts can write only where the confinement allows. The hook itself is
+/// registered by `legate-sandbox` (`confine_command`), which owns that `unsafe`.
+pub(crate) fn confine(cmd: &mut Command, prepared: legate_sandbox::Prepared) {
+    legate_sandbox::confine_command(cmd.as_std_mut(), prepared);
 }
 
 /// Whether Legate runs with effective user id 0.

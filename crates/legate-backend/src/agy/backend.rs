@@ -9,6 +9,7 @@
 
 use super::args::{self, RunOptions};
 use super::cleanup;
+use super::confine::Fence;
 use super::discovery::{Discovery, discover, resolve_executable};
 use super::models;
 use super::run::{self, RunEnd, RunSpec};
@@ -20,6 +21,7 @@ use crate::{
 };
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, TaskMode};
+use legate_sandbox::{Confinement, Requirement};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +42,8 @@ pub struct AgyBackend {
     pub probe_timeout: Duration,
     /// Time between `SIGINT` and `SIGKILL` when a run is stopped.
     pub kill_grace: Duration,
+    /// Whether an `agy` the kernel cannot confine may run (best effort) or not (required).
+    pub confinement: Requirement,
 }
 
 impl Default for AgyBackend {
@@ -47,6 +51,7 @@ impl Default for AgyBackend {
         Self {
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             kill_grace: DEFAULT_KILL_GRACE,
+            confinement: Requirement::BestEffort,
         }
     }
 }
@@ -59,6 +64,7 @@ pub struct AgySession {
     root: PathBuf,
     state_dir: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
+    fence: Fence,
     discovery: Discovery,
     info: AgentInfo,
     probe_timeout: Duration,
@@ -90,6 +96,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl AgyBackend {
+    /// The same backend with another confinement requirement.
+    pub fn with_confinement(mut self, requirement: Requirement) -> Self {
+        self.confinement = requirement;
+        self
+    }
+
     /// [`Backend::open`], returning the concrete session.
     pub async fn open_session(
         &self,
@@ -112,13 +124,25 @@ impl AgyBackend {
         if let Some(dir) = &request.state_dir {
             cleanup::check(dir, &root)?;
         }
-        let env = env::agent_env(std::env::vars_os(), &spec, None, Allowlist::Agy)?;
+        let mut env = env::agent_env(std::env::vars_os(), &spec, None, Allowlist::Agy)?;
+        let fence = Fence::new(
+            &spec,
+            &root,
+            request.state_dir.as_deref(),
+            &mut env,
+            self.confinement,
+        )?;
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_os_str());
         let exe = resolve_executable(&spec.command, path)?;
-        let discovery = discover(&exe, &env, &root, self.probe_timeout).await?;
+        if self.confinement == Requirement::Required {
+            // Fails with CONFINEMENT_UNAVAILABLE before anything runs unconfined.
+            drop(fence.prepare()?);
+        }
+        sink.send(fence.event());
+        let discovery = discover(&exe, &env, &root, self.probe_timeout, fence.fenced()).await?;
         info!(agent = %spec.name, version = %discovery.version, capabilities = ?discovery.capabilities.names(), "agy discovered");
 
         let mut resume = None;
@@ -171,6 +195,7 @@ impl AgyBackend {
             root,
             state_dir: request.state_dir,
             env,
+            fence,
             discovery,
             info,
             probe_timeout: self.probe_timeout,
@@ -186,20 +211,26 @@ impl AgyBackend {
         })
     }
 
-    /// The models `spec`'s `agy` offers (`agy models`), run in `cwd`.
+    /// The models `spec`'s `agy` offers (`agy models`), run in `cwd`, confined to it and its
+    /// profile.
     pub async fn models(&self, spec: &AgentSpec, cwd: &Path) -> Result<Vec<models::Model>> {
-        let env = env::agent_env(std::env::vars_os(), spec, None, Allowlist::Agy)?;
+        let mut env = env::agent_env(std::env::vars_os(), spec, None, Allowlist::Agy)?;
+        let fence = Fence::new(spec, cwd, None, &mut env, self.confinement)?;
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_os_str());
         let exe = resolve_executable(&spec.command, path)?;
-        models::list_models(&exe, &env, cwd, self.probe_timeout).await
+        models::list_models(&exe, &env, cwd, self.probe_timeout, fence.fenced()).await
     }
 }
 
 #[async_trait]
 impl Backend for AgyBackend {
+    fn confinement(&self) -> legate_sandbox::Enforcement {
+        Confinement::probe()
+    }
+
     async fn open(
         &self,
         request: SessionRequest,
@@ -253,6 +284,7 @@ impl AgySession {
             &self.env,
             &self.root,
             self.probe_timeout,
+            self.fence.fenced(),
         )
         .await?;
         if !offered.iter().any(|m| m.id == *id) {
@@ -422,6 +454,7 @@ impl AgentSession for AgySession {
             prompt: turn.prompt,
             resumed: conversation.is_some(),
             kill_grace: self.kill_grace,
+            confinement: Some(self.fence.prepare()?),
         };
         let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
         let end = handle

@@ -170,8 +170,12 @@ pub(crate) struct Probe {
     pub(crate) stderr: String,
 }
 
-/// Runs `exe args` in `cwd` with `env`, in its own process group, stdin closed, for at most
-/// `limit`; the group is killed on timeout. Spawn failures map to `AGY_NOT_FOUND` or
+/// What a spawned `agy` may write: the confinement and whether it is required. `None` runs
+/// it unconfined.
+pub type Fenced<'a> = Option<(&'a legate_sandbox::Confinement, legate_sandbox::Requirement)>;
+
+/// Runs `exe args` in `cwd` with `env`, in its own process group, stdin closed, confined by
+/// `fence`, for at most `limit`; the group is killed on timeout. Spawn failures map to `AGY_NOT_FOUND` or
 /// `AGY_PERMISSION_DENIED`; a timeout is `AGY_PROBE_FAILED`.
 pub(crate) async fn probe(
     exe: &Path,
@@ -179,6 +183,7 @@ pub(crate) async fn probe(
     env: &[(OsString, OsString)],
     cwd: &Path,
     limit: Duration,
+    fence: Fenced<'_>,
 ) -> Result<Probe> {
     let mut cmd = Command::new(exe);
     cmd.args(args)
@@ -191,6 +196,9 @@ pub(crate) async fn probe(
         .process_group(0)
         .kill_on_drop(true);
     sys::die_with_parent(&mut cmd);
+    if let Some((confinement, requirement)) = fence {
+        sys::confine(&mut cmd, confinement.prepare(requirement)?);
+    }
     let what = format!("`agy {}`", args.join(" "));
     let mut child = cmd.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::new(
@@ -258,16 +266,18 @@ async fn read_bounded(mut r: impl AsyncRead + Unpin) -> Vec<u8> {
     }
 }
 
-/// Probes `exe` with `--version` and `--help` at once, each within `limit`.
+/// Probes `exe` with `--version` and `--help` at once, each within `limit`, each confined by
+/// `fence`.
 pub async fn discover(
     exe: &Path,
     env: &[(OsString, OsString)],
     cwd: &Path,
     limit: Duration,
+    fence: Fenced<'_>,
 ) -> Result<Discovery> {
     let (version, help) = tokio::join!(
-        probe(exe, &["--version"], env, cwd, limit),
-        probe(exe, &["--help"], env, cwd, limit)
+        probe(exe, &["--version"], env, cwd, limit, fence),
+        probe(exe, &["--help"], env, cwd, limit, fence)
     );
     let (version, help) = (version?, help?);
     let check = |p: &Probe, what: &str| -> Result<()> {

@@ -75,15 +75,16 @@ pub fn parse_models(text: &str) -> Result<Vec<Model>> {
     Ok(models)
 }
 
-/// Runs `agy models` and parses it. A non-zero exit with a login phrase is
+/// Runs `agy models` (confined by `fence`) and parses it. A non-zero exit with a login phrase is
 /// `AGY_AUTH_REQUIRED`; any other non-zero exit is `AGY_PROCESS_FAILED`.
 pub async fn list_models(
     exe: &Path,
     env: &[(OsString, OsString)],
     cwd: &Path,
     limit: Duration,
+    fence: super::discovery::Fenced<'_>,
 ) -> Result<Vec<Model>> {
-    let p = probe(exe, &["models"], env, cwd, limit).await?;
+    let p = probe(exe, &["models"], env, cwd, limit, fence).await?;
     let all = format!("{}\n{}", p.stdout, p.stderr);
     if is_login_phrase(&all) {
         return Err(auth_required());

@@ -2,7 +2,7 @@
 //! the check that its process group is gone.
 //!
 //! The process runs in the workspace root, in its own process group, with the filtered
-//! environment, and dies with Legate. The prompt is written as one NDJSON line and stdin is
+//! environment, confined (Landlock, see `confine`), and dies with Legate. The prompt is written as one NDJSON line and stdin is
 //! closed. To stop it (cancel, timeout, shutdown) the group gets `SIGINT`, then `SIGKILL`
 //! after the grace period (3 s). Members left behind after the leader exited get the same.
 //! Then the group is observed once more, and the result is an event whose detail carries
@@ -36,7 +36,7 @@ const DRAIN: Duration = Duration::from_secs(2);
 const VERIFY: Duration = Duration::from_secs(1);
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct RunSpec {
     pub(crate) exe: PathBuf,
     pub(crate) args: Vec<OsString>,
@@ -45,6 +45,8 @@ pub(crate) struct RunSpec {
     pub(crate) prompt: String,
     pub(crate) resumed: bool,
     pub(crate) kill_grace: Duration,
+    /// The ruleset applied between `fork` and `exec`; `None` runs it unconfined.
+    pub(crate) confinement: Option<legate_sandbox::Prepared>,
 }
 
 /// How a run ended.
@@ -66,7 +68,7 @@ struct StderrState {
     login_required: bool,
 }
 
-fn spawn(spec: &RunSpec) -> Result<Child> {
+fn spawn(spec: &RunSpec, confinement: Option<legate_sandbox::Prepared>) -> Result<Child> {
     let mut cmd = Command::new(&spec.exe);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
@@ -78,6 +80,9 @@ fn spawn(spec: &RunSpec) -> Result<Child> {
         .process_group(0)
         .kill_on_drop(true);
     sys::die_with_parent(&mut cmd);
+    if let Some(prepared) = confinement {
+        sys::confine(&mut cmd, prepared);
+    }
     cmd.spawn().map_err(|e| {
         let code = match e.kind() {
             std::io::ErrorKind::NotFound => ErrorCode::AgyNotFound,
@@ -109,11 +114,12 @@ async fn stop_group(pgid: i32, child: Option<&mut Child>, grace: Duration) {
 
 /// Runs `spec` to its end, reporting events on `sink`. `stop` turning `true` stops it.
 pub(crate) async fn run(
-    spec: RunSpec,
+    mut spec: RunSpec,
     sink: EventSink,
     mut stop: watch::Receiver<bool>,
 ) -> Result<RunEnd> {
-    let mut child = spawn(&spec)?;
+    let confinement = spec.confinement.take();
+    let mut child = spawn(&spec, confinement)?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -234,7 +240,7 @@ pub(crate) async fn run(
     .await
     .is_ok();
     let mut signals = Vec::new();
-    if sys::group_exists(pgid) {
+    if cleanup::group_alive(pgid) {
         warn!(
             pgid,
             "the agy process group outlived its leader; stopping it"
@@ -257,16 +263,7 @@ pub(crate) async fn run(
     }
     let verified = cleanup::verify_gone(pgid, VERIFY).await;
     let input_error = writer.await.ok().flatten();
-    sink.send(EventKind::Workspace {
-        message: if verified {
-            "agy process cleanup verified: its process group is gone".to_string()
-        } else {
-            format!("agy process cleanup NOT verified: process group {pgid} still has members")
-        },
-        detail: serde_json::json!({
-            "processCleanup": { "verified": verified, "pgid": pgid, "stopped": stopped, "signals": signals }
-        }),
-    });
+    sink.send(cleanup::report("agy", verified, pgid, stopped, &signals));
     if !verified {
         warn!(pgid, "agy process cleanup not verified");
     }

@@ -1,0 +1,383 @@
+//! Legate's tasks and events as A2A objects. Pure translation: nothing here decides a task's
+//! fate, and nothing here does I/O.
+
+use a2a::{
+    A2AError, Artifact, Message, Part, Role, StreamResponse, Task as A2aTask,
+    TaskArtifactUpdateEvent, TaskState as A2aState, TaskStatus, TaskStatusUpdateEvent,
+};
+use legate_core::{ErrorCode, EventKind, Task, TaskState};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// The id of the answer artifact of every finished task.
+pub const ANSWER_ARTIFACT: &str = "answer";
+
+/// A Legate state as A2A's (the same eight states).
+pub fn state(s: TaskState) -> A2aState {
+    match s {
+        TaskState::Submitted => A2aState::Submitted,
+        TaskState::Working => A2aState::Working,
+        TaskState::InputRequired => A2aState::InputRequired,
+        TaskState::Completed => A2aState::Completed,
+        TaskState::Failed => A2aState::Failed,
+        TaskState::Canceled => A2aState::Canceled,
+        TaskState::Rejected => A2aState::Rejected,
+        TaskState::AuthRequired => A2aState::AuthRequired,
+    }
+}
+
+/// An A2A state filter as Legate's; `None` for "unspecified".
+pub fn legate_state(s: A2aState) -> Option<TaskState> {
+    Some(match s {
+        A2aState::Unspecified => return None,
+        A2aState::Submitted => TaskState::Submitted,
+        A2aState::Working => TaskState::Working,
+        A2aState::InputRequired => TaskState::InputRequired,
+        A2aState::Completed => TaskState::Completed,
+        A2aState::Failed => TaskState::Failed,
+        A2aState::Canceled => TaskState::Canceled,
+        A2aState::Rejected => TaskState::Rejected,
+        A2aState::AuthRequired => TaskState::AuthRequired,
+    })
+}
+
+fn timestamp(ms: i64) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::from_timestamp_millis(ms)
+}
+
+fn agent_message(task: &Task, id: String, parts: Vec<Part>) -> Message {
+    let mut m = Message::new(Role::Agent, parts);
+    m.message_id = id;
+    m.context_id = Some(task.context_id.clone());
+    m.task_id = Some(task.id.0.clone());
+    m
+}
+
+/// The sentence of a task's status: its status message, its error, and for a finished task
+/// the supervisor's refusals.
+pub fn status_text(task: &Task) -> Option<String> {
+    let mut lines = Vec::new();
+    if let Some(e) = &task.error {
+        lines.push(format!("{}: {}", e.code.as_str(), e.message));
+    } else if let Some(m) = &task.status_message {
+        lines.push(m.clone());
+    }
+    if task.is_terminal()
+        && let Some(note) = task.result.as_ref().and_then(|r| r.refusal_note())
+    {
+        lines.push(note);
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// The task's current status.
+pub fn status(task: &Task) -> TaskStatus {
+    TaskStatus {
+        state: state(task.state),
+        message: status_text(task).map(|text| {
+            agent_message(
+                task,
+                format!("{}-status-{}", task.id.0, task.state.as_str()),
+                vec![Part::text(text)],
+            )
+        }),
+        timestamp: timestamp(task.updated_at.0),
+    }
+}
+
+/// The `answer` artifact of a finished task: the answer text and a data part with what a
+/// program needs (agent, session, root, stop reason, tool counts, refusals, usage).
+pub fn answer_artifact(task: &Task) -> Option<Artifact> {
+    let result = task.result.as_ref()?;
+    let data = json!({
+        "agent": task.agent,
+        "sessionId": task.session_id,
+        "root": task.root,
+        "stopReason": result.stop_reason,
+        "toolCalls": result.tool_calls,
+        "failedToolCalls": result.failed_tool_calls,
+        "refusals": result.refusals,
+        "usage": task.usage,
+        "state": task.state.as_str(),
+        "error": task.error.as_ref().map(|e| json!({"code": e.code.as_str(), "message": e.message})),
+    });
+    let mut parts = Vec::new();
+    if !result.text.is_empty() {
+        parts.push(Part::text(result.text.clone()));
+    }
+    parts.push(Part::data(data));
+    Some(Artifact {
+        artifact_id: ANSWER_ARTIFACT.into(),
+        name: Some(ANSWER_ARTIFACT.into()),
+        description: Some("The agent's answer and the task's outcome.".into()),
+        parts,
+        metadata: None,
+        extensions: None,
+    })
+}
+
+/// The caller's message (the prompt) and, once the task ended with an answer, the agent's.
+fn history(task: &Task) -> Vec<Message> {
+    let mut user = Message::new(Role::User, vec![Part::text(task.prompt.clone())]);
+    user.message_id = format!("{}-prompt", task.id.0);
+    user.context_id = Some(task.context_id.clone());
+    user.task_id = Some(task.id.0.clone());
+    let mut out = vec![user];
+    if let Some(r) = &task.result
+        && !r.text.is_empty()
+    {
+        out.push(agent_message(
+            task,
+            format!("{}-answer", task.id.0),
+            vec![Part::text(r.text.clone())],
+        ));
+    }
+    out
+}
+
+/// A Legate task as an A2A task. `history_length`: `None` for all, `Some(0)` for none, `n` for
+/// the last `n` messages.
+pub fn task(t: &Task, history_length: Option<i32>, artifacts: bool) -> A2aTask {
+    let mut h = history(t);
+    if let Some(n) = history_length {
+        let keep = usize::try_from(n.max(0)).unwrap_or(0);
+        let drop = h.len().saturating_sub(keep);
+        h.drain(..drop);
+    }
+    let mut metadata = HashMap::new();
+    metadata.insert("agent".to_string(), Value::String(t.agent.clone()));
+    metadata.insert("mode".to_string(), Value::String(t.mode.as_str().into()));
+    A2aTask {
+        id: t.id.0.clone(),
+        context_id: t.context_id.clone(),
+        status: status(t),
+        artifacts: if artifacts {
+            answer_artifact(t).map(|a| vec![a])
+        } else {
+            None
+        },
+        history: if h.is_empty() { None } else { Some(h) },
+        metadata: Some(metadata),
+    }
+}
+
+/// A Legate error as the A2A error a caller expects, keeping Legate's stable code as the
+/// `google.rpc.ErrorInfo` reason.
+pub fn error(e: &legate_core::Error) -> A2AError {
+    let base = match e.code {
+        ErrorCode::TaskNotFound => {
+            A2AError::new(a2a::error_code::TASK_NOT_FOUND, e.message.clone())
+        }
+        ErrorCode::TaskNotCancelable => {
+            A2AError::new(a2a::error_code::TASK_NOT_CANCELABLE, e.message.clone())
+        }
+        ErrorCode::Internal | ErrorCode::StoreError => {
+            A2AError::internal(format!("{}: {}", e.code.as_str(), e.message))
+        }
+        _ => A2AError::invalid_params(format!("{}: {}", e.code.as_str(), e.message)),
+    };
+    let mut meta = HashMap::new();
+    meta.insert("legateCode".to_string(), e.code.as_str().to_string());
+    base.with_details(vec![a2a::TypedDetail::error_info(
+        e.code.as_str(),
+        "legate",
+        Some(meta),
+    )])
+}
+
+/// Turns a task's events into A2A stream responses: message chunks buffered into whole
+/// lines, thoughts marked as thoughts, tool calls and plans as lines, and at the end the answer
+/// artifact and the final status.
+#[derive(Debug, Default)]
+pub struct Translator {
+    line: String,
+    seq: u64,
+}
+
+impl Translator {
+    /// A fresh translator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn update(&mut self, task: &Task, kind: &str, text: String) -> StreamResponse {
+        self.seq += 1;
+        let mut part = Part::text(text);
+        let mut meta = HashMap::new();
+        meta.insert("kind".to_string(), Value::String(kind.into()));
+        if kind == "thought" {
+            meta.insert("thought".to_string(), Value::Bool(true));
+        }
+        part.metadata = Some(meta.clone());
+        let mut message = agent_message(task, format!("{}-u{}", task.id.0, self.seq), vec![part]);
+        message.metadata = Some(meta);
+        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: task.id.0.clone(),
+            context_id: task.context_id.clone(),
+            status: TaskStatus {
+                state: A2aState::Working,
+                message: Some(message),
+                timestamp: chrono::DateTime::from_timestamp_millis(legate_core::Timestamp::now().0),
+            },
+            metadata: None,
+        })
+    }
+
+    fn flush(&mut self, task: &Task, out: &mut Vec<StreamResponse>) {
+        if !self.line.trim().is_empty() {
+            let text = std::mem::take(&mut self.line);
+            out.push(self.update(task, "message", text));
+        }
+        self.line.clear();
+    }
+
+    /// The stream responses for one event. `task` is the task as stored (for a terminal status,
+    /// as stored with that status: result, usage and error included).
+    pub fn event(&mut self, task: &Task, kind: &EventKind) -> Vec<StreamResponse> {
+        let mut out = Vec::new();
+        match kind {
+            EventKind::Message { text } => {
+                self.line.push_str(text);
+                while let Some(i) = self.line.find('\n') {
+                    let rest = self.line.split_off(i + 1);
+                    let line = std::mem::replace(&mut self.line, rest);
+                    let line = line.trim_end_matches('\n').to_string();
+                    if !line.trim().is_empty() {
+                        out.push(self.update(task, "message", line));
+                    }
+                }
+            }
+            EventKind::Thought { text } => {
+                self.flush(task, &mut out);
+                if !text.trim().is_empty() {
+                    out.push(self.update(task, "thought", text.trim_end().to_string()));
+                }
+            }
+            EventKind::ToolCall(c) => {
+                self.flush(task, &mut out);
+                out.push(self.update(
+                    task,
+                    "tool_call",
+                    format!(
+                        "tool {} ({}, {}): {}",
+                        c.id,
+                        c.tool_kind.as_str(),
+                        c.status.as_str(),
+                        c.title
+                    ),
+                ));
+            }
+            EventKind::ToolCallUpdate(u) => {
+                if let Some(s) = u.status {
+                    self.flush(task, &mut out);
+                    let title = u
+                        .title
+                        .as_deref()
+                        .map(|t| format!(": {t}"))
+                        .unwrap_or_default();
+                    out.push(self.update(
+                        task,
+                        "tool_call_update",
+                        format!("tool {} {}{title}", u.id, s.as_str()),
+                    ));
+                }
+            }
+            EventKind::Plan { entries } => {
+                self.flush(task, &mut out);
+                let lines: Vec<String> = entries
+                    .iter()
+                    .map(|e| format!("[{}] {}", e.status, e.content))
+                    .collect();
+                out.push(self.update(task, "plan", format!("plan:\n{}", lines.join("\n"))));
+            }
+            EventKind::Permission { title, verdict, .. } => {
+                self.flush(task, &mut out);
+                let word = if verdict.is_allow() {
+                    "allowed"
+                } else {
+                    "refused"
+                };
+                let reason = &verdict.reason;
+                out.push(self.update(
+                    task,
+                    "permission",
+                    format!("supervisor {word}: {title} ({reason})"),
+                ));
+            }
+            EventKind::Status { state: s, .. } => {
+                self.flush(task, &mut out);
+                if s.is_terminal() {
+                    if let Some(a) = answer_artifact(task) {
+                        out.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                            task_id: task.id.0.clone(),
+                            context_id: task.context_id.clone(),
+                            artifact: a,
+                            append: Some(false),
+                            last_chunk: Some(true),
+                            metadata: None,
+                        }));
+                    }
+                    out.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                        task_id: task.id.0.clone(),
+                        context_id: task.context_id.clone(),
+                        status: status(task),
+                        metadata: None,
+                    }));
+                } else {
+                    out.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                        task_id: task.id.0.clone(),
+                        context_id: task.context_id.clone(),
+                        status: TaskStatus {
+                            state: state(*s),
+                            message: None,
+                            timestamp: timestamp(legate_core::Timestamp::now().0),
+                        },
+                        metadata: None,
+                    }));
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_maps_both_ways() {
+        for s in [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Canceled,
+            TaskState::Rejected,
+            TaskState::AuthRequired,
+        ] {
+            assert_eq!(legate_state(state(s)), Some(s));
+        }
+        assert_eq!(legate_state(A2aState::Unspecified), None);
+    }
+
+    #[test]
+    fn errors_keep_their_code() {
+        let e = error(&legate_core::Error::new(
+            ErrorCode::TaskNotFound,
+            "no such task",
+        ));
+        assert_eq!(e.code, a2a::error_code::TASK_NOT_FOUND);
+        let e = error(&legate_core::Error::new(
+            ErrorCode::TaskNotCancelable,
+            "ended",
+        ));
+        assert_eq!(e.code, a2a::error_code::TASK_NOT_CANCELABLE);
+        let e = error(&legate_core::Error::new(ErrorCode::InvalidInput, "bad"));
+        assert_eq!(e.code, a2a::error_code::INVALID_PARAMS);
+        assert!(e.message.starts_with("INVALID_INPUT"));
+    }
+}

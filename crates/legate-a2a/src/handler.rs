@@ -1,0 +1,384 @@
+//! The A2A methods over the engine, for one agent. The SDK parses JSON-RPC and HTTP+JSON,
+//! checks `A2A-Version` and frames SSE; this handler only translates into engine calls. Tasks
+//! are the engine's own (its store is the task store): the SDK's in-memory store is bypassed,
+//! so stored tasks answer `GetTask` and `SubscribeToTask` after a restart.
+
+use crate::convert;
+use a2a::{
+    A2AError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, Message, PartContent, SendMessageRequest,
+    SendMessageResponse, StreamResponse, SubscribeToTaskRequest, TaskPushNotificationConfig,
+};
+use a2a_server::{RequestHandler, ServiceParams};
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use legate_core::{EventKind, Task, TaskId, Timestamp};
+use legate_engine::{Engine, MAX_MESSAGE_CHARS, MessageRequest, SubmitRequest};
+use legate_store::TaskFilter;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Default and largest `ListTasks` page.
+pub const DEFAULT_PAGE_SIZE: i32 = 50;
+/// The largest `pageSize` accepted.
+pub const MAX_PAGE_SIZE: i32 = 100;
+/// How long `CancelTask` waits for the task to reach `canceled` before answering.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// The A2A request handler of one configured agent.
+#[derive(Debug, Clone)]
+pub struct AgentHandler {
+    engine: Engine,
+    agent: String,
+}
+
+impl AgentHandler {
+    /// The handler of `agent` (a configured agent name).
+    pub fn new(engine: Engine, agent: impl Into<String>) -> Self {
+        Self {
+            engine,
+            agent: agent.into(),
+        }
+    }
+
+    /// A task of this agent by exact id; anything else is `TASK_NOT_FOUND`.
+    fn find(&self, id: &str) -> Result<Task, A2AError> {
+        match self.engine.store().task(&TaskId(id.to_string())) {
+            Ok(Some(t)) if t.agent == self.agent => Ok(t),
+            Ok(_) => Err(A2AError::task_not_found(id)),
+            Err(e) => Err(convert::error(&e)),
+        }
+    }
+
+    /// Starts the task a message asks for: a new conversation, or the next turn of the
+    /// message's `contextId`.
+    fn submit(&self, message: &Message) -> Result<Task, A2AError> {
+        let text = message_text(message)?;
+        if let Some(task_id) = &message.task_id {
+            let task = self.find(task_id)?;
+            return Err(A2AError::unsupported_operation(format!(
+                "task {} is {}; a Legate task takes one message: send a new message with contextId {} to continue the conversation",
+                task.id,
+                task.state.as_str(),
+                task.context_id
+            )));
+        }
+        let existing = match &message.context_id {
+            Some(ctx) => self
+                .engine
+                .tasks(&TaskFilter {
+                    context_id: Some(ctx.clone()),
+                    limit: 1,
+                    ..TaskFilter::default()
+                })
+                .map_err(|e| convert::error(&e))?
+                .into_iter()
+                .next(),
+            None => None,
+        };
+        match existing {
+            Some(latest) => {
+                if latest.agent != self.agent {
+                    return Err(A2AError::invalid_params(format!(
+                        "INVALID_INPUT: context {} belongs to agent {:?}; send to /agents/{}",
+                        latest.context_id, latest.agent, latest.agent
+                    )));
+                }
+                if !message.message_id.is_empty() && text.chars().count() <= MAX_MESSAGE_CHARS {
+                    self.engine
+                        .send_message(MessageRequest {
+                            context_id: latest.context_id.clone(),
+                            message_id: message.message_id.clone(),
+                            text,
+                            mode: None,
+                        })
+                        .map(|r| r.task)
+                        .map_err(|e| convert::error(&e))
+                } else {
+                    self.engine
+                        .resume(legate_engine::ContinueRequest {
+                            context_id: latest.context_id.clone(),
+                            prompt: text,
+                            mode: None,
+                            timeout: None,
+                        })
+                        .map_err(|e| convert::error(&e))
+                }
+            }
+            None => {
+                let mut request = SubmitRequest::new(text);
+                request.agent = Some(self.agent.clone());
+                request.context_id = message.context_id.clone();
+                self.engine.submit(request).map_err(|e| convert::error(&e))
+            }
+        }
+    }
+
+    /// The stream of a task: the task first, then every event translated, replayed from the
+    /// store and then live, until the terminal status.
+    fn stream(&self, task: Task) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
+        let (tx, rx) = mpsc::channel::<Result<StreamResponse, A2AError>>(64);
+        let engine = self.engine.clone();
+        tokio::spawn(async move {
+            if tx
+                .send(Ok(StreamResponse::Task(convert::task(&task, None, true))))
+                .await
+                .is_err()
+                || task.is_terminal()
+            {
+                return;
+            }
+            let mut current = task;
+            let mut sub = engine.subscribe(&current.id, 0);
+            let mut translator = convert::Translator::new();
+            loop {
+                let event = match sub.next().await {
+                    Ok(Some(e)) => e,
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(convert::error(&e))).await;
+                        return;
+                    }
+                };
+                if let EventKind::Status { state, .. } = &event.kind {
+                    if state.is_terminal() {
+                        match engine.store().task(&current.id) {
+                            Ok(Some(t)) => current = t,
+                            Ok(None) => {}
+                            Err(e) => {
+                                let _ = tx.send(Err(convert::error(&e))).await;
+                                return;
+                            }
+                        }
+                    } else if *state == current.state {
+                        // Already said: the task frame or the previous status carried it.
+                        continue;
+                    } else {
+                        current.state = *state;
+                    }
+                }
+                for item in translator.event(&current, &event.kind) {
+                    if tx.send(Ok(item)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        }))
+    }
+}
+
+/// The text of a message: its text parts, one per line. Other parts are refused (Legate's
+/// agents take text prompts).
+fn message_text(message: &Message) -> Result<String, A2AError> {
+    let mut lines = Vec::new();
+    for part in &message.parts {
+        match &part.content {
+            PartContent::Text(t) => lines.push(t.as_str()),
+            _ => {
+                return Err(A2AError::new(
+                    a2a::error_code::CONTENT_TYPE_NOT_SUPPORTED,
+                    "only text parts are accepted",
+                ));
+            }
+        }
+    }
+    let text = lines.join("\n");
+    if text.trim().is_empty() {
+        return Err(A2AError::invalid_params(
+            "INVALID_INPUT: the message has no text; say what the agent should do",
+        ));
+    }
+    Ok(text)
+}
+
+fn history_length(n: Option<i32>) -> Result<Option<i32>, A2AError> {
+    match n {
+        Some(n) if n < 0 => Err(A2AError::invalid_params(
+            "historyLength must not be negative",
+        )),
+        other => Ok(other),
+    }
+}
+
+#[async_trait]
+impl RequestHandler for AgentHandler {
+    async fn send_message(
+        &self,
+        _params: &ServiceParams,
+        req: SendMessageRequest,
+    ) -> Result<SendMessageResponse, A2AError> {
+        let config = req.configuration.as_ref();
+        let history = history_length(config.and_then(|c| c.history_length))?;
+        if config.is_some_and(|c| c.task_push_notification_config.is_some()) {
+            return Err(A2AError::push_notification_not_supported());
+        }
+        let task = self.submit(&req.message)?;
+        let task = if config.and_then(|c| c.return_immediately) == Some(true) {
+            task
+        } else {
+            self.engine
+                .wait(&task.id)
+                .await
+                .map_err(|e| convert::error(&e))?
+        };
+        Ok(SendMessageResponse::Task(convert::task(
+            &task, history, true,
+        )))
+    }
+
+    async fn send_streaming_message(
+        &self,
+        _params: &ServiceParams,
+        req: SendMessageRequest,
+    ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
+        if req
+            .configuration
+            .as_ref()
+            .is_some_and(|c| c.task_push_notification_config.is_some())
+        {
+            return Err(A2AError::push_notification_not_supported());
+        }
+        let task = self.submit(&req.message)?;
+        Ok(self.stream(task))
+    }
+
+    async fn get_task(
+        &self,
+        _params: &ServiceParams,
+        req: GetTaskRequest,
+    ) -> Result<a2a::Task, A2AError> {
+        let history = history_length(req.history_length)?;
+        let task = self.find(&req.id)?;
+        Ok(convert::task(&task, history, true))
+    }
+
+    async fn list_tasks(
+        &self,
+        _params: &ServiceParams,
+        req: ListTasksRequest,
+    ) -> Result<ListTasksResponse, A2AError> {
+        let page_size = req.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+        if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
+            return Err(A2AError::invalid_params(format!(
+                "pageSize must be between 1 and {MAX_PAGE_SIZE}"
+            )));
+        }
+        let history = history_length(req.history_length)?;
+        let before = match req.page_token.as_deref() {
+            None | Some("") => None,
+            Some(token) => Some(Timestamp(token.parse::<i64>().map_err(|_| {
+                A2AError::invalid_params("pageToken is not a token this server gave")
+            })?)),
+        };
+        let filter = TaskFilter {
+            state: req.status.and_then(convert::legate_state),
+            context_id: req.context_id.clone(),
+            agent: Some(self.agent.clone()),
+            limit: usize::try_from(page_size).unwrap_or(50) + 1,
+            before,
+        };
+        let after = req.status_timestamp_after.map(|t| t.timestamp_millis());
+        let keep = |t: &Task| after.is_none_or(|a| t.updated_at.0 > a);
+        let mut page = self.engine.tasks(&filter).map_err(|e| convert::error(&e))?;
+        let more = page.len() > usize::try_from(page_size).unwrap_or(50);
+        page.truncate(usize::try_from(page_size).unwrap_or(50));
+        let next_page_token = match (more, page.last()) {
+            (true, Some(last)) => last.created_at.0.to_string(),
+            _ => String::new(),
+        };
+        let total = self
+            .engine
+            .tasks(&TaskFilter {
+                before: None,
+                limit: 100_000,
+                ..filter
+            })
+            .map_err(|e| convert::error(&e))?
+            .iter()
+            .filter(|t| keep(t))
+            .count();
+        let artifacts = req.include_artifacts.unwrap_or(false);
+        let tasks: Vec<a2a::Task> = page
+            .iter()
+            .filter(|t| keep(t))
+            .map(|t| convert::task(t, history, artifacts))
+            .collect();
+        Ok(ListTasksResponse {
+            tasks,
+            next_page_token,
+            page_size,
+            total_size: i32::try_from(total).unwrap_or(i32::MAX),
+        })
+    }
+
+    async fn cancel_task(
+        &self,
+        _params: &ServiceParams,
+        req: CancelTaskRequest,
+    ) -> Result<a2a::Task, A2AError> {
+        let task = self.find(&req.id)?;
+        self.engine
+            .cancel(task.id.as_str())
+            .map_err(|e| convert::error(&e))?;
+        let ended = tokio::time::timeout(CANCEL_WAIT, self.engine.wait(&task.id)).await;
+        let task = match ended {
+            Ok(Ok(t)) => t,
+            _ => self.find(&req.id)?,
+        };
+        Ok(convert::task(&task, None, true))
+    }
+
+    async fn subscribe_to_task(
+        &self,
+        _params: &ServiceParams,
+        req: SubscribeToTaskRequest,
+    ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
+        let task = self.find(&req.id)?;
+        Ok(self.stream(task))
+    }
+
+    async fn create_push_config(
+        &self,
+        _params: &ServiceParams,
+        _req: TaskPushNotificationConfig,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn get_push_config(
+        &self,
+        _params: &ServiceParams,
+        _req: GetTaskPushNotificationConfigRequest,
+    ) -> Result<TaskPushNotificationConfig, A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn list_push_configs(
+        &self,
+        _params: &ServiceParams,
+        _req: ListTaskPushNotificationConfigsRequest,
+    ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn delete_push_config(
+        &self,
+        _params: &ServiceParams,
+        _req: DeleteTaskPushNotificationConfigRequest,
+    ) -> Result<(), A2AError> {
+        Err(A2AError::push_notification_not_supported())
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        _params: &ServiceParams,
+        _req: GetExtendedAgentCardRequest,
+    ) -> Result<AgentCard, A2AError> {
+        Err(A2AError::extended_card_not_configured())
+    }
+}

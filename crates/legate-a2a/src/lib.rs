@@ -1,0 +1,309 @@
+//! Legate's A2A v1.0 front: every configured agent is an addressable A2A agent, served over
+//! the JSON-RPC and HTTP+JSON bindings of the official `a2a-server-lf`.
+//!
+//! Layout: [`handler`] (the methods over the engine, one handler per agent), [`convert`]
+//! (Legate tasks and events as A2A objects), and here: agent cards, the router, the bearer
+//! token guard, the body limit and [`serve`].
+//!
+//! Routes, for each agent that started at boot: `POST /agents/{name}` (JSON-RPC), the HTTP+JSON
+//! routes under `/agents/{name}` (`/message:send`, `/message:stream`, `/tasks`, `/tasks/{id}`,
+//! `/tasks/{id}:cancel`, `/tasks/{id}:subscribe`), and its card at
+//! `/agents/{name}/.well-known/agent-card.json`. The default agent is also served at `/`.
+
+pub mod convert;
+pub mod handler;
+pub mod token;
+
+pub use handler::AgentHandler;
+pub use token::{Token, TokenSource};
+
+use a2a::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use legate_core::{Error, ErrorCode, Result};
+use legate_engine::Engine;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The A2A protocol version served.
+pub const PROTOCOL_VERSION: &str = "1.0";
+/// The well-known card path.
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+/// The largest request body accepted by default (a prompt is at most 1 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 2 << 20;
+/// How long an agent may take to start at boot.
+pub const DEFAULT_PROBE_LIMIT: Duration = Duration::from_secs(30);
+
+/// How the front is served.
+#[derive(Debug, Clone)]
+pub struct A2aOptions {
+    /// The bearer token every A2A call must carry; `None` serves without authentication.
+    pub token: Option<Token>,
+    /// The URL cards advertise, without a trailing slash (e.g. `http://127.0.0.1:8732`).
+    pub public_url: String,
+    /// Larger bodies are refused with a JSON-RPC error and HTTP 413.
+    pub max_body_bytes: usize,
+    /// How long each agent may take to start at boot.
+    pub probe_limit: Duration,
+}
+
+/// What boot found: the agents served and those that could not start.
+#[derive(Debug, Clone, Default)]
+pub struct BootReport {
+    /// Agents served, with their card.
+    pub served: Vec<(String, AgentCard)>,
+    /// Agents that could not start, with the engine's error.
+    pub failed: Vec<(String, Error)>,
+    /// Whether the default agent is also served at `/`.
+    pub default_at_root: bool,
+}
+
+/// An agent's card, built from its own `initialize` answer.
+pub fn card(
+    engine: &Engine,
+    agent: &str,
+    info_name: Option<&str>,
+    info_version: Option<&str>,
+    options: &A2aOptions,
+    path: &str,
+) -> AgentCard {
+    let description = engine
+        .agent(agent)
+        .ok()
+        .and_then(|a| a.description.clone())
+        .unwrap_or_else(|| {
+            format!("Legate agent `{agent}`: delegated coding tasks, supervised and sandboxed.")
+        });
+    let url = format!("{}{}", options.public_url, path);
+    let interface = |binding: &str| AgentInterface {
+        url: url.clone(),
+        protocol_binding: binding.to_string(),
+        protocol_version: PROTOCOL_VERSION.to_string(),
+        tenant: None,
+    };
+    let (security_schemes, security_requirements) = match &options.token {
+        Some(_) => (
+            Some(HashMap::from([(
+                "bearer".to_string(),
+                a2a::SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+                    scheme: "bearer".into(),
+                    description: Some("The token `legate serve` printed at start.".into()),
+                    bearer_format: None,
+                }),
+            )])),
+            Some(vec![HashMap::from([("bearer".to_string(), Vec::new())])]),
+        ),
+        None => (None, None),
+    };
+    AgentCard {
+        name: info_name.unwrap_or(agent).to_string(),
+        description,
+        version: info_version.unwrap_or("unknown").to_string(),
+        supported_interfaces: vec![
+            interface(a2a::TRANSPORT_PROTOCOL_JSONRPC),
+            interface(a2a::TRANSPORT_PROTOCOL_HTTP_JSON),
+        ],
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(false),
+            extensions: None,
+            extended_agent_card: Some(false),
+        },
+        default_input_modes: vec!["text/plain".into()],
+        default_output_modes: vec!["text/plain".into(), "application/json".into()],
+        skills: vec![AgentSkill {
+            id: "delegate".into(),
+            name: "Delegated coding task".into(),
+            description: format!(
+                "Runs a coding task with `{agent}` in a sandbox it cannot leave; every permission is decided by Legate's supervisor. Continue a conversation with the same contextId."
+            ),
+            tags: vec!["coding".into(), "delegation".into(), "legate".into()],
+            examples: Some(vec!["What is in this workspace?".into()]),
+            input_modes: None,
+            output_modes: None,
+            security_requirements: None,
+        }],
+        provider: None,
+        documentation_url: None,
+        icon_url: None,
+        security_schemes,
+        security_requirements,
+        signatures: None,
+    }
+}
+
+/// Starts every configured agent once (in parallel), builds the cards of those that start,
+/// and the router serving them. Agents that cannot start are reported, not served.
+pub async fn boot(engine: &Engine, options: &A2aOptions) -> (Router, BootReport) {
+    let names: Vec<String> = engine.config().agents.keys().cloned().collect();
+    let probes = futures::future::join_all(
+        names
+            .iter()
+            .map(|n| async move { (n.clone(), engine.probe(n, options.probe_limit).await) }),
+    )
+    .await;
+    let mut report = BootReport::default();
+    let mut router = Router::new();
+    let default = engine.config().default_agent.clone();
+    for (name, probed) in probes {
+        let info = match probed {
+            Ok(info) => info,
+            Err(e) => {
+                tracing::warn!(agent = %name, code = e.code.as_str(), error = %e.message, "agent not served over A2A: it did not start");
+                report.failed.push((name, e));
+                continue;
+            }
+        };
+        let path = format!("/agents/{name}");
+        let c = card(
+            engine,
+            &name,
+            info.name.as_deref(),
+            info.version.as_deref(),
+            options,
+            &path,
+        );
+        let handler = Arc::new(AgentHandler::new(engine.clone(), name.clone()));
+        router = router.nest(&path, agent_router(handler.clone(), c.clone(), options));
+        if name == default {
+            let root = card(
+                engine,
+                &name,
+                info.name.as_deref(),
+                info.version.as_deref(),
+                options,
+                "",
+            );
+            router = router.merge(agent_router(handler, root, options));
+            report.default_at_root = true;
+        }
+        report.served.push((name, c));
+    }
+    let limit = options.max_body_bytes;
+    let router = router.layer(axum::middleware::from_fn(move |req, next| {
+        body_limit(limit, req, next)
+    }));
+    (router, report)
+}
+
+fn agent_router(handler: Arc<AgentHandler>, card: AgentCard, options: &A2aOptions) -> Router {
+    let token = options.token.clone().map(Arc::new);
+    let protected = a2a_server::jsonrpc::jsonrpc_router(handler.clone())
+        .merge(a2a_server::rest::rest_router(handler))
+        .layer(axum::middleware::from_fn_with_state(token, auth));
+    let card = Arc::new(card);
+    let public = Router::new().route(
+        CARD_PATH,
+        axum::routing::get(move || serve_card(card.clone())),
+    );
+    protected.merge(public)
+}
+
+async fn serve_card(card: Arc<AgentCard>) -> Response {
+    let body = match serde_json::to_vec(card.as_ref()) {
+        Ok(b) => b,
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    let mut resp = Response::new(Body::from(body));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", card.version.replace('"', ""))) {
+        h.insert(header::ETAG, etag);
+    }
+    resp
+}
+
+fn json_response(status: StatusCode, value: serde_json::Value) -> Response {
+    let mut resp = Response::new(Body::from(value.to_string()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// The bearer token guard: `401` with `WWW-Authenticate` on a missing or wrong token.
+async fn auth(State(token): State<Option<Arc<Token>>>, req: Request, next: Next) -> Response {
+    let Some(token) = token else {
+        return next.run(req).await;
+    };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
+    let (challenge, message) = match given {
+        Some(t) if token.matches(t.trim()) => return next.run(req).await,
+        Some(_) => (
+            "Bearer realm=\"legate\", error=\"invalid_token\"",
+            "the bearer token is wrong",
+        ),
+        None => (
+            "Bearer realm=\"legate\"",
+            "send Authorization: Bearer <token> (the token `legate serve` printed)",
+        ),
+    };
+    let mut resp = json_response(
+        StatusCode::UNAUTHORIZED,
+        serde_json::json!({"error": {"code": "UNAUTHENTICATED", "message": message}}),
+    );
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    resp
+}
+
+/// Refuses a body larger than `limit` (by its `Content-Length`) with a JSON-RPC error, before
+/// anything reads it.
+async fn body_limit(limit: usize, req: Request, next: Next) -> Response {
+    let length = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if length.is_some_and(|n| n > limit) {
+        return json_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": null,
+                "error": {"code": a2a::error_code::INVALID_REQUEST,
+                          "message": format!("the request body is larger than {limit} bytes")}
+            }),
+        );
+    }
+    next.run(req).await
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(|e| Error::new(ErrorCode::Internal, format!("the A2A server stopped: {e}")))
+}

@@ -1,0 +1,592 @@
+//! The A2A front end to end: `legate_a2a::boot` serves the engine on 127.0.0.1, the engine
+//! drives the real scripted agent (revisor) on real pipes with a real SQLite store, and the
+//! official Rust client (`a2a-client-lf`) or plain HTTP calls it.
+//!
+//! The agent binary must be built first: `cargo build -p legate-testkit --bin
+//! legate-scripted-agent` (a plain `cargo test --workspace` does it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use a2a::{
+    CancelTaskRequest, GetTaskRequest, ListTasksRequest, Message, Part, PartContent, Role,
+    SendMessageRequest, StreamResponse, SubscribeToTaskRequest, TaskState,
+};
+use a2a_client::A2AClientFactory;
+use a2a_client::agent_card::AgentCardResolver;
+use a2a_client::auth::AuthInterceptor;
+use futures::StreamExt;
+use legate_a2a::{A2aOptions, Token};
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec};
+use legate_engine::{Engine, EngineConfig, Paths};
+use legate_store::TaskFilter;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn agent_path() -> String {
+    legate_testkit::find_scripted_agent()
+        .expect(
+            "legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent`",
+        )
+        .display()
+        .to_string()
+}
+
+fn engine(home: &Path, broken: bool) -> Engine {
+    let mut config = EngineConfig::new(Paths::new(home));
+    let spec: AgentSpec = serde_json::from_value(json!({
+        "name": "revisor", "kind": "acp", "command": agent_path(),
+    }))
+    .unwrap();
+    config.agents.insert("revisor".into(), spec);
+    if broken {
+        let spec: AgentSpec = serde_json::from_value(json!({
+            "name": "broken", "kind": "acp", "command": "/nonexistent/legate-agent",
+        }))
+        .unwrap();
+        config.agents.insert("broken".into(), spec);
+    }
+    config.default_agent = "revisor".into();
+    config.cancel_grace = Duration::from_secs(2);
+    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
+    Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap()
+}
+
+struct Server {
+    url: String,
+    engine: Engine,
+    stop: CancellationToken,
+    handle: tokio::task::JoinHandle<()>,
+    report: legate_a2a::BootReport,
+}
+
+impl Server {
+    async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.handle.await;
+        self.engine.shutdown().await;
+    }
+}
+
+async fn serve(home: &Path, broken: bool) -> Server {
+    let engine = engine(home, broken);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let options = A2aOptions {
+        token: Some(Token::configured(TOKEN).unwrap()),
+        public_url: url.clone(),
+        max_body_bytes: 64 * 1024,
+        probe_limit: Duration::from_secs(20),
+    };
+    let (router, report) = legate_a2a::boot(&engine, &options).await;
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    let handle = tokio::spawn(async move {
+        legate_a2a::serve(listener, router, s).await.unwrap();
+    });
+    Server {
+        url,
+        engine,
+        stop,
+        handle,
+        report,
+    }
+}
+
+async fn client(base: &str) -> a2a_client::A2AClient<Box<dyn a2a_client::Transport>> {
+    let card = AgentCardResolver::new(None).resolve(base).await.unwrap();
+    A2AClientFactory::builder()
+        .with_interceptor(Arc::new(AuthInterceptor::bearer(TOKEN)))
+        .preferred_bindings(vec![a2a::TRANSPORT_PROTOCOL_JSONRPC.into()])
+        .build()
+        .create_from_card(&card)
+        .await
+        .unwrap()
+}
+
+fn message(text: &str, context: Option<&str>) -> SendMessageRequest {
+    let mut m = Message::new(Role::User, vec![Part::text(text)]);
+    m.context_id = context.map(str::to_string);
+    SendMessageRequest {
+        message: m,
+        configuration: None,
+        metadata: None,
+        tenant: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revisor_task_streams_and_is_a_stored_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("home"), true).await;
+    assert_eq!(server.report.served.len(), 1);
+    assert_eq!(server.report.failed.len(), 1);
+    assert_eq!(server.report.failed[0].0, "broken");
+    assert!(server.report.default_at_root);
+
+    let base = format!("{}/agents/revisor", server.url);
+    let card = AgentCardResolver::new(None).resolve(&base).await.unwrap();
+    assert_eq!(card.capabilities.streaming, Some(true));
+    assert!(!card.version.is_empty());
+    assert_eq!(card.supported_interfaces[0].url, base);
+    let c = client(&base).await;
+
+    let mut stream = c
+        .send_streaming_message(&message(
+            "write hello.md: # Hello\nrun cat hello.md\nwrite ../escape.txt: no\nWhat is in this workspace?",
+            None,
+        ))
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = stream.next().await {
+        events.push(e.unwrap());
+    }
+    let StreamResponse::Task(first) = &events[0] else {
+        panic!("the first event is not the task: {:?}", events[0]);
+    };
+    let id = first.id.clone();
+    let context = first.context_id.clone();
+    let Some(StreamResponse::StatusUpdate(last)) = events.last() else {
+        panic!("the last event is not a status update");
+    };
+    assert_eq!(last.status.state, TaskState::Completed);
+    let note = last
+        .status
+        .message
+        .as_ref()
+        .and_then(|m| m.text())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        note.contains("escape.txt"),
+        "refusals in the status: {note}"
+    );
+    let texts: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamResponse::StatusUpdate(u) => u
+                .status
+                .message
+                .as_ref()
+                .and_then(|m| m.text())
+                .map(str::to_string),
+            _ => None,
+        })
+        .collect();
+    assert!(texts.iter().any(|t| t.starts_with("tool ")), "{texts:?}");
+    let artifact = events
+        .iter()
+        .find_map(|e| match e {
+            StreamResponse::ArtifactUpdate(a) => Some(a.artifact.clone()),
+            _ => None,
+        })
+        .expect("an answer artifact");
+    assert_eq!(artifact.artifact_id, "answer");
+    let data = artifact
+        .parts
+        .iter()
+        .find_map(|p| match &p.content {
+            PartContent::Data(v) => Some(v.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(data["agent"], "revisor");
+    assert!(data["toolCalls"].as_f64().unwrap() >= 2.0, "{data}");
+    assert!(!data["refusals"].as_array().unwrap().is_empty(), "{data}");
+
+    // The task is the engine's own: `legate tasks` lists it.
+    let stored = server.engine.tasks(&TaskFilter::default()).unwrap();
+    assert!(
+        stored
+            .iter()
+            .any(|t| t.id.0 == id && t.context_id == context)
+    );
+
+    // GetTask with historyLength.
+    let t = c
+        .get_task(&GetTaskRequest {
+            id: id.clone(),
+            history_length: Some(0),
+            tenant: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(t.status.state, TaskState::Completed);
+    assert!(t.history.is_none());
+    let t = c
+        .get_task(&GetTaskRequest {
+            id: id.clone(),
+            history_length: None,
+            tenant: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(t.history.as_ref().map(Vec::len), Some(2));
+
+    // A finished task cannot be canceled; an unknown one is not found.
+    let e = c
+        .cancel_task(&CancelTaskRequest {
+            id: id.clone(),
+            metadata: None,
+            tenant: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, a2a::error_code::TASK_NOT_CANCELABLE);
+    let e = c
+        .get_task(&GetTaskRequest {
+            id: "no-such-task".into(),
+            history_length: None,
+            tenant: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, a2a::error_code::TASK_NOT_FOUND);
+
+    // SubscribeToTask on a finished task: its final state.
+    let mut sub = c
+        .subscribe_to_task(&SubscribeToTaskRequest {
+            id: id.clone(),
+            tenant: None,
+        })
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(e) = sub.next().await {
+        got.push(e.unwrap());
+    }
+    assert_eq!(got.len(), 1);
+    assert!(matches!(&got[0], StreamResponse::Task(t) if t.status.state == TaskState::Completed));
+
+    // ListTasks, and the same context continued (blocking SendMessage).
+    let listed = c
+        .list_tasks(&ListTasksRequest {
+            context_id: Some(context.clone()),
+            status: None,
+            page_size: None,
+            page_token: None,
+            history_length: None,
+            status_timestamp_after: None,
+            include_artifacts: None,
+            tenant: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.tasks.len(), 1);
+    let reply = c
+        .send_message(&message("read hello.md", Some(&context)))
+        .await
+        .unwrap();
+    let a2a::SendMessageResponse::Task(second) = reply else {
+        panic!("not a task");
+    };
+    assert_eq!(second.context_id, context);
+    assert_eq!(second.status.state, TaskState::Completed);
+    let answer = second.artifacts.unwrap()[0].parts[0].clone();
+    assert!(
+        matches!(&answer.content, PartContent::Text(t) if t.contains("Hello")),
+        "{answer:?}"
+    );
+
+    server.stop().await;
+
+    // After a restart, GetTask still answers from the store.
+    let server = serve(&dir.path().join("home"), false).await;
+    let c = client(&server.url).await;
+    let t = c
+        .get_task(&GetTaskRequest {
+            id: id.clone(),
+            history_length: None,
+            tenant: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(t.status.state, TaskState::Completed);
+    assert_eq!(t.artifacts.map(|a| a.len()), Some(1));
+    server.stop().await;
+}
+
+async fn post(
+    url: &str,
+    token: Option<&str>,
+    version: Option<&str>,
+    body: String,
+) -> (u16, HashMap<String, String>, Value) {
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    if let Some(v) = version {
+        r = r.header("A2A-Version", v);
+    }
+    let resp = r.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    let body = resp.json::<Value>().await.unwrap_or(Value::Null);
+    (status, headers, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_the_specified_errors_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("home"), false).await;
+    let url = format!("{}/agents/revisor", server.url);
+    let v = Some("1.0");
+
+    let (status, headers, body) = post(&url, None, v, "{}".into()).await;
+    assert_eq!(status, 401);
+    assert!(headers["www-authenticate"].starts_with("Bearer"));
+    assert_eq!(body["error"]["code"], "UNAUTHENTICATED");
+    let (status, headers, _) = post(&url, Some("wrong-token"), v, "{}".into()).await;
+    assert_eq!(status, 401);
+    assert!(headers["www-authenticate"].contains("invalid_token"));
+
+    let t = Some(TOKEN);
+    let (_, _, body) = post(&url, t, v, "{not json".into()).await;
+    assert_eq!(body["error"]["code"], -32700);
+    let (_, _, body) = post(
+        &url,
+        t,
+        v,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod", "params": {}}).to_string(),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32601);
+    let (_, _, body) = post(
+        &url,
+        t,
+        v,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": 42}}).to_string(),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    let (_, _, body) = post(
+        &url,
+        t,
+        v,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "nope"}})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+    let (_, _, body) = post(
+        &url,
+        t,
+        None,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": "nope"}})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32009, "{body}");
+    let (status, _, body) = post(&url, t, v, "x".repeat(100 * 1024)).await;
+    assert_eq!(status, 413);
+    assert_eq!(body["error"]["code"], -32600);
+    let (_, _, body) = post(
+        &url,
+        t,
+        v,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "SendMessage",
+               "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "  "}]}}})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert!(
+        server
+            .engine
+            .tasks(&TaskFilter::default())
+            .unwrap()
+            .is_empty(),
+        "bad input stored nothing"
+    );
+
+    // The HTTP+JSON binding, under the same base URL.
+    let rest = reqwest::Client::new()
+        .get(format!("{url}/tasks/no-such-task"))
+        .bearer_auth(TOKEN)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status().as_u16(), 404);
+    let rest = reqwest::Client::new()
+        .get(format!("{url}/tasks?pageSize=5"))
+        .bearer_auth(TOKEN)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status().as_u16(), 200);
+    let listed: Value = rest.json().await.unwrap();
+    assert_eq!(listed["pageSize"], 5, "{listed}");
+    let rest = reqwest::Client::new()
+        .get(format!("{url}/tasks"))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status().as_u16(), 401);
+
+    let resp = reqwest::get(format!("{url}/.well-known/agent-card.json"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(
+        resp.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("max-age")
+    );
+    assert!(resp.headers().contains_key("etag"));
+    let root = reqwest::get(format!("{}/.well-known/agent-card.json", server.url))
+        .await
+        .unwrap();
+    assert_eq!(root.status().as_u16(), 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_task_is_followed_and_canceled() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("home"), false).await;
+    let c = client(&format!("{}/agents/revisor", server.url)).await;
+    let mut request = message("!hang", None);
+    request.configuration = Some(a2a::SendMessageConfiguration {
+        accepted_output_modes: None,
+        task_push_notification_config: None,
+        history_length: None,
+        return_immediately: Some(true),
+    });
+    let a2a::SendMessageResponse::Task(task) = c.send_message(&request).await.unwrap() else {
+        panic!("not a task");
+    };
+    assert!(matches!(
+        task.status.state,
+        TaskState::Submitted | TaskState::Working
+    ));
+    let mut sub = c
+        .subscribe_to_task(&SubscribeToTaskRequest {
+            id: task.id.clone(),
+            tenant: None,
+        })
+        .await
+        .unwrap();
+    let first = sub.next().await.unwrap().unwrap();
+    assert!(matches!(&first, StreamResponse::Task(t) if t.id == task.id));
+    let follower = tokio::spawn(async move {
+        let mut last = None;
+        while let Some(e) = sub.next().await {
+            last = Some(e.unwrap());
+        }
+        last
+    });
+    // Let the turn start, then cancel it.
+    for _ in 0..100 {
+        let t = c
+            .get_task(&GetTaskRequest {
+                id: task.id.clone(),
+                history_length: None,
+                tenant: None,
+            })
+            .await
+            .unwrap();
+        if t.status.state == TaskState::Working {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let canceled = c
+        .cancel_task(&CancelTaskRequest {
+            id: task.id.clone(),
+            metadata: None,
+            tenant: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(canceled.status.state, TaskState::Canceled);
+    let last = tokio::time::timeout(Duration::from_secs(20), follower)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(&last, Some(StreamResponse::StatusUpdate(u)) if u.status.state == TaskState::Canceled),
+        "{last:?}"
+    );
+    server.stop().await;
+}
+
+/// The official Python SDK (`a2a-sdk` >= 1.0) streams a revisor task. Skipped, saying so, when
+/// `python3` is missing; fails when python3 exists without the package
+/// (`python3 -m pip install 'a2a-sdk>=1.0'`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_streams_a_revisor_task() {
+    let python = tokio::process::Command::new("python3")
+        .args(["-c", "import a2a.client, httpx"])
+        .output()
+        .await;
+    match python {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("SKIPPED: python3 is not installed, so the Python A2A SDK test cannot run");
+            return;
+        }
+        Err(e) => panic!("could not run python3: {e}"),
+        Ok(out) => assert!(
+            out.status.success(),
+            "python3 has no `a2a-sdk`: python3 -m pip install 'a2a-sdk>=1.0'\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("home"), false).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/stream.py");
+    let base = format!("{}/agents/revisor", server.url);
+    let out = tokio::process::Command::new("python3")
+        .arg(&script)
+        .args([
+            base.as_str(),
+            TOKEN,
+            "write hello.md: # Hello\nWhat is in this workspace?",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["kinds"][0], "task", "{summary}");
+    assert_eq!(summary["state"], "TASK_STATE_COMPLETED", "{summary}");
+    assert_eq!(summary["data"]["agent"], "revisor", "{summary}");
+    let id = summary["task"].as_str().unwrap();
+    assert!(
+        server
+            .engine
+            .tasks(&TaskFilter::default())
+            .unwrap()
+            .iter()
+            .any(|t| t.id.0 == id)
+    );
+    server.stop().await;
+}

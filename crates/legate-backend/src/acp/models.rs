@@ -1,0 +1,155 @@
+//! Model selection for ACP agents.
+//!
+//! ACP v1 (schema 1.17) has one stable way for an agent to offer models: a session config
+//! option of category `model` (a select) in the `configOptions` of `session/new` or
+//! `session/load`, set with `session/set_config_option`. (The older unstable
+//! `models`/`session/set_model` pair is no longer in the schema.) This module reads that
+//! option and decides what a turn's model means for it; `session` sends the request.
+
+use agent_client_protocol::v1::schema as acp;
+use legate_core::{AUTO_MODEL, Error, ErrorCode};
+
+/// The model option a session offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ModelOption {
+    /// The config option's id (`model` for revisor and Claude's adapter).
+    pub(crate) config_id: String,
+    /// The value currently selected.
+    pub(crate) current: String,
+    /// Every value offered, groups flattened.
+    pub(crate) values: Vec<String>,
+}
+
+/// The first select option of category `model` among `options`.
+pub(crate) fn model_option(options: &[acp::SessionConfigOption]) -> Option<ModelOption> {
+    options.iter().find_map(|o| {
+        if o.category != Some(acp::SessionConfigOptionCategory::Model) {
+            return None;
+        }
+        let acp::SessionConfigKind::Select(select) = &o.kind else {
+            return None;
+        };
+        let values = match &select.options {
+            acp::SessionConfigSelectOptions::Ungrouped(list) => {
+                list.iter().map(|v| v.value.0.to_string()).collect()
+            }
+            acp::SessionConfigSelectOptions::Grouped(groups) => groups
+                .iter()
+                .flat_map(|g| g.options.iter().map(|v| v.value.0.to_string()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Some(ModelOption {
+            config_id: o.id.0.to_string(),
+            current: select.current_value.0.to_string(),
+            values,
+        })
+    })
+}
+
+/// What to do about a turn's model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Selection {
+    /// Nothing asked (or `auto`), or already selected.
+    Keep,
+    /// Set this value through the option.
+    Set { config_id: String, value: String },
+    /// A model was asked of an agent that offers none: ignored, with a notice.
+    Ignored(String),
+}
+
+/// Decides what `wanted` (the task's model, else the agent's configured one) means for a
+/// session offering `option`. An id the agent does not offer is `MODEL_NOT_AVAILABLE`.
+pub(crate) fn select(
+    agent: &str,
+    wanted: Option<&str>,
+    option: Option<&ModelOption>,
+) -> Result<Selection, Error> {
+    let Some(wanted) = wanted.filter(|w| !w.eq_ignore_ascii_case(AUTO_MODEL)) else {
+        return Ok(Selection::Keep);
+    };
+    let Some(option) = option else {
+        return Ok(Selection::Ignored(wanted.to_string()));
+    };
+    if option.current == wanted {
+        return Ok(Selection::Keep);
+    }
+    if !option.values.iter().any(|v| v == wanted) {
+        return Err(Error::new(
+            ErrorCode::ModelNotAvailable,
+            format!(
+                "agent `{agent}` does not offer model {wanted}; it offers: {}",
+                option.values.join(", ")
+            ),
+        ));
+    }
+    Ok(Selection::Set {
+        config_id: option.config_id.clone(),
+        value: wanted.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn options() -> Vec<acp::SessionConfigOption> {
+        vec![
+            acp::SessionConfigOption::select(
+                "mode",
+                "Mode",
+                "default",
+                vec![acp::SessionConfigSelectOption::new("default", "Default")],
+            )
+            .category(acp::SessionConfigOptionCategory::Mode),
+            acp::SessionConfigOption::select(
+                "model",
+                "Model",
+                "a",
+                vec![
+                    acp::SessionConfigSelectGroup::new(
+                        "g1",
+                        "One",
+                        vec![acp::SessionConfigSelectOption::new("a", "A")],
+                    ),
+                    acp::SessionConfigSelectGroup::new(
+                        "g2",
+                        "Two",
+                        vec![acp::SessionConfigSelectOption::new("b", "B")],
+                    ),
+                ],
+            )
+            .category(acp::SessionConfigOptionCategory::Model),
+        ]
+    }
+
+    #[test]
+    fn the_model_option_is_found_by_category_and_groups_are_flattened() {
+        let o = model_option(&options()).unwrap();
+        assert_eq!(o.config_id, "model");
+        assert_eq!(o.current, "a");
+        assert_eq!(o.values, ["a", "b"]);
+        assert_eq!(model_option(&options()[..1]), None);
+    }
+
+    #[test]
+    fn selection_keeps_sets_refuses_or_ignores() {
+        let o = model_option(&options()).unwrap();
+        let s = |w: Option<&str>, o: Option<&ModelOption>| select("x", w, o);
+        assert_eq!(s(None, Some(&o)).unwrap(), Selection::Keep);
+        assert_eq!(s(Some("auto"), Some(&o)).unwrap(), Selection::Keep);
+        assert_eq!(s(Some("a"), Some(&o)).unwrap(), Selection::Keep);
+        assert_eq!(
+            s(Some("b"), Some(&o)).unwrap(),
+            Selection::Set {
+                config_id: "model".into(),
+                value: "b".into()
+            }
+        );
+        let e = s(Some("c"), Some(&o)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ModelNotAvailable);
+        assert!(e.message.contains("a, b"), "{e}");
+        assert_eq!(s(Some("c"), None).unwrap(), Selection::Ignored("c".into()));
+    }
+}

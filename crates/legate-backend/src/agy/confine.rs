@@ -1,0 +1,190 @@
+//! What an `agy` process may write, and the Landlock ruleset that holds it to that.
+//!
+//! Every process the agy driver spawns (`--version`, `--help`, `models`, each run) is confined
+//! like an ACP agent (`legate-sandbox`, applied between `fork` and `exec`). Unlike an ACP
+//! agent, `agy` keeps the user's `HOME` (it needs the user's profile and keyring to find its
+//! login), so what it may write is decided here:
+//!
+//! * the workspace root;
+//! * its own profile, `$HOME/.gemini/antigravity-cli` ([`PROFILE`]): settings, the settings
+//!   lock, conversations, `brain/`, `history.jsonl`. It is created (mode 0700) when missing,
+//!   so that a first run can write it. The rest of `$HOME` (Gemini CLI's `~/.gemini`, the
+//!   Antigravity IDE's `~/.gemini/antigravity`, your dotfiles) stays read-only;
+//! * a private temp directory, `<state>/tmp` (mode 0700), given as `TMPDIR`, `TMP` and
+//!   `TEMP` unless the agent's `env` sets them;
+//! * `/dev/null` and pseudo-terminals ([`legate_sandbox::WRITABLE_DEVICES`]).
+//!
+//! Legate's own state directory for the agent (`$LEGATE_HOME/agents/<name>/`: usage totals,
+//! the saved model, blocked-workspace marks) is *not* writable: `agy` must not be able to
+//! forge its usage or lift a block.
+
+use legate_core::{AgentSpec, Error, ErrorCode, EventKind, Result};
+use legate_sandbox::{Confinement, Prepared, Requirement};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// `agy`'s profile directory, relative to `HOME`.
+pub(crate) const PROFILE: &str = ".gemini/antigravity-cli";
+
+/// What an `agy` process of one session may write.
+#[derive(Debug, Clone)]
+pub(crate) struct Fence {
+    confinement: Confinement,
+    requirement: Requirement,
+    /// The writable directories (devices aside), in order.
+    pub(crate) writable: Vec<PathBuf>,
+    /// The private temp directory, when there is a state directory to hold it.
+    pub(crate) tmp_dir: Option<PathBuf>,
+}
+
+fn private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            Error::new(
+                ErrorCode::AgentStartFailed,
+                format!("could not create agy's directory {}: {e}", dir.display()),
+            )
+        })
+}
+
+impl Fence {
+    /// The fence of a session in `root` (resolved), with Legate's state for the agent in
+    /// `state_dir`. Creates the profile and temp directories and points `env`'s temp
+    /// variables at the private one (unless `spec.env` sets them).
+    pub(crate) fn new(
+        spec: &AgentSpec,
+        root: &Path,
+        state_dir: Option<&Path>,
+        env: &mut Vec<(OsString, OsString)>,
+        requirement: Requirement,
+    ) -> Result<Self> {
+        let mut writable = vec![root.to_path_buf()];
+        let home = env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|h| h.is_absolute());
+        if let Some(home) = home {
+            let profile = home.join(PROFILE);
+            match private_dir(&profile) {
+                Ok(()) => writable.push(profile),
+                Err(e) => tracing::warn!(error = %e.message, "agy's profile is not writable"),
+            }
+        }
+        let tmp_dir = match state_dir {
+            Some(dir) => {
+                let tmp = dir.join("tmp");
+                private_dir(&tmp)?;
+                for name in ["TMPDIR", "TMP", "TEMP"] {
+                    if !spec.env.contains_key(name) {
+                        env.retain(|(k, _)| k != name);
+                        env.push((OsString::from(name), tmp.as_os_str().to_owned()));
+                    }
+                }
+                writable.push(tmp.clone());
+                Some(tmp)
+            }
+            None => None,
+        };
+        let confinement = writable
+            .iter()
+            .fold(Confinement::new(), |c, dir| c.allow_write(dir));
+        Ok(Self {
+            confinement,
+            requirement,
+            writable,
+            tmp_dir,
+        })
+    }
+
+    /// A ruleset for one process (`CONFINEMENT_UNAVAILABLE` when required and impossible).
+    pub(crate) fn prepare(&self) -> Result<Prepared> {
+        self.confinement.prepare(self.requirement)
+    }
+
+    /// The confinement and requirement, for the probes.
+    pub(crate) fn fenced(&self) -> super::discovery::Fenced<'_> {
+        Some((&self.confinement, self.requirement))
+    }
+
+    /// The `workspace` event that reports it, sent before anything is spawned.
+    pub(crate) fn event(&self) -> EventKind {
+        let enforcement = Confinement::probe();
+        EventKind::Workspace {
+            message: format!(
+                "agy process confinement: {enforcement}; writable: {}",
+                self.writable
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .chain(
+                        legate_sandbox::WRITABLE_DEVICES
+                            .iter()
+                            .map(|d| d.to_string())
+                    )
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            detail: serde_json::json!({
+                "confinement": enforcement.as_str(),
+                "writable": self.writable,
+                "tmpDir": self.tmp_dir,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use legate_core::AgentKind;
+
+    #[test]
+    fn root_profile_and_private_tmp_are_writable_and_legates_state_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, home, state) = (
+            dir.path().join("root"),
+            dir.path().join("home"),
+            dir.path().join("state"),
+        );
+        std::fs::create_dir_all(&root).unwrap();
+        let spec = AgentSpec {
+            name: "agy".into(),
+            kind: AgentKind::Agy,
+            command: "agy".into(),
+            args: vec![],
+            env: [("TEMP".to_string(), "/mine".to_string())].into(),
+            preset: None,
+            allow_execute: false,
+            terminal: false,
+            description: None,
+            model: None,
+            inherit_env: vec![],
+        };
+        let mut env = vec![
+            (OsString::from("HOME"), home.clone().into_os_string()),
+            (OsString::from("TMPDIR"), OsString::from("/tmp")),
+            (OsString::from("TEMP"), OsString::from("/mine")),
+        ];
+        let f = Fence::new(
+            &spec,
+            &root,
+            Some(&state),
+            &mut env,
+            Requirement::BestEffort,
+        )
+        .unwrap();
+        let tmp = state.join("tmp");
+        assert_eq!(f.writable, [root, home.join(PROFILE), tmp.clone()]);
+        assert!(home.join(PROFILE).is_dir() && tmp.is_dir());
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("TMPDIR"), Some(tmp.clone().into_os_string()));
+        assert_eq!(get("TMP"), Some(tmp.into_os_string()));
+        assert_eq!(get("TEMP"), Some(OsString::from("/mine")));
+        assert!(!f.writable.contains(&state));
+    }
+}

@@ -1,0 +1,735 @@
+//! Copy workspaces and their review over MCP, end to end in one process: rmcp's own client
+//! talks to `LegateMcp` over an in-memory pipe; the engine drives the scripted agent (revisor)
+//! on a copy of a fresh `git init` repository, and `fake-agy` for token usage.
+//!
+//! The agent binaries must be built first: `cargo build -p legate-testkit --bins` (a plain
+//! `cargo test --workspace` does it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_backend::agy::AgyBackend;
+use legate_core::{AgentKind, AgentSpec};
+use legate_engine::{ApprovalMode, Engine, EngineConfig, Paths};
+use legate_mcp::{LegateMcp, McpOptions, Profile};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, ErrorData,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A client that may answer elicitations: `answer` is what it answers next (declared
+/// capability only when `elicits`), and every message it was shown is kept.
+#[derive(Clone, Default)]
+struct Client {
+    elicits: bool,
+    answer: Arc<Mutex<Option<ElicitResult>>>,
+    asked: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        if self.elicits {
+            info.capabilities.elicitation = Some(ElicitationCapability::default());
+        }
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        {
+            self.asked
+                .lock()
+                .unwrap()
+                .push((message, serde_json::to_value(requested_schema).unwrap()));
+        }
+        Ok(self
+            .answer
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or(ElicitResult::new(ElicitationAction::Cancel)))
+    }
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    base: PathBuf,
+    client: RunningService<RoleClient, Client>,
+    handler: Client,
+}
+
+fn testkit_bin(name: &str) -> String {
+    let agent = legate_testkit::find_scripted_agent().expect(
+        "legate-scripted-agent is not built; run `cargo build -p legate-testkit --bins` (cargo test --workspace does)",
+    );
+    let path = agent.with_file_name(name);
+    assert!(
+        path.is_file(),
+        "{name} is not built; run `cargo build -p legate-testkit --bins`"
+    );
+    path.display().to_string()
+}
+
+async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let mut config = EngineConfig::new(Paths::new(base.join("home")));
+    let agent: AgentSpec = serde_json::from_value(json!({
+        "name": "agent", "kind": "acp", "command": testkit_bin("legate-scripted-agent"),
+    }))
+    .unwrap();
+    let agy: AgentSpec = serde_json::from_value(json!({
+        "name": "agy", "kind": "agy", "command": testkit_bin("fake-agy"),
+        "env": {"FAKE_AGY_STATE_DIR": base.join("fake-agy-state").display().to_string()},
+    }))
+    .unwrap();
+    config.agents.insert("agent".into(), agent);
+    config.agents.insert("agy".into(), agy);
+    config.default_agent = "agent".into();
+    config.cancel_grace = Duration::from_secs(2);
+    config.review.approval = approval;
+    let acp: Arc<dyn Backend> = Arc::new(AcpBackend::new());
+    let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default());
+    let engine = Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, acp), (AgentKind::Agy, agy)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap();
+    let server = LegateMcp::new(
+        engine,
+        McpOptions {
+            profile,
+            ..McpOptions::default()
+        },
+    );
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = handler.clone().serve(client_io).await.unwrap();
+    Harness {
+        _dir: dir,
+        base,
+        client,
+        handler,
+    }
+}
+
+fn params(name: &str, args: Value) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(name.to_string());
+    p.arguments = Some(args.as_object().cloned().unwrap_or_default());
+    p
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+const PROMPT: &str = "replace src/greeting.txt: hello => hi\nwrite NOTES.md: # Notes";
+
+fn criteria() -> Value {
+    json!([
+        {"id": "greets", "description": "the greeting says hi",
+         "check": {"kind": "file-contains", "path": "src/greeting.txt", "text": "hi world"}},
+        {"id": "notes", "description": "there are notes"}
+    ])
+}
+
+fn reviews() -> Value {
+    json!([
+        {"criterionId": "greets", "verdict": "passed", "path": "src/greeting.txt", "line": 1,
+         "quote": "hi world", "explanation": "the first line now says hi"},
+        {"criterionId": "notes", "verdict": "passed", "path": "NOTES.md", "line": 1,
+         "quote": "# Notes", "explanation": "the file starts with its title"}
+    ])
+}
+
+impl Harness {
+    async fn call_raw(&self, name: &str, args: Value) -> CallToolResult {
+        self.client.call_tool(params(name, args)).await.unwrap()
+    }
+
+    async fn call(&self, name: &str, args: Value) -> Value {
+        let r = self.call_raw(name, args).await;
+        assert_ne!(
+            r.is_error,
+            Some(true),
+            "{name} failed: {:?}",
+            r.structured_content
+        );
+        r.structured_content.unwrap()
+    }
+
+    async fn fail(&self, name: &str, args: Value) -> String {
+        let r = self.call_raw(name, args).await;
+        assert_eq!(
+            r.is_error,
+            Some(true),
+            "{name} should fail: {:?}",
+            r.structured_content
+        );
+        let body = r.structured_content.unwrap();
+        assert!(body["error"]["message"].is_string());
+        body["error"]["code"].as_str().unwrap().to_string()
+    }
+
+    async fn wait_done(&self, task_id: &str) -> Vec<Value> {
+        let mut after = 0;
+        let mut events = Vec::new();
+        for _ in 0..30 {
+            let w = self
+                .call(
+                    "wait",
+                    json!({"taskId": task_id, "after": after, "timeoutSeconds": 10}),
+                )
+                .await;
+            events.extend(w["events"].as_array().unwrap().iter().cloned());
+            after = w["nextCursor"].as_u64().unwrap();
+            if w["ready"] == true && w["hasMore"] == false {
+                return events;
+            }
+        }
+        panic!("task {task_id} did not end");
+    }
+
+    /// A fresh git project: `src/greeting.txt` and `README.md` committed, `.env` untracked.
+    fn project(&self, name: &str) -> PathBuf {
+        let project = self.base.join(name);
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        git(&project, &["init", "-q"]);
+        std::fs::write(project.join("src/greeting.txt"), "hello world\nbye\n").unwrap();
+        std::fs::write(project.join("README.md"), "# Project\n").unwrap();
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-q", "-m", "init"]);
+        std::fs::write(project.join(".env"), "SECRET=do-not-copy\n").unwrap();
+        project
+    }
+
+    /// Runs the revisor on a copy of `project` until it ends; returns the task id.
+    async fn copy_task(&self, project: &Path) -> String {
+        let run = self
+            .call(
+                "run",
+                json!({"prompt": PROMPT, "workspace": {
+                    "kind": "copy", "path": project.display().to_string(), "criteria": criteria(),
+                }}),
+            )
+            .await;
+        assert_eq!(run["workspace"], "copy", "{run}");
+        let id = run["taskId"].as_str().unwrap().to_string();
+        let events = self.wait_done(&id).await;
+        let status = self.call("status", json!({"taskId": id})).await;
+        assert_eq!(status["task"]["state"], "completed", "{status} {events:?}");
+        id
+    }
+
+    /// Previews and verifies a copy task; returns the patch sha256.
+    async fn verified(&self, id: &str) -> String {
+        let preview = self.call("preview", json!({"taskId": id})).await;
+        let sha = preview["sha256"].as_str().unwrap().to_string();
+        let v = self
+            .call(
+                "verify",
+                json!({"taskId": id, "expectedSha256": sha, "reviews": reviews()}),
+            )
+            .await;
+        assert_eq!(v["passed"], true, "{v}");
+        sha
+    }
+}
+
+fn names(tools: &[rmcp::model::Tool]) -> BTreeSet<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_task_is_reviewed_and_integrated_entirely_over_mcp() {
+    let h = harness(Profile::Full, ApprovalMode::Auto, Client::default()).await;
+    let project = h.project("project");
+    let path = project.display().to_string();
+
+    let listed = h.call("list_project_files", json!({"path": path})).await;
+    let files: Vec<&str> = listed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["README.md", "src/greeting.txt"], "{listed}");
+    assert_eq!(listed["blockedFiles"][0]["path"], ".env", "{listed}");
+    assert_eq!(
+        listed["blockedFiles"][0]["reason"], "SECRET_FILE",
+        "{listed}"
+    );
+    assert_eq!(
+        h.fail("list_project_files", json!({"path": "relative"}))
+            .await,
+        "INVALID_WORKSPACE"
+    );
+    assert_eq!(
+        h.fail(
+            "run",
+            json!({"prompt": "x", "workingDirectory": path, "workspace": {"kind": "copy", "path": path}})
+        )
+        .await,
+        "INVALID_INPUT"
+    );
+
+    let id = h.copy_task(&project).await;
+    // The agent never touched the original.
+    assert_eq!(
+        std::fs::read_to_string(project.join("src/greeting.txt")).unwrap(),
+        "hello world\nbye\n"
+    );
+    assert!(!project.join("NOTES.md").exists());
+
+    let preview = h.call("preview", json!({"taskId": id})).await;
+    assert_eq!(preview["summary"]["filesChanged"], 2, "{preview}");
+    assert_eq!(preview["summary"]["added"], 1);
+    assert_eq!(preview["summary"]["modified"], 1);
+    assert_eq!(preview["files"][0]["path"], "NOTES.md");
+    assert_eq!(preview["files"][0]["status"], "A");
+    assert_eq!(preview["files"][1]["path"], "src/greeting.txt");
+    assert_eq!(preview["files"][1]["insertions"], 1);
+    assert_eq!(preview["files"][1]["deletions"], 1);
+    assert!(preview["verification"].is_null());
+    let sha = preview["sha256"].as_str().unwrap().to_string();
+    let length = preview["patchLength"].as_u64().unwrap();
+
+    // The whole patch in small windows, bound to the sha256.
+    let mut patch = String::new();
+    let mut offset = 0;
+    let mut windows = 0;
+    loop {
+        let w = h
+            .call(
+                "read_patch",
+                json!({"taskId": id, "expectedSha256": sha, "offset": offset, "limit": 64}),
+            )
+            .await;
+        assert_eq!(w["sha256"], sha);
+        patch.push_str(w["text"].as_str().unwrap());
+        offset = w["nextOffset"].as_u64().unwrap();
+        windows += 1;
+        if w["hasMore"] == false {
+            break;
+        }
+    }
+    assert!(windows > 2);
+    assert_eq!(patch.len() as u64, length);
+    assert_eq!(sha256(patch.as_bytes()), sha);
+    assert!(patch.contains("-hello world\n+hi world\n"), "{patch}");
+    assert!(patch.contains("+++ b/NOTES.md"), "{patch}");
+    // One file's part.
+    let part = h
+        .call(
+            "read_patch",
+            json!({"taskId": id, "expectedSha256": sha, "path": "NOTES.md"}),
+        )
+        .await;
+    assert!(
+        part["text"].as_str().unwrap().contains("+# Notes"),
+        "{part}"
+    );
+    assert!(
+        !part["text"].as_str().unwrap().contains("greeting"),
+        "{part}"
+    );
+    assert_eq!(
+        h.fail(
+            "read_patch",
+            json!({"taskId": id, "expectedSha256": "00".repeat(32)})
+        )
+        .await,
+        "PATCH_CHANGED"
+    );
+
+    // Integration before verification is refused and changes nothing.
+    assert_eq!(
+        h.fail("integrate", json!({"taskId": id, "expectedSha256": sha}))
+            .await,
+        "VERIFICATION_REQUIRED"
+    );
+    assert!(!project.join("NOTES.md").exists());
+
+    // A review whose quote is not at the cited line does not pass; a real one does.
+    let mut bad = reviews();
+    bad[1]["quote"] = json!("# Not there");
+    let v = h
+        .call(
+            "verify",
+            json!({"taskId": id, "expectedSha256": sha, "reviews": bad}),
+        )
+        .await;
+    assert_eq!(v["passed"], false, "{v}");
+    assert_eq!(v["criteria"][1]["citationChecked"], false, "{v}");
+    let v = h
+        .call(
+            "verify",
+            json!({"taskId": id, "expectedSha256": sha, "reviews": reviews()}),
+        )
+        .await;
+    assert_eq!(v["passed"], true, "{v}");
+    assert_eq!(v["source"], "client-reported");
+    assert_eq!(v["criteria"][0]["checkPassed"], true, "{v}");
+
+    let t = h
+        .call(
+            "test",
+            json!({"taskId": id, "expectedSha256": sha, "timeoutSeconds": 30,
+                   "command": {"executable": "grep", "args": ["-q", "hi world", "src/greeting.txt"]}}),
+        )
+        .await;
+    assert_eq!(t["passed"], true, "{t}");
+    assert_eq!(t["source"], "legate-executor");
+    assert_eq!(t["exitCode"], 0);
+    assert_eq!(t["sha256After"], sha);
+    assert!(t["testError"].is_null());
+    let reported = h
+        .call(
+            "record_test",
+            json!({"taskId": id, "expectedSha256": sha, "exitCode": 0, "output": "ok",
+                   "command": {"executable": "make", "args": ["check"]}}),
+        )
+        .await;
+    assert_eq!(reported["source"], "client-reported");
+    assert_eq!(reported["confinement"], "client");
+    let preview = h.call("preview", json!({"taskId": id})).await;
+    assert_eq!(preview["tests"].as_array().unwrap().len(), 2, "{preview}");
+    assert_eq!(preview["tests"][0]["stale"], false, "{preview}");
+    assert_eq!(preview["verification"]["passed"], true, "{preview}");
+    assert!(preview["stale"].is_null(), "{preview}");
+
+    let integrated = h
+        .call("integrate", json!({"taskId": id, "expectedSha256": sha}))
+        .await;
+    assert_eq!(integrated["sha256"], sha);
+    assert_eq!(integrated["approval"], "auto");
+    assert_eq!(
+        integrated["files"],
+        json!(["NOTES.md", "src/greeting.txt"]),
+        "{integrated}"
+    );
+    // The original has exactly the change, and nothing else.
+    assert_eq!(
+        std::fs::read_to_string(project.join("src/greeting.txt")).unwrap(),
+        "hi world\nbye\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("NOTES.md")).unwrap(),
+        "# Notes"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join(".env")).unwrap(),
+        "SECRET=do-not-copy\n"
+    );
+    let status: BTreeSet<String> = git(
+        &project,
+        &["status", "--porcelain", "--untracked-files=all"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect();
+    assert_eq!(
+        status,
+        BTreeSet::from([
+            " M src/greeting.txt".to_string(),
+            "?? .env".to_string(),
+            "?? NOTES.md".to_string()
+        ])
+    );
+    assert_eq!(
+        h.fail("integrate", json!({"taskId": id, "expectedSha256": sha}))
+            .await,
+        "COPY_UNAVAILABLE"
+    );
+    let preview = h.call("preview", json!({"taskId": id})).await;
+    assert_eq!(preview["integration"]["sha256"], sha, "{preview}");
+
+    let events = h.call("events", json!({"taskId": id, "limit": 1000})).await;
+    let names: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["detail"]["event"].as_str())
+        .collect();
+    for expected in [
+        "copy.ready",
+        "copy.patch",
+        "copy.verified",
+        "copy.tested",
+        "copy.integrated",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+
+    let discarded = h.call("discard", json!({"taskId": id})).await;
+    assert_eq!(discarded["taskId"], id.as_str());
+    assert!(!h.base.join("home/copies").join(&id).exists());
+    assert_eq!(
+        h.fail("discard", json!({"taskId": id})).await,
+        "COPY_UNAVAILABLE"
+    );
+    let swept = h.call("cleanup", json!({})).await;
+    assert!(swept["removed"].is_array(), "{swept}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_offer_the_review_tools_by_group() {
+    const QUERY: &[&str] = &[
+        "agents",
+        "cancel",
+        "events",
+        "health",
+        "list_project_files",
+        "read_result",
+        "result",
+        "resume",
+        "run",
+        "send_message",
+        "sessions",
+        "status",
+        "tasks",
+        "usage",
+        "wait",
+    ];
+    const REVIEW: &[&str] = &["preview", "read_patch", "verify"];
+    const IMPLEMENTATION: &[&str] = &["cleanup", "discard", "integrate", "record_test", "test"];
+    let set = |groups: &[&[&str]]| -> BTreeSet<String> {
+        groups
+            .iter()
+            .flat_map(|g| g.iter().map(|n| n.to_string()))
+            .collect()
+    };
+    for (profile, expected) in [
+        (Profile::Query, set(&[QUERY])),
+        (Profile::Review, set(&[QUERY, REVIEW])),
+        (
+            Profile::Implementation,
+            set(&[QUERY, REVIEW, IMPLEMENTATION]),
+        ),
+        (Profile::Full, set(&[QUERY, REVIEW, IMPLEMENTATION])),
+    ] {
+        let h = harness(profile, ApprovalMode::Auto, Client::default()).await;
+        let tools = h.client.list_all_tools().await.unwrap();
+        assert_eq!(names(&tools), expected, "{profile}");
+        for t in &tools {
+            let out = t.output_schema.as_ref().unwrap();
+            assert_eq!(out["type"], "object", "{}", t.name);
+            assert!(out["properties"]["error"].is_object(), "{}", t.name);
+        }
+        for name in set(&[QUERY, REVIEW, IMPLEMENTATION]).difference(&expected) {
+            assert_eq!(
+                h.fail(name, json!({"taskId": "0000"})).await,
+                "TOOL_NOT_AVAILABLE",
+                "{profile} {name}"
+            );
+        }
+    }
+    // A review profile runs copy tasks read-only; their patch can be previewed and verified
+    // but never integrated (and the tool is not there).
+    let h = harness(Profile::Review, ApprovalMode::Auto, Client::default()).await;
+    let project = h.project("project");
+    let run = h
+        .call(
+            "run",
+            json!({"prompt": "What is here?", "workspace": {
+                "kind": "copy", "path": project.display().to_string(), "includePaths": ["src"],
+            }}),
+        )
+        .await;
+    assert_eq!(run["mode"], "read-only");
+    let id = run["taskId"].as_str().unwrap().to_string();
+    h.wait_done(&id).await;
+    let preview = h.call("preview", json!({"taskId": id})).await;
+    assert_eq!(preview["summary"]["filesChanged"], 0, "{preview}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_reports_tokens_per_task() {
+    let h = harness(Profile::Query, ApprovalMode::Auto, Client::default()).await;
+    let counted = h
+        .call("run", json!({"prompt": "tokens: 600", "agent": "agy"}))
+        .await;
+    let counted = counted["taskId"].as_str().unwrap().to_string();
+    h.wait_done(&counted).await;
+    let plain = h.call("run", json!({"prompt": "What is here?"})).await;
+    let plain = plain["taskId"].as_str().unwrap().to_string();
+    h.wait_done(&plain).await;
+
+    let one = h.call("usage", json!({"taskId": &counted[..8]})).await;
+    let rows = one["byTask"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{one}");
+    assert_eq!(rows[0]["taskId"], counted.as_str());
+    assert_eq!(rows[0]["agent"], "agy");
+    assert_eq!(rows[0]["totalTokens"], 600, "{one}");
+    assert_eq!(rows[0]["inputTokens"], 500, "{one}");
+    assert_eq!(rows[0]["outputTokens"], 100, "{one}");
+    assert_eq!(one["total"]["totalTokens"], 600);
+
+    let all = h.call("usage", json!({})).await;
+    assert_eq!(all["total"]["tasks"], 2, "{all}");
+    assert_eq!(all["total"]["unreported"], 1, "{all}");
+    assert_eq!(all["total"]["totalTokens"], 600, "{all}");
+    let by_agent = h.call("usage", json!({"agent": "agent"})).await;
+    assert_eq!(by_agent["byTask"][0]["taskId"], plain.as_str());
+    assert!(by_agent["byTask"][0]["totalTokens"].is_null(), "{by_agent}");
+    assert_eq!(
+        h.fail("usage", json!({"taskId": "zzzz"})).await,
+        "TASK_NOT_FOUND"
+    );
+    assert_eq!(h.fail("usage", json!({"bogus": 1})).await, "INVALID_INPUT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integration_in_ask_mode_needs_an_elicited_confirmation() {
+    let client = Client {
+        elicits: true,
+        ..Client::default()
+    };
+    let h = harness(Profile::Implementation, ApprovalMode::Ask, client).await;
+    let project = h.project("project");
+    let id = h.copy_task(&project).await;
+    let sha = h.verified(&id).await;
+    let untouched = || {
+        assert_eq!(
+            std::fs::read_to_string(project.join("src/greeting.txt")).unwrap(),
+            "hello world\nbye\n"
+        );
+        assert!(!project.join("NOTES.md").exists());
+    };
+
+    for answer in [
+        ElicitResult::new(ElicitationAction::Decline),
+        ElicitResult::new(ElicitationAction::Cancel),
+        ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": false})),
+        ElicitResult::new(ElicitationAction::Accept),
+    ] {
+        *h.handler.answer.lock().unwrap() = Some(answer.clone());
+        assert_eq!(
+            h.fail("integrate", json!({"taskId": id, "expectedSha256": sha}))
+                .await,
+            "INTEGRATION_DECLINED",
+            "{answer:?}"
+        );
+        untouched();
+    }
+    {
+        let asked = h.handler.asked.lock().unwrap();
+        assert_eq!(asked.len(), 4);
+        let (message, schema) = &asked[0];
+        assert!(message.contains(&id), "{message}");
+        assert!(message.contains(&sha), "{message}");
+        assert!(
+            message.contains(&project.display().to_string()),
+            "{message}"
+        );
+        assert!(message.contains("M src/greeting.txt (+1 -1)"), "{message}");
+        assert!(message.contains("A NOTES.md"), "{message}");
+        assert_eq!(schema["required"], json!(["confirm"]), "{schema}");
+        assert_eq!(schema["properties"]["confirm"]["type"], "boolean");
+    }
+
+    *h.handler.answer.lock().unwrap() =
+        Some(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": true})));
+    let integrated = h
+        .call("integrate", json!({"taskId": id, "expectedSha256": sha}))
+        .await;
+    assert_eq!(integrated["approval"], "ask", "{integrated}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("src/greeting.txt")).unwrap(),
+        "hi world\nbye\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("NOTES.md")).unwrap(),
+        "# Notes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_elicitation_cannot_confirm_an_integration() {
+    let h = harness(Profile::Full, ApprovalMode::Ask, Client::default()).await;
+    let project = h.project("project");
+    let id = h.copy_task(&project).await;
+    let sha = h.verified(&id).await;
+    assert_eq!(
+        h.fail("integrate", json!({"taskId": id, "expectedSha256": sha}))
+            .await,
+        "INTEGRATION_DECLINED"
+    );
+    assert!(h.handler.asked.lock().unwrap().is_empty());
+    assert_eq!(
+        std::fs::read_to_string(project.join("src/greeting.txt")).unwrap(),
+        "hello world\nbye\n"
+    );
+    assert!(!project.join("NOTES.md").exists());
+
+    // A failing command is an answer (passed: false, testError), not a failed call.
+    let failing = h
+        .call(
+            "test",
+            json!({"taskId": id, "expectedSha256": sha,
+                   "command": {"executable": "grep", "args": ["-q", "hello", "src/greeting.txt"]}}),
+        )
+        .await;
+    assert_eq!(failing["passed"], false, "{failing}");
+    assert_eq!(failing["exitCode"], 1, "{failing}");
+    assert_eq!(failing["testError"]["code"], "TEST_FAILED", "{failing}");
+    assert_eq!(
+        h.fail(
+            "test",
+            json!({"taskId": id, "expectedSha256": sha, "timeoutSeconds": 0,
+                   "command": {"executable": "true"}})
+        )
+        .await,
+        "INVALID_INPUT"
+    );
+}

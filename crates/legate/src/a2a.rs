@@ -1,0 +1,370 @@
+//! `legate serve` (the A2A front, on by default; `--mcp` for MCP over HTTP) and the `[a2a]`
+//! table of `legate.toml`.
+//!
+//! This module wires configuration, the engine and `legate-a2a` together and prints what a
+//! person needs to call the server. It never logs the token.
+
+use crate::config::Config;
+use anyhow::{Context, Result, bail};
+use legate_a2a::{A2aOptions, Token, TokenSource};
+use legate_engine::Engine;
+use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// The port the A2A front listens on by default.
+pub const DEFAULT_PORT: u16 = 8732;
+/// The token file, under `$LEGATE_HOME`.
+pub const TOKEN_FILE: &str = "a2a-token";
+
+/// `[a2a]` as written in `legate.toml`. Unknown keys are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aTable {
+    host: Option<String>,
+    port: Option<u16>,
+    public_url: Option<String>,
+    /// `token` (default) or `none`.
+    auth: Option<String>,
+    token_file: Option<PathBuf>,
+    allow_remote_without_token: Option<bool>,
+    max_body_bytes: Option<usize>,
+}
+
+/// The A2A front's resolved settings.
+#[derive(Debug, Clone)]
+pub struct A2aSettings {
+    /// The address it binds.
+    pub host: IpAddr,
+    /// The port it binds.
+    pub port: u16,
+    /// The URL advertised in cards; `None` for `http://<bound address>`.
+    pub public_url: Option<String>,
+    /// Whether a bearer token is required.
+    pub auth: bool,
+    /// Where the token is kept.
+    pub token_file: PathBuf,
+    /// A token given by `LEGATE_A2A_TOKEN` instead of the file.
+    pub token: Option<Token>,
+    /// Whether a non-loopback bind without a token may start.
+    pub allow_remote_without_token: bool,
+    /// The largest request body.
+    pub max_body_bytes: usize,
+}
+
+fn invalid(message: String) -> anyhow::Error {
+    anyhow::anyhow!("CONFIG_INVALID: {message}")
+}
+
+/// Resolves `[a2a]` and its environment override (`LEGATE_A2A_TOKEN`).
+pub fn resolve(
+    table: A2aTable,
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<A2aSettings> {
+    let host: IpAddr = match table.host {
+        Some(h) => h
+            .parse()
+            .map_err(|_| invalid(format!("a2a.host must be an IP address (got {h:?})")))?,
+        None => crate::mcp::DEFAULT_HOST
+            .parse()
+            .context("the default host is not an address")?,
+    };
+    let public_url = match table.public_url {
+        Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+            return Err(invalid(format!(
+                "a2a.public_url must start with http:// or https:// (got {u:?})"
+            )));
+        }
+        Some(u) => Some(u.trim_end_matches('/').to_string()),
+        None => None,
+    };
+    let auth = match table.auth.as_deref() {
+        None | Some("token") => true,
+        Some("none") => false,
+        Some(other) => {
+            return Err(invalid(format!(
+                "a2a.auth must be \"token\" or \"none\" (got {other:?})"
+            )));
+        }
+    };
+    let token_file = match table.token_file {
+        Some(p) if !p.is_absolute() => {
+            return Err(invalid(format!(
+                "a2a.token_file must be an absolute path (got {})",
+                p.display()
+            )));
+        }
+        Some(p) => p,
+        None => home.join(TOKEN_FILE),
+    };
+    let token = env("LEGATE_A2A_TOKEN")
+        .map(|t| Token::configured(&t))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{}: LEGATE_A2A_TOKEN: {}", e.code, e.message))?;
+    let max_body_bytes = table
+        .max_body_bytes
+        .unwrap_or(legate_a2a::DEFAULT_MAX_BODY_BYTES);
+    if max_body_bytes < 1024 {
+        return Err(invalid("a2a.max_body_bytes must be at least 1024".into()));
+    }
+    Ok(A2aSettings {
+        host,
+        port: table.port.unwrap_or(DEFAULT_PORT),
+        public_url,
+        auth,
+        token_file,
+        token,
+        allow_remote_without_token: table.allow_remote_without_token.unwrap_or(false),
+        max_body_bytes,
+    })
+}
+
+/// Options of `legate serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Serve A2A (the default when neither --a2a nor --mcp is given).
+    #[arg(long)]
+    pub a2a: bool,
+    /// Serve MCP over Streamable HTTP at /mcp (alone, unless --a2a is given too).
+    #[arg(long)]
+    pub mcp: bool,
+    /// The address to listen on (default `a2a.host` / `mcp.host`, normally 127.0.0.1).
+    #[arg(long)]
+    pub host: Option<IpAddr>,
+    /// The port of the front served (default 8732 for A2A, 8731 for MCP; 0 picks a free one).
+    /// With both fronts, MCP's port.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// A2A's port when both fronts are served.
+    #[arg(long)]
+    pub a2a_port: Option<u16>,
+    /// The URL A2A cards advertise (default `http://<bound address>`).
+    #[arg(long)]
+    pub public_url: Option<String>,
+}
+
+/// `legate serve`.
+pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
+    if args.mcp && !args.a2a {
+        return crate::mcp::serve(
+            config,
+            crate::mcp::ServeArgs {
+                mcp: true,
+                host: args.host,
+                port: args.port,
+            },
+        )
+        .await;
+    }
+    if args.mcp {
+        bail!(
+            "INVALID_INPUT: serving A2A and MCP from one process is not supported yet; run `legate serve --a2a` and `legate serve --mcp` separately"
+        );
+    }
+    let settings = &config.a2a;
+    let host = args.host.unwrap_or(settings.host);
+    let port = args.a2a_port.or(args.port).unwrap_or(settings.port);
+    let (token, source) = if settings.auth {
+        let (t, s) = match &settings.token {
+            Some(t) => (t.clone(), TokenSource::Configured),
+            None => {
+                if let Some(dir) = settings.token_file.parent() {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("could not create {}", dir.display()))?;
+                }
+                Token::load_or_create(&settings.token_file)
+                    .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))?
+            }
+        };
+        (Some(t), Some(s))
+    } else {
+        (None, None)
+    };
+    check_bind(host, token.is_some(), settings.allow_remote_without_token)?;
+    let public_url = match args.public_url.or(settings.public_url.clone()) {
+        Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+            bail!("INVALID_INPUT: --public-url must start with http:// or https:// (got {u:?})")
+        }
+        other => other,
+    };
+    let addr = SocketAddr::new(host, port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("could not listen on {addr}"))?;
+    let bound = listener.local_addr().context("no local address")?;
+    let engine = Engine::start(
+        config.engine.clone(),
+        crate::backends(),
+        Arc::new(legate_supervisor::Rules),
+    )?;
+    let options = A2aOptions {
+        token: token.clone(),
+        public_url: public_url
+            .map(|u| u.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| format!("http://{bound}")),
+        max_body_bytes: settings.max_body_bytes,
+        probe_limit: legate_a2a::DEFAULT_PROBE_LIMIT,
+    };
+    let (router, report) = legate_a2a::boot(&engine, &options).await;
+    crate::out!("Legate A2A server · {}", options.public_url)?;
+    for (name, card) in &report.served {
+        crate::out!(
+            "  {name:<12} {}/agents/{name}/.well-known/agent-card.json  ({} {})",
+            options.public_url,
+            card.name,
+            card.version
+        )?;
+    }
+    for (name, e) in &report.failed {
+        crate::out!(
+            "  {name:<12} not served: {}: {}",
+            e.code.as_str(),
+            e.message
+        )?;
+    }
+    if report.default_at_root {
+        crate::out!(
+            "default agent {}: {}/.well-known/agent-card.json",
+            config.engine.default_agent,
+            options.public_url
+        )?;
+    }
+    match (&token, source) {
+        (Some(t), Some(source)) => {
+            let whence = match source {
+                TokenSource::Created => format!("new, saved to {}", settings.token_file.display()),
+                TokenSource::File => format!("from {}", settings.token_file.display()),
+                TokenSource::Configured => "from LEGATE_A2A_TOKEN".to_string(),
+            };
+            crate::out!(
+                "token ({whence}): send Authorization: Bearer {}",
+                t.expose()
+            )?;
+        }
+        _ => crate::out!("no authentication (a2a.auth = \"none\")")?,
+    }
+    crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
+    {
+        use std::io::Write as _;
+        std::io::stdout().flush()?;
+    }
+    if report.served.is_empty() {
+        engine.shutdown().await;
+        bail!("AGENT_START_FAILED: no configured agent started; nothing to serve");
+    }
+    let shutdown = CancellationToken::new();
+    let serving = legate_a2a::serve(listener, router, shutdown.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        r = &mut serving => r.map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))?,
+        _ = stop_signal() => {
+            eprintln!("stopping: running tasks are canceled");
+            shutdown.cancel();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut serving).await;
+        }
+    }
+    engine.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A non-loopback bind without a token refuses to start unless explicitly allowed.
+fn check_bind(host: IpAddr, token: bool, allow_remote_without_token: bool) -> Result<()> {
+    if !token && !host.is_loopback() && !allow_remote_without_token {
+        bail!(
+            "CONFIG_INVALID: refusing to serve A2A on {host} without a token; set a2a.auth = \"token\", or a2a.allow_remote_without_token = true if you really mean it"
+        );
+    }
+    Ok(())
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn resolve_text(text: &str, env: &[(&str, &str)]) -> Result<A2aSettings> {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            #[serde(default)]
+            a2a: A2aTable,
+        }
+        let w: Wrapper = toml::from_str(text)?;
+        let env: BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        resolve(w.a2a, Path::new("/tmp/lh"), &|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_loopback_with_a_token_file_in_home() {
+        let s = resolve_text("", &[]).unwrap();
+        assert_eq!(s.host.to_string(), "127.0.0.1");
+        assert_eq!(s.port, DEFAULT_PORT);
+        assert!(s.auth);
+        assert_eq!(s.token_file, Path::new("/tmp/lh/a2a-token"));
+        assert!(s.public_url.is_none());
+        assert!(!s.allow_remote_without_token);
+    }
+
+    #[test]
+    fn the_table_and_the_environment_are_read_and_checked() {
+        let s = resolve_text(
+            "[a2a]\nport = 9000\npublic_url = \"https://legate.example/\"\nauth = \"none\"\n",
+            &[("LEGATE_A2A_TOKEN", &"k".repeat(40))],
+        )
+        .unwrap();
+        assert_eq!(s.port, 9000);
+        assert_eq!(s.public_url.as_deref(), Some("https://legate.example"));
+        assert!(!s.auth);
+        assert!(s.token.unwrap().matches(&"k".repeat(40)));
+        for (text, env, key) in [
+            ("[a2a]\nhost = \"localhost\"\n", vec![], "a2a.host"),
+            (
+                "[a2a]\npublic_url = \"ftp://x\"\n",
+                vec![],
+                "a2a.public_url",
+            ),
+            ("[a2a]\nauth = \"basic\"\n", vec![], "a2a.auth"),
+            ("[a2a]\ntoken_file = \"rel\"\n", vec![], "a2a.token_file"),
+            ("[a2a]\nmax_body_bytes = 10\n", vec![], "a2a.max_body_bytes"),
+            ("", vec![("LEGATE_A2A_TOKEN", "short")], "LEGATE_A2A_TOKEN"),
+            ("[a2a]\nprot = 1\n", vec![], "prot"),
+        ] {
+            let e = resolve_text(text, &env).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_remote_bind_without_a_token_is_refused_unless_allowed() {
+        let remote: IpAddr = "0.0.0.0".parse().unwrap();
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let e = check_bind(remote, false, false).unwrap_err().to_string();
+        assert!(e.starts_with("CONFIG_INVALID"), "{e}");
+        check_bind(remote, false, true).unwrap();
+        check_bind(remote, true, false).unwrap();
+        check_bind(local, false, false).unwrap();
+    }
+}
