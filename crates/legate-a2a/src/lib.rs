@@ -12,10 +12,9 @@
 
 pub mod convert;
 pub mod handler;
-pub mod token;
 
 pub use handler::AgentHandler;
-pub use token::{Token, TokenSource};
+pub use legate_token::{Token, TokenSource};
 
 use a2a::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme};
 use axum::Router;

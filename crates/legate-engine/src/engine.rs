@@ -472,6 +472,7 @@ impl Engine {
         let mut shutdown = self.inner.shutdown.subscribe();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(250));
+            let mut checkpoint_ticks: u64 = 0;
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
@@ -489,6 +490,16 @@ impl Engine {
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "could not read cancel requests"),
+                }
+                // Keep SQLite's checkpoints off the event-writing connection (see
+                // `Store::checkpoint`), about once a second.
+                checkpoint_ticks += 1;
+                if checkpoint_ticks.is_multiple_of(4) {
+                    let store = inner.store.clone();
+                    let done = tokio::task::spawn_blocking(move || store.checkpoint()).await;
+                    if let Ok(Err(e)) = done {
+                        tracing::debug!(error = %e, "checkpoint failed; SQLite will checkpoint itself");
+                    }
                 }
                 // Idle sessions (a scan of a small map).
                 for session in inner.pool.take_idle(inner.config.idle_timeout) {

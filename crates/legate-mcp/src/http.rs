@@ -10,12 +10,12 @@
 //! This module never logs a token or a request body.
 
 use crate::server::LegateMcp;
-use crate::token::Token;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use legate_core::{Error, ErrorCode, Result};
+use legate_token::Token;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;

@@ -18,14 +18,13 @@ pub mod profile;
 pub mod review;
 pub mod schema;
 pub mod server;
-pub mod token;
 mod tools;
 pub mod wait;
 
 pub use http::{HttpOptions, MCP_PATH};
+pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};
-pub use token::{Token, TokenSource};
 
 use legate_core::{Error, Result};
 use rmcp::ServiceExt;

@@ -368,8 +368,10 @@ pub struct TestRecordOut {
     pub sha256_after: String,
     /// Wall time in milliseconds (null for client reports).
     pub duration_ms: Option<u64>,
-    /// Which confinement held: `none` today; `client` for client reports.
+    /// Which confinement held: `full`, `partial` or `none`; `client` for client reports.
     pub confinement: String,
+    /// Whether TCP was denied to the command: `denied` or `not-enforced`.
+    pub network: String,
     /// When it was recorded (milliseconds since the epoch).
     pub recorded_at: i64,
     /// TEST_FAILED or TEST_CHANGED_PATCH when it did not pass.
@@ -403,6 +405,7 @@ impl TestRecordOut {
             sha256_after: e.sha256_after.clone(),
             duration_ms: e.duration_ms,
             confinement: e.confinement.clone(),
+            network: e.network.clone(),
             recorded_at: e.recorded_at.0,
             test_error: e.error.as_ref().map(ErrorBody::from),
             stale,

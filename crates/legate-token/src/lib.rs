@@ -1,9 +1,9 @@
-//! The bearer token that guards the HTTP endpoint: 32 random bytes in lowercase hex, kept in a
-//! file of mode 0600 (made on first use) or configured, and compared in constant time.
+//! The bearer token that guards Legate's HTTP fronts (MCP over Streamable HTTP, A2A): 32
+//! random bytes in lowercase hex, kept in a file of mode 0600 (made on first use) or
+//! configured, and compared in constant time.
 //!
 //! This module never logs a token and never puts one in an error message.
 
-use crate::chunk::hex;
 use legate_core::{Error, ErrorCode, Result};
 use std::fmt;
 use std::io::Write;
@@ -42,7 +42,7 @@ impl Token {
         if value.len() < MIN_TOKEN_CHARS || !value.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(Error::new(
                 ErrorCode::ConfigInvalid,
-                format!("an MCP token must be at least {MIN_TOKEN_CHARS} visible ASCII characters"),
+                format!("a token must be at least {MIN_TOKEN_CHARS} visible ASCII characters"),
             ));
         }
         Ok(Token(value.to_string()))
@@ -54,10 +54,7 @@ impl Token {
         let fail = |what: &str, e: std::io::Error| {
             Error::new(
                 ErrorCode::ConfigInvalid,
-                format!(
-                    "could not {what} the MCP token file {}: {e}",
-                    path.display()
-                ),
+                format!("could not {what} the token file {}: {e}", path.display()),
             )
         };
         match read_private(path) {
@@ -105,6 +102,10 @@ impl Token {
     }
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn read_private(path: &Path) -> std::io::Result<String> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path)?;
@@ -132,7 +133,7 @@ mod tests {
     #[test]
     fn a_new_token_is_64_hex_chars_in_a_0600_file_and_is_reused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mcp-token");
+        let path = dir.path().join("token");
         let (token, source) = Token::load_or_create(&path).unwrap();
         assert_eq!(source, TokenSource::Created);
         assert_eq!(token.expose().len(), 64);
@@ -148,7 +149,7 @@ mod tests {
     #[test]
     fn a_loose_file_is_tightened_and_a_short_one_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mcp-token");
+        let path = dir.path().join("token");
         std::fs::write(&path, "x".repeat(40)).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         Token::load_or_create(&path).unwrap();
