@@ -171,6 +171,7 @@ pub fn error(e: &legate_core::Error) -> A2AError {
         ErrorCode::TaskNotCancelable => {
             A2AError::new(a2a::error_code::TASK_NOT_CANCELABLE, e.message.clone())
         }
+        ErrorCode::TaskNotAwaitingInput => A2AError::unsupported_operation(e.message.clone()),
         ErrorCode::Internal | ErrorCode::StoreError => {
             A2AError::internal(format!("{}: {}", e.code.as_str(), e.message))
         }

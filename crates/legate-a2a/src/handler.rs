@@ -14,8 +14,8 @@ use a2a::{
 use a2a_server::{RequestHandler, ServiceParams};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use legate_core::{EventKind, Task, TaskId, Timestamp};
-use legate_engine::{Engine, MAX_MESSAGE_CHARS, MessageRequest, SubmitRequest};
+use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp, WorkspaceKind};
+use legate_engine::{Engine, MAX_MESSAGE_CHARS, MessageRequest, SubmitRequest, WorkspaceRequest};
 use legate_store::TaskFilter;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -52,18 +52,31 @@ impl AgentHandler {
         }
     }
 
-    /// Starts the task a message asks for: a new conversation, or the next turn of the
-    /// message's `contextId`.
-    fn submit(&self, message: &Message) -> Result<Task, A2AError> {
+    /// Starts the task a message asks for: a new conversation, the next turn of the message's
+    /// `contextId`, or (with a `taskId`) the reply that resumes an `input-required` task. An
+    /// empty message gives a task in `input-required` (the engine's rule). Also returns the
+    /// event number after which the task's stream starts.
+    fn submit(&self, message: &Message) -> Result<(Task, u64), A2AError> {
         let text = message_text(message)?;
         if let Some(task_id) = &message.task_id {
             let task = self.find(task_id)?;
-            return Err(A2AError::unsupported_operation(format!(
-                "task {} is {}; a Legate task takes one message: send a new message with contextId {} to continue the conversation",
-                task.id,
-                task.state.as_str(),
-                task.context_id
-            )));
+            if text.trim().is_empty() {
+                return Err(A2AError::invalid_params(format!(
+                    "INVALID_INPUT: the reply into task {} has no text; say what the agent should do",
+                    task.id
+                )));
+            }
+            let after = self
+                .engine
+                .events(&task.id, 0, 100_000)
+                .map_err(|e| convert::error(&e))?
+                .last()
+                .map_or(0, |e| e.seq);
+            let task = self
+                .engine
+                .reply(task.id.as_str(), text)
+                .map_err(|e| convert::error(&e))?;
+            return Ok((task, after));
         }
         let existing = match &message.context_id {
             Some(ctx) => self
@@ -86,7 +99,19 @@ impl AgentHandler {
                         latest.context_id, latest.agent, latest.agent
                     )));
                 }
-                if !message.message_id.is_empty() && text.chars().count() <= MAX_MESSAGE_CHARS {
+                if text.trim().is_empty() {
+                    let mut request = SubmitRequest::new(text);
+                    request.agent = Some(self.agent.clone());
+                    request.context_id = Some(latest.context_id.clone());
+                    if let (WorkspaceKind::Shared, Some(root)) = (latest.workspace, &latest.root) {
+                        request.workspace = WorkspaceRequest::Shared(root.clone());
+                    }
+                    self.engine
+                        .submit_or_ask(request)
+                        .map_err(|e| convert::error(&e))
+                } else if !message.message_id.is_empty()
+                    && text.chars().count() <= MAX_MESSAGE_CHARS
+                {
                     self.engine
                         .send_message(MessageRequest {
                             context_id: latest.context_id.clone(),
@@ -111,14 +136,22 @@ impl AgentHandler {
                 let mut request = SubmitRequest::new(text);
                 request.agent = Some(self.agent.clone());
                 request.context_id = message.context_id.clone();
-                self.engine.submit(request).map_err(|e| convert::error(&e))
+                self.engine
+                    .submit_or_ask(request)
+                    .map_err(|e| convert::error(&e))
             }
         }
+        .map(|task| (task, 0))
     }
 
     /// The stream of a task: the task first, then every event translated, replayed from the
-    /// store and then live, until the terminal status.
-    fn stream(&self, task: Task) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
+    /// store (after event `after`) and then live, until the terminal status. A task waiting
+    /// for input ends its stream there: the caller replies with a new message.
+    fn stream(
+        &self,
+        task: Task,
+        after: u64,
+    ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let (tx, rx) = mpsc::channel::<Result<StreamResponse, A2AError>>(64);
         let engine = self.engine.clone();
         tokio::spawn(async move {
@@ -127,11 +160,12 @@ impl AgentHandler {
                 .await
                 .is_err()
                 || task.is_terminal()
+                || task.state == TaskState::InputRequired
             {
                 return;
             }
             let mut current = task;
-            let mut sub = engine.subscribe(&current.id, 0);
+            let mut sub = engine.subscribe(&current.id, after);
             let mut translator = convert::Translator::new();
             loop {
                 let event = match sub.next().await {
@@ -172,8 +206,8 @@ impl AgentHandler {
     }
 }
 
-/// The text of a message: its text parts, one per line. Other parts are refused (Legate's
-/// agents take text prompts).
+/// The text of a message: its text parts, one per line (empty when it has none). Other parts
+/// are refused (Legate's agents take text prompts).
 fn message_text(message: &Message) -> Result<String, A2AError> {
     let mut lines = Vec::new();
     for part in &message.parts {
@@ -187,13 +221,7 @@ fn message_text(message: &Message) -> Result<String, A2AError> {
             }
         }
     }
-    let text = lines.join("\n");
-    if text.trim().is_empty() {
-        return Err(A2AError::invalid_params(
-            "INVALID_INPUT: the message has no text; say what the agent should do",
-        ));
-    }
-    Ok(text)
+    Ok(lines.join("\n"))
 }
 
 fn history_length(n: Option<i32>) -> Result<Option<i32>, A2AError> {
@@ -217,8 +245,10 @@ impl RequestHandler for AgentHandler {
         if config.is_some_and(|c| c.task_push_notification_config.is_some()) {
             return Err(A2AError::push_notification_not_supported());
         }
-        let task = self.submit(&req.message)?;
-        let task = if config.and_then(|c| c.return_immediately) == Some(true) {
+        let (task, _) = self.submit(&req.message)?;
+        let task = if config.and_then(|c| c.return_immediately) == Some(true)
+            || task.state == TaskState::InputRequired
+        {
             task
         } else {
             self.engine
@@ -243,8 +273,8 @@ impl RequestHandler for AgentHandler {
         {
             return Err(A2AError::push_notification_not_supported());
         }
-        let task = self.submit(&req.message)?;
-        Ok(self.stream(task))
+        let (task, after) = self.submit(&req.message)?;
+        Ok(self.stream(task, after))
     }
 
     async fn get_task(
@@ -339,7 +369,7 @@ impl RequestHandler for AgentHandler {
         req: SubscribeToTaskRequest,
     ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
         let task = self.find(&req.id)?;
-        Ok(self.stream(task))
+        Ok(self.stream(task, 0))
     }
 
     async fn create_push_config(

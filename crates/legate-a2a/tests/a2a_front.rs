@@ -406,11 +406,12 @@ async fn bad_input_gets_the_specified_errors_and_changes_nothing() {
         t,
         v,
         json!({"jsonrpc": "2.0", "id": 5, "method": "SendMessage",
-               "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "  "}]}}})
-            .to_string(),
+               "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "taskId": "nope",
+                                      "parts": [{"text": "go on"}]}}})
+        .to_string(),
     )
     .await;
-    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert_eq!(body["error"]["code"], -32001, "{body}");
     assert!(
         server
             .engine
@@ -587,6 +588,61 @@ async fn the_python_sdk_streams_a_revisor_task() {
             .unwrap()
             .iter()
             .any(|t| t.id.0 == id)
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_message_asks_for_input_and_a_reply_resumes_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("home"), false).await;
+    let base = format!("{}/agents/revisor", server.url);
+    let c = client(&base).await;
+
+    let empty = SendMessageRequest {
+        message: Message::new(Role::User, vec![]),
+        configuration: None,
+        metadata: None,
+        tenant: None,
+    };
+    let a2a::SendMessageResponse::Task(waiting) = c.send_message(&empty).await.unwrap() else {
+        panic!("not a task");
+    };
+    assert_eq!(waiting.status.state, TaskState::InputRequired);
+    let sentence = waiting
+        .status
+        .message
+        .as_ref()
+        .and_then(|m| m.text())
+        .unwrap_or_default()
+        .to_string();
+    assert!(sentence.contains("reply into this task"), "{sentence}");
+
+    // The reply carries the task's id and resumes the same task.
+    let mut reply = message("What is in this workspace?", Some(&waiting.context_id));
+    reply.message.task_id = Some(waiting.id.clone());
+    let mut stream = c.send_streaming_message(&reply).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = stream.next().await {
+        events.push(e.unwrap());
+    }
+    let StreamResponse::Task(first) = &events[0] else {
+        panic!("the first event is not the task: {:?}", events[0]);
+    };
+    assert_eq!(first.id, waiting.id);
+    assert_ne!(first.status.state, TaskState::InputRequired);
+    let Some(StreamResponse::StatusUpdate(last)) = events.last() else {
+        panic!("the last event is not a status update");
+    };
+    assert_eq!(last.status.state, TaskState::Completed);
+    let stored = server.engine.task(&waiting.id).unwrap();
+    assert_eq!(stored.prompt, "What is in this workspace?");
+
+    // A finished task takes no reply.
+    let err = c.send_message(&reply).await.unwrap_err();
+    assert!(
+        format!("{err:?}").contains("TASK_NOT_AWAITING_INPUT"),
+        "{err:?}"
     );
     server.stop().await;
 }

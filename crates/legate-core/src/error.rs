@@ -36,6 +36,8 @@ pub enum ErrorCode {
     TaskNotFound,
     /// The task already ended and cannot be canceled.
     TaskNotCancelable,
+    /// A reply was sent into a task that is not waiting for input (`input-required`).
+    TaskNotAwaitingInput,
     /// The task ran longer than its timeout.
     TaskTimeout,
     /// The task was canceled.
@@ -133,6 +135,7 @@ impl ErrorCode {
         Self::InvalidWorkspace,
         Self::TaskNotFound,
         Self::TaskNotCancelable,
+        Self::TaskNotAwaitingInput,
         Self::TaskTimeout,
         Self::TaskCanceled,
         Self::QueueFull,
@@ -190,6 +193,7 @@ impl ErrorCode {
             Self::InvalidWorkspace => "INVALID_WORKSPACE",
             Self::TaskNotFound => "TASK_NOT_FOUND",
             Self::TaskNotCancelable => "TASK_NOT_CANCELABLE",
+            Self::TaskNotAwaitingInput => "TASK_NOT_AWAITING_INPUT",
             Self::TaskTimeout => "TASK_TIMEOUT",
             Self::TaskCanceled => "TASK_CANCELED",
             Self::QueueFull => "QUEUE_FULL",

@@ -84,6 +84,10 @@ enum Stop {
     Cancel,
 }
 
+/// The status message of a task whose prompt was empty.
+pub const EMPTY_PROMPT_MESSAGE: &str =
+    "the message was empty; reply into this task with what you want done";
+
 /// The largest prompt accepted, in bytes.
 const MAX_PROMPT_BYTES: usize = 1 << 20;
 /// The longest context id accepted, in bytes.
@@ -108,6 +112,7 @@ struct Inner {
     queued: AtomicUsize,
     stops: Mutex<HashMap<TaskId, watch::Sender<Stop>>>,
     contexts: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    waiting: Mutex<()>,
     tracker: TaskTracker,
     shutdown: watch::Sender<bool>,
 }
@@ -146,6 +151,7 @@ impl Engine {
                 queued: AtomicUsize::new(0),
                 stops: Mutex::new(HashMap::new()),
                 contexts: Mutex::new(HashMap::new()),
+                waiting: Mutex::new(()),
                 tracker: TaskTracker::new(),
                 shutdown,
             }),
@@ -171,8 +177,20 @@ impl Engine {
     }
 
     /// Validates and stores a task, then queues it. Returns it as stored (`submitted`).
-    /// Bad input is refused before anything is stored.
+    /// Bad input is refused before anything is stored; an empty prompt is bad input.
     pub fn submit(&self, request: SubmitRequest) -> Result<Task> {
+        self.submit_inner(request, false)
+    }
+
+    /// Like [`Engine::submit`], except that an empty prompt is not refused: the task is stored
+    /// and put straight in `input-required` with [`EMPTY_PROMPT_MESSAGE`] as its status
+    /// message, without starting an agent. [`Engine::reply`] into it resumes it. A copy
+    /// workspace still needs a prompt.
+    pub fn submit_or_ask(&self, request: SubmitRequest) -> Result<Task> {
+        self.submit_inner(request, true)
+    }
+
+    fn submit_inner(&self, request: SubmitRequest, allow_empty: bool) -> Result<Task> {
         let inner = &self.inner;
         let agent_name = request
             .agent
@@ -188,7 +206,8 @@ impl Engine {
                 ),
             ));
         }
-        if request.prompt.trim().is_empty() {
+        let empty = request.prompt.trim().is_empty();
+        if empty && (!allow_empty || matches!(request.workspace, WorkspaceRequest::Copy { .. })) {
             return Err(Error::invalid_input("the prompt is empty"));
         }
         if request.prompt.len() > MAX_PROMPT_BYTES {
@@ -234,6 +253,27 @@ impl Engine {
             return Err(Error::invalid_input(
                 "the timeout must be at least one second",
             ));
+        }
+        if empty {
+            return self.store_waiting(Task {
+                id: TaskId(uuid::Uuid::new_v4().to_string()),
+                context_id,
+                agent: agent.name.clone(),
+                workspace,
+                root,
+                prompt: String::new(),
+                mode: request.mode,
+                model: request.model,
+                state: TaskState::InputRequired,
+                error: None,
+                status_message: Some(EMPTY_PROMPT_MESSAGE.to_string()),
+                usage: None,
+                result: None,
+                session_id: None,
+                timeout_secs: timeout.as_secs().max(1),
+                created_at: Timestamp::now(),
+                updated_at: Timestamp::now(),
+            });
         }
         // Admission: count this task as queued before it is stored, so two submits cannot
         // both take the last place.
@@ -306,6 +346,123 @@ impl Engine {
         Ok(task)
     }
 
+    /// Stores a task that waits for the caller's input: no runner claims it (nothing runs, so
+    /// a restart leaves it waiting), and the context's live session is kept while it waits.
+    fn store_waiting(&self, task: Task) -> Result<Task> {
+        let inner = &self.inner;
+        let first = inner.store.insert_task(
+            &task,
+            &EventKind::Status {
+                state: TaskState::InputRequired,
+                message: task.status_message.clone(),
+                error: None,
+            },
+        )?;
+        inner.fanout.publish(&[first]);
+        inner.pool.release(&task.context_id, true);
+        tracing::info!(task = %task.id, agent = %task.agent, context = %task.context_id, "task waits for input");
+        Ok(task)
+    }
+
+    /// Replies into a task that waits for input (`input-required`): the reply becomes the
+    /// task's prompt and the same task is queued and run like a submitted one.
+    /// `TASK_NOT_AWAITING_INPUT` when the task is in any other state.
+    pub fn reply(&self, id: &str, prompt: impl Into<String>) -> Result<Task> {
+        let inner = &self.inner;
+        let prompt = prompt.into();
+        if prompt.trim().is_empty() {
+            return Err(Error::invalid_input("the reply is empty"));
+        }
+        if prompt.len() > MAX_PROMPT_BYTES {
+            return Err(Error::invalid_input(format!(
+                "the reply is {} bytes; the limit is {MAX_PROMPT_BYTES}",
+                prompt.len()
+            )));
+        }
+        // One reply (or cancel) of a waiting task at a time in this process.
+        let _waiting = lock(&inner.waiting);
+        let mut task = inner.store.find_task(id)?;
+        if task.state != TaskState::InputRequired {
+            return Err(Error::new(
+                ErrorCode::TaskNotAwaitingInput,
+                format!(
+                    "task {} is {}, not input-required; send a new message to continue its context {}",
+                    task.id, task.state, task.context_id
+                ),
+            ));
+        }
+        let agent = self.agent(&task.agent)?.clone();
+        if !inner.backends.contains_key(&agent.kind) {
+            return Err(Error::new(
+                ErrorCode::AgentNotFound,
+                format!(
+                    "agent {:?} is of kind {} which this build cannot run",
+                    agent.name,
+                    agent.kind.as_str()
+                ),
+            ));
+        }
+        let queued = inner.queued.fetch_add(1, Ordering::SeqCst);
+        if queued >= inner.config.max_queued {
+            inner.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "{} tasks are already waiting; try again when one has started",
+                    inner.config.max_queued
+                ),
+            ));
+        }
+        task.prompt = prompt;
+        task.state = TaskState::Submitted;
+        task.status_message = None;
+        task.updated_at = Timestamp::now();
+        let stored = inner
+            .store
+            .update_task(
+                &task,
+                &[EventKind::Status {
+                    state: TaskState::Submitted,
+                    message: None,
+                    error: None,
+                }],
+            )
+            .and_then(|events| {
+                inner.store.set_runner(&task.id, Some(inner.runner.id()))?;
+                Ok(events)
+            });
+        let events = match stored {
+            Ok(events) => events,
+            Err(e) => {
+                inner.queued.fetch_sub(1, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        inner.fanout.publish(&events);
+        let (stop_tx, stop_rx) = watch::channel(Stop::None);
+        lock(&inner.stops).insert(task.id.clone(), stop_tx);
+        let engine = self.clone();
+        let t = task.clone();
+        inner
+            .tracker
+            .spawn(async move { engine.drive(t, agent, stop_rx).await });
+        tracing::info!(task = %task.id, context = %task.context_id, "task resumed by a reply");
+        Ok(task)
+    }
+
+    /// Whether a task of `context_id` waits for input (its session must then stay up).
+    fn waits_for_input(&self, context_id: &str) -> bool {
+        self.inner
+            .store
+            .list_tasks(&TaskFilter {
+                state: Some(TaskState::InputRequired),
+                context_id: Some(context_id.to_string()),
+                limit: 1,
+                ..TaskFilter::default()
+            })
+            .is_ok_and(|t| !t.is_empty())
+    }
+
     /// Asks a task to stop. A queued task ends `canceled` without touching running ones; a
     /// running one gets `session/cancel`, then is killed after the grace period. A task run
     /// by another `legate` process is flagged in the store for that process to act on.
@@ -316,6 +473,19 @@ impl Engine {
                 ErrorCode::TaskNotCancelable,
                 format!("task {} already ended ({})", task.id, task.state),
             ));
+        }
+        if task.state == TaskState::InputRequired {
+            // Nothing runs: end it here, unless a reply just resumed it.
+            let _waiting = lock(&self.inner.waiting);
+            let task = self.inner.store.find_task(id)?;
+            if task.state == TaskState::InputRequired {
+                self.finish(&task, Ending::canceled(None, Accumulator::default()))?;
+                if !self.waits_for_input(&task.context_id) {
+                    self.inner.pool.release(&task.context_id, false);
+                }
+                tracing::info!(task = %task.id, "waiting task canceled");
+                return Ok(task);
+            }
         }
         let local = lock(&self.inner.stops)
             .get(&task.id)
@@ -787,7 +957,8 @@ impl Engine {
             }
         };
         if session.is_alive() {
-            inner.pool.release(&task.context_id, false);
+            let waiting = self.waits_for_input(&task.context_id);
+            inner.pool.release(&task.context_id, waiting);
         } else {
             inner.pool.remove(&task.context_id);
         }

@@ -311,3 +311,73 @@ async fn a_context_continues_its_agent_session_and_idle_sessions_stop() {
         "the idle agent process was not stopped"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_prompt_waits_for_input_and_a_reply_resumes_the_same_task() {
+    let h = harness(|_| {});
+    // `submit` still refuses an empty prompt.
+    let err = h.engine.submit(request("  ")).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+
+    let waiting = h.engine.submit_or_ask(request(" \n ")).unwrap();
+    assert_eq!(waiting.state, TaskState::InputRequired);
+    assert_eq!(
+        waiting.status_message.as_deref(),
+        Some(legate_engine::EMPTY_PROMPT_MESSAGE)
+    );
+    let stored = h.engine.task(waiting.id.as_str()).unwrap();
+    assert_eq!(stored.state, TaskState::InputRequired);
+    let events = h.engine.events(&waiting.id, 0, 100).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(matches!(
+        &events[0].kind,
+        EventKind::Status { state: TaskState::InputRequired, message: Some(m), .. }
+            if m.contains("reply into this task")
+    ));
+    // No agent ran: still waiting a little later.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.engine.task(waiting.id.as_str()).unwrap().state,
+        TaskState::InputRequired
+    );
+
+    let err = h.engine.reply(waiting.id.as_str(), "   ").unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidInput);
+    let resumed = h
+        .engine
+        .reply(waiting.id.as_str(), "write b.txt: hi\nWhat is here?")
+        .unwrap();
+    assert_eq!(resumed.id, waiting.id);
+    assert_eq!(resumed.context_id, waiting.context_id);
+    assert_eq!(resumed.state, TaskState::Submitted);
+    let done = tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&waiting.id))
+        .await
+        .expect("the task ends")
+        .unwrap();
+    assert_eq!(done.state, TaskState::Completed, "{done:?}");
+    assert_eq!(done.prompt, "write b.txt: hi\nWhat is here?");
+    let root = done.root.clone().unwrap();
+    assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "hi");
+
+    // A task that does not wait for input takes no reply.
+    let err = h.engine.reply(waiting.id.as_str(), "more").unwrap_err();
+    assert_eq!(err.code, ErrorCode::TaskNotAwaitingInput);
+    assert_eq!(err.code.as_str(), "TASK_NOT_AWAITING_INPUT");
+    let err = h.engine.reply("no-such-task", "more").unwrap_err();
+    assert_eq!(err.code, ErrorCode::TaskNotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_waiting_for_input_can_be_canceled() {
+    let h = harness(|_| {});
+    let waiting = h.engine.submit_or_ask(request("")).unwrap();
+    assert_eq!(waiting.state, TaskState::InputRequired);
+    h.engine.cancel(waiting.id.as_str()).unwrap();
+    let task = tokio::time::timeout(Duration::from_secs(10), h.engine.wait(&waiting.id))
+        .await
+        .expect("the task ends")
+        .unwrap();
+    assert_eq!(task.state, TaskState::Canceled);
+    let err = h.engine.reply(waiting.id.as_str(), "go").unwrap_err();
+    assert_eq!(err.code, ErrorCode::TaskNotAwaitingInput);
+}
