@@ -5,14 +5,13 @@
 //! person needs to call the server. It never logs the token.
 
 use crate::config::Config;
+use crate::front;
 use anyhow::{Context, Result, bail};
 use legate_a2a::{A2aOptions, Token, TokenSource};
-use legate_engine::Engine;
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The port the A2A front listens on by default.
@@ -65,14 +64,7 @@ pub fn resolve(
     home: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<A2aSettings> {
-    let host: IpAddr = match table.host {
-        Some(h) => h
-            .parse()
-            .map_err(|_| invalid(format!("a2a.host must be an IP address (got {h:?})")))?,
-        None => crate::mcp::DEFAULT_HOST
-            .parse()
-            .context("the default host is not an address")?,
-    };
+    let host = front::listen_host(table.host, "a2a.host")?;
     let public_url = match table.public_url {
         Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
             return Err(invalid(format!(
@@ -91,20 +83,8 @@ pub fn resolve(
             )));
         }
     };
-    let token_file = match table.token_file {
-        Some(p) if !p.is_absolute() => {
-            return Err(invalid(format!(
-                "a2a.token_file must be an absolute path (got {})",
-                p.display()
-            )));
-        }
-        Some(p) => p,
-        None => home.join(TOKEN_FILE),
-    };
-    let token = env("LEGATE_A2A_TOKEN")
-        .map(|t| Token::configured(&t))
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("{}: LEGATE_A2A_TOKEN: {}", e.code, e.message))?;
+    let token_file = front::token_file(table.token_file, "a2a.token_file", home, TOKEN_FILE)?;
+    let token = front::env_token(env, "LEGATE_A2A_TOKEN")?;
     let max_body_bytes = table
         .max_body_bytes
         .unwrap_or(legate_a2a::DEFAULT_MAX_BODY_BYTES);
@@ -169,17 +149,7 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
     let host = args.host.unwrap_or(settings.host);
     let port = args.a2a_port.or(args.port).unwrap_or(settings.port);
     let (token, source) = if settings.auth {
-        let (t, s) = match &settings.token {
-            Some(t) => (t.clone(), TokenSource::Configured),
-            None => {
-                if let Some(dir) = settings.token_file.parent() {
-                    std::fs::create_dir_all(dir)
-                        .with_context(|| format!("could not create {}", dir.display()))?;
-                }
-                Token::load_or_create(&settings.token_file)
-                    .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))?
-            }
-        };
+        let (t, s) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
         (Some(t), Some(s))
     } else {
         (None, None)
@@ -196,11 +166,7 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
-    let engine = Engine::start(
-        config.engine.clone(),
-        crate::backends(),
-        Arc::new(legate_supervisor::Rules),
-    )?;
+    let engine = front::start_engine(&config.engine)?;
     let options = A2aOptions {
         token: token.clone(),
         public_url: public_url
@@ -261,7 +227,7 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => r.map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))?,
-        _ = stop_signal() => {
+        _ = front::stop_signal() => {
             eprintln!("stopping: running tasks are canceled");
             shutdown.cancel();
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut serving).await;
@@ -279,22 +245,6 @@ fn check_bind(host: IpAddr, token: bool, allow_remote_without_token: bool) -> Re
         );
     }
     Ok(())
-}
-
-/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
-async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }
 
 #[cfg(test)]

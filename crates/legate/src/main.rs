@@ -16,6 +16,7 @@ macro_rules! out {
 mod a2a;
 mod agents;
 mod config;
+mod front;
 mod mcp;
 mod render;
 mod review;
@@ -396,11 +397,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             if no_probe {
                 return agents::list(&config, None, json).await;
             }
-            let engine = Engine::start(
-                config.engine.clone(),
-                backends(),
-                Arc::new(legate_supervisor::Rules),
-            )?;
+            let engine = front::start_engine(&config.engine)?;
             let code = agents::list(&config, Some(&engine), json).await;
             engine.shutdown().await;
             code
@@ -469,11 +466,7 @@ where
     F: FnOnce(Engine) -> Fut,
     Fut: std::future::Future<Output = Result<ExitCode>>,
 {
-    let engine = Engine::start(
-        config.engine,
-        backends(),
-        Arc::new(legate_supervisor::Rules),
-    )?;
+    let engine = front::start_engine(&config.engine)?;
     let result = f(engine.clone()).await;
     engine.shutdown().await;
     result
@@ -491,11 +484,7 @@ pub fn backends() -> HashMap<AgentKind, Arc<dyn Backend>> {
 }
 
 async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
-    let engine = Engine::start(
-        config.engine,
-        backends(),
-        Arc::new(legate_supervisor::Rules),
-    )?;
+    let engine = front::start_engine(&config.engine)?;
     let workspace = match (args.cwd, args.copy) {
         (Some(dir), _) => WorkspaceRequest::Shared(dir),
         (None, Some(source)) => WorkspaceRequest::Copy {

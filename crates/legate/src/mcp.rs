@@ -6,20 +6,17 @@
 //! in stdio mode, and never log the token.
 
 use crate::config::Config;
+use crate::front::{self, start_engine};
 use anyhow::{Context, Result, bail};
-use legate_engine::Engine;
 use legate_mcp::{HttpOptions, LegateMcp, McpOptions, Profile, Token, TokenSource};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The port `legate serve --mcp` listens on by default.
 pub const DEFAULT_PORT: u16 = 8731;
-/// The address it listens on by default.
-pub const DEFAULT_HOST: &str = "127.0.0.1";
 /// The token file, under `$LEGATE_HOME`.
 pub const TOKEN_FILE: &str = "mcp-token";
 
@@ -69,26 +66,9 @@ pub fn resolve(
         })?,
         None => Profile::default(),
     };
-    let host: IpAddr = match table.host {
-        Some(h) => h.parse().map_err(|_| {
-            anyhow::anyhow!("CONFIG_INVALID: mcp.host must be an IP address (got {h:?})")
-        })?,
-        None => DEFAULT_HOST
-            .parse()
-            .context("the default MCP host is not an address")?,
-    };
-    let token_file = match table.token_file {
-        Some(p) if !p.is_absolute() => bail!(
-            "CONFIG_INVALID: mcp.token_file must be an absolute path (got {})",
-            p.display()
-        ),
-        Some(p) => p,
-        None => home.join(TOKEN_FILE),
-    };
-    let token = env("LEGATE_MCP_TOKEN")
-        .map(|t| Token::configured(&t))
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("{}: LEGATE_MCP_TOKEN: {}", e.code, e.message))?;
+    let host = front::listen_host(table.host, "mcp.host")?;
+    let token_file = front::token_file(table.token_file, "mcp.token_file", home, TOKEN_FILE)?;
+    let token = front::env_token(env, "LEGATE_MCP_TOKEN")?;
     let loopback = HttpOptions::loopback(Token::configured(&"x".repeat(64)).map_err(to_anyhow)?);
     let mut check = loopback.clone();
     check.allowed_hosts = table.allowed_hosts.unwrap_or(loopback.allowed_hosts);
@@ -109,34 +89,10 @@ fn to_anyhow(e: legate_core::Error) -> anyhow::Error {
     anyhow::anyhow!("{}: {}", e.code, e.message)
 }
 
-fn start_engine(config: &Config) -> Result<Engine> {
-    Ok(Engine::start(
-        config.engine.clone(),
-        crate::backends(),
-        Arc::new(legate_supervisor::Rules),
-    )?)
-}
-
-/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
-async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
-}
-
 /// `legate mcp`: MCP on stdin/stdout until the client leaves, then the tasks it started run to
 /// their end before the process exits (Ctrl-C or SIGTERM stops them instead).
 pub async fn stdio(config: Config) -> Result<ExitCode> {
-    let engine = start_engine(&config)?;
+    let engine = start_engine(&config.engine)?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {
@@ -147,7 +103,7 @@ pub async fn stdio(config: Config) -> Result<ExitCode> {
     tracing::info!(profile = %config.mcp.profile, "serving MCP on stdio");
     tokio::select! {
         r = legate_mcp::serve_stdio(server.clone()) => r?,
-        _ = stop_signal() => {
+        _ = front::stop_signal() => {
             engine.shutdown().await;
             return Ok(ExitCode::from(130));
         }
@@ -160,7 +116,7 @@ pub async fn stdio(config: Config) -> Result<ExitCode> {
         );
         tokio::select! {
             _ = legate_mcp::finish(&server) => {}
-            _ = stop_signal() => {}
+            _ = front::stop_signal() => {}
         }
     }
     engine.shutdown().await;
@@ -187,16 +143,7 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
         bail!("INVALID_INPUT: nothing to serve; pass --mcp (legate serve --mcp)");
     }
     let settings = &config.mcp;
-    let (token, source) = match &settings.token {
-        Some(t) => (t.clone(), TokenSource::Configured),
-        None => {
-            if let Some(dir) = settings.token_file.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("could not create {}", dir.display()))?;
-            }
-            Token::load_or_create(&settings.token_file).map_err(to_anyhow)?
-        }
-    };
+    let (token, source) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
     let addr = SocketAddr::new(
         args.host.unwrap_or(settings.host),
         args.port.unwrap_or(settings.port),
@@ -205,7 +152,7 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
-    let engine = start_engine(&config)?;
+    let engine = start_engine(&config.engine)?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {
@@ -226,7 +173,7 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => r?,
-        _ = stop_signal() => {
+        _ = front::stop_signal() => {
             eprintln!("stopping: running tasks are canceled");
             shutdown.cancel();
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut serving).await;

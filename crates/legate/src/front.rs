@@ -1,0 +1,89 @@
+//! What the binary's fronts share at the edge: starting the engine, resolving where an HTTP
+//! front listens and which bearer token guards it, and waiting for a stop signal.
+//!
+//! Each front's module (`mcp`, `a2a`) keeps only what is its own. Nothing here decides
+//! anything about tasks; it only wires configuration to the engine and the fronts.
+
+use anyhow::{Context, Result, bail};
+use legate_engine::{Engine, EngineConfig};
+use legate_token::{Token, TokenSource};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The address HTTP fronts listen on unless configured otherwise.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// Starts the engine with this build's backends and the rule-table supervisor.
+pub fn start_engine(config: &EngineConfig) -> Result<Engine> {
+    Ok(Engine::start(
+        config.clone(),
+        crate::backends(),
+        Arc::new(legate_supervisor::Rules),
+    )?)
+}
+
+/// The configured listen address (`key` names it in errors), or [`DEFAULT_HOST`].
+pub fn listen_host(configured: Option<String>, key: &str) -> Result<IpAddr> {
+    match configured {
+        Some(h) => h.parse().map_err(|_| {
+            anyhow::anyhow!("CONFIG_INVALID: {key} must be an IP address (got {h:?})")
+        }),
+        None => DEFAULT_HOST
+            .parse()
+            .context("the default host is not an address"),
+    }
+}
+
+/// The configured token file (absolute; `key` names it in errors), or `home/default_name`.
+pub fn token_file(
+    configured: Option<PathBuf>,
+    key: &str,
+    home: &Path,
+    default_name: &str,
+) -> Result<PathBuf> {
+    match configured {
+        Some(p) if !p.is_absolute() => bail!(
+            "CONFIG_INVALID: {key} must be an absolute path (got {})",
+            p.display()
+        ),
+        Some(p) => Ok(p),
+        None => Ok(home.join(default_name)),
+    }
+}
+
+/// The token set in the environment variable `var`, validated, if any.
+pub fn env_token(env: &dyn Fn(&str) -> Option<String>, var: &str) -> Result<Option<Token>> {
+    env(var)
+        .map(|t| Token::configured(&t))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("{}: {var}: {}", e.code, e.message))
+}
+
+/// The configured token, or the one in `file` (made there, mode 0600, on first use).
+pub fn acquire_token(configured: Option<&Token>, file: &Path) -> Result<(Token, TokenSource)> {
+    if let Some(t) = configured {
+        return Ok((t.clone(), TokenSource::Configured));
+    }
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("could not create {}", dir.display()))?;
+    }
+    Token::load_or_create(file).map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
+pub async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
