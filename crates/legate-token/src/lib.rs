@@ -1,8 +1,14 @@
-//! The bearer token that guards Legate's HTTP fronts (MCP over Streamable HTTP, A2A): 32
+//! Who may call Legate's HTTP fronts (MCP over Streamable HTTP, A2A): the bearer token (32
 //! random bytes in lowercase hex, kept in a file of mode 0600 (made on first use) or
-//! configured, and compared in constant time.
+//! configured, and compared in constant time), and the `Host`/`Origin` allowlist that comes
+//! before it ([`allowlist`], [`guard`]).
 //!
-//! This module never logs a token and never puts one in an error message.
+//! This crate never logs a token and never puts one in an error message.
+
+pub mod allowlist;
+pub mod guard;
+
+pub use allowlist::{Allowlist, Refusal};
 
 use legate_core::{Error, ErrorCode, Result};
 use std::fmt;

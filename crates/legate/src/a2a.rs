@@ -1,4 +1,4 @@
-//! `legate serve` (the A2A front, on by default; `--mcp` for MCP over HTTP) and the `[a2a]`
+//! The A2A half of `legate serve` (the command itself is `crate::serve`) and the `[a2a]`
 //! table of `legate.toml`.
 //!
 //! This module wires configuration, the engine and `legate-a2a` together and prints what a
@@ -11,8 +11,6 @@ use legate_a2a::{A2aOptions, Token, TokenSource};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use tokio_util::sync::CancellationToken;
 
 /// The port the A2A front listens on by default.
 pub const DEFAULT_PORT: u16 = 8732;
@@ -31,6 +29,8 @@ pub struct A2aTable {
     token_file: Option<PathBuf>,
     allow_remote_without_token: Option<bool>,
     max_body_bytes: Option<usize>,
+    allowed_hosts: Option<Vec<String>>,
+    allowed_origins: Option<Vec<String>>,
 }
 
 /// The A2A front's resolved settings.
@@ -52,6 +52,11 @@ pub struct A2aSettings {
     pub allow_remote_without_token: bool,
     /// The largest request body.
     pub max_body_bytes: usize,
+    /// Configured `Host` values (loopback when `None`; the bound address and the public URL's
+    /// host are added at start).
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Configured `Origin` values (loopback when `None`).
+    pub allowed_origins: Option<Vec<String>>,
 }
 
 fn invalid(message: String) -> anyhow::Error {
@@ -91,6 +96,13 @@ pub fn resolve(
     if max_body_bytes < 1024 {
         return Err(invalid("a2a.max_body_bytes must be at least 1024".into()));
     }
+    // Checked now, so a typo fails at start-up with its key.
+    front::allowlist(
+        "a2a",
+        table.allowed_hosts.clone(),
+        table.allowed_origins.clone(),
+        &[],
+    )?;
     Ok(A2aSettings {
         host,
         port: table.port.unwrap_or(DEFAULT_PORT),
@@ -100,54 +112,33 @@ pub fn resolve(
         token,
         allow_remote_without_token: table.allow_remote_without_token.unwrap_or(false),
         max_body_bytes,
+        allowed_hosts: table.allowed_hosts,
+        allowed_origins: table.allowed_origins,
     })
 }
 
-/// Options of `legate serve`.
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// Serve A2A (the default when neither --a2a nor --mcp is given).
-    #[arg(long)]
-    pub a2a: bool,
-    /// Serve MCP over Streamable HTTP at /mcp (alone, unless --a2a is given too).
-    #[arg(long)]
-    pub mcp: bool,
-    /// The address to listen on (default `a2a.host` / `mcp.host`, normally 127.0.0.1).
-    #[arg(long)]
-    pub host: Option<IpAddr>,
-    /// The port of the front served (default 8732 for A2A, 8731 for MCP; 0 picks a free one).
-    /// With both fronts, MCP's port.
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// A2A's port when both fronts are served.
-    #[arg(long)]
-    pub a2a_port: Option<u16>,
-    /// The URL A2A cards advertise (default `http://<bound address>`).
-    #[arg(long)]
-    pub public_url: Option<String>,
+/// What [`open`] made: the listener, the router, and whether any agent is served.
+#[derive(Debug)]
+pub struct Opened {
+    /// The bound listener.
+    pub listener: tokio::net::TcpListener,
+    /// Every served agent's routes, behind the allowlist and the token.
+    pub router: axum::Router,
+    /// Whether at least one agent started (otherwise there is nothing to serve).
+    pub any_served: bool,
 }
 
-/// `legate serve`.
-pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
-    if args.mcp && !args.a2a {
-        return crate::mcp::serve(
-            config,
-            crate::mcp::ServeArgs {
-                mcp: true,
-                host: args.host,
-                port: args.port,
-            },
-        )
-        .await;
-    }
-    if args.mcp {
-        bail!(
-            "INVALID_INPUT: serving A2A and MCP from one process is not supported yet; run `legate serve --a2a` and `legate serve --mcp` separately"
-        );
-    }
+/// Binds A2A's listener at `host:port`, starts every configured agent once to build its card,
+/// puts the routes behind the `Host`/`Origin` allowlist, and prints what a caller needs. The
+/// caller serves the router.
+pub async fn open(
+    config: &Config,
+    host: IpAddr,
+    port: u16,
+    public_url: Option<String>,
+    engine: &legate_engine::Engine,
+) -> Result<Opened> {
     let settings = &config.a2a;
-    let host = args.host.unwrap_or(settings.host);
-    let port = args.a2a_port.or(args.port).unwrap_or(settings.port);
     let (token, source) = if settings.auth {
         let (t, s) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
         (Some(t), Some(s))
@@ -155,27 +146,30 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
         (None, None)
     };
     check_bind(host, token.is_some(), settings.allow_remote_without_token)?;
-    let public_url = match args.public_url.or(settings.public_url.clone()) {
+    let public_url = match public_url.or(settings.public_url.clone()) {
         Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
             bail!("INVALID_INPUT: --public-url must start with http:// or https:// (got {u:?})")
         }
-        other => other,
+        other => other.map(|u| u.trim_end_matches('/').to_string()),
     };
     let addr = SocketAddr::new(host, port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
-    let engine = front::start_engine(&config.engine)?;
+    let allowlist = front::allowlist(
+        "a2a",
+        settings.allowed_hosts.clone(),
+        settings.allowed_origins.clone(),
+        &extra_hosts(bound, public_url.as_deref()),
+    )?;
     let options = A2aOptions {
         token: token.clone(),
-        public_url: public_url
-            .map(|u| u.trim_end_matches('/').to_string())
-            .unwrap_or_else(|| format!("http://{bound}")),
+        public_url: public_url.unwrap_or_else(|| format!("http://{bound}")),
         max_body_bytes: settings.max_body_bytes,
         probe_limit: legate_a2a::DEFAULT_PROBE_LIMIT,
     };
-    let (router, report) = legate_a2a::boot(&engine, &options).await;
+    let (router, report) = legate_a2a::boot(engine, &options).await;
     crate::out!("Legate A2A server · {}", options.public_url)?;
     for (name, card) in &report.served {
         crate::out!(
@@ -213,28 +207,28 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
         }
         _ => crate::out!("no authentication (a2a.auth = \"none\")")?,
     }
-    crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
-    {
-        use std::io::Write as _;
-        std::io::stdout().flush()?;
+    crate::out!(
+        "answers to Host: {} (a2a.allowed_hosts)",
+        allowlist.hosts().join(", ")
+    )?;
+    Ok(Opened {
+        listener,
+        router: legate_token::guard::allowlisted(router, allowlist),
+        any_served: !report.served.is_empty(),
+    })
+}
+
+/// Host values a front answers to besides the configured or loopback ones: the bound address
+/// when it is a specific one, and the public URL's authority.
+fn extra_hosts(bound: SocketAddr, public_url: Option<&str>) -> Vec<String> {
+    let mut extra = Vec::new();
+    if !bound.ip().is_unspecified() && !bound.ip().is_loopback() {
+        extra.push(bound.ip().to_string());
     }
-    if report.served.is_empty() {
-        engine.shutdown().await;
-        bail!("AGENT_START_FAILED: no configured agent started; nothing to serve");
+    if let Some(a) = public_url.and_then(legate_token::allowlist::url_authority) {
+        extra.push(a);
     }
-    let shutdown = CancellationToken::new();
-    let serving = legate_a2a::serve(listener, router, shutdown.clone());
-    tokio::pin!(serving);
-    tokio::select! {
-        r = &mut serving => r.map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))?,
-        _ = front::stop_signal() => {
-            eprintln!("stopping: running tasks are canceled");
-            shutdown.cancel();
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut serving).await;
-        }
-    }
-    engine.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+    extra
 }
 
 /// A non-loopback bind without a token refuses to start unless explicitly allowed.

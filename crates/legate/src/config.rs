@@ -87,7 +87,12 @@ pub fn home_dir() -> Result<PathBuf> {
 
 /// Loads and validates the configuration.
 pub fn load() -> Result<Config> {
-    let home = home_dir()?;
+    load_in(&home_dir()?, &|k| std::env::var(k).ok())
+}
+
+/// Loads and validates the configuration of `home` (its `legate.toml`, if any) with `env` as
+/// the environment.
+pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config> {
     let path = home.join("legate.toml");
     let file = match std::fs::read_to_string(&path) {
         Ok(text) => Some((
@@ -101,13 +106,9 @@ pub fn load() -> Result<Config> {
         Some((f, p)) => (f, Some(p)),
         None => (File::default(), None),
     };
-    let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), &home, &|k| {
-        std::env::var(k).ok()
-    })?;
-    let a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), &home, &|k| {
-        std::env::var(k).ok()
-    })?;
-    let engine = resolve(parsed, &home, &|k| std::env::var(k).ok())?;
+    let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), home, env)?;
+    let a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
+    let engine = resolve(parsed, home, env)?;
     Ok(Config {
         engine,
         mcp,

@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result, bail};
 use legate_engine::{Engine, EngineConfig};
-use legate_token::{Token, TokenSource};
+use legate_token::{Allowlist, Token, TokenSource};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,6 +70,26 @@ pub fn acquire_token(configured: Option<&Token>, file: &Path) -> Result<(Token, 
             .with_context(|| format!("could not create {}", dir.display()))?;
     }
     Token::load_or_create(file).map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+}
+
+/// A front's `Host`/`Origin` allowlist: the configured lists (`front.allowed_hosts`,
+/// `front.allowed_origins`) or loopback, plus `extra_hosts` (the authority of an advertised
+/// public URL, say). A bad entry is `CONFIG_INVALID` naming its key.
+pub fn allowlist(
+    front: &'static str,
+    hosts: Option<Vec<String>>,
+    origins: Option<Vec<String>>,
+    extra_hosts: &[String],
+) -> Result<Allowlist> {
+    let loopback = Allowlist::loopback(front);
+    let mut hosts = hosts.unwrap_or_else(|| loopback.hosts().to_vec());
+    for h in extra_hosts {
+        if !hosts.contains(h) {
+            hosts.push(h.clone());
+        }
+    }
+    let origins = origins.unwrap_or_else(|| loopback.origins().to_vec());
+    Allowlist::new(front, hosts, origins).map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
 }
 
 /// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).

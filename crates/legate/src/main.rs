@@ -21,6 +21,7 @@ mod mcp;
 mod render;
 mod review;
 mod review_config;
+mod serve;
 mod usage;
 
 use anyhow::{Context, Result};
@@ -108,7 +109,7 @@ enum Command {
     Mcp,
     /// Serve Legate to remote clients: A2A by default (JSON-RPC and HTTP+JSON, agent cards);
     /// `--mcp` for MCP over Streamable HTTP at /mcp instead.
-    Serve(a2a::ServeArgs),
+    Serve(serve::ServeArgs),
     /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
     Diff {
         /// Task id or prefix.
@@ -404,7 +405,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         }
         Command::Usage(args) => usage::print(&open_store(&paths)?, args),
         Command::Mcp => mcp::stdio(config).await,
-        Command::Serve(args) => a2a::serve(config, args).await,
+        Command::Serve(args) => serve::serve(config, args).await,
         Command::Diff {
             id,
             stat,

@@ -1,5 +1,5 @@
-//! `legate mcp` (MCP on stdio) and `legate serve --mcp` (MCP over Streamable HTTP), and the
-//! `[mcp]` table of `legate.toml`.
+//! `legate mcp` (MCP on stdio), the MCP half of `legate serve --mcp` (Streamable HTTP; the
+//! command itself is `crate::serve`), and the `[mcp]` table of `legate.toml`.
 //!
 //! This module wires configuration, the engine and `legate-mcp` together and prints what a
 //! person needs to register the server. It must never write anything but JSON-RPC to stdout
@@ -7,8 +7,10 @@
 
 use crate::config::Config;
 use crate::front::{self, start_engine};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use legate_engine::Engine;
 use legate_mcp::{HttpOptions, LegateMcp, McpOptions, Profile, Token, TokenSource};
+use legate_token::Allowlist;
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -45,10 +47,8 @@ pub struct McpSettings {
     pub token_file: PathBuf,
     /// A token given by `LEGATE_MCP_TOKEN` instead of the file.
     pub token: Option<Token>,
-    /// Allowed `Host` values.
-    pub allowed_hosts: Vec<String>,
-    /// Allowed `Origin` values.
-    pub allowed_origins: Vec<String>,
+    /// The `Host` and `Origin` values the endpoint answers to.
+    pub allowlist: Allowlist,
 }
 
 /// Resolves `[mcp]` and its environment overrides (`LEGATE_MCP_PROFILE`, `LEGATE_MCP_TOKEN`).
@@ -69,24 +69,16 @@ pub fn resolve(
     let host = front::listen_host(table.host, "mcp.host")?;
     let token_file = front::token_file(table.token_file, "mcp.token_file", home, TOKEN_FILE)?;
     let token = front::env_token(env, "LEGATE_MCP_TOKEN")?;
-    let loopback = HttpOptions::loopback(Token::configured(&"x".repeat(64)).map_err(to_anyhow)?);
-    let mut check = loopback.clone();
-    check.allowed_hosts = table.allowed_hosts.unwrap_or(loopback.allowed_hosts);
-    check.allowed_origins = table.allowed_origins.unwrap_or(loopback.allowed_origins);
-    check.validate().map_err(to_anyhow)?;
+    let allowlist =
+        crate::front::allowlist("mcp", table.allowed_hosts, table.allowed_origins, &[])?;
     Ok(McpSettings {
         profile,
         host,
         port: table.port.unwrap_or(DEFAULT_PORT),
         token_file,
         token,
-        allowed_hosts: check.allowed_hosts,
-        allowed_origins: check.allowed_origins,
+        allowlist,
     })
-}
-
-fn to_anyhow(e: legate_core::Error) -> anyhow::Error {
-    anyhow::anyhow!("{}: {}", e.code, e.message)
 }
 
 /// `legate mcp`: MCP on stdin/stdout until the client leaves, then the tasks it started run to
@@ -123,36 +115,22 @@ pub async fn stdio(config: Config) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Options of `legate serve`.
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// Serve MCP over Streamable HTTP at /mcp.
-    #[arg(long)]
-    pub mcp: bool,
-    /// The address to listen on (default `mcp.host`, normally 127.0.0.1).
-    #[arg(long)]
-    pub host: Option<IpAddr>,
-    /// The port to listen on (default `mcp.port`, normally 8731; 0 picks a free one).
-    #[arg(long)]
-    pub port: Option<u16>,
-}
-
-/// `legate serve --mcp`.
-pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
-    if !args.mcp {
-        bail!("INVALID_INPUT: nothing to serve; pass --mcp (legate serve --mcp)");
-    }
+/// Binds MCP's listener for `legate serve --mcp` at `host:port`, builds `/mcp` over `engine`,
+/// and prints the ready-to-paste client configuration. The caller serves the router.
+pub async fn open(
+    config: &Config,
+    host: IpAddr,
+    port: u16,
+    engine: &Engine,
+    shutdown: &CancellationToken,
+) -> Result<(tokio::net::TcpListener, axum::Router)> {
     let settings = &config.mcp;
     let (token, source) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
-    let addr = SocketAddr::new(
-        args.host.unwrap_or(settings.host),
-        args.port.unwrap_or(settings.port),
-    );
+    let addr = SocketAddr::new(host, port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
-    let engine = start_engine(&config.engine)?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {
@@ -162,25 +140,12 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
     );
     let options = HttpOptions {
         token: token.clone(),
-        allowed_hosts: settings.allowed_hosts.clone(),
-        allowed_origins: settings.allowed_origins.clone(),
+        allowlist: settings.allowlist.clone(),
     };
-    let shutdown = CancellationToken::new();
     let router = legate_mcp::http::router(server, options, shutdown.clone());
-    print_client_config(&config, bound, &token, source)?;
+    print_client_config(config, bound, &token, source)?;
     tracing::info!(address = %bound, profile = %settings.profile, "serving MCP over HTTP");
-    let serving = legate_mcp::http::serve(listener, router, shutdown.clone());
-    tokio::pin!(serving);
-    tokio::select! {
-        r = &mut serving => r?,
-        _ = front::stop_signal() => {
-            eprintln!("stopping: running tasks are canceled");
-            shutdown.cancel();
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut serving).await;
-        }
-    }
-    engine.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+    Ok((listener, router))
 }
 
 fn print_client_config(
@@ -217,7 +182,6 @@ fn print_client_config(
         "  {{\"mcpServers\": {{\"legate\": {{\"type\": \"http\", \"url\": \"{url}\", \"headers\": {{\"Authorization\": \"Bearer {secret}\"}}}}}}}}"
     )?;
     crate::out!()?;
-    crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
     use std::io::Write as _;
     std::io::stdout().flush()
 }
@@ -250,7 +214,7 @@ mod tests {
         assert_eq!(s.port, DEFAULT_PORT);
         assert_eq!(s.token_file, Path::new("/tmp/lh/mcp-token"));
         assert!(s.token.is_none());
-        assert_eq!(s.allowed_hosts, ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(s.allowlist.hosts(), ["localhost", "127.0.0.1", "::1"]);
     }
 
     #[test]
@@ -262,7 +226,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.profile, Profile::Query);
         assert_eq!(s.port, 9000);
-        assert_eq!(s.allowed_hosts, ["legate.lan"]);
+        assert_eq!(s.allowlist.hosts(), ["legate.lan"]);
         assert!(s.token.unwrap().matches(&"k".repeat(40)));
         let s = resolve_text(
             "[mcp]\nprofile = \"query\"\n",

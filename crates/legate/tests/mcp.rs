@@ -8,14 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+use common::{LEGATE, Served, addr_of, raw};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 const PROTOCOLS: [&str; 2] = ["2025-06-18", "2025-11-25"];
 
 fn client_script() -> PathBuf {
@@ -89,9 +89,9 @@ fn python_sdk_over_stdio_delegates_waits_with_progress_and_reads_in_pieces() {
     }
 }
 
-/// A running `legate serve --mcp`; stopped with SIGTERM when dropped.
+/// A running `legate serve --mcp`.
 struct Server {
-    child: Child,
+    _served: Served,
     url: String,
     token: String,
     addr: String,
@@ -99,92 +99,39 @@ struct Server {
 
 impl Server {
     fn start(home: &Path) -> Server {
-        let mut child = Command::new(LEGATE)
-            .args(["serve", "--mcp", "--port", "0"])
-            .env("LEGATE_HOME", home)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("serve printed nothing").unwrap();
-        let url = first
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .to_string();
-        // Keep draining stdout so the server never blocks on a full pipe.
-        let printed: Vec<String> = lines.by_ref().take(3).map(|l| l.unwrap()).collect();
-        std::thread::spawn(move || for _ in lines {});
+        let served = Served::start(home, &["--mcp", "--port", "0"]);
+        let url = served.url("Legate MCP server");
         assert!(
-            printed.iter().any(|l| l.contains("Claude Code")),
-            "{printed:?}"
+            served.printed.iter().any(|l| l.contains("Claude Code")),
+            "{:?}",
+            served.printed
         );
         let token = std::fs::read_to_string(home.join("mcp-token"))
             .unwrap()
             .trim()
             .to_string();
-        let addr = url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_string();
+        let addr = addr_of(&url);
         Server {
-            child,
+            _served: served,
             url,
             token,
             addr,
         }
     }
 
-    /// Sends one raw HTTP/1.1 request; returns the status line and the headers, lowercased.
+    /// Sends one raw MCP `initialize`; returns the status and the head, lowercased.
     fn raw(&self, host: &str, extra: &[(&str, &str)]) -> (u16, String) {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "1"}}})
         .to_string();
-        let mut request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-            body.len()
-        );
-        for (k, v) in extra {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(&body);
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut response = Vec::new();
-        let _ = stream.read_to_end(&mut response);
-        let text = String::from_utf8_lossy(&response).to_string();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no status in {text:?}"));
-        let head = text.split("\r\n\r\n").next().unwrap_or("").to_lowercase();
-        (status, head)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        headers.extend_from_slice(extra);
+        let r = raw(&self.addr, "POST", "/mcp", host, &headers, &body);
+        (r.status, r.head)
     }
 }
 

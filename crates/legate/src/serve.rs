@@ -1,0 +1,191 @@
+//! `legate serve`: the HTTP fronts, A2A (the default), MCP over Streamable HTTP (`--mcp`), or
+//! both from one process (`--a2a --mcp`, on two ports) sharing one engine.
+//!
+//! Each front's module (`a2a`, `mcp`) binds and builds its own router; this module only chooses
+//! which, runs them side by side, and stops them together. A front that fails stops the other:
+//! a server half up is worse than one that says why it is down.
+
+use crate::config::Config;
+use crate::front;
+use anyhow::{Result, bail};
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long running servers get to finish their responses after a stop signal.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Options of `legate serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Serve A2A (the default when neither --a2a nor --mcp is given).
+    #[arg(long)]
+    pub a2a: bool,
+    /// Serve MCP over Streamable HTTP at /mcp (with --a2a too: both, on two ports).
+    #[arg(long)]
+    pub mcp: bool,
+    /// The address to listen on (default `a2a.host` / `mcp.host`, normally 127.0.0.1).
+    #[arg(long)]
+    pub host: Option<IpAddr>,
+    /// The port of the front served (default 8732 for A2A, 8731 for MCP; 0 picks a free one).
+    /// With both fronts, MCP's port.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// A2A's port (the way to set it when both fronts are served).
+    #[arg(long)]
+    pub a2a_port: Option<u16>,
+    /// The URL A2A cards advertise (default `http://<bound address>`).
+    #[arg(long)]
+    pub public_url: Option<String>,
+}
+
+/// Which fronts to serve, and where.
+#[derive(Debug, PartialEq, Eq)]
+struct Plan {
+    a2a: Option<(IpAddr, u16)>,
+    mcp: Option<(IpAddr, u16)>,
+}
+
+fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
+    let (a2a, mcp) = match (args.a2a, args.mcp) {
+        (false, false) => (true, false),
+        chosen => chosen,
+    };
+    if !a2a && args.a2a_port.is_some() {
+        bail!("INVALID_INPUT: --a2a-port needs --a2a (A2A is not served with --mcp alone)");
+    }
+    if !a2a && args.public_url.is_some() {
+        bail!("INVALID_INPUT: --public-url is for A2A cards; add --a2a to serve A2A");
+    }
+    let a2a_port = if mcp {
+        args.a2a_port.unwrap_or(config.a2a.port)
+    } else {
+        args.a2a_port.or(args.port).unwrap_or(config.a2a.port)
+    };
+    let mcp_port = args.port.unwrap_or(config.mcp.port);
+    if a2a && mcp && a2a_port == mcp_port && a2a_port != 0 {
+        bail!(
+            "INVALID_INPUT: A2A and MCP cannot share port {a2a_port}; give A2A another with --a2a-port"
+        );
+    }
+    Ok(Plan {
+        a2a: a2a.then(|| (args.host.unwrap_or(config.a2a.host), a2a_port)),
+        mcp: mcp.then(|| (args.host.unwrap_or(config.mcp.host), mcp_port)),
+    })
+}
+
+/// `legate serve`.
+pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
+    let plan = plan(&config, &args)?;
+    let engine = front::start_engine(&config.engine)?;
+    let shutdown = CancellationToken::new();
+    let result = run(&config, plan, args.public_url, &engine, &shutdown).await;
+    engine.shutdown().await;
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+async fn run(
+    config: &Config,
+    plan: Plan,
+    public_url: Option<String>,
+    engine: &legate_engine::Engine,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let mut servers = tokio::task::JoinSet::new();
+    if let Some((host, port)) = plan.mcp {
+        let (listener, router) = crate::mcp::open(config, host, port, engine, shutdown).await?;
+        let stop = shutdown.clone();
+        servers.spawn(async move {
+            legate_mcp::http::serve(listener, router, stop)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+        });
+    }
+    if let Some((host, port)) = plan.a2a {
+        let opened = crate::a2a::open(config, host, port, public_url, engine).await?;
+        if !opened.any_served {
+            bail!("AGENT_START_FAILED: no configured agent started; nothing to serve");
+        }
+        let stop = shutdown.clone();
+        servers.spawn(async move {
+            legate_a2a::serve(opened.listener, opened.router, stop)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+        });
+    }
+    crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
+    {
+        use std::io::Write as _;
+        std::io::stdout().flush()?;
+    }
+    let outcome = tokio::select! {
+        first = servers.join_next() => match first {
+            Some(Ok(Ok(()))) | None => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(e)) => Err(anyhow::anyhow!("INTERNAL: a front's server task failed: {e}")),
+        },
+        _ = front::stop_signal() => {
+            eprintln!("stopping: running tasks are canceled");
+            Ok(())
+        }
+    };
+    shutdown.cancel();
+    let _ = tokio::time::timeout(GRACE, async {
+        while servers.join_next().await.is_some() {}
+    })
+    .await;
+    outcome
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn args(a2a: bool, mcp: bool, port: Option<u16>, a2a_port: Option<u16>) -> ServeArgs {
+        ServeArgs {
+            a2a,
+            mcp,
+            host: None,
+            port,
+            a2a_port,
+            public_url: None,
+        }
+    }
+
+    fn config() -> Config {
+        crate::config::load_in(std::path::Path::new("/nonexistent-legate-home"), &|_| None).unwrap()
+    }
+
+    #[test]
+    fn a2a_is_the_default_and_port_goes_to_the_one_front_served() {
+        let c = config();
+        let p = plan(&c, &args(false, false, Some(9000), None)).unwrap();
+        assert_eq!(p.a2a.map(|a| a.1), Some(9000));
+        assert!(p.mcp.is_none());
+        let p = plan(&c, &args(false, true, Some(9001), None)).unwrap();
+        assert_eq!(p.mcp.map(|a| a.1), Some(9001));
+        assert!(p.a2a.is_none());
+    }
+
+    #[test]
+    fn both_fronts_take_two_ports() {
+        let c = config();
+        let p = plan(&c, &args(true, true, None, None)).unwrap();
+        assert_eq!(p.a2a.map(|a| a.1), Some(crate::a2a::DEFAULT_PORT));
+        assert_eq!(p.mcp.map(|a| a.1), Some(crate::mcp::DEFAULT_PORT));
+        let p = plan(&c, &args(true, true, Some(9000), Some(9001))).unwrap();
+        assert_eq!((p.mcp.unwrap().1, p.a2a.unwrap().1), (9000, 9001));
+        // Port 0 twice is two free ports, not a clash.
+        plan(&c, &args(true, true, Some(0), Some(0))).unwrap();
+        let e = plan(&c, &args(true, true, Some(9000), Some(9000)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("INVALID_INPUT"), "{e}");
+        let e = plan(&c, &args(false, true, None, Some(9000)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--a2a-port"), "{e}");
+    }
+}

@@ -1,0 +1,145 @@
+//! What the binary's integration tests share: a running `legate serve` and raw HTTP requests.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+
+/// A running `legate serve …`; stopped with SIGTERM when dropped.
+pub struct Served {
+    pub child: Child,
+    /// What it printed up to and including "Ctrl-C stops the server".
+    pub printed: Vec<String>,
+}
+
+impl Served {
+    /// Starts `legate serve <args>` in `home` and reads its banner.
+    pub fn start(home: &Path, args: &[&str]) -> Served {
+        let mut child = Command::new(LEGATE)
+            .arg("serve")
+            .args(args)
+            .env("LEGATE_HOME", home)
+            .env("LEGATE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut printed = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            let done = line.starts_with("Ctrl-C stops");
+            printed.push(line);
+            if done {
+                break;
+            }
+        }
+        assert!(
+            printed.last().is_some_and(|l| l.starts_with("Ctrl-C")),
+            "serve stopped early: {printed:?}"
+        );
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Served { child, printed }
+    }
+
+    /// The first URL on the banner line that starts with `prefix`.
+    pub fn url(&self, prefix: &str) -> String {
+        let line = self
+            .printed
+            .iter()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?} in {:?}", self.printed));
+        line.split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .to_string()
+    }
+
+    /// Stops the server with SIGTERM; its exit status, if it stopped within 10 s.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// `host:port` of an `http://host:port/...` URL.
+pub fn addr_of(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A raw HTTP/1.1 response: status, lowercased head, body.
+#[derive(Debug)]
+pub struct Raw {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// Sends one raw HTTP/1.1 request to `addr` with the `Host` header `host`.
+pub fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> Raw {
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in extra {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Raw {
+        status,
+        head: head.to_lowercase(),
+        body: body.to_string(),
+    }
+}
