@@ -24,11 +24,14 @@
 //! * `models`: model selection through a config option of category `model`;
 //! * `session`: the connection actor, prompts, model selection, cancel and shutdown (with
 //!   the cleanup check shared with agy, `crate::cleanup`);
-//! * `backend`: the handshake.
+//! * `backend`: the handshake;
+//! * [`ext`]: Legate's extension of ACP in `_meta` (the caller's message id on a prompt, an
+//!   agent's request for input on its answer).
 //!
 //! [`EventKind::Stderr`]: legate_core::EventKind::Stderr
 
 mod backend;
+pub mod ext;
 mod fs;
 mod handlers;
 mod launch;

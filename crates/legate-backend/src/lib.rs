@@ -68,12 +68,22 @@ pub struct Turn {
     /// How long the engine lets the turn run (backends whose agent takes a timeout of its own
     /// pass it on); `None` when unknown.
     pub timeout: Option<std::time::Duration>,
+    /// The caller's id for the message this turn answers (an A2A `messageId`), when a front
+    /// gave one. The ACP driver passes it in `session/prompt`'s `_meta` (see
+    /// [`acp::ext`]); other backends ignore it.
+    pub message_id: Option<String>,
 }
+
+/// The stop reason a backend reports when the agent ended its turn asking the caller for more
+/// input (over ACP: `end_turn` with `_meta.legate.inputRequired: true`, see [`acp::ext`]). The
+/// engine puts such a task in `input-required`.
+pub const STOP_INPUT_REQUIRED: &str = "input_required";
 
 /// How a turn ended, when it ended without a transport failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnOutcome {
-    /// ACP's stop reason: `end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`.
+    /// ACP's stop reason: `end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`,
+    /// or [`STOP_INPUT_REQUIRED`] when the agent asked for more input.
     pub stop_reason: String,
     /// Usage reported with the prompt's response, if any.
     pub usage: Option<Usage>,

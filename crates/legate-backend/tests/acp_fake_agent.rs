@@ -105,6 +105,7 @@ fn turn(prompt: &str) -> Turn {
         mode: TaskMode::Write,
         model: None,
         timeout: None,
+        message_id: None,
     }
 }
 

@@ -121,6 +121,36 @@ pub struct ToolCallUpdateEvent {
     pub content: Option<String>,
 }
 
+/// A file, a link or a structured value the agent handed over with its answer (ACP resource,
+/// resource-link, image and audio content). Exactly one of `uri` alone (a link), `text` or
+/// `base64` (embedded content) says what it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    /// Its name (a file name), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its media type (`text/plain`, `application/json`, …), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// Where it is (for a link) or where it came from (for embedded content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// Embedded text content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Embedded binary content, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+}
+
+impl Attachment {
+    /// Whether it is only a link (no embedded content).
+    pub fn is_link(&self) -> bool {
+        self.text.is_none() && self.base64.is_none()
+    }
+}
+
 /// One entry of an agent's plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -158,6 +188,8 @@ pub enum EventKind {
         /// The text.
         text: String,
     },
+    /// A file, a link or a value the agent handed over with its answer.
+    Attachment(Attachment),
     /// A new tool call.
     ToolCall(ToolCallEvent),
     /// A change to a tool call.
@@ -244,6 +276,7 @@ impl EventKind {
             Self::Status { .. } => "status",
             Self::Message { .. } => "message",
             Self::Thought { .. } => "thought",
+            Self::Attachment(_) => "attachment",
             Self::ToolCall(_) => "tool_call",
             Self::ToolCallUpdate(_) => "tool_call_update",
             Self::Plan { .. } => "plan",

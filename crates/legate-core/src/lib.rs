@@ -16,7 +16,8 @@ pub use agent::{AgentKind, AgentSpec};
 pub use boundary::{Boundary, WorkspaceKind};
 pub use error::{Error, ErrorCode, Result};
 pub use event::{
-    Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind, ToolStatus,
+    Attachment, Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind,
+    ToolStatus,
 };
 pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Verdict};
 pub use task::{AUTO_MODEL, Refusal, Task, TaskId, TaskMode, TaskResult, TaskState, Usage};

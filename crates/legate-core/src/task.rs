@@ -209,6 +209,9 @@ pub struct TaskResult {
     /// Every permission the supervisor refused, in order.
     #[serde(default)]
     pub refusals: Vec<Refusal>,
+    /// What the agent handed over besides its text (files, links, values), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::Attachment>,
 }
 
 impl TaskResult {

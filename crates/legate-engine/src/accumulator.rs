@@ -1,7 +1,11 @@
-//! Folds a turn's events into the task's result: answer text, tool counts, refusals, usage.
+//! Folds a turn's events into the task's result: answer text, attachments, tool counts,
+//! refusals, usage.
 
 use legate_core::{EventKind, Refusal, TaskResult, ToolStatus, Usage};
 use std::collections::HashSet;
+
+/// The most attachments one turn keeps; later ones are dropped (and logged).
+pub const MAX_ATTACHMENTS: usize = 32;
 
 /// What a turn has produced so far.
 #[derive(Debug, Default)]
@@ -17,6 +21,16 @@ impl Accumulator {
     pub fn add(&mut self, event: &EventKind) {
         match event {
             EventKind::Message { text } => self.result.text.push_str(text),
+            EventKind::Attachment(a) => {
+                if self.result.attachments.len() < MAX_ATTACHMENTS {
+                    self.result.attachments.push(a.clone());
+                } else {
+                    tracing::warn!(
+                        name = a.name.as_deref().unwrap_or(""),
+                        "an attachment past the first {MAX_ATTACHMENTS} of the turn was dropped"
+                    );
+                }
+            }
             EventKind::ToolCall(call) => {
                 self.result.tool_calls += 1;
                 if call.status == ToolStatus::Failed {
@@ -104,7 +118,15 @@ mod tests {
                 reason: "not owned".into(),
             },
         });
+        for i in 0..=MAX_ATTACHMENTS {
+            acc.add(&EventKind::Attachment(legate_core::Attachment {
+                name: Some(format!("f{i}.txt")),
+                ..legate_core::Attachment::default()
+            }));
+        }
         let (r, usage) = acc.finish(Some("end_turn".into()));
+        assert_eq!(r.attachments.len(), MAX_ATTACHMENTS);
+        assert_eq!(r.attachments[0].name.as_deref(), Some("f0.txt"));
         assert_eq!(r.text, "ab");
         assert_eq!(r.tool_calls, 1);
         assert_eq!(r.failed_tool_calls, 1);

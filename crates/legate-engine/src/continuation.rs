@@ -110,6 +110,12 @@ impl Engine {
     /// workspace of the context's latest task. `CONTEXT_NOT_FOUND` when the context has no
     /// task; `QUEUE_FULL` when [`MAX_PENDING_PER_CONTEXT`] tasks of it already wait.
     pub fn resume(&self, request: ContinueRequest) -> Result<Task> {
+        self.resume_as(request, None)
+    }
+
+    /// [`Engine::resume`] for the caller's message `message_id`, which the agent receives
+    /// with the prompt.
+    fn resume_as(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
         let last = self.latest_task(&request.context_id)?;
         let pending = self.tasks(&TaskFilter {
             state: Some(TaskState::Submitted),
@@ -155,6 +161,7 @@ impl Engine {
                 .unwrap_or(Duration::from_secs(last.timeout_secs)),
         );
         submit.model = last.model.clone();
+        submit.message_id = message_id;
         self.submit(submit)
     }
 
@@ -175,12 +182,15 @@ impl Engine {
         match store.claim_message(&record)? {
             MessageClaim::Existing(existing) => self.receipt_for(existing, &request),
             MessageClaim::Claimed => {
-                let submitted = self.resume(ContinueRequest {
-                    context_id: request.context_id.clone(),
-                    prompt: request.text.clone(),
-                    mode: request.mode,
-                    timeout: None,
-                });
+                let submitted = self.resume_as(
+                    ContinueRequest {
+                        context_id: request.context_id.clone(),
+                        prompt: request.text.clone(),
+                        mode: request.mode,
+                        timeout: None,
+                    },
+                    Some(request.message_id.clone()),
+                );
                 let task = match submitted {
                     Ok(task) => task,
                     Err(e) => {

@@ -60,6 +60,9 @@ pub struct SubmitRequest {
     /// The model to use: an id, `legate_core::AUTO_MODEL` for the agent's own choice, or
     /// `None` for the saved preference or the configured default.
     pub model: Option<String>,
+    /// The caller's id for the message this task answers (an A2A `messageId`), passed to the
+    /// agent with the prompt. Kept in memory only: it is not stored with the task.
+    pub message_id: Option<String>,
 }
 
 impl SubmitRequest {
@@ -73,6 +76,7 @@ impl SubmitRequest {
             mode: TaskMode::Write,
             timeout: None,
             model: None,
+            message_id: None,
         }
     }
 }
@@ -87,6 +91,15 @@ enum Stop {
 /// The status message of a task whose prompt was empty.
 pub const EMPTY_PROMPT_MESSAGE: &str =
     "the message was empty; reply into this task with what you want done";
+
+/// The status message of a task whose agent asked for more input without saying anything.
+pub const INPUT_REQUIRED_MESSAGE: &str = "the agent needs more input; reply into this task";
+
+/// The status message of a task the agent refused (ACP stop reason `refusal`).
+pub const REJECTED_MESSAGE: &str = "the agent refused the task";
+
+/// The longest status message taken from an agent's answer, in bytes.
+const MAX_STATUS_FROM_ANSWER: usize = 4096;
 
 /// The largest prompt accepted, in bytes.
 const MAX_PROMPT_BYTES: usize = 1 << 20;
@@ -339,9 +352,10 @@ impl Engine {
         lock(&inner.stops).insert(task.id.clone(), stop_tx);
         let engine = self.clone();
         let t = task.clone();
+        let message_id = request.message_id;
         inner
             .tracker
-            .spawn(async move { engine.drive(t, agent, stop_rx).await });
+            .spawn(async move { engine.drive(t, agent, stop_rx, message_id).await });
         tracing::info!(task = %task.id, agent = %task.agent, context = %task.context_id, "task submitted");
         Ok(task)
     }
@@ -368,6 +382,17 @@ impl Engine {
     /// task's prompt and the same task is queued and run like a submitted one.
     /// `TASK_NOT_AWAITING_INPUT` when the task is in any other state.
     pub fn reply(&self, id: &str, prompt: impl Into<String>) -> Result<Task> {
+        self.reply_message(id, prompt, None)
+    }
+
+    /// [`Engine::reply`] with the caller's id for the reply (an A2A `messageId`), which the
+    /// agent receives with the prompt.
+    pub fn reply_message(
+        &self,
+        id: &str,
+        prompt: impl Into<String>,
+        message_id: Option<String>,
+    ) -> Result<Task> {
         let inner = &self.inner;
         let prompt = prompt.into();
         if prompt.trim().is_empty() {
@@ -445,7 +470,7 @@ impl Engine {
         let t = task.clone();
         inner
             .tracker
-            .spawn(async move { engine.drive(t, agent, stop_rx).await });
+            .spawn(async move { engine.drive(t, agent, stop_rx, message_id).await });
         tracing::info!(task = %task.id, context = %task.context_id, "task resumed by a reply");
         Ok(task)
     }
@@ -504,10 +529,22 @@ impl Engine {
             .subscribe(self.inner.store.clone(), task_id.clone(), after)
     }
 
-    /// Waits until the task has ended, and returns it.
+    /// Waits until the task has ended or waits for input (`input-required`) after its latest
+    /// submission (a submit or a reply), and returns it.
     pub async fn wait(&self, task_id: &TaskId) -> Result<Task> {
+        // A wait for input counts only when it is the latest status: a later `submitted` (a
+        // reply) means the task runs again.
+        let known = self.inner.store.last_seq(task_id)?;
         let mut sub = self.subscribe(task_id, 0);
-        while sub.next().await?.is_some() {}
+        let mut waiting = false;
+        while let Some(e) = sub.next().await? {
+            if let EventKind::Status { state, .. } = &e.kind {
+                waiting = *state == TaskState::InputRequired;
+            }
+            if waiting && e.seq >= known {
+                break;
+            }
+        }
         self.inner.store.task(task_id)?.ok_or_else(|| {
             Error::new(
                 ErrorCode::TaskNotFound,
@@ -722,7 +759,13 @@ impl Engine {
     }
 
     /// Runs one task from queue to terminal state. Every exit path ends the task.
-    async fn drive(self, task: Task, agent: AgentSpec, mut stop: watch::Receiver<Stop>) {
+    async fn drive(
+        self,
+        task: Task,
+        agent: AgentSpec,
+        mut stop: watch::Receiver<Stop>,
+        message_id: Option<String>,
+    ) {
         let inner = &self.inner;
         let id = task.id.clone();
         // One turn at a time per context, then one of the running places.
@@ -739,7 +782,7 @@ impl Engine {
         inner.queued.fetch_sub(1, Ordering::SeqCst);
         let outcome = match admitted {
             None => Ending::canceled(None, Accumulator::default()),
-            Some((_ctx, Ok(_permit))) => self.run(task.clone(), agent, &mut stop).await,
+            Some((_ctx, Ok(_permit))) => self.run(task.clone(), agent, &mut stop, message_id).await,
             Some((_, Err(_))) => Ending::failed(
                 Error::internal("the engine is shutting down"),
                 Accumulator::default(),
@@ -758,6 +801,7 @@ impl Engine {
         mut task: Task,
         agent: AgentSpec,
         stop: &mut watch::Receiver<Stop>,
+        message_id: Option<String>,
     ) -> Ending {
         let inner = &self.inner;
         let confinement = match self.confinement(&agent.name) {
@@ -812,7 +856,9 @@ impl Engine {
 
         let (sink, stream) = EventSink::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
-        let result = self.run_turn(&task, &agent, boundary, sink, stop).await;
+        let result = self
+            .run_turn(&task, &agent, boundary, sink, stop, message_id)
+            .await;
         let acc = match pump.await {
             Ok(acc) => acc,
             Err(e) => {
@@ -827,7 +873,8 @@ impl Engine {
         {
             tracing::warn!(task = %task.id, error = %e, "could not record the session id");
         }
-        result.into_ending(acc)
+        // A copy is made afresh for each turn, so a copy task cannot wait for a reply.
+        result.into_ending(acc, task.workspace != WorkspaceKind::Copy)
     }
 
     fn prepare_workspace(&self, task: &Task, agent: &AgentSpec) -> Result<Boundary> {
@@ -899,6 +946,7 @@ impl Engine {
         boundary: Boundary,
         sink: EventSink,
         stop: &mut watch::Receiver<Stop>,
+        message_id: Option<String>,
     ) -> TurnResult {
         let inner = &self.inner;
         let session = match self.session_for(task, agent, boundary, &sink, stop).await {
@@ -917,6 +965,7 @@ impl Engine {
             mode: task.mode,
             model: task.model.clone(),
             timeout: Some(Duration::from_secs(task.timeout_secs)),
+            message_id,
         };
         let timeout = Duration::from_secs(task.timeout_secs);
         let canceller = session.canceller();
@@ -957,7 +1006,10 @@ impl Engine {
             }
         };
         if session.is_alive() {
-            let waiting = self.waits_for_input(&task.context_id);
+            let asks = task.workspace != WorkspaceKind::Copy
+                && matches!(&result, TurnResult::Completed { stop_reason, .. }
+                    if stop_reason == legate_backend::STOP_INPUT_REQUIRED);
+            let waiting = asks || self.waits_for_input(&task.context_id);
             inner.pool.release(&task.context_id, waiting);
         } else {
             inner.pool.remove(&task.context_id);
@@ -1051,7 +1103,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Stores the terminal state and its status event in one transaction, then tells.
+    /// Stores the terminal state (or `input-required`, when the agent asked for input) and its
+    /// status event in one transaction, then tells.
     fn finish(&self, task: &Task, ending: Ending) -> Result<()> {
         let store = &self.inner.store;
         let mut t = store.task(&task.id)?.unwrap_or_else(|| task.clone());
@@ -1071,6 +1124,10 @@ impl Engine {
                 Some(n) => format!("canceled; {n}"),
                 None => "canceled".to_string(),
             }),
+            (None, TaskState::InputRequired) => {
+                Some(answer_or(&result.text, INPUT_REQUIRED_MESSAGE))
+            }
+            (None, TaskState::Rejected) => Some(answer_or(&result.text, REJECTED_MESSAGE)),
             (None, _) => note,
         };
         t.state = state;
@@ -1087,7 +1144,11 @@ impl Engine {
         let events = store.update_task(&t, &[status])?;
         store.set_runner(&t.id, None)?;
         self.inner.fanout.publish(&events);
-        tracing::info!(task = %t.id, state = %t.state, "task ended");
+        if state == TaskState::InputRequired {
+            tracing::info!(task = %t.id, "the agent asked for input; the task waits for a reply");
+        } else {
+            tracing::info!(task = %t.id, state = %t.state, "task ended");
+        }
         Ok(())
     }
 }
@@ -1116,15 +1177,23 @@ enum TurnResult {
 }
 
 impl TurnResult {
-    fn into_ending(self, mut acc: Accumulator) -> Ending {
+    /// The task's state after the turn: `completed`, `rejected` for ACP's `refusal`,
+    /// `input-required` when the agent asked for input (and the task `can_wait`), `canceled`,
+    /// or `failed`/`auth-required` with the error.
+    fn into_ending(self, mut acc: Accumulator, can_wait: bool) -> Ending {
         match self {
             TurnResult::Completed { stop_reason, usage } => {
                 if let Some(u) = &usage {
                     acc.add_usage(u);
                 }
+                let state = match stop_reason.as_str() {
+                    "refusal" => TaskState::Rejected,
+                    legate_backend::STOP_INPUT_REQUIRED if can_wait => TaskState::InputRequired,
+                    _ => TaskState::Completed,
+                };
                 let (result, usage) = acc.finish(Some(stop_reason));
                 Ending {
-                    state: TaskState::Completed,
+                    state,
                     error: None,
                     result,
                     usage,
@@ -1141,7 +1210,24 @@ impl TurnResult {
     }
 }
 
-/// The terminal state of a task, ready to store.
+/// The agent's answer as a status message (trimmed, bounded), or `fallback` when it said
+/// nothing.
+fn answer_or(answer: &str, fallback: &str) -> String {
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return fallback.to_string();
+    }
+    if answer.len() <= MAX_STATUS_FROM_ANSWER {
+        return answer.to_string();
+    }
+    let mut end = MAX_STATUS_FROM_ANSWER;
+    while !answer.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &answer[..end])
+}
+
+/// How a task's run ended (terminal, or `input-required`), ready to store.
 struct Ending {
     state: TaskState,
     error: Option<Error>,
@@ -1280,4 +1366,60 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // The maps behind these locks stay consistent at every await-free step; a panic elsewhere
     // must not take cancel and admission down with it.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ended(stop_reason: &str, can_wait: bool) -> Ending {
+        let mut acc = Accumulator::default();
+        acc.add(&EventKind::Message {
+            text: "  Which file?\n".into(),
+        });
+        TurnResult::Completed {
+            stop_reason: stop_reason.into(),
+            usage: None,
+        }
+        .into_ending(acc, can_wait)
+    }
+
+    #[test]
+    fn the_stop_reason_decides_the_state() {
+        assert_eq!(ended("end_turn", true).state, TaskState::Completed);
+        assert_eq!(ended("max_tokens", true).state, TaskState::Completed);
+        assert_eq!(ended("refusal", true).state, TaskState::Rejected);
+        let asks = ended(legate_backend::STOP_INPUT_REQUIRED, true);
+        assert_eq!(asks.state, TaskState::InputRequired);
+        assert_eq!(asks.error, None);
+        assert_eq!(
+            asks.result.stop_reason.as_deref(),
+            Some(legate_backend::STOP_INPUT_REQUIRED)
+        );
+        // A copy task cannot wait: its copy is made afresh for each turn.
+        assert_eq!(
+            ended(legate_backend::STOP_INPUT_REQUIRED, false).state,
+            TaskState::Completed
+        );
+        let canceled = TurnResult::Canceled {
+            stop_reason: Some("cancelled".into()),
+            usage: None,
+        }
+        .into_ending(Accumulator::default(), true);
+        assert_eq!(canceled.state, TaskState::Canceled);
+    }
+
+    #[test]
+    fn the_status_of_a_question_is_the_answer_bounded() {
+        assert_eq!(answer_or("  Which file?\n", "fallback"), "Which file?");
+        assert_eq!(
+            answer_or(" \n", INPUT_REQUIRED_MESSAGE),
+            INPUT_REQUIRED_MESSAGE
+        );
+        let long = "é".repeat(MAX_STATUS_FROM_ANSWER);
+        let cut = answer_or(&long, "");
+        assert!(cut.len() <= MAX_STATUS_FROM_ANSWER + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
+    }
 }

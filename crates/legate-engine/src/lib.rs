@@ -21,7 +21,10 @@ pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_CHARS, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT,
     MessageReceipt, MessageRequest,
 };
-pub use engine::{EMPTY_PROMPT_MESSAGE, Engine, SubmitRequest, WorkspaceRequest, preset_for};
+pub use engine::{
+    EMPTY_PROMPT_MESSAGE, Engine, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE, SubmitRequest,
+    WorkspaceRequest, preset_for,
+};
 pub use fanout::Subscription;
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.

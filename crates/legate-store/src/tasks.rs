@@ -465,6 +465,13 @@ pub(crate) mod tests {
                 title: "rm".into(),
                 reason: "no".into(),
             }],
+            attachments: vec![legate_core::Attachment {
+                name: Some("out.txt".into()),
+                media_type: Some("text/plain".into()),
+                uri: Some("out.txt".into()),
+                text: None,
+                base64: Some("dGNr".into()),
+            }],
         });
         t.session_id = Some("sess-1".into());
         t.timeout_secs = u64::try_from(i64::MAX).unwrap();

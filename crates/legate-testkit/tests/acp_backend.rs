@@ -133,6 +133,7 @@ fn turn(prompt: &str, mode: TaskMode) -> Turn {
         mode,
         model: None,
         timeout: None,
+        message_id: None,
     }
 }
 

@@ -3,7 +3,8 @@
 //! Every error names the key it is about. Agents come from three places, later ones winning:
 //! the built-in `revisor`, the presets `claude`, `codex`, `gemini` and `agy`, and
 //! `[agents.NAME]` tables (which may override a preset's command, args and env, and choose the
-//! kind: `acp`, the default, or `agy`).
+//! kind: `acp`, the default, or `agy`). The built-in `tck` (the A2A TCK profile, `legate agent
+//! tck`) exists only when a table names it: `[agents.tck]`.
 
 use anyhow::{Context, Result, bail};
 use legate_core::{AgentKind, AgentSpec};
@@ -208,7 +209,11 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
             }
             c.state_dirs.insert(name.clone(), dir.clone());
         }
-        let base = c.agents.get(&name).cloned();
+        let base = match c.agents.get(&name) {
+            Some(b) => Some(b.clone()),
+            None if name == "tck" => Some(tck_agent()?),
+            None => None,
+        };
         let preset = table
             .preset
             .clone()
@@ -220,8 +225,8 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
                 "CONFIG_INVALID: agents.{name}.preset must be one of claude, codex, gemini (got {p:?})"
             );
         }
-        if name == "revisor" && table.command.is_some() {
-            bail!("CONFIG_INVALID: agents.revisor.command cannot be changed; revisor is built in");
+        if (name == "revisor" || name == "tck") && table.command.is_some() {
+            bail!("CONFIG_INVALID: agents.{name}.command cannot be changed; {name} is built in");
         }
         let command = match (table.command, &base) {
             (Some(cmd), _) if cmd.trim().is_empty() => {
@@ -329,6 +334,28 @@ fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The TCK profile (`legate agent tck`): an agent that behaves as the A2A TCK expects of its
+/// system under test. Only configured agents named `tck` get it.
+fn tck_agent() -> Result<AgentSpec> {
+    let exe = std::env::current_exe().context("could not find the legate executable")?;
+    Ok(AgentSpec {
+        name: "tck".into(),
+        kind: AgentKind::Acp,
+        command: exe.to_string_lossy().into_owned(),
+        args: vec!["agent".into(), "tck".into()],
+        env: BTreeMap::new(),
+        preset: None,
+        allow_execute: false,
+        terminal: false,
+        description: Some(
+            "built-in, no model: the A2A TCK profile (behaviours chosen by messageId prefix)"
+                .into(),
+        ),
+        model: None,
+        inherit_env: Vec::new(),
+    })
+}
+
 /// `revisor` plus the three presets, with the commands their npm packages install.
 fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
     let exe = std::env::current_exe().context("could not find the legate executable")?;
@@ -431,6 +458,22 @@ mod tests {
             assert!(c.agents.contains_key(name), "{name}");
         }
         assert_eq!(c.agents["gemini"].args, ["--acp"]);
+        assert!(!c.agents.contains_key("tck"), "tck only when configured");
+    }
+
+    #[test]
+    fn the_tck_profile_is_built_in_when_named() {
+        let c = resolve_text("default_agent = \"tck\"\n[agents.tck]\n", &[]).unwrap();
+        assert_eq!(c.default_agent, "tck");
+        let tck = &c.agents["tck"];
+        assert_eq!(tck.kind, AgentKind::Acp);
+        assert_eq!(tck.args, ["agent", "tck"]);
+        assert_eq!(tck.preset, None);
+        assert!(tck.description.as_deref().unwrap().contains("TCK"));
+        let e = resolve_text("[agents.tck]\ncommand = \"/bin/true\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agents.tck.command"), "{e}");
     }
 
     #[test]

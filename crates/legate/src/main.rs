@@ -167,7 +167,7 @@ enum Command {
     Cleanup,
     /// Run a built-in agent on stdio (used by Legate itself).
     Agent {
-        /// Which agent: `revisor`.
+        /// Which agent: `revisor`, or `tck` (the A2A TCK profile).
         name: String,
     },
 }
@@ -274,8 +274,8 @@ fn init_logging() {
 }
 
 fn run_builtin_agent(name: &str) -> ExitCode {
-    if name != "revisor" {
-        eprintln!("error: AGENT_NOT_FOUND: the only built-in agent is revisor (got {name:?})");
+    if name != "revisor" && name != "tck" {
+        eprintln!("error: AGENT_NOT_FOUND: the built-in agents are revisor and tck (got {name:?})");
         return ExitCode::from(2);
     }
     init_logging();
@@ -289,10 +289,15 @@ fn run_builtin_agent(name: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(legate_revisor::serve_stdio()) {
+    let served = if name == "tck" {
+        rt.block_on(legate_tck::serve_stdio())
+    } else {
+        rt.block_on(legate_revisor::serve_stdio())
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("revisor: {e}");
+            eprintln!("{name}: {e}");
             ExitCode::from(1)
         }
     }
@@ -520,6 +525,7 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
         },
         timeout: args.timeout.map(Duration::from_secs),
         model: args.model,
+        message_id: None,
     };
     let task = engine.submit(request)?;
     eprintln!(
@@ -532,7 +538,15 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
     loop {
         tokio::select! {
             next = sub.next() => match next? {
-                Some(e) => renderer.event(&e),
+                Some(e) => {
+                    renderer.event(&e);
+                    // The agent asked for input: the task waits for a reply, not for us.
+                    if let legate_core::EventKind::Status { state, .. } = &e.kind
+                        && *state == TaskState::InputRequired
+                    {
+                        break;
+                    }
+                }
                 None => break,
             },
             _ = tokio::signal::ctrl_c() => {

@@ -490,7 +490,8 @@ impl AcpSession {
         let request = acp::PromptRequest::new(
             self.session_id.clone(),
             vec![acp::ContentBlock::Text(acp::TextContent::new(turn.prompt))],
-        );
+        )
+        .meta(super::ext::prompt_meta(turn.message_id.as_deref()));
         let response = self.connection.cx.send_request(request).block_task();
         tokio::pin!(response);
         let result = tokio::select! {
@@ -517,8 +518,14 @@ impl AcpSession {
                     }
                     usage
                 });
+                let asks = resp.stop_reason == acp::StopReason::EndTurn
+                    && super::ext::input_required(resp.meta.as_ref());
                 let outcome = TurnOutcome {
-                    stop_reason: translate::stop_reason(resp.stop_reason),
+                    stop_reason: if asks {
+                        crate::STOP_INPUT_REQUIRED.to_string()
+                    } else {
+                        translate::stop_reason(resp.stop_reason)
+                    },
                     usage,
                 };
                 info!(

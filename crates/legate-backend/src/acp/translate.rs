@@ -5,13 +5,16 @@
 
 use agent_client_protocol::v1::schema as acp;
 use legate_core::{
-    EventKind, OptionKind, PermissionOption, PermissionRequest, PlanEntry, ToolCallEvent,
-    ToolCallUpdateEvent, ToolKind, ToolStatus, Usage,
+    Attachment, EventKind, OptionKind, PermissionOption, PermissionRequest, PlanEntry,
+    ToolCallEvent, ToolCallUpdateEvent, ToolKind, ToolStatus, Usage,
 };
 use std::path::PathBuf;
 
 /// Text carried by a tool call update is bounded to this many bytes.
 pub(crate) const MAX_TOOL_CONTENT: usize = 8 * 1024;
+/// Embedded content (text or base64) of an attachment is kept up to this many bytes; larger
+/// content is dropped and the attachment keeps only its name, type and URI.
+pub(crate) const MAX_ATTACHMENT_CONTENT: usize = 1 << 20;
 
 /// What earlier `tool_call` / `tool_call_update`s said about a tool call.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -110,6 +113,61 @@ fn block_text(block: &acp::ContentBlock) -> Option<String> {
     }
 }
 
+/// The last segment of a URI's path, as a file name (`None` when there is none).
+fn file_name(uri: &str) -> Option<String> {
+    let path = uri.split(['?', '#']).next().unwrap_or(uri);
+    let name = path.rsplit('/').next().unwrap_or(path);
+    (!name.is_empty() && !name.contains(':')).then(|| name.to_string())
+}
+
+/// Keeps embedded content within [`MAX_ATTACHMENT_CONTENT`].
+fn bounded(content: &str) -> Option<String> {
+    (content.len() <= MAX_ATTACHMENT_CONTENT).then(|| content.to_string())
+}
+
+/// A block of an agent message that is not text (a resource, a link, an image, audio) as an
+/// attachment; `None` for text.
+fn block_attachment(block: &acp::ContentBlock) -> Option<Attachment> {
+    match block {
+        acp::ContentBlock::ResourceLink(link) => Some(Attachment {
+            name: Some(link.name.clone()),
+            media_type: link.mime_type.clone(),
+            uri: Some(link.uri.clone()),
+            ..Attachment::default()
+        }),
+        acp::ContentBlock::Resource(res) => Some(match &res.resource {
+            acp::EmbeddedResourceResource::TextResourceContents(t) => Attachment {
+                name: file_name(&t.uri),
+                media_type: t.mime_type.clone(),
+                uri: Some(t.uri.clone()),
+                text: bounded(&t.text),
+                base64: None,
+            },
+            acp::EmbeddedResourceResource::BlobResourceContents(b) => Attachment {
+                name: file_name(&b.uri),
+                media_type: b.mime_type.clone(),
+                uri: Some(b.uri.clone()),
+                text: None,
+                base64: bounded(&b.blob),
+            },
+            _ => return None,
+        }),
+        acp::ContentBlock::Image(i) => Some(Attachment {
+            name: i.uri.as_deref().and_then(file_name),
+            media_type: Some(i.mime_type.clone()),
+            uri: i.uri.clone(),
+            text: None,
+            base64: bounded(&i.data),
+        }),
+        acp::ContentBlock::Audio(a) => Some(Attachment {
+            media_type: Some(a.mime_type.clone()),
+            base64: bounded(&a.data),
+            ..Attachment::default()
+        }),
+        _ => None,
+    }
+}
+
 fn locations(locs: &[acp::ToolCallLocation]) -> Vec<PathBuf> {
     locs.iter().map(|l| l.path.clone()).collect()
 }
@@ -145,9 +203,12 @@ pub(crate) fn tool_content_text(content: &[acp::ToolCallContent]) -> Option<Stri
 /// One `session/update` as an event; `None` for updates Legate does not record.
 pub(crate) fn update_event(update: &acp::SessionUpdate) -> Option<EventKind> {
     match update {
-        acp::SessionUpdate::AgentMessageChunk(chunk) => {
-            block_text(&chunk.content).map(|text| EventKind::Message { text })
-        }
+        acp::SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+            acp::ContentBlock::Text(t) => Some(EventKind::Message {
+                text: t.text.clone(),
+            }),
+            other => block_attachment(other).map(EventKind::Attachment),
+        },
         acp::SessionUpdate::AgentThoughtChunk(chunk) => {
             block_text(&chunk.content).map(|text| EventKind::Thought { text })
         }
@@ -283,10 +344,48 @@ mod tests {
         })));
         assert_eq!(e, Some(EventKind::Thought { text: "hmm".into() }));
         let e = update_event(&update(json!({
-            "sessionUpdate": "agent_message_chunk",
+            "sessionUpdate": "agent_thought_chunk",
             "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}
         })));
         assert_eq!(e, None);
+    }
+
+    #[test]
+    fn resources_links_and_images_in_messages_are_attachments() {
+        let attachment = |content: serde_json::Value| match update_event(&update(json!({
+            "sessionUpdate": "agent_message_chunk", "content": content
+        }))) {
+            Some(EventKind::Attachment(a)) => a,
+            other => panic!("not an attachment: {other:?}"),
+        };
+        let a = attachment(json!({"type": "resource_link", "name": "output.txt",
+            "uri": "https://example.com/output.txt", "mimeType": "text/plain"}));
+        assert_eq!(a.name.as_deref(), Some("output.txt"));
+        assert_eq!(a.uri.as_deref(), Some("https://example.com/output.txt"));
+        assert_eq!(a.media_type.as_deref(), Some("text/plain"));
+        assert!(a.is_link());
+        let a = attachment(json!({"type": "resource", "resource":
+            {"uri": "file:///w/out/output.txt", "blob": "dGNr", "mimeType": "text/plain"}}));
+        assert_eq!(a.name.as_deref(), Some("output.txt"));
+        assert_eq!(a.base64.as_deref(), Some("dGNr"));
+        assert!(!a.is_link());
+        let a = attachment(json!({"type": "resource", "resource":
+            {"uri": "data.json", "text": "{\"k\": 1}", "mimeType": "application/json"}}));
+        assert_eq!(a.name.as_deref(), Some("data.json"));
+        assert_eq!(a.text.as_deref(), Some("{\"k\": 1}"));
+        let a = attachment(json!({"type": "image", "data": "AA==", "mimeType": "image/png"}));
+        assert_eq!(a.media_type.as_deref(), Some("image/png"));
+        assert_eq!(a.base64.as_deref(), Some("AA=="));
+        assert_eq!(a.name, None);
+        // Too large to keep: the attachment stays, without its content.
+        let big = "x".repeat(MAX_ATTACHMENT_CONTENT + 1);
+        let a =
+            attachment(json!({"type": "resource", "resource": {"uri": "big.txt", "text": big}}));
+        assert_eq!(a.name.as_deref(), Some("big.txt"));
+        assert_eq!(a.text, None);
+        assert_eq!(file_name("https://example.com/"), None);
+        assert_eq!(file_name("urn:x"), None);
+        assert_eq!(file_name("a/b.txt?x=1"), Some("b.txt".into()));
     }
 
     #[test]

@@ -1,0 +1,77 @@
+//! Legate's extension of ACP, carried in `_meta` (ACP's extensibility field), under one key,
+//! [`NAMESPACE`]. Agents that do not know it ignore it, as ACP requires.
+//!
+//! - `session/prompt` request: `_meta.legate.messageId`, the caller's id for the message the
+//!   turn answers (an A2A `messageId`), when the front that submitted the task had one.
+//! - `session/prompt` response: `_meta.legate.inputRequired: true` with stop reason `end_turn`
+//!   says the agent ended its turn to ask the caller for more input; the driver reports it as
+//!   [`crate::STOP_INPUT_REQUIRED`].
+//!
+//! This module owns those names and their parsing; it never decides what a stop means (the
+//! engine does).
+
+use serde_json::{Map, Value};
+
+/// The key of Legate's object in `_meta`.
+pub const NAMESPACE: &str = "legate";
+/// The caller's message id, in a prompt request's `_meta.legate`.
+pub const MESSAGE_ID: &str = "messageId";
+/// `true` in a prompt response's `_meta.legate` when the agent asks for input.
+pub const INPUT_REQUIRED: &str = "inputRequired";
+
+/// The `_meta` of a prompt request for a turn that answers message `message_id`.
+pub fn prompt_meta(message_id: Option<&str>) -> Option<Map<String, Value>> {
+    let id = message_id?;
+    let mut legate = Map::new();
+    legate.insert(MESSAGE_ID.into(), Value::String(id.to_string()));
+    let mut meta = Map::new();
+    meta.insert(NAMESPACE.into(), Value::Object(legate));
+    Some(meta)
+}
+
+/// The message id a prompt request's `_meta` carries (what an agent reads).
+pub fn message_id(meta: Option<&Map<String, Value>>) -> Option<&str> {
+    meta?.get(NAMESPACE)?.get(MESSAGE_ID)?.as_str()
+}
+
+/// Whether a prompt response's `_meta` says the agent asks for input.
+pub fn input_required(meta: Option<&Map<String, Value>>) -> bool {
+    meta.and_then(|m| m.get(NAMESPACE))
+        .and_then(|l| l.get(INPUT_REQUIRED))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// The `_meta` of a prompt response that asks for input (what an agent sends).
+pub fn input_required_meta() -> Map<String, Value> {
+    let mut legate = Map::new();
+    legate.insert(INPUT_REQUIRED.into(), Value::Bool(true));
+    let mut meta = Map::new();
+    meta.insert(NAMESPACE.into(), Value::Object(legate));
+    meta
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_message_id_and_the_input_flag_round_trip() {
+        assert_eq!(prompt_meta(None), None);
+        let meta = prompt_meta(Some("m-1")).unwrap();
+        assert_eq!(
+            Value::Object(meta.clone()),
+            json!({"legate": {"messageId": "m-1"}})
+        );
+        assert_eq!(message_id(Some(&meta)), Some("m-1"));
+        assert_eq!(message_id(None), None);
+        assert!(input_required(Some(&input_required_meta())));
+        assert!(!input_required(Some(&meta)));
+        assert!(!input_required(None));
+        let odd: Map<String, Value> =
+            serde_json::from_value(json!({"legate": {"inputRequired": "yes"}})).unwrap();
+        assert!(!input_required(Some(&odd)));
+    }
+}
