@@ -2,10 +2,11 @@
 //! fate, and nothing here does I/O.
 
 use a2a::{
-    A2AError, Artifact, Message, Part, Role, StreamResponse, Task as A2aTask,
+    A2AError, Artifact, Message, Part, PartContent, Role, StreamResponse, Task as A2aTask,
     TaskArtifactUpdateEvent, TaskState as A2aState, TaskStatus, TaskStatusUpdateEvent,
 };
-use legate_core::{ErrorCode, EventKind, Task, TaskState};
+use base64::Engine as _;
+use legate_core::{Attachment, ErrorCode, EventKind, Task, TaskState, Timestamp};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -85,8 +86,36 @@ pub fn status(task: &Task) -> TaskStatus {
     }
 }
 
-/// The `answer` artifact of a finished task: the answer text and a data part with what a
-/// program needs (agent, session, root, stop reason, tool counts, refusals, usage).
+/// An attachment as a part: a link is a file part with its URL, embedded bytes a file part
+/// with the bytes, embedded JSON (`application/json` or `…+json` that parses) a data part,
+/// other embedded text a file part with the text's bytes. `None` for bytes that are not
+/// base64 or an attachment with no content at all.
+pub fn attachment_part(a: &Attachment) -> Option<Part> {
+    let content = if let Some(b) = &a.base64 {
+        PartContent::Raw(base64::engine::general_purpose::STANDARD.decode(b).ok()?)
+    } else if let Some(text) = &a.text {
+        let json = a
+            .media_type
+            .as_deref()
+            .is_some_and(|m| m == "application/json" || m.ends_with("+json"));
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) if json => return Some(Part::data(value)),
+            _ => PartContent::Raw(text.as_bytes().to_vec()),
+        }
+    } else {
+        PartContent::Url(a.uri.clone()?)
+    };
+    Some(Part {
+        content,
+        filename: a.name.clone(),
+        media_type: a.media_type.clone(),
+        metadata: None,
+    })
+}
+
+/// The `answer` artifact of a finished task: the answer text, a part for each attachment
+/// (files, links, values the agent handed over), and a data part with what a program needs
+/// (agent, session, root, stop reason, tool counts, refusals, usage).
 pub fn answer_artifact(task: &Task) -> Option<Artifact> {
     let result = task.result.as_ref()?;
     let data = json!({
@@ -105,6 +134,7 @@ pub fn answer_artifact(task: &Task) -> Option<Artifact> {
     if !result.text.is_empty() {
         parts.push(Part::text(result.text.clone()));
     }
+    parts.extend(result.attachments.iter().filter_map(attachment_part));
     parts.push(Part::data(data));
     Some(Artifact {
         artifact_id: ANSWER_ARTIFACT.into(),
@@ -193,6 +223,9 @@ pub fn error(e: &legate_core::Error) -> A2AError {
 pub struct Translator {
     line: String,
     seq: u64,
+    /// When the event being translated was stored: every update it gives carries this time,
+    /// so replaying the same events gives the same updates.
+    at: Option<Timestamp>,
 }
 
 impl Translator {
@@ -218,7 +251,7 @@ impl Translator {
             status: TaskStatus {
                 state: A2aState::Working,
                 message: Some(message),
-                timestamp: chrono::DateTime::from_timestamp_millis(legate_core::Timestamp::now().0),
+                timestamp: timestamp(self.at.unwrap_or_else(Timestamp::now).0),
             },
             metadata: None,
         })
@@ -232,9 +265,26 @@ impl Translator {
         self.line.clear();
     }
 
-    /// The stream responses for one event. `task` is the task as stored (for a terminal status,
-    /// as stored with that status: result, usage and error included).
+    /// The stream responses for one event, timed now. `task` is the task as stored (for a
+    /// terminal or `input-required` status, as stored with that status: result, usage, status
+    /// message and error included).
     pub fn event(&mut self, task: &Task, kind: &EventKind) -> Vec<StreamResponse> {
+        self.at = None;
+        self.translate(task, kind)
+    }
+
+    /// [`Translator::event`] for an event stored at `at`: its updates carry that time.
+    pub fn event_at(
+        &mut self,
+        task: &Task,
+        kind: &EventKind,
+        at: Timestamp,
+    ) -> Vec<StreamResponse> {
+        self.at = Some(at);
+        self.translate(task, kind)
+    }
+
+    fn translate(&mut self, task: &Task, kind: &EventKind) -> Vec<StreamResponse> {
         let mut out = Vec::new();
         match kind {
             EventKind::Message { text } => {
@@ -307,7 +357,9 @@ impl Translator {
             }
             EventKind::Status { state: s, .. } => {
                 self.flush(task, &mut out);
-                if s.is_terminal() {
+                // A task that waits for input ends its turn like a finished one: its answer
+                // so far, then its status with the agent's question.
+                if s.is_terminal() || *s == TaskState::InputRequired {
                     if let Some(a) = answer_artifact(task) {
                         out.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
                             task_id: task.id.0.clone(),
@@ -331,7 +383,7 @@ impl Translator {
                         status: TaskStatus {
                             state: state(*s),
                             message: None,
-                            timestamp: timestamp(legate_core::Timestamp::now().0),
+                            timestamp: timestamp(self.at.unwrap_or_else(Timestamp::now).0),
                         },
                         metadata: None,
                     }));
@@ -363,6 +415,88 @@ mod tests {
             assert_eq!(legate_state(state(s)), Some(s));
         }
         assert_eq!(legate_state(A2aState::Unspecified), None);
+    }
+
+    #[test]
+    fn attachments_become_file_url_and_data_parts() {
+        let file = attachment_part(&Attachment {
+            name: Some("output.txt".into()),
+            media_type: Some("text/plain".into()),
+            uri: Some("output.txt".into()),
+            text: None,
+            base64: Some("dGNr".into()),
+        })
+        .unwrap();
+        assert_eq!(file.content, PartContent::Raw(b"tck".to_vec()));
+        assert_eq!(file.filename.as_deref(), Some("output.txt"));
+        assert_eq!(file.media_type.as_deref(), Some("text/plain"));
+        let link = attachment_part(&Attachment {
+            name: Some("output.txt".into()),
+            uri: Some("https://example.com/output.txt".into()),
+            ..Attachment::default()
+        })
+        .unwrap();
+        assert_eq!(
+            link.content,
+            PartContent::Url("https://example.com/output.txt".into())
+        );
+        let data = attachment_part(&Attachment {
+            media_type: Some("application/json".into()),
+            text: Some(r#"{"key": "value", "count": 42}"#.into()),
+            ..Attachment::default()
+        })
+        .unwrap();
+        assert_eq!(
+            data.content,
+            PartContent::Data(json!({"key": "value", "count": 42}))
+        );
+        // JSON that does not parse, or text of another type, is a file of that text.
+        let text = attachment_part(&Attachment {
+            media_type: Some("application/json".into()),
+            text: Some("{not json".into()),
+            ..Attachment::default()
+        })
+        .unwrap();
+        assert_eq!(text.content, PartContent::Raw(b"{not json".to_vec()));
+        assert!(attachment_part(&Attachment::default()).is_none());
+        assert!(
+            attachment_part(&Attachment {
+                base64: Some("not base64!".into()),
+                ..Attachment::default()
+            })
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn replayed_events_translate_the_same_way() {
+        let task = Task {
+            id: legate_core::TaskId("t1".into()),
+            context_id: "c1".into(),
+            agent: "tck".into(),
+            workspace: legate_core::WorkspaceKind::Sandbox,
+            root: None,
+            prompt: "p".into(),
+            mode: legate_core::TaskMode::Write,
+            model: None,
+            state: TaskState::Working,
+            error: None,
+            status_message: None,
+            usage: None,
+            result: None,
+            session_id: None,
+            timeout_secs: 60,
+            created_at: Timestamp(1),
+            updated_at: Timestamp(1),
+        };
+        let kind = EventKind::Message {
+            text: "hello\n".into(),
+        };
+        let one = Translator::new().event_at(&task, &kind, Timestamp(1_000));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let two = Translator::new().event_at(&task, &kind, Timestamp(1_000));
+        assert_eq!(one, two);
+        assert_eq!(one.len(), 1);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The A2A methods over the engine, for one agent. The SDK parses JSON-RPC and HTTP+JSON,
-//! checks `A2A-Version` and frames SSE; this handler only translates into engine calls. Tasks
+//! The A2A methods over the engine, for one agent. The SDK parses JSON-RPC and HTTP+JSON and
+//! frames SSE; this handler checks `A2A-Version` and the message's required fields, and
+//! otherwise only translates into engine calls. Tasks
 //! are the engine's own (its store is the task store): the SDK's in-memory store is bypassed,
 //! so stored tasks answer `GetTask` and `SubscribeToTask` after a restart.
 
@@ -8,7 +9,7 @@ use a2a::{
     A2AError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
     ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
-    ListTasksRequest, ListTasksResponse, Message, PartContent, SendMessageRequest,
+    ListTasksRequest, ListTasksResponse, Message, PartContent, Role, SendMessageRequest,
     SendMessageResponse, StreamResponse, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
 use a2a_server::{RequestHandler, ServiceParams};
@@ -60,6 +61,14 @@ impl AgentHandler {
         let text = message_text(message)?;
         if let Some(task_id) = &message.task_id {
             let task = self.find(task_id)?;
+            if let Some(ctx) = &message.context_id
+                && *ctx != task.context_id
+            {
+                return Err(A2AError::invalid_params(format!(
+                    "INVALID_INPUT: task {} belongs to context {}, not {ctx}; send the reply without contextId or with the task's",
+                    task.id, task.context_id
+                )));
+            }
             if text.trim().is_empty() {
                 return Err(A2AError::invalid_params(format!(
                     "INVALID_INPUT: the reply into task {} has no text; say what the agent should do",
@@ -74,7 +83,7 @@ impl AgentHandler {
                 .map_or(0, |e| e.seq);
             let task = self
                 .engine
-                .reply(task.id.as_str(), text)
+                .reply_message(task.id.as_str(), text, message_id(message))
                 .map_err(|e| convert::error(&e))?;
             return Ok((task, after));
         }
@@ -103,6 +112,7 @@ impl AgentHandler {
                     let mut request = SubmitRequest::new(text);
                     request.agent = Some(self.agent.clone());
                     request.context_id = Some(latest.context_id.clone());
+                    request.message_id = message_id(message);
                     if let (WorkspaceKind::Shared, Some(root)) = (latest.workspace, &latest.root) {
                         request.workspace = WorkspaceRequest::Shared(root.clone());
                     }
@@ -136,6 +146,7 @@ impl AgentHandler {
                 let mut request = SubmitRequest::new(text);
                 request.agent = Some(self.agent.clone());
                 request.context_id = message.context_id.clone();
+                request.message_id = message_id(message);
                 self.engine
                     .submit_or_ask(request)
                     .map_err(|e| convert::error(&e))
@@ -145,12 +156,15 @@ impl AgentHandler {
     }
 
     /// The stream of a task: the task first, then every event translated, replayed from the
-    /// store (after event `after`) and then live, until the terminal status. A task waiting
-    /// for input ends its stream there: the caller replies with a new message.
+    /// store (after event `after`) and then live, until the terminal status. With
+    /// `ends_at_input` (the stream of a message), a task waiting for input ends the stream
+    /// there: the caller replies with a new message. Without it (`SubscribeToTask`), the
+    /// stream follows the task through waits and replies to its terminal status.
     fn stream(
         &self,
         task: Task,
         after: u64,
+        ends_at_input: bool,
     ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let (tx, rx) = mpsc::channel::<Result<StreamResponse, A2AError>>(64);
         let engine = self.engine.clone();
@@ -160,7 +174,7 @@ impl AgentHandler {
                 .await
                 .is_err()
                 || task.is_terminal()
-                || task.state == TaskState::InputRequired
+                || (ends_at_input && task.state == TaskState::InputRequired)
             {
                 return;
             }
@@ -176,8 +190,13 @@ impl AgentHandler {
                         return;
                     }
                 };
+                let waits = matches!(
+                    &event.kind,
+                    EventKind::Status { state, .. } if *state == TaskState::InputRequired
+                );
                 if let EventKind::Status { state, .. } = &event.kind {
-                    if state.is_terminal() {
+                    if state.is_terminal() || waits {
+                        // As stored with this status: result, status message, error.
                         match engine.store().task(&current.id) {
                             Ok(Some(t)) => current = t,
                             Ok(None) => {}
@@ -193,16 +212,54 @@ impl AgentHandler {
                         current.state = *state;
                     }
                 }
-                for item in translator.event(&current, &event.kind) {
+                for item in translator.event_at(&current, &event.kind, event.at) {
                     if tx.send(Ok(item)).await.is_err() {
                         return;
                     }
+                }
+                if waits && ends_at_input {
+                    return;
                 }
             }
         });
         Box::pin(futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
         }))
+    }
+}
+
+/// The caller's id for `message`, passed to the agent with the prompt (`None` when empty).
+fn message_id(message: &Message) -> Option<String> {
+    (!message.message_id.is_empty()).then(|| message.message_id.clone())
+}
+
+/// What a message to an agent must carry (§4.1.4): a `messageId` and the role `ROLE_USER`.
+/// A request without a message at all decodes as an empty one, and is refused here.
+fn check_message(message: &Message) -> Result<(), A2AError> {
+    if message.message_id.trim().is_empty() {
+        return Err(A2AError::invalid_params(
+            "INVALID_INPUT: message.messageId is required",
+        ));
+    }
+    if message.role != Role::User {
+        return Err(A2AError::invalid_params(
+            "INVALID_INPUT: message.role must be ROLE_USER",
+        ));
+    }
+    Ok(())
+}
+
+/// §3.6.2: the `A2A-Version` a request names (an absent header means 0.3) must be 1.x. The
+/// SDK checks this for JSON-RPC; its HTTP+JSON binding passes the headers here unchecked, so
+/// every method checks.
+fn check_version(params: &ServiceParams) -> Result<(), A2AError> {
+    let requested = params
+        .get("a2a-version")
+        .and_then(|v| v.first())
+        .map_or("0.3", String::as_str);
+    match requested.trim().split('.').next().map(str::parse::<u32>) {
+        Some(Ok(1)) => Ok(()),
+        _ => Err(A2AError::version_not_supported(requested)),
     }
 }
 
@@ -237,14 +294,16 @@ fn history_length(n: Option<i32>) -> Result<Option<i32>, A2AError> {
 impl RequestHandler for AgentHandler {
     async fn send_message(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         req: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2AError> {
+        check_version(params)?;
         let config = req.configuration.as_ref();
         let history = history_length(config.and_then(|c| c.history_length))?;
         if config.is_some_and(|c| c.task_push_notification_config.is_some()) {
             return Err(A2AError::push_notification_not_supported());
         }
+        check_message(&req.message)?;
         let (task, _) = self.submit(&req.message)?;
         let task = if config.and_then(|c| c.return_immediately) == Some(true)
             || task.state == TaskState::InputRequired
@@ -263,9 +322,10 @@ impl RequestHandler for AgentHandler {
 
     async fn send_streaming_message(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         req: SendMessageRequest,
     ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
+        check_version(params)?;
         if req
             .configuration
             .as_ref()
@@ -273,15 +333,17 @@ impl RequestHandler for AgentHandler {
         {
             return Err(A2AError::push_notification_not_supported());
         }
+        check_message(&req.message)?;
         let (task, after) = self.submit(&req.message)?;
-        Ok(self.stream(task, after))
+        Ok(self.stream(task, after, true))
     }
 
     async fn get_task(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         req: GetTaskRequest,
     ) -> Result<a2a::Task, A2AError> {
+        check_version(params)?;
         let history = history_length(req.history_length)?;
         let task = self.find(&req.id)?;
         Ok(convert::task(&task, history, true))
@@ -289,9 +351,10 @@ impl RequestHandler for AgentHandler {
 
     async fn list_tasks(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         req: ListTasksRequest,
     ) -> Result<ListTasksResponse, A2AError> {
+        check_version(params)?;
         let page_size = req.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
         if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
             return Err(A2AError::invalid_params(format!(
@@ -348,9 +411,10 @@ impl RequestHandler for AgentHandler {
 
     async fn cancel_task(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         req: CancelTaskRequest,
     ) -> Result<a2a::Task, A2AError> {
+        check_version(params)?;
         let task = self.find(&req.id)?;
         self.engine
             .cancel(task.id.as_str())
@@ -365,50 +429,63 @@ impl RequestHandler for AgentHandler {
 
     async fn subscribe_to_task(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         req: SubscribeToTaskRequest,
     ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
+        check_version(params)?;
         let task = self.find(&req.id)?;
-        Ok(self.stream(task, 0))
+        if task.is_terminal() {
+            // §3.1.6: nothing more will happen; GetTask has its final state.
+            return Err(A2AError::unsupported_operation(format!(
+                "task {} already ended ({}); GetTask answers its final state",
+                task.id, task.state
+            )));
+        }
+        Ok(self.stream(task, 0, false))
     }
 
     async fn create_push_config(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         _req: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
+        check_version(params)?;
         Err(A2AError::push_notification_not_supported())
     }
 
     async fn get_push_config(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         _req: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, A2AError> {
+        check_version(params)?;
         Err(A2AError::push_notification_not_supported())
     }
 
     async fn list_push_configs(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         _req: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, A2AError> {
+        check_version(params)?;
         Err(A2AError::push_notification_not_supported())
     }
 
     async fn delete_push_config(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         _req: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), A2AError> {
+        check_version(params)?;
         Err(A2AError::push_notification_not_supported())
     }
 
     async fn get_extended_agent_card(
         &self,
-        _params: &ServiceParams,
+        params: &ServiceParams,
         _req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, A2AError> {
+        check_version(params)?;
         Err(A2AError::extended_card_not_configured())
     }
 }

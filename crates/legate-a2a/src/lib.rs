@@ -11,6 +11,7 @@
 //! `/agents/{name}/.well-known/agent-card.json`. The default agent is also served at `/`.
 
 pub mod convert;
+pub mod edge;
 pub mod handler;
 
 pub use handler::AgentHandler;
@@ -193,8 +194,16 @@ pub async fn boot(engine: &Engine, options: &A2aOptions) -> (Router, BootReport)
 
 fn agent_router(handler: Arc<AgentHandler>, card: AgentCard, options: &A2aOptions) -> Router {
     let token = options.token.clone().map(Arc::new);
+    let limit = options.max_body_bytes;
     let protected = a2a_server::jsonrpc::jsonrpc_router(handler.clone())
-        .merge(a2a_server::rest::rest_router(handler))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            edge::jsonrpc(limit, req, next)
+        }))
+        .merge(
+            a2a_server::rest::rest_router(handler).layer(axum::middleware::from_fn(
+                move |req, next| edge::rest(limit, req, next),
+            )),
+        )
         .layer(axum::middleware::from_fn_with_state(token, auth));
     let card = Arc::new(card);
     let public = Router::new().route(

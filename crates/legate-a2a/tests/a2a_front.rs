@@ -256,20 +256,23 @@ async fn a_revisor_task_streams_and_is_a_stored_task() {
         .unwrap_err();
     assert_eq!(e.code, a2a::error_code::TASK_NOT_FOUND);
 
-    // SubscribeToTask on a finished task: its final state.
-    let mut sub = c
+    // SubscribeToTask on a finished task: UnsupportedOperationError (§3.1.6); GetTask has it.
+    let e = match c
         .subscribe_to_task(&SubscribeToTaskRequest {
             id: id.clone(),
             tenant: None,
         })
         .await
-        .unwrap();
-    let mut got = Vec::new();
-    while let Some(e) = sub.next().await {
-        got.push(e.unwrap());
-    }
-    assert_eq!(got.len(), 1);
-    assert!(matches!(&got[0], StreamResponse::Task(t) if t.status.state == TaskState::Completed));
+    {
+        Err(e) => e,
+        Ok(mut sub) => sub
+            .next()
+            .await
+            .expect("an error frame")
+            .expect_err("no stream for a finished task"),
+    };
+    assert_eq!(e.code, a2a::error_code::UNSUPPORTED_OPERATION);
+    assert!(e.message.contains("already ended"), "{e:?}");
 
     // ListTasks, and the same context continued (blocking SendMessage).
     let listed = c
