@@ -1,0 +1,175 @@
+//! The TCK profile behind `legate serve`, driven over HTTP the way the A2A TCK drives its
+//! system under test: the behaviour is chosen by the prefix of each `messageId`, the agent is
+//! the real `legate agent tck` over ACP, and the token is required.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Served, addr_of, raw};
+use serde_json::{Value, json};
+
+struct Sut {
+    served: Served,
+    addr: String,
+    bearer: String,
+    _home: tempfile::TempDir,
+}
+
+impl Sut {
+    fn start() -> Sut {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("legate.toml"),
+            "default_agent = \"tck\"\n\n[agents.tck]\n",
+        )
+        .unwrap();
+        let served = Served::start(home.path(), &["--port", "0"]);
+        let addr = addr_of(&served.url("Legate A2A server"));
+        let token = std::fs::read_to_string(home.path().join("a2a-token")).unwrap();
+        Sut {
+            served,
+            addr,
+            bearer: format!("Bearer {}", token.trim()),
+            _home: home,
+        }
+    }
+
+    /// A JSON-RPC call to the default agent (the TCK profile) at `/`.
+    fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        let r = raw(
+            &self.addr,
+            "POST",
+            "/",
+            &self.addr,
+            &[
+                ("Content-Type", "application/json"),
+                ("A2A-Version", "1.0"),
+                ("Authorization", &self.bearer),
+            ],
+            &body.to_string(),
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+        serde_json::from_str(&r.body).unwrap()
+    }
+
+    /// A blocking `SendMessage`; the task it answers.
+    fn send(&self, message_id: &str, text: &str, task_id: Option<&str>) -> Value {
+        let mut message =
+            json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]});
+        if let Some(id) = task_id {
+            message["taskId"] = json!(id);
+        }
+        let answer = self.rpc("SendMessage", json!({"message": message}));
+        answer["result"]["task"].clone()
+    }
+}
+
+fn state(task: &Value) -> &str {
+    task["status"]["state"].as_str().unwrap_or("")
+}
+
+fn status_text(task: &Value) -> &str {
+    task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+}
+
+#[test]
+fn tck_scenarios_reach_their_states_through_the_real_server() {
+    let sut = Sut::start();
+    assert!(
+        sut.served
+            .printed
+            .iter()
+            .any(|l| l.contains("tck") && l.contains("(legate-tck ")),
+        "{:?}",
+        sut.served.printed
+    );
+
+    // input-required, then a reply into the same task (with its own prefix) completes it.
+    let asked = sut.send("tck-input-required-e2e", "start", None);
+    assert_eq!(state(&asked), "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    assert_eq!(status_text(&asked), legate_tck::scenario::INPUT_QUESTION);
+    let id = asked["id"].as_str().unwrap().to_string();
+    let done = sut.send("tck-complete-task-e2e", "finish", Some(&id));
+    assert_eq!(done["id"], json!(id));
+    assert_eq!(done["contextId"], asked["contextId"]);
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(
+        done["artifacts"][0]["parts"][0]["text"],
+        json!("Hello from TCK")
+    );
+    // A finished task takes no reply, and cannot be subscribed to.
+    let again = sut.rpc(
+        "SendMessage",
+        json!({"message": {"messageId": "tck-complete-task-e2e-2", "role": "ROLE_USER",
+            "taskId": id, "parts": [{"text": "more"}]}}),
+    );
+    assert_eq!(again["error"]["code"], json!(-32004), "{again}");
+    let sub = raw(
+        &sut.addr,
+        "POST",
+        "/",
+        &sut.addr,
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &sut.bearer),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "SubscribeToTask", "params": {"id": id}})
+            .to_string(),
+    );
+    assert!(sub.body.contains("-32004"), "{sub:?}");
+
+    // rejected (ACP refusal) and failed (an error from the agent).
+    let rejected = sut.send("tck-reject-task-e2e", "no", None);
+    assert_eq!(state(&rejected), "TASK_STATE_REJECTED", "{rejected}");
+    assert_eq!(status_text(&rejected), legate_tck::scenario::REJECTION);
+    let failed = sut.send("tck-fail-task-e2e", "boom", None);
+    assert_eq!(state(&failed), "TASK_STATE_FAILED", "{failed}");
+    assert!(status_text(&failed).starts_with("AGENT_FAILED"), "{failed}");
+
+    // A file artifact over HTTP+JSON, answered as application/json.
+    let r = raw(
+        &sut.addr,
+        "POST",
+        "/message:send",
+        &sut.addr,
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &sut.bearer),
+        ],
+        &json!({"message": {"messageId": "tck-artifact-file-e2e", "role": "ROLE_USER",
+            "parts": [{"text": "a file"}]}})
+        .to_string(),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.head.contains("content-type: application/json\r\n"),
+        "{r:?}"
+    );
+    let task: Value = serde_json::from_str(&r.body).unwrap();
+    let part = &task["task"]["artifacts"][0]["parts"][0];
+    assert_eq!(
+        part["raw"],
+        json!(legate_tck::scenario::FILE_BYTES_BASE64),
+        "{task}"
+    );
+    assert_eq!(part["filename"], json!("output.txt"));
+    assert_eq!(part["mediaType"], json!("text/plain"));
+
+    // HTTP+JSON checks A2A-Version too.
+    let r = raw(
+        &sut.addr,
+        "GET",
+        "/tasks",
+        &sut.addr,
+        &[("A2A-Version", "99.0"), ("Authorization", &sut.bearer)],
+        "",
+    );
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(r.body.contains("VERSION_NOT_SUPPORTED"), "{r:?}");
+}
