@@ -18,6 +18,7 @@ use futures::stream::BoxStream;
 use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp, WorkspaceKind};
 use legate_engine::{Engine, MAX_MESSAGE_CHARS, MessageRequest, SubmitRequest, WorkspaceRequest};
 use legate_store::TaskFilter;
+use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -33,6 +34,8 @@ const CANCEL_WAIT: Duration = Duration::from_secs(10);
 pub struct AgentHandler {
     engine: Engine,
     agent: String,
+    /// Where a copy workspace's project may lie (canonical); empty: copies refused.
+    copy_roots: Vec<PathBuf>,
 }
 
 impl AgentHandler {
@@ -41,7 +44,24 @@ impl AgentHandler {
         Self {
             engine,
             agent: agent.into(),
+            copy_roots: Vec::new(),
         }
+    }
+
+    /// Allows copy workspaces of projects under `roots` (see `crate::workspace`).
+    pub fn with_copy_roots(mut self, roots: Vec<PathBuf>) -> Self {
+        self.copy_roots = roots;
+        self
+    }
+
+    /// `task` as an A2A task, with its `patch` artifact when it is a finished copy task and
+    /// artifacts are asked for.
+    async fn a2a_task(&self, task: &Task, history: Option<i32>, artifacts: bool) -> a2a::Task {
+        let mut out = convert::task(task, history, artifacts);
+        if artifacts && let Some(patch) = crate::patch::artifact(&self.engine, task).await {
+            out.artifacts.get_or_insert_with(Vec::new).push(patch);
+        }
+        out
     }
 
     /// A task of this agent by exact id; anything else is `TASK_NOT_FOUND`.
@@ -59,6 +79,28 @@ impl AgentHandler {
     /// event number after which the task's stream starts.
     fn submit(&self, message: &Message) -> Result<(Task, u64), A2AError> {
         let text = message_text(message)?;
+        let workspace = crate::workspace::requested(message, &self.copy_roots)?;
+        if workspace.is_some() && (message.task_id.is_some() || message.context_id.is_some()) {
+            // A reply or a known context keeps its workspace; an unknown contextId may still
+            // name one (checked below).
+            let known = match &message.context_id {
+                Some(ctx) if message.task_id.is_none() => !self
+                    .engine
+                    .tasks(&TaskFilter {
+                        context_id: Some(ctx.clone()),
+                        limit: 1,
+                        ..TaskFilter::default()
+                    })
+                    .map_err(|e| convert::error(&e))?
+                    .is_empty(),
+                _ => true,
+            };
+            if known {
+                return Err(A2AError::invalid_params(
+                    "INVALID_WORKSPACE: a conversation keeps the workspace it started with; metadata.workspace is only for a new contextId",
+                ));
+            }
+        }
         if let Some(task_id) = &message.task_id {
             let task = self.find(task_id)?;
             if let Some(ctx) = &message.context_id
@@ -147,6 +189,9 @@ impl AgentHandler {
                 request.agent = Some(self.agent.clone());
                 request.context_id = message.context_id.clone();
                 request.message_id = message_id(message);
+                if let Some(w) = workspace {
+                    request.workspace = w;
+                }
                 self.engine
                     .submit_or_ask(request)
                     .map_err(|e| convert::error(&e))
@@ -168,6 +213,7 @@ impl AgentHandler {
     ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let (tx, rx) = mpsc::channel::<Result<StreamResponse, A2AError>>(64);
         let engine = self.engine.clone();
+        let handler = self.clone();
         tokio::spawn(async move {
             if tx
                 .send(Ok(StreamResponse::Task(convert::task(&task, None, true))))
@@ -212,7 +258,26 @@ impl AgentHandler {
                         current.state = *state;
                     }
                 }
-                for item in translator.event_at(&current, &event.kind, event.at) {
+                let mut items = translator.event_at(&current, &event.kind, event.at);
+                let ends =
+                    matches!(&event.kind, EventKind::Status { state, .. } if state.is_terminal());
+                if ends && let Some(patch) = crate::patch::artifact(&handler.engine, &current).await
+                {
+                    // Just before the final status, which ends the stream.
+                    let at = items.len().saturating_sub(1);
+                    items.insert(
+                        at,
+                        StreamResponse::ArtifactUpdate(a2a::TaskArtifactUpdateEvent {
+                            task_id: current.id.0.clone(),
+                            context_id: current.context_id.clone(),
+                            artifact: patch,
+                            append: None,
+                            last_chunk: Some(true),
+                            metadata: None,
+                        }),
+                    );
+                }
+                for item in items {
                     if tx.send(Ok(item)).await.is_err() {
                         return;
                     }
@@ -315,9 +380,9 @@ impl RequestHandler for AgentHandler {
                 .await
                 .map_err(|e| convert::error(&e))?
         };
-        Ok(SendMessageResponse::Task(convert::task(
-            &task, history, true,
-        )))
+        Ok(SendMessageResponse::Task(
+            self.a2a_task(&task, history, true).await,
+        ))
     }
 
     async fn send_streaming_message(
@@ -346,7 +411,7 @@ impl RequestHandler for AgentHandler {
         check_version(params)?;
         let history = history_length(req.history_length)?;
         let task = self.find(&req.id)?;
-        Ok(convert::task(&task, history, true))
+        Ok(self.a2a_task(&task, history, true).await)
     }
 
     async fn list_tasks(
@@ -424,7 +489,7 @@ impl RequestHandler for AgentHandler {
             Ok(Ok(t)) => t,
             _ => self.find(&req.id)?,
         };
-        Ok(convert::task(&task, None, true))
+        Ok(self.a2a_task(&task, None, true).await)
     }
 
     async fn subscribe_to_task(

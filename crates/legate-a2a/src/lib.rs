@@ -13,6 +13,8 @@
 pub mod convert;
 pub mod edge;
 pub mod handler;
+pub mod patch;
+pub mod workspace;
 
 pub use handler::AgentHandler;
 pub use legate_token::{Token, TokenSource};
@@ -51,6 +53,9 @@ pub struct A2aOptions {
     pub max_body_bytes: usize,
     /// How long each agent may take to start at boot.
     pub probe_limit: Duration,
+    /// Directories under which a message may ask for a copy workspace of a project
+    /// (`metadata.workspace`); empty refuses copies. See [`workspace`].
+    pub copy_roots: Vec<std::path::PathBuf>,
 }
 
 /// What boot found: the agents served and those that could not start.
@@ -169,7 +174,10 @@ pub async fn boot(engine: &Engine, options: &A2aOptions) -> (Router, BootReport)
             options,
             &path,
         );
-        let handler = Arc::new(AgentHandler::new(engine.clone(), name.clone()));
+        let handler = Arc::new(
+            AgentHandler::new(engine.clone(), name.clone())
+                .with_copy_roots(options.copy_roots.clone()),
+        );
         router = router.nest(&path, agent_router(handler.clone(), c.clone(), options));
         if name == default {
             let root = card(

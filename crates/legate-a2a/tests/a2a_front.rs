@@ -89,6 +89,7 @@ async fn serve(home: &Path, broken: bool) -> Server {
         public_url: url.clone(),
         max_body_bytes: 64 * 1024,
         probe_limit: Duration::from_secs(20),
+        copy_roots: Vec::new(),
     };
     let (router, report) = legate_a2a::boot(&engine, &options).await;
     let stop = CancellationToken::new();

@@ -31,6 +31,7 @@ pub struct A2aTable {
     max_body_bytes: Option<usize>,
     allowed_hosts: Option<Vec<String>>,
     allowed_origins: Option<Vec<String>>,
+    copy_roots: Option<Vec<PathBuf>>,
 }
 
 /// The A2A front's resolved settings.
@@ -57,6 +58,9 @@ pub struct A2aSettings {
     pub allowed_hosts: Option<Vec<String>>,
     /// Configured `Origin` values (loopback when `None`).
     pub allowed_origins: Option<Vec<String>>,
+    /// Directories (canonical) under which a message may ask for a copy workspace; empty
+    /// refuses copies over A2A.
+    pub copy_roots: Vec<PathBuf>,
 }
 
 fn invalid(message: String) -> anyhow::Error {
@@ -103,6 +107,28 @@ pub fn resolve(
         table.allowed_origins.clone(),
         &[],
     )?;
+    let mut copy_roots = Vec::new();
+    for root in table.copy_roots.unwrap_or_default() {
+        if !root.is_absolute() {
+            return Err(invalid(format!(
+                "a2a.copy_roots entries must be absolute paths (got {})",
+                root.display()
+            )));
+        }
+        let resolved = root.canonicalize().map_err(|e| {
+            invalid(format!(
+                "a2a.copy_roots entry {} cannot be opened: {e}",
+                root.display()
+            ))
+        })?;
+        if !resolved.is_dir() {
+            return Err(invalid(format!(
+                "a2a.copy_roots entry {} is not a directory",
+                root.display()
+            )));
+        }
+        copy_roots.push(resolved);
+    }
     Ok(A2aSettings {
         host,
         port: table.port.unwrap_or(DEFAULT_PORT),
@@ -114,6 +140,7 @@ pub fn resolve(
         max_body_bytes,
         allowed_hosts: table.allowed_hosts,
         allowed_origins: table.allowed_origins,
+        copy_roots,
     })
 }
 
@@ -168,6 +195,7 @@ pub async fn open(
         public_url: public_url.unwrap_or_else(|| format!("http://{bound}")),
         max_body_bytes: settings.max_body_bytes,
         probe_limit: legate_a2a::DEFAULT_PROBE_LIMIT,
+        copy_roots: settings.copy_roots.clone(),
     };
     let (router, report) = legate_a2a::boot(engine, &options).await;
     crate::out!("Legate A2A server · {}", options.public_url)?;
@@ -293,6 +321,12 @@ mod tests {
             ("[a2a]\nauth = \"basic\"\n", vec![], "a2a.auth"),
             ("[a2a]\ntoken_file = \"rel\"\n", vec![], "a2a.token_file"),
             ("[a2a]\nmax_body_bytes = 10\n", vec![], "a2a.max_body_bytes"),
+            ("[a2a]\ncopy_roots = [\"rel\"]\n", vec![], "a2a.copy_roots"),
+            (
+                "[a2a]\ncopy_roots = [\"/nonexistent-legate-root\"]\n",
+                vec![],
+                "a2a.copy_roots",
+            ),
             ("", vec![("LEGATE_A2A_TOKEN", "short")], "LEGATE_A2A_TOKEN"),
             ("[a2a]\nprot = 1\n", vec![], "prot"),
         ] {

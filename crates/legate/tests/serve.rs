@@ -141,3 +141,144 @@ fn both_fronts_on_one_port_is_refused_before_anything_starts() {
     assert!(err.contains("INVALID_INPUT"), "{err}");
     assert!(!home.path().join("a2a-token").exists());
 }
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// A message body asking for a copy of `project`.
+fn copy_message(method: &str, project: &std::path::Path, id: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": {
+        "messageId": id, "role": "ROLE_USER",
+        "parts": [{"text": "replace src/greeting.txt: hello => hi"}, {"text": "write NOTES.md: # Notes"}],
+        "metadata": {"workspace": {"kind": "copy", "path": project, "includePaths": ["src"]}}}}})
+    .to_string()
+}
+
+#[test]
+fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let roots = base.join("repos");
+    let project = roots.join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    git(&project, &["init", "-q"]);
+    std::fs::write(project.join("src/greeting.txt"), "hello world\n").unwrap();
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "init"]);
+    let home = base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("legate.toml"),
+        format!(
+            "[a2a]\nauth = \"none\"\ncopy_roots = [{:?}]\n",
+            roots.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let served = Served::start(&home, &["--port", "0"]);
+    let a2a = addr_of(&served.url("Legate A2A server"));
+    let headers = [("Content-Type", "application/json"), ("A2A-Version", "1.0")];
+
+    let sent = raw(
+        &a2a,
+        "POST",
+        "/",
+        &a2a,
+        &headers,
+        &copy_message("SendMessage", &project, "c-1"),
+    );
+    assert_eq!(sent.status, 200, "{sent:?}");
+    let body: Value = serde_json::from_str(&sent.body).unwrap();
+    let task = &body["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
+    let artifacts = task["artifacts"].as_array().unwrap();
+    let patch = artifacts
+        .iter()
+        .find(|a| a["artifactId"] == "patch")
+        .unwrap_or_else(|| panic!("no patch artifact: {body}"));
+    let diff = patch["parts"][0]["text"].as_str().unwrap();
+    assert!(diff.contains("-hello world"), "{diff}");
+    assert!(diff.contains("+hi world"), "{diff}");
+    // includePaths narrowed the copy to src/, but the agent may add files anywhere in it.
+    assert!(diff.contains("+++ b/NOTES.md"), "{diff}");
+    assert_eq!(patch["parts"][0]["mediaType"], "text/x-diff");
+    let data = &patch["parts"][1]["data"];
+    let sha = data["sha256"].as_str().unwrap();
+    assert_eq!(data["summary"]["filesChanged"], 2.0, "{data}");
+    assert_eq!(data["inline"], true);
+    // The original is untouched, and the CLI sees the same patch.
+    assert_eq!(
+        std::fs::read_to_string(project.join("src/greeting.txt")).unwrap(),
+        "hello world\n"
+    );
+    let task_id = task["id"].as_str().unwrap();
+    let out = std::process::Command::new(common::LEGATE)
+        .args(["diff", "--json", task_id])
+        .env("LEGATE_HOME", &home)
+        .output()
+        .unwrap();
+    let preview: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(preview["sha256"], sha);
+
+    // Streaming: the patch arrives as an artifact update just before the final status.
+    let streamed = raw(
+        &a2a,
+        "POST",
+        "/",
+        &a2a,
+        &headers,
+        &copy_message("SendStreamingMessage", &project, "c-2"),
+    );
+    assert_eq!(streamed.status, 200, "{streamed:?}");
+    let frames: Vec<Value> = streamed
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect();
+    let n = frames.len();
+    assert!(n >= 3, "{frames:?}");
+    assert_eq!(
+        frames[n - 2]["result"]["artifactUpdate"]["artifact"]["artifactId"],
+        "patch",
+        "{frames:?}"
+    );
+    assert_eq!(
+        frames[n - 1]["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+
+    // A project outside copy_roots, or a shared directory, is refused and starts nothing.
+    let outside = base.join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    for body in [
+        copy_message("SendMessage", &outside, "c-3"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": "c-4", "role": "ROLE_USER", "parts": [{"text": "hi"}],
+            "metadata": {"workspace": {"kind": "shared", "path": project}}}}})
+        .to_string(),
+    ] {
+        let refused = raw(&a2a, "POST", "/", &a2a, &headers, &body);
+        assert!(refused.body.contains("INVALID_WORKSPACE"), "{refused:?}");
+        assert!(refused.body.contains("\"error\""), "{refused:?}");
+    }
+    let out = std::process::Command::new(common::LEGATE)
+        .args(["tasks", "--json"])
+        .env("LEGATE_HOME", &home)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+}
