@@ -162,7 +162,9 @@ impl Turn<'_> {
                 return Ok(PromptResponse::new(StopReason::Refusal));
             }
             Behaviour::Fail => {
-                return Err(Error::internal_error().data(Value::String(scenario::FAILURE.into())));
+                let mut error = Error::internal_error();
+                error.message = scenario::FAILURE.into();
+                return Err(error);
             }
             Behaviour::Work(duration) => {
                 self.plan(PlanEntryStatus::InProgress)?;

@@ -130,6 +130,10 @@ fn tck_scenarios_reach_their_states_through_the_real_server() {
     let failed = sut.send("tck-fail-task-e2e", "boom", None);
     assert_eq!(state(&failed), "TASK_STATE_FAILED", "{failed}");
     assert!(status_text(&failed).starts_with("AGENT_FAILED"), "{failed}");
+    assert!(
+        status_text(&failed).contains(legate_tck::scenario::FAILURE),
+        "{failed}"
+    );
 
     // A file artifact over HTTP+JSON, answered as application/json.
     let r = raw(
