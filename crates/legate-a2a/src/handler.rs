@@ -15,8 +15,8 @@ use a2a::{
 use a2a_server::{RequestHandler, ServiceParams};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp, WorkspaceKind};
-use legate_engine::{Engine, MAX_MESSAGE_CHARS, MessageRequest, SubmitRequest, WorkspaceRequest};
+use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp};
+use legate_engine::{Engine, SubmitRequest};
 use legate_store::TaskFilter;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -150,39 +150,17 @@ impl AgentHandler {
                         latest.context_id, latest.agent, latest.agent
                     )));
                 }
-                if text.trim().is_empty() {
-                    let mut request = SubmitRequest::new(text);
-                    request.agent = Some(self.agent.clone());
-                    request.context_id = Some(latest.context_id.clone());
-                    request.message_id = message_id(message);
-                    if let (WorkspaceKind::Shared, Some(root)) = (latest.workspace, &latest.root) {
-                        request.workspace = WorkspaceRequest::Shared(root.clone());
-                    }
-                    self.engine
-                        .submit_or_ask(request)
-                        .map_err(|e| convert::error(&e))
-                } else if !message.message_id.is_empty()
-                    && text.chars().count() <= MAX_MESSAGE_CHARS
-                {
-                    self.engine
-                        .send_message(MessageRequest {
-                            context_id: latest.context_id.clone(),
-                            message_id: message.message_id.clone(),
-                            text,
-                            mode: None,
-                        })
-                        .map(|r| r.task)
-                        .map_err(|e| convert::error(&e))
-                } else {
-                    self.engine
-                        .resume(legate_engine::ContinueRequest {
+                self.engine
+                    .next_turn(
+                        legate_engine::ContinueRequest {
                             context_id: latest.context_id.clone(),
                             prompt: text,
                             mode: None,
                             timeout: None,
-                        })
-                        .map_err(|e| convert::error(&e))
-                }
+                        },
+                        message_id(message),
+                    )
+                    .map_err(|e| convert::error(&e))
             }
             None => {
                 let mut request = SubmitRequest::new(text);

@@ -12,14 +12,12 @@
 //! This module never runs a turn itself and never re-sends a message: an input whose task was
 //! interrupted (say, by a restart) stays failed, visibly.
 
-use crate::engine::{Engine, SubmitRequest, WorkspaceRequest};
+use crate::engine::{Engine, MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskMode, TaskState, WorkspaceKind};
 use legate_store::{MessageClaim, MessageRecord, TaskFilter};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// The longest message accepted, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 2000;
 /// The longest message id accepted, in bytes.
 pub const MAX_MESSAGE_ID_BYTES: usize = 128;
 /// At most this many tasks of one context may wait for their turn; one more is `QUEUE_FULL`.
@@ -49,7 +47,7 @@ pub struct MessageRequest {
     pub context_id: String,
     /// The client's id for it; sending the same id and text again is harmless.
     pub message_id: String,
-    /// What it says (at most [`MAX_MESSAGE_CHARS`] characters).
+    /// What it says (a prompt's limit applies: 1 MiB).
     pub text: String,
     /// Overrides the earlier task's mode.
     pub mode: Option<TaskMode>,
@@ -110,12 +108,38 @@ impl Engine {
     /// workspace of the context's latest task. `CONTEXT_NOT_FOUND` when the context has no
     /// task; `QUEUE_FULL` when [`MAX_PENDING_PER_CONTEXT`] tasks of it already wait.
     pub fn resume(&self, request: ContinueRequest) -> Result<Task> {
-        self.resume_as(request, None)
+        self.resume_as(request, None, false)
+    }
+
+    /// The next turn of a conversation, whatever a front received: an empty text puts a task
+    /// of the context in `input-required` (as [`Engine::submit_or_ask`] does for a new one);
+    /// a text with the caller's `message_id` is [`Engine::send_message`] (idempotent by that
+    /// id); a text without one is [`Engine::resume`]. Fronts call this instead of choosing.
+    pub fn next_turn(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
+        if request.prompt.trim().is_empty() {
+            return self.resume_as(request, message_id, true);
+        }
+        match message_id {
+            Some(message_id) => self
+                .send_message(MessageRequest {
+                    context_id: request.context_id,
+                    message_id,
+                    text: request.prompt,
+                    mode: request.mode,
+                })
+                .map(|receipt| receipt.task),
+            None => self.resume(request),
+        }
     }
 
     /// [`Engine::resume`] for the caller's message `message_id`, which the agent receives
-    /// with the prompt.
-    fn resume_as(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
+    /// with the prompt. `allow_empty`: an empty prompt asks for input instead of failing.
+    fn resume_as(
+        &self,
+        request: ContinueRequest,
+        message_id: Option<String>,
+        allow_empty: bool,
+    ) -> Result<Task> {
         let last = self.latest_task(&request.context_id)?;
         let pending = self.tasks(&TaskFilter {
             state: Some(TaskState::Submitted),
@@ -162,7 +186,7 @@ impl Engine {
         );
         submit.model = last.model.clone();
         submit.message_id = message_id;
-        self.submit(submit)
+        self.submit_inner(submit, allow_empty)
     }
 
     /// Queues a caller's message as the context's next turn, once per message id. The same id
@@ -190,6 +214,7 @@ impl Engine {
                         timeout: None,
                     },
                     Some(request.message_id.clone()),
+                    false,
                 );
                 let task = match submitted {
                     Ok(task) => task,
@@ -294,10 +319,10 @@ fn validate_message(request: &MessageRequest) -> Result<()> {
     if request.text.trim().is_empty() {
         return Err(Error::invalid_input("the message is empty"));
     }
-    let chars = request.text.chars().count();
-    if chars > MAX_MESSAGE_CHARS {
+    if request.text.len() > MAX_PROMPT_BYTES {
         return Err(Error::invalid_input(format!(
-            "the message has {chars} characters; the limit is {MAX_MESSAGE_CHARS} (use resume for a longer prompt)"
+            "the message is {} bytes; the limit is {MAX_PROMPT_BYTES}",
+            request.text.len()
         )));
     }
     Ok(())
@@ -325,14 +350,14 @@ mod tests {
             request(&"x".repeat(129), "hello"),
             request("a\nb", "hello"),
             request("m", "   "),
-            request("m", &"é".repeat(MAX_MESSAGE_CHARS + 1)),
+            request("m", &"x".repeat(MAX_PROMPT_BYTES + 1)),
         ] {
             assert_eq!(
                 validate_message(&bad).unwrap_err().code,
                 ErrorCode::InvalidInput
             );
         }
-        assert!(validate_message(&request("m", &"é".repeat(MAX_MESSAGE_CHARS))).is_ok());
+        assert!(validate_message(&request("m", &"é".repeat(5000))).is_ok());
     }
 
     #[test]

@@ -102,7 +102,7 @@ pub const REJECTED_MESSAGE: &str = "the agent refused the task";
 const MAX_STATUS_FROM_ANSWER: usize = 4096;
 
 /// The largest prompt accepted, in bytes.
-const MAX_PROMPT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_PROMPT_BYTES: usize = 1 << 20;
 /// The longest context id accepted, in bytes.
 const MAX_CONTEXT_ID_BYTES: usize = 256;
 
@@ -203,7 +203,7 @@ impl Engine {
         self.submit_inner(request, true)
     }
 
-    fn submit_inner(&self, request: SubmitRequest, allow_empty: bool) -> Result<Task> {
+    pub(crate) fn submit_inner(&self, request: SubmitRequest, allow_empty: bool) -> Result<Task> {
         let inner = &self.inner;
         let agent_name = request
             .agent

@@ -18,8 +18,8 @@ pub mod runner;
 
 pub use config::{EngineConfig, Paths};
 pub use continuation::{
-    ContinueRequest, Delivery, MAX_MESSAGE_CHARS, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT,
-    MessageReceipt, MessageRequest,
+    ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
+    MessageRequest,
 };
 pub use engine::{
     EMPTY_PROMPT_MESSAGE, Engine, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE, SubmitRequest,

@@ -10,14 +10,17 @@ use crate::profile::Profile;
 use crate::schema::*;
 use legate_core::{Error, ErrorCode, Event, Result, Task, TaskMode, TaskState};
 use legate_engine::{
-    ContinueRequest, Engine, MAX_MESSAGE_CHARS, MAX_PENDING_PER_CONTEXT, MessageRequest,
-    SubmitRequest, WorkspaceRequest,
+    ContinueRequest, Engine, MAX_PENDING_PER_CONTEXT, MessageRequest, SubmitRequest,
+    WorkspaceRequest,
 };
 use legate_store::TaskFilter;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The longest `send_message` text, in characters: the tool is for short input to a running
+/// conversation (a longer prompt goes through `resume`). The engine itself takes any prompt.
+pub const MAX_MESSAGE_CHARS: usize = 2000;
 /// The longest `wait`, in seconds.
 pub const WAIT_MAX_SECS: u64 = 60;
 /// The default `wait`, in seconds.
@@ -221,6 +224,12 @@ pub fn send_message(
             ));
         }
     };
+    let chars = args.text.chars().count();
+    if chars > MAX_MESSAGE_CHARS {
+        return Err(Error::invalid_input(format!(
+            "the message has {chars} characters; the limit is {MAX_MESSAGE_CHARS} (use resume for a longer prompt)"
+        )));
+    }
     let receipt = engine.send_message(MessageRequest {
         context_id,
         message_id: args.message_id,

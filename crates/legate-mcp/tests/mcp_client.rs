@@ -461,6 +461,15 @@ async fn a_message_is_idempotent_and_runs_as_the_contexts_next_turn() {
         .await,
         "INVALID_INPUT"
     );
+    // The tool is for short input: over 2000 characters is refused (resume takes long prompts).
+    assert_eq!(
+        h.fail(
+            "send_message",
+            json!({"contextId": context, "messageId": "m-3", "text": "é".repeat(2001)})
+        )
+        .await,
+        "INVALID_INPUT"
+    );
 
     h.wait_done(&first_id).await;
     h.wait_done(&next_id).await;

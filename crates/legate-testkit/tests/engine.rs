@@ -381,3 +381,56 @@ async fn a_task_waiting_for_input_can_be_canceled() {
     let err = h.engine.reply(waiting.id.as_str(), "go").unwrap_err();
     assert_eq!(err.code, ErrorCode::TaskNotAwaitingInput);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_turn_asks_sends_once_or_resumes_in_the_contexts_workspace() {
+    let h = harness(|_| {});
+    let shared = tempfile::tempdir().unwrap();
+    let mut first = request("write n.txt: one");
+    first.context_id = Some("ctx-turn".into());
+    first.workspace = legate_engine::WorkspaceRequest::Shared(shared.path().to_path_buf());
+    let a = run(&h, first).await;
+    assert_eq!(a.state, TaskState::Completed);
+    let turn = |prompt: &str| legate_engine::ContinueRequest {
+        context_id: "ctx-turn".into(),
+        prompt: prompt.into(),
+        mode: None,
+        timeout: None,
+    };
+
+    // Empty: the context's next task waits for input, in the same shared directory.
+    let asked = h.engine.next_turn(turn("  "), Some("m-0".into())).unwrap();
+    assert_eq!(asked.state, TaskState::InputRequired);
+    assert_eq!(asked.context_id, "ctx-turn");
+    assert_eq!(asked.root, a.root);
+    h.engine.cancel(asked.id.as_str()).unwrap();
+
+    // With a message id, longer than the MCP tool's 2000 characters: once, idempotently.
+    let long = format!("read n.txt\n{}", "# padding\n".repeat(300));
+    let b = h.engine.next_turn(turn(&long), Some("m-1".into())).unwrap();
+    let again = h.engine.next_turn(turn(&long), Some("m-1".into())).unwrap();
+    assert_eq!(b.id, again.id, "the same id and text is the same task");
+    let err = h
+        .engine
+        .next_turn(turn("read other.txt"), Some("m-1".into()))
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::MessageIdConflict);
+    let b = tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&b.id))
+        .await
+        .expect("the task ends")
+        .unwrap();
+    assert_eq!(b.state, TaskState::Completed, "{b:?}");
+    assert!(b.result.unwrap().text.contains("one"));
+
+    // Without one: a plain resume, a new task each time.
+    let c = h.engine.next_turn(turn("read n.txt"), None).unwrap();
+    let d = h.engine.next_turn(turn("read n.txt"), None).unwrap();
+    assert_ne!(c.id, d.id);
+    for t in [c, d] {
+        let t = tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&t.id))
+            .await
+            .expect("the task ends")
+            .unwrap();
+        assert_eq!(t.root, a.root);
+    }
+}
