@@ -1,11 +1,11 @@
 //! Copy workspace figures on a generated repository of 10,000 files and 200 MiB:
 //! Legate's copy (selection + secret scan + copy + baseline) against `cp -r` of the same files
-//! and `git worktree add`, in the same run; the preview of a 100-file change; the integration
+//! and `git worktree add`, in the same run (nothing deleted between timed steps); the preview of a 100-file change; the integration
 //! of 100 files. Prints the figures. The repository is generated once under
 //! `$LEGATE_BENCH_DIR` (default `/work/bench-data`), never inside the project.
 //!
 //! `cargo bench -p legate-workspace --bench copy` (`LEGATE_BENCH_FILES`, `LEGATE_BENCH_MIB`
-//! and `LEGATE_BENCH_RUNS` scale it down).
+//! and `LEGATE_BENCH_RUNS` (4: each step comes first once) scale it down).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,6 +22,13 @@ use std::time::{Duration, Instant};
 /// writeback.
 fn settle() {
     let _ = Command::new("sync").status();
+}
+
+/// The load averages, as `uptime` prints them.
+fn load() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(", "))
+        .unwrap_or_default()
 }
 
 fn env_num(key: &str, default: u64) -> u64 {
@@ -97,9 +104,15 @@ fn generate(root: &Path, files: u64, mib: u64) {
     fs::write(root.join(".git/info/exclude"), ".legate-bench-complete\n").unwrap();
 }
 
+/// The median; of an even count, the mean of the middle two.
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
-    v[v.len() / 2]
+    let n = v.len();
+    if n.is_multiple_of(2) {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    } else {
+        v[n / 2]
+    }
 }
 
 fn ms(d: Duration) -> String {
@@ -114,7 +127,7 @@ fn main() {
     }
     let files = env_num("LEGATE_BENCH_FILES", 10_000);
     let mib = env_num("LEGATE_BENCH_MIB", 200);
-    let runs = env_num("LEGATE_BENCH_RUNS", 3) as usize;
+    let runs = env_num("LEGATE_BENCH_RUNS", 4) as usize;
     let base = PathBuf::from(
         std::env::var("LEGATE_BENCH_DIR").unwrap_or_else(|_| "/work/bench-data".into()),
     );
@@ -127,77 +140,104 @@ fn main() {
         ms(t.elapsed())
     );
     let scratch = base.join("scratch");
-    let _ = fs::remove_dir_all(&scratch);
+    if scratch.exists() {
+        let _ = fs::remove_dir_all(&scratch);
+        // ext4 passes over inodes freed in the last seconds when it makes new ones: right
+        // after 10,000 deletions, making 10,000 files costs several times more. Nothing is
+        // deleted between timed steps; everything made is removed at the end.
+        settle();
+        std::thread::sleep(Duration::from_secs(15));
+    }
     fs::create_dir_all(&scratch).unwrap();
+    println!("load average at start: {}", load());
     let limits = CopyLimits::default();
     let policy = SecretPolicy::default();
 
     let (mut legate, mut sel_t, mut copy_t, mut base_t, mut cp, mut wt) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let sel = select(&repo, &[], &policy, &limits).unwrap();
+    // The steps of a run, in an order rotated from one run to the next, so that no step
+    // always comes first (or right after the same other step).
+    let steps = ["legate", "cp", "plain", "worktree"];
     for run in 0..runs {
         let home = scratch.join(format!("home{run}"));
-        settle();
-        let t0 = Instant::now();
-        let sel = select(&repo, &[], &policy, &limits).unwrap();
-        let t1 = Instant::now();
-        // What the engine does: the copy, with the baseline staging each file as it lands.
-        let (report, _) = make_copy_with_baseline(
-            &sel,
-            &home.join("copies/t"),
-            &home.join("baselines/t"),
-            &limits,
-        )
-        .unwrap();
-        let t2 = Instant::now();
-        assert_eq!(report.included_files as u64, files);
-        sel_t.push(t1 - t0);
-        base_t.push(t2 - t1);
-        legate.push(t2 - t0);
-        // For the breakdown: the copy and scan alone.
-        settle();
-        let t = Instant::now();
-        make_copy(&sel, &home.join("copies/plain"), &limits).unwrap();
-        copy_t.push(t.elapsed());
-        fs::remove_dir_all(home.join("copies/plain")).unwrap();
-
-        let dest = scratch.join(format!("cp{run}"));
-        fs::create_dir_all(&dest).unwrap();
-        let mut cmd = Command::new("cp");
-        cmd.arg("-r");
-        for d in 0..100.min(files - 1) {
-            cmd.arg(repo.join(format!("d{d:03}")));
+        for k in 0..steps.len() {
+            settle();
+            match steps[(k + run) % steps.len()] {
+                "legate" => {
+                    let t0 = Instant::now();
+                    let sel = select(&repo, &[], &policy, &limits).unwrap();
+                    let t1 = Instant::now();
+                    // What the engine does: the copy, with its baseline.
+                    let (report, _) = make_copy_with_baseline(
+                        &sel,
+                        &home.join("copies/t"),
+                        &home.join("baselines/t"),
+                        &limits,
+                    )
+                    .unwrap();
+                    let t2 = Instant::now();
+                    assert_eq!(report.included_files as u64, files);
+                    sel_t.push(t1 - t0);
+                    base_t.push(t2 - t1);
+                    legate.push(t2 - t0);
+                }
+                "plain" => {
+                    // For the breakdown: the copy and scan alone.
+                    let t = Instant::now();
+                    make_copy(&sel, &home.join("copies/plain"), &limits).unwrap();
+                    copy_t.push(t.elapsed());
+                }
+                "cp" => {
+                    let dest = scratch.join(format!("cp{run}"));
+                    fs::create_dir_all(&dest).unwrap();
+                    let mut cmd = Command::new("cp");
+                    cmd.arg("-r");
+                    for d in 0..100.min(files - 1) {
+                        cmd.arg(repo.join(format!("d{d:03}")));
+                    }
+                    cmd.arg(repo.join(".gitignore")).arg(&dest);
+                    let t = Instant::now();
+                    assert!(cmd.status().unwrap().success());
+                    cp.push(t.elapsed());
+                }
+                _ => {
+                    let wdest = scratch.join(format!("wt{run}"));
+                    let t = Instant::now();
+                    git(
+                        &repo,
+                        &[
+                            "worktree",
+                            "add",
+                            "-q",
+                            "--detach",
+                            wdest.to_str().unwrap(),
+                            "HEAD",
+                        ],
+                    );
+                    wt.push(t.elapsed());
+                }
+            }
         }
-        cmd.arg(repo.join(".gitignore")).arg(&dest);
-        settle();
-        let t = Instant::now();
-        assert!(cmd.status().unwrap().success());
-        cp.push(t.elapsed());
-
-        let wdest = scratch.join(format!("wt{run}"));
-        settle();
-        let t = Instant::now();
-        git(
-            &repo,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "--detach",
-                wdest.to_str().unwrap(),
-                "HEAD",
-            ],
-        );
-        wt.push(t.elapsed());
-        git(
-            &repo,
-            &["worktree", "remove", "--force", wdest.to_str().unwrap()],
+        println!(
+            "  run {run}: legate {}, cp -r {}, copy alone {}, worktree {}",
+            ms(legate[run]),
+            ms(cp[run]),
+            ms(copy_t[run]),
+            ms(wt[run])
         );
     }
+    // Each run's own ratio too: the machine's speed changes between runs, not within one.
+    let ratios: Vec<String> = legate
+        .iter()
+        .zip(&cp)
+        .map(|(l, c)| format!("{:.2}x", l.as_secs_f64() / c.as_secs_f64()))
+        .collect();
     let (l, c, w) = (median(legate), median(cp), median(wt));
     println!("copy (median of {runs}):");
     let copy_alone = median(copy_t);
     println!(
-        "  legate copy      {} (selection {}, copy + secret scan + baseline overlapped {}; copy + secret scan alone {})",
+        "  legate copy      {} (selection {}, copy + secret scan + baseline {}; copy + secret scan alone {})",
         ms(l),
         ms(median(sel_t)),
         ms(median(base_t)),
@@ -210,6 +250,7 @@ fn main() {
         l.as_secs_f64() / c.as_secs_f64(),
         copy_alone.as_secs_f64() / c.as_secs_f64()
     );
+    println!("  legate / cp -r in each run: {}", ratios.join(", "));
 
     // Preview and integrate of a 100-file change, on the first copy.
     let home = scratch.join("home0");
@@ -256,5 +297,13 @@ fn main() {
         runs.max(5),
         ms(median(planned))
     );
+    println!("load average at end: {}", load());
+    for run in 0..runs {
+        let wdest = scratch.join(format!("wt{run}"));
+        git(
+            &repo,
+            &["worktree", "remove", "--force", wdest.to_str().unwrap()],
+        );
+    }
     let _ = fs::remove_dir_all(&scratch);
 }

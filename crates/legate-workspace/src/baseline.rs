@@ -9,11 +9,12 @@
 //! bytes.
 //!
 //! To make it fast, a baseline may borrow the source repository's objects
-//! ([`Baseline::create_from`]): `objects/info/alternates` names the source's object directory,
-//! so staging the copy hashes each file but writes an object only for what the source lacks
-//! (untracked and modified files); tracked, unchanged files cost no write. The borrowing is
-//! read-only (new objects go to the baseline's own store), and is only done when the source
-//! is a SHA-1 repository. It makes the baseline depend on the source keeping those objects:
+//! ([`Baseline::create_from`], and the copy's own staging in `staging`):
+//! `objects/info/alternates` names the source's object directory, so an object is written
+//! only for what the source lacks (untracked and modified files); a tracked file the source's
+//! index shows clean is not even hashed (see `staging`). The borrowing adds nothing to the
+//! source (new objects go to the baseline's own store), and is only done when the source is a
+//! SHA-1 repository. It makes the baseline depend on the source keeping those objects:
 //! `git gc` keeps unreachable objects two weeks by default (`gc.pruneExpire`), longer than a
 //! copy's default retention of a week; a `git gc --prune=now` after the source's history was
 //! rewritten or a staged change dropped, or deleting the repository, leaves the baseline
@@ -29,7 +30,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// How long taking a copy's lock waits before `COPY_BUSY`.
 const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -57,7 +57,7 @@ impl Baseline {
     /// module docs). When the source's object directory cannot be found, or the source is not
     /// a SHA-1 repository, the baseline is made self-contained instead.
     pub fn create_from(dir: &Path, copy: &Path, source: &Path) -> Result<Baseline, Error> {
-        Self::make(dir, copy, source_objects(source))
+        Self::make(dir, copy, source_repo(source).map(|s| s.objects))
     }
 
     fn make(dir: &Path, copy: &Path, borrow: Option<PathBuf>) -> Result<Baseline, Error> {
@@ -103,7 +103,8 @@ impl Baseline {
                 .mode(0o700)
                 .create(b.home())
                 .map_err(|e| fail("get its home", e))?;
-            b.git().run(&["init", "--quiet"])?;
+            // No template: nothing but what git needs (no sample hooks, no description).
+            b.git().run(&["init", "--quiet", "--template="])?;
             let info = b.git_dir().join("info");
             fs::DirBuilder::new()
                 .recursive(true)
@@ -138,33 +139,6 @@ impl Baseline {
             "baseline",
         ])?;
         Ok(())
-    }
-
-    /// Starts staging files one by one while they are written (`git update-index --add -z
-    /// --stdin`): git hashes each file as soon as its path arrives.
-    pub(crate) fn stager(&self) -> Result<Stager, Error> {
-        let mut cmd = self
-            .git()
-            .command(&["update-index", "--add", "-z", "--stdin"]);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| Error::internal(format!("git update-index could not start: {e}")))?;
-        let stdin = child.stdin.take();
-        let stderr = child.stderr.take().map(|mut pipe| {
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = pipe.read_to_string(&mut text);
-                text
-            })
-        });
-        Ok(Stager {
-            child,
-            stdin,
-            stderr,
-        })
     }
 
     /// Opens an existing baseline; `COPY_UNAVAILABLE` when `dir` or `copy` is gone or is not
@@ -270,13 +244,7 @@ impl Baseline {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut cmd: Command = self.git().cat_file_command();
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| Error::internal(format!("git cat-file could not start: {e}")))?;
+        let mut child = self.git().spawn_piped(&["cat-file", "--batch"], false)?;
         let input: Vec<u8> = ids
             .iter()
             .flat_map(|id| format!("{id}\n").into_bytes())
@@ -319,85 +287,43 @@ impl Baseline {
     }
 }
 
-/// Files being staged into a baseline as they are written.
-#[derive(Debug)]
-pub(crate) struct Stager {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    stderr: Option<std::thread::JoinHandle<String>>,
+/// Where a SHA-1 source repository keeps what a baseline borrows.
+#[derive(Debug, Clone)]
+pub(crate) struct SourceRepo {
+    /// Its object directory, canonical, nameable in an alternates file (absolute, no
+    /// newline).
+    pub(crate) objects: PathBuf,
+    /// Its index file (the work tree's own, for a linked worktree).
+    pub(crate) index: PathBuf,
 }
 
-impl Stager {
-    /// Stages the file at the relative `path` of the copy (already written in full).
-    pub(crate) fn add(&mut self, path: &str) -> Result<(), Error> {
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| Error::internal("git update-index is closed"))?;
-        stdin
-            .write_all(path.as_bytes())
-            .and_then(|()| stdin.write_all(b"\0"))
-            .map_err(|e| Error::internal(format!("git update-index stopped reading: {e}")))
-    }
-
-    /// Waits for git to have staged everything.
-    pub(crate) fn finish(mut self) -> Result<(), Error> {
-        drop(self.stdin.take());
-        let status = self
-            .child
-            .wait()
-            .map_err(|e| Error::internal(format!("git update-index failed: {e}")))?;
-        let stderr = self
-            .stderr
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default();
-        if !status.success() {
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-            return Err(Error::internal(format!(
-                "git update-index failed ({status}): {}",
-                last.unwrap_or("no message")
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Stager {
-    fn drop(&mut self) {
-        if self.stdin.take().is_some() {
-            // Not finished: an error on the way; stop git.
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// The canonical object directory of the SHA-1 git project at `source`, when it has one that
-/// can be named in an alternates file (an absolute path without a newline).
-pub(crate) fn source_objects(source: &Path) -> Option<PathBuf> {
-    let git = Git::source(source);
-    let format = git
-        .run(&["rev-parse", "--show-object-format"])
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o).trim().to_string());
-    if format.as_deref() != Some("sha1") {
-        return None;
-    }
-    let out = git
+/// The object directory and index of the SHA-1 git project at `source` (one `git
+/// rev-parse`); `None` when it is not a SHA-1 repository or its objects cannot be named in
+/// an alternates file.
+pub(crate) fn source_repo(source: &Path) -> Option<SourceRepo> {
+    let out = Git::source(source)
         .run(&[
             "rev-parse",
+            "--show-object-format",
             "--path-format=absolute",
             "--git-path",
             "objects",
+            "--git-path",
+            "index",
         ])
         .ok()?;
-    let path = String::from_utf8(out).ok()?;
-    let path = fs::canonicalize(path.trim_end_matches('\n')).ok()?;
-    let ok = path.is_absolute()
-        && !path.as_os_str().as_encoded_bytes().contains(&b'\n')
-        && fs::symlink_metadata(&path)
+    let out = String::from_utf8(out).ok()?;
+    let mut lines = out.lines();
+    if lines.next() != Some("sha1") {
+        return None;
+    }
+    let objects = fs::canonicalize(lines.next()?).ok()?;
+    let index = PathBuf::from(lines.next()?);
+    let ok = objects.is_absolute()
+        && index.is_absolute()
+        && !objects.as_os_str().as_encoded_bytes().contains(&b'\n')
+        && fs::symlink_metadata(&objects)
             .map(|m| m.is_dir())
             .unwrap_or(false);
-    ok.then_some(path)
+    ok.then_some(SourceRepo { objects, index })
 }

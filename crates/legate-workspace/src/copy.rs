@@ -1,24 +1,31 @@
 //! Making the copy: the selected files' bytes, written into a new private directory.
 //!
 //! This module owns the copy itself. Each file is opened without following links, checked
-//! to be the very file that was measured (device, inode, size, mtime), read once, scanned
-//! for credential patterns, and only then written: the bytes checked are the bytes copied.
-//! The limits are enforced again on what is actually read.
+//! to be the very file that was measured (device, inode, size, mtime), read once, measured
+//! again on the open file (a write that landed while it was read is `SOURCE_CHANGED`),
+//! scanned for credential patterns, and only then written, keeping the source's mtime: the
+//! bytes checked are the bytes copied. The limits are enforced again on what is actually
+//! read. A few threads copy at once, each taking runs of files of one directory; the
+//! baseline (`staging`) is told of each file as it lands.
 //!
 //! It must never adopt an existing directory as a copy, follow a symlink, write outside the
 //! new directory, or leave a half-made copy behind on failure.
 
 use crate::baseline::Baseline;
 use crate::secrets::{BlockReason, BlockedFile, scan_content};
-use crate::select::Selection;
+use crate::select::{SelectedFile, Selection};
+use crate::staging::{SourceIndex, Staging};
 use crate::{CopyLimits, private_dir};
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 /// What a finished copy holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +46,7 @@ pub struct CopyReport {
 /// Copies `selection` into `copy_dir`, which must not exist yet; its parent is created with
 /// mode 0700 when missing.
 ///
-/// Errors: `SOURCE_CHANGED` when a file is not the one measured or changes size while being
+/// Errors: `SOURCE_CHANGED` when a file is not the one measured or is written to while being
 /// read, `COPY_LIMIT_EXCEEDED` when the bytes read pass the limit, `INVALID_WORKSPACE` when
 /// the directory cannot be made. On any error the new directory is removed.
 pub fn make_copy(
@@ -67,9 +74,10 @@ pub fn make_copy(
 }
 
 /// [`make_copy`] and [`Baseline::create_from`] in one pass: the baseline (in `baseline_dir`,
-/// which must not exist yet, borrowing the source's objects) stages each file while the next
-/// ones are copied, so git's hashing overlaps the copy. On any error neither directory is
-/// left.
+/// which must not exist yet, borrowing the source's objects) gets an index written from the
+/// copy's files as they land: the source's id for a file its index shows clean, `git
+/// hash-object` of the copy for every other file, overlapping the copy (see `staging`). On
+/// any error neither directory is left.
 pub fn make_copy_with_baseline(
     selection: &Selection,
     copy_dir: &Path,
@@ -95,12 +103,35 @@ pub fn make_copy_with_baseline(
                 format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
             )
         })?;
-        let borrow = crate::baseline::source_objects(&selection.root);
-        let baseline = Baseline::init(baseline_dir, &copy, borrow)?;
+        let source = crate::baseline::source_repo(&selection.root);
+        let baseline = Baseline::init(
+            baseline_dir,
+            &copy,
+            source.as_ref().map(|s| s.objects.clone()),
+        )?;
         let staged = (|| {
-            let mut stager = baseline.stager()?;
-            let report = fill(selection, &copy, limits, &mut |path| stager.add(path))?;
-            stager.finish()?;
+            // Only a source whose objects are borrowed can vouch for its clean files.
+            let index = source.and_then(|s| match SourceIndex::read(&s.index) {
+                Ok(index) => Some(index),
+                Err(e) => {
+                    tracing::debug!(error = %e, "the source's index is not used; every file is hashed");
+                    None
+                }
+            });
+            let vouching = index.as_ref().map_or(0, SourceIndex::len);
+            let mut staging = Staging::new(
+                &baseline,
+                index.map(|i| (i, selection.root.as_path())),
+                &selection.files,
+            );
+            let report = fill(selection, &copy, limits, &mut |w| staging.add(&w))?;
+            let borrowed = staging.finish(&baseline)?;
+            tracing::debug!(
+                files = report.included_files,
+                borrowed,
+                vouching,
+                "baseline index written"
+            );
             baseline.commit()?;
             Ok(report)
         })();
@@ -118,12 +149,32 @@ pub fn make_copy_with_baseline(
     result
 }
 
-/// Copies the selection; `written` is told each relative path once its file is complete.
+/// A file just written into the copy, as [`fill`] tells it.
+#[derive(Debug)]
+pub(crate) struct Written<'a> {
+    /// Its relative path.
+    pub(crate) path: &'a str,
+    /// The source file as it was read: measured on the open file before reading, and found
+    /// unchanged (times, size, inode) after.
+    pub(crate) source: &'a fs::Metadata,
+    /// The copy once written (its mtime set to the source's).
+    pub(crate) copy: &'a fs::Metadata,
+}
+
+/// The most threads that copy at once (the secret scan and the file system's work on each
+/// file run in parallel; more than this only adds contention).
+const MAX_COPIERS: usize = 4;
+
+/// A run of files handed to one thread: files of one directory, at most this many.
+const RUN_FILES: usize = 256;
+
+/// Copies the selection; `written` is told of each file once it is complete (in no
+/// particular order: files are copied by several threads, see [`copiers`]).
 fn fill(
     selection: &Selection,
     copy_dir: &Path,
     limits: &CopyLimits,
-    written: &mut dyn FnMut(&str) -> Result<(), Error>,
+    written: &mut dyn FnMut(Written<'_>) -> Result<(), Error>,
 ) -> Result<CopyReport, Error> {
     let copy_dir = fs::canonicalize(copy_dir).map_err(|e| {
         Error::new(
@@ -131,19 +182,159 @@ fn fill(
             format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
         )
     })?;
+    let runs = runs(&selection.files);
+    let copier = Copier {
+        selection,
+        copy_dir: &copy_dir,
+        limits,
+        bytes: AtomicU64::new(0),
+    };
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
     let mut blocked = selection.blocked.clone();
-    let mut made: HashSet<PathBuf> = HashSet::new();
     let mut copied = 0usize;
-    let mut bytes = 0u64;
-    let mut buf = Vec::new();
-    for f in &selection.files {
+    let mut failure: Option<Error> = None;
+    let (tx, rx) = mpsc::channel::<Result<Outcome, Error>>();
+    std::thread::scope(|scope| {
+        for _ in 0..copiers(selection.files.len()) {
+            let tx = tx.clone();
+            let (copier, runs, next, stop) = (&copier, &runs, &next, &stop);
+            scope.spawn(move || {
+                let mut buf = Vec::new();
+                let mut made = HashSet::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(run) = runs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        return;
+                    };
+                    for i in run.clone() {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let outcome = copier.one(i, &mut buf, &mut made);
+                        let failed = outcome.is_err();
+                        if tx.send(outcome).is_err() || failed {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for outcome in rx {
+            match outcome {
+                Ok(Outcome::Copied {
+                    index,
+                    source,
+                    copy,
+                }) if failure.is_none() => {
+                    let told = written(Written {
+                        path: &selection.files[index].path,
+                        source: &source,
+                        copy: &copy,
+                    });
+                    match told {
+                        Ok(()) => copied += 1,
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            failure = Some(e);
+                        }
+                    }
+                }
+                Ok(Outcome::Copied { .. }) => {}
+                Ok(Outcome::Blocked(b)) => blocked.push(b),
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    blocked.sort_by(|a, b| a.path.cmp(&b.path));
+    let bytes = copier.bytes.into_inner();
+    Ok(CopyReport {
+        copy_directory: copy_dir,
+        source: selection.root.clone(),
+        included_files: copied,
+        bytes,
+        blocked_files: blocked,
+    })
+}
+
+/// How many threads copy `files` files: one per core, at most [`MAX_COPIERS`], and one for
+/// a small selection.
+fn copiers(files: usize) -> usize {
+    if files < 2 * RUN_FILES {
+        return 1;
+    }
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_COPIERS)
+}
+
+/// Splits the (sorted) files into runs of one directory and at most [`RUN_FILES`] files,
+/// so that threads seldom create files in the same directory at once.
+fn runs(files: &[SelectedFile]) -> Vec<Range<usize>> {
+    let parent = |p: &str| p.rfind('/').map_or("", |i| &p[..i]).to_string();
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=files.len() {
+        let ends = i == files.len()
+            || i - start == RUN_FILES
+            || parent(&files[i].path) != parent(&files[start].path);
+        if ends {
+            runs.push(start..i);
+            start = i;
+        }
+    }
+    runs
+}
+
+/// What copying one file came to.
+#[derive(Debug)]
+// Sent once per file and consumed at once: boxing the larger variant would only add an
+// allocation per file.
+#[allow(clippy::large_enum_variant)]
+enum Outcome {
+    /// Written into the copy.
+    Copied {
+        index: usize,
+        source: fs::Metadata,
+        copy: fs::Metadata,
+    },
+    /// Left out: its content matched a secret rule.
+    Blocked(BlockedFile),
+}
+
+/// What every copying thread shares.
+#[derive(Debug)]
+struct Copier<'a> {
+    selection: &'a Selection,
+    copy_dir: &'a Path,
+    limits: &'a CopyLimits,
+    /// Bytes read so far, by every thread.
+    bytes: AtomicU64,
+}
+
+impl Copier<'_> {
+    /// Copies file `index` of the selection; `buf` and `made` (directories made) are the
+    /// thread's own.
+    fn one(
+        &self,
+        index: usize,
+        buf: &mut Vec<u8>,
+        made: &mut HashSet<PathBuf>,
+    ) -> Result<Outcome, Error> {
+        let f = &self.selection.files[index];
         let changed = |why: &str| {
             Error::new(
                 ErrorCode::SourceChanged,
                 format!("{} changed while it was being copied: {why}", f.path),
             )
         };
-        let src = selection.root.join(&f.path);
+        let src = self.selection.root.join(&f.path);
         let mut file = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -160,33 +351,39 @@ fn fill(
         {
             return Err(changed("it is no longer the file that was measured"));
         }
-        buf.clear();
-        (&mut file)
-            .take(f.size.saturating_add(1))
-            .read_to_end(&mut buf)
+        let content = read_measured(&mut file, f.size, buf)
             .map_err(|e| changed(&format!("it could not be read ({e})")))?;
-        if buf.len() as u64 != f.size {
+        if content.len() as u64 != f.size {
             return Err(changed("its size changed"));
         }
-        bytes = bytes.saturating_add(f.size);
-        if bytes > limits.max_bytes {
+        // The same file, untouched while it was read: no write landed in the middle.
+        let after = file
+            .metadata()
+            .map_err(|e| changed(&format!("it could not be measured ({e})")))?;
+        if !same_state(&meta, &after) {
+            return Err(changed("it was written to while it was read"));
+        }
+        let total = self
+            .bytes
+            .fetch_add(f.size, Ordering::Relaxed)
+            .saturating_add(f.size);
+        if total > self.limits.max_bytes {
             return Err(Error::new(
                 ErrorCode::CopyLimitExceeded,
                 format!(
                     "more than {} bytes were read from the project",
-                    limits.max_bytes
+                    self.limits.max_bytes
                 ),
             ));
         }
-        if let Some(rule) = scan_content(&buf) {
-            blocked.push(BlockedFile {
+        if let Some(rule) = scan_content(content) {
+            return Ok(Outcome::Blocked(BlockedFile {
                 path: f.path.clone(),
                 reason: BlockReason::SecretContent,
                 rule: rule.to_string(),
-            });
-            continue;
+            }));
         }
-        let dst = copy_dir.join(&f.path);
+        let dst = self.copy_dir.join(&f.path);
         if let Some(parent) = dst.parent()
             && !made.contains(parent)
         {
@@ -205,19 +402,71 @@ fn fill(
             .custom_flags(libc::O_NOFOLLOW)
             .open(&dst)
             .map_err(|e| write_failed(&f.path, &e))?;
-        out.write_all(&buf).map_err(|e| write_failed(&f.path, &e))?;
-        drop(out);
-        written(&f.path)?;
-        copied += 1;
+        out.write_all(content)
+            .map_err(|e| write_failed(&f.path, &e))?;
+        // The source's mtime, as `cp -p` keeps it: besides telling build tools in the copy
+        // how old each file is, it keeps the baseline's index free of racily clean entries
+        // (a file changed in the second its index was written), which git would re-read.
+        if let Ok(mtime) = meta.modified() {
+            out.set_times(fs::FileTimes::new().set_modified(mtime))
+                .map_err(|e| write_failed(&f.path, &e))?;
+        }
+        let copy = out.metadata().map_err(|e| write_failed(&f.path, &e))?;
+        Ok(Outcome::Copied {
+            index,
+            source: meta,
+            copy,
+        })
     }
-    blocked.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(CopyReport {
-        copy_directory: copy_dir,
-        source: selection.root.clone(),
-        included_files: copied,
-        bytes,
-        blocked_files: blocked,
-    })
+}
+
+/// Reads `file`, measured at `size` bytes, into `buf` (kept between files, grown as
+/// needed): one `read` of `size + 1` bytes when the file still has that size, so that a file
+/// that grew shows it. Returns the bytes read; the caller compares the size measured after.
+fn read_measured<'b>(
+    file: &mut File,
+    size: u64,
+    buf: &'b mut Vec<u8>,
+) -> std::io::Result<&'b [u8]> {
+    let want = usize::try_from(size)
+        .ok()
+        .and_then(|s| s.checked_add(1))
+        .ok_or_else(|| std::io::Error::other("the file is too large"))?;
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
+    let mut n = 0;
+    // A short read of a regular file ends at its end; reading on until `read` says so would
+    // cost a call per file, and the size measured after the read catches a file that grew.
+    while n < want - 1 {
+        match file.read(&mut buf[n..want]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(&buf[..n])
+}
+
+/// Whether two measures of one open file show it unchanged: same inode, size, mtime and
+/// ctime (any write or metadata change moves the ctime).
+fn same_state(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    (
+        a.ino(),
+        a.size(),
+        a.mtime(),
+        a.mtime_nsec(),
+        a.ctime(),
+        a.ctime_nsec(),
+    ) == (
+        b.ino(),
+        b.size(),
+        b.mtime(),
+        b.mtime_nsec(),
+        b.ctime(),
+        b.ctime_nsec(),
+    )
 }
 
 fn write_failed(path: &str, e: &std::io::Error) -> Error {

@@ -18,7 +18,7 @@ use legate_core::{Error, ErrorCode};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// `-c` settings every invocation carries; command-line config beats every config file.
 const SAFE_CONFIG: &[&str] = &[
@@ -152,9 +152,23 @@ impl Git {
         cmd
     }
 
-    /// `git cat-file --batch`, ready for the caller to wire up its pipes.
-    pub(crate) fn cat_file_command(&self) -> Command {
-        self.command(&["cat-file", "--batch"])
+    /// Starts git with stdin and stdout piped (for a long-running batch command the caller
+    /// feeds and reads), and stderr piped when `keep_stderr`.
+    pub(crate) fn spawn_piped(&self, args: &[&str], keep_stderr: bool) -> Result<Child, Error> {
+        let mut cmd = self.command(args);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(if keep_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        cmd.spawn().map_err(|e| {
+            Error::internal(format!(
+                "git {} could not start: {e}",
+                args.first().copied().unwrap_or("")
+            ))
+        })
     }
 
     /// Runs git and returns its stdout; a non-zero exit is an error naming the command.

@@ -9,7 +9,7 @@
 //!
 //! For copies it also owns the review pipeline, one concept per module: `select` (what git
 //! would copy, narrowed by `include` paths), `secrets` (the preflight, with `glob` patterns),
-//! `copy`, `baseline`, `patch` (preview, read by path or chunk, the read-only check),
+//! `copy`, `baseline` (its index written by `staging` in the `git_index` format), `patch` (preview, read by path or chunk, the read-only check),
 //! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
 //! hook), `line_endings`, `integrate`, and `cleanup`.
 //!
@@ -22,6 +22,7 @@ mod baseline;
 mod cleanup;
 mod copy;
 mod git;
+mod git_index;
 mod glob;
 mod include;
 mod integrate;
@@ -32,6 +33,7 @@ mod sandbox;
 mod secrets;
 mod select;
 mod shared;
+mod staging;
 mod sys;
 mod test_run;
 mod verify;

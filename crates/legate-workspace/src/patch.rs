@@ -180,8 +180,21 @@ fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
         .prefix("index-")
         .tempfile_in(baseline.dir())
         .map_err(|e| Error::internal(format!("a scratch index could not be made: {e}")))?;
-    std::fs::copy(baseline.git_dir().join("index"), scratch.path())
-        .map_err(|e| Error::internal(format!("the baseline index could not be read: {e}")))?;
+    let index = baseline.git_dir().join("index");
+    let unreadable =
+        |e: std::io::Error| Error::internal(format!("the baseline index could not be read: {e}"));
+    // Git re-reads a file whose entry is not older than the index file (racily clean: it
+    // may have changed in the second the index was written, keeping its stat data). The
+    // scratch copy keeps the baseline index's mtime, taken before copying (an older time
+    // only makes more entries racy), so that a copy made now does not hide such a change.
+    let written = std::fs::metadata(&index)
+        .and_then(|m| m.modified())
+        .map_err(unreadable)?;
+    std::fs::copy(&index, scratch.path()).map_err(unreadable)?;
+    scratch
+        .as_file()
+        .set_modified(written)
+        .map_err(|e| Error::internal(format!("a scratch index could not be made: {e}")))?;
     let git = baseline.git().with_index(scratch.path());
     git.run(&["add", "--all"])?;
     let tree = git.run(&["write-tree"])?;

@@ -122,20 +122,30 @@ pub fn select(
     let includes = validate_include_paths(include_paths)?;
     let root = project_root(source)?;
     let git = Git::source(&root);
-    let listed = git.run(&[
-        "ls-files",
-        "-z",
-        "--cached",
-        "--others",
-        "--exclude-standard",
-    ])?;
-    let tracked_ignored = git.run(&[
-        "ls-files",
-        "-z",
-        "--cached",
-        "--ignored",
-        "--exclude-standard",
-    ])?;
+    // Both listings at once: each walks the index (the first also the work tree).
+    let (listed, tracked_ignored) = std::thread::scope(|s| {
+        let ignored = s.spawn(|| {
+            git.run(&[
+                "ls-files",
+                "-z",
+                "--cached",
+                "--ignored",
+                "--exclude-standard",
+            ])
+        });
+        let listed = git.run(&[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ]);
+        let ignored = ignored
+            .join()
+            .unwrap_or_else(|_| Err(Error::internal("git ls-files --ignored stopped")));
+        (listed, ignored)
+    });
+    let (listed, tracked_ignored) = (listed?, tracked_ignored?);
     let ignored: BTreeSet<&[u8]> = split_z(&tracked_ignored).collect();
     let candidates: BTreeSet<&[u8]> = split_z(&listed).filter(|p| !ignored.contains(p)).collect();
 

@@ -3,98 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{Fixture, blob_id, files_under, git};
 use legate_core::ErrorCode;
 use legate_workspace::*;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-struct Fixture {
-    _tmp: tempfile::TempDir,
-    project: PathBuf,
-    home: PathBuf,
-}
-
-impl Fixture {
-    fn new(files: &[(&str, &[u8])]) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        let project = base.join("project");
-        fs::create_dir_all(&project).unwrap();
-        git(&project, &["init", "-q"]);
-        for (p, bytes) in files {
-            let full = project.join(p);
-            fs::create_dir_all(full.parent().unwrap()).unwrap();
-            fs::write(full, bytes).unwrap();
-        }
-        Self {
-            _tmp: tmp,
-            project,
-            home: base.join("home"),
-        }
-    }
-
-    fn commit_all(&self) {
-        git(&self.project, &["add", "-A"]);
-        git(&self.project, &["commit", "-q", "-m", "init"]);
-    }
-
-    fn copy(&self, include: &[&str]) -> (CopyReport, Baseline) {
-        let include: Vec<String> = include.iter().map(|s| s.to_string()).collect();
-        let sel = select(
-            &self.project,
-            &include,
-            &SecretPolicy::default(),
-            &CopyLimits::default(),
-        )
-        .unwrap();
-        // As the engine does: the baseline stages each file while the copy is made.
-        make_copy_with_baseline(
-            &sel,
-            &self.home.join("copies/t1"),
-            &self.home.join("baselines/t1"),
-            &CopyLimits::default(),
-        )
-        .unwrap()
-    }
-}
-
-fn files_under(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-        for e in fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(root, &p, out);
-            } else {
-                out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    walk(root, root, &mut out);
-    out.sort();
-    out
-}
 
 #[test]
 fn the_selection_is_what_git_would_keep_minus_secrets_and_links() {
@@ -496,20 +412,6 @@ fn the_baseline_runs_no_hooks_and_ignores_the_projects_git_config() {
     preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
     assert!(!marker.exists(), "a hook or fsmonitor of the project ran");
     assert!(baseline.git_dir().starts_with(f.home.join("baselines")));
-}
-
-/// The object id git gives `bytes` as a blob.
-fn blob_id(bytes: &[u8]) -> String {
-    use std::io::Write;
-    let mut child = Command::new("git")
-        .args(["hash-object", "--stdin"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(bytes).unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 fn loose(git_dir: &Path, id: &str) -> bool {
