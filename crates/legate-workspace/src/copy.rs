@@ -194,7 +194,8 @@ fn fill(
     let mut blocked = selection.blocked.clone();
     let mut copied = 0usize;
     let mut failure: Option<Error> = None;
-    let (tx, rx) = mpsc::channel::<Result<Outcome, Error>>();
+    // Outcomes go to this thread a run at a time: one wake-up per run, not per file.
+    let (tx, rx) = mpsc::channel::<Vec<Result<Outcome, Error>>>();
     std::thread::scope(|scope| {
         for _ in 0..copiers(selection.files.len()) {
             let tx = tx.clone();
@@ -206,21 +207,27 @@ fn fill(
                     let Some(run) = runs.get(next.fetch_add(1, Ordering::Relaxed)) else {
                         return;
                     };
+                    let mut done = Vec::with_capacity(run.len());
                     for i in run.clone() {
                         if stop.load(Ordering::Relaxed) {
-                            return;
+                            break;
                         }
                         let outcome = copier.one(i, &mut buf, &mut made);
                         let failed = outcome.is_err();
-                        if tx.send(outcome).is_err() || failed {
-                            return;
+                        done.push(outcome);
+                        if failed {
+                            break;
                         }
+                    }
+                    let failed = done.last().is_some_and(|o| o.is_err());
+                    if tx.send(done).is_err() || failed {
+                        return;
                     }
                 }
             });
         }
         drop(tx);
-        for outcome in rx {
+        for outcome in rx.into_iter().flatten() {
             match outcome {
                 Ok(Outcome::Copied {
                     index,

@@ -64,6 +64,8 @@ pub(crate) struct Git {
     home: Option<PathBuf>,
     /// `GIT_INDEX_FILE`, when a scratch index is used.
     index: Option<PathBuf>,
+    /// `GIT_FLUSH=0`: output is not flushed line by line (for batch commands read whole).
+    buffered: bool,
 }
 
 impl Git {
@@ -75,6 +77,7 @@ impl Git {
             work_tree: None,
             home: None,
             index: None,
+            buffered: false,
         }
     }
 
@@ -87,7 +90,16 @@ impl Git {
             work_tree: Some(work_tree.to_path_buf()),
             home: Some(home.to_path_buf()),
             index: None,
+            buffered: false,
         }
+    }
+
+    /// The same git with its output buffered (`GIT_FLUSH=0`), for a batch command whose
+    /// output is read only once it ends: no write per line.
+    pub(crate) fn buffered(&self) -> Self {
+        let mut g = self.clone();
+        g.buffered = true;
+        g
     }
 
     /// The same git with `GIT_INDEX_FILE` pointing at `index`.
@@ -138,6 +150,9 @@ impl Git {
         }
         if let Some(i) = &self.index {
             cmd.env("GIT_INDEX_FILE", i);
+        }
+        if self.buffered {
+            cmd.env("GIT_FLUSH", "0");
         }
         cmd.arg("-C").arg(&self.cwd);
         for c in SAFE_CONFIG {

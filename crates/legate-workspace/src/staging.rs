@@ -163,9 +163,9 @@ impl Staging {
         files: &[SelectedFile],
     ) -> Staging {
         let git = baseline.git();
-        let checks = source
-            .as_ref()
-            .map(|(index, root)| Checks::start(index, files, &Git::source(root), &git));
+        let checks = source.as_ref().map(|(index, root)| {
+            Checks::start(index, files, &Git::source(root).buffered(), &git.buffered())
+        });
         Staging {
             git,
             source: source.map(|(index, _)| index),
@@ -205,7 +205,7 @@ impl Staging {
     /// Sends file `index` (at `path`) to the hasher, started on first use.
     fn hash(&mut self, index: usize, path: &str) -> Result<(), Error> {
         if self.hasher.is_none() {
-            self.hasher = Some(Hasher::start(&self.git)?);
+            self.hasher = Some(Hasher::start(&self.git.buffered())?);
         }
         if let Some(h) = self.hasher.as_mut() {
             h.add(path)?;
@@ -326,7 +326,11 @@ impl Checks {
         let baseline = baseline.clone();
         let sizes = std::thread::spawn(move || {
             baseline.run_input(
-                &["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+                &[
+                    "cat-file",
+                    "--buffer",
+                    "--batch-check=%(objectname) %(objectsize)",
+                ],
                 Some(ids.as_bytes()),
             )
         });
