@@ -140,16 +140,14 @@ fn main() {
         ms(t.elapsed())
     );
     let scratch = base.join("scratch");
-    if scratch.exists() {
-        let _ = fs::remove_dir_all(&scratch);
-        // ext4 without a journal passes over inodes freed in the last minute (five while
-        // their block is unwritten) when it makes new ones: right after 10,000 deletions,
-        // making 10,000 files costs several times more. So nothing is deleted between timed
-        // steps, everything made is removed at the end, and a run starts a minute after the
-        // last one's clean-up.
-        settle();
-        std::thread::sleep(Duration::from_secs(65));
-    }
+    let _ = fs::remove_dir_all(&scratch);
+    // ext4 without a journal passes over inodes freed in the last minute (five while their
+    // block is unwritten) when it makes new ones: right after 10,000 deletions, making
+    // 10,000 files costs several times more. So nothing is deleted between timed steps,
+    // everything made is removed at the end, and timing starts a minute after any clean-up
+    // (this one's, or the last run's).
+    settle();
+    std::thread::sleep(Duration::from_secs(65));
     fs::create_dir_all(&scratch).unwrap();
     println!("load average at start: {}", load());
     let limits = CopyLimits::default();

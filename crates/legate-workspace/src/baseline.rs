@@ -24,6 +24,8 @@
 //! user's git configuration.
 
 use crate::git::Git;
+use crate::git_index::{OID_LEN, Oid};
+use crate::git_objects;
 use crate::private_dir;
 use legate_core::{Error, ErrorCode};
 use std::fs::{self, File, OpenOptions};
@@ -127,8 +129,21 @@ impl Baseline {
         made
     }
 
+    /// Writes the baseline commit of `tree` (already written) and points the new branch at
+    /// it; `git update-ref` refuses when the branch already exists.
+    pub(crate) fn commit_tree(&self, tree: &Oid) -> Result<(), Error> {
+        let commit = git_objects::write_commit(&self.git_dir().join("objects"), tree)?;
+        self.git().run(&[
+            "update-ref",
+            "HEAD",
+            &git_objects::hex(&commit),
+            &"0".repeat(2 * OID_LEN),
+        ])?;
+        Ok(())
+    }
+
     /// Commits what is staged: the baseline commit.
-    pub(crate) fn commit(&self) -> Result<(), Error> {
+    fn commit(&self) -> Result<(), Error> {
         self.git().run(&[
             "commit",
             "--quiet",

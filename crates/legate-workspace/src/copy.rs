@@ -125,14 +125,14 @@ pub fn make_copy_with_baseline(
                 &selection.files,
             );
             let report = fill(selection, &copy, limits, &mut |w| staging.add(&w))?;
-            let borrowed = staging.finish(&baseline)?;
+            let (tree, borrowed) = staging.finish(&baseline)?;
             tracing::debug!(
                 files = report.included_files,
                 borrowed,
                 vouching,
                 "baseline index written"
             );
-            baseline.commit()?;
+            baseline.commit_tree(&tree)?;
             Ok(report)
         })();
         match staged {

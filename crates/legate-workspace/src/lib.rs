@@ -9,7 +9,8 @@
 //!
 //! For copies it also owns the review pipeline, one concept per module: `select` (what git
 //! would copy, narrowed by `include` paths), `secrets` (the preflight, with `glob` patterns),
-//! `copy`, `baseline` (its index written by `staging` in the `git_index` format), `patch` (preview, read by path or chunk, the read-only check),
+//! `copy`, `baseline` (its index written by `staging` in the `git_index` format, its commit
+//! by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
 //! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
 //! hook), `line_endings`, `integrate`, and `cleanup`.
 //!
@@ -23,6 +24,7 @@ mod cleanup;
 mod copy;
 mod git;
 mod git_index;
+mod git_objects;
 mod glob;
 mod include;
 mod integrate;

@@ -36,6 +36,7 @@ use crate::baseline::Baseline;
 use crate::copy::Written;
 use crate::git::{Git, split_z};
 use crate::git_index::{self, Entry, OID_LEN, Oid, Stat};
+use crate::git_objects;
 use crate::select::SelectedFile;
 use legate_core::Error;
 use std::collections::{HashMap, HashSet};
@@ -215,9 +216,9 @@ impl Staging {
     }
 
     /// Settles every candidate with the checks (hashing those they do not clear), waits for
-    /// the hashing, and writes the baseline's index. Returns how many ids came from the
-    /// source.
-    pub(crate) fn finish(mut self, baseline: &Baseline) -> Result<usize, Error> {
+    /// the hashing, and writes the baseline's index and its trees. Returns the root tree and
+    /// how many ids came from the source.
+    pub(crate) fn finish(mut self, baseline: &Baseline) -> Result<(Oid, usize), Error> {
         let cleared = match self.checks.take().map(Checks::finish) {
             Some(Ok(cleared)) => cleared,
             Some(Err(e)) => {
@@ -246,13 +247,15 @@ impl Staging {
                 self.files[*i].id = Id::Known(oid);
             }
         }
-        write_index(baseline, &self.files)?;
-        Ok(borrowed)
+        let entries = write_index(baseline, &self.files)?;
+        let tree = git_objects::write_tree(&baseline.git_dir().join("objects"), &entries)?;
+        Ok((tree, borrowed))
     }
 }
 
-/// Writes `git/index` from `files` (a temporary file renamed into place).
-fn write_index(baseline: &Baseline, files: &[Staged]) -> Result<(), Error> {
+/// Writes `git/index` from `files` (a temporary file renamed into place); returns its
+/// entries, sorted.
+fn write_index(baseline: &Baseline, files: &[Staged]) -> Result<Vec<Entry>, Error> {
     let mut entries = Vec::with_capacity(files.len());
     for f in files {
         let Id::Known(oid) = f.id else {
@@ -290,7 +293,7 @@ fn write_index(baseline: &Baseline, files: &[Staged]) -> Result<(), Error> {
     tmp.write_all(&bytes).map_err(fail)?;
     tmp.persist(git_dir.join("index"))
         .map_err(|e| fail(e.error))?;
-    Ok(())
+    Ok(entries)
 }
 
 /// The checks on the source's ids, running in the background while the copy is made: the
@@ -314,7 +317,7 @@ impl Checks {
             if let Some((_, oid)) = index.entries.get(f.path.as_bytes()) {
                 paths.extend_from_slice(f.path.as_bytes());
                 paths.push(0);
-                ids.push_str(&hex(oid));
+                ids.push_str(&git_objects::hex(oid));
                 ids.push('\n');
             }
         }
@@ -501,11 +504,6 @@ fn quote(path: &str) -> Vec<u8> {
     }
     out.extend_from_slice(b"\"\n");
     out
-}
-
-/// The 40-digit hex form of `oid`.
-fn hex(oid: &Oid) -> String {
-    oid.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A 40-digit hex object id.

@@ -54,6 +54,8 @@ fn assert_baseline_is_the_copy(b: &Baseline) -> BTreeMap<String, String> {
         );
     }
     assert_eq!(got, want, "the baseline's commit is not the copy");
+    // Every object is well formed (trees in git's order), the commit reaches them all.
+    in_baseline(b, &["fsck", "--strict", "--no-dangling", "--no-progress"]);
     // The index is the commit, and its stat data are the copy's.
     assert!(in_baseline(b, &["diff-index", "--cached", "--raw", "HEAD"]).is_empty());
     // `-z --debug`: each path ends with a NUL, then five lines of stat data.
