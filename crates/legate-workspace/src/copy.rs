@@ -284,7 +284,9 @@ fn copiers(files: usize) -> usize {
 /// Splits the (sorted) files into runs of one directory and at most [`RUN_FILES`] files,
 /// so that threads seldom create files in the same directory at once.
 fn runs(files: &[SelectedFile]) -> Vec<Range<usize>> {
-    let parent = |p: &str| p.rfind('/').map_or("", |i| &p[..i]).to_string();
+    fn parent(p: &str) -> &str {
+        p.rfind('/').map_or("", |i| &p[..i])
+    }
     let mut runs = Vec::new();
     let mut start = 0;
     for i in 1..=files.len() {
@@ -545,4 +547,32 @@ fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), E
     file.read_to_end(&mut buf)
         .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
     Ok((buf, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str) -> SelectedFile {
+        SelectedFile {
+            path: path.to_string(),
+            size: 0,
+            dev: 0,
+            ino: 0,
+            mtime: (0, 0),
+            mode: 0o644,
+        }
+    }
+
+    #[test]
+    fn runs_keep_to_one_directory_and_a_bounded_length() {
+        let files: Vec<SelectedFile> = ["a", "b", "d-e", "d/x", "d/y", "e/f/g"]
+            .into_iter()
+            .map(file)
+            .collect();
+        assert_eq!(runs(&files), [0..3, 3..5, 5..6]);
+        let many: Vec<SelectedFile> = (0..600).map(|i| file(&format!("d/{i:04}"))).collect();
+        assert_eq!(runs(&many), [0..256, 256..512, 512..600]);
+        assert!(runs(&[]).is_empty());
+    }
 }
