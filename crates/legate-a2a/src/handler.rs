@@ -80,28 +80,15 @@ impl AgentHandler {
     fn submit(&self, message: &Message) -> Result<(Task, u64), A2AError> {
         let text = message_text(message)?;
         let workspace = crate::workspace::requested(message, &self.copy_roots)?;
-        if workspace.is_some() && (message.task_id.is_some() || message.context_id.is_some()) {
-            // A reply or a known context keeps its workspace; an unknown contextId may still
-            // name one (checked below).
-            let known = match &message.context_id {
-                Some(ctx) if message.task_id.is_none() => !self
-                    .engine
-                    .tasks(&TaskFilter {
-                        context_id: Some(ctx.clone()),
-                        limit: 1,
-                        ..TaskFilter::default()
-                    })
-                    .map_err(|e| convert::error(&e))?
-                    .is_empty(),
-                _ => true,
-            };
-            if known {
-                return Err(A2AError::invalid_params(
-                    "INVALID_WORKSPACE: a conversation keeps the workspace it started with; metadata.workspace is only for a new contextId",
-                ));
-            }
-        }
+        let keeps_workspace = || {
+            A2AError::invalid_params(
+                "INVALID_WORKSPACE: a conversation keeps the workspace it started with; metadata.workspace is only for a new contextId",
+            )
+        };
         if let Some(task_id) = &message.task_id {
+            if workspace.is_some() {
+                return Err(keeps_workspace());
+            }
             let task = self.find(task_id)?;
             if let Some(ctx) = &message.context_id
                 && *ctx != task.context_id
@@ -119,10 +106,9 @@ impl AgentHandler {
             }
             let after = self
                 .engine
-                .events(&task.id, 0, 100_000)
-                .map_err(|e| convert::error(&e))?
-                .last()
-                .map_or(0, |e| e.seq);
+                .store()
+                .last_seq(&task.id)
+                .map_err(|e| convert::error(&e))?;
             let task = self
                 .engine
                 .reply_message(task.id.as_str(), text, message_id(message))
@@ -142,6 +128,9 @@ impl AgentHandler {
                 .next(),
             None => None,
         };
+        if workspace.is_some() && existing.is_some() {
+            return Err(keeps_workspace());
+        }
         match existing {
             Some(latest) => {
                 if latest.agent != self.agent {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Served, addr_of, raw};
+use common::{Served, addr_of, git, raw};
 use serde_json::{Value, json};
 
 fn send_message(text: &str) -> String {
@@ -140,21 +140,6 @@ fn both_fronts_on_one_port_is_refused_before_anything_starts() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("INVALID_INPUT"), "{err}");
     assert!(!home.path().join("a2a-token").exists());
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
 }
 
 /// A message body asking for a copy of `project`.
