@@ -13,6 +13,7 @@ use legate_backend::agy::AgyBackend;
 use legate_core::{AgentKind, AgentSpec};
 use legate_engine::{ApprovalMode, Engine, EngineConfig, Paths};
 use legate_mcp::{LegateMcp, McpOptions, Profile};
+use legate_testkit::git;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, ErrorData,
@@ -23,7 +24,6 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -141,26 +141,6 @@ fn params(name: &str, args: Value) -> CallToolRequestParams {
     let mut p = CallToolRequestParams::new(name.to_string());
     p.arguments = Some(args.as_object().cloned().unwrap_or_default());
     p
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn sha256(bytes: &[u8]) -> String {

@@ -197,6 +197,34 @@ pub fn find_scripted_agent() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// Runs `git -C dir args…` for a test fixture (a project to copy, a commit), with no global
+/// configuration and a fixed identity; its stdout. Panics with git's stderr when it fails:
+/// a fixture that cannot be made is a broken test, not a result.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = match std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => panic!("could not run git: {e}"),
+    };
+    if !out.status.success() {
+        panic!(
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -12,9 +12,9 @@ use legate_engine::{
     EngineConfig, PatchRead, Paths, ReportedTest, Review, SubmitRequest, TestCommand, Verdict,
     WorkspaceRequest,
 };
+use legate_testkit::git;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -25,21 +25,6 @@ struct Harness {
     _dir: tempfile::TempDir,
     project: PathBuf,
     engine: Engine,
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
 }
 
 fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::git;
+use legate_testkit::git;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{Served, addr_of, git, raw};
+use common::{Served, addr_of, raw};
+use legate_testkit::git;
 use serde_json::{Value, json};
 
 fn send_message(text: &str) -> String {
