@@ -141,42 +141,9 @@ impl Engine {
         allow_empty: bool,
     ) -> Result<Task> {
         let last = self.latest_task(&request.context_id)?;
-        let pending = self.tasks(&TaskFilter {
-            state: Some(TaskState::Submitted),
-            context_id: Some(last.context_id.clone()),
-            limit: MAX_PENDING_PER_CONTEXT + 1,
-            ..TaskFilter::default()
-        })?;
-        if pending.len() >= MAX_PENDING_PER_CONTEXT {
-            return Err(Error::new(
-                ErrorCode::QueueFull,
-                format!(
-                    "{MAX_PENDING_PER_CONTEXT} tasks of context {} already wait for their turn",
-                    last.context_id
-                ),
-            ));
-        }
-        let workspace = match (last.workspace, &last.root) {
-            (WorkspaceKind::Sandbox, _) => WorkspaceRequest::Sandbox,
-            (WorkspaceKind::Shared, Some(root)) => WorkspaceRequest::Shared(root.clone()),
-            (WorkspaceKind::Shared, None) => {
-                return Err(Error::internal(
-                    "the context's latest task is shared but has no directory",
-                ));
-            }
-            (other, _) => {
-                return Err(Error::new(
-                    ErrorCode::InvalidWorkspace,
-                    format!(
-                        "continuing a context whose workspace is a {} is not supported yet; start a new task",
-                        other.as_str()
-                    ),
-                ));
-            }
-        };
         let mut submit = SubmitRequest::new(request.prompt);
         submit.agent = Some(last.agent.clone());
-        submit.workspace = workspace;
+        submit.workspace = WorkspaceRequest::Context;
         submit.context_id = Some(last.context_id.clone());
         submit.mode = request.mode.unwrap_or(last.mode);
         submit.timeout = Some(
@@ -187,6 +154,98 @@ impl Engine {
         submit.model = last.model.clone();
         submit.message_id = message_id;
         self.submit_inner(submit, allow_empty)
+    }
+
+    /// The workspace a new task of `context_id` works in. A context with earlier tasks keeps
+    /// their agent and workspace: [`WorkspaceRequest::Context`] or the same workspace named
+    /// again is accepted, another is `INVALID_WORKSPACE`. A copy is made afresh for each task,
+    /// so a copy context's next task must name the copy's project again. Also refuses a
+    /// context whose queue of waiting tasks is full (`QUEUE_FULL`). Changes nothing.
+    pub(crate) fn kept_workspace(
+        &self,
+        context_id: &str,
+        agent: &str,
+        requested: WorkspaceRequest,
+    ) -> Result<WorkspaceRequest> {
+        let Ok(last) = self.latest_task(context_id) else {
+            return Ok(match requested {
+                WorkspaceRequest::Context => WorkspaceRequest::Sandbox,
+                other => other,
+            });
+        };
+        if last.agent != agent {
+            return Err(Error::invalid_input(format!(
+                "context {context_id} belongs to agent {:?}, not {agent:?}",
+                last.agent
+            )));
+        }
+        let pending = self.tasks(&TaskFilter {
+            state: Some(TaskState::Submitted),
+            context_id: Some(context_id.to_string()),
+            limit: MAX_PENDING_PER_CONTEXT + 1,
+            ..TaskFilter::default()
+        })?;
+        if pending.len() >= MAX_PENDING_PER_CONTEXT {
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "{MAX_PENDING_PER_CONTEXT} tasks of context {context_id} already wait for their turn"
+                ),
+            ));
+        }
+        let elsewhere = |kept: String| {
+            Error::new(
+                ErrorCode::InvalidWorkspace,
+                format!(
+                    "context {context_id} works in {kept}; a conversation keeps the workspace it started with, so leave the workspace out to continue there or start a new context"
+                ),
+            )
+        };
+        let same_dir = |named: &std::path::Path, kept: &std::path::Path| {
+            // A path that cannot be resolved is not judged here: the workspace's own check
+            // names what is wrong with it.
+            std::fs::canonicalize(named).map_or(true, |named| named == kept)
+        };
+        match (last.workspace, requested) {
+            (WorkspaceKind::Sandbox, WorkspaceRequest::Context | WorkspaceRequest::Sandbox) => {
+                Ok(WorkspaceRequest::Sandbox)
+            }
+            (WorkspaceKind::Sandbox, _) => Err(elsewhere("its sandbox".into())),
+            (WorkspaceKind::Shared, requested) => {
+                let root = last.root.clone().ok_or_else(|| {
+                    Error::internal("the context's latest task is shared but has no directory")
+                })?;
+                match requested {
+                    WorkspaceRequest::Context => Ok(WorkspaceRequest::Shared(root)),
+                    WorkspaceRequest::Shared(dir) if same_dir(&dir, &root) => {
+                        Ok(WorkspaceRequest::Shared(dir))
+                    }
+                    _ => Err(elsewhere(format!("the directory {}", root.display()))),
+                }
+            }
+            (WorkspaceKind::Copy, requested) => {
+                let source = self.copy_source(&last.id)?;
+                match requested {
+                    WorkspaceRequest::Copy {
+                        source: named,
+                        include_paths,
+                        criteria,
+                    } if same_dir(&named, &source) => Ok(WorkspaceRequest::Copy {
+                        source: named,
+                        include_paths,
+                        criteria,
+                    }),
+                    WorkspaceRequest::Context => Err(Error::new(
+                        ErrorCode::InvalidWorkspace,
+                        format!(
+                            "context {context_id} works on copies of {}, and each task gets a new copy: name the copy again (its project's path) to continue",
+                            source.display()
+                        ),
+                    )),
+                    _ => Err(elsewhere(format!("copies of {}", source.display()))),
+                }
+            }
+        }
     }
 
     /// Queues a caller's message as the context's next turn, once per message id. The same id

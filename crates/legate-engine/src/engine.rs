@@ -22,9 +22,14 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::task::TaskTracker;
 
-/// Where the agent should work.
+/// Where the agent should work. A conversation keeps the workspace it started with: a later
+/// task of a context may name the same workspace again or leave it to the context
+/// ([`WorkspaceRequest::Context`]); naming another is `INVALID_WORKSPACE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkspaceRequest {
+    /// Wherever the context's earlier tasks worked; a new context gets its sandbox. What a
+    /// caller means when it names no workspace.
+    Context,
     /// The context's sandbox (made on first use, reused after).
     Sandbox,
     /// A directory the caller names. It must exist and be a directory.
@@ -66,12 +71,12 @@ pub struct SubmitRequest {
 }
 
 impl SubmitRequest {
-    /// A write task in a fresh sandbox on the default agent.
+    /// A write task on the default agent, in a new context's sandbox.
     pub fn new(prompt: impl Into<String>) -> Self {
         Self {
             agent: None,
             prompt: prompt.into(),
-            workspace: WorkspaceRequest::Sandbox,
+            workspace: WorkspaceRequest::Context,
             context_id: None,
             mode: TaskMode::Write,
             timeout: None,
@@ -229,21 +234,25 @@ impl Engine {
                 request.prompt.len()
             )));
         }
-        let context_id = match request.context_id {
-            Some(c) => validate_context_id(&c)?,
-            None => uuid::Uuid::new_v4().to_string(),
+        let (context_id, requested) = match request.context_id {
+            Some(c) => {
+                let c = validate_context_id(&c)?;
+                if let Some(existing) = inner.store.context(&c)?
+                    && existing.agent != agent.name
+                {
+                    return Err(Error::invalid_input(format!(
+                        "context {c} belongs to agent {:?}, not {:?}",
+                        existing.agent, agent.name
+                    )));
+                }
+                let requested = self.kept_workspace(&c, &agent.name, request.workspace)?;
+                (c, requested)
+            }
+            None => (uuid::Uuid::new_v4().to_string(), request.workspace),
         };
-        if let Some(existing) = inner.store.context(&context_id)?
-            && existing.agent != agent.name
-        {
-            return Err(Error::invalid_input(format!(
-                "context {context_id} belongs to agent {:?}, not {:?}",
-                existing.agent, agent.name
-            )));
-        }
         let mut copy_request = None;
-        let (workspace, root) = match &request.workspace {
-            WorkspaceRequest::Sandbox => (WorkspaceKind::Sandbox, None),
+        let (workspace, root) = match &requested {
+            WorkspaceRequest::Context | WorkspaceRequest::Sandbox => (WorkspaceKind::Sandbox, None),
             WorkspaceRequest::Copy {
                 source,
                 include_paths,

@@ -436,6 +436,11 @@ impl Engine {
         self.put_record(&task.id, &record)
     }
 
+    /// The project (canonical) a copy task's copy was made from.
+    pub(crate) fn copy_source(&self, id: &TaskId) -> Result<PathBuf> {
+        self.record(id).map(|r| r.source)
+    }
+
     fn record(&self, id: &TaskId) -> Result<ReviewRecord> {
         let value = self
             .store()

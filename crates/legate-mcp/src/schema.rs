@@ -114,10 +114,10 @@ pub struct RunArgs {
     /// A configured agent (see `agents`); default: the configured default agent.
     pub agent: Option<String>,
     /// An absolute path to an existing directory to work in, shared (Legate does not own it).
-    /// Omit it to work in the context's own sandbox.
+    /// Omit it to work in the context's own workspace (a new context's sandbox).
     pub working_directory: Option<String>,
-    /// A context (conversation) to continue: same agent session, same sandbox. Omit it to
-    /// start a new one.
+    /// A context (conversation) to continue: same agent session, same workspace (naming
+    /// another is INVALID_WORKSPACE). Omit it to start a new one.
     pub context_id: Option<String>,
     /// A model id the agent offers, or "auto" for the agent's own choice.
     pub model: Option<String>,

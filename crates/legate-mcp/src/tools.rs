@@ -160,7 +160,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
                 "give workingDirectory or workspace, not both",
             ));
         }
-        (None, None) => WorkspaceRequest::Sandbox,
+        (None, None) => WorkspaceRequest::Context,
         (Some(dir), None) => WorkspaceRequest::Shared(absolute("workingDirectory", &dir)?),
         (None, Some(w)) => match w.kind {
             WorkspaceKindArg::Copy => WorkspaceRequest::Copy {

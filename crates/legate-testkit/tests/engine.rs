@@ -434,3 +434,63 @@ async fn next_turn_asks_sends_once_or_resumes_in_the_contexts_workspace() {
         assert_eq!(t.root, a.root);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_keeps_the_workspace_it_started_with() {
+    use legate_engine::WorkspaceRequest;
+    let h = harness(|_| {});
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut first = request("write a.txt: one");
+    first.context_id = Some("ctx-keep".into());
+    first.workspace = WorkspaceRequest::Shared(one.path().to_path_buf());
+    let a = run(&h, first).await;
+    assert_eq!(a.state, TaskState::Completed);
+    let stored = h.engine.tasks(&Default::default()).unwrap().len();
+
+    // Another directory, or a sandbox, for the same context: refused, nothing stored.
+    for other in [
+        WorkspaceRequest::Shared(two.path().to_path_buf()),
+        WorkspaceRequest::Sandbox,
+    ] {
+        let mut next = request("write b.txt: two");
+        next.context_id = Some("ctx-keep".into());
+        next.workspace = other.clone();
+        let err = h.engine.submit(next).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidWorkspace, "{other:?}: {err}");
+        assert!(err.message.contains("keeps the workspace"), "{err}");
+    }
+    assert_eq!(h.engine.tasks(&Default::default()).unwrap().len(), stored);
+    assert!(!two.path().join("b.txt").exists());
+
+    // Left out, or the same directory by another spelling: the context's directory.
+    let mut next = request("write b.txt: two");
+    next.context_id = Some("ctx-keep".into());
+    let b = run(&h, next).await;
+    assert_eq!(
+        (b.state, b.workspace, &b.root),
+        (TaskState::Completed, a.workspace, &a.root)
+    );
+    assert!(one.path().join("b.txt").exists());
+    let mut again = request("read b.txt");
+    again.context_id = Some("ctx-keep".into());
+    again.workspace = WorkspaceRequest::Shared(
+        one.path()
+            .join(".")
+            .join("..")
+            .join(one.path().file_name().unwrap()),
+    );
+    let c = run(&h, again).await;
+    assert_eq!((c.state, &c.root), (TaskState::Completed, &a.root));
+
+    // A sandbox context refuses a directory, and a new context still gets its sandbox.
+    let mut sandboxed = request("write s.txt: s");
+    sandboxed.context_id = Some("ctx-sandbox".into());
+    let s = run(&h, sandboxed).await;
+    assert_eq!(s.workspace, legate_core::WorkspaceKind::Sandbox);
+    let mut moved = request("write s.txt: t");
+    moved.context_id = Some("ctx-sandbox".into());
+    moved.workspace = WorkspaceRequest::Shared(two.path().to_path_buf());
+    let err = h.engine.submit(moved).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidWorkspace);
+    assert!(err.message.contains("its sandbox"), "{err}");
+}

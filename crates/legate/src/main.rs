@@ -177,7 +177,8 @@ struct RunArgs {
     /// The agent to delegate to (default: `default_agent`, normally `revisor`).
     #[arg(long, short)]
     agent: Option<String>,
-    /// Work in the context's sandbox (the default).
+    /// Work in the context's sandbox. The default for a new context; a continued context
+    /// (`--context`) keeps whatever workspace it started with.
     #[arg(long, conflicts_with_all = ["cwd", "copy"])]
     sandbox: bool,
     /// Work on a copy of this git project (its root): review with `legate diff`, `verify`,
@@ -193,7 +194,7 @@ struct RunArgs {
     /// Work in this directory instead (shared: Legate does not own it).
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// Continue this conversation (same agent session, same sandbox).
+    /// Continue this conversation (same agent session, same workspace).
     #[arg(long)]
     context: Option<String>,
     /// Refuse every change: read-only task.
@@ -511,7 +512,8 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
                 None => Vec::new(),
             },
         },
-        (None, None) => WorkspaceRequest::Sandbox,
+        (None, None) if args.sandbox => WorkspaceRequest::Sandbox,
+        (None, None) => WorkspaceRequest::Context,
     };
     let request = SubmitRequest {
         agent: args.agent,
