@@ -521,11 +521,17 @@ impl Engine {
                 return Ok(task);
             }
         }
-        let local = lock(&self.inner.stops)
-            .get(&task.id)
-            .map(|tx| tx.send_if_modified(|s| first_intent(s, Stop::Cancel)));
-        if local.is_none() {
-            self.inner.store.request_cancel(&task.id)?;
+        // Recorded first: the task's end reads it in the same transaction that stores the end,
+        // so a cancel accepted here always ends the task `canceled`.
+        if !self.inner.store.request_cancel(&task.id)? {
+            let task = self.inner.store.find_task(id)?;
+            return Err(Error::new(
+                ErrorCode::TaskNotCancelable,
+                format!("task {} already ended ({})", task.id, task.state),
+            ));
+        }
+        if let Some(tx) = lock(&self.inner.stops).get(&task.id) {
+            tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
         }
         tracing::info!(task = %task.id, "cancel requested");
         Ok(task)
@@ -777,22 +783,28 @@ impl Engine {
     ) {
         let inner = &self.inner;
         let id = task.id.clone();
-        // One turn at a time per context, then one of the running places.
+        // One turn at a time per context (in this process, then across processes), then one
+        // of the running places.
         let context_lock = self.context_lock(&task.context_id);
+        let run_dir = inner.config.paths.run();
         let admitted = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s != Stop::None) => None,
             guards = async {
                 let ctx = context_lock.lock().await;
+                let turn = crate::turn::claim(&run_dir, &task.context_id).await;
                 let permit = inner.running.acquire().await;
-                (ctx, permit)
+                (ctx, turn, permit)
             } => Some(guards),
         };
         inner.queued.fetch_sub(1, Ordering::SeqCst);
         let outcome = match admitted {
             None => Ending::canceled(None, Accumulator::default()),
-            Some((_ctx, Ok(_permit))) => self.run(task.clone(), agent, &mut stop, message_id).await,
-            Some((_, Err(_))) => Ending::failed(
+            Some((_ctx, Ok(_turn), Ok(_permit))) => {
+                self.run(task.clone(), agent, &mut stop, message_id).await
+            }
+            Some((_, Err(e), _)) => Ending::failed(e, Accumulator::default()),
+            Some((_, _, Err(_))) => Ending::failed(
                 Error::internal("the engine is shutting down"),
                 Accumulator::default(),
             ),
@@ -1116,41 +1128,22 @@ impl Engine {
     /// status event in one transaction, then tells.
     fn finish(&self, task: &Task, ending: Ending) -> Result<()> {
         let store = &self.inner.store;
-        let mut t = store.task(&task.id)?.unwrap_or_else(|| task.clone());
-        let Ending {
-            state,
-            error,
-            result,
-            usage,
-        } = ending;
-        let note = match (result.refusal_note(), failed_tools_note(&result)) {
-            (Some(r), Some(f)) => Some(format!("{r}; {f}")),
-            (r, f) => r.or(f),
-        };
-        let message = match (&error, state) {
-            (Some(e), _) => Some(e.message.clone()),
-            (None, TaskState::Canceled) => Some(match &note {
-                Some(n) => format!("canceled; {n}"),
-                None => "canceled".to_string(),
-            }),
-            (None, TaskState::InputRequired) => {
-                Some(answer_or(&result.text, INPUT_REQUIRED_MESSAGE))
-            }
-            (None, TaskState::Rejected) => Some(answer_or(&result.text, REJECTED_MESSAGE)),
-            (None, _) => note,
-        };
-        t.state = state;
-        t.error = error.clone();
-        t.status_message = message.clone();
-        t.usage = usage;
-        t.result = Some(result);
-        t.updated_at = Timestamp::now();
-        let status = EventKind::Status {
-            state,
-            message,
-            error,
-        };
-        let events = store.update_task(&t, &[status])?;
+        let base = store.task(&task.id)?.unwrap_or_else(|| task.clone());
+        // The end and any cancel request are ordered by the store: a cancel that was accepted
+        // before this commits wins, whatever the turn did meanwhile.
+        let (t, events) = store.end_task(&task.id, |cancel_requested| {
+            let ending = if cancel_requested && ending.state != TaskState::Canceled {
+                Ending {
+                    state: TaskState::Canceled,
+                    error: None,
+                    ..ending
+                }
+            } else {
+                ending
+            };
+            ended(base, ending)
+        })?;
+        let state = t.state;
         store.set_runner(&t.id, None)?;
         self.inner.fanout.publish(&events);
         if state == TaskState::InputRequired {
@@ -1272,6 +1265,42 @@ impl Ending {
             usage,
         }
     }
+}
+
+/// Task `t` as `ending` leaves it, and the status event that says so.
+fn ended(mut t: Task, ending: Ending) -> (Task, Vec<EventKind>) {
+    let Ending {
+        state,
+        error,
+        result,
+        usage,
+    } = ending;
+    let note = match (result.refusal_note(), failed_tools_note(&result)) {
+        (Some(r), Some(f)) => Some(format!("{r}; {f}")),
+        (r, f) => r.or(f),
+    };
+    let message = match (&error, state) {
+        (Some(e), _) => Some(e.message.clone()),
+        (None, TaskState::Canceled) => Some(match &note {
+            Some(n) => format!("canceled; {n}"),
+            None => "canceled".to_string(),
+        }),
+        (None, TaskState::InputRequired) => Some(answer_or(&result.text, INPUT_REQUIRED_MESSAGE)),
+        (None, TaskState::Rejected) => Some(answer_or(&result.text, REJECTED_MESSAGE)),
+        (None, _) => note,
+    };
+    t.state = state;
+    t.error = error.clone();
+    t.status_message = message.clone();
+    t.usage = usage;
+    t.result = Some(result);
+    t.updated_at = Timestamp::now();
+    let status = EventKind::Status {
+        state,
+        message,
+        error,
+    };
+    (t, vec![status])
 }
 
 /// "2 of 5 tool calls failed", when any did. Some agents (Codex) end a turn whose tools

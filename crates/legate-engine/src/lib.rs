@@ -15,6 +15,7 @@ mod fanout;
 mod pool;
 mod review;
 pub mod runner;
+mod turn;
 
 pub use config::{EngineConfig, Paths};
 pub use continuation::{

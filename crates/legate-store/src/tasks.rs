@@ -12,7 +12,7 @@ use legate_core::{
     Timestamp, Usage, WorkspaceKind,
 };
 use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use std::path::{Path, PathBuf};
 
 /// The shortest prefix [`Store::find_task`] accepts.
@@ -283,40 +283,31 @@ impl Store {
     /// is no such task.
     pub fn update_task(&self, task: &Task, events: &[EventKind]) -> Result<Vec<Event>> {
         let enc = encode(task)?;
-        self.write("update a task", |tx| {
-            let changed = tx
-                .prepare_cached(
-                    "UPDATE tasks SET context_id = ?2, agent = ?3, workspace = ?4, root = ?5, \
-                     prompt = ?6, mode = ?7, state = ?8, error_code = ?9, error_message = ?10, \
-                     status_message = ?11, usage = ?12, result = ?13, session_id = ?14, \
-                     timeout_secs = ?15, updated_at = ?16, model = ?17 WHERE id = ?1",
-                )
-                .and_then(|mut st| {
-                    st.execute(params![
-                        task.id.as_str(),
-                        task.context_id,
-                        task.agent,
-                        task.workspace.as_str(),
-                        enc.root,
-                        task.prompt,
-                        task.mode.as_str(),
-                        task.state.as_str(),
-                        enc.error_code,
-                        enc.error_message,
-                        task.status_message,
-                        enc.usage,
-                        enc.result,
-                        task.session_id,
-                        enc.timeout_secs,
-                        task.updated_at.0,
-                        task.model,
-                    ])
-                })
-                .ctx("update a task")?;
-            if changed == 0 {
-                return Err(task_not_found(task.id.as_str()));
-            }
-            append_in(tx, &task.id, events, Timestamp::now())
+        self.write("update a task", |tx| update_in(tx, task, &enc, events))
+    }
+
+    /// Ends task `id`: in one write transaction, reads whether a cancel of it was requested
+    /// ([`Store::request_cancel`]), asks `end` for the task and events to store given that
+    /// answer, and stores them as [`Store::update_task`] does. A cancel request and a task's
+    /// end are thus ordered: a request that commits first is seen by `end`; one that comes
+    /// after finds the task finished and says so. Returns the task as stored and its events.
+    pub fn end_task(
+        &self,
+        id: &TaskId,
+        end: impl FnOnce(bool) -> (Task, Vec<EventKind>),
+    ) -> Result<(Task, Vec<Event>)> {
+        self.write("end a task", |tx| {
+            let requested: Option<Option<i64>> = tx
+                .prepare_cached("SELECT cancel_requested_at FROM tasks WHERE id = ?1")
+                .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)).optional())
+                .ctx("end a task")?;
+            let Some(requested) = requested else {
+                return Err(task_not_found(id.as_str()));
+            };
+            let (task, events) = end(requested.is_some());
+            let enc = encode(&task)?;
+            let stored = update_in(tx, &task, &enc, &events)?;
+            Ok((task, stored))
         })
     }
 
@@ -402,6 +393,48 @@ impl Store {
                 .collect()
         })
     }
+}
+
+/// Stores `task` over its row and appends `events`, inside `tx`.
+fn update_in(
+    tx: &Transaction<'_>,
+    task: &Task,
+    enc: &Encoded<'_>,
+    events: &[EventKind],
+) -> Result<Vec<Event>> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE tasks SET context_id = ?2, agent = ?3, workspace = ?4, root = ?5, \
+             prompt = ?6, mode = ?7, state = ?8, error_code = ?9, error_message = ?10, \
+             status_message = ?11, usage = ?12, result = ?13, session_id = ?14, \
+             timeout_secs = ?15, updated_at = ?16, model = ?17 WHERE id = ?1",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                task.id.as_str(),
+                task.context_id,
+                task.agent,
+                task.workspace.as_str(),
+                enc.root,
+                task.prompt,
+                task.mode.as_str(),
+                task.state.as_str(),
+                enc.error_code,
+                enc.error_message,
+                task.status_message,
+                enc.usage,
+                enc.result,
+                task.session_id,
+                enc.timeout_secs,
+                task.updated_at.0,
+                task.model,
+            ])
+        })
+        .ctx("update a task")?;
+    if changed == 0 {
+        return Err(task_not_found(task.id.as_str()));
+    }
+    append_in(tx, &task.id, events, Timestamp::now())
 }
 
 #[cfg(test)]

@@ -216,6 +216,46 @@ fn a_cancel_requested_by_one_process_is_seen_by_the_runner() {
 }
 
 #[test]
+fn a_cancel_and_the_end_of_a_task_are_ordered_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("legate.db");
+    let (runner, canceller) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+    let end_as = |t: &Task, state| {
+        let mut t = t.clone();
+        t.state = state;
+        t
+    };
+    // A cancel that commits first is seen by the end, which may then end the task canceled.
+    let first = task("0190-cancel-first");
+    runner.insert_task(&first, &submitted()).unwrap();
+    assert!(canceller.request_cancel(&first.id).unwrap());
+    let (ended, events) = runner
+        .end_task(&first.id, |requested| {
+            assert!(requested, "the end must see the cancel");
+            (end_as(&first, TaskState::Canceled), vec![submitted()])
+        })
+        .unwrap();
+    assert_eq!(ended.state, TaskState::Canceled);
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        canceller.task(&first.id).unwrap().unwrap().state,
+        TaskState::Canceled
+    );
+    // An end that commits first: the cancel finds the task finished and says so.
+    let second = task("0190-end-first");
+    runner.insert_task(&second, &submitted()).unwrap();
+    runner
+        .end_task(&second.id, |requested| {
+            assert!(!requested);
+            (end_as(&second, TaskState::Completed), Vec::new())
+        })
+        .unwrap();
+    assert!(!canceller.request_cancel(&second.id).unwrap());
+    let missing = runner.end_task(&TaskId("nope".into()), |_| unreachable!());
+    assert_eq!(missing.unwrap_err().code, ErrorCode::TaskNotFound);
+}
+
+#[test]
 fn store_errors_never_carry_prompt_text() {
     let store = Store::open_in_memory().unwrap();
     let t = task("dup");

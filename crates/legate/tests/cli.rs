@@ -269,6 +269,47 @@ fn a_context_keeps_its_sandbox_across_processes() {
 }
 
 #[test]
+fn two_processes_run_one_contexts_turns_one_at_a_time() {
+    let home = Home::new();
+    let runs: Vec<Child> = (0..2)
+        .map(|_| home.spawn(&["run", "--context", "par", "run sleep 1"]))
+        .collect();
+    let mut ids = Vec::new();
+    for child in runs {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        ids.push(task_id_from(&out));
+    }
+    // (started working, ended) of each task, from its stored events.
+    // Time stamps share one format, so they compare as text.
+    let span = |id: &str| {
+        (
+            events_line(&home, id, "working"),
+            events_line(&home, id, "completed"),
+        )
+    };
+    let (a, b) = (span(&ids[0]), span(&ids[1]));
+    let (first, second) = if a.0 <= b.0 { (a, b) } else { (b, a) };
+    assert!(
+        first.1 <= second.0,
+        "the turns overlapped: {first:?} and {second:?}"
+    );
+    assert_eq!(home.show(&ids[0])["root"], home.show(&ids[1])["root"]);
+}
+
+/// The time stamp of the status event that put task `id` in `state`.
+fn events_line(home: &Home, id: &str, state: &str) -> String {
+    let out = home.run(&["events", id]);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .find(|l| l.contains(&format!("\"type\":\"status\",\"state\":\"{state}\"")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("task {id} never was {state}"))
+        .to_string()
+}
+
+#[test]
 fn a_kill_9_leaves_the_task_failed_with_server_restarted() {
     let home = Home::new();
     let mut child = home.spawn(&["run", "run sleep 62.5"]);

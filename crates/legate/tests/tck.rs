@@ -18,12 +18,12 @@ struct Sut {
 
 impl Sut {
     fn start() -> Sut {
+        Sut::with_config("default_agent = \"tck\"\n\n[agents.tck]\n")
+    }
+
+    fn with_config(config: &str) -> Sut {
         let home = tempfile::tempdir().unwrap();
-        std::fs::write(
-            home.path().join("legate.toml"),
-            "default_agent = \"tck\"\n\n[agents.tck]\n",
-        )
-        .unwrap();
+        std::fs::write(home.path().join("legate.toml"), config).unwrap();
         let served = Served::start(home.path(), &["--port", "0"]);
         let addr = addr_of(&served.url("Legate A2A server"));
         let token = std::fs::read_to_string(home.path().join("a2a-token")).unwrap();
@@ -176,4 +176,45 @@ fn tck_scenarios_reach_their_states_through_the_real_server() {
     );
     assert_eq!(r.status, 400, "{r:?}");
     assert!(r.body.contains("VERSION_NOT_SUPPORTED"), "{r:?}");
+}
+
+/// How many live processes carry `marker` (`NAME=value`) in their environment.
+fn processes_with_env(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            std::fs::read(entry.path().join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
+        })
+        .count()
+}
+
+#[test]
+fn an_agent_waiting_for_input_outlives_the_idle_timeout_and_an_idle_one_does_not() {
+    let sut = Sut::with_config(
+        "default_agent = \"tck\"\nidle_timeout_secs = 1\n\n[agents.tck]\nenv = { LEGATE_TEST_MARK = \"tck-idle\" }\n",
+    );
+    let marker = "LEGATE_TEST_MARK=tck-idle";
+    let asked = sut.send("tck-input-required-idle", "start", None);
+    assert_eq!(state(&asked), "TASK_STATE_INPUT_REQUIRED", "{asked}");
+    // Three idle timeouts later, the session that waits for input is still up.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(
+        processes_with_env(marker),
+        1,
+        "the waiting agent was stopped"
+    );
+    let id = asked["id"].as_str().unwrap().to_string();
+    let done = sut.send("tck-complete-task-idle", "finish", Some(&id));
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+    // Once nothing waits, the idle agent goes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while processes_with_env(marker) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle agent was never stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
