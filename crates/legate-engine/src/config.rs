@@ -106,3 +106,19 @@ impl EngineConfig {
             .unwrap_or_else(|| self.paths.agent_state(name))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_the_documented_ones() {
+        let c = EngineConfig::new(Paths::new("/legate"));
+        assert_eq!((c.max_running, c.max_queued), (2, 20));
+        assert_eq!(c.default_timeout, Duration::from_secs(1800));
+        assert_eq!(c.idle_timeout, Duration::from_secs(300));
+        assert_eq!(c.retention, 1000);
+        assert_eq!(c.default_agent, "revisor");
+        assert_eq!(c.confinement, legate_sandbox::Requirement::BestEffort);
+    }
+}

@@ -40,7 +40,13 @@ struct Harness {
 
 fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
+    let engine = engine_at(dir.path(), tune);
+    Harness { _dir: dir, engine }
+}
+
+/// An engine whose home is `dir/home`, as a new process would start it.
+fn engine_at(dir: &std::path::Path, tune: impl FnOnce(&mut EngineConfig)) -> Engine {
+    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
     for (name, fault) in [
         ("agent", None),
         ("exit-at-start", Some("exit-at-start")),
@@ -54,13 +60,12 @@ fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
     tune(&mut config);
     let backend: Arc<dyn Backend> =
         Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(2)));
-    let engine = Engine::start(
+    Engine::start(
         config,
         HashMap::from([(AgentKind::Acp, backend)]),
         Arc::new(legate_supervisor::Rules),
     )
-    .unwrap();
-    Harness { _dir: dir, engine }
+    .unwrap()
 }
 
 fn request(prompt: &str) -> SubmitRequest {
@@ -493,4 +498,42 @@ async fn a_context_keeps_the_workspace_it_started_with() {
     let err = h.engine.submit(moved).unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidWorkspace);
     assert!(err.message.contains("its sandbox"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_tasks_past_the_retention_limit_are_pruned_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_at(dir.path(), |_| {});
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let task = engine
+            .submit(request(&format!("write f{i}.txt: {i}")))
+            .unwrap();
+        let task = tokio::time::timeout(Duration::from_secs(60), engine.wait(&task.id))
+            .await
+            .expect("the task ends")
+            .unwrap();
+        assert_eq!(task.state, TaskState::Completed);
+        ids.push(task.id);
+        // Distinct creation times, so "oldest" is well defined.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    engine.shutdown().await;
+    drop(engine);
+    let next = engine_at(dir.path(), |c| c.retention = 2);
+    let kept: Vec<_> = next
+        .tasks(&Default::default())
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(
+        kept,
+        [ids[3].clone(), ids[2].clone()],
+        "the newest two stay"
+    );
+    assert!(
+        next.events(&ids[0], 0, 10).unwrap().is_empty(),
+        "events go too"
+    );
 }
