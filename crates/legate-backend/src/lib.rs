@@ -14,13 +14,14 @@ pub mod cleanup;
 pub mod env;
 mod sink;
 
+pub use agy::Model;
 pub use sink::{EventSink, EventStream};
 
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
 use legate_supervisor::{Supervision, Supervisor};
 use std::fmt::Debug;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Everything a backend needs to open a session.
@@ -128,5 +129,13 @@ pub trait Backend: Send + Sync + Debug {
     /// backend spawns. The default is for backends that do not confine what they spawn.
     fn confinement(&self) -> legate_sandbox::Enforcement {
         legate_sandbox::Enforcement::None
+    }
+
+    /// The models `agent` offers, when this protocol can list them without opening a session
+    /// (agy's `agy models`), run in `cwd`, a throwaway directory; `Ok(None)` when it cannot.
+    /// The default is for protocols that cannot. The caller bounds how long it may take.
+    async fn models(&self, agent: &AgentSpec, cwd: &Path) -> Result<Option<Vec<Model>>> {
+        let _ = (agent, cwd);
+        Ok(None)
     }
 }

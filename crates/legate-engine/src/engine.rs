@@ -6,7 +6,7 @@ use crate::fanout::{Fanout, Subscription};
 use crate::pool::Pool;
 use crate::runner::{self, Runner};
 use legate_backend::{
-    AgentInfo, AgentSession, Backend, EventSink, EventStream, SessionRequest, Turn,
+    AgentInfo, AgentSession, Backend, EventSink, EventStream, Model, SessionRequest, Turn,
 };
 use legate_core::{
     AgentKind, AgentSpec, Boundary, Error, ErrorCode, Event, EventKind, Result, Task, TaskId,
@@ -636,12 +636,7 @@ impl Engine {
     /// `$LEGATE_HOME/probes/`), then stops it. Nothing is prompted and nothing is stored.
     pub async fn probe(&self, name: &str, limit: Duration) -> Result<AgentInfo> {
         let inner = &self.inner;
-        let agent = self.agent(name)?.clone();
-        let backend = inner.backends.get(&agent.kind).cloned().ok_or_else(|| {
-            Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind")
-        })?;
-        let probes = inner.config.paths.home().join("probes");
-        let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
+        let (agent, backend, boundary) = self.probe_setup(name)?;
         let request = SessionRequest {
             agent: agent.clone(),
             boundary: boundary.clone(),
@@ -673,6 +668,43 @@ impl Engine {
         };
         let _ = std::fs::remove_dir_all(&boundary.root);
         info
+    }
+
+    /// The models `name`'s agent offers, when its backend can list them without opening a
+    /// session (agy: `agy models`), listed in a throwaway directory under
+    /// `$LEGATE_HOME/probes/`. `Ok(None)` when the backend cannot list models;
+    /// `AGENT_START_FAILED` when listing takes longer than `limit`; otherwise the backend's
+    /// own error (`AGY_AUTH_REQUIRED`, `AGY_NOT_FOUND`, …). Nothing is stored.
+    pub async fn models(&self, name: &str, limit: Duration) -> Result<Option<Vec<Model>>> {
+        let (agent, backend, boundary) = self.probe_setup(name)?;
+        let listed = tokio::time::timeout(limit, backend.models(&agent, &boundary.root)).await;
+        let _ = std::fs::remove_dir_all(&boundary.root);
+        listed.unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorCode::AgentStartFailed,
+                format!(
+                    "agent `{name}` did not list its models within {} s",
+                    limit.as_secs()
+                ),
+            ))
+        })
+    }
+
+    /// What [`Engine::probe`] and [`Engine::models`] start from: the agent, its backend, and a
+    /// throwaway directory under `$LEGATE_HOME/probes/` (the caller removes it).
+    fn probe_setup(&self, name: &str) -> Result<(AgentSpec, Arc<dyn Backend>, Boundary)> {
+        let agent = self.agent(name)?.clone();
+        let backend = self
+            .inner
+            .backends
+            .get(&agent.kind)
+            .cloned()
+            .ok_or_else(|| {
+                Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind")
+            })?;
+        let probes = self.inner.config.paths.home().join("probes");
+        let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
+        Ok((agent, backend, boundary))
     }
 
     /// Stops accepting work, cancels running tasks, waits for them to end, and stops every

@@ -104,6 +104,17 @@ pub struct HealthArgs {
     pub probe: Option<bool>,
 }
 
+/// `agents`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentsArgs {
+    /// Ask each agent whose protocol can list its models without a session (agy) for them
+    /// (default true; takes up to a few seconds, all agents at once). false answers from
+    /// the configuration alone and starts nothing.
+    pub probe: Option<bool>,
+}
+
 /// `run`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -342,6 +353,11 @@ pub struct AgentHealth {
     pub detail: String,
     /// How much the kernel confines its process: `full`, `partial`, `none`, or an error code.
     pub confinement: String,
+    /// Optional features the probe found the agent announcing (for agy, from its `--help`:
+    /// `stream-json`, `sandbox`, `mode-plan`, `mode-accept-edits`, `models`, `model`,
+    /// `conversation`, `json-schema`, `add-dir`, `new-project`, `effort`); empty when not
+    /// probed, when it did not start, or when its protocol has no such notion (ACP).
+    pub capabilities: Vec<String>,
 }
 
 /// The limits a caller runs into.
@@ -416,8 +432,26 @@ pub struct AgentOut {
     pub default: bool,
     /// Whether shell commands may run in directories Legate does not own.
     pub allow_execute: bool,
-    /// The models it offers, when known (null: not known).
-    pub models: Option<Vec<String>>,
+    /// The model it uses when a task names none (`model` in its configuration); null leaves
+    /// the choice to the agent.
+    pub model: Option<String>,
+    /// The models it offers, when its protocol can list them without a session (agy) and the
+    /// listing succeeded; null otherwise (not probed, a protocol that cannot list them, or
+    /// `modelsError`).
+    pub models: Option<Vec<ModelOut>>,
+    /// Why listing its models failed (e.g. `AGY_AUTH_REQUIRED`); null otherwise.
+    pub models_error: Option<ErrorBody>,
+}
+
+/// A model an agent offers.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct ModelOut {
+    /// What `run`'s `model` takes.
+    pub id: String,
+    /// Its display name.
+    pub name: String,
 }
 
 /// `agents`.

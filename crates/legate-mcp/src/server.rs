@@ -115,10 +115,10 @@ fn catalog() -> Vec<ToolDef> {
             "Legate's version, tool profile, limits, confinement, and each configured agent with whether it starts.",
             true,
         ),
-        def::<NoArgs, AgentsOut>(
+        def::<AgentsArgs, AgentsOut>(
             "agents",
             "Configured agents",
-            "The agents Legate can delegate to, with their presets and models where known.",
+            "The agents Legate can delegate to, with their presets, configured model, and the models they offer where their protocol can list them (agy).",
             true,
         ),
         def::<RunArgs, StartedOut>(
@@ -325,10 +325,7 @@ impl LegateMcp {
         let profile = self.options.profile;
         match name {
             "health" => to_value(tools::health(engine, profile, parse(args)?).await?),
-            "agents" => {
-                let _: NoArgs = parse(args)?;
-                to_value(tools::agents(engine))
-            }
+            "agents" => to_value(tools::agents(engine, parse(args)?).await),
             "run" => {
                 let out = tools::run(engine, profile, parse(args)?)?;
                 self.remember(&out.task_id);

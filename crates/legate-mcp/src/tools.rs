@@ -15,6 +15,7 @@ use legate_engine::{
 };
 use legate_store::TaskFilter;
 use serde_json::{Map, Value};
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ pub const EVENTS_DEFAULT_LIMIT: usize = 200;
 pub const MAX_LIST: usize = 200;
 /// The default listing length.
 pub const LIST_DEFAULT: usize = 20;
-/// How long `health` lets each agent take to start.
+/// How long `health` lets each agent take to start, and `agents` to list its models.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// `value` when it lies in `min..=max`, else `INVALID_INPUT` naming `name`.
@@ -75,12 +76,37 @@ pub fn health_static(engine: &Engine, profile: Profile) -> HealthOut {
     }
 }
 
+/// Runs `probe` for every configured agent at once, and `apply` to each answer with the
+/// agent's entry in `entries` (one per configured agent, in the configuration's order). A
+/// probe that panicked leaves its entry as it was.
+async fn probe_agents<A, T, F, Fut>(
+    engine: &Engine,
+    entries: &mut [A],
+    probe: F,
+    apply: impl Fn(&mut A, T),
+) where
+    F: Fn(Engine, String) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut probes = tokio::task::JoinSet::new();
+    for (index, spec) in engine.config().agents.values().enumerate() {
+        let probed = probe(engine.clone(), spec.name.clone());
+        probes.spawn(async move { (index, probed.await) });
+    }
+    while let Some(joined) = probes.join_next().await {
+        if let Ok((index, answer)) = joined
+            && let Some(entry) = entries.get_mut(index)
+        {
+            apply(entry, answer);
+        }
+    }
+}
+
 /// `health`: the static part, then each agent probed at once (unless `probe: false`).
 pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Result<HealthOut> {
     let mut out = health_static(engine, profile);
-    let probe = args.probe.unwrap_or(true);
-    let mut probes = tokio::task::JoinSet::new();
-    for (index, spec) in engine.config().agents.values().enumerate() {
+    for spec in engine.config().agents.values() {
         let confinement = match engine.confinement(&spec.name) {
             Ok(e) => e.as_str().to_string(),
             Err(e) => e.code.as_str().to_string(),
@@ -91,21 +117,19 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
             starts: None,
             detail: "not probed".to_string(),
             confinement,
+            capabilities: Vec::new(),
         });
-        if probe {
-            let engine = engine.clone();
-            let name = spec.name.clone();
-            probes.spawn(async move { (index, engine.probe(&name, PROBE_TIMEOUT).await) });
-        }
     }
-    while let Some(joined) = probes.join_next().await {
-        let Ok((index, probed)) = joined else {
-            continue;
-        };
-        let Some(agent) = out.agents.get_mut(index) else {
-            continue;
-        };
-        match probed {
+    if !args.probe.unwrap_or(true) {
+        return Ok(out);
+    }
+    let probe =
+        |engine: Engine, name: String| async move { engine.probe(&name, PROBE_TIMEOUT).await };
+    probe_agents(
+        engine,
+        &mut out.agents,
+        probe,
+        |agent, probed| match probed {
             Ok(info) => {
                 agent.starts = Some(true);
                 agent.detail = format!(
@@ -113,20 +137,23 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
                     info.name.as_deref().unwrap_or("unnamed"),
                     info.version.as_deref().unwrap_or("?")
                 );
+                agent.capabilities = info.capabilities;
             }
             Err(e) => {
                 agent.starts = Some(false);
                 agent.detail = format!("does not start: {e}");
             }
-        }
-    }
+        },
+    )
+    .await;
     Ok(out)
 }
 
-/// `agents`.
-pub fn agents(engine: &Engine) -> AgentsOut {
+/// `agents`: the configuration, then the models of each agent whose protocol can list them,
+/// asked at once (unless `probe: false`).
+pub async fn agents(engine: &Engine, args: AgentsArgs) -> AgentsOut {
     let config = engine.config();
-    AgentsOut {
+    let mut out = AgentsOut {
         default_agent: config.default_agent.clone(),
         agents: config
             .agents
@@ -139,10 +166,38 @@ pub fn agents(engine: &Engine) -> AgentsOut {
                 description: a.description.clone(),
                 default: a.name == config.default_agent,
                 allow_execute: a.allow_execute,
+                model: a.model.clone(),
                 models: None,
+                models_error: None,
             })
             .collect(),
+    };
+    if !args.probe.unwrap_or(true) {
+        return out;
     }
+    let list =
+        |engine: Engine, name: String| async move { engine.models(&name, PROBE_TIMEOUT).await };
+    probe_agents(
+        engine,
+        &mut out.agents,
+        list,
+        |agent, listed| match listed {
+            Ok(models) => {
+                agent.models = models.map(|models| {
+                    models
+                        .into_iter()
+                        .map(|m| ModelOut {
+                            id: m.id,
+                            name: m.name,
+                        })
+                        .collect()
+                });
+            }
+            Err(e) => agent.models_error = Some(ErrorBody::from(&e)),
+        },
+    )
+    .await;
+    out
 }
 
 fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {

@@ -1,6 +1,7 @@
 //! Copy workspaces and their review over MCP, end to end in one process: rmcp's own client
 //! talks to `LegateMcp` over an in-memory pipe; the engine drives the scripted agent (revisor)
-//! on a copy of a fresh `git init` repository, and `fake-agy` for token usage.
+//! on a copy of a fresh `git init` repository, and `fake-agy` for token usage, models and
+//! capabilities.
 //!
 //! The agent binaries must be built first: `cargo build -p legate-testkit --bins` (a plain
 //! `cargo test --workspace` does it).
@@ -98,12 +99,19 @@ async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> H
     }))
     .unwrap();
     let agy: AgentSpec = serde_json::from_value(json!({
-        "name": "agy", "kind": "agy", "command": testkit_bin("fake-agy"),
+        "name": "agy", "kind": "agy", "command": testkit_bin("fake-agy"), "model": "mock-flash",
         "env": {"FAKE_AGY_STATE_DIR": base.join("fake-agy-state").display().to_string()},
+    }))
+    .unwrap();
+    // Installed and compatible, but logged out: `agy models` asks for a login.
+    let logged_out: AgentSpec = serde_json::from_value(json!({
+        "name": "agy-out", "kind": "agy", "command": testkit_bin("fake-agy"),
+        "env": {"FAKE_AGY_AUTH": "fail"},
     }))
     .unwrap();
     config.agents.insert("agent".into(), agent);
     config.agents.insert("agy".into(), agy);
+    config.agents.insert("agy-out".into(), logged_out);
     config.default_agent = "agent".into();
     config.cancel_grace = Duration::from_secs(2);
     config.review.approval = approval;
@@ -712,4 +720,83 @@ async fn a_client_without_elicitation_cannot_confirm_an_integration() {
         .await,
         "INVALID_INPUT"
     );
+}
+
+/// An agent's entry in an answer's `agents`, by name.
+fn agent<'a>(answer: &'a Value, name: &str) -> &'a Value {
+    answer["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("no agent {name} in {answer}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_list_models_and_health_lists_capabilities() {
+    let h = harness(Profile::Query, ApprovalMode::Auto, Client::default()).await;
+
+    let listed = h.call("agents", json!({})).await;
+    assert_eq!(listed["defaultAgent"], "agent");
+    let agy = agent(&listed, "agy");
+    assert_eq!(agy["kind"], "agy");
+    assert_eq!(agy["model"], "mock-flash", "the configured model: {agy}");
+    assert_eq!(
+        agy["models"],
+        json!([{"id": "mock-pro", "name": "Mock Pro"}, {"id": "mock-flash", "name": "Mock Flash"}]),
+        "{agy}"
+    );
+    assert!(agy["modelsError"].is_null(), "{agy}");
+    let out = agent(&listed, "agy-out");
+    assert!(out["models"].is_null(), "{out}");
+    assert_eq!(out["modelsError"]["code"], "AGY_AUTH_REQUIRED", "{out}");
+    let acp = agent(&listed, "agent");
+    assert!(
+        acp["model"].is_null() && acp["models"].is_null() && acp["modelsError"].is_null(),
+        "ACP cannot list models without a session: {acp}"
+    );
+    assert_eq!(acp["default"], true);
+
+    let unprobed = h.call("agents", json!({"probe": false})).await;
+    let agy = agent(&unprobed, "agy");
+    assert_eq!(agy["model"], "mock-flash");
+    assert!(
+        agy["models"].is_null() && agy["modelsError"].is_null(),
+        "{agy}"
+    );
+    assert_eq!(h.fail("agents", json!({"bogus": 1})).await, "INVALID_INPUT");
+
+    let health = h.call("health", json!({})).await;
+    for name in ["agy", "agy-out"] {
+        let agy = agent(&health, name);
+        assert_eq!(agy["starts"], true, "{agy}");
+        let capabilities: BTreeSet<&str> = agy["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        // fake-agy's --help announces every flag the driver knows.
+        for c in [
+            "stream-json",
+            "sandbox",
+            "mode-plan",
+            "mode-accept-edits",
+            "models",
+            "model",
+            "conversation",
+            "json-schema",
+            "add-dir",
+            "new-project",
+            "effort",
+        ] {
+            assert!(capabilities.contains(c), "{name} lacks {c}: {agy}");
+        }
+    }
+    let acp = agent(&health, "agent");
+    assert_eq!(acp["starts"], true, "{acp}");
+    assert_eq!(acp["capabilities"], json!([]), "{acp}");
+    let unprobed = h.call("health", json!({"probe": false})).await;
+    assert_eq!(agent(&unprobed, "agy")["capabilities"], json!([]));
+    assert!(agent(&unprobed, "agy")["starts"].is_null());
 }

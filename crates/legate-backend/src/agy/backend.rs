@@ -238,6 +238,10 @@ impl Backend for AgyBackend {
     ) -> Result<Arc<dyn AgentSession>> {
         Ok(Arc::new(self.open_session(request, sink).await?))
     }
+
+    async fn models(&self, agent: &AgentSpec, cwd: &Path) -> Result<Option<Vec<models::Model>>> {
+        Ok(Some(AgyBackend::models(self, agent, cwd).await?))
+    }
 }
 
 impl AgySession {
