@@ -3,8 +3,9 @@
 #
 # Builds `legate`, starts `legate serve --mcp` on a free loopback port with a throwaway
 # LEGATE_HOME, then runs against it:
-#   1. the MCP Inspector CLI (@modelcontextprotocol/inspector --cli): tools/list and a
-#      tools/call, with the bearer token;
+#   1. the MCP Inspector CLI (@modelcontextprotocol/inspector --cli), with the bearer token:
+#      tools/list (the full profile, which must list exactly the tools of the table in
+#      docs/fronts/mcp.md) and two tools/calls;
 #   2. the @modelcontextprotocol/conformance server scenarios that apply to a server without
 #      the suite's fixture tools: server-initialize, ping, tools-list, dns-rebinding-protection.
 #      That runner cannot send headers, so it talks to a tiny local proxy that adds the token
@@ -45,7 +46,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== legate serve --mcp"
-LEGATE_HOME="$WORK/home" "$LEGATE" serve --mcp --port 0 >"$WORK/serve.out" 2>"$WORK/serve.err" &
+LEGATE_HOME="$WORK/home" LEGATE_MCP_PROFILE=full "$LEGATE" serve --mcp --port 0 >"$WORK/serve.out" 2>"$WORK/serve.err" &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q 'http://' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
 URL="$(head -1 "$WORK/serve.out" | grep -o 'http://[^ ]*')"
@@ -67,14 +68,24 @@ inspector() {
     --header "Authorization: Bearer $TOKEN" "$@"
 }
 inspector --method tools/list >"$WORK/tools.json" 2>"$WORK/inspector.err" || true
-check "inspector tools/list lists 13 tools, each with an outputSchema" \
+# The full profile lists every tool, so the listing must name exactly the tools of the
+# reference table in docs/fronts/mcp.md ("## Tools"): no count is written down here.
+check "inspector tools/list lists every tool docs/fronts/mcp.md documents, each with an outputSchema" \
   "$NODE" -e '
     const fs = require("fs");
     const r = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+    const doc = fs.readFileSync(process.argv[2], "utf8");
+    const section = doc.split(/^## /m).find(s => s.startsWith("Tools\n")) || "";
+    const documented = [...section.matchAll(/^\| `([a-z_]+)`/gm)].map(m => m[1]).sort();
     const tools = r.tools || [];
-    if (tools.length !== 13 || !tools.every(t => t.outputSchema && t.outputSchema.type === "object")) {
+    const listed = tools.map(t => t.name).sort();
+    console.log(`listed ${listed.length} tools; the docs name ${documented.length}`);
+    if (documented.length === 0 || JSON.stringify(listed) !== JSON.stringify(documented)
+        || !tools.every(t => t.outputSchema && t.outputSchema.type === "object")) {
+      console.error("listed:     " + listed.join(" "));
+      console.error("documented: " + documented.join(" "));
       console.error(JSON.stringify(r).slice(0, 500)); process.exit(1);
-    }' "$WORK/tools.json"
+    }' "$WORK/tools.json" docs/fronts/mcp.md
 inspector --method tools/call --tool-name agents >"$WORK/agents.json" 2>>"$WORK/inspector.err" || true
 check "inspector tools/call agents answers structured content" \
   "$NODE" -e '
