@@ -565,7 +565,8 @@ pub struct WaitOut {
     pub next_cursor: u64,
     /// Whether more events are stored after `nextCursor`.
     pub has_more: bool,
-    /// Whether events between `after` and the first returned one were lost.
+    /// Whether events between `after` and the first returned one were lost. Always false
+    /// today: the store never drops part of a task's events (kept for clients of the bridge).
     pub truncated: bool,
     /// Whether tasks of the same context wait to run after this one.
     pub continuation_pending: bool,
@@ -586,7 +587,8 @@ pub struct EventsOut {
     pub next_cursor: u64,
     /// Whether more events follow.
     pub has_more: bool,
-    /// Whether events between `after` and the first returned one were lost.
+    /// Whether events between `after` and the first returned one were lost. Always false
+    /// today: the store never drops part of a task's events (kept for clients of the bridge).
     pub truncated: bool,
     /// The number of the task's last event.
     pub last_seq: u64,
