@@ -4,7 +4,8 @@
 //! without the token and with a foreign Host.
 //!
 //! The Python tests need `python3` with the `mcp` package (`.ci/run` installs it). Without
-//! `python3` at all they say so and skip; with `python3` but without the package they fail.
+//! `python3` at all they say so and skip, except in CI (`LEGATE_REQUIRE_PYTHON` or `CI` set),
+//! where they fail; with `python3` but without the package they always fail.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,28 +23,11 @@ fn client_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
 }
 
-/// `Some(())` when python3 and its `mcp` package are there; `None` (after saying why) when
-/// python3 is missing. Panics when python3 exists without the package.
-fn python_ready() -> Option<()> {
-    match Command::new("python3").arg("--version").output() {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("SKIPPED: python3 is not installed, so the Python MCP SDK tests cannot run");
-            None
-        }
-        Err(e) => panic!("could not run python3: {e}"),
-        Ok(_) => {
-            let probe = Command::new("python3")
-                .args(["-c", "import mcp"])
-                .output()
-                .unwrap();
-            assert!(
-                probe.status.success(),
-                "python3 has no `mcp` package: python3 -m pip install 'mcp>=1.10'\n{}",
-                String::from_utf8_lossy(&probe.stderr)
-            );
-            Some(())
-        }
-    }
+/// Whether python3 and its `mcp` package are there (see [`legate_testkit::python_ready`]:
+/// a missing python3 skips, saying so, unless `LEGATE_REQUIRE_PYTHON` or `CI` is set; a
+/// missing package always fails).
+fn python_ready() -> bool {
+    legate_testkit::python_ready("mcp", "mcp>=2.3,<3")
 }
 
 fn home() -> tempfile::TempDir {
@@ -79,7 +63,7 @@ fn check_report(report: &Value, protocol: &str) {
 
 #[test]
 fn python_sdk_over_stdio_delegates_waits_with_progress_and_reads_in_pieces() {
-    if python_ready().is_none() {
+    if !python_ready() {
         return;
     }
     for protocol in PROTOCOLS {
@@ -137,7 +121,7 @@ impl Server {
 
 #[test]
 fn python_sdk_over_http_with_the_token() {
-    if python_ready().is_none() {
+    if !python_ready() {
         return;
     }
     let home = home();
