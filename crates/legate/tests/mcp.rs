@@ -3,6 +3,12 @@
 //! offering MCP 2025-06-18 and 2025-11-25; raw JSON-RPC lines on stdio; raw HTTP requests
 //! without the token and with a foreign Host.
 //!
+//! Single behaviours, with the SDK (tests/mcp/scenarios.py) or raw lines: a stdio server whose
+//! client left (EOF) finishes the running task before it exits; an HTTP client that gives up
+//! on a wait and then dies mid-wait leaves its task running to completion; `cancel` ends a
+//! running task `canceled`; `send_message` from a `query` server into a write context makes a
+//! read-only task; `health` reports the configured confinement requirement and limits.
+//!
 //! The Python tests need `python3` with the `mcp` package (`.ci/run` installs it). Without
 //! `python3` at all they say so and skip, except in CI (`LEGATE_REQUIRE_PYTHON` or `CI` set),
 //! where they fail; with `python3` but without the package they always fail.
@@ -15,12 +21,15 @@ use common::{LEGATE, Served, addr_of, raw};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 const PROTOCOLS: [&str; 2] = ["2025-06-18", "2025-11-25"];
 
-fn client_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py")
+/// One of the Python scripts in tests/mcp/.
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(name)
 }
 
 /// Whether python3 and its `mcp` package are there (see [`legate_testkit::python_ready`]:
@@ -34,21 +43,27 @@ fn home() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-/// Runs the Python client; returns its report.
-fn python(home: &Path, args: &[&str]) -> Value {
-    let out = Command::new("python3")
-        .arg(client_script())
+/// `python3 tests/mcp/<name> args…` with the test's state directory.
+fn python_command(home: &Path, name: &str, args: &[&str]) -> Command {
+    let mut command = Command::new("python3");
+    command
+        .arg(script(name))
         .args(args)
         .env("LEGATE_HOME", home)
         .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs a Python script (`client.py`, `scenarios.py`) to its end; returns its report, the
+/// last line it printed.
+fn python(home: &Path, name: &str, args: &[&str]) -> Value {
+    let out = python_command(home, name, args).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the Python client failed ({args:?}):\n{stderr}\n{stdout}"
+        "{name} failed ({args:?}):\n{stderr}\n{stdout}"
     );
     let line = stdout.lines().last().expect("no report");
     serde_json::from_str(line).unwrap_or_else(|e| panic!("bad report {line:?}: {e}"))
@@ -68,7 +83,7 @@ fn python_sdk_over_stdio_delegates_waits_with_progress_and_reads_in_pieces() {
     }
     for protocol in PROTOCOLS {
         let home = home();
-        let report = python(home.path(), &["stdio", protocol, LEGATE]);
+        let report = python(home.path(), "client.py", &["stdio", protocol, LEGATE]);
         check_report(&report, protocol);
     }
 }
@@ -103,8 +118,9 @@ impl Server {
         }
     }
 
-    /// Sends one raw MCP `initialize`; returns the status and the head, lowercased.
-    fn raw(&self, host: &str, extra: &[(&str, &str)]) -> (u16, String) {
+    /// Sends one raw MCP `initialize`; returns the status, the head (lowercased) and the
+    /// error code of a JSON refusal (empty for any other body).
+    fn raw(&self, host: &str, extra: &[(&str, &str)]) -> (u16, String, String) {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "1"}}})
@@ -115,7 +131,11 @@ impl Server {
         ];
         headers.extend_from_slice(extra);
         let r = raw(&self.addr, "POST", "/mcp", host, &headers, &body);
-        (r.status, r.head)
+        let code = serde_json::from_str::<Value>(&r.body)
+            .ok()
+            .and_then(|v| v["error"]["code"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        (r.status, r.head, code)
     }
 }
 
@@ -127,7 +147,11 @@ fn python_sdk_over_http_with_the_token() {
     let home = home();
     let server = Server::start(home.path());
     for protocol in PROTOCOLS {
-        let report = python(home.path(), &["http", protocol, &server.url, &server.token]);
+        let report = python(
+            home.path(),
+            "client.py",
+            &["http", protocol, &server.url, &server.token],
+        );
         check_report(&report, protocol);
     }
 }
@@ -149,30 +173,31 @@ fn http_refuses_requests_without_the_token_or_from_a_foreign_host() {
     let local = server.addr.clone();
     let bearer = format!("Bearer {}", server.token);
 
-    let (status, head) = server.raw(&local, &[]);
-    assert_eq!(status, 401, "{head}");
+    let (status, head, code) = server.raw(&local, &[]);
+    assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"), "{head}");
     assert!(head.contains("www-authenticate: bearer"), "{head}");
-    let (status, head) = server.raw(&local, &[("Authorization", "Bearer nope")]);
-    assert_eq!(status, 401);
+    let (status, head, code) = server.raw(&local, &[("Authorization", "Bearer nope")]);
+    assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"));
     assert!(head.contains("error=\"invalid_token\""), "{head}");
 
-    let (status, _) = server.raw("evil.example", &[("Authorization", &bearer)]);
-    assert_eq!(status, 403);
-    let (status, _) = server.raw("evil.example", &[]);
+    let (status, _, code) = server.raw("evil.example", &[("Authorization", &bearer)]);
+    assert_eq!((status, code.as_str()), (403, "HOST_NOT_ALLOWED"));
+    let (status, _, code) = server.raw("evil.example", &[]);
     assert_eq!(
-        status, 403,
+        (status, code.as_str()),
+        (403, "HOST_NOT_ALLOWED"),
         "a foreign Host learns nothing, not even that a token is needed"
     );
-    let (status, _) = server.raw(
+    let (status, _, code) = server.raw(
         &local,
         &[
             ("Authorization", &bearer),
             ("Origin", "http://evil.example"),
         ],
     );
-    assert_eq!(status, 403);
+    assert_eq!((status, code.as_str()), (403, "ORIGIN_NOT_ALLOWED"));
 
-    let (status, head) = server.raw(
+    let (status, head, _) = server.raw(
         &local,
         &[
             ("Authorization", &bearer),
@@ -181,70 +206,304 @@ fn http_refuses_requests_without_the_token_or_from_a_foreign_host() {
     );
     assert_eq!(status, 200, "{head}");
     let port = local.rsplit(':').next().unwrap();
-    let (status, _) = server.raw(&format!("localhost:{port}"), &[("Authorization", &bearer)]);
+    let (status, _, _) = server.raw(&format!("localhost:{port}"), &[("Authorization", &bearer)]);
     assert_eq!(status, 200);
+}
+
+/// `legate mcp` driven with raw JSON-RPC lines; every stdout line must be JSON-RPC.
+struct RawStdio {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+}
+
+impl RawStdio {
+    /// Starts `legate mcp` in `home` with `env` and initializes a session (MCP 2025-06-18);
+    /// the server and `initialize`'s result.
+    fn start(home: &Path, env: &[(&str, &str)]) -> (RawStdio, Value) {
+        let mut child = Command::new(LEGATE)
+            .arg("mcp")
+            .env("LEGATE_HOME", home)
+            .env("LEGATE_LOG", "debug")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut mcp = RawStdio {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        (mcp, init)
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin is closed");
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request and reads stdout until its answer; the answer's `result`.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.next().expect("stdout closed early").unwrap();
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
+            assert_eq!(v["jsonrpc"], "2.0", "{line}");
+            if v["id"].as_u64() == Some(id) {
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// `tools/call`: the tool's result (`structuredContent`, `isError`, …).
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
+    }
+
+    /// Waits until one of the task's events is a tool call, and no longer: one event per
+    /// `wait` (`maxEvents: 1`), since a wait otherwise returns only when the task ends.
+    fn wait_for_tool_call(&mut self, task_id: &str) {
+        let mut after = 0;
+        for _ in 0..100 {
+            let w = self.call(
+                "wait",
+                json!({"taskId": task_id, "after": after, "timeoutSeconds": 10, "maxEvents": 1}),
+            );
+            let w = &w["structuredContent"];
+            let events = w["events"].as_array().unwrap();
+            if events.iter().any(|e| e["type"] == "tool_call") {
+                return;
+            }
+            assert_eq!(w["ready"], false, "the task ended first: {w}");
+            after = w["nextCursor"].as_u64().unwrap();
+        }
+        panic!("no tool call in task {task_id}");
+    }
+
+    /// Closes stdin (the client leaves) and waits up to `limit` for the process to exit;
+    /// every line it printed meanwhile must be JSON-RPC too.
+    fn close(mut self, limit: Duration) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let reader = std::thread::spawn(move || {
+            for line in self.lines {
+                let line = line.unwrap();
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
+                assert_eq!(v["jsonrpc"], "2.0", "{line}");
+            }
+        });
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("legate mcp did not exit within {limit:?} of EOF");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        reader.join().unwrap();
+        status
+    }
+}
+
+/// `legate show ID --json` in `home`: the stored task.
+fn stored_task(home: &Path, id: &str) -> Value {
+    let out = Command::new(LEGATE)
+        .args(["show", id, "--json"])
+        .env("LEGATE_HOME", home)
+        .env("LEGATE_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
 fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
     let home = home();
-    let mut child = Command::new(LEGATE)
-        .arg("mcp")
-        .env("LEGATE_HOME", home.path())
-        .env("LEGATE_LOG", "debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let requests = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
-        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
-            "name": "result", "arguments": {"taskId": "nope-nope"}}}),
-    ];
-    for r in &requests {
-        writeln!(stdin, "{r}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let mut answers = std::collections::HashMap::new();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    while answers.len() < 4 {
-        let line = lines.next().expect("stdout closed early").unwrap();
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
-        assert_eq!(v["jsonrpc"], "2.0", "{line}");
-        if let Some(id) = v["id"].as_u64() {
-            answers.insert(id, v);
-        }
-    }
-    assert_eq!(answers[&1]["result"]["protocolVersion"], "2025-06-18");
-    assert_eq!(answers[&1]["result"]["serverInfo"]["name"], "legate");
-    assert!(answers[&2]["result"].is_object());
-    let tools = answers[&3]["result"]["tools"].as_array().unwrap();
+    let (mut mcp, init) = RawStdio::start(home.path(), &[]);
+    assert_eq!(init["protocolVersion"], "2025-06-18");
+    assert_eq!(init["serverInfo"]["name"], "legate");
+    assert!(mcp.request("ping", json!({})).is_object());
+    let tools = mcp.request("tools/list", json!({}));
+    let tools = tools["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 23);
     for t in tools {
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
     }
-    let failed = &answers[&4]["result"];
+    let failed = mcp.call("result", json!({"taskId": "nope-nope"}));
     assert_eq!(failed["isError"], true);
     assert_eq!(
         failed["structuredContent"]["error"]["code"],
         "TASK_NOT_FOUND"
     );
-    drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            break;
+    let status = mcp.close(Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn stdio_after_eof_finishes_the_running_task_then_exits() {
+    let home = home();
+    let (mut mcp, _) = RawStdio::start(home.path(), &[]);
+    let run = mcp.call(
+        "run",
+        json!({"prompt": "run sleep 2\nwrite done.txt: finished after EOF", "agent": "revisor"}),
+    );
+    let id = run["structuredContent"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}"))
+        .to_string();
+    mcp.wait_for_tool_call(&id);
+    // The client leaves while the command runs: the process finishes the task, then exits.
+    let status = mcp.close(Duration::from_secs(120));
+    assert!(status.success(), "{status}");
+    let task = stored_task(home.path(), &id);
+    assert_eq!(task["state"], "completed", "{task}");
+    let root = PathBuf::from(task["root"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(root.join("done.txt")).unwrap(),
+        "finished after EOF"
+    );
+}
+
+#[test]
+fn stdio_health_reports_the_configured_confinement_and_limits() {
+    for requirement in ["best-effort", "required"] {
+        let home = home();
+        let (mut mcp, _) = RawStdio::start(
+            home.path(),
+            &[
+                ("LEGATE_CONFINEMENT", requirement),
+                ("LEGATE_MAX_RUNNING", "3"),
+                ("LEGATE_MAX_QUEUED", "7"),
+                ("LEGATE_TASK_TIMEOUT_SECS", "123"),
+            ],
+        );
+        let health = mcp.call("health", json!({"probe": false}));
+        let health = &health["structuredContent"];
+        assert_eq!(
+            health["confinement"],
+            json!({"requirement": requirement}),
+            "{health}"
+        );
+        assert_eq!(
+            health["limits"],
+            json!({
+                "maxRunning": 3, "maxQueued": 7, "maxPendingPerContext": 20,
+                "defaultTimeoutSeconds": 123, "waitMaxSeconds": 60, "maxEvents": 1000,
+                "readLimitMax": 50000, "messageMaxChars": 2000,
+            }),
+            "{health}"
+        );
+        let agents = health["agents"].as_array().unwrap();
+        assert!(agents.iter().any(|a| a["name"] == "revisor"), "{health}");
+        for agent in agents {
+            // How much the kernel enforces depends on the machine, never on the client; a
+            // requirement that cannot be met is the agent's error code, never `none`.
+            let allowed: &[&str] = if requirement == "required" {
+                &["full", "partial", "CONFINEMENT_UNAVAILABLE"]
+            } else {
+                &["full", "partial", "none"]
+            };
+            let confinement = agent["confinement"].as_str().unwrap();
+            assert!(allowed.contains(&confinement), "{agent}");
+            assert!(agent["starts"].is_null(), "{agent}");
+            assert_eq!(agent["capabilities"], json!([]), "{agent}");
         }
-        assert!(Instant::now() < deadline, "legate mcp did not exit at EOF");
-        std::thread::sleep(Duration::from_millis(50));
+        assert!(mcp.close(Duration::from_secs(10)).success());
     }
+}
+
+#[test]
+fn cancel_ends_a_running_task_canceled() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    let report = python(home.path(), "scenarios.py", &["cancel", LEGATE]);
+    assert_eq!(report["stateBefore"], "working", "{report}");
+    assert_eq!(report["cancel"]["state"], "working", "{report}");
+    assert_eq!(report["cancel"]["cancelRequested"], true, "{report}");
+    assert_eq!(report["final"], "canceled", "{report}");
+    // The state says why it ended; a canceled task carries no error.
+    assert!(report["taskError"].is_null(), "{report}");
+    assert_eq!(report["cancelAgain"], "TASK_NOT_CANCELABLE", "{report}");
+}
+
+#[test]
+fn send_message_under_the_query_profile_makes_a_read_only_task() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    let report = python(home.path(), "scenarios.py", &["query-message", LEGATE]);
+    // The context was made by a `full` server, with a write task…
+    assert_eq!(report["firstMode"], "write", "{report}");
+    assert_eq!(report["firstState"], "completed", "{report}");
+    // …and a `query` server's message into it runs read-only: its write is refused.
+    assert_eq!(report["profile"], "query", "{report}");
+    assert_eq!(report["receipt"]["duplicate"], false, "{report}");
+    assert_eq!(report["contextId"], report["receipt"]["contextId"]);
+    assert_eq!(report["mode"], "read-only", "{report}");
+    assert_eq!(report["final"], "completed", "{report}");
+    assert_eq!(report["refusals"], 1, "{report}");
+}
+
+#[test]
+fn an_http_client_that_gives_up_on_a_wait_or_dies_mid_wait_leaves_its_task_running() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    let server = Server::start(home.path());
+    let mut leaving = python_command(
+        home.path(),
+        "scenarios.py",
+        &["leave", &server.url, &server.token],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(leaving.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the client printed nothing").unwrap();
+    let seen: Value = serde_json::from_str(&first).unwrap();
+    let id = seen["taskId"].as_str().unwrap().to_string();
+    // The client canceled one wait (notifications/cancelled), and is now mid-way through
+    // another (a progress notification of the call arrived): gone without a word, as a
+    // crashed client or a dropped connection would be.
+    leaving.kill().unwrap();
+    leaving.wait().unwrap();
+
+    let report = python(
+        home.path(),
+        "scenarios.py",
+        &["follow", &server.url, &server.token, &id],
+    );
+    assert_ne!(report["stateWhenFollowed"], "canceled", "{report}");
+    assert_eq!(report["final"], "completed", "{report}");
+    assert!(report["taskError"].is_null(), "{report}");
+    let states = report["states"].as_array().unwrap();
+    assert!(!states.iter().any(|s| s == "canceled"), "{report}");
 }

@@ -13,8 +13,10 @@ Works with the SDK's 1.x and 2.x lines.
 """
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import os
 import sys
 
 import mcp.client.session as client_session
@@ -138,37 +140,58 @@ async def exercise(session, protocol):
     }
 
 
+def server_env(extra=None):
+    """What `legate mcp` needs from this process's environment. The SDK starts a stdio server
+    with only HOME, PATH and a few more, so LEGATE_HOME (the test's throwaway state directory)
+    must be passed on explicitly or the server would use ~/.legate."""
+    env = {k: os.environ[k] for k in ("LEGATE_HOME", "LEGATE_LOG") if k in os.environ}
+    env.update(extra or {})
+    return env
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(binary, extra_env=None):
+    """A session with `binary mcp`, started by the SDK (not yet initialized)."""
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=binary, args=["mcp"], env=server_env(extra_env))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            yield session
+
+
+@contextlib.asynccontextmanager
+async def http_session(url, token):
+    """A session with `legate serve --mcp` at `url`, with the bearer token (not yet initialized)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        client = httpx2.AsyncClient(headers=headers, timeout=60)
+        transport = streamable_http_client(url, http_client=client)
+    except ImportError:
+        from mcp.client.streamable_http import streamablehttp_client
+
+        transport = streamablehttp_client(url, headers=headers)
+    async with transport as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            yield session
+
+
 async def main():
     mode, protocol = sys.argv[1], sys.argv[2]
     # The SDK offers its newest handshake revision; offer the one under test instead.
     client_session.LATEST_HANDSHAKE_VERSION = protocol
     if mode == "stdio":
-        from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
-
-        params = StdioServerParameters(command=sys.argv[3], args=["mcp"])
-        async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
-                report = await exercise(session, protocol)
+        opened = stdio_session(sys.argv[3])
     elif mode == "http":
-        url, token = sys.argv[3], sys.argv[4]
-        headers = {"Authorization": f"Bearer {token}"}
-        try:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            client = httpx2.AsyncClient(headers=headers, timeout=60)
-            transport = streamable_http_client(url, http_client=client)
-        except ImportError:
-            from mcp.client.streamable_http import streamablehttp_client
-
-            transport = streamablehttp_client(url, headers=headers)
-        async with transport as streams:
-            read, write = streams[0], streams[1]
-            async with ClientSession(read, write) as session:
-                report = await exercise(session, protocol)
+        opened = http_session(sys.argv[3], sys.argv[4])
     else:
         raise SystemExit(f"unknown mode {mode}")
+    async with opened as session:
+        report = await exercise(session, protocol)
     print(json.dumps(report), flush=True)
 
 

@@ -1,0 +1,173 @@
+"""Single behaviours of Legate's MCP front, driven with the official Python `mcp` SDK client.
+
+Run by crates/legate/tests/mcp.rs; not a test on its own. Each scenario prints JSON lines
+with what it saw (the last one is the report) and exits 0, or raises.
+
+    python3 scenarios.py leave URL TOKEN          # HTTP: run; give up on a wait; wait again and
+                                                  # print the task id at its first progress
+                                                  # notification, then hang (the test kills
+                                                  # this process mid-wait)
+    python3 scenarios.py follow URL TOKEN TASK    # HTTP: a new session follows TASK to its end
+    python3 scenarios.py cancel LEGATE_BIN        # stdio: cancel a running task
+    python3 scenarios.py query-message LEGATE_BIN # stdio: a write context, then send_message
+                                                  # into it from a `query` profile server
+
+LEGATE_HOME (and LEGATE_LOG) are passed on to the stdio servers.
+"""
+
+import asyncio
+import contextlib
+import json
+import sys
+
+from client import call, http_session, is_error, stdio_session, structured
+
+# Long enough that the task is still running when the test acts on it (it never waits for
+# it to pass: each step waits for an event instead).
+SLOW = "run sleep 3\nwrite done.txt: yes"
+
+
+def report(value):
+    print(json.dumps(value), flush=True)
+
+
+async def wait_until_ready(session, task_id):
+    """Waits (30 s per call) until the task ended; its last wait answer and every event."""
+    after, events = 0, []
+    for _ in range(30):
+        body = await call(session, "wait", {"taskId": task_id, "after": after, "timeoutSeconds": 30})
+        events.extend(body["events"])
+        after = body["nextCursor"]
+        if body["ready"] and not body["hasMore"]:
+            return body, events
+    raise AssertionError(f"task {task_id} did not end")
+
+
+async def leave(url, token):
+    async with http_session(url, token) as session:
+        await session.initialize()
+        started = await call(session, "run", {"prompt": SLOW, "agent": "revisor"})
+        task_id = started["taskId"]
+
+        async def waiting():
+            """A wait in flight: the call, and an event set at its first progress notification."""
+            notified = asyncio.Event()
+
+            async def on_progress(value, total, message):
+                notified.set()
+
+            args = {"taskId": task_id, "timeoutSeconds": 60}
+            wait = asyncio.ensure_future(call(session, "wait", args, progress_callback=on_progress))
+            await notified.wait()
+            return wait
+
+        # First the client gives up on a wait (the SDK sends notifications/cancelled)…
+        first = await waiting()
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        # …then, mid-way through another, the test kills this process.
+        await waiting()
+        report({"taskId": task_id})
+        await asyncio.sleep(3600)
+
+
+async def follow(url, token, task_id):
+    async with http_session(url, token) as session:
+        await session.initialize()
+        status = await call(session, "status", {"taskId": task_id})
+        final, events = await wait_until_ready(session, task_id)
+        states = [e["state"] for e in events if e["type"] == "status"]
+        report(
+            {
+                "stateWhenFollowed": status["task"]["state"],
+                "final": final["state"],
+                "taskError": final.get("taskError"),
+                "states": states,
+            }
+        )
+
+
+async def cancel(binary):
+    async with stdio_session(binary) as session:
+        await session.initialize()
+        started = await call(session, "run", {"prompt": "run sleep 30", "agent": "revisor"})
+        task_id = started["taskId"]
+        # Running for sure: the agent has started its command. One event per wait, since a
+        # wait otherwise returns only when the task ends.
+        after, running = 0, False
+        for _ in range(100):
+            body = await call(
+                session,
+                "wait",
+                {"taskId": task_id, "after": after, "timeoutSeconds": 10, "maxEvents": 1},
+            )
+            after = body["nextCursor"]
+            if any(e["type"] == "tool_call" for e in body["events"]):
+                running = True
+                break
+        assert running, "the command never started"
+        before = await call(session, "status", {"taskId": task_id})
+        answer = await call(session, "cancel", {"taskId": task_id[:8]})
+        final, _ = await wait_until_ready(session, task_id)
+        again = await session.call_tool("cancel", {"taskId": task_id})
+        report(
+            {
+                "stateBefore": before["task"]["state"],
+                "cancel": answer,
+                "final": final["state"],
+                "taskError": final.get("taskError"),
+                "cancelAgain": structured(again)["error"]["code"] if is_error(again) else None,
+            }
+        )
+
+
+async def query_message(binary):
+    async with stdio_session(binary, {"LEGATE_MCP_PROFILE": "full"}) as session:
+        await session.initialize()
+        started = await call(session, "run", {"prompt": "write a.txt: one", "agent": "revisor"})
+        first, _ = await wait_until_ready(session, started["taskId"])
+        first_status = await call(session, "status", {"taskId": started["taskId"]})
+    async with stdio_session(binary, {"LEGATE_MCP_PROFILE": "query"}) as session:
+        await session.initialize()
+        health = await call(session, "health", {"probe": False})
+        receipt = await call(
+            session,
+            "send_message",
+            {"contextId": started["contextId"], "messageId": "m-query", "text": "write b.txt: two"},
+        )
+        task_id = receipt["continuationTaskId"]
+        final, _ = await wait_until_ready(session, task_id)
+        status = await call(session, "status", {"taskId": task_id})
+        result = await call(session, "result", {"taskId": task_id})
+        report(
+            {
+                "firstMode": first_status["task"]["mode"],
+                "firstState": first["state"],
+                "profile": health["toolProfile"],
+                "receipt": receipt,
+                "mode": status["task"]["mode"],
+                "contextId": status["task"]["contextId"],
+                "final": final["state"],
+                "refusals": len(result["refusals"]),
+                "answer": result["answer"],
+            }
+        )
+
+
+async def main():
+    scenario, args = sys.argv[1], sys.argv[2:]
+    if scenario == "leave":
+        await leave(*args)
+    elif scenario == "follow":
+        await follow(*args)
+    elif scenario == "cancel":
+        await cancel(*args)
+    elif scenario == "query-message":
+        await query_message(*args)
+    else:
+        raise SystemExit(f"unknown scenario {scenario}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
