@@ -550,3 +550,68 @@ async fn a_client_that_leaves_does_not_cancel_its_task() {
     assert_eq!(task.state, TaskState::Completed);
     drop(_dir);
 }
+
+/// PENDING THE LEAD'S ENGINE CHANGE (not implemented on this branch): a context keeps the
+/// workspace it started in. `run` into an existing context with another workspace is
+/// INVALID_WORKSPACE and stores nothing; without one it inherits the context's. Un-ignore
+/// once the engine does this, or run it with
+/// `cargo test -p legate-mcp --test mcp_client -- --ignored a_context_keeps_its_workspace`.
+#[ignore = "needs the engine's context-workspace rule (lead's branch); un-ignore after merging"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_keeps_its_workspace() {
+    let h = harness(McpOptions::default()).await;
+    let shared = std::fs::canonicalize(h._dir.path()).unwrap().join("shared");
+    let other = shared.with_file_name("other");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+
+    let first = h
+        .call(
+            "run",
+            json!({"prompt": "write a.txt: one", "workingDirectory": shared}),
+        )
+        .await;
+    let context = first["contextId"].as_str().unwrap().to_string();
+    h.wait_done(first["taskId"].as_str().unwrap()).await;
+    assert_eq!(
+        std::fs::read_to_string(shared.join("a.txt")).unwrap(),
+        "one"
+    );
+
+    let count = |tasks: Value| tasks["tasks"].as_array().unwrap().len();
+    let before = count(h.call("tasks", json!({})).await);
+    assert_eq!(
+        h.fail(
+            "run",
+            json!({"prompt": "read a.txt", "contextId": context, "workingDirectory": other}),
+        )
+        .await,
+        "INVALID_WORKSPACE"
+    );
+    assert_eq!(count(h.call("tasks", json!({})).await), before);
+
+    let inherited = h
+        .call("run", json!({"prompt": "read a.txt", "contextId": context}))
+        .await;
+    assert_eq!(inherited["workspace"], "shared", "{inherited}");
+    let id = inherited["taskId"].as_str().unwrap().to_string();
+    h.wait_done(&id).await;
+    let status = h.call("status", json!({"taskId": id})).await;
+    assert_eq!(status["task"]["root"], shared.display().to_string());
+    let result = h.call("result", json!({"taskId": id})).await;
+    assert!(
+        result["answer"].as_str().unwrap().contains("one"),
+        "{result}"
+    );
+
+    let sandboxed = h.call("run", json!({"prompt": "What is here?"})).await;
+    assert_eq!(
+        h.fail(
+            "run",
+            json!({"prompt": "read a.txt", "contextId": sandboxed["contextId"],
+                   "workingDirectory": shared}),
+        )
+        .await,
+        "INVALID_WORKSPACE"
+    );
+}
