@@ -551,12 +551,8 @@ async fn a_client_that_leaves_does_not_cancel_its_task() {
     drop(_dir);
 }
 
-/// PENDING THE LEAD'S ENGINE CHANGE (not implemented on this branch): a context keeps the
-/// workspace it started in. `run` into an existing context with another workspace is
-/// INVALID_WORKSPACE and stores nothing; without one it inherits the context's. Un-ignore
-/// once the engine does this, or run it with
-/// `cargo test -p legate-mcp --test mcp_client -- --ignored a_context_keeps_its_workspace`.
-#[ignore = "needs the engine's context-workspace rule (lead's branch); un-ignore after merging"]
+/// A context keeps the workspace it started in: `run` into an existing context with another
+/// workspace is INVALID_WORKSPACE and stores nothing; without one it inherits the context's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_keeps_its_workspace() {
     let h = harness(McpOptions::default()).await;
