@@ -6,6 +6,11 @@
 //! | edit, delete, move with locations | allow if every path resolves inside the root |
 //! | edit, delete, move without locations | allow only if the root is Legate's own |
 //! | switch_mode | allow only the offered option that keeps supervision; owning the directory grants nothing |
+//!
+//! A `switch_mode` call whose `rawInput` names the supervised mode is still answered from the
+//! options: the key may be the model's own writing (Claude's `ExitPlanMode` input), and the
+//! option chosen is what decides where the agent goes. Only an option the preset knows to
+//! keep supervision, or one whose id is that mode, is chosen; anything else is refused.
 //! | execute, fetch, other | allow only if the root is Legate's own, or `allow_execute` |
 //!
 //! A read-only task additionally gets every edit, delete, move, execute, fetch and other tool
@@ -134,11 +139,20 @@ fn destination(request: &PermissionRequest) -> Destination<'_> {
 fn switch_mode(answer: &Answer<'_>) -> Verdict {
     let preset = answer.preset;
     match destination(answer.request) {
+        // The key is in `rawInput`, which the model may have written (Claude's ExitPlanMode
+        // passes the tool's input through): where the agent lands is decided by the option
+        // chosen, so only an option known to keep supervision, or one that names this very
+        // mode, is chosen.
         Destination::Mode(mode) if preset.is_supervised_mode(mode) => {
-            let reason = format!("{mode} is the mode in which the agent still asks before acting");
-            match keeping_option(answer) {
-                Some(option) => answer.allow_with(option, reason),
-                None => answer.allow(reason),
+            match keeping_option(answer, Some(mode)) {
+                Some(option) => answer.allow_with(
+                    option,
+                    format!("{mode} is the mode in which the agent still asks before acting"),
+                ),
+                None => answer.deny(format!(
+                    "the call names {mode}, but the option chosen decides where the agent goes: {}",
+                    no_keeping_option(answer)
+                )),
             }
         }
         Destination::Mode(mode) => match &preset.supervised_mode {
@@ -157,11 +171,15 @@ fn switch_mode(answer: &Answer<'_>) -> Verdict {
     }
 }
 
-/// The first offered allow option that the preset knows keeps supervision, `allow_once`
-/// before `allow_always`.
-fn keeping_option<'a>(answer: &Answer<'a>) -> Option<&'a PermissionOption> {
+/// The first offered allow option that the preset knows keeps supervision (or whose id is
+/// `named`, the supervised mode the call names), `allow_once` before `allow_always`. An
+/// option the preset knows to elevate is never one of them.
+fn keeping_option<'a>(answer: &Answer<'a>, named: Option<&str>) -> Option<&'a PermissionOption> {
     let keeps = |o: &&PermissionOption| {
-        o.kind.is_allow() && answer.preset.plan_exit(&o.id) == Some(PlanExit::KeepsSupervision)
+        let effect = answer.preset.plan_exit(&o.id);
+        o.kind.is_allow()
+            && (effect == Some(PlanExit::KeepsSupervision)
+                || (effect.is_none() && named == Some(o.id.as_str())))
     };
     let options = &answer.request.options;
     options
@@ -174,15 +192,21 @@ fn keeping_option<'a>(answer: &Answer<'a>) -> Option<&'a PermissionOption> {
 /// A plan exit naming no mode: answered from the preset's option table. An option whose
 /// effect is unknown is never chosen.
 fn plan_exit(answer: &Answer<'_>) -> Verdict {
-    if let Some(option) = keeping_option(answer) {
-        return answer.allow_with(
+    match keeping_option(answer, None) {
+        Some(option) => answer.allow_with(
             option,
             format!(
                 "{} leaves planning for a mode in which the agent still asks before acting",
                 option.id
             ),
-        );
+        ),
+        None => answer.deny(no_keeping_option(answer)),
     }
+}
+
+/// Why no offered option was chosen to leave planning: which ids would elevate, and which
+/// lead somewhere the preset does not know.
+fn no_keeping_option(answer: &Answer<'_>) -> String {
     let ids = |effect: Option<PlanExit>| -> Vec<&str> {
         answer
             .request
@@ -194,7 +218,7 @@ fn plan_exit(answer: &Answer<'_>) -> Verdict {
     };
     let elevating = ids(Some(PlanExit::Elevates));
     let unknown = ids(None);
-    let reason = match (elevating.is_empty(), unknown.is_empty()) {
+    match (elevating.is_empty(), unknown.is_empty()) {
         (true, true) => "no option offered leaves planning for a supervised mode".to_string(),
         (false, true) => format!(
             "every way out of planning offered ({}) would leave the supervised mode",
@@ -211,8 +235,7 @@ fn plan_exit(answer: &Answer<'_>) -> Verdict {
             answer.preset.name,
             unknown.join(", ")
         ),
-    };
-    answer.deny(reason)
+    }
 }
 
 /// Turns a ruling into a verdict with an offered option.

@@ -231,6 +231,17 @@ impl Case {
     }
 }
 
+/// A Codex plan review: `implement_plan` is chosen.
+fn codex_plan_review(name: &'static str, dir: Dir, options: Vec<PermissionOption>) -> Case {
+    case(name, dir, ToolKind::SwitchMode, options)
+        .preset(Preset::codex())
+        .raw(json!({"plan": "..."}))
+        .allows(
+            "implement_plan",
+            "implement_plan leaves planning for a mode in which the agent still asks before acting",
+        )
+}
+
 fn table() -> Vec<Case> {
     use Dir::*;
     use ToolKind::*;
@@ -348,9 +359,47 @@ fn table() -> Vec<Case> {
             .read_only()
             .denies(Some("reject"), "the task is read-only"),
         // switch_mode naming a mode: only the supervised one, owned or not.
-        case("claude switch to default", Shared, SwitchMode, claude_opts())
+        case("claude switch to default, generic options", Shared, SwitchMode, claude_opts())
             .raw(json!({"modeId": "default"}))
-            .allows("allow", "default is the mode in which the agent still asks before acting"),
+            .denies(
+                Some("reject"),
+                "the call names default, but the option chosen decides where the agent goes: the claude preset does not know where allow_always, allow would lead, so it is not chosen",
+            ),
+        case("claude switch to default, the option named default", Shared, SwitchMode, opts(&[
+            ("default", AllowOnce),
+            ("reject", RejectOnce),
+        ]))
+            .raw(json!({"modeId": "default"}))
+            .allows("default", "default is the mode in which the agent still asks before acting"),
+        // A mode key the model wrote (Claude's ExitPlanMode passes its input through) names
+        // the supervised mode while the options lead elsewhere: the options decide.
+        case("claude ExitPlanMode naming default, only dontAsk offered", Owned, SwitchMode, opts(&[
+            ("dontAsk", AllowOnce),
+            ("plan", RejectOnce),
+        ]))
+            .raw(json!({"plan": "1. write the code", "mode": "default"}))
+            .denies(
+                Some("plan"),
+                "the call names default, but the option chosen decides where the agent goes: the claude preset does not know where dontAsk would lead, so it is not chosen",
+            ),
+        case("claude ExitPlanMode naming default, only elevating ids", Shared, SwitchMode, claude_real_elevating_plan_opts())
+            .raw(json!({"plan": "1. write the code", "mode": "default"}))
+            .denies(
+                Some("plan"),
+                "the call names default, but the option chosen decides where the agent goes: every way out of planning offered (auto, acceptEdits) would leave the supervised mode",
+            ),
+        case("claude ExitPlanMode naming default, elevating and unknown, no refusal", Owned, SwitchMode, opts(&[
+            ("bypassPermissions", AllowOnce),
+            ("dontAsk", AllowAlways),
+        ]))
+            .raw(json!({"plan": "1. write the code", "currentModeId": "default"}))
+            .denies(
+                None,
+                "the call names default, but the option chosen decides where the agent goes: every way out of planning offered would leave the supervised mode (bypassPermissions) or lead somewhere the claude preset does not know (dontAsk)",
+            ),
+        case("claude ExitPlanMode naming default, the real ids", Owned, SwitchMode, claude_real_plan_opts())
+            .raw(json!({"plan": "1. write the code", "mode": "default"}))
+            .allows("default", "default is the mode in which the agent still asks before acting"),
         case("claude switch to acceptEdits, owned", Owned, SwitchMode, claude_opts())
             .raw(json!({"mode": "acceptEdits"}))
             .denies(Some("reject"), "switching to acceptEdits would leave the supervised mode default"),
@@ -364,10 +413,21 @@ fn table() -> Vec<Case> {
             .preset(Preset::codex())
             .raw(json!({"modeId": "full-access"}))
             .denies(Some("abort"), "switching to full-access would leave the supervised mode read-only"),
-        case("codex switch to read-only", Owned, SwitchMode, codex_shell_opts())
+        case("codex switch to read-only, generic options", Owned, SwitchMode, codex_shell_opts())
             .preset(Preset::codex())
             .raw(json!({"modeId": "read-only"}))
-            .allows("approved", "read-only is the mode in which the agent still asks before acting"),
+            .denies(
+                Some("abort"),
+                "the call names read-only, but the option chosen decides where the agent goes: the codex preset does not know where approved, approved-execpolicy-amendment would lead, so it is not chosen",
+            ),
+        case("codex switch to read-only, the option named read-only", Owned, SwitchMode, opts(&[
+            ("full-access", AllowOnce),
+            ("read-only", AllowAlways),
+            ("abort", RejectOnce),
+        ]))
+            .preset(Preset::codex())
+            .raw(json!({"modeId": "read-only"}))
+            .allows("read-only", "read-only is the mode in which the agent still asks before acting"),
         case("gemini switch to yolo", SharedExec, SwitchMode, gemini_opts())
             .preset(Preset::gemini())
             .raw(json!({"modeId": "yolo"}))
@@ -432,13 +492,19 @@ fn table() -> Vec<Case> {
                 Some("plan"),
                 "every way out of planning offered (auto, acceptEdits) would leave the supervised mode",
             ),
-        case("codex plan review", Owned, SwitchMode, codex_plan_opts())
-            .preset(Preset::codex())
-            .raw(json!({"plan": "..."}))
-            .allows(
-                "implement_plan",
-                "implement_plan leaves planning for a mode in which the agent still asks before acting",
-            ),
+        codex_plan_review("codex plan review", Owned, codex_plan_opts()),
+        // `implement_plan` keeps supervision, so it is chosen even beside other allows, and
+        // even when another allow has the preferred kind.
+        codex_plan_review("codex plan review beside other allows", Shared, opts(&[
+            ("approved", AllowOnce),
+            ("implement_plan", AllowOnce),
+            ("abort", RejectOnce),
+        ])),
+        codex_plan_review("codex plan review beside a preferred allow kind", Owned, opts(&[
+            ("approved", AllowOnce),
+            ("implement_plan", AllowAlways),
+            ("abort", RejectOnce),
+        ])),
         case("codex plan review, read-only task", Shared, SwitchMode, codex_plan_opts())
             .preset(Preset::codex())
             .read_only()
@@ -539,7 +605,8 @@ fn any_id() -> impl Strategy<Value = String> {
             "auto",
             "bypassPermissions",
             "plan",
-            "plan",
+            "dontAsk",
+            "read-only",
         ])
         .prop_map(String::from),
         "[a-z_-]{0,12}",
@@ -581,7 +648,9 @@ fn any_raw_input() -> impl Strategy<Value = Option<serde_json::Value>> {
     prop_oneof![
         Just(None),
         Just(Some(json!("not an object"))),
-        (key, mode).prop_map(|(k, v)| Some(json!({ k: v }))),
+        (key, mode.clone()).prop_map(|(k, v)| Some(json!({ k: v }))),
+        // Claude's ExitPlanMode input with a mode key the model added.
+        mode.prop_map(|v| Some(json!({"plan": "1. write the code", "mode": v}))),
     ]
 }
 
@@ -623,6 +692,15 @@ proptest! {
             if verdict.is_allow() {
                 prop_assert!(options.iter().any(|o| &o.id == id && o.kind.is_allow()));
                 prop_assert!(preset.plan_exit(id) != Some(PlanExit::Elevates));
+                // Leaving a mode takes an option known to keep supervision, or one named
+                // after the supervised mode; never a generic allow.
+                if kind == ToolKind::SwitchMode {
+                    prop_assert!(
+                        preset.plan_exit(id) == Some(PlanExit::KeepsSupervision)
+                            || preset.is_supervised_mode(id),
+                        "switch_mode allowed with {id}"
+                    );
+                }
             }
         }
         if verdict.is_allow() {
