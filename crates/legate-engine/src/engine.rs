@@ -634,6 +634,8 @@ impl Engine {
 
     /// Starts an agent for real (spawn, handshake, a session in a throwaway directory under
     /// `$LEGATE_HOME/probes/`), then stops it. Nothing is prompted and nothing is stored.
+    /// An agent whose process would run unconfined under `confinement = "required"` is not
+    /// started: `CONFINEMENT_UNAVAILABLE`.
     pub async fn probe(&self, name: &str, limit: Duration) -> Result<AgentInfo> {
         let inner = &self.inner;
         let (agent, backend, boundary) = self.probe_setup(name)?;
@@ -693,6 +695,8 @@ impl Engine {
     /// What [`Engine::probe`] and [`Engine::models`] start from: the agent, its backend, and a
     /// throwaway directory under `$LEGATE_HOME/probes/` (the caller removes it).
     fn probe_setup(&self, name: &str) -> Result<(AgentSpec, Arc<dyn Backend>, Boundary)> {
+        // Nothing starts unconfined under `confinement = "required"`.
+        self.confinement(name)?;
         let agent = self.agent(name)?.clone();
         let backend = self
             .inner

@@ -3,11 +3,12 @@
 //! Probing is the engine's (`Engine::probe`): it starts the agent for real, in a throwaway
 //! directory, then stops it. Nothing is prompted and no task is stored. Confinement is the
 //! engine's report too (`Engine::confinement`): fully, partly or not enforced, or
-//! `CONFINEMENT_UNAVAILABLE` when the configuration requires it and it cannot be had.
+//! `CONFINEMENT_UNAVAILABLE` when the configuration requires it and it cannot be had. It is
+//! checked before probing: such an agent is shown `not started` and is never spawned.
 
 use crate::config::Config;
 use anyhow::Result;
-use legate_core::AgentKind;
+use legate_core::{AgentKind, AgentSpec};
 use legate_engine::Engine;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -26,38 +27,11 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
         }
     }
     for spec in agents.values() {
-        let (starts, detail) = match engine {
-            None => (None, "not probed".to_string()),
-            Some(_) if spec.kind == AgentKind::Acp && find_program(&spec.command).is_none() => (
-                Some(false),
-                format!(
-                    "does not start: AGENT_START_FAILED: {} is not on PATH",
-                    spec.command
-                ),
-            ),
-            Some(engine) => match engine.probe(&spec.name, PROBE_TIMEOUT).await {
-                Ok(info) => (
-                    Some(true),
-                    format!(
-                        "starts ({} {}){}",
-                        info.name.as_deref().unwrap_or("unnamed"),
-                        info.version.as_deref().unwrap_or("?"),
-                        if info.capabilities.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; capabilities: {}", info.capabilities.join(", "))
-                        }
-                    ),
-                ),
-                Err(e) => (Some(false), format!("does not start: {e}")),
-            },
-        };
-        // How the kernel confines this agent's process: the backend's report through the
-        // engine, or (unprobed) what this kernel can enforce at all.
-        let confinement = match engine {
-            Some(engine) => engine.confinement(&spec.name),
-            None => Ok(legate_sandbox::Confinement::probe()),
-        };
+        let Row {
+            starts,
+            detail,
+            confinement,
+        } = row(spec, engine).await;
         let (confinement_wire, confinement_text) = match &confinement {
             Ok(e) => (e.as_str().to_string(), format!("confinement {e}")),
             Err(e) => ("unavailable".to_string(), e.to_string()),
@@ -88,6 +62,64 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `legate agents` says about one agent.
+struct Row {
+    /// Whether it starts; `None` when not probed.
+    starts: Option<bool>,
+    detail: String,
+    /// How the kernel confines its process: the backend's report through the engine, or
+    /// (unprobed) what this kernel can enforce at all.
+    confinement: legate_core::Result<legate_sandbox::Enforcement>,
+}
+
+/// Probes one agent. Confinement is checked first: an agent whose process the kernel could not
+/// confine is never started when the configuration requires confinement.
+async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
+    let confinement = match engine {
+        Some(engine) => engine.confinement(&spec.name),
+        None => Ok(legate_sandbox::Confinement::probe()),
+    };
+    let (starts, detail) = match (engine, &confinement) {
+        (None, _) => (None, "not probed".to_string()),
+        (Some(_), Err(_)) => (
+            Some(false),
+            "not started (confinement is required)".to_string(),
+        ),
+        (Some(_), Ok(_))
+            if spec.kind == AgentKind::Acp && find_program(&spec.command).is_none() =>
+        {
+            (
+                Some(false),
+                format!(
+                    "does not start: AGENT_START_FAILED: {} is not on PATH",
+                    spec.command
+                ),
+            )
+        }
+        (Some(engine), Ok(_)) => match engine.probe(&spec.name, PROBE_TIMEOUT).await {
+            Ok(info) => (
+                Some(true),
+                format!(
+                    "starts ({} {}){}",
+                    info.name.as_deref().unwrap_or("unnamed"),
+                    info.version.as_deref().unwrap_or("?"),
+                    if info.capabilities.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; capabilities: {}", info.capabilities.join(", "))
+                    }
+                ),
+            ),
+            Err(e) => (Some(false), format!("does not start: {e}")),
+        },
+    };
+    Row {
+        starts,
+        detail,
+        confinement,
+    }
+}
+
 /// Where `command` would be found, as `execvp` looks.
 fn find_program(command: &str) -> Option<PathBuf> {
     let p = Path::new(command);
@@ -98,4 +130,104 @@ fn find_program(command: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(command))
         .find(|c| c.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use legate_backend::acp::AcpBackend;
+    use legate_backend::{AgentSession, Backend, EventSink, SessionRequest};
+    use legate_core::ErrorCode;
+    use legate_engine::{EngineConfig, Paths};
+    use legate_sandbox::Requirement;
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A real ACP backend that reports its processes unconfined (as on a kernel without
+    /// Landlock, through the trait's default `confinement`), counting the agents it starts.
+    #[derive(Debug)]
+    struct Unconfined {
+        inner: AcpBackend,
+        opened: Arc<AtomicUsize>,
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for Unconfined {
+        async fn open(
+            &self,
+            request: SessionRequest,
+            sink: EventSink,
+        ) -> legate_core::Result<Arc<dyn AgentSession>> {
+            self.opened.fetch_add(1, Ordering::SeqCst);
+            self.inner.open(request, sink).await
+        }
+    }
+
+    /// An engine whose one agent, once spawned, leaves `started` in its state directory (its
+    /// `HOME`), and the count of agents its backend was asked to start.
+    fn engine(home: &Path, confinement: Requirement) -> (Engine, Arc<AtomicUsize>, AgentSpec) {
+        let spec: AgentSpec = serde_json::from_value(json!({
+            "name": "agent", "kind": "acp", "command": "sh",
+            "args": ["-c", "touch \"$HOME/started\""],
+        }))
+        .unwrap();
+        let mut config = EngineConfig::new(Paths::new(home));
+        config.agents = BTreeMap::from([("agent".to_string(), spec.clone())]);
+        config.default_agent = "agent".into();
+        config.confinement = confinement;
+        let opened = Arc::new(AtomicUsize::new(0));
+        let backend: Arc<dyn Backend> = Arc::new(Unconfined {
+            inner: AcpBackend::new(),
+            opened: opened.clone(),
+        });
+        let engine = Engine::start(
+            config,
+            HashMap::from([(AgentKind::Acp, backend)]),
+            Arc::new(legate_supervisor::Rules),
+        )
+        .unwrap();
+        (engine, opened, spec)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn required_confinement_that_cannot_be_had_starts_no_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let (engine, opened, spec) = engine(&home, Requirement::Required);
+        let row = row(&spec, Some(&engine)).await;
+        assert_eq!(row.starts, Some(false));
+        assert_eq!(row.detail, "not started (confinement is required)");
+        let err = row.confinement.unwrap_err();
+        assert_eq!(err.code, ErrorCode::ConfinementUnavailable, "{err}");
+        // Nothing was spawned: the backend was never asked, and the agent left no trace.
+        assert_eq!(opened.load(Ordering::SeqCst), 0);
+        assert!(!home.join("agents/agent/started").exists());
+        // The engine's probe refuses it on its own, too.
+        let err = engine
+            .probe("agent", PROBE_TIMEOUT)
+            .await
+            .expect_err("not probed");
+        assert_eq!(err.code, ErrorCode::ConfinementUnavailable, "{err}");
+        assert_eq!(opened.load(Ordering::SeqCst), 0);
+        engine.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn best_effort_probes_the_same_agent_for_real() {
+        // The control: the same agent, without the requirement, is spawned (and fails its
+        // handshake, since `sh` speaks no ACP), so the test above would see a spawn.
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let (engine, opened, spec) = engine(&home, Requirement::BestEffort);
+        let row = row(&spec, Some(&engine)).await;
+        assert_eq!(row.starts, Some(false), "{}", row.detail);
+        assert!(row.detail.starts_with("does not start: "), "{}", row.detail);
+        assert_eq!(row.confinement.unwrap(), legate_sandbox::Enforcement::None);
+        assert_eq!(opened.load(Ordering::SeqCst), 1);
+        assert!(home.join("agents/agent/started").exists());
+        engine.shutdown().await;
+    }
 }

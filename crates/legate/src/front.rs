@@ -18,7 +18,7 @@ pub const DEFAULT_HOST: &str = "127.0.0.1";
 pub fn start_engine(config: &EngineConfig) -> Result<Engine> {
     Ok(Engine::start(
         config.clone(),
-        crate::backends(),
+        crate::backends(config.confinement),
         Arc::new(legate_supervisor::Rules),
     )?)
 }

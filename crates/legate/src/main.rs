@@ -479,10 +479,11 @@ where
     result
 }
 
-/// The backends this build has.
-pub fn backends() -> HashMap<AgentKind, Arc<dyn Backend>> {
-    let acp: Arc<dyn Backend> = Arc::new(AcpBackend::default());
-    let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default());
+/// The backends this build has, each refusing to start an agent the kernel cannot confine
+/// when `confinement` is required.
+pub fn backends(confinement: legate_sandbox::Requirement) -> HashMap<AgentKind, Arc<dyn Backend>> {
+    let acp: Arc<dyn Backend> = Arc::new(AcpBackend::default().with_confinement(confinement));
+    let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default().with_confinement(confinement));
     HashMap::from([
         (AgentKind::Acp, acp.clone()),
         (AgentKind::Revisor, acp),
