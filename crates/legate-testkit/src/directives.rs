@@ -1,5 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!chunks`, `!write-outside`,
-//! `!stderr`), implemented as a [`DirectiveHook`] installed into revisor.
+//! `!stderr`, `!fail-tool`, `!stop`), implemented as a [`DirectiveHook`] installed into
+//! revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -11,6 +12,7 @@ use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, SessionNotification, SessionUpdate, StopReason, TextContent,
+    ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -26,15 +28,44 @@ pub const OUTSIDE_CONTENT: &str = "written by legate-scripted-agent without aski
 /// The text of the one message chunk `!exit` sends before exiting.
 pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 
+/// The text of the tool call `!fail-tool` fails.
+pub const FAILED_TOOL_TEXT: &str = "exit status 1";
+
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 6] = [
+pub const VERBS: [&str; 8] = [
     "exit",
     "hang",
     "garbage",
     "chunks",
     "write-outside",
     "stderr",
+    "fail-tool",
+    "stop",
 ];
+
+/// `!fail-tool`: a tool call that fails without asking (the way Codex reports a command that
+/// failed), announced `in_progress` and then `failed` with [`FAILED_TOOL_TEXT`].
+fn fail_tool(context: &DirectiveContext, title: &str) -> Result<(), agent_client_protocol::Error> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = format!(
+        "fail-tool-{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let title = if title.is_empty() { "a command" } else { title };
+    context.send_update(SessionUpdate::ToolCall(
+        ToolCall::new(id.clone(), title)
+            .kind(ToolKind::Execute)
+            .status(ToolCallStatus::InProgress),
+    ))?;
+    context.send_update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        id,
+        ToolCallUpdateFields::new()
+            .status(ToolCallStatus::Failed)
+            .content(vec![ToolCallContent::from(ContentBlock::Text(
+                TextContent::new(FAILED_TOOL_TEXT),
+            ))]),
+    )))
+}
 
 /// The scripted agent's directives.
 #[derive(Debug, Clone)]
@@ -157,6 +188,19 @@ impl DirectiveHook for ScriptedDirectives {
                     eprintln!("{rest}");
                     Directed::Continue
                 }
+                "fail-tool" => {
+                    let _ = fail_tool(&context, rest);
+                    Directed::Continue
+                }
+                "stop" => match serde_json::from_value::<StopReason>(serde_json::json!(rest)) {
+                    Ok(reason) => Directed::EndTurn(reason),
+                    Err(_) => {
+                        let _ = context.send_message_chunk(&format!(
+                            "!stop needs an ACP stop reason (end_turn, max_tokens, max_turn_requests, refusal, cancelled), not {rest:?}\n"
+                        ));
+                        Directed::Continue
+                    }
+                },
                 _ => Directed::Continue,
             }
         }
@@ -177,6 +221,8 @@ mod tests {
         assert!(hook.claims("!HANG"));
         assert!(hook.claims("!chunks 100"));
         assert!(hook.claims("!write-outside /tmp/x"));
+        assert!(hook.claims("!fail-tool cargo build"));
+        assert!(hook.claims("!stop refusal"));
         assert!(!hook.claims("!nope"));
         assert!(!hook.claims("exit 3"));
         assert!(!hook.claims("write a: b"));

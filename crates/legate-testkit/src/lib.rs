@@ -20,6 +20,7 @@
 //! | `exit-at-start` | exit with code 3 before reading anything |
 //! | `garbage-at-start` | write [`GARBAGE_LINE`] (not JSON) to stdout, then serve normally |
 //! | `hang-initialize` | never answer anything (not even `initialize`); keep reading stdin, exit 0 at its end |
+//! | `auth-prompt` | serve normally, but answer every `session/prompt` with JSON-RPC error [`AUTH_ERROR_CODE`] ("Authentication required"), as Claude's adapter does when it is not logged in |
 //! | anything else | print an error to stderr and exit 2 |
 //!
 //! # Directives in a prompt
@@ -36,6 +37,8 @@
 //! | `!chunks <N> [R]` | send N `agent_message_chunk`s of about 40 bytes, each stamped with its creation time, as fast as possible or paced at R per second, then end the turn `end_turn` (no answer) |
 //! | `!write-outside <abs path>` | write [`directives::OUTSIDE_CONTENT`] to that file directly, without asking; report "written" or "failed: …" in a message chunk |
 //! | `!stderr <text>` | write the text as a line to stderr |
+//! | `!fail-tool <title>` | a tool call (kind `execute`, the title given) that fails without asking, as Codex reports a failed command: `in_progress`, then `failed` with [`directives::FAILED_TOOL_TEXT`]; the turn goes on (and ends `end_turn`) |
+//! | `!stop <reason>` | end the turn now with this ACP stop reason (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`), skipping the rest and the answer |
 //!
 //! Stdout goes through a [pump](mod@pump): revisor writes into an in-process pipe and the pump
 //! copies accumulated bytes to the real stdout in large writes, which keeps `!chunks` cheap,
@@ -77,6 +80,8 @@ pub const AGENT_BIN: &str = "legate-scripted-agent";
 pub const GARBAGE_LINE: &str = "legate-scripted-agent: this line is not JSON";
 /// The exit code of `exit-at-start`.
 pub const EXIT_AT_START_CODE: i32 = 3;
+/// The JSON-RPC error code `auth-prompt` answers prompts with (ACP's "authentication required").
+pub const AUTH_ERROR_CODE: i64 = -32000;
 
 /// A fault chosen at start through [`FAULT_ENV`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +94,8 @@ pub enum Fault {
     GarbageAtStart,
     /// Read stdin forever, answer nothing.
     HangInitialize,
+    /// Serve normally, but answer every prompt with [`AUTH_ERROR_CODE`].
+    AuthPrompt,
 }
 
 impl Fault {
@@ -102,6 +109,7 @@ impl Fault {
             "exit-at-start" => Ok(Self::ExitAtStart),
             "garbage-at-start" => Ok(Self::GarbageAtStart),
             "hang-initialize" => Ok(Self::HangInitialize),
+            "auth-prompt" => Ok(Self::AuthPrompt),
             other => Err(format!("unknown {FAULT_ENV} value {other:?}")),
         }
     }
@@ -137,19 +145,22 @@ pub async fn run(fault: Fault) -> i32 {
                 return 1;
             }
         }
-        Fault::None => {}
+        Fault::None | Fault::AuthPrompt => {}
     }
 
     let (inject, injections) = mpsc::unbounded_channel();
     let (agent_out, pump_in) = tokio::io::duplex(256 * 1024);
+    let input: Box<dyn tokio::io::AsyncRead + Send + Unpin> = if fault == Fault::AuthPrompt {
+        let (filtered, agent_in) = tokio::io::duplex(256 * 1024);
+        tokio::spawn(refuse_prompts(tokio::io::stdin(), filtered, inject.clone()));
+        Box::new(agent_in)
+    } else {
+        Box::new(tokio::io::stdin())
+    };
     let options = RevisorOptions {
         directive: Some(Arc::new(ScriptedDirectives::new(inject))),
     };
-    let serve = legate_revisor::serve_with(
-        tokio::io::stdin().compat(),
-        agent_out.compat_write(),
-        options,
-    );
+    let serve = legate_revisor::serve_with(input.compat(), agent_out.compat_write(), options);
     let pumping = pump(pump_in, injections, tokio::io::stdout());
     tokio::pin!(serve);
     tokio::pin!(pumping);
@@ -173,6 +184,37 @@ pub async fn run(fault: Fault) -> i32 {
                     }
                 };
             }
+        }
+    }
+}
+
+/// `auth-prompt`: copies the client's lines to revisor, except `session/prompt` requests,
+/// which are answered with [`AUTH_ERROR_CODE`] through the pump instead.
+async fn refuse_prompts(
+    from: impl tokio::io::AsyncRead + Unpin,
+    mut to: impl tokio::io::AsyncWrite + Unpin,
+    inject: mpsc::UnboundedSender<pump::Injection>,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let request: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if request["method"] == "session/prompt" {
+            let answer = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "error": {"code": AUTH_ERROR_CODE, "message": "Authentication required"},
+            });
+            let _ = inject.send(pump::Injection::Line(answer.to_string()));
+            continue;
+        }
+        let written = async {
+            to.write_all(line.as_bytes()).await?;
+            to.write_all(b"\n").await?;
+            to.flush().await
+        };
+        if written.await.is_err() {
+            return;
         }
     }
 }
@@ -304,6 +346,7 @@ mod tests {
             Fault::parse("hang-initialize").unwrap(),
             Fault::HangInitialize
         );
+        assert_eq!(Fault::parse("auth-prompt").unwrap(), Fault::AuthPrompt);
         assert!(Fault::parse("explode").is_err());
     }
 }

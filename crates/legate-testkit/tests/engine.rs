@@ -52,6 +52,7 @@ fn engine_at(dir: &std::path::Path, tune: impl FnOnce(&mut EngineConfig)) -> Eng
         ("exit-at-start", Some("exit-at-start")),
         ("hang-initialize", Some("hang-initialize")),
         ("garbage-at-start", Some("garbage-at-start")),
+        ("auth-prompt", Some("auth-prompt")),
     ] {
         config.agents.insert(name.into(), spec(name, fault));
     }
@@ -168,6 +169,50 @@ async fn an_agent_that_exits_mid_turn_ends_with_agent_exited() {
     let task = run(&h, request("!exit 3")).await;
     assert_eq!(task.state, TaskState::Failed, "{task:?}");
     assert_eq!(task.error_code(), Some(ErrorCode::AgentExited), "{task:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_tool_calls_of_a_turn_that_ends_end_turn_are_counted_in_the_status() {
+    // Codex reports a turn whose commands failed with `end_turn`: the task completes, and
+    // its status says how many tool calls failed.
+    let h = harness(|_| {});
+    let task = run(&h, request("run true\n!fail-tool cargo build")).await;
+    assert_eq!(task.state, TaskState::Completed, "{task:?}");
+    let result = task.result.clone().unwrap();
+    assert_eq!(result.stop_reason.as_deref(), Some("end_turn"));
+    assert_eq!((result.failed_tool_calls, result.tool_calls), (1, 2));
+    assert_eq!(
+        task.status_message.as_deref(),
+        Some("1 of 2 tool calls failed"),
+        "{task:?}"
+    );
+    let events = h.engine.events(&task.id, 0, 10_000).unwrap();
+    assert!(events.iter().any(|e| matches!(
+        &e.kind,
+        EventKind::ToolCallUpdate(u) if u.status == Some(legate_core::ToolStatus::Failed)
+    )));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auth_error_at_the_prompt_ends_the_task_auth_required() {
+    // -32000 at `session/prompt` (Claude's adapter when it is not logged in).
+    let h = harness(|_| {});
+    let mut req = request("write a.txt: hello");
+    req.agent = Some("auth-prompt".into());
+    let task = run(&h, req).await;
+    assert_eq!(task.state, TaskState::AuthRequired, "{task:?}");
+    assert_eq!(
+        task.error_code(),
+        Some(ErrorCode::AgentAuthRequired),
+        "{task:?}"
+    );
+    let message = task.status_message.clone().unwrap_or_default();
+    assert!(
+        message.contains("log in with the agent's own CLI"),
+        "{message}"
+    );
+    let root = task.root.clone().unwrap();
+    assert!(!root.join("a.txt").exists(), "the turn never ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
