@@ -1315,14 +1315,16 @@ fn ended(mut t: Task, ending: Ending) -> (Task, Vec<EventKind>) {
         (Some(r), Some(f)) => Some(format!("{r}; {f}")),
         (r, f) => r.or(f),
     };
+    // What the supervisor refused travels with every ending but a question to the caller.
+    let noted = |head: String| match &note {
+        Some(n) => format!("{head}; {n}"),
+        None => head,
+    };
     let message = match (&error, state) {
-        (Some(e), _) => Some(e.message.clone()),
-        (None, TaskState::Canceled) => Some(match &note {
-            Some(n) => format!("canceled; {n}"),
-            None => "canceled".to_string(),
-        }),
+        (Some(e), _) => Some(noted(e.message.clone())),
+        (None, TaskState::Canceled) => Some(noted("canceled".to_string())),
         (None, TaskState::InputRequired) => Some(answer_or(&result.text, INPUT_REQUIRED_MESSAGE)),
-        (None, TaskState::Rejected) => Some(answer_or(&result.text, REJECTED_MESSAGE)),
+        (None, TaskState::Rejected) => Some(noted(answer_or(&result.text, REJECTED_MESSAGE))),
         (None, _) => note,
     };
     t.state = state;

@@ -1,5 +1,6 @@
 //! Supervision that holds: the kernel stops a write the agent never asked about, the task
-//! says how it was confined, and refusals travel into the status of a canceled task.
+//! says how it was confined, and refusals travel into the status of a task that ends
+//! canceled, failed or rejected.
 //! Real processes (the scripted agent), the real kernel (Landlock) and a real store.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -230,6 +231,33 @@ async fn a_canceled_task_still_lists_what_the_supervisor_refused() {
     let message = task.status_message.clone().unwrap();
     assert!(
         message.starts_with("canceled; refused by the supervisor: "),
+        "{message}"
+    );
+    assert!(message.contains("escape.txt"), "{message}");
+    assert_eq!(task.result.as_ref().unwrap().refusals.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_and_rejected_tasks_still_list_what_the_supervisor_refused() {
+    let h = harness(|_| {});
+    // Failed: the agent exits mid-turn after a refusal.
+    let (task, _) = run(&h, "write ../escape.txt: should be refused\n!exit 3").await;
+    assert_eq!(task.state, TaskState::Failed, "{task:?}");
+    assert_eq!(task.error_code(), Some(ErrorCode::AgentExited), "{task:?}");
+    let message = task.status_message.clone().unwrap();
+    let error = task.error.as_ref().unwrap().message.clone();
+    assert!(
+        message.starts_with(&format!("{error}; refused by the supervisor: ")),
+        "{message}"
+    );
+    assert!(message.contains("escape.txt"), "{message}");
+
+    // Rejected: the agent ends its turn with `refusal` after a refusal.
+    let (task, _) = run(&h, "write ../escape.txt: should be refused\n!stop refusal").await;
+    assert_eq!(task.state, TaskState::Rejected, "{task:?}");
+    let message = task.status_message.clone().unwrap();
+    assert!(
+        message.contains("; refused by the supervisor: "),
         "{message}"
     );
     assert!(message.contains("escape.txt"), "{message}");
