@@ -132,3 +132,155 @@ fn report_fs(shared: &Shared, op: &str, path: &std::path::Path, refused: Option<
         reason: refused.map(|r| r.reason.clone()),
     });
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::EventSink;
+    use legate_core::{Boundary, PermissionRequest, TaskMode};
+    use legate_supervisor::{Preset, Supervision, Supervisor};
+    use proptest::prelude::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// A supervisor that answers whatever it was given, offered or not: the handler is what
+    /// must keep the reply honest.
+    #[derive(Debug)]
+    struct Answers(Verdict);
+
+    impl Supervisor for Answers {
+        fn decide(&self, _: &Supervision, _: &PermissionRequest) -> Verdict {
+            self.0.clone()
+        }
+    }
+
+    const KINDS: [&str; 4] = ["allow_once", "allow_always", "reject_once", "reject_always"];
+
+    fn any_id() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "allow",
+                "reject",
+                "approved",
+                "abort",
+                "proceed_once",
+                "cancel",
+                "default",
+                "plan",
+                "implement_plan",
+            ])
+            .prop_map(String::from),
+            "[a-z_-]{0,8}",
+        ]
+    }
+
+    fn any_verdict() -> impl Strategy<Value = Verdict> {
+        (any::<bool>(), prop::option::of(any_id()), "[a-z ]{0,12}").prop_map(
+            |(allow, option_id, reason)| Verdict {
+                decision: if allow {
+                    Decision::Allow
+                } else {
+                    Decision::Deny
+                },
+                option_id,
+                reason,
+            },
+        )
+    }
+
+    fn any_tool_kind() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec!["edit", "execute", "switch_mode", "other", "read"])
+    }
+
+    /// Answers one `session/request_permission` with `verdict`; the reply and the one event
+    /// it made.
+    fn answer(
+        verdict: Verdict,
+        options: &[(String, &str)],
+        tool_kind: &str,
+    ) -> (acp::RequestPermissionResponse, Vec<EventKind>) {
+        let root = std::env::temp_dir();
+        let boundary = Boundary {
+            root: root.clone(),
+            owned: true,
+            allow_execute: false,
+        };
+        let shared = Shared::new(
+            Arc::new(Answers(verdict)),
+            Supervision {
+                boundary,
+                mode: TaskMode::Write,
+                preset: Preset::claude(),
+            },
+            root,
+        );
+        let (sink, mut events) = EventSink::channel();
+        shared.route_to(sink, Some(TaskMode::Write));
+        let options: Vec<_> = options
+            .iter()
+            .map(|(id, kind)| json!({"optionId": id, "name": id, "kind": kind}))
+            .collect();
+        let req: acp::RequestPermissionRequest = serde_json::from_value(json!({
+            "sessionId": "s-1",
+            "toolCall": {"toolCallId": "call-1", "title": "a tool", "kind": tool_kind},
+            "options": options,
+        }))
+        .unwrap();
+        let reply = permission(&shared, &req);
+        shared.clear();
+        let mut emitted = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            emitted.push(e);
+        }
+        (reply, emitted)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever the supervisor answers, the agent gets an id it offered or `cancelled`; a
+        /// refusal never goes out as an allowing option; and the one permission event says
+        /// exactly what was answered.
+        #[test]
+        fn the_reply_is_an_offered_id_or_cancelled(
+            verdict in any_verdict(),
+            options in prop::collection::vec((any_id(), prop::sample::select(KINDS.to_vec())), 0..5),
+            tool_kind in any_tool_kind(),
+        ) {
+            let (reply, events) = answer(verdict.clone(), &options, tool_kind);
+            let sent = match &reply.outcome {
+                acp::RequestPermissionOutcome::Selected(s) => Some(s.option_id.0.to_string()),
+                acp::RequestPermissionOutcome::Cancelled => None,
+                other => panic!("unexpected outcome {other:?}"),
+            };
+            if let Some(id) = &sent {
+                let offered = options.iter().find(|(o, _)| o == id);
+                prop_assert!(offered.is_some(), "{id} was not offered: {options:?}");
+                // The supervisor's choice goes out unchanged when it was offered.
+                prop_assert_eq!(Some(id), verdict.option_id.as_ref());
+                if verdict.decision == Decision::Deny {
+                    let first = options.iter().find(|(o, _)| o == id).map(|(_, k)| *k);
+                    prop_assert!(
+                        matches!(first, Some("reject_once" | "reject_always")),
+                        "a refusal answered with {id} ({first:?})"
+                    );
+                }
+            }
+            prop_assert_eq!(events.len(), 1, "{:?}", events);
+            match &events[0] {
+                EventKind::Permission { verdict: recorded, offered, .. } => {
+                    prop_assert_eq!(&recorded.option_id, &sent);
+                    let ids: Vec<String> = options.iter().map(|(o, _)| o.clone()).collect();
+                    prop_assert_eq!(offered, &ids);
+                    if sent.is_none() && verdict.decision == Decision::Allow && verdict.option_id.is_some() {
+                        // An allow whose option was dropped is recorded as the refusal it became.
+                        prop_assert_eq!(recorded.decision, Decision::Deny);
+                    }
+                }
+                other => prop_assert!(false, "not a permission event: {:?}", other),
+            }
+        }
+    }
+}
