@@ -317,12 +317,15 @@ impl AcpBackend {
             crate::cleanup::check(dir, &root)?;
         }
         let preset = request.supervision.preset.name.as_str();
-        let launch = launch::launch(
+        let mut launch = launch::launch(
             preset,
             &root,
             request.state_dir.as_deref(),
+            request.agent.env.get("HOME").map(std::path::Path::new),
             sys::running_as_root(),
         )?;
+        // Kept by the session: removed, when empty, once nothing of the session is left.
+        let session_tmp = launch.session_tmp.take();
         let confinement = launch
             .writable
             .iter()
@@ -364,11 +367,14 @@ impl AcpBackend {
         };
         let process = ProcessGroup::watch(child, self.kill_grace);
         info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
-        let shared = Arc::new(Shared::new(
-            request.supervisor.clone(),
-            request.supervision.clone(),
-            root,
-        ));
+        let shared = Arc::new(
+            Shared::new(
+                request.supervisor.clone(),
+                request.supervision.clone(),
+                root,
+            )
+            .keeping(session_tmp),
+        );
         shared.route_to(sink.clone(), None);
         stderr::spawn(stderr_pipe, shared.clone());
         let connection = match Connection::start(stdin, stdout, shared.clone()).await {

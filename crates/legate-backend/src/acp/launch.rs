@@ -8,13 +8,16 @@
 //! These facts come from `/work/shared/ACP-ADAPTERS.md`.
 //!
 //! It never spawns and never decides permissions; it only creates the private directories
-//! the launch needs (mode 0700).
+//! the launch needs (mode 0700), and removes the one it made inside a workspace root
+//! ([`SessionTmp`]) when the session ends and the agent left it empty.
 
 use legate_core::{Error, ErrorCode, Result};
 use std::ffi::OsString;
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-/// The directory, inside the workspace root, that is Codex's private `TMPDIR`.
+/// The directory, inside the workspace root, that holds Codex's private `TMPDIR`s: one
+/// directory per session beneath it ([`SessionTmp`]).
 pub const CODEX_TMP: &str = ".legate-tmp";
 
 /// Variables set for Claude Code: no telemetry, no update checks, no nonessential traffic.
@@ -66,7 +69,7 @@ const GEMINI_KEEP_OUT: &[&str] = &[
 ];
 
 /// One agent's launch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Launch {
     /// Set unless the spec sets the same name.
     pub(crate) set: Vec<(String, OsString)>,
@@ -80,6 +83,79 @@ pub(crate) struct Launch {
     pub(crate) writable: Vec<PathBuf>,
     /// Whether the `fs` client capability is advertised.
     pub(crate) advertise_fs: bool,
+    /// The temp directory this launch made inside the root (Codex's), to be kept for as long
+    /// as the session lives.
+    pub(crate) session_tmp: Option<SessionTmp>,
+}
+
+/// A private temp directory made for one session inside its workspace root
+/// (`<root>/.legate-tmp/<session>/`). When dropped, at the end of the session, it is removed
+/// if the agent left it empty, and so is `.legate-tmp` when no other session's directory is
+/// left in it; a directory with something in it is left as it is, and logged. One directory
+/// per session, so that sessions sharing a root never remove each other's.
+#[derive(Debug)]
+pub(crate) struct SessionTmp {
+    dir: PathBuf,
+}
+
+impl SessionTmp {
+    /// Makes a new directory beneath `<root>/.legate-tmp/` (mode 0700; never one that exists).
+    fn create(root: &Path) -> Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let parent = root.join(CODEX_TMP);
+        let mut last = None;
+        for _ in 0..16 {
+            private_dir(&parent)?;
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = parent.join(format!("{}-{n}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Ok(Self { dir }),
+                // Left by an earlier process with this pid, or the parent was removed by a
+                // session ending meanwhile: another name, or the parent again.
+                Err(e) if matches!(e.kind(), ErrorKind::AlreadyExists | ErrorKind::NotFound) => {
+                    last = Some(e);
+                }
+                Err(e) => return Err(start_failed(&dir, &e)),
+            }
+        }
+        let e = last.unwrap_or_else(|| std::io::Error::from(ErrorKind::AlreadyExists));
+        Err(start_failed(&parent, &e))
+    }
+
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for SessionTmp {
+    fn drop(&mut self) {
+        match std::fs::remove_dir(&self.dir) {
+            Ok(()) => {
+                // Fails, harmlessly, while another session's directory is in it.
+                if let Some(parent) = self.dir.parent() {
+                    let _ = std::fs::remove_dir(parent);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => tracing::info!(
+                dir = %self.dir.display(),
+                error = %e,
+                "the agent's temp directory in its workspace was left: the agent left files in it"
+            ),
+        }
+    }
+}
+
+fn start_failed(dir: &Path, e: &std::io::Error) -> Error {
+    Error::new(
+        ErrorCode::AgentStartFailed,
+        format!(
+            "could not create the agent's directory {}: {e}",
+            dir.display()
+        ),
+    )
 }
 
 fn private_dir(dir: &Path) -> Result<()> {
@@ -88,15 +164,7 @@ fn private_dir(dir: &Path) -> Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| {
-            Error::new(
-                ErrorCode::AgentStartFailed,
-                format!(
-                    "could not create the agent's directory {}: {e}",
-                    dir.display()
-                ),
-            )
-        })
+        .map_err(|e| start_failed(dir, &e))
 }
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, OsString)> {
@@ -109,13 +177,17 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, OsString)> {
 /// else) in `root` (resolved), with its state in `state_dir`. Creates the state and temp
 /// directories.
 ///
-/// Every agent gets a private `TMPDIR`: Codex's is [`CODEX_TMP`] inside its root (Codex keeps
-/// `$TMPDIR` writable without asking, so it must be a place the boundary already covers);
-/// the others' is `tmp/` in their state directory.
+/// Every agent gets a private `TMPDIR`: Codex's is a directory of its own session beneath
+/// [`CODEX_TMP`] inside its root (Codex keeps `$TMPDIR` writable without asking, so it must
+/// be a place the boundary already covers); the others' is `tmp/` in their state directory.
+///
+/// `spec_home` is the `HOME` the agent's configuration sets, if any: it replaces the state
+/// directory as the agent's home, so an absolute, existing one is writable too.
 pub(crate) fn launch(
     preset: &str,
     root: &Path,
     state_dir: Option<&Path>,
+    spec_home: Option<&Path>,
     running_as_root: bool,
 ) -> Result<Launch> {
     let mut set = Vec::new();
@@ -140,10 +212,19 @@ pub(crate) fn launch(
         private_dir(dir)?;
         writable.push(dir.to_path_buf());
     }
-    let tmp_dir = match (preset, state_dir) {
-        ("codex", _) => Some(root.join(CODEX_TMP)),
-        (_, Some(dir)) => Some(dir.join("tmp")),
-        (_, None) => None,
+    if let Some(home) = spec_home.filter(|h| h.is_absolute() && h.is_dir())
+        && !writable.iter().any(|w| home.starts_with(w))
+    {
+        writable.push(home.to_path_buf());
+    }
+    let session_tmp = match preset {
+        "codex" => Some(SessionTmp::create(root)?),
+        _ => None,
+    };
+    let tmp_dir = match (&session_tmp, state_dir) {
+        (Some(tmp), _) => Some(tmp.path().to_path_buf()),
+        (None, Some(dir)) => Some(dir.join("tmp")),
+        (None, None) => None,
     };
     if let Some(tmp) = &tmp_dir {
         private_dir(tmp)?;
@@ -165,6 +246,7 @@ pub(crate) fn launch(
         // Gemini fails to write a new file through `fs/write_text_file` (it reads first,
         // and takes the missing-file error for a failure); without `fs` it uses its own.
         advertise_fs: preset != "gemini",
+        session_tmp,
     })
 }
 
@@ -224,11 +306,12 @@ mod tests {
         let root = dir.path().join("root");
         let state = dir.path().join("state");
         std::fs::create_dir(&root).unwrap();
-        let l = launch("codex", &root, Some(&state), false).unwrap();
-        assert_eq!(l.tmp_dir, Some(root.join(CODEX_TMP)));
-        assert!(root.join(CODEX_TMP).is_dir());
+        let l = launch("codex", &root, Some(&state), None, false).unwrap();
+        let tmp = l.tmp_dir.clone().unwrap();
+        assert_eq!(tmp.parent(), Some(root.join(CODEX_TMP).as_path()));
+        assert!(tmp.is_dir());
         assert_eq!(l.writable, [root.clone(), state.clone()]);
-        let l = launch("claude", &root, Some(&state), false).unwrap();
+        let l = launch("claude", &root, Some(&state), None, false).unwrap();
         assert_eq!(l.tmp_dir, Some(state.join("tmp")));
         assert!(state.join("tmp").is_dir());
         let tmp = state.join("tmp").into_os_string();
@@ -238,7 +321,61 @@ mod tests {
         );
         assert!(l.set.contains(&("TMPDIR".to_string(), tmp)));
         assert!(l.advertise_fs);
-        assert!(!launch("gemini", &root, None, false).unwrap().advertise_fs);
+        assert!(
+            !launch("gemini", &root, None, None, false)
+                .unwrap()
+                .advertise_fs
+        );
+    }
+
+    #[test]
+    fn codex_temp_dirs_are_one_per_session_and_go_when_left_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let first = launch("codex", root, None, None, false).unwrap();
+        let second = launch("codex", root, None, None, false).unwrap();
+        let (a, b) = (
+            first.tmp_dir.clone().unwrap(),
+            second.tmp_dir.clone().unwrap(),
+        );
+        assert_ne!(a, b);
+        // The first session ends with its directory empty: it goes, `.legate-tmp` stays
+        // for the second.
+        drop(first);
+        assert!(!a.exists());
+        assert!(b.is_dir());
+        // The second leaves a file behind: its directory (and `.legate-tmp`) stay.
+        std::fs::write(b.join("left.txt"), "x").unwrap();
+        drop(second);
+        assert!(b.join("left.txt").is_file());
+        std::fs::remove_file(b.join("left.txt")).unwrap();
+        // A third, empty at its end, takes `.legate-tmp` with it once nothing else is there.
+        std::fs::remove_dir(&b).unwrap();
+        drop(launch("codex", root, None, None, false).unwrap());
+        assert!(!root.join(CODEX_TMP).exists());
+    }
+
+    #[test]
+    fn a_home_set_by_the_spec_is_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, state, home) = (
+            dir.path().join("root"),
+            dir.path().join("state"),
+            dir.path().join("home"),
+        );
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&home).unwrap();
+        let l = launch("claude", &root, Some(&state), Some(&home), false).unwrap();
+        assert_eq!(l.writable, [root.clone(), state.clone(), home.clone()]);
+        // Not one that does not exist, is relative, or is already covered.
+        for other in [
+            dir.path().join("nowhere"),
+            PathBuf::from("rel"),
+            root.join("h"),
+        ] {
+            let l = launch("claude", &root, Some(&state), Some(&other), false).unwrap();
+            assert_eq!(l.writable, [root.clone(), state.clone()], "{other:?}");
+        }
     }
 
     #[test]
@@ -251,7 +388,7 @@ mod tests {
         ]);
         let mut env = os(&[("PATH", "/bin"), ("CLAUDECODE", "1")]);
         let spec_env = BTreeMap::from([("DISABLE_TELEMETRY".to_string(), "0".to_string())]);
-        let l = launch("claude", dir.path(), None, true).unwrap();
+        let l = launch("claude", dir.path(), None, None, true).unwrap();
         l.apply(&mut env, &parent, &spec_env);
         assert_eq!(get(&env, "ANTHROPIC_API_KEY"), Some("a"));
         assert_eq!(get(&env, "OPENAI_API_KEY"), None);
@@ -261,11 +398,9 @@ mod tests {
         assert_eq!(get(&env, "PATH"), Some("/bin"));
 
         let mut env = Vec::new();
-        launch("gemini", dir.path(), None, false).unwrap().apply(
-            &mut env,
-            &parent,
-            &BTreeMap::new(),
-        );
+        launch("gemini", dir.path(), None, None, false)
+            .unwrap()
+            .apply(&mut env, &parent, &BTreeMap::new());
         assert_eq!(get(&env, "GEMINI_API_KEY"), Some("g"));
         assert_eq!(get(&env, "GEMINI_CLI_NO_RELAUNCH"), Some("true"));
         assert_eq!(get(&env, "ANTHROPIC_API_KEY"), None);

@@ -4,6 +4,7 @@
 //! the sink of the turn in progress (or of `open()` while the handshake runs). Outside a turn
 //! there is no sink and events are dropped (logged at debug).
 
+use super::launch::SessionTmp;
 use super::translate::{self, KnownTool};
 use crate::EventSink;
 use legate_core::{EventKind, TaskMode};
@@ -44,6 +45,9 @@ pub(crate) struct Shared {
     supervisor: Arc<dyn Supervisor>,
     supervision: Supervision,
     root: PathBuf,
+    /// The session's temp directory inside its root, if it has one: removed (when empty) as
+    /// the last handle on this state goes, that is when the session and its connection end.
+    _session_tmp: Option<SessionTmp>,
 }
 
 impl Shared {
@@ -60,7 +64,14 @@ impl Shared {
             supervisor,
             supervision,
             root,
+            _session_tmp: None,
         }
+    }
+
+    /// The same state, keeping `session_tmp` for as long as it lives.
+    pub(crate) fn keeping(mut self, session_tmp: Option<SessionTmp>) -> Self {
+        self._session_tmp = session_tmp;
+        self
     }
 
     /// The workspace root (canonical).
