@@ -3,8 +3,10 @@
 //! Legate handles the write rights of Landlock ABI 3 (writing, truncating, creating, removing
 //! and linking or renaming files, and making directories, devices, sockets, pipes and
 //! symlinks); reads and execution are not handled, so they stay open. A kernel with ABI 3 or
-//! newer enforces all of it ([`Enforcement::Full`]); ABI 1 or 2 enforces the rest
-//! ([`Enforcement::Partial`]). When asked, the TCP rights of ABI 4 (`bind`, `connect`) are
+//! newer enforces all of it ([`Enforcement::Full`]); ABI 1 or 2 enforces all but truncation
+//! ([`Enforcement::Partial`]). Moving or linking across directories needs `REFER`, which ABI 2
+//! brings and which is granted beneath the writable paths; ABI 1 has no such right, so the
+//! kernel refuses every such move. When asked, the TCP rights of ABI 4 (`bind`, `connect`) are
 //! handled too, with no port allowed, on kernels that have them. Nothing here spawns or
 //! registers hooks.
 

@@ -45,8 +45,11 @@ pub const WRITABLE_DEVICES: &[&str] = &[DEV_NULL, "/dev/ptmx", "/dev/pts"];
 pub enum Enforcement {
     /// Every write right Legate restricts is enforced (Landlock ABI 3 or newer).
     Full,
-    /// Landlock is on but older than ABI 3: writes outside the allowed paths are refused,
-    /// but truncating an existing file, or moving files across directories, may not be.
+    /// Landlock is on but older than ABI 3 (Linux 6.2): writes outside the allowed paths are
+    /// refused, but truncating an existing file (`truncate(2)`) is not restricted anywhere.
+    /// Moving or linking a file into another directory differs by ABI: ABI 1 (Linux 5.13)
+    /// always refuses it, even between allowed paths; ABI 2 (Linux 5.19) adds the right that
+    /// allows it (`REFER`), which Legate grants beneath the allowed paths only.
     Partial,
     /// Not enforced: no Landlock in this kernel (or it is disabled), or not Linux.
     None,
