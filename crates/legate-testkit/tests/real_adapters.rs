@@ -9,16 +9,26 @@
 //!
 //! Each adapter gets, in this order: a plain answer; a write inside a shared root (allowed);
 //! a shell command in an owned sandbox (allowed) and in a shared root (refused, the task
-//! still ends clearly); a write outside the root (refused, the file absent); and, for Claude,
-//! a plan exit (the option that keeps supervision chosen). Assertions are on the disk and on
-//! the recorded decisions.
+//! still ends clearly); a write outside the root (refused, the file absent); and, for Claude
+//! and Gemini, entering and leaving plan mode, in an owned sandbox and in a shared root, each
+//! followed by a shell command whose permission request proves the agent still asks:
+//!
+//! - Claude's `ExitPlanMode` is a `switch_mode`: the option that keeps supervision
+//!   (`default`) is chosen wherever the root is; the shell command after it is asked about,
+//!   and refused in the shared root;
+//! - Gemini's `exit_plan_mode` (like its `enter_plan_mode`) is kind `other`, decided by the
+//!   `other` row: `proceed_once` in an owned sandbox (which lands in `default`: the shell
+//!   command after it is still asked about), `cancel` in a shared root.
+//!
+//! Codex has no plan-exit step: codex-acp 0.16.0 never asks about leaving plan mode (see
+//! `docs/backends/acp.md`). Assertions are on the disk and on the recorded decisions.
 
 #![cfg(feature = "real-adapters")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_backend::Backend;
 use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, Decision, Event, EventKind, Task, TaskState};
+use legate_core::{AgentKind, AgentSpec, Decision, Event, EventKind, Task, TaskState, ToolKind};
 use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, WorkspaceRequest};
 use legate_testkit::model_server::{ModelServer, Step};
 use serde_json::json;
@@ -43,8 +53,8 @@ struct Adapter {
     env: BTreeMap<String, String>,
     write: fn(&Path, &str) -> Step,
     shell: fn(&str) -> Step,
-    /// Steps that end with the model proposing to leave plan mode.
-    plan_exit: Option<Vec<Step>>,
+    /// Entering and leaving plan mode, if the adapter asks about it.
+    plan: Option<Plan>,
     /// Files to put in the agent's state directory before it starts.
     state_files: Vec<(&'static str, String)>,
 }
@@ -71,11 +81,17 @@ fn claude(url: &str) -> Adapter {
         ]),
         write: |p, c| Step::tool("Write", json!({"file_path": p, "content": c})),
         shell: |c| Step::tool("Bash", json!({"command": c, "description": "run it"})),
-        // Claude refuses ExitPlanMode outside plan mode, so the model enters it first.
-        plan_exit: Some(vec![
-            Step::tool("EnterPlanMode", json!({})),
-            Step::tool("ExitPlanMode", json!({"plan": "1. write the code"})),
-        ]),
+        // Claude refuses ExitPlanMode outside plan mode, so the model enters it first. Its
+        // plan exit is a `switch_mode`: where the root is changes nothing.
+        plan: Some(Plan {
+            steps: vec![
+                Step::tool("EnterPlanMode", json!({})),
+                Step::tool("ExitPlanMode", json!({"plan": "1. write the code"})),
+            ],
+            owned: "default",
+            shared: (Decision::Allow, "default"),
+            shared_state_files: vec![],
+        }),
         state_files: vec![],
     }
 }
@@ -107,7 +123,7 @@ fn codex(url: &str) -> Adapter {
             )
         },
         shell: |c| Step::tool("exec_command", json!({"cmd": c})),
-        plan_exit: None,
+        plan: None,
         state_files: vec![(".codex/config.toml", config)],
     }
 }
@@ -124,7 +140,29 @@ fn gemini(url: &str) -> Adapter {
         ]),
         write: |p, c| Step::tool("write_file", json!({"file_path": p, "content": c})),
         shell: |c| Step::tool("run_shell_command", json!({"command": c})),
-        plan_exit: None,
+        // gemini-cli 0.61.0 asks about entering plan mode (an `info` confirmation) and about
+        // leaving it (`exit_plan_mode`, options `proceed_once`/`cancel`), both as kind `other`.
+        // The plan must be a file in its plans directory, which it may write in plan mode
+        // without asking. `proceed_once` leaves plan mode for `default` (it asks again).
+        plan: Some(Plan {
+            steps: vec![
+                Step::tool("enter_plan_mode", json!({"reason": "plan first"})),
+                Step::tool(
+                    "write_file",
+                    json!({"file_path": "plan.md", "content": "# Plan\n\n1. write the code\n"}),
+                ),
+                Step::tool("exit_plan_mode", json!({"plan_filename": "plan.md"})),
+            ],
+            owned: "proceed_once",
+            shared: (Decision::Deny, "cancel"),
+            // In a shared root entering plan mode would be refused first (kind `other`); a
+            // user policy lets it enter unasked, so that the exit is what is asked about.
+            shared_state_files: vec![(
+                ".gemini/policies/legate-test.toml",
+                "[[rule]]\ntoolName = \"enter_plan_mode\"\ndecision = \"allow\"\npriority = 100\n"
+                    .into(),
+            )],
+        }),
         state_files: vec![(
             ".gemini/settings.json",
             json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
@@ -132,11 +170,24 @@ fn gemini(url: &str) -> Adapter {
     }
 }
 
+/// How one adapter enters and leaves plan mode, and what the supervisor answers.
+struct Plan {
+    /// The model's steps, from entering plan mode to proposing to leave it.
+    steps: Vec<Step>,
+    /// The option chosen at the plan exit in an owned sandbox.
+    owned: &'static str,
+    /// The decision and option at the plan exit in a shared root.
+    shared: (Decision, &'static str),
+    /// Files to put in the state directory before the shared-root run (and remove after).
+    shared_state_files: Vec<(&'static str, String)>,
+}
+
 struct Run {
     _dir: tempfile::TempDir,
     engine: Engine,
     shared: PathBuf,
     outside: PathBuf,
+    state: PathBuf,
     server: ModelServer,
 }
 
@@ -180,6 +231,7 @@ fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
         engine,
         shared: std::fs::canonicalize(shared).unwrap(),
         outside: std::fs::canonicalize(outside).unwrap(),
+        state,
         server,
     };
     (run, adapter)
@@ -201,12 +253,28 @@ impl Run {
 }
 
 fn decisions(events: &[Event]) -> Vec<(Decision, Option<String>, String)> {
+    permissions(events)
+        .into_iter()
+        .map(|(decision, id, title, _)| (decision, id, title))
+        .collect()
+}
+
+/// Each permission decision: decision, option, title, tool kind.
+fn permissions(events: &[Event]) -> Vec<(Decision, Option<String>, String, ToolKind)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Permission { verdict, title, .. } => {
-                Some((verdict.decision, verdict.option_id.clone(), title.clone()))
-            }
+            EventKind::Permission {
+                verdict,
+                title,
+                tool_kind,
+                ..
+            } => Some((
+                verdict.decision,
+                verdict.option_id.clone(),
+                title.clone(),
+                *tool_kind,
+            )),
             _ => None,
         })
         .collect()
@@ -365,22 +433,122 @@ async fn suite(make: fn(&str) -> Adapter) {
         task.state
     );
 
-    // Plan exit: the option that keeps supervision.
-    if let Some(mut steps) = adapter.plan_exit.clone() {
-        steps.push(Step::text("planned"));
-        let (task, events) = run.task(steps, WorkspaceRequest::Sandbox).await;
-        let d = decisions(&events);
-        assert!(
-            d.iter()
-                .any(|(dec, id, _)| *dec == Decision::Allow && id.as_deref() == Some("default")),
-            "{}",
-            describe(&task, &events)
-        );
-        eprintln!("{name}: plan exit ok ({d:?})");
+    // Plan mode, entered and left, then a shell command: in an owned sandbox and in a
+    // shared root.
+    if let Some(plan) = &adapter.plan {
+        plan_mode(&run, &adapter, plan).await;
     }
+    // Every session over, nothing of Legate's is left in the shared root (Codex's private
+    // temp directories live there while its sessions run).
+    run.engine.shutdown().await;
+    let leftover = run.shared.join(legate_backend::acp::CODEX_TMP);
+    for _ in 0..100 {
+        if !leftover.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left: Vec<_> = walk(&leftover);
+    assert!(!leftover.exists(), "{name} left {left:?}");
     eprintln!(
         "{name}: real-adapter suite passed in {:.1} s",
         started.elapsed().as_secs_f64()
+    );
+}
+
+/// Every path beneath `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        out.extend(walk(&path));
+        out.push(path);
+    }
+    out
+}
+
+/// Enters and leaves plan mode, then runs a shell command, in an owned sandbox and then in a
+/// shared root; checks the decision at the plan exit and that the command was still asked
+/// about (allowed in the sandbox, refused in the shared root).
+async fn plan_mode(run: &Run, adapter: &Adapter, plan: &Plan) {
+    let name = adapter.name;
+    let with_shell = |file: &str| {
+        let mut steps = plan.steps.clone();
+        steps.push((adapter.shell)(&format!("echo after-plan > {file}")));
+        steps.push(Step::text("planned"));
+        steps
+    };
+    let is_shell = |kind: &ToolKind| *kind == ToolKind::Execute;
+
+    // An owned sandbox: the plan exit is allowed; the command after it is asked and allowed.
+    let (task, events) = run
+        .task(with_shell("after-plan.txt"), WorkspaceRequest::Sandbox)
+        .await;
+    let p = permissions(&events);
+    let exit = p.iter().rposition(|(_, _, _, kind)| !is_shell(kind));
+    assert!(
+        exit.is_some_and(|i| p[i].0 == Decision::Allow && p[i].1.as_deref() == Some(plan.owned)),
+        "{}",
+        describe(&task, &events)
+    );
+    assert!(
+        p.iter()
+            .any(|(dec, _, _, kind)| is_shell(kind) && *dec == Decision::Allow),
+        "the command after the plan was not asked about: {}",
+        describe(&task, &events)
+    );
+    let root = task.root.clone().unwrap();
+    assert!(
+        root.join("after-plan.txt").exists(),
+        "{}",
+        describe(&task, &events)
+    );
+    eprintln!(
+        "{name}: plan mode in a sandbox ok ({:?}, {p:?})",
+        task.state
+    );
+
+    // A shared root.
+    for (file, text) in &plan.shared_state_files {
+        let path = run.state.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let (task, events) = run
+        .task(
+            with_shell("after-plan.txt"),
+            WorkspaceRequest::Shared(run.shared.clone()),
+        )
+        .await;
+    for (file, _) in &plan.shared_state_files {
+        std::fs::remove_file(run.state.join(file)).unwrap();
+    }
+    let p = permissions(&events);
+    let (decision, option) = plan.shared;
+    let exit = p.iter().rposition(|(_, _, _, kind)| !is_shell(kind));
+    assert!(
+        exit.is_some_and(|i| p[i].0 == decision && p[i].1.as_deref() == Some(option)),
+        "{}",
+        describe(&task, &events)
+    );
+    if decision == Decision::Allow {
+        // Supervision held: the command after the plan is still asked about, and refused.
+        assert!(
+            p.iter()
+                .any(|(dec, _, _, kind)| is_shell(kind) && *dec == Decision::Deny),
+            "the command after the plan was not asked about: {}",
+            describe(&task, &events)
+        );
+    }
+    assert!(!run.shared.join("after-plan.txt").exists());
+    assert!(
+        matches!(task.state, TaskState::Completed | TaskState::Canceled),
+        "{}",
+        describe(&task, &events)
+    );
+    eprintln!(
+        "{name}: plan mode in a shared root ok ({:?}, {p:?})",
+        task.state
     );
 }
 
