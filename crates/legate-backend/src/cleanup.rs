@@ -1,23 +1,290 @@
-//! Workspaces blocked after an agent process group that could not be shown to be gone.
+//! An agent run's processes: stopping them, showing they are gone, and blocking a workspace
+//! when that cannot be shown.
 //!
-//! Both drivers use this one mechanism: after every `agy` run, and after every ACP session
-//! shutdown, the driver checks that the process group has no member left and reports it as
-//! a `workspace` event whose detail is [`report`]'s `processCleanup`. When it cannot show
-//! that, the workspace root is marked in the agent's state directory
-//! (`blocked/<hash>.json`, holding the root and the group id), and every later run or session in
-//! that root fails with `PROCESS_CLEANUP_UNVERIFIED` until a new observation finds the group gone,
-//! which lifts the mark. Nothing here kills anything: it only observes and records.
+//! Both drivers use this one mechanism, after every `agy` run and every ACP session shutdown.
+//! A run's processes are ([`Processes`]):
+//!
+//! * its **process group** (the agent was spawned as a group leader), and
+//! * every process carrying its **marker**, `LEGATE_RUN=<marker>` ([`RUN_ENV`], a fresh value
+//!   per run, [`new_marker`]) in its environment. The agent inherits it and passes it on, so
+//!   a descendant that left the group (`setsid`, a daemon's double fork) is still found, by
+//!   reading `/proc/<pid>/environ` (readable for processes of the same user).
+//!
+//! Stopping ([`Processes::stop`]) sends `SIGINT` to all of them, waits up to a grace period
+//! (3 s) for them to go, and sends `SIGKILL` to what is left; it returns the signals it
+//! actually sent. Observing ([`Processes::verify`]) then checks, for up to 1 s, that nothing
+//! of the run is left but zombies. The outcome is reported as a `workspace` event whose detail
+//! is [`Cleanup::event`]'s `processCleanup`.
+//!
+//! When it cannot be shown gone, the workspace root is marked in **one place shared by every
+//! agent**, `$LEGATE_HOME/blocked/<hash of the root>.json` (holding the root, the group and the
+//! marker; agents cannot write there). Every backend checks the mark ([`check`]) before it
+//! opens a session or runs a turn in that root, and the engine before it verifies, tests or
+//! integrates a copy: all fail with `PROCESS_CLEANUP_UNVERIFIED` until an observation finds
+//! the run's processes gone, which lifts the mark.
+//!
+//! Limits: a descendant that cleared or replaced its environment on `exec`, or that runs as
+//! another user, is not found by its marker; only its group would show it.
 
 use crate::acp::sys;
 use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// The environment variable that tags every process of one run: `LEGATE_RUN=<marker>`.
+pub const RUN_ENV: &str = "LEGATE_RUN";
+
+/// How often the run's processes are looked at while waiting for them to go.
+const POLL: Duration = Duration::from_millis(25);
+
+/// A marker no other run of any `legate` process has: this process's id, the time, a counter.
+pub fn new_marker() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{nanos:x}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// What one look at `/proc` found of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Found {
+    /// Whether the group has a member that is not a zombie.
+    in_group: bool,
+    /// Live processes outside the group that carry the marker.
+    outside: Vec<i32>,
+}
+
+impl Found {
+    /// Whether anything of the run is alive.
+    fn any(&self) -> bool {
+        self.in_group || !self.outside.is_empty()
+    }
+}
+
+/// One run's processes: its group and its marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Processes {
+    pgid: i32,
+    marker: Option<String>,
+}
+
+/// What stopping and observing a run found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cleanup {
+    /// Whether nothing of the run (group or marked process) was left but zombies.
+    pub verified: bool,
+    /// The run's process group.
+    pub pgid: i32,
+    /// Whether the run was stopped (cancel, timeout, shutdown) rather than ending on its own.
+    pub stopped: bool,
+    /// The signals actually sent, in order (`SIGINT`, `SIGKILL`); empty when nothing was
+    /// left to signal.
+    pub signals: Vec<&'static str>,
+    /// How many processes outside the group were found by the run's marker.
+    pub outside_group: usize,
+}
+
+impl Cleanup {
+    /// The `workspace` event that records this cleanup: its detail is
+    /// `{"processCleanup": {"verified", "pgid", "stopped", "signals", "outsideGroup"}}`; `what`
+    /// names the process for the message (`agy`, `agent`).
+    pub fn event(&self, what: &str) -> legate_core::EventKind {
+        legate_core::EventKind::Workspace {
+            message: if self.verified {
+                format!("{what} process cleanup verified: its processes are gone")
+            } else {
+                format!(
+                    "{what} process cleanup NOT verified: process group {} or a process carrying its marker is still there",
+                    self.pgid
+                )
+            },
+            detail: serde_json::json!({
+                "processCleanup": {
+                    "verified": self.verified,
+                    "pgid": self.pgid,
+                    "stopped": self.stopped,
+                    "signals": self.signals,
+                    "outsideGroup": self.outside_group,
+                }
+            }),
+        }
+    }
+}
+
+/// Whether `environ` (NUL-separated `NAME=value` entries) holds exactly `LEGATE_RUN=<marker>`.
+fn carries(environ: &[u8], marker: &str) -> bool {
+    let want = format!("{RUN_ENV}={marker}");
+    environ.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
+}
+
+impl Processes {
+    /// The processes of the run led by `pgid`, tagged with `marker` (`None`: the group only).
+    pub fn new(pgid: i32, marker: Option<String>) -> Self {
+        Self { pgid, marker }
+    }
+
+    /// The process group id.
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// The marker, when the run has one.
+    pub fn marker(&self) -> Option<&str> {
+        self.marker.as_deref()
+    }
+
+    /// One look at `/proc`; `None` when it cannot be read.
+    fn scan(&self) -> Option<Found> {
+        let entries = std::fs::read_dir("/proc").ok()?;
+        let me = i32::try_from(std::process::id()).unwrap_or(0);
+        let mut found = Found::default();
+        let mut seen_any = false;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            seen_any = true;
+            if pid == me {
+                continue;
+            }
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid pgrp …`: comm may hold anything, so split after its `)`.
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            if matches!(state, Some("Z" | "X" | "x")) {
+                continue;
+            }
+            let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
+            if self.pgid > 0 && pgrp == Some(self.pgid) {
+                found.in_group = true;
+                continue;
+            }
+            if let Some(marker) = &self.marker
+                && let Ok(environ) = std::fs::read(entry.path().join("environ"))
+                && carries(&environ, marker)
+            {
+                found.outside.push(pid);
+            }
+        }
+        seen_any.then_some(found)
+    }
+
+    /// What is alive now. Where `/proc` cannot be read, the group counts when it exists
+    /// (zombies included) and marked processes cannot be seen.
+    fn look(&self) -> Found {
+        self.scan().unwrap_or_else(|| Found {
+            in_group: self.pgid > 0 && sys::group_exists(self.pgid),
+            outside: Vec::new(),
+        })
+    }
+
+    /// Whether anything of the run is alive (zombies count as gone: they hold no pipe and run
+    /// nothing; some inits reap orphans only every second or two).
+    pub fn alive(&self) -> bool {
+        self.look().any()
+    }
+
+    /// Sends `signal` to the group and to every live marked process outside it. Returns
+    /// whether anything received it.
+    fn signal(&self, found: &Found, signal: i32) -> bool {
+        let mut any = false;
+        if found.in_group || (self.pgid > 0 && sys::group_exists(self.pgid)) {
+            any |= sys::signal_group(self.pgid, signal);
+        }
+        for pid in &found.outside {
+            any |= sys::signal_process(*pid, signal);
+        }
+        any
+    }
+
+    /// Stops the run: `SIGINT` to everything alive, then, after up to `grace` for it all to
+    /// go, `SIGKILL` to what is left. Returns the signals it sent and how many processes
+    /// outside the group it found. Nothing alive: nothing sent.
+    pub async fn stop(&self, grace: Duration) -> (Vec<&'static str>, usize) {
+        let found = self.look();
+        let mut outside = found.outside.len();
+        let mut sent = Vec::new();
+        if !found.any() || !self.signal(&found, sys::SIGINT) {
+            return (sent, outside);
+        }
+        sent.push("SIGINT");
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let now = self.look();
+            outside = outside.max(now.outside.len());
+            if !now.any() {
+                return (sent, outside);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                if self.signal(&now, sys::SIGKILL) {
+                    sent.push("SIGKILL");
+                    tracing::info!(
+                        pgid = self.pgid,
+                        outside = now.outside.len(),
+                        "agent processes killed after the grace period"
+                    );
+                }
+                return (sent, outside);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Sends `SIGKILL` to everything of the run that is alive, at once (for `Drop`). Returns
+    /// whether anything received it.
+    pub fn kill_now(&self) -> bool {
+        let found = self.look();
+        found.any() && self.signal(&found, sys::SIGKILL)
+    }
+
+    /// Whether the run is gone (nothing but zombies), observed for up to `within`.
+    pub async fn verify(&self, within: Duration) -> bool {
+        if self.pgid <= 0 && self.marker.is_none() {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if !self.alive() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// Whether the process group `pgid` has a member that is not a zombie.
+pub fn group_alive(pgid: i32) -> bool {
+    pgid > 0 && Processes::new(pgid, None).alive()
+}
+
+/// Whether the process group `pgid` is gone (no member but zombies), observed for up to
+/// `within`.
+pub async fn verify_gone(pgid: i32, within: Duration) -> bool {
+    pgid > 0 && Processes::new(pgid, None).verify(within).await
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Mark {
     root: PathBuf,
     pgid: i32,
+    #[serde(default)]
+    marker: Option<String>,
 }
 
 /// FNV-1a, 64 bits: a stable file name for a root (the mark holds the root itself).
@@ -27,128 +294,79 @@ fn hash(bytes: &[u8]) -> u64 {
     })
 }
 
-fn mark_path(state_dir: &Path, root: &Path) -> PathBuf {
+fn mark_path(blocked_dir: &Path, root: &Path) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
-    state_dir
-        .join("blocked")
-        .join(format!("{:016x}.json", hash(root.as_os_str().as_bytes())))
+    blocked_dir.join(format!("{:016x}.json", hash(root.as_os_str().as_bytes())))
 }
 
-/// Whether the process group `pgid` has a member that is not a zombie.
-///
-/// A zombie holds no pipe, no file and runs nothing; it only waits for its parent (or, once
-/// orphaned, init) to reap it, which some inits do only every second or two. So a group whose
-/// members are all zombies counts as gone. On Linux the members are read from `/proc`; where
-/// `/proc` cannot be read, any member (zombies included) counts.
-pub fn group_alive(pgid: i32) -> bool {
-    if pgid <= 0 || !sys::group_exists(pgid) {
-        return false;
-    }
-    live_member_in_proc(pgid).unwrap_or(true)
-}
-
-/// `Some(true)` when `/proc` shows a member of `pgid` that is not a zombie, `Some(false)`
-/// when it shows none, `None` when `/proc` cannot be read.
-fn live_member_in_proc(pgid: i32) -> Option<bool> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    let mut seen_any = false;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        seen_any = true;
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp …`: comm may hold anything, so split after its `)`.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
-        if pgrp == Some(pgid) && !matches!(state, Some("Z" | "X" | "x")) {
-            return Some(true);
-        }
-    }
-    seen_any.then_some(false)
-}
-
-/// Whether the process group `pgid` is gone (no member but zombies), observed for up to
-/// `within`.
-pub async fn verify_gone(pgid: i32, within: Duration) -> bool {
-    if pgid <= 0 {
-        return false;
-    }
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if !group_alive(pgid) {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// The `workspace` event that records one cleanup: its detail is
-/// `{"processCleanup": {"verified", "pgid", "stopped", "signals"}}`; `what` names the process
-/// for the message (`agy`, `agent`).
-pub fn report(
-    what: &str,
-    verified: bool,
-    pgid: i32,
-    stopped: bool,
-    signals: &[&str],
-) -> legate_core::EventKind {
-    legate_core::EventKind::Workspace {
-        message: if verified {
-            format!("{what} process cleanup verified: its process group is gone")
-        } else {
-            format!("{what} process cleanup NOT verified: process group {pgid} still has members")
-        },
-        detail: serde_json::json!({
-            "processCleanup": { "verified": verified, "pgid": pgid, "stopped": stopped, "signals": signals }
-        }),
-    }
-}
-
-/// Marks `root` as blocked by the unverified group `pgid`.
-pub fn block(state_dir: &Path, root: &Path, pgid: i32) -> std::io::Result<()> {
+/// Marks `root` (resolved) as blocked by `processes`, in `blocked_dir`
+/// (`$LEGATE_HOME/blocked`).
+pub fn block(blocked_dir: &Path, root: &Path, processes: &Processes) -> std::io::Result<()> {
     let body = serde_json::to_vec(&Mark {
         root: root.to_path_buf(),
-        pgid,
+        pgid: processes.pgid,
+        marker: processes.marker.clone(),
     })?;
-    crate::agy::usage::write_private(&mark_path(state_dir, root), &body)
+    crate::agy::usage::write_private(&mark_path(blocked_dir, root), &body)
 }
 
-/// `PROCESS_CLEANUP_UNVERIFIED` when `root` is marked and its group still has members; a mark
-/// whose group is gone now is removed.
-pub fn check(state_dir: &Path, root: &Path) -> Result<()> {
-    let path = mark_path(state_dir, root);
+/// `PROCESS_CLEANUP_UNVERIFIED` when `root` (resolved) is marked in `blocked_dir` and the
+/// processes that blocked it are still there; a mark whose processes are gone now is removed.
+pub fn check(blocked_dir: &Path, root: &Path) -> Result<()> {
+    let path = mark_path(blocked_dir, root);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(());
     };
     let mark: Option<Mark> = serde_json::from_str(&text).ok();
     match mark {
-        Some(m) if m.root == root && group_alive(m.pgid) => Err(Error::new(
+        Some(m) if m.root != root => Ok(()),
+        Some(m) if Processes::new(m.pgid, m.marker.clone()).alive() => Err(Error::new(
             ErrorCode::ProcessCleanupUnverified,
             format!(
-                "the workspace {} is blocked: process group {} of an earlier agent process could not be shown to be gone; stop it (kill -KILL -{}) and try again",
+                "the workspace {} is blocked: process group {} of an earlier agent run (or a process carrying {RUN_ENV}={}) could not be shown to be gone; stop it (kill -KILL -{}) and try again",
                 root.display(),
                 m.pgid,
+                m.marker.as_deref().unwrap_or("?"),
                 m.pgid
             ),
         )),
-        Some(m) if m.root != root => Ok(()),
         _ => {
             let _ = std::fs::remove_file(&path);
             tracing::info!(root = %root.display(), "an earlier unverified cleanup is now verified; workspace unblocked");
             Ok(())
         }
+    }
+}
+
+/// [`check`] for a root that may not be resolved yet (it is resolved first; a root that
+/// does not exist has nothing to check).
+pub fn check_path(blocked_dir: &Path, root: &Path) -> Result<()> {
+    match std::fs::canonicalize(root) {
+        Ok(resolved) => check(blocked_dir, &resolved),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Reports `cleanup` through `emit` and, when it is unverified, blocks `root` in
+/// `blocked_dir` (when there is one) for `processes`.
+pub fn record(
+    what: &str,
+    cleanup: &Cleanup,
+    processes: &Processes,
+    emit: impl FnOnce(legate_core::EventKind),
+    blocked_dir: Option<&Path>,
+    root: &Path,
+) {
+    tracing::info!(pgid = cleanup.pgid, verified = cleanup.verified, signals = ?cleanup.signals, outside_group = cleanup.outside_group, "{what} process cleanup");
+    emit(cleanup.event(what));
+    if cleanup.verified {
+        return;
+    }
+    tracing::warn!(pgid = cleanup.pgid, root = %root.display(), "{what} process cleanup not verified; the workspace is blocked");
+    if let Some(dir) = blocked_dir
+        && let Err(e) = block(dir, root, processes)
+    {
+        tracing::warn!(error = %e, "could not record the unverified cleanup");
     }
 }
 
@@ -170,7 +388,7 @@ mod tests {
             .unwrap();
         let pgid = i32::try_from(child.id().unwrap()).unwrap();
         assert!(!verify_gone(pgid, Duration::from_millis(100)).await);
-        block(dir.path(), root, pgid).unwrap();
+        block(dir.path(), root, &Processes::new(pgid, None)).unwrap();
         let e = check(dir.path(), root).unwrap_err();
         assert_eq!(e.code, ErrorCode::ProcessCleanupUnverified);
         check(dir.path(), Path::new("/other")).unwrap();
@@ -179,5 +397,34 @@ mod tests {
         assert!(verify_gone(pgid, Duration::from_secs(2)).await);
         check(dir.path(), root).unwrap();
         assert!(!mark_path(dir.path(), root).exists());
+    }
+
+    #[tokio::test]
+    async fn a_marked_process_outside_the_group_is_found_and_stopped() {
+        let marker = new_marker();
+        assert_ne!(marker, new_marker());
+        // Its own group: not the run's group, found only by its marker.
+        let mut child = tokio::process::Command::new("sleep")
+            .arg("30")
+            .env(RUN_ENV, &marker)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id().unwrap()).unwrap();
+        let run = Processes::new(i32::MAX - 7, Some(marker.clone()));
+        // Its environment carries the marker once it has exec'd.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !run.alive() {
+            assert!(tokio::time::Instant::now() < deadline, "never seen");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (signals, outside) = run.stop(Duration::from_secs(5)).await;
+        assert_eq!(signals, ["SIGINT"], "sleep dies on SIGINT");
+        assert_eq!(outside, 1);
+        child.wait().await.unwrap();
+        assert!(run.verify(Duration::from_secs(2)).await);
+        assert!(!Processes::new(pid, None).alive());
+        assert_eq!(run.stop(Duration::from_secs(1)).await, (Vec::new(), 0));
     }
 }

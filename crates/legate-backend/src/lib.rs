@@ -39,6 +39,9 @@ pub struct SessionRequest {
     pub resume_session_id: Option<String>,
     /// Directory for the agent's private state (`HOME`-like), when its preset wants one.
     pub state_dir: Option<PathBuf>,
+    /// Where workspaces blocked by an unverified process cleanup are marked, shared by every
+    /// agent (`$LEGATE_HOME/blocked`, see [`cleanup`]). `None`: no mark is checked or made.
+    pub blocked_dir: Option<PathBuf>,
 }
 
 /// What the agent said about itself at `initialize`.

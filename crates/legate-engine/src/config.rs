@@ -37,6 +37,11 @@ impl Paths {
     pub fn run(&self) -> PathBuf {
         self.home.join("run")
     }
+    /// Where workspaces blocked by an unverified process cleanup are marked, one file per
+    /// workspace root, shared by every agent and the review operations.
+    pub fn blocked(&self) -> PathBuf {
+        self.home.join("blocked")
+    }
     /// Private state directories of agents (`HOME`-like), one per agent.
     pub fn agent_state(&self, agent: &str) -> PathBuf {
         self.home.join("agents").join(agent)

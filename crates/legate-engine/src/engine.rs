@@ -650,6 +650,7 @@ impl Engine {
             },
             resume_session_id: None,
             state_dir: Some(inner.config.state_dir(&agent.name)),
+            blocked_dir: Some(inner.config.paths.blocked()),
         };
         let (sink, _events) = EventSink::channel();
         let opened = tokio::time::timeout(limit, backend.open(request, sink)).await;
@@ -1119,6 +1120,7 @@ impl Engine {
             },
             resume_session_id: resume,
             state_dir: Some(inner.config.state_dir(&agent.name)),
+            blocked_dir: Some(inner.config.paths.blocked()),
         };
         let opened = tokio::select! {
             r = backend.open(request, sink.clone()) => r?,

@@ -7,7 +7,9 @@
 //! current only while the patch and the files it rests on are unchanged; integration needs a
 //! completed write task, a current passing verification, current passing tests when
 //! configured, and, in approval mode `ask`, an explicit confirmation from the caller's
-//! approver. One operation at a time per copy (`COPY_BUSY`). Each step is kept in the task's
+//! approver. Verify, test and integrate are refused with `PROCESS_CLEANUP_UNVERIFIED` while an
+//! agent run in the copy left processes that could not be shown gone (reading the patch and
+//! discarding are not). One operation at a time per copy (`COPY_BUSY`). Each step is kept in the task's
 //! review record (the store's `reviews` table) and announced as a `workspace` event.
 //!
 //! The file work itself is `legate-workspace`'s; this module never touches a file directly,
@@ -639,6 +641,17 @@ impl Engine {
         })
     }
 
+    /// `PROCESS_CLEANUP_UNVERIFIED` while an agent run in this copy left processes that could
+    /// not be shown gone (the mark every backend checks too, see `legate_backend::cleanup`):
+    /// they could still change the copy under a verification, a test or an integration.
+    /// Reading the patch and discarding the copy stay allowed.
+    fn check_cleanup(&self, o: &Opened) -> Result<()> {
+        legate_backend::cleanup::check_path(
+            &self.config().paths.blocked(),
+            &o.record.copy_directory,
+        )
+    }
+
     async fn current_preview(&self, baseline: &Baseline) -> Result<Preview> {
         let (b, cfg) = (baseline.clone(), self.review_config().clone());
         blocking(move || legate_workspace::preview(&b, &cfg.secrets, &cfg.limits)).await
@@ -739,6 +752,7 @@ impl Engine {
         reviews: Vec<Review>,
     ) -> Result<Verification> {
         let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
         let preview = self.current_preview(&o.baseline).await?;
         Self::expect_sha(&preview, expected_sha256)?;
         let (copy, criteria, sha) = (
@@ -780,6 +794,7 @@ impl Engine {
     ) -> Result<TestEvidence> {
         legate_workspace::validate_test_command(&command)?;
         let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
         let before = self.current_preview(&o.baseline).await?;
         Self::expect_sha(&before, expected_sha256)?;
         let cfg = self.review_config().clone();
@@ -866,6 +881,7 @@ impl Engine {
     ) -> Result<TestEvidence> {
         legate_workspace::validate_test_command(&reported.command)?;
         let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
         let preview = self.current_preview(&o.baseline).await?;
         Self::expect_sha(&preview, expected_sha256)?;
         let max = self.review_config().max_test_output;
@@ -946,6 +962,7 @@ impl Engine {
         approver: Option<&dyn Approver>,
     ) -> Result<IntegrationRecord> {
         let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
         if o.task.mode == TaskMode::ReadOnly {
             return Err(Error::new(
                 ErrorCode::ReadOnlyViolation,

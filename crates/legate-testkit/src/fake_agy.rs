@@ -40,9 +40,12 @@
 //! | `reset` | cumulative counters go back to 10 |
 //! | `nousage` | `result` without usage |
 //! | `auth` | a login phrase on stderr, exit 1 |
+//! | `stubborn` | becomes a shell ignoring `SIGINT` that prints `init`, then `sleep 600` (only `SIGKILL` stops it) |
+//! | `orphan` | starts `sleep 600` in a new session (`setsid`) ignoring `SIGINT`, with its pid in `<state dir>/orphan.pid`, then answers and exits |
 
 use serde_json::{Value, json};
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -248,7 +251,18 @@ impl Run {
             None => (new_id(), Counters::default()),
         };
         save(&state_dir, &id, &counters);
-        self.emit(&json!({"event": "init", "conversation_id": id, "init": {"cwd": cwd, "model": model, "args": []}}));
+        let init = json!({"event": "init", "conversation_id": id, "init": {"cwd": cwd, "model": model, "args": []}});
+        if scenario == "stubborn" {
+            // Becomes a shell that ignores SIGINT before it says anything, then `sleep`, which
+            // inherits that: only SIGKILL stops this group leader.
+            let e = std::process::Command::new("sh")
+                .args(["-c", "trap '' INT; printf '%s\\n' \"$0\"; exec sleep 600"])
+                .arg(init.to_string())
+                .exec();
+            eprintln!("agy: could not exec sh: {e}");
+            return 2;
+        }
+        self.emit(&init);
         let mut response = format!("fake agy: {prompt}");
         let mut grow = 120u64;
         let mut usage = true;
@@ -260,6 +274,30 @@ impl Run {
             "crash" => {
                 self.text("about to crash");
                 return 7;
+            }
+            "orphan" => {
+                let pid_file = state_dir.join("orphan.pid");
+                let _ = std::fs::create_dir_all(&state_dir);
+                let _ = std::fs::remove_file(&pid_file);
+                let spawned = std::process::Command::new("setsid")
+                    .args(["sh", "-c", "trap '' INT; echo $$ > \"$0\"; exec sleep 600"])
+                    .arg(&pid_file)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn();
+                if let Err(e) = spawned {
+                    return self.fail(None, &format!("could not start the orphan: {e}"));
+                }
+                let mut waited = 0;
+                while !std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n')) {
+                    if waited > 500 {
+                        return self.fail(None, "the orphan never wrote its pid");
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                    waited += 1;
+                }
+                response = "left an orphan behind".into();
             }
             "timeout" => {
                 std::thread::sleep(Duration::from_secs(600));

@@ -318,6 +318,26 @@ pub fn python_ready(imports: &str, pip_spec: &str) -> bool {
     }
 }
 
+/// A `sleep 30` leading a process group of its own (killed when dropped), with its group id:
+/// the agent process that "could not be shown gone" with which cleanup tests block a
+/// workspace. Must be called inside a Tokio runtime.
+pub fn sleeping_group() -> (tokio::process::Child, i32) {
+    let child = match tokio::process::Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => panic!("could not start sleep: {e}"),
+    };
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
+    (child, pgid)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -89,6 +89,7 @@ fn request(
         },
         resume_session_id: None,
         state_dir: None,
+        blocked_dir: None,
     }
 }
 
@@ -435,10 +436,10 @@ async fn an_agent_that_exits_mid_turn_has_its_cleanup_recorded_on_the_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unverified_cleanup_blocks_the_workspace_for_acp_agents_until_the_group_is_gone() {
     let ws = workspace();
-    let state = ws.outside.join("state");
+    let blocked = ws.outside.join("blocked");
     let with_state = || {
         let mut r = request(&ws.root, true, "", Arc::new(Rules));
-        r.state_dir = Some(state.clone());
+        r.blocked_dir = Some(blocked.clone());
         r
     };
     // A clean shutdown outside a turn blocks nothing.
@@ -446,14 +447,14 @@ async fn an_unverified_cleanup_blocks_the_workspace_for_acp_agents_until_the_gro
     let session = backend().open_session(with_state(), sink).await.unwrap();
     session.shutdown().await;
 
-    let mut survivor = tokio::process::Command::new("sleep")
-        .arg("30")
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pgid = i32::try_from(survivor.id().unwrap()).unwrap();
-    legate_backend::cleanup::block(&state, &ws.root, pgid).unwrap();
+    let (mut survivor, pgid) = legate_testkit::sleeping_group();
+    let root = std::fs::canonicalize(&ws.root).unwrap();
+    legate_backend::cleanup::block(
+        &blocked,
+        &root,
+        &legate_backend::cleanup::Processes::new(pgid, None),
+    )
+    .unwrap();
     let (sink, _rx) = EventSink::channel();
     let err = backend()
         .open_session(with_state(), sink)

@@ -371,34 +371,41 @@ async fn an_opt_in_of_node_options_is_refused_naming_it() {
     h.engine.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_timed_out_task_leaves_no_process_behind() {
-    let h = harness();
+/// Runs `prompt` with a 1 s timeout, checks that it timed out, and returns the task and its
+/// `processCleanup`.
+async fn timed_out(h: &Harness, prompt: &str) -> (Task, serde_json::Value) {
     let t = run(
-        &h,
+        h,
         SubmitRequest {
-            timeout: Some(Duration::from_secs(2)),
-            ..request("agy", "timeout: sleep")
+            timeout: Some(Duration::from_secs(1)),
+            ..request("agy", prompt)
         },
     )
     .await;
     assert_eq!(t.state, TaskState::Failed);
     assert_eq!(error_code(&t), Some(ErrorCode::TaskTimeout));
-    let cleanup = cleanup_detail(&h, &t);
+    let cleanup = cleanup_detail(h, &t);
+    (t, cleanup)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_task_leaves_no_process_behind() {
+    let h = harness();
+    let (t, cleanup) = timed_out(&h, "timeout: sleep").await;
     assert_eq!(cleanup["verified"], true);
     assert_eq!(cleanup["stopped"], true);
+    assert_eq!(
+        cleanup["signals"],
+        serde_json::json!(["SIGINT"]),
+        "{cleanup}"
+    );
     let pgid = i32::try_from(cleanup["pgid"].as_i64().unwrap()).unwrap();
     assert!(!legate_backend::acp::process_group_alive(pgid));
     assert_eq!(processes_in(t.root.as_ref().unwrap()), Vec::<String>::new());
 
     // Cancel stops it the same way.
     let task = h.engine.submit(request("agy", "timeout: again")).unwrap();
-    let mut sub = h.engine.subscribe(&task.id, 0);
-    while let Some(e) = sub.next().await.unwrap() {
-        if matches!(e.kind, EventKind::Session { .. }) {
-            break;
-        }
-    }
+    wait_for_session(&h, &task).await;
     h.engine.cancel(task.id.as_str()).unwrap();
     let t = h.engine.wait(&task.id).await.unwrap();
     assert_eq!(t.state, TaskState::Canceled, "{:?}", t.error);
@@ -544,7 +551,7 @@ async fn the_model_comes_from_the_task_then_the_preference_then_the_default() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unverified_cleanup_blocks_the_workspace_until_the_group_is_gone() {
+async fn an_unverified_cleanup_blocks_the_workspace_for_every_agent_until_the_group_is_gone() {
     let h = harness();
     let ctx = |p: &str| SubmitRequest {
         context_id: Some("blocked".into()),
@@ -552,15 +559,18 @@ async fn an_unverified_cleanup_blocks_the_workspace_until_the_group_is_gone() {
     };
     let first = run(&h, ctx("hi")).await;
     assert_eq!(first.state, TaskState::Completed, "{:?}", first.error);
-    let root = first.root.clone().unwrap();
-    let mut survivor = tokio::process::Command::new("sleep")
-        .arg("30")
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+    let root = std::fs::canonicalize(first.root.clone().unwrap()).unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    let shared_root = std::fs::canonicalize(shared.path()).unwrap();
+    let (mut survivor, pgid) = legate_testkit::sleeping_group();
+    for r in [&root, &shared_root] {
+        cleanup::block(
+            &h.home().join("blocked"),
+            r,
+            &cleanup::Processes::new(pgid, None),
+        )
         .unwrap();
-    let pgid = i32::try_from(survivor.id().unwrap()).unwrap();
-    cleanup::block(&h.home().join("agents").join("agy"), &root, pgid).unwrap();
+    }
     let blocked = run(&h, ctx("again")).await;
     assert_eq!(
         error_code(&blocked),
@@ -568,10 +578,237 @@ async fn an_unverified_cleanup_blocks_the_workspace_until_the_group_is_gone() {
         "{:?}",
         blocked.error
     );
+    // Another agent in the same directory is blocked too: the mark is the workspace's.
+    let other = run(&h, in_shared("agy-flash", shared.path(), "hi")).await;
+    assert_eq!(
+        error_code(&other),
+        Some(ErrorCode::ProcessCleanupUnverified),
+        "{:?}",
+        other.error
+    );
     survivor.kill().await.unwrap();
     survivor.wait().await.unwrap();
     let after = run(&h, ctx("and again")).await;
     assert_eq!(after.state, TaskState::Completed, "{:?}", after.error);
+    let other = run(&h, in_shared("agy-flash", shared.path(), "hi")).await;
+    assert_eq!(other.state, TaskState::Completed, "{:?}", other.error);
+    assert_eq!(
+        std::fs::read_dir(h.home().join("blocked")).unwrap().count(),
+        0,
+        "the marks are lifted"
+    );
+    h.engine.shutdown().await;
+}
+
+/// A read-only task of `agent` in the shared directory `dir`.
+fn in_shared(agent: &str, dir: &Path, prompt: &str) -> SubmitRequest {
+    SubmitRequest {
+        workspace: legate_engine::WorkspaceRequest::Shared(dir.to_path_buf()),
+        mode: TaskMode::ReadOnly,
+        ..request(agent, prompt)
+    }
+}
+
+/// Where the fake keeps its state (and `orphan` its pid) in the harness.
+fn fake_state(h: &Harness) -> PathBuf {
+    h.dir
+        .path()
+        .join("agy-home/.gemini/antigravity-cli/fake-state")
+}
+
+/// Whether `pid` is a live process (not a zombie).
+fn pid_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X")
+    })
+}
+
+/// Waits for the `orphan` scenario's pid file and returns the pid.
+async fn orphan_pid(h: &Harness) -> i32 {
+    let file = fake_state(h).join("orphan.pid");
+    for _ in 0..1000 {
+        if let Some(pid) = std::fs::read_to_string(&file)
+            .ok()
+            .filter(|t| t.ends_with('\n'))
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the orphan never wrote {}", file.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stubborn_agy_gets_sigkill_after_the_grace_and_the_signals_are_recorded() {
+    let h = harness();
+    // A run that ends on its own is signalled nothing.
+    let t = run(&h, request("agy", "hi")).await;
+    assert_eq!(cleanup_detail(&h, &t)["signals"], serde_json::json!([]));
+    // Cancel: SIGINT is enough for the plain fake.
+    let task = h.engine.submit(request("agy", "timeout: x")).unwrap();
+    wait_for_session(&h, &task).await;
+    h.engine.cancel(task.id.as_str()).unwrap();
+    let t = h.engine.wait(&task.id).await.unwrap();
+    assert_eq!(t.state, TaskState::Canceled, "{:?}", t.error);
+    let c = cleanup_detail(&h, &t);
+    assert_eq!(c["signals"], serde_json::json!(["SIGINT"]), "{c}");
+    assert_eq!(c["stopped"], true);
+
+    // A fake that ignores SIGINT is killed after the 3 s grace.
+    let task = h.engine.submit(request("agy", "stubborn: x")).unwrap();
+    wait_for_session(&h, &task).await;
+    let asked = std::time::Instant::now();
+    h.engine.cancel(task.id.as_str()).unwrap();
+    let t = h.engine.wait(&task.id).await.unwrap();
+    let took = asked.elapsed();
+    assert_eq!(t.state, TaskState::Canceled, "{:?}", t.error);
+    assert!(
+        took >= Duration::from_secs(3),
+        "SIGKILL came after {took:?}"
+    );
+    let c = cleanup_detail(&h, &t);
+    assert_eq!(
+        c["signals"],
+        serde_json::json!(["SIGINT", "SIGKILL"]),
+        "{c}"
+    );
+    assert_eq!(c["verified"], true, "{c}");
+    assert_eq!(processes_in(t.root.as_ref().unwrap()), Vec::<String>::new());
+
+    // The same on a timeout.
+    let (_, c) = timed_out(&h, "stubborn: y").await;
+    assert_eq!(
+        c["signals"],
+        serde_json::json!(["SIGINT", "SIGKILL"]),
+        "{c}"
+    );
+    assert_eq!(c["verified"], true, "{c}");
+    h.engine.shutdown().await;
+}
+
+async fn wait_for_session(h: &Harness, task: &Task) {
+    let mut sub = h.engine.subscribe(&task.id, 0);
+    while let Some(e) = sub.next().await.unwrap() {
+        if matches!(e.kind, EventKind::Session { .. }) {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_that_left_the_group_is_found_by_its_marker_and_killed() {
+    let h = harness();
+    let started = std::time::Instant::now();
+    let t = run(&h, request("agy", "orphan: x")).await;
+    let took = started.elapsed();
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    let pid = orphan_pid(&h).await;
+    let c = cleanup_detail(&h, &t);
+    assert_eq!(c["verified"], true, "{c}");
+    assert_eq!(c["stopped"], false, "{c}");
+    assert_eq!(c["outsideGroup"], 1, "{c}");
+    assert_eq!(
+        c["signals"],
+        serde_json::json!(["SIGINT", "SIGKILL"]),
+        "{c}"
+    );
+    assert!(
+        took >= Duration::from_secs(3),
+        "the orphan ignores SIGINT: {took:?}"
+    );
+    assert_ne!(
+        i64::from(pid),
+        c["pgid"].as_i64().unwrap(),
+        "the orphan left the group"
+    );
+    assert!(!pid_alive(pid), "the orphan {pid} is still running");
+    h.engine.shutdown().await;
+}
+
+/// A cgroup-v1 freezer group holding one process: a frozen process cannot act on a signal,
+/// not even `SIGKILL`, until it is thawed. Thaws and removes itself when dropped.
+struct Frozen {
+    dir: PathBuf,
+    pid: i32,
+}
+
+impl Frozen {
+    /// `None` where there is no writable cgroup-v1 freezer (not root, or cgroup v2, whose
+    /// freezer lets `SIGKILL` through).
+    fn freeze(pid: i32) -> Option<Frozen> {
+        let base = Path::new("/sys/fs/cgroup/freezer");
+        let dir = base.join(format!("legate-test-{}-{pid}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let frozen = Frozen { dir, pid };
+        std::fs::write(frozen.dir.join("cgroup.procs"), pid.to_string()).ok()?;
+        std::fs::write(frozen.dir.join("freezer.state"), "FROZEN").ok()?;
+        Some(frozen)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("freezer.state"), "THAWED");
+        let parent = self.dir.parent().unwrap().join("cgroup.procs");
+        let _ = std::fs::write(parent, self.pid.to_string());
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_that_cannot_be_killed_blocks_its_workspace_for_every_agent() {
+    let h = harness();
+    let shared = tempfile::tempdir().unwrap();
+    let task = h
+        .engine
+        .submit(in_shared("agy", shared.path(), "orphan: x"))
+        .unwrap();
+    let pid = orphan_pid(&h).await;
+    let Some(frozen) = Frozen::freeze(pid) else {
+        eprintln!(
+            "skipped: no writable cgroup-v1 freezer here to hold a process Legate cannot kill"
+        );
+        let _ = h.engine.wait(&task.id).await;
+        h.engine.shutdown().await;
+        return;
+    };
+    let t = h.engine.wait(&task.id).await.unwrap();
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    let c = cleanup_detail(&h, &t);
+    assert_eq!(c["verified"], false, "{c}");
+    assert_eq!(
+        c["signals"],
+        serde_json::json!(["SIGINT", "SIGKILL"]),
+        "{c}"
+    );
+    for agent in ["agy", "agy-flash"] {
+        let t = run(&h, in_shared(agent, shared.path(), "hi")).await;
+        assert_eq!(
+            error_code(&t),
+            Some(ErrorCode::ProcessCleanupUnverified),
+            "{agent}: {:?}",
+            t.error
+        );
+    }
+    // Thawed, the pending SIGKILL takes it; the next observation lifts the mark.
+    drop(frozen);
+    for _ in 0..500 {
+        if !pid_alive(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!pid_alive(pid));
+    let t = run(&h, in_shared("agy-flash", shared.path(), "hi")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
     h.engine.shutdown().await;
 }
 

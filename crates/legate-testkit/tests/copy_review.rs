@@ -22,7 +22,7 @@ use std::time::Duration;
 const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
 
 struct Harness {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     project: PathBuf,
     engine: Engine,
 }
@@ -63,7 +63,7 @@ fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
     )
     .unwrap();
     Harness {
-        _dir: dir,
+        dir,
         project,
         engine,
     }
@@ -281,5 +281,66 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     assert_eq!(report.removed, std::slice::from_ref(&id));
     let err = h.engine.preview(&id).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::CopyUnavailable);
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integrated() {
+    let h = harness(|_| {});
+    let (id, sha) = verified_task(&h).await;
+    let copy = h.engine.preview(&id).await.unwrap().copy_directory;
+    // An agent run in this copy left a process group that could not be shown gone.
+    let (mut survivor, pgid) = legate_testkit::sleeping_group();
+    let blocked = h.dir.path().join("home").join("blocked");
+    legate_backend::cleanup::block(
+        &blocked,
+        &std::fs::canonicalize(&copy).unwrap(),
+        &legate_backend::cleanup::Processes::new(pgid, None),
+    )
+    .unwrap();
+    let refused = |r: Result<(), legate_core::Error>| {
+        assert_eq!(
+            r.unwrap_err().code,
+            ErrorCode::ProcessCleanupUnverified,
+            "refused while the group lives"
+        );
+    };
+    refused(h.engine.verify(&id, &sha, review()).await.map(drop));
+    let grep = TestCommand {
+        executable: "grep".into(),
+        args: vec!["-q".into(), "beta".into(), "a.txt".into()],
+    };
+    refused(h.engine.test(&id, &sha, grep.clone(), None).await.map(drop));
+    refused(
+        h.engine
+            .record_test(
+                &id,
+                &sha,
+                ReportedTest {
+                    command: grep.clone(),
+                    exit_code: 0,
+                    output: String::new(),
+                },
+            )
+            .await
+            .map(drop),
+    );
+    refused(h.engine.integrate(&id, Some(&sha), None).await.map(drop));
+    // Reading the patch stays allowed; the original is untouched.
+    assert_eq!(h.engine.patch(&id, Some(&sha)).await.unwrap().sha256, sha);
+    assert_eq!(
+        std::fs::read_to_string(h.project.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    // Once the group is gone, the next operation lifts the mark.
+    survivor.kill().await.unwrap();
+    survivor.wait().await.unwrap();
+    assert!(h.engine.test(&id, &sha, grep, None).await.unwrap().passed);
+    h.engine.integrate(&id, Some(&sha), None).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(h.project.join("a.txt")).unwrap(),
+        "beta\n"
+    );
+    assert_eq!(std::fs::read_dir(&blocked).unwrap().count(), 0);
     h.engine.shutdown().await;
 }

@@ -313,7 +313,7 @@ impl AcpBackend {
                 format!("the workspace root {} is not a directory", root.display()),
             ));
         }
-        if let Some(dir) = &request.state_dir {
+        if let Some(dir) = &request.blocked_dir {
             crate::cleanup::check(dir, &root)?;
         }
         let preset = request.supervision.preset.name.as_str();
@@ -353,19 +353,21 @@ impl AcpBackend {
                 "tmpDir": launch.tmp_dir,
             }),
         });
+        let marker = crate::cleanup::new_marker();
         let mut child = process::spawn(
             &request.agent,
             &root,
             request.state_dir.as_deref(),
             &launch,
             confinement,
+            &marker,
         )?;
         let (Some(stdin), Some(stdout), Some(stderr_pipe)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(Error::internal("the agent's pipes were not set up"));
         };
-        let process = ProcessGroup::watch(child, self.kill_grace);
+        let process = ProcessGroup::watch(child, self.kill_grace, marker);
         info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
         let shared = Arc::new(
             Shared::new(
@@ -384,8 +386,9 @@ impl AcpBackend {
                 let cleanup = process.stop().await;
                 record_cleanup(
                     &cleanup,
+                    &process,
                     |e| sink.send(e),
-                    request.state_dir.as_deref(),
+                    request.blocked_dir.as_deref(),
                     shared.root(),
                 );
                 return Err(e);
@@ -416,7 +419,7 @@ impl AcpBackend {
                     connection,
                     process,
                     turn: tokio::sync::Mutex::new(()),
-                    state_dir: request.state_dir.clone(),
+                    blocked_dir: request.blocked_dir.clone(),
                     cleanup_recorded: std::sync::Mutex::new(false),
                     model: std::sync::Mutex::new(
                         opened
@@ -435,8 +438,9 @@ impl AcpBackend {
                 connection.stop();
                 record_cleanup(
                     &cleanup,
+                    &process,
                     |e| sink.send(e),
-                    request.state_dir.as_deref(),
+                    request.blocked_dir.as_deref(),
                     shared.root(),
                 );
                 Err(e)

@@ -1,12 +1,14 @@
 //! Spawning the agent and stopping its process group.
 //!
-//! The agent runs in its own process group (`process_group(0)`), so that stopping it stops
-//! everything it started: `SIGINT` to the group, then `SIGKILL` after a grace period (3 s),
-//! then the group is observed until it is gone ([`Cleanup`]). A reaper task owns the
+//! The agent runs in its own process group (`process_group(0)`) and carries a marker of its
+//! own (`LEGATE_RUN`, see `crate::cleanup`), so that stopping it stops everything it started,
+//! even what left the group: `SIGINT`, then `SIGKILL` after a grace period (3 s), then
+//! the processes are observed until they are gone ([`Cleanup`]). A reaper task owns the
 //! [`Child`] and publishes its exit status.
 
 use super::launch::Launch;
 use super::sys;
+use crate::cleanup::{self, Processes};
 use crate::env;
 use legate_core::{AgentSpec, Error, ErrorCode, Result};
 use std::os::unix::process::ExitStatusExt;
@@ -16,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, watch};
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 /// How long the group has between `SIGINT` and `SIGKILL`.
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -25,17 +27,21 @@ pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
 pub(crate) const VERIFY: Duration = Duration::from_secs(1);
 
 /// Starts `spec`'s program in `root` with the filtered environment plus its preset's
-/// [`Launch`], confined by `confinement` (applied between `fork` and `exec`).
+/// [`Launch`] and `LEGATE_RUN=<marker>`, confined by `confinement` (applied between `fork`
+/// and `exec`).
 pub(crate) fn spawn(
     spec: &AgentSpec,
     root: &Path,
     state_dir: Option<&Path>,
     launch: &Launch,
     confinement: legate_sandbox::Prepared,
+    marker: &str,
 ) -> Result<Child> {
     let parent: Vec<_> = std::env::vars_os().collect();
     let mut env = env::agent_env(parent.iter().cloned(), spec, state_dir, env::Allowlist::Acp)?;
     launch.apply(&mut env, &parent, &spec.env);
+    env.retain(|(k, _)| k != cleanup::RUN_ENV);
+    env.push((cleanup::RUN_ENV.into(), marker.into()));
     let mut cmd = Command::new(&spec.command);
     cmd.args(&spec.args)
         .current_dir(root)
@@ -74,6 +80,7 @@ pub(crate) fn describe_exit(status: &ExitStatus) -> String {
 #[derive(Debug)]
 pub(crate) struct ProcessGroup {
     pgid: i32,
+    processes: Processes,
     exit: watch::Receiver<Option<ExitStatus>>,
     stopping: AtomicBool,
     stopped: Mutex<Option<Cleanup>>,
@@ -81,9 +88,9 @@ pub(crate) struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    /// Takes ownership of `child` (a group leader) and reaps it in the background; stopping
-    /// it gives `kill_grace` between `SIGINT` and `SIGKILL`.
-    pub(crate) fn watch(mut child: Child, kill_grace: Duration) -> Self {
+    /// Takes ownership of `child` (a group leader spawned with `marker`) and reaps it in the
+    /// background; stopping it gives `kill_grace` between `SIGINT` and `SIGKILL`.
+    pub(crate) fn watch(mut child: Child, kill_grace: Duration, marker: String) -> Self {
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -103,6 +110,7 @@ impl ProcessGroup {
         });
         Self {
             pgid,
+            processes: Processes::new(pgid, Some(marker)),
             exit: rx,
             stopping: AtomicBool::new(false),
             stopped: Mutex::new(None),
@@ -113,6 +121,11 @@ impl ProcessGroup {
     /// The process group id (the leader's pid).
     pub(crate) fn pgid(&self) -> i32 {
         self.pgid
+    }
+
+    /// The agent's processes: its group and its marker.
+    pub(crate) fn processes(&self) -> &Processes {
+        &self.processes
     }
 
     /// The leader's exit status, once it exited.
@@ -142,59 +155,38 @@ impl ProcessGroup {
             .flatten()
     }
 
-    /// Stops the whole group: `SIGINT`, then `SIGKILL` after [`KILL_GRACE`], then waits for
-    /// the leader, then observes the group until it is gone (up to [`VERIFY`]). Idempotent;
-    /// concurrent callers wait for the first and get the same [`Cleanup`].
+    /// Stops the agent's processes (its group and what carries its marker): `SIGINT`, then
+    /// `SIGKILL` after [`KILL_GRACE`], then waits for the leader, then observes them until
+    /// they are gone (up to [`VERIFY`]). Idempotent; concurrent callers wait for the first
+    /// and get the same [`Cleanup`].
     pub(crate) async fn stop(&self) -> Cleanup {
         self.stopping.store(true, Ordering::SeqCst);
         let mut stopped = self.stopped.lock().await;
         if let Some(done) = &*stopped {
             return done.clone();
         }
-        let pgid = self.pgid;
-        let mut signals = Vec::new();
-        if sys::signal_group(pgid, sys::SIGINT) {
-            signals.push("SIGINT");
-            let deadline = tokio::time::Instant::now() + self.kill_grace;
-            while tokio::time::Instant::now() < deadline {
-                if self.exit_status().is_some() && !crate::cleanup::group_alive(pgid) {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            if crate::cleanup::group_alive(pgid) && sys::signal_group(pgid, sys::SIGKILL) {
-                signals.push("SIGKILL");
-                info!(pgid, "agent process group killed after the grace period");
-            }
-        }
+        let (signals, outside_group) = self.processes.stop(self.kill_grace).await;
         if self.exited_within(Duration::from_secs(5)).await.is_none() {
-            warn!(pgid, "agent process did not exit after SIGKILL");
+            warn!(pgid = self.pgid, "agent process did not exit after SIGKILL");
         }
         // Members that outlived the leader are reaped by init: observe until they are gone.
-        let verified = crate::cleanup::verify_gone(pgid, VERIFY).await;
+        let verified = self.processes.verify(VERIFY).await;
         if !verified {
-            warn!(pgid, "agent process cleanup not verified");
+            warn!(pgid = self.pgid, "agent process cleanup not verified");
         }
         let done = Cleanup {
             verified,
-            pgid,
+            pgid: self.pgid,
+            stopped: true,
             signals,
+            outside_group,
         };
         *stopped = Some(done.clone());
         done
     }
 }
 
-/// What stopping a process group found: whether it is gone, and the signals it took.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Cleanup {
-    /// Whether the group was observed gone.
-    pub(crate) verified: bool,
-    /// The group.
-    pub(crate) pgid: i32,
-    /// The signals sent, in order (`SIGINT`, `SIGKILL`); empty when it was already gone.
-    pub(crate) signals: Vec<&'static str>,
-}
+pub(crate) use crate::cleanup::Cleanup;
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
@@ -203,8 +195,8 @@ impl Drop for ProcessGroup {
             .try_lock()
             .map(|g| g.is_some())
             .unwrap_or(false);
-        if !stopped && sys::signal_group(self.pgid, sys::SIGKILL) {
-            debug!(pgid = self.pgid, "agent process group killed on drop");
+        if !stopped && self.processes.kill_now() {
+            debug!(pgid = self.pgid, "agent processes killed on drop");
         }
     }
 }

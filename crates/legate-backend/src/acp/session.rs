@@ -241,8 +241,8 @@ pub struct AcpSession {
     pub(crate) connection: Connection,
     pub(crate) process: ProcessGroup,
     pub(crate) turn: tokio::sync::Mutex<()>,
-    /// The agent's state directory, where an unverified cleanup blocks its root.
-    pub(crate) state_dir: Option<std::path::PathBuf>,
+    /// Where an unverified cleanup blocks its root (`$LEGATE_HOME/blocked`).
+    pub(crate) blocked_dir: Option<std::path::PathBuf>,
     /// Whether the cleanup was recorded (once per session); held while it is recorded, so
     /// that whoever finds it set knows the event is out.
     pub(crate) cleanup_recorded: Mutex<bool>,
@@ -356,10 +356,11 @@ impl AcpSession {
         if !*recorded {
             record_cleanup(
                 &cleanup,
+                &self.process,
                 |e| {
                     self.shared.emit(e);
                 },
-                self.state_dir.as_deref(),
+                self.blocked_dir.as_deref(),
                 self.shared.root(),
             );
             *recorded = true;
@@ -368,28 +369,24 @@ impl AcpSession {
     }
 }
 
-/// Reports `cleanup` through `emit` and, when it is unverified, blocks `root` in `state_dir`
-/// (`PROCESS_CLEANUP_UNVERIFIED` for every later session there until the group is gone).
+/// Reports `cleanup` through `emit` and, when it is unverified, blocks `root` in
+/// `blocked_dir` (`PROCESS_CLEANUP_UNVERIFIED` for every later session or review there until
+/// the agent's processes are gone).
 pub(crate) fn record_cleanup(
     cleanup: &Cleanup,
+    process: &ProcessGroup,
     emit: impl FnOnce(legate_core::EventKind),
-    state_dir: Option<&std::path::Path>,
+    blocked_dir: Option<&std::path::Path>,
     root: &std::path::Path,
 ) {
-    info!(pgid = cleanup.pgid, verified = cleanup.verified, signals = ?cleanup.signals, "agent process cleanup");
-    emit(crate::cleanup::report(
+    crate::cleanup::record(
         "agent",
-        cleanup.verified,
-        cleanup.pgid,
-        true,
-        &cleanup.signals,
-    ));
-    if !cleanup.verified
-        && let Some(dir) = state_dir
-        && let Err(e) = crate::cleanup::block(dir, root, cleanup.pgid)
-    {
-        warn!(error = %e, "could not record the unverified cleanup");
-    }
+        cleanup,
+        process.processes(),
+        emit,
+        blocked_dir,
+        root,
+    );
 }
 
 /// Sends `session/cancel` for one session.
@@ -445,6 +442,10 @@ impl AgentSession for AcpSession {
                 ErrorCode::AgentExited,
             )
             .await);
+        }
+        if let Some(dir) = &self.blocked_dir {
+            // Another agent's run in this root may have left processes since this opened.
+            crate::cleanup::check(dir, self.shared.root())?;
         }
         let model = self.apply_model(&turn, &sink).await?;
         self.shared.route_to(sink, Some(turn.mode));

@@ -63,6 +63,7 @@ pub struct AgySession {
     boundary: Boundary,
     root: PathBuf,
     state_dir: Option<PathBuf>,
+    blocked_dir: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
     fence: Fence,
     discovery: Discovery,
@@ -121,7 +122,7 @@ impl AgyBackend {
                     ),
                 )
             })?;
-        if let Some(dir) = &request.state_dir {
+        if let Some(dir) = &request.blocked_dir {
             cleanup::check(dir, &root)?;
         }
         let mut env = env::agent_env(std::env::vars_os(), &spec, None, Allowlist::Agy)?;
@@ -194,6 +195,7 @@ impl AgyBackend {
             boundary: request.boundary,
             root,
             state_dir: request.state_dir,
+            blocked_dir: request.blocked_dir,
             env,
             fence,
             discovery,
@@ -417,7 +419,7 @@ impl AgentSession for AgySession {
                 "the agy session was shut down",
             ));
         }
-        if let Some(dir) = &self.state_dir {
+        if let Some(dir) = &self.blocked_dir {
             cleanup::check(dir, &self.root)?;
         }
         self.check_supervision(turn.mode)?;
@@ -458,6 +460,7 @@ impl AgentSession for AgySession {
             prompt: turn.prompt,
             resumed: conversation.is_some(),
             kill_grace: self.kill_grace,
+            marker: cleanup::new_marker(),
             confinement: Some(self.fence.prepare()?),
         };
         let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
@@ -479,15 +482,18 @@ impl AgentSession for AgySession {
             .init_model
             .clone()
             .or_else(|| choice.id().map(str::to_owned));
-        self.account(&end, model, &sink);
-        if !end.cleanup_verified {
+        cleanup::record(
+            "agy",
+            &end.cleanup,
+            &end.processes,
+            |e| sink.send(e),
+            self.blocked_dir.as_deref(),
+            &self.root,
+        );
+        if !end.cleanup.verified {
             self.blocked.store(true, Ordering::SeqCst);
-            if let Some(dir) = &self.state_dir
-                && let Err(e) = cleanup::block(dir, &self.root, end.pgid)
-            {
-                warn!(error = %e, "could not record the unverified cleanup");
-            }
         }
+        self.account(&end, model, &sink);
         if end.stopped {
             info!(task_id = %turn.task_id, "agy turn stopped");
             return Ok(TurnOutcome {

@@ -2,17 +2,20 @@
 //! the check that its process group is gone.
 //!
 //! The process runs in the workspace root, in its own process group, with the filtered
-//! environment, confined (Landlock, see `confine`), and dies with Legate. The prompt is written as one NDJSON line and stdin is
-//! closed. To stop it (cancel, timeout, shutdown) the group gets `SIGINT`, then `SIGKILL`
-//! after the grace period (3 s). Members left behind after the leader exited get the same.
-//! Then the group is observed once more, and the result is an event whose detail carries
-//! `processCleanup.verified`.
+//! environment plus `LEGATE_RUN=<marker>` (a fresh marker per run, `crate::cleanup`), confined
+//! (Landlock, see `confine`), and dies with Legate. The prompt is written as one NDJSON line
+//! and stdin is closed. To stop it (cancel, timeout, shutdown) its processes (the group, and
+//! whatever carries the marker outside it) get `SIGINT`, then `SIGKILL` after the grace
+//! period (3 s) if anything is left. What is left behind after the leader exited on its own
+//! gets the same. Then the processes are observed once more, and the result is an event whose
+//! detail carries `processCleanup.verified` and the signals actually sent.
 
 use super::ndjson::LineSplitter;
 use super::translate::{Translator, truncate};
 use super::{cleanup, models};
 use crate::EventSink;
 use crate::acp::sys;
+use crate::cleanup::{Cleanup, Processes};
 use legate_core::{Error, ErrorCode, EventKind, Result};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -45,6 +48,8 @@ pub(crate) struct RunSpec {
     pub(crate) prompt: String,
     pub(crate) resumed: bool,
     pub(crate) kill_grace: Duration,
+    /// The run's marker (`LEGATE_RUN`), which every process it starts inherits.
+    pub(crate) marker: String,
     /// The ruleset applied between `fork` and `exec`; `None` runs it unconfined.
     pub(crate) confinement: Option<legate_sandbox::Prepared>,
 }
@@ -57,8 +62,8 @@ pub(crate) struct RunEnd {
     pub(crate) stderr_tail: Vec<String>,
     pub(crate) login_required: bool,
     pub(crate) stopped: bool,
-    pub(crate) cleanup_verified: bool,
-    pub(crate) pgid: i32,
+    pub(crate) cleanup: Cleanup,
+    pub(crate) processes: Processes,
     pub(crate) input_error: Option<String>,
 }
 
@@ -73,7 +78,13 @@ fn spawn(spec: &RunSpec, confinement: Option<legate_sandbox::Prepared>) -> Resul
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(
+            spec.env
+                .iter()
+                .filter(|(k, _)| k != cleanup::RUN_ENV)
+                .map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+        )
+        .env(cleanup::RUN_ENV, &spec.marker)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -96,22 +107,6 @@ fn spawn(spec: &RunSpec, confinement: Option<legate_sandbox::Prepared>) -> Resul
     })
 }
 
-/// Stops the group: `SIGINT`, then `SIGKILL` after `grace` if the leader has not exited (or,
-/// with no leader to wait for, if the group still has members).
-async fn stop_group(pgid: i32, child: Option<&mut Child>, grace: Duration) {
-    if !sys::signal_group(pgid, sys::SIGINT) {
-        return;
-    }
-    debug!(pgid, "SIGINT sent to the agy process group");
-    let exited = match child {
-        Some(child) => tokio::time::timeout(grace, child.wait()).await.is_ok(),
-        None => cleanup::verify_gone(pgid, grace).await,
-    };
-    if !exited && sys::signal_group(pgid, sys::SIGKILL) {
-        info!(pgid, "agy process group killed after the grace period");
-    }
-}
-
 /// Runs `spec` to its end, reporting events on `sink`. `stop` turning `true` stops it.
 pub(crate) async fn run(
     mut spec: RunSpec,
@@ -124,6 +119,7 @@ pub(crate) async fn run(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or(0);
+    let processes = Processes::new(pgid, Some(spec.marker.clone()));
     info!(pgid, cwd = %spec.cwd.display(), resumed = spec.resumed, "agy run started");
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -218,19 +214,24 @@ pub(crate) async fn run(
             None
         }
     };
+    let mut signals = Vec::new();
+    let mut outside_group = 0;
     let (status, mut stopped) = match exited {
         Some(status) => (status, false),
         None => {
             info!(pgid, "stopping the agy run");
-            stop_group(pgid, Some(&mut child), spec.kill_grace).await;
+            let (sent, outside) = processes.stop(spec.kill_grace).await;
+            signals.extend(sent);
+            outside_group = outside;
             (child.wait().await.ok(), true)
         }
     };
     let flagged = *stop.borrow();
     stopped |= flagged;
 
-    // The leader is gone. Members it left behind may hold the pipes open: give the readers
-    // a moment, then stop whatever is left of the group the same way.
+    // The leader is gone. Processes it left behind (in its group, or carrying its marker
+    // after leaving the group) may hold the pipes open: give the readers a moment, then stop
+    // whatever is left the same way.
     let mut reader = reader;
     let mut err_reader = err_reader;
     let drained = tokio::time::timeout(DRAIN, async {
@@ -239,15 +240,15 @@ pub(crate) async fn run(
     })
     .await
     .is_ok();
-    let mut signals = Vec::new();
-    if cleanup::group_alive(pgid) {
-        warn!(
-            pgid,
-            "the agy process group outlived its leader; stopping it"
-        );
-        signals.push("SIGINT");
-        stop_group(pgid, None, spec.kill_grace).await;
-        signals.push("SIGKILL");
+    if processes.alive() {
+        warn!(pgid, "agy left processes behind; stopping them");
+        let (sent, outside) = processes.stop(spec.kill_grace).await;
+        for s in sent {
+            if !signals.contains(&s) {
+                signals.push(s);
+            }
+        }
+        outside_group = outside_group.max(outside);
     }
     if !drained {
         let finished = tokio::time::timeout(VERIFY, async {
@@ -261,12 +262,15 @@ pub(crate) async fn run(
             err_reader.abort();
         }
     }
-    let verified = cleanup::verify_gone(pgid, VERIFY).await;
+    let verified = processes.verify(VERIFY).await;
+    let cleanup = Cleanup {
+        verified,
+        pgid,
+        stopped,
+        signals,
+        outside_group,
+    };
     let input_error = writer.await.ok().flatten();
-    sink.send(cleanup::report("agy", verified, pgid, stopped, &signals));
-    if !verified {
-        warn!(pgid, "agy process cleanup not verified");
-    }
     let translator = std::mem::take(&mut *translator.lock().unwrap_or_else(|p| p.into_inner()));
     let st = std::mem::take(&mut *err_state.lock().unwrap_or_else(|p| p.into_inner()));
     debug!(pgid, status = ?status, stopped, verified, "agy run ended");
@@ -276,8 +280,8 @@ pub(crate) async fn run(
         stderr_tail: st.tail,
         login_required: st.login_required,
         stopped,
-        cleanup_verified: verified,
-        pgid,
+        cleanup,
+        processes,
         input_error,
     })
 }
