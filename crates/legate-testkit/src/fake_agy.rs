@@ -27,7 +27,7 @@
 //! | `tokens: N` | answer; usage grows by N (input N − N/6, output N/6) |
 //! | `write: <file> <text>` | a `write_file` tool step, the file written in cwd (not in `--mode plan`) |
 //! | `write-outside: <absolute path>` | writes that path without asking, wherever it is; the tool step fails with the OS error (what Landlock stops) |
-//! | `crash` | `init`, one text chunk, then exit 7 with no result |
+//! | `crash` | `init`, one text chunk, then exit 7 with no result; the conversation's counters still grow by 120 (tokens spent, never reported) |
 //! | `timeout` | `init`, then sleep 600 s |
 //! | `slow` | five text chunks 300 ms apart |
 //! | `stderr` | a diagnostic line on stderr, then answer |
@@ -40,6 +40,7 @@
 //! | `reset` | cumulative counters go back to 10 |
 //! | `nousage` | `result` without usage |
 //! | `auth` | a login phrase on stderr, exit 1 |
+//! | `stepusage` | usage only in `step_update` events, none in `result` |
 //! | `stubborn` | becomes a shell ignoring `SIGINT` that prints `init`, then `sleep 600` (only `SIGKILL` stops it) |
 //! | `orphan` | starts `sleep 600` in a new session (`setsid`) ignoring `SIGINT`, with its pid in `<state dir>/orphan.pid`, then answers and exits |
 
@@ -273,6 +274,8 @@ impl Run {
             }
             "crash" => {
                 self.text("about to crash");
+                counters.grow(grow);
+                save(&state_dir, &id, &counters);
                 return 7;
             }
             "orphan" => {
@@ -309,6 +312,12 @@ impl Run {
                     std::thread::sleep(Duration::from_millis(300));
                 }
                 response = String::new();
+            }
+            "stepusage" => {
+                counters.grow(grow);
+                self.emit(&json!({"event": "step_update", "step_update": {"step_type": "agent_response", "state": "DONE", "text_delta": "", "usage": counters.json()}}));
+                usage = false;
+                grow = 0;
             }
             "stderr" => eprintln!("warning: a diagnostic from the fake agy on stderr"),
             "malformed" => {

@@ -292,6 +292,40 @@ async fn usage_is_the_difference_of_cumulative_counters_even_across_restarts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_without_valid_counters_drops_the_baseline() {
+    let h = harness();
+    let ctx = |p: &str| SubmitRequest {
+        context_id: Some("lost".into()),
+        ..request("agy", p)
+    };
+    let warned = |t: &Task| {
+        events(&h, t).iter().any(|e| {
+            matches!(&e.kind, EventKind::Workspace { detail, .. } if detail["warning"] == "usage")
+        })
+    };
+    let first = run(&h, ctx("tokens: 100")).await;
+    assert_eq!(first.usage.as_ref().unwrap().total_tokens, Some(100));
+    // The crash spends 120 tokens the CLI never reports.
+    let crashed = run(&h, ctx("crash: x")).await;
+    assert_eq!(error_code(&crashed), Some(ErrorCode::AgyProcessFailed));
+    assert_eq!(crashed.usage, None);
+    assert!(warned(&crashed));
+    // So the next turn's difference (170) is not its own: no usage, a warning.
+    let next = run(&h, ctx("tokens: 50")).await;
+    assert_eq!(next.state, TaskState::Completed, "{:?}", next.error);
+    assert_eq!(next.usage, None, "charged with the lost turn's tokens");
+    assert!(warned(&next));
+    // Its counters are the new baseline.
+    let after = run(&h, ctx("tokens: 30")).await;
+    assert_eq!(after.usage.as_ref().unwrap().total_tokens, Some(30));
+    // Usage carried only by `step_update` events counts too.
+    let step = run(&h, request("agy", "stepusage: x")).await;
+    assert_eq!(step.state, TaskState::Completed, "{:?}", step.error);
+    assert_eq!(step.usage.as_ref().unwrap().total_tokens, Some(120));
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_diagnostic_code_comes_from_its_fake_condition() {
     let h = harness();
     let cases: &[(&str, &str, Option<&str>, ErrorCode)] = &[

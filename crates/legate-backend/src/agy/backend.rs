@@ -306,7 +306,9 @@ impl AgySession {
         Ok(choice)
     }
 
-    /// Turns the run's cumulative usage into the turn's, saving the new total.
+    /// Turns the run's cumulative usage into the turn's, saving the new total. A run without
+    /// valid counters drops the total (in memory and on disk): the tokens it may have spent
+    /// are unknown, so the next turn gets no usage rather than this one's.
     fn account(&self, end: &RunEnd, model: Option<String>, sink: &EventSink) {
         let tr = &end.translator;
         let raw = tr
@@ -321,20 +323,34 @@ impl AgySession {
                 detail: serde_json::json!({ "warning": "usage", "reason": why }),
             });
         };
-        let Some(raw) = raw else {
-            if tr.result.is_some() {
-                warn_event("agy reported no usage".into());
+        let conversation = tr
+            .conversation_id
+            .clone()
+            .or_else(|| lock(&self.conversation).clone())
+            .filter(|id| args::valid_conversation_id(id));
+        let now = match raw.as_ref().map(Counters::parse) {
+            Some(Ok(c)) => c,
+            invalid => {
+                *lock(&self.total) = None;
+                if let (Some(dir), Some(id)) = (&self.state_dir, conversation.as_deref())
+                    && let Err(e) = usage::forget_total(dir, id)
+                {
+                    warn!(error = %e, "could not forget the conversation's usage total");
+                }
+                match invalid {
+                    Some(Err(why)) => warn_event(why),
+                    _ => warn_event(if tr.result.is_some() {
+                        "agy reported no usage".into()
+                    } else {
+                        "the run ended without reporting usage".into()
+                    }),
+                }
+                return;
             }
-            return;
-        };
-        let now = match Counters::parse(&raw) {
-            Ok(c) => c,
-            Err(why) => return warn_event(why),
         };
         let before = *lock(&self.total);
         *lock(&self.total) = Some(now);
-        if let (Some(dir), Some(id)) = (&self.state_dir, tr.conversation_id.as_deref())
-            && args::valid_conversation_id(id)
+        if let (Some(dir), Some(id)) = (&self.state_dir, conversation.as_deref())
             && let Err(e) = usage::save_total(dir, id, &now)
         {
             warn!(error = %e, "could not save the conversation's usage total");

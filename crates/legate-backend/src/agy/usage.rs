@@ -4,7 +4,10 @@
 //! turn's own usage is the difference from the conversation's previous total, which is kept
 //! in the agent's state directory (`conversations/<id>.json`) so that it survives Legate
 //! restarts. A counter that is missing, invalid, smaller than before (reset) or without a
-//! known baseline is `None`, and the caller reports a warning; it is never 0 by default.
+//! known baseline is `None`, and the caller reports a warning; it is never 0 by default. A turn
+//! that ends without valid counters (a crash, a timeout, a cancel, invalid usage) may still
+//! have spent tokens, so it drops the baseline: the next turn has none, rather than being
+//! charged with the lost turn's tokens.
 
 use legate_core::Usage;
 use serde::{Deserialize, Serialize};
@@ -124,6 +127,15 @@ pub(crate) fn load_total(state_dir: &Path, conversation: &str) -> Option<Counter
     serde_json::from_str::<Saved>(&text)
         .ok()
         .map(|s| s.cumulative)
+}
+
+/// Forgets the conversation's saved total: a turn that spent tokens without reporting valid
+/// counters leaves the previous total meaningless, so the next turn has no baseline.
+pub(crate) fn forget_total(state_dir: &Path, conversation: &str) -> std::io::Result<()> {
+    match std::fs::remove_file(file(state_dir, conversation)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Saves the conversation's cumulative counters.
