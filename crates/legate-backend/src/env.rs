@@ -1,8 +1,8 @@
 //! An agent's environment: an allowlist of Legate's own variables, plus what its spec adds.
 //!
-//! Every driver starts its agent from an empty environment. The agent inherits only its
-//! driver's allowlist ([`INHERITED_EXACT`] and [`INHERITED_PREFIXES`] for ACP agents,
-//! [`AGY_INHERITED`] for `agy`, the seed's `cliEnvironment` groups), then the names its
+//! Every driver starts its agent from an empty environment. The agent inherits only the
+//! seed's `cliEnvironment` groups ([`INHERITED_EXACT`], the same for every agent, plus
+//! [`GOOGLE_AUTH`] for `agy`), then the names its
 //! [`AgentSpec`] opts in by exact name (`inherit_env`), then the variables its spec sets
 //! (`env`). Variables that change how a runtime loads code (`NODE_OPTIONS`, `NODE_PATH`,
 //! `LD_*`, `DYLD_*`) are never passed on: a spec that names one, in any case or spacing, is
@@ -15,19 +15,13 @@ use legate_core::{AgentSpec, Error, ErrorCode, Result};
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
-/// Variables ACP agents inherit from Legate's environment by exact name.
+/// Variables every agent inherits from Legate's environment by exact name: the seed's
+/// `cliEnvironment` groups without a vendor's credentials (system and executables; user and
+/// profile directories; temp; locale; XDG and the native keyring; SSH session context without
+/// credentials; proxies; certificates; Windows context). Drivers and presets then add what
+/// their agent needs: `agy` [`GOOGLE_AUTH`], ACP presets their own credentials, and every ACP
+/// agent its private `HOME` and temp directory.
 pub const INHERITED_EXACT: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "SHELL", "TMPDIR",
-];
-
-/// Variables ACP agents inherit from Legate's environment by prefix.
-pub const INHERITED_PREFIXES: &[&str] = &["LC_", "XDG_"];
-
-/// Variables `agy` inherits by exact name: the seed's `cliEnvironment` groups (system and
-/// executables; user and profile directories; temp; locale; XDG and the native keyring;
-/// SSH session context without credentials; proxies; certificates; Google/Gemini auth and
-/// endpoints; Windows context). No prefix is inherited.
-pub const AGY_INHERITED: &[&str] = &[
     // System and executable resolution.
     "PATH",
     "PATHEXT",
@@ -88,13 +82,6 @@ pub const AGY_INHERITED: &[&str] = &[
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
     "NODE_EXTRA_CA_CERTS",
-    // Official Google / Gemini authentication and endpoints.
-    "GEMINI_API_KEY",
-    "GOOGLE_GEMINI_BASE_URL",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GOOGLE_CLOUD_PROJECT",
-    "GCLOUD_PROJECT",
-    "GOOGLE_CLOUD_UNIVERSE_DOMAIN",
     // Windows, architecture and domain context.
     "OS",
     "PROCESSOR_ARCHITECTURE",
@@ -110,6 +97,21 @@ pub const AGY_INHERITED: &[&str] = &[
     "COMPUTERNAME",
 ];
 
+/// Variables inherited by prefix: none. (ACP agents once inherited `LC_*` and `XDG_*`; they
+/// now get the seed's exact locale and XDG names, like `agy`.)
+pub const INHERITED_PREFIXES: &[&str] = &[];
+
+/// What `agy` inherits on top of [`INHERITED_EXACT`]: the seed's Google/Gemini
+/// authentication and endpoint group.
+pub const GOOGLE_AUTH: &[&str] = &[
+    "GEMINI_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "GCLOUD_PROJECT",
+    "GOOGLE_CLOUD_UNIVERSE_DOMAIN",
+];
+
 /// Variables never passed to an agent, by exact name (compared upper-cased, blanks removed).
 pub const FORBIDDEN_EXACT: &[&str] = &["NODE_OPTIONS", "NODE_PATH"];
 
@@ -119,21 +121,17 @@ pub const FORBIDDEN_PREFIXES: &[&str] = &["LD_", "DYLD_"];
 /// Which allowlist a driver starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allowlist {
-    /// ACP agents: [`INHERITED_EXACT`] and [`INHERITED_PREFIXES`].
+    /// ACP agents: [`INHERITED_EXACT`]; their presets add their own credentials.
     Acp,
-    /// `agy`: [`AGY_INHERITED`].
+    /// `agy`: [`INHERITED_EXACT`] and [`GOOGLE_AUTH`].
     Agy,
 }
 
 impl Allowlist {
     fn admits(self, name: &str) -> bool {
-        match self {
-            Self::Acp => {
-                INHERITED_EXACT.contains(&name)
-                    || INHERITED_PREFIXES.iter().any(|p| name.starts_with(p))
-            }
-            Self::Agy => AGY_INHERITED.contains(&name),
-        }
+        INHERITED_EXACT.contains(&name)
+            || INHERITED_PREFIXES.iter().any(|p| name.starts_with(p))
+            || (self == Self::Agy && GOOGLE_AUTH.contains(&name))
     }
 }
 
@@ -310,18 +308,11 @@ mod tests {
     }
 
     #[test]
-    fn only_the_allowlist_is_inherited() {
+    fn acp_agents_inherit_the_seed_groups_without_google_credentials() {
         let env = agent_env(parent(), &spec(&[]), None, Allowlist::Acp).unwrap();
         assert_eq!(
             names(&env),
-            [
-                "HOME",
-                "LC_ALL",
-                "LC_NUMERIC",
-                "PATH",
-                "XDG_CONFIG_HOME",
-                "XDG_SESSION_ID"
-            ]
+            ["HOME", "HTTPS_PROXY", "LC_ALL", "PATH", "XDG_CONFIG_HOME"]
         );
     }
 

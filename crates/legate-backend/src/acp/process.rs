@@ -11,6 +11,7 @@ use super::sys;
 use crate::cleanup::{self, Processes};
 use crate::env;
 use legate_core::{AgentSpec, Error, ErrorCode, Result};
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -38,10 +39,7 @@ pub(crate) fn spawn(
     marker: &str,
 ) -> Result<Child> {
     let parent: Vec<_> = std::env::vars_os().collect();
-    let mut env = env::agent_env(parent.iter().cloned(), spec, state_dir, env::Allowlist::Acp)?;
-    launch.apply(&mut env, &parent, &spec.env);
-    env.retain(|(k, _)| k != cleanup::RUN_ENV);
-    env.push((cleanup::RUN_ENV.into(), marker.into()));
+    let env = environment(spec, state_dir, launch, &parent, marker)?;
     let mut cmd = Command::new(&spec.command);
     cmd.args(&spec.args)
         .current_dir(root)
@@ -65,6 +63,32 @@ pub(crate) fn spawn(
             ),
         )
     })
+}
+
+/// The agent's whole environment, from Legate's (`parent`): the seed's groups
+/// ([`env::Allowlist::Acp`]) with the state directory as `HOME`, the preset's launch, the
+/// private temp directory also as `TMP` and `TEMP` (the seed's temp group; the spec's own
+/// values win), and `LEGATE_RUN=<marker>`.
+fn environment(
+    spec: &AgentSpec,
+    state_dir: Option<&Path>,
+    launch: &Launch,
+    parent: &[(OsString, OsString)],
+    marker: &str,
+) -> Result<Vec<(OsString, OsString)>> {
+    let mut env = env::agent_env(parent.iter().cloned(), spec, state_dir, env::Allowlist::Acp)?;
+    launch.apply(&mut env, parent, &spec.env);
+    if let Some(tmp) = &launch.tmp_dir {
+        for name in ["TMP", "TEMP"] {
+            if !spec.env.contains_key(name) {
+                env.retain(|(k, _)| k != name);
+                env.push((name.into(), tmp.as_os_str().to_owned()));
+            }
+        }
+    }
+    env.retain(|(k, _)| k != cleanup::RUN_ENV);
+    env.push((cleanup::RUN_ENV.into(), marker.into()));
+    Ok(env)
 }
 
 /// Describes an exit status for a person: `exit status 3`, `killed by signal 9`.
@@ -198,5 +222,84 @@ impl Drop for ProcessGroup {
         if !stopped && self.processes.kill_now() {
             debug!(pgid = self.pgid, "agent processes killed on drop");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use legate_core::AgentKind;
+
+    #[test]
+    fn an_acp_agent_gets_the_seed_groups_its_home_its_temp_dir_and_its_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, state) = (dir.path().join("root"), dir.path().join("state"));
+        std::fs::create_dir(&root).unwrap();
+        let parent: Vec<(OsString, OsString)> = [
+            ("PATH", "/bin"),
+            ("HOME", "/home/me"),
+            ("TMP", "/tmp"),
+            ("TEMP", "/tmp"),
+            ("TMPDIR", "/tmp"),
+            ("LANG", "C.UTF-8"),
+            ("LANGUAGE", "en"),
+            ("LC_NUMERIC", "C"),
+            ("XDG_SESSION_ID", "7"),
+            ("HTTPS_PROXY", "http://proxy:3128"),
+            ("no_proxy", "localhost"),
+            ("SSL_CERT_FILE", "/etc/ssl/corp.pem"),
+            ("GEMINI_API_KEY", "g"),
+            ("ANTHROPIC_API_KEY", "a"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("LEGATE_RUN", "forged"),
+        ]
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+        let spec = AgentSpec {
+            name: "claude".into(),
+            kind: AgentKind::Acp,
+            command: "x".into(),
+            args: vec![],
+            env: Default::default(),
+            preset: Some("claude".into()),
+            allow_execute: false,
+            terminal: false,
+            description: None,
+            model: None,
+            inherit_env: Vec::new(),
+        };
+        let launch = super::super::launch::launch("claude", &root, Some(&state), false).unwrap();
+        let env = environment(&spec, Some(&state), &launch, &parent, "m-1").unwrap();
+        let get = |k: &str| {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+        };
+        let tmp = state.join("tmp").display().to_string();
+        assert_eq!(get("HOME"), Some(state.display().to_string()));
+        for name in ["TMPDIR", "TMP", "TEMP"] {
+            assert_eq!(get(name).as_deref(), Some(tmp.as_str()), "{name}");
+        }
+        assert_eq!(get("HTTPS_PROXY").as_deref(), Some("http://proxy:3128"));
+        assert_eq!(get("no_proxy").as_deref(), Some("localhost"));
+        assert_eq!(get("SSL_CERT_FILE").as_deref(), Some("/etc/ssl/corp.pem"));
+        assert_eq!(get("LANG").as_deref(), Some("C.UTF-8"));
+        assert_eq!(
+            get("ANTHROPIC_API_KEY").as_deref(),
+            Some("a"),
+            "its preset's"
+        );
+        for absent in [
+            "GEMINI_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "LANGUAGE",
+            "LC_NUMERIC",
+            "XDG_SESSION_ID",
+        ] {
+            assert_eq!(get(absent), None, "{absent}");
+        }
+        assert_eq!(get(cleanup::RUN_ENV).as_deref(), Some("m-1"));
     }
 }
