@@ -13,7 +13,8 @@
 //!
 //! * `discovery`: finding the executable, `--version` and `--help` with timeouts, capabilities;
 //! * `models`: `agy models` and its parsing, login phrases;
-//! * `selection`: which model a turn uses (task, saved preference, configured default, Auto);
+//! * `crate::selection` (shared with the ACP driver): which model a turn uses (task, saved
+//!   preference, configured default, Auto);
 //! * `args`: the argument vector of a run;
 //! * `ndjson`: stdout bytes into lines (split UTF-8, CRLF, very long lines);
 //! * `translate`: stream-json events into Legate's event model;
@@ -34,11 +35,11 @@ mod discovery;
 mod models;
 mod ndjson;
 mod run;
-pub mod selection;
 mod translate;
 pub(crate) mod usage;
 
 pub use crate::cleanup;
+pub use crate::selection;
 pub use args::RunOptions;
 pub use backend::{AgyBackend, AgySession};
 pub use discovery::{Capabilities, Discovery, discover, resolve_executable};

@@ -12,6 +12,7 @@ pub mod acp;
 pub mod agy;
 pub mod cleanup;
 pub mod env;
+pub mod selection;
 mod sink;
 
 pub use agy::Model;
@@ -21,7 +22,7 @@ use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
 use legate_supervisor::{Supervision, Supervisor};
 use std::fmt::Debug;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Everything a backend needs to open a session.
@@ -128,17 +129,19 @@ pub trait Backend: Send + Sync + Debug {
     async fn open(&self, request: SessionRequest, sink: EventSink)
     -> Result<Arc<dyn AgentSession>>;
 
+    /// The models the agent of `request` offers (`legate models`), its session opened in
+    /// `request`'s root when the protocol needs one. The default is for backends whose agents
+    /// cannot say: `INVALID_INPUT`.
+    async fn models(&self, request: SessionRequest) -> Result<selection::ModelList> {
+        Err(legate_core::Error::invalid_input(format!(
+            "agent `{}` cannot list its models",
+            request.agent.name
+        )))
+    }
+
     /// How much of `legate-sandbox`'s confinement the kernel enforces on the processes this
     /// backend spawns. The default is for backends that do not confine what they spawn.
     fn confinement(&self) -> legate_sandbox::Enforcement {
         legate_sandbox::Enforcement::None
-    }
-
-    /// The models `agent` offers, when this protocol can list them without opening a session
-    /// (agy's `agy models`), run in `cwd`, a throwaway directory; `Ok(None)` when it cannot.
-    /// The default is for protocols that cannot. The caller bounds how long it may take.
-    async fn models(&self, agent: &AgentSpec, cwd: &Path) -> Result<Option<Vec<Model>>> {
-        let _ = (agent, cwd);
-        Ok(None)
     }
 }

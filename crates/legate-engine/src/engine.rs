@@ -6,7 +6,7 @@ use crate::fanout::{Fanout, Subscription};
 use crate::pool::Pool;
 use crate::runner::{self, Runner};
 use legate_backend::{
-    AgentInfo, AgentSession, Backend, EventSink, EventStream, Model, SessionRequest, Turn,
+    AgentInfo, AgentSession, Backend, EventSink, EventStream, SessionRequest, Turn,
 };
 use legate_core::{
     AgentKind, AgentSpec, Boundary, Error, ErrorCode, Event, EventKind, Result, Task, TaskId,
@@ -632,19 +632,25 @@ impl Engine {
         Ok(enforcement)
     }
 
-    /// Starts an agent for real (spawn, handshake, a session in a throwaway directory under
-    /// `$LEGATE_HOME/probes/`), then stops it. Nothing is prompted and nothing is stored.
-    /// An agent whose process would run unconfined under `confinement = "required"` is not
-    /// started: `CONFINEMENT_UNAVAILABLE`.
-    pub async fn probe(&self, name: &str, limit: Duration) -> Result<AgentInfo> {
+    /// A session request for agent `name` in a throwaway directory under
+    /// `$LEGATE_HOME/probes/` (read-only, nothing stored), with its backend. The caller
+    /// removes the directory.
+    fn probe_request(&self, name: &str) -> Result<(Arc<dyn Backend>, SessionRequest)> {
+        // Nothing starts unconfined under `confinement = "required"`.
+        self.confinement(name)?;
         let inner = &self.inner;
-        let (agent, backend, boundary) = self.probe_setup(name)?;
+        let agent = self.agent(name)?.clone();
+        let backend = inner.backends.get(&agent.kind).cloned().ok_or_else(|| {
+            Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind")
+        })?;
+        let probes = inner.config.paths.home().join("probes");
+        let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
         let request = SessionRequest {
             agent: agent.clone(),
             boundary: boundary.clone(),
             supervisor: inner.supervisor.clone(),
             supervision: Supervision {
-                boundary: boundary.clone(),
+                boundary,
                 mode: TaskMode::ReadOnly,
                 preset: preset_for(&agent),
             },
@@ -652,6 +658,16 @@ impl Engine {
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
         };
+        Ok((backend, request))
+    }
+
+    /// Starts an agent for real (spawn, handshake, a session in a throwaway directory under
+    /// `$LEGATE_HOME/probes/`), then stops it. Nothing is prompted and nothing is stored.
+    /// An agent whose process would run unconfined under `confinement = "required"` is not
+    /// started: `CONFINEMENT_UNAVAILABLE`.
+    pub async fn probe(&self, name: &str, limit: Duration) -> Result<AgentInfo> {
+        let (backend, request) = self.probe_request(name)?;
+        let root = request.boundary.root.clone();
         let (sink, _events) = EventSink::channel();
         let opened = tokio::time::timeout(limit, backend.open(request, sink)).await;
         let info = match opened {
@@ -661,55 +677,49 @@ impl Engine {
                 Ok(info)
             }
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::new(
-                ErrorCode::AgentStartFailed,
-                format!(
-                    "the agent did not finish starting within {} s",
-                    limit.as_secs()
-                ),
-            )),
+            Err(_) => Err(start_timeout(limit)),
         };
-        let _ = std::fs::remove_dir_all(&boundary.root);
+        let _ = std::fs::remove_dir_all(&root);
         info
     }
 
-    /// The models `name`'s agent offers, when its backend can list them without opening a
-    /// session (agy: `agy models`), listed in a throwaway directory under
-    /// `$LEGATE_HOME/probes/`. `Ok(None)` when the backend cannot list models;
-    /// `AGENT_START_FAILED` when listing takes longer than `limit`; otherwise the backend's
-    /// own error (`AGY_AUTH_REQUIRED`, `AGY_NOT_FOUND`, …). Nothing is stored.
-    pub async fn models(&self, name: &str, limit: Duration) -> Result<Option<Vec<Model>>> {
-        let (agent, backend, boundary) = self.probe_setup(name)?;
-        let listed = tokio::time::timeout(limit, backend.models(&agent, &boundary.root)).await;
-        let _ = std::fs::remove_dir_all(&boundary.root);
-        listed.unwrap_or_else(|_| {
-            Err(Error::new(
-                ErrorCode::AgentStartFailed,
-                format!(
-                    "agent `{name}` did not list its models within {} s",
-                    limit.as_secs()
-                ),
-            ))
-        })
+    /// The models agent `name` offers (`agy models`, or the model config option of an ACP
+    /// session opened in a throwaway directory and stopped), within `limit`. Nothing is
+    /// prompted and nothing is stored.
+    pub async fn models(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> Result<legate_backend::selection::ModelList> {
+        let (backend, request) = self.probe_request(name)?;
+        let root = request.boundary.root.clone();
+        let listed = tokio::time::timeout(limit, backend.models(request)).await;
+        let _ = std::fs::remove_dir_all(&root);
+        listed.unwrap_or_else(|_| Err(start_timeout(limit)))
     }
 
-    /// What [`Engine::probe`] and [`Engine::models`] start from: the agent, its backend, and a
-    /// throwaway directory under `$LEGATE_HOME/probes/` (the caller removes it).
-    fn probe_setup(&self, name: &str) -> Result<(AgentSpec, Arc<dyn Backend>, Boundary)> {
-        // Nothing starts unconfined under `confinement = "required"`.
-        self.confinement(name)?;
-        let agent = self.agent(name)?.clone();
-        let backend = self
-            .inner
-            .backends
-            .get(&agent.kind)
-            .cloned()
-            .ok_or_else(|| {
-                Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind")
-            })?;
-        let probes = self.inner.config.paths.home().join("probes");
-        let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
-        Ok((agent, backend, boundary))
+    /// Agent `name`'s saved model preference: `None` when there is none, `Some(Auto)` for a
+    /// saved Auto. Used when a task names no model, before the configured default.
+    pub fn model_preference(
+        &self,
+        name: &str,
+    ) -> Result<Option<legate_backend::selection::Choice>> {
+        self.agent(name)?;
+        legate_backend::selection::load_preference(&self.inner.config.state_dir(name))
+    }
+
+    /// Saves agent `name`'s model preference (`None` removes it). The id is checked against
+    /// what the agent offers at its next run (`MODEL_NOT_AVAILABLE`), not here.
+    pub fn set_model_preference(
+        &self,
+        name: &str,
+        choice: Option<&legate_backend::selection::Choice>,
+    ) -> Result<()> {
+        self.agent(name)?;
+        if let Some(legate_backend::selection::Choice::Model(id)) = choice {
+            validate_model(id)?;
+        }
+        legate_backend::selection::save_preference(&self.inner.config.state_dir(name), choice)
     }
 
     /// Stops accepting work, cancels running tasks, waits for them to end, and stops every
@@ -1351,6 +1361,17 @@ fn failed_tools_note(result: &legate_core::TaskResult) -> Option<String> {
         let total = result.tool_calls.max(result.failed_tool_calls);
         format!("{} of {total} tool calls failed", result.failed_tool_calls)
     })
+}
+
+/// `AGENT_START_FAILED` for an agent that did not finish starting within `limit`.
+fn start_timeout(limit: Duration) -> Error {
+    Error::new(
+        ErrorCode::AgentStartFailed,
+        format!(
+            "the agent did not finish starting within {} s",
+            limit.as_secs()
+        ),
+    )
 }
 
 /// What the supervisor knows about an agent: its configured preset, revisor's own, or the

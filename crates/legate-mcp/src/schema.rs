@@ -109,9 +109,9 @@ pub struct HealthArgs {
 #[schemars(crate = "rmcp::schemars")]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentsArgs {
-    /// Ask each agent whose protocol can list its models without a session (agy) for them
-    /// (default true; takes up to a few seconds, all agents at once). false answers from
-    /// the configuration alone and starts nothing.
+    /// Ask each agent for the models it offers (agy: `agy models`; an ACP agent: the model
+    /// option of a throwaway session), default true; takes up to a few seconds, all agents at
+    /// once. false answers from the configuration alone and starts nothing.
     pub probe: Option<bool>,
 }
 
@@ -435,9 +435,8 @@ pub struct AgentOut {
     /// The model it uses when a task names none (`model` in its configuration); null leaves
     /// the choice to the agent.
     pub model: Option<String>,
-    /// The models it offers, when its protocol can list them without a session (agy) and the
-    /// listing succeeded; null otherwise (not probed, a protocol that cannot list them, or
-    /// `modelsError`).
+    /// The models it offers (empty when it offers no choice), when the listing succeeded;
+    /// null otherwise (not probed, or `modelsError`).
     pub models: Option<Vec<ModelOut>>,
     /// Why listing its models failed (e.g. `AGY_AUTH_REQUIRED`); null otherwise.
     pub models_error: Option<ErrorBody>,

@@ -182,16 +182,16 @@ pub async fn agents(engine: &Engine, args: AgentsArgs) -> AgentsOut {
         &mut out.agents,
         list,
         |agent, listed| match listed {
-            Ok(models) => {
-                agent.models = models.map(|models| {
-                    models
+            Ok(list) => {
+                agent.models = Some(
+                    list.models
                         .into_iter()
                         .map(|m| ModelOut {
                             id: m.id,
                             name: m.name,
                         })
-                        .collect()
-                });
+                        .collect(),
+                );
             }
             Err(e) => agent.models_error = Some(ErrorBody::from(&e)),
         },

@@ -982,6 +982,30 @@ fn legate_run_with_agy_configured_in_legate_toml() {
     assert_eq!(report["byModel"]["mock-flash"]["totalTokens"], 50);
     assert_eq!(report["byTask"][0]["totalTokens"], 50);
 
+    // The models agy lists; a saved preference applies to a task that names none.
+    let out = legate_cmd(&["models", "agy"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{listed}");
+    assert!(
+        listed.contains("mock-pro") && listed.contains("Mock Flash"),
+        "{listed}"
+    );
+    let out = legate_cmd(&["model", "agy", "mock-flash"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = legate_cmd(&["run", "--agent", "agy", "tokens: 7"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = legate_cmd(&["usage", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["byModel"]["mock-flash"]["totalTokens"], 57);
+
     std::fs::write(
         home.join("legate.toml"),
         format!("[agents.agy]\ncommand = \"{FAKE}\"\ninherit_env = [\"node_options\"]\n"),

@@ -18,6 +18,7 @@ mod agents;
 mod config;
 mod front;
 mod mcp;
+mod models;
 mod render;
 mod review;
 mod review_config;
@@ -104,6 +105,24 @@ enum Command {
     },
     /// Token usage of stored tasks, by task, session and model.
     Usage(UsageArgs),
+    /// Show an agent's saved model preference, or save one (an id, or `auto`).
+    Model {
+        /// The agent.
+        name: String,
+        /// The model to use when a task names none: an id the agent lists, or `auto`.
+        id: Option<String>,
+        /// Remove the saved preference (the configured `model` applies again).
+        #[arg(long)]
+        unset: bool,
+    },
+    /// List the models an agent offers (`agy models`; an ACP agent is started once to ask).
+    Models {
+        /// The agent.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve MCP on stdin/stdout, for an MCP client that starts Legate (stdout carries only
     /// JSON-RPC; logs go to stderr).
     Mcp,
@@ -204,8 +223,9 @@ struct RunArgs {
     #[arg(long)]
     timeout: Option<u64>,
     /// The model to use (an id the agent lists, or `auto` for the agent's own choice).
-    /// Without it: the saved preference, then the agent's configured `model`, then the
-    /// agent's own choice. Only agents of kind `agy` select models today.
+    /// Without it: the saved preference (`legate model`), then the agent's configured
+    /// `model`, then the agent's own choice. `agy` and ACP agents that offer a model option
+    /// select it; other agents ignore it with a notice.
     #[arg(long)]
     model: Option<String>,
     /// What to ask. Each argument becomes one line of the prompt.
@@ -410,6 +430,19 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             code
         }
         Command::Usage(args) => usage::print(&open_store(&paths)?, args),
+        Command::Model { name, id, unset } => {
+            with_engine(config, |e| async move {
+                models::preference(&e, &name, id, unset)
+            })
+            .await
+        }
+        Command::Models { name, json } => {
+            with_engine(
+                config,
+                |e| async move { models::list(&e, &name, json).await },
+            )
+            .await
+        }
         Command::Mcp => mcp::stdio(config).await,
         Command::Serve(args) => serve::serve(config, args).await,
         Command::Diff {

@@ -447,3 +447,65 @@ fn required_confinement_is_reported_per_agent_and_the_first_event_says_how_it_is
         .expect("a workspace event");
     assert!(first.to_string().contains("\"confinement\""), "{first}");
 }
+
+#[test]
+fn models_are_listed_and_a_saved_preference_selects_an_acp_agents_model() {
+    let home = Home::new();
+    let out = home.run(&["models", "revisor"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("* revisor-standard"), "{listed}");
+    assert!(listed.contains("  revisor-thorough"), "{listed}");
+
+    let out = home.run(&["model", "revisor", "revisor-thorough"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = home.run(&["model", "revisor"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("saved preference  revisor-thorough"),
+        "{shown}"
+    );
+    assert!(shown.contains("runs with: revisor-thorough"), "{shown}");
+
+    // A task that names no model runs with the saved preference; one that names a model,
+    // with its own.
+    let selected = |prompt_args: &[&str]| {
+        let mut args = vec!["run"];
+        args.extend_from_slice(prompt_args);
+        let out = home.run(&args);
+        assert!(out.status.success(), "{}", text(&out));
+        home.events(&task_id_from(&out)).into_iter().find_map(|e| {
+            e["detail"]["configId"]
+                .as_str()
+                .map(|_| e["detail"]["model"].clone())
+        })
+    };
+    assert_eq!(
+        selected(&["what is here?"]),
+        Some(serde_json::json!("revisor-thorough"))
+    );
+    assert_eq!(
+        selected(&["--model", "revisor-standard", "what is here?"]),
+        None,
+        "the agent's default is already selected: nothing is set"
+    );
+    // `auto` is a saved Auto: the agent keeps its own choice.
+    let out = home.run(&["model", "revisor", "auto"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(selected(&["what is here?"]), None);
+    let out = home.run(&["model", "revisor", "--unset"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !home
+            .path()
+            .join("home/agents/revisor/model-selection.json")
+            .exists()
+    );
+
+    let out = home.run(&["model", "nosuch", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AGENT_NOT_FOUND"));
+    let out = home.run(&["model", "revisor", "bad id"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("INVALID_INPUT"));
+}

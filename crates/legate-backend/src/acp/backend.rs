@@ -420,6 +420,7 @@ impl AcpBackend {
                     process,
                     turn: tokio::sync::Mutex::new(()),
                     blocked_dir: request.blocked_dir.clone(),
+                    state_dir: request.state_dir.clone(),
                     cleanup_recorded: std::sync::Mutex::new(false),
                     model: std::sync::Mutex::new(
                         opened
@@ -461,5 +462,15 @@ impl Backend for AcpBackend {
         sink: EventSink,
     ) -> Result<Arc<dyn AgentSession>> {
         Ok(Arc::new(self.open_session(request, sink).await?))
+    }
+
+    /// Opens a session (in the request's throwaway root), reads the models its `model`
+    /// config option offers, and shuts it down.
+    async fn models(&self, request: SessionRequest) -> Result<crate::selection::ModelList> {
+        let (sink, _events) = EventSink::channel();
+        let session = self.open_session(request, sink).await?;
+        let list = session.models();
+        session.shutdown().await;
+        Ok(list)
     }
 }

@@ -4,8 +4,10 @@
 //! option of category `model` (a select) in the `configOptions` of `session/new` or
 //! `session/load`, set with `session/set_config_option`. (The older unstable
 //! `models`/`session/set_model` pair is no longer in the schema.) This module reads that
-//! option and decides what a turn's model means for it; `session` sends the request.
+//! option and decides what a turn's model means for it; `session` sends the request. Which
+//! model a turn wants is chosen as for every backend (`crate::selection`).
 
+use crate::selection::{Model, ModelList};
 use agent_client_protocol::v1::schema as acp;
 use legate_core::{AUTO_MODEL, Error, ErrorCode};
 
@@ -16,8 +18,29 @@ pub(crate) struct ModelOption {
     pub(crate) config_id: String,
     /// The value currently selected.
     pub(crate) current: String,
-    /// Every value offered, groups flattened.
-    pub(crate) values: Vec<String>,
+    /// Every value offered (id and name), groups flattened.
+    pub(crate) values: Vec<Model>,
+}
+
+impl ModelOption {
+    /// What `legate models` shows.
+    pub(crate) fn list(&self) -> ModelList {
+        ModelList {
+            models: self.values.clone(),
+            current: Some(self.current.clone()),
+        }
+    }
+
+    fn offers(&self, id: &str) -> bool {
+        self.values.iter().any(|m| m.id == id)
+    }
+}
+
+fn model(v: &acp::SessionConfigSelectOption) -> Model {
+    Model {
+        id: v.value.0.to_string(),
+        name: v.name.clone(),
+    }
 }
 
 /// The first select option of category `model` among `options`.
@@ -30,12 +53,10 @@ pub(crate) fn model_option(options: &[acp::SessionConfigOption]) -> Option<Model
             return None;
         };
         let values = match &select.options {
-            acp::SessionConfigSelectOptions::Ungrouped(list) => {
-                list.iter().map(|v| v.value.0.to_string()).collect()
-            }
+            acp::SessionConfigSelectOptions::Ungrouped(list) => list.iter().map(model).collect(),
             acp::SessionConfigSelectOptions::Grouped(groups) => groups
                 .iter()
-                .flat_map(|g| g.options.iter().map(|v| v.value.0.to_string()))
+                .flat_map(|g| g.options.iter().map(model))
                 .collect(),
             _ => Vec::new(),
         };
@@ -58,8 +79,9 @@ pub(crate) enum Selection {
     Ignored(String),
 }
 
-/// Decides what `wanted` (the task's model, else the agent's configured one) means for a
-/// session offering `option`. An id the agent does not offer is `MODEL_NOT_AVAILABLE`.
+/// Decides what `wanted` (the model `crate::selection::choose` picked; `None` or `auto` for
+/// the agent's own) means for a session offering `option`. An id the agent does not offer is
+/// `MODEL_NOT_AVAILABLE`.
 pub(crate) fn select(
     agent: &str,
     wanted: Option<&str>,
@@ -74,12 +96,13 @@ pub(crate) fn select(
     if option.current == wanted {
         return Ok(Selection::Keep);
     }
-    if !option.values.iter().any(|v| v == wanted) {
+    if !option.offers(wanted) {
+        let ids: Vec<&str> = option.values.iter().map(|m| m.id.as_str()).collect();
         return Err(Error::new(
             ErrorCode::ModelNotAvailable,
             format!(
                 "agent `{agent}` does not offer model {wanted}; it offers: {}",
-                option.values.join(", ")
+                ids.join(", ")
             ),
         ));
     }
@@ -129,7 +152,9 @@ mod tests {
         let o = model_option(&options()).unwrap();
         assert_eq!(o.config_id, "model");
         assert_eq!(o.current, "a");
-        assert_eq!(o.values, ["a", "b"]);
+        let ids: Vec<&str> = o.values.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(o.values[1].name, "B");
         assert_eq!(model_option(&options()[..1]), None);
     }
 

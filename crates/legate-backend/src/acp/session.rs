@@ -13,6 +13,7 @@ use super::process::{Cleanup, ProcessGroup, describe_exit};
 use super::state::Shared;
 use super::translate;
 use super::transport;
+use crate::selection::{self, ModelList};
 use crate::{AgentInfo, AgentSession, Canceller, EventSink, Turn, TurnOutcome};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
@@ -243,6 +244,8 @@ pub struct AcpSession {
     pub(crate) turn: tokio::sync::Mutex<()>,
     /// Where an unverified cleanup blocks its root (`$LEGATE_HOME/blocked`).
     pub(crate) blocked_dir: Option<std::path::PathBuf>,
+    /// The agent's state directory, where its saved model preference is.
+    pub(crate) state_dir: Option<std::path::PathBuf>,
     /// Whether the cleanup was recorded (once per session); held while it is recorded, so
     /// that whoever finds it set knows the event is out.
     pub(crate) cleanup_recorded: Mutex<bool>,
@@ -271,14 +274,31 @@ impl AcpSession {
         self.process.pgid()
     }
 
-    /// Applies the turn's model (else the agent's configured one) before the prompt: through
-    /// the session's model config option (`session/set_config_option`); ignored with a notice
-    /// when the agent offers no models; `MODEL_NOT_AVAILABLE` for an id it does not offer.
-    /// Returns the model the turn runs with, when known.
+    /// The models the session offers (its config option of category `model`); an empty list
+    /// when it offers none.
+    pub fn models(&self) -> ModelList {
+        self.model
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(ModelOption::list)
+            .unwrap_or_default()
+    }
+
+    /// Applies the turn's model before the prompt, chosen as for every backend
+    /// (`crate::selection`: the task's, else the saved preference, else the configured
+    /// default, else the agent's own): through the session's model config option
+    /// (`session/set_config_option`); ignored with a notice when the agent offers no models;
+    /// `MODEL_NOT_AVAILABLE` for an id it does not offer. Returns the model the turn runs
+    /// with, when known.
     async fn apply_model(&self, turn: &Turn, sink: &EventSink) -> Result<Option<String>> {
         let option = self.model.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let wanted = turn.model.as_deref().or(self.default_model.as_deref());
-        match models::select(&self.agent_name, wanted, option.as_ref())? {
+        let saved = match &self.state_dir {
+            Some(dir) => selection::load_preference(dir)?,
+            None => None,
+        };
+        let choice = selection::choose(turn.model.as_deref(), saved, self.default_model.as_deref());
+        match models::select(&self.agent_name, choice.id(), option.as_ref())? {
             Selection::Keep => Ok(option.map(|o| o.current)),
             Selection::Ignored(id) => {
                 info!(agent = %self.agent_name, model = %id, "the agent offers no models; model ignored");

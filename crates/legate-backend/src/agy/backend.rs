@@ -13,9 +13,9 @@ use super::confine::Fence;
 use super::discovery::{Discovery, discover, resolve_executable};
 use super::models;
 use super::run::{self, RunEnd, RunSpec};
-use super::selection::{self, Choice};
 use super::usage::{self, Counters};
 use crate::env::{self, Allowlist};
+use crate::selection::{self, Choice};
 use crate::{
     AgentInfo, AgentSession, Backend, Canceller, EventSink, SessionRequest, Turn, TurnOutcome,
 };
@@ -241,8 +241,12 @@ impl Backend for AgyBackend {
         Ok(Arc::new(self.open_session(request, sink).await?))
     }
 
-    async fn models(&self, agent: &AgentSpec, cwd: &Path) -> Result<Option<Vec<models::Model>>> {
-        Ok(Some(AgyBackend::models(self, agent, cwd).await?))
+    /// `agy models`, run in the request's root.
+    async fn models(&self, request: SessionRequest) -> Result<crate::selection::ModelList> {
+        Ok(crate::selection::ModelList {
+            models: self.models(&request.agent, &request.boundary.root).await?,
+            current: None,
+        })
     }
 }
 

@@ -10,14 +10,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-/// One model `agy models` lists.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Model {
-    /// What `--model` takes.
-    pub id: String,
-    /// Its display name (the id again when none was printed).
-    pub name: String,
-}
+pub use crate::selection::Model;
 
 /// Whether `text` says the user must log in (any case).
 pub fn is_login_phrase(text: &str) -> bool {

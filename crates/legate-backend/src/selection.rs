@@ -1,14 +1,36 @@
-//! Which model a turn uses: the task's, else the saved preference, else the configured
-//! default, else the CLI's own choice ("Auto", no `--model`).
+//! Which model a turn uses, the same for every backend: the task's, else the saved
+//! preference, else the configured default, else the agent's own choice ("Auto": no
+//! `--model` for `agy`, no `session/set_config_option` for an ACP agent).
 //!
 //! The saved preference is `model-selection.json` in the agent's private state directory
-//! (`$LEGATE_HOME/agents/<name>/`): `{"model": "<id>"}`, or `{"model": null}` for a saved
-//! Auto. [`legate_core::AUTO_MODEL`] (`"auto"`) asks for Auto wherever a model is named.
-//! Checking an id against `agy models` is the backend's job, not this module's.
+//! (`$LEGATE_HOME/agents/<name>/`, or its `state_dir`): `{"model": "<id>"}`, or
+//! `{"model": null}` for a saved Auto; `legate model NAME ID|auto` writes it.
+//! [`legate_core::AUTO_MODEL`] (`"auto"`) asks for Auto wherever a model is named. Checking an
+//! id against what the agent offers ([`Model`]s: `agy models`, an ACP session's model config
+//! option) is each backend's job, not this module's.
 
 use legate_core::{AUTO_MODEL, Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// One model an agent offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Model {
+    /// What selects it (`--model`, the config option's value).
+    pub id: String,
+    /// Its display name (the id again when none was given).
+    pub name: String,
+}
+
+/// The models an agent offers, for `legate models`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelList {
+    /// What it offers; empty when it offers no model selection.
+    pub models: Vec<Model>,
+    /// The model selected now, when the agent says (an ACP session's current value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+}
 
 /// The file holding the saved preference, inside the agent's state directory.
 pub const PREFERENCE_FILE: &str = "model-selection.json";
@@ -96,7 +118,7 @@ pub fn save_preference(state_dir: &Path, choice: Option<&Choice>) -> Result<()> 
         model: choice.id().map(str::to_owned),
     })
     .map_err(|e| Error::internal(format!("could not encode the model preference: {e}")))?;
-    super::usage::write_private(&path, body.as_bytes()).map_err(fail)
+    crate::agy::usage::write_private(&path, body.as_bytes()).map_err(fail)
 }
 
 /// The choice for a turn: `task`, else `saved`, else `configured`, else Auto.

@@ -1,0 +1,87 @@
+//! `legate model` and `legate models`: an agent's saved model preference, and the models it
+//! offers.
+//!
+//! The model of a task is chosen the same way for every agent (`legate_backend::selection`):
+//! the task's (`legate run --model`), else this saved preference, else the agent's configured
+//! `model`, else the agent's own choice. Saving, listing and checking are the engine's
+//! (`Engine::set_model_preference`, `Engine::models`); this module only parses and prints.
+
+use anyhow::Result;
+use legate_backend::selection::Choice;
+use legate_engine::Engine;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How long listing may take (an ACP agent is started for it).
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `legate model NAME [ID|auto] [--unset]`: shows the preference, or saves or removes it.
+pub fn preference(
+    engine: &Engine,
+    name: &str,
+    id: Option<String>,
+    unset: bool,
+) -> Result<ExitCode> {
+    let show = |c: Option<&Choice>| match c {
+        None => "none".to_string(),
+        Some(Choice::Auto) => "auto (the agent's own choice)".to_string(),
+        Some(Choice::Model(id)) => id.clone(),
+    };
+    match (id, unset) {
+        (Some(_), true) => anyhow::bail!("INVALID_INPUT: give a model or --unset, not both"),
+        (Some(id), false) => {
+            let choice = Choice::parse(&id);
+            engine.set_model_preference(name, Some(&choice))?;
+            crate::out!(
+                "agent {name}: model preference saved: {}",
+                show(Some(&choice))
+            )?;
+        }
+        (None, true) => {
+            engine.set_model_preference(name, None)?;
+            crate::out!("agent {name}: model preference removed")?;
+        }
+        (None, false) => {
+            let saved = engine.model_preference(name)?;
+            let configured = engine.agent(name)?.model.clone();
+            crate::out!("agent {name}")?;
+            crate::out!("  saved preference  {}", show(saved.as_ref()))?;
+            crate::out!(
+                "  configured model  {}",
+                configured.as_deref().unwrap_or("none")
+            )?;
+            let used = match (&saved, &configured) {
+                (Some(c), _) => show(Some(c)),
+                (None, Some(m)) => show(Some(&Choice::parse(m))),
+                (None, None) => show(Some(&Choice::Auto)),
+            };
+            crate::out!("  a task naming no model runs with: {used}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `legate models NAME [--json]`: what the agent offers (`agy models`, or an ACP session's
+/// model option), the current one marked.
+pub async fn list(engine: &Engine, name: &str, json: bool) -> Result<ExitCode> {
+    let list = engine.models(name, LIST_TIMEOUT).await?;
+    if json {
+        crate::out!("{}", serde_json::to_string_pretty(&list)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if list.models.is_empty() {
+        crate::out!(
+            "agent {name} offers no model selection; a model named for it is ignored with a notice"
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in &list.models {
+        let mark = if list.current.as_deref() == Some(m.id.as_str()) {
+            "*"
+        } else {
+            " "
+        };
+        crate::out!("{mark} {:<28} {}", m.id, m.name)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
