@@ -1,6 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!chunks`, `!write-outside`,
-//! `!stderr`, `!fail-tool`, `!stop`), implemented as a [`DirectiveHook`] installed into
-//! revisor.
+//! `!stderr`, `!fail-tool`, `!stop`, `!usage`), implemented as a [`DirectiveHook`] installed
+//! into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -32,7 +32,7 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 8] = [
+pub const VERBS: [&str; 9] = [
     "exit",
     "hang",
     "garbage",
@@ -41,6 +41,7 @@ pub const VERBS: [&str; 8] = [
     "stderr",
     "fail-tool",
     "stop",
+    "usage",
 ];
 
 /// `!fail-tool`: a tool call that fails without asking (the way Codex reports a command that
@@ -201,6 +202,23 @@ impl DirectiveHook for ScriptedDirectives {
                         Directed::Continue
                     }
                 },
+                "usage" => {
+                    // `!usage IN OUT`: the prompt's answer reports IN input and OUT output
+                    // tokens (ACP's end-of-turn usage, which revisor never sends).
+                    let mut n = rest.split_whitespace().map(str::parse::<u64>);
+                    if let (Some(Ok(input)), Some(Ok(output))) = (n.next(), n.next()) {
+                        let _ = inject.send(Injection::ResponseUsage(serde_json::json!({
+                            "inputTokens": input,
+                            "outputTokens": output,
+                            "totalTokens": input + output,
+                        })));
+                    } else {
+                        let _ = context.send_message_chunk(&format!(
+                            "!usage needs two counts, not {rest:?}\n"
+                        ));
+                    }
+                    Directed::Continue
+                }
                 _ => Directed::Continue,
             }
         }

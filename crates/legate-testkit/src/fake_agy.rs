@@ -17,6 +17,8 @@
 //! | `FAKE_AGY_PROBE=fail-version` | `--version` exits 3 |
 //! | `FAKE_AGY_PROBE=hang-version` | `--version` sleeps 60 s |
 //! | `FAKE_AGY_PROBE=incompatible` | `--help` announces neither `stream-json` nor `--sandbox` |
+//! | `FAKE_AGY_PROBE=fail-help` | `--help` exits 4 |
+//! | `FAKE_AGY_PROBE=empty-help` | `--help` exits 0 and prints nothing |
 //! | `FAKE_AGY_STATE_DIR=<dir>` | where conversations and their counters live |
 //!
 //! # Scenarios: the prompt text before the first `:`
@@ -106,14 +108,21 @@ pub fn main(args: Vec<String>) -> i32 {
                 0
             }
         },
-        Some("--help") => {
-            if probe == "incompatible" {
+        Some("--help") => match probe.as_str() {
+            "incompatible" => {
                 print!("{INCOMPATIBLE_HELP}");
-            } else {
-                print!("{HELP}");
+                0
             }
-            0
-        }
+            "fail-help" => {
+                eprintln!("agy: could not load the help text");
+                4
+            }
+            "empty-help" => 0,
+            _ => {
+                print!("{HELP}");
+                0
+            }
+        },
         Some("models") => {
             if auth_fails {
                 eprintln!("Error: authentication required. Please log in with `agy`.");

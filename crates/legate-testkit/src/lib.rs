@@ -39,6 +39,7 @@
 //! | `!stderr <text>` | write the text as a line to stderr |
 //! | `!fail-tool <title>` | a tool call (kind `execute`, the title given) that fails without asking, as Codex reports a failed command: `in_progress`, then `failed` with [`directives::FAILED_TOOL_TEXT`]; the turn goes on (and ends `end_turn`) |
 //! | `!stop <reason>` | end the turn now with this ACP stop reason (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`), skipping the rest and the answer |
+//! | `!usage <in> <out>` | the prompt's answer carries `usage` (`inputTokens` in, `outputTokens` out, their total), which revisor never reports |
 //!
 //! Stdout goes through a [pump](mod@pump): revisor writes into an in-process pipe and the pump
 //! copies accumulated bytes to the real stdout in large writes, which keeps `!chunks` cheap,

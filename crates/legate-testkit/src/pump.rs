@@ -5,7 +5,9 @@
 //! pump copies whatever has accumulated there in large writes (so a burst of small messages
 //! costs few syscalls) and, only at a line boundary, writes injected lines that the SDK would
 //! never produce (garbage, hand-made notifications). It must never split a protocol line and
-//! never reorder bytes revisor wrote.
+//! never reorder bytes revisor wrote. The one change it makes to revisor's own lines is asked
+//! for by [`Injection::ResponseUsage`]: a `usage` added to the answer of a prompt, which
+//! revisor never reports.
 
 use std::collections::VecDeque;
 
@@ -19,6 +21,23 @@ pub enum Injection {
     Line(String),
     /// Flush what came before, then stop the process with this exit code.
     Exit(i32),
+    /// Add this `usage` object to the `result` of the next JSON-RPC response that carries a
+    /// `stopReason` (the answer to `session/prompt`).
+    ResponseUsage(serde_json::Value),
+}
+
+/// `line` with `usage` added to its `result` when it is a prompt's answer (a JSON-RPC
+/// response whose result has a `stopReason`); `None` otherwise.
+fn with_usage(line: &[u8], usage: &serde_json::Value) -> Option<Vec<u8>> {
+    let mut v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let result = v.get_mut("result")?.as_object_mut()?;
+    if !result.contains_key("stopReason") {
+        return None;
+    }
+    result.insert("usage".into(), usage.clone());
+    let mut out = serde_json::to_vec(&v).ok()?;
+    out.push(b'\n');
+    Some(out)
 }
 
 /// How the pump ended.
@@ -43,6 +62,9 @@ pub async fn pump(
     let mut at_boundary = true;
     let mut waiting: VecDeque<Injection> = VecDeque::new();
     let mut injections_open = true;
+    // While a usage waits for the prompt's answer, bytes are copied line by line.
+    let mut usage: Option<serde_json::Value> = None;
+    let mut partial: Vec<u8> = Vec::new();
     loop {
         if at_boundary {
             while let Some(injection) = waiting.pop_front() {
@@ -56,10 +78,12 @@ pub async fn pump(
                         out.flush().await?;
                         return Ok(PumpEnd::Exit(code));
                     }
+                    Injection::ResponseUsage(u) => usage = Some(u),
                 }
             }
         }
         tokio::select! {
+            biased;
             injection = injections.recv(), if injections_open => match injection {
                 Some(injection) => waiting.push_back(injection),
                 None => injections_open = false,
@@ -67,12 +91,42 @@ pub async fn pump(
             read = from.read(&mut buf) => {
                 let n = read?;
                 let Some(bytes) = buf.get(..n).filter(|bytes| !bytes.is_empty()) else {
+                    out.write_all(&partial).await?;
                     out.flush().await?;
                     return Ok(PumpEnd::Drained);
                 };
-                out.write_all(bytes).await?;
+                match &usage {
+                    None => {
+                        out.write_all(bytes).await?;
+                        at_boundary = bytes.last() == Some(&b'\n');
+                    }
+                    Some(u) => {
+                        partial.extend_from_slice(bytes);
+                        let mut rest = partial.as_slice();
+                        let mut answered = false;
+                        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+                            let (line, tail) = rest.split_at(end + 1);
+                            match (answered, with_usage(line, u)) {
+                                (false, Some(changed)) => {
+                                    out.write_all(&changed).await?;
+                                    answered = true;
+                                }
+                                _ => out.write_all(line).await?,
+                            }
+                            rest = tail;
+                        }
+                        partial = rest.to_vec();
+                        if answered {
+                            usage = None;
+                            out.write_all(&partial).await?;
+                            at_boundary = partial.is_empty();
+                            partial.clear();
+                        } else {
+                            at_boundary = true;
+                        }
+                    }
+                }
                 out.flush().await?;
-                at_boundary = bytes.last() == Some(&b'\n');
             }
         }
     }
@@ -105,5 +159,44 @@ mod tests {
             text == "{\"a\":1}\n{\"b\":2}\ngarbage\n" || text == "garbage\n{\"a\":1}\n{\"b\":2}\n",
             "{text:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_usage_is_added_to_the_next_prompt_answer_only() {
+        let (mut agent, from) = tokio::io::duplex(1024);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut out = Vec::new();
+        tx.send(Injection::ResponseUsage(
+            serde_json::json!({"totalTokens": 3}),
+        ))
+        .unwrap();
+        let pumping = tokio::spawn(async move {
+            let end = pump(from, rx, &mut out).await.unwrap();
+            (end, out)
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        agent
+            .write_all(b"{\"method\":\"x\"}\n{\"id\":1,\"result\":{\"stopRe")
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        agent
+            .write_all(
+                b"ason\":\"end_turn\"}}\n{\"id\":2,\"result\":{\"stopReason\":\"end_turn\"}}\n",
+            )
+            .await
+            .unwrap();
+        drop(agent);
+        let (end, out) = pumping.await.unwrap();
+        assert_eq!(end, PumpEnd::Drained);
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["method"], "x");
+        assert_eq!(lines[1]["result"]["usage"]["totalTokens"], 3);
+        assert!(lines[2]["result"].get("usage").is_none());
     }
 }

@@ -582,3 +582,30 @@ async fn finished_tasks_past_the_retention_limit_are_pruned_at_start() {
         "events go too"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_prompt_answers_usage_fills_the_tasks_usage_and_the_report() {
+    let h = harness(|_| {});
+    let t = run(&h, request("!usage 30 12\nwhat is here?")).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    let u = t.usage.clone().expect("usage from the prompt's answer");
+    assert_eq!(u.input_tokens, Some(30));
+    assert_eq!(u.output_tokens, Some(12));
+    assert_eq!(u.total_tokens, Some(42));
+    // revisor's usage_update fills the context fields of the same usage.
+    assert!(u.context_used.is_some(), "{u:?}");
+    assert_eq!(u.model.as_deref(), Some(legate_revisor::MODELS[0].0));
+    let report = h
+        .engine
+        .usage(&legate_engine::UsageFilter {
+            task_id: Some(t.id.0.clone()),
+            ..legate_engine::UsageFilter::default()
+        })
+        .unwrap();
+    assert_eq!(report.total.total_tokens, Some(42));
+    assert_eq!(
+        report.by_model[legate_revisor::MODELS[0].0].input_tokens,
+        Some(30)
+    );
+    h.engine.shutdown().await;
+}

@@ -1,0 +1,134 @@
+//! `legate run --agent agy` end to end through the real binary, with the agent configured in
+//! `legate.toml`: a run, a resumed run on another model, `legate usage`, `legate models`,
+//! `legate model`, and a refused `NODE_OPTIONS` opt-in.
+//!
+//! The fake agy is this test binary itself. Cargo builds the `legate` binary fresh for this
+//! crate's tests (`CARGO_BIN_EXE_legate`) but builds the test kit's `fake-agy` binary only
+//! for the test kit's own tests; so this test runs without libtest's harness
+//! (`harness = false`), and when started with `LEGATE_TEST_FAKE_AGY=1` in its environment
+//! (set in the agent's `env`) it *is* `fake-agy` (`legate_testkit::fake_agy::main`). Nothing
+//! is skipped: both binaries always exist when this runs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::ExitCode;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+/// In an agent's `env`: this binary is the fake agy.
+const AS_FAKE: &str = "LEGATE_TEST_FAKE_AGY";
+
+fn main() -> ExitCode {
+    if std::env::var_os(AS_FAKE).is_some() {
+        let code = legate_testkit::fake_agy::main(std::env::args().skip(1).collect());
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    // `cargo test -p legate -- FILTER`: run only when the filter names this test.
+    let name = "legate_run_with_agy_configured_in_legate_toml";
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+        return ExitCode::SUCCESS;
+    }
+    if std::env::args().any(|a| a == "--list") {
+        println!("{name}: test");
+        return ExitCode::SUCCESS;
+    }
+    legate_run_with_agy_configured_in_legate_toml();
+    println!("test {name} ... ok");
+    ExitCode::SUCCESS
+}
+
+fn legate_run_with_agy_configured_in_legate_toml() {
+    let fake = std::env::current_exe().unwrap();
+    let fake = fake.display();
+    let legate = Path::new(LEGATE);
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let agy_home = dir.path().join("agy-home");
+    let state = agy_home.join(".gemini/antigravity-cli/fake-state");
+    std::fs::write(
+        home.join("legate.toml"),
+        format!(
+            "[agents.agy]\nkind = \"agy\"\ncommand = \"{fake}\"\nenv = {{ HOME = \"{}\", FAKE_AGY_STATE_DIR = \"{}\", {AS_FAKE} = \"1\" }}\n",
+            agy_home.display(),
+            state.display()
+        ),
+    )
+    .unwrap();
+    let legate_cmd = |args: &[&str]| {
+        std::process::Command::new(legate)
+            .args(args)
+            .env("LEGATE_HOME", &home)
+            .output()
+            .unwrap()
+    };
+    let out = legate_cmd(&["run", "--agent", "agy", "--context", "e2e", "tokens: 120"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("counted 120 tokens"), "{stdout}");
+    let out = legate_cmd(&[
+        "run",
+        "--agent",
+        "agy",
+        "--context",
+        "e2e",
+        "--model",
+        "mock-flash",
+        "tokens: 50",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = legate_cmd(&["usage", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["total"]["totalTokens"], 170);
+    assert_eq!(report["byModel"]["mock-flash"]["totalTokens"], 50);
+    assert_eq!(report["byTask"][0]["totalTokens"], 50);
+
+    // The models agy lists; a saved preference applies to a task that names none.
+    let out = legate_cmd(&["models", "agy"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{listed}");
+    assert!(
+        listed.contains("mock-pro") && listed.contains("Mock Flash"),
+        "{listed}"
+    );
+    let out = legate_cmd(&["model", "agy", "mock-flash"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = legate_cmd(&["run", "--agent", "agy", "tokens: 7"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = legate_cmd(&["usage", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["byModel"]["mock-flash"]["totalTokens"], 57);
+
+    std::fs::write(
+        home.join("legate.toml"),
+        format!("[agents.agy]\ncommand = \"{fake}\"\ninherit_env = [\"node_options\"]\n"),
+    )
+    .unwrap();
+    let out = legate_cmd(&["run", "--agent", "agy", "hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("CONFIG_INVALID"), "{stderr}");
+    assert!(stderr.contains("node_options"), "{stderr}");
+}
