@@ -77,6 +77,9 @@ pub struct Turn {
     /// gave one. The ACP driver passes it in `session/prompt`'s `_meta` (see
     /// [`acp::ext`]); other backends ignore it.
     pub message_id: Option<String>,
+    /// A JSON Schema the answer must follow (structured output). The agy driver passes it as
+    /// `--json-schema`; the ACP driver refuses a turn that carries one (`INVALID_INPUT`).
+    pub json_schema: Option<serde_json::Value>,
 }
 
 /// The stop reason a backend reports when the agent ended its turn asking the caller for more

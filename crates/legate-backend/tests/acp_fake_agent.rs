@@ -107,6 +107,7 @@ fn turn(prompt: &str) -> Turn {
         model: None,
         timeout: None,
         message_id: None,
+        json_schema: None,
     }
 }
 

@@ -68,6 +68,10 @@ pub struct SubmitRequest {
     /// The caller's id for the message this task answers (an A2A `messageId`), passed to the
     /// agent with the prompt. Kept in memory only: it is not stored with the task.
     pub message_id: Option<String>,
+    /// A JSON Schema (an object) the answer must follow: structured output, which only agents
+    /// of kind `agy` offer (`--json-schema`); `INVALID_INPUT` for another kind. Kept in memory
+    /// only, like `message_id`.
+    pub json_schema: Option<serde_json::Value>,
 }
 
 impl SubmitRequest {
@@ -82,6 +86,7 @@ impl SubmitRequest {
             timeout: None,
             model: None,
             message_id: None,
+            json_schema: None,
         }
     }
 }
@@ -129,6 +134,8 @@ struct Inner {
     running: Semaphore,
     queued: AtomicUsize,
     stops: Mutex<HashMap<TaskId, watch::Sender<Stop>>>,
+    /// The JSON Schemas of submitted tasks that asked for structured output, until their turn.
+    schemas: Mutex<HashMap<TaskId, serde_json::Value>>,
     contexts: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     waiting: Mutex<()>,
     tracker: TaskTracker,
@@ -168,6 +175,7 @@ impl Engine {
                 pool: Pool::default(),
                 queued: AtomicUsize::new(0),
                 stops: Mutex::new(HashMap::new()),
+                schemas: Mutex::new(HashMap::new()),
                 contexts: Mutex::new(HashMap::new()),
                 waiting: Mutex::new(()),
                 tracker: TaskTracker::new(),
@@ -270,6 +278,9 @@ impl Engine {
         if let Some(model) = &request.model {
             validate_model(model)?;
         }
+        if let Some(schema) = &request.json_schema {
+            validate_json_schema(schema, &agent)?;
+        }
         let timeout = request.timeout.unwrap_or(inner.config.default_timeout);
         if timeout.is_zero() {
             return Err(Error::invalid_input(
@@ -362,6 +373,9 @@ impl Engine {
         let engine = self.clone();
         let t = task.clone();
         let message_id = request.message_id;
+        if let Some(schema) = request.json_schema {
+            lock(&inner.schemas).insert(task.id.clone(), schema);
+        }
         inner
             .tracker
             .spawn(async move { engine.drive(t, agent, stop_rx, message_id).await });
@@ -861,6 +875,7 @@ impl Engine {
             tracing::error!(task = %id, error = %e, "could not store the end of a task");
         }
         lock(&inner.stops).remove(&id);
+        lock(&inner.schemas).remove(&id);
     }
 
     /// The admitted part of a task: workspace, session, turn.
@@ -1034,6 +1049,7 @@ impl Engine {
             model: task.model.clone(),
             timeout: Some(Duration::from_secs(task.timeout_secs)),
             message_id,
+            json_schema: lock(&inner.schemas).get(&task.id).cloned(),
         };
         let timeout = Duration::from_secs(task.timeout_secs);
         let canceller = session.canceller();
@@ -1410,6 +1426,33 @@ fn validate_context_id(c: &str) -> Result<String> {
         )));
     }
     Ok(c.to_string())
+}
+
+/// The largest JSON Schema accepted for structured output, serialized, in bytes.
+const MAX_JSON_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// A schema for structured output must be a JSON object of at most
+/// [`MAX_JSON_SCHEMA_BYTES`], for an agent of kind `agy` (the only one that offers it).
+fn validate_json_schema(schema: &serde_json::Value, agent: &AgentSpec) -> Result<()> {
+    if !schema.is_object() {
+        return Err(Error::invalid_input(
+            "a JSON Schema for structured output must be a JSON object",
+        ));
+    }
+    let size = schema.to_string().len();
+    if size > MAX_JSON_SCHEMA_BYTES {
+        return Err(Error::invalid_input(format!(
+            "the JSON Schema is {size} bytes; the limit is {MAX_JSON_SCHEMA_BYTES}"
+        )));
+    }
+    if agent.kind != AgentKind::Agy {
+        return Err(Error::invalid_input(format!(
+            "agent `{}` (kind {}) cannot answer with structured output; a JSON Schema needs an agent of kind agy",
+            agent.name,
+            agent.kind.as_str()
+        )));
+    }
+    Ok(())
 }
 
 /// The longest model id accepted, in bytes.

@@ -19,6 +19,7 @@
 //! | `FAKE_AGY_PROBE=incompatible` | `--help` announces neither `stream-json` nor `--sandbox` |
 //! | `FAKE_AGY_PROBE=fail-help` | `--help` exits 4 |
 //! | `FAKE_AGY_PROBE=empty-help` | `--help` exits 0 and prints nothing |
+//! | `FAKE_AGY_PROBE=no-json-schema` | `--help` does not announce `--json-schema` |
 //! | `FAKE_AGY_STATE_DIR=<dir>` | where conversations and their counters live |
 //!
 //! # Scenarios: the prompt text before the first `:`
@@ -45,6 +46,11 @@
 //! | `stepusage` | usage only in `step_update` events, none in `result` |
 //! | `stubborn` | becomes a shell ignoring `SIGINT` that prints `init`, then `sleep 600` (only `SIGKILL` stops it) |
 //! | `orphan` | starts `sleep 600` in a new session (`setsid`) ignoring `SIGINT`, with its pid in `<state dir>/orphan.pid`, then answers and exits |
+//!
+//! With `--json-schema <json or file>` (the schema must be JSON; a file is read), the
+//! `result` carries `structured_output`: an object with each of the schema's `properties`
+//! filled by type (`"fake"`, `0`, `true`, `[]`, `{}`), its `summary` (when asked for) the
+//! answer. A schema that is not JSON fails the run.
 
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -118,6 +124,16 @@ pub fn main(args: Vec<String>) -> i32 {
                 4
             }
             "empty-help" => 0,
+            "no-json-schema" => {
+                print!(
+                    "{}",
+                    HELP.lines()
+                        .filter(|l| !l.contains("--json-schema"))
+                        .map(|l| format!("{l}\n"))
+                        .collect::<String>()
+                );
+                0
+            }
             _ => {
                 print!("{HELP}");
                 0
@@ -154,6 +170,7 @@ struct Run {
     plan: bool,
     model: Option<String>,
     conversation: Option<String>,
+    json_schema: Option<String>,
     crlf: bool,
 }
 
@@ -191,7 +208,8 @@ impl Run {
                 },
                 "--model" => run.model = Some(value(a)?),
                 "--conversation" => run.conversation = Some(value(a)?),
-                "--add-dir" | "--effort" | "--json-schema" => {
+                "--json-schema" => run.json_schema = Some(value(a)?),
+                "--add-dir" | "--effort" => {
                     value(a)?;
                 }
                 "--dangerously-skip-permissions" => {
@@ -253,6 +271,10 @@ impl Run {
         if !FAKE_AGY_MODELS.iter().any(|(id, _)| *id == model) {
             return self.fail(None, &format!("model {model} is not available"));
         }
+        let schema = match self.json_schema.as_deref().map(read_schema).transpose() {
+            Ok(s) => s,
+            Err(e) => return self.fail(None, &e),
+        };
         let (id, mut counters) = match &self.conversation {
             Some(id) => match load(&state_dir, id) {
                 Some(c) => (id.clone(), c),
@@ -407,6 +429,9 @@ impl Run {
         if usage {
             result["usage"] = counters.json();
         }
+        if let Some(schema) = &schema {
+            result["structured_output"] = fill(schema, &response);
+        }
         self.emit(&json!({"event": "result", "result": result}));
         0
     }
@@ -420,6 +445,35 @@ impl Run {
         self.emit(&json!({"event": "result", "result": result}));
         1
     }
+}
+
+/// The schema given to `--json-schema`: inline JSON, or a file holding it.
+fn read_schema(arg: &str) -> Result<Value, String> {
+    let text = if arg.trim_start().starts_with('{') {
+        arg.to_string()
+    } else {
+        std::fs::read_to_string(arg).map_err(|e| format!("could not read the schema {arg}: {e}"))?
+    };
+    serde_json::from_str(&text).map_err(|e| format!("the schema is not JSON: {e}"))
+}
+
+/// An object with every property of `schema` filled by its type.
+fn fill(schema: &Value, response: &str) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Some(props) = schema["properties"].as_object() {
+        for (name, p) in props {
+            let v = match p["type"].as_str().unwrap_or("string") {
+                _ if name == "summary" => json!(response),
+                "number" | "integer" => json!(0),
+                "boolean" => json!(true),
+                "array" => json!([]),
+                "object" => json!({}),
+                _ => json!("fake"),
+            };
+            out.insert(name.clone(), v);
+        }
+    }
+    Value::Object(out)
 }
 
 impl Counters {

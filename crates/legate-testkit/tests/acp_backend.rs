@@ -135,6 +135,7 @@ fn turn(prompt: &str, mode: TaskMode) -> Turn {
         model: None,
         timeout: None,
         message_id: None,
+        json_schema: None,
     }
 }
 

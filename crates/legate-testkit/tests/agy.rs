@@ -76,6 +76,11 @@ fn config(dir: &Path) -> EngineConfig {
             FAKE,
             &[st, ("FAKE_AGY_PROBE", "empty-help")],
         ),
+        spec(
+            "agy-noschema",
+            FAKE,
+            &[st, ("FAKE_AGY_PROBE", "no-json-schema")],
+        ),
         spec("agy-missing", "/nonexistent/bin/agy", &[]),
         spec("agy-notonpath", "agy-surely-not-on-path", &[]),
         spec("agy-noexec", noexec.to_str().unwrap(), &[]),
@@ -920,5 +925,89 @@ async fn the_kernel_stops_an_agy_write_outside_its_root_profile_and_temp_dir() {
     .await;
     assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
     assert!(scratch.exists());
+    h.engine.shutdown().await;
+}
+
+/// The arguments the backend passed, from the task's `workspace` event.
+fn args_of(h: &Harness, t: &Task) -> Vec<String> {
+    events(h, t)
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+                serde_json::from_value(detail["args"].clone()).ok()
+            }
+            _ => None,
+        })
+        .expect("an args event")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_schema_gives_structured_output_inline_or_through_a_private_file() {
+    let h = harness();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"summary": {"type": "string"}, "risk": {"type": "integer"}},
+        "required": ["summary", "risk"],
+    });
+    let with_schema = |agent: &str, schema: &serde_json::Value| SubmitRequest {
+        json_schema: Some(schema.clone()),
+        ..request(agent, "review this")
+    };
+    let structured = |t: &Task| -> serde_json::Value {
+        let r = t.result.as_ref().expect("a result");
+        let a = r
+            .attachments
+            .iter()
+            .find(|a| a.name.as_deref() == Some("structured_output.json"))
+            .expect("the structured output");
+        assert_eq!(a.media_type.as_deref(), Some("application/json"));
+        serde_json::from_str(a.text.as_deref().unwrap()).unwrap()
+    };
+    let t = run(&h, with_schema("agy", &schema)).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert_eq!(
+        structured(&t),
+        serde_json::json!({"summary": "fake agy: review this", "risk": 0})
+    );
+    let args = args_of(&h, &t);
+    assert_eq!(
+        args[args.len() - 2..],
+        ["--json-schema".to_string(), schema.to_string()]
+    );
+
+    // A long schema goes through a 0600 file in the agent's state directory, removed after.
+    let mut long = schema.clone();
+    long["description"] = "x".repeat(10_000).into();
+    let t = run(&h, with_schema("agy", &long)).await;
+    assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
+    assert_eq!(structured(&t)["risk"], 0);
+    let args = args_of(&h, &t);
+    let file = PathBuf::from(args.last().unwrap());
+    assert_eq!(
+        file,
+        h.home()
+            .join("agents/agy/schemas")
+            .join(format!("{}.json", t.id))
+    );
+    assert!(!file.exists(), "the schema file is removed after the run");
+
+    // An agy without --json-schema cannot; a schema that is not an object, or for an agent
+    // of another kind, is refused at submit.
+    let t = run(&h, with_schema("agy-noschema", &schema)).await;
+    assert_eq!(
+        error_code(&t),
+        Some(ErrorCode::AgyIncompatible),
+        "{:?}",
+        t.error
+    );
+    assert!(t.error.unwrap().message.contains("--json-schema"));
+    let e = h
+        .engine
+        .submit(with_schema(
+            "agy",
+            &serde_json::json!(["not", "an", "object"]),
+        ))
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
     h.engine.shutdown().await;
 }

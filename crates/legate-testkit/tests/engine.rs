@@ -609,3 +609,19 @@ async fn an_acp_prompt_answers_usage_fills_the_tasks_usage_and_the_report() {
     );
     h.engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_schema_for_an_acp_agent_is_refused_at_submit() {
+    let h = harness(|_| {});
+    let e = h
+        .engine
+        .submit(SubmitRequest {
+            json_schema: Some(serde_json::json!({"type": "object"})),
+            ..request("hi")
+        })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(e.message.contains("kind agy"), "{e}");
+    assert!(h.engine.tasks(&Default::default()).unwrap().is_empty());
+    h.engine.shutdown().await;
+}

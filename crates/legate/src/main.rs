@@ -228,6 +228,11 @@ struct RunArgs {
     /// select it; other agents ignore it with a notice.
     #[arg(long)]
     model: Option<String>,
+    /// A JSON Schema file the answer must follow (structured output, agents of kind `agy`):
+    /// passed as `--json-schema`, and the answer's JSON comes back as the attachment
+    /// `structured_output.json`.
+    #[arg(long, value_name = "FILE")]
+    json_schema: Option<PathBuf>,
     /// What to ask. Each argument becomes one line of the prompt.
     #[arg(required = true, num_args = 1..)]
     prompt: Vec<String>,
@@ -532,17 +537,13 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
             source: std::path::absolute(&source).unwrap_or(source),
             include_paths: args.include,
             criteria: match &args.criteria {
-                Some(file) => {
-                    serde_json::from_str(&std::fs::read_to_string(file).with_context(|| {
-                        format!("INVALID_INPUT: could not read {}", file.display())
-                    })?)
+                Some(file) => serde_json::from_value(read_json(file, "a list of criteria")?)
                     .map_err(|e| {
                         anyhow::anyhow!(
                             "INVALID_INPUT: {} is not a list of criteria: {e}",
                             file.display()
                         )
-                    })?
-                }
+                    })?,
                 None => Vec::new(),
             },
         },
@@ -562,6 +563,10 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
         timeout: args.timeout.map(Duration::from_secs),
         model: args.model,
         message_id: None,
+        json_schema: match &args.json_schema {
+            Some(file) => Some(read_json(file, "a JSON Schema")?),
+            None => None,
+        },
     };
     let task = engine.submit(request)?;
     eprintln!(
@@ -604,6 +609,18 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+/// The JSON in `file`; `INVALID_INPUT` naming `what` when it cannot be read or parsed.
+fn read_json(file: &std::path::Path, what: &str) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "INVALID_INPUT: {} is not {what} (not JSON: {e})",
+            file.display()
+        )
     })
 }
 

@@ -1,6 +1,6 @@
 //! `legate run --agent agy` end to end through the real binary, with the agent configured in
 //! `legate.toml`: a run, a resumed run on another model, `legate usage`, `legate models`,
-//! `legate model`, and a refused `NODE_OPTIONS` opt-in.
+//! `legate model`, `--json-schema`, and a refused `NODE_OPTIONS` opt-in.
 //!
 //! The fake agy is this test binary itself. Cargo builds the `legate` binary fresh for this
 //! crate's tests (`CARGO_BIN_EXE_legate`) but builds the test kit's `fake-agy` binary only
@@ -120,6 +120,47 @@ fn legate_run_with_agy_configured_in_legate_toml() {
     let out = legate_cmd(&["usage", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["byModel"]["mock-flash"]["totalTokens"], 57);
+
+    // Structured output: a JSON Schema file; a file that is not JSON is refused.
+    let schema = dir.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"summary": {"type": "string"}}}"#,
+    )
+    .unwrap();
+    let schema = schema.to_str().unwrap();
+    let out = legate_cmd(&["run", "--agent", "agy", "--json-schema", schema, "sum up"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let id = err
+        .lines()
+        .find_map(|l| l.strip_prefix("task "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let out = legate_cmd(&["show", "--json", &id]);
+    let task: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let attachment = &task["result"]["attachments"][0];
+    assert_eq!(attachment["name"], "structured_output.json", "{task}");
+    let value: serde_json::Value =
+        serde_json::from_str(attachment["text"].as_str().unwrap()).unwrap();
+    assert_eq!(value["summary"], "fake agy: sum up");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{not json").unwrap();
+    let out = legate_cmd(&[
+        "run",
+        "--agent",
+        "agy",
+        "--json-schema",
+        bad.to_str().unwrap(),
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("INVALID_INPUT"));
 
     std::fs::write(
         home.join("legate.toml"),

@@ -463,6 +463,12 @@ impl AgentSession for AcpSession {
             )
             .await);
         }
+        if turn.json_schema.is_some() {
+            return Err(Error::invalid_input(format!(
+                "agent `{}` speaks ACP, which has no structured output; a JSON Schema needs an agent of kind agy",
+                self.agent_name
+            )));
+        }
         if let Some(dir) = &self.blocked_dir {
             // Another agent's run in this root may have left processes since this opened.
             crate::cleanup::check(dir, self.shared.root())?;

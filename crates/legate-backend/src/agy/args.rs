@@ -3,10 +3,13 @@
 //! 1. `--sandbox --input-format stream-json --output-format stream-json --print-timeout <N>s`;
 //! 2. `--add-dir <root>` when offered; 3. `--new-project` when offered and not resuming;
 //! 4. `--mode plan` for read-only (required), or `--mode accept-edits` when offered;
-//! 5. `--model <id>`; 6. `--conversation <id>` to resume.
+//! 5. `--model <id>`; 6. `--conversation <id>` to resume;
+//! 7. `--json-schema <json or file>` when the task asks for structured output (the JSON
+//!    inline up to [`INLINE_SCHEMA_MAX`] bytes, else the path of a 0600 file the caller
+//!    wrote).
 //!
-//! Never `--dangerously-skip-permissions`, never the prompt, never a secret. `--effort` and
-//! `--json-schema` are detected but not used: no Legate task asks for them yet.
+//! Never `--dangerously-skip-permissions`, never the prompt, never a secret. `--effort` is
+//! detected but not used: no Legate task asks for it.
 
 use super::discovery::Capabilities;
 use legate_core::{Error, ErrorCode, Result};
@@ -26,7 +29,12 @@ pub struct RunOptions {
     pub model: Option<String>,
     /// `--conversation` to resume; `None` starts a new conversation.
     pub conversation: Option<String>,
+    /// `--json-schema`: the schema as compact JSON, or the path of the file holding it.
+    pub json_schema: Option<OsString>,
 }
+
+/// The longest schema passed inline to `--json-schema`; a longer one goes in a file.
+pub const INLINE_SCHEMA_MAX: usize = 8 * 1024;
 
 /// Whether `id` may be passed to `--conversation`: `^[a-zA-Z0-9-]{1,128}$`.
 pub fn valid_conversation_id(id: &str) -> bool {
@@ -85,6 +93,16 @@ pub fn build(caps: &Capabilities, o: &RunOptions) -> Result<Vec<OsString>> {
         }
         a.push("--conversation".into());
         a.push(id.into());
+    }
+    if let Some(schema) = &o.json_schema {
+        if !caps.json_schema {
+            return Err(Error::new(
+                ErrorCode::AgyIncompatible,
+                "this agy does not offer `--json-schema`, so it cannot answer with structured output",
+            ));
+        }
+        a.push("--json-schema".into());
+        a.push(schema.clone());
     }
     Ok(a)
 }
@@ -168,5 +186,24 @@ mod tests {
         assert!(!valid_conversation_id("a b"));
         assert!(!valid_conversation_id(""));
         assert!(!valid_conversation_id(&"a".repeat(129)));
+    }
+
+    #[test]
+    fn a_schema_comes_last_and_needs_the_capability() {
+        let o = RunOptions {
+            print_timeout_secs: 5,
+            json_schema: Some("{\"type\":\"object\"}".into()),
+            ..RunOptions::default()
+        };
+        let a = build(&all(), &o).unwrap();
+        assert_eq!(
+            strs(&a)[a.len() - 2..],
+            ["--json-schema", "{\"type\":\"object\"}"]
+        );
+        let old = Capabilities::from_help("--sandbox --output-format stream-json");
+        assert_eq!(
+            build(&old, &o).unwrap_err().code,
+            ErrorCode::AgyIncompatible
+        );
     }
 }

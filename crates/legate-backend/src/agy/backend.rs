@@ -80,6 +80,22 @@ pub struct AgySession {
     turn: tokio::sync::Mutex<()>,
 }
 
+/// `--json-schema`'s value for one run, and the file holding the schema when it was too
+/// long to pass inline (removed when this is dropped).
+#[derive(Debug)]
+struct SchemaArg {
+    arg: OsString,
+    file: Option<PathBuf>,
+}
+
+impl Drop for SchemaArg {
+    fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
 /// Stops the running turn of an [`AgySession`].
 #[derive(Debug)]
 pub struct AgyCanceller {
@@ -368,6 +384,42 @@ impl AgySession {
         }
     }
 
+    /// The turn's JSON Schema as `--json-schema` takes it: compact JSON inline when short,
+    /// else a 0600 file in the agent's state directory (`schemas/<task>.json`, removed with
+    /// the returned value). `AGY_INCOMPATIBLE` when this agy has no `--json-schema`.
+    fn schema_arg(&self, turn: &Turn) -> Result<Option<SchemaArg>> {
+        let Some(schema) = &turn.json_schema else {
+            return Ok(None);
+        };
+        if !self.discovery.capabilities.json_schema {
+            return Err(Error::new(
+                ErrorCode::AgyIncompatible,
+                "this agy does not offer `--json-schema`, so it cannot answer with structured output",
+            ));
+        }
+        let text = schema.to_string();
+        let dir = match &self.state_dir {
+            Some(dir) if text.len() > args::INLINE_SCHEMA_MAX => dir.join("schemas"),
+            _ => {
+                return Ok(Some(SchemaArg {
+                    arg: text.into(),
+                    file: None,
+                }));
+            }
+        };
+        let file = dir.join(format!("{}.json", turn.task_id));
+        usage::write_private(&file, text.as_bytes()).map_err(|e| {
+            Error::new(
+                ErrorCode::AgentStartFailed,
+                format!("could not write the JSON Schema to {}: {e}", file.display()),
+            )
+        })?;
+        Ok(Some(SchemaArg {
+            arg: file.clone().into_os_string(),
+            file: Some(file),
+        }))
+    }
+
     fn failure(&self, end: &RunEnd) -> Option<Error> {
         let tr = &end.translator;
         let success = tr.result.as_ref().is_some_and(|r| r.status == "SUCCESS");
@@ -445,12 +497,14 @@ impl AgentSession for AgySession {
         self.check_supervision(turn.mode)?;
         let choice = self.model_for(&turn).await?;
         let conversation = lock(&self.conversation).clone();
+        let schema = self.schema_arg(&turn)?;
         let options = RunOptions {
             print_timeout_secs: turn.timeout.map_or(1800, |t| t.as_secs().max(1)),
             read_only: turn.mode == TaskMode::ReadOnly,
             add_dir: Some(self.root.clone()),
             model: choice.id().map(str::to_owned),
             conversation: conversation.clone(),
+            json_schema: schema.as_ref().map(|s| s.arg.clone()),
         };
         let argv = args::build(&self.discovery.capabilities, &options)?;
         sink.send(EventKind::Workspace {

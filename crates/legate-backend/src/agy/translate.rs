@@ -7,7 +7,7 @@
 //! | `step_update`, `step_type:"thinking"`/`"thought"` | [`EventKind::Thought`] |
 //! | `step_update`, `step_type:"tool"`, state not `DONE` | a new [`EventKind::ToolCall`] |
 //! | `step_update`, `step_type:"tool"`, state `DONE` | [`EventKind::ToolCallUpdate`], completed |
-//! | `result` | remembered for the end of the turn; its `response` becomes the answer when no text streamed |
+//! | `result` | remembered for the end of the turn; its `response` becomes the answer when no text streamed; its `structured_output` an [`EventKind::Attachment`] (`structured_output.json`, `application/json`) |
 //! | another object | [`EventKind::Raw`] (bounded) |
 //! | not a JSON object | [`EventKind::Unparsed`] (bounded), counted as a parse error |
 //!
@@ -17,6 +17,8 @@ use super::ndjson::Line;
 use legate_core::{EventKind, ToolCallEvent, ToolCallUpdateEvent, ToolKind, ToolStatus};
 use serde_json::Value;
 
+/// The name of the attachment that carries a run's `structured_output`.
+pub const STRUCTURED_OUTPUT: &str = "structured_output.json";
 /// Text kept of an unparsed line.
 const MAX_UNPARSED: usize = 4 * 1024;
 /// Text kept of a tool's output.
@@ -263,6 +265,14 @@ impl Translator {
             && let Some(resp) = result.response.as_ref().filter(|r| !r.is_empty())
         {
             events.push(EventKind::Message { text: resp.clone() });
+        }
+        if let Some(structured) = r.get("structured_output").filter(|v| !v.is_null()) {
+            events.push(EventKind::Attachment(legate_core::Attachment {
+                name: Some(STRUCTURED_OUTPUT.into()),
+                media_type: Some("application/json".into()),
+                text: Some(structured.to_string()),
+                ..legate_core::Attachment::default()
+            }));
         }
         self.result = Some(result);
         events
