@@ -140,6 +140,10 @@ pub struct RunArgs {
     /// on a copy of a git project, reviewed with preview, read_patch, verify and test before
     /// integrate changes the original. Not together with workingDirectory.
     pub workspace: Option<WorkspaceArg>,
+    /// A JSON Schema (an object) the answer must follow: structured output, for agents of
+    /// kind agy only. The answer's JSON comes back as the result's attachment
+    /// `structured_output.json`.
+    pub json_schema: Option<serde_json::Value>,
 }
 
 /// The kind of workspace `run` asks for.

@@ -232,6 +232,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.mode = mode;
     request.timeout = timeout_arg(args.timeout_seconds)?;
     request.model = args.model;
+    request.json_schema = args.json_schema;
     let task = engine.submit(request)?;
     Ok(started(&task))
 }

@@ -286,6 +286,11 @@ async fn bad_input_is_a_structured_error_and_changes_nothing() {
     for (tool, args, code) in [
         ("run", json!({"prompt": 5}), "INVALID_INPUT"),
         ("run", json!({"prompt": "hi", "bogus": 1}), "INVALID_INPUT"),
+        (
+            "run",
+            json!({"prompt": "hi", "jsonSchema": {"type": "object"}}),
+            "INVALID_INPUT",
+        ),
         ("run", json!({"prompt": "  "}), "INVALID_INPUT"),
         (
             "run",
@@ -326,6 +331,15 @@ async fn bad_input_is_a_structured_error_and_changes_nothing() {
     ] {
         assert_eq!(h.fail(tool, args.clone()).await, code, "{tool} {args}");
     }
+    // jsonSchema reaches the engine, which refuses it for revisor (an ACP agent).
+    let r = h
+        .call_raw(
+            "run",
+            json!({"prompt": "hi", "jsonSchema": {"type": "object"}}),
+        )
+        .await;
+    let message = r.structured_content.unwrap()["error"]["message"].to_string();
+    assert!(message.contains("kind agy"), "{message}");
     assert!(
         h.call("tasks", json!({})).await["tasks"]
             .as_array()
