@@ -514,3 +514,36 @@ async fn a_model_revisor_offers_is_selected_and_an_unknown_one_is_not_available(
     assert!(session.is_alive());
     session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_an_acp_agent_left_outside_its_group_is_stopped_at_shutdown() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    // The agent starts a process in a new session (out of its group) that ignores SIGINT.
+    let (outcome, _) = run(
+        &session,
+        "run setsid sh -c 'trap \"\" INT; echo $$ > orphan.pid; exec sleep 600' > /dev/null 2>&1 &",
+        TaskMode::Write,
+    )
+    .await;
+    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    let pid_file = ws.root.join("orphan.pid");
+    let mut pid = None;
+    for _ in 0..500 {
+        pid = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok());
+        if pid.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pid = pid.expect("the orphan wrote its pid");
+    assert!(process_group_alive(pid), "the orphan leads its own group");
+    assert_ne!(pid, session.pgid());
+    session.shutdown().await;
+    assert!(
+        !process_group_alive(pid),
+        "found by its LEGATE_RUN marker and killed"
+    );
+}
