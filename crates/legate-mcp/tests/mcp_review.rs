@@ -751,10 +751,16 @@ async fn agents_list_models_and_health_lists_capabilities() {
     assert!(out["models"].is_null(), "{out}");
     assert_eq!(out["modelsError"]["code"], "AGY_AUTH_REQUIRED", "{out}");
     let acp = agent(&listed, "agent");
-    assert!(
-        acp["model"].is_null() && acp["models"].is_null() && acp["modelsError"].is_null(),
-        "ACP cannot list models without a session: {acp}"
-    );
+    // An ACP agent names its models in a throwaway session (revisor offers two).
+    assert!(acp["model"].is_null(), "{acp}");
+    assert!(acp["modelsError"].is_null(), "{acp}");
+    let ids: Vec<&str> = acp["models"]
+        .as_array()
+        .unwrap_or_else(|| panic!("an ACP agent's models: {acp}"))
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["revisor-standard", "revisor-thorough"], "{acp}");
     assert_eq!(acp["default"], true);
 
     let unprobed = h.call("agents", json!({"probe": false})).await;

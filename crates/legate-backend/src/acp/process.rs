@@ -270,7 +270,8 @@ mod tests {
             model: None,
             inherit_env: Vec::new(),
         };
-        let launch = super::super::launch::launch("claude", &root, Some(&state), false).unwrap();
+        let launch =
+            super::super::launch::launch("claude", &root, Some(&state), None, false).unwrap();
         let env = environment(&spec, Some(&state), &launch, &parent, "m-1").unwrap();
         let get = |k: &str| {
             env.iter()
