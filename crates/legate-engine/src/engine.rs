@@ -171,7 +171,7 @@ impl Engine {
                 runner,
                 backends,
                 supervisor,
-                fanout: Fanout::new(4096),
+                fanout: Fanout::new(4096, paths.run()),
                 pool: Pool::default(),
                 queued: AtomicUsize::new(0),
                 stops: Mutex::new(HashMap::new()),

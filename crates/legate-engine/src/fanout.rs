@@ -6,27 +6,43 @@
 //! behind the live channel) or a quiet spell sends it back to the store, so a slow subscriber
 //! costs itself, never the agent. Tasks run by another process are followed by polling the
 //! store.
+//!
+//! A subscriber never waits on a dead process: after [`LIVENESS`] without an event it looks
+//! at the task's row. A task whose runner is gone (killed, even with `kill -9`) is recovered
+//! then and there ([`runner::recover`]: `failed` with `SERVER_RESTARTED`), so the subscriber
+//! reads that status and ends; a task already ended ends the subscription even when its
+//! terminal event lies before the cursor (`--after` past the end).
 
+use crate::runner;
 use legate_core::{Event, EventKind, Result, TaskId};
 use legate_store::Store;
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::broadcast;
+use tokio::time::Instant;
 
 /// How often a subscriber looks at the store when nothing arrives live.
 const POLL: Duration = Duration::from_millis(250);
+
+/// How long a subscriber hears nothing before it checks that the task's runner is alive
+/// (and again after each such quiet spell).
+pub(crate) const LIVENESS: Duration = Duration::from_secs(1);
 
 /// The live side: one channel for every task of this engine.
 #[derive(Debug, Clone)]
 pub struct Fanout {
     tx: broadcast::Sender<Event>,
+    /// Where runners keep their locks (`$LEGATE_HOME/run`).
+    run_dir: PathBuf,
 }
 
 impl Fanout {
-    /// A fan-out that buffers `capacity` events per subscriber before it lags.
-    pub fn new(capacity: usize) -> Self {
+    /// A fan-out that buffers `capacity` events per subscriber before it lags; `run_dir`
+    /// holds the runners' locks, to tell a live runner from a dead one.
+    pub fn new(capacity: usize, run_dir: PathBuf) -> Self {
         let (tx, _) = broadcast::channel(capacity);
-        Self { tx }
+        Self { tx, run_dir }
     }
 
     /// Announces stored events.
@@ -49,6 +65,9 @@ impl Fanout {
             backlog: VecDeque::new(),
             done: false,
             catch_up: true,
+            run_dir: self.run_dir.clone(),
+            heard: Instant::now(),
+            ended: false,
         }
     }
 }
@@ -65,6 +84,11 @@ pub struct Subscription {
     /// Whether the store may hold events the live channel did not bring (at the start, after
     /// a gap or a lag, and after a quiet spell that may mean another process is writing).
     catch_up: bool,
+    run_dir: PathBuf,
+    /// When the subscriber last got an event or checked the task's runner.
+    heard: Instant,
+    /// The task's row says it ended: once the store has nothing more, the subscription ends.
+    ended: bool,
 }
 
 impl Subscription {
@@ -80,10 +104,15 @@ impl Subscription {
             if self.catch_up {
                 let stored = self.store.events(&self.task_id, self.cursor, 1000)?;
                 if !stored.is_empty() {
+                    self.heard = Instant::now();
                     self.backlog.extend(stored);
                     continue;
                 }
                 self.catch_up = false;
+                if self.ended {
+                    self.done = true;
+                    return Ok(None);
+                }
             }
             match tokio::time::timeout(POLL, self.rx.recv()).await {
                 Ok(Ok(e)) => self.take_live(e),
@@ -91,11 +120,32 @@ impl Subscription {
                 Ok(Err(broadcast::error::RecvError::Closed)) => {
                     // No live side (another process runs the task): poll the store.
                     tokio::time::sleep(POLL).await;
-                    self.catch_up = true;
+                    self.quiet()?;
                 }
-                Err(_quiet) => self.catch_up = true,
+                Err(_quiet) => self.quiet()?,
             }
         }
+    }
+
+    /// Nothing arrived for a while: read the store again, and after [`LIVENESS`] of quiet
+    /// look at the task's row. An ended task ends the subscription once the store has
+    /// nothing more (its terminal event may lie before the cursor); a task whose runner died
+    /// is recovered, which stores its `SERVER_RESTARTED` status for the catch-up to read.
+    fn quiet(&mut self) -> Result<()> {
+        self.catch_up = true;
+        if self.heard.elapsed() < LIVENESS {
+            return Ok(());
+        }
+        self.heard = Instant::now();
+        match self.store.task_runner(&self.task_id)? {
+            Some((state, _)) if state.is_terminal() => self.ended = true,
+            Some((_, Some(id))) if !runner::is_alive(&self.run_dir, &id) => {
+                let marked = runner::recover(&self.store, &self.run_dir)?;
+                tracing::debug!(task = %self.task_id, runner = %id, marked, "the task's runner is gone; recovered");
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Takes a live event and whatever else is already waiting, as long as the numbers follow
@@ -106,6 +156,7 @@ impl Subscription {
             if e.task_id == self.task_id {
                 let expected = self.cursor + 1 + self.backlog.len() as u64;
                 if e.seq == expected {
+                    self.heard = Instant::now();
                     self.backlog.push_back(e);
                 } else if e.seq > expected {
                     self.catch_up = true;
@@ -137,5 +188,82 @@ impl Subscription {
     /// The number of the last event delivered.
     pub fn cursor(&self) -> u64 {
         self.cursor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use legate_core::{ErrorCode, Task, TaskState};
+
+    fn insert(store: &Store, id: &str, runner: &str) -> TaskId {
+        let task: Task = serde_json::from_value(serde_json::json!({
+            "id": id, "contextId": "c", "agent": "a", "workspace": "sandbox", "prompt": "p",
+            "mode": "write", "state": "working", "timeoutSecs": 60, "createdAt": 1, "updatedAt": 1
+        }))
+        .unwrap();
+        let working = EventKind::Status {
+            state: TaskState::Working,
+            message: None,
+            error: None,
+        };
+        store.insert_task(&task, &working).unwrap();
+        store.set_runner(&task.id, Some(runner)).unwrap();
+        task.id
+    }
+
+    async fn drain(sub: &mut Subscription) -> Vec<Event> {
+        let mut events = Vec::new();
+        let all = async {
+            while let Some(e) = sub.next().await.unwrap() {
+                events.push(e);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), all)
+            .await
+            .unwrap();
+        events
+    }
+
+    #[tokio::test]
+    async fn followers_end_on_a_dead_runner_and_on_an_ended_task_but_wait_on_a_live_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("legate.db")).unwrap();
+        let run_dir = dir.path().join("run");
+        let live = runner::Runner::claim(&run_dir).unwrap();
+        let running = insert(&store, "running", live.id());
+        let orphan = insert(&store, "orphan", "deadrunner01");
+        let fanout = Fanout::new(16, run_dir);
+
+        // The runner is gone: the follower recovers the task and reads its end.
+        let events = drain(&mut fanout.subscribe(store.clone(), orphan.clone(), 0)).await;
+        let Some(EventKind::Status { state, error, .. }) = events.last().map(|e| &e.kind) else {
+            panic!("{events:?}");
+        };
+        assert_eq!(*state, TaskState::Failed);
+        assert_eq!(
+            error.as_ref().map(|e| e.code),
+            Some(ErrorCode::ServerRestarted)
+        );
+
+        // A live runner: the follower keeps waiting through several liveness checks.
+        let mut sub = fanout.subscribe(store.clone(), running.clone(), 0);
+        assert_eq!(sub.next().await.unwrap().map(|e| e.seq), Some(1));
+        let more = tokio::time::timeout(LIVENESS * 3, sub.next()).await;
+        assert!(more.is_err(), "{more:?}");
+        assert_eq!(
+            store.task(&running).unwrap().unwrap().state,
+            TaskState::Working
+        );
+
+        // Its runner gone too, the task ends; a follower whose cursor lies past the task's
+        // last event still ends.
+        drop(live);
+        assert!(
+            drain(&mut fanout.subscribe(store.clone(), running, 100))
+                .await
+                .is_empty()
+        );
     }
 }

@@ -41,10 +41,13 @@ pub use review::{
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.
+/// `paths` locates the runners' locks: a task whose runner died is recovered (`failed` with
+/// `SERVER_RESTARTED`) and the subscription ends with that status.
 pub fn follow(
     store: legate_store::Store,
+    paths: &Paths,
     task_id: legate_core::TaskId,
     after: u64,
 ) -> Subscription {
-    fanout::Fanout::new(1).subscribe(store, task_id, after)
+    fanout::Fanout::new(1, paths.run()).subscribe(store, task_id, after)
 }

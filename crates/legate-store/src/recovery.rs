@@ -8,7 +8,7 @@
 
 use crate::Store;
 use crate::events::append_in;
-use crate::sql::{SqlContext, clamp_i64, task_not_found};
+use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found};
 use legate_core::{Error, EventKind, Result, TaskId, TaskState, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
@@ -40,6 +40,26 @@ impl Store {
             }
             Ok(())
         })
+    }
+
+    /// A task's state and the runner recorded on it (`None` when no runner claims it), or
+    /// `None` when there is no such task. What a follower needs to tell a task that is still
+    /// being run from one whose process died.
+    pub fn task_runner(&self, task_id: &TaskId) -> Result<Option<(TaskState, Option<String>)>> {
+        let row: Option<(String, Option<String>)> = self.read(|conn| {
+            conn.prepare_cached("SELECT state, runner FROM tasks WHERE id = ?1")
+                .and_then(|mut st| {
+                    st.query_row([task_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .ctx("read a task's runner")
+        })?;
+        row.map(|(state, runner)| {
+            TaskState::parse(&state)
+                .map(|state| (state, runner))
+                .ok_or_else(|| store_error(format!("task {task_id} has an unreadable state.")))
+        })
+        .transpose()
     }
 
     /// The distinct runners of unfinished tasks, sorted.
@@ -211,6 +231,15 @@ mod tests {
         insert(&store, "r4", 4, TaskState::Submitted, None);
         insert(&store, "r5", 5, TaskState::Submitted, Some("p1"));
         assert_eq!(store.unfinished_runners().unwrap(), ["p1", "p3"]);
+        assert_eq!(
+            store.task_runner(&TaskId("r1".into())).unwrap(),
+            Some((TaskState::Working, Some("p1".into())))
+        );
+        assert_eq!(
+            store.task_runner(&TaskId("r4".into())).unwrap(),
+            Some((TaskState::Submitted, None))
+        );
+        assert_eq!(store.task_runner(&TaskId("none".into())).unwrap(), None);
         let err = store
             .set_runner(&TaskId("none".into()), Some("x"))
             .unwrap_err();

@@ -390,10 +390,17 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             let store = open_store(&paths)?;
             let task = store.find_task(&id)?;
             if follow {
-                let mut sub = legate_engine::follow(store, task.id.clone(), after);
+                let mut sub = legate_engine::follow(store.clone(), &paths, task.id.clone(), after);
                 while let Some(e) = sub.next().await? {
                     out!("{}", render::event_line(&e))?;
                 }
+                // Like `legate run`: 0 only when the task completed.
+                let done = store.find_task(task.id.as_str())?;
+                return Ok(if done.state == TaskState::Completed {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                });
             } else {
                 let mut cursor = after;
                 loop {

@@ -75,6 +75,16 @@ impl Home {
             .collect()
     }
 
+    /// Starts `legate run "run sleep SECONDS"` and waits until the agent runs that command;
+    /// the process and the task's id.
+    fn run_sleeping(&self, seconds: &str) -> (Child, String) {
+        let child = self.spawn(&["run", &format!("run sleep {seconds}")]);
+        let id = self.wait_for_state("working");
+        let command = format!("sleep {seconds}");
+        until_processes(&command, true, "the agent never ran its command");
+        (child, id)
+    }
+
     /// Waits until some task is in `state`, and returns its id.
     fn wait_for_state(&self, state: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -312,30 +322,94 @@ fn events_line(home: &Home, id: &str, state: &str) -> String {
 #[test]
 fn a_kill_9_leaves_the_task_failed_with_server_restarted() {
     let home = Home::new();
-    let mut child = home.spawn(&["run", "run sleep 62.5"]);
-    let id = home.wait_for_state("working");
-    // Let the agent reach its command.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while processes_running("sleep 62.5") == 0 {
-        assert!(Instant::now() < deadline, "the agent never ran its command");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut child, id) = home.run_sleeping("62.5");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let task = home.show(&id);
     assert_eq!(task["state"], "failed", "{task}");
     // The agent died with legate; the next start killed what it left running.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_running("sleep 62.5") > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "a process of the dead run outlived recovery"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_processes(
+        "sleep 62.5",
+        false,
+        "a process of the dead run outlived recovery",
+    );
     assert_eq!(task["error"]["code"], "SERVER_RESTARTED");
     let events = home.events(&id);
     assert_eq!(events.last().unwrap()["error"]["code"], "SERVER_RESTARTED");
+}
+
+/// Waits for `child` to exit (at most `limit`, else kills it and fails) and returns its output.
+fn exit_within(mut child: Child, limit: Duration, what: &str) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!("{what} did not exit: {}", text(&out));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The `status` events in `legate events` output, as JSON.
+fn statuses(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l[l.find('{')?..]).ok())
+        .filter(|v| v["type"] == "status")
+        .collect()
+}
+
+#[test]
+fn events_follow_prints_a_task_of_another_process_to_its_end() {
+    let home = Home::new();
+    let runner = home.spawn(&["run", "run sleep 1.5", "write done.txt: yes"]);
+    let id = home.wait_for_state("working");
+    let follower = home.spawn(&["events", &id, "--follow"]);
+    let out = exit_within(follower, Duration::from_secs(60), "the follower");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let states: Vec<_> = statuses(&out.stdout)
+        .iter()
+        .map(|s| s["state"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(states.first().map(String::as_str), Some("submitted"));
+    assert_eq!(states.last().map(String::as_str), Some("completed"));
+    let run = runner.wait_with_output().unwrap();
+    assert!(run.status.success(), "{}", text(&run));
+    // The whole stream, the same as a plain read of the store.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        home.events(&id).len()
+    );
+
+    // A finished task: everything, at once, whatever the cursor.
+    let again = exit_within(
+        home.spawn(&["events", &id, "--follow", "--after", "100000"]),
+        Duration::from_secs(30),
+        "a follower past the end",
+    );
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert!(again.stdout.is_empty(), "{}", text(&again));
+}
+
+#[test]
+fn events_follow_ends_with_server_restarted_when_the_runner_is_killed() {
+    let home = Home::new();
+    let (mut runner, id) = home.run_sleeping("63.75");
+    let follower = home.spawn(&["events", &id, "--follow"]);
+    std::thread::sleep(Duration::from_millis(500));
+    runner.kill().unwrap(); // SIGKILL: the runner cannot say anything.
+    runner.wait().unwrap();
+
+    let out = exit_within(follower, Duration::from_secs(30), "the follower");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let last = statuses(&out.stdout).pop().unwrap();
+    assert_eq!(last["state"], "failed", "{}", text(&out));
+    assert_eq!(last["error"]["code"], "SERVER_RESTARTED", "{}", text(&out));
+    assert_eq!(home.show(&id)["error"]["code"], "SERVER_RESTARTED");
+    // The follower's recovery also killed what the dead run left running.
+    until_processes("sleep 63.75", false, "the dead run's command survived");
 }
 
 #[test]
@@ -365,13 +439,20 @@ fn a_task_past_its_timeout_fails_with_task_timeout() {
     assert_eq!(task["state"], "failed");
     assert_eq!(task["error"]["code"], "TASK_TIMEOUT");
     // The agent's whole process group went with it, the command it was running included.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_running("sleep 61.25") > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the agent's command outlived the timeout"
-        );
-        std::thread::sleep(Duration::from_millis(100));
+    until_processes(
+        "sleep 61.25",
+        false,
+        "the agent's command outlived the timeout",
+    );
+}
+
+/// Waits (at most 20 s) until a process with exactly this command line runs (`running`), or
+/// until none does; fails with `what` otherwise.
+fn until_processes(cmdline: &str, running: bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (processes_running(cmdline) > 0) != running {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
