@@ -1,6 +1,6 @@
-//! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!chunks`, `!write-outside`,
-//! `!stderr`, `!fail-tool`, `!stop`, `!usage`), implemented as a [`DirectiveHook`] installed
-//! into revisor.
+//! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
+//! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
+//! `!usage`), implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -23,6 +23,16 @@ use crate::pump::Injection;
 
 /// The malformed JSON-RPC line `!garbage` writes mid-turn.
 pub const MALFORMED_LINE: &str = r#"{"jsonrpc":"2.0","method":"session/update","params":{"#;
+/// What `!not-jsonrpc` writes, one after the other and round again: JSON that is not a
+/// JSON-RPC message Legate can take (no `jsonrpc` member; an array; a `session/update`
+/// whose params do not fit it).
+pub const NOT_JSONRPC_LINES: [&str; 3] = [
+    r#"{"hello":"world"}"#,
+    "[1,2,3]",
+    r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk"}}}"#,
+];
+/// The id of the response `!unknown-response` writes, which answers no request of Legate's.
+pub const UNKNOWN_RESPONSE_ID: u64 = 987_654_321;
 /// What `!write-outside` writes into its file.
 pub const OUTSIDE_CONTENT: &str = "written by legate-scripted-agent without asking\n";
 /// The text of the one message chunk `!exit` sends before exiting.
@@ -32,10 +42,12 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 9] = [
+pub const VERBS: [&str; 11] = [
     "exit",
     "hang",
     "garbage",
+    "not-jsonrpc",
+    "unknown-response",
     "chunks",
     "write-outside",
     "stderr",
@@ -139,6 +151,23 @@ impl DirectiveHook for ScriptedDirectives {
                     let _ = inject.send(Injection::Line(MALFORMED_LINE.to_owned()));
                     Directed::Continue
                 }
+                "not-jsonrpc" => {
+                    let count = rest.parse::<usize>().unwrap_or(1);
+                    for line in NOT_JSONRPC_LINES.iter().cycle().take(count) {
+                        let _ = inject.send(Injection::Line((*line).to_owned()));
+                    }
+                    Directed::Continue
+                }
+                "unknown-response" => {
+                    let line = serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "id": UNKNOWN_RESPONSE_ID,
+                        "result": {"stopReason": "end_turn"},
+                    });
+                    let _ = inject.send(Injection::Line(line.to_string()));
+                    // The turn's real answer never comes, as if it went out under that id.
+                    futures::future::pending::<Directed>().await
+                }
                 "chunks" => {
                     // `!chunks N` sends N chunks as fast as it can; `!chunks N R` paces them at
                     // R chunks per second (for latency measured at a steady load).
@@ -238,6 +267,8 @@ mod tests {
         assert!(hook.claims("!exit 3"));
         assert!(hook.claims("!HANG"));
         assert!(hook.claims("!chunks 100"));
+        assert!(hook.claims("!not-jsonrpc 3"));
+        assert!(hook.claims("!unknown-response"));
         assert!(hook.claims("!write-outside /tmp/x"));
         assert!(hook.claims("!fail-tool cargo build"));
         assert!(hook.claims("!stop refusal"));

@@ -33,7 +33,9 @@
 //! |---|---|
 //! | `!exit <code>` | send one `agent_message_chunk` ([`directives::EXIT_CHUNK`]) and exit the process with `code` (1 if missing or not a number), mid-turn |
 //! | `!hang` | never answer the prompt |
-//! | `!garbage` | write [`directives::MALFORMED_LINE`] (malformed JSON-RPC) to stdout, then go on |
+//! | `!garbage` | write [`directives::MALFORMED_LINE`] (malformed JSON-RPC, not even JSON) to stdout, then go on |
+//! | `!not-jsonrpc [N]` | write N (default 1) lines of JSON that are not JSON-RPC Legate can take, taken in turn from [`directives::NOT_JSONRPC_LINES`] (`{"hello":"world"}`, `[1,2,3]`, a `session/update` with params that do not fit), then go on |
+//! | `!unknown-response` | write a response with id [`directives::UNKNOWN_RESPONSE_ID`], which answers no request, and never answer the prompt (as if its answer went out under the wrong id) |
 //! | `!chunks <N> [R]` | send N `agent_message_chunk`s of about 40 bytes, each stamped with its creation time, as fast as possible or paced at R per second, then end the turn `end_turn` (no answer) |
 //! | `!write-outside <abs path>` | write [`directives::OUTSIDE_CONTENT`] to that file directly, without asking; report "written" or "failed: …" in a message chunk |
 //! | `!stderr <text>` | write the text as a line to stderr |
@@ -43,7 +45,8 @@
 //!
 //! Stdout goes through a [pump](mod@pump): revisor writes into an in-process pipe and the pump
 //! copies accumulated bytes to the real stdout in large writes, which keeps `!chunks` cheap,
-//! and injects raw lines only between whole protocol lines.
+//! and injects raw lines only between whole protocol lines, before whatever revisor wrote
+//! after the directive (so they reach Legate within the turn).
 //!
 //! # Finding the binary from a test
 //!

@@ -83,6 +83,7 @@ pub async fn pump(
             }
         }
         tokio::select! {
+            // Injections first: a directive injects before revisor writes what follows it.
             biased;
             injection = injections.recv(), if injections_open => match injection {
                 Some(injection) => waiting.push_back(injection),

@@ -333,6 +333,86 @@ async fn garbage_is_reported_and_tolerated() {
     session.shutdown().await;
 }
 
+/// The `malformed` problems of the stdout notices among `events`.
+fn malformed(events: &[EventKind]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Workspace { detail, .. } if detail["stream"] == "stdout" => {
+                detail["malformed"].as_str().map(str::to_string)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The session is dead after a protocol error, and its process group goes with shutdown.
+async fn broken_and_stopped(session: AcpSession) {
+    assert!(!session.is_alive());
+    let pgid = session.pgid();
+    session.shutdown().await;
+    assert!(!process_group_alive(pgid));
+}
+
+#[tokio::test]
+async fn json_that_is_not_json_rpc_is_reported_and_the_third_in_a_turn_ends_it() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    // Two in a turn are reported and tolerated; the count starts again each turn.
+    for _ in 0..2 {
+        let (outcome, events) = run(
+            &session,
+            "!not-jsonrpc 2
+hello?",
+            TaskMode::Write,
+        )
+        .await;
+        assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+        let problems = malformed(&events);
+        assert_eq!(problems.len(), 2, "{events:?}");
+        assert!(problems[0].contains("\"jsonrpc\": \"2.0\""), "{problems:?}");
+        assert!(problems[1].contains("array"), "{problems:?}");
+    }
+    assert!(session.is_alive());
+
+    let (outcome, events) = run(
+        &session,
+        "!not-jsonrpc 3
+!hang",
+        TaskMode::Write,
+    )
+    .await;
+    let err = outcome.unwrap_err();
+    assert_eq!(err.code, ErrorCode::AgentProtocolError, "{err}");
+    assert!(
+        err.message.contains("3 malformed JSON-RPC messages"),
+        "{err}"
+    );
+    let problems = malformed(&events);
+    assert!(
+        problems[2].contains("session/update with params that do not fit"),
+        "{problems:?}"
+    );
+    broken_and_stopped(session).await;
+}
+
+#[tokio::test]
+async fn a_response_to_no_request_ends_the_turn_at_once() {
+    let ws = workspace();
+    let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
+    // Without the check, this turn would wait for its answer until its timeout.
+    let (outcome, events) = run(&session, "!unknown-response", TaskMode::Write).await;
+    let err = outcome.unwrap_err();
+    assert_eq!(err.code, ErrorCode::AgentProtocolError, "{err}");
+    let id = legate_testkit::directives::UNKNOWN_RESPONSE_ID.to_string();
+    assert!(err.message.contains(&id), "{err}");
+    assert!(
+        malformed(&events).iter().any(|p| p.contains(&id)),
+        "{events:?}"
+    );
+    broken_and_stopped(session).await;
+}
+
 #[tokio::test]
 async fn an_exit_mid_turn_is_agent_exited() {
     let ws = workspace();

@@ -217,30 +217,62 @@ async fn an_auth_error_at_the_prompt_ends_the_task_auth_required() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_json_from_the_agent_ends_in_a_clear_state() {
-    let h = harness(|_| {});
+    let h = harness(|c| {
+        let mut marked = spec("marked", None);
+        marked
+            .env
+            .insert("LEGATE_TEST_MARK".into(), "malformed-1".into());
+        c.agents.insert("marked".into(), marked);
+    });
+    // The task's notices about its agent's stdout.
+    let notices = |task: &Task| {
+        h.engine
+            .events(&task.id, 0, 10_000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| {
+                matches!(&e.kind, EventKind::Workspace { detail, .. } if detail["stream"] == "stdout")
+            })
+            .count()
+    };
+    let ends = |task: &Task, state: TaskState, code: Option<ErrorCode>, notes: usize| {
+        assert_eq!((task.state, task.error_code()), (state, code), "{task:?}");
+        assert_eq!(notices(task), notes, "{task:?}");
+    };
+
+    // A line that is not JSON at all (a stray log line): reported, tolerated.
     let mut req = request("What is here?");
     req.agent = Some("garbage-at-start".into());
-    let task = run(&h, req).await;
-    // Either the line is tolerated or the task fails with a protocol error.
-    match task.state {
-        TaskState::Completed => {}
-        TaskState::Failed => assert!(matches!(
-            task.error_code(),
-            Some(ErrorCode::AgentProtocolError | ErrorCode::AgentStartFailed)
-        )),
-        other => panic!("unexpected {other}: {task:?}"),
-    }
-    let task = run(&h, request("!garbage")).await;
-    assert!(task.is_terminal());
-    if task.state == TaskState::Failed {
-        assert!(
-            matches!(
-                task.error_code(),
-                Some(ErrorCode::AgentProtocolError | ErrorCode::AgentExited)
-            ),
-            "{task:?}"
-        );
-    }
+    ends(&run(&h, req).await, TaskState::Completed, None, 1);
+    ends(
+        &run(&h, request("!garbage\nhello?")).await,
+        TaskState::Completed,
+        None,
+        1,
+    );
+
+    // JSON that is not JSON-RPC: two in a turn are reported and tolerated; the third ends
+    // the turn with AGENT_PROTOCOL_ERROR.
+    ends(
+        &run(&h, request("!not-jsonrpc 2\nhello?")).await,
+        TaskState::Completed,
+        None,
+        2,
+    );
+    let mut req = request("!not-jsonrpc 3\n!hang");
+    req.agent = Some("marked".into());
+    let protocol = Some(ErrorCode::AgentProtocolError);
+    ends(&run(&h, req).await, TaskState::Failed, protocol, 3);
+
+    // A response to no request ends the turn at once, not at its timeout.
+    let mut req = request("!unknown-response");
+    req.agent = Some("marked".into());
+    req.timeout = Some(Duration::from_secs(600));
+    ends(&run(&h, req).await, TaskState::Failed, protocol, 1);
+    assert!(
+        until_no_process("LEGATE_TEST_MARK=malformed-1").await,
+        "an agent that broke the protocol outlived its task"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

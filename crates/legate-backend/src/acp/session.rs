@@ -155,6 +155,15 @@ pub(crate) async fn request_error(
     shared: &Shared,
     phase_code: ErrorCode,
 ) -> Error {
+    // The transport ended the connection because the agent broke the protocol.
+    if let Some(reason) = shared.protocol_failure() {
+        let code = if phase_code == ErrorCode::AgentStartFailed {
+            phase_code
+        } else {
+            ErrorCode::AgentProtocolError
+        };
+        return Error::new(code, format!("{reason} (during {what})"));
+    }
     if agent_client_protocol::is_incoming_transport_closed(e)
         || agent_client_protocol::is_connection_terminated(e)
     {

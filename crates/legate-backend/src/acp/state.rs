@@ -6,6 +6,7 @@
 
 use super::launch::SessionTmp;
 use super::translate::{self, KnownTool};
+use super::transport::MAX_STDOUT_NOTICES;
 use crate::EventSink;
 use legate_core::{EventKind, TaskMode};
 use legate_supervisor::{Supervision, Supervisor};
@@ -17,8 +18,6 @@ use tracing::debug;
 
 /// At most this many stderr events per turn; then one notice.
 pub(crate) const MAX_STDERR_EVENTS: usize = 1_000;
-/// At most this many non-JSON-line notices per turn.
-pub(crate) const MAX_GARBAGE_NOTICES: usize = 20;
 /// Tool calls remembered per turn (to fill permission requests that only carry an id).
 const MAX_KNOWN_TOOLS: usize = 4_096;
 
@@ -31,7 +30,10 @@ struct Route {
     sink: Option<EventSink>,
     turn_mode: Option<TaskMode>,
     stderr_sent: usize,
-    garbage_sent: usize,
+    /// Stdout notices sent this turn (non-JSON lines and malformed messages).
+    notices_sent: usize,
+    /// Malformed JSON-RPC messages this turn.
+    malformed: usize,
     replaying: bool,
 }
 
@@ -40,6 +42,8 @@ struct Route {
 pub(crate) struct Shared {
     route: Mutex<Route>,
     last_stderr: Mutex<Option<String>>,
+    /// Why the transport ended the connection, when the agent broke the protocol.
+    protocol_failure: Mutex<Option<String>>,
     stderr_done: watch::Sender<bool>,
     tools: Mutex<HashMap<String, KnownTool>>,
     supervisor: Arc<dyn Supervisor>,
@@ -59,6 +63,7 @@ impl Shared {
         Self {
             route: Mutex::new(Route::default()),
             last_stderr: Mutex::new(None),
+            protocol_failure: Mutex::new(None),
             stderr_done: watch::channel(false).0,
             tools: Mutex::new(HashMap::new()),
             supervisor,
@@ -147,24 +152,44 @@ impl Shared {
         }
     }
 
-    /// Reports a stdout line that is not JSON (bounded per turn).
-    pub(crate) fn garbage_line(&self, line: &str) {
+    /// Reports a stdout line Legate did not take as it came: `problem` says what is wrong
+    /// with it (at most [`MAX_STDOUT_NOTICES`] notices per turn). A `counted` problem is a
+    /// malformed JSON-RPC message; returns how many the turn has had (0 outside a turn,
+    /// where nothing is reported or counted).
+    pub(crate) fn stdout_notice(&self, problem: &str, line: &str, counted: bool) -> usize {
         let mut r = lock(&self.route);
         let Some(sink) = r.sink.clone() else {
-            debug!("non-JSON line from the agent outside a turn");
-            return;
+            debug!(
+                problem,
+                "unexpected stdout line from the agent outside a turn"
+            );
+            return 0;
         };
-        r.garbage_sent += 1;
-        if r.garbage_sent <= MAX_GARBAGE_NOTICES {
+        r.malformed += usize::from(counted);
+        r.notices_sent += 1;
+        if r.notices_sent <= MAX_STDOUT_NOTICES {
             sink.send(EventKind::Workspace {
-                message: "the agent wrote a line on stdout that is not JSON-RPC; it was ignored"
-                    .into(),
+                message: format!(
+                    "a line the agent wrote on stdout is not JSON-RPC Legate can use: {problem}"
+                ),
                 detail: serde_json::json!({
                     "stream": "stdout",
+                    "malformed": problem,
                     "line": translate::truncate(line, 256),
                 }),
             });
         }
+        r.malformed
+    }
+
+    /// Records why the connection is being ended for a protocol violation.
+    pub(crate) fn fail_protocol(&self, reason: String) {
+        lock(&self.protocol_failure).get_or_insert(reason);
+    }
+
+    /// Why the connection was ended for a protocol violation, if it was.
+    pub(crate) fn protocol_failure(&self) -> Option<String> {
+        lock(&self.protocol_failure).clone()
     }
 
     /// The last non-empty stderr line, if any.

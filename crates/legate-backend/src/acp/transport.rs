@@ -1,25 +1,209 @@
-//! The agent's stdin and stdout as JSON-RPC lines for the SDK.
+//! The agent's stdin and stdout as JSON-RPC lines for the SDK, checked on the way in.
 //!
 //! Legate reads stdout itself (rather than through `ByteStreams`) to see each line before
-//! the SDK does. What the SDK does with a line that is not JSON: it answers the agent with a
-//! `-32700` parse error (`id: null`) and carries on; the connection survives. Legate instead
-//! reports such a line as a [`EventKind::Workspace`] notice on the current turn and does not
-//! pass it on, so the agent gets no confusing error for a stray log line. Blank lines are
-//! skipped. A line longer than [`MAX_LINE`] ends the connection with an error (the agent is
-//! then reported as broken, `AGENT_PROTOCOL_ERROR`); invalid UTF-8 is replaced.
+//! the SDK does. The SDK alone answers what it cannot read with an error to the agent, logs
+//! it, and carries on: nothing would reach the task, and a response to a request nobody sent
+//! would leave the turn waiting for the real one until its timeout. So each line is checked
+//! first ([`check`]), and what is wrong is reported on the current turn as a `workspace`
+//! notice (`detail.malformed` says what, `detail.line` quotes up to 256 bytes; at most
+//! [`MAX_STDOUT_NOTICES`] a turn):
 //!
-//! [`EventKind::Workspace`]: legate_core::EventKind::Workspace
+//! | the line | what happens |
+//! |---|---|
+//! | blank | skipped |
+//! | longer than [`MAX_LINE`] | the connection ends: `AGENT_PROTOCOL_ERROR` |
+//! | not JSON (a stray log line) | a notice; not passed on (the SDK would answer it with a parse error); tolerated |
+//! | JSON, but not a JSON-RPC 2.0 message: not an object (`[1,2,3]`: ACP has no batches), no `"jsonrpc": "2.0"`, neither a call nor a response (`{"hello":"world"}`), an id neither an integer nor a string, params neither an object nor an array | a notice, counted; passed on (the SDK answers a request with an error) |
+//! | a call Legate serves (`session/update`, `session/request_permission`, `fs/read_text_file`, `fs/write_text_file`) whose params do not fit it | a notice, counted; passed on |
+//! | a `session/update` of a kind this Legate does not know (a newer ACP) | a notice, not counted |
+//! | an error response with id `null` (the agent could not read something Legate sent) | a notice, counted |
+//! | a response whose id matches no request Legate sent and is still waiting for | the connection ends at once: `AGENT_PROTOCOL_ERROR` (the answer the turn waits for will not come) |
+//!
+//! The [`MAX_MALFORMED`]th counted message in one turn (or in the handshake) ends the
+//! connection, and with it the turn: `AGENT_PROTOCOL_ERROR` naming the last problem (the
+//! session is then dead and its processes are stopped). Messages outside a turn have no task
+//! to be reported on and are not counted. Invalid UTF-8 is replaced.
 
 use super::state::Shared;
-use agent_client_protocol::Lines;
+use super::translate;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Lines, RawJsonRpcId};
 use futures::{Sink, Stream};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tracing::warn;
 
 /// One JSON-RPC line from the agent may be at most this long.
 pub(crate) const MAX_LINE: u64 = 256 * 1024 * 1024;
+/// The turn fails at this many malformed JSON-RPC messages from the agent in one turn.
+pub(crate) const MAX_MALFORMED: usize = 3;
+/// At most this many stdout notices (non-JSON lines, malformed messages) per turn.
+pub(crate) const MAX_STDOUT_NOTICES: usize = 20;
+
+/// The ids of requests Legate sent that have not been answered yet.
+#[derive(Debug, Default)]
+struct Pending(Mutex<HashSet<RawJsonRpcId>>);
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<RawJsonRpcId>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes a line Legate sends: a request's id is now waiting for its answer.
+    fn sent(&self, line: &str) {
+        if let Ok(Outgoing {
+            id: Some(id),
+            method: Some(_),
+        }) = serde_json::from_str::<Outgoing>(line)
+        {
+            self.lock().insert(id);
+        }
+    }
+
+    /// Takes the answer to `id`: whether a request was waiting for it.
+    fn answered(&self, id: &RawJsonRpcId) -> bool {
+        self.lock().remove(id)
+    }
+}
+
+/// A field that is there, even as `null` (serde's `Option` alone reads `null` as absent).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// What Legate looks at in a line it sends.
+#[derive(Deserialize)]
+struct Outgoing {
+    #[serde(default, deserialize_with = "present")]
+    id: Option<RawJsonRpcId>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<IgnoredAny>,
+}
+
+/// A JSON-RPC 2.0 message's members, as the SDK tells requests, notifications and responses
+/// apart (`RawJsonRpcMessage`), without reading params or results.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<RawJsonRpcId>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<String>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<IgnoredAny>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<ErrorObject>,
+}
+
+/// A JSON-RPC error object: an integer code and a message.
+#[derive(Deserialize)]
+struct ErrorObject {
+    #[serde(rename = "code")]
+    _code: i64,
+    #[serde(rename = "message")]
+    _message: String,
+}
+
+/// What is wrong with a line that is JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Problem {
+    /// Not a JSON-RPC message, or params that do not fit: counted.
+    Malformed(String),
+    /// A `session/update` of an unknown kind: reported, not counted.
+    UnknownUpdate(String),
+    /// A response to no waiting request: the connection ends.
+    UnknownResponse(String),
+}
+
+/// Checks one JSON line from the agent against JSON-RPC 2.0 and the calls Legate serves,
+/// and takes a response's id off `pending`.
+fn check(line: &str, pending: &Pending) -> Result<(), Problem> {
+    let malformed = |why: &str| Problem::Malformed(why.to_string());
+    let Ok(m) = serde_json::from_str::<Envelope<'_>>(line) else {
+        return Err(malformed(if line.trim_start().starts_with('[') {
+            "a JSON array, not a JSON-RPC message (ACP does not batch)"
+        } else {
+            "not a JSON-RPC message (not an object, or a member of the wrong type)"
+        }));
+    };
+    if m.jsonrpc.as_deref() != Some("2.0") {
+        return Err(malformed("no \"jsonrpc\": \"2.0\""));
+    }
+    match (&m.method, &m.id, m.result.is_some(), m.error.is_some()) {
+        (Some(method), _, false, false) => {
+            if let Some(params) = m.params
+                && !params.get().starts_with(['{', '['])
+            {
+                return Err(malformed("params neither an object nor an array"));
+            }
+            check_params(method, m.params.map_or("null", RawValue::get))
+        }
+        (None, Some(RawJsonRpcId::Null), _, _) => Err(malformed(
+            "a response with id null: the agent could not read a message Legate sent",
+        )),
+        (None, Some(id), true, false) | (None, Some(id), false, true) => {
+            if pending.answered(id) {
+                Ok(())
+            } else {
+                Err(Problem::UnknownResponse(format!(
+                    "a response with id {}, which answers no request Legate is waiting for",
+                    translate::truncate(&id.to_string(), 64)
+                )))
+            }
+        }
+        _ => Err(malformed(
+            "neither a request, a notification nor a response",
+        )),
+    }
+}
+
+/// The params of a call Legate serves must fit its type (the SDK would only log it).
+fn check_params(method: &str, params: &str) -> Result<(), Problem> {
+    let fits = match method {
+        "session/update" => match serde_json::from_str::<acp::SessionNotification>(params) {
+            Ok(_) => Ok(()),
+            // serde's wording for an internally tagged enum's unknown tag.
+            Err(e) if e.to_string().starts_with("unknown variant") => {
+                return Err(Problem::UnknownUpdate(format!(
+                    "a session/update of a kind Legate does not know ({})",
+                    translate::truncate(&e.to_string(), 80)
+                )));
+            }
+            Err(e) => Err(e),
+        },
+        "session/request_permission" => {
+            serde_json::from_str::<acp::RequestPermissionRequest>(params).map(drop)
+        }
+        "fs/read_text_file" => serde_json::from_str::<acp::ReadTextFileRequest>(params).map(drop),
+        "fs/write_text_file" => serde_json::from_str::<acp::WriteTextFileRequest>(params).map(drop),
+        _ => Ok(()),
+    };
+    fits.map_err(|e| {
+        Problem::Malformed(format!(
+            "{method} with params that do not fit it ({})",
+            translate::truncate(&e.to_string(), 160)
+        ))
+    })
+}
+
+/// Ends the connection with `message` as the reason the turn fails.
+fn give_up<S>(shared: &Shared, message: String) -> Option<(io::Result<String>, Option<S>)> {
+    warn!(reason = %message, "ending the connection to a misbehaving agent");
+    shared.fail_protocol(message.clone());
+    Some((
+        Err(io::Error::new(io::ErrorKind::InvalidData, message)),
+        None,
+    ))
+}
 
 /// The SDK transport over the agent's pipes.
 pub(crate) fn lines(
@@ -30,15 +214,22 @@ pub(crate) fn lines(
     impl Sink<String, Error = io::Error> + Send + 'static,
     impl Stream<Item = io::Result<String>> + Send + 'static,
 > {
-    let outgoing = futures::sink::unfold(stdin, |mut w, line: String| async move {
-        w.write_all(line.as_bytes()).await?;
-        w.write_all(b"\n").await?;
-        w.flush().await?;
-        Ok::<_, io::Error>(w)
-    });
-    let incoming =
-        futures::stream::unfold(Some((BufReader::new(stdout), shared)), |state| async move {
-            let (mut reader, shared) = state?;
+    let pending = Arc::new(Pending::default());
+    let outgoing = futures::sink::unfold(
+        (stdin, pending.clone()),
+        |(mut w, pending), line: String| async move {
+            // Before it is written: the answer cannot come first.
+            pending.sent(&line);
+            w.write_all(line.as_bytes()).await?;
+            w.write_all(b"\n").await?;
+            w.flush().await?;
+            Ok::<_, io::Error>((w, pending))
+        },
+    );
+    let incoming = futures::stream::unfold(
+        Some((BufReader::new(stdout), shared, pending)),
+        |state| async move {
+            let (mut reader, shared, pending) = state?;
             loop {
                 let mut buf = Vec::new();
                 let n = match (&mut reader)
@@ -53,32 +244,170 @@ pub(crate) fn lines(
                     return None;
                 }
                 if buf.len() as u64 > MAX_LINE {
-                    warn!(
-                        limit = MAX_LINE,
-                        "the agent wrote an over-long line on stdout"
+                    return give_up(
+                        &shared,
+                        format!("the agent wrote a line longer than {MAX_LINE} bytes on stdout"),
                     );
-                    let e = io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("the agent wrote a line longer than {MAX_LINE} bytes"),
-                    );
-                    return Some((Err(e), None));
                 }
                 let text = String::from_utf8_lossy(&buf);
                 let text = text.trim_end_matches(['\n', '\r']);
                 if text.trim().is_empty() {
                     continue;
                 }
-                if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+                if serde_json::from_str::<IgnoredAny>(text).is_err() {
                     warn!(
                         bytes = text.len(),
                         "the agent wrote a non-JSON line on stdout; ignored"
                     );
-                    shared.garbage_line(text);
+                    shared.stdout_notice("not JSON; ignored", text, false);
                     continue;
                 }
+                match check(text, &pending) {
+                    Ok(()) => {}
+                    Err(Problem::UnknownResponse(why)) => {
+                        shared.stdout_notice(&why, text, false);
+                        return give_up(&shared, format!("the agent broke JSON-RPC: {why}"));
+                    }
+                    Err(Problem::UnknownUpdate(why)) => {
+                        shared.stdout_notice(&why, text, false);
+                    }
+                    Err(Problem::Malformed(why)) => {
+                        let count = shared.stdout_notice(&why, text, true);
+                        if count >= MAX_MALFORMED {
+                            return give_up(
+                                &shared,
+                                format!(
+                                    "the agent sent {count} malformed JSON-RPC messages in one turn (the last: {why})"
+                                ),
+                            );
+                        }
+                    }
+                }
                 let line = text.to_string();
-                return Some((Ok(line), Some((reader, shared))));
+                return Some((Ok(line), Some((reader, shared, pending))));
             }
-        });
+        },
+    );
     Lines::new(outgoing, incoming)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn checked(line: &str) -> Result<(), Problem> {
+        check(line, &Pending::default())
+    }
+
+    fn is_malformed(line: &str) -> bool {
+        matches!(checked(line), Err(Problem::Malformed(_)))
+    }
+
+    const CHUNK: &str = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#;
+
+    #[test]
+    fn well_formed_calls_pass() {
+        assert_eq!(checked(CHUNK), Ok(()));
+        // Methods Legate does not serve are the SDK's to answer.
+        assert_eq!(
+            checked(r#"{"jsonrpc":"2.0","id":"x","method":"terminal/create","params":{}}"#),
+            Ok(())
+        );
+        assert_eq!(
+            checked(r#"{"jsonrpc":"2.0","method":"_vendor/ping"}"#),
+            Ok(())
+        );
+        assert_eq!(
+            checked(
+                r#"{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/r/a"}}"#
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn json_that_is_not_json_rpc_is_malformed() {
+        for line in [
+            r#"{"hello":"world"}"#,
+            "[1,2,3]",
+            "[]",
+            "42",
+            r#""text""#,
+            "null",
+            r#"{"method":"session/update","params":{}}"#,
+            r#"{"jsonrpc":"1.0","method":"x"}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","method":null}"#,
+            r#"{"jsonrpc":"2.0","method":3}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","method":"x","params":3}"#,
+            r#"{"jsonrpc":"2.0","method":"x","result":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":"bad"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#,
+        ] {
+            assert!(is_malformed(line), "{line}: {:?}", checked(line));
+        }
+    }
+
+    #[test]
+    fn params_that_do_not_fit_a_served_call_are_malformed() {
+        for line in [
+            r#"{"jsonrpc":"2.0","method":"session/update","params":{"bogus":1}}"#,
+            r#"{"jsonrpc":"2.0","method":"session/update"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"sessionId":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"fs/read_text_file","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"fs/write_text_file","params":{"path":"/a"}}"#,
+        ] {
+            assert!(is_malformed(line), "{line}: {:?}", checked(line));
+        }
+        // A kind of update this Legate does not know is a newer ACP, not a broken agent.
+        let newer = r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"hologram","x":1}}}"#;
+        assert!(
+            matches!(checked(newer), Err(Problem::UnknownUpdate(_))),
+            "{:?}",
+            checked(newer)
+        );
+    }
+
+    #[test]
+    fn a_response_must_answer_a_waiting_request_once() {
+        let pending = Pending::default();
+        pending.sent(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#);
+        pending.sent(r#"{"jsonrpc":"2.0","id":"a","method":"session/new","params":{}}"#);
+        // A notification and a response Legate sends wait for nothing.
+        pending.sent(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#);
+        pending.sent(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+
+        assert_eq!(
+            check(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#, &pending),
+            Ok(())
+        );
+        let again = check(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#, &pending);
+        assert!(
+            matches!(again, Err(Problem::UnknownResponse(_))),
+            "{again:?}"
+        );
+        // "a" and 0 are different ids from "0" and 5.
+        for stray in [
+            r#"{"jsonrpc":"2.0","id":"0","result":null}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":987654,"error":{"code":-1,"message":"m"}}"#,
+        ] {
+            let got = check(stray, &pending);
+            assert!(
+                matches!(got, Err(Problem::UnknownResponse(_))),
+                "{stray}: {got:?}"
+            );
+        }
+        assert_eq!(
+            check(
+                r#"{"jsonrpc":"2.0","id":"a","error":{"code":-32603,"message":"no"}}"#,
+                &pending
+            ),
+            Ok(())
+        );
+    }
 }
