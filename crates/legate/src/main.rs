@@ -32,6 +32,7 @@ use legate_core::{AgentKind, TaskMode, TaskState};
 use legate_engine::{Engine, Paths, SubmitRequest, WorkspaceRequest};
 use legate_store::{Store, TaskFilter};
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -290,9 +291,16 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// The log filter when neither `LEGATE_LOG` nor `RUST_LOG` gives one: Legate's own warnings
+/// (every `legate*` target), and only errors from the libraries it uses, whose warnings
+/// (e.g. the ACP SDK's about a message it dropped) would mix into `legate run`'s output and
+/// say nothing the task's events do not.
+const DEFAULT_LOG: &str = "error,legate=warn";
+
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -341,13 +349,14 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             limit,
             json,
         } => {
-            let store = open_store(&paths)?;
+            let store = open_store_or_empty(&paths)?;
             let state = match state {
                 Some(s) => Some(TaskState::parse(&s).with_context(|| {
                     format!("INVALID_INPUT: unknown state {s:?}; one of submitted, working, input-required, completed, failed, canceled, rejected, auth-required")
                 })?),
                 None => None,
             };
+            let filter_given = state.is_some() || context.is_some() || agent.is_some();
             let filter = TaskFilter {
                 state,
                 context_id: context,
@@ -355,7 +364,14 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
                 limit: limit.clamp(1, 10_000),
                 before: None,
             };
-            for t in store.list_tasks(&filter)? {
+            let tasks = store.list_tasks(&filter)?;
+            if tasks.is_empty() && !json && std::io::stdout().is_terminal() {
+                out!(
+                    "no tasks yet{}",
+                    if filter_given { " that match" } else { "" }
+                )?;
+            }
+            for t in tasks {
                 if json {
                     out!("{}", serde_json::to_string(&t)?)?;
                 } else {
@@ -441,7 +457,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             engine.shutdown().await;
             code
         }
-        Command::Usage(args) => usage::print(&open_store(&paths)?, args),
+        Command::Usage(args) => usage::print(&open_store_or_empty(&paths)?, args),
         Command::Model { name, id, unset } => {
             with_engine(config, |e| async move {
                 models::preference(&e, &name, id, unset)
@@ -499,6 +515,16 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
     }
 }
 
+/// Opens the store for listing: a home with no store yet lists nothing (an empty store in
+/// memory) instead of failing.
+fn open_store_or_empty(paths: &Paths) -> Result<Store> {
+    if paths.db().exists() {
+        open_store(paths)
+    } else {
+        Ok(Store::open_in_memory()?)
+    }
+}
+
 /// Opens the store for reading and marks tasks of dead processes, so that what is shown is true.
 fn open_store(paths: &Paths) -> Result<Store> {
     if !paths.db().exists() {
@@ -535,6 +561,9 @@ pub fn backends(confinement: legate_sandbox::Requirement) -> HashMap<AgentKind, 
         (AgentKind::Agy, agy),
     ])
 }
+
+/// How often `legate run` redraws its progress line on a terminal.
+const PROGRESS_TICK: Duration = Duration::from_millis(200);
 
 async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
     let engine = front::start_engine(&config.engine)?;
@@ -583,8 +612,11 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
     let mut renderer = render::Renderer::new();
     let mut sub = engine.subscribe(&task.id, 0);
     let mut interrupts = 0;
+    let mut ticker = tokio::time::interval(PROGRESS_TICK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
+            _ = ticker.tick(), if renderer.live() => renderer.tick(),
             next = sub.next() => match next? {
                 Some(e) => {
                     renderer.event(&e);
@@ -683,5 +715,24 @@ fn one_line(s: &str, max: usize) -> String {
         format!("{}…", flat.chars().take(max).collect::<String>())
     } else {
         flat
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// docs/troubleshooting.md has a row for every error code, so that a new code cannot
+    /// ship without saying what it means and what to do.
+    #[test]
+    fn troubleshooting_lists_every_error_code() {
+        let doc = include_str!("../../../docs/troubleshooting.md");
+        let missing: Vec<&str> = legate_core::ErrorCode::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .filter(|code| !doc.contains(&format!("| `{code}` |")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/troubleshooting.md has no row for {missing:?}"
+        );
     }
 }

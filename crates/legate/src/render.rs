@@ -3,7 +3,8 @@
 //! `legate run` and `legate events` print one line per meaningful event (tool calls,
 //! permission decisions, plans, stderr) and stream the answer's text. On a terminal, a
 //! progress line at the bottom shows what the agent is doing; it is erased before any other
-//! output, so pipes and logs only ever get whole lines.
+//! output, so pipes and logs only ever get whole lines. `legate run` redraws it on a timer
+//! ([`Renderer::tick`]) too, so the elapsed time moves while the agent is silent.
 
 use legate_core::{Event, EventKind, Task, TaskState, ToolStatus};
 use std::io::{IsTerminal, Write};
@@ -129,6 +130,17 @@ impl Renderer {
             }
             _ => {}
         }
+        self.show_progress();
+    }
+
+    /// Whether a progress line is kept (stderr is a terminal), so [`Renderer::tick`] is worth
+    /// calling.
+    pub fn live(&self) -> bool {
+        self.tty
+    }
+
+    /// Redraws the progress line, so that its elapsed time moves while the agent is silent.
+    pub fn tick(&mut self) {
         self.show_progress();
     }
 

@@ -27,6 +27,7 @@ impl Home {
         c.args(args)
             .env("LEGATE_HOME", self.path().join("home"))
             .env_remove("LEGATE_LOG")
+            .env_remove("RUST_LOG")
             .stdin(Stdio::null());
         c
     }
@@ -489,6 +490,50 @@ fn agents_lists_revisor_and_says_it_starts() {
     for preset in ["claude", "codex", "gemini"] {
         assert!(rows.iter().any(|r| r["name"] == preset));
     }
+}
+
+#[test]
+fn a_fresh_home_lists_nothing_and_succeeds() {
+    let home = Home::new();
+    let out = home.run(&["tasks"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    assert!(home.tasks_json().is_empty());
+    let out = home.run(&["usage", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Listing makes no store; a task that is not there is still not found.
+    assert!(!home.path().join("home/legate.db").exists());
+    let out = home.run(&["show", "0000"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TASK_NOT_FOUND"));
+}
+
+#[test]
+fn warnings_of_libraries_stay_out_of_run_output_unless_asked_for() {
+    let home = Home::new();
+    let agent = legate_testkit::find_scripted_agent().expect("build legate-scripted-agent first");
+    std::fs::create_dir_all(home.path().join("home")).unwrap();
+    std::fs::write(
+        home.path().join("home/legate.toml"),
+        format!(
+            "[agents.scripted]\ncommand = {:?}\n",
+            agent.display().to_string()
+        ),
+    )
+    .unwrap();
+    // JSON that is not JSON-RPC: the ACP SDK warns as it answers it with an error.
+    let args = ["run", "--agent", "scripted", "!not-jsonrpc 1", "hello?"];
+    let quiet = home.run(&args);
+    assert!(quiet.status.success(), "{}", text(&quiet));
+    let err = String::from_utf8_lossy(&quiet.stderr);
+    // The task's own notice says it; the SDK's warning does not.
+    assert!(err.contains("not JSON-RPC Legate can use"), "{err}");
+    assert!(!err.contains("agent_client_protocol"), "{err}");
+
+    let loud = home.cmd(&args).env("LEGATE_LOG", "warn").output().unwrap();
+    assert!(loud.status.success(), "{}", text(&loud));
+    let err = String::from_utf8_lossy(&loud.stderr);
+    assert!(err.contains("agent_client_protocol"), "{err}");
 }
 
 #[test]
