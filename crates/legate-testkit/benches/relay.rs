@@ -8,7 +8,8 @@
 //!
 //! Run: `cargo bench -p legate-testkit --bench relay` (env `RELAY_CHUNKS`, default 10000;
 //! `RELAY_RATE`, default 5000/s; `RELAY_ROUNDS`, default 5). Figures go in
-//! `docs/BENCHMARKS.md`.
+//! `docs/BENCHMARKS.md`. Memory is measured on the real binary by
+//! `cargo bench -p legate --bench memory`, not here: this harness is not `legate`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -38,16 +39,6 @@ fn now_ns() -> u128 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos()
-}
-
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The agent read directly by an ACP client, no Legate: how fast and how soon can chunks
@@ -231,9 +222,7 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let home = tempfile::tempdir().unwrap();
-        let rss_before = rss_kib();
         let engine = engine(home.path(), 16);
-        let rss_idle = rss_kib();
 
         let mut base_rates = Vec::new();
         let mut rates = Vec::new();
@@ -254,23 +243,6 @@ fn main() {
         all_lat.sort_by(f64::total_cmp);
         base_lat.sort_by(f64::total_cmp);
 
-        // Memory per running task: hold N tasks open (`!hang`) and compare.
-        let rss_loaded_before = rss_kib();
-        let n = if quick { 2 } else { 8 };
-        let mut held = Vec::new();
-        for _ in 0..n {
-            held.push(engine.submit(SubmitRequest::new("!hang")).unwrap());
-        }
-        for t in &held {
-            for _ in 0..400 {
-                if engine.task(t.id.as_str()).unwrap().state == TaskState::Working {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let rss_loaded = rss_kib();
         engine.shutdown().await;
 
         println!("relay: bursts of {chunks} chunks and paced runs of {paced}, x {rounds} rounds, one live subscriber");
@@ -296,12 +268,6 @@ fn main() {
             percentile(&all_lat, 0.99),
             all_lat.last().copied().unwrap_or(0.0),
             all_lat.len()
-        );
-        println!(
-            "  resident memory: harness {:.1} MiB, engine idle +{:.1} MiB, {n} running tasks +{:.2} MiB each",
-            rss_before as f64 / 1024.0,
-            rss_idle.saturating_sub(rss_before) as f64 / 1024.0,
-            rss_loaded.saturating_sub(rss_loaded_before) as f64 / 1024.0 / n as f64
         );
     });
 }
