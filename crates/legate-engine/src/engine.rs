@@ -168,10 +168,10 @@ impl Engine {
                 running: Semaphore::new(config.max_running.max(1)),
                 config,
                 store,
+                fanout: Fanout::new(4096, paths.run(), Some(runner.id().to_string())),
                 runner,
                 backends,
                 supervisor,
-                fanout: Fanout::new(4096, paths.run()),
                 pool: Pool::default(),
                 queued: AtomicUsize::new(0),
                 stops: Mutex::new(HashMap::new()),
@@ -515,40 +515,47 @@ impl Engine {
     /// running one gets `session/cancel`, then is killed after the grace period. A task run
     /// by another `legate` process is flagged in the store for that process to act on.
     pub fn cancel(&self, id: &str) -> Result<Task> {
-        let task = self.inner.store.find_task(id)?;
-        if task.is_terminal() {
-            return Err(Error::new(
-                ErrorCode::TaskNotCancelable,
-                format!("task {} already ended ({})", task.id, task.state),
-            ));
-        }
-        if task.state == TaskState::InputRequired {
-            // Nothing runs: end it here, unless a reply just resumed it.
-            let _waiting = lock(&self.inner.waiting);
+        // A task may move between waiting for input and running while this runs (a reply, a
+        // turn that asks); each attempt either holds in the store or sees the new state.
+        for _ in 0..3 {
             let task = self.inner.store.find_task(id)?;
+            if task.is_terminal() {
+                return Err(not_cancelable(&task));
+            }
             if task.state == TaskState::InputRequired {
-                self.finish(&task, Ending::canceled(None, Accumulator::default()))?;
-                if !self.waits_for_input(&task.context_id) {
-                    self.inner.pool.release(&task.context_id, false);
+                // Nothing runs: end it here, if it still waits when the end is stored.
+                let _waiting = lock(&self.inner.waiting);
+                let ending = Ending::canceled(None, Accumulator::default());
+                if self.end(&task, ending, |s| s == TaskState::InputRequired)? {
+                    if !self.waits_for_input(&task.context_id) {
+                        self.inner.pool.release(&task.context_id, false);
+                    }
+                    tracing::info!(task = %task.id, "waiting task canceled");
+                    return Ok(task);
                 }
-                tracing::info!(task = %task.id, "waiting task canceled");
+                continue;
+            }
+            // Recorded first: the task's end reads it in the same transaction that stores the
+            // end, so a cancel accepted here always ends the task `canceled`.
+            if self.inner.store.request_cancel(&task.id)? {
+                if let Some(tx) = lock(&self.inner.stops).get(&task.id) {
+                    tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
+                }
+                tracing::info!(task = %task.id, "cancel requested");
                 return Ok(task);
             }
         }
-        // Recorded first: the task's end reads it in the same transaction that stores the end,
-        // so a cancel accepted here always ends the task `canceled`.
-        if !self.inner.store.request_cancel(&task.id)? {
-            let task = self.inner.store.find_task(id)?;
-            return Err(Error::new(
-                ErrorCode::TaskNotCancelable,
-                format!("task {} already ended ({})", task.id, task.state),
-            ));
+        let task = self.inner.store.find_task(id)?;
+        if task.is_terminal() {
+            return Err(not_cancelable(&task));
         }
-        if let Some(tx) = lock(&self.inner.stops).get(&task.id) {
-            tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
-        }
-        tracing::info!(task = %task.id, "cancel requested");
-        Ok(task)
+        Err(Error::new(
+            ErrorCode::TaskNotCancelable,
+            format!(
+                "task {} kept changing state while being canceled (now {}); try again",
+                task.id, task.state
+            ),
+        ))
     }
 
     /// Follows a task's events from `after` (exclusive) until its terminal status.
@@ -1191,11 +1198,27 @@ impl Engine {
     /// Stores the terminal state (or `input-required`, when the agent asked for input) and its
     /// status event in one transaction, then tells.
     fn finish(&self, task: &Task, ending: Ending) -> Result<()> {
+        if !self.end(task, ending, |s| !s.is_terminal())? {
+            tracing::warn!(task = %task.id, "the task had ended already; its turn's end was not stored");
+        }
+        Ok(())
+    }
+
+    /// Stores `ending` for `task` if its stored state passes `ends_from`, and tells; returns
+    /// whether it did. The end and any cancel request are ordered by the store: a cancel that
+    /// was accepted before this commits wins, whatever the turn did meanwhile.
+    fn end(
+        &self,
+        task: &Task,
+        ending: Ending,
+        ends_from: impl FnOnce(TaskState) -> bool,
+    ) -> Result<bool> {
         let store = &self.inner.store;
         let base = store.task(&task.id)?.unwrap_or_else(|| task.clone());
-        // The end and any cancel request are ordered by the store: a cancel that was accepted
-        // before this commits wins, whatever the turn did meanwhile.
-        let (t, events) = store.end_task(&task.id, |cancel_requested| {
+        let stored = store.end_task(&task.id, |state, cancel_requested| {
+            if !ends_from(state) {
+                return None;
+            }
             let ending = if cancel_requested && ending.state != TaskState::Canceled {
                 Ending {
                     state: TaskState::Canceled,
@@ -1205,17 +1228,19 @@ impl Engine {
             } else {
                 ending
             };
-            ended(base, ending)
+            Some(ended(base, ending))
         })?;
-        let state = t.state;
+        let Some((t, events)) = stored else {
+            return Ok(false);
+        };
         store.set_runner(&t.id, None)?;
         self.inner.fanout.publish(&events);
-        if state == TaskState::InputRequired {
+        if t.state == TaskState::InputRequired {
             tracing::info!(task = %t.id, "the agent asked for input; the task waits for a reply");
         } else {
             tracing::info!(task = %t.id, state = %t.state, "task ended");
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -1329,6 +1354,14 @@ impl Ending {
             usage,
         }
     }
+}
+
+/// `TASK_NOT_CANCELABLE` for a task that already ended.
+fn not_cancelable(task: &Task) -> Error {
+    Error::new(
+        ErrorCode::TaskNotCancelable,
+        format!("task {} already ended ({})", task.id, task.state),
+    )
 }
 
 /// Task `t` as `ending` leaves it, and the status event that says so.

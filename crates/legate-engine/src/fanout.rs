@@ -35,14 +35,17 @@ pub struct Fanout {
     tx: broadcast::Sender<Event>,
     /// Where runners keep their locks (`$LEGATE_HOME/run`).
     run_dir: PathBuf,
+    /// This process's runner, never judged dead by its own subscribers.
+    own: Option<String>,
 }
 
 impl Fanout {
     /// A fan-out that buffers `capacity` events per subscriber before it lags; `run_dir`
-    /// holds the runners' locks, to tell a live runner from a dead one.
-    pub fn new(capacity: usize, run_dir: PathBuf) -> Self {
+    /// holds the runners' locks, to tell a live runner from a dead one; `own` is this
+    /// process's runner id, if it runs tasks.
+    pub fn new(capacity: usize, run_dir: PathBuf, own: Option<String>) -> Self {
         let (tx, _) = broadcast::channel(capacity);
-        Self { tx, run_dir }
+        Self { tx, run_dir, own }
     }
 
     /// Announces stored events.
@@ -66,6 +69,7 @@ impl Fanout {
             done: false,
             catch_up: true,
             run_dir: self.run_dir.clone(),
+            own: self.own.clone(),
             heard: Instant::now(),
             ended: false,
         }
@@ -85,6 +89,7 @@ pub struct Subscription {
     /// a gap or a lag, and after a quiet spell that may mean another process is writing).
     catch_up: bool,
     run_dir: PathBuf,
+    own: Option<String>,
     /// When the subscriber last got an event or checked the task's runner.
     heard: Instant,
     /// The task's row says it ended: once the store has nothing more, the subscription ends.
@@ -139,8 +144,12 @@ impl Subscription {
         self.heard = Instant::now();
         match self.store.task_runner(&self.task_id)? {
             Some((state, _)) if state.is_terminal() => self.ended = true,
-            Some((_, Some(id))) if !runner::is_alive(&self.run_dir, &id) => {
-                let marked = runner::recover(&self.store, &self.run_dir)?;
+            Some((_, Some(id)))
+                if self.own.as_deref() != Some(id.as_str())
+                    && !runner::is_alive(&self.run_dir, &id) =>
+            {
+                let marked =
+                    runner::recover_others(&self.store, &self.run_dir, self.own.as_deref())?;
                 tracing::debug!(task = %self.task_id, runner = %id, marked, "the task's runner is gone; recovered");
             }
             _ => {}
@@ -227,6 +236,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_follower_never_judges_its_own_processs_runner() {
+        // Its lock file is gone (as if a check had failed): still never recovered by its own
+        // process's followers, which know it is alive.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("legate.db")).unwrap();
+        let own = "ownrunner001";
+        let task = insert(&store, "mine", own);
+        let fanout = Fanout::new(16, dir.path().join("run"), Some(own.to_string()));
+        let mut sub = fanout.subscribe(store.clone(), task.clone(), 0);
+        assert_eq!(sub.next().await.unwrap().map(|e| e.seq), Some(1));
+        let more = tokio::time::timeout(LIVENESS * 3, sub.next()).await;
+        assert!(more.is_err(), "{more:?}");
+        assert_eq!(
+            store.task(&task).unwrap().unwrap().state,
+            TaskState::Working
+        );
+    }
+
+    #[tokio::test]
     async fn followers_end_on_a_dead_runner_and_on_an_ended_task_but_wait_on_a_live_one() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("legate.db")).unwrap();
@@ -234,7 +262,7 @@ mod tests {
         let live = runner::Runner::claim(&run_dir).unwrap();
         let running = insert(&store, "running", live.id());
         let orphan = insert(&store, "orphan", "deadrunner01");
-        let fanout = Fanout::new(16, run_dir);
+        let fanout = Fanout::new(16, run_dir, None);
 
         // The runner is gone: the follower recovers the task and reads its end.
         let events = drain(&mut fanout.subscribe(store.clone(), orphan.clone(), 0)).await;

@@ -49,5 +49,5 @@ pub fn follow(
     task_id: legate_core::TaskId,
     after: u64,
 ) -> Subscription {
-    fanout::Fanout::new(1, paths.run()).subscribe(store, task_id, after)
+    fanout::Fanout::new(1, paths.run(), None).subscribe(store, task_id, after)
 }

@@ -73,8 +73,13 @@ pub fn is_alive(run_dir: &Path, id: &str) -> bool {
         return false;
     }
     let path = run_dir.join(format!("{id}.lock"));
-    let Ok(file) = OpenOptions::new().write(true).open(&path) else {
-        return false;
+    // Only a missing lock file or a lock we can take means dead. Any other error (no file
+    // descriptors left, a permission problem) says nothing, and calling a live runner dead
+    // would fail its running tasks.
+    let file = match OpenOptions::new().write(true).open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+        Err(_) => return true,
     };
     match file.try_lock() {
         Ok(()) => {
@@ -82,17 +87,21 @@ pub fn is_alive(run_dir: &Path, id: &str) -> bool {
             let _ = std::fs::remove_file(&path);
             false
         }
-        Err(TryLockError::WouldBlock) => true,
-        Err(TryLockError::Error(_)) => false,
+        Err(TryLockError::WouldBlock | TryLockError::Error(_)) => true,
     }
 }
 
 /// Marks the unfinished tasks of every dead runner `failed` with `SERVER_RESTARTED`.
 /// Returns how many tasks were marked. Safe to run from any process at any time.
 pub fn recover(store: &Store, run_dir: &Path) -> Result<usize> {
+    recover_others(store, run_dir, None)
+}
+
+/// [`recover`], never touching runner `own` (the caller's own, alive by definition).
+pub fn recover_others(store: &Store, run_dir: &Path, own: Option<&str>) -> Result<usize> {
     let mut marked = 0;
     for runner in store.unfinished_runners()? {
-        if is_alive(run_dir, &runner) {
+        if Some(runner.as_str()) == own || is_alive(run_dir, &runner) {
             continue;
         }
         let error = Error::new(
@@ -166,5 +175,14 @@ mod tests {
         assert!(!is_alive(dir.path(), &id));
         assert!(!is_alive(dir.path(), "../../etc/passwd"));
         assert!(!is_alive(dir.path(), "nosuchrunner"));
+    }
+
+    #[test]
+    fn a_lock_that_cannot_be_opened_is_not_called_dead() {
+        // Any error other than a missing file (here: the lock path is a directory; in life,
+        // no file descriptors left) says nothing about the runner, which must not be failed.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("abc123.lock")).unwrap();
+        assert!(is_alive(dir.path(), "abc123"));
     }
 }

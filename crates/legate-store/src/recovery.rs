@@ -125,13 +125,15 @@ impl Store {
     }
 
     /// Asks for the task to be canceled: records the time of the first request while the
-    /// task is unfinished. Returns whether it is unfinished (a finished task is left alone).
+    /// task is queued or running (`submitted`, `working`). Returns whether it was; a task that
+    /// ended, or waits for input (nothing runs, so the caller ends it itself), is left alone.
     /// `TASK_NOT_FOUND` if there is no such task.
     pub fn request_cancel(&self, task_id: &TaskId) -> Result<bool> {
         let update = format!(
             "UPDATE tasks SET cancel_requested_at = COALESCE(cancel_requested_at, ?2) \
-             WHERE id = ?1 AND state IN ({})",
-            states(false)
+             WHERE id = ?1 AND state IN ('{}', '{}')",
+            TaskState::Submitted.as_str(),
+            TaskState::Working.as_str()
         );
         self.write("request a cancel", |tx| {
             let changed = tx

@@ -223,17 +223,19 @@ fn a_cancel_and_the_end_of_a_task_are_ordered_across_processes() {
     let end_as = |t: &Task, state| {
         let mut t = t.clone();
         t.state = state;
-        t
+        Some((t, vec![submitted()]))
     };
     // A cancel that commits first is seen by the end, which may then end the task canceled.
     let first = task("0190-cancel-first");
     runner.insert_task(&first, &submitted()).unwrap();
     assert!(canceller.request_cancel(&first.id).unwrap());
     let (ended, events) = runner
-        .end_task(&first.id, |requested| {
+        .end_task(&first.id, |state, requested| {
+            assert_eq!(state, TaskState::Submitted);
             assert!(requested, "the end must see the cancel");
-            (end_as(&first, TaskState::Canceled), vec![submitted()])
+            end_as(&first, TaskState::Canceled)
         })
+        .unwrap()
         .unwrap();
     assert_eq!(ended.state, TaskState::Canceled);
     assert_eq!(events.len(), 1);
@@ -241,17 +243,36 @@ fn a_cancel_and_the_end_of_a_task_are_ordered_across_processes() {
         canceller.task(&first.id).unwrap().unwrap().state,
         TaskState::Canceled
     );
-    // An end that commits first: the cancel finds the task finished and says so.
+    // An end that commits first: the cancel finds the task finished and says so, and a second
+    // end that would overwrite the first is told the state and declines.
     let second = task("0190-end-first");
     runner.insert_task(&second, &submitted()).unwrap();
     runner
-        .end_task(&second.id, |requested| {
+        .end_task(&second.id, |_, requested| {
             assert!(!requested);
-            (end_as(&second, TaskState::Completed), Vec::new())
+            end_as(&second, TaskState::Completed)
         })
+        .unwrap()
         .unwrap();
     assert!(!canceller.request_cancel(&second.id).unwrap());
-    let missing = runner.end_task(&TaskId("nope".into()), |_| unreachable!());
+    let again = canceller
+        .end_task(&second.id, |state, _| {
+            assert_eq!(state, TaskState::Completed);
+            None
+        })
+        .unwrap();
+    assert!(again.is_none());
+    assert_eq!(
+        runner.task(&second.id).unwrap().unwrap().state,
+        TaskState::Completed
+    );
+    // A task that waits for input runs nothing: a cancel request is not recorded for it.
+    let mut waiting = task("0190-waiting");
+    waiting.state = TaskState::InputRequired;
+    runner.insert_task(&waiting, &submitted()).unwrap();
+    assert!(!canceller.request_cancel(&waiting.id).unwrap());
+    assert_eq!(canceller.cancel_requested_at(&waiting.id).unwrap(), None);
+    let missing = runner.end_task(&TaskId("nope".into()), |_, _| None);
     assert_eq!(missing.unwrap_err().code, ErrorCode::TaskNotFound);
 }
 
