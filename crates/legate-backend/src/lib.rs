@@ -45,6 +45,18 @@ pub struct SessionRequest {
     pub blocked_dir: Option<PathBuf>,
 }
 
+impl SessionRequest {
+    /// `$LEGATE_HOME`, where saved model preferences are ([`selection::preference_file`]):
+    /// the directory [`SessionRequest::blocked_dir`] is in. `None` without a blocked
+    /// directory: no preference is read.
+    pub fn legate_home(&self) -> Option<PathBuf> {
+        self.blocked_dir
+            .as_deref()
+            .and_then(std::path::Path::parent)
+            .map(std::path::Path::to_path_buf)
+    }
+}
+
 /// What the agent said about itself at `initialize`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentInfo {

@@ -2,9 +2,12 @@
 //! preference, else the configured default, else the agent's own choice ("Auto": no
 //! `--model` for `agy`, no `session/set_config_option` for an ACP agent).
 //!
-//! The saved preference is `model-selection.json` in the agent's private state directory
-//! (`$LEGATE_HOME/agents/<name>/`, or its `state_dir`): `{"model": "<id>"}`, or
-//! `{"model": null}` for a saved Auto; `legate model NAME ID|auto` writes it.
+//! The saved preference is `$LEGATE_HOME/models/<name>.json`: `{"model": "<id>"}`, or
+//! `{"model": null}` for a saved Auto; `legate model NAME ID|auto` writes it. It is kept
+//! out of the agent's private state directory (its `HOME`, which the agent may write), so
+//! that an agent can neither choose its own model for later tasks nor break them with an
+//! invalid file. A `model-selection.json` left in a state directory by an older Legate is
+//! ignored.
 //! [`legate_core::AUTO_MODEL`] (`"auto"`) asks for Auto wherever a model is named. Checking an
 //! id against what the agent offers ([`Model`]s: `agy models`, an ACP session's model config
 //! option) is each backend's job, not this module's.
@@ -32,8 +35,8 @@ pub struct ModelList {
     pub current: Option<String>,
 }
 
-/// The file holding the saved preference, inside the agent's state directory.
-pub const PREFERENCE_FILE: &str = "model-selection.json";
+/// The directory of saved preferences, inside `$LEGATE_HOME`: one `<agent>.json` each.
+pub const PREFERENCE_DIR: &str = "models";
 
 /// A resolved choice.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,13 +71,15 @@ struct Saved {
     model: Option<String>,
 }
 
-fn file(state_dir: &Path) -> PathBuf {
-    state_dir.join(PREFERENCE_FILE)
+/// The file holding agent `agent`'s saved preference, `home` being `$LEGATE_HOME`.
+pub fn preference_file(home: &Path, agent: &str) -> PathBuf {
+    home.join(PREFERENCE_DIR).join(format!("{agent}.json"))
 }
 
-/// The saved preference, if any. An unreadable file is `CONFIG_INVALID`.
-pub fn load_preference(state_dir: &Path) -> Result<Option<Choice>> {
-    let path = file(state_dir);
+/// Agent `agent`'s saved preference, if any (`home` is `$LEGATE_HOME`). An unreadable
+/// file is `CONFIG_INVALID`.
+pub fn load_preference(home: &Path, agent: &str) -> Result<Option<Choice>> {
+    let path = preference_file(home, agent);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -99,9 +104,10 @@ pub fn load_preference(state_dir: &Path) -> Result<Option<Choice>> {
     ))
 }
 
-/// Saves `choice` as the preference (`None` removes it), atomically, mode 0600.
-pub fn save_preference(state_dir: &Path, choice: Option<&Choice>) -> Result<()> {
-    let path = file(state_dir);
+/// Saves `choice` as agent `agent`'s preference (`None` removes it), atomically, mode 0600
+/// (`home` is `$LEGATE_HOME`).
+pub fn save_preference(home: &Path, agent: &str, choice: Option<&Choice>) -> Result<()> {
+    let path = preference_file(home, agent);
     let fail = |e: std::io::Error| {
         Error::new(
             ErrorCode::ConfigInvalid,
@@ -151,15 +157,31 @@ mod tests {
     #[test]
     fn the_preference_round_trips_including_a_saved_auto() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(load_preference(dir.path()).unwrap(), None);
-        save_preference(dir.path(), Some(&Choice::Model("mock-flash".into()))).unwrap();
+        let home = dir.path();
+        assert_eq!(load_preference(home, "a").unwrap(), None);
+        save_preference(home, "a", Some(&Choice::Model("mock-flash".into()))).unwrap();
         assert_eq!(
-            load_preference(dir.path()).unwrap(),
+            load_preference(home, "a").unwrap(),
             Some(Choice::Model("mock-flash".into()))
         );
-        save_preference(dir.path(), Some(&Choice::Auto)).unwrap();
-        assert_eq!(load_preference(dir.path()).unwrap(), Some(Choice::Auto));
-        save_preference(dir.path(), None).unwrap();
-        assert_eq!(load_preference(dir.path()).unwrap(), None);
+        assert_eq!(load_preference(home, "b").unwrap(), None, "per agent");
+        save_preference(home, "a", Some(&Choice::Auto)).unwrap();
+        assert_eq!(load_preference(home, "a").unwrap(), Some(Choice::Auto));
+        save_preference(home, "a", None).unwrap();
+        assert_eq!(load_preference(home, "a").unwrap(), None);
+    }
+
+    #[test]
+    fn the_preference_lives_outside_the_agents_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let state = home.join("agents").join("a");
+        assert!(!preference_file(home, "a").starts_with(&state));
+        // What an agent (or an older Legate) leaves in its own HOME is not a preference.
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join("model-selection.json"), "not json").unwrap();
+        assert_eq!(load_preference(home, "a").unwrap(), None);
+        std::fs::write(state.join("model-selection.json"), r#"{"model":"x"}"#).unwrap();
+        assert_eq!(load_preference(home, "a").unwrap(), None);
     }
 }

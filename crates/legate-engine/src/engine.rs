@@ -726,7 +726,7 @@ impl Engine {
         name: &str,
     ) -> Result<Option<legate_backend::selection::Choice>> {
         self.agent(name)?;
-        legate_backend::selection::load_preference(&self.inner.config.state_dir(name))
+        legate_backend::selection::load_preference(self.inner.config.paths.home(), name)
     }
 
     /// Saves agent `name`'s model preference (`None` removes it). The id is checked against
@@ -740,7 +740,7 @@ impl Engine {
         if let Some(legate_backend::selection::Choice::Model(id)) = choice {
             validate_model(id)?;
         }
-        legate_backend::selection::save_preference(&self.inner.config.state_dir(name), choice)
+        legate_backend::selection::save_preference(self.inner.config.paths.home(), name, choice)
     }
 
     /// Stops accepting work, cancels running tasks, waits for them to end, and stops every

@@ -553,9 +553,26 @@ async fn the_model_comes_from_the_task_then_the_preference_then_the_default() {
         Some("mock-flash"),
         "configured default"
     );
+    // What the agent writes in its own HOME is not a preference.
     let state = h.home().join("agents").join("agy-flash");
     std::fs::create_dir_all(&state).unwrap();
-    selection::save_preference(&state, Some(&selection::Choice::Model("mock-pro".into()))).unwrap();
+    std::fs::write(
+        state.join("model-selection.json"),
+        r#"{"model":"mock-pro"}"#,
+    )
+    .unwrap();
+    let t = run(&h, request("agy-flash", "hi")).await;
+    assert_eq!(
+        model_of(&t).as_deref(),
+        Some("mock-flash"),
+        "old location ignored"
+    );
+    selection::save_preference(
+        &h.home(),
+        "agy-flash",
+        Some(&selection::Choice::Model("mock-pro".into())),
+    )
+    .unwrap();
     let t = run(&h, request("agy-flash", "hi")).await;
     assert_eq!(
         model_of(&t).as_deref(),

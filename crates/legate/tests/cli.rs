@@ -585,6 +585,15 @@ fn models_are_listed_and_a_saved_preference_selects_an_acp_agents_model() {
 
     let out = home.run(&["model", "revisor", "revisor-thorough"]);
     assert!(out.status.success(), "{}", text(&out));
+    // Kept in $LEGATE_HOME/models, out of the agent's own HOME.
+    let saved = home.path().join("home/models/revisor.json");
+    assert!(saved.exists());
+    assert!(
+        !home
+            .path()
+            .join("home/agents/revisor/model-selection.json")
+            .exists()
+    );
     let out = home.run(&["model", "revisor"]);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -621,12 +630,7 @@ fn models_are_listed_and_a_saved_preference_selects_an_acp_agents_model() {
     assert_eq!(selected(&["what is here?"]), None);
     let out = home.run(&["model", "revisor", "--unset"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        !home
-            .path()
-            .join("home/agents/revisor/model-selection.json")
-            .exists()
-    );
+    assert!(!saved.exists());
 
     let out = home.run(&["model", "nosuch", "x"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));

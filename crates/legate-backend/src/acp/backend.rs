@@ -420,7 +420,7 @@ impl AcpBackend {
                     process,
                     turn: tokio::sync::Mutex::new(()),
                     blocked_dir: request.blocked_dir.clone(),
-                    state_dir: request.state_dir.clone(),
+                    legate_home: request.legate_home(),
                     cleanup_recorded: std::sync::Mutex::new(false),
                     model: std::sync::Mutex::new(
                         opened

@@ -253,8 +253,8 @@ pub struct AcpSession {
     pub(crate) turn: tokio::sync::Mutex<()>,
     /// Where an unverified cleanup blocks its root (`$LEGATE_HOME/blocked`).
     pub(crate) blocked_dir: Option<std::path::PathBuf>,
-    /// The agent's state directory, where its saved model preference is.
-    pub(crate) state_dir: Option<std::path::PathBuf>,
+    /// `$LEGATE_HOME`, where the agent's saved model preference is.
+    pub(crate) legate_home: Option<std::path::PathBuf>,
     /// Whether the cleanup was recorded (once per session); held while it is recorded, so
     /// that whoever finds it set knows the event is out.
     pub(crate) cleanup_recorded: Mutex<bool>,
@@ -302,8 +302,8 @@ impl AcpSession {
     /// with, when known.
     async fn apply_model(&self, turn: &Turn, sink: &EventSink) -> Result<Option<String>> {
         let option = self.model.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let saved = match &self.state_dir {
-            Some(dir) => selection::load_preference(dir)?,
+        let saved = match &self.legate_home {
+            Some(home) => selection::load_preference(home, &self.agent_name)?,
             None => None,
         };
         let choice = selection::choose(turn.model.as_deref(), saved, self.default_model.as_deref());

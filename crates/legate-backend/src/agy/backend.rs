@@ -63,6 +63,8 @@ pub struct AgySession {
     boundary: Boundary,
     root: PathBuf,
     state_dir: Option<PathBuf>,
+    /// `$LEGATE_HOME`, where the saved model preference is.
+    legate_home: Option<PathBuf>,
     blocked_dir: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
     fence: Fence,
@@ -206,11 +208,13 @@ impl AgyBackend {
             capabilities: discovery.capabilities.names(),
         };
         let (stop, _) = watch::channel(false);
+        let legate_home = request.legate_home();
         Ok(AgySession {
             spec,
             boundary: request.boundary,
             root,
             state_dir: request.state_dir,
+            legate_home,
             blocked_dir: request.blocked_dir,
             env,
             fence,
@@ -290,8 +294,8 @@ impl AgySession {
 
     /// The model for this turn, checked against `agy models`.
     async fn model_for(&self, turn: &Turn) -> Result<Choice> {
-        let saved = match &self.state_dir {
-            Some(dir) => selection::load_preference(dir)?,
+        let saved = match &self.legate_home {
+            Some(home) => selection::load_preference(home, &self.spec.name)?,
             None => None,
         };
         let choice = selection::choose(turn.model.as_deref(), saved, self.spec.model.as_deref());
