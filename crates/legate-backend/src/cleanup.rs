@@ -17,11 +17,13 @@
 //! is [`Cleanup::event`]'s `processCleanup`.
 //!
 //! When it cannot be shown gone, the workspace root is marked in **one place shared by every
-//! agent**, `$LEGATE_HOME/blocked/<hash of the root>.json` (holding the root, the group and the
-//! marker; agents cannot write there). Every backend checks the mark ([`check`]) before it
-//! opens a session or runs a turn in that root, and the engine before it verifies, tests or
-//! integrates a copy: all fail with `PROCESS_CLEANUP_UNVERIFIED` until an observation finds
-//! the run's processes gone, which lifts the mark.
+//! agent**, `$LEGATE_HOME/blocked/<hash of the root>-<hash of the run>.json` (holding the
+//! root, the group and the marker; agents cannot write there): one mark per run, so runs
+//! sharing a root each keep their own. Every backend checks the root's marks ([`check`])
+//! before it opens a session or runs a turn in that root, and the engine before it verifies,
+//! tests or integrates a copy: all fail with `PROCESS_CLEANUP_UNVERIFIED` while any marking
+//! run's processes are there; an observation that finds one run's processes gone lifts that
+//! run's mark only.
 //!
 //! Limits: a descendant that cleared or replaced its environment on `exec`, or that runs as
 //! another user, is not found by its marker; only its group would show it.
@@ -294,33 +296,80 @@ fn hash(bytes: &[u8]) -> u64 {
     })
 }
 
-fn mark_path(blocked_dir: &Path, root: &Path) -> PathBuf {
+/// The start of the names of `root`'s marks: the root's hash.
+fn root_prefix(root: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    blocked_dir.join(format!("{:016x}.json", hash(root.as_os_str().as_bytes())))
+    format!("{:016x}", hash(root.as_os_str().as_bytes()))
+}
+
+/// The mark of `processes` on `root`: one file per root and run (marker, else group).
+fn mark_path(blocked_dir: &Path, root: &Path, processes: &Processes) -> PathBuf {
+    let run = match &processes.marker {
+        Some(m) => format!("marker:{m}"),
+        None => format!("pgid:{}", processes.pgid),
+    };
+    blocked_dir.join(format!(
+        "{}-{:016x}.json",
+        root_prefix(root),
+        hash(run.as_bytes())
+    ))
+}
+
+/// Every mark file of `root` in `blocked_dir` (including the one-per-root `<hash>.json` an
+/// older Legate wrote).
+fn marks_of(blocked_dir: &Path, root: &Path) -> Vec<PathBuf> {
+    let prefix = root_prefix(root);
+    let Ok(entries) = std::fs::read_dir(blocked_dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix(&prefix).is_some_and(|rest| {
+                rest == ".json" || (rest.starts_with('-') && rest.ends_with(".json"))
+            })
+        })
+        .map(|e| e.path())
+        .collect();
+    paths.sort();
+    paths
 }
 
 /// Marks `root` (resolved) as blocked by `processes`, in `blocked_dir`
-/// (`$LEGATE_HOME/blocked`).
+/// (`$LEGATE_HOME/blocked`). Other runs' marks on `root` stay.
 pub fn block(blocked_dir: &Path, root: &Path, processes: &Processes) -> std::io::Result<()> {
     let body = serde_json::to_vec(&Mark {
         root: root.to_path_buf(),
         pgid: processes.pgid,
         marker: processes.marker.clone(),
     })?;
-    crate::agy::usage::write_private(&mark_path(blocked_dir, root), &body)
+    crate::agy::usage::write_private(&mark_path(blocked_dir, root, processes), &body)
 }
 
-/// `PROCESS_CLEANUP_UNVERIFIED` when `root` (resolved) is marked in `blocked_dir` and the
-/// processes that blocked it are still there; a mark whose processes are gone now is removed.
+/// `PROCESS_CLEANUP_UNVERIFIED` when `root` (resolved) is marked in `blocked_dir` by a run
+/// whose processes are still there; each mark whose run's processes are gone now is removed.
 pub fn check(blocked_dir: &Path, root: &Path) -> Result<()> {
-    let path = mark_path(blocked_dir, root);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok(());
-    };
-    let mark: Option<Mark> = serde_json::from_str(&text).ok();
-    match mark {
-        Some(m) if m.root != root => Ok(()),
-        Some(m) if Processes::new(m.pgid, m.marker.clone()).alive() => Err(Error::new(
+    let mut blocked = None;
+    for path in marks_of(blocked_dir, root) {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        match serde_json::from_str::<Mark>(&text).ok() {
+            Some(m) if m.root != root => {}
+            Some(m) if Processes::new(m.pgid, m.marker.clone()).alive() => {
+                blocked.get_or_insert(m);
+            }
+            _ => {
+                let _ = std::fs::remove_file(&path);
+                tracing::info!(root = %root.display(), "an earlier unverified cleanup is now verified; its mark is lifted");
+            }
+        }
+    }
+    match blocked {
+        None => Ok(()),
+        Some(m) => Err(Error::new(
             ErrorCode::ProcessCleanupUnverified,
             format!(
                 "the workspace {} is blocked: process group {} of an earlier agent run (or a process carrying {RUN_ENV}={}) could not be shown to be gone; stop it (kill -KILL -{}) and try again",
@@ -330,11 +379,6 @@ pub fn check(blocked_dir: &Path, root: &Path) -> Result<()> {
                 m.pgid
             ),
         )),
-        _ => {
-            let _ = std::fs::remove_file(&path);
-            tracing::info!(root = %root.display(), "an earlier unverified cleanup is now verified; workspace unblocked");
-            Ok(())
-        }
     }
 }
 
@@ -380,23 +424,79 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Path::new("/some/root");
         check(dir.path(), root).unwrap();
-        let mut child = tokio::process::Command::new("sleep")
+        let (child, pgid) = sleeper();
+        assert!(!verify_gone(pgid, Duration::from_millis(100)).await);
+        block(dir.path(), root, &Processes::new(pgid, None)).unwrap();
+        let e = check(dir.path(), root).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ProcessCleanupUnverified);
+        check(dir.path(), Path::new("/other")).unwrap();
+        end(child, pgid).await;
+        check(dir.path(), root).unwrap();
+        assert!(marks_of(dir.path(), root).is_empty());
+    }
+
+    fn sleeper() -> (tokio::process::Child, i32) {
+        let child = tokio::process::Command::new("sleep")
             .arg("30")
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .unwrap();
         let pgid = i32::try_from(child.id().unwrap()).unwrap();
-        assert!(!verify_gone(pgid, Duration::from_millis(100)).await);
-        block(dir.path(), root, &Processes::new(pgid, None)).unwrap();
-        let e = check(dir.path(), root).unwrap_err();
-        assert_eq!(e.code, ErrorCode::ProcessCleanupUnverified);
-        check(dir.path(), Path::new("/other")).unwrap();
+        (child, pgid)
+    }
+
+    /// Kills `child` (leading group `pgid`) and waits until the group is gone.
+    async fn end(mut child: tokio::process::Child, pgid: i32) {
         child.kill().await.unwrap();
         child.wait().await.unwrap();
         assert!(verify_gone(pgid, Duration::from_secs(2)).await);
+    }
+
+    #[tokio::test]
+    async fn two_runs_in_one_root_each_keep_their_own_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new("/shared/root");
+        let (first, first_pgid) = sleeper();
+        let (second, second_pgid) = sleeper();
+        let first_run = Processes::new(first_pgid, Some(new_marker()));
+        let second_run = Processes::new(second_pgid, Some(new_marker()));
+        block(dir.path(), root, &first_run).unwrap();
+        block(dir.path(), root, &second_run).unwrap();
+        assert_eq!(
+            marks_of(dir.path(), root).len(),
+            2,
+            "the second keeps the first"
+        );
+        // The second run's processes die: its mark goes, the first's stays and blocks.
+        end(second, second_pgid).await;
+        let e = check(dir.path(), root).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ProcessCleanupUnverified);
+        assert!(e.message.contains(&first_pgid.to_string()), "{}", e.message);
+        assert_eq!(
+            marks_of(dir.path(), root),
+            [mark_path(dir.path(), root, &first_run)]
+        );
+        end(first, first_pgid).await;
         check(dir.path(), root).unwrap();
-        assert!(!mark_path(dir.path(), root).exists());
+        assert!(marks_of(dir.path(), root).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_mark_an_older_legate_wrote_is_still_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new("/old/root");
+        let (child, pgid) = sleeper();
+        let old = dir.path().join(format!("{}.json", root_prefix(root)));
+        let body = serde_json::json!({ "root": root, "pgid": pgid, "marker": null });
+        std::fs::write(&old, body.to_string()).unwrap();
+        assert_eq!(
+            check(dir.path(), root).unwrap_err().code,
+            ErrorCode::ProcessCleanupUnverified
+        );
+        end(child, pgid).await;
+        check(dir.path(), root).unwrap();
+        assert!(!old.exists());
     }
 
     #[tokio::test]

@@ -38,7 +38,7 @@ impl Paths {
         self.home.join("run")
     }
     /// Where workspaces blocked by an unverified process cleanup are marked, one file per
-    /// workspace root, shared by every agent and the review operations.
+    /// workspace root and agent run, shared by every agent and the review operations.
     pub fn blocked(&self) -> PathBuf {
         self.home.join("blocked")
     }
