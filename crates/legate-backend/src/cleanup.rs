@@ -193,6 +193,16 @@ impl Processes {
         })
     }
 
+    /// [`Processes::look`] on a blocking thread, so that reading `/proc` (a few thousand
+    /// files) keeps off the async workers; on the caller's thread if that thread cannot run.
+    async fn look_blocking(&self) -> Found {
+        let this = self.clone();
+        match tokio::task::spawn_blocking(move || this.look()).await {
+            Ok(found) => found,
+            Err(_) => self.look(),
+        }
+    }
+
     /// Whether anything of the run is alive (zombies count as gone: they hold no pipe and run
     /// nothing; some inits reap orphans only every second or two).
     pub fn alive(&self) -> bool {
@@ -216,7 +226,7 @@ impl Processes {
     /// go, `SIGKILL` to what is left. Returns the signals it sent and how many processes
     /// outside the group it found. Nothing alive: nothing sent.
     pub async fn stop(&self, grace: Duration) -> (Vec<&'static str>, usize) {
-        let found = self.look();
+        let found = self.look_blocking().await;
         let mut outside = found.outside.len();
         let mut sent = Vec::new();
         if !found.any() || !self.signal(&found, sys::SIGINT) {
@@ -225,7 +235,7 @@ impl Processes {
         sent.push("SIGINT");
         let deadline = tokio::time::Instant::now() + grace;
         loop {
-            let now = self.look();
+            let now = self.look_blocking().await;
             outside = outside.max(now.outside.len());
             if !now.any() {
                 return (sent, outside);
@@ -259,7 +269,7 @@ impl Processes {
         }
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            if !self.alive() {
+            if !self.look_blocking().await.any() {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -451,6 +461,18 @@ mod tests {
         child.kill().await.unwrap();
         child.wait().await.unwrap();
         assert!(verify_gone(pgid, Duration::from_secs(2)).await);
+    }
+
+    #[tokio::test]
+    async fn the_scan_off_the_async_worker_finds_what_a_direct_scan_finds() {
+        let (child, pgid) = sleeper();
+        let run = Processes::new(pgid, None);
+        assert_eq!(run.look_blocking().await, run.look());
+        assert!(run.look_blocking().await.in_group);
+        assert!(!run.verify(Duration::from_millis(60)).await);
+        end(child, pgid).await;
+        assert!(run.verify(Duration::from_secs(2)).await);
+        assert!(!run.look_blocking().await.any());
     }
 
     #[tokio::test]
