@@ -581,9 +581,23 @@ async fn a_model_revisor_offers_is_selected_and_an_unknown_one_is_not_available(
         .await
         .unwrap();
     assert!(!selected(&drain(&mut rx)));
-    // `auto` leaves the agent's choice alone.
-    let (sink, _rx) = EventSink::channel();
+    // `auto` (or no model) is the agent's own choice: the model it chose when the session
+    // opened, set back after a turn chose another; then nothing more is sent.
+    let back = |events: &[EventKind]| {
+        events.iter().any(|e| {
+            matches!(e, EventKind::Workspace { detail, .. }
+                if detail["model"] == legate_revisor::MODELS[0].0 && detail["configId"] == "model")
+        })
+    };
+    let (sink, mut rx) = EventSink::channel();
     session.prompt(with_model("auto"), sink).await.unwrap();
+    assert!(back(&drain(&mut rx)), "the agent's own model is set back");
+    let (sink, mut rx) = EventSink::channel();
+    session
+        .prompt(turn("how big is this workspace?", TaskMode::ReadOnly), sink)
+        .await
+        .unwrap();
+    assert!(!back(&drain(&mut rx)));
     let (sink, _rx) = EventSink::channel();
     let err = session
         .prompt(with_model("no-such-model"), sink)

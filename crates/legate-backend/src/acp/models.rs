@@ -18,6 +18,9 @@ pub(crate) struct ModelOption {
     pub(crate) config_id: String,
     /// The value currently selected.
     pub(crate) current: String,
+    /// The value the agent selected itself when the session opened: what "the agent's own
+    /// choice" means once an earlier turn of the session set another.
+    pub(crate) initial: String,
     /// Every value offered (id and name), groups flattened.
     pub(crate) values: Vec<Model>,
 }
@@ -63,6 +66,7 @@ pub(crate) fn model_option(options: &[acp::SessionConfigOption]) -> Option<Model
         Some(ModelOption {
             config_id: o.id.0.to_string(),
             current: select.current_value.0.to_string(),
+            initial: select.current_value.0.to_string(),
             values,
         })
     })
@@ -71,7 +75,7 @@ pub(crate) fn model_option(options: &[acp::SessionConfigOption]) -> Option<Model
 /// What to do about a turn's model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Selection {
-    /// Nothing asked (or `auto`), or already selected.
+    /// Already selected (or nothing to select).
     Keep,
     /// Set this value through the option.
     Set { config_id: String, value: String },
@@ -80,15 +84,22 @@ pub(crate) enum Selection {
 }
 
 /// Decides what `wanted` (the model `crate::selection::choose` picked; `None` or `auto` for
-/// the agent's own) means for a session offering `option`. An id the agent does not offer is
-/// `MODEL_NOT_AVAILABLE`.
+/// the agent's own) means for a session offering `option`. The agent's own is the value it
+/// chose when the session opened, set back if an earlier turn chose another. An id the agent
+/// does not offer is `MODEL_NOT_AVAILABLE`.
 pub(crate) fn select(
     agent: &str,
     wanted: Option<&str>,
     option: Option<&ModelOption>,
 ) -> Result<Selection, Error> {
     let Some(wanted) = wanted.filter(|w| !w.eq_ignore_ascii_case(AUTO_MODEL)) else {
-        return Ok(Selection::Keep);
+        return Ok(match option {
+            Some(o) if o.current != o.initial => Selection::Set {
+                config_id: o.config_id.clone(),
+                value: o.initial.clone(),
+            },
+            _ => Selection::Keep,
+        });
     };
     let Some(option) = option else {
         return Ok(Selection::Ignored(wanted.to_string()));
@@ -176,5 +187,19 @@ mod tests {
         assert_eq!(e.code, ErrorCode::ModelNotAvailable);
         assert!(e.message.contains("a, b"), "{e}");
         assert_eq!(s(Some("c"), None).unwrap(), Selection::Ignored("c".into()));
+    }
+
+    #[test]
+    fn the_agents_own_choice_is_set_back_after_a_turn_chose_another() {
+        // A turn of this session chose b; the next names none (or auto): back to a.
+        let mut o = model_option(&options()).unwrap();
+        o.current = "b".into();
+        let back = Selection::Set {
+            config_id: "model".into(),
+            value: "a".into(),
+        };
+        assert_eq!(select("x", None, Some(&o)).unwrap(), back);
+        assert_eq!(select("x", Some("AUTO"), Some(&o)).unwrap(), back);
+        assert_eq!(select("x", Some("b"), Some(&o)).unwrap(), Selection::Keep);
     }
 }

@@ -354,12 +354,18 @@ impl AcpSession {
                         ));
                     }
                 };
-                let updated =
+                let initial = option.as_ref().map(|o| o.initial.clone());
+                let mut updated =
                     models::model_option(&response.config_options).unwrap_or(ModelOption {
                         config_id,
                         current: value.clone(),
+                        initial: value.clone(),
                         values: option.map(|o| o.values).unwrap_or_default(),
                     });
+                // The agent's own choice stays the one it made when the session opened.
+                if let Some(initial) = initial {
+                    updated.initial = initial;
+                }
                 let current = updated.current.clone();
                 let config_id = updated.config_id.clone();
                 *self.model.lock().unwrap_or_else(|p| p.into_inner()) = Some(updated);
