@@ -81,44 +81,75 @@ impl Store {
 
     /// In one transaction, fails every unfinished task of `runner` (`None`: unfinished tasks
     /// that no runner claimed) with `error`: state `failed`, the error, the error's sentence
-    /// as status message, `updated_at` now, and a `status` event saying so. Returns their
-    /// ids, oldest first.
+    /// as status message, `updated_at` now, and a `status` event saying so. A task whose
+    /// cancel was requested ([`Store::request_cancel`]) ends `canceled` instead, its status
+    /// message saying why it ended there. Returns their ids, oldest first.
     pub fn fail_unfinished(&self, runner: Option<&str>, error: &Error) -> Result<Vec<TaskId>> {
         let select = format!(
-            "SELECT id FROM tasks WHERE runner IS ?1 AND state IN ({}) ORDER BY created_at, id",
+            "SELECT id, cancel_requested_at IS NOT NULL FROM tasks \
+             WHERE runner IS ?1 AND state IN ({}) ORDER BY created_at, id",
             states(false)
         );
         self.write("fail unfinished tasks", |tx| {
-            let ids = collect_ids(
-                tx.prepare_cached(&select).and_then(|mut st| {
-                    st.query_map([runner], |r| r.get(0))?
-                        .collect::<rusqlite::Result<Vec<String>>>()
-                }),
-                "find unfinished tasks",
-            )?;
+            let rows = tx
+                .prepare_cached(&select)
+                .and_then(|mut st| {
+                    st.query_map([runner], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+                    })?
+                    .collect::<rusqlite::Result<Vec<(String, bool)>>>()
+                })
+                .ctx("find unfinished tasks")?;
             let now = Timestamp::now();
-            let event = EventKind::Status {
+            let failed = EventKind::Status {
                 state: TaskState::Failed,
                 message: Some(error.message.clone()),
                 error: Some(error.clone()),
             };
+            let canceled_message = format!("canceled; {}", error.message);
+            let canceled = EventKind::Status {
+                state: TaskState::Canceled,
+                message: Some(canceled_message.clone()),
+                error: None,
+            };
             let mut update = tx
                 .prepare_cached(
                     "UPDATE tasks SET state = ?2, error_code = ?3, error_message = ?4, \
-                     status_message = ?4, updated_at = ?5 WHERE id = ?1",
+                     status_message = ?5, updated_at = ?6 WHERE id = ?1",
                 )
                 .ctx("fail unfinished tasks")?;
-            for id in &ids {
+            let mut ids = Vec::with_capacity(rows.len());
+            for (id, cancel_requested) in rows {
+                let id = TaskId(id);
+                let (state, code, message, status, event) = if cancel_requested {
+                    (
+                        TaskState::Canceled,
+                        None,
+                        None,
+                        &canceled_message,
+                        &canceled,
+                    )
+                } else {
+                    (
+                        TaskState::Failed,
+                        Some(error.code.as_str()),
+                        Some(error.message.as_str()),
+                        &error.message,
+                        &failed,
+                    )
+                };
                 update
                     .execute(params![
                         id.as_str(),
-                        TaskState::Failed.as_str(),
-                        error.code.as_str(),
-                        error.message,
+                        state.as_str(),
+                        code,
+                        message,
+                        status,
                         now.0,
                     ])
                     .ctx("fail unfinished tasks")?;
-                append_in(tx, id, std::slice::from_ref(&event), now)?;
+                append_in(tx, &id, std::slice::from_ref(event), now)?;
+                ids.push(id);
             }
             Ok(ids)
         })
@@ -246,6 +277,36 @@ mod tests {
             .set_runner(&TaskId("none".into()), Some("x"))
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::TaskNotFound);
+    }
+
+    #[test]
+    fn a_task_whose_cancel_was_accepted_ends_canceled_when_its_runner_died() {
+        let store = Store::open_in_memory().unwrap();
+        insert(&store, "c1", 1, TaskState::Working, Some("dead"));
+        insert(&store, "c2", 2, TaskState::Working, Some("dead"));
+        assert!(store.request_cancel(&TaskId("c1".into())).unwrap());
+        let error = Error::new(ErrorCode::ServerRestarted, "the process stopped.");
+        let ended = store.fail_unfinished(Some("dead"), &error).unwrap();
+        assert_eq!(ended.len(), 2);
+        let canceled = store.task(&TaskId("c1".into())).unwrap().unwrap();
+        assert_eq!(canceled.state, TaskState::Canceled);
+        assert_eq!(canceled.error, None);
+        assert_eq!(
+            canceled.status_message.as_deref(),
+            Some("canceled; the process stopped.")
+        );
+        let events = store.events(&canceled.id, 0, 10).unwrap();
+        assert!(matches!(
+            events.last().map(|e| &e.kind),
+            Some(EventKind::Status {
+                state: TaskState::Canceled,
+                error: None,
+                ..
+            })
+        ));
+        let failed = store.task(&TaskId("c2".into())).unwrap().unwrap();
+        assert_eq!(failed.state, TaskState::Failed);
+        assert_eq!(failed.error.as_ref(), Some(&error));
     }
 
     #[test]
