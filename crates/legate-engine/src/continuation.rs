@@ -167,11 +167,16 @@ impl Engine {
         agent: &str,
         requested: WorkspaceRequest,
     ) -> Result<WorkspaceRequest> {
-        let Ok(last) = self.latest_task(context_id) else {
-            return Ok(match requested {
-                WorkspaceRequest::Context => WorkspaceRequest::Sandbox,
-                other => other,
-            });
+        let last = match self.latest_task(context_id) {
+            Ok(last) => last,
+            // A new context: a sandbox unless another workspace is named.
+            Err(e) if e.code == ErrorCode::ContextNotFound => {
+                return Ok(match requested {
+                    WorkspaceRequest::Context => WorkspaceRequest::Sandbox,
+                    other => other,
+                });
+            }
+            Err(e) => return Err(e),
         };
         if last.agent != agent {
             return Err(Error::invalid_input(format!(

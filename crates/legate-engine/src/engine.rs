@@ -1214,9 +1214,8 @@ impl Engine {
         ends_from: impl FnOnce(TaskState) -> bool,
     ) -> Result<bool> {
         let store = &self.inner.store;
-        let base = store.task(&task.id)?.unwrap_or_else(|| task.clone());
-        let stored = store.end_task(&task.id, |state, cancel_requested| {
-            if !ends_from(state) {
+        let stored = store.end_task(&task.id, |base, cancel_requested| {
+            if !ends_from(base.state) {
                 return None;
             }
             let ending = if cancel_requested && ending.state != TaskState::Canceled {

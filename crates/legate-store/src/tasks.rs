@@ -286,31 +286,26 @@ impl Store {
         self.write("update a task", |tx| update_in(tx, task, &enc, events))
     }
 
-    /// Ends task `id`: in one write transaction, reads its state and whether a cancel of it
-    /// was requested ([`Store::request_cancel`]), asks `end` for the task and events to store
-    /// given those, and stores them as [`Store::update_task`] does. `end` answers `None` to
-    /// leave the task alone (it ended already, say). A cancel request and a task's end are
+    /// Ends task `id`: in one write transaction, reads the task as stored and whether a cancel
+    /// of it was requested ([`Store::request_cancel`]), asks `end` for the task and events to
+    /// store given those, and stores them as [`Store::update_task`] does. `end` answers `None`
+    /// to leave the task alone (it ended already, say). A cancel request and a task's end are
     /// thus ordered: a request that commits first is seen by `end`; one that comes after finds
     /// the task finished. Returns the task as stored and its events, or `None`.
     pub fn end_task(
         &self,
         id: &TaskId,
-        end: impl FnOnce(TaskState, bool) -> Option<(Task, Vec<EventKind>)>,
+        end: impl FnOnce(Task, bool) -> Option<(Task, Vec<EventKind>)>,
     ) -> Result<Option<(Task, Vec<Event>)>> {
         self.write("end a task", |tx| {
-            let row: Option<(String, Option<i64>)> = tx
-                .prepare_cached("SELECT state, cancel_requested_at FROM tasks WHERE id = ?1")
-                .and_then(|mut st| {
-                    st.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .optional()
-                })
-                .ctx("end a task")?;
-            let Some((state, requested)) = row else {
+            let Some(stored) = load(tx, id.as_str())? else {
                 return Err(task_not_found(id.as_str()));
             };
-            let state = TaskState::parse(&state)
-                .ok_or_else(|| store_error(format!("task {id} has an unknown state {state:?}.")))?;
-            let Some((task, events)) = end(state, requested.is_some()) else {
+            let requested: Option<i64> = tx
+                .prepare_cached("SELECT cancel_requested_at FROM tasks WHERE id = ?1")
+                .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)))
+                .ctx("end a task")?;
+            let Some((task, events)) = end(stored, requested.is_some()) else {
                 return Ok(None);
             };
             let enc = encode(&task)?;

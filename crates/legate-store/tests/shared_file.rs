@@ -230,8 +230,8 @@ fn a_cancel_and_the_end_of_a_task_are_ordered_across_processes() {
     runner.insert_task(&first, &submitted()).unwrap();
     assert!(canceller.request_cancel(&first.id).unwrap());
     let (ended, events) = runner
-        .end_task(&first.id, |state, requested| {
-            assert_eq!(state, TaskState::Submitted);
+        .end_task(&first.id, |stored, requested| {
+            assert_eq!(stored.state, TaskState::Submitted);
             assert!(requested, "the end must see the cancel");
             end_as(&first, TaskState::Canceled)
         })
@@ -256,8 +256,8 @@ fn a_cancel_and_the_end_of_a_task_are_ordered_across_processes() {
         .unwrap();
     assert!(!canceller.request_cancel(&second.id).unwrap());
     let again = canceller
-        .end_task(&second.id, |state, _| {
-            assert_eq!(state, TaskState::Completed);
+        .end_task(&second.id, |stored, _| {
+            assert_eq!(stored.state, TaskState::Completed);
             None
         })
         .unwrap();
