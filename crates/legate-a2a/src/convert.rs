@@ -54,21 +54,14 @@ fn agent_message(task: &Task, id: String, parts: Vec<Part>) -> Message {
     m
 }
 
-/// The sentence of a task's status: its status message, its error, and for a finished task
-/// the supervisor's refusals.
+/// The sentence of a task's status: the engine's status message (which, for a finished task,
+/// already lists the supervisor's refusals), led by the error code when the task failed.
 pub fn status_text(task: &Task) -> Option<String> {
-    let mut lines = Vec::new();
-    if let Some(e) = &task.error {
-        lines.push(format!("{}: {}", e.code.as_str(), e.message));
-    } else if let Some(m) = &task.status_message {
-        lines.push(m.clone());
+    match (&task.error, &task.status_message) {
+        (Some(e), Some(m)) => Some(format!("{}: {m}", e.code.as_str())),
+        (Some(e), None) => Some(format!("{}: {}", e.code.as_str(), e.message)),
+        (None, m) => m.clone(),
     }
-    if task.is_terminal()
-        && let Some(note) = task.result.as_ref().and_then(|r| r.refusal_note())
-    {
-        lines.push(note);
-    }
-    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// The task's current status.

@@ -175,6 +175,11 @@ async fn a_revisor_task_streams_and_is_a_stored_task() {
         note.contains("escape.txt"),
         "refusals in the status: {note}"
     );
+    assert_eq!(
+        note.matches("refused by the supervisor").count(),
+        1,
+        "the refusal line is said once: {note}"
+    );
     let texts: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
@@ -540,19 +545,19 @@ async fn a_live_task_is_followed_and_canceled() {
     server.stop().await;
 }
 
-/// The official Python SDK (`a2a-sdk`) streams a revisor task. Skipped, saying so, when
-/// `python3` is missing, except in CI (`LEGATE_REQUIRE_PYTHON` or `CI` set), where that fails;
-/// fails when python3 exists without the package (`python3 -m pip install 'a2a-sdk>=1.3,<2'`).
+/// The official Python SDK (`a2a-sdk`, in the pinned environment `legate_testkit::python`
+/// provisions) streams a revisor task. Skipped, saying so, when `python3` is missing, except in
+/// CI (`LEGATE_REQUIRE_PYTHON` or `CI` set), where that fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_streams_a_revisor_task() {
-    if !legate_testkit::python_ready("a2a.client, httpx", "a2a-sdk>=1.3,<2") {
+    let Some(python) = legate_testkit::python("a2a.client, httpx") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let server = serve(&dir.path().join("home"), false).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/stream.py");
     let base = format!("{}/agents/revisor", server.url);
-    let out = tokio::process::Command::new("python3")
+    let out = tokio::process::Command::new(&python)
         .arg(&script)
         .args([
             base.as_str(),

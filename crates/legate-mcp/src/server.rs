@@ -223,7 +223,7 @@ fn catalog() -> Vec<ToolDef> {
         def::<TestArgs, TestOut>(
             "test",
             "Run a test in a copy",
-            "Runs an executable with its arguments (no shell) in a copy task's copy, with a timeout, and records the observed evidence (exit code, bounded output, patch sha256 before and after). A failing command is an answer with passed: false and testError, not a failed call. Not kernel-confined yet.",
+            "Runs an executable with its arguments (no shell) in a copy task's copy, with a timeout, and records the observed evidence (exit code, bounded output, patch sha256 before and after). A failing command is an answer with passed: false and testError, not a failed call. The command is kernel-confined like an agent: it writes only inside the copy, and the evidence says what the kernel enforced.",
             false,
         )
         .group(ToolGroup::Implementation),
@@ -451,11 +451,17 @@ impl ServerHandler for LegateMcp {
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.unwrap_or_default());
         let started = std::time::Instant::now();
-        let outcome = if self.get_tool(&name).is_some() {
-            self.dispatch(&name, args, &context).await
-        } else {
-            Err(not_available(&name, self.options.profile))
-        };
+        if self.get_tool(&name).is_none() {
+            // A tool the client was never offered is a protocol error (MCP: `-32602`), not a
+            // tool result; the stable code travels in the error's data.
+            let e = not_available(&name, self.options.profile);
+            tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
+            return Err(ErrorData::invalid_params(
+                e.message.clone(),
+                Some(json!({ "code": e.code.as_str() })),
+            ));
+        }
+        let outcome = self.dispatch(&name, args, &context).await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(match outcome {
             Ok(value) => {
@@ -527,6 +533,22 @@ mod tests {
         for name in ["test", "record_test", "integrate", "discard", "cleanup"] {
             assert!(!visible(Profile::Review).contains(&name.to_string()));
             assert!(visible(Profile::Implementation).contains(&name.to_string()));
+        }
+    }
+
+    #[test]
+    fn descriptions_do_not_deny_the_confinement_tests_have() {
+        let tools = catalog();
+        let test = tools.iter().find(|t| t.tool.name == "test").unwrap();
+        let text = test.tool.description.as_deref().unwrap_or_default();
+        assert!(text.contains("kernel-confined like an agent"), "{text}");
+        for t in &tools {
+            let text = t.tool.description.as_deref().unwrap_or_default();
+            assert!(
+                !text.contains("Not kernel-confined"),
+                "{}: {text}",
+                t.tool.name
+            );
         }
     }
 

@@ -112,6 +112,26 @@ impl Harness {
         r.structured_content.unwrap()
     }
 
+    /// A call to a tool not offered: a JSON-RPC protocol error `-32602` whose data carries
+    /// the stable code; returns that code.
+    async fn refused(&self, name: &str, args: Value) -> String {
+        match self.client.call_tool(params(name, args)).await {
+            Err(rmcp::ServiceError::McpError(e)) => {
+                assert_eq!(
+                    e.code,
+                    rmcp::model::ErrorCode::INVALID_PARAMS,
+                    "{name}: {e:?}"
+                );
+                assert!(!e.message.is_empty());
+                e.data.as_ref().unwrap()["code"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            }
+            other => panic!("{name} should be a protocol error: {other:?}"),
+        }
+    }
+
     /// A failed call's error code.
     async fn fail(&self, name: &str, args: Value) -> String {
         let r = self.call_raw(name, args).await;
@@ -327,10 +347,10 @@ async fn bad_input_is_a_structured_error_and_changes_nothing() {
         ("tasks", json!({"state": "sleeping"}), "INVALID_INPUT"),
         ("sessions", json!({"limit": 201}), "INVALID_INPUT"),
         ("integrate", json!({}), "INVALID_INPUT"),
-        ("handoff", json!({}), "TOOL_NOT_AVAILABLE"),
     ] {
         assert_eq!(h.fail(tool, args.clone()).await, code, "{tool} {args}");
     }
+    assert_eq!(h.refused("handoff", json!({})).await, "TOOL_NOT_AVAILABLE");
     // jsonSchema reaches the engine, which refuses it for revisor (an ACP agent).
     let r = h
         .call_raw(

@@ -193,6 +193,26 @@ impl Harness {
         r.structured_content.unwrap()
     }
 
+    /// A call to a tool not offered: a JSON-RPC protocol error `-32602` whose data carries
+    /// the stable code; returns that code.
+    async fn refused(&self, name: &str, args: Value) -> String {
+        match self.client.call_tool(params(name, args)).await {
+            Err(rmcp::ServiceError::McpError(e)) => {
+                assert_eq!(
+                    e.code,
+                    rmcp::model::ErrorCode::INVALID_PARAMS,
+                    "{name}: {e:?}"
+                );
+                assert!(!e.message.is_empty());
+                e.data.as_ref().unwrap()["code"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            }
+            other => panic!("{name} should be a protocol error: {other:?}"),
+        }
+    }
+
     async fn fail(&self, name: &str, args: Value) -> String {
         let r = self.call_raw(name, args).await;
         assert_eq!(
@@ -556,7 +576,7 @@ async fn profiles_offer_the_review_tools_by_group() {
         }
         for name in set(&[QUERY, REVIEW, IMPLEMENTATION]).difference(&expected) {
             assert_eq!(
-                h.fail(name, json!({"taskId": "0000"})).await,
+                h.refused(name, json!({"taskId": "0000"})).await,
                 "TOOL_NOT_AVAILABLE",
                 "{profile} {name}"
             );

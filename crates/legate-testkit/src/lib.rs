@@ -62,6 +62,7 @@ pub mod directives;
 pub mod fake_agy;
 pub mod model_server;
 pub mod pump;
+pub mod python;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -73,6 +74,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::directives::ScriptedDirectives;
 use crate::pump::{PumpEnd, pump};
+pub use crate::python::{REQUIRE_PYTHON_ENV, python, python_required};
 
 /// The environment variable that picks a [`Fault`].
 pub const FAULT_ENV: &str = "LEGATE_TESTKIT_FAULT";
@@ -271,57 +273,6 @@ pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The variable that makes the Python SDK client tests fail, instead of skipping, when
-/// `python3` is missing. `.ci/run` sets it; `CI` (which most CI services set) counts too.
-pub const REQUIRE_PYTHON_ENV: &str = "LEGATE_REQUIRE_PYTHON";
-
-/// Whether `value` of a switch-like variable means "on": set, and not empty, `0` or `false`.
-fn switched_on(value: Option<std::ffi::OsString>) -> bool {
-    value.is_some_and(|v| {
-        let v = v.to_string_lossy().trim().to_ascii_lowercase();
-        !v.is_empty() && v != "0" && v != "false"
-    })
-}
-
-/// Whether the Python client tests may be skipped when `python3` is missing: not when
-/// [`REQUIRE_PYTHON_ENV`] or `CI` is on.
-#[must_use]
-pub fn python_required() -> bool {
-    switched_on(std::env::var_os(REQUIRE_PYTHON_ENV)) || switched_on(std::env::var_os("CI"))
-}
-
-/// Checks that a test driving a real Python SDK client can run: `python3` runs `import
-/// <imports>` (e.g. `mcp`, or `a2a.client, httpx`). Returns false after printing `SKIPPED: …`
-/// when `python3` is not installed and Python is not [required](python_required). Panics,
-/// naming `pip_spec` (what `.ci/run` installs, e.g. `mcp>=2.3,<3`), when the import fails, and
-/// when `python3` is missing but required: in CI a skipped client test is a failed one.
-#[must_use]
-pub fn python_ready(imports: &str, pip_spec: &str) -> bool {
-    let install = format!("python3 -m pip install '{pip_spec}'");
-    match std::process::Command::new("python3")
-        .args(["-c", &format!("import {imports}")])
-        .output()
-    {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if python_required() {
-                panic!(
-                    "python3 is not installed, and {REQUIRE_PYTHON_ENV} or CI is set, so the Python client tests may not be skipped: install python3, then {install}"
-                );
-            }
-            eprintln!(
-                "SKIPPED: python3 is not installed, so this Python SDK client test cannot run (set {REQUIRE_PYTHON_ENV}=1 to make that a failure)"
-            );
-            false
-        }
-        Err(e) => panic!("could not run python3: {e}"),
-        Ok(out) if !out.status.success() => panic!(
-            "python3 cannot import {imports}: {install}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Ok(_) => true,
-    }
-}
-
 /// A `sleep 30` leading a process group of its own (killed when dropped), with its group id:
 /// the agent process that "could not be shown gone" with which cleanup tests block a
 /// workspace. Must be called inside a Tokio runtime.
@@ -346,17 +297,6 @@ pub fn sleeping_group() -> (tokio::process::Child, i32) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn require_switches_are_on_unless_empty_zero_or_false() {
-        for on in ["1", "true", "yes", "TRUE"] {
-            assert!(switched_on(Some(on.into())), "{on}");
-        }
-        for off in ["", " ", "0", "false", "False"] {
-            assert!(!switched_on(Some(off.into())), "{off:?}");
-        }
-        assert!(!switched_on(None));
-    }
 
     #[test]
     fn faults_parse() {

@@ -431,21 +431,23 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Cancel { id } => {
-            let store = open_store(&paths)?;
-            let task = store.find_task(&id)?;
-            if task.is_terminal() {
-                anyhow::bail!(
-                    "TASK_NOT_CANCELABLE: task {} already ended ({})",
-                    task.id,
-                    task.state
-                );
+            // The engine decides, as for every front: a task waiting for input ends here and
+            // now; a running one is asked to stop, and the process running it stops it.
+            let engine = front::start_engine(&config.engine)?;
+            let outcome = engine
+                .cancel(&id)
+                .and_then(|before| Ok((engine.task(before.id.as_str())?, before)));
+            engine.shutdown().await;
+            let (after, before) = outcome?;
+            if after.is_terminal() {
+                out!("canceled {} (it was {})", after.id, before.state)?;
+            } else {
+                out!(
+                    "cancel requested for {} ({}); the process running it stops it within a second",
+                    after.id,
+                    after.state
+                )?;
             }
-            store.request_cancel(&task.id)?;
-            out!(
-                "cancel requested for {} ({}); the process running it stops it within a second",
-                task.id,
-                task.state
-            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Agents { no_probe, json } => {

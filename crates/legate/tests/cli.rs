@@ -430,6 +430,26 @@ fn cancel_from_another_process_ends_the_task_canceled() {
 }
 
 #[test]
+fn cancel_ends_a_task_that_waits_for_input() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.path().join("home")).unwrap();
+    std::fs::write(home.path().join("home/legate.toml"), "[agents.tck]\n").unwrap();
+    // The TCK agent asks for input when the prompt's first word says so; `legate run` ends
+    // with the task waiting.
+    let out = home.run(&["run", "--agent", "tck", "tck-input-required"]);
+    let id = task_id_from(&out);
+    assert_eq!(home.show(&id)["state"], "input-required", "{}", text(&out));
+    let out = home.run(&["cancel", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("canceled"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(home.show(&id)["state"], "canceled");
+}
+
+#[test]
 fn a_task_past_its_timeout_fails_with_task_timeout() {
     let home = Home::new();
     let started = Instant::now();

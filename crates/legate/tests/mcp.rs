@@ -9,9 +9,10 @@
 //! running task `canceled`; `send_message` from a `query` server into a write context makes a
 //! read-only task; `health` reports the configured confinement requirement and limits.
 //!
-//! The Python tests need `python3` with the `mcp` package (`.ci/run` installs it). Without
-//! `python3` at all they say so and skip, except in CI (`LEGATE_REQUIRE_PYTHON` or `CI` set),
-//! where they fail; with `python3` but without the package they always fail.
+//! The Python tests need only `python3`: the `mcp` package comes from a pinned virtual
+//! environment that `legate_testkit::python` provisions under the target directory on first
+//! use. Without `python3` at all they say so and skip, except in CI (`LEGATE_REQUIRE_PYTHON`
+//! or `CI` set), where they fail.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -32,20 +33,28 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Whether python3 and its `mcp` package are there (see [`legate_testkit::python_ready`]:
-/// a missing python3 skips, saying so, unless `LEGATE_REQUIRE_PYTHON` or `CI` is set; a
-/// missing package always fails).
+/// The interpreter of the pinned Python environment with the `mcp` package, provisioned on
+/// first use ([`legate_testkit::python`]); `None` (skip) when `python3` is missing, unless
+/// `LEGATE_REQUIRE_PYTHON` or `CI` is set.
+fn interpreter() -> Option<&'static Path> {
+    static PYTHON: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| legate_testkit::python("mcp"))
+        .as_deref()
+}
+
 fn python_ready() -> bool {
-    legate_testkit::python_ready("mcp", "mcp>=2.3,<3")
+    interpreter().is_some()
 }
 
 fn home() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-/// `python3 tests/mcp/<name> args…` with the test's state directory.
+/// `python tests/mcp/<name> args…` with the test's state directory.
 fn python_command(home: &Path, name: &str, args: &[&str]) -> Command {
-    let mut command = Command::new("python3");
+    let python = interpreter().expect("python_ready() is checked first");
+    let mut command = Command::new(python);
     command
         .arg(script(name))
         .args(args)
