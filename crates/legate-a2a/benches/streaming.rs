@@ -274,6 +274,7 @@ fn main() {
             max_body_bytes: 64 * 1024,
             probe_limit: Duration::from_secs(30),
             copy_roots: Vec::new(),
+            agents: engine.config().agents.keys().cloned().collect(),
         };
         let (router, boot) = legate_a2a::boot(&engine, &options).await;
         assert_eq!(boot.served.len(), 1, "the revisor is served");

@@ -56,6 +56,9 @@ pub struct A2aOptions {
     /// Directories under which a message may ask for a copy workspace of a project
     /// (`metadata.workspace`); empty refuses copies. See [`workspace`].
     pub copy_roots: Vec<std::path::PathBuf>,
+    /// The agents to serve, by configured name (the binary serves those the configuration
+    /// names, the default and `revisor`); names the engine does not know are skipped.
+    pub agents: Vec<String>,
 }
 
 /// What boot found: the agents served and those that could not start.
@@ -143,10 +146,16 @@ pub fn card(
     }
 }
 
-/// Starts every configured agent once (in parallel), builds the cards of those that start,
-/// and the router serving them. Agents that cannot start are reported, not served.
+/// Starts every agent of `options.agents` once (in parallel), builds the cards of those that
+/// start, and the router serving them. Agents that cannot start are reported, not served.
 pub async fn boot(engine: &Engine, options: &A2aOptions) -> (Router, BootReport) {
-    let names: Vec<String> = engine.config().agents.keys().cloned().collect();
+    let known = &engine.config().agents;
+    let names: Vec<String> = options
+        .agents
+        .iter()
+        .filter(|n| known.contains_key(*n))
+        .cloned()
+        .collect();
     let probes = futures::future::join_all(
         names
             .iter()

@@ -90,6 +90,7 @@ async fn serve(home: &Path, broken: bool) -> Server {
         max_body_bytes: 64 * 1024,
         probe_limit: Duration::from_secs(20),
         copy_roots: Vec::new(),
+        agents: engine.config().agents.keys().cloned().collect(),
     };
     let (router, report) = legate_a2a::boot(&engine, &options).await;
     let stop = CancellationToken::new();

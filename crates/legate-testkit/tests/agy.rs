@@ -337,6 +337,18 @@ async fn a_turn_without_valid_counters_drops_the_baseline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agy_that_is_not_there_leaves_no_profile_in_home() {
+    let h = harness();
+    for agent in ["agy-missing", "agy-notonpath"] {
+        let t = run(&h, request(agent, "hi")).await;
+        assert_eq!(error_code(&t), Some(ErrorCode::AgyNotFound), "{agent}");
+    }
+    let profile = h.dir.path().join("agy-home/.gemini");
+    assert!(!profile.exists(), "{} was created", profile.display());
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_diagnostic_code_comes_from_its_fake_condition() {
     let h = harness();
     let cases: &[(&str, &str, Option<&str>, ErrorCode)] = &[

@@ -61,6 +61,9 @@ pub struct A2aSettings {
     /// Directories (canonical) under which a message may ask for a copy workspace; empty
     /// refuses copies over A2A.
     pub copy_roots: Vec<PathBuf>,
+    /// The agents served: those the configuration names in `[agents.*]`, the default agent,
+    /// and the built-in `revisor`. Presets nobody named are neither probed nor listed.
+    pub agents: Vec<String>,
 }
 
 fn invalid(message: String) -> anyhow::Error {
@@ -141,6 +144,8 @@ pub fn resolve(
         allowed_hosts: table.allowed_hosts,
         allowed_origins: table.allowed_origins,
         copy_roots,
+        // Filled by `config::load_in` once the agents are known.
+        agents: Vec::new(),
     })
 }
 
@@ -196,6 +201,7 @@ pub async fn open(
         max_body_bytes: settings.max_body_bytes,
         probe_limit: legate_a2a::DEFAULT_PROBE_LIMIT,
         copy_roots: settings.copy_roots.clone(),
+        agents: settings.agents.clone(),
     };
     let (router, report) = legate_a2a::boot(engine, &options).await;
     crate::out!("Legate A2A server · {}", options.public_url)?;

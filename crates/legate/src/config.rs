@@ -108,8 +108,15 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
         None => (File::default(), None),
     };
     let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), home, env)?;
-    let a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
+    let mut a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
+    let named: std::collections::BTreeSet<String> = parsed.agents.keys().cloned().collect();
     let engine = resolve(parsed, home, env)?;
+    a2a.agents = engine
+        .agents
+        .keys()
+        .filter(|n| named.contains(*n) || **n == engine.default_agent || *n == "revisor")
+        .cloned()
+        .collect();
     Ok(Config {
         engine,
         mcp,
@@ -459,6 +466,21 @@ mod tests {
         }
         assert_eq!(c.agents["gemini"].args, ["--acp"]);
         assert!(!c.agents.contains_key("tck"), "tck only when configured");
+    }
+
+    #[test]
+    fn a2a_serves_the_named_agents_the_default_and_revisor_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |text: &str| {
+            std::fs::write(dir.path().join("legate.toml"), text).unwrap();
+            load_in(dir.path(), &|_| None).unwrap().a2a.agents
+        };
+        assert_eq!(load(""), ["revisor"]);
+        assert_eq!(load("[agents.claude]\n"), ["claude", "revisor"]);
+        assert_eq!(
+            load("default_agent = \"tck\"\n[agents.tck]\n[agents.mine]\ncommand = \"/bin/true\"\n"),
+            ["mine", "revisor", "tck"]
+        );
     }
 
     #[test]

@@ -41,6 +41,13 @@ fn both_fronts_serve_from_one_process_behind_their_allowlists() {
         "{:?}",
         served.printed
     );
+    // Only what the configuration names (nothing here), the default and revisor are served:
+    // presets nobody named are not probed, so no "not served" line for them.
+    assert!(
+        !served.printed.iter().any(|l| l.contains("not served")),
+        "{:?}",
+        served.printed
+    );
     let a2a_token = std::fs::read_to_string(home.path().join("a2a-token")).unwrap();
     let a2a_bearer = format!("Bearer {}", a2a_token.trim());
     let mcp_token = std::fs::read_to_string(home.path().join("mcp-token")).unwrap();

@@ -144,6 +144,13 @@ impl AgyBackend {
             cleanup::check(dir, &root)?;
         }
         let mut env = env::agent_env(std::env::vars_os(), &spec, None, Allowlist::Agy)?;
+        // Found first: the fence creates agy's profile under HOME, which must not happen for
+        // an agy that is not there.
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str());
+        let exe = resolve_executable(&spec.command, path)?;
         let fence = Fence::new(
             &spec,
             &root,
@@ -151,11 +158,6 @@ impl AgyBackend {
             &mut env,
             self.confinement,
         )?;
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_os_str());
-        let exe = resolve_executable(&spec.command, path)?;
         if self.confinement == Requirement::Required {
             // Fails with CONFINEMENT_UNAVAILABLE before anything runs unconfined.
             drop(fence.prepare()?);
@@ -237,12 +239,12 @@ impl AgyBackend {
     /// profile.
     pub async fn models(&self, spec: &AgentSpec, cwd: &Path) -> Result<Vec<models::Model>> {
         let mut env = env::agent_env(std::env::vars_os(), spec, None, Allowlist::Agy)?;
-        let fence = Fence::new(spec, cwd, None, &mut env, self.confinement)?;
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_os_str());
         let exe = resolve_executable(&spec.command, path)?;
+        let fence = Fence::new(spec, cwd, None, &mut env, self.confinement)?;
         models::list_models(&exe, &env, cwd, self.probe_timeout, fence.fenced()).await
     }
 }
