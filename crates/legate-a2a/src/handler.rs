@@ -16,8 +16,8 @@ use a2a_server::{RequestHandler, ServiceParams};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp};
+use legate_engine::TaskFilter;
 use legate_engine::{Engine, SubmitRequest};
-use legate_store::TaskFilter;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -66,7 +66,7 @@ impl AgentHandler {
 
     /// A task of this agent by exact id; anything else is `TASK_NOT_FOUND`.
     fn find(&self, id: &str) -> Result<Task, A2AError> {
-        match self.engine.store().task(&TaskId(id.to_string())) {
+        match self.engine.stored_task(&TaskId(id.to_string())) {
             Ok(Some(t)) if t.agent == self.agent => Ok(t),
             Ok(_) => Err(A2AError::task_not_found(id)),
             Err(e) => Err(convert::error(&e)),
@@ -106,7 +106,6 @@ impl AgentHandler {
             }
             let after = self
                 .engine
-                .store()
                 .last_seq(&task.id)
                 .map_err(|e| convert::error(&e))?;
             let task = self
@@ -210,7 +209,7 @@ impl AgentHandler {
                 if let EventKind::Status { state, .. } = &event.kind {
                     if state.is_terminal() || waits {
                         // As stored with this status: result, status message, error.
-                        match engine.store().task(&current.id) {
+                        match engine.stored_task(&current.id) {
                             Ok(Some(t)) => current = t,
                             Ok(None) => {}
                             Err(e) => {

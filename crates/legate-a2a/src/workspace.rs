@@ -27,7 +27,7 @@ struct Requested {
     #[serde(default)]
     include_paths: Vec<String>,
     #[serde(default)]
-    criteria: Vec<legate_workspace::Criterion>,
+    criteria: Vec<legate_engine::Criterion>,
 }
 
 fn invalid(message: String) -> A2AError {

@@ -187,8 +187,8 @@ impl Engine {
         Ok(engine)
     }
 
-    /// The store, for reads.
-    pub fn store(&self) -> &Store {
+    /// The store. Fronts read through [`Engine`]'s own methods and [`crate::Records`].
+    pub(crate) fn store(&self) -> &Store {
         &self.inner.store
     }
 

@@ -13,6 +13,7 @@ mod continuation;
 mod engine;
 mod fanout;
 mod pool;
+mod records;
 mod review;
 pub mod runner;
 mod turn;
@@ -34,6 +35,7 @@ pub use legate_workspace::{
     CriterionResult, FileChange, Integrated, PatchChunk, PatchSummary, Preview, ProjectFile,
     ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
 };
+pub use records::{ContextRecord, Records, TaskFilter};
 pub use review::{
     ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
     PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig, ReviewRecord, TestEvidence,

@@ -658,16 +658,7 @@ impl Engine {
     }
 
     fn expect_sha(preview: &Preview, expected: &str) -> Result<()> {
-        if preview.sha256 != expected {
-            return Err(Error::new(
-                ErrorCode::PatchChanged,
-                format!(
-                    "the patch is now {}, not the {} you named; preview again",
-                    preview.sha256, expected
-                ),
-            ));
-        }
-        Ok(())
+        expect_patch_sha(&preview.sha256, expected)
     }
 
     /// The copy's patch now: files (A/M/D) with line counts, totals, sha256 and length (not
@@ -708,6 +699,20 @@ impl Engine {
             tests,
             integration: o.record.integration.clone(),
         })
+    }
+
+    /// [`Engine::preview`], bound to the sha256 the caller expects when it names one
+    /// (`PATCH_CHANGED` otherwise), with the same check and wording as every other bound call.
+    pub async fn preview_bound(
+        &self,
+        id: &str,
+        expected_sha256: Option<&str>,
+    ) -> Result<PreviewReport> {
+        let report = self.preview(id).await?;
+        if let Some(expected) = expected_sha256 {
+            expect_patch_sha(&report.patch.sha256, expected)?;
+        }
+        Ok(report)
     }
 
     /// The full patch bytes now, with its preview (for `legate diff`). When `expected_sha256`
@@ -1268,4 +1273,15 @@ impl Engine {
 /// Whether `name` looks like a task id (a UUID), so the sweep never touches anything else.
 fn is_task_id(name: &str) -> bool {
     name.len() == 36 && name.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+/// `PATCH_CHANGED` unless the patch's sha256 `now` is the `expected` one the caller named.
+fn expect_patch_sha(now: &str, expected: &str) -> Result<()> {
+    if now != expected {
+        return Err(Error::new(
+            ErrorCode::PatchChanged,
+            format!("the patch is now {now}, not the {expected} you named; preview again"),
+        ));
+    }
+    Ok(())
 }

@@ -9,11 +9,11 @@ use crate::chunk;
 use crate::profile::Profile;
 use crate::schema::*;
 use legate_core::{Error, ErrorCode, Event, Result, Task, TaskMode, TaskState};
+use legate_engine::TaskFilter;
 use legate_engine::{
     ContinueRequest, Engine, MAX_PENDING_PER_CONTEXT, MessageRequest, SubmitRequest,
     WorkspaceRequest,
 };
-use legate_store::TaskFilter;
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::path::PathBuf;
@@ -364,7 +364,7 @@ pub fn event_out(e: &Event) -> Map<String, Value> {
 /// `status`.
 pub fn status(engine: &Engine, args: TaskArgs) -> Result<StatusOut> {
     let task = engine.task(&args.task_id)?;
-    let last_seq = engine.store().last_seq(&task.id)?;
+    let last_seq = engine.last_seq(&task.id)?;
     let queued: Vec<String> = engine
         .queued_after(&task)?
         .into_iter()
@@ -381,7 +381,7 @@ pub fn status(engine: &Engine, args: TaskArgs) -> Result<StatusOut> {
 
 /// The number of the task's last event, and `INVALID_INPUT` when `after` is past it.
 pub fn check_cursor(engine: &Engine, task: &Task, after: u64) -> Result<u64> {
-    let last = engine.store().last_seq(&task.id)?;
+    let last = engine.last_seq(&task.id)?;
     if after > last {
         return Err(Error::invalid_input(format!(
             "after = {after} is past the task's last event ({last})"
@@ -546,7 +546,7 @@ pub fn tasks(engine: &Engine, args: TasksArgs) -> Result<TasksOut> {
 /// `sessions`.
 pub fn sessions(engine: &Engine, args: SessionsArgs) -> Result<SessionsOut> {
     let limit = in_range("limit", args.limit.unwrap_or(LIST_DEFAULT), 1, MAX_LIST)?;
-    let contexts = engine.store().list_contexts(limit)?;
+    let contexts = engine.contexts(limit)?;
     let mut sessions = Vec::with_capacity(contexts.len());
     for c in contexts {
         let last = engine

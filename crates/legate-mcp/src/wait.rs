@@ -146,7 +146,7 @@ pub async fn wait(
     }
 
     let now = engine.task(task.id.as_str())?;
-    let last_seq = engine.store().last_seq(&now.id)?;
+    let last_seq = engine.last_seq(&now.id)?;
     let next_cursor = collected.last().map_or(after, |e| e.seq);
     let queued: Vec<String> = engine
         .queued_after(&now)?

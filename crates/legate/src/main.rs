@@ -29,8 +29,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use legate_backend::{Backend, acp::AcpBackend, agy::AgyBackend};
 use legate_core::{AgentKind, TaskMode, TaskState};
-use legate_engine::{Engine, Paths, SubmitRequest, WorkspaceRequest};
-use legate_store::{Store, TaskFilter};
+use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
+use legate_engine::{Records, TaskFilter};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -349,7 +349,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             limit,
             json,
         } => {
-            let store = open_store_or_empty(&paths)?;
+            let records = Records::open_or_empty(&paths)?;
             let state = match state {
                 Some(s) => Some(TaskState::parse(&s).with_context(|| {
                     format!("INVALID_INPUT: unknown state {s:?}; one of submitted, working, input-required, completed, failed, canceled, rejected, auth-required")
@@ -364,7 +364,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
                 limit: limit.clamp(1, 10_000),
                 before: None,
             };
-            let tasks = store.list_tasks(&filter)?;
+            let tasks = records.tasks(&filter)?;
             if tasks.is_empty() && !json && std::io::stdout().is_terminal() {
                 out!(
                     "no tasks yet{}",
@@ -393,8 +393,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { id, json } => {
-            let store = open_store(&paths)?;
-            let task = store.find_task(&id)?;
+            let records = Records::open(&paths)?;
+            let task = records.find_task(&id)?;
             if json {
                 out!("{}", serde_json::to_string_pretty(&task)?)?;
             } else {
@@ -403,15 +403,15 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Events { id, after, follow } => {
-            let store = open_store(&paths)?;
-            let task = store.find_task(&id)?;
+            let records = Records::open(&paths)?;
+            let task = records.find_task(&id)?;
             if follow {
-                let mut sub = legate_engine::follow(store.clone(), &paths, task.id.clone(), after);
+                let mut sub = records.follow(task.id.clone(), after);
                 while let Some(e) = sub.next().await? {
                     out!("{}", render::event_line(&e))?;
                 }
                 // Like `legate run`: 0 only when the task completed.
-                let done = store.find_task(task.id.as_str())?;
+                let done = records.find_task(task.id.as_str())?;
                 return Ok(if done.state == TaskState::Completed {
                     ExitCode::SUCCESS
                 } else {
@@ -420,7 +420,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             } else {
                 let mut cursor = after;
                 loop {
-                    let page = store.events(&task.id, cursor, 500)?;
+                    let page = records.events(&task.id, cursor, 500)?;
                     let Some(last) = page.last() else { break };
                     cursor = last.seq;
                     for e in &page {
@@ -459,7 +459,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             engine.shutdown().await;
             code
         }
-        Command::Usage(args) => usage::print(&open_store_or_empty(&paths)?, args),
+        Command::Usage(args) => usage::print(&Records::open_or_empty(&paths)?, args),
         Command::Model { name, id, unset } => {
             with_engine(config, |e| async move {
                 models::preference(&e, &name, id, unset)
@@ -515,29 +515,6 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Cleanup => with_engine(config, |e| async move { review::cleanup(&e).await }).await,
         Command::Agent { .. } => Ok(ExitCode::from(2)),
     }
-}
-
-/// Opens the store for listing: a home with no store yet lists nothing (an empty store in
-/// memory) instead of failing.
-fn open_store_or_empty(paths: &Paths) -> Result<Store> {
-    if paths.db().exists() {
-        open_store(paths)
-    } else {
-        Ok(Store::open_in_memory()?)
-    }
-}
-
-/// Opens the store for reading and marks tasks of dead processes, so that what is shown is true.
-fn open_store(paths: &Paths) -> Result<Store> {
-    if !paths.db().exists() {
-        anyhow::bail!(
-            "TASK_NOT_FOUND: no tasks yet ({} does not exist)",
-            paths.db().display()
-        );
-    }
-    let store = Store::open(&paths.db())?;
-    legate_engine::runner::recover(&store, &paths.run())?;
-    Ok(store)
 }
 
 /// Starts an engine, runs `f` on it, and shuts it down whatever `f` returned.

@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use legate_engine::{ApprovalAnswer, ApprovalRequest, Approver, Engine, TestEvidence};
-use legate_workspace::{Review, TestCommand};
+use legate_engine::{Review, TestCommand};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -20,15 +20,7 @@ pub async fn diff(
     sha: Option<&str>,
 ) -> Result<ExitCode> {
     if stat || json {
-        let report = engine.preview(id).await?;
-        if let Some(expected) = sha
-            && report.patch.sha256 != expected
-        {
-            anyhow::bail!(
-                "PATCH_CHANGED: the patch is now {}, not {expected}",
-                report.patch.sha256
-            );
-        }
+        let report = engine.preview_bound(id, sha).await?;
         if json {
             out!("{}", serde_json::to_string_pretty(&report)?)?;
             return Ok(ExitCode::SUCCESS);

@@ -5,8 +5,8 @@
 //! that use them live in the engine and `legate-workspace`.
 
 use anyhow::{Result, anyhow, bail};
+use legate_engine::SecretPolicy;
 use legate_engine::{ApprovalMode, ReviewConfig};
-use legate_workspace::SecretPolicy;
 use serde::Deserialize;
 use std::time::Duration;
 

@@ -1,15 +1,15 @@
 //! `legate usage`: token usage of stored tasks, by task, session and model.
 //!
-//! The adding up is the store's (`Store::usage`, also `Engine::usage`); this module only
+//! The adding up is the engine's (`Records::usage`, also `Engine::usage`); this module only
 //! prints. It never shows 0 for a counter nobody reported: that is `-`.
 
 use crate::UsageArgs;
 use anyhow::Result;
-use legate_store::{Store, UsageFilter, UsageTotals};
+use legate_engine::{Records, UsageFilter, UsageTotals};
 use std::process::ExitCode;
 
 /// Prints the report for `args`.
-pub fn print(store: &Store, args: UsageArgs) -> Result<ExitCode> {
+pub fn print(store: &Records, args: UsageArgs) -> Result<ExitCode> {
     let task_id = match args.task {
         Some(id) => Some(store.find_task(&id)?.id.0),
         None => None,

@@ -145,8 +145,17 @@ fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
     let early = env.run(&["integrate", &id]);
     assert_eq!(early.status.code(), Some(2), "{}", text(&early));
     assert!(String::from_utf8_lossy(&early.stderr).contains("VERIFICATION_REQUIRED"));
-    let wrong = env.run(&["diff", "--sha256", "00", &id]);
-    assert!(String::from_utf8_lossy(&wrong.stderr).contains("PATCH_CHANGED"));
+    // Every form of `diff` is bound the same way, by the engine, with one wording.
+    for args in [
+        &["diff", "--sha256", "00", &id][..],
+        &["diff", "--stat", "--sha256", "00", &id],
+    ] {
+        let wrong = env.run(args);
+        assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
+        let err = String::from_utf8_lossy(&wrong.stderr);
+        assert!(err.contains("PATCH_CHANGED"), "{err}");
+        assert!(err.contains("not the 00 you named; preview again"), "{err}");
+    }
 
     let reviews = env.write("reviews.json", REVIEWS);
     let verify = env.run(&["verify", &id, "--review", &reviews, "--sha256", &sha]);
