@@ -250,6 +250,22 @@ impl Root {
         resolve::directory(self.resolver, self.dir.as_fd(), &names, true, rel).map(drop)
     }
 
+    /// Makes the one directory `rel` with `mode` (before the umask), its parents beneath the
+    /// root already there; an existing name (a directory, a file, a symlink) is an `Io` error
+    /// of kind `AlreadyExists`.
+    ///
+    /// # Errors
+    /// A refusal, or the failed call.
+    pub fn create_dir(&self, rel: &Path, mode: u32) -> Result<(), BeneathError> {
+        let names = components(rel)?;
+        let Some((name, parent)) = names.split_last() else {
+            return Err(io("create the directory", rel, Errno::EXIST));
+        };
+        let dir = resolve::directory(self.resolver, self.dir.as_fd(), parent, false, rel)?;
+        rustix::fs::mkdirat(&dir, name.as_os_str(), Mode::from_raw_mode(mode))
+            .map_err(|e| io("create the directory", rel, e))
+    }
+
     /// Replaces (or creates) the file `rel` with `bytes`: a temporary file beneath the same
     /// directory, renamed into place. With `parents`, missing parent directories are made.
     ///

@@ -137,6 +137,20 @@ fn every_symlink_is_refused_wherever_it_points() {
                 "{resolver:?} write {path}: {err}"
             );
         }
+        for dir in ["dir_out/new", "dir_in/new"] {
+            let err = root.create_dir(Path::new(dir), 0o700).unwrap_err();
+            assert!(
+                matches!(err, BeneathError::Symlink { .. }),
+                "{resolver:?} create_dir {dir}: {err}"
+            );
+        }
+        root.create_dir(Path::new("dir/fresh"), 0o700).unwrap();
+        assert!(t.root.join("dir/fresh").is_dir());
+        let again = root.create_dir(Path::new("link_out"), 0o700).unwrap_err();
+        assert_eq!(
+            again.io_error().unwrap().kind(),
+            std::io::ErrorKind::AlreadyExists
+        );
         for dir in ["dir_out/new", "dir_in/new", "dir_out"] {
             let err = root.create_dir_all(Path::new(dir)).unwrap_err();
             assert!(
