@@ -131,4 +131,30 @@ mod tests {
             Err(BeneathError::Escapes { .. })
         ));
     }
+
+    proptest::proptest! {
+        /// Whatever the agent spells, a stripped path is relative, has only plain names, and
+        /// is the root or beneath it once joined.
+        #[test]
+        fn stripped_paths_are_plain_names_beneath_the_root(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec!["..", ".", "", "w", "root", "rootx", "a", "b"]),
+                0..10,
+            ),
+            absolute in proptest::bool::ANY,
+        ) {
+            let root = Path::new("/w/root");
+            let text = parts.join("/");
+            let path = if absolute { format!("/{text}") } else { text };
+            if let Ok(rel) = strip_root(root, Path::new(&path)) {
+                proptest::prop_assert!(rel.is_relative());
+                proptest::prop_assert!(rel.components().all(|c| matches!(c, Component::Normal(_))));
+                proptest::prop_assert!(root.join(&rel).starts_with(root));
+            }
+            if let Ok(names) = components(Path::new(&path)) {
+                proptest::prop_assert!(!absolute);
+                proptest::prop_assert!(names.iter().all(|n| n != ".." && n != "." && !n.is_empty()));
+            }
+        }
+    }
 }

@@ -283,6 +283,7 @@ mod tests {
         assert!(hook.claims("!write-outside /tmp/x"));
         assert!(hook.claims("!fail-tool cargo build"));
         assert!(hook.claims("!stop refusal"));
+        assert!(hook.claims("!flip 100 /tmp/f /tmp/d"));
         assert!(!hook.claims("!nope"));
         assert!(!hook.claims("exit 3"));
         assert!(!hook.claims("write a: b"));
