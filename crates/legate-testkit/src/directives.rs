@@ -1,6 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
-//! `!usage`), implemented as a [`DirectiveHook`] installed into revisor.
+//! `!usage`, `!flip`), implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -42,7 +42,7 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 11] = [
+pub const VERBS: [&str; 12] = [
     "exit",
     "hang",
     "garbage",
@@ -54,6 +54,7 @@ pub const VERBS: [&str; 11] = [
     "fail-tool",
     "stop",
     "usage",
+    "flip",
 ];
 
 /// `!fail-tool`: a tool call that fails without asking (the way Codex reports a command that
@@ -248,6 +249,16 @@ impl DirectiveHook for ScriptedDirectives {
                     }
                     Directed::Continue
                 }
+                "flip" => {
+                    let text = match crate::flip::parse(rest) {
+                        Ok((n, file, dir, hold)) => {
+                            crate::flip::run(&context, n, file, dir, hold).await.text()
+                        }
+                        Err(usage) => format!("{usage}\n"),
+                    };
+                    let _ = context.send_message_chunk(&text);
+                    Directed::Continue
+                }
                 _ => Directed::Continue,
             }
         }
@@ -272,6 +283,7 @@ mod tests {
         assert!(hook.claims("!write-outside /tmp/x"));
         assert!(hook.claims("!fail-tool cargo build"));
         assert!(hook.claims("!stop refusal"));
+        assert!(hook.claims("!flip 100 /tmp/f /tmp/d"));
         assert!(!hook.claims("!nope"));
         assert!(!hook.claims("exit 3"));
         assert!(!hook.claims("write a: b"));

@@ -488,6 +488,9 @@ fn write_failed(path: &str, e: &std::io::Error) -> Error {
 /// Reads a file inside `root` at the safe relative `path` without following any symlink on
 /// the way: `Ok(None)` when it does not exist, `UNSAFE_PATH` when a component is a link or
 /// the file is not a regular file.
+///
+/// The path is resolved beneath `root` in the kernel ([`legate_beneath`]), in the same call
+/// that opens the file, so a directory swapped for a symlink meanwhile cannot redirect it.
 pub fn read_inside(root: &Path, path: &str) -> Result<Option<Vec<u8>>, Error> {
     Ok(read_inside_with_metadata(root, path)?.map(|(bytes, _)| bytes))
 }
@@ -497,40 +500,38 @@ pub(crate) fn read_inside_with_metadata(
     root: &Path,
     path: &str,
 ) -> Result<Option<(Vec<u8>, fs::Metadata)>, Error> {
+    use legate_beneath::BeneathError;
     crate::include::check_path(path)?;
-    let mut dir = root.to_path_buf();
-    let parts: Vec<&str> = path.split('/').collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        dir.push(part);
-        match fs::symlink_metadata(&dir) {
-            Ok(m) if m.file_type().is_dir() => {}
-            Ok(_) => {
-                return Err(Error::new(
-                    ErrorCode::UnsafePath,
-                    format!("{path}: a directory on the way is a link or not a directory"),
-                ));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::internal(format!("{path} could not be read: {e}"))),
-        }
-    }
-    let full = root.join(path);
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&full)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(Error::new(
+    let unreadable =
+        |e: &dyn std::fmt::Display| Error::internal(format!("{path} could not be read: {e}"));
+    let held = legate_beneath::Root::open(root).map_err(|e| match e.io_error() {
+        Some(io) => unreadable(io),
+        None => unreadable(&e),
+    })?;
+    match held.open_file(Path::new(path)) {
+        Ok((file, _)) => read_regular(file, path).map(Some),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(BeneathError::Symlink { .. }) => Err(Error::new(
+            ErrorCode::UnsafePath,
+            format!("{path} is a symbolic link, or a directory on the way is"),
+        )),
+        Err(BeneathError::IsDirectory { .. } | BeneathError::NotRegular { .. }) => Err(Error::new(
+            ErrorCode::UnsafePath,
+            format!("{path} is not a regular file"),
+        )),
+        Err(e) if e.is_refusal() => Err(Error::new(ErrorCode::UnsafePath, format!("{path}: {e}"))),
+        // A directory on the way that is a file.
+        Err(e) if e.io_error().and_then(std::io::Error::raw_os_error) == Some(libc::ENOTDIR) => {
+            Err(Error::new(
                 ErrorCode::UnsafePath,
-                format!("{path} is a symbolic link"),
-            ));
+                format!("{path}: a directory on the way is not a directory"),
+            ))
         }
-        Err(e) => return Err(Error::internal(format!("{path} could not be read: {e}"))),
-    };
-    read_regular(file, path).map(Some)
+        Err(e) => Err(match e.io_error() {
+            Some(io) => unreadable(io),
+            None => unreadable(&e),
+        }),
+    }
 }
 
 fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), Error> {

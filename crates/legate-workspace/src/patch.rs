@@ -124,6 +124,7 @@ pub fn preview(
         ));
     }
     check_blocked(baseline, policy, &files)?;
+    confirm_beneath(baseline, &files)?;
     let numstat = git.run(&[DIFF, &["--numstat", "-z", "HEAD", &tree]].concat())?;
     apply_numstat(&mut files, &numstat);
     let patch = full_patch(baseline, &tree, None)?;
@@ -172,6 +173,39 @@ pub fn full_patch(baseline: &Baseline, tree: &str, path: Option<&str>) -> Result
         args.push(p);
     }
     baseline.git().run(&args)
+}
+
+/// Confirms that each added or modified file's blob is what the copy holds now, read beneath
+/// the copy in the kernel without following any symlink.
+///
+/// `git add` lstat()s a file and opens it by path afterwards (and opens a directory by path
+/// after lstat() said it was one), so an agent process still alive could swap a file or a
+/// directory for a symlink in between and have git stage what the link points to. Whatever
+/// git read is checked here against the copy's own file: a link now on the way, a file that
+/// vanished or bytes that differ refuse the patch (`UNSAFE_PATH`).
+fn confirm_beneath(baseline: &Baseline, files: &[FileChange]) -> Result<(), Error> {
+    use sha1::{Digest, Sha1};
+    for f in files {
+        let Some(blob) = &f.new_blob else { continue };
+        let changed = || {
+            Error::new(
+                ErrorCode::UnsafePath,
+                format!(
+                    "{} changed while the patch was made, or git read it through a link; preview again once nothing writes to the copy",
+                    f.path
+                ),
+            )
+        };
+        let bytes = crate::copy::read_inside(baseline.copy(), &f.path)?.ok_or_else(changed)?;
+        let mut hash = Sha1::new();
+        hash.update(format!("blob {}\0", bytes.len()).as_bytes());
+        hash.update(&bytes);
+        let id: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        if &id != blob {
+            return Err(changed());
+        }
+    }
+    Ok(())
 }
 
 /// Stages the copy's current state into a scratch index and returns its tree id.

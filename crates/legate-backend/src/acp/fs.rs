@@ -1,14 +1,24 @@
-//! Serving `fs/read_text_file` and `fs/write_text_file`, only inside the workspace root.
+//! Serving `fs/read_text_file` and `fs/write_text_file`, only beneath the workspace root.
 //!
-//! Paths are resolved with [`legate_supervisor::containment::resolve_within`] (symlinks
-//! followed as far as the path exists, both the lexical and the physical reading inside the
-//! root). Writes are refused in read-only mode and create missing parent directories inside
-//! the root. A refusal is a JSON-RPC `invalid_params` error whose message is one sentence.
+//! The agent is hostile and shares the root with Legate, so a path checked first and opened
+//! by name later can be redirected by a symlink swapped in between (issue 11, finding 1).
+//! Every access therefore goes through [`legate_beneath::Root`]: the root is opened once and
+//! held, the agent's absolute path is stripped of the root prefix by text, and the kernel
+//! resolves the rest beneath the held directory in the same call that opens the file
+//! (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or a per-component `O_NOFOLLOW`
+//! walk). **Any symlink on the path is refused, even one that points inside the root.** A
+//! write replaces the file through a temporary file renamed into place, never through the
+//! existing name, and makes missing parent directories beneath the root. Writes are refused
+//! in read-only mode. A refusal is a JSON-RPC `invalid_params` error whose message is one
+//! sentence; a missing file is `resource_not_found`.
+//!
+//! This module must never open an agent-named path by its full name.
 
 use agent_client_protocol::v1::schema as acp;
+use legate_beneath::{BeneathError, Root};
 use legate_core::TaskMode;
-use legate_supervisor::containment;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Files larger than this are not read through the client.
 pub(crate) const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
@@ -50,9 +60,60 @@ fn io_failure(what: &str, path: &Path, e: &std::io::Error) -> Refused {
     }
 }
 
-fn resolve(root: &Path, path: &Path) -> Result<PathBuf, Refused> {
-    containment::resolve_within(root, path)
-        .map_err(|outside| invalid(format!("{outside}; Legate serves files only inside it")))
+/// The refusal or failure for `error`, worded with the path the agent sent.
+fn refused(what: &str, root: &Root, path: &Path, error: &BeneathError) -> Refused {
+    let shown = path.display();
+    match error {
+        BeneathError::Absolute { .. }
+        | BeneathError::Escapes { .. }
+        | BeneathError::NotUnderRoot { .. } => invalid(format!(
+            "{shown} is outside the root {}; Legate serves files only inside it",
+            root.path().display()
+        )),
+        BeneathError::Symlink { .. } => invalid(format!(
+            "{shown} goes through a symlink, and Legate never follows symlinks when it serves files"
+        )),
+        BeneathError::IsDirectory { .. } if what == "write" => {
+            invalid(format!("{shown} is a directory"))
+        }
+        BeneathError::IsDirectory { .. } | BeneathError::NotRegular { .. } => {
+            invalid(format!("{shown} is not a regular file"))
+        }
+        BeneathError::TooLarge { max, .. } => invalid(format!(
+            "{shown} is larger than {} MiB and is not served through the client",
+            max / (1024 * 1024)
+        )),
+        BeneathError::Root { source, .. } => io_failure("open the root for", path, source),
+        BeneathError::Io { op, source, .. } => {
+            let what = if *op == "create the directory" {
+                "create the directory for"
+            } else {
+                what
+            };
+            io_failure(what, path, source)
+        }
+    }
+}
+
+/// The refusal for a root that could not be opened.
+pub(crate) fn unusable_root(path: &Path, error: &BeneathError) -> Refused {
+    match error.io_error() {
+        Some(source) => io_failure("open the root for", path, source),
+        None => invalid(format!("{} cannot be served: {error}", path.display())),
+    }
+}
+
+/// Runs a blocking access to the held root on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Refused> + Send + 'static,
+) -> Result<T, Refused> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(io_failure(
+            "serve",
+            Path::new("the request"),
+            &std::io::Error::other(e.to_string()),
+        ))
+    })
 }
 
 /// Lines `line..line+limit` (1-based) of `content`, line endings kept.
@@ -71,29 +132,18 @@ pub(crate) fn slice_lines(content: &str, line: Option<u32>, limit: Option<u32>) 
 
 /// Serves a read.
 pub(crate) async fn read(
-    root: &Path,
+    root: Arc<Root>,
     req: &acp::ReadTextFileRequest,
 ) -> Result<acp::ReadTextFileResponse, Refused> {
-    let path = resolve(root, &req.path)?;
-    let meta = tokio::fs::metadata(&path)
-        .await
-        .map_err(|e| io_failure("read", &req.path, &e))?;
-    if !meta.is_file() {
-        return Err(invalid(format!(
-            "{} is not a regular file",
-            req.path.display()
-        )));
-    }
-    if meta.len() > MAX_READ_BYTES {
-        return Err(invalid(format!(
-            "{} is larger than {} MiB and is not served through the client",
-            req.path.display(),
-            MAX_READ_BYTES / (1024 * 1024)
-        )));
-    }
-    let bytes = tokio::fs::read(&path)
-        .await
-        .map_err(|e| io_failure("read", &req.path, &e))?;
+    let path = req.path.clone();
+    let bytes = blocking(move || {
+        let rel = root
+            .relative(&path)
+            .map_err(|e| refused("read", &root, &path, &e))?;
+        root.read(&rel, MAX_READ_BYTES)
+            .map_err(|e| refused("read", &root, &path, &e))
+    })
+    .await?;
     let text = String::from_utf8(bytes)
         .map_err(|_| invalid(format!("{} is not UTF-8 text", req.path.display())))?;
     Ok(acp::ReadTextFileResponse::new(slice_lines(
@@ -103,7 +153,7 @@ pub(crate) async fn read(
 
 /// Serves a write.
 pub(crate) async fn write(
-    root: &Path,
+    root: Arc<Root>,
     mode: TaskMode,
     req: &acp::WriteTextFileRequest,
 ) -> Result<acp::WriteTextFileResponse, Refused> {
@@ -113,20 +163,16 @@ pub(crate) async fn write(
             req.path.display()
         )));
     }
-    let path = resolve(root, &req.path)?;
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| io_failure("create the directory for", &req.path, &e))?;
-    }
-    // The directories just made may not change the answer, but check again now they exist.
-    let path = resolve(root, &req.path)?;
-    if tokio::fs::metadata(&path).await.is_ok_and(|m| m.is_dir()) {
-        return Err(invalid(format!("{} is a directory", req.path.display())));
-    }
-    tokio::fs::write(&path, req.content.as_bytes())
-        .await
-        .map_err(|e| io_failure("write", &req.path, &e))?;
+    let path = req.path.clone();
+    let content = req.content.clone();
+    blocking(move || {
+        let rel = root
+            .relative(&path)
+            .map_err(|e| refused("write", &root, &path, &e))?;
+        root.write(&rel, content.as_bytes(), true)
+            .map_err(|e| refused("write", &root, &path, &e))
+    })
+    .await?;
     Ok(acp::WriteTextFileResponse::new())
 }
 
@@ -135,6 +181,11 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use std::path::PathBuf;
+
+    fn held(root: &Path) -> Arc<Root> {
+        Arc::new(Root::open(root).unwrap())
+    }
 
     fn root() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
@@ -158,13 +209,13 @@ mod tests {
     async fn reads_and_writes_inside_the_root() {
         let (_tmp, root) = root();
         let w = acp::WriteTextFileRequest::new("s", root.join("new/dir/a.txt"), "one\ntwo\n");
-        write(&root, TaskMode::Write, &w).await.unwrap();
+        write(held(&root), TaskMode::Write, &w).await.unwrap();
         assert_eq!(
             std::fs::read_to_string(root.join("new/dir/a.txt")).unwrap(),
             "one\ntwo\n"
         );
         let r = acp::ReadTextFileRequest::new("s", root.join("new/dir/a.txt")).line(2u32);
-        assert_eq!(read(&root, &r).await.unwrap().content, "two\n");
+        assert_eq!(read(held(&root), &r).await.unwrap().content, "two\n");
     }
 
     #[tokio::test]
@@ -175,7 +226,7 @@ mod tests {
         std::os::unix::fs::symlink(tmp.path(), root.join("up")).unwrap();
 
         let r = acp::ReadTextFileRequest::new("s", outside.clone());
-        let err = read(&root, &r).await.unwrap_err();
+        let err = read(held(&root), &r).await.unwrap_err();
         assert_eq!(
             err.error.code,
             agent_client_protocol::ErrorCode::INVALID_PARAMS
@@ -183,11 +234,13 @@ mod tests {
         assert!(err.reason.contains("outside the root"), "{}", err.reason);
 
         let w = acp::WriteTextFileRequest::new("s", root.join("up/evil"), "x");
-        assert!(write(&root, TaskMode::Write, &w).await.is_err());
+        assert!(write(held(&root), TaskMode::Write, &w).await.is_err());
         assert!(!tmp.path().join("evil").exists());
 
         let w = acp::WriteTextFileRequest::new("s", root.join("ok.txt"), "x");
-        let err = write(&root, TaskMode::ReadOnly, &w).await.unwrap_err();
+        let err = write(held(&root), TaskMode::ReadOnly, &w)
+            .await
+            .unwrap_err();
         assert!(err.reason.contains("read-only"), "{}", err.reason);
         assert!(!root.join("ok.txt").exists());
     }
@@ -196,10 +249,51 @@ mod tests {
     async fn a_missing_file_is_resource_not_found() {
         let (_tmp, root) = root();
         let r = acp::ReadTextFileRequest::new("s", root.join("nope.txt"));
-        let err = read(&root, &r).await.unwrap_err();
+        let err = read(held(&root), &r).await.unwrap_err();
         assert_eq!(
             err.error.code,
             agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
         );
+    }
+
+    #[tokio::test]
+    async fn a_symlink_is_refused_even_when_it_points_inside() {
+        let (_tmp, root) = root();
+        std::fs::write(root.join("real.txt"), "real\n").unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(root.join("real.txt"), root.join("alias.txt")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("subalias")).unwrap();
+        let r = acp::ReadTextFileRequest::new("s", root.join("alias.txt"));
+        let err = read(held(&root), &r).await.unwrap_err();
+        assert_eq!(
+            err.error.code,
+            agent_client_protocol::ErrorCode::INVALID_PARAMS
+        );
+        assert!(err.reason.contains("symlink"), "{}", err.reason);
+        let w = acp::WriteTextFileRequest::new("s", root.join("alias.txt"), "x");
+        assert!(write(held(&root), TaskMode::Write, &w).await.is_err());
+        let w = acp::WriteTextFileRequest::new("s", root.join("subalias/new.txt"), "x");
+        let err = write(held(&root), TaskMode::Write, &w).await.unwrap_err();
+        assert!(err.reason.contains("symlink"), "{}", err.reason);
+        assert!(!root.join("sub/new.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("real.txt")).unwrap(),
+            "real\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn relative_and_dotted_paths_stay_beneath() {
+        let (tmp, root) = root();
+        let w = acp::WriteTextFileRequest::new("s", "rel/a.txt", "a");
+        write(held(&root), TaskMode::Write, &w).await.unwrap();
+        assert!(root.join("rel/a.txt").is_file());
+        let w = acp::WriteTextFileRequest::new("s", root.join("rel/../../escaped"), "x");
+        let err = write(held(&root), TaskMode::Write, &w).await.unwrap_err();
+        assert!(err.reason.contains("outside the root"), "{}", err.reason);
+        assert!(!tmp.path().join("escaped").exists());
+        let w = acp::WriteTextFileRequest::new("s", root.join("rel"), "x");
+        let err = write(held(&root), TaskMode::Write, &w).await.unwrap_err();
+        assert!(err.reason.contains("is a directory"), "{}", err.reason);
     }
 }

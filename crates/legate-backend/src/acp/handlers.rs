@@ -104,7 +104,10 @@ pub(crate) async fn read_text_file(
     shared: &Shared,
     req: &acp::ReadTextFileRequest,
 ) -> Result<acp::ReadTextFileResponse, agent_client_protocol::Error> {
-    let result = fs::read(shared.root(), req).await;
+    let result = match shared.beneath() {
+        Ok(root) => fs::read(root, req).await,
+        Err(e) => Err(fs::unusable_root(&req.path, &e)),
+    };
     report_fs(shared, "read", &req.path, result.as_ref().err());
     result.map_err(|r| *r.error)
 }
@@ -115,7 +118,10 @@ pub(crate) async fn write_text_file(
     req: &acp::WriteTextFileRequest,
 ) -> Result<acp::WriteTextFileResponse, agent_client_protocol::Error> {
     let mode = shared.supervision().mode;
-    let result = fs::write(shared.root(), mode, req).await;
+    let result = match shared.beneath() {
+        Ok(root) => fs::write(root, mode, req).await,
+        Err(e) => Err(fs::unusable_root(&req.path, &e)),
+    };
     report_fs(shared, "write", &req.path, result.as_ref().err());
     result.map_err(|r| *r.error)
 }

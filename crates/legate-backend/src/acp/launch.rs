@@ -100,27 +100,40 @@ pub(crate) struct SessionTmp {
 
 impl SessionTmp {
     /// Makes a new directory beneath `<root>/.legate-tmp/` (mode 0700; never one that exists).
+    ///
+    /// The root is the agent's: both directories are made beneath it in the kernel
+    /// ([`legate_beneath`]), so a `.legate-tmp` an earlier agent left as a symlink is refused,
+    /// never followed to make a directory elsewhere.
     fn create(root: &Path) -> Result<Self> {
-        use std::os::unix::fs::DirBuilderExt;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let parent = root.join(CODEX_TMP);
+        let held = legate_beneath::Root::open(root).map_err(|e| beneath_failed(root, &e))?;
+        let exists = |e: &legate_beneath::BeneathError| {
+            e.io_error()
+                .is_some_and(|io| io.kind() == ErrorKind::AlreadyExists)
+        };
         let mut last = None;
         for _ in 0..16 {
-            private_dir(&parent)?;
+            match held.create_dir(Path::new(CODEX_TMP), 0o700) {
+                Ok(()) => {}
+                Err(e) if exists(&e) => {}
+                Err(e) => return Err(beneath_failed(&parent, &e)),
+            }
             let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let dir = parent.join(format!("{}-{n}", std::process::id()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            let name = format!("{}-{n}", std::process::id());
+            let dir = parent.join(&name);
+            match held.create_dir(&Path::new(CODEX_TMP).join(&name), 0o700) {
                 Ok(()) => return Ok(Self { dir }),
                 // Left by an earlier process with this pid, or the parent was removed by a
                 // session ending meanwhile: another name, or the parent again.
-                Err(e) if matches!(e.kind(), ErrorKind::AlreadyExists | ErrorKind::NotFound) => {
-                    last = Some(e);
-                }
-                Err(e) => return Err(start_failed(&dir, &e)),
+                Err(e) if exists(&e) || e.is_not_found() => last = Some(e),
+                Err(e) => return Err(beneath_failed(&dir, &e)),
             }
         }
-        let e = last.unwrap_or_else(|| std::io::Error::from(ErrorKind::AlreadyExists));
-        Err(start_failed(&parent, &e))
+        Err(match last {
+            Some(e) => beneath_failed(&parent, &e),
+            None => start_failed(&parent, &std::io::Error::from(ErrorKind::AlreadyExists)),
+        })
     }
 
     /// The directory.
@@ -145,6 +158,19 @@ impl Drop for SessionTmp {
                 "the agent's temp directory in its workspace was left: the agent left files in it"
             ),
         }
+    }
+}
+
+fn beneath_failed(dir: &Path, e: &legate_beneath::BeneathError) -> Error {
+    match e.io_error() {
+        Some(io) => start_failed(dir, io),
+        None => Error::new(
+            ErrorCode::AgentStartFailed,
+            format!(
+                "could not create the agent's directory {}: {e}",
+                dir.display()
+            ),
+        ),
     }
 }
 
@@ -353,6 +379,19 @@ mod tests {
         std::fs::remove_dir(&b).unwrap();
         drop(launch("codex", root, None, None, false).unwrap());
         assert!(!root.join(CODEX_TMP).exists());
+    }
+
+    #[test]
+    fn a_planted_legate_tmp_symlink_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+        std::fs::create_dir(&root).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join(CODEX_TMP)).unwrap();
+        let err = launch("codex", &root, None, None, false).unwrap_err();
+        assert_eq!(err.code, ErrorCode::AgentStartFailed, "{err:?}");
+        assert!(err.message.contains("symlink"), "{}", err.message);
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     }
 
     #[test]

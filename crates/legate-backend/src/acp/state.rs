@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     supervisor: Arc<dyn Supervisor>,
     supervision: Supervision,
     root: PathBuf,
+    /// The root held open for the file service, once it was first needed.
+    beneath: Mutex<Option<Arc<legate_beneath::Root>>>,
     /// The session's temp directory inside its root, if it has one: removed (when empty) as
     /// the last handle on this state goes, that is when the session and its connection end.
     _session_tmp: Option<SessionTmp>,
@@ -69,6 +71,7 @@ impl Shared {
             supervisor,
             supervision,
             root,
+            beneath: Mutex::new(None),
             _session_tmp: None,
         }
     }
@@ -82,6 +85,20 @@ impl Shared {
     /// The workspace root (canonical).
     pub(crate) fn root(&self) -> &PathBuf {
         &self.root
+    }
+
+    /// The root held open (`O_DIRECTORY`) for the file service: opened on first use and kept
+    /// for the session's life, so every later access resolves beneath the same directory.
+    pub(crate) fn beneath(
+        &self,
+    ) -> Result<Arc<legate_beneath::Root>, legate_beneath::BeneathError> {
+        let mut held = lock(&self.beneath);
+        if let Some(root) = held.as_ref() {
+            return Ok(root.clone());
+        }
+        let root = Arc::new(legate_beneath::Root::open(&self.root)?);
+        *held = Some(root.clone());
+        Ok(root)
     }
 
     /// Routes events to `sink` until [`Shared::clear`]. `mode` is the running task's mode
