@@ -92,6 +92,14 @@ pub fn allowlist(
     Allowlist::new(front, hosts, origins).map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
 }
 
+/// Registers the port of a front bound at `bound` as Legate's: agents confined from now on,
+/// by this or any `legate` process sharing the home, cannot connect to it (where the kernel
+/// has Landlock network rules). A front whose registration fails does not start.
+pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_sandbox::ports::Listening> {
+    legate_sandbox::ports::register(&[bound.port()])
+        .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+}
+
 /// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
 pub async fn stop_signal() {
     let term = async {

@@ -94,12 +94,16 @@ async fn run(
 ) -> Result<()> {
     let mut servers = tokio::task::JoinSet::new();
     if let Some((host, port)) = plan.mcp {
-        let (listener, router) = crate::mcp::open(config, host, port, engine, shutdown).await?;
+        let (listener, router, listening) =
+            crate::mcp::open(config, host, port, engine, shutdown).await?;
         let stop = shutdown.clone();
         servers.spawn(async move {
-            legate_mcp::http::serve(listener, router, stop)
+            let served = legate_mcp::http::serve(listener, router, stop)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
+            // Unregistered once nothing listens there any more.
+            drop(listening);
+            served
         });
     }
     if let Some((host, port)) = plan.a2a {
@@ -109,9 +113,11 @@ async fn run(
         }
         let stop = shutdown.clone();
         servers.spawn(async move {
-            legate_a2a::serve(opened.listener, opened.router, stop)
+            let served = legate_a2a::serve(opened.listener, opened.router, stop)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
+            drop(opened.listening);
+            served
         });
     }
     crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
