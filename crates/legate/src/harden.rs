@@ -13,8 +13,15 @@
 //!   a reader with `CAP_SYS_PTRACE` still finds nothing there. The heap copy is readable only
 //!   through `/proc/<pid>/mem` (ptrace attach), which Landlock refuses to any confined process.
 //!
-//! This module owns these three steps and nothing else. It must never log a value, and never
-//! run once a second thread exists (changing the environment then is undefined behaviour).
+//! Two things stay visible, because cleanup finds an agent's processes by them: the markers
+//! `LEGATE_RUN` and `LEGATE_RUNNER` ([`MARKERS`], not secrets) are written back at the start of
+//! the zeroed block, so a `legate` started inside an agent's tree is still found and stopped
+//! with it; and such a process (it carries `LEGATE_RUN`) stays dumpable, so that the Legate
+//! that started the agent can still read its markers without `CAP_SYS_PTRACE`. The built-in
+//! agents (`legate agent …`) are agents, not Legate: `main` does not harden them.
+//!
+//! This module owns these steps and nothing else. It must never log a value, and never run
+//! once a second thread exists (changing the environment then is undefined behaviour).
 #![allow(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -23,6 +30,12 @@ use std::sync::OnceLock;
 
 /// Environment variables that hold Legate's own secrets: read once, then gone.
 pub const SECRETS: &[&str] = &["LEGATE_MCP_TOKEN", "LEGATE_A2A_TOKEN"];
+
+/// Markers by which cleanup recognises an agent's processes; kept readable in the block.
+pub const MARKERS: &[&str] = &[
+    legate_backend::cleanup::RUN_ENV,
+    legate_engine::runner::RUNNER_ENV,
+];
 
 static KEPT: OnceLock<BTreeMap<&'static str, String>> = OnceLock::new();
 
@@ -51,8 +64,10 @@ pub fn var(name: &str) -> Option<String> {
 /// Hardens this process. Call it first in `main`, before any thread is started.
 pub fn process() -> Hardened {
     let mut done = Hardened::default();
+    // Inside an agent's tree, the Legate that started the agent must keep reading our markers.
+    let inside_an_agent = std::env::var_os(legate_backend::cleanup::RUN_ENV).is_some();
     #[cfg(target_os = "linux")]
-    {
+    if !inside_an_agent {
         // SAFETY: prctl with integer arguments only.
         done.non_dumpable = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } == 0;
     }
@@ -68,9 +83,28 @@ pub fn process() -> Hardened {
         }
     }
     let _ = KEPT.set(kept);
+    // What `set_var` accepts (it panics on the rest; the kernel's block may hold anything).
     let keep: Vec<&(OsString, OsString)> = env
         .iter()
         .filter(|(k, _)| !SECRETS.iter().any(|s| k == *s))
+        .filter(|(k, v)| {
+            let k = k.as_encoded_bytes();
+            !k.is_empty()
+                && !k.contains(&b'=')
+                && !k.contains(&0)
+                && !v.as_encoded_bytes().contains(&0)
+        })
+        .collect();
+    // The markers, as `NAME=value\0` entries, to write back at the start of the block. They
+    // were in it, so they fit.
+    let markers: Vec<u8> = env
+        .iter()
+        .filter(|(k, _)| MARKERS.iter().any(|m| k == *m))
+        .flat_map(|(k, v)| {
+            [k.as_encoded_bytes(), b"=", v.as_encoded_bytes(), b"\0"]
+                .concat()
+                .into_iter()
+        })
         .collect();
     #[cfg(target_os = "linux")]
     match block::locate() {
@@ -78,10 +112,18 @@ pub fn process() -> Hardened {
             // SAFETY: one thread (the caller's promise). `clearenv` empties `environ`, so no
             // pointer into the original block is left in the C library; `locate` checked that
             // [start, start+len) is the kernel's environment block inside a writable mapping
-            // of this process; `set_var` then builds a heap copy.
+            // of this process; the markers are at most `len` bytes (checked), copied from a
+            // buffer of ours; `set_var` then builds a heap copy from owned strings.
             unsafe {
                 libc::clearenv();
                 std::ptr::write_bytes(start as *mut u8, 0, len);
+                if markers.len() <= len {
+                    std::ptr::copy_nonoverlapping(
+                        markers.as_ptr(),
+                        start as *mut u8,
+                        markers.len(),
+                    );
+                }
                 for (k, v) in keep {
                     std::env::set_var(k, v);
                 }

@@ -260,12 +260,14 @@ struct UsageArgs {
 }
 
 fn main() -> ExitCode {
-    // First, while this is the only thread: agents must not read Legate's environment.
-    let hardened = harden::process();
+    // Parsing starts no thread. A built-in agent is an agent, not Legate: cleanup reads its
+    // markers, and its environment is the agent's.
     let cli = Cli::parse();
     if let Command::Agent { name } = &cli.command {
         return run_builtin_agent(name);
     }
+    // Then, while this is still the only thread: agents must not read Legate's environment.
+    let hardened = harden::process();
     init_logging();
     tracing::debug!(
         non_dumpable = hardened.non_dumpable,

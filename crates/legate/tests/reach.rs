@@ -196,3 +196,36 @@ fn a_clean_stop_unregisters_the_port() {
     assert!(status.success(), "{status:?}");
     assert!(!entry.exists(), "the entry outlived a clean stop");
 }
+
+#[test]
+fn a_legate_inside_an_agent_keeps_its_cleanup_markers_visible_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut child = Command::new(LEGATE)
+        .args(["serve", "--mcp", "--port", "0"])
+        .env("LEGATE_HOME", &home)
+        .env("LEGATE_LOG", "warn")
+        .env("LEGATE_RUN", "marker-1234")
+        .env("LEGATE_RUNNER", "runner-5678")
+        .env("USER_SECRET", USER_SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().starts_with("Ctrl-C stops")));
+    let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+    let entries: Vec<&[u8]> = environ
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        entries,
+        [&b"LEGATE_RUN=marker-1234"[..], b"LEGATE_RUNNER=runner-5678"],
+        "{}",
+        String::from_utf8_lossy(&environ)
+    );
+}
