@@ -100,18 +100,25 @@ pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_sandbox::port
         .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
 }
 
-/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
-pub async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM). The handlers are installed
+/// when this is called, not when the future is first polled, so a server that announced itself
+/// after calling it is already listening for the signal.
+pub fn stop_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        let wait = |s: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            _ = wait(int) => {}
+            _ = wait(term) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }

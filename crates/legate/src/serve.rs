@@ -120,6 +120,8 @@ async fn run(
             served
         });
     }
+    // Listening for the signal before saying so.
+    let stop = front::stop_signal();
     crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
     {
         use std::io::Write as _;
@@ -131,7 +133,7 @@ async fn run(
             Some(Ok(Err(e))) => Err(e),
             Some(Err(e)) => Err(anyhow::anyhow!("INTERNAL: a front's server task failed: {e}")),
         },
-        _ = front::stop_signal() => {
+        _ = stop => {
             eprintln!("stopping: running tasks are canceled");
             Ok(())
         }

@@ -229,3 +229,76 @@ fn a_legate_inside_an_agent_keeps_its_cleanup_markers_visible_and_nothing_else()
         String::from_utf8_lossy(&environ)
     );
 }
+
+/// `setpriv` arguments running a command as `nobody`, with no capabilities.
+const NOBODY: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups"];
+
+/// Whether `nobody` can read `/proc/<pid>/maps`.
+fn nobody_reads_maps(pid: u32) -> bool {
+    let out = Command::new("setpriv")
+        .args(NOBODY)
+        .args(["cat", &format!("/proc/{pid}/maps")])
+        .output()
+        .unwrap();
+    out.status.success() && !out.stdout.is_empty()
+}
+
+/// Non-dumpable, a process is unreadable even to its own user (both without capabilities):
+/// a `legate serve` run as `nobody` against a `sleep` run as `nobody`, the control.
+#[test]
+fn legate_is_not_dumpable() {
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if !is_root || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: needs root and setpriv to run both sides as nobody");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    for p in [dir.path(), home.as_path()] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let mut sleeper = Command::new("setpriv")
+        .args(NOBODY)
+        .args(["sh", "-c", "echo up; exec sleep 30"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it speaks, it is `nobody`'s shell, past its exec.
+    let mut up = String::new();
+    BufReader::new(sleeper.stdout.take().unwrap())
+        .read_line(&mut up)
+        .unwrap();
+    let ordinary = nobody_reads_maps(sleeper.id());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(
+        ordinary,
+        "nobody could not read its own sleep's maps: the control failed"
+    );
+
+    let mut child = Command::new("setpriv")
+        .args(NOBODY)
+        .args([LEGATE, "serve", "--mcp", "--port", "0"])
+        .env("LEGATE_HOME", &home)
+        .env("HOME", &home)
+        .env("LEGATE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let started = lines.any(|l| l.is_ok_and(|l| l.starts_with("Ctrl-C stops")));
+    let readable = nobody_reads_maps(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started, "legate serve did not start as nobody");
+    assert!(
+        !readable,
+        "legate serve is dumpable: its own user read its maps"
+    );
+}
