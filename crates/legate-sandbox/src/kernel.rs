@@ -7,14 +7,25 @@
 //! ([`Enforcement::Partial`]). Moving or linking across directories needs `REFER`, which ABI 2
 //! brings and which is granted beneath the writable paths; ABI 1 has no such right, so the
 //! kernel refuses every such move. When asked, the TCP rights of ABI 4 (`bind`, `connect`) are
-//! handled too, with no port allowed, on kernels that have them. Nothing here spawns or
-//! registers hooks.
+//! handled too, with no port allowed, on kernels that have them.
+//!
+//! Two more restrictions ride along where the kernel has them:
+//! * the scopes of ABI 6 (`LANDLOCK_SCOPE_SIGNAL`, `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`), in
+//!   the same (first) layer: the process may not signal, nor connect to an abstract Unix socket
+//!   of, any process outside its own Landlock domain, Legate included;
+//! * the *port layer* (ABI 4): a second ruleset that handles only TCP `connect` and allows
+//!   every port but Legate's listening ports ([`crate::ports`]). Landlock rules only allow, so
+//!   the layer is 65,536 rules minus the blocked ones; it is built once per distinct port set
+//!   and cached, and each child gets a duplicate of the cached ruleset's fd, applied with a
+//!   second `landlock_restrict_self` (layers stack: a connect must pass both).
+//!
+//! Nothing here spawns or registers hooks, and nothing here decides which ports are Legate's.
 
 use crate::Enforcement;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{Ruleset, probe, probe_network};
+pub(crate) use linux::{Ruleset, probe, probe_network, probe_scopes};
 #[cfg(not(target_os = "linux"))]
-pub(crate) use other::{Ruleset, probe, probe_network};
+pub(crate) use other::{Ruleset, probe, probe_network, probe_scopes};
 
 /// `EALREADY`: the prepared ruleset was already applied.
 pub(crate) const EALREADY: i32 = libc::EALREADY;
@@ -23,12 +34,13 @@ pub(crate) const EALREADY: i32 = libc::EALREADY;
 mod linux {
     use super::Enforcement;
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-        RulesetAttr, RulesetCreated, RulesetCreatedAttr,
+        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+        PathFd, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
     };
     use legate_core::{Error, ErrorCode, Result};
+    use std::collections::BTreeSet;
     use std::path::Path;
-    use std::sync::OnceLock;
+    use std::sync::{Mutex, OnceLock};
 
     /// The newest ABI whose write rights Legate handles.
     const TARGET: ABI = ABI::V3;
@@ -77,8 +89,72 @@ mod linux {
         })
     }
 
-    /// A ruleset ready to restrict one process, or nothing when the kernel enforces nothing.
-    pub(crate) struct Ruleset(Option<RulesetCreated>);
+    /// Whether the kernel has Landlock's scopes (ABI 6: signals, abstract Unix sockets);
+    /// probed once per process.
+    pub(crate) fn probe_scopes() -> bool {
+        static PROBED: OnceLock<bool> = OnceLock::new();
+        *PROBED.get_or_init(|| {
+            let ok = landlock::Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .scope(Scope::from_all(ABI::V6))
+                .and_then(|r| r.create())
+                .is_ok();
+            tracing::debug!(scopes = ok, "landlock scopes probed");
+            ok
+        })
+    }
+
+    /// How many distinct port sets keep their layer cached. Legate's ports change when a
+    /// `legate serve` starts or stops, so a handful is plenty; past it the cache starts over.
+    const CACHED_LAYERS: usize = 4;
+
+    /// The port layers built so far, by the set of ports they refuse.
+    static PORT_LAYERS: Mutex<Vec<(BTreeSet<u16>, RulesetCreated)>> = Mutex::new(Vec::new());
+
+    /// Builds the port layer: TCP `connect` handled, every port allowed but `blocked`.
+    fn build_port_layer(blocked: &BTreeSet<u16>) -> Result<RulesetCreated> {
+        let mut layer = landlock::Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessNet::ConnectTcp)
+            .and_then(|r| r.create())
+            .map_err(|e| failed("creating the port layer".into(), e))?;
+        for port in (0..=u16::MAX).filter(|p| !blocked.contains(p)) {
+            layer = layer
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(|e| failed(format!("allowing TCP connect to port {port}"), e))?;
+        }
+        tracing::debug!(blocked = ?blocked, "landlock port layer built");
+        Ok(layer)
+    }
+
+    /// A duplicate of the cached port layer refusing `blocked` (built on first use), for one
+    /// child. The caller checked [`probe_network`].
+    pub(crate) fn port_layer(blocked: &BTreeSet<u16>) -> Result<RulesetCreated> {
+        // A poisoned lock only means another thread panicked while building; the cache
+        // holds complete layers or none.
+        let mut cache = PORT_LAYERS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, layer)) = cache.iter().find(|(ports, _)| ports == blocked) {
+            return layer
+                .try_clone()
+                .map_err(|e| failed("duplicating the port layer".into(), e));
+        }
+        let layer = build_port_layer(blocked)?;
+        let copy = layer
+            .try_clone()
+            .map_err(|e| failed("duplicating the port layer".into(), e))?;
+        if cache.len() >= CACHED_LAYERS {
+            cache.clear();
+        }
+        cache.push((blocked.clone(), layer));
+        Ok(copy)
+    }
+
+    /// A ruleset ready to restrict one process, or nothing when the kernel enforces nothing:
+    /// the write (and scope) layer, then the port layer if any.
+    pub(crate) struct Ruleset {
+        fs: Option<RulesetCreated>,
+        ports: Option<RulesetCreated>,
+    }
 
     fn failed(what: String, e: impl std::fmt::Display) -> Error {
         Error::new(
@@ -90,17 +166,31 @@ mod linux {
     impl Ruleset {
         /// Builds the ruleset allowing writes beneath each of `writable` (paths that do not
         /// exist are left out), and, with `deny_network`, no TCP `bind` or `connect` at all
-        /// (the caller checked [`probe_network`]).
+        /// (the caller checked [`probe_network`]). With `scoped`, the ABI 6 scopes too (the
+        /// caller checked [`probe_scopes`]). With `blocked_ports`, the port layer refusing
+        /// TCP `connect` to them (the caller checked [`probe_network`]).
         pub(crate) fn build(
             writable: &[&Path],
             enforcement: Enforcement,
             deny_network: bool,
+            scoped: bool,
+            blocked_ports: Option<&BTreeSet<u16>>,
         ) -> Result<Self> {
             if enforcement == Enforcement::None {
-                return Ok(Self(None));
+                return Ok(Self {
+                    fs: None,
+                    ports: None,
+                });
             }
             let all = handled(TARGET);
             let mut ruleset = landlock::Ruleset::default().handle_access(all);
+            if scoped {
+                ruleset = ruleset.and_then(|r| {
+                    r.set_compatibility(CompatLevel::HardRequirement)
+                        .scope(Scope::from_all(ABI::V6))
+                        .map(|r| r.set_compatibility(CompatLevel::BestEffort))
+                });
+            }
             if deny_network {
                 ruleset = ruleset.and_then(|r| {
                     r.set_compatibility(CompatLevel::HardRequirement)
@@ -130,20 +220,25 @@ mod linux {
                     .add_rule(PathBeneath::new(fd, access))
                     .map_err(|e| failed(format!("allowing writes to {}", path.display()), e))?;
             }
+            let ports = blocked_ports.map(port_layer).transpose()?;
             // `restrict_self` also sets `PR_SET_NO_NEW_PRIVS` (the crate's default).
-            Ok(Self(Some(ruleset)))
+            Ok(Self {
+                fs: Some(ruleset),
+                ports,
+            })
         }
 
-        /// Restricts the calling process. Async-signal-safe: two system calls, no allocation.
+        /// Restricts the calling process: the write layer, then the port layer.
+        /// Async-signal-safe: at most six system calls (`prctl`, `landlock_restrict_self` and
+        /// `close` per layer), no allocation.
         pub(crate) fn restrict_self(&mut self) -> std::io::Result<()> {
-            let Some(ruleset) = self.0.take() else {
-                return Ok(());
-            };
-            match ruleset.restrict_self() {
-                Ok(_) => Ok(()),
-                // The failed call left its errno; reading it does not allocate.
-                Err(_) => Err(std::io::Error::last_os_error()),
+            for layer in [self.fs.take(), self.ports.take()].into_iter().flatten() {
+                if layer.restrict_self().is_err() {
+                    // The failed call left its errno; reading it does not allocate.
+                    return Err(std::io::Error::last_os_error());
+                }
             }
+            Ok(())
         }
     }
 }
@@ -164,6 +259,11 @@ mod other {
         false
     }
 
+    /// No scopes outside Linux.
+    pub(crate) fn probe_scopes() -> bool {
+        false
+    }
+
     /// Nothing to apply.
     pub(crate) struct Ruleset;
 
@@ -172,6 +272,8 @@ mod other {
             _writable: &[&Path],
             _enforcement: Enforcement,
             _deny_network: bool,
+            _scoped: bool,
+            _blocked_ports: Option<&std::collections::BTreeSet<u16>>,
         ) -> Result<Self> {
             Ok(Self)
         }

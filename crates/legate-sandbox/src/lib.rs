@@ -17,12 +17,22 @@
 //! elsewhere that part is [`Network::NotEnforced`], and said so. UDP, Unix sockets and other
 //! protocols are not restricted by Landlock.
 //!
+//! Every confinement also keeps the process away from Legate itself where the kernel can
+//! ([`LegatePorts`], [`Signals`]): TCP `connect` to Legate's listening ports ([`ports`]) is
+//! refused (ABI 4), and signals and abstract Unix sockets are scoped to the process's own
+//! Landlock domain (ABI 6).
+//!
 //! This crate owns the policy and its translation to Landlock. It never spawns and never
 //! decides permissions; [`confine_command`] is the one place that registers the pre-exec
 //! hook on a `std::process::Command` (and, through `as_std_mut`, a Tokio one).
 
 mod hook;
 mod kernel;
+
+// Reaching Legate (h3): the port registry and what is reported of it.
+pub mod ports;
+mod reach;
+pub use reach::{LegatePorts, Signals};
 
 pub use hook::confine_command;
 
@@ -218,11 +228,21 @@ impl Confinement {
         } else {
             Network::NotEnforced
         };
-        let ruleset =
-            kernel::Ruleset::build(&self.writable(), enforcement, network == Network::Denied)?;
+        // Reaching Legate: scopes and the port layer, where the kernel has them.
+        let (legate_ports, signals, blocked) = self.reach(enforcement, network);
+        let ruleset = kernel::Ruleset::build(
+            &self.writable(),
+            enforcement,
+            network == Network::Denied,
+            signals == Signals::Scoped,
+            blocked.as_ref(),
+        )?;
         tracing::debug!(
             enforcement = enforcement.as_str(),
             network = network.as_str(),
+            legate_ports = legate_ports.as_str(),
+            blocked_ports = ?blocked,
+            signals = signals.as_str(),
             writable = ?self.writable(),
             "confinement prepared"
         );
@@ -230,8 +250,46 @@ impl Confinement {
             ruleset,
             enforcement,
             network,
+            legate_ports,
+            signals,
+            blocked_ports: blocked.unwrap_or_default(),
             applied: false,
         })
+    }
+
+    /// What of Legate a process under this confinement cannot reach, and the ports the port
+    /// layer must refuse (`None`: no port layer, because the network is denied, no port is
+    /// Legate's, or the kernel cannot).
+    fn reach(
+        &self,
+        enforcement: Enforcement,
+        network: Network,
+    ) -> (
+        LegatePorts,
+        Signals,
+        Option<std::collections::BTreeSet<u16>>,
+    ) {
+        let signals = if enforcement != Enforcement::None && kernel::probe_scopes() {
+            Signals::Scoped
+        } else {
+            Signals::NotEnforced
+        };
+        if network == Network::Denied {
+            return (LegatePorts::Unreachable, signals, None);
+        }
+        if enforcement == Enforcement::None || !kernel::probe_network() {
+            return (LegatePorts::NotEnforced, signals, None);
+        }
+        let blocked = ports::legate_ports();
+        let layer = (!blocked.is_empty()).then_some(blocked);
+        (LegatePorts::Unreachable, signals, layer)
+    }
+
+    /// What the running kernel holds of Legate's ports and signals for a confinement that
+    /// does not deny the network, without preparing one (for reports made before spawning).
+    pub fn probe_reach() -> (LegatePorts, Signals) {
+        let (ports, signals, _) = Self::new().reach(Self::probe(), Network::NotEnforced);
+        (ports, signals)
     }
 }
 
@@ -240,6 +298,10 @@ pub struct Prepared {
     ruleset: kernel::Ruleset,
     enforcement: Enforcement,
     network: Network,
+    // Reaching Legate (h3).
+    legate_ports: LegatePorts,
+    signals: Signals,
+    blocked_ports: std::collections::BTreeSet<u16>,
     applied: bool,
 }
 
@@ -248,6 +310,8 @@ impl fmt::Debug for Prepared {
         f.debug_struct("Prepared")
             .field("enforcement", &self.enforcement)
             .field("network", &self.network)
+            .field("legate_ports", &self.legate_ports)
+            .field("signals", &self.signals)
             .field("applied", &self.applied)
             .finish_non_exhaustive()
     }
@@ -262,6 +326,21 @@ impl Prepared {
     /// Whether the network is denied.
     pub fn network(&self) -> Network {
         self.network
+    }
+
+    /// Whether Legate's listening ports are unreachable.
+    pub fn legate_ports(&self) -> LegatePorts {
+        self.legate_ports
+    }
+
+    /// The ports the port layer refuses (empty when there is no port layer).
+    pub fn blocked_ports(&self) -> &std::collections::BTreeSet<u16> {
+        &self.blocked_ports
+    }
+
+    /// Whether signals and abstract Unix sockets are scoped to the process's own domain.
+    pub fn signals(&self) -> Signals {
+        self.signals
     }
 
     /// Confines the calling process: `PR_SET_NO_NEW_PRIVS`, then `landlock_restrict_self`.

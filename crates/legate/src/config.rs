@@ -86,9 +86,10 @@ pub fn home_dir() -> Result<PathBuf> {
     Ok(PathBuf::from(home).join(".legate"))
 }
 
-/// Loads and validates the configuration.
+/// Loads and validates the configuration (secrets given in the environment come from
+/// `crate::harden`, which took them out of it).
 pub fn load() -> Result<Config> {
-    load_in(&home_dir()?, &|k| std::env::var(k).ok())
+    load_in(&home_dir()?, &crate::harden::var)
 }
 
 /// Loads and validates the configuration of `home` (its `legate.toml`, if any) with `env` as

@@ -92,18 +92,33 @@ pub fn allowlist(
     Allowlist::new(front, hosts, origins).map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
 }
 
-/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
-pub async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Registers the port of a front bound at `bound` as Legate's: agents confined from now on,
+/// by this or any `legate` process sharing the home, cannot connect to it (where the kernel
+/// has Landlock network rules). A front whose registration fails does not start.
+pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_sandbox::ports::Listening> {
+    legate_sandbox::ports::register(&[bound.port()])
+        .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM). The handlers are installed
+/// when this is called, not when the future is first polled, so a server that announced itself
+/// after calling it is already listening for the signal.
+pub fn stop_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        let wait = |s: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            _ = wait(int) => {}
+            _ = wait(term) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }

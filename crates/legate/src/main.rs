@@ -17,6 +17,7 @@ mod a2a;
 mod agents;
 mod config;
 mod front;
+mod harden;
 mod mcp;
 mod models;
 mod render;
@@ -259,11 +260,22 @@ struct UsageArgs {
 }
 
 fn main() -> ExitCode {
+    // Parsing starts no thread. A built-in agent is an agent, not Legate: cleanup reads its
+    // markers, and its environment is the agent's.
     let cli = Cli::parse();
     if let Command::Agent { name } = &cli.command {
         return run_builtin_agent(name);
     }
+    // Then, while this is still the only thread: agents must not read Legate's environment.
+    let hardened = harden::process();
     init_logging();
+    tracing::debug!(
+        non_dumpable = hardened.non_dumpable,
+        secrets_removed = ?hardened.secrets,
+        environ_scrubbed_bytes = hardened.scrubbed,
+        not_scrubbed = hardened.not_scrubbed.as_deref(),
+        "process hardened"
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -340,6 +352,8 @@ fn run_builtin_agent(name: &str) -> ExitCode {
 async fn dispatch(command: Command) -> Result<ExitCode> {
     let config = config::load()?;
     let paths = config.engine.paths.clone();
+    // Every confinement this process prepares refuses the ports `legate serve` registered here.
+    legate_sandbox::ports::use_registry(paths.run().join("listen"));
     match command {
         Command::Run(args) => run(config, args).await,
         Command::Tasks {

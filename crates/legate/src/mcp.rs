@@ -115,15 +115,21 @@ pub async fn stdio(config: Config) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Binds MCP's listener for `legate serve --mcp` at `host:port`, builds `/mcp` over `engine`,
-/// and prints the ready-to-paste client configuration. The caller serves the router.
+/// Binds MCP's listener for `legate serve --mcp` at `host:port`, registers its port as
+/// Legate's (agents confined from then on cannot connect to it), builds `/mcp` over `engine`,
+/// and prints the ready-to-paste client configuration. The caller serves the router and keeps
+/// the registration for as long as it listens.
 pub async fn open(
     config: &Config,
     host: IpAddr,
     port: u16,
     engine: &Engine,
     shutdown: &CancellationToken,
-) -> Result<(tokio::net::TcpListener, axum::Router)> {
+) -> Result<(
+    tokio::net::TcpListener,
+    axum::Router,
+    legate_sandbox::ports::Listening,
+)> {
     let settings = &config.mcp;
     let (token, source) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
     let addr = SocketAddr::new(host, port);
@@ -131,6 +137,7 @@ pub async fn open(
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
+    let listening = front::register_port(bound)?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {
@@ -145,7 +152,7 @@ pub async fn open(
     let router = legate_mcp::http::router(server, options, shutdown.clone());
     print_client_config(config, bound, &token, source)?;
     tracing::info!(address = %bound, profile = %settings.profile, "serving MCP over HTTP");
-    Ok((listener, router))
+    Ok((listener, router, listening))
 }
 
 fn print_client_config(

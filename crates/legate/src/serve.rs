@@ -94,12 +94,16 @@ async fn run(
 ) -> Result<()> {
     let mut servers = tokio::task::JoinSet::new();
     if let Some((host, port)) = plan.mcp {
-        let (listener, router) = crate::mcp::open(config, host, port, engine, shutdown).await?;
+        let (listener, router, listening) =
+            crate::mcp::open(config, host, port, engine, shutdown).await?;
         let stop = shutdown.clone();
         servers.spawn(async move {
-            legate_mcp::http::serve(listener, router, stop)
+            let served = legate_mcp::http::serve(listener, router, stop)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
+            // Unregistered once nothing listens there any more.
+            drop(listening);
+            served
         });
     }
     if let Some((host, port)) = plan.a2a {
@@ -109,11 +113,15 @@ async fn run(
         }
         let stop = shutdown.clone();
         servers.spawn(async move {
-            legate_a2a::serve(opened.listener, opened.router, stop)
+            let served = legate_a2a::serve(opened.listener, opened.router, stop)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
+            drop(opened.listening);
+            served
         });
     }
+    // Listening for the signal before saying so.
+    let stop = front::stop_signal();
     crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
     {
         use std::io::Write as _;
@@ -125,7 +133,7 @@ async fn run(
             Some(Ok(Err(e))) => Err(e),
             Some(Err(e)) => Err(anyhow::anyhow!("INTERNAL: a front's server task failed: {e}")),
         },
-        _ = front::stop_signal() => {
+        _ = stop => {
             eprintln!("stopping: running tasks are canceled");
             Ok(())
         }

@@ -332,9 +332,10 @@ impl AcpBackend {
             .fold(Confinement::new(), |c, dir| c.allow_write(dir))
             .prepare(self.confinement)?;
         let enforcement = confinement.enforcement();
+        let (legate_ports, signals) = (confinement.legate_ports(), confinement.signals());
         sink.send(EventKind::Workspace {
             message: format!(
-                "agent process confinement: {enforcement}; writable: {}",
+                "agent process confinement: {enforcement}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
                 launch
                     .writable
                     .iter()
@@ -349,6 +350,9 @@ impl AcpBackend {
             ),
             detail: serde_json::json!({
                 "confinement": enforcement.as_str(),
+                "legatePorts": legate_ports.as_str(),
+                "blockedPorts": confinement.blocked_ports(),
+                "signals": signals.as_str(),
                 "writable": launch.writable,
                 "tmpDir": launch.tmp_dir,
             }),

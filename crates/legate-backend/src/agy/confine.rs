@@ -114,9 +114,10 @@ impl Fence {
     /// The `workspace` event that reports it, sent before anything is spawned.
     pub(crate) fn event(&self) -> EventKind {
         let enforcement = Confinement::probe();
+        let (legate_ports, signals) = Confinement::probe_reach();
         EventKind::Workspace {
             message: format!(
-                "agy process confinement: {enforcement}; writable: {}",
+                "agy process confinement: {enforcement}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
                 self.writable
                     .iter()
                     .map(|p| p.display().to_string())
@@ -130,6 +131,8 @@ impl Fence {
             ),
             detail: serde_json::json!({
                 "confinement": enforcement.as_str(),
+                "legatePorts": legate_ports.as_str(),
+                "signals": signals.as_str(),
                 "writable": self.writable,
                 "tmpDir": self.tmp_dir,
             }),
