@@ -75,6 +75,10 @@ pub struct ReviewConfig {
     pub test_timeout: Duration,
     /// Bound on each captured output stream of a test, in bytes.
     pub max_test_output: usize,
+    /// Whether the copy of a task interrupted by the death of its process (marked
+    /// `SERVER_RESTARTED` at recovery) is kept for inspection until the retention sweep,
+    /// instead of being removed at recovery. Recorded with each task when it is submitted.
+    pub keep_interrupted_copies: bool,
 }
 
 impl Default for ReviewConfig {
@@ -87,6 +91,7 @@ impl Default for ReviewConfig {
             require_tests: false,
             test_timeout: legate_workspace::DEFAULT_TIMEOUT,
             max_test_output: legate_workspace::DEFAULT_MAX_OUTPUT,
+            keep_interrupted_copies: false,
         }
     }
 }
@@ -238,6 +243,10 @@ pub struct ReviewRecord {
     pub discarded_at: Option<Timestamp>,
     /// When anything here last changed (retention counts from it).
     pub touched_at: Timestamp,
+    /// `keep_interrupted_copies` when the task was submitted: whether recovery keeps the copy
+    /// if the task's process dies before the task ends (see `leftovers`).
+    #[serde(default)]
+    pub keep_if_interrupted: bool,
 }
 
 /// A preview as the engine reports it.
@@ -434,6 +443,7 @@ impl Engine {
             integration: None,
             discarded_at: None,
             touched_at: Timestamp::now(),
+            keep_if_interrupted: self.review_config().keep_interrupted_copies,
         };
         self.put_record(&task.id, &record)
     }

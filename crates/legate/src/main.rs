@@ -534,7 +534,7 @@ fn open_store(paths: &Paths) -> Result<Store> {
         );
     }
     let store = Store::open(&paths.db())?;
-    legate_engine::runner::recover(&store, &paths.run())?;
+    legate_engine::runner::recover(&store, paths)?;
     Ok(store)
 }
 
