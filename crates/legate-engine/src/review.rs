@@ -1186,7 +1186,9 @@ impl Engine {
     }
 
     /// The retention sweep: removes copies of finished tasks untouched for longer than the
-    /// retention, and directories of tasks the store no longer has. Copies in use are kept.
+    /// retention, and directories of tasks the store no longer has. Half-made copies of
+    /// finished tasks, and copies of interrupted tasks not kept for inspection
+    /// (`keep_interrupted_copies`), go at once. Copies in use are kept.
     pub async fn cleanup(&self) -> Result<CleanupReport> {
         let mut report = CleanupReport::default();
         let retention = self.review_config().retention;
@@ -1206,7 +1208,23 @@ impl Engine {
             }
             let touched = record.touched_at.0.max(task.updated_at.0);
             let age_ms = now.0.saturating_sub(touched);
-            if u128::try_from(age_ms).unwrap_or(0) < retention.as_millis() {
+            // Half made (the process died while copying, or the baseline is gone), or
+            // interrupted and not kept (recovery could not remove it then): no need to wait.
+            let half_made = record.copy.is_none()
+                || Baseline::open(&record.baseline_directory, &record.copy_directory).is_err();
+            let interrupted = !record.keep_if_interrupted
+                && task
+                    .error
+                    .as_ref()
+                    .is_some_and(|e| e.code == ErrorCode::ServerRestarted);
+            let present = [&record.copy_directory, &record.baseline_directory]
+                .iter()
+                .any(|d| std::fs::symlink_metadata(d).is_ok());
+            if half_made && !present {
+                continue;
+            }
+            let now_due = (half_made || interrupted) && present;
+            if !now_due && u128::try_from(age_ms).unwrap_or(0) < retention.as_millis() {
                 report.kept += 1;
                 continue;
             }
