@@ -191,6 +191,72 @@ fn a_half_made_copy_is_removed_even_when_interrupted_copies_are_kept() {
     assert_eq!(discarded[0]["detail"]["reason"], "half-made");
 }
 
+/// Writes `len` bytes that do not compress (xorshift), so that hashing them takes a while.
+fn write_noise(path: &std::path::Path, len: usize, seed: u64) {
+    let mut x = seed | 1;
+    let mut bytes = Vec::with_capacity(len);
+    while bytes.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_copy_killed_while_it_is_made_is_removed_even_when_interrupted_copies_are_kept() {
+    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
+    // Untracked and incompressible: the baseline hashes them (`git hash-object -w`), which
+    // takes seconds, so the copy is still being made when its legate is killed.
+    for (i, name) in ["noise-a.bin", "noise-b.bin"].iter().enumerate() {
+        write_noise(&env.project.join(name), 40 << 20, 0x9e37_79b9 + i as u64);
+    }
+    let project = env.project.to_string_lossy().into_owned();
+    let mut child: Child = env
+        .cmd(&["run", "--agent", "scripted", "--copy", &project, "!hang"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let copies = env.home.join("copies");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let first = std::fs::read_dir(&copies)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned());
+        if let Some(id) = first {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "the copy was never started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    child.kill().unwrap(); // SIGKILL while copying.
+    child.wait().unwrap();
+    assert!(
+        env.copy(&id).is_dir(),
+        "the half-made copy is there to be removed"
+    );
+    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert!(!env.copy(&id).exists(), "the half-made copy was kept");
+    assert!(
+        !env.baseline(&id).exists(),
+        "the half-made baseline was kept"
+    );
+    let discarded = env.discarded_events(&id);
+    assert_eq!(discarded.len(), 1, "{discarded:?}");
+    assert_eq!(discarded[0]["detail"]["reason"], "half-made");
+    // It really was killed mid-copy: the copy was never reported ready.
+    let out = env.run(&["events", &id]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("copy ready"),
+        "{}",
+        text(&out)
+    );
+}
+
 #[test]
 fn the_sweep_removes_a_kept_copy_at_once_when_it_is_half_made() {
     let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
