@@ -873,13 +873,12 @@ impl Engine {
         // One turn at a time per context (in this process, then across processes), then one
         // of the running places.
         let context_lock = self.context_lock(&task.context_id);
-        let run_dir = inner.config.paths.run();
         let admitted = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s != Stop::None) => None,
             guards = async {
                 let ctx = context_lock.lock().await;
-                let turn = crate::turn::claim(&run_dir, &task.context_id).await;
+                let turn = self.claim_turn(&task.context_id).await;
                 let permit = inner.running.acquire().await;
                 (ctx, turn, permit)
             } => Some(guards),
