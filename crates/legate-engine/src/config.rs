@@ -52,6 +52,11 @@ impl Paths {
     }
 }
 
+/// The default of [`EngineConfig::max_idle_sessions`]: enough to keep a handful of
+/// conversations warm, few enough (about 8 descriptors each) to stay far from a 1,024-descriptor
+/// limit.
+pub const DEFAULT_MAX_IDLE_SESSIONS: usize = 16;
+
 /// Limits and agents.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -65,6 +70,9 @@ pub struct EngineConfig {
     pub default_timeout: Duration,
     /// Idle agent sessions are stopped after this long.
     pub idle_timeout: Duration,
+    /// At most this many idle agent sessions are kept; one more stops the least recently
+    /// used. 0 stops every session when its turn ends (unless its task waits for input).
+    pub max_idle_sessions: usize,
     /// After a cancel, how long the agent gets to end its turn before it is killed.
     pub cancel_grace: Duration,
     /// How many finished tasks are kept; older ones are pruned at start.
@@ -92,6 +100,7 @@ impl EngineConfig {
             max_queued: 20,
             default_timeout: Duration::from_secs(1800),
             idle_timeout: Duration::from_secs(300),
+            max_idle_sessions: DEFAULT_MAX_IDLE_SESSIONS,
             cancel_grace: Duration::from_secs(5),
             retention: 1000,
             default_agent: "revisor".to_string(),
@@ -122,6 +131,8 @@ mod tests {
         assert_eq!((c.max_running, c.max_queued), (2, 20));
         assert_eq!(c.default_timeout, Duration::from_secs(1800));
         assert_eq!(c.idle_timeout, Duration::from_secs(300));
+        assert_eq!(c.max_idle_sessions, 16);
+        assert!(!c.review.keep_interrupted_copies);
         assert_eq!(c.retention, 1000);
         assert_eq!(c.default_agent, "revisor");
         assert_eq!(c.confinement, legate_sandbox::Requirement::BestEffort);

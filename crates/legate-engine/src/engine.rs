@@ -93,7 +93,7 @@ impl SubmitRequest {
 
 /// How a running task should end when someone intervenes. The first intent wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
+pub(crate) enum Stop {
     None,
     Cancel,
 }
@@ -131,6 +131,8 @@ struct Inner {
     supervisor: Arc<dyn Supervisor>,
     fanout: Fanout,
     pool: Pool,
+    /// Room promised to starting tasks, and the signal that some was freed.
+    budget: Arc<crate::budget::Budget>,
     running: Semaphore,
     queued: AtomicUsize,
     stops: Mutex<HashMap<TaskId, watch::Sender<Stop>>>,
@@ -154,7 +156,7 @@ impl Engine {
         create_private_dir(paths.home())?;
         let store = Store::open(&paths.db())?;
         let runner = Runner::claim(&paths.run())?;
-        let recovered = runner::recover(&store, &paths.run())?;
+        let recovered = runner::recover(&store, &paths)?;
         if recovered > 0 {
             tracing::info!(
                 tasks = recovered,
@@ -168,11 +170,12 @@ impl Engine {
                 running: Semaphore::new(config.max_running.max(1)),
                 config,
                 store,
-                fanout: Fanout::new(4096, paths.run(), Some(runner.id().to_string())),
+                fanout: Fanout::new(4096, paths.clone(), Some(runner.id().to_string())),
                 runner,
                 backends,
                 supervisor,
                 pool: Pool::default(),
+                budget: Arc::default(),
                 queued: AtomicUsize::new(0),
                 stops: Mutex::new(HashMap::new()),
                 schemas: Mutex::new(HashMap::new()),
@@ -200,6 +203,21 @@ impl Engine {
     /// This engine's runner id.
     pub fn runner_id(&self) -> &str {
         self.inner.runner.id()
+    }
+
+    /// The live sessions.
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    /// The process's budget of descriptors and processes.
+    pub(crate) fn budget(&self) -> &Arc<crate::budget::Budget> {
+        &self.inner.budget
+    }
+
+    /// Runs `f` in the background; shutdown waits for it.
+    pub(crate) fn track(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.inner.tracker.spawn(f);
     }
 
     /// Validates and stores a task, then queues it. Returns it as stored (`submitted`).
@@ -396,7 +414,7 @@ impl Engine {
             },
         )?;
         inner.fanout.publish(&[first]);
-        inner.pool.release(&task.context_id, true);
+        self.release_session(&task.context_id, true);
         tracing::info!(task = %task.id, agent = %task.agent, context = %task.context_id, "task waits for input");
         Ok(task)
     }
@@ -528,7 +546,7 @@ impl Engine {
                 let ending = Ending::canceled(None, Accumulator::default());
                 if self.end(&task, ending, |s| s == TaskState::InputRequired)? {
                     if !self.waits_for_input(&task.context_id) {
-                        self.inner.pool.release(&task.context_id, false);
+                        self.release_session(&task.context_id, false);
                     }
                     tracing::info!(task = %task.id, "waiting task canceled");
                     return Ok(task);
@@ -798,6 +816,7 @@ impl Engine {
                         "stopping idle agent session"
                     );
                     session.shutdown().await;
+                    inner.budget.freed();
                 }
             }
         });
@@ -854,13 +873,12 @@ impl Engine {
         // One turn at a time per context (in this process, then across processes), then one
         // of the running places.
         let context_lock = self.context_lock(&task.context_id);
-        let run_dir = inner.config.paths.run();
         let admitted = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s != Stop::None) => None,
             guards = async {
                 let ctx = context_lock.lock().await;
-                let turn = crate::turn::claim(&run_dir, &task.context_id).await;
+                let turn = self.claim_turn(&task.context_id).await;
                 let permit = inner.running.acquire().await;
                 (ctx, turn, permit)
             } => Some(guards),
@@ -869,7 +887,14 @@ impl Engine {
         let outcome = match admitted {
             None => Ending::canceled(None, Accumulator::default()),
             Some((_ctx, Ok(_turn), Ok(_permit))) => {
-                self.run(task.clone(), agent, &mut stop, message_id).await
+                // Room for the agent, or the task keeps waiting (still `submitted`).
+                match self.admit(&task, &agent, &mut stop).await {
+                    Some(room) => {
+                        self.run(task.clone(), agent, &mut stop, message_id, room)
+                            .await
+                    }
+                    None => Ending::canceled(None, Accumulator::default()),
+                }
             }
             Some((_, Err(e), _)) => Ending::failed(e, Accumulator::default()),
             Some((_, _, Err(_))) => Ending::failed(
@@ -883,6 +908,7 @@ impl Engine {
         }
         lock(&inner.stops).remove(&id);
         lock(&inner.schemas).remove(&id);
+        inner.budget.freed();
     }
 
     /// The admitted part of a task: workspace, session, turn.
@@ -892,6 +918,7 @@ impl Engine {
         agent: AgentSpec,
         stop: &mut watch::Receiver<Stop>,
         message_id: Option<String>,
+        mut room: crate::budget::Reservation,
     ) -> Ending {
         let inner = &self.inner;
         let confinement = match self.confinement(&agent.name) {
@@ -899,17 +926,37 @@ impl Engine {
             Err(e) => return Ending::failed(e, Accumulator::default()),
         };
         let mut copy_ready = None;
-        let prepared = if task.workspace == WorkspaceKind::Copy {
-            // A copy is new for each task: a live session of the context works elsewhere.
-            if let Some(old) = inner.pool.remove(&task.context_id) {
-                old.shutdown().await;
+        let mut attempt = 0;
+        let prepared = loop {
+            let prepared = if task.workspace == WorkspaceKind::Copy {
+                // A copy is new for each task: a live session of the context works elsewhere.
+                if let Some(old) = inner.pool.remove(&task.context_id) {
+                    old.shutdown().await;
+                }
+                self.prepare_copy(&task).await.map(|(b, ready)| {
+                    copy_ready = Some(ready);
+                    b
+                })
+            } else {
+                self.prepare_workspace(&task, &agent)
+            };
+            // Out of descriptors or processes: wait for room (still `submitted`), try again.
+            match prepared {
+                Err(e)
+                    if crate::budget::is_exhaustion(&e)
+                        && attempt < crate::budget::START_RETRIES =>
+                {
+                    attempt += 1;
+                    tracing::warn!(task = %task.id, attempt, error = %e, "the workspace could not be prepared for want of descriptors; waiting to try again");
+                    let need = self.start_need(&task, &agent);
+                    drop(room);
+                    match self.wait_for_room(need, stop, true, |_| {}).await {
+                        Some(r) => room = r,
+                        None => return Ending::canceled(None, Accumulator::default()),
+                    }
+                }
+                other => break other,
             }
-            self.prepare_copy(&task).await.map(|(b, ready)| {
-                copy_ready = Some(ready);
-                b
-            })
-        } else {
-            self.prepare_workspace(&task, &agent)
         };
         let boundary = match prepared {
             Ok(b) => b,
@@ -947,7 +994,14 @@ impl Engine {
         let (sink, stream) = EventSink::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
         let result = self
-            .run_turn(&task, &agent, boundary, sink, stop, message_id)
+            .run_turn(
+                &task,
+                &agent,
+                boundary,
+                sink,
+                stop,
+                TurnStart { message_id, room },
+            )
             .await;
         let acc = match pump.await {
             Ok(acc) => acc,
@@ -1036,10 +1090,14 @@ impl Engine {
         boundary: Boundary,
         sink: EventSink,
         stop: &mut watch::Receiver<Stop>,
-        message_id: Option<String>,
+        start: TurnStart,
     ) -> TurnResult {
         let inner = &self.inner;
-        let session = match self.session_for(task, agent, boundary, &sink, stop).await {
+        let TurnStart { message_id, room } = start;
+        let session = match self
+            .session_for(task, agent, boundary, &sink, stop, room)
+            .await
+        {
             Ok(Some(s)) => s,
             Ok(None) => {
                 return TurnResult::Canceled {
@@ -1101,7 +1159,7 @@ impl Engine {
                 && matches!(&result, TurnResult::Completed { stop_reason, .. }
                     if stop_reason == legate_backend::STOP_INPUT_REQUIRED);
             let waiting = asks || self.waits_for_input(&task.context_id);
-            inner.pool.release(&task.context_id, waiting);
+            self.release_session(&task.context_id, waiting);
         } else {
             inner.pool.remove(&task.context_id);
         }
@@ -1117,9 +1175,11 @@ impl Engine {
         boundary: Boundary,
         sink: &EventSink,
         stop: &mut watch::Receiver<Stop>,
+        room: crate::budget::Reservation,
     ) -> Result<Option<Arc<dyn AgentSession>>> {
         let inner = &self.inner;
         if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
+            drop(room);
             sink.send(EventKind::Session {
                 session_id: session.session_id().to_string(),
                 resumed: true,
@@ -1155,9 +1215,11 @@ impl Engine {
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
         };
-        let opened = tokio::select! {
-            r = backend.open(request, sink.clone()) => r?,
-            _ = stop.wait_for(|s| *s == Stop::Cancel) => return Ok(None),
+        let Some(opened) = self
+            .open_with_retries(&backend, request, sink, stop, room)
+            .await?
+        else {
+            return Ok(None);
         };
         // The backend reported the new session (and whether it was continued) on `sink`.
         if let Some(old) = inner
@@ -1251,6 +1313,13 @@ impl WeakEngine {
     pub(crate) fn upgrade(&self) -> Option<Engine> {
         self.0.upgrade().map(|inner| Engine { inner })
     }
+}
+
+/// What a turn starts with besides its task: the caller's message id, and the room promised
+/// at admission (given back once the agent's session is open).
+struct TurnStart {
+    message_id: Option<String>,
+    room: crate::budget::Reservation,
 }
 
 /// How the turn itself went, before the result is folded in.

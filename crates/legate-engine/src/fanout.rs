@@ -13,11 +13,11 @@
 //! reads that status and ends; a task already ended ends the subscription even when its
 //! terminal event lies before the cursor (`--after` past the end).
 
+use crate::config::Paths;
 use crate::runner;
 use legate_core::{Event, EventKind, Result, TaskId};
 use legate_store::Store;
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -33,19 +33,19 @@ pub(crate) const LIVENESS: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub struct Fanout {
     tx: broadcast::Sender<Event>,
-    /// Where runners keep their locks (`$LEGATE_HOME/run`).
-    run_dir: PathBuf,
+    /// Where runners keep their locks (`$LEGATE_HOME/run`) and copies live, for recovery.
+    paths: Paths,
     /// This process's runner, never judged dead by its own subscribers.
     own: Option<String>,
 }
 
 impl Fanout {
-    /// A fan-out that buffers `capacity` events per subscriber before it lags; `run_dir`
-    /// holds the runners' locks, to tell a live runner from a dead one; `own` is this
-    /// process's runner id, if it runs tasks.
-    pub fn new(capacity: usize, run_dir: PathBuf, own: Option<String>) -> Self {
+    /// A fan-out that buffers `capacity` events per subscriber before it lags; `paths` says
+    /// where the runners' locks are, to tell a live runner from a dead one (and where the
+    /// copies recovery settles are); `own` is this process's runner id, if it runs tasks.
+    pub fn new(capacity: usize, paths: Paths, own: Option<String>) -> Self {
         let (tx, _) = broadcast::channel(capacity);
-        Self { tx, run_dir, own }
+        Self { tx, paths, own }
     }
 
     /// Announces stored events.
@@ -68,7 +68,7 @@ impl Fanout {
             backlog: VecDeque::new(),
             done: false,
             catch_up: true,
-            run_dir: self.run_dir.clone(),
+            paths: self.paths.clone(),
             own: self.own.clone(),
             heard: Instant::now(),
             ended: false,
@@ -88,7 +88,7 @@ pub struct Subscription {
     /// Whether the store may hold events the live channel did not bring (at the start, after
     /// a gap or a lag, and after a quiet spell that may mean another process is writing).
     catch_up: bool,
-    run_dir: PathBuf,
+    paths: Paths,
     own: Option<String>,
     /// When the subscriber last got an event or checked the task's runner.
     heard: Instant,
@@ -146,10 +146,9 @@ impl Subscription {
             Some((state, _)) if state.is_terminal() => self.ended = true,
             Some((_, Some(id)))
                 if self.own.as_deref() != Some(id.as_str())
-                    && !runner::is_alive(&self.run_dir, &id) =>
+                    && !runner::is_alive(&self.paths.run(), &id) =>
             {
-                let marked =
-                    runner::recover_others(&self.store, &self.run_dir, self.own.as_deref())?;
+                let marked = runner::recover_others(&self.store, &self.paths, self.own.as_deref())?;
                 tracing::debug!(task = %self.task_id, runner = %id, marked, "the task's runner is gone; recovered");
             }
             _ => {}
@@ -243,7 +242,7 @@ mod tests {
         let store = Store::open(&dir.path().join("legate.db")).unwrap();
         let own = "ownrunner001";
         let task = insert(&store, "mine", own);
-        let fanout = Fanout::new(16, dir.path().join("run"), Some(own.to_string()));
+        let fanout = Fanout::new(16, Paths::new(dir.path()), Some(own.to_string()));
         let mut sub = fanout.subscribe(store.clone(), task.clone(), 0);
         assert_eq!(sub.next().await.unwrap().map(|e| e.seq), Some(1));
         let more = tokio::time::timeout(LIVENESS * 3, sub.next()).await;
@@ -262,7 +261,7 @@ mod tests {
         let live = runner::Runner::claim(&run_dir).unwrap();
         let running = insert(&store, "running", live.id());
         let orphan = insert(&store, "orphan", "deadrunner01");
-        let fanout = Fanout::new(16, run_dir, None);
+        let fanout = Fanout::new(16, Paths::new(dir.path()), None);
 
         // The runner is gone: the follower recovers the task and reads its end.
         let events = drain(&mut fanout.subscribe(store.clone(), orphan.clone(), 0)).await;

@@ -8,17 +8,21 @@
 //! The engine never speaks a protocol itself: backends do, through `legate-backend`.
 
 mod accumulator;
+mod admission;
+mod budget;
 mod config;
 mod continuation;
 mod engine;
 mod fanout;
+mod leftovers;
 mod pool;
 mod records;
 mod review;
 pub mod runner;
 mod turn;
 
-pub use config::{EngineConfig, Paths};
+pub use admission::SessionCounts;
+pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, Paths};
 pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
     MessageRequest,
@@ -44,12 +48,12 @@ pub use review::{
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.
 /// `paths` locates the runners' locks: a task whose runner died is recovered (`failed` with
-/// `SERVER_RESTARTED`) and the subscription ends with that status.
+/// `SERVER_RESTARTED`, its copy settled) and the subscription ends with that status.
 pub fn follow(
     store: legate_store::Store,
     paths: &Paths,
     task_id: legate_core::TaskId,
     after: u64,
 ) -> Subscription {
-    fanout::Fanout::new(1, paths.run(), None).subscribe(store, task_id, after)
+    fanout::Fanout::new(1, paths.clone(), None).subscribe(store, task_id, after)
 }

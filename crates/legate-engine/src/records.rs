@@ -33,7 +33,7 @@ impl Records {
             ));
         }
         let store = Store::open(&paths.db())?;
-        crate::runner::recover(&store, &paths.run())?;
+        crate::runner::recover(&store, paths)?;
         Ok(Self {
             store,
             paths: paths.clone(),

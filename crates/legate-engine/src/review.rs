@@ -75,6 +75,10 @@ pub struct ReviewConfig {
     pub test_timeout: Duration,
     /// Bound on each captured output stream of a test, in bytes.
     pub max_test_output: usize,
+    /// Whether the copy of a task interrupted by the death of its process (marked
+    /// `SERVER_RESTARTED` at recovery) is kept for inspection until the retention sweep,
+    /// instead of being removed at recovery. Recorded with each task when it is submitted.
+    pub keep_interrupted_copies: bool,
 }
 
 impl Default for ReviewConfig {
@@ -87,6 +91,7 @@ impl Default for ReviewConfig {
             require_tests: false,
             test_timeout: legate_workspace::DEFAULT_TIMEOUT,
             max_test_output: legate_workspace::DEFAULT_MAX_OUTPUT,
+            keep_interrupted_copies: false,
         }
     }
 }
@@ -238,6 +243,10 @@ pub struct ReviewRecord {
     pub discarded_at: Option<Timestamp>,
     /// When anything here last changed (retention counts from it).
     pub touched_at: Timestamp,
+    /// `keep_interrupted_copies` when the task was submitted: whether recovery keeps the copy
+    /// if the task's process dies before the task ends (see `leftovers`).
+    #[serde(default)]
+    pub keep_if_interrupted: bool,
 }
 
 /// A preview as the engine reports it.
@@ -434,6 +443,7 @@ impl Engine {
             integration: None,
             discarded_at: None,
             touched_at: Timestamp::now(),
+            keep_if_interrupted: self.review_config().keep_interrupted_copies,
         };
         self.put_record(&task.id, &record)
     }
@@ -1181,7 +1191,9 @@ impl Engine {
     }
 
     /// The retention sweep: removes copies of finished tasks untouched for longer than the
-    /// retention, and directories of tasks the store no longer has. Copies in use are kept.
+    /// retention, and directories of tasks the store no longer has. Half-made copies of
+    /// finished tasks, and copies of interrupted tasks not kept for inspection
+    /// (`keep_interrupted_copies`), go at once. Copies in use are kept.
     pub async fn cleanup(&self) -> Result<CleanupReport> {
         let mut report = CleanupReport::default();
         let retention = self.review_config().retention;
@@ -1201,7 +1213,23 @@ impl Engine {
             }
             let touched = record.touched_at.0.max(task.updated_at.0);
             let age_ms = now.0.saturating_sub(touched);
-            if u128::try_from(age_ms).unwrap_or(0) < retention.as_millis() {
+            // Half made (the process died while copying, or the baseline is gone), or
+            // interrupted and not kept (recovery could not remove it then): no need to wait.
+            let half_made = record.copy.is_none()
+                || Baseline::open(&record.baseline_directory, &record.copy_directory).is_err();
+            let interrupted = !record.keep_if_interrupted
+                && task
+                    .error
+                    .as_ref()
+                    .is_some_and(|e| e.code == ErrorCode::ServerRestarted);
+            let present = [&record.copy_directory, &record.baseline_directory]
+                .iter()
+                .any(|d| std::fs::symlink_metadata(d).is_ok());
+            if half_made && !present {
+                continue;
+            }
+            let now_due = (half_made || interrupted) && present;
+            if !now_due && u128::try_from(age_ms).unwrap_or(0) < retention.as_millis() {
                 report.kept += 1;
                 continue;
             }

@@ -10,7 +10,11 @@
 //! does everything it starts in turn. Agents die with their runner (a parent-death signal), but
 //! a command an agent was running may not; recovery kills whatever still carries a dead
 //! runner's id.
+//!
+//! Recovery also settles the copies of the copy tasks it ends (`leftovers`): removed, unless
+//! the task was submitted with `keep_interrupted_copies`; always removed when half made.
 
+use crate::config::Paths;
 use legate_core::{Error, ErrorCode, Result};
 use legate_store::Store;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -91,17 +95,20 @@ pub fn is_alive(run_dir: &Path, id: &str) -> bool {
     }
 }
 
-/// Marks the unfinished tasks of every dead runner `failed` with `SERVER_RESTARTED`.
-/// Returns how many tasks were marked. Safe to run from any process at any time.
-pub fn recover(store: &Store, run_dir: &Path) -> Result<usize> {
-    recover_others(store, run_dir, None)
+/// Marks the unfinished tasks of every dead runner (their locks under `paths.run()`) `failed`
+/// with `SERVER_RESTARTED`, kills what those runners left running, and removes the copies of
+/// the copy tasks it ended (see `leftovers`). Returns how many tasks were marked. Safe to run
+/// from any process at any time.
+pub fn recover(store: &Store, paths: &Paths) -> Result<usize> {
+    recover_others(store, paths, None)
 }
 
 /// [`recover`], never touching runner `own` (the caller's own, alive by definition).
-pub fn recover_others(store: &Store, run_dir: &Path, own: Option<&str>) -> Result<usize> {
+pub fn recover_others(store: &Store, paths: &Paths, own: Option<&str>) -> Result<usize> {
+    let run_dir = paths.run();
     let mut marked = 0;
     for runner in store.unfinished_runners()? {
-        if Some(runner.as_str()) == own || is_alive(run_dir, &runner) {
+        if Some(runner.as_str()) == own || is_alive(&run_dir, &runner) {
             continue;
         }
         let error = Error::new(
@@ -115,6 +122,11 @@ pub fn recover_others(store: &Store, run_dir: &Path, own: Option<&str>) -> Resul
         }
         if !ids.is_empty() {
             tracing::warn!(runner = %runner, tasks = ids.len(), "marked tasks of a dead runner as failed");
+        }
+        // After the kill: nothing the dead run started writes into a copy being removed.
+        let removed = crate::leftovers::settle_interrupted(store, paths, &ids);
+        if removed > 0 {
+            tracing::info!(runner = %runner, copies = removed, "removed copies of interrupted tasks");
         }
         marked += ids.len();
     }

@@ -23,6 +23,8 @@ struct File {
     max_queued: Option<u64>,
     task_timeout_secs: Option<u64>,
     idle_timeout_secs: Option<u64>,
+    /// At most this many idle agent sessions are kept (least recently used stopped first).
+    max_idle_sessions: Option<u64>,
     retention: Option<u64>,
     /// `best-effort` (default) or `required`: see `legate_sandbox::Requirement`.
     confinement: Option<String>,
@@ -183,6 +185,15 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         7 * 24 * 3600,
     )? {
         c.idle_timeout = Duration::from_secs(v);
+    }
+    if let Some(v) = number(
+        "max_idle_sessions",
+        "LEGATE_MAX_IDLE_SESSIONS",
+        file.max_idle_sessions,
+        0,
+        4096,
+    )? {
+        c.max_idle_sessions = v as usize;
     }
     if let Some(v) = number(
         "retention",
@@ -552,6 +563,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("agents.a b"), "{e}");
+    }
+
+    #[test]
+    fn the_idle_session_cap_comes_from_the_file_or_the_environment() {
+        assert_eq!(resolve_text("", &[]).unwrap().max_idle_sessions, 16);
+        let c = resolve_text("max_idle_sessions = 0", &[]).unwrap();
+        assert_eq!(c.max_idle_sessions, 0);
+        let c = resolve_text(
+            "max_idle_sessions = 3",
+            &[("LEGATE_MAX_IDLE_SESSIONS", "7")],
+        )
+        .unwrap();
+        assert_eq!(c.max_idle_sessions, 7);
+        let e = resolve_text("max_idle_sessions = 5000", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_idle_sessions"), "{e}");
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub struct CopiesTable {
     retention_hours: Option<u64>,
     approval_mode: Option<String>,
     require_tests: Option<bool>,
+    /// Keep the copy of a task interrupted by its process's death (default: removed).
+    keep_interrupted_copies: Option<bool>,
     test_timeout_secs: Option<u64>,
     max_test_output: Option<u64>,
     secret_exclusions: Option<Vec<String>>,
@@ -129,6 +131,17 @@ pub fn resolve(
     } else if let Some(v) = table.require_tests {
         review.require_tests = v;
     }
+    if let Some(v) = env("LEGATE_KEEP_INTERRUPTED_COPIES") {
+        review.keep_interrupted_copies = match v.trim() {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            _ => bail!(
+                "CONFIG_INVALID: LEGATE_KEEP_INTERRUPTED_COPIES must be true or false (got {v:?})"
+            ),
+        };
+    } else if let Some(v) = table.keep_interrupted_copies {
+        review.keep_interrupted_copies = v;
+    }
     let exclusions = env("LEGATE_SECRET_EXCLUSIONS");
     let exceptions = env("LEGATE_SECRET_EXCEPTIONS");
     let file_excl = table.secret_exclusions.unwrap_or_default();
@@ -172,6 +185,20 @@ mod tests {
 
     fn table(text: &str) -> CopiesTable {
         toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn interrupted_copies_are_removed_unless_kept() {
+        let mut r = ReviewConfig::default();
+        assert!(!r.keep_interrupted_copies);
+        resolve(table("keep_interrupted_copies = true\n"), &|_| None, &mut r).unwrap();
+        assert!(r.keep_interrupted_copies);
+        let env = |k: &str| (k == "LEGATE_KEEP_INTERRUPTED_COPIES").then(|| "false".to_string());
+        resolve(table("keep_interrupted_copies = true\n"), &env, &mut r).unwrap();
+        assert!(!r.keep_interrupted_copies);
+        let bad = |k: &str| (k == "LEGATE_KEEP_INTERRUPTED_COPIES").then(|| "yes".to_string());
+        let e = resolve(table(""), &bad, &mut r).unwrap_err().to_string();
+        assert!(e.contains("LEGATE_KEEP_INTERRUPTED_COPIES"), "{e}");
     }
 
     #[test]

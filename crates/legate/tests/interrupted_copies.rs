@@ -1,0 +1,305 @@
+//! Copies of interrupted tasks, from the binary: `kill -9` of a `legate run --copy` mid-task,
+//! then the next command (`legate show`) recovers the task and removes its copy and baseline;
+//! with `keep_interrupted_copies` they stay for inspection, unless the copy was half made.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_testkit::git;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl Env {
+    /// A home whose `legate.toml` adds the scripted agent and `extra`, and a git project.
+    fn new(extra: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (home, project) = (base.join("home"), base.join("project"));
+        std::fs::create_dir_all(&home).unwrap();
+        let agent = legate_testkit::find_scripted_agent().expect("build legate-scripted-agent");
+        std::fs::write(
+            home.join("legate.toml"),
+            format!(
+                "[agents.scripted]\ncommand = {:?}\n{extra}",
+                agent.display().to_string()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        git(&project, &["init", "-q"]);
+        std::fs::write(project.join("src/lib.txt"), "hello\n").unwrap();
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-q", "-m", "init"]);
+        Self {
+            _tmp: tmp,
+            home,
+            project,
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_legate"));
+        c.args(args)
+            .env("LEGATE_HOME", &self.home)
+            .env_remove("LEGATE_LOG")
+            .env_remove("LEGATE_KEEP_INTERRUPTED_COPIES")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Starts a copy task that hangs in its turn, waits until it is `working` (its copy and
+    /// baseline made), and kills its `legate` with SIGKILL. Returns the task id.
+    fn kill_mid_task(&self) -> String {
+        let project = self.project.to_string_lossy().into_owned();
+        let mut child: Child = self
+            .cmd(&["run", "--agent", "scripted", "--copy", &project, "!hang"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let id = self.wait_working();
+        assert!(self.copy(&id).is_dir() && self.baseline(&id).is_dir());
+        child.kill().unwrap(); // SIGKILL: nothing of legate runs after this.
+        child.wait().unwrap();
+        id
+    }
+
+    fn wait_working(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if self.home.join("legate.db").exists() {
+                let out = self.run(&["tasks", "--json"]);
+                let working = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                    .find(|t| t["state"] == "working");
+                if let Some(t) = working {
+                    return t["id"].as_str().unwrap().to_string();
+                }
+            }
+            assert!(Instant::now() < deadline, "the copy task never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn copy(&self, id: &str) -> PathBuf {
+        self.home.join("copies").join(id)
+    }
+
+    fn baseline(&self, id: &str) -> PathBuf {
+        self.home.join("baselines").join(id)
+    }
+
+    /// The `workspace` events of the task named `copy.discarded`.
+    fn discarded_events(&self, id: &str) -> Vec<Value> {
+        let out = self.run(&["events", id]);
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(&l[l.find('{')?..]).ok())
+            .filter(|v| v["detail"]["event"] == "copy.discarded")
+            .collect()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn assert_interrupted(task: &Value) {
+    assert_eq!(task["state"], "failed", "{task}");
+    assert_eq!(task["error"]["code"], "SERVER_RESTARTED", "{task}");
+}
+
+#[test]
+fn the_copy_of_a_killed_task_is_removed_by_the_next_command() {
+    let env = Env::new("");
+    let id = env.kill_mid_task();
+    // The next command, whatever it is, recovers the task and removes its copy.
+    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert!(!env.copy(&id).exists(), "the copy was kept");
+    assert!(!env.baseline(&id).exists(), "the baseline was kept");
+    let discarded = env.discarded_events(&id);
+    assert_eq!(discarded.len(), 1, "{discarded:?}");
+    assert_eq!(discarded[0]["detail"]["reason"], "interrupted");
+    // Nothing else was touched: the project is as it was.
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("src/lib.txt")).unwrap(),
+        "hello\n"
+    );
+    // A review of it says so.
+    let out = env.run(&["diff", &id]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("discarded"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn keep_interrupted_copies_keeps_it_for_inspection() {
+    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
+    let id = env.kill_mid_task();
+    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert!(
+        env.copy(&id).join("src/lib.txt").is_file(),
+        "the copy is gone"
+    );
+    assert!(env.baseline(&id).is_dir(), "the baseline is gone");
+    assert!(env.discarded_events(&id).is_empty());
+    // Still there after more commands, until the retention sweep or a discard.
+    env.run(&["tasks"]);
+    assert!(env.copy(&id).is_dir());
+    let out = env.run(&["discard", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!env.copy(&id).exists());
+}
+
+#[test]
+fn a_half_made_copy_is_removed_even_when_interrupted_copies_are_kept() {
+    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
+    let id = env.kill_mid_task();
+    // What a process killed while making the copy leaves: a copy without its baseline.
+    std::fs::remove_dir_all(env.baseline(&id)).unwrap();
+    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert!(!env.copy(&id).exists(), "the half-made copy was kept");
+    let discarded = env.discarded_events(&id);
+    assert_eq!(discarded.len(), 1, "{discarded:?}");
+    assert_eq!(discarded[0]["detail"]["reason"], "half-made");
+}
+
+/// Writes `len` bytes that do not compress (xorshift), so that hashing them takes a while.
+fn write_noise(path: &std::path::Path, len: usize, seed: u64) {
+    let mut x = seed | 1;
+    let mut bytes = Vec::with_capacity(len);
+    while bytes.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_copy_killed_while_it_is_made_is_removed_even_when_interrupted_copies_are_kept() {
+    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
+    // Untracked and incompressible: the baseline hashes them (`git hash-object -w`), which
+    // takes seconds, so the copy is still being made when its legate is killed.
+    for (i, name) in ["noise-a.bin", "noise-b.bin"].iter().enumerate() {
+        write_noise(&env.project.join(name), 40 << 20, 0x9e37_79b9 + i as u64);
+    }
+    let project = env.project.to_string_lossy().into_owned();
+    let mut child: Child = env
+        .cmd(&["run", "--agent", "scripted", "--copy", &project, "!hang"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let copies = env.home.join("copies");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let first = std::fs::read_dir(&copies)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned());
+        if let Some(id) = first {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "the copy was never started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    child.kill().unwrap(); // SIGKILL while copying.
+    child.wait().unwrap();
+    assert!(
+        env.copy(&id).is_dir(),
+        "the half-made copy is there to be removed"
+    );
+    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert!(!env.copy(&id).exists(), "the half-made copy was kept");
+    assert!(
+        !env.baseline(&id).exists(),
+        "the half-made baseline was kept"
+    );
+    let discarded = env.discarded_events(&id);
+    assert_eq!(discarded.len(), 1, "{discarded:?}");
+    assert_eq!(discarded[0]["detail"]["reason"], "half-made");
+    // It really was killed mid-copy: the copy was never reported ready.
+    let out = env.run(&["events", &id]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("copy ready"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn the_sweep_removes_a_kept_copy_at_once_when_it_is_half_made() {
+    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
+    let id = env.kill_mid_task();
+    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert!(env.copy(&id).is_dir());
+    // Its baseline lost afterwards: nothing left to inspect, so no waiting for the retention.
+    std::fs::remove_dir_all(env.baseline(&id)).unwrap();
+    let out = env.run(&["cleanup"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!env.copy(&id).exists(), "{}", text(&out));
+}
+
+#[test]
+fn a_completed_copy_and_a_live_one_are_never_removed_by_recovery() {
+    let env = Env::new("");
+    let project = env.project.to_string_lossy().into_owned();
+    let out = env.run(&[
+        "run",
+        "--agent",
+        "scripted",
+        "--copy",
+        &project,
+        "write src/new.txt: x",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let done = env.json(&["tasks", "--json"]);
+    let done_id = done["id"].as_str().unwrap().to_string();
+    // A live copy task in another process, and a killed one: only the killed one goes.
+    let killed = env.kill_mid_task();
+    let mut live: Child = env
+        .cmd(&["run", "--agent", "scripted", "--copy", &project, "!hang"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let live_id = env.wait_working();
+    assert_interrupted(&env.json(&["show", "--json", &killed]));
+    assert!(!env.copy(&killed).exists());
+    assert_eq!(env.json(&["show", "--json", &live_id])["state"], "working");
+    assert!(env.copy(&live_id).is_dir() && env.baseline(&live_id).is_dir());
+    assert!(env.copy(&done_id).join("src/new.txt").is_file());
+    assert!(env.baseline(&done_id).is_dir());
+    live.kill().unwrap();
+    live.wait().unwrap();
+}
