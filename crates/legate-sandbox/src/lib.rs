@@ -24,6 +24,11 @@
 mod hook;
 mod kernel;
 
+// Isolation from Legate (namespaces, the init, capabilities): a block of its own.
+mod init;
+mod isolation;
+pub use isolation::IsolationReport;
+
 pub use hook::confine_command;
 
 use legate_core::{Error, ErrorCode, Result};
@@ -146,6 +151,8 @@ pub struct Confinement {
     writable: Vec<PathBuf>,
     deny_network: bool,
     no_terminals: bool,
+    // Isolation from Legate (see the `isolation` module).
+    isolation: isolation::Spec,
 }
 
 impl Confinement {
@@ -174,6 +181,43 @@ impl Confinement {
     pub fn without_terminals(mut self) -> Self {
         self.no_terminals = true;
         self
+    }
+
+    // ---- Isolation from Legate: mount and PID namespaces, the init, capabilities ----
+
+    /// Hides `path` (a directory or a file: `$LEGATE_HOME`, a token file) from the process:
+    /// in its own mount namespace an empty read-only tmpfs (or `/dev/null`) covers it; the
+    /// writable paths beneath it, and those given to [`Confinement::keep_visible`], stay
+    /// visible at their own paths. Paths that do not exist when prepared are left out.
+    pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        if !self.isolation.hidden.contains(&path) {
+            self.isolation.hidden.push(path);
+        }
+        self
+    }
+
+    /// Keeps `path` visible (readable) even beneath a hidden path.
+    pub fn keep_visible(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        if !self.isolation.visible.contains(&path) {
+            self.isolation.visible.push(path);
+        }
+        self
+    }
+
+    /// Landlock only, as before isolation existed: no namespaces, no init, no capability
+    /// drop, nothing hidden. For comparison (benchmarks) and for confining the calling
+    /// process itself, which `apply_in_child` then does without forking.
+    pub fn landlock_only(mut self) -> Self {
+        self.isolation.off = true;
+        self
+    }
+
+    /// Whether this kernel and process allow the mount and PID namespaces of isolation.
+    /// Cheap after the first call.
+    pub fn probe_namespaces() -> bool {
+        init::probe() && init::lifeline().is_some()
     }
 
     /// The writable paths, in the order given, then the writable devices.
@@ -218,12 +262,14 @@ impl Confinement {
         } else {
             Network::NotEnforced
         };
+        let (child, report) = self.prepare_isolation(requirement)?;
         let ruleset =
             kernel::Ruleset::build(&self.writable(), enforcement, network == Network::Denied)?;
         tracing::debug!(
             enforcement = enforcement.as_str(),
             network = network.as_str(),
             writable = ?self.writable(),
+            isolation = %report,
             "confinement prepared"
         );
         Ok(Prepared {
@@ -231,7 +277,53 @@ impl Confinement {
             enforcement,
             network,
             applied: false,
+            isolation: child,
+            report,
         })
+    }
+
+    /// The isolation part of [`Confinement::prepare`]: what the child will do, and what
+    /// will hold. With [`Requirement::Required`], a home that cannot be hidden is
+    /// `CONFINEMENT_UNAVAILABLE`.
+    fn prepare_isolation(
+        &self,
+        requirement: Requirement,
+    ) -> Result<(Option<init::Child>, IsolationReport)> {
+        if self.isolation.off {
+            return Ok((None, IsolationReport::default()));
+        }
+        let namespaces = Self::probe_namespaces();
+        let lifeline = init::lifeline();
+        let (Some(lifeline), true) = (lifeline, namespaces) else {
+            if requirement == Requirement::Required && !self.isolation.hidden.is_empty() {
+                return Err(Error::new(
+                    ErrorCode::ConfinementUnavailable,
+                    "confinement = \"required\", but Legate's home cannot be hidden from the process: this process may not create mount and PID namespaces",
+                ));
+            }
+            tracing::warn!(
+                "namespaces unavailable: the process will see Legate's home and processes, and may outlive Legate"
+            );
+            let report = IsolationReport {
+                caps_dropped: true,
+                ..IsolationReport::default()
+            };
+            return Ok((None, report));
+        };
+        let kept: Vec<PathBuf> = self
+            .writable
+            .iter()
+            .chain(&self.isolation.visible)
+            .cloned()
+            .collect();
+        let plan = isolation::Plan::build(&self.isolation.hidden, &kept);
+        let report = IsolationReport {
+            home_hidden: plan.hides,
+            processes_hidden: true,
+            dies_with_legate: true,
+            caps_dropped: true,
+        };
+        Ok((Some(init::Child::new(plan, lifeline)), report))
     }
 }
 
@@ -241,6 +333,9 @@ pub struct Prepared {
     enforcement: Enforcement,
     network: Network,
     applied: bool,
+    // Isolation from Legate: `None` for Landlock only or without namespaces.
+    isolation: Option<init::Child>,
+    report: IsolationReport,
 }
 
 impl fmt::Debug for Prepared {
@@ -249,6 +344,7 @@ impl fmt::Debug for Prepared {
             .field("enforcement", &self.enforcement)
             .field("network", &self.network)
             .field("applied", &self.applied)
+            .field("isolation", &self.report)
             .finish_non_exhaustive()
     }
 }
@@ -264,9 +360,21 @@ impl Prepared {
         self.network
     }
 
-    /// Confines the calling process: `PR_SET_NO_NEW_PRIVS`, then `landlock_restrict_self`.
-    /// Meant for a pre-exec hook (between `fork` and `exec`): it allocates nothing, takes no
-    /// lock, and its errors carry raw OS codes. With [`Enforcement::None`] it does nothing.
+    /// What holds of the isolation from Legate.
+    pub fn isolation(&self) -> IsolationReport {
+        self.report
+    }
+
+    /// Confines the calling process. Meant for a pre-exec hook (between `fork` and `exec`):
+    /// it allocates nothing, takes no lock, and its errors carry raw OS codes.
+    ///
+    /// With isolation (the default), the calling process (C) enters new mount and PID
+    /// namespaces, hides what is hidden, and forks the namespace's init, which forks the
+    /// process that returns from here (the others never return on success: see the `init`
+    /// module); that process drops its capabilities. Then, in every case,
+    /// `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (nothing with
+    /// [`Enforcement::None`]). Isolation needs a single-threaded caller, as a forked child
+    /// is; [`Confinement::landlock_only`] confines the calling thread and nothing else.
     ///
     /// A `Prepared` confines one child: a second call fails with `EALREADY` rather than let
     /// a second process run unconfined.
@@ -275,6 +383,12 @@ impl Prepared {
             return Err(std::io::Error::from_raw_os_error(kernel::EALREADY));
         }
         self.applied = true;
+        if let Some(child) = &mut self.isolation {
+            child.enter()?;
+        }
+        if self.report.caps_dropped {
+            init::drop_caps()?;
+        }
         self.ruleset.restrict_self()
     }
 }
