@@ -678,6 +678,7 @@ impl Engine {
             resume_session_id: None,
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
+            hidden: inner.config.hidden_paths(),
         };
         Ok((backend, request))
     }
@@ -1154,6 +1155,7 @@ impl Engine {
             resume_session_id: resume,
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
+            hidden: inner.config.hidden_paths(),
         };
         let opened = tokio::select! {
             r = backend.open(request, sink.clone()) => r?,

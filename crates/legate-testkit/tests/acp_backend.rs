@@ -90,6 +90,7 @@ fn request(
         resume_session_id: None,
         state_dir: None,
         blocked_dir: None,
+        hidden: Vec::new(),
     }
 }
 
