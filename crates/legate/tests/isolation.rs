@@ -129,7 +129,8 @@ fn a_sandboxed_shell_gets_nothing_of_legates_home_environment_or_process() {
     let id = task_id(&String::from_utf8_lossy(&out.stderr));
     let task = h.show(&id);
     let root = PathBuf::from(task["root"].as_str().unwrap());
-    let printed = std::fs::read_to_string(root.join("out.txt")).unwrap();
+    let printed =
+        String::from_utf8_lossy(&std::fs::read(root.join("out.txt")).unwrap()).into_owned();
     assert!(
         printed.contains("KILL0-DENIED") && printed.contains("END"),
         "{printed}"
