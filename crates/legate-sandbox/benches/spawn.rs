@@ -48,7 +48,10 @@ fn spawn(c: &mut Criterion) {
     g.bench_function("landlock + namespaces + init", |b| {
         b.iter(|| {
             let mut cmd = true_cmd(&root);
-            let p = confinement.clone().prepare(Requirement::BestEffort).unwrap();
+            let p = confinement
+                .clone()
+                .prepare(Requirement::BestEffort)
+                .unwrap();
             confine_command(&mut cmd, p);
             assert!(cmd.status().unwrap().success());
         })

@@ -96,7 +96,14 @@ impl Fence {
         let confinement = writable
             .iter()
             .fold(Confinement::new(), |c, dir| c.allow_write(dir));
-        let confinement = hidden.iter().fold(confinement, |c, p| c.hide(p));
+        let mut confinement = hidden.iter().fold(confinement, |c, p| c.hide(p));
+        if let Some(dir) = state_dir {
+            // Long JSON Schemas are passed as files there (read-only for agy): keep it in
+            // sight when the home is hidden.
+            let schemas = dir.join("schemas");
+            private_dir(&schemas)?;
+            confinement = confinement.keep_visible(schemas);
+        }
         Ok(Self {
             confinement,
             requirement,
