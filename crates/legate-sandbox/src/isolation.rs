@@ -229,6 +229,73 @@ mod tests {
         assert_eq!(plan.read_only, [c(&token), c(&home)]);
     }
 
+    fn ancestors_or_self<'a>(p: &'a Path) -> impl Iterator<Item = &'a Path> {
+        p.ancestors()
+    }
+
+    proptest::proptest! {
+        /// Whatever the hidden and kept paths, in a real tree: every kept path beneath a
+        /// hidden one is moved back after a cover was mounted above it, every hidden path
+        /// is covered (itself or a hidden ancestor), nothing covers `/` or the tree's base,
+        /// and every path an operation names lies under the hidden paths.
+        #[test]
+        fn plans_cover_every_hidden_path_and_bring_back_every_kept_one(
+            hidden in proptest::collection::vec("[ab]{1,2}(/[ab]{1,2}){0,2}", 1..4),
+            kept in proptest::collection::vec("[ab]{1,2}(/[ab]{1,2}){0,3}", 0..4),
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let base = d.path().canonicalize().unwrap();
+            let hidden: Vec<PathBuf> = hidden.iter().map(|h| base.join(h)).collect();
+            let kept: Vec<PathBuf> = kept.iter().map(|k| base.join(k)).collect();
+            for p in hidden.iter().chain(&kept) {
+                std::fs::create_dir_all(p).unwrap();
+            }
+            let plan = Plan::build(&hidden, &kept);
+            let target = |op: &Op| match op {
+                Op::Tmpfs(p) | Op::NullFile(p) | Op::MkDir(p) | Op::MkFile(p) | Op::Move(_, p) => {
+                    PathBuf::from(p.to_str().unwrap())
+                }
+            };
+            for op in &plan.ops {
+                let t = target(op);
+                proptest::prop_assert!(t != Path::new("/") && t != base);
+                proptest::prop_assert!(hidden.iter().any(|h| t.starts_with(h)), "{t:?}");
+            }
+            for h in &hidden {
+                if kept.contains(h) {
+                    continue;
+                }
+                let covered_by_kept = kept.iter().any(|k| h.starts_with(k) && h != k);
+                let covered = plan.ops.iter().any(|op| {
+                    matches!(op, Op::Tmpfs(_)) && h.starts_with(target(op))
+                });
+                proptest::prop_assert!(covered, "{h:?} not covered ({covered_by_kept})");
+            }
+            for k in &kept {
+                let under_hidden = hidden.iter().any(|h| k.starts_with(h) && h != k);
+                let inside_kept = kept.iter().any(|o| k.starts_with(o) && o != k);
+                if !under_hidden || inside_kept {
+                    continue;
+                }
+                let moved = plan.ops.iter().position(|op| {
+                    matches!(op, Op::Move(_, _)) && target(op) == *k
+                });
+                let hidden_above = hidden.iter().any(|h| k.starts_with(h) && h != k
+                    && !kept.iter().any(|o| h.starts_with(o) && o != h && k.starts_with(o)));
+                if !hidden_above {
+                    continue;
+                }
+                let Some(at) = moved else {
+                    return Err(proptest::test_runner::TestCaseError::fail(format!("{k:?} never moved back: {plan:?}")));
+                };
+                let covered_before = plan.ops[..at].iter().any(|op| {
+                    matches!(op, Op::Tmpfs(_)) && ancestors_or_self(k).any(|a| a == target(op))
+                });
+                proptest::prop_assert!(covered_before, "{k:?} moved before its cover");
+            }
+        }
+    }
+
     #[test]
     fn a_hidden_path_inside_a_kept_tree_is_hidden_again_and_root_is_never_hidden() {
         let d = tempfile::tempdir().unwrap();
