@@ -229,10 +229,6 @@ mod tests {
         assert_eq!(plan.read_only, [c(&token), c(&home)]);
     }
 
-    fn ancestors_or_self<'a>(p: &'a Path) -> impl Iterator<Item = &'a Path> {
-        p.ancestors()
-    }
-
     proptest::proptest! {
         /// Whatever the hidden and kept paths, in a real tree: every kept path beneath a
         /// hidden one is moved back after a cover was mounted above it, every hidden path
@@ -289,7 +285,7 @@ mod tests {
                     return Err(proptest::test_runner::TestCaseError::fail(format!("{k:?} never moved back: {plan:?}")));
                 };
                 let covered_before = plan.ops[..at].iter().any(|op| {
-                    matches!(op, Op::Tmpfs(_)) && ancestors_or_self(k).any(|a| a == target(op))
+                    matches!(op, Op::Tmpfs(_)) && k.ancestors().any(|a| a == target(op))
                 });
                 proptest::prop_assert!(covered_before, "{k:?} moved before its cover");
             }
