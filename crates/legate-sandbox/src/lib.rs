@@ -17,6 +17,16 @@
 //! elsewhere that part is [`Network::NotEnforced`], and said so. UDP, Unix sockets and other
 //! protocols are not restricted by Landlock.
 //!
+//! Unless it is [`Confinement::landlock_only`], a confinement also isolates the process from
+//! Legate (modules `isolation`, the plan made in the parent, and `init`, the child side): in
+//! mount and PID namespaces of its own, the paths given to [`Confinement::hide`]
+//! (`$LEGATE_HOME`, token files) are covered except for the writable paths beneath them,
+//! Legate's processes cannot be seen, an init ties the process tree to Legate's life, and
+//! capabilities an agent does not need are dropped. What holds is an [`IsolationReport`],
+//! known before anything is spawned; where the namespaces are not allowed, the process runs
+//! with Landlock only (and the report says so), or, when [`Requirement::Required`] and there
+//! is something to hide, is refused.
+//!
 //! This crate owns the policy and its translation to Landlock. It never spawns and never
 //! decides permissions; [`confine_command`] is the one place that registers the pre-exec
 //! hook on a `std::process::Command` (and, through `as_std_mut`, a Tokio one).
@@ -145,7 +155,8 @@ impl Requirement {
 
 /// What a confined process may write: beneath these paths, and the [`WRITABLE_DEVICES`]
 /// (only [`DEV_NULL`] after [`Confinement::without_terminals`]). Everything else it may read
-/// and execute, and not write. With [`Confinement::deny_network`], no TCP either.
+/// and execute, and not write, except what [`Confinement::hide`] covers. With
+/// [`Confinement::deny_network`], no TCP either.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Confinement {
     writable: Vec<PathBuf>,
