@@ -78,28 +78,101 @@ pub(crate) fn lifeline() -> Option<(c_int, c_int)> {
     })
 }
 
-/// Whether this process may create mount and PID namespaces and mount a `/proc` in them,
-/// tried once in a throwaway child. Cheap after the first call.
-pub(crate) fn probe() -> bool {
-    static PROBED: OnceLock<bool> = OnceLock::new();
+/// How this process may create the namespaces: directly (root, or `CAP_SYS_ADMIN`), or
+/// inside a user namespace of its own that maps only its own uid and gid (a process that is
+/// not root, where unprivileged user namespaces are allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Plain,
+    User,
+}
+
+/// The user namespace's maps, prepared in the parent: this process's own ids, to themselves.
+#[derive(Debug)]
+pub(crate) struct UserMaps {
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+impl UserMaps {
+    pub(crate) fn own() -> Self {
+        // SAFETY: `getuid`/`getgid` have no preconditions and cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Self {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+
+    /// In the child, right after `unshare(CLONE_NEWUSER | …)`: `setgroups` denied, then the
+    /// maps. Async-signal-safe.
+    fn write(&self) -> io::Result<()> {
+        write_file(c"/proc/self/setgroups", b"deny")?;
+        write_file(c"/proc/self/uid_map", &self.uid_map)?;
+        write_file(c"/proc/self/gid_map", &self.gid_map)
+    }
+}
+
+fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
+    // SAFETY: `open`/`write`/`close` on a valid C string and a slice's own pointer and length.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(errno());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        let e = errno();
+        libc::close(fd);
+        if n != data.len() as isize {
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// Whether (and how) this process may create mount and PID namespaces and mount a `/proc`
+/// in them, tried once in a throwaway child. Cheap after the first call.
+pub(crate) fn probe() -> Option<Mode> {
+    static PROBED: OnceLock<Option<Mode>> = OnceLock::new();
     *PROBED.get_or_init(|| {
-        let ok = probe_once();
-        tracing::debug!(namespaces = ok, "namespaces probed");
-        ok
+        let mode = if probe_once(None) {
+            Some(Mode::Plain)
+        // SAFETY: `geteuid` has no preconditions and cannot fail.
+        } else if unsafe { libc::geteuid() } != 0 && probe_once(Some(&UserMaps::own())) {
+            Some(Mode::User)
+        } else {
+            None
+        };
+        tracing::debug!(namespaces = ?mode, "namespaces probed");
+        mode
     })
 }
 
-fn probe_once() -> bool {
+fn unshare(maps: Option<&UserMaps>) -> io::Result<()> {
+    let user = if maps.is_some() {
+        libc::CLONE_NEWUSER
+    } else {
+        0
+    };
+    // SAFETY: `unshare` has no memory-safety preconditions.
+    check(unsafe { libc::unshare(user | libc::CLONE_NEWNS | libc::CLONE_NEWPID) }.into())?;
+    match maps {
+        Some(m) => m.write(),
+        None => Ok(()),
+    }
+}
+
+fn probe_once(maps: Option<&UserMaps>) -> bool {
     let proc_ = c"/proc";
     // SAFETY: after `fork`, the child (single-threaded) makes only system calls on static
-    // strings and `_exit`s; the parent only waits for it.
+    // strings and on `maps`, prepared before the fork, and `_exit`s; the parent only waits.
     unsafe {
         let pid = libc::fork();
         if pid < 0 {
             return false;
         }
         if pid == 0 {
-            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) != 0
+            if unshare(maps).is_err()
                 || libc::mount(
                     std::ptr::null(),
                     c"/".as_ptr(),
@@ -114,7 +187,9 @@ fn probe_once() -> bool {
                 libc::SYS_open_tree,
                 libc::AT_FDCWD,
                 c"/".as_ptr(),
-                OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+                OPEN_TREE_CLONE
+                    | libc::AT_RECURSIVE as libc::c_uint
+                    | libc::O_CLOEXEC as libc::c_uint,
             );
             if t < 0 {
                 libc::_exit(2);
@@ -166,16 +241,20 @@ pub(crate) struct Child {
     /// The working directory, read in the child before anything moves.
     cwd: Vec<u8>,
     lifeline: (c_int, c_int),
+    /// `Some` to enter a user namespace first ([`Mode::User`]).
+    maps: Option<UserMaps>,
 }
 
 impl Child {
-    /// The child's data for `plan`, with Legate's `lifeline`.
-    pub(crate) fn new(plan: Plan, lifeline: (c_int, c_int)) -> Self {
+    /// The child's data for `plan`, with Legate's `lifeline`, entering the namespaces as
+    /// `mode` says.
+    pub(crate) fn new(plan: Plan, lifeline: (c_int, c_int), mode: Mode) -> Self {
         Self {
             clone_fds: vec![-1; plan.clones.len()],
             plan,
             cwd: vec![0; libc::PATH_MAX as usize + 1],
             lifeline,
+            maps: (mode == Mode::User).then(UserMaps::own),
         }
     }
 
@@ -188,7 +267,7 @@ impl Child {
             if libc::getcwd(self.cwd.as_mut_ptr().cast(), self.cwd.len()).is_null() {
                 return Err(errno());
             }
-            check(libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID).into())?;
+            unshare(self.maps.as_ref())?;
             check(
                 libc::mount(
                     std::ptr::null(),

@@ -228,7 +228,7 @@ impl Confinement {
     /// Whether this kernel and process allow the mount and PID namespaces of isolation.
     /// Cheap after the first call.
     pub fn probe_namespaces() -> bool {
-        init::probe() && init::lifeline().is_some()
+        init::probe().is_some() && init::lifeline().is_some()
     }
 
     /// The writable paths, in the order given, then the writable devices.
@@ -303,9 +303,7 @@ impl Confinement {
         if self.isolation.off {
             return Ok((None, IsolationReport::default()));
         }
-        let namespaces = Self::probe_namespaces();
-        let lifeline = init::lifeline();
-        let (Some(lifeline), true) = (lifeline, namespaces) else {
+        let (Some(lifeline), Some(mode)) = (init::lifeline(), init::probe()) else {
             if requirement == Requirement::Required && !self.isolation.hidden.is_empty() {
                 return Err(Error::new(
                     ErrorCode::ConfinementUnavailable,
@@ -334,7 +332,7 @@ impl Confinement {
             dies_with_legate: true,
             caps_dropped: true,
         };
-        Ok((Some(init::Child::new(plan, lifeline)), report))
+        Ok((Some(init::Child::new(plan, lifeline, mode)), report))
     }
 }
 
