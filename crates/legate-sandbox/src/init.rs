@@ -3,7 +3,7 @@
 //! parent (async-signal-safe: no allocation, no lock, no `std` I/O).
 //!
 //! The process Tokio knows is **C**. In the pre-exec hook, C unshares a mount and a PID
-//! namespace, makes `/` private, clones the trees to keep visible, covers each hidden path
+//! namespace (inside a user namespace mapping only its own ids when it is not root, [`Mode`]), makes `/` private, clones the trees to keep visible, covers each hidden path
 //! (an empty read-only tmpfs, or `/dev/null` over a file), moves the kept trees back at their
 //! paths and re-enters its working directory through the new tree. It then forks **G**, pid 1
 //! of the new namespace, which mounts a fresh `/proc` and forks **A**, the agent: A drops
