@@ -35,6 +35,7 @@ mod hook;
 mod kernel;
 
 // Isolation from Legate (namespaces, the init, capabilities): a block of its own.
+mod caps;
 mod init;
 mod isolation;
 pub use isolation::IsolationReport;
@@ -396,7 +397,7 @@ impl Prepared {
             child.enter()?;
         }
         if self.report.caps_dropped {
-            init::drop_caps()?;
+            caps::drop_caps()?;
         }
         self.ruleset.restrict_self()
     }
