@@ -43,6 +43,10 @@ pub struct SessionRequest {
     /// Where workspaces blocked by an unverified process cleanup are marked, shared by every
     /// agent (`$LEGATE_HOME/blocked`, see [`cleanup`]). `None`: no mark is checked or made.
     pub blocked_dir: Option<PathBuf>,
+    /// Paths the agent's processes must not see (`$LEGATE_HOME`, token files, the
+    /// configuration file): hidden in their own mount namespace, except the workspace and
+    /// the agent's own directories beneath them (`legate_sandbox::Confinement::hide`).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl SessionRequest {

@@ -84,6 +84,7 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
         resume_session_id: None,
         state_dir: None,
         blocked_dir: None,
+        hidden: Vec::new(),
     }
 }
 

@@ -89,6 +89,9 @@ pub struct EngineConfig {
     pub state_dirs: BTreeMap<String, PathBuf>,
     /// Copy workspaces and their review: limits, secret policy, retention, approval mode.
     pub review: crate::review::ReviewConfig,
+    /// Files and directories no agent or test command may see besides `$LEGATE_HOME`: the
+    /// token files and the configuration file, when they are elsewhere.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl EngineConfig {
@@ -108,7 +111,19 @@ impl EngineConfig {
             confinement: legate_sandbox::Requirement::BestEffort,
             state_dirs: BTreeMap::new(),
             review: crate::review::ReviewConfig::default(),
+            hidden: Vec::new(),
         }
+    }
+
+    /// Everything spawned processes must not see: `$LEGATE_HOME`, then [`EngineConfig::hidden`].
+    pub fn hidden_paths(&self) -> Vec<PathBuf> {
+        let mut all = vec![self.paths.home.clone()];
+        for p in &self.hidden {
+            if !all.contains(p) {
+                all.push(p.clone());
+            }
+        }
+        all
     }
 
     /// The private state directory (`HOME`-like) of agent `name`: its configured one, or

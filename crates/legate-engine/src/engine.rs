@@ -696,6 +696,7 @@ impl Engine {
             resume_session_id: None,
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
+            hidden: inner.config.hidden_paths(),
         };
         Ok((backend, request))
     }
@@ -1214,6 +1215,7 @@ impl Engine {
             resume_session_id: resume,
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
+            hidden: inner.config.hidden_paths(),
         };
         let Some(opened) = self
             .open_with_retries(&backend, request, sink, stop, room)

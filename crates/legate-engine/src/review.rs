@@ -146,6 +146,10 @@ pub struct TestEvidence {
     /// records made before it was recorded).
     #[serde(default = "not_enforced")]
     pub network: String,
+    /// What held of the command's isolation from Legate (`None` for client reports and for
+    /// records made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<legate_sandbox::IsolationReport>,
     /// When it was recorded.
     pub recorded_at: Timestamp,
     /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.
@@ -817,6 +821,7 @@ impl Engine {
         let (b, cmd) = (o.baseline.clone(), command.clone());
         let copy = o.record.copy_directory.clone();
         let requirement = self.config().confinement;
+        let hidden = self.config().hidden_paths();
         let run = blocking(move || {
             let scratch = b.scratch()?;
             legate_workspace::run_test(
@@ -826,6 +831,7 @@ impl Engine {
                 timeout,
                 cfg.max_test_output,
                 requirement,
+                &hidden,
             )
         })
         .await?;
@@ -880,6 +886,7 @@ impl Engine {
             duration_ms: Some(run.duration_ms),
             confinement: run.confinement,
             network: run.network,
+            isolation: Some(run.isolation),
             recorded_at: Timestamp::now(),
             error,
         };
@@ -931,6 +938,7 @@ impl Engine {
             duration_ms: None,
             confinement: "client".to_string(),
             network: not_enforced(),
+            isolation: None,
             recorded_at: Timestamp::now(),
             error,
         };

@@ -22,6 +22,16 @@
 //! refused (ABI 4), and signals and abstract Unix sockets are scoped to the process's own
 //! Landlock domain (ABI 6).
 //!
+//! Unless it is [`Confinement::landlock_only`], a confinement also isolates the process from
+//! Legate (modules `isolation`, the plan made in the parent, and `init`, the child side): in
+//! mount and PID namespaces of its own, the paths given to [`Confinement::hide`]
+//! (`$LEGATE_HOME`, token files) are covered except for the writable paths beneath them,
+//! Legate's processes cannot be seen, an init ties the process tree to Legate's life, and
+//! capabilities an agent does not need are dropped. What holds is an [`IsolationReport`],
+//! known before anything is spawned; where the namespaces are not allowed, the process runs
+//! with Landlock only (and the report says so), or, when [`Requirement::Required`] and there
+//! is something to hide, is refused.
+//!
 //! This crate owns the policy and its translation to Landlock. It never spawns and never
 //! decides permissions; [`confine_command`] is the one place that registers the pre-exec
 //! hook on a `std::process::Command` (and, through `as_std_mut`, a Tokio one).
@@ -29,10 +39,15 @@
 mod hook;
 mod kernel;
 
-// Reaching Legate (h3): the port registry and what is reported of it.
+// Reaching Legate: the port registry and what is reported of it.
 pub mod ports;
 mod reach;
 pub use reach::{LegatePorts, Signals};
+// Isolation from Legate (namespaces, the init, capabilities): a block of its own.
+mod caps;
+mod init;
+mod isolation;
+pub use isolation::IsolationReport;
 
 pub use hook::confine_command;
 
@@ -150,12 +165,15 @@ impl Requirement {
 
 /// What a confined process may write: beneath these paths, and the [`WRITABLE_DEVICES`]
 /// (only [`DEV_NULL`] after [`Confinement::without_terminals`]). Everything else it may read
-/// and execute, and not write. With [`Confinement::deny_network`], no TCP either.
+/// and execute, and not write, except what [`Confinement::hide`] covers. With
+/// [`Confinement::deny_network`], no TCP either.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Confinement {
     writable: Vec<PathBuf>,
     deny_network: bool,
     no_terminals: bool,
+    // Isolation from Legate (see the `isolation` module).
+    isolation: isolation::Spec,
 }
 
 impl Confinement {
@@ -184,6 +202,43 @@ impl Confinement {
     pub fn without_terminals(mut self) -> Self {
         self.no_terminals = true;
         self
+    }
+
+    // ---- Isolation from Legate: mount and PID namespaces, the init, capabilities ----
+
+    /// Hides `path` (a directory or a file: `$LEGATE_HOME`, a token file) from the process:
+    /// in its own mount namespace an empty read-only tmpfs (or `/dev/null`) covers it; the
+    /// writable paths beneath it, and those given to [`Confinement::keep_visible`], stay
+    /// visible at their own paths. Paths that do not exist when prepared are left out.
+    pub fn hide(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        if !self.isolation.hidden.contains(&path) {
+            self.isolation.hidden.push(path);
+        }
+        self
+    }
+
+    /// Keeps `path` visible (readable) even beneath a hidden path.
+    pub fn keep_visible(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        if !self.isolation.visible.contains(&path) {
+            self.isolation.visible.push(path);
+        }
+        self
+    }
+
+    /// Landlock only, as before isolation existed: no namespaces, no init, no capability
+    /// drop, nothing hidden. For comparison (benchmarks) and for confining the calling
+    /// process itself, which `apply_in_child` then does without forking.
+    pub fn landlock_only(mut self) -> Self {
+        self.isolation.off = true;
+        self
+    }
+
+    /// Whether this kernel and process allow the mount and PID namespaces of isolation.
+    /// Cheap after the first call.
+    pub fn probe_namespaces() -> bool {
+        init::probe().is_some() && init::lifeline().is_some()
     }
 
     /// The writable paths, in the order given, then the writable devices.
@@ -230,6 +285,7 @@ impl Confinement {
         };
         // Reaching Legate: scopes and the port layer, where the kernel has them.
         let (legate_ports, signals, blocked) = self.reach(enforcement, network);
+        let (child, report) = self.prepare_isolation(requirement)?;
         let ruleset = kernel::Ruleset::build(
             &self.writable(),
             enforcement,
@@ -244,6 +300,7 @@ impl Confinement {
             blocked_ports = ?blocked,
             signals = signals.as_str(),
             writable = ?self.writable(),
+            isolation = %report,
             "confinement prepared"
         );
         Ok(Prepared {
@@ -254,6 +311,8 @@ impl Confinement {
             signals,
             blocked_ports: blocked.unwrap_or_default(),
             applied: false,
+            isolation: child,
+            report,
         })
     }
 
@@ -291,6 +350,48 @@ impl Confinement {
         let (ports, signals, _) = Self::new().reach(Self::probe(), Network::NotEnforced);
         (ports, signals)
     }
+
+    /// The isolation part of [`Confinement::prepare`]: what the child will do, and what
+    /// will hold. With [`Requirement::Required`], a home that cannot be hidden is
+    /// `CONFINEMENT_UNAVAILABLE`.
+    fn prepare_isolation(
+        &self,
+        requirement: Requirement,
+    ) -> Result<(Option<init::Child>, IsolationReport)> {
+        if self.isolation.off {
+            return Ok((None, IsolationReport::default()));
+        }
+        let (Some(lifeline), Some(mode)) = (init::lifeline(), init::probe()) else {
+            if requirement == Requirement::Required && !self.isolation.hidden.is_empty() {
+                return Err(Error::new(
+                    ErrorCode::ConfinementUnavailable,
+                    "confinement = \"required\", but Legate's home cannot be hidden from the process: this process may not create mount and PID namespaces",
+                ));
+            }
+            tracing::warn!(
+                "namespaces unavailable: the process will see Legate's home and processes, and may outlive Legate"
+            );
+            let report = IsolationReport {
+                caps_dropped: true,
+                ..IsolationReport::default()
+            };
+            return Ok((None, report));
+        };
+        let kept: Vec<PathBuf> = self
+            .writable
+            .iter()
+            .chain(&self.isolation.visible)
+            .cloned()
+            .collect();
+        let plan = isolation::Plan::build(&self.isolation.hidden, &kept);
+        let report = IsolationReport {
+            home_hidden: plan.hides,
+            processes_hidden: true,
+            dies_with_legate: true,
+            caps_dropped: true,
+        };
+        Ok((Some(init::Child::new(plan, lifeline, mode)), report))
+    }
 }
 
 /// A ruleset built in the parent, ready to be applied in one child.
@@ -298,11 +399,14 @@ pub struct Prepared {
     ruleset: kernel::Ruleset,
     enforcement: Enforcement,
     network: Network,
-    // Reaching Legate (h3).
+    // Reaching Legate.
     legate_ports: LegatePorts,
     signals: Signals,
     blocked_ports: std::collections::BTreeSet<u16>,
     applied: bool,
+    // Isolation from Legate: `None` for Landlock only or without namespaces.
+    isolation: Option<init::Child>,
+    report: IsolationReport,
 }
 
 impl fmt::Debug for Prepared {
@@ -313,6 +417,7 @@ impl fmt::Debug for Prepared {
             .field("legate_ports", &self.legate_ports)
             .field("signals", &self.signals)
             .field("applied", &self.applied)
+            .field("isolation", &self.report)
             .finish_non_exhaustive()
     }
 }
@@ -343,9 +448,21 @@ impl Prepared {
         self.signals
     }
 
-    /// Confines the calling process: `PR_SET_NO_NEW_PRIVS`, then `landlock_restrict_self`.
-    /// Meant for a pre-exec hook (between `fork` and `exec`): it allocates nothing, takes no
-    /// lock, and its errors carry raw OS codes. With [`Enforcement::None`] it does nothing.
+    /// What holds of the isolation from Legate.
+    pub fn isolation(&self) -> IsolationReport {
+        self.report
+    }
+
+    /// Confines the calling process. Meant for a pre-exec hook (between `fork` and `exec`):
+    /// it allocates nothing, takes no lock, and its errors carry raw OS codes.
+    ///
+    /// With isolation (the default), the calling process (C) enters new mount and PID
+    /// namespaces, hides what is hidden, and forks the namespace's init, which forks the
+    /// process that returns from here (the others never return on success: see the `init`
+    /// module); that process drops its capabilities. Then, in every case,
+    /// `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (nothing with
+    /// [`Enforcement::None`]). Isolation needs a single-threaded caller, as a forked child
+    /// is; [`Confinement::landlock_only`] confines the calling thread and nothing else.
     ///
     /// A `Prepared` confines one child: a second call fails with `EALREADY` rather than let
     /// a second process run unconfined.
@@ -354,6 +471,12 @@ impl Prepared {
             return Err(std::io::Error::from_raw_os_error(kernel::EALREADY));
         }
         self.applied = true;
+        if let Some(child) = &mut self.isolation {
+            child.enter()?;
+        }
+        if self.report.caps_dropped {
+            caps::drop_caps()?;
+        }
         self.ruleset.restrict_self()
     }
 }

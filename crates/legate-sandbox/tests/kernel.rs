@@ -26,6 +26,7 @@ fn confined_child() {
     let (inside, outside) = dirs.split_once(':').unwrap();
     let mut prepared = Confinement::new()
         .allow_write(inside)
+        .landlock_only()
         .prepare(Requirement::BestEffort)
         .unwrap();
     prepared.apply_in_child().unwrap();

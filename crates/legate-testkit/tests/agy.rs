@@ -702,6 +702,32 @@ fn pid_alive(pid: i32) -> bool {
 }
 
 /// Waits for the `orphan` scenario's pid file and returns the pid.
+/// Live processes here whose pid in their own (inner) PID namespace is `inner` and whose
+/// command line is `sleep 600`: the orphan, seen from outside agy's namespace.
+fn orphans_with_inner_pid(inner: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            let ns: Vec<i32> = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (ns.len() > 1
+                && ns.last() == Some(&inner)
+                && cmdline == b"sleep\x00600\x00"
+                && pid_alive(pid))
+            .then_some(pid)
+        })
+        .collect()
+}
+
 async fn orphan_pid(h: &Harness) -> i32 {
     let file = fake_state(h).join("orphan.pid");
     for _ in 0..1000 {
@@ -785,6 +811,14 @@ async fn an_orphan_that_left_the_group_is_found_by_its_marker_and_killed() {
     let c = cleanup_detail(&h, &t);
     assert_eq!(c["verified"], true, "{c}");
     assert_eq!(c["stopped"], false, "{c}");
+    if legate_sandbox::Confinement::probe_namespaces() {
+        // agy ran in a PID namespace of its own (the pid it wrote is that namespace's): the
+        // orphan died with the namespace when agy exited, before any cleanup had to look.
+        assert_eq!(c["signals"], serde_json::json!([]), "{c}");
+        assert_eq!(orphans_with_inner_pid(pid), Vec::<i32>::new());
+        h.engine.shutdown().await;
+        return;
+    }
     assert_eq!(c["outsideGroup"], 1, "{c}");
     assert_eq!(
         c["signals"],
@@ -848,6 +882,15 @@ async fn an_orphan_that_cannot_be_killed_blocks_its_workspace_for_every_agent() 
         .submit(in_shared("agy", shared.path(), "orphan: x"))
         .unwrap();
     let pid = orphan_pid(&h).await;
+    if legate_sandbox::Confinement::probe_namespaces() {
+        // The pid is agy's PID namespace's, and the orphan dies with that namespace when agy
+        // exits: there is no orphan left to freeze. The mark itself is tested without
+        // namespaces, and by the backend's cleanup tests.
+        eprintln!("skipped: the orphan dies with agy's PID namespace; nothing to freeze");
+        let _ = h.engine.wait(&task.id).await;
+        h.engine.shutdown().await;
+        return;
+    }
     let Some(frozen) = Frozen::freeze(pid) else {
         eprintln!(
             "skipped: no writable cgroup-v1 freezer here to hold a process Legate cannot kill"

@@ -11,7 +11,9 @@
 //! and, where the kernel has Landlock's network rights (ABI 4), may neither bind nor connect
 //! a TCP socket. The evidence says which held (`confinement: full|partial|none`,
 //! `network: denied|not-enforced`); with `confinement = "required"` a kernel that enforces
-//! nothing is `CONFINEMENT_UNAVAILABLE` and nothing runs. This module must never run a
+//! nothing is `CONFINEMENT_UNAVAILABLE` and nothing runs. Like an agent, the command does
+//! not see Legate's home (but for its copy and scratch directory), token files or
+//! processes, and dies with Legate (`isolation` in the evidence). This module must never run a
 //! command through a shell or leave a process of the test's group running after it returns.
 
 use legate_core::{Error, ErrorCode};
@@ -19,7 +21,7 @@ use legate_sandbox::{Confinement, Requirement};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -67,6 +69,10 @@ pub struct TestRun {
     pub confinement: String,
     /// Whether TCP was denied: `denied`, `not-enforced`.
     pub network: String,
+    /// What held of the command's isolation from Legate (hidden home, hidden processes,
+    /// dies with Legate, capabilities dropped).
+    #[serde(default)]
+    pub isolation: legate_sandbox::IsolationReport,
 }
 
 /// Which confinement holds for a test, as the evidence states it.
@@ -76,6 +82,8 @@ pub struct Confined {
     pub confinement: &'static str,
     /// `denied` or `not-enforced`.
     pub network: &'static str,
+    /// What holds of its isolation from Legate.
+    pub isolation: legate_sandbox::IsolationReport,
 }
 
 impl TestRun {
@@ -89,15 +97,20 @@ impl TestRun {
 /// before it is spawned, the copy (the only project directory it may write) and the scratch
 /// directory, and registers a Landlock ruleset under which the command may write only beneath
 /// those two (and `/dev/null`) and may not bind or connect TCP sockets where the kernel can
-/// refuse that. It returns which confinement will hold; with [`Requirement::Required`], a
-/// kernel that enforces nothing is `CONFINEMENT_UNAVAILABLE`.
+/// refuse that. `hidden` (`$LEGATE_HOME`, token files) is out of its sight, but for the copy
+/// and the scratch directory beneath it, and so are Legate's processes. It returns which
+/// confinement will hold; with [`Requirement::Required`], a kernel that enforces nothing, or
+/// a home that cannot be hidden, is `CONFINEMENT_UNAVAILABLE`.
 pub fn confine(
     cmd: &mut Command,
     copy: &Path,
     scratch: &Path,
     requirement: Requirement,
+    hidden: &[PathBuf],
 ) -> Result<Confined, Error> {
-    let prepared = Confinement::new()
+    let prepared = hidden
+        .iter()
+        .fold(Confinement::new(), |c, p| c.hide(p))
         .allow_write(copy)
         .allow_write(scratch)
         .without_terminals()
@@ -106,6 +119,7 @@ pub fn confine(
     let confined = Confined {
         confinement: prepared.enforcement().as_str(),
         network: prepared.network().as_str(),
+        isolation: prepared.isolation(),
     };
     legate_sandbox::confine_command(cmd, prepared);
     Ok(confined)
@@ -137,6 +151,7 @@ pub fn run_test(
     timeout: Duration,
     max_output: usize,
     requirement: Requirement,
+    hidden: &[PathBuf],
 ) -> Result<TestRun, Error> {
     validate(command)?;
     let mut cmd = Command::new(&command.executable);
@@ -153,7 +168,7 @@ pub fn run_test(
         }
     }
     cmd.env("HOME", scratch).env("TMPDIR", scratch);
-    let confined = confine(&mut cmd, copy, scratch, requirement)?;
+    let confined = confine(&mut cmd, copy, scratch, requirement, hidden)?;
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
         Error::new(
@@ -247,6 +262,7 @@ pub fn run_test(
         duration_ms,
         confinement: confined.confinement.to_string(),
         network: confined.network.to_string(),
+        isolation: confined.isolation,
     })
 }
 
@@ -280,6 +296,7 @@ mod tests {
             Duration::from_secs(10),
             100,
             Requirement::BestEffort,
+            &[],
         )
         .unwrap();
         assert_eq!(
@@ -298,6 +315,7 @@ mod tests {
             Duration::from_secs(10),
             10_000,
             Requirement::BestEffort,
+            &[],
         )
         .unwrap();
         assert!(env.passed());
@@ -323,6 +341,7 @@ mod tests {
             Duration::from_millis(300),
             1000,
             Requirement::BestEffort,
+            &[],
         )
         .unwrap();
         assert!(r.timed_out);
@@ -342,6 +361,7 @@ mod tests {
             Duration::from_secs(1),
             10,
             Requirement::BestEffort,
+            &[],
         )
         .unwrap_err();
         assert_eq!(err.code, ErrorCode::TestFailed);
@@ -365,6 +385,7 @@ mod tests {
             Duration::from_secs(10),
             1000,
             Requirement::BestEffort,
+            &[],
         )
         .unwrap();
         let enforcement = Confinement::probe();
@@ -404,6 +425,7 @@ mod tests {
             Duration::from_secs(10),
             1000,
             Requirement::BestEffort,
+            &[],
         )
         .unwrap();
         let network = Confinement::probe_network();
@@ -436,6 +458,7 @@ mod tests {
             Duration::from_secs(10),
             10,
             Requirement::Required,
+            &[],
         );
         match Confinement::probe() {
             legate_sandbox::Enforcement::None => {

@@ -113,13 +113,20 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
     let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), home, env)?;
     let mut a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
     let named: std::collections::BTreeSet<String> = parsed.agents.keys().cloned().collect();
-    let engine = resolve(parsed, home, env)?;
+    let mut engine = resolve(parsed, home, env)?;
     a2a.agents = engine
         .agents
         .keys()
         .filter(|n| named.contains(*n) || **n == engine.default_agent || *n == "revisor")
         .cloned()
         .collect();
+    // Agents must never read a token, wherever it is configured, nor the configuration.
+    engine.hidden.extend(
+        [&mcp.token_file, &a2a.token_file]
+            .into_iter()
+            .cloned()
+            .chain(file_path.clone()),
+    );
     Ok(Config {
         engine,
         mcp,

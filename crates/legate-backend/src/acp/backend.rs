@@ -2,8 +2,11 @@
 //!
 //! Before spawning: the preset's launch (environment, private `TMPDIR`, state directory) and
 //! the Landlock ruleset that lets the agent write only there and in its root, reported as a
-//! `Workspace` event (`{confinement, writable, tmpDir}`); with `Requirement::Required` an agent
-//! the kernel cannot confine is not started (`CONFINEMENT_UNAVAILABLE`).
+//! `Workspace` event (`{confinement, writable, tmpDir, isolation}`: the last says whether
+//! Legate's home is hidden, its processes are hidden, the agent dies with Legate and its
+//! capabilities were dropped); with `Requirement::Required` an agent the kernel cannot
+//! confine, or whose view of Legate's home cannot be hidden, is not started
+//! (`CONFINEMENT_UNAVAILABLE`).
 //!
 //! `initialize` (advertising `fs` read and write, except to Gemini, and `terminal` only when
 //! the spec asks), then
@@ -329,13 +332,18 @@ impl AcpBackend {
         let confinement = launch
             .writable
             .iter()
-            .fold(Confinement::new(), |c, dir| c.allow_write(dir))
+            .fold(Confinement::new(), |c, dir| c.allow_write(dir));
+        let confinement = request
+            .hidden
+            .iter()
+            .fold(confinement, |c, p| c.hide(p))
             .prepare(self.confinement)?;
         let enforcement = confinement.enforcement();
         let (legate_ports, signals) = (confinement.legate_ports(), confinement.signals());
+        let isolation = confinement.isolation();
         sink.send(EventKind::Workspace {
             message: format!(
-                "agent process confinement: {enforcement}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
+                "agent process confinement: {enforcement}; {isolation}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
                 launch
                     .writable
                     .iter()
@@ -355,6 +363,7 @@ impl AcpBackend {
                 "signals": signals.as_str(),
                 "writable": launch.writable,
                 "tmpDir": launch.tmp_dir,
+                "isolation": isolation,
             }),
         });
         let marker = crate::cleanup::new_marker();

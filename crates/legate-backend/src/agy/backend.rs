@@ -157,6 +157,7 @@ impl AgyBackend {
             request.state_dir.as_deref(),
             &mut env,
             self.confinement,
+            &request.hidden,
         )?;
         if self.confinement == Requirement::Required {
             // Fails with CONFINEMENT_UNAVAILABLE before anything runs unconfined.
@@ -236,15 +237,20 @@ impl AgyBackend {
     }
 
     /// The models `spec`'s `agy` offers (`agy models`), run in `cwd`, confined to it and its
-    /// profile.
-    pub async fn models(&self, spec: &AgentSpec, cwd: &Path) -> Result<Vec<models::Model>> {
+    /// profile, with `hidden` out of its sight.
+    pub async fn models(
+        &self,
+        spec: &AgentSpec,
+        cwd: &Path,
+        hidden: &[PathBuf],
+    ) -> Result<Vec<models::Model>> {
         let mut env = env::agent_env(std::env::vars_os(), spec, None, Allowlist::Agy)?;
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_os_str());
         let exe = resolve_executable(&spec.command, path)?;
-        let fence = Fence::new(spec, cwd, None, &mut env, self.confinement)?;
+        let fence = Fence::new(spec, cwd, None, &mut env, self.confinement, hidden)?;
         models::list_models(&exe, &env, cwd, self.probe_timeout, fence.fenced()).await
     }
 }
@@ -266,7 +272,9 @@ impl Backend for AgyBackend {
     /// `agy models`, run in the request's root.
     async fn models(&self, request: SessionRequest) -> Result<crate::selection::ModelList> {
         Ok(crate::selection::ModelList {
-            models: self.models(&request.agent, &request.boundary.root).await?,
+            models: self
+                .models(&request.agent, &request.boundary.root, &request.hidden)
+                .await?,
             current: None,
         })
     }

@@ -16,7 +16,9 @@
 //!
 //! Legate's own state directory for the agent (`$LEGATE_HOME/agents/<name>/`: usage totals,
 //! the saved model, blocked-workspace marks) is *not* writable: `agy` must not be able to
-//! forge its usage or lift a block.
+//! forge its usage or lift a block. Like an ACP agent's, its processes do not see Legate's
+//! home or token files (the session request's `hidden` paths), only the writable
+//! directories beneath them, and not Legate's processes (`legate_sandbox::IsolationReport`).
 
 use legate_core::{AgentSpec, Error, ErrorCode, EventKind, Result};
 use legate_sandbox::{Confinement, Prepared, Requirement};
@@ -61,6 +63,7 @@ impl Fence {
         state_dir: Option<&Path>,
         env: &mut Vec<(OsString, OsString)>,
         requirement: Requirement,
+        hidden: &[PathBuf],
     ) -> Result<Self> {
         let mut writable = vec![root.to_path_buf()];
         let home = env
@@ -93,6 +96,14 @@ impl Fence {
         let confinement = writable
             .iter()
             .fold(Confinement::new(), |c, dir| c.allow_write(dir));
+        let mut confinement = hidden.iter().fold(confinement, |c, p| c.hide(p));
+        if let Some(dir) = state_dir {
+            // Long JSON Schemas are passed as files there (read-only for agy): keep it in
+            // sight when the home is hidden.
+            let schemas = dir.join("schemas");
+            private_dir(&schemas)?;
+            confinement = confinement.keep_visible(schemas);
+        }
         Ok(Self {
             confinement,
             requirement,
@@ -115,9 +126,14 @@ impl Fence {
     pub(crate) fn event(&self) -> EventKind {
         let enforcement = Confinement::probe();
         let (legate_ports, signals) = Confinement::probe_reach();
+        let isolation = self
+            .confinement
+            .prepare(Requirement::BestEffort)
+            .map(|p| p.isolation())
+            .unwrap_or_default();
         EventKind::Workspace {
             message: format!(
-                "agy process confinement: {enforcement}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
+                "agy process confinement: {enforcement}; {isolation}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
                 self.writable
                     .iter()
                     .map(|p| p.display().to_string())
@@ -135,6 +151,7 @@ impl Fence {
                 "signals": signals.as_str(),
                 "writable": self.writable,
                 "tmpDir": self.tmp_dir,
+                "isolation": isolation,
             }),
         }
     }
@@ -179,6 +196,7 @@ mod tests {
             Some(&state),
             &mut env,
             Requirement::BestEffort,
+            &[],
         )
         .unwrap();
         let tmp = state.join("tmp");

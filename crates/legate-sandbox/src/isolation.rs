@@ -1,0 +1,310 @@
+//! What a confined process may see of Legate, decided in the parent: which paths are hidden,
+//! which are kept visible beneath them, and the exact list of mount operations the child
+//! performs ([`Plan`]), with every path already a `CString`.
+//!
+//! The child side (namespaces, the tiny init, capabilities) is `init`; this module owns the
+//! policy and its translation into operations, and never makes a system call that changes
+//! anything. See `docs/permissions.md`, "What an agent can read, reach and see of Legate".
+
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// What isolation a confinement asks for (a block of its own in [`crate::Confinement`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Spec {
+    /// Landlock only: no namespaces, no init, no capability drop.
+    pub(crate) off: bool,
+    /// Paths (directories or files) the process must not see: `$LEGATE_HOME`, token files.
+    pub(crate) hidden: Vec<PathBuf>,
+    /// Paths kept visible even beneath a hidden one (besides the writable paths).
+    pub(crate) visible: Vec<PathBuf>,
+}
+
+/// What holds of the isolation of one confined process, reported with its confinement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IsolationReport {
+    /// `$LEGATE_HOME` (and the other hidden paths) are covered in the process's own mount
+    /// namespace: only its workspace and its own directories are visible there.
+    pub home_hidden: bool,
+    /// The process runs in its own PID namespace with a fresh `/proc`: Legate's processes
+    /// (and their environment) cannot be named, read, signalled or traced.
+    pub processes_hidden: bool,
+    /// The process tree is killed when Legate dies (an init in its PID namespace that
+    /// watches Legate's lifeline), whatever it does with its process group.
+    pub dies_with_legate: bool,
+    /// The capabilities an agent does not need were dropped from every set, bounding set
+    /// included, and `no_new_privs` is set.
+    pub caps_dropped: bool,
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+impl fmt::Display for IsolationReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "home hidden: {}; processes hidden: {}; dies with Legate: {}; capabilities dropped: {}",
+            yes_no(self.home_hidden),
+            yes_no(self.processes_hidden),
+            yes_no(self.dies_with_legate),
+            yes_no(self.caps_dropped)
+        )
+    }
+}
+
+/// One mount-namespace operation of the child, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Mount an empty tmpfs (mode 0711) over this directory.
+    Tmpfs(CString),
+    /// Bind `/dev/null` over this file.
+    NullFile(CString),
+    /// Create this directory (mode 0711) in a tmpfs; it may exist.
+    MkDir(CString),
+    /// Create this empty file in a tmpfs (a mount point for a kept file); it may exist.
+    MkFile(CString),
+    /// Move the clone number `.0` (of [`Plan::clones`]) to this path.
+    Move(usize, CString),
+}
+
+/// The prepared mount operations of one child.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Plan {
+    /// Trees cloned (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`) before anything is hidden.
+    pub(crate) clones: Vec<CString>,
+    /// Then these, in order.
+    pub(crate) ops: Vec<Op>,
+    /// Then these hidden mounts are made read-only, in order.
+    pub(crate) read_only: Vec<CString>,
+    /// Whether anything is hidden at all.
+    pub(crate) hides: bool,
+}
+
+fn cstring(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_bytes()).ok()
+}
+
+/// The paths that exist, resolved, each once.
+fn resolved(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        match std::fs::canonicalize(p) {
+            Ok(r) if !out.contains(&r) => out.push(r),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(path = %p.display(), error = %e, "an isolation path is missing; left out");
+            }
+        }
+    }
+    out
+}
+
+/// Whether `p` lies strictly beneath `dir`.
+fn strictly_beneath(p: &Path, dir: &Path) -> bool {
+    p != dir && p.starts_with(dir)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Hidden,
+    Kept,
+}
+
+/// The deepest path of `all` strictly above `p`, with its kind.
+fn cover<'a>(p: &Path, all: &'a [(PathBuf, Kind)]) -> Option<&'a (PathBuf, Kind)> {
+    all.iter()
+        .filter(|(q, _)| strictly_beneath(p, q))
+        .max_by_key(|(q, _)| q.components().count())
+}
+
+impl Plan {
+    /// The operations that hide `hidden` and keep `kept` visible (paths that do not exist are
+    /// left out; a kept path equal to a hidden one wins). A kept path beneath no hidden path
+    /// needs nothing; a hidden path beneath a kept one is hidden again once that tree is back.
+    pub(crate) fn build(hidden: &[PathBuf], kept: &[PathBuf]) -> Self {
+        let kept = resolved(kept);
+        let hidden: Vec<PathBuf> = resolved(hidden)
+            .into_iter()
+            .filter(|h| !kept.contains(h) && h != Path::new("/"))
+            .collect();
+        let mut all: Vec<(PathBuf, Kind)> = hidden
+            .iter()
+            .map(|h| (h.clone(), Kind::Hidden))
+            .chain(kept.iter().map(|k| (k.clone(), Kind::Kept)))
+            .collect();
+        all.sort_by_key(|(p, _)| p.components().count());
+        let mut plan = Plan::default();
+        for (path, kind) in &all {
+            let Some(c) = cstring(path) else {
+                continue;
+            };
+            let above = cover(path, &all);
+            match kind {
+                Kind::Hidden => {
+                    if matches!(above, Some((_, Kind::Hidden))) {
+                        continue; // already covered by the hidden path above it
+                    }
+                    plan.hides = true;
+                    plan.ops.push(if path.is_dir() {
+                        Op::Tmpfs(c.clone())
+                    } else {
+                        Op::NullFile(c.clone())
+                    });
+                    plan.read_only.push(c);
+                }
+                Kind::Kept => {
+                    let Some((top, Kind::Hidden)) = above else {
+                        continue; // visible already, or inside a kept tree
+                    };
+                    let index = plan.clones.len();
+                    plan.clones.push(c.clone());
+                    let mut at = top.clone();
+                    let rest: Vec<_> = path
+                        .strip_prefix(top)
+                        .map(|r| r.components().collect())
+                        .unwrap_or_default();
+                    for (i, part) in rest.iter().enumerate() {
+                        at.push(part);
+                        let Some(ac) = cstring(&at) else { break };
+                        let last = i + 1 == rest.len();
+                        plan.ops.push(if last && !path.is_dir() {
+                            Op::MkFile(ac)
+                        } else {
+                            Op::MkDir(ac)
+                        });
+                    }
+                    plan.ops.push(Op::Move(index, c));
+                }
+            }
+        }
+        plan.read_only.reverse();
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn c(p: &Path) -> CString {
+        cstring(p).unwrap()
+    }
+
+    #[test]
+    fn kept_trees_are_cloned_then_moved_back_into_the_tmpfs() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().canonicalize().unwrap().join("home");
+        let root = home.join("sandboxes/s1");
+        let state = home.join("agents/a");
+        let token = d.path().canonicalize().unwrap().join("tok");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(state.join("tmp")).unwrap();
+        std::fs::write(&token, "t").unwrap();
+        let plan = Plan::build(
+            &[home.clone(), token.clone(), d.path().join("missing")],
+            &[root.clone(), state.clone(), state.join("tmp")],
+        );
+        assert!(plan.hides);
+        assert_eq!(plan.clones, [c(&root), c(&state)]);
+        assert_eq!(
+            plan.ops,
+            [
+                Op::Tmpfs(c(&home)),
+                Op::NullFile(c(&token)),
+                Op::MkDir(c(&home.join("sandboxes"))),
+                Op::MkDir(c(&root)),
+                Op::Move(0, c(&root)),
+                Op::MkDir(c(&home.join("agents"))),
+                Op::MkDir(c(&state)),
+                Op::Move(1, c(&state)),
+            ]
+        );
+        assert_eq!(plan.read_only, [c(&token), c(&home)]);
+    }
+
+    proptest::proptest! {
+        /// Whatever the hidden and kept paths, in a real tree: every kept path beneath a
+        /// hidden one is moved back after a cover was mounted above it, every hidden path
+        /// is covered (itself or a hidden ancestor), nothing covers `/` or the tree's base,
+        /// and every path an operation names lies under the hidden paths.
+        #[test]
+        fn plans_cover_every_hidden_path_and_bring_back_every_kept_one(
+            hidden in proptest::collection::vec("[ab]{1,2}(/[ab]{1,2}){0,2}", 1..4),
+            kept in proptest::collection::vec("[ab]{1,2}(/[ab]{1,2}){0,3}", 0..4),
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let base = d.path().canonicalize().unwrap();
+            let hidden: Vec<PathBuf> = hidden.iter().map(|h| base.join(h)).collect();
+            let kept: Vec<PathBuf> = kept.iter().map(|k| base.join(k)).collect();
+            for p in hidden.iter().chain(&kept) {
+                std::fs::create_dir_all(p).unwrap();
+            }
+            let plan = Plan::build(&hidden, &kept);
+            let target = |op: &Op| match op {
+                Op::Tmpfs(p) | Op::NullFile(p) | Op::MkDir(p) | Op::MkFile(p) | Op::Move(_, p) => {
+                    PathBuf::from(p.to_str().unwrap())
+                }
+            };
+            for op in &plan.ops {
+                let t = target(op);
+                proptest::prop_assert!(t != Path::new("/") && t != base);
+                proptest::prop_assert!(hidden.iter().any(|h| t.starts_with(h)), "{t:?}");
+            }
+            for h in &hidden {
+                if kept.contains(h) {
+                    continue;
+                }
+                let covered_by_kept = kept.iter().any(|k| h.starts_with(k) && h != k);
+                let covered = plan.ops.iter().any(|op| {
+                    matches!(op, Op::Tmpfs(_)) && h.starts_with(target(op))
+                });
+                proptest::prop_assert!(covered, "{h:?} not covered ({covered_by_kept})");
+            }
+            for k in &kept {
+                let under_hidden = hidden.iter().any(|h| k.starts_with(h) && h != k);
+                let inside_kept = kept.iter().any(|o| k.starts_with(o) && o != k);
+                if !under_hidden || inside_kept {
+                    continue;
+                }
+                let moved = plan.ops.iter().position(|op| {
+                    matches!(op, Op::Move(_, _)) && target(op) == *k
+                });
+                let hidden_above = hidden.iter().any(|h| k.starts_with(h) && h != k
+                    && !kept.iter().any(|o| h.starts_with(o) && o != h && k.starts_with(o)));
+                if !hidden_above {
+                    continue;
+                }
+                let Some(at) = moved else {
+                    return Err(proptest::test_runner::TestCaseError::fail(format!("{k:?} never moved back: {plan:?}")));
+                };
+                let covered_before = plan.ops[..at].iter().any(|op| {
+                    matches!(op, Op::Tmpfs(_)) && k.ancestors().any(|a| a == target(op))
+                });
+                proptest::prop_assert!(covered_before, "{k:?} moved before its cover");
+            }
+        }
+    }
+
+    #[test]
+    fn a_hidden_path_inside_a_kept_tree_is_hidden_again_and_root_is_never_hidden() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().canonicalize().unwrap();
+        let project = base.join("project");
+        let home = project.join(".legate");
+        std::fs::create_dir_all(&home).unwrap();
+        // The project is not beneath anything hidden: nothing to clone; the home is covered.
+        let plan = Plan::build(&[home.clone(), "/".into()], std::slice::from_ref(&project));
+        assert!(plan.clones.is_empty());
+        assert_eq!(plan.ops, [Op::Tmpfs(c(&home))]);
+        // A kept path equal to a hidden one wins.
+        let plan = Plan::build(std::slice::from_ref(&home), std::slice::from_ref(&home));
+        assert!(!plan.hides && plan.ops.is_empty());
+    }
+}
