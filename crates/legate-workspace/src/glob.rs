@@ -79,6 +79,16 @@ impl Glob {
         &self.source
     }
 
+    /// Whether the file at `path` matches: a base-name pattern against the file's own name
+    /// only (a directory named `slides.key` does not make its files `*.key`), any other
+    /// pattern as [`Glob::matches`].
+    pub(crate) fn matches_file(&self, path: &str) -> bool {
+        if self.basename {
+            return self.regex.is_match(path.rsplit('/').next().unwrap_or(path));
+        }
+        self.matches(path)
+    }
+
     /// Whether the relative path `path` (or a directory above it) matches.
     pub fn matches(&self, path: &str) -> bool {
         if self.basename {
