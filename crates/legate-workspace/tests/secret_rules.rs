@@ -440,10 +440,17 @@ fn content_cases() -> Vec<Case> {
                 ".npmrc",
                 format!("//registry.npmjs.org/:_authToken={}\n", rnd(B64, 36, 240)),
             )],
-            vec![txt(
-                ".npmrc",
-                "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n".into(),
-            )],
+            vec![
+                txt(
+                    ".npmrc",
+                    "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n".into(),
+                ),
+                // Code that names a private `_auth` member is not an .npmrc.
+                txt(
+                    "src/client.py",
+                    format!("        self._auth = {}\n", rnd(ALNUM, 30, 241)),
+                ),
+            ],
         ),
         case(
             "pypi-token",

@@ -10,7 +10,8 @@
 //! It must never read a file, and never put a matched byte anywhere: it only describes.
 
 use crate::glob::Glob;
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use regex::RegexSet;
 use regex::bytes::{Regex, RegexBuilder};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -60,6 +61,8 @@ struct ContentRuleFile {
     family: String,
     description: String,
     keywords: Vec<String>,
+    #[serde(default)]
+    always: bool,
     regex: String,
     #[serde(default)]
     entropy: Option<f64>,
@@ -69,6 +72,8 @@ struct ContentRuleFile {
     allow: Vec<String>,
     #[serde(default)]
     requires: Vec<String>,
+    #[serde(default)]
+    before: Option<String>,
 }
 
 /// What kind of rule, for listings.
@@ -106,8 +111,6 @@ pub(crate) struct NameRule {
     pub(crate) id: String,
     pub(crate) family: String,
     pub(crate) description: String,
-    pub(crate) paths: Vec<Glob>,
-    pub(crate) except: Vec<Glob>,
     pub(crate) unless_content: Option<UnlessContent>,
 }
 
@@ -122,26 +125,36 @@ pub(crate) struct ContentRule {
     pub(crate) min_len: usize,
     pub(crate) allow: Vec<Regex>,
     pub(crate) requires: Vec<Regex>,
+    /// Runs on every file (no keyword wakes it).
+    pub(crate) always: bool,
+    /// The match must start a line (after blanks) or follow a `:`.
+    pub(crate) line_or_colon: bool,
+}
+
+/// Every name rule's globs in two sets, so that a path costs a few set matches, not one
+/// match per glob: base-name patterns (matched on the file's name) and path patterns
+/// (matched on the path and each directory above it).
+pub(crate) struct NameIndex {
+    pub(crate) base: RegexSet,
+    /// For each pattern of `base`: its rule, and whether it is an exception.
+    pub(crate) base_owner: Vec<(usize, bool)>,
+    pub(crate) full: RegexSet,
+    pub(crate) full_owner: Vec<(usize, bool)>,
 }
 
 /// The compiled table.
 pub(crate) struct Ruleset {
     pub(crate) names: Vec<NameRule>,
+    pub(crate) name_index: NameIndex,
     pub(crate) contents: Vec<ContentRule>,
     /// One automaton over every content rule's keywords.
     pub(crate) prefilter: AhoCorasick,
-    /// For each prefilter pattern, the content rules it wakes.
+    /// For each prefilter pattern, the content rules it wakes: its own, and those of every
+    /// keyword it contains (the prefilter reports the longest keyword at a position, so a
+    /// keyword inside a longer one is woken through it).
     pub(crate) keyword_rules: Vec<Vec<usize>>,
     pub(crate) placeholders: Vec<Vec<u8>>,
     pub(crate) hash_labels: Vec<Vec<u8>>,
-}
-
-impl NameRule {
-    /// Whether `path` (relative, `/`-separated) is this rule's.
-    pub(crate) fn matches(&self, path: &str) -> bool {
-        self.paths.iter().any(|g| g.matches_file(path))
-            && !self.except.iter().any(|g| g.matches_file(path))
-    }
 }
 
 fn compile(pattern: &str) -> Result<Regex, String> {
@@ -179,6 +192,8 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
         Ok(())
     };
     let mut names = Vec::new();
+    let (mut base, mut base_owner, mut full, mut full_owner) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in file.names {
         check_common(&r.id, &r.family, &r.description)?;
         if r.paths.is_empty() {
@@ -199,9 +214,20 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
                 ));
             }
         };
+        let index = names.len();
+        for (list, except) in [(globs(&r.paths)?, false), (globs(&r.except)?, true)] {
+            for g in list {
+                let (basename, re) = g.parts();
+                if basename {
+                    base.push(re.to_string());
+                    base_owner.push((index, except));
+                } else {
+                    full.push(re.to_string());
+                    full_owner.push((index, except));
+                }
+            }
+        }
         names.push(NameRule {
-            paths: globs(&r.paths)?,
-            except: globs(&r.except)?,
             id: r.id,
             family: r.family,
             description: r.description,
@@ -213,8 +239,11 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
     let mut keyword_rules: Vec<Vec<usize>> = Vec::new();
     for r in file.contents {
         check_common(&r.id, &r.family, &r.description)?;
-        if r.keywords.is_empty() {
-            return Err(format!("content rule {:?} has no keywords", r.id));
+        if r.keywords.is_empty() != r.always {
+            return Err(format!(
+                "content rule {:?} needs keywords, or `always = true` with none",
+                r.id
+            ));
         }
         let regex = compile(&r.regex).map_err(|e| format!("rule {:?}: {e}", r.id))?;
         let secret_group = regex.capture_names().position(|n| n == Some("secret"));
@@ -226,6 +255,16 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
             l.iter()
                 .map(|p| compile(p).map_err(|e| format!("rule {:?}: {e}", r.id)))
                 .collect()
+        };
+        let line_or_colon = match r.before.as_deref() {
+            None => false,
+            Some("line-or-colon") => true,
+            Some(other) => {
+                return Err(format!(
+                    "rule {:?}: before {other:?} is not understood (\"line-or-colon\" is)",
+                    r.id
+                ));
+            }
         };
         let index = contents.len();
         for k in &r.keywords {
@@ -258,10 +297,37 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
             secret_group,
             entropy,
             min_len: r.min_len.unwrap_or(1),
+            always: r.always,
+            line_or_colon,
         });
     }
+    let set = |patterns: Vec<String>| {
+        RegexSet::new(patterns).map_err(|e| format!("the name patterns cannot be combined: {e}"))
+    };
+    let name_index = NameIndex {
+        base: set(base)?,
+        base_owner,
+        full: set(full)?,
+        full_owner,
+    };
+    let keyword_rules: Vec<Vec<usize>> = keywords
+        .iter()
+        .map(|k| {
+            let mut rules: Vec<usize> = keywords
+                .iter()
+                .zip(&keyword_rules)
+                .filter(|(inner, _)| k.contains(inner.as_str()))
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            rules.sort_unstable();
+            rules.dedup();
+            rules
+        })
+        .collect();
     let prefilter = AhoCorasick::builder()
         .ascii_case_insensitive(true)
+        .match_kind(MatchKind::LeftmostLongest)
+        .kind(Some(AhoCorasickKind::DFA))
         .build(&keywords)
         .map_err(|e| format!("the keyword prefilter cannot be built: {e}"))?;
     if file.allow.placeholders.iter().any(String::is_empty)
@@ -271,6 +337,7 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
     }
     Ok(Ruleset {
         names,
+        name_index,
         contents,
         prefilter,
         keyword_rules,
@@ -353,7 +420,7 @@ mod tests {
             ),
             (
                 "[[contents]]\nid = \"y\"\nfamily = \"f\"\ndescription = \"d\"\nkeywords = []\nregex = 'a'\n",
-                "no keywords",
+                "needs keywords",
             ),
             (
                 "[[contents]]\nid = \"z\"\nfamily = \"f\"\ndescription = \"d\"\nkeywords = [\"Up\"]\nregex = 'a'\n",

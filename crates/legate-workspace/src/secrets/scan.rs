@@ -2,7 +2,7 @@
 //!
 //! This module owns how bytes are judged: one Aho-Corasick pass over the whole file finds
 //! every rule keyword it holds (so 60 rules do not mean 60 passes), then each woken rule's
-//! pattern runs, and each candidate must clear the filters: a minimum length and entropy,
+//! pattern runs (and the few `always` rules, whose own literal prefix is their filter), and each candidate must clear the filters: a minimum length and entropy,
 //! not a documented example (`allow`), not a placeholder (`xxxx`, `<your-token>`, `${VAR}`),
 //! not inside a lockfile or integrity hash (`sha512-…`, `h1:…`), and the rule's `requires`
 //! context. The first rule, in table order, with a candidate that clears them decides.
@@ -15,6 +15,9 @@ use super::rules::{ContentRule, NameRule, Ruleset, UnlessContent};
 
 /// How far back from a match the lockfile-hash check looks for the token's start.
 pub(crate) const HASH_LOOKBACK: usize = 256;
+
+/// The most bytes of one secret the filters judge.
+const MAX_SECRET: usize = 4096;
 
 /// The most candidates one rule validates in one file before it gives up on that file (a
 /// file of ten thousand placeholders is not worth more).
@@ -76,7 +79,7 @@ impl Ruleset {
             let whole = caps.get(0);
             let secret = rule.secret_group.and_then(|i| caps.get(i)).or(whole);
             let Some(secret) = secret else { continue };
-            let s = secret.as_bytes();
+            let s = &secret.as_bytes()[..secret.len().min(MAX_SECRET)];
             if s.len() < rule.min_len || entropy(s) < rule.entropy {
                 continue;
             }
@@ -84,7 +87,9 @@ impl Ruleset {
                 continue;
             }
             let start = whole.map_or(secret.start(), |m| m.start());
-            if self.inside_hash(bytes, start) {
+            if self.inside_hash(bytes, start)
+                || (rule.line_or_colon && !line_or_colon(bytes, start))
+            {
                 continue;
             }
             let ok =
@@ -99,18 +104,26 @@ impl Ruleset {
 
     /// The first content rule `bytes` trips.
     pub(crate) fn scan(&self, bytes: &[u8]) -> Option<&str> {
-        let mut woken = vec![false; self.contents.len()];
-        let mut left = self.contents.len();
-        for m in self.prefilter.find_overlapping_iter(bytes) {
+        let mut woken: Vec<bool> = self.contents.iter().map(|r| r.always).collect();
+        let mut left = woken.iter().filter(|w| !**w).count();
+        // Every position that starts a keyword: the longest keyword there is reported, and
+        // the search resumes one byte after its start, so overlapping keywords are seen too
+        // (a keyword inside a longer one wakes its rules through the longer one).
+        let mut at = 0;
+        while left > 0 && at < bytes.len() {
+            let Some(m) = self
+                .prefilter
+                .find(aho_corasick::Input::new(bytes).span(at..bytes.len()))
+            else {
+                break;
+            };
             for &r in &self.keyword_rules[m.pattern().as_usize()] {
                 if !woken[r] {
                     woken[r] = true;
                     left -= 1;
                 }
             }
-            if left == 0 {
-                break;
-            }
+            at = m.start() + 1;
         }
         self.contents
             .iter()
@@ -123,10 +136,45 @@ impl Ruleset {
     /// The first name rule `path` trips among those the name alone decides (`pending`
     /// false) or among those the content must confirm (`pending` true).
     pub(crate) fn name(&self, path: &str, pending: bool) -> Option<&NameRule> {
+        let ix = &self.name_index;
+        // Per rule: a path pattern matched, an exception matched.
+        let mut hit = vec![(false, false); self.names.len()];
+        let mut mark = |owner: &[(usize, bool)], set: regex::SetMatches| {
+            for i in set.iter() {
+                let (rule, except) = owner[i];
+                if except {
+                    hit[rule].1 = true;
+                } else {
+                    hit[rule].0 = true;
+                }
+            }
+        };
+        let file = path.rsplit('/').next().unwrap_or(path);
+        mark(&ix.base_owner, ix.base.matches(file));
+        // A path pattern also matches what is under a directory it matches.
+        mark(&ix.full_owner, ix.full.matches(path));
+        for (i, _) in path.match_indices('/') {
+            mark(&ix.full_owner, ix.full.matches(&path[..i]));
+        }
         self.names
             .iter()
-            .find(|r| r.unless_content.is_some() == pending && r.matches(path))
+            .zip(hit)
+            .find(|(r, (h, ex))| *h && !*ex && r.unless_content.is_some() == pending)
+            .map(|(r, _)| r)
     }
+}
+
+/// Whether `start` begins a line (after blanks) or follows a `:`.
+fn line_or_colon(bytes: &[u8], start: usize) -> bool {
+    let floor = start.saturating_sub(HASH_LOOKBACK);
+    let mut s = start;
+    if s > 0 && bytes[s - 1] == b':' {
+        return true;
+    }
+    while s > floor && matches!(bytes[s - 1], b' ' | b'\t') {
+        s -= 1;
+    }
+    s == 0 || matches!(bytes[s - 1], b'\n' | b'\r')
 }
 
 /// Whether a name rule that the content must confirm is confirmed by `bytes`.
