@@ -155,6 +155,8 @@ pub(crate) struct Ruleset {
     pub(crate) keyword_rules: Vec<Vec<usize>>,
     pub(crate) placeholders: Vec<Vec<u8>>,
     pub(crate) hash_labels: Vec<Vec<u8>>,
+    /// Every content pattern at once: a file none matches needs no further look.
+    pub(crate) set: regex::bytes::RegexSet,
 }
 
 fn compile(pattern: &str) -> Result<Regex, String> {
@@ -335,7 +337,14 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
     {
         return Err("allow lists must not hold empty strings".into());
     }
+    let set = regex::bytes::RegexSetBuilder::new(contents.iter().map(|c| c.regex.as_str()))
+        .unicode(false)
+        .size_limit(8 * REGEX_SIZE_LIMIT)
+        .dfa_size_limit(8 * REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|e| format!("the content patterns cannot be combined: {e}"))?;
     Ok(Ruleset {
+        set,
         names,
         name_index,
         contents,

@@ -1,6 +1,7 @@
 //! The content scanner: one keyword pass, then only the rules it woke.
 //!
-//! This module owns how bytes are judged: one Aho-Corasick pass over the whole file finds
+//! This module owns how bytes are judged: one `RegexSet` pass over every content pattern
+//! clears a file that none of them matches (most files); otherwise one Aho-Corasick pass finds
 //! every rule keyword it holds (so 60 rules do not mean 60 passes), then each woken rule's
 //! pattern runs (and the few `always` rules, whose own literal prefix is their filter), and each candidate must clear the filters: a minimum length and entropy,
 //! not a documented example (`allow`), not a placeholder (`xxxx`, `<your-token>`, `${VAR}`),
@@ -109,6 +110,11 @@ impl Ruleset {
         // Every position that starts a keyword: the longest keyword there is reported, and
         // the search resumes one byte after its start, so overlapping keywords are seen too
         // (a keyword inside a longer one wakes its rules through the longer one).
+        // One pass over every pattern at once: a file none of them matches is clean (most
+        // files are), whatever the filters would say.
+        if !self.set.is_match(bytes) {
+            return None;
+        }
         let mut at = 0;
         while left > 0 && at < bytes.len() {
             let Some(m) = self
