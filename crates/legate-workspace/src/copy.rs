@@ -12,7 +12,7 @@
 //! new directory, or leave a half-made copy behind on failure.
 
 use crate::baseline::Baseline;
-use crate::secrets::{BlockReason, BlockedFile, scan_content};
+use crate::secrets::{BlockedFile, scan_selected};
 use crate::select::{SelectedFile, Selection};
 use crate::staging::{SourceIndex, Staging};
 use crate::{CopyLimits, private_dir};
@@ -385,10 +385,10 @@ impl Copier<'_> {
                 ),
             ));
         }
-        if let Some(rule) = scan_content(content) {
+        if let Some((reason, rule)) = scan_selected(f.pending_rule, content) {
             return Ok(Outcome::Blocked(BlockedFile {
                 path: f.path.clone(),
-                reason: BlockReason::SecretContent,
+                reason,
                 rule: rule.to_string(),
             }));
         }
@@ -562,6 +562,7 @@ mod tests {
             ino: 0,
             mtime: (0, 0),
             mode: 0o644,
+            pending_rule: None,
         }
     }
 

@@ -79,6 +79,14 @@ impl Glob {
         &self.source
     }
 
+    /// Whether the pattern is a base-name pattern, and its compiled expression, for callers
+    /// that match many patterns at once in a `RegexSet` (the secret name rules match a
+    /// base-name pattern against the file's own name only, so that a directory named
+    /// `slides.key` does not make its files `*.key`).
+    pub(crate) fn parts(&self) -> (bool, &str) {
+        (self.basename, self.regex.as_str())
+    }
+
     /// Whether the relative path `path` (or a directory above it) matches.
     pub fn matches(&self, path: &str) -> bool {
         if self.basename {

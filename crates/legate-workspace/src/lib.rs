@@ -54,7 +54,8 @@ pub use patch::{
 };
 pub use sandbox::{label, sandbox};
 pub use secrets::{
-    BlockReason, BlockedFile, SecretPolicy, content_rule_names, credential_name, scan_content,
+    BlockReason, BlockedFile, RuleInfo, RuleKind, SecretPolicy, content_rule_names,
+    credential_name, scan_content, secret_rules,
 };
 pub use select::{ProjectFile, ProjectFiles, SelectedFile, Selection, project_root, select};
 pub use shared::shared;

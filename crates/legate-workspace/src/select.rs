@@ -32,6 +32,8 @@ pub struct SelectedFile {
     pub(crate) ino: u64,
     pub(crate) mtime: (i64, i64),
     pub(crate) mode: u32,
+    /// A name rule only the content can confirm (`*.key` unless a zip), decided at copy time.
+    pub(crate) pending_rule: Option<&'static str>,
 }
 
 /// What a copy of a project would hold.
@@ -219,6 +221,7 @@ pub fn select(
             ino: meta.ino(),
             mtime: (meta.mtime(), meta.mtime_nsec()),
             mode: meta.mode(),
+            pending_rule: policy.content_confirmed_name(path),
         });
     }
     if let Some(i) = matched.iter().position(|m| !m) {

@@ -1,9 +1,10 @@
 //! The secret preflight: which files never reach a copy, and why.
 //!
-//! This module owns the rules: credential file names (`.env` and its variants, `.envrc`,
-//! private keys, keystores, known credential files), high-confidence credential patterns in
-//! content, and the configured exclusions (deny globs) and version-2 exceptions (globs that
-//! skip the name check only). Precedence, strictly: unsafe paths first (decided by the
+//! This module owns the policy over the rule table (`rules.toml`, compiled by `rules`,
+//! run by `scan`): credential file names (`.env` and its variants, private keys, keystores,
+//! credential and state files of known tools), names the content must confirm (`*.key`
+//! unless a zip), high-confidence credential patterns in content, and the configured
+//! exclusions (deny globs) and version-2 exceptions (globs that skip the name check only). Precedence, strictly: unsafe paths first (decided by the
 //! selection), then an exclusion (`SECRET_EXCLUSION`), then the name check unless an
 //! exception covers it (`SECRET_FILE`), then content, which no exception ever skips
 //! (`SECRET_CONTENT`).
@@ -12,11 +13,14 @@
 //! log. It does not claim to find arbitrary secrets: unknown formats, encrypted or obfuscated
 //! data pass.
 
+mod rules;
+mod scan;
+
+pub use rules::{RuleInfo, RuleKind, secret_rules};
+
 use crate::glob::Glob;
 use legate_core::{Error, ErrorCode};
-use regex::bytes::Regex;
 use serde::{Deserialize, Serialize};
-use std::sync::OnceLock;
 
 /// Why a file was left out of a copy (or refused in a patch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -155,14 +159,28 @@ impl SecretPolicy {
         Some((BlockReason::SecretFile, rule.to_string()))
     }
 
-    /// Both checks, name then content, for a file whose bytes are at hand.
+    /// The name rule of `path` that only its content can confirm (`*.key`, unless it is a
+    /// zip archive such as a Keynote file), unless an exception covers the path. The copy
+    /// blocks the file as `SECRET_FILE` when its bytes confirm it.
+    pub fn content_confirmed_name(&self, path: &str) -> Option<&'static str> {
+        let Ok(set) = rules::ruleset() else {
+            return Some(UNAVAILABLE);
+        };
+        let rule = set.name(path, true)?;
+        if self.exceptions.iter().any(|g| g.matches(path)) {
+            return None;
+        }
+        Some(rule.id.as_str())
+    }
+
+    /// Every check, name then content, for a file whose bytes are at hand.
     pub fn check(&self, path: &str, content: &[u8]) -> Option<BlockedFile> {
         let (reason, rule) = match self.check_name(path) {
             Some(v) => v,
-            None => (
-                BlockReason::SecretContent,
-                scan_content(content)?.to_string(),
-            ),
+            None => {
+                let (reason, rule) = scan_selected(self.content_confirmed_name(path), content)?;
+                (reason, rule.to_string())
+            }
         };
         Some(BlockedFile {
             path: path.to_string(),
@@ -172,173 +190,73 @@ impl SecretPolicy {
     }
 }
 
-/// `.env` variants that are documentation and only get content inspection.
-const DOTENV_EXAMPLES: &[&str] = &["example", "sample", "template", "dist"];
+/// What every check answers when the rule table could not be built: fail closed.
+const UNAVAILABLE: &str = "scanner-unavailable";
 
-/// Private key file names (exact, lower case).
-const KEY_NAMES: &[&str] = &[
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    "id_ecdsa_sk",
-    "id_ed25519_sk",
-    "identity",
-];
-
-/// Private key and keystore extensions (lower case, without the dot), with their rule.
-const EXTENSIONS: &[(&str, &str)] = &[
-    ("key", "private-key"),
-    ("ppk", "private-key"),
-    ("p12", "keystore"),
-    ("pfx", "keystore"),
-    ("jks", "keystore"),
-    ("keystore", "keystore"),
-    ("bks", "keystore"),
-    ("kdbx", "keystore"),
-];
-
-/// Known credential files by base name (lower case).
-const CREDENTIAL_NAMES: &[&str] = &[
-    ".netrc",
-    "_netrc",
-    ".pgpass",
-    ".git-credentials",
-    ".pypirc",
-    ".htpasswd",
-    ".dockercfg",
-    "secring.gpg",
-];
-
-/// Known credential files by their last two components (lower case).
-const CREDENTIAL_PATHS: &[&str] = &[
-    ".aws/credentials",
-    ".docker/config.json",
-    ".kube/config",
-    ".gnupg/secring.gpg",
-    ".config/gh/hosts.yml",
-];
-
-/// The name rule `path` trips, if any.
+/// The name rule `path` trips, if any: the rules that the name alone decides (a rule the
+/// content must confirm, such as `*.key`, is [`SecretPolicy::content_confirmed_name`]).
 pub fn credential_name(path: &str) -> Option<&'static str> {
-    let lower = path.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    if name == ".env" {
-        return Some("dotenv");
-    }
-    if let Some(variant) = name.strip_prefix(".env.") {
-        return (!DOTENV_EXAMPLES.contains(&variant)).then_some("dotenv");
-    }
-    if name == ".envrc" {
-        return Some("envrc");
-    }
-    if KEY_NAMES.contains(&name) {
-        return Some("private-key");
-    }
-    if CREDENTIAL_NAMES.contains(&name) {
-        return Some("credential-file");
-    }
-    let tail2: Vec<&str> = lower.rsplitn(3, '/').take(2).collect();
-    if tail2.len() == 2 {
-        let joined = format!("{}/{}", tail2[1], tail2[0]);
-        if CREDENTIAL_PATHS.contains(&joined.as_str()) {
-            return Some("credential-file");
-        }
-        if tail2[1] == ".ssh" && !name.ends_with(".pub") && name != "known_hosts" {
-            return Some("private-key");
-        }
-    }
-    if let Some((_, ext)) = name.rsplit_once('.')
-        && let Some((_, rule)) = EXTENSIONS.iter().find(|(e, _)| *e == ext)
-    {
-        return Some(rule);
-    }
-    None
-}
-
-/// The content rules: a name and a pattern each. High confidence only: a prefix or a block
-/// header that ordinary code does not contain.
-const CONTENT_RULES: &[(&str, &str)] = &[
-    (
-        "private-key-block",
-        r"-----BEGIN (?:RSA |DSA |EC |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----",
-    ),
-    (
-        "aws-access-key-id",
-        r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA)[0-9A-Z]{16}\b",
-    ),
-    (
-        "aws-secret-access-key",
-        r#"(?i:aws_?secret_?access_?key)["']?\s*[:=]\s*["']?[A-Za-z0-9/+=]{40}\b"#,
-    ),
-    (
-        "github-token",
-        r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36}\b",
-    ),
-    (
-        "github-fine-grained-token",
-        r"\bgithub_pat_[A-Za-z0-9_]{60,}",
-    ),
-    ("gitlab-token", r"\bglpat-[A-Za-z0-9_\-]{20}\b"),
-    (
-        "slack-token",
-        r"\bxox[abposr]-[A-Za-z0-9]{6,}-[A-Za-z0-9\-]{6,}",
-    ),
-    (
-        "slack-webhook",
-        r"https://hooks\.slack\.com/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,}",
-    ),
-    ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("stripe-secret-key", r"\b(?:sk|rk)_live_[0-9A-Za-z]{24,}"),
-    (
-        "openai-api-key",
-        r"\bsk-[A-Za-z0-9_\-]{16,}T3BlbkFJ[A-Za-z0-9_\-]{16,}",
-    ),
-    (
-        "anthropic-api-key",
-        r"\bsk-ant-[a-z]{3,6}[0-9]{2}-[A-Za-z0-9_\-]{80,}",
-    ),
-    ("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b"),
-];
-
-fn content_regex() -> Option<&'static Regex> {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    RE.get_or_init(|| {
-        let alternation: Vec<String> = CONTENT_RULES
-            .iter()
-            .map(|(_, p)| format!("({p})"))
-            .collect();
-        let built = Regex::new(&format!("(?-u){}", alternation.join("|")));
-        if let Err(e) = &built {
-            tracing::error!(error = %e, "the secret content patterns do not compile");
-        }
-        built.ok()
-    })
-    .as_ref()
-}
-
-/// The content rule `bytes` trips, if any. Binary files are scanned too.
-pub fn scan_content(bytes: &[u8]) -> Option<&'static str> {
-    let Some(re) = content_regex() else {
-        // Fail closed: a scanner that cannot run blocks everything it is asked about.
-        return Some("scanner-unavailable");
+    let Ok(set) = rules::ruleset() else {
+        return Some(UNAVAILABLE);
     };
-    let caps = re.captures(bytes)?;
-    CONTENT_RULES
-        .iter()
-        .enumerate()
-        .find(|(i, _)| caps.get(i + 1).is_some())
-        .map(|(_, (name, _))| *name)
+    set.name(path, false).map(|r| r.id.as_str())
 }
 
-/// Every content rule's name, for documentation and tests.
+/// The content rule `bytes` trips, if any. Binary files are scanned too, whole.
+pub fn scan_content(bytes: &[u8]) -> Option<&'static str> {
+    let Ok(set) = rules::ruleset() else {
+        // Fail closed: a scanner that cannot run blocks everything it is asked about.
+        return Some(UNAVAILABLE);
+    };
+    set.scan(bytes)
+}
+
+/// The verdict on a selected file's bytes at copy time: a name rule that its content
+/// confirms (`pending`, from [`SecretPolicy::content_confirmed_name`]) first, then content.
+pub(crate) fn scan_selected(
+    pending: Option<&'static str>,
+    bytes: &[u8],
+) -> Option<(BlockReason, &'static str)> {
+    if let Some(id) = pending {
+        let Ok(set) = rules::ruleset() else {
+            return Some((BlockReason::SecretFile, UNAVAILABLE));
+        };
+        let unless = set
+            .names
+            .iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.unless_content);
+        if scan::confirmed(unless, bytes) {
+            return Some((BlockReason::SecretFile, id));
+        }
+    }
+    scan_content(bytes).map(|r| (BlockReason::SecretContent, r))
+}
+
+/// Every content rule's id, in the order they are tried, for documentation and tests.
 pub fn content_rule_names() -> Vec<&'static str> {
-    CONTENT_RULES.iter().map(|(n, _)| *n).collect()
+    secret_rules()
+        .into_iter()
+        .filter(|r| r.kind == RuleKind::Content)
+        .map(|r| r.id)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Random-looking base64 (a fixed LCG), so that tests carry no real key material.
+    fn fake_base64(n: usize) -> String {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                A[(x >> 58) as usize] as char
+            })
+            .collect()
+    }
 
     #[test]
     fn dotenv_examples_pass_the_name_check_but_not_content() {
@@ -359,7 +277,8 @@ mod tests {
         ] {
             assert_eq!(p.check_name(ok), None, "{ok}");
         }
-        let key = b"AWS_KEY=AKIAABCDEFGHIJKLMNOP\n";
+        let key = format!("AWS_KEY={}{}\n", "AKIA", "Q3ZL7RTX2WNVD6KM");
+        let key = key.as_bytes();
         let b = p.check(".env.example", key).unwrap();
         assert_eq!(b.reason, BlockReason::SecretContent);
         assert_eq!(b.rule, "aws-access-key-id");
@@ -381,9 +300,8 @@ mod tests {
         assert_eq!(p.check_name("tests/.env.test"), None);
         assert!(p.check("tests/.env.test", b"A=1\n").is_none());
         // …but never content.
-        let b = p
-            .check("tests/.env.test", b"-----BEGIN PRIVATE KEY-----\n")
-            .unwrap();
+        let pem = format!("-----BEGIN {}-----\n{}\n", "PRIVATE KEY", fake_base64(64));
+        let b = p.check("tests/.env.test", pem.as_bytes()).unwrap();
         assert_eq!(b.reason, BlockReason::SecretContent);
         // Without the exception the name is blocked.
         assert_eq!(
@@ -423,7 +341,7 @@ mod tests {
 
     #[test]
     fn every_rule_compiles() {
-        assert!(content_regex().is_some());
+        assert!(rules::ruleset().is_ok());
         assert_eq!(scan_content(b"fn main() {}\n"), None);
     }
 }

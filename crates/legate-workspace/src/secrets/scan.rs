@@ -1,0 +1,217 @@
+//! The content scanner: one keyword pass, then only the rules it woke.
+//!
+//! This module owns how bytes are judged: one `RegexSet` pass over every content pattern
+//! clears a file that none of them matches (most files); otherwise one Aho-Corasick pass finds
+//! every rule keyword it holds (so 60 rules do not mean 60 passes), then each woken rule's
+//! pattern runs (and the few `always` rules, whose own literal prefix is their filter), and each candidate must clear the filters: a minimum length and entropy,
+//! not a documented example (`allow`), not a placeholder (`xxxx`, `<your-token>`, `${VAR}`),
+//! not inside a lockfile or integrity hash (`sha512-…`, `h1:…`), and the rule's `requires`
+//! context. The first rule, in table order, with a candidate that clears them decides.
+//!
+//! It must never return, log or keep any matched byte: only a rule id. It scans the whole
+//! file (no truncation: a secret after the first megabyte is still found); the work is linear
+//! in the file's size, and each filter reads at most `HASH_LOOKBACK` bytes around a match.
+
+use super::rules::{ContentRule, NameRule, Ruleset, UnlessContent};
+
+/// How far back from a match the lockfile-hash check looks for the token's start.
+pub(crate) const HASH_LOOKBACK: usize = 256;
+
+/// The most bytes of one secret the filters judge.
+const MAX_SECRET: usize = 4096;
+
+/// The most candidates one rule validates in one file before it gives up on that file (a
+/// file of ten thousand placeholders is not worth more).
+const MAX_CANDIDATES: usize = 10_000;
+
+/// Shannon entropy of `bytes`, in bits per byte.
+pub(crate) fn entropy(bytes: &[u8]) -> f64 {
+    if bytes.is_empty() {
+        return 0.0;
+    }
+    let mut counts = [0u32; 256];
+    for &b in bytes {
+        counts[b as usize] += 1;
+    }
+    let n = bytes.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'_' | b'-' | b'.' | b':' | b'~')
+}
+
+impl Ruleset {
+    /// Whether the token around `start` begins with a hash label (`sha512-`, `h1:`, …).
+    fn inside_hash(&self, bytes: &[u8], start: usize) -> bool {
+        let floor = start.saturating_sub(HASH_LOOKBACK);
+        let mut s = start;
+        while s > floor && is_token_byte(bytes[s - 1]) {
+            s -= 1;
+        }
+        let token = &bytes[s..start.min(bytes.len())];
+        let head = &bytes[s..bytes.len().min(s + 16)];
+        let lower: Vec<u8> = head.to_ascii_lowercase();
+        // The label must start the token and precede the match (not be the match itself).
+        self.hash_labels
+            .iter()
+            .any(|l| lower.starts_with(l) && token.len() >= l.len())
+    }
+
+    fn is_placeholder(&self, secret: &[u8]) -> bool {
+        self.placeholders.iter().any(|p| contains(secret, p))
+    }
+
+    /// Whether `rule` has a candidate in `bytes` that clears every filter.
+    fn rule_hits(&self, rule: &ContentRule, bytes: &[u8]) -> bool {
+        let mut context: Option<bool> = None;
+        for caps in rule.regex.captures_iter(bytes).take(MAX_CANDIDATES) {
+            let whole = caps.get(0);
+            let secret = rule.secret_group.and_then(|i| caps.get(i)).or(whole);
+            let Some(secret) = secret else { continue };
+            let s = &secret.as_bytes()[..secret.len().min(MAX_SECRET)];
+            if s.len() < rule.min_len || entropy(s) < rule.entropy {
+                continue;
+            }
+            if rule.allow.iter().any(|a| a.is_match(s)) || self.is_placeholder(s) {
+                continue;
+            }
+            let start = whole.map_or(secret.start(), |m| m.start());
+            if self.inside_hash(bytes, start)
+                || (rule.line_or_colon && !line_or_colon(bytes, start))
+            {
+                continue;
+            }
+            let ok =
+                *context.get_or_insert_with(|| rule.requires.iter().all(|r| r.is_match(bytes)));
+            if !ok {
+                return false;
+            }
+            return true;
+        }
+        false
+    }
+
+    /// The first content rule `bytes` trips.
+    pub(crate) fn scan(&self, bytes: &[u8]) -> Option<&str> {
+        let mut woken: Vec<bool> = self.contents.iter().map(|r| r.always).collect();
+        let mut left = woken.iter().filter(|w| !**w).count();
+        // Every position that starts a keyword: the longest keyword there is reported, and
+        // the search resumes one byte after its start, so overlapping keywords are seen too
+        // (a keyword inside a longer one wakes its rules through the longer one).
+        // One pass over every pattern at once: a file none of them matches is clean (most
+        // files are), whatever the filters would say.
+        if !self.set.is_match(bytes) {
+            return None;
+        }
+        let mut at = 0;
+        while left > 0 && at < bytes.len() {
+            let Some(m) = self
+                .prefilter
+                .find(aho_corasick::Input::new(bytes).span(at..bytes.len()))
+            else {
+                break;
+            };
+            for &r in &self.keyword_rules[m.pattern().as_usize()] {
+                if !woken[r] {
+                    woken[r] = true;
+                    left -= 1;
+                }
+            }
+            at = m.start() + 1;
+        }
+        self.contents
+            .iter()
+            .zip(woken)
+            .filter(|(_, w)| *w)
+            .find(|(rule, _)| self.rule_hits(rule, bytes))
+            .map(|(rule, _)| rule.id.as_str())
+    }
+
+    /// The first name rule `path` trips among those the name alone decides (`pending`
+    /// false) or among those the content must confirm (`pending` true).
+    pub(crate) fn name(&self, path: &str, pending: bool) -> Option<&NameRule> {
+        let ix = &self.name_index;
+        // Per rule: a path pattern matched, an exception matched.
+        let mut hit = vec![(false, false); self.names.len()];
+        let mut mark = |owner: &[(usize, bool)], set: regex::SetMatches| {
+            for i in set.iter() {
+                let (rule, except) = owner[i];
+                if except {
+                    hit[rule].1 = true;
+                } else {
+                    hit[rule].0 = true;
+                }
+            }
+        };
+        let file = path.rsplit('/').next().unwrap_or(path);
+        mark(&ix.base_owner, ix.base.matches(file));
+        // A path pattern also matches what is under a directory it matches.
+        mark(&ix.full_owner, ix.full.matches(path));
+        for (i, _) in path.match_indices('/') {
+            mark(&ix.full_owner, ix.full.matches(&path[..i]));
+        }
+        self.names
+            .iter()
+            .zip(hit)
+            .find(|(r, (h, ex))| *h && !*ex && r.unless_content.is_some() == pending)
+            .map(|(r, _)| r)
+    }
+}
+
+/// Whether `start` begins a line (after blanks) or follows a `:`.
+fn line_or_colon(bytes: &[u8], start: usize) -> bool {
+    let floor = start.saturating_sub(HASH_LOOKBACK);
+    let mut s = start;
+    if s > 0 && bytes[s - 1] == b':' {
+        return true;
+    }
+    while s > floor && matches!(bytes[s - 1], b' ' | b'\t') {
+        s -= 1;
+    }
+    s == 0 || matches!(bytes[s - 1], b'\n' | b'\r')
+}
+
+/// Whether a name rule that the content must confirm is confirmed by `bytes`.
+pub(crate) fn confirmed(rule: Option<UnlessContent>, bytes: &[u8]) -> bool {
+    match rule {
+        None => true,
+        Some(UnlessContent::Zip) => {
+            !(bytes.starts_with(b"PK\x03\x04")
+                || bytes.starts_with(b"PK\x05\x06")
+                || bytes.starts_with(b"PK\x07\x08"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entropy_orders_random_above_repetitive() {
+        assert_eq!(entropy(b""), 0.0);
+        assert_eq!(entropy(b"aaaa"), 0.0);
+        assert!((entropy(b"ab") - 1.0).abs() < 1e-9);
+        assert!(entropy(b"q8ZrT2vLm0XyPa5KdW3sNcUe") > 4.0);
+    }
+
+    #[test]
+    fn a_zip_is_not_confirmed_anything_else_is() {
+        assert!(!confirmed(Some(UnlessContent::Zip), b"PK\x03\x04rest"));
+        assert!(confirmed(Some(UnlessContent::Zip), b"-----BEGIN"));
+        assert!(confirmed(Some(UnlessContent::Zip), b""));
+        assert!(confirmed(None, b"PK\x03\x04"));
+    }
+}
