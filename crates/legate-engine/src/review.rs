@@ -404,8 +404,7 @@ impl Engine {
         let (source, include) = (source.to_path_buf(), include_paths.to_vec());
         let cfg = self.review_config().clone();
         blocking(move || {
-            let sel = legate_workspace::select(&source, &include, &cfg.secrets, &cfg.limits)?;
-            Ok(ProjectFiles::from(&sel))
+            legate_workspace::list_project_files(&source, &include, &cfg.secrets, &cfg.limits)
         })
         .await
     }

@@ -57,7 +57,9 @@ pub use secrets::{
     BlockReason, BlockedFile, RuleInfo, RuleKind, SecretPolicy, content_rule_names,
     credential_name, scan_content, secret_rules,
 };
-pub use select::{ProjectFile, ProjectFiles, SelectedFile, Selection, project_root, select};
+pub use select::{
+    ProjectFile, ProjectFiles, SelectedFile, Selection, list_project_files, project_root, select,
+};
 pub use shared::shared;
 pub use test_run::{
     Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,

@@ -57,7 +57,7 @@ pub struct ProjectFiles {
     pub root: PathBuf,
     /// Eligible files (path and size), sorted.
     pub files: Vec<ProjectFile>,
-    /// Files that would be left out by name or path (content is only checked at copy time).
+    /// Files that would be left out, by name, path or content (the copy's own rules).
     pub blocked_files: Vec<BlockedFile>,
     /// Total bytes of the eligible files.
     pub total_bytes: u64,
@@ -89,6 +89,45 @@ impl From<&Selection> for ProjectFiles {
             total_bytes: s.bytes,
         }
     }
+}
+
+/// What `list_project_files` reports: the [`select`]ion, with each selected file's content
+/// scanned by the same rules a copy applies, so that no file is listed as eligible that the
+/// copy would leave out. Files are read beneath the root (no symlink followed); one that
+/// vanished since it was listed is not eligible.
+pub fn list_project_files(
+    source: &Path,
+    include_paths: &[String],
+    policy: &SecretPolicy,
+    limits: &CopyLimits,
+) -> Result<ProjectFiles, Error> {
+    let sel = select(source, include_paths, policy, limits)?;
+    let mut out = ProjectFiles {
+        root: sel.root.clone(),
+        files: Vec::with_capacity(sel.files.len()),
+        blocked_files: sel.blocked.clone(),
+        total_bytes: 0,
+    };
+    for f in &sel.files {
+        let Some(content) = crate::copy::read_inside(&sel.root, &f.path)? else {
+            continue;
+        };
+        if let Some((reason, rule)) = crate::secrets::scan_selected(f.pending_rule, &content) {
+            out.blocked_files.push(BlockedFile {
+                path: f.path.clone(),
+                reason,
+                rule: rule.to_string(),
+            });
+            continue;
+        }
+        out.total_bytes = out.total_bytes.saturating_add(f.size);
+        out.files.push(ProjectFile {
+            path: f.path.clone(),
+            size: f.size,
+        });
+    }
+    out.blocked_files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }
 
 /// The canonical root of the project at `source`: an existing directory that is the top of

@@ -267,3 +267,44 @@ fn the_formats_that_leaked_are_blocked_and_the_ordinary_files_are_copied() {
         );
     }
 }
+
+/// `list_project_files` lists as eligible exactly what a copy would hold: the files the
+/// content scan blocks at copy time are listed as blocked, with the same rule.
+#[test]
+fn listing_agrees_with_the_copy_on_every_file() {
+    let policy = SecretPolicy::default();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = std::fs::canonicalize(tmp.path()).unwrap().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    for (path, bytes) in leaked()
+        .into_iter()
+        .map(|(_, p, b)| (p, b))
+        .chain(ordinary())
+    {
+        let full = project.join(&path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, bytes).unwrap();
+    }
+    git(&project, &["init", "-q"]);
+    let listed =
+        legate_workspace::list_project_files(&project, &[], &policy, &Default::default()).unwrap();
+    let sel = select(&project, &[], &policy, &Default::default()).unwrap();
+    let report = make_copy(
+        &sel,
+        &project.parent().unwrap().join("copies/t"),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut eligible: Vec<&str> = listed.files.iter().map(|f| f.path.as_str()).collect();
+    eligible.sort_unstable();
+    let mut ordinary_paths: Vec<String> = ordinary().into_iter().map(|(p, _)| p).collect();
+    ordinary_paths.sort_unstable();
+    assert_eq!(eligible, ordinary_paths, "{listed:?}");
+    let rules = |v: &[legate_workspace::BlockedFile]| {
+        let mut r: Vec<(String, String)> =
+            v.iter().map(|b| (b.path.clone(), b.rule.clone())).collect();
+        r.sort_unstable();
+        r
+    };
+    assert_eq!(rules(&listed.blocked_files), rules(&report.blocked_files));
+}
