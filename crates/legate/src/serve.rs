@@ -96,8 +96,9 @@ async fn run(
     if let Some((host, port)) = plan.mcp {
         let (listener, router) = crate::mcp::open(config, host, port, engine, shutdown).await?;
         let stop = shutdown.clone();
+        let limits = config.mcp.limits;
         servers.spawn(async move {
-            legate_mcp::http::serve(listener, router, stop)
+            legate_mcp::http::serve_with(listener, router, limits, stop)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
         });
@@ -108,8 +109,9 @@ async fn run(
             bail!("AGENT_START_FAILED: no configured agent started; nothing to serve");
         }
         let stop = shutdown.clone();
+        let limits = config.a2a.limits;
         servers.spawn(async move {
-            legate_a2a::serve(opened.listener, opened.router, stop)
+            legate_a2a::serve_with(opened.listener, opened.router, limits, stop)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
         });
