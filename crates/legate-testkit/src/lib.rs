@@ -62,6 +62,7 @@ pub mod directives;
 pub mod fake_agy;
 pub mod model_server;
 pub mod pump;
+pub mod raw_http;
 
 use std::path::PathBuf;
 use std::sync::Arc;
