@@ -250,6 +250,12 @@ async fn slow_heads_and_short_bodies_are_closed_but_a_long_wait_is_not_cut() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_at_the_cap_do_not_lock_out_the_token_holder() {
     let server = Server::start(limits(LONG, LONG, 16)).await;
+    // A token holder's keep-alive connection (a request refused 400 after the token check),
+    // older than every idle one.
+    let bad = request("POST", "/mcp", &[HOST, AUTH, JSON, ACCEPT], "{");
+    let mut held = raw_http::connect(server.addr).await.unwrap();
+    held.write_all(bad.as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut held).await.unwrap().status, 400);
     let mut idle = Vec::new();
     for _ in 0..40 {
         idle.push(raw_http::connect(server.addr).await.unwrap());
@@ -262,5 +268,8 @@ async fn idle_connections_at_the_cap_do_not_lock_out_the_token_holder() {
             "idle connection {i} stayed open"
         );
     }
+    // The token holder's connection was never the one closed.
+    held.write_all(bad.as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut held).await.unwrap().status, 400);
     server.stop().await;
 }
