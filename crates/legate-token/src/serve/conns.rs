@@ -30,7 +30,7 @@ pub(crate) struct Conn {
     pub(crate) kill: CancellationToken,
     /// The request body being read and when it must be complete: `(generation, deadline)`.
     body: Mutex<Option<(u64, Instant)>>,
-    /// Told whenever `body` changes, so the serving task re-reads the deadline.
+    /// Told whenever a body starts, so the serving task re-reads the deadline.
     pub(crate) body_changed: Notify,
     generation: AtomicU64,
 }
@@ -75,13 +75,12 @@ impl Conn {
         generation
     }
 
-    /// The body of `generation` ended (read to its end, failed, or dropped).
+    /// The body of `generation` ended (read to its end, failed, or dropped). The serving task
+    /// is not woken: its timer, when it fires, finds no deadline (or a later one) and goes on.
     pub(crate) fn body_ended(&self, generation: u64) {
         let mut slot = self.body_slot();
         if slot.is_some_and(|(g, _)| g == generation) {
             *slot = None;
-            drop(slot);
-            self.body_changed.notify_one();
         }
     }
 
