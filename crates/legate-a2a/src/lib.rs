@@ -3,7 +3,8 @@
 //!
 //! Layout: [`handler`] (the methods over the engine, one handler per agent), [`convert`]
 //! (Legate tasks and events as A2A objects), and here: agent cards, the router, the bearer
-//! token guard, the body limit and [`serve`].
+//! token guard, the body limit and [`serve`] (on `legate_token::serve`, the server with read
+//! timeouts and a connection cap that both fronts share).
 //!
 //! Routes, for each agent that started at boot: `POST /agents/{name}` (JSON-RPC), the HTTP+JSON
 //! routes under `/agents/{name}` (`/message:send`, `/message:stream`, `/tasks`, `/tasks/{id}`,
@@ -17,6 +18,7 @@ pub mod patch;
 pub mod workspace;
 
 pub use handler::AgentHandler;
+pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 
 use a2a::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme};
@@ -26,7 +28,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use legate_core::{Error, ErrorCode, Result};
+use legate_core::{Error, Result};
 use legate_engine::Engine;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -265,9 +267,12 @@ fn json_response(status: StatusCode, value: serde_json::Value) -> Response {
     resp
 }
 
-/// The bearer token guard: `401` with `WWW-Authenticate` on a missing or wrong token.
+/// The bearer token guard: `401` with `WWW-Authenticate` on a missing or wrong token. A request
+/// that passes (any request, when the front serves without a token) marks its connection
+/// authenticated, so the connection cap drops it last (`legate_token::serve`).
 async fn auth(State(token): State<Option<Arc<Token>>>, req: Request, next: Next) -> Response {
     let Some(token) = token else {
+        legate_token::serve::mark_authenticated(req.extensions());
         return next.run(req).await;
     };
     let given = req
@@ -279,7 +284,10 @@ async fn auth(State(token): State<Option<Arc<Token>>>, req: Request, next: Next)
                 .or_else(|| v.strip_prefix("bearer "))
         });
     let (challenge, message) = match given {
-        Some(t) if token.matches(t.trim()) => return next.run(req).await,
+        Some(t) if token.matches(t.trim()) => {
+            legate_token::serve::mark_authenticated(req.extensions());
+            return next.run(req).await;
+        }
         Some(_) => (
             "Bearer realm=\"legate\", error=\"invalid_token\"",
             "the bearer token is wrong",
@@ -321,14 +329,23 @@ async fn body_limit(limit: usize, req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled.
+/// Serves `router` on `listener` with the default limits until `shutdown` is cancelled.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(|e| Error::new(ErrorCode::Internal, format!("the A2A server stopped: {e}")))
+    serve_with(listener, router, ServeOptions::default(), shutdown).await
+}
+
+/// [`serve`] with the given read timeouts and connection cap (the server is
+/// `legate_token::serve`'s, shared with the MCP front).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    options: ServeOptions,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    legate_token::serve::serve(listener, router, options, "a2a", shutdown).await;
+    Ok(())
 }

@@ -4,19 +4,29 @@
 //! Order matters and is fixed: a request whose `Host` (or `Origin`, when present) is not
 //! allowed gets 403 before anything else, so a page a browser was tricked into loading learns
 //! nothing, not even whether a token is needed; then a request without the right
-//! `Authorization: Bearer` token gets 401 with `WWW-Authenticate`. Only then does rmcp's
-//! Streamable HTTP service see it (configured with the same allowlists, as a second check).
+//! `Authorization: Bearer` token gets 401 with `WWW-Authenticate` (a request that passes marks
+//! its connection authenticated, see `legate_token::serve`). Then a JSON `POST` whose body is
+//! not JSON gets 400 with a JSON-RPC parse error (`-32700`, `id: null`), and one that is JSON
+//! but no JSON-RPC message gets 400 with `-32600` (rmcp would answer both 415 in plain text).
+//! Only then does rmcp's Streamable HTTP service see it (configured with the same allowlists,
+//! as a second check).
+//!
+//! The server itself (read timeouts, the connection cap) is `legate_token::serve`'s, shared
+//! with the A2A front.
 //!
 //! This module never logs a token or a request body.
 
 use crate::server::LegateMcp;
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use legate_core::{Error, Result};
+use legate_core::Result;
 use legate_token::guard::refusal;
+use legate_token::serve::ServeOptions;
 use legate_token::{Allowlist, Token};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
@@ -24,6 +34,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
+/// The largest request body accepted (rmcp's own default, made explicit).
+pub const MAX_BODY_BYTES: usize = 4 << 20;
 
 /// Who may talk to the HTTP endpoint.
 #[derive(Debug, Clone)]
@@ -74,7 +86,78 @@ async fn guard(State(options): State<Arc<HttpOptions>>, request: Request, next: 
         );
         return response;
     }
+    legate_token::serve::mark_authenticated(request.extensions());
     next.run(request).await
+}
+
+fn jsonrpc_error(status: StatusCode, id: serde_json::Value, code: i64, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A JSON `POST` must be a JSON-RPC message: otherwise 400 with `-32700` (not JSON) or
+/// `-32600` (JSON, but no message), per JSON-RPC 2.0 §5.1. Other requests (and other content
+/// types, which rmcp answers 415) pass untouched.
+async fn parse_check(request: Request, next: Next) -> Response {
+    let json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| {
+            ct.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        });
+    if request.method() != Method::POST || !json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return jsonrpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            serde_json::Value::Null,
+            -32600,
+            &format!("the request body is larger than {MAX_BODY_BYTES} bytes, or was cut short"),
+        );
+    };
+    let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) => v,
+        Err(_) => {
+            tracing::info!("refused an MCP request: its body is not JSON");
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                serde_json::Value::Null,
+                -32700,
+                "Parse error: the request body is not JSON",
+            );
+        }
+    };
+    if serde_json::from_value::<ClientJsonRpcMessage>(value.clone()).is_err() {
+        let id = value
+            .get("id")
+            .filter(|id| id.is_string() || id.is_number())
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        tracing::info!("refused an MCP request: its body is not a JSON-RPC message");
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            -32600,
+            "Invalid Request: the body is JSON but not a JSON-RPC request, notification or response",
+        );
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// The HTTP application: `/mcp` behind the guard.
@@ -86,6 +169,7 @@ pub fn router(
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowlist.hosts().to_vec())
         .with_allowed_origins(options.allowlist.origins().to_vec())
+        .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(shutdown);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
@@ -102,22 +186,31 @@ pub fn router(
                 "Legate serves MCP at /mcp only",
             )
         })
+        .layer(middleware::from_fn(parse_check))
         .layer(middleware::from_fn_with_state(Arc::new(options), guard));
     // Outermost: the allowlist runs before the token.
     legate_token::guard::allowlisted(router, allowlist)
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled. Clients that disconnect never
-/// cancel their tasks.
+/// Serves `router` on `listener` with the default limits until `shutdown` is cancelled.
+/// Clients that disconnect never cancel their tasks.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(|e| Error::internal(format!("the MCP HTTP server stopped: {e}")))
+    serve_with(listener, router, ServeOptions::default(), shutdown).await
+}
+
+/// [`serve`] with the given read timeouts and connection cap.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    options: ServeOptions,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    legate_token::serve::serve(listener, router, options, "mcp", shutdown).await;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod tools;
 pub mod wait;
 
 pub use http::{HttpOptions, MCP_PATH};
+pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};

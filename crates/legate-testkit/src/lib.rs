@@ -65,6 +65,7 @@ pub mod flip;
 pub mod model_server;
 pub mod pump;
 pub mod python;
+pub mod raw_http;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -22,14 +22,31 @@ pub fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
     response
 }
 
-/// Wraps `router` so that every request passes `list` first: `403 HOST_NOT_ALLOWED` or
-/// `403 ORIGIN_NOT_ALLOWED` otherwise.
+/// Wraps `router` so that every request passes `list` first: `400 INVALID_REQUEST` when `Host`
+/// or `Origin` is repeated, `403 HOST_NOT_ALLOWED` or `403 ORIGIN_NOT_ALLOWED` when one is not
+/// allowed.
 pub fn allowlisted(router: axum::Router, list: Allowlist) -> axum::Router {
     router.layer(axum::middleware::from_fn_with_state(Arc::new(list), check))
 }
 
 async fn check(State(list): State<Arc<Allowlist>>, request: Request, next: Next) -> Response {
     let headers = request.headers();
+    // RFC 9112 §3.2: a request with more than one Host is answered 400. Two Origins are just as
+    // ambiguous (which one would be checked?).
+    for (name, what) in [(header::HOST, "Host"), (header::ORIGIN, "Origin")] {
+        if headers.get_all(&name).iter().nth(1).is_some() {
+            tracing::warn!(
+                front = list.front(),
+                header = what,
+                "refused a request: a header that must be single was repeated"
+            );
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "INVALID_REQUEST",
+                &format!("a request carries at most one {what} header (RFC 9112 §3.2)"),
+            );
+        }
+    }
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     // HTTP/2 and absolute-form requests carry the authority in the URI instead.
     let host = host.or_else(|| request.uri().authority().map(|a| a.as_str()));

@@ -1,12 +1,14 @@
 //! Who may call Legate's HTTP fronts (MCP over Streamable HTTP, A2A): the bearer token (32
 //! random bytes in lowercase hex, kept in a file of mode 0600 (made on first use) or
 //! configured, and compared in constant time), and the `Host`/`Origin` allowlist that comes
-//! before it ([`allowlist`], [`guard`]).
+//! before it ([`allowlist`], [`guard`]), and the HTTP server both fronts run on, with its read
+//! timeouts and connection cap ([`serve`]).
 //!
 //! This crate never logs a token and never puts one in an error message.
 
 pub mod allowlist;
 pub mod guard;
+pub mod serve;
 
 pub use allowlist::{Allowlist, Refusal};
 

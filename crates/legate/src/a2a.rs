@@ -32,6 +32,9 @@ pub struct A2aTable {
     allowed_hosts: Option<Vec<String>>,
     allowed_origins: Option<Vec<String>>,
     copy_roots: Option<Vec<PathBuf>>,
+    header_timeout_secs: Option<u64>,
+    body_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
 }
 
 /// The A2A front's resolved settings.
@@ -64,6 +67,8 @@ pub struct A2aSettings {
     /// The agents served: those the configuration names in `[agents.*]`, the default agent,
     /// and the built-in `revisor`. Presets nobody named are neither probed nor listed.
     pub agents: Vec<String>,
+    /// Read timeouts and the connection cap.
+    pub limits: legate_a2a::ServeOptions,
 }
 
 fn invalid(message: String) -> anyhow::Error {
@@ -110,6 +115,12 @@ pub fn resolve(
         table.allowed_origins.clone(),
         &[],
     )?;
+    let limits = front::serve_limits(
+        "a2a",
+        table.header_timeout_secs,
+        table.body_timeout_secs,
+        table.max_connections,
+    )?;
     let mut copy_roots = Vec::new();
     for root in table.copy_roots.unwrap_or_default() {
         if !root.is_absolute() {
@@ -146,6 +157,7 @@ pub fn resolve(
         copy_roots,
         // Filled by `config::load_in` once the agents are known.
         agents: Vec::new(),
+        limits,
     })
 }
 
@@ -309,6 +321,10 @@ mod tests {
         assert_eq!(s.token_file, Path::new("/tmp/lh/a2a-token"));
         assert!(s.public_url.is_none());
         assert!(!s.allow_remote_without_token);
+        assert_eq!(s.limits, legate_a2a::ServeOptions::default());
+        let s = resolve_text("[a2a]\nmax_connections = 7\nheader_timeout_secs = 2\n", &[]).unwrap();
+        assert_eq!(s.limits.max_connections, 7);
+        assert_eq!(s.limits.header_timeout, std::time::Duration::from_secs(2));
     }
 
     #[test]
@@ -340,6 +356,16 @@ mod tests {
             ),
             ("", vec![("LEGATE_A2A_TOKEN", "short")], "LEGATE_A2A_TOKEN"),
             ("[a2a]\nprot = 1\n", vec![], "prot"),
+            (
+                "[a2a]\nbody_timeout_secs = 0\n",
+                vec![],
+                "a2a.body_timeout_secs",
+            ),
+            (
+                "[a2a]\nmax_connections = 0\n",
+                vec![],
+                "a2a.max_connections",
+            ),
         ] {
             let e = resolve_text(text, &env).unwrap_err().to_string();
             assert!(e.contains(key), "{key}: {e}");

@@ -6,10 +6,12 @@
 
 use anyhow::{Context, Result, bail};
 use legate_engine::{Engine, EngineConfig};
+use legate_token::serve::ServeOptions;
 use legate_token::{Allowlist, Token, TokenSource};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The address HTTP fronts listen on unless configured otherwise.
 pub const DEFAULT_HOST: &str = "127.0.0.1";
@@ -98,6 +100,34 @@ pub fn allowlist(
 pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_sandbox::ports::Listening> {
     legate_sandbox::ports::register(&[bound.port()])
         .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+}
+
+/// A front's read timeouts and connection cap: `front.header_timeout_secs`,
+/// `front.body_timeout_secs` and `front.max_connections` when set (each at least 1, else
+/// `CONFIG_INVALID` naming its key), the defaults of `legate_token::serve` otherwise.
+pub fn serve_limits(
+    front: &str,
+    header_timeout_secs: Option<u64>,
+    body_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
+) -> Result<ServeOptions> {
+    let defaults = ServeOptions::default();
+    let positive = |value: Option<u64>, key: &str| -> Result<Option<u64>> {
+        match value {
+            Some(0) => bail!("CONFIG_INVALID: {front}.{key} must be at least 1"),
+            other => Ok(other),
+        }
+    };
+    let header = positive(header_timeout_secs, "header_timeout_secs")?;
+    let body = positive(body_timeout_secs, "body_timeout_secs")?;
+    if max_connections == Some(0) {
+        bail!("CONFIG_INVALID: {front}.max_connections must be at least 1");
+    }
+    Ok(ServeOptions {
+        header_timeout: header.map_or(defaults.header_timeout, Duration::from_secs),
+        body_timeout: body.map_or(defaults.body_timeout, Duration::from_secs),
+        max_connections: max_connections.unwrap_or(defaults.max_connections),
+    })
 }
 
 /// Resolves when the process is asked to stop (Ctrl-C or SIGTERM). The handlers are installed

@@ -32,6 +32,9 @@ pub struct McpTable {
     token_file: Option<PathBuf>,
     allowed_hosts: Option<Vec<String>>,
     allowed_origins: Option<Vec<String>>,
+    header_timeout_secs: Option<u64>,
+    body_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
 }
 
 /// The MCP front's resolved settings.
@@ -49,6 +52,8 @@ pub struct McpSettings {
     pub token: Option<Token>,
     /// The `Host` and `Origin` values the endpoint answers to.
     pub allowlist: Allowlist,
+    /// Read timeouts and the connection cap of `serve --mcp`.
+    pub limits: legate_mcp::ServeOptions,
 }
 
 /// Resolves `[mcp]` and its environment overrides (`LEGATE_MCP_PROFILE`, `LEGATE_MCP_TOKEN`).
@@ -71,6 +76,12 @@ pub fn resolve(
     let token = front::env_token(env, "LEGATE_MCP_TOKEN")?;
     let allowlist =
         crate::front::allowlist("mcp", table.allowed_hosts, table.allowed_origins, &[])?;
+    let limits = front::serve_limits(
+        "mcp",
+        table.header_timeout_secs,
+        table.body_timeout_secs,
+        table.max_connections,
+    )?;
     Ok(McpSettings {
         profile,
         host,
@@ -78,6 +89,7 @@ pub fn resolve(
         token_file,
         token,
         allowlist,
+        limits,
     })
 }
 
@@ -222,6 +234,15 @@ mod tests {
         assert_eq!(s.token_file, Path::new("/tmp/lh/mcp-token"));
         assert!(s.token.is_none());
         assert_eq!(s.allowlist.hosts(), ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(s.limits, legate_mcp::ServeOptions::default());
+        let s = resolve_text(
+            "[mcp]\nheader_timeout_secs = 3\nbody_timeout_secs = 4\nmax_connections = 5\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.limits.header_timeout, std::time::Duration::from_secs(3));
+        assert_eq!(s.limits.body_timeout, std::time::Duration::from_secs(4));
+        assert_eq!(s.limits.max_connections, 5);
     }
 
     #[test]
@@ -257,6 +278,16 @@ mod tests {
             ),
             ("", vec![("LEGATE_MCP_TOKEN", "short")], "LEGATE_MCP_TOKEN"),
             ("[mcp]\nprofil = \"full\"\n", vec![], "profil"),
+            (
+                "[mcp]\nheader_timeout_secs = 0\n",
+                vec![],
+                "mcp.header_timeout_secs",
+            ),
+            (
+                "[mcp]\nmax_connections = 0\n",
+                vec![],
+                "mcp.max_connections",
+            ),
         ] {
             let e = resolve_text(text, &env).unwrap_err().to_string();
             assert!(e.contains(key), "{key}: {e}");

@@ -97,8 +97,9 @@ async fn run(
         let (listener, router, listening) =
             crate::mcp::open(config, host, port, engine, shutdown).await?;
         let stop = shutdown.clone();
+        let limits = config.mcp.limits;
         servers.spawn(async move {
-            let served = legate_mcp::http::serve(listener, router, stop)
+            let served = legate_mcp::http::serve_with(listener, router, limits, stop)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
             // Unregistered once nothing listens there any more.
@@ -112,8 +113,9 @@ async fn run(
             bail!("AGENT_START_FAILED: no configured agent started; nothing to serve");
         }
         let stop = shutdown.clone();
+        let limits = config.a2a.limits;
         servers.spawn(async move {
-            let served = legate_a2a::serve(opened.listener, opened.router, stop)
+            let served = legate_a2a::serve_with(opened.listener, opened.router, limits, stop)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
             drop(opened.listening);

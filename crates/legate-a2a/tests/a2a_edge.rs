@@ -1,0 +1,268 @@
+//! The A2A front's HTTP edge under attack, over real sockets: `legate_a2a::boot` behind the
+//! `Host`/`Origin` allowlist (as `legate serve` builds it), served by `serve_with` on 127.0.0.1
+//! over a real engine driving the real scripted agent. Heads that never end and bodies
+//! shorter than their length are closed; a flood of idle connections does not lock out the
+//! token holder; two `Host` headers are 400. And an SSE stream outlives both read timeouts.
+//!
+//! The agent binary must be built first: `cargo build -p legate-testkit --bin
+//! legate-scripted-agent` (a plain `cargo test --workspace` does it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use a2a::{Message, Part, Role, SendMessageRequest};
+use legate_a2a::{A2aOptions, ServeOptions, Token};
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec};
+use legate_engine::TaskFilter;
+use legate_engine::{Engine, EngineConfig, Paths};
+use legate_testkit::raw_http::{self, BOUND, closed_within, read_until, request};
+use serde_json::json;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
+const AUTH: &str = "Authorization: Bearer 0123456789abcdef0123456789abcdef0123456789abcdef";
+const HOST: &str = "Host: 127.0.0.1";
+const JSON: &str = "Content-Type: application/json";
+const VERSION: &str = "A2A-Version: 1.0";
+const AGENT: &str = "/agents/revisor";
+const LONG: Duration = Duration::from_secs(600);
+
+struct Server {
+    _dir: tempfile::TempDir,
+    addr: SocketAddr,
+    engine: Engine,
+    stop: CancellationToken,
+}
+
+impl Server {
+    async fn start(limits: ServeOptions) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
+        let command = legate_testkit::find_scripted_agent()
+            .expect("legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent`");
+        let spec: AgentSpec = serde_json::from_value(json!({
+            "name": "revisor", "kind": "acp", "command": command.display().to_string(),
+        }))
+        .unwrap();
+        config.agents.insert("revisor".into(), spec);
+        config.default_agent = "revisor".into();
+        config.cancel_grace = Duration::from_secs(2);
+        let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
+        let engine = Engine::start(
+            config,
+            HashMap::from([(AgentKind::Acp, backend)]),
+            Arc::new(legate_supervisor::Rules),
+        )
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let options = A2aOptions {
+            token: Some(Token::configured(TOKEN).unwrap()),
+            public_url: format!("http://{addr}"),
+            max_body_bytes: 64 * 1024,
+            probe_limit: Duration::from_secs(20),
+            copy_roots: Vec::new(),
+            agents: engine.config().agents.keys().cloned().collect(),
+        };
+        let (router, report) = legate_a2a::boot(&engine, &options).await;
+        assert_eq!(report.served.len(), 1, "{:?}", report.failed);
+        let router =
+            legate_token::guard::allowlisted(router, legate_token::Allowlist::loopback("a2a"));
+        let stop = CancellationToken::new();
+        tokio::spawn(legate_a2a::serve_with(
+            listener,
+            router,
+            limits,
+            stop.clone(),
+        ));
+        Server {
+            _dir: dir,
+            addr,
+            engine,
+            stop,
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.engine.shutdown().await;
+    }
+
+    async fn list_tasks(&self) -> u16 {
+        let r = raw_http::call(
+            self.addr,
+            &request(
+                "GET",
+                &format!("{AGENT}/tasks?pageSize=5"),
+                &[HOST, AUTH, VERSION, "Connection: close"],
+                "",
+            ),
+        )
+        .await
+        .unwrap();
+        r.status
+    }
+}
+
+fn limits(header: Duration, body: Duration, max_connections: usize) -> ServeOptions {
+    ServeOptions {
+        header_timeout: header,
+        body_timeout: body,
+        max_connections,
+    }
+}
+
+fn jsonrpc(id: u64, method: &str, params: serde_json::Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_host_headers_are_400() {
+    let server = Server::start(ServeOptions::default()).await;
+    let r = raw_http::call(
+        server.addr,
+        &request(
+            "GET",
+            &format!("{AGENT}/tasks"),
+            &[HOST, "Host: evil.example", AUTH, VERSION],
+            "",
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("INVALID_REQUEST"), "{}", r.body);
+    assert_eq!(server.list_tasks().await, 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_heads_and_short_bodies_are_closed_but_an_sse_stream_is_not_cut() {
+    let short = Duration::from_secs(1);
+    let server = Server::start(limits(short, short, 64)).await;
+    // A streaming task that never ends by itself.
+    let send = SendMessageRequest {
+        message: Message::new(Role::User, vec![Part::text("!hang")]),
+        configuration: None,
+        metadata: None,
+        tenant: None,
+    };
+    let body = jsonrpc(
+        1,
+        "SendStreamingMessage",
+        serde_json::to_value(send).unwrap(),
+    );
+    let mut stream = raw_http::connect(server.addr).await.unwrap();
+    stream
+        .write_all(
+            request(
+                "POST",
+                AGENT,
+                &[HOST, AUTH, JSON, VERSION, "Accept: text/event-stream"],
+                &body,
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    read_until(&mut stream, "data:").await.unwrap();
+
+    // A head that never ends, and a body that never arrives whole (with the token, too).
+    let mut slow = raw_http::connect(server.addr).await.unwrap();
+    slow.write_all(format!("POST {AGENT} HTTP/1.1\r\n{HOST}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut short_body = raw_http::connect(server.addr).await.unwrap();
+    short_body
+        .write_all(
+            format!("POST {AGENT} HTTP/1.1\r\n{HOST}\r\n{AUTH}\r\n{JSON}\r\n{VERSION}\r\nContent-Length: 300\r\n\r\n{{\"jsonrpc\"")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        closed_within(&mut slow, BOUND).await,
+        "a partial head stayed open"
+    );
+    assert!(
+        closed_within(&mut short_body, BOUND).await,
+        "a short body stayed open"
+    );
+
+    // Both timeouts have passed; the stream is still there and brings the cancel.
+    let tasks = server.engine.tasks(&TaskFilter::default()).unwrap();
+    let task_id = tasks[0].id.to_string();
+    let canceled = raw_http::call(
+        server.addr,
+        &request(
+            "POST",
+            AGENT,
+            &[HOST, AUTH, JSON, VERSION, "Connection: close"],
+            &jsonrpc(2, "CancelTask", json!({"id": task_id})),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(canceled.status, 200, "{}", canceled.body);
+    read_until(&mut stream, "TASK_STATE_CANCELED")
+        .await
+        .unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_at_the_cap_do_not_lock_out_the_token_holder() {
+    let server = Server::start(limits(LONG, LONG, 16)).await;
+    // A token holder's keep-alive connection, older than every idle one.
+    let list = request("GET", &format!("{AGENT}/tasks"), &[HOST, AUTH, VERSION], "");
+    let mut held = raw_http::connect(server.addr).await.unwrap();
+    held.write_all(list.as_bytes()).await.unwrap();
+    assert_eq!(
+        raw_http::read_response(&mut held).await.unwrap().status,
+        200
+    );
+    let mut idle = Vec::new();
+    for _ in 0..40 {
+        idle.push(raw_http::connect(server.addr).await.unwrap());
+    }
+    assert_eq!(server.list_tasks().await, 200);
+    for (i, s) in idle.iter_mut().take(25).enumerate() {
+        assert!(
+            closed_within(s, BOUND).await,
+            "idle connection {i} stayed open"
+        );
+    }
+    // Token-less requests do not make a connection count as authenticated: another flood
+    // closes one that was refused 401.
+    let mut refused = raw_http::connect(server.addr).await.unwrap();
+    refused
+        .write_all(request("GET", &format!("{AGENT}/tasks"), &[HOST, VERSION], "").as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(
+        raw_http::read_response(&mut refused).await.unwrap().status,
+        401
+    );
+    let mut more = Vec::new();
+    for _ in 0..40 {
+        more.push(raw_http::connect(server.addr).await.unwrap());
+    }
+    assert!(
+        closed_within(&mut refused, BOUND).await,
+        "a connection refused 401 was kept over newer ones"
+    );
+    assert_eq!(server.list_tasks().await, 200);
+    // Through both floods, the token holder's connection was never the one closed.
+    held.write_all(list.as_bytes()).await.unwrap();
+    assert_eq!(
+        raw_http::read_response(&mut held).await.unwrap().status,
+        200
+    );
+    server.stop().await;
+}
