@@ -93,8 +93,11 @@ pub fn is_alive(run_dir: &Path, id: &str) -> bool {
 
 /// Marks the unfinished tasks of every dead runner `failed` with `SERVER_RESTARTED`.
 /// Returns how many tasks were marked. Safe to run from any process at any time.
+/// Then finishes integrations a crash interrupted (`integration_recovery`).
 pub fn recover(store: &Store, run_dir: &Path) -> Result<usize> {
-    recover_others(store, run_dir, None)
+    let marked = recover_others(store, run_dir, None)?;
+    crate::integration_recovery::recover_integrations(store, run_dir);
+    Ok(marked)
 }
 
 /// [`recover`], never touching runner `own` (the caller's own, alive by definition).

@@ -399,6 +399,12 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
                 out!("{}", serde_json::to_string_pretty(&task)?)?;
             } else {
                 print_task(&task)?;
+                let review = store.review(&task.id)?;
+                if let Some(r) = review.and_then(|v| serde_json::from_value(v).ok()) {
+                    for line in render::integration_lines(&r) {
+                        out!("{line}")?;
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
