@@ -396,3 +396,30 @@ fn recovery_rolls_back_when_a_file_was_edited_after_the_crash_and_keeps_the_edit
     assert_eq!(snapshot(&root), expected);
     r.finish();
 }
+
+#[test]
+fn two_recoveries_at_once_never_both_recover_and_a_live_integration_is_left_alone() {
+    let (_t, root, changes) = fixture();
+    let dir = journal_dir(&root);
+    let integrations = dir.parent().unwrap().to_path_buf();
+    // A live integration (its journal held): recovery skips it.
+    let live = integrate(&root, &changes, &dir, serde_json::json!({})).unwrap();
+    let integrated = snapshot(&root);
+    assert!(crate::recover_integrations(&integrations).is_empty());
+    assert!(dir.join("journal").exists());
+    // The process dies before finishing: eight recoveries race, one recovers.
+    drop(live);
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| crate::recover_integrations(&integrations)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut recovered: Vec<_> = results.into_iter().flatten().map(Result::unwrap).collect();
+    assert_eq!(recovered.len(), 1);
+    let r = recovered.pop().unwrap();
+    assert_eq!(r.outcome, crate::Outcome::RolledForward);
+    assert_eq!(snapshot(&root), integrated);
+    r.finish();
+    assert!(!dir.exists());
+}

@@ -280,6 +280,8 @@ impl Journal {
         let lock = match lock(dir) {
             Ok(Some(l)) => l,
             Ok(None) => return Ok(Found::Busy),
+            // Another process finished it since it was listed.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Nothing),
             Err(e) => return Err(failed("be locked", dir, e)),
         };
         let intent = match fs::read(dir.join("journal")) {
