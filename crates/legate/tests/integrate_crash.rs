@@ -268,6 +268,8 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
 
     let mut id = env.task();
     let (mut forward, mut back, mut in_phase) = (0, 0, 0);
+    // Recoveries seen by `legate show`: rolled forward, and rolled back (counted per task).
+    let (mut recovered_forward, mut recovered_back, mut backs_of_task) = (0, 0, 0);
     for trial in 0..trials {
         let journal = env.home.join("run/integrations").join(&id);
         let mut child = env
@@ -306,8 +308,15 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
             "seed {seed} trial {trial}: debris {:?}",
             env.debris()
         );
+        let backs = shown.matches("rolled back").count();
+        recovered_back += backs - backs_of_task;
+        backs_of_task = backs;
         if now == after {
             forward += 1;
+            backs_of_task = 0;
+            if shown.contains("rolled forward") {
+                recovered_forward += 1;
+            }
             assert!(
                 shown.contains("integrated 100 files"),
                 "trial {trial}: {shown}"
@@ -343,7 +352,25 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
         }
     }
     eprintln!(
-        "{trials} kills: {forward} ended integrated, {back} untouched, {in_phase} during the journaled phase"
+        "{trials} kills: {forward} ended integrated ({recovered_forward} rolled forward by the \
+         next command), {back} untouched ({recovered_back} rolled back), {in_phase} during the \
+         journaled phase"
     );
     assert_eq!(forward + back, trials);
+
+    // The task now is fresh or rolled back: it integrates, exactly, and says what happened.
+    let last = env.run(&["integrate", &id]);
+    assert!(last.status.success(), "{}", text(&last));
+    assert_eq!(snapshot(&env.project), after);
+    assert!(env.debris().is_empty(), "{:?}", env.debris());
+    let events = env.run(&["events", &id]);
+    let events = String::from_utf8_lossy(&events.stdout).into_owned();
+    let shown = env.run(&["show", &id]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(shown.contains("integrated 100 files"), "{shown}");
+    assert_eq!(
+        events.contains("copy.integration_recovered"),
+        shown.contains("recovery an interrupted integration"),
+        "{events}\n{shown}"
+    );
 }
