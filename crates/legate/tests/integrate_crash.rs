@@ -286,7 +286,15 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
             {
                 std::thread::sleep(Duration::from_micros(100));
             }
-            Duration::from_micros(rng.below(phase.as_micros() as u64 * 5 / 4 + 1))
+            {
+                // Every other one early in the phase, where staging ends and renames begin.
+                let window = if trial % 4 == 1 {
+                    phase / 3
+                } else {
+                    phase * 5 / 4
+                };
+                Duration::from_micros(rng.below(window.as_micros() as u64 + 1))
+            }
         } else {
             Duration::from_micros(rng.below(total.as_micros() as u64 * 5 / 4 + 1))
         };
