@@ -14,6 +14,7 @@ mod config;
 mod continuation;
 mod engine;
 mod fanout;
+mod integration_recovery;
 mod leftovers;
 mod pool;
 mod records;
@@ -36,14 +37,14 @@ pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{
     BlockReason, BlockedFile, ChangeStatus, Check, CheckKind, CopyLimits, CopyReport, Criterion,
-    CriterionResult, FileChange, Integrated, PatchChunk, PatchSummary, Preview, ProjectFile,
-    ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
+    CriterionResult, FileChange, Integrated, Outcome, PatchChunk, PatchSummary, Preview,
+    ProjectFile, ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
 };
 pub use records::{ContextRecord, Records, TaskFilter};
 pub use review::{
     ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
-    PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig, ReviewRecord, TestEvidence,
-    TestSource, TestStatus,
+    IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
+    ReviewRecord, TestEvidence, TestSource, TestStatus,
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.

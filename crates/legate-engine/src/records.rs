@@ -78,6 +78,15 @@ impl Records {
         crate::follow(self.store.clone(), &self.paths, task_id, after)
     }
 
+    /// The review record of a copy task (`None` for other tasks, or a record this version
+    /// cannot read).
+    pub fn review(&self, task_id: &TaskId) -> Result<Option<crate::ReviewRecord>> {
+        Ok(self
+            .store
+            .review(task_id)?
+            .and_then(|v| serde_json::from_value(v).ok()))
+    }
+
     /// Token usage of stored tasks.
     pub fn usage(&self, filter: &crate::UsageFilter) -> Result<crate::UsageReport> {
         self.store.usage(filter)

@@ -21,8 +21,8 @@ use legate_core::{
     Error, ErrorCode, EventKind, Result, Task, TaskId, TaskMode, TaskState, Timestamp,
 };
 use legate_workspace::{
-    Baseline, CopyLimits, CopyReport, Criterion, FileChange, Integrated, PatchChunk, PatchSummary,
-    Preview, ProjectFiles, Review, SecretPolicy, TestCommand, Verification,
+    Baseline, CopyLimits, CopyReport, Criterion, FileChange, Integrated, Outcome, PatchChunk,
+    PatchSummary, Preview, ProjectFiles, Review, SecretPolicy, TestCommand, Verification,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -217,6 +217,25 @@ pub struct IntegrationRecord {
     pub integrated_at: Timestamp,
 }
 
+/// An integration that a crash interrupted, finished by a later `legate` command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrationRecovery {
+    /// The interrupted integration's journal id.
+    pub journal: String,
+    /// `rolled-forward` (the project is exactly integrated) or `rolled-back` (it is as before).
+    pub outcome: Outcome,
+    /// The patch it was integrating.
+    pub sha256: String,
+    /// How many files the integration covered.
+    pub files: usize,
+    /// Files left as found: neither the original nor the result (edited after the crash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+    /// When recovery finished it.
+    pub recovered_at: Timestamp,
+}
+
 /// Everything Legate keeps about a copy task, stored as JSON in the `reviews` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -243,6 +262,9 @@ pub struct ReviewRecord {
     pub tests: Vec<TestEvidence>,
     /// The integration, once done.
     pub integration: Option<IntegrationRecord>,
+    /// Integrations a crash interrupted, and which way recovery finished each, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recoveries: Vec<IntegrationRecovery>,
     /// When the copy was discarded or swept.
     pub discarded_at: Option<Timestamp>,
     /// When anything here last changed (retention counts from it).
@@ -277,6 +299,9 @@ pub struct PreviewReport {
     pub tests: Vec<TestStatus>,
     /// The integration, once done.
     pub integration: Option<IntegrationRecord>,
+    /// Integrations a crash interrupted, and which way recovery finished each, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recoveries: Vec<IntegrationRecovery>,
 }
 
 /// A test record and whether it is current.
@@ -374,7 +399,11 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| Error::internal(format!("a copy operation panicked: {e}")))?
 }
 
-fn workspace_event(name: &str, message: String, mut detail: serde_json::Value) -> EventKind {
+pub(crate) fn workspace_event(
+    name: &str,
+    message: String,
+    mut detail: serde_json::Value,
+) -> EventKind {
     if let Some(map) = detail.as_object_mut() {
         map.insert("event".into(), name.into());
     }
@@ -444,6 +473,7 @@ impl Engine {
             verification: None,
             tests: Vec::new(),
             integration: None,
+            recoveries: Vec::new(),
             discarded_at: None,
             touched_at: Timestamp::now(),
             keep_if_interrupted: self.review_config().keep_interrupted_copies,
@@ -711,6 +741,7 @@ impl Engine {
             stale,
             tests,
             integration: o.record.integration.clone(),
+            recoveries: o.record.recoveries.clone(),
         })
     }
 
@@ -983,6 +1014,15 @@ impl Engine {
         expected_sha256: Option<&str>,
         approver: Option<&dyn Approver>,
     ) -> Result<IntegrationRecord> {
+        // An earlier integration a crash interrupted is finished first, so that this one
+        // sees the project and the record as they are.
+        let (store, run) = (self.store().clone(), self.config().paths.run());
+        blocking(move || {
+            Ok(crate::integration_recovery::recover_integrations(
+                &store, &run,
+            ))
+        })
+        .await?;
         let mut o = self.open_copy(id).await?;
         self.check_cleanup(&o)?;
         if o.task.mode == TaskMode::ReadOnly {
@@ -1043,9 +1083,16 @@ impl Engine {
             self.check_ready(&o, &again)?;
         }
         let (b, root, p) = (o.baseline.clone(), o.record.source.clone(), preview.clone());
+        let journal = self
+            .config()
+            .paths
+            .run()
+            .join("integrations")
+            .join(o.task.id.as_str());
+        let meta = serde_json::json!({"sha256": preview.sha256, "approval": cfg.approval});
         let result = blocking(move || {
             let changes = legate_workspace::plan(&b, &p)?;
-            legate_workspace::integrate(&root, &changes)
+            legate_workspace::integrate(&root, &changes, &journal, meta)
         })
         .await;
         let result = match result {
@@ -1064,13 +1111,16 @@ impl Engine {
         };
         let record = IntegrationRecord {
             sha256: preview.sha256.clone(),
-            result,
+            result: result.integrated.clone(),
             approval: cfg.approval,
             integrated_at: Timestamp::now(),
         };
         o.record.integration = Some(record.clone());
         o.record.touched_at = Timestamp::now();
+        // Recorded before the journal goes: a crash in between is rolled forward and found
+        // recorded (`integration_recovery`).
         self.put_record(&o.task.id, &o.record)?;
+        result.finish();
         self.announce(
             &o.task.id,
             workspace_event(

@@ -97,10 +97,13 @@ pub fn is_alive(run_dir: &Path, id: &str) -> bool {
 
 /// Marks the unfinished tasks of every dead runner (their locks under `paths.run()`) `failed`
 /// with `SERVER_RESTARTED`, kills what those runners left running, and removes the copies of
-/// the copy tasks it ended (see `leftovers`). Returns how many tasks were marked. Safe to run
-/// from any process at any time.
+/// the copy tasks it ended (see `leftovers`); then finishes the integrations a crash
+/// interrupted (`integration_recovery`). Returns how many tasks were marked. Safe to run from
+/// any process at any time.
 pub fn recover(store: &Store, paths: &Paths) -> Result<usize> {
-    recover_others(store, paths, None)
+    let marked = recover_others(store, paths, None)?;
+    crate::integration_recovery::recover_integrations(store, &paths.run());
+    Ok(marked)
 }
 
 /// [`recover`], never touching runner `own` (the caller's own, alive by definition).

@@ -4,8 +4,10 @@
 //! The store keeps the document and never interprets it; it is deleted with its task.
 
 use crate::Store;
-use crate::sql::{SqlContext, clamp_i64, store_error};
-use legate_core::{Result, TaskId, Timestamp};
+use crate::events::append_in;
+use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found};
+use crate::tasks::exists;
+use legate_core::{Event, EventKind, Result, TaskId, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
 impl Store {
@@ -36,6 +38,31 @@ impl Store {
             .and_then(|mut st| st.execute(params![task_id.as_str(), text, Timestamp::now().0]))
             .ctx("store a review record")?;
             Ok(())
+        })
+    }
+
+    /// Stores the review record of `task_id` and appends `events` to its log, in one
+    /// transaction (`TASK_NOT_FOUND` without the task). Returns the events as stored.
+    pub fn put_review_with_events(
+        &self,
+        task_id: &TaskId,
+        record: &serde_json::Value,
+        events: &[EventKind],
+    ) -> Result<Vec<Event>> {
+        let text = serde_json::to_string(record)
+            .map_err(|_| store_error("a review record could not be serialized."))?;
+        self.write("store a review record", |tx| {
+            if !exists(tx, task_id.as_str())? {
+                return Err(task_not_found(task_id.as_str()));
+            }
+            tx.prepare_cached(
+                "INSERT INTO reviews (task_id, record, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, \
+                 updated_at = excluded.updated_at",
+            )
+            .and_then(|mut st| st.execute(params![task_id.as_str(), text, Timestamp::now().0]))
+            .ctx("store a review record")?;
+            append_in(tx, task_id, events, Timestamp::now())
         })
     }
 

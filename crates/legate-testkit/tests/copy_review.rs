@@ -344,3 +344,54 @@ async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integ
     assert_eq!(std::fs::read_dir(&blocked).unwrap().count(), 0);
     h.engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_integration_a_crash_interrupted_is_rolled_forward_recorded_once_and_counts() {
+    let h = harness(|_| {});
+    let (id, sha) = verified_task(&h).await;
+    let paths = h.engine.config().paths.clone();
+    let journal = paths.run().join("integrations").join(&id);
+    // The integrating process wrote everything and died before recording it: its journal
+    // stays, unlocked.
+    let change = legate_workspace::Change {
+        path: "a.txt".into(),
+        status: legate_engine::ChangeStatus::M,
+        baseline: Some(b"alpha\n".to_vec()),
+        result: Some(b"beta\n".to_vec()),
+        mode: Some(0o644),
+    };
+    let meta = serde_json::json!({"sha256": sha, "approval": "auto"});
+    drop(legate_workspace::integrate(&h.project, &[change], &journal, meta).unwrap());
+    assert!(journal.join("journal").exists());
+
+    // The next command that opens the store finishes and records it, once.
+    legate_engine::Records::open(&paths).unwrap();
+    let records = legate_engine::Records::open(&paths).unwrap();
+    assert!(!journal.exists());
+    assert_eq!(std::fs::read(h.project.join("a.txt")).unwrap(), b"beta\n");
+    let task_id = legate_core::TaskId(id.clone());
+    let record = records.review(&task_id).unwrap().unwrap();
+    assert_eq!(record.recoveries.len(), 1, "{:?}", record.recoveries);
+    let r = &record.recoveries[0];
+    assert_eq!(r.outcome, legate_engine::Outcome::RolledForward);
+    assert_eq!((r.files, r.sha256.as_str()), (1, sha.as_str()));
+    assert_eq!(record.integration.as_ref().unwrap().sha256, sha);
+    let events = records.events(&task_id, 0, 1000).unwrap();
+    let recovered = events
+        .iter()
+        .filter(|e| {
+            serde_json::to_string(&e.kind)
+                .unwrap()
+                .contains("copy.integration_recovered")
+        })
+        .count();
+    assert_eq!(recovered, 1);
+    // It counts as integrated.
+    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::CopyUnavailable, "{err:?}");
+    assert!(
+        err.message.contains("already integrated"),
+        "{}",
+        err.message
+    );
+}

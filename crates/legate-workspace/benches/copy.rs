@@ -294,10 +294,12 @@ fn main() {
         let changes = plan(&baseline, &p).unwrap();
         let t_plan = t.elapsed();
         let t = Instant::now();
-        let r = integrate(&repo, &changes).unwrap();
+        let journal = scratch.join("run/integrations/bench");
+        let r = integrate(&repo, &changes, &journal, serde_json::Value::Null).unwrap();
         it.push(t.elapsed());
+        assert_eq!(r.integrated.files.len(), 100);
+        r.finish();
         planned.push(t_plan);
-        assert_eq!(r.files.len(), 100);
         git(&repo, &["checkout", "-q", "--", "."]);
     }
     println!(

@@ -1,30 +1,43 @@
-//! Integration: writing a reviewed patch's results into the original project, all or nothing.
+//! Integration: writing a reviewed patch's results into the original project, all or nothing,
+//! even across a crash.
 //!
 //! This module owns the last step. Every result is built and checked first, in memory, before
 //! the original is touched: each affected original file must still equal the baseline
 //! (`SOURCE_CHANGED`), an added path must still be free, and modified files pass the line
-//! ending and BOM rule (`line_endings`). Then every result is written to a temporary file in
-//! its directory (permissions of the original), the temporary files are synced together (in
-//! parallel, so the file system commits them in a few journal transactions rather than one
-//! per file), and only then is each renamed over its original after a last look that the
-//! original is still the file checked (same inode, size, mtime and ctime); a deleted file is
-//! renamed aside in its directory. If anything fails, what was written
-//! is put back (original bytes and modes restored, added files and directories removed,
-//! deleted files renamed back) and the error is `INTEGRATION_FAILED`; whatever could not be
-//! put back is named. Only when every write succeeded are the set-aside files removed; one
-//! that cannot be is listed in `leftover_files`.
+//! ending and BOM rule (`line_endings`). Then, in this order:
+//!
+//! 1. The intent is committed to a journal (`journal`) outside the project, under
+//!    `$LEGATE_HOME/run/integrations/<task>/`, with the pre-image of every modified or
+//!    deleted original, all synced (files and directory) before the project is touched.
+//! 2. Missing directories are created, and every result is written to a temporary file
+//!    `.legate-<id>-<n>.tmp` in its directory (permissions of the original); the temporary
+//!    files and their directories are synced together (in parallel, so the file system
+//!    commits them in a few journal transactions rather than one per file).
+//! 3. The `staged` marker is written and synced: from here on, the integration is decided.
+//! 4. Each temporary file is renamed over its original after a last look that the original is
+//!    still the file checked (same inode, size, mtime and ctime); a deleted file is renamed
+//!    aside (`.legate-<id>-<n>.del`). The directories are synced, the set-aside files
+//!    removed (one that cannot be is listed in `leftover_files`).
+//! 5. The caller records the integration, then [`Pending::finish`] removes the journal.
+//!
+//! If anything fails in 2–4, the `abort` marker is written and everything is put back
+//! (`rollover`), and the error is `INTEGRATION_FAILED`; whatever could not be put back is
+//! named. If the process dies instead, the next recovery ([`crate::recover_integrations`])
+//! finishes the job by the rules in `rollover`: roll forward when `staged` is there without
+//! `abort`, else roll back.
 //!
 //! It must never follow a symlink in the original, write outside the project root, or leave
-//! the original half-changed on an error it saw. A crash of the process in the middle of the
-//! writes is not recovered automatically.
+//! the original half-changed, on an error it saw or on a crash.
 
-use crate::baseline::Baseline;
 use crate::copy::read_inside_with_metadata;
 use crate::include::check_path;
+use crate::journal::{self, Content, Intent, Journal, Step};
 use crate::line_endings;
 use crate::patch::{ChangeStatus, Preview};
+use crate::{baseline::Baseline, rollover, sha256_hex};
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -55,15 +68,39 @@ pub struct Integrated {
     pub restored_byte_order_marks: Vec<String>,
     /// Set-aside deleted files that could not be removed (relative paths).
     pub leftover_files: Vec<String>,
+    /// The id of the integration's journal (empty in records older than journals).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub journal: String,
 }
 
-/// The file system operations integration performs, so that tests can make any one fail.
+/// An integration written into the project whose journal is still there: the caller records
+/// it, then calls [`Pending::finish`]. Dropped unfinished, the next recovery rolls it forward
+/// (and finds it recorded).
+#[derive(Debug)]
+pub struct Pending {
+    /// What was written.
+    pub integrated: Integrated,
+    journal: Journal,
+}
+
+impl Pending {
+    /// Removes the journal; a failure is logged (the next recovery removes it).
+    pub fn finish(self) {
+        let id = self.integrated.journal.clone();
+        if let Err(e) = self.journal.finish() {
+            tracing::warn!(journal = %id, error = %e, "an integration journal could not be removed");
+        }
+    }
+}
+
+/// The file system operations integration performs in the project, so that tests can make
+/// any one fail.
 pub(crate) trait Ops {
-    /// Creates a new, empty temporary file in `dir` and returns its path.
-    fn create_temp(&mut self, dir: &Path) -> io::Result<PathBuf>;
+    /// Creates the new, empty file `path` (never following a link).
+    fn create_temp(&mut self, path: &Path) -> io::Result<()>;
     /// Writes `bytes` into the temporary file `path` and sets `mode` (no sync).
     fn fill(&mut self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()>;
-    /// Makes the contents of the files `paths` durable (`fsync`).
+    /// Makes the files or directories `paths` durable (`fsync`).
     fn sync(&mut self, paths: &[&Path]) -> io::Result<()>;
     /// Renames `from` to `to` (same directory).
     fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()>;
@@ -78,22 +115,14 @@ pub(crate) trait Ops {
 pub(crate) struct RealOps;
 
 impl Ops for RealOps {
-    fn create_temp(&mut self, dir: &Path) -> io::Result<PathBuf> {
-        let (_, path) = tempfile::Builder::new()
-            .prefix(".legate-")
-            .suffix(".tmp")
-            .rand_bytes(8)
-            .make_in(dir, |p| {
-                OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(p)
-            })?
-            .keep()
-            .map_err(|e| e.error)?;
-        Ok(path)
+    fn create_temp(&mut self, path: &Path) -> io::Result<()> {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map(drop)
     }
 
     fn fill(&mut self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
@@ -107,25 +136,7 @@ impl Ops for RealOps {
     }
 
     fn sync(&mut self, paths: &[&Path]) -> io::Result<()> {
-        // Concurrent fsyncs share journal commits; one at a time, each pays for its own.
-        const THREADS: usize = 8;
-        if paths.len() <= 1 {
-            return paths.iter().try_for_each(|p| fs::File::open(p)?.sync_all());
-        }
-        let per = paths.len().div_ceil(THREADS);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = paths
-                .chunks(per)
-                .map(|chunk| {
-                    scope
-                        .spawn(move || chunk.iter().try_for_each(|p| fs::File::open(p)?.sync_all()))
-                })
-                .collect();
-            handles.into_iter().try_for_each(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a sync thread panicked")))
-            })
-        })
+        sync_parallel(paths)
     }
 
     fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
@@ -139,6 +150,27 @@ impl Ops for RealOps {
     fn remove_file(&mut self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
     }
+}
+
+/// Syncs files or directories, several at a time: concurrent fsyncs share journal commits;
+/// one at a time, each pays for its own.
+pub(crate) fn sync_parallel(paths: &[&Path]) -> io::Result<()> {
+    const THREADS: usize = 8;
+    let one = |p: &&Path| fs::File::open(p)?.sync_all();
+    if paths.len() <= 1 {
+        return paths.iter().try_for_each(one);
+    }
+    let per = paths.len().div_ceil(THREADS);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = paths
+            .chunks(per)
+            .map(|chunk| scope.spawn(move || chunk.iter().try_for_each(one)))
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(io::Error::other("a sync thread panicked")))
+        })
+    })
 }
 
 /// The changes a preview stands for, with the baseline's and the result's bytes read from
@@ -173,9 +205,15 @@ pub fn plan(baseline: &Baseline, preview: &Preview) -> Result<Vec<Change>, Error
         .collect())
 }
 
-/// Integrates `changes` into the project at `root` (canonical). See the module docs.
-pub fn integrate(root: &Path, changes: &[Change]) -> Result<Integrated, Error> {
-    integrate_with(root, changes, &mut RealOps)
+/// Integrates `changes` into the project at `root` (canonical), journaled in `journal_dir`
+/// (`$LEGATE_HOME/run/integrations/<task>`) with the caller's `meta`. See the module docs.
+pub fn integrate(
+    root: &Path,
+    changes: &[Change],
+    journal_dir: &Path,
+    meta: serde_json::Value,
+) -> Result<Pending, Error> {
+    integrate_with(root, changes, journal_dir, meta, &mut RealOps)
 }
 
 /// What identifies a file's contents without reading them: a write changes its ctime, a
@@ -213,27 +251,12 @@ struct Planned<'a> {
     mode: u32,
 }
 
-/// What was done, to undo it.
-enum Done {
-    Replaced {
-        path: PathBuf,
-        original: Vec<u8>,
-        mode: u32,
-    },
-    Created(PathBuf),
-    Dir(PathBuf),
-    Aside {
-        path: PathBuf,
-        aside: PathBuf,
-    },
-}
-
-pub(crate) fn integrate_with(
+/// Checks every change against the original and builds the results (nothing is written).
+fn check_all<'a>(
     root: &Path,
-    changes: &[Change],
-    ops: &mut dyn Ops,
-) -> Result<Integrated, Error> {
-    let mut report = Integrated::default();
+    changes: &'a [Change],
+    report: &mut Integrated,
+) -> Result<Vec<Planned<'a>>, Error> {
     let mut plan = Vec::with_capacity(changes.len());
     for c in changes {
         check_path(&c.path)?;
@@ -285,101 +308,183 @@ pub(crate) fn integrate_with(
             }
         }
     }
+    Ok(plan)
+}
 
-    let mut done: Vec<Done> = Vec::new();
-    let mut temps: Vec<PathBuf> = Vec::new();
-    let written = write_all(root, &plan, ops, &mut done, &mut temps);
-    if let Err((path, e)) = written {
-        // Temporary files not renamed into place yet; the renamed ones are gone already.
-        for t in &temps {
-            let _ = fs::remove_file(t);
+/// The intent of `plan`: its steps, and the directories added files need, parents first.
+fn intent_of(root: &Path, plan: &[Planned<'_>], meta: serde_json::Value) -> Result<Intent, Error> {
+    let mut dirs = BTreeSet::new();
+    let mut steps = Vec::with_capacity(plan.len());
+    for p in plan {
+        if p.change.status == ChangeStatus::A {
+            let parent = root
+                .join(&p.change.path)
+                .parent()
+                .map(Path::to_path_buf)
+                .ok_or_else(|| Error::internal("a path without a parent"))?;
+            for d in missing_dirs(root, &parent)? {
+                dirs.insert(relative(root, &d));
+            }
         }
-        let leftovers = rollback(root, done);
+        let before = (p.change.status != ChangeStatus::A).then(|| Content {
+            sha256: sha256_hex(p.change.baseline.as_deref().unwrap_or_default()),
+            mode: p.mode,
+        });
+        let after = p.bytes.as_deref().map(|b| Content {
+            sha256: sha256_hex(b),
+            mode: p.mode,
+        });
+        steps.push(Step {
+            path: p.change.path.clone(),
+            status: p.change.status,
+            before,
+            after,
+        });
+    }
+    let mut dirs: Vec<String> = dirs.into_iter().collect();
+    dirs.sort_by_key(|d| (d.matches('/').count(), d.clone()));
+    Ok(Intent {
+        version: journal::VERSION,
+        id: new_id(),
+        root: root.to_path_buf(),
+        meta,
+        dirs,
+        steps,
+    })
+}
+
+pub(crate) fn integrate_with(
+    root: &Path,
+    changes: &[Change],
+    journal_dir: &Path,
+    meta: serde_json::Value,
+    ops: &mut dyn Ops,
+) -> Result<Pending, Error> {
+    let mut report = Integrated::default();
+    let plan = check_all(root, changes, &mut report)?;
+    let intent = intent_of(root, &plan, meta)?;
+    let pre: Vec<(usize, &[u8])> = plan
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.change.status != ChangeStatus::A)
+        .map(|(i, p)| (i, p.change.baseline.as_deref().unwrap_or_default()))
+        .collect();
+    let journal = Journal::begin(journal_dir, intent, &pre)?;
+    report.journal = journal.intent.id.clone();
+    let mut committed = 0;
+    if let Err((path, e)) = write_all(root, &plan, &journal, ops, &mut committed) {
+        if let Err(marked) = journal.mark(journal::ABORT) {
+            tracing::warn!(error = %marked, "the abort marker could not be written");
+        }
+        let undone = rollover::roll_back(&journal, committed);
         let mut message = format!(
             "integration stopped at {path}: {}; everything written was put back",
             e.message
         );
-        if !leftovers.is_empty() {
+        if undone.conflicts.is_empty() {
+            if let Err(e) = journal.finish() {
+                tracing::warn!(error = %e, "an integration journal could not be removed");
+            }
+        } else {
+            // The journal stays: the next recovery tries again.
             message = format!(
                 "integration stopped at {path}: {}; these could not be put back: {}",
                 e.message,
-                leftovers.join(", ")
+                undone.conflicts.join(", ")
             );
         }
         tracing::warn!(path = %path, code = %e.code, "integration rolled back");
         return Err(Error::new(ErrorCode::IntegrationFailed, message));
     }
     report.files = plan.iter().map(|p| p.change.path.clone()).collect();
-    for d in done {
-        if let Done::Aside { aside, .. } = d
-            && ops.remove_file(&aside).is_err()
+    for (i, p) in plan.iter().enumerate() {
+        if p.change.status == ChangeStatus::D
+            && let Some(aside) = journal.intent.aside(i)
+            && ops.remove_file(&root.join(&aside)).is_err()
         {
-            report.leftover_files.push(relative(root, &aside));
+            report.leftover_files.push(aside);
         }
     }
-    Ok(report)
+    Ok(Pending {
+        integrated: report,
+        journal,
+    })
 }
 
-/// Stages every result in a temporary file, syncs them together, then puts each in place.
-/// On error, names the path it stopped at; `done` and `temps` say what to undo.
+/// Stages every result, syncs, marks the journal staged, then puts each in place and syncs
+/// the directories. On error, names the path it stopped at.
 fn write_all(
     root: &Path,
     plan: &[Planned<'_>],
+    journal: &Journal,
     ops: &mut dyn Ops,
-    done: &mut Vec<Done>,
-    temps: &mut Vec<PathBuf>,
+    committed: &mut usize,
 ) -> Result<(), (String, Error)> {
     let io = |what: &str, e: io::Error| Error::internal(format!("{what}: {e}"));
-    let mut staged: Vec<Option<usize>> = Vec::with_capacity(plan.len());
-    for p in plan {
-        let at = |e: Error| (p.change.path.clone(), e);
-        if p.change.status == ChangeStatus::D {
-            staged.push(None);
-            continue;
-        }
-        let path = root.join(&p.change.path);
-        let parent = path
-            .parent()
-            .ok_or_else(|| at(Error::internal("a path without a parent")))?
-            .to_path_buf();
-        if p.change.status == ChangeStatus::A {
-            for dir in missing_dirs(root, &parent).map_err(at)? {
-                ops.create_dir(&dir)
-                    .map_err(|e| at(io("could not create a directory", e)))?;
-                done.push(Done::Dir(dir));
-            }
-        }
-        let tmp = ops
-            .create_temp(&parent)
-            .map_err(|e| at(io("could not create a temporary file", e)))?;
-        temps.push(tmp.clone());
-        ops.fill(&tmp, p.bytes.as_deref().unwrap_or_default(), p.mode)
-            .map_err(|e| at(io("could not write the temporary file", e)))?;
-        staged.push(Some(temps.len() - 1));
-    }
-    let all: Vec<&Path> = temps.iter().map(PathBuf::as_path).collect();
-    ops.sync(&all).map_err(|e| {
-        let first = plan
-            .first()
+    let first = || {
+        plan.first()
             .map(|p| p.change.path.clone())
-            .unwrap_or_default();
-        (first, io("could not sync the temporary files", e))
-    })?;
-    for (p, tmp) in plan.iter().zip(staged) {
-        let tmp = tmp.and_then(|i| temps.get(i)).cloned();
-        commit_one(root, p, tmp.as_deref(), ops, done).map_err(|e| (p.change.path.clone(), e))?;
+            .unwrap_or_default()
+    };
+    let intent = &journal.intent;
+    for d in &intent.dirs {
+        ops.create_dir(&root.join(d))
+            .map_err(|e| (d.clone(), io("could not create a directory", e)))?;
     }
-    Ok(())
+    let mut sync: Vec<PathBuf> = Vec::with_capacity(plan.len() * 2);
+    let mut dirs = BTreeSet::new();
+    for (i, p) in plan.iter().enumerate() {
+        let at = |e: Error| (p.change.path.clone(), e);
+        let parent = root
+            .join(&p.change.path)
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| at(Error::internal("a path without a parent")))?;
+        dirs.insert(parent);
+        let Some(bytes) = p.bytes.as_deref() else {
+            continue;
+        };
+        let tmp = root.join(
+            intent
+                .staged(i)
+                .ok_or_else(|| at(Error::internal("a step without a name")))?,
+        );
+        ops.create_temp(&tmp)
+            .map_err(|e| at(io("could not create a temporary file", e)))?;
+        ops.fill(&tmp, bytes, p.mode)
+            .map_err(|e| at(io("could not write the temporary file", e)))?;
+        sync.push(tmp);
+    }
+    // The created directories' own entries live in their parents.
+    for d in &intent.dirs {
+        if let Some(parent) = root.join(d).parent() {
+            dirs.insert(parent.to_path_buf());
+        }
+    }
+    sync.extend(dirs.iter().cloned());
+    let all: Vec<&Path> = sync.iter().map(PathBuf::as_path).collect();
+    ops.sync(&all)
+        .map_err(|e| (first(), io("could not sync the temporary files", e)))?;
+    journal
+        .mark(journal::STAGED)
+        .map_err(|e| (first(), io("could not mark the journal staged", e)))?;
+    for (i, p) in plan.iter().enumerate() {
+        commit_one(root, i, p, intent, ops).map_err(|e| (p.change.path.clone(), e))?;
+        *committed = i + 1;
+    }
+    let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    ops.sync(&dirs)
+        .map_err(|e| (first(), io("could not sync the directories", e)))
 }
 
 /// Puts one staged result in place (or sets a deleted file aside), after a last look that the
 /// original is still the file checked.
 fn commit_one(
     root: &Path,
+    index: usize,
     p: &Planned<'_>,
-    tmp: Option<&Path>,
+    intent: &Intent,
     ops: &mut dyn Ops,
-    done: &mut Vec<Done>,
 ) -> Result<(), Error> {
     let path = root.join(&p.change.path);
     let io = |what: &str, e: io::Error| Error::internal(format!("{what}: {e}"));
@@ -400,75 +505,16 @@ fn commit_one(
             "it changed during integration",
         ));
     }
-    match (p.change.status, tmp) {
-        (ChangeStatus::D, _) => {
-            let aside = aside_name(&path);
-            ops.rename(&path, &aside)
-                .map_err(|e| io("could not set the file aside", e))?;
-            done.push(Done::Aside { path, aside });
-        }
-        (_, Some(tmp)) => {
-            ops.rename(tmp, &path)
-                .map_err(|e| io("could not rename the temporary file into place", e))?;
-            done.push(match &p.change.baseline {
-                Some(original) if p.change.status == ChangeStatus::M => Done::Replaced {
-                    path,
-                    original: original.clone(),
-                    mode: p.mode,
-                },
-                _ => Done::Created(path),
-            });
-        }
-        (_, None) => return Err(Error::internal("a result without its temporary file")),
+    let name = |n: Option<String>| n.ok_or_else(|| Error::internal("a step without a name"));
+    if p.change.status == ChangeStatus::D {
+        let aside = root.join(name(intent.aside(index))?);
+        ops.rename(&path, &aside)
+            .map_err(|e| io("could not set the file aside", e))
+    } else {
+        let tmp = root.join(name(intent.staged(index))?);
+        ops.rename(&tmp, &path)
+            .map_err(|e| io("could not rename the temporary file into place", e))
     }
-    Ok(())
-}
-
-/// Undoes `done`, newest first, on the real file system. Returns what could not be undone.
-fn rollback(root: &Path, done: Vec<Done>) -> Vec<String> {
-    let mut real = RealOps;
-    let mut left = Vec::new();
-    for d in done.into_iter().rev() {
-        match d {
-            Done::Replaced {
-                path,
-                original,
-                mode,
-            } => {
-                let restored = path
-                    .parent()
-                    .ok_or_else(|| io::Error::other("no parent"))
-                    .and_then(|dir| real.create_temp(dir))
-                    .and_then(|tmp| {
-                        real.fill(&tmp, &original, mode)
-                            .and_then(|()| real.sync(&[&tmp]))
-                            .and_then(|()| real.rename(&tmp, &path))
-                            .inspect_err(|_| {
-                                let _ = fs::remove_file(&tmp);
-                            })
-                    });
-                if restored.is_err() {
-                    left.push(relative(root, &path));
-                }
-            }
-            Done::Created(path) => {
-                if fs::remove_file(&path).is_err() {
-                    left.push(relative(root, &path));
-                }
-            }
-            Done::Dir(path) => {
-                if fs::remove_dir(&path).is_err() {
-                    left.push(relative(root, &path));
-                }
-            }
-            Done::Aside { path, aside } => {
-                if fs::rename(&aside, &path).is_err() {
-                    left.push(relative(root, &aside));
-                }
-            }
-        }
-    }
-    left
 }
 
 /// Directories from the highest missing one down to `dir`; `UNSAFE_PATH` when something on
@@ -502,21 +548,19 @@ fn current_mode(root: &Path, path: &str) -> Option<u32> {
         .map(|m| m.permissions().mode() & 0o7777)
 }
 
-fn aside_name(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let nonce = uuid_like();
-    path.with_file_name(format!(".legate-deleted-{name}-{nonce}"))
-}
-
-fn uuid_like() -> String {
+/// A fresh journal id: 16 hex digits from the clock, the pid and the kernel's randomness.
+fn new_id() -> String {
+    let mut seed = [0u8; 16];
+    let random = fs::File::open("/dev/urandom").and_then(|mut f| {
+        use std::io::Read;
+        f.read_exact(&mut seed)
+    });
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    format!("{:x}{:x}", std::process::id(), t)
+    let mixed = format!("{random:?}{seed:?}{t}{}", std::process::id());
+    sha256_hex(mixed.as_bytes())[..16].to_string()
 }
 
 fn relative(root: &Path, p: &Path) -> String {
@@ -534,250 +578,5 @@ fn source_changed(path: &str, why: &str) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    /// Real operations, failing at the `fail_at`-th call (1-based); `fill` writes half the
-    /// bytes before failing, like a full disk.
-    struct Faulty {
-        fail_at: usize,
-        calls: usize,
-    }
-
-    impl Faulty {
-        fn tick(&mut self) -> io::Result<()> {
-            self.calls += 1;
-            if self.calls == self.fail_at {
-                Err(io::Error::other("injected failure"))
-            } else {
-                Ok(())
-            }
-        }
-    }
-
-    impl Ops for Faulty {
-        fn create_temp(&mut self, dir: &Path) -> io::Result<PathBuf> {
-            self.tick()?;
-            RealOps.create_temp(dir)
-        }
-        fn fill(&mut self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-            if let Err(e) = self.tick() {
-                fs::write(path, &bytes[..bytes.len() / 2])?;
-                return Err(e);
-            }
-            RealOps.fill(path, bytes, mode)
-        }
-        fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
-            self.tick()?;
-            RealOps.rename(from, to)
-        }
-        fn sync(&mut self, paths: &[&Path]) -> io::Result<()> {
-            self.tick()?;
-            RealOps.sync(paths)
-        }
-        fn create_dir(&mut self, path: &Path) -> io::Result<()> {
-            self.tick()?;
-            RealOps.create_dir(path)
-        }
-        fn remove_file(&mut self, path: &Path) -> io::Result<()> {
-            self.tick()?;
-            RealOps.remove_file(path)
-        }
-    }
-
-    /// Every entry under `root`: path → (mode, bytes) for files, mode for directories.
-    fn snapshot(root: &Path) -> BTreeMap<String, (u32, Option<Vec<u8>>)> {
-        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (u32, Option<Vec<u8>>)>) {
-            for e in fs::read_dir(dir).unwrap() {
-                let e = e.unwrap();
-                let p = e.path();
-                let m = fs::symlink_metadata(&p).unwrap();
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                if m.is_dir() {
-                    out.insert(rel, (m.permissions().mode(), None));
-                    walk(root, &p, out);
-                } else {
-                    out.insert(rel, (m.permissions().mode(), Some(fs::read(&p).unwrap())));
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(root, root, &mut out);
-        out
-    }
-
-    fn fixture() -> (tempfile::TempDir, PathBuf, Vec<Change>) {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = fs::canonicalize(tmp.path()).unwrap();
-        fs::create_dir_all(root.join("src")).unwrap();
-        fs::write(root.join("src/a.rs"), "fn a() {}\n").unwrap();
-        fs::set_permissions(root.join("src/a.rs"), fs::Permissions::from_mode(0o640)).unwrap();
-        fs::write(root.join("b.txt"), "b\r\nline\r\n").unwrap();
-        fs::write(root.join("gone.txt"), "bye\n").unwrap();
-        fs::write(root.join("bom.txt"), "\u{feff}x\n").unwrap();
-        let changes = vec![
-            Change {
-                path: "b.txt".into(),
-                status: ChangeStatus::M,
-                baseline: Some(b"b\r\nline\r\n".to_vec()),
-                result: Some(b"B\r\nline\r\n".to_vec()),
-                mode: Some(0o644),
-            },
-            Change {
-                path: "bom.txt".into(),
-                status: ChangeStatus::M,
-                baseline: Some("\u{feff}x\n".into()),
-                result: Some(b"y\n".to_vec()),
-                mode: Some(0o644),
-            },
-            Change {
-                path: "gone.txt".into(),
-                status: ChangeStatus::D,
-                baseline: Some(b"bye\n".to_vec()),
-                result: None,
-                mode: None,
-            },
-            Change {
-                path: "new/deep/c.sh".into(),
-                status: ChangeStatus::A,
-                baseline: None,
-                result: Some(b"#!/bin/sh\n".to_vec()),
-                mode: Some(0o755),
-            },
-            Change {
-                path: "src/a.rs".into(),
-                status: ChangeStatus::M,
-                baseline: Some(b"fn a() {}\n".to_vec()),
-                result: Some(b"fn a() { 1 }\n".to_vec()),
-                mode: Some(0o644),
-            },
-        ];
-        (tmp, root, changes)
-    }
-
-    #[test]
-    fn a_clean_integration_writes_everything_and_keeps_modes() {
-        let (_t, root, changes) = fixture();
-        let r = integrate(&root, &changes).unwrap();
-        assert_eq!(r.files.len(), 5);
-        assert_eq!(r.restored_byte_order_marks, ["bom.txt"]);
-        assert!(r.leftover_files.is_empty());
-        assert_eq!(fs::read(root.join("b.txt")).unwrap(), b"B\r\nline\r\n");
-        assert_eq!(
-            fs::read(root.join("bom.txt")).unwrap(),
-            "\u{feff}y\n".as_bytes()
-        );
-        assert!(!root.join("gone.txt").exists());
-        assert_eq!(
-            fs::read(root.join("new/deep/c.sh")).unwrap(),
-            b"#!/bin/sh\n"
-        );
-        let mode = |p: &str| fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode("src/a.rs"), 0o640);
-        assert_eq!(mode("new/deep/c.sh"), 0o755);
-        let names: Vec<_> = fs::read_dir(&root)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert!(
-            names.iter().all(|n| !n.starts_with(".legate-")),
-            "{names:?}"
-        );
-    }
-
-    #[test]
-    fn a_write_failing_at_each_position_leaves_the_original_byte_identical() {
-        // Count the operations of a clean run first.
-        let (_t, root, changes) = fixture();
-        let mut counting = Faulty {
-            fail_at: usize::MAX,
-            calls: 0,
-        };
-        integrate_with(&root, &changes, &mut counting).unwrap();
-        let total = counting.calls;
-        // The last operations remove set-aside files; a failure there is a leftover, not a
-        // rollback, and is tested below.
-        let removals = changes
-            .iter()
-            .filter(|c| c.status == ChangeStatus::D)
-            .count();
-        assert!(total > 10, "{total}");
-        for fail_at in 1..=total - removals {
-            let (_t, root, changes) = fixture();
-            let before = snapshot(&root);
-            let mut ops = Faulty { fail_at, calls: 0 };
-            let err = integrate_with(&root, &changes, &mut ops).unwrap_err();
-            assert_eq!(err.code, ErrorCode::IntegrationFailed, "at {fail_at}");
-            assert!(err.message.contains("put back"), "{}", err.message);
-            assert_eq!(snapshot(&root), before, "failure at operation {fail_at}");
-        }
-        // A removal that fails leaves the set-aside file listed, and the integration done.
-        let (_t, root, changes) = fixture();
-        let mut ops = Faulty {
-            fail_at: total,
-            calls: 0,
-        };
-        let r = integrate_with(&root, &changes, &mut ops).unwrap();
-        assert_eq!(r.leftover_files.len(), 1);
-        assert!(r.leftover_files[0].starts_with(".legate-deleted-gone.txt-"));
-        assert!(root.join(&r.leftover_files[0]).exists());
-    }
-
-    #[test]
-    fn a_changed_original_is_source_changed_and_untouched() {
-        let (_t, root, changes) = fixture();
-        fs::write(root.join("src/a.rs"), "fn a() { edited by hand }\n").unwrap();
-        let before = snapshot(&root);
-        let err = integrate(&root, &changes).unwrap_err();
-        assert_eq!(err.code, ErrorCode::SourceChanged);
-        assert_eq!(snapshot(&root), before);
-        let (_t, root, changes) = fixture();
-        fs::create_dir_all(root.join("new/deep")).unwrap();
-        fs::write(root.join("new/deep/c.sh"), "mine").unwrap();
-        assert_eq!(
-            integrate(&root, &changes).unwrap_err().code,
-            ErrorCode::SourceChanged
-        );
-    }
-
-    #[test]
-    fn symlinks_in_the_original_are_never_followed() {
-        let (_t, root, changes) = fixture();
-        let outside = tempfile::tempdir().unwrap();
-        fs::write(outside.path().join("a.rs"), "fn a() {}\n").unwrap();
-        fs::remove_dir_all(root.join("src")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
-        let err = integrate(&root, &changes).unwrap_err();
-        assert_eq!(err.code, ErrorCode::UnsafePath);
-        assert_eq!(
-            fs::read(outside.path().join("a.rs")).unwrap(),
-            b"fn a() {}\n"
-        );
-        let (_t, root, changes) = fixture();
-        fs::remove_file(root.join("b.txt")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("a.rs"), root.join("b.txt")).unwrap();
-        assert_eq!(
-            integrate(&root, &changes).unwrap_err().code,
-            ErrorCode::UnsafePath
-        );
-        let bad = Change {
-            path: "../escape".into(),
-            ..changes[3].clone()
-        };
-        assert_eq!(
-            integrate(&root, &[bad]).unwrap_err().code,
-            ErrorCode::UnsafePath
-        );
-    }
-
-    #[test]
-    fn a_line_ending_change_touches_nothing() {
-        let (_t, root, mut changes) = fixture();
-        changes[0].result = Some(b"B\nline\n".to_vec());
-        let before = snapshot(&root);
-        let err = integrate(&root, &changes).unwrap_err();
-        assert_eq!(err.code, ErrorCode::LineEndingsChanged);
-        assert_eq!(snapshot(&root), before);
-    }
-}
+#[path = "integrate_tests.rs"]
+mod tests;

@@ -12,7 +12,7 @@
 //! `copy`, `baseline` (its index written by `staging` in the `git_index` format, its commit
 //! by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
 //! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
-//! hook), `line_endings`, `integrate`, and `cleanup`.
+//! hook), `line_endings`, `integrate` (with its crash `journal` and `rollover`), and `cleanup`.
 //!
 //! It must never infer `owned` from a path, build a directory name from caller text, adopt an
 //! existing directory or symlink as one it made, or place a workspace under the system temp
@@ -28,9 +28,11 @@ mod git_objects;
 mod glob;
 mod include;
 mod integrate;
+mod journal;
 mod limits;
 mod line_endings;
 mod patch;
+mod rollover;
 mod sandbox;
 mod secrets;
 mod select;
@@ -45,13 +47,14 @@ pub use cleanup::{entries, remove_owned_dir};
 pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
 pub use glob::Glob;
 pub use include::{check_path, covers, path_problem, validate_include_paths};
-pub use integrate::{Change, Integrated, integrate, plan};
+pub use integrate::{Change, Integrated, Pending, integrate, plan};
 pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
 pub use patch::{
     ChangeStatus, DEFAULT_CHUNK, FileChange, MAX_CHUNK, PatchChunk, PatchSummary, Preview, chunk,
     full_patch, preview, read_only_changes,
 };
+pub use rollover::{Outcome, Recovered, recover_integrations};
 pub use sandbox::{label, sandbox};
 pub use secrets::{
     BlockReason, BlockedFile, RuleInfo, RuleKind, SecretPolicy, content_rule_names,

@@ -12,6 +12,17 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+/// Integrates into the project, journaled under the home, and removes the journal as the
+/// engine does once it recorded the result.
+fn integrate_into(f: &Fixture, changes: &[Change]) -> Result<Integrated, legate_core::Error> {
+    let dir = f.home.join("run/integrations/t9");
+    let pending = integrate(&f.project, changes, &dir, serde_json::json!({}))?;
+    let done = pending.integrated.clone();
+    pending.finish();
+    assert!(!dir.exists());
+    Ok(done)
+}
+
 #[test]
 fn the_selection_is_what_git_would_keep_minus_secrets_and_links() {
     // A fake key id, made at run time (a real one has no run of letters in order).
@@ -329,7 +340,7 @@ fn line_endings_and_boms_survive_the_whole_pipeline() {
         let changes = plan(&baseline, &p).unwrap();
         assert_eq!(changes[0].baseline.as_deref(), Some(*original), "{name}");
         assert_eq!(changes[0].result.as_deref(), Some(*edited), "{name}");
-        let result = integrate(&f.project, &changes);
+        let result = integrate_into(&f, &changes);
         match expected {
             Ok(bytes) => {
                 let r = result.unwrap();
@@ -362,12 +373,12 @@ fn integration_applies_exactly_the_patch_and_refuses_a_changed_original() {
 
     // Someone edits the original after the preview: refused, nothing written.
     fs::write(f.project.join("sub/c.txt"), b"edited\n").unwrap();
-    let err = integrate(&f.project, &changes).unwrap_err();
+    let err = integrate_into(&f, &changes).unwrap_err();
     assert_eq!(err.code, ErrorCode::SourceChanged);
     assert_eq!(fs::read(f.project.join("a.txt")).unwrap(), b"a\n");
     fs::write(f.project.join("sub/c.txt"), b"c\n").unwrap();
 
-    let r = integrate(&f.project, &changes).unwrap();
+    let r = integrate_into(&f, &changes).unwrap();
     assert_eq!(r.files, ["a.txt", "new/dir/d.txt", "sub/c.txt"]);
     assert_eq!(fs::read(f.project.join("a.txt")).unwrap(), b"A\n");
     assert_eq!(fs::read(f.project.join("b.txt")).unwrap(), b"b\n");
@@ -449,7 +460,7 @@ fn a_borrowing_baseline_writes_only_what_the_source_lacks_and_still_integrates()
     fs::write(copy.join("a.txt"), b"new a\n").unwrap();
     let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
     let changes = plan(&baseline, &p).unwrap();
-    let r = integrate(&f.project, &changes).unwrap();
+    let r = integrate_into(&f, &changes).unwrap();
     assert_eq!(r.files, ["a.txt"]);
     assert_eq!(fs::read(f.project.join("a.txt")).unwrap(), b"new a\n");
 

@@ -413,6 +413,11 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
                 out!("{}", serde_json::to_string_pretty(&task)?)?;
             } else {
                 print_task(&task)?;
+                if let Some(r) = records.review(&task.id)? {
+                    for line in render::integration_lines(&r) {
+                        out!("{line}")?;
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -255,3 +255,39 @@ fn first_line(s: &str, max: usize) -> String {
         line.to_string()
     }
 }
+
+/// The lines `legate show` adds for a copy task's integration: the integration, and each
+/// interrupted one with which way recovery finished it.
+pub fn integration_lines(record: &legate_engine::ReviewRecord) -> Vec<String> {
+    let at = |ts: legate_core::Timestamp| {
+        humantime::format_rfc3339_seconds(ts.to_system_time()).to_string()
+    };
+    let mut lines = Vec::new();
+    for r in &record.recoveries {
+        let what = match r.outcome {
+            legate_engine::Outcome::RolledForward => {
+                "rolled forward (the project is exactly integrated)"
+            }
+            legate_engine::Outcome::RolledBack => "rolled back (the project is as it was)",
+        };
+        let mut line = format!(
+            "recovery an interrupted integration of {} files was {what} at {}, sha256 {}",
+            r.files,
+            at(r.recovered_at),
+            r.sha256
+        );
+        if !r.conflicts.is_empty() {
+            line.push_str(&format!("; left as found: {}", r.conflicts.join(", ")));
+        }
+        lines.push(line);
+    }
+    if let Some(i) = &record.integration {
+        lines.push(format!(
+            "integrated {} files at {}, sha256 {}",
+            i.result.files.len(),
+            at(i.integrated_at),
+            i.sha256
+        ));
+    }
+    lines
+}
