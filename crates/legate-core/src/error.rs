@@ -6,237 +6,146 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
-/// A stable error code. The string form (`as_str`) is part of Legate's public interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[non_exhaustive]
-pub enum ErrorCode {
+/// Declares [`ErrorCode`] once: each variant with its doc and its stable wire string, from
+/// which the enum (its serde names included), [`ErrorCode::ALL`] and [`ErrorCode::as_str`]
+/// are generated. A new code is one line here (and a row in `docs/troubleshooting.md`,
+/// which a test checks).
+macro_rules! error_codes {
+    ($($(#[doc = $doc:expr])* $name:ident => $wire:literal,)+) => {
+        /// A stable error code. The string form (`as_str`) is part of Legate's public
+        /// interface.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])* #[serde(rename = $wire)] $name,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [ErrorCode] = &[$(Self::$name,)+];
+
+            /// The stable wire form, e.g. `"TASK_TIMEOUT"`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$name => $wire,)+
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
     /// The request was malformed or a value was out of range.
-    InvalidInput,
+    InvalidInput => "INVALID_INPUT",
     /// The configuration file or an environment override is invalid.
-    ConfigInvalid,
+    ConfigInvalid => "CONFIG_INVALID",
     /// No agent with that name is configured.
-    AgentNotFound,
+    AgentNotFound => "AGENT_NOT_FOUND",
     /// The agent process could not be started or did not complete the handshake.
-    AgentStartFailed,
+    AgentStartFailed => "AGENT_START_FAILED",
     /// The agent process exited while a task was running.
-    AgentExited,
+    AgentExited => "AGENT_EXITED",
     /// The agent broke the protocol (malformed JSON-RPC, unexpected answers).
-    AgentProtocolError,
+    AgentProtocolError => "AGENT_PROTOCOL_ERROR",
     /// The agent needs its user to log in with the agent's own CLI.
-    AgentAuthRequired,
+    AgentAuthRequired => "AGENT_AUTH_REQUIRED",
     /// The agent does not offer the mode in which it asks before acting.
-    AgentUnsupervised,
+    AgentUnsupervised => "AGENT_UNSUPERVISED",
     /// The agent reported an error for the prompt.
-    AgentFailed,
+    AgentFailed => "AGENT_FAILED",
     /// A workspace directory is missing, not a directory, or unusable.
-    InvalidWorkspace,
+    InvalidWorkspace => "INVALID_WORKSPACE",
     /// No task with that id exists.
-    TaskNotFound,
+    TaskNotFound => "TASK_NOT_FOUND",
     /// The task already ended and cannot be canceled.
-    TaskNotCancelable,
+    TaskNotCancelable => "TASK_NOT_CANCELABLE",
     /// A reply was sent into a task that is not waiting for input (`input-required`).
-    TaskNotAwaitingInput,
+    TaskNotAwaitingInput => "TASK_NOT_AWAITING_INPUT",
     /// The task ran longer than its timeout.
-    TaskTimeout,
+    TaskTimeout => "TASK_TIMEOUT",
     /// The task was canceled.
-    TaskCanceled,
+    TaskCanceled => "TASK_CANCELED",
     /// Too many tasks are waiting already.
-    QueueFull,
+    QueueFull => "QUEUE_FULL",
     /// The process running the task stopped before the task ended.
-    ServerRestarted,
+    ServerRestarted => "SERVER_RESTARTED",
     /// The store (SQLite) failed.
-    StoreError,
+    StoreError => "STORE_ERROR",
     /// A path left the boundary it must stay in.
-    PathOutsideRoot,
+    PathOutsideRoot => "PATH_OUTSIDE_ROOT",
     /// Kernel confinement was required but is not available.
-    ConfinementUnavailable,
+    ConfinementUnavailable => "CONFINEMENT_UNAVAILABLE",
     /// A bug in Legate.
-    Internal,
+    Internal => "INTERNAL",
     /// The Antigravity CLI (`agy`) executable was not found (not on `PATH`, or the configured path does not exist).
-    AgyNotFound,
+    AgyNotFound => "AGY_NOT_FOUND",
     /// The `agy` executable exists but may not be executed.
-    AgyPermissionDenied,
+    AgyPermissionDenied => "AGY_PERMISSION_DENIED",
     /// `agy --version` or `agy --help` failed, timed out or printed nothing.
-    AgyProbeFailed,
+    AgyProbeFailed => "AGY_PROBE_FAILED",
     /// This `agy` lacks an interface Legate requires (`stream-json`, `--sandbox`, or `--mode plan` for read-only tasks).
-    AgyIncompatible,
+    AgyIncompatible => "AGY_INCOMPATIBLE",
     /// `agy` needs its user to log in with the interactive CLI.
-    AgyAuthRequired,
+    AgyAuthRequired => "AGY_AUTH_REQUIRED",
     /// The requested model is not one the agent offers.
-    ModelNotAvailable,
+    ModelNotAvailable => "MODEL_NOT_AVAILABLE",
     /// The agent's output stream could not be parsed and no result arrived.
-    StreamParseError,
+    StreamParseError => "STREAM_PARSE_ERROR",
     /// The `agy` process failed: a non-zero exit, no result, or a result that is not `SUCCESS`.
-    AgyProcessFailed,
+    AgyProcessFailed => "AGY_PROCESS_FAILED",
     /// An agent's process group could not be shown to be gone after its run; its workspace is blocked until it is.
-    ProcessCleanupUnverified,
+    ProcessCleanupUnverified => "PROCESS_CLEANUP_UNVERIFIED",
     /// No conversation context with that id exists.
-    ContextNotFound,
+    ContextNotFound => "CONTEXT_NOT_FOUND",
     /// A message id was sent again with other text or to another context.
-    MessageIdConflict,
+    MessageIdConflict => "MESSAGE_ID_CONFLICT",
     /// The task has not ended, so its result cannot be read yet.
-    ResultNotReady,
+    ResultNotReady => "RESULT_NOT_READY",
     /// The content no longer has the sha256 the caller expected.
-    ContentChanged,
+    ContentChanged => "CONTENT_CHANGED",
     /// No tool with that name is offered by this front's tool profile.
-    ToolNotAvailable,
+    ToolNotAvailable => "TOOL_NOT_AVAILABLE",
     /// The front's tool profile allows only read-only tasks.
-    ModeNotAllowed,
+    ModeNotAllowed => "MODE_NOT_ALLOWED",
     /// An include path is malformed (absolute, `..`, `.git`, a control character, a duplicate ignoring case) or matches no file git would copy.
-    InvalidIncludePath,
+    InvalidIncludePath => "INVALID_INCLUDE_PATH",
     /// A path is a symlink, not a regular file, or not a safe relative path; it is never copied, read or written.
-    UnsafePath,
+    UnsafePath => "UNSAFE_PATH",
     /// The original project changed under Legate: a file changed while being copied, or an affected original file no longer equals the baseline at integration.
-    SourceChanged,
+    SourceChanged => "SOURCE_CHANGED",
     /// The copy would hold more files or bytes than the configured limits.
-    CopyLimitExceeded,
+    CopyLimitExceeded => "COPY_LIMIT_EXCEEDED",
     /// More files changed than the configured limit allows to review or integrate.
-    ChangeLimitExceeded,
+    ChangeLimitExceeded => "CHANGE_LIMIT_EXCEEDED",
     /// A read-only task created, changed or deleted a file in its copy; it can never be integrated.
-    ReadOnlyViolation,
+    ReadOnlyViolation => "READ_ONLY_VIOLATION",
     /// The patch writes a file the secret policy blocks (a credential name, an exclusion, or credential content).
-    BlockedFileDetected,
+    BlockedFileDetected => "BLOCKED_FILE_DETECTED",
     /// The patch is no longer the one whose sha256 the caller named; preview again.
-    PatchChanged,
+    PatchChanged => "PATCH_CHANGED",
     /// The patch holds a text change with bytes that are not UTF-8, so it cannot be read as text.
-    UnsupportedPatchEncoding,
+    UnsupportedPatchEncoding => "UNSUPPORTED_PATCH_ENCODING",
     /// Integration needs a current, passing verification (and current passing tests where configured).
-    VerificationRequired,
+    VerificationRequired => "VERIFICATION_REQUIRED",
     /// A test command could not start, exited non-zero, or timed out.
-    TestFailed,
+    TestFailed => "TEST_FAILED",
     /// A test command changed the copy's patch; its evidence cannot stand.
-    TestChangedPatch,
+    TestChangedPatch => "TEST_CHANGED_PATCH",
     /// The patch changes line endings or a byte order mark in a way integration does not accept; nothing was written.
-    LineEndingsChanged,
+    LineEndingsChanged => "LINE_ENDINGS_CHANGED",
     /// Writing the patch into the original failed; what was written was put back.
-    IntegrationFailed,
+    IntegrationFailed => "INTEGRATION_FAILED",
     /// Approval mode `ask`: the integration was not confirmed (declined, canceled, timed out or unsupported); the original is untouched.
-    IntegrationDeclined,
+    IntegrationDeclined => "INTEGRATION_DECLINED",
     /// Another operation is using this copy right now.
-    CopyBusy,
+    CopyBusy => "COPY_BUSY",
     /// The task has no usable copy: it is not a copy task, has not finished, was discarded or cleaned up, or was already integrated.
-    CopyUnavailable,
+    CopyUnavailable => "COPY_UNAVAILABLE",
 }
 
 impl ErrorCode {
-    /// Every code, in declaration order.
-    pub const ALL: &'static [ErrorCode] = &[
-        Self::InvalidInput,
-        Self::ConfigInvalid,
-        Self::AgentNotFound,
-        Self::AgentStartFailed,
-        Self::AgentExited,
-        Self::AgentProtocolError,
-        Self::AgentAuthRequired,
-        Self::AgentUnsupervised,
-        Self::AgentFailed,
-        Self::InvalidWorkspace,
-        Self::TaskNotFound,
-        Self::TaskNotCancelable,
-        Self::TaskNotAwaitingInput,
-        Self::TaskTimeout,
-        Self::TaskCanceled,
-        Self::QueueFull,
-        Self::ServerRestarted,
-        Self::StoreError,
-        Self::PathOutsideRoot,
-        Self::ConfinementUnavailable,
-        Self::Internal,
-        Self::AgyNotFound,
-        Self::AgyPermissionDenied,
-        Self::AgyProbeFailed,
-        Self::AgyIncompatible,
-        Self::AgyAuthRequired,
-        Self::ModelNotAvailable,
-        Self::StreamParseError,
-        Self::AgyProcessFailed,
-        Self::ProcessCleanupUnverified,
-        Self::ContextNotFound,
-        Self::MessageIdConflict,
-        Self::ResultNotReady,
-        Self::ContentChanged,
-        Self::ToolNotAvailable,
-        Self::ModeNotAllowed,
-        Self::InvalidIncludePath,
-        Self::UnsafePath,
-        Self::SourceChanged,
-        Self::CopyLimitExceeded,
-        Self::ChangeLimitExceeded,
-        Self::ReadOnlyViolation,
-        Self::BlockedFileDetected,
-        Self::PatchChanged,
-        Self::UnsupportedPatchEncoding,
-        Self::VerificationRequired,
-        Self::TestFailed,
-        Self::TestChangedPatch,
-        Self::LineEndingsChanged,
-        Self::IntegrationFailed,
-        Self::IntegrationDeclined,
-        Self::CopyBusy,
-        Self::CopyUnavailable,
-    ];
-
-    /// The stable wire form, e.g. `"TASK_TIMEOUT"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InvalidInput => "INVALID_INPUT",
-            Self::ConfigInvalid => "CONFIG_INVALID",
-            Self::AgentNotFound => "AGENT_NOT_FOUND",
-            Self::AgentStartFailed => "AGENT_START_FAILED",
-            Self::AgentExited => "AGENT_EXITED",
-            Self::AgentProtocolError => "AGENT_PROTOCOL_ERROR",
-            Self::AgentAuthRequired => "AGENT_AUTH_REQUIRED",
-            Self::AgentUnsupervised => "AGENT_UNSUPERVISED",
-            Self::AgentFailed => "AGENT_FAILED",
-            Self::InvalidWorkspace => "INVALID_WORKSPACE",
-            Self::TaskNotFound => "TASK_NOT_FOUND",
-            Self::TaskNotCancelable => "TASK_NOT_CANCELABLE",
-            Self::TaskNotAwaitingInput => "TASK_NOT_AWAITING_INPUT",
-            Self::TaskTimeout => "TASK_TIMEOUT",
-            Self::TaskCanceled => "TASK_CANCELED",
-            Self::QueueFull => "QUEUE_FULL",
-            Self::ServerRestarted => "SERVER_RESTARTED",
-            Self::StoreError => "STORE_ERROR",
-            Self::PathOutsideRoot => "PATH_OUTSIDE_ROOT",
-            Self::ConfinementUnavailable => "CONFINEMENT_UNAVAILABLE",
-            Self::Internal => "INTERNAL",
-            Self::AgyNotFound => "AGY_NOT_FOUND",
-            Self::AgyPermissionDenied => "AGY_PERMISSION_DENIED",
-            Self::AgyProbeFailed => "AGY_PROBE_FAILED",
-            Self::AgyIncompatible => "AGY_INCOMPATIBLE",
-            Self::AgyAuthRequired => "AGY_AUTH_REQUIRED",
-            Self::ModelNotAvailable => "MODEL_NOT_AVAILABLE",
-            Self::StreamParseError => "STREAM_PARSE_ERROR",
-            Self::AgyProcessFailed => "AGY_PROCESS_FAILED",
-            Self::ProcessCleanupUnverified => "PROCESS_CLEANUP_UNVERIFIED",
-            Self::ContextNotFound => "CONTEXT_NOT_FOUND",
-            Self::MessageIdConflict => "MESSAGE_ID_CONFLICT",
-            Self::ResultNotReady => "RESULT_NOT_READY",
-            Self::ContentChanged => "CONTENT_CHANGED",
-            Self::ToolNotAvailable => "TOOL_NOT_AVAILABLE",
-            Self::ModeNotAllowed => "MODE_NOT_ALLOWED",
-            Self::InvalidIncludePath => "INVALID_INCLUDE_PATH",
-            Self::UnsafePath => "UNSAFE_PATH",
-            Self::SourceChanged => "SOURCE_CHANGED",
-            Self::CopyLimitExceeded => "COPY_LIMIT_EXCEEDED",
-            Self::ChangeLimitExceeded => "CHANGE_LIMIT_EXCEEDED",
-            Self::ReadOnlyViolation => "READ_ONLY_VIOLATION",
-            Self::BlockedFileDetected => "BLOCKED_FILE_DETECTED",
-            Self::PatchChanged => "PATCH_CHANGED",
-            Self::UnsupportedPatchEncoding => "UNSUPPORTED_PATCH_ENCODING",
-            Self::VerificationRequired => "VERIFICATION_REQUIRED",
-            Self::TestFailed => "TEST_FAILED",
-            Self::TestChangedPatch => "TEST_CHANGED_PATCH",
-            Self::LineEndingsChanged => "LINE_ENDINGS_CHANGED",
-            Self::IntegrationFailed => "INTEGRATION_FAILED",
-            Self::IntegrationDeclined => "INTEGRATION_DECLINED",
-            Self::CopyBusy => "COPY_BUSY",
-            Self::CopyUnavailable => "COPY_UNAVAILABLE",
-        }
-    }
-
     /// Parses the wire form back; `None` for an unknown code.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|c| c.as_str() == s)
@@ -249,15 +158,30 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// A Legate error: a stable code and one sentence for a person.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+/// A Legate error: a stable code and one sentence for a person, and the error that caused
+/// it, when there is one. The cause is kept for logs and error chains (`{:#}` in the binary,
+/// `std::error::Error::source`); it never travels on the wire, and two errors are equal when
+/// their code and sentence are.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct Error {
     /// What kind of failure this is; stable.
     pub code: ErrorCode,
     /// One honest sentence; never contains secrets.
     pub message: String,
+    /// What caused it (an I/O or database error, say); not serialized.
+    #[serde(skip)]
+    #[source]
+    pub cause: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     /// Builds an error from a code and a sentence.
@@ -265,6 +189,20 @@ impl Error {
         Self {
             code,
             message: message.into(),
+            cause: None,
+        }
+    }
+
+    /// Builds an error from a code, a sentence, and the error that caused it.
+    pub fn caused_by(
+        code: ErrorCode,
+        message: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            cause: Some(Arc::new(cause)),
         }
     }
 
@@ -293,6 +231,22 @@ mod tests {
             let json = serde_json::to_string(code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));
         }
+    }
+
+    #[test]
+    fn a_cause_is_kept_for_the_chain_and_never_serialized() {
+        use std::error::Error as _;
+        let io = std::io::Error::other("disk on fire");
+        let e = Error::caused_by(ErrorCode::StoreError, "the store could not be written", io);
+        assert_eq!(e.source().unwrap().to_string(), "disk on fire");
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"code": "STORE_ERROR", "message": "the store could not be written"})
+        );
+        let back: Error = serde_json::from_value(json).unwrap();
+        assert_eq!(back, e, "equal by code and sentence");
+        assert!(back.source().is_none());
     }
 
     #[test]

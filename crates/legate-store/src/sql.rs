@@ -14,7 +14,10 @@ pub(crate) trait SqlContext<T> {
 
 impl<T> SqlContext<T> for rusqlite::Result<T> {
     fn ctx(self, what: &str) -> Result<T> {
-        self.map_err(|e| store_error(format!("the store could not {what}: {e}.")))
+        self.map_err(|e| {
+            let message = format!("the store could not {what}: {e}.");
+            Error::caused_by(ErrorCode::StoreError, message, e)
+        })
     }
 }
 

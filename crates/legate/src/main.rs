@@ -290,10 +290,27 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, joined with `: ` like `{:#}`, leaving out a cause whose text the
+/// sentence already quotes (Legate's sentences often end with their cause's own words).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -718,6 +735,25 @@ fn one_line(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::error_chain;
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let io = std::io::Error::other("disk on fire");
+        let e = legate_core::Error::caused_by(
+            legate_core::ErrorCode::StoreError,
+            "the store could not append events: disk on fire.",
+            io,
+        );
+        let e = anyhow::Error::new(e).context("while running");
+        assert_eq!(
+            error_chain(&e),
+            "while running: STORE_ERROR: the store could not append events: disk on fire."
+        );
+        let other = anyhow::Error::new(std::io::Error::other("root cause")).context("outer");
+        assert_eq!(error_chain(&other), "outer: root cause");
+    }
+
     /// docs/troubleshooting.md has a row for every error code, so that a new code cannot
     /// ship without saying what it means and what to do.
     #[test]

@@ -53,15 +53,13 @@ pub(crate) fn spawn(
     sys::die_with_parent(&mut cmd);
     sys::confine(&mut cmd, confinement);
     cmd.spawn().map_err(|e| {
-        Error::new(
-            ErrorCode::AgentStartFailed,
-            format!(
-                "could not start agent `{}` (`{}` in {}): {e}",
-                spec.name,
-                spec.command,
-                root.display()
-            ),
-        )
+        let message = format!(
+            "could not start agent `{}` (`{}` in {}): {e}",
+            spec.name,
+            spec.command,
+            root.display()
+        );
+        Error::caused_by(ErrorCode::AgentStartFailed, message, e)
     })
 }
 
