@@ -7,8 +7,8 @@
 use legate_backend::acp::{AcpBackend, AcpSession, process_group_alive};
 use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, Turn};
 use legate_core::{
-    AgentKind, AgentSpec, Boundary, Decision, ErrorCode, EventKind, PermissionRequest, TaskId,
-    TaskMode, ToolKind, Verdict,
+    AgentKind, AgentSpec, Boundary, Decision, ErrorCode, EventKind, PermissionRequest, Ruling,
+    TaskId, TaskMode, ToolKind,
 };
 use legate_supervisor::{Preset, Supervision, Supervisor};
 use std::path::{Path, PathBuf};
@@ -34,9 +34,9 @@ impl Fixed {
 }
 
 impl Supervisor for Fixed {
-    fn decide(&self, _s: &Supervision, request: &PermissionRequest) -> Verdict {
+    fn decide(&self, _s: &Supervision, request: &PermissionRequest) -> Ruling {
         self.seen.lock().unwrap().push(request.clone());
-        Verdict {
+        Ruling {
             decision: self.decision,
             option_id: self.option.clone(),
             reason: "fixed".into(),

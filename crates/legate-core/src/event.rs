@@ -4,7 +4,7 @@
 //! [`EventKind`]s. Fronts never see backend-specific shapes. Events are append-only and
 //! numbered per task from 1; the store assigns the number.
 
-use crate::{Error, TaskId, TaskState, Timestamp, Usage, Verdict};
+use crate::{Error, Ruling, TaskId, TaskState, Timestamp, Usage};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -210,7 +210,7 @@ pub enum EventKind {
         /// The ids the agent offered.
         offered: Vec<String>,
         /// The answer.
-        verdict: Verdict,
+        verdict: Ruling,
     },
     /// The agent read or wrote a file through the client (`fs/*`).
     FsAccess {

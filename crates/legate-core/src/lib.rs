@@ -19,6 +19,6 @@ pub use event::{
     Attachment, Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind,
     ToolStatus,
 };
-pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Verdict};
+pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
 pub use task::{AUTO_MODEL, Refusal, Task, TaskId, TaskMode, TaskResult, TaskState, Usage};
 pub use time::Timestamp;

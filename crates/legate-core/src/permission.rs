@@ -1,4 +1,4 @@
-//! Permission requests as the supervisor sees them, and its [`Verdict`].
+//! Permission requests as the supervisor sees them, and its [`Ruling`].
 //!
 //! These are protocol-neutral: the ACP backend translates `session/request_permission` into
 //! a [`PermissionRequest`] and the verdict's `option_id` back into the reply.
@@ -73,7 +73,7 @@ pub enum Decision {
 /// The supervisor's answer to one [`PermissionRequest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Verdict {
+pub struct Ruling {
     /// Allow or deny.
     pub decision: Decision,
     /// The offered option chosen; `None` means the reply is `cancelled` (nothing fit).
@@ -83,7 +83,7 @@ pub struct Verdict {
     pub reason: String,
 }
 
-impl Verdict {
+impl Ruling {
     /// Whether the tool may run.
     pub fn is_allow(&self) -> bool {
         self.decision == Decision::Allow

@@ -82,7 +82,7 @@ impl Accumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use legate_core::{Decision, ToolCallEvent, ToolCallUpdateEvent, ToolKind, Verdict};
+    use legate_core::{Decision, Ruling, ToolCallEvent, ToolCallUpdateEvent, ToolKind};
 
     #[test]
     fn counts_tools_once_and_collects_refusals() {
@@ -112,7 +112,7 @@ mod tests {
             title: "rm x".into(),
             tool_kind: ToolKind::Execute,
             offered: vec!["allow".into(), "reject".into()],
-            verdict: Verdict {
+            verdict: Ruling {
                 decision: Decision::Deny,
                 option_id: Some("reject".into()),
                 reason: "not owned".into(),

@@ -206,14 +206,17 @@ impl Engine {
         }
     }
 
-    /// Takes the context's turn (`turn::claim`); when its lock file cannot be opened for want
+    /// Takes the context's turn (`context_lock::claim`); when its lock file cannot be opened for want
     /// of descriptors, stops an idle session, waits for something to be freed and tries again,
     /// [`budget::START_RETRIES`] times at most.
-    pub(crate) async fn claim_turn(&self, context_id: &str) -> Result<crate::turn::ContextTurn> {
+    pub(crate) async fn claim_turn(
+        &self,
+        context_id: &str,
+    ) -> Result<crate::context_lock::ContextTurn> {
         let run_dir = self.config().paths.run();
         let mut attempt = 0;
         loop {
-            match crate::turn::claim(&run_dir, context_id).await {
+            match crate::context_lock::claim(&run_dir, context_id).await {
                 Err(e) if budget::is_exhaustion(&e) && attempt < budget::START_RETRIES => {
                     attempt += 1;
                     tracing::warn!(attempt, error = %e, "the context's turn lock could not be opened for want of descriptors; waiting to try again");

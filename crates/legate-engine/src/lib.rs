@@ -11,6 +11,7 @@ mod accumulator;
 mod admission;
 mod budget;
 mod config;
+mod context_lock;
 mod continuation;
 mod engine;
 mod fanout;
@@ -20,7 +21,6 @@ mod pool;
 mod records;
 mod review;
 pub mod runner;
-mod turn;
 
 pub use admission::SessionCounts;
 pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, Paths};

@@ -17,7 +17,7 @@ pub use options::{pick_allow, pick_reject};
 pub use preset::{PlanExit, Preset};
 pub use rules::Rules;
 
-use legate_core::{Boundary, PermissionRequest, TaskMode, Verdict};
+use legate_core::{Boundary, PermissionRequest, Ruling, TaskMode};
 use std::fmt::Debug;
 
 /// The inputs the rules need besides the request itself.
@@ -35,5 +35,5 @@ pub struct Supervision {
 pub trait Supervisor: Send + Sync + Debug {
     /// Decides one request. The verdict's `option_id` is always one of `request.options`'
     /// ids, or `None` (answered as `cancelled`) when nothing offered fits.
-    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Verdict;
+    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling;
 }

@@ -20,7 +20,7 @@ use crate::containment::resolve_within;
 use crate::options::{pick_allow, pick_reject};
 use crate::preset::PlanExit;
 use crate::{Preset, Supervision, Supervisor};
-use legate_core::{Decision, PermissionOption, PermissionRequest, TaskMode, ToolKind, Verdict};
+use legate_core::{Decision, PermissionOption, PermissionRequest, Ruling, TaskMode, ToolKind};
 
 /// The keys of `rawInput` that can name the mode a `switch_mode` call goes to.
 pub const MODE_KEYS: &[&str] = &["modeId", "mode", "currentModeId"];
@@ -30,7 +30,7 @@ pub const MODE_KEYS: &[&str] = &["modeId", "mode", "currentModeId"];
 pub struct Rules;
 
 impl Supervisor for Rules {
-    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Verdict {
+    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
         let answer = Answer {
             request,
             preset: &supervision.preset,
@@ -64,7 +64,7 @@ fn changes_things(kind: ToolKind) -> bool {
 }
 
 /// Edit, delete, move.
-fn file_change(supervision: &Supervision, answer: &Answer<'_>) -> Verdict {
+fn file_change(supervision: &Supervision, answer: &Answer<'_>) -> Ruling {
     let boundary = &supervision.boundary;
     let root = boundary.root.display();
     let locations = &answer.request.locations;
@@ -90,7 +90,7 @@ fn file_change(supervision: &Supervision, answer: &Answer<'_>) -> Verdict {
 
 /// Execute, fetch, other: their effects cannot be read off the call, so the containment
 /// has to come from the directory.
-fn opaque(supervision: &Supervision, answer: &Answer<'_>) -> Verdict {
+fn opaque(supervision: &Supervision, answer: &Answer<'_>) -> Ruling {
     let boundary = &supervision.boundary;
     let root = boundary.root.display();
     if boundary.owned {
@@ -136,7 +136,7 @@ fn destination(request: &PermissionRequest) -> Destination<'_> {
 
 /// Switch mode: owning the directory grants nothing here, because the session mode is what
 /// makes the agent ask at all.
-fn switch_mode(answer: &Answer<'_>) -> Verdict {
+fn switch_mode(answer: &Answer<'_>) -> Ruling {
     let preset = answer.preset;
     match destination(answer.request) {
         // The key is in `rawInput`, which the model may have written (Claude's ExitPlanMode
@@ -191,7 +191,7 @@ fn keeping_option<'a>(answer: &Answer<'a>, named: Option<&str>) -> Option<&'a Pe
 
 /// A plan exit naming no mode: answered from the preset's option table. An option whose
 /// effect is unknown is never chosen.
-fn plan_exit(answer: &Answer<'_>) -> Verdict {
+fn plan_exit(answer: &Answer<'_>) -> Ruling {
     match keeping_option(answer, None) {
         Some(option) => answer.allow_with(
             option,
@@ -246,7 +246,7 @@ struct Answer<'a> {
 
 impl<'a> Answer<'a> {
     /// Allows with the preferred allow option; denies when none was offered.
-    fn allow(&self, reason: String) -> Verdict {
+    fn allow(&self, reason: String) -> Ruling {
         match pick_allow(&self.request.options, self.preset) {
             Some(option) => self.allow_with(option, reason),
             None => self.deny(format!(
@@ -256,8 +256,8 @@ impl<'a> Answer<'a> {
     }
 
     /// Allows with this option, which must be one of the offered allow options.
-    fn allow_with(&self, option: &PermissionOption, reason: String) -> Verdict {
-        Verdict {
+    fn allow_with(&self, option: &PermissionOption, reason: String) -> Ruling {
+        Ruling {
             decision: Decision::Allow,
             option_id: Some(option.id.clone()),
             reason,
@@ -265,8 +265,8 @@ impl<'a> Answer<'a> {
     }
 
     /// Denies with the preferred refusal, or `None` (answered as `cancelled`).
-    fn deny(&self, reason: String) -> Verdict {
-        Verdict {
+    fn deny(&self, reason: String) -> Ruling {
+        Ruling {
             decision: Decision::Deny,
             option_id: pick_reject(&self.request.options, self.preset).map(|o| o.id.clone()),
             reason,

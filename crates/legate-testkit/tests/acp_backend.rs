@@ -7,8 +7,8 @@
 use legate_backend::acp::{AcpBackend, AcpSession, process_group_alive};
 use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, Turn};
 use legate_core::{
-    AgentKind, AgentSpec, Boundary, Decision, ErrorCode, EventKind, PermissionRequest, TaskId,
-    TaskMode, ToolKind, Verdict,
+    AgentKind, AgentSpec, Boundary, Decision, ErrorCode, EventKind, PermissionRequest, Ruling,
+    TaskId, TaskMode, ToolKind,
 };
 use legate_supervisor::options::pick_allow;
 use legate_supervisor::{Preset, Rules, Supervision, Supervisor};
@@ -24,8 +24,8 @@ const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
 struct AllowAll;
 
 impl Supervisor for AllowAll {
-    fn decide(&self, s: &Supervision, request: &PermissionRequest) -> Verdict {
-        Verdict {
+    fn decide(&self, s: &Supervision, request: &PermissionRequest) -> Ruling {
+        Ruling {
             decision: Decision::Allow,
             option_id: pick_allow(&request.options, &s.preset).map(|o| o.id.clone()),
             reason: "test: allow all".into(),
@@ -168,7 +168,7 @@ fn messages(events: &[EventKind]) -> String {
         .collect()
 }
 
-fn permissions(events: &[EventKind]) -> Vec<(ToolKind, Verdict)> {
+fn permissions(events: &[EventKind]) -> Vec<(ToolKind, Ruling)> {
     events
         .iter()
         .filter_map(|e| match e {

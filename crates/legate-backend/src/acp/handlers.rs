@@ -9,7 +9,7 @@ use super::fs;
 use super::state::Shared;
 use super::translate;
 use agent_client_protocol::v1::schema as acp;
-use legate_core::{Decision, EventKind, Verdict};
+use legate_core::{Decision, EventKind, Ruling};
 use tracing::{debug, error, info};
 
 /// A `session/update`: one event, sent now.
@@ -56,7 +56,7 @@ pub(crate) fn permission(
                 option_id = ?verdict.option_id,
                 "the supervisor chose an option the agent did not offer; answering cancelled"
             );
-            verdict = Verdict {
+            verdict = Ruling {
                 decision: Decision::Deny,
                 option_id: None,
                 reason: format!(
@@ -154,10 +154,10 @@ mod tests {
     /// A supervisor that answers whatever it was given, offered or not: the handler is what
     /// must keep the reply honest.
     #[derive(Debug)]
-    struct Answers(Verdict);
+    struct Answers(Ruling);
 
     impl Supervisor for Answers {
-        fn decide(&self, _: &Supervision, _: &PermissionRequest) -> Verdict {
+        fn decide(&self, _: &Supervision, _: &PermissionRequest) -> Ruling {
             self.0.clone()
         }
     }
@@ -182,9 +182,9 @@ mod tests {
         ]
     }
 
-    fn any_verdict() -> impl Strategy<Value = Verdict> {
+    fn any_verdict() -> impl Strategy<Value = Ruling> {
         (any::<bool>(), prop::option::of(any_id()), "[a-z ]{0,12}").prop_map(
-            |(allow, option_id, reason)| Verdict {
+            |(allow, option_id, reason)| Ruling {
                 decision: if allow {
                     Decision::Allow
                 } else {
@@ -203,7 +203,7 @@ mod tests {
     /// Answers one `session/request_permission` with `verdict`; the reply and the one event
     /// it made.
     fn answer(
-        verdict: Verdict,
+        verdict: Ruling,
         options: &[(String, &str)],
         tool_kind: &str,
     ) -> (acp::RequestPermissionResponse, Vec<EventKind>) {
