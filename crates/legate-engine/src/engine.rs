@@ -871,37 +871,56 @@ impl Engine {
     ) {
         let inner = &self.inner;
         let id = task.id.clone();
-        // One turn at a time per context (in this process, then across processes), then one
-        // of the running places.
+        // One turn at a time per context (in this process, then across processes), then room
+        // for the agent (fds, processes), then one of the running places. Room comes before
+        // the place: a task waiting for room must not hold a place that a task needing no new
+        // agent (a reply to a waiting task) could run in, and whose end would free the room.
         let context_lock = self.context_lock(&task.context_id);
-        let admitted = tokio::select! {
+        let claimed = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s != Stop::None) => None,
             guards = async {
                 let ctx = context_lock.lock().await;
                 let turn = self.claim_turn(&task.context_id).await;
-                let permit = inner.running.acquire().await;
-                (ctx, turn, permit)
+                (ctx, turn)
             } => Some(guards),
         };
-        inner.queued.fetch_sub(1, Ordering::SeqCst);
-        let outcome = match admitted {
-            None => Ending::canceled(None, Accumulator::default()),
-            Some((_ctx, Ok(_turn), Ok(_permit))) => {
-                // Room for the agent, or the task keeps waiting (still `submitted`).
-                match self.admit(&task, &agent, &mut stop).await {
-                    Some(room) => {
-                        self.run(task.clone(), agent, &mut stop, message_id, room)
-                            .await
-                    }
-                    None => Ending::canceled(None, Accumulator::default()),
-                }
+        let dequeued = || inner.queued.fetch_sub(1, Ordering::SeqCst);
+        let outcome = match claimed {
+            None => {
+                dequeued();
+                Ending::canceled(None, Accumulator::default())
             }
-            Some((_, Err(e), _)) => Ending::failed(e, Accumulator::default()),
-            Some((_, _, Err(_))) => Ending::failed(
-                Error::internal("the engine is shutting down"),
-                Accumulator::default(),
-            ),
+            Some((_ctx, Err(e))) => {
+                dequeued();
+                Ending::failed(e, Accumulator::default())
+            }
+            // Room for the agent, or the task keeps waiting (still `submitted`).
+            Some((_ctx, Ok(_turn))) => match self.admit(&task, &agent, &mut stop).await {
+                None => {
+                    dequeued();
+                    Ending::canceled(None, Accumulator::default())
+                }
+                Some(room) => {
+                    let permit = tokio::select! {
+                        biased;
+                        _ = stop.wait_for(|s| *s != Stop::None) => None,
+                        permit = inner.running.acquire() => Some(permit),
+                    };
+                    dequeued();
+                    match permit {
+                        None => Ending::canceled(None, Accumulator::default()),
+                        Some(Ok(_permit)) => {
+                            self.run(task.clone(), agent, &mut stop, message_id, room)
+                                .await
+                        }
+                        Some(Err(_)) => Ending::failed(
+                            Error::internal("the engine is shutting down"),
+                            Accumulator::default(),
+                        ),
+                    }
+                }
+            },
         };
         let outcome = self.settle(&task, outcome).await;
         if let Err(e) = self.finish(&task, outcome) {

@@ -8,8 +8,10 @@
 //! the task's review record and a `copy.integration_recovered` event, in one transaction,
 //! and only then removes the journal. Rolled forward, the record gains the integration (the
 //! next `integrate` says already integrated); rolled back, it does not (it can integrate
-//! again). A journal whose integration is already recorded (the crash came after the record
-//! was stored) is removed without a second record.
+//! again). The store is asked first, before a project is touched: a journal whose
+//! integration is already recorded (the crash came after the record was stored) only loses
+//! its leftovers and is removed without a second record, and a journal whose task is gone or
+//! whose root is not that task's project is never recovered.
 //!
 //! It must never decide which way a recovery goes (that is the journal's), nor remove a
 //! journal before its outcome is stored.
@@ -18,14 +20,15 @@ use crate::ApprovalMode;
 use crate::review::{IntegrationRecord, IntegrationRecovery, ReviewRecord, workspace_event};
 use legate_core::{Error, Result, TaskId, Timestamp};
 use legate_store::Store;
-use legate_workspace::{Integrated, Outcome, Recovered};
+use legate_workspace::{Integrated, Outcome, Recovered, Standing};
 use std::path::Path;
 
 /// Finishes and records every stopped integration under `run_dir/integrations`. Returns how
 /// many were recorded; failures are logged (the journal stays for the next command).
 pub(crate) fn recover_integrations(store: &Store, run_dir: &Path) -> usize {
     let mut recorded = 0;
-    for r in legate_workspace::recover_integrations(&run_dir.join("integrations")) {
+    let standing = |task: &str, journal: &str, root: &Path| standing(store, task, journal, root);
+    for r in legate_workspace::recover_integrations(&run_dir.join("integrations"), &standing) {
         match r.and_then(|r| record(store, r)) {
             Ok(true) => recorded += 1,
             Ok(false) => {}
@@ -33,6 +36,38 @@ pub(crate) fn recover_integrations(store: &Store, run_dir: &Path) -> usize {
         }
     }
     recorded
+}
+
+/// What the store knows of a stopped integration, before its project is touched: a journal
+/// whose task is gone, or whose root is not that task's project, is `Foreign` (never
+/// recovered: a journal cannot aim recovery at a directory of its choosing); one already
+/// recorded is `Recorded` (only its leftovers go); any other is `Unrecorded`. A record that
+/// cannot be read counts as `Foreign`: nothing is touched, and the next command asks again.
+fn standing(store: &Store, task: &str, journal: &str, root: &Path) -> Standing {
+    let record = store
+        .review(&TaskId(task.to_string()))
+        .ok()
+        .flatten()
+        .and_then(|v| serde_json::from_value::<ReviewRecord>(v).ok());
+    let Some(record) = record else {
+        return Standing::Foreign;
+    };
+    if record.source != root {
+        return Standing::Foreign;
+    }
+    if is_recorded(&record, journal) {
+        Standing::Recorded
+    } else {
+        Standing::Unrecorded
+    }
+}
+
+fn is_recorded(record: &ReviewRecord, journal: &str) -> bool {
+    record.recoveries.iter().any(|x| x.journal == journal)
+        || record
+            .integration
+            .as_ref()
+            .is_some_and(|i| i.result.journal == journal)
 }
 
 /// Records `r` unless it is recorded already, then removes its journal. Whether it recorded.
@@ -45,12 +80,7 @@ fn record(store: &Store, r: Recovered) -> Result<bool> {
     };
     let mut record: ReviewRecord = serde_json::from_value(value)
         .map_err(|e| Error::internal(format!("a review record could not be read: {e}")))?;
-    let known = record.recoveries.iter().any(|x| x.journal == r.journal_id)
-        || record
-            .integration
-            .as_ref()
-            .is_some_and(|i| i.result.journal == r.journal_id);
-    if known {
+    if is_recorded(&record, &r.journal_id) {
         r.finish();
         return Ok(false);
     }

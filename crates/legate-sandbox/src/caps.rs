@@ -21,7 +21,6 @@ pub(crate) const KEPT: &[u32] = &[
     7,  // CAP_SETUID
     10, // CAP_NET_BIND_SERVICE
     11, // CAP_NET_BROADCAST
-    13, // CAP_NET_RAW
     14, // CAP_IPC_LOCK
     28, // CAP_LEASE
     29, // CAP_AUDIT_WRITE

@@ -38,6 +38,7 @@
 
 mod hook;
 mod kernel;
+mod seccomp;
 
 // Reaching Legate: the port registry and what is reported of it.
 pub mod ports;
@@ -477,7 +478,9 @@ impl Prepared {
         if self.report.caps_dropped {
             caps::drop_caps()?;
         }
-        self.ruleset.restrict_self()
+        self.ruleset.restrict_self()?;
+        // Last: the filter closes the ways around Landlock's TCP rules (see `seccomp`).
+        seccomp::install()
     }
 }
 

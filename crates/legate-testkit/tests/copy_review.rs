@@ -395,3 +395,49 @@ async fn an_integration_a_crash_interrupted_is_rolled_forward_recorded_once_and_
         err.message
     );
 }
+
+/// A journal no task owns (or whose root is not its task's project) is never recovered: the
+/// engine asks the store before recovery touches anything, so a journal cannot aim recovery
+/// at a directory of its choosing. It stays for a person to see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_no_task_owns_is_never_recovered() {
+    let h = harness(|_| {});
+    let paths = h.engine.config().paths.clone();
+    let victim = h.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join(".bashrc"), b"precious\n").unwrap();
+    let (id, _) = verified_task(&h).await;
+    // One for no task at all, one for a real task but another root.
+    for task in ["no-such-task", id.as_str()] {
+        let dir = paths.run().join("integrations").join(task);
+        std::fs::create_dir_all(&dir).unwrap();
+        let intent = serde_json::json!({
+            "version": 1, "id": "0123456789abcdef", "root": victim, "meta": {}, "dirs": [],
+            "steps": [{"path": ".bashrc", "status": "D", "after": null,
+                       "before": {"sha256": legate_workspace::sha256_hex(b"precious\n"), "mode": 0o644}}],
+        });
+        let body = serde_json::to_vec(&intent).unwrap();
+        let mut bytes = body.clone();
+        bytes.push(b'\n');
+        bytes.extend_from_slice(legate_workspace::sha256_hex(&body).as_bytes());
+        bytes.push(b'\n');
+        std::fs::write(dir.join("journal"), bytes).unwrap();
+        std::fs::write(dir.join("staged"), b"").unwrap();
+    }
+    legate_engine::Records::open(&paths).unwrap();
+    assert_eq!(
+        std::fs::read(victim.join(".bashrc")).unwrap(),
+        b"precious\n"
+    );
+    for task in ["no-such-task", id.as_str()] {
+        assert!(
+            paths
+                .run()
+                .join("integrations")
+                .join(task)
+                .join("journal")
+                .exists()
+        );
+    }
+    h.engine.shutdown().await;
+}

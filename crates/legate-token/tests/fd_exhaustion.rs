@@ -96,6 +96,7 @@ fn serve_with_few_descriptors() {
             header_timeout: Duration::from_secs(600),
             body_timeout: Duration::from_secs(600),
             max_connections: 1000,
+            ..legate_token::serve::ServeOptions::default()
         };
         let served = tokio::spawn(legate_token::serve::serve(
             listener,

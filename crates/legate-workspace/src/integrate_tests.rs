@@ -336,7 +336,9 @@ fn a_crash_at_each_operation_is_recovered_to_one_side_or_the_other() {
             ));
         }));
         assert!(crashed.is_err(), "no crash at {crash_at}");
-        let recovered = crate::recover_integrations(dir.parent().unwrap());
+        let recovered = crate::recover_integrations(dir.parent().unwrap(), &|_, _, _| {
+            crate::Standing::Unrecorded
+        });
         assert_eq!(recovered.len(), 1, "at {crash_at}");
         let r = recovered.into_iter().next().unwrap().unwrap();
         assert_eq!(r.task, "t1");
@@ -355,7 +357,12 @@ fn a_crash_at_each_operation_is_recovered_to_one_side_or_the_other() {
         }
         r.finish();
         assert!(!dir.exists());
-        assert!(crate::recover_integrations(dir.parent().unwrap()).is_empty());
+        assert!(
+            crate::recover_integrations(dir.parent().unwrap(), &|_, _, _| {
+                crate::Standing::Unrecorded
+            })
+            .is_empty()
+        );
     }
     assert!(forward > 0 && back > 0, "{forward} forward, {back} back");
 }
@@ -385,10 +392,12 @@ fn recovery_rolls_back_when_a_file_was_edited_after_the_crash_and_keeps_the_edit
     }));
     // The user edits a file still staged (src/a.rs is last): forward cannot be exact.
     fs::write(root.join("src/a.rs"), "mine\n").unwrap();
-    let r = crate::recover_integrations(dir.parent().unwrap())
-        .pop()
-        .unwrap()
-        .unwrap();
+    let r = crate::recover_integrations(dir.parent().unwrap(), &|_, _, _| {
+        crate::Standing::Unrecorded
+    })
+    .pop()
+    .unwrap()
+    .unwrap();
     assert_eq!(r.outcome, crate::Outcome::RolledBack);
     assert_eq!(r.conflicts, ["src/a.rs"]);
     let mut expected = before.clone();
@@ -405,13 +414,22 @@ fn two_recoveries_at_once_never_both_recover_and_a_live_integration_is_left_alon
     // A live integration (its journal held): recovery skips it.
     let live = integrate(&root, &changes, &dir, serde_json::json!({})).unwrap();
     let integrated = snapshot(&root);
-    assert!(crate::recover_integrations(&integrations).is_empty());
+    assert!(
+        crate::recover_integrations(&integrations, &|_, _, _| crate::Standing::Unrecorded)
+            .is_empty()
+    );
     assert!(dir.join("journal").exists());
     // The process dies before finishing: eight recoveries race, one recovers.
     drop(live);
     let results: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..8)
-            .map(|_| s.spawn(|| crate::recover_integrations(&integrations)))
+            .map(|_| {
+                s.spawn(|| {
+                    crate::recover_integrations(&integrations, &|_, _, _| {
+                        crate::Standing::Unrecorded
+                    })
+                })
+            })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });

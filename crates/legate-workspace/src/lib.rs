@@ -54,7 +54,7 @@ pub use patch::{
     ChangeStatus, DEFAULT_CHUNK, FileChange, MAX_CHUNK, PatchChunk, PatchSummary, Preview, chunk,
     full_patch, preview, read_only_changes,
 };
-pub use rollover::{Outcome, Recovered, recover_integrations};
+pub use rollover::{Outcome, Recovered, Standing, recover_integrations};
 pub use sandbox::{label, sandbox};
 pub use secrets::{
     BlockReason, BlockedFile, RuleInfo, RuleKind, SecretPolicy, content_rule_names,

@@ -93,21 +93,75 @@ impl Recovered {
     }
 }
 
+/// What the records say of a stopped integration, asked before recovery touches anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Not recorded: roll it forward or back.
+    Unrecorded,
+    /// Recorded as done (the crash came after the record was stored): the project is
+    /// integrated; only Legate's own leftovers (`.legate-<id>-*`) are removed.
+    Recorded,
+    /// No task's project is at that root (a journal no task owns, or one whose root is not
+    /// its task's project): nothing is touched, and the journal stays for a person to see.
+    Foreign,
+}
+
 /// Recovers every stopped integration under `integrations` (`$LEGATE_HOME/run/integrations`),
-/// skipping those another process holds. Safe to run from any process at any time.
-pub fn recover_integrations(integrations: &Path) -> Vec<Result<Recovered, Error>> {
+/// skipping those another process holds. `standing(task, journal id, root)` says, before
+/// anything in a project is touched, what the records know of each. Safe to run from any
+/// process at any time.
+pub fn recover_integrations(
+    integrations: &Path,
+    standing: &dyn Fn(&str, &str, &Path) -> Standing,
+) -> Vec<Result<Recovered, Error>> {
     journal::directories(integrations)
         .iter()
-        .filter_map(|dir| recover_one(dir).transpose())
+        .filter_map(|dir| recover_one(dir, standing).transpose())
         .collect()
 }
 
 /// Recovers the integration journaled in `dir`; `None` when there is nothing to record.
-fn recover_one(dir: &Path) -> Result<Option<Recovered>, Error> {
+fn recover_one(
+    dir: &Path,
+    standing: &dyn Fn(&str, &str, &Path) -> Standing,
+) -> Result<Option<Recovered>, Error> {
     let journal = match Journal::open(dir)? {
         Found::Busy | Found::Nothing => return Ok(None),
         Found::Journal(j) => *j,
     };
+    let task = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match standing(&task, &journal.intent.id, &journal.intent.root) {
+        Standing::Foreign => {
+            tracing::warn!(task = %task, root = %journal.intent.root.display(), "an integration journal names no task's project; left untouched");
+            return Ok(None);
+        }
+        Standing::Recorded => {
+            let intent = &journal.intent;
+            for i in 0..intent.steps.len() {
+                if !plain_parents(&intent.root, &intent.steps[i].path) {
+                    continue;
+                }
+                let tmp = intent.staged(i).map(|t| intent.root.join(t));
+                let aside = intent.aside(i).map(|a| intent.root.join(a));
+                remove_if_there(tmp.as_deref());
+                remove_if_there(aside.as_deref());
+            }
+            return Ok(Some(Recovered {
+                task,
+                journal_id: intent.id.clone(),
+                root: intent.root.clone(),
+                outcome: Outcome::RolledForward,
+                files: intent.steps.iter().map(|s| s.path.clone()).collect(),
+                conflicts: Vec::new(),
+                meta: intent.meta.clone(),
+                journal,
+            }));
+        }
+        Standing::Unrecorded => {}
+    }
     let forward = journal.has(journal::STAGED)
         && !journal.has(journal::ABORT)
         && can_roll_forward(&journal.intent);
@@ -124,10 +178,6 @@ fn recover_one(dir: &Path) -> Result<Option<Recovered>, Error> {
             roll_back(&journal, usize::MAX).conflicts,
         )
     };
-    let task = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     tracing::warn!(
         task = %task,
         journal = %journal.intent.id,
@@ -195,6 +245,10 @@ fn roll_forward(intent: &Intent) -> Vec<String> {
     let mut ops = RealOps;
     let mut conflicts = Vec::new();
     for (i, s) in intent.steps.iter().enumerate() {
+        if !plain_parents(root, &s.path) {
+            conflicts.push(s.path.clone());
+            continue;
+        }
         let target = root.join(&s.path);
         let done = match s.status {
             ChangeStatus::D => {
@@ -237,6 +291,10 @@ pub(crate) fn roll_back(journal: &Journal, judged: usize) -> Undone {
     let mut ops = RealOps;
     let mut undone = Undone::default();
     for (i, s) in intent.steps.iter().enumerate() {
+        if !plain_parents(root, &s.path) {
+            undone.conflicts.push(s.path.clone());
+            continue;
+        }
         let tmp = intent.staged(i).map(|t| root.join(t));
         let aside = intent.aside(i).map(|a| root.join(a));
         let mut ok = remove_if_there(tmp.as_deref());
@@ -279,8 +337,13 @@ pub(crate) fn roll_back(journal: &Journal, judged: usize) -> Undone {
         }
     }
     for d in intent.dirs.iter().rev() {
-        // Not empty: something else lives there now; not ours to remove.
-        let _ = fs::remove_dir(root.join(d));
+        // Not empty: something else lives there now; not ours to remove. Never through a
+        // link, and never a link itself.
+        let path = root.join(d);
+        let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_dir());
+        if is_dir && plain_parents(root, d) {
+            let _ = fs::remove_dir(path);
+        }
     }
     sync_dirs(intent);
     undone
@@ -312,6 +375,28 @@ fn restore(journal: &Journal, index: usize, ops: &mut RealOps) -> bool {
         let _ = fs::remove_file(&tmp);
     }
     done.is_ok()
+}
+
+/// Whether every directory above `rel` under `root` is a real directory (no symlink): only
+/// then may recovery create, rename or remove anything at `rel`. A project whose directory
+/// was swapped for a link since the journal was written makes that step a conflict.
+fn plain_parents(root: &Path, rel: &str) -> bool {
+    let mut at = root.to_path_buf();
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    parts.pop();
+    for part in parts {
+        if part.is_empty() || part == "." || part == ".." {
+            return false;
+        }
+        at.push(part);
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_dir() => {}
+            // Missing is fine (nothing beneath it to touch); anything else is not.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Removes `path` if it is there (never following a link); whether it is gone.

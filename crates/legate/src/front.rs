@@ -127,6 +127,7 @@ pub fn serve_limits(
         header_timeout: header.map_or(defaults.header_timeout, Duration::from_secs),
         body_timeout: body.map_or(defaults.body_timeout, Duration::from_secs),
         max_connections: max_connections.unwrap_or(defaults.max_connections),
+        eviction_grace: defaults.eviction_grace,
     })
 }
 

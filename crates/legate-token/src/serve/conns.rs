@@ -3,9 +3,13 @@
 //! A connection counts as *unauthenticated* until a request on it passed the front's checks
 //! (the `Host`/`Origin` allowlist and, when the front has one, the bearer token): the front's
 //! guard calls [`mark_authenticated`]. When the cap is reached, the unauthenticated connection
-//! that was active least recently is closed to admit the new one; when every connection is
-//! authenticated, the new one is refused (the caller answers it 503). So a flood of idle or
-//! token-less connections can never lock out a client that holds the token.
+//! that was active least recently is closed to admit the new one, but never one younger than
+//! [`GRACE`]: a client that holds the token gets that long to send its first request, however
+//! fast a flood opens connections. When no connection may be closed (every one authenticated,
+//! or too young), the new one is refused (the caller answers it 503). So a flood of idle or
+//! token-less connections cannot close a token holder's connection, neither once its first
+//! request passed nor during its first second; what a flood can still do is keep *new*
+//! connections refused while it opens a cap's worth of them every second.
 //!
 //! This module only counts and picks; it never reads a socket and never sees a header value.
 
@@ -17,6 +21,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// How long a new connection is safe from eviction: the time a client has to send its first
+/// request.
+pub(crate) const GRACE: Duration = Duration::from_secs(1);
+
 /// One open connection, shared by its serving task, its requests (as a [`Connection`]
 /// extension) and the registry.
 #[derive(Debug)]
@@ -24,6 +32,8 @@ pub(crate) struct Conn {
     id: u64,
     epoch: Instant,
     authenticated: AtomicBool,
+    /// When it was accepted.
+    born: Instant,
     /// Milliseconds since `epoch` of the last sign of life (accept, or a request's head).
     last_active: AtomicU64,
     /// Cancelled to close the connection at once (eviction).
@@ -41,6 +51,7 @@ impl Conn {
             id,
             epoch,
             authenticated: AtomicBool::new(false),
+            born: Instant::now(),
             last_active: AtomicU64::new(0),
             kill: CancellationToken::new(),
             body: Mutex::new(None),
@@ -115,7 +126,8 @@ pub fn mark_authenticated(extensions: &Extensions) {
 pub(crate) enum Admission {
     /// Admitted; `evicted` is whether an unauthenticated connection was closed for it.
     Admitted { conn: Arc<Conn>, evicted: bool },
-    /// The cap is reached and every connection is authenticated.
+    /// The cap is reached and no connection may be closed (every one is authenticated, or
+    /// younger than the grace).
     Full,
 }
 
@@ -123,6 +135,8 @@ pub(crate) enum Admission {
 #[derive(Debug)]
 pub(crate) struct Registry {
     cap: usize,
+    /// How long a new connection is spared when one must be closed for a newcomer.
+    grace: Duration,
     epoch: Instant,
     next_id: AtomicU64,
     open: Mutex<HashMap<u64, Arc<Conn>>>,
@@ -131,9 +145,10 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize, grace: Duration) -> Self {
         Self {
             cap: cap.max(1),
+            grace,
             epoch: Instant::now(),
             next_id: AtomicU64::new(1),
             open: Mutex::new(HashMap::new()),
@@ -151,11 +166,13 @@ impl Registry {
         self.open().len()
     }
 
-    /// Closes the unauthenticated connection active least recently, if there is one.
-    fn evict_locked(open: &mut HashMap<u64, Arc<Conn>>) -> bool {
+    /// Closes the unauthenticated connection active least recently, if there is one (with
+    /// `spare`, only among those older than that grace).
+    fn evict_locked(open: &mut HashMap<u64, Arc<Conn>>, spare: Option<Duration>) -> bool {
         let victim = open
             .values()
             .filter(|c| !c.is_authenticated())
+            .filter(|c| spare.is_none_or(|grace| c.born.elapsed() >= grace))
             .min_by_key(|c| (c.last_active.load(Ordering::Relaxed), c.id))
             .map(|c| c.id);
         match victim.and_then(|id| open.remove(&id)) {
@@ -170,7 +187,8 @@ impl Registry {
     /// Closes the idlest unauthenticated connection (to free a descriptor when accepting
     /// fails for want of one). Returns whether there was one.
     pub(crate) fn evict_one(&self) -> bool {
-        Self::evict_locked(&mut self.open())
+        // Out of descriptors, any unauthenticated connection may go: the listener needs one.
+        Self::evict_locked(&mut self.open(), None)
     }
 
     /// Admits a new connection, closing an unauthenticated one first when the cap is reached.
@@ -178,7 +196,7 @@ impl Registry {
         let mut open = self.open();
         let mut evicted = false;
         if open.len() >= self.cap {
-            if !Self::evict_locked(&mut open) {
+            if !Self::evict_locked(&mut open, Some(self.grace)) {
                 return Admission::Full;
             }
             evicted = true;
@@ -210,7 +228,7 @@ mod tests {
 
     #[test]
     fn the_unauthenticated_go_first_and_a_full_house_of_authenticated_refuses() {
-        let r = Registry::new(3);
+        let r = Registry::new(3, Duration::ZERO);
         let (a, _) = admitted(r.admit());
         let (b, _) = admitted(r.admit());
         let (c, _) = admitted(r.admit());
@@ -244,7 +262,7 @@ mod tests {
     #[test]
     fn marking_without_a_connection_does_nothing() {
         mark_authenticated(&Extensions::new());
-        let r = Registry::new(1);
+        let r = Registry::new(1, Duration::ZERO);
         let (conn, _) = admitted(r.admit());
         let mut ext = Extensions::new();
         ext.insert(Connection(conn.clone()));

@@ -62,6 +62,9 @@ pub struct ServeOptions {
     pub body_timeout: Duration,
     /// How many connections may be open at once.
     pub max_connections: usize,
+    /// How long a new connection is safe from being closed for a newcomer: the time a client
+    /// has to send its first request (1 s by default).
+    pub eviction_grace: Duration,
 }
 
 impl Default for ServeOptions {
@@ -70,6 +73,7 @@ impl Default for ServeOptions {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            eviction_grace: conns::GRACE,
         }
     }
 }
@@ -102,7 +106,7 @@ pub async fn serve(
             "connection cap lowered to a quarter of the descriptor limit"
         );
     }
-    let registry = Arc::new(Registry::new(cap));
+    let registry = Arc::new(Registry::new(cap, options.eviction_grace));
     let mut backoff = Duration::ZERO;
     let mut last_warned: Option<Instant> = None;
     let refusing = Arc::new(AtomicUsize::new(0));

@@ -1,0 +1,181 @@
+//! The ways around Landlock's TCP rules, closed with a seccomp filter.
+//!
+//! Landlock's network rights check `connect` and `bind` on plain TCP sockets. Two other ways
+//! open a TCP connection without that check (seen on Linux 6.18): a Multipath TCP socket
+//! (`socket(…, IPPROTO_MPTCP)`, which falls back to ordinary TCP against a plain listener),
+//! and TCP Fast Open (`sendto`/`sendmsg` with `MSG_FASTOPEN`, which connects inside the send).
+//! An agent could use either to reach Legate's own ports, and a test command to leave
+//! `deny_network`. So every confined process also gets a small seccomp filter that refuses:
+//!
+//! - `socket` with protocol `IPPROTO_MPTCP` (`EPROTONOSUPPORT`), and with domain `AF_SMC`,
+//!   another TCP-carrying family (`EAFNOSUPPORT`);
+//! - `sendto`, `sendmsg`, `sendmmsg` whose flags hold `MSG_FASTOPEN` (`EOPNOTSUPP`);
+//! - `io_uring_setup` (`ENOSYS`): an io_uring submits sends that no system call filter sees;
+//!   programs that use one fall back to ordinary calls on `ENOSYS`;
+//! - every system call of a foreign ABI (32-bit `int 0x80`, x32; `ENOSYS`), whose numbers
+//!   (and `socketcall`) this filter does not describe.
+//!
+//! Everything else is allowed. The program is a constant built in the parent; the child makes
+//! two `prctl` calls (`PR_SET_NO_NEW_PRIVS`, which seccomp needs, then the filter).
+//!
+//! This module decides nothing else and never loosens what Landlock holds.
+#![allow(unsafe_code)]
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod linux {
+    use libc::sock_filter;
+
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+
+    /// x32 system calls share x86_64's arch and set this bit in the number.
+    const X32_BIT: u32 = 0x4000_0000;
+    const IPPROTO_MPTCP: u32 = 262;
+    const AF_SMC: u32 = 43;
+    const MSG_FASTOPEN: u32 = 0x2000_0000;
+
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+
+    // `struct seccomp_data`: nr at 0, arch at 4, args at 16 (8 bytes each, low word first on
+    // these little-endian targets).
+    const NR: u32 = 0;
+    const ARCH_OFF: u32 = 4;
+    const fn arg_lo(i: u32) -> u32 {
+        16 + 8 * i
+    }
+
+    const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+
+    const fn stmt(code: u16, k: u32) -> sock_filter {
+        sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }
+    }
+
+    const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+        sock_filter { code, jt, jf, k }
+    }
+
+    const fn errno(e: i32) -> u32 {
+        SECCOMP_RET_ERRNO | (e as u32 & 0xffff)
+    }
+
+    /// Five instructions: if the call is `nr` and word `arg` of its arguments `test`s
+    /// against `k`, fail with `e`; otherwise fall through to the next block.
+    const fn refuse_arg(nr: i64, arg: u32, test: u16, k: u32, e: i32) -> [sock_filter; 5] {
+        [
+            stmt(LD_W_ABS, NR),
+            jump(JEQ_K, nr as u32, 0, 3),
+            stmt(LD_W_ABS, arg_lo(arg)),
+            jump(test, k, 0, 1),
+            stmt(RET_K, errno(e)),
+        ]
+    }
+
+    const HEAD: [sock_filter; 8] = [
+        stmt(LD_W_ABS, ARCH_OFF),
+        jump(JEQ_K, ARCH, 1, 0),
+        stmt(RET_K, errno(libc::ENOSYS)),
+        stmt(LD_W_ABS, NR),
+        jump(JGE_K, X32_BIT, 0, 1),
+        stmt(RET_K, errno(libc::ENOSYS)),
+        jump(JEQ_K, libc::SYS_io_uring_setup as u32, 0, 1),
+        stmt(RET_K, errno(libc::ENOSYS)),
+    ];
+
+    const REFUSALS: [[sock_filter; 5]; 5] = [
+        refuse_arg(
+            libc::SYS_socket,
+            2,
+            JEQ_K,
+            IPPROTO_MPTCP,
+            libc::EPROTONOSUPPORT,
+        ),
+        refuse_arg(libc::SYS_socket, 0, JEQ_K, AF_SMC, libc::EAFNOSUPPORT),
+        refuse_arg(libc::SYS_sendto, 3, JSET_K, MSG_FASTOPEN, libc::EOPNOTSUPP),
+        refuse_arg(libc::SYS_sendmsg, 2, JSET_K, MSG_FASTOPEN, libc::EOPNOTSUPP),
+        refuse_arg(
+            libc::SYS_sendmmsg,
+            3,
+            JSET_K,
+            MSG_FASTOPEN,
+            libc::EOPNOTSUPP,
+        ),
+    ];
+
+    const LEN: usize = HEAD.len() + 5 * REFUSALS.len() + 1;
+
+    /// The whole program: the ABI checks, the refusals, then allow.
+    static PROGRAM: [sock_filter; LEN] = {
+        let mut out = [stmt(RET_K, SECCOMP_RET_ALLOW); LEN];
+        let mut i = 0;
+        while i < HEAD.len() {
+            out[i] = HEAD[i];
+            i += 1;
+        }
+        let mut b = 0;
+        while b < REFUSALS.len() {
+            let mut j = 0;
+            while j < 5 {
+                out[HEAD.len() + 5 * b + j] = REFUSALS[b][j];
+                j += 1;
+            }
+            b += 1;
+        }
+        out
+    };
+
+    /// Installs the filter on the calling thread (a forked child about to `exec`): two
+    /// `prctl` calls on a static program, nothing allocated.
+    pub(crate) fn install() -> std::io::Result<()> {
+        let prog = libc::sock_fprog {
+            // LEN is a small constant (34), well inside u16.
+            len: LEN as u16,
+            filter: PROGRAM.as_ptr().cast_mut(),
+        };
+        // SAFETY: `prctl` with these options reads `prog` (a valid `sock_fprog` on this
+        // stack frame pointing at a static program of `len` instructions) and nothing else.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) use linux::install;
+
+/// Elsewhere there is no filter to install (and no Landlock network rules to get around).
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+pub(crate) fn install() -> std::io::Result<()> {
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! Landlock's TCP `connect` right does not hold every way of opening a TCP connection. Under
+//! Landlock alone, a confined process reached a registered Legate port (and, under
+//! `deny_network`, any port) by
+//!
+//! * an MPTCP socket (`socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)`): Landlock's net hooks
+//!   apply to `sk_is_tcp()` sockets only, and MPTCP falls back to plain TCP against Legate's
+//!   listener;
+//! * TCP Fast Open (`sendto(…, MSG_FASTOPEN, addr)` on a fresh TCP socket): the kernel
+//!   connects inside `tcp_sendmsg_fastopen`, without the `socket_connect` LSM hook.
+//!
+//! Both ways connected on Linux 6.18 (found attacking the port layer). The confinement's
+//! seccomp filter (`legate-sandbox/src/seccomp.rs`) now refuses both: these tests fail
+//! without it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
+use legate_sandbox::{Confinement, LegatePorts, Requirement, ports};
+use std::net::TcpListener;
+use std::process::Command;
+
+const CHILD: &str = "LEGATE_REACH_BYPASS_PORT";
+
+/// Tries one connection to 127.0.0.1:`port` the way `how` says; `true` if it connected.
+fn connect(how: &str, port: u16) -> bool {
+    // SAFETY: plain socket system calls on stack memory.
+    unsafe {
+        let proto = if how == "mptcp" { 262 } else { 0 }; // IPPROTO_MPTCP
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, proto);
+        if fd < 0 {
+            return false;
+        }
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = port.to_be();
+        addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        let len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let ok = if how == "tfo" {
+            let msg = b"x";
+            libc::sendto(
+                fd,
+                msg.as_ptr().cast(),
+                msg.len(),
+                libc::MSG_FASTOPEN,
+                (&raw const addr).cast(),
+                len,
+            ) == 1
+        } else {
+            libc::connect(fd, (&raw const addr).cast(), len) == 0
+        };
+        libc::close(fd);
+        ok
+    }
+}
+
+/// The confined side: one `how=ok|err` line per way of connecting.
+#[test]
+fn bypass_child() {
+    let Ok(port) = std::env::var(CHILD) else {
+        return;
+    };
+    let port: u16 = port.parse().unwrap();
+    for how in ["tcp", "mptcp", "tfo"] {
+        let r = if connect(how, port) { "ok" } else { "err" };
+        println!("{how}={r}");
+    }
+}
+
+fn confined(prepared: legate_sandbox::Prepared, port: u16) -> String {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "bypass_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD, port.to_string());
+    legate_sandbox::confine_command(&mut cmd, prepared);
+    let out = cmd.output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn no_way_of_connecting_reaches_a_registered_legate_port() {
+    if std::env::var(CHILD).is_ok() {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _held = ports::register(&[port]).unwrap();
+    let prepared = Confinement::new().prepare(Requirement::BestEffort).unwrap();
+    if prepared.legate_ports() != LegatePorts::Unreachable || prepared.blocked_ports().is_empty() {
+        eprintln!("no Landlock port layer here: nothing to test");
+        return;
+    }
+    let out = confined(prepared, port);
+    eprintln!("{out}");
+    assert!(out.contains("tcp=err"), "{out}");
+    assert!(
+        out.contains("mptcp=err"),
+        "an MPTCP socket reached Legate's port: {out}"
+    );
+    assert!(
+        out.contains("tfo=err"),
+        "TCP Fast Open reached Legate's port: {out}"
+    );
+}
+
+#[test]
+fn deny_network_holds_for_every_way_of_connecting() {
+    if std::env::var(CHILD).is_ok() {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let prepared = Confinement::new()
+        .deny_network()
+        .prepare(Requirement::BestEffort)
+        .unwrap();
+    if prepared.network() != legate_sandbox::Network::Denied {
+        eprintln!("no Landlock network rules here: nothing to test");
+        return;
+    }
+    let out = confined(prepared, port);
+    eprintln!("{out}");
+    assert!(out.contains("tcp=err"), "{out}");
+    assert!(
+        out.contains("mptcp=err"),
+        "an MPTCP socket escaped deny_network: {out}"
+    );
+    assert!(
+        out.contains("tfo=err"),
+        "TCP Fast Open escaped deny_network: {out}"
+    );
+}
