@@ -6,89 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, Event, EventKind, TaskId, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
-use std::collections::{BTreeMap, HashMap};
-use std::process::Command;
-use std::sync::Arc;
+#[path = "common/limits.rs"]
+mod limits;
+
+use legate_core::{EventKind, TaskState};
+use legate_engine::SubmitRequest;
+use limits::*;
 use std::time::Duration;
-
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
-fn open_fds() -> u64 {
-    std::fs::read_dir("/proc/self/fd").unwrap().count() as u64 - 1
-}
-
-/// Sets this process's soft descriptor limit with `prlimit`, keeping the hard one.
-fn set_soft_nofile(soft: u64) {
-    let pid = std::process::id().to_string();
-    let out = Command::new("prlimit")
-        .args(["--pid", &pid, &format!("--nofile={soft}:")])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-}
-
-fn soft_nofile() -> u64 {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max open files"))
-        .unwrap();
-    line.split_whitespace().nth(3).unwrap().parse().unwrap()
-}
-
-/// Follows `id` until an event satisfies `done`; returns everything up to it.
-async fn until(engine: &Engine, id: &TaskId, done: impl Fn(&Event) -> bool) -> Vec<Event> {
-    let mut sub = engine.subscribe(id, 0);
-    let mut seen = Vec::new();
-    let waited = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(e) = sub.next().await.unwrap() {
-            let stop = done(&e);
-            seen.push(e);
-            if stop {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "never came: {seen:?}");
-    seen
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_without_room_waits_submitted_and_starts_when_room_is_freed() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
-    config.agents.insert(
-        "agent".into(),
-        AgentSpec {
-            name: "agent".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
-    );
-    config.default_agent = "agent".into();
-    config.max_running = 4;
-    config.max_idle_sessions = 64;
-    config.cancel_grace = Duration::from_secs(1);
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    let engine = Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
+    let engine = engine(dir.path(), 4);
 
     // Two agents in their turns (busy: nothing idle to stop for room).
     let mut hanging = Vec::new();
