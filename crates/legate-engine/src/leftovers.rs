@@ -87,8 +87,8 @@ fn settle_one(store: &Store, paths: &Paths, id: &TaskId) -> Result<Fate> {
     record.touched_at = Timestamp::now();
     let value = serde_json::to_value(&record)
         .map_err(|e| Error::internal(format!("a review record could not be encoded: {e}")))?;
-    store.put_review(id, &value)?;
     if !removed_copy && !removed_base {
+        store.put_review(id, &value)?;
         return Ok(Fate::NoCopy);
     }
     let why = if half_made {
@@ -96,8 +96,10 @@ fn settle_one(store: &Store, paths: &Paths, id: &TaskId) -> Result<Fate> {
     } else {
         "the task was interrupted when its process stopped"
     };
-    store.append_events(
+    // The record and its event in one transaction: a crash never leaves one without the other.
+    store.put_review_with_events(
         id,
+        &value,
         &[EventKind::Workspace {
             message: format!("copy and baseline removed: {why}"),
             detail: serde_json::json!({

@@ -208,13 +208,28 @@ pub fn live_ports(dir: &Path) -> BTreeSet<u16> {
 
 /// The entry at `path` if its process still holds its lock; `None` when it is stale.
 fn read_live(path: &Path) -> std::result::Result<Option<Entry>, String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
-    match file.try_lock_shared() {
-        // We could take it: its owner is gone.
-        Ok(()) => return Ok(None),
-        Err(TryLockError::WouldBlock) => {}
-        Err(TryLockError::Error(e)) => return Err(e.to_string()),
-    }
+    use std::os::unix::fs::MetadataExt;
+    // A live owner republishing renames a new, locked file over the old one, then lets the
+    // old one's lock go: a file whose lock we can take is stale only if it is still the one
+    // at `path`; otherwise it was just replaced, and the new one is read.
+    let mut attempts = 0;
+    let file = loop {
+        let file = File::open(path).map_err(|e| e.to_string())?;
+        match file.try_lock_shared() {
+            Err(TryLockError::WouldBlock) => break file,
+            Err(TryLockError::Error(e)) => return Err(e.to_string()),
+            Ok(()) => {
+                let opened = file.metadata().map_err(|e| e.to_string())?.ino();
+                let current = std::fs::metadata(path).map(|m| m.ino());
+                attempts += 1;
+                if current.is_ok_and(|ino| ino != opened) && attempts < 8 {
+                    continue;
+                }
+                // Its owner is gone.
+                return Ok(None);
+            }
+        }
+    };
     let mut text = Vec::new();
     (&file)
         .take(MAX_ENTRY_BYTES + 1)

@@ -109,8 +109,10 @@ pub fn process() -> Hardened {
     #[cfg(target_os = "linux")]
     match block::locate() {
         Ok((start, len)) => {
-            // SAFETY: one thread (the caller's promise). `clearenv` empties `environ`, so no
-            // pointer into the original block is left in the C library; `locate` checked that
+            // SAFETY: one thread (the caller's promise). `clearenv` empties `environ`; a
+            // pointer into the block kept elsewhere before `main` (the dynamic loader keeps a
+            // few for `LD_*` variables) reads zeros afterwards, never freed memory: the block
+            // stays mapped and is only overwritten in place. `locate` checked that
             // [start, start+len) is the kernel's environment block inside a writable mapping
             // of this process; the markers are at most `len` bytes (checked), copied from a
             // buffer of ours; `set_var` then builds a heap copy from owned strings.

@@ -109,6 +109,7 @@ pub async fn serve(
     let registry = Arc::new(Registry::new(cap, options.eviction_grace));
     let mut backoff = Duration::ZERO;
     let mut last_warned: Option<Instant> = None;
+    let mut last_refused: Option<Instant> = None;
     let refusing = Arc::new(AtomicUsize::new(0));
     loop {
         let accepted = tokio::select! {
@@ -158,11 +159,15 @@ pub async fn serve(
                 ));
             }
             Admission::Full => {
-                tracing::warn!(
-                    front,
-                    cap,
-                    "refused a connection: every open connection is authenticated"
-                );
+                // At most one warning every 5 s: a flood must not become a log flood.
+                if last_refused.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
+                    tracing::warn!(
+                        front,
+                        cap,
+                        "refused a connection: none open may be closed for it (authenticated, or too new)"
+                    );
+                    last_refused = Some(Instant::now());
+                }
                 // Answering takes a descriptor for a moment; past a few at once, just close.
                 if refusing.fetch_add(1, Ordering::Relaxed) < MAX_REFUSING {
                     let refusing = refusing.clone();
