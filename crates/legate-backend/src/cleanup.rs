@@ -98,7 +98,7 @@ impl Cleanup {
     /// `{"processCleanup": {"verified", "pgid", "stopped", "signals", "outsideGroup"}}`; `what`
     /// names the process for the message (`agy`, `agent`).
     pub fn event(&self, what: &str) -> legate_core::EventKind {
-        legate_core::EventKind::Workspace {
+        legate_core::EventKind::Notice {
             message: if self.verified {
                 format!("{what} process cleanup verified: its processes are gone")
             } else {

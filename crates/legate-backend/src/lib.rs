@@ -45,7 +45,7 @@ pub struct SessionRequest {
     pub blocked_dir: Option<PathBuf>,
     /// Paths the agent's processes must not see (`$LEGATE_HOME`, token files, the
     /// configuration file): hidden in their own mount namespace, except the workspace and
-    /// the agent's own directories beneath them (`legate_sandbox::Confinement::hide`).
+    /// the agent's own directories beneath them (`legate_confine::Confinement::hide`).
     pub hidden: Vec<PathBuf>,
 }
 
@@ -158,9 +158,9 @@ pub trait Backend: Send + Sync + Debug {
         )))
     }
 
-    /// How much of `legate-sandbox`'s confinement the kernel enforces on the processes this
+    /// How much of `legate-confine`'s confinement the kernel enforces on the processes this
     /// backend spawns. The default is for backends that do not confine what they spawn.
-    fn confinement(&self) -> legate_sandbox::Enforcement {
-        legate_sandbox::Enforcement::None
+    fn confinement(&self) -> legate_confine::Enforcement {
+        legate_confine::Enforcement::None
     }
 }

@@ -253,7 +253,7 @@ async fn non_json_lines_are_reported_and_the_session_carries_on() {
     let (_tmp, session, opened) = open("garbage", deny()).await;
     let notice = |events: &[EventKind]| {
         events.iter().any(|e| {
-            matches!(e, EventKind::Workspace { message, detail }
+            matches!(e, EventKind::Notice { message, detail }
                 if message.contains("not JSON-RPC") && detail["stream"] == "stdout")
         })
     };
@@ -341,7 +341,7 @@ async fn sessions_are_loaded_when_the_agent_can_and_replay_is_not_reported() {
     assert!(
         opened
             .iter()
-            .any(|e| matches!(e, EventKind::Workspace { message, .. } if message.contains("could not be continued"))),
+            .any(|e| matches!(e, EventKind::Notice { message, .. } if message.contains("could not be continued"))),
         "{opened:?}"
     );
     session.shutdown().await;
@@ -424,7 +424,7 @@ async fn stderr_is_capped_per_turn() {
         .count();
     assert_eq!(stderr, 1_000);
     assert!(events.iter().any(
-        |e| matches!(e, EventKind::Workspace { message, .. } if message.contains("rest were dropped"))
+        |e| matches!(e, EventKind::Notice { message, .. } if message.contains("rest were dropped"))
     ));
     session.shutdown().await;
 }
@@ -452,7 +452,7 @@ async fn a_model_asked_of_an_agent_that_offers_none_is_ignored_with_a_notice() {
     let events = drain(&mut rx);
     assert!(
         events.iter().any(|e| matches!(e,
-            EventKind::Workspace { message, detail }
+            EventKind::Notice { message, detail }
                 if message.contains("offers no model selection") && detail["model"] == "some-model")),
         "{events:?}"
     );

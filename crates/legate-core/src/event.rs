@@ -239,8 +239,12 @@ pub enum EventKind {
         /// The line, truncated.
         line: String,
     },
-    /// Something about the workspace or the session (created, reused, confinement).
-    Workspace {
+    /// A notice for a person about the task's workspace, session, confinement, review or
+    /// protocol (copy made, session reused, start retried, malformed message, …): the
+    /// stable name of what happened is in `detail.event` where there is one. Stored
+    /// events of older releases carry the type `workspace` and read back as notices.
+    #[serde(alias = "workspace")]
+    Notice {
         /// What happened, for a person.
         message: String,
         /// Structured detail.
@@ -285,7 +289,7 @@ impl EventKind {
             Self::Usage { .. } => "usage",
             Self::Mode { .. } => "mode",
             Self::Stderr { .. } => "stderr",
-            Self::Workspace { .. } => "workspace",
+            Self::Notice { .. } => "notice",
             Self::Session { .. } => "session",
             Self::Unparsed { .. } => "unparsed",
             Self::Raw { .. } => "raw",

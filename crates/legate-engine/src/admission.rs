@@ -182,7 +182,7 @@ impl Engine {
                     attempt += 1;
                     drop(room.take());
                     tracing::warn!(attempt, error = %e, "the agent could not start for want of descriptors or processes; waiting to try again");
-                    sink.send(EventKind::Workspace {
+                    sink.send(EventKind::Notice {
                         message: format!(
                             "the agent could not start ({}); waiting for room to try again ({attempt} of {})",
                             e.message,

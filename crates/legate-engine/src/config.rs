@@ -83,7 +83,7 @@ pub struct EngineConfig {
     pub agents: BTreeMap<String, AgentSpec>,
     /// Whether an agent process the kernel cannot confine may run (`best-effort`) or fails
     /// with `CONFINEMENT_UNAVAILABLE` (`required`).
-    pub confinement: legate_sandbox::Requirement,
+    pub confinement: legate_confine::Requirement,
     /// Private state directories (`HOME`-like) that replace `$LEGATE_HOME/agents/<name>`,
     /// by agent name.
     pub state_dirs: BTreeMap<String, PathBuf>,
@@ -108,7 +108,7 @@ impl EngineConfig {
             retention: 1000,
             default_agent: "revisor".to_string(),
             agents: BTreeMap::new(),
-            confinement: legate_sandbox::Requirement::BestEffort,
+            confinement: legate_confine::Requirement::BestEffort,
             state_dirs: BTreeMap::new(),
             review: crate::review::ReviewConfig::default(),
             hidden: Vec::new(),
@@ -150,6 +150,6 @@ mod tests {
         assert!(!c.review.keep_interrupted_copies);
         assert_eq!(c.retention, 1000);
         assert_eq!(c.default_agent, "revisor");
-        assert_eq!(c.confinement, legate_sandbox::Requirement::BestEffort);
+        assert_eq!(c.confinement, legate_confine::Requirement::BestEffort);
     }
 }

@@ -651,15 +651,15 @@ impl Engine {
     /// How much confinement the kernel enforces on `name`'s agent process (the backend's
     /// report for its kind). `CONFINEMENT_UNAVAILABLE` when the configuration requires
     /// confinement and it would not be enforced at all.
-    pub fn confinement(&self, name: &str) -> Result<legate_sandbox::Enforcement> {
+    pub fn confinement(&self, name: &str) -> Result<legate_confine::Enforcement> {
         let agent = self.agent(name)?;
         let enforcement = self
             .inner
             .backends
             .get(&agent.kind)
-            .map_or(legate_sandbox::Enforcement::None, |b| b.confinement());
-        if enforcement == legate_sandbox::Enforcement::None
-            && self.inner.config.confinement == legate_sandbox::Requirement::Required
+            .map_or(legate_confine::Enforcement::None, |b| b.confinement());
+        if enforcement == legate_confine::Enforcement::None
+            && self.inner.config.confinement == legate_confine::Requirement::Required
         {
             return Err(Error::new(
                 ErrorCode::ConfinementUnavailable,
@@ -990,7 +990,7 @@ impl Engine {
             message: None,
             error: None,
         };
-        let ws_event = EventKind::Workspace {
+        let ws_event = EventKind::Notice {
             message: format!(
                 "{} workspace at {}",
                 task.workspace.as_str(),

@@ -17,7 +17,7 @@
 //! journal before its outcome is stored.
 
 use crate::ApprovalMode;
-use crate::review::{IntegrationRecord, IntegrationRecovery, ReviewRecord, workspace_event};
+use crate::review::{IntegrationRecord, IntegrationRecovery, ReviewRecord, notice_event};
 use legate_core::{Error, Result, TaskId, Timestamp};
 use legate_store::Store;
 use legate_workspace::{Integrated, Outcome, Recovered, Standing};
@@ -124,7 +124,7 @@ fn record(store: &Store, r: Recovered) -> Result<bool> {
             format!("; left as found: {}", r.conflicts.join(", "))
         }
     );
-    let event = workspace_event(
+    let event = notice_event(
         "copy.integration_recovered",
         message,
         serde_json::to_value(&recovery).unwrap_or_default(),

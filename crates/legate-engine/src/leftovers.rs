@@ -100,7 +100,7 @@ fn settle_one(store: &Store, paths: &Paths, id: &TaskId) -> Result<Fate> {
     store.put_review_with_events(
         id,
         &value,
-        &[EventKind::Workspace {
+        &[EventKind::Notice {
             message: format!("copy and baseline removed: {why}"),
             detail: serde_json::json!({
                 "event": "copy.discarded",

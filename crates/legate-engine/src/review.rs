@@ -149,7 +149,7 @@ pub struct TestEvidence {
     /// What held of the command's isolation from Legate (`None` for client reports and for
     /// records made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub isolation: Option<legate_sandbox::IsolationReport>,
+    pub isolation: Option<legate_confine::IsolationReport>,
     /// When it was recorded.
     pub recorded_at: Timestamp,
     /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.
@@ -158,7 +158,7 @@ pub struct TestEvidence {
 }
 
 fn not_enforced() -> String {
-    legate_sandbox::Network::NotEnforced.as_str().to_string()
+    legate_confine::Network::NotEnforced.as_str().to_string()
 }
 
 /// A run the client reports (`record_test`).
@@ -399,7 +399,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| Error::internal(format!("a copy operation panicked: {e}")))?
 }
 
-pub(crate) fn workspace_event(
+pub(crate) fn notice_event(
     name: &str,
     message: String,
     mut detail: serde_json::Value,
@@ -407,7 +407,7 @@ pub(crate) fn workspace_event(
     if let Some(map) = detail.as_object_mut() {
         map.insert("event".into(), name.into());
     }
-    EventKind::Workspace { message, detail }
+    EventKind::Notice { message, detail }
 }
 
 impl Engine {
@@ -537,7 +537,7 @@ impl Engine {
             .iter()
             .map(|b| serde_json::json!({"path": b.path, "reason": b.reason.as_str(), "rule": b.rule}))
             .collect();
-        let event = workspace_event(
+        let event = notice_event(
             "copy.ready",
             format!(
                 "copy ready: {} files ({} bytes) from {}; {} left out",
@@ -602,7 +602,7 @@ impl Engine {
                         let rec = PatchRecord::from(&p);
                         self.announce(
                             &task.id,
-                            workspace_event(
+                            notice_event(
                                 "copy.patch",
                                 format!(
                                     "patch: {} files (+{} -{}), sha256 {}",
@@ -630,7 +630,7 @@ impl Engine {
             record.patch_error = Some(e.clone());
             self.announce(
                 &task.id,
-                workspace_event(
+                notice_event(
                     "copy.patch",
                     format!("patch refused: {e}"),
                     serde_json::json!({"error": e}),
@@ -817,7 +817,7 @@ impl Engine {
         let passed = v.criteria.iter().filter(|c| c.passed).count();
         self.announce(
             &o.task.id,
-            workspace_event(
+            notice_event(
                 "copy.verified",
                 format!(
                     "verification {}: {passed} of {} criteria passed (sha256 {})",
@@ -981,7 +981,7 @@ impl Engine {
         self.put_record(&o.task.id, &o.record)?;
         self.announce(
             &o.task.id,
-            workspace_event(
+            notice_event(
                 "copy.tested",
                 format!(
                     "test #{} ({}) {}: {} {}",
@@ -1100,7 +1100,7 @@ impl Engine {
             Err(e) => {
                 self.announce(
                     &o.task.id,
-                    workspace_event(
+                    notice_event(
                         "copy.integration_failed",
                         format!("integration refused: {e}"),
                         serde_json::json!({"sha256": preview.sha256, "error": e}),
@@ -1123,7 +1123,7 @@ impl Engine {
         result.finish();
         self.announce(
             &o.task.id,
-            workspace_event(
+            notice_event(
                 "copy.integrated",
                 format!(
                     "integrated {} files into {} (sha256 {})",
@@ -1227,7 +1227,7 @@ impl Engine {
         self.put_record(&task.id, &record)?;
         self.announce(
             &task.id,
-            workspace_event(
+            notice_event(
                 "copy.discarded",
                 "copy and baseline removed".to_string(),
                 serde_json::json!({"copyDirectory": record.copy_directory}),

@@ -49,7 +49,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What one connection remembers.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Connection {
     pub(crate) options: RevisorOptions,
     pub(crate) client: Mutex<ClientCapabilities>,
     sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
@@ -157,7 +157,7 @@ fn unknown_session(id: &SessionId) -> Error {
     agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into()
 }
 
-impl Shared {
+impl Connection {
     pub(crate) fn new(options: RevisorOptions) -> Self {
         Self {
             options,
@@ -273,7 +273,7 @@ pub(crate) async fn run(
     options: RevisorOptions,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), Error> {
-    let shared = Arc::new(Shared::new(options));
+    let shared = Arc::new(Connection::new(options));
     let (s1, s2, s3, s4, s5, s6, s7) = (
         shared.clone(),
         shared.clone(),

@@ -26,7 +26,7 @@ use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{
-    MODE_ACCEPT_EDITS, MODE_DEFAULT, MODE_PLAN, Session, Shared, lock, next_tool_call_id,
+    Connection, MODE_ACCEPT_EDITS, MODE_DEFAULT, MODE_PLAN, Session, lock, next_tool_call_id,
 };
 use crate::hook::{Directed, DirectiveContext};
 use crate::instruction::{Instruction, parse_line};
@@ -88,7 +88,7 @@ enum Decision {
 
 /// Everything a turn needs, borrowed.
 struct Turn<'a> {
-    shared: &'a Shared,
+    shared: &'a Connection,
     session: &'a Session,
     cx: &'a ConnectionTo<Client>,
     token: &'a CancellationToken,
@@ -96,7 +96,7 @@ struct Turn<'a> {
 
 /// Runs one turn of `request` and returns its stop reason.
 pub(crate) async fn run_turn(
-    shared: &Shared,
+    shared: &Connection,
     session: &Session,
     cx: &ConnectionTo<Client>,
     request: &PromptRequest,

@@ -229,7 +229,7 @@ mod tests {
                 .collect();
             kinds.push(EventKind::Message { text: format!("\0{nul_text}\0") });
             kinds.push(EventKind::Thought { text: nul_text.clone() });
-            kinds.push(EventKind::Workspace {
+            kinds.push(EventKind::Notice {
                 message: nul_text.clone(),
                 detail: serde_json::json!({ "k": nul_text, "n": [1, 2.5, null] }),
             });

@@ -323,9 +323,9 @@ async fn garbage_is_reported_and_tolerated() {
     let ws = workspace();
     let (session, opened) = open(&ws.root, true, "garbage-at-start", Arc::new(Rules)).await;
     let notice = |events: &[EventKind]| {
-        events
-            .iter()
-            .any(|e| matches!(e, EventKind::Workspace { message, .. } if message.contains("not JSON-RPC")))
+        events.iter().any(
+            |e| matches!(e, EventKind::Notice { message, .. } if message.contains("not JSON-RPC")),
+        )
     };
     assert!(notice(&opened), "{opened:?}");
     let (outcome, events) = run(&session, "!garbage\nhello?", TaskMode::Write).await;
@@ -339,7 +339,7 @@ fn malformed(events: &[EventKind]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {
-            EventKind::Workspace { detail, .. } if detail["stream"] == "stdout" => {
+            EventKind::Notice { detail, .. } if detail["stream"] == "stdout" => {
                 detail["malformed"].as_str().map(str::to_string)
             }
             _ => None,
@@ -461,7 +461,7 @@ async fn a_hung_turn_is_cancelled_or_killed_and_the_group_is_gone_after_shutdown
 /// The `processCleanup` detail among `events`, if any.
 fn cleanup_of(events: &[EventKind]) -> Option<serde_json::Value> {
     events.iter().find_map(|e| match e {
-        EventKind::Workspace { detail, .. } if detail.get("processCleanup").is_some() => {
+        EventKind::Notice { detail, .. } if detail.get("processCleanup").is_some() => {
             Some(detail["processCleanup"].clone())
         }
         _ => None,
@@ -493,7 +493,7 @@ async fn shutdown_sends_sigint_then_sigkill_after_3_s_and_records_a_verified_cle
     assert_eq!(cleanup["verified"], true, "{cleanup}");
     assert_eq!(cleanup["pgid"], pgid);
     assert_eq!(cleanup["stopped"], true);
-    if legate_sandbox::Confinement::probe_namespaces() {
+    if legate_confine::Confinement::probe_namespaces() {
         // The agent exits on SIGINT; its PID namespace dies with it, taking the member that
         // ignores SIGINT along: nothing is left for SIGKILL.
         assert_eq!(cleanup["signals"], serde_json::json!(["SIGINT"]));
@@ -570,7 +570,7 @@ async fn a_model_revisor_offers_is_selected_and_an_unknown_one_is_not_available(
     };
     let selected = |events: &[EventKind]| {
         events.iter().any(|e| {
-            matches!(e, EventKind::Workspace { detail, .. }
+            matches!(e, EventKind::Notice { detail, .. }
                 if detail["model"] == legate_revisor::MODELS[1].0 && detail["configId"] == "model")
         })
     };
@@ -592,7 +592,7 @@ async fn a_model_revisor_offers_is_selected_and_an_unknown_one_is_not_available(
     // opened, set back after a turn chose another; then nothing more is sent.
     let back = |events: &[EventKind]| {
         events.iter().any(|e| {
-            matches!(e, EventKind::Workspace { detail, .. }
+            matches!(e, EventKind::Notice { detail, .. }
                 if detail["model"] == legate_revisor::MODELS[0].0 && detail["configId"] == "model")
         })
     };

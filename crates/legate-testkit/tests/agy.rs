@@ -142,7 +142,7 @@ fn cleanup_detail(h: &Harness, task: &Task) -> serde_json::Value {
     events(h, task)
         .into_iter()
         .find_map(|e| match e.kind {
-            EventKind::Workspace { detail, .. } if detail.get("processCleanup").is_some() => {
+            EventKind::Notice { detail, .. } if detail.get("processCleanup").is_some() => {
                 Some(detail["processCleanup"].clone())
             }
             _ => None,
@@ -259,7 +259,7 @@ async fn usage_is_the_difference_of_cumulative_counters_even_across_restarts() {
     let args = events(&h, &second)
         .into_iter()
         .find_map(|e| match e.kind {
-            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+            EventKind::Notice { detail, .. } if detail.get("args").is_some() => {
                 Some(detail["args"].to_string())
             }
             _ => None,
@@ -281,7 +281,7 @@ async fn usage_is_the_difference_of_cumulative_counters_even_across_restarts() {
     assert_eq!(third.usage, None);
     assert!(events(&h, &third).iter().any(|e| matches!(
         &e.kind,
-        EventKind::Workspace { detail, .. } if detail["warning"] == "usage"
+        EventKind::Notice { detail, .. } if detail["warning"] == "usage"
     )));
     let missing = run(&h, request("agy", "nousage: x")).await;
     assert_eq!(missing.state, TaskState::Completed);
@@ -310,9 +310,9 @@ async fn a_turn_without_valid_counters_drops_the_baseline() {
         ..request("agy", p)
     };
     let warned = |t: &Task| {
-        events(&h, t).iter().any(|e| {
-            matches!(&e.kind, EventKind::Workspace { detail, .. } if detail["warning"] == "usage")
-        })
+        events(&h, t).iter().any(
+            |e| matches!(&e.kind, EventKind::Notice { detail, .. } if detail["warning"] == "usage"),
+        )
     };
     let first = run(&h, ctx("tokens: 100")).await;
     assert_eq!(first.usage.as_ref().unwrap().total_tokens, Some(100));
@@ -533,7 +533,7 @@ async fn read_only_tasks_run_in_plan_mode_and_shared_writes_are_refused() {
     let args = events(&h, &t)
         .into_iter()
         .find_map(|e| match e.kind {
-            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+            EventKind::Notice { detail, .. } if detail.get("args").is_some() => {
                 Some(detail["args"].to_string())
             }
             _ => None,
@@ -616,7 +616,7 @@ async fn the_model_comes_from_the_task_then_the_preference_then_the_default() {
     let args = events(&h, &t)
         .into_iter()
         .find_map(|e| match e.kind {
-            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+            EventKind::Notice { detail, .. } if detail.get("args").is_some() => {
                 Some(detail["args"].to_string())
             }
             _ => None,
@@ -811,7 +811,7 @@ async fn an_orphan_that_left_the_group_is_found_by_its_marker_and_killed() {
     let c = cleanup_detail(&h, &t);
     assert_eq!(c["verified"], true, "{c}");
     assert_eq!(c["stopped"], false, "{c}");
-    if legate_sandbox::Confinement::probe_namespaces() {
+    if legate_confine::Confinement::probe_namespaces() {
         // agy ran in a PID namespace of its own (the pid it wrote is that namespace's): the
         // orphan died with the namespace when agy exited, before any cleanup had to look.
         assert_eq!(c["signals"], serde_json::json!([]), "{c}");
@@ -882,7 +882,7 @@ async fn an_orphan_that_cannot_be_killed_blocks_its_workspace_for_every_agent() 
         .submit(in_shared("agy", shared.path(), "orphan: x"))
         .unwrap();
     let pid = orphan_pid(&h).await;
-    if legate_sandbox::Confinement::probe_namespaces() {
+    if legate_confine::Confinement::probe_namespaces() {
         // The pid is agy's PID namespace's, and the orphan dies with that namespace when agy
         // exits: there is no orphan left to freeze. The mark itself is tested without
         // namespaces, and by the backend's cleanup tests.
@@ -933,7 +933,7 @@ async fn an_orphan_that_cannot_be_killed_blocks_its_workspace_for_every_agent() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kernel_stops_an_agy_write_outside_its_root_profile_and_temp_dir() {
-    let enforcement = legate_sandbox::Confinement::probe();
+    let enforcement = legate_confine::Confinement::probe();
     let h = harness();
     let outside = tempfile::tempdir().unwrap();
     let target = outside.path().join("escaped.txt");
@@ -946,7 +946,7 @@ async fn the_kernel_stops_an_agy_write_outside_its_root_profile_and_temp_dir() {
     let details: Vec<serde_json::Value> = all
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Workspace { detail, .. } => Some(detail.clone()),
+            EventKind::Notice { detail, .. } => Some(detail.clone()),
             _ => None,
         })
         .collect();
@@ -980,7 +980,7 @@ async fn the_kernel_stops_an_agy_write_outside_its_root_profile_and_temp_dir() {
             .any(|w| Path::new(w) == h.home().join("agents").join("agy")),
         "Legate's own state for agy is not writable: {writable:?}"
     );
-    if enforcement == legate_sandbox::Enforcement::None {
+    if enforcement == legate_confine::Enforcement::None {
         eprintln!("no Landlock on this kernel: the write itself is not tested");
         h.engine.shutdown().await;
         return;
@@ -1005,7 +1005,7 @@ fn args_of(h: &Harness, t: &Task) -> Vec<String> {
     events(h, t)
         .into_iter()
         .find_map(|e| match e.kind {
-            EventKind::Workspace { detail, .. } if detail.get("args").is_some() => {
+            EventKind::Notice { detail, .. } if detail.get("args").is_some() => {
                 serde_json::from_value(detail["args"].clone()).ok()
             }
             _ => None,

@@ -7,9 +7,9 @@
 
 use legate_backend::Backend;
 use legate_backend::acp::AcpBackend;
+use legate_confine::{Confinement, Enforcement, Requirement};
 use legate_core::{AgentKind, AgentSpec, ErrorCode, Event, EventKind, Task, TaskState};
 use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
-use legate_sandbox::{Confinement, Enforcement, Requirement};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +58,7 @@ fn workspace_details(events: &[Event]) -> Vec<&serde_json::Value> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Workspace { detail, .. } => Some(detail),
+            EventKind::Notice { detail, .. } => Some(detail),
             _ => None,
         })
         .collect()

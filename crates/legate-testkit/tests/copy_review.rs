@@ -265,7 +265,7 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     assert!(passed.passed);
     assert_eq!(
         passed.confinement,
-        legate_sandbox::Confinement::probe().as_str()
+        legate_confine::Confinement::probe().as_str()
     );
     let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
     assert!(

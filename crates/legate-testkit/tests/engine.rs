@@ -231,7 +231,7 @@ async fn malformed_json_from_the_agent_ends_in_a_clear_state() {
             .unwrap()
             .into_iter()
             .filter(|e| {
-                matches!(&e.kind, EventKind::Workspace { detail, .. } if detail["stream"] == "stdout")
+                matches!(&e.kind, EventKind::Notice { detail, .. } if detail["stream"] == "stdout")
             })
             .count()
     };

@@ -319,7 +319,7 @@ async fn suite(make: fn(&str) -> Adapter) {
         describe(&task, &events)
     );
     let confinement = events.iter().find_map(|e| match &e.kind {
-        EventKind::Workspace { detail, .. } => detail.get("confinement").cloned(),
+        EventKind::Notice { detail, .. } => detail.get("confinement").cloned(),
         _ => None,
     });
     eprintln!("{name}: plain answer ok (confinement {confinement:?})");

@@ -24,7 +24,7 @@ pub const LOOPBACK_ORIGINS: &[&str] = &[
 
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Rejection {
     /// `Host` is missing or not in the list.
     Host,
     /// `Origin` was sent and is not in the list.
@@ -114,14 +114,14 @@ impl Allowlist {
         &self,
         host: Option<&str>,
         origin: Option<&str>,
-    ) -> std::result::Result<(), Refusal> {
+    ) -> std::result::Result<(), Rejection> {
         let host_ok = host.and_then(parse_host).is_some_and(|h| {
             self.parsed_hosts
                 .iter()
                 .any(|a| a.host == h.host && (a.port.is_none() || a.port == h.port))
         });
         if !host_ok {
-            return Err(Refusal::Host);
+            return Err(Rejection::Host);
         }
         let Some(origin) = origin else {
             return Ok(());
@@ -134,7 +134,7 @@ impl Allowlist {
         if origin_ok {
             Ok(())
         } else {
-            Err(Refusal::Origin)
+            Err(Rejection::Origin)
         }
     }
 }
@@ -247,14 +247,14 @@ mod tests {
             "user@localhost",
             "",
         ] {
-            assert_eq!(l.check(Some(bad), None), Err(Refusal::Host), "{bad}");
+            assert_eq!(l.check(Some(bad), None), Err(Rejection::Host), "{bad}");
         }
-        assert_eq!(l.check(None, None), Err(Refusal::Host));
+        assert_eq!(l.check(None, None), Err(Rejection::Host));
         let pinned = Allowlist::new("a2a", vec!["example.com:8080".into()], vec![]).unwrap();
         assert_eq!(pinned.check(Some("example.com:8080"), None), Ok(()));
         assert_eq!(
             pinned.check(Some("example.com:8081"), None),
-            Err(Refusal::Host)
+            Err(Rejection::Host)
         );
     }
 
@@ -276,7 +276,7 @@ mod tests {
         ] {
             assert_eq!(
                 l.check(Some("localhost"), Some(bad)),
-                Err(Refusal::Origin),
+                Err(Rejection::Origin),
                 "{bad}"
             );
         }

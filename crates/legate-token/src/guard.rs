@@ -4,7 +4,7 @@
 //! It runs first (outermost), before body limits and the bearer token. It never reads a body
 //! and never logs header values (a `Host` can carry anything a client chose).
 
-use crate::allowlist::{Allowlist, Refusal};
+use crate::allowlist::{Allowlist, Rejection};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -55,7 +55,7 @@ async fn check(State(list): State<Arc<Allowlist>>, request: Request, next: Next)
         .map(|v| v.to_str().unwrap_or(""));
     match list.check(host, origin) {
         Ok(()) => next.run(request).await,
-        Err(Refusal::Host) => {
+        Err(Rejection::Host) => {
             tracing::warn!(front = list.front(), "refused a request: Host not allowed");
             refusal(
                 StatusCode::FORBIDDEN,
@@ -66,7 +66,7 @@ async fn check(State(list): State<Arc<Allowlist>>, request: Request, next: Next)
                 ),
             )
         }
-        Err(Refusal::Origin) => {
+        Err(Rejection::Origin) => {
             tracing::warn!(
                 front = list.front(),
                 "refused a request: Origin not allowed"

@@ -10,7 +10,7 @@ pub mod allowlist;
 pub mod guard;
 pub mod serve;
 
-pub use allowlist::{Allowlist, Refusal};
+pub use allowlist::{Allowlist, Rejection};
 
 use legate_core::{Error, ErrorCode, Result};
 use std::fmt;

@@ -16,8 +16,8 @@
 //! processes, and dies with Legate (`isolation` in the evidence). This module must never run a
 //! command through a shell or leave a process of the test's group running after it returns.
 
+use legate_confine::{Confinement, Requirement};
 use legate_core::{Error, ErrorCode};
-use legate_sandbox::{Confinement, Requirement};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -72,7 +72,7 @@ pub struct TestRun {
     /// What held of the command's isolation from Legate (hidden home, hidden processes,
     /// dies with Legate, capabilities dropped).
     #[serde(default)]
-    pub isolation: legate_sandbox::IsolationReport,
+    pub isolation: legate_confine::IsolationReport,
 }
 
 /// Which confinement holds for a test, as the evidence states it.
@@ -83,7 +83,7 @@ pub struct Confined {
     /// `denied` or `not-enforced`.
     pub network: &'static str,
     /// What holds of its isolation from Legate.
-    pub isolation: legate_sandbox::IsolationReport,
+    pub isolation: legate_confine::IsolationReport,
 }
 
 impl TestRun {
@@ -121,7 +121,7 @@ pub fn confine(
         network: prepared.network().as_str(),
         isolation: prepared.isolation(),
     };
-    legate_sandbox::confine_command(cmd, prepared);
+    legate_confine::confine_command(cmd, prepared);
     Ok(confined)
 }
 
@@ -397,7 +397,7 @@ mod tests {
         assert_eq!(r.confinement, enforcement.as_str());
         assert!(copy.path().join("in-copy").exists(), "{}", r.stderr);
         assert!(scratch.path().join("in-scratch").exists(), "{}", r.stderr);
-        if enforcement == legate_sandbox::Enforcement::None {
+        if enforcement == legate_confine::Enforcement::None {
             assert!(r.passed(), "unconfined: the write succeeds");
             assert!(target.exists());
         } else {
@@ -429,8 +429,8 @@ mod tests {
         )
         .unwrap();
         let network = Confinement::probe_network();
-        let abi4 = network == legate_sandbox::Network::Denied
-            && Confinement::probe() != legate_sandbox::Enforcement::None;
+        let abi4 = network == legate_confine::Network::Denied
+            && Confinement::probe() != legate_confine::Enforcement::None;
         eprintln!(
             "landlock ABI >= 4: {abi4}; evidence network {}, exit {:?}, stderr {:?}",
             r.network, r.exit_code, r.stderr
@@ -461,7 +461,7 @@ mod tests {
             &[],
         );
         match Confinement::probe() {
-            legate_sandbox::Enforcement::None => {
+            legate_confine::Enforcement::None => {
                 assert_eq!(r.unwrap_err().code, ErrorCode::ConfinementUnavailable)
             }
             e => assert_eq!(r.unwrap().confinement, e.as_str()),

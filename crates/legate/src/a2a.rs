@@ -171,7 +171,7 @@ pub struct Opened {
     /// Whether at least one agent started (otherwise there is nothing to serve).
     pub any_served: bool,
     /// The port's registration as Legate's, held while it listens.
-    pub listening: legate_sandbox::ports::Listening,
+    pub listening: legate_confine::ports::Listening,
 }
 
 /// Binds A2A's listener at `host:port` and registers its port as Legate's before any agent

@@ -69,7 +69,7 @@ struct Row {
     detail: String,
     /// How the kernel confines its process: the backend's report through the engine, or
     /// (unprobed) what this kernel can enforce at all.
-    confinement: legate_core::Result<legate_sandbox::Enforcement>,
+    confinement: legate_core::Result<legate_confine::Enforcement>,
 }
 
 /// Probes one agent. Confinement is checked first: an agent whose process the kernel could not
@@ -77,7 +77,7 @@ struct Row {
 async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
     let confinement = match engine {
         Some(engine) => engine.confinement(&spec.name),
-        None => Ok(legate_sandbox::Confinement::probe()),
+        None => Ok(legate_confine::Confinement::probe()),
     };
     let (starts, detail) = match (engine, &confinement) {
         (None, _) => (None, "not probed".to_string()),
@@ -139,9 +139,9 @@ mod tests {
     use super::*;
     use legate_backend::acp::AcpBackend;
     use legate_backend::{AgentSession, Backend, EventSink, SessionRequest};
+    use legate_confine::Requirement;
     use legate_core::ErrorCode;
     use legate_engine::{EngineConfig, Paths};
-    use legate_sandbox::Requirement;
     use std::collections::{BTreeMap, HashMap};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -225,7 +225,7 @@ mod tests {
         let row = row(&spec, Some(&engine)).await;
         assert_eq!(row.starts, Some(false), "{}", row.detail);
         assert!(row.detail.starts_with("does not start: "), "{}", row.detail);
-        assert_eq!(row.confinement.unwrap(), legate_sandbox::Enforcement::None);
+        assert_eq!(row.confinement.unwrap(), legate_confine::Enforcement::None);
         assert_eq!(opened.load(Ordering::SeqCst), 1);
         assert!(home.join("agents/agent/started").exists());
         engine.shutdown().await;

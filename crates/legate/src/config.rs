@@ -26,7 +26,7 @@ struct File {
     /// At most this many idle agent sessions are kept (least recently used stopped first).
     max_idle_sessions: Option<u64>,
     retention: Option<u64>,
-    /// `best-effort` (default) or `required`: see `legate_sandbox::Requirement`.
+    /// `best-effort` (default) or `required`: see `legate_confine::Requirement`.
     confinement: Option<String>,
     #[serde(default)]
     agents: BTreeMap<String, AgentTable>,
@@ -216,7 +216,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         .map(|v| (v, "LEGATE_CONFINEMENT"))
         .or(file.confinement.map(|v| (v, "confinement")));
     if let Some((value, key)) = confinement {
-        c.confinement = legate_sandbox::Requirement::parse(value.trim()).with_context(|| {
+        c.confinement = legate_confine::Requirement::parse(value.trim()).with_context(|| {
             format!("CONFIG_INVALID: {key} must be \"best-effort\" or \"required\" (got {value:?})")
         })?;
     }
@@ -520,14 +520,14 @@ mod tests {
     #[test]
     fn confinement_and_state_dirs() {
         let c = resolve_text("", &[]).unwrap();
-        assert_eq!(c.confinement, legate_sandbox::Requirement::BestEffort);
+        assert_eq!(c.confinement, legate_confine::Requirement::BestEffort);
         assert_eq!(c.state_dir("claude"), Path::new("/tmp/lh/agents/claude"));
         let c = resolve_text(
             "confinement = \"required\"\n[agents.claude]\nstate_dir = \"/srv/claude-home\"\n",
             &[],
         )
         .unwrap();
-        assert_eq!(c.confinement, legate_sandbox::Requirement::Required);
+        assert_eq!(c.confinement, legate_confine::Requirement::Required);
         assert_eq!(c.state_dir("claude"), Path::new("/srv/claude-home"));
         assert_eq!(c.state_dir("codex"), Path::new("/tmp/lh/agents/codex"));
         let c = resolve_text(
@@ -535,7 +535,7 @@ mod tests {
             &[("LEGATE_CONFINEMENT", "best-effort")],
         )
         .unwrap();
-        assert_eq!(c.confinement, legate_sandbox::Requirement::BestEffort);
+        assert_eq!(c.confinement, legate_confine::Requirement::BestEffort);
         let e = resolve_text("confinement = \"strict\"", &[])
             .unwrap_err()
             .to_string();

@@ -97,8 +97,8 @@ pub fn allowlist(
 /// Registers the port of a front bound at `bound` as Legate's: agents confined from now on,
 /// by this or any `legate` process sharing the home, cannot connect to it (where the kernel
 /// has Landlock network rules). A front whose registration fails does not start.
-pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_sandbox::ports::Listening> {
-    legate_sandbox::ports::register(&[bound.port()])
+pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_confine::ports::Listening> {
+    legate_confine::ports::register(&[bound.port()])
         .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
 }
 

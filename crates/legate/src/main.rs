@@ -370,7 +370,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
     let config = config::load()?;
     let paths = config.engine.paths.clone();
     // Every confinement this process prepares refuses the ports `legate serve` registered here.
-    legate_sandbox::ports::use_registry(paths.run().join("listen"));
+    legate_confine::ports::use_registry(paths.run().join("listen"));
     match command {
         Command::Run(args) => run(config, args).await,
         Command::Tasks {
@@ -567,7 +567,7 @@ where
 
 /// The backends this build has, each refusing to start an agent the kernel cannot confine
 /// when `confinement` is required.
-pub fn backends(confinement: legate_sandbox::Requirement) -> HashMap<AgentKind, Arc<dyn Backend>> {
+pub fn backends(confinement: legate_confine::Requirement) -> HashMap<AgentKind, Arc<dyn Backend>> {
     let acp: Arc<dyn Backend> = Arc::new(AcpBackend::default().with_confinement(confinement));
     let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default().with_confinement(confinement));
     HashMap::from([

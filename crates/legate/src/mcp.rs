@@ -140,7 +140,7 @@ pub async fn open(
 ) -> Result<(
     tokio::net::TcpListener,
     axum::Router,
-    legate_sandbox::ports::Listening,
+    legate_confine::ports::Listening,
 )> {
     let settings = &config.mcp;
     let (token, source) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;

@@ -119,7 +119,7 @@ impl Renderer {
             }
             EventKind::Stderr { line } => self.line(&format!("  stderr: {line}")),
             EventKind::Unparsed { line } => self.line(&format!("  unparsed output: {line}")),
-            EventKind::Workspace { message, .. } => self.line(&format!("  {message}")),
+            EventKind::Notice { message, .. } => self.line(&format!("  {message}")),
             EventKind::Mode { mode_id } => self.line(&format!("  mode → {mode_id}")),
             EventKind::Status { state, message, .. } => {
                 self.activity = state.to_string();

@@ -589,7 +589,7 @@ fn required_confinement_is_reported_per_agent_and_the_first_event_says_how_it_is
     let events = home.events(&id);
     let first = events
         .iter()
-        .find(|e| e["type"] == "workspace")
+        .find(|e| e["type"] == "notice")
         .expect("a workspace event");
     assert!(first.to_string().contains("\"confinement\""), "{first}");
 }

@@ -173,7 +173,7 @@ fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
     ]);
     assert!(test.status.success(), "{}", text(&test));
     let out = String::from_utf8_lossy(&test.stdout);
-    let confinement = legate_sandbox::Confinement::probe().as_str();
+    let confinement = legate_confine::Confinement::probe().as_str();
     assert!(
         out.contains(&format!("confinement {confinement}, network ")),
         "{out}"

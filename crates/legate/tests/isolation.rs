@@ -11,7 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn available() -> bool {
-    let ok = legate_sandbox::Confinement::probe_namespaces();
+    let ok = legate_confine::Confinement::probe_namespaces();
     if !ok {
         eprintln!("skipped: this process may not create mount and PID namespaces");
     }

@@ -18,15 +18,15 @@
 use super::launch;
 use super::process::{self, ProcessGroup};
 use super::session::{AcpSession, Connection, exited, record_cleanup, request_error};
-use super::state::Shared;
+use super::state::HandlerState;
 use super::stderr;
 use super::sys;
 use crate::{AgentInfo, AgentSession, Backend, EventSink, SessionRequest};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use async_trait::async_trait;
+use legate_confine::{Confinement, Requirement};
 use legate_core::{Error, ErrorCode, EventKind, Result};
-use legate_sandbox::{Confinement, Requirement};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,7 +97,7 @@ struct Handshake<'a> {
     timeout: Duration,
     process: &'a ProcessGroup,
     connection: &'a Connection,
-    shared: &'a Shared,
+    shared: &'a HandlerState,
     sink: &'a EventSink,
     /// Whether to advertise the `fs` client capability (not to Gemini: see `launch`).
     advertise_fs: bool,
@@ -203,7 +203,7 @@ impl Handshake<'_> {
             };
             if let Some(why) = why_not {
                 warn!(agent = %spec.name, session_id = %old, reason = %why, "earlier session not continued");
-                self.sink.send(EventKind::Workspace {
+                self.sink.send(EventKind::Notice {
                     message: format!("the earlier session {old} could not be continued: {why}; a new session was started"),
                     detail: serde_json::json!({ "sessionId": old }),
                 });
@@ -341,7 +341,7 @@ impl AcpBackend {
         let enforcement = confinement.enforcement();
         let (legate_ports, signals) = (confinement.legate_ports(), confinement.signals());
         let isolation = confinement.isolation();
-        sink.send(EventKind::Workspace {
+        sink.send(EventKind::Notice {
             message: format!(
                 "agent process confinement: {enforcement}; {isolation}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
                 launch
@@ -349,7 +349,7 @@ impl AcpBackend {
                     .iter()
                     .map(|p| p.display().to_string())
                     .chain(
-                        legate_sandbox::WRITABLE_DEVICES
+                        legate_confine::WRITABLE_DEVICES
                             .iter()
                             .map(|d| d.to_string())
                     )
@@ -383,7 +383,7 @@ impl AcpBackend {
         let process = ProcessGroup::watch(child, self.kill_grace, marker);
         info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
         let shared = Arc::new(
-            Shared::new(
+            HandlerState::new(
                 request.supervisor.clone(),
                 request.supervision.clone(),
                 root,
@@ -465,7 +465,7 @@ impl AcpBackend {
 
 #[async_trait]
 impl Backend for AcpBackend {
-    fn confinement(&self) -> legate_sandbox::Enforcement {
+    fn confinement(&self) -> legate_confine::Enforcement {
         Confinement::probe()
     }
 

@@ -6,14 +6,14 @@
 //! (synchronous) supervisor, and `fs/*` touch only the local disk.
 
 use super::fs;
-use super::state::Shared;
+use super::state::HandlerState;
 use super::translate;
 use agent_client_protocol::v1::schema as acp;
 use legate_core::{Decision, EventKind, Ruling};
 use tracing::{debug, error, info};
 
 /// A `session/update`: one event, sent now.
-pub(crate) fn session_update(shared: &Shared, notification: &acp::SessionNotification) {
+pub(crate) fn session_update(shared: &HandlerState, notification: &acp::SessionNotification) {
     if shared.is_replaying() {
         debug!(session_id = %notification.session_id, "history replayed by session/load skipped");
         return;
@@ -38,7 +38,7 @@ pub(crate) fn session_update(shared: &Shared, notification: &acp::SessionNotific
 /// A `session/request_permission`: the supervisor decides; the answer is an offered option
 /// id or `cancelled`, never anything else.
 pub(crate) fn permission(
-    shared: &Shared,
+    shared: &HandlerState,
     req: &acp::RequestPermissionRequest,
 ) -> acp::RequestPermissionResponse {
     let request =
@@ -101,7 +101,7 @@ pub(crate) fn permission(
 
 /// An `fs/read_text_file`.
 pub(crate) async fn read_text_file(
-    shared: &Shared,
+    shared: &HandlerState,
     req: &acp::ReadTextFileRequest,
 ) -> Result<acp::ReadTextFileResponse, agent_client_protocol::Error> {
     let result = match shared.beneath() {
@@ -114,7 +114,7 @@ pub(crate) async fn read_text_file(
 
 /// An `fs/write_text_file`.
 pub(crate) async fn write_text_file(
-    shared: &Shared,
+    shared: &HandlerState,
     req: &acp::WriteTextFileRequest,
 ) -> Result<acp::WriteTextFileResponse, agent_client_protocol::Error> {
     let mode = shared.supervision().mode;
@@ -126,7 +126,12 @@ pub(crate) async fn write_text_file(
     result.map_err(|r| *r.error)
 }
 
-fn report_fs(shared: &Shared, op: &str, path: &std::path::Path, refused: Option<&fs::Refused>) {
+fn report_fs(
+    shared: &HandlerState,
+    op: &str,
+    path: &std::path::Path,
+    refused: Option<&fs::Refused>,
+) {
     match refused {
         None => debug!(op, path = %path.display(), "fs access served"),
         Some(r) => info!(op, path = %path.display(), reason = %r.reason, "fs access refused"),
@@ -213,7 +218,7 @@ mod tests {
             owned: true,
             allow_execute: false,
         };
-        let shared = Shared::new(
+        let shared = HandlerState::new(
             Arc::new(Answers(verdict)),
             Supervision {
                 boundary,

@@ -35,7 +35,7 @@ pub(crate) fn spawn(
     root: &Path,
     state_dir: Option<&Path>,
     launch: &Launch,
-    confinement: legate_sandbox::Prepared,
+    confinement: legate_confine::Prepared,
     marker: &str,
 ) -> Result<Child> {
     let parent: Vec<_> = std::env::vars_os().collect();

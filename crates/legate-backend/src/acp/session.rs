@@ -10,7 +10,7 @@
 use super::handlers;
 use super::models::{self, ModelOption, Selection};
 use super::process::{Cleanup, ProcessGroup, describe_exit};
-use super::state::Shared;
+use super::state::HandlerState;
 use super::translate;
 use super::transport;
 use crate::selection::{self, ModelList};
@@ -54,7 +54,7 @@ impl Connection {
     pub(crate) async fn start(
         stdin: tokio::process::ChildStdin,
         stdout: tokio::process::ChildStdout,
-        shared: Arc<Shared>,
+        shared: Arc<HandlerState>,
     ) -> Result<Self> {
         let transport = transport::lines(stdin, stdout, shared.clone());
         let (cx_tx, cx_rx) = oneshot::channel::<ConnectionTo<Agent>>();
@@ -152,7 +152,7 @@ pub(crate) async fn request_error(
     e: &agent_client_protocol::Error,
     process: &ProcessGroup,
     connection: &Connection,
-    shared: &Shared,
+    shared: &HandlerState,
     phase_code: ErrorCode,
 ) -> Error {
     // The transport ended the connection because the agent broke the protocol.
@@ -213,7 +213,7 @@ pub(crate) async fn exited(
     what: &str,
     status: &std::process::ExitStatus,
     process: &ProcessGroup,
-    shared: &Shared,
+    shared: &HandlerState,
     code: ErrorCode,
 ) -> Error {
     if process.is_stopping() {
@@ -234,7 +234,7 @@ pub(crate) async fn exited(
 }
 
 /// Clears the route when a turn ends, however it ends (including being dropped).
-struct TurnGuard<'a>(&'a Shared);
+struct TurnGuard<'a>(&'a HandlerState);
 
 impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
@@ -247,7 +247,7 @@ pub struct AcpSession {
     pub(crate) session_id: String,
     pub(crate) info: AgentInfo,
     pub(crate) resumed: bool,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<HandlerState>,
     pub(crate) connection: Connection,
     pub(crate) process: ProcessGroup,
     pub(crate) turn: tokio::sync::Mutex<()>,
@@ -311,7 +311,7 @@ impl AcpSession {
             Selection::Keep => Ok(option.map(|o| o.current)),
             Selection::Ignored(id) => {
                 info!(agent = %self.agent_name, model = %id, "the agent offers no models; model ignored");
-                sink.send(legate_core::EventKind::Workspace {
+                sink.send(legate_core::EventKind::Notice {
                     message: format!(
                         "agent `{}` offers no model selection, so model {id} was ignored",
                         self.agent_name
@@ -370,7 +370,7 @@ impl AcpSession {
                 let config_id = updated.config_id.clone();
                 *self.model.lock().unwrap_or_else(|p| p.into_inner()) = Some(updated);
                 info!(agent = %self.agent_name, model = %current, "model selected");
-                sink.send(legate_core::EventKind::Workspace {
+                sink.send(legate_core::EventKind::Notice {
                     message: format!("model {current} selected"),
                     detail: serde_json::json!({ "model": current, "configId": config_id }),
                 });

@@ -39,7 +39,7 @@ struct Route {
 
 /// State shared by the session and its handlers.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct HandlerState {
     route: Mutex<Route>,
     last_stderr: Mutex<Option<String>>,
     /// Why the transport ended the connection, when the agent broke the protocol.
@@ -56,7 +56,7 @@ pub(crate) struct Shared {
     _session_tmp: Option<SessionTmp>,
 }
 
-impl Shared {
+impl HandlerState {
     pub(crate) fn new(
         supervisor: Arc<dyn Supervisor>,
         supervision: Supervision,
@@ -101,7 +101,7 @@ impl Shared {
         Ok(root)
     }
 
-    /// Routes events to `sink` until [`Shared::clear`]. `mode` is the running task's mode
+    /// Routes events to `sink` until [`HandlerState::clear`]. `mode` is the running task's mode
     /// (`None` while opening).
     pub(crate) fn route_to(&self, sink: EventSink, mode: Option<TaskMode>) {
         let mut r = lock(&self.route);
@@ -160,7 +160,7 @@ impl Shared {
         if r.stderr_sent <= MAX_STDERR_EVENTS {
             sink.send(EventKind::Stderr { line });
         } else if r.stderr_sent == MAX_STDERR_EVENTS + 1 {
-            sink.send(EventKind::Workspace {
+            sink.send(EventKind::Notice {
                 message: format!(
                     "the agent wrote more than {MAX_STDERR_EVENTS} lines on stderr in this turn; the rest were dropped"
                 ),
@@ -185,7 +185,7 @@ impl Shared {
         r.malformed += usize::from(counted);
         r.notices_sent += 1;
         if r.notices_sent <= MAX_STDOUT_NOTICES {
-            sink.send(EventKind::Workspace {
+            sink.send(EventKind::Notice {
                 message: format!(
                     "a line the agent wrote on stdout is not JSON-RPC Legate can use: {problem}"
                 ),

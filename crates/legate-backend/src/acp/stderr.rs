@@ -2,9 +2,9 @@
 //!
 //! Each line is cut to [`MAX_LINE`] bytes (the rest of an over-long line is read and
 //! discarded, never buffered); invalid UTF-8 is replaced. Counting per turn and routing are
-//! [`Shared::stderr_line`]'s job.
+//! [`HandlerState::stderr_line`]'s job.
 
-use super::state::Shared;
+use super::state::HandlerState;
 use super::translate::truncate;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
@@ -14,7 +14,7 @@ use tracing::debug;
 pub(crate) const MAX_LINE: usize = 2 * 1024;
 
 /// Reads `stderr` until EOF in a background task.
-pub(crate) fn spawn(stderr: impl AsyncRead + Unpin + Send + 'static, shared: Arc<Shared>) {
+pub(crate) fn spawn(stderr: impl AsyncRead + Unpin + Send + 'static, shared: Arc<HandlerState>) {
     tokio::spawn(async move {
         let mut reader = BufReader::new(stderr);
         let mut line: Vec<u8> = Vec::new();
@@ -54,7 +54,7 @@ pub(crate) fn spawn(stderr: impl AsyncRead + Unpin + Send + 'static, shared: Arc
     });
 }
 
-fn emit(shared: &Shared, raw: &[u8], overflow: bool) {
+fn emit(shared: &HandlerState, raw: &[u8], overflow: bool) {
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches('\r');
     let mut line = truncate(text, MAX_LINE);

@@ -1,6 +1,6 @@
 //! The only `unsafe` code of the ACP driver: the pre-exec hook that makes the agent die with
 //! Legate, and process-group signals. Confining it (Landlock) goes through
-//! `legate_sandbox::confine_command`, which owns that hook.
+//! `legate_confine::confine_command`, which owns that hook.
 #![allow(unsafe_code)]
 
 use tokio::process::Command;
@@ -84,9 +84,9 @@ pub(crate) const SIGKILL: i32 = libc::SIGKILL;
 /// Confines the child with `prepared` between `fork` and `exec`. Register it after
 /// [`die_with_parent`]: hooks run in the order they were added. Once the hook ran, the agent
 /// and everything it starts can write only where the confinement allows. The hook itself is
-/// registered by `legate-sandbox` (`confine_command`), which owns that `unsafe`.
-pub(crate) fn confine(cmd: &mut Command, prepared: legate_sandbox::Prepared) {
-    legate_sandbox::confine_command(cmd.as_std_mut(), prepared);
+/// registered by `legate-confine` (`confine_command`), which owns that `unsafe`.
+pub(crate) fn confine(cmd: &mut Command, prepared: legate_confine::Prepared) {
+    legate_confine::confine_command(cmd.as_std_mut(), prepared);
 }
 
 /// Whether Legate runs with effective user id 0.

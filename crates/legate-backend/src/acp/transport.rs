@@ -24,7 +24,7 @@
 //! session is then dead and its processes are stopped). Messages outside a turn have no task
 //! to be reported on and are not counted. Invalid UTF-8 is replaced.
 
-use super::state::Shared;
+use super::state::HandlerState;
 use super::translate;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Lines, RawJsonRpcId};
@@ -196,7 +196,7 @@ fn check_params(method: &str, params: &str) -> Result<(), Problem> {
 }
 
 /// Ends the connection with `message` as the reason the turn fails.
-fn give_up<S>(shared: &Shared, message: String) -> Option<(io::Result<String>, Option<S>)> {
+fn give_up<S>(shared: &HandlerState, message: String) -> Option<(io::Result<String>, Option<S>)> {
     warn!(reason = %message, "ending the connection to a misbehaving agent");
     shared.fail_protocol(message.clone());
     Some((
@@ -209,7 +209,7 @@ fn give_up<S>(shared: &Shared, message: String) -> Option<(io::Result<String>, O
 pub(crate) fn lines(
     stdin: impl AsyncWrite + Unpin + Send + 'static,
     stdout: impl AsyncRead + Unpin + Send + 'static,
-    shared: Arc<Shared>,
+    shared: Arc<HandlerState>,
 ) -> Lines<
     impl Sink<String, Error = io::Error> + Send + 'static,
     impl Stream<Item = io::Result<String>> + Send + 'static,

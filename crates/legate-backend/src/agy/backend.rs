@@ -20,8 +20,8 @@ use crate::{
     AgentInfo, AgentSession, Backend, Canceller, EventSink, SessionRequest, Turn, TurnOutcome,
 };
 use async_trait::async_trait;
+use legate_confine::{Confinement, Requirement};
 use legate_core::{AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, TaskMode};
-use legate_sandbox::{Confinement, Requirement};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -184,7 +184,7 @@ impl AgyBackend {
                 None => resume = Some(old.to_string()),
                 Some(why) => {
                     warn!(agent = %spec.name, session_id = %old, reason = why, "earlier conversation not continued");
-                    sink.send(EventKind::Workspace {
+                    sink.send(EventKind::Notice {
                         message: format!("the earlier conversation {old} could not be continued: {why}; a new one is started"),
                         detail: serde_json::json!({ "sessionId": old }),
                     });
@@ -257,7 +257,7 @@ impl AgyBackend {
 
 #[async_trait]
 impl Backend for AgyBackend {
-    fn confinement(&self) -> legate_sandbox::Enforcement {
+    fn confinement(&self) -> legate_confine::Enforcement {
         Confinement::probe()
     }
 
@@ -352,7 +352,7 @@ impl AgySession {
             .or_else(|| tr.step_usage.clone());
         let warn_event = |why: String| {
             warn!(agent = %self.spec.name, reason = %why, "agy usage not available for this turn");
-            sink.send(EventKind::Workspace {
+            sink.send(EventKind::Notice {
                 message: format!("usage not available for this turn: {why}"),
                 detail: serde_json::json!({ "warning": "usage", "reason": why }),
             });
@@ -521,7 +521,7 @@ impl AgentSession for AgySession {
             json_schema: schema.as_ref().map(|s| s.arg.clone()),
         };
         let argv = args::build(&self.discovery.capabilities, &options)?;
-        sink.send(EventKind::Workspace {
+        sink.send(EventKind::Notice {
             message: format!(
                 "agy {}: {} conversation, model {}",
                 self.discovery.version,

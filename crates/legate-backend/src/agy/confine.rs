@@ -1,7 +1,7 @@
 //! What an `agy` process may write, and the Landlock ruleset that holds it to that.
 //!
 //! Every process the agy driver spawns (`--version`, `--help`, `models`, each run) is confined
-//! like an ACP agent (`legate-sandbox`, applied between `fork` and `exec`). Unlike an ACP
+//! like an ACP agent (`legate-confine`, applied between `fork` and `exec`). Unlike an ACP
 //! agent, `agy` keeps the user's `HOME` (it needs the user's profile and keyring to find its
 //! login), so what it may write is decided here:
 //!
@@ -12,16 +12,16 @@
 //!   Antigravity IDE's `~/.gemini/antigravity`, your dotfiles) stays read-only;
 //! * a private temp directory, `<state>/tmp` (mode 0700), given as `TMPDIR`, `TMP` and
 //!   `TEMP` unless the agent's `env` sets them;
-//! * `/dev/null` and pseudo-terminals ([`legate_sandbox::WRITABLE_DEVICES`]).
+//! * `/dev/null` and pseudo-terminals ([`legate_confine::WRITABLE_DEVICES`]).
 //!
 //! Legate's own state directory for the agent (`$LEGATE_HOME/agents/<name>/`: usage totals,
 //! the saved model, blocked-workspace marks) is *not* writable: `agy` must not be able to
 //! forge its usage or lift a block. Like an ACP agent's, its processes do not see Legate's
 //! home or token files (the session request's `hidden` paths), only the writable
-//! directories beneath them, and not Legate's processes (`legate_sandbox::IsolationReport`).
+//! directories beneath them, and not Legate's processes (`legate_confine::IsolationReport`).
 
+use legate_confine::{Confinement, Prepared, Requirement};
 use legate_core::{AgentSpec, Error, ErrorCode, EventKind, Result};
-use legate_sandbox::{Confinement, Prepared, Requirement};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -131,14 +131,14 @@ impl Fence {
             .prepare(Requirement::BestEffort)
             .map(|p| p.isolation())
             .unwrap_or_default();
-        EventKind::Workspace {
+        EventKind::Notice {
             message: format!(
                 "agy process confinement: {enforcement}; {isolation}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
                 self.writable
                     .iter()
                     .map(|p| p.display().to_string())
                     .chain(
-                        legate_sandbox::WRITABLE_DEVICES
+                        legate_confine::WRITABLE_DEVICES
                             .iter()
                             .map(|d| d.to_string())
                     )

@@ -172,7 +172,7 @@ pub(crate) struct Probe {
 
 /// What a spawned `agy` may write: the confinement and whether it is required. `None` runs
 /// it unconfined.
-pub type Fenced<'a> = Option<(&'a legate_sandbox::Confinement, legate_sandbox::Requirement)>;
+pub type Fenced<'a> = Option<(&'a legate_confine::Confinement, legate_confine::Requirement)>;
 
 /// Runs `exe args` in `cwd` with `env`, in its own process group, stdin closed, confined by
 /// `fence`, for at most `limit`; the group is killed on timeout. Spawn failures map to `AGY_NOT_FOUND` or

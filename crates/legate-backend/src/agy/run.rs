@@ -51,7 +51,7 @@ pub(crate) struct RunSpec {
     /// The run's marker (`LEGATE_RUN`), which every process it starts inherits.
     pub(crate) marker: String,
     /// The ruleset applied between `fork` and `exec`; `None` runs it unconfined.
-    pub(crate) confinement: Option<legate_sandbox::Prepared>,
+    pub(crate) confinement: Option<legate_confine::Prepared>,
 }
 
 /// How a run ended.
@@ -73,7 +73,7 @@ struct StderrState {
     login_required: bool,
 }
 
-fn spawn(spec: &RunSpec, confinement: Option<legate_sandbox::Prepared>) -> Result<Child> {
+fn spawn(spec: &RunSpec, confinement: Option<legate_confine::Prepared>) -> Result<Child> {
     let mut cmd = Command::new(&spec.exe);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)

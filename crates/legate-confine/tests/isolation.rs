@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_sandbox::{Confinement, Requirement, confine_command};
+use legate_confine::{Confinement, Requirement, confine_command};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

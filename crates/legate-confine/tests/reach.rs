@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_sandbox::{Confinement, Enforcement, LegatePorts, Requirement, Signals, ports};
+use legate_confine::{Confinement, Enforcement, LegatePorts, Requirement, Signals, ports};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -37,7 +37,7 @@ fn confined_probe(registered: u16, free: u16) -> String {
         .env("REGISTERED", registered.to_string())
         .env("FREE", free.to_string())
         .env("SECRET_OF_LEGATE", "hunter2");
-    legate_sandbox::confine_command(&mut cmd, prepared);
+    legate_confine::confine_command(&mut cmd, prepared);
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
@@ -59,7 +59,7 @@ fn legate_ports_are_unreachable_and_signals_stay_in_the_domain() {
     assert!(ports::legate_ports().contains(&reg_port));
 
     let prepared = Confinement::new().prepare(Requirement::BestEffort).unwrap();
-    let abi4 = Confinement::probe_network() == legate_sandbox::Network::Denied
+    let abi4 = Confinement::probe_network() == legate_confine::Network::Denied
         && Confinement::probe() != Enforcement::None;
     if abi4 {
         assert_eq!(prepared.legate_ports(), LegatePorts::Unreachable);
@@ -108,7 +108,7 @@ fn legate_still_kills_a_scoped_child() {
     let mut cmd = Command::new("bash");
     cmd.args(["-c", "echo up; exec sleep 60"])
         .stdout(Stdio::piped());
-    legate_sandbox::confine_command(&mut cmd, prepared);
+    legate_confine::confine_command(&mut cmd, prepared);
     let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
@@ -129,7 +129,7 @@ fn net_port_layer_leaves_deny_network_whole() {
         .deny_network()
         .prepare(Requirement::BestEffort)
         .unwrap();
-    let denied = prepared.network() == legate_sandbox::Network::Denied;
+    let denied = prepared.network() == legate_confine::Network::Denied;
     if denied {
         assert_eq!(prepared.legate_ports(), LegatePorts::Unreachable);
         assert!(prepared.blocked_ports().is_empty(), "no layer needed");
@@ -139,7 +139,7 @@ fn net_port_layer_leaves_deny_network_whole() {
         "-c",
         &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo free=ok || echo free=err"),
     ]);
-    legate_sandbox::confine_command(&mut cmd, prepared);
+    legate_confine::confine_command(&mut cmd, prepared);
     let out = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
     if denied {
         assert!(out.contains("free=err"), "{out}");

@@ -3,12 +3,12 @@
 //! confinement (Landlock, mount and PID namespaces with a hidden home, the init, the
 //! capability drop), in one run.
 //!
-//! `cargo bench -p legate-sandbox --bench spawn`
+//! `cargo bench -p legate-confine --bench spawn`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use legate_sandbox::{Confinement, Requirement, confine_command};
+use legate_confine::{Confinement, Requirement, confine_command};
 use std::process::{Command, Stdio};
 
 fn true_cmd(dir: &std::path::Path) -> Command {

@@ -8,13 +8,13 @@
 //! * `spawn/today` and `spawn/port-layer`: fork, confine and exec `/bin/true`, and wait for it,
 //!   without and with the port layer (its `landlock_restrict_self` in the child).
 //!
-//! `cargo bench -p legate-sandbox --bench reach`. On a kernel without Landlock ABI 4 the
+//! `cargo bench -p legate-confine --bench reach`. On a kernel without Landlock ABI 4 the
 //! port-layer figures equal today's (there is no layer to build), and it says so.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use legate_sandbox::{Confinement, LegatePorts, Requirement, ports};
+use legate_confine::{Confinement, LegatePorts, Requirement, ports};
 use std::process::Command;
 
 fn confinement(dir: &std::path::Path) -> Confinement {
@@ -24,7 +24,7 @@ fn confinement(dir: &std::path::Path) -> Confinement {
 fn spawn_true(dir: &std::path::Path) {
     let prepared = confinement(dir).prepare(Requirement::BestEffort).unwrap();
     let mut cmd = Command::new("/bin/true");
-    legate_sandbox::confine_command(&mut cmd, prepared);
+    legate_confine::confine_command(&mut cmd, prepared);
     assert!(cmd.status().unwrap().success());
 }
 

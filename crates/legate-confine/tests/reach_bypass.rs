@@ -9,12 +9,12 @@
 //!   connects inside `tcp_sendmsg_fastopen`, without the `socket_connect` LSM hook.
 //!
 //! Both ways connected on Linux 6.18 (found attacking the port layer). The confinement's
-//! seccomp filter (`legate-sandbox/src/seccomp.rs`) now refuses both: these tests fail
+//! seccomp filter (`legate-confine/src/seccomp.rs`) now refuses both: these tests fail
 //! without it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
-use legate_sandbox::{Confinement, LegatePorts, Requirement, ports};
+use legate_confine::{Confinement, LegatePorts, Requirement, ports};
 use std::net::TcpListener;
 use std::process::Command;
 
@@ -65,11 +65,11 @@ fn bypass_child() {
     }
 }
 
-fn confined(prepared: legate_sandbox::Prepared, port: u16) -> String {
+fn confined(prepared: legate_confine::Prepared, port: u16) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "bypass_child", "--nocapture", "--test-threads=1"])
         .env(CHILD, port.to_string());
-    legate_sandbox::confine_command(&mut cmd, prepared);
+    legate_confine::confine_command(&mut cmd, prepared);
     let out = cmd.output().unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -111,7 +111,7 @@ fn deny_network_holds_for_every_way_of_connecting() {
         .deny_network()
         .prepare(Requirement::BestEffort)
         .unwrap();
-    if prepared.network() != legate_sandbox::Network::Denied {
+    if prepared.network() != legate_confine::Network::Denied {
         eprintln!("no Landlock network rules here: nothing to test");
         return;
     }

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_sandbox::{Confinement, Enforcement, Requirement};
+use legate_confine::{Confinement, Enforcement, Requirement};
 use std::path::Path;
 use std::process::Command;
 
