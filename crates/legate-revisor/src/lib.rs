@@ -108,6 +108,7 @@
 mod agent;
 mod hook;
 pub mod instruction;
+mod shell;
 mod summary;
 mod turn;
 
