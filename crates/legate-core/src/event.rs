@@ -334,4 +334,26 @@ mod tests {
             assert_eq!(back, k);
         }
     }
+
+    #[test]
+    fn a_notice_is_stored_as_notice_and_an_older_workspace_event_reads_back_as_one() {
+        let notice = EventKind::Notice {
+            message: "copy ready".into(),
+            detail: serde_json::json!({"event": "copy.ready"}),
+        };
+        let v = serde_json::to_value(&notice).unwrap();
+        assert_eq!(v["type"], "notice");
+        let old = serde_json::json!({
+            "type": "workspace", "message": "copy ready", "detail": {"event": "copy.ready"}
+        });
+        let back: EventKind = serde_json::from_value(old).unwrap();
+        assert_eq!(back, notice);
+        // The same through a stored event, whose kind is flattened beside its fields.
+        let stored = serde_json::json!({
+            "taskId": "t1", "seq": 3, "at": 1_767_225_600_000_i64,
+            "type": "workspace", "message": "copy ready", "detail": {"event": "copy.ready"}
+        });
+        let event: Event = serde_json::from_value(stored).unwrap();
+        assert_eq!(event.kind, notice);
+    }
 }
