@@ -263,3 +263,80 @@ pub(crate) fn validate_model(model: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use legate_core::ErrorCode;
+    use proptest::prelude::*;
+
+    fn agent(kind: AgentKind) -> AgentSpec {
+        AgentSpec {
+            name: "a".into(),
+            kind,
+            command: "a".into(),
+            args: vec![],
+            env: Default::default(),
+            preset: None,
+            allow_execute: false,
+            terminal: false,
+            description: None,
+            model: None,
+            inherit_env: Vec::new(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_context_id_is_accepted_exactly_when_short_and_free_of_controls(c in "\\PC{0,80}|[\\x00-\\x1f\\x7f\\u{85}a-z]{0,8}|a{250,260}") {
+            let ok = !c.is_empty() && c.len() <= MAX_CONTEXT_ID_BYTES && !c.chars().any(char::is_control);
+            match validate_context_id(&c) {
+                Ok(kept) => { prop_assert!(ok); prop_assert_eq!(kept, c); }
+                Err(e) => { prop_assert!(!ok); prop_assert_eq!(e.code, ErrorCode::InvalidInput); }
+            }
+        }
+
+        #[test]
+        fn a_model_is_accepted_exactly_when_short_and_of_safe_characters(m in "\\PC{0,40}|[a-zA-Z0-9._/:-]{0,140}|[a-z]{1,4}[ ;$`\\n\\x00][a-z]{0,4}") {
+            let ok = !m.is_empty() && m.len() <= 128 && m.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c));
+            prop_assert_eq!(validate_model(&m).is_ok(), ok, "{:?}", m);
+        }
+
+        #[test]
+        fn a_reply_is_refused_when_blank_or_over_the_limit(s in "[ \\t\\n]{0,8}|\\PC{1,20}") {
+            let ok = !s.trim().is_empty();
+            prop_assert_eq!(check_reply(&s).is_ok(), ok);
+        }
+    }
+
+    #[test]
+    fn sizes_are_bounded_at_the_limit_exactly() {
+        assert!(check_size("prompt", &"x".repeat(MAX_PROMPT_BYTES)).is_ok());
+        let err = check_size("prompt", &"x".repeat(MAX_PROMPT_BYTES + 1)).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidInput);
+        assert!(err.message.starts_with("the prompt is"), "{}", err.message);
+        assert!(check_reply(&"é".repeat(MAX_PROMPT_BYTES / 2 + 1)).is_err());
+    }
+
+    #[test]
+    fn a_json_schema_must_be_a_bounded_object_for_an_agy_agent() {
+        let agy = agent(AgentKind::Agy);
+        let schema = serde_json::json!({"type": "object"});
+        assert!(validate_json_schema(&schema, &agy).is_ok());
+        for not_object in [
+            serde_json::json!([]),
+            serde_json::json!("s"),
+            serde_json::json!(null),
+        ] {
+            assert_eq!(
+                validate_json_schema(&not_object, &agy).unwrap_err().code,
+                ErrorCode::InvalidInput
+            );
+        }
+        let huge = serde_json::json!({"description": "x".repeat(MAX_JSON_SCHEMA_BYTES)});
+        assert!(validate_json_schema(&huge, &agy).is_err());
+        let err = validate_json_schema(&schema, &agent(AgentKind::Acp)).unwrap_err();
+        assert!(err.message.contains("kind agy"), "{}", err.message);
+    }
+}

@@ -120,7 +120,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_task_that_panics_holding_its_places_gives_them_back() {
+    async fn a_task_aborted_or_panicking_while_holding_its_places_gives_them_back() {
         let slots = Arc::new(Slots::new(1, 1));
         let queued = slots.queue().unwrap();
         let held = slots.clone();
