@@ -3,9 +3,9 @@
 //! ended (`ending`); a waiting task is replied to or canceled here; recovery runs at start and
 //! housekeeping (cross-process cancels, checkpoints, idle sessions) in the background.
 //!
-//! This module owns the engine's shared state ([`Inner`]) and the stop signals of running
+//! This module owns the engine's shared state (`Inner`) and the stop signals of running
 //! tasks. It never speaks an agent protocol and never looks a backend up itself (`agents`
-//! does); every turn it starts goes through [`Engine::launch`].
+//! does); every turn it starts goes through `Engine::launch`.
 
 use crate::accumulator::Accumulator;
 use crate::agents::Agents;
@@ -17,7 +17,10 @@ use crate::pool::Pool;
 use crate::request::{SubmitRequest, check_reply};
 use crate::runner::{self, Runner};
 use crate::slots::{SlotCounts, Slots};
-use legate_core::{Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskState, Timestamp};
+use legate_backend::Backend;
+use legate_core::{
+    AgentKind, Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskState, Timestamp,
+};
 use legate_store::{Store, TaskFilter, UsageFilter, UsageReport};
 use legate_supervisor::Supervisor;
 use std::collections::HashMap;
@@ -65,7 +68,7 @@ impl Engine {
     /// `SERVER_RESTARTED`, prunes old tasks, and starts the background loop.
     pub fn start(
         config: EngineConfig,
-        backends: HashMap<legate_core::AgentKind, Arc<dyn legate_backend::Backend>>,
+        backends: HashMap<AgentKind, Arc<dyn Backend>>,
         supervisor: Arc<dyn Supervisor>,
     ) -> Result<Engine> {
         let paths = config.paths.clone();
