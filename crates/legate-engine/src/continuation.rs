@@ -12,7 +12,8 @@
 //! This module never runs a turn itself and never re-sends a message: an input whose task was
 //! interrupted (say, by a restart) stays failed, visibly.
 
-use crate::engine::{Engine, MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::engine::Engine;
+use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskMode, TaskState, WorkspaceKind};
 use legate_store::{MessageClaim, MessageRecord, TaskFilter};
 use std::sync::Mutex;

@@ -9,29 +9,34 @@
 
 mod accumulator;
 mod admission;
+mod agents;
 mod budget;
 mod config;
 mod context_lock;
 mod continuation;
+mod ending;
 mod engine;
 mod fanout;
 mod integration_recovery;
+mod launcher;
 mod leftovers;
 mod pool;
 mod records;
+mod request;
 mod review;
 pub mod runner;
+mod slots;
+mod turn;
 
 pub use admission::SessionCounts;
+pub use agents::preset_for;
 pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, Paths};
 pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
     MessageRequest,
 };
-pub use engine::{
-    EMPTY_PROMPT_MESSAGE, Engine, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE, SubmitRequest,
-    WorkspaceRequest, preset_for,
-};
+pub use ending::{EMPTY_PROMPT_MESSAGE, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE};
+pub use engine::Engine;
 pub use fanout::Subscription;
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.
@@ -41,11 +46,13 @@ pub use legate_workspace::{
     ProjectFile, ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
 };
 pub use records::{ContextRecord, Records, TaskFilter};
+pub use request::{SubmitRequest, WorkspaceRequest};
 pub use review::{
     ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
     ReviewRecord, TestEvidence, TestSource, TestStatus,
 };
+pub use slots::SlotCounts;
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.
 /// `paths` locates the runners' locks: a task whose runner died is recovered (`failed` with

@@ -1,0 +1,218 @@
+//! The agent registry: the configured agents' specs, the backend of each kind this build can
+//! run, the supervisor's preset for an agent ([`preset_for`]), how much confinement an agent's
+//! process gets, and the calls that start an agent without a task (probes, model lists) or
+//! read and save its model preference.
+//!
+//! This module owns the backends map: it is the only place the engine looks a backend up.
+//! It never runs a task's turn and never stores anything in the task store; a probe's
+//! throwaway directory is removed before the call returns.
+
+use crate::engine::Engine;
+use crate::request::validate_model;
+use legate_backend::{AgentInfo, Backend, EventSink, SessionRequest};
+use legate_core::{AgentKind, AgentSpec, Error, ErrorCode, Result, TaskMode};
+use legate_supervisor::{Preset, Supervision};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The configured agents and the backends that run them.
+#[derive(Debug)]
+pub(crate) struct Agents {
+    specs: BTreeMap<String, AgentSpec>,
+    backends: HashMap<AgentKind, Arc<dyn Backend>>,
+}
+
+impl Agents {
+    pub(crate) fn new(
+        specs: BTreeMap<String, AgentSpec>,
+        backends: HashMap<AgentKind, Arc<dyn Backend>>,
+    ) -> Self {
+        Self { specs, backends }
+    }
+
+    /// A configured agent; `AGENT_NOT_FOUND` naming the configured ones.
+    pub(crate) fn spec(&self, name: &str) -> Result<&AgentSpec> {
+        self.specs.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.specs.keys().map(String::as_str).collect();
+            Error::new(
+                ErrorCode::AgentNotFound,
+                format!(
+                    "no agent is named {name:?}; configured: {}",
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// A configured agent this build has a backend for; `AGENT_NOT_FOUND` otherwise.
+    pub(crate) fn runnable(&self, name: &str) -> Result<AgentSpec> {
+        let agent = self.spec(name)?;
+        if !self.backends.contains_key(&agent.kind) {
+            return Err(Error::new(
+                ErrorCode::AgentNotFound,
+                format!(
+                    "agent {name:?} is of kind {} which this build cannot run",
+                    agent.kind.as_str()
+                ),
+            ));
+        }
+        Ok(agent.clone())
+    }
+
+    /// The backend that runs `agent`; `AGENT_NOT_FOUND` when this build has none for its kind.
+    pub(crate) fn backend(&self, agent: &AgentSpec) -> Result<Arc<dyn Backend>> {
+        self.backends
+            .get(&agent.kind)
+            .cloned()
+            .ok_or_else(|| Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind"))
+    }
+
+    /// The confinement `agent`'s backend reports (none without a backend).
+    fn enforcement(&self, agent: &AgentSpec) -> legate_confine::Enforcement {
+        self.backends
+            .get(&agent.kind)
+            .map_or(legate_confine::Enforcement::None, |b| b.confinement())
+    }
+}
+
+impl Engine {
+    /// A configured agent.
+    pub fn agent(&self, name: &str) -> Result<&AgentSpec> {
+        self.agents().spec(name)
+    }
+
+    /// How much confinement the kernel enforces on `name`'s agent process (the backend's
+    /// report for its kind). `CONFINEMENT_UNAVAILABLE` when the configuration requires
+    /// confinement and it would not be enforced at all.
+    pub fn confinement(&self, name: &str) -> Result<legate_confine::Enforcement> {
+        let agent = self.agent(name)?;
+        let enforcement = self.agents().enforcement(agent);
+        if enforcement == legate_confine::Enforcement::None
+            && self.config().confinement == legate_confine::Requirement::Required
+        {
+            return Err(Error::new(
+                ErrorCode::ConfinementUnavailable,
+                format!(
+                    "confinement = \"required\", but agent `{name}`'s process would not be confined (no Landlock in this kernel, or a backend that does not confine)"
+                ),
+            ));
+        }
+        Ok(enforcement)
+    }
+
+    /// A session request for agent `name` in a throwaway directory under
+    /// `$LEGATE_HOME/probes/` (read-only, nothing stored), with its backend. The caller
+    /// removes the directory.
+    fn probe_request(&self, name: &str) -> Result<(Arc<dyn Backend>, SessionRequest)> {
+        // Nothing starts unconfined under `confinement = "required"`.
+        self.confinement(name)?;
+        let agent = self.agent(name)?.clone();
+        let backend = self.agents().backend(&agent)?;
+        let probes = self.config().paths.home().join("probes");
+        let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
+        let request = SessionRequest {
+            agent: agent.clone(),
+            boundary: boundary.clone(),
+            supervisor: self.supervisor(),
+            supervision: Supervision {
+                boundary,
+                mode: TaskMode::ReadOnly,
+                preset: preset_for(&agent),
+            },
+            resume_session_id: None,
+            state_dir: Some(self.config().state_dir(&agent.name)),
+            blocked_dir: Some(self.config().paths.blocked()),
+            hidden: self.config().hidden_paths(),
+        };
+        Ok((backend, request))
+    }
+
+    /// Starts an agent for real (spawn, handshake, a session in a throwaway directory under
+    /// `$LEGATE_HOME/probes/`), then stops it. Nothing is prompted and nothing is stored.
+    /// An agent whose process would run unconfined under `confinement = "required"` is not
+    /// started: `CONFINEMENT_UNAVAILABLE`.
+    pub async fn probe(&self, name: &str, limit: Duration) -> Result<AgentInfo> {
+        let (backend, request) = self.probe_request(name)?;
+        let root = request.boundary.root.clone();
+        let (sink, _events) = EventSink::channel();
+        let opened = tokio::time::timeout(limit, backend.open(request, sink)).await;
+        let info = match opened {
+            Ok(Ok(session)) => {
+                let info = session.agent_info().clone();
+                session.shutdown().await;
+                Ok(info)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(start_timeout(limit)),
+        };
+        let _ = std::fs::remove_dir_all(&root);
+        info
+    }
+
+    /// The models agent `name` offers (`agy models`, or the model config option of an ACP
+    /// session opened in a throwaway directory and stopped), within `limit`. Nothing is
+    /// prompted and nothing is stored.
+    pub async fn models(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> Result<legate_backend::selection::ModelList> {
+        let (backend, request) = self.probe_request(name)?;
+        let root = request.boundary.root.clone();
+        let listed = tokio::time::timeout(limit, backend.models(request)).await;
+        let _ = std::fs::remove_dir_all(&root);
+        listed.unwrap_or_else(|_| Err(start_timeout(limit)))
+    }
+
+    /// Agent `name`'s saved model preference: `None` when there is none, `Some(Auto)` for a
+    /// saved Auto. Used when a task names no model, before the configured default.
+    pub fn model_preference(
+        &self,
+        name: &str,
+    ) -> Result<Option<legate_backend::selection::Choice>> {
+        self.agent(name)?;
+        legate_backend::selection::load_preference(self.config().paths.home(), name)
+    }
+
+    /// Saves agent `name`'s model preference (`None` removes it). The id is checked against
+    /// what the agent offers at its next run (`MODEL_NOT_AVAILABLE`), not here.
+    pub fn set_model_preference(
+        &self,
+        name: &str,
+        choice: Option<&legate_backend::selection::Choice>,
+    ) -> Result<()> {
+        self.agent(name)?;
+        if let Some(legate_backend::selection::Choice::Model(id)) = choice {
+            validate_model(id)?;
+        }
+        legate_backend::selection::save_preference(self.config().paths.home(), name, choice)
+    }
+}
+
+/// `AGENT_START_FAILED` for an agent that did not finish starting within `limit`.
+fn start_timeout(limit: Duration) -> Error {
+    Error::new(
+        ErrorCode::AgentStartFailed,
+        format!(
+            "the agent did not finish starting within {} s",
+            limit.as_secs()
+        ),
+    )
+}
+
+/// What the supervisor knows about an agent: its configured preset, revisor's own, or the
+/// generic one.
+pub fn preset_for(agent: &AgentSpec) -> Preset {
+    agent
+        .preset
+        .as_deref()
+        .and_then(Preset::by_name)
+        .unwrap_or_else(|| {
+            if agent.kind == AgentKind::Revisor {
+                Preset::revisor()
+            } else {
+                Preset::generic()
+            }
+        })
+}

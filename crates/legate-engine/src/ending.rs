@@ -1,0 +1,303 @@
+//! The ending of a turn: how a turn's result becomes the task's state and status message
+//! ([`TurnResult::into_ending`], [`ended`]), a copy task's patch check ([`Engine::settle`]),
+//! and storing the end once ([`Engine::finish`], [`Engine::end`]).
+//!
+//! This module owns the status messages a task ends with and the rule that a cancel accepted
+//! by the store before the end commits wins. It never runs an agent and never stores an end
+//! twice: the store's `end_task` decides, in one transaction, whether the end still applies.
+
+use crate::accumulator::Accumulator;
+use crate::engine::Engine;
+use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskState, Timestamp, WorkspaceKind};
+
+/// The status message of a task whose prompt was empty.
+pub const EMPTY_PROMPT_MESSAGE: &str =
+    "the message was empty; reply into this task with what you want done";
+
+/// The status message of a task whose agent asked for more input without saying anything.
+pub const INPUT_REQUIRED_MESSAGE: &str = "the agent needs more input; reply into this task";
+
+/// The status message of a task the agent refused (ACP stop reason `refusal`).
+pub const REJECTED_MESSAGE: &str = "the agent refused the task";
+
+/// The longest status message taken from an agent's answer, in bytes.
+const MAX_STATUS_FROM_ANSWER: usize = 4096;
+
+impl Engine {
+    /// A copy task's turn ended: compute its patch; a completed task whose patch may not
+    /// stand (read-only violation, change limit, blocked file) fails with that code.
+    pub(crate) async fn settle(&self, task: &Task, outcome: Ending) -> Ending {
+        if task.workspace != WorkspaceKind::Copy {
+            return outcome;
+        }
+        match self.settle_copy(task).await {
+            Some(e) if outcome.state == TaskState::Completed => Ending {
+                state: TaskState::Failed,
+                error: Some(e),
+                ..outcome
+            },
+            _ => outcome,
+        }
+    }
+
+    /// Stores the terminal state (or `input-required`, when the agent asked for input) and its
+    /// status event in one transaction, then tells.
+    pub(crate) fn finish(&self, task: &Task, ending: Ending) -> Result<()> {
+        if !self.end(task, ending, |s| !s.is_terminal())? {
+            tracing::warn!(task = %task.id, "the task had ended already; its turn's end was not stored");
+        }
+        Ok(())
+    }
+
+    /// Stores `ending` for `task` if its stored state passes `ends_from`, and tells; returns
+    /// whether it did. The end and any cancel request are ordered by the store: a cancel that
+    /// was accepted before this commits wins, whatever the turn did meanwhile.
+    pub(crate) fn end(
+        &self,
+        task: &Task,
+        ending: Ending,
+        ends_from: impl FnOnce(TaskState) -> bool,
+    ) -> Result<bool> {
+        let store = &self.store();
+        let stored = store.end_task(&task.id, |base, cancel_requested| {
+            if !ends_from(base.state) {
+                return None;
+            }
+            let ending = if cancel_requested && ending.state != TaskState::Canceled {
+                Ending {
+                    state: TaskState::Canceled,
+                    error: None,
+                    ..ending
+                }
+            } else {
+                ending
+            };
+            Some(ended(base, ending))
+        })?;
+        let Some((t, events)) = stored else {
+            return Ok(false);
+        };
+        store.set_runner(&t.id, None)?;
+        self.publish(&events);
+        if t.state == TaskState::InputRequired {
+            tracing::info!(task = %t.id, "the agent asked for input; the task waits for a reply");
+        } else {
+            tracing::info!(task = %t.id, state = %t.state, "task ended");
+        }
+        Ok(true)
+    }
+}
+
+/// How the turn itself went, before the result is folded in.
+pub(crate) enum TurnResult {
+    Completed {
+        stop_reason: String,
+        usage: Option<legate_core::Usage>,
+    },
+    Canceled {
+        stop_reason: Option<String>,
+        usage: Option<legate_core::Usage>,
+    },
+    Failed(Error),
+}
+
+impl TurnResult {
+    /// The task's state after the turn: `completed`, `rejected` for ACP's `refusal`,
+    /// `input-required` when the agent asked for input (and the task `can_wait`), `canceled`,
+    /// or `failed`/`auth-required` with the error.
+    pub(crate) fn into_ending(self, mut acc: Accumulator, can_wait: bool) -> Ending {
+        match self {
+            TurnResult::Completed { stop_reason, usage } => {
+                if let Some(u) = &usage {
+                    acc.add_usage(u);
+                }
+                let state = match stop_reason.as_str() {
+                    "refusal" => TaskState::Rejected,
+                    legate_backend::STOP_INPUT_REQUIRED if can_wait => TaskState::InputRequired,
+                    _ => TaskState::Completed,
+                };
+                let (result, usage) = acc.finish(Some(stop_reason));
+                Ending {
+                    state,
+                    error: None,
+                    result,
+                    usage,
+                }
+            }
+            TurnResult::Canceled { stop_reason, usage } => {
+                if let Some(u) = &usage {
+                    acc.add_usage(u);
+                }
+                Ending::canceled(stop_reason, acc)
+            }
+            TurnResult::Failed(e) => Ending::failed(e, acc),
+        }
+    }
+}
+
+/// The agent's answer as a status message (trimmed, bounded), or `fallback` when it said
+/// nothing.
+fn answer_or(answer: &str, fallback: &str) -> String {
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return fallback.to_string();
+    }
+    if answer.len() <= MAX_STATUS_FROM_ANSWER {
+        return answer.to_string();
+    }
+    let mut end = MAX_STATUS_FROM_ANSWER;
+    while !answer.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &answer[..end])
+}
+
+/// How a task's run ended (terminal, or `input-required`), ready to store.
+pub(crate) struct Ending {
+    pub(crate) state: TaskState,
+    pub(crate) error: Option<Error>,
+    pub(crate) result: legate_core::TaskResult,
+    pub(crate) usage: Option<legate_core::Usage>,
+}
+
+impl Ending {
+    pub(crate) fn canceled(stop_reason: Option<String>, acc: Accumulator) -> Self {
+        let (result, usage) = acc.finish(stop_reason);
+        Self {
+            state: TaskState::Canceled,
+            error: None,
+            result,
+            usage,
+        }
+    }
+
+    pub(crate) fn failed(error: Error, acc: Accumulator) -> Self {
+        let (result, usage) = acc.finish(None);
+        let state = if matches!(
+            error.code,
+            ErrorCode::AgentAuthRequired | ErrorCode::AgyAuthRequired
+        ) {
+            TaskState::AuthRequired
+        } else {
+            TaskState::Failed
+        };
+        Self {
+            state,
+            error: Some(error),
+            result,
+            usage,
+        }
+    }
+}
+
+/// `TASK_NOT_CANCELABLE` for a task that already ended.
+pub(crate) fn not_cancelable(task: &Task) -> Error {
+    Error::new(
+        ErrorCode::TaskNotCancelable,
+        format!("task {} already ended ({})", task.id, task.state),
+    )
+}
+
+/// Task `t` as `ending` leaves it, and the status event that says so.
+fn ended(mut t: Task, ending: Ending) -> (Task, Vec<EventKind>) {
+    let Ending {
+        state,
+        error,
+        result,
+        usage,
+    } = ending;
+    let note = match (result.refusal_note(), failed_tools_note(&result)) {
+        (Some(r), Some(f)) => Some(format!("{r}; {f}")),
+        (r, f) => r.or(f),
+    };
+    // What the supervisor refused travels with every ending but a question to the caller.
+    let noted = |head: String| match &note {
+        Some(n) => format!("{head}; {n}"),
+        None => head,
+    };
+    let message = match (&error, state) {
+        (Some(e), _) => Some(noted(e.message.clone())),
+        (None, TaskState::Canceled) => Some(noted("canceled".to_string())),
+        (None, TaskState::InputRequired) => Some(answer_or(&result.text, INPUT_REQUIRED_MESSAGE)),
+        (None, TaskState::Rejected) => Some(noted(answer_or(&result.text, REJECTED_MESSAGE))),
+        (None, _) => note,
+    };
+    t.state = state;
+    t.error = error.clone();
+    t.status_message = message.clone();
+    t.usage = usage;
+    t.result = Some(result);
+    t.updated_at = Timestamp::now();
+    let status = EventKind::Status {
+        state,
+        message,
+        error,
+    };
+    (t, vec![status])
+}
+
+/// "2 of 5 tool calls failed", when any did. Some agents (Codex) end a turn whose tools
+/// failed with `end_turn`, so a completed task says it here rather than look clean.
+fn failed_tools_note(result: &legate_core::TaskResult) -> Option<String> {
+    (result.failed_tool_calls > 0).then(|| {
+        // An agent may report a failed call it never announced (Gemini's refused shell).
+        let total = result.tool_calls.max(result.failed_tool_calls);
+        format!("{} of {total} tool calls failed", result.failed_tool_calls)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ended(stop_reason: &str, can_wait: bool) -> Ending {
+        let mut acc = Accumulator::default();
+        acc.add(&EventKind::Message {
+            text: "  Which file?\n".into(),
+        });
+        TurnResult::Completed {
+            stop_reason: stop_reason.into(),
+            usage: None,
+        }
+        .into_ending(acc, can_wait)
+    }
+
+    #[test]
+    fn the_stop_reason_decides_the_state() {
+        assert_eq!(ended("end_turn", true).state, TaskState::Completed);
+        assert_eq!(ended("max_tokens", true).state, TaskState::Completed);
+        assert_eq!(ended("refusal", true).state, TaskState::Rejected);
+        let asks = ended(legate_backend::STOP_INPUT_REQUIRED, true);
+        assert_eq!(asks.state, TaskState::InputRequired);
+        assert_eq!(asks.error, None);
+        assert_eq!(
+            asks.result.stop_reason.as_deref(),
+            Some(legate_backend::STOP_INPUT_REQUIRED)
+        );
+        // A copy task cannot wait: its copy is made afresh for each turn.
+        assert_eq!(
+            ended(legate_backend::STOP_INPUT_REQUIRED, false).state,
+            TaskState::Completed
+        );
+        let canceled = TurnResult::Canceled {
+            stop_reason: Some("cancelled".into()),
+            usage: None,
+        }
+        .into_ending(Accumulator::default(), true);
+        assert_eq!(canceled.state, TaskState::Canceled);
+    }
+
+    #[test]
+    fn the_status_of_a_question_is_the_answer_bounded() {
+        assert_eq!(answer_or("  Which file?\n", "fallback"), "Which file?");
+        assert_eq!(
+            answer_or(" \n", INPUT_REQUIRED_MESSAGE),
+            INPUT_REQUIRED_MESSAGE
+        );
+        let long = "é".repeat(MAX_STATUS_FROM_ANSWER);
+        let cut = answer_or(&long, "");
+        assert!(cut.len() <= MAX_STATUS_FROM_ANSWER + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
+    }
+}

@@ -1,0 +1,342 @@
+//! What a caller asks for when it submits or replies ([`SubmitRequest`], [`WorkspaceRequest`]),
+//! and the checks made before anything is stored: the agent (configured, and runnable by this
+//! build), the prompt's size, the context id and the workspace the context keeps, the model,
+//! the JSON Schema and the timeout.
+//!
+//! This module owns the limits on a caller's input and the order in which they are checked
+//! (that order decides which error a bad request gets). It never stores, queues or starts
+//! anything: a request that passes becomes a [`Checked`] submit, which the launcher stores.
+
+use crate::engine::Engine;
+use legate_core::{AgentKind, AgentSpec, Error, Result, TaskMode, WorkspaceKind};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the agent should work. A conversation keeps the workspace it started with: a later
+/// task of a context may name the same workspace again or leave it to the context
+/// ([`WorkspaceRequest::Context`]); naming another is `INVALID_WORKSPACE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkspaceRequest {
+    /// Wherever the context's earlier tasks worked; a new context gets its sandbox. What a
+    /// caller means when it names no workspace.
+    Context,
+    /// The context's sandbox (made on first use, reused after).
+    Sandbox,
+    /// A directory the caller names. It must exist and be a directory.
+    Shared(PathBuf),
+    /// A copy of the git project at `source` (its root), narrowed by `include_paths`, made
+    /// under `$LEGATE_HOME/copies/<task>/` with a private baseline; `criteria` are the
+    /// acceptance criteria `verify` checks. See `review`.
+    Copy {
+        /// The project's root directory (absolute).
+        source: PathBuf,
+        /// Relative files or directories to narrow the selection to; empty for all.
+        include_paths: Vec<String>,
+        /// Acceptance criteria, fixed for the task's life.
+        criteria: Vec<legate_workspace::Criterion>,
+    },
+}
+
+/// A request to delegate one task.
+#[derive(Debug, Clone)]
+pub struct SubmitRequest {
+    /// The agent's name; `None` for the configured default.
+    pub agent: Option<String>,
+    /// What to ask.
+    pub prompt: String,
+    /// Where it works.
+    pub workspace: WorkspaceRequest,
+    /// The conversation to continue; `None` starts a new one.
+    pub context_id: Option<String>,
+    /// Write or read-only.
+    pub mode: TaskMode,
+    /// Overrides the default timeout.
+    pub timeout: Option<Duration>,
+    /// The model to use: an id, `legate_core::AUTO_MODEL` for the agent's own choice, or
+    /// `None` for the saved preference or the configured default.
+    pub model: Option<String>,
+    /// The caller's id for the message this task answers (an A2A `messageId`), passed to the
+    /// agent with the prompt. Kept in memory only: it is not stored with the task.
+    pub message_id: Option<String>,
+    /// A JSON Schema (an object) the answer must follow: structured output, which only agents
+    /// of kind `agy` offer (`--json-schema`); `INVALID_INPUT` for another kind. Kept in memory
+    /// only, like `message_id`.
+    pub json_schema: Option<serde_json::Value>,
+}
+
+impl SubmitRequest {
+    /// A write task on the default agent, in a new context's sandbox.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        Self {
+            agent: None,
+            prompt: prompt.into(),
+            workspace: WorkspaceRequest::Context,
+            context_id: None,
+            mode: TaskMode::Write,
+            timeout: None,
+            model: None,
+            message_id: None,
+            json_schema: None,
+        }
+    }
+}
+
+/// The largest prompt accepted, in bytes.
+pub(crate) const MAX_PROMPT_BYTES: usize = 1 << 20;
+/// The longest context id accepted, in bytes.
+const MAX_CONTEXT_ID_BYTES: usize = 256;
+
+/// A copy workspace as asked for, checked: the project's root, the narrowed selection and the
+/// acceptance criteria, for the task's review record.
+pub(crate) struct CopyRequest {
+    pub(crate) source: PathBuf,
+    pub(crate) include_paths: Vec<String>,
+    pub(crate) criteria: Vec<legate_workspace::Criterion>,
+}
+
+/// A submit that passed its checks: what its task is stored with.
+pub(crate) struct Checked {
+    /// The agent that runs it (runnable by this build).
+    pub(crate) agent: AgentSpec,
+    /// The context it belongs to (the caller's, or a new one).
+    pub(crate) context_id: String,
+    /// The workspace's kind.
+    pub(crate) workspace: WorkspaceKind,
+    /// The shared directory, for a shared workspace.
+    pub(crate) root: Option<PathBuf>,
+    /// The copy to make, for a copy workspace.
+    pub(crate) copy: Option<CopyRequest>,
+    /// The turn's timeout (at least a second).
+    pub(crate) timeout: Duration,
+    /// The prompt is empty: the task waits for input instead of running.
+    pub(crate) empty: bool,
+}
+
+impl Engine {
+    /// Checks `request` without changing anything. `allow_empty`: an empty prompt is accepted
+    /// (the task will wait for input), except for a copy workspace.
+    pub(crate) fn check_submit(
+        &self,
+        request: &SubmitRequest,
+        allow_empty: bool,
+    ) -> Result<Checked> {
+        let agent_name = request
+            .agent
+            .clone()
+            .unwrap_or_else(|| self.config().default_agent.clone());
+        let agent = self.agents().runnable(&agent_name)?;
+        let empty = request.prompt.trim().is_empty();
+        if empty && (!allow_empty || matches!(request.workspace, WorkspaceRequest::Copy { .. })) {
+            return Err(Error::invalid_input("the prompt is empty"));
+        }
+        check_size("prompt", &request.prompt)?;
+        let (context_id, requested) = match &request.context_id {
+            Some(c) => {
+                let c = validate_context_id(c)?;
+                if let Some(existing) = self.store().context(&c)?
+                    && existing.agent != agent.name
+                {
+                    return Err(Error::invalid_input(format!(
+                        "context {c} belongs to agent {:?}, not {:?}",
+                        existing.agent, agent.name
+                    )));
+                }
+                let requested = self.kept_workspace(&c, &agent.name, request.workspace.clone())?;
+                (c, requested)
+            }
+            None => (uuid::Uuid::new_v4().to_string(), request.workspace.clone()),
+        };
+        let mut copy = None;
+        let (workspace, root) = match requested {
+            WorkspaceRequest::Context | WorkspaceRequest::Sandbox => (WorkspaceKind::Sandbox, None),
+            WorkspaceRequest::Copy {
+                source,
+                include_paths,
+                criteria,
+            } => {
+                let (source, include_paths) =
+                    self.check_copy_request(&source, &include_paths, &criteria)?;
+                copy = Some(CopyRequest {
+                    source,
+                    include_paths,
+                    criteria,
+                });
+                (WorkspaceKind::Copy, None)
+            }
+            WorkspaceRequest::Shared(dir) => {
+                let b = legate_workspace::shared(&dir, agent.allow_execute)?;
+                (WorkspaceKind::Shared, Some(b.root))
+            }
+        };
+        if let Some(model) = &request.model {
+            validate_model(model)?;
+        }
+        if let Some(schema) = &request.json_schema {
+            validate_json_schema(schema, &agent)?;
+        }
+        let timeout = request.timeout.unwrap_or(self.config().default_timeout);
+        if timeout.is_zero() {
+            return Err(Error::invalid_input(
+                "the timeout must be at least one second",
+            ));
+        }
+        Ok(Checked {
+            agent,
+            context_id,
+            workspace,
+            root,
+            copy,
+            timeout,
+            empty,
+        })
+    }
+}
+
+/// A reply into a waiting task must say something, within a prompt's limit.
+pub(crate) fn check_reply(prompt: &str) -> Result<()> {
+    if prompt.trim().is_empty() {
+        return Err(Error::invalid_input("the reply is empty"));
+    }
+    check_size("reply", prompt)
+}
+
+/// `what` (a prompt, a reply) is at most [`MAX_PROMPT_BYTES`].
+fn check_size(what: &str, text: &str) -> Result<()> {
+    if text.len() > MAX_PROMPT_BYTES {
+        return Err(Error::invalid_input(format!(
+            "the {what} is {} bytes; the limit is {MAX_PROMPT_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+fn validate_context_id(c: &str) -> Result<String> {
+    if c.is_empty() || c.len() > MAX_CONTEXT_ID_BYTES || c.chars().any(char::is_control) {
+        return Err(Error::invalid_input(format!(
+            "a context id must be 1 to {MAX_CONTEXT_ID_BYTES} bytes with no control characters"
+        )));
+    }
+    Ok(c.to_string())
+}
+
+/// The largest JSON Schema accepted for structured output, serialized, in bytes.
+const MAX_JSON_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// A schema for structured output must be a JSON object of at most
+/// [`MAX_JSON_SCHEMA_BYTES`], for an agent of kind `agy` (the only one that offers it).
+fn validate_json_schema(schema: &serde_json::Value, agent: &AgentSpec) -> Result<()> {
+    if !schema.is_object() {
+        return Err(Error::invalid_input(
+            "a JSON Schema for structured output must be a JSON object",
+        ));
+    }
+    let size = schema.to_string().len();
+    if size > MAX_JSON_SCHEMA_BYTES {
+        return Err(Error::invalid_input(format!(
+            "the JSON Schema is {size} bytes; the limit is {MAX_JSON_SCHEMA_BYTES}"
+        )));
+    }
+    if agent.kind != AgentKind::Agy {
+        return Err(Error::invalid_input(format!(
+            "agent `{}` (kind {}) cannot answer with structured output; a JSON Schema needs an agent of kind agy",
+            agent.name,
+            agent.kind.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// The longest model id accepted, in bytes.
+const MAX_MODEL_BYTES: usize = 128;
+
+pub(crate) fn validate_model(model: &str) -> Result<()> {
+    let ok = !model.is_empty()
+        && model.len() <= MAX_MODEL_BYTES
+        && model
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':'));
+    if !ok {
+        return Err(Error::invalid_input(format!(
+            "a model must be 1 to {MAX_MODEL_BYTES} letters, digits, '.', '_', '-', '/' or ':'"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use legate_core::ErrorCode;
+    use proptest::prelude::*;
+
+    fn agent(kind: AgentKind) -> AgentSpec {
+        AgentSpec {
+            name: "a".into(),
+            kind,
+            command: "a".into(),
+            args: vec![],
+            env: Default::default(),
+            preset: None,
+            allow_execute: false,
+            terminal: false,
+            description: None,
+            model: None,
+            inherit_env: Vec::new(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_context_id_is_accepted_exactly_when_short_and_free_of_controls(c in "\\PC{0,80}|[\\x00-\\x1f\\x7f\\u{85}a-z]{0,8}|a{250,260}") {
+            let ok = !c.is_empty() && c.len() <= MAX_CONTEXT_ID_BYTES && !c.chars().any(char::is_control);
+            match validate_context_id(&c) {
+                Ok(kept) => { prop_assert!(ok); prop_assert_eq!(kept, c); }
+                Err(e) => { prop_assert!(!ok); prop_assert_eq!(e.code, ErrorCode::InvalidInput); }
+            }
+        }
+
+        #[test]
+        fn a_model_is_accepted_exactly_when_short_and_of_safe_characters(m in "\\PC{0,40}|[a-zA-Z0-9._/:-]{0,140}|[a-z]{1,4}[ ;$`\\n\\x00][a-z]{0,4}") {
+            let ok = !m.is_empty() && m.len() <= 128 && m.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c));
+            prop_assert_eq!(validate_model(&m).is_ok(), ok, "{:?}", m);
+        }
+
+        #[test]
+        fn a_reply_is_refused_when_blank_or_over_the_limit(s in "[ \\t\\n]{0,8}|\\PC{1,20}") {
+            let ok = !s.trim().is_empty();
+            prop_assert_eq!(check_reply(&s).is_ok(), ok);
+        }
+    }
+
+    #[test]
+    fn sizes_are_bounded_at_the_limit_exactly() {
+        assert!(check_size("prompt", &"x".repeat(MAX_PROMPT_BYTES)).is_ok());
+        let err = check_size("prompt", &"x".repeat(MAX_PROMPT_BYTES + 1)).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidInput);
+        assert!(err.message.starts_with("the prompt is"), "{}", err.message);
+        assert!(check_reply(&"é".repeat(MAX_PROMPT_BYTES / 2 + 1)).is_err());
+    }
+
+    #[test]
+    fn a_json_schema_must_be_a_bounded_object_for_an_agy_agent() {
+        let agy = agent(AgentKind::Agy);
+        let schema = serde_json::json!({"type": "object"});
+        assert!(validate_json_schema(&schema, &agy).is_ok());
+        for not_object in [
+            serde_json::json!([]),
+            serde_json::json!("s"),
+            serde_json::json!(null),
+        ] {
+            assert_eq!(
+                validate_json_schema(&not_object, &agy).unwrap_err().code,
+                ErrorCode::InvalidInput
+            );
+        }
+        let huge = serde_json::json!({"description": "x".repeat(MAX_JSON_SCHEMA_BYTES)});
+        assert!(validate_json_schema(&huge, &agy).is_err());
+        let err = validate_json_schema(&schema, &agent(AgentKind::Acp)).unwrap_err();
+        assert!(err.message.contains("kind agy"), "{}", err.message);
+    }
+}

@@ -1,0 +1,168 @@
+//! The running and queued places: at most `max_running` turns run at once and at most
+//! `max_queued` tasks wait to start. A task holds a [`QueuedSlot`] from just before it is
+//! stored until it takes a [`RunningSlot`] (or ends first); each is given back by its guard's
+//! `Drop`, so a turn that fails, is canceled or panics at any stage frees its place.
+//!
+//! This module owns the two counts. It never decides which task runs next (the context's turn
+//! lock and the room in `admission` do that) and never releases a place by hand.
+
+use legate_core::{Error, ErrorCode, Result};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How many tasks of this engine run a turn and how many wait to start, now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotCounts {
+    /// Tasks holding one of the `max_running` places.
+    pub running: usize,
+    /// Tasks submitted (or replied to) that have not taken a running place yet.
+    pub queued: usize,
+}
+
+/// The places themselves.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    max_running: usize,
+    max_queued: usize,
+    running: Arc<Semaphore>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// A queued place, given back on drop.
+#[derive(Debug)]
+pub(crate) struct QueuedSlot {
+    queued: Arc<AtomicUsize>,
+}
+
+impl Drop for QueuedSlot {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A running place, given back on drop.
+#[derive(Debug)]
+pub(crate) struct RunningSlot {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Slots {
+    /// `max_running` (at least one) running places and `max_queued` queued ones.
+    pub(crate) fn new(max_running: usize, max_queued: usize) -> Self {
+        let max_running = max_running.max(1);
+        Self {
+            max_running,
+            max_queued,
+            running: Arc::new(Semaphore::new(max_running)),
+            queued: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Takes a queued place, or `QUEUE_FULL`. Counted before the task is stored, so two
+    /// submits cannot both take the last place.
+    pub(crate) fn queue(&self) -> Result<QueuedSlot> {
+        let before = self.queued.fetch_add(1, Ordering::SeqCst);
+        // From here the guard owns the increment: an early return gives it back.
+        let slot = QueuedSlot {
+            queued: self.queued.clone(),
+        };
+        if before >= self.max_queued {
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "{} tasks are already waiting; try again when one has started",
+                    self.max_queued
+                ),
+            ));
+        }
+        Ok(slot)
+    }
+
+    /// Waits for a running place. An error only when the places were closed (never while the
+    /// engine lives).
+    pub(crate) async fn run(&self) -> Result<RunningSlot> {
+        let permit = self
+            .running
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::internal("the engine is shutting down"))?;
+        Ok(RunningSlot { _permit: permit })
+    }
+
+    /// The counts now.
+    pub(crate) fn counts(&self) -> SlotCounts {
+        SlotCounts {
+            running: self
+                .max_running
+                .saturating_sub(self.running.available_permits()),
+            queued: self.queued.load(Ordering::SeqCst),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_refuses_and_gives_the_refused_place_back() {
+        let slots = Slots::new(1, 2);
+        let a = slots.queue().unwrap();
+        let _b = slots.queue().unwrap();
+        assert_eq!(slots.queue().unwrap_err().code, ErrorCode::QueueFull);
+        assert_eq!(slots.counts().queued, 2);
+        drop(a);
+        assert_eq!(slots.counts().queued, 1);
+        let _c = slots.queue().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_task_aborted_or_panicking_while_holding_its_places_gives_them_back() {
+        let slots = Arc::new(Slots::new(1, 1));
+        let queued = slots.queue().unwrap();
+        let held = slots.clone();
+        let (taken_tx, taken_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let _queued = queued;
+            let _running = held.run().await.unwrap();
+            let _ = taken_tx.send(());
+            std::future::pending::<()>().await;
+        });
+        taken_rx.await.unwrap();
+        assert_eq!(
+            slots.counts(),
+            SlotCounts {
+                running: 1,
+                queued: 1
+            }
+        );
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        assert_eq!(
+            slots.counts(),
+            SlotCounts {
+                running: 0,
+                queued: 0
+            }
+        );
+
+        let queued = slots.queue().unwrap();
+        let held = slots.clone();
+        let task = tokio::spawn(async move {
+            let _queued = queued;
+            let _running = held.run().await.unwrap();
+            panic!("a turn that panics");
+        });
+        assert!(task.await.unwrap_err().is_panic());
+        assert_eq!(
+            slots.counts(),
+            SlotCounts {
+                running: 0,
+                queued: 0
+            }
+        );
+    }
+}

@@ -1,0 +1,456 @@
+//! One turn of a task, from the queue to its end: the context's turn lock, room for the
+//! agent, a running place ([`Engine::drive`]); the workspace, the `working` status and the
+//! event pump ([`Engine::run`]); the context's session, continued or opened, and the prompt
+//! with its timeout and cancel ([`Engine::run_turn`], [`Engine::session_for`]).
+//!
+//! This module owns the order in which a turn takes what it needs (see `drive`) and the
+//! context's live session while a turn uses it. It never stores a task's end itself: every
+//! exit of `drive` hands an `Ending` to `ending`, and every place it took is given back by a
+//! guard, whatever way the turn ends.
+
+use crate::accumulator::Accumulator;
+use crate::agents::preset_for;
+use crate::ending::{Ending, TurnResult};
+use crate::engine::{Engine, Stop, lock};
+use crate::launcher::TurnInputs;
+use crate::runner;
+use crate::slots::QueuedSlot;
+use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, Turn};
+use legate_core::{
+    AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, Task, TaskId, TaskState, Timestamp,
+    WorkspaceKind,
+};
+use legate_store::ContextRecord;
+use legate_supervisor::Supervision;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+impl Engine {
+    fn context_lock(&self, context_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.inner.contexts)
+            .entry(context_id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// Runs one task from queue to terminal state. Every exit path ends the task.
+    pub(crate) async fn drive(
+        self,
+        task: Task,
+        agent: AgentSpec,
+        mut stop: watch::Receiver<Stop>,
+        inputs: TurnInputs,
+        queued: QueuedSlot,
+    ) {
+        let inner = &self.inner;
+        let id = task.id.clone();
+        // One turn at a time per context (in this process, then across processes), then room
+        // for the agent (fds, processes), then one of the running places. Room comes before
+        // the place: a task waiting for room must not hold a place that a task needing no new
+        // agent (a reply to a waiting task) could run in, and whose end would free the room.
+        let context_lock = self.context_lock(&task.context_id);
+        let claimed = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s != Stop::None) => None,
+            guards = async {
+                let ctx = context_lock.lock().await;
+                let turn = self.claim_turn(&task.context_id).await;
+                (ctx, turn)
+            } => Some(guards),
+        };
+        // The queued place is given back once the task has a running place or ends first.
+        let outcome = match claimed {
+            None => {
+                drop(queued);
+                Ending::canceled(None, Accumulator::default())
+            }
+            Some((_ctx, Err(e))) => {
+                drop(queued);
+                Ending::failed(e, Accumulator::default())
+            }
+            // Room for the agent, or the task keeps waiting (still `submitted`).
+            Some((_ctx, Ok(_turn))) => match self.admit(&task, &agent, &mut stop).await {
+                None => {
+                    drop(queued);
+                    Ending::canceled(None, Accumulator::default())
+                }
+                Some(room) => {
+                    let place = tokio::select! {
+                        biased;
+                        _ = stop.wait_for(|s| *s != Stop::None) => None,
+                        place = inner.slots.run() => Some(place),
+                    };
+                    drop(queued);
+                    match place {
+                        None => Ending::canceled(None, Accumulator::default()),
+                        Some(Ok(_running)) => {
+                            self.run(task.clone(), agent, &mut stop, inputs, room).await
+                        }
+                        Some(Err(e)) => Ending::failed(e, Accumulator::default()),
+                    }
+                }
+            },
+        };
+        let outcome = self.settle(&task, outcome).await;
+        if let Err(e) = self.finish(&task, outcome) {
+            tracing::error!(task = %id, error = %e, "could not store the end of a task");
+        }
+        lock(&inner.stops).remove(&id);
+        inner.budget.freed();
+    }
+
+    /// The admitted part of a task: workspace, session, turn.
+    async fn run(
+        &self,
+        mut task: Task,
+        agent: AgentSpec,
+        stop: &mut watch::Receiver<Stop>,
+        inputs: TurnInputs,
+        mut room: crate::budget::Reservation,
+    ) -> Ending {
+        let inner = &self.inner;
+        let confinement = match self.confinement(&agent.name) {
+            Ok(c) => c,
+            Err(e) => return Ending::failed(e, Accumulator::default()),
+        };
+        let mut copy_ready = None;
+        let mut attempt = 0;
+        let prepared = loop {
+            let prepared = if task.workspace == WorkspaceKind::Copy {
+                // A copy is new for each task: a live session of the context works elsewhere.
+                if let Some(old) = inner.pool.remove(&task.context_id) {
+                    old.shutdown().await;
+                }
+                self.prepare_copy(&task).await.map(|(b, ready)| {
+                    copy_ready = Some(ready);
+                    b
+                })
+            } else {
+                self.prepare_workspace(&task, &agent)
+            };
+            // Out of descriptors or processes: wait for room (still `submitted`), try again.
+            match prepared {
+                Err(e)
+                    if crate::budget::is_exhaustion(&e)
+                        && attempt < crate::budget::START_RETRIES =>
+                {
+                    attempt += 1;
+                    tracing::warn!(task = %task.id, attempt, error = %e, "the workspace could not be prepared for want of descriptors; waiting to try again");
+                    let need = self.start_need(&task, &agent);
+                    drop(room);
+                    match self.wait_for_room(need, stop, true, |_| {}).await {
+                        Some(r) => room = r,
+                        None => return Ending::canceled(None, Accumulator::default()),
+                    }
+                }
+                other => break other,
+            }
+        };
+        let boundary = match prepared {
+            Ok(b) => b,
+            Err(e) => return Ending::failed(e, Accumulator::default()),
+        };
+        task.root = Some(boundary.root.clone());
+        task.state = TaskState::Working;
+        task.updated_at = Timestamp::now();
+        let working = EventKind::Status {
+            state: TaskState::Working,
+            message: None,
+            error: None,
+        };
+        let ws_event = EventKind::Notice {
+            message: format!(
+                "{} workspace at {}",
+                task.workspace.as_str(),
+                boundary.root.display()
+            ),
+            detail: serde_json::json!({
+                "kind": task.workspace.as_str(),
+                "root": boundary.root,
+                "owned": boundary.owned,
+                "allowExecute": boundary.allow_execute,
+                "confinement": confinement.as_str(),
+            }),
+        };
+        let mut events = vec![working, ws_event];
+        events.extend(copy_ready);
+        match inner.store.update_task(&task, &events) {
+            Ok(events) => inner.fanout.publish(&events),
+            Err(e) => return Ending::failed(e, Accumulator::default()),
+        }
+
+        let (sink, stream) = EventSink::channel();
+        let pump = self.spawn_pump(task.id.clone(), stream);
+        let result = self
+            .run_turn(
+                &task,
+                &agent,
+                boundary,
+                sink,
+                stop,
+                TurnStart { inputs, room },
+            )
+            .await;
+        let acc = match pump.await {
+            Ok(acc) => acc,
+            Err(e) => {
+                tracing::error!(task = %task.id, error = %e, "event pump failed");
+                Accumulator::default()
+            }
+        };
+        // Backends that learn their session id during the turn (agy's conversation id) report
+        // it with a session event; keep the latest so the next task of the context resumes it.
+        if let Some(session_id) = acc.session_id()
+            && let Err(e) = self.record_session(&task, session_id)
+        {
+            tracing::warn!(task = %task.id, error = %e, "could not record the session id");
+        }
+        // A copy is made afresh for each turn, so a copy task cannot wait for a reply.
+        result.into_ending(acc, task.workspace != WorkspaceKind::Copy)
+    }
+
+    fn prepare_workspace(&self, task: &Task, agent: &AgentSpec) -> Result<Boundary> {
+        let inner = &self.inner;
+        match task.workspace {
+            WorkspaceKind::Shared => {
+                let root = task.root.clone().ok_or_else(|| {
+                    Error::internal("a shared task was stored without its directory")
+                })?;
+                legate_workspace::shared(&root, agent.allow_execute)
+            }
+            WorkspaceKind::Copy => Err(Error::internal(
+                "a copy workspace is prepared by prepare_copy",
+            )),
+            WorkspaceKind::Sandbox => {
+                let record = inner.store.context(&task.context_id)?;
+                let existing = record.as_ref().and_then(|r| r.sandbox_root.clone());
+                let mut boundary = legate_workspace::sandbox(
+                    &inner.config.paths.sandboxes(),
+                    &task.context_id,
+                    existing.as_deref(),
+                )?;
+                boundary.allow_execute = agent.allow_execute;
+                let mut record = record.unwrap_or_else(|| ContextRecord {
+                    context_id: task.context_id.clone(),
+                    agent: task.agent.clone(),
+                    session_id: None,
+                    sandbox_root: None,
+                    updated_at: Timestamp::now(),
+                });
+                record.sandbox_root = Some(boundary.root.clone());
+                record.updated_at = Timestamp::now();
+                inner.store.put_context(&record)?;
+                Ok(boundary)
+            }
+        }
+    }
+
+    /// Stores a turn's events in batches, then fans them out; folds them into the result.
+    fn spawn_pump(
+        &self,
+        task_id: TaskId,
+        mut stream: EventStream,
+    ) -> tokio::task::JoinHandle<Accumulator> {
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let mut acc = Accumulator::default();
+            let mut batch = Vec::with_capacity(256);
+            while stream.recv_many(&mut batch, 256).await > 0 {
+                for e in &batch {
+                    acc.add(e);
+                }
+                match inner.store.append_events(&task_id, &batch) {
+                    Ok(stored) => inner.fanout.publish(&stored),
+                    Err(e) => {
+                        tracing::error!(task = %task_id, error = %e, "could not store events")
+                    }
+                }
+                batch.clear();
+            }
+            acc
+        })
+    }
+
+    async fn run_turn(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        boundary: Boundary,
+        sink: EventSink,
+        stop: &mut watch::Receiver<Stop>,
+        start: TurnStart,
+    ) -> TurnResult {
+        let inner = &self.inner;
+        let TurnStart { inputs, room } = start;
+        let session = match self
+            .session_for(task, agent, boundary, &sink, stop, room)
+            .await
+        {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                return TurnResult::Canceled {
+                    stop_reason: None,
+                    usage: None,
+                };
+            }
+            Err(e) => return TurnResult::Failed(e),
+        };
+        let turn = Turn {
+            task_id: task.id.clone(),
+            prompt: task.prompt.clone(),
+            mode: task.mode,
+            model: task.model.clone(),
+            timeout: Some(Duration::from_secs(task.timeout_secs)),
+            message_id: inputs.message_id,
+            json_schema: inputs.json_schema,
+        };
+        let timeout = Duration::from_secs(task.timeout_secs);
+        let canceller = session.canceller();
+        let prompt = session.prompt(turn, sink);
+        tokio::pin!(prompt);
+        let mut cancel_wait = stop.clone();
+        let result = tokio::select! {
+            r = &mut prompt => match r {
+                Ok(o) if is_canceled(stop) || o.stop_reason == "cancelled" => {
+                    TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage }
+                }
+                Ok(o) => TurnResult::Completed { stop_reason: o.stop_reason, usage: o.usage },
+                Err(e) if is_canceled(stop) => {
+                    tracing::debug!(error = %e, "turn failed after cancel");
+                    TurnResult::Canceled { stop_reason: None, usage: None }
+                }
+                Err(e) => TurnResult::Failed(e),
+            },
+            _ = tokio::time::sleep(timeout) => {
+                session.shutdown().await;
+                let _ = (&mut prompt).await;
+                TurnResult::Failed(Error::new(
+                    ErrorCode::TaskTimeout,
+                    format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
+                ))
+            }
+            _ = async { drop(cancel_wait.wait_for(|s| *s == Stop::Cancel).await) } => {
+                canceller.cancel();
+                match tokio::time::timeout(inner.config.cancel_grace, &mut prompt).await {
+                    Ok(Ok(o)) => TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage },
+                    Ok(Err(_)) => TurnResult::Canceled { stop_reason: None, usage: None },
+                    Err(_) => {
+                        session.shutdown().await;
+                        let _ = (&mut prompt).await;
+                        TurnResult::Canceled { stop_reason: None, usage: None }
+                    }
+                }
+            }
+        };
+        if session.is_alive() {
+            let asks = task.workspace != WorkspaceKind::Copy
+                && matches!(&result, TurnResult::Completed { stop_reason, .. }
+                    if stop_reason == legate_backend::STOP_INPUT_REQUIRED);
+            let waiting = asks || self.waits_for_input(&task.context_id);
+            self.release_session(&task.context_id, waiting);
+        } else {
+            inner.pool.remove(&task.context_id);
+        }
+        result
+    }
+
+    /// The context's live session, or a new one (continuing the stored session id when the
+    /// agent can). `Ok(None)` when the task was canceled while the agent started.
+    async fn session_for(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        boundary: Boundary,
+        sink: &EventSink,
+        stop: &mut watch::Receiver<Stop>,
+        room: crate::budget::Reservation,
+    ) -> Result<Option<Arc<dyn AgentSession>>> {
+        let inner = &self.inner;
+        if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
+            drop(room);
+            sink.send(EventKind::Session {
+                session_id: session.session_id().to_string(),
+                resumed: true,
+            });
+            self.record_session(task, session.session_id())?;
+            return Ok(Some(session));
+        }
+        let backend = inner.agents.backend(agent)?;
+        let preset = preset_for(agent);
+        let resume = inner
+            .store
+            .context(&task.context_id)?
+            .and_then(|r| r.session_id);
+        let mut tagged = agent.clone();
+        tagged.env.insert(
+            runner::RUNNER_ENV.to_string(),
+            inner.runner.id().to_string(),
+        );
+        let request = SessionRequest {
+            agent: tagged,
+            boundary: boundary.clone(),
+            supervisor: inner.supervisor.clone(),
+            supervision: Supervision {
+                boundary,
+                mode: task.mode,
+                preset,
+            },
+            resume_session_id: resume,
+            state_dir: Some(inner.config.state_dir(&agent.name)),
+            blocked_dir: Some(inner.config.paths.blocked()),
+            hidden: inner.config.hidden_paths(),
+        };
+        let Some(opened) = self
+            .open_with_retries(&backend, request, sink, stop, room)
+            .await?
+        else {
+            return Ok(None);
+        };
+        // The backend reported the new session (and whether it was continued) on `sink`.
+        if let Some(old) = inner
+            .pool
+            .insert(&task.context_id, &agent.name, opened.clone())
+        {
+            old.shutdown().await;
+        }
+        self.record_session(task, opened.session_id())?;
+        Ok(Some(opened))
+    }
+
+    fn record_session(&self, task: &Task, session_id: &str) -> Result<()> {
+        if session_id.is_empty() {
+            // Not known yet (agy learns it from the first run's `init`).
+            return Ok(());
+        }
+        let store = &self.inner.store;
+        let mut record = store
+            .context(&task.context_id)?
+            .unwrap_or_else(|| ContextRecord {
+                context_id: task.context_id.clone(),
+                agent: task.agent.clone(),
+                session_id: None,
+                sandbox_root: None,
+                updated_at: Timestamp::now(),
+            });
+        record.session_id = Some(session_id.to_string());
+        record.updated_at = Timestamp::now();
+        store.put_context(&record)?;
+        if let Some(mut t) = store.task(&task.id)? {
+            t.session_id = Some(session_id.to_string());
+            store.update_task(&t, &[])?;
+        }
+        Ok(())
+    }
+}
+
+/// What a turn starts with besides its task: its inputs, and the room promised
+/// at admission (given back once the agent's session is open).
+struct TurnStart {
+    inputs: TurnInputs,
+    room: crate::budget::Reservation,
+}
+
+fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
+    *stop.borrow() == Stop::Cancel
+}
