@@ -463,25 +463,10 @@ mod tests {
 
     #[test]
     fn replayed_events_translate_the_same_way() {
-        let task = Task {
-            id: legate_core::TaskId("t1".into()),
-            context_id: "c1".into(),
-            agent: "tck".into(),
-            workspace: legate_core::WorkspaceKind::Sandbox,
-            root: None,
-            prompt: "p".into(),
-            mode: legate_core::TaskMode::Write,
-            model: None,
-            state: TaskState::Working,
-            error: None,
-            status_message: None,
-            usage: None,
-            result: None,
-            session_id: None,
-            timeout_secs: 60,
-            created_at: Timestamp(1),
-            updated_at: Timestamp(1),
-        };
+        let task = Task::new("t1", "c1", "tck", "p")
+            .with_state(TaskState::Working)
+            .with_timeout_secs(60)
+            .at(Timestamp(1));
         let kind = EventKind::Message {
             text: "hello\n".into(),
         };
