@@ -267,6 +267,10 @@ impl HarnessBuilder {
         let base = std::fs::canonicalize(dir.path())
             .unwrap_or_else(|e| panic!("cannot resolve {}: {e}", dir.path().display()));
         if let Some(files) = self.project.take() {
+            let files: Vec<(&str, &str)> = files
+                .iter()
+                .map(|(p, c)| (p.as_str(), c.as_str()))
+                .collect();
             make_project(&base.join("project"), &files);
         }
         let engine = self.engine_in(&base);
@@ -279,7 +283,7 @@ impl HarnessBuilder {
 }
 
 /// Writes `files` into a new git repository at `project` and commits them.
-pub fn make_project(project: &Path, files: &[(String, String)]) {
+pub fn make_project(project: &Path, files: &[(&str, &str)]) {
     for (path, content) in files {
         let file = project.join(path);
         if let Some(parent) = file.parent() {
@@ -319,6 +323,12 @@ impl EngineHarness {
     /// The harness's directory, resolved (the home and the project are inside it).
     pub fn base(&self) -> &Path {
         &self.base
+    }
+
+    /// Stops nothing, drops the engine and hands back the directory, for a test that starts
+    /// another engine on the same home (as another process would). Shut the engine down first.
+    pub fn into_dir(self) -> tempfile::TempDir {
+        self._dir
     }
 
     /// The engine's home, `<base>/home`.
