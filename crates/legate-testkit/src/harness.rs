@@ -55,7 +55,9 @@ pub struct TestAgent {
     name: String,
     kind: AgentKind,
     command: String,
+    args: Vec<String>,
     env: BTreeMap<String, String>,
+    preset: Option<String>,
     model: Option<String>,
     inherit_env: Vec<String>,
 }
@@ -67,7 +69,9 @@ impl TestAgent {
             name: name.to_string(),
             kind,
             command: command.as_ref().display().to_string(),
+            args: Vec::new(),
             env: BTreeMap::new(),
+            preset: None,
             model: None,
             inherit_env: Vec::new(),
         }
@@ -96,6 +100,20 @@ impl TestAgent {
         self
     }
 
+    /// The same agent started with these arguments.
+    #[must_use]
+    pub fn args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same agent with this preset (a real adapter's known quirks).
+    #[must_use]
+    pub fn preset(mut self, preset: &str) -> Self {
+        self.preset = Some(preset.to_string());
+        self
+    }
+
     /// The same agent with this configured model.
     #[must_use]
     pub fn model(mut self, model: &str) -> Self {
@@ -121,9 +139,9 @@ impl TestAgent {
             name: self.name.clone(),
             kind: self.kind,
             command: self.command.clone(),
-            args: vec![],
+            args: self.args.clone(),
             env: self.env.clone(),
-            preset: None,
+            preset: self.preset.clone(),
             allow_execute: false,
             terminal: false,
             description: None,
