@@ -84,3 +84,38 @@ pub async fn until_none_with_env(marker: &str, limit: Duration) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_live_process_has_not_exited_and_a_killed_one_has() {
+        let marker = format!("LEGATE_PROCS_TEST={}", std::process::id());
+        let (key, value) = marker.split_once('=').unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env(key, value)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(
+            with_env(&marker)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect::<Vec<_>>(),
+            [pid]
+        );
+        // Still running: the wait gives up at its limit and says so.
+        assert!(!exited(pid, Duration::from_millis(200)).await);
+        assert!(!until_none_with_env(&marker, Duration::from_millis(200)).await);
+        child.kill().unwrap();
+        // Killed but not yet reaped (a zombie): exited, and no longer carries the marker.
+        assert!(exited(pid, Duration::from_secs(10)).await);
+        assert!(until_none_with_env(&marker, Duration::from_secs(10)).await);
+        child.wait().unwrap();
+        // Reaped: no such process is exited too.
+        assert!(exited(pid, Duration::from_secs(1)).await);
+    }
+}
