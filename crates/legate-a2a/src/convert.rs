@@ -471,6 +471,8 @@ mod tests {
             text: "hello\n".into(),
         };
         let one = Translator::new().event_at(&task, &kind, Timestamp(1_000));
+        // The clock moves between the two translations (the sleep is the subject): a replay
+        // must not depend on when it runs.
         std::thread::sleep(std::time::Duration::from_millis(5));
         let two = Translator::new().event_at(&task, &kind, Timestamp(1_000));
         assert_eq!(one, two);
