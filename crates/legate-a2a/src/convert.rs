@@ -463,29 +463,16 @@ mod tests {
 
     #[test]
     fn replayed_events_translate_the_same_way() {
-        let task = Task {
-            id: legate_core::TaskId("t1".into()),
-            context_id: "c1".into(),
-            agent: "tck".into(),
-            workspace: legate_core::WorkspaceKind::Sandbox,
-            root: None,
-            prompt: "p".into(),
-            mode: legate_core::TaskMode::Write,
-            model: None,
-            state: TaskState::Working,
-            error: None,
-            status_message: None,
-            usage: None,
-            result: None,
-            session_id: None,
-            timeout_secs: 60,
-            created_at: Timestamp(1),
-            updated_at: Timestamp(1),
-        };
+        let task = Task::new("t1", "c1", "tck", "p")
+            .with_state(TaskState::Working)
+            .with_timeout_secs(60)
+            .at(Timestamp(1));
         let kind = EventKind::Message {
             text: "hello\n".into(),
         };
         let one = Translator::new().event_at(&task, &kind, Timestamp(1_000));
+        // The clock moves between the two translations (the sleep is the subject): a replay
+        // must not depend on when it runs.
         std::thread::sleep(std::time::Duration::from_millis(5));
         let two = Translator::new().event_at(&task, &kind, Timestamp(1_000));
         assert_eq!(one, two);

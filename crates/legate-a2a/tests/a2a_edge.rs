@@ -11,16 +11,11 @@
 
 use a2a::{Message, Part, Role, SendMessageRequest};
 use legate_a2a::{A2aOptions, ServeOptions, Token};
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec};
-use legate_engine::TaskFilter;
-use legate_engine::{Engine, EngineConfig, Paths};
+use legate_engine::{Engine, TaskFilter};
 use legate_testkit::raw_http::{self, BOUND, closed_within, read_until, request};
+use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::json;
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
@@ -34,7 +29,7 @@ const AGENT: &str = "/agents/revisor";
 const LONG: Duration = Duration::from_secs(600);
 
 struct Server {
-    _dir: tempfile::TempDir,
+    _kit: EngineHarness,
     addr: SocketAddr,
     engine: Engine,
     stop: CancellationToken,
@@ -42,24 +37,10 @@ struct Server {
 
 impl Server {
     async fn start(limits: ServeOptions) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
-        let command = legate_testkit::find_scripted_agent()
-            .expect("legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent`");
-        let spec: AgentSpec = serde_json::from_value(json!({
-            "name": "revisor", "kind": "acp", "command": command.display().to_string(),
-        }))
-        .unwrap();
-        config.agents.insert("revisor".into(), spec);
-        config.default_agent = "revisor".into();
-        config.cancel_grace = Duration::from_secs(2);
-        let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-        let engine = Engine::start(
-            config,
-            HashMap::from([(AgentKind::Acp, backend)]),
-            Arc::new(legate_supervisor::Rules),
-        )
-        .unwrap();
+        let kit = EngineHarness::builder()
+            .agent(TestAgent::scripted("revisor"))
+            .start();
+        let engine = kit.engine.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let options = A2aOptions {
@@ -82,7 +63,7 @@ impl Server {
             stop.clone(),
         ));
         Server {
-            _dir: dir,
+            _kit: kit,
             addr,
             engine,
             stop,

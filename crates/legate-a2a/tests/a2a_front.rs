@@ -16,11 +16,9 @@ use a2a_client::agent_card::AgentCardResolver;
 use a2a_client::auth::AuthInterceptor;
 use futures::StreamExt;
 use legate_a2a::{A2aOptions, Token};
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec};
-use legate_engine::TaskFilter;
-use legate_engine::{Engine, EngineConfig, Paths};
+use legate_core::AgentKind;
+use legate_engine::{Engine, TaskFilter};
+use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,38 +28,18 @@ use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
 
-fn agent_path() -> String {
-    legate_testkit::find_scripted_agent()
-        .expect(
-            "legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent`",
-        )
-        .display()
-        .to_string()
-}
-
-fn engine(home: &Path, broken: bool) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(home));
-    let spec: AgentSpec = serde_json::from_value(json!({
-        "name": "revisor", "kind": "acp", "command": agent_path(),
-    }))
-    .unwrap();
-    config.agents.insert("revisor".into(), spec);
+/// An engine whose home is `<base>/home`, serving the scripted agent as `revisor` and, when
+/// `broken`, an agent whose command does not exist.
+fn engine(base: &Path, broken: bool) -> Engine {
+    let mut b = EngineHarness::builder().agent(TestAgent::scripted("revisor"));
     if broken {
-        let spec: AgentSpec = serde_json::from_value(json!({
-            "name": "broken", "kind": "acp", "command": "/nonexistent/legate-agent",
-        }))
-        .unwrap();
-        config.agents.insert("broken".into(), spec);
+        b = b.agent(TestAgent::command(
+            "broken",
+            AgentKind::Acp,
+            "/nonexistent/legate-agent",
+        ));
     }
-    config.default_agent = "revisor".into();
-    config.cancel_grace = Duration::from_secs(2);
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+    b.engine_in(base)
 }
 
 struct Server {
@@ -80,8 +58,8 @@ impl Server {
     }
 }
 
-async fn serve(home: &Path, broken: bool) -> Server {
-    let engine = engine(home, broken);
+async fn serve(base: &Path, broken: bool) -> Server {
+    let engine = engine(base, broken);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let options = A2aOptions {
@@ -132,7 +110,7 @@ fn message(text: &str, context: Option<&str>) -> SendMessageRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revisor_task_streams_and_is_a_stored_task() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(&dir.path().join("home"), true).await;
+    let server = serve(dir.path(), true).await;
     assert_eq!(server.report.served.len(), 1);
     assert_eq!(server.report.failed.len(), 1);
     assert_eq!(server.report.failed[0].0, "broken");
@@ -314,7 +292,7 @@ async fn a_revisor_task_streams_and_is_a_stored_task() {
     server.stop().await;
 
     // After a restart, GetTask still answers from the store.
-    let server = serve(&dir.path().join("home"), false).await;
+    let server = serve(dir.path(), false).await;
     let c = client(&server.url).await;
     let t = c
         .get_task(&GetTaskRequest {
@@ -359,7 +337,7 @@ async fn post(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_the_specified_errors_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(&dir.path().join("home"), false).await;
+    let server = serve(dir.path(), false).await;
     let url = format!("{}/agents/revisor", server.url);
     let v = Some("1.0");
 
@@ -479,7 +457,7 @@ async fn bad_input_gets_the_specified_errors_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_task_is_followed_and_canceled() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(&dir.path().join("home"), false).await;
+    let server = serve(dir.path(), false).await;
     let c = client(&format!("{}/agents/revisor", server.url)).await;
     let mut request = message("!hang", None);
     request.configuration = Some(a2a::SendMessageConfiguration {
@@ -511,21 +489,13 @@ async fn a_live_task_is_followed_and_canceled() {
         }
         last
     });
-    // Let the turn start, then cancel it.
-    for _ in 0..100 {
-        let t = c
-            .get_task(&GetTaskRequest {
-                id: task.id.clone(),
-                history_length: None,
-                tenant: None,
-            })
-            .await
-            .unwrap();
-        if t.status.state == TaskState::Working {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Let the turn start (the engine's own `working` status), then cancel it.
+    legate_testkit::harness::wait_state(
+        &server.engine,
+        &legate_core::TaskId(task.id.clone()),
+        legate_core::TaskState::Working,
+    )
+    .await;
     let canceled = c
         .cancel_task(&CancelTaskRequest {
             id: task.id.clone(),
@@ -555,7 +525,7 @@ async fn the_python_sdk_streams_a_revisor_task() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(&dir.path().join("home"), false).await;
+    let server = serve(dir.path(), false).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/stream.py");
     let base = format!("{}/agents/revisor", server.url);
     let out = tokio::process::Command::new(&python)
@@ -592,7 +562,7 @@ async fn the_python_sdk_streams_a_revisor_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_message_asks_for_input_and_a_reply_resumes_the_task() {
     let dir = tempfile::tempdir().unwrap();
-    let server = serve(&dir.path().join("home"), false).await;
+    let server = serve(dir.path(), false).await;
     let base = format!("{}/agents/revisor", server.url);
     let c = client(&base).await;
 

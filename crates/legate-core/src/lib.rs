@@ -20,5 +20,8 @@ pub use event::{
     ToolStatus,
 };
 pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
-pub use task::{AUTO_MODEL, Refusal, Task, TaskId, TaskMode, TaskResult, TaskState, Usage};
+pub use task::{
+    AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, Refusal, Task, TaskId, TaskMode, TaskResult, TaskState,
+    Usage,
+};
 pub use time::Timestamp;

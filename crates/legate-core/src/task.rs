@@ -230,6 +230,9 @@ impl TaskResult {
     }
 }
 
+/// The timeout [`Task::new`] gives a task: ten minutes.
+pub const DEFAULT_TASK_TIMEOUT_SECS: u64 = 600;
+
 /// One delegated unit of work, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -279,6 +282,87 @@ pub struct Task {
 }
 
 impl Task {
+    /// A task just submitted: a sandbox workspace not yet prepared, write mode, the agent's
+    /// own model, a ten-minute timeout, stored now. The `with_*` setters change the rest.
+    pub fn new(
+        id: impl Into<String>,
+        context_id: impl Into<String>,
+        agent: impl Into<String>,
+        prompt: impl Into<String>,
+    ) -> Self {
+        let now = Timestamp::now();
+        Self {
+            id: TaskId(id.into()),
+            context_id: context_id.into(),
+            agent: agent.into(),
+            workspace: WorkspaceKind::Sandbox,
+            root: None,
+            prompt: prompt.into(),
+            mode: TaskMode::Write,
+            model: None,
+            state: TaskState::Submitted,
+            error: None,
+            status_message: None,
+            usage: None,
+            result: None,
+            session_id: None,
+            timeout_secs: DEFAULT_TASK_TIMEOUT_SECS,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// The same task with this state.
+    #[must_use]
+    pub fn with_state(mut self, state: TaskState) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// The same task with this workspace kind and, if prepared, root.
+    #[must_use]
+    pub fn with_workspace(mut self, workspace: WorkspaceKind, root: Option<PathBuf>) -> Self {
+        self.workspace = workspace;
+        self.root = root;
+        self
+    }
+
+    /// The same task in this mode.
+    #[must_use]
+    pub fn with_mode(mut self, mode: TaskMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The same task asking for this model.
+    #[must_use]
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// The same task with this status message.
+    #[must_use]
+    pub fn with_status_message(mut self, message: impl Into<String>) -> Self {
+        self.status_message = Some(message.into());
+        self
+    }
+
+    /// The same task with this timeout in seconds.
+    #[must_use]
+    pub fn with_timeout_secs(mut self, secs: u64) -> Self {
+        self.timeout_secs = secs;
+        self
+    }
+
+    /// The same task stored and last changed at `at`.
+    #[must_use]
+    pub fn at(mut self, at: Timestamp) -> Self {
+        self.created_at = at;
+        self.updated_at = at;
+        self
+    }
+
     /// Whether the task has ended.
     pub fn is_terminal(&self) -> bool {
         self.state.is_terminal()
@@ -293,6 +377,29 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_task_is_submitted_empty_and_its_setters_change_one_field_each() {
+        let t = Task::new("t1", "c1", "agent", "do it");
+        assert_eq!(
+            (t.id.as_str(), t.context_id.as_str(), t.agent.as_str()),
+            ("t1", "c1", "agent")
+        );
+        assert_eq!(t.state, TaskState::Submitted);
+        assert_eq!(t.workspace, WorkspaceKind::Sandbox);
+        assert_eq!(t.timeout_secs, DEFAULT_TASK_TIMEOUT_SECS);
+        assert_eq!(t.created_at, t.updated_at);
+        assert!(t.root.is_none() && t.error.is_none() && t.result.is_none());
+        let t = t
+            .with_state(TaskState::Working)
+            .with_mode(TaskMode::ReadOnly)
+            .with_timeout_secs(60)
+            .at(Timestamp(7));
+        assert_eq!(t.state, TaskState::Working);
+        assert_eq!(t.mode, TaskMode::ReadOnly);
+        assert_eq!(t.timeout_secs, 60);
+        assert_eq!((t.created_at, t.updated_at), (Timestamp(7), Timestamp(7)));
+    }
 
     #[test]
     fn states_round_trip_and_terminality_matches_a2a() {

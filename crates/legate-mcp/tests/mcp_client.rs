@@ -7,11 +7,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths};
+use legate_core::TaskState;
+use legate_engine::Engine;
 use legate_mcp::{LegateMcp, McpOptions, Profile};
+use legate_testkit::EngineHarness;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, NumberOrString, ProgressNotificationParam,
     ProgressToken, RequestMetaObject,
@@ -40,38 +39,15 @@ impl ClientHandler for Client {
 }
 
 struct Harness {
-    _dir: tempfile::TempDir,
+    _kit: EngineHarness,
     engine: Engine,
     client: RunningService<RoleClient, Client>,
     handler: Client,
 }
 
-fn agent_path() -> String {
-    legate_testkit::find_scripted_agent()
-        .expect(
-            "legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent` (cargo test --workspace does)",
-        )
-        .display()
-        .to_string()
-}
-
 async fn harness(options: McpOptions) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
-    let spec: AgentSpec = serde_json::from_value(json!({
-        "name": "agent", "kind": "acp", "command": agent_path(),
-    }))
-    .unwrap();
-    config.agents.insert("agent".into(), spec);
-    config.default_agent = "agent".into();
-    config.cancel_grace = Duration::from_secs(2);
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    let engine = Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
+    let kit = EngineHarness::start();
+    let engine = kit.engine.clone();
     let server = LegateMcp::new(engine.clone(), options);
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     tokio::spawn(async move {
@@ -82,7 +58,7 @@ async fn harness(options: McpOptions) -> Harness {
     let handler = Client::default();
     let client = handler.clone().serve(client_io).await.unwrap();
     Harness {
-        _dir: dir,
+        _kit: kit,
         engine,
         client,
         handler,
@@ -301,7 +277,7 @@ async fn delegate_wait_with_progress_and_read_the_result_in_pieces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_structured_error_and_changes_nothing() {
     let h = harness(McpOptions::default()).await;
-    let file = h._dir.path().join("file.txt");
+    let file = h._kit.base().join("file.txt");
     std::fs::write(&file, "x").unwrap();
     for (tool, args, code) in [
         ("run", json!({"prompt": 5}), "INVALID_INPUT"),
@@ -570,7 +546,7 @@ async fn a_client_that_leaves_does_not_cancel_its_task() {
     let Harness {
         engine,
         client,
-        _dir,
+        _kit,
         ..
     } = h;
     client.cancel().await.unwrap();
@@ -582,7 +558,7 @@ async fn a_client_that_leaves_does_not_cancel_its_task() {
     .unwrap()
     .unwrap();
     assert_eq!(task.state, TaskState::Completed);
-    drop(_dir);
+    drop(_kit);
 }
 
 /// A context keeps the workspace it started in: `run` into an existing context with another
@@ -590,7 +566,7 @@ async fn a_client_that_leaves_does_not_cancel_its_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_keeps_its_workspace() {
     let h = harness(McpOptions::default()).await;
-    let shared = std::fs::canonicalize(h._dir.path()).unwrap().join("shared");
+    let shared = h._kit.base().join("shared");
     let other = shared.with_file_name("other");
     std::fs::create_dir_all(&shared).unwrap();
     std::fs::create_dir_all(&other).unwrap();

@@ -9,17 +9,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec};
-use legate_engine::{Engine, EngineConfig, Paths};
+use legate_engine::Engine;
 use legate_mcp::http::{HttpOptions, router, serve_with};
 use legate_mcp::{LegateMcp, McpOptions, ServeOptions, Token};
+use legate_testkit::EngineHarness;
 use legate_testkit::raw_http::{self, BOUND, RawResponse, closed_within, read_response, request};
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
@@ -32,7 +28,7 @@ const ACCEPT: &str = "Accept: application/json, text/event-stream";
 const LONG: Duration = Duration::from_secs(600);
 
 struct Server {
-    _dir: tempfile::TempDir,
+    _kit: EngineHarness,
     addr: SocketAddr,
     engine: Engine,
     stop: CancellationToken,
@@ -40,24 +36,8 @@ struct Server {
 
 impl Server {
     async fn start(limits: ServeOptions) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
-        let command = legate_testkit::find_scripted_agent()
-            .expect("legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent`");
-        let spec: AgentSpec = serde_json::from_value(json!({
-            "name": "agent", "kind": "acp", "command": command.display().to_string(),
-        }))
-        .unwrap();
-        config.agents.insert("agent".into(), spec);
-        config.default_agent = "agent".into();
-        config.cancel_grace = Duration::from_secs(2);
-        let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-        let engine = Engine::start(
-            config,
-            HashMap::from([(AgentKind::Acp, backend)]),
-            Arc::new(legate_supervisor::Rules),
-        )
-        .unwrap();
+        let kit = EngineHarness::start();
+        let engine = kit.engine.clone();
         let stop = CancellationToken::new();
         let app = router(
             LegateMcp::new(engine.clone(), McpOptions::default()),
@@ -68,7 +48,7 @@ impl Server {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(serve_with(listener, app, limits, stop.clone()));
         Server {
-            _dir: dir,
+            _kit: kit,
             addr,
             engine,
             stop,

@@ -8,13 +8,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_backend::agy::AgyBackend;
-use legate_core::{AgentKind, AgentSpec};
-use legate_engine::{ApprovalMode, Engine, EngineConfig, Paths};
+use legate_engine::ApprovalMode;
 use legate_mcp::{LegateMcp, McpOptions, Profile};
 use legate_testkit::git;
+use legate_testkit::{EngineHarness, TestAgent};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
     ElicitationAction, ElicitationCapability, ErrorData,
@@ -23,10 +20,9 @@ use rmcp::service::{RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A client that may answer elicitations: `answer` is what it answers next (declared
 /// capability only when `elicits`), and every message it was shown is kept.
@@ -72,57 +68,27 @@ impl ClientHandler for Client {
 }
 
 struct Harness {
-    _dir: tempfile::TempDir,
+    _kit: EngineHarness,
     base: PathBuf,
     client: RunningService<RoleClient, Client>,
     handler: Client,
 }
 
-fn testkit_bin(name: &str) -> String {
-    let agent = legate_testkit::find_scripted_agent().expect(
-        "legate-scripted-agent is not built; run `cargo build -p legate-testkit --bins` (cargo test --workspace does)",
-    );
-    let path = agent.with_file_name(name);
-    assert!(
-        path.is_file(),
-        "{name} is not built; run `cargo build -p legate-testkit --bins`"
-    );
-    path.display().to_string()
-}
-
 async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
-    let mut config = EngineConfig::new(Paths::new(base.join("home")));
-    let agent: AgentSpec = serde_json::from_value(json!({
-        "name": "agent", "kind": "acp", "command": testkit_bin("legate-scripted-agent"),
-    }))
-    .unwrap();
-    let agy: AgentSpec = serde_json::from_value(json!({
-        "name": "agy", "kind": "agy", "command": testkit_bin("fake-agy"), "model": "mock-flash",
-        "env": {"FAKE_AGY_STATE_DIR": base.join("fake-agy-state").display().to_string()},
-    }))
-    .unwrap();
-    // Installed and compatible, but logged out: `agy models` asks for a login.
-    let logged_out: AgentSpec = serde_json::from_value(json!({
-        "name": "agy-out", "kind": "agy", "command": testkit_bin("fake-agy"),
-        "env": {"FAKE_AGY_AUTH": "fail"},
-    }))
-    .unwrap();
-    config.agents.insert("agent".into(), agent);
-    config.agents.insert("agy".into(), agy);
-    config.agents.insert("agy-out".into(), logged_out);
-    config.default_agent = "agent".into();
-    config.cancel_grace = Duration::from_secs(2);
-    config.review.approval = approval;
-    let acp: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default());
-    let engine = Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, acp), (AgentKind::Agy, agy)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
+    let kit = EngineHarness::builder()
+        .in_dir(dir)
+        .agent(TestAgent::scripted("agent"))
+        .agent(TestAgent::fake_agy("agy").model("mock-flash").env(
+            "FAKE_AGY_STATE_DIR",
+            base.join("fake-agy-state").display().to_string(),
+        ))
+        // Installed and compatible, but logged out: `agy models` asks for a login.
+        .agent(TestAgent::fake_agy("agy-out").env("FAKE_AGY_AUTH", "fail"))
+        .config(move |c| c.review.approval = approval)
+        .start();
+    let engine = kit.engine.clone();
     let server = LegateMcp::new(
         engine,
         McpOptions {
@@ -138,7 +104,7 @@ async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> H
     });
     let client = handler.clone().serve(client_io).await.unwrap();
     Harness {
-        _dir: dir,
+        _kit: kit,
         base,
         client,
         handler,

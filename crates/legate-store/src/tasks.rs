@@ -448,25 +448,7 @@ pub(crate) mod tests {
 
     /// A task with every optional field empty.
     pub(crate) fn task(id: &str, created_at: i64) -> Task {
-        Task {
-            id: TaskId(id.to_owned()),
-            context_id: "ctx".into(),
-            agent: "claude".into(),
-            workspace: WorkspaceKind::Sandbox,
-            root: None,
-            prompt: "do the thing".into(),
-            mode: TaskMode::Write,
-            model: None,
-            state: TaskState::Submitted,
-            error: None,
-            status_message: None,
-            usage: None,
-            result: None,
-            session_id: None,
-            timeout_secs: 600,
-            created_at: Timestamp(created_at),
-            updated_at: Timestamp(created_at),
-        }
+        Task::new(id, "ctx", "claude", "do the thing").at(Timestamp(created_at))
     }
 
     pub(crate) fn submitted() -> EventKind {

@@ -1,9 +1,7 @@
 //! Several `Store`s on one file, standing in for several `legate` processes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_core::{
-    Error, ErrorCode, EventKind, Task, TaskId, TaskMode, TaskState, Timestamp, WorkspaceKind,
-};
+use legate_core::{Error, ErrorCode, EventKind, Task, TaskId, TaskState};
 use legate_store::{SCHEMA_VERSION, Store, TaskFilter};
 use std::path::Path;
 use std::sync::Arc;
@@ -12,26 +10,7 @@ use std::thread;
 use std::time::Instant;
 
 fn task(id: &str) -> Task {
-    let now = Timestamp::now();
-    Task {
-        id: TaskId(id.to_owned()),
-        context_id: "ctx".into(),
-        agent: "agent".into(),
-        workspace: WorkspaceKind::Sandbox,
-        root: None,
-        prompt: "secret prompt text".into(),
-        mode: TaskMode::Write,
-        model: None,
-        state: TaskState::Submitted,
-        error: None,
-        status_message: None,
-        usage: None,
-        result: None,
-        session_id: None,
-        timeout_secs: 60,
-        created_at: now,
-        updated_at: now,
-    }
+    Task::new(id, "ctx", "agent", "secret prompt text").with_timeout_secs(60)
 }
 
 fn submitted() -> EventKind {

@@ -12,6 +12,11 @@
 //! It also owns `fake-agy` ([`fake_agy`]): the Antigravity CLI's headless interface (version,
 //! help, models, NDJSON runs, resume, cumulative usage, faults), for the agy driver's tests.
 //!
+//! It also owns the one engine harness ([`harness`]): `EngineHarness::builder().agent(..)
+//! .config(|c| ..).start()` gives a real engine in a temporary home with the scripted agent
+//! or `fake-agy`, and waits that follow a task's events; and [`procs`], which waits for agent
+//! processes to exit through pidfds. Every suite that drives an engine builds it there.
+//!
 //! # Faults chosen at start: `LEGATE_TESTKIT_FAULT`
 //!
 //! | value | behaviour |
@@ -62,7 +67,9 @@
 pub mod directives;
 pub mod fake_agy;
 pub mod flip;
+pub mod harness;
 pub mod model_server;
+pub mod procs;
 pub mod pump;
 pub mod python;
 pub mod raw_http;
@@ -76,6 +83,7 @@ use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::directives::ScriptedDirectives;
+pub use crate::harness::{EngineHarness, HarnessBuilder, TestAgent};
 use crate::pump::{PumpEnd, pump};
 pub use crate::python::{REQUIRE_PYTHON_ENV, python, python_required};
 

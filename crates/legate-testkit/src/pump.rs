@@ -149,6 +149,8 @@ mod tests {
             let end = pump(from, rx, &mut out).await.unwrap();
             (end, out)
         });
+        // The pauses are the subject, not a synchronisation: they let the pump read the split
+        // line in two pieces, the case under test. The assertion holds whatever it reads.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         agent.write_all(b"2}\n").await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -175,6 +177,8 @@ mod tests {
             let end = pump(from, rx, &mut out).await.unwrap();
             (end, out)
         });
+        // The pauses let the pump read the answer split in two (the case under test); they
+        // order nothing the assertions depend on.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         agent
             .write_all(b"{\"method\":\"x\"}\n{\"id\":1,\"result\":{\"stopRe")

@@ -5,117 +5,64 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
 use legate_backend::agy::{AgyBackend, cleanup, selection};
-use legate_core::{AgentKind, AgentSpec, ErrorCode, Event, EventKind, Task, TaskMode, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, UsageFilter};
-use std::collections::{BTreeMap, HashMap};
+use legate_core::{AgentKind, ErrorCode, Event, EventKind, Task, TaskMode, TaskState};
+use legate_engine::{SubmitRequest, UsageFilter};
+use legate_testkit::{EngineHarness, TestAgent, procs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_fake-agy");
 
-fn spec(name: &str, command: &str, env: &[(&str, &str)]) -> AgentSpec {
-    AgentSpec {
-        name: name.into(),
-        kind: AgentKind::Agy,
-        command: command.into(),
-        args: vec![],
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<BTreeMap<_, _>>(),
-        preset: None,
-        allow_execute: false,
-        terminal: false,
-        description: None,
-        model: None,
-        inherit_env: Vec::new(),
-    }
-}
-
-struct Harness {
-    dir: tempfile::TempDir,
-    engine: Engine,
-}
-
-impl Harness {
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-}
-
-fn config(dir: &Path) -> EngineConfig {
+/// The suite's engine in `dir`: every agy agent of the tests, `fake-agy` behind most, with
+/// probe and kill limits of 3 s.
+fn harness_in(dir: tempfile::TempDir) -> EngineHarness {
     // agy keeps the user's HOME; here it is a test directory, and the fake keeps its
     // conversations in its profile (`~/.gemini/antigravity-cli`), which confinement lets it
     // write.
-    let agy_home = dir.join("agy-home");
+    let agy_home = dir.path().join("agy-home");
     let state = agy_home.join(".gemini/antigravity-cli/fake-state");
-    let agy_home = agy_home.to_str().unwrap();
-    let state = state.to_str().unwrap();
-    let noexec = dir.join("noexec-agy");
+    let noexec = dir.path().join("noexec-agy");
     if !noexec.exists() {
         std::fs::write(&noexec, "#!/bin/sh\necho 1.2.11\n").unwrap();
     }
-    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
-    let st = ("FAKE_AGY_STATE_DIR", state);
-    let mut agents = vec![
-        spec("agy", FAKE, &[st]),
-        spec("agy-auth", FAKE, &[st, ("FAKE_AGY_AUTH", "fail")]),
-        spec(
-            "agy-badversion",
-            FAKE,
-            &[st, ("FAKE_AGY_PROBE", "fail-version")],
-        ),
-        spec("agy-hang", FAKE, &[st, ("FAKE_AGY_PROBE", "hang-version")]),
-        spec("agy-old", FAKE, &[st, ("FAKE_AGY_PROBE", "incompatible")]),
-        spec("agy-nohelp", FAKE, &[st, ("FAKE_AGY_PROBE", "fail-help")]),
-        spec(
-            "agy-emptyhelp",
-            FAKE,
-            &[st, ("FAKE_AGY_PROBE", "empty-help")],
-        ),
-        spec(
-            "agy-noschema",
-            FAKE,
-            &[st, ("FAKE_AGY_PROBE", "no-json-schema")],
-        ),
-        spec("agy-missing", "/nonexistent/bin/agy", &[]),
-        spec("agy-notonpath", "agy-surely-not-on-path", &[]),
-        spec("agy-noexec", noexec.to_str().unwrap(), &[]),
+    let agy = |name: &str, command: &Path| {
+        TestAgent::command(name, AgentKind::Agy, command).env("HOME", agy_home.to_str().unwrap())
+    };
+    let fake =
+        |name: &str| agy(name, Path::new(FAKE)).env("FAKE_AGY_STATE_DIR", state.to_str().unwrap());
+    let agents = [
+        fake("agy"),
+        fake("agy-auth").env("FAKE_AGY_AUTH", "fail"),
+        fake("agy-badversion").env("FAKE_AGY_PROBE", "fail-version"),
+        fake("agy-hang").env("FAKE_AGY_PROBE", "hang-version"),
+        fake("agy-old").env("FAKE_AGY_PROBE", "incompatible"),
+        fake("agy-nohelp").env("FAKE_AGY_PROBE", "fail-help"),
+        fake("agy-emptyhelp").env("FAKE_AGY_PROBE", "empty-help"),
+        fake("agy-noschema").env("FAKE_AGY_PROBE", "no-json-schema"),
+        agy("agy-missing", Path::new("/nonexistent/bin/agy")),
+        agy("agy-notonpath", Path::new("agy-surely-not-on-path")),
+        agy("agy-noexec", &noexec),
+        fake("agy-node").inherit_env("NODE_OPTIONS"),
+        fake("agy-flash").model("mock-flash"),
     ];
-    let mut node = spec("agy-node", FAKE, &[st]);
-    node.inherit_env = vec!["NODE_OPTIONS".into()];
-    agents.push(node);
-    let mut flash = spec("agy-flash", FAKE, &[st]);
-    flash.model = Some("mock-flash".into());
-    agents.push(flash);
-    for mut a in agents {
-        a.env.insert("HOME".into(), agy_home.into());
-        config.agents.insert(a.name.clone(), a);
-    }
-    config.default_agent = "agy".into();
-    config.cancel_grace = Duration::from_secs(5);
-    config
-}
-
-fn harness_in(dir: tempfile::TempDir) -> Harness {
-    let backend: Arc<dyn Backend> = Arc::new(AgyBackend {
+    let backend = AgyBackend {
         probe_timeout: Duration::from_secs(3),
         kill_grace: Duration::from_secs(3),
         ..AgyBackend::default()
-    });
-    let engine = Engine::start(
-        config(dir.path()),
-        HashMap::from([(AgentKind::Agy, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
-    Harness { dir, engine }
+    };
+    let mut b = EngineHarness::builder()
+        .in_dir(dir)
+        .backend(AgentKind::Agy, Arc::new(backend))
+        .config(|c| c.cancel_grace = Duration::from_secs(5));
+    for a in agents {
+        b = b.agent(a);
+    }
+    b.start()
 }
 
-fn harness() -> Harness {
+fn harness() -> EngineHarness {
     harness_in(tempfile::tempdir().unwrap())
 }
 
@@ -126,7 +73,7 @@ fn request(agent: &str, prompt: &str) -> SubmitRequest {
     }
 }
 
-async fn run(h: &Harness, req: SubmitRequest) -> Task {
+async fn run(h: &EngineHarness, req: SubmitRequest) -> Task {
     let task = h.engine.submit(req).unwrap();
     tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&task.id))
         .await
@@ -134,11 +81,11 @@ async fn run(h: &Harness, req: SubmitRequest) -> Task {
         .unwrap()
 }
 
-fn events(h: &Harness, task: &Task) -> Vec<Event> {
+fn events(h: &EngineHarness, task: &Task) -> Vec<Event> {
     h.engine.events(&task.id, 0, 10_000).unwrap()
 }
 
-fn cleanup_detail(h: &Harness, task: &Task) -> serde_json::Value {
+fn cleanup_detail(h: &EngineHarness, task: &Task) -> serde_json::Value {
     events(h, task)
         .into_iter()
         .find_map(|e| match e.kind {
@@ -230,8 +177,7 @@ async fn usage_is_the_difference_of_cumulative_counters_even_across_restarts() {
     assert_eq!(first.state, TaskState::Completed, "{:?}", first.error);
     assert_eq!(first.usage.as_ref().unwrap().total_tokens, Some(120));
     h.engine.shutdown().await;
-    let Harness { dir, engine } = h;
-    drop(engine);
+    let dir = h.into_dir();
 
     // Another process (another engine on the same home) resumes the conversation, on another
     // model: cumulative 170 gives 50 for this task.
@@ -343,7 +289,7 @@ async fn an_agy_that_is_not_there_leaves_no_profile_in_home() {
         let t = run(&h, request(agent, "hi")).await;
         assert_eq!(error_code(&t), Some(ErrorCode::AgyNotFound), "{agent}");
     }
-    let profile = h.dir.path().join("agy-home/.gemini");
+    let profile = h.base().join("agy-home/.gemini");
     assert!(!profile.exists(), "{} was created", profile.display());
     h.engine.shutdown().await;
 }
@@ -432,7 +378,7 @@ async fn an_opt_in_of_node_options_is_refused_naming_it() {
 
 /// Runs `prompt` with a 1 s timeout, checks that it timed out, and returns the task and its
 /// `processCleanup`.
-async fn timed_out(h: &Harness, prompt: &str) -> (Task, serde_json::Value) {
+async fn timed_out(h: &EngineHarness, prompt: &str) -> (Task, serde_json::Value) {
     let t = run(
         h,
         SubmitRequest {
@@ -686,10 +632,8 @@ fn in_shared(agent: &str, dir: &Path, prompt: &str) -> SubmitRequest {
 }
 
 /// Where the fake keeps its state (and `orphan` its pid) in the harness.
-fn fake_state(h: &Harness) -> PathBuf {
-    h.dir
-        .path()
-        .join("agy-home/.gemini/antigravity-cli/fake-state")
+fn fake_state(h: &EngineHarness) -> PathBuf {
+    h.base().join("agy-home/.gemini/antigravity-cli/fake-state")
 }
 
 /// Whether `pid` is a live process (not a zombie).
@@ -728,7 +672,10 @@ fn orphans_with_inner_pid(inner: i32) -> Vec<i32> {
         .collect()
 }
 
-async fn orphan_pid(h: &Harness) -> i32 {
+/// The orphan's pid, once the fake has written it. The orphan lives outside every event
+/// Legate records (the fake forks it behind Legate's back), so this reads the file until it
+/// is whole; the pause paces the reads and orders nothing.
+async fn orphan_pid(h: &EngineHarness) -> i32 {
     let file = fake_state(h).join("orphan.pid");
     for _ in 0..1000 {
         if let Some(pid) = std::fs::read_to_string(&file)
@@ -791,7 +738,7 @@ async fn a_stubborn_agy_gets_sigkill_after_the_grace_and_the_signals_are_recorde
     h.engine.shutdown().await;
 }
 
-async fn wait_for_session(h: &Harness, task: &Task) {
+async fn wait_for_session(h: &EngineHarness, task: &Task) {
     let mut sub = h.engine.subscribe(&task.id, 0);
     while let Some(e) = sub.next().await.unwrap() {
         if matches!(e.kind, EventKind::Session { .. }) {
@@ -919,12 +866,7 @@ async fn an_orphan_that_cannot_be_killed_blocks_its_workspace_for_every_agent() 
     }
     // Thawed, the pending SIGKILL takes it; the next observation lifts the mark.
     drop(frozen);
-    for _ in 0..500 {
-        if !pid_alive(pid) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    assert!(procs::exited(u32::try_from(pid).unwrap(), Duration::from_secs(5)).await);
     assert!(!pid_alive(pid));
     let t = run(&h, in_shared("agy-flash", shared.path(), "hi")).await;
     assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
@@ -1001,7 +943,7 @@ async fn the_kernel_stops_an_agy_write_outside_its_root_profile_and_temp_dir() {
 }
 
 /// The arguments the backend passed, from the task's `workspace` event.
-fn args_of(h: &Harness, t: &Task) -> Vec<String> {
+fn args_of(h: &EngineHarness, t: &Task) -> Vec<String> {
     events(h, t)
         .into_iter()
         .find_map(|e| match e.kind {

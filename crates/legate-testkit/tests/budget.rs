@@ -4,44 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, Task, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
-use std::collections::{BTreeMap, HashMap};
+use legate_core::{Task, TaskState};
+use legate_engine::{Engine, SubmitRequest};
+use legate_testkit::{EngineHarness, procs};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
 fn engine(dir: &Path, max_idle: usize) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
-    config.agents.insert(
-        "agent".into(),
-        AgentSpec {
-            name: "agent".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
-    );
-    config.default_agent = "agent".into();
-    config.max_idle_sessions = max_idle;
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+    EngineHarness::builder()
+        .config(move |c| c.max_idle_sessions = max_idle)
+        .engine_in(dir)
 }
 
 async fn run(engine: &Engine, req: SubmitRequest) -> Task {
@@ -54,40 +26,42 @@ async fn run(engine: &Engine, req: SubmitRequest) -> Task {
     done
 }
 
-/// Live processes started by runner `runner` (they carry `LEGATE_RUNNER=<id>`), by the
-/// directory they run in.
-fn agents_of(runner: &str) -> Vec<PathBuf> {
-    let marker = format!("LEGATE_RUNNER={runner}");
-    let mut cwds = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
-            && let Ok(cwd) = std::fs::read_link(entry.path().join("cwd"))
-        {
-            cwds.push(cwd);
-        }
-    }
-    cwds.sort();
-    cwds
-}
-
-/// Waits until the runner's agent processes run in exactly `roots` (the sessions it stops go
-/// in the background); fails after 20 s with what is left.
+/// Waits until the runner's agent processes (they carry `LEGATE_RUNNER=<id>`) run in
+/// exactly `roots`: the sessions it stops go in the background, and each one's exit is waited
+/// for on its pidfd. Fails after 20 s, or at once when one in `roots` is missing (sessions
+/// are only ever stopped here, never started).
 async fn until_agents_in(runner: &str, roots: &[&Path]) {
+    let marker = format!("LEGATE_RUNNER={runner}");
     let mut want: Vec<PathBuf> = roots
         .iter()
         .map(|r| std::fs::canonicalize(r).unwrap())
         .collect();
     want.sort();
-    for _ in 0..400 {
-        if agents_of(runner) == want {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let live = procs::with_env(&marker);
+        let mut cwds: Vec<PathBuf> = live.iter().filter_map(|(_, cwd)| cwd.clone()).collect();
+        cwds.sort();
+        if cwds == want {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let extra: Vec<u32> = live
+            .iter()
+            .filter(|(_, cwd)| cwd.as_ref().is_none_or(|c| !want.contains(c)))
+            .map(|(pid, _)| *pid)
+            .collect();
+        assert!(
+            !extra.is_empty(),
+            "agents run in {cwds:?}, expected {want:?}"
+        );
+        for pid in extra {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            assert!(
+                procs::exited(pid, left).await,
+                "agents run in {cwds:?}, expected {want:?}"
+            );
+        }
     }
-    panic!("agents run in {:?}, expected {want:?}", agents_of(runner));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

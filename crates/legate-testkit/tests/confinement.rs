@@ -8,49 +8,18 @@
 use legate_backend::Backend;
 use legate_backend::acp::AcpBackend;
 use legate_confine::{Confinement, Enforcement, Requirement};
-use legate_core::{AgentKind, AgentSpec, ErrorCode, Event, EventKind, Task, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
-use std::collections::{BTreeMap, HashMap};
+use legate_core::{AgentKind, ErrorCode, Event, EventKind, Task, TaskState};
+use legate_engine::{EngineConfig, SubmitRequest};
+use legate_testkit::EngineHarness;
 use std::sync::Arc;
-use std::time::Duration;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
-struct Harness {
-    _dir: tempfile::TempDir,
-    engine: Engine,
+fn harness(tune: impl FnOnce(&mut EngineConfig) + 'static) -> EngineHarness {
+    EngineHarness::builder().config(tune).start()
 }
 
-fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
-    let spec: AgentSpec = serde_json::from_value(serde_json::json!({
-        "name": "agent",
-        "kind": "acp",
-        "command": AGENT,
-    }))
-    .unwrap();
-    config.agents = BTreeMap::from([("agent".to_string(), spec)]);
-    config.default_agent = "agent".into();
-    config.cancel_grace = Duration::from_secs(2);
-    tune(&mut config);
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    let engine = Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
-    Harness { _dir: dir, engine }
-}
-
-async fn run(h: &Harness, prompt: &str) -> (Task, Vec<Event>) {
-    let task = h.engine.submit(SubmitRequest::new(prompt)).unwrap();
-    let task = tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&task.id))
-        .await
-        .expect("the task ends")
-        .unwrap();
-    let events = h.engine.events(&task.id, 0, 10_000).unwrap();
+async fn run(h: &EngineHarness, prompt: &str) -> (Task, Vec<Event>) {
+    let task = h.run_prompt(prompt).await;
+    let events = h.events(&task.id);
     (task, events)
 }
 
@@ -168,31 +137,18 @@ async fn required_confinement_that_cannot_be_had_fails_the_task_with_its_code() 
             self.0.open(request, sink).await
         }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = EngineConfig::new(Paths::new(dir.path().join("home")));
-    let spec: AgentSpec = serde_json::from_value(serde_json::json!({
-        "name": "agent", "kind": "acp", "command": AGENT,
-    }))
-    .unwrap();
-    config.agents = BTreeMap::from([("agent".to_string(), spec)]);
-    config.default_agent = "agent".into();
-    config.confinement = Requirement::Required;
-    let backend: Arc<dyn Backend> = Arc::new(Unconfined(AcpBackend::new()));
-    let engine = Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
+    let h = EngineHarness::builder()
+        .config(|c| c.confinement = Requirement::Required)
+        .backend(AgentKind::Acp, Arc::new(Unconfined(AcpBackend::new())))
+        .start();
+    let engine = &h.engine;
+
     assert_eq!(
         engine.confinement("agent").unwrap_err().code,
         ErrorCode::ConfinementUnavailable
     );
     let task = engine.submit(SubmitRequest::new("write a.txt: x")).unwrap();
-    let task = tokio::time::timeout(Duration::from_secs(30), engine.wait(&task.id))
-        .await
-        .unwrap()
-        .unwrap();
+    let task = h.wait(&task.id).await;
     assert_eq!(task.state, TaskState::Failed);
     assert_eq!(
         task.error.as_ref().map(|e| e.code),
@@ -210,23 +166,13 @@ async fn a_canceled_task_still_lists_what_the_supervisor_refused() {
         ))
         .unwrap();
     // Wait for the refusal to be stored, then cancel the hanging turn.
-    let mut refused = false;
-    for _ in 0..400 {
-        let events = h.engine.events(&task.id, 0, 10_000).unwrap();
-        if events.iter().any(
-            |e| matches!(&e.kind, EventKind::Permission { verdict, .. } if !verdict.is_allow()),
-        ) {
-            refused = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(refused, "the write was refused");
+    h.until(
+        &task.id,
+        |e| matches!(&e.kind, EventKind::Permission { verdict, .. } if !verdict.is_allow()),
+    )
+    .await;
     h.engine.cancel(task.id.as_str()).unwrap();
-    let task = tokio::time::timeout(Duration::from_secs(30), h.engine.wait(&task.id))
-        .await
-        .unwrap()
-        .unwrap();
+    let task = h.wait(&task.id).await;
     assert_eq!(task.state, TaskState::Canceled, "{task:?}");
     let message = task.status_message.clone().unwrap();
     assert!(

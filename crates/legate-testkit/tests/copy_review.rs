@@ -4,69 +4,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, ErrorCode, TaskState};
+use legate_core::{ErrorCode, TaskState};
 use legate_engine::{
-    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Check, CheckKind, Criterion, Engine,
-    EngineConfig, PatchRead, Paths, ReportedTest, Review, SubmitRequest, TestCommand, Verdict,
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Check, CheckKind, Criterion,
+    EngineConfig, PatchRead, ReportedTest, Review, SubmitRequest, TestCommand, Verdict,
     WorkspaceRequest,
 };
-use legate_testkit::git;
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::Arc;
+use legate_testkit::EngineHarness;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
-struct Harness {
-    dir: tempfile::TempDir,
-    project: PathBuf,
-    engine: Engine,
-}
-
-fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let project = base.join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    git(&project, &["init", "-q"]);
-    std::fs::write(project.join("a.txt"), "alpha\n").unwrap();
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "init"]);
-    let mut config = EngineConfig::new(Paths::new(base.join("home")));
-    config.agents.insert(
-        "agent".into(),
-        AgentSpec {
-            name: "agent".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
-    );
-    config.default_agent = "agent".into();
-    tune(&mut config);
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    let engine = Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
-    Harness {
-        dir,
-        project,
-        engine,
-    }
+/// An engine whose default agent is the scripted agent, over a git project holding
+/// `a.txt` ("alpha").
+fn harness(tune: impl FnOnce(&mut EngineConfig) + 'static) -> EngineHarness {
+    EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(tune)
+        .start()
 }
 
 fn criteria() -> Vec<Criterion> {
@@ -93,20 +47,16 @@ fn review() -> Vec<Review> {
 }
 
 /// Runs a copy task that changes a.txt, verifies it, and returns its id and patch sha256.
-async fn verified_task(h: &Harness) -> (String, String) {
+async fn verified_task(h: &EngineHarness) -> (String, String) {
     let mut req = SubmitRequest::new("replace a.txt: alpha => beta");
     req.workspace = WorkspaceRequest::Copy {
-        source: h.project.clone(),
+        source: h.project(),
         include_paths: vec![],
         criteria: criteria(),
     };
-    let task = h.engine.submit(req).unwrap();
-    let done = tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&task.id))
-        .await
-        .unwrap()
-        .unwrap();
+    let done = h.run(req).await;
     assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
-    let id = task.id.to_string();
+    let id = done.id.to_string();
     let preview = h.engine.preview(&id).await.unwrap();
     let sha = preview.patch.sha256.clone();
     let v = h.engine.verify(&id, &sha, review()).await.unwrap();
@@ -132,7 +82,7 @@ impl Approver for Fixed {
 async fn ask_mode_integrates_only_on_an_explicit_confirmed_accept() {
     let h = harness(|c| c.review.approval = ApprovalMode::Ask);
     let (id, sha) = verified_task(&h).await;
-    let original = h.project.join("a.txt");
+    let original = h.project().join("a.txt");
     let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::IntegrationDeclined);
     for answer in [
@@ -291,7 +241,7 @@ async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integ
     let copy = h.engine.preview(&id).await.unwrap().copy_directory;
     // An agent run in this copy left a process group that could not be shown gone.
     let (mut survivor, pgid) = legate_testkit::sleeping_group();
-    let blocked = h.dir.path().join("home").join("blocked");
+    let blocked = h.home().join("blocked");
     legate_backend::cleanup::block(
         &blocked,
         &std::fs::canonicalize(&copy).unwrap(),
@@ -329,7 +279,7 @@ async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integ
     // Reading the patch stays allowed; the original is untouched.
     assert_eq!(h.engine.patch(&id, Some(&sha)).await.unwrap().sha256, sha);
     assert_eq!(
-        std::fs::read_to_string(h.project.join("a.txt")).unwrap(),
+        std::fs::read_to_string(h.project().join("a.txt")).unwrap(),
         "alpha\n"
     );
     // Once the group is gone, the next operation lifts the mark.
@@ -338,7 +288,7 @@ async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integ
     assert!(h.engine.test(&id, &sha, grep, None).await.unwrap().passed);
     h.engine.integrate(&id, Some(&sha), None).await.unwrap();
     assert_eq!(
-        std::fs::read_to_string(h.project.join("a.txt")).unwrap(),
+        std::fs::read_to_string(h.project().join("a.txt")).unwrap(),
         "beta\n"
     );
     assert_eq!(std::fs::read_dir(&blocked).unwrap().count(), 0);
@@ -361,14 +311,14 @@ async fn an_integration_a_crash_interrupted_is_rolled_forward_recorded_once_and_
         mode: Some(0o644),
     };
     let meta = serde_json::json!({"sha256": sha, "approval": "auto"});
-    drop(legate_workspace::integrate(&h.project, &[change], &journal, meta).unwrap());
+    drop(legate_workspace::integrate(&h.project(), &[change], &journal, meta).unwrap());
     assert!(journal.join("journal").exists());
 
     // The next command that opens the store finishes and records it, once.
     legate_engine::Records::open(&paths).unwrap();
     let records = legate_engine::Records::open(&paths).unwrap();
     assert!(!journal.exists());
-    assert_eq!(std::fs::read(h.project.join("a.txt")).unwrap(), b"beta\n");
+    assert_eq!(std::fs::read(h.project().join("a.txt")).unwrap(), b"beta\n");
     let task_id = legate_core::TaskId(id.clone());
     let record = records.review(&task_id).unwrap().unwrap();
     assert_eq!(record.recoveries.len(), 1, "{:?}", record.recoveries);
@@ -403,7 +353,7 @@ async fn an_integration_a_crash_interrupted_is_rolled_forward_recorded_once_and_
 async fn a_journal_no_task_owns_is_never_recovered() {
     let h = harness(|_| {});
     let paths = h.engine.config().paths.clone();
-    let victim = h.dir.path().join("elsewhere");
+    let victim = h.base().join("elsewhere");
     std::fs::create_dir_all(&victim).unwrap();
     std::fs::write(victim.join(".bashrc"), b"precious\n").unwrap();
     let (id, _) = verified_task(&h).await;

@@ -3,115 +3,48 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, ErrorCode, EventKind, Task, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use legate_core::{ErrorCode, EventKind, Task, TaskState};
+use legate_engine::{EngineConfig, SubmitRequest};
+use legate_testkit::harness::HarnessBuilder;
+use legate_testkit::{EngineHarness, TestAgent, procs};
 use std::time::Duration;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
-fn spec(name: &str, fault: Option<&str>) -> AgentSpec {
-    let mut env = BTreeMap::new();
-    if let Some(f) = fault {
-        env.insert("LEGATE_TESTKIT_FAULT".to_string(), f.to_string());
-    }
-    AgentSpec {
-        name: name.into(),
-        kind: AgentKind::Acp,
-        command: AGENT.into(),
-        args: vec![],
-        env,
-        preset: None,
-        allow_execute: false,
-        terminal: false,
-        description: None,
-        model: None,
-        inherit_env: Vec::new(),
-    }
-}
-
-struct Harness {
-    _dir: tempfile::TempDir,
-    engine: Engine,
-}
-
-fn harness(tune: impl FnOnce(&mut EngineConfig)) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_at(dir.path(), tune);
-    Harness { _dir: dir, engine }
-}
-
-/// An engine whose home is `dir/home`, as a new process would start it.
-fn engine_at(dir: &std::path::Path, tune: impl FnOnce(&mut EngineConfig)) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
-    for (name, fault) in [
-        ("agent", None),
-        ("exit-at-start", Some("exit-at-start")),
-        ("hang-initialize", Some("hang-initialize")),
-        ("garbage-at-start", Some("garbage-at-start")),
-        ("auth-prompt", Some("auth-prompt")),
+/// The suite's agents: the scripted agent as `agent`, and one per fault chosen at start; an
+/// ACP handshake limit short enough for `hang-initialize`.
+fn builder() -> HarnessBuilder {
+    let mut b = EngineHarness::builder()
+        .agent(TestAgent::scripted("agent"))
+        .acp_handshake(Duration::from_secs(2));
+    for fault in [
+        "exit-at-start",
+        "hang-initialize",
+        "garbage-at-start",
+        "auth-prompt",
     ] {
-        config.agents.insert(name.into(), spec(name, fault));
+        b = b.agent(TestAgent::scripted(fault).fault(fault));
     }
-    config.default_agent = "agent".into();
-    config.cancel_grace = Duration::from_secs(2);
-    tune(&mut config);
-    let backend: Arc<dyn Backend> =
-        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(2)));
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+    b
+}
+
+fn harness(tune: impl FnOnce(&mut EngineConfig) + 'static) -> EngineHarness {
+    builder().config(tune).start()
 }
 
 fn request(prompt: &str) -> SubmitRequest {
     SubmitRequest::new(prompt)
 }
 
-async fn run(h: &Harness, req: SubmitRequest) -> Task {
-    let task = h.engine.submit(req).unwrap();
-    tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&task.id))
-        .await
-        .expect("the task ends")
-        .unwrap()
+async fn run(h: &EngineHarness, req: SubmitRequest) -> Task {
+    h.run(req).await
 }
 
-async fn wait_state(h: &Harness, task: &Task, state: TaskState) {
-    for _ in 0..400 {
-        if h.engine.task(task.id.as_str()).unwrap().state == state {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("task never reached {state}");
+async fn wait_state(h: &EngineHarness, task: &Task, state: TaskState) {
+    h.wait_state(&task.id, state).await;
 }
 
-/// Counts live processes whose environment carries `marker` (`NAME=value`).
-fn processes_with_env(marker: &str) -> usize {
-    let mut n = 0;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(env) = std::fs::read(entry.path().join("environ"))
-            && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
-        {
-            n += 1;
-        }
-    }
-    n
-}
-
+/// Waits (on pidfds, not polling) until no live process carries `marker` (`NAME=value`).
 async fn until_no_process(marker: &str) -> bool {
-    for _ in 0..200 {
-        if processes_with_env(marker) == 0 {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+    procs::until_none_with_env(marker, Duration::from_secs(10)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,13 +150,9 @@ async fn an_auth_error_at_the_prompt_ends_the_task_auth_required() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_json_from_the_agent_ends_in_a_clear_state() {
-    let h = harness(|c| {
-        let mut marked = spec("marked", None);
-        marked
-            .env
-            .insert("LEGATE_TEST_MARK".into(), "malformed-1".into());
-        c.agents.insert("marked".into(), marked);
-    });
+    let h = builder()
+        .agent(TestAgent::scripted("marked").env("LEGATE_TEST_MARK", "malformed-1"))
+        .start();
     // The task's notices about its agent's stdout.
     let notices = |task: &Task| {
         h.engine
@@ -277,12 +206,9 @@ async fn malformed_json_from_the_agent_ends_in_a_clear_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_agent_times_out_and_leaves_no_process() {
-    let h = harness(|c| {
-        let agent = c.agents.get_mut("agent").unwrap();
-        agent
-            .env
-            .insert("LEGATE_TEST_MARK".into(), "timeout-1".into());
-    });
+    let h = builder()
+        .agent(TestAgent::scripted("agent").env("LEGATE_TEST_MARK", "timeout-1"))
+        .start();
     let mut req = request("!hang");
     req.timeout = Some(Duration::from_secs(1));
     let task = run(&h, req).await;
@@ -357,11 +283,10 @@ async fn live_and_late_subscribers_see_every_event_once_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_continues_its_agent_session_and_idle_sessions_stop() {
-    let h = harness(|c| {
-        c.idle_timeout = Duration::from_secs(1);
-        let agent = c.agents.get_mut("agent").unwrap();
-        agent.env.insert("LEGATE_TEST_MARK".into(), "idle-1".into());
-    });
+    let h = builder()
+        .agent(TestAgent::scripted("agent").env("LEGATE_TEST_MARK", "idle-1"))
+        .config(|c| c.idle_timeout = Duration::from_secs(1))
+        .start();
     let mut first = request("write n.txt: one");
     first.context_id = Some("ctx-a".into());
     let a = run(&h, first).await;
@@ -416,7 +341,8 @@ async fn an_empty_prompt_waits_for_input_and_a_reply_resumes_the_same_task() {
         EventKind::Status { state: TaskState::InputRequired, message: Some(m), .. }
             if m.contains("reply into this task")
     ));
-    // No agent ran: still waiting a little later.
+    // No agent ran: still waiting a little later. This sleep is the test's subject (nothing
+    // may start during it); no event can announce that nothing happened.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         h.engine.task(waiting.id.as_str()).unwrap().state,
@@ -580,7 +506,7 @@ async fn a_context_keeps_the_workspace_it_started_with() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_tasks_past_the_retention_limit_are_pruned_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = engine_at(dir.path(), |_| {});
+    let engine = builder().engine_in(dir.path());
     let mut ids = Vec::new();
     for i in 0..4 {
         let task = engine
@@ -592,12 +518,13 @@ async fn finished_tasks_past_the_retention_limit_are_pruned_at_start() {
             .unwrap();
         assert_eq!(task.state, TaskState::Completed);
         ids.push(task.id);
-        // Distinct creation times, so "oldest" is well defined.
+        // Distinct creation times, so "oldest" is well defined: the sleep moves the clock, it
+        // synchronises nothing.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     engine.shutdown().await;
     drop(engine);
-    let next = engine_at(dir.path(), |c| c.retention = 2);
+    let next = builder().config(|c| c.retention = 2).engine_in(dir.path());
     let kept: Vec<_> = next
         .tasks(&Default::default())
         .unwrap()

@@ -9,47 +9,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, EventKind, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, WorkspaceRequest};
-use legate_testkit::git;
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use legate_core::{EventKind, TaskState};
+use legate_engine::{SubmitRequest, WorkspaceRequest};
+use legate_testkit::EngineHarness;
+use legate_testkit::harness::make_project;
+use std::path::PathBuf;
 use std::time::Duration;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
 const FLIPS: usize = 100;
 const TRIALS: usize = 5;
-
-fn engine(home: &Path) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(home.to_path_buf()));
-    config.agents.insert(
-        "agent".into(),
-        AgentSpec {
-            name: "agent".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
-    );
-    config.default_agent = "agent".into();
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
-}
 
 #[derive(Debug, Default)]
 struct Escapes {
@@ -97,11 +65,7 @@ async fn trial(kind: &str, n: usize) -> Escapes {
         }
         _ => {
             let project = base.join("project");
-            std::fs::create_dir_all(&project).unwrap();
-            git(&project, &["init", "-q"]);
-            std::fs::write(project.join("a.txt"), "alpha\n").unwrap();
-            git(&project, &["add", "-A"]);
-            git(&project, &["commit", "-q", "-m", "init"]);
+            make_project(&project, &[("a.txt", "alpha\n")]);
             WorkspaceRequest::Copy {
                 source: project,
                 include_paths: vec![],
@@ -109,7 +73,8 @@ async fn trial(kind: &str, n: usize) -> Escapes {
             }
         }
     };
-    let engine = engine(&base.join("home"));
+    // The engine's home is `<base>/home`.
+    let engine = EngineHarness::builder().engine_in(&base);
     let task = engine.submit(req).unwrap();
     let done = tokio::time::timeout(Duration::from_secs(120), engine.wait(&task.id))
         .await

@@ -26,15 +26,13 @@
 #![cfg(feature = "real-adapters")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, Decision, Event, EventKind, Task, TaskState, ToolKind};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, WorkspaceRequest};
+use legate_core::{AgentKind, Decision, Event, EventKind, Task, TaskState, ToolKind};
+use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
 use legate_testkit::model_server::{ModelServer, Step};
+use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn adapters_dir() -> PathBuf {
@@ -195,33 +193,29 @@ fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
     let server = ModelServer::start().unwrap();
     let adapter = make(&server.url());
     let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
+    let _home = dir.path().join("home");
     let state = dir.path().join("state");
     for (file, text) in &adapter.state_files {
         let p = state.join(file);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    let spec: AgentSpec = serde_json::from_value(json!({
-        "name": adapter.name, "kind": "acp", "command": adapter.command, "args": adapter.args,
-        "env": adapter.env, "preset": adapter.name,
-    }))
-    .unwrap();
-    let mut config = EngineConfig::new(Paths::new(&home));
-    config.agents = BTreeMap::from([(adapter.name.to_string(), spec)]);
-    config.default_agent = adapter.name.into();
-    config.default_timeout = Duration::from_secs(180);
-    config
-        .state_dirs
-        .insert(adapter.name.to_string(), state.clone());
-    let backend: Arc<dyn Backend> =
-        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(60)));
-    let engine = Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap();
+    let mut agent = TestAgent::command(adapter.name, AgentKind::Acp, &adapter.command)
+        .args(adapter.args.clone())
+        .preset(adapter.name);
+    for (k, v) in &adapter.env {
+        agent = agent.env(k, v);
+    }
+    let (name, state_dir) = (adapter.name.to_string(), state.clone());
+    let engine = EngineHarness::builder()
+        .agent(agent)
+        .acp_handshake(Duration::from_secs(60))
+        .config(move |c| {
+            c.default_timeout = Duration::from_secs(180);
+            c.state_dirs.insert(name, state_dir);
+        })
+        .engine_in(dir.path());
+
     let shared = dir.path().join("shared");
     let outside = dir.path().join("outside");
     std::fs::create_dir_all(&shared).unwrap();

@@ -1,0 +1,121 @@
+//! Agent processes as tests see them: which live processes carry a marker in their
+//! environment or run in a directory, and a wait for a process to exit that the kernel
+//! signals (a pidfd becomes readable), so a test never polls `/proc` with sleeps.
+//!
+//! This module only reads `/proc` and opens pidfds; it never signals or kills a process.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Live processes whose environment holds `marker` exactly (`NAME=value`), with the
+/// directory each runs in (`None` when it cannot be read, as for a zombie).
+pub fn with_env(marker: &str) -> Vec<(u32, Option<PathBuf>)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(entry.path().join("environ"))
+            && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
+        {
+            found.push((pid, std::fs::read_link(entry.path().join("cwd")).ok()));
+        }
+    }
+    found
+}
+
+/// Waits until process `pid` has exited (or is a zombie), as the kernel reports it through a
+/// pidfd; true when it did within `limit`. A process that is already gone counts as exited.
+pub async fn exited(pid: u32, limit: Duration) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return true;
+    };
+    let fd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        // ESRCH: no such process, it has already gone.
+        Err(_) => return true,
+    };
+    // The wait runs on a blocking thread: `poll` on the pidfd returns when the process exits.
+    let waited = tokio::task::spawn_blocking(move || {
+        let timeout = rustix::event::Timespec {
+            tv_sec: i64::try_from(limit.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(limit.subsec_nanos()),
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        loop {
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(n) => return n > 0,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await;
+    waited.unwrap_or(false)
+}
+
+/// Waits until no live process carries `marker` (each found one exits, as its pidfd says);
+/// true when that happened within `limit`.
+pub async fn until_none_with_env(marker: &str, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let live = with_env(marker);
+        if live.is_empty() {
+            return true;
+        }
+        for (pid, _) in live {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if !exited(pid, left).await {
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_live_process_has_not_exited_and_a_killed_one_has() {
+        let marker = format!("LEGATE_PROCS_TEST={}", std::process::id());
+        let (key, value) = marker.split_once('=').unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env(key, value)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(
+            with_env(&marker)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect::<Vec<_>>(),
+            [pid]
+        );
+        // Still running: the wait gives up at its limit and says so.
+        assert!(!exited(pid, Duration::from_millis(200)).await);
+        assert!(!until_none_with_env(&marker, Duration::from_millis(200)).await);
+        child.kill().unwrap();
+        // Killed but not yet reaped (a zombie): exited, and no longer carries the marker.
+        assert!(exited(pid, Duration::from_secs(10)).await);
+        assert!(until_none_with_env(&marker, Duration::from_secs(10)).await);
+        child.wait().unwrap();
+        // Reaped: no such process is exited too.
+        assert!(exited(pid, Duration::from_secs(1)).await);
+    }
+}
