@@ -6,57 +6,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, ErrorCode, Event, EventKind, Task, TaskId, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SlotCounts, SubmitRequest};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use legate_core::{ErrorCode, Event, EventKind, Task, TaskId, TaskState};
+use legate_engine::{Engine, SlotCounts, SubmitRequest};
+use legate_testkit::{EngineHarness, TestAgent};
 use std::time::Duration;
-
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
-fn spec(name: &str, fault: Option<&str>) -> AgentSpec {
-    let mut env = BTreeMap::new();
-    if let Some(f) = fault {
-        env.insert("LEGATE_TESTKIT_FAULT".to_string(), f.to_string());
-    }
-    AgentSpec {
-        name: name.into(),
-        kind: AgentKind::Acp,
-        command: AGENT.into(),
-        args: vec![],
-        env,
-        preset: None,
-        allow_execute: false,
-        terminal: false,
-        description: None,
-        model: None,
-        inherit_env: Vec::new(),
-    }
-}
 
 /// An engine in `dir/home` on the scripted agent (`agent`, and `exit-at-start`, which fails
 /// to start), with `max_running` running and `max_queued` queued places.
 fn engine(dir: &std::path::Path, max_running: usize, max_queued: usize) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
-    config.agents.insert("agent".into(), spec("agent", None));
-    config.agents.insert(
-        "exit-at-start".into(),
-        spec("exit-at-start", Some("exit-at-start")),
-    );
-    config.default_agent = "agent".into();
-    config.max_running = max_running;
-    config.max_queued = max_queued;
-    config.cancel_grace = Duration::from_secs(2);
-    let backend: Arc<dyn Backend> =
-        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(2)));
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+    EngineHarness::builder()
+        .agent(TestAgent::scripted("agent"))
+        .agent(TestAgent::scripted("exit-at-start").fault("exit-at-start"))
+        .acp_handshake(Duration::from_secs(2))
+        .config(move |c| {
+            c.max_running = max_running;
+            c.max_queued = max_queued;
+        })
+        .engine_in(dir)
 }
 
 fn slots(running: usize, queued: usize) -> SlotCounts {
@@ -65,17 +31,7 @@ fn slots(running: usize, queued: usize) -> SlotCounts {
 
 /// Follows `id` until an event satisfies `done`.
 async fn until(engine: &Engine, id: &TaskId, done: impl Fn(&Event) -> bool) {
-    let mut sub = engine.subscribe(id, 0);
-    let waited = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(e) = sub.next().await.unwrap() {
-            if done(&e) {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(waited, Ok(true), "the event never came");
+    legate_testkit::harness::until(engine, id, done).await;
 }
 
 /// Waits until the task's turn has its agent session (it holds a running place).
