@@ -875,7 +875,9 @@ async fn engine_typed_answers_keep_their_shape_and_arguments_refuse_extra_fields
         .await;
     assert_eq!(
         keys(&v),
-        ["criteria", "evidence", "passed", "sha256", "source", "taskId"]
+        [
+            "criteria", "evidence", "passed", "sha256", "source", "taskId"
+        ]
     );
     assert_eq!(
         keys(&v["criteria"][0]),
