@@ -41,7 +41,7 @@ pub enum CheckKind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Check {
-    /// What to check.
+    /// What to check: file-exists, file-absent, file-contains, file-not-contains.
     pub kind: CheckKind,
     /// The relative path.
     pub path: String,
@@ -55,7 +55,7 @@ pub struct Check {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Criterion {
-    /// Unique within the task.
+    /// Unique within the task (1 to 100 characters, no control characters).
     pub id: String,
     /// What must hold.
     pub description: String,
