@@ -18,36 +18,17 @@ pub struct Boundary {
     pub allow_execute: bool,
 }
 
-/// The kinds of workspace an agent can be given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WorkspaceKind {
-    /// An empty directory Legate made under `$LEGATE_HOME/sandboxes/`, one per context.
-    Sandbox,
-    /// A directory the user named. Not owned.
-    Shared,
-    /// A copy of a git project's eligible files under `$LEGATE_HOME/copies/<task>/`, with a
-    /// private baseline under `$LEGATE_HOME/baselines/<task>/`. Owned.
-    Copy,
-}
-
-impl WorkspaceKind {
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sandbox => "sandbox",
-            Self::Shared => "shared",
-            Self::Copy => "copy",
-        }
-    }
-
-    /// Parses the wire form.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "sandbox" => Some(Self::Sandbox),
-            "shared" => Some(Self::Shared),
-            "copy" => Some(Self::Copy),
-            _ => None,
-        }
+crate::wire_enum! {
+    /// The kinds of workspace an agent can be given.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum WorkspaceKind {
+        /// An empty directory Legate made under `$LEGATE_HOME/sandboxes/`, one per context.
+        Sandbox => "sandbox",
+        /// A directory the user named. Not owned.
+        Shared => "shared",
+        /// A copy of a git project's eligible files under `$LEGATE_HOME/copies/<task>/`, with a
+        /// private baseline under `$LEGATE_HOME/baselines/<task>/`. Owned.
+        Copy => "copy",
     }
 }

@@ -8,73 +8,47 @@ use crate::{Error, Ruling, TaskId, TaskState, Timestamp, Usage};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// The kind of a tool call, as ACP's `ToolKind` says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolKind {
-    /// Reads files or data.
-    Read,
-    /// Changes files.
-    Edit,
-    /// Deletes files.
-    Delete,
-    /// Moves or renames files.
-    Move,
-    /// Searches.
-    Search,
-    /// Runs a command.
-    Execute,
-    /// Reasons internally.
-    Think,
-    /// Fetches from the network.
-    Fetch,
-    /// Proposes changing the session mode (e.g. leaving plan mode).
-    SwitchMode,
-    /// Anything else, or no kind given.
-    Other,
-}
-
-impl ToolKind {
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Edit => "edit",
-            Self::Delete => "delete",
-            Self::Move => "move",
-            Self::Search => "search",
-            Self::Execute => "execute",
-            Self::Think => "think",
-            Self::Fetch => "fetch",
-            Self::SwitchMode => "switch_mode",
-            Self::Other => "other",
-        }
+crate::wire_enum! {
+    /// The kind of a tool call, as ACP's `ToolKind` says.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ToolKind {
+        /// Reads files or data.
+        Read => "read",
+        /// Changes files.
+        Edit => "edit",
+        /// Deletes files.
+        Delete => "delete",
+        /// Moves or renames files.
+        Move => "move",
+        /// Searches.
+        Search => "search",
+        /// Runs a command.
+        Execute => "execute",
+        /// Reasons internally.
+        Think => "think",
+        /// Fetches from the network.
+        Fetch => "fetch",
+        /// Proposes changing the session mode (e.g. leaving plan mode).
+        SwitchMode => "switch_mode",
+        /// Anything else, or no kind given.
+        Other => "other",
     }
 }
 
-/// A tool call's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    /// Not started (often: waiting for permission).
-    Pending,
-    /// Running.
-    InProgress,
-    /// Finished well.
-    Completed,
-    /// Finished badly or refused.
-    Failed,
-}
-
-impl ToolStatus {
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::InProgress => "in_progress",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-        }
+crate::wire_enum! {
+    /// A tool call's status.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ToolStatus {
+        /// Not started (often: waiting for permission).
+        Pending => "pending",
+        /// Running.
+        InProgress => "in_progress",
+        /// Finished well.
+        Completed => "completed",
+        /// Finished badly or refused.
+        Failed => "failed",
     }
 }
 

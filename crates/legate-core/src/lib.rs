@@ -11,6 +11,7 @@ pub mod event;
 pub mod permission;
 pub mod task;
 pub mod time;
+pub mod wire;
 
 pub use agent::{AgentKind, AgentSpec};
 pub use boundary::{Boundary, WorkspaceKind};

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 /// name one. Tasks sort by `created_at`, not by id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskId(pub String);
 
 impl TaskId {
@@ -24,60 +25,31 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// The eight task states of A2A v1.0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TaskState {
-    /// Stored, not yet running (queued).
-    Submitted,
-    /// The agent is working on it.
-    Working,
-    /// The task waits for the caller to say more.
-    InputRequired,
-    /// The turn ended normally.
-    Completed,
-    /// The task ended with an error; see its error code.
-    Failed,
-    /// The task was canceled.
-    Canceled,
-    /// The agent refused the task.
-    Rejected,
-    /// The agent needs its user to log in.
-    AuthRequired,
+crate::wire_enum! {
+    /// The eight task states of A2A v1.0.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum TaskState {
+        /// Stored, not yet running (queued).
+        Submitted => "submitted",
+        /// The agent is working on it.
+        Working => "working",
+        /// The task waits for the caller to say more.
+        InputRequired => "input-required",
+        /// The turn ended normally.
+        Completed => "completed",
+        /// The task ended with an error; see its error code.
+        Failed => "failed",
+        /// The task was canceled.
+        Canceled => "canceled",
+        /// The agent refused the task.
+        Rejected => "rejected",
+        /// The agent needs its user to log in.
+        AuthRequired => "auth-required",
+    }
 }
 
 impl TaskState {
-    /// Every state.
-    pub const ALL: &'static [TaskState] = &[
-        Self::Submitted,
-        Self::Working,
-        Self::InputRequired,
-        Self::Completed,
-        Self::Failed,
-        Self::Canceled,
-        Self::Rejected,
-        Self::AuthRequired,
-    ];
-
-    /// The wire form, e.g. `"input-required"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Submitted => "submitted",
-            Self::Working => "working",
-            Self::InputRequired => "input-required",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Canceled => "canceled",
-            Self::Rejected => "rejected",
-            Self::AuthRequired => "auth-required",
-        }
-    }
-
-    /// Parses the wire form.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|st| st.as_str() == s)
-    }
-
     /// Whether nothing more will happen to a task in this state.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -87,39 +59,16 @@ impl TaskState {
     }
 }
 
-impl fmt::Display for TaskState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Whether the agent may change files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TaskMode {
-    /// The agent may edit files inside its root (subject to the supervisor).
-    #[default]
-    Write,
-    /// Every edit, delete, move and execute is refused.
-    ReadOnly,
-}
-
-impl TaskMode {
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Write => "write",
-            Self::ReadOnly => "read-only",
-        }
-    }
-
-    /// Parses the wire form.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "write" => Some(Self::Write),
-            "read-only" => Some(Self::ReadOnly),
-            _ => None,
-        }
+crate::wire_enum! {
+    /// Whether the agent may change files.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub enum TaskMode {
+        /// The agent may edit files inside its root (subject to the supervisor).
+        #[default]
+        Write => "write",
+        /// Every edit, delete, move and execute is refused.
+        ReadOnly => "read-only",
     }
 }
 
@@ -130,6 +79,7 @@ pub const AUTO_MODEL: &str = "auto";
 /// Token accounting. A field the agent did not report is `None`, never 0.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Usage {
     /// Prompt tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,6 +136,7 @@ impl Usage {
 /// A permission the supervisor refused, as it travels back to the caller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Refusal {
     /// The tool call's title as the agent gave it.
     pub title: String,

@@ -54,31 +54,24 @@ pub struct MessageRequest {
     pub mode: Option<TaskMode>,
 }
 
-/// Where a message is, as far as Legate can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    /// Its task waits for the context's running turn (or a running place).
-    Queued,
-    /// Its task started: the agent was given the message as a turn. This does not prove the
-    /// agent read it.
-    Sent,
-    /// Its task failed (an agent that would not start, a restart, …). It is not retried.
-    Failed,
-    /// Its task was canceled.
-    Canceled,
+legate_core::wire_enum! {
+    /// Where a message is, as far as Legate can tell.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Delivery {
+        /// Its task waits for the context's running turn (or a running place).
+        Queued => "queued",
+        /// Its task started: the agent was given the message as a turn. This does not prove the
+        /// agent read it.
+        Sent => "sent",
+        /// Its task failed (an agent that would not start, a restart, …). It is not retried.
+        Failed => "failed",
+        /// Its task was canceled.
+        Canceled => "canceled",
+    }
 }
 
 impl Delivery {
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Sent => "sent",
-            Self::Failed => "failed",
-            Self::Canceled => "canceled",
-        }
-    }
-
     fn of(state: TaskState) -> Self {
         match state {
             TaskState::Submitted => Self::Queued,

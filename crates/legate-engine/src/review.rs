@@ -28,33 +28,16 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Whether integration asks the caller first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApprovalMode {
-    /// Integrate once every check passes (the default). No check is relaxed.
-    #[default]
-    Auto,
-    /// Also require the approver's explicit `accept` with `confirm: true`.
-    Ask,
-}
-
-impl ApprovalMode {
-    /// Parses `auto` or `ask`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "auto" => Some(Self::Auto),
-            "ask" => Some(Self::Ask),
-            _ => None,
-        }
-    }
-
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Ask => "ask",
-        }
+legate_core::wire_enum! {
+    /// Whether integration asks the caller first.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ApprovalMode {
+        /// Integrate once every check passes (the default). No check is relaxed.
+        #[default]
+        Auto => "auto",
+        /// Also require the approver's explicit `accept` with `confirm: true`.
+        Ask => "ask",
     }
 }
 
@@ -96,14 +79,16 @@ impl Default for ReviewConfig {
     }
 }
 
-/// Who produced a test record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TestSource {
-    /// Legate ran the command itself and observed it.
-    LegateExecutor,
-    /// The caller reports a run Legate did not observe.
-    ClientReported,
+legate_core::wire_enum! {
+    /// Who produced a test record.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum TestSource {
+        /// Legate ran the command itself and observed it.
+        LegateExecutor => "legate-executor",
+        /// The caller reports a run Legate did not observe.
+        ClientReported => "client-reported",
+    }
 }
 
 /// Evidence of one test run, bound to the patch.
@@ -205,6 +190,7 @@ impl From<&Preview> for PatchRecord {
 /// A finished integration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct IntegrationRecord {
     /// The patch integrated.
     pub sha256: String,
@@ -372,6 +358,7 @@ pub trait Approver: Send + Sync {
 /// What the retention sweep (or `cleanup`) removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CleanupReport {
     /// Tasks whose copy and baseline were removed.
     pub removed: Vec<String>,

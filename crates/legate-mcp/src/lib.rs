@@ -8,10 +8,11 @@
 //! that disconnects, or a wait that times out, never cancels a task.
 //!
 //! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
-//! [`review`] (the copy workspace's review tools, `usage`, and the elicitation approver),
-//! [`schema`] (arguments and answers, from which JSON Schemas are generated), [`wait`],
-//! [`chunk`], [`profile`], [`token`], [`http`].
+//! [`review`] (the copy workspace's review tools and `usage`), [`approval`] (the elicitation
+//! approver), [`schema`] (arguments and answers, mostly the engine's own types, and the one
+//! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], [`token`], [`http`].
 
+pub mod approval;
 pub mod chunk;
 pub mod http;
 pub mod profile;

@@ -4,6 +4,7 @@
 //! Transports live elsewhere (`stdio`, `http`); this module never touches a socket or a pipe,
 //! and it logs tool names, task ids and error codes, never arguments.
 
+use crate::approval::ElicitationApprover;
 use crate::profile::{Profile, ToolGroup};
 use crate::review::{self, *};
 use crate::schema::{self, *};
@@ -11,11 +12,9 @@ use crate::tools;
 use crate::wait::{self, Progress};
 use legate_core::{Error, ErrorCode, Result, TaskId};
 use legate_engine::Engine;
-use rmcp::handler::server::common::{schema_for_input, schema_for_output};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
@@ -71,18 +70,14 @@ fn def<A: JsonSchema + 'static, O: JsonSchema + 'static>(
     description: &'static str,
     read_only: bool,
 ) -> ToolDef {
-    let input = schema_for_input::<A>().unwrap_or_else(|e| {
-        // Every argument type is a struct, so this is a bug caught by the catalog test.
-        tracing::error!(tool = name, error = %e, "an input schema is not an object");
-        Arc::new(JsonObject::new())
-    });
+    let input = schema::input_schema::<A>();
     let annotations = ToolAnnotations::with_title(title)
         .read_only(read_only)
         .destructive(false)
         .open_world(false);
     let tool = Tool::new(name, description, input)
         .with_title(title)
-        .with_raw_output_schema(schema::with_error(&schema_for_output::<O>()))
+        .with_raw_output_schema(schema::output_schema::<O>())
         .with_annotations(annotations);
     ToolDef {
         group: ToolGroup::Query,
@@ -374,7 +369,7 @@ impl LegateMcp {
             "integrate" => {
                 let approver = ElicitationApprover::new(context.peer.clone());
                 let out = review::integrate(engine, parse(args)?, &approver).await?;
-                tracing::info!(task = %out.task_id, files = out.integration.files.len(), "mcp integrate");
+                tracing::info!(task = %out.task_id, files = out.integration.result.files.len(), "mcp integrate");
                 to_value(out)
             }
             "discard" => {
@@ -507,6 +502,34 @@ mod tests {
                 t.tool.name
             );
         }
+    }
+
+    /// JSON Schema 2020-12's format vocabulary only: schemars writes `uint64`, `int32`,
+    /// `double`, … for numbers, and validators warn on (or reject) them.
+    #[test]
+    fn every_schema_uses_only_standard_formats() {
+        let tools = catalog();
+        let mut checked = 0;
+        for t in &tools {
+            let input = Value::Object(t.tool.input_schema.as_ref().clone());
+            let output = Value::Object(t.tool.output_schema.as_ref().unwrap().as_ref().clone());
+            for (which, schema) in [("input", &input), ("output", &output)] {
+                for f in schema::formats(schema) {
+                    assert!(
+                        schema::STANDARD_FORMATS.contains(&f.as_str()),
+                        "{} {which} schema has format {f:?}",
+                        t.tool.name
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        // The walk reaches nested definitions: read_patch's `offset` is an unsigned integer
+        // whose `uint64` format must have been seen and removed, not missed.
+        let read_patch = tools.iter().find(|t| t.tool.name == "read_patch").unwrap();
+        let offset = &read_patch.tool.input_schema["properties"]["offset"];
+        assert!(offset.get("format").is_none(), "{offset}");
+        assert_eq!(checked, 0);
     }
 
     #[test]

@@ -208,7 +208,7 @@ fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
 
 /// `run`.
 pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOut> {
-    let mode = profile.mode(args.mode.map(TaskMode::from), TaskMode::Write)?;
+    let mode = profile.mode(args.mode, TaskMode::Write)?;
     let workspace = match (args.working_directory, args.workspace) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid_input(
@@ -221,7 +221,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
             WorkspaceKindArg::Copy => WorkspaceRequest::Copy {
                 source: absolute("workspace.path", &w.path)?,
                 include_paths: w.include_paths,
-                criteria: crate::review::reshape(&w.criteria)?,
+                criteria: w.criteria,
             },
         },
     };
@@ -252,9 +252,9 @@ pub fn absolute(name: &str, dir: &str) -> Result<PathBuf> {
 /// `resume`.
 pub fn resume(engine: &Engine, profile: Profile, args: ResumeArgs) -> Result<StartedOut> {
     let mode = if profile.read_only() {
-        Some(profile.mode(args.mode.map(TaskMode::from), TaskMode::ReadOnly)?)
+        Some(profile.mode(args.mode, TaskMode::ReadOnly)?)
     } else {
-        args.mode.map(TaskMode::from)
+        args.mode
     };
     let task = engine.resume(ContinueRequest {
         context_id: args.context_id,
@@ -295,9 +295,9 @@ pub fn send_message(
     Ok(ReceiptOut {
         message_id: receipt.message_id,
         context_id: receipt.context_id,
-        state: receipt.delivery.as_str().to_string(),
+        state: receipt.delivery,
         continuation_task_id: receipt.task.id.to_string(),
-        task_state: receipt.task.state.as_str().to_string(),
+        task_state: receipt.task.state,
         duplicate: receipt.duplicate,
     })
 }
@@ -307,9 +307,9 @@ fn started(task: &Task) -> StartedOut {
         task_id: task.id.to_string(),
         context_id: task.context_id.clone(),
         agent: task.agent.clone(),
-        state: task.state.as_str().to_string(),
-        mode: task.mode.as_str().to_string(),
-        workspace: task.workspace.as_str().to_string(),
+        state: task.state,
+        mode: task.mode,
+        workspace: task.workspace,
     }
 }
 
@@ -319,26 +319,19 @@ pub fn task_out(t: &Task) -> TaskOut {
         task_id: t.id.to_string(),
         context_id: t.context_id.clone(),
         agent: t.agent.clone(),
-        state: t.state.as_str().to_string(),
-        mode: t.mode.as_str().to_string(),
-        workspace: t.workspace.as_str().to_string(),
+        state: t.state,
+        mode: t.mode,
+        workspace: t.workspace,
         root: t.root.as_ref().map(|r| r.display().to_string()),
         model: t.model.clone(),
         error: t.error.as_ref().map(ErrorBody::from),
         status_message: t.status_message.clone(),
-        usage: usage(t),
+        usage: t.usage.clone(),
         session_id: t.session_id.clone(),
         prompt_preview: preview(&t.prompt, 120),
         timeout_seconds: t.timeout_secs,
         created_at: t.created_at.0,
         updated_at: t.updated_at.0,
-    }
-}
-
-pub fn usage(t: &Task) -> Option<Map<String, Value>> {
-    match serde_json::to_value(t.usage.as_ref()?) {
-        Ok(Value::Object(m)) => Some(m),
-        _ => None,
     }
 }
 
@@ -438,7 +431,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
     let mut out = ResultOut {
         task_id: task.id.to_string(),
         ready: task.is_terminal(),
-        state: task.state.as_str().to_string(),
+        state: task.state,
         task_error: None,
         status_message: None,
         usage: None,
@@ -457,7 +450,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
     let text = answer(&task)?;
     out.task_error = task.error.as_ref().map(ErrorBody::from);
     out.status_message = task.status_message.clone();
-    out.usage = usage(&task);
+    out.usage = task.usage.clone();
     out.answer_length = Some(chunk::utf16_len(&text));
     out.answer_sha256 = Some(chunk::sha256_hex(&text));
     if let Some(r) = &task.result {
@@ -465,15 +458,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         out.tool_calls = Some(r.tool_calls);
         out.failed_tool_calls = Some(r.failed_tool_calls);
         if include {
-            out.refusals = Some(
-                r.refusals
-                    .iter()
-                    .map(|f| RefusalOut {
-                        title: f.title.clone(),
-                        reason: f.reason.clone(),
-                    })
-                    .collect(),
-            );
+            out.refusals = Some(r.refusals.clone());
         }
     }
     if include {
@@ -509,7 +494,7 @@ pub fn cancel(engine: &Engine, args: TaskArgs) -> Result<CancelOut> {
     let task = engine.cancel(&args.task_id)?;
     Ok(CancelOut {
         task_id: task.id.to_string(),
-        state: task.state.as_str().to_string(),
+        state: task.state,
         cancel_requested: true,
     })
 }
@@ -564,7 +549,7 @@ pub fn sessions(engine: &Engine, args: SessionsArgs) -> Result<SessionsOut> {
             sandbox_root: c.sandbox_root.map(|p| p.display().to_string()),
             updated_at: c.updated_at.0,
             last_task_id: last.as_ref().map(|t| t.id.to_string()),
-            last_state: last.as_ref().map(|t| t.state.as_str().to_string()),
+            last_state: last.as_ref().map(|t| t.state),
         });
     }
     Ok(SessionsOut { sessions })

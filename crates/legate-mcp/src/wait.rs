@@ -11,7 +11,7 @@
 
 use crate::schema::{ErrorBody, WaitArgs, WaitOut};
 use crate::tools::{
-    MAX_EVENTS, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, check_cursor, event_out, in_range, usage,
+    MAX_EVENTS, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, check_cursor, event_out, in_range,
 };
 use legate_core::{Event, EventKind, Result};
 use legate_engine::Engine;
@@ -157,9 +157,9 @@ pub async fn wait(
         task_id: now.id.to_string(),
         ready: now.is_terminal(),
         timed_out: timed_out && !now.is_terminal(),
-        state: now.state.as_str().to_string(),
+        state: now.state,
         task_error: now.error.as_ref().map(ErrorBody::from),
-        usage: usage(&now),
+        usage: now.usage.clone(),
         status_message: now.status_message.clone(),
         truncated: collected.first().is_some_and(|e| e.seq > after + 1),
         events: collected.iter().map(event_out).collect(),

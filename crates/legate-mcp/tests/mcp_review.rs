@@ -792,3 +792,154 @@ async fn agents_list_models_and_health_lists_capabilities() {
     assert_eq!(agent(&unprobed, "agy")["capabilities"], json!([]));
     assert!(agent(&unprobed, "agy")["starts"].is_null());
 }
+
+fn keys(v: &Value) -> Vec<&str> {
+    let mut k: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    k.sort_unstable();
+    k
+}
+
+/// The answers are the engine's own types now; their wire shape is the one clients had
+/// (every key, nulls and empty lists included), and a hostile client's extra field inside an
+/// engine-shaped argument (a criterion's check, a review, a command) is refused, not ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_typed_answers_keep_their_shape_and_arguments_refuse_extra_fields() {
+    let h = harness(Profile::Full, ApprovalMode::Auto, Client::default()).await;
+    let project = h.project("project");
+    let path = project.display().to_string();
+    let sneaky = json!([{"id": "c", "description": "d",
+        "check": {"kind": "file-exists", "path": "x", "shell": "rm -rf /"}}]);
+    assert_eq!(
+        h.fail(
+            "run",
+            json!({"prompt": "x", "workspace": {"kind": "copy", "path": path, "criteria": sneaky}})
+        )
+        .await,
+        "INVALID_INPUT"
+    );
+    let tasks = h.call("tasks", json!({})).await;
+    assert_eq!(tasks["tasks"], json!([]), "a refused run created a task");
+
+    let id = h.copy_task(&project).await;
+    let sha = h.call("preview", json!({"taskId": id})).await["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut bad_reviews = reviews();
+    bad_reviews[0]["approvedBy"] = json!("the boss");
+    let bad = json!({"taskId": id, "expectedSha256": sha, "reviews": bad_reviews});
+    assert_eq!(h.fail("verify", bad).await, "INVALID_INPUT");
+    let bad = json!({"taskId": id, "expectedSha256": sha,
+        "command": {"executable": "true", "args": [], "shell": true}});
+    assert_eq!(h.fail("test", bad).await, "INVALID_INPUT");
+
+    let v = h
+        .call(
+            "verify",
+            json!({"taskId": id, "expectedSha256": sha, "reviews": reviews()}),
+        )
+        .await;
+    assert_eq!(
+        keys(&v),
+        [
+            "criteria", "evidence", "passed", "sha256", "source", "taskId"
+        ]
+    );
+    assert_eq!(
+        keys(&v["criteria"][0]),
+        [
+            "checkPassed",
+            "citationChecked",
+            "criterionId",
+            "passed",
+            "problems",
+            "verdict"
+        ]
+    );
+    assert_eq!(v["criteria"][1]["problems"], json!([]), "{v}");
+    let t = h
+        .call(
+            "test",
+            json!({"taskId": id, "expectedSha256": sha,
+                   "command": {"executable": "true"}}),
+        )
+        .await;
+    let record_keys = [
+        "command",
+        "confinement",
+        "durationMs",
+        "exitCode",
+        "id",
+        "network",
+        "outputTruncated",
+        "passed",
+        "recordedAt",
+        "sha256After",
+        "sha256Before",
+        "signal",
+        "source",
+        "stderr",
+        "stdout",
+        "testError",
+        "timedOut",
+    ];
+    let mut with_task = record_keys.to_vec();
+    with_task.push("taskId");
+    with_task.sort_unstable();
+    assert_eq!(keys(&t), with_task, "{t}");
+    assert!(t["signal"].is_null() && t["testError"].is_null(), "{t}");
+    assert_eq!(t["command"], json!({"executable": "true", "args": []}));
+    let preview = h.call("preview", json!({"taskId": id})).await;
+    assert_eq!(
+        keys(&preview),
+        [
+            "copyDirectory",
+            "files",
+            "integration",
+            "patchLength",
+            "readOnlyViolations",
+            "sha256",
+            "source",
+            "stale",
+            "summary",
+            "taskId",
+            "tests",
+            "verification"
+        ]
+    );
+    let mut with_stale = record_keys.to_vec();
+    with_stale.push("stale");
+    with_stale.sort_unstable();
+    assert_eq!(keys(&preview["tests"][0]), with_stale, "{preview}");
+    assert_eq!(
+        keys(&preview["files"][0]),
+        [
+            "binary",
+            "deletions",
+            "insertions",
+            "mode",
+            "newBlob",
+            "oldBlob",
+            "path",
+            "status"
+        ]
+    );
+    assert_eq!(preview["files"][0]["status"], "A", "{preview}");
+    let done = h
+        .call("integrate", json!({"taskId": id, "expectedSha256": sha}))
+        .await;
+    // `journal` is the one key the engine's record adds to what the mirror showed.
+    assert_eq!(
+        keys(&done),
+        [
+            "approval",
+            "files",
+            "integratedAt",
+            "journal",
+            "leftoverFiles",
+            "restoredByteOrderMarks",
+            "sha256",
+            "taskId"
+        ]
+    );
+}

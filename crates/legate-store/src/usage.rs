@@ -29,6 +29,7 @@ pub struct UsageFilter {
 /// Summed counters. A counter is `None` when no task in the group reported it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UsageTotals {
     /// Tasks in the group.
     pub tasks: u64,
@@ -77,6 +78,7 @@ fn has_counters(u: &Usage) -> bool {
 /// One task's line of the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TaskUsage {
     /// The task.
     pub task_id: TaskId,
@@ -94,6 +96,7 @@ pub struct TaskUsage {
 /// The aggregation [`Store::usage`] returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UsageReport {
     /// Every matching task, newest first.
     pub by_task: Vec<TaskUsage>,

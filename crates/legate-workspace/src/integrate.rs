@@ -61,6 +61,7 @@ pub struct Change {
 /// What an integration did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Integrated {
     /// Every path written, created or deleted.
     pub files: Vec<String>,

@@ -21,20 +21,24 @@ use crate::sha256_hex;
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 
-/// How a file changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ChangeStatus {
-    /// Added.
-    A,
-    /// Modified.
-    M,
-    /// Deleted.
-    D,
+legate_core::wire_enum! {
+    /// How a file changed.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ChangeStatus {
+        /// Added.
+        A => "A",
+        /// Modified.
+        M => "M",
+        /// Deleted.
+        D => "D",
+    }
 }
 
 /// One changed file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileChange {
     /// Relative path.
     pub path: String,
@@ -57,6 +61,7 @@ pub struct FileChange {
 /// Totals over a patch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PatchSummary {
     /// Files changed.
     pub files_changed: usize,
@@ -382,6 +387,7 @@ pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
 /// A window of a patch, bound to its sha256.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PatchChunk {
     /// The text of the window (the patch is read as UTF-8).
     pub text: String,

@@ -31,28 +31,19 @@ use crate::journal::{self, Found, Intent, Journal};
 use crate::patch::ChangeStatus;
 use crate::sha256_hex;
 use legate_core::Error;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Which way a recovery went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// The project is exactly integrated.
-    RolledForward,
-    /// The project is as it was before the integration.
-    RolledBack,
-}
-
-impl Outcome {
-    /// `rolled-forward` or `rolled-back`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RolledForward => "rolled-forward",
-            Self::RolledBack => "rolled-back",
-        }
+legate_core::wire_enum! {
+    /// Which way a recovery went.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Outcome {
+        /// The project is exactly integrated.
+        RolledForward => "rolled-forward",
+        /// The project is as it was before the integration.
+        RolledBack => "rolled-back",
     }
 }
 

@@ -52,6 +52,7 @@ pub struct Selection {
 /// A project's eligible files, as `list_project_files` reports them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProjectFiles {
     /// The project's root, canonical.
     pub root: PathBuf,
@@ -66,6 +67,7 @@ pub struct ProjectFiles {
 /// One eligible file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProjectFile {
     /// Relative path.
     pub path: String,

@@ -38,7 +38,8 @@ const KEPT_ENV: &[&str] = &[
 
 /// A command: an executable and its arguments. No shell is involved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TestCommand {
     /// A name looked up on `PATH`, or a path (relative paths are relative to the copy).
     pub executable: String,

@@ -24,6 +24,7 @@ pub const MAX_CRITERIA: usize = 50;
 /// What a check looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum CheckKind {
     /// The file exists.
     FileExists,
@@ -37,9 +38,10 @@ pub enum CheckKind {
 
 /// A deterministic check of a criterion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Check {
-    /// What to check.
+    /// What to check: file-exists, file-absent, file-contains, file-not-contains.
     pub kind: CheckKind,
     /// The relative path.
     pub path: String,
@@ -50,9 +52,10 @@ pub struct Check {
 
 /// An acceptance criterion, given when the task is submitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Criterion {
-    /// Unique within the task.
+    /// Unique within the task (1 to 100 characters, no control characters).
     pub id: String,
     /// What must hold.
     pub description: String,
@@ -64,6 +67,7 @@ pub struct Criterion {
 /// A reviewer's verdict on a criterion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Verdict {
     /// The criterion holds.
     Passed,
@@ -75,7 +79,8 @@ pub enum Verdict {
 
 /// The evidence for one criterion, as the caller reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Review {
     /// The criterion it is about.
     pub criterion_id: String,
@@ -94,6 +99,7 @@ pub struct Review {
 /// How one criterion fared.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CriterionResult {
     /// The criterion.
     pub criterion_id: String,
@@ -105,14 +111,15 @@ pub struct CriterionResult {
     pub citation_checked: bool,
     /// Whether the criterion passes: verdict passed, check passed (if any), citation real.
     pub passed: bool,
-    /// What went wrong, for a person.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// What went wrong, for a person (always written, empty when nothing did).
+    #[serde(default)]
     pub problems: Vec<String>,
 }
 
 /// A verification, bound to a patch and to the files it rests on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Verification {
     /// The patch sha256 it was made against.
     pub sha256: String,

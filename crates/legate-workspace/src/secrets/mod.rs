@@ -22,35 +22,26 @@ use crate::glob::Glob;
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 
-/// Why a file was left out of a copy (or refused in a patch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum BlockReason {
-    /// A known credential file name.
-    SecretFile,
-    /// A high-confidence credential pattern in the content.
-    SecretContent,
-    /// A configured exclusion matched.
-    SecretExclusion,
-    /// A symlink, a non-regular file, or a path that is not a safe relative path.
-    UnsafePath,
-}
-
-impl BlockReason {
-    /// The wire form, e.g. `SECRET_FILE`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SecretFile => "SECRET_FILE",
-            Self::SecretContent => "SECRET_CONTENT",
-            Self::SecretExclusion => "SECRET_EXCLUSION",
-            Self::UnsafePath => "UNSAFE_PATH",
-        }
+legate_core::wire_enum! {
+    /// Why a file was left out of a copy (or refused in a patch).
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum BlockReason {
+        /// A known credential file name.
+        SecretFile => "SECRET_FILE",
+        /// A high-confidence credential pattern in the content.
+        SecretContent => "SECRET_CONTENT",
+        /// A configured exclusion matched.
+        SecretExclusion => "SECRET_EXCLUSION",
+        /// A symlink, a non-regular file, or a path that is not a safe relative path.
+        UnsafePath => "UNSAFE_PATH",
     }
 }
 
 /// A file left out, by path and reason. Never its content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BlockedFile {
     /// The relative path.
     pub path: String,

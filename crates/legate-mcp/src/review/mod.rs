@@ -1,0 +1,173 @@
+//! The review tools of copy workspaces (`list_project_files`, `preview`, `read_patch`,
+//! `verify`, `test`, `record_test`, `integrate`, `discard`, `cleanup`) and `usage`, each over
+//! one engine method; their shapes are in [`shapes`], the approver that asks the MCP client
+//! before an integration in approval mode `ask` in [`crate::approval`].
+//!
+//! Nothing here decides: which checks an integration needs, what an answer of the approver
+//! means and whether a test passed are the engine's. This module translates arguments
+//! (an absolute path, the `test` timeout's range) and puts engine answers into MCP's
+//! envelopes; it never re-reads a value through JSON.
+
+pub mod shapes;
+
+pub use shapes::*;
+
+use crate::tools::{absolute, in_range};
+use legate_core::Result;
+use legate_engine::{Approver, Engine, PatchRead, ReportedTest, UsageFilter};
+use std::time::Duration;
+
+/// The longest `test`, in seconds.
+pub const TEST_TIMEOUT_MAX_SECS: u64 = 3600;
+
+/// `list_project_files`.
+pub async fn list_project_files(
+    engine: &Engine,
+    args: ListProjectFilesArgs,
+) -> Result<ProjectFilesOut> {
+    let source = absolute("path", &args.path)?;
+    engine
+        .list_project_files(&source, &args.include_paths)
+        .await
+}
+
+/// `preview`.
+pub async fn preview(engine: &Engine, task_id: &str) -> Result<PreviewOut> {
+    let p = engine.preview(task_id).await?;
+    Ok(PreviewOut {
+        task_id: p.task_id.to_string(),
+        source: p.source.display().to_string(),
+        copy_directory: p.copy_directory.display().to_string(),
+        sha256: p.patch.sha256.clone(),
+        patch_length: p.patch.patch_length,
+        files: p.patch.files,
+        summary: p.patch.summary,
+        read_only_violations: p.read_only_violations,
+        verification: p.verification,
+        stale: p.stale,
+        tests: p
+            .tests
+            .iter()
+            .map(|t| TestRecordOut::new(&t.evidence, Some(t.stale)))
+            .collect(),
+        integration: p.integration,
+    })
+}
+
+/// `read_patch`.
+pub async fn read_patch(engine: &Engine, args: ReadPatchArgs) -> Result<ReadPatchOut> {
+    engine
+        .read_patch(
+            &args.task_id,
+            PatchRead {
+                expected_sha256: args.expected_sha256,
+                path: args.path,
+                offset: args.offset.unwrap_or(0),
+                limit: args.limit,
+            },
+        )
+        .await
+}
+
+/// `verify`.
+pub async fn verify(engine: &Engine, args: VerifyArgs) -> Result<VerifyOut> {
+    let task = engine.task(&args.task_id)?;
+    let v = engine
+        .verify(task.id.as_str(), &args.expected_sha256, args.reviews)
+        .await?;
+    Ok(VerifyOut {
+        task_id: task.id.to_string(),
+        verification: v,
+    })
+}
+
+/// `test`.
+pub async fn test(engine: &Engine, args: TestArgs) -> Result<TestOut> {
+    let timeout = args
+        .timeout_seconds
+        .map(|s| in_range("timeoutSeconds", s, 1, TEST_TIMEOUT_MAX_SECS).map(Duration::from_secs))
+        .transpose()?;
+    let task = engine.task(&args.task_id)?;
+    let e = engine
+        .test(
+            task.id.as_str(),
+            &args.expected_sha256,
+            args.command,
+            timeout,
+        )
+        .await?;
+    Ok(TestOut {
+        task_id: task.id.to_string(),
+        record: TestRecordOut::new(&e, None),
+    })
+}
+
+/// `record_test`.
+pub async fn record_test(engine: &Engine, args: RecordTestArgs) -> Result<TestOut> {
+    let task = engine.task(&args.task_id)?;
+    let e = engine
+        .record_test(
+            task.id.as_str(),
+            &args.expected_sha256,
+            ReportedTest {
+                command: args.command,
+                exit_code: args.exit_code,
+                output: args.output,
+            },
+        )
+        .await?;
+    Ok(TestOut {
+        task_id: task.id.to_string(),
+        record: TestRecordOut::new(&e, None),
+    })
+}
+
+/// `integrate`, with `approver` asked when the engine's approval mode is `ask`.
+pub async fn integrate(
+    engine: &Engine,
+    args: IntegrateArgs,
+    approver: &dyn Approver,
+) -> Result<IntegrateOut> {
+    let task = engine.task(&args.task_id)?;
+    let r = engine
+        .integrate(
+            task.id.as_str(),
+            Some(&args.expected_sha256),
+            Some(approver),
+        )
+        .await?;
+    Ok(IntegrateOut {
+        task_id: task.id.to_string(),
+        integration: r,
+    })
+}
+
+/// `discard`.
+pub async fn discard(engine: &Engine, task_id: &str) -> Result<DiscardOut> {
+    let task = engine.task(task_id)?;
+    let r = engine.discard(task.id.as_str()).await?;
+    Ok(DiscardOut {
+        task_id: task.id.to_string(),
+        copy_directory: r.copy_directory.display().to_string(),
+        discarded_at: r.discarded_at.map_or(0, |t| t.0),
+    })
+}
+
+/// `cleanup`.
+pub async fn cleanup(engine: &Engine) -> Result<CleanupOut> {
+    engine.cleanup().await
+}
+
+/// `usage`. A task id may be a unique prefix; it is resolved to the full id first.
+pub fn usage(engine: &Engine, args: UsageArgs) -> Result<UsageOut> {
+    let task_id = match args.task_id {
+        Some(t) => Some(engine.task(&t)?.id.to_string()),
+        None => None,
+    };
+    engine.usage(&UsageFilter {
+        task_id,
+        session_id: args.session_id,
+        model: args.model,
+        agent: args.agent,
+    })
+}

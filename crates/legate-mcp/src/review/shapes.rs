@@ -1,0 +1,287 @@
+//! The arguments and answers of the review tools and `usage`.
+//!
+//! Answers are the engine's own types where the wire carries them as they are (a patch
+//! window, project files, a verification, an integration, a cleanup, a usage report), inside
+//! a small MCP envelope that adds the task id. Two answers differ from the engine on
+//! purpose and so keep their own struct, with engine-typed fields: a test record (the
+//! engine's `error` is `testError` here, since a top-level `error` is the failure envelope,
+//! and the confinement's isolation report is not published) and a preview (a subset).
+
+use crate::schema::ErrorBody;
+use legate_core::Timestamp;
+use legate_engine::{
+    CleanupReport, FileChange, IntegrationRecord, PatchChunk, PatchSummary, ProjectFiles, Review,
+    TestCommand, TestEvidence, TestSource, UsageReport, Verification,
+};
+use rmcp::schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+// ---------------------------------------------------------------------------------------
+// Arguments.
+
+/// `list_project_files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListProjectFilesArgs {
+    /// The absolute path of the project: the root of a git work tree.
+    pub path: String,
+    /// Relative files or directories to narrow the selection to (default: all).
+    #[serde(default)]
+    pub include_paths: Vec<String>,
+}
+
+/// `read_patch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadPatchArgs {
+    /// The copy task's id (or a unique prefix).
+    pub task_id: String,
+    /// The `sha256` `preview` returned; a different patch now is PATCH_CHANGED.
+    pub expected_sha256: String,
+    /// One changed file's part of the patch; omit it for the whole patch.
+    pub path: Option<String>,
+    /// Byte offset (default 0). Use the `nextOffset` returned.
+    pub offset: Option<u64>,
+    /// Window size in bytes, 2 to 50000 (default 10000).
+    pub limit: Option<usize>,
+}
+
+/// `verify`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VerifyArgs {
+    /// The copy task's id (or a unique prefix).
+    pub task_id: String,
+    /// The `sha256` `preview` returned.
+    pub expected_sha256: String,
+    /// One review per criterion (a criterion without one does not pass): a verdict (passed,
+    /// failed or unverified) with a citation of the copy's real files.
+    pub reviews: Vec<Review>,
+}
+
+/// `test`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TestArgs {
+    /// The copy task's id (or a unique prefix).
+    pub task_id: String,
+    /// The `sha256` `preview` returned.
+    pub expected_sha256: String,
+    /// What to run in the copy: an executable and its arguments, without a shell.
+    pub command: TestCommand,
+    /// Seconds before the command's process group is killed, 1 to 3600 (default: the
+    /// configured one, 600).
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `record_test`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordTestArgs {
+    /// The copy task's id (or a unique prefix).
+    pub task_id: String,
+    /// The `sha256` `preview` returned.
+    pub expected_sha256: String,
+    /// The command the client ran.
+    pub command: TestCommand,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// Its output (stored bounded).
+    #[serde(default)]
+    pub output: String,
+}
+
+/// `integrate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IntegrateArgs {
+    /// The copy task's id (or a unique prefix).
+    pub task_id: String,
+    /// The `sha256` of the patch that was previewed and verified.
+    pub expected_sha256: String,
+}
+
+/// `usage`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UsageArgs {
+    /// Only this task (id or unique prefix).
+    pub task_id: Option<String>,
+    /// Only tasks of this agent session.
+    pub session_id: Option<String>,
+    /// Only usage counted for this model.
+    pub model: Option<String>,
+    /// Only tasks of this agent.
+    pub agent: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Answers.
+
+/// `list_project_files`: the engine's report as it is.
+pub type ProjectFilesOut = ProjectFiles;
+/// `read_patch`: the engine's window as it is.
+pub type ReadPatchOut = PatchChunk;
+/// `cleanup`: the engine's report as it is.
+pub type CleanupOut = CleanupReport;
+/// `usage`: the engine's report as it is.
+pub type UsageOut = UsageReport;
+
+/// `verify`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyOut {
+    /// The task.
+    pub task_id: String,
+    /// The verification (also when not every criterion passed).
+    #[serde(flatten)]
+    pub verification: Verification,
+}
+
+/// One test record, bound to the patch: the engine's [`TestEvidence`] with its `error` as
+/// `testError` and without the isolation report.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct TestRecordOut {
+    /// 1-based within the task.
+    pub id: u32,
+    /// `legate-executor` (observed by Legate) or `client-reported` (never observed evidence).
+    pub source: TestSource,
+    /// The command.
+    pub command: TestCommand,
+    /// The exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// Whether it ran past its timeout.
+    pub timed_out: bool,
+    /// Exit 0, in time, and the patch unchanged.
+    pub passed: bool,
+    /// Bounded stdout.
+    pub stdout: String,
+    /// Bounded stderr.
+    pub stderr: String,
+    /// Whether output was cut.
+    pub output_truncated: bool,
+    /// The patch sha256 before the run.
+    pub sha256_before: String,
+    /// The patch sha256 after the run.
+    pub sha256_after: String,
+    /// Wall time in milliseconds (null for client reports).
+    pub duration_ms: Option<u64>,
+    /// Which confinement held: `full`, `partial` or `none`; `client` for client reports.
+    pub confinement: String,
+    /// Whether TCP was denied to the command: `denied` or `not-enforced`.
+    pub network: String,
+    /// When it was recorded (milliseconds since the epoch).
+    pub recorded_at: Timestamp,
+    /// TEST_FAILED or TEST_CHANGED_PATCH when it did not pass.
+    pub test_error: Option<ErrorBody>,
+    /// In `preview`: true when the patch changed since (the record no longer counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<bool>,
+}
+
+impl TestRecordOut {
+    /// `e` as MCP shows it; `stale` only in a preview.
+    pub fn new(e: &TestEvidence, stale: Option<bool>) -> Self {
+        Self {
+            id: e.id,
+            source: e.source,
+            command: e.command.clone(),
+            exit_code: e.exit_code,
+            signal: e.signal,
+            timed_out: e.timed_out,
+            passed: e.passed,
+            stdout: e.stdout.clone(),
+            stderr: e.stderr.clone(),
+            output_truncated: e.output_truncated,
+            sha256_before: e.sha256_before.clone(),
+            sha256_after: e.sha256_after.clone(),
+            duration_ms: e.duration_ms,
+            confinement: e.confinement.clone(),
+            network: e.network.clone(),
+            recorded_at: e.recorded_at,
+            test_error: e.error.as_ref().map(ErrorBody::from),
+            stale,
+        }
+    }
+}
+
+/// `test` and `record_test`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct TestOut {
+    /// The task.
+    pub task_id: String,
+    /// The record (returned whether the command passed or not).
+    #[serde(flatten)]
+    pub record: TestRecordOut,
+}
+
+/// `integrate`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrateOut {
+    /// The task.
+    pub task_id: String,
+    /// What was written.
+    #[serde(flatten)]
+    pub integration: IntegrationRecord,
+}
+
+/// `preview`: the engine's preview without its bookkeeping (when the patch was computed,
+/// recoveries), with test records as MCP shows them.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewOut {
+    /// The task.
+    pub task_id: String,
+    /// The project that integration would change.
+    pub source: String,
+    /// The copy.
+    pub copy_directory: String,
+    /// sha256 of the full binary-safe patch: pass it as expectedSha256 to the other tools.
+    pub sha256: String,
+    /// The patch's length in bytes (read it with read_patch).
+    pub patch_length: u64,
+    /// Changed files, sorted by path.
+    pub files: Vec<FileChange>,
+    /// Totals.
+    pub summary: PatchSummary,
+    /// For a read-only task: every path it created, changed or deleted.
+    pub read_only_violations: Vec<String>,
+    /// The latest verification.
+    pub verification: Option<Verification>,
+    /// Why that verification no longer holds, if it does not.
+    pub stale: Option<String>,
+    /// Test records, oldest first, each with whether it is stale.
+    pub tests: Vec<TestRecordOut>,
+    /// The integration, once done.
+    pub integration: Option<IntegrationRecord>,
+}
+
+/// `discard`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct DiscardOut {
+    /// The task.
+    pub task_id: String,
+    /// The copy that was removed (with its baseline).
+    pub copy_directory: String,
+    /// When (milliseconds since the epoch).
+    pub discarded_at: i64,
+}

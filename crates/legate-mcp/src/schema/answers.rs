@@ -1,0 +1,395 @@
+//! The answers of the task tools (`health` … `send_message`): MCP's envelopes and subsets
+//! of engine types. A field whose wire shape is an engine type's is that type (a state, a
+//! mode, usage, a refusal), so its name and schema come from the engine's declaration.
+
+use crate::schema::ErrorBody;
+use legate_core::{Refusal, TaskMode, TaskState, Usage, WorkspaceKind};
+use legate_engine::Delivery;
+use rmcp::schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// A configured agent, as `health` sees it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct AgentHealth {
+    /// Its name.
+    pub name: String,
+    /// `acp`, `revisor`, …
+    pub kind: String,
+    /// Whether it started when probed; null when not probed.
+    pub starts: Option<bool>,
+    /// What the probe found, for a person.
+    pub detail: String,
+    /// How much the kernel confines its process: `full`, `partial`, `none`, or an error code.
+    pub confinement: String,
+    /// Optional features the probe found the agent announcing (for agy, from its `--help`:
+    /// `stream-json`, `sandbox`, `mode-plan`, `mode-accept-edits`, `models`, `model`,
+    /// `conversation`, `json-schema`, `add-dir`, `new-project`, `effort`); empty when not
+    /// probed, when it did not start, or when its protocol has no such notion (ACP).
+    pub capabilities: Vec<String>,
+}
+
+/// The limits a caller runs into.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// Tasks that run at once.
+    pub max_running: usize,
+    /// Tasks that may wait; one more is QUEUE_FULL.
+    pub max_queued: usize,
+    /// Tasks of one context that may wait for their turn.
+    pub max_pending_per_context: usize,
+    /// A task's default timeout, in seconds.
+    pub default_timeout_seconds: u64,
+    /// The longest `wait`, in seconds.
+    pub wait_max_seconds: u64,
+    /// The most events one `wait` or `events` returns.
+    pub max_events: usize,
+    /// The largest `read_result` limit, in UTF-16 units.
+    pub read_limit_max: usize,
+    /// The longest `send_message` text, in characters.
+    pub message_max_chars: usize,
+}
+
+/// Confinement as configured.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct Confinement {
+    /// `best-effort` or `required`.
+    pub requirement: String,
+}
+
+/// `health`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct HealthOut {
+    /// Legate's version.
+    pub version: String,
+    /// The tool profile: full, query, review or implementation.
+    pub tool_profile: String,
+    /// Whether this profile makes every task read-only.
+    pub read_only: bool,
+    /// The agent used when `run` names none.
+    pub default_agent: String,
+    /// Each configured agent and whether it starts.
+    pub agents: Vec<AgentHealth>,
+    /// Kernel confinement as configured (each agent says how much is enforced).
+    pub confinement: Confinement,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// A configured agent.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOut {
+    /// The name `run` takes.
+    pub name: String,
+    /// `acp`, `revisor`, …
+    pub kind: String,
+    /// The preset it follows (claude, codex, gemini), if any.
+    pub preset: Option<String>,
+    /// The command Legate starts.
+    pub command: String,
+    /// A one-line description.
+    pub description: Option<String>,
+    /// Whether it is the default agent.
+    pub default: bool,
+    /// Whether shell commands may run in directories Legate does not own.
+    pub allow_execute: bool,
+    /// The model it uses when a task names none (`model` in its configuration); null leaves
+    /// the choice to the agent.
+    pub model: Option<String>,
+    /// The models it offers (empty when it offers no choice), when the listing succeeded;
+    /// null otherwise (not probed, or `modelsError`).
+    pub models: Option<Vec<ModelOut>>,
+    /// Why listing its models failed (e.g. `AGY_AUTH_REQUIRED`); null otherwise.
+    pub models_error: Option<ErrorBody>,
+}
+
+/// A model an agent offers.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct ModelOut {
+    /// What `run`'s `model` takes.
+    pub id: String,
+    /// Its display name.
+    pub name: String,
+}
+
+/// `agents`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct AgentsOut {
+    /// The agent used when `run` names none.
+    pub default_agent: String,
+    /// Configured agents.
+    pub agents: Vec<AgentOut>,
+}
+
+/// A task, without its bulky parts.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct TaskOut {
+    /// The task id.
+    pub task_id: String,
+    /// Its context (conversation).
+    pub context_id: String,
+    /// The agent.
+    pub agent: String,
+    /// submitted, working, input-required, completed, failed, canceled, rejected, auth-required.
+    pub state: TaskState,
+    /// write or read-only.
+    pub mode: TaskMode,
+    /// sandbox, shared or copy.
+    pub workspace: WorkspaceKind,
+    /// The workspace root, once prepared.
+    pub root: Option<String>,
+    /// The model asked for, if any.
+    pub model: Option<String>,
+    /// Why it ended badly.
+    pub error: Option<ErrorBody>,
+    /// A short status message (refusals, …).
+    pub status_message: Option<String>,
+    /// Token usage as the agent reported it.
+    pub usage: Option<Usage>,
+    /// The agent session id, once known.
+    pub session_id: Option<String>,
+    /// The first words of the prompt.
+    pub prompt_preview: String,
+    /// The timeout, in seconds.
+    pub timeout_seconds: u64,
+    /// When it was stored (milliseconds since the epoch).
+    pub created_at: i64,
+    /// When it last changed (milliseconds since the epoch).
+    pub updated_at: i64,
+}
+
+/// `run` and `resume`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct StartedOut {
+    /// The new task's id: pass it to `wait`, `status`, `result`, `cancel`.
+    pub task_id: String,
+    /// Its context: pass it to `resume`, `send_message`, or `run` to continue.
+    pub context_id: String,
+    /// The agent.
+    pub agent: String,
+    /// Its state (submitted).
+    pub state: TaskState,
+    /// write or read-only.
+    pub mode: TaskMode,
+    /// sandbox, shared or copy.
+    pub workspace: WorkspaceKind,
+}
+
+/// `status`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct StatusOut {
+    /// The task.
+    pub task: TaskOut,
+    /// Whether it has ended.
+    pub ready: bool,
+    /// The number of its last event.
+    pub last_seq: u64,
+    /// Tasks of the same context waiting to run after it (messages, resumes).
+    pub queued_task_ids: Vec<String>,
+    /// Whether any such task waits.
+    pub continuation_pending: bool,
+}
+
+/// `wait`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct WaitOut {
+    /// The task id.
+    pub task_id: String,
+    /// Whether the task has ended.
+    pub ready: bool,
+    /// Whether the wait ran out of time (the task goes on).
+    pub timed_out: bool,
+    /// The task's state now.
+    pub state: TaskState,
+    /// Why the task ended badly (`error`, at the top level, is reserved for a failed call).
+    pub task_error: Option<ErrorBody>,
+    /// Token usage so far.
+    pub usage: Option<Usage>,
+    /// A short status message.
+    pub status_message: Option<String>,
+    /// The new events, in order.
+    pub events: Vec<Map<String, Value>>,
+    /// Pass this as `after` next time.
+    pub next_cursor: u64,
+    /// Whether more events are stored after `nextCursor`.
+    pub has_more: bool,
+    /// Whether events between `after` and the first returned one were lost. Always false
+    /// today: the store never drops part of a task's events (kept for clients of the bridge).
+    pub truncated: bool,
+    /// Whether tasks of the same context wait to run after this one.
+    pub continuation_pending: bool,
+    /// Their ids.
+    pub queued_task_ids: Vec<String>,
+}
+
+/// `events`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct EventsOut {
+    /// The task id.
+    pub task_id: String,
+    /// The events, in order.
+    pub events: Vec<Map<String, Value>>,
+    /// Pass this as `after` next time.
+    pub next_cursor: u64,
+    /// Whether more events follow.
+    pub has_more: bool,
+    /// Whether events between `after` and the first returned one were lost. Always false
+    /// today: the store never drops part of a task's events (kept for clients of the bridge).
+    pub truncated: bool,
+    /// The number of the task's last event.
+    pub last_seq: u64,
+}
+
+/// `result`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct ResultOut {
+    /// The task id.
+    pub task_id: String,
+    /// Whether the task has ended; when false, only `state` is meaningful.
+    pub ready: bool,
+    /// The state.
+    pub state: TaskState,
+    /// Why the task ended badly (`error`, at the top level, is reserved for a failed call).
+    pub task_error: Option<ErrorBody>,
+    /// A short status message.
+    pub status_message: Option<String>,
+    /// Token usage.
+    pub usage: Option<Usage>,
+    /// The agent's stop reason (end_turn, cancelled, …).
+    pub stop_reason: Option<String>,
+    /// Tool calls the agent started.
+    pub tool_calls: Option<u32>,
+    /// Of which failed.
+    pub failed_tool_calls: Option<u32>,
+    /// The answer's length in UTF-16 units (what `read_result` counts).
+    pub answer_length: Option<usize>,
+    /// The sha256 of the answer, as `read_result` reports it.
+    pub answer_sha256: Option<String>,
+    /// The answer (omitted with includeResult: false).
+    pub answer: Option<String>,
+    /// Every refusal (omitted with includeResult: false).
+    pub refusals: Option<Vec<Refusal>>,
+    /// The prompt (omitted with includeResult: false).
+    pub prompt: Option<String>,
+}
+
+/// `read_result`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct ReadResultOut {
+    /// The task id.
+    pub task_id: String,
+    /// This piece of the answer.
+    pub text: String,
+    /// Where it starts, in UTF-16 units.
+    pub offset: usize,
+    /// Where the next piece starts: pass it as `offset`.
+    pub next_offset: usize,
+    /// Whether more follows.
+    pub has_more: bool,
+    /// The whole answer's length, in UTF-16 units.
+    pub total_length: usize,
+    /// The sha256 of the whole answer (UTF-8): pass it as `expectedContentSha256`.
+    pub content_sha256: String,
+}
+
+/// `cancel`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct CancelOut {
+    /// The task id.
+    pub task_id: String,
+    /// Its state when the cancel was asked for (it ends `canceled` shortly).
+    pub state: TaskState,
+    /// Always true: the cancel was recorded.
+    pub cancel_requested: bool,
+}
+
+/// `tasks`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct TasksOut {
+    /// Tasks, newest first.
+    pub tasks: Vec<TaskOut>,
+    /// Pass as `before` for the next page; null when this page was the last.
+    pub next_before: Option<i64>,
+}
+
+/// A conversation.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct SessionOut {
+    /// The context id: pass it to `resume` or `send_message`.
+    pub context_id: String,
+    /// The agent.
+    pub agent: String,
+    /// The agent's session id, once known.
+    pub session_id: Option<String>,
+    /// The context's sandbox, when it has one.
+    pub sandbox_root: Option<String>,
+    /// When it last changed (milliseconds since the epoch).
+    pub updated_at: i64,
+    /// Its latest task.
+    pub last_task_id: Option<String>,
+    /// That task's state.
+    pub last_state: Option<TaskState>,
+}
+
+/// `sessions`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsOut {
+    /// Conversations, most recently used first.
+    pub sessions: Vec<SessionOut>,
+}
+
+/// `send_message`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct ReceiptOut {
+    /// The client's id.
+    pub message_id: String,
+    /// The context.
+    pub context_id: String,
+    /// queued (waits for the running turn), sent (its turn started), failed, canceled.
+    pub state: Delivery,
+    /// The task that carries the message as the context's next turn: follow it with `wait`
+    /// from cursor 0.
+    pub continuation_task_id: String,
+    /// That task's state.
+    pub task_state: TaskState,
+    /// True when this id had been received before; nothing new was queued.
+    pub duplicate: bool,
+}

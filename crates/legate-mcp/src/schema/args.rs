@@ -1,0 +1,214 @@
+//! The arguments of the task tools (`health` … `send_message`): MCP's shapes of what a
+//! client asks, each turned into one engine request by [`crate::tools`]. Where an argument is
+//! an engine type (a mode, a criterion), it is that type.
+
+use rmcp::schemars::JsonSchema;
+use serde::Deserialize;
+
+/// No arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// `health`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthArgs {
+    /// Start each agent for real to tell whether it starts (default true; takes up to a few
+    /// seconds per agent, all at once).
+    pub probe: Option<bool>,
+}
+
+/// `agents`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentsArgs {
+    /// Ask each agent for the models it offers (agy: `agy models`; an ACP agent: the model
+    /// option of a throwaway session), default true; takes up to a few seconds, all agents at
+    /// once. false answers from the configuration alone and starts nothing.
+    pub probe: Option<bool>,
+}
+
+/// `run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunArgs {
+    /// What to ask the agent.
+    pub prompt: String,
+    /// A configured agent (see `agents`); default: the configured default agent.
+    pub agent: Option<String>,
+    /// An absolute path to an existing directory to work in, shared (Legate does not own it).
+    /// Omit it to work in the context's own workspace (a new context's sandbox).
+    pub working_directory: Option<String>,
+    /// A context (conversation) to continue: same agent session, same workspace (naming
+    /// another is INVALID_WORKSPACE). Omit it to start a new one.
+    pub context_id: Option<String>,
+    /// A model id the agent offers, or "auto" for the agent's own choice.
+    pub model: Option<String>,
+    /// Seconds before the task is stopped with TASK_TIMEOUT (default: the configured one).
+    pub timeout_seconds: Option<u64>,
+    /// "write" or "read-only". Read-only profiles refuse "write" and default to read-only.
+    pub mode: Option<legate_core::TaskMode>,
+    /// A workspace other than the sandbox: `{kind: "copy", path, includePaths, criteria}` works
+    /// on a copy of a git project, reviewed with preview, read_patch, verify and test before
+    /// integrate changes the original. Not together with workingDirectory.
+    pub workspace: Option<WorkspaceArg>,
+    /// A JSON Schema (an object) the answer must follow: structured output, for agents of
+    /// kind agy only. The answer's JSON comes back as the result's attachment
+    /// `structured_output.json`.
+    pub json_schema: Option<serde_json::Value>,
+}
+
+/// The kind of workspace `run` asks for.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceKindArg {
+    /// A copy of a git project under Legate's home, with a private baseline.
+    Copy,
+}
+
+/// `run`'s `workspace`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspaceArg {
+    /// "copy".
+    pub kind: WorkspaceKindArg,
+    /// The absolute path of the project: the root of a git work tree.
+    pub path: String,
+    /// Relative files or directories to narrow the copy to (default: every eligible file).
+    #[serde(default)]
+    pub include_paths: Vec<String>,
+    /// Acceptance criteria, fixed for the task's life; `verify` checks reviews against them.
+    #[serde(default)]
+    pub criteria: Vec<legate_engine::Criterion>,
+}
+
+/// One task, by id or unique prefix.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskArgs {
+    /// The task id (or a unique prefix of at least 4 characters).
+    pub task_id: String,
+}
+
+/// `wait`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitArgs {
+    /// The task id (or a unique prefix).
+    pub task_id: String,
+    /// Only events numbered after this (default 0). Pass the `nextCursor` of the last answer.
+    pub after: Option<u64>,
+    /// How long to wait, 1 to 60 seconds (default 30). A timeout never cancels the task.
+    pub timeout_seconds: Option<u64>,
+    /// Return early once this many new events arrived, 1 to 1000 (default 1000).
+    pub max_events: Option<usize>,
+}
+
+/// `events`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventsArgs {
+    /// The task id (or a unique prefix).
+    pub task_id: String,
+    /// Only events numbered after this (default 0); at most the last event's number.
+    pub after: Option<u64>,
+    /// At most this many, 1 to 1000 (default 200).
+    pub limit: Option<usize>,
+}
+
+/// `result`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResultArgs {
+    /// The task id (or a unique prefix).
+    pub task_id: String,
+    /// Include the answer text, the prompt and the refusals (default true). Pass false for a
+    /// small answer and read the text with `read_result`.
+    pub include_result: Option<bool>,
+}
+
+/// `read_result`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadResultArgs {
+    /// The task id (or a unique prefix).
+    pub task_id: String,
+    /// Where to start, in UTF-16 code units (default 0). Use the `nextOffset` returned.
+    pub offset: Option<usize>,
+    /// How many UTF-16 code units at most, 2 to 50000 (default 10000).
+    pub limit: Option<usize>,
+    /// The `contentSha256` of an earlier piece: a different content is CONTENT_CHANGED.
+    pub expected_content_sha256: Option<String>,
+}
+
+/// `tasks`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TasksArgs {
+    /// Only tasks in this state (submitted, working, input-required, completed, failed,
+    /// canceled, rejected, auth-required).
+    pub state: Option<String>,
+    /// Only tasks of this context.
+    pub context_id: Option<String>,
+    /// Only tasks of this agent.
+    pub agent: Option<String>,
+    /// At most this many, 1 to 200 (default 20).
+    pub limit: Option<usize>,
+    /// Only tasks created before this instant (milliseconds since the epoch); pass the
+    /// `nextBefore` of the last answer to page back.
+    pub before: Option<i64>,
+}
+
+/// `sessions`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsArgs {
+    /// At most this many, 1 to 200 (default 20).
+    pub limit: Option<usize>,
+}
+
+/// `resume`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumeArgs {
+    /// The context (conversation) to continue; see `sessions` and `tasks`.
+    pub context_id: String,
+    /// What to ask next.
+    pub prompt: String,
+    /// "write" or "read-only" (default: the context's latest task's mode; read-only
+    /// profiles force read-only).
+    pub mode: Option<legate_core::TaskMode>,
+    /// Seconds before the task is stopped (default: the context's latest task's timeout).
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `send_message`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendMessageArgs {
+    /// An id the client chooses (a UUID is a good choice). Sending the same id and text
+    /// again returns the same receipt; the same id with other text is MESSAGE_ID_CONFLICT.
+    pub message_id: String,
+    /// The message, at most 2000 characters.
+    pub text: String,
+    /// The context to send it to. Give this or `taskId`.
+    pub context_id: Option<String>,
+    /// A task whose context to send it to. Give this or `contextId`.
+    pub task_id: Option<String>,
+}
