@@ -37,12 +37,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod direct;
+
+/// Which releases: `current` (the default) or `old` (`LEGATE_ADAPTERS=old`).
+fn old() -> bool {
+    std::env::var("LEGATE_ADAPTERS").is_ok_and(|v| v == "old")
+}
+
+/// `$LEGATE_ADAPTERS_DIR/<current|old>`, holding that set's `node_modules`.
 fn adapters_dir() -> PathBuf {
-    std::env::var_os("LEGATE_ADAPTERS_DIR")
+    let base = std::env::var_os("LEGATE_ADAPTERS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/legate-adapters")
-        })
+        });
+    base.join(if old() { "old" } else { "current" })
 }
 
 /// The tool names and inputs one adapter's model uses.
@@ -69,8 +78,12 @@ fn require(path: PathBuf) -> String {
 }
 
 fn claude(url: &str) -> Adapter {
-    let js =
-        require(adapters_dir().join("node_modules/@zed-industries/claude-agent-acp/dist/index.js"));
+    let package = if old() {
+        "@zed-industries/claude-agent-acp"
+    } else {
+        "@agentclientprotocol/claude-agent-acp"
+    };
+    let js = require(adapters_dir().join(format!("node_modules/{package}/dist/index.js")));
     Adapter {
         name: "claude",
         command: "node".into(),
@@ -97,32 +110,76 @@ fn claude(url: &str) -> Adapter {
 }
 
 fn codex(url: &str) -> Adapter {
-    let bin = require(
-        adapters_dir().join("node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"),
+    let provider = format!(
+        "[model_providers.fake]\nname = \"fake\"\nbase_url = \"{url}/v1\"\nenv_key = \"LEGATE_FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n"
     );
-    let config = format!(
-        "model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"{url}/v1\"\nenv_key = \"LEGATE_FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n"
-    );
-    Adapter {
-        name: "codex",
-        command: bin,
-        args: vec![
+    let config = if old() {
+        format!("model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n{provider}")
+    } else {
+        std::env::var("LEGATE_CODEX_CONFIG")
+            .unwrap_or_default()
+            .replace("\\n", "\n")
+            + &format!("model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n{provider}")
+    };
+    let (command, args) = if old() {
+        let bin = require(
+            adapters_dir().join("node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"),
+        );
+        let args = vec![
             "-c".into(),
             "approval_policy=\"untrusted\"".into(),
             "-c".into(),
             "sandbox_mode=\"danger-full-access\"".into(),
-        ],
+        ];
+        (bin, args)
+    } else {
+        let js = require(
+            adapters_dir().join("node_modules/@agentclientprotocol/codex-acp/dist/index.js"),
+        );
+        ("node".to_string(), vec![js])
+    };
+    Adapter {
+        name: "codex",
+        command,
+        args,
         env: BTreeMap::from([("LEGATE_FAKE_OPENAI_KEY".into(), "sk-legate-test".into())]),
-        write: |p, c| {
-            Step::tool(
-                "apply_patch",
-                json!(format!(
-                    "*** Begin Patch\n*** Add File: {}\n+{c}\n*** End Patch\n",
-                    p.display()
-                )),
-            )
+        write: if old() {
+            |p, c| {
+                Step::tool(
+                    "apply_patch",
+                    json!(format!(
+                        "*** Begin Patch\n*** Add File: {}\n+{c}\n*** End Patch\n",
+                        p.display()
+                    )),
+                )
+            }
+        } else {
+            // Codex 0.166 offers no `apply_patch` tool to a model it has no metadata for;
+            // the model writes through `exec_command`, which Codex recognises as a patch.
+            |p, c| {
+                Step::tool(
+                    "exec_command",
+                    json!({"cmd": format!(
+                        "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {}\n+{c}\n*** End Patch\nEOF\n",
+                        p.display()
+                    )}),
+                )
+            }
         },
-        shell: |c| Step::tool("exec_command", json!({"cmd": c})),
+        // In its `read-only` mode Codex runs a command in its own sandbox without asking;
+        // it asks only when the model requests escalation, as its instructions tell it to
+        // for anything that writes.
+        shell: if old() {
+            |c| Step::tool("exec_command", json!({"cmd": c}))
+        } else {
+            |c| {
+                Step::tool(
+                    "exec_command",
+                    json!({"cmd": c, "sandbox_permissions": "require_escalated",
+                           "justification": "writes a file in the workspace"}),
+                )
+            }
+        },
         plan: None,
         state_files: vec![(".codex/config.toml", config)],
     }
@@ -565,4 +622,152 @@ async fn codex_through_legate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_through_legate() {
     suite(gemini).await;
+}
+
+/// The environment Legate's presets add, for talking to an adapter directly.
+fn direct_env(adapter: &Adapter, state: &Path) -> BTreeMap<String, String> {
+    let mut env = adapter.env.clone();
+    let tmp = state.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    env.insert("HOME".into(), state.display().to_string());
+    env.insert("TMPDIR".into(), tmp.display().to_string());
+    match adapter.name {
+        "claude" => {
+            for (k, v) in [
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("DISABLE_TELEMETRY", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+                ("IS_SANDBOX", "1"),
+            ] {
+                env.insert(k.into(), v.into());
+            }
+            env.insert("CLAUDE_CODE_TMPDIR".into(), tmp.display().to_string());
+        }
+        "gemini" => {
+            env.insert("GEMINI_CLI_NO_RELAUNCH".into(), "true".into());
+        }
+        _ => {}
+    }
+    env
+}
+
+/// One direct conversation: the model writes a file with the adapter's write tool, then runs
+/// a shell command; every permission request is answered with `answer_kind`. Returns the
+/// transcript and whether each file exists afterwards.
+async fn direct_run(
+    make: fn(&str) -> Adapter,
+    mode: Option<&str>,
+    answer_kind: &str,
+) -> (direct::Observed, bool, bool) {
+    let server = ModelServer::start().unwrap();
+    let adapter = make(&server.url());
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let root = std::fs::canonicalize(root).unwrap();
+    for (file, text) in &adapter.state_files {
+        let p = state.join(file);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let write = root.join("direct.txt");
+    server.script(vec![
+        (adapter.write)(&write, "written directly"),
+        (adapter.shell)("echo by-shell > shell.txt"),
+        Step::text("done"),
+    ]);
+    let env = direct_env(&adapter, &state);
+    let observed = direct::observe(
+        &adapter.command,
+        &adapter.args,
+        &env,
+        &root,
+        mode,
+        "Do what the model says.",
+        answer_kind,
+    )
+    .await;
+    let wrote = write.exists();
+    let shell = root.join("shell.txt").exists();
+    if std::env::var_os("LEGATE_DIRECT_REQUESTS").is_some() {
+        for r in server.requests() {
+            let tools: Vec<String> = r.body["tools"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .map(|t| {
+                            t["name"]
+                                .as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| t.to_string().chars().take(300).collect())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let last = r.body["input"].as_array().and_then(|i| i.last()).cloned();
+            if std::env::var_os("LEGATE_DIRECT_BODY").is_some() {
+                let mut b = r.body.clone();
+                b["input"] = json!("…");
+                b["instructions"] = json!("…");
+                eprintln!(
+                    "model body {}",
+                    b.to_string().chars().take(4000).collect::<String>()
+                );
+            }
+            eprintln!(
+                "model request {} {} tools {tools:?} last input {:?}",
+                r.method,
+                r.path,
+                last.map(|l| l.to_string())
+            );
+        }
+    }
+    eprintln!(
+        "direct {}: agentInfo {}, modes {}, {} tool calls, {} permission requests, stop {}, wrote {wrote}, shell {shell}",
+        adapter.name,
+        observed.initialize["agentInfo"],
+        observed.session["modes"]["availableModes"]
+            .as_array()
+            .map(|m| m
+                .iter()
+                .map(|m| m["id"].as_str().unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+                .join(","))
+            .unwrap_or_default(),
+        observed.tool_calls().len(),
+        observed.permissions.len(),
+        observed.prompt["stopReason"],
+    );
+    (observed, wrote, shell)
+}
+
+/// `LEGATE_DIRECT_ANSWER` names the option kind answered (default `allow_once`).
+fn direct_answer() -> String {
+    std::env::var("LEGATE_DIRECT_ANSWER").unwrap_or_else(|_| "allow_once".into())
+}
+
+/// `LEGATE_DIRECT_MODE` names a mode to set before the prompt (for exploring an adapter).
+fn direct_mode() -> Option<String> {
+    std::env::var("LEGATE_DIRECT_MODE")
+        .ok()
+        .filter(|m| !m.is_empty())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_codex() {
+    let mode = direct_mode();
+    direct_run(codex, mode.as_deref(), &direct_answer()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_claude() {
+    let mode = direct_mode();
+    direct_run(claude, mode.as_deref(), &direct_answer()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_gemini() {
+    let mode = direct_mode();
+    direct_run(gemini, mode.as_deref(), &direct_answer()).await;
 }
