@@ -76,7 +76,7 @@ async fn run(engine: &Engine, agent: &str) -> (Task, Vec<Event>) {
 /// The version notice, and the position of the first event of the session itself.
 fn version_notice(events: &[Event]) -> Option<(usize, serde_json::Value, String)> {
     events.iter().enumerate().find_map(|(i, e)| match &e.kind {
-        EventKind::Workspace { message, detail } if detail["warning"] == "adapterVersion" => {
+        EventKind::Notice { message, detail } if detail["warning"] == "adapterVersion" => {
             Some((i, detail.clone(), message.clone()))
         }
         _ => None,

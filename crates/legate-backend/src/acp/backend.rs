@@ -500,7 +500,7 @@ pub fn version_notice(preset: &legate_supervisor::Preset, info: &AgentInfo) -> O
         legate_supervisor::VersionCheck::Outside {
             announced,
             verified,
-        } => Some(EventKind::Workspace {
+        } => Some(EventKind::Notice {
             message: format!(
                 "adapter version not verified: the agent announced {announced}; the {} preset was verified against {verified}; its options and modes may have changed",
                 preset.name
