@@ -103,7 +103,10 @@ impl Preset {
     /// ("Yes, and manually approve edits") keeps supervision; `acceptEdits`, `auto` and
     /// `bypassPermissions` elevate; `plan` ("No, keep planning", `reject_once`) refuses and
     /// lets the turn go on. The seed's `exit-plan-*` ids (a bridge whose effect table is
-    /// `dist/permissions/effects.js`) are kept beside them. Its `reject` lets the turn go on.
+    /// `dist/permissions/effects.js`) are kept beside them, and
+    /// `@agentclientprotocol/claude-agent-acp` 0.101 offers exactly those again
+    /// (`exit-plan-default`, `exit-plan-auto`, `exit-plan-bypass`, and `reject`; observed
+    /// 2026-12-01). Its `reject` lets the turn go on.
     pub fn claude() -> Self {
         use PlanExit::*;
         Self {

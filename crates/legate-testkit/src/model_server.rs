@@ -164,18 +164,20 @@ fn api_of(method: &str, path: &str) -> Api {
 /// with this. Such a request is not the main loop.
 pub const CLAUDE_SUGGESTION: &str = "[SUGGESTION MODE";
 
-/// Whether the last message's text blocks start with [`CLAUDE_SUGGESTION`].
+/// Whether the last message (its content a string or blocks) has a text starting with
+/// [`CLAUDE_SUGGESTION`].
 fn is_side_request(body: &Value) -> bool {
     let Some(last) = body["messages"].as_array().and_then(|m| m.last()) else {
         return false;
     };
-    last["content"].as_array().is_some_and(|blocks| {
-        blocks.iter().any(|b| {
-            b["text"]
-                .as_str()
-                .is_some_and(|t| t.trim_start().starts_with(CLAUDE_SUGGESTION))
-        })
-    })
+    let starts = |t: &str| t.trim_start().starts_with(CLAUDE_SUGGESTION);
+    match &last["content"] {
+        Value::String(t) => starts(t),
+        Value::Array(blocks) => blocks
+            .iter()
+            .any(|b| b["text"].as_str().is_some_and(starts)),
+        _ => false,
+    }
 }
 
 /// Whether a request is the agent's main loop: it offers tools, and is not a side request

@@ -43,8 +43,9 @@ impl Observed {
 }
 
 /// Speaks ACP to `command args` in `cwd` with `env` (nothing inherited but `PATH`), sets
-/// `mode` when given, sends `prompt`, and answers each permission request with the first
-/// option whose kind is `answer_kind` (`allow_once`, `reject_once`).
+/// `mode` when given and the agent reports modes, sends `prompt`, and answers each
+/// permission request with the first option whose kind is `answer_kind` (`allow_once`,
+/// `reject_once`).
 pub async fn observe(
     command: &str,
     args: &[String],
@@ -136,7 +137,12 @@ pub async fn observe(
         clip(&observed.session.to_string())
     );
     let session = observed.session["sessionId"].clone();
-    if let Some(mode) = mode {
+    // As Legate does: a mode is set only when the agent reports modes (codex-acp 0.16.0 with
+    // its approval policy set by `-c` reports none).
+    let reports_modes = observed.session["modes"]["availableModes"]
+        .as_array()
+        .is_some_and(|m| !m.is_empty());
+    if let Some(mode) = mode.filter(|_| reports_modes) {
         let r = call!(
             "session/set_mode",
             json!({"sessionId": session, "modeId": mode})
