@@ -43,6 +43,7 @@ mod stderr;
 pub(crate) mod sys;
 mod translate;
 mod transport;
+mod unasked;
 
 pub use crate::env::{FORBIDDEN_EXACT, FORBIDDEN_PREFIXES, INHERITED_EXACT, INHERITED_PREFIXES};
 pub use backend::AcpBackend;

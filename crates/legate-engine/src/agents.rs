@@ -150,6 +150,24 @@ impl Engine {
         info
     }
 
+    /// When the version agent `name` announced (`info`, from [`Engine::probe`]) lies outside
+    /// its preset's verified range: a sentence saying so, for `legate agents` and MCP
+    /// `health`. `None` inside the range, for an agent whose preset tracks no versions, and
+    /// for an unknown agent.
+    pub fn version_warning(&self, name: &str, info: &AgentInfo) -> Option<String> {
+        let preset = preset_for(self.agent(name).ok()?);
+        match preset.check_version(info.name.as_deref(), info.version.as_deref()) {
+            legate_supervisor::VersionCheck::Outside {
+                announced,
+                verified,
+            } => Some(format!(
+                "version not verified: {announced} (the {} preset was verified against {verified})",
+                preset.name
+            )),
+            _ => None,
+        }
+    }
+
     /// The models agent `name` offers (`agy models`, or the model config option of an ACP
     /// session opened in a throwaway directory and stopped), within `limit`. Nothing is
     /// prompted and nothing is stored.

@@ -118,6 +118,7 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
             detail: "not probed".to_string(),
             confinement,
             capabilities: Vec::new(),
+            version_warning: None,
         });
     }
     if !args.probe.unwrap_or(true) {
@@ -132,10 +133,16 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
         |agent, probed| match probed {
             Ok(info) => {
                 agent.starts = Some(true);
+                agent.version_warning = engine.version_warning(&agent.name, &info);
                 agent.detail = format!(
-                    "starts ({} {})",
+                    "starts ({} {}){}",
                     info.name.as_deref().unwrap_or("unnamed"),
-                    info.version.as_deref().unwrap_or("?")
+                    info.version.as_deref().unwrap_or("?"),
+                    agent
+                        .version_warning
+                        .as_deref()
+                        .map(|w| format!("; {w}"))
+                        .unwrap_or_default()
                 );
                 agent.capabilities = info.capabilities;
             }

@@ -183,10 +183,11 @@ impl Connection {
         );
         InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(AgentCapabilities::new().load_session(true))
-            .agent_info(
-                Implementation::new("revisor", env!("CARGO_PKG_VERSION"))
+            .agent_info(match &self.options.agent_info {
+                Some((name, version)) => Implementation::new(name.clone(), version.clone()),
+                None => Implementation::new("revisor", env!("CARGO_PKG_VERSION"))
                     .title("Legate revisor (no model)"),
-            )
+            })
     }
 
     fn new_session(&self, request: &NewSessionRequest) -> Result<NewSessionResponse, Error> {

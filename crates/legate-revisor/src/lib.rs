@@ -126,6 +126,9 @@ pub use turn::{CONTEXT_WINDOW, OUTPUT_LIMIT, PLAN_MODE_REFUSAL, READ_LINES, REFU
 pub struct RevisorOptions {
     /// Lines this hook claims are performed by it instead of revisor (see [`DirectiveHook`]).
     pub directive: Option<Arc<dyn DirectiveHook>>,
+    /// The `agentInfo` name and version `initialize` announces instead of revisor's own
+    /// (`revisor`, this crate's version): a test kit playing another adapter's version.
+    pub agent_info: Option<(String, String)>,
 }
 
 /// Serves revisor on stdin/stdout until the client closes stdin.

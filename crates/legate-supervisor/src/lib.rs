@@ -11,11 +11,13 @@ pub mod containment;
 pub mod options;
 pub mod preset;
 pub mod rules;
+pub mod version;
 
 pub use containment::{Outside, resolve_within};
 pub use options::{pick_allow, pick_reject};
 pub use preset::{PlanExit, Preset};
 pub use rules::Rules;
+pub use version::{Verified, Version, VersionCheck};
 
 use legate_core::{Boundary, PermissionRequest, Ruling, TaskMode};
 use std::fmt::Debug;

@@ -4,7 +4,10 @@
 //! seed `000`): the mode in which each one asks before acting, where each way out of plan
 //! mode lands, and which refusals end the whole turn. The tables are explicit rather than
 //! pattern-matched, so an option whose effect was never verified is not in them, and the
-//! rules refuse it.
+//! rules refuse it. Each preset also names the adapter versions it was verified against
+//! ([`Preset::verified`], checked by [`Preset::check_version`]).
+
+use crate::version::{self, Verified, Version, VersionCheck};
 
 /// Where choosing a plan-exit option leaves the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,6 +58,21 @@ pub struct Preset {
     pub plan_exits: Vec<PlanExitRule>,
     /// Refusal option ids that end the whole turn rather than refusing one tool call.
     pub turn_ending_refusals: Vec<String>,
+    /// The packages and versions this preset was verified against (the `agentInfo` name and
+    /// version each announces). Empty: no version is tracked.
+    pub verified: Vec<Verified>,
+}
+
+/// The date of the last verification of the current adapters (`docs/backends/acp.md`).
+pub const VERIFIED_ON: &str = "2026-12-01";
+
+fn range(package: &str, from: (u64, u64, u64), below: (u64, u64, u64)) -> Verified {
+    Verified::new(
+        package,
+        Version::new(from.0, from.1, from.2),
+        Version::new(below.0, below.1, below.2),
+        VERIFIED_ON,
+    )
 }
 
 fn exact(id: &str, effect: PlanExit) -> PlanExitRule {
@@ -85,7 +103,10 @@ impl Preset {
     /// ("Yes, and manually approve edits") keeps supervision; `acceptEdits`, `auto` and
     /// `bypassPermissions` elevate; `plan` ("No, keep planning", `reject_once`) refuses and
     /// lets the turn go on. The seed's `exit-plan-*` ids (a bridge whose effect table is
-    /// `dist/permissions/effects.js`) are kept beside them. Its `reject` lets the turn go on.
+    /// `dist/permissions/effects.js`) are kept beside them, and
+    /// `@agentclientprotocol/claude-agent-acp` 0.101 offers exactly those again
+    /// (`exit-plan-default`, `exit-plan-auto`, `exit-plan-bypass`, and `reject`; observed
+    /// 2026-12-01). Its `reject` lets the turn go on.
     pub fn claude() -> Self {
         use PlanExit::*;
         Self {
@@ -103,6 +124,14 @@ impl Preset {
                 prefix("exit-plan-clear-", Elevates),
             ],
             turn_ending_refusals: Vec::new(),
+            verified: vec![
+                range(
+                    "@agentclientprotocol/claude-agent-acp",
+                    (0, 101, 0),
+                    (0, 102, 0),
+                ),
+                range("@zed-industries/claude-agent-acp", (0, 23, 1), (0, 24, 0)),
+            ],
         }
     }
 
@@ -114,6 +143,10 @@ impl Preset {
             supervised_mode: Some("read-only".into()),
             plan_exits: vec![exact("implement_plan", PlanExit::KeepsSupervision)],
             turn_ending_refusals: strings(&["abort", "cancel"]),
+            verified: vec![
+                range("@agentclientprotocol/codex-acp", (2, 6, 0), (2, 7, 0)),
+                range("codex-acp", (0, 16, 0), (0, 17, 0)),
+            ],
         }
     }
 
@@ -125,6 +158,7 @@ impl Preset {
             supervised_mode: Some("default".into()),
             plan_exits: Vec::new(),
             turn_ending_refusals: strings(&["cancel"]),
+            verified: vec![range("gemini-cli", (0, 61, 0), (0, 62, 0))],
         }
     }
 
@@ -140,6 +174,7 @@ impl Preset {
                 exact("exit-plan-accept-edits", Elevates),
             ],
             turn_ending_refusals: Vec::new(),
+            verified: Vec::new(),
         }
     }
 
@@ -151,6 +186,7 @@ impl Preset {
             supervised_mode: None,
             plan_exits: Vec::new(),
             turn_ending_refusals: strings(&["abort", "cancel"]),
+            verified: Vec::new(),
         }
     }
 
@@ -181,6 +217,11 @@ impl Preset {
     /// Whether refusing with option `id` ends the whole turn.
     pub fn ends_turn(&self, id: &str) -> bool {
         self.turn_ending_refusals.iter().any(|t| t == id)
+    }
+
+    /// Whether the agent's announced `agentInfo` name and version lie in a verified range.
+    pub fn check_version(&self, name: Option<&str>, version: Option<&str>) -> VersionCheck {
+        version::check(&self.verified, name, version)
     }
 
     /// Whether `mode` is the mode in which this agent asks before acting.
@@ -258,6 +299,44 @@ mod tests {
         assert_eq!(
             p.plan_exit("exit-plan-clear-default"),
             Some(PlanExit::KeepsSupervision)
+        );
+    }
+
+    #[test]
+    fn each_adapter_preset_names_what_it_was_verified_against() {
+        let ok = |p: Preset, n: &str, v: &str| {
+            assert_eq!(
+                p.check_version(Some(n), Some(v)),
+                VersionCheck::Verified,
+                "{n} {v}"
+            )
+        };
+        ok(
+            Preset::claude(),
+            "@agentclientprotocol/claude-agent-acp",
+            "0.101.0",
+        );
+        ok(
+            Preset::claude(),
+            "@zed-industries/claude-agent-acp",
+            "0.23.1",
+        );
+        ok(Preset::codex(), "@agentclientprotocol/codex-acp", "2.6.0");
+        ok(Preset::codex(), "codex-acp", "0.16.0");
+        ok(Preset::gemini(), "gemini-cli", "0.61.0");
+        let too_new =
+            Preset::codex().check_version(Some("@agentclientprotocol/codex-acp"), Some("2.7.0"));
+        assert!(
+            matches!(too_new, VersionCheck::Outside { .. }),
+            "{too_new:?}"
+        );
+        assert_eq!(
+            Preset::generic().check_version(Some("x"), Some("1.0.0")),
+            VersionCheck::NotTracked
+        );
+        assert_eq!(
+            Preset::revisor().check_version(None, None),
+            VersionCheck::NotTracked
         );
     }
 

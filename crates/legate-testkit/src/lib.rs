@@ -28,6 +28,11 @@
 //! | `auth-prompt` | serve normally, but answer every `session/prompt` with JSON-RPC error [`AUTH_ERROR_CODE`] ("Authentication required"), as Claude's adapter does when it is not logged in |
 //! | anything else | print an error to stderr and exit 2 |
 //!
+//! # Its `agentInfo`: `LEGATE_TESTKIT_AGENT_INFO`
+//!
+//! `<name> <version>` (split at the last space) replaces revisor's own `agentInfo` in the
+//! `initialize` answer, so a test can play an adapter at a version of its choosing.
+//!
 //! # Directives in a prompt
 //!
 //! A prompt line starting with `!` and one of these verbs (case-insensitive) is handled by
@@ -89,6 +94,9 @@ pub use crate::python::{REQUIRE_PYTHON_ENV, python, python_required};
 
 /// The environment variable that picks a [`Fault`].
 pub const FAULT_ENV: &str = "LEGATE_TESTKIT_FAULT";
+/// The environment variable that sets the `agentInfo` `initialize` announces, as
+/// `<name> <version>` (`@agentclientprotocol/codex-acp 2.7.0`): playing another adapter.
+pub const AGENT_INFO_ENV: &str = "LEGATE_TESTKIT_AGENT_INFO";
 /// The environment variable [`find_scripted_agent`] honours first.
 pub const AGENT_PATH_ENV: &str = "LEGATE_SCRIPTED_AGENT";
 /// The binary's name.
@@ -176,6 +184,7 @@ pub async fn run(fault: Fault) -> i32 {
     };
     let options = RevisorOptions {
         directive: Some(Arc::new(ScriptedDirectives::new(inject))),
+        agent_info: agent_info_from_env(),
     };
     let serve = legate_revisor::serve_with(input.compat(), agent_out.compat_write(), options);
     let pumping = pump(pump_in, injections, tokio::io::stdout());
@@ -203,6 +212,13 @@ pub async fn run(fault: Fault) -> i32 {
             }
         }
     }
+}
+
+/// [`AGENT_INFO_ENV`] as `(name, version)`: the text before its last space, and after it.
+pub fn agent_info_from_env() -> Option<(String, String)> {
+    let value = std::env::var(AGENT_INFO_ENV).ok()?;
+    let (name, version) = value.trim().rsplit_once(' ')?;
+    Some((name.trim().to_string(), version.to_string()))
 }
 
 /// `auth-prompt`: copies the client's lines to revisor, except `session/prompt` requests,

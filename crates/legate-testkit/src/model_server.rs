@@ -159,8 +159,33 @@ fn api_of(method: &str, path: &str) -> Api {
     }
 }
 
-/// Whether a request is the agent's main loop: it offers tools.
+/// Claude Code (2.1.3xx, in claude-agent-acp 0.101) asks for a "prompt suggestion" after a
+/// turn, with the main loop's tools (for its prompt cache); its last user message starts
+/// with this. Such a request is not the main loop.
+pub const CLAUDE_SUGGESTION: &str = "[SUGGESTION MODE";
+
+/// Whether the last message (its content a string or blocks) has a text starting with
+/// [`CLAUDE_SUGGESTION`].
+fn is_side_request(body: &Value) -> bool {
+    let Some(last) = body["messages"].as_array().and_then(|m| m.last()) else {
+        return false;
+    };
+    let starts = |t: &str| t.trim_start().starts_with(CLAUDE_SUGGESTION);
+    match &last["content"] {
+        Value::String(t) => starts(t),
+        Value::Array(blocks) => blocks
+            .iter()
+            .any(|b| b["text"].as_str().is_some_and(starts)),
+        _ => false,
+    }
+}
+
+/// Whether a request is the agent's main loop: it offers tools, and is not a side request
+/// ([`CLAUDE_SUGGESTION`]).
 fn offers_tools(api: Api, body: &Value) -> bool {
+    if is_side_request(body) {
+        return false;
+    }
     let tools = &body["tools"];
     match api {
         Api::Gemini { .. } => tools
@@ -454,6 +479,21 @@ mod tests {
         let mut out = String::new();
         c.read_to_string(&mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn claudes_prompt_suggestions_do_not_take_the_script() {
+        let s = ModelServer::start().unwrap();
+        s.script(vec![Step::text("first")]);
+        let suggestion = json!({"tools": [{"name": "Bash"}], "messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"},
+                                         {"type": "text", "text": "[SUGGESTION MODE: Suggest what the user types next]"}]}]});
+        let main = json!({"tools": [{"name": "Bash"}], "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Do it"}]}]});
+        let a = post(&s.url(), "/v1/messages?beta=true", &suggestion);
+        assert!(!a.contains("first"), "{a}");
+        let m = post(&s.url(), "/v1/messages?beta=true", &main);
+        assert!(m.contains("first"), "{m}");
     }
 
     #[test]

@@ -91,8 +91,13 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
             (
                 Some(false),
                 format!(
-                    "does not start: AGENT_START_FAILED: {} is not on PATH",
-                    spec.command
+                    "does not start: AGENT_START_FAILED: {} is not on PATH{}",
+                    spec.command,
+                    spec.preset
+                        .as_deref()
+                        .and_then(crate::config::install_hint)
+                        .map(|h| format!(" (install it: {h})"))
+                        .unwrap_or_default()
                 ),
             )
         }
@@ -100,14 +105,18 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
             Ok(info) => (
                 Some(true),
                 format!(
-                    "starts ({} {}){}",
+                    "starts ({} {}){}{}",
                     info.name.as_deref().unwrap_or("unnamed"),
                     info.version.as_deref().unwrap_or("?"),
                     if info.capabilities.is_empty() {
                         String::new()
                     } else {
                         format!("; capabilities: {}", info.capabilities.join(", "))
-                    }
+                    },
+                    engine
+                        .version_warning(&spec.name, &info)
+                        .map(|w| format!("; {w}"))
+                        .unwrap_or_default()
                 ),
             ),
             Err(e) => (Some(false), format!("does not start: {e}")),

@@ -382,6 +382,17 @@ fn tck_agent() -> Result<AgentSpec> {
     })
 }
 
+/// How to install the adapter a preset runs: the current npm package, which installs the
+/// preset's default command. `None` for anything else.
+pub fn install_hint(preset: &str) -> Option<&'static str> {
+    match preset {
+        "claude" => Some("npm install -g @agentclientprotocol/claude-agent-acp@0.101"),
+        "codex" => Some("npm install -g @agentclientprotocol/codex-acp@2.6"),
+        "gemini" => Some("npm install -g @google/gemini-cli@0.61"),
+        _ => None,
+    }
+}
+
 /// `revisor` plus the three presets, with the commands their npm packages install.
 fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
     let exe = std::env::current_exe().context("could not find the legate executable")?;
@@ -423,7 +434,7 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
             "claude",
             "claude-agent-acp",
             &[],
-            "Claude Code through @zed-industries/claude-agent-acp",
+            "Claude Code through @agentclientprotocol/claude-agent-acp (0.101; @zed-industries/claude-agent-acp 0.23 still works)",
         ),
     );
     agents.insert(
@@ -432,7 +443,7 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
             "codex",
             "codex-acp",
             &[],
-            "Codex through @zed-industries/codex-acp",
+            "Codex through @agentclientprotocol/codex-acp (2.6; @zed-industries/codex-acp 0.16 still works)",
         ),
     );
     agents.insert(
@@ -441,7 +452,7 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
             "gemini",
             "gemini",
             &["--acp"],
-            "Gemini CLI in ACP mode (@google/gemini-cli)",
+            "Gemini CLI in ACP mode (@google/gemini-cli 0.61)",
         ),
     );
     agents.insert(
@@ -471,6 +482,23 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         resolve(parse(text)?, Path::new("/tmp/lh"), &|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn presets_name_the_current_packages() {
+        let c = resolve_text("", &[]).unwrap();
+        for (name, package) in [
+            ("claude", "@agentclientprotocol/claude-agent-acp"),
+            ("codex", "@agentclientprotocol/codex-acp"),
+            ("gemini", "@google/gemini-cli"),
+        ] {
+            let description = c.agents[name].description.as_deref().unwrap();
+            assert!(description.contains(package), "{description}");
+            assert!(install_hint(name).unwrap().contains(package));
+        }
+        assert_eq!(c.agents["claude"].command, "claude-agent-acp");
+        assert_eq!(c.agents["codex"].command, "codex-acp");
+        assert_eq!(install_hint("revisor"), None);
     }
 
     #[test]

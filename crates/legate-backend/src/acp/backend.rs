@@ -173,6 +173,10 @@ impl Handshake<'_> {
             capabilities: Vec::new(),
         };
         info!(agent = %spec.name, name = ?info.name, version = ?info.version, load_session = info.load_session, "agent initialized");
+        if let Some(notice) = version_notice(&request.supervision.preset, &info) {
+            warn!(agent = %spec.name, name = ?info.name, version = ?info.version, "adapter version outside its preset's verified range");
+            self.sink.send(notice);
+        }
 
         let mut opened = None;
         if let Some(old) = &request.resume_session_id {
@@ -485,5 +489,29 @@ impl Backend for AcpBackend {
         let list = session.models();
         session.shutdown().await;
         Ok(list)
+    }
+}
+
+/// The notice for an adapter whose announced `agentInfo` lies outside its preset's verified
+/// range (`None` when it lies inside, or the preset tracks no versions). Sent among a task's
+/// first events, before the session opens; the agent still runs, under the same rules.
+pub fn version_notice(preset: &legate_supervisor::Preset, info: &AgentInfo) -> Option<EventKind> {
+    match preset.check_version(info.name.as_deref(), info.version.as_deref()) {
+        legate_supervisor::VersionCheck::Outside {
+            announced,
+            verified,
+        } => Some(EventKind::Notice {
+            message: format!(
+                "adapter version not verified: the agent announced {announced}; the {} preset was verified against {verified}; its options and modes may have changed",
+                preset.name
+            ),
+            detail: serde_json::json!({
+                "warning": "adapterVersion",
+                "announced": announced,
+                "verified": verified,
+                "preset": preset.name,
+            }),
+        }),
+        _ => None,
     }
 }

@@ -33,6 +33,17 @@ pub(crate) fn session_update(shared: &HandlerState, notification: &acp::SessionN
         }
         None => debug!(session_id = %notification.session_id, "session update not recorded"),
     }
+    let ended = match update {
+        acp::SessionUpdate::ToolCall(c) => Some((c.tool_call_id.0.to_string(), c.status)),
+        acp::SessionUpdate::ToolCallUpdate(u) => u
+            .fields
+            .status
+            .map(|status| (u.tool_call_id.0.to_string(), status)),
+        _ => None,
+    };
+    if let Some((id, status)) = ended {
+        shared.note_if_unasked(&id, translate::tool_status(status));
+    }
 }
 
 /// A `session/request_permission`: the supervisor decides; the answer is an offered option
@@ -41,6 +52,7 @@ pub(crate) fn permission(
     shared: &HandlerState,
     req: &acp::RequestPermissionRequest,
 ) -> acp::RequestPermissionResponse {
+    shared.asked_about(&req.tool_call.tool_call_id.0);
     let request =
         translate::permission_request(req, shared.known_tool(&req.tool_call.tool_call_id.0));
     let supervision = shared.supervision();

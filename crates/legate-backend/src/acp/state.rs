@@ -7,8 +7,9 @@
 use super::launch::SessionTmp;
 use super::translate::{self, KnownTool};
 use super::transport::MAX_STDOUT_NOTICES;
+use super::unasked;
 use crate::EventSink;
-use legate_core::{EventKind, TaskMode};
+use legate_core::{EventKind, TaskMode, ToolStatus};
 use legate_supervisor::{Supervision, Supervisor};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +35,8 @@ struct Route {
     notices_sent: usize,
     /// Malformed JSON-RPC messages this turn.
     malformed: usize,
+    /// `ranWithoutAsking` notices sent this turn.
+    unasked_sent: usize,
     replaying: bool,
 }
 
@@ -232,6 +235,41 @@ impl HandlerState {
             return;
         }
         update(tools.entry(id.to_string()).or_default());
+    }
+
+    /// Notes that a permission request named tool call `id`.
+    pub(crate) fn asked_about(&self, id: &str) {
+        self.remember_tool(id, |known| known.asked = true);
+    }
+
+    /// When tool call `id` just ended with `status` and no permission request ever named it:
+    /// a `ranWithoutAsking` notice, once per call, at most
+    /// [`unasked::MAX_UNASKED_NOTICES`] per turn (then one saying the rest are left out).
+    pub(crate) fn note_if_unasked(&self, id: &str, status: ToolStatus) {
+        // The tools lock is released before the route's is taken (`route_to` takes them the
+        // other way round).
+        let known = {
+            let mut tools = lock(&self.tools);
+            let Some(known) = tools.get_mut(id) else {
+                return;
+            };
+            if known.asked || known.unasked_noted || !unasked::worth_a_notice(known.kind, status) {
+                return;
+            }
+            known.unasked_noted = true;
+            known.clone()
+        };
+        let sent = {
+            let mut r = lock(&self.route);
+            r.unasked_sent += 1;
+            r.unasked_sent
+        };
+        let notice = match sent {
+            n if n <= unasked::MAX_UNASKED_NOTICES => unasked::notice(id, &known, status),
+            n if n == unasked::MAX_UNASKED_NOTICES + 1 => unasked::more(),
+            _ => return,
+        };
+        self.emit(notice);
     }
 
     /// What is known about a tool call.

@@ -23,6 +23,10 @@ pub(crate) struct KnownTool {
     pub(crate) kind: Option<ToolKind>,
     pub(crate) locations: Option<Vec<PathBuf>>,
     pub(crate) raw_input: Option<serde_json::Value>,
+    /// A permission request named this tool call.
+    pub(crate) asked: bool,
+    /// Its `ranWithoutAsking` notice was sent (or left out over the turn's limit).
+    pub(crate) unasked_noted: bool,
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.

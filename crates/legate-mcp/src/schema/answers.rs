@@ -29,6 +29,10 @@ pub struct AgentHealth {
     /// `conversation`, `json-schema`, `add-dir`, `new-project`, `effort`); empty when not
     /// probed, when it did not start, or when its protocol has no such notion (ACP).
     pub capabilities: Vec<String>,
+    /// Set when the adapter version the probe found (ACP `agentInfo`) lies outside the
+    /// versions its preset was verified against: what it announced and the verified range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version_warning: Option<String>,
 }
 
 /// The limits a caller runs into.

@@ -35,12 +35,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod direct;
+
+/// Which releases: `current` (the default) or `old` (`LEGATE_ADAPTERS=old`).
+fn old() -> bool {
+    std::env::var("LEGATE_ADAPTERS").is_ok_and(|v| v == "old")
+}
+
+/// `$LEGATE_ADAPTERS_DIR/<current|old>`, holding that set's `node_modules`.
 fn adapters_dir() -> PathBuf {
-    std::env::var_os("LEGATE_ADAPTERS_DIR")
+    let base = std::env::var_os("LEGATE_ADAPTERS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/legate-adapters")
-        })
+        });
+    base.join(if old() { "old" } else { "current" })
 }
 
 /// The tool names and inputs one adapter's model uses.
@@ -67,8 +76,12 @@ fn require(path: PathBuf) -> String {
 }
 
 fn claude(url: &str) -> Adapter {
-    let js =
-        require(adapters_dir().join("node_modules/@zed-industries/claude-agent-acp/dist/index.js"));
+    let package = if old() {
+        "@zed-industries/claude-agent-acp"
+    } else {
+        "@agentclientprotocol/claude-agent-acp"
+    };
+    let js = require(adapters_dir().join(format!("node_modules/{package}/dist/index.js")));
     Adapter {
         name: "claude",
         command: "node".into(),
@@ -86,8 +99,21 @@ fn claude(url: &str) -> Adapter {
                 Step::tool("EnterPlanMode", json!({})),
                 Step::tool("ExitPlanMode", json!({"plan": "1. write the code"})),
             ],
-            owned: "default",
-            shared: (Decision::Allow, "default"),
+            // 0.23.1 offers the destination mode as the id (`default`); 0.101.0 offers
+            // `exit-plan-default`, `exit-plan-auto`, `exit-plan-bypass` and `reject`.
+            owned: if old() {
+                "default"
+            } else {
+                "exit-plan-default"
+            },
+            shared: (
+                Decision::Allow,
+                if old() {
+                    "default"
+                } else {
+                    "exit-plan-default"
+                },
+            ),
             shared_state_files: vec![],
         }),
         state_files: vec![],
@@ -95,32 +121,76 @@ fn claude(url: &str) -> Adapter {
 }
 
 fn codex(url: &str) -> Adapter {
-    let bin = require(
-        adapters_dir().join("node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"),
+    let provider = format!(
+        "[model_providers.fake]\nname = \"fake\"\nbase_url = \"{url}/v1\"\nenv_key = \"LEGATE_FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n"
     );
-    let config = format!(
-        "model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"{url}/v1\"\nenv_key = \"LEGATE_FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n"
-    );
-    Adapter {
-        name: "codex",
-        command: bin,
-        args: vec![
+    let config = if old() {
+        format!("model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n{provider}")
+    } else {
+        std::env::var("LEGATE_CODEX_CONFIG")
+            .unwrap_or_default()
+            .replace("\\n", "\n")
+            + &format!("model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n{provider}")
+    };
+    let (command, args) = if old() {
+        let bin = require(
+            adapters_dir().join("node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"),
+        );
+        let args = vec![
             "-c".into(),
             "approval_policy=\"untrusted\"".into(),
             "-c".into(),
             "sandbox_mode=\"danger-full-access\"".into(),
-        ],
+        ];
+        (bin, args)
+    } else {
+        let js = require(
+            adapters_dir().join("node_modules/@agentclientprotocol/codex-acp/dist/index.js"),
+        );
+        ("node".to_string(), vec![js])
+    };
+    Adapter {
+        name: "codex",
+        command,
+        args,
         env: BTreeMap::from([("LEGATE_FAKE_OPENAI_KEY".into(), "sk-legate-test".into())]),
-        write: |p, c| {
-            Step::tool(
-                "apply_patch",
-                json!(format!(
-                    "*** Begin Patch\n*** Add File: {}\n+{c}\n*** End Patch\n",
-                    p.display()
-                )),
-            )
+        write: if old() {
+            |p, c| {
+                Step::tool(
+                    "apply_patch",
+                    json!(format!(
+                        "*** Begin Patch\n*** Add File: {}\n+{c}\n*** End Patch\n",
+                        p.display()
+                    )),
+                )
+            }
+        } else {
+            // Codex 0.166 offers no `apply_patch` tool to a model it has no metadata for;
+            // the model writes through `exec_command`, which Codex recognises as a patch.
+            |p, c| {
+                Step::tool(
+                    "exec_command",
+                    json!({"cmd": format!(
+                        "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {}\n+{c}\n*** End Patch\nEOF\n",
+                        p.display()
+                    )}),
+                )
+            }
         },
-        shell: |c| Step::tool("exec_command", json!({"cmd": c})),
+        // In its `read-only` mode Codex runs a command in its own sandbox without asking;
+        // it asks only when the model requests escalation, as its instructions tell it to
+        // for anything that writes.
+        shell: if old() {
+            |c| Step::tool("exec_command", json!({"cmd": c}))
+        } else {
+            |c| {
+                Step::tool(
+                    "exec_command",
+                    json!({"cmd": c, "sandbox_permissions": "require_escalated",
+                           "justification": "writes a file in the workspace"}),
+                )
+            }
+        },
         plan: None,
         state_files: vec![(".codex/config.toml", config)],
     }
@@ -233,15 +303,46 @@ fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
 
 impl Run {
     async fn task(&self, steps: Vec<Step>, workspace: WorkspaceRequest) -> (Task, Vec<Event>) {
+        self.task_in(steps, workspace, None).await
+    }
+
+    /// A task in context `context` (its sandbox, when it has one), or a new one.
+    async fn task_in(
+        &self,
+        steps: Vec<Step>,
+        workspace: WorkspaceRequest,
+        context: Option<String>,
+    ) -> (Task, Vec<Event>) {
         self.server.script(steps);
         let mut req = SubmitRequest::new("Do what the model says.");
         req.workspace = workspace;
+        req.context_id = context;
         let task = self.engine.submit(req).unwrap();
         let task = tokio::time::timeout(Duration::from_secs(200), self.engine.wait(&task.id))
             .await
             .expect("the task ends")
             .unwrap();
         let events = self.engine.events(&task.id, 0, 100_000).unwrap();
+        if std::env::var_os("LEGATE_SUITE_REQUESTS").is_some() {
+            for r in self.server.requests() {
+                let last = r.body["messages"]
+                    .as_array()
+                    .and_then(|m| m.last())
+                    .map(|m| m.to_string().chars().take(300).collect::<String>());
+                eprintln!(
+                    "model request {} {} tools {} system {:?} last {last:?}",
+                    r.method,
+                    r.path,
+                    r.body["tools"].as_array().map_or(0, |t| t.len()),
+                    r.body["system"]
+                        .to_string()
+                        .chars()
+                        .take(120)
+                        .collect::<String>()
+                );
+            }
+            eprintln!("--- end of task {}", task.id);
+        }
         (task, events)
     }
 }
@@ -269,6 +370,19 @@ fn permissions(events: &[Event]) -> Vec<(Decision, Option<String>, String, ToolK
                 title.clone(),
                 *tool_kind,
             )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The titles of the tool calls marked `ranWithoutAsking`.
+fn unasked(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { detail, .. } => detail
+                .get("ranWithoutAsking")
+                .map(|d| format!("{} {}", d["kind"], d["title"])),
             _ => None,
         })
         .collect()
@@ -316,7 +430,46 @@ async fn suite(make: fn(&str) -> Adapter) {
         EventKind::Notice { detail, .. } => detail.get("confinement").cloned(),
         _ => None,
     });
-    eprintln!("{name}: plain answer ok (confinement {confinement:?})");
+    let version = events.iter().find_map(|e| match &e.kind {
+        EventKind::Notice { detail, message } if detail["warning"] == "adapterVersion" => {
+            Some(message.clone())
+        }
+        _ => None,
+    });
+    assert_eq!(
+        version, None,
+        "the verified version was reported as not verified"
+    );
+    eprintln!("{name}: plain answer ok (confinement {confinement:?}, version verified)");
+
+    // A write in an owned sandbox (the plain answer's, continued): asked about, allowed.
+    let sandbox = task.root.clone().unwrap();
+    let owned = sandbox.join("owned.txt");
+    let (task, events) = run
+        .task_in(
+            vec![
+                (adapter.write)(&owned, "written in the sandbox"),
+                Step::text("wrote it"),
+            ],
+            WorkspaceRequest::Sandbox,
+            Some(task.context_id.clone()),
+        )
+        .await;
+    assert_eq!(task.root.as_deref(), Some(sandbox.as_path()));
+    let d = decisions(&events);
+    assert!(
+        d.iter().any(|(dec, _, _)| *dec == Decision::Allow),
+        "{}",
+        describe(&task, &events)
+    );
+    assert!(
+        std::fs::read_to_string(&owned)
+            .unwrap_or_default()
+            .contains("written in the sandbox"),
+        "{}",
+        describe(&task, &events)
+    );
+    eprintln!("{name}: write in an owned sandbox ok ({d:?})");
 
     // A write inside a shared root: allowed.
     let inside = run.shared.join("inside.txt");
@@ -360,7 +513,11 @@ async fn suite(make: fn(&str) -> Adapter) {
         "{}",
         describe(&task, &events)
     );
-    eprintln!("{name}: shell in sandbox ok ({:?})", decisions(&events));
+    eprintln!(
+        "{name}: shell in sandbox ok ({:?}; ran without asking: {:?})",
+        decisions(&events),
+        unasked(&events)
+    );
 
     // The same in a shared root: refused, and the task still ends clearly.
     let (task, events) = run
@@ -443,7 +600,19 @@ async fn suite(make: fn(&str) -> Adapter) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let left: Vec<_> = walk(&leftover);
-    assert!(!leftover.exists(), "{name} left {left:?}");
+    // Codex 0.166's own sandbox (bubblewrap) leaves a marker directory with an empty `lock`
+    // in its `TMPDIR`; Legate removes only an empty temp directory, so that stays (see
+    // docs/backends/acp.md). Anything else left is a failure.
+    const BWRAP_MARKER: &str = "codex-bwrap-synthetic-mount-targets-";
+    let marker = |p: &PathBuf| p.to_string_lossy().contains(BWRAP_MARKER);
+    let unexpected: Vec<_> = left
+        .iter()
+        .filter(|p| !marker(p) && !left.iter().any(|q| marker(q) && q.starts_with(p)))
+        .collect();
+    assert!(unexpected.is_empty(), "{name} left {left:?}");
+    if !left.is_empty() {
+        eprintln!("{name}: left its own sandbox's marker in the shared root: {left:?}");
+    }
     eprintln!(
         "{name}: real-adapter suite passed in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -559,4 +728,216 @@ async fn codex_through_legate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_through_legate() {
     suite(gemini).await;
+}
+
+/// The environment Legate's presets add, for talking to an adapter directly.
+fn direct_env(adapter: &Adapter, state: &Path) -> BTreeMap<String, String> {
+    let mut env = adapter.env.clone();
+    let tmp = state.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    env.insert("HOME".into(), state.display().to_string());
+    env.insert("TMPDIR".into(), tmp.display().to_string());
+    match adapter.name {
+        "claude" => {
+            for (k, v) in [
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("DISABLE_TELEMETRY", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+                ("IS_SANDBOX", "1"),
+            ] {
+                env.insert(k.into(), v.into());
+            }
+            env.insert("CLAUDE_CODE_TMPDIR".into(), tmp.display().to_string());
+        }
+        "gemini" => {
+            env.insert("GEMINI_CLI_NO_RELAUNCH".into(), "true".into());
+        }
+        _ => {}
+    }
+    env
+}
+
+/// One direct conversation: the model writes a file with the adapter's write tool, then runs
+/// a shell command; every permission request is answered with `answer_kind`. Returns the
+/// transcript and whether each file exists afterwards.
+async fn direct_run(
+    make: fn(&str) -> Adapter,
+    mode: Option<&str>,
+    answer_kind: &str,
+) -> (direct::Observed, bool, bool) {
+    let server = ModelServer::start().unwrap();
+    let adapter = make(&server.url());
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let root = std::fs::canonicalize(root).unwrap();
+    for (file, text) in &adapter.state_files {
+        let p = state.join(file);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let write = root.join("direct.txt");
+    server.script(vec![
+        (adapter.write)(&write, "written directly"),
+        (adapter.shell)("echo by-shell > shell.txt"),
+        Step::text("done"),
+    ]);
+    let env = direct_env(&adapter, &state);
+    let observed = direct::observe(
+        &adapter.command,
+        &adapter.args,
+        &env,
+        &root,
+        mode,
+        "Do what the model says.",
+        answer_kind,
+    )
+    .await;
+    let wrote = write.exists();
+    let shell = root.join("shell.txt").exists();
+    if std::env::var_os("LEGATE_DIRECT_REQUESTS").is_some() {
+        for r in server.requests() {
+            let tools: Vec<String> = r.body["tools"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .map(|t| {
+                            t["name"]
+                                .as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| t.to_string().chars().take(300).collect())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let last = r.body["input"].as_array().and_then(|i| i.last()).cloned();
+            if std::env::var_os("LEGATE_DIRECT_BODY").is_some() {
+                let mut b = r.body.clone();
+                b["input"] = json!("…");
+                b["instructions"] = json!("…");
+                eprintln!(
+                    "model body {}",
+                    b.to_string().chars().take(4000).collect::<String>()
+                );
+            }
+            eprintln!(
+                "model request {} {} tools {tools:?} last input {:?}",
+                r.method,
+                r.path,
+                last.map(|l| l.to_string())
+            );
+        }
+    }
+    eprintln!(
+        "direct {}: agentInfo {}, modes {}, {} tool calls, {} permission requests, stop {}, wrote {wrote}, shell {shell}",
+        adapter.name,
+        observed.initialize["agentInfo"],
+        observed.session["modes"]["availableModes"]
+            .as_array()
+            .map(|m| m
+                .iter()
+                .map(|m| m["id"].as_str().unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+                .join(","))
+            .unwrap_or_default(),
+        observed.tool_calls().len(),
+        observed.permissions.len(),
+        observed.prompt["stopReason"],
+    );
+    (observed, wrote, shell)
+}
+
+/// `LEGATE_DIRECT_ANSWER` names the option kind answered (default `allow_once`).
+fn direct_answer() -> String {
+    std::env::var("LEGATE_DIRECT_ANSWER").unwrap_or_else(|_| "allow_once".into())
+}
+
+/// `LEGATE_DIRECT_MODE` names a mode to set before the prompt (for exploring an adapter).
+fn direct_mode() -> Option<String> {
+    std::env::var("LEGATE_DIRECT_MODE")
+        .ok()
+        .filter(|m| !m.is_empty())
+}
+
+/// Talks to the adapter directly in its preset's supervised mode (or `LEGATE_DIRECT_MODE`,
+/// for exploring; then nothing is asserted), and checks what the preset relies on: the
+/// announced version lies in the preset's verified range, the supervised mode is offered
+/// (unless the adapter reports no modes), and the write and the command were asked about
+/// before they happened.
+async fn direct(make: fn(&str) -> Adapter, name: &str) {
+    let preset = legate_supervisor::Preset::by_name(name).unwrap();
+    let explore = direct_mode();
+    let mode = explore.clone().or(preset.supervised_mode.clone());
+    let (observed, wrote, shell) = direct_run(make, mode.as_deref(), &direct_answer()).await;
+    if explore.is_some() || std::env::var_os("LEGATE_DIRECT_ANSWER").is_some() {
+        return;
+    }
+    let info = &observed.initialize["agentInfo"];
+    assert_eq!(
+        preset.check_version(info["name"].as_str(), info["version"].as_str()),
+        legate_supervisor::VersionCheck::Verified,
+        "{info}"
+    );
+    let modes: Vec<&str> = observed.session["modes"]["availableModes"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["id"].as_str()).collect())
+        .unwrap_or_default();
+    if !modes.is_empty() {
+        assert!(
+            modes.contains(&preset.supervised_mode.as_deref().unwrap()),
+            "{modes:?}"
+        );
+        assert!(
+            observed
+                .set_mode
+                .as_ref()
+                .is_some_and(|r| r.get("error").is_none()),
+            "{:?}",
+            observed.set_mode
+        );
+    }
+    assert!(
+        wrote && shell,
+        "the write and the command, allowed, happened"
+    );
+    let kinds: Vec<&str> = observed
+        .permissions
+        .iter()
+        .filter_map(|(p, _)| p["toolCall"]["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"edit") && kinds.contains(&"execute"),
+        "both were asked about: {kinds:?}"
+    );
+    eprintln!(
+        "direct {name}: supervised mode {mode:?} asked about {kinds:?} with options {:?}",
+        observed
+            .permissions
+            .iter()
+            .map(|(p, _)| p["options"]
+                .as_array()
+                .map(|o| o
+                    .iter()
+                    .filter_map(|o| o["optionId"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("/"))
+                .unwrap_or_default())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_codex() {
+    direct(codex, "codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_claude() {
+    direct(claude, "claude").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_gemini() {
+    direct(gemini, "gemini").await;
 }

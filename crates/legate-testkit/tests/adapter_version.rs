@@ -1,0 +1,163 @@
+//! An adapter announcing a version outside its preset's verified range is named among the
+//! task's first events and by `Engine::version_warning` (what `legate agents` and MCP
+//! `health` print); one inside the range is not. The scripted agent plays the adapter
+//! (`LEGATE_TESTKIT_AGENT_INFO`), on real pipes, through a real engine and store.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec, Event, EventKind, Task, TaskState};
+use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
+
+fn spec(name: &str, preset: &str, info: &str) -> AgentSpec {
+    AgentSpec {
+        name: name.into(),
+        kind: AgentKind::Acp,
+        command: AGENT.into(),
+        args: vec![],
+        env: BTreeMap::from([("LEGATE_TESTKIT_AGENT_INFO".to_string(), info.to_string())]),
+        preset: Some(preset.into()),
+        allow_execute: false,
+        terminal: false,
+        description: None,
+        model: None,
+        inherit_env: Vec::new(),
+    }
+}
+
+fn engine(dir: &std::path::Path) -> Engine {
+    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
+    for (name, preset, info) in [
+        ("too-new", "gemini", "gemini-cli 0.62.0"),
+        ("verified", "gemini", "gemini-cli 0.61.0"),
+        // A hostile name: a newline and an escape sequence, and far too long.
+        (
+            "hostile",
+            "gemini",
+            &format!("gemini-cli\n\u{1b}[2J{} 0.61.0", "x".repeat(300)),
+        ),
+        (
+            "codex-too-new",
+            "codex",
+            "@agentclientprotocol/codex-acp 2.7.0",
+        ),
+    ] {
+        config.agents.insert(name.into(), spec(name, preset, info));
+    }
+    config.default_agent = "verified".into();
+    let backend: Arc<dyn Backend> =
+        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(10)));
+    Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap()
+}
+
+async fn run(engine: &Engine, agent: &str) -> (Task, Vec<Event>) {
+    let mut req = SubmitRequest::new("how many files are here?");
+    req.agent = Some(agent.into());
+    let task = engine.submit(req).unwrap();
+    let task = tokio::time::timeout(Duration::from_secs(60), engine.wait(&task.id))
+        .await
+        .expect("the task ends")
+        .unwrap();
+    let events = engine.events(&task.id, 0, 10_000).unwrap();
+    (task, events)
+}
+
+/// The version notice, and the position of the first event of the session itself.
+fn version_notice(events: &[Event]) -> Option<(usize, serde_json::Value, String)> {
+    events.iter().enumerate().find_map(|(i, e)| match &e.kind {
+        EventKind::Notice { message, detail } if detail["warning"] == "adapterVersion" => {
+            Some((i, detail.clone(), message.clone()))
+        }
+        _ => None,
+    })
+}
+
+fn session_event(events: &[Event]) -> Option<usize> {
+    events
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::Session { .. }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_too_new_adapter_is_named_in_the_first_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+
+    let (task, events) = run(&engine, "too-new").await;
+    assert_eq!(task.state, TaskState::Completed, "{task:?}");
+    let (at, detail, message) = version_notice(&events).expect("a version notice");
+    assert_eq!(detail["announced"], "gemini-cli 0.62.0");
+    assert!(
+        detail["verified"]
+            .as_str()
+            .unwrap()
+            .contains("gemini-cli >=0.61.0, <0.62.0"),
+        "{detail}"
+    );
+    assert!(message.contains("not verified"), "{message}");
+    // Among the first events: before the session is reported open, and before any tool
+    // call or message of the turn.
+    assert!(at < session_event(&events).unwrap(), "{events:#?}");
+    assert!(
+        events[..at]
+            .iter()
+            .all(|e| !matches!(e.kind, EventKind::Message { .. } | EventKind::ToolCall(_))),
+        "{events:#?}"
+    );
+
+    // What `legate agents` and MCP `health` print, from a probe.
+    let info = engine
+        .probe("too-new", Duration::from_secs(20))
+        .await
+        .unwrap();
+    let warning = engine.version_warning("too-new", &info).expect("a warning");
+    assert!(warning.contains("gemini-cli 0.62.0"), "{warning}");
+
+    // Inside the range: nothing to say, anywhere.
+    let (task, events) = run(&engine, "verified").await;
+    assert_eq!(task.state, TaskState::Completed, "{task:?}");
+    assert!(version_notice(&events).is_none(), "{events:#?}");
+    let info = engine
+        .probe("verified", Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(engine.version_warning("verified", &info), None);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notice_quotes_a_hostile_name_bounded_and_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let (_, events) = run(&engine, "hostile").await;
+    let (_, detail, message) = version_notice(&events).expect("a version notice");
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+    let announced = detail["announced"].as_str().unwrap();
+    assert!(!announced.chars().any(char::is_control), "{announced:?}");
+    assert!(announced.chars().count() < 200, "{announced}");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notice_comes_even_when_the_session_cannot_open() {
+    // The codex preset's supervised mode (`read-only`) is not one the scripted agent has:
+    // the task fails AGENT_UNSUPERVISED, and the version is still named first.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let (task, events) = run(&engine, "codex-too-new").await;
+    assert_eq!(task.state, TaskState::Failed, "{task:?}");
+    let (_, detail, _) = version_notice(&events).expect("a version notice");
+    assert_eq!(detail["announced"], "@agentclientprotocol/codex-acp 2.7.0");
+    engine.shutdown().await;
+}

@@ -1,0 +1,107 @@
+//! What an agent does without asking is visible: a tool call that ends with no permission
+//! request is followed by a `ranWithoutAsking` notice; one that was asked about is not. The
+//! scripted agent (revisor) reads without asking and asks before writing; its `!fail-tool`
+//! is a command that fails without asking, as Codex reports one. Real pipes, a real engine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec, Event, EventKind, TaskState};
+use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, WorkspaceRequest};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
+
+fn engine(dir: &std::path::Path) -> Engine {
+    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
+    config.agents.insert(
+        "agent".into(),
+        AgentSpec {
+            name: "agent".into(),
+            kind: AgentKind::Acp,
+            command: AGENT.into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            preset: None,
+            allow_execute: false,
+            terminal: false,
+            description: None,
+            model: None,
+            inherit_env: Vec::new(),
+        },
+    );
+    config.default_agent = "agent".into();
+    let backend: Arc<dyn Backend> =
+        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(10)));
+    Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap()
+}
+
+fn unasked(events: &[Event]) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { detail, .. } => detail.get("ranWithoutAsking").cloned(),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tool_call_ids(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCall(t) => Some((t.id.clone(), t.title.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_that_ran_without_asking_are_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let mut req = SubmitRequest::new(
+        "write made.txt: asked first\nread made.txt\n!fail-tool rm -rf build\nwhat is here?",
+    );
+    req.workspace = WorkspaceRequest::Sandbox;
+    let task = engine.submit(req).unwrap();
+    let task = tokio::time::timeout(Duration::from_secs(60), engine.wait(&task.id))
+        .await
+        .expect("the task ends")
+        .unwrap();
+    assert_eq!(task.state, TaskState::Completed, "{task:?}");
+    let events = engine.events(&task.id, 0, 10_000).unwrap();
+    let calls = tool_call_ids(&events);
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    let marked = unasked(&events);
+    // The read and the failed command, not the write (it was asked about and allowed).
+    assert_eq!(marked.len(), 2, "{marked:#?}");
+    let kinds: Vec<_> = marked.iter().map(|m| m["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["read", "execute"], "{marked:#?}");
+    assert_eq!(marked[0]["status"], "completed");
+    assert_eq!(marked[1]["status"], "failed");
+    assert_eq!(marked[1]["title"], "rm -rf build");
+    let write_id = &calls
+        .iter()
+        .find(|(_, title)| title.contains("made.txt") && title.to_lowercase().contains("write"))
+        .expect("the write's tool call")
+        .0;
+    assert!(
+        marked.iter().all(|m| m["toolCallId"] != write_id.as_str()),
+        "{marked:#?}"
+    );
+    // Each mark follows the tool call's end.
+    let at = |pred: &dyn Fn(&EventKind) -> bool| events.iter().position(|e| pred(&e.kind));
+    let first_mark = at(&|k| matches!(k, EventKind::Notice { detail, .. } if detail.get("ranWithoutAsking").is_some())).unwrap();
+    let first_end = at(&|k| matches!(k, EventKind::ToolCallUpdate(u) if u.status.is_some_and(|s| s != legate_core::ToolStatus::Pending && s != legate_core::ToolStatus::InProgress))).unwrap();
+    assert!(first_end < first_mark, "{events:#?}");
+    engine.shutdown().await;
+}
