@@ -20,5 +20,8 @@ pub use event::{
     ToolStatus,
 };
 pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
-pub use task::{AUTO_MODEL, Refusal, Task, TaskId, TaskMode, TaskResult, TaskState, Usage};
+pub use task::{
+    AUTO_MODEL, NOTICE_SILENT_TURN, Refusal, Task, TaskId, TaskMode, TaskNotice, TaskResult,
+    TaskState, Usage,
+};
 pub use time::Timestamp;

@@ -21,6 +21,7 @@ mod pool;
 mod records;
 mod review;
 pub mod runner;
+pub mod silent;
 
 pub use admission::SessionCounts;
 pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, Paths};
