@@ -69,10 +69,31 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// How much of a long answer is read for a claim: its first and its last this many bytes
+/// (an answer's claim is in its summary, and the agent chooses the answer's length).
+pub const SCANNED_BYTES: usize = 64 * 1024;
+
 /// The first phrase of `answer` that claims tool work ("I wrote", "we've created", "I have
 /// just run", …), as the words matched; `None` when it claims none. A negation breaks a
-/// phrase ("I have not written", "I didn't write" claim nothing).
+/// phrase ("I have not written", "I didn't write" claim nothing). Of an answer longer than
+/// twice [`SCANNED_BYTES`], only its head and tail are read.
 pub fn claim(answer: &str) -> Option<String> {
+    if answer.len() > 2 * SCANNED_BYTES {
+        // Char boundaries by hand (`floor_char_boundary` is newer than the MSRV).
+        let mut head = SCANNED_BYTES;
+        while !answer.is_char_boundary(head) {
+            head -= 1;
+        }
+        let mut tail = answer.len() - SCANNED_BYTES;
+        while !answer.is_char_boundary(tail) {
+            tail += 1;
+        }
+        return claim_in(&answer[..head]).or_else(|| claim_in(&answer[tail..]));
+    }
+    claim_in(answer)
+}
+
+fn claim_in(answer: &str) -> Option<String> {
     let words = words(answer);
     for start in 0..words.len() {
         for subject in SUBJECTS {
@@ -277,6 +298,24 @@ mod tests {
         assert_eq!(Fingerprint::of(dir.path(), 100).unwrap(), linked);
         // Past the limit there is no fingerprint, rather than a partial one.
         assert_eq!(Fingerprint::of(dir.path(), 2), None);
+    }
+
+    #[test]
+    fn a_long_answer_is_read_at_both_ends_only() {
+        let filler = "lorem ipsum ".repeat(2 * SCANNED_BYTES / 12 + 10);
+        assert_eq!(
+            claim(&format!("{filler}é I wrote it")).as_deref(),
+            Some("i wrote")
+        );
+        assert_eq!(
+            claim(&format!("I created it é{filler}")).as_deref(),
+            Some("i created")
+        );
+        let middle = format!("{filler}I wrote it{filler}");
+        assert_eq!(claim(&middle), None);
+        // Cuts that fall inside a two-byte character.
+        let wide = format!("x{}", "é".repeat(SCANNED_BYTES + 7));
+        assert_eq!(claim(&format!("{wide} I ran it")).as_deref(), Some("i ran"));
     }
 
     proptest! {
