@@ -22,7 +22,7 @@ use std::path::Path;
 
 /// The most entries a [`Fingerprint`] walks; a larger root is not fingerprinted (no notice
 /// can then be given from its changes).
-pub(crate) const MAX_ENTRIES: usize = 20_000;
+pub const MAX_ENTRIES: usize = 20_000;
 
 /// Who may claim: the first person, singular or plural, with or without "have".
 const SUBJECTS: [&[&str]; 6] = [

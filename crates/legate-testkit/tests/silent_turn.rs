@@ -151,3 +151,34 @@ async fn a_shared_root_turn_that_claims_a_command_with_no_tool_call_carries_the_
     assert!(shared.join("a.txt").exists());
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_turn_that_claims_an_edit_with_no_change_carries_the_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = std::fs::canonicalize(dir.path()).unwrap().join("project");
+    std::fs::create_dir(&project).unwrap();
+    legate_testkit::git(&project, &["init", "-q"]);
+    std::fs::write(project.join("lib.txt"), "hello\n").unwrap();
+    legate_testkit::git(&project, &["add", "-A"]);
+    legate_testkit::git(&project, &["commit", "-q", "-m", "init"]);
+    let engine = engine(dir.path());
+    let copy_req = |prompt: &str| {
+        let mut req = SubmitRequest::new(prompt);
+        req.workspace = WorkspaceRequest::Copy {
+            source: project.clone(),
+            include_paths: vec![],
+            criteria: vec![],
+        };
+        req
+    };
+    let silent = run(&engine, copy_req("!say I have edited lib.txt as asked.")).await;
+    assert_eq!(silent_notices(&engine, &silent), 1);
+
+    let edited = run(
+        &engine,
+        copy_req("replace lib.txt: hello => bye\n!say I have edited lib.txt as asked."),
+    )
+    .await;
+    assert_eq!(silent_notices(&engine, &edited), 0);
+    engine.shutdown().await;
+}
