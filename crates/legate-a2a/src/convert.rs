@@ -108,7 +108,7 @@ pub fn attachment_part(a: &Attachment) -> Option<Part> {
 
 /// The `answer` artifact of a finished task: the answer text, a part for each attachment
 /// (files, links, values the agent handed over), and a data part with what a program needs
-/// (agent, session, root, stop reason, tool counts, refusals, usage).
+/// (agent, session, root, stop reason, tool counts, refusals, notices, usage).
 pub fn answer_artifact(task: &Task) -> Option<Artifact> {
     let result = task.result.as_ref()?;
     let data = json!({
@@ -119,6 +119,7 @@ pub fn answer_artifact(task: &Task) -> Option<Artifact> {
         "toolCalls": result.tool_calls,
         "failedToolCalls": result.failed_tool_calls,
         "refusals": result.refusals,
+        "notices": result.notices,
         "usage": task.usage,
         "state": task.state.as_str(),
         "error": task.error.as_ref().map(|e| json!({"code": e.code.as_str(), "message": e.message})),

@@ -4,7 +4,7 @@
 //! neither `cwd` nor a pre-exec hook): in the workspace root, in its own process group, with a
 //! filtered environment, dying with Legate, and confined by Landlock (`legate-confine`) so that
 //! it can write only in its root, its state directory and its private temp directory. It then performs the handshake (`initialize`,
-//! `session/load` or `session/new`, `session/set_mode`) and hands back an [`AcpSession`].
+//! `session/resume`, `session/load` or `session/new`, `session/set_mode`) and hands back an [`AcpSession`].
 //!
 //! The pieces, one concept per module:
 //!
@@ -25,6 +25,8 @@
 //! * `session`: the connection actor, prompts, model selection, cancel and shutdown (with
 //!   the cleanup check shared with agy, `crate::cleanup`);
 //! * `backend`: the handshake;
+//! * `lifecycle`: what the agent announced of ACP's session lifecycle, `session/resume`
+//!   preferred to `session/load` when continuing, and `session/close` when a session ends;
 //! * [`ext`]: Legate's extension of ACP in `_meta` (the caller's message id on a prompt, an
 //!   agent's request for input on its answer).
 //!
@@ -35,6 +37,7 @@ pub mod ext;
 mod fs;
 mod handlers;
 mod launch;
+pub mod lifecycle;
 mod models;
 mod process;
 mod session;

@@ -22,7 +22,7 @@ pub use event::{
 };
 pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
 pub use task::{
-    AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, Refusal, Task, TaskId, TaskMode, TaskResult, TaskState,
-    Usage,
+    AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, NOTICE_SILENT_TURN, Refusal, Task, TaskId, TaskMode,
+    TaskNotice, TaskResult, TaskState, Usage,
 };
 pub use time::Timestamp;

@@ -163,6 +163,24 @@ pub struct TaskResult {
     /// What the agent handed over besides its text (files, links, values), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<crate::Attachment>,
+    /// What Legate noticed about the turn that the caller should know, in order (for one:
+    /// the answer claims tool work Legate never saw, [`NOTICE_SILENT_TURN`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<TaskNotice>,
+}
+
+/// The [`TaskNotice::code`] of a turn whose answer claims tool work (wrote, created, ran…)
+/// while Legate saw no tool call and no change in the workspace.
+pub const NOTICE_SILENT_TURN: &str = "silent_turn";
+
+/// Something Legate noticed about a turn, carried with its result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskNotice {
+    /// A stable code (`silent_turn`, …).
+    pub code: String,
+    /// One sentence for a person.
+    pub message: String,
 }
 
 impl TaskResult {

@@ -1,5 +1,5 @@
 //! Folds a turn's events into the task's result: answer text, attachments, tool counts,
-//! refusals, usage.
+//! refusals, notices, usage.
 
 use legate_core::{EventKind, Refusal, TaskResult, ToolStatus, Usage};
 use std::collections::HashSet;
@@ -14,6 +14,7 @@ pub struct Accumulator {
     usage: Usage,
     failed: HashSet<String>,
     session_id: Option<String>,
+    fs_writes: u32,
 }
 
 impl Accumulator {
@@ -46,6 +47,9 @@ impl Accumulator {
                     reason: verdict.reason.clone(),
                 });
             }
+            EventKind::FsAccess {
+                op, allowed: true, ..
+            } if op == "write" => self.fs_writes += 1,
             EventKind::Usage { usage } => self.usage.merge(usage),
             EventKind::Session { session_id, .. } if !session_id.is_empty() => {
                 self.session_id = Some(session_id.clone());
@@ -58,6 +62,24 @@ impl Accumulator {
         if self.failed.insert(id.to_string()) {
             self.result.failed_tool_calls += 1;
         }
+    }
+
+    /// What Legate saw the agent do: tool calls, and writes through the file service.
+    pub fn seen(&self) -> crate::silent::Seen {
+        crate::silent::Seen {
+            tool_calls: self.result.tool_calls,
+            fs_writes: self.fs_writes,
+        }
+    }
+
+    /// The answer so far.
+    pub fn text(&self) -> &str {
+        &self.result.text
+    }
+
+    /// Adds a notice to the result.
+    pub fn notice(&mut self, notice: legate_core::TaskNotice) {
+        self.result.notices.push(notice);
     }
 
     /// The session id the last session event of the turn named, if any.

@@ -206,10 +206,12 @@ fn ended(mut t: Task, ending: Ending) -> (Task, Vec<EventKind>) {
         result,
         usage,
     } = ending;
-    let note = match (result.refusal_note(), failed_tools_note(&result)) {
-        (Some(r), Some(f)) => Some(format!("{r}; {f}")),
-        (r, f) => r.or(f),
-    };
+    let notes: Vec<String> = [result.refusal_note(), failed_tools_note(&result)]
+        .into_iter()
+        .flatten()
+        .chain(result.notices.iter().map(|n| n.message.clone()))
+        .collect();
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
     // What the supervisor refused travels with every ending but a question to the caller.
     let noted = |head: String| match &note {
         Some(n) => format!("{head}; {n}"),

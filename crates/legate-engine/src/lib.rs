@@ -25,6 +25,7 @@ mod records;
 mod request;
 mod review;
 pub mod runner;
+pub mod silent;
 mod slots;
 mod turn;
 

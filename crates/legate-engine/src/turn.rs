@@ -180,6 +180,8 @@ impl Engine {
             Err(e) => return Ending::failed(e, Accumulator::default()),
         }
 
+        let root = boundary.root.clone();
+        let watch = crate::silent::Watch::before(&root, boundary.owned).await;
         let (sink, stream) = EventSink::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
         let result = self
@@ -192,13 +194,17 @@ impl Engine {
                 TurnStart { inputs, room },
             )
             .await;
-        let acc = match pump.await {
+        let mut acc = match pump.await {
             Ok(acc) => acc,
             Err(e) => {
                 tracing::error!(task = %task.id, error = %e, "event pump failed");
                 Accumulator::default()
             }
         };
+        if matches!(result, TurnResult::Completed { .. }) {
+            self.notice_silent_turn(&task, &watch, &root, &mut acc)
+                .await;
+        }
         // Backends that learn their session id during the turn (agy's conversation id) report
         // it with a session event; keep the latest so the next task of the context resumes it.
         if let Some(session_id) = acc.session_id()
@@ -208,6 +214,30 @@ impl Engine {
         }
         // A copy is made afresh for each turn, so a copy task cannot wait for a reply.
         result.into_ending(acc, task.workspace != WorkspaceKind::Copy)
+    }
+
+    /// Gives a completed turn whose answer claims tool work Legate never saw its notice
+    /// (`crate::silent`): on the result, and as an event before the final status.
+    async fn notice_silent_turn(
+        &self,
+        task: &Task,
+        watch: &crate::silent::Watch,
+        root: &std::path::Path,
+        acc: &mut Accumulator,
+    ) {
+        let Some(notice) = watch.notice(root, acc.text(), acc.seen()).await else {
+            return;
+        };
+        tracing::warn!(task = %task.id, notice = %notice.code, "the answer claims tool work Legate did not see");
+        let event = EventKind::Notice {
+            message: notice.message.clone(),
+            detail: serde_json::json!({ "event": "turn.silent", "code": notice.code }),
+        };
+        match self.inner.store.append_events(&task.id, &[event]) {
+            Ok(stored) => self.inner.fanout.publish(&stored),
+            Err(e) => tracing::error!(task = %task.id, error = %e, "could not store the notice"),
+        }
+        acc.notice(notice);
     }
 
     fn prepare_workspace(&self, task: &Task, agent: &AgentSpec) -> Result<Boundary> {

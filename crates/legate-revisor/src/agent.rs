@@ -2,7 +2,9 @@
 //!
 //! This module owns what one connection remembers (the client's capabilities and the
 //! sessions it opened) and the handlers for `initialize`, `session/new`, `session/load`,
-//! `session/set_mode`, `session/prompt` and `session/cancel`. Handlers run inside the
+//! `session/set_mode`, `session/prompt` and `session/cancel`, and (through a
+//! [`crate::SessionHook`], else "method not found") `session/resume`, `session/close` and
+//! `session/list`. Handlers run inside the
 //! SDK's dispatch loop, so they must never await the client: a prompt is moved, with its
 //! responder, into a spawned task ([`crate::turn`]). Spawned tasks must never return an
 //! error (that would shut the whole connection down); they answer the request instead.
@@ -14,12 +16,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ClientCapabilities, Implementation, InitializeRequest,
-    InitializeResponse, LoadSessionRequest, LoadSessionResponse, NewSessionRequest,
-    NewSessionResponse, PromptRequest, PromptResponse, SessionConfigOption,
-    SessionConfigOptionCategory, SessionConfigSelectOption, SessionId, SessionMode, SessionModeId,
-    SessionModeState, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
+    CloseSessionResponse, ContentBlock, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse, ResumeSessionRequest,
+    ResumeSessionResponse, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigSelectOption, SessionId, SessionMode, SessionModeId, SessionModeState,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, ConnectTo, Error};
 use tokio_util::sync::CancellationToken;
@@ -181,8 +185,12 @@ impl Connection {
             terminal = request.client_capabilities.terminal,
             "client capabilities"
         );
+        let mut capabilities = AgentCapabilities::new().load_session(true);
+        if let Some(hook) = &self.options.sessions {
+            capabilities = capabilities.session_capabilities(hook.capabilities());
+        }
         InitializeResponse::new(ProtocolVersion::V1)
-            .agent_capabilities(AgentCapabilities::new().load_session(true))
+            .agent_capabilities(capabilities)
             .agent_info(match &self.options.agent_info {
                 Some((name, version)) => Implementation::new(name.clone(), version.clone()),
                 None => Implementation::new("revisor", env!("CARGO_PKG_VERSION"))
@@ -193,6 +201,9 @@ impl Connection {
     fn new_session(&self, request: &NewSessionRequest) -> Result<NewSessionResponse, Error> {
         let cwd = checked_cwd(&request.cwd)?;
         let id = SessionId::new(format!("revisor-{}", uuid::Uuid::new_v4()));
+        if let Some(hook) = &self.options.sessions {
+            hook.created(&id, &cwd);
+        }
         let session = Arc::new(Session::new(id.clone(), cwd, MODE_DEFAULT));
         lock(&self.sessions).insert(id.clone(), session);
         Ok(NewSessionResponse::new(id)
@@ -218,6 +229,61 @@ impl Connection {
         Ok(LoadSessionResponse::new()
             .modes(mode_state(&mode))
             .config_options(config_options(MODELS[0].0)))
+    }
+
+    fn hook(&self) -> Result<&Arc<dyn crate::SessionHook>, Error> {
+        self.options
+            .sessions
+            .as_ref()
+            .ok_or_else(Error::method_not_found)
+    }
+
+    fn resume_session(
+        &self,
+        request: &ResumeSessionRequest,
+    ) -> Result<ResumeSessionResponse, Error> {
+        let cwd = checked_cwd(&request.cwd)?;
+        if !well_formed_session_id(&request.session_id.0) {
+            return Err(unknown_session(&request.session_id));
+        }
+        self.hook()?.resume(request)?;
+        let mut sessions = lock(&self.sessions);
+        let mode = sessions
+            .get(&request.session_id)
+            .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
+        let session = Arc::new(Session::new(request.session_id.clone(), cwd, &mode));
+        sessions.insert(request.session_id.clone(), session);
+        Ok(ResumeSessionResponse::new()
+            .modes(mode_state(&mode))
+            .config_options(config_options(MODELS[0].0)))
+    }
+
+    fn close_session(&self, request: &CloseSessionRequest) -> Result<CloseSessionResponse, Error> {
+        let hook = self.hook()?;
+        if let Some(session) = lock(&self.sessions).remove(&request.session_id) {
+            session.cancel();
+        }
+        hook.close(request)?;
+        Ok(CloseSessionResponse::new())
+    }
+
+    fn list_sessions(&self, request: &ListSessionsRequest) -> Result<ListSessionsResponse, Error> {
+        self.hook()?.list(request)
+    }
+
+    /// Tells the hook, if any, that a prompt is about to run.
+    fn prompted(&self, request: &PromptRequest) {
+        if let Some(hook) = &self.options.sessions {
+            let text: Vec<&str> = request
+                .prompt
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::Text(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            hook.prompted(&request.session_id, &text.join("\n"));
+        }
     }
 
     fn set_config_option(
@@ -282,8 +348,9 @@ pub(crate) async fn run(
         shared.clone(),
         shared.clone(),
         shared.clone(),
-        shared,
+        shared.clone(),
     );
+    let (s8, s9, s10) = (shared.clone(), shared.clone(), shared);
     Agent
         .v1()
         .name("revisor")
@@ -318,11 +385,30 @@ pub(crate) async fn run(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
+            async move |request: ResumeSessionRequest, responder, _cx| {
+                responder.respond_with_result(s8.resume_session(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CloseSessionRequest, responder, _cx| {
+                responder.respond_with_result(s9.close_session(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ListSessionsRequest, responder, _cx| {
+                responder.respond_with_result(s10.list_sessions(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
             async move |request: PromptRequest, responder, cx| {
                 let session = match s5.session(&request.session_id) {
                     Ok(session) => session,
                     Err(error) => return responder.respond_with_error(error),
                 };
+                s5.prompted(&request);
                 let shared = s5.clone();
                 let token = session.begin_turn();
                 // The turn awaits the client (permissions, fs): never inside the dispatch loop.

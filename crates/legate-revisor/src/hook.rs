@@ -1,9 +1,12 @@
-//! The extension seam for prompt lines revisor itself does not understand.
+//! The extension seams: prompt lines revisor itself does not understand, and the session
+//! lifecycle revisor itself does not keep.
 //!
-//! This module owns the [`DirectiveHook`] trait and the [`DirectiveContext`] handed to it.
-//! Revisor ships no directives of its own: an embedder (Legate's test kit, for one) installs
-//! a hook through [`crate::RevisorOptions`] to give some lines a meaning of its own. This
-//! module must never grow behaviour of its own: it only describes the seam.
+//! This module owns the [`DirectiveHook`] trait and the [`DirectiveContext`] handed to it,
+//! and the [`SessionHook`] trait. Revisor ships no directives and keeps no sessions beyond
+//! its process: an embedder (Legate's test kit, for one) installs hooks through
+//! [`crate::RevisorOptions`] to give some lines a meaning of its own, or to keep sessions
+//! (ACP's `session/resume`, `session/close`, `session/list`). This module must never grow
+//! behaviour of its own: it only describes the seams.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -11,8 +14,9 @@ use std::path::{Path, PathBuf};
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, SessionId, SessionNotification, SessionUpdate, StopReason,
-    TextContent,
+    CloseSessionRequest, ContentBlock, ContentChunk, ListSessionsRequest, ListSessionsResponse,
+    ResumeSessionRequest, SessionCapabilities, SessionId, SessionNotification, SessionUpdate,
+    StopReason, TextContent,
 };
 use futures::future::BoxFuture;
 
@@ -30,6 +34,45 @@ pub trait DirectiveHook: Send + Sync + fmt::Debug + 'static {
     /// decides whether the turn goes on. A future that never completes leaves the prompt
     /// unanswered.
     fn perform(&self, line: String, context: DirectiveContext) -> BoxFuture<'static, Directed>;
+}
+
+/// Keeps sessions for revisor, which has no memory of its own: what makes `session/resume`,
+/// `session/close` and `session/list` mean something. Without one, revisor announces none
+/// of them and answers them "method not found".
+///
+/// Every method runs inside the connection's dispatch loop: it must be quick and never
+/// await the client.
+pub trait SessionHook: Send + Sync + fmt::Debug + 'static {
+    /// The lifecycle methods to announce in `initialize` (`sessionCapabilities`).
+    fn capabilities(&self) -> SessionCapabilities;
+
+    /// `session/new` opened session `id` in `cwd`.
+    fn created(&self, id: &SessionId, cwd: &Path);
+
+    /// `session/resume`: `Ok` when the session is known (revisor then serves it in the
+    /// request's `cwd`), else the error to answer with.
+    ///
+    /// # Errors
+    /// An unknown or malformed session.
+    fn resume(&self, request: &ResumeSessionRequest) -> Result<(), agent_client_protocol::Error>;
+
+    /// `session/close` (revisor has already forgotten the session and canceled its turn).
+    ///
+    /// # Errors
+    /// An unknown session.
+    fn close(&self, request: &CloseSessionRequest) -> Result<(), agent_client_protocol::Error>;
+
+    /// `session/list`.
+    ///
+    /// # Errors
+    /// When the sessions cannot be read.
+    fn list(
+        &self,
+        request: &ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, agent_client_protocol::Error>;
+
+    /// Session `id` is about to run a prompt whose text is `prompt`.
+    fn prompted(&self, id: &SessionId, prompt: &str);
 }
 
 /// What a performed directive wants the turn to do next.

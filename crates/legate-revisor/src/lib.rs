@@ -118,7 +118,7 @@ use agent_client_protocol::{Agent, ByteStreams, ConnectTo, Error, Stdio};
 use futures::{AsyncRead, AsyncWrite};
 
 pub use agent::{MODEL_CONFIG_ID, MODELS};
-pub use hook::{Directed, DirectiveContext, DirectiveHook};
+pub use hook::{Directed, DirectiveContext, DirectiveHook, SessionHook};
 pub use turn::{CONTEXT_WINDOW, OUTPUT_LIMIT, PLAN_MODE_REFUSAL, READ_LINES, REFUSED, RUN_TIMEOUT};
 
 /// How to run revisor.
@@ -129,6 +129,8 @@ pub struct RevisorOptions {
     /// The `agentInfo` name and version `initialize` announces instead of revisor's own
     /// (`revisor`, this crate's version): a test kit playing another adapter's version.
     pub agent_info: Option<(String, String)>,
+    /// Who keeps sessions across processes, when someone does (see [`SessionHook`]).
+    pub sessions: Option<Arc<dyn SessionHook>>,
 }
 
 /// Serves revisor on stdin/stdout until the client closes stdin.

@@ -490,6 +490,10 @@ pub(crate) mod tests {
                 text: None,
                 base64: Some("dGNr".into()),
             }],
+            notices: vec![legate_core::TaskNotice {
+                code: legate_core::NOTICE_SILENT_TURN.into(),
+                message: "claimed".into(),
+            }],
         });
         t.session_id = Some("sess-1".into());
         t.timeout_secs = u64::try_from(i64::MAX).unwrap();

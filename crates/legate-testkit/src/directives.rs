@@ -1,6 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
-//! `!usage`, `!flip`), implemented as a [`DirectiveHook`] installed into revisor.
+//! `!usage`, `!flip`, `!say`, `!history`), implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -42,7 +42,7 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 12] = [
+pub const VERBS: [&str; 14] = [
     "exit",
     "hang",
     "garbage",
@@ -55,7 +55,12 @@ pub const VERBS: [&str; 12] = [
     "stop",
     "usage",
     "flip",
+    "say",
+    "history",
 ];
+
+/// What `!history` starts its answer with, before the count of earlier prompts.
+pub const HISTORY_HEAD: &str = "history: earlier prompts of this session:";
 
 /// `!fail-tool`: a tool call that fails without asking (the way Codex reports a command that
 /// failed), announced `in_progress` and then `failed` with [`FAILED_TOOL_TEXT`].
@@ -85,13 +90,27 @@ fn fail_tool(context: &DirectiveContext, title: &str) -> Result<(), agent_client
 #[derive(Debug, Clone)]
 pub struct ScriptedDirectives {
     inject: mpsc::UnboundedSender<Injection>,
+    sessions: Option<std::sync::Arc<crate::sessions::DiskSessions>>,
 }
 
 impl ScriptedDirectives {
     /// Directives whose raw output goes to `inject` (read by the pump).
     #[must_use]
     pub fn new(inject: mpsc::UnboundedSender<Injection>) -> Self {
-        Self { inject }
+        Self {
+            inject,
+            sessions: None,
+        }
+    }
+
+    /// The same directives, `!history` reading the sessions of `sessions`.
+    #[must_use]
+    pub fn with_sessions(
+        mut self,
+        sessions: Option<std::sync::Arc<crate::sessions::DiskSessions>>,
+    ) -> Self {
+        self.sessions = sessions;
+        self
     }
 }
 
@@ -124,6 +143,7 @@ impl DirectiveHook for ScriptedDirectives {
 
     fn perform(&self, line: String, context: DirectiveContext) -> BoxFuture<'static, Directed> {
         let inject = self.inject.clone();
+        let sessions = self.sessions.clone();
         async move {
             let Some((verb, rest)) = split(&line) else {
                 return Directed::Continue;
@@ -255,6 +275,27 @@ impl DirectiveHook for ScriptedDirectives {
                             crate::flip::run(&context, n, file, dir, hold).await.text()
                         }
                         Err(usage) => format!("{usage}\n"),
+                    };
+                    let _ = context.send_message_chunk(&text);
+                    Directed::Continue
+                }
+                "say" => {
+                    let _ = context.send_message_chunk(&format!("{}\n", rest.replace("\\n", "\n")));
+                    Directed::Continue
+                }
+                "history" => {
+                    let text = match &sessions {
+                        Some(store) => {
+                            let mut prompts = store.prompts(&context.session_id().0);
+                            // The running prompt is the last one: only earlier ones count.
+                            prompts.pop();
+                            let mut text = format!("{HISTORY_HEAD} {}\n", prompts.len());
+                            for p in prompts {
+                                text.push_str(&format!("history: {}\n", p.replace('\n', " / ")));
+                            }
+                            text
+                        }
+                        None => "history: this agent keeps no sessions\n".to_owned(),
                     };
                     let _ = context.send_message_chunk(&text);
                     Directed::Continue

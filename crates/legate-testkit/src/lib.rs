@@ -53,6 +53,15 @@
 //! | `!stop <reason>` | end the turn now with this ACP stop reason (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`), skipping the rest and the answer |
 //! | `!flip <N> <outside file> <outside dir> [hold µs]` | the symlink race against Legate's file service ([`flip`]): a thread flips `flip.txt` and `flipdir` in the working directory N times between the agent's own file or directory, a symlink to the outside file or directory, and nothing, while the directive sends `fs/write_text_file` and `fs/read_text_file` about them; the report quotes every read that returned someone else's content |
 //! | `!usage <in> <out>` | the prompt's answer carries `usage` (`inputTokens` in, `outputTokens` out, their total), which revisor never reports |
+//! | `!say <text>` | send the text (`\n` escapes) as a message chunk: an answer that says anything, with no tool call |
+//! | `!history` | answer with this session's earlier prompts, from the [session store](sessions) ([`directives::HISTORY_HEAD`] and their count, then one `history: <prompt>` line each) |
+//!
+//! # Sessions kept on disk: `LEGATE_TESTKIT_SESSIONS`
+//!
+//! With `LEGATE_TESTKIT_SESSIONS=resume,close,list` (any of them), the agent announces those
+//! ACP lifecycle methods in `initialize` and honours them from a store in its `$HOME`
+//! ([`sessions`]), so a new process can resume a session an earlier one opened, and records
+//! each lifecycle call in the store's log for tests to read.
 //!
 //! Stdout goes through a [pump](mod@pump): revisor writes into an in-process pipe and the pump
 //! copies accumulated bytes to the real stdout in large writes, which keeps `!chunks` cheap,
@@ -78,6 +87,7 @@ pub mod procs;
 pub mod pump;
 pub mod python;
 pub mod raw_http;
+pub mod sessions;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -182,9 +192,19 @@ pub async fn run(fault: Fault) -> i32 {
     } else {
         Box::new(tokio::io::stdin())
     };
+    let sessions = match sessions::DiskSessions::from_env() {
+        Ok(sessions) => sessions.map(Arc::new),
+        Err(error) => {
+            eprintln!("{AGENT_BIN}: {error}");
+            return 2;
+        }
+    };
     let options = RevisorOptions {
-        directive: Some(Arc::new(ScriptedDirectives::new(inject))),
+        directive: Some(Arc::new(
+            ScriptedDirectives::new(inject).with_sessions(sessions.clone()),
+        )),
         agent_info: agent_info_from_env(),
+        sessions: sessions.map(|s| s as Arc<dyn legate_revisor::SessionHook>),
     };
     let serve = legate_revisor::serve_with(input.compat(), agent_out.compat_write(), options);
     let pumping = pump(pump_in, injections, tokio::io::stdout());

@@ -9,13 +9,14 @@
 //! (`CONFINEMENT_UNAVAILABLE`).
 //!
 //! `initialize` (advertising `fs` read and write, except to Gemini, and `terminal` only when
-//! the spec asks), then
-//! `session/load` when there is a session to continue and the agent can load one (else
-//! `session/new` in the root with no MCP servers), then `session/set_mode` when the preset
+//! the spec asks), then, when there is a session to continue, `session/resume` when the agent
+//! announces it, else `session/load` when it can load one (see `lifecycle`); else (or when
+//! that is refused) `session/new` in the root with no MCP servers; then `session/set_mode` when the preset
 //! names a supervised mode the session is not in. Each step has a timeout; an agent that
 //! exits during the handshake is reported with its exit status and last stderr line.
 
 use super::launch;
+use super::lifecycle::{Continue, Lifecycle};
 use super::process::{self, ProcessGroup};
 use super::session::{AcpSession, Connection, exited, record_cleanup, request_error};
 use super::state::HandlerState;
@@ -142,7 +143,7 @@ impl Handshake<'_> {
         .await
     }
 
-    async fn run(&self, request: &SessionRequest) -> Result<(AgentInfo, Opened)> {
+    async fn run(&self, request: &SessionRequest) -> Result<(AgentInfo, Lifecycle, Opened)> {
         let cx = &self.connection.cx;
         let spec = &request.agent;
         let root = self.shared.root().clone();
@@ -166,13 +167,14 @@ impl Handshake<'_> {
             Ok(r) => r,
             Err(e) => return Err(self.fail("initialize", &e).await),
         };
+        let lifecycle = Lifecycle::of(&init.agent_capabilities);
         let info = AgentInfo {
             name: init.agent_info.as_ref().map(|i| i.name.clone()),
             version: init.agent_info.as_ref().map(|i| i.version.clone()),
             load_session: init.agent_capabilities.load_session,
-            capabilities: Vec::new(),
+            capabilities: lifecycle.names(),
         };
-        info!(agent = %spec.name, name = ?info.name, version = ?info.version, load_session = info.load_session, "agent initialized");
+        info!(agent = %spec.name, name = ?info.name, version = ?info.version, load_session = info.load_session, resume = lifecycle.resume, close = lifecycle.close, "agent initialized");
         if let Some(notice) = version_notice(&request.supervision.preset, &info) {
             warn!(agent = %spec.name, name = ?info.name, version = ?info.version, "adapter version outside its preset's verified range");
             self.sink.send(notice);
@@ -180,30 +182,53 @@ impl Handshake<'_> {
 
         let mut opened = None;
         if let Some(old) = &request.resume_session_id {
-            let why_not = if info.load_session {
-                self.shared.set_replaying(true);
-                let load = acp::LoadSessionRequest::new(old.clone(), root.clone());
-                let r = self
-                    .step("session/load", cx.send_request(load).block_task())
-                    .await;
-                self.shared.set_replaying(false);
-                match r? {
-                    Ok(resp) => {
-                        opened = Some(Opened {
-                            session_id: old.clone(),
-                            modes: resp.modes,
-                            config_options: resp.config_options,
-                            resumed: true,
-                        });
-                        None
-                    }
-                    Err(e) if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED => {
-                        return Err(self.fail("session/load", &e).await);
-                    }
-                    Err(e) => Some(format!("the agent refused to load it ({})", e.message)),
+            let answer = match lifecycle.continuation() {
+                Some(Continue::Resume) => {
+                    let resume = acp::ResumeSessionRequest::new(old.clone(), root.clone());
+                    let r = self
+                        .step("session/resume", cx.send_request(resume).block_task())
+                        .await?;
+                    Some((
+                        "session/resume",
+                        r.map(|resp| (resp.modes, resp.config_options)),
+                    ))
                 }
-            } else {
-                Some("the agent cannot load sessions".to_string())
+                Some(Continue::Load) => {
+                    // What a load replays is the earlier conversation, not this turn's.
+                    self.shared.set_replaying(true);
+                    let load = acp::LoadSessionRequest::new(old.clone(), root.clone());
+                    let r = self
+                        .step("session/load", cx.send_request(load).block_task())
+                        .await;
+                    self.shared.set_replaying(false);
+                    Some((
+                        "session/load",
+                        r?.map(|resp| (resp.modes, resp.config_options)),
+                    ))
+                }
+                None => None,
+            };
+            let why_not = match answer {
+                Some((how, Ok((modes, config_options)))) => {
+                    info!(agent = %spec.name, session_id = %old, via = how, "earlier session continued");
+                    opened = Some(Opened {
+                        session_id: old.clone(),
+                        modes,
+                        config_options,
+                        resumed: true,
+                    });
+                    None
+                }
+                Some((how, Err(e)))
+                    if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED =>
+                {
+                    return Err(self.fail(how, &e).await);
+                }
+                Some((how, Err(e))) => Some(format!(
+                    "the agent refused `{how}` ({})",
+                    super::translate::truncate(&e.message, 300)
+                )),
+                None => Some("the agent can neither resume nor load sessions".to_string()),
             };
             if let Some(why) = why_not {
                 warn!(agent = %spec.name, session_id = %old, reason = %why, "earlier session not continued");
@@ -232,7 +257,7 @@ impl Handshake<'_> {
             }
         };
         self.supervised_mode(request, &opened).await?;
-        Ok((info, opened))
+        Ok((info, lifecycle, opened))
     }
 
     /// Puts the session in the preset's supervised mode, when the preset names one and the
@@ -421,7 +446,7 @@ impl AcpBackend {
         };
         let result = handshake.run(&request).await;
         match result {
-            Ok((info, opened)) => {
+            Ok((info, lifecycle, opened)) => {
                 sink.send(EventKind::Session {
                     session_id: opened.session_id.clone(),
                     resumed: opened.resumed,
@@ -432,6 +457,8 @@ impl AcpBackend {
                     session_id: opened.session_id,
                     info,
                     resumed: opened.resumed,
+                    lifecycle,
+                    closed: std::sync::atomic::AtomicBool::new(false),
                     shared,
                     connection,
                     process,

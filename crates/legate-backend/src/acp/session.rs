@@ -247,6 +247,10 @@ pub struct AcpSession {
     pub(crate) session_id: String,
     pub(crate) info: AgentInfo,
     pub(crate) resumed: bool,
+    /// What the agent announced of ACP's session lifecycle.
+    pub(crate) lifecycle: super::lifecycle::Lifecycle,
+    /// Whether `session/close` was sent (once per session).
+    pub(crate) closed: AtomicBool,
     pub(crate) shared: Arc<HandlerState>,
     pub(crate) connection: Connection,
     pub(crate) process: ProcessGroup,
@@ -514,8 +518,28 @@ impl AgentSession for AcpSession {
     }
 
     async fn shutdown(&self) {
+        self.close().await;
         self.stop_and_record().await;
         self.connection.stop();
+    }
+}
+
+impl AcpSession {
+    /// Closes the session with `session/close` before its processes are stopped, when the
+    /// agent announced it, is alive, and no turn runs (a running turn is being stopped, not
+    /// closed, and is never waited for here). Sent once; bounded by
+    /// [`super::lifecycle::CLOSE_TIMEOUT`].
+    async fn close(&self) {
+        if !self.lifecycle.close || !self.is_alive() {
+            return;
+        }
+        let Ok(_no_turn) = self.turn.try_lock() else {
+            return;
+        };
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        super::lifecycle::close(&self.connection.cx, &self.session_id).await;
     }
 }
 
