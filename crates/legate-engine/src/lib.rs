@@ -15,6 +15,7 @@ mod context_lock;
 mod continuation;
 mod engine;
 mod fanout;
+mod inbound;
 mod integration_recovery;
 mod leftovers;
 mod pool;
@@ -33,6 +34,7 @@ pub use engine::{
     WorkspaceRequest, preset_for,
 };
 pub use fanout::Subscription;
+pub use inbound::{Delivered, Inbound, Route};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{
