@@ -19,15 +19,12 @@ use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp};
 use legate_engine::TaskFilter;
 use legate_engine::{Engine, Inbound};
 use std::path::PathBuf;
-use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Default and largest `ListTasks` page.
 pub const DEFAULT_PAGE_SIZE: i32 = 50;
 /// The largest `pageSize` accepted.
 pub const MAX_PAGE_SIZE: i32 = 100;
-/// How long `CancelTask` waits for the task to reach `canceled` before answering.
-const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// The A2A request handler of one configured agent.
 #[derive(Debug, Clone)]
@@ -371,7 +368,8 @@ impl RequestHandler for AgentHandler {
         self.engine
             .cancel(task.id.as_str())
             .map_err(|e| convert::error(&e))?;
-        let ended = tokio::time::timeout(CANCEL_WAIT, self.engine.wait(&task.id)).await;
+        let wait = self.engine.config().fronts.cancel_wait;
+        let ended = tokio::time::timeout(wait, self.engine.wait(&task.id)).await;
         let task = match ended {
             Ok(Ok(t)) => t,
             _ => self.find(&req.id)?,

@@ -24,7 +24,7 @@ mod review;
 pub mod runner;
 
 pub use admission::SessionCounts;
-pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, Paths};
+pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, FrontLimits, Paths};
 pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
     MessageRequest,

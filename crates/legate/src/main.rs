@@ -29,7 +29,7 @@ mod usage;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use legate_backend::{Backend, acp::AcpBackend, agy::AgyBackend};
-use legate_core::{AgentKind, TaskMode, TaskState};
+use legate_core::{AgentKind, Error, ErrorCode, TaskMode, TaskState};
 use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
 use legate_engine::{Records, TaskFilter};
 use std::collections::HashMap;
@@ -590,9 +590,10 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
             criteria: match &args.criteria {
                 Some(file) => serde_json::from_value(read_json(file, "a list of criteria")?)
                     .map_err(|e| {
-                        anyhow::anyhow!(
-                            "INVALID_INPUT: {} is not a list of criteria: {e}",
-                            file.display()
+                        Error::caused_by(
+                            ErrorCode::InvalidInput,
+                            format!("{} is not a list of criteria: {e}", file.display()),
+                            e,
                         )
                     })?,
                 None => Vec::new(),
@@ -670,12 +671,13 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
 fn read_json(file: &std::path::Path, what: &str) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "INVALID_INPUT: {} is not {what} (not JSON: {e})",
-            file.display()
+    Ok(serde_json::from_str(&text).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::InvalidInput,
+            format!("{} is not {what} (not JSON: {e})", file.display()),
+            e,
         )
-    })
+    })?)
 }
 
 fn print_task(t: &legate_core::Task) -> std::io::Result<()> {

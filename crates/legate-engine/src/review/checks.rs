@@ -54,7 +54,8 @@ impl Engine {
 
     /// Runs `command` (no shell) in the copy with a timeout, and records the evidence. The
     /// evidence is returned whether the command passed or not; its `error` says
-    /// `TEST_FAILED` or `TEST_CHANGED_PATCH`.
+    /// `TEST_FAILED` or `TEST_CHANGED_PATCH`. A timeout under a second or over
+    /// `fronts.test_timeout_max` is `INVALID_INPUT`, whichever front passed it.
     pub async fn test(
         &self,
         id: &str,
@@ -63,6 +64,16 @@ impl Engine {
         timeout: Option<Duration>,
     ) -> Result<TestEvidence> {
         legate_workspace::validate_test_command(&command)?;
+        let max = self.config().fronts.test_timeout_max;
+        if let Some(t) = timeout
+            && (t < Duration::from_secs(1) || t > max)
+        {
+            return Err(Error::invalid_input(format!(
+                "the test timeout must be between 1 and {} seconds (got {} s)",
+                max.as_secs(),
+                t.as_secs_f64()
+            )));
+        }
         let mut o = self.open_copy(id).await?;
         self.check_cleanup(&o)?;
         let before = self.current_preview(&o.baseline).await?;
