@@ -15,7 +15,7 @@ use a2a::{
 use a2a_server::{RequestHandler, ServiceParams};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp};
+use legate_core::{ErrorCode, EventKind, Task, TaskState, Timestamp};
 use legate_engine::TaskFilter;
 use legate_engine::{Engine, Inbound};
 use std::path::PathBuf;
@@ -63,9 +63,9 @@ impl AgentHandler {
 
     /// A task of this agent by exact id; anything else is `TASK_NOT_FOUND`.
     fn find(&self, id: &str) -> Result<Task, A2AError> {
-        match self.engine.stored_task(&TaskId(id.to_string())) {
-            Ok(Some(t)) if t.agent == self.agent => Ok(t),
-            Ok(_) => Err(A2AError::task_not_found(id)),
+        match self.engine.task_of(&self.agent, id) {
+            Ok(t) => Ok(t),
+            Err(e) if e.code == ErrorCode::TaskNotFound => Err(A2AError::task_not_found(id)),
             Err(e) => Err(convert::error(&e)),
         }
     }

@@ -141,6 +141,19 @@ impl Engine {
         })
     }
 
+    /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
+    /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
+    /// unknown id, so that one agent's callers learn nothing of another's tasks.
+    pub fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
+        match self.stored_task(&TaskId(id.to_string()))? {
+            Some(t) if t.agent == agent => Ok(t),
+            _ => Err(Error::new(
+                ErrorCode::TaskNotFound,
+                format!("task {id} not found"),
+            )),
+        }
+    }
+
     fn deliver_reply(
         &self,
         agent: &str,
@@ -153,15 +166,7 @@ impl Engine {
         if workspace.is_some() {
             return Err(keeps_workspace());
         }
-        let task = match self.stored_task(&TaskId(task_id.to_string()))? {
-            Some(t) if t.agent == agent => t,
-            _ => {
-                return Err(Error::new(
-                    ErrorCode::TaskNotFound,
-                    format!("task {task_id} not found"),
-                ));
-            }
-        };
+        let task = self.task_of(agent, task_id)?;
         if let Some(ctx) = context_id
             && ctx != task.context_id
         {

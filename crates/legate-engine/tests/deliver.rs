@@ -96,6 +96,19 @@ async fn a_reply_resumes_only_its_own_agents_waiting_task_with_text() {
         ..message(agent, context, text)
     };
 
+    // A task belongs to the agent it was sent to; to another it does not exist.
+    assert_eq!(
+        engine.task_of("revisor", &w.task.id.0).unwrap().id,
+        w.task.id
+    );
+    let e = engine.task_of("other", &w.task.id.0).unwrap_err();
+    assert_eq!(e.code, ErrorCode::TaskNotFound);
+    let prefix = &w.task.id.0[..8];
+    assert_eq!(
+        engine.task_of("revisor", prefix).unwrap_err().code,
+        ErrorCode::TaskNotFound
+    );
+
     // A reply names no workspace: the conversation has one.
     let mut with_workspace = reply("revisor", None, "go on");
     with_workspace.workspace = Some(WorkspaceRequest::Sandbox);
