@@ -256,3 +256,51 @@ async fn a_message_without_a_known_context_starts_a_conversation_with_its_agent(
     assert_eq!(in_context(&engine, "c-new")[0].id, w.task.id);
     engine.shutdown().await;
 }
+
+/// Hostile task ids (SQL wildcards, prefixes of a real id, path-like and control characters)
+/// name no task: a reply or a lookup by another agent's front never finds one it should not.
+#[test]
+fn no_hostile_task_id_finds_a_task() {
+    use proptest::prelude::*;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _guard = rt.enter();
+    let engine = engine(dir.path());
+    let w = waiting(&engine, "c-hostile");
+    let real = w.task.id.0.clone();
+    let mut runner = proptest::test_runner::TestRunner::default();
+    let ids = prop_oneof![
+        any::<String>(),
+        "[%_*?./\\\\\\x00-\\x1f-]{0,40}",
+        (0..real.len()).prop_map({
+            let real = real.clone();
+            move |n| real[..n].to_string()
+        }),
+        Just(format!("{real}%")),
+        Just(format!("%{}", &real[4..])),
+        Just(real.to_uppercase()),
+        Just(format!(" {real}")),
+    ];
+    runner
+        .run(&ids, |id| {
+            prop_assume!(id != real);
+            let e = engine.task_of("revisor", &id).unwrap_err();
+            prop_assert_eq!(e.code, ErrorCode::TaskNotFound);
+            let reply = Inbound {
+                task_id: Some(id),
+                ..message("revisor", None, "go on")
+            };
+            let e = engine.deliver(reply).unwrap_err();
+            prop_assert_eq!(e.code, ErrorCode::TaskNotFound);
+            Ok(())
+        })
+        .unwrap();
+    // The waiting task is as it was.
+    let stored = engine.task(&real).unwrap();
+    assert_eq!(stored.state, TaskState::InputRequired);
+    rt.block_on(engine.shutdown());
+}
