@@ -15,19 +15,16 @@ use a2a::{
 use a2a_server::{RequestHandler, ServiceParams};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use legate_core::{EventKind, Task, TaskId, TaskState, Timestamp};
+use legate_core::{ErrorCode, EventKind, Task, TaskState, Timestamp};
 use legate_engine::TaskFilter;
-use legate_engine::{Engine, SubmitRequest};
+use legate_engine::{Engine, Inbound};
 use std::path::PathBuf;
-use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Default and largest `ListTasks` page.
 pub const DEFAULT_PAGE_SIZE: i32 = 50;
 /// The largest `pageSize` accepted.
 pub const MAX_PAGE_SIZE: i32 = 100;
-/// How long `CancelTask` waits for the task to reach `canceled` before answering.
-const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// The A2A request handler of one configured agent.
 #[derive(Debug, Clone)]
@@ -66,104 +63,30 @@ impl AgentHandler {
 
     /// A task of this agent by exact id; anything else is `TASK_NOT_FOUND`.
     fn find(&self, id: &str) -> Result<Task, A2AError> {
-        match self.engine.stored_task(&TaskId(id.to_string())) {
-            Ok(Some(t)) if t.agent == self.agent => Ok(t),
-            Ok(_) => Err(A2AError::task_not_found(id)),
+        match self.engine.task_of(&self.agent, id) {
+            Ok(t) => Ok(t),
+            Err(e) if e.code == ErrorCode::TaskNotFound => Err(A2AError::task_not_found(id)),
             Err(e) => Err(convert::error(&e)),
         }
     }
 
-    /// Starts the task a message asks for: a new conversation, the next turn of the message's
-    /// `contextId`, or (with a `taskId`) the reply that resumes an `input-required` task. An
-    /// empty message gives a task in `input-required` (the engine's rule). Also returns the
-    /// event number after which the task's stream starts.
+    /// Starts the task a message asks for, through the engine's one call for an inbound
+    /// message ([`Engine::deliver`], which holds every conversation rule). Returns the task and
+    /// the event number after which its stream starts.
     fn submit(&self, message: &Message) -> Result<(Task, u64), A2AError> {
-        let text = message_text(message)?;
-        let workspace = crate::workspace::requested(message, &self.copy_roots)?;
-        let keeps_workspace = || {
-            A2AError::invalid_params(
-                "INVALID_WORKSPACE: a conversation keeps the workspace it started with; metadata.workspace is only for a new contextId",
-            )
+        let inbound = Inbound {
+            agent: self.agent.clone(),
+            context_id: message.context_id.clone(),
+            task_id: message.task_id.clone(),
+            message_id: Some(message.message_id.clone()),
+            text: message_text(message)?,
+            workspace: crate::workspace::requested(message, &self.copy_roots)?,
         };
-        if let Some(task_id) = &message.task_id {
-            if workspace.is_some() {
-                return Err(keeps_workspace());
-            }
-            let task = self.find(task_id)?;
-            if let Some(ctx) = &message.context_id
-                && *ctx != task.context_id
-            {
-                return Err(A2AError::invalid_params(format!(
-                    "INVALID_INPUT: task {} belongs to context {}, not {ctx}; send the reply without contextId or with the task's",
-                    task.id, task.context_id
-                )));
-            }
-            if text.trim().is_empty() {
-                return Err(A2AError::invalid_params(format!(
-                    "INVALID_INPUT: the reply into task {} has no text; say what the agent should do",
-                    task.id
-                )));
-            }
-            let after = self
-                .engine
-                .last_seq(&task.id)
-                .map_err(|e| convert::error(&e))?;
-            let task = self
-                .engine
-                .reply_message(task.id.as_str(), text, message_id(message))
-                .map_err(|e| convert::error(&e))?;
-            return Ok((task, after));
-        }
-        let existing = match &message.context_id {
-            Some(ctx) => self
-                .engine
-                .tasks(&TaskFilter {
-                    context_id: Some(ctx.clone()),
-                    limit: 1,
-                    ..TaskFilter::default()
-                })
-                .map_err(|e| convert::error(&e))?
-                .into_iter()
-                .next(),
-            None => None,
-        };
-        if workspace.is_some() && existing.is_some() {
-            return Err(keeps_workspace());
-        }
-        match existing {
-            Some(latest) => {
-                if latest.agent != self.agent {
-                    return Err(A2AError::invalid_params(format!(
-                        "INVALID_INPUT: context {} belongs to agent {:?}; send to /agents/{}",
-                        latest.context_id, latest.agent, latest.agent
-                    )));
-                }
-                self.engine
-                    .next_turn(
-                        legate_engine::ContinueRequest {
-                            context_id: latest.context_id.clone(),
-                            prompt: text,
-                            mode: None,
-                            timeout: None,
-                        },
-                        message_id(message),
-                    )
-                    .map_err(|e| convert::error(&e))
-            }
-            None => {
-                let mut request = SubmitRequest::new(text);
-                request.agent = Some(self.agent.clone());
-                request.context_id = message.context_id.clone();
-                request.message_id = message_id(message);
-                if let Some(w) = workspace {
-                    request.workspace = w;
-                }
-                self.engine
-                    .submit_or_ask(request)
-                    .map_err(|e| convert::error(&e))
-            }
-        }
-        .map(|task| (task, 0))
+        let delivered = self
+            .engine
+            .deliver(inbound)
+            .map_err(|e| convert::error(&e))?;
+        Ok((delivered.task, delivered.after))
     }
 
     /// The stream of a task: the task first, then every event translated, replayed from the
@@ -257,11 +180,6 @@ impl AgentHandler {
             rx.recv().await.map(|item| (item, rx))
         }))
     }
-}
-
-/// The caller's id for `message`, passed to the agent with the prompt (`None` when empty).
-fn message_id(message: &Message) -> Option<String> {
-    (!message.message_id.is_empty()).then(|| message.message_id.clone())
 }
 
 /// What a message to an agent must carry (§4.1.4): a `messageId` and the role `ROLE_USER`.
@@ -450,7 +368,8 @@ impl RequestHandler for AgentHandler {
         self.engine
             .cancel(task.id.as_str())
             .map_err(|e| convert::error(&e))?;
-        let ended = tokio::time::timeout(CANCEL_WAIT, self.engine.wait(&task.id)).await;
+        let wait = self.engine.config().fronts.cancel_wait;
+        let ended = tokio::time::timeout(wait, self.engine.wait(&task.id)).await;
         let task = match ended {
             Ok(Ok(t)) => t,
             _ => self.find(&req.id)?,

@@ -13,8 +13,8 @@ use serde_json::json;
 
 /// The artifact's id and name.
 pub const PATCH_ARTIFACT: &str = "patch";
-/// Patches larger than this are described but not carried; the data part says where to read
-/// them.
+/// The default of the engine's `fronts.inline_patch_max_bytes`: patches larger than that are
+/// described but not carried; the data part says where to read them.
 pub const MAX_INLINE_PATCH_BYTES: usize = 1 << 20;
 
 /// The `patch` artifact of `task`, when it is a finished copy task; `None` otherwise. A patch
@@ -30,7 +30,8 @@ pub async fn artifact(engine: &Engine, task: &Task) -> Option<Artifact> {
     );
     let parts = match engine.patch(task.id.as_str(), None).await {
         Ok(preview) => {
-            let inline = preview.patch.len() <= MAX_INLINE_PATCH_BYTES;
+            let max = engine.config().fronts.inline_patch_max_bytes;
+            let inline = preview.patch.len() <= max;
             let mut data = json!({
                 "sha256": preview.sha256,
                 "patchLength": preview.patch_length,
@@ -51,7 +52,7 @@ pub async fn artifact(engine: &Engine, task: &Task) -> Option<Artifact> {
                 parts.push(part);
             } else if !inline {
                 data["readWith"] = json!(format!(
-                    "the patch is over {MAX_INLINE_PATCH_BYTES} bytes; read it with `legate diff {}` or the MCP tool read_patch",
+                    "the patch is over {max} bytes; read it with `legate diff {}` or the MCP tool read_patch",
                     task.id
                 ));
             }

@@ -1,4 +1,6 @@
-//! The engine's limits and where its state lives.
+//! The engine's limits and where its state lives, including the limits every front reads
+//! ([`FrontLimits`]) so that no front keeps its own. This module only holds values; it never
+//! reads a file (the binary's configuration does) and never enforces anything itself.
 
 use legate_core::AgentSpec;
 use std::collections::BTreeMap;
@@ -92,6 +94,48 @@ pub struct EngineConfig {
     /// Files and directories no agent or test command may see besides `$LEGATE_HOME`: the
     /// token files and the configuration file, when they are elsewhere.
     pub hidden: Vec<PathBuf>,
+    /// Limits of requests fronts take, read by every front from [`crate::Engine::config`].
+    pub fronts: FrontLimits,
+}
+
+/// Limits of what a front accepts or waits for, one value for every front (CLI, MCP, A2A),
+/// with the values each front had before as defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontLimits {
+    /// The longest text of a conversational `message` (MCP's `message` tool), in characters;
+    /// a longer prompt is a `resume`. A prompt's own limit (1 MiB) is the engine's.
+    pub message_max_chars: usize,
+    /// The longest timeout a caller may give `test` (`Engine::test` refuses a longer one with
+    /// `INVALID_INPUT`); the default one is `review.test_timeout`.
+    pub test_timeout_max: Duration,
+    /// How long probing an agent (`agents`, `probe`) may take.
+    pub probe_timeout: Duration,
+    /// How long listing an agent's models may take.
+    pub models_timeout: Duration,
+    /// How long a server's start-up probe of each served agent may take.
+    pub serve_probe_timeout: Duration,
+    /// How long a cancel waits for the task to reach `canceled` before answering.
+    pub cancel_wait: Duration,
+    /// How long an integration in approval mode `ask` waits for the caller's answer.
+    pub approval_timeout: Duration,
+    /// The largest patch given inline (an A2A `patch` artifact); a larger one is named, and
+    /// read in chunks instead.
+    pub inline_patch_max_bytes: usize,
+}
+
+impl Default for FrontLimits {
+    fn default() -> Self {
+        Self {
+            message_max_chars: 2000,
+            test_timeout_max: Duration::from_secs(3600),
+            probe_timeout: Duration::from_secs(20),
+            models_timeout: Duration::from_secs(30),
+            serve_probe_timeout: Duration::from_secs(30),
+            cancel_wait: Duration::from_secs(10),
+            approval_timeout: Duration::from_secs(300),
+            inline_patch_max_bytes: 1 << 20,
+        }
+    }
 }
 
 impl EngineConfig {
@@ -112,6 +156,7 @@ impl EngineConfig {
             state_dirs: BTreeMap::new(),
             review: crate::review::ReviewConfig::default(),
             hidden: Vec::new(),
+            fronts: FrontLimits::default(),
         }
     }
 
@@ -151,5 +196,14 @@ mod tests {
         assert_eq!(c.retention, 1000);
         assert_eq!(c.default_agent, "revisor");
         assert_eq!(c.confinement, legate_confine::Requirement::BestEffort);
+        let f = &c.fronts;
+        assert_eq!(f.message_max_chars, 2000);
+        assert_eq!(f.test_timeout_max, Duration::from_secs(3600));
+        assert_eq!(f.probe_timeout, Duration::from_secs(20));
+        assert_eq!(f.models_timeout, Duration::from_secs(30));
+        assert_eq!(f.serve_probe_timeout, Duration::from_secs(30));
+        assert_eq!(f.cancel_wait, Duration::from_secs(10));
+        assert_eq!(f.approval_timeout, Duration::from_secs(300));
+        assert_eq!(f.inline_patch_max_bytes, 1 << 20);
     }
 }

@@ -17,6 +17,7 @@ mod continuation;
 mod ending;
 mod engine;
 mod fanout;
+mod inbound;
 mod integration_recovery;
 mod launcher;
 mod leftovers;
@@ -31,7 +32,7 @@ mod turn;
 
 pub use admission::SessionCounts;
 pub use agents::preset_for;
-pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, Paths};
+pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, FrontLimits, Paths};
 pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
     MessageRequest,
@@ -39,6 +40,7 @@ pub use continuation::{
 pub use ending::{EMPTY_PROMPT_MESSAGE, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE};
 pub use engine::Engine;
 pub use fanout::Subscription;
+pub use inbound::{Delivered, Inbound, Route};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{

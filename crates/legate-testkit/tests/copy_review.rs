@@ -208,6 +208,14 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
         executable: "grep".into(),
         args: vec!["-q".into(), text.into(), "a.txt".into()],
     };
+    // A timeout outside the engine's cap (the same for every front) runs nothing.
+    let over = h.engine.config().fronts.test_timeout_max + Duration::from_secs(1);
+    let recorded = h.engine.preview(&id).await.unwrap().tests.len();
+    for t in [Duration::ZERO, over] {
+        let err = h.engine.test(&id, &sha, grep("beta"), Some(t)).await;
+        assert_eq!(err.unwrap_err().code, ErrorCode::InvalidInput);
+    }
+    assert_eq!(h.engine.preview(&id).await.unwrap().tests.len(), recorded);
     let failed = h.engine.test(&id, &sha, grep("alpha"), None).await.unwrap();
     assert!(!failed.passed);
     assert_eq!(failed.error.unwrap().code, ErrorCode::TestFailed);

@@ -130,10 +130,14 @@ pub fn resolve(
             )));
         }
         let resolved = root.canonicalize().map_err(|e| {
-            invalid(format!(
-                "a2a.copy_roots entry {} cannot be opened: {e}",
-                root.display()
-            ))
+            legate_core::Error::caused_by(
+                legate_core::ErrorCode::ConfigInvalid,
+                format!(
+                    "a2a.copy_roots entry {} cannot be opened: {e}",
+                    root.display()
+                ),
+                e,
+            )
         })?;
         if !resolved.is_dir() {
             return Err(invalid(format!(
@@ -215,7 +219,7 @@ pub async fn open(
         token: token.clone(),
         public_url: public_url.unwrap_or_else(|| format!("http://{bound}")),
         max_body_bytes: settings.max_body_bytes,
-        probe_limit: legate_a2a::DEFAULT_PROBE_LIMIT,
+        probe_limit: engine.config().fronts.serve_probe_timeout,
         copy_roots: settings.copy_roots.clone(),
         agents: settings.agents.clone(),
     };

@@ -13,10 +13,6 @@ use legate_engine::Engine;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
-
-/// How long a probe may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> Result<ExitCode> {
     let agents = &config.engine.agents;
@@ -101,7 +97,10 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
                 ),
             )
         }
-        (Some(engine), Ok(_)) => match engine.probe(&spec.name, PROBE_TIMEOUT).await {
+        (Some(engine), Ok(_)) => match engine
+            .probe(&spec.name, engine.config().fronts.probe_timeout)
+            .await
+        {
             Ok(info) => (
                 Some(true),
                 format!(
@@ -216,7 +215,7 @@ mod tests {
         assert!(!home.join("agents/agent/started").exists());
         // The engine's probe refuses it on its own, too.
         let err = engine
-            .probe("agent", PROBE_TIMEOUT)
+            .probe("agent", engine.config().fronts.probe_timeout)
             .await
             .expect_err("not probed");
         assert_eq!(err.code, ErrorCode::ConfinementUnavailable, "{err}");

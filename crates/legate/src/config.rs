@@ -136,7 +136,9 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
 }
 
 fn parse(text: &str) -> Result<File> {
-    toml::from_str(text).map_err(|e| anyhow::anyhow!("CONFIG_INVALID: {e}"))
+    Ok(toml::from_str(text).map_err(|e| {
+        legate_core::Error::caused_by(legate_core::ErrorCode::ConfigInvalid, e.to_string(), e)
+    })?)
 }
 
 fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<EngineConfig> {

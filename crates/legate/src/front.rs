@@ -59,7 +59,11 @@ pub fn env_token(env: &dyn Fn(&str) -> Option<String>, var: &str) -> Result<Opti
     env(var)
         .map(|t| Token::configured(&t))
         .transpose()
-        .map_err(|e| anyhow::anyhow!("{}: {var}: {}", e.code, e.message))
+        .map_err(|mut e| {
+            // The same error, its sentence naming the variable; its cause kept.
+            e.message = format!("{var}: {}", e.message);
+            e.into()
+        })
 }
 
 /// The configured token, or the one in `file` (made there, mode 0600, on first use).
@@ -71,7 +75,7 @@ pub fn acquire_token(configured: Option<&Token>, file: &Path) -> Result<(Token, 
         std::fs::create_dir_all(dir)
             .with_context(|| format!("could not create {}", dir.display()))?;
     }
-    Token::load_or_create(file).map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+    Ok(Token::load_or_create(file)?)
 }
 
 /// A front's `Host`/`Origin` allowlist: the configured lists (`front.allowed_hosts`,
@@ -91,15 +95,14 @@ pub fn allowlist(
         }
     }
     let origins = origins.unwrap_or_else(|| loopback.origins().to_vec());
-    Allowlist::new(front, hosts, origins).map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+    Ok(Allowlist::new(front, hosts, origins)?)
 }
 
 /// Registers the port of a front bound at `bound` as Legate's: agents confined from now on,
 /// by this or any `legate` process sharing the home, cannot connect to it (where the kernel
 /// has Landlock network rules). A front whose registration fails does not start.
 pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_confine::ports::Listening> {
-    legate_confine::ports::register(&[bound.port()])
-        .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))
+    Ok(legate_confine::ports::register(&[bound.port()])?)
 }
 
 /// A front's read timeouts and connection cap: `front.header_timeout_secs`,

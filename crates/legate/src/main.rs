@@ -29,7 +29,7 @@ mod usage;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use legate_backend::{Backend, acp::AcpBackend, agy::AgyBackend};
-use legate_core::{AgentKind, TaskMode, TaskState};
+use legate_core::{AgentKind, Error, ErrorCode, TaskMode, TaskState};
 use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
 use legate_engine::{Records, TaskFilter};
 use std::collections::HashMap;
@@ -590,9 +590,10 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
             criteria: match &args.criteria {
                 Some(file) => serde_json::from_value(read_json(file, "a list of criteria")?)
                     .map_err(|e| {
-                        anyhow::anyhow!(
-                            "INVALID_INPUT: {} is not a list of criteria: {e}",
-                            file.display()
+                        Error::caused_by(
+                            ErrorCode::InvalidInput,
+                            format!("{} is not a list of criteria: {e}", file.display()),
+                            e,
                         )
                     })?,
                 None => Vec::new(),
@@ -670,12 +671,13 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
 fn read_json(file: &std::path::Path, what: &str) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "INVALID_INPUT: {} is not {what} (not JSON: {e})",
-            file.display()
+    Ok(serde_json::from_str(&text).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::InvalidInput,
+            format!("{} is not {what} (not JSON: {e})", file.display()),
+            e,
         )
-    })
+    })?)
 }
 
 fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
@@ -752,6 +754,35 @@ mod tests {
         );
         let other = anyhow::Error::new(std::io::Error::other("root cause")).context("outer");
         assert_eq!(error_chain(&other), "outer: root cause");
+    }
+
+    /// A file that is not JSON is `INVALID_INPUT` with the parser's error as its cause (not
+    /// flattened into a string), and the printed chain says the cause once.
+    #[test]
+    fn a_bad_json_file_keeps_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("criteria.json");
+        std::fs::write(&file, "[not json").unwrap();
+        let e = super::read_json(&file, "a list of criteria").unwrap_err();
+        let legate = e.downcast_ref::<legate_core::Error>().unwrap();
+        assert_eq!(legate.code, legate_core::ErrorCode::InvalidInput);
+        // The parser's own error, kept (behind the `Arc` the error holds it in).
+        let cause = std::error::Error::source(legate).expect("a cause");
+        assert!(cause.to_string().contains("expected"), "{cause:?}");
+        let chain = error_chain(&e);
+        assert!(chain.starts_with("INVALID_INPUT: "), "{chain}");
+        assert_eq!(chain.matches(&cause.to_string()).count(), 1, "{chain}");
+    }
+
+    /// The token in an environment variable that is not a valid token: the token's own error,
+    /// its sentence naming the variable.
+    #[test]
+    fn a_bad_env_token_is_the_tokens_error_naming_the_variable() {
+        let env = |_: &str| Some("short".to_string());
+        let e = crate::front::env_token(&env, "LEGATE_MCP_TOKEN").unwrap_err();
+        let legate = e.downcast_ref::<legate_core::Error>().unwrap();
+        assert!(legate.message.starts_with("LEGATE_MCP_TOKEN: "), "{legate}");
+        assert!(!error_chain(&e).contains("short"), "{e}");
     }
 
     /// docs/troubleshooting.md has a row for every error code, so that a new code cannot

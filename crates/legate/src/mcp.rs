@@ -66,8 +66,10 @@ pub fn resolve(
         .map(|v| (v, "LEGATE_MCP_PROFILE"))
         .or(table.profile.map(|v| (v, "mcp.profile")))
     {
-        Some((value, key)) => Profile::parse(value.trim()).map_err(|e| {
-            anyhow::anyhow!("{}: {}", e.code, e.message.replace("mcp.profile", key))
+        Some((value, key)) => Profile::parse(value.trim()).map_err(|mut e| {
+            // The same error, naming where the value came from; its cause kept.
+            e.message = e.message.replace("mcp.profile", key);
+            e
         })?,
         None => Profile::default(),
     };

@@ -10,10 +10,6 @@ use anyhow::Result;
 use legate_backend::selection::Choice;
 use legate_engine::Engine;
 use std::process::ExitCode;
-use std::time::Duration;
-
-/// How long listing may take (an ACP agent is started for it).
-const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `legate model NAME [ID|auto] [--unset]`: shows the preference, or saves or removes it.
 pub fn preference(
@@ -64,7 +60,9 @@ pub fn preference(
 /// `legate models NAME [--json]`: what the agent offers (`agy models`, or an ACP session's
 /// model option), the current one marked.
 pub async fn list(engine: &Engine, name: &str, json: bool) -> Result<ExitCode> {
-    let list = engine.models(name, LIST_TIMEOUT).await?;
+    let list = engine
+        .models(name, engine.config().fronts.models_timeout)
+        .await?;
     if json {
         crate::out!("{}", serde_json::to_string_pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use async_trait::async_trait;
+use legate_core::{Error, ErrorCode};
 use legate_engine::{ApprovalAnswer, ApprovalRequest, Approver, Engine, TestEvidence};
 use legate_engine::{Review, TestCommand};
 use std::io::IsTerminal;
@@ -111,9 +112,10 @@ pub async fn verify(
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
     let parsed: ReviewFile = serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "INVALID_INPUT: {} is not a list of reviews: {e}",
-            file.display()
+        Error::caused_by(
+            ErrorCode::InvalidInput,
+            format!("{} is not a list of reviews: {e}", file.display()),
+            e,
         )
     })?;
     let (file_sha, reviews) = match parsed {

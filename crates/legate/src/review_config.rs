@@ -153,8 +153,7 @@ pub fn resolve(
             t.version
         ),
     };
-    let from_env = SecretPolicy::from_json(exclusions.as_deref(), exceptions.as_deref())
-        .map_err(|e| anyhow!("{e}"))?;
+    let from_env = SecretPolicy::from_json(exclusions.as_deref(), exceptions.as_deref())?;
     let excl: Vec<String> = if exclusions.is_some() {
         from_env
             .exclusions()
@@ -173,7 +172,7 @@ pub fn resolve(
     } else {
         file_exc
     };
-    review.secrets = SecretPolicy::new(&excl, &exc).map_err(|e| anyhow!("{e}"))?;
+    review.secrets = SecretPolicy::new(&excl, &exc)?;
     Ok(())
 }
 

@@ -101,7 +101,7 @@ async fn run(
         servers.spawn(async move {
             let served = legate_mcp::http::serve_with(listener, router, limits, stop)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
+                .map_err(anyhow::Error::from);
             // Unregistered once nothing listens there any more.
             drop(listening);
             served
@@ -117,7 +117,7 @@ async fn run(
         servers.spawn(async move {
             let served = legate_a2a::serve_with(opened.listener, opened.router, limits, stop)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message));
+                .map_err(anyhow::Error::from);
             drop(opened.listening);
             served
         });

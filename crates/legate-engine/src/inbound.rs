@@ -1,0 +1,192 @@
+//! An inbound message, whatever front received it: [`Engine::deliver`] routes it to the one
+//! task it becomes, with the conversation rules every front shares.
+//!
+//! The rules, in the order they are checked:
+//!
+//! - A message naming a task is a reply into that task. It names no workspace
+//!   (`INVALID_WORKSPACE`), the task must be one of the addressed agent's (`TASK_NOT_FOUND`
+//!   otherwise: another agent's task is not disclosed), the message's context, when given,
+//!   must be the task's (`INVALID_INPUT`), and the reply must have text (`INVALID_INPUT`: an
+//!   empty reply cannot say what to do). The task itself must be waiting for input (the engine's reply
+//!   rule, `TASK_NOT_AWAITING_INPUT`).
+//! - A message into a known context is that context's next turn. The context keeps its
+//!   workspace (a message naming one is `INVALID_WORKSPACE`) and belongs to the agent of its
+//!   tasks (`INVALID_INPUT` for another agent). An empty text puts the turn in
+//!   `input-required`.
+//! - Any other message starts a conversation (with the message's context id, when it names
+//!   one) with the addressed agent, in the workspace it names or the context's sandbox. An
+//!   empty text gives a task in `input-required`.
+//!
+//! A message id is the caller's: it makes a next turn idempotent, and the agent receives it
+//! with the prompt; a blank one is none. This module decides routing only; it never runs a
+//! turn and never speaks a front's protocol (a front translates its wire shape to
+//! [`Inbound`] and the [`Delivered`] task back).
+
+use crate::{Engine, SubmitRequest, WorkspaceRequest};
+use legate_core::{Error, ErrorCode, Result, Task, TaskId};
+use legate_store::TaskFilter;
+
+/// A message a front received for one agent.
+#[derive(Debug, Clone, Default)]
+pub struct Inbound {
+    /// The agent the front addressed (a configured agent name).
+    pub agent: String,
+    /// The conversation the message names, if any.
+    pub context_id: Option<String>,
+    /// The task the message replies into, if any.
+    pub task_id: Option<String>,
+    /// The caller's id for the message; blank is none.
+    pub message_id: Option<String>,
+    /// What it says; may be empty (see the module's rules).
+    pub text: String,
+    /// The workspace the message asks for; only a message that starts a conversation may.
+    pub workspace: Option<WorkspaceRequest>,
+}
+
+/// How [`Engine::deliver`] routed a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// A new conversation (or a context id the engine had not seen).
+    Started,
+    /// The next turn of a known context.
+    NextTurn,
+    /// A reply resuming a task that waited for input.
+    Reply,
+}
+
+/// The task a message became.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    /// The task, as stored when the message was accepted.
+    pub task: Task,
+    /// The event number after which this message's part of the task's events begins (for a
+    /// reply, the events already stored; otherwise 0).
+    pub after: u64,
+    /// How it was routed.
+    pub route: Route,
+}
+
+/// `INVALID_WORKSPACE` for a workspace named by a message that does not start a conversation.
+fn keeps_workspace() -> Error {
+    Error::new(
+        ErrorCode::InvalidWorkspace,
+        "a conversation keeps the workspace it started with; name a workspace only on the message that starts a new context",
+    )
+}
+
+impl Engine {
+    /// Routes an inbound message to the task it becomes, by the rules of this module.
+    /// Refusals change nothing.
+    pub fn deliver(&self, inbound: Inbound) -> Result<Delivered> {
+        let Inbound {
+            agent,
+            context_id,
+            task_id,
+            message_id,
+            text,
+            workspace,
+        } = inbound;
+        let message_id = message_id.filter(|m| !m.trim().is_empty());
+        if let Some(task_id) = task_id {
+            return self.deliver_reply(&agent, &task_id, context_id, message_id, text, workspace);
+        }
+        let latest = match &context_id {
+            Some(ctx) => self
+                .tasks(&TaskFilter {
+                    context_id: Some(ctx.clone()),
+                    limit: 1,
+                    ..TaskFilter::default()
+                })?
+                .into_iter()
+                .next(),
+            None => None,
+        };
+        if let Some(latest) = latest {
+            if workspace.is_some() {
+                return Err(keeps_workspace());
+            }
+            if latest.agent != agent {
+                return Err(Error::invalid_input(format!(
+                    "context {} belongs to agent {:?}, not {agent:?}",
+                    latest.context_id, latest.agent
+                )));
+            }
+            let task = self.next_turn(
+                crate::ContinueRequest {
+                    context_id: latest.context_id,
+                    prompt: text,
+                    mode: None,
+                    timeout: None,
+                },
+                message_id,
+            )?;
+            return Ok(Delivered {
+                task,
+                after: 0,
+                route: Route::NextTurn,
+            });
+        }
+        let mut request = SubmitRequest::new(text);
+        request.agent = Some(agent);
+        request.context_id = context_id;
+        request.message_id = message_id;
+        if let Some(w) = workspace {
+            request.workspace = w;
+        }
+        let task = self.submit_or_ask(request)?;
+        Ok(Delivered {
+            task,
+            after: 0,
+            route: Route::Started,
+        })
+    }
+
+    /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
+    /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
+    /// unknown id, so that one agent's callers learn nothing of another's tasks.
+    pub fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
+        match self.stored_task(&TaskId(id.to_string()))? {
+            Some(t) if t.agent == agent => Ok(t),
+            _ => Err(Error::new(
+                ErrorCode::TaskNotFound,
+                format!("task {id} not found"),
+            )),
+        }
+    }
+
+    fn deliver_reply(
+        &self,
+        agent: &str,
+        task_id: &str,
+        context_id: Option<String>,
+        message_id: Option<String>,
+        text: String,
+        workspace: Option<WorkspaceRequest>,
+    ) -> Result<Delivered> {
+        if workspace.is_some() {
+            return Err(keeps_workspace());
+        }
+        let task = self.task_of(agent, task_id)?;
+        if let Some(ctx) = context_id
+            && ctx != task.context_id
+        {
+            return Err(Error::invalid_input(format!(
+                "task {} belongs to context {}, not {ctx}; send the reply without a context or with the task's",
+                task.id, task.context_id
+            )));
+        }
+        if text.trim().is_empty() {
+            return Err(Error::invalid_input(format!(
+                "the reply into task {} has no text; say what the agent should do",
+                task.id
+            )));
+        }
+        let after = self.last_seq(&task.id)?;
+        let task = self.reply_message(task.id.as_str(), text, message_id)?;
+        Ok(Delivered {
+            task,
+            after,
+            route: Route::Reply,
+        })
+    }
+}

@@ -1,0 +1,234 @@
+//! The checks integration rests on: verifying the caller's reviews against the task's
+//! criteria, running the configured test command in the copy (confined), and recording a
+//! test a client ran itself (kept apart: it never satisfies `require_tests`).
+//!
+//! Every check names the patch sha256 it is for and is refused while cleanup is unverified.
+
+use super::records::*;
+use super::{Opened, blocking, notice_event};
+use crate::Engine;
+use legate_core::{Error, ErrorCode, Result, Timestamp};
+use legate_workspace::{Review, TestCommand, Verification};
+use std::time::Duration;
+
+impl Engine {
+    /// Verifies the caller's reviews against the task's criteria on the copy's real files,
+    /// for the patch `expected_sha256`. The result is stored and announced (`copy.verified`);
+    /// a verification whose criteria did not all pass is returned, not an error.
+    pub async fn verify(
+        &self,
+        id: &str,
+        expected_sha256: &str,
+        reviews: Vec<Review>,
+    ) -> Result<Verification> {
+        let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
+        let preview = self.current_preview(&o.baseline).await?;
+        Self::expect_sha(&preview, expected_sha256)?;
+        let (copy, criteria, sha) = (
+            o.record.copy_directory.clone(),
+            o.record.criteria.clone(),
+            preview.sha256.clone(),
+        );
+        let v =
+            blocking(move || legate_workspace::verify(&copy, &criteria, &reviews, &sha)).await?;
+        o.record.verification = Some(v.clone());
+        o.record.touched_at = Timestamp::now();
+        self.put_record(&o.task.id, &o.record)?;
+        let passed = v.criteria.iter().filter(|c| c.passed).count();
+        self.announce(
+            &o.task.id,
+            notice_event(
+                "copy.verified",
+                format!(
+                    "verification {}: {passed} of {} criteria passed (sha256 {})",
+                    if v.passed { "passed" } else { "did not pass" },
+                    v.criteria.len(),
+                    v.sha256
+                ),
+                serde_json::json!({"sha256": v.sha256, "passed": v.passed, "criteria": v.criteria}),
+            ),
+        );
+        Ok(v)
+    }
+
+    /// Runs `command` (no shell) in the copy with a timeout, and records the evidence. The
+    /// evidence is returned whether the command passed or not; its `error` says
+    /// `TEST_FAILED` or `TEST_CHANGED_PATCH`. A timeout under a second or over
+    /// `fronts.test_timeout_max` is `INVALID_INPUT`, whichever front passed it.
+    pub async fn test(
+        &self,
+        id: &str,
+        expected_sha256: &str,
+        command: TestCommand,
+        timeout: Option<Duration>,
+    ) -> Result<TestEvidence> {
+        legate_workspace::validate_test_command(&command)?;
+        let max = self.config().fronts.test_timeout_max;
+        if let Some(t) = timeout
+            && (t < Duration::from_secs(1) || t > max)
+        {
+            return Err(Error::invalid_input(format!(
+                "the test timeout must be between 1 and {} seconds (got {} s)",
+                max.as_secs(),
+                t.as_secs_f64()
+            )));
+        }
+        let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
+        let before = self.current_preview(&o.baseline).await?;
+        Self::expect_sha(&before, expected_sha256)?;
+        let cfg = self.review_config().clone();
+        let timeout = timeout.unwrap_or(cfg.test_timeout);
+        let (b, cmd) = (o.baseline.clone(), command.clone());
+        let copy = o.record.copy_directory.clone();
+        let requirement = self.config().confinement;
+        let hidden = self.config().hidden_paths();
+        let run = blocking(move || {
+            let scratch = b.scratch()?;
+            legate_workspace::run_test(
+                &copy,
+                &scratch,
+                &cmd,
+                timeout,
+                cfg.max_test_output,
+                requirement,
+                &hidden,
+            )
+        })
+        .await?;
+        let after = self.current_preview(&o.baseline).await;
+        let sha_after = match &after {
+            Ok(p) => p.sha256.clone(),
+            Err(e) => format!("unavailable: {}", e.code),
+        };
+        let error = if sha_after != before.sha256 {
+            Some(Error::new(
+                ErrorCode::TestChangedPatch,
+                format!(
+                    "the command changed the copy's patch ({} -> {}); this evidence cannot stand",
+                    before.sha256, sha_after
+                ),
+            ))
+        } else if run.timed_out {
+            Some(Error::new(
+                ErrorCode::TestFailed,
+                format!(
+                    "the command ran past its timeout of {} s and was killed",
+                    timeout.as_secs()
+                ),
+            ))
+        } else if !run.passed() {
+            Some(Error::new(
+                ErrorCode::TestFailed,
+                match run.exit_code {
+                    Some(c) => format!("the command exited with {c}"),
+                    None => format!(
+                        "the command was killed by signal {}",
+                        run.signal.unwrap_or(0)
+                    ),
+                },
+            ))
+        } else {
+            None
+        };
+        let evidence = TestEvidence {
+            id: o.record.tests.len() as u32 + 1,
+            source: TestSource::LegateExecutor,
+            command,
+            exit_code: run.exit_code,
+            signal: run.signal,
+            timed_out: run.timed_out,
+            passed: error.is_none(),
+            stdout: run.stdout,
+            stderr: run.stderr,
+            output_truncated: run.output_truncated,
+            sha256_before: before.sha256.clone(),
+            sha256_after: sha_after,
+            duration_ms: Some(run.duration_ms),
+            confinement: run.confinement,
+            network: run.network,
+            isolation: Some(run.isolation),
+            recorded_at: Timestamp::now(),
+            error,
+        };
+        self.store_test(&mut o, evidence).await
+    }
+
+    /// Stores a test run the client reports, marked `client-reported`; it never counts as
+    /// observed evidence for integration.
+    pub async fn record_test(
+        &self,
+        id: &str,
+        expected_sha256: &str,
+        reported: ReportedTest,
+    ) -> Result<TestEvidence> {
+        legate_workspace::validate_test_command(&reported.command)?;
+        let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
+        let preview = self.current_preview(&o.baseline).await?;
+        Self::expect_sha(&preview, expected_sha256)?;
+        let max = self.review_config().max_test_output;
+        let mut output = reported.output;
+        let truncated = output.len() > max;
+        if truncated {
+            let mut end = max;
+            while !output.is_char_boundary(end) {
+                end -= 1;
+            }
+            output.truncate(end);
+        }
+        let error = (reported.exit_code != 0).then(|| {
+            Error::new(
+                ErrorCode::TestFailed,
+                format!("the client reports exit code {}", reported.exit_code),
+            )
+        });
+        let evidence = TestEvidence {
+            id: o.record.tests.len() as u32 + 1,
+            source: TestSource::ClientReported,
+            command: reported.command,
+            exit_code: Some(reported.exit_code),
+            signal: None,
+            timed_out: false,
+            passed: error.is_none(),
+            stdout: output,
+            stderr: String::new(),
+            output_truncated: truncated,
+            sha256_before: preview.sha256.clone(),
+            sha256_after: preview.sha256.clone(),
+            duration_ms: None,
+            confinement: "client".to_string(),
+            network: not_enforced(),
+            isolation: None,
+            recorded_at: Timestamp::now(),
+            error,
+        };
+        self.store_test(&mut o, evidence).await
+    }
+
+    async fn store_test(&self, o: &mut Opened, evidence: TestEvidence) -> Result<TestEvidence> {
+        o.record.tests.push(evidence.clone());
+        o.record.touched_at = Timestamp::now();
+        self.put_record(&o.task.id, &o.record)?;
+        self.announce(
+            &o.task.id,
+            notice_event(
+                "copy.tested",
+                format!(
+                    "test #{} ({}) {}: {} {}",
+                    evidence.id,
+                    match evidence.source {
+                        TestSource::LegateExecutor => "legate-executor",
+                        TestSource::ClientReported => "client-reported",
+                    },
+                    if evidence.passed { "passed" } else { "failed" },
+                    evidence.command.executable,
+                    evidence.command.args.join(" ")
+                ),
+                serde_json::to_value(&evidence).unwrap_or_default(),
+            ),
+        );
+        Ok(evidence)
+    }
+}

@@ -1,0 +1,212 @@
+//! The copy's making and settling: listing a project's eligible files, the submit-time
+//! checks of a copy request, the copy and its baseline when the task starts, and the patch
+//! summary (or refusal) when its turn ends.
+//!
+//! It never touches a file itself (`legate-workspace` does) and never integrates.
+
+use super::records::*;
+use super::{blocking, notice_event};
+use crate::Engine;
+use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId, TaskMode, Timestamp};
+use legate_workspace::{Baseline, Criterion, ProjectFiles};
+use std::path::{Path, PathBuf};
+
+impl Engine {
+    /// The files a copy of `source` would get, narrowed by `include_paths`, with those the
+    /// preflight would leave out by name or path (content is checked when copying).
+    pub async fn list_project_files(
+        &self,
+        source: &Path,
+        include_paths: &[String],
+    ) -> Result<ProjectFiles> {
+        let (source, include) = (source.to_path_buf(), include_paths.to_vec());
+        let cfg = self.review_config().clone();
+        blocking(move || {
+            legate_workspace::list_project_files(&source, &include, &cfg.secrets, &cfg.limits)
+        })
+        .await
+    }
+
+    /// Submit-time checks of a copy request; returns the canonical source and the normalized
+    /// include paths. Nothing is copied yet.
+    pub(crate) fn check_copy_request(
+        &self,
+        source: &Path,
+        include_paths: &[String],
+        criteria: &[Criterion],
+    ) -> Result<(PathBuf, Vec<String>)> {
+        legate_workspace::validate_criteria(criteria)?;
+        let include = legate_workspace::validate_include_paths(include_paths)?;
+        let cfg = self.review_config();
+        let sel = legate_workspace::select(source, &include, &cfg.secrets, &cfg.limits)?;
+        Ok((sel.root, include))
+    }
+
+    /// Stores the review record of a copy task just submitted.
+    pub(crate) fn start_review(
+        &self,
+        task: &Task,
+        source: PathBuf,
+        include_paths: Vec<String>,
+        criteria: Vec<Criterion>,
+    ) -> Result<()> {
+        let record = ReviewRecord {
+            source,
+            copy_directory: self.copy_dir(&task.id),
+            baseline_directory: self.baseline_dir(&task.id),
+            include_paths,
+            criteria,
+            copy: None,
+            patch: None,
+            patch_error: None,
+            verification: None,
+            tests: Vec::new(),
+            integration: None,
+            recoveries: Vec::new(),
+            discarded_at: None,
+            touched_at: Timestamp::now(),
+            keep_if_interrupted: self.review_config().keep_interrupted_copies,
+        };
+        self.put_record(&task.id, &record)
+    }
+
+    /// The project (canonical) a copy task's copy was made from.
+    pub(crate) fn copy_source(&self, id: &TaskId) -> Result<PathBuf> {
+        self.record(id).map(|r| r.source)
+    }
+    /// Makes the copy and its baseline for a task that is starting; returns the boundary and
+    /// the `copy.ready` event.
+    pub(crate) async fn prepare_copy(
+        &self,
+        task: &Task,
+    ) -> Result<(legate_core::Boundary, EventKind)> {
+        let mut record = self.record(&task.id)?;
+        let cfg = self.review_config().clone();
+        let (source, include) = (record.source.clone(), record.include_paths.clone());
+        let (copy_dir, baseline_dir) = (
+            record.copy_directory.clone(),
+            record.baseline_directory.clone(),
+        );
+        let report = blocking(move || {
+            let sel = legate_workspace::select(&source, &include, &cfg.secrets, &cfg.limits)?;
+            let (report, _baseline) = legate_workspace::make_copy_with_baseline(
+                &sel,
+                &copy_dir,
+                &baseline_dir,
+                &cfg.limits,
+            )?;
+            Ok(report)
+        })
+        .await?;
+        let blocked: Vec<serde_json::Value> = report
+            .blocked_files
+            .iter()
+            .map(|b| serde_json::json!({"path": b.path, "reason": b.reason.as_str(), "rule": b.rule}))
+            .collect();
+        let event = notice_event(
+            "copy.ready",
+            format!(
+                "copy ready: {} files ({} bytes) from {}; {} left out",
+                report.included_files,
+                report.bytes,
+                report.source.display(),
+                report.blocked_files.len()
+            ),
+            serde_json::json!({
+                "source": report.source,
+                "copyDirectory": report.copy_directory,
+                "includedFiles": report.included_files,
+                "bytes": report.bytes,
+                "blockedFiles": blocked,
+            }),
+        );
+        let boundary = legate_core::Boundary {
+            root: report.copy_directory.clone(),
+            owned: true,
+            allow_execute: false,
+        };
+        tracing::info!(task = %task.id, files = report.included_files, bytes = report.bytes, blocked = report.blocked_files.len(), "copy ready");
+        record.copy = Some(report);
+        record.touched_at = Timestamp::now();
+        self.put_record(&task.id, &record)?;
+        Ok((boundary, event))
+    }
+
+    /// When a copy task's turn has ended: computes and stores the patch summary and announces
+    /// it (`copy.patch`). Returns an error that must fail a task which otherwise completed:
+    /// `READ_ONLY_VIOLATION`, `CHANGE_LIMIT_EXCEEDED`, `BLOCKED_FILE_DETECTED`, `UNSAFE_PATH`.
+    pub(crate) async fn settle_copy(&self, task: &Task) -> Option<Error> {
+        let mut record = self.record(&task.id).ok()?;
+        record.copy.as_ref()?;
+        let baseline = Baseline::open(&record.baseline_directory, &record.copy_directory).ok()?;
+        let cfg = self.review_config().clone();
+        let mode = task.mode;
+        let outcome = blocking(move || {
+            let violations = if mode == TaskMode::ReadOnly {
+                legate_workspace::read_only_changes(&baseline)?
+            } else {
+                Vec::new()
+            };
+            let preview = legate_workspace::preview(&baseline, &cfg.secrets, &cfg.limits);
+            Ok((violations, preview))
+        })
+        .await;
+        let failure = match outcome {
+            Err(e) => Some(e),
+            Ok((violations, preview)) => {
+                let read_only = (!violations.is_empty()).then(|| {
+                    Error::new(
+                        ErrorCode::ReadOnlyViolation,
+                        format!(
+                            "the read-only task changed its copy ({}); it can never be integrated",
+                            violations.join(", ")
+                        ),
+                    )
+                });
+                match preview {
+                    Ok(p) => {
+                        let rec = PatchRecord::from(&p);
+                        self.announce(
+                            &task.id,
+                            notice_event(
+                                "copy.patch",
+                                format!(
+                                    "patch: {} files (+{} -{}), sha256 {}",
+                                    rec.summary.files_changed,
+                                    rec.summary.insertions,
+                                    rec.summary.deletions,
+                                    rec.sha256
+                                ),
+                                serde_json::json!({
+                                    "sha256": rec.sha256,
+                                    "patchLength": rec.patch_length,
+                                    "summary": rec.summary,
+                                    "files": rec.files,
+                                }),
+                            ),
+                        );
+                        record.patch = Some(rec);
+                        read_only
+                    }
+                    Err(e) => read_only.or(Some(e)),
+                }
+            }
+        };
+        if let Some(e) = &failure {
+            record.patch_error = Some(e.clone());
+            self.announce(
+                &task.id,
+                notice_event(
+                    "copy.patch",
+                    format!("patch refused: {e}"),
+                    serde_json::json!({"error": e}),
+                ),
+            );
+        }
+        record.touched_at = Timestamp::now();
+        if let Err(e) = self.put_record(&task.id, &record) {
+            tracing::warn!(task = %task.id, error = %e, "could not store the patch summary");
+        }
+        failure
+    }
+}

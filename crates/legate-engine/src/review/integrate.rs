@@ -1,0 +1,209 @@
+//! Integration: applying a verified patch to the original project, atomically or not at
+//! all, once every precondition holds (completed write task, current passing verification,
+//! required tests, and the approver's confirmation in mode `ask`).
+//!
+//! It never applies a patch whose sha256 or source changed since it was checked.
+
+use super::records::*;
+use super::{Opened, blocking, notice_event, unavailable};
+use crate::Engine;
+use legate_core::{Error, ErrorCode, Result, TaskMode, TaskState, Timestamp};
+use legate_workspace::Preview;
+
+impl Engine {
+    /// Applies the verified patch to the original project, atomically or not at all.
+    ///
+    /// Needs a completed write task (`READ_ONLY_VIOLATION` for a read-only one), a current
+    /// passing verification (`VERIFICATION_REQUIRED`), current passing observed tests when
+    /// `require_tests` is set, and in approval mode `ask` an `Accept { confirm: true }` from
+    /// `approver` (`INTEGRATION_DECLINED` otherwise, also when there is no approver). The
+    /// patch and the original are checked again after the answer (`PATCH_CHANGED`,
+    /// `SOURCE_CHANGED`). Write failures are `INTEGRATION_FAILED` with the original restored.
+    pub async fn integrate(
+        &self,
+        id: &str,
+        expected_sha256: Option<&str>,
+        approver: Option<&dyn Approver>,
+    ) -> Result<IntegrationRecord> {
+        // An earlier integration a crash interrupted is finished first, so that this one
+        // sees the project and the record as they are.
+        let (store, run) = (self.store().clone(), self.config().paths.run());
+        blocking(move || {
+            Ok(crate::integration_recovery::recover_integrations(
+                &store, &run,
+            ))
+        })
+        .await?;
+        let mut o = self.open_copy(id).await?;
+        self.check_cleanup(&o)?;
+        if o.task.mode == TaskMode::ReadOnly {
+            return Err(Error::new(
+                ErrorCode::ReadOnlyViolation,
+                format!(
+                    "task {} is read-only; it can never be integrated",
+                    o.task.id
+                ),
+            ));
+        }
+        if o.task.state != TaskState::Completed {
+            return Err(unavailable(format!(
+                "task {} ended {}; only a completed write task can be integrated",
+                o.task.id, o.task.state
+            )));
+        }
+        if let Some(done) = &o.record.integration {
+            return Err(unavailable(format!(
+                "task {} was already integrated (sha256 {})",
+                o.task.id, done.sha256
+            )));
+        }
+        let preview = self.current_preview(&o.baseline).await?;
+        if let Some(sha) = expected_sha256 {
+            Self::expect_sha(&preview, sha)?;
+        }
+        if preview.files.is_empty() {
+            return Err(Error::invalid_input(
+                "the patch is empty; there is nothing to integrate",
+            ));
+        }
+        self.check_ready(&o, &preview)?;
+        let cfg = self.review_config().clone();
+        if cfg.approval == ApprovalMode::Ask {
+            let request = ApprovalRequest {
+                task_id: o.task.id.clone(),
+                source: o.record.source.clone(),
+                sha256: preview.sha256.clone(),
+                files: preview.files.clone(),
+                summary: preview.summary.clone(),
+            };
+            let answer = match approver {
+                Some(a) => a.confirm(&request).await,
+                None => ApprovalAnswer::Cancel,
+            };
+            if answer != (ApprovalAnswer::Accept { confirm: true }) {
+                return Err(Error::new(
+                    ErrorCode::IntegrationDeclined,
+                    format!(
+                        "approval mode is ask and the integration was not confirmed ({answer:?}); the original is untouched"
+                    ),
+                ));
+            }
+            // The answer took time: look again.
+            let again = self.current_preview(&o.baseline).await?;
+            Self::expect_sha(&again, &preview.sha256)?;
+            self.check_ready(&o, &again)?;
+        }
+        let (b, root, p) = (o.baseline.clone(), o.record.source.clone(), preview.clone());
+        let journal = self
+            .config()
+            .paths
+            .run()
+            .join("integrations")
+            .join(o.task.id.as_str());
+        let meta = serde_json::json!({"sha256": preview.sha256, "approval": cfg.approval});
+        let result = blocking(move || {
+            let changes = legate_workspace::plan(&b, &p)?;
+            legate_workspace::integrate(&root, &changes, &journal, meta)
+        })
+        .await;
+        let result = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.announce(
+                    &o.task.id,
+                    notice_event(
+                        "copy.integration_failed",
+                        format!("integration refused: {e}"),
+                        serde_json::json!({"sha256": preview.sha256, "error": e}),
+                    ),
+                );
+                return Err(e);
+            }
+        };
+        let record = IntegrationRecord {
+            sha256: preview.sha256.clone(),
+            result: result.integrated.clone(),
+            approval: cfg.approval,
+            integrated_at: Timestamp::now(),
+        };
+        o.record.integration = Some(record.clone());
+        o.record.touched_at = Timestamp::now();
+        // Recorded before the journal goes: a crash in between is rolled forward and found
+        // recorded (`integration_recovery`).
+        self.put_record(&o.task.id, &o.record)?;
+        result.finish();
+        self.announce(
+            &o.task.id,
+            notice_event(
+                "copy.integrated",
+                format!(
+                    "integrated {} files into {} (sha256 {})",
+                    record.result.files.len(),
+                    o.record.source.display(),
+                    record.sha256
+                ),
+                serde_json::to_value(&record).unwrap_or_default(),
+            ),
+        );
+        tracing::info!(task = %o.task.id, files = record.result.files.len(), sha256 = %record.sha256, "integrated");
+        Ok(record)
+    }
+
+    fn check_ready(&self, o: &Opened, preview: &Preview) -> Result<()> {
+        let Some(v) = &o.record.verification else {
+            return Err(Error::new(
+                ErrorCode::VerificationRequired,
+                "the patch has not been verified; call verify with a review per criterion",
+            ));
+        };
+        if let Some(why) = legate_workspace::staleness(&o.record.copy_directory, v, &preview.sha256)
+        {
+            return Err(Error::new(
+                ErrorCode::VerificationRequired,
+                format!("the verification is stale: {why}; verify again"),
+            ));
+        }
+        if !v.passed {
+            let failing: Vec<&str> = v
+                .criteria
+                .iter()
+                .filter(|c| !c.passed)
+                .map(|c| c.criterion_id.as_str())
+                .collect();
+            return Err(Error::new(
+                ErrorCode::VerificationRequired,
+                format!("criteria not passed: {}", failing.join(", ")),
+            ));
+        }
+        let current: Vec<&TestEvidence> = o
+            .record
+            .tests
+            .iter()
+            .filter(|t| t.source == TestSource::LegateExecutor && t.sha256_after == preview.sha256)
+            .collect();
+        // The latest observed run of each command on this patch decides for that command.
+        let mut latest: Vec<&TestEvidence> = Vec::new();
+        for t in &current {
+            match latest.iter_mut().find(|l| l.command == t.command) {
+                Some(l) => *l = t,
+                None => latest.push(t),
+            }
+        }
+        if let Some(failed) = latest.iter().find(|t| !t.passed) {
+            return Err(Error::new(
+                ErrorCode::VerificationRequired,
+                format!(
+                    "test #{} ({}) failed on this patch; fix it or run it again",
+                    failed.id, failed.command.executable
+                ),
+            ));
+        }
+        if self.review_config().require_tests && current.is_empty() {
+            return Err(Error::new(
+                ErrorCode::VerificationRequired,
+                "require_tests is set and no test observed by Legate passed on this patch",
+            ));
+        }
+        Ok(())
+    }
+}

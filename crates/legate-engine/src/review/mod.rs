@@ -1,0 +1,160 @@
+//! Copy workspaces and their review pipeline, as engine operations: list project files,
+//! prepare a copy, settle the patch when the turn ends, preview, read the patch, verify,
+//! test, record a client's test, integrate, discard, and the retention sweep.
+//!
+//! This module owns the rules that bind those steps together: every operation names the
+//! patch sha256 it expects (`PATCH_CHANGED` otherwise); a verification or test evidence is
+//! current only while the patch and the files it rests on are unchanged; integration needs a
+//! completed write task, a current passing verification, current passing tests when
+//! configured, and, in approval mode `ask`, an explicit confirmation from the caller's
+//! approver. Verify, test and integrate are refused with `PROCESS_CLEANUP_UNVERIFIED` while an
+//! agent run in the copy left processes that could not be shown gone (reading the patch and
+//! discarding are not). One operation at a time per copy (`COPY_BUSY`). Each step is kept in the task's
+//! review record (the store's `reviews` table) and announced as a `workspace` event.
+//!
+//! The file work itself is `legate-workspace`'s; this module never touches a file directly,
+//! and never decides anything a front could override.
+//!
+//! The parts: `records` (the durable types and their reading and writing), `copy` (listing
+//! project files, making the copy, settling its patch), `preview` (preview and patch
+//! reading), `checks` (verify, test, record_test), `integrate`, and `cleanup` (discard and
+//! the retention sweep). This file holds what they share: opening a copy with its lock, the
+//! sha check, and the `notice` events.
+
+mod checks;
+mod cleanup;
+mod copy;
+mod integrate;
+mod preview;
+mod records;
+
+pub use records::{
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
+    IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
+    ReviewRecord, TestEvidence, TestSource, TestStatus,
+};
+
+use crate::Engine;
+use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId};
+use legate_workspace::{Baseline, Preview};
+use std::path::PathBuf;
+
+/// A copy opened for an operation, with its lock held.
+struct Opened {
+    task: Task,
+    record: ReviewRecord,
+    baseline: Baseline,
+    _lock: std::fs::File,
+}
+
+fn unavailable(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::CopyUnavailable, message)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::internal(format!("a copy operation panicked: {e}")))?
+}
+
+pub(crate) fn notice_event(
+    name: &str,
+    message: String,
+    mut detail: serde_json::Value,
+) -> EventKind {
+    if let Some(map) = detail.as_object_mut() {
+        map.insert("event".into(), name.into());
+    }
+    EventKind::Notice { message, detail }
+}
+
+impl Engine {
+    fn review_config(&self) -> &ReviewConfig {
+        &self.config().review
+    }
+
+    fn copy_dir(&self, id: &TaskId) -> PathBuf {
+        self.config().paths.copies().join(id.as_str())
+    }
+
+    fn baseline_dir(&self, id: &TaskId) -> PathBuf {
+        self.config().paths.baselines().join(id.as_str())
+    }
+    fn announce(&self, id: &TaskId, event: EventKind) {
+        match self.store().append_events(id, &[event]) {
+            Ok(stored) => self.publish(&stored),
+            Err(e) => tracing::warn!(task = %id, error = %e, "could not store a workspace event"),
+        }
+    }
+
+    /// Opens a finished copy task's copy with its lock held.
+    async fn open_copy(&self, id: &str) -> Result<Opened> {
+        let task = self.task(id)?;
+        if task.workspace != legate_core::WorkspaceKind::Copy {
+            return Err(unavailable(format!(
+                "task {} works in a {} workspace, not a copy",
+                task.id,
+                task.workspace.as_str()
+            )));
+        }
+        if !task.is_terminal() {
+            return Err(unavailable(format!(
+                "task {} is still {}; its copy can be reviewed once it ends",
+                task.id, task.state
+            )));
+        }
+        let record = self.record(&task.id)?;
+        if record.discarded_at.is_some() {
+            return Err(unavailable(format!(
+                "the copy of task {} was discarded",
+                task.id
+            )));
+        }
+        if record.copy.is_none() {
+            return Err(unavailable(format!(
+                "task {} ended before its copy was made",
+                task.id
+            )));
+        }
+        let baseline = Baseline::open(&record.baseline_directory, &record.copy_directory)?;
+        let b = baseline.clone();
+        let lock = blocking(move || b.lock()).await?;
+        Ok(Opened {
+            task,
+            record,
+            baseline,
+            _lock: lock,
+        })
+    }
+
+    /// `PROCESS_CLEANUP_UNVERIFIED` while an agent run in this copy left processes that could
+    /// not be shown gone (the mark every backend checks too, see `legate_backend::cleanup`):
+    /// they could still change the copy under a verification, a test or an integration.
+    /// Reading the patch and discarding the copy stay allowed.
+    fn check_cleanup(&self, o: &Opened) -> Result<()> {
+        legate_backend::cleanup::check_path(
+            &self.config().paths.blocked(),
+            &o.record.copy_directory,
+        )
+    }
+
+    async fn current_preview(&self, baseline: &Baseline) -> Result<Preview> {
+        let (b, cfg) = (baseline.clone(), self.review_config().clone());
+        blocking(move || legate_workspace::preview(&b, &cfg.secrets, &cfg.limits)).await
+    }
+
+    fn expect_sha(preview: &Preview, expected: &str) -> Result<()> {
+        expect_patch_sha(&preview.sha256, expected)
+    }
+}
+
+/// `PATCH_CHANGED` unless the patch's sha256 `now` is the `expected` one the caller named.
+fn expect_patch_sha(now: &str, expected: &str) -> Result<()> {
+    if now != expected {
+        return Err(Error::new(
+            ErrorCode::PatchChanged,
+            format!("the patch is now {now}, not the {expected} you named; preview again"),
+        ));
+    }
+    Ok(())
+}

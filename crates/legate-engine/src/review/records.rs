@@ -1,0 +1,376 @@
+//! The review pipeline's durable records: the review record kept per copy task (the store's
+//! `reviews` table) with its patch, verification, test evidence, integration and recovery
+//! entries, the review configuration, and the request and answer types of the operations.
+//!
+//! This module owns the records' shape (their JSON is stored; fields are only ever added,
+//! with serde defaults, so older records still read) and their reading and writing. It never
+//! decides anything: the operations beside it do.
+
+use super::unavailable;
+use crate::Engine;
+use async_trait::async_trait;
+use legate_core::{Error, Result, TaskId, Timestamp};
+use legate_workspace::{
+    CopyLimits, CopyReport, Criterion, FileChange, Integrated, Outcome, PatchSummary, Preview,
+    SecretPolicy, TestCommand, Verification,
+};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+legate_core::wire_enum! {
+    /// Whether integration asks the caller first.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ApprovalMode {
+        /// Integrate once every check passes (the default). No check is relaxed.
+        #[default]
+        Auto => "auto",
+        /// Also require the approver's explicit `accept` with `confirm: true`.
+        Ask => "ask",
+    }
+}
+
+/// The configuration of copies and their review.
+#[derive(Debug, Clone)]
+pub struct ReviewConfig {
+    /// Copy and change limits.
+    pub limits: CopyLimits,
+    /// Secret exclusions and exceptions.
+    pub secrets: SecretPolicy,
+    /// Finished copies older than this are removed by the sweep.
+    pub retention: Duration,
+    /// `auto` or `ask`.
+    pub approval: ApprovalMode,
+    /// Whether integration also needs a current passing test run by Legate.
+    pub require_tests: bool,
+    /// Default timeout of `test`.
+    pub test_timeout: Duration,
+    /// Bound on each captured output stream of a test, in bytes.
+    pub max_test_output: usize,
+    /// Whether the copy of a task interrupted by the death of its process (marked
+    /// `SERVER_RESTARTED` at recovery) is kept for inspection until the retention sweep,
+    /// instead of being removed at recovery. Recorded with each task when it is submitted.
+    pub keep_interrupted_copies: bool,
+}
+
+impl Default for ReviewConfig {
+    fn default() -> Self {
+        Self {
+            limits: CopyLimits::default(),
+            secrets: SecretPolicy::default(),
+            retention: Duration::from_secs(168 * 3600),
+            approval: ApprovalMode::Auto,
+            require_tests: false,
+            test_timeout: legate_workspace::DEFAULT_TIMEOUT,
+            max_test_output: legate_workspace::DEFAULT_MAX_OUTPUT,
+            keep_interrupted_copies: false,
+        }
+    }
+}
+
+legate_core::wire_enum! {
+    /// Who produced a test record.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum TestSource {
+        /// Legate ran the command itself and observed it.
+        LegateExecutor => "legate-executor",
+        /// The caller reports a run Legate did not observe.
+        ClientReported => "client-reported",
+    }
+}
+
+/// Evidence of one test run, bound to the patch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestEvidence {
+    /// 1-based within the task.
+    pub id: u32,
+    /// Observed by Legate, or reported by the client.
+    pub source: TestSource,
+    /// The command.
+    pub command: TestCommand,
+    /// The exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Whether it ran past its timeout.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// Exit 0, in time, and the patch unchanged.
+    pub passed: bool,
+    /// Bounded stdout.
+    pub stdout: String,
+    /// Bounded stderr.
+    pub stderr: String,
+    /// Whether output was cut.
+    #[serde(default)]
+    pub output_truncated: bool,
+    /// The patch sha256 before the run.
+    pub sha256_before: String,
+    /// The patch sha256 after the run (equal to before for client reports).
+    pub sha256_after: String,
+    /// Wall time in milliseconds (`None` for client reports).
+    pub duration_ms: Option<u64>,
+    /// How much of the write confinement held: `full`, `partial`, `none`; `client` for
+    /// client reports.
+    pub confinement: String,
+    /// Whether TCP was denied: `denied`, `not-enforced` (also for client reports and for
+    /// records made before it was recorded).
+    #[serde(default = "not_enforced")]
+    pub network: String,
+    /// What held of the command's isolation from Legate (`None` for client reports and for
+    /// records made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<legate_confine::IsolationReport>,
+    /// When it was recorded.
+    pub recorded_at: Timestamp,
+    /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Error>,
+}
+
+pub(super) fn not_enforced() -> String {
+    legate_confine::Network::NotEnforced.as_str().to_string()
+}
+
+/// A run the client reports (`record_test`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedTest {
+    /// The command the client ran.
+    pub command: TestCommand,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// Its output (bounded when stored).
+    #[serde(default)]
+    pub output: String,
+}
+
+/// The patch as it was when an operation looked at it (no patch body).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRecord {
+    /// sha256 of the full patch.
+    pub sha256: String,
+    /// Its length in bytes.
+    pub patch_length: u64,
+    /// Changed files.
+    pub files: Vec<FileChange>,
+    /// Totals.
+    pub summary: PatchSummary,
+    /// When it was computed.
+    pub computed_at: Timestamp,
+}
+
+impl From<&Preview> for PatchRecord {
+    fn from(p: &Preview) -> Self {
+        Self {
+            sha256: p.sha256.clone(),
+            patch_length: p.patch_length,
+            files: p.files.clone(),
+            summary: p.summary.clone(),
+            computed_at: Timestamp::now(),
+        }
+    }
+}
+
+/// A finished integration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct IntegrationRecord {
+    /// The patch integrated.
+    pub sha256: String,
+    /// What was written.
+    #[serde(flatten)]
+    pub result: Integrated,
+    /// `auto` or `ask`.
+    pub approval: ApprovalMode,
+    /// When.
+    pub integrated_at: Timestamp,
+}
+
+/// An integration that a crash interrupted, finished by a later `legate` command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrationRecovery {
+    /// The interrupted integration's journal id.
+    pub journal: String,
+    /// `rolled-forward` (the project is exactly integrated) or `rolled-back` (it is as before).
+    pub outcome: Outcome,
+    /// The patch it was integrating.
+    pub sha256: String,
+    /// How many files the integration covered.
+    pub files: usize,
+    /// Files left as found: neither the original nor the result (edited after the crash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+    /// When recovery finished it.
+    pub recovered_at: Timestamp,
+}
+
+/// Everything Legate keeps about a copy task, stored as JSON in the `reviews` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewRecord {
+    /// The project (canonical).
+    pub source: PathBuf,
+    /// The copy.
+    pub copy_directory: PathBuf,
+    /// The private baseline.
+    pub baseline_directory: PathBuf,
+    /// The include paths, normalized.
+    pub include_paths: Vec<String>,
+    /// Acceptance criteria, fixed at submit.
+    pub criteria: Vec<Criterion>,
+    /// The copy as made (`None` until the task starts).
+    pub copy: Option<CopyReport>,
+    /// The patch when the turn ended, or at the latest preview.
+    pub patch: Option<PatchRecord>,
+    /// Why the patch could not be computed when the turn ended.
+    pub patch_error: Option<Error>,
+    /// The latest verification.
+    pub verification: Option<Verification>,
+    /// Every test record, oldest first.
+    pub tests: Vec<TestEvidence>,
+    /// The integration, once done.
+    pub integration: Option<IntegrationRecord>,
+    /// Integrations a crash interrupted, and which way recovery finished each, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recoveries: Vec<IntegrationRecovery>,
+    /// When the copy was discarded or swept.
+    pub discarded_at: Option<Timestamp>,
+    /// When anything here last changed (retention counts from it).
+    pub touched_at: Timestamp,
+    /// `keep_interrupted_copies` when the task was submitted: whether recovery keeps the copy
+    /// if the task's process dies before the task ends (see `leftovers`).
+    #[serde(default)]
+    pub keep_if_interrupted: bool,
+}
+
+/// A preview as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewReport {
+    /// The task.
+    pub task_id: TaskId,
+    /// The project.
+    pub source: PathBuf,
+    /// The copy.
+    pub copy_directory: PathBuf,
+    /// The patch now.
+    #[serde(flatten)]
+    pub patch: PatchRecord,
+    /// For a read-only task: every path it created, changed or deleted (ignored ones too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only_violations: Vec<String>,
+    /// The latest verification.
+    pub verification: Option<Verification>,
+    /// Why the verification no longer holds, if it does not.
+    pub stale: Option<String>,
+    /// Test records, each with whether it still matches the patch.
+    pub tests: Vec<TestStatus>,
+    /// The integration, once done.
+    pub integration: Option<IntegrationRecord>,
+    /// Integrations a crash interrupted, and which way recovery finished each, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recoveries: Vec<IntegrationRecovery>,
+}
+
+/// A test record and whether it is current.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestStatus {
+    /// The record.
+    #[serde(flatten)]
+    pub evidence: TestEvidence,
+    /// True when the patch changed since.
+    pub stale: bool,
+}
+
+/// What `read_patch` should read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchRead {
+    /// The sha256 the caller previewed; `PATCH_CHANGED` when the patch is another now.
+    pub expected_sha256: String,
+    /// One changed file's part, or the whole patch.
+    pub path: Option<String>,
+    /// Byte offset (default 0).
+    #[serde(default)]
+    pub offset: u64,
+    /// Window size in bytes (default 10,000; 2 to 50,000).
+    pub limit: Option<usize>,
+}
+
+/// What the approver is asked in approval mode `ask`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// The task.
+    pub task_id: TaskId,
+    /// The project that would change.
+    pub source: PathBuf,
+    /// The patch.
+    pub sha256: String,
+    /// The files, with line counts.
+    pub files: Vec<FileChange>,
+    /// Totals.
+    pub summary: PatchSummary,
+}
+
+/// The approver's answer. Only `Accept { confirm: true }` lets integration proceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalAnswer {
+    /// Accepted, with the confirmation box's value.
+    Accept {
+        /// Must be true.
+        confirm: bool,
+    },
+    /// Declined.
+    Decline,
+    /// Canceled, timed out, or the client cannot ask.
+    Cancel,
+}
+
+/// Asks a person (through the front: an MCP form elicitation, a terminal prompt) whether to
+/// integrate. A front supplies it; the engine decides what the answer means.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Shows `request` and returns the answer.
+    async fn confirm(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+}
+
+/// What the retention sweep (or `cleanup`) removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CleanupReport {
+    /// Tasks whose copy and baseline were removed.
+    pub removed: Vec<String>,
+    /// Directories of tasks the store no longer knows, removed.
+    pub orphans_removed: Vec<String>,
+    /// Finished copies kept (within retention).
+    pub kept: usize,
+}
+
+impl Engine {
+    pub(super) fn record(&self, id: &TaskId) -> Result<ReviewRecord> {
+        let value = self
+            .store()
+            .review(id)?
+            .ok_or_else(|| unavailable(format!("task {id} is not a copy task")))?;
+        serde_json::from_value(value)
+            .map_err(|e| Error::internal(format!("the review record of {id} is unreadable: {e}")))
+    }
+
+    pub(super) fn put_record(&self, id: &TaskId, record: &ReviewRecord) -> Result<()> {
+        let value = serde_json::to_value(record)
+            .map_err(|e| Error::internal(format!("a review record could not be encoded: {e}")))?;
+        self.store().put_review(id, &value)
+    }
+}

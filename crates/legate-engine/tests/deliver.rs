@@ -1,0 +1,306 @@
+//! `Engine::deliver`, the one call every front makes for an inbound message, with no front
+//! involved: the engine drives the real scripted agent (revisor) on real pipes with a real
+//! SQLite store. Each conversation rule has its test, and each refusal is shown to change
+//! nothing.
+//!
+//! The agent binary must be built first: `cargo build -p legate-testkit --bin
+//! legate-scripted-agent` (a plain `cargo test --workspace` does it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_backend::Backend;
+use legate_backend::acp::AcpBackend;
+use legate_core::{AgentKind, AgentSpec, ErrorCode, Task, TaskState};
+use legate_engine::{
+    Delivered, Engine, EngineConfig, Inbound, Paths, Route, TaskFilter, WorkspaceRequest,
+};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+fn engine(home: &Path) -> Engine {
+    let command = legate_testkit::find_scripted_agent()
+        .expect("legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent`")
+        .display()
+        .to_string();
+    let mut config = EngineConfig::new(Paths::new(home));
+    for name in ["revisor", "other"] {
+        let spec: AgentSpec =
+            serde_json::from_value(json!({"name": name, "kind": "acp", "command": command}))
+                .unwrap();
+        config.agents.insert(name.into(), spec);
+    }
+    config.default_agent = "revisor".into();
+    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
+    Engine::start(
+        config,
+        HashMap::from([(AgentKind::Acp, backend)]),
+        Arc::new(legate_supervisor::Rules),
+    )
+    .unwrap()
+}
+
+fn message(agent: &str, context: Option<&str>, text: &str) -> Inbound {
+    Inbound {
+        agent: agent.into(),
+        context_id: context.map(str::to_string),
+        text: text.into(),
+        ..Inbound::default()
+    }
+}
+
+fn in_context(engine: &Engine, context: &str) -> Vec<Task> {
+    engine
+        .tasks(&TaskFilter {
+            context_id: Some(context.into()),
+            limit: 100,
+            ..TaskFilter::default()
+        })
+        .unwrap()
+}
+
+/// The code of a refusal, and that the context's tasks are as they were.
+fn refused(engine: &Engine, context: &str, inbound: Inbound) -> ErrorCode {
+    let before: Vec<_> = in_context(engine, context)
+        .into_iter()
+        .map(|t| (t.id, t.state, t.prompt))
+        .collect();
+    let e = engine.deliver(inbound).expect_err("refused");
+    let after: Vec<_> = in_context(engine, context)
+        .into_iter()
+        .map(|t| (t.id, t.state, t.prompt))
+        .collect();
+    assert_eq!(before, after, "a refusal changed the context ({e})");
+    e.code
+}
+
+/// An empty message starts a conversation waiting for input.
+fn waiting(engine: &Engine, context: &str) -> Delivered {
+    let d = engine
+        .deliver(message("revisor", Some(context), ""))
+        .unwrap();
+    assert_eq!(d.route, Route::Started);
+    assert_eq!(d.task.state, TaskState::InputRequired);
+    assert_eq!(d.task.context_id, context);
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_resumes_only_its_own_agents_waiting_task_with_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let w = waiting(&engine, "c-reply");
+    let reply = |agent: &str, context: Option<&str>, text: &str| Inbound {
+        task_id: Some(w.task.id.0.clone()),
+        ..message(agent, context, text)
+    };
+
+    // A task belongs to the agent it was sent to; to another it does not exist.
+    assert_eq!(
+        engine.task_of("revisor", &w.task.id.0).unwrap().id,
+        w.task.id
+    );
+    let e = engine.task_of("other", &w.task.id.0).unwrap_err();
+    assert_eq!(e.code, ErrorCode::TaskNotFound);
+    let prefix = &w.task.id.0[..8];
+    assert_eq!(
+        engine.task_of("revisor", prefix).unwrap_err().code,
+        ErrorCode::TaskNotFound
+    );
+
+    // A reply names no workspace: the conversation has one.
+    let mut with_workspace = reply("revisor", None, "go on");
+    with_workspace.workspace = Some(WorkspaceRequest::Sandbox);
+    assert_eq!(
+        refused(&engine, "c-reply", with_workspace),
+        ErrorCode::InvalidWorkspace
+    );
+    // Another agent's task is not disclosed.
+    assert_eq!(
+        refused(&engine, "c-reply", reply("other", None, "go on")),
+        ErrorCode::TaskNotFound
+    );
+    let mut unknown = reply("revisor", None, "go on");
+    unknown.task_id = Some("../../etc/passwd".into());
+    assert_eq!(
+        refused(&engine, "c-reply", unknown),
+        ErrorCode::TaskNotFound
+    );
+    // The task's context or none.
+    assert_eq!(
+        refused(
+            &engine,
+            "c-reply",
+            reply("revisor", Some("c-elsewhere"), "go on")
+        ),
+        ErrorCode::InvalidInput
+    );
+    assert!(in_context(&engine, "c-elsewhere").is_empty());
+    // An empty reply cannot say what to do.
+    for blank in ["", " \n\t"] {
+        assert_eq!(
+            refused(&engine, "c-reply", reply("revisor", None, blank)),
+            ErrorCode::InvalidInput
+        );
+    }
+
+    let after = engine.last_seq(&w.task.id).unwrap();
+    let d = engine
+        .deliver(reply(
+            "revisor",
+            Some("c-reply"),
+            "What is in this workspace?",
+        ))
+        .unwrap();
+    assert_eq!(d.route, Route::Reply);
+    assert_eq!(d.task.id, w.task.id);
+    assert_eq!(d.after, after);
+    let done = engine.wait(&d.task.id).await.unwrap();
+    assert_eq!(done.state, TaskState::Completed);
+    assert_eq!(done.prompt, "What is in this workspace?");
+    // A finished task takes no reply.
+    assert_eq!(
+        refused(&engine, "c-reply", reply("revisor", None, "again")),
+        ErrorCode::TaskNotAwaitingInput
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_context_keeps_its_agent_and_workspace_and_takes_the_next_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let first = engine
+        .deliver(message(
+            "revisor",
+            Some("c-turns"),
+            "What is in this workspace?",
+        ))
+        .unwrap();
+    assert_eq!(first.route, Route::Started);
+    assert_eq!(
+        engine.wait(&first.task.id).await.unwrap().state,
+        TaskState::Completed
+    );
+
+    // The context belongs to one agent.
+    assert_eq!(
+        refused(&engine, "c-turns", message("other", Some("c-turns"), "hi")),
+        ErrorCode::InvalidInput
+    );
+    // It keeps its workspace: naming one, even the same kind, is refused.
+    let mut named = message("revisor", Some("c-turns"), "hi");
+    named.workspace = Some(WorkspaceRequest::Sandbox);
+    assert_eq!(
+        refused(&engine, "c-turns", named),
+        ErrorCode::InvalidWorkspace
+    );
+
+    // A text is the next turn, idempotent by the caller's message id.
+    let mut next = message("revisor", Some("c-turns"), "And now?");
+    next.message_id = Some("m-1".into());
+    let second = engine.deliver(next.clone()).unwrap();
+    assert_eq!(second.route, Route::NextTurn);
+    assert_eq!(second.after, 0);
+    assert_ne!(second.task.id, first.task.id);
+    assert_eq!(second.task.context_id, "c-turns");
+    assert_eq!(second.task.root, first.task.root);
+    let again = engine.deliver(next.clone()).unwrap();
+    assert_eq!(again.task.id, second.task.id);
+    next.text = "Something else".into();
+    assert_eq!(
+        refused(&engine, "c-turns", next),
+        ErrorCode::MessageIdConflict
+    );
+    assert_eq!(
+        engine.wait(&second.task.id).await.unwrap().state,
+        TaskState::Completed
+    );
+
+    // An empty text asks for input, in the context's workspace.
+    let empty = engine
+        .deliver(message("revisor", Some("c-turns"), " "))
+        .unwrap();
+    assert_eq!(empty.route, Route::NextTurn);
+    assert_eq!(empty.task.state, TaskState::InputRequired);
+    assert_eq!(empty.task.root, first.task.root);
+    assert_eq!(in_context(&engine, "c-turns").len(), 3);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_without_a_known_context_starts_a_conversation_with_its_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    // No context: a fresh one, for the addressed agent (not the default).
+    let mut fresh = message("other", None, "What is in this workspace?");
+    fresh.message_id = Some("  ".into());
+    fresh.workspace = Some(WorkspaceRequest::Sandbox);
+    let d = engine.deliver(fresh).unwrap();
+    assert_eq!(d.route, Route::Started);
+    assert_eq!(d.task.agent, "other");
+    assert!(!d.task.context_id.is_empty());
+    assert_eq!(
+        engine.wait(&d.task.id).await.unwrap().state,
+        TaskState::Completed
+    );
+    // An unknown agent is the engine's refusal, and nothing is stored.
+    let e = engine
+        .deliver(message("nobody", Some("c-nobody"), "hi"))
+        .unwrap_err();
+    assert_ne!(e.code, ErrorCode::Internal, "{e}");
+    assert!(in_context(&engine, "c-nobody").is_empty());
+    // A context id the engine has not seen starts that context.
+    let w = waiting(&engine, "c-new");
+    assert_eq!(in_context(&engine, "c-new")[0].id, w.task.id);
+    engine.shutdown().await;
+}
+
+/// Hostile task ids (SQL wildcards, prefixes of a real id, path-like and control characters)
+/// name no task: a reply or a lookup by another agent's front never finds one it should not.
+#[test]
+fn no_hostile_task_id_finds_a_task() {
+    use proptest::prelude::*;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _guard = rt.enter();
+    let engine = engine(dir.path());
+    let w = waiting(&engine, "c-hostile");
+    let real = w.task.id.0.clone();
+    let mut runner = proptest::test_runner::TestRunner::default();
+    let ids = prop_oneof![
+        any::<String>(),
+        "[%_*?./\\\\\\x00-\\x1f-]{0,40}",
+        (0..real.len()).prop_map({
+            let real = real.clone();
+            move |n| real[..n].to_string()
+        }),
+        Just(format!("{real}%")),
+        Just(format!("%{}", &real[4..])),
+        Just(real.to_uppercase()),
+        Just(format!(" {real}")),
+    ];
+    runner
+        .run(&ids, |id| {
+            prop_assume!(id != real);
+            let e = engine.task_of("revisor", &id).unwrap_err();
+            prop_assert_eq!(e.code, ErrorCode::TaskNotFound);
+            let reply = Inbound {
+                task_id: Some(id),
+                ..message("revisor", None, "go on")
+            };
+            let e = engine.deliver(reply).unwrap_err();
+            prop_assert_eq!(e.code, ErrorCode::TaskNotFound);
+            Ok(())
+        })
+        .unwrap();
+    // The waiting task is as it was.
+    let stored = engine.task(&real).unwrap();
+    assert_eq!(stored.state, TaskState::InputRequired);
+    rt.block_on(engine.shutdown());
+}
