@@ -241,6 +241,13 @@ impl Processes {
                 return (sent, outside);
             }
             if tokio::time::Instant::now() >= deadline {
+                // Look again: under load a look can outlast the grace, and one begun before
+                // the SIGINT took effect would have a zombie (still a group member) "killed".
+                let now = self.look_blocking().await;
+                outside = outside.max(now.outside.len());
+                if !now.any() {
+                    return (sent, outside);
+                }
                 if self.signal(&now, sys::SIGKILL) {
                     sent.push("SIGKILL");
                     tracing::info!(

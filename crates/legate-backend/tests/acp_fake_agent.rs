@@ -359,19 +359,33 @@ async fn an_exit_mid_turn_is_agent_exited() {
     session.shutdown().await;
 }
 
+/// Waits until the `hang-prompt` agent says its turn is hung (its `sleep 1000` started and the
+/// prompt's id kept for a cancel), with a generous overall deadline.
+async fn hung(rx: &mut EventStream) {
+    let said = async {
+        while let Some(event) = rx.recv().await {
+            if matches!(&event, EventKind::Message { text } if text == "hanging") {
+                return;
+            }
+        }
+        panic!("the agent's events ended before it said it hangs");
+    };
+    tokio::time::timeout(Duration::from_secs(30), said)
+        .await
+        .expect("the agent said it hangs");
+}
+
 #[tokio::test]
 async fn cancel_ends_a_hung_turn_and_shutdown_kills_the_group() {
     let (_tmp, session, _) = open("hang-prompt", deny()).await;
     let session = Arc::new(session);
     let canceller = session.canceller();
+    let (sink, mut rx) = EventSink::channel();
     let running = {
         let session = session.clone();
-        tokio::spawn(async move {
-            let (sink, _rx) = EventSink::channel();
-            session.prompt(turn("hang"), sink).await
-        })
+        tokio::spawn(async move { session.prompt(turn("hang"), sink).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hung(&mut rx).await;
     canceller.cancel();
     let outcome = tokio::time::timeout(Duration::from_secs(5), running)
         .await
@@ -390,14 +404,12 @@ async fn cancel_ends_a_hung_turn_and_shutdown_kills_the_group() {
 async fn shutdown_during_a_turn_ends_it() {
     let (_tmp, session, _) = open("hang-prompt", deny()).await;
     let session = Arc::new(session);
+    let (sink, mut rx) = EventSink::channel();
     let running = {
         let session = session.clone();
-        tokio::spawn(async move {
-            let (sink, _rx) = EventSink::channel();
-            session.prompt(turn("hang"), sink).await
-        })
+        tokio::spawn(async move { session.prompt(turn("hang"), sink).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hung(&mut rx).await;
     let pgid = session.pgid();
     session.shutdown().await;
     assert!(!process_group_alive(pgid));

@@ -432,14 +432,27 @@ async fn a_hung_turn_is_cancelled_or_killed_and_the_group_is_gone_after_shutdown
     let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
     let session = Arc::new(session);
     let pgid = session.pgid();
+    let (sink, mut rx) = EventSink::channel();
     let running = {
         let session = session.clone();
         tokio::spawn(async move {
-            let (sink, _rx) = EventSink::channel();
-            session.prompt(turn("!hang", TaskMode::Write), sink).await
+            // The failed tool call tells the test the turn has started; then it hangs.
+            let prompt = "!fail-tool hanging\n!hang";
+            session.prompt(turn(prompt, TaskMode::Write), sink).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = async {
+        while let Some(event) = rx.recv().await {
+            if matches!(&event, EventKind::ToolCallUpdate(u) if u.status == Some(legate_core::ToolStatus::Failed))
+            {
+                return;
+            }
+        }
+        panic!("the turn's events ended before it started");
+    };
+    tokio::time::timeout(Duration::from_secs(30), started)
+        .await
+        .expect("the turn started");
     session.canceller().cancel();
     let mut running = running;
     match tokio::time::timeout(Duration::from_secs(3), &mut running).await {
@@ -479,11 +492,21 @@ async fn shutdown_sends_sigint_then_sigkill_after_3_s_and_records_a_verified_cle
         let session = session.clone();
         tokio::spawn(async move {
             // A member of the agent's group that ignores SIGINT: only SIGKILL ends it.
-            let prompt = "run trap '' INT; sleep 30";
+            // It touches `trapped` once the trap is set, which is what the test waits for.
+            let prompt = "run trap '' INT; touch trapped; sleep 30";
             session.prompt(turn(prompt, TaskMode::Write), sink).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // No event marks the trap being set: a bounded retry on the file it then creates.
+    let trapped = ws.root.join("trapped");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !trapped.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the trap was never set"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let started = std::time::Instant::now();
     session.shutdown().await;
     let took = started.elapsed();

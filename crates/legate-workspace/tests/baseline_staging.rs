@@ -155,8 +155,9 @@ fn every_kind_of_source_file_reaches_the_baseline_as_copied() {
     let staged = String::from_utf8(git(root, &["ls-files", "-s", "shout.up"])).unwrap();
     assert!(staged.contains(&blob_id(b"QUIET WORDS\n")));
     lay(true);
-    // Make sure the index is older than every file (nothing racy here).
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // Make sure the index is written in a later second than every file changed (nothing racy
+    // here): the clock passing a second is the condition, not an event.
+    into_a_later_second();
     git(
         root,
         &["update-index", "-q", "--refresh", "--force-write-index"],
@@ -228,8 +229,25 @@ fn the_source_index_is_trusted_only_when_clean_and_not_racy() {
     assert!(tree.contains(other.trim()), "{tree}");
 
     // Once the file is touched, its stat data no longer match and the file is hashed.
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    write(root, "f.txt", b"AAAA\n");
+    let recorded = fs::metadata(root.join("f.txt"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Same bytes, new stat data: rewrite until the clock's tick gives it another mtime.
+    while fs::metadata(root.join("f.txt"))
+        .unwrap()
+        .modified()
+        .unwrap()
+        == recorded
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the mtime never changed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        write(root, "f.txt", b"AAAA\n");
+    }
     let (_, b) = p.copy_as("touched", &[]);
     let ids = assert_baseline_is_the_copy(&b);
     assert_eq!(ids["f.txt"], blob_id(b"AAAA\n"));
@@ -335,7 +353,7 @@ proptest! {
             }
         }
         git(&p.project, &["commit", "-q", "--allow-empty", "-m", "c"]);
-        std::thread::sleep(std::time::Duration::from_millis(1100));
+        into_a_later_second();
         git(&p.project, &["update-index", "-q", "--refresh", "--force-write-index"]);
         for (path, (fate, exec, len)) in &kept {
             match fate {
@@ -347,5 +365,27 @@ proptest! {
         }
         let (_, b) = p.copy_as("prop", &[]);
         assert_baseline_is_the_copy(&b);
+    }
+}
+
+/// Returns once the wall clock is in a later second than when it was called, so that whatever
+/// is written next is written in a later second than every file written before (a bounded
+/// retry on the clock, no fixed sleep).
+fn into_a_later_second() {
+    let since_epoch = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    };
+    // 50 ms into the next second: file times come from a coarse clock a tick behind this one.
+    let next = std::time::Duration::from_secs(since_epoch().as_secs() + 1)
+        + std::time::Duration::from_millis(50);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while since_epoch() < next {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clock stood still"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }

@@ -398,12 +398,21 @@ fn events_follow_prints_a_task_of_another_process_to_its_end() {
 fn events_follow_ends_with_server_restarted_when_the_runner_is_killed() {
     let home = Home::new();
     let (mut runner, id) = home.run_sleeping("63.75");
-    let follower = home.spawn(&["events", &id, "--follow"]);
-    std::thread::sleep(Duration::from_millis(500));
+    let mut follower = home.spawn(&["events", &id, "--follow"]);
+    // The follower is following once it has printed the task's first event.
+    let mut stdout = std::io::BufReader::new(follower.stdout.take().unwrap());
+    let mut first = String::new();
+    assert!(std::io::BufRead::read_line(&mut stdout, &mut first).unwrap() > 0);
+    let rest = std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut rest).unwrap();
+        rest
+    });
     runner.kill().unwrap(); // SIGKILL: the runner cannot say anything.
     runner.wait().unwrap();
 
-    let out = exit_within(follower, Duration::from_secs(30), "the follower");
+    let mut out = exit_within(follower, Duration::from_secs(30), "the follower");
+    out.stdout = [first.into_bytes(), rest.join().unwrap()].concat();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let last = statuses(&out.stdout).pop().unwrap();
     assert_eq!(last["state"], "failed", "{}", text(&out));
@@ -416,9 +425,8 @@ fn events_follow_ends_with_server_restarted_when_the_runner_is_killed() {
 #[test]
 fn cancel_from_another_process_ends_the_task_canceled() {
     let home = Home::new();
-    let child = home.spawn(&["run", "run sleep 60"]);
-    let id = home.wait_for_state("working");
-    std::thread::sleep(Duration::from_millis(300));
+    // Cancelled while the agent runs its command.
+    let (child, id) = home.run_sleeping("60.375");
     let out = home.run(&["cancel", &id]);
     assert!(out.status.success(), "{}", text(&out));
     let out = child.wait_with_output().unwrap();

@@ -198,7 +198,8 @@ fn an_agent_waiting_for_input_outlives_the_idle_timeout_and_an_idle_one_does_not
     let marker = "LEGATE_TEST_MARK=tck-idle";
     let asked = sut.send("tck-input-required-idle", "start", None);
     assert_eq!(state(&asked), "TASK_STATE_INPUT_REQUIRED", "{asked}");
-    // Three idle timeouts later, the session that waits for input is still up.
+    // Three idle timeouts later, the session that waits for input is still up (the sleep is
+    // the subject: idle timeouts elapsing, with no event to wait for).
     std::thread::sleep(std::time::Duration::from_secs(3));
     assert_eq!(
         processes_with_env(marker),
