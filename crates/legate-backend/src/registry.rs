@@ -85,8 +85,9 @@ impl Registry {
     }
 
     /// The backend for `agent`, checked against what it can serve: `AGENT_NOT_FOUND` when
-    /// no backend serves its kind, `INVALID_INPUT` when the agent's transport is not the
-    /// backend's (a URL for a backend that runs a local process, or the other way round).
+    /// no backend serves its kind, `INVALID_INPUT` when the agent is reached at a URL but its
+    /// backend runs a local process. (A backend that runs none, in-process or remote, checks
+    /// the transport it needs itself.)
     pub fn backend_for(&self, agent: &AgentSpec) -> Result<(&Arc<dyn Backend>, Capabilities)> {
         let backend = self.get(&agent.kind).ok_or_else(|| {
             Error::new(
@@ -98,18 +99,11 @@ impl Registry {
             )
         })?;
         let capabilities = backend.capabilities();
-        if capabilities.local_process != agent.local_command().is_some() {
-            return Err(Error::invalid_input(if capabilities.local_process {
-                format!(
-                    "agent {:?} is configured with a URL, but its kind {} runs a local command",
-                    agent.name, agent.kind
-                )
-            } else {
-                format!(
-                    "agent {:?} is configured with a local command, but its kind {} serves a URL",
-                    agent.name, agent.kind
-                )
-            }));
+        if capabilities.local_process && agent.local_command().is_none() {
+            return Err(Error::invalid_input(format!(
+                "agent {:?} is configured with a URL, but its kind {} runs a local command",
+                agent.name, agent.kind
+            )));
         }
         Ok((backend, capabilities))
     }

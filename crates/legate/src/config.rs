@@ -656,6 +656,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("agents.x.kind"), "{e}");
+        assert!(e.contains("acp or agy"), "{e}");
+        for kind in ["revisor", "ACP", "../acp", ""] {
+            let e = resolve_text(
+                &format!("[agents.x]\nkind = {kind:?}\ncommand = \"a\"\n"),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("agents.x.kind"), "{kind}: {e}");
+        }
         for bad in [
             "NODE_OPTIONS",
             " node_options ",
@@ -668,5 +678,21 @@ mod tests {
             assert!(e.contains("agents.agy.inherit_env"), "{e}");
             assert!(e.contains(bad.trim()), "{e}");
         }
+    }
+
+    #[test]
+    fn a_url_parses_and_no_backend_of_this_build_serves_it() {
+        let e = resolve_text("[agents.r]\nurl = \"https://agents.example/r\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("CONFIG_INVALID: agents.r.url"), "{e}");
+        assert!(e.contains("no backend of this build serves"), "{e}");
+        let e = resolve_text(
+            "[agents.r]\ncommand = \"x\"\nurl = \"https://agents.example/r\"\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("both command and url"), "{e}");
     }
 }
