@@ -60,7 +60,7 @@ fn engine(home: &Path, tasks: usize) -> Engine {
     let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
     Engine::start(
         config,
-        HashMap::from([(AgentKind::Acp, backend)]),
+        HashMap::from([(AgentKind::ACP, backend)]),
         Arc::new(legate_supervisor::Rules),
     )
     .unwrap()

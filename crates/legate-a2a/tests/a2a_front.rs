@@ -35,7 +35,7 @@ fn engine(base: &Path, broken: bool) -> Engine {
     if broken {
         b = b.agent(TestAgent::command(
             "broken",
-            AgentKind::Acp,
+            AgentKind::ACP,
             "/nonexistent/legate-agent",
         ));
     }

@@ -205,7 +205,8 @@ pub fn agent_env(
             format!("agent `{}` {why} {}", spec.name, shown(name)),
         )
     };
-    for name in spec.env.keys() {
+    let local = spec.local()?;
+    for name in local.env.keys() {
         if is_forbidden(name) {
             return Err(Error::new(
                 ErrorCode::AgentStartFailed,
@@ -220,7 +221,7 @@ pub fn agent_env(
             return Err(refuse(name, "names an invalid environment variable"));
         }
     }
-    for name in &spec.inherit_env {
+    for name in &local.inherit_env {
         if is_forbidden(name) {
             return Err(refuse(
                 name,
@@ -233,7 +234,7 @@ pub fn agent_env(
     }
     let mut env: Vec<(OsString, OsString)> = parent
         .into_iter()
-        .filter(|(k, _)| is_inherited(k, allow, &spec.inherit_env))
+        .filter(|(k, _)| is_inherited(k, allow, &local.inherit_env))
         .collect();
     let mut set = |k: &str, v: OsString| {
         env.retain(|(name, _)| name != k);
@@ -242,7 +243,7 @@ pub fn agent_env(
     if let Some(dir) = state_dir {
         set("HOME", dir.as_os_str().to_owned());
     }
-    for (k, v) in &spec.env {
+    for (k, v) in &local.env {
         set(k, OsString::from(v));
     }
     Ok(env)
@@ -257,22 +258,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn spec(env: &[(&str, &str)]) -> AgentSpec {
-        AgentSpec {
-            name: "a".into(),
-            kind: AgentKind::Acp,
-            command: "x".into(),
-            args: vec![],
-            env: env
-                .iter()
+        AgentSpec::command("a", AgentKind::ACP, "x").envs(
+            env.iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect::<BTreeMap<_, _>>(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        }
+        )
     }
 
     fn parent() -> Vec<(OsString, OsString)> {
@@ -330,8 +320,7 @@ mod tests {
                 "XDG_CONFIG_HOME"
             ]
         );
-        let mut s = spec(&[]);
-        s.inherit_env = vec!["MY_TOOL_SETTING".into()];
+        let s = spec(&[]).inherit_env(["MY_TOOL_SETTING"]);
         let env = agent_env(parent(), &s, None, Allowlist::Agy).unwrap();
         assert_eq!(get(&env, "MY_TOOL_SETTING"), Some(OsStr::new("on")));
         assert_eq!(get(&env, "SSH_AUTH_SOCK"), None);
@@ -393,8 +382,7 @@ mod tests {
             let err = check_opt_ins(&[name.to_string()]).unwrap_err();
             assert_eq!(err.code, ErrorCode::ConfigInvalid);
             assert!(err.message.contains(name.trim()), "{}", err.message);
-            let mut s = spec(&[]);
-            s.inherit_env = vec![name.to_string()];
+            let s = spec(&[]).inherit_env([name]);
             for allow in [Allowlist::Acp, Allowlist::Agy] {
                 let err = agent_env(parent(), &s, None, allow).unwrap_err();
                 assert_eq!(err.code, ErrorCode::AgentStartFailed);

@@ -5,6 +5,12 @@
 //! at a time, answers permission requests through the [`Supervisor`] it was given, and reports
 //! everything as events on the turn's [`EventSink`].
 //!
+//! A backend describes itself ([`Backend::capabilities`]): the engine asks what it can do
+//! (structured output, model listing, a local process to confine, how a conversation
+//! continues, which supervisor preset applies) instead of testing an agent's kind. The
+//! [`Registry`] maps each [`legate_core::AgentKind`] to its backend: adding a backend is one
+//! module and one line there.
+//!
 //! Backends never touch the store and never decide a task's state: they report, the engine
 //! decides.
 
@@ -12,15 +18,20 @@ pub mod acp;
 pub mod agy;
 pub mod cleanup;
 pub mod env;
+pub mod registry;
 pub mod selection;
 mod sink;
+mod spawn;
+mod stop;
 
 pub use agy::Model;
+pub use registry::Registry;
 pub use sink::{EventSink, EventStream};
+pub use stop::StopReason;
 
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
-use legate_supervisor::{Supervision, Supervisor};
+use legate_supervisor::{Preset, Supervision, Supervisor};
 use std::fmt::Debug;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -93,24 +104,48 @@ pub struct Turn {
     /// gave one. The ACP driver passes it in `session/prompt`'s `_meta` (see
     /// [`acp::ext`]); other backends ignore it.
     pub message_id: Option<String>,
-    /// A JSON Schema the answer must follow (structured output). The agy driver passes it as
+    /// A JSON Schema the answer must follow (structured output), only for backends whose
+    /// [`Capabilities::structured_output`] says so. The agy driver passes it as
     /// `--json-schema`; the ACP driver refuses a turn that carries one (`INVALID_INPUT`).
     pub json_schema: Option<serde_json::Value>,
 }
 
-/// The stop reason a backend reports when the agent ended its turn asking the caller for more
-/// input (over ACP: `end_turn` with `_meta.legate.inputRequired: true`, see [`acp::ext`]). The
-/// engine puts such a task in `input-required`.
-pub const STOP_INPUT_REQUIRED: &str = "input_required";
-
 /// How a turn ended, when it ended without a transport failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnOutcome {
-    /// ACP's stop reason: `end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`,
-    /// or [`STOP_INPUT_REQUIRED`] when the agent asked for more input.
-    pub stop_reason: String,
+    /// Why the agent stopped; [`StopReason::InputRequired`] when it asked for more input.
+    pub stop_reason: StopReason,
     /// Usage reported with the prompt's response, if any.
     pub usage: Option<Usage>,
+}
+
+/// How a backend continues a conversation from one turn to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuation {
+    /// One live process per session, prompted turn after turn; after a restart, the agent
+    /// may load an earlier session by id when it announces it can (ACP `session/load`).
+    LiveSession,
+    /// One process per turn, each resuming the conversation by an id the backend keeps
+    /// (agy's `--resume`).
+    ProcessPerTurn,
+    /// Each turn starts afresh: nothing of an earlier turn is carried over.
+    None,
+}
+
+/// What a backend can do: the engine asks this instead of testing an agent's kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Whether a turn may carry a JSON Schema its answer must follow ([`Turn::json_schema`]).
+    pub structured_output: bool,
+    /// Whether [`Backend::models`] can list the agent's models.
+    pub model_listing: bool,
+    /// Whether it runs a local process (and so needs an [`legate_core::Transport::Local`]
+    /// spec, and can be confined: see [`Backend::confinement`]).
+    pub local_process: bool,
+    /// How a conversation continues.
+    pub continuation: Continuation,
+    /// The supervisor preset of an agent whose spec names none.
+    pub default_preset: Preset,
 }
 
 /// Cancels the running turn of a session from another task.
@@ -142,6 +177,9 @@ pub trait AgentSession: Send + Sync + Debug {
 /// A protocol driver.
 #[async_trait]
 pub trait Backend: Send + Sync + Debug {
+    /// What it can do.
+    fn capabilities(&self) -> Capabilities;
+
     /// Starts the agent and opens (or continues) a session. Failures carry
     /// `AGENT_START_FAILED`, `AGENT_AUTH_REQUIRED`, `AGENT_UNSUPERVISED` or
     /// `AGENT_PROTOCOL_ERROR`. Events that happen while opening (stderr, mode) go to `sink`.

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_backend::acp::{AcpBackend, AcpSession, process_group_alive};
-use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, Turn};
+use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, StopReason, Turn};
 use legate_core::{
     AgentKind, AgentSpec, Boundary, Decision, ErrorCode, EventKind, PermissionRequest, Ruling,
     TaskId, TaskMode, ToolKind,
@@ -55,21 +55,11 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
         allow_execute: false,
     };
     SessionRequest {
-        agent: AgentSpec {
-            name: "fake".into(),
-            kind: AgentKind::Acp,
-            command: script().display().to_string(),
-            args: vec![],
-            env: [("FAKE".to_string(), fake.to_string())]
+        agent: AgentSpec::command("fake", AgentKind::ACP, script().display().to_string()).envs(
+            [("FAKE".to_string(), fake.to_string())]
                 .into_iter()
                 .collect(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
+        ),
         boundary: boundary.clone(),
         supervisor,
         supervision: Supervision {
@@ -161,7 +151,7 @@ async fn a_turn_reports_every_event_before_it_returns() {
 
     let (sink, mut rx) = EventSink::channel();
     let outcome = session.prompt(turn("hi"), sink).await.unwrap();
-    assert_eq!(outcome.stop_reason, "end_turn");
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     let usage = outcome.usage.unwrap();
     assert_eq!(usage.total_tokens, Some(30));
     assert_eq!(usage.input_tokens, Some(10));
@@ -260,7 +250,7 @@ async fn non_json_lines_are_reported_and_the_session_carries_on() {
     assert!(notice(&opened), "{opened:?}");
     let (sink, mut rx) = EventSink::channel();
     let outcome = session.prompt(turn("hi"), sink).await.unwrap();
-    assert_eq!(outcome.stop_reason, "end_turn");
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     let events = drain(&mut rx);
     assert!(notice(&events), "{events:?}");
     assert_eq!(messages(&events), "hello world");
@@ -309,9 +299,7 @@ async fn auth_errors_and_missing_supervised_modes_are_reported() {
 async fn a_loader_variable_in_the_spec_is_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
     let mut req = request(tmp.path(), "", deny());
-    req.agent
-        .env
-        .insert("NODE_OPTIONS".into(), "--require /tmp/x.js".into());
+    req.agent = req.agent.env("NODE_OPTIONS", "--require /tmp/x.js");
     let err = open_err(req).await;
     assert_eq!(err.code, ErrorCode::AgentStartFailed);
     assert!(err.message.contains("NODE_OPTIONS"));
@@ -392,7 +380,7 @@ async fn cancel_ends_a_hung_turn_and_shutdown_kills_the_group() {
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(outcome.stop_reason, "cancelled");
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
     // The turn left a `sleep 1000` behind in the group.
     let pgid = session.pgid();
     assert!(process_group_alive(pgid));
@@ -460,7 +448,7 @@ async fn a_model_asked_of_an_agent_that_offers_none_is_ignored_with_a_notice() {
     let mut t = turn("hello");
     t.model = Some("some-model".into());
     let outcome = session.prompt(t, sink).await.unwrap();
-    assert_eq!(outcome.stop_reason, "end_turn");
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     let events = drain(&mut rx);
     assert!(
         events.iter().any(|e| matches!(e,

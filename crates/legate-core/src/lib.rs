@@ -13,7 +13,7 @@ pub mod task;
 pub mod time;
 pub mod wire;
 
-pub use agent::{AgentKind, AgentSpec};
+pub use agent::{AgentKind, AgentSpec, LocalCommand, Transport};
 pub use boundary::{Boundary, WorkspaceKind};
 pub use error::{Error, ErrorCode, Result};
 pub use event::{

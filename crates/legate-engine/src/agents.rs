@@ -9,10 +9,10 @@
 
 use crate::engine::Engine;
 use crate::request::validate_model;
-use legate_backend::{AgentInfo, Backend, EventSink, SessionRequest};
-use legate_core::{AgentKind, AgentSpec, Error, ErrorCode, Result, TaskMode};
+use legate_backend::{AgentInfo, Backend, Capabilities, EventSink, Registry, SessionRequest};
+use legate_core::{AgentSpec, Error, ErrorCode, Result, TaskMode};
 use legate_supervisor::{Preset, Supervision};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,14 +20,11 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) struct Agents {
     specs: BTreeMap<String, AgentSpec>,
-    backends: HashMap<AgentKind, Arc<dyn Backend>>,
+    backends: Registry,
 }
 
 impl Agents {
-    pub(crate) fn new(
-        specs: BTreeMap<String, AgentSpec>,
-        backends: HashMap<AgentKind, Arc<dyn Backend>>,
-    ) -> Self {
+    pub(crate) fn new(specs: BTreeMap<String, AgentSpec>, backends: Registry) -> Self {
         Self { specs, backends }
     }
 
@@ -45,27 +42,20 @@ impl Agents {
         })
     }
 
-    /// A configured agent this build has a backend for; `AGENT_NOT_FOUND` otherwise.
-    pub(crate) fn runnable(&self, name: &str) -> Result<AgentSpec> {
+    /// A configured agent this build has a backend for, with what that backend can do;
+    /// `AGENT_NOT_FOUND` without one, `INVALID_INPUT` when the agent's transport is not one
+    /// its backend serves (see `Registry::backend_for`).
+    pub(crate) fn runnable(&self, name: &str) -> Result<(AgentSpec, Capabilities)> {
         let agent = self.spec(name)?;
-        if !self.backends.contains_key(&agent.kind) {
-            return Err(Error::new(
-                ErrorCode::AgentNotFound,
-                format!(
-                    "agent {name:?} is of kind {} which this build cannot run",
-                    agent.kind.as_str()
-                ),
-            ));
-        }
-        Ok(agent.clone())
+        let (_, capabilities) = self.backends.backend_for(agent)?;
+        Ok((agent.clone(), capabilities))
     }
 
-    /// The backend that runs `agent`; `AGENT_NOT_FOUND` when this build has none for its kind.
-    pub(crate) fn backend(&self, agent: &AgentSpec) -> Result<Arc<dyn Backend>> {
-        self.backends
-            .get(&agent.kind)
-            .cloned()
-            .ok_or_else(|| Error::new(ErrorCode::AgentNotFound, "no backend for this agent kind"))
+    /// The backend that runs `agent` and what it can do; `AGENT_NOT_FOUND` when this build
+    /// has none for its kind.
+    pub(crate) fn backend(&self, agent: &AgentSpec) -> Result<(Arc<dyn Backend>, Capabilities)> {
+        let (backend, capabilities) = self.backends.backend_for(agent)?;
+        Ok((backend.clone(), capabilities))
     }
 
     /// The confinement `agent`'s backend reports (none without a backend).
@@ -108,7 +98,7 @@ impl Engine {
         // Nothing starts unconfined under `confinement = "required"`.
         self.confinement(name)?;
         let agent = self.agent(name)?.clone();
-        let backend = self.agents().backend(&agent)?;
+        let (backend, capabilities) = self.agents().backend(&agent)?;
         let probes = self.config().paths.home().join("probes");
         let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
         let request = SessionRequest {
@@ -118,7 +108,7 @@ impl Engine {
             supervision: Supervision {
                 boundary,
                 mode: TaskMode::ReadOnly,
-                preset: preset_for(&agent),
+                preset: preset_for(&agent, &capabilities),
             },
             resume_session_id: None,
             state_dir: Some(self.config().state_dir(&agent.name)),
@@ -155,7 +145,8 @@ impl Engine {
     /// `health`. `None` inside the range, for an agent whose preset tracks no versions, and
     /// for an unknown agent.
     pub fn version_warning(&self, name: &str, info: &AgentInfo) -> Option<String> {
-        let preset = preset_for(self.agent(name).ok()?);
+        let (agent, capabilities) = self.agents().runnable(name).ok()?;
+        let preset = preset_for(&agent, &capabilities);
         match preset.check_version(info.name.as_deref(), info.version.as_deref()) {
             legate_supervisor::VersionCheck::Outside {
                 announced,
@@ -219,18 +210,12 @@ fn start_timeout(limit: Duration) -> Error {
     )
 }
 
-/// What the supervisor knows about an agent: its configured preset, revisor's own, or the
-/// generic one.
-pub fn preset_for(agent: &AgentSpec) -> Preset {
+/// What the supervisor knows about an agent: its configured preset, or its backend's
+/// default (revisor's own for the built-in agent, the generic one otherwise).
+pub fn preset_for(agent: &AgentSpec, capabilities: &Capabilities) -> Preset {
     agent
         .preset
         .as_deref()
         .and_then(Preset::by_name)
-        .unwrap_or_else(|| {
-            if agent.kind == AgentKind::Revisor {
-                Preset::revisor()
-            } else {
-                Preset::generic()
-            }
-        })
+        .unwrap_or_else(|| capabilities.default_preset.clone())
 }

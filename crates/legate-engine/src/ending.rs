@@ -8,6 +8,7 @@
 
 use crate::accumulator::Accumulator;
 use crate::engine::Engine;
+use legate_backend::StopReason;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskState, Timestamp, WorkspaceKind};
 
 /// The status message of a task whose prompt was empty.
@@ -91,11 +92,11 @@ impl Engine {
 /// How the turn itself went, before the result is folded in.
 pub(crate) enum TurnResult {
     Completed {
-        stop_reason: String,
+        stop_reason: StopReason,
         usage: Option<legate_core::Usage>,
     },
     Canceled {
-        stop_reason: Option<String>,
+        stop_reason: Option<StopReason>,
         usage: Option<legate_core::Usage>,
     },
     Failed(Error),
@@ -111,12 +112,13 @@ impl TurnResult {
                 if let Some(u) = &usage {
                     acc.add_usage(u);
                 }
-                let state = match stop_reason.as_str() {
-                    "refusal" => TaskState::Rejected,
-                    legate_backend::STOP_INPUT_REQUIRED if can_wait => TaskState::InputRequired,
+                let state = match stop_reason {
+                    StopReason::Refusal => TaskState::Rejected,
+                    StopReason::InputRequired if can_wait => TaskState::InputRequired,
                     _ => TaskState::Completed,
                 };
-                let (result, usage) = acc.finish(Some(stop_reason));
+                // The stored and wire form (`stopReason`) is the reason's wire string.
+                let (result, usage) = acc.finish(Some(stop_reason.as_str().to_string()));
                 Ending {
                     state,
                     error: None,
@@ -161,8 +163,8 @@ pub(crate) struct Ending {
 }
 
 impl Ending {
-    pub(crate) fn canceled(stop_reason: Option<String>, acc: Accumulator) -> Self {
-        let (result, usage) = acc.finish(stop_reason);
+    pub(crate) fn canceled(stop_reason: Option<StopReason>, acc: Accumulator) -> Self {
+        let (result, usage) = acc.finish(stop_reason.map(|r| r.as_str().to_string()));
         Self {
             state: TaskState::Canceled,
             error: None,
@@ -253,13 +255,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn ended(stop_reason: &str, can_wait: bool) -> Ending {
+    fn ended(stop_reason: StopReason, can_wait: bool) -> Ending {
         let mut acc = Accumulator::default();
         acc.add(&EventKind::Message {
             text: "  Which file?\n".into(),
         });
         TurnResult::Completed {
-            stop_reason: stop_reason.into(),
+            stop_reason,
             usage: None,
         }
         .into_ending(acc, can_wait)
@@ -267,27 +269,36 @@ mod tests {
 
     #[test]
     fn the_stop_reason_decides_the_state() {
-        assert_eq!(ended("end_turn", true).state, TaskState::Completed);
-        assert_eq!(ended("max_tokens", true).state, TaskState::Completed);
-        assert_eq!(ended("refusal", true).state, TaskState::Rejected);
-        let asks = ended(legate_backend::STOP_INPUT_REQUIRED, true);
+        assert_eq!(ended(StopReason::EndTurn, true).state, TaskState::Completed);
+        assert_eq!(
+            ended(StopReason::MaxTokens, true).state,
+            TaskState::Completed
+        );
+        assert_eq!(ended(StopReason::Refusal, true).state, TaskState::Rejected);
+        let asks = ended(StopReason::InputRequired, true);
         assert_eq!(asks.state, TaskState::InputRequired);
         assert_eq!(asks.error, None);
+        // The stored result keeps the wire string of before the enum.
+        assert_eq!(asks.result.stop_reason.as_deref(), Some("input_required"));
         assert_eq!(
-            asks.result.stop_reason.as_deref(),
-            Some(legate_backend::STOP_INPUT_REQUIRED)
+            ended(StopReason::MaxTurnRequests, true)
+                .result
+                .stop_reason
+                .as_deref(),
+            Some("max_turn_requests")
         );
         // A copy task cannot wait: its copy is made afresh for each turn.
         assert_eq!(
-            ended(legate_backend::STOP_INPUT_REQUIRED, false).state,
+            ended(StopReason::InputRequired, false).state,
             TaskState::Completed
         );
         let canceled = TurnResult::Canceled {
-            stop_reason: Some("cancelled".into()),
+            stop_reason: Some(StopReason::Cancelled),
             usage: None,
         }
         .into_ending(Accumulator::default(), true);
         assert_eq!(canceled.state, TaskState::Canceled);
+        assert_eq!(canceled.result.stop_reason.as_deref(), Some("cancelled"));
     }
 
     #[test]

@@ -17,10 +17,7 @@ use crate::pool::Pool;
 use crate::request::{SubmitRequest, check_reply};
 use crate::runner::{self, Runner};
 use crate::slots::{SlotCounts, Slots};
-use legate_backend::Backend;
-use legate_core::{
-    AgentKind, Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskState, Timestamp,
-};
+use legate_core::{Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskState, Timestamp};
 use legate_store::{Store, TaskFilter, UsageFilter, UsageReport};
 use legate_supervisor::Supervisor;
 use std::collections::HashMap;
@@ -68,7 +65,7 @@ impl Engine {
     /// `SERVER_RESTARTED`, prunes old tasks, and starts the background loop.
     pub fn start(
         config: EngineConfig,
-        backends: HashMap<AgentKind, Arc<dyn Backend>>,
+        backends: impl Into<legate_backend::Registry>,
         supervisor: Arc<dyn Supervisor>,
     ) -> Result<Engine> {
         let paths = config.paths.clone();
@@ -87,7 +84,7 @@ impl Engine {
         let engine = Engine {
             inner: Arc::new(Inner {
                 slots: Slots::new(config.max_running, config.max_queued),
-                agents: Agents::new(config.agents.clone(), backends),
+                agents: Agents::new(config.agents.clone(), backends.into()),
                 config,
                 store,
                 fanout: Fanout::new(4096, paths.clone(), Some(runner.id().to_string())),
@@ -243,7 +240,7 @@ impl Engine {
                 ),
             ));
         }
-        let agent = self.agents().runnable(&task.agent)?;
+        let (agent, _) = self.agents().runnable(&task.agent)?;
         task.prompt = prompt;
         task.state = TaskState::Submitted;
         task.status_message = None;

@@ -8,7 +8,8 @@
 //! anything: a request that passes becomes a [`Checked`] submit, which the launcher stores.
 
 use crate::engine::Engine;
-use legate_core::{AgentKind, AgentSpec, Error, Result, TaskMode, WorkspaceKind};
+use legate_backend::Capabilities;
+use legate_core::{AgentSpec, Error, Result, TaskMode, WorkspaceKind};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -58,9 +59,9 @@ pub struct SubmitRequest {
     /// The caller's id for the message this task answers (an A2A `messageId`), passed to the
     /// agent with the prompt. Kept in memory only: it is not stored with the task.
     pub message_id: Option<String>,
-    /// A JSON Schema (an object) the answer must follow: structured output, which only agents
-    /// of kind `agy` offer (`--json-schema`); `INVALID_INPUT` for another kind. Kept in memory
-    /// only, like `message_id`.
+    /// A JSON Schema (an object) the answer must follow: structured output, for agents whose
+    /// backend offers it (`Capabilities::structured_output`; today agy's `--json-schema`);
+    /// `INVALID_INPUT` for another. Kept in memory only, like `message_id`.
     pub json_schema: Option<serde_json::Value>,
 }
 
@@ -124,7 +125,7 @@ impl Engine {
             .agent
             .clone()
             .unwrap_or_else(|| self.config().default_agent.clone());
-        let agent = self.agents().runnable(&agent_name)?;
+        let (agent, capabilities) = self.agents().runnable(&agent_name)?;
         let empty = request.prompt.trim().is_empty();
         if empty && (!allow_empty || matches!(request.workspace, WorkspaceRequest::Copy { .. })) {
             return Err(Error::invalid_input("the prompt is empty"));
@@ -172,7 +173,7 @@ impl Engine {
             validate_model(model)?;
         }
         if let Some(schema) = &request.json_schema {
-            validate_json_schema(schema, &agent)?;
+            validate_json_schema(schema, &agent, &capabilities)?;
         }
         let timeout = request.timeout.unwrap_or(self.config().default_timeout);
         if timeout.is_zero() {
@@ -224,8 +225,12 @@ fn validate_context_id(c: &str) -> Result<String> {
 const MAX_JSON_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// A schema for structured output must be a JSON object of at most
-/// [`MAX_JSON_SCHEMA_BYTES`], for an agent of kind `agy` (the only one that offers it).
-fn validate_json_schema(schema: &serde_json::Value, agent: &AgentSpec) -> Result<()> {
+/// [`MAX_JSON_SCHEMA_BYTES`], for an agent whose backend offers structured output.
+fn validate_json_schema(
+    schema: &serde_json::Value,
+    agent: &AgentSpec,
+    capabilities: &Capabilities,
+) -> Result<()> {
     if !schema.is_object() {
         return Err(Error::invalid_input(
             "a JSON Schema for structured output must be a JSON object",
@@ -237,7 +242,7 @@ fn validate_json_schema(schema: &serde_json::Value, agent: &AgentSpec) -> Result
             "the JSON Schema is {size} bytes; the limit is {MAX_JSON_SCHEMA_BYTES}"
         )));
     }
-    if agent.kind != AgentKind::Agy {
+    if !capabilities.structured_output {
         return Err(Error::invalid_input(format!(
             "agent `{}` (kind {}) cannot answer with structured output; a JSON Schema needs an agent of kind agy",
             agent.name,
@@ -268,23 +273,14 @@ pub(crate) fn validate_model(model: &str) -> Result<()> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use legate_core::ErrorCode;
+    use legate_core::{AgentKind, ErrorCode};
     use proptest::prelude::*;
 
-    fn agent(kind: AgentKind) -> AgentSpec {
-        AgentSpec {
-            name: "a".into(),
-            kind,
-            command: "a".into(),
-            args: vec![],
-            env: Default::default(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        }
+    fn agent(kind: AgentKind) -> (AgentSpec, Capabilities) {
+        let registry = legate_backend::Registry::builtin(legate_confine::Requirement::BestEffort);
+        let spec = AgentSpec::command("a", kind, "a");
+        let (_, capabilities) = registry.backend_for(&spec).unwrap();
+        (spec, capabilities)
     }
 
     proptest! {
@@ -321,22 +317,25 @@ mod tests {
 
     #[test]
     fn a_json_schema_must_be_a_bounded_object_for_an_agy_agent() {
-        let agy = agent(AgentKind::Agy);
+        let (agy, can) = agent(AgentKind::AGY);
         let schema = serde_json::json!({"type": "object"});
-        assert!(validate_json_schema(&schema, &agy).is_ok());
+        assert!(validate_json_schema(&schema, &agy, &can).is_ok());
         for not_object in [
             serde_json::json!([]),
             serde_json::json!("s"),
             serde_json::json!(null),
         ] {
             assert_eq!(
-                validate_json_schema(&not_object, &agy).unwrap_err().code,
+                validate_json_schema(&not_object, &agy, &can)
+                    .unwrap_err()
+                    .code,
                 ErrorCode::InvalidInput
             );
         }
         let huge = serde_json::json!({"description": "x".repeat(MAX_JSON_SCHEMA_BYTES)});
-        assert!(validate_json_schema(&huge, &agy).is_err());
-        let err = validate_json_schema(&schema, &agent(AgentKind::Acp)).unwrap_err();
+        assert!(validate_json_schema(&huge, &agy, &can).is_err());
+        let (acp, cannot) = agent(AgentKind::ACP);
+        let err = validate_json_schema(&schema, &acp, &cannot).unwrap_err();
         assert!(err.message.contains("kind agy"), "{}", err.message);
     }
 }

@@ -15,7 +15,7 @@ use crate::engine::{Engine, Stop, lock};
 use crate::launcher::TurnInputs;
 use crate::runner;
 use crate::slots::QueuedSlot;
-use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, Turn};
+use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, StopReason, Turn};
 use legate_core::{
     AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, Task, TaskId, TaskState, Timestamp,
     WorkspaceKind,
@@ -342,7 +342,7 @@ impl Engine {
         let mut cancel_wait = stop.clone();
         let result = tokio::select! {
             r = &mut prompt => match r {
-                Ok(o) if is_canceled(stop) || o.stop_reason == "cancelled" => {
+                Ok(o) if is_canceled(stop) || o.stop_reason == StopReason::Cancelled => {
                     TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage }
                 }
                 Ok(o) => TurnResult::Completed { stop_reason: o.stop_reason, usage: o.usage },
@@ -376,7 +376,7 @@ impl Engine {
         if session.is_alive() {
             let asks = task.workspace != WorkspaceKind::Copy
                 && matches!(&result, TurnResult::Completed { stop_reason, .. }
-                    if stop_reason == legate_backend::STOP_INPUT_REQUIRED);
+                    if *stop_reason == StopReason::InputRequired);
             let waiting = asks || self.waits_for_input(&task.context_id);
             self.release_session(&task.context_id, waiting);
         } else {
@@ -406,17 +406,19 @@ impl Engine {
             self.record_session(task, session.session_id())?;
             return Ok(Some(session));
         }
-        let backend = inner.agents.backend(agent)?;
-        let preset = preset_for(agent);
+        let (backend, capabilities) = inner.agents.backend(agent)?;
+        let preset = preset_for(agent, &capabilities);
         let resume = inner
             .store
             .context(&task.context_id)?
             .and_then(|r| r.session_id);
         let mut tagged = agent.clone();
-        tagged.env.insert(
-            runner::RUNNER_ENV.to_string(),
-            inner.runner.id().to_string(),
-        );
+        if let Some(local) = tagged.local_mut() {
+            local.env.insert(
+                runner::RUNNER_ENV.to_string(),
+                inner.runner.id().to_string(),
+            );
+        }
         let request = SessionRequest {
             agent: tagged,
             boundary: boundary.clone(),

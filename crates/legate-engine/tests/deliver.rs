@@ -2,43 +2,21 @@
 //! involved: the engine drives the real scripted agent (revisor) on real pipes with a real
 //! SQLite store. Each conversation rule has its test, and each refusal is shown to change
 //! nothing.
-//!
-//! The agent binary must be built first: `cargo build -p legate-testkit --bin
-//! legate-scripted-agent` (a plain `cargo test --workspace` does it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, ErrorCode, Task, TaskState};
-use legate_engine::{
-    Delivered, Engine, EngineConfig, Inbound, Paths, Route, TaskFilter, WorkspaceRequest,
-};
-use serde_json::json;
-use std::collections::HashMap;
+use legate_core::{ErrorCode, Task, TaskState};
+use legate_engine::{Delivered, Engine, Inbound, Route, TaskFilter, WorkspaceRequest};
+use legate_testkit::{EngineHarness, TestAgent};
 use std::path::Path;
-use std::sync::Arc;
 
-fn engine(home: &Path) -> Engine {
-    let command = legate_testkit::find_scripted_agent()
-        .expect("legate-scripted-agent is not built; run `cargo build -p legate-testkit --bin legate-scripted-agent`")
-        .display()
-        .to_string();
-    let mut config = EngineConfig::new(Paths::new(home));
-    for name in ["revisor", "other"] {
-        let spec: AgentSpec =
-            serde_json::from_value(json!({"name": name, "kind": "acp", "command": command}))
-                .unwrap();
-        config.agents.insert(name.into(), spec);
-    }
-    config.default_agent = "revisor".into();
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+/// An engine whose home is under `base`, with two scripted agents, `revisor` (the default)
+/// and `other`.
+fn engine(base: &Path) -> Engine {
+    EngineHarness::builder()
+        .agent(TestAgent::scripted("revisor"))
+        .agent(TestAgent::scripted("other"))
+        .engine_in(base)
 }
 
 fn message(agent: &str, context: Option<&str>, text: &str) -> Inbound {

@@ -169,7 +169,7 @@ pub async fn agents(engine: &Engine, args: AgentsArgs) -> AgentsOut {
                 name: a.name.clone(),
                 kind: a.kind.as_str().to_string(),
                 preset: a.preset.clone(),
-                command: a.command.clone(),
+                command: a.target().to_string(),
                 description: a.description.clone(),
                 default: a.name == config.default_agent,
                 allow_execute: a.allow_execute,

@@ -25,7 +25,7 @@ use legate_backend::acp::AcpBackend;
 use legate_core::{AgentKind, AgentSpec, EventKind, TaskState};
 use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
 use legate_testkit::directives::chunk_time;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -122,25 +122,13 @@ fn engine(home: &std::path::Path, max_running: usize) -> Engine {
     config.max_queued = 100;
     config.agents.insert(
         "agent".into(),
-        AgentSpec {
-            name: "agent".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
+        AgentSpec::command("agent", AgentKind::ACP, AGENT),
     );
     config.default_agent = "agent".into();
     let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
     Engine::start(
         config,
-        HashMap::from([(AgentKind::Acp, backend)]),
+        HashMap::from([(AgentKind::ACP, backend)]),
         Arc::new(legate_supervisor::Rules),
     )
     .unwrap()

@@ -79,12 +79,12 @@ impl TestAgent {
 
     /// The scripted agent (revisor on stdio, ACP).
     pub fn scripted(name: &str) -> Self {
-        Self::command(name, AgentKind::Acp, scripted_agent_path())
+        Self::command(name, AgentKind::ACP, scripted_agent_path())
     }
 
     /// `fake-agy`, driven by the agy backend.
     pub fn fake_agy(name: &str) -> Self {
-        Self::command(name, AgentKind::Agy, fake_agy_path())
+        Self::command(name, AgentKind::AGY, fake_agy_path())
     }
 
     /// The same agent started with the scripted agent's fault `fault` ([`FAULT_ENV`]).
@@ -135,19 +135,14 @@ impl TestAgent {
 
     /// The configuration entry. The one place the harness spells an `AgentSpec`.
     pub fn spec(&self) -> AgentSpec {
-        AgentSpec {
-            name: self.name.clone(),
-            kind: self.kind,
-            command: self.command.clone(),
-            args: self.args.clone(),
-            env: self.env.clone(),
-            preset: self.preset.clone(),
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: self.model.clone(),
-            inherit_env: self.inherit_env.clone(),
-        }
+        let mut spec =
+            AgentSpec::command(self.name.clone(), self.kind.clone(), self.command.clone())
+                .args(self.args.clone())
+                .envs(self.env.clone())
+                .inherit_env(self.inherit_env.clone());
+        spec.preset.clone_from(&self.preset);
+        spec.model.clone_from(&self.model);
+        spec
     }
 }
 
@@ -173,7 +168,7 @@ impl HarnessBuilder {
             agents: Vec::new(),
             default_agent: None,
             tunes: Vec::new(),
-            backends: HashMap::from([(AgentKind::Acp, acp), (AgentKind::Agy, agy)]),
+            backends: HashMap::from([(AgentKind::ACP, acp), (AgentKind::AGY, agy)]),
             supervisor: Arc::new(legate_supervisor::Rules),
             project: None,
             dir: None,
@@ -217,7 +212,7 @@ impl HarnessBuilder {
     #[must_use]
     pub fn acp_handshake(self, limit: Duration) -> Self {
         self.backend(
-            AgentKind::Acp,
+            AgentKind::ACP,
             Arc::new(AcpBackend::new().with_handshake_timeout(limit)),
         )
     }

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_backend::acp::{AcpBackend, AcpSession, process_group_alive};
-use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, Turn};
+use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, StopReason, Turn};
 use legate_core::{
     AgentKind, AgentSpec, Boundary, Decision, ErrorCode, EventKind, PermissionRequest, Ruling,
     TaskId, TaskMode, ToolKind,
@@ -65,21 +65,13 @@ fn request(
         allow_execute: false,
     };
     SessionRequest {
-        agent: AgentSpec {
-            name: "revisor".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env: [(FAULT_ENV.to_string(), fault.to_string())]
-                .into_iter()
-                .collect(),
-            preset: Some("revisor".into()),
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
+        agent: AgentSpec::command("revisor", AgentKind::ACP, AGENT)
+            .envs(
+                [(FAULT_ENV.to_string(), fault.to_string())]
+                    .into_iter()
+                    .collect(),
+            )
+            .preset("revisor"),
         boundary: boundary.clone(),
         supervisor,
         supervision: Supervision {
@@ -193,7 +185,7 @@ async fn a_plain_question_is_answered_with_message_events() {
     );
     let (outcome, events) = run(&session, "what is in notes.txt?", TaskMode::Write).await;
     let outcome = outcome.unwrap();
-    assert_eq!(outcome.stop_reason, "end_turn");
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     assert!(messages(&events).contains("notes.txt"), "{events:?}");
     assert!(events.iter().any(|e| matches!(e, EventKind::Plan { .. })));
     assert!(events.iter().any(|e| matches!(e, EventKind::Usage { .. })));
@@ -205,7 +197,7 @@ async fn a_write_is_allowed_inside_an_owned_sandbox() {
     let ws = workspace();
     let (session, _) = open(&ws.root, true, "", Arc::new(Rules)).await;
     let (outcome, events) = run(&session, "write hello.txt: hi there", TaskMode::Write).await;
-    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
     assert_eq!(
         std::fs::read_to_string(ws.root.join("hello.txt")).unwrap(),
         "hi there"
@@ -233,7 +225,7 @@ async fn a_command_is_refused_in_a_shared_root_and_the_turn_still_ends() {
     let ws = workspace();
     let (session, _) = open(&ws.root, false, "", Arc::new(Rules)).await;
     let (outcome, events) = run(&session, "run touch made-by-shell", TaskMode::Write).await;
-    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
     let perms = permissions(&events);
     assert_eq!(perms.len(), 1, "{events:?}");
     assert_eq!(perms[0].0, ToolKind::Execute);
@@ -255,7 +247,7 @@ async fn a_write_outside_the_root_is_refused() {
         TaskMode::Write,
     )
     .await;
-    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
     assert_eq!(
         permissions(&events)[0].1.decision,
         Decision::Deny,
@@ -272,7 +264,7 @@ async fn a_write_outside_the_root_is_refused() {
         TaskMode::Write,
     )
     .await;
-    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
     assert!(
         events.iter().any(
             |e| matches!(e, EventKind::FsAccess { op, allowed: false, reason: Some(r), .. }
@@ -289,7 +281,7 @@ async fn a_read_only_turn_cannot_write_even_through_fs() {
     let ws = workspace();
     let (session, _) = open(&ws.root, true, "", Arc::new(AllowAll)).await;
     let (outcome, events) = run(&session, "write ro.txt: x", TaskMode::ReadOnly).await;
-    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
     assert!(
         events
             .iter()
@@ -329,7 +321,7 @@ async fn garbage_is_reported_and_tolerated() {
     };
     assert!(notice(&opened), "{opened:?}");
     let (outcome, events) = run(&session, "!garbage\nhello?", TaskMode::Write).await;
-    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
     assert!(notice(&events), "{events:?}");
     session.shutdown().await;
 }
@@ -368,7 +360,7 @@ hello?",
             TaskMode::Write,
         )
         .await;
-        assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+        assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
         let problems = malformed(&events);
         assert_eq!(problems.len(), 2, "{events:?}");
         assert!(problems[0].contains("\"jsonrpc\": \"2.0\""), "{problems:?}");
@@ -457,7 +449,7 @@ async fn a_hung_turn_is_cancelled_or_killed_and_the_group_is_gone_after_shutdown
     let mut running = running;
     match tokio::time::timeout(Duration::from_secs(3), &mut running).await {
         Ok(done) => {
-            assert_eq!(done.unwrap().unwrap().stop_reason, "cancelled");
+            assert_eq!(done.unwrap().unwrap().stop_reason, StopReason::Cancelled);
             session.shutdown().await;
         }
         Err(_) => {
@@ -602,7 +594,7 @@ async fn a_model_revisor_offers_is_selected_and_an_unknown_one_is_not_available(
         .prompt(with_model(legate_revisor::MODELS[1].0), sink)
         .await
         .unwrap();
-    assert_eq!(outcome.stop_reason, "end_turn");
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     assert!(selected(&drain(&mut rx)));
     // Already selected: nothing is sent again.
     let (sink, mut rx) = EventSink::channel();
@@ -658,7 +650,7 @@ async fn a_process_an_acp_agent_left_outside_its_group_is_stopped_at_shutdown() 
         TaskMode::Write,
     )
     .await;
-    assert_eq!(outcome.unwrap().stop_reason, "end_turn");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::EndTurn);
     // Found by its command line: a pid it reads for itself is its PID namespace's.
     let mut pid = None;
     for _ in 0..500 {

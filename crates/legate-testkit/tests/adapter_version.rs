@@ -5,37 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, Event, EventKind, Task, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use legate_core::{Event, EventKind, Task, TaskState};
+use legate_engine::{Engine, SubmitRequest};
+use legate_testkit::{EngineHarness, TestAgent};
 use std::time::Duration;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
-fn spec(name: &str, preset: &str, info: &str) -> AgentSpec {
-    AgentSpec {
-        name: name.into(),
-        kind: AgentKind::Acp,
-        command: AGENT.into(),
-        args: vec![],
-        env: BTreeMap::from([("LEGATE_TESTKIT_AGENT_INFO".to_string(), info.to_string())]),
-        preset: Some(preset.into()),
-        allow_execute: false,
-        terminal: false,
-        description: None,
-        model: None,
-        inherit_env: Vec::new(),
-    }
-}
-
 fn engine(dir: &std::path::Path) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
+    let mut harness = EngineHarness::builder();
     for (name, preset, info) in [
-        ("too-new", "gemini", "gemini-cli 0.62.0"),
         ("verified", "gemini", "gemini-cli 0.61.0"),
+        ("too-new", "gemini", "gemini-cli 0.62.0"),
         // A hostile name: a newline and an escape sequence, and far too long.
         (
             "hostile",
@@ -48,17 +27,16 @@ fn engine(dir: &std::path::Path) -> Engine {
             "@agentclientprotocol/codex-acp 2.7.0",
         ),
     ] {
-        config.agents.insert(name.into(), spec(name, preset, info));
+        harness = harness.agent(
+            TestAgent::scripted(name)
+                .preset(preset)
+                .env("LEGATE_TESTKIT_AGENT_INFO", info),
+        );
     }
-    config.default_agent = "verified".into();
-    let backend: Arc<dyn Backend> =
-        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(10)));
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+    harness
+        .default_agent("verified")
+        .acp_handshake(Duration::from_secs(10))
+        .engine_in(dir)
 }
 
 async fn run(engine: &Engine, agent: &str) -> (Task, Vec<Event>) {

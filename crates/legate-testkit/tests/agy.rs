@@ -28,7 +28,7 @@ fn harness_in(dir: tempfile::TempDir) -> EngineHarness {
         std::fs::write(&noexec, "#!/bin/sh\necho 1.2.11\n").unwrap();
     }
     let agy = |name: &str, command: &Path| {
-        TestAgent::command(name, AgentKind::Agy, command).env("HOME", agy_home.to_str().unwrap())
+        TestAgent::command(name, AgentKind::AGY, command).env("HOME", agy_home.to_str().unwrap())
     };
     let fake =
         |name: &str| agy(name, Path::new(FAKE)).env("FAKE_AGY_STATE_DIR", state.to_str().unwrap());
@@ -54,7 +54,7 @@ fn harness_in(dir: tempfile::TempDir) -> EngineHarness {
     };
     let mut b = EngineHarness::builder()
         .in_dir(dir)
-        .backend(AgentKind::Agy, Arc::new(backend))
+        .backend(AgentKind::AGY, Arc::new(backend))
         .config(|c| c.cancel_grace = Duration::from_secs(5));
     for a in agents {
         b = b.agent(a);

@@ -129,6 +129,10 @@ async fn required_confinement_that_cannot_be_had_fails_the_task_with_its_code() 
     struct Unconfined(AcpBackend);
     #[async_trait::async_trait]
     impl Backend for Unconfined {
+        fn capabilities(&self) -> legate_backend::Capabilities {
+            self.0.capabilities()
+        }
+
         async fn open(
             &self,
             request: legate_backend::SessionRequest,
@@ -139,7 +143,7 @@ async fn required_confinement_that_cannot_be_had_fails_the_task_with_its_code() 
     }
     let h = EngineHarness::builder()
         .config(|c| c.confinement = Requirement::Required)
-        .backend(AgentKind::Acp, Arc::new(Unconfined(AcpBackend::new())))
+        .backend(AgentKind::ACP, Arc::new(Unconfined(AcpBackend::new())))
         .start();
     let engine = &h.engine;
 

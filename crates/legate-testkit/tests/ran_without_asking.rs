@@ -5,43 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, Event, EventKind, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest, WorkspaceRequest};
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use legate_core::{Event, EventKind, TaskState};
+use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
+use legate_testkit::{EngineHarness, TestAgent};
 use std::time::Duration;
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
-
 fn engine(dir: &std::path::Path) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(dir.join("home")));
-    config.agents.insert(
-        "agent".into(),
-        AgentSpec {
-            name: "agent".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
-    );
-    config.default_agent = "agent".into();
-    let backend: Arc<dyn Backend> =
-        Arc::new(AcpBackend::new().with_handshake_timeout(Duration::from_secs(10)));
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+    EngineHarness::builder()
+        .agent(TestAgent::scripted("agent"))
+        .acp_handshake(Duration::from_secs(10))
+        .engine_in(dir)
 }
 
 fn unasked(events: &[Event]) -> Vec<serde_json::Value> {

@@ -10,19 +10,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_backend::Backend;
-use legate_backend::acp::AcpBackend;
-use legate_core::{AgentKind, AgentSpec, EventKind, Task, TaskState};
-use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
+use legate_core::{EventKind, Task, TaskState};
+use legate_engine::{Engine, EngineConfig, SubmitRequest};
 use legate_testkit::directives::HISTORY_HEAD;
 use legate_testkit::sessions::{LIFECYCLE_LOG, SESSIONS_ENV, STORE_DIR};
-use std::collections::{BTreeMap, HashMap};
+use legate_testkit::{EngineHarness, TestAgent};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
 /// In the child: the Legate home to run the first turn in.
 const CHILD_HOME: &str = "LEGATE_TEST_LIFECYCLE_CHILD_HOME";
 /// In the child: the mark its agent's processes carry.
@@ -36,38 +32,19 @@ fn engine_at(
     home: &Path,
     announce: &str,
     mark: &str,
-    tune: impl FnOnce(&mut EngineConfig),
+    tune: impl FnOnce(&mut EngineConfig) + 'static,
 ) -> Engine {
-    let mut config = EngineConfig::new(Paths::new(home.to_path_buf()));
-    let env = BTreeMap::from([
-        (SESSIONS_ENV.to_string(), announce.to_string()),
-        ("LEGATE_TEST_MARK".to_string(), mark.to_string()),
-    ]);
-    config.agents.insert(
-        "agent".into(),
-        AgentSpec {
-            name: "agent".into(),
-            kind: AgentKind::Acp,
-            command: AGENT.into(),
-            args: vec![],
-            env,
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        },
-    );
-    config.default_agent = "agent".into();
-    tune(&mut config);
-    let backend: Arc<dyn Backend> = Arc::new(AcpBackend::new());
-    Engine::start(
-        config,
-        HashMap::from([(AgentKind::Acp, backend)]),
-        Arc::new(legate_supervisor::Rules),
-    )
-    .unwrap()
+    // The harness puts the home at `<base>/home`; every caller's home is named so.
+    assert!(home.ends_with("home"), "{}", home.display());
+    let base = home.parent().expect("a home has a parent");
+    EngineHarness::builder()
+        .agent(
+            TestAgent::scripted("agent")
+                .env(SESSIONS_ENV, announce)
+                .env("LEGATE_TEST_MARK", mark),
+        )
+        .config(tune)
+        .engine_in(base)
 }
 
 async fn run(engine: &Engine, prompt: &str) -> Task {

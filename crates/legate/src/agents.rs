@@ -38,7 +38,9 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                 "{}",
                 json!({
                     "name": spec.name, "kind": spec.kind.as_str(), "preset": spec.preset,
-                    "command": spec.command, "args": spec.args, "default": default,
+                    "command": spec.local_command().map(|c| c.command.as_str()),
+                    "args": spec.local_command().map(|c| c.args.as_slice()),
+                    "default": default,
                     "starts": starts, "detail": detail, "description": spec.description,
                     "confinement": confinement_wire,
                 })
@@ -82,13 +84,16 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
             "not started (confinement is required)".to_string(),
         ),
         (Some(_), Ok(_))
-            if spec.kind == AgentKind::Acp && find_program(&spec.command).is_none() =>
+            if spec.kind == AgentKind::ACP
+                && spec
+                    .local_command()
+                    .is_some_and(|c| find_program(&c.command).is_none()) =>
         {
             (
                 Some(false),
                 format!(
                     "does not start: AGENT_START_FAILED: {} is not on PATH{}",
-                    spec.command,
+                    spec.local_command().map_or("", |c| c.command.as_str()),
                     spec.preset
                         .as_deref()
                         .and_then(crate::config::install_hint)
@@ -164,6 +169,10 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Backend for Unconfined {
+        fn capabilities(&self) -> legate_backend::Capabilities {
+            self.inner.capabilities()
+        }
+
         async fn open(
             &self,
             request: SessionRequest,
@@ -193,7 +202,7 @@ mod tests {
         });
         let engine = Engine::start(
             config,
-            HashMap::from([(AgentKind::Acp, backend)]),
+            HashMap::from([(AgentKind::ACP, backend)]),
             Arc::new(legate_supervisor::Rules),
         )
         .unwrap();

@@ -48,6 +48,8 @@ struct AgentTable {
     model: Option<String>,
     inherit_env: Option<Vec<String>>,
     command: Option<String>,
+    /// Where a remote agent is served, instead of `command` (see `kind_and_transport`).
+    url: Option<String>,
     args: Option<Vec<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -256,12 +258,22 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         if (name == "revisor" || name == "tck") && table.command.is_some() {
             bail!("CONFIG_INVALID: agents.{name}.command cannot be changed; {name} is built in");
         }
+        if name == "revisor" && table.kind.is_some() {
+            bail!("CONFIG_INVALID: agents.revisor.kind cannot be changed; revisor is built in");
+        }
+        let kind = kind_of(&name, table.kind.as_deref(), base.as_ref())?;
+        if let Some(url) = &table.url {
+            url_refused(&name, &kind, url, table.command.is_some())?;
+        }
         let command = match (table.command, &base) {
             (Some(cmd), _) if cmd.trim().is_empty() => {
                 bail!("CONFIG_INVALID: agents.{name}.command is empty")
             }
             (Some(cmd), _) => cmd,
-            (None, Some(b)) => b.command.clone(),
+            (None, Some(b)) => b
+                .local_command()
+                .map(|c| c.command.clone())
+                .unwrap_or_default(),
             (None, None) => bail!("CONFIG_INVALID: agents.{name}.command is required"),
         };
         for key in table.env.keys() {
@@ -269,18 +281,10 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
                 bail!("CONFIG_INVALID: agents.{name}.env has an invalid variable name {key:?}");
             }
         }
-        let mut env = base.as_ref().map(|b| b.env.clone()).unwrap_or_default();
+        let base_local = base.as_ref().and_then(AgentSpec::local_command);
+        let mut env = base_local.map(|b| b.env.clone()).unwrap_or_default();
         env.extend(table.env);
-        let kind = match table.kind.as_deref() {
-            None => base.as_ref().map_or(AgentKind::Acp, |b| b.kind),
-            Some("acp") => AgentKind::Acp,
-            Some("agy") => AgentKind::Agy,
-            Some(k) => bail!("CONFIG_INVALID: agents.{name}.kind must be acp or agy (got {k:?})"),
-        };
-        if name == "revisor" && table.kind.is_some() {
-            bail!("CONFIG_INVALID: agents.revisor.kind cannot be changed; revisor is built in");
-        }
-        if kind == AgentKind::Agy {
+        if kind == AgentKind::AGY {
             if preset.is_some() {
                 bail!(
                     "CONFIG_INVALID: agents.{name}.preset applies to ACP agents, not to kind agy"
@@ -304,37 +308,38 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
                 }
                 names
             }
-            None => base
-                .as_ref()
+            None => base_local
                 .map(|b| b.inherit_env.clone())
                 .unwrap_or_default(),
         };
-        let spec = AgentSpec {
-            name: name.clone(),
-            kind,
-            command,
-            args: table
-                .args
-                .or_else(|| base.as_ref().map(|b| b.args.clone()))
-                .unwrap_or_default(),
-            env,
-            preset,
-            allow_execute: table
-                .allow_execute
-                .or(base.as_ref().map(|b| b.allow_execute))
-                .unwrap_or(false),
-            terminal: table
-                .terminal
-                .or(base.as_ref().map(|b| b.terminal))
-                .unwrap_or(false),
-            description: table
-                .description
-                .or_else(|| base.as_ref().and_then(|b| b.description.clone())),
-            model: table
-                .model
-                .or_else(|| base.as_ref().and_then(|b| b.model.clone())),
-            inherit_env,
-        };
+        let mut spec = AgentSpec::command(name.clone(), kind, command)
+            .args(
+                table
+                    .args
+                    .or_else(|| base_local.map(|b| b.args.clone()))
+                    .unwrap_or_default(),
+            )
+            .envs(env)
+            .inherit_env(inherit_env)
+            .allow_execute(
+                table
+                    .allow_execute
+                    .or(base.as_ref().map(|b| b.allow_execute))
+                    .unwrap_or(false),
+            )
+            .terminal(
+                table
+                    .terminal
+                    .or(base.as_ref().map(|b| b.terminal))
+                    .unwrap_or(false),
+            );
+        spec.preset = preset;
+        spec.description = table
+            .description
+            .or_else(|| base.as_ref().and_then(|b| b.description.clone()));
+        spec.model = table
+            .model
+            .or_else(|| base.as_ref().and_then(|b| b.model.clone()));
         c.agents.insert(name, spec);
     }
 
@@ -362,26 +367,59 @@ fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The kinds a configured agent may name: every kind this build's registry serves, except
+/// `revisor` (the built-in agent's own).
+fn configurable_kinds() -> Vec<AgentKind> {
+    legate_backend::Registry::builtin(legate_confine::Requirement::BestEffort)
+        .kinds()
+        .filter(|k| **k != AgentKind::REVISOR)
+        .cloned()
+        .collect()
+}
+
+/// `agents.NAME.kind`: the table's, else the preset's, else `acp`; `CONFIG_INVALID` unless
+/// a backend of this build serves it.
+fn kind_of(name: &str, kind: Option<&str>, base: Option<&AgentSpec>) -> Result<AgentKind> {
+    let Some(kind) = kind else {
+        return Ok(base.map_or(AgentKind::ACP, |b| b.kind.clone()));
+    };
+    let kinds = configurable_kinds();
+    match AgentKind::new(kind) {
+        Ok(k) if kinds.contains(&k) => Ok(k),
+        _ => bail!(
+            "CONFIG_INVALID: agents.{name}.kind must be {} (got {kind:?})",
+            kinds
+                .iter()
+                .map(AgentKind::as_str)
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    }
+}
+
+/// `agents.NAME.url` parses, but no backend of this build serves an agent at a URL (the
+/// remote A2A backend will): always `CONFIG_INVALID`, saying why.
+fn url_refused(name: &str, kind: &AgentKind, url: &str, with_command: bool) -> Result<()> {
+    if with_command {
+        bail!("CONFIG_INVALID: agents.{name} sets both command and url; an agent has one");
+    }
+    let shown: String = url.chars().take(200).collect();
+    bail!(
+        "CONFIG_INVALID: agents.{name}.url ({shown:?}): kind {kind} runs a local command, and no backend of this build serves an agent at a URL"
+    )
+}
+
 /// The TCK profile (`legate agent tck`): an agent that behaves as the A2A TCK expects of its
 /// system under test. Only configured agents named `tck` get it.
 fn tck_agent() -> Result<AgentSpec> {
     let exe = std::env::current_exe().context("could not find the legate executable")?;
-    Ok(AgentSpec {
-        name: "tck".into(),
-        kind: AgentKind::Acp,
-        command: exe.to_string_lossy().into_owned(),
-        args: vec!["agent".into(), "tck".into()],
-        env: BTreeMap::new(),
-        preset: None,
-        allow_execute: false,
-        terminal: false,
-        description: Some(
-            "built-in, no model: the A2A TCK profile (behaviours chosen by messageId prefix)"
-                .into(),
-        ),
-        model: None,
-        inherit_env: Vec::new(),
-    })
+    Ok(
+        AgentSpec::command("tck", AgentKind::ACP, exe.to_string_lossy().into_owned())
+            .args(["agent", "tck"])
+            .description(
+                "built-in, no model: the A2A TCK profile (behaviours chosen by messageId prefix)",
+            ),
+    )
 }
 
 /// How to install the adapter a preset runs: the current npm package, which installs the
@@ -401,34 +439,19 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
     let mut agents = BTreeMap::new();
     agents.insert(
         "revisor".to_string(),
-        AgentSpec {
-            name: "revisor".into(),
-            kind: AgentKind::Revisor,
-            command: exe.to_string_lossy().into_owned(),
-            args: vec!["agent".into(), "revisor".into()],
-            env: BTreeMap::new(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: Some(
-                "built-in, no model: reads, summarises and follows simple instructions".into(),
-            ),
-            model: None,
-            inherit_env: Vec::new(),
-        },
+        AgentSpec::command(
+            "revisor",
+            AgentKind::REVISOR,
+            exe.to_string_lossy().into_owned(),
+        )
+        .args(["agent", "revisor"])
+        .description("built-in, no model: reads, summarises and follows simple instructions"),
     );
-    let preset = |name: &str, command: &str, args: &[&str], description: &str| AgentSpec {
-        name: name.into(),
-        kind: AgentKind::Acp,
-        command: command.into(),
-        args: args.iter().map(|a| a.to_string()).collect(),
-        env: BTreeMap::new(),
-        preset: Some(name.into()),
-        allow_execute: false,
-        terminal: false,
-        description: Some(description.into()),
-        model: None,
-        inherit_env: Vec::new(),
+    let preset = |name: &str, command: &str, args: &[&str], description: &str| {
+        AgentSpec::command(name, AgentKind::ACP, command)
+            .args(args.iter().copied())
+            .preset(name)
+            .description(description)
     };
     agents.insert(
         "claude".into(),
@@ -460,7 +483,7 @@ fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
     agents.insert(
         "agy".into(),
         AgentSpec {
-            kind: AgentKind::Agy,
+            kind: AgentKind::AGY,
             preset: None,
             ..preset(
                 "agy",
@@ -498,8 +521,8 @@ mod tests {
             assert!(description.contains(package), "{description}");
             assert!(install_hint(name).unwrap().contains(package));
         }
-        assert_eq!(c.agents["claude"].command, "claude-agent-acp");
-        assert_eq!(c.agents["codex"].command, "codex-acp");
+        assert_eq!(c.agents["claude"].target(), "claude-agent-acp");
+        assert_eq!(c.agents["codex"].target(), "codex-acp");
         assert_eq!(install_hint("revisor"), None);
     }
 
@@ -513,7 +536,7 @@ mod tests {
         for name in ["revisor", "claude", "codex", "gemini", "agy"] {
             assert!(c.agents.contains_key(name), "{name}");
         }
-        assert_eq!(c.agents["gemini"].args, ["--acp"]);
+        assert_eq!(c.agents["gemini"].local_command().unwrap().args, ["--acp"]);
         assert!(!c.agents.contains_key("tck"), "tck only when configured");
     }
 
@@ -537,8 +560,8 @@ mod tests {
         let c = resolve_text("default_agent = \"tck\"\n[agents.tck]\n", &[]).unwrap();
         assert_eq!(c.default_agent, "tck");
         let tck = &c.agents["tck"];
-        assert_eq!(tck.kind, AgentKind::Acp);
-        assert_eq!(tck.args, ["agent", "tck"]);
+        assert_eq!(tck.kind, AgentKind::ACP);
+        assert_eq!(tck.local_command().unwrap().args, ["agent", "tck"]);
         assert_eq!(tck.preset, None);
         assert!(tck.description.as_deref().unwrap().contains("TCK"));
         let e = resolve_text("[agents.tck]\ncommand = \"/bin/true\"\n", &[])
@@ -627,11 +650,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.max_running, 5);
-        assert_eq!(c.agents["claude"].command, "/opt/claude-acp");
+        assert_eq!(
+            c.agents["claude"].local_command().unwrap().command,
+            "/opt/claude-acp"
+        );
         assert_eq!(c.agents["claude"].preset.as_deref(), Some("claude"));
-        assert_eq!(c.agents["claude"].env["A"], "1");
-        assert_eq!(c.agents["mine"].kind, AgentKind::Acp);
-        assert_eq!(c.agents["mine"].args, ["--acp"]);
+        assert_eq!(c.agents["claude"].local_command().unwrap().env["A"], "1");
+        assert_eq!(c.agents["mine"].kind, AgentKind::ACP);
+        assert_eq!(c.agents["mine"].local_command().unwrap().args, ["--acp"]);
     }
 
     #[test]
@@ -641,11 +667,17 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(c.agents["agy"].kind, AgentKind::Agy);
-        assert_eq!(c.agents["agy"].command, "/opt/agy/bin/agy");
+        assert_eq!(c.agents["agy"].kind, AgentKind::AGY);
+        assert_eq!(
+            c.agents["agy"].local_command().unwrap().command,
+            "/opt/agy/bin/agy"
+        );
         assert_eq!(c.agents["agy"].model.as_deref(), Some("mock-pro"));
-        assert_eq!(c.agents["agy"].inherit_env, ["MY_TOOL_SETTING"]);
-        assert_eq!(c.agents["other"].kind, AgentKind::Agy);
+        assert_eq!(
+            c.agents["agy"].local_command().unwrap().inherit_env,
+            ["MY_TOOL_SETTING"]
+        );
+        assert_eq!(c.agents["other"].kind, AgentKind::AGY);
         let e = resolve_text("[agents.x]\nkind = \"agy\"\ncommand = \"bin/agy\"\n", &[])
             .unwrap_err()
             .to_string();
@@ -654,6 +686,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("agents.x.kind"), "{e}");
+        assert!(e.contains("acp or agy"), "{e}");
+        for kind in ["revisor", "ACP", "../acp", ""] {
+            let e = resolve_text(
+                &format!("[agents.x]\nkind = {kind:?}\ncommand = \"a\"\n"),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("agents.x.kind"), "{kind}: {e}");
+        }
         for bad in [
             "NODE_OPTIONS",
             " node_options ",
@@ -666,5 +708,21 @@ mod tests {
             assert!(e.contains("agents.agy.inherit_env"), "{e}");
             assert!(e.contains(bad.trim()), "{e}");
         }
+    }
+
+    #[test]
+    fn a_url_parses_and_no_backend_of_this_build_serves_it() {
+        let e = resolve_text("[agents.r]\nurl = \"https://agents.example/r\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("CONFIG_INVALID: agents.r.url"), "{e}");
+        assert!(e.contains("no backend of this build serves"), "{e}");
+        let e = resolve_text(
+            "[agents.r]\ncommand = \"x\"\nurl = \"https://agents.example/r\"\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("both command and url"), "{e}");
     }
 }

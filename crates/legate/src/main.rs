@@ -28,15 +28,12 @@ mod usage;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use legate_backend::{Backend, acp::AcpBackend, agy::AgyBackend};
-use legate_core::{AgentKind, Error, ErrorCode, TaskMode, TaskState};
+use legate_core::{Error, ErrorCode, TaskMode, TaskState};
 use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
 use legate_engine::{Records, TaskFilter};
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -565,16 +562,10 @@ where
     result
 }
 
-/// The backends this build has, each refusing to start an agent the kernel cannot confine
-/// when `confinement` is required.
-pub fn backends(confinement: legate_confine::Requirement) -> HashMap<AgentKind, Arc<dyn Backend>> {
-    let acp: Arc<dyn Backend> = Arc::new(AcpBackend::default().with_confinement(confinement));
-    let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default().with_confinement(confinement));
-    HashMap::from([
-        (AgentKind::Acp, acp.clone()),
-        (AgentKind::Revisor, acp),
-        (AgentKind::Agy, agy),
-    ])
+/// The backends this build has (`legate_backend::registry::BUILTIN`), each refusing to
+/// start an agent the kernel cannot confine when `confinement` is required.
+pub fn backends(confinement: legate_confine::Requirement) -> legate_backend::Registry {
+    legate_backend::Registry::builtin(confinement)
 }
 
 /// How often `legate run` redraws its progress line on a terminal.

@@ -22,12 +22,15 @@ use super::session::{AcpSession, Connection, exited, record_cleanup, request_err
 use super::state::HandlerState;
 use super::stderr;
 use super::sys;
-use crate::{AgentInfo, AgentSession, Backend, EventSink, SessionRequest};
+use crate::{
+    AgentInfo, AgentSession, Backend, Capabilities, Continuation, EventSink, SessionRequest,
+};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use async_trait::async_trait;
 use legate_confine::{Confinement, Requirement};
 use legate_core::{Error, ErrorCode, EventKind, Result};
+use legate_supervisor::Preset;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +51,9 @@ pub struct AcpBackend {
     pub confinement: Requirement,
     /// Time between `SIGINT` and `SIGKILL` when the agent's group is stopped.
     pub kill_grace: Duration,
+    /// The supervisor preset of an agent whose spec names none (the generic one, or
+    /// revisor's own for the built-in agent).
+    pub default_preset: Preset,
 }
 
 impl Default for AcpBackend {
@@ -56,6 +62,7 @@ impl Default for AcpBackend {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             confinement: Requirement::BestEffort,
             kill_grace: DEFAULT_KILL_GRACE,
+            default_preset: Preset::generic(),
         }
     }
 }
@@ -81,6 +88,12 @@ impl AcpBackend {
     /// The same backend with another confinement requirement.
     pub fn with_confinement(mut self, requirement: Requirement) -> Self {
         self.confinement = requirement;
+        self
+    }
+
+    /// The same backend with another preset for agents whose spec names none.
+    pub fn with_default_preset(mut self, preset: Preset) -> Self {
+        self.default_preset = preset;
         self
     }
 }
@@ -353,7 +366,12 @@ impl AcpBackend {
             preset,
             &root,
             request.state_dir.as_deref(),
-            request.agent.env.get("HOME").map(std::path::Path::new),
+            request
+                .agent
+                .local()?
+                .env
+                .get("HOME")
+                .map(std::path::Path::new),
             sys::running_as_root(),
         )?;
         // Kept by the session: removed, when empty, once nothing of the session is left.
@@ -368,33 +386,12 @@ impl AcpBackend {
             .fold(confinement, |c, p| c.hide(p))
             .prepare(self.confinement)?;
         let enforcement = confinement.enforcement();
-        let (legate_ports, signals) = (confinement.legate_ports(), confinement.signals());
-        let isolation = confinement.isolation();
-        sink.send(EventKind::Notice {
-            message: format!(
-                "agent process confinement: {enforcement}; {isolation}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
-                launch
-                    .writable
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .chain(
-                        legate_confine::WRITABLE_DEVICES
-                            .iter()
-                            .map(|d| d.to_string())
-                    )
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            detail: serde_json::json!({
-                "confinement": enforcement.as_str(),
-                "legatePorts": legate_ports.as_str(),
-                "blockedPorts": confinement.blocked_ports(),
-                "signals": signals.as_str(),
-                "writable": launch.writable,
-                "tmpDir": launch.tmp_dir,
-                "isolation": isolation,
-            }),
-        });
+        sink.send(crate::spawn::confinement_notice(
+            "agent",
+            &crate::spawn::Facts::of(&confinement),
+            &launch.writable,
+            launch.tmp_dir.as_deref(),
+        ));
         let marker = crate::cleanup::new_marker();
         let mut child = process::spawn(
             &request.agent,
@@ -496,6 +493,18 @@ impl AcpBackend {
 
 #[async_trait]
 impl Backend for AcpBackend {
+    /// ACP has no structured output; models come from the session's `model` config option;
+    /// one live process per session, continued with `session/load` when the agent can.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            structured_output: false,
+            model_listing: true,
+            local_process: true,
+            continuation: Continuation::LiveSession,
+            default_preset: self.default_preset.clone(),
+        }
+    }
+
     fn confinement(&self) -> legate_confine::Enforcement {
         Confinement::probe()
     }

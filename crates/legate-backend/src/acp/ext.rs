@@ -5,7 +5,7 @@
 //!   turn answers (an A2A `messageId`), when the front that submitted the task had one.
 //! - `session/prompt` response: `_meta.legate.inputRequired: true` with stop reason `end_turn`
 //!   says the agent ended its turn to ask the caller for more input; the driver reports it as
-//!   [`crate::STOP_INPUT_REQUIRED`].
+//!   [`crate::StopReason::InputRequired`].
 //!
 //! This module owns those names and their parsing; it never decides what a stop means (the
 //! engine does).

@@ -7,17 +7,17 @@
 //! [`Child`] and publishes its exit status.
 
 use super::launch::Launch;
-use super::sys;
 use crate::cleanup::{self, Processes};
 use crate::env;
+use crate::spawn::AgentCommand;
 use legate_core::{AgentSpec, Error, ErrorCode, Result};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::{Mutex, watch};
 use tracing::{debug, warn};
 
@@ -38,29 +38,21 @@ pub(crate) fn spawn(
     confinement: legate_confine::Prepared,
     marker: &str,
 ) -> Result<Child> {
+    let local = spec.local()?;
     let parent: Vec<_> = std::env::vars_os().collect();
     let env = environment(spec, state_dir, launch, &parent, marker)?;
-    let mut cmd = Command::new(&spec.command);
-    cmd.args(&spec.args)
-        .current_dir(root)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    sys::die_with_parent(&mut cmd);
-    sys::confine(&mut cmd, confinement);
-    cmd.spawn().map_err(|e| {
-        let message = format!(
-            "could not start agent `{}` (`{}` in {}): {e}",
-            spec.name,
-            spec.command,
-            root.display()
-        );
-        Error::caused_by(ErrorCode::AgentStartFailed, message, e)
-    })
+    AgentCommand::new(&local.command, &local.args, root, env)
+        .marker(marker)
+        .spawn(Some(confinement))
+        .map_err(|e| {
+            let message = format!(
+                "could not start agent `{}` (`{}` in {}): {e}",
+                spec.name,
+                local.command,
+                root.display()
+            );
+            Error::caused_by(ErrorCode::AgentStartFailed, message, e)
+        })
 }
 
 /// The agent's whole environment, from Legate's (`parent`): the seed's groups
@@ -74,11 +66,12 @@ fn environment(
     parent: &[(OsString, OsString)],
     marker: &str,
 ) -> Result<Vec<(OsString, OsString)>> {
+    let local = spec.local()?;
     let mut env = env::agent_env(parent.iter().cloned(), spec, state_dir, env::Allowlist::Acp)?;
-    launch.apply(&mut env, parent, &spec.env);
+    launch.apply(&mut env, parent, &local.env);
     if let Some(tmp) = &launch.tmp_dir {
         for name in ["TMP", "TEMP"] {
-            if !spec.env.contains_key(name) {
+            if !local.env.contains_key(name) {
                 env.retain(|(k, _)| k != name);
                 env.push((name.into(), tmp.as_os_str().to_owned()));
             }
@@ -255,19 +248,7 @@ mod tests {
         .iter()
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect();
-        let spec = AgentSpec {
-            name: "claude".into(),
-            kind: AgentKind::Acp,
-            command: "x".into(),
-            args: vec![],
-            env: Default::default(),
-            preset: Some("claude".into()),
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: Vec::new(),
-        };
+        let spec = AgentSpec::command("claude", AgentKind::ACP, "x").preset("claude");
         let launch =
             super::super::launch::launch("claude", &root, Some(&state), None, false).unwrap();
         let env = environment(&spec, Some(&state), &launch, &parent, "m-1").unwrap();

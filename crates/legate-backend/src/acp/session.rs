@@ -584,14 +584,9 @@ impl AcpSession {
                     }
                     usage
                 });
-                let asks = resp.stop_reason == acp::StopReason::EndTurn
-                    && super::ext::input_required(resp.meta.as_ref());
+                let asks = super::ext::input_required(resp.meta.as_ref());
                 let outcome = TurnOutcome {
-                    stop_reason: if asks {
-                        crate::STOP_INPUT_REQUIRED.to_string()
-                    } else {
-                        translate::stop_reason(resp.stop_reason)
-                    },
+                    stop_reason: translate::stop_reason(resp.stop_reason, asks),
                     usage,
                 };
                 info!(

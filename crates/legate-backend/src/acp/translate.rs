@@ -3,6 +3,7 @@
 //! Pure functions: one `session/update` becomes at most one [`EventKind`]; a
 //! `session/request_permission` becomes a [`PermissionRequest`] for the supervisor.
 
+use crate::StopReason;
 use agent_client_protocol::v1::schema as acp;
 use legate_core::{
     Attachment, EventKind, OptionKind, PermissionOption, PermissionRequest, PlanEntry,
@@ -86,9 +87,18 @@ fn wire_name<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
-/// ACP's stop reason as its snake-case wire string.
-pub(crate) fn stop_reason(reason: acp::StopReason) -> String {
-    wire_name(&reason)
+/// ACP's stop reason as Legate's. `input_required` says whether the agent asked for more
+/// input (`_meta.legate.inputRequired` on an `end_turn`, see [`super::ext`]).
+pub(crate) fn stop_reason(reason: acp::StopReason, input_required: bool) -> StopReason {
+    match reason {
+        acp::StopReason::EndTurn if input_required => StopReason::InputRequired,
+        acp::StopReason::EndTurn => StopReason::EndTurn,
+        acp::StopReason::MaxTokens => StopReason::MaxTokens,
+        acp::StopReason::MaxTurnRequests => StopReason::MaxTurnRequests,
+        acp::StopReason::Refusal => StopReason::Refusal,
+        acp::StopReason::Cancelled => StopReason::Cancelled,
+        other => StopReason::Other(wire_name(&other)),
+    }
 }
 
 /// The turn's usage from a prompt response.
@@ -511,13 +521,29 @@ mod tests {
     }
 
     #[test]
-    fn stop_reasons_are_snake_case() {
-        assert_eq!(stop_reason(acp::StopReason::EndTurn), "end_turn");
+    fn stop_reasons_map_to_legates_with_their_acp_wire_strings() {
+        for (acp_reason, ours) in [
+            (acp::StopReason::EndTurn, StopReason::EndTurn),
+            (acp::StopReason::MaxTokens, StopReason::MaxTokens),
+            (
+                acp::StopReason::MaxTurnRequests,
+                StopReason::MaxTurnRequests,
+            ),
+            (acp::StopReason::Refusal, StopReason::Refusal),
+            (acp::StopReason::Cancelled, StopReason::Cancelled),
+        ] {
+            assert_eq!(stop_reason(acp_reason, false), ours);
+            assert_eq!(wire_name(&acp_reason), ours.as_str());
+        }
         assert_eq!(
-            stop_reason(acp::StopReason::MaxTurnRequests),
-            "max_turn_requests"
+            stop_reason(acp::StopReason::EndTurn, true),
+            StopReason::InputRequired
         );
-        assert_eq!(stop_reason(acp::StopReason::Cancelled), "cancelled");
+        // Only an ended turn can ask for input: a refusal stays a refusal.
+        assert_eq!(
+            stop_reason(acp::StopReason::Refusal, true),
+            StopReason::Refusal
+        );
     }
 
     #[test]

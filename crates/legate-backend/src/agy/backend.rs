@@ -17,7 +17,8 @@ use super::usage::{self, Counters};
 use crate::env::{self, Allowlist};
 use crate::selection::{self, Choice};
 use crate::{
-    AgentInfo, AgentSession, Backend, Canceller, EventSink, SessionRequest, Turn, TurnOutcome,
+    AgentInfo, AgentSession, Backend, Canceller, Capabilities, Continuation, EventSink,
+    SessionRequest, StopReason, Turn, TurnOutcome,
 };
 use async_trait::async_trait;
 use legate_confine::{Confinement, Requirement};
@@ -150,7 +151,7 @@ impl AgyBackend {
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_os_str());
-        let exe = resolve_executable(&spec.command, path)?;
+        let exe = resolve_executable(&spec.local()?.command, path)?;
         let fence = Fence::new(
             &spec,
             &root,
@@ -249,7 +250,7 @@ impl AgyBackend {
             .iter()
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_os_str());
-        let exe = resolve_executable(&spec.command, path)?;
+        let exe = resolve_executable(&spec.local()?.command, path)?;
         let fence = Fence::new(spec, cwd, None, &mut env, self.confinement, hidden)?;
         models::list_models(&exe, &env, cwd, self.probe_timeout, fence.fenced()).await
     }
@@ -257,6 +258,17 @@ impl AgyBackend {
 
 #[async_trait]
 impl Backend for AgyBackend {
+    /// `--json-schema`, `agy models`, one process per turn resuming its conversation.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            structured_output: true,
+            model_listing: true,
+            local_process: true,
+            continuation: Continuation::ProcessPerTurn,
+            default_preset: legate_supervisor::Preset::generic(),
+        }
+    }
+
     fn confinement(&self) -> legate_confine::Enforcement {
         Confinement::probe()
     }
@@ -585,7 +597,7 @@ impl AgentSession for AgySession {
         if end.stopped {
             info!(task_id = %turn.task_id, "agy turn stopped");
             return Ok(TurnOutcome {
-                stop_reason: "cancelled".into(),
+                stop_reason: StopReason::Cancelled,
                 usage: None,
             });
         }
@@ -593,7 +605,7 @@ impl AgentSession for AgySession {
             None => {
                 info!(task_id = %turn.task_id, "agy turn ended");
                 Ok(TurnOutcome {
-                    stop_reason: "end_turn".into(),
+                    stop_reason: StopReason::EndTurn,
                     usage: None,
                 })
             }

@@ -65,6 +65,7 @@ impl Fence {
         requirement: Requirement,
         hidden: &[PathBuf],
     ) -> Result<Self> {
+        let local = spec.local()?;
         let mut writable = vec![root.to_path_buf()];
         let home = env
             .iter()
@@ -83,7 +84,7 @@ impl Fence {
                 let tmp = dir.join("tmp");
                 private_dir(&tmp)?;
                 for name in ["TMPDIR", "TMP", "TEMP"] {
-                    if !spec.env.contains_key(name) {
+                    if !local.env.contains_key(name) {
                         env.retain(|(k, _)| k != name);
                         env.push((OsString::from(name), tmp.as_os_str().to_owned()));
                     }
@@ -122,38 +123,14 @@ impl Fence {
         Some((&self.confinement, self.requirement))
     }
 
-    /// The `workspace` event that reports it, sent before anything is spawned.
+    /// The `notice` that reports it, sent before anything is spawned.
     pub(crate) fn event(&self) -> EventKind {
-        let enforcement = Confinement::probe();
-        let (legate_ports, signals) = Confinement::probe_reach();
-        let isolation = self
-            .confinement
-            .prepare(Requirement::BestEffort)
-            .map(|p| p.isolation())
-            .unwrap_or_default();
-        EventKind::Notice {
-            message: format!(
-                "agy process confinement: {enforcement}; {isolation}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
-                self.writable
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .chain(
-                        legate_confine::WRITABLE_DEVICES
-                            .iter()
-                            .map(|d| d.to_string())
-                    )
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            detail: serde_json::json!({
-                "confinement": enforcement.as_str(),
-                "legatePorts": legate_ports.as_str(),
-                "signals": signals.as_str(),
-                "writable": self.writable,
-                "tmpDir": self.tmp_dir,
-                "isolation": isolation,
-            }),
-        }
+        crate::spawn::confinement_notice(
+            "agy",
+            &crate::spawn::Facts::probed(&self.confinement),
+            &self.writable,
+            self.tmp_dir.as_deref(),
+        )
     }
 }
 
@@ -172,19 +149,8 @@ mod tests {
             dir.path().join("state"),
         );
         std::fs::create_dir_all(&root).unwrap();
-        let spec = AgentSpec {
-            name: "agy".into(),
-            kind: AgentKind::Agy,
-            command: "agy".into(),
-            args: vec![],
-            env: [("TEMP".to_string(), "/mine".to_string())].into(),
-            preset: None,
-            allow_execute: false,
-            terminal: false,
-            description: None,
-            model: None,
-            inherit_env: vec![],
-        };
+        let spec = AgentSpec::command("agy", AgentKind::AGY, "agy")
+            .envs([("TEMP".to_string(), "/mine".to_string())].into());
         let mut env = vec![
             (OsString::from("HOME"), home.clone().into_os_string()),
             (OsString::from("TMPDIR"), OsString::from("/tmp")),

@@ -9,14 +9,13 @@
 //! This module only reads what the CLI prints; it never runs a prompt.
 
 use crate::acp::sys;
+use crate::spawn::AgentCommand;
 use legate_core::{Error, ErrorCode, Result};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 
 /// The most output kept from one probe stream.
 const PROBE_OUTPUT_LIMIT: usize = 256 * 1024;
@@ -185,22 +184,15 @@ pub(crate) async fn probe(
     limit: Duration,
     fence: Fenced<'_>,
 ) -> Result<Probe> {
-    let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    sys::die_with_parent(&mut cmd);
-    if let Some((confinement, requirement)) = fence {
-        sys::confine(&mut cmd, confinement.prepare(requirement)?);
-    }
+    let prepared = match fence {
+        Some((confinement, requirement)) => Some(confinement.prepare(requirement)?),
+        None => None,
+    };
+    let spawned = AgentCommand::new(exe, args, cwd, env.iter().cloned())
+        .no_stdin()
+        .spawn(prepared);
     let what = format!("`agy {}`", args.join(" "));
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+    let mut child = spawned.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::new(
             ErrorCode::AgyNotFound,
             format!(

@@ -10,20 +10,20 @@
 //! gets the same. Then the processes are observed once more, and the result is an event whose
 //! detail carries `processCleanup.verified` and the signals actually sent.
 
+use super::models;
 use super::ndjson::LineSplitter;
 use super::translate::{Translator, truncate};
-use super::{cleanup, models};
 use crate::EventSink;
-use crate::acp::sys;
 use crate::cleanup::{Cleanup, Processes};
+use crate::spawn::AgentCommand;
 use legate_core::{Error, ErrorCode, EventKind, Result};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -74,37 +74,20 @@ struct StderrState {
 }
 
 fn spawn(spec: &RunSpec, confinement: Option<legate_confine::Prepared>) -> Result<Child> {
-    let mut cmd = Command::new(&spec.exe);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(
-            spec.env
-                .iter()
-                .filter(|(k, _)| k != cleanup::RUN_ENV)
-                .map(|(k, v)| (k.as_os_str(), v.as_os_str())),
-        )
-        .env(cleanup::RUN_ENV, &spec.marker)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    sys::die_with_parent(&mut cmd);
-    if let Some(prepared) = confinement {
-        sys::confine(&mut cmd, prepared);
-    }
-    cmd.spawn().map_err(|e| {
-        let code = match e.kind() {
-            std::io::ErrorKind::NotFound => ErrorCode::AgyNotFound,
-            std::io::ErrorKind::PermissionDenied => ErrorCode::AgyPermissionDenied,
-            _ => ErrorCode::AgyProcessFailed,
-        };
-        Error::new(
-            code,
-            format!("agy ({}) could not be started: {e}", spec.exe.display()),
-        )
-    })
+    AgentCommand::new(&spec.exe, &spec.args, &spec.cwd, spec.env.iter().cloned())
+        .marker(&spec.marker)
+        .spawn(confinement)
+        .map_err(|e| {
+            let code = match e.kind() {
+                std::io::ErrorKind::NotFound => ErrorCode::AgyNotFound,
+                std::io::ErrorKind::PermissionDenied => ErrorCode::AgyPermissionDenied,
+                _ => ErrorCode::AgyProcessFailed,
+            };
+            Error::new(
+                code,
+                format!("agy ({}) could not be started: {e}", spec.exe.display()),
+            )
+        })
 }
 
 /// Runs `spec` to its end, reporting events on `sink`. `stop` turning `true` stops it.

@@ -270,7 +270,7 @@ fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    let mut agent = TestAgent::command(adapter.name, AgentKind::Acp, &adapter.command)
+    let mut agent = TestAgent::command(adapter.name, AgentKind::ACP, &adapter.command)
         .args(adapter.args.clone())
         .preset(adapter.name);
     for (k, v) in &adapter.env {
