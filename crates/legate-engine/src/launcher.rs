@@ -12,7 +12,7 @@
 //! This module never checks a caller's input (`request` does) and never runs a turn (`turn`
 //! does): a task it accepted always reaches `drive`, which always ends it.
 
-use crate::engine::{Engine, Stop, lock};
+use crate::engine::{Engine, Stop, first_intent, lock};
 use crate::request::CopyRequest;
 use legate_core::{AgentSpec, EventKind, Result, Task, TaskState};
 use tokio::sync::watch;
@@ -83,7 +83,16 @@ impl Engine {
             tracing::error!(task = %task.id, error = %e, "could not store the copy's review record");
         }
         let (stop_tx, stop_rx) = watch::channel(Stop::None);
-        lock(&self.inner.stops).insert(task.id.clone(), stop_tx);
+        {
+            let mut stops = lock(&self.inner.stops);
+            // A task launched after `shutdown` sent its cancels would run on, unseen, while
+            // shutdown waits for it: it is canceled at once instead. Checked under the lock
+            // shutdown takes after raising its flag, so every task sees one or the other.
+            if *self.inner.shutdown.borrow() {
+                stop_tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
+            }
+            stops.insert(task.id.clone(), stop_tx);
+        }
         let engine = self.clone();
         let t = task.clone();
         self.track(async move { engine.drive(t, agent, stop_rx, inputs, queued).await });
