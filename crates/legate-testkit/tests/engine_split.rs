@@ -43,3 +43,23 @@ async fn a_task_submitted_after_shutdown_began_is_canceled_not_left_running() {
     let stored = engine.task(late.id.as_str()).unwrap();
     assert_eq!(stored.state, TaskState::Canceled);
 }
+
+/// The reply path through the launcher: a reply into a waiting task after shutdown began is
+/// canceled with its task, not run on a hanging agent that nothing will stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_after_shutdown_began_ends_its_task_canceled() {
+    let h = harness();
+    let engine = h.engine.clone();
+    let waiting = engine.submit_or_ask(SubmitRequest::new("")).unwrap();
+    assert_eq!(waiting.state, TaskState::InputRequired);
+    tokio::time::timeout(WAIT_LIMIT, engine.shutdown())
+        .await
+        .expect("shutdown ends");
+
+    let replied = engine.reply(waiting.id.as_str(), "!hang").unwrap();
+    // (Without the fix, this wait panics at its limit.)
+    let ended = h.wait(&replied.id).await;
+    assert_eq!(ended.state, TaskState::Canceled);
+    assert_eq!(engine.slot_counts().running, 0);
+    assert_eq!(engine.slot_counts().queued, 0);
+}
