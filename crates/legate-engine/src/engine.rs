@@ -57,7 +57,8 @@ pub(crate) struct Inner {
     pub(crate) contexts: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     waiting: Mutex<()>,
     tracker: TaskTracker,
-    shutdown: watch::Sender<bool>,
+    /// Raised by `shutdown`; a task launched after it is canceled at once (`launcher`).
+    pub(crate) shutdown: watch::Sender<bool>,
 }
 
 impl Engine {

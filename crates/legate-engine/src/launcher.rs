@@ -1,7 +1,7 @@
 //! The launcher: the one path every way of starting a turn takes (submit, a reply into a
 //! waiting task, a resumed context, a sent message, the next turn of a conversation). It takes
-//! the queued place, stores the task `submitted` with this runner as its owner, tells, records
-//! a copy's review, registers the task's stop signal and spawns its drive.
+//! the queued place, registers the task's stop signal, stores the task `submitted` with this
+//! runner as its owner, tells, records a copy's review and spawns its drive.
 //!
 //! Per-turn inputs that are not stored with the task (the caller's message id, the JSON Schema
 //! for structured output) travel in one [`TurnInputs`] from the caller to the agent's turn,
@@ -12,7 +12,7 @@
 //! This module never checks a caller's input (`request` does) and never runs a turn (`turn`
 //! does): a task it accepted always reaches `drive`, which always ends it.
 
-use crate::engine::{Engine, Stop, lock};
+use crate::engine::{Engine, Stop, first_intent, lock};
 use crate::request::CopyRequest;
 use legate_core::{AgentSpec, EventKind, Result, Task, TaskState};
 use tokio::sync::watch;
@@ -56,6 +56,20 @@ impl Engine {
             entry,
         } = launch;
         let queued = self.slots().queue()?;
+        // The stop signal is registered before the task is stored: a cancel accepted once the
+        // task is in the store (even while the review record is written below) finds it and
+        // reaches the drive, instead of being left for the next cancel-request sweep.
+        let (stop_tx, stop_rx) = watch::channel(Stop::None);
+        {
+            let mut stops = lock(&self.inner.stops);
+            // A task launched after `shutdown` sent its cancels would run on, unseen, while
+            // shutdown waits for it: it is canceled at once instead. Checked under the lock
+            // shutdown takes after raising its flag, so every task sees one or the other.
+            if *self.inner.shutdown.borrow() {
+                stop_tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
+            }
+            stops.insert(task.id.clone(), stop_tx);
+        }
         let submitted = EventKind::Status {
             state: TaskState::Submitted,
             message: None,
@@ -68,10 +82,16 @@ impl Engine {
             ),
             Entry::Reply => (self.store().update_task(&task, &[submitted]), None),
         };
-        let events = events.and_then(|events| {
+        let events = match events.and_then(|events| {
             self.store().set_runner(&task.id, Some(self.runner_id()))?;
             Ok(events)
-        })?;
+        }) {
+            Ok(events) => events,
+            Err(e) => {
+                lock(&self.inner.stops).remove(&task.id);
+                return Err(e);
+            }
+        };
         self.publish(&events);
         if let Some(CopyRequest {
             source,
@@ -82,8 +102,6 @@ impl Engine {
         {
             tracing::error!(task = %task.id, error = %e, "could not store the copy's review record");
         }
-        let (stop_tx, stop_rx) = watch::channel(Stop::None);
-        lock(&self.inner.stops).insert(task.id.clone(), stop_tx);
         let engine = self.clone();
         let t = task.clone();
         self.track(async move { engine.drive(t, agent, stop_rx, inputs, queued).await });

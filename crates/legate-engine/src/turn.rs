@@ -93,10 +93,14 @@ impl Engine {
             },
         };
         let outcome = self.settle(&task, outcome).await;
+        // The stop signal goes before the end is stored: once `input-required` is stored, a
+        // reply may register the same task's next stop signal, which a later removal would
+        // take away (its turn could then not be canceled). A cancel from here on is recorded
+        // in the store, and `finish` honours it.
+        lock(&inner.stops).remove(&id);
         if let Err(e) = self.finish(&task, outcome) {
             tracing::error!(task = %id, error = %e, "could not store the end of a task");
         }
-        lock(&inner.stops).remove(&id);
         inner.budget.freed();
     }
 
