@@ -75,17 +75,23 @@ impl Engine {
             message: None,
             error: None,
         };
+        // The task and its runner are stored in one transaction: a `kill -9` between two
+        // writes would leave a `submitted` task no process claims, which recovery (it
+        // settles only the tasks of dead runners) would never end.
+        let runner = self.runner_id();
         let (events, copy) = match entry {
             Entry::New { copy } => (
-                self.store().insert_task(&task, &submitted).map(|e| vec![e]),
+                self.store()
+                    .insert_task_run_by(&task, &submitted, Some(runner))
+                    .map(|e| vec![e]),
                 copy,
             ),
-            Entry::Reply => (self.store().update_task(&task, &[submitted]), None),
+            Entry::Reply => (
+                self.store().update_task_run_by(&task, &[submitted], runner),
+                None,
+            ),
         };
-        let events = match events.and_then(|events| {
-            self.store().set_runner(&task.id, Some(self.runner_id()))?;
-            Ok(events)
-        }) {
+        let events = match events {
             Ok(events) => events,
             Err(e) => {
                 lock(&self.inner.stops).remove(&task.id);

@@ -31,14 +31,7 @@ impl Store {
     /// there is no such task.
     pub fn set_runner(&self, task_id: &TaskId, runner: Option<&str>) -> Result<()> {
         self.write("record a task's runner", |tx| {
-            let changed = tx
-                .prepare_cached("UPDATE tasks SET runner = ?2 WHERE id = ?1")
-                .and_then(|mut st| st.execute(params![task_id.as_str(), runner]))
-                .ctx("record a task's runner")?;
-            if changed == 0 {
-                return Err(task_not_found(task_id.as_str()));
-            }
-            Ok(())
+            set_runner_opt_in(tx, task_id, runner)
         })
     }
 
@@ -236,6 +229,32 @@ impl Store {
     }
 }
 
+/// Records `runner` (or none) on task `task_id` inside `tx`; `TASK_NOT_FOUND` without it.
+fn set_runner_opt_in(
+    tx: &rusqlite::Transaction<'_>,
+    task_id: &TaskId,
+    runner: Option<&str>,
+) -> Result<()> {
+    let changed = tx
+        .prepare_cached("UPDATE tasks SET runner = ?2 WHERE id = ?1")
+        .and_then(|mut st| st.execute(params![task_id.as_str(), runner]))
+        .ctx("record a task's runner")?;
+    if changed == 0 {
+        return Err(task_not_found(task_id.as_str()));
+    }
+    Ok(())
+}
+
+/// Records `runner` on task `task_id` inside `tx` (the task was just stored or updated in
+/// the same transaction).
+pub(crate) fn set_runner_in(
+    tx: &rusqlite::Transaction<'_>,
+    task_id: &TaskId,
+    runner: &str,
+) -> Result<()> {
+    set_runner_opt_in(tx, task_id, Some(runner))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -248,6 +267,40 @@ mod tests {
         t.state = state;
         store.insert_task(&t, &submitted()).unwrap();
         store.set_runner(&t.id, runner).unwrap();
+    }
+
+    #[test]
+    fn a_task_is_stored_with_its_runner_in_one_write_and_a_refused_write_claims_nothing() {
+        let store = Store::open_in_memory().unwrap();
+        let t = task("t1", 1);
+        store
+            .insert_task_run_by(&t, &submitted(), Some("runner-a"))
+            .unwrap();
+        assert_eq!(
+            store.task_runner(&t.id).unwrap(),
+            Some((TaskState::Submitted, Some("runner-a".to_string())))
+        );
+        // A second insert of the same id fails as a whole: the runner stays the first one's.
+        let err = store
+            .insert_task_run_by(&t, &submitted(), Some("runner-b"))
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::StoreError);
+        assert_eq!(
+            store.task_runner(&t.id).unwrap(),
+            Some((TaskState::Submitted, Some("runner-a".to_string())))
+        );
+        // A reply's update records its runner with it; one for a missing task stores nothing.
+        store.update_task_run_by(&t, &[], "runner-c").unwrap();
+        assert_eq!(
+            store.task_runner(&t.id).unwrap(),
+            Some((TaskState::Submitted, Some("runner-c".to_string())))
+        );
+        let missing = task("t2", 2);
+        let err = store
+            .update_task_run_by(&missing, &[submitted()], "runner-c")
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::TaskNotFound);
+        assert_eq!(store.task_runner(&missing.id).unwrap(), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::Store;
 use crate::events::append_in;
+use crate::recovery::set_runner_in;
 use crate::sql::{SqlContext, clamp_i64, shorten, store_error, task_not_found, to_i64, to_u64};
 use legate_core::{
     Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskMode, TaskResult, TaskState,
@@ -233,6 +234,18 @@ impl Store {
     /// The task's `runner` starts empty and no cancel is requested. An id that exists already
     /// is a `STORE_ERROR` and changes nothing.
     pub fn insert_task(&self, task: &Task, first: &EventKind) -> Result<Event> {
+        self.insert_task_run_by(task, first, None)
+    }
+
+    /// [`Store::insert_task`], with `runner` recorded as the task's runner in the same
+    /// transaction: a `kill -9` can never leave a stored task that no process claims and
+    /// that recovery would therefore never settle. `None` records no runner.
+    pub fn insert_task_run_by(
+        &self,
+        task: &Task,
+        first: &EventKind,
+        runner: Option<&str>,
+    ) -> Result<Event> {
         let enc = encode(task)?;
         self.write("store a task", |tx| {
             let inserted = tx
@@ -270,6 +283,9 @@ impl Store {
                     task.id
                 )));
             }
+            if let Some(runner) = runner {
+                set_runner_in(tx, &task.id, runner)?;
+            }
             let mut events =
                 append_in(tx, &task.id, std::slice::from_ref(first), Timestamp::now())?;
             events
@@ -284,6 +300,22 @@ impl Store {
     pub fn update_task(&self, task: &Task, events: &[EventKind]) -> Result<Vec<Event>> {
         let enc = encode(task)?;
         self.write("update a task", |tx| update_in(tx, task, &enc, events))
+    }
+
+    /// [`Store::update_task`], with `runner` recorded as the task's runner in the same
+    /// transaction (a reply that runs the task again, in this process).
+    pub fn update_task_run_by(
+        &self,
+        task: &Task,
+        events: &[EventKind],
+        runner: &str,
+    ) -> Result<Vec<Event>> {
+        let enc = encode(task)?;
+        self.write("update a task", |tx| {
+            let stored = update_in(tx, task, &enc, events)?;
+            set_runner_in(tx, &task.id, runner)?;
+            Ok(stored)
+        })
     }
 
     /// Ends task `id`: in one write transaction, reads the task as stored and whether a cancel
