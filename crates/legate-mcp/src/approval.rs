@@ -13,8 +13,6 @@ use rmcp::service::{ElicitationMode, Peer};
 use serde_json::Value;
 use std::time::Duration;
 
-/// How long the client's person has to answer an integration's confirmation.
-pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(300);
 /// The most changed files the confirmation message names (the rest are counted).
 const APPROVAL_FILES_SHOWN: usize = 50;
 
@@ -28,12 +26,10 @@ pub struct ElicitationApprover {
 }
 
 impl ElicitationApprover {
-    /// An approver that asks `peer`.
-    pub fn new(peer: Peer<RoleServer>) -> Self {
-        Self {
-            peer,
-            timeout: APPROVAL_TIMEOUT,
-        }
+    /// An approver that asks `peer`, whose person has `timeout` to answer (the engine's
+    /// `fronts.approval_timeout`).
+    pub fn new(peer: Peer<RoleServer>, timeout: Duration) -> Self {
+        Self { peer, timeout }
     }
 }
 

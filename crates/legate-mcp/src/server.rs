@@ -367,7 +367,10 @@ impl LegateMcp {
             "test" => to_value(review::test(engine, parse(args)?).await?),
             "record_test" => to_value(review::record_test(engine, parse(args)?).await?),
             "integrate" => {
-                let approver = ElicitationApprover::new(context.peer.clone());
+                let approver = ElicitationApprover::new(
+                    context.peer.clone(),
+                    engine.config().fronts.approval_timeout,
+                );
                 let out = review::integrate(engine, parse(args)?, &approver).await?;
                 tracing::info!(task = %out.task_id, files = out.integration.result.files.len(), "mcp integrate");
                 to_value(out)

@@ -19,9 +19,6 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The longest `send_message` text, in characters: the tool is for short input to a running
-/// conversation (a longer prompt goes through `resume`). The engine itself takes any prompt.
-pub const MAX_MESSAGE_CHARS: usize = 2000;
 /// The longest `wait`, in seconds.
 pub const WAIT_MAX_SECS: u64 = 60;
 /// The default `wait`, in seconds.
@@ -34,8 +31,6 @@ pub const EVENTS_DEFAULT_LIMIT: usize = 200;
 pub const MAX_LIST: usize = 200;
 /// The default listing length.
 pub const LIST_DEFAULT: usize = 20;
-/// How long `health` lets each agent take to start, and `agents` to list its models.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// `value` when it lies in `min..=max`, else `INVALID_INPUT` naming `name`.
 pub fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
@@ -71,7 +66,7 @@ pub fn health_static(engine: &Engine, profile: Profile) -> HealthOut {
             wait_max_seconds: WAIT_MAX_SECS,
             max_events: MAX_EVENTS,
             read_limit_max: chunk::MAX_LIMIT,
-            message_max_chars: MAX_MESSAGE_CHARS,
+            message_max_chars: config.fronts.message_max_chars,
         },
     }
 }
@@ -124,8 +119,11 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
     if !args.probe.unwrap_or(true) {
         return Ok(out);
     }
-    let probe =
-        |engine: Engine, name: String| async move { engine.probe(&name, PROBE_TIMEOUT).await };
+    let probe = |engine: Engine, name: String| async move {
+        engine
+            .probe(&name, engine.config().fronts.probe_timeout)
+            .await
+    };
     probe_agents(
         engine,
         &mut out.agents,
@@ -182,8 +180,11 @@ pub async fn agents(engine: &Engine, args: AgentsArgs) -> AgentsOut {
     if !args.probe.unwrap_or(true) {
         return out;
     }
-    let list =
-        |engine: Engine, name: String| async move { engine.models(&name, PROBE_TIMEOUT).await };
+    let list = |engine: Engine, name: String| async move {
+        engine
+            .models(&name, engine.config().fronts.models_timeout)
+            .await
+    };
     probe_agents(
         engine,
         &mut out.agents,
@@ -287,10 +288,13 @@ pub fn send_message(
             ));
         }
     };
+    // The tool is for short input to a running conversation (a longer prompt goes through
+    // `resume`); the limit is the engine's configuration, read by every front alike.
+    let max = engine.config().fronts.message_max_chars;
     let chars = args.text.chars().count();
-    if chars > MAX_MESSAGE_CHARS {
+    if chars > max {
         return Err(Error::invalid_input(format!(
-            "the message has {chars} characters; the limit is {MAX_MESSAGE_CHARS} (use resume for a longer prompt)"
+            "the message has {chars} characters; the limit is {max} (use resume for a longer prompt)"
         )));
     }
     let receipt = engine.send_message(MessageRequest {

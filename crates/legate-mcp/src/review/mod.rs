@@ -17,9 +17,6 @@ use legate_core::Result;
 use legate_engine::{Approver, Engine, PatchRead, ReportedTest, UsageFilter};
 use std::time::Duration;
 
-/// The longest `test`, in seconds.
-pub const TEST_TIMEOUT_MAX_SECS: u64 = 3600;
-
 /// `list_project_files`.
 pub async fn list_project_files(
     engine: &Engine,
@@ -83,9 +80,10 @@ pub async fn verify(engine: &Engine, args: VerifyArgs) -> Result<VerifyOut> {
 
 /// `test`.
 pub async fn test(engine: &Engine, args: TestArgs) -> Result<TestOut> {
+    let max = engine.config().fronts.test_timeout_max.as_secs();
     let timeout = args
         .timeout_seconds
-        .map(|s| in_range("timeoutSeconds", s, 1, TEST_TIMEOUT_MAX_SECS).map(Duration::from_secs))
+        .map(|s| in_range("timeoutSeconds", s, 1, max).map(Duration::from_secs))
         .transpose()?;
     let task = engine.task(&args.task_id)?;
     let e = engine
