@@ -787,7 +787,8 @@ async fn agents_list_models_and_health_lists_capabilities() {
     }
     let acp = agent(&health, "agent");
     assert_eq!(acp["starts"], true, "{acp}");
-    assert_eq!(acp["capabilities"], json!([]), "{acp}");
+    // An ACP agent lists the session lifecycle it announced (the scripted agent: load only).
+    assert_eq!(acp["capabilities"], json!(["session/load"]), "{acp}");
     let unprobed = h.call("health", json!({"probe": false})).await;
     assert_eq!(agent(&unprobed, "agy")["capabilities"], json!([]));
     assert!(agent(&unprobed, "agy")["starts"].is_null());

@@ -26,8 +26,9 @@ pub struct AgentHealth {
     pub confinement: String,
     /// Optional features the probe found the agent announcing (for agy, from its `--help`:
     /// `stream-json`, `sandbox`, `mode-plan`, `mode-accept-edits`, `models`, `model`,
-    /// `conversation`, `json-schema`, `add-dir`, `new-project`, `effort`); empty when not
-    /// probed, when it did not start, or when its protocol has no such notion (ACP).
+    /// `conversation`, `json-schema`, `add-dir`, `new-project`, `effort`; for an ACP agent, the
+    /// session lifecycle it announced: `session/load`, `session/resume`, `session/close`,
+    /// `session/list`); empty when not probed or when it did not start.
     pub capabilities: Vec<String>,
     /// Set when the adapter version the probe found (ACP `agentInfo`) lies outside the
     /// versions its preset was verified against: what it announced and the verified range.
