@@ -170,3 +170,51 @@ fn clip(s: &str) -> String {
     }
     format!("{}…", &s[..end])
 }
+
+/// Only `initialize`: what `command args` announces (its `agentInfo` and `agentCapabilities`,
+/// among them the session lifecycle: `loadSession`, `sessionCapabilities.resume`, `.close`,
+/// `.list`). The adapter is killed once it has answered.
+pub async fn initialize(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+) -> Value {
+    let mut child = tokio::process::Command::new(command)
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the adapter starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+        "clientInfo": {"name": "legate-direct", "version": "0"}}});
+    stdin
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .unwrap();
+    let result = loop {
+        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("the adapter answers within 120 s")
+            .unwrap()
+            .expect("the adapter's stdout stays open");
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if msg.get("method").is_none() && msg["id"] == json!(1) {
+            break msg["result"].clone();
+        }
+    };
+    let _ = child.kill().await;
+    result
+}

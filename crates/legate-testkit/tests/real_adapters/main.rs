@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod direct;
+mod resume;
 
 /// Which releases: `current` (the default) or `old` (`LEGATE_ADAPTERS=old`).
 fn old() -> bool {
@@ -259,6 +260,26 @@ struct Run {
     server: ModelServer,
 }
 
+/// An engine whose home is `<base>/home`, running `adapter` with its state in `state`; called
+/// again over the same `base`, it is the engine a restarted Legate would start.
+fn engine_for(adapter: &Adapter, base: &Path, state: &Path) -> Engine {
+    let mut agent = TestAgent::command(adapter.name, AgentKind::ACP, &adapter.command)
+        .args(adapter.args.clone())
+        .preset(adapter.name);
+    for (k, v) in &adapter.env {
+        agent = agent.env(k, v);
+    }
+    let (name, state_dir) = (adapter.name.to_string(), state.to_path_buf());
+    EngineHarness::builder()
+        .agent(agent)
+        .acp_handshake(Duration::from_secs(60))
+        .config(move |c| {
+            c.default_timeout = Duration::from_secs(180);
+            c.state_dirs.insert(name, state_dir);
+        })
+        .engine_in(base)
+}
+
 fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
     let server = ModelServer::start().unwrap();
     let adapter = make(&server.url());
@@ -270,21 +291,7 @@ fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    let mut agent = TestAgent::command(adapter.name, AgentKind::ACP, &adapter.command)
-        .args(adapter.args.clone())
-        .preset(adapter.name);
-    for (k, v) in &adapter.env {
-        agent = agent.env(k, v);
-    }
-    let (name, state_dir) = (adapter.name.to_string(), state.clone());
-    let engine = EngineHarness::builder()
-        .agent(agent)
-        .acp_handshake(Duration::from_secs(60))
-        .config(move |c| {
-            c.default_timeout = Duration::from_secs(180);
-            c.state_dirs.insert(name, state_dir);
-        })
-        .engine_in(dir.path());
+    let engine = engine_for(&adapter, dir.path(), &state);
 
     let shared = dir.path().join("shared");
     let outside = dir.path().join("outside");
