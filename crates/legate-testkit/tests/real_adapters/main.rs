@@ -22,6 +22,9 @@
 //!
 //! Codex has no plan-exit step: codex-acp 0.16.0 never asks about leaving plan mode (see
 //! `docs/backends/acp.md`). Assertions are on the disk and on the recorded decisions.
+//!
+//! `resume` (the `<name>_resume_after_restart` tests) continues a context after a `kill -9` of
+//! the Legate process that ran its first turn.
 
 #![cfg(feature = "real-adapters")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
