@@ -99,6 +99,21 @@ impl Env {
         }
     }
 
+    /// `legate show --json id` once the killed runner's last process is gone. The runner's
+    /// lock can outlive `kill -9` by a moment: a process it was forking for an agent's
+    /// confinement (which holds its descriptors until the agent execs) is still exiting.
+    /// Until then the task reads as `working`, rightly: its runner still looks alive.
+    fn settled(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let task = self.json(&["show", "--json", id]);
+            if task["state"] != "working" || Instant::now() > deadline {
+                return task;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn copy(&self, id: &str) -> PathBuf {
         self.home.join("copies").join(id)
     }
@@ -138,7 +153,7 @@ fn the_copy_of_a_killed_task_is_removed_by_the_next_command() {
     let env = Env::new("");
     let id = env.kill_mid_task();
     // The next command, whatever it is, recovers the task and removes its copy.
-    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert_interrupted(&env.settled(&id));
     assert!(!env.copy(&id).exists(), "the copy was kept");
     assert!(!env.baseline(&id).exists(), "the baseline was kept");
     let discarded = env.discarded_events(&id);
@@ -163,7 +178,7 @@ fn the_copy_of_a_killed_task_is_removed_by_the_next_command() {
 fn keep_interrupted_copies_keeps_it_for_inspection() {
     let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
     let id = env.kill_mid_task();
-    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert_interrupted(&env.settled(&id));
     assert!(
         env.copy(&id).join("src/lib.txt").is_file(),
         "the copy is gone"
@@ -184,7 +199,7 @@ fn a_half_made_copy_is_removed_even_when_interrupted_copies_are_kept() {
     let id = env.kill_mid_task();
     // What a process killed while making the copy leaves: a copy without its baseline.
     std::fs::remove_dir_all(env.baseline(&id)).unwrap();
-    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert_interrupted(&env.settled(&id));
     assert!(!env.copy(&id).exists(), "the half-made copy was kept");
     let discarded = env.discarded_events(&id);
     assert_eq!(discarded.len(), 1, "{discarded:?}");
@@ -239,7 +254,7 @@ fn a_copy_killed_while_it_is_made_is_removed_even_when_interrupted_copies_are_ke
         env.copy(&id).is_dir(),
         "the half-made copy is there to be removed"
     );
-    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert_interrupted(&env.settled(&id));
     assert!(!env.copy(&id).exists(), "the half-made copy was kept");
     assert!(
         !env.baseline(&id).exists(),
@@ -261,7 +276,7 @@ fn a_copy_killed_while_it_is_made_is_removed_even_when_interrupted_copies_are_ke
 fn the_sweep_removes_a_kept_copy_at_once_when_it_is_half_made() {
     let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
     let id = env.kill_mid_task();
-    assert_interrupted(&env.json(&["show", "--json", &id]));
+    assert_interrupted(&env.settled(&id));
     assert!(env.copy(&id).is_dir());
     // Its baseline lost afterwards: nothing left to inspect, so no waiting for the retention.
     std::fs::remove_dir_all(env.baseline(&id)).unwrap();
@@ -294,7 +309,7 @@ fn a_completed_copy_and_a_live_one_are_never_removed_by_recovery() {
         .spawn()
         .unwrap();
     let live_id = env.wait_working();
-    assert_interrupted(&env.json(&["show", "--json", &killed]));
+    assert_interrupted(&env.settled(&killed));
     assert!(!env.copy(&killed).exists());
     assert_eq!(env.json(&["show", "--json", &live_id])["state"], "working");
     assert!(env.copy(&live_id).is_dir() && env.baseline(&live_id).is_dir());
