@@ -182,8 +182,14 @@ impl Handshake<'_> {
         };
         let lifecycle = Lifecycle::of(&init.agent_capabilities);
         let info = AgentInfo {
-            name: init.agent_info.as_ref().map(|i| i.name.clone()),
-            version: init.agent_info.as_ref().map(|i| i.version.clone()),
+            name: init
+                .agent_info
+                .as_ref()
+                .map(|i| agent_words(&i.name, AGENT_NAME_MAX)),
+            version: init
+                .agent_info
+                .as_ref()
+                .map(|i| agent_words(&i.version, AGENT_VERSION_MAX)),
             load_session: init.agent_capabilities.load_session,
             capabilities: lifecycle.names(),
         };
@@ -526,6 +532,26 @@ impl Backend for AcpBackend {
         session.shutdown().await;
         Ok(list)
     }
+}
+
+/// The longest `agentInfo.name` kept (in bytes); `legate agents`, MCP `health` and the logs
+/// print it.
+pub const AGENT_NAME_MAX: usize = 128;
+/// The longest `agentInfo.version` kept (in bytes).
+pub const AGENT_VERSION_MAX: usize = 64;
+
+/// What an agent says of itself, made fit to print: control characters (a terminal escape,
+/// a newline forging a line) and bidirectional overrides become spaces, and the text is cut
+/// to `max` bytes.
+pub(crate) fn agent_words(text: &str, max: usize) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || bidi { ' ' } else { c }
+        })
+        .collect();
+    super::translate::truncate(&clean, max)
 }
 
 /// The notice for an adapter whose announced `agentInfo` lies outside its preset's verified
