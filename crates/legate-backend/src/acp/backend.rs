@@ -201,7 +201,10 @@ impl Handshake<'_> {
 
         let mut opened = None;
         if let Some(old) = &request.resume_session_id {
+            // A stored id from before ids were checked is not sent back, nor quoted.
+            let unusable = super::lifecycle::unusable_session_id(old);
             let answer = match lifecycle.continuation() {
+                _ if unusable.is_some() => None,
                 Some(Continue::Resume) => {
                     let resume = acp::ResumeSessionRequest::new(old.clone(), root.clone());
                     let r = self
@@ -247,13 +250,17 @@ impl Handshake<'_> {
                     "the agent refused `{how}` ({})",
                     super::translate::truncate(&e.message, 300)
                 )),
-                None => Some("the agent can neither resume nor load sessions".to_string()),
+                None => Some(match &unusable {
+                    Some(why) => format!("its stored id is not one Legate keeps ({why})"),
+                    None => "the agent can neither resume nor load sessions".to_string(),
+                }),
             };
             if let Some(why) = why_not {
-                warn!(agent = %spec.name, session_id = %old, reason = %why, "earlier session not continued");
+                let shown = if unusable.is_some() { "" } else { old.as_str() };
+                warn!(agent = %spec.name, session_id = %shown, reason = %why, "earlier session not continued");
                 self.sink.send(EventKind::Notice {
-                    message: format!("the earlier session {old} could not be continued: {why}; a new session was started"),
-                    detail: serde_json::json!({ "sessionId": old }),
+                    message: format!("the earlier session {shown} could not be continued: {why}; a new session was started"),
+                    detail: serde_json::json!({ "sessionId": shown }),
                 });
             }
         }
@@ -265,12 +272,25 @@ impl Handshake<'_> {
                     .step("session/new", cx.send_request(new).block_task())
                     .await?
                 {
-                    Ok(resp) => Opened {
-                        session_id: resp.session_id.0.to_string(),
-                        modes: resp.modes,
-                        config_options: resp.config_options,
-                        resumed: false,
-                    },
+                    Ok(resp) => {
+                        if let Some(why) = super::lifecycle::unusable_session_id(&resp.session_id.0)
+                        {
+                            warn!(agent = %spec.name, reason = %why, "the agent's session id is refused");
+                            return Err(Error::new(
+                                ErrorCode::AgentProtocolError,
+                                format!(
+                                    "agent `{}` named its session with an id Legate will not keep: {why}",
+                                    spec.name
+                                ),
+                            ));
+                        }
+                        Opened {
+                            session_id: resp.session_id.0.to_string(),
+                            modes: resp.modes,
+                            config_options: resp.config_options,
+                            resumed: false,
+                        }
+                    }
                     Err(e) => return Err(self.fail("session/new", &e).await),
                 }
             }
