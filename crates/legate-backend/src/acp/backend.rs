@@ -300,14 +300,16 @@ impl Handshake<'_> {
     }
 
     /// Puts the session in the preset's supervised mode, when the preset names one and the
-    /// session reports modes.
+    /// session reports modes. A new session already in it is left so; a continued one is
+    /// always set (the mode it reports is the agent's word about a session Legate did not
+    /// watch since).
     async fn supervised_mode(&self, request: &SessionRequest, opened: &Opened) -> Result<()> {
         let (Some(wanted), Some(modes)) =
             (&request.supervision.preset.supervised_mode, &opened.modes)
         else {
             return Ok(());
         };
-        if modes.current_mode_id.0.as_ref() == wanted.as_str() {
+        if !opened.resumed && modes.current_mode_id.0.as_ref() == wanted.as_str() {
             return Ok(());
         }
         if !modes
