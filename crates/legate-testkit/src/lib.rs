@@ -51,6 +51,7 @@
 //! | `!write-outside <abs path>` | write [`directives::OUTSIDE_CONTENT`] to that file directly, without asking; report "written" or "failed: …" in a message chunk |
 //! | `!stderr <text>` | write the text as a line to stderr |
 //! | `!fail-tool <title>` | a tool call (kind `execute`, the title given) that fails without asking, as Codex reports a failed command: `in_progress`, then `failed` with [`directives::FAILED_TOOL_TEXT`]; the turn goes on (and ends `end_turn`) |
+//! | `!pending-tools <N>` | announce N tool calls (kind `read`, status `pending`) that never end, at most 100 000 |
 //! | `!stop <reason>` | end the turn now with this ACP stop reason (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`), skipping the rest and the answer |
 //! | `!flip <N> <outside file> <outside dir> [hold µs]` | the symlink race against Legate's file service ([`flip`]): a thread flips `flip.txt` and `flipdir` in the working directory N times between the agent's own file or directory, a symlink to the outside file or directory, and nothing, while the directive sends `fs/write_text_file` and `fs/read_text_file` about them; the report quotes every read that returned someone else's content |
 //! | `!usage <in> <out>` | the prompt's answer carries `usage` (`inputTokens` in, `outputTokens` out, their total), which revisor never reports |

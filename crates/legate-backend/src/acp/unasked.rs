@@ -51,6 +51,17 @@ pub(crate) fn notice(id: &str, known: &KnownTool, status: ToolStatus) -> EventKi
     }
 }
 
+/// The notice that tool calls ended that Legate could not track (more than `max` in one
+/// turn), so whether they were asked about is not known.
+pub(crate) fn untracked(max: usize) -> EventKind {
+    EventKind::Notice {
+        message: format!(
+            "more than {max} tool calls were announced in this turn: Legate no longer tracks which were asked about, and later ones may have run without asking"
+        ),
+        detail: serde_json::json!({ "ranWithoutAsking": { "untracked": true } }),
+    }
+}
+
 /// The notice that more tool calls ran without asking than are listed.
 pub(crate) fn more() -> EventKind {
     EventKind::Notice {
