@@ -12,13 +12,18 @@
 //!
 //! This module only observes: it never changes the task's state, and it never follows a
 //! symlink or leaves the root while fingerprinting (an agent-made symlink is hashed as its
-//! target's text, never opened).
+//! target's text, never opened). The agent's processes may still run while it walks, so it
+//! never names an agent-made path by its full name: each directory is opened beneath the
+//! held root by `legate-beneath` (a directory swapped for a symlink is refused, not
+//! followed) and its entries are stat'ed relative to that descriptor.
 
 use legate_core::{NOTICE_SILENT_TURN, TaskNotice};
+use rustix::fs;
 use sha2::{Digest, Sha256};
+use std::ffi::{CString, OsStr};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The most entries a [`Fingerprint`] walks; a larger root is not fingerprinted (no notice
 /// can then be given from its changes).
@@ -121,59 +126,68 @@ pub struct Fingerprint([u8; 32]);
 
 impl Fingerprint {
     /// The fingerprint of `root`, or `None` when it has more than `limit` entries or cannot
-    /// be read. Never follows a symlink.
+    /// be read. Never follows a symlink: each directory is opened beneath the held root by
+    /// `legate-beneath` (a symlink anywhere on its path is refused, so an agent that swaps a
+    /// directory for a symlink mid-walk cannot lead it outside), and its entries are read and
+    /// stat'ed relative to that descriptor. A directory's entries are counted as they are
+    /// read, so a huge one costs at most `limit` names.
     pub fn of(root: &Path, limit: usize) -> Option<Self> {
+        let held = legate_beneath::Root::open(root).ok()?;
         let mut hash = Sha256::new();
-        let mut stack = vec![root.to_path_buf()];
+        let mut stack = vec![PathBuf::new()];
         let mut seen = 0usize;
-        while let Some(dir) = stack.pop() {
-            let mut entries: Vec<_> = match std::fs::read_dir(&dir) {
-                Ok(read) => read.filter_map(|e| e.ok()).collect(),
-                Err(_) if dir == root => return None,
+        while let Some(rel) = stack.pop() {
+            let (dir, names) = match list(&held, &rel, limit - seen) {
+                Ok(Some(listed)) => listed,
+                Ok(None) => return None,
+                Err(_) if rel.as_os_str().is_empty() => return None,
                 Err(e) => {
-                    // An unreadable directory is part of the picture; what it says can change.
-                    hash.update(dir.as_os_str().as_bytes());
-                    hash.update(format!("\0unreadable {:?}\0", e.kind()).as_bytes());
+                    // An unreadable directory (or one swapped for a symlink) is part of the
+                    // picture; what it says can change.
+                    hash.update(rel.as_os_str().as_bytes());
+                    hash.update(format!("\0unreadable {e}\0").as_bytes());
                     continue;
                 }
             };
-            entries.sort_by_key(|e| e.file_name());
-            for entry in entries {
-                let path = entry.path();
-                if dir == root && entry.file_name() == legate_backend::acp::CODEX_TMP {
-                    continue;
-                }
+            for name in names {
                 seen += 1;
                 if seen > limit {
                     return None;
                 }
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    hash.update(path.as_os_str().as_bytes());
+                let child = rel.join(OsStr::from_bytes(name.to_bytes()));
+                hash.update(child.as_os_str().as_bytes());
+                hash.update(b"\0");
+                let Ok(meta) = fs::statat(&dir, name.as_c_str(), fs::AtFlags::SYMLINK_NOFOLLOW)
+                else {
                     hash.update(b"\0gone\0");
                     continue;
                 };
-                let rel = path.strip_prefix(root).unwrap_or(&path);
-                hash.update(rel.as_os_str().as_bytes());
-                hash.update(b"\0");
-                let kind = meta.file_type();
-                if kind.is_symlink() {
-                    let target = std::fs::read_link(&path).unwrap_or_default();
-                    hash.update(b"l");
-                    hash.update(target.as_os_str().as_bytes());
-                } else if kind.is_dir() {
-                    hash.update(b"d");
-                    stack.push(path);
-                } else {
-                    hash.update(b"f");
-                    for n in [
-                        meta.size(),
-                        meta.ino(),
-                        meta.mtime() as u64,
-                        meta.mtime_nsec() as u64,
-                        meta.ctime() as u64,
-                        meta.ctime_nsec() as u64,
-                    ] {
-                        hash.update(n.to_le_bytes());
+                match fs::FileType::from_raw_mode(meta.st_mode) {
+                    fs::FileType::Symlink => {
+                        let target =
+                            fs::readlinkat(&dir, name.as_c_str(), Vec::new()).unwrap_or_default();
+                        hash.update(b"l");
+                        hash.update(target.as_bytes());
+                    }
+                    fs::FileType::Directory => {
+                        hash.update(b"d");
+                        stack.push(child);
+                    }
+                    _ => {
+                        hash.update(b"f");
+                        // The fields' types differ between targets (`i64` or `u64`).
+                        #[allow(clippy::unnecessary_cast)]
+                        let numbers = [
+                            meta.st_size as u64,
+                            meta.st_ino,
+                            meta.st_mtime as u64,
+                            meta.st_mtime_nsec as u64,
+                            meta.st_ctime as u64,
+                            meta.st_ctime_nsec as u64,
+                        ];
+                        for n in numbers {
+                            hash.update(n.to_le_bytes());
+                        }
                     }
                 }
                 hash.update(b"\0");
@@ -181,6 +195,43 @@ impl Fingerprint {
         }
         Some(Self(hash.finalize().into()))
     }
+}
+
+/// The directory `rel` beneath `held` (its `O_PATH` descriptor) and its entries' names,
+/// sorted, without `.`, `..` and (at the top) the preset's temp directory; `None` when it
+/// holds more than `room` of them (reading stops there).
+fn list(
+    held: &legate_beneath::Root,
+    rel: &Path,
+    room: usize,
+) -> std::result::Result<Option<(OwnedFd, Vec<CString>)>, String> {
+    let dir = held.open_dir(rel).map_err(|e| e.to_string())?;
+    let readable = fs::openat(
+        &dir,
+        c".",
+        fs::OFlags::RDONLY | fs::OFlags::DIRECTORY | fs::OFlags::CLOEXEC,
+        fs::Mode::empty(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut names = Vec::new();
+    for entry in fs::Dir::new(readable).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        if rel.as_os_str().is_empty()
+            && name.to_bytes() == legate_backend::acp::CODEX_TMP.as_bytes()
+        {
+            continue;
+        }
+        if names.len() >= room {
+            return Ok(None);
+        }
+        names.push(name.to_owned());
+    }
+    names.sort();
+    Ok(Some((dir, names)))
 }
 
 /// What a turn is watched by: a fingerprint of a root Legate owns, taken before the turn
@@ -298,6 +349,53 @@ mod tests {
         assert_eq!(Fingerprint::of(dir.path(), 100).unwrap(), linked);
         // Past the limit there is no fingerprint, rather than a partial one.
         assert_eq!(Fingerprint::of(dir.path(), 2), None);
+    }
+
+    #[test]
+    fn a_flipping_symlink_never_leads_the_walk_outside_the_root() {
+        // The agent's processes may still run while Legate fingerprints (a pooled session, a
+        // background child): one swaps `0sub` between a directory and a symlink to a large
+        // directory outside. A walk that follows it sees more than the limit and gives up.
+        let outside = tempfile::tempdir().unwrap();
+        for i in 0..1200 {
+            std::fs::write(outside.path().join(format!("f{i}")), "x").unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        for i in 0..300 {
+            std::fs::create_dir_all(root.join(format!("d{i}/e"))).unwrap();
+        }
+        // `0sub` and `.x` swap places in one call each time (`RENAME_EXCHANGE`): one is the
+        // directory, the other the symlink, and both always exist.
+        std::fs::create_dir(root.join("0sub")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join(".x")).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flipper = {
+            let (root, stop) = (root.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let (a, b) = (root.join("0sub"), root.join(".x"));
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        &a,
+                        rustix::fs::CWD,
+                        &b,
+                        rustix::fs::RenameFlags::EXCHANGE,
+                    )
+                    .unwrap();
+                }
+            })
+        };
+        let mut escaped = 0;
+        for _ in 0..60 {
+            if Fingerprint::of(&root, 1000).is_none() {
+                escaped += 1;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert_eq!(escaped, 0, "walks that left the root");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
-//! `!usage`, `!flip`, `!say`, `!history`), implemented as a [`DirectiveHook`] installed into revisor.
+//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`), implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -42,7 +42,7 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 14] = [
+pub const VERBS: [&str; 15] = [
     "exit",
     "hang",
     "garbage",
@@ -57,6 +57,7 @@ pub const VERBS: [&str; 14] = [
     "flip",
     "say",
     "history",
+    "pending-tools",
 ];
 
 /// What `!history` starts its answer with, before the count of earlier prompts.
@@ -84,6 +85,28 @@ fn fail_tool(context: &DirectiveContext, title: &str) -> Result<(), agent_client
                 TextContent::new(FAILED_TOOL_TEXT),
             ))]),
     )))
+}
+
+/// `!pending-tools <N>`: N tool calls (kind `read`) announced `pending` that never end, as
+/// a hostile agent would flood Legate's memory of tool calls; at most 100 000.
+fn pending_tools(
+    context: &DirectiveContext,
+    count: &str,
+) -> Result<(), agent_client_protocol::Error> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let count: usize = count.trim().parse().unwrap_or(1).min(100_000);
+    for _ in 0..count {
+        let id = format!(
+            "pending-tool-{}",
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        context.send_update(SessionUpdate::ToolCall(
+            ToolCall::new(id, "pending")
+                .kind(ToolKind::Read)
+                .status(ToolCallStatus::Pending),
+        ))?;
+    }
+    Ok(())
 }
 
 /// The scripted agent's directives.
@@ -241,6 +264,10 @@ impl DirectiveHook for ScriptedDirectives {
                 }
                 "fail-tool" => {
                     let _ = fail_tool(&context, rest);
+                    Directed::Continue
+                }
+                "pending-tools" => {
+                    let _ = pending_tools(&context, rest);
                     Directed::Continue
                 }
                 "stop" => match serde_json::from_value::<StopReason>(serde_json::json!(rest)) {

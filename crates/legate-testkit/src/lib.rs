@@ -26,6 +26,7 @@
 //! | `garbage-at-start` | write [`GARBAGE_LINE`] (not JSON) to stdout, then serve normally |
 //! | `hang-initialize` | never answer anything (not even `initialize`); keep reading stdin, exit 0 at its end |
 //! | `auth-prompt` | serve normally, but answer every `session/prompt` with JSON-RPC error [`AUTH_ERROR_CODE`] ("Authentication required"), as Claude's adapter does when it is not logged in |
+//! | `hostile-session-id` | serve normally, but every session id the agent sends ends with [`hostile_session_suffix`] (a terminal escape, a newline and 100 000 bytes), which it strips again from what the client sends |
 //! | anything else | print an error to stderr and exit 2 |
 //!
 //! # Its `agentInfo`: `LEGATE_TESTKIT_AGENT_INFO`
@@ -50,6 +51,7 @@
 //! | `!write-outside <abs path>` | write [`directives::OUTSIDE_CONTENT`] to that file directly, without asking; report "written" or "failed: …" in a message chunk |
 //! | `!stderr <text>` | write the text as a line to stderr |
 //! | `!fail-tool <title>` | a tool call (kind `execute`, the title given) that fails without asking, as Codex reports a failed command: `in_progress`, then `failed` with [`directives::FAILED_TOOL_TEXT`]; the turn goes on (and ends `end_turn`) |
+//! | `!pending-tools <N>` | announce N tool calls (kind `read`, status `pending`) that never end, at most 100 000 |
 //! | `!stop <reason>` | end the turn now with this ACP stop reason (`end_turn`, `max_tokens`, `max_turn_requests`, `refusal`, `cancelled`), skipping the rest and the answer |
 //! | `!flip <N> <outside file> <outside dir> [hold µs]` | the symlink race against Legate's file service ([`flip`]): a thread flips `flip.txt` and `flipdir` in the working directory N times between the agent's own file or directory, a symlink to the outside file or directory, and nothing, while the directive sends `fs/write_text_file` and `fs/read_text_file` about them; the report quotes every read that returned someone else's content |
 //! | `!usage <in> <out>` | the prompt's answer carries `usage` (`inputTokens` in, `outputTokens` out, their total), which revisor never reports |
@@ -131,6 +133,15 @@ pub enum Fault {
     HangInitialize,
     /// Serve normally, but answer every prompt with [`AUTH_ERROR_CODE`].
     AuthPrompt,
+    /// Serve normally, with session ids ending in [`hostile_session_suffix`].
+    HostileSessionId,
+}
+
+/// What `hostile-session-id` appends to each session id: an OSC escape that retitles a
+/// terminal, a newline forging a log line, then 100 000 bytes.
+#[must_use]
+pub fn hostile_session_suffix() -> String {
+    format!("\u{1b}]0;owned\u{7}\nforged line {}", "x".repeat(100_000))
 }
 
 impl Fault {
@@ -145,6 +156,7 @@ impl Fault {
             "garbage-at-start" => Ok(Self::GarbageAtStart),
             "hang-initialize" => Ok(Self::HangInitialize),
             "auth-prompt" => Ok(Self::AuthPrompt),
+            "hostile-session-id" => Ok(Self::HostileSessionId),
             other => Err(format!("unknown {FAULT_ENV} value {other:?}")),
         }
     }
@@ -180,14 +192,28 @@ pub async fn run(fault: Fault) -> i32 {
                 return 1;
             }
         }
-        Fault::None | Fault::AuthPrompt => {}
+        Fault::None | Fault::AuthPrompt | Fault::HostileSessionId => {}
     }
 
     let (inject, injections) = mpsc::unbounded_channel();
-    let (agent_out, pump_in) = tokio::io::duplex(256 * 1024);
+    let (agent_out, mut pump_in) = tokio::io::duplex(256 * 1024);
     let input: Box<dyn tokio::io::AsyncRead + Send + Unpin> = if fault == Fault::AuthPrompt {
         let (filtered, agent_in) = tokio::io::duplex(256 * 1024);
         tokio::spawn(refuse_prompts(tokio::io::stdin(), filtered, inject.clone()));
+        Box::new(agent_in)
+    } else if fault == Fault::HostileSessionId {
+        let encoded = serde_json::to_string(&hostile_session_suffix()).unwrap_or_default();
+        let encoded = encoded.trim_matches('"').to_owned();
+        let (filtered, agent_in) = tokio::io::duplex(256 * 1024);
+        let strip = encoded.clone();
+        tokio::spawn(rewrite_lines(tokio::io::stdin(), filtered, move |line| {
+            line.replace(&strip, "")
+        }));
+        let (rewritten, new_pump_in) = tokio::io::duplex(256 * 1024);
+        tokio::spawn(rewrite_lines(pump_in, rewritten, move |line| {
+            lengthen_session_ids(&line, &encoded)
+        }));
+        pump_in = new_pump_in;
         Box::new(agent_in)
     } else {
         Box::new(tokio::io::stdin())
@@ -270,6 +296,45 @@ async fn refuse_prompts(
             return;
         }
     }
+}
+
+/// `hostile-session-id`: copies lines from `from` to `to`, each passed through `edit`.
+async fn rewrite_lines(
+    from: impl tokio::io::AsyncRead + Unpin,
+    mut to: impl tokio::io::AsyncWrite + Unpin,
+    edit: impl Fn(String) -> String,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line = edit(line);
+        let written = async {
+            to.write_all(line.as_bytes()).await?;
+            to.write_all(b"\n").await?;
+            to.flush().await
+        };
+        if written.await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Appends `encoded` (JSON string content) to every revisor session id (`"revisor-…"`) in
+/// `line`.
+fn lengthen_session_ids(line: &str, encoded: &str) -> String {
+    const START: &str = "\"revisor-";
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(START) {
+        let (head, tail) = rest.split_at(at + START.len());
+        out.push_str(head);
+        let end = tail.find('"').unwrap_or(tail.len());
+        out.push_str(&tail[..end]);
+        out.push_str(encoded);
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Best effort: where `legate-scripted-agent` was built, for tests outside this crate.

@@ -128,6 +128,24 @@ async fn the_notice_quotes_a_hostile_name_bounded_and_clean() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_name_reaches_agents_and_health_bounded_and_clean() {
+    // `legate agents` and MCP `health` print the probed name and version themselves, next
+    // to the warning: an escape sequence there would reach a person's terminal.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let info = engine
+        .probe("hostile", Duration::from_secs(20))
+        .await
+        .unwrap();
+    let name = info.name.as_deref().unwrap();
+    assert!(!name.chars().any(char::is_control), "{name:?}");
+    assert!(name.chars().count() <= 130, "{}", name.len());
+    assert!(name.starts_with("gemini-cli"), "{name}");
+    assert_eq!(info.version.as_deref(), Some("0.61.0"));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_notice_comes_even_when_the_session_cannot_open() {
     // The codex preset's supervised mode (`read-only`) is not one the scripted agent has:
     // the task fails AGENT_UNSUPERVISED, and the version is still named first.

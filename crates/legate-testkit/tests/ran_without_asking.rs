@@ -78,3 +78,39 @@ async fn tool_calls_that_ran_without_asking_are_marked() {
     assert!(first_end < first_mark, "{events:#?}");
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_pending_tool_calls_does_not_hide_the_next_unasked_one() {
+    // A hostile agent fills what Legate remembers of tool calls with calls that never end,
+    // then runs a command without asking: that command is still made visible.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let mut req = SubmitRequest::new("!pending-tools 5000\n!fail-tool rm -rf build\nwhat is here?");
+    req.workspace = WorkspaceRequest::Sandbox;
+    let task = engine.submit(req).unwrap();
+    let task = tokio::time::timeout(Duration::from_secs(120), engine.wait(&task.id))
+        .await
+        .expect("the task ends")
+        .unwrap();
+    assert_eq!(task.state, TaskState::Completed, "{task:?}");
+    let events = engine.events(&task.id, 0, 100_000).unwrap();
+    let notices: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { message, detail } if detail.get("ranWithoutAsking").is_some() => {
+                Some((message.clone(), detail["ranWithoutAsking"].clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|(message, d)| d["title"] == "rm -rf build"
+                || (d["untracked"] == true && !message.is_empty())),
+        "the unasked command is not visible: {notices:#?}"
+    );
+    // Bounded: one notice per call at most, never one per pending call.
+    assert!(notices.len() <= 2, "{notices:#?}");
+    engine.shutdown().await;
+}

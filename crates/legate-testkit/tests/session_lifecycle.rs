@@ -2,7 +2,8 @@
 //! (`LEGATE_TESTKIT_SESSIONS`): a context resumes its agent's own session (`session/resume`)
 //! after a `kill -9` of the Legate process that ran its first turn, and after an idle stop;
 //! a session is closed (`session/close`) when the engine stops it, only when announced; a
-//! session that cannot be resumed is said to be new.
+//! session that cannot be resumed is said to be new; a resumed session is put in the
+//! supervised mode again, whatever mode it reports.
 //!
 //! The Legate process that is killed is this test binary itself, run again as a child
 //! (`child_engine`, ignored unless run by the parent): a real process with a real engine,
@@ -253,5 +254,48 @@ async fn a_session_the_agent_cannot_resume_is_said_to_be_new() {
             format!("new {new}"),
         ]
     );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_session_is_put_in_the_supervised_mode_whatever_it_reports() {
+    // The resumed session is the agent's own: what mode it says it is in is its word. The
+    // supervised mode is set again before the first prompt, even when the agent reports
+    // it already.
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let mark = format!("lifecycle-mode-{}", std::process::id());
+    let engine = EngineHarness::builder()
+        .agent(
+            TestAgent::scripted("agent")
+                .preset("revisor")
+                .env(SESSIONS_ENV, "resume,close")
+                .env("LEGATE_TEST_MARK", &mark),
+        )
+        .config(|c| c.idle_timeout = Duration::from_secs(1))
+        .engine_in(dir.path());
+    let first = run(&engine, FIRST).await;
+    let old = first.session_id.clone().unwrap();
+    let closed = format!("close {old}");
+    assert!(until(|| lifecycle_log(&home).contains(&closed)).await);
+    assert!(until(|| processes_marked(&mark) == 0).await);
+    let second = run(&engine, "!history").await;
+    assert_eq!(sessions_of(&engine, &second), [(old.clone(), true)]);
+    let events = engine.events(&second.id, 0, 10_000).unwrap();
+    let session_at = events
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::Session { .. }))
+        .unwrap();
+    let mode_at = events
+        .iter()
+        .position(|e| matches!(&e.kind, EventKind::Mode { mode_id } if mode_id == "default"));
+    let prompt_at = events
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::Message { .. } | EventKind::ToolCall(_)));
+    let mode_at = mode_at.unwrap_or_else(|| panic!("no mode set after resume: {events:#?}"));
+    assert!(mode_at < session_at, "{events:#?}");
+    if let Some(p) = prompt_at {
+        assert!(mode_at < p, "{events:#?}");
+    }
     engine.shutdown().await;
 }

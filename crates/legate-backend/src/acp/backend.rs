@@ -182,8 +182,14 @@ impl Handshake<'_> {
         };
         let lifecycle = Lifecycle::of(&init.agent_capabilities);
         let info = AgentInfo {
-            name: init.agent_info.as_ref().map(|i| i.name.clone()),
-            version: init.agent_info.as_ref().map(|i| i.version.clone()),
+            name: init
+                .agent_info
+                .as_ref()
+                .map(|i| agent_words(&i.name, AGENT_NAME_MAX)),
+            version: init
+                .agent_info
+                .as_ref()
+                .map(|i| agent_words(&i.version, AGENT_VERSION_MAX)),
             load_session: init.agent_capabilities.load_session,
             capabilities: lifecycle.names(),
         };
@@ -195,7 +201,10 @@ impl Handshake<'_> {
 
         let mut opened = None;
         if let Some(old) = &request.resume_session_id {
+            // A stored id from before ids were checked is not sent back, nor quoted.
+            let unusable = super::lifecycle::unusable_session_id(old);
             let answer = match lifecycle.continuation() {
+                _ if unusable.is_some() => None,
                 Some(Continue::Resume) => {
                     let resume = acp::ResumeSessionRequest::new(old.clone(), root.clone());
                     let r = self
@@ -241,13 +250,17 @@ impl Handshake<'_> {
                     "the agent refused `{how}` ({})",
                     super::translate::truncate(&e.message, 300)
                 )),
-                None => Some("the agent can neither resume nor load sessions".to_string()),
+                None => Some(match &unusable {
+                    Some(why) => format!("its stored id is not one Legate keeps ({why})"),
+                    None => "the agent can neither resume nor load sessions".to_string(),
+                }),
             };
             if let Some(why) = why_not {
-                warn!(agent = %spec.name, session_id = %old, reason = %why, "earlier session not continued");
+                let shown = if unusable.is_some() { "" } else { old.as_str() };
+                warn!(agent = %spec.name, session_id = %shown, reason = %why, "earlier session not continued");
                 self.sink.send(EventKind::Notice {
-                    message: format!("the earlier session {old} could not be continued: {why}; a new session was started"),
-                    detail: serde_json::json!({ "sessionId": old }),
+                    message: format!("the earlier session {shown} could not be continued: {why}; a new session was started"),
+                    detail: serde_json::json!({ "sessionId": shown }),
                 });
             }
         }
@@ -259,12 +272,25 @@ impl Handshake<'_> {
                     .step("session/new", cx.send_request(new).block_task())
                     .await?
                 {
-                    Ok(resp) => Opened {
-                        session_id: resp.session_id.0.to_string(),
-                        modes: resp.modes,
-                        config_options: resp.config_options,
-                        resumed: false,
-                    },
+                    Ok(resp) => {
+                        if let Some(why) = super::lifecycle::unusable_session_id(&resp.session_id.0)
+                        {
+                            warn!(agent = %spec.name, reason = %why, "the agent's session id is refused");
+                            return Err(Error::new(
+                                ErrorCode::AgentProtocolError,
+                                format!(
+                                    "agent `{}` named its session with an id Legate will not keep: {why}",
+                                    spec.name
+                                ),
+                            ));
+                        }
+                        Opened {
+                            session_id: resp.session_id.0.to_string(),
+                            modes: resp.modes,
+                            config_options: resp.config_options,
+                            resumed: false,
+                        }
+                    }
                     Err(e) => return Err(self.fail("session/new", &e).await),
                 }
             }
@@ -274,14 +300,16 @@ impl Handshake<'_> {
     }
 
     /// Puts the session in the preset's supervised mode, when the preset names one and the
-    /// session reports modes.
+    /// session reports modes. A new session already in it is left so; a continued one is
+    /// always set (the mode it reports is the agent's word about a session Legate did not
+    /// watch since).
     async fn supervised_mode(&self, request: &SessionRequest, opened: &Opened) -> Result<()> {
         let (Some(wanted), Some(modes)) =
             (&request.supervision.preset.supervised_mode, &opened.modes)
         else {
             return Ok(());
         };
-        if modes.current_mode_id.0.as_ref() == wanted.as_str() {
+        if !opened.resumed && modes.current_mode_id.0.as_ref() == wanted.as_str() {
             return Ok(());
         }
         if !modes
@@ -526,6 +554,26 @@ impl Backend for AcpBackend {
         session.shutdown().await;
         Ok(list)
     }
+}
+
+/// The longest `agentInfo.name` kept (in bytes); `legate agents`, MCP `health` and the logs
+/// print it.
+pub const AGENT_NAME_MAX: usize = 128;
+/// The longest `agentInfo.version` kept (in bytes).
+pub const AGENT_VERSION_MAX: usize = 64;
+
+/// What an agent says of itself, made fit to print: control characters (a terminal escape,
+/// a newline forging a line) and bidirectional overrides become spaces, and the text is cut
+/// to `max` bytes.
+pub(crate) fn agent_words(text: &str, max: usize) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || bidi { ' ' } else { c }
+        })
+        .collect();
+    super::translate::truncate(&clean, max)
 }
 
 /// The notice for an adapter whose announced `agentInfo` lies outside its preset's verified

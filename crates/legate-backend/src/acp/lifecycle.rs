@@ -34,6 +34,31 @@ pub struct Lifecycle {
     pub list: bool,
 }
 
+/// The longest session id Legate keeps, in bytes. ACP's adapters use UUIDs (36 bytes); the
+/// id is the agent's own word, stored with the task and the context, shown by every front
+/// and sent back on `session/resume`.
+pub const SESSION_ID_MAX: usize = 256;
+
+/// Why `id` is not a session id Legate will keep (`None` when it is): empty, longer than
+/// [`SESSION_ID_MAX`], or holding a control character (a terminal escape, a newline forging
+/// a log line) or a bidirectional override. The reason never quotes the id.
+pub fn unusable_session_id(id: &str) -> Option<String> {
+    if id.is_empty() {
+        return Some("it is empty".to_string());
+    }
+    if id.len() > SESSION_ID_MAX {
+        return Some(format!(
+            "it is {} bytes long, more than {SESSION_ID_MAX}",
+            id.len()
+        ));
+    }
+    let bidi = |c: char| matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if id.chars().any(|c| c.is_control() || bidi(c)) {
+        return Some("it holds control characters".to_string());
+    }
+    None
+}
+
 /// How an earlier session is to be continued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Continue {
@@ -139,6 +164,35 @@ mod tests {
                 "session/list"
             ]
         );
+    }
+
+    #[test]
+    fn session_ids_are_bounded_and_printable() {
+        assert_eq!(
+            unusable_session_id("0b7c6a52-8f0e-4f7e-9d55-3f1e2c9a1b00"),
+            None
+        );
+        assert_eq!(unusable_session_id(&"a".repeat(SESSION_ID_MAX)), None);
+        for bad in [
+            String::new(),
+            "a".repeat(SESSION_ID_MAX + 1),
+            "s\u{1b}[2J".to_string(),
+            "s\nforged".to_string(),
+            "s\u{202e}".to_string(),
+        ] {
+            let why = unusable_session_id(&bad).expect("refused");
+            assert!(!why.contains(&bad) || bad.is_empty(), "{why}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_kept_id_is_bounded_and_clean(id in "\\PC{0,300}|[\\x00-\\x7f]{0,300}") {
+            if unusable_session_id(&id).is_none() {
+                proptest::prop_assert!(!id.is_empty() && id.len() <= SESSION_ID_MAX);
+                proptest::prop_assert!(!id.chars().any(char::is_control));
+            }
+        }
     }
 
     #[test]

@@ -37,6 +37,8 @@ struct Route {
     malformed: usize,
     /// `ranWithoutAsking` notices sent this turn.
     unasked_sent: usize,
+    /// Whether this turn's notice that tool calls went untracked was sent.
+    untracked_noted: bool,
     replaying: bool,
 }
 
@@ -251,6 +253,20 @@ impl HandlerState {
         let known = {
             let mut tools = lock(&self.tools);
             let Some(known) = tools.get_mut(id) else {
+                // A call Legate could not remember (more than MAX_KNOWN_TOOLS this turn, a
+                // flood): whether it was asked about is unknown, and it must not pass
+                // unseen. One notice per turn says so.
+                let full = tools.len() >= MAX_KNOWN_TOOLS;
+                drop(tools);
+                if full && status_ended(status) {
+                    let first = {
+                        let mut r = lock(&self.route);
+                        !std::mem::replace(&mut r.untracked_noted, true)
+                    };
+                    if first {
+                        self.emit(unasked::untracked(MAX_KNOWN_TOOLS));
+                    }
+                }
                 return;
             };
             if known.asked || known.unasked_noted || !unasked::worth_a_notice(known.kind, status) {
@@ -291,4 +307,9 @@ impl HandlerState {
         }
         s
     }
+}
+
+/// Whether a tool call's status is an end.
+fn status_ended(status: ToolStatus) -> bool {
+    matches!(status, ToolStatus::Completed | ToolStatus::Failed)
 }

@@ -6,11 +6,11 @@
 //!
 //! This module only words the notice. It never decides anything (the supervisor was not
 //! asked, so there is nothing to decide), and it never trusts the agent's title: it is
-//! bounded and stripped of control characters. What ACP does not show (a command an adapter
+//! bounded and stripped of control characters and bidirectional overrides. What ACP does not show (a command an adapter
 //! ran and never announced as a tool call) cannot be reported here; `docs/backends/acp.md`
 //! says which adapters do that.
 
-use super::translate::{KnownTool, truncate};
+use super::translate::KnownTool;
 use legate_core::{EventKind, ToolKind, ToolStatus};
 
 /// At most this many `ranWithoutAsking` notices per turn; then one saying more were left out.
@@ -26,13 +26,7 @@ pub(crate) fn worth_a_notice(kind: Option<ToolKind>, status: ToolStatus) -> bool
 
 /// The notice for tool call `id`, ended with `status`, never asked about.
 pub(crate) fn notice(id: &str, known: &KnownTool, status: ToolStatus) -> EventKind {
-    let clean = |s: &str| -> String {
-        let s: String = s
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        truncate(&s, TITLE_MAX)
-    };
+    let clean = |s: &str| super::backend::agent_words(s, TITLE_MAX);
     let title = clean(known.title.as_deref().unwrap_or(id));
     let kind = known.kind.map(|k| k.as_str()).unwrap_or("other");
     let status = status.as_str();
@@ -48,6 +42,17 @@ pub(crate) fn notice(id: &str, known: &KnownTool, status: ToolStatus) -> EventKi
                 "status": status,
             }
         }),
+    }
+}
+
+/// The notice that tool calls ended that Legate could not track (more than `max` in one
+/// turn), so whether they were asked about is not known.
+pub(crate) fn untracked(max: usize) -> EventKind {
+    EventKind::Notice {
+        message: format!(
+            "more than {max} tool calls were announced in this turn: Legate no longer tracks which were asked about, and later ones may have run without asking"
+        ),
+        detail: serde_json::json!({ "ranWithoutAsking": { "untracked": true } }),
     }
 }
 
@@ -92,7 +97,7 @@ mod tests {
     #[test]
     fn a_hostile_title_is_bounded_and_clean() {
         let known = KnownTool {
-            title: Some(format!("ls\n\u{1b}[2J{}", "x".repeat(5000))),
+            title: Some(format!("ls\n\u{1b}[2J\u{202e}{}", "x".repeat(5000))),
             kind: Some(ToolKind::Execute),
             ..KnownTool::default()
         };
@@ -101,6 +106,7 @@ mod tests {
             panic!("a notice");
         };
         assert!(!message.chars().any(char::is_control), "{message:?}");
+        assert!(!message.contains('\u{202e}'), "{message:?}");
         assert!(message.len() < 400, "{}", message.len());
         let d = &detail["ranWithoutAsking"];
         assert_eq!(d["kind"], "execute");
