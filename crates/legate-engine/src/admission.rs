@@ -120,13 +120,15 @@ impl Engine {
     async fn evict(&self, n: usize) -> usize {
         let sessions = self.pool().evict_idle(n);
         let count = sessions.len();
-        for session in sessions {
+        // All at once: each may wait (boundedly) for its agent to answer `session/close`.
+        futures::future::join_all(sessions.into_iter().map(|session| async move {
             tracing::info!(
                 session = session.session_id(),
                 "stopping an idle agent session to make room"
             );
             session.shutdown().await;
-        }
+        }))
+        .await;
         if count > 0 {
             self.budget().freed();
         }
@@ -249,14 +251,16 @@ impl Engine {
         }
         let engine = self.clone();
         self.track(async move {
-            for session in over {
+            let cap = engine.config().max_idle_sessions;
+            futures::future::join_all(over.into_iter().map(|session| async move {
                 tracing::info!(
                     session = session.session_id(),
-                    max_idle_sessions = engine.config().max_idle_sessions,
+                    max_idle_sessions = cap,
                     "stopping the least recently used idle agent session"
                 );
                 session.shutdown().await;
-            }
+            }))
+            .await;
             engine.budget().freed();
         });
     }

@@ -380,9 +380,11 @@ impl Engine {
         }
         self.inner.tracker.close();
         self.inner.tracker.wait().await;
-        for session in self.inner.pool.drain() {
-            session.shutdown().await;
-        }
+        // All at once: each may wait (boundedly) for its agent to answer `session/close`.
+        futures::future::join_all(self.inner.pool.drain().into_iter().map(|s| async move {
+            s.shutdown().await;
+        }))
+        .await;
     }
 
     fn spawn_housekeeping(&self) {
