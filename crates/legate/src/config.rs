@@ -184,7 +184,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         "LEGATE_TASK_TIMEOUT_SECS",
         file.task_timeout_secs,
         1,
-        7 * 24 * 3600,
+        legate_engine::MAX_TASK_TIMEOUT.as_secs(),
     )? {
         c.default_timeout = Duration::from_secs(v);
     }
