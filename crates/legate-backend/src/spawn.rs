@@ -7,7 +7,8 @@
 //! the Legate thread that spawned it (`PR_SET_PDEATHSIG`), and confined by the prepared
 //! Landlock ruleset and isolation plan between `fork` and `exec`. The marker
 //! (`LEGATE_RUN`, see [`crate::cleanup`]) is set last, so no variable of the agent's spec can
-//! forge it. [`confinement_notice`] is the one `notice` event that reports a confinement
+//! forge it; a process started without one (a probe) carries none, whatever its
+//! environment said. [`confinement_notice`] is the one `notice` event that reports a confinement
 //! before the process starts.
 //!
 //! This module never decides what a process may write (the drivers' `launch` and `confine`
@@ -30,8 +31,8 @@ pub(crate) struct AgentCommand {
 }
 
 impl AgentCommand {
-    /// `program` with `args` in `cwd`, with exactly `env` (nothing inherited), stdin, stdout
-    /// and stderr piped.
+    /// `program` with `args` in `cwd`, with exactly `env` (nothing inherited) but never its
+    /// `LEGATE_RUN` (only [`AgentCommand::marker`] sets one), stdin, stdout and stderr piped.
     pub(crate) fn new<I, S>(
         program: impl AsRef<OsStr>,
         args: I,
@@ -46,7 +47,7 @@ impl AgentCommand {
         cmd.args(args)
             .current_dir(cwd)
             .env_clear()
-            .envs(env)
+            .envs(env.into_iter().filter(|(k, _)| k != cleanup::RUN_ENV))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -195,6 +196,25 @@ mod tests {
                 "PATH=/usr/bin:/bin"
             ]
         );
+    }
+
+    /// A process started without a marker (a probe) carries none either: a `LEGATE_RUN`
+    /// in the environment it was handed (the spec's `env`, an `inherit_env` opt-in) is
+    /// dropped, so no process can pass for another run's and be stopped or blocked as one.
+    #[tokio::test]
+    async fn without_a_marker_no_forged_one_gets_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = vec![
+            (OsString::from(cleanup::RUN_ENV), OsString::from("forged")),
+            (OsString::from("KEPT"), OsString::from("1")),
+        ];
+        let child = AgentCommand::new("/usr/bin/env", Vec::<&str>::new(), dir.path(), env)
+            .no_stdin()
+            .spawn(None)
+            .unwrap();
+        let out = child.wait_with_output().await.unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(text.lines().collect::<Vec<_>>(), ["KEPT=1"]);
     }
 
     #[test]

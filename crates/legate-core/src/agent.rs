@@ -91,9 +91,11 @@ pub struct LocalCommand {
 }
 
 /// How an agent is reached. Serialized flat in its [`AgentSpec`]: `command`, `args`, `env`,
-/// `inheritEnv` for a local command, `url` for a remote agent.
+/// `inheritEnv` for a local command, `url` for a remote agent. Read strictly: exactly one of
+/// `command` and `url`, and a URL with none of the local command's fields (a spec that
+/// names a URL is never read as a process to spawn).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, try_from = "RawTransport")]
 pub enum Transport {
     /// A process Legate spawns (and confines).
     Local(LocalCommand),
@@ -103,6 +105,41 @@ pub enum Transport {
         /// Where the agent is served.
         url: String,
     },
+}
+
+/// A transport's fields as written, before [`Transport`] decides which one they name.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawTransport {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    inherit_env: Option<Vec<String>>,
+    url: Option<String>,
+}
+
+impl TryFrom<RawTransport> for Transport {
+    type Error = String;
+    fn try_from(raw: RawTransport) -> std::result::Result<Self, String> {
+        let local_fields = raw.args.is_some() || raw.env.is_some() || raw.inherit_env.is_some();
+        match (raw.command, raw.url) {
+            (Some(_), Some(_)) => {
+                Err("an agent names both a command and a url; it has one".to_string())
+            }
+            (None, Some(_)) if local_fields => Err(
+                "an agent reached at a url takes no args, env or inheritEnv (they are a local command's)"
+                    .to_string(),
+            ),
+            (None, Some(url)) => Ok(Self::Url { url }),
+            (Some(command), None) => Ok(Self::Local(LocalCommand {
+                command,
+                args: raw.args.unwrap_or_default(),
+                env: raw.env.unwrap_or_default(),
+                inherit_env: raw.inherit_env.unwrap_or_default(),
+            })),
+            (None, None) => Err("an agent needs a command or a url".to_string()),
+        }
+    }
 }
 
 /// One configured agent.
@@ -342,6 +379,28 @@ mod tests {
             remote.local().unwrap_err().code,
             ErrorCode::AgentStartFailed
         );
+    }
+
+    /// A spec naming both a command and a URL (or neither) is refused, never read as the
+    /// local command with its URL dropped: a spec that says "remote" must not spawn.
+    #[test]
+    fn a_spec_with_both_transports_or_none_is_refused() {
+        let both = serde_json::json!({
+            "name": "r", "kind": "acp", "command": "sh", "args": ["-c", "x"],
+            "url": "http://127.0.0.1:9/a"
+        });
+        let e = serde_json::from_value::<AgentSpec>(both).unwrap_err();
+        assert!(e.to_string().contains("both"), "{e}");
+        let url_with_args = serde_json::json!({
+            "name": "r", "kind": "a2a", "url": "http://127.0.0.1:9/a", "args": ["x"]
+        });
+        assert!(serde_json::from_value::<AgentSpec>(url_with_args).is_err());
+        let neither = serde_json::json!({"name": "r", "kind": "acp"});
+        assert!(serde_json::from_value::<AgentSpec>(neither).is_err());
+        let local = AgentSpec::command("a", AgentKind::ACP, "/bin/a").inherit_env(["X"]);
+        let back: AgentSpec =
+            serde_json::from_value(serde_json::to_value(&local).unwrap()).unwrap();
+        assert_eq!(back, local);
     }
 
     proptest! {

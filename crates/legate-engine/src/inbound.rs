@@ -18,7 +18,8 @@
 //!   empty text gives a task in `input-required`.
 //!
 //! A message id is the caller's: it makes a next turn idempotent, and the agent receives it
-//! with the prompt; a blank one is none. This module decides routing only; it never runs a
+//! with the prompt; a blank one is none. On every route it is 1 to `MAX_MESSAGE_ID_BYTES`
+//! bytes without control characters (`INVALID_INPUT`, checked before anything else). This module decides routing only; it never runs a
 //! turn and never speaks a front's protocol (a front translates its wire shape to
 //! [`Inbound`] and the [`Delivered`] task back).
 
@@ -87,6 +88,9 @@ impl Engine {
             workspace,
         } = inbound;
         let message_id = message_id.filter(|m| !m.trim().is_empty());
+        if let Some(id) = &message_id {
+            crate::continuation::check_message_id(id)?;
+        }
         if let Some(task_id) = task_id {
             return self.deliver_reply(&agent, &task_id, context_id, message_id, text, workspace);
         }

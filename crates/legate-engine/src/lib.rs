@@ -49,7 +49,7 @@ pub use legate_workspace::{
     ProjectFile, ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
 };
 pub use records::{ContextRecord, Records, TaskFilter};
-pub use request::{SubmitRequest, WorkspaceRequest};
+pub use request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest};
 pub use review::{
     ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,

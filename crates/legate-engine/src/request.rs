@@ -13,6 +13,10 @@ use legate_core::{AgentSpec, Error, Result, TaskMode, WorkspaceKind};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The longest timeout a turn may have, whichever front asks (and the most the configured
+/// default may be): seven days.
+pub const MAX_TASK_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// Where the agent should work. A conversation keeps the workspace it started with: a later
 /// task of a context may name the same workspace again or leave it to the context
 /// ([`WorkspaceRequest::Context`]); naming another is `INVALID_WORKSPACE`.
@@ -180,6 +184,13 @@ impl Engine {
             return Err(Error::invalid_input(
                 "the timeout must be at least one second",
             ));
+        }
+        if timeout > MAX_TASK_TIMEOUT {
+            return Err(Error::invalid_input(format!(
+                "the timeout must be at most {} seconds (seven days); got {} s",
+                MAX_TASK_TIMEOUT.as_secs(),
+                timeout.as_secs()
+            )));
         }
         Ok(Checked {
             agent,

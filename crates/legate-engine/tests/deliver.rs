@@ -282,3 +282,59 @@ fn no_hostile_task_id_finds_a_task() {
     assert_eq!(stored.state, TaskState::InputRequired);
     rt.block_on(engine.shutdown());
 }
+
+/// A message id is checked the same on every route: over `MAX_MESSAGE_ID_BYTES` or with a
+/// control character it is `INVALID_INPUT` and nothing is stored, whether the message starts
+/// a conversation, replies into a waiting task or takes a context's next turn. (Before, only
+/// a next turn checked it: a hostile id of any size reached the agent on the other two.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_message_id_is_refused_on_every_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let w = waiting(&engine, "c-ids");
+    let long = "m".repeat(legate_engine::MAX_MESSAGE_ID_BYTES + 1);
+    for id in [long.as_str(), "m\n1", "m\u{1b}[2J", "m\u{0}"] {
+        let with_id = |mut inbound: Inbound| {
+            inbound.message_id = Some(id.to_string());
+            inbound
+        };
+        // Starting a conversation.
+        let start = with_id(message("revisor", Some("c-ids-new"), "hello"));
+        assert_eq!(
+            refused(&engine, "c-ids-new", start),
+            ErrorCode::InvalidInput,
+            "{id:?}"
+        );
+        assert!(in_context(&engine, "c-ids-new").is_empty());
+        // A reply into the waiting task.
+        let reply = with_id(Inbound {
+            task_id: Some(w.task.id.0.clone()),
+            ..message("revisor", None, "go on")
+        });
+        assert_eq!(
+            refused(&engine, "c-ids", reply),
+            ErrorCode::InvalidInput,
+            "{id:?}"
+        );
+        // The context's next turn.
+        let next = with_id(message("revisor", Some("c-ids"), "next"));
+        assert_eq!(
+            refused(&engine, "c-ids", next),
+            ErrorCode::InvalidInput,
+            "{id:?}"
+        );
+    }
+    let stored = engine.task(w.task.id.as_str()).unwrap();
+    assert_eq!(stored.state, TaskState::InputRequired);
+    // The limit itself is accepted.
+    let ok = Inbound {
+        message_id: Some("m".repeat(legate_engine::MAX_MESSAGE_ID_BYTES)),
+        ..message("revisor", Some("c-ids-ok"), "hello")
+    };
+    let d = engine.deliver(ok).unwrap();
+    assert_eq!(
+        engine.wait(&d.task.id).await.unwrap().state,
+        TaskState::Completed
+    );
+    engine.shutdown().await;
+}

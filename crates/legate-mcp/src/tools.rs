@@ -210,7 +210,15 @@ pub async fn agents(engine: &Engine, args: AgentsArgs) -> AgentsOut {
 
 fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
     seconds
-        .map(|s| in_range("timeoutSeconds", s, 1, 7 * 24 * 3600).map(Duration::from_secs))
+        .map(|s| {
+            in_range(
+                "timeoutSeconds",
+                s,
+                1,
+                legate_engine::MAX_TASK_TIMEOUT.as_secs(),
+            )
+            .map(Duration::from_secs)
+        })
         .transpose()
 }
 

@@ -63,3 +63,33 @@ async fn a_reply_after_shutdown_began_ends_its_task_canceled() {
     assert_eq!(engine.slot_counts().running, 0);
     assert_eq!(engine.slot_counts().queued, 0);
 }
+
+/// A turn's timeout is the engine's rule, whichever front passed it: over seven days (the
+/// most MCP's `timeoutSeconds` and the configured default may be) it is `INVALID_INPUT` and
+/// nothing is stored. Without the rule in the engine, the CLI's `--timeout` (or any future
+/// front) started a task MCP would refuse, and `u64::MAX` seconds reached the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_over_the_engines_limit_is_refused_for_every_front() {
+    let h = harness();
+    let engine = h.engine.clone();
+    for secs in [7 * 24 * 3600 + 1, u64::MAX] {
+        let mut request = SubmitRequest::new("hello");
+        request.timeout = Some(Duration::from_secs(secs));
+        let err = engine.submit(request).expect_err("refused");
+        assert_eq!(err.code, legate_core::ErrorCode::InvalidInput, "{err}");
+        assert!(err.message.contains("timeout"), "{err}");
+    }
+    let stored = engine
+        .tasks(&legate_engine::TaskFilter {
+            limit: 10,
+            ..legate_engine::TaskFilter::default()
+        })
+        .unwrap();
+    assert!(stored.is_empty(), "{stored:?}");
+    // The limit itself is accepted.
+    let mut request = SubmitRequest::new("hello");
+    request.timeout = Some(legate_engine::MAX_TASK_TIMEOUT);
+    let ok = engine.submit(request).unwrap();
+    assert_eq!(h.wait(&ok.id).await.state, TaskState::Completed);
+    engine.shutdown().await;
+}

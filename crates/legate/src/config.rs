@@ -184,7 +184,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         "LEGATE_TASK_TIMEOUT_SECS",
         file.task_timeout_secs,
         1,
-        7 * 24 * 3600,
+        legate_engine::MAX_TASK_TIMEOUT.as_secs(),
     )? {
         c.default_timeout = Duration::from_secs(v);
     }
@@ -384,10 +384,12 @@ fn kind_of(name: &str, kind: Option<&str>, base: Option<&AgentSpec>) -> Result<A
         return Ok(base.map_or(AgentKind::ACP, |b| b.kind.clone()));
     };
     let kinds = configurable_kinds();
+    // The value is the configuration's, and may be anything: shown as a bounded excerpt.
+    let shown: String = kind.chars().take(64).collect();
     match AgentKind::new(kind) {
         Ok(k) if kinds.contains(&k) => Ok(k),
         _ => bail!(
-            "CONFIG_INVALID: agents.{name}.kind must be {} (got {kind:?})",
+            "CONFIG_INVALID: agents.{name}.kind must be {} (got {shown:?})",
             kinds
                 .iter()
                 .map(AgentKind::as_str)
@@ -707,6 +709,25 @@ mod tests {
                 .to_string();
             assert!(e.contains("agents.agy.inherit_env"), "{e}");
             assert!(e.contains(bad.trim()), "{e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A hostile `kind` (any text, of any length) is `CONFIG_INVALID` naming the field,
+        /// and the error shows a bounded, escaped excerpt of it, never the whole value.
+        #[test]
+        fn a_hostile_kind_is_refused_with_a_bounded_excerpt(
+            kind in r"[^\x00]{0,40}|[a-z]{4000,5000}|.{0,8}\n\x1b\[2J.{0,8}"
+        ) {
+            proptest::prop_assume!(!["acp", "agy"].contains(&kind.as_str()));
+            let text = format!(
+                "[agents.x]\nkind = {}\ncommand = \"a\"\n",
+                toml::Value::String(kind.clone())
+            );
+            let e = resolve_text(&text, &[]).unwrap_err().to_string();
+            proptest::prop_assert!(e.starts_with("CONFIG_INVALID: agents.x.kind"), "{}", e);
+            proptest::prop_assert!(e.len() < 400, "{} bytes", e.len());
+            proptest::prop_assert!(!e.contains('\n') && !e.contains('\u{1b}'), "{:?}", e);
         }
     }
 
