@@ -50,6 +50,19 @@ crate::wire_enum! {
 }
 
 impl TaskState {
+    /// Parses a state a caller named (a filter), with one wording for every front:
+    /// `INVALID_INPUT` naming the states there are.
+    pub fn parse_named(s: &str) -> crate::Result<Self> {
+        Self::parse(s).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|t| t.as_str()).collect();
+            let shown: String = s.chars().take(64).collect();
+            crate::Error::invalid_input(format!(
+                "unknown state {shown:?}; one of {}",
+                known.join(", ")
+            ))
+        })
+    }
+
     /// Whether nothing more will happen to a task in this state.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -346,6 +359,20 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_named_state_parses_and_an_unknown_one_lists_every_state_bounded() {
+        assert_eq!(
+            TaskState::parse_named("input-required").unwrap(),
+            TaskState::InputRequired
+        );
+        let e = TaskState::parse_named(&"x".repeat(10_000)).unwrap_err();
+        assert_eq!(e.code, crate::ErrorCode::InvalidInput);
+        for state in TaskState::ALL {
+            assert!(e.message.contains(state.as_str()), "{}", e.message);
+        }
+        assert!(e.message.len() < 300, "{}", e.message);
+    }
 
     #[test]
     fn a_new_task_is_submitted_empty_and_its_setters_change_one_field_each() {

@@ -522,11 +522,7 @@ pub fn cancel(engine: &Engine, args: TaskArgs) -> Result<CancelOut> {
 pub fn tasks(engine: &Engine, args: TasksArgs) -> Result<TasksOut> {
     let state = match args.state.as_deref() {
         None => None,
-        Some(s) => Some(TaskState::parse(s).ok_or_else(|| {
-            Error::invalid_input(format!(
-                "unknown state {s:?}; one of submitted, working, input-required, completed, failed, canceled, rejected, auth-required"
-            ))
-        })?),
+        Some(s) => Some(TaskState::parse_named(s)?),
     };
     let limit = in_range("limit", args.limit.unwrap_or(LIST_DEFAULT), 1, MAX_LIST)?;
     let found = engine.tasks(&TaskFilter {

@@ -379,9 +379,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         } => {
             let records = Records::open_or_empty(&paths)?;
             let state = match state {
-                Some(s) => Some(TaskState::parse(&s).with_context(|| {
-                    format!("INVALID_INPUT: unknown state {s:?}; one of submitted, working, input-required, completed, failed, canceled, rejected, auth-required")
-                })?),
+                Some(s) => Some(TaskState::parse_named(&s)?),
                 None => None,
             };
             let filter_given = state.is_some() || context.is_some() || agent.is_some();
