@@ -3,16 +3,15 @@
 //! over a real engine driving the real scripted agent. Heads that never end and bodies
 //! shorter than their length are closed; a flood of idle connections does not lock out the
 //! token holder; two `Host` headers are 400. And an SSE stream outlives both read timeouts.
-//!
-//! The agent binary must be built first: `cargo build -p legate-testkit --bin
-//! legate-scripted-agent` (a plain `cargo test --workspace` does it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use a2a::{Message, Part, Role, SendMessageRequest};
 use legate_a2a::{A2aOptions, ServeOptions, Token};
 use legate_engine::{Engine, TaskFilter};
-use legate_testkit::raw_http::{self, BOUND, closed_within, read_until, request};
+use legate_testkit::raw_http::{
+    self, AUTH, BOUND, HOST, JSON, TOKEN, closed_within, read_until, request,
+};
 use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -20,10 +19,6 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
-const AUTH: &str = "Authorization: Bearer 0123456789abcdef0123456789abcdef0123456789abcdef";
-const HOST: &str = "Host: 127.0.0.1";
-const JSON: &str = "Content-Type: application/json";
 const VERSION: &str = "A2A-Version: 1.0";
 const AGENT: &str = "/agents/revisor";
 const LONG: Duration = Duration::from_secs(600);

@@ -3,9 +3,6 @@
 //! never end and bodies shorter than their length are closed; a flood of idle connections
 //! does not lock out the token holder; two `Host` headers are 400; a body that is not JSON is
 //! 400 with JSON-RPC `-32700`. And a long `wait` outlives both read timeouts.
-//!
-//! The agent binary must be built first: `cargo build -p legate-testkit --bin
-//! legate-scripted-agent` (a plain `cargo test --workspace` does it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,17 +10,15 @@ use legate_engine::Engine;
 use legate_mcp::http::{HttpOptions, router, serve_with};
 use legate_mcp::{LegateMcp, McpOptions, ServeOptions, Token};
 use legate_testkit::EngineHarness;
-use legate_testkit::raw_http::{self, BOUND, RawResponse, closed_within, read_response, request};
+use legate_testkit::raw_http::{
+    self, AUTH, BOUND, HOST, JSON, RawResponse, TOKEN, closed_within, read_response, request,
+};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
-const AUTH: &str = "Authorization: Bearer 0123456789abcdef0123456789abcdef0123456789abcdef";
-const HOST: &str = "Host: 127.0.0.1";
-const JSON: &str = "Content-Type: application/json";
 const ACCEPT: &str = "Accept: application/json, text/event-stream";
 const LONG: Duration = Duration::from_secs(600);
 

@@ -14,6 +14,15 @@ use tokio::net::TcpStream;
 /// How long a helper waits for something that must happen.
 pub const BOUND: Duration = Duration::from_secs(30);
 
+/// The bearer token the edge suites give the front they start.
+pub const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
+/// [`TOKEN`] as a request header line.
+pub const AUTH: &str = "Authorization: Bearer 0123456789abcdef0123456789abcdef0123456789abcdef";
+/// The `Host` header line of a loopback request.
+pub const HOST: &str = "Host: 127.0.0.1";
+/// The `Content-Type` header line of a JSON body.
+pub const JSON: &str = "Content-Type: application/json";
+
 /// A response: status, headers (names lowercased) and the body, de-chunked.
 #[derive(Debug, Clone)]
 pub struct RawResponse {

@@ -19,19 +19,7 @@ async fn a_task_without_room_waits_submitted_and_starts_when_room_is_freed() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), 4);
 
-    // Two agents in their turns (busy: nothing idle to stop for room).
-    let mut hanging = Vec::new();
-    for _ in 0..2 {
-        let t = engine.submit(SubmitRequest::new("!hang")).unwrap();
-        until(&engine, &t.id, |e| {
-            matches!(e.kind, EventKind::Session { .. })
-        })
-        .await;
-        hanging.push(t);
-    }
-    // Room for 20 more descriptors: less than a new agent's 8 plus the reserve of 16.
-    let original = soft_nofile();
-    set_soft_nofile(open_fds() + 20);
+    let (hanging, original) = two_busy_agents_and_no_room(&engine).await;
 
     let waiting = engine.submit(SubmitRequest::new("write x.txt: 1")).unwrap();
     let said = until(&engine, &waiting.id, |e| {

@@ -17,17 +17,7 @@ use std::time::Duration;
 async fn a_task_canceled_while_it_waits_for_room_gives_its_queued_place_back() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), 4);
-    let mut hanging = Vec::new();
-    for _ in 0..2 {
-        let t = engine.submit(SubmitRequest::new("!hang")).unwrap();
-        until(&engine, &t.id, |e| {
-            matches!(e.kind, EventKind::Session { .. })
-        })
-        .await;
-        hanging.push(t);
-    }
-    let original = soft_nofile();
-    set_soft_nofile(open_fds() + 20);
+    let (hanging, original) = two_busy_agents_and_no_room(&engine).await;
 
     let waiting = engine.submit(SubmitRequest::new("hello")).unwrap();
     until(&engine, &waiting.id, |e| {

@@ -2,7 +2,8 @@
 //! on this process with `prlimit`, as a real process would), counting open descriptors,
 //! following a task, and an engine on the scripted agent.
 
-use legate_engine::Engine;
+use legate_core::{EventKind, Task};
+use legate_engine::{Engine, SubmitRequest};
 use legate_testkit::EngineHarness;
 use std::path::Path;
 use std::process::Command;
@@ -44,4 +45,23 @@ pub fn engine(dir: &Path, max_running: usize) -> Engine {
             c.cancel_grace = Duration::from_secs(1);
         })
         .engine_in(dir)
+}
+
+#[allow(dead_code)] // not every suite that includes this module starts busy agents
+/// Starts two tasks that hang in their turns (busy agents: nothing idle to stop for room),
+/// then lowers this process's soft descriptor limit so that only 20 more fit: less than a
+/// new agent's 8 plus the reserve of 16. Returns the tasks and the limit to put back.
+pub async fn two_busy_agents_and_no_room(engine: &Engine) -> (Vec<Task>, u64) {
+    let mut hanging = Vec::new();
+    for _ in 0..2 {
+        let t = engine.submit(SubmitRequest::new("!hang")).unwrap();
+        until(engine, &t.id, |e| {
+            matches!(e.kind, EventKind::Session { .. })
+        })
+        .await;
+        hanging.push(t);
+    }
+    let original = soft_nofile();
+    set_soft_nofile(open_fds() + 20);
+    (hanging, original)
 }
