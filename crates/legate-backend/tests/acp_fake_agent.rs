@@ -36,11 +36,7 @@ impl Fixed {
 impl Supervisor for Fixed {
     fn decide(&self, _s: &Supervision, request: &PermissionRequest) -> Ruling {
         self.seen.lock().unwrap().push(request.clone());
-        Ruling {
-            decision: self.decision,
-            option_id: self.option.clone(),
-            reason: "fixed".into(),
-        }
+        Ruling::new(self.decision, self.option.clone(), "fixed")
     }
 }
 
@@ -62,15 +58,15 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
         ),
         boundary: boundary.clone(),
         supervisor,
-        supervision: Supervision {
+        supervision: Supervision::new(
             boundary,
-            mode: TaskMode::Write,
-            preset: Preset {
+            TaskMode::Write,
+            Preset {
                 name: "fake".into(),
                 supervised_mode: Some("default".into()),
                 ..Preset::default()
             },
-        },
+        ),
         resume_session_id: None,
         state_dir: None,
         blocked_dir: None,

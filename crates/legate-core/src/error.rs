@@ -143,6 +143,24 @@ error_codes! {
     CopyBusy => "COPY_BUSY",
     /// The task has no usable copy: it is not a copy task, has not finished, was discarded or cleaned up, or was already integrated.
     CopyUnavailable => "COPY_UNAVAILABLE",
+    /// No role with that name is built in or configured.
+    RoleNotFound => "ROLE_NOT_FOUND",
+    /// A planner's or reviewer's report does not follow its role's schema.
+    ReportInvalid => "REPORT_INVALID",
+    /// A reviewer's finding cites a file, line or quote that is not in its copy.
+    CitationNotFound => "CITATION_NOT_FOUND",
+    /// The source task's context or files changed since its `contextSha256` was read.
+    ContextChanged => "CONTEXT_CHANGED",
+    /// The context handed to the next role does not fit the prompt limit.
+    ContextTooLarge => "CONTEXT_TOO_LARGE",
+    /// The copy was integrated or discarded, so it takes no new turns.
+    CopyClosed => "COPY_CLOSED",
+    /// No pending or decided approval with that id exists.
+    ApprovalNotFound => "APPROVAL_NOT_FOUND",
+    /// The approval was already decided or expired.
+    ApprovalClosed => "APPROVAL_CLOSED",
+    /// The permission policy is invalid.
+    PolicyInvalid => "POLICY_INVALID",
 }
 
 impl ErrorCode {

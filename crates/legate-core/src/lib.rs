@@ -9,6 +9,8 @@ pub mod boundary;
 pub mod error;
 pub mod event;
 pub mod permission;
+pub mod report;
+pub mod role;
 pub mod task;
 pub mod time;
 pub mod wire;
@@ -20,7 +22,11 @@ pub use event::{
     Attachment, Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind,
     ToolStatus,
 };
-pub use permission::{Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
+pub use permission::{Decider, Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
+pub use report::{
+    Finding, PlanReport, PlanStep, Report, ReportBody, ReportOrigin, ReviewReport, Severity,
+};
+pub use role::{RoleBase, TaskRole};
 pub use task::{
     AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, NOTICE_SILENT_TURN, Refusal, Task, TaskId, TaskMode,
     TaskNotice, TaskResult, TaskState, Usage,

@@ -68,6 +68,28 @@ pub enum Decision {
     Allow,
     /// The tool may not run.
     Deny,
+    /// A supervisor must decide: only a policy rule answers this, and it is never sent to an
+    /// agent. The approval queue turns it into `Allow` or `Deny` (by a person, the
+    /// supervising agent, or the deadline); without a queue it is refused.
+    Ask,
+}
+
+crate::wire_enum! {
+    /// Who took a permission decision: the audit trail's `decider`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub enum Decider {
+        /// The built-in rule table.
+        #[default]
+        Table => "table",
+        /// A rule of the configured policy (its id is the ruling's `rule_id`).
+        Policy => "policy",
+        /// A person, through a named channel (the CLI, the supervisor endpoint, …).
+        Human => "human",
+        /// The supervising agent.
+        Agent => "agent",
+        /// Nobody answered before the approval's deadline.
+        Deadline => "deadline",
+    }
 }
 
 /// The supervisor's answer to one [`PermissionRequest`].
@@ -81,9 +103,26 @@ pub struct Ruling {
     pub option_id: Option<String>,
     /// One sentence saying why.
     pub reason: String,
+    /// Who decided (an event stored before this field existed reads as the table).
+    #[serde(default)]
+    pub decider: Decider,
+    /// The policy rule that decided, or that sent the request to a supervisor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
 }
 
 impl Ruling {
+    /// A ruling of the built-in table (`decider: table`, no rule id).
+    pub fn new(decision: Decision, option_id: Option<String>, reason: impl Into<String>) -> Self {
+        Self {
+            decision,
+            option_id,
+            reason: reason.into(),
+            decider: Decider::Table,
+            rule_id: None,
+        }
+    }
+
     /// Whether the tool may run.
     pub fn is_allow(&self) -> bool {
         self.decision == Decision::Allow

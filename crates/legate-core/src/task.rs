@@ -180,6 +180,9 @@ pub struct TaskResult {
     /// the answer claims tool work Legate never saw, [`NOTICE_SILENT_TURN`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<TaskNotice>,
+    /// A planner's or reviewer's report, once Legate has checked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<crate::Report>,
 }
 
 /// The [`TaskNotice::code`] of a turn whose answer claims tool work (wrote, created, ran…)
@@ -238,6 +241,10 @@ pub struct Task {
     /// `None` to use the saved preference or the configured default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The role it plays, as resolved at submit; `None` for a task stored before roles
+    /// existed (an implementer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::TaskRole>,
     /// Where the task is in its life.
     pub state: TaskState,
     /// Why it ended badly, if it did.
@@ -282,6 +289,7 @@ impl Task {
             prompt: prompt.into(),
             mode: TaskMode::Write,
             model: None,
+            role: None,
             state: TaskState::Submitted,
             error: None,
             status_message: None,
@@ -320,6 +328,13 @@ impl Task {
     #[must_use]
     pub fn with_model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// The same task playing this role.
+    #[must_use]
+    pub fn with_role(mut self, role: crate::TaskRole) -> Self {
+        self.role = Some(role);
         self
     }
 

@@ -134,11 +134,7 @@ mod tests {
             title: "rm x".into(),
             tool_kind: ToolKind::Execute,
             offered: vec!["allow".into(), "reject".into()],
-            verdict: Ruling {
-                decision: Decision::Deny,
-                option_id: Some("reject".into()),
-                reason: "not owned".into(),
-            },
+            verdict: Ruling::new(Decision::Deny, Some("reject".into()), "not owned"),
         });
         for i in 0..=MAX_ATTACHMENTS {
             acc.add(&EventKind::Attachment(legate_core::Attachment {

@@ -183,6 +183,7 @@ impl Engine {
             prompt: request.prompt,
             mode: request.mode,
             model: request.model,
+            role: None,
             state: TaskState::Submitted,
             error: None,
             status_message: None,

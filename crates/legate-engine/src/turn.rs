@@ -17,8 +17,8 @@ use crate::runner;
 use crate::slots::QueuedSlot;
 use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, StopReason, Turn};
 use legate_core::{
-    AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, Task, TaskId, TaskState, Timestamp,
-    WorkspaceKind,
+    AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskId, TaskState,
+    Timestamp, WorkspaceKind,
 };
 use legate_store::ContextRecord;
 use legate_supervisor::Supervision;
@@ -431,6 +431,12 @@ impl Engine {
                 boundary,
                 mode: task.mode,
                 preset,
+                workspace: task.workspace,
+                agent: agent.name.clone(),
+                role: task.role.as_ref().map_or_else(
+                    || RoleBase::Implementer.as_str().to_string(),
+                    |r| r.name.clone(),
+                ),
             },
             resume_session_id: resume,
             state_dir: Some(inner.config.state_dir(&agent.name)),

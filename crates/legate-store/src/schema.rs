@@ -13,7 +13,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// The migration steps, in order. Step `i` moves `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Tasks, their events, and contexts.
 const V1: &str = "
@@ -86,6 +86,12 @@ CREATE TABLE reviews (
     record     TEXT NOT NULL,
     updated_at INTEGER NOT NULL
 ) STRICT;
+";
+
+/// The role a task plays (`legate_core::TaskRole` as JSON; `NULL`: stored before roles, an
+/// implementer).
+const V5: &str = "
+ALTER TABLE tasks ADD COLUMN role TEXT;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -9,8 +9,8 @@ use crate::events::append_in;
 use crate::recovery::set_runner_in;
 use crate::sql::{SqlContext, clamp_i64, shorten, store_error, task_not_found, to_i64, to_u64};
 use legate_core::{
-    Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskMode, TaskResult, TaskState,
-    Timestamp, Usage, WorkspaceKind,
+    Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskMode, TaskResult, TaskRole,
+    TaskState, Timestamp, Usage, WorkspaceKind,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
@@ -22,7 +22,7 @@ const MIN_PREFIX: usize = 4;
 /// The columns [`RawTask::from_row`] reads, in order.
 pub(crate) const TASK_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
      state, error_code, error_message, status_message, usage, result, session_id, timeout_secs, \
-     created_at, updated_at, model";
+     created_at, updated_at, model, role";
 
 /// Which tasks [`Store::list_tasks`] returns. Every `Some` narrows the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +59,7 @@ struct Encoded<'a> {
     usage: Option<String>,
     result: Option<String>,
     timeout_secs: i64,
+    role: Option<String>,
 }
 
 fn path_text<'a>(path: Option<&'a Path>, what: &str) -> Result<Option<&'a str>> {
@@ -96,6 +97,12 @@ fn encode(task: &Task) -> Result<Encoded<'_>> {
             .transpose()
             .map_err(|_| json_fail("result"))?,
         timeout_secs: to_i64(task.timeout_secs, "the timeout")?,
+        role: task
+            .role
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|_| json_fail("role"))?,
     })
 }
 
@@ -119,6 +126,7 @@ pub(crate) struct RawTask {
     created_at: i64,
     updated_at: i64,
     model: Option<String>,
+    role: Option<String>,
 }
 
 impl RawTask {
@@ -143,6 +151,7 @@ impl RawTask {
             created_at: r.get(15)?,
             updated_at: r.get(16)?,
             model: r.get(17)?,
+            role: r.get(18)?,
         })
     }
 
@@ -172,6 +181,11 @@ impl RawTask {
             .map(|s| serde_json::from_str::<TaskResult>(&s))
             .transpose()
             .map_err(|_| bad("result"))?;
+        let role = self
+            .role
+            .map(|s| serde_json::from_str::<TaskRole>(&s))
+            .transpose()
+            .map_err(|_| bad("role"))?;
         let timeout_secs = to_u64(self.timeout_secs, "timeout")?;
         Ok(Task {
             id: TaskId(id),
@@ -182,6 +196,7 @@ impl RawTask {
             prompt: self.prompt,
             mode,
             model: self.model,
+            role,
             state,
             error,
             status_message: self.status_message,
@@ -251,7 +266,7 @@ impl Store {
             let inserted = tx
                 .prepare_cached(&format!(
                     "INSERT INTO tasks ({TASK_COLUMNS}) VALUES \
-                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
                      ON CONFLICT (id) DO NOTHING"
                 ))
                 .and_then(|mut st| {
@@ -274,6 +289,7 @@ impl Store {
                         task.created_at.0,
                         task.updated_at.0,
                         task.model,
+                        enc.role,
                     ])
                 })
                 .ctx("store a task")?;
@@ -442,7 +458,7 @@ fn update_in(
             "UPDATE tasks SET context_id = ?2, agent = ?3, workspace = ?4, root = ?5, \
              prompt = ?6, mode = ?7, state = ?8, error_code = ?9, error_message = ?10, \
              status_message = ?11, usage = ?12, result = ?13, session_id = ?14, \
-             timeout_secs = ?15, updated_at = ?16, model = ?17 WHERE id = ?1",
+             timeout_secs = ?15, updated_at = ?16, model = ?17, role = ?18 WHERE id = ?1",
         )
         .and_then(|mut st| {
             st.execute(params![
@@ -463,6 +479,7 @@ fn update_in(
                 enc.timeout_secs,
                 task.updated_at.0,
                 task.model,
+                enc.role,
             ])
         })
         .ctx("update a task")?;
@@ -498,6 +515,11 @@ pub(crate) mod tests {
         t.root = Some("/home/u/.legate/sandboxes/x".into());
         t.workspace = WorkspaceKind::Shared;
         t.mode = TaskMode::ReadOnly;
+        t.role = Some(legate_core::TaskRole {
+            name: "security-review".into(),
+            base: legate_core::RoleBase::Reviewer,
+            instructions: "cite evidence".into(),
+        });
         t.state = TaskState::Failed;
         t.error = Some(Error::new(ErrorCode::TaskTimeout, "it ran for 600 s."));
         t.status_message = Some("timed out".into());
@@ -526,6 +548,24 @@ pub(crate) mod tests {
                 code: legate_core::NOTICE_SILENT_TURN.into(),
                 message: "claimed".into(),
             }],
+            report: Some(legate_core::Report {
+                origin: legate_core::ReportOrigin::AgentReported,
+                citations_checked: true,
+                body: legate_core::ReportBody::Review(legate_core::ReviewReport {
+                    summary: "one finding".into(),
+                    reviewed_files: vec!["a.rs".into()],
+                    findings: vec![legate_core::Finding {
+                        severity: legate_core::Severity::P2,
+                        path: "a.rs".into(),
+                        line: 1,
+                        quote: "fn main".into(),
+                        message: "m".into(),
+                        impact: "i".into(),
+                        suggestion: "s".into(),
+                    }],
+                    unverified: vec![],
+                }),
+            }),
         });
         t.session_id = Some("sess-1".into());
         t.timeout_secs = u64::try_from(i64::MAX).unwrap();

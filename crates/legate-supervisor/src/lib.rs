@@ -19,7 +19,7 @@ pub use preset::{PlanExit, Preset};
 pub use rules::Rules;
 pub use version::{Verified, Version, VersionCheck};
 
-use legate_core::{Boundary, PermissionRequest, Ruling, TaskMode};
+use legate_core::{Boundary, PermissionRequest, Ruling, TaskMode, WorkspaceKind};
 use std::fmt::Debug;
 
 /// The inputs the rules need besides the request itself.
@@ -31,11 +31,40 @@ pub struct Supervision {
     pub mode: TaskMode,
     /// What Legate knows about this agent's options and modes.
     pub preset: Preset,
+    /// The kind of workspace (with `boundary.owned`, what a policy's `workspace` matches).
+    pub workspace: WorkspaceKind,
+    /// The configured agent's name.
+    pub agent: String,
+    /// The role's name (`implementer` for a task without one).
+    pub role: String,
+}
+
+impl Supervision {
+    /// Supervision for an agent with no name yet, playing the default role: the workspace kind
+    /// is a sandbox when the root is owned and a shared root otherwise. Tests and probes start
+    /// here; the engine fills `agent`, `role` and `workspace` from the task.
+    pub fn new(boundary: Boundary, mode: TaskMode, preset: Preset) -> Self {
+        let workspace = if boundary.owned {
+            WorkspaceKind::Sandbox
+        } else {
+            WorkspaceKind::Shared
+        };
+        Self {
+            boundary,
+            mode,
+            preset,
+            workspace,
+            agent: String::new(),
+            role: legate_core::RoleBase::Implementer.as_str().to_string(),
+        }
+    }
 }
 
 /// Answers permission requests.
 pub trait Supervisor: Send + Sync + Debug {
     /// Decides one request. The verdict's `option_id` is always one of `request.options`'
-    /// ids, or `None` (answered as `cancelled`) when nothing offered fits.
+    /// ids, or `None` (answered as `cancelled`) when nothing offered fits. A
+    /// [`legate_core::Decision::Ask`] ruling (a policy's) carries no option: the caller puts
+    /// it to a supervision channel, or refuses it.
     fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling;
 }

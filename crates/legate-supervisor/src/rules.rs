@@ -257,20 +257,16 @@ impl<'a> Answer<'a> {
 
     /// Allows with this option, which must be one of the offered allow options.
     fn allow_with(&self, option: &PermissionOption, reason: String) -> Ruling {
-        Ruling {
-            decision: Decision::Allow,
-            option_id: Some(option.id.clone()),
-            reason,
-        }
+        Ruling::new(Decision::Allow, Some(option.id.clone()), reason)
     }
 
     /// Denies with the preferred refusal, or `None` (answered as `cancelled`).
     fn deny(&self, reason: String) -> Ruling {
-        Ruling {
-            decision: Decision::Deny,
-            option_id: pick_reject(&self.request.options, self.preset).map(|o| o.id.clone()),
+        Ruling::new(
+            Decision::Deny,
+            pick_reject(&self.request.options, self.preset).map(|o| o.id.clone()),
             reason,
-        }
+        )
     }
 }
 

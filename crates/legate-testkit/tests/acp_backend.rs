@@ -25,11 +25,11 @@ struct AllowAll;
 
 impl Supervisor for AllowAll {
     fn decide(&self, s: &Supervision, request: &PermissionRequest) -> Ruling {
-        Ruling {
-            decision: Decision::Allow,
-            option_id: pick_allow(&request.options, &s.preset).map(|o| o.id.clone()),
-            reason: "test: allow all".into(),
-        }
+        Ruling::new(
+            Decision::Allow,
+            pick_allow(&request.options, &s.preset).map(|o| o.id.clone()),
+            "test: allow all",
+        )
     }
 }
 
@@ -74,11 +74,7 @@ fn request(
             .preset("revisor"),
         boundary: boundary.clone(),
         supervisor,
-        supervision: Supervision {
-            boundary,
-            mode: TaskMode::Write,
-            preset: Preset::revisor(),
-        },
+        supervision: Supervision::new(boundary, TaskMode::Write, Preset::revisor()),
         resume_session_id: None,
         state_dir: None,
         blocked_dir: None,

@@ -57,6 +57,20 @@ pub(crate) fn permission(
         translate::permission_request(req, shared.known_tool(&req.tool_call.tool_call_id.0));
     let supervision = shared.supervision();
     let mut verdict = shared.supervisor().decide(&supervision, &request);
+    if verdict.decision == Decision::Ask {
+        // No supervision channel is connected to this session yet: an `ask` is refused,
+        // never allowed by default.
+        verdict = Ruling {
+            decision: Decision::Deny,
+            option_id: legate_supervisor::pick_reject(&request.options, &supervision.preset)
+                .map(|o| o.id.clone()),
+            reason: format!(
+                "refused: a supervisor must decide ({}), and no supervision channel is connected",
+                verdict.reason
+            ),
+            ..verdict
+        };
+    }
     let chosen = verdict
         .option_id
         .as_deref()
@@ -75,6 +89,7 @@ pub(crate) fn permission(
                     "refused: the supervisor chose an option that was not offered ({})",
                     verdict.reason
                 ),
+                ..verdict
             };
         }
         Some(Some(option)) if verdict.decision == Decision::Deny && option.kind.is_allow() => {
@@ -201,14 +216,13 @@ mod tests {
 
     fn any_verdict() -> impl Strategy<Value = Ruling> {
         (any::<bool>(), prop::option::of(any_id()), "[a-z ]{0,12}").prop_map(
-            |(allow, option_id, reason)| Ruling {
-                decision: if allow {
+            |(allow, option_id, reason)| {
+                let decision = if allow {
                     Decision::Allow
                 } else {
                     Decision::Deny
-                },
-                option_id,
-                reason,
+                };
+                Ruling::new(decision, option_id, reason)
             },
         )
     }
@@ -232,11 +246,7 @@ mod tests {
         };
         let shared = HandlerState::new(
             Arc::new(Answers(verdict)),
-            Supervision {
-                boundary,
-                mode: TaskMode::Write,
-                preset: Preset::claude(),
-            },
+            Supervision::new(boundary, TaskMode::Write, Preset::claude()),
             root,
         );
         let (sink, mut events) = EventSink::channel();

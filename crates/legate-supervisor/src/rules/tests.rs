@@ -138,15 +138,15 @@ enum Dir {
 }
 
 fn supervision(root: &Path, dir: Dir, mode: TaskMode, preset: Preset) -> Supervision {
-    Supervision {
-        boundary: Boundary {
+    Supervision::new(
+        Boundary {
             root: root.to_path_buf(),
             owned: matches!(dir, Dir::Owned),
             allow_execute: matches!(dir, Dir::SharedExec),
         },
         mode,
         preset,
-    }
+    )
 }
 
 // ---- the table ----
@@ -673,11 +673,7 @@ proptest! {
         read_only in any::<bool>(),
     ) {
         let root = root();
-        let sup = Supervision {
-            boundary: Boundary { root: root.path.clone(), owned, allow_execute },
-            mode: if read_only { TaskMode::ReadOnly } else { TaskMode::Write },
-            preset: preset.clone(),
-        };
+        let sup = Supervision::new(Boundary { root: root.path.clone(), owned, allow_execute }, if read_only { TaskMode::ReadOnly } else { TaskMode::Write }, preset.clone());
         let locations: Vec<String> = locations
             .iter()
             .map(|l| l.replace("{root}", &root.path.display().to_string()))
