@@ -51,7 +51,7 @@ pub use legate_workspace::{
 pub use records::{ContextRecord, Records, TaskFilter};
 pub use request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest};
 pub use review::{
-    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
+    ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
     ReviewRecord, TestEvidence, TestSource, TestStatus,
 };

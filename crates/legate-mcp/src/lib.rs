@@ -9,11 +9,11 @@
 //!
 //! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
 //! [`review`] (the copy workspace's review tools and `usage`), [`approval`] (the elicitation
-//! approver), [`schema`] (arguments and answers, mostly the engine's own types, and the one
+//! confirmer), [`schema`] (arguments and answers, mostly the engine's own types, and the one
 //! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], [`token`], [`http`].
 
-pub mod approval;
 pub mod chunk;
+pub mod confirmation;
 pub mod http;
 pub mod profile;
 pub mod review;

@@ -4,7 +4,7 @@
 //! Transports live elsewhere (`stdio`, `http`); this module never touches a socket or a pipe,
 //! and it logs tool names, task ids and error codes, never arguments.
 
-use crate::approval::ElicitationApprover;
+use crate::confirmation::ElicitationConfirmer;
 use crate::profile::{Profile, ToolGroup};
 use crate::review::{self, *};
 use crate::schema::{self, *};
@@ -367,11 +367,11 @@ impl LegateMcp {
             "test" => to_value(review::test(engine, parse(args)?).await?),
             "record_test" => to_value(review::record_test(engine, parse(args)?).await?),
             "integrate" => {
-                let approver = ElicitationApprover::new(
+                let confirmer = ElicitationConfirmer::new(
                     context.peer.clone(),
                     engine.config().fronts.approval_timeout,
                 );
-                let out = review::integrate(engine, parse(args)?, &approver).await?;
+                let out = review::integrate(engine, parse(args)?, &confirmer).await?;
                 tracing::info!(task = %out.task_id, files = out.integration.result.files.len(), "mcp integrate");
                 to_value(out)
             }

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use legate_core::{ErrorCode, TaskState};
 use legate_engine::{
-    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Check, CheckKind, Criterion,
+    ApprovalMode, Check, CheckKind, Confirmation, ConfirmationRequest, Confirmer, Criterion,
     EngineConfig, PatchRead, ReportedTest, Review, SubmitRequest, TestCommand, Verdict,
     WorkspaceRequest,
 };
@@ -65,13 +65,13 @@ async fn verified_task(h: &EngineHarness) -> (String, String) {
 }
 
 struct Fixed {
-    answer: ApprovalAnswer,
+    answer: Confirmation,
     asked: AtomicUsize,
 }
 
 #[async_trait]
-impl Approver for Fixed {
-    async fn confirm(&self, r: &ApprovalRequest) -> ApprovalAnswer {
+impl Confirmer for Fixed {
+    async fn confirm(&self, r: &ConfirmationRequest) -> Confirmation {
         assert_eq!(r.files.len(), 1);
         self.asked.fetch_add(1, Ordering::SeqCst);
         self.answer
@@ -86,25 +86,25 @@ async fn ask_mode_integrates_only_on_an_explicit_confirmed_accept() {
     let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::IntegrationDeclined);
     for answer in [
-        ApprovalAnswer::Decline,
-        ApprovalAnswer::Cancel,
-        ApprovalAnswer::Accept { confirm: false },
+        Confirmation::Decline,
+        Confirmation::Cancel,
+        Confirmation::Accept { confirm: false },
     ] {
-        let approver = Fixed {
+        let confirmer = Fixed {
             answer,
             asked: AtomicUsize::new(0),
         };
         let err = h
             .engine
-            .integrate(&id, Some(&sha), Some(&approver))
+            .integrate(&id, Some(&sha), Some(&confirmer))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::IntegrationDeclined, "{answer:?}");
-        assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
+        assert_eq!(confirmer.asked.load(Ordering::SeqCst), 1);
         assert_eq!(std::fs::read_to_string(&original).unwrap(), "alpha\n");
     }
     let yes = Fixed {
-        answer: ApprovalAnswer::Accept { confirm: true },
+        answer: Confirmation::Accept { confirm: true },
         asked: AtomicUsize::new(0),
     };
     let done = h

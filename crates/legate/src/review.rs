@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode};
-use legate_engine::{ApprovalAnswer, ApprovalRequest, Approver, Engine, TestEvidence};
+use legate_engine::{Confirmation, ConfirmationRequest, Confirmer, Engine, TestEvidence};
 use legate_engine::{Review, TestCommand};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -216,10 +216,10 @@ fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
 struct TerminalApprover;
 
 #[async_trait]
-impl Approver for TerminalApprover {
-    async fn confirm(&self, r: &ApprovalRequest) -> ApprovalAnswer {
+impl Confirmer for TerminalApprover {
+    async fn confirm(&self, r: &ConfirmationRequest) -> Confirmation {
         if !std::io::stdin().is_terminal() {
-            return ApprovalAnswer::Cancel;
+            return Confirmation::Cancel;
         }
         eprintln!(
             "integrate task {} into {}? sha256 {}",
@@ -243,9 +243,9 @@ impl Approver for TerminalApprover {
         })
         .await;
         match answer {
-            Ok(Ok(line)) if line.trim() == "yes" => ApprovalAnswer::Accept { confirm: true },
-            Ok(Ok(_)) => ApprovalAnswer::Decline,
-            _ => ApprovalAnswer::Cancel,
+            Ok(Ok(line)) if line.trim() == "yes" => Confirmation::Accept { confirm: true },
+            Ok(Ok(_)) => Confirmation::Decline,
+            _ => Confirmation::Cancel,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Integration: applying a verified patch to the original project, atomically or not at
 //! all, once every precondition holds (completed write task, current passing verification,
-//! required tests, and the approver's confirmation in mode `ask`).
+//! required tests, and the confirmer's confirmation in mode `ask`).
 //!
 //! It never applies a patch whose sha256 or source changed since it was checked.
 
@@ -16,14 +16,14 @@ impl Engine {
     /// Needs a completed write task (`READ_ONLY_VIOLATION` for a read-only one), a current
     /// passing verification (`VERIFICATION_REQUIRED`), current passing observed tests when
     /// `require_tests` is set, and in approval mode `ask` an `Accept { confirm: true }` from
-    /// `approver` (`INTEGRATION_DECLINED` otherwise, also when there is no approver). The
+    /// `confirmer` (`INTEGRATION_DECLINED` otherwise, also when there is no confirmer). The
     /// patch and the original are checked again after the answer (`PATCH_CHANGED`,
     /// `SOURCE_CHANGED`). Write failures are `INTEGRATION_FAILED` with the original restored.
     pub async fn integrate(
         &self,
         id: &str,
         expected_sha256: Option<&str>,
-        approver: Option<&dyn Approver>,
+        confirmer: Option<&dyn Confirmer>,
     ) -> Result<IntegrationRecord> {
         // An earlier integration a crash interrupted is finished first, so that this one
         // sees the project and the record as they are.
@@ -69,18 +69,18 @@ impl Engine {
         self.check_ready(&o, &preview)?;
         let cfg = self.review_config().clone();
         if cfg.approval == ApprovalMode::Ask {
-            let request = ApprovalRequest {
+            let request = ConfirmationRequest {
                 task_id: o.task.id.clone(),
                 source: o.record.source.clone(),
                 sha256: preview.sha256.clone(),
                 files: preview.files.clone(),
                 summary: preview.summary.clone(),
             };
-            let answer = match approver {
+            let answer = match confirmer {
                 Some(a) => a.confirm(&request).await,
-                None => ApprovalAnswer::Cancel,
+                None => Confirmation::Cancel,
             };
-            if answer != (ApprovalAnswer::Accept { confirm: true }) {
+            if answer != (Confirmation::Accept { confirm: true }) {
                 return Err(Error::new(
                     ErrorCode::IntegrationDeclined,
                     format!(

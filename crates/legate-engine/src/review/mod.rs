@@ -7,7 +7,7 @@
 //! current only while the patch and the files it rests on are unchanged; integration needs a
 //! completed write task, a current passing verification, current passing tests when
 //! configured, and, in approval mode `ask`, an explicit confirmation from the caller's
-//! approver. Verify, test and integrate are refused with `PROCESS_CLEANUP_UNVERIFIED` while an
+//! confirmer. Verify, test and integrate are refused with `PROCESS_CLEANUP_UNVERIFIED` while an
 //! agent run in the copy left processes that could not be shown gone (reading the patch and
 //! discarding are not). One operation at a time per copy (`COPY_BUSY`). Each step is kept in the task's
 //! review record (the store's `reviews` table) and announced as a `workspace` event.
@@ -29,7 +29,7 @@ mod preview;
 mod records;
 
 pub use records::{
-    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, CleanupReport, IntegrationRecord,
+    ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
     ReviewRecord, TestEvidence, TestSource, TestStatus,
 };

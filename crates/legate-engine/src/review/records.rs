@@ -26,7 +26,7 @@ legate_core::wire_enum! {
         /// Integrate once every check passes (the default). No check is relaxed.
         #[default]
         Auto => "auto",
-        /// Also require the approver's explicit `accept` with `confirm: true`.
+        /// Also require the confirmer's explicit `accept` with `confirm: true`.
         Ask => "ask",
     }
 }
@@ -306,10 +306,10 @@ pub struct PatchRead {
     pub limit: Option<usize>,
 }
 
-/// What the approver is asked in approval mode `ask`.
+/// What the confirmer is asked in approval mode `ask`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ApprovalRequest {
+pub struct ConfirmationRequest {
     /// The task.
     pub task_id: TaskId,
     /// The project that would change.
@@ -322,10 +322,10 @@ pub struct ApprovalRequest {
     pub summary: PatchSummary,
 }
 
-/// The approver's answer. Only `Accept { confirm: true }` lets integration proceed.
+/// The confirmer's answer. Only `Accept { confirm: true }` lets integration proceed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ApprovalAnswer {
+pub enum Confirmation {
     /// Accepted, with the confirmation box's value.
     Accept {
         /// Must be true.
@@ -340,9 +340,9 @@ pub enum ApprovalAnswer {
 /// Asks a person (through the front: an MCP form elicitation, a terminal prompt) whether to
 /// integrate. A front supplies it; the engine decides what the answer means.
 #[async_trait]
-pub trait Approver: Send + Sync {
+pub trait Confirmer: Send + Sync {
     /// Shows `request` and returns the answer.
-    async fn confirm(&self, request: &ApprovalRequest) -> ApprovalAnswer;
+    async fn confirm(&self, request: &ConfirmationRequest) -> Confirmation;
 }
 
 /// What the retention sweep (or `cleanup`) removed.

@@ -1,9 +1,9 @@
 //! The review tools of copy workspaces (`list_project_files`, `preview`, `read_patch`,
 //! `verify`, `test`, `record_test`, `integrate`, `discard`, `cleanup`) and `usage`, each over
-//! one engine method; their shapes are in [`shapes`], the approver that asks the MCP client
+//! one engine method; their shapes are in [`shapes`], the confirmer that asks the MCP client
 //! before an integration in approval mode `ask` in [`crate::approval`].
 //!
-//! Nothing here decides: which checks an integration needs, what an answer of the approver
+//! Nothing here decides: which checks an integration needs, what an answer of the confirmer
 //! means and whether a test passed are the engine's. This module translates arguments
 //! (an absolute path, the `test` timeout's range) and puts engine answers into MCP's
 //! envelopes; it never re-reads a value through JSON.
@@ -14,7 +14,7 @@ pub use shapes::*;
 
 use crate::tools::{absolute, in_range};
 use legate_core::Result;
-use legate_engine::{Approver, Engine, PatchRead, ReportedTest, UsageFilter};
+use legate_engine::{Confirmer, Engine, PatchRead, ReportedTest, UsageFilter};
 use std::time::Duration;
 
 /// `list_project_files`.
@@ -120,18 +120,18 @@ pub async fn record_test(engine: &Engine, args: RecordTestArgs) -> Result<TestOu
     })
 }
 
-/// `integrate`, with `approver` asked when the engine's approval mode is `ask`.
+/// `integrate`, with `confirmer` asked when the engine's approval mode is `ask`.
 pub async fn integrate(
     engine: &Engine,
     args: IntegrateArgs,
-    approver: &dyn Approver,
+    confirmer: &dyn Confirmer,
 ) -> Result<IntegrateOut> {
     let task = engine.task(&args.task_id)?;
     let r = engine
         .integrate(
             task.id.as_str(),
             Some(&args.expected_sha256),
-            Some(approver),
+            Some(confirmer),
         )
         .await?;
     Ok(IntegrateOut {

@@ -1,12 +1,12 @@
-//! The approver that asks the MCP client's person (a form elicitation) before an
+//! The confirmer that asks the MCP client's person (a form elicitation) before an
 //! integration in approval mode `ask`.
 //!
-//! It puts the elicitation's answer into the engine's [`ApprovalAnswer`] without
+//! It puts the elicitation's answer into the engine's [`Confirmation`] without
 //! interpreting it: what an answer means is the engine's to decide. It never logs the
 //! form's content, only the answer's kind.
 
 use async_trait::async_trait;
-use legate_engine::{ApprovalAnswer, ApprovalRequest, Approver};
+use legate_engine::{Confirmation, ConfirmationRequest, Confirmer};
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{ElicitationMode, Peer};
@@ -20,13 +20,13 @@ const APPROVAL_FILES_SHOWN: usize = 50;
 /// that declared no form elicitation, a failed request, a timeout and a malformed answer are
 /// all `Cancel`; what any answer means is the engine's to decide.
 #[derive(Debug)]
-pub struct ElicitationApprover {
+pub struct ElicitationConfirmer {
     peer: Peer<RoleServer>,
     timeout: Duration,
 }
 
-impl ElicitationApprover {
-    /// An approver that asks `peer`, whose person has `timeout` to answer (the engine's
+impl ElicitationConfirmer {
+    /// An confirmer that asks `peer`, whose person has `timeout` to answer (the engine's
     /// `fronts.approval_timeout`).
     pub fn new(peer: Peer<RoleServer>, timeout: Duration) -> Self {
         Self { peer, timeout }
@@ -34,7 +34,7 @@ impl ElicitationApprover {
 }
 
 /// The message a person reads before confirming.
-pub fn approval_message(r: &ApprovalRequest) -> String {
+pub fn confirmation_message(r: &ConfirmationRequest) -> String {
     let mut lines = vec![
         format!(
             "Integrate the patch of Legate task {} into {}?",
@@ -81,30 +81,30 @@ fn approval_schema() -> ElicitationSchema {
 
 /// The engine's reading of an elicitation's answer: accept carries the form's `confirm`
 /// (anything but the JSON value `true` is false); decline is decline; anything else cancel.
-pub fn answer_of(action: &ElicitationAction, content: Option<&Value>) -> ApprovalAnswer {
+pub fn answer_of(action: &ElicitationAction, content: Option<&Value>) -> Confirmation {
     match action {
-        ElicitationAction::Accept => ApprovalAnswer::Accept {
+        ElicitationAction::Accept => Confirmation::Accept {
             confirm: content.and_then(|c| c.get("confirm")) == Some(&Value::Bool(true)),
         },
-        ElicitationAction::Decline => ApprovalAnswer::Decline,
-        _ => ApprovalAnswer::Cancel,
+        ElicitationAction::Decline => Confirmation::Decline,
+        _ => Confirmation::Cancel,
     }
 }
 
 #[async_trait]
-impl Approver for ElicitationApprover {
-    async fn confirm(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+impl Confirmer for ElicitationConfirmer {
+    async fn confirm(&self, request: &ConfirmationRequest) -> Confirmation {
         if !self
             .peer
             .supported_elicitation_modes()
             .contains(&ElicitationMode::Form)
         {
             tracing::info!(task = %request.task_id, "the client cannot answer a form elicitation");
-            return ApprovalAnswer::Cancel;
+            return Confirmation::Cancel;
         }
         let params = ElicitRequestParams::FormElicitationParams {
             meta: None,
-            message: approval_message(request),
+            message: confirmation_message(request),
             requested_schema: approval_schema(),
         };
         match self
@@ -119,7 +119,7 @@ impl Approver for ElicitationApprover {
             }
             Err(e) => {
                 tracing::info!(task = %request.task_id, error = %e, "integration approval failed");
-                ApprovalAnswer::Cancel
+                Confirmation::Cancel
             }
         }
     }
@@ -136,7 +136,7 @@ mod tests {
         let accept = ElicitationAction::Accept;
         assert_eq!(
             answer_of(&accept, Some(&json!({"confirm": true}))),
-            ApprovalAnswer::Accept { confirm: true }
+            Confirmation::Accept { confirm: true }
         );
         for content in [
             Some(json!({"confirm": false})),
@@ -146,16 +146,16 @@ mod tests {
         ] {
             assert_eq!(
                 answer_of(&accept, content.as_ref()),
-                ApprovalAnswer::Accept { confirm: false }
+                Confirmation::Accept { confirm: false }
             );
         }
         assert_eq!(
             answer_of(&ElicitationAction::Decline, Some(&json!({"confirm": true}))),
-            ApprovalAnswer::Decline
+            Confirmation::Decline
         );
         assert_eq!(
             answer_of(&ElicitationAction::Cancel, None),
-            ApprovalAnswer::Cancel
+            Confirmation::Cancel
         );
     }
 
