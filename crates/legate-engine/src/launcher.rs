@@ -99,12 +99,8 @@ impl Engine {
             }
         };
         self.publish(&events);
-        if let Some(CopyRequest {
-            source,
-            include_paths,
-            criteria,
-        }) = copy
-            && let Err(e) = self.start_review(&task, source, include_paths, criteria)
+        if let Some(copy) = copy
+            && let Err(e) = self.start_review(&task, copy)
         {
             tracing::error!(task = %task.id, error = %e, "could not store the copy's review record");
         }
