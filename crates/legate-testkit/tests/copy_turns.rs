@@ -382,3 +382,41 @@ async fn a_read_only_turn_answers_only_for_its_own_changes() {
     }
     h.engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_canceled_in_the_queue_never_costs_the_copy_its_work() {
+    let h = harness();
+    let one = first_turn(&h, "write one.txt: first\\n").await;
+    let ctx = one.context_id.clone();
+    let hanging = h.engine.resume(resume(&ctx, "!hang", None)).unwrap();
+    h.until(&hanging.id, is_continued).await;
+    // A message queued behind the running turn, canceled before it enters the copy.
+    let queued = h
+        .engine
+        .send_message(message(&ctx, "m-queued", "write two.txt: x"))
+        .unwrap()
+        .task;
+    h.engine.cancel(queued.id.as_str()).unwrap();
+    assert_eq!(h.wait(&queued.id).await.state, TaskState::Canceled);
+    h.engine.cancel(hanging.id.as_str()).unwrap();
+    assert_eq!(h.wait(&hanging.id).await.state, TaskState::Canceled);
+    // The sweep judges the copy by the turn that last entered it (within retention), not
+    // by the queued task that never did (which looks half made).
+    let report = h.engine.cleanup().await.unwrap();
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert!(one.root.as_ref().unwrap().join("one.txt").is_file());
+    let copy = h.engine.current_copy(queued.id.as_str()).unwrap();
+    assert_eq!(
+        (copy.task_id, copy.status, copy.turns),
+        (hanging.id.clone(), CopyStatus::Open, 2)
+    );
+    let next = h
+        .engine
+        .resume(resume(&ctx, "write two.txt: second\\n", None))
+        .unwrap();
+    let next = h.wait(&next.id).await;
+    assert_eq!(next.state, TaskState::Completed, "{:?}", next.error);
+    let preview = h.engine.preview(next.id.as_str()).await.unwrap();
+    assert_eq!(changed(&preview.patch.files), ["one.txt", "two.txt"]);
+    h.engine.shutdown().await;
+}
