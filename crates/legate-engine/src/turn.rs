@@ -223,8 +223,7 @@ impl Engine {
         {
             tracing::warn!(task = %task.id, error = %e, "could not record the session id");
         }
-        // A copy task cannot wait for a reply (a reply re-runs the same task, which would
-        // prepare its copy again); the context's next turn continues the copy instead.
+        // A copy is made afresh for each turn, so a copy task cannot wait for a reply.
         result.into_ending(acc, task.workspace != WorkspaceKind::Copy)
     }
 
