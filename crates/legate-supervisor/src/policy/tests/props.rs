@@ -164,4 +164,33 @@ proptest! {
         let beneath_src = lexical.strip_prefix(&root).is_ok_and(|r| r.starts_with("src") && r != Path::new("src"));
         prop_assert_eq!(paths::all_match(&globs, &places), beneath_src, "{}", relative.display());
     }
+
+    /// Hostile text in any field of a rule is refused naming that field, with a bounded
+    /// excerpt; it never panics, and never yields a rule.
+    #[test]
+    fn hostile_rule_fields_are_refused_naming_the_field(
+        field in prop::sample::select(vec!["kind", "workspace", "program", "decision", "agent", "role"]),
+        value in "\\PC{1,300}",
+    ) {
+        let quoted = toml::Value::String(value.clone()).to_string();
+        let text = format!("[[policy.rules]]\nid = \"x\"\nreason = \"r\"\n{}{field} = {quoted}\n",
+            if field == "decision" { "" } else { "decision = \"deny\"\n" });
+        let valid = match field {
+            "kind" => ToolKind::parse(&value).is_some(),
+            "workspace" => WorkspaceKind::parse(&value).is_some(),
+            "program" => !value.contains('/') && !value.contains(char::is_whitespace),
+            "decision" => matches!(value.as_str(), "allow" | "deny" | "ask"),
+            _ => value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) && value.len() <= 128,
+        };
+        let result = parse_file(&text).and_then(|rules| Policy::from_tables(Vec::new(), rules));
+        match result {
+            Ok(_) => prop_assert!(valid, "{}", text),
+            Err(e) => {
+                if !valid {
+                    prop_assert_eq!(e.field.as_deref(), Some(field));
+                }
+                prop_assert!(e.to_string().chars().count() < 400, "{}", e);
+            }
+        }
+    }
 }
