@@ -96,6 +96,9 @@ pub struct EngineConfig {
     pub hidden: Vec<PathBuf>,
     /// Limits of requests fronts take, read by every front from [`crate::Engine::config`].
     pub fronts: FrontLimits,
+    /// The declarative permission policy (`[[policy.rules]]`): its rules decide before the
+    /// supervisor the engine is started with; empty, that supervisor decides alone.
+    pub policy: legate_supervisor::Policy,
 }
 
 /// Limits of what a front accepts or waits for, one value for every front (CLI, MCP, A2A),
@@ -157,6 +160,7 @@ impl EngineConfig {
             review: crate::review::ReviewConfig::default(),
             hidden: Vec::new(),
             fronts: FrontLimits::default(),
+            policy: legate_supervisor::Policy::empty(),
         }
     }
 
