@@ -39,9 +39,6 @@ struct File {
     /// `[copies]`: copy workspaces and their review (see `crate::review_config`).
     #[serde(default)]
     copies: crate::review_config::CopiesTable,
-    /// `[supervision]`: the approval queue (see `crate::supervision_config`).
-    #[serde(default)]
-    supervision: crate::supervision_config::SupervisionTable,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -229,7 +226,6 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
     }
 
     crate::review_config::resolve(file.copies, env, &mut c.review)?;
-    crate::supervision_config::resolve(file.supervision, &mut c.supervision)?;
 
     c.agents = builtin_agents()?;
     for (name, table) in file.agents {
@@ -513,20 +509,6 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         resolve(parse(text)?, Path::new("/tmp/lh"), &|k| env.get(k).cloned())
-    }
-
-    #[test]
-    fn the_supervision_deadline_is_read_and_bounded() {
-        assert_eq!(
-            resolve_text("", &[]).unwrap().supervision.deadline,
-            Duration::from_secs(120)
-        );
-        let c = resolve_text("[supervision]\ndeadline_secs = 5\n", &[]).unwrap();
-        assert_eq!(c.supervision.deadline, Duration::from_secs(5));
-        for bad in ["deadline_secs = 0", "deadline_secs = 86401", "deadlin = 3"] {
-            let e = resolve_text(&format!("[supervision]\n{bad}\n"), &[]).unwrap_err();
-            assert!(format!("{e:#}").contains("deadline"), "{e:#}");
-        }
     }
 
     #[test]

@@ -24,7 +24,6 @@ mod render;
 mod review;
 mod review_config;
 mod serve;
-mod supervision_config;
 mod usage;
 
 use anyhow::{Context, Result};
