@@ -168,21 +168,29 @@ impl Drop for Pending<'_> {
 impl SupervisionChannel for Queue {
     async fn ask(&self, mut ask: Ask) -> Answered {
         let tool = summarize(&ask.request);
-        let scope = scope(ask.ruling.rule_id.as_deref(), &tool);
-        match self.store.allowed_for_task(&ask.task_id, &scope) {
-            Ok(Some(earlier)) => return scoped_allow(&ask, &earlier, &scope),
-            Ok(None) => {}
-            Err(e) => {
-                warn!(task_id = %ask.task_id, error = %e.message, "allow-for-task answers could not be read")
+        let id = uuid::Uuid::new_v4().to_string();
+        let scope = match scope(ask.ruling.rule_id.as_deref(), &tool) {
+            Some(scope) => {
+                match self.store.allowed_for_task(&ask.task_id, &scope) {
+                    Ok(Some(earlier)) => return scoped_allow(&ask, &earlier, &scope),
+                    Ok(None) => {}
+                    Err(e) => {
+                        warn!(task_id = %ask.task_id, error = %e.message, "allow-for-task answers could not be read")
+                    }
+                }
+                scope
             }
-        }
+            // A call no earlier answer may cover: its key is its own id, so an
+            // allow-for-task answer to it covers only itself.
+            None => serde_json::json!(["only", id]).to_string(),
+        };
         let now = Timestamp::now();
         let mut answerers = vec!["human".to_string()];
         if let Some(judge) = &self.judge {
             answerers.insert(0, format!("agent:{judge}"));
         }
         let approval = Approval {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
             task_id: ask.task_id.clone(),
             agent: ask.supervision.agent.clone(),
             role: ask.supervision.role.clone(),
