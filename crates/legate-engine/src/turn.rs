@@ -186,6 +186,8 @@ impl Engine {
 
         let root = boundary.root.clone();
         let watch = crate::silent::Watch::before(&root, boundary.owned).await;
+        let inputs = self.report_inputs(&task, &agent, inputs);
+        let structured = inputs.json_schema.is_some();
         let (sink, stream) = EventSink::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
         let result = self
@@ -217,7 +219,9 @@ impl Engine {
             tracing::warn!(task = %task.id, error = %e, "could not record the session id");
         }
         // A copy is made afresh for each turn, so a copy task cannot wait for a reply.
-        result.into_ending(acc, task.workspace != WorkspaceKind::Copy)
+        let ending = result.into_ending(acc, task.workspace != WorkspaceKind::Copy);
+        self.check_report(&task, &root, &watch, structured, ending)
+            .await
     }
 
     /// Gives a completed turn whose answer claims tool work Legate never saw its notice
