@@ -190,6 +190,7 @@ impl Engine {
     ) -> Result<Task> {
         let role = self.apply_role(&mut request)?;
         let checked = self.check_submit(&request, allow_empty)?;
+        crate::request::check_framed(&request.prompt, role.as_ref())?;
         let now = Timestamp::now();
         let mut task = Task {
             id: TaskId(uuid::Uuid::new_v4().to_string()),
@@ -261,6 +262,7 @@ impl Engine {
             ));
         }
         let (agent, _) = self.agents().runnable(&task.agent)?;
+        crate::request::check_framed(&prompt, task.role.as_ref())?;
         task.prompt = prompt;
         task.state = TaskState::Submitted;
         task.status_message = None;

@@ -17,6 +17,7 @@ mod continuation;
 mod ending;
 mod engine;
 mod fanout;
+mod framing;
 mod inbound;
 mod integration_recovery;
 mod launcher;

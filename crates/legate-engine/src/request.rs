@@ -218,6 +218,19 @@ pub(crate) fn check_reply(prompt: &str) -> Result<()> {
     check_size("reply", prompt)
 }
 
+/// The prompt as the agent will read it, framed with `role`'s instructions, is at most
+/// [`MAX_PROMPT_BYTES`]: a role's instructions count toward the prompt's limit.
+pub(crate) fn check_framed(prompt: &str, role: Option<&legate_core::TaskRole>) -> Result<()> {
+    let framed = crate::framing::frame(prompt, role, None, None);
+    if framed.len() > MAX_PROMPT_BYTES {
+        return Err(Error::invalid_input(format!(
+            "the prompt with its role's instructions is {} bytes; the limit is {MAX_PROMPT_BYTES}",
+            framed.len()
+        )));
+    }
+    Ok(())
+}
+
 /// `what` (a prompt, a reply) is at most [`MAX_PROMPT_BYTES`].
 fn check_size(what: &str, text: &str) -> Result<()> {
     if text.len() > MAX_PROMPT_BYTES {
