@@ -17,6 +17,7 @@ mod continuation;
 mod ending;
 mod engine;
 mod fanout;
+mod framing;
 mod inbound;
 mod integration_recovery;
 mod launcher;
@@ -26,6 +27,7 @@ mod records;
 mod report;
 mod request;
 mod review;
+mod roles;
 pub mod runner;
 pub mod silent;
 mod slots;
@@ -56,6 +58,10 @@ pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
     ReviewRecord, TestEvidence, TestSource, TestStatus,
+};
+pub use roles::{
+    MAX_CUSTOM_ROLES, MAX_ROLE_DESCRIPTION_CHARS, MAX_ROLE_INSTRUCTIONS_CHARS, MAX_ROLE_NAME_CHARS,
+    RoleDefaults, RoleInfo, RoleSpec, Roles, valid_role_name,
 };
 pub use slots::SlotCounts;
 

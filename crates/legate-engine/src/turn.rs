@@ -336,7 +336,9 @@ impl Engine {
         };
         let turn = Turn {
             task_id: task.id.clone(),
-            prompt: task.prompt.clone(),
+            // What the agent reads: the caller's prompt, framed with the task's role (the
+            // report contract and a handed-off context join here).
+            prompt: crate::framing::frame(&task.prompt, task.role.as_ref(), None, None),
             mode: task.mode,
             model: task.model.clone(),
             timeout: Some(Duration::from_secs(task.timeout_secs)),
