@@ -334,11 +334,25 @@ impl Engine {
             }
             Err(e) => return TurnResult::Failed(e),
         };
+        // A planner or reviewer is told its report contract in the prompt, unless its backend
+        // is given the report's JSON Schema as structured output (agy).
+        let contract = match &inputs.json_schema {
+            Some(_) => None,
+            None => task
+                .role
+                .as_ref()
+                .and_then(|r| crate::report::contract(r.base)),
+        };
         let turn = Turn {
             task_id: task.id.clone(),
-            // What the agent reads: the caller's prompt, framed with the task's role (the
-            // report contract and a handed-off context join here).
-            prompt: crate::framing::frame(&task.prompt, task.role.as_ref(), None, None),
+            // What the agent reads: the caller's prompt, framed with the task's role and its
+            // report contract (a handed-off context joins here).
+            prompt: crate::framing::frame(
+                &task.prompt,
+                task.role.as_ref(),
+                contract.as_deref(),
+                None,
+            ),
             mode: task.mode,
             model: task.model.clone(),
             timeout: Some(Duration::from_secs(task.timeout_secs)),

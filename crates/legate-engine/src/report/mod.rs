@@ -42,8 +42,6 @@ pub(crate) fn json_schema(base: RoleBase) -> Option<serde_json::Value> {
 /// The text block that tells an agent of base `base` how to answer: its first line is
 /// exactly `Legate report contract: planner` (or `reviewer`), then the rules and the
 /// schema. `None` for an implementer.
-// Until s13a's `frame` lands, only the tests call it.
-#[allow(dead_code)]
 pub(crate) fn contract(base: RoleBase) -> Option<String> {
     let schema = json_schema(base)?;
     // Serializing a `Value` to a string cannot fail.
