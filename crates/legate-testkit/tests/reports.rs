@@ -266,3 +266,11 @@ async fn agy_gets_the_schema_and_its_structured_output_is_validated() {
     assert!(m.contains("steps must have at least 1 entry"), "{m}");
     h.engine.shutdown().await;
 }
+
+#[test]
+fn revisor_keys_on_the_contract_head_the_engine_writes() {
+    assert_eq!(
+        legate_engine::CONTRACT_HEAD,
+        legate_revisor::report::CONTRACT_HEAD
+    );
+}
