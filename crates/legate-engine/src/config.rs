@@ -101,6 +101,8 @@ pub struct EngineConfig {
     pub policy: legate_supervisor::Policy,
     /// The approval queue: deadlines and the supervising agent (`[supervision]`).
     pub supervision: SupervisionConfig,
+    /// The configured roles (`[roles.NAME]`), checked when the engine starts.
+    pub roles: Vec<crate::roles::RoleSpec>,
 }
 
 /// The default of [`SupervisionConfig::deadline`]: 120 s.
@@ -185,6 +187,7 @@ impl EngineConfig {
             fronts: FrontLimits::default(),
             policy: legate_supervisor::Policy::empty(),
             supervision: SupervisionConfig::default(),
+            roles: Vec::new(),
         }
     }
 

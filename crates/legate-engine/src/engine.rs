@@ -61,6 +61,8 @@ pub(crate) struct Inner {
     tracker: TaskTracker,
     /// Raised by `shutdown`; a task launched after it is canceled at once (`launcher`).
     pub(crate) shutdown: watch::Sender<bool>,
+    /// The role catalog, checked at start.
+    pub(crate) roles: crate::roles::Roles,
 }
 
 impl Engine {
@@ -86,6 +88,10 @@ impl Engine {
             ))
         };
         let paths = config.paths.clone();
+        let roles = crate::roles::Roles::new(
+            config.roles.clone(),
+            config.agents.keys().map(String::as_str),
+        )?;
         create_private_dir(paths.home())?;
         let store = Store::open(&paths.db())?;
         let runner = Runner::claim(&paths.run())?;
@@ -107,6 +113,7 @@ impl Engine {
                 )),
                 slots: Slots::new(config.max_running, config.max_queued),
                 agents: Agents::new(config.agents.clone(), backends.into()),
+                roles,
                 config,
                 store,
                 fanout: Fanout::new(4096, paths.clone(), Some(runner.id().to_string())),
@@ -129,6 +136,11 @@ impl Engine {
     /// The store. Fronts read through [`Engine`]'s own methods and [`crate::Records`].
     pub(crate) fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// The roles a request may name: the built-ins and the configured ones.
+    pub fn roles(&self) -> &crate::roles::Roles {
+        &self.inner.roles
     }
 
     /// The configuration.
@@ -192,8 +204,14 @@ impl Engine {
 
     /// Checks and stores a task, then queues it (or parks it waiting for input when its
     /// prompt is empty and `allow_empty`). Every way of submitting comes here.
-    pub(crate) fn submit_inner(&self, request: SubmitRequest, allow_empty: bool) -> Result<Task> {
+    pub(crate) fn submit_inner(
+        &self,
+        mut request: SubmitRequest,
+        allow_empty: bool,
+    ) -> Result<Task> {
+        let role = self.apply_role(&mut request)?;
         let checked = self.check_submit(&request, allow_empty)?;
+        crate::request::check_framed(&request.prompt, role.as_ref())?;
         let now = Timestamp::now();
         let mut task = Task {
             id: TaskId(uuid::Uuid::new_v4().to_string()),
@@ -202,9 +220,10 @@ impl Engine {
             workspace: checked.workspace,
             root: checked.root,
             prompt: request.prompt,
-            mode: request.mode,
+            // Set by `apply_role`; write only if that ever changed.
+            mode: request.mode.unwrap_or_default(),
             model: request.model,
-            role: None,
+            role,
             state: TaskState::Submitted,
             error: None,
             status_message: None,
@@ -264,6 +283,7 @@ impl Engine {
             ));
         }
         let (agent, _) = self.agents().runnable(&task.agent)?;
+        crate::request::check_framed(&prompt, task.role.as_ref())?;
         task.prompt = prompt;
         task.state = TaskState::Submitted;
         task.status_message = None;

@@ -17,14 +17,17 @@ mod continuation;
 mod ending;
 mod engine;
 mod fanout;
+mod framing;
 mod inbound;
 mod integration_recovery;
 mod launcher;
 mod leftovers;
 mod pool;
 mod records;
+mod report;
 mod request;
 mod review;
+mod roles;
 pub mod runner;
 pub mod silent;
 mod slots;
@@ -53,11 +56,16 @@ pub use legate_workspace::{
     ProjectFile, ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
 };
 pub use records::{ContextRecord, Records, TaskFilter};
+pub use report::CONTRACT_HEAD;
 pub use request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest};
 pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, CopyHandle,
     CopyStatus, IntegrationRecord, IntegrationRecovery, PatchRead, PatchRecord, PreviewReport,
     ReportedTest, ReviewConfig, ReviewRecord, TestEvidence, TestSource, TestStatus,
+};
+pub use roles::{
+    MAX_CUSTOM_ROLES, MAX_ROLE_DESCRIPTION_CHARS, MAX_ROLE_INSTRUCTIONS_CHARS, MAX_ROLE_NAME_CHARS,
+    RoleDefaults, RoleInfo, RoleSpec, Roles, valid_role_name,
 };
 pub use slots::SlotCounts;
 pub use supervision::{

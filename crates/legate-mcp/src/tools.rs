@@ -224,7 +224,13 @@ fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
 
 /// `run`.
 pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOut> {
-    let mode = profile.mode(args.mode, TaskMode::Write)?;
+    // An omitted mode is the role's default (write for an implementer) unless the profile
+    // is read-only.
+    let mode = if profile.read_only() {
+        Some(profile.mode(args.mode, TaskMode::ReadOnly)?)
+    } else {
+        args.mode
+    };
     let workspace = match (args.working_directory, args.workspace) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid_input(
@@ -464,6 +470,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         answer: None,
         refusals: None,
         prompt: None,
+        report: None,
     };
     if !task.is_terminal() {
         return Ok(out);
@@ -478,6 +485,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         out.stop_reason = r.stop_reason.clone();
         out.tool_calls = Some(r.tool_calls);
         out.failed_tool_calls = Some(r.failed_tool_calls);
+        out.report = r.report.clone();
         if include {
             out.refusals = Some(r.refusals.clone());
         }

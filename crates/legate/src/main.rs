@@ -606,11 +606,7 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
         prompt: args.prompt.join("\n"),
         workspace,
         context_id: args.context,
-        mode: if args.read_only {
-            TaskMode::ReadOnly
-        } else {
-            TaskMode::Write
-        },
+        mode: args.read_only.then_some(TaskMode::ReadOnly),
         timeout: args.timeout.map(Duration::from_secs),
         model: args.model,
         message_id: None,
@@ -618,6 +614,7 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
             Some(file) => Some(read_json(file, "a JSON Schema")?),
             None => None,
         },
+        role: None,
     };
     let task = engine.submit(request)?;
     eprintln!(
@@ -717,6 +714,9 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
         )?;
         for refusal in &r.refusals {
             out!("refused  {}: {}", refusal.title, refusal.reason)?;
+        }
+        for line in r.report.iter().flat_map(render::report_lines) {
+            out!("{line}")?;
         }
         if !r.text.is_empty() {
             out!("\n{}", r.text.trim_end())?;
