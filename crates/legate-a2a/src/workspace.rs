@@ -197,4 +197,22 @@ mod tests {
             assert!(code(&e).contains("INVALID_WORKSPACE"), "{bad}: {e:?}");
         }
     }
+
+    #[test]
+    fn a_role_is_a_string_in_metadata_role_or_absent() {
+        let with = |v: serde_json::Value| {
+            let mut m = Message::new(Role::User, vec![Part::text("hi")]);
+            m.metadata = Some(HashMap::from([(ROLE_KEY.to_string(), v)]));
+            m
+        };
+        assert_eq!(role(&message(None)).unwrap(), None);
+        assert_eq!(role(&with(json!(null))).unwrap(), None);
+        assert_eq!(
+            role(&with(json!("planner"))).unwrap().as_deref(),
+            Some("planner")
+        );
+        for bad in [json!(1), json!(["planner"]), json!({"name": "planner"})] {
+            assert!(code(&role(&with(bad)).unwrap_err()).contains("INVALID_INPUT"));
+        }
+    }
 }

@@ -90,8 +90,9 @@ fn keeps_role(task: &Task, asked: Option<&str>) -> Result<()> {
         .map_or("implementer", |r| r.name.as_str());
     match asked {
         Some(asked) if asked != kept => Err(Error::invalid_input(format!(
-            "context {} is a {kept} and the message asks for {asked}: a conversation keeps its role; hand off to another role instead",
-            task.context_id
+            "context {} is a {kept} and the message asks for {:?}: a conversation keeps its role; hand off to another role instead",
+            task.context_id,
+            asked.chars().take(40).collect::<String>()
         ))),
         _ => Ok(()),
     }

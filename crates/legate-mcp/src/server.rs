@@ -512,7 +512,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 23);
+        assert_eq!(tools.len(), 24);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
