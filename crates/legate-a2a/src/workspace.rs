@@ -17,6 +17,22 @@ use std::path::{Path, PathBuf};
 /// The metadata key.
 pub const KEY: &str = "workspace";
 
+/// The metadata key of the role a message asks for (a role name, as `legate roles` lists).
+pub const ROLE_KEY: &str = "role";
+
+/// The role `message` asks for in `metadata.role`, `None` when it names none; a value that
+/// is not a string is `INVALID_INPUT`. Whether the role exists, and whether this message may
+/// choose it, is the engine's rule.
+pub fn role(message: &Message) -> Result<Option<String>, A2AError> {
+    match message.metadata.as_ref().and_then(|m| m.get(ROLE_KEY)) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(A2AError::invalid_params(
+            "INVALID_INPUT: metadata.role must be a role name (a string)",
+        )),
+    }
+}
+
 /// `metadata.workspace` as sent.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -179,6 +195,24 @@ mod tests {
         ] {
             let e = requested(&message(Some(bad.clone())), &[PathBuf::from("/")]).unwrap_err();
             assert!(code(&e).contains("INVALID_WORKSPACE"), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn a_role_is_a_string_in_metadata_role_or_absent() {
+        let with = |v: serde_json::Value| {
+            let mut m = Message::new(Role::User, vec![Part::text("hi")]);
+            m.metadata = Some(HashMap::from([(ROLE_KEY.to_string(), v)]));
+            m
+        };
+        assert_eq!(role(&message(None)).unwrap(), None);
+        assert_eq!(role(&with(json!(null))).unwrap(), None);
+        assert_eq!(
+            role(&with(json!("planner"))).unwrap().as_deref(),
+            Some("planner")
+        );
+        for bad in [json!(1), json!(["planner"]), json!({"name": "planner"})] {
+            assert!(code(&role(&with(bad)).unwrap_err()).contains("INVALID_INPUT"));
         }
     }
 }

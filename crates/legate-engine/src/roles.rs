@@ -193,12 +193,18 @@ impl Roles {
             None => Err(Error::new(
                 ErrorCode::RoleNotFound,
                 format!(
-                    "no role is called {name:?}; the roles are {}",
+                    "no role is called {:?}; the roles are {}",
+                    excerpt(name),
                     self.names().join(", ")
                 ),
             )),
         }
     }
+}
+
+/// At most 40 characters of a caller's role name, for an error message.
+fn excerpt(name: &str) -> String {
+    name.chars().take(40).collect()
 }
 
 /// A role name is 1 to 32 lowercase ASCII letters, digits and hyphens.
@@ -331,7 +337,8 @@ impl Engine {
                     && asked != stored_name
                 {
                     return Err(Error::invalid_input(format!(
-                        "this conversation is a {stored_name} and asked for {asked}: a conversation keeps its role; hand off to another role instead"
+                        "this conversation is a {stored_name} and asked for {:?}: a conversation keeps its role; hand off to another role instead",
+                        excerpt(asked)
                     )));
                 }
                 // The stored snapshot, without today's defaults: a continuation keeps its

@@ -46,6 +46,12 @@ fn an_unknown_role_is_role_not_found_and_lists_the_names() {
     let e = catalog(vec![]).unwrap().resolve("architect").unwrap_err();
     assert_eq!(e.code, ErrorCode::RoleNotFound);
     assert!(e.message.contains("implementer, planner, reviewer"), "{e}");
+    // A hostile name is echoed only in part.
+    let e = catalog(vec![])
+        .unwrap()
+        .resolve(&"x".repeat(100_000))
+        .unwrap_err();
+    assert!(e.message.len() < 200, "{}", e.message.len());
 }
 
 #[test]

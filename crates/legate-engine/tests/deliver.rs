@@ -338,3 +338,59 @@ async fn a_hostile_message_id_is_refused_on_every_route() {
     );
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_chooses_the_role_only_when_it_starts_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let with_role = |context: &str, text: &str, role: &str| Inbound {
+        role: Some(role.into()),
+        ..message("revisor", Some(context), text)
+    };
+    let e = engine
+        .deliver(with_role("c-role", "hi", "architect"))
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::RoleNotFound, "{e}");
+    assert!(in_context(&engine, "c-role").is_empty(), "nothing stored");
+
+    let first = engine
+        .deliver(with_role("c-role", "write a.txt: no", "planner"))
+        .unwrap();
+    assert_eq!(first.route, Route::Started);
+    let first = engine.wait(&first.task.id).await.unwrap();
+    assert_eq!(first.mode, legate_core::TaskMode::ReadOnly);
+    assert_eq!(first.role.as_ref().unwrap().name, "planner");
+
+    // Another role on the conversation is refused, on a next turn and on a reply alike.
+    let e = engine
+        .deliver(with_role("c-role", "now write", "implementer"))
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
+    assert!(e.message.contains("keeps its role"), "{e}");
+    let w = waiting(&engine, "c-role-wait");
+    let reply = Inbound {
+        task_id: Some(w.task.id.0.clone()),
+        role: Some("reviewer".into()),
+        ..message("revisor", None, "go on")
+    };
+    assert_eq!(
+        engine.deliver(reply).unwrap_err().code,
+        ErrorCode::InvalidInput
+    );
+    assert_eq!(in_context(&engine, "c-role").len(), 1);
+
+    // Leaving the role out, or repeating it, keeps the conversation's.
+    for role in [None, Some("planner")] {
+        let next = engine
+            .deliver(Inbound {
+                role: role.map(str::to_string),
+                ..message("revisor", Some("c-role"), "What is here?")
+            })
+            .unwrap();
+        assert_eq!(next.route, Route::NextTurn);
+        let next = engine.wait(&next.task.id).await.unwrap();
+        assert_eq!(next.role, first.role);
+        assert_eq!(next.mode, legate_core::TaskMode::ReadOnly);
+    }
+    engine.shutdown().await;
+}

@@ -42,6 +42,9 @@ struct File {
     /// `[policy]` and `[[policy.rules]]`: the permission policy (see `crate::policy`).
     #[serde(default)]
     policy: legate_supervisor::policy::PolicyTable,
+    /// `[roles.NAME]`: configured roles (see `crate::roles_config`).
+    #[serde(default)]
+    roles: BTreeMap<String, crate::roles_config::RoleTable>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -361,6 +364,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         }
         c.default_agent = name;
     }
+    c.roles = crate::roles_config::resolve(file.roles, c.agents.keys().map(String::as_str))?;
     Ok(c)
 }
 

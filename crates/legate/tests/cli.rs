@@ -238,6 +238,65 @@ fn a_shared_directory_refuses_shell_commands_and_the_task_still_completes() {
 }
 
 #[test]
+fn roles_are_listed_and_a_planner_run_is_read_only_and_shows_its_role() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.path().join("home")).unwrap();
+    std::fs::write(
+        home.path().join("home/legate.toml"),
+        "[roles.security-review]\nbase = \"reviewer\"\ninstructions = \"Check access control.\"\n",
+    )
+    .unwrap();
+    let out = home.run(&["roles", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let roles: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = roles
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["implementer", "planner", "reviewer", "security-review"]
+    );
+    assert_eq!(roles[3]["instructionsChars"], 21);
+    let table = home.run(&["roles"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("security-review"));
+
+    let out = home.run(&["run", "--role", "architect", "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ROLE_NOT_FOUND"));
+    let out = home.run(&[
+        "run",
+        "--role",
+        "planner",
+        "write a.txt: no",
+        "What is here?",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id_from(&out);
+    let task = home.show(&id);
+    assert_eq!(task["mode"], "read-only", "{task}");
+    assert_eq!(task["role"]["name"], "planner", "{task}");
+    let shown = home.run(&["show", &id]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("role     planner"));
+
+    // A bad role stops every command that reads the configuration, naming it.
+    std::fs::write(
+        home.path().join("home/legate.toml"),
+        "[roles.reviewer]\nbase = \"reviewer\"\ninstructions = \"x\"\n",
+    )
+    .unwrap();
+    let out = home.run(&["roles"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("CONFIG_INVALID") && err.contains("roles.reviewer"),
+        "{err}"
+    );
+}
+
+#[test]
 fn read_only_tasks_change_nothing() {
     let home = Home::new();
     let shared = home.path().join("ro");
