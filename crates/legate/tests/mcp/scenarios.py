@@ -18,7 +18,9 @@ LEGATE_HOME (and LEGATE_LOG) are passed on to the stdio servers.
 import asyncio
 import contextlib
 import json
+import os
 import sys
+import tempfile
 
 from client import call, http_session, is_error, stdio_session, structured
 
@@ -171,13 +173,23 @@ async def roles(binary):
         listed = await call(session, "roles", {})
         jsonschema.validate(listed, schema("roles", "output_schema"))
         run_input = schema("run", "input_schema")
-        args = {"prompt": "write a.txt: no\nWhat is here?", "role": "security-review"}
+        # A reviewer cites real lines, so it reviews a directory with a file in it.
+        work = tempfile.mkdtemp()
+        with open(os.path.join(work, "lib.rs"), "w") as f:
+            f.write("fn f() {\n    x.unwrap();\n}\n")
+        args = {
+            "prompt": "write a.txt: no\nWhat is here?",
+            "role": "security-review",
+            "workingDirectory": work,
+        }
         jsonschema.validate(args, run_input)
         started = await call(session, "run", args)
         jsonschema.validate(started, schema("run", "output_schema"))
         final, _ = await wait_until_ready(session, started["taskId"])
         status = await call(session, "status", {"taskId": started["taskId"]})
         jsonschema.validate(status, schema("status", "output_schema"))
+        result = await call(session, "result", {"taskId": started["taskId"]})
+        jsonschema.validate(result, schema("result", "output_schema"))
         unknown = await session.call_tool("run", {"prompt": "hi", "role": "architect"})
         report(
             {
@@ -188,6 +200,7 @@ async def roles(binary):
                 "role": status["task"]["role"],
                 "roleBase": status["task"]["roleBase"],
                 "final": final["state"],
+                "report": result.get("report"),
                 "unknown": structured(unknown)["error"]["code"] if is_error(unknown) else None,
             }
         )
