@@ -173,6 +173,16 @@ impl Engine {
     /// prompt is empty and `allow_empty`). Every way of submitting comes here.
     pub(crate) fn submit_inner(&self, request: SubmitRequest, allow_empty: bool) -> Result<Task> {
         let checked = self.check_submit(&request, allow_empty)?;
+        self.submit_checked(request, checked)
+    }
+
+    /// Stores and queues (or parks) the task of a `request` that passed `check_submit` as
+    /// `checked`. A handoff comes here too, with its copy's source set in `checked`.
+    pub(crate) fn submit_checked(
+        &self,
+        request: SubmitRequest,
+        checked: crate::request::Checked,
+    ) -> Result<Task> {
         let now = Timestamp::now();
         let mut task = Task {
             id: TaskId(uuid::Uuid::new_v4().to_string()),

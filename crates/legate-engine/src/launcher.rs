@@ -103,8 +103,9 @@ impl Engine {
             source,
             include_paths,
             criteria,
+            handoff,
         }) = copy
-            && let Err(e) = self.start_review(&task, source, include_paths, criteria)
+            && let Err(e) = self.start_review(&task, source, include_paths, criteria, handoff)
         {
             tracing::error!(task = %task.id, error = %e, "could not store the copy's review record");
         }

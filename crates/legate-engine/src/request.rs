@@ -97,6 +97,8 @@ pub(crate) struct CopyRequest {
     pub(crate) source: PathBuf,
     pub(crate) include_paths: Vec<String>,
     pub(crate) criteria: Vec<legate_workspace::Criterion>,
+    /// For a handoff: the copy whose current files the new copy gets (see `handoff`).
+    pub(crate) handoff: Option<crate::handoff::HandoffSource>,
 }
 
 /// A submit that passed its checks: what its task is stored with.
@@ -165,6 +167,7 @@ impl Engine {
                     source,
                     include_paths,
                     criteria,
+                    handoff: None,
                 });
                 (WorkspaceKind::Copy, None)
             }

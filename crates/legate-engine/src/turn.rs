@@ -332,7 +332,10 @@ impl Engine {
         };
         let turn = Turn {
             task_id: task.id.clone(),
-            prompt: task.prompt.clone(),
+            prompt: match self.handoff_block(task) {
+                Some(block) => crate::handoff::framed(&task.prompt, &block),
+                None => task.prompt.clone(),
+            },
             mode: task.mode,
             model: task.model.clone(),
             timeout: Some(Duration::from_secs(task.timeout_secs)),

@@ -51,7 +51,9 @@ pub fn copy_selection(
 
 /// The sha256 of `selection`'s files as they are now: for each file in path order, its path,
 /// whether it is executable, its length and its bytes, each read beneath the root without
-/// following a link. The bytes read are bounded by the copy limit again.
+/// following a link; a file the copy's content scan would leave out is left out here too, so
+/// the hash of a source copy and of the copy handed on from it agree. The bytes read are
+/// bounded by the copy limit again.
 ///
 /// Errors: `SOURCE_CHANGED` when a selected file vanished, `COPY_LIMIT_EXCEEDED` when the
 /// files grew past the limit while read, `UNSAFE_PATH` for a link on the way.
@@ -75,6 +77,10 @@ pub fn tree_sha256(selection: &Selection, limits: &CopyLimits) -> Result<String,
                 ),
             ));
         }
+        // A file the content scan blocks is never carried, so it is not part of the tree.
+        if crate::secrets::scan_selected(f.pending_rule, &bytes).is_some() {
+            continue;
+        }
         let executable = f.mode & 0o111 != 0;
         hash.update((f.path.len() as u64).to_be_bytes());
         hash.update(f.path.as_bytes());
@@ -82,7 +88,6 @@ pub fn tree_sha256(selection: &Selection, limits: &CopyLimits) -> Result<String,
         hash.update((bytes.len() as u64).to_be_bytes());
         hash.update(&bytes);
     }
-    hash.update((selection.files.len() as u64).to_be_bytes());
     Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 

@@ -49,6 +49,7 @@ impl Engine {
         source: PathBuf,
         include_paths: Vec<String>,
         criteria: Vec<Criterion>,
+        handoff: Option<crate::handoff::HandoffSource>,
     ) -> Result<()> {
         let record = ReviewRecord {
             source,
@@ -66,6 +67,7 @@ impl Engine {
             discarded_at: None,
             touched_at: Timestamp::now(),
             keep_if_interrupted: self.review_config().keep_interrupted_copies,
+            handoff,
         };
         self.put_record(&task.id, &record)
     }
@@ -80,7 +82,10 @@ impl Engine {
         &self,
         task: &Task,
     ) -> Result<(legate_core::Boundary, EventKind)> {
-        let mut record = self.record(&task.id)?;
+        let record = self.record(&task.id)?;
+        if let Some(from) = record.handoff.clone() {
+            return self.prepare_handoff_copy(task, record, &from).await;
+        }
         let cfg = self.review_config().clone();
         let (source, include) = (record.source.clone(), record.include_paths.clone());
         let (copy_dir, baseline_dir) = (
@@ -98,11 +103,33 @@ impl Engine {
             Ok(report)
         })
         .await?;
+        self.copy_made(task, record, report, None)
+    }
+
+    /// Records a copy just made for `task` (`handed_off_from`: the task whose copy it was
+    /// made from, for a handoff) and returns the boundary and the `copy.ready` event.
+    pub(crate) fn copy_made(
+        &self,
+        task: &Task,
+        mut record: ReviewRecord,
+        report: legate_workspace::CopyReport,
+        handed_off_from: Option<&TaskId>,
+    ) -> Result<(legate_core::Boundary, EventKind)> {
         let blocked: Vec<serde_json::Value> = report
             .blocked_files
             .iter()
             .map(|b| serde_json::json!({"path": b.path, "reason": b.reason.as_str(), "rule": b.rule}))
             .collect();
+        let mut detail = serde_json::json!({
+            "source": report.source,
+            "copyDirectory": report.copy_directory,
+            "includedFiles": report.included_files,
+            "bytes": report.bytes,
+            "blockedFiles": blocked,
+        });
+        if let (Some(from), Some(map)) = (handed_off_from, detail.as_object_mut()) {
+            map.insert("handedOffFrom".into(), from.as_str().into());
+        }
         let event = notice_event(
             "copy.ready",
             format!(
@@ -112,13 +139,7 @@ impl Engine {
                 report.source.display(),
                 report.blocked_files.len()
             ),
-            serde_json::json!({
-                "source": report.source,
-                "copyDirectory": report.copy_directory,
-                "includedFiles": report.included_files,
-                "bytes": report.bytes,
-                "blockedFiles": blocked,
-            }),
+            detail,
         );
         let boundary = legate_core::Boundary {
             root: report.copy_directory.clone(),
