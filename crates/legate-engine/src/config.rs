@@ -96,6 +96,8 @@ pub struct EngineConfig {
     pub hidden: Vec<PathBuf>,
     /// Limits of requests fronts take, read by every front from [`crate::Engine::config`].
     pub fronts: FrontLimits,
+    /// The configured roles (`[roles.NAME]`), checked when the engine starts.
+    pub roles: Vec<crate::roles::RoleSpec>,
 }
 
 /// Limits of what a front accepts or waits for, one value for every front (CLI, MCP, A2A),
@@ -157,6 +159,7 @@ impl EngineConfig {
             review: crate::review::ReviewConfig::default(),
             hidden: Vec::new(),
             fronts: FrontLimits::default(),
+            roles: Vec::new(),
         }
     }
 

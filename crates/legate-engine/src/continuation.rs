@@ -139,7 +139,7 @@ impl Engine {
         submit.agent = Some(last.agent.clone());
         submit.workspace = WorkspaceRequest::Context;
         submit.context_id = Some(last.context_id.clone());
-        submit.mode = request.mode.unwrap_or(last.mode);
+        submit.mode = Some(request.mode.unwrap_or(last.mode));
         submit.timeout = Some(
             request
                 .timeout
@@ -311,7 +311,7 @@ impl Engine {
             .collect())
     }
 
-    fn latest_task(&self, context_id: &str) -> Result<Task> {
+    pub(crate) fn latest_task(&self, context_id: &str) -> Result<Task> {
         let latest = self.tasks(&TaskFilter {
             context_id: Some(context_id.to_string()),
             limit: 1,

@@ -59,6 +59,8 @@ pub(crate) struct Inner {
     tracker: TaskTracker,
     /// Raised by `shutdown`; a task launched after it is canceled at once (`launcher`).
     pub(crate) shutdown: watch::Sender<bool>,
+    /// The role catalog, checked at start.
+    pub(crate) roles: crate::roles::Roles,
 }
 
 impl Engine {
@@ -70,6 +72,10 @@ impl Engine {
         supervisor: Arc<dyn Supervisor>,
     ) -> Result<Engine> {
         let paths = config.paths.clone();
+        let roles = crate::roles::Roles::new(
+            config.roles.clone(),
+            config.agents.keys().map(String::as_str),
+        )?;
         create_private_dir(paths.home())?;
         let store = Store::open(&paths.db())?;
         let runner = Runner::claim(&paths.run())?;
@@ -86,6 +92,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 slots: Slots::new(config.max_running, config.max_queued),
                 agents: Agents::new(config.agents.clone(), backends.into()),
+                roles,
                 config,
                 store,
                 fanout: Fanout::new(4096, paths.clone(), Some(runner.id().to_string())),
@@ -108,6 +115,11 @@ impl Engine {
     /// The store. Fronts read through [`Engine`]'s own methods and [`crate::Records`].
     pub(crate) fn store(&self) -> &Store {
         &self.inner.store
+    }
+
+    /// The roles a request may name: the built-ins and the configured ones.
+    pub fn roles(&self) -> &crate::roles::Roles {
+        &self.inner.roles
     }
 
     /// The configuration.
@@ -171,17 +183,25 @@ impl Engine {
 
     /// Checks and stores a task, then queues it (or parks it waiting for input when its
     /// prompt is empty and `allow_empty`). Every way of submitting comes here.
-    pub(crate) fn submit_inner(&self, request: SubmitRequest, allow_empty: bool) -> Result<Task> {
+    pub(crate) fn submit_inner(
+        &self,
+        mut request: SubmitRequest,
+        allow_empty: bool,
+    ) -> Result<Task> {
+        let role = self.apply_role(&mut request)?;
         let checked = self.check_submit(&request, allow_empty)?;
-        self.submit_checked(request, checked)
+        crate::request::check_framed(&request.prompt, role.as_ref())?;
+        self.submit_checked(request, checked, role)
     }
 
     /// Stores and queues (or parks) the task of a `request` that passed `check_submit` as
-    /// `checked`. A handoff comes here too, with its copy's source set in `checked`.
+    /// `checked`, with its resolved `role`. A handoff comes here too, with its copy's source
+    /// set in `checked`.
     pub(crate) fn submit_checked(
         &self,
         request: SubmitRequest,
         checked: crate::request::Checked,
+        role: Option<legate_core::TaskRole>,
     ) -> Result<Task> {
         let now = Timestamp::now();
         let mut task = Task {
@@ -191,9 +211,10 @@ impl Engine {
             workspace: checked.workspace,
             root: checked.root,
             prompt: request.prompt,
-            mode: request.mode,
+            // Set by `apply_role`; write only if that ever changed.
+            mode: request.mode.unwrap_or_default(),
             model: request.model,
-            role: None,
+            role,
             state: TaskState::Submitted,
             error: None,
             status_message: None,
@@ -253,6 +274,7 @@ impl Engine {
             ));
         }
         let (agent, _) = self.agents().runnable(&task.agent)?;
+        crate::request::check_framed(&prompt, task.role.as_ref())?;
         task.prompt = prompt;
         task.state = TaskState::Submitted;
         task.status_message = None;

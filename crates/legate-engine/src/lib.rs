@@ -17,6 +17,7 @@ mod continuation;
 mod ending;
 mod engine;
 mod fanout;
+mod framing;
 mod handoff;
 mod inbound;
 mod integration_recovery;
@@ -26,6 +27,7 @@ mod pool;
 mod records;
 mod request;
 mod review;
+mod roles;
 pub mod runner;
 pub mod silent;
 mod slots;
@@ -59,6 +61,10 @@ pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
     ReviewRecord, TestEvidence, TestSource, TestStatus,
+};
+pub use roles::{
+    MAX_CUSTOM_ROLES, MAX_ROLE_DESCRIPTION_CHARS, MAX_ROLE_INSTRUCTIONS_CHARS, MAX_ROLE_NAME_CHARS,
+    RoleDefaults, RoleInfo, RoleSpec, Roles, valid_role_name,
 };
 pub use slots::SlotCounts;
 

@@ -53,8 +53,9 @@ pub struct SubmitRequest {
     pub workspace: WorkspaceRequest,
     /// The conversation to continue; `None` starts a new one.
     pub context_id: Option<String>,
-    /// Write or read-only.
-    pub mode: TaskMode,
+    /// Write or read-only; `None` for the role's default (read-only for a planner or
+    /// reviewer base, else the role's configured mode, else write).
+    pub mode: Option<TaskMode>,
     /// Overrides the default timeout.
     pub timeout: Option<Duration>,
     /// The model to use: an id, `legate_core::AUTO_MODEL` for the agent's own choice, or
@@ -67,21 +68,26 @@ pub struct SubmitRequest {
     /// backend offers it (`Capabilities::structured_output`; today agy's `--json-schema`);
     /// `INVALID_INPUT` for another. Kept in memory only, like `message_id`.
     pub json_schema: Option<serde_json::Value>,
+    /// The role's name (built in or `[roles.NAME]`); `None` for the default `implementer`,
+    /// or, for a conversation that has tasks, the role it keeps.
+    pub role: Option<String>,
 }
 
 impl SubmitRequest {
-    /// A write task on the default agent, in a new context's sandbox.
+    /// A task of the default role (a write task for the implementer) on the default agent,
+    /// in a new context's sandbox.
     pub fn new(prompt: impl Into<String>) -> Self {
         Self {
             agent: None,
             prompt: prompt.into(),
             workspace: WorkspaceRequest::Context,
             context_id: None,
-            mode: TaskMode::Write,
+            mode: None,
             timeout: None,
             model: None,
             message_id: None,
             json_schema: None,
+            role: None,
         }
     }
 }
@@ -213,6 +219,19 @@ pub(crate) fn check_reply(prompt: &str) -> Result<()> {
         return Err(Error::invalid_input("the reply is empty"));
     }
     check_size("reply", prompt)
+}
+
+/// The prompt as the agent will read it, framed with `role`'s instructions, is at most
+/// [`MAX_PROMPT_BYTES`]: a role's instructions count toward the prompt's limit.
+pub(crate) fn check_framed(prompt: &str, role: Option<&legate_core::TaskRole>) -> Result<()> {
+    let framed = crate::framing::frame(prompt, role, None, None);
+    if framed.len() > MAX_PROMPT_BYTES {
+        return Err(Error::invalid_input(format!(
+            "the prompt with its role's instructions is {} bytes; the limit is {MAX_PROMPT_BYTES}",
+            framed.len()
+        )));
+    }
+    Ok(())
 }
 
 /// `what` (a prompt, a reply) is at most [`MAX_PROMPT_BYTES`].

@@ -332,10 +332,14 @@ impl Engine {
         };
         let turn = Turn {
             task_id: task.id.clone(),
-            prompt: match self.handoff_block(task) {
-                Some(block) => crate::handoff::framed(&task.prompt, &block),
-                None => task.prompt.clone(),
-            },
+            // What the agent reads: the caller's prompt, framed with the task's role and, for
+            // a handoff, the context it was handed (the report contract joins here).
+            prompt: crate::framing::frame(
+                &task.prompt,
+                task.role.as_ref(),
+                None,
+                self.handoff_block(task).as_deref(),
+            ),
             mode: task.mode,
             model: task.model.clone(),
             timeout: Some(Duration::from_secs(task.timeout_secs)),

@@ -224,7 +224,13 @@ fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
 
 /// `run`.
 pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOut> {
-    let mode = profile.mode(args.mode, TaskMode::Write)?;
+    // An omitted mode is the role's default (write for an implementer) unless the profile
+    // is read-only.
+    let mode = if profile.read_only() {
+        Some(profile.mode(args.mode, TaskMode::ReadOnly)?)
+    } else {
+        args.mode
+    };
     let workspace = match (args.working_directory, args.workspace) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid_input(

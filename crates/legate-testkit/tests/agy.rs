@@ -469,7 +469,7 @@ async fn read_only_tasks_run_in_plan_mode_and_shared_writes_are_refused() {
     let t = run(
         &h,
         SubmitRequest {
-            mode: TaskMode::ReadOnly,
+            mode: Some(TaskMode::ReadOnly),
             ..request("agy", "write: nope.txt x")
         },
     )
@@ -626,7 +626,7 @@ async fn an_unverified_cleanup_blocks_the_workspace_for_every_agent_until_the_gr
 fn in_shared(agent: &str, dir: &Path, prompt: &str) -> SubmitRequest {
     SubmitRequest {
         workspace: legate_engine::WorkspaceRequest::Shared(dir.to_path_buf()),
-        mode: TaskMode::ReadOnly,
+        mode: Some(TaskMode::ReadOnly),
         ..request(agent, prompt)
     }
 }

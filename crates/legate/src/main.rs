@@ -596,11 +596,7 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
         prompt: args.prompt.join("\n"),
         workspace,
         context_id: args.context,
-        mode: if args.read_only {
-            TaskMode::ReadOnly
-        } else {
-            TaskMode::Write
-        },
+        mode: args.read_only.then_some(TaskMode::ReadOnly),
         timeout: args.timeout.map(Duration::from_secs),
         model: args.model,
         message_id: None,
@@ -608,6 +604,7 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
             Some(file) => Some(read_json(file, "a JSON Schema")?),
             None => None,
         },
+        role: None,
     };
     let task = engine.submit(request)?;
     eprintln!(

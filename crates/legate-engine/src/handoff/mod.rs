@@ -24,7 +24,6 @@ mod context;
 mod start;
 
 pub(crate) use block::context_block;
-pub(crate) use start::framed;
 
 use legate_core::{Report, TaskId, Timestamp};
 use legate_workspace::{Criterion, TestCommand};

@@ -11,7 +11,7 @@ use super::{HandoffSource, context_block};
 use crate::Engine;
 use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::review::{ReviewRecord, blocking};
-use legate_core::{Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskMode};
+use legate_core::{Error, ErrorCode, EventKind, Result, Task};
 use legate_workspace::Baseline;
 use serde::{Deserialize, Serialize};
 
@@ -82,19 +82,10 @@ fn changed(now: &str, expected: &str) -> Error {
     )
 }
 
-/// The role's base, for its mode: a planner or reviewer reads only.
-fn role_base(role: &str) -> Result<RoleBase> {
-    RoleBase::parse(role).ok_or_else(|| {
-        Error::new(
-            ErrorCode::RoleNotFound,
-            format!("no role named {role:?} (implementer, planner, reviewer)"),
-        )
-    })
-}
-
-/// The text the agent is prompted with for `prompt` and the context `block`.
-pub(crate) fn framed(prompt: &str, block: &str) -> String {
-    format!("{prompt}\n\n{block}")
+/// The length of the text the agent is prompted with on its first turn: the caller's prompt
+/// framed with the role, its report contract and the context `block` (see `framing`).
+fn framed_len(prompt: &str, role: Option<&legate_core::TaskRole>, block: &str) -> usize {
+    crate::framing::frame(prompt, role, None, Some(block)).len()
 }
 
 impl Engine {
@@ -107,7 +98,6 @@ impl Engine {
     /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
     pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
         check_decisions(&request.decisions)?;
-        let base = role_base(&request.role)?;
         let (source, record) = self.finished_copy(&request.source_task_id)?;
         if let Some(e) = closed(&source, &record) {
             return Err(e);
@@ -120,7 +110,21 @@ impl Engine {
             ));
         }
         let block = context_block(&pack, &request.decisions)?;
-        let size = framed(&request.prompt, &block).len();
+        let role_name = request.role.clone();
+        let mut submit = SubmitRequest::new(request.prompt);
+        submit.agent = request.agent;
+        submit.model = request.model;
+        submit.role = Some(request.role);
+        // The role's own mode: read-only for a planner or reviewer, write otherwise.
+        submit.mode = None;
+        submit.workspace = WorkspaceRequest::Copy {
+            source: record.source.clone(),
+            include_paths: record.include_paths.clone(),
+            criteria: record.criteria.clone(),
+        };
+        let role = self.apply_role(&mut submit)?;
+        let mut checked = self.check_submit(&submit, false)?;
+        let size = framed_len(&submit.prompt, role.as_ref(), &block);
         if size > MAX_PROMPT_BYTES {
             return Err(Error::new(
                 ErrorCode::ContextTooLarge,
@@ -129,20 +133,6 @@ impl Engine {
                 ),
             ));
         }
-        let mut submit = SubmitRequest::new(request.prompt);
-        submit.agent = request.agent;
-        submit.model = request.model;
-        submit.mode = if base.is_read_only() {
-            TaskMode::ReadOnly
-        } else {
-            TaskMode::Write
-        };
-        submit.workspace = WorkspaceRequest::Copy {
-            source: record.source.clone(),
-            include_paths: record.include_paths.clone(),
-            criteria: record.criteria.clone(),
-        };
-        let mut checked = self.check_submit(&submit, false)?;
         if let Some(copy) = checked.copy.as_mut() {
             copy.handoff = Some(HandoffSource {
                 source_task_id: source.id.clone(),
@@ -151,8 +141,8 @@ impl Engine {
                 block,
             });
         }
-        let task = self.submit_checked(submit, checked)?;
-        tracing::info!(task = %task.id, from = %source.id, role = %request.role, "handoff submitted");
+        let task = self.submit_checked(submit, checked, role)?;
+        tracing::info!(task = %task.id, from = %source.id, role = %role_name, "handoff submitted");
         Ok(task)
     }
 

@@ -1,0 +1,178 @@
+//! Unit tests of the role catalog's limits (`roles.rs`).
+
+use super::*;
+use proptest::prelude::*;
+
+fn spec(name: &str) -> RoleSpec {
+    RoleSpec {
+        name: name.to_string(),
+        base: RoleBase::Reviewer,
+        description: Some("security review".into()),
+        instructions: "Check access control and cite real lines.".into(),
+        defaults: RoleDefaults::default(),
+    }
+}
+
+fn catalog(specs: Vec<RoleSpec>) -> Result<Roles> {
+    Roles::new(specs, ["revisor", "claude"])
+}
+
+fn refusal(specs: Vec<RoleSpec>) -> String {
+    let e = catalog(specs).unwrap_err();
+    assert_eq!(e.code, ErrorCode::ConfigInvalid, "{e}");
+    e.message
+}
+
+#[test]
+fn builtins_come_first_and_resolve_without_instructions() {
+    let roles = catalog(vec![spec("security-review")]).unwrap();
+    assert_eq!(
+        roles.names(),
+        ["implementer", "planner", "reviewer", "security-review"]
+    );
+    let (role, defaults) = roles.resolve("planner").unwrap();
+    assert_eq!(role, TaskRole::builtin(RoleBase::Planner));
+    assert_eq!(defaults, RoleDefaults::default());
+    let (role, _) = roles.resolve("security-review").unwrap();
+    assert_eq!(role.base, RoleBase::Reviewer);
+    assert!(role.instructions.starts_with("Check access"));
+    let listed = &roles.list()[3];
+    assert_eq!(listed.instructions_chars, 41);
+    assert!(listed.read_only && !listed.builtin);
+}
+
+#[test]
+fn an_unknown_role_is_role_not_found_and_lists_the_names() {
+    let e = catalog(vec![]).unwrap().resolve("architect").unwrap_err();
+    assert_eq!(e.code, ErrorCode::RoleNotFound);
+    assert!(e.message.contains("implementer, planner, reviewer"), "{e}");
+}
+
+#[test]
+fn each_limit_of_a_configured_role_names_it() {
+    assert!(refusal(vec![spec("reviewer")]).contains("built-in"));
+    assert!(refusal(vec![spec("dup"), spec("dup")]).contains("roles.dup: is declared twice"));
+    assert!(refusal(vec![spec("Upper")]).contains("\"Upper\""));
+    assert!(refusal(vec![spec(&"a".repeat(33))]).contains("lowercase"));
+    let many = (0..21).map(|i| spec(&format!("r{i}"))).collect();
+    assert!(refusal(many).contains("at most 20"));
+    assert!(catalog((0..20).map(|i| spec(&format!("r{i}"))).collect()).is_ok());
+
+    let mut s = spec("empty");
+    s.instructions = " \n".into();
+    assert!(refusal(vec![s]).contains("roles.empty: instructions must not be empty"));
+    let mut s = spec("long");
+    s.instructions = "é".repeat(MAX_ROLE_INSTRUCTIONS_CHARS + 1);
+    assert!(refusal(vec![s]).contains("roles.long: instructions are 8001"));
+    let mut s = spec("exact");
+    s.instructions = "é".repeat(MAX_ROLE_INSTRUCTIONS_CHARS);
+    s.description = Some("d".repeat(MAX_ROLE_DESCRIPTION_CHARS));
+    assert!(catalog(vec![s.clone()]).is_ok());
+    s.description = Some("d".repeat(MAX_ROLE_DESCRIPTION_CHARS + 1));
+    assert!(refusal(vec![s]).contains("roles.exact: description"));
+}
+
+#[test]
+fn defaults_are_checked_against_the_base_and_the_agents() {
+    let with = |base: RoleBase, defaults: RoleDefaults| {
+        let mut s = spec("r");
+        s.base = base;
+        s.defaults = defaults;
+        catalog(vec![s])
+    };
+    let write = RoleDefaults {
+        mode: Some(TaskMode::Write),
+        ..RoleDefaults::default()
+    };
+    assert!(with(RoleBase::Planner, write.clone()).is_err());
+    assert!(with(RoleBase::Implementer, write).is_ok());
+    let schema = RoleDefaults {
+        output_schema: Some(serde_json::json!({"type": "object"})),
+        ..RoleDefaults::default()
+    };
+    assert!(
+        with(RoleBase::Reviewer, schema.clone())
+            .unwrap_err()
+            .message
+            .contains("implementer base")
+    );
+    assert!(with(RoleBase::Implementer, schema).is_ok());
+    let not_object = RoleDefaults {
+        output_schema: Some(serde_json::json!([])),
+        ..RoleDefaults::default()
+    };
+    assert!(with(RoleBase::Implementer, not_object).is_err());
+    let stranger = RoleDefaults {
+        agent: Some("gemini".into()),
+        ..RoleDefaults::default()
+    };
+    assert!(
+        with(RoleBase::Reviewer, stranger)
+            .unwrap_err()
+            .message
+            .contains("\"gemini\" is not a configured agent")
+    );
+    for bad in [
+        RoleDefaults {
+            timeout_seconds: Some(0),
+            ..RoleDefaults::default()
+        },
+        RoleDefaults {
+            model: Some("a b".into()),
+            ..RoleDefaults::default()
+        },
+        RoleDefaults {
+            include_paths: Some(vec![]),
+            ..RoleDefaults::default()
+        },
+    ] {
+        assert_eq!(
+            with(RoleBase::Implementer, bad).unwrap_err().code,
+            ErrorCode::ConfigInvalid
+        );
+    }
+}
+
+#[test]
+fn an_explicit_argument_replaces_a_whole_default_and_lists_never_merge() {
+    let mut request = SubmitRequest::new("p");
+    request.workspace = WorkspaceRequest::Copy {
+        source: "/p".into(),
+        include_paths: vec!["src".into()],
+        criteria: vec![],
+    };
+    request.timeout = Some(Duration::from_secs(5));
+    fill(
+        &mut request,
+        RoleDefaults {
+            agent: Some("claude".into()),
+            model: Some("m".into()),
+            include_paths: Some(vec!["docs".into(), "tests".into()]),
+            timeout_seconds: Some(60),
+            mode: Some(TaskMode::ReadOnly),
+            output_schema: None,
+        },
+    );
+    let WorkspaceRequest::Copy { include_paths, .. } = &request.workspace else {
+        panic!("still a copy")
+    };
+    assert_eq!(include_paths, &["src"]);
+    assert_eq!(request.timeout, Some(Duration::from_secs(5)));
+    assert_eq!(request.agent.as_deref(), Some("claude"));
+    assert_eq!(request.model.as_deref(), Some("m"));
+    assert_eq!(request.mode, Some(TaskMode::ReadOnly));
+}
+
+proptest! {
+    #[test]
+    fn a_role_name_is_accepted_exactly_when_short_lowercase_digits_or_hyphens(
+        name in "\\PC{0,40}|[a-z0-9-]{0,40}|[a-zA-Z_ .]{1,8}"
+    ) {
+        let ok = !name.is_empty()
+            && name.len() <= 32
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        prop_assert_eq!(valid_role_name(&name), ok);
+        let builtin = ["implementer", "planner", "reviewer"].contains(&name.as_str());
+        prop_assert_eq!(catalog(vec![spec(&name)]).is_ok(), ok && !builtin);
+    }
+}
