@@ -14,6 +14,7 @@
 
 use crate::engine::Engine;
 use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::review::{ContinuedCopy, NextCopy, ReviewRecord};
 use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskMode, TaskState, WorkspaceKind};
 use legate_store::{MessageClaim, MessageRecord, TaskFilter};
 use std::sync::Mutex;
@@ -97,6 +98,14 @@ pub struct MessageReceipt {
     pub duplicate: bool,
 }
 
+/// The workspace a context's next task gets (see [`Engine::kept_workspace`]).
+pub(crate) enum Kept {
+    /// A workspace to set up as for a new task (a sandbox, a shared directory, a new copy).
+    Request(WorkspaceRequest),
+    /// The context's open copy, continued: its record as the latest turn left it.
+    Continue(ContinuedCopy, Box<ReviewRecord>),
+}
+
 impl Engine {
     /// Submits `prompt` as the next turn of an earlier conversation, with the agent and
     /// workspace of the context's latest task. `CONTEXT_NOT_FOUND` when the context has no
@@ -152,23 +161,25 @@ impl Engine {
 
     /// The workspace a new task of `context_id` works in. A context with earlier tasks keeps
     /// their agent and workspace: [`WorkspaceRequest::Context`] or the same workspace named
-    /// again is accepted, another is `INVALID_WORKSPACE`. A copy is made afresh for each task,
-    /// so a copy context's next task must name the copy's project again. Also refuses a
-    /// context whose queue of waiting tasks is full (`QUEUE_FULL`). Changes nothing.
+    /// again is accepted, another is `INVALID_WORKSPACE`. A copy context's next task continues
+    /// in the same copy ([`Kept::Continue`]) while the copy is open, and is `COPY_CLOSED` once
+    /// it was integrated or discarded; naming the copy's project again means the same copy
+    /// (other include paths or criteria are `INVALID_WORKSPACE`). Also refuses a context
+    /// whose queue of waiting tasks is full (`QUEUE_FULL`). Changes nothing.
     pub(crate) fn kept_workspace(
         &self,
         context_id: &str,
         agent: &str,
         requested: WorkspaceRequest,
-    ) -> Result<WorkspaceRequest> {
+    ) -> Result<Kept> {
         let last = match self.latest_task(context_id) {
             Ok(last) => last,
             // A new context: a sandbox unless another workspace is named.
             Err(e) if e.code == ErrorCode::ContextNotFound => {
-                return Ok(match requested {
+                return Ok(Kept::Request(match requested {
                     WorkspaceRequest::Context => WorkspaceRequest::Sandbox,
                     other => other,
-                });
+                }));
             }
             Err(e) => return Err(e),
         };
@@ -207,7 +218,7 @@ impl Engine {
         };
         match (last.workspace, requested) {
             (WorkspaceKind::Sandbox, WorkspaceRequest::Context | WorkspaceRequest::Sandbox) => {
-                Ok(WorkspaceRequest::Sandbox)
+                Ok(Kept::Request(WorkspaceRequest::Sandbox))
             }
             (WorkspaceKind::Sandbox, _) => Err(elsewhere("its sandbox".into())),
             (WorkspaceKind::Shared, requested) => {
@@ -215,34 +226,51 @@ impl Engine {
                     Error::internal("the context's latest task is shared but has no directory")
                 })?;
                 match requested {
-                    WorkspaceRequest::Context => Ok(WorkspaceRequest::Shared(root)),
+                    WorkspaceRequest::Context => Ok(Kept::Request(WorkspaceRequest::Shared(root))),
                     WorkspaceRequest::Shared(dir) if same_dir(&dir, &root) => {
-                        Ok(WorkspaceRequest::Shared(dir))
+                        Ok(Kept::Request(WorkspaceRequest::Shared(dir)))
                     }
                     _ => Err(elsewhere(format!("the directory {}", root.display()))),
                 }
             }
             (WorkspaceKind::Copy, requested) => {
-                let source = self.copy_source(&last.id)?;
-                match requested {
+                let next = self.next_copy(&last)?;
+                let record = match &next {
+                    NextCopy::Continue(_, r) | NextCopy::Fresh(r) => r,
+                };
+                let source = record.source.clone();
+                match &requested {
+                    WorkspaceRequest::Context => {}
                     WorkspaceRequest::Copy {
                         source: named,
                         include_paths,
                         criteria,
-                    } if same_dir(&named, &source) => Ok(WorkspaceRequest::Copy {
-                        source: named,
-                        include_paths,
-                        criteria,
-                    }),
-                    WorkspaceRequest::Context => Err(Error::new(
-                        ErrorCode::InvalidWorkspace,
-                        format!(
-                            "context {context_id} works on copies of {}, and each task gets a new copy: name the copy again (its project's path) to continue",
-                            source.display()
-                        ),
-                    )),
-                    _ => Err(elsewhere(format!("copies of {}", source.display()))),
+                    } if same_dir(named, &source) => {
+                        let include = legate_workspace::validate_include_paths(include_paths)?;
+                        let same_include = include.is_empty() || include == record.include_paths;
+                        let same_criteria = criteria.is_empty() || *criteria == record.criteria;
+                        if !same_include || !same_criteria {
+                            return Err(Error::new(
+                                ErrorCode::InvalidWorkspace,
+                                format!(
+                                    "context {context_id} works in one copy of {}, with the include paths and criteria it started with; leave them out to continue there, or start a new context",
+                                    source.display()
+                                ),
+                            ));
+                        }
+                    }
+                    _ => return Err(elsewhere(format!("a copy of {}", source.display()))),
                 }
+                Ok(match next {
+                    NextCopy::Continue(continued, record) => {
+                        Kept::Continue(continued, Box::new(record))
+                    }
+                    NextCopy::Fresh(record) => Kept::Request(WorkspaceRequest::Copy {
+                        source: record.source,
+                        include_paths: record.include_paths,
+                        criteria: record.criteria,
+                    }),
+                })
             }
         }
     }

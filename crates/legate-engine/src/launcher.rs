@@ -99,13 +99,8 @@ impl Engine {
             }
         };
         self.publish(&events);
-        if let Some(CopyRequest {
-            source,
-            include_paths,
-            criteria,
-            handoff,
-        }) = copy
-            && let Err(e) = self.start_review(&task, source, include_paths, criteria, handoff)
+        if let Some(copy) = copy
+            && let Err(e) = self.start_review(&task, copy)
         {
             tracing::error!(task = %task.id, error = %e, "could not store the copy's review record");
         }

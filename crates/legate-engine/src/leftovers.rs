@@ -6,7 +6,10 @@
 //! task was submitted with `keep_interrupted_copies` (they are then kept for inspection until
 //! the retention sweep). A half-made copy (its copy report never stored because the process
 //! died while copying, or its baseline gone) is removed whatever the setting: there is nothing
-//! to inspect.
+//! to inspect. A later turn of a context's copy (a task that continued the copy an earlier
+//! turn made) is different: the copy holds the earlier turns' work, so it is kept whatever
+//! the setting, with whatever the interrupted turn wrote, and the context's next turn
+//! continues in it (a `copy.kept` event says so).
 //!
 //! This module only ever sees the ids recovery has just ended, so it never touches the copy
 //! of a task that is live or that completed. It never removes anything but the task's own
@@ -62,6 +65,29 @@ fn settle_one(store: &Store, paths: &Paths, id: &TaskId) -> Result<Fate> {
         .map_err(|e| Error::internal(format!("the review record of {id} is unreadable: {e}")))?;
     if record.discarded_at.is_some() {
         return Ok(Fate::NoCopy);
+    }
+    if record.continues.is_some() {
+        // A later turn of a copy that earlier turns made: the copy holds their work, so it is
+        // kept whatever the setting, with what the interrupted turn had written. The task
+        // ended `failed` (`SERVER_RESTARTED`) and cannot be integrated; the context's next
+        // turn continues in the copy, and its patch shows every change, the interrupted
+        // turn's included.
+        if record.copy.is_none() {
+            return Ok(Fate::NoCopy);
+        }
+        store.append_events(
+            id,
+            &[EventKind::Notice {
+                message: "copy kept: the interrupted turn continued a copy earlier turns made; the next turn continues in it".into(),
+                detail: serde_json::json!({
+                    "event": "copy.kept",
+                    "reason": "interrupted-continuation",
+                    "copyDirectory": record.copy_directory,
+                }),
+            }],
+        )?;
+        tracing::info!(task = %id, copy = %record.copy_directory.display(), "kept the shared copy of an interrupted turn");
+        return Ok(Fate::Kept);
     }
     let (copy, base) = (
         paths.copies().join(id.as_str()),

@@ -58,9 +58,9 @@ pub use legate_workspace::{
 pub use records::{ContextRecord, Records, TaskFilter};
 pub use request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest};
 pub use review::{
-    ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
-    IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
-    ReviewRecord, TestEvidence, TestSource, TestStatus,
+    ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, CopyHandle,
+    CopyStatus, IntegrationRecord, IntegrationRecovery, PatchRead, PatchRecord, PreviewReport,
+    ReportedTest, ReviewConfig, ReviewRecord, TestEvidence, TestSource, TestStatus,
 };
 pub use roles::{
     MAX_CUSTOM_ROLES, MAX_ROLE_DESCRIPTION_CHARS, MAX_ROLE_INSTRUCTIONS_CHARS, MAX_ROLE_NAME_CHARS,

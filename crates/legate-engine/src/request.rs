@@ -103,6 +103,8 @@ pub(crate) struct CopyRequest {
     pub(crate) source: PathBuf,
     pub(crate) include_paths: Vec<String>,
     pub(crate) criteria: Vec<legate_workspace::Criterion>,
+    /// The open copy this task continues in (a context's next turn), instead of a new copy.
+    pub(crate) continues: Option<crate::review::ContinuedCopy>,
     /// For a handoff: the copy whose current files the new copy gets (see `handoff`).
     pub(crate) handoff: Option<crate::handoff::HandoffSource>,
 }
@@ -157,10 +159,29 @@ impl Engine {
                 let requested = self.kept_workspace(&c, &agent.name, request.workspace.clone())?;
                 (c, requested)
             }
-            None => (uuid::Uuid::new_v4().to_string(), request.workspace.clone()),
+            None => (
+                uuid::Uuid::new_v4().to_string(),
+                crate::continuation::Kept::Request(request.workspace.clone()),
+            ),
         };
         let mut copy = None;
+        let requested = match requested {
+            crate::continuation::Kept::Request(requested) => requested,
+            crate::continuation::Kept::Continue(continued, record) => {
+                // The copy exists: nothing is selected or copied again.
+                let record = *record;
+                copy = Some(CopyRequest {
+                    source: record.source,
+                    include_paths: record.include_paths,
+                    criteria: record.criteria,
+                    continues: Some(continued),
+                    handoff: None,
+                });
+                WorkspaceRequest::Context
+            }
+        };
         let (workspace, root) = match requested {
+            WorkspaceRequest::Context if copy.is_some() => (WorkspaceKind::Copy, None),
             WorkspaceRequest::Context | WorkspaceRequest::Sandbox => (WorkspaceKind::Sandbox, None),
             WorkspaceRequest::Copy {
                 source,
@@ -173,6 +194,7 @@ impl Engine {
                     source,
                     include_paths,
                     criteria,
+                    continues: None,
                     handoff: None,
                 });
                 (WorkspaceKind::Copy, None)
@@ -182,6 +204,10 @@ impl Engine {
                 (WorkspaceKind::Shared, Some(b.root))
             }
         };
+        if empty && copy.is_some() {
+            // A copy turn cannot wait for input (see `turn`), so it needs a prompt.
+            return Err(Error::invalid_input("the prompt is empty"));
+        }
         if let Some(model) = &request.model {
             validate_model(model)?;
         }

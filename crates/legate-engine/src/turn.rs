@@ -119,15 +119,22 @@ impl Engine {
             Err(e) => return Ending::failed(e, Accumulator::default()),
         };
         let mut copy_ready = None;
+        // A turn continuing its context's copy holds the copy's lock until it ends.
+        let mut _copy_lock = None;
         let mut attempt = 0;
         let prepared = loop {
             let prepared = if task.workspace == WorkspaceKind::Copy {
-                // A copy is new for each task: a live session of the context works elsewhere.
-                if let Some(old) = inner.pool.remove(&task.context_id) {
+                // A new copy: a live session of the context works elsewhere. A turn that
+                // continues the copy keeps it, unless its mode differs (the session's
+                // supervision was set up for the earlier mode).
+                if !self.keeps_copy_session(&task)
+                    && let Some(old) = inner.pool.remove(&task.context_id)
+                {
                     old.shutdown().await;
                 }
-                self.prepare_copy(&task).await.map(|(b, ready)| {
+                self.prepare_copy(&task).await.map(|(b, ready, lock)| {
                     copy_ready = Some(ready);
+                    _copy_lock = lock;
                     b
                 })
             } else {

@@ -291,3 +291,56 @@ async fn a_discarded_or_integrated_source_is_copy_closed() {
         ErrorCode::CopyClosed
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_from_a_copy_with_two_turns_takes_its_latest_files() {
+    let h = harness();
+    let t1 = first(&h).await;
+    let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+    let imp = h
+        .engine
+        .handoff(handoff(
+            &t1,
+            &ctx.context_sha256,
+            "implementer",
+            "write two.txt: two\\n",
+        ))
+        .await
+        .unwrap();
+    let imp = h.wait(&imp.id).await;
+    assert_eq!(imp.state, TaskState::Completed, "{:?}", imp.error);
+    let turn2 = h
+        .engine
+        .resume(legate_engine::ContinueRequest {
+            context_id: imp.context_id.clone(),
+            prompt: "write three.txt: three\\n".into(),
+            mode: None,
+            timeout: None,
+        })
+        .unwrap();
+    let turn2 = h.wait(&turn2.id).await;
+    assert_eq!(turn2.state, TaskState::Completed, "{:?}", turn2.error);
+    // Named by its first turn, the copy's context is its latest turn's.
+    let ctx = h.engine.context(imp.id.as_str()).await.unwrap();
+    assert_eq!(ctx.task_id, turn2.id);
+    let rev = h
+        .engine
+        .handoff(handoff(
+            &imp,
+            &ctx.context_sha256,
+            "reviewer",
+            "review the change",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(rev.mode, legate_core::TaskMode::ReadOnly);
+    let rev = h.wait(&rev.id).await;
+    assert_eq!(rev.state, TaskState::Completed, "{:?}", rev.error);
+    assert_eq!(
+        changed_paths(&h, &rev).await,
+        ["a.txt", "one.txt", "three.txt", "two.txt"]
+    );
+    // The reviewer's context links back through both handoffs.
+    let ctx = h.engine.context(rev.id.as_str()).await.unwrap();
+    assert_eq!(ctx.role, "reviewer");
+}

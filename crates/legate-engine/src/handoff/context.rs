@@ -11,24 +11,23 @@ use super::{
     MAX_REPORTS,
 };
 use crate::Engine;
-use crate::review::ReviewRecord;
+use crate::review::{CopyHandle, CopyStatus, ReviewRecord};
 use legate_core::{Error, ErrorCode, Result, Task, WorkspaceKind};
 use legate_workspace::Baseline;
 
-/// `COPY_CLOSED` for a copy that was discarded or integrated: no new turn, no handoff.
-pub(crate) fn closed(task: &Task, record: &ReviewRecord) -> Option<Error> {
-    let why = if record.discarded_at.is_some() {
-        "was discarded"
-    } else if record.integration.is_some() {
-        "was integrated"
-    } else {
-        return None;
+/// `COPY_CLOSED` for a copy that was discarded or integrated (by any of its turns): no new
+/// turn, no handoff.
+pub(crate) fn closed(handle: &CopyHandle) -> Option<Error> {
+    let why = match handle.status {
+        CopyStatus::Open => return None,
+        CopyStatus::Discarded => "was discarded",
+        CopyStatus::Integrated => "was integrated",
     };
     Some(Error::new(
         ErrorCode::CopyClosed,
         format!(
             "the copy of task {} {why}; start a new task from the project instead",
-            task.id
+            handle.copy_id
         ),
     ))
 }
@@ -44,9 +43,9 @@ impl Engine {
     /// ended; `COPY_CLOSED` for a discarded copy; `COPY_BUSY` while another operation holds
     /// the copy.
     pub async fn context(&self, id: &str) -> Result<ContextPack> {
-        let (task, record) = self.finished_copy(id)?;
-        if record.discarded_at.is_some()
-            && let Some(e) = closed(&task, &record)
+        let (handle, task, record) = self.finished_copy(id)?;
+        if handle.status == CopyStatus::Discarded
+            && let Some(e) = closed(&handle)
         {
             return Err(e);
         }
@@ -61,17 +60,27 @@ impl Engine {
         self.pack(&task, &record, tree)
     }
 
-    /// The task `id` with its review record, when it is a copy task that ended with its copy
-    /// made.
-    pub(crate) fn finished_copy(&self, id: &str) -> Result<(Task, ReviewRecord)> {
-        let task = self.task(id)?;
-        if task.workspace != WorkspaceKind::Copy {
+    /// The copy of task `id` and its current task (the latest turn that entered it) with that
+    /// task's review record, when every turn of the copy has ended and the copy was made.
+    pub(crate) fn finished_copy(&self, id: &str) -> Result<(CopyHandle, Task, ReviewRecord)> {
+        let named = self.task(id)?;
+        if named.workspace != WorkspaceKind::Copy {
             return Err(unavailable(format!(
                 "task {} works in a {} workspace; only a copy task has a context to hand off",
-                task.id,
-                task.workspace.as_str()
+                named.id,
+                named.workspace.as_str()
             )));
         }
+        let handle = self.current_copy(id)?;
+        if let Some(busy) = &handle.busy {
+            return Err(Error::new(
+                ErrorCode::CopyBusy,
+                format!(
+                    "task {busy} of this copy has not ended; its context can be read once every turn ends"
+                ),
+            ));
+        }
+        let task = self.task(handle.task_id.as_str())?;
         if !task.is_terminal() {
             return Err(unavailable(format!(
                 "task {} is still {}; its context can be read once it ends",
@@ -85,7 +94,7 @@ impl Engine {
                 task.id
             )));
         }
-        Ok((task, record))
+        Ok((handle, task, record))
     }
 
     /// The pack of `task` with the copy's `tree` hash, and its `contextSha256`.
@@ -109,7 +118,12 @@ impl Engine {
                     report,
                 });
             }
-            let Some(from) = current_record.handoff.clone() else {
+            // A later turn in the same copy links back through the task that made the copy.
+            let from = current_record.handoff.clone().or_else(|| {
+                let maker = current_record.continues.as_ref()?;
+                self.record(maker).ok()?.handoff
+            });
+            let Some(from) = from else {
                 break;
             };
             decisions.extend(from.decisions.iter().map(|text| ContextDecision {

@@ -98,8 +98,8 @@ impl Engine {
     /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
     pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
         check_decisions(&request.decisions)?;
-        let (source, record) = self.finished_copy(&request.source_task_id)?;
-        if let Some(e) = closed(&source, &record) {
+        let (handle, source, record) = self.finished_copy(&request.source_task_id)?;
+        if let Some(e) = closed(&handle) {
             return Err(e);
         }
         let pack = self.context(source.id.as_str()).await?;
@@ -163,8 +163,8 @@ impl Engine {
         record: ReviewRecord,
         from: &HandoffSource,
     ) -> Result<(legate_core::Boundary, EventKind)> {
-        let (source, source_record) = self.finished_copy(from.source_task_id.as_str())?;
-        if let Some(e) = closed(&source, &source_record) {
+        let (handle, source, source_record) = self.finished_copy(from.source_task_id.as_str())?;
+        if let Some(e) = closed(&handle) {
             return Err(e);
         }
         let source_baseline = Baseline::open(

@@ -17,25 +17,34 @@ impl Engine {
         if task.workspace != legate_core::WorkspaceKind::Copy {
             return Err(unavailable(format!("task {} has no copy", task.id)));
         }
-        if !task.is_terminal() {
-            return Err(unavailable(format!(
-                "task {} is still {}; cancel it first",
-                task.id, task.state
-            )));
-        }
         let mut record = self.record(&task.id)?;
+        if !task.is_terminal() {
+            // A later turn running in a copy earlier turns made: busy, not gone.
+            let code = if record.continues.is_some() {
+                ErrorCode::CopyBusy
+            } else {
+                ErrorCode::CopyUnavailable
+            };
+            return Err(legate_core::Error::new(
+                code,
+                format!("task {} is still {}; cancel it first", task.id, task.state),
+            ));
+        }
         if record.discarded_at.is_some() {
             return Err(unavailable(format!(
                 "the copy of task {} was already discarded",
                 task.id
             )));
         }
+        // A copy is discarded through its current task only, never under a later turn.
+        self.check_current(&task)?;
         // Wait for no one: a copy in use is not discarded.
         let lock = Baseline::open(&record.baseline_directory, &record.copy_directory)
             .ok()
             .map(|b| b.lock())
             .transpose()?;
-        self.remove_dirs(&task.id).await?;
+        self.check_current(&task)?;
+        self.remove_record_dirs(&record).await?;
         drop(lock);
         record.discarded_at = Some(Timestamp::now());
         record.touched_at = Timestamp::now();
@@ -51,9 +60,14 @@ impl Engine {
         Ok(record)
     }
 
-    async fn remove_dirs(&self, id: &TaskId) -> Result<()> {
+    /// Removes the copy and baseline a record names (for a continuation, the directories of
+    /// the task that made the copy), only ever beneath Legate's own directories.
+    async fn remove_record_dirs(&self, record: &ReviewRecord) -> Result<()> {
         let paths = self.config().paths.clone();
-        let (copy, base) = (self.copy_dir(id), self.baseline_dir(id));
+        let (copy, base) = (
+            record.copy_directory.clone(),
+            record.baseline_directory.clone(),
+        );
         blocking(move || {
             legate_workspace::remove_owned_dir(paths.home(), &paths.copies(), &copy)?;
             legate_workspace::remove_owned_dir(paths.home(), &paths.baselines(), &base)?;
@@ -83,13 +97,34 @@ impl Engine {
             if !task.is_terminal() {
                 continue;
             }
+            // A copy several turns share is judged through its current task alone: an
+            // earlier turn's age or interruption says nothing about a copy a later turn
+            // still uses.
+            match self.chain_of(&task) {
+                Ok(chain) => {
+                    if chain.busy().is_some()
+                        || chain
+                            .latest_entered_except(None)
+                            .is_some_and(|(latest, _)| latest.id != task.id)
+                    {
+                        continue;
+                    }
+                    if record.continues.is_some() && record.copy.is_none() {
+                        // Never entered the copy (ended while queued): nothing of its own.
+                        continue;
+                    }
+                }
+                Err(_) => continue,
+            }
             let touched = record.touched_at.0.max(task.updated_at.0);
             let age_ms = now.0.saturating_sub(touched);
             // Half made (the process died while copying, or the baseline is gone), or
             // interrupted and not kept (recovery could not remove it then): no need to wait.
             let half_made = record.copy.is_none()
                 || Baseline::open(&record.baseline_directory, &record.copy_directory).is_err();
+            // A later turn interrupted in a shared copy keeps it (see `leftovers`).
             let interrupted = !record.keep_if_interrupted
+                && record.continues.is_none()
                 && task
                     .error
                     .as_ref()
@@ -115,17 +150,19 @@ impl Engine {
                 },
                 Err(_) => None,
             };
-            self.remove_dirs(&id).await?;
+            self.remove_record_dirs(&record).await?;
             drop(lock);
             record.discarded_at = Some(Timestamp::now());
             self.put_record(&id, &record)?;
             report.removed.push(id.to_string());
         }
-        // Directories whose task is gone (pruned from the store).
+        // Directories whose task is gone (pruned from the store), unless a later task of the
+        // same copy still works in them.
         let paths = self.config().paths.clone();
+        let in_use = self.copies_in_use()?;
         for parent in [paths.copies(), paths.baselines()] {
             for (name, path, _) in legate_workspace::entries(&parent) {
-                if !is_task_id(&name) {
+                if !is_task_id(&name) || in_use.contains(&name) {
                     continue;
                 }
                 if self.store().task(&TaskId(name.clone()))?.is_none() {
@@ -146,6 +183,20 @@ impl Engine {
             );
         }
         Ok(report)
+    }
+
+    /// The ids of the copies that a record not yet discarded continues in.
+    fn copies_in_use(&self) -> Result<std::collections::HashSet<String>> {
+        let mut ids = std::collections::HashSet::new();
+        for id in self.store().review_ids(100_000)? {
+            if let Ok(record) = self.record(&id)
+                && record.discarded_at.is_none()
+                && let Some(copy) = record.continues
+            {
+                ids.insert(copy.to_string());
+            }
+        }
+        Ok(ids)
     }
 
     /// Runs the retention sweep now and then every minute until shutdown.

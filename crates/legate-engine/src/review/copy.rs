@@ -7,6 +7,7 @@
 use super::records::*;
 use super::{blocking, notice_event};
 use crate::Engine;
+use crate::request::CopyRequest;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId, TaskMode, Timestamp};
 use legate_workspace::{Baseline, Criterion, ProjectFiles};
 use std::path::{Path, PathBuf};
@@ -42,19 +43,25 @@ impl Engine {
         Ok((sel.root, include))
     }
 
-    /// Stores the review record of a copy task just submitted.
-    pub(crate) fn start_review(
-        &self,
-        task: &Task,
-        source: PathBuf,
-        include_paths: Vec<String>,
-        criteria: Vec<Criterion>,
-        handoff: Option<crate::handoff::HandoffSource>,
-    ) -> Result<()> {
+    /// Stores the review record of a copy task just submitted: a new copy's, or, for a task
+    /// continuing an open copy, one pointing at that copy and its baseline (what earlier turns
+    /// recorded is taken over when the turn enters the copy, see `enter_copy`).
+    pub(crate) fn start_review(&self, task: &Task, copy: CopyRequest) -> Result<()> {
+        let CopyRequest {
+            source,
+            include_paths,
+            criteria,
+            continues,
+            handoff,
+        } = copy;
+        let (copy_directory, baseline_directory, continues) = match continues {
+            Some(c) => (c.copy_directory, c.baseline_directory, Some(c.copy_id)),
+            None => (self.copy_dir(&task.id), self.baseline_dir(&task.id), None),
+        };
         let record = ReviewRecord {
             source,
-            copy_directory: self.copy_dir(&task.id),
-            baseline_directory: self.baseline_dir(&task.id),
+            copy_directory,
+            baseline_directory,
             include_paths,
             criteria,
             copy: None,
@@ -68,23 +75,29 @@ impl Engine {
             touched_at: Timestamp::now(),
             keep_if_interrupted: self.review_config().keep_interrupted_copies,
             handoff,
+            continues,
+            turn: 0,
+            before_turn: None,
         };
         self.put_record(&task.id, &record)
     }
 
-    /// The project (canonical) a copy task's copy was made from.
-    pub(crate) fn copy_source(&self, id: &TaskId) -> Result<PathBuf> {
-        self.record(id).map(|r| r.source)
-    }
-    /// Makes the copy and its baseline for a task that is starting; returns the boundary and
-    /// the `copy.ready` event.
+    /// Makes the copy and its baseline for a task that is starting, or enters the open copy
+    /// a task continuing its context's copy works in (`enter_copy`); returns the boundary, the
+    /// `copy.ready` (or `copy.continued`) event, and for a continuation the copy's lock, which
+    /// the turn holds until it ends.
     pub(crate) async fn prepare_copy(
         &self,
         task: &Task,
-    ) -> Result<(legate_core::Boundary, EventKind)> {
+    ) -> Result<(legate_core::Boundary, EventKind, Option<std::fs::File>)> {
         let record = self.record(&task.id)?;
+        if record.continues.is_some() {
+            let (boundary, event, lock) = self.enter_copy(task, record).await?;
+            return Ok((boundary, event, Some(lock)));
+        }
         if let Some(from) = record.handoff.clone() {
-            return self.prepare_handoff_copy(task, record, &from).await;
+            let (boundary, event) = self.prepare_handoff_copy(task, record, &from).await?;
+            return Ok((boundary, event, None));
         }
         let cfg = self.review_config().clone();
         let (source, include) = (record.source.clone(), record.include_paths.clone());
@@ -103,7 +116,8 @@ impl Engine {
             Ok(report)
         })
         .await?;
-        self.copy_made(task, record, report, None)
+        let (boundary, event) = self.copy_made(task, record, report, None)?;
+        Ok((boundary, event, None))
     }
 
     /// Records a copy just made for `task` (`handed_off_from`: the task whose copy it was
@@ -148,6 +162,7 @@ impl Engine {
         };
         tracing::info!(task = %task.id, files = report.included_files, bytes = report.bytes, blocked = report.blocked_files.len(), "copy ready");
         record.copy = Some(report);
+        record.turn = 1;
         record.touched_at = Timestamp::now();
         self.put_record(&task.id, &record)?;
         Ok((boundary, event))
@@ -162,11 +177,18 @@ impl Engine {
         let baseline = Baseline::open(&record.baseline_directory, &record.copy_directory).ok()?;
         let cfg = self.review_config().clone();
         let mode = task.mode;
+        let before = record.before_turn.clone();
         let outcome = blocking(move || {
-            let violations = if mode == TaskMode::ReadOnly {
-                legate_workspace::read_only_changes(&baseline)?
-            } else {
-                Vec::new()
+            let violations = match (mode, before) {
+                (TaskMode::ReadOnly, None) => legate_workspace::read_only_changes(&baseline)?,
+                // A turn continuing a copy that earlier turns changed is judged against the
+                // copy as it found it, not against the baseline.
+                (TaskMode::ReadOnly, Some(before)) => super::enter::changed_since(
+                    &baseline,
+                    &before,
+                    legate_workspace::read_only_changes(&baseline)?,
+                )?,
+                (TaskMode::Write, _) => Vec::new(),
             };
             let preview = legate_workspace::preview(&baseline, &cfg.secrets, &cfg.limits);
             Ok((violations, preview))

@@ -36,7 +36,12 @@ impl Engine {
         .await?;
         let mut o = self.open_copy(id).await?;
         self.check_cleanup(&o)?;
-        if o.task.mode == TaskMode::ReadOnly {
+        // A read-only turn that continued a copy earlier write turns changed (and passed its
+        // own check, or it would not be completed) integrates their patch; a copy only
+        // read-only turns worked in never integrates.
+        if o.task.mode == TaskMode::ReadOnly
+            && (o.record.continues.is_none() || !self.chain_of(&o.task)?.has_write_turn())
+        {
             return Err(Error::new(
                 ErrorCode::ReadOnlyViolation,
                 format!(

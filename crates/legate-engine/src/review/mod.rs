@@ -21,13 +21,17 @@
 //! the retention sweep). This file holds what they share: opening a copy with its lock, the
 //! sha check, and the `notice` events.
 
+mod chain;
 mod checks;
 mod cleanup;
 mod copy;
+mod enter;
 mod integrate;
 mod preview;
 mod records;
 
+pub(crate) use chain::{ContinuedCopy, NextCopy};
+pub use chain::{CopyHandle, CopyStatus};
 pub use records::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
@@ -99,13 +103,22 @@ impl Engine {
                 task.workspace.as_str()
             )));
         }
-        if !task.is_terminal() {
-            return Err(unavailable(format!(
-                "task {} is still {}; its copy can be reviewed once it ends",
-                task.id, task.state
-            )));
-        }
         let record = self.record(&task.id)?;
+        if !task.is_terminal() {
+            // A later turn runs in a copy that earlier turns made reviewable: busy, not gone.
+            let code = if record.continues.is_some() {
+                ErrorCode::CopyBusy
+            } else {
+                ErrorCode::CopyUnavailable
+            };
+            return Err(Error::new(
+                code,
+                format!(
+                    "task {} is still {}; its copy can be reviewed once it ends",
+                    task.id, task.state
+                ),
+            ));
+        }
         if record.discarded_at.is_some() {
             return Err(unavailable(format!(
                 "the copy of task {} was discarded",
@@ -121,6 +134,9 @@ impl Engine {
         let baseline = Baseline::open(&record.baseline_directory, &record.copy_directory)?;
         let b = baseline.clone();
         let lock = blocking(move || b.lock()).await?;
+        // Under the lock: a later turn enters the copy only under it, so a task found current
+        // here stays current until the lock is let go.
+        self.check_current(&task)?;
         Ok(Opened {
             task,
             record,

@@ -16,8 +16,17 @@ impl Engine {
         let mut o = self.open_copy(id).await?;
         let preview = self.current_preview(&o.baseline).await?;
         let violations = if o.task.mode == TaskMode::ReadOnly {
-            let b = o.baseline.clone();
-            blocking(move || legate_workspace::read_only_changes(&b)).await?
+            let (b, before) = (o.baseline.clone(), o.record.before_turn.clone());
+            blocking(move || {
+                let changed = legate_workspace::read_only_changes(&b)?;
+                match before {
+                    // A read-only turn continuing a changed copy answers only for its own
+                    // changes.
+                    Some(before) => super::enter::changed_since(&b, &before, changed),
+                    None => Ok(changed),
+                }
+            })
+            .await?
         } else {
             Vec::new()
         };

@@ -253,6 +253,31 @@ pub struct ReviewRecord {
     /// checked, the caller's decisions and the context block its agent is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<crate::handoff::HandoffSource>,
+    /// The task that made the copy this task continues in (its directories are named after
+    /// it); `None` for that task itself. See `chain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<TaskId>,
+    /// The turn's place among the turns that entered this copy, counted from 1 when the turn
+    /// enters it (under the copy's lock, so in the order turns really ran); 0 until then.
+    #[serde(default)]
+    pub turn: u32,
+    /// For a read-only turn continuing a copy that already had changes: the state, before the
+    /// turn, of every path that differed from the baseline then, so that the turn is judged
+    /// against the copy as it found it, not against the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_turn: Option<Vec<PathState>>,
+}
+
+/// One path's state in a copy: its relative path and a digest of what it is (`None` when it
+/// does not exist). The digest names the kind (`file:`, `link:`, `dir`, `other`) and, for a
+/// file or a link, the sha256 of its bytes or target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathState {
+    /// The path, relative to the copy.
+    pub path: String,
+    /// What it is, or `None` when absent.
+    pub digest: Option<String>,
 }
 
 /// A preview as the engine reports it.
