@@ -106,7 +106,7 @@ pub(crate) struct CopyRequest {
     /// The open copy this task continues in (a context's next turn), instead of a new copy.
     pub(crate) continues: Option<crate::review::ContinuedCopy>,
     /// For a handoff: the copy whose current files the new copy gets (see `handoff`).
-    pub(crate) handoff: Option<crate::handoff::HandoffSource>,
+    pub(crate) handoff: Option<Box<crate::handoff::HandoffSource>>,
 }
 
 /// A submit that passed its checks: what its task is stored with.

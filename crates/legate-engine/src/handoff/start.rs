@@ -134,12 +134,12 @@ impl Engine {
             ));
         }
         if let Some(copy) = checked.copy.as_mut() {
-            copy.handoff = Some(HandoffSource {
+            copy.handoff = Some(Box::new(HandoffSource {
                 source_task_id: source.id.clone(),
                 context_sha256: pack.context_sha256.clone(),
                 decisions: request.decisions,
                 block,
-            });
+            }));
         }
         let task = self.submit_checked(submit, checked, role)?;
         tracing::info!(task = %task.id, from = %source.id, role = %role_name, "handoff submitted");

@@ -74,7 +74,7 @@ impl Engine {
             discarded_at: None,
             touched_at: Timestamp::now(),
             keep_if_interrupted: self.review_config().keep_interrupted_copies,
-            handoff,
+            handoff: handoff.map(|h| *h),
             continues,
             turn: 0,
             before_turn: None,
