@@ -45,4 +45,5 @@ pub use backend::{AgyBackend, AgySession};
 pub use discovery::{Capabilities, Discovery, discover, resolve_executable};
 pub use models::{Model, is_login_phrase, list_models, parse_models};
 pub use ndjson::{Line, LineSplitter};
+pub use translate::STRUCTURED_OUTPUT;
 pub use usage::{Counters, turn_usage};

@@ -1,6 +1,7 @@
 //! The ending of a turn: how a turn's result becomes the task's state and status message
-//! ([`TurnResult::into_ending`], [`ended`]), a copy task's patch check ([`Engine::settle`]),
-//! and storing the end once ([`Engine::finish`], [`Engine::end`]).
+//! ([`TurnResult::into_ending`], [`ended`]), a planner's or reviewer's report check
+//! ([`Engine::check_report`]), a copy task's patch check ([`Engine::settle`]), and storing
+//! the end once ([`Engine::finish`], [`Engine::end`]).
 //!
 //! This module owns the status messages a task ends with and the rule that a cancel accepted
 //! by the store before the end commits wins. It never runs an agent and never stores an end
@@ -8,8 +9,15 @@
 
 use crate::accumulator::Accumulator;
 use crate::engine::Engine;
+use crate::launcher::TurnInputs;
+use crate::report;
+use crate::silent::Watch;
 use legate_backend::StopReason;
-use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskState, Timestamp, WorkspaceKind};
+use legate_core::{
+    AgentSpec, Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskState, Timestamp,
+    WorkspaceKind,
+};
+use std::path::Path;
 
 /// The status message of a task whose prompt was empty.
 pub const EMPTY_PROMPT_MESSAGE: &str =
@@ -25,18 +33,93 @@ pub const REJECTED_MESSAGE: &str = "the agent refused the task";
 const MAX_STATUS_FROM_ANSWER: usize = 4096;
 
 impl Engine {
+    /// The turn's inputs for `task` on `agent`: a planner or reviewer on a backend with
+    /// structured output (agy) gets its report's JSON Schema when the caller gave none.
+    /// Whether the turn then carries a schema says where its report is read from.
+    pub(crate) fn report_inputs(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        inputs: TurnInputs,
+    ) -> TurnInputs {
+        let Some(schema) = report_base(task).and_then(report::json_schema) else {
+            return inputs;
+        };
+        let structured = self
+            .inner
+            .agents
+            .backend(agent)
+            .is_ok_and(|(_, capabilities)| capabilities.structured_output);
+        if !structured || inputs.json_schema.is_some() {
+            return inputs;
+        }
+        TurnInputs {
+            json_schema: Some(schema),
+            ..inputs
+        }
+    }
+
+    /// A planner's or reviewer's turn that ended `completed`: a reviewer's owned workspace
+    /// must be unchanged (`READ_ONLY_VIOLATION`), then the report is found, validated and, for
+    /// a review, its citations checked in `root`. Success stores it in the result; failure
+    /// ends the task `failed` with `REPORT_INVALID` or `CITATION_NOT_FOUND`. Any other
+    /// ending, and an implementer's, is returned as it is.
+    pub(crate) async fn check_report(
+        &self,
+        task: &Task,
+        root: &Path,
+        watch: &Watch,
+        structured: bool,
+        mut ending: Ending,
+    ) -> Ending {
+        let Some(base) = report_base(task) else {
+            return ending;
+        };
+        if ending.state != TaskState::Completed {
+            return ending;
+        }
+        if base == RoleBase::Reviewer && watch.unchanged(root).await == Some(false) {
+            tracing::warn!(task = %task.id, "the reviewer changed its workspace; its report is refused");
+            return ending.fail(Error::new(
+                ErrorCode::ReadOnlyViolation,
+                "the reviewer changed its workspace during its turn (a review leaves every file as it found it, ignored files included); its report was not accepted",
+            ));
+        }
+        let text = ending.result.text.clone();
+        let attachments = ending.result.attachments.clone();
+        let root = root.to_path_buf();
+        let checked = tokio::task::spawn_blocking(move || {
+            let answer = report::Answer {
+                text: &text,
+                attachments: &attachments,
+                structured,
+            };
+            report::check(base, &answer, &root)
+        })
+        .await
+        .unwrap_or_else(|e| Err(Error::internal(format!("the report check stopped: {e}"))));
+        match checked {
+            Ok(report) => {
+                tracing::info!(task = %task.id, base = %base, "the report was accepted");
+                ending.result.report = report;
+                ending
+            }
+            Err(e) => {
+                tracing::warn!(task = %task.id, code = %e.code, "the report was refused");
+                ending.fail(e)
+            }
+        }
+    }
+
     /// A copy task's turn ended: compute its patch; a completed task whose patch may not
-    /// stand (read-only violation, change limit, blocked file) fails with that code.
+    /// stand (read-only violation, change limit, blocked file) fails with that code, and
+    /// keeps no report.
     pub(crate) async fn settle(&self, task: &Task, outcome: Ending) -> Ending {
         if task.workspace != WorkspaceKind::Copy {
             return outcome;
         }
         match self.settle_copy(task).await {
-            Some(e) if outcome.state == TaskState::Completed => Ending {
-                state: TaskState::Failed,
-                error: Some(e),
-                ..outcome
-            },
+            Some(e) if outcome.state == TaskState::Completed => outcome.fail(e),
             _ => outcome,
         }
     }
@@ -162,7 +245,25 @@ pub(crate) struct Ending {
     pub(crate) usage: Option<legate_core::Usage>,
 }
 
+/// The base of `task`'s role when it reports (planner or reviewer).
+fn report_base(task: &Task) -> Option<RoleBase> {
+    task.role
+        .as_ref()
+        .map(|r| r.base)
+        .filter(|b| *b != RoleBase::Implementer)
+}
+
 impl Ending {
+    /// This ending, `failed` with `error`, keeping what the turn did but no report.
+    fn fail(mut self, error: Error) -> Self {
+        self.result.report = None;
+        Self {
+            state: TaskState::Failed,
+            error: Some(error),
+            ..self
+        }
+    }
+
     pub(crate) fn canceled(stop_reason: Option<StopReason>, acc: Accumulator) -> Self {
         let (result, usage) = acc.finish(stop_reason.map(|r| r.as_str().to_string()));
         Self {

@@ -25,6 +25,7 @@ mod launcher;
 mod leftovers;
 mod pool;
 mod records;
+mod report;
 mod request;
 mod review;
 mod roles;
@@ -56,6 +57,7 @@ pub use legate_workspace::{
     ProjectFile, ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
 };
 pub use records::{ContextRecord, Records, TaskFilter};
+pub use report::CONTRACT_HEAD;
 pub use request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest};
 pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, CopyHandle,

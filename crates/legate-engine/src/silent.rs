@@ -286,6 +286,18 @@ impl Watch {
     }
 }
 
+impl Watch {
+    /// Whether the owned root is as it was before the turn (every entry, ignored files
+    /// included); `None` when that cannot be told: a shared root, or a fingerprint that could
+    /// not be taken (more than [`MAX_ENTRIES`] entries, an unreadable root).
+    pub async fn unchanged(&self, root: &Path) -> Option<bool> {
+        match self {
+            Self::Owned(Some(before)) => Some(fingerprint(root).await.as_ref() == Some(before)),
+            Self::Owned(None) | Self::Shared => None,
+        }
+    }
+}
+
 async fn fingerprint(root: &Path) -> Option<Fingerprint> {
     let root = root.to_path_buf();
     tokio::task::spawn_blocking(move || Fingerprint::of(&root, MAX_ENTRIES))

@@ -193,6 +193,8 @@ impl Engine {
 
         let root = boundary.root.clone();
         let watch = crate::silent::Watch::before(&root, boundary.owned).await;
+        let inputs = self.report_inputs(&task, &agent, inputs);
+        let structured = inputs.json_schema.is_some();
         let (sink, stream) = EventSink::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
         let result = self
@@ -224,7 +226,9 @@ impl Engine {
             tracing::warn!(task = %task.id, error = %e, "could not record the session id");
         }
         // A copy is made afresh for each turn, so a copy task cannot wait for a reply.
-        result.into_ending(acc, task.workspace != WorkspaceKind::Copy)
+        let ending = result.into_ending(acc, task.workspace != WorkspaceKind::Copy);
+        self.check_report(&task, &root, &watch, structured, ending)
+            .await
     }
 
     /// Gives a completed turn whose answer claims tool work Legate never saw its notice
@@ -337,14 +341,23 @@ impl Engine {
             }
             Err(e) => return TurnResult::Failed(e),
         };
+        // A planner or reviewer is told its report contract in the prompt, unless its backend
+        // is given the report's JSON Schema as structured output (agy).
+        let contract = match &inputs.json_schema {
+            Some(_) => None,
+            None => task
+                .role
+                .as_ref()
+                .and_then(|r| crate::report::contract(r.base)),
+        };
         let turn = Turn {
             task_id: task.id.clone(),
-            // What the agent reads: the caller's prompt, framed with the task's role and, for
-            // a handoff, the context it was handed (the report contract joins here).
+            // What the agent reads: the caller's prompt, framed with the task's role, its
+            // report contract and, for a handoff, the context it was handed.
             prompt: crate::framing::frame(
                 &task.prompt,
                 task.role.as_ref(),
-                None,
+                contract.as_deref(),
                 self.handoff_block(task).as_deref(),
             ),
             mode: task.mode,

@@ -101,6 +101,12 @@
 //! sends a `usage_update` (`used` = whitespace-separated words of this session's prompts and
 //! answers so far, `size` = 200000) and ends with `end_turn`.
 //!
+//! **Reports.** A prompt holding Legate's report contract (a line `Legate report contract:
+//! planner` or `… reviewer`, then the rules and a fenced schema, all skipped as input)
+//! is answered with what was done, then a deterministic plan or review in a ```` ```json ````
+//! fence instead of the directory's description (see [`report`]): a plan names real files
+//! of `cwd`, a review cites real lines of them with literal quotes.
+//!
 //! **Directives.** With a [`DirectiveHook`] installed, every line is first offered to the
 //! hook; a claimed line becomes a step (plan entry = the line) the hook performs, and the
 //! hook may end the turn early. Revisor itself defines no directives.
@@ -108,6 +114,7 @@
 mod agent;
 mod hook;
 pub mod instruction;
+pub mod report;
 mod shell;
 mod summary;
 mod turn;

@@ -102,7 +102,7 @@ pub fn mentioned_names(question: &str) -> Vec<String> {
 }
 
 /// Whether `file` is named by `name`: its path, its file name, or its stem (case-insensitive).
-fn matches(file: &FileEntry, name: &str) -> bool {
+pub(crate) fn matches(file: &FileEntry, name: &str) -> bool {
     let lower_name = name.to_lowercase();
     let lower_path = file.relative.to_lowercase();
     if lower_path == lower_name || (name.contains('/') && lower_path.ends_with(&lower_name)) {

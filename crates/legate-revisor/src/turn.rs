@@ -28,6 +28,7 @@ use crate::agent::{
 };
 use crate::hook::{Directed, DirectiveContext};
 use crate::instruction::{Instruction, parse_line};
+use crate::report;
 use crate::shell::{Ran, run_shell};
 use crate::summary;
 
@@ -188,7 +189,12 @@ impl Turn<'_> {
         let hook = self.shared.options.directive.clone();
         let mut steps = Vec::new();
         let mut question = Vec::new();
+        let mut contract = report::ContractSkip::default();
+        let mut asked = None;
         for line in prompt_text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if contract.skips(line, &mut asked) {
+                continue;
+            }
             if hook.as_ref().is_some_and(|hook| hook.claims(line)) {
                 steps.push(Step::Directive(line.to_owned()));
                 continue;
@@ -261,10 +267,12 @@ impl Turn<'_> {
         }
         let root = self.session.cwd.clone();
         let question_text = question.join("\n");
-        let described =
-            tokio::task::spawn_blocking(move || summary::describe(&root, &question_text))
-                .await
-                .unwrap_or_else(|error| vec![format!("Could not look at the directory: {error}")]);
+        let described = tokio::task::spawn_blocking(move || match asked {
+            Some(asked) => report::answer(asked, &root, &question_text),
+            None => summary::describe(&root, &question_text),
+        })
+        .await
+        .unwrap_or_else(|error| vec![format!("Could not look at the directory: {error}")]);
         answer.extend(described);
         let mut answer_words = 0;
         for line in &answer {

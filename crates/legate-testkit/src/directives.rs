@@ -1,6 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
-//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`), implemented as a [`DirectiveHook`] installed into revisor.
+//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`), implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -42,7 +42,7 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 15] = [
+pub const VERBS: [&str; 16] = [
     "exit",
     "hang",
     "garbage",
@@ -58,6 +58,7 @@ pub const VERBS: [&str; 15] = [
     "say",
     "history",
     "pending-tools",
+    "write-inside",
 ];
 
 /// What `!history` starts its answer with, before the count of earlier prompts.
@@ -254,6 +255,18 @@ impl DirectiveHook for ScriptedDirectives {
                     let text = match result {
                         Ok(()) => format!("write-outside {rest}: written\n"),
                         Err(error) => format!("write-outside {rest}: failed: {error}\n"),
+                    };
+                    let _ = context.send_message_chunk(&text);
+                    Directed::Continue
+                }
+                "write-inside" => {
+                    // `!write-inside <relative path>`: writes [`OUTSIDE_CONTENT`] into the
+                    // working directory without asking (a read-only task's agent that
+                    // changes its workspace behind the supervisor's back).
+                    let path = context.cwd().join(rest);
+                    let text = match tokio::fs::write(&path, OUTSIDE_CONTENT).await {
+                        Ok(()) => format!("write-inside {rest}: written\n"),
+                        Err(error) => format!("write-inside {rest}: failed: {error}\n"),
                     };
                     let _ = context.send_message_chunk(&text);
                     Directed::Continue

@@ -344,3 +344,32 @@ async fn a_handoff_from_a_copy_with_two_turns_takes_its_latest_files() {
     let ctx = h.engine.context(rev.id.as_str()).await.unwrap();
     assert_eq!(ctx.role, "reviewer");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_off_reviewer_that_writes_is_refused_even_an_ignored_file() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n"), (".gitignore", "*.log\n")])
+        .start();
+    let t1 = first(&h).await;
+    for path in ["notes.txt", "build.log"] {
+        let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+        let rev = h
+            .engine
+            .handoff(handoff(
+                &t1,
+                &ctx.context_sha256,
+                "reviewer",
+                &format!("review\n!write-inside {path}\n!stop end_turn"),
+            ))
+            .await
+            .unwrap();
+        let rev = h.wait(&rev.id).await;
+        assert_eq!(rev.state, TaskState::Failed, "{path}");
+        assert_eq!(
+            rev.error.as_ref().unwrap().code,
+            ErrorCode::ReadOnlyViolation,
+            "{path}: {:?}",
+            rev.error
+        );
+    }
+}

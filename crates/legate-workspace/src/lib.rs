@@ -73,7 +73,7 @@ pub use test_run::{
 };
 pub use verify::{
     Check, CheckKind, Criterion, CriterionResult, MAX_CRITERIA, Review, Verdict, Verification,
-    staleness, validate_criteria, verify,
+    quote_at, staleness, validate_criteria, verify,
 };
 
 use legate_core::{Error, ErrorCode};

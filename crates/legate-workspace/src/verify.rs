@@ -309,8 +309,11 @@ pub fn verify(
 }
 
 /// Whether `quote` (non-empty) stands on line `line` (1-based) of `bytes`, continuing on the
-/// following lines when it spans several.
-fn quote_at(bytes: &[u8], line: u64, quote: &str) -> bool {
+/// following lines when it spans several: a one-line quote is a literal substring of that
+/// line (its `\r` trimmed); a quote of several lines ends the cited line, equals the lines
+/// between, and starts the last one. A file that is not UTF-8 holds no quote. Shared by the
+/// verification of criteria and the engine's check of a reviewer's findings.
+pub fn quote_at(bytes: &[u8], line: u64, quote: &str) -> bool {
     if quote.trim().is_empty() || line == 0 {
         return false;
     }

@@ -83,9 +83,14 @@ fn changed(now: &str, expected: &str) -> Error {
 }
 
 /// The length of the text the agent is prompted with on its first turn: the caller's prompt
-/// framed with the role, its report contract and the context `block` (see `framing`).
-fn framed_len(prompt: &str, role: Option<&legate_core::TaskRole>, block: &str) -> usize {
-    crate::framing::frame(prompt, role, None, Some(block)).len()
+/// framed with the role, its report contract (unless the backend gets the report's schema as
+/// structured output) and the context `block`, as `turn` frames it.
+fn framed_len(request: &SubmitRequest, role: Option<&legate_core::TaskRole>, block: &str) -> usize {
+    let contract = match &request.json_schema {
+        Some(_) => None,
+        None => role.and_then(|r| crate::report::contract(r.base)),
+    };
+    crate::framing::frame(&request.prompt, role, contract.as_deref(), Some(block)).len()
 }
 
 impl Engine {
@@ -124,7 +129,7 @@ impl Engine {
         };
         let role = self.apply_role(&mut submit)?;
         let mut checked = self.check_submit(&submit, false)?;
-        let size = framed_len(&submit.prompt, role.as_ref(), &block);
+        let size = framed_len(&submit, role.as_ref(), &block);
         if size > MAX_PROMPT_BYTES {
             return Err(Error::new(
                 ErrorCode::ContextTooLarge,
