@@ -37,6 +37,7 @@ fn handoff(from: &Task, sha: &str, role: &str, prompt: &str) -> HandoffRequest {
         agent: None,
         model: None,
         decisions: vec![],
+        mode: None,
     }
 }
 

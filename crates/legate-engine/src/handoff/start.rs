@@ -43,6 +43,10 @@ pub struct HandoffRequest {
     /// The caller's decisions for the next role (client-reported; no secrets).
     #[serde(default)]
     pub decisions: Vec<String>,
+    /// The mode; `None` for the role's own (read-only for a planner or reviewer). Asking a
+    /// read-only role for write is `MODE_NOT_ALLOWED`.
+    #[serde(default)]
+    pub mode: Option<legate_core::TaskMode>,
 }
 
 /// `INVALID_INPUT` unless `decisions` is a short list of short, non-blank texts with no
@@ -120,8 +124,8 @@ impl Engine {
         submit.agent = request.agent;
         submit.model = request.model;
         submit.role = Some(request.role);
-        // The role's own mode: read-only for a planner or reviewer, write otherwise.
-        submit.mode = None;
+        // `None`: the role's own mode, read-only for a planner or reviewer, write otherwise.
+        submit.mode = request.mode;
         submit.workspace = WorkspaceRequest::Copy {
             source: record.source.clone(),
             include_paths: record.include_paths.clone(),
