@@ -171,6 +171,11 @@ pub fn task(t: &Task, history_length: Option<i32>, artifacts: bool) -> A2aTask {
     let mut metadata = HashMap::new();
     metadata.insert("agent".to_string(), Value::String(t.agent.clone()));
     metadata.insert("mode".to_string(), Value::String(t.mode.as_str().into()));
+    let (role, base) = t.role.as_ref().map_or(("implementer", "implementer"), |r| {
+        (r.name.as_str(), r.base.as_str())
+    });
+    metadata.insert("role".to_string(), Value::String(role.into()));
+    metadata.insert("roleBase".to_string(), Value::String(base.into()));
     A2aTask {
         id: t.id.0.clone(),
         context_id: t.context_id.clone(),

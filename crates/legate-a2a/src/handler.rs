@@ -81,6 +81,7 @@ impl AgentHandler {
             message_id: Some(message.message_id.clone()),
             text: message_text(message)?,
             workspace: crate::workspace::requested(message, &self.copy_roots)?,
+            role: crate::workspace::role(message)?,
         };
         let delivered = self
             .engine

@@ -17,6 +17,22 @@ use std::path::{Path, PathBuf};
 /// The metadata key.
 pub const KEY: &str = "workspace";
 
+/// The metadata key of the role a message asks for (a role name, as `legate roles` lists).
+pub const ROLE_KEY: &str = "role";
+
+/// The role `message` asks for in `metadata.role`, `None` when it names none; a value that
+/// is not a string is `INVALID_INPUT`. Whether the role exists, and whether this message may
+/// choose it, is the engine's rule.
+pub fn role(message: &Message) -> Result<Option<String>, A2AError> {
+    match message.metadata.as_ref().and_then(|m| m.get(ROLE_KEY)) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(A2AError::invalid_params(
+            "INVALID_INPUT: metadata.role must be a role name (a string)",
+        )),
+    }
+}
+
 /// `metadata.workspace` as sent.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -17,6 +17,10 @@
 //!   one) with the addressed agent, in the workspace it names or the context's sandbox. An
 //!   empty text gives a task in `input-required`.
 //!
+//! - A message may name a role: the one that starts a conversation chooses it (an unknown
+//!   name is `ROLE_NOT_FOUND`); any other may only repeat the role its conversation has
+//!   (`INVALID_INPUT`: a conversation keeps its role; hand off instead).
+//!
 //! A message id is the caller's: it makes a next turn idempotent, and the agent receives it
 //! with the prompt; a blank one is none. On every route it is 1 to `MAX_MESSAGE_ID_BYTES`
 //! bytes without control characters (`INVALID_INPUT`, checked before anything else). This module decides routing only; it never runs a
@@ -42,6 +46,9 @@ pub struct Inbound {
     pub text: String,
     /// The workspace the message asks for; only a message that starts a conversation may.
     pub workspace: Option<WorkspaceRequest>,
+    /// The role the message asks for (a role name). A message that starts a conversation
+    /// chooses it; any other may only name the role the conversation already has.
+    pub role: Option<String>,
 }
 
 /// How [`Engine::deliver`] routed a message.
@@ -75,6 +82,21 @@ fn keeps_workspace() -> Error {
     )
 }
 
+/// A message into an existing conversation may name only the role it already has.
+fn keeps_role(task: &Task, asked: Option<&str>) -> Result<()> {
+    let kept = task
+        .role
+        .as_ref()
+        .map_or("implementer", |r| r.name.as_str());
+    match asked {
+        Some(asked) if asked != kept => Err(Error::invalid_input(format!(
+            "context {} is a {kept} and the message asks for {asked}: a conversation keeps its role; hand off to another role instead",
+            task.context_id
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl Engine {
     /// Routes an inbound message to the task it becomes, by the rules of this module.
     /// Refusals change nothing.
@@ -86,12 +108,16 @@ impl Engine {
             message_id,
             text,
             workspace,
+            role,
         } = inbound;
         let message_id = message_id.filter(|m| !m.trim().is_empty());
         if let Some(id) = &message_id {
             crate::continuation::check_message_id(id)?;
         }
         if let Some(task_id) = task_id {
+            if role.is_some() {
+                keeps_role(&self.task_of(&agent, &task_id)?, role.as_deref())?;
+            }
             return self.deliver_reply(&agent, &task_id, context_id, message_id, text, workspace);
         }
         let latest = match &context_id {
@@ -115,6 +141,7 @@ impl Engine {
                     latest.context_id, latest.agent
                 )));
             }
+            keeps_role(&latest, role.as_deref())?;
             let task = self.next_turn(
                 crate::ContinueRequest {
                     context_id: latest.context_id,
@@ -134,6 +161,7 @@ impl Engine {
         request.agent = Some(agent);
         request.context_id = context_id;
         request.message_id = message_id;
+        request.role = role;
         if let Some(w) = workspace {
             request.workspace = w;
         }

@@ -116,6 +116,12 @@ fn catalog() -> Vec<ToolDef> {
             "The agents Legate can delegate to, with their presets, configured model, and the models they offer where their protocol can list them (agy).",
             true,
         ),
+        def::<NoArgs, RolesOut>(
+            "roles",
+            "Roles",
+            "The roles a task may play (pass the name as run's role): the built-in implementer (the default), planner and reviewer, and the configured ones, each with its base, description, whether it is read-only, its instructions' length and its defaults.",
+            true,
+        ),
         def::<RunArgs, StartedOut>(
             "run",
             "Delegate a task",
@@ -270,6 +276,22 @@ fn catalog() -> Vec<ToolDef> {
     ]
 }
 
+/// `run` as this server offers it: its `role` argument lists the roles this engine knows.
+fn with_role_names(mut def: ToolDef, names: &[String]) -> ToolDef {
+    if def.tool.name != "run" {
+        return def;
+    }
+    let mut input = def.tool.input_schema.as_ref().clone();
+    if let Some(Value::Object(role)) = input.get_mut("properties").and_then(|p| p.get_mut("role")) {
+        let mut names: Vec<Value> = names.iter().cloned().map(Value::String).collect();
+        // The argument is optional: null stays allowed.
+        names.push(Value::Null);
+        role.insert("enum".to_string(), Value::Array(names));
+    }
+    def.tool.input_schema = Arc::new(input);
+    def
+}
+
 /// Legate's MCP server. Cheap to clone; clones share the engine and the list of tasks they
 /// started.
 #[derive(Debug, Clone)]
@@ -284,9 +306,11 @@ impl LegateMcp {
     /// A server over `engine`.
     pub fn new(engine: Engine, options: McpOptions) -> Self {
         let profile = options.profile;
+        let names = engine.roles().names();
         let tools = catalog()
             .into_iter()
             .filter(|t| profile.offers(t.group))
+            .map(|t| with_role_names(t, &names))
             .collect();
         Self {
             engine,
@@ -335,6 +359,10 @@ impl LegateMcp {
         match name {
             "health" => to_value(tools::health(engine, profile, parse(args)?).await?),
             "agents" => to_value(tools::agents(engine, parse(args)?).await),
+            "roles" => {
+                let _: NoArgs = parse(args)?;
+                to_value(tools::roles(engine))
+            }
             "run" => {
                 let out = tools::run(engine, profile, parse(args)?)?;
                 self.remember(&out.task_id);
@@ -573,8 +601,8 @@ mod tests {
         assert!(visible(Profile::Full).contains(&"health".to_string()));
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
-        assert_eq!(visible(Profile::Query).len(), 14);
-        assert_eq!(visible(Profile::Review).len(), 17);
+        assert_eq!(visible(Profile::Query).len(), 15);
+        assert_eq!(visible(Profile::Review).len(), 18);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         for name in ["preview", "read_patch", "verify"] {
             assert!(visible(Profile::Review).contains(&name.to_string()));

@@ -8,7 +8,7 @@
 use crate::chunk;
 use crate::profile::Profile;
 use crate::schema::*;
-use legate_core::{Error, ErrorCode, Event, Result, Task, TaskMode, TaskState};
+use legate_core::{Error, ErrorCode, Event, Result, RoleBase, Task, TaskMode, TaskState};
 use legate_engine::TaskFilter;
 use legate_engine::{
     ContinueRequest, Engine, MAX_PENDING_PER_CONTEXT, MessageRequest, SubmitRequest,
@@ -255,6 +255,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.timeout = timeout_arg(args.timeout_seconds)?;
     request.model = args.model;
     request.json_schema = args.json_schema;
+    request.role = args.role;
     let task = engine.submit(request)?;
     Ok(started(&task))
 }
@@ -328,13 +329,36 @@ pub fn send_message(
 }
 
 fn started(task: &Task) -> StartedOut {
+    let (role, role_base) = role_of(task);
     StartedOut {
         task_id: task.id.to_string(),
         context_id: task.context_id.clone(),
         agent: task.agent.clone(),
         state: task.state,
         mode: task.mode,
+        role,
+        role_base,
         workspace: task.workspace,
+    }
+}
+
+/// A task's role name and base (a task stored with no role is the implementer).
+fn role_of(task: &Task) -> (String, RoleBase) {
+    task.role.as_ref().map_or_else(
+        || {
+            (
+                RoleBase::Implementer.as_str().to_string(),
+                RoleBase::Implementer,
+            )
+        },
+        |r| (r.name.clone(), r.base),
+    )
+}
+
+/// `roles`.
+pub fn roles(engine: &Engine) -> RolesOut {
+    RolesOut {
+        roles: engine.roles().list(),
     }
 }
 
@@ -346,6 +370,8 @@ pub fn task_out(t: &Task) -> TaskOut {
         agent: t.agent.clone(),
         state: t.state,
         mode: t.mode,
+        role: role_of(t).0,
+        role_base: role_of(t).1,
         workspace: t.workspace,
         root: t.root.as_ref().map(|r| r.display().to_string()),
         model: t.model.clone(),

@@ -507,6 +507,7 @@ async fn profiles_offer_the_review_tools_by_group() {
         "read_result",
         "result",
         "resume",
+        "roles",
         "run",
         "send_message",
         "sessions",

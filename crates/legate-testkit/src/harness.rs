@@ -265,10 +265,16 @@ impl HarnessBuilder {
 
     /// Starts an engine whose home is `<base>/home`, as a new process would, without owning
     /// `base`: for tests that restart an engine over the same home.
-    pub fn engine_in(mut self, base: &Path) -> Engine {
+    pub fn engine_in(self, base: &Path) -> Engine {
+        self.try_engine_in(base)
+            .unwrap_or_else(|e| panic!("the engine does not start: {e}"))
+    }
+
+    /// Like [`HarnessBuilder::engine_in`], for a test of a configuration the engine refuses
+    /// at start.
+    pub fn try_engine_in(mut self, base: &Path) -> legate_core::Result<Engine> {
         let config = self.config_for(base);
         Engine::start(config, self.backends, self.supervisor)
-            .unwrap_or_else(|e| panic!("the engine does not start: {e}"))
     }
 
     /// Starts the engine in the harness's own directory.

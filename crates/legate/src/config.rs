@@ -39,6 +39,9 @@ struct File {
     /// `[copies]`: copy workspaces and their review (see `crate::review_config`).
     #[serde(default)]
     copies: crate::review_config::CopiesTable,
+    /// `[roles.NAME]`: configured roles (see `crate::roles_config`).
+    #[serde(default)]
+    roles: BTreeMap<String, crate::roles_config::RoleTable>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -352,6 +355,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         }
         c.default_agent = name;
     }
+    c.roles = crate::roles_config::resolve(file.roles, c.agents.keys().map(String::as_str))?;
     Ok(c)
 }
 

@@ -24,6 +24,8 @@ mod models;
 mod render;
 mod review;
 mod review_config;
+mod roles_config;
+mod roles_list;
 mod serve;
 mod usage;
 
@@ -99,6 +101,12 @@ enum Command {
         /// Do not start the agents, only list them.
         #[arg(long)]
         no_probe: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the roles a task may play (`run --role`): built in and `[roles.NAME]`.
+    Roles {
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -228,9 +236,13 @@ struct RunArgs {
     /// Continue this conversation (same agent session, same workspace).
     #[arg(long)]
     context: Option<String>,
-    /// Refuse every change: read-only task.
+    /// Refuse every change: read-only task (a planner or reviewer role is read-only anyway).
     #[arg(long)]
     read_only: bool,
+    /// The role the agent plays: implementer (the default), planner, reviewer, or a
+    /// configured role (`legate roles`). A conversation keeps its role.
+    #[arg(long)]
+    role: Option<String>,
     /// Seconds before the task is stopped with TASK_TIMEOUT.
     #[arg(long)]
     timeout: Option<u64>,
@@ -503,6 +515,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             engine.shutdown().await;
             code
         }
+        Command::Roles { json } => roles_list::print(&config, json),
         Command::Usage(args) => usage::print(&Records::open_or_empty(&paths)?, args),
         Command::Model { name, id, unset } => {
             with_engine(config, |e| async move {
@@ -625,7 +638,7 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
             Some(file) => Some(read_json(file, "a JSON Schema")?),
             None => None,
         },
-        role: None,
+        role: args.role,
     };
     let task = engine.submit(request)?;
     watch(engine, task).await
@@ -708,6 +721,11 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
         out!("session  {s}")?;
     }
     out!("mode     {}", t.mode.as_str())?;
+    match &t.role {
+        Some(r) if r.name != r.base.as_str() => out!("role     {} ({})", r.name, r.base.as_str())?,
+        Some(r) => out!("role     {}", r.name)?,
+        None => out!("role     implementer")?,
+    }
     match &t.root {
         Some(r) => out!("workspace {} {}", t.workspace.as_str(), r.display())?,
         None => out!("workspace {}", t.workspace.as_str())?,

@@ -80,7 +80,7 @@ fn python(home: &Path, name: &str, args: &[&str]) -> Value {
 
 fn check_report(report: &Value, protocol: &str) {
     assert_eq!(report["protocol"], protocol, "{report}");
-    assert_eq!(report["tools"], 23, "{report}");
+    assert_eq!(report["tools"], 24, "{report}");
     assert!(report["progress"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["pieces"].as_u64().unwrap() > 2, "{report}");
 }
@@ -478,6 +478,47 @@ fn send_message_under_the_query_profile_makes_a_read_only_task() {
     assert_eq!(report["mode"], "read-only", "{report}");
     assert_eq!(report["final"], "completed", "{report}");
     assert_eq!(report["refusals"], 1, "{report}");
+}
+
+#[test]
+fn roles_and_a_configured_role_run_validate_against_their_schemas_in_the_query_profile() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    std::fs::write(
+        home.path().join("legate.toml"),
+        "[roles.security-review]\nbase = \"reviewer\"\ndescription = \"access control\"\ninstructions = \"Check access control.\"\ndefaults = { timeoutSeconds = 120 }\n",
+    )
+    .unwrap();
+    let report = python(home.path(), "scenarios.py", &["roles", LEGATE]);
+    assert_eq!(
+        report["names"],
+        json!(["implementer", "planner", "reviewer", "security-review"]),
+        "{report}"
+    );
+    assert_eq!(report["custom"]["instructionsChars"], 21, "{report}");
+    assert_eq!(
+        report["custom"]["defaults"]["timeoutSeconds"], 120,
+        "{report}"
+    );
+    assert_eq!(
+        report["roleEnum"],
+        json!([
+            "implementer",
+            "planner",
+            "reviewer",
+            "security-review",
+            null
+        ])
+    );
+    assert_eq!(report["mode"], "read-only", "{report}");
+    assert_eq!(
+        (report["role"].as_str(), report["roleBase"].as_str()),
+        (Some("security-review"), Some("reviewer"))
+    );
+    assert_eq!(report["final"], "completed", "{report}");
+    assert_eq!(report["unknown"], "ROLE_NOT_FOUND", "{report}");
 }
 
 #[test]

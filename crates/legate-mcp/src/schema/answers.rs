@@ -3,7 +3,7 @@
 //! mode, usage, a refusal), so its name and schema come from the engine's declaration.
 
 use crate::schema::ErrorBody;
-use legate_core::{Refusal, TaskMode, TaskState, Usage, WorkspaceKind};
+use legate_core::{Refusal, RoleBase, TaskMode, TaskState, Usage, WorkspaceKind};
 use legate_engine::Delivery;
 use rmcp::schemars::JsonSchema;
 use serde::Serialize;
@@ -155,6 +155,10 @@ pub struct TaskOut {
     pub state: TaskState,
     /// write or read-only.
     pub mode: TaskMode,
+    /// The role it plays: "implementer", "planner", "reviewer" or a configured role.
+    pub role: String,
+    /// What its role is built on.
+    pub role_base: RoleBase,
     /// sandbox, shared or copy.
     pub workspace: WorkspaceKind,
     /// The workspace root, once prepared.
@@ -194,8 +198,21 @@ pub struct StartedOut {
     pub state: TaskState,
     /// write or read-only.
     pub mode: TaskMode,
+    /// The role it plays: "implementer", "planner", "reviewer" or a configured role.
+    pub role: String,
+    /// What its role is built on.
+    pub role_base: RoleBase,
     /// sandbox, shared or copy.
     pub workspace: WorkspaceKind,
+}
+
+/// `roles`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct RolesOut {
+    /// Every role a task may name: the built-ins first, then the configured ones by name.
+    pub roles: Vec<legate_engine::RoleInfo>,
 }
 
 /// `status`.

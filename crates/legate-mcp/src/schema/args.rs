@@ -61,6 +61,10 @@ pub struct RunArgs {
     /// kind agy only. The answer's JSON comes back as the result's attachment
     /// `structured_output.json`.
     pub json_schema: Option<serde_json::Value>,
+    /// The role the agent plays (see `roles`): "implementer" (the default), "planner",
+    /// "reviewer" or a configured role. Planner and reviewer roles are read-only (mode
+    /// "write" is MODE_NOT_ALLOWED) and return a report. A conversation keeps its role.
+    pub role: Option<String>,
 }
 
 /// The kind of workspace `run` asks for.

@@ -155,6 +155,44 @@ async def query_message(binary):
         )
 
 
+async def roles(binary):
+    """The query profile's `roles` and a planner `run`, each answer validated against the
+    schema the tool announced."""
+    import jsonschema
+
+    async with stdio_session(binary, {"LEGATE_MCP_PROFILE": "query"}) as session:
+        await session.initialize()
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+
+        def schema(tool, kind):
+            t = tools[tool]
+            return getattr(t, kind, None) or getattr(t, {"output_schema": "outputSchema", "input_schema": "inputSchema"}[kind])
+
+        listed = await call(session, "roles", {})
+        jsonschema.validate(listed, schema("roles", "output_schema"))
+        run_input = schema("run", "input_schema")
+        args = {"prompt": "write a.txt: no\nWhat is here?", "role": "security-review"}
+        jsonschema.validate(args, run_input)
+        started = await call(session, "run", args)
+        jsonschema.validate(started, schema("run", "output_schema"))
+        final, _ = await wait_until_ready(session, started["taskId"])
+        status = await call(session, "status", {"taskId": started["taskId"]})
+        jsonschema.validate(status, schema("status", "output_schema"))
+        unknown = await session.call_tool("run", {"prompt": "hi", "role": "architect"})
+        report(
+            {
+                "names": [r["name"] for r in listed["roles"]],
+                "custom": listed["roles"][-1],
+                "roleEnum": run_input["properties"]["role"].get("enum"),
+                "mode": started["mode"],
+                "role": status["task"]["role"],
+                "roleBase": status["task"]["roleBase"],
+                "final": final["state"],
+                "unknown": structured(unknown)["error"]["code"] if is_error(unknown) else None,
+            }
+        )
+
+
 async def main():
     scenario, args = sys.argv[1], sys.argv[2:]
     if scenario == "leave":
@@ -165,6 +203,8 @@ async def main():
         await cancel(*args)
     elif scenario == "query-message":
         await query_message(*args)
+    elif scenario == "roles":
+        await roles(*args)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
 
