@@ -7,7 +7,8 @@
 //! time and in submission order, so a message sent while a turn runs waits for that turn and
 //! is the one after it: the queue of pending input *is* the context's queue of submitted
 //! tasks. A continuation keeps the earlier task's agent, workspace, mode, model and timeout
-//! unless the request overrides them.
+//! unless the request overrides them; in a copy context it works in the same copy, which
+//! must still be open (`COPY_CLOSED` otherwise; see `review::chain`).
 //!
 //! This module never runs a turn itself and never re-sends a message: an input whose task was
 //! interrupted (say, by a restart) stays failed, visibly.

@@ -388,7 +388,7 @@ mod tests {
                 .as_deref(),
             Some("max_turn_requests")
         );
-        // A copy task cannot wait: its copy is made afresh for each turn.
+        // A copy task cannot wait: a reply would prepare its copy again.
         assert_eq!(
             ended(StopReason::InputRequired, false).state,
             TaskState::Completed

@@ -382,3 +382,112 @@ async fn a_read_only_turn_answers_only_for_its_own_changes() {
     }
     h.engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_canceled_in_the_queue_never_costs_the_copy_its_work() {
+    let h = harness();
+    let one = first_turn(&h, "write one.txt: first\\n").await;
+    let ctx = one.context_id.clone();
+    let hanging = h.engine.resume(resume(&ctx, "!hang", None)).unwrap();
+    h.until(&hanging.id, is_continued).await;
+    // A message queued behind the running turn, canceled before it enters the copy.
+    let queued = h
+        .engine
+        .send_message(message(&ctx, "m-queued", "write two.txt: x"))
+        .unwrap()
+        .task;
+    h.engine.cancel(queued.id.as_str()).unwrap();
+    assert_eq!(h.wait(&queued.id).await.state, TaskState::Canceled);
+    h.engine.cancel(hanging.id.as_str()).unwrap();
+    assert_eq!(h.wait(&hanging.id).await.state, TaskState::Canceled);
+    // The sweep judges the copy by the turn that last entered it (within retention), not
+    // by the queued task that never did (which looks half made).
+    let report = h.engine.cleanup().await.unwrap();
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert!(one.root.as_ref().unwrap().join("one.txt").is_file());
+    let copy = h.engine.current_copy(queued.id.as_str()).unwrap();
+    assert_eq!(
+        (copy.task_id, copy.status, copy.turns),
+        (hanging.id.clone(), CopyStatus::Open, 2)
+    );
+    let next = h
+        .engine
+        .resume(resume(&ctx, "write two.txt: second\\n", None))
+        .unwrap();
+    let next = h.wait(&next.id).await;
+    assert_eq!(next.state, TaskState::Completed, "{:?}", next.error);
+    let preview = h.engine.preview(next.id.as_str()).await.unwrap();
+    assert_eq!(changed(&preview.patch.files), ["one.txt", "two.txt"]);
+    h.engine.shutdown().await;
+}
+
+/// A confirmer that says when it is asked, then waits for the test's answer.
+struct Held {
+    asked: tokio::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    answer: tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+}
+
+#[async_trait::async_trait]
+impl legate_engine::Confirmer for Held {
+    async fn confirm(&self, _: &legate_engine::ConfirmationRequest) -> legate_engine::Confirmation {
+        if let Some(tx) = self.asked.lock().await.take() {
+            let _ = tx.send(());
+        }
+        if let Some(rx) = self.answer.lock().await.take() {
+            let _ = rx.await;
+        }
+        legate_engine::Confirmation::Accept { confirm: true }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_submitted_while_its_copy_is_being_integrated_is_copy_closed_and_changes_nothing() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(|c| c.review.approval = legate_engine::ApprovalMode::Ask)
+        .start();
+    let one = first_turn(&h, "write one.txt: first\\n").await;
+    let sha = h
+        .engine
+        .preview(one.id.as_str())
+        .await
+        .unwrap()
+        .patch
+        .sha256;
+    assert!(
+        h.engine
+            .verify(one.id.as_str(), &sha, no_reviews())
+            .await
+            .unwrap()
+            .passed
+    );
+    let (asked_tx, asked_rx) = tokio::sync::oneshot::channel();
+    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+    let held = std::sync::Arc::new(Held {
+        asked: tokio::sync::Mutex::new(Some(asked_tx)),
+        answer: tokio::sync::Mutex::new(Some(answer_rx)),
+    });
+    let (engine, id, confirmer) = (h.engine.clone(), one.id.to_string(), held.clone());
+    let integrating = tokio::spawn(async move {
+        engine
+            .integrate(&id, Some(&sha), Some(confirmer.as_ref()))
+            .await
+    });
+    // The integration holds the copy's lock while it asks; the copy is still open, so the
+    // next turn is accepted, and waits to enter.
+    asked_rx.await.unwrap();
+    let late = h
+        .engine
+        .resume(resume(&one.context_id, "write late.txt: x", None))
+        .unwrap();
+    answer_tx.send(()).unwrap();
+    integrating.await.unwrap().unwrap();
+    let late = h.wait(&late.id).await;
+    assert_eq!(late.state, TaskState::Failed);
+    assert_eq!(late.error.unwrap().code, ErrorCode::CopyClosed);
+    // Neither the copy nor the project got the late turn's file.
+    assert!(!one.root.as_ref().unwrap().join("late.txt").exists());
+    assert!(!h.project().join("late.txt").exists());
+    assert!(h.project().join("one.txt").is_file());
+    h.engine.shutdown().await;
+}

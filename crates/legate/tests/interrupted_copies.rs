@@ -318,3 +318,91 @@ fn a_completed_copy_and_a_live_one_are_never_removed_by_recovery() {
     live.kill().unwrap();
     live.wait().unwrap();
 }
+
+/// The newest task, from `legate tasks --json` (one JSON line per task, newest first).
+fn newest(env: &Env) -> Value {
+    let out = env.run(&["tasks", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    serde_json::from_str(stdout.lines().next().unwrap()).unwrap()
+}
+
+/// The `workspace` events of the task named `name`.
+fn events_named(env: &Env, id: &str, name: &str) -> Vec<Value> {
+    let out = env.run(&["events", id]);
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(&l[l.find('{')?..]).ok())
+        .filter(|v| v["detail"]["event"] == name)
+        .collect()
+}
+
+#[test]
+fn a_later_turn_killed_in_a_shared_copy_keeps_it_and_the_next_turn_continues() {
+    // Not kept for inspection: a first turn's copy would go; a later turn's copy holds the
+    // earlier turns' work and stays.
+    let env = Env::new("");
+    let project = env.project.to_string_lossy().into_owned();
+    let out = env.run(&[
+        "run",
+        "--agent",
+        "scripted",
+        "--copy",
+        &project,
+        "write src/one.txt: 1",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let first = newest(&env);
+    let (first_id, context) = (
+        first["id"].as_str().unwrap().to_string(),
+        first["contextId"].as_str().unwrap().to_string(),
+    );
+    let mut child: Child = env
+        .cmd(&["run", "--agent", "scripted", "--context", &context, "!hang"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let killed = env.wait_working();
+    assert_ne!(killed, first_id);
+    child.kill().unwrap(); // SIGKILL mid-turn, holding the copy's lock.
+    child.wait().unwrap();
+    assert_interrupted(&env.settled(&killed));
+    // The copy (named after the turn that made it) and its baseline are kept, and say so.
+    assert!(env.copy(&first_id).join("src/one.txt").is_file());
+    assert!(env.baseline(&first_id).is_dir());
+    assert!(env.discarded_events(&killed).is_empty());
+    assert!(env.discarded_events(&first_id).is_empty());
+    assert_eq!(events_named(&env, &killed, "copy.kept").len(), 1);
+    // The interrupted turn is not integrable; neither is the turn it continued.
+    for id in [&killed, &first_id] {
+        let out = env.run(&["integrate", id]);
+        assert!(!out.status.success(), "{}", text(&out));
+    }
+    // The next turn continues in the same copy; the patch holds both turns' files.
+    let out = env.run(&[
+        "run",
+        "--agent",
+        "scripted",
+        "--context",
+        &context,
+        "write src/two.txt: 2",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let third = newest(&env);
+    let third_id = third["id"].as_str().unwrap().to_string();
+    assert_eq!(third["state"], "completed", "{third}");
+    assert_eq!(events_named(&env, &third_id, "copy.continued").len(), 1);
+    let preview = env.json(&["diff", "--json", &third_id]);
+    let mut files: Vec<&str> = preview["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    files.sort_unstable();
+    assert_eq!(files, ["src/one.txt", "src/two.txt"], "{preview}");
+    // The project itself is untouched until integration.
+    assert!(!env.project.join("src/one.txt").exists());
+}

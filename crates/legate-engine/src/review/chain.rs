@@ -133,6 +133,15 @@ impl Chain {
             .max_by_key(|(t, r)| (turn_of(r), t.created_at.0))
     }
 
+    /// A task other than `except` that entered the copy and has not ended (its turn is over
+    /// but its patch and end may still be being stored).
+    pub(crate) fn settling_except(&self, except: &TaskId) -> Option<&Task> {
+        self.entries
+            .iter()
+            .find(|(t, r)| &t.id != except && r.copy.is_some() && !t.is_terminal())
+            .map(|(t, _)| t)
+    }
+
     /// The highest turn number so far.
     pub(crate) fn turns(&self) -> u32 {
         self.entries

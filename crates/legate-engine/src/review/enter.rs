@@ -41,6 +41,25 @@ impl Engine {
         let baseline = Baseline::open(&record.baseline_directory, &record.copy_directory)
             .map_err(|e| closed(format!("is gone ({e})")))?;
         let patience = Duration::from_secs(task.timeout_secs.max(1));
+        // The turn before lets the context go when its turn is over, before its patch and its
+        // end are stored: wait for its end, so that it is judged on its own changes alone.
+        for _ in 0..3 {
+            let Some(settling) = self.chain_of(task)?.settling_except(&task.id).cloned() else {
+                break;
+            };
+            if tokio::time::timeout(patience, self.wait(&settling.id))
+                .await
+                .is_err()
+            {
+                return Err(Error::new(
+                    ErrorCode::CopyBusy,
+                    format!(
+                        "task {} still has not ended in this copy; try the turn again",
+                        settling.id
+                    ),
+                ));
+            }
+        }
         let b = baseline.clone();
         let lock = blocking(move || {
             let deadline = Instant::now() + patience;

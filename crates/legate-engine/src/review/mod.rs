@@ -16,7 +16,9 @@
 //! and never decides anything a front could override.
 //!
 //! The parts: `records` (the durable types and their reading and writing), `copy` (listing
-//! project files, making the copy, settling its patch), `preview` (preview and patch
+//! project files, making the copy, settling its patch), `chain` (one copy across a context's
+//! turns: which task its review acts through, open or closed), `enter` (a later turn entering
+//! the copy, and the read-only check against the copy it found), `preview` (preview and patch
 //! reading), `checks` (verify, test, record_test), `integrate`, and `cleanup` (discard and
 //! the retention sweep). This file holds what they share: opening a copy with its lock, the
 //! sha check, and the `notice` events.
