@@ -13,6 +13,10 @@ use std::collections::HashMap;
 /// The id of the answer artifact of every finished task.
 pub const ANSWER_ARTIFACT: &str = "answer";
 
+/// The id of the report artifact of a planner's or reviewer's task whose report Legate
+/// accepted.
+pub const REPORT_ARTIFACT: &str = "report";
+
 /// A Legate state as A2A's (the same eight states).
 pub fn state(s: TaskState) -> A2aState {
     match s {
@@ -140,6 +144,32 @@ pub fn answer_artifact(task: &Task) -> Option<Artifact> {
     })
 }
 
+/// The `report` artifact of a planner's or reviewer's task whose report Legate checked and
+/// accepted: one data part holding the report as stored (`kind`, `origin`,
+/// `citationsChecked`, and the plan's or review's fields). `None` for any other task.
+pub fn report_artifact(task: &Task) -> Option<Artifact> {
+    let report = task.result.as_ref()?.report.as_ref()?;
+    let data = serde_json::to_value(report).ok()?;
+    Some(Artifact {
+        artifact_id: REPORT_ARTIFACT.into(),
+        name: Some(REPORT_ARTIFACT.into()),
+        description: Some(
+            "The agent's report as Legate checked it: what the agent said (agent-reported), never evidence that a step was done.".into(),
+        ),
+        parts: vec![Part::data(data)],
+        metadata: None,
+        extensions: None,
+    })
+}
+
+/// A finished task's artifacts: its answer, then its report when it has one.
+fn artifacts(task: &Task) -> Vec<Artifact> {
+    answer_artifact(task)
+        .into_iter()
+        .chain(report_artifact(task))
+        .collect()
+}
+
 /// The caller's message (the prompt) and, once the task ended with an answer, the agent's.
 fn history(task: &Task) -> Vec<Message> {
     let mut user = Message::new(Role::User, vec![Part::text(task.prompt.clone())]);
@@ -181,7 +211,7 @@ pub fn task(t: &Task, history_length: Option<i32>, artifacts: bool) -> A2aTask {
         context_id: t.context_id.clone(),
         status: status(t),
         artifacts: if artifacts {
-            answer_artifact(t).map(|a| vec![a])
+            Some(crate::convert::artifacts(t)).filter(|a| !a.is_empty())
         } else {
             None
         },
@@ -359,7 +389,7 @@ impl Translator {
                 // A task that waits for input ends its turn like a finished one: its answer
                 // so far, then its status with the agent's question.
                 if s.is_terminal() || *s == TaskState::InputRequired {
-                    if let Some(a) = answer_artifact(task) {
+                    for a in artifacts(task) {
                         out.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
                             task_id: task.id.0.clone(),
                             context_id: task.context_id.clone(),
@@ -414,6 +444,43 @@ mod tests {
             assert_eq!(legate_state(state(s)), Some(s));
         }
         assert_eq!(legate_state(A2aState::Unspecified), None);
+    }
+
+    #[test]
+    fn an_accepted_report_is_a_data_artifact_after_the_answer() {
+        let mut t = Task::new("t1", "c1", "agent", "review");
+        t.state = TaskState::Completed;
+        t.result = Some(legate_core::TaskResult {
+            text: "done".into(),
+            ..Default::default()
+        });
+        let plain = task(&t, None, true).artifacts.unwrap();
+        assert_eq!(plain.len(), 1);
+        let report = legate_core::Report {
+            origin: legate_core::ReportOrigin::AgentReported,
+            citations_checked: true,
+            body: legate_core::ReportBody::Review(legate_core::ReviewReport {
+                summary: "s".into(),
+                reviewed_files: vec!["a.rs".into()],
+                findings: vec![],
+                unverified: vec![],
+            }),
+        };
+        if let Some(r) = t.result.as_mut() {
+            r.report = Some(report.clone());
+        }
+        let both = task(&t, None, true).artifacts.unwrap();
+        assert_eq!(both[0].artifact_id, ANSWER_ARTIFACT);
+        assert_eq!(both[1].artifact_id, REPORT_ARTIFACT);
+        let PartContent::Data(data) = &both[1].parts[0].content else {
+            panic!("not a data part: {:?}", both[1].parts)
+        };
+        assert_eq!(data["kind"], "review");
+        assert_eq!(data["citationsChecked"], true);
+        assert_eq!(
+            serde_json::from_value::<legate_core::Report>(data.clone()).ok(),
+            Some(report)
+        );
     }
 
     #[test]

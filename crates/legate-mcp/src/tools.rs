@@ -494,6 +494,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         answer: None,
         refusals: None,
         prompt: None,
+        report: None,
     };
     if !task.is_terminal() {
         return Ok(out);
@@ -508,6 +509,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         out.stop_reason = r.stop_reason.clone();
         out.tool_calls = Some(r.tool_calls);
         out.failed_tool_calls = Some(r.failed_tool_calls);
+        out.report = r.report.clone();
         if include {
             out.refusals = Some(r.refusals.clone());
         }

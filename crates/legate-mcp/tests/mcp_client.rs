@@ -621,3 +621,43 @@ async fn a_context_keeps_its_workspace() {
         "INVALID_WORKSPACE"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewers_checked_report_is_in_its_result_and_schema() {
+    let h = harness(McpOptions::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "fn f() {\n    x.unwrap();\n}\n").unwrap();
+    let mut req = legate_engine::SubmitRequest::new("review lib.rs");
+    req.role = Some("reviewer".into());
+    req.workspace = legate_engine::WorkspaceRequest::Shared(dir.path().to_path_buf());
+    let task = h.engine.submit(req).unwrap();
+    let done = h.engine.wait(&task.id).await.unwrap();
+    assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
+
+    let out = h
+        .call(
+            "result",
+            json!({"taskId": task.id.to_string(), "includeResult": false}),
+        )
+        .await;
+    let report = &out["report"];
+    assert_eq!(report["kind"], "review", "{out}");
+    assert_eq!(report["origin"], "agent-reported");
+    assert_eq!(report["citationsChecked"], true);
+    assert_eq!(report["findings"][0]["path"], "lib.rs");
+    assert_eq!(report["findings"][0]["line"], 2);
+    assert_eq!(report["findings"][0]["quote"], "x.unwrap();");
+
+    // The published output schema describes it: a plan or a review, with its origin.
+    let tools = h.client.list_all_tools().await.unwrap();
+    let result = tools.iter().find(|t| t.name == "result").unwrap();
+    let schema = serde_json::to_string(result.output_schema.as_ref().unwrap()).unwrap();
+    for word in [
+        "citationsChecked",
+        "reviewedFiles",
+        "agent-reported",
+        "\"review\"",
+    ] {
+        assert!(schema.contains(word), "{word} missing from {schema}");
+    }
+}

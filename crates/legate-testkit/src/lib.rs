@@ -49,6 +49,7 @@
 //! | `!unknown-response` | write a response with id [`directives::UNKNOWN_RESPONSE_ID`], which answers no request, and never answer the prompt (as if its answer went out under the wrong id) |
 //! | `!chunks <N> [R]` | send N `agent_message_chunk`s of about 40 bytes, each stamped with its creation time, as fast as possible or paced at R per second, then end the turn `end_turn` (no answer) |
 //! | `!write-outside <abs path>` | write [`directives::OUTSIDE_CONTENT`] to that file directly, without asking; report "written" or "failed: …" in a message chunk |
+//! | `!write-inside <rel path>` | write [`directives::OUTSIDE_CONTENT`] to that path beneath the working directory directly, without asking (a read-only task's agent changing its workspace behind the supervisor's back); report "written" or "failed: …" |
 //! | `!stderr <text>` | write the text as a line to stderr |
 //! | `!fail-tool <title>` | a tool call (kind `execute`, the title given) that fails without asking, as Codex reports a failed command: `in_progress`, then `failed` with [`directives::FAILED_TOOL_TEXT`]; the turn goes on (and ends `end_turn`) |
 //! | `!pending-tools <N>` | announce N tool calls (kind `read`, status `pending`) that never end, at most 100 000 |

@@ -750,6 +750,9 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
         for refusal in &r.refusals {
             out!("refused  {}: {}", refusal.title, refusal.reason)?;
         }
+        for line in r.report.iter().flat_map(render::report_lines) {
+            out!("{line}")?;
+        }
         if !r.text.is_empty() {
             out!("\n{}", r.text.trim_end())?;
         }

@@ -291,3 +291,114 @@ pub fn integration_lines(record: &legate_engine::ReviewRecord) -> Vec<String> {
     }
     lines
 }
+
+/// The lines `legate show` prints for a planner's or reviewer's checked report. Every text
+/// the agent wrote is flattened to one line without control characters (no escape sequence
+/// of the agent's reaches the terminal) and bounded.
+pub fn report_lines(report: &legate_core::Report) -> Vec<String> {
+    use legate_core::ReportBody;
+    let t = |s: &str| clean(s, 300);
+    let mut lines = Vec::new();
+    match &report.body {
+        ReportBody::Plan(p) => {
+            lines.push(format!(
+                "report   plan ({}; no step has been carried out)",
+                report.origin
+            ));
+            lines.push(format!("summary  {}", t(&p.summary)));
+            for (i, s) in p.steps.iter().enumerate() {
+                let files: Vec<String> = s.files.iter().map(|f| clean(f, 200)).collect();
+                lines.push(format!("step {:<3} {}", i + 1, t(&s.step)));
+                lines.push(format!("         files: {}", files.join(", ")));
+                lines.push(format!("         check: {}", t(&s.check)));
+            }
+            for u in &p.unverified {
+                lines.push(format!("unverified {}", t(u)));
+            }
+        }
+        ReportBody::Review(r) => {
+            let checked = if report.citations_checked {
+                "citations checked against the copy"
+            } else {
+                "citations not checked"
+            };
+            lines.push(format!("report   review ({}; {checked})", report.origin));
+            lines.push(format!("summary  {}", t(&r.summary)));
+            let files: Vec<String> = r.reviewed_files.iter().map(|f| clean(f, 200)).collect();
+            lines.push(format!("reviewed {}", files.join(", ")));
+            for (i, f) in r.findings.iter().enumerate() {
+                lines.push(format!(
+                    "finding {:<2} {} {}:{} \"{}\"",
+                    i + 1,
+                    f.severity,
+                    clean(&f.path, 200),
+                    f.line,
+                    clean(&f.quote, 120)
+                ));
+                lines.push(format!("         {}", t(&f.message)));
+                lines.push(format!("         impact: {}", t(&f.impact)));
+                lines.push(format!("         fix: {}", t(&f.suggestion)));
+            }
+            if r.findings.is_empty() {
+                lines.push("findings none".to_string());
+            }
+            for u in &r.unverified {
+                lines.push(format!("unverified {}", t(u)));
+            }
+        }
+    }
+    lines
+}
+
+/// `s` on one line: whitespace runs made one space, control characters dropped, at most
+/// `max` characters.
+fn clean(s: &str, max: usize) -> String {
+    let flat: String = s
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+    use legate_core::{Finding, Report, ReportBody, ReportOrigin, ReviewReport, Severity};
+
+    #[test]
+    fn a_review_prints_its_findings_without_the_agents_escapes() {
+        let report = Report {
+            origin: ReportOrigin::AgentReported,
+            citations_checked: true,
+            body: ReportBody::Review(ReviewReport {
+                summary: "one\nthing \u{1b}[31mred".into(),
+                reviewed_files: vec!["src/lib.rs".into()],
+                findings: vec![Finding {
+                    severity: Severity::P1,
+                    path: "src/lib.rs".into(),
+                    line: 2,
+                    quote: "x.unwrap()".into(),
+                    message: "panics".into(),
+                    impact: "callers".into(),
+                    suggestion: "return a Result".into(),
+                }],
+                unverified: vec![],
+            }),
+        };
+        let lines = report_lines(&report);
+        assert_eq!(
+            lines[0],
+            "report   review (agent-reported; citations checked against the copy)"
+        );
+        assert_eq!(lines[1], "summary  one thing [31mred");
+        assert_eq!(lines[3], "finding 1  P1 src/lib.rs:2 \"x.unwrap()\"");
+        assert!(lines.iter().all(|l| !l.contains('\u{1b}')));
+    }
+}

@@ -3,7 +3,7 @@
 //! mode, usage, a refusal), so its name and schema come from the engine's declaration.
 
 use crate::schema::ErrorBody;
-use legate_core::{Refusal, RoleBase, TaskMode, TaskState, Usage, WorkspaceKind};
+use legate_core::{Refusal, Report, RoleBase, TaskMode, TaskState, Usage, WorkspaceKind};
 use legate_engine::Delivery;
 use rmcp::schemars::JsonSchema;
 use serde::Serialize;
@@ -319,6 +319,11 @@ pub struct ResultOut {
     pub refusals: Option<Vec<Refusal>>,
     /// The prompt (omitted with includeResult: false).
     pub prompt: Option<String>,
+    /// A planner's or reviewer's report as Legate accepted it: `kind` (plan or review),
+    /// `origin` (agent-reported: what the agent said, never evidence that a step was done),
+    /// `citationsChecked` (true when every finding's file, line and quote were found in the
+    /// copy). Absent for an implementer and for a task whose report was refused.
+    pub report: Option<Report>,
 }
 
 /// `read_result`.
