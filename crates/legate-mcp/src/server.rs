@@ -536,7 +536,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 23);
+        assert_eq!(tools.len(), 26);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -602,9 +602,9 @@ mod tests {
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
         assert_eq!(visible(Profile::Query).len(), 15);
-        assert_eq!(visible(Profile::Review).len(), 18);
+        assert_eq!(visible(Profile::Review).len(), 20);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
-        for name in ["preview", "read_patch", "verify"] {
+        for name in ["preview", "read_patch", "verify", "context", "handoff"] {
             assert!(visible(Profile::Review).contains(&name.to_string()));
             assert!(!visible(Profile::Query).contains(&name.to_string()));
         }
