@@ -326,7 +326,10 @@ async fn bad_input_is_a_structured_error_and_changes_nothing() {
     ] {
         assert_eq!(h.fail(tool, args.clone()).await, code, "{tool} {args}");
     }
-    assert_eq!(h.refused("handoff", json!({})).await, "TOOL_NOT_AVAILABLE");
+    assert_eq!(
+        h.refused("no_such_tool", json!({})).await,
+        "TOOL_NOT_AVAILABLE"
+    );
     // jsonSchema reaches the engine, which refuses it for revisor (an ACP agent).
     let r = h
         .call_raw(
