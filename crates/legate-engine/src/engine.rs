@@ -212,6 +212,18 @@ impl Engine {
         let role = self.apply_role(&mut request)?;
         let checked = self.check_submit(&request, allow_empty)?;
         crate::request::check_framed(&request.prompt, role.as_ref())?;
+        self.submit_checked(request, checked, role)
+    }
+
+    /// Stores and queues (or parks) the task of a `request` that passed `check_submit` as
+    /// `checked`, with its resolved `role`. A handoff comes here too, with its copy's source
+    /// set in `checked`.
+    pub(crate) fn submit_checked(
+        &self,
+        request: SubmitRequest,
+        checked: crate::request::Checked,
+        role: Option<legate_core::TaskRole>,
+    ) -> Result<Task> {
         let now = Timestamp::now();
         let mut task = Task {
             id: TaskId(uuid::Uuid::new_v4().to_string()),

@@ -18,6 +18,7 @@ mod ending;
 mod engine;
 mod fanout;
 mod framing;
+mod handoff;
 mod inbound;
 mod integration_recovery;
 mod launcher;
@@ -47,6 +48,10 @@ pub use continuation::{
 pub use ending::{EMPTY_PROMPT_MESSAGE, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE};
 pub use engine::Engine;
 pub use fanout::Subscription;
+pub use handoff::{
+    ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, HandoffRequest,
+    MAX_DECISION_BYTES, MAX_DECISIONS, MAX_REPORTS,
+};
 pub use inbound::{Delivered, Inbound, Route};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.

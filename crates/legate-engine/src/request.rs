@@ -105,6 +105,8 @@ pub(crate) struct CopyRequest {
     pub(crate) criteria: Vec<legate_workspace::Criterion>,
     /// The open copy this task continues in (a context's next turn), instead of a new copy.
     pub(crate) continues: Option<crate::review::ContinuedCopy>,
+    /// For a handoff: the copy whose current files the new copy gets (see `handoff`).
+    pub(crate) handoff: Option<Box<crate::handoff::HandoffSource>>,
 }
 
 /// A submit that passed its checks: what its task is stored with.
@@ -173,6 +175,7 @@ impl Engine {
                     include_paths: record.include_paths,
                     criteria: record.criteria,
                     continues: Some(continued),
+                    handoff: None,
                 });
                 WorkspaceRequest::Context
             }
@@ -192,6 +195,7 @@ impl Engine {
                     include_paths,
                     criteria,
                     continues: None,
+                    handoff: None,
                 });
                 (WorkspaceKind::Copy, None)
             }

@@ -352,13 +352,13 @@ impl Engine {
         };
         let turn = Turn {
             task_id: task.id.clone(),
-            // What the agent reads: the caller's prompt, framed with the task's role and its
-            // report contract (a handed-off context joins here).
+            // What the agent reads: the caller's prompt, framed with the task's role, its
+            // report contract and, for a handoff, the context it was handed.
             prompt: crate::framing::frame(
                 &task.prompt,
                 task.role.as_ref(),
                 contract.as_deref(),
-                None,
+                self.handoff_block(task).as_deref(),
             ),
             mode: task.mode,
             model: task.model.clone(),

@@ -200,6 +200,20 @@ fn catalog() -> Vec<ToolDef> {
             "The files a copy workspace of a git project would get (tracked and unignored, narrowed by includePaths), with those the secret preflight leaves out by name or path. Use it to pick includePaths before run with workspace {kind: \"copy\"}.",
             true,
         ),
+        def::<TaskArgs, legate_engine::ContextPack>(
+            "context",
+            "A finished copy task's context",
+            "What a finished copy task leaves for the next role: its criteria, up to 8 planning or review reports of its handoff chain (newest first, each agent-reported with citationsChecked), its test records with their source, the caller's decisions (client-reported), treeSha256 over the copy's files, and contextSha256 over all of it. Pass contextSha256 to handoff. None of it authorizes integration.",
+            true,
+        )
+        .group(ToolGroup::Review),
+        def::<HandoffArgs, StartedOut>(
+            "handoff",
+            "Hand a copy to another role",
+            "Starts a role (implementer, planner, reviewer or a configured one) as a new task in a new context, in a fresh copy of the source copy's current files that keeps the original project's baseline, so the patch accumulates against the original; the source copy is not changed. expectedContextSha256 is checked now and again when the copy is made: CONTEXT_CHANGED. The context reaches the agent as data to check, never as instructions; it must fit the prompt limit (CONTEXT_TOO_LARGE, never cut). COPY_CLOSED for a discarded or integrated source.",
+            false,
+        )
+        .group(ToolGroup::Review),
         def::<TaskArgs, PreviewOut>(
             "preview",
             "Preview a copy's patch",
@@ -386,6 +400,16 @@ impl LegateMcp {
             "list_project_files" => {
                 to_value(review::list_project_files(engine, parse(args)?).await?)
             }
+            "context" => {
+                let a: TaskArgs = parse(args)?;
+                to_value(engine.context(&a.task_id).await?)
+            }
+            "handoff" => {
+                let out = tools::handoff(engine, profile, parse(args)?).await?;
+                self.remember(&out.task_id);
+                tracing::info!(task = %out.task_id, agent = %out.agent, mode = %out.mode, "mcp handoff");
+                to_value(out)
+            }
             "preview" => {
                 let a: TaskArgs = parse(args)?;
                 to_value(review::preview(engine, &a.task_id).await?)
@@ -512,7 +536,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 24);
+        assert_eq!(tools.len(), 26);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -578,9 +602,9 @@ mod tests {
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
         assert_eq!(visible(Profile::Query).len(), 15);
-        assert_eq!(visible(Profile::Review).len(), 18);
+        assert_eq!(visible(Profile::Review).len(), 20);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
-        for name in ["preview", "read_patch", "verify"] {
+        for name in ["preview", "read_patch", "verify", "context", "handoff"] {
             assert!(visible(Profile::Review).contains(&name.to_string()));
             assert!(!visible(Profile::Query).contains(&name.to_string()));
         }

@@ -606,6 +606,30 @@ pub fn sessions(engine: &Engine, args: SessionsArgs) -> Result<SessionsOut> {
     Ok(SessionsOut { sessions })
 }
 
+/// `handoff`: the source's context checked, then the role started in a fresh copy of the
+/// source copy's current files. A read-only profile makes the new task read-only (and
+/// refuses `mode: "write"`).
+pub async fn handoff(engine: &Engine, profile: Profile, args: HandoffArgs) -> Result<StartedOut> {
+    let mode = if profile.read_only() {
+        Some(profile.mode(args.mode, TaskMode::ReadOnly)?)
+    } else {
+        args.mode
+    };
+    let task = engine
+        .handoff(legate_engine::HandoffRequest {
+            source_task_id: args.source_task_id,
+            expected_context_sha256: args.expected_context_sha256,
+            role: args.role,
+            prompt: args.prompt,
+            agent: args.agent,
+            model: args.model,
+            decisions: args.decisions,
+            mode,
+        })
+        .await?;
+    Ok(started(&task))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -184,7 +184,7 @@ fn sha256(s: &str) -> String {
 async fn delegate_wait_with_progress_and_read_the_result_in_pieces() {
     let h = harness(McpOptions::default()).await;
     let tools = h.client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 24);
+    assert_eq!(tools.len(), 26);
     assert!(tools.iter().all(|t| t.output_schema.is_some()));
 
     let emoji_line = "😀é€ ".repeat(400);
@@ -329,7 +329,10 @@ async fn bad_input_is_a_structured_error_and_changes_nothing() {
     ] {
         assert_eq!(h.fail(tool, args.clone()).await, code, "{tool} {args}");
     }
-    assert_eq!(h.refused("handoff", json!({})).await, "TOOL_NOT_AVAILABLE");
+    assert_eq!(
+        h.refused("no_such_tool", json!({})).await,
+        "TOOL_NOT_AVAILABLE"
+    );
     // jsonSchema reaches the engine, which refuses it for revisor (an ACP agent).
     let r = h
         .call_raw(

@@ -516,7 +516,7 @@ async fn profiles_offer_the_review_tools_by_group() {
         "usage",
         "wait",
     ];
-    const REVIEW: &[&str] = &["preview", "read_patch", "verify"];
+    const REVIEW: &[&str] = &["context", "handoff", "preview", "read_patch", "verify"];
     const IMPLEMENTATION: &[&str] = &["cleanup", "discard", "integrate", "record_test", "test"];
     let set = |groups: &[&[&str]]| -> BTreeSet<String> {
         groups

@@ -12,7 +12,8 @@
 //! `copy`, `baseline` (its index written by `staging` in the `git_index` format, its commit
 //! by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
 //! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
-//! hook), `line_endings`, `integrate` (with its crash `journal` and `rollover`), and `cleanup`.
+//! hook), `line_endings`, `integrate` (with its crash `journal` and `rollover`), `cleanup`,
+//! and `handoff` (a copy's current files handed to another role, on the original baseline).
 //!
 //! It must never infer `owned` from a path, build a directory name from caller text, adopt an
 //! existing directory or symlink as one it made, or place a workspace under the system temp
@@ -26,6 +27,7 @@ mod git;
 mod git_index;
 mod git_objects;
 mod glob;
+mod handoff;
 mod include;
 mod integrate;
 mod journal;
@@ -46,6 +48,7 @@ pub use baseline::Baseline;
 pub use cleanup::{entries, remove_owned_dir};
 pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
 pub use glob::Glob;
+pub use handoff::{copy_selection, make_handoff_copy, tree_sha256};
 pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use integrate::{Change, Integrated, Pending, integrate, plan};
 pub use limits::CopyLimits;

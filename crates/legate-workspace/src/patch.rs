@@ -214,7 +214,7 @@ fn confirm_beneath(baseline: &Baseline, files: &[FileChange]) -> Result<(), Erro
 }
 
 /// Stages the copy's current state into a scratch index and returns its tree id.
-fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
+pub(crate) fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
     let scratch = tempfile::Builder::new()
         .prefix("index-")
         .tempfile_in(baseline.dir())
@@ -364,10 +364,17 @@ fn check_blocked(
 
 /// Everything a read-only task may not have done: each changed path (A/M/D) and each new
 /// file that git ignores, sorted. Empty when the copy is exactly its baseline.
+/// A handed-off copy is compared with the tree it was handed (`refs/legate/start`, see
+/// `handoff`), not with the original project's baseline.
 pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
     let tree = stage_tree(baseline)?;
     let git = baseline.git();
-    let names = git.run(&[DIFF, &["--name-only", "-z", "HEAD", &tree]].concat())?;
+    let start = if baseline.git_dir().join(crate::handoff::START_REF).is_file() {
+        crate::handoff::START_REF
+    } else {
+        "HEAD"
+    };
+    let names = git.run(&[DIFF, &["--name-only", "-z", start, &tree]].concat())?;
     let ignored = git.run(&[
         "ls-files",
         "-z",

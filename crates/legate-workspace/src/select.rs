@@ -164,7 +164,18 @@ pub fn select(
 ) -> Result<Selection, Error> {
     let includes = validate_include_paths(include_paths)?;
     let root = project_root(source)?;
-    let git = Git::source(&root);
+    select_in(&Git::source(&root), root, &includes, policy, limits)
+}
+
+/// [`select`] over `root` as `git` sees it (the user's project, or a copy through its
+/// private baseline), with `includes` already validated.
+pub(crate) fn select_in(
+    git: &Git,
+    root: PathBuf,
+    includes: &[String],
+    policy: &SecretPolicy,
+    limits: &CopyLimits,
+) -> Result<Selection, Error> {
     // Both listings at once: each walks the index (the first also the work tree).
     let (listed, tracked_ignored) = std::thread::scope(|s| {
         let ignored = s.spawn(|| {

@@ -17,6 +17,7 @@ mod a2a;
 mod agents;
 mod config;
 mod front;
+mod handoff;
 mod harden;
 mod mcp;
 mod models;
@@ -142,6 +143,18 @@ enum Command {
     /// Serve Legate to remote clients: A2A by default (JSON-RPC and HTTP+JSON, agent cards);
     /// `--mcp` for MCP over Streamable HTTP at /mcp instead.
     Serve(serve::ServeArgs),
+    /// What a finished copy task leaves for the next role: criteria, reports, tests,
+    /// decisions, treeSha256 and the contextSha256 a handoff names.
+    Context {
+        /// Task id or prefix.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start another role in a fresh copy of a finished copy task's current files (the patch
+    /// keeps accumulating against the original project), and watch it run.
+    Handoff(handoff::HandoffArgs),
     /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
     Diff {
         /// Task id or prefix.
@@ -529,6 +542,14 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         }
         Command::Mcp => mcp::stdio(config).await,
         Command::Serve(args) => serve::serve(config, args).await,
+        Command::Context { id, json } => {
+            with_engine(
+                config,
+                |e| async move { handoff::context(&e, &id, json).await },
+            )
+            .await
+        }
+        Command::Handoff(args) => handoff::handoff(config, args).await,
         Command::Diff {
             id,
             stat,
@@ -630,6 +651,12 @@ async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
         role: args.role,
     };
     let task = engine.submit(request)?;
+    watch(engine, task).await
+}
+
+/// Follows `task` on `engine` to its end (or until it waits for input), rendering its events;
+/// Ctrl-C cancels it. Shuts the engine down; exit code 0 when it completed.
+pub(crate) async fn watch(engine: Engine, task: legate_core::Task) -> Result<ExitCode> {
     eprintln!(
         "task {} · agent {} · context {}",
         task.id, task.agent, task.context_id

@@ -8,7 +8,7 @@ use super::records::*;
 use super::{blocking, notice_event};
 use crate::Engine;
 use crate::request::CopyRequest;
-use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskMode, Timestamp};
+use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId, TaskMode, Timestamp};
 use legate_workspace::{Baseline, Criterion, ProjectFiles};
 use std::path::{Path, PathBuf};
 
@@ -52,6 +52,7 @@ impl Engine {
             include_paths,
             criteria,
             continues,
+            handoff,
         } = copy;
         let (copy_directory, baseline_directory, continues) = match continues {
             Some(c) => (c.copy_directory, c.baseline_directory, Some(c.copy_id)),
@@ -73,6 +74,7 @@ impl Engine {
             discarded_at: None,
             touched_at: Timestamp::now(),
             keep_if_interrupted: self.review_config().keep_interrupted_copies,
+            handoff: handoff.map(|h| *h),
             continues,
             turn: 0,
             before_turn: None,
@@ -88,10 +90,14 @@ impl Engine {
         &self,
         task: &Task,
     ) -> Result<(legate_core::Boundary, EventKind, Option<std::fs::File>)> {
-        let mut record = self.record(&task.id)?;
+        let record = self.record(&task.id)?;
         if record.continues.is_some() {
             let (boundary, event, lock) = self.enter_copy(task, record).await?;
             return Ok((boundary, event, Some(lock)));
+        }
+        if let Some(from) = record.handoff.clone() {
+            let (boundary, event) = self.prepare_handoff_copy(task, record, &from).await?;
+            return Ok((boundary, event, None));
         }
         let cfg = self.review_config().clone();
         let (source, include) = (record.source.clone(), record.include_paths.clone());
@@ -110,11 +116,34 @@ impl Engine {
             Ok(report)
         })
         .await?;
+        let (boundary, event) = self.copy_made(task, record, report, None)?;
+        Ok((boundary, event, None))
+    }
+
+    /// Records a copy just made for `task` (`handed_off_from`: the task whose copy it was
+    /// made from, for a handoff) and returns the boundary and the `copy.ready` event.
+    pub(crate) fn copy_made(
+        &self,
+        task: &Task,
+        mut record: ReviewRecord,
+        report: legate_workspace::CopyReport,
+        handed_off_from: Option<&TaskId>,
+    ) -> Result<(legate_core::Boundary, EventKind)> {
         let blocked: Vec<serde_json::Value> = report
             .blocked_files
             .iter()
             .map(|b| serde_json::json!({"path": b.path, "reason": b.reason.as_str(), "rule": b.rule}))
             .collect();
+        let mut detail = serde_json::json!({
+            "source": report.source,
+            "copyDirectory": report.copy_directory,
+            "includedFiles": report.included_files,
+            "bytes": report.bytes,
+            "blockedFiles": blocked,
+        });
+        if let (Some(from), Some(map)) = (handed_off_from, detail.as_object_mut()) {
+            map.insert("handedOffFrom".into(), from.as_str().into());
+        }
         let event = notice_event(
             "copy.ready",
             format!(
@@ -124,13 +153,7 @@ impl Engine {
                 report.source.display(),
                 report.blocked_files.len()
             ),
-            serde_json::json!({
-                "source": report.source,
-                "copyDirectory": report.copy_directory,
-                "includedFiles": report.included_files,
-                "bytes": report.bytes,
-                "blockedFiles": blocked,
-            }),
+            detail,
         );
         let boundary = legate_core::Boundary {
             root: report.copy_directory.clone(),
@@ -142,7 +165,7 @@ impl Engine {
         record.turn = 1;
         record.touched_at = Timestamp::now();
         self.put_record(&task.id, &record)?;
-        Ok((boundary, event, None))
+        Ok((boundary, event))
     }
 
     /// When a copy task's turn has ended: computes and stores the patch summary and announces

@@ -57,7 +57,9 @@ fn unavailable(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::CopyUnavailable, message)
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Error::internal(format!("a copy operation panicked: {e}")))?

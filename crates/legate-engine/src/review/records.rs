@@ -249,6 +249,10 @@ pub struct ReviewRecord {
     /// if the task's process dies before the task ends (see `leftovers`).
     #[serde(default)]
     pub keep_if_interrupted: bool,
+    /// For a task started by a handoff: the copy it was handed off from, the context hash
+    /// checked, the caller's decisions and the context block its agent is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<crate::handoff::HandoffSource>,
     /// The task that made the copy this task continues in (its directories are named after
     /// it); `None` for that task itself. See `chain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -384,7 +388,7 @@ pub struct CleanupReport {
 }
 
 impl Engine {
-    pub(super) fn record(&self, id: &TaskId) -> Result<ReviewRecord> {
+    pub(crate) fn record(&self, id: &TaskId) -> Result<ReviewRecord> {
         let value = self
             .store()
             .review(id)?

@@ -216,3 +216,29 @@ pub struct SendMessageArgs {
     /// A task whose context to send it to. Give this or `contextId`.
     pub task_id: Option<String>,
 }
+
+/// `handoff`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandoffArgs {
+    /// The finished copy task whose copy's current files the new task gets.
+    pub source_task_id: String,
+    /// The contextSha256 `context` returned; CONTEXT_CHANGED when the context is another now
+    /// or when the new copy is made.
+    pub expected_context_sha256: String,
+    /// The role the new task plays: implementer, planner, reviewer or a configured one.
+    pub role: String,
+    /// What to ask the new role.
+    pub prompt: String,
+    /// The agent; omitted for the role's default or the configured default.
+    pub agent: Option<String>,
+    /// The model; omitted for the role's default or the agent's.
+    pub model: Option<String>,
+    /// Decisions for the next role (at most 20, each at most 2000 bytes): marked
+    /// client-reported, never instructions; do not put secrets in them.
+    #[serde(default)]
+    pub decisions: Vec<String>,
+    /// write or read-only; omitted for the role's own (read-only for planner and reviewer).
+    pub mode: Option<legate_core::TaskMode>,
+}

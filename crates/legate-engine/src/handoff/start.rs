@@ -1,0 +1,267 @@
+//! Starting a handoff: the caller's [`HandoffRequest`] checked against the source's context
+//! at accept, a new copy task submitted on the original project's review record, and, when
+//! that task starts, its copy made from the source copy's current files and the context
+//! checked again on the bytes copied.
+//!
+//! It never changes the source copy (its lock is held while it is read), never cuts the
+//! context (`CONTEXT_TOO_LARGE`), and never lets a decision carry a credential pattern.
+
+use super::context::closed;
+use super::{HandoffSource, context_block};
+use crate::Engine;
+use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::review::{ReviewRecord, blocking};
+use legate_core::{Error, ErrorCode, EventKind, Result, Task};
+use legate_workspace::Baseline;
+use serde::{Deserialize, Serialize};
+
+/// At most this many decisions travel with one handoff.
+pub const MAX_DECISIONS: usize = 20;
+/// The longest decision, in bytes.
+pub const MAX_DECISION_BYTES: usize = 2000;
+
+/// A request to hand a finished copy task's copy to another role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HandoffRequest {
+    /// The finished copy task whose current files the new task gets.
+    pub source_task_id: String,
+    /// The `contextSha256` the caller read with `context`; `CONTEXT_CHANGED` when the
+    /// context is another now, or when the copy is made.
+    pub expected_context_sha256: String,
+    /// The role the new task plays (`implementer`, `planner`, `reviewer` or a configured one).
+    pub role: String,
+    /// What to ask the new role.
+    pub prompt: String,
+    /// The agent; `None` for the role's default or the configured default.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The model; `None` for the role's default or the agent's.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The caller's decisions for the next role (client-reported; no secrets).
+    #[serde(default)]
+    pub decisions: Vec<String>,
+    /// The mode; `None` for the role's own (read-only for a planner or reviewer). Asking a
+    /// read-only role for write is `MODE_NOT_ALLOWED`.
+    #[serde(default)]
+    pub mode: Option<legate_core::TaskMode>,
+}
+
+/// `INVALID_INPUT` unless `decisions` is a short list of short, non-blank texts with no
+/// control characters (line breaks and tabs aside) and no credential pattern.
+pub(crate) fn check_decisions(decisions: &[String]) -> Result<()> {
+    if decisions.len() > MAX_DECISIONS {
+        return Err(Error::invalid_input(format!(
+            "{} decisions; at most {MAX_DECISIONS} travel with a handoff",
+            decisions.len()
+        )));
+    }
+    for (i, d) in decisions.iter().enumerate() {
+        let n = i + 1;
+        if d.trim().is_empty() || d.len() > MAX_DECISION_BYTES {
+            return Err(Error::invalid_input(format!(
+                "decision {n} must be 1 to {MAX_DECISION_BYTES} bytes of text"
+            )));
+        }
+        if d.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+            return Err(Error::invalid_input(format!(
+                "decision {n} holds a control character"
+            )));
+        }
+        if let Some(rule) = legate_workspace::scan_content(d.as_bytes()) {
+            return Err(Error::invalid_input(format!(
+                "decision {n} looks like it holds a credential (rule {rule}); decisions travel to another agent, so leave secrets out"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn changed(now: &str, expected: &str) -> Error {
+    Error::new(
+        ErrorCode::ContextChanged,
+        format!("the context is now {now}, not the {expected} you named; read the context again"),
+    )
+}
+
+/// The length of the text the agent is prompted with on its first turn: the caller's prompt
+/// framed with the role, its report contract (unless the backend gets the report's schema as
+/// structured output) and the context `block`, as `turn` frames it.
+fn framed_len(request: &SubmitRequest, role: Option<&legate_core::TaskRole>, block: &str) -> usize {
+    let contract = match &request.json_schema {
+        Some(_) => None,
+        None => role.and_then(|r| crate::report::contract(r.base)),
+    };
+    crate::framing::frame(&request.prompt, role, contract.as_deref(), Some(block)).len()
+}
+
+impl Engine {
+    /// Starts `request.role` as a new task in a new context, in a fresh copy of the source
+    /// copy's current files on the original project's baseline (see the module docs).
+    ///
+    /// Errors: `CONTEXT_CHANGED` when the source's context is not the one named;
+    /// `CONTEXT_TOO_LARGE` when the framed prompt passes the prompt limit; `COPY_CLOSED` for a
+    /// discarded or integrated source copy; `COPY_UNAVAILABLE` for a source that is not a
+    /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
+    pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
+        check_decisions(&request.decisions)?;
+        let (handle, source, record) = self.finished_copy(&request.source_task_id)?;
+        if let Some(e) = closed(&handle) {
+            return Err(e);
+        }
+        let pack = self.context(source.id.as_str()).await?;
+        if pack.context_sha256 != request.expected_context_sha256 {
+            return Err(changed(
+                &pack.context_sha256,
+                &request.expected_context_sha256,
+            ));
+        }
+        let block = context_block(&pack, &request.decisions)?;
+        let role_name = request.role.clone();
+        let mut submit = SubmitRequest::new(request.prompt);
+        submit.agent = request.agent;
+        submit.model = request.model;
+        submit.role = Some(request.role);
+        // `None`: the role's own mode, read-only for a planner or reviewer, write otherwise.
+        submit.mode = request.mode;
+        submit.workspace = WorkspaceRequest::Copy {
+            source: record.source.clone(),
+            include_paths: record.include_paths.clone(),
+            criteria: record.criteria.clone(),
+        };
+        let role = self.apply_role(&mut submit)?;
+        let mut checked = self.check_submit(&submit, false)?;
+        let size = framed_len(&submit, role.as_ref(), &block);
+        if size > MAX_PROMPT_BYTES {
+            return Err(Error::new(
+                ErrorCode::ContextTooLarge,
+                format!(
+                    "the prompt with its handed-off context is {size} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: hand off from a task with fewer or shorter reports, or shorten the prompt and decisions)"
+                ),
+            ));
+        }
+        if let Some(copy) = checked.copy.as_mut() {
+            copy.handoff = Some(Box::new(HandoffSource {
+                source_task_id: source.id.clone(),
+                context_sha256: pack.context_sha256.clone(),
+                decisions: request.decisions,
+                block,
+            }));
+        }
+        let task = self.submit_checked(submit, checked, role)?;
+        tracing::info!(task = %task.id, from = %source.id, role = %role_name, "handoff submitted");
+        Ok(task)
+    }
+
+    /// The context block a handoff task's agent is given, if `task` was started by one.
+    pub(crate) fn handoff_block(&self, task: &Task) -> Option<String> {
+        if task.workspace != legate_core::WorkspaceKind::Copy {
+            return None;
+        }
+        self.record(&task.id).ok()?.handoff.map(|h| h.block)
+    }
+
+    /// Makes a handoff task's copy when it starts: the source copy's current files (its lock
+    /// held), on the original baseline, then the context checked again with the tree of the
+    /// files actually copied. On `CONTEXT_CHANGED` (or any error) nothing is left.
+    pub(crate) async fn prepare_handoff_copy(
+        &self,
+        task: &Task,
+        record: ReviewRecord,
+        from: &HandoffSource,
+    ) -> Result<(legate_core::Boundary, EventKind)> {
+        let (handle, source, source_record) = self.finished_copy(from.source_task_id.as_str())?;
+        if let Some(e) = closed(&handle) {
+            return Err(e);
+        }
+        let source_baseline = Baseline::open(
+            &source_record.baseline_directory,
+            &source_record.copy_directory,
+        )?;
+        let cfg = self.config().review.clone();
+        let (copy_dir, baseline_dir) = (
+            record.copy_directory.clone(),
+            record.baseline_directory.clone(),
+        );
+        let (report, tree) = blocking(move || {
+            let _lock = source_baseline.lock()?;
+            let sel =
+                legate_workspace::copy_selection(&source_baseline, &cfg.secrets, &cfg.limits)?;
+            let (report, made) = legate_workspace::make_handoff_copy(
+                &source_baseline,
+                &sel,
+                &copy_dir,
+                &baseline_dir,
+                &cfg.limits,
+            )?;
+            let tree = legate_workspace::copy_selection(&made, &cfg.secrets, &cfg.limits)
+                .and_then(|s| legate_workspace::tree_sha256(&s, &cfg.limits));
+            match tree {
+                Ok(tree) => Ok((report, tree)),
+                Err(e) => {
+                    remove_made(&copy_dir, &baseline_dir);
+                    Err(e)
+                }
+            }
+        })
+        .await?;
+        let pack = self.pack(&source, &source_record, tree);
+        let refused = match &pack {
+            Ok(p) if p.context_sha256 == from.context_sha256 => None,
+            Ok(p) => Some(changed(&p.context_sha256, &from.context_sha256)),
+            Err(e) => Some(e.clone()),
+        };
+        if let Some(e) = refused {
+            remove_made(&record.copy_directory, &record.baseline_directory);
+            tracing::warn!(task = %task.id, from = %source.id, error = %e, "the handed-off context changed before the copy was made");
+            return Err(e);
+        }
+        tracing::info!(task = %task.id, from = %source.id, files = report.included_files, "handoff copy ready");
+        self.copy_made(task, record, report, Some(&source.id))
+    }
+}
+
+/// Removes a copy and baseline just made (Legate's own directories; no agent ran in them).
+fn remove_made(copy: &std::path::Path, baseline: &std::path::Path) {
+    for dir in [copy, baseline] {
+        if let Err(e) = std::fs::remove_dir_all(dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not remove a refused handoff copy");
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_decision_list_is_accepted_exactly_when_bounded_and_plain(
+            list in proptest::collection::vec("\\PC{0,30}|[ \\n]{0,3}|[a-z\\x00-\\x1f]{1,5}|x{1995,2005}", 0..24)
+        ) {
+            let ok = list.len() <= MAX_DECISIONS && list.iter().all(|d| {
+                !d.trim().is_empty() && d.len() <= MAX_DECISION_BYTES
+                    && !d.chars().any(|c| c.is_control() && c != '\n' && c != '\t')
+                    && legate_workspace::scan_content(d.as_bytes()).is_none()
+            });
+            let got = check_decisions(&list);
+            prop_assert_eq!(got.is_ok(), ok);
+            if let Err(e) = got { prop_assert_eq!(e.code, ErrorCode::InvalidInput); }
+        }
+    }
+
+    #[test]
+    fn a_decision_holding_a_credential_is_refused() {
+        let leak = format!("use key {}{}", "AKIA", "Q3ZL7RTX2WNVD6KM");
+        let err = check_decisions(&["fine".into(), leak]).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidInput);
+        assert!(err.message.starts_with("decision 2"), "{}", err.message);
+        assert!(!err.message.contains("Q3ZL7"), "the secret is never echoed");
+    }
+}

@@ -1,0 +1,132 @@
+//! `legate context` and `legate handoff`: a finished copy task's context, printed, and a
+//! handoff to another role, watched like `legate run`.
+//!
+//! This module translates arguments and prints; the engine checks the context hash, the
+//! role, the decisions and the size, and makes the copy. It never reads a copy itself.
+
+use crate::{config, front, watch};
+use anyhow::Result;
+use legate_core::ReportBody;
+use legate_engine::{ContextPack, Engine, HandoffRequest};
+use std::process::ExitCode;
+
+/// `legate handoff`.
+#[derive(Debug, clap::Args)]
+pub struct HandoffArgs {
+    /// The finished copy task to hand off from (id or prefix).
+    pub id: String,
+    /// The role to start: implementer, planner, reviewer or a configured one.
+    #[arg(long)]
+    pub role: String,
+    /// The contextSha256 read with `legate context` (default: the context now, which is
+    /// printed; pass it to be sure nothing changed since you read it).
+    #[arg(long)]
+    pub expect: Option<String>,
+    /// The agent (default: the role's, else the configured default).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// The model (default: the role's, else the agent's).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// A decision for the next role, marked client-reported (repeatable; no secrets).
+    #[arg(long = "decision")]
+    pub decisions: Vec<String>,
+    /// What to ask the new role.
+    #[arg(required = true, num_args = 1..)]
+    pub prompt: Vec<String>,
+}
+
+/// Prints the context of task `id`.
+pub async fn context(engine: &Engine, id: &str, json: bool) -> Result<ExitCode> {
+    let pack = engine.context(id).await?;
+    if json {
+        out!("{}", serde_json::to_string_pretty(&pack)?)?;
+    } else {
+        print_pack(&pack)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_pack(p: &ContextPack) -> std::io::Result<()> {
+    out!("task {} · role {} · agent {}", p.task_id, p.role, p.agent)?;
+    out!("contextSha256 {}", p.context_sha256)?;
+    out!("treeSha256    {}", p.tree_sha256)?;
+    out!("criteria: {}", p.criteria.len())?;
+    for c in &p.criteria {
+        out!("  {}: {}", c.id, crate::one_line(&c.description, 100))?;
+    }
+    out!(
+        "reports: {} (agent-reported; citationsChecked attests files, lines and quotes, not judgement)",
+        p.reports.len()
+    )?;
+    for r in &p.reports {
+        let (kind, summary) = match &r.report.body {
+            ReportBody::Plan(plan) => ("plan", &plan.summary),
+            ReportBody::Review(review) => ("review", &review.summary),
+        };
+        out!(
+            "  {} {} by {} ({}) · citationsChecked {} · {}",
+            kind,
+            r.task_id,
+            r.agent,
+            r.role,
+            r.report.citations_checked,
+            crate::one_line(summary, 80)
+        )?;
+    }
+    out!("tests: {}", p.tests.len())?;
+    for t in &p.tests {
+        out!(
+            "  #{} {} {} · {} · patch {}",
+            t.id,
+            t.source.as_str(),
+            if t.passed { "passed" } else { "failed" },
+            std::iter::once(t.command.executable.as_str())
+                .chain(t.command.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+            &t.patch_sha256
+        )?;
+    }
+    out!("decisions: {} (client-reported)", p.decisions.len())?;
+    for d in &p.decisions {
+        out!(
+            "  from {}: {}",
+            d.handed_off_from,
+            crate::one_line(&d.text, 100)
+        )?;
+    }
+    Ok(())
+}
+
+/// Hands task `args.id` off and watches the new task.
+pub async fn handoff(config: config::Config, args: HandoffArgs) -> Result<ExitCode> {
+    let engine = front::start_engine(&config.engine)?;
+    let expected = match args.expect {
+        Some(sha) => sha,
+        None => {
+            let sha = engine.context(&args.id).await?.context_sha256;
+            eprintln!("handing off context {sha} (read now; pass --expect to pin it)");
+            sha
+        }
+    };
+    let started = engine
+        .handoff(HandoffRequest {
+            source_task_id: args.id,
+            expected_context_sha256: expected,
+            role: args.role,
+            prompt: args.prompt.join("\n"),
+            agent: args.agent,
+            model: args.model,
+            decisions: args.decisions,
+            mode: None,
+        })
+        .await;
+    match started {
+        Ok(task) => watch(engine, task).await,
+        Err(e) => {
+            engine.shutdown().await;
+            Err(e.into())
+        }
+    }
+}
