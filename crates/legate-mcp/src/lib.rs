@@ -7,6 +7,9 @@
 //! progress ([`wait`]), and who may reach the HTTP endpoint ([`http`], [`token`]). A client
 //! that disconnects, or a wait that times out, never cancels a task.
 //!
+//! The supervisor's side is [`supervisor`]: the `supervisor` profile's own handler (approvals,
+//! decide, audit), served at [`SUPERVISOR_PATH`] behind the supervisor token.
+//!
 //! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
 //! [`review`] (the copy workspace's review tools and `usage`), [`approval`] (the elicitation
 //! confirmer), [`schema`] (arguments and answers, mostly the engine's own types, and the one
@@ -19,10 +22,11 @@ pub mod profile;
 pub mod review;
 pub mod schema;
 pub mod server;
+// pub mod supervisor; (needs the engine's supervision types)
 mod tools;
 pub mod wait;
 
-pub use http::{HttpOptions, MCP_PATH};
+pub use http::{HttpOptions, MCP_PATH, SUPERVISOR_PATH};
 pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;

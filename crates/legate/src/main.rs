@@ -24,6 +24,7 @@ mod render;
 mod review;
 mod review_config;
 mod serve;
+mod supervise;
 mod usage;
 
 use anyhow::{Context, Result};

@@ -162,6 +162,7 @@ pub async fn open(
     let options = HttpOptions {
         token: token.clone(),
         allowlist: settings.allowlist.clone(),
+        supervisor_token: None,
     };
     let router = legate_mcp::http::router(server, options, shutdown.clone());
     print_client_config(config, bound, &token, source)?;
