@@ -22,7 +22,7 @@ pub mod profile;
 pub mod review;
 pub mod schema;
 pub mod server;
-// pub mod supervisor; (needs the engine's supervision types)
+pub mod supervisor;
 mod tools;
 pub mod wait;
 
@@ -31,6 +31,7 @@ pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};
+pub use supervisor::{Queue, SupervisorMcp};
 
 use legate_core::{Error, Result};
 use rmcp::ServiceExt;
@@ -41,6 +42,11 @@ use rmcp::ServiceExt;
 /// Returns when the client is gone. Tasks it started keep running: see
 /// [`LegateMcp::unfinished`] and [`finish`].
 pub async fn serve_stdio(server: LegateMcp) -> Result<()> {
+    serve_stdio_with(server).await
+}
+
+/// [`serve_stdio`] for any handler: the supervisor profile's [`SupervisorMcp`], say.
+pub async fn serve_stdio_with<S: rmcp::ServerHandler>(server: S) -> Result<()> {
     let running = server
         .serve(rmcp::transport::io::stdio_pipes())
         .await

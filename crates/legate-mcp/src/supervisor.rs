@@ -91,8 +91,7 @@ impl Queue {
     /// `INVALID_INPUT` for several.
     pub fn resolve(&self, given: &str) -> Result<String> {
         let given = given.trim();
-        if given.is_empty() || given.len() > 200 || !given.bytes().all(|b| b.is_ascii_graphic())
-        {
+        if given.is_empty() || given.len() > 200 || !given.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(Error::invalid_input(
                 "an approval id is 1 to 200 visible ASCII characters",
             ));
@@ -256,7 +255,10 @@ pub fn approvals(queue: &Queue, args: ApprovalsArgs) -> Result<ApprovalsOut> {
 
 /// `decide` over `queue`, recorded as answered through `channel`.
 pub fn decide(queue: &Queue, args: DecideArgs, channel: &str) -> Result<DecideOut> {
-    let reason = args.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    let reason = args
+        .reason
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty());
     if reason.as_ref().is_some_and(|r| r.chars().count() > 2000) {
         return Err(Error::invalid_input("a reason is at most 2000 characters"));
     }
@@ -438,16 +440,27 @@ mod tests {
         for t in catalog() {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             let out = t.output_schema.as_ref().unwrap();
-            assert_eq!(out["properties"]["error"]["required"], json!(["code", "message"]));
+            assert_eq!(
+                out["properties"]["error"]["required"],
+                json!(["code", "message"])
+            );
             for f in schema::formats(&Value::Object(out.as_ref().clone())) {
-                assert!(schema::STANDARD_FORMATS.contains(&f.as_str()), "{} {f}", t.name);
+                assert!(
+                    schema::STANDARD_FORMATS.contains(&f.as_str()),
+                    "{} {f}",
+                    t.name
+                );
             }
         }
         let decide = catalog().into_iter().find(|t| t.name == "decide").unwrap();
         let answer = decide.input_schema["properties"]["answer"].to_string();
         for word in ["allow", "allow-for-task", "deny"] {
             assert!(
-                answer.contains(&format!("\"{word}\"")) || decide.input_schema.get("$defs").is_some_and(|d| d.to_string().contains(&format!("\"{word}\""))),
+                answer.contains(&format!("\"{word}\""))
+                    || decide
+                        .input_schema
+                        .get("$defs")
+                        .is_some_and(|d| d.to_string().contains(&format!("\"{word}\""))),
                 "{answer}"
             );
         }
@@ -456,7 +469,10 @@ mod tests {
     #[test]
     fn since_reads_durations_and_instants() {
         let now = Timestamp(10_000_000);
-        assert_eq!(parse_since("90s", now).unwrap(), Timestamp(10_000_000 - 90_000));
+        assert_eq!(
+            parse_since("90s", now).unwrap(),
+            Timestamp(10_000_000 - 90_000)
+        );
         assert_eq!(parse_since("1day", now).unwrap(), Timestamp(0));
         assert_eq!(
             parse_since("1970-01-01T00:00:01Z", now).unwrap(),

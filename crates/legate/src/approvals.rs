@@ -93,7 +93,10 @@ fn queue(config: &Config) -> Result<(Queue, legate_engine::Records)> {
     Ok((Queue::Records(records.clone()), records))
 }
 
-fn task_id(records: &legate_engine::Records, given: Option<String>) -> Result<Option<legate_core::TaskId>> {
+fn task_id(
+    records: &legate_engine::Records,
+    given: Option<String>,
+) -> Result<Option<legate_core::TaskId>> {
     Ok(match given {
         Some(id) => Some(records.find_task(&id)?.id),
         None => None,
@@ -128,13 +131,23 @@ fn approval_lines(a: &Approval, now: Timestamp) -> Vec<String> {
         when(a.deadline),
     )];
     if let Some(words) = &a.tool.command {
-        lines.push(format!("    command  {}", crate::one_line(&words.join(" "), 100)));
+        lines.push(format!(
+            "    command  {}",
+            crate::one_line(&words.join(" "), 100)
+        ));
     }
     for p in a.tool.paths.iter().take(5) {
         lines.push(format!("    path     {}", p.display()));
     }
-    let rule = a.rule_id.as_deref().map(|r| format!("rule {r}: ")).unwrap_or_default();
-    lines.push(format!("    why      {rule}{}", crate::one_line(&a.reason, 100)));
+    let rule = a
+        .rule_id
+        .as_deref()
+        .map(|r| format!("rule {r}: "))
+        .unwrap_or_default();
+    lines.push(format!(
+        "    why      {rule}{}",
+        crate::one_line(&a.reason, 100)
+    ));
     if let Some(d) = &a.decided {
         lines.push(format!("    decided  {}", entry_line(d)));
     }
@@ -207,7 +220,12 @@ pub async fn list(config: Config, args: ApprovalsArgs) -> Result<ExitCode> {
 
 /// `legate approvals --follow`: prints each pending approval once, as it arrives (oldest of a
 /// batch first), and on a terminal asks for an answer.
-async fn follow(config: &Config, queue: &Queue, filter: ApprovalFilter, json: bool) -> Result<ExitCode> {
+async fn follow(
+    config: &Config,
+    queue: &Queue,
+    filter: ApprovalFilter,
+    json: bool,
+) -> Result<ExitCode> {
     let interactive = crate::supervise::at_a_terminal() && !json;
     if interactive {
         crate::supervise::require_answerer(config, "legate approvals --follow")?;
@@ -256,7 +274,8 @@ async fn read_line(prompt: String) -> Result<String> {
 /// Asks the person at the terminal for an answer to `id` and gives it.
 async fn ask(queue: &Queue, id: &str) -> Result<()> {
     loop {
-        let choice = read_line("  [a]pprove, allow for the [t]ask, [d]eny, [s]kip? ".into()).await?;
+        let choice =
+            read_line("  [a]pprove, allow for the [t]ask, [d]eny, [s]kip? ".into()).await?;
         let (answer, reason) = match choice.as_str() {
             "a" | "approve" => (Answer::Allow, None),
             "t" | "task" => (Answer::AllowForTask, None),
@@ -277,7 +296,9 @@ async fn ask(queue: &Queue, id: &str) -> Result<()> {
 }
 
 fn answer_one(queue: &Queue, id: &str, answer: Answer, reason: Option<String>) -> Result<String> {
-    let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    let reason = reason
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty());
     let a = queue.answer(
         id,
         ApprovalAnswer {
@@ -286,7 +307,12 @@ fn answer_one(queue: &Queue, id: &str, answer: Answer, reason: Option<String>) -
             channel: CHANNEL.to_string(),
         },
     )?;
-    Ok(format!("{} {} ({})", a.id, a.state.as_str(), answer.as_str()))
+    Ok(format!(
+        "{} {} ({})",
+        a.id,
+        a.state.as_str(),
+        answer.as_str()
+    ))
 }
 
 /// `legate approve`.
