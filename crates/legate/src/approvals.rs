@@ -179,10 +179,12 @@ fn entry_line(e: &AuditEntry) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let by = match (&e.rule_id, &e.channel) {
-        (Some(rule), _) => format!("{decider} (rule {rule})"),
-        (None, Some(channel)) => format!("{decider} ({channel})"),
-        (None, None) => decider,
+    let mut about: Vec<String> = e.channel.iter().cloned().collect();
+    about.extend(e.rule_id.iter().map(|r| format!("rule {r}")));
+    let by = if about.is_empty() {
+        decider
+    } else {
+        format!("{decider} ({})", about.join(", "))
     };
     format!(
         "{}  task {}  {:<8} by {by}  {} {}  option {}  {}",
