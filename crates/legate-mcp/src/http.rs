@@ -1,5 +1,7 @@
-//! Streamable HTTP at `/mcp`: the guards in front of it (DNS-rebinding protection through
-//! `legate_token::guard`, then the bearer token), and the listener.
+//! Streamable HTTP at `/mcp` (the caller's) and `/supervisor/mcp` (the supervisor profile):
+//! the guards in front of them (DNS-rebinding protection through `legate_token::guard`, then
+//! each path's own bearer token, `legate_token::bearer`: a path refuses the other audience's
+//! token), and the listener.
 //!
 //! Order matters and is fixed: a request whose `Host` (or `Origin`, when present) is not
 //! allowed gets 403 before anything else, so a page a browser was tricked into loading learns
@@ -19,13 +21,14 @@
 use crate::server::LegateMcp;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use legate_core::Result;
 use legate_token::guard::refusal;
 use legate_token::serve::ServeOptions;
-use legate_token::{Allowlist, Token};
+use legate_token::{Allowlist, Audience, Denied, Gate, Token};
+use rmcp::ServerHandler;
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -37,48 +40,69 @@ pub const MCP_PATH: &str = "/mcp";
 /// The largest request body accepted (rmcp's own default, made explicit).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 
+/// The path the supervisor profile is served at, behind the supervisor token.
+pub const SUPERVISOR_PATH: &str = "/supervisor/mcp";
+
 /// Who may talk to the HTTP endpoint.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// The bearer token every request must carry.
+    /// The caller's bearer token: every request to [`MCP_PATH`] must carry it.
     pub token: Token,
     /// The `Host` and `Origin` values the endpoint answers to.
     pub allowlist: Allowlist,
+    /// The supervisor's token, when [`SUPERVISOR_PATH`] is served: the only token accepted
+    /// there, and refused at [`MCP_PATH`].
+    pub supervisor_token: Option<Token>,
 }
 
 impl HttpOptions {
-    /// Loopback only.
+    /// Loopback only, no supervisor endpoint.
     pub fn loopback(token: Token) -> Self {
         Self {
             token,
             allowlist: Allowlist::loopback("mcp"),
+            supervisor_token: None,
         }
+    }
+
+    /// The gate of `/mcp` (the caller's) and, when served, of `/supervisor/mcp`; each refuses
+    /// the other's token by name.
+    fn gates(&self) -> (Gate, Option<Gate>) {
+        let mut caller = Gate::new(Audience::Caller, self.token.clone());
+        let supervisor = self.supervisor_token.as_ref().map(|s| {
+            caller = caller.clone().refusing(Audience::Supervisor, s.clone());
+            Gate::new(Audience::Supervisor, s.clone())
+                .refusing(Audience::Caller, self.token.clone())
+        });
+        (caller, supervisor)
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-async fn guard(State(options): State<Arc<HttpOptions>>, request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let presented = bearer(headers);
-    if !presented.is_some_and(|t| options.token.matches(t)) {
-        let challenge = if presented.is_some() {
-            "Bearer realm=\"legate\", error=\"invalid_token\""
-        } else {
+async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    if let Err(denied) = gate.check(authorization) {
+        let challenge = if denied == Denied::Missing {
             "Bearer realm=\"legate\""
+        } else {
+            "Bearer realm=\"legate\", error=\"invalid_token\""
         };
         tracing::info!(
-            token_present = presented.is_some(),
-            "refused an MCP request: no valid bearer token"
+            endpoint = gate.audience().as_str(),
+            token_present = denied != Denied::Missing,
+            other_audience = matches!(denied, Denied::OtherAudience(_)),
+            "refused an MCP request: no valid bearer token for this endpoint"
         );
+        let file = match gate.audience() {
+            Audience::Caller => "$LEGATE_HOME/mcp-token",
+            Audience::Supervisor => "$LEGATE_HOME/supervisor-token",
+        };
         let mut response = refusal(
             StatusCode::UNAUTHORIZED,
             "UNAUTHORIZED",
-            "a valid bearer token is required (Authorization: Bearer <token>; see $LEGATE_HOME/mcp-token)",
+            &format!("{}; see {file}", denied.message(gate.audience())),
         );
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -160,36 +184,64 @@ async fn parse_check(request: Request, next: Next) -> Response {
         .await
 }
 
-/// The HTTP application: `/mcp` behind the guard.
+/// The HTTP application: `/mcp` behind the caller's token.
 pub fn router(
     server: LegateMcp,
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> axum::Router {
+    router_with_supervisor::<LegateMcp>(server, None, options, shutdown)
+}
+
+/// The HTTP application: `/mcp` behind the caller's token and, when `supervisor` is given
+/// (with [`HttpOptions::supervisor_token`]), `/supervisor/mcp` behind the supervisor's. Each
+/// path has its own guard; the allowlist runs before both. A supervisor handler without a
+/// supervisor token is not served (it would have no gate).
+pub fn router_with_supervisor<S>(
+    server: LegateMcp,
+    supervisor: Option<S>,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> axum::Router
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowlist.hosts().to_vec())
         .with_allowed_origins(options.allowlist.origins().to_vec())
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(shutdown);
+    let (caller_gate, supervisor_gate) = options.gates();
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        config,
+        config.clone(),
     );
-    let allowlist = options.allowlist.clone();
-    let router = axum::Router::new()
+    let caller = axum::Router::new()
         .route_service(MCP_PATH, service)
-        .fallback(|| async {
-            refusal(
-                StatusCode::NOT_FOUND,
-                "NOT_FOUND",
-                "Legate serves MCP at /mcp only",
-            )
-        })
         .layer(middleware::from_fn(parse_check))
-        .layer(middleware::from_fn_with_state(Arc::new(options), guard));
+        .layer(middleware::from_fn_with_state(Arc::new(caller_gate), guard));
+    let mut router = caller;
+    let mut paths = MCP_PATH.to_string();
+    if let (Some(handler), Some(gate)) = (supervisor, supervisor_gate) {
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let supervised = axum::Router::new()
+            .route_service(SUPERVISOR_PATH, service)
+            .layer(middleware::from_fn(parse_check))
+            .layer(middleware::from_fn_with_state(Arc::new(gate), guard));
+        router = router.merge(supervised);
+        paths = format!("{MCP_PATH} and {SUPERVISOR_PATH}");
+    }
+    let router = router.fallback(move || {
+        let message = format!("Legate serves MCP at {paths} only");
+        async move { refusal(StatusCode::NOT_FOUND, "NOT_FOUND", &message) }
+    });
     // Outermost: the allowlist runs before the token.
-    legate_token::guard::allowlisted(router, allowlist)
+    legate_token::guard::allowlisted(router, options.allowlist)
 }
 
 /// Serves `router` on `listener` with the default limits until `shutdown` is cancelled.
@@ -218,25 +270,27 @@ pub async fn serve_with(
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
-
     #[test]
-    fn bearer_tokens_are_read_case_insensitively_by_scheme() {
+    fn each_path_refuses_the_other_audience() {
+        let caller = Token::configured(&"c".repeat(40)).unwrap();
+        let supervisor = Token::configured(&"s".repeat(40)).unwrap();
+        let options = HttpOptions {
+            supervisor_token: Some(supervisor),
+            ..HttpOptions::loopback(caller)
+        };
+        let (c, s) = options.gates();
+        let s = s.unwrap();
+        assert_eq!(c.check_token(&"c".repeat(40)), Ok(()));
         assert_eq!(
-            bearer(&headers(&[("authorization", "Bearer abc")])),
-            Some("abc")
+            c.check_token(&"s".repeat(40)),
+            Err(Denied::OtherAudience(Audience::Supervisor))
         );
+        assert_eq!(s.check_token(&"s".repeat(40)), Ok(()));
         assert_eq!(
-            bearer(&headers(&[("authorization", "bearer abc")])),
-            Some("abc")
+            s.check_token(&"c".repeat(40)),
+            Err(Denied::OtherAudience(Audience::Caller))
         );
-        assert_eq!(bearer(&headers(&[("authorization", "Basic abc")])), None);
-        assert_eq!(bearer(&HeaderMap::new()), None);
+        let (_, none) = HttpOptions::loopback(Token::configured(&"c".repeat(40)).unwrap()).gates();
+        assert!(none.is_none());
     }
 }

@@ -7,6 +7,9 @@
 //! progress ([`wait`]), and who may reach the HTTP endpoint ([`http`], [`token`]). A client
 //! that disconnects, or a wait that times out, never cancels a task.
 //!
+//! The supervisor's side is [`supervisor`]: the `supervisor` profile's own handler (approvals,
+//! decide, audit), served at [`SUPERVISOR_PATH`] behind the supervisor token.
+//!
 //! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
 //! [`review`] (the copy workspace's review tools and `usage`), [`approval`] (the elicitation
 //! confirmer), [`schema`] (arguments and answers, mostly the engine's own types, and the one
@@ -19,14 +22,16 @@ pub mod profile;
 pub mod review;
 pub mod schema;
 pub mod server;
+pub mod supervisor;
 mod tools;
 pub mod wait;
 
-pub use http::{HttpOptions, MCP_PATH};
+pub use http::{HttpOptions, MCP_PATH, SUPERVISOR_PATH};
 pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};
+pub use supervisor::{Queue, SupervisorMcp};
 
 use legate_core::{Error, Result};
 use rmcp::ServiceExt;
@@ -37,6 +42,11 @@ use rmcp::ServiceExt;
 /// Returns when the client is gone. Tasks it started keep running: see
 /// [`LegateMcp::unfinished`] and [`finish`].
 pub async fn serve_stdio(server: LegateMcp) -> Result<()> {
+    serve_stdio_with(server).await
+}
+
+/// [`serve_stdio`] for any handler: the supervisor profile's [`SupervisorMcp`], say.
+pub async fn serve_stdio_with<S: rmcp::ServerHandler>(server: S) -> Result<()> {
     let running = server
         .serve(rmcp::transport::io::stdio_pipes())
         .await

@@ -3,7 +3,10 @@
 //! A profile is chosen in configuration (`[mcp] profile`), never by the client. A tool outside
 //! the profile is not listed and a call to it is refused with `TOOL_NOT_AVAILABLE`; `query` and
 //! `review` refuse `mode: "write"` with `MODE_NOT_ALLOWED` and make every task they start,
-//! resume or message read-only. This module maps names to rules; it never talks to a client.
+//! resume or message read-only. `supervisor` offers none of these groups: it is the
+//! supervisor's server ([`crate::supervisor::SupervisorMcp`], three tools over the approval
+//! queue), never the caller's, and is served only behind the supervisor token. This module
+//! maps names to rules; it never talks to a client.
 
 use legate_core::{Error, ErrorCode, Result, TaskMode};
 use std::fmt;
@@ -33,12 +36,19 @@ pub enum Profile {
     Review,
     /// The whole flow, including tests and integration; tasks may write.
     Implementation,
+    /// The supervisor's tools (`approvals`, `decide`, `audit`) and nothing that delegates.
+    Supervisor,
 }
 
 impl Profile {
     /// Every profile.
-    pub const ALL: &'static [Profile] =
-        &[Self::Full, Self::Query, Self::Review, Self::Implementation];
+    pub const ALL: &'static [Profile] = &[
+        Self::Full,
+        Self::Query,
+        Self::Review,
+        Self::Implementation,
+        Self::Supervisor,
+    ];
 
     /// The configuration form.
     pub fn as_str(self) -> &'static str {
@@ -47,6 +57,7 @@ impl Profile {
             Self::Query => "query",
             Self::Review => "review",
             Self::Implementation => "implementation",
+            Self::Supervisor => "supervisor",
         }
     }
 
@@ -61,7 +72,7 @@ impl Profile {
                 Error::new(
                     ErrorCode::ConfigInvalid,
                     format!(
-                        "mcp.profile must be one of full, query, review, implementation (got {s:?})"
+                        "mcp.profile must be one of full, query, review, implementation, supervisor (got {s:?})"
                     ),
                 )
             })
@@ -73,12 +84,18 @@ impl Profile {
             Self::Full | Self::Implementation => true,
             Self::Review => matches!(group, ToolGroup::Query | ToolGroup::Review),
             Self::Query => group == ToolGroup::Query,
+            Self::Supervisor => false,
         }
     }
 
     /// Whether tasks started through this profile must be read-only.
     pub fn read_only(self) -> bool {
-        matches!(self, Self::Query | Self::Review)
+        matches!(self, Self::Query | Self::Review | Self::Supervisor)
+    }
+
+    /// Whether this is the supervisor's profile (served behind the supervisor token only).
+    pub fn is_supervisor(self) -> bool {
+        self == Self::Supervisor
     }
 
     /// The mode a task gets: the requested one, or `default` when none was requested; a
@@ -130,12 +147,14 @@ mod tests {
         assert_eq!(offered(Profile::Implementation), [true, true, true]);
         assert_eq!(offered(Profile::Review), [true, true, false]);
         assert_eq!(offered(Profile::Query), [true, false, false]);
+        // The supervisor's profile offers no caller tool at all, `run` included.
+        assert_eq!(offered(Profile::Supervisor), [false, false, false]);
     }
 
     #[test]
     fn read_only_profiles_refuse_write_and_default_to_read_only() {
         use TaskMode::*;
-        for p in [Profile::Query, Profile::Review] {
+        for p in [Profile::Query, Profile::Review, Profile::Supervisor] {
             assert_eq!(p.mode(None, Write).unwrap(), ReadOnly);
             assert_eq!(p.mode(Some(ReadOnly), Write).unwrap(), ReadOnly);
             assert_eq!(

@@ -604,6 +604,8 @@ mod tests {
         assert_eq!(visible(Profile::Query).len(), 15);
         assert_eq!(visible(Profile::Review).len(), 20);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
+        // The supervisor's server is another handler: no caller tool, `run` least of all.
+        assert!(visible(Profile::Supervisor).is_empty());
         for name in ["preview", "read_patch", "verify", "context", "handoff"] {
             assert!(visible(Profile::Review).contains(&name.to_string()));
             assert!(!visible(Profile::Query).contains(&name.to_string()));

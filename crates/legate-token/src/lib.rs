@@ -2,15 +2,18 @@
 //! random bytes in lowercase hex, kept in a file of mode 0600 (made on first use) or
 //! configured, and compared in constant time), and the `Host`/`Origin` allowlist that comes
 //! before it ([`allowlist`], [`guard`]), and the HTTP server both fronts run on, with its read
-//! timeouts and connection cap ([`serve`]).
+//! timeouts and connection cap ([`serve`]). Tokens belong to an audience, the caller's or the
+//! supervisor's, and an endpoint of one refuses the other's ([`bearer`]).
 //!
 //! This crate never logs a token and never puts one in an error message.
 
 pub mod allowlist;
+pub mod bearer;
 pub mod guard;
 pub mod serve;
 
 pub use allowlist::{Allowlist, Rejection};
+pub use bearer::{Audience, Denied, Gate};
 
 use legate_core::{Error, ErrorCode, Result};
 use std::fmt;

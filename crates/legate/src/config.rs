@@ -77,6 +77,8 @@ pub struct Config {
     pub mcp: crate::mcp::McpSettings,
     /// The A2A front's part (`[a2a]`).
     pub a2a: crate::a2a::A2aSettings,
+    /// The supervisor's token (see `crate::supervise`).
+    pub supervisor: crate::supervise::SupervisorSettings,
     /// The file it came from, if one existed.
     pub file: Option<PathBuf>,
     /// The policy file `[policy] file` names, if any.
@@ -123,6 +125,14 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
     let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), home, env)?;
     let mut a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
     let (policy, policy_file) = crate::policy::resolve(std::mem::take(&mut parsed.policy), home)?;
+    let supervisor = crate::supervise::resolve(home, env)?;
+    if let Some(s) = &supervisor.token {
+        // The caller's and the supervisor's secrets are kept apart (see `crate::supervise`).
+        let mut named = vec![(legate_token::bearer::SUPERVISOR_TOKEN_ENV, s)];
+        named.extend(mcp.token.as_ref().map(|t| ("LEGATE_MCP_TOKEN", t)));
+        named.extend(a2a.token.as_ref().map(|t| ("LEGATE_A2A_TOKEN", t)));
+        legate_token::bearer::separate(&named)?;
+    }
     let named: std::collections::BTreeSet<String> = parsed.agents.keys().cloned().collect();
     let mut engine = resolve(parsed, home, env)?;
     engine.policy = policy;
@@ -134,7 +144,7 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
         .collect();
     // Agents must never read a token, wherever it is configured, nor the configuration.
     engine.hidden.extend(
-        [&mcp.token_file, &a2a.token_file]
+        [&mcp.token_file, &a2a.token_file, &supervisor.token_file]
             .into_iter()
             .cloned()
             .chain(file_path.clone())
@@ -144,6 +154,7 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
         engine,
         mcp,
         a2a,
+        supervisor,
         file: file_path,
         policy_file,
     })

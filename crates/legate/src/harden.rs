@@ -29,7 +29,11 @@ use std::ffi::OsString;
 use std::sync::OnceLock;
 
 /// Environment variables that hold Legate's own secrets: read once, then gone.
-pub const SECRETS: &[&str] = &["LEGATE_MCP_TOKEN", "LEGATE_A2A_TOKEN"];
+pub const SECRETS: &[&str] = &[
+    "LEGATE_MCP_TOKEN",
+    "LEGATE_A2A_TOKEN",
+    legate_token::bearer::SUPERVISOR_TOKEN_ENV,
+];
 
 /// Markers by which cleanup recognises an agent's processes; kept readable in the block.
 pub const MARKERS: &[&str] = &[

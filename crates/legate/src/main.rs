@@ -15,6 +15,7 @@ macro_rules! out {
 
 mod a2a;
 mod agents;
+mod approvals;
 mod config;
 mod front;
 mod handoff;
@@ -28,6 +29,7 @@ mod review_config;
 mod roles_config;
 mod roles_list;
 mod serve;
+mod supervise;
 mod usage;
 
 use anyhow::{Context, Result};
@@ -139,7 +141,16 @@ enum Command {
     },
     /// Serve MCP on stdin/stdout, for an MCP client that starts Legate (stdout carries only
     /// JSON-RPC; logs go to stderr).
-    Mcp,
+    Mcp(mcp::StdioArgs),
+    /// List the permission requests agents are waiting on (pending, newest first).
+    Approvals(approvals::ApprovalsArgs),
+    /// Allow a pending approval (its agent's request is answered with an option it offered).
+    Approve(approvals::ApproveArgs),
+    /// Deny a pending approval, saying why.
+    Deny(approvals::DenyArgs),
+    /// List permission decisions, each with who decided (table, policy, human, agent,
+    /// deadline) and the rule id.
+    Audit(approvals::AuditArgs),
     /// Serve Legate to remote clients: A2A by default (JSON-RPC and HTTP+JSON, agent cards);
     /// `--mcp` for MCP over Streamable HTTP at /mcp instead.
     Serve(serve::ServeArgs),
@@ -326,7 +337,7 @@ fn main() -> ExitCode {
 
 /// The error and its causes, joined with `: ` like `{:#}`, leaving out a cause whose text the
 /// sentence already quotes (Legate's sentences often end with their cause's own words).
-fn error_chain(e: &anyhow::Error) -> String {
+pub(crate) fn error_chain(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
@@ -540,7 +551,11 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             )
             .await
         }
-        Command::Mcp => mcp::stdio(config).await,
+        Command::Mcp(args) => mcp::stdio(config, args).await,
+        Command::Approvals(args) => approvals::list(config, args).await,
+        Command::Approve(args) => approvals::approve(config, args),
+        Command::Deny(args) => approvals::deny(config, args),
+        Command::Audit(args) => approvals::audit(config, args),
         Command::Serve(args) => serve::serve(config, args).await,
         Command::Context { id, json } => {
             with_engine(
@@ -770,7 +785,7 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
     Ok(())
 }
 
-fn one_line(s: &str, max: usize) -> String {
+pub(crate) fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())

@@ -7,9 +7,12 @@
 
 use crate::config::Config;
 use crate::front::{self, start_engine};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use legate_engine::Engine;
-use legate_mcp::{HttpOptions, LegateMcp, McpOptions, Profile, Token, TokenSource};
+use legate_mcp::{
+    HttpOptions, LegateMcp, McpOptions, Profile, Queue, SUPERVISOR_PATH, SupervisorMcp, Token,
+    TokenSource,
+};
 use legate_token::Allowlist;
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
@@ -95,18 +98,49 @@ pub fn resolve(
     })
 }
 
+/// Options of `legate mcp`.
+#[derive(Debug, Default, clap::Args)]
+pub struct StdioArgs {
+    /// The tool profile (default `mcp.profile`): full, query, review, implementation, or
+    /// supervisor (needs `LEGATE_SUPERVISOR_TOKEN`; see docs/supervision-channels.md).
+    #[arg(long)]
+    pub profile: Option<String>,
+}
+
 /// `legate mcp`: MCP on stdin/stdout until the client leaves, then the tasks it started run to
 /// their end before the process exits (Ctrl-C or SIGTERM stops them instead).
-pub async fn stdio(config: Config) -> Result<ExitCode> {
+///
+/// With the `supervisor` profile the client is whoever spawned this process, which may well
+/// be the caller: it is served only when `LEGATE_SUPERVISOR_TOKEN` holds the supervisor token
+/// on file, and it answers through the store (`Records`), starting no engine and no agent.
+pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
+    let profile = match args.profile.as_deref() {
+        Some(p) => Profile::parse(p.trim()).map_err(|mut e| {
+            e.message = e.message.replace("mcp.profile", "--profile");
+            e
+        })?,
+        None => config.mcp.profile,
+    };
+    if profile.is_supervisor() {
+        crate::supervise::require_token(&config, "legate mcp --profile supervisor")?;
+        let records = legate_engine::Records::open_or_empty(&config.engine.paths)?;
+        let server = SupervisorMcp::new(Queue::Records(records));
+        tracing::info!(profile = %profile, "serving the supervisor profile on stdio");
+        tokio::select! {
+            r = legate_mcp::serve_stdio_with(server) => r?,
+            _ = front::stop_signal() => return Ok(ExitCode::from(130)),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let engine = start_engine(&config.engine)?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {
-            profile: config.mcp.profile,
+            profile,
             ..McpOptions::default()
         },
     );
-    tracing::info!(profile = %config.mcp.profile, "serving MCP on stdio");
+    tracing::info!(profile = %profile, "serving MCP on stdio");
     tokio::select! {
         r = legate_mcp::serve_stdio(server.clone()) => r?,
         _ = front::stop_signal() => {
@@ -145,7 +179,14 @@ pub async fn open(
     legate_confine::ports::Listening,
 )> {
     let settings = &config.mcp;
+    if settings.profile.is_supervisor() {
+        bail!(
+            "CONFIG_INVALID: mcp.profile names the caller's profile at /mcp; the supervisor profile is served at {SUPERVISOR_PATH} behind its own token"
+        );
+    }
     let (token, source) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
+    // After the caller's token exists, so that the two are checked apart.
+    let (supervisor_token, supervisor_source) = crate::supervise::acquire(config)?;
     let addr = SocketAddr::new(host, port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -162,11 +203,38 @@ pub async fn open(
     let options = HttpOptions {
         token: token.clone(),
         allowlist: settings.allowlist.clone(),
+        supervisor_token: Some(supervisor_token),
     };
-    let router = legate_mcp::http::router(server, options, shutdown.clone());
+    let supervisor = SupervisorMcp::new(Queue::Engine(engine.clone()));
+    let router = legate_mcp::http::router_with_supervisor(
+        server,
+        Some(supervisor),
+        options,
+        shutdown.clone(),
+    );
     print_client_config(config, bound, &token, source)?;
+    print_supervisor(config, bound, supervisor_source)?;
     tracing::info!(address = %bound, profile = %settings.profile, "serving MCP over HTTP");
     Ok((listener, router, listening))
+}
+
+/// Where the supervisor endpoint is and where its token is kept; never the token itself (who
+/// started the server may be the caller).
+fn print_supervisor(
+    config: &Config,
+    bound: SocketAddr,
+    source: TokenSource,
+) -> std::io::Result<()> {
+    let whence = match source {
+        TokenSource::Created => format!("new, saved to {}", config.supervisor.token_file.display()),
+        TokenSource::File => format!("in {}", config.supervisor.token_file.display()),
+        TokenSource::Configured => "from LEGATE_SUPERVISOR_TOKEN".to_string(),
+    };
+    crate::out!("Legate supervisor endpoint · http://{bound}{SUPERVISOR_PATH}")?;
+    crate::out!("supervisor token: {whence} (not printed; the caller's token is refused there)")?;
+    crate::out!()?;
+    use std::io::Write as _;
+    std::io::stdout().flush()
 }
 
 fn print_client_config(

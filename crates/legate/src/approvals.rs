@@ -1,0 +1,371 @@
+//! The human channel on the command line: `legate approvals [--json] [--follow]`, `legate
+//! approve ID [--for-task]`, `legate deny ID --reason TEXT` and `legate audit [--task ID]
+//! [--since …] [--json]`.
+//!
+//! These run in a process of their own, not the one whose agent waits: they read and answer
+//! through `legate_engine::Records` (wrapped in `legate_mcp::Queue`, the same queue the
+//! supervisor MCP profile answers), never the store directly, and the waiting process sees
+//! the answer. Answering needs a person at a terminal or the supervisor token
+//! (`crate::supervise`); listing does not (it shows what `legate tasks` already shows to
+//! whoever can read the home). This module prints; it decides nothing.
+
+use crate::config::Config;
+use anyhow::Result;
+use legate_core::{Timestamp, ToolKind};
+use legate_engine::{Answer, Approval, ApprovalAnswer, ApprovalFilter, AuditEntry, AuditFilter};
+use legate_mcp::Queue;
+use legate_mcp::supervisor::{ListedApproval, parse_since, seconds_left};
+use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The channel a CLI answer is recorded with.
+pub const CHANNEL: &str = "cli";
+/// How often `--follow` re-reads the queue (answers and new requests come from other
+/// processes, through the store).
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
+
+/// `legate approvals`.
+#[derive(Debug, clap::Args)]
+pub struct ApprovalsArgs {
+    /// Print JSON lines, one approval each (with `secondsLeft`).
+    #[arg(long)]
+    json: bool,
+    /// Keep printing requests as they arrive; on a terminal, ask approve / allow for the
+    /// task / deny / skip for each. Without a terminal it only prints. Ctrl-C stops.
+    #[arg(long)]
+    follow: bool,
+    /// Also approvals already decided or expired.
+    #[arg(long, conflicts_with = "follow")]
+    all: bool,
+    /// Only approvals of this task (id or unique prefix).
+    #[arg(long)]
+    task: Option<String>,
+    /// How many.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+/// `legate approve`.
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The approval id (or an unambiguous prefix of at least 8 characters).
+    id: String,
+    /// Allow this request and later ones of the same scope in this task.
+    #[arg(long)]
+    for_task: bool,
+    /// Why (recorded in the audit).
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+/// `legate deny`.
+#[derive(Debug, clap::Args)]
+pub struct DenyArgs {
+    /// The approval id (or an unambiguous prefix of at least 8 characters).
+    id: String,
+    /// Why: recorded in the audit and sent back to the agent with the refusal.
+    #[arg(long, required = true)]
+    reason: String,
+}
+
+/// `legate audit`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Only decisions of this task (id or unique prefix).
+    #[arg(long)]
+    task: Option<String>,
+    /// Only decisions since then: a duration back from now (`90s`, `2h`, `1day`) or an RFC
+    /// 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// How many.
+    #[arg(long, default_value_t = 200)]
+    limit: usize,
+    /// Print JSON lines, one decision each.
+    #[arg(long)]
+    json: bool,
+}
+
+fn queue(config: &Config) -> Result<(Queue, legate_engine::Records)> {
+    let records = legate_engine::Records::open_or_empty(&config.engine.paths)?;
+    Ok((Queue::Records(records.clone()), records))
+}
+
+fn task_id(
+    records: &legate_engine::Records,
+    given: Option<String>,
+) -> Result<Option<legate_core::TaskId>> {
+    Ok(match given {
+        Some(id) => Some(records.find_task(&id)?.id),
+        None => None,
+    })
+}
+
+fn when(t: Timestamp) -> String {
+    humantime::format_rfc3339_seconds(t.to_system_time()).to_string()
+}
+
+fn kind(k: ToolKind) -> String {
+    serde_json::to_value(k)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{k:?}"))
+}
+
+/// The lines of one approval, for a person.
+fn approval_lines(a: &Approval, now: Timestamp) -> Vec<String> {
+    let left = match seconds_left(a, now) {
+        Some(s) => format!("{s}s left"),
+        None => a.state.as_str().to_string(),
+    };
+    let mut lines = vec![format!(
+        "{}  task {}  {} ({})  {} {}  deadline {} ({left})",
+        a.id,
+        a.task_id,
+        a.agent,
+        a.role,
+        kind(a.tool.kind),
+        crate::one_line(&a.tool.title, 60),
+        when(a.deadline),
+    )];
+    if let Some(words) = &a.tool.command {
+        lines.push(format!(
+            "    command  {}",
+            crate::one_line(&words.join(" "), 100)
+        ));
+    }
+    for p in a.tool.paths.iter().take(5) {
+        lines.push(format!("    path     {}", p.display()));
+    }
+    let rule = a
+        .rule_id
+        .as_deref()
+        .map(|r| format!("rule {r}: "))
+        .unwrap_or_default();
+    lines.push(format!(
+        "    why      {rule}{}",
+        crate::one_line(&a.reason, 100)
+    ));
+    if let Some(d) = &a.decided {
+        lines.push(format!("    decided  {}", entry_line(d)));
+    }
+    lines
+}
+
+fn print_approval(a: Approval, json: bool, now: Timestamp) -> Result<()> {
+    if json {
+        let listed = ListedApproval {
+            seconds_left: seconds_left(&a, now),
+            approval: a,
+        };
+        crate::out!("{}", serde_json::to_string(&listed)?)?;
+    } else {
+        for line in approval_lines(&a, now) {
+            crate::out!("{line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// One audit entry on one line.
+fn entry_line(e: &AuditEntry) -> String {
+    let decider = serde_json::to_value(e.decider)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let decision = serde_json::to_value(e.decision)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut about: Vec<String> = e.channel.iter().cloned().collect();
+    about.extend(e.rule_id.iter().map(|r| format!("rule {r}")));
+    let by = if about.is_empty() {
+        decider
+    } else {
+        format!("{decider} ({})", about.join(", "))
+    };
+    format!(
+        "{}  task {}  {:<8} by {by}  {} {}  option {}  {}",
+        when(e.at),
+        e.task_id,
+        decision,
+        kind(e.tool.kind),
+        crate::one_line(&e.tool.title, 50),
+        e.option_id.as_deref().unwrap_or("-"),
+        crate::one_line(&e.reason, 80)
+    )
+}
+
+/// `legate approvals`.
+pub async fn list(config: Config, args: ApprovalsArgs) -> Result<ExitCode> {
+    let (queue, records) = queue(&config)?;
+    let filter = ApprovalFilter {
+        task_id: task_id(&records, args.task)?,
+        pending_only: !args.all,
+        limit: args.limit.clamp(1, 10_000),
+    };
+    if args.follow {
+        return follow(&config, &queue, filter, args.json).await;
+    }
+    let approvals = queue.approvals(&filter)?;
+    if approvals.is_empty() && !args.json && std::io::stdout().is_terminal() {
+        crate::out!("no approvals waiting")?;
+    }
+    let now = Timestamp::now();
+    for a in approvals {
+        print_approval(a, args.json, now)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `legate approvals --follow`: prints each pending approval once, as it arrives (oldest of a
+/// batch first), and on a terminal asks for an answer.
+async fn follow(
+    config: &Config,
+    queue: &Queue,
+    filter: ApprovalFilter,
+    json: bool,
+) -> Result<ExitCode> {
+    let interactive = crate::supervise::at_a_terminal() && !json;
+    if interactive {
+        crate::supervise::require_answerer(config, "legate approvals --follow")?;
+    }
+    let stop = crate::front::stop_signal();
+    tokio::pin!(stop);
+    let mut seen: HashSet<String> = HashSet::new();
+    loop {
+        let mut fresh: Vec<Approval> = queue
+            .approvals(&filter)?
+            .into_iter()
+            .filter(|a| !seen.contains(&a.id))
+            .collect();
+        fresh.reverse();
+        for a in fresh {
+            seen.insert(a.id.clone());
+            let id = a.id.clone();
+            print_approval(a, json, Timestamp::now())?;
+            {
+                use std::io::Write as _;
+                std::io::stdout().flush()?;
+            }
+            if interactive {
+                ask(queue, &id).await?;
+            }
+        }
+        tokio::select! {
+            _ = &mut stop => return Ok(ExitCode::SUCCESS),
+            _ = tokio::time::sleep(FOLLOW_POLL) => {}
+        }
+    }
+}
+
+/// Reads one line from the terminal.
+async fn read_line(prompt: String) -> Result<String> {
+    Ok(tokio::task::spawn_blocking(move || {
+        eprint!("{prompt}");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await??
+    .trim()
+    .to_string())
+}
+
+/// Asks the person at the terminal for an answer to `id` and gives it.
+async fn ask(queue: &Queue, id: &str) -> Result<()> {
+    loop {
+        let choice =
+            read_line("  [a]pprove, allow for the [t]ask, [d]eny, [s]kip? ".into()).await?;
+        let (answer, reason) = match choice.as_str() {
+            "a" | "approve" => (Answer::Allow, None),
+            "t" | "task" => (Answer::AllowForTask, None),
+            "d" | "deny" => {
+                let reason = read_line("  reason: ".into()).await?;
+                (Answer::Deny, Some(reason).filter(|r| !r.is_empty()))
+            }
+            "s" | "skip" | "" => return Ok(()),
+            _ => continue,
+        };
+        match answer_one(queue, id, answer, reason) {
+            Ok(line) => eprintln!("  {line}"),
+            // Another channel or the deadline got there first: say so and go on.
+            Err(e) => eprintln!("  {}", crate::error_chain(&e)),
+        }
+        return Ok(());
+    }
+}
+
+fn answer_one(queue: &Queue, id: &str, answer: Answer, reason: Option<String>) -> Result<String> {
+    let reason = reason
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty());
+    let a = queue.answer(
+        id,
+        ApprovalAnswer {
+            answer,
+            reason,
+            channel: CHANNEL.to_string(),
+        },
+    )?;
+    Ok(format!(
+        "{} {} ({})",
+        a.id,
+        a.state.as_str(),
+        answer.as_str()
+    ))
+}
+
+/// `legate approve`.
+pub fn approve(config: Config, args: ApproveArgs) -> Result<ExitCode> {
+    crate::supervise::require_answerer(&config, "legate approve")?;
+    let (queue, _) = queue(&config)?;
+    let answer = if args.for_task {
+        Answer::AllowForTask
+    } else {
+        Answer::Allow
+    };
+    crate::out!("{}", answer_one(&queue, &args.id, answer, args.reason)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `legate deny`.
+pub fn deny(config: Config, args: DenyArgs) -> Result<ExitCode> {
+    crate::supervise::require_answerer(&config, "legate deny")?;
+    if args.reason.trim().is_empty() {
+        anyhow::bail!("INVALID_INPUT: --reason must say why (it is sent back to the agent)");
+    }
+    let (queue, _) = queue(&config)?;
+    crate::out!(
+        "{}",
+        answer_one(&queue, &args.id, Answer::Deny, Some(args.reason))?
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `legate audit`.
+pub fn audit(config: Config, args: AuditArgs) -> Result<ExitCode> {
+    let (queue, records) = queue(&config)?;
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, Timestamp::now()))
+        .transpose()?;
+    let entries = queue.audit(&AuditFilter {
+        task_id: task_id(&records, args.task)?,
+        since,
+        limit: args.limit.clamp(1, 10_000),
+    })?;
+    if entries.is_empty() && !args.json && std::io::stdout().is_terminal() {
+        crate::out!("no decisions recorded")?;
+    }
+    for e in entries {
+        if args.json {
+            crate::out!("{}", serde_json::to_string(&e)?)?;
+        } else {
+            crate::out!("{}", entry_line(&e))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,377 @@
+//! The human channel from another process: an engine in this test process runs the scripted
+//! agent, whose commands a test supervisor sends to the approval queue (`ask`); the real
+//! `legate` binary, a separate process on the same home, lists them (`approvals --json`,
+//! `approvals --follow` without a terminal), answers them (`approve`, `deny`) and reads the
+//! audit (`audit --json`). Answering without a terminal needs the supervisor token; the
+//! caller's token is refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use legate_core::{
+    Decider, Decision, EventKind, PermissionRequest, Ruling, TaskId, TaskState, ToolKind,
+};
+use legate_engine::SubmitRequest;
+use legate_supervisor::{Rules, Supervision, Supervisor};
+use legate_testkit::{EngineHarness, TestAgent};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Asks a supervisor about every command; the table decides the rest.
+#[derive(Debug)]
+struct AskCommands;
+
+impl Supervisor for AskCommands {
+    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
+        if request.tool_kind == ToolKind::Execute {
+            return Ruling {
+                decision: Decision::Ask,
+                option_id: None,
+                reason: "commands need a supervisor".into(),
+                decider: Decider::Policy,
+                rule_id: Some("ask-commands".into()),
+            };
+        }
+        Rules.decide(supervision, request)
+    }
+}
+
+fn harness() -> EngineHarness {
+    EngineHarness::builder()
+        .agent(TestAgent::scripted("agent"))
+        .supervisor(Arc::new(AskCommands))
+        .config(|c| c.supervision.deadline = Duration::from_secs(120))
+        .start()
+}
+
+fn legate(home: &Path, args: &[&str], supervisor_token: Option<&str>) -> Output {
+    let mut cmd = Command::new(common::LEGATE);
+    cmd.args(args)
+        .env("LEGATE_HOME", home)
+        .env("LEGATE_LOG", "warn")
+        .env_remove("LEGATE_SUPERVISOR_TOKEN")
+        .stdin(Stdio::null());
+    if let Some(t) = supervisor_token {
+        cmd.env("LEGATE_SUPERVISOR_TOKEN", t);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+fn json_lines(o: &Output) -> Vec<Value> {
+    assert!(o.status.success(), "{:?}", text(o));
+    text(o)
+        .0
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A child process killed when the test ends, whether it passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn awaiting(kit: &EngineHarness, task: &TaskId) -> String {
+    let events = kit
+        .until(task, |e| {
+            matches!(&e.kind, EventKind::Notice { detail, .. } if detail["event"] == "awaiting_supervision")
+        })
+        .await;
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Notice { detail, .. } if detail["event"] == "awaiting_supervision" => {
+                detail["approvalId"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_lists_approves_denies_and_audits() {
+    let kit = harness();
+    let home = kit.home();
+
+    // `--follow` without a terminal: started before anything waits, it prints each request
+    // as it arrives and answers nothing.
+    let mut follow = KillOnDrop(
+        Command::new(common::LEGATE)
+            .args(["approvals", "--follow", "--json"])
+            .env("LEGATE_HOME", &home)
+            .env("LEGATE_LOG", "warn")
+            .env_remove("LEGATE_SUPERVISOR_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    let stdout = follow.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+
+    let first = kit
+        .engine
+        .submit(SubmitRequest::new("run touch approved.txt"))
+        .unwrap();
+    let id = awaiting(&kit, &first.id).await;
+
+    // The follower printed it, as JSON, and answered nothing.
+    let printed = lines_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let printed: Value = serde_json::from_str(&printed).unwrap();
+    assert_eq!(printed["id"], id.as_str(), "{printed}");
+    assert_eq!(printed["state"], "pending");
+
+    // `approvals --json`: one line, pending, with its deadline and the seconds left.
+    let listed = json_lines(&legate(&home, &["approvals", "--json"], None));
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let a = &listed[0];
+    assert_eq!(a["id"], id.as_str());
+    assert_eq!(a["taskId"], first.id.0.as_str());
+    assert_eq!(a["agent"], "agent");
+    assert_eq!(a["ruleId"], "ask-commands");
+    assert_eq!(a["tool"]["kind"], "execute");
+    assert_eq!(a["tool"]["command"][0], "touch");
+    assert!(a["deadline"].as_i64().unwrap() > a["createdAt"].as_i64().unwrap());
+    assert!(a["secondsLeft"].as_u64().unwrap() <= 120);
+    // The text form shows the same approval with its time left.
+    let (out, _) = text(&legate(&home, &["approvals"], None));
+    assert!(out.contains(&id) && out.contains("s left"), "{out}");
+
+    // Answering without a terminal and without the supervisor token: refused.
+    let refused = legate(&home, &["approve", &id], None);
+    assert!(!refused.status.success());
+    let (_, err) = text(&refused);
+    assert!(err.contains("UNAUTHORIZED"), "{err}");
+    // With the caller's token in its place: refused, by name.
+    std::fs::create_dir_all(&home).unwrap();
+    let caller = "c".repeat(64);
+    std::fs::write(home.join("mcp-token"), &caller).unwrap();
+    let refused = legate(&home, &["approve", &id], Some(&caller));
+    let (_, err) = text(&refused);
+    assert!(!refused.status.success());
+    assert!(err.contains("caller token is refused"), "{err}");
+    assert!(!err.contains(&caller));
+    // The approval is still pending: nothing was answered.
+    assert_eq!(
+        json_lines(&legate(&home, &["approvals", "--json"], None)).len(),
+        1
+    );
+
+    // With the supervisor token, by an 8-character prefix: allowed, and the agent goes on.
+    let token = std::fs::read_to_string(home.join("supervisor-token")).unwrap();
+    let token = token.trim();
+    let ok = legate(&home, &["approve", &id[..8]], Some(token));
+    let (out, err) = text(&ok);
+    assert!(ok.status.success(), "{out} {err}");
+    assert!(out.contains("allowed"), "{out}");
+    let done = kit.wait(&first.id).await;
+    assert_eq!(done.state, TaskState::Completed, "{done:?}");
+    assert!(done.root.unwrap().join("approved.txt").exists());
+
+    // Again: closed. Unknown: not found. Too short a prefix: not found.
+    for (given, code) in [
+        (id.as_str(), "APPROVAL_CLOSED"),
+        ("00000000-no-such-approval", "APPROVAL_NOT_FOUND"),
+        (&id[..4], "APPROVAL_NOT_FOUND"),
+    ] {
+        let o = legate(&home, &["approve", given], Some(token));
+        let (_, err) = text(&o);
+        assert!(!o.status.success());
+        assert!(err.contains(code), "{given}: {err}");
+    }
+
+    // A second request, denied with a reason: the command does not run.
+    let second = kit
+        .engine
+        .submit(SubmitRequest::new("run touch denied.txt"))
+        .unwrap();
+    let denied_id = awaiting(&kit, &second.id).await;
+    let printed = lines_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(printed.contains(&denied_id), "{printed}");
+    let no_reason = legate(&home, &["deny", &denied_id], Some(token));
+    assert!(!no_reason.status.success(), "--reason is required");
+    let o = legate(
+        &home,
+        &["deny", &denied_id, "--reason", "not in this repository"],
+        Some(token),
+    );
+    assert!(o.status.success(), "{:?}", text(&o));
+    let done = kit.wait(&second.id).await;
+    assert!(!done.root.unwrap().join("denied.txt").exists());
+
+    // The audit, from the other process: each with its decider, channel and rule.
+    let entries = json_lines(&legate(&home, &["audit", "--json", "--since", "1h"], None));
+    let human: Vec<&Value> = entries.iter().filter(|e| e["decider"] == "human").collect();
+    assert_eq!(human.len(), 2, "{entries:?}");
+    for e in &human {
+        assert_eq!(e["channel"], "cli", "{e}");
+    }
+    let allow = human
+        .iter()
+        .find(|e| e["approvalId"] == id.as_str())
+        .unwrap();
+    assert_eq!(allow["decision"], "allow");
+    let deny = human
+        .iter()
+        .find(|e| e["approvalId"] == denied_id.as_str())
+        .unwrap();
+    assert_eq!(deny["decision"], "deny");
+    assert!(
+        deny["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not in this repository"),
+        "{deny}"
+    );
+    // `--task` narrows it, by prefix.
+    let only = json_lines(&legate(
+        &home,
+        &["audit", "--json", "--task", &second.id.0[..8]],
+        None,
+    ));
+    assert!(!only.is_empty());
+    assert!(only.iter().all(|e| e["taskId"] == second.id.0.as_str()));
+    let (out, _) = text(&legate(&home, &["audit"], None));
+    assert!(out.contains("by human (cli, rule ask-commands)"), "{out}");
+    // Nothing waits now.
+    assert!(json_lines(&legate(&home, &["approvals", "--json"], None)).is_empty());
+
+    drop(follow);
+    kit.engine.shutdown().await;
+}
+
+#[test]
+fn the_supervisor_profile_on_stdio_needs_the_supervisor_token() {
+    let home = tempfile::tempdir().unwrap();
+    let o = legate(home.path(), &["mcp", "--profile", "supervisor"], None);
+    assert!(!o.status.success());
+    let (out, err) = text(&o);
+    assert!(out.is_empty(), "nothing on stdout: {out}");
+    assert!(err.contains("UNAUTHORIZED"), "{err}");
+    assert!(err.contains("LEGATE_SUPERVISOR_TOKEN"), "{err}");
+    // A made-up token is not the one on file.
+    let o = legate(
+        home.path(),
+        &["mcp", "--profile", "supervisor"],
+        Some(&"m".repeat(64)),
+    );
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("UNAUTHORIZED"), "{:?}", text(&o));
+}
+
+/// A real `legate serve --a2a --mcp`: the supervisor endpoint beside `/mcp`, each refusing
+/// the other's token, and A2A refusing the supervisor token.
+#[test]
+fn serve_keeps_the_caller_and_the_supervisor_apart() {
+    use common::{Served, addr_of, raw};
+    let home = tempfile::tempdir().unwrap();
+    let mut served = Served::start(
+        home.path(),
+        &["--a2a", "--mcp", "--port", "0", "--a2a-port", "0"],
+    );
+    let mcp = addr_of(&served.url("Legate MCP server"));
+    let a2a = addr_of(&served.url("Legate A2A server"));
+    let supervisor_url = served.url("Legate supervisor endpoint");
+    assert!(
+        supervisor_url.ends_with("/supervisor/mcp"),
+        "{supervisor_url}"
+    );
+    let read = |name: &str| {
+        std::fs::read_to_string(home.path().join(name))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let (caller, supervisor, a2a_token) = (
+        read("mcp-token"),
+        read("supervisor-token"),
+        read("a2a-token"),
+    );
+    assert_ne!(caller, supervisor);
+    // The banner says where the supervisor token is, never what it is.
+    assert!(
+        !served.printed.iter().any(|l| l.contains(&supervisor)),
+        "{:?}",
+        served.printed
+    );
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let post = |path: &str, token: &str| {
+        let bearer = format!("Bearer {token}");
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Authorization", bearer.as_str()),
+        ];
+        raw(&mcp, "POST", path, &mcp, &headers, &init)
+    };
+    let r = post("/supervisor/mcp", &caller);
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.body.contains("caller token is refused"), "{r:?}");
+    let r = post("/supervisor/mcp", &a2a_token);
+    assert_eq!(r.status, 401, "{r:?}");
+    let r = post("/mcp", &supervisor);
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.body.contains("supervisor token is refused"), "{r:?}");
+    assert_eq!(post("/supervisor/mcp", &supervisor).status, 200);
+    assert_eq!(post("/mcp", &caller).status, 200);
+    // A2A: the supervisor token is not a caller's.
+    let bearer = format!("Bearer {supervisor}");
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("A2A-Version", "1.0"),
+        ("Authorization", bearer.as_str()),
+    ];
+    let message = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}})
+    .to_string();
+    let r = raw(&a2a, "POST", "/", &a2a, &headers, &message);
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(served.stop().is_some_and(|s| s.success()));
+}
+
+#[test]
+fn one_secret_for_caller_and_supervisor_stops_the_server() {
+    let home = tempfile::tempdir().unwrap();
+    let same = "s".repeat(64);
+    let out = Command::new(common::LEGATE)
+        .args(["serve", "--mcp", "--port", "0"])
+        .env("LEGATE_HOME", home.path())
+        .env("LEGATE_MCP_TOKEN", &same)
+        .env("LEGATE_SUPERVISOR_TOKEN", &same)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CONFIG_INVALID"), "{err}");
+    assert!(!err.contains(&same));
+}
