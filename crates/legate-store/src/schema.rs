@@ -13,7 +13,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// The migration steps, in order. Step `i` moves `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V_APPROVALS];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Tasks, their events, and contexts.
 const V1: &str = "
@@ -97,7 +97,7 @@ ALTER TABLE tasks ADD COLUMN role TEXT;
 /// The approval queue (permission requests waiting for a supervisor; answered or expired
 /// once, deleted with their task) and the audit trail of every permission decision (kept
 /// when its task is pruned). `scope` is the key an allow-for-task answer covers.
-const V_APPROVALS: &str = "
+const V6: &str = "
 CREATE TABLE approvals (
     id            TEXT PRIMARY KEY NOT NULL,
     task_id       TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
