@@ -23,11 +23,13 @@ pub mod selection;
 mod sink;
 mod spawn;
 mod stop;
+pub mod supervision;
 
 pub use agy::Model;
 pub use registry::Registry;
 pub use sink::{EventSink, EventStream};
 pub use stop::StopReason;
+pub use supervision::{Abort, AbortHandle, Answered, Ask, Sent, SupervisionChannel};
 
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
@@ -47,6 +49,9 @@ pub struct SessionRequest {
     pub supervisor: Arc<dyn Supervisor>,
     /// The rules' inputs (boundary, preset, mode) for this session.
     pub supervision: Supervision,
+    /// Where an `ask` ruling goes and every decision is recorded (the engine's approval
+    /// queue). `None`: an `ask` is refused and nothing is audited (probes, tests).
+    pub channel: Option<Arc<dyn SupervisionChannel>>,
     /// An earlier session id of this context, to continue when the agent can load sessions.
     pub resume_session_id: Option<String>,
     /// Directory for the agent's private state (`HOME`-like), when its preset wants one.

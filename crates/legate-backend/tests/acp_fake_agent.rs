@@ -67,6 +67,7 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
                 ..Preset::default()
             },
         ),
+        channel: None,
         resume_session_id: None,
         state_dir: None,
         blocked_dir: None,

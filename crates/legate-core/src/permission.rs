@@ -10,6 +10,7 @@ use std::path::PathBuf;
 /// What choosing an option means, as ACP's `PermissionOptionKind` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum OptionKind {
     /// Allow this call.
     AllowOnce,
@@ -31,6 +32,7 @@ impl OptionKind {
 /// One option the agent offered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PermissionOption {
     /// The id to answer with; only ever one the agent sent.
     pub id: String,
@@ -63,6 +65,7 @@ pub struct PermissionRequest {
 /// Allow or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Decision {
     /// The tool may run.
     Allow,
@@ -77,6 +80,7 @@ pub enum Decision {
 crate::wire_enum! {
     /// Who took a permission decision: the audit trail's `decider`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
     pub enum Decider {
         /// The built-in rule table.
         #[default]

@@ -113,6 +113,7 @@ impl Engine {
                 agent: agent.name.clone(),
                 role: legate_core::RoleBase::Implementer.as_str().to_string(),
             },
+            channel: None,
             resume_session_id: None,
             state_dir: Some(self.config().state_dir(&agent.name)),
             blocked_dir: Some(self.config().paths.blocked()),

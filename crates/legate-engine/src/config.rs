@@ -96,6 +96,37 @@ pub struct EngineConfig {
     pub hidden: Vec<PathBuf>,
     /// Limits of requests fronts take, read by every front from [`crate::Engine::config`].
     pub fronts: FrontLimits,
+    /// The approval queue: deadlines and the supervising agent (`[supervision]`).
+    pub supervision: SupervisionConfig,
+}
+
+/// The default of [`SupervisionConfig::deadline`]: 120 s.
+pub const DEFAULT_SUPERVISION_DEADLINE: Duration = Duration::from_secs(120);
+
+/// How `ask` rulings are supervised (`[supervision]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupervisionConfig {
+    /// How long an approval waits for an answer before it is refused (`deadline_secs`).
+    pub deadline: Duration,
+    /// The configured agent asked first to decide (`agent`), if any.
+    pub agent: Option<String>,
+    /// How long the supervising agent may take to answer one approval
+    /// (`agent_timeout_secs`); a late answer falls through to the human channel. Kept below
+    /// [`SupervisionConfig::deadline`] by the configuration.
+    pub agent_timeout: Duration,
+}
+
+/// The default of [`SupervisionConfig::agent_timeout`]: 30 s.
+pub const DEFAULT_SUPERVISING_AGENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Default for SupervisionConfig {
+    fn default() -> Self {
+        Self {
+            deadline: DEFAULT_SUPERVISION_DEADLINE,
+            agent: None,
+            agent_timeout: DEFAULT_SUPERVISING_AGENT_TIMEOUT,
+        }
+    }
 }
 
 /// Limits of what a front accepts or waits for, one value for every front (CLI, MCP, A2A),
@@ -157,6 +188,7 @@ impl EngineConfig {
             review: crate::review::ReviewConfig::default(),
             hidden: Vec::new(),
             fronts: FrontLimits::default(),
+            supervision: SupervisionConfig::default(),
         }
     }
 
@@ -205,5 +237,7 @@ mod tests {
         assert_eq!(f.cancel_wait, Duration::from_secs(10));
         assert_eq!(f.approval_timeout, Duration::from_secs(300));
         assert_eq!(f.inline_patch_max_bytes, 1 << 20);
+        assert_eq!(c.supervision.deadline, Duration::from_secs(120));
+        assert_eq!(c.supervision.agent, None);
     }
 }

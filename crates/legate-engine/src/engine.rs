@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     /// The agents' specs and backends: the one place a backend is looked up.
     pub(crate) agents: Agents,
     pub(crate) supervisor: Arc<dyn Supervisor>,
+    /// The approval queue: where `ask` rulings wait for a supervisor.
+    pub(crate) queue: Arc<crate::supervision::queue::Queue>,
     pub(crate) fanout: Fanout,
     pub(crate) pool: Pool,
     /// Room promised to starting tasks, and the signal that some was freed.
@@ -83,7 +85,12 @@ impl Engine {
         store.prune_finished(config.retention)?;
         let (shutdown, _) = watch::channel(false);
         let engine = Engine {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|weak| Inner {
+                queue: Arc::new(crate::supervision::queue::Queue::new(
+                    store.clone(),
+                    &config.supervision,
+                    weak.clone(),
+                )),
                 slots: Slots::new(config.max_running, config.max_queued),
                 agents: Agents::new(config.agents.clone(), backends.into()),
                 config,

@@ -28,11 +28,15 @@ mod review;
 pub mod runner;
 pub mod silent;
 mod slots;
+pub mod supervision;
 mod turn;
 
 pub use admission::SessionCounts;
 pub use agents::preset_for;
-pub use config::{DEFAULT_MAX_IDLE_SESSIONS, EngineConfig, FrontLimits, Paths};
+pub use config::{
+    DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
+    EngineConfig, FrontLimits, Paths, SupervisionConfig,
+};
 pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
     MessageRequest,
@@ -56,6 +60,10 @@ pub use review::{
     ReviewRecord, TestEvidence, TestSource, TestStatus,
 };
 pub use slots::SlotCounts;
+pub use supervision::{
+    Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
+    ToolCallSummary,
+};
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.
 /// `paths` locates the runners' locks: a task whose runner died is recovered (`failed` with

@@ -51,6 +51,11 @@ impl Records {
         })
     }
 
+    /// The store (for the supervision module's reads and answers).
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// A task by id or unique prefix.
     pub fn find_task(&self, id: &str) -> Result<Task> {
         self.store.find_task(id)

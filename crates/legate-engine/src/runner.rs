@@ -119,6 +119,14 @@ pub fn recover_others(store: &Store, paths: &Paths, own: Option<&str>) -> Result
             "the legate process running this task stopped before the task ended; it was not re-run",
         );
         let ids = store.fail_unfinished(Some(&runner), &error)?;
+        // Their agents are gone: nobody will read an answer to what they asked.
+        let expired = store.expire_approvals_of(
+            &ids,
+            "the Legate process running the task stopped while the approval waited",
+        )?;
+        if expired > 0 {
+            tracing::warn!(runner = %runner, approvals = expired, "expired approvals of a dead runner's tasks");
+        }
         let killed = kill_leftovers(&runner);
         if killed > 0 {
             tracing::warn!(runner = %runner, processes = killed, "killed processes left by a dead runner");

@@ -438,6 +438,7 @@ impl Engine {
                     |r| r.name.clone(),
                 ),
             },
+            channel: Some(inner.queue.clone()),
             resume_session_id: resume,
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),

@@ -20,9 +20,13 @@
 //! - `reviews`: the review record of each copy task, as JSON the engine owns;
 //! - `usage`: token usage added up by task, session and model;
 //! - `messages`: messages sent to a conversation, one per client-chosen id;
+//! - `approvals`: the approval queue (permission requests waiting for a supervisor);
+//! - `decisions`: the audit trail of every permission decision;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
+mod approvals;
 mod contexts;
+mod decisions;
 mod events;
 mod messages;
 mod recovery;
@@ -32,6 +36,10 @@ mod sql;
 mod tasks;
 mod usage;
 
+pub use approvals::{
+    Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
+    ToolCallSummary,
+};
 pub use contexts::ContextRecord;
 pub use messages::{MessageClaim, MessageRecord};
 pub use schema::SCHEMA_VERSION;

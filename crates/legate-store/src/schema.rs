@@ -13,7 +13,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// The migration steps, in order. Step `i` moves `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V_APPROVALS];
 
 /// Tasks, their events, and contexts.
 const V1: &str = "
@@ -94,6 +94,52 @@ const V5: &str = "
 ALTER TABLE tasks ADD COLUMN role TEXT;
 ";
 
+/// The approval queue (permission requests waiting for a supervisor; answered or expired
+/// once, deleted with their task) and the audit trail of every permission decision (kept
+/// when its task is pruned). `scope` is the key an allow-for-task answer covers.
+const V_APPROVALS: &str = "
+CREATE TABLE approvals (
+    id            TEXT PRIMARY KEY NOT NULL,
+    task_id       TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    agent         TEXT NOT NULL,
+    role          TEXT NOT NULL,
+    tool          TEXT NOT NULL,
+    options       TEXT NOT NULL,
+    rule_id       TEXT,
+    reason        TEXT NOT NULL,
+    answerers     TEXT NOT NULL,
+    scope         TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    deadline      INTEGER NOT NULL,
+    state         TEXT NOT NULL,
+    answer        TEXT,
+    answer_reason TEXT,
+    channel       TEXT,
+    closed_reason TEXT,
+    decided_at    INTEGER
+) STRICT;
+CREATE INDEX approvals_state ON approvals (state, created_at);
+CREATE INDEX approvals_task_scope ON approvals (task_id, scope);
+
+CREATE TABLE decisions (
+    id          INTEGER PRIMARY KEY,
+    task_id     TEXT NOT NULL,
+    agent       TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    decider     TEXT NOT NULL,
+    rule_id     TEXT,
+    channel     TEXT,
+    decision    TEXT NOT NULL,
+    option_id   TEXT,
+    reason      TEXT NOT NULL,
+    approval_id TEXT,
+    at          INTEGER NOT NULL
+) STRICT;
+CREATE INDEX decisions_task ON decisions (task_id, id);
+CREATE INDEX decisions_at ON decisions (at);
+CREATE INDEX decisions_approval ON decisions (approval_id);
+";
+
 fn user_version(conn: &Connection) -> Result<u32> {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -156,7 +202,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(tables, 5);
+        assert_eq!(tables, 7);
     }
 
     #[test]

@@ -377,6 +377,28 @@ pub fn find_scripted_agent() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// The environment variable [`find_legate`] honours first.
+pub const LEGATE_PATH_ENV: &str = "LEGATE_BIN";
+
+/// The `legate` binary, for suites of this crate that need a second Legate process (the
+/// CLI answering an approval, a server to refuse a token). Looks at `$LEGATE_BIN`, then
+/// beside the running test as [`find_scripted_agent`] does; `None` when it is not built
+/// (`cargo build -p legate`, which `cargo test --workspace` also does).
+#[must_use]
+pub fn find_legate() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(LEGATE_PATH_ENV) {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join("legate"))
+        .find(|candidate| candidate.is_file())
+}
+
 /// Runs `git -C dir args…` for a test fixture (a project to copy, a commit), with no global
 /// configuration and a fixed identity; its stdout. Panics with git's stderr when it fails:
 /// a fixture that cannot be made is a broken test, not a result.

@@ -75,6 +75,7 @@ fn request(
         boundary: boundary.clone(),
         supervisor,
         supervision: Supervision::new(boundary, TaskMode::Write, Preset::revisor()),
+        channel: None,
         resume_session_id: None,
         state_dir: None,
         blocked_dir: None,

@@ -442,6 +442,7 @@ impl AcpBackend {
                 request.supervision.clone(),
                 root,
             )
+            .with_channel(request.channel.clone())
             .keeping(session_tmp),
         );
         shared.route_to(sink.clone(), None);

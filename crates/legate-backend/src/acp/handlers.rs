@@ -3,13 +3,17 @@
 //! These run inside the SDK's dispatch loop, so none of them waits for the agent: session
 //! updates become events synchronously (which is what puts every event of a turn on the sink
 //! before the prompt's response is routed), permission requests are decided by the
-//! (synchronous) supervisor, and `fs/*` touch only the local disk.
+//! (synchronous) supervisor, and `fs/*` touch only the local disk. An `ask` ruling is the one
+//! exception: it is handed to the supervision channel and awaited in a task of its own
+//! ([`wait`]), so the loop keeps dispatching while a supervisor decides. No lock is held
+//! across that wait.
 
 use super::fs;
 use super::state::HandlerState;
 use super::translate;
+use crate::supervision::{Ask, Sent, SupervisionChannel};
 use agent_client_protocol::v1::schema as acp;
-use legate_core::{Decision, EventKind, Ruling};
+use legate_core::{Decision, EventKind, Ruling, TaskId};
 use tracing::{debug, error, info};
 
 /// A `session/update`: one event, sent now.
@@ -46,31 +50,135 @@ pub(crate) fn session_update(shared: &HandlerState, notification: &acp::SessionN
     }
 }
 
-/// A `session/request_permission`: the supervisor decides; the answer is an offered option
-/// id or `cancelled`, never anything else.
-pub(crate) fn permission(
-    shared: &HandlerState,
-    req: &acp::RequestPermissionRequest,
-) -> acp::RequestPermissionResponse {
+/// How a `session/request_permission` is answered: now, or after a supervisor's answer.
+pub(crate) enum Permission {
+    /// Decided at once (the table, a policy rule, or a refused `ask`).
+    Now(acp::RequestPermissionResponse),
+    /// Sent to the supervision channel: [`wait`] answers it, off the dispatch loop.
+    Ask(Box<PendingAsk>),
+}
+
+/// An `ask` to hand to the supervision channel.
+pub(crate) struct PendingAsk {
+    channel: std::sync::Arc<dyn SupervisionChannel>,
+    ask: Ask,
+}
+
+/// A `session/request_permission`: the supervisor decides; an `ask` goes to the supervision
+/// channel when the session has one (else it is refused). The answer is an offered option id
+/// or `cancelled`, never anything else.
+pub(crate) fn permission(shared: &HandlerState, req: &acp::RequestPermissionRequest) -> Permission {
     shared.asked_about(&req.tool_call.tool_call_id.0);
     let request =
         translate::permission_request(req, shared.known_tool(&req.tool_call.tool_call_id.0));
     let supervision = shared.supervision();
     let mut verdict = shared.supervisor().decide(&supervision, &request);
+    let turn = shared.turn();
     if verdict.decision == Decision::Ask {
-        // No supervision channel is connected to this session yet: an `ask` is refused,
-        // never allowed by default.
-        verdict = Ruling {
-            decision: Decision::Deny,
-            option_id: legate_supervisor::pick_reject(&request.options, &supervision.preset)
-                .map(|o| o.id.clone()),
-            reason: format!(
-                "refused: a supervisor must decide ({}), and no supervision channel is connected",
-                verdict.reason
-            ),
-            ..verdict
-        };
+        if let (Some(channel), Some((task_id, sink, abort))) = (shared.channel(), turn.clone()) {
+            return Permission::Ask(Box::new(PendingAsk {
+                channel,
+                ask: Ask {
+                    task_id,
+                    supervision,
+                    request,
+                    ruling: verdict,
+                    sink,
+                    abort,
+                },
+            }));
+        }
+        // No supervision channel is connected to this session (or no task's turn runs): an
+        // `ask` is refused, never allowed by default.
+        verdict = refused_ask(
+            &request,
+            &supervision,
+            verdict,
+            "no supervision channel is connected",
+        );
     }
+    let sent = Sent {
+        task_id: &TaskId(String::new()),
+        supervision: &supervision,
+        request: &request,
+        ruling: &verdict,
+        approval_id: None,
+        channel: None,
+    };
+    let task = turn.map(|(task_id, _, _)| task_id);
+    let channel = shared.channel();
+    Permission::Now(finish(
+        sent,
+        task.as_ref().zip(channel.as_deref()),
+        |event| {
+            shared.emit(event);
+        },
+    ))
+}
+
+/// Waits for the supervision channel's answer to `pending`, then answers as [`permission`]
+/// does (the events go to the sink of the turn that asked).
+pub(crate) async fn wait(
+    _shared: &HandlerState,
+    pending: PendingAsk,
+) -> acp::RequestPermissionResponse {
+    let PendingAsk { channel, ask } = pending;
+    let task_id = ask.task_id.clone();
+    let supervision = ask.supervision.clone();
+    let request = ask.request.clone();
+    let sink = ask.sink.clone();
+    let answered = channel.ask(ask).await;
+    let mut verdict = answered.ruling;
+    if verdict.decision == Decision::Ask {
+        verdict = refused_ask(
+            &request,
+            &supervision,
+            verdict,
+            "the supervision channel gave no answer",
+        );
+    }
+    let sent = Sent {
+        task_id: &task_id,
+        supervision: &supervision,
+        request: &request,
+        ruling: &verdict,
+        approval_id: answered.approval_id.as_deref(),
+        channel: answered.channel.as_deref(),
+    };
+    finish(sent, Some((&task_id, channel.as_ref())), |event| {
+        sink.send(event)
+    })
+}
+
+/// An `ask` nobody can answer, as a refusal with the seed's refusal preference.
+fn refused_ask(
+    request: &legate_core::PermissionRequest,
+    supervision: &legate_supervisor::Supervision,
+    verdict: Ruling,
+    why: &str,
+) -> Ruling {
+    Ruling {
+        decision: Decision::Deny,
+        option_id: legate_supervisor::pick_reject(&request.options, &supervision.preset)
+            .map(|o| o.id.clone()),
+        reason: format!(
+            "refused: a supervisor must decide ({}), and {why}",
+            verdict.reason
+        ),
+        ..verdict
+    }
+}
+
+/// Keeps `sent.ruling` honest (an offered option or `cancelled`; a refusal never an allowing
+/// option), records it through the channel when a task is known, emits the permission event
+/// and builds the reply.
+fn finish(
+    sent: Sent<'_>,
+    audit: Option<(&TaskId, &dyn SupervisionChannel)>,
+    emit: impl FnOnce(EventKind),
+) -> acp::RequestPermissionResponse {
+    let request = sent.request;
+    let mut verdict = sent.ruling.clone();
     let chosen = verdict
         .option_id
         .as_deref()
@@ -106,17 +214,27 @@ pub(crate) fn permission(
         tool_call_id = %request.tool_call_id,
         tool_kind = request.tool_kind.as_str(),
         decision = ?verdict.decision,
+        decider = verdict.decider.as_str(),
+        rule_id = ?verdict.rule_id,
         option_id = ?verdict.option_id,
         reason = %verdict.reason,
         "permission decided"
     );
+    if let Some((task_id, channel)) = audit {
+        // Durable before the agent is told.
+        channel.record(Sent {
+            task_id,
+            ruling: &verdict,
+            ..sent
+        });
+    }
     let outcome = match &verdict.option_id {
         Some(id) => {
             acp::RequestPermissionOutcome::Selected(acp::SelectedPermissionOutcome::new(id.clone()))
         }
         None => acp::RequestPermissionOutcome::Cancelled,
     };
-    shared.emit(EventKind::Permission {
+    emit(EventKind::Permission {
         tool_call_id: request.tool_call_id.clone(),
         title: request.title.clone(),
         tool_kind: request.tool_kind,
@@ -261,7 +379,9 @@ mod tests {
             "options": options,
         }))
         .unwrap();
-        let reply = permission(&shared, &req);
+        let Permission::Now(reply) = permission(&shared, &req) else {
+            panic!("a table ruling is answered at once");
+        };
         shared.clear();
         let mut emitted = Vec::new();
         while let Ok(e) = events.try_recv() {

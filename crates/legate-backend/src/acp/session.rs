@@ -76,8 +76,22 @@ impl Connection {
                     agent_client_protocol::on_receive_notification!(),
                 )
                 .on_receive_request(
-                    async move |req: acp::RequestPermissionRequest, responder, _cx| {
-                        responder.respond(handlers::permission(&s2, &req))
+                    async move |req: acp::RequestPermissionRequest, responder, cx| {
+                        match handlers::permission(&s2, &req) {
+                            handlers::Permission::Now(reply) => responder.respond(reply),
+                            handlers::Permission::Ask(pending) => {
+                                // Waiting for a supervisor must not hold up the dispatch loop:
+                                // updates, cancels and other requests keep flowing.
+                                let shared = s2.clone();
+                                cx.spawn(async move {
+                                    let reply = handlers::wait(&shared, *pending).await;
+                                    if let Err(e) = responder.respond(reply) {
+                                        debug!(error = %e.message, "a permission reply was not sent");
+                                    }
+                                    Ok(())
+                                })
+                            }
+                        }
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
@@ -432,6 +446,7 @@ pub(crate) fn record_cleanup(
 pub struct AcpCanceller {
     cx: ConnectionTo<Agent>,
     session_id: String,
+    shared: Arc<HandlerState>,
 }
 
 impl fmt::Debug for AcpCanceller {
@@ -444,6 +459,9 @@ impl fmt::Debug for AcpCanceller {
 
 impl Canceller for AcpCanceller {
     fn cancel(&self) {
+        // ACP: every pending permission request of a canceled turn is answered `cancelled`.
+        self.shared
+            .abort_asks("the task was canceled while the approval waited");
         match self
             .cx
             .send_notification(acp::CancelNotification::new(self.session_id.clone()))
@@ -494,6 +512,7 @@ impl AgentSession for AcpSession {
         }
         let model = self.apply_model(&turn, &sink).await?;
         self.shared.route_to(sink, Some(turn.mode));
+        self.shared.route_task(turn.task_id.clone());
         let _clear = TurnGuard(&self.shared);
         let result = self.run_turn(turn, model).await;
         // The agent exited, or is being stopped (shutdown during the turn): what is left of
@@ -508,6 +527,7 @@ impl AgentSession for AcpSession {
         Arc::new(AcpCanceller {
             cx: self.connection.cx.clone(),
             session_id: self.session_id.clone(),
+            shared: self.shared.clone(),
         })
     }
 

@@ -9,7 +9,8 @@ use super::translate::{self, KnownTool};
 use super::transport::MAX_STDOUT_NOTICES;
 use super::unasked;
 use crate::EventSink;
-use legate_core::{EventKind, TaskMode, ToolStatus};
+use crate::supervision::{Abort, AbortHandle, SupervisionChannel};
+use legate_core::{EventKind, TaskId, TaskMode, ToolStatus};
 use legate_supervisor::{Supervision, Supervisor};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -40,6 +41,10 @@ struct Route {
     /// Whether this turn's notice that tool calls went untracked was sent.
     untracked_noted: bool,
     replaying: bool,
+    /// The task whose turn this is (`None` while opening).
+    task_id: Option<TaskId>,
+    /// Ends this turn's waits for a supervisor (raised by a cancel and when the turn ends).
+    abort: Option<AbortHandle>,
 }
 
 /// State shared by the session and its handlers.
@@ -53,6 +58,8 @@ pub(crate) struct HandlerState {
     tools: Mutex<HashMap<String, KnownTool>>,
     supervisor: Arc<dyn Supervisor>,
     supervision: Supervision,
+    /// Where `ask` rulings go and decisions are recorded.
+    channel: Option<Arc<dyn SupervisionChannel>>,
     root: PathBuf,
     /// The root held open for the file service, once it was first needed.
     beneath: Mutex<Option<Arc<legate_beneath::Root>>>,
@@ -75,6 +82,7 @@ impl HandlerState {
             tools: Mutex::new(HashMap::new()),
             supervisor,
             supervision,
+            channel: None,
             root,
             beneath: Mutex::new(None),
             _session_tmp: None,
@@ -85,6 +93,40 @@ impl HandlerState {
     pub(crate) fn keeping(mut self, session_tmp: Option<SessionTmp>) -> Self {
         self._session_tmp = session_tmp;
         self
+    }
+
+    /// The same state, sending `ask` rulings to `channel`.
+    pub(crate) fn with_channel(mut self, channel: Option<Arc<dyn SupervisionChannel>>) -> Self {
+        self.channel = channel;
+        self
+    }
+
+    /// The supervision channel, if the session has one.
+    pub(crate) fn channel(&self) -> Option<Arc<dyn SupervisionChannel>> {
+        self.channel.clone()
+    }
+
+    /// Names the task whose turn the current route carries.
+    pub(crate) fn route_task(&self, task_id: TaskId) {
+        lock(&self.route).task_id = Some(task_id);
+    }
+
+    /// The current turn's task, sink and abort signal, when a turn of a known task runs.
+    pub(crate) fn turn(&self) -> Option<(TaskId, EventSink, Abort)> {
+        let r = lock(&self.route);
+        match (&r.task_id, &r.sink, &r.abort) {
+            (Some(task), Some(sink), Some(abort)) => {
+                Some((task.clone(), sink.clone(), abort.subscribe()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Ends the current turn's waits for a supervisor with `reason` (the first reason stands).
+    pub(crate) fn abort_asks(&self, reason: &str) {
+        if let Some(abort) = &lock(&self.route).abort {
+            abort.raise(reason);
+        }
     }
 
     /// The workspace root (canonical).
@@ -110,9 +152,13 @@ impl HandlerState {
     /// (`None` while opening).
     pub(crate) fn route_to(&self, sink: EventSink, mode: Option<TaskMode>) {
         let mut r = lock(&self.route);
+        if let Some(old) = &r.abort {
+            old.raise("the turn ended while the approval waited");
+        }
         *r = Route {
             sink: Some(sink),
             turn_mode: mode,
+            abort: Some(Abort::pair().0),
             ..Route::default()
         };
         lock(&self.tools).clear();
@@ -124,6 +170,10 @@ impl HandlerState {
         r.sink = None;
         r.turn_mode = None;
         r.replaying = false;
+        r.task_id = None;
+        if let Some(abort) = r.abort.take() {
+            abort.raise("the turn ended while the approval waited");
+        }
     }
 
     /// While `session/load` replays history, session updates are not the task's events.

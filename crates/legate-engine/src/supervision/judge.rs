@@ -14,11 +14,11 @@
 //! and never log the judge's answer beyond the bounded text the audit keeps.
 
 use super::verdict::{self, JudgeInput, JudgeTool};
-use super::Approval;
+use super::{Approval, AuditEntry};
 use crate::engine::Engine;
 use legate_backend::{EventSink, SessionRequest, Turn};
 use legate_core::{
-    Decider, Decision, EventKind, PermissionRequest, Result, Ruling, TaskId, TaskMode,
+    Decider, Decision, EventKind, PermissionRequest, Result, Ruling, TaskId, TaskMode, Timestamp,
 };
 use legate_supervisor::{Supervision, Supervisor};
 use std::sync::Arc;
@@ -95,9 +95,31 @@ pub(crate) async fn ask(engine: &Engine, approval: &Approval) -> Option<(Decisio
         Err(passed) => {
             let reason = passed.reason(judge);
             tracing::info!(approval = %approval.id, judge, "supervising agent did not decide");
-            super::record_passed(engine, approval, judge, &reason);
+            record_passed(engine, approval, judge, reason);
             None
         }
+    }
+}
+
+/// Audits a judge that did not decide: `decider: agent`, `decision: ask` (passed on), the
+/// channel `agent:NAME`, and why (with what it answered, bounded).
+fn record_passed(engine: &Engine, approval: &Approval, judge: &str, reason: String) {
+    let entry = AuditEntry {
+        id: 0,
+        task_id: approval.task_id.clone(),
+        agent: approval.agent.clone(),
+        tool: approval.tool.clone(),
+        decider: Decider::Agent,
+        rule_id: approval.rule_id.clone(),
+        channel: Some(format!("agent:{judge}")),
+        decision: Decision::Ask,
+        option_id: None,
+        reason: format!("did not decide: {reason}"),
+        approval_id: Some(approval.id.clone()),
+        at: Timestamp::now(),
+    };
+    if let Err(e) = engine.store().record_decision(&entry) {
+        tracing::warn!(approval = %approval.id, code = %e.code, "a supervising agent's pass could not be audited");
     }
 }
 
@@ -206,6 +228,8 @@ fn session_request(
             agent: agent.name.clone(),
             role: legate_core::RoleBase::Reviewer.as_str().to_string(),
         },
+        // No queue behind it: NoTools never rules `ask`, and nothing it asks may wait.
+        channel: None,
         resume_session_id: None,
         state_dir: Some(engine.config().state_dir(&agent.name)),
         blocked_dir: Some(engine.config().paths.blocked()),
@@ -232,7 +256,12 @@ mod tests {
             TaskMode::ReadOnly,
             legate_supervisor::Preset::claude(),
         );
-        for kind in [ToolKind::Read, ToolKind::Edit, ToolKind::Execute, ToolKind::Fetch] {
+        for kind in [
+            ToolKind::Read,
+            ToolKind::Edit,
+            ToolKind::Execute,
+            ToolKind::Fetch,
+        ] {
             let request = PermissionRequest {
                 tool_call_id: "t".into(),
                 title: "t".into(),

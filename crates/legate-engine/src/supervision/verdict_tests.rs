@@ -28,7 +28,11 @@ fn request_of(prompt: &str) -> serde_json::Value {
 
 #[test]
 fn the_prompt_is_the_header_framing_schema_and_one_request_line() {
-    let p = prompt(&input("touch x", vec![], Some(vec!["touch".into(), "x".into()])));
+    let p = prompt(&input(
+        "touch x",
+        vec![],
+        Some(vec!["touch".into(), "x".into()]),
+    ));
     let lines: Vec<&str> = p.lines().collect();
     assert_eq!(lines.len(), 5);
     assert_eq!(lines[0], JUDGE_HEADER);

@@ -1,0 +1,94 @@
+//! Supervision of permission requests a policy sent to a supervisor (`ask`): the durable
+//! approval queue ([`queue`]), the supervising agent's hook ([`judge`]), the audit trail,
+//! and the reads and answers fronts call ([`Engine::approvals`], [`Engine::answer_approval`],
+//! [`Engine::audit`], and the same on [`Records`](crate::Records) for a process with no
+//! engine running).
+//!
+//! This module owns the order in which an `ask` is decided (an earlier allow-for-task, the
+//! supervising agent, any answer from a process on the same home, the deadline) and what an
+//! answer means for the agent (an offered option id, by `pick_allow` / `pick_reject`). It
+//! never decides a task's state and never lets a request wait without a deadline.
+
+pub(crate) mod judge;
+pub(crate) mod queue;
+mod summary;
+mod verdict;
+
+pub use legate_store::{
+    Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
+    ToolCallSummary,
+};
+
+use crate::{Engine, Records};
+use legate_core::{Error, Result, TaskId};
+
+/// The longest reason an answer may carry, in bytes.
+pub const MAX_ANSWER_REASON_BYTES: usize = 4096;
+
+/// Refuses an answer a front must not pass on: an empty channel, an over-long reason.
+fn check_answer(answer: &ApprovalAnswer) -> Result<()> {
+    if answer.channel.trim().is_empty() || answer.channel.len() > 128 {
+        return Err(Error::invalid_input(
+            "an answer names its channel (1 to 128 bytes): cli, mcp, dashboard or agent:NAME.",
+        ));
+    }
+    if answer
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.len() > MAX_ANSWER_REASON_BYTES)
+    {
+        return Err(Error::invalid_input(format!(
+            "an answer's reason is at most {MAX_ANSWER_REASON_BYTES} bytes."
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Approvals, newest first.
+    pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
+        self.store().approvals(filter)
+    }
+
+    /// Answers a pending approval: `APPROVAL_NOT_FOUND` for an unknown id, `APPROVAL_CLOSED`
+    /// when it was already answered or expired (the first answer stands). The waiting agent
+    /// is answered at once.
+    pub fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
+        check_answer(&answer)?;
+        self.inner.queue.answer(id, &answer)
+    }
+
+    /// Permission decisions, newest first.
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        self.store().audit(filter)
+    }
+
+    /// The pending approvals of one task, newest first (what `wait` and `status` report).
+    pub fn pending_approvals(&self, task_id: &TaskId) -> Result<Vec<Approval>> {
+        self.approvals(&ApprovalFilter {
+            task_id: Some(task_id.clone()),
+            pending_only: true,
+            limit: 100,
+        })
+    }
+}
+
+impl Records {
+    /// Approvals, newest first.
+    pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
+        self.store().approvals(filter)
+    }
+
+    /// Answers a pending approval from a process with no engine running: the process whose
+    /// agent waits reads the answer from the store within a poll interval. Errors as
+    /// [`Engine::answer_approval`].
+    pub fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
+        check_answer(&answer)?;
+        self.store().answer_approval(id, &answer)
+    }
+
+    /// Permission decisions, newest first.
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        self.store().audit(filter)
+    }
+}
