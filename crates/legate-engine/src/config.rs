@@ -98,6 +98,9 @@ pub struct EngineConfig {
     pub fronts: FrontLimits,
     /// The approval queue: deadlines and the supervising agent (`[supervision]`).
     pub supervision: SupervisionConfig,
+    /// The declarative permission policy (`[[policy.rules]]`): its rules decide before the
+    /// supervisor the engine is started with; empty, that supervisor decides alone.
+    pub policy: legate_supervisor::Policy,
 }
 
 /// The default of [`SupervisionConfig::deadline`]: 120 s.
@@ -189,6 +192,7 @@ impl EngineConfig {
             hidden: Vec::new(),
             fronts: FrontLimits::default(),
             supervision: SupervisionConfig::default(),
+            policy: legate_supervisor::Policy::empty(),
         }
     }
 

@@ -65,12 +65,26 @@ pub(crate) struct Inner {
 
 impl Engine {
     /// Opens the store, claims a runner identity, marks tasks of dead runners
-    /// `SERVER_RESTARTED`, prunes old tasks, and starts the background loop.
+    /// `SERVER_RESTARTED`, prunes old tasks, and starts the background loop. A configured
+    /// policy ([`EngineConfig::policy`]) sits above `supervisor`: its first matching rule
+    /// decides, else `supervisor` does.
     pub fn start(
         config: EngineConfig,
         backends: impl Into<legate_backend::Registry>,
         supervisor: Arc<dyn Supervisor>,
     ) -> Result<Engine> {
+        let supervisor: Arc<dyn Supervisor> = if config.policy.is_empty() {
+            supervisor
+        } else {
+            tracing::info!(
+                rules = config.policy.rules().len(),
+                "permission policy loaded"
+            );
+            Arc::new(legate_supervisor::Policed::new(
+                config.policy.clone(),
+                supervisor,
+            ))
+        };
         let paths = config.paths.clone();
         create_private_dir(paths.home())?;
         let store = Store::open(&paths.db())?;

@@ -1,20 +1,22 @@
 //! The supervisor: decides every permission request an agent makes.
 //!
 //! The caller is never the supervisor (seed `000`): decisions come from the rule table here,
-//! behind the [`Supervisor`] trait so that a declarative policy or a separate channel can
-//! replace it without the rest of Legate noticing.
+//! behind the [`Supervisor`] trait, and from the declarative [`policy`] above it
+//! ([`Policed`]: the first matching rule, else the table).
 //!
 //! Everything here is pure except [`containment`], which resolves symlinks as far as a path
 //! exists. Nothing here may perform I/O beyond that, spawn, or talk to a protocol.
 
 pub mod containment;
 pub mod options;
+pub mod policy;
 pub mod preset;
 pub mod rules;
 pub mod version;
 
 pub use containment::{Outside, resolve_within};
 pub use options::{pick_allow, pick_reject};
+pub use policy::{Explanation, Policed, Policy, PolicyError};
 pub use preset::{PlanExit, Preset};
 pub use rules::Rules;
 pub use version::{Verified, Version, VersionCheck};
@@ -67,4 +69,12 @@ pub trait Supervisor: Send + Sync + Debug {
     /// [`legate_core::Decision::Ask`] ruling (a policy's) carries no option: the caller puts
     /// it to a supervision channel, or refuses it.
     fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling;
+}
+
+/// A shared supervisor supervises as the one it shares (the engine holds an
+/// `Arc<dyn Supervisor>`, and a policy may sit above it).
+impl<S: Supervisor + ?Sized> Supervisor for std::sync::Arc<S> {
+    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
+        (**self).decide(supervision, request)
+    }
 }

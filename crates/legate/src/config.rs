@@ -39,6 +39,9 @@ struct File {
     /// `[copies]`: copy workspaces and their review (see `crate::review_config`).
     #[serde(default)]
     copies: crate::review_config::CopiesTable,
+    /// `[policy]` and `[[policy.rules]]`: the permission policy (see `crate::policy`).
+    #[serde(default)]
+    policy: legate_supervisor::policy::PolicyTable,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -73,6 +76,8 @@ pub struct Config {
     pub a2a: crate::a2a::A2aSettings,
     /// The file it came from, if one existed.
     pub file: Option<PathBuf>,
+    /// The policy file `[policy] file` names, if any.
+    pub policy_file: Option<PathBuf>,
 }
 
 /// `$LEGATE_HOME`, or `~/.legate`.
@@ -114,8 +119,10 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
     };
     let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), home, env)?;
     let mut a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
+    let (policy, policy_file) = crate::policy::resolve(std::mem::take(&mut parsed.policy), home)?;
     let named: std::collections::BTreeSet<String> = parsed.agents.keys().cloned().collect();
     let mut engine = resolve(parsed, home, env)?;
+    engine.policy = policy;
     a2a.agents = engine
         .agents
         .keys()
@@ -127,13 +134,15 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
         [&mcp.token_file, &a2a.token_file]
             .into_iter()
             .cloned()
-            .chain(file_path.clone()),
+            .chain(file_path.clone())
+            .chain(policy_file.clone()),
     );
     Ok(Config {
         engine,
         mcp,
         a2a,
         file: file_path,
+        policy_file,
     })
 }
 

@@ -20,6 +20,7 @@ mod front;
 mod harden;
 mod mcp;
 mod models;
+mod policy;
 mod render;
 mod review;
 mod review_config;
@@ -104,6 +105,11 @@ enum Command {
     },
     /// Token usage of stored tasks, by task, session and model.
     Usage(UsageArgs),
+    /// Check the permission policy, or explain which rule decides a described tool call.
+    Policy {
+        #[command(subcommand)]
+        command: policy::PolicyCommand,
+    },
     /// Show an agent's saved model preference, or save one (an id, or `auto`).
     Model {
         /// The agent.
@@ -364,6 +370,10 @@ fn run_builtin_agent(name: &str) -> ExitCode {
 }
 
 async fn dispatch(command: Command) -> Result<ExitCode> {
+    if let Command::Policy { command } = command {
+        // It reports an invalid policy itself (exit 1), so it loads the configuration itself.
+        return policy::command(command);
+    }
     let config = config::load()?;
     let paths = config.engine.paths.clone();
     // Every confinement this process prepares refuses the ports `legate serve` registered here.
@@ -544,7 +554,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             with_engine(config, |e| async move { review::discard(&e, &id).await }).await
         }
         Command::Cleanup => with_engine(config, |e| async move { review::cleanup(&e).await }).await,
-        Command::Agent { .. } => Ok(ExitCode::from(2)),
+        Command::Agent { .. } | Command::Policy { .. } => Ok(ExitCode::from(2)),
     }
 }
 
