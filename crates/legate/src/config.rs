@@ -42,6 +42,10 @@ struct File {
     /// `[policy]` and `[[policy.rules]]`: the permission policy (see `crate::policy`).
     #[serde(default)]
     policy: legate_supervisor::policy::PolicyTable,
+    /// `[supervision]`: approvals' deadline and the supervising agent (see
+    /// `crate::supervision_config`).
+    #[serde(default)]
+    supervision: crate::supervision_config::SupervisionTable,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -121,8 +125,10 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
     let mut a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
     let (policy, policy_file) = crate::policy::resolve(std::mem::take(&mut parsed.policy), home)?;
     let named: std::collections::BTreeSet<String> = parsed.agents.keys().cloned().collect();
+    let supervision = std::mem::take(&mut parsed.supervision);
     let mut engine = resolve(parsed, home, env)?;
     engine.policy = policy;
+    crate::supervision_config::apply(supervision, &mut engine)?;
     a2a.agents = engine
         .agents
         .keys()

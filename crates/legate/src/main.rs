@@ -25,6 +25,7 @@ mod render;
 mod review;
 mod review_config;
 mod serve;
+mod supervision_config;
 mod usage;
 
 use anyhow::{Context, Result};
