@@ -147,7 +147,9 @@ async fn judged(
     limit: Duration,
 ) -> std::result::Result<(Decision, String), Passed> {
     let (backend, request, structured) = session_request(engine, judge).map_err(Passed::Failed)?;
-    let root = request.boundary.root.clone();
+    // Removed however this ends, a drop included (a cancel or the deadline while it thinks;
+    // its process group is killed when the dropped session goes).
+    let _sandbox = RemovedOnDrop(request.boundary.root.clone());
     let turn = Turn {
         task_id: TaskId(format!("judge-{}", approval.id)),
         prompt: verdict::prompt(&input(approval)),
@@ -174,7 +176,6 @@ async fn judged(
             }
         }
     };
-    let _ = std::fs::remove_dir_all(&root);
     answered?;
     let mut text = String::new();
     while let Ok(event) = events.try_recv() {
@@ -191,6 +192,15 @@ async fn judged(
         why: e.to_string(),
         answered: verdict::for_audit(&text),
     })
+}
+
+/// A judge's throwaway sandbox, removed when dropped.
+struct RemovedOnDrop(std::path::PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The largest char boundary of `s` at or below `at`.
