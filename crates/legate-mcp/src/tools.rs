@@ -382,7 +382,9 @@ pub fn status(engine: &Engine, args: TaskArgs) -> Result<StatusOut> {
         .into_iter()
         .map(|id| id.to_string())
         .collect();
+    let awaiting_supervision = crate::schema::AwaitingOut::of(engine, &task.id)?;
     Ok(StatusOut {
+        awaiting_supervision,
         ready: task.is_terminal(),
         task: task_out(&task),
         last_seq,

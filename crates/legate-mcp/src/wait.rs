@@ -153,7 +153,9 @@ pub async fn wait(
         .into_iter()
         .map(|id| id.to_string())
         .collect();
+    let awaiting_supervision = crate::schema::AwaitingOut::of(engine, &now.id)?;
     Ok(WaitOut {
+        awaiting_supervision,
         task_id: now.id.to_string(),
         ready: now.is_terminal(),
         timed_out: timed_out && !now.is_terminal(),

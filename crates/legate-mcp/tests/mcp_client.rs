@@ -46,7 +46,10 @@ struct Harness {
 }
 
 async fn harness(options: McpOptions) -> Harness {
-    let kit = EngineHarness::start();
+    harness_on(EngineHarness::start(), options).await
+}
+
+async fn harness_on(kit: EngineHarness, options: McpOptions) -> Harness {
     let engine = kit.engine.clone();
     let server = LegateMcp::new(engine.clone(), options);
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
@@ -620,4 +623,76 @@ async fn a_context_keeps_its_workspace() {
         .await,
         "INVALID_WORKSPACE"
     );
+}
+
+/// Asks a supervisor about every command; the table decides the rest.
+#[derive(Debug)]
+struct AskCommands;
+
+impl legate_supervisor::Supervisor for AskCommands {
+    fn decide(
+        &self,
+        supervision: &legate_supervisor::Supervision,
+        request: &legate_core::PermissionRequest,
+    ) -> legate_core::Ruling {
+        if request.tool_kind == legate_core::ToolKind::Execute {
+            return legate_core::Ruling {
+                decision: legate_core::Decision::Ask,
+                option_id: None,
+                reason: "commands need a supervisor".into(),
+                decider: legate_core::Decider::Policy,
+                rule_id: Some("ask-commands".into()),
+            };
+        }
+        legate_supervisor::Supervisor::decide(&legate_supervisor::Rules, supervision, request)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_and_status_report_a_request_awaiting_supervision() {
+    let kit = EngineHarness::builder()
+        .supervisor(Arc::new(AskCommands))
+        .start();
+    let h = harness_on(kit, McpOptions::default()).await;
+    let run = h.call("run", json!({"prompt": "run touch x.txt"})).await;
+    let task_id = run["taskId"].as_str().unwrap().to_string();
+    let status = h.call("status", json!({"taskId": task_id})).await;
+    assert!(status["awaitingSupervision"].is_array(), "{status}");
+    // Wait until the approval is announced; `wait` then lists it.
+    let mut after = 0;
+    let waiting = loop {
+        let w = h
+            .call(
+                "wait",
+                json!({"taskId": task_id, "after": after, "timeoutSeconds": 30}),
+            )
+            .await;
+        after = w["nextCursor"].as_u64().unwrap();
+        if !w["awaitingSupervision"].as_array().unwrap().is_empty() {
+            break w;
+        }
+        assert_ne!(w["ready"], true, "the task ended without asking: {w}");
+    };
+    let awaiting = &waiting["awaitingSupervision"][0];
+    assert_eq!(awaiting["title"], "touch x.txt", "{awaiting}");
+    assert_eq!(awaiting["kind"], "execute");
+    assert_eq!(awaiting["ruleId"], "ask-commands");
+    assert!(awaiting["deadline"].as_i64().unwrap() > 0);
+    let id = awaiting["id"].as_str().unwrap().to_string();
+    let status = h.call("status", json!({"taskId": task_id})).await;
+    assert_eq!(status["awaitingSupervision"][0]["id"], id.as_str());
+    h.engine
+        .answer_approval(
+            &id,
+            legate_engine::ApprovalAnswer {
+                answer: legate_engine::Answer::Deny,
+                reason: None,
+                channel: "mcp".into(),
+            },
+        )
+        .unwrap();
+    let events = h.wait_done(&task_id).await;
+    assert!(!events.is_empty());
+    let status = h.call("status", json!({"taskId": task_id})).await;
+    assert_eq!(status["awaitingSupervision"], json!([]), "{status}");
 }

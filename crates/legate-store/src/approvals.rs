@@ -494,3 +494,102 @@ impl Store {
         })
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::tasks::tests::{submitted, task};
+
+    fn approval(id: &str, task_id: &TaskId, at: i64) -> Approval {
+        Approval {
+            id: id.into(),
+            task_id: task_id.clone(),
+            agent: "a".into(),
+            role: "implementer".into(),
+            tool: ToolCallSummary {
+                kind: ToolKind::Execute,
+                title: "touch x".into(),
+                paths: vec![],
+                command: Some(vec!["touch".into(), "x".into()]),
+            },
+            options: vec![],
+            rule_id: Some("r".into()),
+            reason: "why".into(),
+            answerers: vec!["human".into()],
+            created_at: Timestamp(at),
+            deadline: Timestamp(at + 1000),
+            state: ApprovalState::Pending,
+            answer: None,
+            closed_reason: None,
+            decided: None,
+        }
+    }
+
+    fn allow_for_task() -> ApprovalAnswer {
+        ApprovalAnswer {
+            answer: Answer::AllowForTask,
+            reason: None,
+            channel: "cli".into(),
+        }
+    }
+
+    #[test]
+    fn an_approval_closes_once_and_its_scope_is_remembered() {
+        let store = Store::open_in_memory().unwrap();
+        let t = task("t1", 1);
+        store.insert_task(&t, &submitted()).unwrap();
+        store
+            .insert_approval(&approval("a1", &t.id, 1), "s")
+            .unwrap();
+        store
+            .insert_approval(&approval("a2", &t.id, 2), "s")
+            .unwrap();
+        let pending = store.approvals(&ApprovalFilter::default()).unwrap();
+        assert_eq!(
+            pending.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+            ["a2", "a1"]
+        );
+        assert_eq!(store.allowed_for_task(&t.id, "s").unwrap(), None);
+        let done = store.answer_approval("a1", &allow_for_task()).unwrap();
+        assert_eq!(done.state, ApprovalState::Allowed);
+        assert_eq!(done.answer.unwrap().answer, Answer::AllowForTask);
+        assert_eq!(
+            store.allowed_for_task(&t.id, "s").unwrap().as_deref(),
+            Some("a1")
+        );
+        assert_eq!(store.allowed_for_task(&t.id, "other").unwrap(), None);
+        let again = store.answer_approval("a1", &allow_for_task()).unwrap_err();
+        assert_eq!(again.code, ErrorCode::ApprovalClosed);
+        assert!(!store.expire_approval("a1", "late").unwrap());
+        let missing = store
+            .answer_approval("nope", &allow_for_task())
+            .unwrap_err();
+        assert_eq!(missing.code, ErrorCode::ApprovalNotFound);
+        // A restart expires what is left pending, and audits it.
+        assert_eq!(
+            store
+                .expire_approvals_of(std::slice::from_ref(&t.id), "gone")
+                .unwrap(),
+            1
+        );
+        let a2 = store.approval("a2").unwrap().unwrap();
+        assert_eq!(a2.state, ApprovalState::Expired);
+        assert_eq!(a2.closed_reason.as_deref(), Some("gone"));
+        assert_eq!(a2.decided.unwrap().decider, Decider::Deadline);
+        assert!(
+            store
+                .approvals(&ApprovalFilter::default())
+                .unwrap()
+                .is_empty()
+        );
+        let all = ApprovalFilter {
+            pending_only: false,
+            ..ApprovalFilter::default()
+        };
+        assert_eq!(store.approvals(&all).unwrap().len(), 2);
+        let audit = store.audit(&AuditFilter::default()).unwrap();
+        assert_eq!(audit.len(), 1);
+        assert_eq!(audit[0].decision, Decision::Deny);
+    }
+}

@@ -62,6 +62,7 @@ pub(crate) enum Permission {
 pub(crate) struct PendingAsk {
     channel: std::sync::Arc<dyn SupervisionChannel>,
     ask: Ask,
+    _place: super::state::AskPlace,
 }
 
 /// A `session/request_permission`: the supervisor decides; an `ask` goes to the supervision
@@ -75,8 +76,12 @@ pub(crate) fn permission(shared: &HandlerState, req: &acp::RequestPermissionRequ
     let mut verdict = shared.supervisor().decide(&supervision, &request);
     let turn = shared.turn();
     if verdict.decision == Decision::Ask {
-        if let (Some(channel), Some((task_id, sink, abort))) = (shared.channel(), turn.clone()) {
+        let place = shared.take_ask_place();
+        if let (Some(channel), Some((task_id, sink, abort)), Some(place)) =
+            (shared.channel(), turn.clone(), place)
+        {
             return Permission::Ask(Box::new(PendingAsk {
+                _place: place,
                 channel,
                 ask: Ask {
                     task_id,
@@ -88,14 +93,14 @@ pub(crate) fn permission(shared: &HandlerState, req: &acp::RequestPermissionRequ
                 },
             }));
         }
-        // No supervision channel is connected to this session (or no task's turn runs): an
-        // `ask` is refused, never allowed by default.
-        verdict = refused_ask(
-            &request,
-            &supervision,
-            verdict,
-            "no supervision channel is connected",
-        );
+        // No supervision channel is connected to this session (or no task's turn runs, or
+        // too many of its requests wait already): an `ask` is refused, never allowed by default.
+        let why = if shared.channel().is_some() && turn.is_some() {
+            "too many of this agent's requests already wait for one"
+        } else {
+            "no supervision channel is connected"
+        };
+        verdict = refused_ask(&request, &supervision, verdict, why);
     }
     let sent = Sent {
         task_id: &TaskId(String::new()),
@@ -122,7 +127,12 @@ pub(crate) async fn wait(
     _shared: &HandlerState,
     pending: PendingAsk,
 ) -> acp::RequestPermissionResponse {
-    let PendingAsk { channel, ask } = pending;
+    // The place stays taken until the answer is sent.
+    let PendingAsk {
+        channel,
+        ask,
+        _place,
+    } = pending;
     let task_id = ask.task_id.clone();
     let supervision = ask.supervision.clone();
     let request = ask.request.clone();
@@ -435,5 +445,76 @@ mod tests {
                 other => prop_assert!(false, "not a permission event: {:?}", other),
             }
         }
+    }
+
+    /// A channel whose answers never come: the requests handed to it stay waiting.
+    #[derive(Debug)]
+    struct Silent;
+
+    #[async_trait::async_trait]
+    impl SupervisionChannel for Silent {
+        async fn ask(&self, _: Ask) -> crate::Answered {
+            std::future::pending().await
+        }
+        fn record(&self, _: Sent<'_>) {}
+    }
+
+    #[derive(Debug)]
+    struct AlwaysAsk;
+
+    impl Supervisor for AlwaysAsk {
+        fn decide(&self, _: &Supervision, _: &PermissionRequest) -> Ruling {
+            Ruling {
+                decision: Decision::Ask,
+                ..Ruling::new(Decision::Ask, None, "ask")
+            }
+        }
+    }
+
+    /// An agent that floods the queue gets a refusal beyond the session's places, and a place
+    /// is free again once a waiting request is dropped.
+    #[test]
+    fn a_flood_of_asks_is_refused_beyond_the_sessions_places() {
+        let root = std::env::temp_dir();
+        let boundary = Boundary {
+            root: root.clone(),
+            owned: true,
+            allow_execute: false,
+        };
+        let shared = HandlerState::new(
+            Arc::new(AlwaysAsk),
+            Supervision::new(boundary, TaskMode::Write, Preset::claude()),
+            root,
+        )
+        .with_channel(Some(Arc::new(Silent)));
+        let (sink, _events) = EventSink::channel();
+        shared.route_to(sink, Some(TaskMode::Write));
+        shared.route_task(TaskId("t".into()));
+        let req: acp::RequestPermissionRequest = serde_json::from_value(json!({
+            "sessionId": "s-1",
+            "toolCall": {"toolCallId": "call-1", "title": "touch x", "kind": "execute"},
+            "options": [
+                {"optionId": "allow", "name": "allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "reject", "kind": "reject_once"},
+            ],
+        }))
+        .unwrap();
+        let mut waiting: Vec<_> = (0..super::super::state::MAX_PENDING_ASKS)
+            .map(|_| match permission(&shared, &req) {
+                Permission::Ask(p) => p,
+                Permission::Now(r) => panic!("refused too early: {r:?}"),
+            })
+            .collect();
+        let Permission::Now(refused) = permission(&shared, &req) else {
+            panic!("one request too many was queued");
+        };
+        match refused.outcome {
+            acp::RequestPermissionOutcome::Selected(s) => {
+                assert_eq!(s.option_id.0.as_ref(), "reject")
+            }
+            other => panic!("{other:?}"),
+        }
+        waiting.pop();
+        assert!(matches!(permission(&shared, &req), Permission::Ask(_)));
     }
 }

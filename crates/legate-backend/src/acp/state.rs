@@ -60,6 +60,8 @@ pub(crate) struct HandlerState {
     supervision: Supervision,
     /// Where `ask` rulings go and decisions are recorded.
     channel: Option<Arc<dyn SupervisionChannel>>,
+    /// Permission requests of this session waiting for a supervisor now.
+    asks: Arc<std::sync::atomic::AtomicUsize>,
     root: PathBuf,
     /// The root held open for the file service, once it was first needed.
     beneath: Mutex<Option<Arc<legate_beneath::Root>>>,
@@ -83,6 +85,7 @@ impl HandlerState {
             supervisor,
             supervision,
             channel: None,
+            asks: Arc::default(),
             root,
             beneath: Mutex::new(None),
             _session_tmp: None,
@@ -104,6 +107,19 @@ impl HandlerState {
     /// The supervision channel, if the session has one.
     pub(crate) fn channel(&self) -> Option<Arc<dyn SupervisionChannel>> {
         self.channel.clone()
+    }
+
+    /// Takes one of the [`MAX_PENDING_ASKS`] places of requests waiting for a supervisor;
+    /// `None` when all are taken. The place is freed when the guard drops.
+    pub(crate) fn take_ask_place(&self) -> Option<AskPlace> {
+        use std::sync::atomic::Ordering;
+        let taken = self
+            .asks
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_PENDING_ASKS).then_some(n + 1)
+            })
+            .is_ok();
+        taken.then(|| AskPlace(self.asks.clone()))
     }
 
     /// Names the task whose turn the current route carries.
@@ -356,6 +372,20 @@ impl HandlerState {
             s.mode = mode;
         }
         s
+    }
+}
+
+/// At most this many permission requests of one session wait for a supervisor at once; an
+/// agent that asks more is refused at once (a flood must not fill the queue).
+pub(crate) const MAX_PENDING_ASKS: usize = 8;
+
+/// One place of a request waiting for a supervisor, freed on drop.
+#[derive(Debug)]
+pub(crate) struct AskPlace(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for AskPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

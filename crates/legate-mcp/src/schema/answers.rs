@@ -213,6 +213,48 @@ pub struct StatusOut {
     pub queued_task_ids: Vec<String>,
     /// Whether any such task waits.
     pub continuation_pending: bool,
+    /// Permission requests of the task waiting for a supervisor, newest first (empty when
+    /// none waits).
+    pub awaiting_supervision: Vec<AwaitingOut>,
+}
+
+/// A permission request waiting for a supervisor (an approval), as `wait` and `status` show
+/// it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitingOut {
+    /// The approval's id (what `legate approve` takes).
+    pub id: String,
+    /// The tool call's title, as the agent wrote it.
+    pub title: String,
+    /// The tool call's kind.
+    pub kind: String,
+    /// When it is refused if nobody answers, in milliseconds since the Unix epoch.
+    pub deadline: i64,
+    /// The policy rule that asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+}
+
+impl AwaitingOut {
+    /// The pending approvals of `task`.
+    pub fn of(
+        engine: &legate_engine::Engine,
+        task: &legate_core::TaskId,
+    ) -> legate_core::Result<Vec<Self>> {
+        Ok(engine
+            .pending_approvals(task)?
+            .into_iter()
+            .map(|a| Self {
+                id: a.id,
+                title: a.tool.title,
+                kind: a.tool.kind.as_str().to_string(),
+                deadline: a.deadline.0,
+                rule_id: a.rule_id,
+            })
+            .collect())
+    }
 }
 
 /// `wait`.
@@ -247,6 +289,9 @@ pub struct WaitOut {
     pub continuation_pending: bool,
     /// Their ids.
     pub queued_task_ids: Vec<String>,
+    /// Permission requests of the task waiting for a supervisor, newest first (empty when
+    /// none waits).
+    pub awaiting_supervision: Vec<AwaitingOut>,
 }
 
 /// `events`.
