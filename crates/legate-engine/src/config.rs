@@ -115,13 +115,21 @@ pub struct SupervisionConfig {
     pub deadline: Duration,
     /// The configured agent asked first to decide (`agent`), if any.
     pub agent: Option<String>,
+    /// How long the supervising agent may take to answer one approval
+    /// (`agent_timeout_secs`); a late answer falls through to the human channel. Kept below
+    /// [`SupervisionConfig::deadline`] by the configuration.
+    pub agent_timeout: Duration,
 }
+
+/// The default of [`SupervisionConfig::agent_timeout`]: 30 s.
+pub const DEFAULT_SUPERVISING_AGENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Default for SupervisionConfig {
     fn default() -> Self {
         Self {
             deadline: DEFAULT_SUPERVISION_DEADLINE,
             agent: None,
+            agent_timeout: DEFAULT_SUPERVISING_AGENT_TIMEOUT,
         }
     }
 }

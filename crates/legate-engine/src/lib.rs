@@ -38,8 +38,8 @@ mod turn;
 pub use admission::SessionCounts;
 pub use agents::preset_for;
 pub use config::{
-    DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISION_DEADLINE, EngineConfig, FrontLimits, Paths,
-    SupervisionConfig,
+    DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
+    EngineConfig, FrontLimits, Paths, SupervisionConfig,
 };
 pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,

@@ -110,10 +110,17 @@
 //! **Directives.** With a [`DirectiveHook`] installed, every line is first offered to the
 //! hook; a claimed line becomes a step (plan entry = the line) the hook performs, and the
 //! hook may end the turn early. Revisor itself defines no directives.
+//!
+//! **As a supervising agent.** A prompt whose first line is [`judge::JUDGE_HEADER`] (Legate's
+//! judge prompt, `[supervision] agent = "…"` naming a revisor agent) is not read as
+//! instructions at all: revisor answers one JSON object, `{"decision":"allow",…}` for a tool
+//! call of kind `read` and `{"decision":"deny",…}` for anything else, and ends the turn. A
+//! hook that claims the header line answers in its place.
 
 mod agent;
 mod hook;
 pub mod instruction;
+pub mod judge;
 pub mod report;
 mod shell;
 mod summary;

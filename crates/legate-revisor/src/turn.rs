@@ -187,6 +187,9 @@ impl Turn<'_> {
             .fetch_add(words(&prompt_text), Ordering::Relaxed);
 
         let hook = self.shared.options.directive.clone();
+        if let Some(verdict) = crate::judge::answer(&prompt_text) {
+            return self.judge(hook.as_deref(), &prompt_text, verdict).await;
+        }
         let mut steps = Vec::new();
         let mut question = Vec::new();
         let mut contract = report::ContractSkip::default();
@@ -290,6 +293,32 @@ impl Turn<'_> {
         self.update(SessionUpdate::UsageUpdate(UsageUpdate::new(
             used,
             CONTEXT_WINDOW,
+        )))?;
+        Ok(StopReason::EndTurn)
+    }
+
+    /// A judge prompt (see [`crate::judge`]): one answer, no tool call, no instruction read.
+    /// A hook that claims the header line answers instead (a test kit's chosen verdict).
+    async fn judge(
+        &self,
+        hook: Option<&dyn crate::hook::DirectiveHook>,
+        prompt_text: &str,
+        verdict: String,
+    ) -> Result<StopReason, Error> {
+        let header = prompt_text.lines().next().unwrap_or_default().trim();
+        if let Some(hook) = hook.filter(|hook| hook.claims(header)) {
+            let context = DirectiveContext {
+                connection: self.cx.clone(),
+                session_id: self.session.id.clone(),
+                cwd: self.session.cwd.clone(),
+            };
+            return Ok(match hook.perform(header.to_owned(), context).await {
+                Directed::Continue => StopReason::EndTurn,
+                Directed::EndTurn(reason) => reason,
+            });
+        }
+        self.update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            text_block(verdict),
         )))?;
         Ok(StopReason::EndTurn)
     }

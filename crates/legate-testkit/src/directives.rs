@@ -115,6 +115,7 @@ fn pending_tools(
 pub struct ScriptedDirectives {
     inject: mpsc::UnboundedSender<Injection>,
     sessions: Option<std::sync::Arc<crate::sessions::DiskSessions>>,
+    judge: Option<crate::judge::JudgeAnswer>,
 }
 
 impl ScriptedDirectives {
@@ -124,7 +125,16 @@ impl ScriptedDirectives {
         Self {
             inject,
             sessions: None,
+            judge: None,
         }
+    }
+
+    /// The same directives, answering Legate's judge prompt as `judge` says (see
+    /// [`crate::judge`]) instead of revisor's own rule.
+    #[must_use]
+    pub fn with_judge(mut self, judge: Option<crate::judge::JudgeAnswer>) -> Self {
+        self.judge = judge;
+        self
     }
 
     /// The same directives, `!history` reading the sessions of `sessions`.
@@ -162,12 +172,21 @@ pub fn chunk_time(text: &str) -> Option<u128> {
 
 impl DirectiveHook for ScriptedDirectives {
     fn claims(&self, line: &str) -> bool {
+        if self.judge.is_some() && line == legate_revisor::judge::JUDGE_HEADER {
+            return true;
+        }
         split(line).is_some_and(|(verb, _)| VERBS.contains(&verb.as_str()))
     }
 
     fn perform(&self, line: String, context: DirectiveContext) -> BoxFuture<'static, Directed> {
         let inject = self.inject.clone();
         let sessions = self.sessions.clone();
+        if let Some(judge) = self
+            .judge
+            .filter(|_| line == legate_revisor::judge::JUDGE_HEADER)
+        {
+            return crate::judge::perform(judge, context).boxed();
+        }
         async move {
             let Some((verb, rest)) = split(&line) else {
                 return Directed::Continue;

@@ -59,6 +59,16 @@
 //! | `!say <text>` | send the text (`\n` escapes) as a message chunk: an answer that says anything, with no tool call |
 //! | `!history` | answer with this session's earlier prompts, from the [session store](sessions) ([`directives::HISTORY_HEAD`] and their count, then one `history: <prompt>` line each) |
 //!
+//! # As a supervising agent: `LEGATE_TESTKIT_JUDGE`
+//!
+//! Unset, the agent answers Legate's judge prompt as revisor does (allow reads, deny the
+//! rest). Set, it answers with the verdict chosen ([`judge`]): `allow`, `deny`, `garbage`
+//! (text that is no JSON), `extra` (a JSON object with a field the schema does not have),
+//! `hang` (never answers), or `tool` (asks permission for an edit first, then answers
+//! `allow` only if that request was refused). An allowed or denied answer's reason names how
+//! many entries the agent's working directory holds, so a test sees it judged in an empty
+//! one.
+//!
 //! # Sessions kept on disk: `LEGATE_TESTKIT_SESSIONS`
 //!
 //! With `LEGATE_TESTKIT_SESSIONS=resume,close,list` (any of them), the agent announces those
@@ -85,6 +95,7 @@ pub mod directives;
 pub mod fake_agy;
 pub mod flip;
 pub mod harness;
+pub mod judge;
 pub mod model_server;
 pub mod procs;
 pub mod pump;
@@ -226,9 +237,18 @@ pub async fn run(fault: Fault) -> i32 {
             return 2;
         }
     };
+    let judge = match judge::JudgeAnswer::from_env() {
+        Ok(judge) => judge,
+        Err(error) => {
+            eprintln!("{AGENT_BIN}: {error}");
+            return 2;
+        }
+    };
     let options = RevisorOptions {
         directive: Some(Arc::new(
-            ScriptedDirectives::new(inject).with_sessions(sessions.clone()),
+            ScriptedDirectives::new(inject)
+                .with_sessions(sessions.clone())
+                .with_judge(judge),
         )),
         agent_info: agent_info_from_env(),
         sessions: sessions.map(|s| s as Arc<dyn legate_revisor::SessionHook>),
@@ -355,6 +375,28 @@ pub fn find_scripted_agent() -> Option<PathBuf> {
         .into_iter()
         .flatten()
         .map(|dir| dir.join(AGENT_BIN))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The environment variable [`find_legate`] honours first.
+pub const LEGATE_PATH_ENV: &str = "LEGATE_BIN";
+
+/// The `legate` binary, for suites of this crate that need a second Legate process (the
+/// CLI answering an approval, a server to refuse a token). Looks at `$LEGATE_BIN`, then
+/// beside the running test as [`find_scripted_agent`] does; `None` when it is not built
+/// (`cargo build -p legate`, which `cargo test --workspace` also does).
+#[must_use]
+pub fn find_legate() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(LEGATE_PATH_ENV) {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join("legate"))
         .find(|candidate| candidate.is_file())
 }
 

@@ -45,6 +45,10 @@ struct File {
     /// `[roles.NAME]`: configured roles (see `crate::roles_config`).
     #[serde(default)]
     roles: BTreeMap<String, crate::roles_config::RoleTable>,
+    /// `[supervision]`: approvals' deadline and the supervising agent (see
+    /// `crate::supervision_config`).
+    #[serde(default)]
+    supervision: crate::supervision_config::SupervisionTable,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,8 +138,10 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
         legate_token::bearer::separate(&named)?;
     }
     let named: std::collections::BTreeSet<String> = parsed.agents.keys().cloned().collect();
+    let supervision = std::mem::take(&mut parsed.supervision);
     let mut engine = resolve(parsed, home, env)?;
     engine.policy = policy;
+    crate::supervision_config::apply(supervision, &mut engine)?;
     a2a.agents = engine
         .agents
         .keys()

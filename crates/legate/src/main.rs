@@ -30,6 +30,7 @@ mod roles_config;
 mod roles_list;
 mod serve;
 mod supervise;
+mod supervision_config;
 mod usage;
 
 use anyhow::{Context, Result};

@@ -1,17 +1,300 @@
-//! The supervising agent's hook in the approval chain (`[supervision] agent`).
+//! The supervising agent: `[supervision] agent = "NAME"` asked to decide an `ask` approval
+//! before the human queue.
 //!
-//! [`ask`] is called once per approval, after it is stored and announced and before the
-//! human queue waits. `None` means "no judge, or no valid answer": the approval falls through
-//! to the human channel, then to the deadline. This file is owned by the supervising agent's
-//! work (s14d); until it lands no agent is asked.
+//! This module owns asking it: a session of its own, opened for this one question in an
+//! empty throwaway sandbox under `$LEGATE_HOME/judges/` (read-only, confined like any agent,
+//! every permission request it makes refused), the request as data ([`super::verdict`]), its
+//! own timeout, the strict check of the answer, and the audit of an answer not taken. It
+//! returns a decision only when the answer is valid and in time; anything else (no judge, the
+//! judge being the asking agent, a failed start, a late or invalid answer) is `None`, and the
+//! approval goes on to the human channel, then the deadline.
 //!
-//! It must never be the agent whose request it judges, nor run in that task's context.
+//! It must never reuse the asking task's session, context, workspace or prompt, never pool
+//! the judge's session, never allow for the rest of a task (a judge allows once or denies),
+//! and never log the judge's answer beyond the bounded text the audit keeps.
 
-use crate::Engine;
-use crate::supervision::Approval;
-use legate_core::Decision;
+use super::verdict::{self, JudgeInput, JudgeTool};
+use super::{Approval, AuditEntry};
+use crate::engine::Engine;
+use legate_backend::{EventSink, SessionRequest, Turn};
+use legate_core::{
+    Decider, Decision, EventKind, PermissionRequest, Result, Ruling, TaskId, TaskMode, Timestamp,
+};
+use legate_supervisor::{Supervision, Supervisor};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Asks the supervising agent to decide `approval`: its decision and reason, or `None`.
-pub(crate) async fn ask(_engine: &Engine, _approval: &Approval) -> Option<(Decision, String)> {
-    None
+/// Refuses every permission request: a supervising agent has no tools.
+#[derive(Debug)]
+struct NoTools;
+
+impl Supervisor for NoTools {
+    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
+        Ruling::new(
+            Decision::Deny,
+            legate_supervisor::pick_reject(&request.options, &supervision.preset)
+                .map(|o| o.id.clone()),
+            "a supervising agent has no tools",
+        )
+    }
+}
+
+/// What became of asking the judge, when it did not decide.
+#[derive(Debug)]
+pub(crate) enum Passed {
+    /// The configured judge is the agent whose request it would judge.
+    SameAgent,
+    /// It could not be started or its turn failed.
+    Failed(legate_core::Error),
+    /// It did not answer within its timeout.
+    Late(Duration),
+    /// Its answer was not valid; what it answered, bounded.
+    Invalid {
+        /// Why.
+        why: String,
+        /// The answer, bounded and escaped.
+        answered: String,
+    },
+}
+
+impl Passed {
+    /// The audit's reason for an answer not taken.
+    pub(crate) fn reason(&self, judge: &str) -> String {
+        match self {
+            Self::SameAgent => format!(
+                "supervising agent `{judge}` skipped: it is the agent whose request this is"
+            ),
+            Self::Failed(e) => format!("supervising agent `{judge}` failed: {}", e.message),
+            Self::Late(limit) => format!(
+                "supervising agent `{judge}` did not answer within {} s",
+                limit.as_secs()
+            ),
+            Self::Invalid { why, answered } => {
+                format!("supervising agent `{judge}` answered invalidly ({why}): {answered:?}")
+            }
+        }
+    }
+}
+
+/// Asks the configured supervising agent about `approval`: `Some((Allow|Deny, reason))` for
+/// a valid answer in time, `None` (recorded in the audit when a judge was asked or skipped)
+/// otherwise.
+pub(crate) async fn ask(engine: &Engine, approval: &Approval) -> Option<(Decision, String)> {
+    let config = &engine.config().supervision;
+    let judge = config.agent.as_deref()?;
+    let outcome = if judge == approval.agent {
+        Err(Passed::SameAgent)
+    } else {
+        judged(engine, judge, approval, config.agent_timeout).await
+    };
+    match outcome {
+        Ok((decision, reason)) => {
+            tracing::info!(approval = %approval.id, judge, decision = ?decision, "supervising agent decided");
+            Some((decision, reason))
+        }
+        Err(passed) => {
+            let reason = passed.reason(judge);
+            tracing::info!(approval = %approval.id, judge, "supervising agent did not decide");
+            record_passed(engine, approval, judge, reason);
+            None
+        }
+    }
+}
+
+/// Audits a judge that did not decide: `decider: agent`, `decision: ask` (passed on), the
+/// channel `agent:NAME`, and why (with what it answered, bounded).
+fn record_passed(engine: &Engine, approval: &Approval, judge: &str, reason: String) {
+    let entry = AuditEntry {
+        id: 0,
+        task_id: approval.task_id.clone(),
+        agent: approval.agent.clone(),
+        tool: approval.tool.clone(),
+        decider: Decider::Agent,
+        rule_id: approval.rule_id.clone(),
+        channel: Some(format!("agent:{judge}")),
+        decision: Decision::Ask,
+        option_id: None,
+        reason: format!("did not decide: {reason}"),
+        approval_id: Some(approval.id.clone()),
+        at: Timestamp::now(),
+    };
+    if let Err(e) = engine.store().record_decision(&entry) {
+        tracing::warn!(approval = %approval.id, code = %e.code, "a supervising agent's pass could not be audited");
+    }
+}
+
+/// The input the judge is shown for `approval`: nothing of the task's prompt or workspace.
+pub(crate) fn input(approval: &Approval) -> JudgeInput {
+    JudgeInput {
+        agent: approval.agent.clone(),
+        role: approval.role.clone(),
+        tool: JudgeTool {
+            kind: approval.tool.kind.as_str().to_owned(),
+            title: approval.tool.title.clone(),
+            paths: approval.tool.paths.clone(),
+            command: approval.tool.command.clone(),
+        },
+        rule_id: approval.rule_id.clone(),
+        reason: approval.reason.clone(),
+    }
+}
+
+/// Runs the judge's one turn and checks its answer.
+async fn judged(
+    engine: &Engine,
+    judge: &str,
+    approval: &Approval,
+    limit: Duration,
+) -> std::result::Result<(Decision, String), Passed> {
+    let (backend, request, structured) = session_request(engine, judge).map_err(Passed::Failed)?;
+    // Removed however this ends, a drop included (a cancel or the deadline while it thinks;
+    // its process group is killed when the dropped session goes).
+    let _sandbox = RemovedOnDrop(request.boundary.root.clone());
+    let turn = Turn {
+        task_id: TaskId(format!("judge-{}", approval.id)),
+        prompt: verdict::prompt(&input(approval)),
+        mode: TaskMode::ReadOnly,
+        model: None,
+        timeout: Some(limit),
+        message_id: None,
+        json_schema: structured.then(verdict::schema),
+    };
+    let (sink, mut events) = EventSink::channel();
+    let deadline = tokio::time::Instant::now() + limit;
+    let opened = tokio::time::timeout_at(deadline, backend.open(request, sink.clone())).await;
+    let answered = match opened {
+        Err(_) => Err(Passed::Late(limit)),
+        Ok(Err(e)) => Err(Passed::Failed(e)),
+        Ok(Ok(session)) => {
+            let prompted = tokio::time::timeout_at(deadline, session.prompt(turn, sink)).await;
+            // The judge's session is never pooled: it ends with its one question.
+            session.shutdown().await;
+            match prompted {
+                Err(_) => Err(Passed::Late(limit)),
+                Ok(Err(e)) => Err(Passed::Failed(e)),
+                Ok(Ok(_)) => Ok(()),
+            }
+        }
+    };
+    answered?;
+    let mut text = String::new();
+    while let Ok(event) = events.try_recv() {
+        if let EventKind::Message { text: chunk } = event {
+            if text.len() + chunk.len() > verdict::MAX_ANSWER_BYTES {
+                text.push_str(&chunk[..floor(&chunk, verdict::MAX_ANSWER_BYTES - text.len())]);
+                text.push_str(" …(longer)");
+                break;
+            }
+            text.push_str(&chunk);
+        }
+    }
+    verdict::check(&text).map_err(|e| Passed::Invalid {
+        why: e.to_string(),
+        answered: verdict::for_audit(&text),
+    })
+}
+
+/// A judge's throwaway sandbox, removed when dropped.
+struct RemovedOnDrop(std::path::PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The largest char boundary of `s` at or below `at`.
+fn floor(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// A read-only session request for judge `name` in a fresh sandbox under
+/// `$LEGATE_HOME/judges/`, answered by [`NoTools`], with its backend and whether it takes a
+/// JSON Schema.
+fn session_request(
+    engine: &Engine,
+    name: &str,
+) -> Result<(Arc<dyn legate_backend::Backend>, SessionRequest, bool)> {
+    // Nothing starts unconfined under `confinement = "required"`.
+    engine.confinement(name)?;
+    let agent = engine.agent(name)?.clone();
+    let (backend, capabilities) = engine.agents().backend(&agent)?;
+    let judges = engine.config().paths.home().join("judges");
+    let boundary = legate_workspace::sandbox(&judges, &agent.name, None)?;
+    let preset = crate::agents::preset_for(&agent, &capabilities);
+    let request = SessionRequest {
+        agent: agent.clone(),
+        boundary: boundary.clone(),
+        supervisor: Arc::new(NoTools),
+        supervision: Supervision {
+            boundary,
+            mode: TaskMode::ReadOnly,
+            preset,
+            workspace: legate_core::WorkspaceKind::Sandbox,
+            agent: agent.name.clone(),
+            role: legate_core::RoleBase::Reviewer.as_str().to_string(),
+        },
+        // No queue behind it: NoTools never rules `ask`, and nothing it asks may wait.
+        channel: None,
+        resume_session_id: None,
+        state_dir: Some(engine.config().state_dir(&agent.name)),
+        blocked_dir: Some(engine.config().paths.blocked()),
+        hidden: engine.config().hidden_paths(),
+    };
+    Ok((backend, request, capabilities.structured_output))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use legate_core::{OptionKind, PermissionOption, ToolKind};
+
+    #[test]
+    fn no_tools_refuses_everything_with_a_reject_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let boundary = legate_core::Boundary {
+            root: dir.path().to_path_buf(),
+            owned: true,
+            allow_execute: false,
+        };
+        let supervision = Supervision::new(
+            boundary,
+            TaskMode::ReadOnly,
+            legate_supervisor::Preset::claude(),
+        );
+        for kind in [
+            ToolKind::Read,
+            ToolKind::Edit,
+            ToolKind::Execute,
+            ToolKind::Fetch,
+        ] {
+            let request = PermissionRequest {
+                tool_call_id: "t".into(),
+                title: "t".into(),
+                tool_kind: kind,
+                locations: vec![dir.path().join("a")],
+                raw_input: None,
+                options: vec![
+                    PermissionOption {
+                        id: "allow".into(),
+                        name: "Allow".into(),
+                        kind: OptionKind::AllowAlways,
+                    },
+                    PermissionOption {
+                        id: "reject".into(),
+                        name: "Reject".into(),
+                        kind: OptionKind::RejectOnce,
+                    },
+                ],
+            };
+            let ruling = NoTools.decide(&supervision, &request);
+            assert_eq!(ruling.decision, Decision::Deny);
+            assert_eq!(ruling.option_id.as_deref(), Some("reject"));
+            assert_eq!(ruling.decider, Decider::Table);
+        }
+    }
 }

@@ -12,6 +12,7 @@
 pub(crate) mod judge;
 pub(crate) mod queue;
 mod summary;
+mod verdict;
 
 pub use legate_store::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,

@@ -1,0 +1,316 @@
+//! The "Done when" suite of supervision (issue 14), with the scripted ACP agent asking for
+//! real over its pipes: a policy `ask` decided by a supervising agent (the scripted agent
+//! answering the schema, and revisor), one whose supervising agent answers garbage, hangs, is
+//! the asker itself or tries a tool, each then decided by a human answering through the store
+//! as another process does; one nobody answers, refused at the deadline; and every decision
+//! in the audit with its decider. The suites that need the `legate` binary as a second process
+//! (the CLI's approve, the supervisor endpoint's token, a restart) are in
+//! `supervision_cli.rs`.
+//!
+//! Every wait follows the task's events (`awaiting_supervision`, the task's end); nothing
+//! sleeps to synchronise.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_core::{Decider, Decision, Event, EventKind, TaskId, TaskState};
+use legate_engine::{
+    Answer, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter, Records,
+    SubmitRequest,
+};
+use legate_testkit::harness::{EngineHarness, TestAgent};
+use std::time::Duration;
+
+/// The policy of every test: `touch` needs a supervisor (the issue's example rule).
+const POLICY: &str = r#"
+[[policy.rules]]
+id = "ask-before-touch"
+kind = "execute"
+program = "touch"
+decision = "ask"
+reason = "touching files needs a supervisor"
+"#;
+
+/// The worker's prompt: one command the policy sends to a supervisor.
+const PROMPT: &str = "run touch judged.txt";
+
+/// A harness with the worker (the scripted agent), a judge answering as `judge` says
+/// (`LEGATE_TESTKIT_JUDGE`; `None`: no supervising agent), the policy, and `deadline`.
+fn harness(judge: Option<(&str, TestAgent)>, deadline: Duration) -> EngineHarness {
+    let mut builder = EngineHarness::builder().agent(TestAgent::scripted("worker"));
+    let name = judge.as_ref().map(|(name, _)| name.to_string());
+    if let Some((_, agent)) = judge {
+        builder = builder.agent(agent);
+    }
+    builder
+        .default_agent("worker")
+        .config(move |c| {
+            let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
+            c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
+            c.supervision.deadline = deadline;
+            c.supervision.agent = name;
+            c.supervision.agent_timeout = Duration::from_secs(20);
+        })
+        .start()
+}
+
+fn scripted_judge(answer: &str) -> (&'static str, TestAgent) {
+    (
+        "judge",
+        TestAgent::scripted("judge").env("LEGATE_TESTKIT_JUDGE", answer),
+    )
+}
+
+fn is_awaiting(e: &Event) -> bool {
+    matches!(&e.kind, EventKind::Notice { detail, .. } if detail["event"] == "awaiting_supervision")
+}
+
+/// The approval id the task's `awaiting_supervision` notice names, once it comes.
+async fn awaited(h: &EngineHarness, id: &TaskId) -> String {
+    let events = h.until(id, is_awaiting).await;
+    let Some(EventKind::Notice { detail, .. }) = events.last().map(|e| &e.kind) else {
+        unreachable!()
+    };
+    detail["approvalId"].as_str().unwrap().to_string()
+}
+
+/// The verdicts sent to the agent about the `touch` call.
+fn touch_verdicts(h: &EngineHarness, id: &TaskId) -> Vec<legate_core::Ruling> {
+    h.events(id)
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Permission { title, verdict, .. } if title.contains("touch") => {
+                Some(verdict)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn audit(h: &EngineHarness, id: &TaskId) -> Vec<AuditEntry> {
+    let mut entries = h
+        .engine
+        .audit(&AuditFilter {
+            task_id: Some(id.clone()),
+            since: None,
+            limit: 100,
+        })
+        .unwrap();
+    entries.reverse(); // oldest first
+    entries
+}
+
+/// Answers `approval` as another process on the same home does: through `Records`, never the
+/// running engine.
+fn answer_from_another_process(h: &EngineHarness, approval: &str, answer: Answer) {
+    let records = Records::open(&h.engine.config().paths).unwrap();
+    records
+        .answer_approval(
+            approval,
+            ApprovalAnswer {
+                answer,
+                reason: Some("checked by a person".into()),
+                channel: "cli".into(),
+            },
+        )
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_nobody_answers_is_refused_at_the_deadline() {
+    let h = harness(None, Duration::from_secs(1));
+    let task = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap();
+    let approval = awaited(&h, &task.id).await;
+    let done = h.wait(&task.id).await;
+    assert_eq!(done.state, TaskState::Completed);
+
+    let verdicts = touch_verdicts(&h, &task.id);
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert_eq!(verdicts[0].decision, Decision::Deny);
+    assert_eq!(verdicts[0].decider, Decider::Deadline);
+    assert_eq!(verdicts[0].option_id.as_deref(), Some("reject"));
+    assert!(
+        verdicts[0]
+            .reason
+            .contains("no supervisor answered within 1 s"),
+        "{}",
+        verdicts[0].reason
+    );
+    let entries = audit(&h, &task.id);
+    let last = entries.last().unwrap();
+    assert_eq!(last.decider, Decider::Deadline);
+    assert_eq!(last.rule_id.as_deref(), Some("ask-before-touch"));
+    assert_eq!(last.approval_id.as_deref(), Some(approval.as_str()));
+    let closed = h
+        .engine
+        .approvals(&ApprovalFilter {
+            task_id: Some(task.id.clone()),
+            pending_only: false,
+            limit: 10,
+        })
+        .unwrap();
+    assert_eq!(closed[0].state, ApprovalState::Expired);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervising_agent_answering_the_schema_decides() {
+    let h = harness(Some(scripted_judge("allow")), Duration::from_secs(120));
+    let done = h.run(SubmitRequest::new(PROMPT)).await;
+    assert_eq!(done.state, TaskState::Completed);
+
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert_eq!(verdicts[0].decision, Decision::Allow);
+    assert_eq!(verdicts[0].decider, Decider::Agent);
+    assert_eq!(
+        verdicts[0].option_id.as_deref(),
+        Some("allow"),
+        "allowed once, never always"
+    );
+    // It judged in an empty directory of its own, not the worker's sandbox.
+    assert!(
+        verdicts[0].reason.contains("its directory holds 0 entries"),
+        "{}",
+        verdicts[0].reason
+    );
+    let entry = audit(&h, &done.id).pop().unwrap();
+    assert_eq!(entry.decider, Decider::Agent);
+    assert_eq!(entry.channel.as_deref(), Some("agent:judge"));
+    assert_eq!(entry.rule_id.as_deref(), Some("ask-before-touch"));
+    // Its throwaway sandbox is gone.
+    let judges = h.home().join("judges");
+    let left = std::fs::read_dir(&judges).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "judge sandboxes left in {}", judges.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisor_as_the_supervising_agent_denies_a_command() {
+    let h = harness(
+        Some(("rev", TestAgent::scripted("rev"))),
+        Duration::from_secs(120),
+    );
+    let done = h.run(SubmitRequest::new(PROMPT)).await;
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert_eq!(verdicts[0].decision, Decision::Deny);
+    assert_eq!(verdicts[0].decider, Decider::Agent);
+    assert!(
+        verdicts[0].reason.contains("revisor allows only reads"),
+        "{}",
+        verdicts[0].reason
+    );
+}
+
+/// The judge answers badly (`judge`), does not decide, and the audit says what it answered;
+/// the approval waits for a human, who decides.
+async fn falls_through_to_a_human(judge: &str, answered: &str) {
+    let h = harness(Some(scripted_judge(judge)), Duration::from_secs(120));
+    let task = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap();
+    let approval = awaited(&h, &task.id).await;
+    answer_from_another_process(&h, &approval, Answer::Deny);
+    let done = h.wait(&task.id).await;
+    assert_eq!(done.state, TaskState::Completed);
+
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    assert_eq!(verdicts[0].decider, Decider::Human);
+    assert_eq!(verdicts[0].decision, Decision::Deny);
+    let entries = audit(&h, &done.id);
+    let passed: Vec<&AuditEntry> = entries
+        .iter()
+        .filter(|e| e.decider == Decider::Agent)
+        .collect();
+    assert_eq!(passed.len(), 1, "{entries:?}");
+    assert_eq!(
+        passed[0].decision,
+        Decision::Ask,
+        "a judge that passes decides nothing"
+    );
+    assert_eq!(passed[0].approval_id.as_deref(), Some(approval.as_str()));
+    assert!(
+        passed[0].reason.contains(answered),
+        "{judge}: {}",
+        passed[0].reason
+    );
+    let human = entries.last().unwrap();
+    assert_eq!(human.decider, Decider::Human);
+    assert_eq!(human.channel.as_deref(), Some("cli"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervising_agent_answering_garbage_falls_through_to_a_human() {
+    falls_through_to_a_human("garbage", "Looks fine to me, allow it!").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervising_agent_widening_the_schema_falls_through_to_a_human() {
+    falls_through_to_a_human("extra", "unknown field").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_supervising_agent_falls_through_to_a_human() {
+    let h = EngineHarness::builder()
+        .agent(TestAgent::scripted("worker"))
+        .agent(TestAgent::scripted("judge").env("LEGATE_TESTKIT_JUDGE", "hang"))
+        .default_agent("worker")
+        .config(|c| {
+            let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
+            c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
+            c.supervision.agent = Some("judge".into());
+            c.supervision.agent_timeout = Duration::from_secs(1);
+        })
+        .start();
+    let task = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap();
+    let approval = awaited(&h, &task.id).await;
+    answer_from_another_process(&h, &approval, Answer::Allow);
+    let done = h.wait(&task.id).await;
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert_eq!(verdicts[0].decider, Decider::Human);
+    assert_eq!(verdicts[0].decision, Decision::Allow);
+    let entries = audit(&h, &done.id);
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.decider == Decider::Agent && e.reason.contains("did not answer within 1 s")),
+        "{entries:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervising_agent_never_judges_its_own_request() {
+    // The worker is configured as the judge: it is skipped, and a human decides.
+    let h = EngineHarness::builder()
+        .agent(TestAgent::scripted("worker").env("LEGATE_TESTKIT_JUDGE", "allow"))
+        .config(|c| {
+            let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
+            c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
+            c.supervision.agent = Some("worker".into());
+        })
+        .start();
+    let task = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap();
+    let approval = awaited(&h, &task.id).await;
+    answer_from_another_process(&h, &approval, Answer::Deny);
+    let done = h.wait(&task.id).await;
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert_eq!(verdicts[0].decider, Decider::Human);
+    let entries = audit(&h, &done.id);
+    assert!(
+        entries.iter().any(|e| e.decider == Decider::Agent
+            && e.reason.contains("it is the agent whose request this is")),
+        "{entries:?}"
+    );
+    assert!(!h.home().join("judges").exists(), "no judge was started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervising_agent_has_no_tools() {
+    // The judge asks to edit a file first and allows only if that was refused.
+    let h = harness(Some(scripted_judge("tool")), Duration::from_secs(120));
+    let done = h.run(SubmitRequest::new(PROMPT)).await;
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert_eq!(verdicts[0].decider, Decider::Agent);
+    assert!(
+        verdicts[0].reason.contains("my edit was refused"),
+        "{}",
+        verdicts[0].reason
+    );
+    assert_eq!(verdicts[0].decision, Decision::Allow);
+}

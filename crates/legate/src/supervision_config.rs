@@ -1,0 +1,122 @@
+//! The `[supervision]` table of `legate.toml`: how long an approval waits (`deadline_secs`),
+//! the supervising agent asked first (`agent`) and how long it may take
+//! (`agent_timeout_secs`).
+//!
+//! This module only reads and validates these settings into the engine's
+//! `SupervisionConfig`; it never decides an approval. Every error is `CONFIG_INVALID` and
+//! names its key.
+
+use anyhow::{Result, bail};
+use legate_engine::EngineConfig;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// The longest `deadline_secs`: a day. Nothing waits longer for a supervisor.
+const MAX_DEADLINE_SECS: u64 = 86_400;
+
+/// `[supervision]`. Unknown keys are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupervisionTable {
+    deadline_secs: Option<u64>,
+    agent: Option<String>,
+    agent_timeout_secs: Option<u64>,
+}
+
+/// Applies `table` to `engine` (whose agents are already resolved): the deadline within 1 s
+/// to a day, the agent a configured one, its timeout at least 1 s and below the deadline.
+pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
+    let s = &mut engine.supervision;
+    if let Some(secs) = table.deadline_secs {
+        if !(1..=MAX_DEADLINE_SECS).contains(&secs) {
+            bail!(
+                "CONFIG_INVALID: supervision.deadline_secs must be 1 to {MAX_DEADLINE_SECS} (got {secs})"
+            );
+        }
+        s.deadline = Duration::from_secs(secs);
+    }
+    if let Some(secs) = table.agent_timeout_secs {
+        if secs == 0 {
+            bail!("CONFIG_INVALID: supervision.agent_timeout_secs must be at least 1");
+        }
+        s.agent_timeout = Duration::from_secs(secs);
+    }
+    if let Some(name) = table.agent {
+        if !engine.agents.contains_key(&name) {
+            let shown: String = name.chars().take(64).collect();
+            bail!(
+                "CONFIG_INVALID: supervision.agent names {shown:?}, which is not a configured agent"
+            );
+        }
+        engine.supervision.agent = Some(name);
+    }
+    let s = &engine.supervision;
+    if s.agent.is_some() && s.agent_timeout >= s.deadline {
+        bail!(
+            "CONFIG_INVALID: supervision.agent_timeout_secs ({} s) must be below supervision.deadline_secs ({} s), so a human can still answer when the supervising agent does not",
+            s.agent_timeout.as_secs(),
+            s.deadline.as_secs()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use legate_core::{AgentKind, AgentSpec};
+    use legate_engine::Paths;
+
+    fn engine() -> EngineConfig {
+        let mut c = EngineConfig::new(Paths::new("/nonexistent/home"));
+        c.agents.insert(
+            "judge".into(),
+            AgentSpec::command("judge", AgentKind::ACP, "/bin/true"),
+        );
+        c
+    }
+
+    fn applied(text: &str) -> Result<EngineConfig> {
+        let table: SupervisionTable = toml::from_str(text)?;
+        let mut c = engine();
+        apply(table, &mut c)?;
+        Ok(c)
+    }
+
+    #[test]
+    fn the_defaults_and_the_issue_spelling() {
+        let c = applied("").unwrap();
+        assert_eq!(c.supervision.deadline, Duration::from_secs(120));
+        assert_eq!(c.supervision.agent, None);
+        let c = applied("deadline_secs = 120\nagent = \"judge\"\nagent_timeout_secs = 10").unwrap();
+        assert_eq!(c.supervision.agent.as_deref(), Some("judge"));
+        assert_eq!(c.supervision.agent_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn an_unknown_agent_or_a_timeout_past_the_deadline_is_config_invalid() {
+        let e = applied("agent = \"nobody\"").unwrap_err().to_string();
+        assert!(e.starts_with("CONFIG_INVALID: supervision.agent"), "{e}");
+        let e = applied("agent = \"judge\"\ndeadline_secs = 10\nagent_timeout_secs = 10")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agent_timeout_secs"), "{e}");
+        for bad in [
+            "deadline_secs = 0",
+            "deadline_secs = 86401",
+            "agent_timeout_secs = 0",
+        ] {
+            assert!(
+                applied(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .starts_with("CONFIG_INVALID"),
+                "{bad}"
+            );
+        }
+        assert!(
+            applied("agents = \"judge\"").is_err(),
+            "unknown keys are refused"
+        );
+    }
+}
