@@ -3,7 +3,7 @@
 //!
 //! This module owns asking it: a session of its own, opened for this one question in an
 //! empty throwaway sandbox under `$LEGATE_HOME/judges/` (read-only, confined like any agent,
-//! every permission request it makes refused), the request as data ([`super::verdict`]), its
+//! every permission request it makes refused), the request as data ([`super::judge_answer`]), its
 //! own timeout, the strict check of the answer, and the audit of an answer not taken. It
 //! returns a decision only when the answer is valid and in time; anything else (no judge, the
 //! judge being the asking agent, a failed start, a late or invalid answer) is `None`, and the
@@ -13,7 +13,7 @@
 //! the judge's session, never allow for the rest of a task (a judge allows once or denies),
 //! and never log the judge's answer beyond the bounded text the audit keeps.
 
-use super::verdict::{self, JudgeInput, JudgeTool};
+use super::judge_answer::{self, JudgeInput, JudgeTool};
 use super::{Approval, AuditEntry};
 use crate::engine::Engine;
 use legate_backend::{EventSink, SessionRequest, Turn};
@@ -152,12 +152,12 @@ async fn judged(
     let _sandbox = RemovedOnDrop(request.boundary.root.clone());
     let turn = Turn {
         task_id: TaskId(format!("judge-{}", approval.id)),
-        prompt: verdict::prompt(&input(approval)),
+        prompt: judge_answer::prompt(&input(approval)),
         mode: TaskMode::ReadOnly,
         model: None,
         timeout: Some(limit),
         message_id: None,
-        json_schema: structured.then(verdict::schema),
+        json_schema: structured.then(judge_answer::schema),
     };
     let (sink, mut events) = EventSink::channel();
     let deadline = tokio::time::Instant::now() + limit;
@@ -180,17 +180,17 @@ async fn judged(
     let mut text = String::new();
     while let Ok(event) = events.try_recv() {
         if let EventKind::Message { text: chunk } = event {
-            if text.len() + chunk.len() > verdict::MAX_ANSWER_BYTES {
-                text.push_str(&chunk[..floor(&chunk, verdict::MAX_ANSWER_BYTES - text.len())]);
+            if text.len() + chunk.len() > judge_answer::MAX_ANSWER_BYTES {
+                text.push_str(&chunk[..floor(&chunk, judge_answer::MAX_ANSWER_BYTES - text.len())]);
                 text.push_str(" …(longer)");
                 break;
             }
             text.push_str(&chunk);
         }
     }
-    verdict::check(&text).map_err(|e| Passed::Invalid {
+    judge_answer::check(&text).map_err(|e| Passed::Invalid {
         why: e.to_string(),
-        answered: verdict::for_audit(&text),
+        answered: judge_answer::for_audit(&text),
     })
 }
 

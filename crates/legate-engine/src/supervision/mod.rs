@@ -12,7 +12,7 @@
 pub(crate) mod judge;
 pub(crate) mod queue;
 mod summary;
-mod verdict;
+mod judge_answer;
 
 pub use legate_store::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,

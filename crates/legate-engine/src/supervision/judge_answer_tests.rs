@@ -114,9 +114,9 @@ fn invalid_answers_are_refused() {
         assert!(check(bad).is_err(), "{bad:?} was taken");
     }
     let long = format!(r#"{{"decision":"allow","reason":"{}"}}"#, "r".repeat(501));
-    assert!(matches!(check(&long), Err(VerdictError::ReasonTooLong)));
+    assert!(matches!(check(&long), Err(AnswerError::ReasonTooLong)));
     let huge = format!(r#"{{"decision":"allow","reason":"x"}}{}"#, " ".repeat(9000));
-    assert!(matches!(check(&huge), Err(VerdictError::TooLong)));
+    assert!(matches!(check(&huge), Err(AnswerError::TooLong)));
 }
 
 #[test]

@@ -129,7 +129,7 @@ pub(crate) fn prompt(input: &JudgeInput) -> String {
 
 /// Why an answer was not taken.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum VerdictError {
+pub(crate) enum AnswerError {
     /// Longer than [`MAX_ANSWER_BYTES`].
     #[error("the answer is longer than {MAX_ANSWER_BYTES} bytes")]
     TooLong,
@@ -180,20 +180,20 @@ fn unfenced(text: &str) -> &str {
 /// Checks a judge's whole answer: one JSON object with exactly `decision` (`allow` or
 /// `deny`) and `reason` (1 to [`MAX_REASON_CHARS`] characters, no control characters),
 /// whitespace around it and one Markdown code fence allowed, nothing else.
-pub(crate) fn check(answer: &str) -> Result<(Decision, String), VerdictError> {
+pub(crate) fn check(answer: &str) -> Result<(Decision, String), AnswerError> {
     if answer.len() > MAX_ANSWER_BYTES {
-        return Err(VerdictError::TooLong);
+        return Err(AnswerError::TooLong);
     }
-    let wire: Wire = serde_json::from_str(unfenced(answer.trim())).map_err(VerdictError::Shape)?;
+    let wire: Wire = serde_json::from_str(unfenced(answer.trim())).map_err(AnswerError::Shape)?;
     let reason = wire.reason.trim();
     if reason.is_empty() {
-        return Err(VerdictError::EmptyReason);
+        return Err(AnswerError::EmptyReason);
     }
     if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(VerdictError::ReasonTooLong);
+        return Err(AnswerError::ReasonTooLong);
     }
     if reason.chars().any(char::is_control) {
-        return Err(VerdictError::ReasonControl);
+        return Err(AnswerError::ReasonControl);
     }
     let decision = match wire.decision {
         WireDecision::Allow => Decision::Allow,
@@ -221,5 +221,5 @@ pub(crate) fn for_audit(answer: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "verdict_tests.rs"]
+#[path = "judge_answer_tests.rs"]
 mod tests;
