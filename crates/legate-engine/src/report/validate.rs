@@ -44,7 +44,8 @@ pub(crate) fn deserialize<T: DeserializeOwned>(value: serde_json::Value) -> Resu
 /// A plan's bounds.
 pub(crate) fn plan(plan: &PlanReport) -> Result<()> {
     text("summary", &plan.summary, MAX_SUMMARY)?;
-    count("steps", plan.steps.len(), 1, MAX_STEPS)?;
+    // No steps is a plan too: nothing needs doing (its summary says why).
+    count("steps", plan.steps.len(), 0, MAX_STEPS)?;
     for (i, step) in plan.steps.iter().enumerate() {
         let at = |field: &str| format!("step {} (steps[{i}]): `{field}`", i + 1);
         text(&at("step"), &step.step, MAX_TEXT)?;
@@ -60,10 +61,13 @@ pub(crate) fn plan(plan: &PlanReport) -> Result<()> {
 /// A review's bounds (its citations are checked against the workspace by `cite`).
 pub(crate) fn review(review: &ReviewReport) -> Result<()> {
     text("summary", &review.summary, MAX_SUMMARY)?;
+    // A review that found something must say what it read; one of an empty workspace may
+    // have read nothing.
+    let min_reviewed = usize::from(!review.findings.is_empty());
     count(
         "reviewedFiles",
         review.reviewed_files.len(),
-        1,
+        min_reviewed,
         MAX_REVIEWED,
     )?;
     for (i, file) in review.reviewed_files.iter().enumerate() {
