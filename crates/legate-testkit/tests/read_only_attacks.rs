@@ -1,0 +1,77 @@
+//! A hostile read-only turn against the read-only check, over a real engine, real copies and
+//! the scripted agent: changes git cannot see (a path named `.git`), and a mode change on a
+//! file an earlier write turn had already changed, must each end `READ_ONLY_VIOLATION`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_core::{ErrorCode, Task, TaskMode, TaskState};
+use legate_engine::{ContinueRequest, SubmitRequest, WorkspaceRequest};
+use legate_testkit::EngineHarness;
+use std::os::unix::fs::PermissionsExt;
+
+fn harness() -> EngineHarness {
+    EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .start()
+}
+
+async fn first(h: &EngineHarness, prompt: &str) -> Task {
+    let mut req = SubmitRequest::new(prompt);
+    req.workspace = WorkspaceRequest::Copy {
+        source: h.project(),
+        include_paths: vec![],
+        criteria: vec![],
+    };
+    let done = h.run(req).await;
+    assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
+    done
+}
+
+fn violation(t: &Task, path: &str) {
+    // (a failed turn names the paths it changed)
+    assert_eq!(t.state, TaskState::Failed, "{path}: {:?}", t.error);
+    let err = t.error.as_ref().unwrap();
+    assert_eq!(err.code, ErrorCode::ReadOnlyViolation, "{path}: {err:?}");
+    assert!(err.message.contains(path), "{path}: {}", err.message);
+}
+
+/// A read-only turn continuing a copy whose earlier write turn changed `run.sh` makes it
+/// executable: the patch changes (a mode line), so the turn changed the copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_turn_that_chmods_an_already_changed_file_is_refused() {
+    let h = harness();
+    let one = first(&h, "write run.sh: echo hi\\n").await;
+    let copy = h.engine.current_copy(one.id.as_str()).unwrap().root;
+    let before = h
+        .engine
+        .preview(one.id.as_str())
+        .await
+        .unwrap()
+        .patch
+        .sha256;
+    let ask = h
+        .engine
+        .resume(ContinueRequest {
+            context_id: one.context_id.clone(),
+            prompt: "look at run.sh\n!chmod-inside 755 run.sh\n!stop end_turn".into(),
+            mode: Some(TaskMode::ReadOnly),
+            timeout: None,
+        })
+        .unwrap();
+    let ask = h.wait(&ask.id).await;
+    let mode = std::fs::metadata(copy.join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "the agent made run.sh executable");
+    let after = h
+        .engine
+        .preview(ask.id.as_str())
+        .await
+        .unwrap()
+        .patch
+        .sha256;
+    assert_ne!(before, after, "the mode change is in the patch");
+    violation(&ask, "run.sh");
+    h.engine.shutdown().await;
+}
