@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_core::{ErrorCode, Task, TaskMode, TaskState};
-use legate_engine::{ContinueRequest, SubmitRequest, WorkspaceRequest};
+use legate_engine::{ContinueRequest, HandoffRequest, SubmitRequest, WorkspaceRequest};
 use legate_testkit::EngineHarness;
 use std::os::unix::fs::PermissionsExt;
 
@@ -33,6 +33,46 @@ fn violation(t: &Task, path: &str) {
     let err = t.error.as_ref().unwrap();
     assert_eq!(err.code, ErrorCode::ReadOnlyViolation, "{path}: {err:?}");
     assert!(err.message.contains(path), "{path}: {}", err.message);
+}
+
+/// Git never lists a path named `.git`: a planner (read-only, and not fingerprinted as a
+/// reviewer is) that writes one (a gitfile at the copy's root, which would point a later
+/// turn's git at a directory of its choosing, or a nested `.git` holding data) changed its
+/// copy all the same. A reviewer doing the same is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_role_that_writes_a_dot_git_entry_is_refused() {
+    let h = harness();
+    let t1 = first(&h, "write one.txt: one\\n\nwrite sub/keep.txt: k\\n").await;
+    for role in ["planner", "reviewer"] {
+        for path in [".git", "sub/.git"] {
+            let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+            let t = h
+                .engine
+                .handoff(HandoffRequest {
+                    source_task_id: t1.id.to_string(),
+                    expected_context_sha256: ctx.context_sha256.clone(),
+                    role: role.into(),
+                    prompt: format!("plan\n!write-inside {path}"),
+                    agent: None,
+                    model: None,
+                    decisions: vec![],
+                    mode: None,
+                })
+                .await
+                .unwrap();
+            let t = h.wait(&t.id).await;
+            let copy = h.engine.current_copy(t.id.as_str()).unwrap().root;
+            assert!(copy.join(path).is_file(), "the {role} wrote {path}");
+            assert_eq!(t.state, TaskState::Failed, "{role} {path}: {:?}", t.error);
+            let err = t.error.as_ref().unwrap();
+            assert_eq!(
+                err.code,
+                ErrorCode::ReadOnlyViolation,
+                "{role} {path}: {err:?}"
+            );
+        }
+    }
+    h.engine.shutdown().await;
 }
 
 /// A read-only turn continuing a copy whose earlier write turn changed `run.sh` makes it
