@@ -1,6 +1,7 @@
 //! A hostile read-only turn against the read-only check, over a real engine, real copies and
 //! the scripted agent: changes git cannot see (a path named `.git`), and a mode change on a
-//! file an earlier write turn had already changed, must each end `READ_ONLY_VIOLATION`.
+//! file an earlier write turn had already changed, must each end `READ_ONLY_VIOLATION`; and a
+//! copy a read-only turn changed is never handed on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,7 +29,6 @@ async fn first(h: &EngineHarness, prompt: &str) -> Task {
 }
 
 fn violation(t: &Task, path: &str) {
-    // (a failed turn names the paths it changed)
     assert_eq!(t.state, TaskState::Failed, "{path}: {:?}", t.error);
     let err = t.error.as_ref().unwrap();
     assert_eq!(err.code, ErrorCode::ReadOnlyViolation, "{path}: {err:?}");
@@ -113,5 +113,69 @@ async fn a_read_only_turn_that_chmods_an_already_changed_file_is_refused() {
         .sha256;
     assert_ne!(before, after, "the mode change is in the patch");
     violation(&ask, "run.sh");
+    h.engine.shutdown().await;
+}
+
+/// A reviewer's copy it changed (`READ_ONLY_VIOLATION`) takes no further turn; it must not
+/// be handed off either, or its write rides into an implementer's patch and gets integrated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
+    let h = harness();
+    let t1 = first(&h, "write one.txt: one\\n").await;
+    let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+    let handoff = |from: &Task, sha: &str, role: &str, prompt: &str| HandoffRequest {
+        source_task_id: from.id.to_string(),
+        expected_context_sha256: sha.to_string(),
+        role: role.into(),
+        prompt: prompt.into(),
+        agent: None,
+        model: None,
+        decisions: vec![],
+        mode: None,
+    };
+    let rev = h
+        .engine
+        .handoff(handoff(
+            &t1,
+            &ctx.context_sha256,
+            "reviewer",
+            "review\n!write-inside planted.txt\n!stop end_turn",
+        ))
+        .await
+        .unwrap();
+    let rev = h.wait(&rev.id).await;
+    violation(&rev, "");
+    // Whatever `context` says, no handoff starts from the changed copy.
+    let sha = match h.engine.context(rev.id.as_str()).await {
+        Ok(c) => c.context_sha256,
+        Err(e) => {
+            assert_eq!(e.code, ErrorCode::ReadOnlyViolation, "{e:?}");
+            return h.engine.shutdown().await;
+        }
+    };
+    let refused = h
+        .engine
+        .handoff(handoff(&rev, &sha, "implementer", "write two.txt: two\\n"))
+        .await;
+    match refused {
+        Err(e) => assert_eq!(e.code, ErrorCode::ReadOnlyViolation, "{e:?}"),
+        Ok(imp) => {
+            let imp = h.wait(&imp.id).await;
+            let files: Vec<String> = h
+                .engine
+                .preview(imp.id.as_str())
+                .await
+                .unwrap()
+                .patch
+                .files
+                .iter()
+                .map(|f| f.path.clone())
+                .collect();
+            panic!(
+                "the handoff was accepted ({:?}); its patch: {files:?}",
+                imp.state
+            );
+        }
+    }
     h.engine.shutdown().await;
 }
