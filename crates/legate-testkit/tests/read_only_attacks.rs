@@ -179,3 +179,51 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
     }
     h.engine.shutdown().await;
 }
+
+/// Both copies of a handoff hold the source's changes against the original: once one is
+/// integrated, the other's patch (which adds the same file again) must not integrate over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_and_its_source_never_both_integrate() {
+    let h = harness();
+    let t1 = first(&h, "write one.txt: one\\n").await;
+    let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+    let imp = h
+        .engine
+        .handoff(HandoffRequest {
+            source_task_id: t1.id.to_string(),
+            expected_context_sha256: ctx.context_sha256.clone(),
+            role: "implementer".into(),
+            prompt: "write two.txt: two\\n".into(),
+            agent: None,
+            model: None,
+            decisions: vec![],
+            mode: None,
+        })
+        .await
+        .unwrap();
+    let imp = h.wait(&imp.id).await;
+    assert_eq!(imp.state, TaskState::Completed, "{:?}", imp.error);
+    for t in [&t1, &imp] {
+        let sha = h.engine.preview(t.id.as_str()).await.unwrap().patch.sha256;
+        h.engine
+            .verify(t.id.as_str(), &sha, Vec::new())
+            .await
+            .unwrap();
+    }
+    let sha1 = h.engine.preview(t1.id.as_str()).await.unwrap().patch.sha256;
+    h.engine
+        .integrate(t1.id.as_str(), Some(&sha1), None)
+        .await
+        .unwrap();
+    let sha2 = h
+        .engine
+        .preview(imp.id.as_str())
+        .await
+        .unwrap()
+        .patch
+        .sha256;
+    let second = h.engine.integrate(imp.id.as_str(), Some(&sha2), None).await;
+    assert!(second.is_err(), "integrated twice: {second:?}");
+    assert!(!h.project().join("two.txt").exists());
+    h.engine.shutdown().await;
+}
