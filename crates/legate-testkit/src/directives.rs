@@ -1,6 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
-//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`), implemented as a [`DirectiveHook`] installed into revisor.
+//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`, `!chmod-inside`), implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -42,7 +42,7 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 16] = [
+pub const VERBS: [&str; 17] = [
     "exit",
     "hang",
     "garbage",
@@ -59,10 +59,23 @@ pub const VERBS: [&str; 16] = [
     "history",
     "pending-tools",
     "write-inside",
+    "chmod-inside",
 ];
 
 /// What `!history` starts its answer with, before the count of earlier prompts.
 pub const HISTORY_HEAD: &str = "history: earlier prompts of this session:";
+
+/// `!chmod-inside`: sets the mode (octal) of `rest`'s path, relative to `cwd`.
+async fn chmod_inside(cwd: &Path, rest: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let (mode, path) = rest
+        .split_once(' ')
+        .ok_or_else(|| "usage: !chmod-inside <octal mode> <relative path>".to_owned())?;
+    let mode = u32::from_str_radix(mode, 8).map_err(|e| format!("bad mode {mode:?}: {e}"))?;
+    tokio::fs::set_permissions(cwd.join(path), std::fs::Permissions::from_mode(mode))
+        .await
+        .map_err(|e| e.to_string())
+}
 
 /// `!fail-tool`: a tool call that fails without asking (the way Codex reports a command that
 /// failed), announced `in_progress` and then `failed` with [`FAILED_TOOL_TEXT`].
@@ -290,6 +303,16 @@ impl DirectiveHook for ScriptedDirectives {
                     let _ = context.send_message_chunk(&text);
                     Directed::Continue
                 }
+                "chmod-inside" => {
+                    // `!chmod-inside <octal mode> <relative path>`: changes a file's mode in
+                    // the working directory without asking (Landlock does not govern chmod).
+                    let text = match chmod_inside(context.cwd(), rest).await {
+                        Ok(()) => format!("chmod-inside {rest}: done\n"),
+                        Err(error) => format!("chmod-inside {rest}: failed: {error}\n"),
+                    };
+                    let _ = context.send_message_chunk(&text);
+                    Directed::Continue
+                }
                 "stderr" => {
                     eprintln!("{rest}");
                     Directed::Continue
@@ -381,6 +404,7 @@ mod tests {
         assert!(hook.claims("!not-jsonrpc 3"));
         assert!(hook.claims("!unknown-response"));
         assert!(hook.claims("!write-outside /tmp/x"));
+        assert!(hook.claims("!chmod-inside 755 a.sh"));
         assert!(hook.claims("!fail-tool cargo build"));
         assert!(hook.claims("!stop refusal"));
         assert!(hook.claims("!flip 100 /tmp/f /tmp/d"));

@@ -28,6 +28,7 @@ mod git_index;
 mod git_objects;
 mod glob;
 mod handoff;
+mod hidden;
 mod include;
 mod integrate;
 mod journal;

@@ -362,8 +362,8 @@ fn check_blocked(
     ))
 }
 
-/// Everything a read-only task may not have done: each changed path (A/M/D) and each new
-/// file that git ignores, sorted. Empty when the copy is exactly its baseline.
+/// Everything a read-only task may not have done: each changed path (A/M/D), each new
+/// file that git ignores and each path named `.git` (which git never lists), sorted. Empty when the copy is exactly its baseline.
 /// A handed-off copy is compared with the tree it was handed (`refs/legate/start`, see
 /// `handoff`), not with the original project's baseline.
 pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
@@ -386,6 +386,8 @@ pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
         .chain(split_z(&ignored))
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
+    // Git never lists a path named `.git`; a copy holds none until an agent writes one.
+    out.extend(crate::hidden::dot_git_entries(baseline.copy())?);
     out.sort();
     out.dedup();
     Ok(out)

@@ -103,7 +103,8 @@ impl Engine {
     ///
     /// Errors: `CONTEXT_CHANGED` when the source's context is not the one named;
     /// `CONTEXT_TOO_LARGE` when the framed prompt passes the prompt limit; `COPY_CLOSED` for a
-    /// discarded or integrated source copy; `COPY_UNAVAILABLE` for a source that is not a
+    /// discarded or integrated source copy; `READ_ONLY_VIOLATION` for a source copy a
+    /// read-only turn changed; `COPY_UNAVAILABLE` for a source that is not a
     /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
     pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
         check_decisions(&request.decisions)?;
@@ -111,6 +112,7 @@ impl Engine {
         if let Some(e) = closed(&handle) {
             return Err(e);
         }
+        self.check_hands_on(&source, &handle)?;
         let pack = self.context(source.id.as_str()).await?;
         if pack.context_sha256 != request.expected_context_sha256 {
             return Err(changed(
@@ -155,6 +157,13 @@ impl Engine {
         Ok(task)
     }
 
+    /// `READ_ONLY_VIOLATION` when the latest turn of `source`'s copy was a read-only task
+    /// that changed it: like a next turn, a handoff would carry that change into a patch that
+    /// can be integrated.
+    fn check_hands_on(&self, source: &Task, handle: &crate::review::CopyHandle) -> Result<()> {
+        self.chain_of(source)?.check_takes_turns(&handle.copy_id)
+    }
+
     /// The context block a handoff task's agent is given, if `task` was started by one.
     pub(crate) fn handoff_block(&self, task: &Task) -> Option<String> {
         if task.workspace != legate_core::WorkspaceKind::Copy {
@@ -176,6 +185,7 @@ impl Engine {
         if let Some(e) = closed(&handle) {
             return Err(e);
         }
+        self.check_hands_on(&source, &handle)?;
         let source_baseline = Baseline::open(
             &source_record.baseline_directory,
             &source_record.copy_directory,

@@ -186,15 +186,23 @@ pub(super) fn compare(before: &[PathState], now: &[PathState]) -> Vec<String> {
 }
 
 /// What `rel` is beneath `root`, never following a link: `None` when absent; `file:` and the
-/// sha256 of its bytes, `link:` and the sha256 of its target, `dir`, `other`, or
-/// `unreadable:` and why (a refusal, such as a directory on the way swapped for a link).
+/// sha256 of whether it is executable (one byte) and its bytes, `link:` and the sha256 of its
+/// target, `dir`, `other`, or `unreadable:` and why (a refusal, such as a directory on the
+/// way swapped for a link).
 fn digest(root: &legate_beneath::Root, rel: &str) -> Option<String> {
     let rel = Path::new(rel);
     match root.kind(rel) {
         Ok(None) => None,
         Ok(Some(legate_beneath::Kind::File)) => Some(match root.open_file(rel) {
             Ok((mut file, _)) => {
+                // Git records whether a file is executable, so a mode change is a change of
+                // the patch (`chmod` is not governed by Landlock: a read-only agent can do it).
+                let executable = match file.metadata() {
+                    Ok(m) => std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0,
+                    Err(e) => return Some(format!("unreadable:{}", e.kind())),
+                };
                 let mut hash = Sha256::new();
+                hash.update([u8::from(executable)]);
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
                     match std::io::Read::read(&mut file, &mut buf) {
