@@ -76,6 +76,8 @@ impl JudgeInput {
         self.reason = bound(&self.reason);
         self.rule_id = self.rule_id.as_deref().map(bound);
         self.tool.title = bound(&self.tool.title);
+        // What is cut is said to be cut: a judge shown `rm a … a` must know a word follows.
+        let hidden_paths = self.tool.paths.len().saturating_sub(MAX_ITEMS);
         self.tool.paths.truncate(MAX_ITEMS);
         self.tool.paths = self
             .tool
@@ -83,9 +85,18 @@ impl JudgeInput {
             .iter()
             .map(|p| PathBuf::from(bound(&p.to_string_lossy())))
             .collect();
+        if hidden_paths > 0 {
+            self.tool.paths.push(PathBuf::from(format!(
+                "…({hidden_paths} more paths not shown)"
+            )));
+        }
         if let Some(words) = &mut self.tool.command {
+            let hidden = words.len().saturating_sub(MAX_ITEMS);
             words.truncate(MAX_ITEMS);
             *words = words.iter().map(|w| bound(w)).collect();
+            if hidden > 0 {
+                words.push(format!("…({hidden} more words not shown)"));
+            }
         }
         self
     }

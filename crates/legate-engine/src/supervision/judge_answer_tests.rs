@@ -78,8 +78,13 @@ fn fields_are_bounded() {
     let p = prompt(&input(&long, paths, Some(words)));
     assert!(p.len() < 40_000, "{}", p.len());
     let request = request_of(&p);
-    assert_eq!(request["tool"]["paths"].as_array().unwrap().len(), 32);
-    assert_eq!(request["tool"]["command"].as_array().unwrap().len(), 32);
+    // 32 shown, and a last item saying how many were not.
+    let paths = request["tool"]["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 33);
+    assert_eq!(paths[32], "…(968 more paths not shown)");
+    let command = request["tool"]["command"].as_array().unwrap();
+    assert_eq!(command.len(), 33);
+    assert_eq!(command[32], "…(968 more words not shown)");
     assert!(request["tool"]["title"].as_str().unwrap().ends_with('…'));
 }
 
