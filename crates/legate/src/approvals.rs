@@ -136,6 +136,11 @@ fn approval_lines(a: &Approval, now: Timestamp) -> Vec<String> {
             crate::one_line(&words.join(" "), 100)
         ));
     }
+    if let Some(script) = &a.tool.script {
+        // Not one plain command: shown whole (one line, escaped), since its tail may be what
+        // matters and the title above is the agent's own words.
+        lines.push(format!("    runs     {}", script.escape_debug()));
+    }
     for p in a.tool.paths.iter().take(5) {
         lines.push(format!("    path     {}", p.display()));
     }

@@ -10,6 +10,7 @@ fn input(title: &str, paths: Vec<PathBuf>, command: Option<Vec<String>>) -> Judg
             title: title.into(),
             paths,
             command,
+            script: None,
         },
         rule_id: Some("ask-before-touch".into()),
         reason: "touching files in a shared root needs a supervisor".into(),

@@ -22,7 +22,38 @@ pub(crate) fn summarize(request: &PermissionRequest) -> ToolCallSummary {
         title: request.title.clone(),
         paths: request.locations.clone(),
         command: plain_words(request),
+        script: script(request),
     }
+}
+
+/// The longest command text kept for a command that is not plain, in characters.
+const MAX_SCRIPT_CHARS: usize = 4096;
+
+/// The command as sent, when it is not one plain command: what a supervisor must read, since
+/// the title is the agent's own words.
+fn script(request: &PermissionRequest) -> Option<String> {
+    let raw = request.raw_input.as_ref()?.as_object()?;
+    let value = legate_supervisor::policy::command::COMMAND_KEYS
+        .iter()
+        .find_map(|k| raw.get(*k))?;
+    let parsed = Command::from_raw_input(request.raw_input.as_ref())?;
+    if parsed.plain.is_some() {
+        return None;
+    }
+    let text = match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let total = text.chars().count();
+    if total <= MAX_SCRIPT_CHARS {
+        return Some(text);
+    }
+    let mut cut: String = text.chars().take(MAX_SCRIPT_CHARS).collect();
+    cut.push_str(&format!(
+        "…({} more characters not shown)",
+        total - MAX_SCRIPT_CHARS
+    ));
+    Some(cut)
 }
 
 /// The words of the request's command when it is one plain command; `None` otherwise.
@@ -109,6 +140,7 @@ mod tests {
             title: String::new(),
             paths: Vec::new(),
             command: Some(command.iter().map(|s| s.to_string()).collect()),
+            script: None,
         };
         let touch = scope(Some("r"), &summary(ToolKind::Execute, &["touch", "a"]));
         assert_eq!(
@@ -153,6 +185,7 @@ mod tests {
                 title: String::new(),
                 paths: Vec::new(),
                 command: Some(std::iter::once(program.clone()).chain(rest.iter().cloned()).collect()),
+                script: None,
             };
             prop_assert_eq!(scope(Some("r"), &mk(&a)), scope(Some("r"), &mk(&b)));
         }
