@@ -183,6 +183,16 @@ impl Rule {
         if let Some(globs) = &self.paths {
             let places = call.places();
             if places.is_empty() {
+                // Deny and ask fail closed for a file call that names no path: its path is
+                // unknown, so it may be one of the rule's (the table allows a path-less edit
+                // in a root Legate owns). Other kinds name no paths by nature.
+                let file_kind = matches!(
+                    r.tool_kind,
+                    ToolKind::Read | ToolKind::Edit | ToolKind::Delete | ToolKind::Move
+                );
+                if self.decision != Decision::Allow && file_kind {
+                    return Ok(());
+                }
                 return Err(Miss::NoPaths);
             }
             let hit = if self.decision == Decision::Allow {

@@ -486,3 +486,30 @@ fn inline_rules_come_before_the_file_and_ids_are_unique_across_both() {
     let e = Policy::from_tables(inline.clone(), inline).unwrap_err();
     assert_eq!(e.field.as_deref(), Some("id"));
 }
+
+#[test]
+fn a_deny_on_paths_holds_for_a_call_that_names_no_path() {
+    // Before: a deny (or ask) with `paths` did not match a call naming no location, so the
+    // table decided it, and in a root Legate owns the table allows a path-less edit: an agent
+    // leaving `locations` empty edited `.github/` past the documented `no-ci-edits` rule.
+    let dir = tempfile::tempdir().unwrap();
+    let mut owned = shared(dir.path());
+    owned.boundary.owned = true;
+    let p = policy(
+        r#"
+[[policy.rules]]
+id = "no-ci-edits"
+kind = ["edit", "delete", "move"]
+paths = [".github/**"]
+decision = "deny"
+reason = "CI configuration is changed by people, not delegated agents"
+"#,
+    );
+    let policed = Policed::new(p, Rules);
+    let ruling = policed.decide(&owned, &edit(&[]));
+    assert_eq!(ruling.decision, Decision::Deny, "{ruling:?}");
+    assert_eq!(ruling.rule_id.as_deref(), Some("no-ci-edits"));
+    // A call naming paths elsewhere is still not this rule's.
+    let ruling = policed.decide(&owned, &edit(&["src/a.rs"]));
+    assert_eq!(ruling.rule_id, None, "{ruling:?}");
+}
