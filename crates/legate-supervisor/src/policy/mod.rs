@@ -234,10 +234,19 @@ impl Rule {
         }
         let mut miss = Miss::Program;
         for segment in &command.segments {
-            match fits(segment) {
-                Ok(()) => return Ok(()),
-                Err(Miss::Args) => miss = Miss::Args,
-                Err(_) => {}
+            // Behind a launcher (`exec`, `command`, `sudo`, `env X=1`, `timeout 5`, …) the
+            // program is a later word: every later word is tried as the program (fail closed).
+            let launched = segment
+                .first()
+                .and_then(|w| command::program_name(w))
+                .is_some_and(|p| load::LAUNCHERS.contains(&p));
+            let starts = if launched { segment.len() } else { 1 };
+            for start in 0..starts {
+                match fits(&segment[start..]) {
+                    Ok(()) => return Ok(()),
+                    Err(Miss::Args) => miss = Miss::Args,
+                    Err(_) => {}
+                }
             }
         }
         Err(miss)

@@ -513,3 +513,39 @@ reason = "CI configuration is changed by people, not delegated agents"
     let ruling = policed.decide(&owned, &edit(&["src/a.rs"]));
     assert_eq!(ruling.rule_id, None, "{ruling:?}");
 }
+
+#[test]
+fn a_deny_on_a_program_holds_behind_a_launcher() {
+    // Before: only the first word of each simple command was compared, so `exec rm`,
+    // `command rm`, `sudo rm`, `env X=1 rm` or `timeout 5 rm` ran `rm` past a deny on `rm`.
+    let dir = tempfile::tempdir().unwrap();
+    let mut owned = shared(dir.path());
+    owned.boundary.owned = true;
+    let p = policy(
+        r#"
+[[policy.rules]]
+id = "no-rm"
+kind = "execute"
+program = "rm"
+decision = "deny"
+reason = "nothing is removed"
+"#,
+    );
+    let policed = Policed::new(p, Rules);
+    for command in [
+        json!("exec rm -rf src"),
+        json!("command rm -rf src"),
+        json!("sudo rm -rf src"),
+        json!("env X=1 rm -rf src"),
+        json!("timeout 5 /bin/rm -rf src"),
+        json!("nohup nice rm src"),
+        json!(["xargs", "rm"]),
+    ] {
+        let ruling = policed.decide(&owned, &execute(json!({ "command": command })));
+        assert_eq!(ruling.decision, Decision::Deny, "{command}: {ruling:?}");
+        assert_eq!(ruling.rule_id.as_deref(), Some("no-rm"), "{command}");
+    }
+    // Not a launcher: `grep rm` is not `rm`.
+    let ruling = policed.decide(&owned, &execute(json!({"command": "grep rm notes"})));
+    assert_eq!(ruling.rule_id, None, "{ruling:?}");
+}
