@@ -31,6 +31,12 @@ pub struct ToolCallSummary {
     /// For a command: its parsed words (program first); `None` when none could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// For a command that is not one plain command (a chain, a substitution, a shell wrapper
+    /// with more arguments, text that does not read): the command as the agent sent it (shell
+    /// text, or an argv as a JSON array), bounded. Without it a supervisor would see only the
+    /// title, which the asking agent writes. Shown, never run or matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
 }
 
 legate_core::wire_enum! {
@@ -512,6 +518,7 @@ mod tests {
                 title: "touch x".into(),
                 paths: vec![],
                 command: Some(vec!["touch".into(), "x".into()]),
+                script: None,
             },
             options: vec![],
             rule_id: Some("r".into()),

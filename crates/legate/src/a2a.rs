@@ -196,6 +196,11 @@ pub async fn open(
     } else {
         (None, None)
     };
+    if token.is_some() {
+        // The caller's token must not be the supervisor's, whichever front is served:
+        // `CONFIG_INVALID` before anything listens (the supervisor could delegate otherwise).
+        crate::supervise::acquire(config)?;
+    }
     check_bind(host, token.is_some(), settings.allow_remote_without_token)?;
     let public_url = match public_url.or(settings.public_url.clone()) {
         Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {

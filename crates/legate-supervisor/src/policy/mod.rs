@@ -183,6 +183,16 @@ impl Rule {
         if let Some(globs) = &self.paths {
             let places = call.places();
             if places.is_empty() {
+                // Deny and ask fail closed for a file call that names no path: its path is
+                // unknown, so it may be one of the rule's (the table allows a path-less edit
+                // in a root Legate owns). Other kinds name no paths by nature.
+                let file_kind = matches!(
+                    r.tool_kind,
+                    ToolKind::Read | ToolKind::Edit | ToolKind::Delete | ToolKind::Move
+                );
+                if self.decision != Decision::Allow && file_kind {
+                    return Ok(());
+                }
                 return Err(Miss::NoPaths);
             }
             let hit = if self.decision == Decision::Allow {
@@ -224,10 +234,19 @@ impl Rule {
         }
         let mut miss = Miss::Program;
         for segment in &command.segments {
-            match fits(segment) {
-                Ok(()) => return Ok(()),
-                Err(Miss::Args) => miss = Miss::Args,
-                Err(_) => {}
+            // Behind a launcher (`exec`, `command`, `sudo`, `env X=1`, `timeout 5`, …) the
+            // program is a later word: every later word is tried as the program (fail closed).
+            let launched = segment
+                .first()
+                .and_then(|w| command::program_name(w))
+                .is_some_and(|p| load::LAUNCHERS.contains(&p));
+            let starts = if launched { segment.len() } else { 1 };
+            for start in 0..starts {
+                match fits(&segment[start..]) {
+                    Ok(()) => return Ok(()),
+                    Err(Miss::Args) => miss = Miss::Args,
+                    Err(_) => {}
+                }
             }
         }
         Err(miss)

@@ -6,7 +6,8 @@
 //! A location outside the root has no path relative to it and matches no glob. A location
 //! inside is matched in two forms: as named (`..` and `.` removed by text) and as resolved
 //! (symlinks followed). An `allow` needs every location inside the root and both forms of each
-//! matched; a `deny` or `ask` is taken when either form of any location matches.
+//! matched; a `deny` or `ask` is taken when either form of any location matches (and, in
+//! the rule, for a file call that names no location at all).
 //!
 //! Globs use `globset` with `*` and `?` never crossing a `/` (`**` does). A glob that is
 //! absolute, empty, or has a `..` component is refused when the policy loads.

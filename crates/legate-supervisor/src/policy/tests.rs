@@ -486,3 +486,66 @@ fn inline_rules_come_before_the_file_and_ids_are_unique_across_both() {
     let e = Policy::from_tables(inline.clone(), inline).unwrap_err();
     assert_eq!(e.field.as_deref(), Some("id"));
 }
+
+#[test]
+fn a_deny_on_paths_holds_for_a_call_that_names_no_path() {
+    // Before: a deny (or ask) with `paths` did not match a call naming no location, so the
+    // table decided it, and in a root Legate owns the table allows a path-less edit: an agent
+    // leaving `locations` empty edited `.github/` past the documented `no-ci-edits` rule.
+    let dir = tempfile::tempdir().unwrap();
+    let mut owned = shared(dir.path());
+    owned.boundary.owned = true;
+    let p = policy(
+        r#"
+[[policy.rules]]
+id = "no-ci-edits"
+kind = ["edit", "delete", "move"]
+paths = [".github/**"]
+decision = "deny"
+reason = "CI configuration is changed by people, not delegated agents"
+"#,
+    );
+    let policed = Policed::new(p, Rules);
+    let ruling = policed.decide(&owned, &edit(&[]));
+    assert_eq!(ruling.decision, Decision::Deny, "{ruling:?}");
+    assert_eq!(ruling.rule_id.as_deref(), Some("no-ci-edits"));
+    // A call naming paths elsewhere is still not this rule's.
+    let ruling = policed.decide(&owned, &edit(&["src/a.rs"]));
+    assert_eq!(ruling.rule_id, None, "{ruling:?}");
+}
+
+#[test]
+fn a_deny_on_a_program_holds_behind_a_launcher() {
+    // Before: only the first word of each simple command was compared, so `exec rm`,
+    // `command rm`, `sudo rm`, `env X=1 rm` or `timeout 5 rm` ran `rm` past a deny on `rm`.
+    let dir = tempfile::tempdir().unwrap();
+    let mut owned = shared(dir.path());
+    owned.boundary.owned = true;
+    let p = policy(
+        r#"
+[[policy.rules]]
+id = "no-rm"
+kind = "execute"
+program = "rm"
+decision = "deny"
+reason = "nothing is removed"
+"#,
+    );
+    let policed = Policed::new(p, Rules);
+    for command in [
+        json!("exec rm -rf src"),
+        json!("command rm -rf src"),
+        json!("sudo rm -rf src"),
+        json!("env X=1 rm -rf src"),
+        json!("timeout 5 /bin/rm -rf src"),
+        json!("nohup nice rm src"),
+        json!(["xargs", "rm"]),
+    ] {
+        let ruling = policed.decide(&owned, &execute(json!({ "command": command })));
+        assert_eq!(ruling.decision, Decision::Deny, "{command}: {ruling:?}");
+        assert_eq!(ruling.rule_id.as_deref(), Some("no-rm"), "{command}");
+    }
+    // Not a launcher: `grep rm` is not `rm`.
+    let ruling = policed.decide(&owned, &execute(json!({"command": "grep rm notes"})));
+    assert_eq!(ruling.rule_id, None, "{ruling:?}");
+}
