@@ -75,7 +75,7 @@ pub use roles::{
 pub use slots::SlotCounts;
 pub use supervision::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
-    ToolCallSummary,
+    MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// The shortest approval id prefix accepted for an approval id.
-pub const MIN_PREFIX: usize = 8;
+pub use legate_engine::MIN_APPROVAL_PREFIX as MIN_PREFIX;
 /// The most entries one listing returns.
 pub const MAX_LIST: usize = 500;
 /// The default listing length.
@@ -86,40 +86,12 @@ impl Queue {
         }
     }
 
-    /// The whole id `given` names: itself if an approval has it, else the one approval whose
-    /// id starts with it (at least [`MIN_PREFIX`] characters). `APPROVAL_NOT_FOUND` for none;
-    /// `INVALID_INPUT` for several.
+    /// The whole id `given` names ([`Engine::find_approval`]: the id, or the one id it is a
+    /// prefix of).
     pub fn resolve(&self, given: &str) -> Result<String> {
-        let given = given.trim();
-        if given.is_empty() || given.len() > 200 || !given.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(Error::invalid_input(
-                "an approval id is 1 to 200 visible ASCII characters",
-            ));
-        }
-        let all = self.approvals(&ApprovalFilter {
-            task_id: None,
-            pending_only: false,
-            limit: usize::MAX >> 1,
-        })?;
-        if all.iter().any(|a| a.id == given) {
-            return Ok(given.to_string());
-        }
-        let not_found = || {
-            Error::new(
-                ErrorCode::ApprovalNotFound,
-                format!("no approval has the id {given:?}"),
-            )
-        };
-        if given.len() < MIN_PREFIX {
-            return Err(not_found());
-        }
-        let mut matching = all.iter().filter(|a| a.id.starts_with(given));
-        match (matching.next(), matching.next()) {
-            (Some(one), None) => Ok(one.id.clone()),
-            (None, _) => Err(not_found()),
-            (Some(_), Some(_)) => Err(Error::invalid_input(format!(
-                "the prefix {given:?} names more than one approval; give more of the id"
-            ))),
+        match self {
+            Self::Engine(e) => e.find_approval(given),
+            Self::Records(r) => r.find_approval(given),
         }
     }
 }

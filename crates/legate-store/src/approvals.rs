@@ -16,6 +16,9 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// The shortest prefix of an approval id [`Store::find_approval`] accepts.
+pub const MIN_APPROVAL_PREFIX: usize = 8;
+
 /// The tool call an approval or a decision is about, as the supervisor saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -365,6 +368,47 @@ impl Store {
         self.read(|conn| load(conn, id))
     }
 
+    /// The whole id `given` names: itself when an approval has it, else the one approval whose
+    /// id starts with it (at least [`MIN_APPROVAL_PREFIX`] characters). `INVALID_INPUT` for a
+    /// malformed id or a prefix of several, `APPROVAL_NOT_FOUND` for none.
+    pub fn find_approval(&self, given: &str) -> Result<String> {
+        let given = given.trim();
+        if given.is_empty() || given.len() > 200 || !given.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Error::invalid_input(
+                "an approval id is 1 to 200 visible ASCII characters",
+            ));
+        }
+        let not_found = || {
+            Error::new(
+                ErrorCode::ApprovalNotFound,
+                format!("no approval has the id {given:?}"),
+            )
+        };
+        if self.approval(given)?.is_some() {
+            return Ok(given.to_string());
+        }
+        if given.len() < MIN_APPROVAL_PREFIX {
+            return Err(not_found());
+        }
+        let ids: Vec<String> = self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT id FROM approvals WHERE substr(id, 1, length(?1)) = ?1 LIMIT 2",
+            )
+            .and_then(|mut st| {
+                st.query_map(params![given], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .ctx("find an approval")
+        })?;
+        match ids.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(not_found()),
+            _ => Err(Error::invalid_input(format!(
+                "the prefix {given:?} names more than one approval; give more of the id"
+            ))),
+        }
+    }
+
     /// Approvals, newest first.
     pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
         self.read(|conn| {
@@ -538,6 +582,34 @@ mod tests {
             answer: Answer::AllowForTask,
             reason: None,
             channel: "cli".into(),
+        }
+    }
+
+    #[test]
+    fn an_approval_is_found_by_its_id_or_one_unambiguous_prefix() {
+        let store = Store::open_in_memory().unwrap();
+        let t = task("t1", 1);
+        store.insert_task(&t, &submitted()).unwrap();
+        for (id, at) in [("0123456789aa", 1), ("0123456789bb", 2), ("ffffffff-1", 3)] {
+            store
+                .insert_approval(&approval(id, &t.id, at), "s")
+                .unwrap();
+        }
+        assert_eq!(store.find_approval("ffffffff-1").unwrap(), "ffffffff-1");
+        assert_eq!(store.find_approval(" ffffffff ").unwrap(), "ffffffff-1");
+        assert_eq!(store.find_approval("0123456789a").unwrap(), "0123456789aa");
+        let several = store.find_approval("01234567").unwrap_err();
+        assert_eq!(several.code, ErrorCode::InvalidInput, "{several}");
+        for short_or_absent in ["ffff", "99999999"] {
+            let e = store.find_approval(short_or_absent).unwrap_err();
+            assert_eq!(e.code, ErrorCode::ApprovalNotFound, "{e}");
+        }
+        // A LIKE pattern would read `%` and `_` as wildcards; the prefix is compared as text.
+        let e = store.find_approval("0123456%").unwrap_err();
+        assert_eq!(e.code, ErrorCode::ApprovalNotFound, "{e}");
+        for bad in ["", "a b c d e f g h", "é1234567"] {
+            let e = store.find_approval(bad).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidInput, "{bad:?}: {e}");
         }
     }
 

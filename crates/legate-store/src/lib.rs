@@ -38,7 +38,7 @@ mod usage;
 
 pub use approvals::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
-    ToolCallSummary,
+    MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 pub use contexts::ContextRecord;
 pub use messages::{MessageClaim, MessageRecord};

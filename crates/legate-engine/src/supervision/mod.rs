@@ -16,7 +16,7 @@ mod summary;
 
 pub use legate_store::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
-    ToolCallSummary,
+    MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 
 use crate::{Engine, Records};
@@ -58,6 +58,13 @@ impl Engine {
         self.inner.queue.answer(id, &answer)
     }
 
+    /// The whole approval id `given` names: the id itself, or the one id it is a prefix of
+    /// (at least [`MIN_APPROVAL_PREFIX`] characters). `APPROVAL_NOT_FOUND` for none,
+    /// `INVALID_INPUT` for a malformed id or a prefix of several.
+    pub fn find_approval(&self, given: &str) -> Result<String> {
+        self.store().find_approval(given)
+    }
+
     /// Permission decisions, newest first.
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         self.store().audit(filter)
@@ -85,6 +92,11 @@ impl Records {
     pub fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
         check_answer(&answer)?;
         self.store().answer_approval(id, &answer)
+    }
+
+    /// As [`Engine::find_approval`].
+    pub fn find_approval(&self, given: &str) -> Result<String> {
+        self.store().find_approval(given)
     }
 
     /// Permission decisions, newest first.
