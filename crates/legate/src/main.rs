@@ -18,6 +18,7 @@ macro_rules! out {
 
 mod a2a;
 mod agents;
+mod agents_config;
 mod approvals;
 mod config;
 mod front;
