@@ -4,7 +4,8 @@
 //! This module translates arguments and prints; the engine checks the context hash, the
 //! role, the decisions and the size, and makes the copy. It never reads a copy itself.
 
-use crate::{config, front, watch};
+use crate::run::watch;
+use crate::{config, front};
 use anyhow::Result;
 use legate_core::ReportBody;
 use legate_engine::{ContextPack, Engine, HandoffRequest};

@@ -1,7 +1,10 @@
 //! `legate`: delegate a coding task to another agent, inside limits neither can widen.
 //!
-//! This is the binary's edge: argument parsing, configuration, logging, and the commands.
-//! Commands translate; the engine decides.
+//! This is the binary's edge: the `Cli`/`Command` parser, process start (hardening, logging,
+//! the runtime, the built-in agents), dispatching each command to the module that owns it,
+//! and the few helpers every command shares (`out!`, `error_chain`, `one_line`). Command
+//! bodies live in their modules (`run`, `tasks`, `review`, `agents`, `serve`, `approvals`, …),
+//! never here. Commands translate; the engine decides.
 
 /// `println!` that reports a closed stdout (e.g. `legate tasks | head`) as an error instead of
 /// panicking; `main` treats a broken pipe as a normal end.
@@ -15,6 +18,7 @@ macro_rules! out {
 
 mod a2a;
 mod agents;
+mod agents_config;
 mod approvals;
 mod config;
 mod front;
@@ -28,20 +32,18 @@ mod review;
 mod review_config;
 mod roles_config;
 mod roles_list;
+mod run;
 mod serve;
 mod supervise;
 mod supervision_config;
+mod tasks;
 mod usage;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
-use legate_core::{Error, ErrorCode, TaskMode, TaskState};
-use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
-use legate_engine::{Records, TaskFilter};
-use std::io::IsTerminal;
+use legate_engine::{Engine, Records};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -57,7 +59,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Delegate a task and watch it run.
-    Run(RunArgs),
+    Run(run::RunArgs),
     /// List tasks, newest first.
     Tasks {
         /// Only tasks in this state (submitted, working, completed, failed, canceled, …).
@@ -116,7 +118,7 @@ enum Command {
         json: bool,
     },
     /// Token usage of stored tasks, by task, session and model.
-    Usage(UsageArgs),
+    Usage(usage::UsageArgs),
     /// Check the permission policy, or explain which rule decides a described tool call.
     Policy {
         #[command(subcommand)]
@@ -227,76 +229,6 @@ enum Command {
         /// Which agent: `revisor`, or `tck` (the A2A TCK profile).
         name: String,
     },
-}
-
-#[derive(Debug, clap::Args)]
-struct RunArgs {
-    /// The agent to delegate to (default: `default_agent`, normally `revisor`).
-    #[arg(long, short)]
-    agent: Option<String>,
-    /// Work in the context's sandbox. The default for a new context; a continued context
-    /// (`--context`) keeps whatever workspace it started with.
-    #[arg(long, conflicts_with_all = ["cwd", "copy"])]
-    sandbox: bool,
-    /// Work on a copy of this git project (its root): review with `legate diff`, `verify`,
-    /// `test`, then `integrate`.
-    #[arg(long, conflicts_with = "cwd")]
-    copy: Option<PathBuf>,
-    /// With `--copy`: copy only these relative files or directories (repeatable).
-    #[arg(long = "include", requires = "copy")]
-    include: Vec<String>,
-    /// With `--copy`: acceptance criteria, a JSON file `[{id, description, check?}, …]`.
-    #[arg(long, requires = "copy")]
-    criteria: Option<PathBuf>,
-    /// Work in this directory instead (shared: Legate does not own it).
-    #[arg(long)]
-    cwd: Option<PathBuf>,
-    /// Continue this conversation (same agent session, same workspace).
-    #[arg(long)]
-    context: Option<String>,
-    /// Refuse every change: read-only task (a planner or reviewer role is read-only anyway).
-    #[arg(long)]
-    read_only: bool,
-    /// The role the agent plays: implementer (the default), planner, reviewer, or a
-    /// configured role (`legate roles`). A conversation keeps its role.
-    #[arg(long)]
-    role: Option<String>,
-    /// Seconds before the task is stopped with TASK_TIMEOUT.
-    #[arg(long)]
-    timeout: Option<u64>,
-    /// The model to use (an id the agent lists, or `auto` for the agent's own choice).
-    /// Without it: the saved preference (`legate model`), then the agent's configured
-    /// `model`, then the agent's own choice. `agy` and ACP agents that offer a model option
-    /// select it; other agents ignore it with a notice.
-    #[arg(long)]
-    model: Option<String>,
-    /// A JSON Schema file the answer must follow (structured output, agents of kind `agy`):
-    /// passed as `--json-schema`, and the answer's JSON comes back as the attachment
-    /// `structured_output.json`.
-    #[arg(long, value_name = "FILE")]
-    json_schema: Option<PathBuf>,
-    /// What to ask. Each argument becomes one line of the prompt.
-    #[arg(required = true, num_args = 1..)]
-    prompt: Vec<String>,
-}
-
-#[derive(Debug, clap::Args)]
-struct UsageArgs {
-    /// Only this task (id or unique prefix).
-    #[arg(long)]
-    task: Option<String>,
-    /// Only this agent session (ACP session id or agy conversation id).
-    #[arg(long)]
-    session: Option<String>,
-    /// Only usage counted for this model.
-    #[arg(long)]
-    model: Option<String>,
-    /// Only tasks of this agent.
-    #[arg(long)]
-    agent: Option<String>,
-    /// Print the whole report as JSON.
-    #[arg(long)]
-    json: bool,
 }
 
 fn main() -> ExitCode {
@@ -416,118 +348,17 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
     // Every confinement this process prepares refuses the ports `legate serve` registered here.
     legate_confine::ports::use_registry(paths.run().join("listen"));
     match command {
-        Command::Run(args) => run(config, args).await,
+        Command::Run(args) => run::run(config, args).await,
         Command::Tasks {
             state,
             context,
             agent,
             limit,
             json,
-        } => {
-            let records = Records::open_or_empty(&paths)?;
-            let state = match state {
-                Some(s) => Some(TaskState::parse_named(&s)?),
-                None => None,
-            };
-            let filter_given = state.is_some() || context.is_some() || agent.is_some();
-            let filter = TaskFilter {
-                state,
-                context_id: context,
-                agent,
-                limit: limit.clamp(1, 10_000),
-                before: None,
-            };
-            let tasks = records.tasks(&filter)?;
-            if tasks.is_empty() && !json && std::io::stdout().is_terminal() {
-                out!(
-                    "no tasks yet{}",
-                    if filter_given { " that match" } else { "" }
-                )?;
-            }
-            for t in tasks {
-                if json {
-                    out!("{}", serde_json::to_string(&t)?)?;
-                } else {
-                    let when = humantime::format_rfc3339_seconds(t.created_at.to_system_time());
-                    let code = t
-                        .error
-                        .as_ref()
-                        .map(|e| format!(" {}", e.code))
-                        .unwrap_or_default();
-                    out!(
-                        "{}  {when}  {:<10} {:<15}{code}  {}",
-                        t.id,
-                        t.agent,
-                        t.state.as_str(),
-                        one_line(&t.prompt, 60)
-                    )?;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Show { id, json } => {
-            let records = Records::open(&paths)?;
-            let task = records.find_task(&id)?;
-            if json {
-                out!("{}", serde_json::to_string_pretty(&task)?)?;
-            } else {
-                print_task(&task)?;
-                if let Some(r) = records.review(&task.id)? {
-                    for line in render::integration_lines(&r) {
-                        out!("{line}")?;
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Events { id, after, follow } => {
-            let records = Records::open(&paths)?;
-            let task = records.find_task(&id)?;
-            if follow {
-                let mut sub = records.follow(task.id.clone(), after);
-                while let Some(e) = sub.next().await? {
-                    out!("{}", render::event_line(&e))?;
-                }
-                // Like `legate run`: 0 only when the task completed.
-                let done = records.find_task(task.id.as_str())?;
-                return Ok(if done.state == TaskState::Completed {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                });
-            } else {
-                let mut cursor = after;
-                loop {
-                    let page = records.events(&task.id, cursor, 500)?;
-                    let Some(last) = page.last() else { break };
-                    cursor = last.seq;
-                    for e in &page {
-                        out!("{}", render::event_line(e))?;
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Cancel { id } => {
-            // The engine decides, as for every front: a task waiting for input ends here and
-            // now; a running one is asked to stop, and the process running it stops it.
-            let engine = front::start_engine(&config.engine)?;
-            let outcome = engine
-                .cancel(&id)
-                .and_then(|before| Ok((engine.task(before.id.as_str())?, before)));
-            engine.shutdown().await;
-            let (after, before) = outcome?;
-            if after.is_terminal() {
-                out!("canceled {} (it was {})", after.id, before.state)?;
-            } else {
-                out!(
-                    "cancel requested for {} ({}); the process running it stops it within a second",
-                    after.id,
-                    after.state
-                )?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => tasks::list(&paths, state, context, agent, limit, json),
+        Command::Show { id, json } => tasks::show(&paths, &id, json),
+        Command::Events { id, after, follow } => tasks::events(&paths, &id, after, follow).await,
+        Command::Cancel { id } => tasks::cancel(&config, &id).await,
         Command::Agents { no_probe, json } => {
             if no_probe {
                 return agents::list(&config, None, json).await;
@@ -626,166 +457,6 @@ pub fn backends(confinement: legate_confine::Requirement) -> legate_backend::Reg
     legate_backend::Registry::builtin(confinement)
 }
 
-/// How often `legate run` redraws its progress line on a terminal.
-const PROGRESS_TICK: Duration = Duration::from_millis(200);
-
-async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
-    let engine = front::start_engine(&config.engine)?;
-    let workspace = match (args.cwd, args.copy) {
-        (Some(dir), _) => WorkspaceRequest::Shared(dir),
-        (None, Some(source)) => WorkspaceRequest::Copy {
-            source: std::path::absolute(&source).unwrap_or(source),
-            include_paths: args.include,
-            criteria: match &args.criteria {
-                Some(file) => serde_json::from_value(read_json(file, "a list of criteria")?)
-                    .map_err(|e| {
-                        Error::caused_by(
-                            ErrorCode::InvalidInput,
-                            format!("{} is not a list of criteria: {e}", file.display()),
-                            e,
-                        )
-                    })?,
-                None => Vec::new(),
-            },
-        },
-        (None, None) if args.sandbox => WorkspaceRequest::Sandbox,
-        (None, None) => WorkspaceRequest::Context,
-    };
-    let request = SubmitRequest {
-        agent: args.agent,
-        prompt: args.prompt.join("\n"),
-        workspace,
-        context_id: args.context,
-        mode: args.read_only.then_some(TaskMode::ReadOnly),
-        timeout: args.timeout.map(Duration::from_secs),
-        model: args.model,
-        message_id: None,
-        json_schema: match &args.json_schema {
-            Some(file) => Some(read_json(file, "a JSON Schema")?),
-            None => None,
-        },
-        role: args.role,
-    };
-    let task = engine.submit(request)?;
-    watch(engine, task).await
-}
-
-/// Follows `task` on `engine` to its end (or until it waits for input), rendering its events;
-/// Ctrl-C cancels it. Shuts the engine down; exit code 0 when it completed.
-pub(crate) async fn watch(engine: Engine, task: legate_core::Task) -> Result<ExitCode> {
-    eprintln!(
-        "task {} · agent {} · context {}",
-        task.id, task.agent, task.context_id
-    );
-    let mut renderer = render::Renderer::new();
-    let mut sub = engine.subscribe(&task.id, 0);
-    let mut interrupts = 0;
-    let mut ticker = tokio::time::interval(PROGRESS_TICK);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tokio::select! {
-            _ = ticker.tick(), if renderer.live() => renderer.tick(),
-            next = sub.next() => match next? {
-                Some(e) => {
-                    renderer.event(&e);
-                    // The agent asked for input: the task waits for a reply, not for us.
-                    if let legate_core::EventKind::Status { state, .. } = &e.kind
-                        && *state == TaskState::InputRequired
-                    {
-                        break;
-                    }
-                }
-                None => break,
-            },
-            _ = tokio::signal::ctrl_c() => {
-                interrupts += 1;
-                if interrupts > 1 {
-                    eprintln!("interrupted twice; stopping now");
-                    engine.shutdown().await;
-                    return Ok(ExitCode::from(130));
-                }
-                eprintln!("\ncanceling (press Ctrl-C again to stop at once)");
-                let _ = engine.cancel(task.id.as_str());
-            }
-        }
-    }
-    let done = engine.task(task.id.as_str())?;
-    renderer.summary(&done);
-    engine.shutdown().await;
-    Ok(if done.state == TaskState::Completed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-/// The JSON in `file`; `INVALID_INPUT` naming `what` when it cannot be read or parsed.
-fn read_json(file: &std::path::Path, what: &str) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
-    Ok(serde_json::from_str(&text).map_err(|e| {
-        Error::caused_by(
-            ErrorCode::InvalidInput,
-            format!("{} is not {what} (not JSON: {e})", file.display()),
-            e,
-        )
-    })?)
-}
-
-fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
-    let at = |ts: legate_core::Timestamp| {
-        humantime::format_rfc3339_seconds(ts.to_system_time()).to_string()
-    };
-    out!("task     {}", t.id)?;
-    out!("state    {}", t.state)?;
-    if let Some(e) = &t.error {
-        out!("error    {}: {}", e.code, e.message)?;
-    }
-    out!("agent    {}", t.agent)?;
-    out!("context  {}", t.context_id)?;
-    if let Some(s) = &t.session_id {
-        out!("session  {s}")?;
-    }
-    out!("mode     {}", t.mode.as_str())?;
-    match &t.role {
-        Some(r) if r.name != r.base.as_str() => out!("role     {} ({})", r.name, r.base.as_str())?,
-        Some(r) => out!("role     {}", r.name)?,
-        None => out!("role     implementer")?,
-    }
-    match &t.root {
-        Some(r) => out!("workspace {} {}", t.workspace.as_str(), r.display())?,
-        None => out!("workspace {}", t.workspace.as_str())?,
-    }
-    out!("created  {}", at(t.created_at))?;
-    out!("updated  {}", at(t.updated_at))?;
-    out!("usage    {}", render::usage_text(t))?;
-    if let Some(m) = &t.status_message {
-        out!("status   {m}")?;
-    }
-    out!("prompt   {}", one_line(&t.prompt, 200))?;
-    if let Some(r) = &t.result {
-        out!(
-            "tools    {} call(s), {} failed{}",
-            r.tool_calls,
-            r.failed_tool_calls,
-            r.stop_reason
-                .as_ref()
-                .map(|s| format!(", stop reason {s}"))
-                .unwrap_or_default()
-        )?;
-        for refusal in &r.refusals {
-            out!("refused  {}: {}", refusal.title, refusal.reason)?;
-        }
-        for line in r.report.iter().flat_map(render::report_lines) {
-            out!("{line}")?;
-        }
-        if !r.text.is_empty() {
-            out!("\n{}", r.text.trim_end())?;
-        }
-    }
-    Ok(())
-}
-
 pub(crate) fn one_line(s: &str, max: usize) -> String {
     // Whitespace collapsed, and any other control character escaped: the text may be an
     // agent's, and must not drive the terminal (ANSI sequences) or start a line of its own.
@@ -829,24 +500,6 @@ mod tests {
         );
         let other = anyhow::Error::new(std::io::Error::other("root cause")).context("outer");
         assert_eq!(error_chain(&other), "outer: root cause");
-    }
-
-    /// A file that is not JSON is `INVALID_INPUT` with the parser's error as its cause (not
-    /// flattened into a string), and the printed chain says the cause once.
-    #[test]
-    fn a_bad_json_file_keeps_its_cause() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("criteria.json");
-        std::fs::write(&file, "[not json").unwrap();
-        let e = super::read_json(&file, "a list of criteria").unwrap_err();
-        let legate = e.downcast_ref::<legate_core::Error>().unwrap();
-        assert_eq!(legate.code, legate_core::ErrorCode::InvalidInput);
-        // The parser's own error, kept (behind the `Arc` the error holds it in).
-        let cause = std::error::Error::source(legate).expect("a cause");
-        assert!(cause.to_string().contains("expected"), "{cause:?}");
-        let chain = error_chain(&e);
-        assert!(chain.starts_with("INVALID_INPUT: "), "{chain}");
-        assert_eq!(chain.matches(&cause.to_string()).count(), 1, "{chain}");
     }
 
     /// The token in an environment variable that is not a valid token: the token's own error,

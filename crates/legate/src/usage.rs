@@ -3,10 +3,28 @@
 //! The adding up is the engine's (`Records::usage`, also `Engine::usage`); this module only
 //! prints. It never shows 0 for a counter nobody reported: that is `-`.
 
-use crate::UsageArgs;
 use anyhow::Result;
 use legate_engine::{Records, UsageFilter, UsageTotals};
 use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct UsageArgs {
+    /// Only this task (id or unique prefix).
+    #[arg(long)]
+    task: Option<String>,
+    /// Only this agent session (ACP session id or agy conversation id).
+    #[arg(long)]
+    session: Option<String>,
+    /// Only usage counted for this model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Only tasks of this agent.
+    #[arg(long)]
+    agent: Option<String>,
+    /// Print the whole report as JSON.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Prints the report for `args`.
 pub fn print(store: &Records, args: UsageArgs) -> Result<ExitCode> {
