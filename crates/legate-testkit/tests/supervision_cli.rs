@@ -115,7 +115,6 @@ fn deciders(entries: &[Value]) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs s14c (legate approvals/approve/deny/audit)"]
 async fn an_ask_approved_from_another_legate_process_and_audited() {
     let h = harness();
     let home = h.home();
@@ -160,7 +159,6 @@ async fn an_ask_approved_from_another_legate_process_and_audited() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs s14c (legate approvals/approve/deny/audit)"]
 async fn an_ask_denied_from_another_legate_process_tells_the_agent_why() {
     let h = harness();
     let home = h.home();
@@ -215,7 +213,6 @@ fn line_starting(out: &mut impl BufRead, prefix: &str) -> String {
 }
 
 #[test]
-#[ignore = "needs s14c (the supervisor endpoint and token)"]
 fn the_callers_token_is_refused_on_the_supervisor_endpoint() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -273,7 +270,6 @@ fn the_callers_token_is_refused_on_the_supervisor_endpoint() {
 }
 
 #[test]
-#[ignore = "needs s14c (legate approvals --follow, legate audit)"]
 fn a_restart_expires_a_pending_approval() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");

@@ -520,7 +520,10 @@ fn roles_and_a_configured_role_run_validate_against_their_schemas_in_the_query_p
     assert_eq!(report["final"], "completed", "{report}");
     assert_eq!(report["report"]["kind"], "review", "{report}");
     assert_eq!(report["report"]["citationsChecked"], true, "{report}");
-    assert_eq!(report["report"]["findings"][0]["path"], "lib.rs", "{report}");
+    assert_eq!(
+        report["report"]["findings"][0]["path"], "lib.rs",
+        "{report}"
+    );
     assert_eq!(report["unknown"], "ROLE_NOT_FOUND", "{report}");
 }
 

@@ -10,9 +10,9 @@
 //! never decides a task's state and never lets a request wait without a deadline.
 
 pub(crate) mod judge;
+mod judge_answer;
 pub(crate) mod queue;
 mod summary;
-mod judge_answer;
 
 pub use legate_store::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
