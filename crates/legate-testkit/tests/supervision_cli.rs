@@ -115,7 +115,6 @@ fn deciders(entries: &[Value]) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs s14c (legate approvals/approve/deny/audit)"]
 async fn an_ask_approved_from_another_legate_process_and_audited() {
     let h = harness();
     let home = h.home();
@@ -160,7 +159,6 @@ async fn an_ask_approved_from_another_legate_process_and_audited() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs s14c (legate approvals/approve/deny/audit)"]
 async fn an_ask_denied_from_another_legate_process_tells_the_agent_why() {
     let h = harness();
     let home = h.home();
@@ -215,7 +213,6 @@ fn line_starting(out: &mut impl BufRead, prefix: &str) -> String {
 }
 
 #[test]
-#[ignore = "needs s14c (the supervisor endpoint and token)"]
 fn the_callers_token_is_refused_on_the_supervisor_endpoint() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -273,7 +270,7 @@ fn the_callers_token_is_refused_on_the_supervisor_endpoint() {
 }
 
 #[test]
-#[ignore = "needs s14c (legate approvals --follow, legate audit)"]
+#[ignore = "unfinished: hangs intermittently; `legate approvals --follow` started before the store exists never prints the request (see p1 report)"]
 fn a_restart_expires_a_pending_approval() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -325,5 +322,91 @@ fn a_restart_expires_a_pending_approval() {
     assert!(
         last["reason"].as_str().unwrap().contains("stopped"),
         "{last}"
+    );
+}
+
+/// One home through every decider: the table (an edit in the sandbox), a policy rule (an
+/// `allow` for `echo`), the supervising agent (it denies `touch` for `worker`), a human
+/// (`legate approve` from another process, for the judge's own request, which it may not
+/// judge), and the deadline (nobody answers); `legate audit --json` names each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_home_goes_through_every_decider_and_the_audit_names_each() {
+    let policy = format!(
+        "{POLICY}\n[[policy.rules]]\nid = \"allow-echo\"\nkind = \"execute\"\nprogram = \"echo\"\ndecision = \"allow\"\nreason = \"echo only prints\"\n"
+    );
+    let h = EngineHarness::builder()
+        .agent(TestAgent::scripted("worker"))
+        .agent(TestAgent::scripted("judge").env("LEGATE_TESTKIT_JUDGE", "deny"))
+        .default_agent("worker")
+        .config(move |c| {
+            let rules = legate_supervisor::policy::parse_file(&policy).unwrap();
+            c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
+            c.supervision.agent = Some("judge".into());
+            c.supervision.deadline = Duration::from_secs(15);
+            c.supervision.agent_timeout = Duration::from_secs(10);
+        })
+        .start();
+    supervisor_token_file(&h.home());
+    let home = h.home();
+
+    // Table, policy and supervising agent in the worker's task.
+    let worker = h
+        .engine
+        .submit(SubmitRequest::new(
+            "write notes.txt: hello\nrun echo hi\nrun touch judged.txt",
+        ))
+        .unwrap();
+    h.wait(&worker.id).await;
+
+    // The judge's own request: it is skipped, and a human answers from another process.
+    let mut own = SubmitRequest::new("run touch mine.txt");
+    own.agent = Some("judge".into());
+    let human_task = h.engine.submit(own).unwrap();
+    let approval = awaited(&h, &human_task.id).await;
+    cli(&home, &["approve", &approval]);
+    h.wait(&human_task.id).await;
+
+    // Nobody answers this one.
+    let mut late = SubmitRequest::new("run touch late.txt");
+    late.agent = Some("judge".into());
+    let late_task = h.engine.submit(late).unwrap();
+    h.wait(&late_task.id).await;
+
+    let audit = json_lines(&home, &["audit", "--json"]);
+    let find = |task: &TaskId, decider: &str, rule: Option<&str>, decision: &str| {
+        audit
+            .iter()
+            .find(|e| {
+                e["taskId"] == task.as_str()
+                    && e["decider"] == decider
+                    && e["decision"] == decision
+                    && rule.is_none_or(|r| e["ruleId"] == r)
+            })
+            .unwrap_or_else(|| panic!("no {decider} {decision} {rule:?} for {task:?}: {audit:#?}"))
+    };
+    find(&worker.id, "table", None, "allow");
+    let policy = find(&worker.id, "policy", Some("allow-echo"), "allow");
+    assert_eq!(policy["tool"]["command"][0], "echo", "{policy}");
+    let agent = find(&worker.id, "agent", Some("ask-before-touch"), "deny");
+    assert_eq!(agent["channel"], "agent:judge", "{agent}");
+    assert!(
+        agent["reason"].as_str().unwrap().contains("scripted judge"),
+        "{agent}"
+    );
+    let skipped = find(&human_task.id, "agent", Some("ask-before-touch"), "ask");
+    assert!(
+        skipped["reason"].as_str().unwrap().contains("skipped"),
+        "{skipped}"
+    );
+    let human = find(&human_task.id, "human", Some("ask-before-touch"), "allow");
+    assert_eq!(human["channel"], "cli", "{human}");
+    assert_eq!(human["approvalId"], approval.as_str(), "{human}");
+    let deadline = find(&late_task.id, "deadline", Some("ask-before-touch"), "deny");
+    assert!(
+        deadline["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no supervisor answered within 15 s"),
+        "{deadline}"
     );
 }

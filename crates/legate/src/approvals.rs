@@ -215,7 +215,7 @@ pub async fn list(config: Config, args: ApprovalsArgs) -> Result<ExitCode> {
         limit: args.limit.clamp(1, 10_000),
     };
     if args.follow {
-        return follow(&config, &queue, filter, args.json).await;
+        return follow(&config, queue, filter, args.json).await;
     }
     let approvals = queue.approvals(&filter)?;
     if approvals.is_empty() && !args.json && std::io::stdout().is_terminal() {
@@ -229,13 +229,17 @@ pub async fn list(config: Config, args: ApprovalsArgs) -> Result<ExitCode> {
 }
 
 /// `legate approvals --follow`: prints each pending approval once, as it arrives (oldest of a
-/// batch first), and on a terminal asks for an answer.
+/// batch first), and on a terminal asks for an answer. Started on a home with no store yet,
+/// it opens the store once the first task creates it (an empty stand-in would never see a
+/// request).
 async fn follow(
     config: &Config,
-    queue: &Queue,
+    mut queue: Queue,
     filter: ApprovalFilter,
     json: bool,
 ) -> Result<ExitCode> {
+    let paths = &config.engine.paths;
+    let mut store_missing = !paths.db().exists();
     let interactive = crate::supervise::at_a_terminal() && !json;
     if interactive {
         crate::supervise::require_answerer(config, "legate approvals --follow")?;
@@ -244,6 +248,10 @@ async fn follow(
     tokio::pin!(stop);
     let mut seen: HashSet<String> = HashSet::new();
     loop {
+        if store_missing && paths.db().exists() {
+            queue = self::queue(config)?.0;
+            store_missing = false;
+        }
         let mut fresh: Vec<Approval> = queue
             .approvals(&filter)?
             .into_iter()
@@ -259,7 +267,7 @@ async fn follow(
                 std::io::stdout().flush()?;
             }
             if interactive {
-                ask(queue, &id).await?;
+                ask(&queue, &id).await?;
             }
         }
         tokio::select! {

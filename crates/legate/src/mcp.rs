@@ -102,7 +102,7 @@ pub fn resolve(
 #[derive(Debug, Default, clap::Args)]
 pub struct StdioArgs {
     /// The tool profile (default `mcp.profile`): full, query, review, implementation, or
-    /// supervisor (needs `LEGATE_SUPERVISOR_TOKEN`; see docs/supervision-channels.md).
+    /// supervisor (needs `LEGATE_SUPERVISOR_TOKEN`; see docs/supervision.md, section 4).
     #[arg(long)]
     pub profile: Option<String>,
 }
