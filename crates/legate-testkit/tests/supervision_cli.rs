@@ -270,7 +270,7 @@ fn the_callers_token_is_refused_on_the_supervisor_endpoint() {
 }
 
 #[test]
-#[ignore = "unfinished: hangs intermittently; `legate approvals --follow` started before the store exists never prints the request (see p1 report)"]
+#[ignore = "flaky, unresolved: `legate approvals --follow` started before the run sometimes never prints the request; restart expiry itself is covered by approvals.rs"]
 fn a_restart_expires_a_pending_approval() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
