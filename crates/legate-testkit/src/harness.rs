@@ -360,6 +360,18 @@ impl EngineHarness {
         self.base.join("project")
     }
 
+    /// A request for `prompt` on a copy of [`EngineHarness::project`] (every file, no
+    /// criteria): the start of every copy-review suite.
+    pub fn on_copy(&self, prompt: &str) -> SubmitRequest {
+        let mut req = SubmitRequest::new(prompt);
+        req.workspace = legate_engine::WorkspaceRequest::Copy {
+            source: self.project(),
+            include_paths: vec![],
+            criteria: vec![],
+        };
+        req
+    }
+
     /// Submits `req` and waits until the task ends or waits for input.
     pub async fn run(&self, req: SubmitRequest) -> Task {
         let task = self

@@ -8,8 +8,7 @@
 
 use legate_core::{ErrorCode, EventKind, Task, TaskMode, TaskState};
 use legate_engine::{
-    ContinueRequest, CopyStatus, Delivery, Inbound, MessageRequest, Review, SubmitRequest,
-    TestCommand, WorkspaceRequest,
+    ContinueRequest, CopyStatus, Delivery, Inbound, MessageRequest, Review, TestCommand,
 };
 use legate_testkit::EngineHarness;
 
@@ -22,12 +21,7 @@ fn harness() -> EngineHarness {
 
 /// Runs the first turn of a copy context; returns it completed.
 async fn first_turn(h: &EngineHarness, prompt: &str) -> Task {
-    let mut req = SubmitRequest::new(prompt);
-    req.workspace = WorkspaceRequest::Copy {
-        source: h.project(),
-        include_paths: vec![],
-        criteria: vec![],
-    };
+    let req = h.on_copy(prompt);
     let done = h.run(req).await;
     assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
     done

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_core::{ErrorCode, Task, TaskState};
-use legate_engine::{HandoffRequest, ReportedTest, SubmitRequest, TestCommand, WorkspaceRequest};
+use legate_engine::{HandoffRequest, ReportedTest, SubmitRequest, TestCommand};
 use legate_testkit::EngineHarness;
 use std::fs;
 
@@ -17,12 +17,7 @@ fn harness() -> EngineHarness {
 
 /// A finished copy task that changed a.txt and added one.txt, left uncommitted in its copy.
 async fn first(h: &EngineHarness) -> Task {
-    let mut req = SubmitRequest::new("replace a.txt: alpha => beta\nwrite one.txt: one\\n");
-    req.workspace = WorkspaceRequest::Copy {
-        source: h.project(),
-        include_paths: vec![],
-        criteria: vec![],
-    };
+    let req = h.on_copy("replace a.txt: alpha => beta\nwrite one.txt: one\\n");
     let done = h.run(req).await;
     assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
     done

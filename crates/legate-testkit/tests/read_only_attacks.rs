@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_core::{ErrorCode, Task, TaskMode, TaskState};
-use legate_engine::{ContinueRequest, HandoffRequest, SubmitRequest, WorkspaceRequest};
+use legate_engine::{ContinueRequest, HandoffRequest};
 use legate_testkit::EngineHarness;
 use std::os::unix::fs::PermissionsExt;
 
@@ -17,12 +17,7 @@ fn harness() -> EngineHarness {
 }
 
 async fn first(h: &EngineHarness, prompt: &str) -> Task {
-    let mut req = SubmitRequest::new(prompt);
-    req.workspace = WorkspaceRequest::Copy {
-        source: h.project(),
-        include_paths: vec![],
-        criteria: vec![],
-    };
+    let req = h.on_copy(prompt);
     let done = h.run(req).await;
     assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
     done

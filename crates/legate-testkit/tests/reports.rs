@@ -9,7 +9,7 @@
 
 use legate_backend::agy::AgyBackend;
 use legate_core::{AgentKind, ErrorCode, ReportBody, ReportOrigin, Task, TaskState};
-use legate_engine::{SubmitRequest, WorkspaceRequest};
+use legate_engine::SubmitRequest;
 use legate_testkit::{EngineHarness, TestAgent};
 use std::path::Path;
 use std::sync::Arc;
@@ -28,13 +28,8 @@ fn harness() -> EngineHarness {
 }
 
 fn on_copy(h: &EngineHarness, role: &str, prompt: &str) -> SubmitRequest {
-    let mut req = SubmitRequest::new(prompt);
+    let mut req = h.on_copy(prompt);
     req.role = Some(role.into());
-    req.workspace = WorkspaceRequest::Copy {
-        source: h.project(),
-        include_paths: vec![],
-        criteria: vec![],
-    };
     req
 }
 
