@@ -63,6 +63,20 @@ pub struct SessionRequest {
     /// configuration file): hidden in their own mount namespace, except the workspace and
     /// the agent's own directories beneath them (`legate_confine::Confinement::hide`).
     pub hidden: Vec<PathBuf>,
+    /// Where a remote backend records the remote task each turn is bound to, before it relays
+    /// anything else (the engine's store). `None`: nothing is recorded, and a restart cannot
+    /// re-attach (probes, tests).
+    pub ledger: Option<Arc<dyn RemoteLedger>>,
+}
+
+/// Records which remote task a local task's turn runs as (see [`legate_core::RemoteRef`]).
+///
+/// A remote backend calls [`RemoteLedger::record`] as soon as the remote server names its
+/// task, and relays nothing of the turn until it returned `Ok`: durable before told, so a
+/// local restart finds the reference and re-attaches ([`Backend::reattach`]).
+pub trait RemoteLedger: Send + Sync + Debug {
+    /// Binds local task `task` to `remote`, replacing any earlier binding.
+    fn record(&self, task: &TaskId, remote: &legate_core::RemoteRef) -> Result<()>;
 }
 
 impl SessionRequest {
@@ -151,6 +165,10 @@ pub struct Capabilities {
     pub continuation: Continuation,
     /// The supervisor preset of an agent whose spec names none.
     pub default_preset: Preset,
+    /// Whether a turn outlives this process: its work runs elsewhere, and after a restart
+    /// [`Backend::reattach`] follows it to its end (a remote A2A agent). When false, recovery
+    /// ends an interrupted task with `SERVER_RESTARTED`.
+    pub reattach: bool,
 }
 
 /// Cancels the running turn of a session from another task.
@@ -199,6 +217,30 @@ pub trait Backend: Send + Sync + Debug {
             "agent `{}` cannot list its models",
             request.agent.name
         )))
+    }
+
+    /// Follows the remote task `remote`, which the turn `turn` of a local task was bound to
+    /// before this process (or an earlier one) stopped, to its end: what happens from now on
+    /// goes to `sink`, and the outcome is the remote task's. When `cancel` fires (the caller
+    /// canceled, or the local timeout passed) the backend asks the remote to cancel
+    /// (`CancelTask`) and returns once the remote task ended or could not be reached. Only for
+    /// backends whose [`Capabilities::reattach`] says so; the default refuses with `INTERNAL`.
+    async fn reattach(
+        &self,
+        request: SessionRequest,
+        turn: Turn,
+        remote: legate_core::RemoteRef,
+        sink: EventSink,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<TurnOutcome> {
+        let _ = (turn, remote, sink, cancel);
+        Err(legate_core::Error::new(
+            legate_core::ErrorCode::Internal,
+            format!(
+                "agent `{}`'s backend cannot re-attach to a task after a restart",
+                request.agent.name
+            ),
+        ))
     }
 
     /// How much of `legate-confine`'s confinement the kernel enforces on the processes this

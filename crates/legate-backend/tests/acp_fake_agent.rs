@@ -72,6 +72,7 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
         state_dir: None,
         blocked_dir: None,
         hidden: Vec::new(),
+        ledger: None,
     }
 }
 

@@ -161,6 +161,16 @@ error_codes! {
     ApprovalClosed => "APPROVAL_CLOSED",
     /// The permission policy is invalid.
     PolicyInvalid => "POLICY_INVALID",
+    /// The remote agent's server could not be reached (connection refused, DNS, TLS, timeout).
+    RemoteUnreachable => "REMOTE_UNREACHABLE",
+    /// The remote agent's server refused Legate's credentials (HTTP 401 or 403).
+    RemoteUnauthenticated => "REMOTE_UNAUTHENTICATED",
+    /// The remote agent answered outside the A2A protocol, or with an A2A error; the message carries the remote's own words.
+    RemoteProtocolError => "REMOTE_PROTOCOL_ERROR",
+    /// A copy task was sent to a remote agent whose card does not declare Legate's copy-workspace extension.
+    RemoteWorkspaceUnsupported => "REMOTE_WORKSPACE_UNSUPPORTED",
+    /// The files of a copy task exceed the transfer bound to a remote agent; nothing was sent.
+    CopyTooLarge => "COPY_TOO_LARGE",
 }
 
 impl ErrorCode {

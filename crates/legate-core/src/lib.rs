@@ -9,6 +9,7 @@ pub mod boundary;
 pub mod error;
 pub mod event;
 pub mod permission;
+pub mod remote;
 pub mod report;
 pub mod role;
 pub mod task;
@@ -23,6 +24,7 @@ pub use event::{
     ToolStatus,
 };
 pub use permission::{Decider, Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
+pub use remote::RemoteRef;
 pub use report::{
     Finding, PlanReport, PlanStep, Report, ReportBody, ReportOrigin, ReviewReport, Severity,
 };

@@ -264,6 +264,10 @@ pub struct Task {
     pub session_id: Option<String>,
     /// Seconds before the task is stopped with `TASK_TIMEOUT`.
     pub timeout_secs: u64,
+    /// The remote task it is bound to, when its agent is served elsewhere (recorded by the
+    /// remote backend through the store, never by the engine's updates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::RemoteRef>,
     /// When it was stored.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -297,6 +301,7 @@ impl Task {
             result: None,
             session_id: None,
             timeout_secs: DEFAULT_TASK_TIMEOUT_SECS,
+            remote: None,
             created_at: now,
             updated_at: now,
         }

@@ -118,6 +118,7 @@ impl Engine {
             state_dir: Some(self.config().state_dir(&agent.name)),
             blocked_dir: Some(self.config().paths.blocked()),
             hidden: self.config().hidden_paths(),
+            ledger: None,
         };
         Ok((backend, request))
     }

@@ -243,6 +243,7 @@ impl Engine {
             result: None,
             session_id: None,
             timeout_secs: checked.timeout.as_secs().max(1),
+            remote: None,
             created_at: now,
             updated_at: now,
         };

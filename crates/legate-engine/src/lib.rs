@@ -74,8 +74,8 @@ pub use roles::{
 };
 pub use slots::SlotCounts;
 pub use supervision::{
-    Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
-    MIN_APPROVAL_PREFIX, ToolCallSummary,
+    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, AuditEntry,
+    AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.

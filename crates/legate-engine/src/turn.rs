@@ -470,6 +470,7 @@ impl Engine {
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
             hidden: inner.config.hidden_paths(),
+            ledger: None,
         };
         let Some(opened) = self
             .open_with_retries(&backend, request, sink, stop, room)

@@ -31,7 +31,7 @@ pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};
-pub use supervisor::{Queue, SupervisorMcp};
+pub use supervisor::SupervisorMcp;
 
 use legate_core::{Error, Result};
 use rmcp::ServiceExt;

@@ -11,8 +11,8 @@
 use crate::schema::{self, ErrorBody};
 use legate_core::{Error, ErrorCode, Result, TaskId, Timestamp};
 use legate_engine::{
-    Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
-    Engine, Records,
+    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, AuditEntry, AuditFilter,
+    parse_since, seconds_left,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
@@ -38,88 +38,6 @@ const INSTRUCTIONS: &str = "Legate's supervisor endpoint: agents delegated by Le
 List what waits with `approvals` (newest first, each with its deadline and secondsLeft), answer one with `decide` \
 (answer allow, allow-for-task or deny, with a reason), and read every decision taken, by whom, with `audit`. \
 An approval not answered by its deadline is refused. This endpoint cannot delegate tasks.";
-
-/// Where the queue is read and answered: the engine of this process (`legate serve --mcp`),
-/// or the records of a home whose agents wait in another process (`legate mcp` on stdio, the
-/// CLI). An answer written through either is seen by the process whose agent waits.
-#[derive(Clone)]
-pub enum Queue {
-    /// The running engine.
-    Engine(Engine),
-    /// The store, read and answered from outside the process whose agent waits.
-    Records(Records),
-}
-
-impl std::fmt::Debug for Queue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Engine(_) => "Queue::Engine",
-            Self::Records(_) => "Queue::Records",
-        })
-    }
-}
-
-impl Queue {
-    /// Approvals, newest first.
-    pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
-        match self {
-            Self::Engine(e) => e.approvals(filter),
-            Self::Records(r) => r.approvals(filter),
-        }
-    }
-
-    /// Answers approval `id` (a whole id, or an unambiguous prefix of at least
-    /// [`MIN_PREFIX`] characters).
-    pub fn answer(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
-        let id = self.resolve(id)?;
-        match self {
-            Self::Engine(e) => e.answer_approval(&id, answer),
-            Self::Records(r) => r.answer_approval(&id, answer),
-        }
-    }
-
-    /// Decisions, newest first.
-    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        match self {
-            Self::Engine(e) => e.audit(filter),
-            Self::Records(r) => r.audit(filter),
-        }
-    }
-
-    /// The whole id `given` names ([`Engine::find_approval`]: the id, or the one id it is a
-    /// prefix of).
-    pub fn resolve(&self, given: &str) -> Result<String> {
-        match self {
-            Self::Engine(e) => e.find_approval(given),
-            Self::Records(r) => r.find_approval(given),
-        }
-    }
-}
-
-/// `since` as a duration back from `now` (`90s`, `2h`, `1day`) or an RFC 3339 instant.
-pub fn parse_since(text: &str, now: Timestamp) -> Result<Timestamp> {
-    let text = text.trim();
-    if let Ok(d) = humantime::parse_duration(text) {
-        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        return Ok(Timestamp(now.0.saturating_sub(ms).max(0)));
-    }
-    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
-        let ms = t
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0);
-        return Ok(Timestamp(ms));
-    }
-    Err(Error::invalid_input(format!(
-        "since must be a duration (90s, 2h, 1day) or an RFC 3339 time (got {text:?})"
-    )))
-}
-
-/// Seconds left before `approval`'s deadline at `now`: `None` once it is no longer pending.
-pub fn seconds_left(approval: &Approval, now: Timestamp) -> Option<u64> {
-    (approval.state == ApprovalState::Pending)
-        .then(|| u64::try_from(approval.deadline.0.saturating_sub(now.0) / 1000).unwrap_or(0))
-}
 
 /// `approvals`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -207,7 +125,7 @@ fn limit(given: Option<usize>) -> Result<usize> {
 }
 
 /// `approvals` over `queue`.
-pub fn approvals(queue: &Queue, args: ApprovalsArgs) -> Result<ApprovalsOut> {
+pub fn approvals(queue: &ApprovalDesk, args: ApprovalsArgs) -> Result<ApprovalsOut> {
     let filter = ApprovalFilter {
         task_id: args.task_id.map(TaskId),
         pending_only: !args.all.unwrap_or(false),
@@ -226,7 +144,7 @@ pub fn approvals(queue: &Queue, args: ApprovalsArgs) -> Result<ApprovalsOut> {
 }
 
 /// `decide` over `queue`, recorded as answered through `channel`.
-pub fn decide(queue: &Queue, args: DecideArgs, channel: &str) -> Result<DecideOut> {
+pub fn decide(queue: &ApprovalDesk, args: DecideArgs, channel: &str) -> Result<DecideOut> {
     let reason = args
         .reason
         .map(|r| r.trim().to_string())
@@ -246,7 +164,7 @@ pub fn decide(queue: &Queue, args: DecideArgs, channel: &str) -> Result<DecideOu
 }
 
 /// `audit` over `queue`.
-pub fn audit(queue: &Queue, args: AuditArgs) -> Result<AuditOut> {
+pub fn audit(queue: &ApprovalDesk, args: AuditArgs) -> Result<AuditOut> {
     let since = args
         .since
         .as_deref()
@@ -303,13 +221,13 @@ pub fn catalog() -> Vec<Tool> {
 /// The `supervisor` profile's MCP server. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SupervisorMcp {
-    queue: Queue,
+    queue: ApprovalDesk,
     tools: Arc<Vec<Tool>>,
 }
 
 impl SupervisorMcp {
     /// A server over `queue`.
-    pub fn new(queue: Queue) -> Self {
+    pub fn new(queue: ApprovalDesk) -> Self {
         Self {
             queue,
             tools: Arc::new(catalog()),
@@ -403,7 +321,6 @@ impl ServerHandler for SupervisorMcp {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     #[test]
     fn the_profile_has_three_tools_and_none_delegates() {
@@ -435,35 +352,6 @@ mod tests {
                         .is_some_and(|d| d.to_string().contains(&format!("\"{word}\""))),
                 "{answer}"
             );
-        }
-    }
-
-    #[test]
-    fn since_reads_durations_and_instants() {
-        let now = Timestamp(10_000_000);
-        assert_eq!(
-            parse_since("90s", now).unwrap(),
-            Timestamp(10_000_000 - 90_000)
-        );
-        assert_eq!(parse_since("1day", now).unwrap(), Timestamp(0));
-        assert_eq!(
-            parse_since("1970-01-01T00:00:01Z", now).unwrap(),
-            Timestamp(1000)
-        );
-        let e = parse_since("yesterday-ish", now).unwrap_err();
-        assert_eq!(e.code, ErrorCode::InvalidInput);
-    }
-
-    proptest! {
-        /// Whatever a caller passes as `since`, it is an instant or INVALID_INPUT, never a
-        /// panic.
-        #[test]
-        fn since_never_panics(s in ".{0,60}") {
-            let now = Timestamp(1_700_000_000_000);
-            match parse_since(&s, now) {
-                Ok(t) => prop_assert!(t.0 >= 0),
-                Err(e) => prop_assert_eq!(e.code, ErrorCode::InvalidInput),
-            }
         }
     }
 }

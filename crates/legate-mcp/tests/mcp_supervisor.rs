@@ -8,9 +8,10 @@
 use legate_core::{
     Decider, Decision, EventKind, PermissionRequest, Ruling, TaskId, TaskState, ToolKind,
 };
+use legate_engine::ApprovalDesk;
 use legate_engine::SubmitRequest;
 use legate_mcp::http::{HttpOptions, SUPERVISOR_PATH, router_with_supervisor, serve_with};
-use legate_mcp::{LegateMcp, McpOptions, Queue, ServeOptions, SupervisorMcp, Token};
+use legate_mcp::{LegateMcp, McpOptions, ServeOptions, SupervisorMcp, Token};
 use legate_supervisor::{Rules, Supervision, Supervisor};
 use legate_testkit::raw_http::{self, HOST, JSON, RawResponse, TOKEN, request};
 use legate_testkit::{EngineHarness, TestAgent};
@@ -63,7 +64,7 @@ impl Server {
         };
         let app = router_with_supervisor(
             LegateMcp::new(engine.clone(), McpOptions::default()),
-            Some(SupervisorMcp::new(Queue::Engine(engine))),
+            Some(SupervisorMcp::new(ApprovalDesk::Engine(engine))),
             options,
             stop.clone(),
         );

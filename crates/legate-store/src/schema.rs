@@ -13,7 +13,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// The migration steps, in order. Step `i` moves `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// Tasks, their events, and contexts.
 const V1: &str = "
@@ -138,6 +138,12 @@ CREATE TABLE decisions (
 CREATE INDEX decisions_task ON decisions (task_id, id);
 CREATE INDEX decisions_at ON decisions (at);
 CREATE INDEX decisions_approval ON decisions (approval_id);
+";
+
+/// The remote task a task is bound to (`legate_core::RemoteRef` as JSON), written only by
+/// `Store::set_task_remote`.
+const V7: &str = "
+ALTER TABLE tasks ADD COLUMN remote TEXT;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -2,15 +2,16 @@
 //! one by id or unique prefix, and listing.
 //!
 //! A task row mirrors [`Task`]; `runner` and `cancel_requested_at` belong to the `recovery`
-//! module and are never touched by [`Store::update_task`].
+//! module, and `remote` to [`Store::set_task_remote`]: [`Store::update_task`] never touches
+//! them.
 
 use crate::Store;
 use crate::events::append_in;
 use crate::recovery::set_runner_in;
 use crate::sql::{SqlContext, clamp_i64, shorten, store_error, task_not_found, to_i64, to_u64};
 use legate_core::{
-    Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskMode, TaskResult, TaskRole,
-    TaskState, Timestamp, Usage, WorkspaceKind,
+    Error, ErrorCode, Event, EventKind, RemoteRef, Result, Task, TaskId, TaskMode, TaskResult,
+    TaskRole, TaskState, Timestamp, Usage, WorkspaceKind,
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
@@ -19,10 +20,16 @@ use std::path::{Path, PathBuf};
 /// The shortest prefix [`Store::find_task`] accepts.
 const MIN_PREFIX: usize = 4;
 
-/// The columns [`RawTask::from_row`] reads, in order.
-pub(crate) const TASK_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
+/// The columns [`Store::insert_task`] writes, in order.
+const INSERTED_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
      state, error_code, error_message, status_message, usage, result, session_id, timeout_secs, \
      created_at, updated_at, model, role";
+
+/// The columns [`RawTask::from_row`] reads, in order: the inserted ones, then `remote` (only
+/// [`Store::set_task_remote`] writes it).
+pub(crate) const TASK_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
+     state, error_code, error_message, status_message, usage, result, session_id, timeout_secs, \
+     created_at, updated_at, model, role, remote";
 
 /// Which tasks [`Store::list_tasks`] returns. Every `Some` narrows the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +134,7 @@ pub(crate) struct RawTask {
     updated_at: i64,
     model: Option<String>,
     role: Option<String>,
+    remote: Option<String>,
 }
 
 impl RawTask {
@@ -152,6 +160,7 @@ impl RawTask {
             updated_at: r.get(16)?,
             model: r.get(17)?,
             role: r.get(18)?,
+            remote: r.get(19)?,
         })
     }
 
@@ -186,6 +195,11 @@ impl RawTask {
             .map(|s| serde_json::from_str::<TaskRole>(&s))
             .transpose()
             .map_err(|_| bad("role"))?;
+        let remote = self
+            .remote
+            .map(|s| serde_json::from_str::<RemoteRef>(&s))
+            .transpose()
+            .map_err(|_| bad("remote reference"))?;
         let timeout_secs = to_u64(self.timeout_secs, "timeout")?;
         Ok(Task {
             id: TaskId(id),
@@ -204,6 +218,7 @@ impl RawTask {
             result,
             session_id: self.session_id,
             timeout_secs,
+            remote,
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
         })
@@ -265,7 +280,7 @@ impl Store {
         self.write("store a task", |tx| {
             let inserted = tx
                 .prepare_cached(&format!(
-                    "INSERT INTO tasks ({TASK_COLUMNS}) VALUES \
+                    "INSERT INTO tasks ({INSERTED_COLUMNS}) VALUES \
                      (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
                      ON CONFLICT (id) DO NOTHING"
                 ))
@@ -359,6 +374,28 @@ impl Store {
             let enc = encode(&task)?;
             let stored = update_in(tx, &task, &enc, &events)?;
             Ok(Some((task, stored)))
+        })
+    }
+
+    /// Binds task `task_id` to the remote task `remote` (replacing any earlier binding):
+    /// the remote backend calls this as soon as the remote server names its task, before it
+    /// relays anything else, so that a restart can re-attach. `TASK_NOT_FOUND` for an unknown
+    /// task; nothing else about the task changes.
+    pub fn set_task_remote(&self, task_id: &TaskId, remote: &RemoteRef) -> Result<()> {
+        let text = serde_json::to_string(remote).map_err(|_| {
+            store_error(format!(
+                "the remote reference of task {task_id} could not be encoded."
+            ))
+        })?;
+        self.write("record a task's remote task", |tx| {
+            let changed = tx
+                .prepare_cached("UPDATE tasks SET remote = ?2 WHERE id = ?1")
+                .and_then(|mut st| st.execute(params![task_id.as_str(), text]))
+                .ctx("record a task's remote task")?;
+            if changed == 0 {
+                return Err(task_not_found(task_id.as_str()));
+            }
+            Ok(())
         })
     }
 
@@ -727,5 +764,33 @@ pub(crate) mod tests {
             ["t2", "t1"]
         );
         assert_eq!(TaskFilter::default().limit, 50);
+    }
+
+    #[test]
+    fn a_remote_binding_is_kept_by_updates_and_read_back_with_the_task() {
+        let store = Store::open_in_memory().unwrap();
+        let t = task("r1", 1);
+        store.insert_task(&t, &submitted()).unwrap();
+        let remote = RemoteRef {
+            url: "http://127.0.0.1:9/agents/a".into(),
+            binding: "JSONRPC".into(),
+            task_id: "remote-1".into(),
+            context_id: Some("ctx".into()),
+        };
+        store.set_task_remote(&t.id, &remote).unwrap();
+        // The engine's own copy of the task has no remote: its update must not erase it.
+        let mut updated = t.clone();
+        updated.state = TaskState::Working;
+        store.update_task(&updated, &[]).unwrap();
+        let read = store.task(&t.id).unwrap().unwrap();
+        assert_eq!(read.state, TaskState::Working);
+        assert_eq!(read.remote, Some(remote.clone()));
+        assert_eq!(
+            store
+                .set_task_remote(&TaskId("nope".into()), &remote)
+                .unwrap_err()
+                .code,
+            ErrorCode::TaskNotFound
+        );
     }
 }

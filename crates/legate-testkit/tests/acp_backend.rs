@@ -80,6 +80,7 @@ fn request(
         state_dir: None,
         blocked_dir: None,
         hidden: Vec::new(),
+        ledger: None,
     }
 }
 

@@ -41,6 +41,7 @@ impl Backend for EchoBackend {
             local_process: false,
             continuation: Continuation::None,
             default_preset: Preset::codex(),
+            reattach: false,
         }
     }
 

@@ -3,7 +3,7 @@
 //! [--since …] [--json]`.
 //!
 //! These run in a process of their own, not the one whose agent waits: they read and answer
-//! through `legate_engine::Records` (wrapped in `legate_mcp::Queue`, the same queue the
+//! through `legate_engine::Records` (wrapped in `legate_engine::ApprovalDesk`, the same queue the
 //! supervisor MCP profile answers), never the store directly, and the waiting process sees
 //! the answer. Answering needs a person at a terminal or the supervisor token
 //! (`crate::supervise`); listing does not (it shows what `legate tasks` already shows to
@@ -12,9 +12,10 @@
 use crate::config::Config;
 use anyhow::Result;
 use legate_core::{Timestamp, ToolKind};
+use legate_engine::ApprovalDesk;
 use legate_engine::{Answer, Approval, ApprovalAnswer, ApprovalFilter, AuditEntry, AuditFilter};
-use legate_mcp::Queue;
-use legate_mcp::supervisor::{ListedApproval, parse_since, seconds_left};
+use legate_engine::{parse_since, seconds_left};
+use legate_mcp::supervisor::ListedApproval;
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -88,9 +89,9 @@ pub struct AuditArgs {
     json: bool,
 }
 
-fn queue(config: &Config) -> Result<(Queue, legate_engine::Records)> {
+fn queue(config: &Config) -> Result<(ApprovalDesk, legate_engine::Records)> {
     let records = legate_engine::Records::open_or_empty(&config.engine.paths)?;
-    Ok((Queue::Records(records.clone()), records))
+    Ok((ApprovalDesk::Records(records.clone()), records))
 }
 
 fn task_id(
@@ -234,7 +235,7 @@ pub async fn list(config: Config, args: ApprovalsArgs) -> Result<ExitCode> {
 /// request).
 async fn follow(
     config: &Config,
-    mut queue: Queue,
+    mut queue: ApprovalDesk,
     filter: ApprovalFilter,
     json: bool,
 ) -> Result<ExitCode> {
@@ -290,7 +291,7 @@ async fn read_line(prompt: String) -> Result<String> {
 }
 
 /// Asks the person at the terminal for an answer to `id` and gives it.
-async fn ask(queue: &Queue, id: &str) -> Result<()> {
+async fn ask(queue: &ApprovalDesk, id: &str) -> Result<()> {
     loop {
         let choice =
             read_line("  [a]pprove, allow for the [t]ask, [d]eny, [s]kip? ".into()).await?;
@@ -313,7 +314,12 @@ async fn ask(queue: &Queue, id: &str) -> Result<()> {
     }
 }
 
-fn answer_one(queue: &Queue, id: &str, answer: Answer, reason: Option<String>) -> Result<String> {
+fn answer_one(
+    queue: &ApprovalDesk,
+    id: &str,
+    answer: Answer,
+    reason: Option<String>,
+) -> Result<String> {
     let reason = reason
         .map(|r| r.trim().to_string())
         .filter(|r| !r.is_empty());

@@ -10,8 +10,7 @@ use crate::front::{self, start_engine};
 use anyhow::{Context, Result, bail};
 use legate_engine::Engine;
 use legate_mcp::{
-    HttpOptions, LegateMcp, McpOptions, Profile, Queue, SUPERVISOR_PATH, SupervisorMcp, Token,
-    TokenSource,
+    HttpOptions, LegateMcp, McpOptions, Profile, SUPERVISOR_PATH, SupervisorMcp, Token, TokenSource,
 };
 use legate_token::Allowlist;
 use serde::Deserialize;
@@ -124,7 +123,7 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
     if profile.is_supervisor() {
         crate::supervise::require_token(&config, "legate mcp --profile supervisor")?;
         let records = legate_engine::Records::open_or_empty(&config.engine.paths)?;
-        let server = SupervisorMcp::new(Queue::Records(records));
+        let server = SupervisorMcp::new(legate_engine::ApprovalDesk::Records(records));
         tracing::info!(profile = %profile, "serving the supervisor profile on stdio");
         tokio::select! {
             r = legate_mcp::serve_stdio_with(server) => r?,
@@ -205,7 +204,7 @@ pub async fn open(
         allowlist: settings.allowlist.clone(),
         supervisor_token: Some(supervisor_token),
     };
-    let supervisor = SupervisorMcp::new(Queue::Engine(engine.clone()));
+    let supervisor = SupervisorMcp::new(legate_engine::ApprovalDesk::Engine(engine.clone()));
     let router = legate_mcp::http::router_with_supervisor(
         server,
         Some(supervisor),

@@ -531,6 +531,7 @@ impl Backend for AcpBackend {
             local_process: true,
             continuation: Continuation::LiveSession,
             default_preset: self.default_preset.clone(),
+            reattach: false,
         }
     }
 

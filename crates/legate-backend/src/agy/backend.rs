@@ -266,6 +266,7 @@ impl Backend for AgyBackend {
             local_process: true,
             continuation: Continuation::ProcessPerTurn,
             default_preset: legate_supervisor::Preset::generic(),
+            reattach: false,
         }
     }
 

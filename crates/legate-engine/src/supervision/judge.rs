@@ -245,6 +245,7 @@ fn session_request(
         state_dir: Some(engine.config().state_dir(&agent.name)),
         blocked_dir: Some(engine.config().paths.blocked()),
         hidden: engine.config().hidden_paths(),
+        ledger: None,
     };
     Ok((backend, request, capabilities.structured_output))
 }

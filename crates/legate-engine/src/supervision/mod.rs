@@ -9,11 +9,13 @@
 //! answer means for the agent (an offered option id, by `pick_allow` / `pick_reject`). It
 //! never decides a task's state and never lets a request wait without a deadline.
 
+mod desk;
 pub(crate) mod judge;
 mod judge_answer;
 pub(crate) mod queue;
 mod summary;
 
+pub use desk::{ApprovalDesk, parse_since, seconds_left};
 pub use legate_store::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
     MIN_APPROVAL_PREFIX, ToolCallSummary,
