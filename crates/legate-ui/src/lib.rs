@@ -1,0 +1,2 @@
+//! Legate's web dashboard (placeholder until the server lands).
+pub mod pages;

@@ -1,0 +1,3 @@
+//! The dashboard's pages.
+pub mod diff;
+pub mod usage;
