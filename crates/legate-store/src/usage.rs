@@ -88,6 +88,8 @@ pub struct TaskUsage {
     pub session_id: Option<String>,
     /// The model its tokens were counted for, when known.
     pub model: Option<String>,
+    /// When the task was created (ms since the Unix epoch), to group usage by day.
+    pub created_at: legate_core::Timestamp,
     /// Its counters (`tasks` is 1).
     #[serde(flatten)]
     pub totals: UsageTotals,
@@ -175,6 +177,7 @@ impl Store {
                 agent: task.agent,
                 session_id: task.session_id,
                 model,
+                created_at: task.created_at,
                 totals,
             });
         }

@@ -69,12 +69,11 @@ pub struct Grouped {
     pub total: Sums,
 }
 
-/// Groups a usage report; `created` gives each task's creation time (a task it does not know
-/// is counted under the day `unknown`).
-pub fn group(report: &UsageReport, created: impl Fn(&TaskUsage) -> Option<Timestamp>) -> Grouped {
+/// Groups a usage report by the UTC day each task was created, its agent and its model.
+pub fn group(report: &UsageReport) -> Grouped {
     let mut g = Grouped::default();
     for t in &report.by_task {
-        let day = created(t).map_or_else(|| "unknown".to_owned(), day_of);
+        let day = day_of(t.created_at);
         g.by_day
             .entry(day)
             .or_default()

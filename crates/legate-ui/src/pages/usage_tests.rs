@@ -11,6 +11,7 @@ fn line(agent: &str, model: Option<&str>, total: Option<u64>) -> TaskUsage {
         agent: agent.to_owned(),
         session_id: None,
         model: model.map(str::to_owned),
+        created_at: Timestamp(0),
         totals: UsageTotals {
             tasks: 1,
             unreported: u64::from(total.is_none()),
@@ -36,17 +37,17 @@ fn days_are_civil_utc_dates() {
 
 #[test]
 fn groups_by_day_agent_and_model_and_keeps_unreported_apart() {
+    let mut revisor = line("revisor", None, Some(7));
+    revisor.created_at = Timestamp(DAY);
     let report = UsageReport {
         by_task: vec![
             line("claude", Some("opus"), Some(100)),
             line("claude", Some("opus"), None),
-            line("revisor", None, Some(7)),
+            revisor,
         ],
         ..UsageReport::default()
     };
-    let g = group(&report, |t| {
-        Some(Timestamp(if t.agent == "revisor" { DAY } else { 0 }))
-    });
+    let g = group(&report);
     assert_eq!(g.total.tokens, 107);
     assert_eq!(g.total.tasks, 3);
     assert_eq!(g.total.unreported, 1);
@@ -67,7 +68,7 @@ fn hostile_agent_and_model_names_are_escaped_in_svg_and_tables() {
         by_task: vec![line(evil, Some("</text><script>x()</script>"), Some(5))],
         ..UsageReport::default()
     };
-    let html = render(&group(&report, |_| Some(Timestamp(0)))).into_string();
+    let html = render(&group(&report)).into_string();
     assert!(!html.contains("<script"), "{html}");
     assert!(!html.contains("</text><script"), "{html}");
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -80,6 +81,7 @@ fn the_chart_keeps_the_last_days_and_folds_extra_agents() {
         for a in 0..(CHART_AGENTS + 2) {
             let mut l = line(&format!("agent{a}"), None, Some(10 + d));
             l.task_id = TaskId(format!("{d}-{a}"));
+            l.created_at = Timestamp(i64::try_from(d).unwrap() * DAY);
             by_task.push(l);
         }
     }
@@ -87,10 +89,7 @@ fn the_chart_keeps_the_last_days_and_folds_extra_agents() {
         by_task,
         ..UsageReport::default()
     };
-    let g = group(&report, |t| {
-        let d: i64 = t.task_id.0.split('-').next().unwrap().parse().unwrap();
-        Some(Timestamp(d * DAY))
-    });
+    let g = group(&report);
     assert_eq!(g.by_day.len(), 40);
     let html = render(&g).into_string();
     assert_eq!(html.matches("<g>").count(), CHART_DAYS);
@@ -106,7 +105,7 @@ fn the_chart_keeps_the_last_days_and_folds_extra_agents() {
 
 #[test]
 fn an_empty_report_says_so() {
-    let html = render(&group(&UsageReport::default(), |_| None)).into_string();
+    let html = render(&group(&UsageReport::default())).into_string();
     assert!(html.contains("No tasks yet."));
     assert!(!html.contains("<svg"));
 }
@@ -114,8 +113,10 @@ fn an_empty_report_says_so() {
 proptest! {
     #[test]
     fn any_names_and_counts_render_escaped(agent in "\\PC{0,30}", model in "\\PC{0,30}", total in any::<u64>(), at in any::<i64>()) {
-        let report = UsageReport { by_task: vec![line(&agent, Some(&model), Some(total))], ..UsageReport::default() };
-        let g = group(&report, |_| Some(Timestamp(at / 1000)));
+        let mut l = line(&agent, Some(&model), Some(total));
+        l.created_at = Timestamp(at / 1000);
+        let report = UsageReport { by_task: vec![l], ..UsageReport::default() };
+        let g = group(&report);
         let html = render(&g).into_string();
         prop_assert!(!html.contains("<script"));
         let day = day_of(Timestamp(at / 1000));

@@ -91,6 +91,8 @@ impl Browser {
             "--disable-sync".into(),
             "--disable-dev-shm-usage".into(),
             "--window-size=1100,760".into(),
+            // A foreign site for the Origin test: its name resolves to this machine only.
+            "--host-resolver-rules=MAP evil.example 127.0.0.1".into(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
         let mut caps = serde_json::Map::new();
