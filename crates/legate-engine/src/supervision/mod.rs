@@ -72,6 +72,13 @@ impl Engine {
         self.store().audit(filter)
     }
 
+    /// A receiver whose value changes whenever an approval of a task this engine runs is
+    /// stored or closed (answered, expired): what a live view of the queue waits on instead
+    /// of polling. Approvals of tasks another process runs are not announced here.
+    pub fn approval_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.queue.changes()
+    }
+
     /// The pending approvals of one task, newest first (what `wait` and `status` report).
     pub fn pending_approvals(&self, task_id: &TaskId) -> Result<Vec<Approval>> {
         self.approvals(&ApprovalFilter {

@@ -36,6 +36,9 @@ pub(crate) struct Queue {
     judge: Option<String>,
     /// Bumped whenever this process answers an approval, to wake its waits at once.
     answered: watch::Sender<u64>,
+    /// Bumped whenever an approval of this process is stored or closed (answered, expired):
+    /// what a live view of the queue follows ([`Engine::approval_changes`]).
+    changed: watch::Sender<u64>,
     engine: Weak<Inner>,
 }
 
@@ -50,6 +53,7 @@ impl Queue {
             deadline: config.deadline,
             judge: config.agent.clone(),
             answered: watch::channel(0).0,
+            changed: watch::channel(0).0,
             engine,
         }
     }
@@ -59,8 +63,19 @@ impl Queue {
     pub(crate) fn answer(&self, id: &str, answer: &ApprovalAnswer) -> Result<Approval> {
         let approval = self.store.answer_approval(id, answer)?;
         self.answered.send_modify(|n| *n = n.wrapping_add(1));
+        self.bump();
         info!(approval_id = %id, answer = answer.answer.as_str(), channel = %answer.channel, "approval answered");
         Ok(approval)
+    }
+
+    /// Tells the followers of [`Engine::approval_changes`] that the queue changed.
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes whenever an approval of this process is stored or closed.
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     fn deadline_secs(&self) -> u64 {
@@ -149,6 +164,7 @@ impl Queue {
 /// Expires the approval if the wait is dropped before it was closed.
 struct Pending<'a> {
     store: &'a Store,
+    changed: &'a watch::Sender<u64>,
     id: String,
     armed: bool,
 }
@@ -160,6 +176,7 @@ impl Drop for Pending<'_> {
                 &self.id,
                 "the request stopped waiting (its connection ended)",
             );
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
 }
@@ -214,8 +231,10 @@ impl SupervisionChannel for Queue {
             let reason = format!("the approval could not be stored ({})", e.message);
             return refusal(&approval, &ask.supervision, &ask.ruling, reason, false);
         }
+        self.bump();
         let mut guard = Pending {
             store: &self.store,
+            changed: &self.changed,
             id: approval.id.clone(),
             armed: true,
         };
@@ -243,6 +262,8 @@ impl SupervisionChannel for Queue {
         }
         let out = self.wait(&mut ask, &approval, deadline).await;
         guard.armed = false;
+        // Closed (answered here or elsewhere, or expired): a live view redraws the queue.
+        self.bump();
         out
     }
 

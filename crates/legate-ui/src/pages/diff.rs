@@ -14,8 +14,37 @@
 //! part whose `index` line names other blob ids than the preview's file is shown as
 //! unreadable instead of under the wrong name. It never changes the copy or calls git.
 
-use legate_engine::{ChangeStatus, FileChange, Preview};
+use crate::pages::tasks::encode;
+use legate_core::Task;
+use legate_engine::{ChangeStatus, Engine, FileChange, Preview, PreviewReport};
 use maud::{Markup, html};
+use serde::Deserialize;
+
+/// The Task page's query: which page of the diff's files to show.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct DiffQuery {
+    /// 0-based; clamped to the last page.
+    pub diff_page: Option<usize>,
+}
+
+/// The diff section of `task`, whose current preview is `report`: the patch is read again
+/// bound to the preview's sha256 (`PATCH_CHANGED` when the agent changed the copy in
+/// between, shown as the engine's error), then rendered with [`render`].
+pub async fn view(engine: &Engine, task: &Task, report: &PreviewReport, page: usize) -> Markup {
+    let base = format!("/tasks/{}", encode(task.id.as_str()));
+    match engine
+        .patch(task.id.as_str(), Some(&report.patch.sha256))
+        .await
+    {
+        Ok(preview) => render(task.id.as_str(), &base, &preview, page),
+        Err(e) => html! {
+            section.diff #diff {
+                h2 { "Patch" }
+                p.error { "The patch cannot be shown: " code { (e.code.as_str()) } " " (e.message) }
+            }
+        },
+    }
+}
 
 /// Files shown on one page of the diff.
 pub const FILES_PER_PAGE: usize = 25;

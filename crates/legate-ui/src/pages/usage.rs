@@ -10,17 +10,75 @@
 //! It adds up only what the report holds: a task whose agent reported nothing counts as
 //! unreported, never as 0 tokens. It never reads the store itself.
 
+use crate::Dashboard;
+use crate::pages::layout::{self, Nav};
+use crate::web::{PageError, Viewer};
+use axum::Extension;
+use axum::extract::{Query, State};
 use legate_core::Timestamp;
-use legate_engine::{TaskUsage, UsageReport};
+use legate_engine::{TaskUsage, UsageFilter, UsageReport};
 use maud::{Markup, html};
+use serde::Deserialize;
 use std::collections::BTreeMap;
+
+/// The page's filters (empty fields are no filter).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct UsageQuery {
+    /// Only this agent's tasks.
+    pub agent: Option<String>,
+    /// Only usage counted for this model.
+    pub model: Option<String>,
+}
+
+/// `GET /usage[?agent=…&model=…]`.
+pub async fn page(
+    State(ui): State<Dashboard>,
+    Extension(viewer): Extension<Viewer>,
+    Query(q): Query<UsageQuery>,
+) -> Result<Markup, PageError> {
+    let nonempty = |v: &Option<String>| {
+        v.as_ref()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let filter = UsageFilter {
+        agent: nonempty(&q.agent),
+        model: nonempty(&q.model),
+        ..UsageFilter::default()
+    };
+    let engine = ui.inner.engine.clone();
+    let f = filter.clone();
+    // The report reads up to 100,000 stored tasks: off the async workers.
+    let report = tokio::task::spawn_blocking(move || engine.usage(&f))
+        .await
+        .map_err(|_| PageError::from(legate_core::Error::internal("the usage report stopped")))??;
+    let grouped = group(&report);
+    Ok(layout::page(
+        "Usage",
+        Some(&viewer),
+        Nav::Usage,
+        html! {
+            h1 { "Usage" }
+            form.filters method="get" action="/usage" {
+                label { "Agent " input type="text" name="agent" value=(filter.agent.clone().unwrap_or_default()); }
+                " "
+                label { "Model " input type="text" name="model" value=(filter.model.clone().unwrap_or_default()); }
+                " "
+                button type="submit" { "Filter" }
+            }
+            (render(&grouped))
+        },
+    ))
+}
 
 /// Days the chart shows (the most recent ones); the tables show every day.
 pub const CHART_DAYS: usize = 31;
 /// Agents the chart stacks by name; the rest are drawn as one "other" segment.
 pub const CHART_AGENTS: usize = 8;
 
-/// Colours of the agents' segments (distinguishable, with a legend in text).
+/// Colours of the agents' segments (distinguishable, with a legend in text; the legend's
+/// swatches are the classes `sw-0`…`sw-8` of `app.css`, in the same order: the page's CSP
+/// allows no inline style).
 const PALETTE: [&str; CHART_AGENTS + 1] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#17becf",
@@ -110,7 +168,7 @@ pub fn day_of(t: Timestamp) -> String {
 pub fn render(g: &Grouped) -> Markup {
     html! {
         section.usage aria-labelledby="usage-title" {
-            h2 #usage-title { "Usage" }
+            h2 #usage-title { "Tokens" }
             p { (g.total.tokens) " tokens over " (g.total.tasks) " tasks"
                 @if g.total.unreported > 0 { " (" (g.total.unreported) " reported no usage)" } "." }
             @if g.total.tasks == 0 {
@@ -248,9 +306,9 @@ fn chart(g: &Grouped) -> Markup {
             figcaption {
                 "Agents: "
                 @for (k, n) in named.iter().enumerate() {
-                    span.legend { span.swatch style={ "background:" (PALETTE[k]) } aria-hidden="true" {} " " (n) } " "
+                    span.legend { span class={ "swatch sw-" (k) } aria-hidden="true" {} " " (n) } " "
                 }
-                @if agents.len() > CHART_AGENTS { span.legend { span.swatch style={ "background:" (PALETTE[CHART_AGENTS]) } aria-hidden="true" {} " other" } }
+                @if agents.len() > CHART_AGENTS { span.legend { span class={ "swatch sw-" (CHART_AGENTS) } aria-hidden="true" {} " other" } }
             }
         }
     }

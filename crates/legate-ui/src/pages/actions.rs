@@ -1,0 +1,107 @@
+//! The state-changing requests, each a `POST` with the session's CSRF token: cancel,
+//! discard and integrate a task (any session), and answer an approval (a supervisor's
+//! session only). Each calls one engine method and shows the engine's own error; on success
+//! the browser is sent back to the page it came from (303).
+//!
+//! Nothing here checks a rule of the engine's (whether a task may be canceled, whether a
+//! patch may be integrated): the engine does, and says why not.
+
+use crate::Dashboard;
+use crate::auth::CSRF_FIELD;
+use crate::pages::tasks::encode;
+use crate::web::{PageError, Viewer};
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::response::Redirect;
+use legate_engine::{Answer, ApprovalAnswer};
+use std::collections::HashMap;
+
+/// A form's fields (`csrf` and the action's own); unknown fields are ignored.
+pub type Fields = axum::Form<HashMap<String, String>>;
+
+fn csrf(fields: &HashMap<String, String>) -> Option<&str> {
+    fields.get(CSRF_FIELD).map(String::as_str)
+}
+
+fn back(id: &str) -> Redirect {
+    Redirect::to(&format!("/tasks/{}", encode(id)))
+}
+
+/// `POST /tasks/{id}/cancel`.
+pub async fn cancel(
+    State(ui): State<Dashboard>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+    axum::Form(fields): Fields,
+) -> Result<Redirect, PageError> {
+    viewer.csrf_checked(&ui, csrf(&fields))?;
+    let task = ui.inner.engine.cancel(&id)?;
+    tracing::info!(task_id = %task.id, audience = viewer.audience.as_str(), "canceled from the dashboard");
+    Ok(back(task.id.as_str()))
+}
+
+/// `POST /tasks/{id}/discard`.
+pub async fn discard(
+    State(ui): State<Dashboard>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+    axum::Form(fields): Fields,
+) -> Result<Redirect, PageError> {
+    viewer.csrf_checked(&ui, csrf(&fields))?;
+    ui.inner.engine.discard(&id).await?;
+    tracing::info!(task_id = %id, audience = viewer.audience.as_str(), "discarded from the dashboard");
+    Ok(back(&id))
+}
+
+/// `POST /tasks/{id}/integrate`, bound to the patch the page showed (`sha256`): a patch that
+/// changed since is the engine's `PATCH_CHANGED`. No confirmer is passed: in approval mode
+/// `ask` the engine answers `INTEGRATION_DECLINED`, shown as it comes.
+pub async fn integrate(
+    State(ui): State<Dashboard>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+    axum::Form(fields): Fields,
+) -> Result<Redirect, PageError> {
+    viewer.csrf_checked(&ui, csrf(&fields))?;
+    let sha = fields
+        .get("sha256")
+        .map(String::as_str)
+        .filter(|s| !s.is_empty());
+    ui.inner.engine.integrate(&id, sha, None).await?;
+    tracing::info!(task_id = %id, audience = viewer.audience.as_str(), "integrated from the dashboard");
+    Ok(back(&id))
+}
+
+/// `POST /approvals/{id}/answer` with `answer` = `allow`, `allow-for-task` or `deny`: CSRF
+/// first, then the supervisor's session, then the engine's answer (`APPROVAL_CLOSED` when
+/// someone answered first).
+pub async fn answer(
+    State(ui): State<Dashboard>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+    axum::Form(fields): Fields,
+) -> Result<Redirect, PageError> {
+    viewer.csrf_checked(&ui, csrf(&fields))?;
+    viewer.supervisor()?;
+    let given = fields.get("answer").map(String::as_str).unwrap_or("");
+    let answer = Answer::parse(given).ok_or_else(|| {
+        PageError::from(legate_core::Error::invalid_input(
+            "answer is allow, allow-for-task or deny",
+        ))
+    })?;
+    let reason = fields
+        .get("reason")
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty());
+    let desk = legate_engine::ApprovalDesk::Engine(ui.inner.engine.clone());
+    let approval = desk.answer(
+        &id,
+        ApprovalAnswer {
+            answer,
+            reason,
+            channel: "dashboard".into(),
+        },
+    )?;
+    tracing::info!(approval_id = %approval.id, answer = answer.as_str(), "answered from the dashboard");
+    Ok(Redirect::to("/approvals"))
+}
