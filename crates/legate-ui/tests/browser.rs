@@ -227,7 +227,6 @@ async fn the_dashboard_end_to_end_in_chromium() {
     b.client.goto(&task_url).await.unwrap();
     wait_text(&b, "Events").await;
     js(&b, "window.__stayed = 'yes'; return null;").await;
-    b.screenshot("task-waiting").await;
     let task_window = b.client.window().await.unwrap();
     let second = b.client.new_window(true).await.unwrap();
     b.client.switch_to_window(second.handle).await.unwrap();
@@ -274,6 +273,11 @@ async fn the_dashboard_end_to_end_in_chromium() {
         events_text.contains(EVIL),
         "the answer is not shown as text: {events_text}"
     );
+    js(
+        &b,
+        "document.getElementById('events-h').scrollIntoView(); return null;",
+    )
+    .await;
     b.screenshot("task-live").await;
 
     // 5. The copy's diff.
