@@ -32,6 +32,7 @@ pub(crate) fn router(ui: Dashboard) -> axum::Router {
     let router = axum::Router::new()
         .route("/", get(|| async { Redirect::to("/tasks") }))
         .route(LOGIN_PATH, get(login))
+        .route("/logout", post(logout))
         .route("/tasks", get(pages::tasks::page))
         .route("/tasks/{id}", get(pages::task::page))
         .route("/tasks/{id}/events", get(crate::live::task_events))
@@ -211,6 +212,28 @@ async fn login(State(ui): State<Dashboard>, Query(q): Query<LoginQuery>) -> Resp
             PageError::new(status, "UNAUTHORIZED", &refused.to_string()).into_response()
         }
     }
+}
+
+/// `POST /logout` (CSRF-checked): clears the cookie. The session's MAC stays valid until it
+/// expires for whoever copied the cookie; signing out forgets it in this browser only.
+async fn logout(
+    State(ui): State<Dashboard>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(fields): axum::Form<std::collections::HashMap<String, String>>,
+) -> Result<Response, PageError> {
+    viewer.csrf_checked(&ui, fields.get(crate::auth::CSRF_FIELD).map(String::as_str))?;
+    let mut response = pages::layout::page(
+        "Signed out",
+        None,
+        pages::layout::Nav::None,
+        maud::html! { h1 { "Signed out" } p { "`legate ui` opens a new session." } },
+    )
+    .into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("legate_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+    );
+    Ok(response)
 }
 
 /// An error page: status, a stable code, and one sentence (the engine's own, for its errors).
