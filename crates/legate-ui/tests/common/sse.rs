@@ -5,6 +5,9 @@
 
 use futures::StreamExt;
 
+/// How long a test waits for an event on a stream before failing.
+pub const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// One SSE event.
 #[derive(Debug, Clone, Default)]
 pub struct SseEvent {
@@ -60,8 +63,16 @@ impl SseReader {
         }
     }
 
-    /// Events until one satisfies `done` (included).
+    /// Events until one satisfies `done` (included), within a generous overall deadline (a
+    /// stream that never delivers it fails the test instead of hanging it).
     pub async fn until(&mut self, done: impl Fn(&SseEvent) -> bool) -> Vec<SseEvent> {
+        match tokio::time::timeout(DEADLINE, self.until_inner(done)).await {
+            Ok(seen) => seen,
+            Err(_) => panic!("the awaited event never came on the stream within {DEADLINE:?}"),
+        }
+    }
+
+    async fn until_inner(&mut self, done: impl Fn(&SseEvent) -> bool) -> Vec<SseEvent> {
         let mut seen = Vec::new();
         while let Some(e) = self.next().await {
             let stop = done(&e);
