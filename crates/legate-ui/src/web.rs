@@ -34,6 +34,7 @@ pub(crate) fn router(ui: Dashboard) -> axum::Router {
         .route(LOGIN_PATH, get(login))
         .route("/logout", post(logout))
         .route("/tasks", get(pages::tasks::page))
+        .route("/tasks/live", get(crate::live::tasks))
         .route("/tasks/{id}", get(pages::task::page))
         .route("/tasks/{id}/events", get(crate::live::task_events))
         .route("/tasks/{id}/cancel", post(pages::actions::cancel))
