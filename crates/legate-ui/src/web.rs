@@ -39,6 +39,7 @@ pub(crate) fn router(ui: Dashboard) -> axum::Router {
         .route("/tasks/{id}/events", get(crate::live::task_events))
         .route("/tasks/{id}/cancel", post(pages::actions::cancel))
         .route("/tasks/{id}/discard", post(pages::actions::discard))
+        .route("/tasks/{id}/verify", post(pages::actions::verify))
         .route("/tasks/{id}/integrate", post(pages::actions::integrate))
         .route("/approvals", get(pages::approvals::page))
         .route("/approvals/live", get(crate::live::approvals))
