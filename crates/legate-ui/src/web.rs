@@ -9,8 +9,10 @@
 //!    else 403 with the sentence why.
 //!
 //! Every response carries a strict Content-Security-Policy (scripts and styles from this
-//! server only, no inline script), `nosniff`, `no-referrer` (a one-time URL never leaks in a
-//! `Referer`) and, for pages, `no-store`.
+//! server only, no inline script), `nosniff`, `Referrer-Policy: same-origin` (`no-referrer` on
+//! the login's answer, so a one-time URL never leaks in a `Referer`; `no-referrer` everywhere
+//! would make browsers send `Origin: null` on the dashboard's own POSTs) and, for pages,
+//! `no-store`.
 //!
 //! This module never logs a header value, a cookie or a token.
 
@@ -172,10 +174,15 @@ async fn headers(request: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null` on
+    // the dashboard's own form POSTs, which the allowlist refuses. The login response keeps
+    // `no-referrer` (set there), so the one-time URL never leaves in a `Referer`.
+    if !h.contains_key(header::REFERRER_POLICY) {
+        h.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        );
+    }
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -199,6 +206,10 @@ async fn login(State(ui): State<Dashboard>, Query(q): Query<LoginQuery>) -> Resp
                 "dashboard session opened"
             );
             let mut response = Redirect::to("/tasks").into_response();
+            response.headers_mut().insert(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            );
             if let Ok(v) = HeaderValue::from_str(&ui.inner.auth.set_cookie(&session)) {
                 response.headers_mut().insert(header::SET_COOKIE, v);
             }
