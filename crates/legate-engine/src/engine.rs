@@ -381,6 +381,13 @@ impl Engine {
             .subscribe(self.inner.store.clone(), task_id.clone(), after)
     }
 
+    /// Every event this engine stores from now on, of every task it runs, once stored: for a
+    /// live view of all tasks (the dashboard's tasks list). A receiver that falls behind gets
+    /// `Lagged` and should read the store again; tasks another process runs are not here.
+    pub fn live_events(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.inner.fanout.all()
+    }
+
     /// Waits until the task has ended or waits for input (`input-required`) after its latest
     /// submission (a submit or a reply), and returns it.
     pub async fn wait(&self, task_id: &TaskId) -> Result<Task> {

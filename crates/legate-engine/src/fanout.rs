@@ -58,6 +58,12 @@ impl Fanout {
         }
     }
 
+    /// Every event published from now on, of every task (a receiver that falls behind gets
+    /// `Lagged` and should read the store again).
+    pub fn all(&self) -> broadcast::Receiver<Event> {
+        self.tx.subscribe()
+    }
+
     /// Follows one task from `after` (exclusive).
     pub fn subscribe(&self, store: Store, task_id: TaskId, after: u64) -> Subscription {
         Subscription {

@@ -35,14 +35,15 @@ function followEvents(list) {
   });
 }
 
-// A region the server re-renders whole (the pending approvals).
+// A region the server re-renders whole (the pending approvals, the newest tasks), on the
+// event named by data-replace-event.
 function followReplace(region) {
   const url = region.dataset.replaceStream;
   const section = region.closest("section") || document;
   const source = new EventSource(url);
   source.addEventListener("open", () => status(section, "Live."));
   source.addEventListener("error", () => status(section, "Reconnecting…"));
-  source.addEventListener("approvals", (m) => {
+  source.addEventListener(region.dataset.replaceEvent || "replace", (m) => {
     // Keep the keyboard focus on the same button when the list is redrawn.
     const focused = document.activeElement;
     const form = focused && focused.closest ? focused.closest("li[id]") : null;

@@ -11,6 +11,11 @@
 //!   changes ([`Engine::approval_changes`](legate_engine::Engine::approval_changes)), as
 //!   `event: approvals`.
 //!
+//! - `GET /tasks/live?state=&agent=&context=`: the first page of the tasks list, rendered
+//!   again whenever a task of this engine changes state
+//!   ([`Engine::live_events`](legate_engine::Engine::live_events), status events only), as
+//!   `event: tasks`.
+//!
 //! Every fragment is HTML this crate rendered with maud (agent data escaped); a carriage
 //! return is written as `&#13;` so that no agent byte can end an SSE line and forge a field.
 //! Streams end when the server stops.
@@ -134,6 +139,46 @@ pub async fn approvals(
                 Ok(Sse_::default().event("approvals").data(sse_safe(html))),
                 (changes, false),
             ))
+        }
+    });
+    Ok(sse(stream))
+}
+
+/// `GET /tasks/live`.
+pub async fn tasks(
+    State(ui): State<Dashboard>,
+    Extension(_viewer): Extension<Viewer>,
+    Query(q): Query<crate::pages::tasks::TasksQuery>,
+) -> Result<Events, PageError> {
+    crate::pages::tasks::filter_of(&q)?;
+    let rx = ui.inner.engine.live_events();
+    let shutdown = ui.inner.shutdown.clone();
+    let stream = futures::stream::unfold(rx, move |mut rx| {
+        let (ui, q, shutdown) = (ui.clone(), q.clone(), shutdown.clone());
+        async move {
+            use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+            // Wait for a state change; then take whatever else is already there, so that a
+            // burst is one redraw.
+            loop {
+                let got = tokio::select! {
+                    () = shutdown.cancelled() => return None,
+                    got = rx.recv() => got,
+                };
+                match got {
+                    Ok(e) if matches!(e.kind, legate_core::EventKind::Status { .. }) => break,
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+            while let Ok(_) | Err(TryRecvError::Lagged(_)) = rx.try_recv() {}
+            let html = match crate::pages::tasks::first_page(&ui, &q) {
+                Ok(m) => m.into_string(),
+                Err(e) => {
+                    maud::html! { p.error { code { (e.code) } " " (e.message) } }.into_string()
+                }
+            };
+            Some((Ok(Sse_::default().event("tasks").data(sse_safe(html))), rx))
         }
     });
     Ok(sse(stream))

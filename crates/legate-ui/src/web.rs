@@ -9,8 +9,10 @@
 //!    else 403 with the sentence why.
 //!
 //! Every response carries a strict Content-Security-Policy (scripts and styles from this
-//! server only, no inline script), `nosniff`, `same-origin` referrers (`no-referrer` on the login; a one-time URL never leaks in a
-//! `Referer`) and, for pages, `no-store`.
+//! server only, no inline script), `nosniff`, `Referrer-Policy: same-origin` (`no-referrer` on
+//! the login's answer, so a one-time URL never leaks in a `Referer`; `no-referrer` everywhere
+//! would make browsers send `Origin: null` on the dashboard's own POSTs) and, for pages,
+//! `no-store`.
 //!
 //! This module never logs a header value, a cookie or a token.
 
@@ -32,11 +34,14 @@ pub(crate) fn router(ui: Dashboard) -> axum::Router {
     let router = axum::Router::new()
         .route("/", get(|| async { Redirect::to("/tasks") }))
         .route(LOGIN_PATH, get(login))
+        .route("/logout", post(logout))
         .route("/tasks", get(pages::tasks::page))
+        .route("/tasks/live", get(crate::live::tasks))
         .route("/tasks/{id}", get(pages::task::page))
         .route("/tasks/{id}/events", get(crate::live::task_events))
         .route("/tasks/{id}/cancel", post(pages::actions::cancel))
         .route("/tasks/{id}/discard", post(pages::actions::discard))
+        .route("/tasks/{id}/verify", post(pages::actions::verify))
         .route("/tasks/{id}/integrate", post(pages::actions::integrate))
         .route("/approvals", get(pages::approvals::page))
         .route("/approvals/live", get(crate::live::approvals))
@@ -159,7 +164,6 @@ async fn authenticate(State(ui): State<Dashboard>, mut request: Request, next: N
 
 /// The security headers of every response.
 async fn headers(request: Request, next: Next) -> Response {
-    let login = request.uri().path() == LOGIN_PATH;
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(
@@ -170,14 +174,15 @@ async fn headers(request: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    // `same-origin`, not `no-referrer`, on pages: under `no-referrer` a browser sends
-    // `Origin: null` with a form's POST (Fetch, "append a request Origin header"), which the
-    // allowlist refuses, so no button would work. Either way no URL leaves this origin in a
-    // `Referer`; the login's own response (whose URL holds the code) keeps `no-referrer`.
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static(if login { "no-referrer" } else { "same-origin" }),
-    );
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null` on
+    // the dashboard's own form POSTs, which the allowlist refuses. The login response keeps
+    // `no-referrer` (set there), so the one-time URL never leaves in a `Referer`.
+    if !h.contains_key(header::REFERRER_POLICY) {
+        h.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        );
+    }
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -201,6 +206,10 @@ async fn login(State(ui): State<Dashboard>, Query(q): Query<LoginQuery>) -> Resp
                 "dashboard session opened"
             );
             let mut response = Redirect::to("/tasks").into_response();
+            response.headers_mut().insert(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            );
             if let Ok(v) = HeaderValue::from_str(&ui.inner.auth.set_cookie(&session)) {
                 response.headers_mut().insert(header::SET_COOKIE, v);
             }
@@ -216,6 +225,28 @@ async fn login(State(ui): State<Dashboard>, Query(q): Query<LoginQuery>) -> Resp
             PageError::new(status, "UNAUTHORIZED", &refused.to_string()).into_response()
         }
     }
+}
+
+/// `POST /logout` (CSRF-checked): clears the cookie. The session's MAC stays valid until it
+/// expires for whoever copied the cookie; signing out forgets it in this browser only.
+async fn logout(
+    State(ui): State<Dashboard>,
+    axum::Extension(viewer): axum::Extension<Viewer>,
+    axum::Form(fields): axum::Form<std::collections::HashMap<String, String>>,
+) -> Result<Response, PageError> {
+    viewer.csrf_checked(&ui, fields.get(crate::auth::CSRF_FIELD).map(String::as_str))?;
+    let mut response = pages::layout::page(
+        "Signed out",
+        None,
+        pages::layout::Nav::None,
+        maud::html! { h1 { "Signed out" } p { "`legate ui` opens a new session." } },
+    )
+    .into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("legate_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+    );
+    Ok(response)
 }
 
 /// An error page: status, a stable code, and one sentence (the engine's own, for its errors).

@@ -58,6 +58,18 @@ async fn a_one_time_code_works_once_and_sets_a_strict_http_only_cookie() {
     let cookie = set.split(';').next().unwrap();
     let page = s.get_with(cookie, "/tasks").await;
     assert_eq!(page.status(), 200);
+    // Pages say same-origin (no-referrer would make browsers send `Origin: null` on the
+    // dashboard's own POSTs), and `Origin: null` is refused.
+    assert_eq!(page.headers()[header::REFERRER_POLICY], "same-origin");
+    let null = s
+        .client
+        .post(s.url("/logout"))
+        .header(header::COOKIE, cookie)
+        .header(header::ORIGIN, "null")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(null.status(), 403);
     assert!(page.text().await.unwrap().contains("<h1>Tasks</h1>"));
     // Again: refused.
     let again = s.client.get(&url).send().await.unwrap();

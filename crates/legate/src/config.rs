@@ -36,6 +36,9 @@ struct File {
     /// `[a2a]`: the A2A front (see `crate::a2a`).
     #[serde(default)]
     a2a: crate::a2a::A2aTable,
+    /// `[ui]`: the dashboard (see `crate::ui`).
+    #[serde(default)]
+    ui: crate::ui::UiTable,
     /// `[copies]`: copy workspaces and their review (see `crate::review_config`).
     #[serde(default)]
     copies: crate::review_config::CopiesTable,
@@ -60,6 +63,8 @@ pub struct Config {
     pub mcp: crate::mcp::McpSettings,
     /// The A2A front's part (`[a2a]`).
     pub a2a: crate::a2a::A2aSettings,
+    /// The dashboard's part (`[ui]`).
+    pub ui: crate::ui::UiSettings,
     /// The supervisor's token (see `crate::supervise`).
     pub supervisor: crate::supervise::SupervisorSettings,
     /// The file it came from, if one existed.
@@ -107,6 +112,7 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
     };
     let mcp = crate::mcp::resolve(std::mem::take(&mut parsed.mcp), home, env)?;
     let mut a2a = crate::a2a::resolve(std::mem::take(&mut parsed.a2a), home, env)?;
+    let ui = crate::ui::resolve(std::mem::take(&mut parsed.ui))?;
     let (policy, policy_file) = crate::policy::resolve(std::mem::take(&mut parsed.policy), home)?;
     let supervisor = crate::supervise::resolve(home, env)?;
     if let Some(s) = &supervisor.token {
@@ -139,6 +145,7 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
         engine,
         mcp,
         a2a,
+        ui,
         supervisor,
         file: file_path,
         policy_file,

@@ -37,6 +37,7 @@ mod serve;
 mod supervise;
 mod supervision_config;
 mod tasks;
+mod ui;
 mod usage;
 
 use anyhow::Result;
@@ -155,8 +156,12 @@ enum Command {
     /// deadline) and the rule id.
     Audit(approvals::AuditArgs),
     /// Serve Legate to remote clients: A2A by default (JSON-RPC and HTTP+JSON, agent cards);
-    /// `--mcp` for MCP over Streamable HTTP at /mcp instead.
+    /// `--mcp` for MCP over Streamable HTTP at /mcp instead; `--ui` for the dashboard (any of
+    /// them together, from one process).
     Serve(serve::ServeArgs),
+    /// Open the dashboard of the `legate serve --ui` running on this home in the browser, with
+    /// a fresh one-time URL (`--print-url` prints it instead).
+    Ui(ui::UiArgs),
     /// What a finished copy task leaves for the next role: criteria, reports, tests,
     /// decisions, treeSha256 and the contextSha256 a handoff names.
     Context {
@@ -389,6 +394,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Deny(args) => approvals::deny(config, args),
         Command::Audit(args) => approvals::audit(config, args),
         Command::Serve(args) => serve::serve(config, args).await,
+        Command::Ui(args) => ui::ui(config, args),
         Command::Context { id, json } => {
             with_engine(
                 config,

@@ -1,7 +1,8 @@
-//! `legate serve`: the HTTP fronts, A2A (the default), MCP over Streamable HTTP (`--mcp`), or
-//! both from one process (`--a2a --mcp`, on two ports) sharing one engine.
+//! `legate serve`: the HTTP fronts, A2A (the default), MCP over Streamable HTTP (`--mcp`), the
+//! dashboard (`--ui`), or any of them together from one process (each on its own port)
+//! sharing one engine.
 //!
-//! Each front's module (`a2a`, `mcp`) binds and builds its own router; this module only chooses
+//! Each front's module (`a2a`, `mcp`, `ui`) binds and builds its own router; this module only chooses
 //! which, runs them side by side, and stops them together. A front that fails stops the other:
 //! a server half up is worse than one that says why it is down.
 
@@ -25,6 +26,13 @@ pub struct ServeArgs {
     /// Serve MCP over Streamable HTTP at /mcp (with --a2a too: both, on two ports).
     #[arg(long)]
     pub mcp: bool,
+    /// Serve the dashboard (alone, or beside --a2a and --mcp on a port of its own).
+    #[arg(long)]
+    pub ui: bool,
+    /// The dashboard's port (default `ui.port`, 8733; 0 picks a free one). With --ui alone,
+    /// --port sets it too.
+    #[arg(long)]
+    pub ui_port: Option<u16>,
     /// The address to listen on (default `a2a.host` / `mcp.host`, normally 127.0.0.1).
     #[arg(long)]
     pub host: Option<IpAddr>,
@@ -45,12 +53,22 @@ pub struct ServeArgs {
 struct Plan {
     a2a: Option<(IpAddr, u16)>,
     mcp: Option<(IpAddr, u16)>,
+    ui: Option<(IpAddr, u16)>,
 }
 
 fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
+    let ui = args.ui;
+    if !ui && args.ui_port.is_some() {
+        bail!("INVALID_INPUT: --ui-port needs --ui");
+    }
     let (a2a, mcp) = match (args.a2a, args.mcp) {
-        (false, false) => (true, false),
+        (false, false) if !ui => (true, false),
         chosen => chosen,
+    };
+    let ui_port = match (a2a || mcp, args.ui_port) {
+        (_, Some(p)) => p,
+        (false, None) => args.port.unwrap_or(config.ui.port),
+        (true, None) => config.ui.port,
     };
     if !a2a && args.a2a_port.is_some() {
         bail!("INVALID_INPUT: --a2a-port needs --a2a (A2A is not served with --mcp alone)");
@@ -69,9 +87,20 @@ fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
             "INVALID_INPUT: A2A and MCP cannot share port {a2a_port}; give A2A another with --a2a-port"
         );
     }
+    let ports = [(a2a, a2a_port, "A2A"), (mcp, mcp_port, "MCP")];
+    if ui
+        && let Some((_, _, other)) = ports
+            .iter()
+            .find(|(served, port, _)| *served && *port == ui_port && ui_port != 0)
+    {
+        bail!(
+            "INVALID_INPUT: the dashboard and {other} cannot share port {ui_port}; give the dashboard another with --ui-port"
+        );
+    }
     Ok(Plan {
         a2a: a2a.then(|| (args.host.unwrap_or(config.a2a.host), a2a_port)),
         mcp: mcp.then(|| (args.host.unwrap_or(config.mcp.host), mcp_port)),
+        ui: ui.then(|| (args.host.unwrap_or(config.ui.host), ui_port)),
     })
 }
 
@@ -122,6 +151,18 @@ async fn run(
             served
         });
     }
+    if let Some((host, port)) = plan.ui {
+        let opened = crate::ui::open(config, host, port, engine, shutdown).await?;
+        let stop = shutdown.clone();
+        let limits = config.ui.limits;
+        servers.spawn(async move {
+            legate_ui::serve_with(opened.listener, opened.router, limits, stop).await;
+            // Unregistered, and the run file removed, once nothing listens there any more.
+            drop(opened.listening);
+            drop(opened.run_file);
+            Ok(())
+        });
+    }
     // Listening for the signal before saying so.
     let stop = front::stop_signal();
     crate::out!("Ctrl-C stops the server (and cancels running tasks).")?;
@@ -157,6 +198,8 @@ mod tests {
         ServeArgs {
             a2a,
             mcp,
+            ui: false,
+            ui_port: None,
             host: None,
             port,
             a2a_port,
@@ -197,5 +240,40 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--a2a-port"), "{e}");
+    }
+
+    #[test]
+    fn the_dashboard_serves_alone_or_beside_the_others_on_its_own_port() {
+        let c = config();
+        let ui = |a2a, mcp, port, ui_port| ServeArgs {
+            ui: true,
+            ui_port,
+            ..args(a2a, mcp, port, None)
+        };
+        let p = plan(&c, &ui(false, false, Some(9000), None)).unwrap();
+        assert_eq!(p.ui.map(|u| u.1), Some(9000));
+        assert!(p.a2a.is_none() && p.mcp.is_none());
+        let p = plan(&c, &ui(true, true, None, None)).unwrap();
+        assert_eq!(p.ui.map(|u| u.1), Some(legate_ui::DEFAULT_PORT));
+        assert!(p.a2a.is_some() && p.mcp.is_some());
+        let e = plan(&c, &ui(false, true, Some(9000), Some(9000)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--ui-port"), "{e}");
+        let e = plan(&c, &args(false, true, None, None))
+            .map(|_| ())
+            .and_then(|()| {
+                plan(
+                    &c,
+                    &ServeArgs {
+                        ui_port: Some(1),
+                        ..args(false, true, None, None)
+                    },
+                )
+                .map(|_| ())
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--ui-port needs --ui"), "{e}");
     }
 }

@@ -1,5 +1,5 @@
 //! The state-changing requests, each a `POST` with the session's CSRF token: cancel,
-//! discard and integrate a task (any session), and answer an approval (a supervisor's
+//! verify, discard and integrate a task (any session), and answer an approval (a supervisor's
 //! session only). Each calls one engine method and shows the engine's own error; on success
 //! the browser is sent back to the page it came from (303).
 //!
@@ -50,6 +50,23 @@ pub async fn discard(
     viewer.csrf_checked(&ui, csrf(&fields))?;
     ui.inner.engine.discard(&id).await?;
     tracing::info!(task_id = %id, audience = viewer.audience.as_str(), "discarded from the dashboard");
+    Ok(back(&id))
+}
+
+/// `POST /tasks/{id}/verify`, bound to the patch the page showed (`sha256`), with no
+/// reviewer's reviews: the engine checks the task's criteria that need none (its `check`s)
+/// and answers with its own error for a criterion that needs a review with a citation
+/// (which a reviewing agent gives, through MCP or `legate verify`).
+pub async fn verify(
+    State(ui): State<Dashboard>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+    axum::Form(fields): Fields,
+) -> Result<Redirect, PageError> {
+    viewer.csrf_checked(&ui, csrf(&fields))?;
+    let sha = fields.get("sha256").map(String::as_str).unwrap_or("");
+    let v = ui.inner.engine.verify(&id, sha, Vec::new()).await?;
+    tracing::info!(task_id = %id, passed = v.passed, audience = viewer.audience.as_str(), "verified from the dashboard");
     Ok(back(&id))
 }
 

@@ -43,7 +43,7 @@ pub async fn page(
             section aria-labelledby="pending-h" {
                 h2 id="pending-h" { "Waiting for an answer" }
                 p.live-status aria-live="polite" data-live-status="" {}
-                div id="pending" data-replace-stream="/approvals/live" aria-live="polite" { (list) }
+                div id="pending" data-replace-stream="/approvals/live" data-replace-event="approvals" { (list) }
             }
             section aria-labelledby="audit-h" {
                 h2 id="audit-h" { "Audit trail" }

@@ -58,9 +58,16 @@ pub fn page(title: &str, viewer: Option<&Viewer>, active: Nav, body: Markup) -> 
                         }
                     }
                     @if let Some(v) = viewer {
-                        p.who {
+                        div.who {
                             "Signed in as the " strong { (v.audience.as_str()) }
                             @if v.audience == Audience::Caller { " (may not answer approvals)" }
+                            @if v.session.is_some() {
+                                " "
+                                form.logout method="post" action="/logout" {
+                                    (csrf_field(v))
+                                    button type="submit" { "Sign out" }
+                                }
+                            }
                         }
                     }
                 }

@@ -111,6 +111,11 @@ async fn review(ui: &Dashboard, viewer: &Viewer, task: &Task, diff_page: usize) 
                     (tests(report))
                     @if ended && copy.as_ref().is_ok_and(|c| c.status == CopyStatus::Open) {
                         div.actions {
+                            form.action method="post" action={ (href) "/verify" } {
+                                (layout::csrf_field(viewer))
+                                input type="hidden" name="sha256" value=(report.patch.sha256);
+                                button type="submit" { "Verify the patch" }
+                            }
                             form.action method="post" action={ (href) "/integrate" } {
                                 (layout::csrf_field(viewer))
                                 input type="hidden" name="sha256" value=(report.patch.sha256);

@@ -37,6 +37,16 @@ pub struct TasksQuery {
     /// The keyset cursor: the last task of the previous page.
     #[serde(default)]
     pub before: Option<String>,
+    /// Tasks per page (1 to [`MAX_PAGE_SIZE`]; default [`PAGE_SIZE`]).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// The most tasks a page may show.
+pub const MAX_PAGE_SIZE: usize = 500;
+
+fn size_of(q: &TasksQuery) -> usize {
+    q.limit.unwrap_or(PAGE_SIZE).clamp(1, MAX_PAGE_SIZE)
 }
 
 fn non_empty(v: &Option<String>) -> Option<String> {
@@ -99,12 +109,8 @@ pub fn page_of(
     }
 }
 
-/// `GET /tasks`.
-pub async fn page(
-    State(ui): State<Dashboard>,
-    Extension(viewer): Extension<Viewer>,
-    Query(q): Query<TasksQuery>,
-) -> Result<Markup, PageError> {
+/// The engine's filter for `q`: `INVALID_INPUT` for an unknown state.
+pub fn filter_of(q: &TasksQuery) -> Result<TaskFilter, PageError> {
     let state = match non_empty(&q.state) {
         Some(s) => Some(TaskState::parse(&s).ok_or_else(|| {
             PageError::from(legate_core::Error::invalid_input(format!(
@@ -113,27 +119,56 @@ pub async fn page(
         })?),
         None => None,
     };
-    let base = TaskFilter {
+    Ok(TaskFilter {
         state,
         agent: non_empty(&q.agent),
         context_id: non_empty(&q.context),
         ..TaskFilter::default()
-    };
+    })
+}
+
+/// The newest page under `q`'s filter, as the live stream redraws it.
+pub fn first_page(ui: &Dashboard, q: &TasksQuery) -> Result<Markup, PageError> {
+    let (tasks, _) = page_of(ui, &filter_of(q)?, None, size_of(q))?;
+    Ok(listing(&tasks, Timestamp::now()))
+}
+
+fn listing(tasks: &[Task], now: Timestamp) -> Markup {
+    html! {
+        @if tasks.is_empty() {
+            p { "No task matches." }
+        } @else {
+            (table(tasks, now))
+        }
+    }
+}
+
+/// `GET /tasks`.
+pub async fn page(
+    State(ui): State<Dashboard>,
+    Extension(viewer): Extension<Viewer>,
+    Query(q): Query<TasksQuery>,
+) -> Result<Markup, PageError> {
+    let base = filter_of(&q)?;
     let cursor = non_empty(&q.before).map(|c| parse_cursor(&c)).transpose()?;
-    let (tasks, more) = page_of(&ui, &base, cursor.as_ref(), PAGE_SIZE)?;
+    let (tasks, more) = page_of(&ui, &base, cursor.as_ref(), size_of(&q))?;
     let now = Timestamp::now();
     let next = more.then(|| tasks.last().map(cursor_of)).flatten();
+    let live = link(&q, None).replacen("/tasks", "/tasks/live", 1);
     Ok(layout::page(
         "Tasks",
         Some(&viewer),
         Nav::Tasks,
         html! {
             h1 { "Tasks" }
-            (filters(&q, state))
-            @if tasks.is_empty() {
-                p { "No task matches." }
-            } @else {
-                (table(&tasks, now))
+            (filters(&q, base.state))
+            section aria-label="Task list" {
+                @if cursor.is_none() {
+                    p.live-status aria-live="polite" data-live-status="" {}
+                    div id="task-list" data-replace-stream=(live) data-replace-event="tasks" { (listing(&tasks, now)) }
+                } @else {
+                    (listing(&tasks, now))
+                }
             }
             nav aria-label="Pages" {
                 @if cursor.is_some() {
@@ -159,6 +194,16 @@ fn link(q: &TasksQuery, before: Option<&str>) -> String {
     push("state", non_empty(&q.state));
     push("agent", non_empty(&q.agent));
     push("context", non_empty(&q.context));
+    push(
+        "limit",
+        q.limit.map(|l| {
+            size_of(&TasksQuery {
+                limit: Some(l),
+                ..TasksQuery::default()
+            })
+            .to_string()
+        }),
+    );
     push("before", before.map(str::to_string));
     if parts.is_empty() {
         "/tasks".to_string()

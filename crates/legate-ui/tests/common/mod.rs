@@ -182,3 +182,4 @@ pub fn field(html: &str, name: &str) -> Option<String> {
     let end = rest[v..].find('"')?;
     Some(rest[v..v + end].to_string())
 }
+pub mod sse;

@@ -1,0 +1,193 @@
+//! The tasks page and the assets over real HTTP: keyset pages that show every task once, in
+//! order, even when many share one millisecond; filters; the list redrawn live when a task
+//! changes state; embedded assets with their cache headers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::UiServer;
+use common::sse::SseReader;
+use legate_core::{EventKind, Task, TaskState, Timestamp};
+use legate_engine::SubmitRequest;
+use legate_ui::Audience;
+use reqwest::header;
+
+/// Stores a finished task of agent `agent` created at `at`, as another process would have.
+fn stored(store: &legate_store::Store, id: &str, agent: &str, at: i64) {
+    let mut t = Task::new(id, format!("ctx-{id}"), agent, "p");
+    t.state = TaskState::Completed;
+    t.created_at = Timestamp(at);
+    t.updated_at = Timestamp(at + 5);
+    let status = EventKind::Status {
+        state: TaskState::Completed,
+        message: None,
+        error: None,
+    };
+    store.insert_task(&t, &status).unwrap();
+}
+
+fn ids_on(page: &str) -> Vec<String> {
+    page.match_indices("href=\"/tasks/bulk-")
+        .map(|(i, _)| {
+            let rest = &page[i + "href=\"/tasks/".len()..];
+            rest[..rest.find('"').unwrap()].to_string()
+        })
+        .collect()
+}
+
+fn next_link(page: &str) -> Option<String> {
+    let at = page.find("rel=\"next\" href=\"")? + "rel=\"next\" href=\"".len();
+    Some(page[at..at + page[at..].find('"').unwrap()].replace("&amp;", "&"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyset_pages_show_every_task_once_even_within_one_millisecond() {
+    let s = UiServer::start().await;
+    let store = legate_store::Store::open(&s.h.engine.config().paths.db()).unwrap();
+    // Seven in the same millisecond, two older, one newer, and one of another agent.
+    for i in 0..7 {
+        stored(&store, &format!("bulk-{i}"), "bulk", 1_000_000);
+    }
+    stored(&store, "bulk-old-a", "bulk", 999_000);
+    stored(&store, "bulk-old-b", "bulk", 998_000);
+    stored(&store, "bulk-new", "bulk", 1_001_000);
+    stored(&store, "other-1", "other", 1_000_000);
+    let session = s.login(Audience::Caller).await;
+    let mut seen = Vec::new();
+    let mut path = "/tasks?agent=bulk&limit=3".to_string();
+    let mut pages = 0;
+    loop {
+        let page = s.get_with(&session.cookie, &path).await;
+        assert_eq!(page.status(), 200);
+        let page = page.text().await.unwrap();
+        let ids = ids_on(&page);
+        assert!(ids.len() <= 3, "{ids:?}");
+        seen.extend(ids);
+        pages += 1;
+        match next_link(&page) {
+            Some(next) => path = next,
+            None => break,
+        }
+        assert!(pages < 10, "pages never end");
+    }
+    let mut expected = vec!["bulk-new".to_string()];
+    expected.extend((0..7).rev().map(|i| format!("bulk-{i}")));
+    expected.extend(["bulk-old-a".to_string(), "bulk-old-b".to_string()]);
+    assert_eq!(seen, expected);
+    // Filters: state and context; a bad state or cursor is the engine's INVALID_INPUT.
+    let page = s
+        .get_with(&session.cookie, "/tasks?context=ctx-bulk-3")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(ids_on(&page), vec!["bulk-3".to_string()]);
+    let page = s
+        .get_with(&session.cookie, "/tasks?agent=bulk&state=failed")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(ids_on(&page).is_empty() && page.contains("No task matches"));
+    let r = s.get_with(&session.cookie, "/tasks?state=bogus").await;
+    assert_eq!(r.status(), 400);
+    let r = s
+        .get_with(&session.cookie, "/tasks?before=not-a-cursor")
+        .await;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("INVALID_INPUT"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_list_is_redrawn_live_when_a_task_changes_state() {
+    let s = UiServer::start().await;
+    let session = s.login(Audience::Caller).await;
+    let page = s
+        .get_with(&session.cookie, "/tasks")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("data-replace-stream=\"/tasks/live\""),
+        "{page}"
+    );
+    let live = s.get_with(&session.cookie, "/tasks/live").await;
+    let mut live = SseReader::new(live);
+    let task = s.h.run(SubmitRequest::new("!say done")).await;
+    let short = &task.id.as_str()[..8];
+    let drawn = live
+        .until(|e| {
+            e.event == "tasks" && e.data.contains(short) && e.data.contains("state-completed")
+        })
+        .await;
+    assert!(!drawn.is_empty());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assets_are_embedded_with_cache_headers() {
+    let s = UiServer::start().await;
+    let session = s.login(Audience::Caller).await;
+    let page = s
+        .get_with(&session.cookie, "/tasks")
+        .await
+        .text()
+        .await
+        .unwrap();
+    let at = page.find("/assets/app-").unwrap();
+    let css = &page[at..at + page[at..].find('"').unwrap()];
+    assert!(css.ends_with(".css"), "{css}");
+    // No session needed for assets.
+    let r = s.client.get(s.url(css)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()[header::CACHE_CONTROL],
+        "public, max-age=31536000, immutable"
+    );
+    assert!(
+        r.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/css")
+    );
+    let etag = r.headers()[header::ETAG].clone();
+    let r = s
+        .client
+        .get(s.url(css))
+        .header(header::IF_NONE_MATCH, etag.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    let r = s.client.get(s.url("/assets/app.js")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()[header::CACHE_CONTROL], "no-cache");
+    let r = s
+        .client
+        .get(s.url("/assets/../legate.db"))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(r.status(), 200);
+    let r = s
+        .client
+        .get(s.url("/assets/secret.txt"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Pages carry the strict policy.
+    let r = s.get_with(&session.cookie, "/tasks").await;
+    let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
+    s.stop().await;
+}

@@ -1,0 +1,88 @@
+//! `legate serve --ui` beside `--mcp` from one process, and `legate ui --print-url`: the
+//! `dashboard: <url>` line, a one-time URL that works once, a fresh one minted by another
+//! process (the CLI) that the server accepts, the supervisor's only for a holder of the
+//! supervisor token, and the run file gone once the server stops.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{LEGATE, Served, addr_of, raw};
+use std::process::Command;
+
+fn path_of(url: &str) -> String {
+    let rest = url.trim_start_matches("http://");
+    rest[rest.find('/').unwrap()..].to_string()
+}
+
+fn print_url(home: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = Command::new(LEGATE);
+    c.args(["ui", "--print-url"])
+        .env("LEGATE_HOME", home)
+        .env("LEGATE_LOG", "warn")
+        .env_remove("LEGATE_SUPERVISOR_TOKEN");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let mut served = Served::start(
+        home.path(),
+        &["--ui", "--mcp", "--port", "0", "--ui-port", "0"],
+    );
+    let line = served
+        .printed
+        .iter()
+        .find(|l| l.starts_with("dashboard: "))
+        .unwrap_or_else(|| panic!("{:?}", served.printed))
+        .clone();
+    let url = line.trim_start_matches("dashboard: ").to_string();
+    assert!(!url.contains(' '), "the URL is alone on its line: {line}");
+    let ui = addr_of(&url);
+    let mcp = addr_of(&served.url("Legate MCP server"));
+    assert_ne!(ui, mcp);
+    // Not at a terminal, no supervisor token: the caller's session.
+    assert!(url.contains("code=c."), "{url}");
+
+    let first = raw(&ui, "GET", &path_of(&url), &ui, &[], "");
+    assert_eq!(first.status, 303, "{first:?}");
+    assert!(
+        first.head.contains("set-cookie: legate_session="),
+        "{first:?}"
+    );
+    let again = raw(&ui, "GET", &path_of(&url), &ui, &[], "");
+    assert_eq!(again.status, 401, "{again:?}");
+    // The MCP front of the same process still answers (401 without its token).
+    let m = raw(&mcp, "GET", "/mcp", &mcp, &[], "");
+    assert_eq!(m.status, 401, "{m:?}");
+
+    // Another process mints a code the server accepts.
+    let out = print_url(home.path(), &[]);
+    assert!(out.status.success(), "{out:?}");
+    let fresh = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(fresh.contains("code=c."), "{fresh}");
+    let r = raw(&ui, "GET", &path_of(&fresh), &ui, &[], "");
+    assert_eq!(r.status, 303, "{r:?}");
+    // With the supervisor token, the supervisor's; a wrong one is refused.
+    let token = std::fs::read_to_string(home.path().join("supervisor-token")).unwrap();
+    let out = print_url(home.path(), &[("LEGATE_SUPERVISOR_TOKEN", token.trim())]);
+    let sup = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(sup.contains("code=s."), "{sup}");
+    assert_eq!(raw(&ui, "GET", &path_of(&sup), &ui, &[], "").status, 303);
+    let out = print_url(home.path(), &[("LEGATE_SUPERVISOR_TOKEN", &"x".repeat(40))]);
+    let not = String::from_utf8(out.stdout).unwrap();
+    assert!(!not.contains("code=s."), "{not}");
+
+    served.stop().unwrap();
+    assert!(!home.path().join("run").join("ui.json").exists());
+    let out = print_url(home.path(), &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no dashboard is running"),
+        "{out:?}"
+    );
+}
