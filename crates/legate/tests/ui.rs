@@ -54,6 +54,17 @@ fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
         first.head.contains("set-cookie: legate_session="),
         "{first:?}"
     );
+    let cookie = first
+        .head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let page = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &cookie)], "");
+    assert_eq!(page.status, 200, "{page:?}");
     let again = raw(&ui, "GET", &path_of(&url), &ui, &[], "");
     assert_eq!(again.status, 401, "{again:?}");
     // The MCP front of the same process still answers (401 without its token).
@@ -85,4 +96,13 @@ fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
         String::from_utf8_lossy(&out.stderr).contains("no dashboard is running"),
         "{out:?}"
     );
+
+    // A restarted server on the same home accepts the session a browser kept: a page that
+    // reconnects after a restart carries on.
+    let served = Served::start(home.path(), &["--ui", "--port", "0"]);
+    let url = served.url("dashboard: ");
+    let ui = addr_of(&url);
+    let page = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &cookie)], "");
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(home.path().join("run").join("ui.json").exists());
 }

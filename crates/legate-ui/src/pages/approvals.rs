@@ -96,6 +96,7 @@ fn item(a: &Approval, viewer: &Viewer, now: Timestamp) -> Markup {
             @if viewer.audience == Audience::Supervisor {
                 form.answer method="post" action=(action) {
                     (layout::csrf_field(viewer))
+                    label { "Reason (optional) " input type="text" name="reason" maxlength="4096"; }
                     button type="submit" name="answer" value="allow" { "Approve" }
                     button type="submit" name="answer" value="allow-for-task" { "Allow for this task" }
                     button type="submit" name="answer" value="deny" { "Deny" }

@@ -59,6 +59,9 @@ pub async fn page(
             @if let Some(review) = review { (review) }
             section aria-labelledby="events-h" {
                 h2 id="events-h" { "Events" }
+                @if stored.len() == MAX_EVENTS {
+                    p.note { "The first " (MAX_EVENTS) " events are shown; the rest arrive through the live stream (JavaScript)." }
+                }
                 p.live-status aria-live="polite" data-live-status="" {}
                 ol.events id="events" data-stream={ (href) "/events?after=" (last) } data-last-seq=(last) {
                     @for e in &stored { (events::item(e)) }
