@@ -648,6 +648,24 @@ mod tests {
     }
 
     #[test]
+    fn the_task_record_names_the_remote_task_only_when_there_is_one() {
+        let mut task = Task::new("t1", "c1", "remote", "p");
+        let local = serde_json::to_value(task_out(&task)).unwrap();
+        assert!(local.get("remote").is_none(), "{local}");
+        task.remote = Some(legate_core::RemoteRef {
+            url: "http://127.0.0.1:9/a2a".into(),
+            binding: "JSONRPC".into(),
+            task_id: "remote-7".into(),
+            context_id: Some("rc".into()),
+        });
+        let remote = serde_json::to_value(task_out(&task)).unwrap();
+        assert_eq!(
+            remote["remote"],
+            serde_json::json!({"url": "http://127.0.0.1:9/a2a", "taskId": "remote-7"})
+        );
+    }
+
+    #[test]
     fn previews_are_flat_and_short() {
         assert_eq!(preview("a\n b  c", 10), "a b c");
         assert_eq!(preview(&"é".repeat(5), 3), "ééé…");
