@@ -11,7 +11,9 @@
 //! at the task's row. A task whose runner is gone (killed, even with `kill -9`) is recovered
 //! then and there ([`runner::recover`]: `failed` with `SERVER_RESTARTED`), so the subscriber
 //! reads that status and ends; a task already ended ends the subscription even when its
-//! terminal event lies before the cursor (`--after` past the end).
+//! terminal event lies before the cursor (`--after` past the end). A task bound to a remote
+//! task is spared by that recovery ([`runner::SPARE_EVERY_REMOTE`]): an engine takes it over
+//! (`adoption`), and the subscriber follows its events from the store as before.
 
 use crate::config::Paths;
 use crate::runner;
@@ -154,7 +156,12 @@ impl Subscription {
                 if self.own.as_deref() != Some(id.as_str())
                     && !runner::is_alive(&self.paths.run(), &id) =>
             {
-                let marked = runner::recover_others(&self.store, &self.paths, self.own.as_deref())?;
+                let marked = runner::recover_others(
+                    &self.store,
+                    &self.paths,
+                    self.own.as_deref(),
+                    runner::SPARE_EVERY_REMOTE,
+                )?;
                 tracing::debug!(task = %self.task_id, runner = %id, marked, "the task's runner is gone; recovered");
             }
             _ => {}

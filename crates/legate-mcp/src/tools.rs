@@ -379,6 +379,10 @@ pub fn task_out(t: &Task) -> TaskOut {
         status_message: t.status_message.clone(),
         usage: t.usage.clone(),
         session_id: t.session_id.clone(),
+        remote: t.remote.as_ref().map(|r| RemoteOut {
+            url: r.url.clone(),
+            task_id: r.task_id.clone(),
+        }),
         prompt_preview: preview(&t.prompt, 120),
         timeout_seconds: t.timeout_secs,
         created_at: t.created_at.0,
@@ -641,6 +645,24 @@ mod tests {
         let e = in_range("timeoutSeconds", 61u64, 1, 60).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidInput);
         assert!(e.message.contains("timeoutSeconds"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_task_record_names_the_remote_task_only_when_there_is_one() {
+        let mut task = Task::new("t1", "c1", "remote", "p");
+        let local = serde_json::to_value(task_out(&task)).unwrap();
+        assert!(local.get("remote").is_none(), "{local}");
+        task.remote = Some(legate_core::RemoteRef {
+            url: "http://127.0.0.1:9/a2a".into(),
+            binding: "JSONRPC".into(),
+            task_id: "remote-7".into(),
+            context_id: Some("rc".into()),
+        });
+        let remote = serde_json::to_value(task_out(&task)).unwrap();
+        assert_eq!(
+            remote["remote"],
+            serde_json::json!({"url": "http://127.0.0.1:9/a2a", "taskId": "remote-7"})
+        );
     }
 
     #[test]
