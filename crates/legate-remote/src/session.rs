@@ -231,7 +231,7 @@ impl Backend for A2aBackend {
             ledger: None,
             sink: &sink,
             cancel: &cancel,
-            relay: Relay::new(self.bounds),
+            relay: Relay::new(self.bounds).with_legate_events(remote.found.supervised),
             recorded: true,
             cancel_sent: false,
         };
@@ -344,7 +344,7 @@ impl A2aSession {
             ledger: self.ledger.as_ref(),
             sink,
             cancel,
-            relay: Relay::new(self.bounds),
+            relay: Relay::new(self.bounds).with_legate_events(remote.found.supervised),
             recorded: false,
             cancel_sent: false,
         };
