@@ -120,6 +120,8 @@ pub struct Relay {
     /// Whether the remote is a Legate (its card declares the supervision extension) whose
     /// updates carry their structured event (`legateEvent`).
     legate_events: bool,
+    /// Whether this is a copy task's turn, whose `patch` artifact is applied, not relayed.
+    copy: bool,
 }
 
 fn text_of(parts: &[Part]) -> String {
@@ -153,7 +155,16 @@ impl Relay {
             finish: None,
             last_working: None,
             legate_events: false,
+            copy: false,
         }
+    }
+
+    /// The same relay for a copy task's turn: the remote's `patch` artifact is not relayed
+    /// (it is applied to the local copy).
+    #[must_use]
+    pub fn for_copy(mut self, copy: bool) -> Self {
+        self.copy = copy;
+        self
     }
 
     /// The same relay reading a remote Legate's structured events (`legateEvent`) where its
@@ -380,6 +391,10 @@ impl Relay {
     }
 
     fn artifact(&mut self, artifact: &Artifact, out: &mut Vec<EventKind>) {
+        if self.copy && artifact.artifact_id == crate::copy::PATCH_ARTIFACT {
+            // A remote Legate's copy-task patch: applied to the local copy, not relayed.
+            return;
+        }
         let legate_answer = artifact.artifact_id == ANSWER_ARTIFACT;
         let skip_text = legate_answer && self.answered;
         for part in artifact.parts.iter().take(self.bounds.max_attachments * 4) {

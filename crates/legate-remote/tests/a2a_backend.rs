@@ -449,3 +449,30 @@ async fn a_write_task_on_an_unsupervised_remote_is_refused() {
     assert_eq!(e.code, ErrorCode::AgentUnsupervised, "{e}");
     assert!(e.message.contains("allow_unsupervised"), "{e}");
 }
+
+/// A copy task on a remote whose card does not declare the copy-workspace extension is
+/// refused before any file leaves: `REMOTE_WORKSPACE_UNSUPPORTED`, and the remote saw nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_task_needs_the_workspace_extension() {
+    let url = foreign().await;
+    let mut spec = far(&url, None, true);
+    if let legate_core::Transport::Url(r) = &mut spec.transport {
+        r.agent = None;
+    }
+    let front = EngineHarness::builder()
+        .project(&[("a.txt", "hello\n")])
+        .config(move |c| {
+            c.agents.insert("far".into(), spec);
+        })
+        .start();
+    let mut req = front.on_copy("change a.txt");
+    req.agent = Some("far".into());
+    let task = front.run(req).await;
+    assert_eq!(task.state, TaskState::Failed);
+    let error = task.error.unwrap();
+    assert_eq!(
+        error.code,
+        ErrorCode::RemoteWorkspaceUnsupported,
+        "{error:?}"
+    );
+}
