@@ -2,7 +2,8 @@
 //! the JSON-RPC and HTTP+JSON bindings of the official `a2a-server-lf`.
 //!
 //! Layout: [`handler`] (the methods over the engine, one handler per agent), [`convert`]
-//! (Legate tasks and events as A2A objects), [`card`] (agent cards and their HTTP caching),
+//! (Legate tasks and events as A2A objects), [`history`] (a task's messages over all its
+//! turns), [`card`] (agent cards and their HTTP caching),
 //! [`edge`] (the bindings' checks before the SDK parses, and the HTTP+JSON status mapping),
 //! and here: the router, the bearer
 //! token guard, the body limit and [`serve`] (on `legate_token::serve`, the server with read
@@ -15,8 +16,10 @@
 
 pub mod card;
 pub mod convert;
+pub mod direct;
 pub mod edge;
 pub mod handler;
+pub mod history;
 pub mod patch;
 pub mod workspace;
 
