@@ -27,7 +27,7 @@ TCK_LEVEL="${TCK_LEVEL:-must}"
 TCK_OUT="${TCK_OUT:-$TCK_DIR/legate}"
 TRANSPORTS=(${TCK_TRANSPORTS:-jsonrpc http_json})
 # Requirements that fail for reasons docs/fronts/a2a.md gives ("The TCK").
-KNOWN="DM-MSG-001 CORE-SEND-003"
+KNOWN="CORE-SEND-003"
 
 echo "== the TCK ($TCK_BRANCH) in $TCK_DIR, its venv in $TCK_VENV"
 if [ ! -d "$TCK_DIR/.git" ]; then

@@ -83,7 +83,8 @@ mod tests {
                 "max_turn_requests",
                 "refusal",
                 "cancelled",
-                "input_required"
+                "input_required",
+                "direct_message"
             ]
         );
         for r in StopReason::ALL {
