@@ -1,7 +1,8 @@
 //! Legate's A2A v1.0 front: every configured agent is an addressable A2A agent, served over
 //! the JSON-RPC and HTTP+JSON bindings of the official `a2a-server-lf`.
 //!
-//! Layout: [`handler`] (the methods over the engine, one handler per agent), [`convert`]
+//! Layout: [`handler`] (the methods over the engine, one handler per agent), [`bundle`] (the
+//! copy-workspace extension: a copy's files received with a message), [`convert`]
 //! (Legate tasks and events as A2A objects), [`history`] (a task's messages over all its
 //! turns), [`card`] (agent cards and their HTTP caching),
 //! [`edge`] (the bindings' checks before the SDK parses, and the HTTP+JSON status mapping),
@@ -14,6 +15,7 @@
 //! `/tasks/{id}:cancel`, `/tasks/{id}:subscribe`), and its card at
 //! `/agents/{name}/.well-known/agent-card.json`. The default agent is also served at `/`.
 
+pub mod bundle;
 pub mod card;
 pub mod convert;
 pub mod direct;
