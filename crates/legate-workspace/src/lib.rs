@@ -13,7 +13,9 @@
 //! by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
 //! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
 //! hook), `line_endings`, `integrate` (with its crash `journal` and `rollover`), `cleanup`,
-//! and `handoff` (a copy's current files handed to another role, on the original baseline).
+//! `handoff` (a copy's current files handed to another role, on the original baseline), and
+//! `transfer` (a copy's files sent to a remote Legate, a copy made from files received, and a
+//! remote's patch applied to the local copy, checked against the remote's manifest).
 //!
 //! It must never infer `owned` from a path, build a directory name from caller text, adopt an
 //! existing directory or symlink as one it made, or place a workspace under the system temp
@@ -43,6 +45,7 @@ mod shared;
 mod staging;
 mod sys;
 mod test_run;
+mod transfer;
 mod verify;
 
 pub use baseline::Baseline;
@@ -71,6 +74,9 @@ pub use shared::shared;
 pub use test_run::{
     Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
     validate as validate_test_command,
+};
+pub use transfer::{
+    FileBytes, apply_returned, baseline_of_copy, make_copy_from_files, post_state, read_copy,
 };
 pub use verify::{
     Check, CheckKind, Criterion, CriterionResult, MAX_CRITERIA, Review, Verdict, Verification,

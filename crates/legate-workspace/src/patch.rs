@@ -240,7 +240,7 @@ pub(crate) fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
     Ok(String::from_utf8_lossy(&tree).trim().to_string())
 }
 
-fn parse_raw(raw: &[u8]) -> Result<Vec<FileChange>, Error> {
+pub(crate) fn parse_raw(raw: &[u8]) -> Result<Vec<FileChange>, Error> {
     let mut items = split_z(raw);
     let mut files = Vec::new();
     while let Some(meta) = items.next() {
