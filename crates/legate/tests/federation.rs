@@ -16,12 +16,14 @@ use legate_testkit::git;
 use serde_json::{Value, json};
 
 /// The labels of a stream's content frames (`message`, `thought`, `tool_call`,
-/// `tool_call_update`, `plan`, `permission`), in order.
+/// `tool_call_update`, `plan`), in order. Not `permission`: the back's supervisor decided
+/// those, and a decision is not the front's to relay as its own (docs/permissions.md).
 fn kinds(stream: &SseStream) -> Vec<String> {
     stream
         .frames
         .iter()
         .filter_map(|f| frame_kind(f).map(str::to_owned))
+        .filter(|k| k != "permission")
         .collect()
 }
 
@@ -57,10 +59,14 @@ fn remote_id(front: &fleet::Node, id: &str) -> String {
         .to_owned()
 }
 
-/// Reads frames until the first tool call: by then the front has relayed an event, which it
-/// does only after recording the remote task on its own.
-fn until_tool_call(stream: &mut SseStream) {
-    stream.until("a tool call", |f| frame_kind(f) == Some("tool_call"));
+/// Waits until the front has stored the remote task on its own (the driver records it before
+/// it relays anything), and returns the remote id.
+fn until_remote(front: &fleet::Node, id: &str) -> String {
+    fleet::retry("the front to record the remote task", 60, || {
+        front.show(id)["remote"]["taskId"]
+            .as_str()
+            .map(str::to_owned)
+    })
 }
 
 #[test]
@@ -72,8 +78,8 @@ fn a_revisor_task_through_the_front_streams_every_event_the_back_stored() {
         &format!("{GATED}\nwrite notes.md: # Notes"),
     );
     let id = first_task_id(&mut caller);
-    until_tool_call(&mut caller);
-    let rid = remote_id(&fleet.front, &id);
+    wait_gate(&fleet.back);
+    let rid = until_remote(&fleet.front, &id);
     // The back's own view of the same task, replayed from its store and then live.
     let mut direct = fleet
         .back
@@ -104,14 +110,29 @@ fn a_revisor_task_through_the_front_streams_every_event_the_back_stored() {
         caller.frames
     );
     // And what the front stored is what the back stored, kind for kind, for everything the
-    // agent said or did (statuses and notices are each server's own).
+    // agent said or did (statuses, notices, sessions and file accesses are each server's own;
+    // permission decisions the back's).
+    // A run of message chunks is one run of message lines on the other side, so runs of one
+    // kind are compared as one.
     let content = |events: Vec<Value>| -> Vec<String> {
-        events
+        let mut kinds: Vec<String> = events
             .iter()
             .filter_map(|e| e["type"].as_str())
-            .filter(|t| !matches!(*t, "status" | "notice"))
+            .filter(|t| {
+                matches!(
+                    *t,
+                    "message"
+                        | "thought"
+                        | "tool_call"
+                        | "tool_call_update"
+                        | "plan"
+                        | "attachment"
+                )
+            })
             .map(str::to_owned)
-            .collect()
+            .collect();
+        kinds.dedup();
+        kinds
     };
     let back_stored = content(fleet.back.events(&rid));
     let front_stored = content(fleet.front.events(&id));
@@ -128,7 +149,11 @@ fn a_revisor_task_through_the_front_streams_every_event_the_back_stored() {
             .starts_with(&format!("http://{}/", fleet.back.a2a)),
         "{task}"
     );
-    assert_eq!(fleet.back.show(&rid)["state"], "completed");
+    let back = fleet.back.show(&rid);
+    assert_eq!(back["state"], "completed");
+    // The answer is the back's, and so is the usage it reported, counted as local usage.
+    assert_eq!(task["result"]["text"], back["result"]["text"]);
+    assert_eq!(task["usage"], back["usage"], "{task}");
 }
 
 #[test]
@@ -136,9 +161,8 @@ fn cancel_through_the_front_reaches_the_back() {
     let fleet = Fleet::start("");
     let mut caller = fleet.front.stream("back", "fed-cancel", GATED);
     let id = first_task_id(&mut caller);
-    until_tool_call(&mut caller);
     wait_gate(&fleet.back);
-    let rid = remote_id(&fleet.front, &id);
+    let rid = until_remote(&fleet.front, &id);
 
     let canceled = fleet.front.call("back", "CancelTask", json!({"id": id}));
     assert!(canceled.get("error").is_none(), "{canceled}");
@@ -161,9 +185,8 @@ fn kill_9_of_the_front_mid_task_then_a_restart_ends_with_the_backs_result() {
     let mut fleet = Fleet::start("");
     let mut caller = fleet.front.stream("back", "fed-kill", GATED);
     let id = first_task_id(&mut caller);
-    until_tool_call(&mut caller);
     wait_gate(&fleet.back);
-    let rid = remote_id(&fleet.front, &id);
+    let rid = until_remote(&fleet.front, &id);
 
     fleet.front.kill_9();
     drop(caller);

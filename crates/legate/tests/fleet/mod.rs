@@ -393,9 +393,10 @@ pub fn retry<T>(what: &str, secs: u64, mut probe: impl FnMut() -> Option<T>) -> 
     }
 }
 
-/// The revisor instruction that makes a turn wait on a gate the test opens: it makes a FIFO
-/// `gate` in its sandbox and reads one line from it, then says what it read.
-pub const GATED: &str = "run mkfifo gate && read line < gate && echo \"released: $line\"";
+/// The revisor instructions that make a turn wait on a gate the test opens: it makes a FIFO
+/// `gate` in its sandbox, reads one line from it into `released.txt`, then quotes that file
+/// in its answer (`released: <line>`).
+pub const GATED: &str = "run mkfifo gate && read line < gate && echo \"released: $line\" > released.txt\nread released.txt";
 
 /// Waits for the gate of the back's only sandbox to appear, then writes `word` into it (which
 /// releases the turn blocked on it).
