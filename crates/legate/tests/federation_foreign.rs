@@ -2,9 +2,9 @@
 //! Python SDK (`a2a-sdk`'s request handler, task store and Starlette routes;
 //! `tests/python/foreign_a2a_agent.py`), started by the test from the pinned environment
 //! `legate_testkit::python` provisions. It is not a Legate, so it is `unsupervised`: a task that
-//! only reads completes through Legate, a write task is `AGENT_UNSUPERVISED` unless the agent
-//! says `allow_unsupervised = true`. A wrong token and a vanished server end with their own
-//! codes. Skipped, saying so, when `python3` is missing, except in CI.
+//! only reads completes through Legate, its `input-required` is a question the local task waits
+//! on, and a write task is `AGENT_UNSUPERVISED` unless the agent says
+//! `allow_unsupervised = true`. A wrong token and a vanished server end with their own codes. Skipped, saying so, when `python3` is missing, except in CI.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -143,6 +143,18 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
     let task = newest(&home);
     assert_eq!(task["state"], "completed", "{task}");
     assert!(task["remote"]["taskId"].as_str().is_some(), "{task}");
+
+    // The remote's input-required is a question the local task waits on, the question shown.
+    let ask = legate(
+        &home,
+        &["run", "--agent", "foreign", "--read-only", "!ask about a file"],
+    );
+    let asked = newest(&home);
+    assert_eq!(asked["state"], "input-required", "{}", text(&ask));
+    assert!(
+        asked.to_string().contains("which file do you mean?"),
+        "{asked}"
+    );
 
     // A write task: refused, since nobody supervises what that agent does with it.
     let write = legate(&home, &["run", "--agent", "foreign", "write a.txt: hi"]);
