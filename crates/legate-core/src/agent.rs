@@ -91,20 +91,77 @@ pub struct LocalCommand {
 }
 
 /// How an agent is reached. Serialized flat in its [`AgentSpec`]: `command`, `args`, `env`,
-/// `inheritEnv` for a local command, `url` for a remote agent. Read strictly: exactly one of
-/// `command` and `url`, and a URL with none of the local command's fields (a spec that
-/// names a URL is never read as a process to spawn).
+/// `inheritEnv` for a local command; `url`, `tokenEnv` or `tokenFile`, `agent`,
+/// `maxTransferBytes`, `allowUnsupervised` for a remote agent. Read strictly: exactly one of
+/// `command` and `url`, a URL with none of the local command's fields and a command with none
+/// of the remote agent's (a spec that names a URL is never read as a process to spawn).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged, try_from = "RawTransport")]
 pub enum Transport {
     /// A process Legate spawns (and confines).
     Local(LocalCommand),
-    /// An agent served elsewhere, at this URL (the remote A2A backend's shape; no backend of
-    /// this build serves one, and a local backend refuses it with `AGENT_START_FAILED`).
-    Url {
-        /// Where the agent is served.
-        url: String,
-    },
+    /// An agent served elsewhere, over A2A (kind `a2a`); a local backend refuses it with
+    /// `AGENT_START_FAILED`.
+    Url(RemoteEndpoint),
+}
+
+/// The default bound of what a copy task carries to a remote agent and back, in bytes.
+pub const DEFAULT_MAX_TRANSFER_BYTES: u64 = 64 << 20;
+
+/// Where the bearer token of a remote agent is read from: never the configuration itself.
+/// Its flat wire form is `tokenEnv` or `tokenFile`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TokenRef {
+    /// The value of this environment variable of Legate's own process.
+    #[serde(rename = "tokenEnv")]
+    Env(String),
+    /// The content of this file (mode 0600, no other line).
+    #[serde(rename = "tokenFile")]
+    File(std::path::PathBuf),
+}
+
+/// A remote agent: where it is served and how Legate talks to it. Holds no secret: the
+/// token is named by where it is ([`TokenRef`]), read when a session opens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteEndpoint {
+    /// The agent card's URL, or the base URL its card is under
+    /// (`<url>/.well-known/agent-card.json`).
+    pub url: String,
+    /// The bearer token's source, when the remote wants one.
+    #[serde(default, skip_serializing_if = "Option::is_none", flatten)]
+    pub token: Option<TokenRef>,
+    /// The remote agent, when it is not the card's default (on a remote Legate, the card at
+    /// `/agents/NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The bound of a copy task's transfer each way, in bytes ([`DEFAULT_MAX_TRANSFER_BYTES`]
+    /// when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_transfer_bytes: Option<u64>,
+    /// Whether write tasks may run on a remote that does not supervise its agent's
+    /// permission requests (its card lacks Legate's supervision extension).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_unsupervised: bool,
+}
+
+impl RemoteEndpoint {
+    /// An endpoint at `url` with no token and the defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            token: None,
+            agent: None,
+            max_transfer_bytes: None,
+            allow_unsupervised: false,
+        }
+    }
+
+    /// The transfer bound in bytes.
+    pub fn max_transfer_bytes(&self) -> u64 {
+        self.max_transfer_bytes
+            .unwrap_or(DEFAULT_MAX_TRANSFER_BYTES)
+    }
 }
 
 /// A transport's fields as written, before [`Transport`] decides which one they name.
@@ -116,12 +173,30 @@ struct RawTransport {
     env: Option<BTreeMap<String, String>>,
     inherit_env: Option<Vec<String>>,
     url: Option<String>,
+    token_env: Option<String>,
+    token_file: Option<std::path::PathBuf>,
+    /// Refused wherever it appears: a token is never written in a spec.
+    token: Option<serde_json::Value>,
+    agent: Option<String>,
+    max_transfer_bytes: Option<u64>,
+    allow_unsupervised: Option<bool>,
 }
 
 impl TryFrom<RawTransport> for Transport {
     type Error = String;
     fn try_from(raw: RawTransport) -> std::result::Result<Self, String> {
         let local_fields = raw.args.is_some() || raw.env.is_some() || raw.inherit_env.is_some();
+        let remote_fields = raw.token_env.is_some()
+            || raw.token_file.is_some()
+            || raw.agent.is_some()
+            || raw.max_transfer_bytes.is_some()
+            || raw.allow_unsupervised.is_some();
+        if raw.token.is_some() {
+            return Err(
+                "an agent's token is never written inline: name it with tokenEnv or tokenFile"
+                    .to_string(),
+            );
+        }
         match (raw.command, raw.url) {
             (Some(_), Some(_)) => {
                 Err("an agent names both a command and a url; it has one".to_string())
@@ -130,7 +205,30 @@ impl TryFrom<RawTransport> for Transport {
                 "an agent reached at a url takes no args, env or inheritEnv (they are a local command's)"
                     .to_string(),
             ),
-            (None, Some(url)) => Ok(Self::Url { url }),
+            (Some(_), None) if remote_fields => Err(
+                "a local command takes no tokenEnv, tokenFile, agent, maxTransferBytes or allowUnsupervised (they are a remote agent's)"
+                    .to_string(),
+            ),
+            (None, Some(url)) => {
+                let token = match (raw.token_env, raw.token_file) {
+                    (Some(_), Some(_)) => {
+                        return Err(
+                            "a remote agent names both tokenEnv and tokenFile; it has one"
+                                .to_string(),
+                        );
+                    }
+                    (Some(v), None) => Some(TokenRef::Env(v)),
+                    (None, Some(p)) => Some(TokenRef::File(p)),
+                    (None, None) => None,
+                };
+                Ok(Self::Url(RemoteEndpoint {
+                    url,
+                    token,
+                    agent: raw.agent,
+                    max_transfer_bytes: raw.max_transfer_bytes,
+                    allow_unsupervised: raw.allow_unsupervised.unwrap_or(false),
+                }))
+            }
             (Some(command), None) => Ok(Self::Local(LocalCommand {
                 command,
                 args: raw.args.unwrap_or_default(),
@@ -187,7 +285,7 @@ impl AgentSpec {
 
     /// An agent of `kind` served at `url`.
     pub fn url(name: impl Into<String>, kind: AgentKind, url: impl Into<String>) -> Self {
-        Self::with_transport(name, kind, Transport::Url { url: url.into() })
+        Self::with_transport(name, kind, Transport::Url(RemoteEndpoint::new(url)))
     }
 
     fn with_transport(name: impl Into<String>, kind: AgentKind, transport: Transport) -> Self {
@@ -230,7 +328,15 @@ impl AgentSpec {
     pub fn target(&self) -> &str {
         match &self.transport {
             Transport::Local(c) => &c.command,
-            Transport::Url { url } => url,
+            Transport::Url(remote) => &remote.url,
+        }
+    }
+
+    /// The remote endpoint, when the agent is reached at a URL.
+    pub fn remote(&self) -> Option<&RemoteEndpoint> {
+        match &self.transport {
+            Transport::Url(remote) => Some(remote),
+            Transport::Local(_) => None,
         }
     }
 
@@ -401,6 +507,42 @@ mod tests {
         let back: AgentSpec =
             serde_json::from_value(serde_json::to_value(&local).unwrap()).unwrap();
         assert_eq!(back, local);
+    }
+
+    /// A remote spec keeps its fields on the wire, refuses an inline token and both token
+    /// sources, and a local command refuses the remote fields.
+    #[test]
+    fn a_remote_spec_is_read_strictly() {
+        let v = serde_json::json!({
+            "name": "r", "kind": "a2a", "url": "http://127.0.0.1:9/a",
+            "tokenEnv": "REMOTE_TOKEN", "agent": "coder", "maxTransferBytes": 1024,
+            "allowUnsupervised": true
+        });
+        let spec: AgentSpec = serde_json::from_value(v.clone()).unwrap();
+        let remote = spec.remote().unwrap();
+        assert_eq!(remote.token, Some(TokenRef::Env("REMOTE_TOKEN".into())));
+        assert_eq!(remote.agent.as_deref(), Some("coder"));
+        assert_eq!(remote.max_transfer_bytes(), 1024);
+        assert!(remote.allow_unsupervised);
+        let back = serde_json::to_value(&spec).unwrap();
+        assert_eq!(back["tokenEnv"], "REMOTE_TOKEN");
+        assert_eq!(serde_json::from_value::<AgentSpec>(back).unwrap(), spec);
+        let plain = AgentSpec::url("r", AgentKind::new("a2a").unwrap(), "http://x/");
+        assert_eq!(
+            plain.remote().unwrap().max_transfer_bytes(),
+            DEFAULT_MAX_TRANSFER_BYTES
+        );
+        for bad in [
+            serde_json::json!({"name": "r", "kind": "a2a", "url": "http://x", "token": "s3cret-value"}),
+            serde_json::json!({"name": "r", "kind": "a2a", "url": "http://x", "tokenEnv": "A", "tokenFile": "/t"}),
+            serde_json::json!({"name": "r", "kind": "acp", "command": "x", "tokenEnv": "A"}),
+            serde_json::json!({"name": "r", "kind": "acp", "command": "x", "allowUnsupervised": true}),
+        ] {
+            let e = serde_json::from_value::<AgentSpec>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(!e.contains("s3cret-value"), "{e}");
+        }
     }
 
     proptest! {

@@ -16,7 +16,10 @@ pub mod task;
 pub mod time;
 pub mod wire;
 
-pub use agent::{AgentKind, AgentSpec, LocalCommand, Transport};
+pub use agent::{
+    AgentKind, AgentSpec, DEFAULT_MAX_TRANSFER_BYTES, LocalCommand, RemoteEndpoint, TokenRef,
+    Transport,
+};
 pub use boundary::{Boundary, WorkspaceKind};
 pub use error::{Error, ErrorCode, Result};
 pub use event::{

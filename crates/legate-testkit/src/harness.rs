@@ -164,11 +164,16 @@ impl HarnessBuilder {
     fn new() -> Self {
         let acp: Arc<dyn Backend> = Arc::new(AcpBackend::new());
         let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default());
+        let a2a: Arc<dyn Backend> = Arc::new(legate_remote::A2aBackend::default());
         Self {
             agents: Vec::new(),
             default_agent: None,
             tunes: Vec::new(),
-            backends: HashMap::from([(AgentKind::ACP, acp), (AgentKind::AGY, agy)]),
+            backends: HashMap::from([
+                (AgentKind::ACP, acp),
+                (AgentKind::AGY, agy),
+                (legate_remote::kind(), a2a),
+            ]),
             supervisor: Arc::new(legate_supervisor::Rules),
             project: None,
             dir: None,

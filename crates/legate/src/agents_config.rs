@@ -20,8 +20,18 @@ pub(crate) struct AgentTable {
     model: Option<String>,
     inherit_env: Option<Vec<String>>,
     command: Option<String>,
-    /// Where a remote agent is served, instead of `command` (see `kind_and_transport`).
+    /// Where a remote agent (kind `a2a`) is served, instead of `command`: its card or the
+    /// base URL its card is under.
     url: Option<String>,
+    /// The remote agent's bearer token: the variable holding it, or a 0600 file.
+    token_env: Option<String>,
+    token_file: Option<PathBuf>,
+    /// Never accepted: a token is not written in `legate.toml` (read only to refuse it).
+    token: Option<toml::Value>,
+    /// The remote agent, when it is not the card's default.
+    agent: Option<String>,
+    max_transfer_bytes: Option<u64>,
+    allow_unsupervised: Option<bool>,
     args: Option<Vec<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -71,9 +81,33 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
         if name == "revisor" && table.kind.is_some() {
             bail!("CONFIG_INVALID: agents.revisor.kind cannot be changed; revisor is built in");
         }
-        let kind = kind_of(&name, table.kind.as_deref(), base.as_ref())?;
-        if let Some(url) = &table.url {
-            url_refused(&name, &kind, url, table.command.is_some())?;
+        if table.token.is_some() {
+            bail!(
+                "CONFIG_INVALID: agents.{name}.token: a token is never written in legate.toml; name it with token_env = \"VAR\" or token_file = \"/path\""
+            );
+        }
+        let kind = if table.kind.is_none() && table.url.is_some() && base.is_none() {
+            legate_remote::kind()
+        } else {
+            kind_of(&name, table.kind.as_deref(), base.as_ref())?
+        };
+        if kind.as_str() == legate_remote::KIND || table.url.is_some() {
+            let spec = remote_agent(&name, kind, table, base.as_ref())?;
+            c.agents.insert(name, spec);
+            continue;
+        }
+        for (field, set) in [
+            ("token_env", table.token_env.is_some()),
+            ("token_file", table.token_file.is_some()),
+            ("agent", table.agent.is_some()),
+            ("max_transfer_bytes", table.max_transfer_bytes.is_some()),
+            ("allow_unsupervised", table.allow_unsupervised.is_some()),
+        ] {
+            if set {
+                bail!(
+                    "CONFIG_INVALID: agents.{name}.{field} applies to remote agents (kind = \"a2a\"), not to kind {kind}"
+                );
+            }
         }
         let command = match (table.command, &base) {
             (Some(cmd), _) if cmd.trim().is_empty() => {
@@ -170,7 +204,7 @@ fn validate_name(name: &str) -> Result<()> {
 /// The kinds a configured agent may name: every kind this build's registry serves, except
 /// `revisor` (the built-in agent's own).
 fn configurable_kinds() -> Vec<AgentKind> {
-    legate_backend::Registry::builtin(legate_confine::Requirement::BestEffort)
+    crate::backends(legate_confine::Requirement::BestEffort)
         .kinds()
         .filter(|k| **k != AgentKind::REVISOR)
         .cloned()
@@ -199,16 +233,103 @@ fn kind_of(name: &str, kind: Option<&str>, base: Option<&AgentSpec>) -> Result<A
     }
 }
 
-/// `agents.NAME.url` parses, but no backend of this build serves an agent at a URL (the
-/// remote A2A backend will): always `CONFIG_INVALID`, saying why.
-fn url_refused(name: &str, kind: &AgentKind, url: &str, with_command: bool) -> Result<()> {
-    if with_command {
-        bail!("CONFIG_INVALID: agents.{name} sets both command and url; an agent has one");
+/// A remote agent's table (`kind = "a2a"`): a `url` and none of a local command's fields,
+/// the token named (`token_env` or `token_file`, not both), the remote agent's name checked.
+fn remote_agent(
+    name: &str,
+    kind: AgentKind,
+    table: AgentTable,
+    base: Option<&AgentSpec>,
+) -> Result<AgentSpec> {
+    if kind.as_str() != legate_remote::KIND {
+        let shown: String = table
+            .url
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .take(200)
+            .collect();
+        bail!(
+            "CONFIG_INVALID: agents.{name}.url ({shown:?}): kind {kind} runs a local command; an agent at a url is kind = \"a2a\""
+        );
     }
+    if base.is_some_and(|b| b.local_command().is_some()) && table.kind.is_none() {
+        bail!(
+            "CONFIG_INVALID: agents.{name}.url: {name} is a built-in local agent; name a remote agent otherwise"
+        );
+    }
+    for (field, set) in [
+        ("command", table.command.is_some()),
+        ("args", table.args.is_some()),
+        ("env", !table.env.is_empty()),
+        ("inherit_env", table.inherit_env.is_some()),
+        ("preset", table.preset.is_some()),
+        ("model", table.model.is_some()),
+        ("state_dir", table.state_dir.is_some()),
+        ("terminal", table.terminal.is_some()),
+        ("allow_execute", table.allow_execute.is_some()),
+    ] {
+        if set {
+            bail!(
+                "CONFIG_INVALID: agents.{name}.{field} is a local command's; a remote agent (kind = \"a2a\") takes url, token_env or token_file, agent, max_transfer_bytes, allow_unsupervised"
+            );
+        }
+    }
+    let Some(url) = table.url else {
+        bail!("CONFIG_INVALID: agents.{name}.url is required for kind = \"a2a\"");
+    };
     let shown: String = url.chars().take(200).collect();
-    bail!(
-        "CONFIG_INVALID: agents.{name}.url ({shown:?}): kind {kind} runs a local command, and no backend of this build serves an agent at a URL"
-    )
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url.len() > 2048
+        || url.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        bail!(
+            "CONFIG_INVALID: agents.{name}.url must be an http:// or https:// URL (got {shown:?})"
+        );
+    }
+    let token = match (table.token_env, table.token_file) {
+        (Some(_), Some(_)) => {
+            bail!(
+                "CONFIG_INVALID: agents.{name} sets both token_env and token_file; a remote agent has one"
+            )
+        }
+        (Some(var), None) => {
+            if var.is_empty()
+                || var.len() > 128
+                || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                bail!(
+                    "CONFIG_INVALID: agents.{name}.token_env must be a variable name (letters, digits, '_')"
+                );
+            }
+            Some(legate_core::TokenRef::Env(var))
+        }
+        (None, Some(path)) => {
+            if !path.is_absolute() {
+                bail!(
+                    "CONFIG_INVALID: agents.{name}.token_file must be an absolute path (got {})",
+                    path.display()
+                );
+            }
+            Some(legate_core::TokenRef::File(path))
+        }
+        (None, None) => None,
+    };
+    if let Some(a) = &table.agent {
+        validate_name(a).with_context(|| format!("CONFIG_INVALID: agents.{name}.agent"))?;
+    }
+    if table.max_transfer_bytes == Some(0) {
+        bail!("CONFIG_INVALID: agents.{name}.max_transfer_bytes must be at least 1");
+    }
+    let mut spec = AgentSpec::url(name, kind, url);
+    spec.description = table.description;
+    if let legate_core::Transport::Url(remote) = &mut spec.transport {
+        remote.token = token;
+        remote.agent = table.agent;
+        remote.max_transfer_bytes = table.max_transfer_bytes;
+        remote.allow_unsupervised = table.allow_unsupervised.unwrap_or(false);
+    }
+    Ok(spec)
 }
 
 /// The TCK profile (`legate agent tck`): an agent that behaves as the A2A TCK expects of its
@@ -358,11 +479,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("agents.x.command"), "{e}");
-        let e = resolve_text("[agents.x]\nkind = \"a2a\"\ncommand = \"agy\"\n", &[])
+        let e = resolve_text("[agents.x]\nkind = \"a3a\"\ncommand = \"agy\"\n", &[])
             .unwrap_err()
             .to_string();
         assert!(e.contains("agents.x.kind"), "{e}");
-        assert!(e.contains("acp or agy"), "{e}");
+        assert!(e.contains("a2a or acp or agy"), "{e}");
+        // A remote agent is not a command.
+        let e = resolve_text("[agents.x]\nkind = \"a2a\"\ncommand = \"agy\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agents.x.command"), "{e}");
         for kind in ["revisor", "ACP", "../acp", ""] {
             let e = resolve_text(
                 &format!("[agents.x]\nkind = {kind:?}\ncommand = \"a\"\n"),
@@ -393,7 +519,7 @@ mod tests {
         fn a_hostile_kind_is_refused_with_a_bounded_excerpt(
             kind in r"[^\x00]{0,40}|[a-z]{4000,5000}|.{0,8}\n\x1b\[2J.{0,8}"
         ) {
-            proptest::prop_assume!(!["acp", "agy"].contains(&kind.as_str()));
+            proptest::prop_assume!(!["acp", "agy", "a2a"].contains(&kind.as_str()));
             let text = format!(
                 "[agents.x]\nkind = {}\ncommand = \"a\"\n",
                 toml::Value::String(kind.clone())
@@ -406,18 +532,67 @@ mod tests {
     }
 
     #[test]
-    fn a_url_parses_and_no_backend_of_this_build_serves_it() {
-        let e = resolve_text("[agents.r]\nurl = \"https://agents.example/r\"\n", &[])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("CONFIG_INVALID: agents.r.url"), "{e}");
-        assert!(e.contains("no backend of this build serves"), "{e}");
-        let e = resolve_text(
-            "[agents.r]\ncommand = \"x\"\nurl = \"https://agents.example/r\"\n",
+    fn a_remote_agent_is_read_strictly() {
+        let c = resolve_text(
+            "[agents.far]\nkind = \"a2a\"\nurl = \"http://127.0.0.1:9/\"\ntoken_env = \"FAR_TOKEN\"\nagent = \"coder\"\nmax_transfer_bytes = 1024\nallow_unsupervised = true\n",
             &[],
         )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("both command and url"), "{e}");
+        .unwrap();
+        let remote = c.agents["far"].remote().unwrap();
+        assert_eq!(
+            remote.token,
+            Some(legate_core::TokenRef::Env("FAR_TOKEN".into()))
+        );
+        assert_eq!(remote.agent.as_deref(), Some("coder"));
+        assert_eq!(remote.max_transfer_bytes(), 1024);
+        assert!(remote.allow_unsupervised);
+        let a2a = "kind = \"a2a\"\n";
+        for (text, field) in [
+            (
+                format!("{a2a}url = \"http://x/\"\ntoken = \"s3cret-inline-token\"\n"),
+                "agents.r.token",
+            ),
+            (
+                format!("{a2a}url = \"http://x/\"\ntoken_env = \"A\"\ntoken_file = \"/t\"\n"),
+                "both token_env and token_file",
+            ),
+            (
+                format!("{a2a}url = \"http://x/\"\ncommand = \"sh\"\n"),
+                "agents.r.command",
+            ),
+            (
+                format!("{a2a}url = \"http://x/\"\nargs = [\"x\"]\n"),
+                "agents.r.args",
+            ),
+            (
+                format!("{a2a}url = \"http://x/\"\ntoken_file = \"rel\"\n"),
+                "agents.r.token_file",
+            ),
+            (format!("{a2a}url = \"ftp://x/\"\n"), "agents.r.url"),
+            (
+                format!("{a2a}url = \"http://x/\"\nagent = \"../x\"\n"),
+                "agents.r.agent",
+            ),
+            (format!("{a2a}url = \"http://x/\"\nbogus = 1\n"), "bogus"),
+            (a2a.to_string(), "agents.r.url is required"),
+            (
+                "command = \"sh\"\ntoken_env = \"A\"\n".to_string(),
+                "agents.r.token_env",
+            ),
+            (
+                "kind = \"acp\"\nurl = \"http://x/\"\n".to_string(),
+                "agents.r.url",
+            ),
+        ] {
+            let e = format!(
+                "{:#}",
+                resolve_text(&format!("[agents.r]\n{text}"), &[]).unwrap_err()
+            );
+            assert!(e.contains(field), "{text}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+        // A url without kind is an a2a agent too.
+        let c = resolve_text("[agents.r]\nurl = \"http://127.0.0.1:9/\"\n", &[]).unwrap();
+        assert_eq!(c.agents["r"].kind.as_str(), "a2a");
     }
 }

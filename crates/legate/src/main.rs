@@ -451,10 +451,14 @@ where
     result
 }
 
-/// The backends this build has (`legate_backend::registry::BUILTIN`), each refusing to
-/// start an agent the kernel cannot confine when `confinement` is required.
+/// The backends this build has (`legate_backend::registry::BUILTIN`, each refusing to
+/// start an agent the kernel cannot confine when `confinement` is required), and the remote
+/// A2A backend (`a2a`, `legate-remote`), which starts no process.
 pub fn backends(confinement: legate_confine::Requirement) -> legate_backend::Registry {
-    legate_backend::Registry::builtin(confinement)
+    legate_backend::Registry::builtin(confinement).register(
+        legate_remote::kind(),
+        std::sync::Arc::new(legate_remote::A2aBackend::default()),
+    )
 }
 
 pub(crate) fn one_line(s: &str, max: usize) -> String {

@@ -1,0 +1,158 @@
+//! One remote agent, connected: the token read, the card fetched and its interface chosen,
+//! the token checked, and an `a2a-client` client on that one interface carrying the token.
+//!
+//! This module owns building the connection and the calls' timeouts. It never retries a
+//! call that could have changed the remote (a send or a cancel is made once).
+
+use crate::card::{self, Found};
+use crate::errors::{excerpt, from_a2a};
+use crate::token::{self, Bearer};
+use a2a_client::auth::AuthInterceptor;
+use a2a_client::jsonrpc::JsonRpcTransportFactory;
+use a2a_client::rest::RestTransportFactory;
+use a2a_client::{A2AClient, A2AClientFactory, Transport};
+use legate_core::{AgentSpec, Error, ErrorCode, RemoteEndpoint, Result};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long connecting to the remote may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call that is not a stream (card, get, cancel, send) may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A connected remote agent.
+pub struct Remote {
+    /// The configured agent's name.
+    pub agent: String,
+    /// Its endpoint as configured.
+    pub endpoint: RemoteEndpoint,
+    /// What its card said.
+    pub found: Found,
+    /// The official client, on the chosen interface.
+    pub client: A2AClient<Box<dyn Transport>>,
+}
+
+impl fmt::Debug for Remote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Remote")
+            .field("agent", &self.agent)
+            .field("url", &self.found.interface.url)
+            .field("binding", &self.found.interface.protocol_binding)
+            .field("supervised", &self.found.supervised)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The HTTP client every call of one connection uses (plain HTTP: this build carries no
+/// TLS stack, so an `https://` remote is unreachable with a message saying so).
+fn http() -> Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| Error::internal(format!("could not build an HTTP client: {e}")))
+}
+
+/// Runs `call` with [`CALL_TIMEOUT`]: `REMOTE_UNREACHABLE` when it takes longer.
+pub async fn timed<T>(
+    url: &str,
+    what: &str,
+    call: impl std::future::Future<Output = std::result::Result<T, a2a::A2AError>>,
+) -> Result<T> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(from_a2a(url, what, &e)),
+        Err(_) => Err(Error::new(
+            ErrorCode::RemoteUnreachable,
+            format!(
+                "{what} at {}: no answer within {}s",
+                excerpt(url),
+                CALL_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+impl Remote {
+    /// Connects to the remote agent `spec` names.
+    pub async fn connect(spec: &AgentSpec) -> Result<Remote> {
+        let endpoint = spec.remote().cloned().ok_or_else(|| {
+            Error::new(
+                ErrorCode::AgentStartFailed,
+                format!(
+                    "agent `{}` is of kind {} but has no url",
+                    spec.name, spec.kind
+                ),
+            )
+        })?;
+        if endpoint.url.starts_with("https://") {
+            return Err(Error::new(
+                ErrorCode::RemoteUnreachable,
+                format!(
+                    "agent `{}`: this build speaks plain http:// to remote agents only (no TLS stack); put the remote behind a local tunnel or use http://",
+                    spec.name
+                ),
+            ));
+        }
+        let bearer: Option<Bearer> = endpoint
+            .token
+            .as_ref()
+            .map(|t| token::read(&spec.name, t))
+            .transpose()?;
+        let http = http()?;
+        let found = tokio::time::timeout(
+            CALL_TIMEOUT,
+            card::fetch(
+                &http,
+                &endpoint.url,
+                endpoint.agent.as_deref(),
+                bearer.as_ref(),
+            ),
+        )
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorCode::RemoteUnreachable,
+                format!(
+                    "the agent card of `{}` did not come within {}s",
+                    spec.name,
+                    CALL_TIMEOUT.as_secs()
+                ),
+            )
+        })??;
+        card::check_token(&http, &found, bearer.as_ref()).await?;
+        // The client is built on the chosen interface only, so it cannot pick another.
+        let mut one = found.card.clone();
+        one.supported_interfaces = vec![found.interface.clone()];
+        let mut factory = A2AClientFactory::builder()
+            .no_defaults()
+            .register(Arc::new(JsonRpcTransportFactory::new(Some(http.clone()))))
+            .register(Arc::new(RestTransportFactory::new(Some(http))));
+        if let Some(b) = &bearer {
+            factory = factory.with_interceptor(Arc::new(AuthInterceptor::bearer(b.expose())));
+        }
+        let client = factory
+            .build()
+            .create_from_card(&one)
+            .await
+            .map_err(|e| from_a2a(&found.interface.url, "connecting", &e))?;
+        tracing::info!(agent = %spec.name, url = %found.interface.url, binding = %found.interface.protocol_binding, supervised = found.supervised, streaming = found.streaming, "remote agent connected");
+        Ok(Remote {
+            agent: spec.name.clone(),
+            endpoint,
+            found,
+            client,
+        })
+    }
+
+    /// The interface's URL.
+    pub fn url(&self) -> &str {
+        &self.found.interface.url
+    }
+
+    /// The interface's binding.
+    pub fn binding(&self) -> &str {
+        &self.found.interface.protocol_binding
+    }
+}

@@ -1,0 +1,498 @@
+//! A remote task's A2A updates as Legate's own events, bounded: status messages, message
+//! parts and artifacts become [`EventKind`]s, the remote's end becomes a [`Finish`].
+//!
+//! The mapping (a remote Legate's front writes the same shapes, see `legate-a2a`'s
+//! `convert.rs`, so a remote Legate's events come back as they were):
+//!
+//! | A2A | Legate event |
+//! |---|---|
+//! | status message part of kind `message` | `Message` (the line, with its newline) |
+//! | status message part of kind `thought`, or a working status's plain text | `Thought` |
+//! | status message part of kind `tool_call`, `tool_call_update`, `plan`, `permission` | `Notice` (`detail.event` = `remote_<kind>`) |
+//! | `input-required` or final status message, when nothing of the answer came before | `Message` (the question, or the answer) |
+//! | artifact text part (not the `answer` artifact's text once the answer streamed) | `Message` |
+//! | artifact file or data part | `Attachment` (the `answer` artifact's data part is read for `usage`) |
+//! | a bare `Message` answer | `Message` and the end of the turn |
+//!
+//! State changes are not relayed as `Status` events: the engine states the local task's
+//! status itself, so fronts see exactly what a local task shows.
+//!
+//! This module does no I/O and trusts nothing: every text is cut at its bound, every count
+//! past its bound ends the turn with `REMOTE_PROTOCOL_ERROR`.
+
+use crate::errors::{excerpt, protocol};
+use a2a::{Artifact, Message, Part, PartContent, StreamResponse, Task, TaskState, TaskStatus};
+use base64::Engine as _;
+use legate_core::{Attachment, EventKind, Result, Usage};
+use serde_json::Value;
+
+/// What a turn may bring back from the remote.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Updates (stream responses or polled changes) per turn.
+    pub max_updates: usize,
+    /// Bytes of answer text per turn; past it the rest is dropped with one notice.
+    pub max_text_bytes: usize,
+    /// Bytes of one attachment (file or data part).
+    pub max_part_bytes: usize,
+    /// Attachments per turn.
+    pub max_attachments: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            max_updates: 100_000,
+            max_text_bytes: 8 << 20,
+            max_part_bytes: 4 << 20,
+            max_attachments: 64,
+        }
+    }
+}
+
+/// How the remote task ended the turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finish {
+    /// Completed (or answered with a bare message).
+    Completed,
+    /// It asks for input: the turn ends with the question.
+    InputRequired,
+    /// Canceled.
+    Canceled,
+    /// Failed, with the remote's words.
+    Failed(String),
+    /// Rejected, with the remote's words.
+    Rejected(String),
+    /// It wants authentication the caller cannot give.
+    AuthRequired,
+}
+
+/// The id of a remote Legate's answer artifact.
+const ANSWER_ARTIFACT: &str = "answer";
+
+/// `v` with every whole, non-negative number as an integer: A2A's data parts are protobuf
+/// `Struct`s, whose numbers travel as doubles (`11` arrives as `11.0`).
+fn integral(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && (0.0..9.0e15).contains(&f) => {
+                // Exact: a whole double below 2^53.
+                Value::from(f as u64)
+            }
+            _ => v.clone(),
+        },
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, x)| (k.clone(), integral(x))).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(integral).collect()),
+        other => other.clone(),
+    }
+}
+
+/// One turn's translation state.
+#[derive(Debug)]
+pub struct Relay {
+    bounds: Bounds,
+    updates: usize,
+    text_bytes: usize,
+    text_cut: bool,
+    attachments: usize,
+    /// Whether any answer text was relayed this turn.
+    answered: bool,
+    /// Usage the remote reported (a remote Legate's task metadata or answer data).
+    pub usage: Option<Usage>,
+    /// The remote task's id, once named.
+    pub task_id: Option<String>,
+    /// The remote context's id, once named.
+    pub context_id: Option<String>,
+    /// How it ended, once it did.
+    pub finish: Option<Finish>,
+    /// The last working status message relayed (a polled task repeats it).
+    last_working: Option<String>,
+}
+
+fn text_of(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match &p.content {
+            PartContent::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn kind_of(meta: Option<&std::collections::HashMap<String, Value>>) -> Option<&str> {
+    meta?.get("kind")?.as_str()
+}
+
+impl Relay {
+    /// A fresh turn.
+    pub fn new(bounds: Bounds) -> Self {
+        Self {
+            bounds,
+            updates: 0,
+            text_bytes: 0,
+            text_cut: false,
+            attachments: 0,
+            answered: false,
+            usage: None,
+            task_id: None,
+            context_id: None,
+            finish: None,
+            last_working: None,
+        }
+    }
+
+    /// Whether the remote task ended the turn.
+    pub fn done(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// Counts one update against the bound.
+    fn count(&mut self) -> Result<()> {
+        self.updates += 1;
+        if self.updates > self.bounds.max_updates {
+            return Err(protocol(format!(
+                "the remote sent more than {} updates in one turn",
+                self.bounds.max_updates
+            )));
+        }
+        Ok(())
+    }
+
+    /// The ids an update names (task, context), without relaying it: the caller records
+    /// them before anything is relayed.
+    pub fn names(update: &StreamResponse) -> (Option<&str>, Option<&str>) {
+        match update {
+            StreamResponse::Task(t) => (Some(&t.id), Some(&t.context_id)),
+            StreamResponse::StatusUpdate(u) => (Some(&u.task_id), Some(&u.context_id)),
+            StreamResponse::ArtifactUpdate(u) => (Some(&u.task_id), Some(&u.context_id)),
+            StreamResponse::Message(m) => (m.task_id.as_deref(), m.context_id.as_deref()),
+        }
+    }
+
+    fn answer(&mut self, text: &str, out: &mut Vec<EventKind>) {
+        if text.is_empty() {
+            return;
+        }
+        let room = self.bounds.max_text_bytes.saturating_sub(self.text_bytes);
+        let mut cut = text.len().min(room);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if cut > 0 {
+            self.text_bytes += cut;
+            self.answered = true;
+            out.push(EventKind::Message {
+                text: text[..cut].to_string(),
+            });
+        }
+        if cut < text.len() && !self.text_cut {
+            self.text_cut = true;
+            out.push(EventKind::Notice {
+                message: format!(
+                    "the remote's answer is longer than {} bytes; the rest was dropped",
+                    self.bounds.max_text_bytes
+                ),
+                detail: serde_json::json!({"event": "remote_answer_truncated"}),
+            });
+        }
+    }
+
+    fn bounded(&self, text: &str) -> String {
+        let mut cut = text.len().min(self.bounds.max_part_bytes);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text[..cut].to_string()
+    }
+
+    fn attach(&mut self, part: &Part, out: &mut Vec<EventKind>) {
+        if self.attachments >= self.bounds.max_attachments {
+            return;
+        }
+        let max = self.bounds.max_part_bytes;
+        let mut a = Attachment {
+            name: part.filename.as_deref().map(excerpt),
+            media_type: part.media_type.as_deref().map(excerpt),
+            uri: None,
+            text: None,
+            base64: None,
+        };
+        let fits = match &part.content {
+            PartContent::Text(_) => return,
+            PartContent::Raw(bytes) => {
+                a.base64 = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+                bytes.len() <= max
+            }
+            PartContent::Url(u) => {
+                a.uri = Some(excerpt(u));
+                true
+            }
+            PartContent::Data(v) => {
+                let text = v.to_string();
+                a.media_type
+                    .get_or_insert_with(|| "application/json".into());
+                let fits = text.len() <= max;
+                a.text = Some(text);
+                fits
+            }
+        };
+        if !fits {
+            out.push(EventKind::Notice {
+                message: format!("an attachment of the remote larger than {max} bytes was dropped"),
+                detail: serde_json::json!({"event": "remote_attachment_dropped"}),
+            });
+            return;
+        }
+        self.attachments += 1;
+        out.push(EventKind::Attachment(a));
+    }
+
+    fn usage_from(&mut self, v: Option<&Value>) {
+        if let Some(u) = v.filter(|u| u.is_object())
+            && let Ok(usage) = serde_json::from_value::<Usage>(integral(u))
+        {
+            self.usage = Some(usage);
+        }
+    }
+
+    fn status(&mut self, status: &TaskStatus, out: &mut Vec<EventKind>) {
+        let message = status.message.as_ref();
+        let text = message.map(|m| text_of(&m.parts)).unwrap_or_default();
+        match status.state {
+            TaskState::InputRequired => {
+                if !self.answered {
+                    self.answer(&text, out);
+                }
+                self.finish = Some(Finish::InputRequired);
+            }
+            TaskState::Completed => {
+                if !self.answered {
+                    self.answer(&text, out);
+                }
+                self.finish = Some(Finish::Completed);
+            }
+            TaskState::Canceled => self.finish = Some(Finish::Canceled),
+            TaskState::Failed => self.finish = Some(Finish::Failed(excerpt(&text))),
+            TaskState::Rejected => self.finish = Some(Finish::Rejected(excerpt(&text))),
+            TaskState::AuthRequired => self.finish = Some(Finish::AuthRequired),
+            TaskState::Working | TaskState::Submitted | TaskState::Unspecified => {
+                let Some(m) = message else { return };
+                let key = format!("{}\u{0}{text}", m.message_id);
+                if self.last_working.as_deref() == Some(key.as_str()) {
+                    return;
+                }
+                self.last_working = Some(key);
+                for part in &m.parts {
+                    let PartContent::Text(t) = &part.content else {
+                        self.attach(part, out);
+                        continue;
+                    };
+                    let kind = kind_of(part.metadata.as_ref()).or(kind_of(m.metadata.as_ref()));
+                    match kind {
+                        Some("message") => self.answer(&format!("{t}\n"), out),
+                        Some(k @ ("tool_call" | "tool_call_update" | "plan" | "permission")) => {
+                            out.push(EventKind::Notice {
+                                message: self.bounded(t),
+                                detail: serde_json::json!({"event": format!("remote_{k}")}),
+                            });
+                        }
+                        _ => {
+                            if !t.trim().is_empty() {
+                                out.push(EventKind::Thought {
+                                    text: self.bounded(t),
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn artifact(&mut self, artifact: &Artifact, out: &mut Vec<EventKind>) {
+        let legate_answer = artifact.artifact_id == ANSWER_ARTIFACT;
+        let skip_text = legate_answer && self.answered;
+        for part in artifact.parts.iter().take(self.bounds.max_attachments * 4) {
+            match &part.content {
+                PartContent::Text(t) if !skip_text => self.answer(t, out),
+                PartContent::Text(_) => {}
+                // A remote Legate's answer data: its outcome, not a file the agent handed
+                // over. Its usage is the remote's count for the turn.
+                PartContent::Data(v) if legate_answer && v.get("stopReason").is_some() => {
+                    self.usage_from(v.get("usage"));
+                }
+                _ => self.attach(part, out),
+            }
+        }
+    }
+
+    /// One streamed update as events.
+    pub fn update(&mut self, update: &StreamResponse) -> Result<Vec<EventKind>> {
+        self.count()?;
+        let mut out = Vec::new();
+        let (task, context) = Self::names(update);
+        if let Some(t) = task {
+            self.task_id.get_or_insert_with(|| t.to_string());
+        }
+        if let Some(c) = context {
+            self.context_id.get_or_insert_with(|| c.to_string());
+        }
+        match update {
+            StreamResponse::Task(t) => self.task(t, &mut out),
+            StreamResponse::StatusUpdate(u) => {
+                if let Some(m) = &u.metadata {
+                    self.usage_from(m.get("usage"));
+                }
+                self.status(&u.status, &mut out);
+            }
+            StreamResponse::ArtifactUpdate(u) => self.artifact(&u.artifact, &mut out),
+            StreamResponse::Message(m) => self.message(m, &mut out),
+        }
+        Ok(out)
+    }
+
+    /// A bare message answer: its text is the answer and the turn is over.
+    pub fn message(&mut self, m: &Message, out: &mut Vec<EventKind>) {
+        self.answer(&text_of(&m.parts), out);
+        for p in &m.parts {
+            self.attach(p, out);
+        }
+        self.finish = Some(Finish::Completed);
+    }
+
+    /// A whole task (the first streamed update, or a polled one): its artifacts and status.
+    pub fn task(&mut self, t: &Task, out: &mut Vec<EventKind>) {
+        self.task_id.get_or_insert_with(|| t.id.clone());
+        self.context_id.get_or_insert_with(|| t.context_id.clone());
+        if let Some(m) = &t.metadata {
+            self.usage_from(m.get("usage"));
+        }
+        let terminal = t.status.state.is_terminal() || t.status.state == TaskState::InputRequired;
+        if terminal {
+            for a in t
+                .artifacts
+                .iter()
+                .flatten()
+                .take(self.bounds.max_attachments)
+            {
+                self.artifact(a, out);
+            }
+        }
+        self.status(&t.status, out);
+    }
+
+    /// A polled task, counted as one update.
+    pub fn polled(&mut self, t: &Task) -> Result<Vec<EventKind>> {
+        self.count()?;
+        let mut out = Vec::new();
+        self.task(t, &mut out);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use a2a::{Role, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+
+    fn status(state: TaskState, text: Option<&str>, kind: Option<&str>) -> StreamResponse {
+        let message = text.map(|t| {
+            let mut p = Part::text(t);
+            if let Some(k) = kind {
+                p.metadata = Some([("kind".to_string(), Value::from(k))].into());
+            }
+            Message::new(Role::Agent, vec![p])
+        });
+        StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state,
+                message,
+                timestamp: None,
+            },
+            metadata: None,
+        })
+    }
+
+    #[test]
+    fn a_remote_legates_stream_reads_back_as_its_events() {
+        let mut r = Relay::new(Bounds::default());
+        let e = r
+            .update(&status(TaskState::Working, Some("hello"), Some("message")))
+            .unwrap();
+        assert_eq!(
+            e,
+            [EventKind::Message {
+                text: "hello\n".into()
+            }]
+        );
+        let e = r
+            .update(&status(TaskState::Working, Some("hmm"), Some("thought")))
+            .unwrap();
+        assert_eq!(e, [EventKind::Thought { text: "hmm".into() }]);
+        let answer = StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            artifact: Artifact {
+                artifact_id: "answer".into(),
+                name: None,
+                description: None,
+                parts: vec![
+                    Part::text("hello"),
+                    Part::data(
+                        serde_json::json!({"stopReason": "end_turn", "usage": {"inputTokens": 7.0, "outputTokens": 3}}),
+                    ),
+                ],
+                metadata: None,
+                extensions: None,
+            },
+            append: None,
+            last_chunk: None,
+            metadata: None,
+        });
+        assert!(
+            r.update(&answer).unwrap().is_empty(),
+            "the answer is not repeated"
+        );
+        assert_eq!(r.usage.as_ref().unwrap().input_tokens, Some(7));
+        let e = r
+            .update(&status(TaskState::Completed, Some("hello"), None))
+            .unwrap();
+        assert!(e.is_empty());
+        assert_eq!(r.finish, Some(Finish::Completed));
+        assert_eq!(
+            (r.task_id.as_deref(), r.context_id.as_deref()),
+            (Some("t"), Some("c"))
+        );
+    }
+
+    #[test]
+    fn a_question_is_the_message_and_bounds_hold() {
+        let mut r = Relay::new(Bounds {
+            max_updates: 2,
+            max_text_bytes: 5,
+            ..Bounds::default()
+        });
+        let e = r
+            .update(&status(TaskState::InputRequired, Some("which file?"), None))
+            .unwrap();
+        assert_eq!(
+            e[0],
+            EventKind::Message {
+                text: "which".into()
+            }
+        );
+        assert!(matches!(&e[1], EventKind::Notice { .. }));
+        assert_eq!(r.finish, Some(Finish::InputRequired));
+        r.update(&status(TaskState::Working, None, None)).unwrap();
+        let err = r
+            .update(&status(TaskState::Working, None, None))
+            .unwrap_err();
+        assert_eq!(err.code, legate_core::ErrorCode::RemoteProtocolError);
+    }
+}

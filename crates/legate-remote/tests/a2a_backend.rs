@@ -1,0 +1,451 @@
+//! The `a2a` backend against a real A2A server on 127.0.0.1: Legate's own A2A front
+//! (`legate_a2a::boot`) over an engine driving the scripted agent (revisor) on real pipes
+//! with a real SQLite store, and a local engine whose agent `far` is that remote. Plus a
+//! plain HTTP server that is not A2A, a closed port, and a card that is not Legate's.
+//!
+//! The agent binary must be built first: `cargo build -p legate-testkit --bin
+//! legate-scripted-agent` (a plain `cargo test --workspace` does it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_a2a::{A2aOptions, Token};
+use legate_backend::{
+    Backend, EventSink, EventStream, RemoteLedger, SessionRequest, StopReason, Turn,
+};
+use legate_core::{
+    AgentSpec, Boundary, ErrorCode, EventKind, RemoteRef, TaskId, TaskMode, TaskState, TokenRef,
+};
+use legate_engine::{Engine, SubmitRequest};
+use legate_remote::A2aBackend;
+use legate_testkit::{EngineHarness, TestAgent};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A remote Legate: an engine serving revisor over A2A with a bearer token.
+struct Back {
+    url: String,
+    engine: Engine,
+    stop: CancellationToken,
+}
+
+impl Back {
+    async fn start(base: &Path) -> Back {
+        let engine = EngineHarness::builder()
+            .agent(TestAgent::scripted("revisor"))
+            .engine_in(base);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let options = A2aOptions {
+            token: Some(Token::configured(TOKEN).unwrap()),
+            public_url: url.clone(),
+            max_body_bytes: 1 << 20,
+            probe_limit: Duration::from_secs(20),
+            copy_roots: Vec::new(),
+            agents: vec!["revisor".into()],
+        };
+        let (router, report) = legate_a2a::boot(&engine, &options).await;
+        assert_eq!(report.served.len(), 1, "{:?}", report.failed);
+        let stop = CancellationToken::new();
+        let s = stop.clone();
+        tokio::spawn(async move { legate_a2a::serve(listener, router, s).await });
+        Back { url, engine, stop }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.engine.shutdown().await;
+    }
+}
+
+/// A 0600 file holding `token`.
+fn token_file(dir: &Path, token: &str) -> PathBuf {
+    let path = dir.join("far.token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+fn far(url: &str, token: Option<PathBuf>, allow_unsupervised: bool) -> AgentSpec {
+    let mut spec = AgentSpec::url("far", legate_remote::kind(), url);
+    if let legate_core::Transport::Url(r) = &mut spec.transport {
+        r.token = token.map(TokenRef::File);
+        r.agent = Some("revisor".into());
+        r.allow_unsupervised = allow_unsupervised;
+    }
+    spec
+}
+
+/// A ledger that remembers each binding and what the sink had carried when it was called.
+#[derive(Debug)]
+struct Ledger {
+    stream: Arc<Mutex<EventStream>>,
+    calls: Mutex<Vec<(RemoteRef, Vec<EventKind>)>>,
+}
+
+impl RemoteLedger for Ledger {
+    fn record(&self, _task: &TaskId, remote: &RemoteRef) -> legate_core::Result<()> {
+        let mut before = Vec::new();
+        while let Ok(e) = self.stream.lock().unwrap().try_recv() {
+            before.push(e);
+        }
+        self.calls.lock().unwrap().push((remote.clone(), before));
+        Ok(())
+    }
+}
+
+fn request(dir: &Path, spec: AgentSpec, ledger: Option<Arc<dyn RemoteLedger>>) -> SessionRequest {
+    let boundary = Boundary {
+        root: dir.to_path_buf(),
+        owned: true,
+        allow_execute: false,
+    };
+    SessionRequest {
+        agent: spec,
+        boundary: boundary.clone(),
+        supervisor: Arc::new(legate_supervisor::Rules),
+        supervision: legate_supervisor::Supervision::new(
+            boundary,
+            TaskMode::Write,
+            legate_supervisor::Preset::generic(),
+        ),
+        channel: None,
+        resume_session_id: None,
+        state_dir: None,
+        blocked_dir: None,
+        hidden: Vec::new(),
+        ledger,
+    }
+}
+
+fn turn(prompt: &str, mode: TaskMode) -> Turn {
+    Turn {
+        task_id: TaskId("local-1".into()),
+        prompt: prompt.into(),
+        mode,
+        model: None,
+        timeout: None,
+        message_id: None,
+        json_schema: None,
+    }
+}
+
+fn drain(stream: &Mutex<EventStream>) -> Vec<EventKind> {
+    let mut out = Vec::new();
+    while let Ok(e) = stream.lock().unwrap().try_recv() {
+        out.push(e);
+    }
+    out
+}
+
+fn text(events: &[EventKind]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::Message { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_streams_and_the_ledger_comes_before_any_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let back = Back::start(&dir.path().join("back")).await;
+    let (sink, stream) = EventSink::channel();
+    let stream = Arc::new(Mutex::new(stream));
+    let ledger = Arc::new(Ledger {
+        stream: stream.clone(),
+        calls: Mutex::new(Vec::new()),
+    });
+    let spec = far(&back.url, Some(token_file(dir.path(), TOKEN)), true);
+    let session = A2aBackend::default()
+        .open(
+            request(dir.path(), spec, Some(ledger.clone())),
+            sink.clone(),
+        )
+        .await
+        .unwrap();
+    let info = session.agent_info();
+    assert!(
+        info.capabilities.iter().any(|c| c == "a2a JSONRPC"),
+        "{info:?}"
+    );
+    assert!(
+        info.capabilities.iter().any(|c| c.starts_with("skill: ")),
+        "{info:?}"
+    );
+    let out = session
+        .prompt(
+            turn("!say first line\\nsecond line", TaskMode::Write),
+            sink.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    let calls = ledger.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1);
+    let (bound, before) = &calls[0];
+    // Before the binding was durable, only the session's opening notice had been sent.
+    assert!(
+        before.iter().all(|e| matches!(e, EventKind::Notice { .. })),
+        "{before:?}"
+    );
+    assert_eq!(bound.binding, "JSONRPC");
+    assert_eq!(bound.url, format!("{}/agents/revisor", back.url));
+    let events = drain(&stream);
+    // The remote task is the one bound, and it completed there; its answer is relayed
+    // whole, line by line, and once (not again from its answer artifact).
+    let remote = back.engine.task(&bound.task_id).unwrap();
+    assert_eq!(remote.state, TaskState::Completed);
+    let relayed = text(&events);
+    assert!(
+        relayed.starts_with("first line\nsecond line\n"),
+        "{events:?}"
+    );
+    assert_eq!(
+        relayed.trim_end(),
+        remote.result.as_ref().unwrap().text.trim_end()
+    );
+    assert_eq!(session.session_id(), remote.context_id);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EventKind::Session { .. }))
+    );
+    back.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_in_the_same_remote_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let back = Back::start(&dir.path().join("back")).await;
+    let (sink, stream) = EventSink::channel();
+    let spec = far(&back.url, Some(token_file(dir.path(), TOKEN)), true);
+    let session = A2aBackend::default()
+        .open(request(dir.path(), spec, None), sink.clone())
+        .await
+        .unwrap();
+    // An empty message asks for input on a remote Legate.
+    let out = session
+        .prompt(turn("", TaskMode::Write), sink.clone())
+        .await
+        .unwrap();
+    assert_eq!(out.stop_reason, StopReason::InputRequired);
+    let stream = Mutex::new(stream);
+    let question = text(&drain(&stream));
+    assert!(question.contains("reply into this task"), "{question}");
+    let waiting = back
+        .engine
+        .tasks(&legate_engine::TaskFilter::default())
+        .unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].state, TaskState::InputRequired);
+    let out = session
+        .prompt(turn("!say the answer", TaskMode::Write), sink.clone())
+        .await
+        .unwrap();
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    assert!(text(&drain(&stream)).starts_with("the answer\n"));
+    // The reply went into the same remote task.
+    let after = back.engine.task(&waiting[0].id.0).unwrap();
+    assert_eq!(after.state, TaskState::Completed);
+    assert_eq!(after.prompt, "!say the answer");
+    back.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_reaches_the_remote_through_the_local_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let back = Back::start(&dir.path().join("back")).await;
+    let spec = far(&back.url, Some(token_file(dir.path(), TOKEN)), true);
+    let front = EngineHarness::builder()
+        .config(move |c| {
+            c.agents.insert("far".into(), spec);
+        })
+        .engine_in(&dir.path().join("front"));
+    let mut req = SubmitRequest::new("!hang");
+    req.agent = Some("far".into());
+    let task = front.submit(req).unwrap();
+    // Wait for the remote task to be running there.
+    let remote = loop {
+        let tasks = back
+            .engine
+            .tasks(&legate_engine::TaskFilter::default())
+            .unwrap();
+        if let Some(t) = tasks.into_iter().find(|t| t.state == TaskState::Working) {
+            break t;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    front.cancel(&task.id.0).unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(30), front.wait(&task.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.state, TaskState::Canceled);
+    let there = tokio::time::timeout(Duration::from_secs(30), back.engine.wait(&remote.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(there.state, TaskState::Canceled);
+    front.shutdown().await;
+    back.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_task_on_the_remote_completes_with_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let back = Back::start(&dir.path().join("back")).await;
+    let spec = far(&back.url, Some(token_file(dir.path(), TOKEN)), true);
+    let front = EngineHarness::builder()
+        .config(move |c| {
+            c.agents.insert("far".into(), spec);
+        })
+        .engine_in(&dir.path().join("front"));
+    let mut req = SubmitRequest::new("!usage 11 4\n!say done remotely");
+    req.agent = Some("far".into());
+    let task = front.submit(req).unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(60), front.wait(&task.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.state, TaskState::Completed, "{:?}", ended.error);
+    assert!(
+        ended
+            .result
+            .as_ref()
+            .unwrap()
+            .text
+            .starts_with("done remotely\n")
+    );
+    let usage = ended.usage.expect("the remote's usage is counted");
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens),
+        (Some(11), Some(4))
+    );
+    front.shutdown().await;
+    back.stop().await;
+}
+
+async fn open_err(spec: AgentSpec) -> legate_core::Error {
+    let dir = tempfile::tempdir().unwrap();
+    let (sink, _stream) = EventSink::channel();
+    A2aBackend::default()
+        .open(request(dir.path(), spec, None), sink)
+        .await
+        .expect_err("the session must not open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_unauthenticated_and_never_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let back = Back::start(&dir.path().join("back")).await;
+    let wrong = "wrong-token-wrong-token-wrong-token-00";
+    let e = open_err(far(&back.url, Some(token_file(dir.path(), wrong)), true)).await;
+    assert_eq!(e.code, ErrorCode::RemoteUnauthenticated, "{e}");
+    assert!(
+        e.message.contains("bearer token is wrong"),
+        "the remote's words: {e}"
+    );
+    assert!(!e.message.contains(wrong), "{e}");
+    let e = open_err(far(&back.url, None, true)).await;
+    assert_eq!(e.code, ErrorCode::RemoteUnauthenticated, "{e}");
+    back.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_unreachable() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let e = open_err(far(&url, None, true)).await;
+    assert_eq!(e.code, ErrorCode::RemoteUnreachable, "{e}");
+}
+
+/// Serves `router` on 127.0.0.1 and returns its URL.
+async fn plain(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_not_a2a_is_a_protocol_error() {
+    let url = plain(
+        axum::Router::new()
+            .fallback(|| async { (axum::http::StatusCode::OK, "<html>\x1b[2J hello</html>") }),
+    )
+    .await;
+    let mut spec = far(&url, None, true);
+    if let legate_core::Transport::Url(r) = &mut spec.transport {
+        r.agent = None;
+    }
+    let e = open_err(spec).await;
+    assert_eq!(e.code, ErrorCode::RemoteProtocolError, "{e}");
+    assert!(!e.message.contains('\x1b'), "{e}");
+}
+
+/// A foreign A2A card (no Legate supervision extension) whose interface is this server.
+async fn foreign() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let card = serde_json::json!({
+        "name": "Foreign", "description": "not a Legate", "version": "0.1",
+        "supportedInterfaces": [{"url": format!("{url}/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": true},
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "s", "name": "Answers", "description": "d", "tags": []}]
+    });
+    let router = axum::Router::new()
+        .route(
+            "/.well-known/agent-card.json",
+            axum::routing::get(move || {
+                let card = card.clone();
+                async move { axum::Json(card) }
+            }),
+        )
+        .route(
+            "/rpc",
+            axum::routing::post(|| async {
+                axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": "x", "error": {"code": -32001, "message": "no such task"}}))
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_task_on_an_unsupervised_remote_is_refused() {
+    let url = foreign().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = far(&url, None, false);
+    if let legate_core::Transport::Url(r) = &mut spec.transport {
+        r.agent = None;
+    }
+    let (sink, _stream) = EventSink::channel();
+    let session = A2aBackend::default()
+        .open(request(dir.path(), spec, None), sink.clone())
+        .await
+        .unwrap();
+    assert!(
+        session
+            .agent_info()
+            .capabilities
+            .iter()
+            .any(|c| c == "unsupervised")
+    );
+    assert_eq!(session.agent_info().name.as_deref(), Some("Foreign"));
+    let e = session
+        .prompt(turn("change things", TaskMode::Write), sink.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::AgentUnsupervised, "{e}");
+    assert!(e.message.contains("allow_unsupervised"), "{e}");
+}
