@@ -74,13 +74,22 @@ impl AgentHandler {
     /// message ([`Engine::deliver`], which holds every conversation rule). Returns the task and
     /// the event number after which its stream starts.
     fn submit(&self, message: &Message) -> Result<(Task, u64), A2AError> {
+        // The copy-workspace extension: the message carries the copy's files (`bundle`).
+        let max_transfer = self.engine.config().fronts.max_transfer_bytes;
+        let (text, workspace) = match crate::bundle::received(message, max_transfer)? {
+            Some(b) => (b.text, Some(b.workspace)),
+            None => (
+                message_text(message)?,
+                crate::workspace::requested(message, &self.copy_roots)?,
+            ),
+        };
         let inbound = Inbound {
             agent: self.agent.clone(),
             context_id: message.context_id.clone(),
             task_id: message.task_id.clone(),
             message_id: Some(message.message_id.clone()),
-            text: message_text(message)?,
-            workspace: crate::workspace::requested(message, &self.copy_roots)?,
+            text,
+            workspace,
             role: crate::workspace::role(message)?,
         };
         let delivered = self

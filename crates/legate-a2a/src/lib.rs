@@ -1,7 +1,8 @@
 //! Legate's A2A v1.0 front: every configured agent is an addressable A2A agent, served over
 //! the JSON-RPC and HTTP+JSON bindings of the official `a2a-server-lf`.
 //!
-//! Layout: [`handler`] (the methods over the engine, one handler per agent), [`convert`]
+//! Layout: [`handler`] (the methods over the engine, one handler per agent), [`bundle`] (the
+//! copy-workspace extension: a copy's files received with a message), [`convert`]
 //! (Legate tasks and events as A2A objects), and here: agent cards, the router, the bearer
 //! token guard, the body limit and [`serve`] (on `legate_token::serve`, the server with read
 //! timeouts and a connection cap that both fronts share).
@@ -11,6 +12,7 @@
 //! `/tasks/{id}:cancel`, `/tasks/{id}:subscribe`), and its card at
 //! `/agents/{name}/.well-known/agent-card.json`. The default agent is also served at `/`.
 
+pub mod bundle;
 pub mod convert;
 pub mod edge;
 pub mod handler;

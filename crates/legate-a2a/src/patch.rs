@@ -5,6 +5,12 @@
 //! server through the CLI or MCP (`legate verify|test|integrate <task>`), which are bound to the
 //! same sha256. This module only reads the copy through the engine; it never changes the copy,
 //! its baseline or the original.
+//!
+//! A copy made from files a remote Legate sent (the copy-workspace extension, see `bundle`)
+//! is reviewed by that Legate: its artifact's data part also carries the returned manifest
+//! under `legateCopyWorkspace` (the baseline id, the patch's sha256 and length, each changed
+//! path's post-state sha256 or deleted), and the patch is inline up to
+//! `a2a.max_transfer_bytes` rather than `fronts.inline_patch_max_bytes`.
 
 use a2a::{Artifact, Part};
 use legate_core::{Task, WorkspaceKind};
@@ -28,9 +34,23 @@ pub async fn artifact(engine: &Engine, task: &Task) -> Option<Artifact> {
         "review and integrate on the server: legate diff|verify|test|integrate {} (or the MCP tools preview, verify, test, integrate)",
         task.id
     );
-    let parts = match engine.patch(task.id.as_str(), None).await {
-        Ok(preview) => {
-            let max = engine.config().fronts.inline_patch_max_bytes;
+    // A copy made from files a remote Legate sent goes back with its returned manifest
+    // (the copy-workspace extension), inline up to the transfer bound.
+    let patch = match engine.returned_patch(task.id.as_str()).await {
+        Ok(Some((preview, manifest))) => Ok((preview, Some(manifest))),
+        Ok(None) => engine
+            .patch(task.id.as_str(), None)
+            .await
+            .map(|p| (p, None)),
+        Err(e) => Err(e),
+    };
+    let parts = match patch {
+        Ok((preview, returned)) => {
+            let fronts = &engine.config().fronts;
+            let max = match &returned {
+                Some(_) => usize::try_from(fronts.max_transfer_bytes).unwrap_or(usize::MAX),
+                None => fronts.inline_patch_max_bytes,
+            };
             let inline = preview.patch.len() <= max;
             let mut data = json!({
                 "sha256": preview.sha256,
@@ -40,6 +60,9 @@ pub async fn artifact(engine: &Engine, task: &Task) -> Option<Artifact> {
                 "inline": inline,
                 "review": review,
             });
+            if let Some(m) = returned {
+                data[legate_core::remote::MANIFEST_KEY] = json!(m);
+            }
             let mut parts = Vec::new();
             if inline && !preview.patch.is_empty() {
                 let mut part = match String::from_utf8(preview.patch) {

@@ -63,6 +63,7 @@ pub struct ManifestFile {
     /// The path relative to the copy's root.
     pub path: String,
     /// Its length in bytes.
+    #[serde(deserialize_with = "whole_number")]
     pub size: u64,
     /// sha256 of its bytes, 64 lower-case hex digits.
     pub sha256: String,
@@ -78,6 +79,7 @@ pub struct SentManifest {
     /// The files, sorted by path, each once.
     pub files: Vec<ManifestFile>,
     /// The sum of their sizes.
+    #[serde(deserialize_with = "whole_number")]
     pub total_bytes: u64,
     /// [`baseline_id`] of `files`.
     pub baseline_id: String,
@@ -108,9 +110,30 @@ pub struct ReturnedManifest {
     /// sha256 of the patch bytes.
     pub patch_sha256: String,
     /// The patch's length in bytes.
+    #[serde(deserialize_with = "whole_number")]
     pub patch_length: u64,
     /// Each changed path's state after the patch, sorted by path, each once.
     pub post_state: Vec<PostState>,
+}
+
+/// The largest integer a JSON number read as a double holds exactly (2^53).
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// A byte count as it arrives: an integer, or a double that is one. A2A's data parts travel
+/// as protobuf `Struct` values in some SDKs (the server's among them), where every number is
+/// a double, so `1` arrives as `1.0`; a fraction, a negative number or one past 2^53 is
+/// refused.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    if let Some(u) = n.as_u64() {
+        return Ok(u);
+    }
+    match n.as_f64() {
+        Some(f) if (0.0..=MAX_EXACT).contains(&f) && f.fract() == 0.0 => Ok(f as u64),
+        _ => Err(serde::de::Error::custom(format!(
+            "{n} is not a whole number of bytes"
+        ))),
+    }
 }
 
 /// Whether `s` is 64 lower-case hex digits (a sha256 as the manifests write it).

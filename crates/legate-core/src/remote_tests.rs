@@ -161,6 +161,25 @@ fn unknown_fields_are_refused_on_the_wire() {
 }
 
 #[test]
+fn sizes_may_arrive_as_whole_doubles_but_not_as_fractions() {
+    let m = SentManifest::of(vec![file("a", b"abc")]);
+    let mut v = serde_json::to_value(&m).unwrap();
+    v["totalBytes"] = serde_json::json!(3.0);
+    v["files"][0]["size"] = serde_json::json!(3.0);
+    let back: SentManifest = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(back, m);
+    for bad in [
+        serde_json::json!(2.5),
+        serde_json::json!(-1.0),
+        serde_json::json!(1e300),
+    ] {
+        let mut v = v.clone();
+        v["files"][0]["size"] = bad.clone();
+        assert!(serde_json::from_value::<SentManifest>(v).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn a_returned_manifest_is_checked_as_hostile() {
     let ok = ReturnedManifest {
         baseline_id: "a".repeat(64),

@@ -157,6 +157,10 @@ pub struct FrontLimits {
     /// The largest patch given inline (an A2A `patch` artifact); a larger one is named, and
     /// read in chunks instead.
     pub inline_patch_max_bytes: usize,
+    /// The most bytes of files a message may carry under Legate's copy-workspace extension
+    /// (`a2a.max_transfer_bytes`; `COPY_TOO_LARGE` past it), and the largest patch of such a
+    /// copy given inline.
+    pub max_transfer_bytes: u64,
 }
 
 impl Default for FrontLimits {
@@ -170,6 +174,7 @@ impl Default for FrontLimits {
             cancel_wait: Duration::from_secs(10),
             approval_timeout: Duration::from_secs(300),
             inline_patch_max_bytes: 1 << 20,
+            max_transfer_bytes: legate_core::remote::DEFAULT_MAX_TRANSFER_BYTES,
         }
     }
 }

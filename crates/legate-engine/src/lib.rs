@@ -60,9 +60,12 @@ pub use legate_workspace::{
     CriterionResult, FileChange, Integrated, Outcome, PatchChunk, PatchSummary, Preview,
     ProjectFile, ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
 };
+/// The copy-workspace extension's received files and the safe-relative-path rule they are
+/// checked by, for the A2A front.
+pub use legate_workspace::{FileBytes, path_problem};
 pub use records::{ContextRecord, Records, TaskFilter};
 pub use report::CONTRACT_HEAD;
-pub use request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest};
+pub use request::{MAX_TASK_TIMEOUT, ReceivedFiles, SubmitRequest, WorkspaceRequest};
 pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, CopyHandle,
     CopyStatus, IntegrationRecord, IntegrationRecovery, PatchRead, PatchRecord, PreviewReport,

@@ -40,6 +40,32 @@ pub enum WorkspaceRequest {
         /// Acceptance criteria, fixed for the task's life.
         criteria: Vec<legate_workspace::Criterion>,
     },
+    /// A copy made from files a remote Legate sent with its message (Legate's copy-workspace
+    /// extension, `legate_core::remote::COPY_WORKSPACE_EXTENSION`), with exactly those files
+    /// as its baseline, under `$LEGATE_HOME/copies/<task>/`. The front has checked the files
+    /// against their manifest; the copy is made when the task is stored. Its patch goes back
+    /// to the sender, which reviews and integrates it; it is never integrated here.
+    Received(std::sync::Arc<ReceivedFiles>),
+}
+
+/// The files of a [`WorkspaceRequest::Received`] copy, and the baseline id of their manifest
+/// (`legate_core::remote::baseline_id`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ReceivedFiles {
+    /// The files, each a safe relative path with its bytes and executable bit.
+    pub files: Vec<legate_workspace::FileBytes>,
+    /// The manifest's baseline id, returned with the patch.
+    pub baseline_id: String,
+}
+
+impl std::fmt::Debug for ReceivedFiles {
+    // The bytes are never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceivedFiles")
+            .field("files", &self.files.len())
+            .field("baseline_id", &self.baseline_id)
+            .finish()
+    }
 }
 
 /// A request to delegate one task.
@@ -107,6 +133,8 @@ pub(crate) struct CopyRequest {
     pub(crate) continues: Option<crate::review::ContinuedCopy>,
     /// For a handoff: the copy whose current files the new copy gets (see `handoff`).
     pub(crate) handoff: Option<Box<crate::handoff::HandoffSource>>,
+    /// For a copy made from files a remote Legate sent: those files.
+    pub(crate) received: Option<std::sync::Arc<ReceivedFiles>>,
 }
 
 /// A submit that passed its checks: what its task is stored with.
@@ -176,6 +204,7 @@ impl Engine {
                     criteria: record.criteria,
                     continues: Some(continued),
                     handoff: None,
+                    received: None,
                 });
                 WorkspaceRequest::Context
             }
@@ -196,6 +225,18 @@ impl Engine {
                     criteria,
                     continues: None,
                     handoff: None,
+                    received: None,
+                });
+                (WorkspaceKind::Copy, None)
+            }
+            WorkspaceRequest::Received(files) => {
+                copy = Some(CopyRequest {
+                    source: PathBuf::new(),
+                    include_paths: Vec::new(),
+                    criteria: Vec::new(),
+                    continues: None,
+                    handoff: None,
+                    received: Some(files),
                 });
                 (WorkspaceKind::Copy, None)
             }

@@ -163,20 +163,7 @@ pub fn apply_returned(root: &Path, task: &a2a::Task) -> Result<Applied> {
 pub fn apply_returned_bounded(root: &Path, task: &a2a::Task, max_bytes: u64) -> Result<Applied> {
     let (patch, manifest) = returned(task, max_bytes)?;
     let baseline = legate_workspace::baseline_of_copy(root)?;
-    // What was sent is what the copy holds now (nothing writes to it while the remote works).
-    let files = legate_workspace::read_copy(root, u64::MAX, MAX_TRANSFER_FILES)?;
-    let listed: Vec<ManifestFile> = files
-        .iter()
-        .map(|f| ManifestFile {
-            path: f.path.clone(),
-            size: f.bytes.len() as u64,
-            sha256: sha256_hex(&f.bytes),
-            executable: f.executable,
-        })
-        .collect();
-    let baseline_id = legate_core::remote::baseline_id(&listed);
-    drop(files);
-    legate_workspace::apply_returned(&baseline, &patch, &manifest, &baseline_id)?;
+    legate_workspace::apply_returned(&baseline, &patch, &manifest)?;
     tracing::info!(
         files = manifest.post_state.len(),
         sha256 = %manifest.patch_sha256,

@@ -76,7 +76,8 @@ pub use test_run::{
     validate as validate_test_command,
 };
 pub use transfer::{
-    FileBytes, apply_returned, baseline_of_copy, make_copy_from_files, post_state, read_copy,
+    FileBytes, apply_returned, baseline_files, baseline_of_copy, make_copy_from_files, post_state,
+    read_copy,
 };
 pub use verify::{
     Check, CheckKind, Criterion, CriterionResult, MAX_CRITERIA, Review, Verdict, Verification,

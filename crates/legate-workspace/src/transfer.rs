@@ -23,7 +23,7 @@ use crate::include::check_path;
 use crate::limits::CopyLimits;
 use crate::patch::{FileChange, Preview};
 use legate_beneath::{BeneathError, Root};
-use legate_core::remote::{PostState, ReturnedManifest, sha256_hex};
+use legate_core::remote::{ManifestFile, PostState, ReturnedManifest, baseline_id, sha256_hex};
 use legate_core::{Error, ErrorCode};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use std::collections::{BTreeMap, HashSet};
@@ -310,10 +310,61 @@ type State = Option<(Vec<u8>, bool)>;
 /// One changed path: the change, the state the patch gives it, the state it had before.
 type Step<'a> = (&'a FileChange, State, State);
 
+/// The manifest of the baseline's commit: the files the copy was made from, which is what
+/// a remote copy task was sent (its id is the baseline id the remote answers for).
+pub fn baseline_files(baseline: &Baseline) -> Result<Vec<ManifestFile>, Error> {
+    let listing = baseline
+        .git()
+        .run(&["ls-tree", "-r", "-z", "--full-tree", "HEAD"])?;
+    let mut entries = Vec::new();
+    for item in crate::git::split_z(&listing) {
+        let line = String::from_utf8_lossy(item);
+        let (meta, path) = line
+            .split_once('\t')
+            .ok_or_else(|| Error::internal(format!("unexpected ls-tree line {line:?}")))?;
+        let fields: Vec<&str> = meta.split(' ').collect();
+        let [mode, _, id] = fields[..] else {
+            return Err(Error::internal(format!("unexpected ls-tree line {line:?}")));
+        };
+        entries.push((path.to_string(), mode == "100755", id.to_string()));
+    }
+    let ids: Vec<&str> = entries.iter().map(|(_, _, id)| id.as_str()).collect();
+    let blobs = baseline.blobs(&ids)?;
+    Ok(entries
+        .into_iter()
+        .zip(blobs)
+        .map(|((path, executable, _), bytes)| ManifestFile {
+            path,
+            size: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
+            executable,
+        })
+        .collect())
+}
+
+/// The changes from tree `from` to tree `to`, with paths and modes checked as any patch's
+/// (`patch::parse_raw`: safe relative paths, regular files only).
+fn changes_between(baseline: &Baseline, from: &str, to: &str) -> Result<Vec<FileChange>, Error> {
+    let raw = baseline.git().run(&[
+        "diff-tree",
+        "-r",
+        "--no-renames",
+        "--raw",
+        "-z",
+        "--no-abbrev",
+        from,
+        to,
+    ])?;
+    crate::patch::parse_raw(&raw)
+        .map_err(|e| protocol(format!("the remote's patch is refused: {}", e.message)))
+}
+
 /// Applies the remote's `patch` to the copy behind `baseline`, checked against `expected`
-/// (see the module docs). Returns the changes as applied. `baseline_id` is the id of the
-/// files that were sent, computed by the caller from the copy as it is now; it must equal
-/// the one the remote answers for.
+/// (see the module docs). The patch is the remote copy's whole change against the files it
+/// was sent, which are this copy's baseline commit: it is applied to that commit's tree in a
+/// scratch index, the change from the baseline must be exactly the manifest's post-state,
+/// and the copy is then brought from what it holds now to that result. Returns the paths the
+/// patch changes against the baseline.
 ///
 /// Errors: `REMOTE_PROTOCOL_ERROR` naming the problem (and the path, for a path's), with
 /// the copy as it was before.
@@ -321,33 +372,23 @@ pub fn apply_returned(
     baseline: &Baseline,
     patch: &[u8],
     expected: &ReturnedManifest,
-    baseline_id: &str,
 ) -> Result<Vec<FileChange>, Error> {
-    if expected.baseline_id != baseline_id {
-        return Err(protocol(
-            "the remote's patch is for another baseline than the files sent (the local copy changed, or the remote answered for other files)".into(),
-        ));
-    }
     if patch.len() as u64 != expected.patch_length || sha256_hex(patch) != expected.patch_sha256 {
         return Err(protocol(
             "the remote's patch does not match the sha256 and length its manifest gives".into(),
         ));
     }
-    let before_tree = crate::patch::stage_tree(baseline)?;
-    let after_tree = tree_after(baseline, &before_tree, patch)?;
-    let git = baseline.git();
-    let raw = git.run(&[
-        "diff-tree",
-        "-r",
-        "--no-renames",
-        "--raw",
-        "-z",
-        "--no-abbrev",
-        &before_tree,
-        &after_tree,
-    ])?;
-    let changes = crate::patch::parse_raw(&raw)
-        .map_err(|e| protocol(format!("the remote's patch is refused: {}", e.message)))?;
+    if baseline_id(&baseline_files(baseline)?) != expected.baseline_id {
+        return Err(protocol(
+            "the remote's patch is for another baseline than the files this copy sent".into(),
+        ));
+    }
+    let head = baseline
+        .git()
+        .run(&["rev-parse", "--verify", "HEAD^{tree}"])?;
+    let head = String::from_utf8_lossy(&head).trim().to_string();
+    let after_tree = tree_after(baseline, &head, patch)?;
+    let changes = changes_between(baseline, &head, &after_tree)?;
     let wanted: BTreeMap<&str, &PostState> = expected
         .post_state
         .iter()
@@ -367,39 +408,46 @@ pub fn apply_returned(
             "the remote's manifest names {missing} but its patch does not change it"
         )));
     }
-    // The bytes each changed path gets, checked against the manifest before any is written.
+    // The result of every changed path, checked against the manifest before any is written.
     let new_ids: Vec<&str> = changes
         .iter()
         .filter_map(|c| c.new_blob.as_deref())
         .collect();
     let mut new_blobs = baseline.blobs(&new_ids)?.into_iter();
+    for c in &changes {
+        let want = wanted[c.path.as_str()];
+        let got = match &c.new_blob {
+            Some(_) => Some(sha256_hex(
+                &new_blobs
+                    .next()
+                    .ok_or_else(|| Error::internal("a blob is missing"))?,
+            )),
+            None => None,
+        };
+        let executable = got.is_some() && c.mode == Some(0o755);
+        if want.sha256 != got || want.executable != executable {
+            return Err(protocol(format!(
+                "{}: the patch's result does not match the sha256 or mode the remote's manifest gives",
+                c.path
+            )));
+        }
+    }
+    // What the copy holds now (the baseline, or earlier turns' results) to the result.
+    let now = crate::patch::stage_tree(baseline)?;
+    let steps = changes_between(baseline, &now, &after_tree)?;
+    let step_ids: Vec<&str> = steps.iter().filter_map(|c| c.new_blob.as_deref()).collect();
+    let mut step_blobs = baseline.blobs(&step_ids)?.into_iter();
     let held = Root::open(baseline.copy())
         .map_err(|e| Error::new(ErrorCode::CopyUnavailable, format!("the copy: {e}")))?;
     let mut plan: Vec<Step<'_>> = Vec::new();
-    for c in &changes {
-        let want = wanted[c.path.as_str()];
+    for c in &steps {
         let after = match &c.new_blob {
-            Some(_) => {
-                let bytes = new_blobs
+            Some(_) => Some((
+                step_blobs
                     .next()
-                    .ok_or_else(|| Error::internal("a blob is missing"))?;
-                let executable = c.mode == Some(0o755);
-                if want.sha256.as_deref() != Some(sha256_hex(&bytes).as_str())
-                    || want.executable != executable
-                {
-                    return Err(protocol(format!(
-                        "{}: the patch's result does not match the sha256 or mode the remote's manifest gives",
-                        c.path
-                    )));
-                }
-                Some((bytes, executable))
-            }
-            None if want.sha256.is_some() => {
-                return Err(protocol(format!(
-                    "{}: the patch deletes it but the remote's manifest keeps it",
-                    c.path
-                )));
-            }
+                    .ok_or_else(|| Error::internal("a blob is missing"))?,
+                c.mode == Some(0o755),
+            )),
             None => None,
         };
         let before = match &c.old_blob {
@@ -409,23 +457,22 @@ pub fn apply_returned(
         plan.push((c, after, before));
     }
     let applied = write_plan(&held, &plan).and_then(|()| {
-        let now = crate::patch::stage_tree(baseline)?;
-        if now != after_tree {
+        if crate::patch::stage_tree(baseline)? != after_tree {
             return Err(protocol(
                 "the copy does not hold the patch's result after it was written".into(),
             ));
         }
-        for (c, after, _) in &plan {
-            let on_disk = match held.read(Path::new(&c.path), u64::MAX) {
-                Ok(b) => Some(sha256_hex(&b)),
-                Err(e) if e.is_not_found() => None,
-                Err(e) => return Err(beneath_error(&c.path, &e)),
+        for p in &expected.post_state {
+            let on_disk = match read_with_mode(&held, &p.path) {
+                Ok((b, x)) => Some((sha256_hex(&b), x)),
+                Err(_) if held.kind(Path::new(&p.path)).ok().flatten().is_none() => None,
+                Err(e) => return Err(e),
             };
-            let want = after.as_ref().map(|(b, _)| sha256_hex(b));
+            let want = p.sha256.clone().map(|h| (h, p.executable));
             if on_disk != want {
                 return Err(protocol(format!(
                     "{}: the copy's file does not match the remote's manifest after the patch",
-                    c.path
+                    p.path
                 )));
             }
         }

@@ -53,7 +53,11 @@ impl Engine {
             criteria,
             continues,
             handoff,
+            received,
         } = copy;
+        if let Some(files) = received {
+            return self.start_received(task, &files);
+        }
         let (copy_directory, baseline_directory, continues) = match continues {
             Some(c) => (c.copy_directory, c.baseline_directory, Some(c.copy_id)),
             None => (self.copy_dir(&task.id), self.baseline_dir(&task.id), None),
@@ -78,6 +82,7 @@ impl Engine {
             continues,
             turn: 0,
             before_turn: None,
+            received: None,
         };
         self.put_record(&task.id, &record)
     }
@@ -94,6 +99,15 @@ impl Engine {
         if record.continues.is_some() {
             let (boundary, event, lock) = self.enter_copy(task, record).await?;
             return Ok((boundary, event, Some(lock)));
+        }
+        if record.received.is_some() {
+            // Made when the task was stored, from the files the sender sent.
+            let report = record
+                .copy
+                .clone()
+                .ok_or_else(|| Error::internal("a received copy's record has no copy"))?;
+            let (boundary, event) = self.copy_made(task, record, report, None)?;
+            return Ok((boundary, event, None));
         }
         if let Some(from) = record.handoff.clone() {
             let (boundary, event) = self.prepare_handoff_copy(task, record, &from).await?;

@@ -35,6 +35,15 @@ impl Engine {
         })
         .await?;
         let mut o = self.open_copy(id).await?;
+        if o.record.received.is_some() {
+            return Err(Error::new(
+                ErrorCode::InvalidWorkspace,
+                format!(
+                    "task {} works on files a remote Legate sent; its patch goes back to that Legate, which reviews and integrates it",
+                    o.task.id
+                ),
+            ));
+        }
         self.check_cleanup(&o)?;
         // A read-only turn that continued a copy earlier write turns changed (and passed its
         // own check, or it would not be completed) integrates their patch; a copy only

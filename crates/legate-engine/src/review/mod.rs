@@ -19,8 +19,9 @@
 //! project files, making the copy, settling its patch), `chain` (one copy across a context's
 //! turns: which task its review acts through, open or closed), `enter` (a later turn entering
 //! the copy, and the read-only check against the copy it found), `preview` (preview and patch
-//! reading), `checks` (verify, test, record_test), `integrate`, and `cleanup` (discard and
-//! the retention sweep). This file holds what they share: opening a copy with its lock, the
+//! reading), `checks` (verify, test, record_test), `integrate`, `cleanup` (discard and
+//! the retention sweep), and `received` (a copy made from files a remote Legate sent, and the
+//! manifest its patch goes back with). This file holds what they share: opening a copy with its lock, the
 //! sha check, and the `notice` events.
 
 mod chain;
@@ -30,6 +31,7 @@ mod copy;
 mod enter;
 mod integrate;
 mod preview;
+mod received;
 mod records;
 
 pub(crate) use chain::{ContinuedCopy, NextCopy};

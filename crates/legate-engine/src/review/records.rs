@@ -266,6 +266,11 @@ pub struct ReviewRecord {
     /// against the copy as it found it, not against the baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_turn: Option<Vec<PathState>>,
+    /// For a copy made from files a remote Legate sent (the copy-workspace extension): the
+    /// baseline id of their manifest. Such a copy's patch goes back to the sender; it is
+    /// never integrated here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<String>,
 }
 
 /// One path's state in a copy: its relative path and a digest of what it is (`None` when it
