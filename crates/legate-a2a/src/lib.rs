@@ -3,7 +3,9 @@
 //!
 //! Layout: [`handler`] (the methods over the engine, one handler per agent), [`bundle`] (the
 //! copy-workspace extension: a copy's files received with a message), [`convert`]
-//! (Legate tasks and events as A2A objects), and here: agent cards, the router, the bearer
+//! (Legate tasks and events as A2A objects), [`card`] (agent cards and their HTTP caching),
+//! [`edge`] (the bindings' checks before the SDK parses, and the HTTP+JSON status mapping),
+//! and here: the router, the bearer
 //! token guard, the body limit and [`serve`] (on `legate_token::serve`, the server with read
 //! timeouts and a connection cap that both fronts share).
 //!
@@ -13,17 +15,19 @@
 //! `/agents/{name}/.well-known/agent-card.json`. The default agent is also served at `/`.
 
 pub mod bundle;
+pub mod card;
 pub mod convert;
 pub mod edge;
 pub mod handler;
 pub mod patch;
 pub mod workspace;
 
+pub use card::{CardDocument, card};
 pub use handler::AgentHandler;
 pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 
-use a2a::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme};
+use a2a::AgentCard;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -32,7 +36,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use legate_core::{Error, Result};
 use legate_engine::Engine;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -74,80 +77,6 @@ pub struct BootReport {
     pub failed: Vec<(String, Error)>,
     /// Whether the default agent is also served at `/`.
     pub default_at_root: bool,
-}
-
-/// An agent's card, built from its own `initialize` answer.
-pub fn card(
-    engine: &Engine,
-    agent: &str,
-    info_name: Option<&str>,
-    info_version: Option<&str>,
-    options: &A2aOptions,
-    path: &str,
-) -> AgentCard {
-    let description = engine
-        .agent(agent)
-        .ok()
-        .and_then(|a| a.description.clone())
-        .unwrap_or_else(|| {
-            format!("Legate agent `{agent}`: delegated coding tasks, supervised and sandboxed.")
-        });
-    let url = format!("{}{}", options.public_url, path);
-    let interface = |binding: &str| AgentInterface {
-        url: url.clone(),
-        protocol_binding: binding.to_string(),
-        protocol_version: PROTOCOL_VERSION.to_string(),
-        tenant: None,
-    };
-    let (security_schemes, security_requirements) = match &options.token {
-        Some(_) => (
-            Some(HashMap::from([(
-                "bearer".to_string(),
-                a2a::SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
-                    scheme: "bearer".into(),
-                    description: Some("The token `legate serve` printed at start.".into()),
-                    bearer_format: None,
-                }),
-            )])),
-            Some(vec![HashMap::from([("bearer".to_string(), Vec::new())])]),
-        ),
-        None => (None, None),
-    };
-    AgentCard {
-        name: info_name.unwrap_or(agent).to_string(),
-        description,
-        version: info_version.unwrap_or("unknown").to_string(),
-        supported_interfaces: vec![
-            interface(a2a::TRANSPORT_PROTOCOL_JSONRPC),
-            interface(a2a::TRANSPORT_PROTOCOL_HTTP_JSON),
-        ],
-        capabilities: AgentCapabilities {
-            streaming: Some(true),
-            push_notifications: Some(false),
-            extensions: None,
-            extended_agent_card: Some(false),
-        },
-        default_input_modes: vec!["text/plain".into()],
-        default_output_modes: vec!["text/plain".into(), "application/json".into()],
-        skills: vec![AgentSkill {
-            id: "delegate".into(),
-            name: "Delegated coding task".into(),
-            description: format!(
-                "Runs a coding task with `{agent}` in a sandbox it cannot leave; every permission is decided by Legate's supervisor. Continue a conversation with the same contextId."
-            ),
-            tags: vec!["coding".into(), "delegation".into(), "legate".into()],
-            examples: Some(vec!["What is in this workspace?".into()]),
-            input_modes: None,
-            output_modes: None,
-            security_requirements: None,
-        }],
-        provider: None,
-        documentation_url: None,
-        icon_url: None,
-        security_schemes,
-        security_requirements,
-        signatures: None,
-    }
 }
 
 /// Starts every agent of `options.agents` once (in parallel), builds the cards of those that
@@ -226,37 +155,26 @@ fn agent_router(handler: Arc<AgentHandler>, card: AgentCard, options: &A2aOption
             )),
         )
         .layer(axum::middleware::from_fn_with_state(token, auth));
-    let card = Arc::new(card);
-    let public = Router::new().route(
-        CARD_PATH,
-        axum::routing::get(move || serve_card(card.clone())),
-    );
-    protected.merge(public)
-}
-
-async fn serve_card(card: Arc<AgentCard>) -> Response {
-    let body = match serde_json::to_vec(card.as_ref()) {
-        Ok(b) => b,
-        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    let public = match CardDocument::new(&card, std::time::SystemTime::now()) {
+        Ok(doc) => {
+            let doc = Arc::new(doc);
+            Router::new().route(
+                CARD_PATH,
+                axum::routing::get(move |headers: axum::http::HeaderMap| {
+                    let doc = doc.clone();
+                    async move { doc.respond(&headers) }
+                }),
+            )
+        }
+        Err(e) => {
+            tracing::error!(agent = %card.name, error = %e, "the agent card cannot be serialized");
+            Router::new().route(
+                CARD_PATH,
+                axum::routing::get(|| async { StatusCode::INTERNAL_SERVER_ERROR.into_response() }),
+            )
+        }
     };
-    let mut resp = Response::new(Body::from(body));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=300"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", card.version.replace('"', ""))) {
-        h.insert(header::ETAG, etag);
-    }
-    resp
+    protected.merge(public)
 }
 
 fn json_response(status: StatusCode, value: serde_json::Value) -> Response {
