@@ -58,6 +58,14 @@ impl Agents {
         Ok((backend.clone(), capabilities))
     }
 
+    /// Whether the configured agent `name`'s backend can follow a remote task after a restart
+    /// ([`Capabilities::reattach`]); false for an agent no longer configured.
+    pub(crate) fn reattaches(&self, name: &str) -> bool {
+        self.spec(name)
+            .and_then(|spec| self.backends.backend_for(spec))
+            .is_ok_and(|(_, capabilities)| capabilities.reattach)
+    }
+
     /// The confinement `agent`'s backend reports (none without a backend).
     fn enforcement(&self, agent: &AgentSpec) -> legate_confine::Enforcement {
         self.backends

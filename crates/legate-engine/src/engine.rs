@@ -31,6 +31,10 @@ use tokio_util::task::TaskTracker;
 pub(crate) enum Stop {
     None,
     Cancel,
+    /// Stop following a task this engine took over from a dead process (`adoption`), without
+    /// ending it or canceling its remote task: this process is going away, and the next one
+    /// takes the task over again. Only ever sent to adopted tasks, by `shutdown`.
+    Release,
 }
 
 /// Legate's engine. Cheap to clone; every clone is the same engine.
@@ -56,6 +60,9 @@ pub(crate) struct Inner {
     /// The running and queued places.
     pub(crate) slots: Slots,
     pub(crate) stops: Mutex<HashMap<TaskId, watch::Sender<Stop>>>,
+    /// The tasks this engine took over from dead processes and follows (`adoption`):
+    /// released, not canceled, at shutdown.
+    pub(crate) adopted: Mutex<std::collections::HashSet<TaskId>>,
     pub(crate) contexts: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     waiting: Mutex<()>,
     tracker: TaskTracker,
@@ -67,7 +74,8 @@ pub(crate) struct Inner {
 
 impl Engine {
     /// Opens the store, claims a runner identity, marks tasks of dead runners
-    /// `SERVER_RESTARTED`, prunes old tasks, and starts the background loop. A configured
+    /// `SERVER_RESTARTED` (except the remote tasks it takes over and follows to their end:
+    /// `adoption`), prunes old tasks, and starts the background loop. A configured
     /// policy ([`EngineConfig::policy`]) sits above `supervisor`: its first matching rule
     /// decides, else `supervisor` does.
     pub fn start(
@@ -95,7 +103,9 @@ impl Engine {
         create_private_dir(paths.home())?;
         let store = Store::open(&paths.db())?;
         let runner = Runner::claim(&paths.run())?;
-        let recovered = runner::recover(&store, &paths)?;
+        let agents = Agents::new(config.agents.clone(), backends.into());
+        // A remote task whose backend can follow it is left for `adopt_orphans` below.
+        let recovered = runner::recover(&store, &paths, &|name| agents.reattaches(name))?;
         if recovered > 0 {
             tracing::info!(
                 tasks = recovered,
@@ -112,7 +122,7 @@ impl Engine {
                     weak.clone(),
                 )),
                 slots: Slots::new(config.max_running, config.max_queued),
-                agents: Agents::new(config.agents.clone(), backends.into()),
+                agents,
                 roles,
                 config,
                 store,
@@ -122,12 +132,14 @@ impl Engine {
                 pool: Pool::default(),
                 budget: Arc::default(),
                 stops: Mutex::new(HashMap::new()),
+                adopted: Mutex::default(),
                 contexts: Mutex::new(HashMap::new()),
                 waiting: Mutex::new(()),
                 tracker: TaskTracker::new(),
                 shutdown,
             }),
         };
+        engine.adopt_orphans();
         engine.spawn_housekeeping();
         engine.spawn_copy_sweeper();
         Ok(engine)
@@ -430,8 +442,18 @@ impl Engine {
     /// agent process.
     pub async fn shutdown(&self) {
         let _ = self.inner.shutdown.send(true);
-        for tx in lock(&self.inner.stops).values() {
-            tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
+        {
+            let adopted = lock(&self.inner.adopted);
+            for (id, tx) in lock(&self.inner.stops).iter() {
+                // A task taken over from a dead process is someone else's work: it is left
+                // for the next process, not canceled (`adoption`).
+                let intent = if adopted.contains(id) {
+                    Stop::Release
+                } else {
+                    Stop::Cancel
+                };
+                tx.send_if_modified(|s| first_intent(s, intent));
+            }
         }
         self.inner.tracker.close();
         self.inner.tracker.wait().await;
@@ -467,9 +489,14 @@ impl Engine {
                     Err(e) => tracing::warn!(error = %e, "could not read cancel requests"),
                 }
                 // Keep SQLite's checkpoints off the event-writing connection (see
-                // `Store::checkpoint`), about once a second.
+                // `Store::checkpoint`), about once a second; and, as often, take over the
+                // remote tasks of processes that died since (`adoption`).
                 checkpoint_ticks += 1;
                 if checkpoint_ticks.is_multiple_of(4) {
+                    (Engine {
+                        inner: inner.clone(),
+                    })
+                    .adopt_orphans();
                     let store = inner.store.clone();
                     let done = tokio::task::spawn_blocking(move || store.checkpoint()).await;
                     if let Ok(Err(e)) = done {

@@ -148,7 +148,12 @@ impl Subscription {
                 if self.own.as_deref() != Some(id.as_str())
                     && !runner::is_alive(&self.paths.run(), &id) =>
             {
-                let marked = runner::recover_others(&self.store, &self.paths, self.own.as_deref())?;
+                let marked = runner::recover_others(
+                    &self.store,
+                    &self.paths,
+                    self.own.as_deref(),
+                    runner::SPARE_EVERY_REMOTE,
+                )?;
                 tracing::debug!(task = %self.task_id, runner = %id, marked, "the task's runner is gone; recovered");
             }
             _ => {}

@@ -9,6 +9,7 @@
 
 mod accumulator;
 mod admission;
+mod adoption;
 mod agents;
 mod budget;
 mod config;
@@ -22,6 +23,7 @@ mod handoff;
 mod inbound;
 mod integration_recovery;
 mod launcher;
+mod ledger;
 mod leftovers;
 mod pool;
 mod records;
@@ -36,6 +38,7 @@ pub mod supervision;
 mod turn;
 
 pub use admission::SessionCounts;
+pub use adoption::ATTEMPTS as REATTACH_ATTEMPTS;
 pub use agents::preset_for;
 pub use config::{
     DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
@@ -53,6 +56,7 @@ pub use handoff::{
     MAX_DECISION_BYTES, MAX_DECISIONS, MAX_REPORTS,
 };
 pub use inbound::{Delivered, Inbound, Route};
+pub use ledger::{MAX_BINDING_BYTES, MAX_REMOTE_ID_BYTES, MAX_REMOTE_URL_BYTES};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{

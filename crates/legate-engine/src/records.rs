@@ -33,7 +33,7 @@ impl Records {
             ));
         }
         let store = Store::open(&paths.db())?;
-        crate::runner::recover(&store, paths)?;
+        crate::runner::recover(&store, paths, crate::runner::SPARE_EVERY_REMOTE)?;
         Ok(Self {
             store,
             paths: paths.clone(),

@@ -13,6 +13,10 @@
 //!
 //! Recovery also settles the copies of the copy tasks it ends (`leftovers`): removed, unless
 //! the task was submitted with `keep_interrupted_copies`; always removed when half made.
+//!
+//! One kind of task survives its runner: one whose turn runs on a remote server (its
+//! `remote` is set) and whose backend can follow it after a restart. Recovery leaves it
+//! unfinished and claimed by the dead runner; a live engine takes it over (`adoption`).
 
 use crate::config::Paths;
 use legate_core::{Error, ErrorCode, Result};
@@ -95,19 +99,36 @@ pub fn is_alive(run_dir: &Path, id: &str) -> bool {
     }
 }
 
+/// Which agents' interrupted tasks recovery leaves for an engine to re-attach, when they are
+/// bound to a remote task: `Some(agent)` is true when the agent's backend can follow a remote
+/// task after a restart. A process that knows no backends (`legate show`, a follower) passes
+/// [`SPARE_EVERY_REMOTE`]: the next engine decides (`adoption`).
+pub type Reattaches<'a> = &'a dyn Fn(&str) -> bool;
+
+/// [`Reattaches`] for a process without backends: every task bound to a remote task is left
+/// for an engine, which re-attaches it or fails it with `SERVER_RESTARTED` itself.
+pub const SPARE_EVERY_REMOTE: Reattaches<'static> = &|_| true;
+
 /// Marks the unfinished tasks of every dead runner (their locks under `paths.run()`) `failed`
 /// with `SERVER_RESTARTED`, kills what those runners left running, and removes the copies of
 /// the copy tasks it ended (see `leftovers`); then finishes the integrations a crash
-/// interrupted (`integration_recovery`). Returns how many tasks were marked. Safe to run from
-/// any process at any time.
-pub fn recover(store: &Store, paths: &Paths) -> Result<usize> {
-    let marked = recover_others(store, paths, None)?;
+/// interrupted (`integration_recovery`). A task bound to a remote task whose agent
+/// `reattaches` is left unfinished, still claimed by the dead runner, for an engine to take
+/// over (`adoption`): it is not killed, its copy is kept, and it has no local approvals to
+/// expire. Returns how many tasks were marked. Safe to run from any process at any time.
+pub fn recover(store: &Store, paths: &Paths, reattaches: Reattaches<'_>) -> Result<usize> {
+    let marked = recover_others(store, paths, None, reattaches)?;
     crate::integration_recovery::recover_integrations(store, &paths.run());
     Ok(marked)
 }
 
 /// [`recover`], never touching runner `own` (the caller's own, alive by definition).
-pub fn recover_others(store: &Store, paths: &Paths, own: Option<&str>) -> Result<usize> {
+pub fn recover_others(
+    store: &Store,
+    paths: &Paths,
+    own: Option<&str>,
+    reattaches: Reattaches<'_>,
+) -> Result<usize> {
     let run_dir = paths.run();
     let mut marked = 0;
     for runner in store.unfinished_runners()? {
@@ -118,7 +139,7 @@ pub fn recover_others(store: &Store, paths: &Paths, own: Option<&str>) -> Result
             ErrorCode::ServerRestarted,
             "the legate process running this task stopped before the task ended; it was not re-run",
         );
-        let ids = store.fail_unfinished(Some(&runner), &error)?;
+        let ids = store.fail_unfinished_sparing(Some(&runner), &error, reattaches)?;
         // Their agents are gone: nobody will read an answer to what they asked.
         let expired = store.expire_approvals_of(
             &ids,

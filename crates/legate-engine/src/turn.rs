@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 impl Engine {
-    fn context_lock(&self, context_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    pub(crate) fn context_lock(&self, context_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         lock(&self.inner.contexts)
             .entry(context_id.to_string())
             .or_default()
@@ -292,7 +292,7 @@ impl Engine {
     }
 
     /// Stores a turn's events in batches, then fans them out; folds them into the result.
-    fn spawn_pump(
+    pub(crate) fn spawn_pump(
         &self,
         task_id: TaskId,
         mut stream: EventStream,
@@ -341,31 +341,7 @@ impl Engine {
             }
             Err(e) => return TurnResult::Failed(e),
         };
-        // A planner or reviewer is told its report contract in the prompt, unless its backend
-        // is given the report's JSON Schema as structured output (agy).
-        let contract = match &inputs.json_schema {
-            Some(_) => None,
-            None => task
-                .role
-                .as_ref()
-                .and_then(|r| crate::report::contract(r.base)),
-        };
-        let turn = Turn {
-            task_id: task.id.clone(),
-            // What the agent reads: the caller's prompt, framed with the task's role, its
-            // report contract and, for a handoff, the context it was handed.
-            prompt: crate::framing::frame(
-                &task.prompt,
-                task.role.as_ref(),
-                contract.as_deref(),
-                self.handoff_block(task).as_deref(),
-            ),
-            mode: task.mode,
-            model: task.model.clone(),
-            timeout: Some(Duration::from_secs(task.timeout_secs)),
-            message_id: inputs.message_id,
-            json_schema: inputs.json_schema,
-        };
+        let turn = self.turn_of(task, inputs);
         let timeout = Duration::from_secs(task.timeout_secs);
         let canceller = session.canceller();
         let prompt = session.prompt(turn, sink);
@@ -416,6 +392,81 @@ impl Engine {
         result
     }
 
+    /// The turn the agent runs for `task`: the caller's prompt, framed with the task's role,
+    /// its report contract and, for a handoff, the context it was handed. A re-attached turn
+    /// (`adoption`) is described the same way.
+    pub(crate) fn turn_of(&self, task: &Task, inputs: TurnInputs) -> Turn {
+        // A planner or reviewer is told its report contract in the prompt, unless its backend
+        // is given the report's JSON Schema as structured output (agy).
+        let contract = match &inputs.json_schema {
+            Some(_) => None,
+            None => task
+                .role
+                .as_ref()
+                .and_then(|r| crate::report::contract(r.base)),
+        };
+        Turn {
+            task_id: task.id.clone(),
+            prompt: crate::framing::frame(
+                &task.prompt,
+                task.role.as_ref(),
+                contract.as_deref(),
+                self.handoff_block(task).as_deref(),
+            ),
+            mode: task.mode,
+            model: task.model.clone(),
+            timeout: Some(Duration::from_secs(task.timeout_secs)),
+            message_id: inputs.message_id,
+            json_schema: inputs.json_schema,
+        }
+    }
+
+    /// The session request for `task`'s turn on `agent` in `boundary`: its processes tagged
+    /// with this runner, supervised under the task's mode and role, asks going to the
+    /// approval queue, and the store-backed ledger a remote backend records its remote task
+    /// in (`ledger`). `resume` is an earlier session id of the context to continue.
+    pub(crate) fn session_request(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        boundary: Boundary,
+        preset: legate_supervisor::Preset,
+        resume: Option<String>,
+    ) -> SessionRequest {
+        let inner = &self.inner;
+        let mut tagged = agent.clone();
+        if let Some(local) = tagged.local_mut() {
+            local.env.insert(
+                runner::RUNNER_ENV.to_string(),
+                inner.runner.id().to_string(),
+            );
+        }
+        SessionRequest {
+            agent: tagged,
+            boundary: boundary.clone(),
+            supervisor: inner.supervisor.clone(),
+            supervision: Supervision {
+                boundary,
+                mode: task.mode,
+                preset,
+                workspace: task.workspace,
+                agent: agent.name.clone(),
+                role: task.role.as_ref().map_or_else(
+                    || RoleBase::Implementer.as_str().to_string(),
+                    |r| r.name.clone(),
+                ),
+            },
+            channel: Some(inner.queue.clone()),
+            resume_session_id: resume,
+            state_dir: Some(inner.config.state_dir(&agent.name)),
+            blocked_dir: Some(inner.config.paths.blocked()),
+            hidden: inner.config.hidden_paths(),
+            ledger: Some(Arc::new(crate::ledger::StoreLedger::new(
+                inner.store.clone(),
+            ))),
+        }
+    }
+
     /// The context's live session, or a new one (continuing the stored session id when the
     /// agent can). `Ok(None)` when the task was canceled while the agent started.
     async fn session_for(
@@ -443,35 +494,7 @@ impl Engine {
             .store
             .context(&task.context_id)?
             .and_then(|r| r.session_id);
-        let mut tagged = agent.clone();
-        if let Some(local) = tagged.local_mut() {
-            local.env.insert(
-                runner::RUNNER_ENV.to_string(),
-                inner.runner.id().to_string(),
-            );
-        }
-        let request = SessionRequest {
-            agent: tagged,
-            boundary: boundary.clone(),
-            supervisor: inner.supervisor.clone(),
-            supervision: Supervision {
-                boundary,
-                mode: task.mode,
-                preset,
-                workspace: task.workspace,
-                agent: agent.name.clone(),
-                role: task.role.as_ref().map_or_else(
-                    || RoleBase::Implementer.as_str().to_string(),
-                    |r| r.name.clone(),
-                ),
-            },
-            channel: Some(inner.queue.clone()),
-            resume_session_id: resume,
-            state_dir: Some(inner.config.state_dir(&agent.name)),
-            blocked_dir: Some(inner.config.paths.blocked()),
-            hidden: inner.config.hidden_paths(),
-            ledger: None,
-        };
+        let request = self.session_request(task, agent, boundary, preset, resume);
         let Some(opened) = self
             .open_with_retries(&backend, request, sink, stop, room)
             .await?

@@ -379,6 +379,10 @@ pub fn task_out(t: &Task) -> TaskOut {
         status_message: t.status_message.clone(),
         usage: t.usage.clone(),
         session_id: t.session_id.clone(),
+        remote: t.remote.as_ref().map(|r| RemoteOut {
+            url: r.url.clone(),
+            task_id: r.task_id.clone(),
+        }),
         prompt_preview: preview(&t.prompt, 120),
         timeout_seconds: t.timeout_secs,
         created_at: t.created_at.0,

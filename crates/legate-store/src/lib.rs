@@ -16,6 +16,7 @@
 //! - `tasks`: task rows, lookup by id or prefix, listing;
 //! - `events`: the per-task append-only event log (the hot path);
 //! - `recovery`: runners, cancel requests, failing orphaned tasks, pruning;
+//! - `handover`: a dead runner's remote tasks, claimed by a live one (compare-and-set);
 //! - `contexts`: conversation contexts (agent session and sandbox per context);
 //! - `reviews`: the review record of each copy task, as JSON the engine owns;
 //! - `usage`: token usage added up by task, session and model;
@@ -28,6 +29,7 @@ mod approvals;
 mod contexts;
 mod decisions;
 mod events;
+mod handover;
 mod messages;
 mod recovery;
 mod reviews;

@@ -78,8 +78,22 @@ impl Store {
     /// cancel was requested ([`Store::request_cancel`]) ends `canceled` instead, its status
     /// message saying why it ended there. Returns their ids, oldest first.
     pub fn fail_unfinished(&self, runner: Option<&str>, error: &Error) -> Result<Vec<TaskId>> {
+        self.fail_unfinished_sparing(runner, error, &|_| false)
+    }
+
+    /// [`Store::fail_unfinished`], except that a task bound to a remote task (its `remote`
+    /// column is set, see [`Store::set_task_remote`]) whose agent `spare` names is left as it
+    /// is, still claimed by `runner`, for an engine to take over
+    /// ([`Store::claim_task`]). `spare` gets the task's agent name; the store does not know
+    /// which agents can follow a remote task, the engine does.
+    pub fn fail_unfinished_sparing(
+        &self,
+        runner: Option<&str>,
+        error: &Error,
+        spare: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<TaskId>> {
         let select = format!(
-            "SELECT id, cancel_requested_at IS NOT NULL FROM tasks \
+            "SELECT id, cancel_requested_at IS NOT NULL, agent, remote IS NOT NULL FROM tasks \
              WHERE runner IS ?1 AND state IN ({}) ORDER BY created_at, id",
             states(false)
         );
@@ -88,11 +102,21 @@ impl Store {
                 .prepare_cached(&select)
                 .and_then(|mut st| {
                     st.query_map([runner], |r| {
-                        Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, bool>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, bool>(3)?,
+                        ))
                     })?
-                    .collect::<rusqlite::Result<Vec<(String, bool)>>>()
+                    .collect::<rusqlite::Result<Vec<(String, bool, String, bool)>>>()
                 })
                 .ctx("find unfinished tasks")?;
+            let rows: Vec<(String, bool)> = rows
+                .into_iter()
+                .filter(|(_, _, agent, remote)| !(*remote && spare(agent)))
+                .map(|(id, cancel, _, _)| (id, cancel))
+                .collect();
             let now = Timestamp::now();
             let failed = EventKind::Status {
                 state: TaskState::Failed,

@@ -145,6 +145,14 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
     if let Some(s) = &t.session_id {
         out!("session  {s}")?;
     }
+    if let Some(r) = &t.remote {
+        // The remote server named the task: shown on one line, control characters escaped.
+        out!(
+            "remote   {} task {}",
+            one_line(&r.url, 200),
+            one_line(&r.task_id, 200)
+        )?;
+    }
     out!("mode     {}", t.mode.as_str())?;
     match &t.role {
         Some(r) if r.name != r.base.as_str() => out!("role     {} ({})", r.name, r.base.as_str())?,

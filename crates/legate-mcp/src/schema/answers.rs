@@ -173,6 +173,9 @@ pub struct TaskOut {
     pub usage: Option<Usage>,
     /// The agent session id, once known.
     pub session_id: Option<String>,
+    /// The remote task it runs as, when its agent is a remote one (`url`, `taskId`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteOut>,
     /// The first words of the prompt.
     pub prompt_preview: String,
     /// The timeout, in seconds.
@@ -181,6 +184,17 @@ pub struct TaskOut {
     pub created_at: i64,
     /// When it last changed (milliseconds since the epoch).
     pub updated_at: i64,
+}
+
+/// The remote task a task runs as.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteOut {
+    /// The remote server's endpoint the task was sent to.
+    pub url: String,
+    /// The remote server's id for the task.
+    pub task_id: String,
 }
 
 /// `run` and `resume`.
