@@ -127,7 +127,7 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
     assert!(agents.status.success(), "{}", text(&agents));
     let listed = String::from_utf8_lossy(&agents.stdout);
     assert!(listed.contains("Foreign Echo"), "{listed}");
-    assert!(listed.contains("echo"), "{listed}");
+    assert!(listed.contains("skill: Echo"), "{listed}");
 
     // A task that only reads runs on the foreign agent and ends with its answer.
     let run = legate(
