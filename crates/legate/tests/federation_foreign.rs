@@ -147,7 +147,13 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
     // The remote's input-required is a question the local task waits on, the question shown.
     let ask = legate(
         &home,
-        &["run", "--agent", "foreign", "--read-only", "!ask about a file"],
+        &[
+            "run",
+            "--agent",
+            "foreign",
+            "--read-only",
+            "!ask about a file",
+        ],
     );
     let asked = newest(&home);
     assert_eq!(asked["state"], "input-required", "{}", text(&ask));
