@@ -10,6 +10,10 @@ use legate_core::{Attachment, ErrorCode, EventKind, Task, TaskState, Timestamp};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
+/// The metadata key of a status update's message that carries the Legate event it was made
+/// from (a thought, tool call, tool call update, plan or permission), as Legate's own JSON.
+pub const LEGATE_EVENT_KEY: &str = "legateEvent";
+
 /// The id of the answer artifact of every finished task.
 pub const ANSWER_ARTIFACT: &str = "answer";
 
@@ -252,6 +256,10 @@ pub fn error(e: &legate_core::Error) -> A2AError {
 pub struct Translator {
     line: String,
     seq: u64,
+    /// The event being translated, as Legate's own JSON: carried as `legateEvent` in the
+    /// metadata of the update it gives (not of the message lines it flushes), so a Legate
+    /// reading this stream gets the structured event back.
+    event: Option<Value>,
     /// When the event being translated was stored: every update it gives carries this time,
     /// so replaying the same events gives the same updates.
     at: Option<Timestamp>,
@@ -272,6 +280,11 @@ impl Translator {
             meta.insert("thought".to_string(), Value::Bool(true));
         }
         part.metadata = Some(meta.clone());
+        if kind != "message"
+            && let Some(event) = &self.event
+        {
+            meta.insert(LEGATE_EVENT_KEY.to_string(), event.clone());
+        }
         let mut message = agent_message(task, format!("{}-u{}", task.id.0, self.seq), vec![part]);
         message.metadata = Some(meta);
         StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
@@ -314,6 +327,7 @@ impl Translator {
     }
 
     fn translate(&mut self, task: &Task, kind: &EventKind) -> Vec<StreamResponse> {
+        self.event = serde_json::to_value(kind).ok();
         let mut out = Vec::new();
         match kind {
             EventKind::Message { text } => {

@@ -55,6 +55,8 @@ pub struct A2aSession {
     bounds: Bounds,
     resumed: bool,
     workspace: WorkspaceKind,
+    /// The local workspace root (a copy task's copy, which the remote's patch is applied to).
+    root: std::path::PathBuf,
     ledger: Option<Arc<dyn RemoteLedger>>,
     id: OnceLock<String>,
     context: Mutex<Option<String>>,
@@ -197,6 +199,7 @@ impl Backend for A2aBackend {
             bounds: self.bounds,
             resumed: request.resume_session_id.is_some(),
             workspace: request.supervision.workspace,
+            root: request.boundary.root.clone(),
             ledger: request.ledger.clone(),
             id: OnceLock::new(),
             context: Mutex::new(request.resume_session_id.clone()),
@@ -231,7 +234,9 @@ impl Backend for A2aBackend {
             ledger: None,
             sink: &sink,
             cancel: &cancel,
-            relay: Relay::new(self.bounds),
+            relay: Relay::new(self.bounds)
+                .with_legate_events(remote.found.supervised)
+                .for_copy(request.supervision.workspace == WorkspaceKind::Copy),
             recorded: true,
             cancel_sent: false,
         };
@@ -276,14 +281,19 @@ impl Backend for A2aBackend {
                 follow.poll().await?;
             }
         }
+        if request.supervision.workspace == WorkspaceKind::Copy
+            && follow.relay.finish == Some(Finish::Completed)
+        {
+            bring_back(&remote, &follow.relay, &request.boundary.root, &sink).await?;
+        }
         outcome(follow.relay, &request.agent.name)
     }
 }
 
 impl A2aSession {
     /// Refuses what the remote cannot be trusted with: a write task on a remote that does not
-    /// supervise its agent (unless the configuration allows it), and a copy task (the copy's
-    /// files do not travel yet).
+    /// supervise its agent (unless the configuration allows it), and a copy task on a remote
+    /// that does not declare the copy-workspace extension.
     fn check(&self, turn: &Turn) -> Result<()> {
         let r = &self.remote;
         if turn.mode == TaskMode::Write && !r.found.supervised && !r.endpoint.allow_unsupervised {
@@ -297,13 +307,7 @@ impl A2aSession {
             ));
         }
         if self.workspace == WorkspaceKind::Copy {
-            return Err(Error::new(
-                ErrorCode::RemoteWorkspaceUnsupported,
-                format!(
-                    "copy tasks on the remote agent `{}` are not carried out yet: its copy's files cannot be sent",
-                    r.agent
-                ),
-            ));
+            crate::copy::require_extension(&r.found.card)?;
         }
         if turn.json_schema.is_some() {
             return Err(Error::invalid_input(format!(
@@ -314,19 +318,26 @@ impl A2aSession {
         Ok(())
     }
 
-    fn message(&self, turn: &Turn) -> SendMessageRequest {
+    /// The turn's message. A copy task's first turn in its context carries the copy's files
+    /// (bounded by `max_transfer_bytes`: past it `COPY_TOO_LARGE`, before anything is sent);
+    /// later turns continue in the remote's copy.
+    fn message(&self, turn: &Turn) -> Result<SendMessageRequest> {
         let mut m = Message::new(Role::User, vec![Part::text(turn.prompt.clone())]);
         if let Some(id) = &turn.message_id {
             m.message_id = id.clone();
         }
         m.context_id = lock(&self.context).clone();
         m.task_id = lock(&self.waiting_task).clone();
-        SendMessageRequest {
+        if self.workspace == WorkspaceKind::Copy && m.context_id.is_none() {
+            let max = self.remote.endpoint.max_transfer_bytes();
+            crate::copy::outbound(&self.root, max)?.attach(&mut m);
+        }
+        Ok(SendMessageRequest {
             message: m,
             configuration: None,
             metadata: None,
             tenant: None,
-        }
+        })
     }
 
     /// Runs one turn to the remote task's end of it.
@@ -337,14 +348,16 @@ impl A2aSession {
         cancel: &CancellationToken,
     ) -> Result<Relay> {
         let remote = &self.remote;
-        let req = self.message(turn);
+        let req = self.message(turn)?;
         let mut follow = Follow {
             remote,
             task: &turn.task_id,
             ledger: self.ledger.as_ref(),
             sink,
             cancel,
-            relay: Relay::new(self.bounds),
+            relay: Relay::new(self.bounds)
+                .with_legate_events(remote.found.supervised)
+                .for_copy(self.workspace == WorkspaceKind::Copy),
             recorded: false,
             cancel_sent: false,
         };
@@ -380,6 +393,42 @@ impl A2aSession {
         }
         Ok(follow.relay)
     }
+}
+
+/// A completed copy task's patch, read from the remote task (`GetTask`, with its `patch`
+/// artifact) and applied to the local copy at `root`, both sides' sha256 checked.
+async fn bring_back(
+    remote: &Remote,
+    relay: &Relay,
+    root: &std::path::Path,
+    sink: &EventSink,
+) -> Result<()> {
+    let Some(id) = relay.task_id.clone() else {
+        return Err(crate::errors::protocol(
+            "the remote answered a copy task without a task to return its patch in".into(),
+        ));
+    };
+    let req = GetTaskRequest {
+        id,
+        history_length: Some(0),
+        tenant: None,
+    };
+    let task = timed(remote.url(), "GetTask", remote.client.get_task(&req)).await?;
+    let max = remote.endpoint.max_transfer_bytes();
+    let applied = crate::copy::apply_returned_bounded(root, &task, max)?;
+    sink.send(EventKind::Notice {
+        message: format!(
+            "the remote's patch ({} bytes, {} file(s)) was applied to the local copy",
+            applied.patch_length,
+            applied.post_state.len()
+        ),
+        detail: serde_json::json!({
+            "event": "remote_patch_applied",
+            "patchSha256": applied.patch_sha256,
+            "patchLength": applied.patch_length,
+        }),
+    });
+    Ok(())
 }
 
 /// Fires [`crate::follow::CANCEL_NAME_WAIT`] after `cancel`: a send still unanswered then is
@@ -422,6 +471,9 @@ impl AgentSession for A2aSession {
         *lock(&self.cancel) = cancel.clone();
         tracing::info!(task_id = %turn.task_id, agent = %self.remote.agent, url = %self.remote.url(), prompt_bytes = turn.prompt.len(), "remote turn started");
         let relay = self.run(&turn, &sink, &cancel).await?;
+        if self.workspace == WorkspaceKind::Copy && relay.finish == Some(Finish::Completed) {
+            bring_back(&self.remote, &relay, &self.root, &sink).await?;
+        }
         if let Some(c) = &relay.context_id {
             *lock(&self.context) = Some(c.clone());
             if self.id.set(c.clone()).is_ok() {

@@ -14,6 +14,11 @@
 //! | artifact file or data part | `Attachment` (the `answer` artifact's data part is read for `usage`) |
 //! | a bare `Message` answer | `Message` and the end of the turn |
 //!
+//! From a remote Legate (its card declares the supervision extension), a status update
+//! that carries its structured event (`legateEvent` in the message metadata) is relayed as
+//! that event when it is a thought, tool call, tool call update or plan; a permission becomes a
+//! notice saying the remote's supervisor decided it; the text parts are the fallback.
+//!
 //! State changes are not relayed as `Status` events: the engine states the local task's
 //! status itself, so fronts see exactly what a local task shows.
 //!
@@ -67,6 +72,9 @@ pub enum Finish {
     AuthRequired,
 }
 
+/// The metadata key of a remote Legate's structured event (`legate-a2a`'s `convert.rs`).
+const LEGATE_EVENT_KEY: &str = "legateEvent";
+
 /// The id of a remote Legate's answer artifact.
 const ANSWER_ARTIFACT: &str = "answer";
 
@@ -109,6 +117,11 @@ pub struct Relay {
     pub finish: Option<Finish>,
     /// The last working status message relayed (a polled task repeats it).
     last_working: Option<String>,
+    /// Whether the remote is a Legate (its card declares the supervision extension) whose
+    /// updates carry their structured event (`legateEvent`).
+    legate_events: bool,
+    /// Whether this is a copy task's turn, whose `patch` artifact is applied, not relayed.
+    copy: bool,
 }
 
 fn text_of(parts: &[Part]) -> String {
@@ -141,6 +154,67 @@ impl Relay {
             context_id: None,
             finish: None,
             last_working: None,
+            legate_events: false,
+            copy: false,
+        }
+    }
+
+    /// The same relay for a copy task's turn: the remote's `patch` artifact is not relayed
+    /// (it is applied to the local copy).
+    #[must_use]
+    pub fn for_copy(mut self, copy: bool) -> Self {
+        self.copy = copy;
+        self
+    }
+
+    /// The same relay reading a remote Legate's structured events (`legateEvent`) where its
+    /// updates carry them; text parts are the fallback.
+    #[must_use]
+    pub fn with_legate_events(mut self, on: bool) -> Self {
+        self.legate_events = on;
+        self
+    }
+
+    /// A remote Legate's structured event, when it is one this side relays as is: a thought,
+    /// a tool call or its update, a plan. A permission the remote's supervisor decided becomes
+    /// a notice saying so (never a local decision); anything else (a status, a session, usage)
+    /// is not taken from the remote: `None`, and the text parts are used.
+    fn structured(&self, m: &Message) -> Option<EventKind> {
+        if !self.legate_events {
+            return None;
+        }
+        let v = m.metadata.as_ref()?.get(LEGATE_EVENT_KEY)?;
+        if v.to_string().len() > self.bounds.max_part_bytes {
+            return None;
+        }
+        match serde_json::from_value::<EventKind>(integral(v)).ok()? {
+            e @ (EventKind::Thought { .. }
+            | EventKind::ToolCall(_)
+            | EventKind::ToolCallUpdate(_)
+            | EventKind::Plan { .. }) => Some(e),
+            EventKind::Permission {
+                title,
+                tool_kind,
+                verdict,
+                ..
+            } => Some(EventKind::Notice {
+                message: format!(
+                    "the remote's supervisor {}: {} ({})",
+                    if verdict.is_allow() {
+                        "allowed"
+                    } else {
+                        "refused"
+                    },
+                    excerpt(&title),
+                    excerpt(&verdict.reason)
+                ),
+                detail: serde_json::json!({
+                    "event": "remote_permission",
+                    "toolKind": tool_kind,
+                    "allowed": verdict.is_allow(),
+                }),
+            }),
+            _ => None,
         }
     }
 
@@ -285,6 +359,10 @@ impl Relay {
                     return;
                 }
                 self.last_working = Some(key);
+                if let Some(e) = self.structured(m) {
+                    out.push(e);
+                    return;
+                }
                 for part in &m.parts {
                     let PartContent::Text(t) = &part.content else {
                         self.attach(part, out);
@@ -313,6 +391,10 @@ impl Relay {
     }
 
     fn artifact(&mut self, artifact: &Artifact, out: &mut Vec<EventKind>) {
+        if self.copy && artifact.artifact_id == crate::copy::PATCH_ARTIFACT {
+            // A remote Legate's copy-task patch: applied to the local copy, not relayed.
+            return;
+        }
         let legate_answer = artifact.artifact_id == ANSWER_ARTIFACT;
         let skip_text = legate_answer && self.answered;
         for part in artifact.parts.iter().take(self.bounds.max_attachments * 4) {
@@ -469,6 +551,42 @@ mod tests {
             (r.task_id.as_deref(), r.context_id.as_deref()),
             (Some("t"), Some("c"))
         );
+    }
+
+    #[test]
+    fn a_remote_legates_structured_events_are_taken_only_where_safe() {
+        let with = |event: Value| {
+            let mut m = Message::new(
+                Role::Agent,
+                vec![Part::text("tool t1 (read, pending): look")],
+            );
+            m.metadata = Some([("legateEvent".to_string(), event)].into());
+            StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: "t".into(),
+                context_id: "c".into(),
+                status: TaskStatus {
+                    state: TaskState::Working,
+                    message: Some(m),
+                    timestamp: None,
+                },
+                metadata: None,
+            })
+        };
+        let call = serde_json::json!({"type": "tool_call", "id": "t1", "title": "look", "toolKind": "read", "status": "pending"});
+        let mut r = Relay::new(Bounds::default()).with_legate_events(true);
+        let e = r.update(&with(call.clone())).unwrap();
+        assert!(
+            matches!(&e[..], [EventKind::ToolCall(c)] if c.id == "t1"),
+            "{e:?}"
+        );
+        // A session or usage event from the remote is never taken as one: its text is used.
+        let session = serde_json::json!({"type": "session", "sessionId": "evil", "resumed": true});
+        let e = r.update(&with(session)).unwrap();
+        assert!(matches!(&e[..], [EventKind::Thought { .. }]), "{e:?}");
+        // A remote that is not a Legate gets no such trust.
+        let mut r = Relay::new(Bounds::default());
+        let e = r.update(&with(call)).unwrap();
+        assert!(matches!(&e[..], [EventKind::Thought { .. }]), "{e:?}");
     }
 
     #[test]

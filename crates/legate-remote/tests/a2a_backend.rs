@@ -449,3 +449,86 @@ async fn a_write_task_on_an_unsupervised_remote_is_refused() {
     assert_eq!(e.code, ErrorCode::AgentUnsupervised, "{e}");
     assert!(e.message.contains("allow_unsupervised"), "{e}");
 }
+
+/// A copy task on a remote whose card does not declare the copy-workspace extension is
+/// refused before any file leaves: `REMOTE_WORKSPACE_UNSUPPORTED`, and the remote saw nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_task_needs_the_workspace_extension() {
+    let url = foreign().await;
+    let mut spec = far(&url, None, true);
+    if let legate_core::Transport::Url(r) = &mut spec.transport {
+        r.agent = None;
+    }
+    let front = EngineHarness::builder()
+        .project(&[("a.txt", "hello\n")])
+        .config(move |c| {
+            c.agents.insert("far".into(), spec);
+        })
+        .start();
+    let mut req = front.on_copy("change a.txt");
+    req.agent = Some("far".into());
+    let task = front.run(req).await;
+    assert_eq!(task.state, TaskState::Failed);
+    let error = task.error.unwrap();
+    assert_eq!(
+        error.code,
+        ErrorCode::RemoteWorkspaceUnsupported,
+        "{error:?}"
+    );
+}
+
+/// The binding is recorded before the first relayed event even when the remote's first
+/// update already carries an answer (a status update naming the task, with text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_update_is_recorded_before_it_is_relayed() {
+    let url = foreign().await;
+    let mut spec = far(&url, None, true);
+    if let legate_core::Transport::Url(r) = &mut spec.transport {
+        r.agent = None;
+    }
+    let remote = legate_remote::connect::Remote::connect(&spec)
+        .await
+        .unwrap();
+    let (sink, stream) = EventSink::channel();
+    let stream = Arc::new(Mutex::new(stream));
+    let ledger = Arc::new(Ledger {
+        stream: stream.clone(),
+        calls: Mutex::new(Vec::new()),
+    });
+    let as_ledger: Arc<dyn RemoteLedger> = ledger.clone();
+    let cancel = CancellationToken::new();
+    let task = TaskId("local".into());
+    let mut follow = legate_remote::follow::Follow {
+        remote: &remote,
+        task: &task,
+        ledger: Some(&as_ledger),
+        sink: &sink,
+        cancel: &cancel,
+        relay: legate_remote::translate::Relay::new(Default::default()),
+        recorded: false,
+        cancel_sent: false,
+    };
+    let mut m = a2a::Message::new(a2a::Role::Agent, vec![a2a::Part::text("the answer")]);
+    m.task_id = Some("r1".into());
+    let first = a2a::StreamResponse::StatusUpdate(a2a::TaskStatusUpdateEvent {
+        task_id: "r1".into(),
+        context_id: "c1".into(),
+        status: a2a::TaskStatus {
+            state: a2a::TaskState::Completed,
+            message: Some(m),
+            timestamp: None,
+        },
+        metadata: None,
+    });
+    follow.relay_update(&first).unwrap();
+    let calls = ledger.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].0.task_id, "r1");
+    assert_eq!(calls[0].0.context_id.as_deref(), Some("c1"));
+    assert!(
+        calls[0].1.is_empty(),
+        "relayed before recorded: {:?}",
+        calls[0].1
+    );
+    assert_eq!(text(&drain(&stream)), "the answer");
+}

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_PORT: u16 = 8732;
 /// The token file, under `$LEGATE_HOME`.
 pub const TOKEN_FILE: &str = "a2a-token";
+/// The largest `a2a.max_transfer_bytes` accepted: 1 GiB.
+pub const MAX_TRANSFER_BYTES: u64 = 1 << 30;
 
 /// `[a2a]` as written in `legate.toml`. Unknown keys are errors.
 #[derive(Debug, Default, Deserialize)]
@@ -29,6 +31,7 @@ pub struct A2aTable {
     token_file: Option<PathBuf>,
     allow_remote_without_token: Option<bool>,
     max_body_bytes: Option<usize>,
+    max_transfer_bytes: Option<u64>,
     allowed_hosts: Option<Vec<String>>,
     allowed_origins: Option<Vec<String>>,
     copy_roots: Option<Vec<PathBuf>>,
@@ -56,6 +59,9 @@ pub struct A2aSettings {
     pub allow_remote_without_token: bool,
     /// The largest request body.
     pub max_body_bytes: usize,
+    /// The most bytes of files a message may carry under the copy-workspace extension
+    /// (`COPY_TOO_LARGE` past it).
+    pub max_transfer_bytes: u64,
     /// Configured `Host` values (loopback when `None`; the bound address and the public URL's
     /// host are added at start).
     pub allowed_hosts: Option<Vec<String>>,
@@ -102,9 +108,22 @@ pub fn resolve(
     };
     let token_file = front::token_file(table.token_file, "a2a.token_file", home, TOKEN_FILE)?;
     let token = front::env_token(env, "LEGATE_A2A_TOKEN")?;
-    let max_body_bytes = table
-        .max_body_bytes
-        .unwrap_or(legate_a2a::DEFAULT_MAX_BODY_BYTES);
+    let max_transfer_bytes = table
+        .max_transfer_bytes
+        .unwrap_or(legate_core::remote::DEFAULT_MAX_TRANSFER_BYTES);
+    if !(1..=MAX_TRANSFER_BYTES).contains(&max_transfer_bytes) {
+        return Err(invalid(format!(
+            "a2a.max_transfer_bytes must be between 1 and {MAX_TRANSFER_BYTES}"
+        )));
+    }
+    // By default a body holds a whole transfer: its files in base64 (4 bytes for 3), plus
+    // the prompt and the JSON around them.
+    let max_body_bytes = table.max_body_bytes.unwrap_or_else(|| {
+        let transfer = max_transfer_bytes.div_ceil(3).saturating_mul(4);
+        usize::try_from(transfer)
+            .unwrap_or(usize::MAX)
+            .saturating_add(legate_a2a::DEFAULT_MAX_BODY_BYTES)
+    });
     if max_body_bytes < 1024 {
         return Err(invalid("a2a.max_body_bytes must be at least 1024".into()));
     }
@@ -156,6 +175,7 @@ pub fn resolve(
         token,
         allow_remote_without_token: table.allow_remote_without_token.unwrap_or(false),
         max_body_bytes,
+        max_transfer_bytes,
         allowed_hosts: table.allowed_hosts,
         allowed_origins: table.allowed_origins,
         copy_roots,
@@ -331,6 +351,14 @@ mod tests {
         assert!(s.public_url.is_none());
         assert!(!s.allow_remote_without_token);
         assert_eq!(s.limits, legate_a2a::ServeOptions::default());
+        assert_eq!(s.max_transfer_bytes, 64 << 20);
+        assert!(
+            s.max_body_bytes > (64 << 20) * 4 / 3,
+            "a default body holds a whole transfer in base64"
+        );
+        let s = resolve_text("[a2a]\nmax_transfer_bytes = 1000\n", &[]).unwrap();
+        assert_eq!(s.max_transfer_bytes, 1000);
+        assert!(resolve_text("[a2a]\nmax_transfer_bytes = 0\n", &[]).is_err());
         let s = resolve_text("[a2a]\nmax_connections = 7\nheader_timeout_secs = 2\n", &[]).unwrap();
         assert_eq!(s.limits.max_connections, 7);
         assert_eq!(s.limits.header_timeout, std::time::Duration::from_secs(2));

@@ -40,6 +40,7 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                     "name": spec.name, "kind": spec.kind.as_str(), "preset": spec.preset,
                     "command": spec.local_command().map(|c| c.command.as_str()),
                     "args": spec.local_command().map(|c| c.args.as_slice()),
+                    "url": spec.remote().map(|r| r.url.as_str()),
                     "default": default,
                     "starts": starts, "detail": detail, "description": spec.description,
                     "confinement": confinement_wire,

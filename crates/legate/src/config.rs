@@ -121,6 +121,8 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
     let mut engine = resolve(parsed, home, env)?;
     engine.policy = policy;
     crate::supervision_config::apply(supervision, &mut engine)?;
+    // The copy-workspace extension's bound is the A2A front's setting, applied by the engine.
+    engine.fronts.max_transfer_bytes = a2a.max_transfer_bytes;
     a2a.agents = engine
         .agents
         .keys()
