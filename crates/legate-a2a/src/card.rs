@@ -17,7 +17,7 @@ use a2a::{
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use legate_core::remote::SUPERVISION_EXTENSION;
+use legate_core::remote::{COPY_WORKSPACE_EXTENSION, SUPERVISION_EXTENSION};
 use legate_engine::Engine;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -29,17 +29,31 @@ pub const CARD_MAX_AGE_SECS: u64 = 300;
 
 /// The extensions every Legate card declares (`capabilities.extensions`), none required.
 pub fn extensions() -> Vec<AgentExtension> {
-    vec![AgentExtension {
-        uri: SUPERVISION_EXTENSION.to_string(),
-        description: Some(
-            "This server supervises its agents' permission requests itself: every tool call \
+    vec![
+        AgentExtension {
+            uri: SUPERVISION_EXTENSION.to_string(),
+            description: Some(
+                "This server supervises its agents' permission requests itself: every tool call \
              the agent asks permission for is decided by this Legate's supervisor, never \
              forwarded to the caller."
-                .into(),
-        ),
-        required: Some(false),
-        params: None,
-    }]
+                    .into(),
+            ),
+            required: Some(false),
+            params: None,
+        },
+        AgentExtension {
+            uri: COPY_WORKSPACE_EXTENSION.to_string(),
+            description: Some(
+                "Copy tasks run here for a caller that reviews them itself: send a copy's files \
+             with the message (file parts and a manifest data part, bounded by this server's \
+             a2a.max_transfer_bytes); the task works on a fresh copy of exactly those files \
+             and its patch artifact comes back with the resulting files' manifest."
+                    .into(),
+            ),
+            required: Some(false),
+            params: None,
+        },
+    ]
 }
 
 /// An agent's card, built from its own `initialize` answer.

@@ -174,34 +174,22 @@ fn artifacts(task: &Task) -> Vec<Artifact> {
         .collect()
 }
 
-/// The caller's message (the prompt) and, once the task ended with an answer, the agent's.
-fn history(task: &Task) -> Vec<Message> {
-    let mut user = Message::new(Role::User, vec![Part::text(task.prompt.clone())]);
-    user.message_id = format!("{}-prompt", task.id.0);
-    user.context_id = Some(task.context_id.clone());
-    user.task_id = Some(task.id.0.clone());
-    let mut out = vec![user];
-    if let Some(r) = &task.result
-        && !r.text.is_empty()
-    {
-        out.push(agent_message(
-            task,
-            format!("{}-answer", task.id.0),
-            vec![Part::text(r.text.clone())],
-        ));
-    }
-    out
+/// A Legate task as an A2A task, with the history its row holds (the latest prompt and
+/// answer; [`task_with_history`] takes the whole history). `history_length`: `None` for all,
+/// `Some(0)` for none, `n` for the last `n` messages.
+pub fn task(t: &Task, history_length: Option<i32>, artifacts: bool) -> A2aTask {
+    task_with_history(t, crate::history::from_row(t), history_length, artifacts)
 }
 
-/// A Legate task as an A2A task. `history_length`: `None` for all, `Some(0)` for none, `n` for
-/// the last `n` messages.
-pub fn task(t: &Task, history_length: Option<i32>, artifacts: bool) -> A2aTask {
-    let mut h = history(t);
-    if let Some(n) = history_length {
-        let keep = usize::try_from(n.max(0)).unwrap_or(0);
-        let drop = h.len().saturating_sub(keep);
-        h.drain(..drop);
-    }
+/// A Legate task as an A2A task whose history is `history` (oldest first), cut to its last
+/// `history_length` messages.
+pub fn task_with_history(
+    t: &Task,
+    history: Vec<Message>,
+    history_length: Option<i32>,
+    artifacts: bool,
+) -> A2aTask {
+    let h = crate::history::last(history, history_length);
     let mut metadata = HashMap::new();
     metadata.insert("agent".to_string(), Value::String(t.agent.clone()));
     metadata.insert("mode".to_string(), Value::String(t.mode.as_str().into()));

@@ -25,6 +25,8 @@ use tokio::sync::mpsc;
 pub const DEFAULT_PAGE_SIZE: i32 = 50;
 /// The largest `pageSize` accepted.
 pub const MAX_PAGE_SIZE: i32 = 100;
+/// How many stored events one read of a task's history takes at a time.
+const HISTORY_PAGE: usize = 1000;
 
 /// The A2A request handler of one configured agent.
 #[derive(Debug, Clone)]
@@ -53,12 +55,45 @@ impl AgentHandler {
 
     /// `task` as an A2A task, with its `patch` artifact when it is a finished copy task and
     /// artifacts are asked for.
-    async fn a2a_task(&self, task: &Task, history: Option<i32>, artifacts: bool) -> a2a::Task {
-        let mut out = convert::task(task, history, artifacts);
+    async fn a2a_task(
+        &self,
+        task: &Task,
+        history: Option<i32>,
+        artifacts: bool,
+    ) -> Result<a2a::Task, A2AError> {
+        let messages = self.history(task, history)?;
+        let mut out = convert::task_with_history(task, messages, history, artifacts);
         if artifacts && let Some(patch) = crate::patch::artifact(&self.engine, task).await {
             out.artifacts.get_or_insert_with(Vec::new).push(patch);
         }
-        out
+        Ok(out)
+    }
+
+    /// The task's messages over all its turns, read from its stored events (see
+    /// [`crate::history`]); none are read when `history_length` is 0.
+    fn history(
+        &self,
+        task: &Task,
+        history_length: Option<i32>,
+    ) -> Result<Vec<a2a::Message>, A2AError> {
+        if history_length == Some(0) {
+            return Ok(Vec::new());
+        }
+        let mut events = Vec::new();
+        loop {
+            let after = events.last().map_or(0, |e: &legate_core::Event| e.seq);
+            let page = self
+                .engine
+                .events(&task.id, after, HISTORY_PAGE)
+                .map_err(|e| convert::error(&e))?;
+            let done = page.len() < HISTORY_PAGE;
+            events.extend(page);
+            if done {
+                break;
+            }
+        }
+        Ok(crate::history::from_events(task, &events)
+            .unwrap_or_else(|| crate::history::from_row(task)))
     }
 
     /// A task of this agent by exact id; anything else is `TASK_NOT_FOUND`.
@@ -269,13 +304,21 @@ impl RequestHandler for AgentHandler {
         {
             task
         } else {
-            self.engine
+            let ended = self
+                .engine
                 .wait(&task.id)
                 .await
-                .map_err(|e| convert::error(&e))?
+                .map_err(|e| convert::error(&e))?;
+            // The agent said its answer needs no task (A2A §3.1.1): a bare Message.
+            if req.message.task_id.is_none()
+                && let Some(message) = crate::direct::direct_message(&ended)
+            {
+                return Ok(SendMessageResponse::Message(message));
+            }
+            ended
         };
         Ok(SendMessageResponse::Task(
-            self.a2a_task(&task, history, true).await,
+            self.a2a_task(&task, history, true).await?,
         ))
     }
 
@@ -305,7 +348,7 @@ impl RequestHandler for AgentHandler {
         check_version(params)?;
         let history = history_length(req.history_length)?;
         let task = self.find(&req.id)?;
-        Ok(self.a2a_task(&task, history, true).await)
+        self.a2a_task(&task, history, true).await
     }
 
     async fn list_tasks(
@@ -355,11 +398,11 @@ impl RequestHandler for AgentHandler {
             .filter(|t| keep(t))
             .count();
         let artifacts = req.include_artifacts.unwrap_or(false);
-        let tasks: Vec<a2a::Task> = page
-            .iter()
-            .filter(|t| keep(t))
-            .map(|t| convert::task(t, history, artifacts))
-            .collect();
+        let mut tasks = Vec::new();
+        for t in page.iter().filter(|t| keep(t)) {
+            let messages = self.history(t, history)?;
+            tasks.push(convert::task_with_history(t, messages, history, artifacts));
+        }
         Ok(ListTasksResponse {
             tasks,
             next_page_token,
@@ -384,7 +427,7 @@ impl RequestHandler for AgentHandler {
             Ok(Ok(t)) => t,
             _ => self.find(&req.id)?,
         };
-        Ok(self.a2a_task(&task, None, true).await)
+        self.a2a_task(&task, None, true).await
     }
 
     async fn subscribe_to_task(

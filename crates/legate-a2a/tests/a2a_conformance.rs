@@ -112,6 +112,12 @@ async fn cards_carry_a_content_etag_last_modified_and_answer_conditional_request
             .is_some_and(|d| !d.is_empty())
     );
     assert_ne!(supervision["required"], json!(true));
+    let copy = extensions
+        .iter()
+        .find(|e| e["uri"] == legate_core::remote::COPY_WORKSPACE_EXTENSION)
+        .expect("the copy-workspace extension");
+    assert!(copy["description"].as_str().is_some_and(|d| !d.is_empty()));
+    assert_ne!(copy["required"], json!(true));
 
     // Conditional requests: the current tag or date is 304 without a body.
     for header in [

@@ -50,6 +50,11 @@ stop_reasons! {
     /// `_meta.legate.inputRequired: true`, see [`crate::acp::ext`]). The engine puts such a
     /// task in `input-required`.
     InputRequired => "input_required",
+    /// The agent finished its turn and says its answer is a direct message, one that needs no
+    /// task tracking (over ACP: `end_turn` with `_meta.legate.directMessage: true`, see
+    /// [`crate::acp::ext`]). The engine completes the task like an `end_turn`; a front whose
+    /// protocol has direct messages (A2A's `Message` answer) may answer with one.
+    DirectMessage => "direct_message",
 }
 
 impl fmt::Display for StopReason {
@@ -78,7 +83,8 @@ mod tests {
                 "max_turn_requests",
                 "refusal",
                 "cancelled",
-                "input_required"
+                "input_required",
+                "direct_message"
             ]
         );
         for r in StopReason::ALL {

@@ -152,6 +152,17 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<Error>,
     },
+    /// What the caller asked for in the turn that starts here: the task's prompt for its
+    /// first turn, or a reply into it (the task's `prompt` keeps only the latest). Stored by
+    /// the engine with the turn's `submitted` status, so a task's history across its turns
+    /// reads back in order from its events.
+    Prompt {
+        /// The prompt as the caller sent it.
+        text: String,
+        /// The caller's id for the message (an A2A `messageId`), when it gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
     /// A chunk of the agent's answer.
     Message {
         /// The text.
@@ -252,6 +263,7 @@ impl EventKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             Self::Status { .. } => "status",
+            Self::Prompt { .. } => "prompt",
             Self::Message { .. } => "message",
             Self::Thought { .. } => "thought",
             Self::Attachment(_) => "attachment",

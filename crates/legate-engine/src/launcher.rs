@@ -78,18 +78,22 @@ impl Engine {
         // The task and its runner are stored in one transaction: a `kill -9` between two
         // writes would leave a `submitted` task no process claims, which recovery (it
         // settles only the tasks of dead runners) would never end.
+        // The turn's prompt is kept as an event too: the task's row holds only the latest,
+        // and a reply replaces it (the A2A front reads a task's history from these).
+        let mut first = vec![submitted];
+        if !task.prompt.is_empty() {
+            first.push(EventKind::Prompt {
+                text: task.prompt.clone(),
+                message_id: inputs.message_id.clone(),
+            });
+        }
         let runner = self.runner_id();
         let (events, copy) = match entry {
             Entry::New { copy } => (
-                self.store()
-                    .insert_task_run_by(&task, &submitted, Some(runner))
-                    .map(|e| vec![e]),
+                self.store().insert_task_with(&task, &first, Some(runner)),
                 copy,
             ),
-            Entry::Reply => (
-                self.store().update_task_run_by(&task, &[submitted], runner),
-                None,
-            ),
+            Entry::Reply => (self.store().update_task_run_by(&task, &first, runner), None),
         };
         let events = match events {
             Ok(events) => events,

@@ -276,6 +276,23 @@ impl Store {
         first: &EventKind,
         runner: Option<&str>,
     ) -> Result<Event> {
+        self.insert_task_with(task, std::slice::from_ref(first), runner)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| store_error("the store did not return the first event."))
+    }
+
+    /// [`Store::insert_task_run_by`] with several first events (at least one), appended in
+    /// order in the same transaction.
+    pub fn insert_task_with(
+        &self,
+        task: &Task,
+        events: &[EventKind],
+        runner: Option<&str>,
+    ) -> Result<Vec<Event>> {
+        if events.is_empty() {
+            return Err(store_error("a task is stored with its first event."));
+        }
         let enc = encode(task)?;
         self.write("store a task", |tx| {
             let inserted = tx
@@ -317,11 +334,7 @@ impl Store {
             if let Some(runner) = runner {
                 set_runner_in(tx, &task.id, runner)?;
             }
-            let mut events =
-                append_in(tx, &task.id, std::slice::from_ref(first), Timestamp::now())?;
-            events
-                .pop()
-                .ok_or_else(|| store_error("the store did not return the first event."))
+            append_in(tx, &task.id, events, Timestamp::now())
         })
     }
 

@@ -31,6 +31,8 @@ pub const META_NAMESPACE: &str = "legate";
 pub const META_MESSAGE_ID: &str = "messageId";
 /// Set to `true` in a prompt response's `_meta.legate` to ask for input.
 pub const META_INPUT_REQUIRED: &str = "inputRequired";
+/// Set to `true` in a prompt response's `_meta.legate` to say the answer is a direct message.
+pub const META_DIRECT_MESSAGE: &str = "directMessage";
 
 /// The name the agent gives itself at `initialize`.
 pub const AGENT_NAME: &str = "legate-tck";
@@ -72,8 +74,16 @@ pub fn meta_message_id(meta: Option<&Meta>) -> Option<&str> {
 }
 
 fn input_required_meta() -> Meta {
+    flag_meta(META_INPUT_REQUIRED)
+}
+
+fn direct_message_meta() -> Meta {
+    flag_meta(META_DIRECT_MESSAGE)
+}
+
+fn flag_meta(name: &str) -> Meta {
     let mut legate = Map::new();
-    legate.insert(META_INPUT_REQUIRED.into(), Value::Bool(true));
+    legate.insert(name.into(), Value::Bool(true));
     let mut meta = Map::new();
     meta.insert(META_NAMESPACE.into(), Value::Object(legate));
     meta
@@ -127,6 +137,10 @@ impl Turn<'_> {
                 for chunk in chunks {
                     self.text(chunk)?;
                 }
+            }
+            Behaviour::DirectMessage(text) => {
+                self.text(text)?;
+                return Ok(PromptResponse::new(StopReason::EndTurn).meta(direct_message_meta()));
             }
             Behaviour::Echo => {
                 if !prompt.is_empty() {
@@ -283,6 +297,13 @@ mod tests {
         assert_eq!(meta_message_id(Some(&meta)), Some("tck-complete-task-1"));
         assert!(legate_backend::acp::ext::input_required(Some(
             &input_required_meta()
+        )));
+        assert_eq!(
+            META_DIRECT_MESSAGE,
+            legate_backend::acp::ext::DIRECT_MESSAGE
+        );
+        assert!(legate_backend::acp::ext::direct_message(Some(
+            &direct_message_meta()
         )));
     }
 }

@@ -16,7 +16,7 @@
 //! | `tck-artifact-file` | a blob resource `output.txt` (`text/plain`) | `completed`, file part (bytes) |
 //! | `tck-artifact-file-url` | a `resource_link` to `https://example.com/output.txt` | `completed`, file part (URL) |
 //! | `tck-artifact-data` | an `application/json` text resource `{"key": "value", "count": 42}` | `completed`, data part |
-//! | `tck-message-response` | says "Direct message response" | `completed` (Legate answers a task, never a bare message) |
+//! | `tck-message-response` | says "Direct message response", ending with `_meta.legate.directMessage` | `completed`; `SendMessage` answers a bare `Message` |
 //! | `tck-input-required` | asks for input (`end_turn` + `_meta.legate.inputRequired`) | `input-required` |
 //! | `tck-reject-task` | stop reason `refusal` | `rejected` |
 //! | `tck-fail-task` | answers the prompt with an error | `failed` (`AGENT_FAILED`) |

@@ -35,6 +35,9 @@ pub enum Behaviour {
     /// Sends these message chunks, in order, and ends the turn (`end_turn`): the task
     /// completes with their concatenation as its answer. No chunks: an empty answer.
     Answer(&'static [&'static str]),
+    /// Says this text and ends the turn saying the answer is a direct message (`end_turn`
+    /// with `_meta.legate.directMessage`): the A2A front answers a bare `Message`.
+    DirectMessage(&'static str),
     /// Hands over the file [`FILE_NAME`] ([`FILE_MEDIA_TYPE`], bytes [`FILE_BYTES_BASE64`])
     /// as an embedded blob resource, and ends the turn.
     File,
@@ -63,7 +66,7 @@ const TABLE: &[(&str, Behaviour)] = &[
     ("tck-complete-task", Behaviour::Answer(&["Hello from TCK"])),
     (
         "tck-message-response",
-        Behaviour::Answer(&["Direct message response"]),
+        Behaviour::DirectMessage("Direct message response"),
     ),
     (
         "tck-artifact-text",
@@ -134,7 +137,7 @@ mod tests {
             ("tck-complete-task", Behaviour::Answer(&["Hello from TCK"])),
             (
                 "tck-message-response",
-                Behaviour::Answer(&["Direct message response"]),
+                Behaviour::DirectMessage("Direct message response"),
             ),
             (
                 "tck-artifact-text",

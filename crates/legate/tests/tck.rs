@@ -219,3 +219,111 @@ fn an_agent_waiting_for_input_outlives_the_idle_timeout_and_an_idle_one_does_not
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// The texts of a task's history, and its messages' roles and ids.
+fn history(task: &Value) -> Vec<(String, String, String)> {
+    task["history"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .map(|m| {
+                    (
+                        m["role"].as_str().unwrap_or("").to_string(),
+                        m["messageId"].as_str().unwrap_or("").to_string(),
+                        m["parts"][0]["text"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_direct_answer_is_a_bare_message_and_a_task_keeps_every_turn_in_its_history() {
+    let sut = Sut::start();
+
+    // DM-MSG-001: the agent says its answer needs no task; SendMessage answers a Message.
+    let answer = sut.rpc(
+        "SendMessage",
+        json!({"message": {"messageId": "tck-message-response-e2e", "role": "ROLE_USER",
+                           "parts": [{"text": "hi"}]}}),
+    );
+    let message = &answer["result"]["message"];
+    assert!(answer["result"]["task"].is_null(), "{answer}");
+    assert_eq!(message["role"], json!("ROLE_AGENT"), "{answer}");
+    assert_eq!(
+        message["parts"][0]["text"],
+        json!("Direct message response")
+    );
+    assert!(message["messageId"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(message["taskId"].is_null(), "nothing to track: {answer}");
+    // The work is still a stored task, named in the message's metadata.
+    let stored = message["metadata"]["legateTaskId"].as_str().unwrap();
+    let got = sut.rpc("GetTask", json!({"id": stored}));
+    assert_eq!(state(&got["result"]), "TASK_STATE_COMPLETED", "{got}");
+    assert_eq!(got["result"]["contextId"], message["contextId"]);
+    // Any other answer stays a task.
+    let task = sut.send("tck-complete-task-dm", "hello", None);
+    assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+
+    // CORE-HIST-005/006: every turn of a multi-turn task, in order, with the caller's ids.
+    let asked = sut.send("tck-input-required-h0", "TCK prerequisite", None);
+    let id = asked["id"].as_str().unwrap().to_string();
+    let q = legate_tck::scenario::INPUT_QUESTION;
+    for (n, text) in ["TCK history message 1", "TCK history message 2"]
+        .iter()
+        .enumerate()
+    {
+        let again = sut.send(&format!("tck-input-required-h{}", n + 1), text, Some(&id));
+        assert_eq!(state(&again), "TASK_STATE_INPUT_REQUIRED", "{again}");
+    }
+    let done = sut.send(
+        "tck-complete-task-h3",
+        "TCK complete after history",
+        Some(&id),
+    );
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+    let got = sut.rpc("GetTask", json!({"id": id, "historyLength": 10}));
+    let h = history(&got["result"]);
+    let texts: Vec<&str> = h.iter().map(|(_, _, t)| t.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "TCK prerequisite",
+            q,
+            "TCK history message 1",
+            q,
+            "TCK history message 2",
+            q,
+            "TCK complete after history",
+            "Hello from TCK"
+        ],
+        "{got}"
+    );
+    let users: Vec<&str> = h
+        .iter()
+        .filter(|(role, _, _)| role == "ROLE_USER")
+        .map(|(_, id, _)| id.as_str())
+        .collect();
+    assert_eq!(
+        users,
+        [
+            "tck-input-required-h0",
+            "tck-input-required-h1",
+            "tck-input-required-h2",
+            "tck-complete-task-h3"
+        ]
+    );
+    assert!(h[1].0 == "ROLE_AGENT" && h[7].0 == "ROLE_AGENT", "{h:?}");
+    // historyLength: the last n of them; 0 none. The blocking answer has the whole history.
+    let last = sut.rpc("GetTask", json!({"id": id, "historyLength": 3}));
+    let texts: Vec<String> = history(&last["result"]).into_iter().map(|m| m.2).collect();
+    assert_eq!(
+        texts,
+        [q, "TCK complete after history", "Hello from TCK"],
+        "{last}"
+    );
+    let none = sut.rpc("GetTask", json!({"id": id, "historyLength": 0}));
+    assert!(history(&none["result"]).is_empty(), "{none}");
+    assert_eq!(history(&done).len(), 8, "{done}");
+}

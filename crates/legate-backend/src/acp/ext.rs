@@ -6,6 +6,10 @@
 //! - `session/prompt` response: `_meta.legate.inputRequired: true` with stop reason `end_turn`
 //!   says the agent ended its turn to ask the caller for more input; the driver reports it as
 //!   [`crate::StopReason::InputRequired`].
+//! - `session/prompt` response: `_meta.legate.directMessage: true` with stop reason
+//!   `end_turn` says the answer is a direct message that needs no task tracking (A2A §3.1.1:
+//!   "a direct Message response for simple interactions"); the driver reports it as
+//!   [`crate::StopReason::DirectMessage`]. Asking for input wins over it.
 //!
 //! This module owns those names and their parsing; it never decides what a stop means (the
 //! engine does).
@@ -18,6 +22,9 @@ pub const NAMESPACE: &str = "legate";
 pub const MESSAGE_ID: &str = "messageId";
 /// `true` in a prompt response's `_meta.legate` when the agent asks for input.
 pub const INPUT_REQUIRED: &str = "inputRequired";
+
+/// `true` in a prompt response's `_meta.legate` when the answer is a direct message.
+pub const DIRECT_MESSAGE: &str = "directMessage";
 
 /// The `_meta` of a prompt request for a turn that answers message `message_id`.
 pub fn prompt_meta(message_id: Option<&str>) -> Option<Map<String, Value>> {
@@ -36,8 +43,18 @@ pub fn message_id(meta: Option<&Map<String, Value>>) -> Option<&str> {
 
 /// Whether a prompt response's `_meta` says the agent asks for input.
 pub fn input_required(meta: Option<&Map<String, Value>>) -> bool {
+    flag(meta, INPUT_REQUIRED)
+}
+
+/// Whether a prompt response's `_meta` says the answer is a direct message.
+pub fn direct_message(meta: Option<&Map<String, Value>>) -> bool {
+    flag(meta, DIRECT_MESSAGE)
+}
+
+/// `_meta.legate.<name>` is `true` (anything else, or nothing, is `false`).
+fn flag(meta: Option<&Map<String, Value>>, name: &str) -> bool {
     meta.and_then(|m| m.get(NAMESPACE))
-        .and_then(|l| l.get(INPUT_REQUIRED))
+        .and_then(|l| l.get(name))
         .and_then(Value::as_bool)
         .unwrap_or(false)
 }
@@ -70,6 +87,14 @@ mod tests {
         assert!(input_required(Some(&input_required_meta())));
         assert!(!input_required(Some(&meta)));
         assert!(!input_required(None));
+        let direct: Map<String, Value> =
+            serde_json::from_value(json!({"legate": {"directMessage": true}})).unwrap();
+        assert!(direct_message(Some(&direct)));
+        assert!(!input_required(Some(&direct)));
+        assert!(!direct_message(Some(&input_required_meta())));
+        let odd: Map<String, Value> =
+            serde_json::from_value(json!({"legate": {"directMessage": 1}})).unwrap();
+        assert!(!direct_message(Some(&odd)));
         let odd: Map<String, Value> =
             serde_json::from_value(json!({"legate": {"inputRequired": "yes"}})).unwrap();
         assert!(!input_required(Some(&odd)));

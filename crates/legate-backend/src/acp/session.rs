@@ -605,8 +605,9 @@ impl AcpSession {
                     usage
                 });
                 let asks = super::ext::input_required(resp.meta.as_ref());
+                let direct = super::ext::direct_message(resp.meta.as_ref());
                 let outcome = TurnOutcome {
-                    stop_reason: translate::stop_reason(resp.stop_reason, asks),
+                    stop_reason: translate::stop_reason(resp.stop_reason, asks, direct),
                     usage,
                 };
                 info!(

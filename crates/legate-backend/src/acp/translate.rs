@@ -88,10 +88,17 @@ fn wire_name<T: serde::Serialize>(value: &T) -> String {
 }
 
 /// ACP's stop reason as Legate's. `input_required` says whether the agent asked for more
-/// input (`_meta.legate.inputRequired` on an `end_turn`, see [`super::ext`]).
-pub(crate) fn stop_reason(reason: acp::StopReason, input_required: bool) -> StopReason {
+/// input (`_meta.legate.inputRequired` on an `end_turn`, see [`super::ext`]), `direct`
+/// whether it said its answer is a direct message (`_meta.legate.directMessage`); asking
+/// wins.
+pub(crate) fn stop_reason(
+    reason: acp::StopReason,
+    input_required: bool,
+    direct: bool,
+) -> StopReason {
     match reason {
         acp::StopReason::EndTurn if input_required => StopReason::InputRequired,
+        acp::StopReason::EndTurn if direct => StopReason::DirectMessage,
         acp::StopReason::EndTurn => StopReason::EndTurn,
         acp::StopReason::MaxTokens => StopReason::MaxTokens,
         acp::StopReason::MaxTurnRequests => StopReason::MaxTurnRequests,
@@ -532,16 +539,28 @@ mod tests {
             (acp::StopReason::Refusal, StopReason::Refusal),
             (acp::StopReason::Cancelled, StopReason::Cancelled),
         ] {
-            assert_eq!(stop_reason(acp_reason, false), ours);
+            assert_eq!(stop_reason(acp_reason, false, false), ours);
             assert_eq!(wire_name(&acp_reason), ours.as_str());
         }
         assert_eq!(
-            stop_reason(acp::StopReason::EndTurn, true),
+            stop_reason(acp::StopReason::EndTurn, true, false),
             StopReason::InputRequired
+        );
+        assert_eq!(
+            stop_reason(acp::StopReason::EndTurn, false, true),
+            StopReason::DirectMessage
+        );
+        assert_eq!(
+            stop_reason(acp::StopReason::EndTurn, true, true),
+            StopReason::InputRequired
+        );
+        assert_eq!(
+            stop_reason(acp::StopReason::Refusal, false, true),
+            StopReason::Refusal
         );
         // Only an ended turn can ask for input: a refusal stays a refusal.
         assert_eq!(
-            stop_reason(acp::StopReason::Refusal, true),
+            stop_reason(acp::StopReason::Refusal, true, false),
             StopReason::Refusal
         );
     }
