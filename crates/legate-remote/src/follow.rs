@@ -6,7 +6,7 @@
 //! This module never decides the local task's state: it returns how the remote turn ended.
 
 use crate::connect::{Remote, timed};
-use crate::errors::{from_a2a, protocol};
+use crate::errors::{excerpt, from_a2a, protocol};
 use crate::translate::Relay;
 use a2a::{CancelTaskRequest, GetTaskRequest, StreamResponse};
 use a2a_client::BoxStream;
@@ -23,6 +23,21 @@ pub const POLL_FIRST: Duration = Duration::from_millis(100);
 pub const POLL_MAX: Duration = Duration::from_secs(3);
 /// How long a cancel waits for the remote to name its task, so that it can be canceled.
 pub const CANCEL_NAME_WAIT: Duration = Duration::from_secs(5);
+
+/// The longest task or context id a remote may name (its ids are stored and shown).
+pub const MAX_REMOTE_ID_BYTES: usize = 256;
+
+/// Refuses a remote id that is empty, longer than [`MAX_REMOTE_ID_BYTES`] or holds a
+/// control character: `REMOTE_PROTOCOL_ERROR`, the id shown only as an escaped excerpt.
+pub fn check_remote_id(what: &str, id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_REMOTE_ID_BYTES || id.chars().any(char::is_control) {
+        return Err(protocol(format!(
+            "the remote named its {what} with an id that is empty, over {MAX_REMOTE_ID_BYTES} bytes or holds control characters ({})",
+            excerpt(id)
+        )));
+    }
+    Ok(())
+}
 
 /// One turn being followed.
 #[derive(Debug)]
@@ -67,9 +82,27 @@ impl Follow<'_> {
         Ok(())
     }
 
-    /// Translates and relays one streamed update.
+    /// Translates and relays one streamed update. The ids it names are the remote's text:
+    /// an empty one, one with control characters or longer than [`MAX_REMOTE_ID_BYTES`],
+    /// or a task id other than the one this turn follows, is `REMOTE_PROTOCOL_ERROR` before
+    /// anything of the update is recorded or relayed.
     pub fn relay_update(&mut self, update: &StreamResponse) -> Result<()> {
-        if let (Some(t), c) = Relay::names(update) {
+        let (task, context) = Relay::names(update);
+        for (what, id) in [("task", task), ("context", context)] {
+            if let Some(id) = id {
+                check_remote_id(what, id)?;
+            }
+        }
+        if let (Some(t), Some(known)) = (task, self.relay.task_id.as_deref())
+            && t != known
+        {
+            return Err(protocol(format!(
+                "the remote's stream for task {} names another task, {}",
+                excerpt(known),
+                excerpt(t)
+            )));
+        }
+        if let (Some(t), c) = (task, context) {
             let (t, c) = (t.to_string(), c.map(str::to_owned));
             self.record(&t, c.as_deref())?;
         }

@@ -97,6 +97,23 @@ fn integral(v: &Value) -> Value {
     }
 }
 
+/// The longest model name kept from a remote's usage (longer ones end with `…`).
+const MAX_MODEL_CHARS: usize = 128;
+
+/// `model` without control characters, at most [`MAX_MODEL_CHARS`] of them (then `…`).
+fn clean_model(model: &str) -> String {
+    let mut out: String = model
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_MODEL_CHARS + 1)
+        .collect();
+    if out.chars().count() > MAX_MODEL_CHARS {
+        out = out.chars().take(MAX_MODEL_CHARS).collect();
+        out.push('…');
+    }
+    out
+}
+
 /// One turn's translation state.
 #[derive(Debug)]
 pub struct Relay {
@@ -326,8 +343,11 @@ impl Relay {
 
     fn usage_from(&mut self, v: Option<&Value>) {
         if let Some(u) = v.filter(|u| u.is_object())
-            && let Ok(usage) = serde_json::from_value::<Usage>(integral(u))
+            && let Ok(mut usage) = serde_json::from_value::<Usage>(integral(u))
         {
+            // The model name is shown by `legate usage` and the dashboard: no escape
+            // sequence of the remote's, and bounded.
+            usage.model = usage.model.map(|m| clean_model(&m));
             self.usage = Some(usage);
         }
     }
@@ -499,6 +519,28 @@ mod tests {
             },
             metadata: None,
         })
+    }
+
+    /// The remote's usage is its own numbers and words: a model name with escape sequences
+    /// or of any length is cleaned and bounded; negative or fractional counts are not usage.
+    #[test]
+    fn hostile_remote_usage_is_cleaned_or_dropped() {
+        let with = |usage: Value| {
+            let mut u = status(TaskState::Working, None, None);
+            if let StreamResponse::StatusUpdate(s) = &mut u {
+                s.metadata = Some([("usage".to_string(), usage)].into());
+            }
+            let mut r = Relay::new(Bounds::default());
+            r.update(&u).unwrap();
+            r.usage
+        };
+        let model = format!("\x1b]0;pwned\x07gpt{}", "m".repeat(10_000));
+        let u = with(serde_json::json!({"inputTokens": 5, "model": model})).unwrap();
+        let m = u.model.unwrap();
+        assert!(!m.chars().any(char::is_control), "{m:?}");
+        assert!(m.chars().count() <= MAX_MODEL_CHARS + 1, "{}", m.len());
+        assert!(with(serde_json::json!({"inputTokens": -5})).is_none());
+        assert!(with(serde_json::json!({"outputTokens": 2.5})).is_none());
     }
 
     #[test]

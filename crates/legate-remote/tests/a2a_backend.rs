@@ -532,3 +532,71 @@ async fn the_first_update_is_recorded_before_it_is_relayed() {
     );
     assert_eq!(text(&drain(&stream)), "the answer");
 }
+
+/// A hostile remote names its task with hostile text: empty, control characters, a
+/// megabyte of id, or a second task id in the middle of the turn. Each is refused as
+/// `REMOTE_PROTOCOL_ERROR` before it is recorded or relayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_remote_task_ids_are_refused_before_they_are_recorded() {
+    let url = foreign().await;
+    let mut spec = far(&url, None, true);
+    if let legate_core::Transport::Url(r) = &mut spec.transport {
+        r.agent = None;
+    }
+    let remote = legate_remote::connect::Remote::connect(&spec)
+        .await
+        .unwrap();
+    let status = |task: &str, context: &str| {
+        let m = a2a::Message::new(a2a::Role::Agent, vec![a2a::Part::text("hostile")]);
+        a2a::StreamResponse::StatusUpdate(a2a::TaskStatusUpdateEvent {
+            task_id: task.into(),
+            context_id: context.into(),
+            status: a2a::TaskStatus {
+                state: a2a::TaskState::Working,
+                message: Some(m),
+                timestamp: None,
+            },
+            metadata: None,
+        })
+    };
+    let huge = "x".repeat(1 << 20);
+    let cases: Vec<(Vec<a2a::StreamResponse>, usize)> = vec![
+        (vec![status("", "c1")], 0),
+        (vec![status("r1\x1b[2J\nforged", "c1")], 0),
+        (vec![status(&huge, "c1")], 0),
+        (vec![status("r1", &huge)], 0),
+        (vec![status("r1", "c1"), status("r2", "c1")], 1),
+    ];
+    for (updates, recorded) in cases {
+        let (sink, stream) = EventSink::channel();
+        let stream = Arc::new(Mutex::new(stream));
+        let ledger = Arc::new(Ledger {
+            stream: stream.clone(),
+            calls: Mutex::new(Vec::new()),
+        });
+        let as_ledger: Arc<dyn RemoteLedger> = ledger.clone();
+        let cancel = CancellationToken::new();
+        let task = TaskId("local".into());
+        let mut follow = legate_remote::follow::Follow {
+            remote: &remote,
+            task: &task,
+            ledger: Some(&as_ledger),
+            sink: &sink,
+            cancel: &cancel,
+            relay: legate_remote::translate::Relay::new(Default::default()),
+            recorded: false,
+            cancel_sent: false,
+        };
+        let (last, first) = updates.split_last().unwrap();
+        for u in first {
+            follow.relay_update(u).unwrap();
+        }
+        drain(&stream);
+        let e = follow.relay_update(last).unwrap_err();
+        assert_eq!(e.code, ErrorCode::RemoteProtocolError, "{e}");
+        assert!(e.message.len() < 1024, "the id is not echoed whole");
+        assert!(!e.message.contains('\x1b'), "{e}");
+        assert_eq!(ledger.calls.lock().unwrap().len(), recorded);
+        assert!(drain(&stream).is_empty(), "nothing of it is relayed");
+    }
+}

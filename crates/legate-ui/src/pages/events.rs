@@ -35,6 +35,10 @@ fn body(kind: &EventKind) -> Markup {
             @if let Some(m) = message { " — " (m) }
             @if let Some(e) = error { " " code { (e.code.as_str()) } " " (e.message) }
         },
+        EventKind::Prompt { text, message_id } => html! {
+            span { "prompt" @if let Some(id) = message_id { " " code { (id) } } ": " }
+            span.text { (text) }
+        },
         EventKind::Message { text } => html! { span.text { (text) } },
         EventKind::Thought { text } => html! { span.text.muted { (text) } },
         EventKind::ToolCall(t) => html! {
@@ -95,5 +99,67 @@ pub fn decision(d: legate_core::Decision) -> &'static str {
         legate_core::Decision::Allow => "allow",
         legate_core::Decision::Deny => "deny",
         legate_core::Decision::Ask => "ask",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use legate_core::{TaskId, Timestamp};
+    use proptest::prelude::*;
+
+    fn event(kind: EventKind) -> Event {
+        Event {
+            task_id: TaskId("t".into()),
+            seq: 1,
+            at: Timestamp(0),
+            kind,
+        }
+    }
+
+    /// The caller's prompt (stored with each turn) is shown as text, escaped, with its
+    /// message id, not as a JSON blob.
+    #[test]
+    fn a_prompt_is_shown_as_escaped_text() {
+        let html = item(&event(EventKind::Prompt {
+            text: "<script>alert(1)</script>".into(),
+            message_id: Some("\"><img src=x onerror=alert(2)>".into()),
+        }))
+        .into_string();
+        assert!(html.contains("event-prompt"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("&lt;img src=x onerror=alert(2)&gt;"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<script") && !html.contains("<img"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("code class=\"raw\""),
+            "shown as JSON: {html}"
+        );
+    }
+
+    proptest! {
+        /// Whatever text a prompt, message or stderr line holds, no tag of its own survives
+        /// (every generated text opens a tag `<x`, which no markup of this module does).
+        #[test]
+        fn hostile_text_never_becomes_markup(tail in "\\PC{0,80}") {
+            let text = format!("<x{tail}");
+            for kind in [
+                EventKind::Prompt { text: text.clone(), message_id: Some(text.clone()) },
+                EventKind::Message { text: text.clone() },
+                EventKind::Stderr { line: text.clone() },
+            ] {
+                let html = item(&event(kind)).into_string();
+                prop_assert!(!html.contains("<x"), "{}", html);
+            }
+        }
     }
 }

@@ -248,7 +248,7 @@ pub fn task_tokens(t: &Task) -> Option<u64> {
     let u = t.usage.as_ref()?;
     u.total_tokens.or(match (u.input_tokens, u.output_tokens) {
         (None, None) => None,
-        (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+        (i, o) => Some(i.unwrap_or(0).saturating_add(o.unwrap_or(0))),
     })
 }
 
@@ -317,6 +317,18 @@ mod tests {
             let e = encode(&v);
             prop_assert!(!e.contains('&') && !e.contains('=') && !e.contains('#') && !e.contains(' '));
         }
+    }
+
+    /// A remote agent reports whatever counts it likes: the list must not overflow on them.
+    #[test]
+    fn huge_remote_counts_do_not_overflow() {
+        let mut t = legate_core::Task::new("t", "c", "remote", "p");
+        t.usage = Some(legate_core::Usage {
+            input_tokens: Some(u64::MAX),
+            output_tokens: Some(2),
+            ..legate_core::Usage::default()
+        });
+        assert_eq!(task_tokens(&t), Some(u64::MAX));
     }
 
     #[test]

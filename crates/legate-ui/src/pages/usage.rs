@@ -238,7 +238,7 @@ fn chart(g: &Grouped) -> Markup {
     };
     let max = days
         .iter()
-        .map(|(_, a)| a.values().map(|s| s.tokens).sum::<u64>())
+        .map(|(_, a)| a.values().fold(0u64, |sum, s| sum.saturating_add(s.tokens)))
         .max()
         .unwrap_or(0)
         .max(1);

@@ -110,6 +110,21 @@ fn an_empty_report_says_so() {
     assert!(!html.contains("<svg"));
 }
 
+/// Two agents on one day whose (remote-reported) counts are each near `u64::MAX`: the chart's
+/// tallest day saturates instead of overflowing.
+#[test]
+fn huge_counts_of_two_agents_on_one_day_render() {
+    let report = UsageReport {
+        by_task: vec![
+            line("a", None, Some(u64::MAX)),
+            line("b", None, Some(u64::MAX)),
+        ],
+        ..UsageReport::default()
+    };
+    let html = render(&group(&report)).into_string();
+    assert!(html.contains(&u64::MAX.to_string()));
+}
+
 proptest! {
     #[test]
     fn any_names_and_counts_render_escaped(agent in "\\PC{0,30}", model in "\\PC{0,30}", total in any::<u64>(), at in any::<i64>()) {
