@@ -351,8 +351,9 @@ pub fn report_lines(report: &legate_core::Report) -> Vec<String> {
 }
 
 /// `s` on one line: whitespace runs made one space, control characters dropped, at most
-/// `max` characters.
-fn clean(s: &str, max: usize) -> String {
+/// `max` characters. For any text an agent or a remote server chose, before it reaches the
+/// terminal.
+pub(crate) fn clean(s: &str, max: usize) -> String {
     let flat: String = s
         .split_whitespace()
         .collect::<Vec<_>>()

@@ -43,28 +43,35 @@ pub fn print(store: &Records, args: UsageArgs) -> Result<ExitCode> {
         crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    // Session ids and model names are what an agent (or a remote server) said: cleaned of
+    // control characters and bounded before they reach the terminal.
+    let clean = |s: &str| crate::render::clean(s, 128);
     crate::out!("by task")?;
     for t in &report.by_task {
         crate::out!(
             "  {}  {:<10} {:<20} {}",
             t.task_id,
             t.agent,
-            t.model.as_deref().unwrap_or("-"),
+            clean(t.model.as_deref().unwrap_or("-")),
             counters(&t.totals)
         )?;
     }
     crate::out!("by session")?;
     for (session, totals) in &report.by_session {
         let name = if session.is_empty() {
-            "(none)"
+            "(none)".to_string()
         } else {
-            session
+            clean(session)
         };
         crate::out!("  {name:<38} {}", counters(totals))?;
     }
     crate::out!("by model")?;
     for (model, totals) in &report.by_model {
-        let name = if model.is_empty() { "(unknown)" } else { model };
+        let name = if model.is_empty() {
+            "(unknown)".to_string()
+        } else {
+            clean(model)
+        };
         crate::out!("  {name:<38} {}", counters(totals))?;
     }
     crate::out!("total")?;
