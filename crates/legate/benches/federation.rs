@@ -10,7 +10,9 @@
 //!   the whole task's time, on the back alone and through the front.
 //!
 //! Run: `cargo bench -p legate --bench federation` (env `FED_TASKS`, default 20; `FED_EVENTS`,
-//! default 2000; `FED_ROUNDS`, default 3). Figures go in `docs/BENCHMARKS.md`.
+//! default 200; `FED_ROUNDS`, default 3). Figures go in `docs/BENCHMARKS.md`. The relay's cost
+//! grows with the square of `FED_EVENTS`: revisor re-sends its whole plan (one entry per
+//! thought) twice per thought, so keep it in the hundreds.
 //! `cargo test --benches` runs it with 2 tasks, 50 events, 1 round.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -94,7 +96,7 @@ fn main() {
     let events = if testing {
         50
     } else {
-        env_or("FED_EVENTS", 2000)
+        env_or("FED_EVENTS", 200)
     };
     let rounds = if testing { 1 } else { env_or("FED_ROUNDS", 3) };
 

@@ -336,3 +336,34 @@ fn contains_anywhere(dir: &std::path::Path, needle: &[u8]) -> bool {
         }
     })
 }
+
+/// A long stream from the back (a few hundred thoughts, each instruction also re-sending the
+/// revisor's whole plan twice, so the bytes grow with the square of the count) reaches the
+/// front's caller whole, in order, and ends `completed`.
+#[test]
+fn a_long_stream_of_thoughts_through_the_front_arrives_whole_and_ends() {
+    const N: usize = 200;
+    let fleet = Fleet::start("");
+    let prompt: String = (0..N).map(|i| format!("think: thought {i}\n")).collect();
+    let mut caller = fleet.front.stream("back", "fed-long", &prompt);
+    caller.drain();
+    let thoughts: Vec<String> = caller
+        .frames
+        .iter()
+        .filter(|f| frame_kind(f) == Some("thought"))
+        .map(|f| {
+            f["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    let expected: Vec<String> = (0..N).map(|i| format!("thought {i}")).collect();
+    assert_eq!(thoughts, expected);
+    assert_eq!(
+        frame_state(caller.frames.last().unwrap()),
+        Some("TASK_STATE_COMPLETED"),
+        "{:?}",
+        caller.frames.last()
+    );
+}
