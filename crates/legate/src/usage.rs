@@ -4,7 +4,7 @@
 //! prints. It never shows 0 for a counter nobody reported: that is `-`.
 
 use anyhow::Result;
-use legate_engine::{Records, UsageFilter, UsageTotals};
+use legate_engine::{Records, UsageFilter, UsageReport, UsageTotals};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -43,40 +43,48 @@ pub fn print(store: &Records, args: UsageArgs) -> Result<ExitCode> {
         crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    // Session ids and model names are what an agent (or a remote server) said: cleaned of
-    // control characters and bounded before they reach the terminal.
+    for line in lines(&report) {
+        crate::out!("{line}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report as the lines `legate usage` prints. Agent names, session ids and model names
+/// are what an agent (or a remote server) said: cleaned of control characters and bounded
+/// before they reach the terminal.
+fn lines(report: &UsageReport) -> Vec<String> {
     let clean = |s: &str| crate::render::clean(s, 128);
-    crate::out!("by task")?;
+    let mut out = vec!["by task".to_string()];
     for t in &report.by_task {
-        crate::out!(
+        out.push(format!(
             "  {}  {:<10} {:<20} {}",
             t.task_id,
-            t.agent,
+            clean(&t.agent),
             clean(t.model.as_deref().unwrap_or("-")),
             counters(&t.totals)
-        )?;
+        ));
     }
-    crate::out!("by session")?;
+    out.push("by session".to_string());
     for (session, totals) in &report.by_session {
         let name = if session.is_empty() {
             "(none)".to_string()
         } else {
             clean(session)
         };
-        crate::out!("  {name:<38} {}", counters(totals))?;
+        out.push(format!("  {name:<38} {}", counters(totals)));
     }
-    crate::out!("by model")?;
+    out.push("by model".to_string());
     for (model, totals) in &report.by_model {
         let name = if model.is_empty() {
             "(unknown)".to_string()
         } else {
             clean(model)
         };
-        crate::out!("  {name:<38} {}", counters(totals))?;
+        out.push(format!("  {name:<38} {}", counters(totals)));
     }
-    crate::out!("total")?;
-    crate::out!("  {:<38} {}", "", counters(&report.total))?;
-    Ok(ExitCode::SUCCESS)
+    out.push("total".to_string());
+    out.push(format!("  {:<38} {}", "", counters(&report.total)));
+    out
 }
 
 fn counters(t: &UsageTotals) -> String {
@@ -96,4 +104,41 @@ fn counters(t: &UsageTotals) -> String {
         s.push_str(&format!(", {} unreported", t.unreported));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use legate_engine::TaskUsage;
+
+    #[test]
+    fn names_an_agent_chose_reach_the_terminal_without_control_characters() {
+        let hostile = "m\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\r\nfake total";
+        let totals = UsageTotals {
+            tasks: 1,
+            input_tokens: Some(3),
+            ..UsageTotals::default()
+        };
+        let mut report = UsageReport {
+            by_task: vec![TaskUsage {
+                task_id: legate_core::TaskId("t1".into()),
+                agent: "a".into(),
+                session_id: Some(hostile.into()),
+                model: Some(hostile.into()),
+                created_at: legate_core::Timestamp(1),
+                totals: totals.clone(),
+            }],
+            total: totals.clone(),
+            ..UsageReport::default()
+        };
+        report.by_session.insert(hostile.into(), totals.clone());
+        report.by_model.insert("x".repeat(10_000), totals);
+        let printed = lines(&report);
+        for line in &printed {
+            assert!(!line.chars().any(char::is_control), "{line:?}");
+            assert!(line.chars().count() < 400, "{} characters", line.len());
+        }
+        assert!(printed.iter().any(|l| l.contains("fake total")));
+    }
 }
