@@ -87,16 +87,9 @@ pub use verify::{
 use legate_core::{Error, ErrorCode};
 use std::path::Path;
 
-/// Lower-case hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest.iter() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
+/// Lower-case hex sha256 of `bytes`: the one definition, in core, shared with the
+/// copy-workspace extension's manifests.
+pub use legate_core::remote::sha256_hex;
 
 /// Makes `dir` (and missing parents) with mode 0700 unless it exists; it must then be a
 /// directory (a symlink to one is refused).
