@@ -171,6 +171,60 @@ error_codes! {
     RemoteWorkspaceUnsupported => "REMOTE_WORKSPACE_UNSUPPORTED",
     /// The files of a copy task exceed the transfer bound to a remote agent; nothing was sent.
     CopyTooLarge => "COPY_TOO_LARGE",
+    /// No comparison has that id.
+    ComparisonNotFound => "COMPARISON_NOT_FOUND",
+    /// No group has that id.
+    GroupNotFound => "GROUP_NOT_FOUND",
+    /// A group with that id exists with another definition.
+    GroupConflict => "GROUP_CONFLICT",
+    /// A group definition is invalid: a cycle, an unknown or duplicate id, a limit passed.
+    WorkflowInvalid => "WORKFLOW_INVALID",
+    /// The context a workflow node would receive from its predecessors exceeds 64 KiB.
+    WorkflowContextTooLarge => "WORKFLOW_CONTEXT_TOO_LARGE",
+    /// A checkpoint no longer matches the files, patch, result or validation it recorded.
+    WorkflowCheckpointChanged => "WORKFLOW_CHECKPOINT_CHANGED",
+    /// The group has no currently valid final synthesis.
+    WorkflowResultUnavailable => "WORKFLOW_RESULT_UNAVAILABLE",
+    /// The group ended (completed, failed or canceled) and takes no new turn.
+    GroupClosed => "GROUP_CLOSED",
+    /// A group's observed token use reached its budget; it is paused.
+    GroupBudgetExceeded => "GROUP_BUDGET_EXCEEDED",
+    /// A group with a budget cannot admit a turn: a task of it reported no token counts.
+    GroupUsageUnavailable => "GROUP_USAGE_UNAVAILABLE",
+    /// A node was being admitted when its process died and no task proves the admission.
+    GroupAdmissionUnverified => "GROUP_ADMISSION_UNVERIFIED",
+    /// A peer message id was sent again with other content; the group is paused.
+    PeerMessageConflict => "PEER_MESSAGE_CONFLICT",
+    /// A peer message passed a route's, node's or group's limit; the group is paused.
+    PeerLimitExceeded => "PEER_LIMIT_EXCEEDED",
+    /// A memory entry is not at the version the caller named.
+    MemoryChanged => "MEMORY_CHANGED",
+    /// No memory entry has that specialist and hash.
+    MemoryNotFound => "MEMORY_NOT_FOUND",
+    /// A memory write would pass the entry count or size limits.
+    MemoryLimitExceeded => "MEMORY_LIMIT_EXCEEDED",
+    /// An input holds what looks like a high-confidence credential; it was not stored.
+    InputSecretDetected => "INPUT_SECRET_DETECTED",
+    /// Two skills share a name with different content.
+    SkillConflict => "SKILL_CONFLICT",
+    /// A bundled skill pack does not match its manifest.
+    SkillPackInvalid => "SKILL_PACK_INVALID",
+    /// A bundled skill pack, or a file its manifest names, is missing.
+    SkillPackMissing => "SKILL_PACK_MISSING",
+    /// An artifact path is unsafe, blocked by the secret policy, or its file changed.
+    BlockedArtifactPath => "BLOCKED_ARTIFACT_PATH",
+    /// No artifact has that name on that task.
+    ArtifactNotFound => "ARTIFACT_NOT_FOUND",
+    /// A tool kind or MCP tool is outside the task's or the configuration's allowed set.
+    ToolNotAllowed => "TOOL_NOT_ALLOWED",
+    /// No MCP server of the configured catalogue has that id.
+    McpServerNotFound => "MCP_SERVER_NOT_FOUND",
+    /// The sandbox policy is not at the version the caller named.
+    SandboxPolicyChanged => "SANDBOX_POLICY_CHANGED",
+    /// A test's sandbox selection is outside the policy's ceiling or touches a protected path.
+    SandboxSelectionDenied => "SANDBOX_SELECTION_DENIED",
+    /// A path lies in a directory the configuration forbids.
+    ForbiddenDirectory => "FORBIDDEN_DIRECTORY",
 }
 
 impl ErrorCode {

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod boundary;
+pub mod controls;
 pub mod error;
 pub mod event;
 pub mod permission;
@@ -21,6 +22,10 @@ pub use agent::{
     Transport,
 };
 pub use boundary::{Boundary, WorkspaceKind};
+pub use controls::{
+    DeliveryMode, GroupNode, McpSelection, MemorySelection, MemorySnapshot, SkillPackage,
+    SkillRecord, SkillResource, SkillSource, TaskControls,
+};
 pub use error::{Error, ErrorCode, Result};
 pub use event::{
     Attachment, Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind,

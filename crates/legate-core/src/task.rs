@@ -268,6 +268,10 @@ pub struct Task {
     /// remote backend through the store, never by the engine's updates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<crate::RemoteRef>,
+    /// What it was given besides its prompt (memory, skills, delivery, tools, artifacts, its
+    /// group), fixed when it was stored; a continuation inherits it.
+    #[serde(default, skip_serializing_if = "crate::TaskControls::is_empty")]
+    pub controls: crate::TaskControls,
     /// When it was stored.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -302,6 +306,7 @@ impl Task {
             session_id: None,
             timeout_secs: DEFAULT_TASK_TIMEOUT_SECS,
             remote: None,
+            controls: crate::TaskControls::default(),
             created_at: now,
             updated_at: now,
         }

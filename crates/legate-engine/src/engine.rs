@@ -256,6 +256,7 @@ impl Engine {
             session_id: None,
             timeout_secs: checked.timeout.as_secs().max(1),
             remote: None,
+            controls: checked.controls,
             created_at: now,
             updated_at: now,
         };

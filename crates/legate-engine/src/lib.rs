@@ -15,6 +15,7 @@ mod budget;
 mod config;
 mod context_lock;
 mod continuation;
+mod controls;
 mod ending;
 mod engine;
 mod fanout;

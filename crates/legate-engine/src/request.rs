@@ -97,6 +97,21 @@ pub struct SubmitRequest {
     /// The role's name (built in or `[roles.NAME]`); `None` for the default `implementer`,
     /// or, for a conversation that has tasks, the role it keeps.
     pub role: Option<String>,
+    /// Private memory entries the agent receives as data (`controls::memory`). `None`: none,
+    /// or for a handoff the source's snapshots; `Some(vec![])`: none. Refused on a
+    /// continuation, which keeps its context's.
+    pub memory: Option<Vec<legate_core::MemorySelection>>,
+    /// Skill packages staged in the copy under `.agents/skills/` (`controls::skills`).
+    pub skills: Vec<legate_core::SkillPackage>,
+    /// Events (the default) or public messages (`controls::delivery`).
+    pub delivery_mode: Option<legate_core::DeliveryMode>,
+    /// The tool kinds the agent may use, within the configured ceiling (`controls::tools`);
+    /// `None` for every kind the role allows.
+    pub allowed_tools: Option<Vec<legate_core::ToolKind>>,
+    /// MCP servers of the configured catalogue handed to the agent (`controls::tools`).
+    pub mcp_servers: Option<Vec<legate_core::McpSelection>>,
+    /// Files of the workspace collected when the task ends (`controls::artifacts`).
+    pub artifact_paths: Vec<String>,
 }
 
 impl SubmitRequest {
@@ -114,6 +129,12 @@ impl SubmitRequest {
             message_id: None,
             json_schema: None,
             role: None,
+            memory: None,
+            skills: Vec::new(),
+            delivery_mode: None,
+            allowed_tools: None,
+            mcp_servers: None,
+            artifact_paths: Vec::new(),
         }
     }
 }
@@ -153,6 +174,9 @@ pub(crate) struct Checked {
     pub(crate) timeout: Duration,
     /// The prompt is empty: the task waits for input instead of running.
     pub(crate) empty: bool,
+    /// What the task is given besides its prompt (`controls`). A group or comparison sets
+    /// its `group` or `comparison_id` here, after the check.
+    pub(crate) controls: legate_core::TaskControls,
 }
 
 impl Engine {
@@ -173,9 +197,15 @@ impl Engine {
             return Err(Error::invalid_input("the prompt is empty"));
         }
         check_size("prompt", &request.prompt)?;
+        let mut continues = None;
         let (context_id, requested) = match &request.context_id {
             Some(c) => {
                 let c = validate_context_id(c)?;
+                continues = match self.latest_task(&c) {
+                    Ok(last) => Some(last),
+                    Err(e) if e.code == legate_core::ErrorCode::ContextNotFound => None,
+                    Err(e) => return Err(e),
+                };
                 if let Some(existing) = self.store().context(&c)?
                     && existing.agent != agent.name
                 {
@@ -268,6 +298,7 @@ impl Engine {
                 timeout.as_secs()
             )));
         }
+        let controls = self.check_controls(request, continues.as_ref())?;
         Ok(Checked {
             agent,
             context_id,
@@ -276,6 +307,7 @@ impl Engine {
             copy,
             timeout,
             empty,
+            controls,
         })
     }
 }

@@ -13,7 +13,21 @@ use rusqlite::{Connection, TransactionBehavior};
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// The migration steps, in order. Step `i` moves `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    V3,
+    V4,
+    V5,
+    V6,
+    V7,
+    V8,
+    V9_COMPARISONS,
+    V10_GROUPS,
+    V11_MEMORY,
+    V12_DELIVERY,
+    V13_POLICY,
+];
 
 /// Tasks, their events, and contexts.
 const V1: &str = "
@@ -145,6 +159,32 @@ CREATE INDEX decisions_approval ON decisions (approval_id);
 const V7: &str = "
 ALTER TABLE tasks ADD COLUMN remote TEXT;
 ";
+
+/// What a task was given besides its prompt (`legate_core::TaskControls` as JSON), written
+/// once when the task is inserted.
+const V8: &str = "
+ALTER TABLE tasks ADD COLUMN controls TEXT;
+";
+
+/// Comparisons: several read-only reviews of one version (issue 16). Reserved.
+const V9_COMPARISONS: &str = "";
+
+/// Groups and workflows: definitions, nodes, checkpoints, peer messages (issue 16). Reserved.
+const V10_GROUPS: &str = "";
+
+/// Private memory per project and specialist, and the snapshots tasks received (issue 17).
+/// Reserved.
+const V11_MEMORY: &str = "";
+
+/// Public messages of tasks in `messages` delivery, and collected artifacts (issue 17).
+/// Reserved.
+const V12_DELIVERY: &str = "";
+
+/// The test sandbox policy and other caller-set policies (issue 17). Reserved.
+const V13_POLICY: &str = "";
+
+/// Peer messages between the nodes of a group, and their receipts (issue 16). Reserved.
+const V14_PEERS: &str = "";
 
 fn user_version(conn: &Connection) -> Result<u32> {
     let v: i64 = conn

@@ -23,13 +23,13 @@ const MIN_PREFIX: usize = 4;
 /// The columns [`Store::insert_task`] writes, in order.
 const INSERTED_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
      state, error_code, error_message, status_message, usage, result, session_id, timeout_secs, \
-     created_at, updated_at, model, role";
+     created_at, updated_at, model, role, controls";
 
 /// The columns [`RawTask::from_row`] reads, in order: the inserted ones, then `remote` (only
 /// [`Store::set_task_remote`] writes it).
 pub(crate) const TASK_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
      state, error_code, error_message, status_message, usage, result, session_id, timeout_secs, \
-     created_at, updated_at, model, role, remote";
+     created_at, updated_at, model, role, controls, remote";
 
 /// Which tasks [`Store::list_tasks`] returns. Every `Some` narrows the list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +67,8 @@ struct Encoded<'a> {
     result: Option<String>,
     timeout_secs: i64,
     role: Option<String>,
+    /// `None` for empty controls, so that older readers see the column they knew: empty.
+    controls: Option<String>,
 }
 
 fn path_text<'a>(path: Option<&'a Path>, what: &str) -> Result<Option<&'a str>> {
@@ -110,6 +112,10 @@ fn encode(task: &Task) -> Result<Encoded<'_>> {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|_| json_fail("role"))?,
+        controls: (!task.controls.is_empty())
+            .then(|| serde_json::to_string(&task.controls))
+            .transpose()
+            .map_err(|_| json_fail("controls"))?,
     })
 }
 
@@ -134,6 +140,7 @@ pub(crate) struct RawTask {
     updated_at: i64,
     model: Option<String>,
     role: Option<String>,
+    controls: Option<String>,
     remote: Option<String>,
 }
 
@@ -160,7 +167,8 @@ impl RawTask {
             updated_at: r.get(16)?,
             model: r.get(17)?,
             role: r.get(18)?,
-            remote: r.get(19)?,
+            controls: r.get(19)?,
+            remote: r.get(20)?,
         })
     }
 
@@ -200,6 +208,12 @@ impl RawTask {
             .map(|s| serde_json::from_str::<RemoteRef>(&s))
             .transpose()
             .map_err(|_| bad("remote reference"))?;
+        let controls = self
+            .controls
+            .map(|s| serde_json::from_str::<legate_core::TaskControls>(&s))
+            .transpose()
+            .map_err(|_| bad("controls"))?
+            .unwrap_or_default();
         let timeout_secs = to_u64(self.timeout_secs, "timeout")?;
         Ok(Task {
             id: TaskId(id),
@@ -219,6 +233,7 @@ impl RawTask {
             session_id: self.session_id,
             timeout_secs,
             remote,
+            controls,
             created_at: Timestamp(self.created_at),
             updated_at: Timestamp(self.updated_at),
         })
@@ -298,7 +313,7 @@ impl Store {
             let inserted = tx
                 .prepare_cached(&format!(
                     "INSERT INTO tasks ({INSERTED_COLUMNS}) VALUES \
-                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
+                     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) \
                      ON CONFLICT (id) DO NOTHING"
                 ))
                 .and_then(|mut st| {
@@ -322,6 +337,7 @@ impl Store {
                         task.updated_at.0,
                         task.model,
                         enc.role,
+                        enc.controls,
                     ])
                 })
                 .ctx("store a task")?;
@@ -805,5 +821,25 @@ pub(crate) mod tests {
                 .code,
             ErrorCode::TaskNotFound
         );
+    }
+
+    #[test]
+    fn controls_are_stored_at_insert_and_never_changed_by_updates() {
+        let store = Store::open_in_memory().unwrap();
+        let mut t = task("c1", 1);
+        t.controls.delivery_mode = legate_core::DeliveryMode::Messages;
+        t.controls.artifact_paths = vec!["out/report.txt".into()];
+        store.insert_task(&t, &submitted()).unwrap();
+        let mut updated = t.clone();
+        updated.state = TaskState::Working;
+        updated.controls = legate_core::TaskControls::default();
+        store.update_task(&updated, &[]).unwrap();
+        let read = store.task(&t.id).unwrap().unwrap();
+        assert_eq!(read.state, TaskState::Working);
+        assert_eq!(read.controls, t.controls);
+        // A task without controls reads back empty.
+        let plain = task("c2", 2);
+        store.insert_task(&plain, &submitted()).unwrap();
+        assert!(store.task(&plain.id).unwrap().unwrap().controls.is_empty());
     }
 }

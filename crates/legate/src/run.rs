@@ -103,6 +103,7 @@ pub(crate) async fn run(config: config::Config, args: RunArgs) -> Result<ExitCod
             None => None,
         },
         role: args.role,
+        ..SubmitRequest::new(String::new())
     };
     let task = engine.submit(request)?;
     watch(engine, task).await

@@ -1,0 +1,83 @@
+//! The controls a task is given besides its prompt ([`TaskControls`]): checked once at submit,
+//! stored with the task, inherited by every later task of its context.
+//!
+//! Each control has its own module, which owns its limits and its checks: `memory`
+//! (snapshots of private memory entries), `skills` (packages staged in the copy), `delivery`
+//! (events or messages), `tools` (tool kinds and MCP servers) and `artifacts` (files
+//! collected when the task ends). This module only orders them and applies the one rule they
+//! share: a continuation keeps the controls its context started with, and naming one again is
+//! refused rather than silently ignored.
+//!
+//! Nothing here grants a permission: a control narrows what a task may use or adds data for
+//! the agent to read.
+
+mod artifacts;
+mod delivery;
+mod memory;
+mod skills;
+mod tools;
+
+use crate::engine::Engine;
+use crate::request::SubmitRequest;
+use legate_core::{Error, Result, Task, TaskControls};
+
+impl Engine {
+    /// The controls `request` gives its task. `continues`: the latest task of the context the
+    /// request continues, whose controls are kept (naming memory, skills, tools, MCP servers
+    /// or artifacts again is `INVALID_INPUT`; a delivery mode may be named only if it is the
+    /// same). Changes nothing.
+    pub(crate) fn check_controls(
+        &self,
+        request: &SubmitRequest,
+        continues: Option<&Task>,
+    ) -> Result<TaskControls> {
+        if let Some(last) = continues {
+            return inherit(request, last);
+        }
+        Ok(TaskControls {
+            memory: memory::check(self, request)?,
+            skills: skills::check(self, request)?,
+            delivery_mode: delivery::check(request),
+            allowed_tools: tools::check_tools(self, request)?,
+            mcp_servers: tools::check_mcp(self, request)?,
+            artifact_paths: artifacts::check(self, request)?,
+            group: None,
+            comparison_id: None,
+        })
+    }
+}
+
+/// A continuation's controls: its context's, unchanged.
+fn inherit(request: &SubmitRequest, last: &Task) -> Result<TaskControls> {
+    let named = [
+        ("memory", request.memory.is_some()),
+        ("skills", !request.skills.is_empty()),
+        ("allowedTools", request.allowed_tools.is_some()),
+        ("mcpServers", request.mcp_servers.is_some()),
+        ("artifactPaths", !request.artifact_paths.is_empty()),
+    ];
+    if let Some((name, _)) = named.iter().find(|(_, given)| *given) {
+        return Err(Error::invalid_input(format!(
+            "{name} is fixed when a context starts; a continuation of context {} keeps its own. Start a new task for another selection",
+            last.context_id
+        )));
+    }
+    if let Some(mode) = request.delivery_mode
+        && mode != last.controls.delivery_mode
+    {
+        return Err(Error::invalid_input(format!(
+            "context {} delivers {}; change it with set_delivery_mode, not on a continuation",
+            last.context_id,
+            last.controls.delivery_mode.as_str()
+        )));
+    }
+    Ok(last.controls.clone())
+}
+
+/// The error a control's module returns until it is built: the request is refused, never
+/// silently ignored.
+fn not_yet(name: &str) -> Error {
+    Error::invalid_input(format!(
+        "{name} is not available in this build of Legate yet"
+    ))
+}
