@@ -9,6 +9,11 @@
 //! kernel refuses every such move. When asked, the TCP rights of ABI 4 (`bind`, `connect`) are
 //! handled too, with no port allowed, on kernels that have them.
 //!
+//! A confinement that restricts reads (a test run under a sandbox selection) also handles the
+//! read rights of ABI 1 (reading files, listing directories, executing): they are allowed
+//! beneath the readable paths only (the system directories, the selection's read roots) and
+//! beneath every writable path.
+//!
 //! Two more restrictions ride along where the kernel has them:
 //! * the scopes of ABI 6 (`LANDLOCK_SCOPE_SIGNAL`, `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`), in
 //!   the same (first) layer: the process may not signal, nor connect to an abstract Unix socket
@@ -23,9 +28,9 @@
 
 use crate::Enforcement;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{Ruleset, probe, probe_network, probe_scopes};
+pub(crate) use linux::{Ruleset, abi, probe, probe_network, probe_scopes};
 #[cfg(not(target_os = "linux"))]
-pub(crate) use other::{Ruleset, probe, probe_network, probe_scopes};
+pub(crate) use other::{Ruleset, abi, probe, probe_network, probe_scopes};
 
 /// `EALREADY`: the prepared ruleset was already applied.
 pub(crate) const EALREADY: i32 = libc::EALREADY;
@@ -104,6 +109,38 @@ mod linux {
         })
     }
 
+    /// The running kernel's Landlock ABI version (0: none), as far as this crate knows the
+    /// ABIs (up to 6); probed once per process by asking for each ABI's newest rights.
+    pub(crate) fn abi() -> u8 {
+        static PROBED: OnceLock<u8> = OnceLock::new();
+        *PROBED.get_or_init(|| {
+            let fs = |abi: ABI| {
+                landlock::Ruleset::default()
+                    .set_compatibility(CompatLevel::HardRequirement)
+                    .handle_access(AccessFs::from_all(abi))
+                    .and_then(|r| r.create())
+                    .is_ok()
+            };
+            let v = if probe_scopes() {
+                6
+            } else if fs(ABI::V5) {
+                5
+            } else if probe_network() {
+                4
+            } else if fs(ABI::V3) {
+                3
+            } else if fs(ABI::V2) {
+                2
+            } else if fs(ABI::V1) {
+                1
+            } else {
+                0
+            };
+            tracing::debug!(abi = v, "landlock ABI probed");
+            v
+        })
+    }
+
     /// How many distinct port sets keep their layer cached. Legate's ports change when a
     /// `legate serve` starts or stops, so a handful is plenty; past it the cache starts over.
     const CACHED_LAYERS: usize = 4;
@@ -165,12 +202,14 @@ mod linux {
 
     impl Ruleset {
         /// Builds the ruleset allowing writes beneath each of `writable` (paths that do not
-        /// exist are left out), and, with `deny_network`, no TCP `bind` or `connect` at all
+        /// exist are left out); with `readable`, reads are handled too and allowed beneath
+        /// those paths and the writable ones only; and, with `deny_network`, no TCP `bind` or `connect` at all
         /// (the caller checked [`probe_network`]). With `scoped`, the ABI 6 scopes too (the
         /// caller checked [`probe_scopes`]). With `blocked_ports`, the port layer refusing
         /// TCP `connect` to them (the caller checked [`probe_network`]).
         pub(crate) fn build(
             writable: &[&Path],
+            readable: Option<&[&Path]>,
             enforcement: Enforcement,
             deny_network: bool,
             scoped: bool,
@@ -182,7 +221,11 @@ mod linux {
                     ports: None,
                 });
             }
-            let all = handled(TARGET);
+            let read = AccessFs::from_read(ABI::V1);
+            let all = match readable {
+                Some(_) => handled(TARGET) | read,
+                None => handled(TARGET),
+            };
             let mut ruleset = landlock::Ruleset::default().handle_access(all);
             if scoped {
                 ruleset = ruleset.and_then(|r| {
@@ -219,6 +262,21 @@ mod linux {
                 ruleset = ruleset
                     .add_rule(PathBeneath::new(fd, access))
                     .map_err(|e| failed(format!("allowing writes to {}", path.display()), e))?;
+            }
+            for path in readable.unwrap_or_default() {
+                let Ok(fd) = PathFd::new(path) else {
+                    // A system directory this machine does not have (`/lib32`, `/nix/store`).
+                    tracing::debug!(path = %path.display(), "a readable path is missing; left out");
+                    continue;
+                };
+                let access = if path.is_dir() {
+                    read
+                } else {
+                    read & AccessFs::from_file(ABI::V1)
+                };
+                ruleset = ruleset
+                    .add_rule(PathBeneath::new(fd, access))
+                    .map_err(|e| failed(format!("allowing reads of {}", path.display()), e))?;
             }
             let ports = blocked_ports.map(port_layer).transpose()?;
             // `restrict_self` also sets `PR_SET_NO_NEW_PRIVS` (the crate's default).
@@ -264,12 +322,18 @@ mod other {
         false
     }
 
+    /// No Landlock outside Linux.
+    pub(crate) fn abi() -> u8 {
+        0
+    }
+
     /// Nothing to apply.
     pub(crate) struct Ruleset;
 
     impl Ruleset {
         pub(crate) fn build(
             _writable: &[&Path],
+            _readable: Option<&[&Path]>,
             _enforcement: Enforcement,
             _deny_network: bool,
             _scoped: bool,

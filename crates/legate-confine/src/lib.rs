@@ -17,6 +17,12 @@
 //! elsewhere that part is [`Network::NotEnforced`], and said so. UDP, Unix sockets and other
 //! protocols are not restricted by Landlock.
 //!
+//! A confinement may also restrict reads ([`Confinement::allow_read`]): reading and executing
+//! are then allowed only beneath the [`SYSTEM_READABLE`] directories, the paths it names and
+//! the writable paths; and deny child processes ([`Confinement::deny_children`], a seccomp
+//! filter: `fork`, `vfork`, `clone3` and a `clone` that makes no thread are refused). Both are
+//! what a test's sandbox selection asks for; agents are confined without them.
+//!
 //! Every confinement also keeps the process away from Legate itself where the kernel can
 //! ([`LegatePorts`], [`Signals`]): TCP `connect` to Legate's listening ports ([`ports`]) is
 //! refused (ABI 4), and signals and abstract Unix sockets are scoped to the process's own
@@ -51,6 +57,9 @@ mod isolation;
 pub use isolation::IsolationReport;
 
 pub use hook::confine_command;
+// What a test's sandbox selection narrows beyond an agent's confinement.
+mod narrowing;
+pub use narrowing::{Children, SYSTEM_READABLE};
 
 use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
@@ -171,6 +180,9 @@ impl Requirement {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Confinement {
     writable: Vec<PathBuf>,
+    // `Some`: reads are restricted to these (and the system directories, and `writable`).
+    readable: Option<Vec<PathBuf>>,
+    deny_children: bool,
     deny_network: bool,
     no_terminals: bool,
     // Isolation from Legate (see the `isolation` module).
@@ -191,6 +203,47 @@ impl Confinement {
             self.writable.push(path);
         }
         self
+    }
+
+    /// Restricts reads and execution to beneath the [`SYSTEM_READABLE`] directories, the
+    /// writable paths and every path given here (a directory or a file), where the kernel
+    /// enforces Landlock. Paths that do not exist when prepared are left out.
+    pub fn allow_read(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        let readable = self
+            .readable
+            .get_or_insert_with(|| SYSTEM_READABLE.iter().map(PathBuf::from).collect());
+        if !readable.contains(&path) {
+            readable.push(path);
+        }
+        self
+    }
+
+    /// Restricts reads as [`Confinement::allow_read`] does, with no path beyond the system
+    /// directories and the writable paths.
+    pub fn restrict_reads(mut self) -> Self {
+        self.readable
+            .get_or_insert_with(|| SYSTEM_READABLE.iter().map(PathBuf::from).collect());
+        self
+    }
+
+    /// The readable paths when reads are restricted (`None`: reads are open).
+    pub fn readable(&self) -> Option<Vec<&Path>> {
+        self.readable
+            .as_ref()
+            .map(|r| r.iter().map(PathBuf::as_path).collect())
+    }
+
+    /// Also refuses to let the process start another one ([`Children`]).
+    pub fn deny_children(mut self) -> Self {
+        self.deny_children = true;
+        self
+    }
+
+    /// The running kernel's Landlock ABI version (0: no Landlock), up to the newest this
+    /// crate knows (6). Cheap after the first call.
+    pub fn landlock_abi() -> u8 {
+        kernel::abi()
     }
 
     /// Also refuses TCP `bind` and `connect`, where the kernel can ([`Network`]).
@@ -287,8 +340,10 @@ impl Confinement {
         // Reaching Legate: scopes and the port layer, where the kernel has them.
         let (legate_ports, signals, blocked) = self.reach(enforcement, network);
         let (child, report) = self.prepare_isolation(requirement)?;
+        let readable = self.readable();
         let ruleset = kernel::Ruleset::build(
             &self.writable(),
+            readable.as_deref(),
             enforcement,
             network == Network::Denied,
             signals == Signals::Scoped,
@@ -301,12 +356,20 @@ impl Confinement {
             blocked_ports = ?blocked,
             signals = signals.as_str(),
             writable = ?self.writable(),
+            readable = ?readable,
             isolation = %report,
             "confinement prepared"
         );
+        let children = match (self.deny_children, seccomp::CAN_DENY_CHILDREN) {
+            (false, _) => Children::Allowed,
+            (true, true) => Children::DeniedSeccomp,
+            (true, false) => Children::NotEnforced,
+        };
         Ok(Prepared {
             ruleset,
             enforcement,
+            reads_restricted: readable.is_some() && enforcement != Enforcement::None,
+            children,
             network,
             legate_ports,
             signals,
@@ -399,6 +462,8 @@ impl Confinement {
 pub struct Prepared {
     ruleset: kernel::Ruleset,
     enforcement: Enforcement,
+    reads_restricted: bool,
+    children: Children,
     network: Network,
     // Reaching Legate.
     legate_ports: LegatePorts,
@@ -415,6 +480,8 @@ impl fmt::Debug for Prepared {
         f.debug_struct("Prepared")
             .field("enforcement", &self.enforcement)
             .field("network", &self.network)
+            .field("reads_restricted", &self.reads_restricted)
+            .field("children", &self.children)
             .field("legate_ports", &self.legate_ports)
             .field("signals", &self.signals)
             .field("applied", &self.applied)
@@ -432,6 +499,16 @@ impl Prepared {
     /// Whether the network is denied.
     pub fn network(&self) -> Network {
         self.network
+    }
+
+    /// Whether reads are restricted (asked, and the kernel enforces Landlock).
+    pub fn reads_restricted(&self) -> bool {
+        self.reads_restricted
+    }
+
+    /// Whether child processes are refused.
+    pub fn children(&self) -> Children {
+        self.children
     }
 
     /// Whether Legate's listening ports are unreachable.
@@ -480,7 +557,7 @@ impl Prepared {
         }
         self.ruleset.restrict_self()?;
         // Last: the filter closes the ways around Landlock's TCP rules (see `seccomp`).
-        seccomp::install()
+        seccomp::install(self.children == Children::DeniedSeccomp)
     }
 }
 

@@ -15,8 +15,16 @@
 //! - every system call of a foreign ABI (32-bit `int 0x80`, x32; `ENOSYS`), whose numbers
 //!   (and `socketcall`) this filter does not describe.
 //!
-//! Everything else is allowed. The program is a constant built in the parent; the child makes
-//! two `prctl` calls (`PR_SET_NO_NEW_PRIVS`, which seccomp needs, then the filter).
+//! A confinement that denies child processes ([`crate::Confinement::deny_children`]: a test
+//! under a selection with `childProcesses: false`) gets the same filter with three more
+//! refusals in front: `fork` and `vfork` (`EPERM`, where the architecture has them), `clone3`
+//! (`ENOSYS`, so that libc falls back to `clone`, whose flags a filter can read), and `clone`
+//! without `CLONE_THREAD` (`EPERM`). Threads stay allowed; a new process cannot be made.
+//! Since the filter is installed last, after the isolation's init forked the process that
+//! execs, only what the command itself tries is refused.
+//!
+//! Everything else is allowed. The programs are constants built at compile time; the child
+//! makes two `prctl` calls (`PR_SET_NO_NEW_PRIVS`, which seccomp needs, then the filter).
 //!
 //! This module decides nothing else and never loosens what Landlock holds.
 #![allow(unsafe_code)]
@@ -36,6 +44,7 @@ mod linux {
     /// x32 system calls share x86_64's arch and set this bit in the number.
     const X32_BIT: u32 = 0x4000_0000;
     const IPPROTO_MPTCP: u32 = 262;
+    const CLONE_THREAD: u32 = libc::CLONE_THREAD as u32;
     const AF_SMC: u32 = 43;
     const MSG_FASTOPEN: u32 = 0x2000_0000;
 
@@ -85,6 +94,45 @@ mod linux {
         ]
     }
 
+    /// Five instructions: if the call is `nr` and word `arg` of its arguments has none of the
+    /// bits of `k`, fail with `e`; otherwise fall through to the next block.
+    const fn refuse_unless_bits(nr: i64, arg: u32, k: u32, e: i32) -> [sock_filter; 5] {
+        [
+            stmt(LD_W_ABS, NR),
+            jump(JEQ_K, nr as u32, 0, 3),
+            stmt(LD_W_ABS, arg_lo(arg)),
+            jump(JSET_K, k, 1, 0),
+            stmt(RET_K, errno(e)),
+        ]
+    }
+
+    /// Five instructions: the call `nr` fails with `e` (padded to a block's length).
+    const fn refuse(nr: i64, e: i32) -> [sock_filter; 5] {
+        [
+            stmt(LD_W_ABS, NR),
+            jump(JEQ_K, nr as u32, 0, 3),
+            stmt(RET_K, errno(e)),
+            stmt(RET_K, errno(e)),
+            stmt(RET_K, errno(e)),
+        ]
+    }
+
+    /// The refusals that make a new process impossible (threads stay allowed).
+    #[cfg(target_arch = "x86_64")]
+    const CHILDREN: [[sock_filter; 5]; 4] = [
+        refuse(libc::SYS_fork, libc::EPERM),
+        refuse(libc::SYS_vfork, libc::EPERM),
+        refuse(libc::SYS_clone3, libc::ENOSYS),
+        refuse_unless_bits(libc::SYS_clone, 0, CLONE_THREAD, libc::EPERM),
+    ];
+    /// The refusals that make a new process impossible (threads stay allowed); aarch64 has
+    /// no `fork` or `vfork` system call.
+    #[cfg(target_arch = "aarch64")]
+    const CHILDREN: [[sock_filter; 5]; 2] = [
+        refuse(libc::SYS_clone3, libc::ENOSYS),
+        refuse_unless_bits(libc::SYS_clone, 0, CLONE_THREAD, libc::EPERM),
+    ];
+
     const HEAD: [sock_filter; 8] = [
         stmt(LD_W_ABS, ARCH_OFF),
         jump(JEQ_K, ARCH, 1, 0),
@@ -117,34 +165,65 @@ mod linux {
     ];
 
     const LEN: usize = HEAD.len() + 5 * REFUSALS.len() + 1;
+    const LEN_NO_CHILDREN: usize = LEN + 5 * CHILDREN.len();
 
-    /// The whole program: the ABI checks, the refusals, then allow.
-    static PROGRAM: [sock_filter; LEN] = {
-        let mut out = [stmt(RET_K, SECCOMP_RET_ALLOW); LEN];
+    /// One program: the ABI checks, the child refusals when `N` has room for them, the
+    /// refusals, then allow.
+    const fn program<const N: usize>() -> [sock_filter; N] {
+        let mut out = [stmt(RET_K, SECCOMP_RET_ALLOW); N];
         let mut i = 0;
         while i < HEAD.len() {
             out[i] = HEAD[i];
             i += 1;
         }
+        if N == LEN_NO_CHILDREN {
+            let mut b = 0;
+            while b < CHILDREN.len() {
+                let mut j = 0;
+                while j < 5 {
+                    out[i] = CHILDREN[b][j];
+                    i += 1;
+                    j += 1;
+                }
+                b += 1;
+            }
+        }
         let mut b = 0;
         while b < REFUSALS.len() {
             let mut j = 0;
             while j < 5 {
-                out[HEAD.len() + 5 * b + j] = REFUSALS[b][j];
+                out[i] = REFUSALS[b][j];
+                i += 1;
                 j += 1;
             }
             b += 1;
         }
         out
-    };
+    }
+
+    /// The whole program: the ABI checks, the refusals, then allow.
+    static PROGRAM: [sock_filter; LEN] = program::<LEN>();
+    /// The same, refusing new processes too.
+    static PROGRAM_NO_CHILDREN: [sock_filter; LEN_NO_CHILDREN] = program::<LEN_NO_CHILDREN>();
+
+    /// Whether this build can refuse child processes (it can on these architectures).
+    pub(crate) const CAN_DENY_CHILDREN: bool = true;
 
     /// Installs the filter on the calling thread (a forked child about to `exec`): two
     /// `prctl` calls on a static program, nothing allocated.
-    pub(crate) fn install() -> std::io::Result<()> {
-        let prog = libc::sock_fprog {
-            // LEN is a small constant (34), well inside u16.
-            len: LEN as u16,
-            filter: PROGRAM.as_ptr().cast_mut(),
+    pub(crate) fn install(deny_children: bool) -> std::io::Result<()> {
+        let prog = if deny_children {
+            libc::sock_fprog {
+                // A small constant (54), well inside u16.
+                len: LEN_NO_CHILDREN as u16,
+                filter: PROGRAM_NO_CHILDREN.as_ptr().cast_mut(),
+            }
+        } else {
+            libc::sock_fprog {
+                // LEN is a small constant (34), well inside u16.
+                len: LEN as u16,
+                filter: PROGRAM.as_ptr().cast_mut(),
+            }
         };
         // SAFETY: `prctl` with these options reads `prog` (a valid `sock_fprog` on this
         // stack frame pointing at a static program of `len` instructions) and nothing else.
@@ -169,13 +248,20 @@ mod linux {
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
-pub(crate) use linux::install;
+pub(crate) use linux::{CAN_DENY_CHILDREN, install};
 
 /// Elsewhere there is no filter to install (and no Landlock network rules to get around).
 #[cfg(not(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 )))]
-pub(crate) fn install() -> std::io::Result<()> {
+pub(crate) fn install(_deny_children: bool) -> std::io::Result<()> {
     Ok(())
 }
+
+/// Without the filter, child processes cannot be refused.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+pub(crate) const CAN_DENY_CHILDREN: bool = false;

@@ -45,6 +45,7 @@ mod shared;
 mod staging;
 mod sys;
 mod test_run;
+mod test_sandbox;
 mod transfer;
 mod verify;
 
@@ -73,8 +74,9 @@ pub use select::{
 pub use shared::shared;
 pub use test_run::{
     Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
-    validate as validate_test_command,
+    run_test_in, validate as validate_test_command,
 };
+pub use test_sandbox::TestSandbox;
 pub use transfer::{
     FileBytes, apply_returned, baseline_files, baseline_of_copy, make_copy_from_files, post_state,
     read_copy,

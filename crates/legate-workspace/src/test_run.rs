@@ -13,7 +13,10 @@
 //! `network: denied|not-enforced`); with `confinement = "required"` a kernel that enforces
 //! nothing is `CONFINEMENT_UNAVAILABLE` and nothing runs. Like an agent, the command does
 //! not see Legate's home (but for its copy and scratch directory), token files or
-//! processes, and dies with Legate (`isolation` in the evidence). This module must never run a
+//! processes, and dies with Legate (`isolation` in the evidence). A test run under a sandbox
+//! selection ([`crate::TestSandbox`], module `test_sandbox`) is confined by that module
+//! instead: reads restricted too, its extra roots, network and child processes as selected,
+//! output kept in characters. This module must never run a
 //! command through a shell or leave a process of the test's group running after it returns.
 
 use legate_confine::{Confinement, Requirement};
@@ -68,12 +71,19 @@ pub struct TestRun {
     pub duration_ms: u64,
     /// How much of the write confinement the kernel enforced: `full`, `partial`, `none`.
     pub confinement: String,
-    /// Whether TCP was denied: `denied`, `not-enforced`.
+    /// Whether TCP was denied: `denied`, `not-enforced`, or `allowed` (a selection granted it).
     pub network: String,
     /// What held of the command's isolation from Legate (hidden home, hidden processes,
     /// dies with Legate, capabilities dropped).
     #[serde(default)]
     pub isolation: legate_confine::IsolationReport,
+    /// Whether reads were restricted to the system directories, copy, scratch and selected
+    /// roots: `restricted`, or `open` (no selection, or no Landlock).
+    pub reads: String,
+    /// Whether child processes were refused: `allowed`, `denied-seccomp`, `not-enforced`.
+    pub children: String,
+    /// The kernel's Landlock ABI version (0: none).
+    pub landlock_abi: u8,
 }
 
 /// Which confinement holds for a test, as the evidence states it.
@@ -85,6 +95,12 @@ pub struct Confined {
     pub network: &'static str,
     /// What holds of its isolation from Legate.
     pub isolation: legate_confine::IsolationReport,
+    /// `restricted` or `open`.
+    pub reads: &'static str,
+    /// `allowed`, `denied-seccomp` or `not-enforced`.
+    pub children: &'static str,
+    /// The kernel's Landlock ABI version (0: none).
+    pub landlock_abi: u8,
 }
 
 impl TestRun {
@@ -121,6 +137,9 @@ pub fn confine(
         confinement: prepared.enforcement().as_str(),
         network: prepared.network().as_str(),
         isolation: prepared.isolation(),
+        reads: "open",
+        children: crate::test_sandbox::children_allowed(),
+        landlock_abi: Confinement::landlock_abi(),
     };
     legate_confine::confine_command(cmd, prepared);
     Ok(confined)
@@ -154,7 +173,39 @@ pub fn run_test(
     requirement: Requirement,
     hidden: &[PathBuf],
 ) -> Result<TestRun, Error> {
+    run_test_in(
+        copy,
+        scratch,
+        command,
+        timeout,
+        max_output,
+        requirement,
+        hidden,
+        None,
+    )
+}
+
+/// [`run_test`], under `sandbox` when one was selected: confined as the `test_sandbox`
+/// module says, and each stream kept to the selection's `max_output_chars` characters (the
+/// byte bound `max_output` no longer applies).
+#[allow(clippy::too_many_arguments)]
+pub fn run_test_in(
+    copy: &Path,
+    scratch: &Path,
+    command: &TestCommand,
+    timeout: Duration,
+    max_output: usize,
+    requirement: Requirement,
+    hidden: &[PathBuf],
+    sandbox: Option<&crate::TestSandbox>,
+) -> Result<TestRun, Error> {
     validate(command)?;
+    // A character is at most 4 bytes of UTF-8 (a lossy replacement 3): this many bytes
+    // always hold the characters kept.
+    let max_output = match sandbox {
+        Some(s) => s.max_output_chars.saturating_mul(4).saturating_add(4),
+        None => max_output,
+    };
     let mut cmd = Command::new(&command.executable);
     cmd.args(&command.args)
         .current_dir(copy)
@@ -169,7 +220,12 @@ pub fn run_test(
         }
     }
     cmd.env("HOME", scratch).env("TMPDIR", scratch);
-    let confined = confine(&mut cmd, copy, scratch, requirement, hidden)?;
+    let confined = match sandbox {
+        Some(s) => {
+            crate::test_sandbox::confine_selected(&mut cmd, copy, scratch, requirement, hidden, s)?
+        }
+        None => confine(&mut cmd, copy, scratch, requirement, hidden)?,
+    };
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
         Error::new(
@@ -253,17 +309,26 @@ pub fn run_test(
             Err(_) => break,
         }
     }
+    let (mut stdout, mut stderr) = (lossy(stdout), lossy(stderr));
+    if let Some(s) = sandbox {
+        // Both cuts run: `|` does not short-circuit.
+        truncated |= crate::test_sandbox::truncate_chars(&mut stdout, s.max_output_chars)
+            | crate::test_sandbox::truncate_chars(&mut stderr, s.max_output_chars);
+    }
     Ok(TestRun {
         exit_code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),
         timed_out,
-        stdout: lossy(stdout),
-        stderr: lossy(stderr),
+        stdout,
+        stderr,
         output_truncated: truncated,
         duration_ms,
         confinement: confined.confinement.to_string(),
         network: confined.network.to_string(),
         isolation: confined.isolation,
+        reads: confined.reads.to_string(),
+        children: confined.children.to_string(),
+        landlock_abi: confined.landlock_abi,
     })
 }
 

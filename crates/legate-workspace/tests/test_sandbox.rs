@@ -1,0 +1,193 @@
+//! A test run under a sandbox selection, against the running kernel: network granted or
+//! refused (a TCP connect to a listener on 127.0.0.1), child processes refused by seccomp,
+//! reads restricted to the selected roots, writes to a selected write root, and output cut
+//! at the selected number of characters. Where the kernel lacks a right, the evidence must
+//! say so instead.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_confine::{Confinement, Enforcement, Network, Requirement};
+use legate_workspace::{TestCommand, TestRun, TestSandbox, run_test_in};
+use std::path::Path;
+use std::time::Duration;
+
+fn bash(script: &str) -> TestCommand {
+    TestCommand {
+        executable: "bash".into(),
+        args: vec!["-c".into(), script.into()],
+    }
+}
+
+fn none() -> TestSandbox {
+    TestSandbox {
+        read: vec![],
+        write: vec![],
+        network: false,
+        children: true,
+        max_output_chars: 4_000,
+    }
+}
+
+fn run(copy: &Path, scratch: &Path, cmd: &TestCommand, sb: &TestSandbox) -> TestRun {
+    run_test_in(
+        copy,
+        scratch,
+        cmd,
+        Duration::from_secs(20),
+        4_000,
+        Requirement::BestEffort,
+        &[],
+        Some(sb),
+    )
+    .unwrap()
+}
+
+fn kernel_denies_network() -> bool {
+    Confinement::probe() != Enforcement::None && Confinement::probe_network() == Network::Denied
+}
+
+#[test]
+fn a_selection_granting_network_connects_and_the_same_command_without_it_is_refused() {
+    let copy = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The command writes a line the listener reads: a connection the kernel let through.
+    let cmd = bash(&format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && echo hello-from-test >&3 && echo connected"
+    ));
+    let granted = TestSandbox {
+        network: true,
+        ..none()
+    };
+    let accept = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut s, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        s.read_to_string(&mut got).unwrap();
+        (listener, got)
+    });
+    let r = run(copy.path(), scratch.path(), &cmd, &granted);
+    assert!(r.passed(), "granted: {r:?}");
+    assert_eq!(r.network, "allowed");
+    assert!(r.stdout.contains("connected"));
+    let (listener, got) = accept.join().unwrap();
+    assert_eq!(got, "hello-from-test\n");
+
+    listener.set_nonblocking(true).unwrap();
+    let r = run(copy.path(), scratch.path(), &cmd, &none());
+    eprintln!("landlock ABI {}: {r:?}", r.landlock_abi);
+    if kernel_denies_network() {
+        assert!(r.landlock_abi >= 4);
+        assert_eq!(r.network, "denied");
+        assert!(!r.passed(), "the kernel should have refused the connect");
+        assert!(!r.stdout.contains("connected"));
+        // EACCES: refused by Landlock, not unreachable.
+        let eacces = std::io::Error::from_raw_os_error(libc::EACCES).to_string();
+        let eacces = eacces.split(" (os error").next().unwrap_or_default();
+        assert!(r.stderr.contains(eacces), "{}", r.stderr);
+        assert!(listener.accept().is_err(), "the listener saw a connection");
+    } else {
+        assert_eq!(
+            r.network, "not-enforced",
+            "the evidence must not claim a denial"
+        );
+    }
+}
+
+#[test]
+fn child_processes_are_refused_when_not_selected_and_threads_still_run() {
+    let copy = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let no_children = TestSandbox {
+        children: false,
+        ..none()
+    };
+    // `bash -c` with two commands must fork for the first one.
+    let cmd = bash("/bin/true; echo after-child");
+    let r = run(copy.path(), scratch.path(), &cmd, &no_children);
+    assert_eq!(r.children, "denied-seccomp");
+    assert!(!r.stdout.contains("after-child") || !r.passed(), "{r:?}");
+    assert!(!r.passed(), "a child process was started: {r:?}");
+    // A threaded program still runs (python3 starts a thread).
+    let threads = TestCommand {
+        executable: "python3".into(),
+        args: vec![
+            "-c".into(),
+            "import threading; t = threading.Thread(target=print, args=('thread-ran',)); t.start(); t.join()".into(),
+        ],
+    };
+    let r = run(copy.path(), scratch.path(), &threads, &no_children);
+    assert!(r.passed(), "{r:?}");
+    assert!(r.stdout.contains("thread-ran"));
+    // The same bash with children allowed.
+    let r = run(copy.path(), scratch.path(), &cmd, &none());
+    assert_eq!(r.children, "allowed");
+    assert!(r.passed(), "{r:?}");
+}
+
+#[test]
+fn reads_are_restricted_to_selected_roots_and_writes_to_selected_write_roots() {
+    let copy = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (data, out) = (
+        data.path().canonicalize().unwrap(),
+        out.path().canonicalize().unwrap(),
+    );
+    std::fs::write(data.join("input.txt"), "data-root\n").unwrap();
+    let cmd = bash(&format!(
+        "cat '{}' && echo written > '{}/result'",
+        data.join("input.txt").display(),
+        out.display()
+    ));
+    let unselected = run(copy.path(), scratch.path(), &cmd, &none());
+    let selected = TestSandbox {
+        read: vec![data.clone()],
+        write: vec![out.clone()],
+        ..none()
+    };
+    let granted = run(copy.path(), scratch.path(), &cmd, &selected);
+    assert!(granted.passed(), "{granted:?}");
+    assert_eq!(granted.stdout, "data-root\n");
+    assert_eq!(
+        std::fs::read_to_string(out.join("result")).unwrap(),
+        "written\n"
+    );
+    if Confinement::probe() == Enforcement::None {
+        assert_eq!(unselected.reads, "open");
+        return;
+    }
+    assert_eq!(unselected.reads, "restricted");
+    assert!(
+        !unselected.passed(),
+        "read outside the selected roots: {unselected:?}"
+    );
+    assert!(!unselected.stdout.contains("data-root"));
+}
+
+#[test]
+fn output_is_cut_at_the_selected_number_of_characters() {
+    let copy = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    // 3 000 two-byte characters: 6 000 bytes.
+    let cmd = TestCommand {
+        executable: "python3".into(),
+        args: vec!["-c".into(), "print('é' * 3000, end='')".into()],
+    };
+    let sb = TestSandbox {
+        max_output_chars: 2_500,
+        ..none()
+    };
+    let r = run(copy.path(), scratch.path(), &cmd, &sb);
+    assert!(r.passed(), "{r:?}");
+    assert!(r.output_truncated);
+    assert_eq!(r.stdout.chars().count(), 2_500);
+    let sb = TestSandbox {
+        max_output_chars: 3_000,
+        ..none()
+    };
+    let r = run(copy.path(), scratch.path(), &cmd, &sb);
+    assert!(!r.output_truncated);
+    assert_eq!(r.stdout.chars().count(), 3_000);
+}
