@@ -23,6 +23,7 @@
 //! - `messages`: messages sent to a conversation, one per client-chosen id;
 //! - `approvals`: the approval queue (permission requests waiting for a supervisor);
 //! - `decisions`: the audit trail of every permission decision;
+//! - `policy`: caller-set policies (the test sandbox ceiling), replaced by compare-and-set;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
@@ -31,6 +32,7 @@ mod decisions;
 mod events;
 mod handover;
 mod messages;
+mod policy;
 mod recovery;
 mod reviews;
 mod schema;
@@ -44,6 +46,7 @@ pub use approvals::{
 };
 pub use contexts::ContextRecord;
 pub use messages::{MessageClaim, MessageRecord};
+pub use policy::{PolicyReplace, StoredPolicy};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};

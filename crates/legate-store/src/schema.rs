@@ -180,8 +180,16 @@ const V11_MEMORY: &str = "";
 /// Reserved.
 const V12_DELIVERY: &str = "";
 
-/// The test sandbox policy and other caller-set policies (issue 17). Reserved.
-const V13_POLICY: &str = "";
+/// The test sandbox policy and other caller-set policies (issue 17): one JSON document per
+/// policy name, with the sha256 a replacement must name (compare-and-set).
+const V13_POLICY: &str = "
+CREATE TABLE policies (
+    name        TEXT PRIMARY KEY NOT NULL,
+    document    TEXT NOT NULL,
+    sha256      TEXT NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+";
 
 /// Peer messages between the nodes of a group, and their receipts (issue 16). Reserved.
 const V14_PEERS: &str = "";
@@ -248,7 +256,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(tables, 7);
+        assert_eq!(tables, 8);
     }
 
     #[test]
