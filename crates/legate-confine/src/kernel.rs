@@ -14,6 +14,11 @@
 //! beneath the readable paths only (the system directories, the selection's read roots) and
 //! beneath every writable path.
 //!
+//! Paths a caller named (a selection's roots: `strict`) are opened without following any
+//! symlink, from `/` down (`legate-beneath`), so a root swapped for a link after it was
+//! checked is refused (`SANDBOX_SELECTION_DENIED`) instead of granting the link's target; and
+//! a strict path that is missing is an error, never left out quietly.
+//!
 //! Two more restrictions ride along where the kernel has them:
 //! * the scopes of ABI 6 (`LANDLOCK_SCOPE_SIGNAL`, `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`), in
 //!   the same (first) layer: the process may not signal, nor connect to an abstract Unix socket
@@ -193,6 +198,27 @@ mod linux {
         ports: Option<RulesetCreated>,
     }
 
+    /// A caller-named directory, opened `O_PATH` from `/` without following any symlink on
+    /// the way or at the end.
+    fn open_strict(path: &Path) -> Result<std::os::fd::OwnedFd> {
+        let denied = |why: String| {
+            Error::new(
+                ErrorCode::SandboxSelectionDenied,
+                format!(
+                    "the sandbox root {} {why}; it was checked, then changed",
+                    path.display()
+                ),
+            )
+        };
+        let rel = path
+            .strip_prefix("/")
+            .map_err(|_| denied("is not absolute".into()))?;
+        let root = legate_beneath::Root::open(Path::new("/"))
+            .map_err(|e| denied(format!("could not be opened ({e})")))?;
+        root.open_dir(rel)
+            .map_err(|e| denied(format!("is not a directory reached without links ({e})")))
+    }
+
     fn failed(what: String, e: impl std::fmt::Display) -> Error {
         Error::new(
             ErrorCode::ConfinementUnavailable,
@@ -210,6 +236,7 @@ mod linux {
         pub(crate) fn build(
             writable: &[&Path],
             readable: Option<&[&Path]>,
+            strict: &[&Path],
             enforcement: Enforcement,
             deny_network: bool,
             scoped: bool,
@@ -245,6 +272,13 @@ mod linux {
                 .and_then(|r| r.create())
                 .map_err(|e| failed("creating the Landlock ruleset".into(), e))?;
             for path in writable {
+                if strict.contains(path) {
+                    let fd = open_strict(path)?;
+                    ruleset = ruleset
+                        .add_rule(PathBeneath::new(fd, all))
+                        .map_err(|e| failed(format!("allowing writes to {}", path.display()), e))?;
+                    continue;
+                }
                 let fd = match PathFd::new(path) {
                     Ok(fd) => fd,
                     Err(e) => {
@@ -264,6 +298,13 @@ mod linux {
                     .map_err(|e| failed(format!("allowing writes to {}", path.display()), e))?;
             }
             for path in readable.unwrap_or_default() {
+                if strict.contains(path) {
+                    let fd = open_strict(path)?;
+                    ruleset = ruleset
+                        .add_rule(PathBeneath::new(fd, read))
+                        .map_err(|e| failed(format!("allowing reads of {}", path.display()), e))?;
+                    continue;
+                }
                 let Ok(fd) = PathFd::new(path) else {
                     // A system directory this machine does not have (`/lib32`, `/nix/store`).
                     tracing::debug!(path = %path.display(), "a readable path is missing; left out");
@@ -334,6 +375,7 @@ mod other {
         pub(crate) fn build(
             _writable: &[&Path],
             _readable: Option<&[&Path]>,
+            _strict: &[&Path],
             _enforcement: Enforcement,
             _deny_network: bool,
             _scoped: bool,

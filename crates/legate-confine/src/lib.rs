@@ -182,6 +182,8 @@ pub struct Confinement {
     writable: Vec<PathBuf>,
     // `Some`: reads are restricted to these (and the system directories, and `writable`).
     readable: Option<Vec<PathBuf>>,
+    // Caller-named paths (a selection's roots): opened without following links, required.
+    strict: Vec<PathBuf>,
     deny_children: bool,
     deny_network: bool,
     no_terminals: bool,
@@ -206,10 +208,15 @@ impl Confinement {
     }
 
     /// Restricts reads and execution to beneath the [`SYSTEM_READABLE`] directories, the
-    /// writable paths and every path given here (a directory or a file), where the kernel
-    /// enforces Landlock. Paths that do not exist when prepared are left out.
+    /// writable paths and every directory given here, where the kernel enforces Landlock.
+    /// A directory given here is caller-named: it is opened without following any link,
+    /// and if it is missing or a link when prepared, preparing fails
+    /// (`SANDBOX_SELECTION_DENIED`).
     pub fn allow_read(mut self, path: impl Into<PathBuf>) -> Self {
         let path = path.into();
+        if !self.strict.contains(&path) {
+            self.strict.push(path.clone());
+        }
         let readable = self
             .readable
             .get_or_insert_with(|| SYSTEM_READABLE.iter().map(PathBuf::from).collect());
@@ -244,6 +251,16 @@ impl Confinement {
     /// crate knows (6). Cheap after the first call.
     pub fn landlock_abi() -> u8 {
         kernel::abi()
+    }
+
+    /// Also allows writes beneath the caller-named directory `path`, opened as
+    /// [`Confinement::allow_read`] opens its directories (never left out quietly).
+    pub fn allow_write_strict(mut self, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        if !self.strict.contains(&path) {
+            self.strict.push(path.clone());
+        }
+        self.allow_write(path)
     }
 
     /// Also refuses TCP `bind` and `connect`, where the kernel can ([`Network`]).
@@ -344,6 +361,7 @@ impl Confinement {
         let ruleset = kernel::Ruleset::build(
             &self.writable(),
             readable.as_deref(),
+            &self.strict.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
             enforcement,
             network == Network::Denied,
             signals == Signals::Scoped,

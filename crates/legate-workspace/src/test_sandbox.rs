@@ -48,7 +48,7 @@ pub(crate) fn confine_selected(
         .without_terminals()
         .restrict_reads();
     for w in &sandbox.write {
-        c = c.allow_write(w);
+        c = c.allow_write_strict(w);
     }
     for r in &sandbox.read {
         c = c.allow_read(r);

@@ -191,3 +191,48 @@ fn output_is_cut_at_the_selected_number_of_characters() {
     assert!(!r.output_truncated);
     assert_eq!(r.stdout.chars().count(), 3_000);
 }
+
+#[test]
+fn a_root_swapped_for_a_link_after_its_check_is_refused_not_followed() {
+    let copy = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let base = base.path().canonicalize().unwrap();
+    let target = base.join("target");
+    std::fs::create_dir(&target).unwrap();
+    // The engine checked `root` as a real directory; then it became a link to `target`.
+    let root = base.join("root");
+    std::os::unix::fs::symlink(&target, &root).unwrap();
+    let cmd = bash(&format!("echo pwned > '{}/x'", root.display()));
+    for sb in [
+        TestSandbox {
+            write: vec![root.clone()],
+            ..none()
+        },
+        TestSandbox {
+            read: vec![root.clone()],
+            ..none()
+        },
+    ] {
+        let r = run_test_in(
+            copy.path(),
+            scratch.path(),
+            &cmd,
+            Duration::from_secs(10),
+            4_000,
+            Requirement::BestEffort,
+            &[],
+            Some(&sb),
+        );
+        if Confinement::probe() == Enforcement::None {
+            continue;
+        }
+        let err = r.unwrap_err();
+        assert_eq!(
+            err.code,
+            legate_core::ErrorCode::SandboxSelectionDenied,
+            "{err}"
+        );
+        assert!(!target.join("x").exists(), "the link's target was written");
+    }
+}
