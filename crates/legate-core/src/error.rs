@@ -225,6 +225,8 @@ error_codes! {
     SandboxSelectionDenied => "SANDBOX_SELECTION_DENIED",
     /// A path lies in a directory the configuration forbids.
     ForbiddenDirectory => "FORBIDDEN_DIRECTORY",
+    /// Approval mode `ask`: a change of the sandbox policy was not confirmed.
+    SandboxPolicyDeclined => "SANDBOX_POLICY_DECLINED",
 }
 
 impl ErrorCode {
