@@ -33,6 +33,7 @@ mod request;
 mod review;
 mod roles;
 pub mod runner;
+mod sandbox_policy;
 pub mod silent;
 mod slots;
 pub mod supervision;
@@ -79,6 +80,10 @@ pub use review::{
 pub use roles::{
     MAX_CUSTOM_ROLES, MAX_ROLE_DESCRIPTION_CHARS, MAX_ROLE_INSTRUCTIONS_CHARS, MAX_ROLE_NAME_CHARS,
     RoleDefaults, RoleInfo, RoleSpec, Roles, valid_role_name,
+};
+pub use sandbox_policy::{
+    DEFAULT_MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS_CAP, MAX_ROOTS, PolicyChange, PolicyConfirmer,
+    ResolvedSelection, SandboxEvidence, SandboxPolicy, SandboxPolicyView, SandboxSelection,
 };
 pub use slots::SlotCounts;
 pub use supervision::{

@@ -63,6 +63,22 @@ impl Engine {
         command: TestCommand,
         timeout: Option<Duration>,
     ) -> Result<TestEvidence> {
+        self.test_in(id, expected_sha256, command, timeout, None)
+            .await
+    }
+
+    /// [`Engine::test`] under a sandbox `selection`, checked against the current sandbox
+    /// policy (and clear of the copy's source project) before anything runs:
+    /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
+    /// the selection enforced and the policy's sha256, without a selection too.
+    pub async fn test_in(
+        &self,
+        id: &str,
+        expected_sha256: &str,
+        command: TestCommand,
+        timeout: Option<Duration>,
+        selection: Option<crate::SandboxSelection>,
+    ) -> Result<TestEvidence> {
         legate_workspace::validate_test_command(&command)?;
         let max = self.config().fronts.test_timeout_max;
         if let Some(t) = timeout
@@ -78,6 +94,13 @@ impl Engine {
         self.check_cleanup(&o)?;
         let before = self.current_preview(&o.baseline).await?;
         Self::expect_sha(&before, expected_sha256)?;
+        let (sandbox, resolved, policy_sha256) = match &selection {
+            Some(sel) => {
+                let (sb, resolved, sha) = self.resolve_selection(sel, &o.record.source)?;
+                (Some(sb), Some(resolved), sha)
+            }
+            None => (None, None, self.sandbox_policy()?.sha256),
+        };
         let cfg = self.review_config().clone();
         let timeout = timeout.unwrap_or(cfg.test_timeout);
         let (b, cmd) = (o.baseline.clone(), command.clone());
@@ -86,7 +109,7 @@ impl Engine {
         let hidden = self.config().hidden_paths();
         let run = blocking(move || {
             let scratch = b.scratch()?;
-            legate_workspace::run_test(
+            legate_workspace::run_test_in(
                 &copy,
                 &scratch,
                 &cmd,
@@ -94,6 +117,7 @@ impl Engine {
                 cfg.max_test_output,
                 requirement,
                 &hidden,
+                sandbox.as_ref(),
             )
         })
         .await?;
@@ -146,6 +170,15 @@ impl Engine {
             sha256_before: before.sha256.clone(),
             sha256_after: sha_after,
             duration_ms: Some(run.duration_ms),
+            sandbox: Some(crate::SandboxEvidence {
+                selection: resolved,
+                policy_sha256,
+                landlock_abi: run.landlock_abi,
+                reads: run.reads,
+                network_rules: run.network == legate_confine::Network::Denied.as_str(),
+                network: run.network.clone(),
+                child_processes: run.children,
+            }),
             confinement: run.confinement,
             network: run.network,
             isolation: Some(run.isolation),
@@ -201,6 +234,7 @@ impl Engine {
             confinement: "client".to_string(),
             network: not_enforced(),
             isolation: None,
+            sandbox: None,
             recorded_at: Timestamp::now(),
             error,
         };

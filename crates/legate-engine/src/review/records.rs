@@ -125,6 +125,11 @@ pub struct TestEvidence {
     /// records made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<legate_confine::IsolationReport>,
+    /// The sandbox it ran in: the selection enforced (if any), the policy's sha256 it was
+    /// checked against, the Landlock ABI and what held (`None` for client reports and for
+    /// records made before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::SandboxEvidence>,
     /// When it was recorded.
     pub recorded_at: Timestamp,
     /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.
