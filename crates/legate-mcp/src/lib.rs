@@ -20,6 +20,7 @@ pub mod confirmation;
 pub mod http;
 pub mod profile;
 pub mod review;
+pub mod sandbox;
 pub mod schema;
 pub mod server;
 pub mod supervisor;

@@ -273,6 +273,19 @@ fn catalog() -> Vec<ToolDef> {
         )
         .group(ToolGroup::Implementation)
         .destructive(),
+        def::<NoArgs, crate::sandbox::SandboxPolicyOut>(
+            "get_sandbox_policy",
+            "Read the test sandbox policy",
+            "The global ceiling of every test's sandbox selection (readRoots, writeRoots, network, childProcesses, maxOutputChars), normalized, and its sha256: what set_sandbox_policy must name, and what a selected test's evidence is bound to.",
+            true,
+        ),
+        def::<crate::sandbox::SetSandboxPolicyArgs, crate::sandbox::SandboxPolicyOut>(
+            "set_sandbox_policy",
+            "Replace the test sandbox policy",
+            "Replaces the global test sandbox ceiling if its current sha256 is expectedSha256 (SANDBOX_POLICY_CHANGED otherwise). Roots must be absolute, canonical, existing directories, no links, clear of Legate's home, credentials and forbidden directories. In approval mode ask, the client is asked to confirm with a form and only an accept with confirm: true proceeds (SANDBOX_POLICY_DECLINED otherwise); in auto, validation alone.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
     ]
 }
 
@@ -435,6 +448,19 @@ impl LegateMcp {
                 let _: NoArgs = parse(args)?;
                 to_value(review::cleanup(engine).await?)
             }
+            "get_sandbox_policy" => {
+                let _: NoArgs = parse(args)?;
+                to_value(crate::sandbox::get_sandbox_policy(engine)?)
+            }
+            "set_sandbox_policy" => {
+                let confirmer = crate::sandbox::PolicyElicitor::new(
+                    context.peer.clone(),
+                    engine.config().fronts.approval_timeout,
+                );
+                to_value(
+                    crate::sandbox::set_sandbox_policy(engine, parse(args)?, &confirmer).await?,
+                )
+            }
             other => Err(not_available(other, profile)),
         }
     }
@@ -536,7 +562,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 26);
+        assert_eq!(tools.len(), 28);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -601,8 +627,8 @@ mod tests {
         assert!(visible(Profile::Full).contains(&"health".to_string()));
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
-        assert_eq!(visible(Profile::Query).len(), 15);
-        assert_eq!(visible(Profile::Review).len(), 20);
+        assert_eq!(visible(Profile::Query).len(), 16);
+        assert_eq!(visible(Profile::Review).len(), 21);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());

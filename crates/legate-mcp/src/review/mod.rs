@@ -87,11 +87,12 @@ pub async fn test(engine: &Engine, args: TestArgs) -> Result<TestOut> {
         .transpose()?;
     let task = engine.task(&args.task_id)?;
     let e = engine
-        .test(
+        .test_in(
             task.id.as_str(),
             &args.expected_sha256,
             args.command,
             timeout,
+            args.sandbox,
         )
         .await?;
     Ok(TestOut {

@@ -76,6 +76,13 @@ pub struct TestArgs {
     /// Seconds before the command's process group is killed, 1 to 3600 (default: the
     /// configured one, 600).
     pub timeout_seconds: Option<u64>,
+    /// A sandbox selection within `get_sandbox_policy`'s ceiling: reads then restricted to
+    /// the system directories, the copy and `readPaths`; writes to the copy and
+    /// `writePaths`; network and child processes as chosen; output kept to
+    /// `maxOutputChars` characters. Omitted: the test runs as before (reads open, no
+    /// network, children allowed). SANDBOX_SELECTION_DENIED outside the ceiling.
+    #[serde(default)]
+    pub sandbox: Option<legate_engine::SandboxSelection>,
 }
 
 /// `record_test`.
@@ -180,8 +187,13 @@ pub struct TestRecordOut {
     pub duration_ms: Option<u64>,
     /// Which confinement held: `full`, `partial` or `none`; `client` for client reports.
     pub confinement: String,
-    /// Whether TCP was denied to the command: `denied` or `not-enforced`.
+    /// Whether TCP was denied to the command: `denied` or `not-enforced`, or `allowed`
+    /// when a selection granted it.
     pub network: String,
+    /// What sandbox held: the selection enforced (or null), the policy sha256 it was
+    /// checked against, the Landlock ABI, reads, network rules, child processes (null for
+    /// client reports).
+    pub sandbox: Option<legate_engine::SandboxEvidence>,
     /// When it was recorded (milliseconds since the epoch).
     pub recorded_at: Timestamp,
     /// TEST_FAILED or TEST_CHANGED_PATCH when it did not pass.
@@ -210,6 +222,7 @@ impl TestRecordOut {
             duration_ms: e.duration_ms,
             confinement: e.confinement.clone(),
             network: e.network.clone(),
+            sandbox: e.sandbox.clone(),
             recorded_at: e.recorded_at,
             test_error: e.error.as_ref().map(ErrorBody::from),
             stale,
