@@ -138,15 +138,16 @@ pub(crate) fn check_root(
         return Err(refuse(why));
     }
     let meta = std::fs::symlink_metadata(raw)
-        .map_err(|e| Error::caused_by(code, format!("{field} {shown} cannot be read"), e))?;
+        .map_err(|e| Error::caused_by(code, format!("{field} {shown} cannot be read ({e})"), e))?;
     if meta.file_type().is_symlink() {
         return Err(refuse("is a symbolic link; name the directory itself"));
     }
     if !meta.is_dir() {
         return Err(refuse("is not a directory"));
     }
-    let real = std::fs::canonicalize(raw)
-        .map_err(|e| Error::caused_by(code, format!("{field} {shown} cannot be resolved"), e))?;
+    let real = std::fs::canonicalize(raw).map_err(|e| {
+        Error::caused_by(code, format!("{field} {shown} cannot be resolved ({e})"), e)
+    })?;
     if real != raw {
         return Err(refuse(&format!(
             "is not canonical: a link on the way leads to {}",

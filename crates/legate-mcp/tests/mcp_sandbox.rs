@@ -1,0 +1,567 @@
+//! The test sandbox policy over MCP, end to end in one process: rmcp's own client talks to
+//! `LegateMcp` over an in-memory pipe, the engine runs the scripted agent on a copy of a
+//! fresh git repository, and `test` runs real commands under the kernel's confinement.
+//!
+//! The acceptance test: a selection that grants network lets a test command connect to a
+//! `TcpListener` on 127.0.0.1, and the same command without it is refused by the kernel
+//! (Landlock ABI 4; on an older kernel the evidence must say the network was not
+//! kernel-denied). The attacks: a selection outside the ceiling, a symlinked root, the
+//! source project and `$LEGATE_HOME` as roots, a stale sha256, and approval mode `ask`
+//! with a client that declines (or cannot answer) the form.
+//!
+//! The agent binaries must be built first: `cargo build -p legate-testkit --bins` (a plain
+//! `cargo test --workspace` does it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_engine::ApprovalMode;
+use legate_mcp::{LegateMcp, McpOptions, Profile};
+use legate_testkit::git;
+use legate_testkit::{EngineHarness, TestAgent};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, ErrorData,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A client that may answer elicitations: `answer` is what it answers next (declared
+/// capability only when `elicits`), and every message it was shown is kept.
+#[derive(Clone, Default)]
+struct Client {
+    elicits: bool,
+    answer: Arc<Mutex<Option<ElicitResult>>>,
+    asked: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        if self.elicits {
+            info.capabilities.elicitation = Some(ElicitationCapability::default());
+        }
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        {
+            self.asked
+                .lock()
+                .unwrap()
+                .push((message, serde_json::to_value(requested_schema).unwrap()));
+        }
+        Ok(self
+            .answer
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or(ElicitResult::new(ElicitationAction::Cancel)))
+    }
+}
+
+struct Harness {
+    kit: EngineHarness,
+    base: PathBuf,
+    client: RunningService<RoleClient, Client>,
+    handler: Client,
+}
+
+async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let kit = EngineHarness::builder()
+        .in_dir(dir)
+        .agent(TestAgent::scripted("agent"))
+        .config(move |c| c.review.approval = approval)
+        .start();
+    let engine = kit.engine.clone();
+    let server = LegateMcp::new(
+        engine,
+        McpOptions {
+            profile,
+            ..McpOptions::default()
+        },
+    );
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = handler.clone().serve(client_io).await.unwrap();
+    Harness {
+        kit,
+        base,
+        client,
+        handler,
+    }
+}
+
+fn params(name: &str, args: Value) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(name.to_string());
+    p.arguments = Some(args.as_object().cloned().unwrap_or_default());
+    p
+}
+
+const PROMPT: &str = "replace src/greeting.txt: hello => hi\nwrite NOTES.md: # Notes";
+
+fn criteria() -> Value {
+    json!([
+        {"id": "greets", "description": "the greeting says hi",
+         "check": {"kind": "file-contains", "path": "src/greeting.txt", "text": "hi world"}},
+        {"id": "notes", "description": "there are notes"}
+    ])
+}
+
+impl Harness {
+    async fn call_raw(&self, name: &str, args: Value) -> CallToolResult {
+        self.client.call_tool(params(name, args)).await.unwrap()
+    }
+
+    async fn call(&self, name: &str, args: Value) -> Value {
+        let r = self.call_raw(name, args).await;
+        assert_ne!(
+            r.is_error,
+            Some(true),
+            "{name} failed: {:?}",
+            r.structured_content
+        );
+        r.structured_content.unwrap()
+    }
+
+    /// A call to a tool not offered: a JSON-RPC protocol error `-32602` whose data carries
+    /// the stable code; returns that code.
+    async fn refused(&self, name: &str, args: Value) -> String {
+        match self.client.call_tool(params(name, args)).await {
+            Err(rmcp::ServiceError::McpError(e)) => {
+                assert_eq!(
+                    e.code,
+                    rmcp::model::ErrorCode::INVALID_PARAMS,
+                    "{name}: {e:?}"
+                );
+                assert!(!e.message.is_empty());
+                e.data.as_ref().unwrap()["code"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            }
+            other => panic!("{name} should be a protocol error: {other:?}"),
+        }
+    }
+
+    async fn fail(&self, name: &str, args: Value) -> String {
+        let r = self.call_raw(name, args).await;
+        assert_eq!(
+            r.is_error,
+            Some(true),
+            "{name} should fail: {:?}",
+            r.structured_content
+        );
+        let body = r.structured_content.unwrap();
+        assert!(body["error"]["message"].is_string());
+        body["error"]["code"].as_str().unwrap().to_string()
+    }
+
+    async fn wait_done(&self, task_id: &str) -> Vec<Value> {
+        let mut after = 0;
+        let mut events = Vec::new();
+        for _ in 0..30 {
+            let w = self
+                .call(
+                    "wait",
+                    json!({"taskId": task_id, "after": after, "timeoutSeconds": 10}),
+                )
+                .await;
+            events.extend(w["events"].as_array().unwrap().iter().cloned());
+            after = w["nextCursor"].as_u64().unwrap();
+            if w["ready"] == true && w["hasMore"] == false {
+                return events;
+            }
+        }
+        panic!("task {task_id} did not end");
+    }
+
+    /// A fresh git project: `src/greeting.txt` and `README.md` committed, `.env` untracked.
+    fn project(&self, name: &str) -> PathBuf {
+        let project = self.base.join(name);
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        git(&project, &["init", "-q"]);
+        std::fs::write(project.join("src/greeting.txt"), "hello world\nbye\n").unwrap();
+        std::fs::write(project.join("README.md"), "# Project\n").unwrap();
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-q", "-m", "init"]);
+        std::fs::write(project.join(".env"), "SECRET=do-not-copy\n").unwrap();
+        project
+    }
+
+    /// Runs the revisor on a copy of `project` until it ends; returns the task id.
+    async fn copy_task(&self, project: &Path) -> String {
+        let run = self
+            .call(
+                "run",
+                json!({"prompt": PROMPT, "workspace": {
+                    "kind": "copy", "path": project.display().to_string(), "criteria": criteria(),
+                }}),
+            )
+            .await;
+        assert_eq!(run["workspace"], "copy", "{run}");
+        let id = run["taskId"].as_str().unwrap().to_string();
+        let events = self.wait_done(&id).await;
+        let status = self.call("status", json!({"taskId": id})).await;
+        assert_eq!(status["task"]["state"], "completed", "{status} {events:?}");
+        id
+    }
+}
+
+impl Harness {
+    async fn policy(&self) -> (Value, String) {
+        let p = self.call("get_sandbox_policy", json!({})).await;
+        (
+            p["policy"].clone(),
+            p["sha256"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// A copy task of a fresh project and its patch sha256.
+    async fn copy(&self, name: &str) -> (PathBuf, String, String) {
+        let project = self.project(name);
+        let id = self.copy_task(&project).await;
+        let preview = self.call("preview", json!({"taskId": id})).await;
+        let sha = preview["sha256"].as_str().unwrap().to_string();
+        (project, id, sha)
+    }
+
+    async fn test(
+        &self,
+        id: &str,
+        sha: &str,
+        command: Value,
+        sandbox: Option<Value>,
+    ) -> CallToolResult {
+        let mut args =
+            json!({"taskId": id, "expectedSha256": sha, "command": command, "timeoutSeconds": 30});
+        if let Some(s) = sandbox {
+            args["sandbox"] = s;
+        }
+        self.call_raw("test", args).await
+    }
+
+    fn dir(&self, name: &str) -> PathBuf {
+        let d = self.base.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn code_of(r: &CallToolResult) -> String {
+    assert_eq!(r.is_error, Some(true), "{:?}", r.structured_content);
+    r.structured_content.as_ref().unwrap()["error"]["code"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Whether the kernel that ran `record` has Landlock's TCP rules: ABI 4 or newer, enforced.
+fn kernel_denies_network(record: &Value) -> bool {
+    record["sandbox"]["landlockAbi"].as_u64().unwrap() >= 4 && record["confinement"] != "none"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selection_granting_network_lets_a_test_connect_and_without_it_the_kernel_refuses() {
+    let h = harness(Profile::Full, ApprovalMode::Auto, Client::default()).await;
+    let (policy, sha) = h.policy().await;
+    assert_eq!(
+        policy,
+        json!({"readRoots": [], "writeRoots": [], "network": false,
+               "childProcesses": true, "maxOutputChars": 4000})
+    );
+    let (_, id, patch) = h.copy("net").await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cmd = json!({"executable": "bash", "args": ["-c",
+        format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo hello-from-test >&3 && echo connected")]});
+
+    // The default ceiling allows no network: asking for it is refused before anything runs.
+    let r = h
+        .test(&id, &patch, cmd.clone(), Some(json!({"network": true})))
+        .await;
+    assert_eq!(code_of(&r), "SANDBOX_SELECTION_DENIED");
+
+    let set = h
+        .call(
+            "set_sandbox_policy",
+            json!({"expectedSha256": sha, "policy": {"network": true}}),
+        )
+        .await;
+    let new_sha = set["sha256"].as_str().unwrap().to_string();
+    assert_ne!(new_sha, sha);
+    assert_eq!(h.policy().await.1, new_sha);
+
+    let accept = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        s.read_to_string(&mut got).unwrap();
+        (listener, got)
+    });
+    let r = h
+        .test(&id, &patch, cmd.clone(), Some(json!({"network": true})))
+        .await;
+    let out = r.structured_content.clone().unwrap();
+    assert_ne!(r.is_error, Some(true), "{out}");
+    let record = &out;
+    assert_eq!(record["passed"], true, "{record}");
+    assert_eq!(record["network"], "allowed");
+    assert_eq!(record["sandbox"]["policySha256"], new_sha.as_str());
+    assert_eq!(record["sandbox"]["selection"]["network"], true);
+    assert_eq!(record["sandbox"]["networkRules"], false);
+    assert_eq!(record["sandbox"]["reads"], "restricted");
+    let (listener, got) = accept.join().unwrap();
+    assert_eq!(got, "hello-from-test\n");
+
+    // The same command, the same ceiling, a selection without network.
+    listener.set_nonblocking(true).unwrap();
+    let r = h.test(&id, &patch, cmd, Some(json!({}))).await;
+    let record = r.structured_content.unwrap().clone();
+    eprintln!("without network: {record}");
+    assert_eq!(record["sandbox"]["selection"]["network"], false);
+    if kernel_denies_network(&record) {
+        assert_eq!(record["network"], "denied");
+        assert_eq!(record["sandbox"]["networkRules"], true);
+        assert_eq!(record["passed"], false, "{record}");
+        assert!(!record["stdout"].as_str().unwrap().contains("connected"));
+        assert!(listener.accept().is_err(), "the listener saw a connection");
+    } else {
+        assert_eq!(record["network"], "not-enforced");
+        assert_eq!(record["sandbox"]["networkRules"], false);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selections_and_proposals_that_touch_protected_paths_links_or_leave_the_ceiling_are_refused()
+ {
+    let h = harness(Profile::Full, ApprovalMode::Auto, Client::default()).await;
+    let (_, sha) = h.policy().await;
+    let home = h.kit.home();
+    let (reads, writes) = (h.dir("roots/reads"), h.dir("roots/writes"));
+    h.dir("projects");
+    let inner = h.dir("roots/writes/inner");
+    std::os::unix::fs::symlink(&inner, writes.join("link")).unwrap();
+    std::os::unix::fs::symlink(&writes, h.base.join("roots/writes-link")).unwrap();
+
+    // Proposals: Legate's home, a root containing it, a link, a relative path, `/`, ~/.ssh.
+    let user_home = PathBuf::from(std::env::var("HOME").unwrap());
+    for (root, code) in [
+        (s(&home), "INVALID_INPUT"),
+        (s(&home.join("copies")), "INVALID_INPUT"),
+        (s(&h.base), "INVALID_INPUT"),
+        (s(&h.base.join("roots/writes-link")), "INVALID_INPUT"),
+        (s(&writes.join("link")), "INVALID_INPUT"),
+        (s(&writes.join("inner/../inner")), "INVALID_INPUT"),
+        ("roots/writes".to_string(), "INVALID_INPUT"),
+        ("/".to_string(), "INVALID_INPUT"),
+        (s(&user_home.join(".ssh")), "INVALID_INPUT"),
+        (s(&user_home), "INVALID_INPUT"),
+    ] {
+        let got = h
+            .fail(
+                "set_sandbox_policy",
+                json!({"expectedSha256": sha, "policy": {"writeRoots": [root]}}),
+            )
+            .await;
+        assert_eq!(got, code, "{root}");
+    }
+    assert_eq!(
+        h.policy().await.1,
+        sha,
+        "a refused proposal changed the policy"
+    );
+
+    // A stale sha256.
+    let set = h
+        .call(
+            "set_sandbox_policy",
+            json!({"expectedSha256": sha, "policy": {
+                "readRoots": [s(&reads)], "writeRoots": [s(&writes), s(&h.base.join("projects"))],
+                "childProcesses": false, "maxOutputChars": 100}}),
+        )
+        .await;
+    let current = set["sha256"].as_str().unwrap().to_string();
+    assert_eq!(
+        h.fail(
+            "set_sandbox_policy",
+            json!({"expectedSha256": sha, "policy": {}})
+        )
+        .await,
+        "SANDBOX_POLICY_CHANGED"
+    );
+    assert_eq!(h.policy().await.1, current);
+
+    let project = h.base.join("projects/src-project");
+    std::fs::create_dir_all(h.base.join("projects")).unwrap();
+    let id = {
+        let p = h.project("projects/src-project");
+        assert_eq!(p, project);
+        h.copy_task(&p).await
+    };
+    let patch = h.call("preview", json!({"taskId": id})).await["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cmd = json!({"executable": "true"});
+    for (sandbox, why) in [
+        (
+            json!({"writePaths": [s(&reads)]}),
+            "a read root is not a write root",
+        ),
+        (
+            json!({"readPaths": [s(&h.dir("elsewhere"))]}),
+            "outside every root",
+        ),
+        (
+            json!({"writePaths": [s(&writes.join("link"))]}),
+            "a symlinked write path",
+        ),
+        (
+            json!({"readPaths": [s(&h.base.join("roots/writes-link"))]}),
+            "a link to a root",
+        ),
+        (json!({"writePaths": [s(&project)]}), "the source project"),
+        (
+            json!({"readPaths": [s(&project.join("src"))]}),
+            "inside the source project",
+        ),
+        (
+            json!({"writePaths": [s(&h.base.join("projects"))]}),
+            "contains the source project",
+        ),
+        (json!({"readPaths": [s(&home)]}), "Legate's home"),
+        (json!({"network": true}), "network beyond the ceiling"),
+        (
+            json!({"childProcesses": true}),
+            "children beyond the ceiling",
+        ),
+        (
+            json!({"maxOutputChars": 101}),
+            "more output than the ceiling",
+        ),
+        (json!({"maxOutputChars": 0}), "no output"),
+    ] {
+        let r = h.test(&id, &patch, cmd.clone(), Some(sandbox)).await;
+        assert_eq!(code_of(&r), "SANDBOX_SELECTION_DENIED", "{why}");
+    }
+    // Within the ceiling: the evidence names the selection and the policy it was checked by.
+    let r = h
+        .test(
+            &id,
+            &patch,
+            cmd,
+            Some(json!({"readPaths": [s(&reads)], "writePaths": [s(&inner)]})),
+        )
+        .await;
+    let record = r.structured_content.unwrap().clone();
+    assert_eq!(record["passed"], true, "{record}");
+    assert_eq!(record["sandbox"]["policySha256"], current.as_str());
+    assert_eq!(
+        record["sandbox"]["selection"]["readPaths"],
+        json!([s(&reads)])
+    );
+    assert_eq!(
+        record["sandbox"]["selection"]["writePaths"],
+        json!([s(&inner)])
+    );
+    assert_eq!(record["sandbox"]["selection"]["childProcesses"], false);
+    assert_eq!(record["sandbox"]["selection"]["maxOutputChars"], 100);
+    assert_eq!(record["sandbox"]["childProcesses"], "denied-seccomp");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_ask_mode_only_a_confirmed_form_replaces_the_policy() {
+    // A client that cannot answer a form at all.
+    let h = harness(Profile::Full, ApprovalMode::Ask, Client::default()).await;
+    let (_, sha) = h.policy().await;
+    let proposal = json!({"expectedSha256": sha, "policy": {"network": true}});
+    assert_eq!(
+        h.fail("set_sandbox_policy", proposal.clone()).await,
+        "SANDBOX_POLICY_DECLINED"
+    );
+    assert_eq!(h.policy().await.1, sha);
+    drop(h);
+
+    let client = Client {
+        elicits: true,
+        ..Client::default()
+    };
+    let h = harness(Profile::Full, ApprovalMode::Ask, client).await;
+    let (_, sha) = h.policy().await;
+    let proposal = json!({"expectedSha256": sha, "policy": {"network": true}});
+    for answer in [
+        ElicitResult::new(ElicitationAction::Decline),
+        ElicitResult::new(ElicitationAction::Cancel),
+        ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": false})),
+        ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": "true"})),
+    ] {
+        *h.handler.answer.lock().unwrap() = Some(answer);
+        assert_eq!(
+            h.fail("set_sandbox_policy", proposal.clone()).await,
+            "SANDBOX_POLICY_DECLINED"
+        );
+        assert_eq!(h.policy().await.1, sha, "a declined change was applied");
+    }
+    let asked = h.handler.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 4);
+    assert!(asked[0].0.contains(&sha), "{}", asked[0].0);
+    assert!(
+        asked[0].0.contains("network: may be granted"),
+        "{}",
+        asked[0].0
+    );
+    assert_eq!(asked[0].1["required"], json!(["confirm"]));
+
+    // A stale sha256 is refused before anyone is asked.
+    assert_eq!(
+        h.fail(
+            "set_sandbox_policy",
+            json!({"expectedSha256": "0".repeat(64), "policy": {}})
+        )
+        .await,
+        "SANDBOX_POLICY_CHANGED"
+    );
+    assert_eq!(h.handler.asked.lock().unwrap().len(), 4);
+
+    *h.handler.answer.lock().unwrap() =
+        Some(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": true})));
+    let set = h.call("set_sandbox_policy", proposal).await;
+    assert_eq!(set["policy"]["network"], true);
+    assert_eq!(h.policy().await.1, set["sha256"].as_str().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_query_profile_reads_the_policy_and_cannot_set_it() {
+    let h = harness(Profile::Query, ApprovalMode::Auto, Client::default()).await;
+    let (_, sha) = h.policy().await;
+    assert_eq!(
+        h.refused(
+            "set_sandbox_policy",
+            json!({"expectedSha256": sha, "policy": {}})
+        )
+        .await,
+        "TOOL_NOT_AVAILABLE"
+    );
+}
