@@ -207,6 +207,8 @@ const V12_DELIVERY: &str = "";
 const V13_POLICY: &str = "";
 
 /// Peer messages between the nodes of a group, and their receipts (issue 16). Reserved.
+// Not yet in `MIGRATIONS` (its owner adds it); allowed so that `-D warnings` builds meanwhile.
+#[allow(dead_code)]
 const V14_PEERS: &str = "";
 
 fn user_version(conn: &Connection) -> Result<u32> {

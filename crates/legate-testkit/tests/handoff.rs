@@ -33,6 +33,7 @@ fn handoff(from: &Task, sha: &str, role: &str, prompt: &str) -> HandoffRequest {
         model: None,
         decisions: vec![],
         mode: None,
+        memory: None,
     }
 }
 
