@@ -103,6 +103,11 @@ pub struct EngineConfig {
     pub supervision: SupervisionConfig,
     /// The configured roles (`[roles.NAME]`), checked when the engine starts.
     pub roles: Vec<crate::roles::RoleSpec>,
+    /// How much private memory the store keeps (`[memory]`).
+    pub memory: crate::memory::MemoryLimits,
+    /// Directories that are never a workspace, a copy's source or a test's root, nor inside
+    /// one (`forbidden_directories`), as configured (absolute).
+    pub forbidden_directories: Vec<PathBuf>,
 }
 
 /// The default of [`SupervisionConfig::deadline`]: 120 s.
@@ -201,6 +206,8 @@ impl EngineConfig {
             policy: legate_supervisor::Policy::empty(),
             supervision: SupervisionConfig::default(),
             roles: Vec::new(),
+            memory: crate::memory::MemoryLimits::default(),
+            forbidden_directories: Vec::new(),
         }
     }
 

@@ -419,7 +419,8 @@ fn validate_message(request: &MessageRequest) -> Result<()> {
             request.text.len()
         )));
     }
-    Ok(())
+    // Before the message is claimed: a refused text is never stored.
+    legate_workspace::refuse_credential("the message", &request.text)
 }
 
 #[cfg(test)]

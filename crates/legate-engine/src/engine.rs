@@ -237,8 +237,11 @@ impl Engine {
         role: Option<legate_core::TaskRole>,
     ) -> Result<Task> {
         let now = Timestamp::now();
+        let id = TaskId(uuid::Uuid::new_v4().to_string());
+        // Before the task is stored, so that its first turn finds them.
+        self.take_memory_snapshots(&id, &request, &checked)?;
         let mut task = Task {
-            id: TaskId(uuid::Uuid::new_v4().to_string()),
+            id: id.clone(),
             context_id: checked.context_id,
             agent: checked.agent.name.clone(),
             workspace: checked.workspace,
@@ -264,17 +267,21 @@ impl Engine {
             task.prompt = String::new();
             task.state = TaskState::InputRequired;
             task.status_message = Some(EMPTY_PROMPT_MESSAGE.to_string());
-            return self.park(task);
+            return self
+                .park(task)
+                .inspect_err(|_| self.forget_memory_snapshots(&id));
         }
-        let task = self.launch(Launch {
-            task,
-            agent: checked.agent,
-            inputs: TurnInputs {
-                message_id: request.message_id,
-                json_schema: request.json_schema,
-            },
-            entry: Entry::New { copy: checked.copy },
-        })?;
+        let task = self
+            .launch(Launch {
+                task,
+                agent: checked.agent,
+                inputs: TurnInputs {
+                    message_id: request.message_id,
+                    json_schema: request.json_schema,
+                },
+                entry: Entry::New { copy: checked.copy },
+            })
+            .inspect_err(|_| self.forget_memory_snapshots(&id))?;
         tracing::info!(task = %task.id, agent = %task.agent, context = %task.context_id, "task submitted");
         Ok(task)
     }

@@ -19,6 +19,7 @@ mod controls;
 mod ending;
 mod engine;
 mod fanout;
+mod forbidden;
 mod framing;
 mod handoff;
 mod inbound;
@@ -26,6 +27,7 @@ mod integration_recovery;
 mod launcher;
 mod ledger;
 mod leftovers;
+mod memory;
 mod pool;
 mod records;
 mod report;
@@ -69,6 +71,11 @@ pub use legate_workspace::{
 /// The copy-workspace extension's received files and the safe-relative-path rule they are
 /// checked by, for the A2A front.
 pub use legate_workspace::{FileBytes, path_problem};
+pub use memory::{
+    DEFAULT_MEMORY_PIECE, MAX_MEMORY_PIECE, MEMORY_MAX_BYTES_CEILING, MEMORY_MAX_ENTRIES_CEILING,
+    MEMORY_MAX_ENTRY_BYTES_CEILING, MemoryEntryInfo, MemoryLimits, MemoryList, MemoryPiece,
+    MemoryRemoved, MemoryWritten, selection::MAX_SELECTED as MAX_MEMORY_SELECTED,
+};
 pub use records::{ContextRecord, Records, TaskFilter};
 pub use report::CONTRACT_HEAD;
 pub use request::{MAX_TASK_TIMEOUT, ReceivedFiles, SubmitRequest, WorkspaceRequest};

@@ -1,6 +1,7 @@
 //! What a caller asks for when it submits or replies ([`SubmitRequest`], [`WorkspaceRequest`]),
 //! and the checks made before anything is stored: the agent (configured, and runnable by this
-//! build), the prompt's size, the context id and the workspace the context keeps, the model,
+//! build), the prompt's size and that it holds no credential (`INPUT_SECRET_DETECTED`), the
+//! context id and the workspace the context keeps (never a forbidden directory), the model,
 //! the JSON Schema and the timeout.
 //!
 //! This module owns the limits on a caller's input and the order in which they are checked
@@ -197,6 +198,7 @@ impl Engine {
             return Err(Error::invalid_input("the prompt is empty"));
         }
         check_size("prompt", &request.prompt)?;
+        legate_workspace::refuse_credential("the prompt", &request.prompt)?;
         let mut continues = None;
         let (context_id, requested) = match &request.context_id {
             Some(c) => {
@@ -275,6 +277,12 @@ impl Engine {
                 (WorkspaceKind::Shared, Some(b.root))
             }
         };
+        if let Some(c) = copy.as_ref().filter(|c| c.received.is_none()) {
+            self.check_not_forbidden("the copy's source", &c.source)?;
+        }
+        if let Some(r) = &root {
+            self.check_not_forbidden("the workspace", r)?;
+        }
         if empty && copy.is_some() {
             // A copy turn cannot wait for input (see `turn`), so it needs a prompt.
             return Err(Error::invalid_input("the prompt is empty"));
@@ -317,7 +325,8 @@ pub(crate) fn check_reply(prompt: &str) -> Result<()> {
     if prompt.trim().is_empty() {
         return Err(Error::invalid_input("the reply is empty"));
     }
-    check_size("reply", prompt)
+    check_size("reply", prompt)?;
+    legate_workspace::refuse_credential("the reply", prompt)
 }
 
 /// The prompt as the agent will read it, framed with `role`'s instructions, is at most

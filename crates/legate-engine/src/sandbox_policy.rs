@@ -182,11 +182,16 @@ fn invalid(message: String) -> Error {
 }
 
 impl Engine {
-    /// What no sandbox root may touch: Legate's home and hidden files, credentials beneath
-    /// the user's home, the pseudo-filesystems.
+    /// What no sandbox root may touch: Legate's home and hidden files, the configuration's
+    /// `forbidden_directories`, credentials beneath the user's home, the pseudo-filesystems.
     fn protected_roots(&self) -> Protected {
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        Protected::new(&self.config().hidden_paths(), &[], home.as_deref())
+        let config = self.config();
+        Protected::new(
+            &config.hidden_paths(),
+            &config.forbidden_directories,
+            home.as_deref(),
+        )
     }
 
     /// The current policy (the default until one is set) and its sha256.

@@ -393,7 +393,8 @@ impl Engine {
     }
 
     /// The turn the agent runs for `task`: the caller's prompt, framed with the task's role,
-    /// its report contract and, for a handoff, the context it was handed. A re-attached turn
+    /// its report contract and, for a handoff, the context it was handed, then the memory it
+    /// was given (`memory::block`). A re-attached turn
     /// (`adoption`) is described the same way.
     pub(crate) fn turn_of(&self, task: &Task, inputs: TurnInputs) -> Turn {
         // A planner or reviewer is told its report contract in the prompt, unless its backend
@@ -407,11 +408,14 @@ impl Engine {
         };
         Turn {
             task_id: task.id.clone(),
-            prompt: crate::framing::frame(
-                &task.prompt,
-                task.role.as_ref(),
-                contract.as_deref(),
-                self.handoff_block(task).as_deref(),
+            prompt: crate::memory::block::append(
+                crate::framing::frame(
+                    &task.prompt,
+                    task.role.as_ref(),
+                    contract.as_deref(),
+                    self.handoff_block(task).as_deref(),
+                ),
+                self.memory_block(task),
             ),
             mode: task.mode,
             model: task.model.clone(),

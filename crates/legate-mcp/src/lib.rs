@@ -18,6 +18,7 @@
 pub mod chunk;
 pub mod confirmation;
 pub mod http;
+pub mod memory;
 pub mod profile;
 pub mod review;
 pub mod sandbox;

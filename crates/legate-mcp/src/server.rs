@@ -214,6 +214,33 @@ fn catalog() -> Vec<ToolDef> {
             false,
         )
         .group(ToolGroup::Review),
+        def::<crate::memory::MemoryListArgs, legate_engine::MemoryList>(
+            "memory_list",
+            "List private memory",
+            "The private memory Legate keeps for a project (its git root) and specialist: each entry's specialist, sha256, size and times, with the store's totals and limits; never the text. Read an entry with memory_read, select it for run or handoff as memory: [{specialist, sha256}].",
+            true,
+        ),
+        def::<crate::memory::MemoryReadArgs, legate_engine::MemoryPiece>(
+            "memory_read",
+            "Read private memory",
+            "Reads a memory entry's text in pieces (offset, limit 4-65536 bytes) bound to expectedSha256: MEMORY_CHANGED when the entry is another version now, MEMORY_NOT_FOUND when there is none. Join text until hasMore is false, using nextOffset. An entry that holds a credential reads redacted.",
+            true,
+        ),
+        def::<crate::memory::MemoryWriteArgs, legate_engine::MemoryWritten>(
+            "memory_write",
+            "Write private memory",
+            "Writes a specialist's memory of a project, compare-and-swap: expectedSha256 null creates it, its current sha256 replaces it; anything else is MEMORY_CHANGED and changes nothing. Returns the new sha256. Limits (entries, total and per-entry bytes) are MEMORY_LIMIT_EXCEEDED; a text that looks like a credential is INPUT_SECRET_DETECTED. Nothing is read from the project.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
+        def::<crate::memory::MemoryRemoveArgs, legate_engine::MemoryRemoved>(
+            "memory_remove",
+            "Remove private memory",
+            "Removes a specialist's memory of a project, only at expectedSha256 (MEMORY_CHANGED for another version, MEMORY_NOT_FOUND for none). Tasks that received it keep their snapshots.",
+            false,
+        )
+        .group(ToolGroup::Implementation)
+        .destructive(),
         def::<TaskArgs, PreviewOut>(
             "preview",
             "Preview a copy's patch",
@@ -461,6 +488,10 @@ impl LegateMcp {
                     crate::sandbox::set_sandbox_policy(engine, parse(args)?, &confirmer).await?,
                 )
             }
+            "memory_list" => to_value(crate::memory::list(engine, parse(args)?)?),
+            "memory_read" => to_value(crate::memory::read(engine, parse(args)?)?),
+            "memory_write" => to_value(crate::memory::write(engine, parse(args)?)?),
+            "memory_remove" => to_value(crate::memory::remove(engine, parse(args)?)?),
             other => Err(not_available(other, profile)),
         }
     }
@@ -562,7 +593,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 28);
+        assert_eq!(tools.len(), 32);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -627,14 +658,23 @@ mod tests {
         assert!(visible(Profile::Full).contains(&"health".to_string()));
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
-        assert_eq!(visible(Profile::Query).len(), 16);
-        assert_eq!(visible(Profile::Review).len(), 21);
+        assert_eq!(visible(Profile::Query).len(), 18);
+        assert_eq!(visible(Profile::Review).len(), 23);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());
         for name in ["preview", "read_patch", "verify", "context", "handoff"] {
             assert!(visible(Profile::Review).contains(&name.to_string()));
             assert!(!visible(Profile::Query).contains(&name.to_string()));
+        }
+        for name in ["memory_list", "memory_read"] {
+            assert!(visible(Profile::Query).contains(&name.to_string()));
+            assert!(visible(Profile::Review).contains(&name.to_string()));
+        }
+        for name in ["memory_write", "memory_remove"] {
+            assert!(!visible(Profile::Query).contains(&name.to_string()));
+            assert!(!visible(Profile::Review).contains(&name.to_string()));
+            assert!(visible(Profile::Full).contains(&name.to_string()));
         }
         for name in ["test", "record_test", "integrate", "discard", "cleanup"] {
             assert!(!visible(Profile::Review).contains(&name.to_string()));

@@ -256,6 +256,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.model = args.model;
     request.json_schema = args.json_schema;
     request.role = args.role;
+    request.memory = args.memory;
     let task = engine.submit(request)?;
     Ok(started(&task))
 }
@@ -629,6 +630,7 @@ pub async fn handoff(engine: &Engine, profile: Profile, args: HandoffArgs) -> Re
             model: args.model,
             decisions: args.decisions,
             mode,
+            memory: args.memory,
         })
         .await?;
     Ok(started(&task))

@@ -85,7 +85,15 @@ async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> H
     let kit = EngineHarness::builder()
         .in_dir(dir)
         .agent(TestAgent::scripted("agent"))
-        .config(move |c| c.review.approval = approval)
+        .config({
+            // Every harness forbids `<base>/forbidden` (forbidden_directories).
+            let forbidden = base.join("forbidden");
+            std::fs::create_dir_all(&forbidden).unwrap();
+            move |c| {
+                c.review.approval = approval;
+                c.forbidden_directories = vec![forbidden];
+            }
+        })
         .start();
     let engine = kit.engine.clone();
     let server = LegateMcp::new(
@@ -386,6 +394,15 @@ async fn selections_and_proposals_that_touch_protected_paths_links_or_leave_the_
             )
             .await;
         assert_eq!(got, code, "{root}");
+    }
+    for root in [h.base.join("forbidden"), h.dir("forbidden/inner")] {
+        let got = h
+            .fail(
+                "set_sandbox_policy",
+                json!({"expectedSha256": sha, "policy": {"readRoots": [s(&root)]}}),
+            )
+            .await;
+        assert_eq!(got, "FORBIDDEN_DIRECTORY", "{}", root.display());
     }
     assert_eq!(
         h.policy().await.1,

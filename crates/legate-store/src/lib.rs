@@ -20,6 +20,7 @@
 //! - `contexts`: conversation contexts (agent session and sandbox per context);
 //! - `reviews`: the review record of each copy task, as JSON the engine owns;
 //! - `usage`: token usage added up by task, session and model;
+//! - `memory`: private memory entries (per project and specialist) and tasks' snapshots;
 //! - `messages`: messages sent to a conversation, one per client-chosen id;
 //! - `approvals`: the approval queue (permission requests waiting for a supervisor);
 //! - `decisions`: the audit trail of every permission decision;
@@ -31,6 +32,7 @@ mod contexts;
 mod decisions;
 mod events;
 mod handover;
+mod memory;
 mod messages;
 mod policy;
 mod recovery;
@@ -45,6 +47,10 @@ pub use approvals::{
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 pub use contexts::ContextRecord;
+pub use memory::{
+    MemoryBounds, MemoryEntry, MemoryMeta, MemoryTotals, MemoryWrite, Snapshot, SnapshotSource,
+    SnapshotText,
+};
 pub use messages::{MessageClaim, MessageRecord};
 pub use policy::{PolicyReplace, StoredPolicy};
 pub use schema::SCHEMA_VERSION;

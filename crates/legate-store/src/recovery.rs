@@ -233,7 +233,7 @@ impl Store {
     }
 
     /// Deletes finished tasks beyond the newest `keep` (by creation time), with their
-    /// events, in one transaction. Unfinished tasks are never touched. Returns how many
+    /// events and memory snapshots, in one transaction. Unfinished tasks are never touched. Returns how many
     /// tasks were deleted.
     pub fn prune_finished(&self, keep: usize) -> Result<usize> {
         let doomed = format!(
@@ -243,9 +243,13 @@ impl Store {
         );
         let delete_events = format!("DELETE FROM events WHERE task_id IN ({doomed})");
         let delete_tasks = format!("DELETE FROM tasks WHERE id IN ({doomed})");
+        // A pruned task's memory snapshots go with it (see `memory`).
+        let delete_snapshots = format!("DELETE FROM memory_snapshots WHERE task_id IN ({doomed})");
         let keep = clamp_i64(keep);
         self.write("prune finished tasks", |tx| {
             tx.execute(&delete_events, [keep])
+                .ctx("prune finished tasks")?;
+            tx.execute(&delete_snapshots, [keep])
                 .ctx("prune finished tasks")?;
             tx.execute(&delete_tasks, [keep])
                 .ctx("prune finished tasks")

@@ -33,6 +33,7 @@ fn handoff(from: &Task, sha: &str, role: &str, prompt: &str) -> HandoffRequest {
         model: None,
         decisions: vec![],
         mode: None,
+        memory: None,
     }
 }
 
@@ -247,7 +248,8 @@ async fn a_decision_is_data_never_an_instruction_and_never_a_secret() {
     let mut req = handoff(&t1, &ctx.context_sha256, "implementer", "write two.txt: 2");
     req.decisions = vec![format!("deploy with {}{}", "AKIA", "Q3ZL7RTX2WNVD6KM")];
     let err = h.engine.handoff(req).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidInput);
+    assert_eq!(err.code, ErrorCode::InputSecretDetected);
+    assert!(!err.message.contains("Q3ZL7"), "{}", err.message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

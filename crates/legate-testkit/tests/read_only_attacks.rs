@@ -52,6 +52,7 @@ async fn a_read_only_role_that_writes_a_dot_git_entry_is_refused() {
                     model: None,
                     decisions: vec![],
                     mode: None,
+                    memory: None,
                 })
                 .await
                 .unwrap();
@@ -127,6 +128,7 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
         model: None,
         decisions: vec![],
         mode: None,
+        memory: None,
     };
     let rev = h
         .engine
@@ -193,6 +195,7 @@ async fn a_handoff_and_its_source_never_both_integrate() {
             model: None,
             decisions: vec![],
             mode: None,
+            memory: None,
         })
         .await
         .unwrap();

@@ -2,7 +2,7 @@
 //!
 //! Owns the file's shape (unknown keys are errors), reading it, the engine's numbers and
 //! confinement, and assembling the parts each front resolves itself (`[mcp]`, `[a2a]`,
-//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`). Every error names the key it is
+//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`). Every error names the key it is
 //! about. Agents come from `crate::agents_config` (the built-in `revisor`, the presets, and
 //! `[agents.NAME]` tables); this module never builds an `AgentSpec` itself. Agents must never
 //! read the configuration or a token: every such file is added to the engine's hidden paths.
@@ -52,6 +52,11 @@ struct File {
     /// `crate::supervision_config`).
     #[serde(default)]
     supervision: crate::supervision_config::SupervisionTable,
+    /// `[memory]`: private memory limits (see `crate::memory_config`).
+    #[serde(default)]
+    memory: crate::memory_config::MemoryTable,
+    /// Directories that are never a workspace, copy source or test root.
+    forbidden_directories: Option<Vec<String>>,
 }
 
 /// The resolved configuration.
@@ -243,6 +248,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
     }
 
     crate::review_config::resolve(file.copies, env, &mut c.review)?;
+    crate::memory_config::apply(file.memory, file.forbidden_directories, env, &mut c)?;
 
     crate::agents_config::resolve(file.agents, &mut c)?;
 

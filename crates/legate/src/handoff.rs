@@ -121,6 +121,7 @@ pub async fn handoff(config: config::Config, args: HandoffArgs) -> Result<ExitCo
             model: args.model,
             decisions: args.decisions,
             mode: None,
+            memory: None,
         })
         .await;
     match started {

@@ -25,6 +25,7 @@ mod front;
 mod handoff;
 mod harden;
 mod mcp;
+mod memory_config;
 mod models;
 mod policy;
 mod render;

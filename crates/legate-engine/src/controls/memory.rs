@@ -1,14 +1,12 @@
-//! Memory snapshots for a task (issue 17): owned by the memory engineer.
+//! Memory snapshots for a task (issue 17): the caller's selection, checked against the store
+//! (`crate::memory::selection` owns the rules and takes the snapshots when the task is
+//! stored).
 
-use super::not_yet;
 use crate::engine::Engine;
 use crate::request::SubmitRequest;
 use legate_core::{MemorySnapshot, Result};
 
 /// The snapshots `request` selects, checked against the store.
-pub(super) fn check(_engine: &Engine, request: &SubmitRequest) -> Result<Vec<MemorySnapshot>> {
-    match &request.memory {
-        Some(selection) if !selection.is_empty() => Err(not_yet("memory")),
-        _ => Ok(Vec::new()),
-    }
+pub(super) fn check(engine: &Engine, request: &SubmitRequest) -> Result<Vec<MemorySnapshot>> {
+    engine.check_memory(request)
 }

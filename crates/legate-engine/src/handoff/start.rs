@@ -47,10 +47,16 @@ pub struct HandoffRequest {
     /// read-only role for write is `MODE_NOT_ALLOWED`.
     #[serde(default)]
     pub mode: Option<legate_core::TaskMode>,
+    /// Private memory for the new task: `None` inherits the source task's snapshots
+    /// unchanged; a selection (`[{specialist, sha256}]`, of the source's project) replaces
+    /// them; `[]` gives none.
+    #[serde(default)]
+    pub memory: Option<Vec<legate_core::MemorySelection>>,
 }
 
 /// `INVALID_INPUT` unless `decisions` is a short list of short, non-blank texts with no
-/// control characters (line breaks and tabs aside) and no credential pattern.
+/// control characters (line breaks and tabs aside); `INPUT_SECRET_DETECTED` for one holding a
+/// credential pattern.
 pub(crate) fn check_decisions(decisions: &[String]) -> Result<()> {
     if decisions.len() > MAX_DECISIONS {
         return Err(Error::invalid_input(format!(
@@ -70,11 +76,7 @@ pub(crate) fn check_decisions(decisions: &[String]) -> Result<()> {
                 "decision {n} holds a control character"
             )));
         }
-        if let Some(rule) = legate_workspace::scan_content(d.as_bytes()) {
-            return Err(Error::invalid_input(format!(
-                "decision {n} looks like it holds a credential (rule {rule}); decisions travel to another agent, so leave secrets out"
-            )));
-        }
+        legate_workspace::refuse_credential(&format!("decision {n}"), d)?;
     }
     Ok(())
 }
@@ -128,6 +130,7 @@ impl Engine {
         submit.role = Some(request.role);
         // `None`: the role's own mode, read-only for a planner or reviewer, write otherwise.
         submit.mode = request.mode;
+        submit.memory = request.memory.clone();
         submit.workspace = WorkspaceRequest::Copy {
             source: record.source.clone(),
             include_paths: record.include_paths.clone(),
@@ -135,12 +138,22 @@ impl Engine {
         };
         let role = self.apply_role(&mut submit)?;
         let mut checked = self.check_submit(&submit, false)?;
-        let size = framed_len(&submit, role.as_ref(), &block);
+        if request.memory.is_none() {
+            // A handoff inherits the source's snapshots unless it names its own (or `[]`).
+            checked.controls.memory = source.controls.memory.clone();
+        }
+        let size = framed_len(&submit, role.as_ref(), &block)
+            + self.memory_block_len(
+                &source.id,
+                &record.source,
+                &checked.controls.memory,
+                request.memory.is_some(),
+            )?;
         if size > MAX_PROMPT_BYTES {
             return Err(Error::new(
                 ErrorCode::ContextTooLarge,
                 format!(
-                    "the prompt with its handed-off context is {size} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: hand off from a task with fewer or shorter reports, or shorten the prompt and decisions)"
+                    "the prompt with its handed-off context and memory is {size} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: hand off from a task with fewer or shorter reports, select less memory, or shorten the prompt and decisions)"
                 ),
             ));
         }
@@ -262,7 +275,7 @@ mod tests {
             });
             let got = check_decisions(&list);
             prop_assert_eq!(got.is_ok(), ok);
-            if let Err(e) = got { prop_assert_eq!(e.code, ErrorCode::InvalidInput); }
+            if let Err(e) = got { prop_assert!(matches!(e.code, ErrorCode::InvalidInput | ErrorCode::InputSecretDetected)); }
         }
     }
 
@@ -270,7 +283,7 @@ mod tests {
     fn a_decision_holding_a_credential_is_refused() {
         let leak = format!("use key {}{}", "AKIA", "Q3ZL7RTX2WNVD6KM");
         let err = check_decisions(&["fine".into(), leak]).unwrap_err();
-        assert_eq!(err.code, ErrorCode::InvalidInput);
+        assert_eq!(err.code, ErrorCode::InputSecretDetected);
         assert!(err.message.starts_with("decision 2"), "{}", err.message);
         assert!(!err.message.contains("Q3ZL7"), "the secret is never echoed");
     }

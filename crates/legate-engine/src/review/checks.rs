@@ -92,6 +92,8 @@ impl Engine {
         }
         let mut o = self.open_copy(id).await?;
         self.check_cleanup(&o)?;
+        self.check_not_forbidden("the test root", &o.record.copy_directory)?;
+        self.check_not_forbidden("the copy's source", &o.record.source)?;
         let before = self.current_preview(&o.baseline).await?;
         Self::expect_sha(&before, expected_sha256)?;
         let (sandbox, resolved, policy_sha256) = match &selection {

@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// "reviewer" or a configured role. Planner and reviewer roles are read-only (mode
     /// "write" is MODE_NOT_ALLOWED) and return a report. A conversation keeps its role.
     pub role: Option<String>,
+    /// Private memory the agent reads as data: at most 8 `{specialist, sha256}` of the
+    /// project's entries (see memory_list), for a copy workspace or a working directory that
+    /// is a git root. MEMORY_CHANGED when an entry is at another sha256 now. Refused on a
+    /// continuation, which keeps its context's.
+    pub memory: Option<Vec<legate_core::MemorySelection>>,
 }
 
 /// The kind of workspace `run` asks for.
@@ -241,4 +246,7 @@ pub struct HandoffArgs {
     pub decisions: Vec<String>,
     /// write or read-only; omitted for the role's own (read-only for planner and reviewer).
     pub mode: Option<legate_core::TaskMode>,
+    /// Private memory for the new task: omitted, the source task's snapshots; a selection
+    /// `[{specialist, sha256}]` of the project's entries instead; `[]` for none.
+    pub memory: Option<Vec<legate_core::MemorySelection>>,
 }
