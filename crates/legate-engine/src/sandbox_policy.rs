@@ -185,7 +185,11 @@ impl Engine {
     /// What no sandbox root may touch: Legate's home and hidden files, the configuration's
     /// `forbidden_directories`, credentials beneath the user's home, the pseudo-filesystems.
     fn protected_roots(&self) -> Protected {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // `HOME`, or the password database's entry when it is unset: credentials are
+        // protected even for a process started with an empty environment.
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .or_else(std::env::home_dir);
         let config = self.config();
         Protected::new(
             &config.hidden_paths(),
