@@ -358,7 +358,7 @@ fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
     assert!(mcp.request("ping", json!({})).is_object());
     let tools = mcp.request("tools/list", json!({}));
     let tools = tools["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 26);
+    assert_eq!(tools.len(), 32);
     for t in tools {
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
     }
