@@ -238,7 +238,9 @@ impl Engine {
     ) -> Result<Task> {
         let now = Timestamp::now();
         let mut task = Task {
-            id: TaskId(uuid::Uuid::new_v4().to_string()),
+            id: checked
+                .id
+                .unwrap_or_else(|| TaskId(uuid::Uuid::new_v4().to_string())),
             context_id: checked.context_id,
             agent: checked.agent.name.clone(),
             workspace: checked.workspace,
