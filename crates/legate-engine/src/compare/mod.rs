@@ -86,7 +86,19 @@ pub struct StartError {
     /// The task id it would have had (no task has it).
     pub task_id: TaskId,
     /// Why it did not start.
+    #[cfg_attr(feature = "schema", schemars(with = "ErrorShape"))]
     pub error: Error,
+}
+
+/// How an error reads on the wire (`legate_core::Error` without its cause), for the schema.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)]
+pub(crate) struct ErrorShape {
+    /// A stable code, e.g. `COPY_CLOSED`.
+    code: String,
+    /// One sentence for a person.
+    message: String,
 }
 
 /// What `compare` answers.

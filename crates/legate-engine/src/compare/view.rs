@@ -37,6 +37,7 @@ pub struct ComparedReview {
     pub state: Option<TaskState>,
     /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<super::ErrorShape>"))]
     pub error: Option<Error>,
     /// The tokens the agent reported for it; `None` when it reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
