@@ -16,11 +16,15 @@ use std::path::PathBuf;
 
 const LIB: &str = "pub fn f(x: Option<u8>) -> u8 {\n    x.unwrap()\n}\n// TODO: tests\n";
 
-fn harness_with(tune: impl FnOnce(&mut legate_engine::EngineConfig) + 'static) -> EngineHarness {
+fn builder() -> legate_testkit::harness::HarnessBuilder {
     EngineHarness::builder()
         .agent(TestAgent::scripted("agent").model("revisor-standard"))
         .agent(TestAgent::scripted("beta").env(TAG_ENV, "beta"))
         .agent(TestAgent::scripted("gamma").env(TAG_ENV, "gamma"))
+}
+
+fn harness_with(tune: impl FnOnce(&mut legate_engine::EngineConfig) + 'static) -> EngineHarness {
+    builder()
         .project(&[("src/lib.rs", LIB), ("README.md", "# Demo\n")])
         .config(tune)
         .start()
@@ -184,7 +188,13 @@ async fn three_targets_review_one_version_and_their_findings_group_literally() {
             if detail["event"] == "copy.ready" && detail["handedOffFrom"] == src.id.as_str())));
     // Nothing in it moves by itself: read again, it groups the same.
     assert_eq!(settled(&h, &out.comparison_id).await.findings, c.findings);
+    // Durable: another engine on the same home (a restart) reads the same comparison.
     h.engine.shutdown().await;
+    let next = builder().engine_in(h.base());
+    let again = next.comparison(&out.comparison_id).await.unwrap();
+    assert!(again.complete, "{again:?}");
+    assert_eq!(again.findings, c.findings);
+    next.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
