@@ -237,7 +237,10 @@ impl Engine {
         role: Option<legate_core::TaskRole>,
     ) -> Result<Task> {
         let now = Timestamp::now();
-        let id = TaskId(uuid::Uuid::new_v4().to_string());
+        let id = checked
+            .id
+            .clone()
+            .unwrap_or_else(|| TaskId(uuid::Uuid::new_v4().to_string()));
         // Before the task is stored, so that its first turn finds them.
         self.take_memory_snapshots(&id, &request, &checked)?;
         let mut task = Task {

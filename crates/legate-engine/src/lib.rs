@@ -12,6 +12,7 @@ mod admission;
 mod adoption;
 mod agents;
 mod budget;
+mod compare;
 mod config;
 mod context_lock;
 mod continuation;
@@ -44,6 +45,10 @@ mod turn;
 pub use admission::SessionCounts;
 pub use adoption::ATTEMPTS as REATTACH_ATTEMPTS;
 pub use agents::preset_for;
+pub use compare::{
+    Agreement, CompareRequest, CompareTarget, Compared, ComparedReview, Comparison, FindingVariant,
+    GroupedFinding, MAX_TARGETS, MIN_TARGETS, StartError,
+};
 pub use config::{
     DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
     EngineConfig, FrontLimits, Paths, SupervisionConfig,

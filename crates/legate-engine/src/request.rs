@@ -178,6 +178,9 @@ pub(crate) struct Checked {
     /// What the task is given besides its prompt (`controls`). A group or comparison sets
     /// its `group` or `comparison_id` here, after the check.
     pub(crate) controls: legate_core::TaskControls,
+    /// The task's id, when the caller chose it before submitting (a comparison makes each
+    /// target's copy under its task's id before any target starts); `None` for a new one.
+    pub(crate) id: Option<legate_core::TaskId>,
 }
 
 impl Engine {
@@ -316,6 +319,7 @@ impl Engine {
             timeout,
             empty,
             controls,
+            id: None,
         })
     }
 }

@@ -16,6 +16,7 @@
 //! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], [`token`], [`http`].
 
 pub mod chunk;
+pub mod compare;
 pub mod confirmation;
 pub mod http;
 pub mod memory;

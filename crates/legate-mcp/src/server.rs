@@ -241,6 +241,18 @@ fn catalog() -> Vec<ToolDef> {
         )
         .group(ToolGroup::Implementation)
         .destructive(),
+        def::<crate::compare::CompareArgs, legate_engine::Compared>(
+            "compare",
+            "Compare agents on one version",
+            "Asks 2 to 4 distinct targets (agent, optional model; across vendors) the same prompt about a finished copy task's current files: each runs a read-only review (role reviewer) in its own copy, all copies made from one reading of the source before any target starts. expectedContextSha256 (from context) is checked: CONTEXT_CHANGED. Returns comparisonId and the taskIds at once (follow each with wait; cancel or discard each on its own); startErrors lists targets that did not start. Never integrates, never votes.",
+            false,
+        ),
+        def::<crate::compare::ComparisonArgs, legate_engine::Comparison>(
+            "comparison",
+            "A comparison's reviews and findings",
+            "A comparison as it stands: each review (state, error, usage, report summary, contextMatches: its copy re-hashed against the compared tree), startErrors, and the findings of the completed reviews grouped by path and line: identical (all said literally the same), different (all said something there, not the same), not-reported-by-all. complete needs every review completed and every copy and the source unchanged; contextStale says otherwise. Grouping is literal, no semantic voting; no finding authorizes integration, and no finding is no proof of correctness.",
+            true,
+        ),
         def::<TaskArgs, PreviewOut>(
             "preview",
             "Preview a copy's patch",
@@ -450,6 +462,15 @@ impl LegateMcp {
                 tracing::info!(task = %out.task_id, agent = %out.agent, mode = %out.mode, "mcp handoff");
                 to_value(out)
             }
+            "compare" => {
+                let out = crate::compare::compare(engine, parse(args)?).await?;
+                for id in &out.task_ids {
+                    self.remember(id.as_str());
+                }
+                tracing::info!(comparison = %out.comparison_id, started = out.task_ids.len(), failed = out.start_errors.len(), "mcp compare");
+                to_value(out)
+            }
+            "comparison" => to_value(crate::compare::comparison(engine, parse(args)?).await?),
             "preview" => {
                 let a: TaskArgs = parse(args)?;
                 to_value(review::preview(engine, &a.task_id).await?)
@@ -594,6 +615,7 @@ mod tests {
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
         assert_eq!(tools.len(), 32);
+        assert_eq!(tools.len(), 28);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -660,6 +682,8 @@ mod tests {
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
         assert_eq!(visible(Profile::Query).len(), 18);
         assert_eq!(visible(Profile::Review).len(), 23);
+        assert_eq!(visible(Profile::Query).len(), 17);
+        assert_eq!(visible(Profile::Review).len(), 22);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());
@@ -675,6 +699,8 @@ mod tests {
             assert!(!visible(Profile::Query).contains(&name.to_string()));
             assert!(!visible(Profile::Review).contains(&name.to_string()));
             assert!(visible(Profile::Full).contains(&name.to_string()));
+        for name in ["compare", "comparison"] {
+            assert!(visible(Profile::Query).contains(&name.to_string()));
         }
         for name in ["test", "record_test", "integrate", "discard", "cleanup"] {
             assert!(!visible(Profile::Review).contains(&name.to_string()));

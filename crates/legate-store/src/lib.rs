@@ -28,6 +28,7 @@
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
+mod comparisons;
 mod contexts;
 mod decisions;
 mod events;

@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     V11_MEMORY,
     V12_DELIVERY,
     V13_POLICY,
+    V14_PEERS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -166,8 +167,18 @@ const V8: &str = "
 ALTER TABLE tasks ADD COLUMN controls TEXT;
 ";
 
-/// Comparisons: several read-only reviews of one version (issue 16). Reserved.
-const V9_COMPARISONS: &str = "";
+/// Comparisons: several read-only reviews of one version (issue 16). One row per comparison,
+/// its document (source, hashes, targets, task ids, start errors) kept as opaque JSON the
+/// engine owns; written once, never updated.
+const V9_COMPARISONS: &str = "
+CREATE TABLE comparisons (
+    id TEXT PRIMARY KEY NOT NULL,
+    source_task_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX comparisons_by_source ON comparisons (source_task_id);
+";
 
 /// Groups and workflows: definitions, nodes, checkpoints, peer messages (issue 16). Reserved.
 const V10_GROUPS: &str = "";

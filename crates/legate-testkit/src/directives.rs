@@ -1,6 +1,9 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
-//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`, `!chmod-inside`), implemented as a [`DirectiveHook`] installed into revisor.
+//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`, `!chmod-inside`,
+//! and `!as TAG <directive>`, which performs the directive only in an agent started with
+//! [`TAG_ENV`] set to `TAG`, so one prompt makes several agents answer differently),
+//! implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -41,8 +44,12 @@ pub const EXIT_CHUNK: &str = "legate-scripted-agent: exiting mid-turn\n";
 /// The text of the tool call `!fail-tool` fails.
 pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 
+/// The environment variable naming the tag `!as TAG <directive>` matches.
+pub const TAG_ENV: &str = "LEGATE_TESTKIT_TAG";
+
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 17] = [
+pub const VERBS: [&str; 18] = [
+    "as",
     "exit",
     "hang",
     "garbage",
@@ -201,9 +208,20 @@ impl DirectiveHook for ScriptedDirectives {
             return crate::judge::perform(judge, context).boxed();
         }
         async move {
-            let Some((verb, rest)) = split(&line) else {
+            let Some((mut verb, mut rest)) = split(&line) else {
                 return Directed::Continue;
             };
+            if verb == "as" {
+                // `!as TAG <directive>`: only the agent tagged TAG performs it.
+                let (tag, inner) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                if std::env::var(TAG_ENV).ok().as_deref() != Some(tag) {
+                    return Directed::Continue;
+                }
+                let Some((v, r)) = split(inner) else {
+                    return Directed::Continue;
+                };
+                (verb, rest) = (v, r);
+            }
             match verb.as_str() {
                 "exit" => {
                     let code = rest.parse::<i32>().unwrap_or(1);

@@ -61,6 +61,7 @@
 //! | `!flip <N> <outside file> <outside dir> [hold µs]` | the symlink race against Legate's file service ([`flip`]): a thread flips `flip.txt` and `flipdir` in the working directory N times between the agent's own file or directory, a symlink to the outside file or directory, and nothing, while the directive sends `fs/write_text_file` and `fs/read_text_file` about them; the report quotes every read that returned someone else's content |
 //! | `!usage <in> <out>` | the prompt's answer carries `usage` (`inputTokens` in, `outputTokens` out, their total), which revisor never reports |
 //! | `!say <text>` | send the text (`\n` escapes) as a message chunk: an answer that says anything, with no tool call |
+//! | `!as <tag> <directive>` | perform the directive (a line such as `!say …` or `!stop end_turn`) only when the agent was started with [`directives::TAG_ENV`] set to `tag`; skip it otherwise, so that one prompt (a comparison's, sent alike to every target) has each agent answer its own way |
 //! | `!history` | answer with this session's earlier prompts, from the [session store](sessions) ([`directives::HISTORY_HEAD`] and their count, then one `history: <prompt>` line each) |
 //!
 //! # As a supervising agent: `LEGATE_TESTKIT_JUDGE`

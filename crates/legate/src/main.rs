@@ -20,6 +20,7 @@ mod a2a;
 mod agents;
 mod agents_config;
 mod approvals;
+mod compare;
 mod config;
 mod front;
 mod handoff;
@@ -175,6 +176,18 @@ enum Command {
     /// Start another role in a fresh copy of a finished copy task's current files (the patch
     /// keeps accumulating against the original project), and watch it run.
     Handoff(handoff::HandoffArgs),
+    /// Ask 2 to 4 distinct targets (`--target agent[:model]`) the same question about a
+    /// finished copy task's current files, each a read-only review in its own copy; wait for
+    /// every review and print the findings grouped by file and line (exit 1 unless complete).
+    Compare(compare::CompareArgs),
+    /// Print a comparison: its reviews, start errors, staleness and grouped findings.
+    Comparison {
+        /// The comparison id `legate compare` printed.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
     Diff {
         /// Task id or prefix.
@@ -404,6 +417,14 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             .await
         }
         Command::Handoff(args) => handoff::handoff(config, args).await,
+        Command::Compare(args) => compare::compare(config, args).await,
+        Command::Comparison { id, json } => {
+            with_engine(
+                config,
+                |e| async move { compare::show(&e, &id, json).await },
+            )
+            .await
+        }
         Command::Diff {
             id,
             stat,

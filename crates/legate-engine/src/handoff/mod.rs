@@ -24,6 +24,8 @@ mod context;
 mod start;
 
 pub(crate) use block::context_block;
+pub(crate) use context::closed;
+pub(crate) use start::{changed, framed_len, remove_made};
 
 use legate_core::{Report, TaskId, Timestamp};
 use legate_workspace::{Criterion, TestCommand};
@@ -140,4 +142,9 @@ pub struct HandoffSource {
     pub decisions: Vec<String>,
     /// The context block the agent is given, built at accept from the checked context.
     pub block: String,
+    /// For a comparison's target: the copy already made (with every other target's, from
+    /// one reading of the source) before any target started; the turn records it instead
+    /// of copying again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared: Option<legate_workspace::CopyReport>,
 }

@@ -81,7 +81,7 @@ pub(crate) fn check_decisions(decisions: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn changed(now: &str, expected: &str) -> Error {
+pub(crate) fn changed(now: &str, expected: &str) -> Error {
     Error::new(
         ErrorCode::ContextChanged,
         format!("the context is now {now}, not the {expected} you named; read the context again"),
@@ -91,7 +91,11 @@ fn changed(now: &str, expected: &str) -> Error {
 /// The length of the text the agent is prompted with on its first turn: the caller's prompt
 /// framed with the role, its report contract (unless the backend gets the report's schema as
 /// structured output) and the context `block`, as `turn` frames it.
-fn framed_len(request: &SubmitRequest, role: Option<&legate_core::TaskRole>, block: &str) -> usize {
+pub(crate) fn framed_len(
+    request: &SubmitRequest,
+    role: Option<&legate_core::TaskRole>,
+    block: &str,
+) -> usize {
     let contract = match &request.json_schema {
         Some(_) => None,
         None => role.and_then(|r| crate::report::contract(r.base)),
@@ -163,6 +167,7 @@ impl Engine {
                 context_sha256: pack.context_sha256.clone(),
                 decisions: request.decisions,
                 block,
+                prepared: None,
             }));
         }
         let task = self.submit_checked(submit, checked, role)?;
@@ -173,7 +178,11 @@ impl Engine {
     /// `READ_ONLY_VIOLATION` when the latest turn of `source`'s copy was a read-only task
     /// that changed it: like a next turn, a handoff would carry that change into a patch that
     /// can be integrated.
-    fn check_hands_on(&self, source: &Task, handle: &crate::review::CopyHandle) -> Result<()> {
+    pub(crate) fn check_hands_on(
+        &self,
+        source: &Task,
+        handle: &crate::review::CopyHandle,
+    ) -> Result<()> {
         self.chain_of(source)?.check_takes_turns(&handle.copy_id)
     }
 
@@ -247,7 +256,7 @@ impl Engine {
 }
 
 /// Removes a copy and baseline just made (Legate's own directories; no agent ran in them).
-fn remove_made(copy: &std::path::Path, baseline: &std::path::Path) {
+pub(crate) fn remove_made(copy: &std::path::Path, baseline: &std::path::Path) {
     for dir in [copy, baseline] {
         if let Err(e) = std::fs::remove_dir_all(dir)
             && e.kind() != std::io::ErrorKind::NotFound

@@ -110,6 +110,12 @@ impl Engine {
             return Ok((boundary, event, None));
         }
         if let Some(from) = record.handoff.clone() {
+            if let Some(report) = from.prepared.clone() {
+                // A comparison's target: its copy was made with the others before any started.
+                let (boundary, event) =
+                    self.copy_made(task, record, report, Some(&from.source_task_id))?;
+                return Ok((boundary, event, None));
+            }
             let (boundary, event) = self.prepare_handoff_copy(task, record, &from).await?;
             return Ok((boundary, event, None));
         }

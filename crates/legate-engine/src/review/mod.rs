@@ -83,11 +83,11 @@ impl Engine {
         &self.config().review
     }
 
-    fn copy_dir(&self, id: &TaskId) -> PathBuf {
+    pub(crate) fn copy_dir(&self, id: &TaskId) -> PathBuf {
         self.config().paths.copies().join(id.as_str())
     }
 
-    fn baseline_dir(&self, id: &TaskId) -> PathBuf {
+    pub(crate) fn baseline_dir(&self, id: &TaskId) -> PathBuf {
         self.config().paths.baselines().join(id.as_str())
     }
     fn announce(&self, id: &TaskId, event: EventKind) {
