@@ -65,7 +65,7 @@ pub enum GroupInsert {
     /// Stored now.
     Inserted,
     /// The id was taken; here is what is stored under it.
-    Existing(GroupRecord),
+    Existing(Box<GroupRecord>),
 }
 
 const GROUP_COLUMNS: &str = "group_id, definition, definition_sha256, title, state, \
@@ -131,7 +131,7 @@ impl Store {
                     ))
                     .and_then(|mut st| st.query_row([&group.group_id], group_row))
                     .ctx("read a group")
-                    .map(GroupInsert::Existing);
+                    .map(|r| GroupInsert::Existing(Box::new(r)));
             }
             for n in nodes {
                 tx.prepare_cached(&format!(
@@ -403,7 +403,7 @@ mod tests {
         other.definition_sha256 = "b".repeat(64);
         assert_eq!(
             s.insert_group(&other, &[node("x", 0)]).unwrap(),
-            GroupInsert::Existing(g.clone())
+            GroupInsert::Existing(Box::new(g.clone()))
         );
         let nodes = s.group_nodes("g1").unwrap();
         assert_eq!(
