@@ -292,10 +292,7 @@ impl Engine {
             let progress = load::progress(&status);
             let settled = status.state.is_terminal()
                 || (status.state == GroupState::Paused
-                    && !status
-                        .nodes
-                        .iter()
-                        .any(|n| matches!(n.state, NodeState::Running | NodeState::Admitting)));
+                    && !status.nodes.iter().any(|n| n.state == NodeState::Running));
             if settled || tokio::time::Instant::now() >= deadline {
                 return Ok(GroupWait {
                     ready: settled,
