@@ -21,6 +21,7 @@
 //! - `reviews`: the review record of each copy task, as JSON the engine owns;
 //! - `usage`: token usage added up by task, session and model;
 //! - `messages`: messages sent to a conversation, one per client-chosen id;
+//! - `peers`: peer messages between a group's nodes and their receipts;
 //! - `approvals`: the approval queue (permission requests waiting for a supervisor);
 //! - `decisions`: the audit trail of every permission decision;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
@@ -31,6 +32,7 @@ mod decisions;
 mod events;
 mod handover;
 mod messages;
+mod peers;
 mod recovery;
 mod reviews;
 mod schema;
@@ -44,6 +46,7 @@ pub use approvals::{
 };
 pub use contexts::ContextRecord;
 pub use messages::{MessageClaim, MessageRecord};
+pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
