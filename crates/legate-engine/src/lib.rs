@@ -20,6 +20,7 @@ mod ending;
 mod engine;
 mod fanout;
 mod framing;
+mod group;
 mod handoff;
 mod inbound;
 mod integration_recovery;
@@ -52,6 +53,11 @@ pub use continuation::{
 pub use ending::{EMPTY_PROMPT_MESSAGE, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE};
 pub use engine::Engine;
 pub use fanout::Subscription;
+pub use group::{
+    Budget, BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupDefinition, GroupProgress,
+    GroupState, GroupStatus, GroupSummary, GroupWait, Hook, NodeDef, NodeState, NodeStatus,
+    PeerRoute, Workflow, WorkflowResult,
+};
 pub use handoff::{
     ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, HandoffRequest,
     MAX_DECISION_BYTES, MAX_DECISIONS, MAX_REPORTS,
