@@ -55,8 +55,9 @@ pub use engine::Engine;
 pub use fanout::Subscription;
 pub use group::{
     Budget, BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupDefinition, GroupProgress,
-    GroupState, GroupStatus, GroupSummary, GroupWait, Hook, NodeDef, NodeState, NodeStatus,
-    PeerRoute, Workflow, WorkflowResult,
+    GroupState, GroupStatus, GroupSummary, GroupWait, Hook, MAX_RECEIPTS_PAGE, NodeDef, NodeState,
+    NodeStatus, PeerReceipt, PeerReceiptPage, PeerRoute, ReceiptOrigin, ReceiptState, Workflow,
+    WorkflowResult,
 };
 pub use handoff::{
     ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, HandoffRequest,

@@ -22,12 +22,13 @@
 //! lets a node's output authorize integration.
 
 mod definition;
-// Called by the scheduler once it lands; wfpeer fills the bodies.
+// The hooks are called by the scheduler once it lands (wfcore's).
 #[allow(dead_code)]
 pub(crate) mod peer;
 mod status;
 
 pub use definition::{Budget, GroupDefinition, Hook, NodeDef, PeerRoute, Workflow};
+pub use peer::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 pub use status::{
     BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupProgress, GroupState, GroupStatus,
     GroupSummary, GroupWait, NodeState, NodeStatus, WorkflowResult,
