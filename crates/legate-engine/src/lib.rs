@@ -56,8 +56,9 @@ pub use fanout::Subscription;
 pub use group::{
     Budget, BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupDefinition, GroupProgress,
     GroupState, GroupStatus, GroupSummary, GroupWait, Hook, MAX_CONTEXT_BYTES,
-    MAX_DEFINITION_BYTES, MAX_GROUPS, MAX_NODES, MAX_ROUTES, NodeDef, NodeState, NodeStatus,
-    PeerRoute, Workflow, WorkflowResult,
+    MAX_DEFINITION_BYTES, MAX_GROUPS, MAX_NODES, MAX_RECEIPTS_PAGE, MAX_ROUTES, NodeDef, NodeState,
+    NodeStatus, PeerReceipt, PeerReceiptPage, PeerRoute, ReceiptOrigin, ReceiptState, Workflow,
+    WorkflowResult,
 };
 pub use handoff::{
     ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, HandoffRequest,

@@ -22,6 +22,7 @@
 //! - `usage`: token usage added up by task, session and model;
 //! - `groups`: groups of tasks, their nodes and who drives them;
 //! - `messages`: messages sent to a conversation, one per client-chosen id;
+//! - `peers`: peer messages between a group's nodes and their receipts;
 //! - `approvals`: the approval queue (permission requests waiting for a supervisor);
 //! - `decisions`: the audit trail of every permission decision;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
@@ -33,6 +34,7 @@ mod events;
 mod groups;
 mod handover;
 mod messages;
+mod peers;
 mod recovery;
 mod reviews;
 mod schema;
@@ -47,6 +49,7 @@ pub use approvals::{
 pub use contexts::ContextRecord;
 pub use groups::{GroupInsert, GroupRecord, NodeRecord};
 pub use messages::{MessageClaim, MessageRecord};
+pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};

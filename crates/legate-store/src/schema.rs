@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     V11_MEMORY,
     V12_DELIVERY,
     V13_POLICY,
+    V14_PEERS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -210,8 +211,29 @@ const V12_DELIVERY: &str = "";
 /// The test sandbox policy and other caller-set policies (issue 17). Reserved.
 const V13_POLICY: &str = "";
 
-/// Peer messages between the nodes of a group, and their receipts (issue 16). Reserved.
-const V14_PEERS: &str = "";
+/// Peer messages between the nodes of a group, and their receipts (issue 16): one row per
+/// group and agent-chosen message id; `seq` orders a group's receipts and is their cursor.
+/// No foreign key to the groups table (another step owns it); rows are never deleted, so a
+/// `seq` is never reused.
+const V14_PEERS: &str = "
+CREATE TABLE peer_messages (
+    seq         INTEGER PRIMARY KEY,
+    group_id    TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    from_node   TEXT NOT NULL,
+    to_node     TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    sha256      TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('queued', 'sent')),
+    source_task TEXT,
+    task_id     TEXT,
+    created_at  INTEGER NOT NULL,
+    sent_at     INTEGER,
+    UNIQUE (group_id, message_id)
+) STRICT;
+CREATE INDEX peer_messages_to ON peer_messages (group_id, to_node, state, seq);
+CREATE INDEX peer_messages_from ON peer_messages (group_id, from_node);
+";
 
 fn user_version(conn: &Connection) -> Result<u32> {
     let v: i64 = conn
@@ -275,7 +297,8 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(tables, 9);
+        // Base 7, groups and group_nodes (V10), peer_messages (V14).
+        assert_eq!(tables, 10);
     }
 
     #[test]

@@ -39,7 +39,7 @@ mod line_endings;
 mod patch;
 mod rollover;
 mod sandbox;
-mod secrets;
+pub mod secrets;
 mod select;
 mod shared;
 mod staging;
@@ -64,8 +64,8 @@ pub use patch::{
 pub use rollover::{Outcome, Recovered, Standing, recover_integrations};
 pub use sandbox::{label, sandbox};
 pub use secrets::{
-    BlockReason, BlockedFile, RuleInfo, RuleKind, SecretPolicy, content_rule_names,
-    credential_name, scan_content, secret_rules,
+    BlockReason, BlockedFile, RuleInfo, RuleKind, SecretPolicy, content_rule_names, credential_in,
+    credential_name, refuse_credential, scan_content, secret_rules,
 };
 pub use select::{
     ProjectFile, ProjectFiles, SelectedFile, Selection, list_project_files, project_root, select,

@@ -24,7 +24,7 @@
 mod checkpoint;
 mod definition;
 mod load;
-// The scheduler calls it; wfpeer fills the bodies.
+// wfpeer's: envelopes, routes, limits, receipts and delivery of peer messages.
 pub(crate) mod peer;
 mod prompt;
 mod restart;
@@ -34,6 +34,7 @@ mod tokens;
 mod validate;
 
 pub use definition::{Budget, GroupDefinition, Hook, NodeDef, PeerRoute, Workflow};
+pub use peer::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 pub use status::{
     BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupProgress, GroupState, GroupStatus,
     GroupSummary, GroupWait, NodeState, NodeStatus, WorkflowResult,

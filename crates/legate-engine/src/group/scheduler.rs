@@ -24,7 +24,7 @@ use super::tokens::{Gate, gate};
 use super::{Drivers, peer};
 use crate::engine::lock;
 use crate::request::{SubmitRequest, WorkspaceRequest};
-use crate::{Engine, HandoffRequest, MessageRequest};
+use crate::{Engine, HandoffRequest};
 use legate_core::{DeliveryMode, Error, ErrorCode, GroupNode, Result, Task, TaskId, TaskState};
 use legate_store::NodeRecord;
 use std::time::Duration;
@@ -300,14 +300,25 @@ impl Engine {
         }
         if !state.is_terminal() {
             let answer = task.result.as_ref().map_or("", |r| r.text.as_str());
-            let envelopes = peer::take_envelopes(answer);
+            let found = peer::take_envelopes(answer);
+            let open = |node: &str| {
+                g.node(node).is_some_and(|n| {
+                    node_state(n).is_ok_and(|s| {
+                        matches!(
+                            s,
+                            NodeState::Pending | NodeState::Admitting | NodeState::Running
+                        )
+                    })
+                })
+            };
             if let Err(e) = peer::record(
                 self.store(),
                 group,
                 &g.definition,
                 &rec.node_id,
                 &task.id,
-                envelopes,
+                found,
+                &open,
             ) {
                 self.pause_group(group, &e)?;
                 return Ok(false);
@@ -325,16 +336,8 @@ impl Engine {
                         return Ok(false);
                     }
                 }
-                for m in pending {
-                    let receipt = self.send_message(MessageRequest {
-                        context_id: task.context_id.clone(),
-                        message_id: format!("peer:{group}:{}", m.message_id),
-                        text: m.text.clone(),
-                        mode: None,
-                    })?;
-                    peer::mark_sent(self.store(), group, &m.message_id, &receipt.task.id)?;
-                    tracing::info!(group, node = %rec.node_id, task = %receipt.task.id, from = %m.from_node, "peer message delivered as the node's next turn");
-                }
+                let carried = self.deliver_peer_messages(group, &rec.node_id, &task.context_id)?;
+                tracing::info!(group, node = %rec.node_id, turns = carried.len(), "peer messages delivered as the node's next turns");
                 return Ok(true);
             }
         }

@@ -13,9 +13,11 @@
 //! log. It does not claim to find arbitrary secrets: unknown formats, encrypted or obfuscated
 //! data pass.
 
+mod input;
 mod rules;
 mod scan;
 
+pub use input::{credential_in, refuse_credential};
 pub use rules::{RuleInfo, RuleKind, secret_rules};
 
 use crate::glob::Glob;
