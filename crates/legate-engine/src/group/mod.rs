@@ -21,6 +21,7 @@
 //! or `handoff`), never re-runs a finished node, never estimates a token count, and never
 //! lets a node's output authorize integration.
 
+mod admit;
 mod checkpoint;
 mod definition;
 mod load;
