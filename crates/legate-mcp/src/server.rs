@@ -5,6 +5,7 @@
 //! and it logs tool names, task ids and error codes, never arguments.
 
 use crate::confirmation::ElicitationConfirmer;
+use crate::groups;
 use crate::profile::{Profile, ToolGroup};
 use crate::review::{self, *};
 use crate::schema::{self, *};
@@ -325,6 +326,58 @@ fn catalog() -> Vec<ToolDef> {
             false,
         )
         .group(ToolGroup::Implementation),
+        // Groups and workflows (issue 16 §6): wfpeer's tools, in crate::groups.
+        def::<groups::GroupCreateArgs, legate_engine::GroupCreated>(
+            "group_create",
+            "Create a group of tasks",
+            "Validates and stores a group definition (nodes with id, role, agent, model, prompt, dependsOn, fileSources; peerRoutes; budget {maxTotalTokens}; workflow {finalNode, hooks}) and returns groupId and definitionSha256. Starts nothing. The same groupId with the same definition answers the stored group; another definition is GROUP_CONFLICT. A cycle, an unknown id or a limit is WORKFLOW_INVALID; a context over 64 KiB is WORKFLOW_CONTEXT_TOO_LARGE.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
+        def::<groups::GroupStartArgs, legate_engine::GroupStatus>(
+            "group_start",
+            "Start or resume a group",
+            "Starts a created group, or resumes a paused one, given the definitionSha256 group_create returned. Nodes are admitted as their dependencies finish; finished nodes are never re-run, and a checkpoint whose data changed is WORKFLOW_CHECKPOINT_CHANGED.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
+        def::<groups::GroupArgs, legate_engine::GroupStatus>(
+            "group_status",
+            "A group's status",
+            "A group's state (created, running, paused with pauseReason, completed, failed, canceled), each node's state, tasks and checkpoint hashes, and the budget's observed figures. Never prompts, answers or intermediate results.",
+            true,
+        ),
+        def::<groups::GroupWaitArgs, groups::GroupWaitOut>(
+            "group_wait",
+            "Wait for a group",
+            "Waits up to timeoutSeconds (1-60, default 30) for a group to end or pause; ready is true then. Sends progress notifications (node counts only) when the call carries a progress token. Intermediate results stay out of the answer; a timeout never changes the group.",
+            true,
+        ),
+        def::<groups::GroupArgs, legate_engine::GroupStatus>(
+            "group_cancel",
+            "Cancel a group",
+            "Admits no further node and cancels the group's running tasks. Finished nodes and their copies are kept.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
+        def::<groups::GroupsArgs, groups::GroupsOut>(
+            "groups",
+            "Groups",
+            "Every retained group, newest first: id, title, definitionSha256, state, pauseReason and node count.",
+            true,
+        ),
+        def::<groups::GroupArgs, legate_engine::WorkflowResult>(
+            "workflow_result",
+            "A workflow's synthesis",
+            "Checks every checkpoint of a completed workflow again, then returns only the final node's public synthesis (agent-reported) with resultSha256 and referenceSha256. WORKFLOW_RESULT_UNAVAILABLE when it has not completed or a later run failed; WORKFLOW_CHECKPOINT_CHANGED when data changed. It authorizes no integration.",
+            true,
+        ),
+        def::<groups::PeerReceiptsArgs, legate_engine::PeerReceiptPage>(
+            "peer_receipts",
+            "Peer message receipts",
+            "Pages (after, limit 1-20) through the receipts of the messages a group's nodes sent each other over the definition's peerRoutes: messageId, origin agent-reported, from, to, state (queued, then sent once the recipient's next turn was accepted) and the text's sha256. Never the bodies. A page is a snapshot: read again to see changed states.",
+            true,
+        ),
     ]
 }
 
@@ -513,6 +566,21 @@ impl LegateMcp {
             "memory_read" => to_value(crate::memory::read(engine, parse(args)?)?),
             "memory_write" => to_value(crate::memory::write(engine, parse(args)?)?),
             "memory_remove" => to_value(crate::memory::remove(engine, parse(args)?)?),
+            "group_create" => to_value(groups::create(engine, parse(args)?)?),
+            "group_start" => to_value(groups::start(engine, parse(args)?).await?),
+            "group_status" => to_value(groups::status(engine, parse(args)?)?),
+            "group_wait" => {
+                let progress = context.meta.get_progress_token().map(|token| Progress {
+                    peer: context.peer.clone(),
+                    token,
+                    heartbeat: self.options.heartbeat,
+                });
+                to_value(groups::wait(engine, parse(args)?, progress, context.ct.clone()).await?)
+            }
+            "group_cancel" => to_value(groups::cancel(engine, parse(args)?)?),
+            "groups" => to_value(groups::list(engine, parse(args)?)?),
+            "workflow_result" => to_value(groups::workflow_result(engine, parse(args)?).await?),
+            "peer_receipts" => to_value(groups::peer_receipts(engine, parse(args)?)?),
             other => Err(not_available(other, profile)),
         }
     }
@@ -616,6 +684,7 @@ mod tests {
         assert_eq!(names.len(), tools.len());
         assert_eq!(tools.len(), 32);
         assert_eq!(tools.len(), 28);
+        assert_eq!(tools.len(), 34);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -684,6 +753,8 @@ mod tests {
         assert_eq!(visible(Profile::Review).len(), 23);
         assert_eq!(visible(Profile::Query).len(), 17);
         assert_eq!(visible(Profile::Review).len(), 22);
+        assert_eq!(visible(Profile::Query).len(), 20);
+        assert_eq!(visible(Profile::Review).len(), 25);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());

@@ -180,8 +180,35 @@ CREATE TABLE comparisons (
 CREATE INDEX comparisons_by_source ON comparisons (source_task_id);
 ";
 
-/// Groups and workflows: definitions, nodes, checkpoints, peer messages (issue 16). Reserved.
-const V10_GROUPS: &str = "";
+/// Groups and workflows (issue 16): each group's canonical definition and hash, state, pause
+/// reason and driving runner; each node's state, bound task and checkpoint.
+const V10_GROUPS: &str = "
+CREATE TABLE groups (
+    group_id          TEXT PRIMARY KEY NOT NULL,
+    definition        TEXT NOT NULL,
+    definition_sha256 TEXT NOT NULL,
+    title             TEXT,
+    state             TEXT NOT NULL,
+    pause_reason      TEXT,
+    pause_message     TEXT,
+    runner            TEXT,
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL
+) STRICT;
+CREATE INDEX groups_state ON groups (state);
+
+CREATE TABLE group_nodes (
+    group_id   TEXT NOT NULL REFERENCES groups (group_id) ON DELETE CASCADE,
+    node_id    TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    task_id    TEXT,
+    error_code TEXT,
+    checkpoint TEXT,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (group_id, node_id)
+) STRICT;
+";
 
 /// Private memory per project and specialist, and the snapshots tasks received (issue 17):
 /// one entry per canonical git root and specialist id (its text, the text's sha256 and UTF-8
@@ -225,10 +252,29 @@ CREATE TABLE policies (
 );
 ";
 
-/// Peer messages between the nodes of a group, and their receipts (issue 16). Reserved.
-// Not yet in `MIGRATIONS` (its owner adds it); allowed so that `-D warnings` builds meanwhile.
-#[allow(dead_code)]
-const V14_PEERS: &str = "";
+/// Peer messages between the nodes of a group, and their receipts (issue 16): one row per
+/// group and agent-chosen message id; `seq` orders a group's receipts and is their cursor.
+/// No foreign key to the groups table (another step owns it); rows are never deleted, so a
+/// `seq` is never reused.
+const V14_PEERS: &str = "
+CREATE TABLE peer_messages (
+    seq         INTEGER PRIMARY KEY,
+    group_id    TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    from_node   TEXT NOT NULL,
+    to_node     TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    sha256      TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('queued', 'sent')),
+    source_task TEXT,
+    task_id     TEXT,
+    created_at  INTEGER NOT NULL,
+    sent_at     INTEGER,
+    UNIQUE (group_id, message_id)
+) STRICT;
+CREATE INDEX peer_messages_to ON peer_messages (group_id, to_node, state, seq);
+CREATE INDEX peer_messages_from ON peer_messages (group_id, from_node);
+";
 
 fn user_version(conn: &Connection) -> Result<u32> {
     let v: i64 = conn
@@ -292,6 +338,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
+        // Base 7, groups and group_nodes (V10), peer_messages (V14).
         assert_eq!(tables, 10);
     }
 
