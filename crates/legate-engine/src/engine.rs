@@ -70,6 +70,8 @@ pub(crate) struct Inner {
     pub(crate) shutdown: watch::Sender<bool>,
     /// The role catalog, checked at start.
     pub(crate) roles: crate::roles::Roles,
+    /// The groups this engine drives (`group`).
+    pub(crate) groups: crate::group::Drivers,
 }
 
 impl Engine {
@@ -137,9 +139,11 @@ impl Engine {
                 waiting: Mutex::new(()),
                 tracker: TaskTracker::new(),
                 shutdown,
+                groups: crate::group::Drivers::default(),
             }),
         };
         engine.adopt_orphans();
+        engine.continue_groups();
         engine.spawn_housekeeping();
         engine.spawn_copy_sweeper();
         Ok(engine)
@@ -501,10 +505,11 @@ impl Engine {
                 // remote tasks of processes that died since (`adoption`).
                 checkpoint_ticks += 1;
                 if checkpoint_ticks.is_multiple_of(4) {
-                    (Engine {
+                    let engine = Engine {
                         inner: inner.clone(),
-                    })
-                    .adopt_orphans();
+                    };
+                    engine.adopt_orphans();
+                    engine.continue_groups();
                     let store = inner.store.clone();
                     let done = tokio::task::spawn_blocking(move || store.checkpoint()).await;
                     if let Ok(Err(e)) = done {

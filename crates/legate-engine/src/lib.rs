@@ -55,7 +55,8 @@ pub use engine::Engine;
 pub use fanout::Subscription;
 pub use group::{
     Budget, BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupDefinition, GroupProgress,
-    GroupState, GroupStatus, GroupSummary, GroupWait, Hook, MAX_RECEIPTS_PAGE, NodeDef, NodeState,
+    GroupState, GroupStatus, GroupSummary, GroupWait, Hook, MAX_CONTEXT_BYTES,
+    MAX_DEFINITION_BYTES, MAX_GROUPS, MAX_NODES, MAX_RECEIPTS_PAGE, MAX_ROUTES, NodeDef, NodeState,
     NodeStatus, PeerReceipt, PeerReceiptPage, PeerRoute, ReceiptOrigin, ReceiptState, Workflow,
     WorkflowResult,
 };

@@ -120,8 +120,10 @@ pub fn create(engine: &Engine, args: GroupCreateArgs) -> Result<GroupCreated> {
 }
 
 /// `group_start`.
-pub fn start(engine: &Engine, args: GroupStartArgs) -> Result<GroupStatus> {
-    let status = engine.group_start(&args.group_id, &args.definition_sha256)?;
+pub async fn start(engine: &Engine, args: GroupStartArgs) -> Result<GroupStatus> {
+    let status = engine
+        .group_start(&args.group_id, &args.definition_sha256)
+        .await?;
     tracing::info!(group = %status.group_id, state = %status.state, "mcp group_start");
     Ok(status)
 }

@@ -489,7 +489,7 @@ impl LegateMcp {
                 to_value(review::cleanup(engine).await?)
             }
             "group_create" => to_value(groups::create(engine, parse(args)?)?),
-            "group_start" => to_value(groups::start(engine, parse(args)?)?),
+            "group_start" => to_value(groups::start(engine, parse(args)?).await?),
             "group_status" => to_value(groups::status(engine, parse(args)?)?),
             "group_wait" => {
                 let progress = context.meta.get_progress_token().map(|token| Progress {

@@ -20,6 +20,7 @@
 //! - `contexts`: conversation contexts (agent session and sandbox per context);
 //! - `reviews`: the review record of each copy task, as JSON the engine owns;
 //! - `usage`: token usage added up by task, session and model;
+//! - `groups`: groups of tasks, their nodes and who drives them;
 //! - `messages`: messages sent to a conversation, one per client-chosen id;
 //! - `peers`: peer messages between a group's nodes and their receipts;
 //! - `approvals`: the approval queue (permission requests waiting for a supervisor);
@@ -30,6 +31,7 @@ mod approvals;
 mod contexts;
 mod decisions;
 mod events;
+mod groups;
 mod handover;
 mod messages;
 mod peers;
@@ -45,6 +47,7 @@ pub use approvals::{
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 pub use contexts::ContextRecord;
+pub use groups::{GroupInsert, GroupRecord, NodeRecord};
 pub use messages::{MessageClaim, MessageRecord};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;

@@ -170,8 +170,35 @@ ALTER TABLE tasks ADD COLUMN controls TEXT;
 /// Comparisons: several read-only reviews of one version (issue 16). Reserved.
 const V9_COMPARISONS: &str = "";
 
-/// Groups and workflows: definitions, nodes, checkpoints, peer messages (issue 16). Reserved.
-const V10_GROUPS: &str = "";
+/// Groups and workflows (issue 16): each group's canonical definition and hash, state, pause
+/// reason and driving runner; each node's state, bound task and checkpoint.
+const V10_GROUPS: &str = "
+CREATE TABLE groups (
+    group_id          TEXT PRIMARY KEY NOT NULL,
+    definition        TEXT NOT NULL,
+    definition_sha256 TEXT NOT NULL,
+    title             TEXT,
+    state             TEXT NOT NULL,
+    pause_reason      TEXT,
+    pause_message     TEXT,
+    runner            TEXT,
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL
+) STRICT;
+CREATE INDEX groups_state ON groups (state);
+
+CREATE TABLE group_nodes (
+    group_id   TEXT NOT NULL REFERENCES groups (group_id) ON DELETE CASCADE,
+    node_id    TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    task_id    TEXT,
+    error_code TEXT,
+    checkpoint TEXT,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (group_id, node_id)
+) STRICT;
+";
 
 /// Private memory per project and specialist, and the snapshots tasks received (issue 17).
 /// Reserved.
@@ -270,7 +297,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(tables, 8);
+        assert_eq!(tables, 10);
     }
 
     #[test]

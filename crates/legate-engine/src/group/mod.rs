@@ -21,11 +21,16 @@
 //! or `handoff`), never re-runs a finished node, never estimates a token count, and never
 //! lets a node's output authorize integration.
 
+mod checkpoint;
 mod definition;
-// The hooks are called by the scheduler once it lands (wfcore's).
-#[allow(dead_code)]
+mod load;
 pub(crate) mod peer;
+mod prompt;
+mod restart;
+mod scheduler;
 mod status;
+mod tokens;
+mod validate;
 
 pub use definition::{Budget, GroupDefinition, Hook, NodeDef, PeerRoute, Workflow};
 pub use peer::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
@@ -33,15 +38,44 @@ pub use status::{
     BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupProgress, GroupState, GroupStatus,
     GroupSummary, GroupWait, NodeState, NodeStatus, WorkflowResult,
 };
+pub use validate::{MAX_CONTEXT_BYTES, MAX_DEFINITION_BYTES, MAX_NODES, MAX_ROUTES};
 
 use crate::Engine;
-use legate_core::{Error, ErrorCode, Result};
+use legate_core::{Error, ErrorCode, Result, Timestamp};
+use legate_store::{GroupInsert, GroupRecord, NodeRecord};
+use load::{checkpoint, group_state, node_state};
+use scheduler::moved;
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::Duration;
 
-fn not_built(what: &str) -> Error {
+/// At most this many groups are retained; the oldest finished ones go first.
+pub const MAX_GROUPS: usize = 100;
+
+/// This engine's group drivers, and the signal that a group changed.
+#[derive(Debug)]
+pub(crate) struct Drivers {
+    /// The groups this engine drives now.
+    pub(crate) driving: Mutex<HashSet<String>>,
+    /// Bumped whenever a group changes through this engine.
+    pub(crate) changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Drivers {
+    fn default() -> Self {
+        Self {
+            driving: Mutex::default(),
+            changed: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+const FINISHED: [&str; 3] = ["completed", "failed", "canceled"];
+
+fn closed(id: &str, state: GroupState) -> Error {
     Error::new(
-        ErrorCode::Internal,
-        format!("{what} is not built yet in this build of Legate"),
+        ErrorCode::GroupClosed,
+        format!("group {id} is {state}; it takes no new turns"),
     )
 }
 
@@ -49,51 +83,364 @@ impl Engine {
     /// Validates `definition`, stores it under `group_id` (a new UUID when `None`) and
     /// returns its sha256. Idempotent: the same id with the same definition answers the
     /// stored group; another definition under that id is `GROUP_CONFLICT`. Starts nothing.
+    ///
+    /// Errors: `WORKFLOW_INVALID` (the checks of `validate`), `WORKFLOW_CONTEXT_TOO_LARGE`
+    /// (a prompt over 64 KiB), the project's and agents' errors, `QUEUE_FULL` when
+    /// [`MAX_GROUPS`] unfinished groups are retained.
     pub fn group_create(
         &self,
         group_id: Option<String>,
-        definition: GroupDefinition,
+        mut definition: GroupDefinition,
     ) -> Result<GroupCreated> {
-        let _ = (group_id, definition);
-        Err(not_built("group_create"))
+        let group_id = match group_id {
+            Some(id) => {
+                validate::check_group_id(&id)?;
+                id
+            }
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        validate::check(&definition)?;
+        for node in &definition.nodes {
+            let (source, _) =
+                self.check_copy_request(&definition.working_directory, &[], &node.criteria)?;
+            if let Some(agent) = &node.agent {
+                self.agents().runnable(agent)?;
+            }
+            if let Some(role) = &node.role {
+                self.roles().resolve(role)?;
+            }
+            definition.working_directory = source;
+        }
+        let canonical = validate::canonical(&definition)?;
+        let sha = legate_core::remote::sha256_hex(canonical.as_bytes());
+        let store = self.store();
+        if store.group(&group_id)?.is_none() {
+            store.prune_groups(MAX_GROUPS - 1, &FINISHED)?;
+            if store.group_count()? >= MAX_GROUPS {
+                return Err(Error::new(
+                    ErrorCode::QueueFull,
+                    format!(
+                        "{MAX_GROUPS} unfinished groups are retained; cancel or finish one first"
+                    ),
+                ));
+            }
+        }
+        let now = Timestamp::now();
+        let record = GroupRecord {
+            group_id: group_id.clone(),
+            definition: canonical,
+            definition_sha256: sha.clone(),
+            title: definition.title.clone(),
+            state: GroupState::Created.as_str().to_string(),
+            pause_reason: None,
+            pause_message: None,
+            runner: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let nodes: Vec<NodeRecord> = definition
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeRecord {
+                node_id: n.id.clone(),
+                position: u32::try_from(i).unwrap_or(u32::MAX),
+                state: NodeState::Pending.as_str().to_string(),
+                task_id: None,
+                error_code: None,
+                checkpoint: None,
+                updated_at: now,
+            })
+            .collect();
+        match store.insert_group(&record, &nodes)? {
+            GroupInsert::Inserted => {
+                tracing::info!(group = %group_id, nodes = nodes.len(), "group created");
+                Ok(GroupCreated {
+                    group_id,
+                    definition_sha256: sha,
+                    existing: false,
+                })
+            }
+            GroupInsert::Existing(stored) if stored.definition_sha256 == sha => Ok(GroupCreated {
+                group_id,
+                definition_sha256: sha,
+                existing: true,
+            }),
+            GroupInsert::Existing(stored) => Err(Error::new(
+                ErrorCode::GroupConflict,
+                format!(
+                    "group {group_id} exists with another definition ({}); use another id",
+                    stored.definition_sha256
+                ),
+            )),
+        }
     }
 
     /// Starts a created group, or resumes a paused one, when `definition_sha256` is its
-    /// definition's (`GROUP_CONFLICT` otherwise). Finished nodes are not re-run; a
-    /// checkpoint whose data changed is `WORKFLOW_CHECKPOINT_CHANGED`.
-    pub fn group_start(&self, group_id: &str, definition_sha256: &str) -> Result<GroupStatus> {
-        let _ = (group_id, definition_sha256);
-        Err(not_built("group_start"))
+    /// definition's (`GROUP_CONFLICT` otherwise). Finished nodes are not re-run: each
+    /// checkpoint is checked again (`WORKFLOW_CHECKPOINT_CHANGED`), a held node is released
+    /// once its hook's evidence is there, an interrupted node is admitted again (the
+    /// caller's explicit resume). `GROUP_CLOSED` for a group that ended.
+    pub async fn group_start(
+        &self,
+        group_id: &str,
+        definition_sha256: &str,
+    ) -> Result<GroupStatus> {
+        let g = self.load_group(group_id)?;
+        if g.record.definition_sha256 != definition_sha256 {
+            return Err(Error::new(
+                ErrorCode::GroupConflict,
+                format!(
+                    "group {group_id}'s definition is {}, not the {definition_sha256} you named",
+                    g.record.definition_sha256
+                ),
+            ));
+        }
+        let state = group_state(&g.record)?;
+        match state {
+            GroupState::Completed | GroupState::Failed | GroupState::Canceled => {
+                return Err(closed(group_id, state));
+            }
+            GroupState::Created | GroupState::Running => {}
+            GroupState::Paused => {
+                if let Some(still) = self.resume_nodes(&g).await? {
+                    self.pause_group(group_id, &still)?;
+                    self.nudge_groups();
+                    return self.group_status(group_id);
+                }
+            }
+        }
+        self.store().set_group_state(
+            group_id,
+            &[
+                GroupState::Created.as_str(),
+                GroupState::Paused.as_str(),
+                GroupState::Running.as_str(),
+            ],
+            GroupState::Running.as_str(),
+            None,
+            None,
+        )?;
+        tracing::info!(group = group_id, "group started");
+        self.take_over(group_id, g.record.runner.as_deref());
+        self.nudge_groups();
+        self.group_status(group_id)
+    }
+
+    /// Prepares a paused group's nodes to go on; `Some(reason)` when one is still held.
+    async fn resume_nodes(&self, g: &load::Loaded) -> Result<Option<Error>> {
+        let group = g.record.group_id.as_str();
+        let mut still = None;
+        for rec in &g.nodes {
+            let hook = g.hook(&rec.node_id);
+            match node_state(rec)? {
+                NodeState::Succeeded => {
+                    if let Some(cp) = checkpoint(rec)?
+                        && let Err(e) = self.recheck(&rec.node_id, &cp, hook).await
+                    {
+                        self.pause_group(group, &e)?;
+                        return Err(e);
+                    }
+                }
+                NodeState::Held => {
+                    let Some(task) = g.latest(&rec.node_id).cloned() else {
+                        continue;
+                    };
+                    let patch = self.node_patch(&task).await?;
+                    match checkpoint::holding(self, &task, hook, &patch)? {
+                        Some(hold) => still = still.or(Some(hold)),
+                        None => {
+                            self.finish_node(group, NodeState::Held, rec, &task, hook)
+                                .await?
+                        }
+                    }
+                }
+                NodeState::Interrupted => {
+                    let again = NodeRecord {
+                        error_code: None,
+                        task_id: None,
+                        ..moved(rec, NodeState::Pending)
+                    };
+                    self.put_node(group, &[NodeState::Interrupted], &again)?;
+                }
+                NodeState::Admitting if g.node_tasks(&rec.node_id).next().is_none() => {
+                    self.put_node(
+                        group,
+                        &[NodeState::Admitting],
+                        &moved(rec, NodeState::Pending),
+                    )?;
+                }
+                _ => {}
+            }
+        }
+        Ok(still)
     }
 
     /// The group's state, nodes and budget.
     pub fn group_status(&self, group_id: &str) -> Result<GroupStatus> {
-        let _ = group_id;
-        Err(not_built("group_status"))
+        self.load_group(group_id)?.status()
     }
 
-    /// Waits until the group ends or pauses, at most `timeout`; answers its progress.
+    /// Waits until the group ends or pauses with nothing running, at most `timeout`;
+    /// answers its progress (never a prompt, an answer or an intermediate result).
     pub async fn group_wait(&self, group_id: &str, timeout: Duration) -> Result<GroupWait> {
-        let _ = (group_id, timeout);
-        Err(not_built("group_wait"))
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut changes = self.group_changes();
+        loop {
+            changes.borrow_and_update();
+            let status = self.group_status(group_id)?;
+            let progress = load::progress(&status);
+            let settled = status.state.is_terminal()
+                || (status.state == GroupState::Paused
+                    && !status
+                        .nodes
+                        .iter()
+                        .any(|n| matches!(n.state, NodeState::Running | NodeState::Admitting)));
+            if settled || tokio::time::Instant::now() >= deadline {
+                return Ok(GroupWait {
+                    ready: settled,
+                    progress,
+                    status,
+                });
+            }
+            // A group another process drives changes only in the store: look again soon.
+            tokio::select! {
+                _ = changes.changed() => {}
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
     }
 
-    /// Admits no further node and cancels the running ones.
+    /// Admits no further node and cancels the running ones. `GROUP_CLOSED` for a group that
+    /// ended already.
     pub fn group_cancel(&self, group_id: &str) -> Result<GroupStatus> {
-        let _ = group_id;
-        Err(not_built("group_cancel"))
+        let g = self.load_group(group_id)?;
+        let state = group_state(&g.record)?;
+        if state.is_terminal() {
+            return Err(closed(group_id, state));
+        }
+        let changed = self.store().set_group_state(
+            group_id,
+            &[
+                GroupState::Created.as_str(),
+                GroupState::Running.as_str(),
+                GroupState::Paused.as_str(),
+            ],
+            GroupState::Canceled.as_str(),
+            None,
+            None,
+        )?;
+        if !changed {
+            let now = group_state(&self.load_group(group_id)?.record)?;
+            return Err(closed(group_id, now));
+        }
+        for rec in &g.nodes {
+            match node_state(rec)? {
+                NodeState::Pending
+                | NodeState::Held
+                | NodeState::Interrupted
+                | NodeState::Admitting => {
+                    let from = [node_state(rec)?];
+                    self.put_node(group_id, &from, &moved(rec, NodeState::Canceled))?;
+                }
+                NodeState::Running => {
+                    for t in g.node_tasks(&rec.node_id).filter(|t| !t.is_terminal()) {
+                        if let Err(e) = self.cancel(t.id.as_str()) {
+                            tracing::debug!(task = %t.id, error = %e, "a group task ended before its cancel");
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        tracing::info!(group = group_id, "group canceled");
+        // Its running nodes' ends are recorded by a driver.
+        self.take_over(group_id, g.record.runner.as_deref());
+        self.nudge_groups();
+        self.group_status(group_id)
     }
 
     /// Every retained group, newest first.
     pub fn groups(&self) -> Result<Vec<GroupSummary>> {
-        Err(not_built("groups"))
+        self.store()
+            .groups(MAX_GROUPS)?
+            .iter()
+            .map(load::summary)
+            .collect()
     }
 
     /// The final node's synthesis of a completed workflow, after checking every checkpoint
     /// again (`WORKFLOW_CHECKPOINT_CHANGED`); `WORKFLOW_RESULT_UNAVAILABLE` when the group
-    /// has no workflow, has not completed, or a later run failed.
+    /// has no workflow, has not completed, or a later run of a node failed.
     pub async fn workflow_result(&self, group_id: &str) -> Result<WorkflowResult> {
-        let _ = group_id;
-        Err(not_built("workflow_result"))
+        let g = self.load_group(group_id)?;
+        let unavailable = |why: String| Error::new(ErrorCode::WorkflowResultUnavailable, why);
+        let Some(wf) = &g.definition.workflow else {
+            return Err(unavailable(format!(
+                "group {group_id} declares no workflow"
+            )));
+        };
+        let state = group_state(&g.record)?;
+        if state != GroupState::Completed {
+            return Err(unavailable(format!(
+                "group {group_id} is {state}; a synthesis is offered only for a completed workflow"
+            )));
+        }
+        let mut reference = Vec::new();
+        let mut last = None;
+        for def in &g.definition.nodes {
+            let rec = g
+                .node(&def.id)
+                .ok_or_else(|| Error::internal("a node is missing"))?;
+            let cp = checkpoint(rec)?
+                .ok_or_else(|| unavailable(format!("node {} has no checkpoint", def.id)))?;
+            if let Some(latest) = g.latest(&def.id)
+                && latest.id != cp.task_id
+            {
+                return Err(if latest.state == legate_core::TaskState::Completed {
+                    Error::new(
+                        ErrorCode::WorkflowCheckpointChanged,
+                        format!(
+                            "node {} ran again after its checkpoint (task {})",
+                            def.id, latest.id
+                        ),
+                    )
+                } else {
+                    unavailable(format!(
+                        "a later run of node {} (task {}) is {}; the synthesis is not currently valid",
+                        def.id, latest.id, latest.state
+                    ))
+                });
+            }
+            self.recheck(&def.id, &cp, g.hook(&def.id)).await?;
+            if def.id == wf.final_node {
+                last = Some(cp.clone());
+            }
+            reference.push(serde_json::json!({"node": def.id, "checkpoint": cp}));
+        }
+        let cp = last.ok_or_else(|| Error::internal("the final node is missing"))?;
+        let task = self.task(cp.task_id.as_str())?;
+        let reference = serde_json::json!({
+            "groupId": group_id,
+            "definitionSha256": g.record.definition_sha256,
+            "nodes": reference,
+        });
+        Ok(WorkflowResult {
+            group_id: group_id.to_string(),
+            definition_sha256: g.record.definition_sha256.clone(),
+            final_node: wf.final_node.clone(),
+            task_id: task.id.clone(),
+            synthesis: checkpoint::node_result(&task),
+            result_sha256: cp.result_sha256,
+            reference_sha256: legate_core::remote::sha256_hex(
+                validate::sort_keys(reference).to_string().as_bytes(),
+            ),
+        })
     }
+}
+
+/// Whether this engine drives `group` now.
+pub(crate) fn scheduler_driving(engine: &Engine, group: &str) -> bool {
+    crate::engine::lock(&engine.inner.groups.driving).contains(group)
 }

@@ -55,6 +55,9 @@ legate_core::wire_enum! {
         Failed => "failed",
         /// Its task was canceled.
         Canceled => "canceled",
+        /// Its turn was cut by the end of the engine that ran it (`SERVER_RESTARTED`):
+        /// nothing is re-run until `group_start` resumes the group.
+        Interrupted => "interrupted",
         /// A dependency failed or was canceled: it will not run.
         Blocked => "blocked",
     }

@@ -107,6 +107,16 @@ impl Engine {
     /// read-only turn changed; `COPY_UNAVAILABLE` for a source that is not a
     /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
     pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
+        self.handoff_with(request, |_| {}).await
+    }
+
+    /// [`Engine::handoff`], with `adjust` applied to the checked submit before it is stored
+    /// (a group node sets its controls there).
+    pub(crate) async fn handoff_with(
+        &self,
+        request: HandoffRequest,
+        adjust: impl FnOnce(&mut crate::request::Checked) + Send,
+    ) -> Result<Task> {
         check_decisions(&request.decisions)?;
         let (handle, source, record) = self.finished_copy(&request.source_task_id)?;
         if let Some(e) = closed(&handle) {
@@ -152,6 +162,7 @@ impl Engine {
                 block,
             }));
         }
+        adjust(&mut checked);
         let task = self.submit_checked(submit, checked, role)?;
         tracing::info!(task = %task.id, from = %source.id, role = %role_name, "handoff submitted");
         Ok(task)

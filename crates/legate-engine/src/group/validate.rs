@@ -1,0 +1,318 @@
+//! The checks a definition passes before it is stored, and its canonical sha256.
+//!
+//! Everything here is pure: ids known and unique, the seed's limits (at most
+//! [`MAX_NODES`] nodes, [`MAX_DEFINITION_BYTES`] of canonical JSON, [`MAX_ROUTES`] routes),
+//! no cycle, `fileSources` a direct dependency, a workflow's final node depending on every
+//! other, a prompt of at most [`MAX_CONTEXT_BYTES`] (the context limit; a larger one is
+//! `WORKFLOW_CONTEXT_TOO_LARGE`). Checks that need the engine (the project is a git root,
+//! agents, roles and criteria exist) are made by `group_create` after these.
+//!
+//! The canonical form is the definition re-serialized with every object's keys sorted and
+//! defaults written out, so that two spellings of one definition hash alike. Nothing here
+//! trims, reorders or otherwise repairs a definition: a bad one is refused whole.
+
+use super::definition::GroupDefinition;
+use legate_core::{Error, ErrorCode, Result};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// At most this many nodes in a group.
+pub const MAX_NODES: usize = 32;
+/// The largest definition, as canonical JSON.
+pub const MAX_DEFINITION_BYTES: usize = 4 << 20;
+/// At most this many peer routes.
+pub const MAX_ROUTES: usize = 128;
+/// The largest context a node is given (its prompt, and its predecessors' data), in UTF-8 bytes.
+pub const MAX_CONTEXT_BYTES: usize = 64 << 10;
+/// The longest node id.
+pub const MAX_NODE_ID_BYTES: usize = 64;
+/// The longest title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+/// The longest group id, in bytes.
+pub const MAX_GROUP_ID_BYTES: usize = 128;
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::WorkflowInvalid, message)
+}
+
+/// A node id: 1 to [`MAX_NODE_ID_BYTES`] ASCII letters, digits, `-` or `_`.
+pub(crate) fn valid_node_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_NODE_ID_BYTES
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A group id: 1 to [`MAX_GROUP_ID_BYTES`] ASCII letters, digits, `-`, `_` or `.`.
+pub(crate) fn check_group_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_GROUP_ID_BYTES
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_input(format!(
+            "a group id must be 1 to {MAX_GROUP_ID_BYTES} ASCII letters, digits, '-', '_' or '.'"
+        )))
+    }
+}
+
+/// Checks `definition` (see the module docs). `WORKFLOW_INVALID`, or
+/// `WORKFLOW_CONTEXT_TOO_LARGE` for a prompt over the context limit.
+pub(crate) fn check(definition: &GroupDefinition) -> Result<()> {
+    if !definition.working_directory.is_absolute() {
+        return Err(invalid("workingDirectory must be an absolute path"));
+    }
+    if let Some(title) = &definition.title
+        && (title.chars().count() > MAX_TITLE_CHARS || title.chars().any(char::is_control))
+    {
+        return Err(invalid(format!(
+            "the title must be at most {MAX_TITLE_CHARS} characters with no control characters"
+        )));
+    }
+    let n = definition.nodes.len();
+    if n == 0 || n > MAX_NODES {
+        return Err(invalid(format!(
+            "a group has 1 to {MAX_NODES} nodes; this one has {n}"
+        )));
+    }
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in definition.nodes.iter().enumerate() {
+        if !valid_node_id(&node.id) {
+            return Err(invalid(format!(
+                "node {} has an invalid id: 1 to {MAX_NODE_ID_BYTES} ASCII letters, digits, '-' or '_'",
+                i + 1
+            )));
+        }
+        if index.insert(node.id.as_str(), i).is_some() {
+            return Err(invalid(format!("node id {} is used twice", node.id)));
+        }
+    }
+    for node in &definition.nodes {
+        if node.prompt.trim().is_empty() {
+            return Err(invalid(format!("node {} has an empty prompt", node.id)));
+        }
+        if node.prompt.len() > MAX_CONTEXT_BYTES {
+            return Err(Error::new(
+                ErrorCode::WorkflowContextTooLarge,
+                format!(
+                    "node {}'s prompt is {} bytes; a node's context is at most {MAX_CONTEXT_BYTES} (nothing is cut)",
+                    node.id,
+                    node.prompt.len()
+                ),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for dep in &node.depends_on {
+            if !index.contains_key(dep.as_str()) {
+                return Err(invalid(format!(
+                    "node {} depends on {}, which is not a node of this group",
+                    node.id,
+                    shown(dep)
+                )));
+            }
+            if dep == &node.id {
+                return Err(invalid(format!("node {} depends on itself", node.id)));
+            }
+            if !seen.insert(dep.as_str()) {
+                return Err(invalid(format!(
+                    "node {} names dependency {dep} twice",
+                    node.id
+                )));
+            }
+        }
+        if let Some(src) = &node.file_sources
+            && !node.depends_on.contains(src)
+        {
+            return Err(invalid(format!(
+                "node {}'s fileSources {} must be one of its direct dependencies",
+                node.id,
+                shown(src)
+            )));
+        }
+        if let Some(model) = &node.model {
+            crate::request::validate_model(model)
+                .map_err(|e| invalid(format!("node {}: {}", node.id, e.message)))?;
+        }
+        if let Some(role) = &node.role
+            && !crate::roles::valid_role_name(role)
+        {
+            return Err(invalid(format!("node {} names an invalid role", node.id)));
+        }
+    }
+    order(definition)?;
+    check_routes(definition, &index)?;
+    if let Some(budget) = definition.budget
+        && budget.max_total_tokens == 0
+    {
+        return Err(invalid("budget.maxTotalTokens must be at least 1"));
+    }
+    if let Some(wf) = &definition.workflow {
+        let Some(&last) = index.get(wf.final_node.as_str()) else {
+            return Err(invalid(format!(
+                "workflow.finalNode {} is not a node of this group",
+                shown(&wf.final_node)
+            )));
+        };
+        let reach = ancestors(definition, last);
+        if let Some(missing) = definition
+            .nodes
+            .iter()
+            .enumerate()
+            .find(|(i, _)| *i != last && !reach.contains(i))
+        {
+            return Err(invalid(format!(
+                "the final node {} must depend, directly or not, on every other node; it does not on {}",
+                wf.final_node, missing.1.id
+            )));
+        }
+        if let Some(unknown) = wf.hooks.keys().find(|k| !index.contains_key(k.as_str())) {
+            return Err(invalid(format!(
+                "workflow.hooks names {}, which is not a node of this group",
+                shown(unknown)
+            )));
+        }
+    }
+    let size = canonical(definition)?.len();
+    if size > MAX_DEFINITION_BYTES {
+        return Err(invalid(format!(
+            "the definition is {size} bytes; the limit is {MAX_DEFINITION_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_routes(definition: &GroupDefinition, index: &HashMap<&str, usize>) -> Result<()> {
+    if definition.peer_routes.len() > MAX_ROUTES {
+        return Err(invalid(format!(
+            "{} peer routes; the limit is {MAX_ROUTES}",
+            definition.peer_routes.len()
+        )));
+    }
+    let mut seen = BTreeSet::new();
+    for r in &definition.peer_routes {
+        for end in [&r.from, &r.to] {
+            if !index.contains_key(end.as_str()) {
+                return Err(invalid(format!(
+                    "peer route {} -> {} names a node that is not in this group",
+                    shown(&r.from),
+                    shown(&r.to)
+                )));
+            }
+        }
+        if r.from == r.to {
+            return Err(invalid(format!(
+                "peer route {0} -> {0} goes nowhere",
+                r.from
+            )));
+        }
+        if !seen.insert((r.from.as_str(), r.to.as_str())) {
+            return Err(invalid(format!(
+                "peer route {} -> {} is named twice",
+                r.from, r.to
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The nodes in an order where each comes after its dependencies (Kahn, ties by definition
+/// order); `WORKFLOW_INVALID` naming a node on a cycle.
+pub(crate) fn order(definition: &GroupDefinition) -> Result<Vec<usize>> {
+    let index: HashMap<&str, usize> = definition
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect();
+    let mut waiting: Vec<usize> = definition
+        .nodes
+        .iter()
+        .map(|n| n.depends_on.len())
+        .collect();
+    let mut out = Vec::with_capacity(waiting.len());
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..waiting.len()).filter(|&i| waiting[i] == 0).collect();
+    while let Some(i) = ready.pop_first() {
+        out.push(i);
+        for (j, n) in definition.nodes.iter().enumerate() {
+            let hits = n
+                .depends_on
+                .iter()
+                .filter(|d| index.get(d.as_str()) == Some(&i))
+                .count();
+            if hits > 0 {
+                waiting[j] -= hits;
+                if waiting[j] == 0 {
+                    ready.insert(j);
+                }
+            }
+        }
+    }
+    if out.len() != definition.nodes.len() {
+        let on_cycle = (0..definition.nodes.len())
+            .find(|i| !out.contains(i))
+            .map_or("?", |i| definition.nodes[i].id.as_str());
+        return Err(invalid(format!(
+            "the dependencies form a cycle (through node {on_cycle})"
+        )));
+    }
+    Ok(out)
+}
+
+/// The nodes `node` depends on, directly or not (indices).
+fn ancestors(definition: &GroupDefinition, node: usize) -> BTreeSet<usize> {
+    let index: HashMap<&str, usize> = definition
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![node];
+    while let Some(i) = stack.pop() {
+        for d in &definition.nodes[i].depends_on {
+            if let Some(&j) = index.get(d.as_str())
+                && seen.insert(j)
+            {
+                stack.push(j);
+            }
+        }
+    }
+    seen
+}
+
+/// The definition as canonical JSON: every object's keys sorted, defaults written out.
+pub(crate) fn canonical(definition: &GroupDefinition) -> Result<String> {
+    let value = serde_json::to_value(definition)
+        .map_err(|e| Error::internal(format!("a definition could not be encoded: {e}")))?;
+    let sorted = sort_keys(value);
+    serde_json::to_string(&sorted)
+        .map_err(|e| Error::internal(format!("a definition could not be encoded: {e}")))
+}
+
+/// `value` with every object's keys in sorted order, whatever map serde_json was built with.
+pub(crate) fn sort_keys(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let sorted: BTreeMap<String, Value> =
+                map.into_iter().map(|(k, v)| (k, sort_keys(v))).collect();
+            let mut out = serde_json::Map::new();
+            for (k, v) in sorted {
+                out.insert(k, v);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
+}
+
+/// Caller text shortened for an error sentence, control characters escaped.
+fn shown(s: &str) -> String {
+    let cut: String = s.chars().take(40).collect();
+    format!("{:?}", cut)
+}
