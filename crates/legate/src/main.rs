@@ -22,6 +22,7 @@ mod agents_config;
 mod approvals;
 mod config;
 mod front;
+mod group;
 mod handoff;
 mod harden;
 mod mcp;
@@ -174,6 +175,9 @@ enum Command {
     /// Start another role in a fresh copy of a finished copy task's current files (the patch
     /// keeps accumulating against the original project), and watch it run.
     Handoff(handoff::HandoffArgs),
+    /// Groups of tasks and workflows: `create FILE` (TOML or JSON), `start ID SHA256`,
+    /// `status`, `wait`, `cancel`, `list`, `result`, `receipts`.
+    Group(group::GroupArgs),
     /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
     Diff {
         /// Task id or prefix.
@@ -403,6 +407,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             .await
         }
         Command::Handoff(args) => handoff::handoff(config, args).await,
+        Command::Group(args) => group::run(config, args).await,
         Command::Diff {
             id,
             stat,
