@@ -128,15 +128,13 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         GroupCommand::Start { id, sha256, json } => {
+            // With --json, stdout carries the final status only.
+            let progress = |s: &GroupStatus| if json { Ok(()) } else { print_line(s) };
             let mut status = engine.group_start(&id, &sha256).await?;
-            print_line(&status)?;
-            loop {
-                if settled(status.state) {
-                    break;
-                }
-                let waited = engine.group_wait(&id, FOLLOW_STEP).await?;
-                status = waited.status;
-                print_line(&status)?;
+            progress(&status)?;
+            while !settled(status.state) {
+                status = engine.group_wait(&id, FOLLOW_STEP).await?.status;
+                progress(&status)?;
             }
             finish(&status, json)
         }
