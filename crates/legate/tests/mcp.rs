@@ -80,7 +80,7 @@ fn python(home: &Path, name: &str, args: &[&str]) -> Value {
 
 fn check_report(report: &Value, protocol: &str) {
     assert_eq!(report["protocol"], protocol, "{report}");
-    assert_eq!(report["tools"], 26, "{report}");
+    assert_eq!(report["tools"], 34, "{report}");
     assert!(report["progress"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["pieces"].as_u64().unwrap() > 2, "{report}");
 }
