@@ -297,6 +297,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
+        // Base 7, groups and group_nodes (V10), peer_messages (V14).
         assert_eq!(tables, 10);
     }
 

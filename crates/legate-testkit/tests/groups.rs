@@ -486,3 +486,51 @@ fn a_definition_breaking_a_rule_is_refused_before_anything_is_stored() {
     let err = h.engine.group_status("bad0").unwrap_err();
     assert_eq!(err.code, ErrorCode::GroupNotFound);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_file_sources_starts_from_a_new_copy_of_that_dependency_s_files() {
+    let h = harness();
+    let mut reviewer = node("extend", "write two.txt: two\\n", &["base", "other"]);
+    reviewer.file_sources = Some("base".into());
+    let def = definition(
+        &h,
+        vec![
+            node("base", "write one.txt: one\\n", &[]),
+            node("other", "write other.txt: other\\n", &[]),
+            reviewer,
+        ],
+    );
+    let c = h.engine.group_create(None, def).unwrap();
+    h.engine
+        .group_start(&c.group_id, &c.definition_sha256)
+        .await
+        .unwrap();
+    let s = settle(&h.engine, &c.group_id).await;
+    assert_eq!(s.state, GroupState::Completed, "{s:?}");
+    let base = tasks_of(&s, "base")[0].clone();
+    let extend = tasks_of(&s, "extend")[0].clone();
+    let copy = h.home().join("copies").join(extend.as_str());
+    // Its copy holds the source's change and its own; the other dependency gave data only.
+    assert_eq!(
+        std::fs::read_to_string(copy.join("one.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(copy.join("two.txt").exists());
+    assert!(!copy.join("other.txt").exists());
+    // The source copy is untouched, and the new task is still the group's.
+    let base_copy = h.home().join("copies").join(base.as_str());
+    assert!(!base_copy.join("two.txt").exists());
+    let t = h.engine.task(extend.as_str()).unwrap();
+    assert_eq!(t.controls.group.unwrap().node_id, "extend");
+    let files: Vec<String> = h
+        .engine
+        .preview(extend.as_str())
+        .await
+        .unwrap()
+        .patch
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
+    assert!(files.contains(&"one.txt".to_string()) && files.contains(&"two.txt".to_string()));
+}

@@ -21,9 +21,11 @@
 //! or `handoff`), never re-runs a finished node, never estimates a token count, and never
 //! lets a node's output authorize integration.
 
+mod admit;
 mod checkpoint;
 mod definition;
 mod load;
+// wfpeer's: envelopes, routes, limits, receipts and delivery of peer messages.
 pub(crate) mod peer;
 mod prompt;
 mod restart;
@@ -292,10 +294,7 @@ impl Engine {
             let progress = load::progress(&status);
             let settled = status.state.is_terminal()
                 || (status.state == GroupState::Paused
-                    && !status
-                        .nodes
-                        .iter()
-                        .any(|n| matches!(n.state, NodeState::Running | NodeState::Admitting)));
+                    && !status.nodes.iter().any(|n| n.state == NodeState::Running));
             if settled || tokio::time::Instant::now() >= deadline {
                 return Ok(GroupWait {
                     ready: settled,

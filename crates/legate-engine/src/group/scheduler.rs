@@ -14,18 +14,16 @@
 //! found again (or, when no task exists, is `GROUP_ADMISSION_UNVERIFIED`). A turn cut by the
 //! end of its engine pauses the group (`SERVER_RESTARTED`): nothing is re-run silently.
 //!
-//! The scheduler never runs an agent itself and never re-submits a node that has a task.
+//! Admitting one node is `admit`'s. The scheduler never runs an agent itself and never re-submits a node that has a task.
 
-use super::checkpoint::{holding, node_result};
-use super::load::{Loaded, checkpoint, group_state, node_state};
-use super::prompt::{Passed, framed};
+use super::checkpoint::holding;
+use super::load::{Loaded, group_state, node_state};
 use super::status::{GroupState, NodeState};
 use super::tokens::{Gate, gate};
 use super::{Drivers, peer};
+use crate::Engine;
 use crate::engine::lock;
-use crate::request::{SubmitRequest, WorkspaceRequest};
-use crate::{Engine, HandoffRequest, MessageRequest};
-use legate_core::{DeliveryMode, Error, ErrorCode, GroupNode, Result, Task, TaskId, TaskState};
+use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskState};
 use legate_store::NodeRecord;
 use std::time::Duration;
 
@@ -300,27 +298,25 @@ impl Engine {
         }
         if !state.is_terminal() {
             let answer = task.result.as_ref().map_or("", |r| r.text.as_str());
-            let envelopes = peer::take_envelopes(answer);
+            let found = peer::take_envelopes(answer);
+            let open = |node: &str| {
+                g.node(node).is_some_and(|n| {
+                    node_state(n).is_ok_and(|s| {
+                        matches!(
+                            s,
+                            NodeState::Pending | NodeState::Admitting | NodeState::Running
+                        )
+                    })
+                })
+            };
             if let Err(e) = peer::record(
                 self.store(),
                 group,
                 &g.definition,
                 &rec.node_id,
                 &task.id,
-                envelopes,
-                &|node| {
-                    g.node(node)
-                        .and_then(|n| node_state(n).ok())
-                        .is_some_and(|s| {
-                            matches!(
-                                s,
-                                NodeState::Pending
-                                    | NodeState::Admitting
-                                    | NodeState::Running
-                                    | NodeState::Interrupted
-                            )
-                        })
-                },
+                found,
+                &open,
             ) {
                 self.pause_group(group, &e)?;
                 return Ok(false);
@@ -338,16 +334,8 @@ impl Engine {
                         return Ok(false);
                     }
                 }
-                for m in pending {
-                    let receipt = self.send_message(MessageRequest {
-                        context_id: task.context_id.clone(),
-                        message_id: m.delivery_id.clone(),
-                        text: m.text.clone(),
-                        mode: None,
-                    })?;
-                    peer::mark_sent(self.store(), group, &m.message_id, &receipt.task.id)?;
-                    tracing::info!(group, node = %rec.node_id, task = %receipt.task.id, from = %m.from_node, "peer message delivered as the node's next turn");
-                }
+                let carried = self.deliver_peer_messages(group, &rec.node_id, &task.context_id)?;
+                tracing::info!(group, node = %rec.node_id, turns = carried.len(), "peer messages delivered as the node's next turns");
                 return Ok(true);
             }
         }
@@ -489,149 +477,5 @@ impl Engine {
             }
         }
         Ok(())
-    }
-
-    /// The finished nodes node `id` is given: its direct dependencies, or for the
-    /// workflow's final node every succeeded node.
-    fn passed_to(&self, g: &Loaded, id: &str) -> Result<Vec<Passed>> {
-        let def = g.definition.nodes.iter().find(|n| n.id == id);
-        let is_final = g
-            .definition
-            .workflow
-            .as_ref()
-            .is_some_and(|w| w.final_node == id);
-        let mut out = Vec::new();
-        for n in &g.definition.nodes {
-            let included = if is_final {
-                n.id != id
-            } else {
-                def.is_some_and(|d| d.depends_on.contains(&n.id))
-            };
-            if !included {
-                continue;
-            }
-            let Some(rec) = g.node(&n.id) else { continue };
-            let Some(cp) = checkpoint(rec)? else { continue };
-            let task = self.task(cp.task_id.as_str())?;
-            out.push(Passed {
-                node: n.id.clone(),
-                task_id: task.id.clone(),
-                role: task
-                    .role
-                    .as_ref()
-                    .map_or_else(|| "implementer".to_string(), |r| r.name.clone()),
-                agent: task.agent.clone(),
-                result: node_result(&task),
-                checkpoint: cp,
-            });
-        }
-        Ok(out)
-    }
-
-    /// Admits node `rec`: its admission recorded, its task submitted, then bound.
-    async fn admit_node(&self, g: &Loaded, rec: &NodeRecord) -> Result<()> {
-        let group = g.record.group_id.as_str();
-        let Some(def) = g.definition.nodes.iter().find(|n| n.id == rec.node_id) else {
-            return Err(Error::internal("a stored node is not in its definition"));
-        };
-        let passed = self.passed_to(g, &def.id)?;
-        let prompt = framed(&def.prompt, group, &def.id, &passed)?;
-        // The source's checkpoint is checked before anything is recorded.
-        let source = match &def.file_sources {
-            Some(src) => {
-                let cp = g
-                    .node(src)
-                    .map(checkpoint)
-                    .transpose()?
-                    .flatten()
-                    .ok_or_else(|| Error::internal("a file source has no checkpoint"))?;
-                self.recheck(src, &cp, g.hook(src)).await?;
-                Some(cp.task_id)
-            }
-            None => None,
-        };
-        if !self.put_node(
-            group,
-            &[NodeState::Pending],
-            &moved(rec, NodeState::Admitting),
-        )? {
-            return Ok(());
-        }
-        let node = GroupNode {
-            group_id: group.to_string(),
-            node_id: def.id.clone(),
-        };
-        let submitted = match source {
-            Some(from) => {
-                let pack = self.context(from.as_str()).await;
-                match pack {
-                    Ok(pack) => {
-                        let req = HandoffRequest {
-                            source_task_id: from.to_string(),
-                            expected_context_sha256: pack.context_sha256,
-                            role: def
-                                .role
-                                .clone()
-                                .unwrap_or_else(|| "implementer".to_string()),
-                            prompt,
-                            agent: def.agent.clone(),
-                            model: def.model.clone(),
-                            decisions: Vec::new(),
-                            mode: def.mode,
-                        };
-                        let node = node.clone();
-                        self.handoff_with(req, move |c| {
-                            c.controls.group = Some(node);
-                            c.controls.delivery_mode = DeliveryMode::Messages;
-                        })
-                        .await
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            None => self.submit_node(g, def, prompt, node),
-        };
-        match submitted {
-            Ok(task) => {
-                let bound = NodeRecord {
-                    task_id: Some(task.id.clone()),
-                    ..moved(rec, NodeState::Running)
-                };
-                self.put_node(group, &[NodeState::Admitting], &bound)?;
-                tracing::info!(group, node = %def.id, task = %task.id, "group node admitted");
-                Ok(())
-            }
-            Err(e) => {
-                // Nothing was stored: the node may be admitted again once resumed.
-                self.put_node(group, &[NodeState::Admitting], rec)?;
-                Err(e)
-            }
-        }
-    }
-
-    /// Submits a node's task in a fresh copy of the group's project.
-    fn submit_node(
-        &self,
-        g: &Loaded,
-        def: &super::NodeDef,
-        prompt: String,
-        node: GroupNode,
-    ) -> Result<Task> {
-        let mut req = SubmitRequest::new(prompt);
-        req.agent = def.agent.clone();
-        req.model = def.model.clone();
-        req.role = def.role.clone();
-        req.mode = def.mode;
-        req.workspace = WorkspaceRequest::Copy {
-            source: g.definition.working_directory.clone(),
-            include_paths: Vec::new(),
-            criteria: def.criteria.clone(),
-        };
-        let role = self.apply_role(&mut req)?;
-        let mut checked = self.check_submit(&req, false)?;
-        crate::request::check_framed(&req.prompt, role.as_ref())?;
-        checked.controls.group = Some(node);
-        checked.controls.delivery_mode = DeliveryMode::Messages;
-        self.submit_checked(req, checked, role)
     }
 }

@@ -20,7 +20,7 @@ pub const MAX_NODES: usize = 32;
 /// The largest definition, as canonical JSON.
 pub const MAX_DEFINITION_BYTES: usize = 4 << 20;
 /// At most this many peer routes.
-pub const MAX_ROUTES: usize = 128;
+pub use super::peer::MAX_ROUTES;
 /// The largest context a node is given (its prompt, and its predecessors' data), in UTF-8 bytes.
 pub const MAX_CONTEXT_BYTES: usize = 64 << 10;
 /// The longest node id.
@@ -184,38 +184,16 @@ pub(crate) fn check(definition: &GroupDefinition) -> Result<()> {
     Ok(())
 }
 
+/// The routes are peer messages' (`peer::validate_routes`, which owns their limits).
 fn check_routes(definition: &GroupDefinition, index: &HashMap<&str, usize>) -> Result<()> {
-    if definition.peer_routes.len() > MAX_ROUTES {
-        return Err(invalid(format!(
-            "{} peer routes; the limit is {MAX_ROUTES}",
-            definition.peer_routes.len()
-        )));
-    }
-    let mut seen = BTreeSet::new();
-    for r in &definition.peer_routes {
-        for end in [&r.from, &r.to] {
-            if !index.contains_key(end.as_str()) {
-                return Err(invalid(format!(
-                    "peer route {} -> {} names a node that is not in this group",
-                    shown(&r.from),
-                    shown(&r.to)
-                )));
-            }
-        }
-        if r.from == r.to {
-            return Err(invalid(format!(
-                "peer route {0} -> {0} goes nowhere",
-                r.from
-            )));
-        }
-        if !seen.insert((r.from.as_str(), r.to.as_str())) {
-            return Err(invalid(format!(
-                "peer route {} -> {} is named twice",
-                r.from, r.to
-            )));
-        }
-    }
-    Ok(())
+    let nodes: std::collections::HashSet<&str> = index.keys().copied().collect();
+    super::peer::validate_routes(
+        definition
+            .peer_routes
+            .iter()
+            .map(|r| (r.from.as_str(), r.to.as_str())),
+        &nodes,
+    )
 }
 
 /// The nodes in an order where each comes after its dependencies (Kahn, ties by definition
@@ -315,4 +293,189 @@ pub(crate) fn sort_keys(value: serde_json::Value) -> serde_json::Value {
 fn shown(s: &str) -> String {
     let cut: String = s.chars().take(40).collect();
     format!("{:?}", cut)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::group::definition::{NodeDef, Workflow};
+    use proptest::prelude::*;
+
+    fn node(id: &str, deps: Vec<String>, source: Option<String>) -> NodeDef {
+        NodeDef {
+            id: id.into(),
+            role: None,
+            agent: None,
+            model: None,
+            prompt: "do it".into(),
+            depends_on: deps,
+            file_sources: source,
+            mode: None,
+            criteria: vec![],
+        }
+    }
+
+    fn def(nodes: Vec<NodeDef>) -> GroupDefinition {
+        GroupDefinition {
+            working_directory: "/p".into(),
+            title: None,
+            nodes,
+            peer_routes: vec![],
+            budget: None,
+            workflow: None,
+        }
+    }
+
+    /// Whether the dependency lists (by index) have a cycle: a plain depth-first search,
+    /// independent of the Kahn order under test.
+    fn cyclic(deps: &[Vec<usize>]) -> bool {
+        fn visit(i: usize, deps: &[Vec<usize>], color: &mut [u8]) -> bool {
+            color[i] = 1;
+            for &d in &deps[i] {
+                if color[d] == 1 || (color[d] == 0 && visit(d, deps, color)) {
+                    return true;
+                }
+            }
+            color[i] = 2;
+            false
+        }
+        let mut color = vec![0u8; deps.len()];
+        (0..deps.len()).any(|i| color[i] == 0 && visit(i, deps, &mut color))
+    }
+
+    proptest! {
+        /// A random graph (dependencies by index, possibly unknown, repeated, to itself or
+        /// backwards, and a file source that may or may not be a direct dependency) is
+        /// accepted exactly when every rule holds, and then its order puts each node after
+        /// its dependencies.
+        #[test]
+        fn a_graph_is_accepted_exactly_when_every_rule_holds(
+            n in 0usize..36,
+            edges in proptest::collection::vec((0usize..40, 0usize..40), 0..60),
+            sources in proptest::collection::vec((0usize..40, 0usize..40), 0..4),
+            final_node in proptest::option::of(0usize..40),
+        ) {
+            let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+            for (a, b) in &edges {
+                if *a < n {
+                    deps[*a].push(*b);
+                }
+            }
+            let mut src: Vec<Option<usize>> = vec![None; n];
+            for (a, b) in &sources {
+                if *a < n {
+                    src[*a] = Some(*b);
+                }
+            }
+            let nodes: Vec<NodeDef> = (0..n)
+                .map(|i| node(
+                    &format!("n{i}"),
+                    deps[i].iter().map(|d| format!("n{d}")).collect(),
+                    src[i].map(|s| format!("n{s}")),
+                ))
+                .collect();
+            let mut d = def(nodes);
+            if let Some(f) = final_node {
+                d.workflow = Some(Workflow { final_node: format!("n{f}"), hooks: Default::default() });
+            }
+            let known = deps.iter().flatten().all(|&x| x < n);
+            let unique = deps.iter().all(|l| {
+                let mut s = l.clone();
+                s.sort_unstable();
+                s.dedup();
+                s.len() == l.len()
+            });
+            let no_self = deps.iter().enumerate().all(|(i, l)| !l.contains(&i));
+            let sources_ok = (0..n).all(|i| src[i].is_none_or(|s| deps[i].contains(&s)));
+            let acyclic = known && !cyclic(&deps);
+            let final_ok = match final_node {
+                None => true,
+                Some(f) if f >= n => false,
+                Some(f) => {
+                    // Everyone else is reachable backwards from the final node.
+                    let mut seen = vec![false; n];
+                    let mut stack = vec![f];
+                    while let Some(i) = stack.pop() {
+                        for &x in &deps[i] {
+                            if x < n && !seen[x] {
+                                seen[x] = true;
+                                stack.push(x);
+                            }
+                        }
+                    }
+                    (0..n).all(|i| i == f || seen[i])
+                }
+            };
+            let ok = (1..=MAX_NODES).contains(&n) && known && unique && no_self && sources_ok
+                && acyclic && final_ok;
+            let got = check(&d);
+            prop_assert_eq!(got.is_ok(), ok, "{:?}", got);
+            if let Err(e) = got {
+                prop_assert_eq!(e.code, ErrorCode::WorkflowInvalid);
+            } else {
+                let order = order(&d).unwrap();
+                let place: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+                for (i, l) in deps.iter().enumerate() {
+                    for &x in l {
+                        prop_assert!(place[&x] < place[&i]);
+                    }
+                }
+            }
+        }
+
+        /// A node id is accepted exactly when short and of safe characters.
+        #[test]
+        fn node_ids_are_plain(id in "\\PC{0,10}|[a-zA-Z0-9_-]{60,70}|[a-z]{1,3}[/ .\\n\\x00][a-z]{0,3}") {
+            let ok = !id.is_empty() && id.len() <= MAX_NODE_ID_BYTES
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            prop_assert_eq!(valid_node_id(&id), ok);
+            let got = check(&def(vec![node(&id, vec![], None)]));
+            prop_assert_eq!(got.is_ok(), ok);
+        }
+
+        /// Two spellings of one definition (keys in another order, defaults left out) hash
+        /// alike; any change of content hashes otherwise.
+        #[test]
+        fn the_hash_is_of_the_content_not_the_spelling(prompt in "[a-z ]{1,20}", other in "[a-z ]{1,20}") {
+            let a: GroupDefinition = serde_json::from_str(&format!(
+                r#"{{"nodes":[{{"prompt":"{prompt}","id":"a"}}],"workingDirectory":"/p"}}"#
+            )).unwrap();
+            let b: GroupDefinition = serde_json::from_str(&format!(
+                r#"{{"workingDirectory":"/p","peerRoutes":[],"nodes":[{{"id":"a","dependsOn":[],"prompt":"{prompt}"}}]}}"#
+            )).unwrap();
+            prop_assert_eq!(canonical(&a).unwrap(), canonical(&b).unwrap());
+            let mut c = a.clone();
+            c.nodes[0].prompt = other.clone();
+            prop_assert_eq!(canonical(&a).unwrap() == canonical(&c).unwrap(), prompt == other);
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_oversized_definitions_are_refused() {
+        let e = serde_json::from_str::<GroupDefinition>(
+            r#"{"workingDirectory":"/p","nodes":[],"jobs":[]}"#,
+        );
+        assert!(e.is_err(), "unknown fields are refused, not ignored");
+        let mut d = def(vec![node("a", vec![], None)]);
+        d.working_directory = "relative".into();
+        assert_eq!(check(&d).unwrap_err().code, ErrorCode::WorkflowInvalid);
+        // 32 nodes each at the context limit, with long criteria: over 4 MiB in all.
+        let mut big = def((0..32)
+            .map(|i| node(&format!("n{i}"), vec![], None))
+            .collect());
+        for n in &mut big.nodes {
+            n.prompt = "x".repeat(MAX_CONTEXT_BYTES);
+            n.criteria = (0..3)
+                .map(|c| legate_workspace::Criterion {
+                    id: format!("c{c}"),
+                    description: "y".repeat(25_000),
+                    check: None,
+                })
+                .collect();
+        }
+        let err = check(&big).unwrap_err();
+        assert_eq!(err.code, ErrorCode::WorkflowInvalid);
+        assert!(err.message.contains("bytes"), "{}", err.message);
+    }
 }

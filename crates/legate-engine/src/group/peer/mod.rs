@@ -5,7 +5,7 @@
 //! The scheduler calls, at a node's turn end, [`take_envelopes`] on its public answer and
 //! [`record`] with what was found; and, once a recipient has been admitted and before it
 //! counts as finished, [`pending_for`] it, sending each as its next turn and then
-//! [`mark_sent`]. A
+//! [`mark_sent`] (`Engine::deliver_peer_messages` does the three). A
 //! message is data for the recipient: it is framed as agent-reported, JSON-escaped text,
 //! and grants no permission, tool or authority to integrate. This module never decides a
 //! node's or a group's state: a conflict or a limit is returned as the pause reason, and the
@@ -18,9 +18,51 @@ pub use envelope::{Found, take_envelopes};
 pub use receipts::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 
 use super::GroupDefinition;
+use crate::{Engine, MessageRequest};
 use legate_core::remote::sha256_hex;
 use legate_core::{Error, ErrorCode, EventKind, Result, TaskId, Timestamp};
 use legate_store::{PeerCaps, PeerClaim, PeerMessageRecord, Store};
+use std::collections::HashSet;
+
+/// The most routes a definition may name.
+pub const MAX_ROUTES: usize = 128;
+/// Checks a definition's routes against its node ids: at most [`MAX_ROUTES`], each between
+/// two known, distinct nodes, none twice. `WORKFLOW_INVALID` otherwise.
+pub fn validate_routes<'a>(
+    routes: impl IntoIterator<Item = (&'a str, &'a str)>,
+    nodes: &HashSet<&str>,
+) -> Result<()> {
+    let mut seen = HashSet::new();
+    for (from, to) in routes {
+        if seen.len() == MAX_ROUTES {
+            return Err(Error::new(
+                ErrorCode::WorkflowInvalid,
+                format!("a definition names at most {MAX_ROUTES} peer routes"),
+            ));
+        }
+        for end in [from, to] {
+            if !nodes.contains(end) {
+                return Err(Error::new(
+                    ErrorCode::WorkflowInvalid,
+                    format!("peer route {from:?} → {to:?} names no node {end:?}"),
+                ));
+            }
+        }
+        if from == to {
+            return Err(Error::new(
+                ErrorCode::WorkflowInvalid,
+                format!("peer route {from:?} → {to:?} goes from a node to itself"),
+            ));
+        }
+        if !seen.insert((from, to)) {
+            return Err(Error::new(
+                ErrorCode::WorkflowInvalid,
+                format!("peer route {from:?} → {to:?} is named twice"),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The most messages one source node may send during the group.
 pub const MAX_MESSAGES_PER_SOURCE: u32 = 20;
@@ -286,6 +328,38 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
         from = message.from_node,
         sha = message.sha256,
     ))
+}
+
+impl Engine {
+    /// Delivers the messages queued for `node` as the next turns of its context (the node's
+    /// conversation, which exists once the node was admitted), each marked `sent` once its
+    /// turn was accepted; a refused turn leaves it `queued` and is the error. Returns the
+    /// tasks carrying the messages delivered now.
+    pub(crate) fn deliver_peer_messages(
+        &self,
+        group_id: &str,
+        node: &str,
+        context_id: &str,
+    ) -> Result<Vec<TaskId>> {
+        let mut carried = Vec::new();
+        for message in pending_for(self.store(), group_id, node)? {
+            let receipt = self.send_message(MessageRequest {
+                context_id: context_id.to_owned(),
+                message_id: message.delivery_id,
+                text: message.text,
+                mode: None,
+            })?;
+            mark_sent(
+                self.store(),
+                group_id,
+                &message.message_id,
+                &receipt.task.id,
+            )?;
+            tracing::info!(group = group_id, to = node, from = %message.from_node, task = %receipt.task.id, "peer message delivered as the node's next turn");
+            carried.push(receipt.task.id);
+        }
+        Ok(carried)
+    }
 }
 
 #[cfg(test)]

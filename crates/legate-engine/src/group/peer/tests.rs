@@ -284,3 +284,32 @@ fn a_delivered_message_is_escaped_data_that_cannot_close_its_fence() {
     let back: serde_json::Value = serde_json::from_str(json_line).unwrap();
     assert_eq!(back["text"], hostile);
 }
+
+#[test]
+fn routes_are_validated_against_the_nodes() {
+    let nodes: HashSet<&str> = ["a", "b", "c"].into_iter().collect();
+    assert!(validate_routes([("a", "b"), ("b", "a")], &nodes).is_ok());
+    for bad in [
+        vec![("a", "z")],
+        vec![("a", "a")],
+        vec![("a", "b"), ("a", "b")],
+    ] {
+        assert_eq!(
+            validate_routes(bad, &nodes).unwrap_err().code,
+            ErrorCode::WorkflowInvalid
+        );
+    }
+    let many: Vec<String> = (0..=MAX_ROUTES).map(|i| format!("n{i}")).collect();
+    let nodes: HashSet<&str> = many.iter().map(String::as_str).chain(["hub"]).collect();
+    let routes: Vec<(&str, &str)> = many.iter().map(|n| (n.as_str(), "hub")).collect();
+    assert_eq!(
+        validate_routes(routes[..MAX_ROUTES].iter().copied(), &nodes).map_err(|e| e.code),
+        Ok(())
+    );
+    assert_eq!(
+        validate_routes(routes.iter().copied(), &nodes)
+            .unwrap_err()
+            .code,
+        ErrorCode::WorkflowInvalid
+    );
+}

@@ -1,0 +1,231 @@
+//! A group outlives the engine that ran it: a second engine on the same home takes it over
+//! (a compare-and-set on the group's runner), a node that was mid-turn ends
+//! `SERVER_RESTARTED` and pauses the group, nothing is re-run until the caller's
+//! `group_start`, and finished nodes never are. An admission recorded with no stored task
+//! is `GROUP_ADMISSION_UNVERIFIED`. (The `kill -9` of a real process is the binary's test.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_core::{ErrorCode, EventKind, TaskState};
+use legate_engine::{Engine, GroupDefinition, GroupState, GroupStatus, NodeDef, NodeState};
+use legate_testkit::harness::{EngineHarness, HarnessBuilder, make_project, until};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::runtime::Runtime;
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn builder() -> HarnessBuilder {
+    EngineHarness::builder()
+}
+
+fn node(id: &str, prompt: &str, deps: &[&str]) -> NodeDef {
+    NodeDef {
+        id: id.into(),
+        role: None,
+        agent: None,
+        model: None,
+        prompt: prompt.into(),
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        file_sources: None,
+        mode: None,
+        criteria: vec![],
+    }
+}
+
+fn engine(rt: &Runtime, base: &Path) -> Engine {
+    let _in = rt.enter();
+    builder().engine_in(base)
+}
+
+/// Drops the engine and its runtime without ending anything, as a killed process would.
+fn kill(rt: Runtime, engine: Engine, base: &Path) {
+    let runner = engine.runner_id().to_string();
+    drop(engine);
+    drop(rt);
+    assert!(!legate_engine::runner::is_alive(
+        &base.join("home/run"),
+        &runner
+    ));
+}
+
+fn project(base: &Path) -> PathBuf {
+    let p = base.join("project");
+    make_project(&p, &[("a.txt", "alpha\n")]);
+    p
+}
+
+fn node_of<'a>(s: &'a GroupStatus, id: &str) -> &'a legate_engine::NodeStatus {
+    s.nodes.iter().find(|n| n.id == id).unwrap()
+}
+
+async fn settled(engine: &Engine, group: &str) -> GroupStatus {
+    let w = engine
+        .group_wait(group, Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert!(w.ready, "{:?}", w.status);
+    w.status
+}
+
+#[test]
+fn a_second_engine_continues_a_group_whose_engine_died_mid_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let def = GroupDefinition {
+        working_directory: project(&base),
+        title: None,
+        nodes: vec![
+            node("first", "write one.txt: one\\n", &[]),
+            node("cut", "!say ready\n!hang", &["first"]),
+            node("side", "write side.txt: side\\n", &["first"]),
+            node("last", "write last.txt: last\\n", &["cut", "side"]),
+        ],
+        peer_routes: vec![],
+        budget: None,
+        workflow: None,
+    };
+    let rt = runtime();
+    let first_engine = engine(&rt, &base);
+    let (sha, cut_task) = rt.block_on(async {
+        let c = first_engine.group_create(Some("g".into()), def).unwrap();
+        first_engine
+            .group_start("g", &c.definition_sha256)
+            .await
+            .unwrap();
+        // Wait until the hanging node's agent said it is mid-turn.
+        let cut = loop {
+            let s = first_engine.group_status("g").unwrap();
+            if let Some(t) = node_of(&s, "cut").task_ids.first() {
+                break t.clone();
+            }
+            first_engine
+                .group_wait("g", Duration::from_millis(100))
+                .await
+                .unwrap();
+        };
+        until(
+            &first_engine,
+            &cut,
+            |e| matches!(&e.kind, EventKind::Message { text } if text.contains("ready")),
+        )
+        .await;
+        // The engine dies once `side` is finished and recorded, with `cut` mid-turn.
+        while node_of(&first_engine.group_status("g").unwrap(), "side").state
+            != NodeState::Succeeded
+        {
+            first_engine
+                .group_wait("g", Duration::from_millis(100))
+                .await
+                .unwrap();
+        }
+        (c.definition_sha256, cut)
+    });
+    kill(rt, first_engine, &base);
+
+    // Any engine on the home takes the group over at start.
+    let rt = runtime();
+    let next = engine(&rt, &base);
+    rt.block_on(async {
+        let s = settled(&next, "g").await;
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_eq!(s.pause_reason, Some(ErrorCode::ServerRestarted));
+        assert_eq!(node_of(&s, "cut").state, NodeState::Interrupted);
+        let cut = next.task(cut_task.as_str()).unwrap();
+        assert_eq!(cut.state, TaskState::Failed);
+        assert_eq!(cut.error_code(), Some(ErrorCode::ServerRestarted));
+        assert_eq!(node_of(&s, "first").state, NodeState::Succeeded);
+        assert_eq!(node_of(&s, "first").task_ids.len(), 1);
+        assert_eq!(node_of(&s, "side").state, NodeState::Succeeded);
+        assert_eq!(node_of(&s, "side").task_ids.len(), 1);
+        assert!(node_of(&s, "last").task_ids.is_empty());
+        // Nothing was re-run silently: the cut node has its one task.
+        assert_eq!(node_of(&s, "cut").task_ids.len(), 1);
+
+        // The caller's explicit resume admits the cut node again, and only it.
+        next.group_start("g", &sha).await.unwrap();
+        let again = loop {
+            let s = next.group_status("g").unwrap();
+            if node_of(&s, "cut").task_ids.len() == 2 {
+                break node_of(&s, "cut").task_ids[1].clone();
+            }
+            next.group_wait("g", Duration::from_millis(100))
+                .await
+                .unwrap();
+        };
+        until(
+            &next,
+            &again,
+            |e| matches!(&e.kind, EventKind::Message { text } if text.contains("ready")),
+        )
+        .await;
+        let s = next.group_status("g").unwrap();
+        assert_eq!(s.state, GroupState::Running);
+        assert_eq!(
+            node_of(&s, "first").task_ids.len(),
+            1,
+            "first is not re-run"
+        );
+        assert_eq!(node_of(&s, "side").state, NodeState::Succeeded);
+        assert_eq!(node_of(&s, "side").task_ids.len(), 1, "side is not re-run");
+        next.group_cancel("g").unwrap();
+        let s = settled(&next, "g").await;
+        assert_eq!(s.state, GroupState::Canceled);
+        next.shutdown().await;
+    });
+}
+
+#[test]
+fn an_admission_with_no_stored_task_pauses_the_group_unverified() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let def = GroupDefinition {
+        working_directory: project(&base),
+        title: None,
+        nodes: vec![node("only", "write o.txt: o\\n", &[])],
+        peer_routes: vec![],
+        budget: None,
+        workflow: None,
+    };
+    let rt = runtime();
+    let first = engine(&rt, &base);
+    let c = first.group_create(Some("u".into()), def).unwrap();
+    kill(rt, first, &base);
+    // A process died between recording the admission and storing the task: the store says
+    // the node is being admitted, the group runs, and its runner is gone.
+    let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
+    let node = store.group_nodes("u").unwrap().remove(0);
+    let admitting = legate_store::NodeRecord {
+        state: "admitting".into(),
+        ..node
+    };
+    assert!(store.move_node("u", &["pending"], &admitting).unwrap());
+    assert!(
+        store
+            .set_group_state("u", &["created"], "running", None, None)
+            .unwrap()
+    );
+    assert!(store.claim_group("u", None, Some("dead-runner")).unwrap());
+    drop(store);
+
+    let rt = runtime();
+    let next = engine(&rt, &base);
+    rt.block_on(async {
+        let s = settled(&next, "u").await;
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_eq!(s.pause_reason, Some(ErrorCode::GroupAdmissionUnverified));
+        assert!(s.nodes[0].task_ids.is_empty(), "nothing was started again");
+        // The caller's resume admits it, once.
+        next.group_start("u", &c.definition_sha256).await.unwrap();
+        let s = settled(&next, "u").await;
+        assert_eq!(s.state, GroupState::Completed, "{s:?}");
+        assert_eq!(s.nodes[0].task_ids.len(), 1);
+        next.shutdown().await;
+    });
+}
