@@ -23,6 +23,7 @@ mod approvals;
 mod compare;
 mod config;
 mod front;
+mod group;
 mod handoff;
 mod harden;
 mod mcp;
@@ -188,6 +189,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Groups of tasks and workflows: `create FILE` (TOML or JSON), `start ID SHA256`,
+    /// `status`, `wait`, `cancel`, `list`, `result`, `receipts`.
+    Group(group::GroupArgs),
     /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
     Diff {
         /// Task id or prefix.
@@ -425,6 +429,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             )
             .await
         }
+        Command::Group(args) => group::run(config, args).await,
         Command::Diff {
             id,
             stat,

@@ -5,7 +5,7 @@
 //! The scheduler calls, at a node's turn end, [`take_envelopes`] on its public answer and
 //! [`record`] with what was found; and, once a recipient has been admitted and before it
 //! counts as finished, [`pending_for`] it, sending each as its next turn and then
-//! [`mark_sent`] (or `Engine::deliver_peer_messages`, which does the three). A
+//! [`mark_sent`] (`Engine::deliver_peer_messages` does the three). A
 //! message is data for the recipient: it is framed as agent-reported, JSON-escaped text,
 //! and grants no permission, tool or authority to integrate. This module never decides a
 //! node's or a group's state: a conflict or a limit is returned as the pause reason, and the
@@ -14,14 +14,11 @@
 mod envelope;
 mod receipts;
 
-// The scheduler (wfcore's) calls `take_envelopes` at a node's turn end once it lands.
-#[allow(unused_imports)]
-pub use envelope::{Found, MAX_TEXT_CHARS, take_envelopes};
+pub use envelope::{Found, take_envelopes};
 pub use receipts::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 
 use super::GroupDefinition;
-use crate::Engine;
-use crate::continuation::MessageRequest;
+use crate::{Engine, MessageRequest};
 use legate_core::remote::sha256_hex;
 use legate_core::{Error, ErrorCode, EventKind, Result, TaskId, Timestamp};
 use legate_store::{PeerCaps, PeerClaim, PeerMessageRecord, Store};
@@ -29,16 +26,6 @@ use std::collections::HashSet;
 
 /// The most routes a definition may name.
 pub const MAX_ROUTES: usize = 128;
-/// The most messages one source node may send during the group.
-pub const MAX_MESSAGES_PER_SOURCE: u32 = 20;
-/// The most messages a group may carry.
-pub const MAX_MESSAGES_PER_GROUP: u32 = 100;
-
-const CAPS: PeerCaps = PeerCaps {
-    per_source: MAX_MESSAGES_PER_SOURCE,
-    per_group: MAX_MESSAGES_PER_GROUP,
-};
-
 /// Checks a definition's routes against its node ids: at most [`MAX_ROUTES`], each between
 /// two known, distinct nodes, none twice. `WORKFLOW_INVALID` otherwise.
 pub fn validate_routes<'a>(
@@ -76,6 +63,16 @@ pub fn validate_routes<'a>(
     }
     Ok(())
 }
+
+/// The most messages one source node may send during the group.
+pub const MAX_MESSAGES_PER_SOURCE: u32 = 20;
+/// The most messages a group may carry.
+pub const MAX_MESSAGES_PER_GROUP: u32 = 100;
+
+const CAPS: PeerCaps = PeerCaps {
+    per_source: MAX_MESSAGES_PER_SOURCE,
+    per_group: MAX_MESSAGES_PER_GROUP,
+};
 
 /// What [`record_found`] did with one answer's envelopes.
 #[derive(Debug, Default)]
@@ -358,6 +355,7 @@ impl Engine {
                 &message.message_id,
                 &receipt.task.id,
             )?;
+            tracing::info!(group = group_id, to = node, from = %message.from_node, task = %receipt.task.id, "peer message delivered as the node's next turn");
             carried.push(receipt.task.id);
         }
         Ok(carried)

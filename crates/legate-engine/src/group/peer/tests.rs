@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use super::envelope::MAX_TEXT_CHARS;
 use super::*;
 
 const ROUTES: &[(&str, &str)] = &[("impl-a", "review"), ("impl-b", "review")];

@@ -1,0 +1,55 @@
+//! Groups over MCP, end to end, with the official Python `mcp` SDK client
+//! (tests/mcp/group_flow.py) against `legate mcp` on stdio, all on revisor: a workflow
+//! created (a cycle refused), started, waited for with progress, read back with its status,
+//! listing, synthesis and the receipt of the peer message its implementer sent.
+//!
+//! Needs only `python3` (the pinned `mcp` package is provisioned under the target directory,
+//! see `legate_testkit::python`); without it the test says so and skips, except in CI.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::LEGATE;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+#[test]
+fn a_workflow_over_mcp_with_the_python_sdk() {
+    let Some(python) = legate_testkit::python("mcp") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let (home, project) = (base.join("home"), base.join("project"));
+    legate_testkit::harness::make_project(
+        &project,
+        &[(
+            "README.md",
+            "# Demo\n\nA project to plan, change and review.\n",
+        )],
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/group_flow.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(LEGATE)
+        .arg(&project)
+        .env("LEGATE_HOME", &home)
+        .env("LEGATE_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "group_flow.py failed:\n{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("no report")).unwrap();
+    assert_eq!(report["state"], "completed", "{report}");
+    assert_eq!(report["receipts"], 1, "{report}");
+    // The synthesis took the peer message as a second turn.
+    assert_eq!(report["synthTasks"], 2, "{report}");
+    assert!(report["progress"].as_u64().unwrap() >= 1, "{report}");
+}
