@@ -28,6 +28,7 @@
 mod approvals;
 mod contexts;
 mod decisions;
+mod delivery;
 mod events;
 mod handover;
 mod messages;
@@ -43,6 +44,7 @@ pub use approvals::{
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 pub use contexts::ContextRecord;
+pub use delivery::NewMessage;
 pub use messages::{MessageClaim, MessageRecord};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
