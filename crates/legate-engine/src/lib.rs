@@ -11,6 +11,7 @@ mod accumulator;
 mod admission;
 mod adoption;
 mod agents;
+mod artifacts;
 mod budget;
 mod config;
 mod context_lock;
@@ -26,6 +27,7 @@ mod integration_recovery;
 mod launcher;
 mod ledger;
 mod leftovers;
+mod messages;
 mod pool;
 mod records;
 mod report;
@@ -41,6 +43,7 @@ mod turn;
 pub use admission::SessionCounts;
 pub use adoption::ATTEMPTS as REATTACH_ATTEMPTS;
 pub use agents::preset_for;
+pub use artifacts::ArtifactBytes;
 pub use config::{
     DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
     EngineConfig, FrontLimits, Paths, SupervisionConfig,
