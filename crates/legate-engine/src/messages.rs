@@ -43,6 +43,23 @@ impl Engine {
         let task = self.task(id)?;
         let controls: TaskControls = self.store().set_task_delivery_mode(&task.id, mode)?;
         tracing::info!(task = %task.id, mode = mode.as_str(), "delivery mode changed");
+        // A notice wakes the waits that follow the task, so a wait begun in the other mode
+        // ends and says so. An ended task's log stays closed by its final status.
+        if !task.is_terminal() && mode != task.controls.delivery_mode {
+            let notice = EventKind::Notice {
+                message: format!("the task is now delivered as {}", mode.as_str()),
+                detail: serde_json::json!({
+                    "event": "delivery_mode_changed",
+                    "deliveryMode": mode.as_str(),
+                }),
+            };
+            match self.store().append_events(&task.id, &[notice]) {
+                Ok(events) => self.publish(&events),
+                Err(e) => {
+                    tracing::warn!(task = %task.id, error = %e, "the delivery notice was not stored")
+                }
+            }
+        }
         Ok(Task { controls, ..task })
     }
 

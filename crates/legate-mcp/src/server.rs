@@ -273,6 +273,18 @@ fn catalog() -> Vec<ToolDef> {
         )
         .group(ToolGroup::Implementation)
         .destructive(),
+        def::<crate::delivery::SetDeliveryModeArgs, crate::delivery::DeliveryModeOut>(
+            "set_delivery_mode",
+            "Change how a task is delivered",
+            "Switches a task between \"events\" (wait returns every event) and \"messages\" (wait returns public messages: questions, blockers, an excerpt of the result). Cursors of one mode mean nothing in the other: restart wait at after: 0 with cursorMode set to the new mode. A later continuation of the context inherits it. Changes no permission or role.",
+            false,
+        ),
+        def::<crate::delivery::ReadArtifactArgs, crate::delivery::ReadArtifactOut>(
+            "read_artifact",
+            "Read an artifact in pieces",
+            "Reads a file a task collected with artifactPaths (result lists them with sizes and sha256s), in pieces bound to expectedSha256: UTF-16 units for UTF-8 text, base64 of byte windows otherwise. The kept bytes are checked against the sha256 and the secret policy on every read (BLOCKED_ARTIFACT_PATH); ARTIFACT_NOT_FOUND for a name that was not collected.",
+            true,
+        ),
     ]
 }
 
@@ -435,6 +447,14 @@ impl LegateMcp {
                 let _: NoArgs = parse(args)?;
                 to_value(review::cleanup(engine).await?)
             }
+            "set_delivery_mode" => {
+                let out = crate::delivery::set_delivery_mode(engine, parse(args)?)?;
+                tracing::info!(task = %out.task_id, mode = out.delivery_mode.as_str(), "mcp set_delivery_mode");
+                to_value(out)
+            }
+            "read_artifact" => {
+                to_value(crate::delivery::read_artifact(engine, parse(args)?).await?)
+            }
             other => Err(not_available(other, profile)),
         }
     }
@@ -536,7 +556,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 26);
+        assert_eq!(tools.len(), 28);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -601,8 +621,8 @@ mod tests {
         assert!(visible(Profile::Full).contains(&"health".to_string()));
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
-        assert_eq!(visible(Profile::Query).len(), 15);
-        assert_eq!(visible(Profile::Review).len(), 20);
+        assert_eq!(visible(Profile::Query).len(), 17);
+        assert_eq!(visible(Profile::Review).len(), 22);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());

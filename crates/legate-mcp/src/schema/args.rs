@@ -65,6 +65,14 @@ pub struct RunArgs {
     /// "reviewer" or a configured role. Planner and reviewer roles are read-only (mode
     /// "write" is MODE_NOT_ALLOWED) and return a report. A conversation keeps its role.
     pub role: Option<String>,
+    /// "events" (the default: wait returns every event) or "messages" (wait returns public
+    /// messages: questions, blockers and an excerpt of the result pointing at read_result).
+    /// A continuation of the context inherits it; change it with set_delivery_mode.
+    pub delivery_mode: Option<legate_core::DeliveryMode>,
+    /// Files (safe relative paths in the workspace, at most 16) collected when each turn ends,
+    /// with sizes and sha256s: listed by result, read with read_artifact. A path that leaves
+    /// the workspace or that the secret policy refuses is BLOCKED_ARTIFACT_PATH.
+    pub artifact_paths: Option<Vec<String>>,
 }
 
 /// The kind of workspace `run` asks for.
@@ -113,8 +121,12 @@ pub struct WaitArgs {
     pub after: Option<u64>,
     /// How long to wait, 1 to 60 seconds (default 30). A timeout never cancels the task.
     pub timeout_seconds: Option<u64>,
-    /// Return early once this many new events arrived, 1 to 1000 (default 1000).
+    /// Return early once this many new events arrived, 1 to 1000 (default 1000); in
+    /// `messages` delivery, messages, 1 to 100.
     pub max_events: Option<usize>,
+    /// The delivery mode `after` was counted in ("events" or "messages"). When it is not the
+    /// task's mode now, the wait starts again at 0 and answers `cursorReset: true`.
+    pub cursor_mode: Option<legate_core::DeliveryMode>,
 }
 
 /// `events`.
