@@ -205,6 +205,10 @@ pub async fn wait_messages(
     }
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut notifier = Notifier::new(progress);
+    // Tells the client at once that the wait has begun (a number, never content).
+    notifier
+        .send(format!("waiting for messages after {after}"))
+        .await;
     // Woken by every new event (a message is derived from one) and every approval change.
     let mut sub = engine.subscribe(&task.id, engine.last_seq(&task.id)?);
     let mut approvals = engine.approval_changes();
