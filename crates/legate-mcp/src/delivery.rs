@@ -11,9 +11,10 @@
 
 use crate::chunk;
 use crate::schema::{ErrorBody, WaitArgs, WaitOut};
-use crate::tools::{MAX_EVENTS, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, in_range};
+use crate::tools::{WAIT_DEFAULT_SECS, WAIT_MAX_SECS, in_range};
 use crate::wait::{Notifier, Progress};
 use base64::Engine as _;
+use legate_core::delivery::MAX_MESSAGES_PER_TASK;
 use legate_core::{Artifact, DeliveryMode, Error, MessageKind, Result, Task};
 use legate_engine::Engine;
 use rmcp::schemars::JsonSchema;
@@ -192,9 +193,11 @@ pub async fn wait_messages(
     )?;
     let max = in_range(
         "maxEvents",
-        args.max_events.unwrap_or(MAX_EVENTS),
+        args.max_events
+            .unwrap_or(MAX_MESSAGES_PER_TASK)
+            .min(MAX_MESSAGES_PER_TASK),
         1,
-        legate_core::delivery::MAX_MESSAGES_PER_TASK,
+        MAX_MESSAGES_PER_TASK,
     )?;
     let first = engine.messages(task.id.as_str(), after, max)?;
     if after > first.last_seq {

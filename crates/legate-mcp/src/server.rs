@@ -131,7 +131,7 @@ fn catalog() -> Vec<ToolDef> {
         def::<WaitArgs, WaitOut>(
             "wait",
             "Wait for a task",
-            "Waits up to timeoutSeconds (1-60, default 30) for a task to end, returning its new events after `after`. Sends progress notifications on each event when the call carries a progress token. A timeout never cancels the task: call again with nextCursor.",
+            "Waits up to timeoutSeconds (1-60, default 30) for a task to end, returning its new events after `after` (for a task in messages delivery: its public messages instead, ending early on a question; pass cursorMode). Sends progress notifications on each event when the call carries a progress token. A timeout never cancels the task: call again with nextCursor.",
             true,
         ),
         def::<EventsArgs, EventsOut>(

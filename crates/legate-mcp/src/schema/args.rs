@@ -122,7 +122,7 @@ pub struct WaitArgs {
     /// How long to wait, 1 to 60 seconds (default 30). A timeout never cancels the task.
     pub timeout_seconds: Option<u64>,
     /// Return early once this many new events arrived, 1 to 1000 (default 1000); in
-    /// `messages` delivery, messages, 1 to 100.
+    /// `messages` delivery, messages, 1 to 100 (more counts as 100).
     pub max_events: Option<usize>,
     /// The delivery mode `after` was counted in ("events" or "messages"). When it is not the
     /// task's mode now, the wait starts again at 0 and answers `cursorReset: true`.
