@@ -166,6 +166,45 @@ pub fn report_artifact(task: &Task) -> Option<Artifact> {
     })
 }
 
+/// The prefix of the id of an artifact a task collected with `artifactPaths`; the rest is
+/// the path it named.
+pub const FILE_ARTIFACT_PREFIX: &str = "file:";
+
+/// A file the task collected (`artifactPaths`) as an A2A artifact: the file's bytes as a file
+/// part (`bytes`, read back checked against the sha256 and the secret policy; `None` when the
+/// file was not collected or the check refused it now), then a data part with its name, state,
+/// size, sha256 and the reason it was not collected. Nothing of a refused file is carried.
+pub fn collected_artifact(a: &legate_core::Artifact, bytes: Option<Vec<u8>>) -> Artifact {
+    let mut parts = Vec::new();
+    let carried = bytes.is_some();
+    if let Some(b) = bytes {
+        parts.push(Part {
+            content: PartContent::Raw(b),
+            filename: Some(a.name.clone()),
+            media_type: None,
+            metadata: None,
+        });
+    }
+    parts.push(Part::data(json!({
+        "name": a.name,
+        "state": a.state.as_str(),
+        "bytes": a.bytes,
+        "sha256": a.sha256,
+        "reason": a.reason,
+        "carried": carried,
+    })));
+    Artifact {
+        artifact_id: format!("{FILE_ARTIFACT_PREFIX}{}", a.name),
+        name: Some(a.name.clone()),
+        description: Some(
+            "A file the task named in artifactPaths, collected from its workspace when its turn ended.".into(),
+        ),
+        parts,
+        metadata: None,
+        extensions: None,
+    }
+}
+
 /// A finished task's artifacts: its answer, then its report when it has one.
 fn artifacts(task: &Task) -> Vec<Artifact> {
     answer_artifact(task)
@@ -552,6 +591,36 @@ mod tests {
         let two = Translator::new().event_at(&task, &kind, Timestamp(1_000));
         assert_eq!(one, two);
         assert_eq!(one.len(), 1);
+    }
+
+    #[test]
+    fn a_collected_file_carries_its_bytes_and_a_blocked_one_carries_none() {
+        let collected = legate_core::Artifact {
+            name: "out/report.md".into(),
+            state: legate_core::ArtifactState::Collected,
+            bytes: Some(3),
+            sha256: Some("ab".into()),
+            reason: None,
+            collected_at: 1,
+        };
+        let a = collected_artifact(&collected, Some(b"abc".to_vec()));
+        assert_eq!(a.artifact_id, "file:out/report.md");
+        assert_eq!(a.parts.len(), 2);
+        assert!(matches!(&a.parts[0].content, PartContent::Raw(b) if b == b"abc"));
+        let blocked = legate_core::Artifact {
+            state: legate_core::ArtifactState::Blocked,
+            bytes: None,
+            sha256: None,
+            reason: Some("SECRET_CONTENT: aws-access-key-id".into()),
+            ..collected
+        };
+        let b = collected_artifact(&blocked, None);
+        assert_eq!(b.parts.len(), 1);
+        let data = serde_json::to_value(&b.parts[0]).unwrap().to_string();
+        assert!(
+            data.contains("blocked") && data.contains("SECRET_CONTENT"),
+            "{data}"
+        );
     }
 
     #[test]

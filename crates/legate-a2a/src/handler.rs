@@ -66,6 +66,22 @@ impl AgentHandler {
         if artifacts && let Some(patch) = crate::patch::artifact(&self.engine, task).await {
             out.artifacts.get_or_insert_with(Vec::new).push(patch);
         }
+        if artifacts && task.is_terminal() {
+            for a in self.engine.artifacts(task.id.as_str()).unwrap_or_default() {
+                let bytes = match &a.sha256 {
+                    Some(sha) => self
+                        .engine
+                        .read_artifact(task.id.as_str(), &a.name, sha)
+                        .await
+                        .ok()
+                        .map(|r| r.bytes),
+                    None => None,
+                };
+                out.artifacts
+                    .get_or_insert_with(Vec::new)
+                    .push(convert::collected_artifact(&a, bytes));
+            }
+        }
         Ok(out)
     }
 

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod boundary;
 pub mod controls;
+pub mod delivery;
 pub mod error;
 pub mod event;
 pub mod permission;
@@ -25,6 +26,9 @@ pub use boundary::{Boundary, WorkspaceKind};
 pub use controls::{
     DeliveryMode, GroupNode, McpSelection, MemorySelection, MemorySnapshot, SkillPackage,
     SkillRecord, SkillResource, SkillSource, TaskControls,
+};
+pub use delivery::{
+    Artifact, ArtifactState, MessageKind, MessageOrigin, MessagePage, PublicMessage,
 };
 pub use error::{Error, ErrorCode, Result};
 pub use event::{

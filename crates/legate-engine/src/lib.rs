@@ -11,6 +11,7 @@ mod accumulator;
 mod admission;
 mod adoption;
 mod agents;
+mod artifacts;
 mod budget;
 mod compare;
 mod config;
@@ -30,6 +31,7 @@ mod launcher;
 mod ledger;
 mod leftovers;
 mod memory;
+mod messages;
 mod pool;
 mod records;
 mod report;
@@ -50,6 +52,7 @@ pub use compare::{
     Agreement, CompareRequest, CompareTarget, Compared, ComparedReview, Comparison, FindingVariant,
     GroupedFinding, MAX_TARGETS, MIN_TARGETS, StartError,
 };
+pub use artifacts::ArtifactBytes;
 pub use config::{
     DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
     EngineConfig, FrontLimits, Paths, SupervisionConfig,

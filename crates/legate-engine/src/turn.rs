@@ -227,8 +227,12 @@ impl Engine {
         }
         // A copy is made afresh for each turn, so a copy task cannot wait for a reply.
         let ending = result.into_ending(acc, task.workspace != WorkspaceKind::Copy);
-        self.check_report(&task, &root, &watch, structured, ending)
-            .await
+        let ending = self
+            .check_report(&task, &root, &watch, structured, ending)
+            .await;
+        // Kept durably before the end is stored and told.
+        self.collect_artifacts(&task, &root).await;
+        ending
     }
 
     /// Gives a completed turn whose answer claims tool work Legate never saw its notice

@@ -19,6 +19,7 @@ pub mod chunk;
 pub mod compare;
 pub mod confirmation;
 pub mod groups;
+pub mod delivery;
 pub mod http;
 pub mod memory;
 pub mod profile;

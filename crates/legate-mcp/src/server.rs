@@ -132,7 +132,7 @@ fn catalog() -> Vec<ToolDef> {
         def::<WaitArgs, WaitOut>(
             "wait",
             "Wait for a task",
-            "Waits up to timeoutSeconds (1-60, default 30) for a task to end, returning its new events after `after`. Sends progress notifications on each event when the call carries a progress token. A timeout never cancels the task: call again with nextCursor.",
+            "Waits up to timeoutSeconds (1-60, default 30) for a task to end, returning its new events after `after` (for a task in messages delivery: its public messages instead, ending early on a question; pass cursorMode). Sends progress notifications on each event when the call carries a progress token. A timeout never cancels the task: call again with nextCursor.",
             true,
         ),
         def::<EventsArgs, EventsOut>(
@@ -376,6 +376,16 @@ fn catalog() -> Vec<ToolDef> {
             "peer_receipts",
             "Peer message receipts",
             "Pages (after, limit 1-20) through the receipts of the messages a group's nodes sent each other over the definition's peerRoutes: messageId, origin agent-reported, from, to, state (queued, then sent once the recipient's next turn was accepted) and the text's sha256. Never the bodies. A page is a snapshot: read again to see changed states.",
+        def::<crate::delivery::SetDeliveryModeArgs, crate::delivery::DeliveryModeOut>(
+            "set_delivery_mode",
+            "Change how a task is delivered",
+            "Switches a task between \"events\" (wait returns every event) and \"messages\" (wait returns public messages: questions, blockers, an excerpt of the result). Cursors of one mode mean nothing in the other: restart wait at after: 0 with cursorMode set to the new mode. A later continuation of the context inherits it. Changes no permission or role.",
+            false,
+        ),
+        def::<crate::delivery::ReadArtifactArgs, crate::delivery::ReadArtifactOut>(
+            "read_artifact",
+            "Read an artifact in pieces",
+            "Reads a file a task collected with artifactPaths (result lists them with sizes and sha256s), in pieces bound to expectedSha256: UTF-16 units for UTF-8 text, base64 of byte windows otherwise. The kept bytes are checked against the sha256 and the secret policy on every read (BLOCKED_ARTIFACT_PATH); ARTIFACT_NOT_FOUND for a name that was not collected.",
             true,
         ),
     ]
@@ -581,6 +591,14 @@ impl LegateMcp {
             "groups" => to_value(groups::list(engine, parse(args)?)?),
             "workflow_result" => to_value(groups::workflow_result(engine, parse(args)?).await?),
             "peer_receipts" => to_value(groups::peer_receipts(engine, parse(args)?)?),
+            "set_delivery_mode" => {
+                let out = crate::delivery::set_delivery_mode(engine, parse(args)?)?;
+                tracing::info!(task = %out.task_id, mode = out.delivery_mode.as_str(), "mcp set_delivery_mode");
+                to_value(out)
+            }
+            "read_artifact" => {
+                to_value(crate::delivery::read_artifact(engine, parse(args)?).await?)
+            }
             other => Err(not_available(other, profile)),
         }
     }
@@ -685,6 +703,7 @@ mod tests {
         assert_eq!(tools.len(), 32);
         assert_eq!(tools.len(), 28);
         assert_eq!(tools.len(), 34);
+        assert_eq!(tools.len(), 28);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -755,6 +774,8 @@ mod tests {
         assert_eq!(visible(Profile::Review).len(), 22);
         assert_eq!(visible(Profile::Query).len(), 20);
         assert_eq!(visible(Profile::Review).len(), 25);
+        assert_eq!(visible(Profile::Query).len(), 17);
+        assert_eq!(visible(Profile::Review).len(), 22);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());

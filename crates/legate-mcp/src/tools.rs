@@ -257,6 +257,8 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.json_schema = args.json_schema;
     request.role = args.role;
     request.memory = args.memory;
+    request.delivery_mode = args.delivery_mode;
+    request.artifact_paths = args.artifact_paths.unwrap_or_default();
     let task = engine.submit(request)?;
     Ok(started(&task))
 }
@@ -502,6 +504,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         refusals: None,
         prompt: None,
         report: None,
+        artifacts: None,
     };
     if !task.is_terminal() {
         return Ok(out);
@@ -525,6 +528,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         out.answer = Some(text);
         out.prompt = Some(task.prompt.clone());
     }
+    out.artifacts = crate::delivery::listed(engine, &task)?;
     Ok(out)
 }
 

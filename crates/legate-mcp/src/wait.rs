@@ -13,7 +13,7 @@ use crate::schema::{ErrorBody, WaitArgs, WaitOut};
 use crate::tools::{
     MAX_EVENTS, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, check_cursor, event_out, in_range,
 };
-use legate_core::{Event, EventKind, Result};
+use legate_core::{DeliveryMode, Event, EventKind, Result};
 use legate_engine::Engine;
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
@@ -33,14 +33,22 @@ pub struct Progress {
     pub heartbeat: Duration,
 }
 
-struct Notifier {
+pub(crate) struct Notifier {
     progress: Option<Progress>,
     counter: u64,
     last: Instant,
 }
 
 impl Notifier {
-    async fn send(&mut self, message: String) {
+    pub(crate) fn new(progress: Option<Progress>) -> Self {
+        Self {
+            progress,
+            counter: 0,
+            last: Instant::now(),
+        }
+    }
+
+    pub(crate) async fn send(&mut self, message: String) {
         let Some(p) = &self.progress else { return };
         self.counter += 1;
         self.last = Instant::now();
@@ -51,7 +59,7 @@ impl Notifier {
         }
     }
 
-    fn next_heartbeat(&self) -> Option<Instant> {
+    pub(crate) fn next_heartbeat(&self) -> Option<Instant> {
         self.progress.as_ref().map(|p| self.last + p.heartbeat)
     }
 }
@@ -85,7 +93,10 @@ pub async fn wait(
     cancelled: CancellationToken,
 ) -> Result<WaitOut> {
     let task = engine.task(&args.task_id)?;
-    let after = args.after.unwrap_or(0);
+    if task.controls.delivery_mode == DeliveryMode::Messages {
+        return crate::delivery::wait_messages(engine, task, args, progress, cancelled).await;
+    }
+    let (after, reset) = crate::delivery::cursor(&task, args.after.unwrap_or(0), args.cursor_mode);
     let seconds = in_range(
         "timeoutSeconds",
         args.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS),
@@ -108,11 +119,7 @@ pub async fn wait(
         collected = engine.events(&task.id, after, max)?;
     } else {
         let deadline = Instant::now() + Duration::from_secs(seconds);
-        let mut notifier = Notifier {
-            progress,
-            counter: 0,
-            last: Instant::now(),
-        };
+        let mut notifier = Notifier::new(progress);
         let mut sub = engine.subscribe(&task.id, after);
         loop {
             let heartbeat = notifier.next_heartbeat();
@@ -164,11 +171,17 @@ pub async fn wait(
         usage: now.usage.clone(),
         status_message: now.status_message.clone(),
         truncated: collected.first().is_some_and(|e| e.seq > after + 1),
-        events: collected.iter().map(event_out).collect(),
+        events: Some(collected.iter().map(event_out).collect()),
         has_more: next_cursor < last_seq,
         next_cursor,
         continuation_pending: !queued.is_empty(),
         queued_task_ids: queued,
+        messages: None,
+        oldest_available: None,
+        // Only a caller that names its cursor's mode hears about modes: the answer to one
+        // that does not is what it always was.
+        delivery_mode: args.cursor_mode.map(|_| DeliveryMode::Events),
+        cursor_reset: args.cursor_mode.map(|_| reset),
     })
 }
 

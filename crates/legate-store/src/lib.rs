@@ -33,6 +33,7 @@ mod approvals;
 mod comparisons;
 mod contexts;
 mod decisions;
+mod delivery;
 mod events;
 mod groups;
 mod handover;
@@ -56,6 +57,7 @@ pub use memory::{
     MemoryBounds, MemoryEntry, MemoryMeta, MemoryTotals, MemoryWrite, Snapshot, SnapshotSource,
     SnapshotText,
 };
+pub use delivery::NewMessage;
 pub use messages::{MessageClaim, MessageRecord};
 pub use policy::{PolicyReplace, StoredPolicy};
 pub use groups::{GroupInsert, GroupRecord, NodeRecord};

@@ -237,9 +237,41 @@ CREATE TABLE memory_snapshots (
 ) WITHOUT ROWID, STRICT;
 ";
 
-/// Public messages of tasks in `messages` delivery, and collected artifacts (issue 17).
-/// Reserved.
-const V12_DELIVERY: &str = "";
+/// Public messages of tasks (derived from their events on demand: `derived_through` is the
+/// last event read), and the artifacts collected from their workspaces (issue 17).
+const V12_DELIVERY: &str = "
+CREATE TABLE public_messages (
+    task_id       TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq           INTEGER NOT NULL,
+    kind          TEXT NOT NULL,
+    origin        TEXT NOT NULL,
+    model         TEXT,
+    at            INTEGER NOT NULL,
+    text          TEXT NOT NULL,
+    event_seq     INTEGER NOT NULL,
+    result_sha256 TEXT,
+    result_length INTEGER,
+    code          TEXT,
+    PRIMARY KEY (task_id, seq)
+) STRICT;
+
+CREATE TABLE public_message_marks (
+    task_id         TEXT PRIMARY KEY NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    derived_through INTEGER NOT NULL,
+    last_seq        INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE artifacts (
+    task_id      TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    name         TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    bytes        INTEGER,
+    sha256       TEXT,
+    reason       TEXT,
+    collected_at INTEGER NOT NULL,
+    PRIMARY KEY (task_id, name)
+) STRICT;
+";
 
 /// The test sandbox policy and other caller-set policies (issue 17): one JSON document per
 /// policy name, with the sha256 a replacement must name (compare-and-set).

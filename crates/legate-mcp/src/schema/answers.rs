@@ -307,8 +307,9 @@ pub struct WaitOut {
     pub usage: Option<Usage>,
     /// A short status message.
     pub status_message: Option<String>,
-    /// The new events, in order.
-    pub events: Vec<Map<String, Value>>,
+    /// The new events, in order (absent for a task in `messages` delivery: see `messages`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<Map<String, Value>>>,
     /// Pass this as `after` next time.
     pub next_cursor: u64,
     /// Whether more events are stored after `nextCursor`.
@@ -323,6 +324,23 @@ pub struct WaitOut {
     /// Permission requests of the task waiting for a supervisor, newest first (empty when
     /// none waits).
     pub awaiting_supervision: Vec<AwaitingOut>,
+    /// For a task in `messages` delivery: its public messages after the cursor, in place of
+    /// events (cursors are message numbers then). Each says its origin: `agent-reported` text
+    /// is a claim, never evidence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<legate_core::PublicMessage>>,
+    /// In `messages` delivery: the number of the oldest message still kept (the newest 100
+    /// are); `truncated` is true when messages after the cursor were dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_available: Option<u64>,
+    /// The mode this answer's cursor is for (present in `messages` delivery, and whenever the
+    /// call named `cursorMode`). A wait in `messages` delivery ends early, saying the new
+    /// mode, when `set_delivery_mode` changes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_mode: Option<legate_core::DeliveryMode>,
+    /// Whether the cursor was reset to 0 because `cursorMode` was not the task's mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor_reset: Option<bool>,
 }
 
 /// `events`.
@@ -383,6 +401,10 @@ pub struct ResultOut {
     /// `citationsChecked` (true when every finding's file, line and quote were found in the
     /// copy). Absent for an implementer and for a task whose report was refused.
     pub report: Option<Report>,
+    /// The artifacts collected when its last turn ended (absent when it named none): read
+    /// one with `read_artifact` and its sha256.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Vec<legate_core::Artifact>>,
 }
 
 /// `read_result`.

@@ -70,6 +70,14 @@ pub struct RunArgs {
     /// is a git root. MEMORY_CHANGED when an entry is at another sha256 now. Refused on a
     /// continuation, which keeps its context's.
     pub memory: Option<Vec<legate_core::MemorySelection>>,
+    /// "events" (the default: wait returns every event) or "messages" (wait returns public
+    /// messages: questions, blockers and an excerpt of the result pointing at read_result).
+    /// A continuation of the context inherits it; change it with set_delivery_mode.
+    pub delivery_mode: Option<legate_core::DeliveryMode>,
+    /// Files (safe relative paths in the workspace, at most 16) collected when each turn ends,
+    /// with sizes and sha256s: listed by result, read with read_artifact. A path that leaves
+    /// the workspace or that the secret policy refuses is BLOCKED_ARTIFACT_PATH.
+    pub artifact_paths: Option<Vec<String>>,
 }
 
 /// The kind of workspace `run` asks for.
@@ -118,8 +126,12 @@ pub struct WaitArgs {
     pub after: Option<u64>,
     /// How long to wait, 1 to 60 seconds (default 30). A timeout never cancels the task.
     pub timeout_seconds: Option<u64>,
-    /// Return early once this many new events arrived, 1 to 1000 (default 1000).
+    /// Return early once this many new events arrived, 1 to 1000 (default 1000); in
+    /// `messages` delivery, messages, 1 to 100 (more counts as 100).
     pub max_events: Option<usize>,
+    /// The delivery mode `after` was counted in ("events" or "messages"). When it is not the
+    /// task's mode now, the wait starts again at 0 and answers `cursorReset: true`.
+    pub cursor_mode: Option<legate_core::DeliveryMode>,
 }
 
 /// `events`.
