@@ -103,6 +103,27 @@ pub struct EngineConfig {
     pub supervision: SupervisionConfig,
     /// The configured roles (`[roles.NAME]`), checked when the engine starts.
     pub roles: Vec<crate::roles::RoleSpec>,
+    /// The skill packs staged in every new copy task (`[skills]`).
+    pub skills: SkillsConfig,
+}
+
+/// Which skill packs every new copy task gets besides the caller's skills (`[skills]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillsConfig {
+    /// Whether packs are staged at all (`bundled`, default `true`).
+    pub bundled: bool,
+    /// A directory of packs in the bundled packs' format, used instead of Legate's own
+    /// (`directory`, absolute); verified against its manifests before every new task.
+    pub directory: Option<PathBuf>,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> Self {
+        Self {
+            bundled: true,
+            directory: None,
+        }
+    }
 }
 
 /// The default of [`SupervisionConfig::deadline`]: 120 s.
@@ -201,6 +222,7 @@ impl EngineConfig {
             policy: legate_supervisor::Policy::empty(),
             supervision: SupervisionConfig::default(),
             roles: Vec::new(),
+            skills: SkillsConfig::default(),
         }
     }
 
@@ -251,5 +273,7 @@ mod tests {
         assert_eq!(f.inline_patch_max_bytes, 1 << 20);
         assert_eq!(c.supervision.deadline, Duration::from_secs(120));
         assert_eq!(c.supervision.agent, None);
+        assert_eq!(c.skills, SkillsConfig::default());
+        assert!(c.skills.bundled && c.skills.directory.is_none());
     }
 }

@@ -412,6 +412,7 @@ impl Engine {
                 task.role.as_ref(),
                 contract.as_deref(),
                 self.handoff_block(task).as_deref(),
+                &task.controls.skills,
             ),
             mode: task.mode,
             model: task.model.clone(),
