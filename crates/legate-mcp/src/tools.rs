@@ -256,6 +256,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.model = args.model;
     request.json_schema = args.json_schema;
     request.role = args.role;
+    request.skills = args.skills;
     let task = engine.submit(request)?;
     Ok(started(&task))
 }
@@ -339,6 +340,7 @@ fn started(task: &Task) -> StartedOut {
         role,
         role_base,
         workspace: task.workspace,
+        skills: task.controls.skills.clone(),
     }
 }
 

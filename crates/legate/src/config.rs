@@ -52,6 +52,10 @@ struct File {
     /// `crate::supervision_config`).
     #[serde(default)]
     supervision: crate::supervision_config::SupervisionTable,
+    /// `[skills]`: the bundled skill packs, or another directory of packs (see
+    /// `crate::skills_config`).
+    #[serde(default)]
+    skills: crate::skills_config::SkillsTable,
 }
 
 /// The resolved configuration.
@@ -243,6 +247,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
     }
 
     crate::review_config::resolve(file.copies, env, &mut c.review)?;
+    crate::skills_config::apply(file.skills, &mut c)?;
 
     crate::agents_config::resolve(file.agents, &mut c)?;
 

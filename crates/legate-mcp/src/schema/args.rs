@@ -65,6 +65,13 @@ pub struct RunArgs {
     /// "reviewer" or a configured role. Planner and reviewer roles are read-only (mode
     /// "write" is MODE_NOT_ALLOWED) and return a report. A conversation keeps its role.
     pub role: Option<String>,
+    /// Skills staged in a copy workspace under `.agents/skills/<lowercase name>/` for the
+    /// agent to read: `[{name, content, resources?: [{path, content}]}]`, at most 8 (Legate's
+    /// bundled packs included), 100 resources each, 1 MiB of text in all. Never executed,
+    /// never part of the patch. The same name twice with the same files is staged once;
+    /// with other files SKILL_CONFLICT. Copy workspaces only; fixed when a context starts.
+    #[serde(default)]
+    pub skills: Vec<legate_core::SkillPackage>,
 }
 
 /// The kind of workspace `run` asks for.
