@@ -108,6 +108,27 @@ pub struct EngineConfig {
     /// Directories that are never a workspace, a copy's source or a test's root, nor inside
     /// one (`forbidden_directories`), as configured (absolute).
     pub forbidden_directories: Vec<PathBuf>,
+    /// The skill packs staged in every new copy task (`[skills]`).
+    pub skills: SkillsConfig,
+}
+
+/// Which skill packs every new copy task gets besides the caller's skills (`[skills]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillsConfig {
+    /// Whether packs are staged at all (`bundled`, default `true`).
+    pub bundled: bool,
+    /// A directory of packs in the bundled packs' format, used instead of Legate's own
+    /// (`directory`, absolute); verified against its manifests before every new task.
+    pub directory: Option<PathBuf>,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> Self {
+        Self {
+            bundled: true,
+            directory: None,
+        }
+    }
 }
 
 /// The default of [`SupervisionConfig::deadline`]: 120 s.
@@ -208,6 +229,7 @@ impl EngineConfig {
             roles: Vec::new(),
             memory: crate::memory::MemoryLimits::default(),
             forbidden_directories: Vec::new(),
+            skills: SkillsConfig::default(),
         }
     }
 
@@ -258,5 +280,7 @@ mod tests {
         assert_eq!(f.inline_patch_max_bytes, 1 << 20);
         assert_eq!(c.supervision.deadline, Duration::from_secs(120));
         assert_eq!(c.supervision.agent, None);
+        assert_eq!(c.skills, SkillsConfig::default());
+        assert!(c.skills.bundled && c.skills.directory.is_none());
     }
 }

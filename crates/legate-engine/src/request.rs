@@ -157,6 +157,9 @@ pub(crate) struct CopyRequest {
     pub(crate) handoff: Option<Box<crate::handoff::HandoffSource>>,
     /// For a copy made from files a remote Legate sent: those files.
     pub(crate) received: Option<std::sync::Arc<ReceivedFiles>>,
+    /// The skills staged in a new copy (`controls::skills`), texts included: kept in the
+    /// review record, never in the task.
+    pub(crate) skills: Vec<legate_workspace::StagedSkill>,
 }
 
 /// A submit that passed its checks: what its task is stored with.
@@ -240,6 +243,7 @@ impl Engine {
                     continues: Some(continued),
                     handoff: None,
                     received: None,
+                    skills: Vec::new(),
                 });
                 WorkspaceRequest::Context
             }
@@ -261,6 +265,7 @@ impl Engine {
                     continues: None,
                     handoff: None,
                     received: None,
+                    skills: Vec::new(),
                 });
                 (WorkspaceKind::Copy, None)
             }
@@ -272,6 +277,7 @@ impl Engine {
                     continues: None,
                     handoff: None,
                     received: Some(files),
+                    skills: Vec::new(),
                 });
                 (WorkspaceKind::Copy, None)
             }
@@ -310,6 +316,12 @@ impl Engine {
             )));
         }
         let controls = self.check_controls(request, continues.as_ref())?;
+        if let Some(c) = copy.as_mut()
+            && c.continues.is_none()
+            && !controls.skills.is_empty()
+        {
+            c.skills = self.staged_as_checked(request, &controls.skills)?;
+        }
         Ok(Checked {
             agent,
             context_id,
@@ -336,7 +348,7 @@ pub(crate) fn check_reply(prompt: &str) -> Result<()> {
 /// The prompt as the agent will read it, framed with `role`'s instructions, is at most
 /// [`MAX_PROMPT_BYTES`]: a role's instructions count toward the prompt's limit.
 pub(crate) fn check_framed(prompt: &str, role: Option<&legate_core::TaskRole>) -> Result<()> {
-    let framed = crate::framing::frame(prompt, role, None, None);
+    let framed = crate::framing::frame(prompt, role, None, None, &[]);
     if framed.len() > MAX_PROMPT_BYTES {
         return Err(Error::invalid_input(format!(
             "the prompt with its role's instructions is {} bytes; the limit is {MAX_PROMPT_BYTES}",

@@ -418,6 +418,7 @@ impl Engine {
                     task.role.as_ref(),
                     contract.as_deref(),
                     self.handoff_block(task).as_deref(),
+                    &task.controls.skills,
                 ),
                 self.memory_block(task),
             ),

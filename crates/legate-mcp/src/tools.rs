@@ -259,6 +259,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.memory = args.memory;
     request.delivery_mode = args.delivery_mode;
     request.artifact_paths = args.artifact_paths.unwrap_or_default();
+    request.skills = args.skills;
     let task = engine.submit(request)?;
     Ok(started(&task))
 }
@@ -342,6 +343,7 @@ fn started(task: &Task) -> StartedOut {
         role,
         role_base,
         workspace: task.workspace,
+        skills: task.controls.skills.clone(),
     }
 }
 

@@ -6,7 +6,7 @@
 //! `lock` the file whose lock serializes operations on one copy. Git runs isolated (see
 //! `git`); `info/attributes` unsets `text`, `eol`, `filter`, `ident` and
 //! `working-tree-encoding` for every path, so a project's `.gitattributes` can never convert
-//! bytes.
+//! bytes; `info/exclude` leaves the skills staging directory out of every patch.
 //!
 //! To make it fast, a baseline may borrow the source repository's objects
 //! ([`Baseline::create_from`], and the copy's own staging in `staging`):
@@ -38,6 +38,13 @@ const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Attributes that make git treat every file as bytes.
 const ATTRIBUTES: &str = "* -text -eol -filter -ident -working-tree-encoding\n";
+
+/// What git leaves out of every copy's patch, whatever the project's own ignore files say:
+/// the skills staging directory, in every letter case, as a file or a directory (see
+/// `skills`). A file the project tracks there stays tracked; nothing new there is ever
+/// staged, so neither a staged skill, nor the agent's change to one, nor a file the agent
+/// adds there reaches a preview, a patch or an integration.
+pub(crate) const EXCLUDE: &str = "/.[aA][gG][eE][nN][tT][sS]/[sS][kK][iI][lL][lL][sS]\n";
 
 /// A copy's private baseline.
 #[derive(Debug, Clone)]
@@ -115,6 +122,7 @@ impl Baseline {
                 .map_err(|e| fail("get info/", e))?;
             fs::write(info.join("attributes"), ATTRIBUTES)
                 .map_err(|e| fail("write its attributes", e))?;
+            fs::write(info.join("exclude"), EXCLUDE).map_err(|e| fail("write its excludes", e))?;
             if let Some(objects) = &borrow {
                 let mut line = objects.as_os_str().as_encoded_bytes().to_vec();
                 line.push(b'\n');

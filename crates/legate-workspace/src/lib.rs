@@ -13,7 +13,9 @@
 //! by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
 //! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
 //! hook), `line_endings`, `integrate` (with its crash `journal` and `rollover`), `cleanup`,
-//! `handoff` (a copy's current files handed to another role, on the original baseline), and
+//! `handoff` (a copy's current files handed to another role, on the original baseline),
+//! `skills` (skill packages staged under `.agents/skills/`, never part of a patch, and the
+//! bundled packs with their manifests), and
 //! `transfer` (a copy's files sent to a remote Legate, a copy made from files received, and a
 //! remote's patch applied to the local copy, checked against the remote's manifest).
 //!
@@ -42,6 +44,7 @@ mod sandbox;
 pub mod secrets;
 mod select;
 mod shared;
+mod skills;
 mod staging;
 mod sys;
 mod test_run;
@@ -72,6 +75,11 @@ pub use select::{
     ProjectFile, ProjectFiles, SelectedFile, Selection, list_project_files, project_root, select,
 };
 pub use shared::shared;
+pub use skills::{
+    BUNDLED_PACKS, MANIFEST, MAX_NAME_LEN, MAX_RESOURCES, MAX_SKILLS, MAX_TOTAL_BYTES, Manifest,
+    ManifestFile, SKILL_FILE, STAGING_DIR, SkillFile, StagedSkill, bundled_packs, check_name,
+    check_package, is_staging_path, load_packs, resource_problem, skill_set, stage_skills,
+};
 pub use test_run::{
     Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
     run_test_in, validate as validate_test_command,

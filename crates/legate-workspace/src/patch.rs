@@ -382,8 +382,10 @@ pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
         "--ignored",
         "--exclude-standard",
     ])?;
+    // The skills staging directory is ignored by the baseline (see `baseline::EXCLUDE`):
+    // what is there was staged by Legate or written where nothing reaches a patch.
     let mut out: Vec<String> = split_z(&names)
-        .chain(split_z(&ignored))
+        .chain(split_z(&ignored).filter(|p| !crate::is_staging_path(&String::from_utf8_lossy(p))))
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
     // Git never lists a path named `.git`; a copy holds none until an agent writes one.

@@ -89,6 +89,11 @@ pub fn read_copy(root: &Path, max_bytes: u64, max_files: usize) -> Result<Vec<Fi
                 .to_str()
                 .ok_or_else(|| unsafe_path(&child.to_string_lossy(), "is not UTF-8"))?
                 .to_string();
+            // The skills staging directory is Legate's, not the copy's files: the baseline
+            // ignores it, so a remote is never sent it (see `skills`).
+            if crate::is_staging_path(&path) {
+                continue;
+            }
             let kind = match entry.file_type() {
                 FileType::Unknown => rfs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
                     .map(|m| FileType::from_raw_mode(m.st_mode))

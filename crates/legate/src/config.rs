@@ -57,6 +57,10 @@ struct File {
     memory: crate::memory_config::MemoryTable,
     /// Directories that are never a workspace, copy source or test root.
     forbidden_directories: Option<Vec<String>>,
+    /// `[skills]`: the bundled skill packs, or another directory of packs (see
+    /// `crate::skills_config`).
+    #[serde(default)]
+    skills: crate::skills_config::SkillsTable,
 }
 
 /// The resolved configuration.
@@ -249,6 +253,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
 
     crate::review_config::resolve(file.copies, env, &mut c.review)?;
     crate::memory_config::apply(file.memory, file.forbidden_directories, env, &mut c)?;
+    crate::skills_config::apply(file.skills, &mut c)?;
 
     crate::agents_config::resolve(file.agents, &mut c)?;
 

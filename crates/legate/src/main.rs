@@ -37,6 +37,7 @@ mod roles_config;
 mod roles_list;
 mod run;
 mod serve;
+mod skills_config;
 mod supervise;
 mod supervision_config;
 mod tasks;

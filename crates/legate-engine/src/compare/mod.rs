@@ -229,7 +229,7 @@ impl Engine {
                 return Err(same_target(i + 1, &key.0, key.1.as_deref()));
             }
             seen.push(key);
-            let size = framed_len(&submit, role.as_ref(), &block);
+            let size = framed_len(&submit, role.as_ref(), &block, &checked.controls.skills);
             if size > MAX_PROMPT_BYTES {
                 return Err(Error::new(
                     ErrorCode::ContextTooLarge,

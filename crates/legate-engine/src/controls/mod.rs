@@ -14,7 +14,7 @@
 mod artifacts;
 mod delivery;
 mod memory;
-mod skills;
+pub(crate) mod skills;
 mod tools;
 
 use crate::engine::Engine;

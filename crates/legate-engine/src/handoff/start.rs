@@ -95,12 +95,20 @@ pub(crate) fn framed_len(
     request: &SubmitRequest,
     role: Option<&legate_core::TaskRole>,
     block: &str,
+    skills: &[legate_core::SkillRecord],
 ) -> usize {
     let contract = match &request.json_schema {
         Some(_) => None,
         None => role.and_then(|r| crate::report::contract(r.base)),
     };
-    crate::framing::frame(&request.prompt, role, contract.as_deref(), Some(block)).len()
+    crate::framing::frame(
+        &request.prompt,
+        role,
+        contract.as_deref(),
+        Some(block),
+        skills,
+    )
+    .len()
 }
 
 impl Engine {
@@ -156,7 +164,7 @@ impl Engine {
             // A handoff inherits the source's snapshots unless it names its own (or `[]`).
             checked.controls.memory = source.controls.memory.clone();
         }
-        let size = framed_len(&submit, role.as_ref(), &block)
+        let size = framed_len(&submit, role.as_ref(), &block, &source.controls.skills)
             + self.memory_block_len(
                 &source.id,
                 &record.source,
@@ -171,7 +179,11 @@ impl Engine {
                 ),
             ));
         }
+        // A handoff keeps the source's skills: the same packages and hashes, whatever the
+        // packs configured now are.
+        checked.controls.skills = source.controls.skills.clone();
         if let Some(copy) = checked.copy.as_mut() {
+            copy.skills = record.skills.clone();
             copy.handoff = Some(Box::new(HandoffSource {
                 source_task_id: source.id.clone(),
                 context_sha256: pack.context_sha256.clone(),
@@ -228,6 +240,7 @@ impl Engine {
             record.copy_directory.clone(),
             record.baseline_directory.clone(),
         );
+        let skills = record.skills.clone();
         let (report, tree) = blocking(move || {
             let _lock = source_baseline.lock()?;
             let sel =
@@ -239,8 +252,13 @@ impl Engine {
                 &baseline_dir,
                 &cfg.limits,
             )?;
+            // The staging directory is never selected, so the tree is the files handed on.
             let tree = legate_workspace::copy_selection(&made, &cfg.secrets, &cfg.limits)
                 .and_then(|s| legate_workspace::tree_sha256(&s, &cfg.limits));
+            let tree = tree.and_then(|tree| {
+                crate::review::stage_or_remove(&report, &skills, &cfg.limits, &baseline_dir)
+                    .map(|()| tree)
+            });
             match tree {
                 Ok(tree) => Ok((report, tree)),
                 Err(e) => {

@@ -54,6 +54,7 @@ impl Engine {
             continues,
             handoff,
             received,
+            skills,
         } = copy;
         if let Some(files) = received {
             return self.start_received(task, &files);
@@ -83,6 +84,7 @@ impl Engine {
             turn: 0,
             before_turn: None,
             received: None,
+            skills,
         };
         self.put_record(&task.id, &record)
     }
@@ -125,6 +127,7 @@ impl Engine {
             record.copy_directory.clone(),
             record.baseline_directory.clone(),
         );
+        let skills = record.skills.clone();
         let report = blocking(move || {
             let sel = legate_workspace::select(&source, &include, &cfg.secrets, &cfg.limits)?;
             let (report, _baseline) = legate_workspace::make_copy_with_baseline(
@@ -133,6 +136,7 @@ impl Engine {
                 &baseline_dir,
                 &cfg.limits,
             )?;
+            stage_or_remove(&report, &skills, &cfg.limits, &baseline_dir)?;
             Ok(report)
         })
         .await?;
@@ -163,6 +167,13 @@ impl Engine {
         });
         if let (Some(from), Some(map)) = (handed_off_from, detail.as_object_mut()) {
             map.insert("handedOffFrom".into(), from.as_str().into());
+        }
+        if let (false, Some(map)) = (task.controls.skills.is_empty(), detail.as_object_mut()) {
+            // Names, paths and hashes: never a skill's text.
+            map.insert(
+                "skills".into(),
+                serde_json::to_value(&task.controls.skills).unwrap_or_default(),
+            );
         }
         let event = notice_event(
             "copy.ready",
@@ -272,4 +283,32 @@ impl Engine {
         }
         failure
     }
+}
+
+/// Stages `skills` in the copy `report` describes (they count toward `limits` with what was
+/// copied); on failure removes the copy and its baseline, which no agent has seen yet.
+pub(crate) fn stage_or_remove(
+    report: &legate_workspace::CopyReport,
+    skills: &[legate_workspace::StagedSkill],
+    limits: &legate_workspace::CopyLimits,
+    baseline_dir: &Path,
+) -> Result<()> {
+    let staged = legate_workspace::stage_skills(
+        &report.copy_directory,
+        skills,
+        limits,
+        report.included_files,
+        report.bytes,
+    );
+    if let Err(e) = &staged {
+        tracing::warn!(copy = %report.copy_directory.display(), code = e.code.as_str(), error = %e, "skills could not be staged; the copy is removed");
+        for dir in [report.copy_directory.as_path(), baseline_dir] {
+            if let Err(e) = std::fs::remove_dir_all(dir)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove a copy whose skills failed");
+            }
+        }
+    }
+    staged
 }

@@ -36,6 +36,7 @@ mod records;
 
 pub(crate) use chain::{ContinuedCopy, NextCopy};
 pub use chain::{CopyHandle, CopyStatus};
+pub(crate) use copy::stage_or_remove;
 pub use records::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,

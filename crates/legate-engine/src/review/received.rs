@@ -47,6 +47,7 @@ impl Engine {
             keep_if_interrupted: self.review_config().keep_interrupted_copies,
             handoff: None,
             continues: None,
+            skills: Vec::new(),
             turn: 0,
             before_turn: None,
             received: Some(files.baseline_id.clone()),

@@ -276,6 +276,10 @@ pub struct ReviewRecord {
     /// never integrated here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received: Option<String>,
+    /// The skills staged in the copy when it is made (`controls::skills`), texts included, so
+    /// that a handoff stages the very packages and hashes this task had.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<legate_workspace::StagedSkill>,
 }
 
 /// One path's state in a copy: its relative path and a digest of what it is (`None` when it

@@ -218,6 +218,9 @@ pub struct StartedOut {
     pub role_base: RoleBase,
     /// sandbox, shared or copy.
     pub workspace: WorkspaceKind,
+    /// The skills staged in its copy: names, directories, sha256s and sizes, never texts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<legate_core::SkillRecord>,
 }
 
 /// `roles`.

@@ -78,6 +78,13 @@ pub struct RunArgs {
     /// with sizes and sha256s: listed by result, read with read_artifact. A path that leaves
     /// the workspace or that the secret policy refuses is BLOCKED_ARTIFACT_PATH.
     pub artifact_paths: Option<Vec<String>>,
+    /// Skills staged in a copy workspace under `.agents/skills/<lowercase name>/` for the
+    /// agent to read: `[{name, content, resources?: [{path, content}]}]`, at most 8 (Legate's
+    /// bundled packs included), 100 resources each, 1 MiB of text in all. Never executed,
+    /// never part of the patch. The same name twice with the same files is staged once;
+    /// with other files SKILL_CONFLICT. Copy workspaces only; fixed when a context starts.
+    #[serde(default)]
+    pub skills: Vec<legate_core::SkillPackage>,
 }
 
 /// The kind of workspace `run` asks for.
