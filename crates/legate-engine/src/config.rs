@@ -103,6 +103,9 @@ pub struct EngineConfig {
     pub supervision: SupervisionConfig,
     /// The configured roles (`[roles.NAME]`), checked when the engine starts.
     pub roles: Vec<crate::roles::RoleSpec>,
+    /// The ceiling of tool kinds and the catalogue of trusted MCP servers (`[controls]`,
+    /// `[[mcp_servers]]`; see `controls::tools`).
+    pub controls: legate_core::ControlsConfig,
 }
 
 /// The default of [`SupervisionConfig::deadline`]: 120 s.
@@ -201,6 +204,7 @@ impl EngineConfig {
             policy: legate_supervisor::Policy::empty(),
             supervision: SupervisionConfig::default(),
             roles: Vec::new(),
+            controls: legate_core::ControlsConfig::default(),
         }
     }
 

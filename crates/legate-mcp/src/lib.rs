@@ -17,6 +17,7 @@
 
 pub mod chunk;
 pub mod confirmation;
+pub mod controls;
 pub mod http;
 pub mod profile;
 pub mod review;

@@ -273,6 +273,32 @@ fn catalog() -> Vec<ToolDef> {
         )
         .group(ToolGroup::Implementation)
         .destructive(),
+        // ctrl (issue 17, parts 4 and 6): tool controls and models.
+        def::<NoArgs, legate_engine::AgentPolicy>(
+            "get_agent_policy",
+            "Tool and MCP policy",
+            "The configured ceiling of tool kinds (run's allowedTools must stay within it; it applies when allowedTools is omitted), the catalogue of trusted MCP servers (ids, transport kinds, tools and whether each is read-only) that run's mcpServers selects from, and which agents enforce these controls. Never shows a server's command, environment or URL.",
+            true,
+        ),
+        def::<crate::controls::AgentArg, crate::controls::ModelsOut>(
+            "list_models",
+            "An agent's models",
+            "The models an agent offers (agy models, or an ACP session's model option), the current one, and how a task naming no model chooses.",
+            true,
+        ),
+        def::<crate::controls::AgentArg, crate::controls::ModelOutcome>(
+            "get_model",
+            "An agent's default model",
+            "The saved model preference, the configured model, and what a task naming no model runs with: the task's model, else the saved preference, else the configured model, else the agent's own default.",
+            true,
+        ),
+        def::<crate::controls::SetModelArgs, crate::controls::ModelOutcome>(
+            "set_model",
+            "Save an agent's default model",
+            "Saves the model a task naming none runs with (model: null saves the agent's own default, even over a configured model; reset: true removes the saved preference). Shared by every Legate on this home; the id is checked when a task runs (MODEL_NOT_AVAILABLE).",
+            false,
+        )
+        .group(ToolGroup::Implementation),
     ]
 }
 
@@ -435,6 +461,11 @@ impl LegateMcp {
                 let _: NoArgs = parse(args)?;
                 to_value(review::cleanup(engine).await?)
             }
+            // ctrl (issue 17, parts 4 and 6).
+            "get_agent_policy" => to_value(crate::controls::agent_policy(engine)),
+            "list_models" => to_value(crate::controls::list_models(engine, parse(args)?).await?),
+            "get_model" => to_value(crate::controls::get_model(engine, parse(args)?)?),
+            "set_model" => to_value(crate::controls::set_model(engine, parse(args)?)?),
             other => Err(not_available(other, profile)),
         }
     }
@@ -536,7 +567,7 @@ mod tests {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 26);
+        assert_eq!(tools.len(), 30);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -601,8 +632,8 @@ mod tests {
         assert!(visible(Profile::Full).contains(&"health".to_string()));
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
-        assert_eq!(visible(Profile::Query).len(), 15);
-        assert_eq!(visible(Profile::Review).len(), 20);
+        assert_eq!(visible(Profile::Query).len(), 18);
+        assert_eq!(visible(Profile::Review).len(), 23);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());

@@ -21,6 +21,7 @@ mod agents;
 mod agents_config;
 mod approvals;
 mod config;
+mod controls_config;
 mod front;
 mod handoff;
 mod harden;

@@ -17,6 +17,8 @@ mod memory;
 mod skills;
 mod tools;
 
+pub(crate) use tools::catalogued;
+
 use crate::engine::Engine;
 use crate::request::SubmitRequest;
 use legate_core::{Error, Result, Task, TaskControls};
