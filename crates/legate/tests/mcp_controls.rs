@@ -104,12 +104,14 @@ fn the_policy_hides_transports_and_the_controls_and_model_tools_work_over_the_sd
     assert_eq!(r["writeToolReadOnly"], "TOOL_NOT_ALLOWED", "{r}");
     assert_eq!(r["aboveCeiling"], "TOOL_NOT_ALLOWED", "{r}");
     assert_eq!(r["final"], "completed", "{r}");
-    let events = r["eventsText"].as_str().unwrap();
-    assert!(
-        events.contains("\"ruleId\":\"TOOL_NOT_ALLOWED\""),
-        "{events}"
-    );
-    assert!(events.contains("\"decider\":\"controls\""), "{events}");
+    let events: Vec<Value> = serde_json::from_str(r["eventsText"].as_str().unwrap()).unwrap();
+    let verdict = &events
+        .iter()
+        .find(|e| e["type"] == "permission")
+        .expect("the edit was asked about")["verdict"];
+    assert_eq!(verdict["ruleId"], "TOOL_NOT_ALLOWED", "{verdict}");
+    assert_eq!(verdict["decider"], "controls", "{verdict}");
+    assert_eq!(verdict["decision"], "deny", "{verdict}");
 
     // Models: the CLI's precedence, null is the agent's own default, reset removes it.
     assert!(!r["models"].as_array().unwrap().is_empty(), "{r}");

@@ -84,7 +84,12 @@ async def main(binary):
         await session.initialize()
         names = {t.name for t in (await session.list_tools()).tools}
         out["queryHas"] = sorted(n for n in ("get_agent_policy", "list_models", "get_model", "set_model") if n in names)
-        out["querySetModel"] = error_code(await session.call_tool("set_model", {"agent": "revisor", "model": None}))
+        try:
+            refused = await session.call_tool("set_model", {"agent": "revisor", "model": None})
+            out["querySetModel"] = error_code(refused)
+        except Exception as e:  # a tool outside the profile is a protocol error
+            data = getattr(getattr(e, "error", None), "data", None) or getattr(e, "data", None) or {}
+            out["querySetModel"] = data.get("code") if isinstance(data, dict) else str(e)
     print(json.dumps(out), flush=True)
 
 
