@@ -38,6 +38,7 @@ mod fs;
 mod handlers;
 mod launch;
 pub mod lifecycle;
+mod mcp;
 mod models;
 mod process;
 mod session;

@@ -67,6 +67,10 @@ pub struct SessionRequest {
     /// anything else (the engine's store). `None`: nothing is recorded, and a restart cannot
     /// re-attach (probes, tests).
     pub ledger: Option<Arc<dyn RemoteLedger>>,
+    /// The catalogued MCP servers selected for the task's context, handed to the agent in
+    /// `session/new` (and `session/load`/`session/resume`). Only for backends whose
+    /// [`Capabilities::tool_controls`] says so; empty otherwise.
+    pub mcp_servers: Vec<legate_core::McpServerSpec>,
 }
 
 /// Records which remote task a local task's turn runs as (see [`legate_core::RemoteRef`]).
@@ -169,6 +173,12 @@ pub struct Capabilities {
     /// [`Backend::reattach`] follows it to its end (a remote A2A agent). When false, recovery
     /// ends an interrupted task with `SERVER_RESTARTED`.
     pub reattach: bool,
+    /// Whether the task's tool controls hold: every tool call the agent makes is asked about
+    /// (or served through the client) here, where the allowed kinds and MCP selections are
+    /// enforced, and MCP servers can be handed to the agent ([`SessionRequest::mcp_servers`]).
+    /// When false, a task naming `allowedTools` or `mcpServers`, or under a configured
+    /// ceiling, is refused (`TOOL_NOT_ALLOWED`), never run unchecked.
+    pub tool_controls: bool,
 }
 
 /// Cancels the running turn of a session from another task.

@@ -73,6 +73,7 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
         blocked_dir: None,
         hidden: Vec::new(),
         ledger: None,
+        mcp_servers: Vec::new(),
     }
 }
 

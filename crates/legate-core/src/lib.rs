@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod boundary;
+pub mod catalogue;
 pub mod controls;
 pub mod delivery;
 pub mod error;
@@ -23,6 +24,7 @@ pub use agent::{
     Transport,
 };
 pub use boundary::{Boundary, WorkspaceKind};
+pub use catalogue::{ControlsConfig, McpServerPublic, McpServerSpec, McpToolSpec, McpTransport};
 pub use controls::{
     DeliveryMode, GroupNode, McpSelection, MemorySelection, MemorySnapshot, SkillPackage,
     SkillRecord, SkillResource, SkillSource, TaskControls,

@@ -93,6 +93,9 @@ crate::wire_enum! {
         Agent => "agent",
         /// Nobody answered before the approval's deadline.
         Deadline => "deadline",
+        /// The task's controls (its allowed tool kinds and MCP tools): refused before any
+        /// rule or supervisor is asked; the ruling's `rule_id` is the error code.
+        Controls => "controls",
     }
 }
 
@@ -110,7 +113,8 @@ pub struct Ruling {
     /// Who decided (an event stored before this field existed reads as the table).
     #[serde(default)]
     pub decider: Decider,
-    /// The policy rule that decided, or that sent the request to a supervisor.
+    /// The policy rule that decided, or that sent the request to a supervisor; for a
+    /// [`Decider::Controls`] refusal, its error code (`TOOL_NOT_ALLOWED`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_id: Option<String>,
 }

@@ -120,6 +120,7 @@ impl Engine {
                 workspace: legate_core::WorkspaceKind::Sandbox,
                 agent: agent.name.clone(),
                 role: legate_core::RoleBase::Implementer.as_str().to_string(),
+                tools: legate_supervisor::ToolControls::default(),
             },
             channel: None,
             resume_session_id: None,
@@ -127,6 +128,7 @@ impl Engine {
             blocked_dir: Some(self.config().paths.blocked()),
             hidden: self.config().hidden_paths(),
             ledger: None,
+            mcp_servers: Vec::new(),
         };
         Ok((backend, request))
     }

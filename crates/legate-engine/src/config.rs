@@ -110,6 +110,9 @@ pub struct EngineConfig {
     pub forbidden_directories: Vec<PathBuf>,
     /// The skill packs staged in every new copy task (`[skills]`).
     pub skills: SkillsConfig,
+    /// The ceiling of tool kinds and the catalogue of trusted MCP servers (`[controls]`,
+    /// `[[mcp_servers]]`; see `controls::tools`).
+    pub controls: legate_core::ControlsConfig,
 }
 
 /// Which skill packs every new copy task gets besides the caller's skills (`[skills]`).
@@ -230,6 +233,7 @@ impl EngineConfig {
             memory: crate::memory::MemoryLimits::default(),
             forbidden_directories: Vec::new(),
             skills: SkillsConfig::default(),
+            controls: legate_core::ControlsConfig::default(),
         }
     }
 

@@ -10,6 +10,7 @@
 mod accumulator;
 mod admission;
 mod adoption;
+mod agent_policy;
 mod agents;
 mod artifacts;
 mod budget;
@@ -47,12 +48,13 @@ mod turn;
 
 pub use admission::SessionCounts;
 pub use adoption::ATTEMPTS as REATTACH_ATTEMPTS;
+pub use agent_policy::{AgentControls, AgentPolicy, Limitation, MODEL_PRECEDENCE, ModelSelection};
 pub use agents::preset_for;
+pub use artifacts::ArtifactBytes;
 pub use compare::{
     Agreement, CompareRequest, CompareTarget, Compared, ComparedReview, Comparison, FindingVariant,
     GroupedFinding, MAX_TARGETS, MIN_TARGETS, StartError,
 };
-pub use artifacts::ArtifactBytes;
 pub use config::{
     DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
     EngineConfig, FrontLimits, Paths, SupervisionConfig,
@@ -77,6 +79,8 @@ pub use handoff::{
 };
 pub use inbound::{Delivered, Inbound, Route};
 pub use ledger::{MAX_BINDING_BYTES, MAX_REMOTE_ID_BYTES, MAX_REMOTE_URL_BYTES};
+/// A saved model choice (an id, or the agent's own default), for fronts that save one.
+pub use legate_backend::selection::Choice as ModelChoice;
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{

@@ -464,6 +464,10 @@ impl Engine {
                     || RoleBase::Implementer.as_str().to_string(),
                     |r| r.name.clone(),
                 ),
+                tools: legate_supervisor::ToolControls {
+                    allowed: task.controls.allowed_tools.clone(),
+                    mcp: task.controls.mcp_servers.clone(),
+                },
             },
             channel: Some(inner.queue.clone()),
             resume_session_id: resume,
@@ -473,6 +477,7 @@ impl Engine {
             ledger: Some(Arc::new(crate::ledger::StoreLedger::new(
                 inner.store.clone(),
             ))),
+            mcp_servers: crate::controls::catalogued(&inner.config.controls, &task.controls),
         }
     }
 

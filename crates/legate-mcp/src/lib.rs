@@ -20,6 +20,7 @@ pub mod compare;
 pub mod confirmation;
 pub mod groups;
 pub mod delivery;
+pub mod controls;
 pub mod http;
 pub mod memory;
 pub mod profile;

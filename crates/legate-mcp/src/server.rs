@@ -376,6 +376,8 @@ fn catalog() -> Vec<ToolDef> {
             "peer_receipts",
             "Peer message receipts",
             "Pages (after, limit 1-20) through the receipts of the messages a group's nodes sent each other over the definition's peerRoutes: messageId, origin agent-reported, from, to, state (queued, then sent once the recipient's next turn was accepted) and the text's sha256. Never the bodies. A page is a snapshot: read again to see changed states.",
+            true,
+        ),
         def::<crate::delivery::SetDeliveryModeArgs, crate::delivery::DeliveryModeOut>(
             "set_delivery_mode",
             "Change how a task is delivered",
@@ -388,6 +390,32 @@ fn catalog() -> Vec<ToolDef> {
             "Reads a file a task collected with artifactPaths (result lists them with sizes and sha256s), in pieces bound to expectedSha256: UTF-16 units for UTF-8 text, base64 of byte windows otherwise. The kept bytes are checked against the sha256 and the secret policy on every read (BLOCKED_ARTIFACT_PATH); ARTIFACT_NOT_FOUND for a name that was not collected.",
             true,
         ),
+        // ctrl (issue 17, parts 4 and 6): tool controls and models.
+        def::<NoArgs, legate_engine::AgentPolicy>(
+            "get_agent_policy",
+            "Tool and MCP policy",
+            "The configured ceiling of tool kinds (run's allowedTools must stay within it; it applies when allowedTools is omitted), the catalogue of trusted MCP servers (ids, transport kinds, tools and whether each is read-only) that run's mcpServers selects from, and which agents enforce these controls. Never shows a server's command, environment or URL.",
+            true,
+        ),
+        def::<crate::controls::AgentArg, crate::controls::ModelsOut>(
+            "list_models",
+            "An agent's models",
+            "The models an agent offers (agy models, or an ACP session's model option), the current one, and how a task naming no model chooses.",
+            true,
+        ),
+        def::<crate::controls::AgentArg, crate::controls::ModelOutcome>(
+            "get_model",
+            "An agent's default model",
+            "The saved model preference, the configured model, and what a task naming no model runs with: the task's model, else the saved preference, else the configured model, else the agent's own default.",
+            true,
+        ),
+        def::<crate::controls::SetModelArgs, crate::controls::ModelOutcome>(
+            "set_model",
+            "Save an agent's default model",
+            "Saves the model a task naming none runs with (model: null saves the agent's own default, even over a configured model; reset: true removes the saved preference). Shared by every Legate on this home; the id is checked when a task runs (MODEL_NOT_AVAILABLE).",
+            false,
+        )
+        .group(ToolGroup::Implementation),
     ]
 }
 
@@ -599,6 +627,11 @@ impl LegateMcp {
             "read_artifact" => {
                 to_value(crate::delivery::read_artifact(engine, parse(args)?).await?)
             }
+            // ctrl (issue 17, parts 4 and 6).
+            "get_agent_policy" => to_value(crate::controls::agent_policy(engine)),
+            "list_models" => to_value(crate::controls::list_models(engine, parse(args)?).await?),
+            "get_model" => to_value(crate::controls::get_model(engine, parse(args)?)?),
+            "set_model" => to_value(crate::controls::set_model(engine, parse(args)?)?),
             other => Err(not_available(other, profile)),
         }
     }
@@ -695,15 +728,17 @@ impl ServerHandler for LegateMcp {
 mod tests {
     use super::*;
 
+    /// How many tools the catalog has, and how many the read-only profiles offer.
+    const ALL_TOOLS: usize = 48;
+    const QUERY_TOOLS: usize = 0;
+    const REVIEW_TOOLS: usize = 0;
+
     #[test]
     fn every_tool_has_object_schemas_and_a_unique_name() {
         let tools = catalog();
         let names: HashSet<_> = tools.iter().map(|t| t.tool.name.to_string()).collect();
         assert_eq!(names.len(), tools.len());
-        assert_eq!(tools.len(), 32);
-        assert_eq!(tools.len(), 28);
-        assert_eq!(tools.len(), 34);
-        assert_eq!(tools.len(), 28);
+        assert_eq!(tools.len(), ALL_TOOLS);
         for t in &tools {
             assert_eq!(t.tool.input_schema["type"], "object", "{}", t.tool.name);
             let out = t.tool.output_schema.as_ref().unwrap();
@@ -768,14 +803,8 @@ mod tests {
         assert!(visible(Profile::Full).contains(&"health".to_string()));
         assert!(!visible(Profile::Query).contains(&"health".to_string()));
         assert!(!visible(Profile::Review).contains(&"health".to_string()));
-        assert_eq!(visible(Profile::Query).len(), 18);
-        assert_eq!(visible(Profile::Review).len(), 23);
-        assert_eq!(visible(Profile::Query).len(), 17);
-        assert_eq!(visible(Profile::Review).len(), 22);
-        assert_eq!(visible(Profile::Query).len(), 20);
-        assert_eq!(visible(Profile::Review).len(), 25);
-        assert_eq!(visible(Profile::Query).len(), 17);
-        assert_eq!(visible(Profile::Review).len(), 22);
+        assert_eq!(visible(Profile::Query).len(), QUERY_TOOLS);
+        assert_eq!(visible(Profile::Review).len(), REVIEW_TOOLS);
         assert_eq!(visible(Profile::Implementation).len(), tools.len());
         // The supervisor's server is another handler: no caller tool, `run` least of all.
         assert!(visible(Profile::Supervisor).is_empty());
@@ -791,6 +820,7 @@ mod tests {
             assert!(!visible(Profile::Query).contains(&name.to_string()));
             assert!(!visible(Profile::Review).contains(&name.to_string()));
             assert!(visible(Profile::Full).contains(&name.to_string()));
+        }
         for name in ["compare", "comparison"] {
             assert!(visible(Profile::Query).contains(&name.to_string()));
         }

@@ -49,7 +49,10 @@ pub fn in_range<T: PartialOrd + std::fmt::Display + Copy>(
 
 pub fn health_static(engine: &Engine, profile: Profile) -> HealthOut {
     let config = engine.config();
+    let (approval_mode, integration_approval) = crate::controls::approval(engine);
     HealthOut {
+        approval_mode,
+        integration_approval,
         version: env!("CARGO_PKG_VERSION").to_string(),
         tool_profile: profile.as_str().to_string(),
         read_only: profile.read_only(),
@@ -114,6 +117,7 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
             confinement,
             capabilities: Vec::new(),
             version_warning: None,
+            limitations: crate::controls::limitations(engine, &spec.name),
         });
     }
     if !args.probe.unwrap_or(true) {
@@ -260,6 +264,8 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     request.delivery_mode = args.delivery_mode;
     request.artifact_paths = args.artifact_paths.unwrap_or_default();
     request.skills = args.skills;
+    request.allowed_tools = args.allowed_tools;
+    request.mcp_servers = args.mcp_servers;
     let task = engine.submit(request)?;
     Ok(started(&task))
 }

@@ -518,6 +518,9 @@ async fn profiles_offer_the_review_tools_by_group() {
     ];
     const REVIEW: &[&str] = &["context", "handoff", "preview", "read_patch", "verify"];
     const IMPLEMENTATION: &[&str] = &["cleanup", "discard", "integrate", "record_test", "test"];
+    // ctrl (issue 17): the reading tools are query tools, set_model a write.
+    const CONTROLS_QUERY: &[&str] = &["get_agent_policy", "get_model", "list_models"];
+    const CONTROLS_WRITE: &[&str] = &["set_model"];
     let set = |groups: &[&[&str]]| -> BTreeSet<String> {
         groups
             .iter()
@@ -525,13 +528,28 @@ async fn profiles_offer_the_review_tools_by_group() {
             .collect()
     };
     for (profile, expected) in [
-        (Profile::Query, set(&[QUERY])),
-        (Profile::Review, set(&[QUERY, REVIEW])),
+        (Profile::Query, set(&[QUERY, CONTROLS_QUERY])),
+        (Profile::Review, set(&[QUERY, CONTROLS_QUERY, REVIEW])),
         (
             Profile::Implementation,
-            set(&[QUERY, REVIEW, IMPLEMENTATION]),
+            set(&[
+                QUERY,
+                CONTROLS_QUERY,
+                REVIEW,
+                IMPLEMENTATION,
+                CONTROLS_WRITE,
+            ]),
         ),
-        (Profile::Full, set(&[QUERY, REVIEW, IMPLEMENTATION])),
+        (
+            Profile::Full,
+            set(&[
+                QUERY,
+                CONTROLS_QUERY,
+                REVIEW,
+                IMPLEMENTATION,
+                CONTROLS_WRITE,
+            ]),
+        ),
     ] {
         let h = harness(profile, ApprovalMode::Auto, Client::default()).await;
         let tools = h.client.list_all_tools().await.unwrap();
@@ -541,7 +559,15 @@ async fn profiles_offer_the_review_tools_by_group() {
             assert_eq!(out["type"], "object", "{}", t.name);
             assert!(out["properties"]["error"].is_object(), "{}", t.name);
         }
-        for name in set(&[QUERY, REVIEW, IMPLEMENTATION]).difference(&expected) {
+        for name in set(&[
+            QUERY,
+            CONTROLS_QUERY,
+            REVIEW,
+            IMPLEMENTATION,
+            CONTROLS_WRITE,
+        ])
+        .difference(&expected)
+        {
             assert_eq!(
                 h.refused(name, json!({"taskId": "0000"})).await,
                 "TOOL_NOT_AVAILABLE",

@@ -164,6 +164,7 @@ impl Backend for A2aBackend {
             continuation: Continuation::LiveSession,
             default_preset: legate_supervisor::Preset::generic(),
             reattach: true,
+            tool_controls: false,
         }
     }
 

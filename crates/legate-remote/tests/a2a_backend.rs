@@ -119,6 +119,7 @@ fn request(dir: &Path, spec: AgentSpec, ledger: Option<Arc<dyn RemoteLedger>>) -
         blocked_dir: None,
         hidden: Vec::new(),
         ledger,
+        mcp_servers: Vec::new(),
     }
 }
 

@@ -71,13 +71,22 @@ pub(crate) struct Session {
     cancel: Mutex<CancellationToken>,
     /// "Tokens" so far: whitespace-separated words of prompts and answers.
     pub(crate) words: AtomicU64,
+    /// The MCP servers the client handed the session (revisor connects to none; a directive
+    /// hook may report them).
+    pub(crate) mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
 }
 
 impl Session {
-    fn new(id: SessionId, cwd: PathBuf, mode: &str) -> Self {
+    fn new(
+        id: SessionId,
+        cwd: PathBuf,
+        mode: &str,
+        mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
+    ) -> Self {
         Self {
             id,
             cwd,
+            mcp_servers,
             mode: Mutex::new(mode.to_owned()),
             model: Mutex::new(MODELS[0].0.to_owned()),
             cancel: Mutex::new(CancellationToken::new()),
@@ -204,7 +213,12 @@ impl Connection {
         if let Some(hook) = &self.options.sessions {
             hook.created(&id, &cwd);
         }
-        let session = Arc::new(Session::new(id.clone(), cwd, MODE_DEFAULT));
+        let session = Arc::new(Session::new(
+            id.clone(),
+            cwd,
+            MODE_DEFAULT,
+            request.mcp_servers.clone(),
+        ));
         lock(&self.sessions).insert(id.clone(), session);
         Ok(NewSessionResponse::new(id)
             .modes(mode_state(MODE_DEFAULT))
@@ -224,7 +238,12 @@ impl Connection {
         let mode = sessions
             .get(&request.session_id)
             .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
-        let session = Arc::new(Session::new(request.session_id.clone(), cwd, &mode));
+        let session = Arc::new(Session::new(
+            request.session_id.clone(),
+            cwd,
+            &mode,
+            request.mcp_servers.clone(),
+        ));
         sessions.insert(request.session_id.clone(), session);
         Ok(LoadSessionResponse::new()
             .modes(mode_state(&mode))
@@ -251,7 +270,12 @@ impl Connection {
         let mode = sessions
             .get(&request.session_id)
             .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
-        let session = Arc::new(Session::new(request.session_id.clone(), cwd, &mode));
+        let session = Arc::new(Session::new(
+            request.session_id.clone(),
+            cwd,
+            &mode,
+            request.mcp_servers.clone(),
+        ));
         sessions.insert(request.session_id.clone(), session);
         Ok(ResumeSessionResponse::new()
             .modes(mode_state(&mode))

@@ -90,6 +90,7 @@ pub struct DirectiveContext {
     pub(crate) connection: ConnectionTo<Client>,
     pub(crate) session_id: SessionId,
     pub(crate) cwd: PathBuf,
+    pub(crate) mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
 }
 
 impl DirectiveContext {
@@ -103,6 +104,12 @@ impl DirectiveContext {
     #[must_use]
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// The MCP servers the client handed this session (`session/new`, `session/load`).
+    #[must_use]
+    pub fn mcp_servers(&self) -> &[agent_client_protocol::v1::schema::McpServer] {
+        &self.mcp_servers
     }
 
     /// The connection to the client, for anything beyond session updates.

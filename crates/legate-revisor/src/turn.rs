@@ -239,6 +239,7 @@ impl Turn<'_> {
                             connection: self.cx.clone(),
                             session_id: self.session.id.clone(),
                             cwd: self.session.cwd.clone(),
+                            mcp_servers: self.session.mcp_servers.clone(),
                         };
                         match hook.perform(line.clone(), context).await {
                             Directed::Continue => Outcome::line(format!("- {line}: done.")),
@@ -311,6 +312,7 @@ impl Turn<'_> {
                 connection: self.cx.clone(),
                 session_id: self.session.id.clone(),
                 cwd: self.session.cwd.clone(),
+                mcp_servers: self.session.mcp_servers.clone(),
             };
             return Ok(match hook.perform(header.to_owned(), context).await {
                 Directed::Continue => StopReason::EndTurn,

@@ -61,7 +61,6 @@ pub use delivery::NewMessage;
 pub use messages::{MessageClaim, MessageRecord};
 pub use policy::{PolicyReplace, StoredPolicy};
 pub use groups::{GroupInsert, GroupRecord, NodeRecord};
-pub use messages::{MessageClaim, MessageRecord};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;

@@ -12,6 +12,7 @@ pub mod options;
 pub mod policy;
 pub mod preset;
 pub mod rules;
+pub mod tools;
 pub mod version;
 
 pub use containment::{Outside, resolve_within};
@@ -19,6 +20,7 @@ pub use options::{pick_allow, pick_reject};
 pub use policy::{Explanation, Policed, Policy, PolicyError};
 pub use preset::{PlanExit, Preset};
 pub use rules::Rules;
+pub use tools::ToolControls;
 pub use version::{Verified, Version, VersionCheck};
 
 use legate_core::{Boundary, PermissionRequest, Ruling, TaskMode, WorkspaceKind};
@@ -39,6 +41,8 @@ pub struct Supervision {
     pub agent: String,
     /// The role's name (`implementer` for a task without one).
     pub role: String,
+    /// The task's allowed tool kinds and MCP tools ([`tools`]), checked before any rule.
+    pub tools: ToolControls,
 }
 
 impl Supervision {
@@ -58,6 +62,7 @@ impl Supervision {
             workspace,
             agent: String::new(),
             role: legate_core::RoleBase::Implementer.as_str().to_string(),
+            tools: ToolControls::default(),
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
 //! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`, `!chmod-inside`,
-//! and `!as TAG <directive>`, which performs the directive only in an agent started with
-//! [`TAG_ENV`] set to `TAG`, so one prompt makes several agents answer differently),
-//! implemented as a [`DirectiveHook`] installed into revisor.
+//! `!fs-write`, `!mcp-servers`, and `!as TAG <directive>`, which performs the directive only in
+//! an agent started with [`TAG_ENV`] set to `TAG`, so one prompt makes several agents answer
+//! differently), implemented as a [`DirectiveHook`] installed into revisor.
 //!
 //! This module owns what each directive does. Revisor knows nothing about them. Directives
 //! that need raw bytes on stdout (a malformed line, a hand-made notification before an exit)
@@ -48,7 +48,7 @@ pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 pub const TAG_ENV: &str = "LEGATE_TESTKIT_TAG";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 18] = [
+pub const VERBS: [&str; 20] = [
     "as",
     "exit",
     "hang",
@@ -67,7 +67,13 @@ pub const VERBS: [&str; 18] = [
     "pending-tools",
     "write-inside",
     "chmod-inside",
+    "fs-write",
+    "mcp-servers",
 ];
+
+/// What `!mcp-servers` starts its one line with, before the JSON array of the MCP servers the
+/// session was handed (`session/new`'s `mcpServers`, as received).
+pub const MCP_SERVERS_HEAD: &str = "mcp-servers:";
 
 /// What `!history` starts its answer with, before the count of earlier prompts.
 pub const HISTORY_HEAD: &str = "history: earlier prompts of this session:";
@@ -329,6 +335,29 @@ impl DirectiveHook for ScriptedDirectives {
                         Err(error) => format!("chmod-inside {rest}: failed: {error}\n"),
                     };
                     let _ = context.send_message_chunk(&text);
+                    Directed::Continue
+                }
+                "fs-write" => {
+                    // `!fs-write <relative path>`: writes [`OUTSIDE_CONTENT`] through the
+                    // client's `fs/write_text_file` without asking permission first (an agent
+                    // that skips the permission request).
+                    let path = context.cwd().join(rest);
+                    let request = agent_client_protocol::v1::schema::WriteTextFileRequest::new(
+                        context.session_id().clone(),
+                        path,
+                        OUTSIDE_CONTENT.to_owned(),
+                    );
+                    let text = match context.connection().send_request(request).block_task().await {
+                        Ok(_) => format!("fs-write {rest}: written\n"),
+                        Err(error) => format!("fs-write {rest}: refused: {}\n", error.message),
+                    };
+                    let _ = context.send_message_chunk(&text);
+                    Directed::Continue
+                }
+                "mcp-servers" => {
+                    let json = serde_json::to_string(context.mcp_servers())
+                        .unwrap_or_else(|e| format!("\"{e}\""));
+                    let _ = context.send_message_chunk(&format!("{MCP_SERVERS_HEAD} {json}\n"));
                     Directed::Continue
                 }
                 "stderr" => {

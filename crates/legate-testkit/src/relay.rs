@@ -490,6 +490,7 @@ impl Backend for RelayBackend {
             continuation: Continuation::None,
             default_preset: legate_supervisor::Preset::generic(),
             reattach: true,
+            tool_controls: false,
         }
     }
 

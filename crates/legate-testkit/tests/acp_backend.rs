@@ -81,6 +81,7 @@ fn request(
         blocked_dir: None,
         hidden: Vec::new(),
         ledger: None,
+        mcp_servers: Vec::new(),
     }
 }
 

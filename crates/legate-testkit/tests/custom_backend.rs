@@ -42,6 +42,7 @@ impl Backend for EchoBackend {
             continuation: Continuation::None,
             default_preset: Preset::codex(),
             reattach: false,
+            tool_controls: false,
         }
     }
 

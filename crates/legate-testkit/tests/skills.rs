@@ -236,6 +236,7 @@ async fn a_handoff_keeps_the_source_skills_and_their_hashes() {
             model: None,
             decisions: vec![],
             mode: None,
+            memory: None,
         })
         .await
         .unwrap();

@@ -2,7 +2,8 @@
 //!
 //! Owns the file's shape (unknown keys are errors), reading it, the engine's numbers and
 //! confinement, and assembling the parts each front resolves itself (`[mcp]`, `[a2a]`,
-//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`). Every error names the key it is
+//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`, `[skills]`, `[controls]` and
+//! `[[mcp_servers]]`). Every error names the key it is
 //! about. Agents come from `crate::agents_config` (the built-in `revisor`, the presets, and
 //! `[agents.NAME]` tables); this module never builds an `AgentSpec` itself. Agents must never
 //! read the configuration or a token: every such file is added to the engine's hidden paths.
@@ -61,6 +62,12 @@ struct File {
     /// `crate::skills_config`).
     #[serde(default)]
     skills: crate::skills_config::SkillsTable,
+    /// `[controls]`: the ceiling of tool kinds (see `crate::controls_config`).
+    #[serde(default)]
+    controls: crate::controls_config::ControlsTable,
+    /// `[[mcp_servers]]`: the catalogue of trusted MCP servers (see `crate::controls_config`).
+    #[serde(default)]
+    mcp_servers: Vec<crate::controls_config::McpServerTable>,
 }
 
 /// The resolved configuration.
@@ -133,7 +140,12 @@ pub fn load_in(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Conf
     }
     let named: std::collections::BTreeSet<String> = parsed.agents.keys().cloned().collect();
     let supervision = std::mem::take(&mut parsed.supervision);
+    let controls = crate::controls_config::resolve(
+        std::mem::take(&mut parsed.controls),
+        std::mem::take(&mut parsed.mcp_servers),
+    )?;
     let mut engine = resolve(parsed, home, env)?;
+    engine.controls = controls;
     engine.policy = policy;
     crate::supervision_config::apply(supervision, &mut engine)?;
     // The copy-workspace extension's bound is the A2A front's setting, applied by the engine.

@@ -22,6 +22,7 @@ mod agents_config;
 mod approvals;
 mod compare;
 mod config;
+mod controls_config;
 mod front;
 mod group;
 mod handoff;

@@ -38,18 +38,23 @@ pub fn preference(
             crate::out!("agent {name}: model preference removed")?;
         }
         (None, false) => {
-            let saved = engine.model_preference(name)?;
-            let configured = engine.agent(name)?.model.clone();
+            // The rule is the engine's (`Engine::model_selection`), shared with MCP's get_model.
+            let sel = engine.model_selection(name)?;
             crate::out!("agent {name}")?;
-            crate::out!("  saved preference  {}", show(saved.as_ref()))?;
+            crate::out!(
+                "  saved preference  {}",
+                match sel.saved.as_deref() {
+                    None => "none".to_string(),
+                    Some(s) => show(Some(&Choice::parse(s))),
+                }
+            )?;
             crate::out!(
                 "  configured model  {}",
-                configured.as_deref().unwrap_or("none")
+                sel.configured.as_deref().unwrap_or("none")
             )?;
-            let used = match (&saved, &configured) {
-                (Some(c), _) => show(Some(c)),
-                (None, Some(m)) => show(Some(&Choice::parse(m))),
-                (None, None) => show(Some(&Choice::Auto)),
+            let used = match sel.effective {
+                Some(id) => show(Some(&Choice::Model(id))),
+                None => show(Some(&Choice::Auto)),
             };
             crate::out!("  a task naming no model runs with: {used}")?;
         }

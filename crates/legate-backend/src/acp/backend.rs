@@ -11,7 +11,8 @@
 //! `initialize` (advertising `fs` read and write, except to Gemini, and `terminal` only when
 //! the spec asks), then, when there is a session to continue, `session/resume` when the agent
 //! announces it, else `session/load` when it can load one (see `lifecycle`); else (or when
-//! that is refused) `session/new` in the root with no MCP servers; then `session/set_mode` when the preset
+//! that is refused) `session/new` in the root with the MCP servers selected for the context
+//! (`mcp`); then `session/set_mode` when the preset
 //! names a supervised mode the session is not in. Each step has a timeout; an agent that
 //! exits during the handshake is reported with its exit status and last stderr line.
 
@@ -167,7 +168,13 @@ impl Handshake<'_> {
                     .fs(acp::FileSystemCapabilities::new()
                         .read_text_file(self.advertise_fs)
                         .write_text_file(self.advertise_fs))
-                    .terminal(spec.terminal),
+                    .terminal(
+                        spec.terminal
+                            && request
+                                .supervision
+                                .tools
+                                .allows_kind(legate_core::ToolKind::Execute),
+                    ),
             )
             .client_info(acp::Implementation::new(
                 "legate",
@@ -199,6 +206,15 @@ impl Handshake<'_> {
             self.sink.send(notice);
         }
 
+        let mcp_servers = super::mcp::servers(
+            &spec.name,
+            &request.mcp_servers,
+            &init.agent_capabilities.mcp_capabilities,
+        )?;
+        if !mcp_servers.is_empty() {
+            let ids: Vec<&str> = request.mcp_servers.iter().map(|s| s.id.as_str()).collect();
+            info!(agent = %spec.name, servers = ?ids, "MCP servers handed to the session");
+        }
         let mut opened = None;
         if let Some(old) = &request.resume_session_id {
             // A stored id from before ids were checked is not sent back, nor quoted.
@@ -206,7 +222,8 @@ impl Handshake<'_> {
             let answer = match lifecycle.continuation() {
                 _ if unusable.is_some() => None,
                 Some(Continue::Resume) => {
-                    let resume = acp::ResumeSessionRequest::new(old.clone(), root.clone());
+                    let resume = acp::ResumeSessionRequest::new(old.clone(), root.clone())
+                        .mcp_servers(mcp_servers.clone());
                     let r = self
                         .step("session/resume", cx.send_request(resume).block_task())
                         .await?;
@@ -218,7 +235,8 @@ impl Handshake<'_> {
                 Some(Continue::Load) => {
                     // What a load replays is the earlier conversation, not this turn's.
                     self.shared.set_replaying(true);
-                    let load = acp::LoadSessionRequest::new(old.clone(), root.clone());
+                    let load = acp::LoadSessionRequest::new(old.clone(), root.clone())
+                        .mcp_servers(mcp_servers.clone());
                     let r = self
                         .step("session/load", cx.send_request(load).block_task())
                         .await;
@@ -267,7 +285,8 @@ impl Handshake<'_> {
         let opened = match opened {
             Some(o) => o,
             None => {
-                let new = acp::NewSessionRequest::new(root.clone());
+                let new =
+                    acp::NewSessionRequest::new(root.clone()).mcp_servers(mcp_servers.clone());
                 match self
                     .step("session/new", cx.send_request(new).block_task())
                     .await?
@@ -532,6 +551,7 @@ impl Backend for AcpBackend {
             continuation: Continuation::LiveSession,
             default_preset: self.default_preset.clone(),
             reattach: false,
+            tool_controls: true,
         }
     }
 

@@ -60,6 +60,17 @@ fn io_failure(what: &str, path: &Path, e: &std::io::Error) -> Refused {
     }
 }
 
+/// The refusal of an `fs/*` call whose tool kind the task's controls leave out
+/// (`TOOL_NOT_ALLOWED` in the sentence and the event).
+pub(crate) fn not_allowed(op: &str, path: &Path, kind: legate_core::ToolKind) -> Refused {
+    invalid(format!(
+        "{}: {op} of {} refused: {} is not among the tool kinds this task may use",
+        legate_core::ErrorCode::ToolNotAllowed.as_str(),
+        path.display(),
+        kind.as_str()
+    ))
+}
+
 /// The refusal or failure for `error`, worded with the path the agent sent.
 fn refused(what: &str, root: &Root, path: &Path, error: &BeneathError) -> Refused {
     let shown = path.display();

@@ -3,7 +3,9 @@
 //! These run inside the SDK's dispatch loop, so none of them waits for the agent: session
 //! updates become events synchronously (which is what puts every event of a turn on the sink
 //! before the prompt's response is routed), permission requests are decided by the
-//! (synchronous) supervisor, and `fs/*` touch only the local disk. An `ask` ruling is the one
+//! (synchronous) supervisor, after the task's tool controls (`legate_supervisor::tools`,
+//! which also bound `fs/*`: no read without `read`, no write without `edit`), and `fs/*`
+//! touch only the local disk. An `ask` ruling is the one
 //! exception: it is handed to the supervision channel and awaited in a task of its own
 //! ([`wait`]), so the loop keeps dispatching while a supervisor decides. No lock is held
 //! across that wait.
@@ -13,7 +15,7 @@ use super::state::HandlerState;
 use super::translate;
 use crate::supervision::{Ask, Sent, SupervisionChannel};
 use agent_client_protocol::v1::schema as acp;
-use legate_core::{Decision, EventKind, Ruling, TaskId};
+use legate_core::{Decision, EventKind, Ruling, TaskId, ToolKind};
 use tracing::{debug, error, info};
 
 /// A `session/update`: one event, sent now.
@@ -73,7 +75,12 @@ pub(crate) fn permission(shared: &HandlerState, req: &acp::RequestPermissionRequ
     let request =
         translate::permission_request(req, shared.known_tool(&req.tool_call.tool_call_id.0));
     let supervision = shared.supervision();
-    let mut verdict = shared.supervisor().decide(&supervision, &request);
+    // The task's tool controls come first: a kind or MCP tool outside them is refused before
+    // any rule, policy or supervisor is asked (and never reaches the approval queue).
+    let mut verdict = match supervision.tools.refusal(&request, &supervision.preset) {
+        Some(refused) => refused,
+        None => shared.supervisor().decide(&supervision, &request),
+    };
     let turn = shared.turn();
     if verdict.decision == Decision::Ask {
         let place = shared.take_ask_place();
@@ -260,6 +267,9 @@ pub(crate) async fn read_text_file(
     req: &acp::ReadTextFileRequest,
 ) -> Result<acp::ReadTextFileResponse, agent_client_protocol::Error> {
     let result = match shared.beneath() {
+        _ if !shared.supervision().tools.allows_kind(ToolKind::Read) => {
+            Err(fs::not_allowed("read", &req.path, ToolKind::Read))
+        }
         Ok(root) => fs::read(root, req).await,
         Err(e) => Err(fs::unusable_root(&req.path, &e)),
     };
@@ -272,8 +282,14 @@ pub(crate) async fn write_text_file(
     shared: &HandlerState,
     req: &acp::WriteTextFileRequest,
 ) -> Result<acp::WriteTextFileResponse, agent_client_protocol::Error> {
-    let mode = shared.supervision().mode;
+    let supervision = shared.supervision();
+    let mode = supervision.mode;
     let result = match shared.beneath() {
+        // An agent that skips the permission request and writes through the client is held
+        // to the same allowed kinds.
+        _ if !supervision.tools.allows_kind(ToolKind::Edit) => {
+            Err(fs::not_allowed("write", &req.path, ToolKind::Edit))
+        }
         Ok(root) => fs::write(root, mode, req).await,
         Err(e) => Err(fs::unusable_root(&req.path, &e)),
     };

@@ -267,6 +267,7 @@ impl Backend for AgyBackend {
             continuation: Continuation::ProcessPerTurn,
             default_preset: legate_supervisor::Preset::generic(),
             reattach: false,
+            tool_controls: false,
         }
     }
 

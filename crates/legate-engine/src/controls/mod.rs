@@ -17,6 +17,8 @@ mod memory;
 pub(crate) mod skills;
 mod tools;
 
+pub(crate) use tools::catalogued;
+
 use crate::engine::Engine;
 use crate::request::SubmitRequest;
 use legate_core::{Error, Result, Task, TaskControls};
@@ -72,12 +74,4 @@ fn inherit(request: &SubmitRequest, last: &Task) -> Result<TaskControls> {
         )));
     }
     Ok(last.controls.clone())
-}
-
-/// The error a control's module returns until it is built: the request is refused, never
-/// silently ignored.
-fn not_yet(name: &str) -> Error {
-    Error::invalid_input(format!(
-        "{name} is not available in this build of Legate yet"
-    ))
 }

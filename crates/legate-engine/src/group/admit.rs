@@ -104,6 +104,7 @@ impl Engine {
                             model: def.model.clone(),
                             decisions: Vec::new(),
                             mode: def.mode,
+                            memory: None,
                         };
                         let node = node.clone();
                         self.handoff_with(req, move |c| {

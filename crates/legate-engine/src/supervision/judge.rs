@@ -238,6 +238,7 @@ fn session_request(
             workspace: legate_core::WorkspaceKind::Sandbox,
             agent: agent.name.clone(),
             role: legate_core::RoleBase::Reviewer.as_str().to_string(),
+            tools: legate_supervisor::ToolControls::default(),
         },
         // No queue behind it: NoTools never rules `ask`, and nothing it asks may wait.
         channel: None,
@@ -246,6 +247,7 @@ fn session_request(
         blocked_dir: Some(engine.config().paths.blocked()),
         hidden: engine.config().hidden_paths(),
         ledger: None,
+        mcp_servers: Vec::new(),
     };
     Ok((backend, request, capabilities.structured_output))
 }

@@ -34,6 +34,9 @@ pub struct AgentHealth {
     /// versions its preset was verified against: what it announced and the verified range.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_warning: Option<String>,
+    /// What its backend cannot do (each `available: false`): `interactiveReplies`,
+    /// `preflightTokenCount`, `toolControls`, `localSupervision`.
+    pub limitations: Vec<legate_engine::Limitation>,
 }
 
 /// The limits a caller runs into.
@@ -87,6 +90,10 @@ pub struct HealthOut {
     pub confinement: Confinement,
     /// Limits.
     pub limits: Limits,
+    /// The approval mode: `auto` or `ask` (`[copies] approval`).
+    pub approval_mode: String,
+    /// How an integration is approved in that mode.
+    pub integration_approval: crate::controls::IntegrationApproval,
 }
 
 /// A configured agent.

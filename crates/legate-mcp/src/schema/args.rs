@@ -85,6 +85,14 @@ pub struct RunArgs {
     /// with other files SKILL_CONFLICT. Copy workspaces only; fixed when a context starts.
     #[serde(default)]
     pub skills: Vec<legate_core::SkillPackage>,
+    /// The ACP tool kinds the agent may use (read, edit, delete, move, search, execute, think,
+    /// fetch, switch_mode, other), within the configured ceiling (see get_agent_policy): a
+    /// kind outside it is TOOL_NOT_ALLOWED; [] leaves only thinking. Fixed for the context.
+    pub allowed_tools: Option<Vec<legate_core::ToolKind>>,
+    /// Catalogued MCP servers handed to the agent, with the tools of each it may call
+    /// (see get_agent_policy): an unknown server is MCP_SERVER_NOT_FOUND, an unknown tool, or
+    /// one not read-only on a read-only task, TOOL_NOT_ALLOWED. Fixed for the context.
+    pub mcp_servers: Option<Vec<legate_core::McpSelection>>,
 }
 
 /// The kind of workspace `run` asks for.
