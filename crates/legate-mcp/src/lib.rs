@@ -18,9 +18,9 @@
 pub mod chunk;
 pub mod compare;
 pub mod confirmation;
-pub mod groups;
-pub mod delivery;
 pub mod controls;
+pub mod delivery;
+pub mod groups;
 pub mod http;
 pub mod memory;
 pub mod profile;

@@ -730,8 +730,8 @@ mod tests {
 
     /// How many tools the catalog has, and how many the read-only profiles offer.
     const ALL_TOOLS: usize = 48;
-    const QUERY_TOOLS: usize = 0;
-    const REVIEW_TOOLS: usize = 0;
+    const QUERY_TOOLS: usize = 30;
+    const REVIEW_TOOLS: usize = 35;
 
     #[test]
     fn every_tool_has_object_schemas_and_a_unique_name() {

@@ -521,6 +521,30 @@ async fn profiles_offer_the_review_tools_by_group() {
     // ctrl (issue 17): the reading tools are query tools, set_model a write.
     const CONTROLS_QUERY: &[&str] = &["get_agent_policy", "get_model", "list_models"];
     const CONTROLS_WRITE: &[&str] = &["set_model"];
+    // Issues 16 and 17: the readers are query tools; what writes memory, starts or stops
+    // groups, or widens the sandbox ceiling is an implementation tool.
+    const LATER_QUERY: &[&str] = &[
+        "compare",
+        "comparison",
+        "get_sandbox_policy",
+        "memory_list",
+        "memory_read",
+        "set_delivery_mode",
+        "read_artifact",
+        "group_status",
+        "group_wait",
+        "groups",
+        "workflow_result",
+        "peer_receipts",
+    ];
+    const LATER_WRITE: &[&str] = &[
+        "memory_write",
+        "memory_remove",
+        "set_sandbox_policy",
+        "group_create",
+        "group_start",
+        "group_cancel",
+    ];
     let set = |groups: &[&[&str]]| -> BTreeSet<String> {
         groups
             .iter()
@@ -528,16 +552,21 @@ async fn profiles_offer_the_review_tools_by_group() {
             .collect()
     };
     for (profile, expected) in [
-        (Profile::Query, set(&[QUERY, CONTROLS_QUERY])),
-        (Profile::Review, set(&[QUERY, CONTROLS_QUERY, REVIEW])),
+        (Profile::Query, set(&[QUERY, CONTROLS_QUERY, LATER_QUERY])),
+        (
+            Profile::Review,
+            set(&[QUERY, CONTROLS_QUERY, LATER_QUERY, REVIEW]),
+        ),
         (
             Profile::Implementation,
             set(&[
                 QUERY,
                 CONTROLS_QUERY,
+                LATER_QUERY,
                 REVIEW,
                 IMPLEMENTATION,
                 CONTROLS_WRITE,
+                LATER_WRITE,
             ]),
         ),
         (
@@ -545,9 +574,11 @@ async fn profiles_offer_the_review_tools_by_group() {
             set(&[
                 QUERY,
                 CONTROLS_QUERY,
+                LATER_QUERY,
                 REVIEW,
                 IMPLEMENTATION,
                 CONTROLS_WRITE,
+                LATER_WRITE,
             ]),
         ),
     ] {

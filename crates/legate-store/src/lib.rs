@@ -39,8 +39,8 @@ mod groups;
 mod handover;
 mod memory;
 mod messages;
-mod policy;
 mod peers;
+mod policy;
 mod recovery;
 mod reviews;
 mod schema;
@@ -53,15 +53,15 @@ pub use approvals::{
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 pub use contexts::ContextRecord;
+pub use delivery::NewMessage;
+pub use groups::{GroupInsert, GroupRecord, NodeRecord};
 pub use memory::{
     MemoryBounds, MemoryEntry, MemoryMeta, MemoryTotals, MemoryWrite, Snapshot, SnapshotSource,
     SnapshotText,
 };
-pub use delivery::NewMessage;
 pub use messages::{MessageClaim, MessageRecord};
-pub use policy::{PolicyReplace, StoredPolicy};
-pub use groups::{GroupInsert, GroupRecord, NodeRecord};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
+pub use policy::{PolicyReplace, StoredPolicy};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};

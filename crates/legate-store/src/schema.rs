@@ -370,8 +370,10 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        // Base 7, groups and group_nodes (V10), peer_messages (V14).
-        assert_eq!(tables, 10);
+        // Base 7; comparisons (V9); groups, group_nodes (V10); memory_entries,
+        // memory_snapshots (V11); public messages, their mark and artifacts (V12); policies
+        // (V13); peer_messages (V14).
+        assert_eq!(tables, 17);
     }
 
     #[test]

@@ -80,7 +80,7 @@ fn python(home: &Path, name: &str, args: &[&str]) -> Value {
 
 fn check_report(report: &Value, protocol: &str) {
     assert_eq!(report["protocol"], protocol, "{report}");
-    assert_eq!(report["tools"], 32, "{report}");
+    assert_eq!(report["tools"], 48, "{report}");
     assert!(report["progress"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["pieces"].as_u64().unwrap() > 2, "{report}");
 }
@@ -358,7 +358,7 @@ fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
     assert!(mcp.request("ping", json!({})).is_object());
     let tools = mcp.request("tools/list", json!({}));
     let tools = tools["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 32);
+    assert_eq!(tools.len(), 48);
     for t in tools {
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
     }
