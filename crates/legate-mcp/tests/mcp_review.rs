@@ -933,6 +933,8 @@ async fn engine_typed_answers_keep_their_shape_and_arguments_refuse_extra_fields
         "outputTruncated",
         "passed",
         "recordedAt",
+        // What the kernel enforced for an observed test (the sandbox policy's evidence).
+        "sandbox",
         "sha256After",
         "sha256Before",
         "signal",

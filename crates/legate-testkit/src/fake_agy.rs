@@ -300,7 +300,15 @@ impl Run {
         let mut usage = true;
         match scenario.as_str() {
             "tokens" => {
-                grow = rest.parse().unwrap_or(0);
+                // The number is the first line: Legate frames the caller's prompt with lines
+                // of its own after it (a role, skills, a context).
+                grow = rest
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .parse()
+                    .unwrap_or(0);
                 response = format!("counted {grow} tokens");
             }
             "crash" => {
