@@ -200,13 +200,9 @@ fn bounded(text: &str) -> String {
 /// removed; text that looks like a credential is withheld whole (the rule's name is kept,
 /// never the value).
 pub(crate) fn scrub(text: &str, max: usize) -> String {
-    // The copy's content scanner (through a policy with no exclusions, for a name that no
-    // name rule matches): the same high-confidence patterns.
-    if let Some(b) = legate_workspace::SecretPolicy::default().check("message", text.as_bytes()) {
-        return format!(
-            "[withheld by Legate: the text looked like a credential ({})]",
-            b.rule
-        );
+    // The one credential detector every input passes (the copy's content rules).
+    if let Some(kind) = legate_workspace::secrets::credential_in(text) {
+        return format!("[withheld by Legate: the text looked like a credential ({kind})]");
     }
     let clean: String = text
         .chars()
