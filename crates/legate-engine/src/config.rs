@@ -79,6 +79,10 @@ pub struct EngineConfig {
     pub cancel_grace: Duration,
     /// How many finished tasks are kept; older ones are pruned at start.
     pub retention: usize,
+    /// At most this many nodes in a new group (`max_group_nodes`; the seed's 32 by default,
+    /// at most [`crate::MAX_NODES`]). Groups already stored keep the size they were created
+    /// with.
+    pub max_group_nodes: usize,
     /// The agent used when a request names none.
     pub default_agent: String,
     /// Configured agents by name.
@@ -218,6 +222,7 @@ impl EngineConfig {
             default_timeout: Duration::from_secs(1800),
             idle_timeout: Duration::from_secs(300),
             max_idle_sessions: DEFAULT_MAX_IDLE_SESSIONS,
+            max_group_nodes: crate::DEFAULT_MAX_NODES,
             cancel_grace: Duration::from_secs(5),
             retention: 1000,
             default_agent: "revisor".to_string(),

@@ -97,6 +97,16 @@ impl Engine {
                 supervisor,
             ))
         };
+        if !(1..=crate::MAX_NODES).contains(&config.max_group_nodes) {
+            return Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!(
+                    "max_group_nodes must be between 1 and {} (got {})",
+                    crate::MAX_NODES,
+                    config.max_group_nodes
+                ),
+            ));
+        }
         let paths = config.paths.clone();
         let roles = crate::roles::Roles::new(
             config.roles.clone(),

@@ -67,11 +67,11 @@ pub use ending::{EMPTY_PROMPT_MESSAGE, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE}
 pub use engine::Engine;
 pub use fanout::Subscription;
 pub use group::{
-    Budget, BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupDefinition, GroupProgress,
-    GroupState, GroupStatus, GroupSummary, GroupWait, Hook, MAX_CONTEXT_BYTES,
-    MAX_DEFINITION_BYTES, MAX_GROUPS, MAX_NODES, MAX_RECEIPTS_PAGE, MAX_ROUTES, NodeDef, NodeState,
-    NodeStatus, PeerReceipt, PeerReceiptPage, PeerRoute, ReceiptOrigin, ReceiptState, Workflow,
-    WorkflowResult,
+    Budget, BudgetState, BudgetStatus, Checkpoint, DEFAULT_MAX_NODES, GroupCreated,
+    GroupDefinition, GroupProgress, GroupState, GroupStatus, GroupSummary, GroupWait, Hook,
+    MAX_CONTEXT_BYTES, MAX_DEFINITION_BYTES, MAX_GROUPS, MAX_NODES, MAX_RECEIPTS_PAGE, MAX_ROUTES,
+    NodeDef, NodeState, NodeStatus, PeerReceipt, PeerReceiptPage, PeerRoute, ReceiptOrigin,
+    ReceiptState, Workflow, WorkflowResult,
 };
 pub use handoff::{
     ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, HandoffRequest,

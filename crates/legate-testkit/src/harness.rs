@@ -457,3 +457,24 @@ pub async fn wait_state(engine: &Engine, id: &TaskId, state: TaskState) -> Task 
         .task(id.as_str())
         .unwrap_or_else(|e| panic!("task {id}: {e}"))
 }
+
+/// When the task's first event was stored (its submit) and when its terminal status was, in
+/// the events' milliseconds: for tests and benchmarks of the order tasks ran in.
+pub fn span(engine: &Engine, id: &TaskId) -> (i64, i64) {
+    let events = engine
+        .events(id, 0, 100_000)
+        .unwrap_or_else(|e| panic!("events of {id}: {e}"));
+    let start = events
+        .first()
+        .unwrap_or_else(|| panic!("task {id} has no event"))
+        .at
+        .0;
+    let end = events
+        .iter()
+        .rev()
+        .find(|e| matches!(&e.kind, EventKind::Status { state, .. } if state.is_terminal()))
+        .unwrap_or_else(|| panic!("task {id} has not ended"))
+        .at
+        .0;
+    (start, end)
+}

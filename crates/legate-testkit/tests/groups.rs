@@ -11,7 +11,7 @@ use legate_engine::{
     Engine, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState, TestCommand,
     Workflow,
 };
-use legate_testkit::harness::{EngineHarness, until};
+use legate_testkit::harness::{EngineHarness, span, until};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -65,20 +65,6 @@ fn tasks_of(s: &GroupStatus, id: &str) -> Vec<TaskId> {
         .unwrap()
         .task_ids
         .clone()
-}
-
-/// When the task's terminal status was stored, and when it was submitted.
-fn span(engine: &Engine, id: &TaskId) -> (i64, i64) {
-    let events = engine.events(id, 0, 10_000).unwrap();
-    let start = events.first().unwrap().at.0;
-    let end = events
-        .iter()
-        .rev()
-        .find(|e| matches!(&e.kind, EventKind::Status { state, .. } if state.is_terminal()))
-        .unwrap()
-        .at
-        .0;
-    (start, end)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,4 +519,64 @@ async fn a_node_with_file_sources_starts_from_a_new_copy_of_that_dependency_s_fi
         .map(|f| f.path.clone())
         .collect();
     assert!(files.contains(&"one.txt".to_string()) && files.contains(&"two.txt".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_wider_than_the_queue_waits_for_places_instead_of_pausing() {
+    // One running place and one queued place; six nodes ready at once.
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(|c| {
+            c.max_running = 1;
+            c.max_queued = 1;
+        })
+        .start();
+    let nodes: Vec<NodeDef> = (0..6)
+        .map(|i| node(&format!("w{i}"), &format!("write w{i}.txt: {i}\\n"), &[]))
+        .collect();
+    let c = h.engine.group_create(None, definition(&h, nodes)).unwrap();
+    h.engine
+        .group_start(&c.group_id, &c.definition_sha256)
+        .await
+        .unwrap();
+    let s = settle(&h.engine, &c.group_id).await;
+    assert_eq!(s.state, GroupState::Completed, "{s:?}");
+    assert!(s.pause_reason.is_none(), "{s:?}");
+    for n in &s.nodes {
+        assert_eq!(n.state, NodeState::Succeeded, "{n:?}");
+        assert_eq!(n.task_ids.len(), 1, "each node ran once: {n:?}");
+    }
+}
+
+#[test]
+fn the_node_limit_is_the_configured_one() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _in = rt.enter();
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(|c| c.max_group_nodes = 40)
+        .start();
+    let many = |n: usize| {
+        definition(
+            &h,
+            (0..n).map(|i| node(&format!("n{i}"), "x", &[])).collect(),
+        )
+    };
+    h.engine
+        .group_create(Some("forty".into()), many(40))
+        .unwrap();
+    let err = h
+        .engine
+        .group_create(Some("forty-one".into()), many(41))
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::WorkflowInvalid, "{}", err.message);
+    assert!(err.message.contains("40"), "{}", err.message);
+    // Past the ceiling the engine does not start at all.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let err = EngineHarness::builder()
+        .config(|c| c.max_group_nodes = legate_engine::MAX_NODES + 1)
+        .try_engine_in(elsewhere.path())
+        .err()
+        .unwrap();
+    assert_eq!(err.code, ErrorCode::ConfigInvalid);
 }

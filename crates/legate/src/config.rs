@@ -27,6 +27,8 @@ struct File {
     /// At most this many idle agent sessions are kept (least recently used stopped first).
     max_idle_sessions: Option<u64>,
     retention: Option<u64>,
+    /// At most this many nodes in a new group (default 32, the seed's limit).
+    max_group_nodes: Option<u64>,
     /// `best-effort` (default) or `required`: see `legate_confine::Requirement`.
     confinement: Option<String>,
     #[serde(default)]
@@ -253,6 +255,15 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
     )? {
         c.retention = v as usize;
     }
+    if let Some(v) = number(
+        "max_group_nodes",
+        "LEGATE_MAX_GROUP_NODES",
+        file.max_group_nodes,
+        1,
+        legate_engine::MAX_NODES as u64,
+    )? {
+        c.max_group_nodes = v as usize;
+    }
 
     let confinement = env("LEGATE_CONFINEMENT")
         .map(|v| (v, "LEGATE_CONFINEMENT"))
@@ -398,6 +409,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("max_idle_sessions"), "{e}");
+    }
+
+    #[test]
+    fn the_group_node_limit_is_the_seeds_unless_raised_within_its_ceiling() {
+        assert_eq!(resolve_text("", &[]).unwrap().max_group_nodes, 32);
+        let c = resolve_text("max_group_nodes = 64", &[]).unwrap();
+        assert_eq!(c.max_group_nodes, 64);
+        let c = resolve_text("max_group_nodes = 64", &[("LEGATE_MAX_GROUP_NODES", "50")]).unwrap();
+        assert_eq!(c.max_group_nodes, 50);
+        for bad in ["max_group_nodes = 0", "max_group_nodes = 257"] {
+            let e = resolve_text(bad, &[]).unwrap_err().to_string();
+            assert!(
+                e.contains("CONFIG_INVALID") && e.contains("max_group_nodes"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -112,6 +112,16 @@ fn validation(engine: &Engine, task: &Task, hook: Hook, patch: &str) -> Result<s
     }))
 }
 
+/// A copy's hashes, read once after its task ended so that settling the node reads the copy
+/// once: a copy whose task ended changes no more until another turn of it starts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Known {
+    /// The tree's sha256, if read.
+    pub(crate) tree: Option<String>,
+    /// The patch's sha256, if read.
+    pub(crate) patch: Option<String>,
+}
+
 impl Engine {
     /// The copy's tree and patch sha256 now.
     async fn copy_hashes(&self, task: &Task) -> Result<(String, String)> {
@@ -120,14 +130,45 @@ impl Engine {
         Ok((tree, patch))
     }
 
-    /// The patch sha256 of `task`'s copy now.
-    pub(crate) async fn node_patch(&self, task: &Task) -> Result<String> {
-        Ok(self.preview(task.id.as_str()).await?.patch.sha256)
+    /// Both hashes of the ended `task`'s copy, or nothing when they cannot be read (the
+    /// settling then reads again and meets the error itself).
+    pub(crate) async fn read_hashes(&self, task: &Task) -> Known {
+        match self.copy_hashes(task).await {
+            Ok((tree, patch)) => Known {
+                tree: Some(tree),
+                patch: Some(patch),
+            },
+            Err(_) => Known::default(),
+        }
     }
 
-    /// Takes `task`'s checkpoint (the node's latest turn, completed, its hook satisfied).
-    pub(crate) async fn take_checkpoint(&self, task: &Task, hook: Hook) -> Result<Checkpoint> {
-        let (tree, patch) = self.copy_hashes(task).await?;
+    /// The patch sha256 of `task`'s copy now, unless `known` has it.
+    pub(crate) async fn node_patch(&self, task: &Task, known: &Known) -> Result<String> {
+        match &known.patch {
+            Some(patch) => Ok(patch.clone()),
+            None => Ok(self.preview(task.id.as_str()).await?.patch.sha256),
+        }
+    }
+
+    /// Takes `task`'s checkpoint (the node's latest turn, completed, its hook satisfied),
+    /// reading what `known` lacks.
+    pub(crate) async fn take_checkpoint(
+        &self,
+        task: &Task,
+        hook: Hook,
+        known: Known,
+    ) -> Result<Checkpoint> {
+        let (tree, patch) = match known {
+            Known {
+                tree: Some(tree),
+                patch: Some(patch),
+            } => (tree, patch),
+            Known {
+                tree: None,
+                patch: Some(patch),
+            } => (self.context(task.id.as_str()).await?.tree_sha256, patch),
+            Known { patch: None, .. } => self.copy_hashes(task).await?,
+        };
         Ok(Checkpoint {
             task_id: task.id.clone(),
             tree_sha256: tree,

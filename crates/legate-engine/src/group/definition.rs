@@ -19,7 +19,7 @@ pub struct GroupDefinition {
     /// A short title for listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// The nodes, 1 to 32.
+    /// The nodes, 1 to the configured `max_group_nodes` (32 unless configured, at most 256).
     pub nodes: Vec<NodeDef>,
     /// The directed routes peer messages may take; none by default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

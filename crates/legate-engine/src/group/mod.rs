@@ -40,7 +40,9 @@ pub use status::{
     BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupProgress, GroupState, GroupStatus,
     GroupSummary, GroupWait, NodeState, NodeStatus, WorkflowResult,
 };
-pub use validate::{MAX_CONTEXT_BYTES, MAX_DEFINITION_BYTES, MAX_NODES, MAX_ROUTES};
+pub use validate::{
+    DEFAULT_MAX_NODES, MAX_CONTEXT_BYTES, MAX_DEFINITION_BYTES, MAX_NODES, MAX_ROUTES,
+};
 
 use crate::Engine;
 use legate_core::{Error, ErrorCode, Result, Timestamp};
@@ -101,7 +103,7 @@ impl Engine {
             }
             None => uuid::Uuid::new_v4().to_string(),
         };
-        validate::check(&definition)?;
+        validate::check(&definition, self.config().max_group_nodes)?;
         for node in &definition.nodes {
             let (source, _) =
                 self.check_copy_request(&definition.working_directory, &[], &node.criteria)?;
@@ -248,12 +250,24 @@ impl Engine {
                     let Some(task) = g.latest(&rec.node_id).cloned() else {
                         continue;
                     };
-                    let patch = self.node_patch(&task).await?;
+                    let patch = self
+                        .node_patch(&task, &checkpoint::Known::default())
+                        .await?;
                     match checkpoint::holding(self, &task, hook, &patch)? {
                         Some(hold) => still = still.or(Some(hold)),
                         None => {
-                            self.finish_node(group, NodeState::Held, rec, &task, hook)
-                                .await?
+                            self.finish_node(
+                                group,
+                                NodeState::Held,
+                                rec,
+                                &task,
+                                hook,
+                                checkpoint::Known {
+                                    tree: None,
+                                    patch: Some(patch),
+                                },
+                            )
+                            .await?
                         }
                     }
                 }

@@ -5,8 +5,9 @@
 //! its checkpoint is taken), blocks the dependents of a failed or canceled node, admits each
 //! pending node whose dependencies all succeeded (under the token budget's gate), and ends
 //! the group once every node is settled. Between steps the driver waits for one of the
-//! running tasks to end, for a change made through this engine (`nudge`), or a second (a
-//! change made by another process).
+//! running tasks to end (heard on the engine's live channel, which it listens to before the
+//! step looks), for a change made through this engine (`nudge`), or a second (a change made
+//! by another process). Ready nodes the queue cannot take yet wait for a later step.
 //!
 //! Durable before told: a node's admission is recorded (`admitting`, compare-and-set from
 //! `pending`) before its task is submitted, and the task is bound after; a task carries its
@@ -16,26 +17,56 @@
 //!
 //! Admitting one node is `admit`'s. The scheduler never runs an agent itself and never re-submits a node that has a task.
 
-use super::checkpoint::holding;
+use super::checkpoint::{Known, holding};
 use super::load::{Loaded, group_state, node_state};
 use super::status::{GroupState, NodeState};
 use super::tokens::{Gate, gate};
 use super::{Drivers, peer};
 use crate::Engine;
 use crate::engine::lock;
-use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskState};
+use legate_core::{Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskState};
 use legate_store::NodeRecord;
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// How often a driver looks at the store when nothing it waits on happened.
 const TICK: Duration = Duration::from_secs(1);
 
+/// At most this many ended copies are read at once while settling (each read is a walk of
+/// one copy on a blocking thread).
+const SETTLE_READS: usize = 8;
+
 /// What a step leaves the driver to do.
 pub(crate) enum Next {
     /// Wait for one of these tasks (or a nudge, or a tick), then step again.
-    Wait(Vec<TaskId>),
+    Wait(HashSet<TaskId>),
     /// Nothing runs and nothing can be admitted: stop driving.
     Idle,
+}
+
+/// Returns once one of `tasks` ends or waits for input, as this engine stores it (or the
+/// live channel lagged, when it may have); never for tasks another process runs, which the
+/// driver's tick finds. One receiver for every task, instead of a subscription per task
+/// replaying each one's events at every step.
+async fn turn_over(live: &mut tokio::sync::broadcast::Receiver<Event>, tasks: &HashSet<TaskId>) {
+    use tokio::sync::broadcast::error::RecvError;
+    if tasks.is_empty() {
+        return std::future::pending().await;
+    }
+    loop {
+        match live.recv().await {
+            Ok(e) => {
+                if let EventKind::Status { state, .. } = &e.kind
+                    && (state.is_terminal() || *state == TaskState::InputRequired)
+                    && tasks.contains(&e.task_id)
+                {
+                    return;
+                }
+            }
+            Err(RecvError::Lagged(_)) => return,
+            Err(RecvError::Closed) => return std::future::pending().await,
+        }
+    }
 }
 
 /// A node record moved to `state`, keeping the rest.
@@ -113,6 +144,9 @@ impl Engine {
                 if *shutdown.borrow() {
                     break;
                 }
+                // Listening starts before the step looks, so a task that ends while it
+                // steps wakes the next one.
+                let mut live = engine.live_events();
                 let next = engine.step(&id).await;
                 engine.nudge_groups();
                 let ids = match next {
@@ -127,14 +161,7 @@ impl Engine {
                     }
                 };
                 changes.borrow_and_update();
-                let waits: Vec<_> = ids.iter().map(|t| Box::pin(engine.wait(t))).collect();
-                let any = async {
-                    if waits.is_empty() {
-                        std::future::pending::<()>().await;
-                    } else {
-                        let _ = futures::future::select_all(waits).await;
-                    }
-                };
+                let any = turn_over(&mut live, &ids);
                 tokio::select! {
                     () = any => {}
                     () = tokio::time::sleep(TICK) => {}
@@ -159,6 +186,7 @@ impl Engine {
     pub(crate) async fn step(&self, group: &str) -> Result<Next> {
         let g = self.load_group(group)?;
         let state = group_state(&g.record)?;
+        let mut ended: Vec<(&NodeRecord, Task)> = Vec::new();
         for rec in &g.nodes {
             match node_state(rec)? {
                 NodeState::Admitting => match g.node_tasks(&rec.node_id).next() {
@@ -174,7 +202,7 @@ impl Engine {
                                 ErrorCode::GroupAdmissionUnverified,
                                 format!("node {}'s admission was recorded but no task of it was stored; nothing was started again: group_start resumes it", rec.node_id),
                             ))?;
-                        return Ok(Next::Wait(Vec::new()));
+                        return Ok(Next::Wait(HashSet::new()));
                     }
                     None => {}
                 },
@@ -185,11 +213,20 @@ impl Engine {
                     if !task.is_terminal() {
                         continue;
                     }
-                    let task = task.clone();
-                    self.settle_node(&g, state, rec, &task).await?;
+                    ended.push((rec, task.clone()));
                 }
                 _ => {}
             }
+        }
+        // Reading an ended copy's hashes is most of settling it; the copies are read side by
+        // side (each reads only its own copy), then settled one by one in definition order.
+        let mut known: Vec<Known> = Vec::with_capacity(ended.len());
+        for chunk in ended.chunks(SETTLE_READS) {
+            let reads: Vec<_> = chunk.iter().map(|(_, t)| self.read_ended(t)).collect();
+            known.extend(futures::future::join_all(reads).await);
+        }
+        for ((rec, task), known) in ended.iter().zip(known) {
+            self.settle_node(&g, state, rec, task, known).await?;
         }
         // Settling changed the store: read it again before admitting.
         let g = self.load_group(group)?;
@@ -202,7 +239,7 @@ impl Engine {
         }
         let g = self.load_group(group)?;
         let state = group_state(&g.record)?;
-        let mut running = Vec::new();
+        let mut running = HashSet::new();
         let mut open = false;
         let mut all_ok = true;
         let mut first_failure = None;
@@ -217,11 +254,10 @@ impl Engine {
                 }
                 NodeState::Running | NodeState::Admitting => {
                     open = true;
-                    if let Some(t) = g.latest(&rec.node_id)
-                        && !t.is_terminal()
-                        && t.state != TaskState::InputRequired
-                    {
-                        running.push(t.id.clone());
+                    // Every node's latest task, ended or not: one that ended after the
+                    // settling looked has its event waiting in the driver's receiver already.
+                    if let Some(t) = g.latest(&rec.node_id) {
+                        running.insert(t.id.clone());
                     }
                 }
                 NodeState::Pending | NodeState::Held | NodeState::Interrupted => open = true,
@@ -254,6 +290,16 @@ impl Engine {
         }
     }
 
+    /// The hashes settling the ended `task` will need: none for a task that did not
+    /// complete (its node fails or is interrupted without its copy being read).
+    async fn read_ended(&self, task: &Task) -> Known {
+        if task.state == TaskState::Completed {
+            self.read_hashes(task).await
+        } else {
+            Known::default()
+        }
+    }
+
     /// Settles node `rec`, whose latest task `task` ended. Returns whether a new turn of it
     /// was queued (a peer message).
     async fn settle_node(
@@ -262,6 +308,7 @@ impl Engine {
         state: GroupState,
         rec: &NodeRecord,
         task: &Task,
+        known: Known,
     ) -> Result<bool> {
         let group = g.record.group_id.as_str();
         match task.state {
@@ -340,7 +387,7 @@ impl Engine {
             }
         }
         let hook = g.hook(&rec.node_id);
-        let patch = match self.node_patch(task).await {
+        let patch = match self.node_patch(task, &known).await {
             Ok(p) => p,
             Err(e) => {
                 self.put_node(
@@ -362,13 +409,17 @@ impl Engine {
             }
             return Ok(false);
         }
-        self.finish_node(group, NodeState::Running, rec, task, hook)
+        let known = Known {
+            patch: Some(patch),
+            ..known
+        };
+        self.finish_node(group, NodeState::Running, rec, task, hook, known)
             .await?;
         Ok(false)
     }
 
     /// Takes `task`'s checkpoint and marks node `rec` succeeded (or failed with the
-    /// checkpoint's error), from state `from`.
+    /// checkpoint's error), from state `from`, with the copy's hashes already `known`.
     pub(crate) async fn finish_node(
         &self,
         group: &str,
@@ -376,8 +427,9 @@ impl Engine {
         rec: &NodeRecord,
         task: &Task,
         hook: super::Hook,
+        known: Known,
     ) -> Result<()> {
-        let to = match self.take_checkpoint(task, hook).await {
+        let to = match self.take_checkpoint(task, hook, known).await {
             Ok(cp) => NodeRecord {
                 checkpoint: Some(serde_json::to_string(&cp).map_err(|e| {
                     Error::internal(format!("a checkpoint could not be encoded: {e}"))
@@ -447,7 +499,11 @@ impl Engine {
         }
     }
 
-    /// Admits every pending node whose dependencies all succeeded (one, under a budget).
+    /// Admits every pending node whose dependencies all succeeded (one, under a budget),
+    /// while the engine's queue has room: a node the queue cannot take yet stays `pending`
+    /// and is admitted by a later step (a task ending, or the next tick), so a group wider
+    /// than `max_running + max_queued` waits for places instead of pausing. Only a queue that
+    /// can never take a task (nothing of this engine runs or waits) pauses it.
     async fn admit_ready(&self, g: &Loaded) -> Result<()> {
         let group = g.record.group_id.as_str();
         for def in &g.definition.nodes {
@@ -472,6 +528,11 @@ impl Engine {
                 Gate::Pause(e) => return self.pause_group(group, &e),
             }
             if let Err(e) = self.admit_node(&fresh, rec).await {
+                let counts = self.slot_counts();
+                if e.code == ErrorCode::QueueFull && counts.running + counts.queued > 0 {
+                    tracing::debug!(group, node = %def.id, queued = counts.queued, "the queue is full; the node waits for a place");
+                    return Ok(());
+                }
                 tracing::warn!(group, node = %def.id, error = %e, "a group node could not be admitted");
                 return self.pause_group(group, &e);
             }

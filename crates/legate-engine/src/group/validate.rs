@@ -1,7 +1,7 @@
 //! The checks a definition passes before it is stored, and its canonical sha256.
 //!
 //! Everything here is pure: ids known and unique, the seed's limits (at most
-//! [`MAX_NODES`] nodes, [`MAX_DEFINITION_BYTES`] of canonical JSON, [`MAX_ROUTES`] routes),
+//! [`DEFAULT_MAX_NODES`] nodes unless the configuration allows up to [`MAX_NODES`], [`MAX_DEFINITION_BYTES`] of canonical JSON, [`MAX_ROUTES`] routes),
 //! no cycle, `fileSources` a direct dependency, a workflow's final node depending on every
 //! other, a prompt of at most [`MAX_CONTEXT_BYTES`] (the context limit; a larger one is
 //! `WORKFLOW_CONTEXT_TOO_LARGE`). Checks that need the engine (the project is a git root,
@@ -15,8 +15,13 @@ use super::definition::GroupDefinition;
 use legate_core::{Error, ErrorCode, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// At most this many nodes in a group.
-pub const MAX_NODES: usize = 32;
+/// At most this many nodes in a group unless configured otherwise (`max_group_nodes`): the
+/// seed's limit.
+pub const DEFAULT_MAX_NODES: usize = 32;
+/// The most nodes a configuration may allow in a group. The definition's 4 MiB and each
+/// node's 64 KiB context still bound it; past a few hundred nodes a listing of the group's
+/// status stops being readable.
+pub const MAX_NODES: usize = 256;
 /// The largest definition, as canonical JSON.
 pub const MAX_DEFINITION_BYTES: usize = 4 << 20;
 /// At most this many peer routes.
@@ -59,9 +64,10 @@ pub(crate) fn check_group_id(id: &str) -> Result<()> {
     }
 }
 
-/// Checks `definition` (see the module docs). `WORKFLOW_INVALID`, or
+/// Checks `definition` (see the module docs), with at most `max_nodes` nodes (the
+/// configured limit, itself at most [`MAX_NODES`]). `WORKFLOW_INVALID`, or
 /// `WORKFLOW_CONTEXT_TOO_LARGE` for a prompt over the context limit.
-pub(crate) fn check(definition: &GroupDefinition) -> Result<()> {
+pub(crate) fn check(definition: &GroupDefinition, max_nodes: usize) -> Result<()> {
     if !definition.working_directory.is_absolute() {
         return Err(invalid("workingDirectory must be an absolute path"));
     }
@@ -73,9 +79,10 @@ pub(crate) fn check(definition: &GroupDefinition) -> Result<()> {
         )));
     }
     let n = definition.nodes.len();
-    if n == 0 || n > MAX_NODES {
+    let max_nodes = max_nodes.min(MAX_NODES);
+    if n == 0 || n > max_nodes {
         return Err(invalid(format!(
-            "a group has 1 to {MAX_NODES} nodes; this one has {n}"
+            "a group has 1 to {max_nodes} nodes (max_group_nodes); this one has {n}"
         )));
     }
     let mut index: HashMap<&str, usize> = HashMap::new();
@@ -407,9 +414,9 @@ mod tests {
                     (0..n).all(|i| i == f || seen[i])
                 }
             };
-            let ok = (1..=MAX_NODES).contains(&n) && known && unique && no_self && sources_ok
+            let ok = (1..=DEFAULT_MAX_NODES).contains(&n) && known && unique && no_self && sources_ok
                 && acyclic && final_ok;
-            let got = check(&d);
+            let got = check(&d, DEFAULT_MAX_NODES);
             prop_assert_eq!(got.is_ok(), ok, "{:?}", got);
             if let Err(e) = got {
                 prop_assert_eq!(e.code, ErrorCode::WorkflowInvalid);
@@ -430,7 +437,7 @@ mod tests {
             let ok = !id.is_empty() && id.len() <= MAX_NODE_ID_BYTES
                 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
             prop_assert_eq!(valid_node_id(&id), ok);
-            let got = check(&def(vec![node(&id, vec![], None)]));
+            let got = check(&def(vec![node(&id, vec![], None)]), DEFAULT_MAX_NODES);
             prop_assert_eq!(got.is_ok(), ok);
         }
 
@@ -452,6 +459,39 @@ mod tests {
     }
 
     #[test]
+    fn the_node_limit_is_the_configured_one_and_never_past_the_ceiling() {
+        let chain = |n: usize| {
+            def((0..n)
+                .map(|i| {
+                    let deps = if i == 0 {
+                        vec![]
+                    } else {
+                        vec![format!("n{}", i - 1)]
+                    };
+                    node(&format!("n{i}"), deps, None)
+                })
+                .collect())
+        };
+        assert!(check(&chain(DEFAULT_MAX_NODES), DEFAULT_MAX_NODES).is_ok());
+        let e = check(&chain(DEFAULT_MAX_NODES + 1), DEFAULT_MAX_NODES).unwrap_err();
+        assert_eq!(e.code, ErrorCode::WorkflowInvalid);
+        assert!(e.message.contains("33"), "{}", e.message);
+        assert!(check(&chain(50), 50).is_ok());
+        assert_eq!(
+            check(&chain(51), 50).unwrap_err().code,
+            ErrorCode::WorkflowInvalid
+        );
+        // A limit above the ceiling is the ceiling.
+        assert!(check(&chain(MAX_NODES), usize::MAX).is_ok());
+        let e = check(&chain(MAX_NODES + 1), usize::MAX).unwrap_err();
+        assert_eq!(e.code, ErrorCode::WorkflowInvalid);
+        assert_eq!(
+            check(&def(vec![]), 50).unwrap_err().code,
+            ErrorCode::WorkflowInvalid
+        );
+    }
+
+    #[test]
     fn unknown_fields_and_oversized_definitions_are_refused() {
         let e = serde_json::from_str::<GroupDefinition>(
             r#"{"workingDirectory":"/p","nodes":[],"jobs":[]}"#,
@@ -459,7 +499,10 @@ mod tests {
         assert!(e.is_err(), "unknown fields are refused, not ignored");
         let mut d = def(vec![node("a", vec![], None)]);
         d.working_directory = "relative".into();
-        assert_eq!(check(&d).unwrap_err().code, ErrorCode::WorkflowInvalid);
+        assert_eq!(
+            check(&d, DEFAULT_MAX_NODES).unwrap_err().code,
+            ErrorCode::WorkflowInvalid
+        );
         // 32 nodes each at the context limit, with long criteria: over 4 MiB in all.
         let mut big = def((0..32)
             .map(|i| node(&format!("n{i}"), vec![], None))
@@ -474,7 +517,7 @@ mod tests {
                 })
                 .collect();
         }
-        let err = check(&big).unwrap_err();
+        let err = check(&big, DEFAULT_MAX_NODES).unwrap_err();
         assert_eq!(err.code, ErrorCode::WorkflowInvalid);
         assert!(err.message.contains("bytes"), "{}", err.message);
     }
