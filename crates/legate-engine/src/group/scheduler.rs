@@ -527,6 +527,11 @@ impl Engine {
                 Gate::Wait => return Ok(()),
                 Gate::Pause(e) => return self.pause_group(group, &e),
             }
+            // A full queue is not asked (nor the source's checkpoint read again) each tick.
+            let counts = self.slot_counts();
+            if counts.queued >= self.config().max_queued && counts.running + counts.queued > 0 {
+                return Ok(());
+            }
             if let Err(e) = self.admit_node(&fresh, rec).await {
                 let counts = self.slot_counts();
                 if e.code == ErrorCode::QueueFull && counts.running + counts.queued > 0 {
