@@ -518,10 +518,24 @@ impl Engine {
             if !ready {
                 continue;
             }
-            let fresh = self.load_group(group)?;
-            if group_state(&fresh.record)? != GroupState::Running {
+            // A cancel or a pause since `g` was read stops admitting. Only a budget needs the
+            // group's tasks read again (the turn just admitted counts); otherwise `g` serves,
+            // since each admission moves its node from `pending` by compare-and-set and the
+            // dependencies' checkpoints it reads do not change.
+            let record = self
+                .store()
+                .group(group)?
+                .ok_or_else(|| super::load::not_found(group))?;
+            if group_state(&record)? != GroupState::Running {
                 return Ok(());
             }
+            let reread;
+            let fresh = if g.definition.budget.is_some() {
+                reread = self.load_group(group)?;
+                &reread
+            } else {
+                g
+            };
             match gate(fresh.definition.budget, &fresh.tasks) {
                 Gate::Open => {}
                 Gate::Wait => return Ok(()),
@@ -532,7 +546,7 @@ impl Engine {
             if counts.queued >= self.config().max_queued && counts.running + counts.queued > 0 {
                 return Ok(());
             }
-            if let Err(e) = self.admit_node(&fresh, rec).await {
+            if let Err(e) = self.admit_node(fresh, rec).await {
                 let counts = self.slot_counts();
                 if e.code == ErrorCode::QueueFull && counts.running + counts.queued > 0 {
                     tracing::debug!(group, node = %def.id, queued = counts.queued, "the queue is full; the node waits for a place");
