@@ -633,7 +633,9 @@ async fn usage_reports_tokens_per_task() {
         .await;
     let counted = counted["taskId"].as_str().unwrap().to_string();
     h.wait_done(&counted).await;
-    let plain = h.call("run", json!({"prompt": "What is here?"})).await;
+    let plain = h
+        .call("run", json!({"prompt": "!nousage\nWhat is here?"}))
+        .await;
     let plain = plain["taskId"].as_str().unwrap().to_string();
     h.wait_done(&plain).await;
 

@@ -23,7 +23,7 @@ use agent_client_protocol::v1::schema::{
     ResumeSessionResponse, SessionConfigOption, SessionConfigOptionCategory,
     SessionConfigSelectOption, SessionId, SessionMode, SessionModeId, SessionModeState,
     SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    SetSessionModeResponse, Usage,
 };
 use agent_client_protocol::{Agent, ConnectTo, Error};
 use tokio_util::sync::CancellationToken;
@@ -442,7 +442,12 @@ pub(crate) async fn run(
                         let result: Result<PromptResponse, Error> =
                             crate::turn::run_turn(&shared, &session, &cx, &request, &token)
                                 .await
-                                .map(PromptResponse::new);
+                                .map(|stop| {
+                                    // Revisor runs no model: its turns' consumption is known,
+                                    // and it is zero (not unknown), so a token budget can count
+                                    // them.
+                                    PromptResponse::new(stop).usage(Usage::new(0, 0, 0))
+                                });
                         if let Err(error) = responder.respond_with_result(result) {
                             tracing::debug!(%error, "could not answer session/prompt");
                         }

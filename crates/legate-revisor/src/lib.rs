@@ -99,7 +99,8 @@
 //! instruction, then "Answer") and re-sends it as each entry becomes `in_progress` and
 //! `completed`. The answer streams as one `agent_message_chunk` per line. The turn then
 //! sends a `usage_update` (`used` = whitespace-separated words of this session's prompts and
-//! answers so far, `size` = 200000) and ends with `end_turn`.
+//! answers so far, `size` = 200000) and ends with `end_turn`, its answer reporting zero
+//! tokens (`usage`: revisor runs no model, so what it consumed is known, and is nothing).
 //!
 //! **Reports.** A prompt holding Legate's report contract (a line `Legate report contract:
 //! planner` or `… reviewer`, then the rules and a fenced schema, all skipped as input)

@@ -1,6 +1,6 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
-//! `!usage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`, `!chmod-inside`,
+//! `!usage`, `!nousage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`, `!chmod-inside`,
 //! `!fs-write`, `!mcp-servers`, and `!as TAG <directive>`, which performs the directive only in
 //! an agent started with [`TAG_ENV`] set to `TAG`, so one prompt makes several agents answer
 //! differently), implemented as a [`DirectiveHook`] installed into revisor.
@@ -48,7 +48,7 @@ pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 pub const TAG_ENV: &str = "LEGATE_TESTKIT_TAG";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 20] = [
+pub const VERBS: [&str; 21] = [
     "as",
     "exit",
     "hang",
@@ -61,6 +61,7 @@ pub const VERBS: [&str; 20] = [
     "fail-tool",
     "stop",
     "usage",
+    "nousage",
     "flip",
     "say",
     "history",
@@ -383,7 +384,7 @@ impl DirectiveHook for ScriptedDirectives {
                 },
                 "usage" => {
                     // `!usage IN OUT`: the prompt's answer reports IN input and OUT output
-                    // tokens (ACP's end-of-turn usage, which revisor never sends).
+                    // tokens (ACP's end-of-turn usage, instead of revisor's zero).
                     let mut n = rest.split_whitespace().map(str::parse::<u64>);
                     if let (Some(Ok(input)), Some(Ok(output))) = (n.next(), n.next()) {
                         let _ = inject.send(Injection::ResponseUsage(serde_json::json!({
@@ -396,6 +397,12 @@ impl DirectiveHook for ScriptedDirectives {
                             "!usage needs two counts, not {rest:?}\n"
                         ));
                     }
+                    Directed::Continue
+                }
+                "nousage" => {
+                    // `!nousage`: the prompt's answer reports no usage at all (revisor's own
+                    // answer reports zero tokens), as an agent that counts nothing would.
+                    let _ = inject.send(Injection::ResponseUsage(serde_json::Value::Null));
                     Directed::Continue
                 }
                 "flip" => {

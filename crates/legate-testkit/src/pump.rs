@@ -6,8 +6,8 @@
 //! costs few syscalls) and, only at a line boundary, writes injected lines that the SDK would
 //! never produce (garbage, hand-made notifications). It must never split a protocol line and
 //! never reorder bytes revisor wrote. The one change it makes to revisor's own lines is asked
-//! for by [`Injection::ResponseUsage`]: a `usage` added to the answer of a prompt, which
-//! revisor never reports.
+//! for by [`Injection::ResponseUsage`]: a `usage` put in the answer of a prompt in place of
+//! revisor's own (zero tokens), or taken out of it.
 
 use std::collections::VecDeque;
 
@@ -21,8 +21,8 @@ pub enum Injection {
     Line(String),
     /// Flush what came before, then stop the process with this exit code.
     Exit(i32),
-    /// Add this `usage` object to the `result` of the next JSON-RPC response that carries a
-    /// `stopReason` (the answer to `session/prompt`).
+    /// Put this `usage` object in the `result` of the next JSON-RPC response that carries a
+    /// `stopReason` (the answer to `session/prompt`); `null` takes the `usage` out.
     ResponseUsage(serde_json::Value),
 }
 
@@ -34,7 +34,11 @@ fn with_usage(line: &[u8], usage: &serde_json::Value) -> Option<Vec<u8>> {
     if !result.contains_key("stopReason") {
         return None;
     }
-    result.insert("usage".into(), usage.clone());
+    if usage.is_null() {
+        result.remove("usage");
+    } else {
+        result.insert("usage".into(), usage.clone());
+    }
     let mut out = serde_json::to_vec(&v).ok()?;
     out.push(b'\n');
     Some(out)

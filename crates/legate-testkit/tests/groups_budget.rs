@@ -2,7 +2,7 @@
 //! per conversation): turns are admitted one at a time once the running one's counters are
 //! in, the group pauses with `GROUP_BUDGET_EXCEEDED` at the turn that reaches the ceiling,
 //! and a turn with no counters pauses it with `GROUP_USAGE_UNAVAILABLE`. Nothing is
-//! estimated.
+//! estimated; revisor, which runs no model, reports zero and is counted as zero.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -37,6 +37,7 @@ fn harness() -> EngineHarness {
             }),
         )
         .agent(agent)
+        .agent(TestAgent::scripted("revisor"))
         .default_agent("agy")
         .project(&[("a.txt", "alpha\n")])
         .start()
@@ -141,4 +142,24 @@ async fn a_turn_without_counters_pauses_the_group_rather_than_guessing() {
     assert_eq!(b.tasks_without_counters, s.nodes[0].task_ids);
     assert_eq!(b.observed_total_tokens, None);
     assert!(s.nodes[1].task_ids.is_empty(), "nothing admitted after it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisor_turns_count_as_zero_tokens_not_as_missing_counters() {
+    let h = harness();
+    let mut plain = node("plain", "What is here?");
+    plain.agent = Some("revisor".into());
+    let mut counted = node("counted", "tokens: 10");
+    counted.depends_on = vec!["plain".into()];
+    let s = run(&h, vec![plain, counted], 1000).await;
+    assert_eq!(s.state, GroupState::Completed, "{s:?}");
+    let b = s.budget.unwrap();
+    assert!(b.tasks_without_counters.is_empty(), "{b:?}");
+    assert_eq!(b.observed_total_tokens, Some(10));
+    let t = h.engine.task(s.nodes[0].task_ids[0].as_str()).unwrap();
+    assert_eq!(
+        t.usage.unwrap().total_tokens,
+        Some(0),
+        "revisor's own report"
+    );
 }
