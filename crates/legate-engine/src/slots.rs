@@ -91,6 +91,12 @@ impl Slots {
         Ok(RunningSlot { _permit: permit })
     }
 
+    /// Whether [`Slots::queue`] would give a place now (another submit may still take it
+    /// first).
+    pub(crate) fn has_room(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) < self.max_queued
+    }
+
     /// The counts now.
     pub(crate) fn counts(&self) -> SlotCounts {
         SlotCounts {

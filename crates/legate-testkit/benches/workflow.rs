@@ -225,28 +225,22 @@ fn main() {
                     hand.push(by_hand(&h, &deps).await);
                 }
             }
-            let wall = |runs: &[Run]| median_ms(runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect());
-            let all_gaps = |runs: &[Run]| runs.iter().flat_map(|r| r.gaps.clone()).collect::<Vec<_>>();
-            let (hw, gw) = (wall(&hand), wall(&group));
-            let (hg, gg) = (all_gaps(&hand), all_gaps(&group));
-            let task_p50 = |runs: &[Run]| {
-                quantile(runs.iter().flat_map(|r| r.tasks.clone()).collect(), 0.5)
+            let wall = |runs: &[Run]| {
+                median_ms(runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect())
             };
-            println!("{} ({} edges):", shape.name(), hg.len() / rounds);
-            println!(
-                "  by hand: {hw:>8.0} ms (median), task p50 {:>4} ms, gap p50 {:>4} ms, p90 {:>4} ms, max {:>4} ms",
-                task_p50(&hand),
-                quantile(hg.clone(), 0.5),
-                quantile(hg.clone(), 0.9),
-                quantile(hg, 1.0)
-            );
-            println!(
-                "  group:   {gw:>8.0} ms (median), task p50 {:>4} ms, gap p50 {:>4} ms, p90 {:>4} ms, max {:>4} ms",
-                task_p50(&group),
-                quantile(gg.clone(), 0.5),
-                quantile(gg.clone(), 0.9),
-                quantile(gg, 1.0)
-            );
+            let (hw, gw) = (wall(&hand), wall(&group));
+            println!("{} ({} edges):", shape.name(), hand[0].gaps.len());
+            for (label, runs, w) in [("by hand:", &hand, hw), ("group:  ", &group, gw)] {
+                let gaps: Vec<i64> = runs.iter().flat_map(|r| r.gaps.clone()).collect();
+                let tasks: Vec<i64> = runs.iter().flat_map(|r| r.tasks.clone()).collect();
+                println!(
+                    "  {label} {w:>8.0} ms (median), task p50 {:>4} ms, gap p50 {:>4} ms, p90 {:>4} ms, max {:>4} ms",
+                    quantile(tasks, 0.5),
+                    quantile(gaps.clone(), 0.5),
+                    quantile(gaps.clone(), 0.9),
+                    quantile(gaps, 1.0)
+                );
+            }
             println!(
                 "  overhead: {:+.0} ms ({:+.1}%) for the whole graph, {:+.1} ms per node",
                 gw - hw,

@@ -8,8 +8,8 @@
 
 use legate_core::{ErrorCode, EventKind, TaskId, TaskState};
 use legate_engine::{
-    Engine, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState, TestCommand,
-    Workflow,
+    Engine, GroupCreated, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState,
+    TestCommand, Workflow,
 };
 use legate_testkit::harness::{EngineHarness, span, until};
 use std::collections::BTreeMap;
@@ -46,6 +46,16 @@ fn harness() -> EngineHarness {
     EngineHarness::builder()
         .project(&[("a.txt", "alpha\n")])
         .start()
+}
+
+/// Creates `def` under a new id and starts it.
+async fn started(h: &EngineHarness, def: GroupDefinition) -> GroupCreated {
+    let c = h.engine.group_create(None, def).unwrap();
+    h.engine
+        .group_start(&c.group_id, &c.definition_sha256)
+        .await
+        .unwrap();
+    c
 }
 
 async fn settle(engine: &Engine, group: &str) -> GroupStatus {
@@ -184,11 +194,7 @@ async fn a_failed_node_blocks_its_dependents_and_the_others_finish() {
             node("later", "write y.txt: never\\n", &["after", "fine"]),
         ],
     );
-    let c = h.engine.group_create(None, def).unwrap();
-    h.engine
-        .group_start(&c.group_id, &c.definition_sha256)
-        .await
-        .unwrap();
+    let c = started(&h, def).await;
     let s = settle(&h.engine, &c.group_id).await;
     assert_eq!(s.state, GroupState::Failed, "{s:?}");
     assert_eq!(state_of(&s, "broken"), NodeState::Failed);
@@ -486,11 +492,7 @@ async fn a_node_with_file_sources_starts_from_a_new_copy_of_that_dependency_s_fi
             reviewer,
         ],
     );
-    let c = h.engine.group_create(None, def).unwrap();
-    h.engine
-        .group_start(&c.group_id, &c.definition_sha256)
-        .await
-        .unwrap();
+    let c = started(&h, def).await;
     let s = settle(&h.engine, &c.group_id).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
     let base = tasks_of(&s, "base")[0].clone();
@@ -534,11 +536,7 @@ async fn a_group_wider_than_the_queue_waits_for_places_instead_of_pausing() {
     let nodes: Vec<NodeDef> = (0..6)
         .map(|i| node(&format!("w{i}"), &format!("write w{i}.txt: {i}\\n"), &[]))
         .collect();
-    let c = h.engine.group_create(None, definition(&h, nodes)).unwrap();
-    h.engine
-        .group_start(&c.group_id, &c.definition_sha256)
-        .await
-        .unwrap();
+    let c = started(&h, definition(&h, nodes)).await;
     let s = settle(&h.engine, &c.group_id).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
     assert!(s.pause_reason.is_none(), "{s:?}");

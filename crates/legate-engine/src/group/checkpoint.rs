@@ -158,16 +158,10 @@ impl Engine {
         hook: Hook,
         known: Known,
     ) -> Result<Checkpoint> {
-        let (tree, patch) = match known {
-            Known {
-                tree: Some(tree),
-                patch: Some(patch),
-            } => (tree, patch),
-            Known {
-                tree: None,
-                patch: Some(patch),
-            } => (self.context(task.id.as_str()).await?.tree_sha256, patch),
-            Known { patch: None, .. } => self.copy_hashes(task).await?,
+        let patch = self.node_patch(task, &known).await?;
+        let tree = match known.tree {
+            Some(tree) => tree,
+            None => self.context(task.id.as_str()).await?.tree_sha256,
         };
         Ok(Checkpoint {
             task_id: task.id.clone(),

@@ -38,7 +38,8 @@ const SETTLE_READS: usize = 8;
 
 /// What a step leaves the driver to do.
 pub(crate) enum Next {
-    /// Wait for one of these tasks (or a nudge, or a tick), then step again.
+    /// Wait for a turn of one of these tasks to end (or a nudge, or a tick), then step
+    /// again.
     Wait(HashSet<TaskId>),
     /// Nothing runs and nothing can be admitted: stop driving.
     Idle,
@@ -48,7 +49,10 @@ pub(crate) enum Next {
 /// live channel lagged, when it may have); never for tasks another process runs, which the
 /// driver's tick finds. One receiver for every task, instead of a subscription per task
 /// replaying each one's events at every step.
-async fn turn_over(live: &mut tokio::sync::broadcast::Receiver<Event>, tasks: &HashSet<TaskId>) {
+async fn until_a_turn_ends(
+    live: &mut tokio::sync::broadcast::Receiver<Event>,
+    tasks: &HashSet<TaskId>,
+) {
     use tokio::sync::broadcast::error::RecvError;
     if tasks.is_empty() {
         return std::future::pending().await;
@@ -161,7 +165,7 @@ impl Engine {
                     }
                 };
                 changes.borrow_and_update();
-                let any = turn_over(&mut live, &ids);
+                let any = until_a_turn_ends(&mut live, &ids);
                 tokio::select! {
                     () = any => {}
                     () = tokio::time::sleep(TICK) => {}
@@ -239,7 +243,7 @@ impl Engine {
         }
         let g = self.load_group(group)?;
         let state = group_state(&g.record)?;
-        let mut running = HashSet::new();
+        let mut latest = HashSet::new();
         let mut open = false;
         let mut all_ok = true;
         let mut first_failure = None;
@@ -257,7 +261,7 @@ impl Engine {
                     // Every node's latest task, ended or not: one that ended after the
                     // settling looked has its event waiting in the driver's receiver already.
                     if let Some(t) = g.latest(&rec.node_id) {
-                        running.insert(t.id.clone());
+                        latest.insert(t.id.clone());
                     }
                 }
                 NodeState::Pending | NodeState::Held | NodeState::Interrupted => open = true,
@@ -284,7 +288,7 @@ impl Engine {
             .iter()
             .any(|n| node_state(n).is_ok_and(|s| s == NodeState::Running));
         if state == GroupState::Running || any_running {
-            Ok(Next::Wait(running))
+            Ok(Next::Wait(latest))
         } else {
             Ok(Next::Idle)
         }
@@ -541,15 +545,19 @@ impl Engine {
                 Gate::Wait => return Ok(()),
                 Gate::Pause(e) => return self.pause_group(group, &e),
             }
-            // A full queue is not asked (nor the source's checkpoint read again) each tick.
-            let counts = self.slot_counts();
-            if counts.queued >= self.config().max_queued && counts.running + counts.queued > 0 {
+            // A queue that will have room once something of this engine moves on is waited
+            // for: not asked again (nor the source's checkpoint read again) while full, and a
+            // submit that lost the last place to another caller waits too.
+            let will_have_room = || {
+                let c = self.slot_counts();
+                c.running + c.queued > 0
+            };
+            if !self.slots().has_room() && will_have_room() {
                 return Ok(());
             }
             if let Err(e) = self.admit_node(fresh, rec).await {
-                let counts = self.slot_counts();
-                if e.code == ErrorCode::QueueFull && counts.running + counts.queued > 0 {
-                    tracing::debug!(group, node = %def.id, queued = counts.queued, "the queue is full; the node waits for a place");
+                if e.code == ErrorCode::QueueFull && will_have_room() {
+                    tracing::debug!(group, node = %def.id, "the queue is full; the node waits for a place");
                     return Ok(());
                 }
                 tracing::warn!(group, node = %def.id, error = %e, "a group node could not be admitted");

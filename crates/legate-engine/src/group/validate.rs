@@ -1,9 +1,10 @@
 //! The checks a definition passes before it is stored, and its canonical sha256.
 //!
 //! Everything here is pure: ids known and unique, the seed's limits (at most
-//! [`DEFAULT_MAX_NODES`] nodes unless the configuration allows up to [`MAX_NODES`], [`MAX_DEFINITION_BYTES`] of canonical JSON, [`MAX_ROUTES`] routes),
-//! no cycle, `fileSources` a direct dependency, a workflow's final node depending on every
-//! other, a prompt of at most [`MAX_CONTEXT_BYTES`] (the context limit; a larger one is
+//! [`DEFAULT_MAX_NODES`] nodes unless the configuration allows up to [`MAX_NODES`],
+//! [`MAX_DEFINITION_BYTES`] of canonical JSON, [`MAX_ROUTES`] routes), no cycle,
+//! `fileSources` a direct dependency, a workflow's final node depending on every other, a
+//! prompt of at most [`MAX_CONTEXT_BYTES`] (the context limit; a larger one is
 //! `WORKFLOW_CONTEXT_TOO_LARGE`). Checks that need the engine (the project is a git root,
 //! agents, roles and criteria exist) are made by `group_create` after these.
 //!
