@@ -36,7 +36,7 @@ mod backend;
 pub mod ext;
 mod fs;
 mod handlers;
-mod launch;
+pub(crate) mod launch;
 pub mod lifecycle;
 mod mcp;
 mod models;

@@ -36,6 +36,7 @@ mod models;
 mod ndjson;
 mod run;
 mod translate;
+mod turns;
 pub(crate) mod usage;
 
 pub use crate::cleanup;

@@ -17,6 +17,7 @@
 pub mod acp;
 pub mod agy;
 pub mod cleanup;
+mod egress;
 pub mod env;
 pub mod registry;
 pub mod selection;
@@ -71,6 +72,10 @@ pub struct SessionRequest {
     /// `session/new` (and `session/load`/`session/resume`). Only for backends whose
     /// [`Capabilities::tool_controls`] says so; empty otherwise.
     pub mcp_servers: Vec<legate_core::McpServerSpec>,
+    /// The rules the agent's connections run under (`[network]`, the agent's and the role's
+    /// rules); the backend adds the preset's model host. A connection no rule names is
+    /// refused, or put to `channel` when the policy says `ask`.
+    pub network: Arc<legate_supervisor::network::NetworkPolicy>,
 }
 
 /// Records which remote task a local task's turn runs as (see [`legate_core::RemoteRef`]).

@@ -18,7 +18,6 @@ use crate::acp::sys;
 use crate::cleanup;
 use legate_confine::{Confinement, Enforcement, IsolationReport, LegatePorts, Prepared, Signals};
 use legate_core::EventKind;
-use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -87,7 +86,8 @@ pub(crate) struct Facts {
     legate_ports: LegatePorts,
     signals: Signals,
     isolation: IsolationReport,
-    blocked_ports: BTreeSet<u16>,
+    /// Whether the process's network namespace holds an egress listener Legate serves.
+    egress: bool,
 }
 
 impl Facts {
@@ -98,7 +98,16 @@ impl Facts {
             legate_ports: prepared.legate_ports(),
             signals: prepared.signals(),
             isolation: prepared.isolation(),
-            blocked_ports: prepared.blocked_ports().clone(),
+            egress: prepared.egress_requested(),
+        }
+    }
+
+    /// Which network confinement holds, for a person.
+    fn network(&self) -> &'static str {
+        match (self.isolation.network_isolated, self.egress) {
+            (true, true) => "own namespace (egress through Legate's proxy only)",
+            (true, false) => "own namespace (no egress)",
+            (false, _) => "not confined",
         }
     }
 
@@ -117,10 +126,7 @@ impl Facts {
                 .as_ref()
                 .map(Prepared::isolation)
                 .unwrap_or_default(),
-            blocked_ports: prepared
-                .as_ref()
-                .map(|p| p.blocked_ports().clone())
-                .unwrap_or_default(),
+            egress: prepared.as_ref().is_some_and(Prepared::egress_requested),
         }
     }
 }
@@ -138,11 +144,12 @@ pub(crate) fn confinement_notice(
         legate_ports,
         signals,
         isolation,
-        blocked_ports,
+        egress,
     } = facts;
+    let network = facts.network();
     EventKind::Notice {
         message: format!(
-            "{subject} process confinement: {enforcement}; {isolation}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
+            "{subject} process confinement: {enforcement}; {isolation}; network: {network}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
             writable
                 .iter()
                 .map(|p| p.display().to_string())
@@ -157,7 +164,8 @@ pub(crate) fn confinement_notice(
         detail: serde_json::json!({
             "confinement": enforcement.as_str(),
             "legatePorts": legate_ports.as_str(),
-            "blockedPorts": blocked_ports,
+            "network": if isolation.network_isolated { "namespace" } else { "open" },
+            "egress": egress,
             "signals": signals.as_str(),
             "writable": writable,
             "tmpDir": tmp_dir,
@@ -232,5 +240,31 @@ mod tests {
         assert!(message.contains("writable: /w, /dev/null"), "{message}");
         assert_eq!(detail["writable"][0], "/w");
         assert_eq!(detail["tmpDir"], "/t");
+        let isolated = Confinement::probe_network_namespace();
+        assert_eq!(
+            detail["network"],
+            if isolated { "namespace" } else { "open" }
+        );
+        assert_eq!(detail["egress"], false);
+        assert!(
+            message.contains(if isolated {
+                "network: own namespace (no egress)"
+            } else {
+                "network: not confined"
+            }),
+            "{message}"
+        );
+        let facts = Facts::probed(&Confinement::new().egress(3128));
+        let EventKind::Notice { message, detail } = confinement_notice("agent", &facts, &[], None)
+        else {
+            panic!("not a notice");
+        };
+        assert_eq!(detail["egress"], isolated);
+        if isolated {
+            assert!(
+                message.contains("network: own namespace (egress through Legate's proxy only)"),
+                "{message}"
+            );
+        }
     }
 }

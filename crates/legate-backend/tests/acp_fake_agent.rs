@@ -74,6 +74,7 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
         hidden: Vec::new(),
         ledger: None,
         mcp_servers: Vec::new(),
+        network: Default::default(),
     }
 }
 

@@ -2,8 +2,12 @@
 //! the capability drop. Everything here after `fork` is system calls on data prepared in the
 //! parent (async-signal-safe: no allocation, no lock, no `std` I/O).
 //!
-//! The process Tokio knows is **C**. In the pre-exec hook, C unshares a mount and a PID
-//! namespace (inside a user namespace mapping only its own ids when it is not root, [`Mode`]), makes `/` private, clones the trees to keep visible, covers each hidden path
+//! The process Tokio knows is **C**. In the pre-exec hook, C unshares a mount, a PID and a
+//! network namespace (inside a user namespace mapping only its own ids when it is not root,
+//! `namespaces::Mode`; without the network namespace where the kernel refuses one), brings the new
+//! namespace's `lo` up and, when asked, hands Legate a listener on its `127.0.0.1` (module
+//! `network`; the listener and the socket pair are closed before anything forks), makes `/`
+//! private, clones the trees to keep visible, covers each hidden path
 //! (an empty read-only tmpfs, or `/dev/null` over a file), moves the kept trees back at their
 //! paths and re-enters its working directory through the new tree. It then forks **G**, pid 1
 //! of the new namespace, which mounts a fresh `/proc` and forks **A**, the agent: A drops
@@ -24,6 +28,8 @@
 #![allow(unsafe_code)]
 
 use crate::isolation::{Op, Plan};
+use crate::namespaces::{Mode, Namespaces, UserMaps, unshare};
+use crate::network;
 use libc::c_int;
 use std::io;
 use std::sync::OnceLock;
@@ -56,160 +62,6 @@ pub(crate) fn lifeline() -> Option<(c_int, c_int)> {
     })
 }
 
-/// How this process may create the namespaces: directly (root, or `CAP_SYS_ADMIN`), or
-/// inside a user namespace of its own that maps only its own uid and gid (a process that is
-/// not root, where unprivileged user namespaces are allowed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Plain,
-    User,
-}
-
-/// The user namespace's maps, prepared in the parent: this process's own ids, to themselves.
-#[derive(Debug)]
-pub(crate) struct UserMaps {
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
-}
-
-impl UserMaps {
-    pub(crate) fn own() -> Self {
-        // SAFETY: `getuid`/`getgid` have no preconditions and cannot fail.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        Self {
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-        }
-    }
-
-    /// In the child, right after `unshare(CLONE_NEWUSER | …)`: `setgroups` denied, then the
-    /// maps. Async-signal-safe.
-    fn write(&self) -> io::Result<()> {
-        write_file(c"/proc/self/setgroups", b"deny")?;
-        write_file(c"/proc/self/uid_map", &self.uid_map)?;
-        write_file(c"/proc/self/gid_map", &self.gid_map)
-    }
-}
-
-fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
-    // SAFETY: `open`/`write`/`close` on a valid C string and a slice's own pointer and length.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(errno());
-        }
-        let n = libc::write(fd, data.as_ptr().cast(), data.len());
-        let e = errno();
-        libc::close(fd);
-        if n != data.len() as isize {
-            return Err(e);
-        }
-        Ok(())
-    }
-}
-
-/// Whether (and how) this process may create mount and PID namespaces and mount a `/proc`
-/// in them, tried once in a throwaway child. Cheap after the first call.
-pub(crate) fn probe() -> Option<Mode> {
-    static PROBED: OnceLock<Option<Mode>> = OnceLock::new();
-    *PROBED.get_or_init(|| {
-        let mode = if probe_once(None) {
-            Some(Mode::Plain)
-        // SAFETY: `geteuid` has no preconditions and cannot fail.
-        } else if unsafe { libc::geteuid() } != 0 && probe_once(Some(&UserMaps::own())) {
-            Some(Mode::User)
-        } else {
-            None
-        };
-        tracing::debug!(namespaces = ?mode, "namespaces probed");
-        mode
-    })
-}
-
-fn unshare(maps: Option<&UserMaps>) -> io::Result<()> {
-    let user = if maps.is_some() {
-        libc::CLONE_NEWUSER
-    } else {
-        0
-    };
-    // SAFETY: `unshare` has no memory-safety preconditions.
-    check(unsafe { libc::unshare(user | libc::CLONE_NEWNS | libc::CLONE_NEWPID) }.into())?;
-    match maps {
-        Some(m) => m.write(),
-        None => Ok(()),
-    }
-}
-
-fn probe_once(maps: Option<&UserMaps>) -> bool {
-    let proc_ = c"/proc";
-    // SAFETY: after `fork`, the child (single-threaded) makes only system calls on static
-    // strings and on `maps`, prepared before the fork, and `_exit`s; the parent only waits.
-    unsafe {
-        let pid = libc::fork();
-        if pid < 0 {
-            return false;
-        }
-        if pid == 0 {
-            if unshare(maps).is_err()
-                || libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ) != 0
-            {
-                libc::_exit(1);
-            }
-            let t = libc::syscall(
-                libc::SYS_open_tree,
-                libc::AT_FDCWD,
-                c"/".as_ptr(),
-                OPEN_TREE_CLONE
-                    | libc::AT_RECURSIVE as libc::c_uint
-                    | libc::O_CLOEXEC as libc::c_uint,
-            );
-            if t < 0 {
-                libc::_exit(2);
-            }
-            let g = libc::fork();
-            if g < 0 {
-                libc::_exit(3);
-            }
-            if g == 0 {
-                let rc = libc::mount(
-                    c"proc".as_ptr(),
-                    proc_.as_ptr(),
-                    c"proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    std::ptr::null(),
-                );
-                libc::_exit(if rc == 0 { 0 } else { 4 });
-            }
-            let mut st = 0;
-            if libc::waitpid(g, &mut st, 0) != g {
-                libc::_exit(5);
-            }
-            libc::_exit(if libc::WIFEXITED(st) {
-                libc::WEXITSTATUS(st)
-            } else {
-                6
-            });
-        }
-        let mut st = 0;
-        loop {
-            let r = libc::waitpid(pid, &mut st, 0);
-            if r == pid {
-                break;
-            }
-            if r < 0 && *libc::__errno_location() != libc::EINTR {
-                return false;
-            }
-        }
-        libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0
-    }
-}
-
 /// What the child needs, prepared in the parent.
 #[derive(Debug)]
 pub(crate) struct Child {
@@ -221,18 +73,30 @@ pub(crate) struct Child {
     lifeline: (c_int, c_int),
     /// `Some` to enter a user namespace first ([`Mode::User`]).
     maps: Option<UserMaps>,
+    /// Whether to enter a network namespace of its own too (its `lo` brought up).
+    net: bool,
+    /// The egress listener's handoff, with `net` only.
+    egress: Option<network::Sender>,
 }
 
 impl Child {
     /// The child's data for `plan`, with Legate's `lifeline`, entering the namespaces as
-    /// `mode` says.
-    pub(crate) fn new(plan: Plan, lifeline: (c_int, c_int), mode: Mode) -> Self {
+    /// `ns` says, and handing an egress listener over through `egress` (network namespace
+    /// only: ignored without one).
+    pub(crate) fn new(
+        plan: Plan,
+        lifeline: (c_int, c_int),
+        ns: Namespaces,
+        egress: Option<network::Sender>,
+    ) -> Self {
         Self {
             clone_fds: vec![-1; plan.clones.len()],
             plan,
             cwd: vec![0; libc::PATH_MAX as usize + 1],
             lifeline,
-            maps: (mode == Mode::User).then(UserMaps::own),
+            maps: (ns.mode == Mode::User).then(UserMaps::own),
+            net: ns.net,
+            egress: egress.filter(|_| ns.net),
         }
     }
 
@@ -245,7 +109,14 @@ impl Child {
             if libc::getcwd(self.cwd.as_mut_ptr().cast(), self.cwd.len()).is_null() {
                 return Err(errno());
             }
-            unshare(self.maps.as_ref())?;
+            unshare(self.maps.as_ref(), self.net)?;
+            if self.net {
+                network::loopback_up()?;
+                // Before anything forks: neither G nor A ever holds the listener or the pair.
+                if let Some(egress) = &self.egress {
+                    egress.hand_over()?;
+                }
+            }
             check(
                 libc::mount(
                     std::ptr::null(),

@@ -3,9 +3,14 @@
 //! performs ([`Plan`]), with every path already a `CString`.
 //!
 //! The child side (namespaces, the tiny init, capabilities) is `init`; this module owns the
-//! policy and its translation into operations, and never makes a system call that changes
-//! anything. See `docs/permissions.md`, "What an agent can read, reach and see of Legate".
+//! policy and its translation into operations (and, for [`crate::Confinement::prepare`],
+//! chooses what the child does from what the kernel allows: which namespaces, which
+//! handoff), and never makes a system call that changes anything itself. See
+//! `docs/permissions.md`, "What an agent can read, reach and see of Legate".
 
+use crate::network::{self, EgressHandoff};
+use crate::{Requirement, init};
+use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::fmt;
@@ -33,6 +38,10 @@ pub struct IsolationReport {
     /// The process runs in its own PID namespace with a fresh `/proc`: Legate's processes
     /// (and their environment) cannot be named, read, signalled or traced.
     pub processes_hidden: bool,
+    /// The process runs in its own network namespace with a loopback device only: nothing
+    /// reaches the host's loopback (Legate's ports), the LAN or the internet, except through
+    /// the egress listener Legate serves, when there is one.
+    pub network_isolated: bool,
     /// The process tree is killed when Legate dies (an init in its PID namespace that
     /// watches Legate's lifeline), whatever it does with its process group.
     pub dies_with_legate: bool,
@@ -49,12 +58,82 @@ impl fmt::Display for IsolationReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "home hidden: {}; processes hidden: {}; dies with Legate: {}; capabilities dropped: {}",
+            "home hidden: {}; processes hidden: {}; network isolated: {}; dies with Legate: {}; capabilities dropped: {}",
             yes_no(self.home_hidden),
             yes_no(self.processes_hidden),
+            yes_no(self.network_isolated),
             yes_no(self.dies_with_legate),
             yes_no(self.caps_dropped)
         )
+    }
+}
+
+impl crate::Confinement {
+    /// The isolation part of [`Confinement::prepare`]: what the child will do, what will
+    /// hold, and Legate's side of the egress handoff. With [`Requirement::Required`], a home
+    /// that cannot be hidden, or a process that would keep the host's network, is
+    /// `CONFINEMENT_UNAVAILABLE`.
+    pub(crate) fn prepare_isolation(
+        &self,
+        requirement: Requirement,
+    ) -> Result<(Option<init::Child>, IsolationReport, Option<EgressHandoff>)> {
+        if self.isolation.off {
+            return Ok((None, IsolationReport::default(), None));
+        }
+        let required = requirement == Requirement::Required;
+        let (Some(lifeline), Some(ns)) = (init::lifeline(), crate::namespaces::probe()) else {
+            if required {
+                return Err(Error::new(
+                    ErrorCode::ConfinementUnavailable,
+                    if self.isolation.hidden.is_empty() {
+                        "confinement = \"required\", but the process would keep the host's network: this process may not create namespaces"
+                    } else {
+                        "confinement = \"required\", but Legate's home cannot be hidden from the process: this process may not create mount and PID namespaces"
+                    },
+                ));
+            }
+            tracing::warn!(
+                "namespaces unavailable: the process will see Legate's home, processes and ports, and may outlive Legate"
+            );
+            let report = IsolationReport {
+                caps_dropped: true,
+                ..IsolationReport::default()
+            };
+            return Ok((None, report, None));
+        };
+        if !ns.net && required {
+            return Err(Error::new(
+                ErrorCode::ConfinementUnavailable,
+                "confinement = \"required\", but the process would keep the host's network (and reach Legate's ports): this process may not create a network namespace",
+            ));
+        }
+        let (egress, sender) = match self.egress.filter(|_| ns.net) {
+            Some(port) => network::pair(port)
+                .map(|(e, s)| (Some(e), Some(s)))
+                .map_err(|e| {
+                    Error::new(
+                        ErrorCode::ConfinementUnavailable,
+                        format!("could not prepare the egress listener's handoff: {e}"),
+                    )
+                })?,
+            None => (None, None),
+        };
+        let kept: Vec<PathBuf> = self
+            .writable
+            .iter()
+            .chain(&self.isolation.visible)
+            .cloned()
+            .collect();
+        let plan = Plan::build(&self.isolation.hidden, &kept);
+        let report = IsolationReport {
+            home_hidden: plan.hides,
+            processes_hidden: true,
+            network_isolated: ns.net,
+            dies_with_legate: true,
+            caps_dropped: true,
+        };
+        let child = init::Child::new(plan, lifeline, ns, sender);
+        Ok((Some(child), report, egress))
     }
 }
 

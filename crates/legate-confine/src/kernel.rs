@@ -19,17 +19,12 @@
 //! checked is refused (`SANDBOX_SELECTION_DENIED`) instead of granting the link's target; and
 //! a strict path that is missing is an error, never left out quietly.
 //!
-//! Two more restrictions ride along where the kernel has them:
-//! * the scopes of ABI 6 (`LANDLOCK_SCOPE_SIGNAL`, `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`), in
-//!   the same (first) layer: the process may not signal, nor connect to an abstract Unix socket
-//!   of, any process outside its own Landlock domain, Legate included;
-//! * the *port layer* (ABI 4): a second ruleset that handles only TCP `connect` and allows
-//!   every port but Legate's listening ports ([`crate::ports`]). Landlock rules only allow, so
-//!   the layer is 65,536 rules minus the blocked ones; it is built once per distinct port set
-//!   and cached, and each child gets a duplicate of the cached ruleset's fd, applied with a
-//!   second `landlock_restrict_self` (layers stack: a connect must pass both).
+//! The scopes of ABI 6 (`LANDLOCK_SCOPE_SIGNAL`, `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`) ride
+//! along where the kernel has them: the process may not signal, nor connect to an abstract
+//! Unix socket of, any process outside its own Landlock domain, Legate included. (Legate's
+//! listening ports are out of reach through the network namespace, not Landlock: `init`.)
 //!
-//! Nothing here spawns or registers hooks, and nothing here decides which ports are Legate's.
+//! Nothing here spawns or registers hooks.
 
 use crate::Enforcement;
 #[cfg(target_os = "linux")]
@@ -44,13 +39,12 @@ pub(crate) const EALREADY: i32 = libc::EALREADY;
 mod linux {
     use super::Enforcement;
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-        PathFd, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+        RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
     };
     use legate_core::{Error, ErrorCode, Result};
-    use std::collections::BTreeSet;
     use std::path::Path;
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::OnceLock;
 
     /// The newest ABI whose write rights Legate handles.
     const TARGET: ABI = ABI::V3;
@@ -146,56 +140,9 @@ mod linux {
         })
     }
 
-    /// How many distinct port sets keep their layer cached. Legate's ports change when a
-    /// `legate serve` starts or stops, so a handful is plenty; past it the cache starts over.
-    const CACHED_LAYERS: usize = 4;
-
-    /// The port layers built so far, by the set of ports they refuse.
-    static PORT_LAYERS: Mutex<Vec<(BTreeSet<u16>, RulesetCreated)>> = Mutex::new(Vec::new());
-
-    /// Builds the port layer: TCP `connect` handled, every port allowed but `blocked`.
-    fn build_port_layer(blocked: &BTreeSet<u16>) -> Result<RulesetCreated> {
-        let mut layer = landlock::Ruleset::default()
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessNet::ConnectTcp)
-            .and_then(|r| r.create())
-            .map_err(|e| failed("creating the port layer".into(), e))?;
-        for port in (0..=u16::MAX).filter(|p| !blocked.contains(p)) {
-            layer = layer
-                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-                .map_err(|e| failed(format!("allowing TCP connect to port {port}"), e))?;
-        }
-        tracing::debug!(blocked = ?blocked, "landlock port layer built");
-        Ok(layer)
-    }
-
-    /// A duplicate of the cached port layer refusing `blocked` (built on first use), for one
-    /// child. The caller checked [`probe_network`].
-    pub(crate) fn port_layer(blocked: &BTreeSet<u16>) -> Result<RulesetCreated> {
-        // A poisoned lock only means another thread panicked while building; the cache
-        // holds complete layers or none.
-        let mut cache = PORT_LAYERS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, layer)) = cache.iter().find(|(ports, _)| ports == blocked) {
-            return layer
-                .try_clone()
-                .map_err(|e| failed("duplicating the port layer".into(), e));
-        }
-        let layer = build_port_layer(blocked)?;
-        let copy = layer
-            .try_clone()
-            .map_err(|e| failed("duplicating the port layer".into(), e))?;
-        if cache.len() >= CACHED_LAYERS {
-            cache.clear();
-        }
-        cache.push((blocked.clone(), layer));
-        Ok(copy)
-    }
-
-    /// A ruleset ready to restrict one process, or nothing when the kernel enforces nothing:
-    /// the write (and scope) layer, then the port layer if any.
+    /// A ruleset ready to restrict one process, or nothing when the kernel enforces nothing.
     pub(crate) struct Ruleset {
         fs: Option<RulesetCreated>,
-        ports: Option<RulesetCreated>,
     }
 
     /// A caller-named directory, opened `O_PATH` from `/` without following any symlink on
@@ -231,8 +178,7 @@ mod linux {
         /// exist are left out); with `readable`, reads are handled too and allowed beneath
         /// those paths and the writable ones only; and, with `deny_network`, no TCP `bind` or `connect` at all
         /// (the caller checked [`probe_network`]). With `scoped`, the ABI 6 scopes too (the
-        /// caller checked [`probe_scopes`]). With `blocked_ports`, the port layer refusing
-        /// TCP `connect` to them (the caller checked [`probe_network`]).
+        /// caller checked [`probe_scopes`]).
         pub(crate) fn build(
             writable: &[&Path],
             readable: Option<&[&Path]>,
@@ -240,13 +186,9 @@ mod linux {
             enforcement: Enforcement,
             deny_network: bool,
             scoped: bool,
-            blocked_ports: Option<&BTreeSet<u16>>,
         ) -> Result<Self> {
             if enforcement == Enforcement::None {
-                return Ok(Self {
-                    fs: None,
-                    ports: None,
-                });
+                return Ok(Self { fs: None });
             }
             let read = AccessFs::from_read(ABI::V1);
             let all = match readable {
@@ -319,23 +261,18 @@ mod linux {
                     .add_rule(PathBeneath::new(fd, access))
                     .map_err(|e| failed(format!("allowing reads of {}", path.display()), e))?;
             }
-            let ports = blocked_ports.map(port_layer).transpose()?;
             // `restrict_self` also sets `PR_SET_NO_NEW_PRIVS` (the crate's default).
-            Ok(Self {
-                fs: Some(ruleset),
-                ports,
-            })
+            Ok(Self { fs: Some(ruleset) })
         }
 
-        /// Restricts the calling process: the write layer, then the port layer.
-        /// Async-signal-safe: at most six system calls (`prctl`, `landlock_restrict_self` and
-        /// `close` per layer), no allocation.
+        /// Restricts the calling process. Async-signal-safe: three system calls (`prctl`,
+        /// `landlock_restrict_self`, `close`), no allocation.
         pub(crate) fn restrict_self(&mut self) -> std::io::Result<()> {
-            for layer in [self.fs.take(), self.ports.take()].into_iter().flatten() {
-                if layer.restrict_self().is_err() {
-                    // The failed call left its errno; reading it does not allocate.
-                    return Err(std::io::Error::last_os_error());
-                }
+            if let Some(layer) = self.fs.take()
+                && layer.restrict_self().is_err()
+            {
+                // The failed call left its errno; reading it does not allocate.
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         }
@@ -379,7 +316,6 @@ mod other {
             _enforcement: Enforcement,
             _deny_network: bool,
             _scoped: bool,
-            _blocked_ports: Option<&std::collections::BTreeSet<u16>>,
         ) -> Result<Self> {
             Ok(Self)
         }

@@ -15,7 +15,7 @@
 //! A confinement may also deny the network ([`Confinement::deny_network`]): TCP `bind` and
 //! `connect` are refused where the kernel's Landlock has network rules (ABI 4, Linux 6.7);
 //! elsewhere that part is [`Network::NotEnforced`], and said so. UDP, Unix sockets and other
-//! protocols are not restricted by Landlock.
+//! protocols are not restricted by Landlock (the network namespace below holds them).
 //!
 //! A confinement may also restrict reads ([`Confinement::allow_read`]): reading and executing
 //! are then allowed only beneath the [`SYSTEM_READABLE`] directories, the paths it names and
@@ -24,19 +24,24 @@
 //! what a test's sandbox selection asks for; agents are confined without them.
 //!
 //! Every confinement also keeps the process away from Legate itself where the kernel can
-//! ([`LegatePorts`], [`Signals`]): TCP `connect` to Legate's listening ports ([`ports`]) is
-//! refused (ABI 4), and signals and abstract Unix sockets are scoped to the process's own
-//! Landlock domain (ABI 6).
+//! ([`LegatePorts`], [`Signals`]): Legate's listening ports are unreachable from a process
+//! with a network namespace of its own (or under an enforced `deny_network`), and signals and
+//! abstract Unix sockets are scoped to the process's own Landlock domain (ABI 6).
 //!
 //! Unless it is [`Confinement::landlock_only`], a confinement also isolates the process from
 //! Legate (modules `isolation`, the plan made in the parent, and `init`, the child side): in
 //! mount and PID namespaces of its own, the paths given to [`Confinement::hide`]
 //! (`$LEGATE_HOME`, token files) are covered except for the writable paths beneath them,
 //! Legate's processes cannot be seen, an init ties the process tree to Legate's life, and
-//! capabilities an agent does not need are dropped. What holds is an [`IsolationReport`],
-//! known before anything is spawned; where the namespaces are not allowed, the process runs
-//! with Landlock only (and the report says so), or, when [`Requirement::Required`] and there
-//! is something to hide, is refused.
+//! capabilities an agent does not need are dropped. In a network namespace of its own
+//! (module `network`), the process has a loopback device and nothing else: no route to the
+//! host's loopback (Legate's ports), the LAN or the internet. When asked
+//! ([`Confinement::egress`]), that namespace holds one listening TCP socket on
+//! `127.0.0.1:<port>`, created in the child and handed to Legate ([`Prepared::take_egress`],
+//! [`EgressHandoff::receive`]), which serves its egress proxy there: the one way out.
+//! What holds is an [`IsolationReport`], known before anything is spawned; where the
+//! namespaces are not allowed, the process runs with Landlock only, or without a network
+//! namespace (and the report says so), or, when [`Requirement::Required`], is refused.
 //!
 //! This crate owns the policy and its translation to Landlock. It never spawns and never
 //! decides permissions; [`confine_command`] is the one place that registers the pre-exec
@@ -46,15 +51,18 @@ mod hook;
 mod kernel;
 mod seccomp;
 
-// Reaching Legate: the port registry and what is reported of it.
-pub mod ports;
+// Reaching Legate: what is reported of it.
 mod reach;
 pub use reach::{LegatePorts, Signals};
 // Isolation from Legate (namespaces, the init, capabilities): a block of its own.
 mod caps;
 mod init;
 mod isolation;
+mod namespaces;
 pub use isolation::IsolationReport;
+// The network namespace and the egress listener's handoff; Landlock's network denial.
+mod network;
+pub use network::{EgressHandoff, Network};
 
 pub use hook::confine_command;
 // What a test's sandbox selection narrows beyond an agent's confinement.
@@ -116,32 +124,6 @@ impl fmt::Display for Enforcement {
     }
 }
 
-/// Whether a confinement that denies the network is enforced by the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Network {
-    /// TCP `bind` and `connect` are refused (Landlock ABI 4 or newer).
-    Denied,
-    /// Not enforced: the confinement did not ask, or the kernel has no Landlock network rules.
-    NotEnforced,
-}
-
-impl Network {
-    /// The wire form: `denied`, `not-enforced`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Denied => "denied",
-            Self::NotEnforced => "not-enforced",
-        }
-    }
-}
-
-impl fmt::Display for Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Whether confinement that the kernel cannot enforce is an error.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -187,6 +169,8 @@ pub struct Confinement {
     deny_children: bool,
     deny_network: bool,
     no_terminals: bool,
+    // A listener on the namespace's 127.0.0.1 at this port, handed to Legate.
+    egress: Option<u16>,
     // Isolation from Legate (see the `isolation` module).
     isolation: isolation::Spec,
 }
@@ -298,9 +282,18 @@ impl Confinement {
         self
     }
 
+    /// Asks for the egress listener: a TCP socket listening on `127.0.0.1:<port>` inside the
+    /// process's network namespace (0: any port), created in the child before anything runs
+    /// there, and handed to Legate ([`Prepared::take_egress`]). Without a network namespace
+    /// (Landlock only, or namespaces unavailable) there is none.
+    pub fn egress(mut self, port: u16) -> Self {
+        self.egress = Some(port);
+        self
+    }
+
     /// Landlock only, as before isolation existed: no namespaces, no init, no capability
-    /// drop, nothing hidden. For comparison (benchmarks) and for confining the calling
-    /// process itself, which `apply_in_child` then does without forking.
+    /// drop, nothing hidden, the host's network. For comparison (benchmarks) and for confining
+    /// the calling process itself, which `apply_in_child` then does without forking.
     pub fn landlock_only(mut self) -> Self {
         self.isolation.off = true;
         self
@@ -309,7 +302,13 @@ impl Confinement {
     /// Whether this kernel and process allow the mount and PID namespaces of isolation.
     /// Cheap after the first call.
     pub fn probe_namespaces() -> bool {
-        init::probe().is_some() && init::lifeline().is_some()
+        namespaces::probe().is_some() && init::lifeline().is_some()
+    }
+
+    /// Whether isolated processes also get a network namespace of their own (loopback only).
+    /// Cheap after the first call.
+    pub fn probe_network_namespace() -> bool {
+        namespaces::probe().is_some_and(|n| n.net) && init::lifeline().is_some()
     }
 
     /// The writable paths, in the order given, then the writable devices.
@@ -339,8 +338,9 @@ impl Confinement {
     }
 
     /// Builds the kernel ruleset, in the parent. Fails with `CONFINEMENT_UNAVAILABLE` when
-    /// the requirement is [`Requirement::Required`] and the kernel enforces nothing, or when
-    /// the kernel refuses a ruleset it said it supports.
+    /// the requirement is [`Requirement::Required`] and the kernel enforces nothing, or the
+    /// process would run without a network namespace of its own (unless Landlock only), or
+    /// when the kernel refuses a ruleset it said it supports.
     pub fn prepare(&self, requirement: Requirement) -> Result<Prepared> {
         let enforcement = Self::probe();
         if enforcement == Enforcement::None && requirement == Requirement::Required {
@@ -354,9 +354,8 @@ impl Confinement {
         } else {
             Network::NotEnforced
         };
-        // Reaching Legate: scopes and the port layer, where the kernel has them.
-        let (legate_ports, signals, blocked) = self.reach(enforcement, network);
-        let (child, report) = self.prepare_isolation(requirement)?;
+        let (child, report, egress) = self.prepare_isolation(requirement)?;
+        let (legate_ports, signals) = reach::reach(enforcement, network, report.network_isolated);
         let readable = self.readable();
         let ruleset = kernel::Ruleset::build(
             &self.writable(),
@@ -365,13 +364,12 @@ impl Confinement {
             enforcement,
             network == Network::Denied,
             signals == Signals::Scoped,
-            blocked.as_ref(),
         )?;
         tracing::debug!(
             enforcement = enforcement.as_str(),
             network = network.as_str(),
             legate_ports = legate_ports.as_str(),
-            blocked_ports = ?blocked,
+            egress = ?self.egress.filter(|_| egress.is_some()),
             signals = signals.as_str(),
             writable = ?self.writable(),
             readable = ?readable,
@@ -391,88 +389,23 @@ impl Confinement {
             network,
             legate_ports,
             signals,
-            blocked_ports: blocked.unwrap_or_default(),
+            egress_requested: egress.is_some(),
+            egress,
             applied: false,
             isolation: child,
             report,
         })
     }
 
-    /// What of Legate a process under this confinement cannot reach, and the ports the port
-    /// layer must refuse (`None`: no port layer, because the network is denied, no port is
-    /// Legate's, or the kernel cannot).
-    fn reach(
-        &self,
-        enforcement: Enforcement,
-        network: Network,
-    ) -> (
-        LegatePorts,
-        Signals,
-        Option<std::collections::BTreeSet<u16>>,
-    ) {
-        let signals = if enforcement != Enforcement::None && kernel::probe_scopes() {
-            Signals::Scoped
-        } else {
-            Signals::NotEnforced
-        };
-        if network == Network::Denied {
-            return (LegatePorts::Unreachable, signals, None);
-        }
-        if enforcement == Enforcement::None || !kernel::probe_network() {
-            return (LegatePorts::NotEnforced, signals, None);
-        }
-        let blocked = ports::legate_ports();
-        let layer = (!blocked.is_empty()).then_some(blocked);
-        (LegatePorts::Unreachable, signals, layer)
-    }
-
     /// What the running kernel holds of Legate's ports and signals for a confinement that
-    /// does not deny the network, without preparing one (for reports made before spawning).
+    /// is isolated and does not deny the network, without preparing one (for reports made
+    /// before spawning).
     pub fn probe_reach() -> (LegatePorts, Signals) {
-        let (ports, signals, _) = Self::new().reach(Self::probe(), Network::NotEnforced);
-        (ports, signals)
-    }
-
-    /// The isolation part of [`Confinement::prepare`]: what the child will do, and what
-    /// will hold. With [`Requirement::Required`], a home that cannot be hidden is
-    /// `CONFINEMENT_UNAVAILABLE`.
-    fn prepare_isolation(
-        &self,
-        requirement: Requirement,
-    ) -> Result<(Option<init::Child>, IsolationReport)> {
-        if self.isolation.off {
-            return Ok((None, IsolationReport::default()));
-        }
-        let (Some(lifeline), Some(mode)) = (init::lifeline(), init::probe()) else {
-            if requirement == Requirement::Required && !self.isolation.hidden.is_empty() {
-                return Err(Error::new(
-                    ErrorCode::ConfinementUnavailable,
-                    "confinement = \"required\", but Legate's home cannot be hidden from the process: this process may not create mount and PID namespaces",
-                ));
-            }
-            tracing::warn!(
-                "namespaces unavailable: the process will see Legate's home and processes, and may outlive Legate"
-            );
-            let report = IsolationReport {
-                caps_dropped: true,
-                ..IsolationReport::default()
-            };
-            return Ok((None, report));
-        };
-        let kept: Vec<PathBuf> = self
-            .writable
-            .iter()
-            .chain(&self.isolation.visible)
-            .cloned()
-            .collect();
-        let plan = isolation::Plan::build(&self.isolation.hidden, &kept);
-        let report = IsolationReport {
-            home_hidden: plan.hides,
-            processes_hidden: true,
-            dies_with_legate: true,
-            caps_dropped: true,
-        };
-        Ok((Some(init::Child::new(plan, lifeline, mode)), report))
+        reach::reach(
+            Self::probe(),
+            Network::NotEnforced,
+            Self::probe_network_namespace(),
+        )
     }
 }
 
@@ -486,7 +419,9 @@ pub struct Prepared {
     // Reaching Legate.
     legate_ports: LegatePorts,
     signals: Signals,
-    blocked_ports: std::collections::BTreeSet<u16>,
+    // Legate's side of the egress handoff, until taken; whether there was one.
+    egress: Option<EgressHandoff>,
+    egress_requested: bool,
     applied: bool,
     // Isolation from Legate: `None` for Landlock only or without namespaces.
     isolation: Option<init::Child>,
@@ -502,6 +437,7 @@ impl fmt::Debug for Prepared {
             .field("children", &self.children)
             .field("legate_ports", &self.legate_ports)
             .field("signals", &self.signals)
+            .field("egress", &self.egress_requested)
             .field("applied", &self.applied)
             .field("isolation", &self.report)
             .finish_non_exhaustive()
@@ -534,9 +470,19 @@ impl Prepared {
         self.legate_ports
     }
 
-    /// The ports the port layer refuses (empty when there is no port layer).
-    pub fn blocked_ports(&self) -> &std::collections::BTreeSet<u16> {
-        &self.blocked_ports
+    /// Legate's side of the egress listener's handoff, once (`None` afterwards, and when
+    /// there is no listener: not asked, Landlock only, or no network namespace). Take it
+    /// before spawning (the `Prepared` moves into the pre-exec hook), and receive it after
+    /// `spawn` returned successfully.
+    pub fn take_egress(&mut self) -> Option<EgressHandoff> {
+        self.egress.take()
+    }
+
+    /// Whether the child creates an egress listener in its network namespace (asked with
+    /// [`Confinement::egress`], and the process gets a network namespace); still `true` once
+    /// [`Prepared::take_egress`] took the handoff.
+    pub fn egress_requested(&self) -> bool {
+        self.egress_requested
     }
 
     /// Whether signals and abstract Unix sockets are scoped to the process's own domain.
@@ -552,8 +498,9 @@ impl Prepared {
     /// Confines the calling process. Meant for a pre-exec hook (between `fork` and `exec`):
     /// it allocates nothing, takes no lock, and its errors carry raw OS codes.
     ///
-    /// With isolation (the default), the calling process (C) enters new mount and PID
-    /// namespaces, hides what is hidden, and forks the namespace's init, which forks the
+    /// With isolation (the default), the calling process (C) enters new mount, PID and
+    /// network namespaces, brings `lo` up, hands the egress listener over if asked, hides
+    /// what is hidden, and forks the namespace's init, which forks the
     /// process that returns from here (the others never return on success: see the `init`
     /// module); that process drops its capabilities. Then, in every case,
     /// `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (nothing with

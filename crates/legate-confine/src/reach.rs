@@ -1,9 +1,10 @@
 //! What a confined process can reach and touch of Legate itself, as reported: Legate's
 //! listening ports ([`LegatePorts`]) and processes outside its Landlock domain ([`Signals`]).
 //!
-//! These are reports only: what the kernel is asked to hold is built in `kernel`, and which
-//! ports are Legate's is `ports`. Nothing here decides or applies anything.
+//! These are reports only: what the kernel is asked to hold is built in `kernel` (Landlock)
+//! and `init` (the network namespace). Nothing here decides or applies anything.
 
+use crate::{Enforcement, Network, kernel};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -11,11 +12,12 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LegatePorts {
-    /// TCP `connect` to every port Legate listened on when the process started is refused
-    /// (Landlock ABI 4, the port layer; or no TCP at all with `deny_network`). Ports a
-    /// `legate serve` opens later are not in the process's ruleset.
+    /// No port of the host is reachable: the process has a network namespace of its own
+    /// (loopback only, no route out), or no TCP at all (`deny_network`, Landlock ABI 4).
+    /// Ports a `legate serve` opens later are unreachable too.
     Unreachable,
-    /// Not enforced: no Landlock, or no Landlock network rules (before ABI 4, Linux 6.7).
+    /// Not enforced: the process shares the host's network (Landlock only, or no network
+    /// namespaces on this kernel) and does not deny TCP.
     NotEnforced,
 }
 
@@ -61,6 +63,27 @@ impl fmt::Display for Signals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// What of Legate a process cannot reach: its ports, from a network namespace of its own
+/// (`network_isolated`) or under an enforced `deny_network`; its signals, where Landlock
+/// has scopes.
+pub(crate) fn reach(
+    enforcement: Enforcement,
+    network: Network,
+    network_isolated: bool,
+) -> (LegatePorts, Signals) {
+    let signals = if enforcement != Enforcement::None && kernel::probe_scopes() {
+        Signals::Scoped
+    } else {
+        Signals::NotEnforced
+    };
+    let ports = if network_isolated || network == Network::Denied {
+        LegatePorts::Unreachable
+    } else {
+        LegatePorts::NotEnforced
+    };
+    (ports, signals)
 }
 
 #[cfg(test)]

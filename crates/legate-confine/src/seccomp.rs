@@ -4,8 +4,8 @@
 //! open a TCP connection without that check (seen on Linux 6.18): a Multipath TCP socket
 //! (`socket(…, IPPROTO_MPTCP)`, which falls back to ordinary TCP against a plain listener),
 //! and TCP Fast Open (`sendto`/`sendmsg` with `MSG_FASTOPEN`, which connects inside the send).
-//! An agent could use either to reach Legate's own ports, and a test command to leave
-//! `deny_network`. So every confined process also gets a small seccomp filter that refuses:
+//! A process that keeps the host's network (no network namespace) could use either to leave
+//! `deny_network`; in its own network namespace there is nowhere to go either way. So every confined process also gets a small seccomp filter that refuses:
 //!
 //! - `socket` with protocol `IPPROTO_MPTCP` (`EPROTONOSUPPORT`), and with domain `AF_SMC`,
 //!   another TCP-carrying family (`EAFNOSUPPORT`);

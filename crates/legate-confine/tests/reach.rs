@@ -1,22 +1,19 @@
 //! What a confined process can reach of Legate, against the real kernel: a real `bash`,
-//! forked and confined through `confine_command`, tries TCP connections to a registered and an
-//! unregistered listener on 127.0.0.1, signals its parent (this test, standing for Legate)
-//! and reads its environment. The registry's liveness is checked across real processes.
+//! forked and confined through `confine_command`, tries a TCP connection to a listener on the
+//! host's 127.0.0.1 (standing for Legate's ports), signals its parent (this test, standing for
+//! Legate) and reads its environment.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_confine::{Confinement, Enforcement, LegatePorts, Requirement, Signals, ports};
+use legate_confine::{Confinement, Enforcement, LegatePorts, Requirement, Signals};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 
-const REGISTER_CHILD: &str = "LEGATE_REACH_TEST_REGISTER";
-
 /// The script the confined shell runs: one `name=ok|err` line per attempt.
 const PROBE: &str = r#"
 try() { if (eval "$2") >/dev/null 2>&1; then echo "$1=ok"; else echo "$1=err"; fi; }
-try registered 'exec 3<>/dev/tcp/127.0.0.1/$REGISTERED'
-try free 'exec 3<>/dev/tcp/127.0.0.1/$FREE'
+try host 'exec 3<>/dev/tcp/127.0.0.1/$PORT'
 try kill_parent 'kill -0 $PPID'
 try environ_parent 'cat /proc/$PPID/environ'
 try maps_parent 'cat /proc/$PPID/maps'
@@ -26,16 +23,15 @@ try kill_own 'kill -0 $own'
 kill $own
 "#;
 
-fn confined_probe(registered: u16, free: u16) -> String {
+fn confined_probe(confinement: Confinement, port: u16) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let prepared = Confinement::new()
+    let prepared = confinement
         .allow_write(dir.path())
         .prepare(Requirement::BestEffort)
         .unwrap();
     let mut cmd = Command::new("bash");
     cmd.args(["-c", PROBE])
-        .env("REGISTERED", registered.to_string())
-        .env("FREE", free.to_string())
+        .env("PORT", port.to_string())
         .env("SECRET_OF_LEGATE", "hunter2");
     legate_confine::confine_command(&mut cmd, prepared);
     let out = cmd.output().unwrap();
@@ -49,57 +45,51 @@ fn confined_probe(registered: u16, free: u16) -> String {
 
 #[test]
 fn legate_ports_are_unreachable_and_signals_stay_in_the_domain() {
-    let registered = TcpListener::bind("127.0.0.1:0").unwrap();
-    let free = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (reg_port, free_port) = (
-        registered.local_addr().unwrap().port(),
-        free.local_addr().unwrap().port(),
-    );
-    let held = ports::register(&[reg_port]).unwrap();
-    assert!(ports::legate_ports().contains(&reg_port));
-
+    let host = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
     let prepared = Confinement::new().prepare(Requirement::BestEffort).unwrap();
-    let abi4 = Confinement::probe_network() == legate_confine::Network::Denied
-        && Confinement::probe() != Enforcement::None;
-    if abi4 {
-        assert_eq!(prepared.legate_ports(), LegatePorts::Unreachable);
-        assert!(prepared.blocked_ports().contains(&reg_port));
-        assert!(!prepared.blocked_ports().contains(&free_port));
-    } else {
-        assert_eq!(prepared.legate_ports(), LegatePorts::NotEnforced);
-    }
+    let isolated = Confinement::probe_network_namespace();
+    assert_eq!(prepared.isolation().network_isolated, isolated);
+    assert_eq!(
+        prepared.legate_ports(),
+        if isolated {
+            LegatePorts::Unreachable
+        } else {
+            LegatePorts::NotEnforced
+        }
+    );
+    assert_eq!(Confinement::probe_reach().0, prepared.legate_ports());
     let scoped = prepared.signals() == Signals::Scoped;
     drop(prepared);
 
-    // Twice: the second child gets the cached layer.
-    for round in 0..2 {
-        let out = confined_probe(reg_port, free_port);
-        eprintln!("round {round}:\n{out}");
-        assert!(out.contains("free=ok"), "{out}");
-        assert!(out.contains("kill_own=ok"), "{out}");
-        if abi4 {
-            assert!(out.contains("registered=err"), "{out}");
-        } else {
-            eprintln!("no Landlock network rules here: Legate's ports are reachable");
-        }
-        if scoped {
-            assert!(out.contains("kill_parent=err"), "{out}");
-        } else {
-            eprintln!("no Landlock scopes here: the parent can be signaled");
-        }
-        // Landlock refuses ptrace-attach-mode access (`/proc/<pid>/mem`) outside the domain;
-        // read mode (`environ`, `maps`) it does not: that is the binary's own hardening.
-        if Confinement::probe() != Enforcement::None {
-            assert!(out.contains("mem_parent=err"), "{out}");
-        }
+    let out = confined_probe(Confinement::new(), port);
+    eprintln!("{out}");
+    assert!(out.contains("kill_own=ok"), "{out}");
+    if isolated {
+        assert!(out.contains("host=err"), "{out}");
+    } else {
+        eprintln!("no network namespaces here: the host's ports are reachable");
+    }
+    if scoped {
+        assert!(out.contains("kill_parent=err"), "{out}");
+    } else {
+        eprintln!("no Landlock scopes here: the parent can be signaled");
+    }
+    // Landlock refuses ptrace-attach-mode access (`/proc/<pid>/mem`) outside the domain;
+    // read mode (`environ`, `maps`) it does not: that is the binary's own hardening.
+    if Confinement::probe() != Enforcement::None {
+        assert!(out.contains("mem_parent=err"), "{out}");
     }
 
-    // Unregistered, the port is reachable again (for processes confined from now on).
-    drop(held);
-    if !ports::legate_ports().contains(&reg_port) {
-        let out = confined_probe(reg_port, free_port);
-        assert!(out.contains("registered=ok"), "{out}");
-    }
+    // The control: under Landlock only, the host's port is reachable (the namespace holds it).
+    let out = confined_probe(Confinement::new().landlock_only(), port);
+    assert!(out.contains("host=ok"), "{out}");
+    let prepared = Confinement::new()
+        .landlock_only()
+        .prepare(Requirement::Required)
+        .unwrap();
+    assert!(!prepared.isolation().network_isolated);
+    assert_eq!(prepared.legate_ports(), LegatePorts::NotEnforced);
 }
 
 #[test]
@@ -122,75 +112,29 @@ fn legate_still_kills_a_scoped_child() {
 }
 
 #[test]
-fn net_port_layer_leaves_deny_network_whole() {
+fn deny_network_holds_with_and_without_a_namespace() {
     let free = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = free.local_addr().unwrap().port();
-    let prepared = Confinement::new()
-        .deny_network()
-        .prepare(Requirement::BestEffort)
-        .unwrap();
-    let denied = prepared.network() == legate_confine::Network::Denied;
-    if denied {
-        assert_eq!(prepared.legate_ports(), LegatePorts::Unreachable);
-        assert!(prepared.blocked_ports().is_empty(), "no layer needed");
+    for landlock_only in [false, true] {
+        let mut c = Confinement::new().deny_network();
+        if landlock_only {
+            c = c.landlock_only();
+        }
+        let prepared = c.prepare(Requirement::BestEffort).unwrap();
+        let denied = prepared.network() == legate_confine::Network::Denied;
+        let isolated = prepared.isolation().network_isolated;
+        if denied || isolated {
+            assert_eq!(prepared.legate_ports(), LegatePorts::Unreachable);
+        }
+        let mut cmd = Command::new("bash");
+        cmd.args([
+            "-c",
+            &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo free=ok || echo free=err"),
+        ]);
+        legate_confine::confine_command(&mut cmd, prepared);
+        let out = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+        if denied || isolated {
+            assert!(out.contains("free=err"), "{out}");
+        }
     }
-    let mut cmd = Command::new("bash");
-    cmd.args([
-        "-c",
-        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo free=ok || echo free=err"),
-    ]);
-    legate_confine::confine_command(&mut cmd, prepared);
-    let out = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
-    if denied {
-        assert!(out.contains("free=err"), "{out}");
-    }
-}
-
-/// The registering side of the liveness test: registers a port in the registry named by
-/// [`REGISTER_CHILD`], says so, and waits to be killed.
-#[test]
-fn registering_child() {
-    let Ok(spec) = std::env::var(REGISTER_CHILD) else {
-        return;
-    };
-    let (dir, port) = spec.rsplit_once(':').unwrap();
-    ports::use_registry(dir);
-    let _held = ports::register(&[port.parse().unwrap()]).unwrap();
-    println!("registered");
-    let mut line = String::new();
-    let _ = std::io::stdin().read_line(&mut line);
-}
-
-#[test]
-fn another_process_sees_the_ports_until_it_dies() {
-    if std::env::var(REGISTER_CHILD).is_ok() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "registering_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(REGISTER_CHILD, format!("{}:4711", dir.path().display()))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("registered") {
-        line.clear();
-        assert_ne!(stdout.read_line(&mut line).unwrap(), 0, "child ended");
-    }
-    assert_eq!(ports::live_ports(dir.path()), [4711].into());
-    let file = dir.path().join(format!("{}.json", child.id()));
-    assert!(file.exists());
-    // Killed, it leaves its file behind, and the file no longer counts.
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(file.exists());
-    assert!(ports::live_ports(dir.path()).is_empty());
 }

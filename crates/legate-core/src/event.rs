@@ -184,6 +184,8 @@ pub enum EventKind {
         /// The entries.
         entries: Vec<PlanEntry>,
     },
+    /// A network connection through Legate's egress proxy: refused, or allowed and closed.
+    Connection(crate::ConnectionEvent),
     /// The supervisor answered a permission request.
     Permission {
         /// The tool call it was about.
@@ -270,6 +272,7 @@ impl EventKind {
             Self::ToolCall(_) => "tool_call",
             Self::ToolCallUpdate(_) => "tool_call_update",
             Self::Plan { .. } => "plan",
+            Self::Connection(_) => "connection",
             Self::Permission { .. } => "permission",
             Self::FsAccess { .. } => "fs_access",
             Self::Usage { .. } => "usage",

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod boundary;
 pub mod catalogue;
+pub mod connection;
 pub mod controls;
 pub mod delivery;
 pub mod error;
@@ -25,6 +26,7 @@ pub use agent::{
 };
 pub use boundary::{Boundary, WorkspaceKind};
 pub use catalogue::{ControlsConfig, McpServerPublic, McpServerSpec, McpToolSpec, McpTransport};
+pub use connection::ConnectionEvent;
 pub use controls::{
     DeliveryMode, GroupNode, McpSelection, MemorySelection, MemorySnapshot, SkillPackage,
     SkillRecord, SkillResource, SkillSource, TaskControls,

@@ -47,6 +47,12 @@ impl Accumulator {
                     reason: verdict.reason.clone(),
                 });
             }
+            EventKind::Connection(c) if c.decision != legate_core::Decision::Allow => {
+                self.result.refusals.push(Refusal {
+                    title: format!("network: {} {}", c.method, c.destination),
+                    reason: c.reason.clone(),
+                });
+            }
             EventKind::FsAccess {
                 op, allowed: true, ..
             } if op == "write" => self.fs_writes += 1,

@@ -129,6 +129,7 @@ impl Engine {
             hidden: self.config().hidden_paths(),
             ledger: None,
             mcp_servers: Vec::new(),
+            network: self.config().network_for(name),
         };
         Ok((backend, request))
     }

@@ -3,6 +3,7 @@
 //! reads a file (the binary's configuration does) and never enforces anything itself.
 
 use legate_core::AgentSpec;
+use legate_supervisor::network::NetworkPolicy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -117,6 +118,12 @@ pub struct EngineConfig {
     /// The ceiling of tool kinds and the catalogue of trusted MCP servers (`[controls]`,
     /// `[[mcp_servers]]`; see `controls::tools`).
     pub controls: legate_core::ControlsConfig,
+    /// The egress policy every agent's connections run under (`[network]`); the backend adds
+    /// each preset's model host.
+    pub network: NetworkPolicy,
+    /// Agents with rules of their own (`[agents.NAME.network]`): the whole policy each runs
+    /// under, [`EngineConfig::network`] included.
+    pub agent_network: BTreeMap<String, NetworkPolicy>,
 }
 
 /// Which skill packs every new copy task gets besides the caller's skills (`[skills]`).
@@ -239,7 +246,19 @@ impl EngineConfig {
             forbidden_directories: Vec::new(),
             skills: SkillsConfig::default(),
             controls: legate_core::ControlsConfig::default(),
+            network: NetworkPolicy::default(),
+            agent_network: BTreeMap::new(),
         }
+    }
+
+    /// The egress policy agent `name`'s connections run under.
+    pub fn network_for(&self, name: &str) -> std::sync::Arc<NetworkPolicy> {
+        std::sync::Arc::new(
+            self.agent_network
+                .get(name)
+                .unwrap_or(&self.network)
+                .clone(),
+        )
     }
 
     /// Everything spawned processes must not see: `$LEGATE_HOME`, then [`EngineConfig::hidden`].

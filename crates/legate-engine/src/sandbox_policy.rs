@@ -151,7 +151,8 @@ pub struct SandboxEvidence {
     /// the scratch directory and the selected roots) or `open`.
     pub reads: String,
     /// `denied` (Landlock TCP rules, ABI 4), `not-enforced` (not kernel-denied: no network
-    /// rules in this kernel) or `allowed` (granted).
+    /// rules in this kernel), `proxy` (granted: through Legate's egress proxy only, under
+    /// `[network]`) or `allowed` (granted, without a network namespace of its own).
     pub network: String,
     /// Whether Landlock network rules were applied (`network: denied`).
     pub network_rules: bool,

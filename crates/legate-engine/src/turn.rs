@@ -478,6 +478,7 @@ impl Engine {
                 inner.store.clone(),
             ))),
             mcp_servers: crate::controls::catalogued(&inner.config.controls, &task.controls),
+            network: inner.config.network_for(&agent.name),
         }
     }
 

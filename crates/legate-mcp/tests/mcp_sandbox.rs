@@ -2,10 +2,11 @@
 //! `LegateMcp` over an in-memory pipe, the engine runs the scripted agent on a copy of a
 //! fresh git repository, and `test` runs real commands under the kernel's confinement.
 //!
-//! The acceptance test: a selection that grants network lets a test command connect to a
-//! `TcpListener` on 127.0.0.1, and the same command without it is refused by the kernel
-//! (Landlock ABI 4; on an older kernel the evidence must say the network was not
-//! kernel-denied). The attacks: a selection outside the ceiling, a symlinked root, the
+//! The acceptance test: a selection that grants network lets a test command reach a loopback
+//! HTTP origin through Legate's egress proxy, as `[network]` allows it (and a destination no
+//! rule allows is refused with `403`), every connection in the evidence; the same command
+//! without it reaches nothing and no proxy runs (Landlock ABI 4 refuses the connection; on an
+//! older kernel the evidence must say the network was not kernel-denied). The attacks: a selection outside the ceiling, a symlinked root, the
 //! source project and `$LEGATE_HOME` as roots, a stale sha256, and approval mode `ask`
 //! with a client that declines (or cannot answer) the form.
 //!
@@ -25,8 +26,9 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A client that may answer elicitations: `answer` is what it answers next (declared
@@ -80,11 +82,22 @@ struct Harness {
 }
 
 async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> Harness {
+    harness_with(profile, approval, handler, |_| {}).await
+}
+
+/// [`harness`], with the engine's configuration tuned by `tune` too.
+async fn harness_with(
+    profile: Profile,
+    approval: ApprovalMode,
+    handler: Client,
+    tune: impl FnOnce(&mut legate_engine::EngineConfig) + 'static,
+) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let kit = EngineHarness::builder()
         .in_dir(dir)
         .agent(TestAgent::scripted("agent"))
+        .config(tune)
         .config({
             // Every harness forbids `<base>/forbidden` (forbidden_directories).
             let forbidden = base.join("forbidden");
@@ -291,9 +304,54 @@ fn kernel_denies_network(record: &Value) -> bool {
     record["sandbox"]["landlockAbi"].as_u64().unwrap() >= 4 && record["confinement"] != "none"
 }
 
+/// A loopback HTTP origin answering every request with `hello`; how many it served.
+fn origin() -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&served);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = s.write_all(
+                b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    (port, served)
+}
+
+/// Fetches each URL with urllib as the environment says (`HTTP_PROXY`, `NO_PROXY`).
+const FETCH: &str = r#"
+import sys, urllib.request, urllib.error
+for url in sys.argv[1:]:
+    try:
+        r = urllib.request.urlopen(url, timeout=10)
+        print("OK", url, r.status, r.read().decode())
+    except urllib.error.HTTPError as e:
+        print("HTTP", url, e.code)
+    except Exception as e:
+        print("ERR", url, type(e).__name__)
+"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_selection_granting_network_lets_a_test_connect_and_without_it_the_kernel_refuses() {
-    let h = harness(Profile::Full, ApprovalMode::Auto, Client::default()).await;
+async fn a_selection_granting_network_reaches_what_the_network_policy_allows_through_the_proxy() {
+    let (port, served) = origin();
+    let (other, other_served) = origin();
+    let rule = format!("127.0.0.1:{port}");
+    let h = harness_with(
+        Profile::Full,
+        ApprovalMode::Auto,
+        Client::default(),
+        move |c| {
+            c.network = legate_supervisor::network::NetworkPolicy::default()
+                .with_allow(rule.parse().unwrap(), "network.allow[0]");
+        },
+    )
+    .await;
     let (policy, sha) = h.policy().await;
     assert_eq!(
         policy,
@@ -301,10 +359,10 @@ async fn a_selection_granting_network_lets_a_test_connect_and_without_it_the_ker
                "childProcesses": true, "maxOutputChars": 4000})
     );
     let (_, id, patch) = h.copy("net").await;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let cmd = json!({"executable": "bash", "args": ["-c",
-        format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo hello-from-test >&3 && echo connected")]});
+    let allowed = format!("http://127.0.0.1:{port}/ok");
+    let refused = format!("http://127.0.0.1:{other}/no");
+    let cmd = json!({"executable": "/usr/bin/python3",
+        "args": ["-c", FETCH, allowed.clone(), refused.clone()]});
 
     // The default ceiling allows no network: asking for it is refused before anything runs.
     let r = h
@@ -322,39 +380,75 @@ async fn a_selection_granting_network_lets_a_test_connect_and_without_it_the_ker
     assert_ne!(new_sha, sha);
     assert_eq!(h.policy().await.1, new_sha);
 
-    let accept = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        let mut got = String::new();
-        s.read_to_string(&mut got).unwrap();
-        (listener, got)
-    });
     let r = h
         .test(&id, &patch, cmd.clone(), Some(json!({"network": true})))
         .await;
-    let out = r.structured_content.clone().unwrap();
-    assert_ne!(r.is_error, Some(true), "{out}");
-    let record = &out;
+    let record = r.structured_content.clone().unwrap();
+    eprintln!("with network: {record}");
+    assert_ne!(r.is_error, Some(true), "{record}");
     assert_eq!(record["passed"], true, "{record}");
-    assert_eq!(record["network"], "allowed");
     assert_eq!(record["sandbox"]["policySha256"], new_sha.as_str());
     assert_eq!(record["sandbox"]["selection"]["network"], true);
     assert_eq!(record["sandbox"]["networkRules"], false);
     assert_eq!(record["sandbox"]["reads"], "restricted");
-    let (listener, got) = accept.join().unwrap();
-    assert_eq!(got, "hello-from-test\n");
+    let stdout = record["stdout"].as_str().unwrap();
+    if record["network"] == "allowed" {
+        // No network namespace of its own here: the host's network, no proxy.
+        eprintln!("no network namespace: the test reached the host's network directly");
+        assert!(record.get("connections").is_none(), "{record}");
+        return;
+    }
+    assert_eq!(record["network"], "proxy");
+    assert_eq!(record["sandbox"]["network"], "proxy");
+    assert!(
+        stdout.contains(&format!("OK {allowed} 200 hello")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("HTTP {refused} 403")), "{stdout}");
+    assert_eq!(served.load(Ordering::SeqCst), 1);
+    assert_eq!(other_served.load(Ordering::SeqCst), 0);
+    let connections = record["connections"].as_array().unwrap();
+    assert_eq!(connections.len(), 2, "{record}");
+    let ok = connections
+        .iter()
+        .find(|c| c["destination"] == format!("127.0.0.1:{port}"))
+        .unwrap();
+    assert_eq!(ok["decision"], "allow");
+    assert_eq!(ok["method"], "GET");
+    assert_eq!(ok["ruleId"], "network.allow[0]");
+    assert_eq!(ok["address"], format!("127.0.0.1:{port}"));
+    assert!(ok["sent"].as_u64().unwrap() > 0 && ok["received"].as_u64().unwrap() > 0);
+    let no = connections
+        .iter()
+        .find(|c| c["destination"] == format!("127.0.0.1:{other}"))
+        .unwrap();
+    assert_eq!(no["decision"], "deny");
+    assert!(no.get("address").is_none(), "{no}");
+    assert!(
+        no["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused: a test command's connections are decided by rules only"),
+        "{no}"
+    );
+    // The preview lists the record as stored, connections included.
+    let preview = h.call("preview", json!({"taskId": id})).await;
+    eprintln!("preview: {preview}");
 
-    // The same command, the same ceiling, a selection without network.
-    listener.set_nonblocking(true).unwrap();
+    // The same command, the same ceiling, a selection without network: no proxy, nothing
+    // reached.
     let r = h.test(&id, &patch, cmd, Some(json!({}))).await;
     let record = r.structured_content.unwrap().clone();
     eprintln!("without network: {record}");
     assert_eq!(record["sandbox"]["selection"]["network"], false);
+    assert!(record.get("connections").is_none(), "{record}");
+    let stdout = record["stdout"].as_str().unwrap();
+    assert!(stdout.contains(&format!("ERR {allowed}")), "{stdout}");
+    assert!(!stdout.contains("OK "), "{stdout}");
+    assert_eq!(served.load(Ordering::SeqCst), 1);
     if kernel_denies_network(&record) {
         assert_eq!(record["network"], "denied");
         assert_eq!(record["sandbox"]["networkRules"], true);
-        assert_eq!(record["passed"], false, "{record}");
-        assert!(!record["stdout"].as_str().unwrap().contains("connected"));
-        assert!(listener.accept().is_err(), "the listener saw a connection");
     } else {
         assert_eq!(record["network"], "not-enforced");
         assert_eq!(record["sandbox"]["networkRules"], false);

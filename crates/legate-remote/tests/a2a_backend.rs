@@ -120,6 +120,7 @@ fn request(dir: &Path, spec: AgentSpec, ledger: Option<Arc<dyn RemoteLedger>>) -
         hidden: Vec::new(),
         ledger,
         mcp_servers: Vec::new(),
+        network: Default::default(),
     }
 }
 

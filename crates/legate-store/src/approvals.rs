@@ -40,6 +40,10 @@ pub struct ToolCallSummary {
     /// title, which the asking agent writes. Shown, never run or matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
+    /// For a connection the egress proxy put to a supervisor: its destination (`host:port`),
+    /// as Legate's proxy read it from the request (never the agent's own words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
 }
 
 legate_core::wire_enum! {
@@ -563,6 +567,7 @@ mod tests {
                 paths: vec![],
                 command: Some(vec!["touch".into(), "x".into()]),
                 script: None,
+                destination: None,
             },
             options: vec![],
             rule_id: Some("r".into()),

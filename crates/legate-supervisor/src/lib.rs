@@ -2,12 +2,14 @@
 //!
 //! The caller is never the supervisor (seed `000`): decisions come from the rule table here,
 //! behind the [`Supervisor`] trait, and from the declarative [`policy`] above it
-//! ([`Policed`]: the first matching rule, else the table).
+//! ([`Policed`]: the first matching rule, else the table). The [`network`] policy decides
+//! which destinations the egress proxy lets an agent connect to.
 //!
 //! Everything here is pure except [`containment`], which resolves symlinks as far as a path
 //! exists. Nothing here may perform I/O beyond that, spawn, or talk to a protocol.
 
 pub mod containment;
+pub mod network;
 pub mod options;
 pub mod policy;
 pub mod preset;
@@ -16,6 +18,10 @@ pub mod tools;
 pub mod version;
 
 pub use containment::{Outside, resolve_within};
+pub use network::{
+    Destination, Host, HostRule, HostRuleError, NetworkConfig, NetworkPolicy, NetworkRuling,
+    Otherwise, Special, special,
+};
 pub use options::{pick_allow, pick_reject};
 pub use policy::{Explanation, Policed, Policy, PolicyError};
 pub use preset::{PlanExit, Preset};

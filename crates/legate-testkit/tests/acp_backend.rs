@@ -82,6 +82,7 @@ fn request(
         hidden: Vec::new(),
         ledger: None,
         mcp_servers: Vec::new(),
+        network: Default::default(),
     }
 }
 

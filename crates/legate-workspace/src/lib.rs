@@ -47,6 +47,7 @@ mod shared;
 mod skills;
 mod staging;
 mod sys;
+mod test_egress;
 mod test_run;
 mod test_sandbox;
 mod transfer;
@@ -80,6 +81,7 @@ pub use skills::{
     ManifestFile, SKILL_FILE, STAGING_DIR, SkillFile, StagedSkill, bundled_packs, check_name,
     check_package, is_staging_path, load_packs, resource_problem, skill_set, stage_skills,
 };
+pub use test_egress::TestEgress;
 pub use test_run::{
     Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
     run_test_in, validate as validate_test_command,

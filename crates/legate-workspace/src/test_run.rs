@@ -26,7 +26,7 @@ use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// The default bound on captured output, per stream, in bytes.
@@ -71,8 +71,14 @@ pub struct TestRun {
     pub duration_ms: u64,
     /// How much of the write confinement the kernel enforced: `full`, `partial`, `none`.
     pub confinement: String,
-    /// Whether TCP was denied: `denied`, `not-enforced`, or `allowed` (a selection granted it).
+    /// Whether TCP was denied: `denied`, `not-enforced`; or, a selection granted it,
+    /// `proxy` (its one way out was Legate's egress proxy, under the network policy) or
+    /// `allowed` (no network namespace of its own: the host's network).
     pub network: String,
+    /// Every connection the command asked Legate's proxy for (`network: proxy`), allowed or
+    /// refused, in the order recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<legate_core::ConnectionEvent>,
     /// What held of the command's isolation from Legate (hidden home, hidden processes,
     /// dies with Legate, capabilities dropped).
     #[serde(default)]
@@ -91,7 +97,8 @@ pub struct TestRun {
 pub struct Confined {
     /// `full`, `partial` or `none`.
     pub confinement: &'static str,
-    /// `denied` or `not-enforced`.
+    /// `denied` or `not-enforced`; for a selection granting the network, `proxy` or
+    /// `allowed`.
     pub network: &'static str,
     /// What holds of its isolation from Legate.
     pub isolation: legate_confine::IsolationReport,
@@ -182,12 +189,20 @@ pub fn run_test(
         requirement,
         hidden,
         None,
+        None,
     )
 }
 
 /// [`run_test`], under `sandbox` when one was selected: confined as the `test_sandbox`
 /// module says, and each stream kept to the selection's `max_output_chars` characters (the
 /// byte bound `max_output` no longer applies).
+///
+/// When the selection grants the network and `egress` is given, the command's network
+/// namespace holds a listener for Legate's egress proxy, served (with `egress.gate`) for as
+/// long as the command runs and stopped when it ends; the command gets `egress.env`, and
+/// every connection it asked for is in the run's `connections` (`network: proxy`). Without
+/// `egress`, such a command has its namespace's loopback only. `egress` is ignored for a
+/// selection without the network and without a selection.
 #[allow(clippy::too_many_arguments)]
 pub fn run_test_in(
     copy: &Path,
@@ -198,6 +213,7 @@ pub fn run_test_in(
     requirement: Requirement,
     hidden: &[PathBuf],
     sandbox: Option<&crate::TestSandbox>,
+    egress: Option<&crate::TestEgress>,
 ) -> Result<TestRun, Error> {
     validate(command)?;
     // A character is at most 4 bytes of UTF-8 (a lossy replacement 3): this many bytes
@@ -220,12 +236,22 @@ pub fn run_test_in(
         }
     }
     cmd.env("HOME", scratch).env("TMPDIR", scratch);
-    let confined = match sandbox {
-        Some(s) => {
-            crate::test_sandbox::confine_selected(&mut cmd, copy, scratch, requirement, hidden, s)?
-        }
-        None => confine(&mut cmd, copy, scratch, requirement, hidden)?,
+    let (confined, handoff) = match sandbox {
+        Some(s) => crate::test_sandbox::confine_selected(
+            &mut cmd,
+            copy,
+            scratch,
+            requirement,
+            hidden,
+            s,
+            egress.is_some(),
+        )?,
+        None => (confine(&mut cmd, copy, scratch, requirement, hidden)?, None),
     };
+    let egress = egress.filter(|_| handoff.is_some());
+    if let Some(e) = egress {
+        cmd.envs(e.env.iter().map(|(k, v)| (k, v)));
+    }
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
         Error::new(
@@ -234,6 +260,25 @@ pub fn run_test_in(
         )
     })?;
     let pgid = i32::try_from(child.id()).unwrap_or(0);
+    // The proxy serves the namespace from now until the command ended.
+    let serving = match (handoff, egress) {
+        (Some(handoff), Some(e)) => {
+            match crate::test_egress::Serving::start(handoff, Arc::clone(&e.gate)) {
+                Ok(serving) => Some(serving),
+                Err(error) => {
+                    crate::sys::kill_group(pgid);
+                    let _ = child.wait();
+                    return Err(Error::new(
+                        ErrorCode::TestFailed,
+                        format!(
+                            "the test's network namespace did not hand back its egress listener: {error}"
+                        ),
+                    ));
+                }
+            }
+        }
+        _ => None,
+    };
     let (tx, rx) = mpsc::channel();
     for (stream, pipe) in [
         (
@@ -293,6 +338,10 @@ pub fn run_test_in(
     // Whatever the leader did, nothing of its group outlives the test.
     crate::sys::kill_group(pgid);
     let duration_ms = started.elapsed().as_millis() as u64;
+    // Nor does its proxy: its connections are recorded, then it stops.
+    let connections = serving
+        .map(crate::test_egress::Serving::finish)
+        .unwrap_or_default();
     let (mut stdout, mut stderr, mut truncated) = (Vec::new(), Vec::new(), false);
     let drain_until = Instant::now() + Duration::from_secs(2);
     for _ in 0..2 {
@@ -325,6 +374,7 @@ pub fn run_test_in(
         duration_ms,
         confinement: confined.confinement.to_string(),
         network: confined.network.to_string(),
+        connections,
         isolation: confined.isolation,
         reads: confined.reads.to_string(),
         children: confined.children.to_string(),

@@ -8,7 +8,7 @@
 //! unselected test gets: without a selection, a test runs as `test_run` describes.
 
 use crate::test_run::Confined;
-use legate_confine::{Children, Confinement, Requirement};
+use legate_confine::{Children, Confinement, EgressHandoff, Requirement};
 use legate_core::Error;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +22,9 @@ pub struct TestSandbox {
     /// Directories (or files) it may write (and read) beneath, besides the copy and the
     /// scratch directory.
     pub write: Vec<PathBuf>,
-    /// Whether TCP `bind` and `connect` are allowed (Legate's own ports stay refused).
+    /// Whether TCP `bind` and `connect` are allowed (Legate's own ports stay refused). In a
+    /// network namespace of its own the command reaches only its loopback and, when the
+    /// runner is given a [`crate::TestEgress`], Legate's proxy under the network policy.
     pub network: bool,
     /// Whether it may start child processes.
     pub children: bool,
@@ -31,7 +33,11 @@ pub struct TestSandbox {
 }
 
 /// Registers on `cmd` the confinement a selected test runs under (see the module docs) and
-/// returns what will hold; `CONFINEMENT_UNAVAILABLE` as [`crate::confine`] says.
+/// returns what will hold; `CONFINEMENT_UNAVAILABLE` as [`crate::confine`] says. With
+/// `egress` (and a selection granting the network), the command's network namespace holds a
+/// listener on its `127.0.0.1:`[`legate_egress::PROXY_PORT`], handed back here: Legate's
+/// proxy is then its one way out (`network: proxy`). Without a network namespace of its own
+/// there is no listener and the granted network is the host's (`network: allowed`).
 pub(crate) fn confine_selected(
     cmd: &mut Command,
     copy: &Path,
@@ -39,7 +45,8 @@ pub(crate) fn confine_selected(
     requirement: Requirement,
     hidden: &[PathBuf],
     sandbox: &TestSandbox,
-) -> Result<Confined, Error> {
+    egress: bool,
+) -> Result<(Confined, Option<EgressHandoff>), Error> {
     let mut c = hidden
         .iter()
         .fold(Confinement::new(), |c, p| c.hide(p))
@@ -55,15 +62,18 @@ pub(crate) fn confine_selected(
     }
     if !sandbox.network {
         c = c.deny_network();
+    } else if egress {
+        c = c.egress(legate_egress::PROXY_PORT);
     }
     if !sandbox.children {
         c = c.deny_children();
     }
-    let prepared = c.prepare(requirement)?;
-    let network = if sandbox.network {
-        "allowed"
-    } else {
-        prepared.network().as_str()
+    let mut prepared = c.prepare(requirement)?;
+    let handoff = prepared.take_egress();
+    let network = match (sandbox.network, handoff.is_some()) {
+        (true, true) => PROXY,
+        (true, false) => "allowed",
+        (false, _) => prepared.network().as_str(),
     };
     let confined = Confined {
         confinement: prepared.enforcement().as_str(),
@@ -86,8 +96,11 @@ pub(crate) fn confine_selected(
         "selected test sandbox prepared"
     );
     legate_confine::confine_command(cmd, prepared);
-    Ok(confined)
+    Ok((confined, handoff))
 }
+
+/// What the evidence's `network` says of a test whose only way out is Legate's proxy.
+pub(crate) const PROXY: &str = "proxy";
 
 /// What an unselected test's children field says.
 pub(crate) fn children_allowed() -> &'static str {

@@ -1,5 +1,7 @@
-//! A test run under a sandbox selection, against the running kernel: network granted or
-//! refused (a TCP connect to a listener on 127.0.0.1), child processes refused by seccomp,
+//! A test run under a sandbox selection, against the running kernel: network granted (with
+//! no egress proxy given: the namespace's loopback only, or the host's network without a
+//! namespace) or refused (a TCP connect to a listener on 127.0.0.1; the proxy itself is
+//! `test_egress`'s unit test and `legate-mcp`'s `mcp_sandbox`), child processes refused by seccomp,
 //! reads restricted to the selected roots, writes to a selected write root, and output cut
 //! at the selected number of characters. Where the kernel lacks a right, the evidence must
 //! say so instead.
@@ -37,6 +39,7 @@ fn run(copy: &Path, scratch: &Path, cmd: &TestCommand, sb: &TestSandbox) -> Test
         Requirement::BestEffort,
         &[],
         Some(sb),
+        None,
     )
     .unwrap()
 }
@@ -46,7 +49,7 @@ fn kernel_denies_network() -> bool {
 }
 
 #[test]
-fn a_selection_granting_network_connects_and_the_same_command_without_it_is_refused() {
+fn a_selection_granting_network_without_a_proxy_is_loopback_only_and_without_it_tcp_is_refused() {
     let copy = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -59,21 +62,31 @@ fn a_selection_granting_network_connects_and_the_same_command_without_it_is_refu
         network: true,
         ..none()
     };
-    let accept = std::thread::spawn(move || {
+    // The kernel completes the connection into the backlog: accepting after the run sees it.
+    listener.set_nonblocking(true).unwrap();
+    // Granted without an egress (the runner given no proxy to serve): the host's network
+    // where the kernel gives no network namespace; else its namespace's loopback only.
+    let r = run(copy.path(), scratch.path(), &cmd, &granted);
+    assert_eq!(r.network, "allowed");
+    assert!(r.connections.is_empty());
+    if r.isolation.network_isolated {
+        assert!(!r.passed(), "no way out of the namespace: {r:?}");
+        assert!(!r.stdout.contains("connected"));
+        assert!(
+            listener.accept().is_err(),
+            "the host's listener saw a connection"
+        );
+    } else {
         use std::io::Read;
+        assert!(r.passed(), "granted: {r:?}");
+        assert!(r.stdout.contains("connected"));
         let (mut s, _) = listener.accept().unwrap();
+        s.set_nonblocking(false).unwrap();
         let mut got = String::new();
         s.read_to_string(&mut got).unwrap();
-        (listener, got)
-    });
-    let r = run(copy.path(), scratch.path(), &cmd, &granted);
-    assert!(r.passed(), "granted: {r:?}");
-    assert_eq!(r.network, "allowed");
-    assert!(r.stdout.contains("connected"));
-    let (listener, got) = accept.join().unwrap();
-    assert_eq!(got, "hello-from-test\n");
+        assert_eq!(got, "hello-from-test\n");
+    }
 
-    listener.set_nonblocking(true).unwrap();
     let r = run(copy.path(), scratch.path(), &cmd, &none());
     eprintln!("landlock ABI {}: {r:?}", r.landlock_abi);
     if kernel_denies_network() {
@@ -223,6 +236,7 @@ fn a_root_swapped_for_a_link_after_its_check_is_refused_not_followed() {
             Requirement::BestEffort,
             &[],
             Some(&sb),
+            None,
         );
         if Confinement::probe() == Enforcement::None {
             continue;

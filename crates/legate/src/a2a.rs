@@ -194,12 +194,9 @@ pub struct Opened {
     pub router: axum::Router,
     /// Whether at least one agent started (otherwise there is nothing to serve).
     pub any_served: bool,
-    /// The port's registration as Legate's, held while it listens.
-    pub listening: legate_confine::ports::Listening,
 }
 
-/// Binds A2A's listener at `host:port` and registers its port as Legate's before any agent
-/// starts, starts every configured agent once to build its card,
+/// Binds A2A's listener at `host:port`, starts every configured agent once to build its card,
 /// puts the routes behind the `Host`/`Origin` allowlist, and prints what a caller needs. The
 /// caller serves the router.
 pub async fn open(
@@ -233,7 +230,6 @@ pub async fn open(
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
-    let listening = front::register_port(bound)?;
     let allowlist = front::allowlist(
         "a2a",
         settings.allowed_hosts.clone(),
@@ -294,7 +290,6 @@ pub async fn open(
         listener,
         router: legate_token::guard::allowlisted(router, allowlist),
         any_served: !report.served.is_empty(),
-        listening,
     })
 }
 

@@ -42,6 +42,16 @@ pub(crate) struct AgentTable {
     /// The agent's private state directory (its `HOME`), instead of
     /// `$LEGATE_HOME/agents/<name>`. Absolute.
     state_dir: Option<PathBuf>,
+    /// `[agents.NAME.network]`: egress rules of this agent's own, added to `[network]`
+    /// (read by `crate::network_config`).
+    network: Option<legate_supervisor::network::NetworkConfig>,
+}
+
+impl AgentTable {
+    /// The agent's own egress rules, if its table has any.
+    pub(crate) fn network(&self) -> Option<&legate_supervisor::network::NetworkConfig> {
+        self.network.as_ref()
+    }
 }
 
 /// Sets `c.agents` to the built-in agents with `tables` merged over them (and `c.state_dirs`

@@ -137,6 +137,10 @@ fn approval_lines(a: &Approval, now: Timestamp) -> Vec<String> {
             crate::one_line(&words.join(" "), 100)
         ));
     }
+    if let Some(destination) = &a.tool.destination {
+        // A connection through the egress proxy: where to, as Legate's proxy read it.
+        lines.push(format!("    connects {}", destination.escape_debug()));
+    }
     if let Some(script) = &a.tool.script {
         // Not one plain command: shown whole (one line, escaped), since its tail may be what
         // matters and the title above is the agent's own words.
@@ -414,6 +418,7 @@ mod tests {
                 paths: vec!["src/a.rs\n    why      rule safe: harmless".into()],
                 command: Some(vec!["cargo".into(), "t\u{1b}]0;x\u{7}".into()]),
                 script: None,
+                destination: None,
             },
             options: Vec::new(),
             rule_id: Some("r".into()),

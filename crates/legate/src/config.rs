@@ -2,8 +2,8 @@
 //!
 //! Owns the file's shape (unknown keys are errors), reading it, the engine's numbers and
 //! confinement, and assembling the parts each front resolves itself (`[mcp]`, `[a2a]`,
-//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`, `[skills]`, `[controls]` and
-//! `[[mcp_servers]]`). Every error names the key it is
+//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`, `[skills]`, `[controls]`,
+//! `[network]` and `[[mcp_servers]]`). Every error names the key it is
 //! about. Agents come from `crate::agents_config` (the built-in `revisor`, the presets, and
 //! `[agents.NAME]` tables); this module never builds an `AgentSpec` itself. Agents must never
 //! read the configuration or a token: every such file is added to the engine's hidden paths.
@@ -70,6 +70,9 @@ struct File {
     /// `[[mcp_servers]]`: the catalogue of trusted MCP servers (see `crate::controls_config`).
     #[serde(default)]
     mcp_servers: Vec<crate::controls_config::McpServerTable>,
+    /// `[network]`: the egress policy (see `crate::network_config`).
+    #[serde(default)]
+    network: legate_supervisor::network::NetworkConfig,
 }
 
 /// The resolved configuration.
@@ -278,6 +281,12 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
     crate::memory_config::apply(file.memory, file.forbidden_directories, env, &mut c)?;
     crate::skills_config::apply(file.skills, &mut c)?;
 
+    let agent_networks = file
+        .agents
+        .iter()
+        .filter_map(|(name, table)| table.network().map(|n| (name.clone(), n.clone())))
+        .collect();
+    crate::network_config::apply(&file.network, agent_networks, &mut c);
     crate::agents_config::resolve(file.agents, &mut c)?;
 
     let default = env("LEGATE_DEFAULT_AGENT")

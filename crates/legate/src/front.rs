@@ -98,13 +98,6 @@ pub fn allowlist(
     Ok(Allowlist::new(front, hosts, origins)?)
 }
 
-/// Registers the port of a front bound at `bound` as Legate's: agents confined from now on,
-/// by this or any `legate` process sharing the home, cannot connect to it (where the kernel
-/// has Landlock network rules). A front whose registration fails does not start.
-pub fn register_port(bound: std::net::SocketAddr) -> Result<legate_confine::ports::Listening> {
-    Ok(legate_confine::ports::register(&[bound.port()])?)
-}
-
 /// A front's read timeouts and connection cap: `front.header_timeout_secs`,
 /// `front.body_timeout_secs` and `front.max_connections` when set (each at least 1, else
 /// `CONFIG_INVALID` naming its key), the defaults of `legate_token::serve` otherwise.

@@ -30,6 +30,7 @@ mod harden;
 mod mcp;
 mod memory_config;
 mod models;
+mod network_config;
 mod policy;
 mod render;
 mod review;
@@ -370,8 +371,6 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
     }
     let config = config::load()?;
     let paths = config.engine.paths.clone();
-    // Every confinement this process prepares refuses the ports `legate serve` registered here.
-    legate_confine::ports::use_registry(paths.run().join("listen"));
     match command {
         Command::Run(args) => run::run(config, args).await,
         Command::Tasks {

@@ -162,21 +162,15 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Binds MCP's listener for `legate serve --mcp` at `host:port`, registers its port as
-/// Legate's (agents confined from then on cannot connect to it), builds `/mcp` over `engine`,
-/// and prints the ready-to-paste client configuration. The caller serves the router and keeps
-/// the registration for as long as it listens.
+/// Binds MCP's listener for `legate serve --mcp` at `host:port`, builds `/mcp` over `engine`,
+/// and prints the ready-to-paste client configuration. The caller serves the router.
 pub async fn open(
     config: &Config,
     host: IpAddr,
     port: u16,
     engine: &Engine,
     shutdown: &CancellationToken,
-) -> Result<(
-    tokio::net::TcpListener,
-    axum::Router,
-    legate_confine::ports::Listening,
-)> {
+) -> Result<(tokio::net::TcpListener, axum::Router)> {
     let settings = &config.mcp;
     if settings.profile.is_supervisor() {
         bail!(
@@ -191,7 +185,6 @@ pub async fn open(
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
-    let listening = front::register_port(bound)?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {
@@ -214,7 +207,7 @@ pub async fn open(
     print_client_config(config, bound, &token, source)?;
     print_supervisor(config, bound, supervisor_source)?;
     tracing::info!(address = %bound, profile = %settings.profile, "serving MCP over HTTP");
-    Ok((listener, router, listening))
+    Ok((listener, router))
 }
 
 /// Where the supervisor endpoint is and where its token is kept; never the token itself (who

@@ -117,6 +117,14 @@ impl Renderer {
                     reason.as_deref().unwrap_or("refused")
                 ));
             }
+            EventKind::Connection(c) => {
+                let mark = if c.decision == legate_core::Decision::Allow {
+                    "⇄"
+                } else {
+                    "⛔"
+                };
+                self.line(&format!("  {mark} network: {}", c.describe()));
+            }
             EventKind::Stderr { line } => self.line(&format!("  stderr: {line}")),
             EventKind::Unparsed { line } => self.line(&format!("  unparsed output: {line}")),
             EventKind::Notice { message, .. } => self.line(&format!("  {message}")),

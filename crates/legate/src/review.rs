@@ -206,6 +206,9 @@ fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
         e.network,
         e.sha256_after
     )?;
+    for c in &e.connections {
+        out!("  connection {}", c.describe())?;
+    }
     if let Some(err) = &e.error {
         out!("{}: {}", err.code, err.message)?;
     }

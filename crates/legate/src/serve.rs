@@ -123,17 +123,13 @@ async fn run(
 ) -> Result<()> {
     let mut servers = tokio::task::JoinSet::new();
     if let Some((host, port)) = plan.mcp {
-        let (listener, router, listening) =
-            crate::mcp::open(config, host, port, engine, shutdown).await?;
+        let (listener, router) = crate::mcp::open(config, host, port, engine, shutdown).await?;
         let stop = shutdown.clone();
         let limits = config.mcp.limits;
         servers.spawn(async move {
-            let served = legate_mcp::http::serve_with(listener, router, limits, stop)
+            legate_mcp::http::serve_with(listener, router, limits, stop)
                 .await
-                .map_err(anyhow::Error::from);
-            // Unregistered once nothing listens there any more.
-            drop(listening);
-            served
+                .map_err(anyhow::Error::from)
         });
     }
     if let Some((host, port)) = plan.a2a {
@@ -144,11 +140,9 @@ async fn run(
         let stop = shutdown.clone();
         let limits = config.a2a.limits;
         servers.spawn(async move {
-            let served = legate_a2a::serve_with(opened.listener, opened.router, limits, stop)
+            legate_a2a::serve_with(opened.listener, opened.router, limits, stop)
                 .await
-                .map_err(anyhow::Error::from);
-            drop(opened.listening);
-            served
+                .map_err(anyhow::Error::from)
         });
     }
     if let Some((host, port)) = plan.ui {
@@ -157,8 +151,7 @@ async fn run(
         let limits = config.ui.limits;
         servers.spawn(async move {
             legate_ui::serve_with(opened.listener, opened.router, limits, stop).await;
-            // Unregistered, and the run file removed, once nothing listens there any more.
-            drop(opened.listening);
+            // The run file removed once nothing listens there any more.
             drop(opened.run_file);
             Ok(())
         });

@@ -83,19 +83,17 @@ fn audience(config: &Config) -> Audience {
     }
 }
 
-/// A bound, registered dashboard: what `serve` runs.
+/// A bound dashboard: what `serve` runs.
 pub struct Opened {
     /// The listener.
     pub listener: tokio::net::TcpListener,
     /// The application.
     pub router: axum::Router,
-    /// The port's registration as Legate's (kept while it listens).
-    pub listening: legate_confine::ports::Listening,
     /// The run file (removed when dropped).
     pub run_file: RunFile,
 }
 
-/// Binds the dashboard at `host:port`, registers the port as Legate's, writes the run file,
+/// Binds the dashboard at `host:port`, writes the run file,
 /// and prints `dashboard: <one-time url>` on a line of its own.
 pub async fn open(
     config: &Config,
@@ -111,7 +109,6 @@ pub async fn open(
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     let bound = listener.local_addr().context("no local address")?;
-    let listening = front::register_port(bound)?;
     let ui = Dashboard::new(
         engine.clone(),
         UiOptions {
@@ -137,7 +134,6 @@ pub async fn open(
     Ok(Opened {
         listener,
         router: ui.router(),
-        listening,
         run_file,
     })
 }

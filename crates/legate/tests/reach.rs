@@ -1,8 +1,9 @@
 //! An agent cannot reach or read Legate: a real `legate serve --mcp`, then a real sandboxed
-//! `legate run` whose built-in `revisor` agent runs a hostile bash script. The script finds the
-//! server's port and pid in the registry, reads the token file, and tries to drive the server
-//! over 127.0.0.1 (bash's `/dev/tcp`), to signal it, and to read its environment. It gets
-//! nothing; and what held is in the task's confinement event.
+//! `legate run` whose built-in `revisor` agent runs a hostile bash script. Given the server's
+//! port and pid, the script reads the token file, and tries to drive the server over
+//! 127.0.0.1 (bash's `/dev/tcp`), to signal it, and to read its environment. It gets nothing
+//! (its own network namespace has no route to the host's loopback); and what held is in the
+//! task's confinement event.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,7 +19,6 @@ const A2A_SECRET: &str = "a2a-secret-0123456789abcdef0123456789abcdef";
 const PROBE: &str = r#"#!/bin/bash
 home=$1 port=$2 pid=$3
 exec >reach.txt 2>&1
-echo "registry=$(cat "$home"/run/listen/*.json 2>/dev/null | tr -d '\n')"
 token=$(cat "$home/mcp-token" 2>/dev/null)
 echo "token_read=${#token}"
 body='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}'
@@ -105,9 +105,7 @@ fn a_sandboxed_agent_cannot_drive_signal_or_read_a_running_serve() {
     let server = serve(&home);
     let pid = server.child.id();
 
-    // The server's own view: the port is registered, the environment block is blank.
-    let entry = std::fs::read_to_string(home.join(format!("run/listen/{pid}.json"))).unwrap();
-    assert!(entry.contains(&server.port.to_string()), "{entry}");
+    // The server's own view: the environment block is blank.
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     let environ = String::from_utf8_lossy(&environ);
     assert!(!environ.contains(USER_SECRET), "{environ}");
@@ -148,17 +146,22 @@ fn a_sandboxed_agent_cannot_drive_signal_or_read_a_running_serve() {
         .find(|l| l.contains("agent process confinement"))
         .unwrap_or_else(|| panic!("{events}"));
     let landlock = !line.contains("confinement: not enforced");
-    let abi4 = landlock && line.contains("Legate's ports: unreachable");
     let scoped = landlock && line.contains("signals: scoped");
-    if abi4 {
-        assert!(
-            line.contains(&format!("\"blockedPorts\":[{}]", server.port)),
-            "{line}"
-        );
+    let isolated = line.contains("network isolated: yes");
+    assert_eq!(
+        isolated,
+        line.contains("network: own namespace"),
+        "the message and the report disagree: {line}"
+    );
+    if isolated {
+        assert!(line.contains("Legate's ports: unreachable"), "{line}");
+        assert!(line.contains("\"network\":\"namespace\""), "{line}");
+        assert!(!line.contains("blockedPorts"), "{line}");
         assert!(report.contains("connect=refused"), "{report}");
         assert!(!report.contains("serverInfo"), "{report}");
     } else {
-        eprintln!("no Landlock network rules here: the port is reachable ({line})");
+        assert!(line.contains("network: not confined"), "{line}");
+        eprintln!("no network namespaces here: the port is reachable ({line})");
     }
     if scoped {
         assert!(report.contains("signal=refused"), "{report}");
@@ -166,35 +169,7 @@ fn a_sandboxed_agent_cannot_drive_signal_or_read_a_running_serve() {
     // Whatever the kernel: nothing secret in the server's environment block.
     assert!(!report.contains(USER_SECRET), "{report}");
     assert!(!report.contains(A2A_SECRET), "{report}");
-
-    // A clean stop removes the registry entry.
     drop(server);
-}
-
-#[test]
-fn a_clean_stop_unregisters_the_port() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut server = serve(&home);
-    let pid = server.child.id();
-    let entry = home.join(format!("run/listen/{pid}.json"));
-    assert!(entry.exists());
-    // One answered request: the server is past its start and waits for a stop signal.
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    use std::io::{Read, Write};
-    stream
-        .write_all(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    assert!(answer.starts_with(b"HTTP/1.1 "), "{answer:?}");
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let status = server.child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
-    assert!(!entry.exists(), "the entry outlived a clean stop");
 }
 
 #[test]

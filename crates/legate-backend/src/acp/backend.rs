@@ -427,27 +427,40 @@ impl AcpBackend {
             .writable
             .iter()
             .fold(Confinement::new(), |c, dir| c.allow_write(dir));
-        let confinement = request
+        let mut confinement = request
             .hidden
             .iter()
             .fold(confinement, |c, p| c.hide(p))
+            .egress(legate_egress::PROXY_PORT)
             .prepare(self.confinement)?;
         let enforcement = confinement.enforcement();
+        // The network: the namespace's one way out is the proxy, under the session's policy.
+        let handoff = confinement.take_egress();
+        let marker = crate::cleanup::new_marker();
+        let parent: Vec<_> = std::env::vars_os().collect();
+        let mut env = process::environment(
+            &request.agent,
+            request.state_dir.as_deref(),
+            &launch,
+            &parent,
+            &marker,
+        )?;
+        let policy = Arc::new(crate::egress::session_policy(
+            &request.network,
+            preset,
+            &env,
+            &request.mcp_servers,
+        ));
+        if handoff.is_some() {
+            crate::egress::point_at_proxy(&mut env, &policy);
+        }
         sink.send(crate::spawn::confinement_notice(
             "agent",
             &crate::spawn::Facts::of(&confinement),
             &launch.writable,
             launch.tmp_dir.as_deref(),
         ));
-        let marker = crate::cleanup::new_marker();
-        let mut child = process::spawn(
-            &request.agent,
-            &root,
-            request.state_dir.as_deref(),
-            &launch,
-            confinement,
-            &marker,
-        )?;
+        let mut child = process::spawn(&request.agent, &root, env, confinement, &marker)?;
         let (Some(stdin), Some(stdout), Some(stderr_pipe)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -465,6 +478,22 @@ impl AcpBackend {
             .keeping(session_tmp),
         );
         shared.route_to(sink.clone(), None);
+        let egress = match handoff.map(|h| {
+            let gate = crate::egress::SessionGate::new(shared.clone(), policy.clone());
+            crate::egress::Egress::start(h, Arc::new(gate))
+        }) {
+            None => None,
+            Some(Ok(egress)) => Some(egress),
+            Some(Err(e)) => {
+                shared.clear();
+                let _ = process.stop().await;
+                return Err(Error::caused_by(
+                    ErrorCode::AgentStartFailed,
+                    "the agent's network namespace did not hand back its egress listener",
+                    e,
+                ));
+            }
+        };
         stderr::spawn(stderr_pipe, shared.clone());
         let connection = match Connection::start(stdin, stdout, shared.clone()).await {
             Ok(c) => c,
@@ -518,6 +547,7 @@ impl AcpBackend {
                             .and_then(super::models::model_option),
                     ),
                     agent_name: request.agent.name.clone(),
+                    _egress: egress,
                     default_model: request.agent.model.clone(),
                 })
             }

@@ -68,6 +68,20 @@ const GEMINI_KEEP_OUT: &[&str] = &[
     "TERM_PROGRAM",
 ];
 
+/// The variable that overrides a preset's model endpoint, when the preset has one: the
+/// session's network policy allows that URL's host instead of the preset's default hosts.
+/// Codex 0.166 (codex-acp 2.x) itself ignores `OPENAI_BASE_URL` and takes its endpoint from
+/// its config file; the variable then only tells Legate which host to allow, and must name the
+/// same URL (see docs/backends/acp.md, "Network, observed").
+pub(crate) fn base_url_var(preset: &str) -> Option<&'static str> {
+    match preset {
+        "claude" => Some("ANTHROPIC_BASE_URL"),
+        "codex" => Some("OPENAI_BASE_URL"),
+        "gemini" => Some("GOOGLE_GEMINI_BASE_URL"),
+        _ => None,
+    }
+}
+
 /// One agent's launch.
 #[derive(Debug)]
 pub(crate) struct Launch {

@@ -27,20 +27,16 @@ pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
 /// unverified.
 pub(crate) const VERIFY: Duration = Duration::from_secs(1);
 
-/// Starts `spec`'s program in `root` with the filtered environment plus its preset's
-/// [`Launch`] and `LEGATE_RUN=<marker>`, confined by `confinement` (applied between `fork`
-/// and `exec`).
+/// Starts `spec`'s program in `root` with `env` (its [`environment`]) and
+/// `LEGATE_RUN=<marker>`, confined by `confinement` (applied between `fork` and `exec`).
 pub(crate) fn spawn(
     spec: &AgentSpec,
     root: &Path,
-    state_dir: Option<&Path>,
-    launch: &Launch,
+    env: Vec<(OsString, OsString)>,
     confinement: legate_confine::Prepared,
     marker: &str,
 ) -> Result<Child> {
     let local = spec.local()?;
-    let parent: Vec<_> = std::env::vars_os().collect();
-    let env = environment(spec, state_dir, launch, &parent, marker)?;
     AgentCommand::new(&local.command, &local.args, root, env)
         .marker(marker)
         .spawn(Some(confinement))
@@ -59,7 +55,7 @@ pub(crate) fn spawn(
 /// ([`env::Allowlist::Acp`]) with the state directory as `HOME`, the preset's launch, the
 /// private temp directory also as `TMP` and `TEMP` (the seed's temp group; the spec's own
 /// values win), and `LEGATE_RUN=<marker>`.
-fn environment(
+pub(crate) fn environment(
     spec: &AgentSpec,
     state_dir: Option<&Path>,
     launch: &Launch,

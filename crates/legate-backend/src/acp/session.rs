@@ -282,6 +282,8 @@ pub struct AcpSession {
     pub(crate) agent_name: String,
     /// The agent's configured model, used when a turn names none.
     pub(crate) default_model: Option<String>,
+    /// The egress proxy of the agent's network namespace, stopped with the session.
+    pub(crate) _egress: Option<crate::egress::Egress>,
 }
 
 impl fmt::Debug for AcpSession {

@@ -375,6 +375,29 @@ impl HandlerState {
     }
 }
 
+impl crate::egress::Turns for HandlerState {
+    fn turn(&self) -> Option<(TaskId, EventSink, Abort)> {
+        HandlerState::turn(self)
+    }
+
+    fn supervision(&self) -> Supervision {
+        HandlerState::supervision(self)
+    }
+
+    fn channel(&self) -> Option<Arc<dyn SupervisionChannel>> {
+        HandlerState::channel(self)
+    }
+
+    fn ask_place(&self) -> Option<Box<dyn Send + Sync>> {
+        self.take_ask_place()
+            .map(|p| Box::new(p) as Box<dyn Send + Sync>)
+    }
+
+    fn emit(&self, event: EventKind) -> bool {
+        HandlerState::emit(self, event)
+    }
+}
+
 /// At most this many permission requests of one session wait for a supervisor at once; an
 /// agent that asks more is refused at once (a flood must not fill the queue).
 pub(crate) const MAX_PENDING_ASKS: usize = 8;

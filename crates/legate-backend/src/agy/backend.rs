@@ -81,6 +81,12 @@ pub struct AgySession {
     closed: AtomicBool,
     blocked: AtomicBool,
     turn: tokio::sync::Mutex<()>,
+    /// The policy each run's connections run under (`None`: no network namespace here, so
+    /// no proxy is served and no proxy variable set).
+    network: Option<Arc<legate_supervisor::network::NetworkPolicy>>,
+    /// The supervision inputs and channel an `ask` about a connection goes to.
+    supervision: legate_supervisor::Supervision,
+    channel: Option<Arc<dyn crate::SupervisionChannel>>,
 }
 
 /// `--json-schema`'s value for one run, and the file holding the schema when it was too
@@ -160,10 +166,23 @@ impl AgyBackend {
             self.confinement,
             &request.hidden,
         )?;
-        if self.confinement == Requirement::Required {
-            // Fails with CONFINEMENT_UNAVAILABLE before anything runs unconfined.
-            drop(fence.prepare()?);
-        }
+        // Fails with CONFINEMENT_UNAVAILABLE before anything runs unconfined; tells whether
+        // each run gets a network namespace, whose one way out is the proxy.
+        let namespaced = match fence.prepare_run() {
+            Ok(mut prepared) => prepared.take_egress().is_some(),
+            Err(e) if self.confinement == Requirement::Required => return Err(e),
+            Err(_) => false,
+        };
+        let network = namespaced.then(|| {
+            let policy = Arc::new(crate::egress::session_policy(
+                &request.network,
+                "agy",
+                &env,
+                &request.mcp_servers,
+            ));
+            crate::egress::point_at_proxy(&mut env, &policy);
+            policy
+        });
         sink.send(fence.event());
         let discovery = discover(&exe, &env, &root, self.probe_timeout, fence.fenced()).await?;
         info!(agent = %spec.name, version = %discovery.version, capabilities = ?discovery.capabilities.names(), "agy discovered");
@@ -234,6 +253,9 @@ impl AgyBackend {
             closed: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
             turn: tokio::sync::Mutex::new(()),
+            network,
+            supervision: request.supervision,
+            channel: request.channel,
         })
     }
 
@@ -563,8 +585,23 @@ impl AgentSession for AgySession {
             resumed: conversation.is_some(),
             kill_grace: self.kill_grace,
             marker: cleanup::new_marker(),
-            confinement: Some(self.fence.prepare()?),
+            confinement: None,
+            egress: None,
         };
+        let mut prepared = self.fence.prepare_run()?;
+        let handoff = prepared.take_egress();
+        let mut spec = spec;
+        spec.confinement = Some(prepared);
+        if let (Some(handoff), Some(policy)) = (handoff, &self.network) {
+            let turn = super::turns::RunTurn::new(
+                turn.task_id.clone(),
+                sink.clone(),
+                self.supervision.clone(),
+                self.channel.clone(),
+            );
+            let gate = crate::egress::SessionGate::new(Arc::new(turn), policy.clone());
+            spec.egress = Some((handoff, Arc::new(gate) as Arc<dyn legate_egress::Gate>));
+        }
         let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
         let end = handle
             .await

@@ -113,9 +113,14 @@ impl Fence {
         })
     }
 
-    /// A ruleset for one process (`CONFINEMENT_UNAVAILABLE` when required and impossible).
-    pub(crate) fn prepare(&self) -> Result<Prepared> {
-        self.confinement.prepare(self.requirement)
+    /// A ruleset for one run (`CONFINEMENT_UNAVAILABLE` when required and impossible), whose
+    /// network namespace hands back a listener for the egress proxy. Probes get none: they
+    /// reach nothing.
+    pub(crate) fn prepare_run(&self) -> Result<Prepared> {
+        self.confinement
+            .clone()
+            .egress(legate_egress::PROXY_PORT)
+            .prepare(self.requirement)
     }
 
     /// The confinement and requirement, for the probes.

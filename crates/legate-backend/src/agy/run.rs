@@ -52,6 +52,9 @@ pub(crate) struct RunSpec {
     pub(crate) marker: String,
     /// The ruleset applied between `fork` and `exec`; `None` runs it unconfined.
     pub(crate) confinement: Option<legate_confine::Prepared>,
+    /// The run's network namespace's listener (taken from `confinement`) and the gate its
+    /// proxy decides with: served from the spawn to the run's end.
+    pub(crate) egress: Option<(legate_confine::EgressHandoff, Arc<dyn legate_egress::Gate>)>,
 }
 
 /// How a run ended.
@@ -98,6 +101,20 @@ pub(crate) async fn run(
 ) -> Result<RunEnd> {
     let confinement = spec.confinement.take();
     let mut child = spawn(&spec, confinement)?;
+    let _egress = match spec.egress.take() {
+        None => None,
+        Some((handoff, gate)) => match crate::egress::Egress::start(handoff, gate) {
+            Ok(egress) => Some(egress),
+            Err(e) => {
+                let _ = child.start_kill();
+                return Err(Error::caused_by(
+                    ErrorCode::AgyProcessFailed,
+                    "agy's network namespace did not hand back its egress listener",
+                    e,
+                ));
+            }
+        },
+    };
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

@@ -9,6 +9,7 @@ use super::{Opened, blocking, notice_event};
 use crate::Engine;
 use legate_core::{Error, ErrorCode, Result, Timestamp};
 use legate_workspace::{Review, TestCommand, Verification};
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Engine {
@@ -109,6 +110,12 @@ impl Engine {
         let copy = o.record.copy_directory.clone();
         let requirement = self.config().confinement;
         let hidden = self.config().hidden_paths();
+        // A selection granting the network reaches it through Legate's proxy only, under
+        // `[network]`, rules only (see `test_gate`).
+        let egress = sandbox
+            .as_ref()
+            .filter(|s| s.network)
+            .map(|_| super::test_gate::TestGate::egress(Arc::new(self.config().network.clone())));
         let run = blocking(move || {
             let scratch = b.scratch()?;
             legate_workspace::run_test_in(
@@ -120,6 +127,7 @@ impl Engine {
                 requirement,
                 &hidden,
                 sandbox.as_ref(),
+                egress.as_ref(),
             )
         })
         .await?;
@@ -183,6 +191,7 @@ impl Engine {
             }),
             confinement: run.confinement,
             network: run.network,
+            connections: run.connections,
             isolation: Some(run.isolation),
             recorded_at: Timestamp::now(),
             error,
@@ -235,6 +244,7 @@ impl Engine {
             duration_ms: None,
             confinement: "client".to_string(),
             network: not_enforced(),
+            connections: Vec::new(),
             isolation: None,
             sandbox: None,
             recorded_at: Timestamp::now(),

@@ -33,6 +33,7 @@ mod integrate;
 mod preview;
 mod received;
 mod records;
+mod test_gate;
 
 pub(crate) use chain::{ContinuedCopy, NextCopy};
 pub use chain::{CopyHandle, CopyStatus};

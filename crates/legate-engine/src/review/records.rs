@@ -118,9 +118,15 @@ pub struct TestEvidence {
     /// client reports.
     pub confinement: String,
     /// Whether TCP was denied: `denied`, `not-enforced` (also for client reports and for
-    /// records made before it was recorded).
+    /// records made before it was recorded); for a selection granting the network, `proxy`
+    /// (its one way out was Legate's egress proxy, under `[network]`, rules only) or
+    /// `allowed` (no network namespace of its own: the host's network).
     #[serde(default = "not_enforced")]
     pub network: String,
+    /// Every connection the command asked Legate's proxy for (`network: proxy`): where to,
+    /// allowed or refused and by which rule, bytes each way, how long.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<legate_core::ConnectionEvent>,
     /// What held of the command's isolation from Legate (`None` for client reports and for
     /// records made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]

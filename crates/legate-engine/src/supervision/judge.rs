@@ -248,6 +248,7 @@ fn session_request(
         hidden: engine.config().hidden_paths(),
         ledger: None,
         mcp_servers: Vec::new(),
+        network: engine.config().network_for(&agent.name),
     };
     Ok((backend, request, capabilities.structured_output))
 }

@@ -23,7 +23,23 @@ pub(crate) fn summarize(request: &PermissionRequest) -> ToolCallSummary {
         paths: request.locations.clone(),
         command: plain_words(request),
         script: script(request),
+        destination: destination(request),
     }
+}
+
+/// The destination of a connection the egress proxy put to a supervisor (`host:port`), from
+/// the request Legate itself made (`raw_input.network.destination`); `None` for a tool call.
+fn destination(request: &PermissionRequest) -> Option<String> {
+    if request.tool_kind != ToolKind::Fetch {
+        return None;
+    }
+    request
+        .raw_input
+        .as_ref()?
+        .get("network")?
+        .get("destination")?
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// The longest command text kept for a command that is not plain, in characters.
@@ -83,7 +99,9 @@ pub(crate) fn scope(rule_id: Option<&str>, summary: &ToolCallSummary) -> Option<
     let program = match (&summary.command, summary.kind) {
         (Some(words), _) => words.first().map_or("", String::as_str),
         (None, ToolKind::Execute) => return None,
-        (None, _) => "",
+        // A connection through the egress proxy: the answer covers that destination only
+        // (`host:port`, from Legate's own request, never the agent's words).
+        (None, _) => summary.destination.as_deref().unwrap_or(""),
     };
     Some(serde_json::json!([rule_id.unwrap_or(""), summary.kind.as_str(), program]).to_string())
 }
@@ -168,6 +186,7 @@ mod tests {
             paths: Vec::new(),
             command: Some(command.iter().map(|s| s.to_string()).collect()),
             script: None,
+            destination: None,
         };
         let touch = scope(Some("r"), &summary(ToolKind::Execute, &["touch", "a"]));
         assert_eq!(
@@ -213,6 +232,7 @@ mod tests {
                 paths: Vec::new(),
                 command: Some(std::iter::once(program.clone()).chain(rest.iter().cloned()).collect()),
                 script: None,
+                destination: None,
             };
             prop_assert_eq!(scope(Some("r"), &mk(&a)), scope(Some("r"), &mk(&b)));
         }

@@ -187,9 +187,14 @@ pub struct TestRecordOut {
     pub duration_ms: Option<u64>,
     /// Which confinement held: `full`, `partial` or `none`; `client` for client reports.
     pub confinement: String,
-    /// Whether TCP was denied to the command: `denied` or `not-enforced`, or `allowed`
-    /// when a selection granted it.
+    /// Whether TCP was denied to the command: `denied` or `not-enforced`; when a selection
+    /// granted it, `proxy` (through Legate's egress proxy only, under the network policy)
+    /// or `allowed` (no network namespace of its own: the host's network).
     pub network: String,
+    /// Every connection the command asked Legate's proxy for (`network: proxy`): where to,
+    /// allowed or refused and by which rule, bytes each way, how long. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<legate_core::ConnectionEvent>,
     /// What sandbox held: the selection enforced (or null), the policy sha256 it was
     /// checked against, the Landlock ABI, reads, network rules, child processes (null for
     /// client reports).
@@ -222,6 +227,7 @@ impl TestRecordOut {
             duration_ms: e.duration_ms,
             confinement: e.confinement.clone(),
             network: e.network.clone(),
+            connections: e.connections.clone(),
             sandbox: e.sandbox.clone(),
             recorded_at: e.recorded_at,
             test_error: e.error.as_ref().map(ErrorBody::from),

@@ -29,7 +29,9 @@
 #![cfg(feature = "real-adapters")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_core::{AgentKind, Decision, Event, EventKind, Task, TaskState, ToolKind};
+use legate_core::{
+    AgentKind, ConnectionEvent, Decision, Event, EventKind, Task, TaskState, ToolKind,
+};
 use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
 use legate_testkit::model_server::{ModelServer, Step};
 use legate_testkit::{EngineHarness, TestAgent};
@@ -157,7 +159,13 @@ fn codex(url: &str) -> Adapter {
         name: "codex",
         command,
         args,
-        env: BTreeMap::from([("LEGATE_FAKE_OPENAI_KEY".into(), "sk-legate-test".into())]),
+        // Codex reads its endpoint from the provider in its config file; Legate's preset
+        // reads it from `OPENAI_BASE_URL` (its rule `preset:codex` allows that host), which
+        // Codex 0.166 itself ignores. Both name the scripted model server.
+        env: BTreeMap::from([
+            ("LEGATE_FAKE_OPENAI_KEY".into(), "sk-legate-test".into()),
+            ("OPENAI_BASE_URL".into(), format!("{url}/v1")),
+        ]),
         write: if old() {
             |p, c| {
                 Step::tool(
@@ -261,6 +269,10 @@ struct Run {
     outside: PathBuf,
     state: PathBuf,
     server: ModelServer,
+    /// The adapter's (and its preset's) name.
+    name: &'static str,
+    /// Every connection of every task so far, described (decision, method, destination, rule).
+    seen: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// An engine whose home is `<base>/home`, running `adapter` with its state in `state`; called
@@ -307,6 +319,8 @@ fn start(make: fn(&str) -> Adapter) -> (Run, Adapter) {
         outside: std::fs::canonicalize(outside).unwrap(),
         state,
         server,
+        name: adapter.name,
+        seen: Default::default(),
     };
     (run, adapter)
 }
@@ -333,6 +347,15 @@ impl Run {
             .expect("the task ends")
             .unwrap();
         let events = self.engine.events(&task.id, 0, 100_000).unwrap();
+        // Every task's model traffic went through the proxy, allowed by the preset's rule.
+        through_proxy(self.name, &self.server, &task, &events);
+        self.seen
+            .lock()
+            .unwrap()
+            .extend(connections(&events).iter().map(|c| {
+                let by = c.rule_id.as_deref().unwrap_or(c.decider.as_str());
+                format!("{:?} {} {} ({by})", c.decision, c.method, c.destination)
+            }));
         if std::env::var_os("LEGATE_SUITE_REQUESTS").is_some() {
             for r in self.server.requests() {
                 let last = r.body["messages"]
@@ -398,6 +421,46 @@ fn unasked(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// The task's connections through Legate's egress proxy.
+fn connections(events: &[Event]) -> Vec<&ConnectionEvent> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Connection(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Asserts that the task's model traffic went through the proxy: at least one connection
+/// allowed by `preset:<name>` (the rule made from the preset's base URL, pointed at the
+/// scripted model server) to the server's `127.0.0.1:PORT`, with bytes each way; and that
+/// every allowed connection was that one (the agent's namespace has no other way out, and no
+/// other rule allows anything). Returns the connections, for the log.
+fn through_proxy(name: &str, server: &ModelServer, task: &Task, events: &[Event]) -> Vec<String> {
+    let model = server.url().trim_start_matches("http://").to_string();
+    let rule = format!("preset:{name}");
+    let conns = connections(events);
+    let described: Vec<String> = conns.iter().map(|c| c.describe()).collect();
+    assert!(
+        conns.iter().any(|c| c.decision == Decision::Allow
+            && c.rule_id.as_deref() == Some(rule.as_str())
+            && c.destination == model
+            && c.sent > 0
+            && c.received > 0),
+        "{name}: no connection to the model server {model} allowed by {rule} with bytes each way: {described:?}\n{}",
+        describe(task, events)
+    );
+    for c in conns.iter().filter(|c| c.decision == Decision::Allow) {
+        assert!(
+            c.rule_id.as_deref() == Some(rule.as_str()) && c.destination == model,
+            "{name}: a connection allowed by something other than {rule} to {model}: {}",
+            c.describe()
+        );
+    }
+    described
+}
+
 fn describe(task: &Task, events: &[Event]) -> String {
     let tail: Vec<String> = events
         .iter()
@@ -450,7 +513,9 @@ async fn suite(make: fn(&str) -> Adapter) {
         version, None,
         "the verified version was reported as not verified"
     );
+    let conns = through_proxy(name, &run.server, &task, &events);
     eprintln!("{name}: plain answer ok (confinement {confinement:?}, version verified)");
+    eprintln!("{name}: model reached through the proxy: {conns:?}");
 
     // A write in an owned sandbox (the plain answer's, continued): asked about, allowed.
     let sandbox = task.root.clone().unwrap();
@@ -622,6 +687,10 @@ async fn suite(make: fn(&str) -> Adapter) {
     if !left.is_empty() {
         eprintln!("{name}: left its own sandbox's marker in the shared root: {left:?}");
     }
+    eprintln!(
+        "{name}: connections through the proxy: {:?}",
+        run.seen.lock().unwrap()
+    );
     eprintln!(
         "{name}: real-adapter suite passed in {:.1} s",
         started.elapsed().as_secs_f64()

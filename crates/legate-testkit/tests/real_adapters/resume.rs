@@ -205,6 +205,8 @@ async fn turn_one_then_kill(make: fn(&str) -> Adapter, name: &str) -> (Run, Adap
         outside,
         state,
         server,
+        name: adapter.name,
+        seen: Default::default(),
     };
     (run, adapter, id)
 }

@@ -111,6 +111,7 @@ fn tool(t: &ToolCallSummary) -> Markup {
     html! {
         span { (t.title) " (" (t.kind.as_str()) ")" }
         @if let Some(cmd) = &t.command { " " code { (cmd.join(" ")) } }
+        @if let Some(d) = &t.destination { " connects to " code { (d) } }
         @for p in &t.paths { " " code { (p.display().to_string()) } }
     }
 }

@@ -82,6 +82,18 @@ fn body(kind: &EventKind) -> Markup {
                 @if let Some(r) = reason { " — " (r) }
             }
         },
+        EventKind::Connection(c) => html! {
+            span {
+                "network " (c.method) " " code { (c.destination) } ": "
+                strong class={ "decision-" (decision(c.decision)) } { (decision(c.decision)) }
+                " by " (c.decider.as_str())
+                @if let Some(r) = &c.rule_id { " (rule " code { (r) } ")" }
+                @if let Some(a) = &c.address { " via " code { (a) } }
+                @if c.decision == legate_core::Decision::Allow && c.address.is_some() {
+                    " — " (c.sent) " B sent, " (c.received) " B received in " (c.duration_ms) " ms"
+                } @else if !c.reason.is_empty() { " — " (c.reason) }
+            }
+        },
         EventKind::Usage { usage } => html! {
             span { "tokens: in " (layout::tokens(usage.input_tokens)) ", out " (layout::tokens(usage.output_tokens)) ", total " (layout::tokens(usage.total_tokens)) }
         },

@@ -1,0 +1,217 @@
+//! Legate's HTTP egress proxy: the one way out of a confined agent's network namespace.
+//!
+//! Each agent runs in a network namespace with only loopback. Legate holds a listening socket
+//! inside it (`127.0.0.1:`[`PROXY_PORT`] there; the agent's `HTTPS_PROXY`, `HTTP_PROXY` and
+//! `ALL_PROXY` point at it) and [`serve`]s it from its own process, on the host network. Each
+//! accepted connection carries one request: `CONNECT host:port` (for TLS) or an absolute-form
+//! `http://` request. The [`Gate`] decides it (the network policy, and the approval queue for
+//! an `ask`) and records it: destination, decision, who decided, bytes each way, duration.
+//!
+//! What the proxy guarantees whatever the gate says:
+//! * a special address (loopback, private, link-local and cloud metadata, …; see
+//!   [`legate_supervisor::network::special`]) is never connected to unless an allow rule names
+//!   that exact address ([`Gate::names_exactly`]), whether the agent wrote it or a name
+//!   resolved to it;
+//! * a name is resolved once, here, and the address checked is the address connected to
+//!   (no DNS rebinding between the check and the connection);
+//! * a refusal is recorded before the agent is told of it;
+//! * header values and bodies are never logged above debug level.
+//!
+//! This crate never decides a policy itself, never listens anywhere it was not handed a
+//! listener, and never reads or writes a file.
+//!
+//! ```no_run
+//! use legate_egress::{ConnectRequest, Decided, Gate, Limits, Record};
+//! use legate_core::{Decider, Decision};
+//! use legate_supervisor::network::NetworkPolicy;
+//! use std::sync::Arc;
+//!
+//! #[derive(Debug)]
+//! struct PolicyGate(NetworkPolicy);
+//!
+//! #[async_trait::async_trait]
+//! impl Gate for PolicyGate {
+//!     async fn decide(&self, request: &ConnectRequest) -> Decided {
+//!         let ruling = self.0.decide(&request.destination);
+//!         let decision = match ruling.decision {
+//!             Decision::Allow => Decision::Allow,
+//!             _ => Decision::Deny, // no approval queue here: an ask is refused
+//!         };
+//!         Decided { decision, decider: Decider::Policy, rule_id: ruling.rule_id, reason: ruling.reason }
+//!     }
+//!     fn names_exactly(&self, addr: std::net::IpAddr, port: u16) -> bool {
+//!         self.0.names_exactly(addr, port)
+//!     }
+//!     fn record(&self, record: Record) {
+//!         println!("{record:?}");
+//!     }
+//! }
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let policy = NetworkPolicy::default().with_preset("claude");
+//! let listener = tokio::net::TcpListener::bind(("127.0.0.1", legate_egress::PROXY_PORT)).await?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let server = tokio::spawn(legate_egress::serve(
+//!     listener,
+//!     Arc::new(PolicyGate(policy)),
+//!     Limits::default(),
+//!     async move { let _ = stopped.await; },
+//! ));
+//! // … the agent runs …
+//! let _ = stop.send(());
+//! let _ = server.await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod conn;
+mod dial;
+mod env;
+mod head;
+mod respond;
+mod serve;
+#[cfg(target_os = "linux")]
+mod splice;
+
+pub use env::{point_at_proxy, proxy_env, proxy_url};
+pub use serve::serve;
+
+use legate_core::{Decider, Decision};
+use legate_supervisor::network::Destination;
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// The port the proxy listens on inside each namespace.
+pub const PROXY_PORT: u16 = 3128;
+
+/// Decides and records one agent's connections (implemented by the backend over the
+/// supervisor and the approval queue).
+#[async_trait::async_trait]
+pub trait Gate: Send + Sync + std::fmt::Debug + 'static {
+    /// The policy's ruling for `request`, after any `ask` was answered (a person, the
+    /// supervising agent, or the deadline). Never returns `Ask` (the proxy refuses one).
+    async fn decide(&self, request: &ConnectRequest) -> Decided;
+
+    /// Whether an allow rule names exactly this address and port (special addresses need
+    /// one).
+    fn names_exactly(&self, addr: IpAddr, port: u16) -> bool;
+
+    /// The deny rule (its id) that names exactly this address and port, if one does: a name
+    /// that resolves only to denied addresses is refused like them. None by default.
+    fn denies_address(&self, addr: IpAddr, port: u16) -> Option<String> {
+        let _ = (addr, port);
+        None
+    }
+
+    /// One connection's record, durable before the agent is told of a refusal; called once
+    /// per request, at refusal or when an allowed connection closes.
+    fn record(&self, record: Record);
+}
+
+/// One request to connect, as the gate sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectRequest {
+    /// Where the agent asked to go.
+    pub destination: Destination,
+    /// How it asked.
+    pub method: Method,
+    /// A fresh id (`net-<uuid v4>`), the record's too.
+    pub id: String,
+}
+
+/// How a connection was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    /// `CONNECT host:port`: a tunnel (TLS, usually).
+    Connect,
+    /// An absolute-form plain HTTP request (`GET http://host/path`).
+    Http {
+        /// The request's method (`GET`, `POST`, …).
+        method: String,
+    },
+}
+
+impl Method {
+    /// Its name in a record: `CONNECT`, or the HTTP method.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Connect => "CONNECT",
+            Method::Http { method } => method,
+        }
+    }
+}
+
+/// The gate's answer for one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decided {
+    /// Allow or deny (an `Ask` is refused).
+    pub decision: Decision,
+    /// Who decided.
+    pub decider: Decider,
+    /// The rule that decided, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// One sentence saying why.
+    pub reason: String,
+}
+
+/// One connection's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// The request's id (`net-<uuid>`).
+    pub id: String,
+    /// `host:port` as asked.
+    pub destination: String,
+    /// The address actually connected to; `None` when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<SocketAddr>,
+    /// `CONNECT`, or the plain HTTP request's method.
+    pub method: String,
+    /// Allow or deny. An allowed connection that then failed (no address, refused) stays
+    /// `allow`, with `address` `None` and the error in `reason`.
+    pub decision: Decision,
+    /// Who decided.
+    pub decider: Decider,
+    /// The rule that decided, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// One sentence saying why (and, for a failed connection, what failed).
+    pub reason: String,
+    /// Bytes from the agent towards the destination (a plain request's rewritten head
+    /// included).
+    pub sent: u64,
+    /// Bytes from the destination to the agent.
+    pub received: u64,
+    /// From the request head read to the close, in milliseconds (the decision included).
+    pub duration_ms: u64,
+}
+
+/// Bounds on one [`serve`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; beyond that, `503`.
+    pub max_connections: usize,
+    /// Longest request head, in bytes; beyond that, `431`.
+    pub head_bytes: usize,
+    /// How long a request head may take to arrive; beyond that, `408`.
+    pub head_timeout: Duration,
+    /// How long each attempt to connect to an address may take.
+    pub connect_timeout: Duration,
+    /// How long resolving a name may take.
+    pub resolve_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 256,
+            head_bytes: 16 * 1024,
+            head_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            resolve_timeout: Duration::from_secs(10),
+        }
+    }
+}
