@@ -4,9 +4,9 @@
 //! every connection an event of the running turn and a line of the audit.
 //!
 //! This module owns the seam between the proxy (`legate-egress`, which parses, resolves,
-//! checks addresses and relays) and a session: the [`Gate`] over a session's [`Turns`], the
-//! proxy variables an agent is given ([`proxy_env`]), and the policy a session runs under
-//! ([`session_policy`]: the engine's layers plus the preset's model host). It never decides
+//! checks addresses and relays, and builds the proxy variables, `legate_egress::proxy_env`)
+//! and a session: the [`Gate`] over a session's [`Turns`], and the policy a session runs
+//! under ([`session_policy`]: the engine's layers plus the preset's model host). It never decides
 //! what a rule means (`legate_supervisor::network` does) and never touches a socket itself.
 
 use crate::supervision::{Ask, Sent, SupervisionChannel};
@@ -16,7 +16,7 @@ use legate_core::{
     ConnectionEvent, Decider, Decision, EventKind, OptionKind, PermissionOption, PermissionRequest,
     Ruling, TaskId, ToolKind,
 };
-use legate_egress::{ConnectRequest, Decided, Gate, Record};
+use legate_egress::{ConnectRequest, Decided, Gate};
 use legate_supervisor::Supervision;
 use legate_supervisor::network::{HostPattern, HostRule, NetworkPolicy};
 use std::ffi::OsString;
@@ -25,55 +25,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-/// The proxy's address inside every namespace.
-pub(crate) fn proxy_url() -> String {
-    format!("http://127.0.0.1:{}", legate_egress::PROXY_PORT)
-}
-
-/// The variables that point an agent at the proxy: `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`
-/// and `NO_PROXY`, in both cases. `NO_PROXY` keeps the namespace's own loopback direct
-/// (a test server the agent starts), except a loopback address an allow rule names: that
-/// rule means the host's service (a local model server), which only the proxy reaches.
-pub(crate) fn proxy_env(policy: &NetworkPolicy) -> Vec<(OsString, OsString)> {
-    let url = proxy_url();
-    let v4 = IpAddr::from(std::net::Ipv4Addr::LOCALHOST);
-    let v6 = IpAddr::from(std::net::Ipv6Addr::LOCALHOST);
-    let named_localhost = policy
-        .allow
-        .iter()
-        .any(|r| matches!(&r.rule.pattern, HostPattern::Exact(name) if name == "localhost"));
-    let direct: Vec<&str> = [
-        ("localhost", !named_localhost),
-        ("127.0.0.1", !policy.names_address(v4)),
-        ("::1", !policy.names_address(v6)),
-    ]
-    .into_iter()
-    .filter(|(_, direct)| *direct)
-    .map(|(name, _)| name)
-    .collect();
-    let no_proxy = direct.join(",");
-    let mut env = Vec::new();
-    for name in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
-        env.push((OsString::from(name), OsString::from(&url)));
-        env.push((
-            OsString::from(name.to_ascii_lowercase()),
-            OsString::from(&url),
-        ));
-    }
-    env.push((OsString::from("NO_PROXY"), OsString::from(&no_proxy)));
-    env.push((OsString::from("no_proxy"), OsString::from(&no_proxy)));
-    // Node's own `fetch` and `http` honour the variables only when asked (Node 24 and newer).
-    env.push((OsString::from("NODE_USE_ENV_PROXY"), OsString::from("1")));
-    env
-}
-
-/// Replaces every proxy variable of `env` with [`proxy_env`]'s: inside the namespace no
-/// other proxy is reachable, so the agent's own settings would only fail.
-pub(crate) fn point_at_proxy(env: &mut Vec<(OsString, OsString)>, policy: &NetworkPolicy) {
-    let ours = proxy_env(policy);
-    env.retain(|(k, _)| !ours.iter().any(|(o, _)| o == k));
-    env.extend(ours);
-}
+pub(crate) use legate_egress::point_at_proxy;
 
 /// The policy a session's connections run under: the engine's (`[network]`, the agent's own
 /// rules), plus the preset's model host (the host of the base URL the agent's environment
@@ -144,6 +96,208 @@ fn mcp_rules(mut policy: NetworkPolicy, url: &str, id: &str) -> NetworkPolicy {
     policy.with_allow(rule, id)
 }
 
+/// Real credentials shorter than this are replaced only under their own variable's name,
+/// never searched for in other variables' values (a short value would match by chance).
+const COPIED_SECRET_MIN: usize = 16;
+
+/// `credentials = "proxy"`: replaces, in the agent's environment `env`, the value of each
+/// credential variable of `preset` ([`crate::acp::launch::credential_vars`], whether the
+/// preset passed it or the spec's `env` set it) by a fresh placeholder of its own, and any
+/// copy of such a value under another name too. Returns the (placeholder, real value) pairs
+/// the proxy is to hold. An empty value is left; a value that is not UTF-8 is replaced by a
+/// placeholder the proxy cannot fill (a warning says so).
+pub(crate) fn hold_credentials(
+    env: &mut [(OsString, OsString)],
+    preset: &str,
+) -> Vec<(String, String)> {
+    let names = crate::acp::launch::credential_vars(preset);
+    let mut secrets: Vec<(String, String)> = Vec::new();
+    for (name, value) in env.iter_mut() {
+        if !names.iter().any(|n| name == n) || value.is_empty() {
+            continue;
+        }
+        let placeholder = legate_egress::Credentials::placeholder();
+        match value.to_str() {
+            Some(real) => secrets.push((placeholder.clone(), real.to_string())),
+            None => warn!(
+                variable = %name.to_string_lossy(),
+                "a credential is not UTF-8; the agent gets a placeholder the proxy cannot fill"
+            ),
+        }
+        *value = OsString::from(placeholder);
+    }
+    for (name, value) in env.iter_mut() {
+        let Some(text) = value.to_str() else { continue };
+        let mut held = text.to_string();
+        for (placeholder, real) in &secrets {
+            if real.len() >= COPIED_SECRET_MIN && held.contains(real.as_str()) {
+                held = held.replace(real.as_str(), placeholder);
+            }
+        }
+        if held != text {
+            info!(variable = %name.to_string_lossy(), "a copy of a credential replaced by its placeholder");
+            *value = OsString::from(held);
+        }
+    }
+    secrets
+}
+
+/// The certificate authority of `home` (`$LEGATE_HOME/egress-ca/`: `ca.pem` and `ca.key`,
+/// mode 0600 in a 0700 directory, which agents never see), made on first use; one per home
+/// for the life of the process. Without a home (probes, tests): one kept in memory only.
+pub(crate) fn authority(
+    home: Option<&std::path::Path>,
+) -> std::io::Result<Arc<legate_egress::Authority>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static KEPT: OnceLock<
+        Mutex<HashMap<Option<std::path::PathBuf>, Arc<legate_egress::Authority>>>,
+    > = OnceLock::new();
+    let kept = KEPT.get_or_init(Mutex::default);
+    let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+    let key = home.map(std::path::Path::to_path_buf);
+    if let Some(authority) = kept.get(&key) {
+        return Ok(Arc::clone(authority));
+    }
+    let invalid = |e: legate_egress::InterceptError| std::io::Error::other(e.to_string());
+    let authority = match home {
+        None => legate_egress::Authority::generate().map_err(invalid)?,
+        Some(home) => load_or_make_authority(&home.join("egress-ca")).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", home.join("egress-ca").display()),
+            )
+        })?,
+    };
+    let authority = Arc::new(authority);
+    kept.insert(key, Arc::clone(&authority));
+    Ok(authority)
+}
+
+fn load_or_make_authority(dir: &std::path::Path) -> std::io::Result<legate_egress::Authority> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let invalid = |e: legate_egress::InterceptError| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+    };
+    let (cert, key) = (dir.join("ca.pem"), dir.join("ca.key"));
+    if let (Ok(cert_pem), Ok(key_pem)) = (
+        std::fs::read_to_string(&cert),
+        std::fs::read_to_string(&key),
+    ) {
+        return legate_egress::Authority::from_pem(&cert_pem, &key_pem).map_err(invalid);
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let authority = legate_egress::Authority::generate().map_err(invalid)?;
+    // Written beside, then renamed: a reader never sees half a key, and a process making
+    // its own at the same time leaves one whole pair (each process keeps the one it made).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let suffix = format!(".{}-{nanos}.tmp", std::process::id());
+    let write = |path: &std::path::Path, text: &str| -> std::io::Result<std::path::PathBuf> {
+        let tmp = path.with_extension(format!(
+            "{}{suffix}",
+            path.extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default()
+        ));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        Ok(tmp)
+    };
+    let key_tmp = write(&key, &authority.key_pem())?;
+    let cert_tmp = write(&cert, authority.cert_pem())?;
+    std::fs::rename(key_tmp, &key)?;
+    std::fs::rename(cert_tmp, &cert)?;
+    info!(dir = %dir.display(), "egress certificate authority made");
+    Ok(authority)
+}
+
+/// Bundles the agent trusts besides its own: where the system's are (the first that exists).
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// Makes the agent trust `authority`: writes `legate-ca.pem` (Legate's certificate alone)
+/// and `ca-bundle.pem` (the bundle the agent's environment named in `SSL_CERT_FILE`, else the
+/// system's, then Legate's) into `dir` (the agent's state directory), and points
+/// `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE` at the bundle and
+/// `NODE_EXTRA_CA_CERTS` at Legate's certificate.
+pub(crate) fn trust_authority(
+    env: &mut Vec<(OsString, OsString)>,
+    authority: &legate_egress::Authority,
+    dir: &std::path::Path,
+) -> std::io::Result<()> {
+    let dir = dir.join("legate-ca");
+    std::fs::create_dir_all(&dir)?;
+    let ours = dir.join("legate-ca.pem");
+    let bundle = dir.join("ca-bundle.pem");
+    std::fs::write(&ours, authority.cert_pem())?;
+    let named = env
+        .iter()
+        .find(|(k, _)| k == "SSL_CERT_FILE")
+        .map(|(_, v)| std::path::PathBuf::from(v));
+    let base = named
+        .into_iter()
+        .chain(SYSTEM_BUNDLES.iter().map(std::path::PathBuf::from))
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let mut text = base;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(authority.cert_pem());
+    std::fs::write(&bundle, text)?;
+    let set = [
+        ("SSL_CERT_FILE", &bundle),
+        ("REQUESTS_CA_BUNDLE", &bundle),
+        ("CURL_CA_BUNDLE", &bundle),
+        ("NODE_EXTRA_CA_CERTS", &ours),
+    ];
+    env.retain(|(k, _)| !set.iter().any(|(n, _)| k == n));
+    for (name, path) in set {
+        env.push((OsString::from(name), path.as_os_str().to_owned()));
+    }
+    Ok(())
+}
+
+/// `credentials = "proxy"` for one session: the agent's credential variables hold
+/// placeholders, it trusts the home's authority, and the returned [`legate_egress::Credentials`]
+/// (for its [`SessionGate`]) set the real values on connections the preset's rule
+/// (`preset:NAME`) allows, TLS ones through the authority.
+pub(crate) fn proxy_credentials(
+    env: &mut Vec<(OsString, OsString)>,
+    preset: &str,
+    home: Option<&std::path::Path>,
+    state_dir: &std::path::Path,
+) -> std::io::Result<legate_egress::Credentials> {
+    let secrets = hold_credentials(env, preset);
+    let authority = authority(home)?;
+    trust_authority(env, &authority, state_dir)?;
+    let tls = legate_egress::Interception::new(authority)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    info!(
+        preset,
+        credentials = secrets.len(),
+        "the agent's credentials are held by the egress proxy"
+    );
+    Ok(
+        legate_egress::Credentials::new(format!("preset:{preset}"), secrets)
+            .with_tls(Arc::new(tls)),
+    )
+}
+
 /// What a [`SessionGate`] needs of a session: its running turn, its supervision, its channel.
 pub(crate) trait Turns: Send + Sync + std::fmt::Debug + 'static {
     /// The running turn's task, event sink and abort signal, when a task's turn runs.
@@ -166,6 +320,8 @@ pub(crate) struct SessionGate<T: Turns> {
     /// Connections audited as allowed whose record has not come yet: one refused after the
     /// decision (every address it resolved to is refused) is audited again, as refused.
     allowed: std::sync::Mutex<std::collections::HashMap<String, ConnectRequest>>,
+    /// The credentials the proxy sets (`credentials = "proxy"`), when it sets any.
+    credentials: Option<legate_egress::Credentials>,
 }
 
 impl<T: Turns> SessionGate<T> {
@@ -174,7 +330,17 @@ impl<T: Turns> SessionGate<T> {
             turns,
             policy,
             allowed: std::sync::Mutex::default(),
+            credentials: None,
         }
+    }
+
+    /// With the proxy setting `credentials`.
+    pub(crate) fn with_credentials(
+        mut self,
+        credentials: Option<legate_egress::Credentials>,
+    ) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     fn allowed(
@@ -345,34 +511,25 @@ impl<T: Turns> Gate for SessionGate<T> {
         self.policy.denies_address(addr, port).map(|r| r.id.clone())
     }
 
-    fn record(&self, record: Record) {
-        let audited = self.allowed().remove(&record.id);
+    fn credentials(&self) -> Option<&legate_egress::Credentials> {
+        self.credentials.as_ref()
+    }
+
+    fn record(&self, event: ConnectionEvent) {
+        let audited = self.allowed().remove(&event.id);
         if let Some(request) = audited
-            && record.decision != Decision::Allow
+            && event.decision != Decision::Allow
         {
             // Allowed by its rule, refused at its addresses: the audit says so too.
             let ruling = Ruling {
                 decision: Decision::Deny,
                 option_id: None,
-                reason: record.reason.clone(),
-                decider: record.decider,
-                rule_id: record.rule_id.clone(),
+                reason: event.reason.clone(),
+                decider: event.decider,
+                rule_id: event.rule_id.clone(),
             };
             self.audit(&request, &ruling, None, None);
         }
-        let event = ConnectionEvent {
-            id: record.id,
-            destination: record.destination,
-            address: record.address.map(|a| a.to_string()),
-            method: record.method,
-            decision: record.decision,
-            decider: record.decider,
-            rule_id: record.rule_id,
-            reason: record.reason,
-            sent: record.sent,
-            received: record.received,
-            duration_ms: record.duration_ms,
-        };
         if !self.turns.emit(EventKind::Connection(event.clone())) {
             // No turn runs (a process the agent left running between turns): traced only.
             info!(connection = %event.describe(), "a connection outside any turn");
@@ -428,41 +585,6 @@ mod tests {
     }
 
     #[test]
-    fn every_proxy_variable_points_at_the_namespace_proxy() {
-        let env = proxy_env(&NetworkPolicy::default());
-        for name in [
-            "HTTPS_PROXY",
-            "https_proxy",
-            "HTTP_PROXY",
-            "http_proxy",
-            "ALL_PROXY",
-            "all_proxy",
-        ] {
-            assert_eq!(value(&env, name), Some("http://127.0.0.1:3128"), "{name}");
-        }
-        assert_eq!(value(&env, "NO_PROXY"), Some("localhost,127.0.0.1,::1"));
-    }
-
-    #[test]
-    fn a_named_loopback_address_goes_through_the_proxy() {
-        let policy =
-            NetworkPolicy::default().with_allow("127.0.0.1:11434".parse().unwrap(), "test");
-        let env = proxy_env(&policy);
-        assert_eq!(value(&env, "no_proxy"), Some("localhost,::1"));
-        let mut env = vec![
-            (
-                OsString::from("HTTPS_PROXY"),
-                OsString::from("http://corp:8080"),
-            ),
-            (OsString::from("KEEP"), OsString::from("1")),
-        ];
-        point_at_proxy(&mut env, &policy);
-        assert_eq!(value(&env, "HTTPS_PROXY"), Some("http://127.0.0.1:3128"));
-        assert_eq!(value(&env, "KEEP"), Some("1"));
-        assert_eq!(env.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);
-    }
-
-    #[test]
     fn the_preset_allows_its_model_host_or_the_base_url_it_was_given() {
         let base = NetworkPolicy::default();
         let dest =
@@ -507,10 +629,121 @@ mod tests {
         );
         assert!(with_mcp.names_exactly(IpAddr::from([127, 0, 0, 1]), 8931));
         assert!(!with_mcp.names_exactly(IpAddr::from([127, 0, 0, 1]), 8932));
-        assert_eq!(value(&proxy_env(&with_mcp), "NO_PROXY"), Some(""));
+        assert_eq!(
+            value(&legate_egress::proxy_env(&with_mcp), "NO_PROXY"),
+            Some("")
+        );
         assert_eq!(
             revisor.decide(&dest("api.anthropic.com:443")).decision,
             Decision::Deny
         );
+    }
+
+    #[test]
+    fn with_proxy_credentials_the_agent_env_holds_no_real_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = "sk-ant-api03-REALKEY-0123456789abcdef";
+        let token = "oauth-REALTOKEN-0123456789abcdef";
+        let parent = vec![
+            (OsString::from("ANTHROPIC_API_KEY"), OsString::from(real)),
+            (
+                OsString::from("OPENAI_API_KEY"),
+                OsString::from("sk-openai-not-passed-000000"),
+            ),
+            (OsString::from("PATH"), OsString::from("/usr/bin:/bin")),
+        ];
+        // The spec's env sets a credential variable of the preset, and copies the key under
+        // a name of its own.
+        let spec_env = std::collections::BTreeMap::from([
+            ("CLAUDE_CODE_OAUTH_TOKEN".to_string(), token.to_string()),
+            ("MY_COPY".to_string(), format!("Bearer {real}")),
+        ]);
+        let launch = crate::acp::launch::launch("claude", dir.path(), None, None, false).unwrap();
+        let mut env: Vec<(OsString, OsString)> = spec_env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .chain(std::iter::once((
+                OsString::from("PATH"),
+                OsString::from("/usr/bin:/bin"),
+            )))
+            .collect();
+        launch.apply(&mut env, &parent, &spec_env);
+        assert_eq!(value(&env, "ANTHROPIC_API_KEY"), Some(real), "passed today");
+
+        let secrets = hold_credentials(&mut env, "claude");
+        assert_eq!(secrets.len(), 2);
+        for (k, v) in &env {
+            let v = v.to_string_lossy();
+            assert!(
+                !v.contains(real) && !v.contains(token),
+                "{k:?} holds a real credential"
+            );
+        }
+        let key = value(&env, "ANTHROPIC_API_KEY").unwrap().to_string();
+        let oauth = value(&env, "CLAUDE_CODE_OAUTH_TOKEN").unwrap().to_string();
+        assert_ne!(key, oauth, "each variable its own placeholder");
+        for p in [&key, &oauth] {
+            let hex = p.strip_prefix(legate_egress::PLACEHOLDER_PREFIX).unwrap();
+            assert_eq!(hex.len(), 32);
+        }
+        assert_eq!(
+            value(&env, "MY_COPY"),
+            Some(format!("Bearer {key}").as_str())
+        );
+        assert_eq!(value(&env, "PATH"), Some("/usr/bin:/bin"));
+        assert!(secrets.contains(&(key.clone(), real.to_string())));
+        assert!(secrets.contains(&(oauth.clone(), token.to_string())));
+
+        // Another preset's variables are not its business; a short value is not searched for.
+        let mut env = vec![
+            (OsString::from("GEMINI_API_KEY"), OsString::from("g")),
+            (OsString::from("PATH"), OsString::from("/g/bin")),
+            (OsString::from("ANTHROPIC_API_KEY"), OsString::from("")),
+        ];
+        let secrets = hold_credentials(&mut env, "gemini");
+        assert_eq!(secrets.len(), 1);
+        assert_eq!(value(&env, "PATH"), Some("/g/bin"));
+        assert_eq!(value(&env, "ANTHROPIC_API_KEY"), Some(""));
+    }
+
+    #[test]
+    fn the_home_keeps_one_private_authority_and_the_agent_trusts_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("home").join("egress-ca");
+        let made = load_or_make_authority(&ca).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&ca), 0o700);
+        assert_eq!(mode(&ca.join("ca.key")), 0o600);
+        assert_eq!(mode(&ca.join("ca.pem")), 0o600);
+        let again = load_or_make_authority(&ca).unwrap();
+        assert_eq!(again.cert_pem(), made.cert_pem());
+        assert_eq!(
+            std::fs::read_dir(&ca).unwrap().count(),
+            2,
+            "no temporary file left"
+        );
+
+        let state = dir.path().join("state");
+        let mut env = vec![(
+            OsString::from("ANTHROPIC_API_KEY"),
+            OsString::from("sk-0123456789abcdef0123"),
+        )];
+        let credentials =
+            proxy_credentials(&mut env, "claude", Some(&dir.path().join("home")), &state).unwrap();
+        assert_eq!(credentials.rule_id(), "preset:claude");
+        let bundle = std::path::PathBuf::from(value(&env, "SSL_CERT_FILE").unwrap());
+        assert_eq!(value(&env, "REQUESTS_CA_BUNDLE"), bundle.to_str());
+        assert_eq!(value(&env, "CURL_CA_BUNDLE"), bundle.to_str());
+        assert!(bundle.starts_with(&state));
+        let text = std::fs::read_to_string(&bundle).unwrap();
+        assert!(text.ends_with(made.cert_pem()));
+        let ours = value(&env, "NODE_EXTRA_CA_CERTS").unwrap();
+        assert_eq!(std::fs::read_to_string(ours).unwrap(), made.cert_pem());
+        assert!(
+            !env.iter()
+                .any(|(_, v)| v.to_string_lossy().contains("sk-0123456789"))
+        );
+        assert!(!text.contains("PRIVATE KEY"));
     }
 }

@@ -240,6 +240,25 @@ impl TryFrom<RawTransport> for Transport {
     }
 }
 
+/// Where a preset agent's model credentials are (`[agents.NAME] credentials`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentCredentials {
+    /// In the agent's environment (the preset's variables, the spec's `env`): the default.
+    #[default]
+    Environment,
+    /// Only in Legate's egress proxy: the agent's environment holds a placeholder per
+    /// variable, and the proxy sets the real value on requests to the preset's model host.
+    Proxy,
+}
+
+impl AgentCredentials {
+    /// Whether this is the default ([`AgentCredentials::Environment`]).
+    pub fn is_environment(&self) -> bool {
+        *self == AgentCredentials::Environment
+    }
+}
+
 /// One configured agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -267,6 +286,10 @@ pub struct AgentSpec {
     /// the choice to the agent. Only backends that can select models use it (today: `agy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Where the preset's model credentials are: the agent's environment (the default) or
+    /// only the egress proxy.
+    #[serde(default, skip_serializing_if = "AgentCredentials::is_environment")]
+    pub credentials: AgentCredentials,
 }
 
 impl AgentSpec {
@@ -298,6 +321,7 @@ impl AgentSpec {
             terminal: false,
             description: None,
             model: None,
+            credentials: AgentCredentials::Environment,
         }
     }
 

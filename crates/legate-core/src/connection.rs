@@ -1,8 +1,8 @@
 //! One network connection an agent's process asked Legate's egress proxy for, as an event of
 //! its task: where to, what was decided and by whom, and how much crossed.
 //!
-//! This module only declares the record; the proxy (`legate-egress`) makes it and the
-//! backend stores it. It never decides anything.
+//! This module only declares the record; the proxy (`legate-egress`) makes it, a session's
+//! gate stores it as an event (a test's, in its evidence). It never decides anything.
 
 use crate::{Decider, Decision};
 use serde::{Deserialize, Serialize};
@@ -38,9 +38,13 @@ pub struct ConnectionEvent {
     /// Bytes received by the agent from the destination.
     #[serde(default)]
     pub received: u64,
-    /// How long the connection lasted, in milliseconds.
+    /// How long the connection lasted, in milliseconds (the decision included).
     #[serde(default)]
     pub duration_ms: u64,
+    /// Whether the proxy replaced a credential placeholder with the real credential in a
+    /// request of this connection (an agent with `credentials = "proxy"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub credentials_injected: bool,
 }
 
 impl ConnectionEvent {
@@ -88,6 +92,7 @@ mod tests {
             sent: 10,
             received: 20,
             duration_ms: 5,
+            credentials_injected: false,
         };
         assert_eq!(
             c.describe(),

@@ -21,8 +21,8 @@ pub mod time;
 pub mod wire;
 
 pub use agent::{
-    AgentKind, AgentSpec, DEFAULT_MAX_TRANSFER_BYTES, LocalCommand, RemoteEndpoint, TokenRef,
-    Transport,
+    AgentCredentials, AgentKind, AgentSpec, DEFAULT_MAX_TRANSFER_BYTES, LocalCommand,
+    RemoteEndpoint, TokenRef, Transport,
 };
 pub use boundary::{Boundary, WorkspaceKind};
 pub use catalogue::{ControlsConfig, McpServerPublic, McpServerSpec, McpToolSpec, McpTransport};

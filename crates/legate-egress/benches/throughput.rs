@@ -10,7 +10,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use legate_core::{Decider, Decision};
-use legate_egress::{ConnectRequest, Decided, Gate, Limits, Record, serve};
+use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate, Limits, serve};
 use legate_supervisor::network::NetworkPolicy;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl Gate for BenchGate {
         self.0.names_exactly(addr, port)
     }
 
-    fn record(&self, record: Record) {
+    fn record(&self, record: ConnectionEvent) {
         assert_eq!(record.decision, Decision::Allow, "{record:?}");
     }
 }

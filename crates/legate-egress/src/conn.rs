@@ -8,7 +8,7 @@
 use crate::dial;
 use crate::head::{self, HeadError, Target, Unserved};
 use crate::respond;
-use crate::{ConnectRequest, Decided, Gate, Limits, Method, Record};
+use crate::{ConnectRequest, ConnectionEvent, Decided, Gate, Limits, Method};
 use legate_core::Decision;
 use std::io;
 use std::pin::Pin;
@@ -105,11 +105,16 @@ async fn proxy(
         decided.decision = Decision::Deny;
         decided.reason = format!("{} (an unanswered ask is refused)", decided.reason);
     }
-    let record = |decided: &Decided, decision, address, reason: String, counts: (u64, u64)| {
-        let record = Record {
+    let record = |decided: &Decided,
+                  decision,
+                  address: Option<std::net::SocketAddr>,
+                  reason: String,
+                  counts: (u64, u64),
+                  credentials_injected: bool| {
+        let record = ConnectionEvent {
             id: request.id.clone(),
             destination: request.destination.to_string(),
-            address,
+            address: address.map(|a| a.to_string()),
             method: request.method.as_str().to_string(),
             decision,
             decider: decided.decider,
@@ -118,6 +123,7 @@ async fn proxy(
             sent: counts.0,
             received: counts.1,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            credentials_injected,
         };
         tracing::info!(
             decision = ?record.decision,
@@ -127,6 +133,7 @@ async fn proxy(
             sent = record.sent,
             received = record.received,
             duration_ms = record.duration_ms,
+            credentials_injected = record.credentials_injected,
             "egress connection"
         );
         gate.record(record);
@@ -138,6 +145,7 @@ async fn proxy(
             None,
             decided.reason.clone(),
             (0, 0),
+            false,
         );
         refuse(client, &request, &decided.reason).await;
         return;
@@ -152,12 +160,26 @@ async fn proxy(
     {
         Ok(addrs) => addrs,
         Err(error @ (dial::DialError::Special { .. } | dial::DialError::Denied { .. })) => {
-            record(&decided, Decision::Deny, None, error.to_string(), (0, 0));
+            record(
+                &decided,
+                Decision::Deny,
+                None,
+                error.to_string(),
+                (0, 0),
+                false,
+            );
             refuse(client, &request, &error.to_string()).await;
             return;
         }
         Err(error) => {
-            record(&decided, Decision::Allow, None, error.to_string(), (0, 0));
+            record(
+                &decided,
+                Decision::Allow,
+                None,
+                error.to_string(),
+                (0, 0),
+                false,
+            );
             respond::send(client, 502, &error.to_string(), false).await;
             return;
         }
@@ -165,17 +187,65 @@ async fn proxy(
     let (upstream, address) = match dial::connect(&addrs, limits.connect_timeout).await {
         Ok(connected) => connected,
         Err(error) => {
-            record(&decided, Decision::Allow, None, error.to_string(), (0, 0));
+            record(
+                &decided,
+                Decision::Allow,
+                None,
+                error.to_string(),
+                (0, 0),
+                false,
+            );
             respond::send(client, 502, &error.to_string(), false).await;
             return;
         }
     };
-    let (counts, error) = relay(client, upstream, forward, &rest).await;
-    let reason = match error {
+    // The credentials the proxy sets, when this connection's rule is theirs.
+    let credentials = gate
+        .credentials()
+        .filter(|c| c.applies(decided.rule_id.as_deref()));
+    let tls = credentials.and_then(|c| c.tls().map(Arc::clone));
+    let (counts, error, injected) = match (credentials, forward, tls) {
+        (Some(credentials), Some(head), _) => {
+            let (head, injected) = match credentials.substitute(&head) {
+                Some(real) => (real, true),
+                None => (head, false),
+            };
+            let (counts, error) = relay(client, upstream, Some(head), &rest).await;
+            (counts, error.map(|e| e.to_string()), injected)
+        }
+        (Some(credentials), None, Some(tls)) => {
+            let done = crate::intercept::relay(
+                client,
+                upstream,
+                rest,
+                &request.destination.host,
+                credentials,
+                &tls,
+                limits.head_timeout,
+            )
+            .await;
+            (done.counts, done.error, done.injected)
+        }
+        (_, forward, _) => {
+            let (counts, error) = relay(client, upstream, forward, &rest).await;
+            (counts, error.map(|e| e.to_string()), false)
+        }
+    };
+    let mut reason = match error {
         None => decided.reason.clone(),
         Some(error) => format!("{}; the relay ended with an error: {error}", decided.reason),
     };
-    record(&decided, Decision::Allow, Some(address), reason, counts);
+    if injected {
+        reason.push_str("; credentials set by the proxy");
+    }
+    record(
+        &decided,
+        Decision::Allow,
+        Some(address),
+        reason,
+        counts,
+        injected,
+    );
 }
 
 /// Answers `403` with the one-line refusal, after the record was written.

@@ -21,7 +21,7 @@
 //! listener, and never reads or writes a file.
 //!
 //! ```no_run
-//! use legate_egress::{ConnectRequest, Decided, Gate, Limits, Record};
+//! use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate, Limits};
 //! use legate_core::{Decider, Decision};
 //! use legate_supervisor::network::NetworkPolicy;
 //! use std::sync::Arc;
@@ -42,7 +42,7 @@
 //!     fn names_exactly(&self, addr: std::net::IpAddr, port: u16) -> bool {
 //!         self.0.names_exactly(addr, port)
 //!     }
-//!     fn record(&self, record: Record) {
+//!     fn record(&self, record: ConnectionEvent) {
 //!         println!("{record:?}");
 //!     }
 //! }
@@ -65,22 +65,31 @@
 //! ```
 
 mod conn;
+mod credentials;
+#[cfg(test)]
+mod credentials_tests;
 mod dial;
 mod env;
 mod head;
+mod intercept;
 mod respond;
 mod serve;
 #[cfg(target_os = "linux")]
 mod splice;
 
+pub use credentials::{Credentials, PLACEHOLDER_PREFIX};
 pub use env::{point_at_proxy, proxy_env, proxy_url};
+pub use intercept::{Authority, InterceptError, Interception};
 pub use serve::serve;
 
 use legate_core::{Decider, Decision};
 use legate_supervisor::network::Destination;
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
+
+/// One connection's record, as a task's `connection` event and a test's evidence carry it.
+pub use legate_core::ConnectionEvent;
 
 /// The port the proxy listens on inside each namespace.
 pub const PROXY_PORT: u16 = 3128;
@@ -106,7 +115,14 @@ pub trait Gate: Send + Sync + std::fmt::Debug + 'static {
 
     /// One connection's record, durable before the agent is told of a refusal; called once
     /// per request, at refusal or when an allowed connection closes.
-    fn record(&self, record: Record);
+    fn record(&self, connection: ConnectionEvent);
+
+    /// The credentials the proxy sets itself on connections one rule allows (the agent holds
+    /// placeholders): see [`Credentials`]. `None` (the default): every request goes as the
+    /// agent wrote it.
+    fn credentials(&self) -> Option<&Credentials> {
+        None
+    }
 }
 
 /// One request to connect, as the gate sees it.
@@ -157,42 +173,12 @@ pub struct Decided {
     pub reason: String,
 }
 
-/// One connection's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Record {
-    /// The request's id (`net-<uuid>`).
-    pub id: String,
-    /// `host:port` as asked.
-    pub destination: String,
-    /// The address actually connected to; `None` when none was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<SocketAddr>,
-    /// `CONNECT`, or the plain HTTP request's method.
-    pub method: String,
-    /// Allow or deny. An allowed connection that then failed (no address, refused) stays
-    /// `allow`, with `address` `None` and the error in `reason`.
-    pub decision: Decision,
-    /// Who decided.
-    pub decider: Decider,
-    /// The rule that decided, when one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule_id: Option<String>,
-    /// One sentence saying why (and, for a failed connection, what failed).
-    pub reason: String,
-    /// Bytes from the agent towards the destination (a plain request's rewritten head
-    /// included).
-    pub sent: u64,
-    /// Bytes from the destination to the agent.
-    pub received: u64,
-    /// From the request head read to the close, in milliseconds (the decision included).
-    pub duration_ms: u64,
-}
-
 /// Bounds on one [`serve`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections served at once; beyond that, `503`.
+    /// Connections served at once; beyond that, `503`. Each open one holds six of Legate's
+    /// descriptors (two sockets, a pipe each way), so this bounds what one agent can take
+    /// from every other task.
     pub max_connections: usize,
     /// Longest request head, in bytes; beyond that, `431`.
     pub head_bytes: usize,
@@ -207,7 +193,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_connections: 256,
+            max_connections: 32,
             head_bytes: 16 * 1024,
             head_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),

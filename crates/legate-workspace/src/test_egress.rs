@@ -8,7 +8,7 @@
 //! [`Serving::finish`] (or dropping it) stops the proxy, whose listener goes with it.
 
 use legate_core::ConnectionEvent;
-use legate_egress::{ConnectRequest, Decided, Gate, Record};
+use legate_egress::{ConnectRequest, Decided, Gate};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -86,24 +86,11 @@ impl Gate for Recording {
         self.inner.names_exactly(addr, port)
     }
 
-    fn record(&self, record: Record) {
-        let event = ConnectionEvent {
-            id: record.id.clone(),
-            destination: record.destination.clone(),
-            address: record.address.map(|a| a.to_string()),
-            method: record.method.clone(),
-            decision: record.decision,
-            decider: record.decider,
-            rule_id: record.rule_id.clone(),
-            reason: record.reason.clone(),
-            sent: record.sent,
-            received: record.received,
-            duration_ms: record.duration_ms,
-        };
+    fn record(&self, record: ConnectionEvent) {
         {
             let mut kept = self.kept();
             kept.open.remove(&record.id);
-            kept.records.push(event);
+            kept.records.push(record.clone());
         }
         self.inner.record(record);
     }
@@ -207,6 +194,7 @@ impl Serving {
                 sent: 0,
                 received: 0,
                 duration_ms: 0,
+                credentials_injected: false,
             });
         }
         std::mem::take(&mut kept.records)
@@ -254,7 +242,7 @@ mod tests {
         fn names_exactly(&self, addr: IpAddr, port: u16) -> bool {
             self.0.names_exactly(addr, port)
         }
-        fn record(&self, _: Record) {}
+        fn record(&self, _: ConnectionEvent) {}
     }
 
     /// A loopback HTTP origin answering every request with `hello`; counts what it served.

@@ -7,7 +7,7 @@
 //! environment itself: `crate::config` hands it the parsed tables.
 
 use anyhow::{Context, Result, bail};
-use legate_core::{AgentKind, AgentSpec};
+use legate_core::{AgentCredentials, AgentKind, AgentSpec};
 use legate_engine::EngineConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -42,6 +42,9 @@ pub(crate) struct AgentTable {
     /// The agent's private state directory (its `HOME`), instead of
     /// `$LEGATE_HOME/agents/<name>`. Absolute.
     state_dir: Option<PathBuf>,
+    /// `"environment"` (the default) or `"proxy"`: where a preset agent's model credentials
+    /// are (`AgentSpec::credentials`).
+    credentials: Option<String>,
     /// `[agents.NAME.network]`: egress rules of this agent's own, added to `[network]`
     /// (read by `crate::network_config`).
     network: Option<legate_supervisor::network::NetworkConfig>,
@@ -101,6 +104,24 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
         } else {
             kind_of(&name, table.kind.as_deref(), base.as_ref())?
         };
+        let credentials = match table.credentials.as_deref() {
+            None => base.as_ref().map(|b| b.credentials).unwrap_or_default(),
+            Some("environment") => AgentCredentials::Environment,
+            Some("proxy") => AgentCredentials::Proxy,
+            Some(other) => {
+                let shown: String = other.chars().take(64).collect();
+                bail!(
+                    "CONFIG_INVALID: agents.{name}.credentials must be \"environment\" or \"proxy\" (got {shown:?})"
+                );
+            }
+        };
+        if credentials == AgentCredentials::Proxy
+            && (preset.is_none() || kind != AgentKind::ACP || table.url.is_some())
+        {
+            bail!(
+                "CONFIG_INVALID: agents.{name}.credentials = \"proxy\" applies to ACP agents with a preset (claude, codex, gemini): only their model host is known"
+            );
+        }
         if kind.as_str() == legate_remote::KIND || table.url.is_some() {
             let spec = remote_agent(&name, kind, table, base.as_ref())?;
             c.agents.insert(name, spec);
@@ -194,6 +215,7 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
         spec.model = table
             .model
             .or_else(|| base.as_ref().and_then(|b| b.model.clone()));
+        spec.credentials = credentials;
         c.agents.insert(name, spec);
     }
     Ok(())
@@ -604,5 +626,51 @@ mod tests {
         // A url without kind is an a2a agent too.
         let c = resolve_text("[agents.r]\nurl = \"http://127.0.0.1:9/\"\n", &[]).unwrap();
         assert_eq!(c.agents["r"].kind.as_str(), "a2a");
+    }
+
+    #[test]
+    fn credentials_stay_in_the_environment_unless_the_proxy_is_asked_to_hold_them() {
+        let c = resolve_text("", &[]).unwrap();
+        assert_eq!(
+            c.agents["claude"].credentials,
+            AgentCredentials::Environment
+        );
+        let c = resolve_text(
+            "[agents.claude]\ncredentials = \"proxy\"\n[agents.mine]\ncommand = \"claude-agent-acp\"\npreset = \"claude\"\ncredentials = \"proxy\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.agents["claude"].credentials, AgentCredentials::Proxy);
+        assert_eq!(c.agents["mine"].credentials, AgentCredentials::Proxy);
+        assert_eq!(c.agents["codex"].credentials, AgentCredentials::Environment);
+        let c = resolve_text("[agents.gemini]\ncredentials = \"environment\"\n", &[]).unwrap();
+        assert_eq!(
+            c.agents["gemini"].credentials,
+            AgentCredentials::Environment
+        );
+        for (text, wanted) in [
+            (
+                "[agents.claude]\ncredentials = \"vault\"\n",
+                "must be \"environment\" or \"proxy\"",
+            ),
+            (
+                "[agents.r]\ncommand = \"sh\"\ncredentials = \"proxy\"\n",
+                "applies to ACP agents with a preset",
+            ),
+            (
+                "[agents.agy]\ncredentials = \"proxy\"\n",
+                "applies to ACP agents with a preset",
+            ),
+            (
+                "[agents.r]\nkind = \"a2a\"\nurl = \"http://x/\"\ncredentials = \"proxy\"\n",
+                "applies to ACP agents with a preset",
+            ),
+        ] {
+            let e = format!("{:#}", resolve_text(text, &[]).unwrap_err());
+            assert!(
+                e.contains("credentials") && e.contains(wanted),
+                "{text}: {e}"
+            );
+        }
     }
 }

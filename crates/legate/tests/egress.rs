@@ -8,14 +8,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, UdpSocket};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+mod common;
+
+use common::{LEGATE, origin, text};
 
 /// What the agent runs: `python3 probe.py <tcp> <udp> <tcp6> <origin> <host-ip>`, writing
 /// one `name=outcome` line per attempt into `net.txt` in its workspace.
@@ -88,34 +90,6 @@ fn tcp_service(addr: &str) -> (u16, Arc<AtomicUsize>) {
     (port, hits)
 }
 
-/// A plain HTTP origin on the host's loopback: answers `ORIGIN <request line>`.
-fn origin() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            let line = String::from_utf8_lossy(&head)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            let body = format!("ORIGIN {line}");
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
-
 fn legate(home: &Path, args: &[&str]) -> Output {
     Command::new(LEGATE)
         .args(args)
@@ -124,15 +98,6 @@ fn legate(home: &Path, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The events of task `id`, as JSON values.
@@ -174,7 +139,7 @@ fn an_agent_reaches_nothing_but_what_a_rule_allows_through_the_proxy() {
     let udp = UdpSocket::bind("0.0.0.0:0").unwrap();
     udp.set_nonblocking(true).unwrap();
     let udp_port = udp.local_addr().unwrap().port();
-    let origin = origin();
+    let (origin, origin_hits) = origin();
     std::fs::write(
         home.join("legate.toml"),
         format!(
@@ -290,6 +255,11 @@ fn an_agent_reaches_nothing_but_what_a_rule_allows_through_the_proxy() {
         "{report}"
     );
     assert_eq!(tcp_hits.load(Ordering::SeqCst), 0, "{report}");
+    assert_eq!(
+        origin_hits.load(Ordering::SeqCst),
+        1,
+        "only urllib's request: {report}"
+    );
 
     // Every attempt through the proxy is an event of the task.
     let connections: Vec<&serde_json::Value> = events

@@ -11,15 +11,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+mod common;
+
+use common::{LEGATE, origin, text};
 
 /// The supervisor token this test writes to the home before anything starts.
 const SUPERVISOR_TOKEN: &str = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";
@@ -68,38 +69,6 @@ except Exception as e:
 say("done", "yes")
 "#;
 
-/// A plain HTTP origin on the host's loopback: answers `ORIGIN <request line>` and counts the
-/// connections it accepted.
-fn origin() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            counted.fetch_add(1, Ordering::SeqCst);
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                head.push(byte[0]);
-            }
-            let line = String::from_utf8_lossy(&head)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            let body = format!("ORIGIN {line}");
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (port, hits)
-}
-
 /// Polls `check` until it returns `Some`, for at most `limit`; panics with `what` after.
 fn until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let end = Instant::now() + limit;
@@ -113,15 +82,6 @@ fn until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// A background `legate run`, killed when the test ends, whether it passed or not.

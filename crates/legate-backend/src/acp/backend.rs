@@ -454,6 +454,40 @@ impl AcpBackend {
         if handoff.is_some() {
             crate::egress::point_at_proxy(&mut env, &policy);
         }
+        // `credentials = "proxy"`: placeholders in the agent's environment, the real values
+        // held by its egress proxy (which only exists with the network namespace).
+        let credentials = match request.agent.credentials {
+            legate_core::AgentCredentials::Environment => None,
+            legate_core::AgentCredentials::Proxy => {
+                let failed = |why: String| {
+                    Error::new(
+                        ErrorCode::AgentStartFailed,
+                        format!(
+                            "agent `{}` has credentials = \"proxy\", but {why}",
+                            request.agent.name
+                        ),
+                    )
+                };
+                if handoff.is_none() {
+                    return Err(failed(
+                        "it runs without its own network namespace, so no proxy can hold them"
+                            .into(),
+                    ));
+                }
+                let Some(state_dir) = request.state_dir.as_deref() else {
+                    return Err(failed(
+                        "it has no state directory for the certificate bundle it must trust".into(),
+                    ));
+                };
+                let home = request.legate_home();
+                Some(
+                    crate::egress::proxy_credentials(&mut env, preset, home.as_deref(), state_dir)
+                        .map_err(|e| {
+                            failed(format!("the proxy's certificate authority failed: {e}"))
+                        })?,
+                )
+            }
+        };
         sink.send(crate::spawn::confinement_notice(
             "agent",
             &crate::spawn::Facts::of(&confinement),
@@ -479,7 +513,8 @@ impl AcpBackend {
         );
         shared.route_to(sink.clone(), None);
         let egress = match handoff.map(|h| {
-            let gate = crate::egress::SessionGate::new(shared.clone(), policy.clone());
+            let gate = crate::egress::SessionGate::new(shared.clone(), policy.clone())
+                .with_credentials(credentials);
             crate::egress::Egress::start(h, Arc::new(gate))
         }) {
             None => None,

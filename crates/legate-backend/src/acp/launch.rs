@@ -82,6 +82,22 @@ pub(crate) fn base_url_var(preset: &str) -> Option<&'static str> {
     }
 }
 
+/// The variables of a preset that hold its model credentials (a subset of its pass list):
+/// with `credentials = "proxy"` each is replaced by a placeholder in the agent's environment,
+/// and the egress proxy holds the value.
+pub(crate) fn credential_vars(preset: &str) -> &'static [&'static str] {
+    match preset {
+        "claude" => &[
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+        ],
+        "codex" => &["OPENAI_API_KEY", "CODEX_API_KEY"],
+        "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        _ => &[],
+    }
+}
+
 /// One agent's launch.
 #[derive(Debug)]
 pub(crate) struct Launch {

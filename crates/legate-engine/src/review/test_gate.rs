@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use legate_core::{Decider, Decision};
-use legate_egress::{ConnectRequest, Decided, Gate, Record};
+use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate};
 use legate_supervisor::network::NetworkPolicy;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ impl Gate for TestGate {
         self.policy.names_exactly(addr, port)
     }
 
-    fn record(&self, record: Record) {
+    fn record(&self, record: ConnectionEvent) {
         tracing::info!(
             id = %record.id,
             destination = %record.destination,
