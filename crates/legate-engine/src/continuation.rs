@@ -420,7 +420,7 @@ fn validate_message(request: &MessageRequest) -> Result<()> {
         )));
     }
     // Before the message is claimed: a refused text is never stored.
-    legate_workspace::refuse_credential("the message", &request.text)
+    legate_credentials::refuse_credential("the message", &request.text)
 }
 
 #[cfg(test)]

@@ -201,7 +201,7 @@ fn bounded(text: &str) -> String {
 /// never the value).
 pub(crate) fn scrub(text: &str, max: usize) -> String {
     // The one credential detector every input passes (the copy's content rules).
-    if let Some(kind) = legate_workspace::secrets::credential_in(text) {
+    if let Some(kind) = legate_credentials::credential_in(text) {
         return format!("[withheld by Legate: the text looked like a credential ({kind})]");
     }
     let clean: String = text

@@ -204,7 +204,7 @@ impl Engine {
             return Err(Error::invalid_input("the prompt is empty"));
         }
         check_size("prompt", &request.prompt)?;
-        legate_workspace::refuse_credential("the prompt", &request.prompt)?;
+        legate_credentials::refuse_credential("the prompt", &request.prompt)?;
         let mut continues = None;
         let (context_id, requested) = match &request.context_id {
             Some(c) => {
@@ -342,7 +342,7 @@ pub(crate) fn check_reply(prompt: &str) -> Result<()> {
         return Err(Error::invalid_input("the reply is empty"));
     }
     check_size("reply", prompt)?;
-    legate_workspace::refuse_credential("the reply", prompt)
+    legate_credentials::refuse_credential("the reply", prompt)
 }
 
 /// The prompt as the agent will read it, framed with `role`'s instructions, is at most

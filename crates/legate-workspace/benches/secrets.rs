@@ -389,7 +389,7 @@ fn bench(c: &mut Criterion) {
             g.bench_function(format!("{label}: content only"), |b| {
                 b.iter(|| {
                     tree.iter()
-                        .filter(|(_, c)| legate_workspace::scan_content(black_box(c)).is_some())
+                        .filter(|(_, c)| legate_credentials::scan_content(black_box(c)).is_some())
                         .count()
                 })
             });

@@ -8,9 +8,9 @@
 //! root is canonical, ready for the supervisor's containment.
 //!
 //! For copies it also owns the review pipeline, one concept per module: `select` (what git
-//! would copy, narrowed by `include` paths), `secrets` (the preflight, with `glob` patterns),
-//! `copy`, `baseline` (its index written by `staging` in the `git_index` format, its commit
-//! by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
+//! would copy, narrowed by `include` paths), `secrets` (the preflight: configured exclusions
+//! and exceptions over the `legate_credentials` detector), `copy`, `baseline` (its index
+//! written by `staging` in the `git_index` format, its commit by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
 //! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
 //! hook), `line_endings`, `integrate` (with its crash `journal` and `rollover`), `cleanup`,
 //! `handoff` (a copy's current files handed to another role, on the original baseline),
@@ -30,7 +30,6 @@ mod copy;
 mod git;
 mod git_index;
 mod git_objects;
-mod glob;
 mod handoff;
 mod hidden;
 mod include;
@@ -41,7 +40,7 @@ mod line_endings;
 mod patch;
 mod rollover;
 mod sandbox;
-pub mod secrets;
+mod secrets;
 mod select;
 mod shared;
 mod skills;
@@ -56,7 +55,6 @@ mod verify;
 pub use baseline::Baseline;
 pub use cleanup::{entries, remove_owned_dir};
 pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
-pub use glob::Glob;
 pub use handoff::{copy_selection, make_handoff_copy, tree_sha256};
 pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use integrate::{Change, Integrated, Pending, integrate, plan};
@@ -68,10 +66,7 @@ pub use patch::{
 };
 pub use rollover::{Outcome, Recovered, Standing, recover_integrations};
 pub use sandbox::{label, sandbox};
-pub use secrets::{
-    BlockReason, BlockedFile, RuleInfo, RuleKind, SecretPolicy, content_rule_names, credential_in,
-    credential_name, refuse_credential, scan_content, secret_rules,
-};
+pub use secrets::{BlockReason, BlockedFile, SecretPolicy};
 pub use select::{
     ProjectFile, ProjectFiles, SelectedFile, Selection, list_project_files, project_root, select,
 };

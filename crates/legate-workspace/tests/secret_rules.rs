@@ -15,7 +15,8 @@ mod name_cases;
 
 use content_cases::content_cases;
 use fake::*;
-use legate_workspace::{BlockReason, RuleKind, SecretPolicy, scan_content, secret_rules};
+use legate_credentials::{RuleKind, scan_content, secret_rules};
+use legate_workspace::{BlockReason, SecretPolicy};
 use name_cases::name_cases;
 use proptest::prelude::*;
 use std::collections::BTreeSet;

@@ -75,24 +75,38 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Medians without and with a serve on the home, runs interleaved so that load drifts hit
-/// both alike.
-fn pair(bin: &Path, runs: usize) -> (Duration, Duration) {
-    let dir = tempfile::tempdir().unwrap();
-    let quiet = dir.path().join("quiet");
-    let served = dir.path().join("served");
-    std::fs::create_dir_all(&quiet).unwrap();
-    std::fs::create_dir_all(&served).unwrap();
-    // Warm both homes (store created, the agent's state directory made).
-    task(bin, &quiet);
-    let _serve = serve(bin, &served);
-    task(bin, &served);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
-        a.push(task(bin, &quiet));
-        b.push(task(bin, &served));
+/// One binary's two homes: one quiet, one with a serve listening.
+struct Homes {
+    bin: PathBuf,
+    quiet: PathBuf,
+    served: PathBuf,
+    _serve: Serve,
+    times: (Vec<Duration>, Vec<Duration>),
+}
+
+impl Homes {
+    fn new(bin: PathBuf, dir: &Path, name: &str) -> Self {
+        let quiet = dir.join(name).join("quiet");
+        let served = dir.join(name).join("served");
+        std::fs::create_dir_all(&quiet).unwrap();
+        std::fs::create_dir_all(&served).unwrap();
+        // Warm both homes (store created, the agent's state directory made).
+        task(&bin, &quiet);
+        let serve = serve(&bin, &served);
+        task(&bin, &served);
+        Self {
+            bin,
+            quiet,
+            served,
+            _serve: serve,
+            times: (Vec::new(), Vec::new()),
+        }
     }
-    (median(a), median(b))
+
+    fn round(&mut self) {
+        self.times.0.push(task(&self.bin, &self.quiet));
+        self.times.1.push(task(&self.bin, &self.served));
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -108,14 +122,27 @@ fn main() {
         } else {
             2
         });
-    let mut bins = vec![("this build", PathBuf::from(LEGATE))];
+    let dir = tempfile::tempdir().unwrap();
+    let mut homes = vec![(
+        "this build",
+        Homes::new(PathBuf::from(LEGATE), dir.path(), "new"),
+    )];
     if let Some(base) = std::env::var_os("LEGATE_BASELINE_BIN") {
-        bins.push(("baseline", PathBuf::from(base)));
+        homes.push((
+            "baseline",
+            Homes::new(PathBuf::from(base), dir.path(), "base"),
+        ));
     }
     println!("agent start: `legate run --sandbox \"run true\"` on revisor, medians of {runs}");
+    // Rounds interleave every binary and home, so that load drifts hit all alike.
+    for _ in 0..runs {
+        for (_, h) in &mut homes {
+            h.round();
+        }
+    }
     let mut rows = Vec::new();
-    for (name, bin) in &bins {
-        let (quiet, served) = pair(bin, runs);
+    for (name, h) in homes {
+        let (quiet, served) = (median(h.times.0), median(h.times.1));
         println!(
             "{name:>10}: without a serve {:7.1} ms, with a serve on the home {:7.1} ms: {:.2}x",
             ms(quiet),

@@ -76,7 +76,7 @@ pub(crate) fn check_decisions(decisions: &[String]) -> Result<()> {
                 "decision {n} holds a control character"
             )));
         }
-        legate_workspace::refuse_credential(&format!("decision {n}"), d)?;
+        legate_credentials::refuse_credential(&format!("decision {n}"), d)?;
     }
     Ok(())
 }
@@ -309,7 +309,7 @@ mod tests {
             let ok = list.len() <= MAX_DECISIONS && list.iter().all(|d| {
                 !d.trim().is_empty() && d.len() <= MAX_DECISION_BYTES
                     && !d.chars().any(|c| c.is_control() && c != '\n' && c != '\t')
-                    && legate_workspace::scan_content(d.as_bytes()).is_none()
+                    && legate_credentials::scan_content(d.as_bytes()).is_none()
             });
             let got = check_decisions(&list);
             prop_assert_eq!(got.is_ok(), ok);

@@ -267,7 +267,7 @@ impl Engine {
                 "a memory text must not be empty; remove the entry instead",
             ));
         }
-        legate_workspace::refuse_credential("the memory text", text)?;
+        legate_credentials::refuse_credential("the memory text", text)?;
         let root = self.memory_project(project)?;
         let key = root.to_string_lossy();
         let sha = legate_workspace::sha256_hex(text.as_bytes());

@@ -99,7 +99,7 @@ impl Engine {
             ));
         }
         let total = entry.text.len() as u64;
-        if let Some(kind) = legate_workspace::credential_in(&entry.text) {
+        if let Some(kind) = legate_credentials::credential_in(&entry.text) {
             tracing::warn!(
                 specialist,
                 kind,

@@ -61,7 +61,7 @@ impl Engine {
             if entry.meta.sha256 != *sha256 {
                 return Err(changed(specialist, Some(&entry.meta.sha256)));
             }
-            legate_workspace::refuse_credential(
+            legate_credentials::refuse_credential(
                 &format!("the memory of specialist {specialist}"),
                 &entry.text,
             )?;

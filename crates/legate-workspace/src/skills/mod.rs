@@ -144,7 +144,7 @@ pub fn check_package(package: &SkillPackage, source: SkillSource) -> Result<Stag
                 f.path
             )));
         }
-        if let Some(kind) = crate::secrets::scan_content(f.content.as_bytes()) {
+        if let Some(kind) = legate_credentials::scan_content(f.content.as_bytes()) {
             return Err(Error::new(
                 ErrorCode::InputSecretDetected,
                 format!(

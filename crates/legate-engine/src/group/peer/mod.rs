@@ -248,7 +248,7 @@ pub fn record_found<'a>(
 
 /// The kind of credential `text` carries, if any (mem's detector; never the value).
 fn credential_in(text: &str) -> Option<&'static str> {
-    legate_workspace::secrets::credential_in(text)
+    legate_credentials::credential_in(text)
 }
 
 /// A recorded message waiting to be delivered to its recipient.

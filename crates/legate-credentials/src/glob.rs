@@ -1,4 +1,5 @@
-//! Globs for secret exclusions and exceptions.
+//! Globs: the pattern language of the name rules and of the copy's secret exclusions and
+//! exceptions.
 //!
 //! This module owns the pattern language the configuration uses: `*` (within one component),
 //! `?` (one character), `**` (any number of directories), compared ignoring case. A pattern

@@ -2,8 +2,8 @@
 //! entry) that holds a high-confidence credential is refused before anything stores or
 //! forwards it.
 //!
-//! This module owns [`credential_in`] and [`refuse_credential`]. It reuses the content rules
-//! of the copy preflight (`rules.toml`, one definition): private key blocks, AWS key ids,
+//! This module owns [`credential_in`] and [`refuse_credential`]. It uses the content rules the
+//! copy preflight uses (`rules.toml`, one definition): private key blocks, AWS key ids,
 //! GitHub, Slack, OpenAI, Anthropic, Google, Stripe, JWTs and the rest of the table. It must
 //! never return, log or put into an error any part of the text it judges: only the kind of
 //! credential (the rule id) and the name of the field.

@@ -1,27 +1,21 @@
 //! The secret preflight: which files never reach a copy, and why.
 //!
-//! This module owns the policy over the rule table (`rules.toml`, compiled by `rules`,
-//! run by `scan`): credential file names (`.env` and its variants, private keys, keystores,
-//! credential and state files of known tools), names the content must confirm (`*.key`
-//! unless a zip), high-confidence credential patterns in content, and the configured
-//! exclusions (deny globs) and version-2 exceptions (globs that skip the name check only). Precedence, strictly: unsafe paths first (decided by the
-//! selection), then an exclusion (`SECRET_EXCLUSION`), then the name check unless an
-//! exception covers it (`SECRET_FILE`), then content, which no exception ever skips
-//! (`SECRET_CONTENT`).
+//! This module owns the policy over the credential detector (`legate_credentials`, whose
+//! rules are data): the configured exclusions (deny globs) and version-2 exceptions (globs
+//! that skip the name check only), and the verdict a copy records. Precedence, strictly:
+//! unsafe paths first (decided by the selection), then an exclusion (`SECRET_EXCLUSION`),
+//! then the name check unless an exception covers it (`SECRET_FILE`), then content, which no
+//! exception ever skips (`SECRET_CONTENT`).
 //!
 //! It must never put a file's content, or any part of a match, into a reason, an error or a
 //! log. It does not claim to find arbitrary secrets: unknown formats, encrypted or obfuscated
 //! data pass.
 
-mod input;
-mod rules;
-mod scan;
-
-pub use input::{credential_in, refuse_credential};
-pub use rules::{RuleInfo, RuleKind, secret_rules};
-
-use crate::glob::Glob;
 use legate_core::{Error, ErrorCode};
+use legate_credentials::{
+    Glob, SCANNER_UNAVAILABLE, confirmed_name, content_confirmed_name, credential_name,
+    scan_content,
+};
 use serde::{Deserialize, Serialize};
 
 legate_core::wire_enum! {
@@ -140,7 +134,7 @@ impl SecretPolicy {
     }
 
     /// The name-level verdict for a safe relative `path`: an exclusion, else a credential
-    /// name not covered by an exception. Content is checked separately ([`scan_content`]).
+    /// name not covered by an exception. Content is checked separately ([`Self::check`]).
     pub fn check_name(&self, path: &str) -> Option<(BlockReason, String)> {
         if let Some(g) = self.exclusions.iter().find(|g| g.matches(path)) {
             return Some((BlockReason::SecretExclusion, g.as_str().to_string()));
@@ -156,14 +150,11 @@ impl SecretPolicy {
     /// zip archive such as a Keynote file), unless an exception covers the path. The copy
     /// blocks the file as `SECRET_FILE` when its bytes confirm it.
     pub fn content_confirmed_name(&self, path: &str) -> Option<&'static str> {
-        let Ok(set) = rules::ruleset() else {
-            return Some(UNAVAILABLE);
-        };
-        let rule = set.name(path, true)?;
-        if self.exceptions.iter().any(|g| g.matches(path)) {
+        let rule = content_confirmed_name(path)?;
+        if rule != SCANNER_UNAVAILABLE && self.exceptions.iter().any(|g| g.matches(path)) {
             return None;
         }
-        Some(rule.id.as_str())
+        Some(rule)
     }
 
     /// Every check, name then content, for a file whose bytes are at hand.
@@ -183,56 +174,16 @@ impl SecretPolicy {
     }
 }
 
-/// What every check answers when the rule table could not be built: fail closed.
-const UNAVAILABLE: &str = "scanner-unavailable";
-
-/// The name rule `path` trips, if any: the rules that the name alone decides (a rule the
-/// content must confirm, such as `*.key`, is [`SecretPolicy::content_confirmed_name`]).
-pub fn credential_name(path: &str) -> Option<&'static str> {
-    let Ok(set) = rules::ruleset() else {
-        return Some(UNAVAILABLE);
-    };
-    set.name(path, false).map(|r| r.id.as_str())
-}
-
-/// The content rule `bytes` trips, if any. Binary files are scanned too, whole.
-pub fn scan_content(bytes: &[u8]) -> Option<&'static str> {
-    let Ok(set) = rules::ruleset() else {
-        // Fail closed: a scanner that cannot run blocks everything it is asked about.
-        return Some(UNAVAILABLE);
-    };
-    set.scan(bytes)
-}
-
 /// The verdict on a selected file's bytes at copy time: a name rule that its content
 /// confirms (`pending`, from [`SecretPolicy::content_confirmed_name`]) first, then content.
 pub(crate) fn scan_selected(
     pending: Option<&'static str>,
     bytes: &[u8],
 ) -> Option<(BlockReason, &'static str)> {
-    if let Some(id) = pending {
-        let Ok(set) = rules::ruleset() else {
-            return Some((BlockReason::SecretFile, UNAVAILABLE));
-        };
-        let unless = set
-            .names
-            .iter()
-            .find(|r| r.id == id)
-            .and_then(|r| r.unless_content);
-        if scan::confirmed(unless, bytes) {
-            return Some((BlockReason::SecretFile, id));
-        }
+    if let Some(rule) = pending.and_then(|id| confirmed_name(id, bytes)) {
+        return Some((BlockReason::SecretFile, rule));
     }
     scan_content(bytes).map(|r| (BlockReason::SecretContent, r))
-}
-
-/// Every content rule's id, in the order they are tried, for documentation and tests.
-pub fn content_rule_names() -> Vec<&'static str> {
-    secret_rules()
-        .into_iter()
-        .filter(|r| r.kind == RuleKind::Content)
-        .map(|r| r.id)
-        .collect()
 }
 
 #[cfg(test)]
@@ -330,11 +281,5 @@ mod tests {
             assert!(SecretPolicy::from_json(None, Some(bad)).is_err(), "{bad}");
         }
         assert!(SecretPolicy::from_json(Some(r#"["/abs"]"#), None).is_err());
-    }
-
-    #[test]
-    fn every_rule_compiles() {
-        assert!(rules::ruleset().is_ok());
-        assert_eq!(scan_content(b"fn main() {}\n"), None);
     }
 }

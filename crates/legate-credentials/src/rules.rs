@@ -1,4 +1,4 @@
-//! The preflight's rule table: `rules.toml`, embedded, parsed and validated once.
+//! The detector's rule table: `rules.toml`, embedded, parsed and validated once.
 //!
 //! This module owns the data model of a rule (an id, a family, a description, and what it
 //! matches: path globs, or content keywords and a pattern with its filters), the validation

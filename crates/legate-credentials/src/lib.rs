@@ -1,0 +1,112 @@
+//! Legate's credential detector: credentials recognised in text and files by rules that are
+//! data.
+//!
+//! This crate owns the rule table (`rules.toml`, embedded, compiled by `rules` and run by
+//! `scan`): credential file names (`.env` and its variants, private keys, keystores,
+//! credential and state files of known tools), names the content must confirm (`*.key`
+//! unless a zip), and high-confidence credential patterns in content, with the `glob` pattern
+//! language the name rules (and the copy's configured exclusions and exceptions) are written
+//! in. Its callers are the copy preflight (`legate-workspace`) and the engine's input check of
+//! prompts, messages, decisions and memory ([`credential_in`], [`refuse_credential`]).
+//!
+//! It must never do I/O beyond reading what it is handed, and never decide what to do about a
+//! hit: it answers a rule id, and the caller blocks, refuses or lets pass. It never returns,
+//! logs or puts into an error any part of a match. It does not claim to find arbitrary
+//! secrets: unknown formats, encrypted or obfuscated data pass. A rule table that could not be
+//! built fails closed: every check answers [`SCANNER_UNAVAILABLE`].
+//!
+//! ```
+//! use legate_credentials::{credential_in, credential_name, refuse_credential};
+//!
+//! let key = format!("{}{}", "AKIA", "Q3ZL7RTX2WNVD6KM");
+//! let prompt = format!("deploy with {key} please");
+//! assert_eq!(credential_in(&prompt), Some("aws-access-key-id"));
+//! let err = refuse_credential("the prompt", &prompt).unwrap_err();
+//! assert!(!err.message.contains(&key));
+//! assert_eq!(credential_in("Fix the failing test in src/lib.rs."), None);
+//! assert!(credential_name("app/.env").is_some());
+//! assert_eq!(credential_name(".env.example"), None);
+//! ```
+
+mod glob;
+mod input;
+mod rules;
+mod scan;
+
+pub use glob::Glob;
+pub use input::{credential_in, refuse_credential};
+pub use rules::{RuleInfo, RuleKind, secret_rules};
+
+/// The rule id every check answers when the rule table could not be built: fail closed.
+pub const SCANNER_UNAVAILABLE: &str = "scanner-unavailable";
+
+/// The name rule `path` trips, if any: the rules that the name alone decides (a rule the
+/// content must confirm, such as `*.key`, is [`content_confirmed_name`]).
+pub fn credential_name(path: &str) -> Option<&'static str> {
+    let Ok(set) = rules::ruleset() else {
+        return Some(SCANNER_UNAVAILABLE);
+    };
+    set.name(path, false).map(|r| r.id.as_str())
+}
+
+/// The name rule of `path` that only its content can confirm (`*.key`, unless it is a zip
+/// archive such as a Keynote file); [`confirmed_name`] judges the bytes.
+pub fn content_confirmed_name(path: &str) -> Option<&'static str> {
+    let Ok(set) = rules::ruleset() else {
+        return Some(SCANNER_UNAVAILABLE);
+    };
+    set.name(path, true).map(|r| r.id.as_str())
+}
+
+/// Whether `bytes` confirm the name rule `rule` (from [`content_confirmed_name`]): the rule
+/// id when they do, `None` when they do not (a `*.key` that is a zip archive).
+pub fn confirmed_name(rule: &'static str, bytes: &[u8]) -> Option<&'static str> {
+    let Ok(set) = rules::ruleset() else {
+        return Some(SCANNER_UNAVAILABLE);
+    };
+    let unless = set
+        .names
+        .iter()
+        .find(|r| r.id == rule)
+        .and_then(|r| r.unless_content);
+    scan::confirmed(unless, bytes).then_some(rule)
+}
+
+/// The content rule `bytes` trips, if any. Binary files are scanned too, whole.
+pub fn scan_content(bytes: &[u8]) -> Option<&'static str> {
+    let Ok(set) = rules::ruleset() else {
+        // Fail closed: a scanner that cannot run blocks everything it is asked about.
+        return Some(SCANNER_UNAVAILABLE);
+    };
+    set.scan(bytes)
+}
+
+/// Every content rule's id, in the order they are tried, for documentation and tests.
+pub fn content_rule_names() -> Vec<&'static str> {
+    secret_rules()
+        .into_iter()
+        .filter(|r| r.kind == RuleKind::Content)
+        .map(|r| r.id)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles() {
+        assert!(rules::ruleset().is_ok());
+        assert_eq!(scan_content(b"fn main() {}\n"), None);
+    }
+
+    #[test]
+    fn a_zip_named_key_is_not_confirmed() {
+        let Some(rule) = content_confirmed_name("slides.key") else {
+            panic!("*.key is a name the content confirms");
+        };
+        assert_eq!(confirmed_name(rule, b"PK\x03\x04rest"), None);
+        assert_eq!(confirmed_name(rule, b"-----BEGIN"), Some(rule));
+        assert_eq!(credential_name("slides.key"), None);
+    }
+}
