@@ -292,9 +292,16 @@ pub(crate) fn proxy_credentials(
         credentials = secrets.len(),
         "the agent's credentials are held by the egress proxy"
     );
+    // Plain HTTP gets the real values only for a model URL that is explicitly `http://` (a
+    // local model server): never the public host, which is reached over TLS.
+    let plain_http = crate::acp::launch::base_url_var(preset)
+        .and_then(|var| env.iter().find(|(k, _)| k == var))
+        .and_then(|(_, v)| v.to_str())
+        .is_some_and(|url| url.len() > 7 && url[..7].eq_ignore_ascii_case("http://"));
     Ok(
         legate_egress::Credentials::new(format!("preset:{preset}"), secrets)
-            .with_tls(Arc::new(tls)),
+            .with_tls(Arc::new(tls))
+            .with_plain_http(plain_http),
     )
 }
 

@@ -205,8 +205,8 @@ async fn proxy(
         .filter(|c| c.applies(decided.rule_id.as_deref()));
     let tls = credentials.and_then(|c| c.tls().map(Arc::clone));
     let (counts, error, injected) = match (credentials, forward, tls) {
-        (Some(credentials), Some(head), _) => {
-            let (head, injected) = match credentials.substitute(&head) {
+        (Some(credentials), Some(head), _) if credentials.plain_http() => {
+            let (head, injected) = match credentials.head(&head) {
                 Some(real) => (real, true),
                 None => (head, false),
             };

@@ -111,8 +111,10 @@ async fn http_origin() -> (SocketAddr, oneshot::Receiver<String>) {
 }
 
 fn gate(policy: NetworkPolicy, placeholder: &str, tls: Option<Interception>) -> Arc<TestGate> {
+    // The origins here are plain `http://` model URLs (a local model server).
     let mut credentials =
-        Credentials::new("preset:gemini", vec![(placeholder.into(), REAL.into())]);
+        Credentials::new("preset:gemini", vec![(placeholder.into(), REAL.into())])
+            .with_plain_http(true);
     if let Some(tls) = tls {
         credentials = credentials.with_tls(Arc::new(tls));
     }

@@ -280,7 +280,18 @@ pub(crate) async fn relay(
         at: 0,
         counters: Arc::clone(&counters),
     };
-    let agent = match tokio_rustls::TlsAcceptor::from(config).accept(agent).await {
+    let accepted = tokio::time::timeout(
+        head_timeout,
+        tokio_rustls::TlsAcceptor::from(config).accept(agent),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no handshake within {head_timeout:?}"),
+        ))
+    });
+    let agent = match accepted {
         Ok(stream) => stream,
         Err(e) => {
             return ended(
@@ -298,12 +309,14 @@ pub(crate) async fn relay(
     let sender = Arc::new(tokio::sync::Mutex::new(sender));
     let substitutions = Arc::new(credentials.clone());
     let flag = Arc::clone(&injected);
+    let tunnel_host = Arc::new(host.clone());
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let sender = Arc::clone(&sender);
         let substitutions = Arc::clone(&substitutions);
         let flag = Arc::clone(&flag);
+        let tunnel_host = Arc::clone(&tunnel_host);
         async move {
-            let (request, replaced) = rewrite(request, &substitutions);
+            let (request, replaced) = rewrite(request, &substitutions, &tunnel_host);
             if replaced {
                 flag.store(true, Ordering::Relaxed);
             }
@@ -333,12 +346,42 @@ pub(crate) async fn relay(
     }
 }
 
-/// `request` with every placeholder in its target and header values replaced; whether one
-/// was.
-fn rewrite(mut request: Request<Incoming>, credentials: &Credentials) -> (Request<Incoming>, bool) {
+/// `request` with the real values in its credential slots ([`Credentials::header`],
+/// [`Credentials::target`]); whether one was set. Only for a request to the host the tunnel
+/// was opened for (its `Host`, or its absolute URI's authority): a request naming another
+/// virtual host behind the same address gets nothing.
+fn rewrite(
+    mut request: Request<Incoming>,
+    credentials: &Credentials,
+    host: &Host,
+) -> (Request<Incoming>, bool) {
+    let named = request
+        .uri()
+        .authority()
+        .map(|a| a.host().to_string())
+        .or_else(|| {
+            request
+                .headers()
+                .get(hyper::header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| match v.rsplit_once(':') {
+                    Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h.to_string(),
+                    _ => v.to_string(),
+                })
+        });
+    let expected = host.to_string();
+    let matches = named.is_some_and(|n| {
+        n.trim_end_matches('.')
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .eq_ignore_ascii_case(expected.trim_start_matches('[').trim_end_matches(']'))
+    });
+    if !matches {
+        return (request, false);
+    }
     let mut replaced = false;
-    for value in request.headers_mut().values_mut() {
-        if let Some(real) = credentials.substitute(value.as_bytes())
+    for (name, value) in request.headers_mut().iter_mut() {
+        if let Some(real) = credentials.header(name.as_str(), value.as_bytes())
             && let Ok(real) = hyper::header::HeaderValue::from_bytes(&real)
         {
             *value = real;
@@ -348,7 +391,7 @@ fn rewrite(mut request: Request<Incoming>, credentials: &Credentials) -> (Reques
     let target = request
         .uri()
         .path_and_query()
-        .and_then(|pq| credentials.substitute(pq.as_str().as_bytes()))
+        .and_then(|pq| credentials.target(pq.as_str()))
         .and_then(|real| hyper::http::uri::PathAndQuery::try_from(real).ok());
     if let Some(target) = target {
         let mut parts = request.uri().clone().into_parts();

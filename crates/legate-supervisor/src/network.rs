@@ -19,7 +19,7 @@ mod rule;
 mod special;
 
 pub use rule::{Destination, Host, HostPattern, HostRule, HostRuleError};
-pub use special::{Special, special};
+pub use special::{Special, canonical, special};
 
 use legate_core::Decision;
 use serde::{Deserialize, Serialize};
@@ -234,7 +234,7 @@ impl NetworkPolicy {
     pub fn names_address(&self, addr: IpAddr) -> bool {
         self.allow
             .iter()
-            .any(|r| matches!(r.rule.pattern, HostPattern::Ip(ip) if ip == addr.to_canonical()))
+            .any(|r| matches!(r.rule.pattern, HostPattern::Ip(ip) if ip == canonical(addr)))
     }
 }
 

@@ -86,6 +86,10 @@ impl Gate for Recording {
         self.inner.names_exactly(addr, port)
     }
 
+    fn denies_address(&self, addr: IpAddr, port: u16) -> Option<String> {
+        self.inner.denies_address(addr, port)
+    }
+
     fn record(&self, record: ConnectionEvent) {
         {
             let mut kept = self.kept();

@@ -316,12 +316,21 @@ pub(crate) fn permission_request(
     let mut known = earlier.unwrap_or_default();
     learn_fields(&mut known, &req.tool_call.fields);
     let id = req.tool_call.tool_call_id.0.to_string();
+    // `raw_input.network` is where Legate's own egress proxy names a connection it puts to a
+    // supervisor (`crate::egress`): an agent's request may not carry one, or it could pass
+    // for a connection Legate asked about (and be shown, and scoped, as one).
+    let mut raw_input = known.raw_input;
+    if let Some(serde_json::Value::Object(map)) = raw_input.as_mut()
+        && map.remove("network").is_some()
+    {
+        tracing::warn!(tool_call_id = %id, "an agent's permission request named `network` in its raw input; dropped");
+    }
     PermissionRequest {
         title: known.title.unwrap_or_else(|| id.clone()),
         tool_call_id: id,
         tool_kind: known.kind.unwrap_or(ToolKind::Other),
         locations: known.locations.unwrap_or_default(),
-        raw_input: known.raw_input,
+        raw_input,
         options: req
             .options
             .iter()
@@ -610,5 +619,22 @@ mod tests {
         let t = truncate("ééééé", 6);
         assert!(t.len() <= 6, "{t}");
         assert!(t.ends_with('…'));
+    }
+
+    #[test]
+    fn an_agents_request_cannot_pass_for_a_connection_legate_asked_about() {
+        let req: acp::RequestPermissionRequest = serde_json::from_value(json!({
+            "sessionId": "s",
+            "toolCall": {
+                "toolCallId": "t1",
+                "title": "read docs",
+                "kind": "fetch",
+                "rawInput": {"network": {"destination": "evil.example:443"}, "url": "x"}
+            },
+            "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}]
+        }))
+        .unwrap();
+        let request = permission_request(&req, None);
+        assert_eq!(request.raw_input, Some(json!({"url": "x"})));
     }
 }

@@ -70,6 +70,10 @@ impl Gate for TestGate {
         self.policy.names_exactly(addr, port)
     }
 
+    fn denies_address(&self, addr: IpAddr, port: u16) -> Option<String> {
+        self.policy.denies_address(addr, port).map(|r| r.id.clone())
+    }
+
     fn record(&self, record: ConnectionEvent) {
         tracing::info!(
             id = %record.id,

@@ -78,7 +78,7 @@ impl Host {
         if s.contains(':') {
             return s
                 .parse::<Ipv6Addr>()
-                .map(|v6| Host::Ip(IpAddr::V6(v6).to_canonical()))
+                .map(|v6| Host::Ip(super::special::canonical(IpAddr::V6(v6))))
                 .map_err(|_| HostRuleError::Unbracketed(s.to_string()));
         }
         normalize_name(s).map(Host::Name)
@@ -177,15 +177,15 @@ impl HostRule {
             (HostPattern::Subdomains(domain), Host::Name(name)) => name
                 .strip_suffix(domain.as_str())
                 .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-            (HostPattern::Ip(rule), Host::Ip(ip)) => *rule == ip.to_canonical(),
+            (HostPattern::Ip(rule), Host::Ip(ip)) => *rule == super::special::canonical(*ip),
             _ => false,
         }
     }
 
-    /// Whether this rule names exactly the address `addr` (an IPv4-mapped form counts as
-    /// its IPv4) on `port`.
+    /// Whether this rule names exactly the address `addr` (an IPv6 form that embeds an IPv4
+    /// address, mapped, NAT64, 6to4 or compatible, counts as that IPv4 address) on `port`.
     pub fn names_exactly(&self, addr: IpAddr, port: u16) -> bool {
-        matches!(self.pattern, HostPattern::Ip(ip) if ip == addr.to_canonical())
+        matches!(self.pattern, HostPattern::Ip(ip) if ip == super::special::canonical(addr))
             && self.port.is_none_or(|p| p == port)
     }
 }
@@ -203,7 +203,7 @@ impl FromStr for HostRule {
             && let Ok(v6) = s.parse::<Ipv6Addr>()
         {
             return Ok(Self::new(
-                HostPattern::Ip(IpAddr::V6(v6).to_canonical()),
+                HostPattern::Ip(super::special::canonical(IpAddr::V6(v6))),
                 None,
             ));
         }
@@ -296,7 +296,7 @@ fn parse_port(s: &str) -> Result<u16, HostRuleError> {
 fn parse_v6(inner: &str, whole: &str) -> Result<IpAddr, HostRuleError> {
     inner
         .parse::<Ipv6Addr>()
-        .map(|v6| IpAddr::V6(v6).to_canonical())
+        .map(|v6| super::special::canonical(IpAddr::V6(v6)))
         .map_err(|_| HostRuleError::Ipv6(whole.to_string()))
 }
 
@@ -480,7 +480,7 @@ mod tests {
             Just(HostPattern::Any),
             name().prop_map(HostPattern::Exact),
             name().prop_map(HostPattern::Subdomains),
-            any::<IpAddr>().prop_map(|ip| HostPattern::Ip(ip.to_canonical())),
+            any::<IpAddr>().prop_map(|ip| HostPattern::Ip(crate::network::canonical(ip))),
         ];
         (pattern, prop::option::of(1u16..=65535)).prop_map(|(p, port)| HostRule::new(p, port))
     }

@@ -110,6 +110,15 @@ fn special_v6(a: Ipv6Addr) -> Option<Special> {
     Some(special)
 }
 
+/// `addr` as the one address rules compare: an IPv6 address that embeds an IPv4 address (in
+/// the forms [`special`] reads) is that IPv4 address; any other is itself.
+pub fn canonical(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => embedded_v4(v6).map_or(addr, IpAddr::V4),
+        IpAddr::V4(_) => addr,
+    }
+}
+
 /// The IPv4 address an IPv6 address stands for, in the forms that route to it.
 fn embedded_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = a.segments();
@@ -231,5 +240,18 @@ mod tests {
         ] {
             assert_eq!(class(addr), want, "{addr}");
         }
+    }
+
+    #[test]
+    fn rules_compare_the_embedded_ipv4_address() {
+        let v4 = IpAddr::from([1, 2, 3, 4]);
+        for form in ["::ffff:1.2.3.4", "64:ff9b::102:304", "2002:102:304::1"] {
+            let v6: IpAddr = form.parse().unwrap();
+            assert_eq!(canonical(v6), v4, "{form}");
+        }
+        let plain: IpAddr = "2606:4700::1111".parse().unwrap();
+        assert_eq!(canonical(plain), plain);
+        let rule: super::super::HostRule = "1.2.3.4:443".parse().unwrap();
+        assert!(rule.names_exactly("64:ff9b::102:304".parse().unwrap(), 443));
     }
 }
