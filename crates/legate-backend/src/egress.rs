@@ -239,11 +239,18 @@ pub(crate) fn trust_authority(
     authority: &legate_egress::Authority,
     dir: &std::path::Path,
 ) -> std::io::Result<()> {
-    let dir = dir.join("legate-ca");
-    std::fs::create_dir_all(&dir)?;
-    let ours = dir.join("legate-ca.pem");
-    let bundle = dir.join("ca-bundle.pem");
-    std::fs::write(&ours, authority.cert_pem())?;
+    // The state directory is the agent's to write: a name there may be a symlink it planted
+    // (to the user's `~/.bashrc`, say). Legate writes beneath it in the kernel, by temp file
+    // and rename, following no link, so it writes nothing the agent could not.
+    std::fs::create_dir_all(dir)?;
+    let root = legate_beneath::Root::open(dir).map_err(std::io::Error::other)?;
+    let write = |name: &str, bytes: &[u8]| {
+        root.write(&std::path::Path::new("legate-ca").join(name), bytes, true)
+            .map_err(std::io::Error::other)
+    };
+    let ours = dir.join("legate-ca").join("legate-ca.pem");
+    let bundle = dir.join("legate-ca").join("ca-bundle.pem");
+    write("legate-ca.pem", authority.cert_pem().as_bytes())?;
     let named = env
         .iter()
         .find(|(k, _)| k == "SSL_CERT_FILE")
@@ -258,7 +265,7 @@ pub(crate) fn trust_authority(
         text.push('\n');
     }
     text.push_str(authority.cert_pem());
-    std::fs::write(&bundle, text)?;
+    write("ca-bundle.pem", text.as_bytes())?;
     let set = [
         ("SSL_CERT_FILE", &bundle),
         ("REQUESTS_CA_BUNDLE", &bundle),
@@ -752,5 +759,28 @@ mod tests {
                 .any(|(_, v)| v.to_string_lossy().contains("sk-0123456789"))
         );
         assert!(!text.contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn the_trusted_bundle_is_written_through_no_link_the_agent_planted() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(state.join("legate-ca")).unwrap();
+        let victim = dir.path().join("bashrc");
+        std::fs::write(&victim, "mine").unwrap();
+        std::os::unix::fs::symlink(&victim, state.join("legate-ca/ca-bundle.pem")).unwrap();
+        let authority = legate_egress::Authority::generate().unwrap();
+        let mut env = Vec::new();
+        // Refused (the session does not start), and the link's target is untouched.
+        assert!(trust_authority(&mut env, &authority, &state).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
+        assert!(env.is_empty());
+        // A planted link in place of the directory itself is refused, not followed.
+        let other = tempfile::tempdir().unwrap();
+        let state2 = dir.path().join("state2");
+        std::fs::create_dir_all(&state2).unwrap();
+        std::os::unix::fs::symlink(other.path(), state2.join("legate-ca")).unwrap();
+        assert!(trust_authority(&mut env, &authority, &state2).is_err());
+        assert_eq!(std::fs::read_dir(other.path()).unwrap().count(), 0);
     }
 }

@@ -150,7 +150,7 @@ async fn proxy(
         refuse(client, &request, &decided.reason).await;
         return;
     }
-    let addrs = match dial::addresses(
+    let dialed = match dial::addresses(
         &request.destination,
         limits.resolve_timeout,
         |a, p| gate.names_exactly(a, p),
@@ -158,7 +158,7 @@ async fn proxy(
     )
     .await
     {
-        Ok(addrs) => addrs,
+        Ok(addrs) => dial::connect(&addrs, limits.connect_timeout).await,
         Err(error @ (dial::DialError::Special { .. } | dial::DialError::Denied { .. })) => {
             record(
                 &decided,
@@ -171,20 +171,10 @@ async fn proxy(
             refuse(client, &request, &error.to_string()).await;
             return;
         }
-        Err(error) => {
-            record(
-                &decided,
-                Decision::Allow,
-                None,
-                error.to_string(),
-                (0, 0),
-                false,
-            );
-            respond::send(client, 502, &error.to_string(), false).await;
-            return;
-        }
+        Err(error) => Err(error),
     };
-    let (upstream, address) = match dial::connect(&addrs, limits.connect_timeout).await {
+    // Allowed, but not reached (no answer from the resolver or from any screened address).
+    let (upstream, address) = match dialed {
         Ok(connected) => connected,
         Err(error) => {
             record(

@@ -168,11 +168,10 @@ impl AgyBackend {
         )?;
         // Fails with CONFINEMENT_UNAVAILABLE before anything runs unconfined; tells whether
         // each run gets a network namespace, whose one way out is the proxy.
-        let namespaced = match fence.prepare_run() {
-            Ok(mut prepared) => prepared.take_egress().is_some(),
-            Err(e) if self.confinement == Requirement::Required => return Err(e),
-            Err(_) => false,
-        };
+        if self.confinement == Requirement::Required {
+            drop(fence.prepare_run()?);
+        }
+        let namespaced = Confinement::probe_network_namespace();
         let network = namespaced.then(|| {
             let policy = Arc::new(crate::egress::session_policy(
                 &request.network,
