@@ -219,7 +219,7 @@ async fn over_a2a(base: &str, tasks: usize) -> Summary {
 
 /// The frames the handler streams for a stored task whose stream began in `first`.
 fn expected_frames(engine: &Engine, id: &TaskId, first: TaskState) -> usize {
-    let task = engine.stored_task(id).unwrap().unwrap();
+    let task = engine.records().stored_task(id).unwrap().unwrap();
     let mut current = task.clone();
     current.state = first;
     let mut translator = legate_a2a::convert::Translator::new();

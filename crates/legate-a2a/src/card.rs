@@ -66,6 +66,7 @@ pub fn card(
     path: &str,
 ) -> AgentCard {
     let description = engine
+        .agents()
         .agent(agent)
         .ok()
         .and_then(|a| a.description.clone())

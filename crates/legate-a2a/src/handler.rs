@@ -67,11 +67,17 @@ impl AgentHandler {
             out.artifacts.get_or_insert_with(Vec::new).push(patch);
         }
         if artifacts && task.is_terminal() {
-            for a in self.engine.artifacts(task.id.as_str()).unwrap_or_default() {
+            for a in self
+                .engine
+                .artifacts()
+                .list(task.id.as_str())
+                .unwrap_or_default()
+            {
                 let bytes = match &a.sha256 {
                     Some(sha) => self
                         .engine
-                        .read_artifact(task.id.as_str(), &a.name, sha)
+                        .artifacts()
+                        .read(task.id.as_str(), &a.name, sha)
                         .await
                         .ok()
                         .map(|r| r.bytes),
@@ -114,7 +120,7 @@ impl AgentHandler {
 
     /// A task of this agent by exact id; anything else is `TASK_NOT_FOUND`.
     fn find(&self, id: &str) -> Result<Task, A2AError> {
-        match self.engine.task_of(&self.agent, id) {
+        match self.engine.messages().task_of(&self.agent, id) {
             Ok(t) => Ok(t),
             Err(e) if e.code == ErrorCode::TaskNotFound => Err(A2AError::task_not_found(id)),
             Err(e) => Err(convert::error(&e)),
@@ -145,6 +151,7 @@ impl AgentHandler {
         };
         let delivered = self
             .engine
+            .messages()
             .deliver(inbound)
             .map_err(|e| convert::error(&e))?;
         Ok((delivered.task, delivered.after))
@@ -193,7 +200,7 @@ impl AgentHandler {
                 if let EventKind::Status { state, .. } = &event.kind {
                     if state.is_terminal() || waits {
                         // As stored with this status: result, status message, error.
-                        match engine.stored_task(&current.id) {
+                        match engine.records().stored_task(&current.id) {
                             Ok(Some(t)) => current = t,
                             Ok(None) => {}
                             Err(e) => {

@@ -92,11 +92,12 @@ pub async fn boot(engine: &Engine, options: &A2aOptions) -> (Router, BootReport)
         .filter(|n| known.contains_key(*n))
         .cloned()
         .collect();
-    let probes = futures::future::join_all(
-        names
-            .iter()
-            .map(|n| async move { (n.clone(), engine.probe(n, options.probe_limit).await) }),
-    )
+    let probes = futures::future::join_all(names.iter().map(|n| async move {
+        (
+            n.clone(),
+            engine.agents().probe(n, options.probe_limit).await,
+        )
+    }))
     .await;
     let mut report = BootReport::default();
     let mut router = Router::new();

@@ -36,9 +36,10 @@ pub async fn artifact(engine: &Engine, task: &Task) -> Option<Artifact> {
     );
     // A copy made from files a remote Legate sent goes back with its returned manifest
     // (the copy-workspace extension), inline up to the transfer bound.
-    let patch = match engine.returned_patch(task.id.as_str()).await {
+    let patch = match engine.reviews().returned_patch(task.id.as_str()).await {
         Ok(Some((preview, manifest))) => Ok((preview, Some(manifest))),
         Ok(None) => engine
+            .reviews()
             .patch(task.id.as_str(), None)
             .await
             .map(|p| (p, None)),

@@ -191,7 +191,12 @@ async fn a_copy_runs_remotely_and_is_reviewed_and_integrated_locally() {
         "{:?}",
         task.status
     );
-    let remote_patch = r.engine.patch(task.id.as_str(), None).await.unwrap();
+    let remote_patch = r
+        .engine
+        .reviews()
+        .patch(task.id.as_str(), None)
+        .await
+        .unwrap();
     assert_eq!(remote_patch.files.len(), 1);
     assert_eq!(r.copies().len(), 1, "one fresh copy on the remote");
 
@@ -206,7 +211,15 @@ async fn a_copy_runs_remotely_and_is_reviewed_and_integrated_locally() {
     }
     let e = copy::apply_returned(&root, &tampered).unwrap_err();
     assert_eq!(e.code, ErrorCode::RemoteProtocolError, "{e}");
-    assert!(h.engine.patch(&id, None).await.unwrap().files.is_empty());
+    assert!(
+        h.engine
+            .reviews()
+            .patch(&id, None)
+            .await
+            .unwrap()
+            .files
+            .is_empty()
+    );
     assert_eq!(
         std::fs::read_to_string(root.join("a.txt")).unwrap(),
         "alpha\n"
@@ -214,7 +227,7 @@ async fn a_copy_runs_remotely_and_is_reviewed_and_integrated_locally() {
 
     let applied = copy::apply_returned(&root, &task).unwrap();
     assert_eq!(applied.patch_sha256, remote_patch.sha256);
-    let local = h.engine.patch(&id, None).await.unwrap();
+    let local = h.engine.reviews().patch(&id, None).await.unwrap();
     assert_eq!(
         local.patch, remote_patch.patch,
         "the local patch is the remote's"
@@ -223,6 +236,7 @@ async fn a_copy_runs_remotely_and_is_reviewed_and_integrated_locally() {
     // The remote never integrates a copy it was sent.
     let e = r
         .engine
+        .reviews()
         .integrate(task.id.as_str(), Some(&remote_patch.sha256), None)
         .await
         .unwrap_err();
@@ -237,10 +251,16 @@ async fn a_copy_runs_remotely_and_is_reviewed_and_integrated_locally() {
         quote: "beta".into(),
         explanation: "replaced remotely".into(),
     }];
-    let v = h.engine.verify(&id, &local.sha256, review).await.unwrap();
+    let v = h
+        .engine
+        .reviews()
+        .verify(&id, &local.sha256, review)
+        .await
+        .unwrap();
     assert!(v.passed, "{v:?}");
     let done = h
         .engine
+        .reviews()
         .integrate(&id, Some(&local.sha256), None)
         .await
         .unwrap();

@@ -8,9 +8,10 @@
 //! a turn gives its session back. It never fails a task for the budget and never stops a
 //! session that a turn is using or that waits for input; the arithmetic is `budget`'s.
 
-use crate::Engine;
+use crate::agents::Agents;
 use crate::budget::{self, Need, Reservation, Shortage};
-use crate::engine::Stop;
+use crate::core::Core;
+use crate::core::Stop;
 use legate_backend::{AgentSession, Backend, EventSink, SessionRequest};
 use legate_core::{AgentSpec, EventKind, Result, Task, TaskState, WorkspaceKind};
 use std::sync::Arc;
@@ -31,13 +32,7 @@ pub struct SessionCounts {
     pub idle: usize,
 }
 
-impl Engine {
-    /// How many agent sessions this engine holds now.
-    pub fn sessions(&self) -> SessionCounts {
-        let (live, idle) = self.pool().counts();
-        SessionCounts { live, idle }
-    }
-
+impl Core {
     /// What `task`'s start needs: a new session's worth unless its context's session goes on
     /// (a copy task always starts a new one, and makes its copy).
     pub(crate) fn start_need(&self, task: &Task, agent: &AgentSpec) -> Need {
@@ -263,5 +258,13 @@ impl Engine {
             .await;
             engine.budget().freed();
         });
+    }
+}
+
+impl Agents {
+    /// How many agent sessions this engine holds now.
+    pub fn sessions(&self) -> SessionCounts {
+        let (live, idle) = self.core.pool().counts();
+        SessionCounts { live, idle }
     }
 }

@@ -20,8 +20,8 @@
 
 use crate::accumulator::Accumulator;
 use crate::agents::preset_for;
+use crate::core::{Core, Stop, first_intent, lock};
 use crate::ending::{Ending, TurnResult};
-use crate::engine::{Engine, Stop, first_intent, lock};
 use crate::launcher::TurnInputs;
 use crate::runner;
 use legate_backend::{EventSink, StopReason, TurnOutcome};
@@ -44,7 +44,7 @@ enum Why {
     Cancel,
 }
 
-impl Engine {
+impl Core {
     /// Claims the unfinished remote tasks of every dead runner and follows each to its end
     /// (see the module). Safe to call at any time from any engine; a task another engine
     /// claimed first is left to it. Nothing is claimed once shutdown began.

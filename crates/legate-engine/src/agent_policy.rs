@@ -8,7 +8,7 @@
 //! read from a credential; it changes nothing except the saved model preference, through
 //! `legate_backend::selection`.
 
-use crate::engine::Engine;
+use crate::agents::Agents;
 use legate_backend::Continuation;
 use legate_backend::selection::{Choice, choose};
 use legate_core::{McpServerPublic, Result, ToolKind};
@@ -88,22 +88,24 @@ pub struct ModelSelection {
 /// The order of precedence, in one sentence every front shows.
 pub const MODEL_PRECEDENCE: &str = "the task's model, else the saved preference (set_model / legate model), else the agent's configured model, else the agent's own default";
 
-impl Engine {
+impl Agents {
     /// The tool-control policy: ceilings, the catalogue's public view, and which agents
     /// enforce it.
-    pub fn agent_policy(&self) -> AgentPolicy {
-        let controls = &self.config().controls;
+    pub fn policy(&self) -> AgentPolicy {
+        let controls = &self.core.config().controls;
         AgentPolicy {
             allowed_tools: controls.allowed_tools.clone(),
             default_allowed_tools: controls.allowed_tools.clone(),
             mcp_servers: controls.mcp_servers.iter().map(|s| s.public()).collect(),
             agents: self
+                .core
                 .config()
                 .agents
                 .values()
                 .map(|a| AgentControls {
                     name: a.name.clone(),
                     tool_controls: self
+                        .core
                         .agents()
                         .runnable(&a.name)
                         .is_ok_and(|(_, c)| c.tool_controls),
@@ -114,7 +116,7 @@ impl Engine {
 
     /// What agent `name`'s backend cannot do, from its capabilities.
     pub fn limitations(&self, name: &str) -> Result<Vec<Limitation>> {
-        let (_, caps) = self.agents().runnable(name)?;
+        let (_, caps) = self.core.agents().runnable(name)?;
         let mut out = Vec::new();
         if caps.continuation == Continuation::ProcessPerTurn {
             out.push(limitation(

@@ -7,7 +7,7 @@
 //! It never runs a task's turn and never stores anything in the task store; a probe's
 //! throwaway directory is removed before the call returns.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::validate_model;
 use legate_backend::{AgentInfo, Backend, Capabilities, EventSink, Registry, SessionRequest};
 use legate_core::{AgentSpec, Error, ErrorCode, Result, TaskMode};
@@ -18,12 +18,12 @@ use std::time::Duration;
 
 /// The configured agents and the backends that run them.
 #[derive(Debug)]
-pub(crate) struct Agents {
+pub(crate) struct AgentRegistry {
     specs: BTreeMap<String, AgentSpec>,
     backends: Registry,
 }
 
-impl Agents {
+impl AgentRegistry {
     pub(crate) fn new(specs: BTreeMap<String, AgentSpec>, backends: Registry) -> Self {
         Self { specs, backends }
     }
@@ -74,16 +74,24 @@ impl Agents {
     }
 }
 
-impl Engine {
+/// The configured agents: their specs, confinement, probes, models and model preferences,
+/// the agent policy, and the live agent sessions.
+/// Handed out by [`Engine::agents`](crate::Engine::agents).
+#[derive(Debug, Clone)]
+pub struct Agents {
+    pub(crate) core: Core,
+}
+
+impl Core {
     /// A configured agent.
-    pub fn agent(&self, name: &str) -> Result<&AgentSpec> {
+    pub(crate) fn agent(&self, name: &str) -> Result<&AgentSpec> {
         self.agents().spec(name)
     }
 
     /// How much confinement the kernel enforces on `name`'s agent process (the backend's
     /// report for its kind). `CONFINEMENT_UNAVAILABLE` when the configuration requires
     /// confinement and it would not be enforced at all.
-    pub fn confinement(&self, name: &str) -> Result<legate_confine::Enforcement> {
+    pub(crate) fn confinement(&self, name: &str) -> Result<legate_confine::Enforcement> {
         let agent = self.agent(name)?;
         let enforcement = self.agents().enforcement(agent);
         if enforcement == legate_confine::Enforcement::None
@@ -134,12 +142,51 @@ impl Engine {
         Ok((backend, request))
     }
 
+    /// The models agent `name` offers (`agy models`, or the model config option of an ACP
+    /// session opened in a throwaway directory and stopped), within `limit`. Nothing is
+    /// prompted and nothing is stored.
+    pub(crate) async fn models(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> Result<legate_backend::selection::ModelList> {
+        let (backend, request) = self.probe_request(name)?;
+        let root = request.boundary.root.clone();
+        let listed = tokio::time::timeout(limit, backend.models(request)).await;
+        let _ = std::fs::remove_dir_all(&root);
+        listed.unwrap_or_else(|_| Err(start_timeout(limit)))
+    }
+
+    /// Agent `name`'s saved model preference: `None` when there is none, `Some(Auto)` for a
+    /// saved Auto. Used when a task names no model, before the configured default.
+    pub(crate) fn model_preference(
+        &self,
+        name: &str,
+    ) -> Result<Option<legate_backend::selection::Choice>> {
+        self.agent(name)?;
+        legate_backend::selection::load_preference(self.config().paths.home(), name)
+    }
+}
+
+impl Agents {
+    /// A configured agent.
+    pub fn agent(&self, name: &str) -> Result<&AgentSpec> {
+        self.core.agent(name)
+    }
+
+    /// How much confinement the kernel enforces on `name`'s agent process (the backend's
+    /// report for its kind). `CONFINEMENT_UNAVAILABLE` when the configuration requires
+    /// confinement and it would not be enforced at all.
+    pub fn confinement(&self, name: &str) -> Result<legate_confine::Enforcement> {
+        self.core.confinement(name)
+    }
+
     /// Starts an agent for real (spawn, handshake, a session in a throwaway directory under
     /// `$LEGATE_HOME/probes/`), then stops it. Nothing is prompted and nothing is stored.
     /// An agent whose process would run unconfined under `confinement = "required"` is not
     /// started: `CONFINEMENT_UNAVAILABLE`.
     pub async fn probe(&self, name: &str, limit: Duration) -> Result<AgentInfo> {
-        let (backend, request) = self.probe_request(name)?;
+        let (backend, request) = self.core.probe_request(name)?;
         let root = request.boundary.root.clone();
         let (sink, _events) = EventSink::channel();
         let opened = tokio::time::timeout(limit, backend.open(request, sink)).await;
@@ -161,7 +208,7 @@ impl Engine {
     /// `health`. `None` inside the range, for an agent whose preset tracks no versions, and
     /// for an unknown agent.
     pub fn version_warning(&self, name: &str, info: &AgentInfo) -> Option<String> {
-        let (agent, capabilities) = self.agents().runnable(name).ok()?;
+        let (agent, capabilities) = self.core.agents().runnable(name).ok()?;
         let preset = preset_for(&agent, &capabilities);
         match preset.check_version(info.name.as_deref(), info.version.as_deref()) {
             legate_supervisor::VersionCheck::Outside {
@@ -183,11 +230,7 @@ impl Engine {
         name: &str,
         limit: Duration,
     ) -> Result<legate_backend::selection::ModelList> {
-        let (backend, request) = self.probe_request(name)?;
-        let root = request.boundary.root.clone();
-        let listed = tokio::time::timeout(limit, backend.models(request)).await;
-        let _ = std::fs::remove_dir_all(&root);
-        listed.unwrap_or_else(|_| Err(start_timeout(limit)))
+        self.core.models(name, limit).await
     }
 
     /// Agent `name`'s saved model preference: `None` when there is none, `Some(Auto)` for a
@@ -196,8 +239,7 @@ impl Engine {
         &self,
         name: &str,
     ) -> Result<Option<legate_backend::selection::Choice>> {
-        self.agent(name)?;
-        legate_backend::selection::load_preference(self.config().paths.home(), name)
+        self.core.model_preference(name)
     }
 
     /// Saves agent `name`'s model preference (`None` removes it). The id is checked against
@@ -211,7 +253,7 @@ impl Engine {
         if let Some(legate_backend::selection::Choice::Model(id)) = choice {
             validate_model(id)?;
         }
-        legate_backend::selection::save_preference(self.config().paths.home(), name, choice)
+        legate_backend::selection::save_preference(self.core.config().paths.home(), name, choice)
     }
 }
 

@@ -16,7 +16,7 @@
 //! This module never decides a task's state: an artifact that cannot be collected is recorded
 //! as missing, blocked or too large, and the task ends as its turn did.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use legate_beneath::{BeneathError, Kind, Root};
 use legate_core::delivery::{MAX_ARTIFACT_BYTES, MAX_ARTIFACT_TOTAL_BYTES};
 use legate_core::{Artifact, ArtifactState, Error, ErrorCode, Result, Task, TaskId, Timestamp};
@@ -35,70 +35,19 @@ pub struct ArtifactBytes {
     pub bytes: Vec<u8>,
 }
 
-impl Engine {
+/// The artifacts tasks keep: list and read them.
+/// Handed out by [`Engine::artifacts`](crate::Engine::artifacts).
+#[derive(Debug, Clone)]
+pub struct Artifacts {
+    pub(crate) core: Core,
+}
+
+impl Core {
     /// The artifacts recorded for task `id` (empty before its first turn ended, or when it
     /// named none).
-    pub fn artifacts(&self, id: &str) -> Result<Vec<Artifact>> {
+    pub(crate) fn artifacts(&self, id: &str) -> Result<Vec<Artifact>> {
         let task = self.task(id)?;
         self.store().artifacts(&task.id)
-    }
-
-    /// The bytes of artifact `name` of task `id`, bound to `expected_sha256`. `ARTIFACT_NOT_FOUND`
-    /// for a name the task did not collect (or a missing file); `BLOCKED_ARTIFACT_PATH` for
-    /// one refused at collection, refused now by the secret policy, or whose kept bytes
-    /// changed; `CONTENT_CHANGED` when `expected_sha256` is not the recorded sha256.
-    pub async fn read_artifact(
-        &self,
-        id: &str,
-        name: &str,
-        expected_sha256: &str,
-    ) -> Result<ArtifactBytes> {
-        let task = self.task(id)?;
-        let artifact = self
-            .store()
-            .artifacts(&task.id)?
-            .into_iter()
-            .find(|a| a.name == name)
-            .ok_or_else(|| not_found(&task.id, name))?;
-        let sha = match (artifact.state, &artifact.sha256) {
-            (ArtifactState::Collected, Some(sha)) => sha.clone(),
-            (ArtifactState::Missing, _) => return Err(not_found(&task.id, name)),
-            (ArtifactState::TooLarge, _) => {
-                return Err(Error::invalid_input(format!(
-                    "artifact {:?} of task {} was over the size limit and was not collected",
-                    short(name),
-                    task.id
-                )));
-            }
-            _ => {
-                return Err(blocked(format!(
-                    "artifact {:?} of task {} was refused at collection ({})",
-                    short(name),
-                    task.id,
-                    artifact.reason.as_deref().unwrap_or("blocked")
-                )));
-            }
-        };
-        if !expected_sha256.eq_ignore_ascii_case(&sha) {
-            return Err(Error::new(
-                ErrorCode::ContentChanged,
-                format!(
-                    "artifact {:?} of task {} has sha256 {sha}, not the expected {}",
-                    short(name),
-                    task.id,
-                    short(expected_sha256)
-                ),
-            ));
-        }
-        let dir = self.artifact_dir(&task.id)?;
-        let secrets = self.config().review.secrets.clone();
-        let size = artifact.bytes.unwrap_or(0);
-        let name_owned = name.to_string();
-        let bytes =
-            tokio::task::spawn_blocking(move || read_kept(&dir, &sha, size, &name_owned, &secrets))
-                .await
-                .map_err(|e| Error::internal(format!("reading an artifact stopped: {e}")))??;
-        Ok(ArtifactBytes { artifact, bytes })
     }
 
     /// Where task `task_id`'s artifacts are kept.
@@ -151,6 +100,68 @@ impl Engine {
             }
             Err(e) => tracing::error!(task = %task.id, error = %e, "artifacts not recorded"),
         }
+    }
+}
+
+impl Artifacts {
+    /// The artifacts recorded for task `id` (empty before its first turn ended, or when it
+    /// named none).
+    pub fn list(&self, id: &str) -> Result<Vec<Artifact>> {
+        self.core.artifacts(id)
+    }
+
+    /// The bytes of artifact `name` of task `id`, bound to `expected_sha256`. `ARTIFACT_NOT_FOUND`
+    /// for a name the task did not collect (or a missing file); `BLOCKED_ARTIFACT_PATH` for
+    /// one refused at collection, refused now by the secret policy, or whose kept bytes
+    /// changed; `CONTENT_CHANGED` when `expected_sha256` is not the recorded sha256.
+    pub async fn read(&self, id: &str, name: &str, expected_sha256: &str) -> Result<ArtifactBytes> {
+        let task = self.core.task(id)?;
+        let artifact = self
+            .core
+            .store()
+            .artifacts(&task.id)?
+            .into_iter()
+            .find(|a| a.name == name)
+            .ok_or_else(|| not_found(&task.id, name))?;
+        let sha = match (artifact.state, &artifact.sha256) {
+            (ArtifactState::Collected, Some(sha)) => sha.clone(),
+            (ArtifactState::Missing, _) => return Err(not_found(&task.id, name)),
+            (ArtifactState::TooLarge, _) => {
+                return Err(Error::invalid_input(format!(
+                    "artifact {:?} of task {} was over the size limit and was not collected",
+                    short(name),
+                    task.id
+                )));
+            }
+            _ => {
+                return Err(blocked(format!(
+                    "artifact {:?} of task {} was refused at collection ({})",
+                    short(name),
+                    task.id,
+                    artifact.reason.as_deref().unwrap_or("blocked")
+                )));
+            }
+        };
+        if !expected_sha256.eq_ignore_ascii_case(&sha) {
+            return Err(Error::new(
+                ErrorCode::ContentChanged,
+                format!(
+                    "artifact {:?} of task {} has sha256 {sha}, not the expected {}",
+                    short(name),
+                    task.id,
+                    short(expected_sha256)
+                ),
+            ));
+        }
+        let dir = self.core.artifact_dir(&task.id)?;
+        let secrets = self.core.config().review.secrets.clone();
+        let size = artifact.bytes.unwrap_or(0);
+        let name_owned = name.to_string();
+        let bytes =
+            tokio::task::spawn_blocking(move || read_kept(&dir, &sha, size, &name_owned, &secrets))
+                .await
+                .map_err(|e| Error::internal(format!("reading an artifact stopped: {e}")))??;
+        Ok(ArtifactBytes { artifact, bytes })
     }
 }
 

@@ -13,7 +13,8 @@
 //! This module never runs a turn itself and never re-sends a message: an input whose task was
 //! interrupted (say, by a restart) stays failed, visibly.
 
-use crate::engine::Engine;
+use crate::core::Core;
+use crate::messages::Messages;
 use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::review::{ContinuedCopy, NextCopy, ReviewRecord};
 use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskMode, TaskState, WorkspaceKind};
@@ -107,11 +108,11 @@ pub(crate) enum Kept {
     Continue(ContinuedCopy, Box<ReviewRecord>),
 }
 
-impl Engine {
+impl Core {
     /// Submits `prompt` as the next turn of an earlier conversation, with the agent and
     /// workspace of the context's latest task. `CONTEXT_NOT_FOUND` when the context has no
     /// task; `QUEUE_FULL` when [`MAX_PENDING_PER_CONTEXT`] tasks of it already wait.
-    pub fn resume(&self, request: ContinueRequest) -> Result<Task> {
+    pub(crate) fn resume(&self, request: ContinueRequest) -> Result<Task> {
         self.resume_as(request, None, false)
     }
 
@@ -119,7 +120,11 @@ impl Engine {
     /// of the context in `input-required` (as [`Engine::submit_or_ask`] does for a new one);
     /// a text with the caller's `message_id` is [`Engine::send_message`] (idempotent by that
     /// id); a text without one is [`Engine::resume`]. Fronts call this instead of choosing.
-    pub fn next_turn(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
+    pub(crate) fn next_turn(
+        &self,
+        request: ContinueRequest,
+        message_id: Option<String>,
+    ) -> Result<Task> {
         if request.prompt.trim().is_empty() {
             return self.resume_as(request, message_id, true);
         }
@@ -279,7 +284,7 @@ impl Engine {
     /// Queues a caller's message as the context's next turn, once per message id. The same id
     /// with the same text and context answers the existing receipt (`duplicate`); the same id
     /// with anything else is `MESSAGE_ID_CONFLICT` and changes nothing.
-    pub fn send_message(&self, request: MessageRequest) -> Result<MessageReceipt> {
+    pub(crate) fn send_message(&self, request: MessageRequest) -> Result<MessageReceipt> {
         validate_message(&request)?;
         let _one_at_a_time = SENDING.lock().unwrap_or_else(|p| p.into_inner());
         let store = self.store();
@@ -323,21 +328,6 @@ impl Engine {
                 })
             }
         }
-    }
-
-    /// Tasks of `task`'s context that wait for their turn and were submitted after it.
-    pub fn queued_after(&self, task: &Task) -> Result<Vec<TaskId>> {
-        let pending = self.tasks(&TaskFilter {
-            state: Some(TaskState::Submitted),
-            context_id: Some(task.context_id.clone()),
-            limit: MAX_PENDING_PER_CONTEXT * 2,
-            ..TaskFilter::default()
-        })?;
-        Ok(pending
-            .into_iter()
-            .filter(|t| t.id != task.id && t.created_at >= task.created_at)
-            .map(|t| t.id)
-            .collect())
     }
 
     pub(crate) fn latest_task(&self, context_id: &str) -> Result<Task> {
@@ -393,6 +383,31 @@ impl Engine {
             task,
             duplicate: true,
         })
+    }
+}
+
+impl Messages {
+    /// The next turn of a conversation, whatever a front received: an empty text puts a task
+    /// of the context in `input-required` (as [`Engine::submit_or_ask`] does for a new one);
+    /// a text with the caller's `message_id` is [`Engine::send_message`] (idempotent by that
+    /// id); a text without one is [`Engine::resume`]. Fronts call this instead of choosing.
+    pub fn next_turn(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
+        self.core.next_turn(request, message_id)
+    }
+
+    /// Tasks of `task`'s context that wait for their turn and were submitted after it.
+    pub fn queued_after(&self, task: &Task) -> Result<Vec<TaskId>> {
+        let pending = self.core.tasks(&TaskFilter {
+            state: Some(TaskState::Submitted),
+            context_id: Some(task.context_id.clone()),
+            limit: MAX_PENDING_PER_CONTEXT * 2,
+            ..TaskFilter::default()
+        })?;
+        Ok(pending
+            .into_iter()
+            .filter(|t| t.id != task.id && t.created_at >= task.created_at)
+            .map(|t| t.id)
+            .collect())
     }
 }
 

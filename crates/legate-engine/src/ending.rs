@@ -8,7 +8,7 @@
 //! twice: the store's `end_task` decides, in one transaction, whether the end still applies.
 
 use crate::accumulator::Accumulator;
-use crate::engine::Engine;
+use crate::core::{Core, Stop, first_intent, lock};
 use crate::launcher::TurnInputs;
 use crate::report;
 use crate::silent::Watch;
@@ -32,7 +32,7 @@ pub const REJECTED_MESSAGE: &str = "the agent refused the task";
 /// The longest status message taken from an agent's answer, in bytes.
 const MAX_STATUS_FROM_ANSWER: usize = 4096;
 
-impl Engine {
+impl Core {
     /// The turn's inputs for `task` on `agent`: a planner or reviewer on a backend with
     /// structured output (agy) gets its report's JSON Schema when the caller gave none.
     /// Whether the turn then carries a schema says where its report is read from.
@@ -349,6 +349,55 @@ fn failed_tools_note(result: &legate_core::TaskResult) -> Option<String> {
         let total = result.tool_calls.max(result.failed_tool_calls);
         format!("{} of {total} tool calls failed", result.failed_tool_calls)
     })
+}
+
+impl Core {
+    /// Asks a task to stop. A queued task ends `canceled` without touching running ones; a
+    /// running one gets `session/cancel`, then is killed after the grace period. A task run
+    /// by another `legate` process is flagged in the store for that process to act on.
+    pub(crate) fn cancel(&self, id: &str) -> Result<Task> {
+        // A task may move between waiting for input and running while this runs (a reply, a
+        // turn that asks); each attempt either holds in the store or sees the new state.
+        for _ in 0..3 {
+            let task = self.inner.store.find_task(id)?;
+            if task.is_terminal() {
+                return Err(not_cancelable(&task));
+            }
+            if task.state == TaskState::InputRequired {
+                // Nothing runs: end it here, if it still waits when the end is stored.
+                let _waiting = lock(&self.inner.waiting);
+                let ending = Ending::canceled(None, Accumulator::default());
+                if self.end(&task, ending, |s| s == TaskState::InputRequired)? {
+                    if !self.waits_for_input(&task.context_id) {
+                        self.release_session(&task.context_id, false);
+                    }
+                    tracing::info!(task = %task.id, "waiting task canceled");
+                    return Ok(task);
+                }
+                continue;
+            }
+            // Recorded first: the task's end reads it in the same transaction that stores the
+            // end, so a cancel accepted here always ends the task `canceled`.
+            if self.inner.store.request_cancel(&task.id)? {
+                if let Some(tx) = lock(&self.inner.stops).get(&task.id) {
+                    tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
+                }
+                tracing::info!(task = %task.id, "cancel requested");
+                return Ok(task);
+            }
+        }
+        let task = self.inner.store.find_task(id)?;
+        if task.is_terminal() {
+            return Err(not_cancelable(&task));
+        }
+        Err(Error::new(
+            ErrorCode::TaskNotCancelable,
+            format!(
+                "task {} kept changing state while being canceled (now {}); try again",
+                task.id, task.state
+            ),
+        ))
+    }
 }
 
 #[cfg(test)]

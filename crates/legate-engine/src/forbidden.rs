@@ -8,7 +8,7 @@
 //! or a `..` never walks around the rule. It never reads what the directories hold, and its
 //! error names the configured directory, never anything inside it.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result};
 use std::path::{Component, Path, PathBuf};
 
@@ -36,7 +36,7 @@ pub(crate) fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
-impl Engine {
+impl Core {
     /// `FORBIDDEN_DIRECTORY` when `path` (`what`: "the workspace", "the copy's source", …) is,
     /// lies inside or contains a configured forbidden directory.
     pub(crate) fn check_not_forbidden(&self, what: &str, path: &Path) -> Result<()> {

@@ -27,7 +27,9 @@
 //! turn and never speaks a front's protocol (a front translates its wire shape to
 //! [`Inbound`] and the [`Delivered`] task back).
 
-use crate::{Engine, SubmitRequest, WorkspaceRequest};
+use crate::core::Core;
+use crate::messages::Messages;
+use crate::{SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, ErrorCode, Result, Task, TaskId};
 use legate_store::TaskFilter;
 
@@ -98,10 +100,10 @@ fn keeps_role(task: &Task, asked: Option<&str>) -> Result<()> {
     }
 }
 
-impl Engine {
+impl Core {
     /// Routes an inbound message to the task it becomes, by the rules of this module.
     /// Refusals change nothing.
-    pub fn deliver(&self, inbound: Inbound) -> Result<Delivered> {
+    pub(crate) fn deliver(&self, inbound: Inbound) -> Result<Delivered> {
         let Inbound {
             agent,
             context_id,
@@ -166,7 +168,7 @@ impl Engine {
         if let Some(w) = workspace {
             request.workspace = w;
         }
-        let task = self.submit_or_ask(request)?;
+        let task = self.submit_inner(request, true)?;
         Ok(Delivered {
             task,
             after: 0,
@@ -177,8 +179,8 @@ impl Engine {
     /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
     /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
     /// unknown id, so that one agent's callers learn nothing of another's tasks.
-    pub fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
-        match self.stored_task(&TaskId(id.to_string()))? {
+    pub(crate) fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
+        match self.store().task(&TaskId(id.to_string()))? {
             Some(t) if t.agent == agent => Ok(t),
             _ => Err(Error::new(
                 ErrorCode::TaskNotFound,
@@ -214,12 +216,27 @@ impl Engine {
                 task.id
             )));
         }
-        let after = self.last_seq(&task.id)?;
+        let after = self.store().last_seq(&task.id)?;
         let task = self.reply_message(task.id.as_str(), text, message_id)?;
         Ok(Delivered {
             task,
             after,
             route: Route::Reply,
         })
+    }
+}
+
+impl Messages {
+    /// Routes an inbound message to the task it becomes, by the rules of this module.
+    /// Refusals change nothing.
+    pub fn deliver(&self, inbound: Inbound) -> Result<Delivered> {
+        self.core.deliver(inbound)
+    }
+
+    /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
+    /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
+    /// unknown id, so that one agent's callers learn nothing of another's tasks.
+    pub fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
+        self.core.task_of(agent, id)
     }
 }

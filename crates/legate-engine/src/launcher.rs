@@ -12,9 +12,12 @@
 //! This module never checks a caller's input (`request` does) and never runs a turn (`turn`
 //! does): a task it accepted always reaches `drive`, which always ends it.
 
-use crate::engine::{Engine, Stop, first_intent, lock};
-use crate::request::CopyRequest;
-use legate_core::{AgentSpec, EventKind, Result, Task, TaskState};
+use crate::core::{Core, Stop, first_intent, lock};
+use crate::ending::EMPTY_PROMPT_MESSAGE;
+use crate::request::{CopyRequest, SubmitRequest, check_reply};
+use legate_core::{
+    AgentSpec, Error, ErrorCode, EventKind, Result, Task, TaskId, TaskState, Timestamp,
+};
 use tokio::sync::watch;
 
 /// What a turn gets besides its stored task, kept in memory only.
@@ -45,7 +48,7 @@ pub(crate) struct Launch {
     pub(crate) entry: Entry,
 }
 
-impl Engine {
+impl Core {
     /// Queues `launch`'s task and starts its drive. `QUEUE_FULL` (nothing stored) when the
     /// queue is full; a store error gives the queued place back.
     pub(crate) fn launch(&self, launch: Launch) -> Result<Task> {
@@ -128,6 +131,124 @@ impl Engine {
         self.publish(&[first]);
         self.release_session(&task.context_id, true);
         tracing::info!(task = %task.id, agent = %task.agent, context = %task.context_id, "task waits for input");
+        Ok(task)
+    }
+}
+
+impl Core {
+    /// Checks and stores a task, then queues it (or parks it waiting for input when its
+    /// prompt is empty and `allow_empty`). Every way of submitting comes here.
+    pub(crate) fn submit_inner(
+        &self,
+        mut request: SubmitRequest,
+        allow_empty: bool,
+    ) -> Result<Task> {
+        let role = self.apply_role(&mut request)?;
+        let checked = self.check_submit(&request, allow_empty)?;
+        crate::request::check_framed(&request.prompt, role.as_ref())?;
+        self.submit_checked(request, checked, role)
+    }
+
+    /// Stores and queues (or parks) the task of a `request` that passed `check_submit` as
+    /// `checked`, with its resolved `role`. A handoff comes here too, with its copy's source
+    /// set in `checked`.
+    pub(crate) fn submit_checked(
+        &self,
+        request: SubmitRequest,
+        checked: crate::request::Checked,
+        role: Option<legate_core::TaskRole>,
+    ) -> Result<Task> {
+        let now = Timestamp::now();
+        let id = checked
+            .id
+            .clone()
+            .unwrap_or_else(|| TaskId(uuid::Uuid::new_v4().to_string()));
+        // Before the task is stored, so that its first turn finds them.
+        self.take_memory_snapshots(&id, &request, &checked)?;
+        let mut task = Task {
+            id: id.clone(),
+            context_id: checked.context_id,
+            agent: checked.agent.name.clone(),
+            workspace: checked.workspace,
+            root: checked.root,
+            prompt: request.prompt,
+            // Set by `apply_role`; write only if that ever changed.
+            mode: request.mode.unwrap_or_default(),
+            model: request.model,
+            role,
+            state: TaskState::Submitted,
+            error: None,
+            status_message: None,
+            usage: None,
+            result: None,
+            session_id: None,
+            timeout_secs: checked.timeout.as_secs().max(1),
+            remote: None,
+            controls: checked.controls,
+            created_at: now,
+            updated_at: now,
+        };
+        if checked.empty {
+            task.prompt = String::new();
+            task.state = TaskState::InputRequired;
+            task.status_message = Some(EMPTY_PROMPT_MESSAGE.to_string());
+            return self
+                .park(task)
+                .inspect_err(|_| self.forget_memory_snapshots(&id));
+        }
+        let task = self
+            .launch(Launch {
+                task,
+                agent: checked.agent,
+                inputs: TurnInputs {
+                    message_id: request.message_id,
+                    json_schema: request.json_schema,
+                },
+                entry: Entry::New { copy: checked.copy },
+            })
+            .inspect_err(|_| self.forget_memory_snapshots(&id))?;
+        tracing::info!(task = %task.id, agent = %task.agent, context = %task.context_id, "task submitted");
+        Ok(task)
+    }
+
+    /// Replies into a task that waits for input (`input-required`), with the caller's id for
+    /// the reply (an A2A `messageId`): see [`crate::Engine::reply_message`].
+    pub(crate) fn reply_message(
+        &self,
+        id: &str,
+        prompt: impl Into<String>,
+        message_id: Option<String>,
+    ) -> Result<Task> {
+        let prompt = prompt.into();
+        check_reply(&prompt)?;
+        // One reply (or cancel) of a waiting task at a time in this process.
+        let _waiting = lock(&self.inner.waiting);
+        let mut task = self.inner.store.find_task(id)?;
+        if task.state != TaskState::InputRequired {
+            return Err(Error::new(
+                ErrorCode::TaskNotAwaitingInput,
+                format!(
+                    "task {} is {}, not input-required; send a new message to continue its context {}",
+                    task.id, task.state, task.context_id
+                ),
+            ));
+        }
+        let (agent, _) = self.agents().runnable(&task.agent)?;
+        crate::request::check_framed(&prompt, task.role.as_ref())?;
+        task.prompt = prompt;
+        task.state = TaskState::Submitted;
+        task.status_message = None;
+        task.updated_at = Timestamp::now();
+        let task = self.launch(Launch {
+            task,
+            agent,
+            inputs: TurnInputs {
+                message_id,
+                json_schema: None,
+            },
+            entry: Entry::Reply,
+        })?;
+        tracing::info!(task = %task.id, context = %task.context_id, "task resumed by a reply");
         Ok(task)
     }
 }

@@ -19,6 +19,7 @@ mod config;
 mod context_lock;
 mod continuation;
 mod controls;
+mod core;
 mod ending;
 mod engine;
 mod fanout;
@@ -116,6 +117,12 @@ pub use slots::SlotCounts;
 pub use supervision::{
     Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, AuditEntry,
     AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
+};
+/// The services an [`Engine`] hands out.
+pub use {
+    agents::Agents, artifacts::Artifacts, compare::Comparisons, group::Groups, handoff::Handoffs,
+    memory::Memory, messages::Messages, review::Reviews, sandbox_policy::SandboxPolicies,
+    supervision::Approvals,
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.

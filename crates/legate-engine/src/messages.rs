@@ -12,7 +12,7 @@
 //! task, and a message from the agent stays a report: it proves no test and authorises no
 //! integration.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use legate_core::delivery::{MAX_MESSAGE_CHARS, MAX_MESSAGES_PER_TASK};
 use legate_core::{
     DeliveryMode, Event, EventKind, MessageKind, MessageOrigin, MessagePage, Result, Task,
@@ -27,42 +27,15 @@ const DERIVE_BATCH: usize = 500;
 /// the pointer to `read_result`.
 const EXCERPT_CHARS: usize = 1_600;
 
-impl Engine {
-    /// Up to `limit` public messages of `task_id` numbered after `after`, oldest first,
-    /// derived first from any event not yet read. `TASK_NOT_FOUND` for an unknown task.
-    pub fn messages(&self, task_id: &str, after: u64, limit: usize) -> Result<MessagePage> {
-        let task = self.task(task_id)?;
-        self.derive_messages(&task)?;
-        self.store().public_messages(&task.id, after, limit)
-    }
+/// A task's messages and their delivery: the messages of a task, its delivery mode,
+/// inbound deliveries from other agents, and the next turn of a conversation.
+/// Handed out by [`Engine::messages`](crate::Engine::messages).
+#[derive(Debug, Clone)]
+pub struct Messages {
+    pub(crate) core: Core,
+}
 
-    /// Changes how task `id` is delivered (the one control that may change after the task
-    /// is stored) and returns the task as now stored. A continuation of its context started
-    /// later inherits the new mode. `TASK_NOT_FOUND` for an unknown task.
-    pub fn set_delivery_mode(&self, id: &str, mode: DeliveryMode) -> Result<Task> {
-        let task = self.task(id)?;
-        let controls: TaskControls = self.store().set_task_delivery_mode(&task.id, mode)?;
-        tracing::info!(task = %task.id, mode = mode.as_str(), "delivery mode changed");
-        // A notice wakes the waits that follow the task, so a wait begun in the other mode
-        // ends and says so. An ended task's log stays closed by its final status.
-        if !task.is_terminal() && mode != task.controls.delivery_mode {
-            let notice = EventKind::Notice {
-                message: format!("the task is now delivered as {}", mode.as_str()),
-                detail: serde_json::json!({
-                    "event": "delivery_mode_changed",
-                    "deliveryMode": mode.as_str(),
-                }),
-            };
-            match self.store().append_events(&task.id, &[notice]) {
-                Ok(events) => self.publish(&events),
-                Err(e) => {
-                    tracing::warn!(task = %task.id, error = %e, "the delivery notice was not stored")
-                }
-            }
-        }
-        Ok(Task { controls, ..task })
-    }
-
+impl Core {
     /// Derives messages from the events of `task` not read yet. Another reader deriving at
     /// the same time wins the mark; this one then reads again from the new mark.
     fn derive_messages(&self, task: &Task) -> Result<()> {
@@ -83,6 +56,43 @@ impl Engine {
                 return Ok(());
             }
         }
+    }
+}
+
+impl Messages {
+    /// Up to `limit` public messages of `task_id` numbered after `after`, oldest first,
+    /// derived first from any event not yet read. `TASK_NOT_FOUND` for an unknown task.
+    pub fn list(&self, task_id: &str, after: u64, limit: usize) -> Result<MessagePage> {
+        let task = self.core.task(task_id)?;
+        self.core.derive_messages(&task)?;
+        self.core.store().public_messages(&task.id, after, limit)
+    }
+
+    /// Changes how task `id` is delivered (the one control that may change after the task
+    /// is stored) and returns the task as now stored. A continuation of its context started
+    /// later inherits the new mode. `TASK_NOT_FOUND` for an unknown task.
+    pub fn set_delivery_mode(&self, id: &str, mode: DeliveryMode) -> Result<Task> {
+        let task = self.core.task(id)?;
+        let controls: TaskControls = self.core.store().set_task_delivery_mode(&task.id, mode)?;
+        tracing::info!(task = %task.id, mode = mode.as_str(), "delivery mode changed");
+        // A notice wakes the waits that follow the task, so a wait begun in the other mode
+        // ends and says so. An ended task's log stays closed by its final status.
+        if !task.is_terminal() && mode != task.controls.delivery_mode {
+            let notice = EventKind::Notice {
+                message: format!("the task is now delivered as {}", mode.as_str()),
+                detail: serde_json::json!({
+                    "event": "delivery_mode_changed",
+                    "deliveryMode": mode.as_str(),
+                }),
+            };
+            match self.core.store().append_events(&task.id, &[notice]) {
+                Ok(events) => self.core.publish(&events),
+                Err(e) => {
+                    tracing::warn!(task = %task.id, error = %e, "the delivery notice was not stored")
+                }
+            }
+        }
+        Ok(Task { controls, ..task })
     }
 }
 

@@ -3,7 +3,7 @@
 //! A front that only shows (the CLI's `tasks`, `show`, `events`, `usage`) opens [`Records`]
 //! instead of an [`Engine`](crate::Engine): the store is opened and the tasks of processes that
 //! died are marked first (restart recovery), so that what is shown is true. A running engine
-//! offers the same reads ([`Engine::last_seq`], [`Engine::contexts`], [`Engine::stored_task`]).
+//! hands out the same reads ([`Engine::records`](crate::Engine::records)).
 //! Fronts never name the store itself.
 //!
 //! This module owns no rule about a task's fate: it reads, and recovery is
@@ -51,6 +51,21 @@ impl Records {
         })
     }
 
+    /// The records of a running engine's store.
+    pub(crate) fn of(store: Store, paths: Paths) -> Self {
+        Self { store, paths }
+    }
+
+    /// The most recently used contexts, newest first.
+    pub fn contexts(&self, limit: usize) -> Result<Vec<ContextRecord>> {
+        self.store.list_contexts(limit)
+    }
+
+    /// A task by exact id, or `None`: for fronts whose ids are exact (A2A).
+    pub fn stored_task(&self, id: &TaskId) -> Result<Option<Task>> {
+        self.store.task(id)
+    }
+
     /// The store (for the supervision module's reads and answers).
     pub(crate) fn store(&self) -> &Store {
         &self.store
@@ -95,23 +110,6 @@ impl Records {
     /// Token usage of stored tasks.
     pub fn usage(&self, filter: &crate::UsageFilter) -> Result<crate::UsageReport> {
         self.store.usage(filter)
-    }
-}
-
-impl crate::Engine {
-    /// The number of the task's last event (0 before any).
-    pub fn last_seq(&self, task_id: &TaskId) -> Result<u64> {
-        self.store().last_seq(task_id)
-    }
-
-    /// The most recently used contexts, newest first.
-    pub fn contexts(&self, limit: usize) -> Result<Vec<ContextRecord>> {
-        self.store().list_contexts(limit)
-    }
-
-    /// A task by exact id, or `None`: for fronts whose ids are exact (A2A).
-    pub fn stored_task(&self, id: &TaskId) -> Result<Option<Task>> {
-        self.store().task(id)
     }
 }
 

@@ -8,7 +8,7 @@
 //! (that order decides which error a bad request gets). It never stores, queues or starts
 //! anything: a request that passes becomes a [`Checked`] submit, which the launcher stores.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use legate_backend::Capabilities;
 use legate_core::{AgentSpec, Error, Result, TaskMode, WorkspaceKind};
 use std::path::PathBuf;
@@ -186,7 +186,7 @@ pub(crate) struct Checked {
     pub(crate) id: Option<legate_core::TaskId>,
 }
 
-impl Engine {
+impl Core {
     /// Checks `request` without changing anything. `allow_empty`: an empty prompt is accepted
     /// (the task will wait for input), except for a copy workspace.
     pub(crate) fn check_submit(

@@ -10,7 +10,7 @@
 //! instructions are guidance for the agent, framed as such by `framing`, and the supervisor
 //! answers the agent's requests whatever the role says.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest, validate_model};
 use legate_core::{Error, ErrorCode, Result, RoleBase, TaskMode, TaskRole};
 use serde::{Deserialize, Serialize};
@@ -314,7 +314,7 @@ fn check_spec<'a>(spec: &RoleSpec, agents: impl IntoIterator<Item = &'a str>) ->
     Ok(())
 }
 
-impl Engine {
+impl Core {
     /// Resolves `request`'s role and fills in what its defaults give, in place; returns the
     /// role the task is stored with (`None` for the plain implementer). A conversation keeps
     /// the role its latest task was stored with, even if the configuration changed since:

@@ -12,7 +12,7 @@
 
 mod roots;
 
-use crate::Engine;
+use crate::core::Core;
 use crate::review::Confirmation;
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode, Result};
@@ -182,7 +182,14 @@ fn invalid(message: String) -> Error {
     Error::invalid_input(message)
 }
 
-impl Engine {
+/// The sandbox policy of test commands: read it, check a proposal, and set it.
+/// Handed out by [`Engine::sandbox_policy`](crate::Engine::sandbox_policy).
+#[derive(Debug, Clone)]
+pub struct SandboxPolicies {
+    pub(crate) core: Core,
+}
+
+impl Core {
     /// What no sandbox root may touch: Legate's home and hidden files, the configuration's
     /// `forbidden_directories`, credentials beneath the user's home, the pseudo-filesystems.
     fn protected_roots(&self) -> Protected {
@@ -200,7 +207,7 @@ impl Engine {
     }
 
     /// The current policy (the default until one is set) and its sha256.
-    pub fn sandbox_policy(&self) -> Result<SandboxPolicyView> {
+    pub(crate) fn sandbox_policy(&self) -> Result<SandboxPolicyView> {
         let Some(stored) = self.store().policy(POLICY_NAME)? else {
             let policy = SandboxPolicy::default();
             let sha256 = policy.sha256();
@@ -221,7 +228,7 @@ impl Engine {
 
     /// Validates and normalizes a proposed policy (roots checked and canonical, sorted, each
     /// once; bounds): `INVALID_INPUT`, or `FORBIDDEN_DIRECTORY`, naming the first problem.
-    pub fn check_sandbox_policy(&self, proposal: SandboxPolicy) -> Result<SandboxPolicy> {
+    pub(crate) fn check_sandbox_policy(&self, proposal: SandboxPolicy) -> Result<SandboxPolicy> {
         let protected = self.protected_roots();
         let norm = |list: &[PathBuf], name: &str| -> Result<Vec<PathBuf>> {
             if list.len() > MAX_ROOTS {
@@ -257,68 +264,6 @@ impl Engine {
             write_roots: norm(&proposal.write_roots, "writeRoots")?,
             ..proposal
         })
-    }
-
-    /// Replaces the policy with `proposal` if the current one's sha256 is `expected_sha256`
-    /// (`SANDBOX_POLICY_CHANGED` otherwise, before and after any confirmation). In approval
-    /// mode `ask`, `confirmer` must answer `Accept { confirm: true }`
-    /// (`SANDBOX_POLICY_DECLINED` otherwise, or without a confirmer); in `auto`, validation
-    /// alone. Tests started after it returns are checked against the new policy.
-    pub async fn set_sandbox_policy(
-        &self,
-        expected_sha256: &str,
-        proposal: SandboxPolicy,
-        confirmer: Option<&dyn PolicyConfirmer>,
-    ) -> Result<SandboxPolicyView> {
-        let policy = self.check_sandbox_policy(proposal)?;
-        let proposed = SandboxPolicyView {
-            sha256: policy.sha256(),
-            policy,
-        };
-        let current = self.sandbox_policy()?;
-        if current.sha256 != expected_sha256 {
-            return Err(changed(expected_sha256, &current.sha256));
-        }
-        let approval = self.config().review.approval;
-        if approval == crate::ApprovalMode::Ask {
-            let change = PolicyChange {
-                current: current.clone(),
-                proposed: proposed.clone(),
-            };
-            let answer = match confirmer {
-                Some(c) => c.confirm_policy(&change).await,
-                None => Confirmation::Cancel,
-            };
-            tracing::info!(answer = ?answer, proposed = %proposed.sha256, "sandbox policy change answered");
-            if answer != (Confirmation::Accept { confirm: true }) {
-                return Err(Error::new(
-                    ErrorCode::SandboxPolicyDeclined,
-                    format!(
-                        "approval mode is ask and the sandbox policy change was not confirmed ({answer:?}); the policy is unchanged (sha256 {})",
-                        current.sha256
-                    ),
-                ));
-            }
-        }
-        let document = serde_json::to_value(&proposed.policy).map_err(|e| {
-            Error::caused_by(ErrorCode::Internal, "the policy could not be serialized", e)
-        })?;
-        let absent = SandboxPolicy::default().sha256();
-        match self.store().replace_policy(
-            POLICY_NAME,
-            expected_sha256,
-            &absent,
-            &document,
-            &proposed.sha256,
-        )? {
-            PolicyReplace::Replaced => {
-                tracing::info!(from = %current.sha256, to = %proposed.sha256, approval = ?approval, "sandbox policy replaced");
-                Ok(proposed)
-            }
-            PolicyReplace::Changed { current_sha256 } => {
-                Err(changed(expected_sha256, &current_sha256))
-            }
-        }
     }
 
     /// Resolves a test's selection against the current policy, for a copy of `source`:
@@ -407,6 +352,81 @@ impl Engine {
             max_output_chars: max_output_chars as usize,
         };
         Ok((sandbox, resolved, view.sha256))
+    }
+}
+
+impl SandboxPolicies {
+    /// The current policy (the default until one is set) and its sha256.
+    pub fn get(&self) -> Result<SandboxPolicyView> {
+        self.core.sandbox_policy()
+    }
+
+    /// Validates and normalizes a proposed policy (roots checked and canonical, sorted, each
+    /// once; bounds): `INVALID_INPUT`, or `FORBIDDEN_DIRECTORY`, naming the first problem.
+    pub fn check(&self, proposal: SandboxPolicy) -> Result<SandboxPolicy> {
+        self.core.check_sandbox_policy(proposal)
+    }
+
+    /// Replaces the policy with `proposal` if the current one's sha256 is `expected_sha256`
+    /// (`SANDBOX_POLICY_CHANGED` otherwise, before and after any confirmation). In approval
+    /// mode `ask`, `confirmer` must answer `Accept { confirm: true }`
+    /// (`SANDBOX_POLICY_DECLINED` otherwise, or without a confirmer); in `auto`, validation
+    /// alone. Tests started after it returns are checked against the new policy.
+    pub async fn set(
+        &self,
+        expected_sha256: &str,
+        proposal: SandboxPolicy,
+        confirmer: Option<&dyn PolicyConfirmer>,
+    ) -> Result<SandboxPolicyView> {
+        let policy = self.core.check_sandbox_policy(proposal)?;
+        let proposed = SandboxPolicyView {
+            sha256: policy.sha256(),
+            policy,
+        };
+        let current = self.core.sandbox_policy()?;
+        if current.sha256 != expected_sha256 {
+            return Err(changed(expected_sha256, &current.sha256));
+        }
+        let approval = self.core.config().review.approval;
+        if approval == crate::ApprovalMode::Ask {
+            let change = PolicyChange {
+                current: current.clone(),
+                proposed: proposed.clone(),
+            };
+            let answer = match confirmer {
+                Some(c) => c.confirm_policy(&change).await,
+                None => Confirmation::Cancel,
+            };
+            tracing::info!(answer = ?answer, proposed = %proposed.sha256, "sandbox policy change answered");
+            if answer != (Confirmation::Accept { confirm: true }) {
+                return Err(Error::new(
+                    ErrorCode::SandboxPolicyDeclined,
+                    format!(
+                        "approval mode is ask and the sandbox policy change was not confirmed ({answer:?}); the policy is unchanged (sha256 {})",
+                        current.sha256
+                    ),
+                ));
+            }
+        }
+        let document = serde_json::to_value(&proposed.policy).map_err(|e| {
+            Error::caused_by(ErrorCode::Internal, "the policy could not be serialized", e)
+        })?;
+        let absent = SandboxPolicy::default().sha256();
+        match self.core.store().replace_policy(
+            POLICY_NAME,
+            expected_sha256,
+            &absent,
+            &document,
+            &proposed.sha256,
+        )? {
+            PolicyReplace::Replaced => {
+                tracing::info!(from = %current.sha256, to = %proposed.sha256, approval = ?approval, "sandbox policy replaced");
+                Ok(proposed)
+            }
+            PolicyReplace::Changed { current_sha256 } => {
+                Err(changed(expected_sha256, &current_sha256))
+            }
+        }
     }
 }
 

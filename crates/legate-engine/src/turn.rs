@@ -10,8 +10,8 @@
 
 use crate::accumulator::Accumulator;
 use crate::agents::preset_for;
+use crate::core::{Core, Stop, lock};
 use crate::ending::{Ending, TurnResult};
-use crate::engine::{Engine, Stop, lock};
 use crate::launcher::TurnInputs;
 use crate::runner;
 use crate::slots::QueuedSlot;
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-impl Engine {
+impl Core {
     pub(crate) fn context_lock(&self, context_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         lock(&self.inner.contexts)
             .entry(context_id.to_string())

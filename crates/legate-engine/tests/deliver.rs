@@ -47,7 +47,7 @@ fn refused(engine: &Engine, context: &str, inbound: Inbound) -> ErrorCode {
         (t.id, (!running).then_some(t.state), t.prompt)
     };
     let before: Vec<_> = in_context(engine, context).into_iter().map(seen).collect();
-    let e = engine.deliver(inbound).expect_err("refused");
+    let e = engine.messages().deliver(inbound).expect_err("refused");
     let after: Vec<_> = in_context(engine, context).into_iter().map(seen).collect();
     assert_eq!(before, after, "a refusal changed the context ({e})");
     e.code
@@ -56,6 +56,7 @@ fn refused(engine: &Engine, context: &str, inbound: Inbound) -> ErrorCode {
 /// An empty message starts a conversation waiting for input.
 fn waiting(engine: &Engine, context: &str) -> Delivered {
     let d = engine
+        .messages()
         .deliver(message("revisor", Some(context), ""))
         .unwrap();
     assert_eq!(d.route, Route::Started);
@@ -76,14 +77,25 @@ async fn a_reply_resumes_only_its_own_agents_waiting_task_with_text() {
 
     // A task belongs to the agent it was sent to; to another it does not exist.
     assert_eq!(
-        engine.task_of("revisor", &w.task.id.0).unwrap().id,
+        engine
+            .messages()
+            .task_of("revisor", &w.task.id.0)
+            .unwrap()
+            .id,
         w.task.id
     );
-    let e = engine.task_of("other", &w.task.id.0).unwrap_err();
+    let e = engine
+        .messages()
+        .task_of("other", &w.task.id.0)
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::TaskNotFound);
     let prefix = &w.task.id.0[..8];
     assert_eq!(
-        engine.task_of("revisor", prefix).unwrap_err().code,
+        engine
+            .messages()
+            .task_of("revisor", prefix)
+            .unwrap_err()
+            .code,
         ErrorCode::TaskNotFound
     );
 
@@ -123,8 +135,9 @@ async fn a_reply_resumes_only_its_own_agents_waiting_task_with_text() {
         );
     }
 
-    let after = engine.last_seq(&w.task.id).unwrap();
+    let after = engine.records().last_seq(&w.task.id).unwrap();
     let d = engine
+        .messages()
         .deliver(reply(
             "revisor",
             Some("c-reply"),
@@ -150,6 +163,7 @@ async fn a_known_context_keeps_its_agent_and_workspace_and_takes_the_next_turn()
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path());
     let first = engine
+        .messages()
         .deliver(message(
             "revisor",
             Some("c-turns"),
@@ -178,13 +192,13 @@ async fn a_known_context_keeps_its_agent_and_workspace_and_takes_the_next_turn()
     // A text is the next turn, idempotent by the caller's message id.
     let mut next = message("revisor", Some("c-turns"), "And now?");
     next.message_id = Some("m-1".into());
-    let second = engine.deliver(next.clone()).unwrap();
+    let second = engine.messages().deliver(next.clone()).unwrap();
     assert_eq!(second.route, Route::NextTurn);
     assert_eq!(second.after, 0);
     assert_ne!(second.task.id, first.task.id);
     assert_eq!(second.task.context_id, "c-turns");
     assert_eq!(second.task.root, first.task.root);
-    let again = engine.deliver(next.clone()).unwrap();
+    let again = engine.messages().deliver(next.clone()).unwrap();
     assert_eq!(again.task.id, second.task.id);
     next.text = "Something else".into();
     assert_eq!(
@@ -198,6 +212,7 @@ async fn a_known_context_keeps_its_agent_and_workspace_and_takes_the_next_turn()
 
     // An empty text asks for input, in the context's workspace.
     let empty = engine
+        .messages()
         .deliver(message("revisor", Some("c-turns"), " "))
         .unwrap();
     assert_eq!(empty.route, Route::NextTurn);
@@ -215,7 +230,7 @@ async fn a_message_without_a_known_context_starts_a_conversation_with_its_agent(
     let mut fresh = message("other", None, "What is in this workspace?");
     fresh.message_id = Some("  ".into());
     fresh.workspace = Some(WorkspaceRequest::Sandbox);
-    let d = engine.deliver(fresh).unwrap();
+    let d = engine.messages().deliver(fresh).unwrap();
     assert_eq!(d.route, Route::Started);
     assert_eq!(d.task.agent, "other");
     assert!(!d.task.context_id.is_empty());
@@ -225,6 +240,7 @@ async fn a_message_without_a_known_context_starts_a_conversation_with_its_agent(
     );
     // An unknown agent is the engine's refusal, and nothing is stored.
     let e = engine
+        .messages()
         .deliver(message("nobody", Some("c-nobody"), "hi"))
         .unwrap_err();
     assert_ne!(e.code, ErrorCode::Internal, "{e}");
@@ -266,13 +282,13 @@ fn no_hostile_task_id_finds_a_task() {
     runner
         .run(&ids, |id| {
             prop_assume!(id != real);
-            let e = engine.task_of("revisor", &id).unwrap_err();
+            let e = engine.messages().task_of("revisor", &id).unwrap_err();
             prop_assert_eq!(e.code, ErrorCode::TaskNotFound);
             let reply = Inbound {
                 task_id: Some(id),
                 ..message("revisor", None, "go on")
             };
-            let e = engine.deliver(reply).unwrap_err();
+            let e = engine.messages().deliver(reply).unwrap_err();
             prop_assert_eq!(e.code, ErrorCode::TaskNotFound);
             Ok(())
         })
@@ -331,7 +347,7 @@ async fn a_hostile_message_id_is_refused_on_every_route() {
         message_id: Some("m".repeat(legate_engine::MAX_MESSAGE_ID_BYTES)),
         ..message("revisor", Some("c-ids-ok"), "hello")
     };
-    let d = engine.deliver(ok).unwrap();
+    let d = engine.messages().deliver(ok).unwrap();
     assert_eq!(
         engine.wait(&d.task.id).await.unwrap().state,
         TaskState::Completed
@@ -348,12 +364,14 @@ async fn a_message_chooses_the_role_only_when_it_starts_the_conversation() {
         ..message("revisor", Some(context), text)
     };
     let e = engine
+        .messages()
         .deliver(with_role("c-role", "hi", "architect"))
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::RoleNotFound, "{e}");
     assert!(in_context(&engine, "c-role").is_empty(), "nothing stored");
 
     let first = engine
+        .messages()
         .deliver(with_role("c-role", "write a.txt: no", "planner"))
         .unwrap();
     assert_eq!(first.route, Route::Started);
@@ -363,6 +381,7 @@ async fn a_message_chooses_the_role_only_when_it_starts_the_conversation() {
 
     // Another role on the conversation is refused, on a next turn and on a reply alike.
     let e = engine
+        .messages()
         .deliver(with_role("c-role", "now write", "implementer"))
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
@@ -374,7 +393,7 @@ async fn a_message_chooses_the_role_only_when_it_starts_the_conversation() {
         ..message("revisor", None, "go on")
     };
     assert_eq!(
-        engine.deliver(reply).unwrap_err().code,
+        engine.messages().deliver(reply).unwrap_err().code,
         ErrorCode::InvalidInput
     );
     assert_eq!(in_context(&engine, "c-role").len(), 1);
@@ -382,6 +401,7 @@ async fn a_message_chooses_the_role_only_when_it_starts_the_conversation() {
     // Leaving the role out, or repeating it, keeps the conversation's.
     for role in [None, Some("planner")] {
         let next = engine
+            .messages()
             .deliver(Inbound {
                 role: role.map(str::to_string),
                 ..message("revisor", Some("c-role"), "What is here?")

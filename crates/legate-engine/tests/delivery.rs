@@ -49,7 +49,7 @@ async fn artifacts_are_collected_with_hashes_and_read_bound_to_them() {
         ))
         .await;
     assert_eq!(task.state, TaskState::Completed, "{:?}", task.error);
-    let arts = h.engine.artifacts(task.id.as_str()).unwrap();
+    let arts = h.engine.artifacts().list(task.id.as_str()).unwrap();
     let report = arts.iter().find(|a| a.name == "out/report.md").unwrap();
     assert_eq!(report.state, ArtifactState::Collected);
     let content = std::fs::read(dir.join("out/report.md")).unwrap();
@@ -61,25 +61,29 @@ async fn artifacts_are_collected_with_hashes_and_read_bound_to_them() {
 
     let read = h
         .engine
-        .read_artifact(task.id.as_str(), "out/report.md", &sha)
+        .artifacts()
+        .read(task.id.as_str(), "out/report.md", &sha)
         .await
         .unwrap();
     assert_eq!(read.bytes, content);
     let stale = h
         .engine
-        .read_artifact(task.id.as_str(), "out/report.md", &"0".repeat(64))
+        .artifacts()
+        .read(task.id.as_str(), "out/report.md", &"0".repeat(64))
         .await
         .unwrap_err();
     assert_eq!(stale.code, ErrorCode::ContentChanged);
     let none = h
         .engine
-        .read_artifact(task.id.as_str(), "absent.txt", &sha)
+        .artifacts()
+        .read(task.id.as_str(), "absent.txt", &sha)
         .await
         .unwrap_err();
     assert_eq!(none.code, ErrorCode::ArtifactNotFound);
     let unknown = h
         .engine
-        .read_artifact(task.id.as_str(), "notes.txt", &sha)
+        .artifacts()
+        .read(task.id.as_str(), "notes.txt", &sha)
         .await
         .unwrap_err();
     assert_eq!(unknown.code, ErrorCode::ArtifactNotFound);
@@ -117,14 +121,15 @@ async fn links_to_etc_passwd_are_refused_never_read_through() {
     let task = h
         .run(in_dir(&dir, "hello", &["leak.txt", "etc/passwd"]))
         .await;
-    let arts = h.engine.artifacts(task.id.as_str()).unwrap();
+    let arts = h.engine.artifacts().list(task.id.as_str()).unwrap();
     assert_eq!(arts.len(), 2);
     for a in &arts {
         assert_eq!(a.state, ArtifactState::Blocked, "{a:?}");
         assert!(a.sha256.is_none());
         let e = h
             .engine
-            .read_artifact(task.id.as_str(), &a.name, &"0".repeat(64))
+            .artifacts()
+            .read(task.id.as_str(), &a.name, &"0".repeat(64))
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::BlockedArtifactPath, "{}", a.name);
@@ -139,7 +144,12 @@ async fn a_swap_after_collection_changes_nothing_and_tampering_with_the_kept_byt
     let h = EngineHarness::start();
     let dir = shared(&h, "work", &[("report.txt", "the collected report\n")]);
     let task = h.run(in_dir(&dir, "hello", &["report.txt"])).await;
-    let a = h.engine.artifacts(task.id.as_str()).unwrap().remove(0);
+    let a = h
+        .engine
+        .artifacts()
+        .list(task.id.as_str())
+        .unwrap()
+        .remove(0);
     assert_eq!(a.state, ArtifactState::Collected);
     let sha = a.sha256.unwrap();
 
@@ -149,7 +159,8 @@ async fn a_swap_after_collection_changes_nothing_and_tampering_with_the_kept_byt
     std::os::unix::fs::symlink("/etc/passwd", dir.join("report.txt")).unwrap();
     let read = h
         .engine
-        .read_artifact(task.id.as_str(), "report.txt", &sha)
+        .artifacts()
+        .read(task.id.as_str(), "report.txt", &sha)
         .await
         .unwrap();
     assert_eq!(read.bytes, b"the collected report\n");
@@ -159,7 +170,8 @@ async fn a_swap_after_collection_changes_nothing_and_tampering_with_the_kept_byt
     std::fs::write(&kept, "the collected rePort\n").unwrap();
     let e = h
         .engine
-        .read_artifact(task.id.as_str(), "report.txt", &sha)
+        .artifacts()
+        .read(task.id.as_str(), "report.txt", &sha)
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::BlockedArtifactPath, "{e}");
@@ -169,7 +181,8 @@ async fn a_swap_after_collection_changes_nothing_and_tampering_with_the_kept_byt
     std::os::unix::fs::symlink("/etc/passwd", &kept).unwrap();
     let e = h
         .engine
-        .read_artifact(task.id.as_str(), "report.txt", &sha)
+        .artifacts()
+        .read(task.id.as_str(), "report.txt", &sha)
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::BlockedArtifactPath, "{e}");
@@ -186,14 +199,20 @@ async fn an_artifact_holding_a_credential_is_blocked_and_its_value_never_echoed(
         &[("notes.txt", &format!("aws_access_key_id = {key}\n"))],
     );
     let task = h.run(in_dir(&dir, "hello", &["notes.txt"])).await;
-    let a = h.engine.artifacts(task.id.as_str()).unwrap().remove(0);
+    let a = h
+        .engine
+        .artifacts()
+        .list(task.id.as_str())
+        .unwrap()
+        .remove(0);
     assert_eq!(a.state, ArtifactState::Blocked);
     let reason = a.reason.unwrap();
     assert!(reason.starts_with("SECRET_CONTENT"), "{reason}");
     assert!(!reason.contains(&key));
     let e = h
         .engine
-        .read_artifact(task.id.as_str(), "notes.txt", &"0".repeat(64))
+        .artifacts()
+        .read(task.id.as_str(), "notes.txt", &"0".repeat(64))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::BlockedArtifactPath);
@@ -209,7 +228,7 @@ async fn a_flood_of_refusals_keeps_the_newest_hundred_and_says_older_ones_were_d
     req.delivery_mode = Some(DeliveryMode::Messages);
     let task = h.run(req).await;
     assert_eq!(task.controls.delivery_mode, DeliveryMode::Messages);
-    let page = h.engine.messages(task.id.as_str(), 0, 1000).unwrap();
+    let page = h.engine.messages().list(task.id.as_str(), 0, 1000).unwrap();
     assert_eq!(page.messages.len(), MAX_MESSAGES_PER_TASK);
     // 130 refusals and the result.
     assert_eq!(page.last_seq, 131);
@@ -224,7 +243,7 @@ async fn a_flood_of_refusals_keeps_the_newest_hundred_and_says_older_ones_were_d
         .count();
     assert_eq!(blockers, 99);
     // Reading again derives nothing twice.
-    let again = h.engine.messages(task.id.as_str(), 0, 1000).unwrap();
+    let again = h.engine.messages().list(task.id.as_str(), 0, 1000).unwrap();
     assert_eq!(again.last_seq, 131);
 }
 
@@ -236,7 +255,7 @@ async fn a_huge_answer_gives_a_bounded_excerpt_pointing_at_the_whole() {
     let task = h.run(req).await;
     let answer = &task.result.as_ref().unwrap().text;
     assert!(answer.len() > 1_000_000, "{}", answer.len());
-    let page = h.engine.messages(task.id.as_str(), 0, 10).unwrap();
+    let page = h.engine.messages().list(task.id.as_str(), 0, 10).unwrap();
     let result = page
         .messages
         .iter()
@@ -256,6 +275,7 @@ async fn a_question_is_a_message_and_the_mode_is_inherited_and_switched() {
     // it as messages (the waiting task's mode changes; derivation starts from its first event).
     let waiting = h
         .engine
+        .messages()
         .deliver(legate_engine::Inbound {
             agent: "agent".into(),
             text: String::new(),
@@ -266,10 +286,11 @@ async fn a_question_is_a_message_and_the_mode_is_inherited_and_switched() {
     assert_eq!(waiting.state, TaskState::InputRequired);
     let task = h
         .engine
+        .messages()
         .set_delivery_mode(waiting.id.as_str(), DeliveryMode::Messages)
         .unwrap();
     assert_eq!(task.controls.delivery_mode, DeliveryMode::Messages);
-    let page = h.engine.messages(task.id.as_str(), 0, 10).unwrap();
+    let page = h.engine.messages().list(task.id.as_str(), 0, 10).unwrap();
     assert_eq!(page.messages.len(), 1);
     assert_eq!(page.messages[0].kind, MessageKind::Question);
 
@@ -280,6 +301,7 @@ async fn a_question_is_a_message_and_the_mode_is_inherited_and_switched() {
     // Switched: a later continuation inherits the new mode.
     let switched = h
         .engine
+        .messages()
         .set_delivery_mode(next.id.as_str(), DeliveryMode::Events)
         .unwrap();
     assert_eq!(switched.controls.delivery_mode, DeliveryMode::Events);

@@ -47,6 +47,7 @@ pub struct ComparisonArgs {
 /// Starts a comparison.
 pub async fn compare(engine: &Engine, args: CompareArgs) -> Result<Compared> {
     engine
+        .comparisons()
         .compare(CompareRequest {
             source_task_id: args.source_task_id,
             expected_context_sha256: args.expected_context_sha256,
@@ -65,5 +66,5 @@ pub async fn compare(engine: &Engine, args: CompareArgs) -> Result<Compared> {
 
 /// Reads a comparison as it stands.
 pub async fn comparison(engine: &Engine, args: ComparisonArgs) -> Result<Comparison> {
-    engine.comparison(&args.comparison_id).await
+    engine.comparisons().comparison(&args.comparison_id).await
 }

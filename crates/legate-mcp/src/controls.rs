@@ -76,13 +76,14 @@ pub struct IntegrationApproval {
 
 /// `get_agent_policy`.
 pub fn agent_policy(engine: &Engine) -> AgentPolicy {
-    engine.agent_policy()
+    engine.agents().policy()
 }
 
 /// `list_models`: what the agent offers, and how a task naming none chooses.
 pub async fn list_models(engine: &Engine, args: AgentArg) -> Result<ModelsOut> {
-    let selection = engine.model_selection(&args.agent)?;
+    let selection = engine.agents().model_selection(&args.agent)?;
     let list = engine
+        .agents()
         .models(&args.agent, engine.config().fronts.models_timeout)
         .await?;
     Ok(ModelsOut {
@@ -103,7 +104,7 @@ pub async fn list_models(engine: &Engine, args: AgentArg) -> Result<ModelsOut> {
 /// `get_model`.
 pub fn get_model(engine: &Engine, args: AgentArg) -> Result<ModelOutcome> {
     Ok(ModelOutcome {
-        selection: engine.model_selection(&args.agent)?,
+        selection: engine.agents().model_selection(&args.agent)?,
     })
 }
 
@@ -119,7 +120,9 @@ pub fn set_model(engine: &Engine, args: SetModelArgs) -> Result<ModelOutcome> {
         (false, None) => Some(legate_engine::ModelChoice::Auto),
         (false, Some(id)) => Some(legate_engine::ModelChoice::parse(id)),
     };
-    engine.set_model_preference(&args.agent, choice.as_ref())?;
+    engine
+        .agents()
+        .set_model_preference(&args.agent, choice.as_ref())?;
     get_model(engine, AgentArg { agent: args.agent })
 }
 
@@ -142,5 +145,5 @@ pub fn approval(engine: &Engine) -> (String, IntegrationApproval) {
 /// Agent `name`'s limitations for `health` (an agent whose backend is missing lists none:
 /// its entry already says it does not start).
 pub fn limitations(engine: &Engine, name: &str) -> Vec<Limitation> {
-    engine.limitations(name).unwrap_or_default()
+    engine.agents().limitations(name).unwrap_or_default()
 }

@@ -101,7 +101,9 @@ const MAX_BINARY_LIMIT: usize = chunk::MAX_LIMIT / 4 * 3;
 /// `set_delivery_mode`.
 pub fn set_delivery_mode(engine: &Engine, args: SetDeliveryModeArgs) -> Result<DeliveryModeOut> {
     let before = engine.task(&args.task_id)?;
-    let task = engine.set_delivery_mode(before.id.as_str(), args.delivery_mode)?;
+    let task = engine
+        .messages()
+        .set_delivery_mode(before.id.as_str(), args.delivery_mode)?;
     Ok(DeliveryModeOut {
         task_id: task.id.to_string(),
         delivery_mode: task.controls.delivery_mode,
@@ -115,14 +117,15 @@ pub fn listed(engine: &Engine, task: &Task) -> Result<Option<Vec<Artifact>>> {
     if task.controls.artifact_paths.is_empty() {
         return Ok(None);
     }
-    engine.artifacts(task.id.as_str()).map(Some)
+    engine.artifacts().list(task.id.as_str()).map(Some)
 }
 
 /// `read_artifact`.
 pub async fn read_artifact(engine: &Engine, args: ReadArtifactArgs) -> Result<ReadArtifactOut> {
     let task = engine.task(&args.task_id)?;
     let read = engine
-        .read_artifact(task.id.as_str(), &args.name, &args.expected_sha256)
+        .artifacts()
+        .read(task.id.as_str(), &args.name, &args.expected_sha256)
         .await?;
     let sha = read.artifact.sha256.clone().unwrap_or_default();
     let size = read.bytes.len() as u64;
@@ -199,7 +202,7 @@ pub async fn wait_messages(
         1,
         MAX_MESSAGES_PER_TASK,
     )?;
-    let first = engine.messages(task.id.as_str(), after, max)?;
+    let first = engine.messages().list(task.id.as_str(), after, max)?;
     if after > first.last_seq {
         return Err(Error::invalid_input(format!(
             "after is {after}, but task {} has {} messages",
@@ -213,8 +216,8 @@ pub async fn wait_messages(
         .send(format!("waiting for messages after {after}"))
         .await;
     // Woken by every new event (a message is derived from one) and every approval change.
-    let mut sub = engine.subscribe(&task.id, engine.last_seq(&task.id)?);
-    let mut approvals = engine.approval_changes();
+    let mut sub = engine.subscribe(&task.id, engine.records().last_seq(&task.id)?);
+    let mut approvals = engine.approvals().changes();
     let mut told = after;
     let mut timed_out = false;
     let mut mode_changed = false;
@@ -241,7 +244,7 @@ pub async fn wait_messages(
             .messages
             .iter()
             .any(|m| m.kind == MessageKind::Question)
-            || !engine.pending_approvals(&now.id)?.is_empty();
+            || !engine.approvals().pending(&now.id)?.is_empty();
         if now.is_terminal() || question || page.messages.len() >= max {
             break;
         }
@@ -250,14 +253,14 @@ pub async fn wait_messages(
             next = sub.next() => {
                 if next?.is_none() {
                     // The task ended: one more read collects its last messages.
-                    page = engine.messages(task.id.as_str(), after, max)?;
+                    page = engine.messages().list(task.id.as_str(), after, max)?;
                     continue;
                 }
             }
             changed = approvals.changed() => {
                 if changed.is_err() {
                     // No engine left to tell of approvals; the subscription still wakes us.
-                    approvals = engine.approval_changes();
+                    approvals = engine.approvals().changes();
                 }
             }
             _ = tokio::time::sleep_until(deadline) => {
@@ -274,12 +277,13 @@ pub async fn wait_messages(
             }
             _ = cancelled.cancelled() => break,
         }
-        page = engine.messages(task.id.as_str(), after, max)?;
+        page = engine.messages().list(task.id.as_str(), after, max)?;
     }
-    let page = engine.messages(task.id.as_str(), after, max)?;
+    let page = engine.messages().list(task.id.as_str(), after, max)?;
     let now = engine.task(task.id.as_str())?;
     let next_cursor = page.messages.last().map_or(after, |m| m.seq);
     let queued: Vec<String> = engine
+        .messages()
         .queued_after(&now)?
         .into_iter()
         .map(|id| id.to_string())

@@ -114,7 +114,7 @@ pub struct GroupWaitOut {
 
 /// `group_create`.
 pub fn create(engine: &Engine, args: GroupCreateArgs) -> Result<GroupCreated> {
-    let created = engine.group_create(args.group_id, args.definition)?;
+    let created = engine.groups().create(args.group_id, args.definition)?;
     tracing::info!(group = %created.group_id, existing = created.existing, "mcp group_create");
     Ok(created)
 }
@@ -122,7 +122,8 @@ pub fn create(engine: &Engine, args: GroupCreateArgs) -> Result<GroupCreated> {
 /// `group_start`.
 pub async fn start(engine: &Engine, args: GroupStartArgs) -> Result<GroupStatus> {
     let status = engine
-        .group_start(&args.group_id, &args.definition_sha256)
+        .groups()
+        .start(&args.group_id, &args.definition_sha256)
         .await?;
     tracing::info!(group = %status.group_id, state = %status.state, "mcp group_start");
     Ok(status)
@@ -130,12 +131,12 @@ pub async fn start(engine: &Engine, args: GroupStartArgs) -> Result<GroupStatus>
 
 /// `group_status`.
 pub fn status(engine: &Engine, args: GroupArgs) -> Result<GroupStatus> {
-    engine.group_status(&args.group_id)
+    engine.groups().status(&args.group_id)
 }
 
 /// `group_cancel`.
 pub fn cancel(engine: &Engine, args: GroupArgs) -> Result<GroupStatus> {
-    let status = engine.group_cancel(&args.group_id)?;
+    let status = engine.groups().cancel(&args.group_id)?;
     tracing::info!(group = %status.group_id, state = %status.state, "mcp group_cancel");
     Ok(status)
 }
@@ -143,13 +144,13 @@ pub fn cancel(engine: &Engine, args: GroupArgs) -> Result<GroupStatus> {
 /// `groups`.
 pub fn list(engine: &Engine, _args: GroupsArgs) -> Result<GroupsOut> {
     Ok(GroupsOut {
-        groups: engine.groups()?,
+        groups: engine.groups().list()?,
     })
 }
 
 /// `workflow_result`.
 pub async fn workflow_result(engine: &Engine, args: GroupArgs) -> Result<WorkflowResult> {
-    engine.workflow_result(&args.group_id).await
+    engine.groups().workflow_result(&args.group_id).await
 }
 
 /// `peer_receipts`.
@@ -160,7 +161,9 @@ pub fn peer_receipts(engine: &Engine, args: PeerReceiptsArgs) -> Result<PeerRece
         1,
         MAX_RECEIPTS_PAGE,
     )?;
-    engine.peer_receipts(&args.group_id, args.after, limit)
+    engine
+        .groups()
+        .peer_receipts(&args.group_id, args.after, limit)
 }
 
 fn describe(p: &GroupProgress) -> String {
@@ -203,9 +206,9 @@ pub async fn wait(
         GROUP_WAIT_MAX_SECS,
     )?;
     // Unknown groups fail before anything waits.
-    let first = engine.group_status(&args.group_id)?;
+    let first = engine.groups().status(&args.group_id)?;
     let timeout = Duration::from_secs(seconds);
-    let waited = engine.group_wait(&args.group_id, timeout);
+    let waited = engine.groups().wait(&args.group_id, timeout);
     tokio::pin!(waited);
     let Some(p) = progress else {
         return tokio::select! {
@@ -222,7 +225,7 @@ pub async fn wait(
             out = &mut waited => return out.map(finish),
             _ = cancelled.cancelled() => return current(engine, &args.group_id),
             _ = live.recv() => {
-                let now = progress_of(&engine.group_status(&args.group_id)?);
+                let now = progress_of(&engine.groups().status(&args.group_id)?);
                 if now == last {
                     continue;
                 }
@@ -249,7 +252,7 @@ fn finish(wait: GroupWait) -> GroupWaitOut {
 
 /// The answer of a wait the client gave up on: the status now.
 fn current(engine: &Engine, group_id: &str) -> Result<GroupWaitOut> {
-    let status = engine.group_status(group_id)?;
+    let status = engine.groups().status(group_id)?;
     let ready = status.state.is_terminal() || status.state == legate_engine::GroupState::Paused;
     Ok(GroupWaitOut {
         wait: GroupWait {

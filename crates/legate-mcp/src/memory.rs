@@ -74,13 +74,13 @@ pub struct MemoryRemoveArgs {
 /// `memory_list`: metadata, hashes, sizes and limits; never text.
 pub fn list(engine: &Engine, args: MemoryListArgs) -> Result<MemoryList> {
     let project = absolute("projectPath", &args.project_path)?;
-    engine.memory_list(&project, args.specialist.as_deref())
+    engine.memory().list(&project, args.specialist.as_deref())
 }
 
 /// `memory_read`: one piece, bound to `expectedSha256`.
 pub fn read(engine: &Engine, args: MemoryReadArgs) -> Result<MemoryPiece> {
     let project = absolute("projectPath", &args.project_path)?;
-    engine.memory_read(
+    engine.memory().read(
         &project,
         &args.specialist,
         &args.expected_sha256,
@@ -92,7 +92,7 @@ pub fn read(engine: &Engine, args: MemoryReadArgs) -> Result<MemoryPiece> {
 /// `memory_write`: compare-and-swap; returns the new sha256.
 pub fn write(engine: &Engine, args: MemoryWriteArgs) -> Result<MemoryWritten> {
     let project = absolute("projectPath", &args.project_path)?;
-    let out = engine.memory_write(
+    let out = engine.memory().write(
         &project,
         &args.specialist,
         &args.text,
@@ -105,5 +105,7 @@ pub fn write(engine: &Engine, args: MemoryWriteArgs) -> Result<MemoryWritten> {
 /// `memory_remove`: only the matching version.
 pub fn remove(engine: &Engine, args: MemoryRemoveArgs) -> Result<MemoryRemoved> {
     let project = absolute("projectPath", &args.project_path)?;
-    engine.memory_remove(&project, &args.specialist, &args.expected_sha256)
+    engine
+        .memory()
+        .remove(&project, &args.specialist, &args.expected_sha256)
 }

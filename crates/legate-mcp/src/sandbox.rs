@@ -38,7 +38,7 @@ pub type SandboxPolicyOut = SandboxPolicyView;
 
 /// `get_sandbox_policy`.
 pub fn get_sandbox_policy(engine: &Engine) -> Result<SandboxPolicyOut> {
-    engine.sandbox_policy()
+    engine.sandbox_policy().get()
 }
 
 /// `set_sandbox_policy`, with `confirmer` asked when the approval mode is `ask`.
@@ -48,7 +48,8 @@ pub async fn set_sandbox_policy(
     confirmer: &dyn PolicyConfirmer,
 ) -> Result<SandboxPolicyOut> {
     let view = engine
-        .set_sandbox_policy(&args.expected_sha256, args.policy, Some(confirmer))
+        .sandbox_policy()
+        .set(&args.expected_sha256, args.policy, Some(confirmer))
         .await?;
     tracing::info!(sha256 = %view.sha256, "mcp set_sandbox_policy");
     Ok(view)

@@ -545,7 +545,7 @@ impl LegateMcp {
             }
             "context" => {
                 let a: TaskArgs = parse(args)?;
-                to_value(engine.context(&a.task_id).await?)
+                to_value(engine.handoffs().context(&a.task_id).await?)
             }
             "handoff" => {
                 let out = tools::handoff(engine, profile, parse(args)?).await?;

@@ -105,7 +105,7 @@ async fn probe_agents<A, T, F, Fut>(
 pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Result<HealthOut> {
     let mut out = health_static(engine, profile);
     for spec in engine.config().agents.values() {
-        let confinement = match engine.confinement(&spec.name) {
+        let confinement = match engine.agents().confinement(&spec.name) {
             Ok(e) => e.as_str().to_string(),
             Err(e) => e.code.as_str().to_string(),
         };
@@ -125,6 +125,7 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
     }
     let probe = |engine: Engine, name: String| async move {
         engine
+            .agents()
             .probe(&name, engine.config().fronts.probe_timeout)
             .await
     };
@@ -135,7 +136,7 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
         |agent, probed| match probed {
             Ok(info) => {
                 agent.starts = Some(true);
-                agent.version_warning = engine.version_warning(&agent.name, &info);
+                agent.version_warning = engine.agents().version_warning(&agent.name, &info);
                 agent.detail = format!(
                     "starts ({} {}){}",
                     info.name.as_deref().unwrap_or("unnamed"),
@@ -186,6 +187,7 @@ pub async fn agents(engine: &Engine, args: AgentsArgs) -> AgentsOut {
     }
     let list = |engine: Engine, name: String| async move {
         engine
+            .agents()
             .models(&name, engine.config().fronts.models_timeout)
             .await
     };
@@ -423,8 +425,9 @@ pub fn event_out(e: &Event) -> Map<String, Value> {
 /// `status`.
 pub fn status(engine: &Engine, args: TaskArgs) -> Result<StatusOut> {
     let task = engine.task(&args.task_id)?;
-    let last_seq = engine.last_seq(&task.id)?;
+    let last_seq = engine.records().last_seq(&task.id)?;
     let queued: Vec<String> = engine
+        .messages()
         .queued_after(&task)?
         .into_iter()
         .map(|id| id.to_string())
@@ -442,7 +445,7 @@ pub fn status(engine: &Engine, args: TaskArgs) -> Result<StatusOut> {
 
 /// The number of the task's last event, and `INVALID_INPUT` when `after` is past it.
 pub fn check_cursor(engine: &Engine, task: &Task, after: u64) -> Result<u64> {
-    let last = engine.last_seq(&task.id)?;
+    let last = engine.records().last_seq(&task.id)?;
     if after > last {
         return Err(Error::invalid_input(format!(
             "after = {after} is past the task's last event ({last})"
@@ -599,7 +602,7 @@ pub fn tasks(engine: &Engine, args: TasksArgs) -> Result<TasksOut> {
 /// `sessions`.
 pub fn sessions(engine: &Engine, args: SessionsArgs) -> Result<SessionsOut> {
     let limit = in_range("limit", args.limit.unwrap_or(LIST_DEFAULT), 1, MAX_LIST)?;
-    let contexts = engine.contexts(limit)?;
+    let contexts = engine.records().contexts(limit)?;
     let mut sessions = Vec::with_capacity(contexts.len());
     for c in contexts {
         let last = engine
@@ -633,6 +636,7 @@ pub async fn handoff(engine: &Engine, profile: Profile, args: HandoffArgs) -> Re
         args.mode
     };
     let task = engine
+        .handoffs()
         .handoff(legate_engine::HandoffRequest {
             source_task_id: args.source_task_id,
             expected_context_sha256: args.expected_context_sha256,

@@ -153,9 +153,10 @@ pub async fn wait(
     }
 
     let now = engine.task(task.id.as_str())?;
-    let last_seq = engine.last_seq(&now.id)?;
+    let last_seq = engine.records().last_seq(&now.id)?;
     let next_cursor = collected.last().map_or(after, |e| e.seq);
     let queued: Vec<String> = engine
+        .messages()
         .queued_after(&now)?
         .into_iter()
         .map(|id| id.to_string())

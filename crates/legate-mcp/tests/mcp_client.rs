@@ -685,7 +685,8 @@ async fn wait_and_status_report_a_request_awaiting_supervision() {
     let status = h.call("status", json!({"taskId": task_id})).await;
     assert_eq!(status["awaitingSupervision"][0]["id"], id.as_str());
     h.engine
-        .answer_approval(
+        .approvals()
+        .answer(
             &id,
             legate_engine::ApprovalAnswer {
                 answer: legate_engine::Answer::Deny,

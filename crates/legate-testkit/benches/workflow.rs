@@ -147,12 +147,18 @@ async fn as_group(h: &EngineHarness, deps: &[Vec<usize>]) -> Run {
         workflow: None,
     };
     let started = Instant::now();
-    let created = h.engine.group_create(None, definition).unwrap();
+    let created = h.engine.groups().create(None, definition).unwrap();
     h.engine
-        .group_start(&created.group_id, &created.definition_sha256)
+        .groups()
+        .start(&created.group_id, &created.definition_sha256)
         .await
         .unwrap();
-    let w = h.engine.group_wait(&created.group_id, LIMIT).await.unwrap();
+    let w = h
+        .engine
+        .groups()
+        .wait(&created.group_id, LIMIT)
+        .await
+        .unwrap();
     let wall = started.elapsed();
     assert!(w.ready, "the group did not settle");
     assert_eq!(w.status.state, GroupState::Completed, "{:?}", w.status);

@@ -96,10 +96,14 @@ async fn a_too_new_adapter_is_named_in_the_first_events() {
 
     // What `legate agents` and MCP `health` print, from a probe.
     let info = engine
+        .agents()
         .probe("too-new", Duration::from_secs(20))
         .await
         .unwrap();
-    let warning = engine.version_warning("too-new", &info).expect("a warning");
+    let warning = engine
+        .agents()
+        .version_warning("too-new", &info)
+        .expect("a warning");
     assert!(warning.contains("gemini-cli 0.62.0"), "{warning}");
 
     // Inside the range: nothing to say, anywhere.
@@ -107,10 +111,11 @@ async fn a_too_new_adapter_is_named_in_the_first_events() {
     assert_eq!(task.state, TaskState::Completed, "{task:?}");
     assert!(version_notice(&events).is_none(), "{events:#?}");
     let info = engine
+        .agents()
         .probe("verified", Duration::from_secs(20))
         .await
         .unwrap();
-    assert_eq!(engine.version_warning("verified", &info), None);
+    assert_eq!(engine.agents().version_warning("verified", &info), None);
     engine.shutdown().await;
 }
 
@@ -134,6 +139,7 @@ async fn a_hostile_name_reaches_agents_and_health_bounded_and_clean() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path());
     let info = engine
+        .agents()
         .probe("hostile", Duration::from_secs(20))
         .await
         .unwrap();

@@ -146,6 +146,7 @@ async fn a_task_completes_against_the_fake_and_writes_in_its_sandbox() {
     assert!(!legate_backend::acp::process_group_alive(pgid));
     let info = h
         .engine
+        .agents()
         .probe("agy", Duration::from_secs(10))
         .await
         .unwrap();
@@ -235,6 +236,7 @@ async fn usage_is_the_difference_of_cumulative_counters_even_across_restarts() {
 
     let report = h
         .engine
+        .records()
         .usage(&UsageFilter {
             session_id: second.session_id.clone(),
             ..UsageFilter::default()

@@ -105,7 +105,11 @@ async fn an_ask_waits_durably_and_an_in_process_answer_lets_the_command_run() {
         .unwrap();
     let id = nth_awaiting(&h, &task.id, 1).await;
     // Stored before it was told, with what the agent asked.
-    let pending = h.engine.approvals(&ApprovalFilter::default()).unwrap();
+    let pending = h
+        .engine
+        .approvals()
+        .list(&ApprovalFilter::default())
+        .unwrap();
     assert_eq!(pending.len(), 1, "{pending:?}");
     let approval = &pending[0];
     assert_eq!(approval.id, id);
@@ -120,11 +124,12 @@ async fn an_ask_waits_durably_and_an_in_process_answer_lets_the_command_run() {
     );
     assert!(!approval.options.is_empty());
     assert!(approval.deadline.0 > approval.created_at.0);
-    assert_eq!(h.engine.pending_approvals(&task.id).unwrap().len(), 1);
+    assert_eq!(h.engine.approvals().pending(&task.id).unwrap().len(), 1);
 
     let answered = h
         .engine
-        .answer_approval(&id, answer(Answer::Allow, "cli", None))
+        .approvals()
+        .answer(&id, answer(Answer::Allow, "cli", None))
         .unwrap();
     assert_eq!(answered.state, ApprovalState::Allowed);
     let done = h.wait(&task.id).await;
@@ -134,7 +139,10 @@ async fn an_ask_waits_durably_and_an_in_process_answer_lets_the_command_run() {
     let sent = verdicts(&h, &task.id);
     let v = sent.last().unwrap();
     assert_eq!((v.decision, v.decider), (Decision::Allow, Decider::Human));
-    let audit = audit_of(h.engine.audit(&AuditFilter::default()).unwrap(), &task.id);
+    let audit = audit_of(
+        h.engine.approvals().audit(&AuditFilter::default()).unwrap(),
+        &task.id,
+    );
     let last = audit.last().unwrap();
     assert_eq!(last.decider, Decider::Human);
     assert_eq!(last.channel.as_deref(), Some("cli"));
@@ -143,13 +151,14 @@ async fn an_ask_waits_durably_and_an_in_process_answer_lets_the_command_run() {
     assert_eq!(last.option_id, v.option_id);
     let closed = h
         .engine
-        .approvals(&ApprovalFilter {
+        .approvals()
+        .list(&ApprovalFilter {
             pending_only: false,
             ..Default::default()
         })
         .unwrap();
     assert_eq!(closed[0].decided.as_ref().map(|d| d.id), Some(last.id));
-    assert!(h.engine.pending_approvals(&task.id).unwrap().is_empty());
+    assert!(h.engine.approvals().pending(&task.id).unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,15 +215,19 @@ async fn nobody_answers_and_the_deadline_refuses_with_the_refusal_preference() {
         pending_only: false,
         ..Default::default()
     };
-    let approval = h.engine.approvals(&all).unwrap().remove(0);
+    let approval = h.engine.approvals().list(&all).unwrap().remove(0);
     assert_eq!(approval.state, ApprovalState::Expired);
     // Too late now: the first close stands.
     let late = h
         .engine
-        .answer_approval(&id, answer(Answer::Allow, "cli", None))
+        .approvals()
+        .answer(&id, answer(Answer::Allow, "cli", None))
         .unwrap_err();
     assert_eq!(late.code, ErrorCode::ApprovalClosed);
-    let audit = audit_of(h.engine.audit(&AuditFilter::default()).unwrap(), &task.id);
+    let audit = audit_of(
+        h.engine.approvals().audit(&AuditFilter::default()).unwrap(),
+        &task.id,
+    );
     assert_eq!(audit.last().unwrap().decider, Decider::Deadline);
 }
 
@@ -228,7 +241,8 @@ async fn two_answers_race_and_exactly_one_wins() {
     let id = nth_awaiting(&h, &task.id, 1).await;
     let unknown = h
         .engine
-        .answer_approval("no-such-id", answer(Answer::Allow, "cli", None))
+        .approvals()
+        .answer("no-such-id", answer(Answer::Allow, "cli", None))
         .unwrap_err();
     assert_eq!(unknown.code, ErrorCode::ApprovalNotFound);
     let records = Records::open(&Paths::new(h.home())).unwrap();
@@ -242,7 +256,9 @@ async fn two_answers_race_and_exactly_one_wins() {
     );
     let allow = std::thread::spawn(move || {
         b1.wait();
-        engine.answer_approval(&id1, answer(Answer::Allow, "mcp", None))
+        engine
+            .approvals()
+            .answer(&id1, answer(Answer::Allow, "mcp", None))
     });
     let deny = std::thread::spawn(move || {
         b2.wait();
@@ -257,7 +273,10 @@ async fn two_answers_race_and_exactly_one_wins() {
     let done = h.wait(&task.id).await;
     let exists = done.root.unwrap().join("raced.txt").exists();
     assert_eq!(exists, winner.answer == Answer::Allow, "{winner:?}");
-    let audit = audit_of(h.engine.audit(&AuditFilter::default()).unwrap(), &task.id);
+    let audit = audit_of(
+        h.engine.approvals().audit(&AuditFilter::default()).unwrap(),
+        &task.id,
+    );
     let queued: Vec<_> = audit.iter().filter(|e| e.approval_id.is_some()).collect();
     assert_eq!(queued.len(), 1, "one decision sent: {audit:?}");
     assert_eq!(queued[0].channel.as_deref(), Some(winner.channel.as_str()));
@@ -280,7 +299,8 @@ async fn a_cancel_while_waiting_expires_the_approval_and_answers_cancelled() {
     };
     let approval = h
         .engine
-        .approvals(&all)
+        .approvals()
+        .list(&all)
         .unwrap()
         .into_iter()
         .find(|a| a.id == id)
@@ -294,7 +314,10 @@ async fn a_cancel_while_waiting_expires_the_approval_and_answers_cancelled() {
             .contains("canceled"),
         "{approval:?}"
     );
-    let audit = audit_of(h.engine.audit(&AuditFilter::default()).unwrap(), &task.id);
+    let audit = audit_of(
+        h.engine.approvals().audit(&AuditFilter::default()).unwrap(),
+        &task.id,
+    );
     let last = audit.last().unwrap();
     assert_eq!(last.approval_id.as_deref(), Some(id.as_str()));
     assert_eq!(
@@ -315,20 +338,25 @@ async fn allow_for_task_covers_the_same_program_and_nothing_else() {
         .unwrap();
     let first = nth_awaiting(&h, &task.id, 1).await;
     h.engine
-        .answer_approval(&first, answer(Answer::AllowForTask, "cli", None))
+        .approvals()
+        .answer(&first, answer(Answer::AllowForTask, "cli", None))
         .unwrap();
     // `touch b.txt` is covered; `rm` is another program and asks again.
     let second = nth_awaiting(&h, &task.id, 2).await;
     assert_ne!(first, second);
-    let asked = h.engine.pending_approvals(&task.id).unwrap();
+    let asked = h.engine.approvals().pending(&task.id).unwrap();
     assert_eq!(asked[0].tool.command.as_ref().unwrap()[0], "rm");
     h.engine
-        .answer_approval(&second, answer(Answer::Deny, "cli", None))
+        .approvals()
+        .answer(&second, answer(Answer::Deny, "cli", None))
         .unwrap();
     let done = h.wait(&task.id).await;
     let root = done.root.unwrap();
     assert!(root.join("a.txt").exists() && root.join("b.txt").exists());
-    let audit = audit_of(h.engine.audit(&AuditFilter::default()).unwrap(), &task.id);
+    let audit = audit_of(
+        h.engine.approvals().audit(&AuditFilter::default()).unwrap(),
+        &task.id,
+    );
     let scoped = audit
         .iter()
         .find(|e| e.channel.as_deref() == Some(&format!("allow-for-task:{first}")))
@@ -343,7 +371,10 @@ async fn the_tables_own_decisions_are_audited_too() {
     let h = harness(Duration::from_secs(60));
     let task = h.run(SubmitRequest::new("write a.txt: hi")).await;
     assert_eq!(task.state, TaskState::Completed, "{task:?}");
-    let audit = audit_of(h.engine.audit(&AuditFilter::default()).unwrap(), &task.id);
+    let audit = audit_of(
+        h.engine.approvals().audit(&AuditFilter::default()).unwrap(),
+        &task.id,
+    );
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(
         (audit[0].decider, audit[0].decision),

@@ -74,13 +74,13 @@ async fn the_idle_session_cap_holds_and_stops_the_least_recently_used() {
     let mut roots = Vec::new();
     for i in 0..10 {
         let t = run(&engine, SubmitRequest::new(format!("write n.txt: {i}"))).await;
-        let counts = engine.sessions();
+        let counts = engine.agents().sessions();
         assert!(counts.idle <= 3, "after task {i}: {counts:?}");
         roots.push((t.context_id.clone(), t.root.clone().unwrap()));
     }
     let last: Vec<&Path> = roots[7..].iter().map(|(_, r)| r.as_path()).collect();
     until_agents_in(&runner, &last).await;
-    assert_eq!(engine.sessions().live, 3);
+    assert_eq!(engine.agents().sessions().live, 3);
 
     // Continuing the oldest kept context (task 7) makes it the most recently used: the next
     // new context stops task 8's session, not 7's.
@@ -105,7 +105,7 @@ async fn a_cap_of_zero_stops_each_session_when_its_turn_ends() {
     for i in 0..3 {
         run(&engine, SubmitRequest::new(format!("write n.txt: {i}"))).await;
         until_agents_in(&runner, &[]).await;
-        assert_eq!(engine.sessions().live, 0);
+        assert_eq!(engine.agents().sessions().live, 0);
     }
     engine.shutdown().await;
 }

@@ -106,7 +106,7 @@ fn copies(h: &EngineHarness) -> Vec<PathBuf> {
 }
 
 async fn settled(h: &EngineHarness, id: &str) -> Comparison {
-    h.engine.comparison(id).await.unwrap()
+    h.engine.comparisons().comparison(id).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,7 +115,7 @@ async fn three_targets_review_one_version_and_their_findings_group_literally() {
     // the first starts.
     let h = harness_with(|c| c.max_running = 1);
     let src = source(&h).await;
-    let ctx = h.engine.context(src.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(src.id.as_str()).await.unwrap();
     let beta = report(&[
         unwrap_finding(),
         revisor_finding(4, "// TODO: tests", "P1", "the tests are missing"),
@@ -130,6 +130,7 @@ async fn three_targets_review_one_version_and_their_findings_group_literally() {
     let before = copies(&h).len();
     let out = h
         .engine
+        .comparisons()
         .compare(request(&src, &ctx.context_sha256, &prompt, three()))
         .await
         .unwrap();
@@ -191,7 +192,11 @@ async fn three_targets_review_one_version_and_their_findings_group_literally() {
     // Durable: another engine on the same home (a restart) reads the same comparison.
     h.engine.shutdown().await;
     let next = builder().engine_in(h.base());
-    let again = next.comparison(&out.comparison_id).await.unwrap();
+    let again = next
+        .comparisons()
+        .comparison(&out.comparison_id)
+        .await
+        .unwrap();
     assert!(again.complete, "{again:?}");
     assert_eq!(again.findings, c.findings);
     next.shutdown().await;
@@ -201,7 +206,7 @@ async fn three_targets_review_one_version_and_their_findings_group_literally() {
 async fn a_review_citing_a_path_outside_its_copy_fails_and_is_never_grouped() {
     let h = harness();
     let src = source(&h).await;
-    let ctx = h.engine.context(src.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(src.id.as_str()).await.unwrap();
     let escape = report(&[
         unwrap_finding(),
         serde_json::json!({"severity": "P0", "path": "../../../../etc/passwd", "line": 1,
@@ -218,6 +223,7 @@ async fn a_review_citing_a_path_outside_its_copy_fails_and_is_never_grouped() {
     );
     let out = h
         .engine
+        .comparisons()
         .compare(request(&src, &ctx.context_sha256, &prompt, three()))
         .await
         .unwrap();
@@ -250,7 +256,7 @@ async fn a_review_citing_a_path_outside_its_copy_fails_and_is_never_grouped() {
 async fn bad_target_lists_and_stale_context_start_nothing() {
     let h = harness_with(|c| c.max_queued = 2);
     let src = source(&h).await;
-    let ctx = h.engine.context(src.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(src.id.as_str()).await.unwrap();
     let tasks_before = h.engine.tasks(&Default::default()).unwrap().len();
     let copies_before = copies(&h);
     let refused = |e: legate_core::Error, code: ErrorCode| {
@@ -271,6 +277,7 @@ async fn bad_target_lists_and_stale_context_start_nothing() {
     ] {
         let e = h
             .engine
+            .comparisons()
             .compare(request(&src, &ctx.context_sha256, "review", list))
             .await
             .unwrap_err();
@@ -278,6 +285,7 @@ async fn bad_target_lists_and_stale_context_start_nothing() {
     }
     let e = h
         .engine
+        .comparisons()
         .compare(request(&src, &"0".repeat(64), "review", three()))
         .await
         .unwrap_err();
@@ -285,11 +293,17 @@ async fn bad_target_lists_and_stale_context_start_nothing() {
     // Two queued places for three targets: none starts.
     let e = h
         .engine
+        .comparisons()
         .compare(request(&src, &ctx.context_sha256, "review", three()))
         .await
         .unwrap_err();
     refused(e, ErrorCode::QueueFull);
-    let e = h.engine.comparison("no-such-comparison").await.unwrap_err();
+    let e = h
+        .engine
+        .comparisons()
+        .comparison("no-such-comparison")
+        .await
+        .unwrap_err();
     refused(e, ErrorCode::ComparisonNotFound);
     assert_eq!(
         h.engine.tasks(&Default::default()).unwrap().len(),
@@ -303,9 +317,10 @@ async fn bad_target_lists_and_stale_context_start_nothing() {
 async fn a_changed_source_or_review_copy_makes_the_comparison_stale() {
     let h = harness();
     let src = source(&h).await;
-    let ctx = h.engine.context(src.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(src.id.as_str()).await.unwrap();
     let out = h
         .engine
+        .comparisons()
         .compare(request(
             &src,
             &ctx.context_sha256,
@@ -346,10 +361,11 @@ async fn a_changed_source_or_review_copy_makes_the_comparison_stale() {
 async fn each_review_is_canceled_or_discarded_on_its_own() {
     let h = harness();
     let src = source(&h).await;
-    let ctx = h.engine.context(src.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(src.id.as_str()).await.unwrap();
     let prompt = "review\n!as gamma !hang\n";
     let out = h
         .engine
+        .comparisons()
         .compare(request(&src, &ctx.context_sha256, prompt, three()))
         .await
         .unwrap();
@@ -364,7 +380,11 @@ async fn each_review_is_canceled_or_discarded_on_its_own() {
     h.wait_state(&out.task_ids[2], TaskState::Working).await;
     h.engine.cancel(out.task_ids[2].as_str()).unwrap();
     assert_eq!(h.wait(&out.task_ids[2]).await.state, TaskState::Canceled);
-    h.engine.discard(out.task_ids[0].as_str()).await.unwrap();
+    h.engine
+        .reviews()
+        .discard(out.task_ids[0].as_str())
+        .await
+        .unwrap();
     let c = settled(&h, &out.comparison_id).await;
     assert!(!c.complete);
     assert_eq!(c.reviews[2].state, Some(TaskState::Canceled));
@@ -376,7 +396,12 @@ async fn each_review_is_canceled_or_discarded_on_its_own() {
     assert_eq!(c.reviews_grouped, 2);
     // A review's copy keeps the original baseline, like a handoff's: its patch is the
     // source's change alone, nothing of the read-only reviewer's.
-    let p = h.engine.preview(out.task_ids[1].as_str()).await.unwrap();
+    let p = h
+        .engine
+        .reviews()
+        .preview(out.task_ids[1].as_str())
+        .await
+        .unwrap();
     let files: Vec<_> = p.patch.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(files, vec!["notes.md"]);
     h.engine.shutdown().await;

@@ -148,7 +148,7 @@ async fn required_confinement_that_cannot_be_had_fails_the_task_with_its_code() 
     let engine = &h.engine;
 
     assert_eq!(
-        engine.confinement("agent").unwrap_err().code,
+        engine.agents().confinement("agent").unwrap_err().code,
         ErrorCode::ConfinementUnavailable
     );
     let task = engine.submit(SubmitRequest::new("write a.txt: x")).unwrap();

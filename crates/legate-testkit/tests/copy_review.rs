@@ -57,9 +57,14 @@ async fn verified_task(h: &EngineHarness) -> (String, String) {
     let done = h.run(req).await;
     assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
     let id = done.id.to_string();
-    let preview = h.engine.preview(&id).await.unwrap();
+    let preview = h.engine.reviews().preview(&id).await.unwrap();
     let sha = preview.patch.sha256.clone();
-    let v = h.engine.verify(&id, &sha, review()).await.unwrap();
+    let v = h
+        .engine
+        .reviews()
+        .verify(&id, &sha, review())
+        .await
+        .unwrap();
     assert!(v.passed, "{v:?}");
     (id, sha)
 }
@@ -83,7 +88,12 @@ async fn ask_mode_integrates_only_on_an_explicit_confirmed_accept() {
     let h = harness(|c| c.review.approval = ApprovalMode::Ask);
     let (id, sha) = verified_task(&h).await;
     let original = h.project().join("a.txt");
-    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    let err = h
+        .engine
+        .reviews()
+        .integrate(&id, Some(&sha), None)
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::IntegrationDeclined);
     for answer in [
         Confirmation::Decline,
@@ -96,6 +106,7 @@ async fn ask_mode_integrates_only_on_an_explicit_confirmed_accept() {
         };
         let err = h
             .engine
+            .reviews()
             .integrate(&id, Some(&sha), Some(&confirmer))
             .await
             .unwrap_err();
@@ -109,6 +120,7 @@ async fn ask_mode_integrates_only_on_an_explicit_confirmed_accept() {
     };
     let done = h
         .engine
+        .reviews()
         .integrate(&id, Some(&sha), Some(&yes))
         .await
         .unwrap();
@@ -127,6 +139,7 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     // Reads are bound to the sha256, by path or in chunks.
     let chunk = h
         .engine
+        .reviews()
         .read_patch(
             &id,
             PatchRead {
@@ -145,6 +158,7 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     loop {
         let c = h
             .engine
+            .reviews()
             .read_patch(
                 &id,
                 PatchRead {
@@ -164,10 +178,16 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     }
     assert_eq!(
         whole.as_bytes(),
-        &h.engine.patch(&id, Some(&sha)).await.unwrap().patch[..]
+        &h.engine
+            .reviews()
+            .patch(&id, Some(&sha))
+            .await
+            .unwrap()
+            .patch[..]
     );
     let stale = h
         .engine
+        .reviews()
         .read_patch(
             &id,
             PatchRead {
@@ -182,6 +202,7 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     // A client's report is recorded but is not observed evidence.
     let reported = h
         .engine
+        .reviews()
         .record_test(
             &id,
             &sha,
@@ -200,7 +221,12 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
         serde_json::to_value(reported.source).unwrap(),
         "client-reported"
     );
-    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    let err = h
+        .engine
+        .reviews()
+        .integrate(&id, Some(&sha), None)
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::VerificationRequired);
     assert!(err.message.contains("require_tests"), "{}", err.message);
     // An observed failing run blocks; a later passing run of the same command clears it.
@@ -210,34 +236,60 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     };
     // A timeout outside the engine's cap (the same for every front) runs nothing.
     let over = h.engine.config().fronts.test_timeout_max + Duration::from_secs(1);
-    let recorded = h.engine.preview(&id).await.unwrap().tests.len();
+    let recorded = h.engine.reviews().preview(&id).await.unwrap().tests.len();
     for t in [Duration::ZERO, over] {
-        let err = h.engine.test(&id, &sha, grep("beta"), Some(t)).await;
+        let err = h
+            .engine
+            .reviews()
+            .test(&id, &sha, grep("beta"), Some(t))
+            .await;
         assert_eq!(err.unwrap_err().code, ErrorCode::InvalidInput);
     }
-    assert_eq!(h.engine.preview(&id).await.unwrap().tests.len(), recorded);
-    let failed = h.engine.test(&id, &sha, grep("alpha"), None).await.unwrap();
+    assert_eq!(
+        h.engine.reviews().preview(&id).await.unwrap().tests.len(),
+        recorded
+    );
+    let failed = h
+        .engine
+        .reviews()
+        .test(&id, &sha, grep("alpha"), None)
+        .await
+        .unwrap();
     assert!(!failed.passed);
     assert_eq!(failed.error.unwrap().code, ErrorCode::TestFailed);
-    let passed = h.engine.test(&id, &sha, grep("beta"), None).await.unwrap();
+    let passed = h
+        .engine
+        .reviews()
+        .test(&id, &sha, grep("beta"), None)
+        .await
+        .unwrap();
     assert!(passed.passed);
     assert_eq!(
         passed.confinement,
         legate_confine::Confinement::probe().as_str()
     );
-    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    let err = h
+        .engine
+        .reviews()
+        .integrate(&id, Some(&sha), None)
+        .await
+        .unwrap_err();
     assert!(
         err.message.contains("failed on this patch"),
         "{}",
         err.message
     );
-    let again = h.engine.test(&id, &sha, grep("alpha"), None).await;
+    let again = h
+        .engine
+        .reviews()
+        .test(&id, &sha, grep("alpha"), None)
+        .await;
     assert!(!again.unwrap().passed);
 
     // Retention zero: the sweep removes the finished copy; later operations say so.
-    let report = h.engine.cleanup().await.unwrap();
+    let report = h.engine.reviews().cleanup().await.unwrap();
     assert_eq!(report.removed, std::slice::from_ref(&id));
-    let err = h.engine.preview(&id).await.unwrap_err();
+    let err = h.engine.reviews().preview(&id).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::CopyUnavailable);
     h.engine.shutdown().await;
 }
@@ -246,7 +298,13 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
 async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integrated() {
     let h = harness(|_| {});
     let (id, sha) = verified_task(&h).await;
-    let copy = h.engine.preview(&id).await.unwrap().copy_directory;
+    let copy = h
+        .engine
+        .reviews()
+        .preview(&id)
+        .await
+        .unwrap()
+        .copy_directory;
     // An agent run in this copy left a process group that could not be shown gone.
     let (mut survivor, pgid) = legate_testkit::sleeping_group();
     let blocked = h.home().join("blocked");
@@ -263,14 +321,27 @@ async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integ
             "refused while the group lives"
         );
     };
-    refused(h.engine.verify(&id, &sha, review()).await.map(drop));
+    refused(
+        h.engine
+            .reviews()
+            .verify(&id, &sha, review())
+            .await
+            .map(drop),
+    );
     let grep = TestCommand {
         executable: "grep".into(),
         args: vec!["-q".into(), "beta".into(), "a.txt".into()],
     };
-    refused(h.engine.test(&id, &sha, grep.clone(), None).await.map(drop));
     refused(
         h.engine
+            .reviews()
+            .test(&id, &sha, grep.clone(), None)
+            .await
+            .map(drop),
+    );
+    refused(
+        h.engine
+            .reviews()
             .record_test(
                 &id,
                 &sha,
@@ -283,9 +354,23 @@ async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integ
             .await
             .map(drop),
     );
-    refused(h.engine.integrate(&id, Some(&sha), None).await.map(drop));
+    refused(
+        h.engine
+            .reviews()
+            .integrate(&id, Some(&sha), None)
+            .await
+            .map(drop),
+    );
     // Reading the patch stays allowed; the original is untouched.
-    assert_eq!(h.engine.patch(&id, Some(&sha)).await.unwrap().sha256, sha);
+    assert_eq!(
+        h.engine
+            .reviews()
+            .patch(&id, Some(&sha))
+            .await
+            .unwrap()
+            .sha256,
+        sha
+    );
     assert_eq!(
         std::fs::read_to_string(h.project().join("a.txt")).unwrap(),
         "alpha\n"
@@ -293,8 +378,19 @@ async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integ
     // Once the group is gone, the next operation lifts the mark.
     survivor.kill().await.unwrap();
     survivor.wait().await.unwrap();
-    assert!(h.engine.test(&id, &sha, grep, None).await.unwrap().passed);
-    h.engine.integrate(&id, Some(&sha), None).await.unwrap();
+    assert!(
+        h.engine
+            .reviews()
+            .test(&id, &sha, grep, None)
+            .await
+            .unwrap()
+            .passed
+    );
+    h.engine
+        .reviews()
+        .integrate(&id, Some(&sha), None)
+        .await
+        .unwrap();
     assert_eq!(
         std::fs::read_to_string(h.project().join("a.txt")).unwrap(),
         "beta\n"
@@ -360,7 +456,12 @@ async fn an_integration_a_crash_interrupted_is_rolled_forward_recorded_once_and_
         .count();
     assert_eq!(recovered, 1);
     // It counts as integrated.
-    let err = h.engine.integrate(&id, Some(&sha), None).await.unwrap_err();
+    let err = h
+        .engine
+        .reviews()
+        .integrate(&id, Some(&sha), None)
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::CopyUnavailable, "{err:?}");
     assert!(
         err.message.contains("already integrated"),

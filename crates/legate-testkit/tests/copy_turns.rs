@@ -67,12 +67,14 @@ async fn two_turns_accumulate_in_one_copy_and_integrate_together() {
     let v1 = {
         let sha = h
             .engine
+            .reviews()
             .preview(one.id.as_str())
             .await
             .unwrap()
             .patch
             .sha256;
         h.engine
+            .reviews()
             .verify(one.id.as_str(), &sha, no_reviews())
             .await
             .unwrap()
@@ -88,39 +90,54 @@ async fn two_turns_accumulate_in_one_copy_and_integrate_together() {
     // The same directory, and the patch holds both turns' files against the original.
     assert_eq!(two.root, one.root);
     assert!(h.events(&two.id).iter().any(is_continued));
-    let copy = h.engine.current_copy(one.id.as_str()).unwrap();
+    let copy = h.engine.reviews().current_copy(one.id.as_str()).unwrap();
     assert_eq!(
         (copy.task_id.clone(), copy.copy_id.clone(), copy.turns),
         (two.id.clone(), one.id.clone(), 2)
     );
     assert_eq!(copy.status, CopyStatus::Open);
-    let preview = h.engine.preview(two.id.as_str()).await.unwrap();
+    let preview = h.engine.reviews().preview(two.id.as_str()).await.unwrap();
     assert_eq!(changed(&preview.patch.files), ["one.txt", "two.txt"]);
     // The first turn's verification came along, bound to the first patch: stale now.
     assert!(preview.stale.is_some(), "{preview:?}");
     let sha = preview.patch.sha256.clone();
-    let err = h.engine.integrate(two.id.as_str(), Some(&sha), None).await;
+    let err = h
+        .engine
+        .reviews()
+        .integrate(two.id.as_str(), Some(&sha), None)
+        .await;
     assert_eq!(err.unwrap_err().code, ErrorCode::VerificationRequired);
     // The earlier turn never integrates (or reviews) its stale part of the copy.
     for err in [
         h.engine
+            .reviews()
             .integrate(one.id.as_str(), None, None)
             .await
             .unwrap_err(),
-        h.engine.preview(one.id.as_str()).await.unwrap_err(),
-        h.engine.discard(one.id.as_str()).await.unwrap_err(),
+        h.engine
+            .reviews()
+            .preview(one.id.as_str())
+            .await
+            .unwrap_err(),
+        h.engine
+            .reviews()
+            .discard(one.id.as_str())
+            .await
+            .unwrap_err(),
     ] {
         assert_eq!(err.code, ErrorCode::CopyUnavailable);
         assert!(err.message.contains(two.id.as_str()), "{}", err.message);
     }
     let v2 = h
         .engine
+        .reviews()
         .verify(two.id.as_str(), &sha, no_reviews())
         .await
         .unwrap();
     assert!(v2.passed, "{v2:?}");
     let done = h
         .engine
+        .reviews()
         .integrate(two.id.as_str(), Some(&sha), None)
         .await
         .unwrap();
@@ -135,7 +152,11 @@ async fn two_turns_accumulate_in_one_copy_and_integrate_together() {
         "second\n"
     );
     assert_eq!(
-        h.engine.current_copy(two.id.as_str()).unwrap().status,
+        h.engine
+            .reviews()
+            .current_copy(two.id.as_str())
+            .unwrap()
+            .status,
         CopyStatus::Integrated
     );
 
@@ -155,8 +176,10 @@ async fn two_turns_accumulate_in_one_copy_and_integrate_together() {
             .send_message(message(&ctx, "m-closed", "write three.txt: x"))
             .map(|r| r.task),
         h.engine
+            .messages()
             .next_turn(resume(&ctx, "write three.txt: x", None), None),
         h.engine
+            .messages()
             .deliver(Inbound {
                 agent: one.agent.clone(),
                 context_id: Some(ctx.clone()),
@@ -194,12 +217,18 @@ async fn a_message_into_a_running_copy_turn_is_queued_and_lands_in_the_same_copy
     // While it runs, nothing reviews the copy: not through it, not through the turn before.
     let sha = "0".repeat(64);
     for err in [
-        h.engine.preview(one.id.as_str()).await.unwrap_err(),
         h.engine
+            .reviews()
+            .preview(one.id.as_str())
+            .await
+            .unwrap_err(),
+        h.engine
+            .reviews()
             .verify(one.id.as_str(), &sha, no_reviews())
             .await
             .unwrap_err(),
         h.engine
+            .reviews()
             .test(
                 one.id.as_str(),
                 &sha,
@@ -212,15 +241,25 @@ async fn a_message_into_a_running_copy_turn_is_queued_and_lands_in_the_same_copy
             .await
             .unwrap_err(),
         h.engine
+            .reviews()
             .integrate(one.id.as_str(), None, None)
             .await
             .unwrap_err(),
-        h.engine.discard(one.id.as_str()).await.unwrap_err(),
         h.engine
+            .reviews()
+            .discard(one.id.as_str())
+            .await
+            .unwrap_err(),
+        h.engine
+            .reviews()
             .integrate(hanging.id.as_str(), None, None)
             .await
             .unwrap_err(),
-        h.engine.discard(hanging.id.as_str()).await.unwrap_err(),
+        h.engine
+            .reviews()
+            .discard(hanging.id.as_str())
+            .await
+            .unwrap_err(),
     ] {
         assert_eq!(err.code, ErrorCode::CopyBusy, "{err}");
     }
@@ -237,13 +276,13 @@ async fn a_message_into_a_running_copy_turn_is_queued_and_lands_in_the_same_copy
     let two = h.wait(&queued.id).await;
     assert_eq!(two.state, TaskState::Completed, "{:?}", two.error);
     assert_eq!(two.root, one.root);
-    let copy = h.engine.current_copy(one.id.as_str()).unwrap();
+    let copy = h.engine.reviews().current_copy(one.id.as_str()).unwrap();
     assert_eq!((copy.task_id, copy.turns), (two.id.clone(), 3));
-    let preview = h.engine.preview(two.id.as_str()).await.unwrap();
+    let preview = h.engine.reviews().preview(two.id.as_str()).await.unwrap();
     assert_eq!(changed(&preview.patch.files), ["one.txt", "two.txt"]);
 
     // Discarded: the copy is gone and takes no new turn.
-    h.engine.discard(two.id.as_str()).await.unwrap();
+    h.engine.reviews().discard(two.id.as_str()).await.unwrap();
     assert!(!one.root.as_ref().unwrap().exists());
     let err = h
         .engine
@@ -265,6 +304,7 @@ async fn the_fix_loop_tests_the_new_patch() {
     };
     let sha1 = h
         .engine
+        .reviews()
         .preview(one.id.as_str())
         .await
         .unwrap()
@@ -272,6 +312,7 @@ async fn the_fix_loop_tests_the_new_patch() {
         .sha256;
     let failed = h
         .engine
+        .reviews()
         .test(one.id.as_str(), &sha1, grep.clone(), None)
         .await
         .unwrap();
@@ -289,7 +330,7 @@ async fn the_fix_loop_tests_the_new_patch() {
         .task;
     let fix = h.wait(&fix.id).await;
     assert_eq!(fix.state, TaskState::Completed, "{:?}", fix.error);
-    let preview = h.engine.preview(fix.id.as_str()).await.unwrap();
+    let preview = h.engine.reviews().preview(fix.id.as_str()).await.unwrap();
     let sha2 = preview.patch.sha256.clone();
     assert_ne!(sha1, sha2);
     assert_eq!(changed(&preview.patch.files), ["ok.txt"]);
@@ -299,12 +340,14 @@ async fn the_fix_loop_tests_the_new_patch() {
     // The old sha256 is refused; a fresh run on the new one passes and is bound to it.
     let err = h
         .engine
+        .reviews()
         .test(fix.id.as_str(), &sha1, grep.clone(), None)
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::PatchChanged);
     let passed = h
         .engine
+        .reviews()
         .test(fix.id.as_str(), &sha2, grep, None)
         .await
         .unwrap();
@@ -332,7 +375,7 @@ async fn a_read_only_turn_answers_only_for_its_own_changes() {
         .unwrap();
     let ask = h.wait(&ask.id).await;
     assert_eq!(ask.state, TaskState::Completed, "{:?}", ask.error);
-    let preview = h.engine.preview(ask.id.as_str()).await.unwrap();
+    let preview = h.engine.reviews().preview(ask.id.as_str()).await.unwrap();
     assert!(
         preview.read_only_violations.is_empty(),
         "{:?}",
@@ -344,6 +387,7 @@ async fn a_read_only_turn_answers_only_for_its_own_changes() {
     let sha = preview.patch.sha256.clone();
     let v = h
         .engine
+        .reviews()
         .verify(ask.id.as_str(), &sha, no_reviews())
         .await
         .unwrap();
@@ -351,7 +395,12 @@ async fn a_read_only_turn_answers_only_for_its_own_changes() {
 
     // A read-only turn that does write into the copy (without asking) is caught, for its
     // own file only, and the copy then takes no further turn.
-    let copy = h.engine.current_copy(ask.id.as_str()).unwrap().root;
+    let copy = h
+        .engine
+        .reviews()
+        .current_copy(ask.id.as_str())
+        .unwrap()
+        .root;
     let sneak = h
         .engine
         .resume(resume(
@@ -396,10 +445,10 @@ async fn a_turn_canceled_in_the_queue_never_costs_the_copy_its_work() {
     assert_eq!(h.wait(&hanging.id).await.state, TaskState::Canceled);
     // The sweep judges the copy by the turn that last entered it (within retention), not
     // by the queued task that never did (which looks half made).
-    let report = h.engine.cleanup().await.unwrap();
+    let report = h.engine.reviews().cleanup().await.unwrap();
     assert!(report.removed.is_empty(), "{report:?}");
     assert!(one.root.as_ref().unwrap().join("one.txt").is_file());
-    let copy = h.engine.current_copy(queued.id.as_str()).unwrap();
+    let copy = h.engine.reviews().current_copy(queued.id.as_str()).unwrap();
     assert_eq!(
         (copy.task_id, copy.status, copy.turns),
         (hanging.id.clone(), CopyStatus::Open, 2)
@@ -410,7 +459,7 @@ async fn a_turn_canceled_in_the_queue_never_costs_the_copy_its_work() {
         .unwrap();
     let next = h.wait(&next.id).await;
     assert_eq!(next.state, TaskState::Completed, "{:?}", next.error);
-    let preview = h.engine.preview(next.id.as_str()).await.unwrap();
+    let preview = h.engine.reviews().preview(next.id.as_str()).await.unwrap();
     assert_eq!(changed(&preview.patch.files), ["one.txt", "two.txt"]);
     h.engine.shutdown().await;
 }
@@ -443,6 +492,7 @@ async fn a_turn_submitted_while_its_copy_is_being_integrated_is_copy_closed_and_
     let one = first_turn(&h, "write one.txt: first\\n").await;
     let sha = h
         .engine
+        .reviews()
         .preview(one.id.as_str())
         .await
         .unwrap()
@@ -450,6 +500,7 @@ async fn a_turn_submitted_while_its_copy_is_being_integrated_is_copy_closed_and_
         .sha256;
     assert!(
         h.engine
+            .reviews()
             .verify(one.id.as_str(), &sha, no_reviews())
             .await
             .unwrap()
@@ -464,6 +515,7 @@ async fn a_turn_submitted_while_its_copy_is_being_integrated_is_copy_closed_and_
     let (engine, id, confirmer) = (h.engine.clone(), one.id.to_string(), held.clone());
     let integrating = tokio::spawn(async move {
         engine
+            .reviews()
             .integrate(&id, Some(&sha), Some(confirmer.as_ref()))
             .await
     });

@@ -407,7 +407,11 @@ async fn next_turn_asks_sends_once_or_resumes_in_the_contexts_workspace() {
     };
 
     // Empty: the context's next task waits for input, in the same shared directory.
-    let asked = h.engine.next_turn(turn("  "), Some("m-0".into())).unwrap();
+    let asked = h
+        .engine
+        .messages()
+        .next_turn(turn("  "), Some("m-0".into()))
+        .unwrap();
     assert_eq!(asked.state, TaskState::InputRequired);
     assert_eq!(asked.context_id, "ctx-turn");
     assert_eq!(asked.root, a.root);
@@ -415,11 +419,20 @@ async fn next_turn_asks_sends_once_or_resumes_in_the_contexts_workspace() {
 
     // With a message id, longer than the MCP tool's 2000 characters: once, idempotently.
     let long = format!("read n.txt\n{}", "# padding\n".repeat(300));
-    let b = h.engine.next_turn(turn(&long), Some("m-1".into())).unwrap();
-    let again = h.engine.next_turn(turn(&long), Some("m-1".into())).unwrap();
+    let b = h
+        .engine
+        .messages()
+        .next_turn(turn(&long), Some("m-1".into()))
+        .unwrap();
+    let again = h
+        .engine
+        .messages()
+        .next_turn(turn(&long), Some("m-1".into()))
+        .unwrap();
     assert_eq!(b.id, again.id, "the same id and text is the same task");
     let err = h
         .engine
+        .messages()
         .next_turn(turn("read other.txt"), Some("m-1".into()))
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::MessageIdConflict);
@@ -431,8 +444,16 @@ async fn next_turn_asks_sends_once_or_resumes_in_the_contexts_workspace() {
     assert!(b.result.unwrap().text.contains("one"));
 
     // Without one: a plain resume, a new task each time.
-    let c = h.engine.next_turn(turn("read n.txt"), None).unwrap();
-    let d = h.engine.next_turn(turn("read n.txt"), None).unwrap();
+    let c = h
+        .engine
+        .messages()
+        .next_turn(turn("read n.txt"), None)
+        .unwrap();
+    let d = h
+        .engine
+        .messages()
+        .next_turn(turn("read n.txt"), None)
+        .unwrap();
     assert_ne!(c.id, d.id);
     for t in [c, d] {
         let t = tokio::time::timeout(Duration::from_secs(60), h.engine.wait(&t.id))
@@ -556,6 +577,7 @@ async fn an_acp_prompt_answers_usage_fills_the_tasks_usage_and_the_report() {
     assert_eq!(u.model.as_deref(), Some(legate_revisor::MODELS[0].0));
     let report = h
         .engine
+        .records()
         .usage(&legate_engine::UsageFilter {
             task_id: Some(t.id.0.clone()),
             ..legate_engine::UsageFilter::default()

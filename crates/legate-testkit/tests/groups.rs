@@ -50,16 +50,17 @@ fn harness() -> EngineHarness {
 
 /// Creates `def` under a new id and starts it.
 async fn started(h: &EngineHarness, def: GroupDefinition) -> GroupCreated {
-    let c = h.engine.group_create(None, def).unwrap();
+    let c = h.engine.groups().create(None, def).unwrap();
     h.engine
-        .group_start(&c.group_id, &c.definition_sha256)
+        .groups()
+        .start(&c.group_id, &c.definition_sha256)
         .await
         .unwrap();
     c
 }
 
 async fn settle(engine: &Engine, group: &str) -> GroupStatus {
-    let w = engine.group_wait(group, LIMIT).await.unwrap();
+    let w = engine.groups().wait(group, LIMIT).await.unwrap();
     assert!(w.ready, "the group never settled: {:?}", w.status);
     w.status
 }
@@ -91,13 +92,15 @@ async fn a_diamond_runs_each_node_after_its_dependencies_with_their_checkpoints_
     );
     let created = h
         .engine
-        .group_create(Some("diamond".into()), def.clone())
+        .groups()
+        .create(Some("diamond".into()), def.clone())
         .unwrap();
     assert_eq!(created.definition_sha256.len(), 64);
     // The same id and definition answer the same; another definition is a conflict.
     let again = h
         .engine
-        .group_create(Some("diamond".into()), def.clone())
+        .groups()
+        .create(Some("diamond".into()), def.clone())
         .unwrap();
     assert_eq!(again.definition_sha256, created.definition_sha256);
     assert!(again.existing);
@@ -105,22 +108,25 @@ async fn a_diamond_runs_each_node_after_its_dependencies_with_their_checkpoints_
     other.nodes[0].prompt = "write other.txt: x\\n".into();
     let err = h
         .engine
-        .group_create(Some("diamond".into()), other)
+        .groups()
+        .create(Some("diamond".into()), other)
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::GroupConflict);
     // Nothing runs before the start, and the start needs the hash.
     assert_eq!(
-        h.engine.group_status("diamond").unwrap().state,
+        h.engine.groups().status("diamond").unwrap().state,
         GroupState::Created
     );
     let err = h
         .engine
-        .group_start("diamond", &"0".repeat(64))
+        .groups()
+        .start("diamond", &"0".repeat(64))
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::GroupConflict);
     h.engine
-        .group_start("diamond", &created.definition_sha256)
+        .groups()
+        .start("diamond", &created.definition_sha256)
         .await
         .unwrap();
     let s = settle(&h.engine, "diamond").await;
@@ -171,11 +177,12 @@ async fn a_diamond_runs_each_node_after_its_dependencies_with_their_checkpoints_
     let join_copy = h.home().join("copies").join(join.as_str());
     assert!(join_copy.join("join.txt").exists());
     assert!(!join_copy.join("left.txt").exists());
-    assert_eq!(h.engine.groups().unwrap()[0].group_id, "diamond");
+    assert_eq!(h.engine.groups().list().unwrap()[0].group_id, "diamond");
     // A completed group takes no new start.
     let err = h
         .engine
-        .group_start("diamond", &created.definition_sha256)
+        .groups()
+        .start("diamond", &created.definition_sha256)
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::GroupClosed);
@@ -203,7 +210,12 @@ async fn a_failed_node_blocks_its_dependents_and_the_others_finish() {
     assert_eq!(state_of(&s, "later"), NodeState::Blocked);
     assert!(tasks_of(&s, "after").is_empty() && tasks_of(&s, "later").is_empty());
     assert!(s.pause_reason.is_some(), "the failure's code is said");
-    let err = h.engine.workflow_result(&c.group_id).await.unwrap_err();
+    let err = h
+        .engine
+        .groups()
+        .workflow_result(&c.group_id)
+        .await
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::WorkflowResultUnavailable);
 }
 
@@ -239,9 +251,17 @@ fn grep(word: &str, file: &str) -> TestCommand {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_needs_tests_pauses_the_group_and_the_same_start_resumes_without_rerunning() {
     let h = harness();
-    let c = h.engine.group_create(None, chain_with_tests(&h)).unwrap();
+    let c = h
+        .engine
+        .groups()
+        .create(None, chain_with_tests(&h))
+        .unwrap();
     let g = c.group_id.as_str();
-    h.engine.group_start(g, &c.definition_sha256).await.unwrap();
+    h.engine
+        .groups()
+        .start(g, &c.definition_sha256)
+        .await
+        .unwrap();
     let s = settle(&h.engine, g).await;
     assert_eq!(s.state, GroupState::Paused, "{s:?}");
     assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed));
@@ -249,13 +269,19 @@ async fn a_node_that_needs_tests_pauses_the_group_and_the_same_start_resumes_wit
     assert_eq!(state_of(&s, "tested"), NodeState::Held);
     assert_eq!(state_of(&s, "synth"), NodeState::Pending);
     // Resuming without the evidence changes nothing: still held, nothing re-run.
-    let again = h.engine.group_start(g, &c.definition_sha256).await.unwrap();
+    let again = h
+        .engine
+        .groups()
+        .start(g, &c.definition_sha256)
+        .await
+        .unwrap();
     assert_eq!(again.state, GroupState::Paused);
     assert_eq!(tasks_of(&again, "tested").len(), 1);
     // A client-reported test does not count; a test Legate runs does.
     let tested = tasks_of(&s, "tested")[0].clone();
     let sha = h
         .engine
+        .reviews()
         .preview(tested.as_str())
         .await
         .unwrap()
@@ -263,11 +289,16 @@ async fn a_node_that_needs_tests_pauses_the_group_and_the_same_start_resumes_wit
         .sha256;
     let ev = h
         .engine
+        .reviews()
         .test(tested.as_str(), &sha, grep("ok", "t.txt"), None)
         .await
         .unwrap();
     assert!(ev.passed, "{ev:?}");
-    h.engine.group_start(g, &c.definition_sha256).await.unwrap();
+    h.engine
+        .groups()
+        .start(g, &c.definition_sha256)
+        .await
+        .unwrap();
     let s = settle(&h.engine, g).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
     for n in ["impl", "tested", "synth"] {
@@ -277,7 +308,7 @@ async fn a_node_that_needs_tests_pauses_the_group_and_the_same_start_resumes_wit
     let synth = h.engine.task(tasks_of(&s, "synth")[0].as_str()).unwrap();
     assert!(synth.prompt.contains(tasks_of(&s, "impl")[0].as_str()));
     assert!(synth.prompt.contains(tested.as_str()));
-    let result = h.engine.workflow_result(g).await.unwrap();
+    let result = h.engine.groups().workflow_result(g).await.unwrap();
     assert_eq!(result.final_node, "synth");
     assert_eq!(result.task_id, synth.id);
     assert!(
@@ -292,7 +323,7 @@ async fn a_node_that_needs_tests_pauses_the_group_and_the_same_start_resumes_wit
         "tampered\n",
     )
     .unwrap();
-    let err = h.engine.workflow_result(g).await.unwrap_err();
+    let err = h.engine.groups().workflow_result(g).await.unwrap_err();
     assert_eq!(
         err.code,
         ErrorCode::WorkflowCheckpointChanged,
@@ -304,14 +335,23 @@ async fn a_node_that_needs_tests_pauses_the_group_and_the_same_start_resumes_wit
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resuming_over_a_tampered_checkpoint_is_refused_and_runs_nothing() {
     let h = harness();
-    let c = h.engine.group_create(None, chain_with_tests(&h)).unwrap();
+    let c = h
+        .engine
+        .groups()
+        .create(None, chain_with_tests(&h))
+        .unwrap();
     let g = c.group_id.as_str();
-    h.engine.group_start(g, &c.definition_sha256).await.unwrap();
+    h.engine
+        .groups()
+        .start(g, &c.definition_sha256)
+        .await
+        .unwrap();
     let s = settle(&h.engine, g).await;
     assert_eq!(state_of(&s, "tested"), NodeState::Held);
     let tested = tasks_of(&s, "tested")[0].clone();
     let sha = h
         .engine
+        .reviews()
         .preview(tested.as_str())
         .await
         .unwrap()
@@ -319,6 +359,7 @@ async fn resuming_over_a_tampered_checkpoint_is_refused_and_runs_nothing() {
         .sha256;
     assert!(
         h.engine
+            .reviews()
             .test(tested.as_str(), &sha, grep("ok", "t.txt"), None)
             .await
             .unwrap()
@@ -336,7 +377,8 @@ async fn resuming_over_a_tampered_checkpoint_is_refused_and_runs_nothing() {
     .unwrap();
     let err = h
         .engine
-        .group_start(g, &c.definition_sha256)
+        .groups()
+        .start(g, &c.definition_sha256)
         .await
         .unwrap_err();
     assert_eq!(
@@ -345,7 +387,7 @@ async fn resuming_over_a_tampered_checkpoint_is_refused_and_runs_nothing() {
         "{}",
         err.message
     );
-    let s = h.engine.group_status(g).unwrap();
+    let s = h.engine.groups().status(g).unwrap();
     assert_eq!(s.state, GroupState::Paused);
     assert_eq!(s.pause_reason, Some(ErrorCode::WorkflowCheckpointChanged));
     assert!(
@@ -354,12 +396,13 @@ async fn resuming_over_a_tampered_checkpoint_is_refused_and_runs_nothing() {
     );
     // Canceling ends it for good.
     assert_eq!(
-        h.engine.group_cancel(g).unwrap().state,
+        h.engine.groups().cancel(g).unwrap().state,
         GroupState::Canceled
     );
     assert_eq!(
         h.engine
-            .group_start(g, &c.definition_sha256)
+            .groups()
+            .start(g, &c.definition_sha256)
             .await
             .unwrap_err()
             .code,
@@ -377,16 +420,21 @@ async fn canceling_a_group_cancels_its_running_node_and_admits_nothing_more() {
             node("next", "write n.txt: n\\n", &["slow"]),
         ],
     );
-    let c = h.engine.group_create(None, def).unwrap();
+    let c = h.engine.groups().create(None, def).unwrap();
     let g = c.group_id.as_str();
-    h.engine.group_start(g, &c.definition_sha256).await.unwrap();
+    h.engine
+        .groups()
+        .start(g, &c.definition_sha256)
+        .await
+        .unwrap();
     let slow = loop {
-        let s = h.engine.group_status(g).unwrap();
+        let s = h.engine.groups().status(g).unwrap();
         if let Some(t) = tasks_of(&s, "slow").first() {
             break t.clone();
         }
         h.engine
-            .group_wait(g, Duration::from_millis(100))
+            .groups()
+            .wait(g, Duration::from_millis(100))
             .await
             .unwrap();
     };
@@ -396,19 +444,20 @@ async fn canceling_a_group_cancels_its_running_node_and_admits_nothing_more() {
         |e| matches!(&e.kind, EventKind::Message { text } if text.contains("ready")),
     )
     .await;
-    h.engine.group_cancel(g).unwrap();
+    h.engine.groups().cancel(g).unwrap();
     let s = settle(&h.engine, g).await;
     assert_eq!(s.state, GroupState::Canceled);
     let ended = h.wait(&slow).await;
     assert_eq!(ended.state, TaskState::Canceled);
     // Its end is recorded, and the dependent never ran.
     let s = loop {
-        let s = h.engine.group_status(g).unwrap();
+        let s = h.engine.groups().status(g).unwrap();
         if state_of(&s, "slow") != NodeState::Running {
             break s;
         }
         h.engine
-            .group_wait(g, Duration::from_millis(100))
+            .groups()
+            .wait(g, Duration::from_millis(100))
             .await
             .unwrap();
     };
@@ -470,12 +519,13 @@ fn a_definition_breaking_a_rule_is_refused_before_anything_is_stored() {
     for (i, (def, code)) in cases.into_iter().enumerate() {
         let err = h
             .engine
-            .group_create(Some(format!("bad{i}")), def)
+            .groups()
+            .create(Some(format!("bad{i}")), def)
             .unwrap_err();
         assert_eq!(err.code, code, "case {i}: {}", err.message);
     }
-    assert!(h.engine.groups().unwrap().is_empty());
-    let err = h.engine.group_status("bad0").unwrap_err();
+    assert!(h.engine.groups().list().unwrap().is_empty());
+    let err = h.engine.groups().status("bad0").unwrap_err();
     assert_eq!(err.code, ErrorCode::GroupNotFound);
 }
 
@@ -512,6 +562,7 @@ async fn a_node_with_file_sources_starts_from_a_new_copy_of_that_dependency_s_fi
     assert_eq!(t.controls.group.unwrap().node_id, "extend");
     let files: Vec<String> = h
         .engine
+        .reviews()
         .preview(extend.as_str())
         .await
         .unwrap()
@@ -561,11 +612,13 @@ fn the_node_limit_is_the_configured_one() {
         )
     };
     h.engine
-        .group_create(Some("forty".into()), many(40))
+        .groups()
+        .create(Some("forty".into()), many(40))
         .unwrap();
     let err = h
         .engine
-        .group_create(Some("forty-one".into()), many(41))
+        .groups()
+        .create(Some("forty-one".into()), many(41))
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::WorkflowInvalid, "{}", err.message);
     assert!(err.message.contains("40"), "{}", err.message);

@@ -68,14 +68,16 @@ async fn run(h: &EngineHarness, nodes: Vec<NodeDef>, max: u64) -> GroupStatus {
         }),
         workflow: None,
     };
-    let c = h.engine.group_create(None, def).unwrap();
+    let c = h.engine.groups().create(None, def).unwrap();
     h.engine
-        .group_start(&c.group_id, &c.definition_sha256)
+        .groups()
+        .start(&c.group_id, &c.definition_sha256)
         .await
         .unwrap();
     let w = h
         .engine
-        .group_wait(&c.group_id, Duration::from_secs(120))
+        .groups()
+        .wait(&c.group_id, Duration::from_secs(120))
         .await
         .unwrap();
     assert!(w.ready, "{:?}", w.status);
@@ -114,12 +116,14 @@ async fn the_group_pauses_at_the_turn_that_reaches_its_budget() {
     // The budget is part of the definition: resuming pauses again at once, admitting none.
     let again = h
         .engine
-        .group_start(&s.group_id, &s.definition_sha256)
+        .groups()
+        .start(&s.group_id, &s.definition_sha256)
         .await
         .unwrap();
     let w = h
         .engine
-        .group_wait(&again.group_id, Duration::from_secs(60))
+        .groups()
+        .wait(&again.group_id, Duration::from_secs(60))
         .await
         .unwrap();
     assert_eq!(w.status.pause_reason, Some(ErrorCode::GroupBudgetExceeded));

@@ -67,7 +67,8 @@ fn node_of<'a>(s: &'a GroupStatus, id: &str) -> &'a legate_engine::NodeStatus {
 
 async fn settled(engine: &Engine, group: &str) -> GroupStatus {
     let w = engine
-        .group_wait(group, Duration::from_secs(120))
+        .groups()
+        .wait(group, Duration::from_secs(120))
         .await
         .unwrap();
     assert!(w.ready, "{:?}", w.status);
@@ -94,19 +95,21 @@ fn a_second_engine_continues_a_group_whose_engine_died_mid_graph() {
     let rt = runtime();
     let first_engine = engine(&rt, &base);
     let (sha, cut_task) = rt.block_on(async {
-        let c = first_engine.group_create(Some("g".into()), def).unwrap();
+        let c = first_engine.groups().create(Some("g".into()), def).unwrap();
         first_engine
-            .group_start("g", &c.definition_sha256)
+            .groups()
+            .start("g", &c.definition_sha256)
             .await
             .unwrap();
         // Wait until the hanging node's agent said it is mid-turn.
         let cut = loop {
-            let s = first_engine.group_status("g").unwrap();
+            let s = first_engine.groups().status("g").unwrap();
             if let Some(t) = node_of(&s, "cut").task_ids.first() {
                 break t.clone();
             }
             first_engine
-                .group_wait("g", Duration::from_millis(100))
+                .groups()
+                .wait("g", Duration::from_millis(100))
                 .await
                 .unwrap();
         };
@@ -117,11 +120,12 @@ fn a_second_engine_continues_a_group_whose_engine_died_mid_graph() {
         )
         .await;
         // The engine dies once `side` is finished and recorded, with `cut` mid-turn.
-        while node_of(&first_engine.group_status("g").unwrap(), "side").state
+        while node_of(&first_engine.groups().status("g").unwrap(), "side").state
             != NodeState::Succeeded
         {
             first_engine
-                .group_wait("g", Duration::from_millis(100))
+                .groups()
+                .wait("g", Duration::from_millis(100))
                 .await
                 .unwrap();
         }
@@ -149,13 +153,14 @@ fn a_second_engine_continues_a_group_whose_engine_died_mid_graph() {
         assert_eq!(node_of(&s, "cut").task_ids.len(), 1);
 
         // The caller's explicit resume admits the cut node again, and only it.
-        next.group_start("g", &sha).await.unwrap();
+        next.groups().start("g", &sha).await.unwrap();
         let again = loop {
-            let s = next.group_status("g").unwrap();
+            let s = next.groups().status("g").unwrap();
             if node_of(&s, "cut").task_ids.len() == 2 {
                 break node_of(&s, "cut").task_ids[1].clone();
             }
-            next.group_wait("g", Duration::from_millis(100))
+            next.groups()
+                .wait("g", Duration::from_millis(100))
                 .await
                 .unwrap();
         };
@@ -165,7 +170,7 @@ fn a_second_engine_continues_a_group_whose_engine_died_mid_graph() {
             |e| matches!(&e.kind, EventKind::Message { text } if text.contains("ready")),
         )
         .await;
-        let s = next.group_status("g").unwrap();
+        let s = next.groups().status("g").unwrap();
         assert_eq!(s.state, GroupState::Running);
         assert_eq!(
             node_of(&s, "first").task_ids.len(),
@@ -174,7 +179,7 @@ fn a_second_engine_continues_a_group_whose_engine_died_mid_graph() {
         );
         assert_eq!(node_of(&s, "side").state, NodeState::Succeeded);
         assert_eq!(node_of(&s, "side").task_ids.len(), 1, "side is not re-run");
-        next.group_cancel("g").unwrap();
+        next.groups().cancel("g").unwrap();
         let s = settled(&next, "g").await;
         assert_eq!(s.state, GroupState::Canceled);
         next.shutdown().await;
@@ -195,7 +200,7 @@ fn an_admission_with_no_stored_task_pauses_the_group_unverified() {
     };
     let rt = runtime();
     let first = engine(&rt, &base);
-    let c = first.group_create(Some("u".into()), def).unwrap();
+    let c = first.groups().create(Some("u".into()), def).unwrap();
     kill(rt, first, &base);
     // A process died between recording the admission and storing the task: the store says
     // the node is being admitted, the group runs, and its runner is gone.
@@ -222,7 +227,10 @@ fn an_admission_with_no_stored_task_pauses_the_group_unverified() {
         assert_eq!(s.pause_reason, Some(ErrorCode::GroupAdmissionUnverified));
         assert!(s.nodes[0].task_ids.is_empty(), "nothing was started again");
         // The caller's resume admits it, once.
-        next.group_start("u", &c.definition_sha256).await.unwrap();
+        next.groups()
+            .start("u", &c.definition_sha256)
+            .await
+            .unwrap();
         let s = settled(&next, "u").await;
         assert_eq!(s.state, GroupState::Completed, "{s:?}");
         assert_eq!(s.nodes[0].task_ids.len(), 1);

@@ -55,7 +55,7 @@ async fn a_hostile_session_id_is_refused_not_kept() {
         "{:?}",
         &error.message[..200.min(error.message.len())]
     );
-    for context in engine.contexts(100).unwrap() {
+    for context in engine.records().contexts(100).unwrap() {
         if let Some(id) = &context.session_id {
             assert!(
                 clean(id),

@@ -40,9 +40,10 @@ async fn a_read_only_role_that_writes_a_dot_git_entry_is_refused() {
     let t1 = first(&h, "write one.txt: one\\n\nwrite sub/keep.txt: k\\n").await;
     for role in ["planner", "reviewer"] {
         for path in [".git", "sub/.git"] {
-            let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+            let ctx = h.engine.handoffs().context(t1.id.as_str()).await.unwrap();
             let t = h
                 .engine
+                .handoffs()
                 .handoff(HandoffRequest {
                     source_task_id: t1.id.to_string(),
                     expected_context_sha256: ctx.context_sha256.clone(),
@@ -57,7 +58,7 @@ async fn a_read_only_role_that_writes_a_dot_git_entry_is_refused() {
                 .await
                 .unwrap();
             let t = h.wait(&t.id).await;
-            let copy = h.engine.current_copy(t.id.as_str()).unwrap().root;
+            let copy = h.engine.reviews().current_copy(t.id.as_str()).unwrap().root;
             assert!(copy.join(path).is_file(), "the {role} wrote {path}");
             assert_eq!(t.state, TaskState::Failed, "{role} {path}: {:?}", t.error);
             let err = t.error.as_ref().unwrap();
@@ -77,9 +78,15 @@ async fn a_read_only_role_that_writes_a_dot_git_entry_is_refused() {
 async fn a_read_only_turn_that_chmods_an_already_changed_file_is_refused() {
     let h = harness();
     let one = first(&h, "write run.sh: echo hi\\n").await;
-    let copy = h.engine.current_copy(one.id.as_str()).unwrap().root;
+    let copy = h
+        .engine
+        .reviews()
+        .current_copy(one.id.as_str())
+        .unwrap()
+        .root;
     let before = h
         .engine
+        .reviews()
         .preview(one.id.as_str())
         .await
         .unwrap()
@@ -102,6 +109,7 @@ async fn a_read_only_turn_that_chmods_an_already_changed_file_is_refused() {
     assert_eq!(mode & 0o111, 0o111, "the agent made run.sh executable");
     let after = h
         .engine
+        .reviews()
         .preview(ask.id.as_str())
         .await
         .unwrap()
@@ -118,7 +126,7 @@ async fn a_read_only_turn_that_chmods_an_already_changed_file_is_refused() {
 async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
     let h = harness();
     let t1 = first(&h, "write one.txt: one\\n").await;
-    let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(t1.id.as_str()).await.unwrap();
     let handoff = |from: &Task, sha: &str, role: &str, prompt: &str| HandoffRequest {
         source_task_id: from.id.to_string(),
         expected_context_sha256: sha.to_string(),
@@ -132,6 +140,7 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
     };
     let rev = h
         .engine
+        .handoffs()
         .handoff(handoff(
             &t1,
             &ctx.context_sha256,
@@ -143,7 +152,7 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
     let rev = h.wait(&rev.id).await;
     violation(&rev, "");
     // Whatever `context` says, no handoff starts from the changed copy.
-    let sha = match h.engine.context(rev.id.as_str()).await {
+    let sha = match h.engine.handoffs().context(rev.id.as_str()).await {
         Ok(c) => c.context_sha256,
         Err(e) => {
             assert_eq!(e.code, ErrorCode::ReadOnlyViolation, "{e:?}");
@@ -152,6 +161,7 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
     };
     let refused = h
         .engine
+        .handoffs()
         .handoff(handoff(&rev, &sha, "implementer", "write two.txt: two\\n"))
         .await;
     match refused {
@@ -160,6 +170,7 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
             let imp = h.wait(&imp.id).await;
             let files: Vec<String> = h
                 .engine
+                .reviews()
                 .preview(imp.id.as_str())
                 .await
                 .unwrap()
@@ -183,9 +194,10 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
 async fn a_handoff_and_its_source_never_both_integrate() {
     let h = harness();
     let t1 = first(&h, "write one.txt: one\\n").await;
-    let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(t1.id.as_str()).await.unwrap();
     let imp = h
         .engine
+        .handoffs()
         .handoff(HandoffRequest {
             source_task_id: t1.id.to_string(),
             expected_context_sha256: ctx.context_sha256.clone(),
@@ -202,25 +214,46 @@ async fn a_handoff_and_its_source_never_both_integrate() {
     let imp = h.wait(&imp.id).await;
     assert_eq!(imp.state, TaskState::Completed, "{:?}", imp.error);
     for t in [&t1, &imp] {
-        let sha = h.engine.preview(t.id.as_str()).await.unwrap().patch.sha256;
+        let sha = h
+            .engine
+            .reviews()
+            .preview(t.id.as_str())
+            .await
+            .unwrap()
+            .patch
+            .sha256;
         h.engine
+            .reviews()
             .verify(t.id.as_str(), &sha, Vec::new())
             .await
             .unwrap();
     }
-    let sha1 = h.engine.preview(t1.id.as_str()).await.unwrap().patch.sha256;
+    let sha1 = h
+        .engine
+        .reviews()
+        .preview(t1.id.as_str())
+        .await
+        .unwrap()
+        .patch
+        .sha256;
     h.engine
+        .reviews()
         .integrate(t1.id.as_str(), Some(&sha1), None)
         .await
         .unwrap();
     let sha2 = h
         .engine
+        .reviews()
         .preview(imp.id.as_str())
         .await
         .unwrap()
         .patch
         .sha256;
-    let second = h.engine.integrate(imp.id.as_str(), Some(&sha2), None).await;
+    let second = h
+        .engine
+        .reviews()
+        .integrate(imp.id.as_str(), Some(&sha2), None)
+        .await;
     assert!(second.is_err(), "integrated twice: {second:?}");
     assert!(!h.project().join("two.txt").exists());
     h.engine.shutdown().await;

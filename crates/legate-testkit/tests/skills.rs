@@ -100,7 +100,7 @@ async fn a_revisor_task_reads_its_skills_and_its_patch_carries_none_of_them() {
     assert_eq!(skills[2].files, 2);
 
     let id = done.id.to_string();
-    let preview = h.engine.preview(&id).await.unwrap();
+    let preview = h.engine.reviews().preview(&id).await.unwrap();
     let paths: Vec<&str> = preview
         .patch
         .files
@@ -110,6 +110,7 @@ async fn a_revisor_task_reads_its_skills_and_its_patch_carries_none_of_them() {
     assert_eq!(paths, ["a.txt"]);
     let full = h
         .engine
+        .reviews()
         .patch(&id, Some(&preview.patch.sha256))
         .await
         .unwrap();
@@ -127,11 +128,13 @@ async fn a_revisor_task_reads_its_skills_and_its_patch_carries_none_of_them() {
     };
     let v = h
         .engine
+        .reviews()
         .verify(&id, &preview.patch.sha256, vec![review])
         .await
         .unwrap();
     assert!(v.passed, "{v:?}");
     h.engine
+        .reviews()
         .integrate(&id, Some(&preview.patch.sha256), None)
         .await
         .unwrap();
@@ -224,9 +227,10 @@ async fn a_handoff_keeps_the_source_skills_and_their_hashes() {
     req.skills = vec![review_style()];
     let t1 = h.run(req).await;
     assert_eq!(t1.state, TaskState::Completed, "{:?}", t1.error);
-    let ctx = h.engine.context(t1.id.as_str()).await.unwrap();
+    let ctx = h.engine.handoffs().context(t1.id.as_str()).await.unwrap();
     let t2 = h
         .engine
+        .handoffs()
         .handoff(legate_engine::HandoffRequest {
             source_task_id: t1.id.to_string(),
             expected_context_sha256: ctx.context_sha256.clone(),

@@ -124,7 +124,7 @@ async fn a_turn_that_fails_or_times_out_gives_its_running_place_back() {
         hung.status_message
     );
     assert_eq!(engine.slot_counts(), slots(0, 0));
-    assert_eq!(engine.sessions().live, 0);
+    assert_eq!(engine.agents().sessions().live, 0);
 
     // The one running place and the one queued place are both still there.
     let done = engine.submit(SubmitRequest::new("hello")).unwrap();

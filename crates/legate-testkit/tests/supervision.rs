@@ -89,6 +89,7 @@ fn touch_verdicts(h: &EngineHarness, id: &TaskId) -> Vec<legate_core::Ruling> {
 fn audit(h: &EngineHarness, id: &TaskId) -> Vec<AuditEntry> {
     let mut entries = h
         .engine
+        .approvals()
         .audit(&AuditFilter {
             task_id: Some(id.clone()),
             since: None,
@@ -142,7 +143,8 @@ async fn an_ask_nobody_answers_is_refused_at_the_deadline() {
     assert_eq!(last.approval_id.as_deref(), Some(approval.as_str()));
     let closed = h
         .engine
-        .approvals(&ApprovalFilter {
+        .approvals()
+        .list(&ApprovalFilter {
             task_id: Some(task.id.clone()),
             pending_only: false,
             limit: 10,

@@ -117,7 +117,7 @@ pub async fn approvals(
     State(ui): State<Dashboard>,
     Extension(viewer): Extension<Viewer>,
 ) -> Result<Events, PageError> {
-    let changes = ui.inner.engine.approval_changes();
+    let changes = ui.inner.engine.approvals().changes();
     let shutdown = ui.inner.shutdown.clone();
     let stream = futures::stream::unfold((changes, true), move |(mut changes, first)| {
         let (ui, viewer, shutdown) = (ui.clone(), viewer.clone(), shutdown.clone());

@@ -80,7 +80,8 @@ async fn approval_of(h: &EngineHarness, task: &TaskId) -> String {
 
 fn pending(h: &EngineHarness, id: &str) -> bool {
     h.engine
-        .approvals(&ApprovalFilter::default())
+        .approvals()
+        .list(&ApprovalFilter::default())
         .unwrap()
         .iter()
         .any(|a| a.id == id && a.state == ApprovalState::Pending)
@@ -284,6 +285,7 @@ async fn the_dashboard_end_to_end_in_chromium() {
     let done = h.wait_state(&copy.id, TaskState::Completed).await;
     let sha = h
         .engine
+        .reviews()
         .preview(copy.id.as_str())
         .await
         .unwrap()
@@ -291,6 +293,7 @@ async fn the_dashboard_end_to_end_in_chromium() {
         .sha256;
     let verified = h
         .engine
+        .reviews()
         .verify(
             copy.id.as_str(),
             &sha,

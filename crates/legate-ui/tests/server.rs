@@ -141,7 +141,7 @@ async fn only_a_supervisor_session_with_its_csrf_token_answers_and_the_agent_goe
     let r = s.get_with(&supervisor.cookie, &path).await;
     assert_eq!(r.status(), 405);
     assert_eq!(
-        s.h.engine.approvals(&Default::default()).unwrap()[0].state,
+        s.h.engine.approvals().list(&Default::default()).unwrap()[0].state,
         legate_engine::ApprovalState::Pending
     );
 
@@ -214,7 +214,8 @@ async fn a_task_streams_live_and_resumes_from_last_event_id() {
     // Answered now, the rest arrives on the same open stream, to the end.
     let approval = awaited(&s, &task.id).await;
     s.h.engine
-        .answer_approval(
+        .approvals()
+        .answer(
             &approval,
             legate_engine::ApprovalAnswer {
                 answer: legate_engine::Answer::Allow,

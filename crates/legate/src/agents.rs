@@ -75,7 +75,7 @@ struct Row {
 /// confine is never started when the configuration requires confinement.
 async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
     let confinement = match engine {
-        Some(engine) => engine.confinement(&spec.name),
+        Some(engine) => engine.agents().confinement(&spec.name),
         None => Ok(legate_confine::Confinement::probe()),
     };
     let (starts, detail) = match (engine, &confinement) {
@@ -104,6 +104,7 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
             )
         }
         (Some(engine), Ok(_)) => match engine
+            .agents()
             .probe(&spec.name, engine.config().fronts.probe_timeout)
             .await
         {
@@ -119,6 +120,7 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
                         format!("; capabilities: {}", info.capabilities.join(", "))
                     },
                     engine
+                        .agents()
                         .version_warning(&spec.name, &info)
                         .map(|w| format!("; {w}"))
                         .unwrap_or_default()
@@ -225,6 +227,7 @@ mod tests {
         assert!(!home.join("agents/agent/started").exists());
         // The engine's probe refuses it on its own, too.
         let err = engine
+            .agents()
             .probe("agent", engine.config().fronts.probe_timeout)
             .await
             .expect_err("not probed");

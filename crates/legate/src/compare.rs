@@ -60,12 +60,13 @@ async fn run(engine: &Engine, args: CompareArgs) -> Result<ExitCode> {
     let expected = match args.context_sha {
         Some(sha) => sha,
         None => {
-            let sha = engine.context(&args.id).await?.context_sha256;
+            let sha = engine.handoffs().context(&args.id).await?.context_sha256;
             eprintln!("comparing context {sha} (read now; pass --context-sha to pin it)");
             sha
         }
     };
     let started = engine
+        .comparisons()
         .compare(CompareRequest {
             source_task_id: args.id,
             expected_context_sha256: expected,
@@ -82,14 +83,17 @@ async fn run(engine: &Engine, args: CompareArgs) -> Result<ExitCode> {
         let task = engine.wait(id).await?;
         eprintln!("  {} {} ended {}", task.id, task.agent, task.state);
     }
-    let c = engine.comparison(&started.comparison_id).await?;
+    let c = engine
+        .comparisons()
+        .comparison(&started.comparison_id)
+        .await?;
     print(&c, args.json)?;
     Ok(exit(&c))
 }
 
 /// Prints the stored comparison `id`.
 pub async fn show(engine: &Engine, id: &str, json: bool) -> Result<ExitCode> {
-    let c = engine.comparison(id).await?;
+    let c = engine.comparisons().comparison(id).await?;
     print(&c, json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -115,7 +115,7 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
     match command {
         GroupCommand::Create { file, id, json } => {
             let definition = read_definition(&file)?;
-            let created = engine.group_create(id, definition)?;
+            let created = engine.groups().create(id, definition)?;
             if json {
                 out!("{}", serde_json::to_string_pretty(&created)?)?;
             } else {
@@ -130,16 +130,16 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
         GroupCommand::Start { id, sha256, json } => {
             // With --json, stdout carries the final status only.
             let progress = |s: &GroupStatus| if json { Ok(()) } else { print_line(s) };
-            let mut status = engine.group_start(&id, &sha256).await?;
+            let mut status = engine.groups().start(&id, &sha256).await?;
             progress(&status)?;
             while !settled(status.state) {
-                status = engine.group_wait(&id, FOLLOW_STEP).await?.status;
+                status = engine.groups().wait(&id, FOLLOW_STEP).await?.status;
                 progress(&status)?;
             }
             finish(&status, json)
         }
         GroupCommand::Status { id, json } => {
-            let status = engine.group_status(&id)?;
+            let status = engine.groups().status(&id)?;
             show(&status, json)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -148,23 +148,27 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
                 bail!("--timeout must be 1 to {MAX_WAIT_SECS} seconds");
             }
             let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
-            let mut status = engine.group_status(&id)?;
+            let mut status = engine.groups().status(&id)?;
             while !settled(status.state) {
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 if left.is_zero() {
                     break;
                 }
-                status = engine.group_wait(&id, left.min(FOLLOW_STEP)).await?.status;
+                status = engine
+                    .groups()
+                    .wait(&id, left.min(FOLLOW_STEP))
+                    .await?
+                    .status;
             }
             finish(&status, json)
         }
         GroupCommand::Cancel { id } => {
-            let status = engine.group_cancel(&id)?;
+            let status = engine.groups().cancel(&id)?;
             print_line(&status)?;
             Ok(ExitCode::SUCCESS)
         }
         GroupCommand::List { json } => {
-            let groups = engine.groups()?;
+            let groups = engine.groups().list()?;
             if json {
                 out!("{}", serde_json::to_string_pretty(&groups)?)?;
             } else {
@@ -189,12 +193,12 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         GroupCommand::Result { id } => {
-            let result = engine.workflow_result(&id).await?;
+            let result = engine.groups().workflow_result(&id).await?;
             out!("{}", serde_json::to_string_pretty(&result)?)?;
             Ok(ExitCode::SUCCESS)
         }
         GroupCommand::Receipts { id, after, limit } => {
-            let page = engine.peer_receipts(&id, after, limit)?;
+            let page = engine.groups().peer_receipts(&id, after, limit)?;
             out!("{}", serde_json::to_string_pretty(&page)?)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -39,7 +39,7 @@ pub struct HandoffArgs {
 
 /// Prints the context of task `id`.
 pub async fn context(engine: &Engine, id: &str, json: bool) -> Result<ExitCode> {
-    let pack = engine.context(id).await?;
+    let pack = engine.handoffs().context(id).await?;
     if json {
         out!("{}", serde_json::to_string_pretty(&pack)?)?;
     } else {
@@ -106,12 +106,13 @@ pub async fn handoff(config: config::Config, args: HandoffArgs) -> Result<ExitCo
     let expected = match args.expect {
         Some(sha) => sha,
         None => {
-            let sha = engine.context(&args.id).await?.context_sha256;
+            let sha = engine.handoffs().context(&args.id).await?.context_sha256;
             eprintln!("handing off context {sha} (read now; pass --expect to pin it)");
             sha
         }
     };
     let started = engine
+        .handoffs()
         .handoff(HandoffRequest {
             source_task_id: args.id,
             expected_context_sha256: expected,

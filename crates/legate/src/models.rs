@@ -27,19 +27,19 @@ pub fn preference(
         (Some(_), true) => anyhow::bail!("INVALID_INPUT: give a model or --unset, not both"),
         (Some(id), false) => {
             let choice = Choice::parse(&id);
-            engine.set_model_preference(name, Some(&choice))?;
+            engine.agents().set_model_preference(name, Some(&choice))?;
             crate::out!(
                 "agent {name}: model preference saved: {}",
                 show(Some(&choice))
             )?;
         }
         (None, true) => {
-            engine.set_model_preference(name, None)?;
+            engine.agents().set_model_preference(name, None)?;
             crate::out!("agent {name}: model preference removed")?;
         }
         (None, false) => {
             // The rule is the engine's (`Engine::model_selection`), shared with MCP's get_model.
-            let sel = engine.model_selection(name)?;
+            let sel = engine.agents().model_selection(name)?;
             crate::out!("agent {name}")?;
             crate::out!(
                 "  saved preference  {}",
@@ -66,6 +66,7 @@ pub fn preference(
 /// model option), the current one marked.
 pub async fn list(engine: &Engine, name: &str, json: bool) -> Result<ExitCode> {
     let list = engine
+        .agents()
         .models(name, engine.config().fronts.models_timeout)
         .await?;
     if json {

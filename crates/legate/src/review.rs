@@ -21,7 +21,7 @@ pub async fn diff(
     sha: Option<&str>,
 ) -> Result<ExitCode> {
     if stat || json {
-        let report = engine.preview_bound(id, sha).await?;
+        let report = engine.reviews().preview_bound(id, sha).await?;
         if json {
             out!("{}", serde_json::to_string_pretty(&report)?)?;
             return Ok(ExitCode::SUCCESS);
@@ -78,7 +78,7 @@ pub async fn diff(
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let preview = engine.patch(id, sha).await?;
+    let preview = engine.reviews().patch(id, sha).await?;
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&preview.patch)?;
@@ -124,9 +124,9 @@ pub async fn verify(
     };
     let sha = match sha.or(file_sha) {
         Some(s) => s,
-        None => engine.preview(id).await?.patch.sha256,
+        None => engine.reviews().preview(id).await?.patch.sha256,
     };
-    let v = engine.verify(id, &sha, reviews).await?;
+    let v = engine.reviews().verify(id, &sha, reviews).await?;
     for c in &v.criteria {
         out!(
             "{} {}{}",
@@ -165,9 +165,10 @@ pub async fn test(
         .context("INVALID_INPUT: name the command after --")?;
     let sha = match sha {
         Some(s) => s,
-        None => engine.preview(id).await?.patch.sha256,
+        None => engine.reviews().preview(id).await?.patch.sha256,
     };
     let evidence = engine
+        .reviews()
         .test(
             id,
             &sha,
@@ -255,7 +256,10 @@ impl Confirmer for TerminalApprover {
 
 /// `legate integrate ID [--sha256 S]`.
 pub async fn integrate(engine: &Engine, id: &str, sha: Option<&str>) -> Result<ExitCode> {
-    let r = engine.integrate(id, sha, Some(&TerminalApprover)).await?;
+    let r = engine
+        .reviews()
+        .integrate(id, sha, Some(&TerminalApprover))
+        .await?;
     for f in &r.result.files {
         out!("integrated {f}")?;
     }
@@ -275,14 +279,14 @@ pub async fn integrate(engine: &Engine, id: &str, sha: Option<&str>) -> Result<E
 
 /// `legate discard ID`.
 pub async fn discard(engine: &Engine, id: &str) -> Result<ExitCode> {
-    let r = engine.discard(id).await?;
+    let r = engine.reviews().discard(id).await?;
     out!("discarded {}", r.copy_directory.display())?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `legate cleanup`.
 pub async fn cleanup(engine: &Engine) -> Result<ExitCode> {
-    let r = engine.cleanup().await?;
+    let r = engine.reviews().cleanup().await?;
     for id in &r.removed {
         out!("removed the copy of {id}")?;
     }

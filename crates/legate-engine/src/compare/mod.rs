@@ -30,7 +30,7 @@ mod view;
 pub use grouping::{Agreement, FindingVariant, GroupedFinding};
 pub use view::{ComparedReview, Comparison};
 
-use crate::Engine;
+use crate::core::Core;
 use crate::handoff::{HandoffSource, changed, closed, context_block, framed_len, remove_made};
 use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::review::blocking;
@@ -181,160 +181,14 @@ struct Planned {
     id: TaskId,
 }
 
-impl Engine {
-    /// Starts a comparison (see the module docs).
-    ///
-    /// Errors, each before anything is made or stored: `INVALID_INPUT` for too few, too many
-    /// or repeated targets; `CONTEXT_CHANGED`; `COPY_CLOSED`, `COPY_UNAVAILABLE`, `COPY_BUSY`,
-    /// `READ_ONLY_VIOLATION` for a source that cannot be handed on; `CONTEXT_TOO_LARGE`;
-    /// `QUEUE_FULL` when the queue has no room for every target; any submit error of a
-    /// target; any error making a copy (every copy made is then removed).
-    pub async fn compare(&self, request: CompareRequest) -> Result<Compared> {
-        check_targets(&request.targets)?;
-        let (handle, source, record) = self.finished_copy(&request.source_task_id)?;
-        if let Some(e) = closed(&handle) {
-            return Err(e);
-        }
-        self.check_hands_on(&source, &handle)?;
-        let pack = self.context(source.id.as_str()).await?;
-        if pack.context_sha256 != request.expected_context_sha256 {
-            return Err(changed(
-                &pack.context_sha256,
-                &request.expected_context_sha256,
-            ));
-        }
-        let block = context_block(&pack, &[])?;
-        let comparison_id = uuid::Uuid::new_v4().to_string();
-        let mut planned: Vec<Planned> = Vec::new();
-        let mut seen: Vec<(String, Option<String>)> = Vec::new();
-        for (i, target) in request.targets.iter().enumerate() {
-            let mut submit = SubmitRequest::new(request.prompt.clone());
-            submit.agent = Some(target.agent.clone());
-            submit.model = target.model.clone();
-            submit.role = Some(REVIEWER.into());
-            submit.mode = Some(TaskMode::ReadOnly);
-            submit.workspace = WorkspaceRequest::Copy {
-                source: record.source.clone(),
-                include_paths: record.include_paths.clone(),
-                criteria: record.criteria.clone(),
-            };
-            let role = self.apply_role(&mut submit)?;
-            let mut checked = self.check_submit(&submit, false)?;
-            // Distinct as run: a target without a model runs the agent's configured one.
-            let key = (
-                checked.agent.name.clone(),
-                submit.model.clone().or_else(|| checked.agent.model.clone()),
-            );
-            if seen.contains(&key) {
-                return Err(same_target(i + 1, &key.0, key.1.as_deref()));
-            }
-            seen.push(key);
-            let size = framed_len(&submit, role.as_ref(), &block, &checked.controls.skills);
-            if size > MAX_PROMPT_BYTES {
-                return Err(Error::new(
-                    ErrorCode::ContextTooLarge,
-                    format!(
-                        "the prompt with the compared context is {size} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: shorten the prompt, or compare a task with fewer or shorter reports)"
-                    ),
-                ));
-            }
-            let id = TaskId(uuid::Uuid::new_v4().to_string());
-            checked.id = Some(id.clone());
-            checked.controls.comparison_id = Some(comparison_id.clone());
-            planned.push(Planned {
-                target: target.clone(),
-                submit,
-                checked,
-                role,
-                id,
-            });
-        }
-        let counts = self.slot_counts();
-        let free = self.config().max_queued.saturating_sub(counts.queued);
-        if free < planned.len() {
-            return Err(Error::new(
-                ErrorCode::QueueFull,
-                format!(
-                    "the queue has room for {free} more tasks and the comparison needs {}; nothing was started",
-                    planned.len()
-                ),
-            ));
-        }
-        let dirs: Vec<(PathBuf, PathBuf)> = planned
-            .iter()
-            .map(|p| (self.copy_dir(&p.id), self.baseline_dir(&p.id)))
-            .collect();
-        let made = self
-            .make_compared_copies(&record, dirs.clone(), pack.tree_sha256.clone())
-            .await?;
-        let mut stored = ComparisonRecord {
-            id: comparison_id.clone(),
-            source_task_id: source.id.clone(),
-            context_sha256: pack.context_sha256.clone(),
-            tree_sha256: pack.tree_sha256.clone(),
-            prompt: request.prompt.clone(),
-            targets: planned
-                .iter()
-                .map(|p| StoredTarget {
-                    agent: p.checked.agent.name.clone(),
-                    model: p.target.model.clone(),
-                    task_id: p.id.clone(),
-                })
-                .collect(),
-            start_errors: Vec::new(),
-            created_at: Timestamp::now(),
-        };
-        if let Err(e) = self.put_comparison(&stored) {
-            for (copy, baseline) in &dirs {
-                remove_made(copy, baseline);
-            }
-            return Err(e);
-        }
-        let mut task_ids = Vec::new();
-        for ((p, report), (copy, baseline)) in planned.into_iter().zip(made).zip(&dirs) {
-            let Planned {
-                target,
-                submit,
-                mut checked,
-                role,
-                id,
-            } = p;
-            if let Some(c) = checked.copy.as_mut() {
-                c.handoff = Some(Box::new(HandoffSource {
-                    source_task_id: source.id.clone(),
-                    context_sha256: pack.context_sha256.clone(),
-                    decisions: Vec::new(),
-                    block: block.clone(),
-                    prepared: Some(report),
-                }));
-            }
-            match self.submit_checked(submit, checked, role) {
-                Ok(task) => task_ids.push(task.id),
-                Err(error) => {
-                    tracing::warn!(comparison = %comparison_id, task = %id, code = %error.code, "a compared target did not start");
-                    remove_made(copy, baseline);
-                    stored.start_errors.push(StartError {
-                        agent: target.agent,
-                        model: target.model,
-                        task_id: id,
-                        error,
-                    });
-                }
-            }
-        }
-        if !stored.start_errors.is_empty()
-            && let Err(e) = self.put_comparison(&stored)
-        {
-            tracing::error!(comparison = %comparison_id, error = %e, "could not store the start errors of a comparison");
-        }
-        tracing::info!(comparison = %comparison_id, from = %source.id, started = task_ids.len(), failed = stored.start_errors.len(), "comparison started");
-        Ok(Compared {
-            comparison_id,
-            task_ids,
-            start_errors: stored.start_errors,
-        })
-    }
+/// Comparisons: one prompt run on several agents in copies, and their reviews side by side.
+/// Handed out by [`Engine::comparisons`](crate::Engine::comparisons).
+#[derive(Debug, Clone)]
+pub struct Comparisons {
+    pub(crate) core: Core,
+}
 
+impl Core {
     fn put_comparison(&self, record: &ComparisonRecord) -> Result<()> {
         let value = serde_json::to_value(record)
             .map_err(|e| Error::internal(format!("a comparison could not be encoded: {e}")))?;
@@ -399,6 +253,162 @@ impl Engine {
             Ok(made)
         })
         .await
+    }
+}
+
+impl Comparisons {
+    /// Starts a comparison (see the module docs).
+    ///
+    /// Errors, each before anything is made or stored: `INVALID_INPUT` for too few, too many
+    /// or repeated targets; `CONTEXT_CHANGED`; `COPY_CLOSED`, `COPY_UNAVAILABLE`, `COPY_BUSY`,
+    /// `READ_ONLY_VIOLATION` for a source that cannot be handed on; `CONTEXT_TOO_LARGE`;
+    /// `QUEUE_FULL` when the queue has no room for every target; any submit error of a
+    /// target; any error making a copy (every copy made is then removed).
+    pub async fn compare(&self, request: CompareRequest) -> Result<Compared> {
+        check_targets(&request.targets)?;
+        let (handle, source, record) = self.core.finished_copy(&request.source_task_id)?;
+        if let Some(e) = closed(&handle) {
+            return Err(e);
+        }
+        self.core.check_hands_on(&source, &handle)?;
+        let pack = self.core.context(source.id.as_str()).await?;
+        if pack.context_sha256 != request.expected_context_sha256 {
+            return Err(changed(
+                &pack.context_sha256,
+                &request.expected_context_sha256,
+            ));
+        }
+        let block = context_block(&pack, &[])?;
+        let comparison_id = uuid::Uuid::new_v4().to_string();
+        let mut planned: Vec<Planned> = Vec::new();
+        let mut seen: Vec<(String, Option<String>)> = Vec::new();
+        for (i, target) in request.targets.iter().enumerate() {
+            let mut submit = SubmitRequest::new(request.prompt.clone());
+            submit.agent = Some(target.agent.clone());
+            submit.model = target.model.clone();
+            submit.role = Some(REVIEWER.into());
+            submit.mode = Some(TaskMode::ReadOnly);
+            submit.workspace = WorkspaceRequest::Copy {
+                source: record.source.clone(),
+                include_paths: record.include_paths.clone(),
+                criteria: record.criteria.clone(),
+            };
+            let role = self.core.apply_role(&mut submit)?;
+            let mut checked = self.core.check_submit(&submit, false)?;
+            // Distinct as run: a target without a model runs the agent's configured one.
+            let key = (
+                checked.agent.name.clone(),
+                submit.model.clone().or_else(|| checked.agent.model.clone()),
+            );
+            if seen.contains(&key) {
+                return Err(same_target(i + 1, &key.0, key.1.as_deref()));
+            }
+            seen.push(key);
+            let size = framed_len(&submit, role.as_ref(), &block, &checked.controls.skills);
+            if size > MAX_PROMPT_BYTES {
+                return Err(Error::new(
+                    ErrorCode::ContextTooLarge,
+                    format!(
+                        "the prompt with the compared context is {size} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: shorten the prompt, or compare a task with fewer or shorter reports)"
+                    ),
+                ));
+            }
+            let id = TaskId(uuid::Uuid::new_v4().to_string());
+            checked.id = Some(id.clone());
+            checked.controls.comparison_id = Some(comparison_id.clone());
+            planned.push(Planned {
+                target: target.clone(),
+                submit,
+                checked,
+                role,
+                id,
+            });
+        }
+        let counts = self.core.slot_counts();
+        let free = self.core.config().max_queued.saturating_sub(counts.queued);
+        if free < planned.len() {
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!(
+                    "the queue has room for {free} more tasks and the comparison needs {}; nothing was started",
+                    planned.len()
+                ),
+            ));
+        }
+        let dirs: Vec<(PathBuf, PathBuf)> = planned
+            .iter()
+            .map(|p| (self.core.copy_dir(&p.id), self.core.baseline_dir(&p.id)))
+            .collect();
+        let made = self
+            .core
+            .make_compared_copies(&record, dirs.clone(), pack.tree_sha256.clone())
+            .await?;
+        let mut stored = ComparisonRecord {
+            id: comparison_id.clone(),
+            source_task_id: source.id.clone(),
+            context_sha256: pack.context_sha256.clone(),
+            tree_sha256: pack.tree_sha256.clone(),
+            prompt: request.prompt.clone(),
+            targets: planned
+                .iter()
+                .map(|p| StoredTarget {
+                    agent: p.checked.agent.name.clone(),
+                    model: p.target.model.clone(),
+                    task_id: p.id.clone(),
+                })
+                .collect(),
+            start_errors: Vec::new(),
+            created_at: Timestamp::now(),
+        };
+        if let Err(e) = self.core.put_comparison(&stored) {
+            for (copy, baseline) in &dirs {
+                remove_made(copy, baseline);
+            }
+            return Err(e);
+        }
+        let mut task_ids = Vec::new();
+        for ((p, report), (copy, baseline)) in planned.into_iter().zip(made).zip(&dirs) {
+            let Planned {
+                target,
+                submit,
+                mut checked,
+                role,
+                id,
+            } = p;
+            if let Some(c) = checked.copy.as_mut() {
+                c.handoff = Some(Box::new(HandoffSource {
+                    source_task_id: source.id.clone(),
+                    context_sha256: pack.context_sha256.clone(),
+                    decisions: Vec::new(),
+                    block: block.clone(),
+                    prepared: Some(report),
+                }));
+            }
+            match self.core.submit_checked(submit, checked, role) {
+                Ok(task) => task_ids.push(task.id),
+                Err(error) => {
+                    tracing::warn!(comparison = %comparison_id, task = %id, code = %error.code, "a compared target did not start");
+                    remove_made(copy, baseline);
+                    stored.start_errors.push(StartError {
+                        agent: target.agent,
+                        model: target.model,
+                        task_id: id,
+                        error,
+                    });
+                }
+            }
+        }
+        if !stored.start_errors.is_empty()
+            && let Err(e) = self.core.put_comparison(&stored)
+        {
+            tracing::error!(comparison = %comparison_id, error = %e, "could not store the start errors of a comparison");
+        }
+        tracing::info!(comparison = %comparison_id, from = %source.id, started = task_ids.len(), failed = stored.start_errors.len(), "comparison started");
+        Ok(Compared {
+            comparison_id,
+            task_ids,
+            start_errors: stored.start_errors,
+        })
     }
 }
 

@@ -10,9 +10,10 @@
 //!
 //! It never changes a task, a copy or the stored comparison.
 
+use super::Comparisons;
 use super::grouping::{GroupedFinding, group};
 use super::{ComparisonRecord, StartError, StoredTarget};
-use crate::Engine;
+use crate::core::Core;
 use crate::review::blocking;
 use legate_core::{
     Error, ReportBody, Result, ReviewReport, TaskId, TaskState, Timestamp, Usage, WorkspaceKind,
@@ -86,10 +87,10 @@ pub struct Comparison {
     pub created_at: Timestamp,
 }
 
-impl Engine {
+impl Core {
     /// The comparison `id` as it stands (see the module docs). `COMPARISON_NOT_FOUND` when
     /// there is none.
-    pub async fn comparison(&self, id: &str) -> Result<Comparison> {
+    pub(crate) async fn comparison(&self, id: &str) -> Result<Comparison> {
         let record = self.comparison_record(id)?;
         let source_matches = match self.context(record.source_task_id.as_str()).await {
             Ok(pack) => pack.context_sha256 == record.context_sha256,
@@ -198,5 +199,13 @@ impl Engine {
         })
         .await?;
         Ok(now == tree)
+    }
+}
+
+impl Comparisons {
+    /// The comparison `id` as it stands (see the module docs). `COMPARISON_NOT_FOUND` when
+    /// there is none.
+    pub async fn comparison(&self, id: &str) -> Result<Comparison> {
+        self.core.comparison(id).await
     }
 }

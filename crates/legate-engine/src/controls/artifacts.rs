@@ -4,7 +4,7 @@
 //! character or backslash), none twice (ignoring case), and none the secret policy refuses by
 //! name. Collection and reading are `crate::artifacts`; this module only checks the request.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::SubmitRequest;
 use legate_core::delivery::MAX_ARTIFACT_PATHS;
 use legate_core::{Error, ErrorCode, Result};
@@ -13,7 +13,7 @@ use std::collections::HashSet;
 /// The artifact paths `request` names, checked: `BLOCKED_ARTIFACT_PATH` for a path that is
 /// not a safe relative path or that the secret policy refuses by name, `INVALID_INPUT` for
 /// too many or a repeated one.
-pub(super) fn check(engine: &Engine, request: &SubmitRequest) -> Result<Vec<String>> {
+pub(super) fn check(engine: &Core, request: &SubmitRequest) -> Result<Vec<String>> {
     check_paths(&request.artifact_paths, &engine.config().review.secrets)
 }
 

@@ -2,11 +2,11 @@
 //! (`crate::memory::selection` owns the rules and takes the snapshots when the task is
 //! stored).
 
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::SubmitRequest;
 use legate_core::{MemorySnapshot, Result};
 
 /// The snapshots `request` selects, checked against the store.
-pub(super) fn check(engine: &Engine, request: &SubmitRequest) -> Result<Vec<MemorySnapshot>> {
+pub(super) fn check(engine: &Core, request: &SubmitRequest) -> Result<Vec<MemorySnapshot>> {
     engine.check_memory(request)
 }

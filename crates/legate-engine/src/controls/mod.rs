@@ -19,11 +19,11 @@ mod tools;
 
 pub(crate) use tools::catalogued;
 
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::SubmitRequest;
 use legate_core::{Error, Result, Task, TaskControls};
 
-impl Engine {
+impl Core {
     /// The controls `request` gives its task. `continues`: the latest task of the context the
     /// request continues, whose controls are kept (naming memory, skills, tools, MCP servers
     /// or artifacts again is `INVALID_INPUT`; a delivery mode may be named only if it is the

@@ -13,13 +13,13 @@
 //! answer, an error or a log line, or treat a skill as a permission: it is data the agent
 //! reads, and the supervisor answers every request whatever a skill says.
 
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::{SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, Result, SkillRecord, SkillSource};
 use legate_workspace::StagedSkill;
 
 /// The skills `request` sends, checked with the configured packs into one set; their records.
-pub(super) fn check(engine: &Engine, request: &SubmitRequest) -> Result<Vec<SkillRecord>> {
+pub(super) fn check(engine: &Core, request: &SubmitRequest) -> Result<Vec<SkillRecord>> {
     Ok(engine
         .skills_to_stage(request)?
         .iter()
@@ -27,7 +27,7 @@ pub(super) fn check(engine: &Engine, request: &SubmitRequest) -> Result<Vec<Skil
         .collect())
 }
 
-impl Engine {
+impl Core {
     /// The skills a new task of `request` stages in its copy: the configured packs (verified
     /// now: `SKILL_PACK_MISSING`, `SKILL_PACK_INVALID`), then the caller's (each checked;
     /// `SKILL_CONFLICT` for a name taken with other files). Empty for a task that is not a

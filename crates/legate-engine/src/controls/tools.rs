@@ -14,7 +14,7 @@
 //! This module checks and resolves; it never shows a transport (the catalogue's commands,
 //! environments and URLs stay in the configuration and the session request).
 
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::SubmitRequest;
 use legate_core::{
     ControlsConfig, Error, ErrorCode, McpSelection, McpServerSpec, Result, TaskControls, TaskMode,
@@ -30,7 +30,7 @@ fn quoted(s: &str) -> String {
 }
 
 /// Whether `request`'s agent runs on a backend that enforces tool controls, and its name.
-fn enforced(engine: &Engine, request: &SubmitRequest) -> Result<(bool, String)> {
+fn enforced(engine: &Core, request: &SubmitRequest) -> Result<(bool, String)> {
     let name = request
         .agent
         .clone()
@@ -41,10 +41,7 @@ fn enforced(engine: &Engine, request: &SubmitRequest) -> Result<(bool, String)> 
 
 /// The tool kinds `request` narrows the task to, within the configured ceiling: `None` when
 /// neither names any.
-pub(super) fn check_tools(
-    engine: &Engine,
-    request: &SubmitRequest,
-) -> Result<Option<Vec<ToolKind>>> {
+pub(super) fn check_tools(engine: &Core, request: &SubmitRequest) -> Result<Option<Vec<ToolKind>>> {
     let ceiling = engine.config().controls.allowed_tools.as_deref();
     let effective = narrow(ceiling, request.allowed_tools.as_deref())?;
     if let Some(kinds) = &effective
@@ -104,7 +101,7 @@ pub(crate) fn narrow(
 }
 
 /// The MCP servers `request` selects from the configured catalogue.
-pub(super) fn check_mcp(engine: &Engine, request: &SubmitRequest) -> Result<Vec<McpSelection>> {
+pub(super) fn check_mcp(engine: &Core, request: &SubmitRequest) -> Result<Vec<McpSelection>> {
     let selections = match &request.mcp_servers {
         Some(s) if !s.is_empty() => s,
         _ => return Ok(Vec::new()),

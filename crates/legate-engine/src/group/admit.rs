@@ -11,12 +11,13 @@ use super::load::{Loaded, checkpoint};
 use super::prompt::{Passed, framed};
 use super::scheduler::moved;
 use super::status::NodeState;
+use crate::HandoffRequest;
+use crate::core::Core;
 use crate::request::{SubmitRequest, WorkspaceRequest};
-use crate::{Engine, HandoffRequest};
 use legate_core::{DeliveryMode, Error, GroupNode, Result, Task};
 use legate_store::NodeRecord;
 
-impl Engine {
+impl Core {
     /// The finished nodes node `id` is given: its direct dependencies, or for the
     /// workflow's final node every succeeded node.
     fn passed_to(&self, g: &Loaded, id: &str) -> Result<Vec<Passed>> {

@@ -11,7 +11,7 @@
 use super::definition::Hook;
 use super::status::Checkpoint;
 use super::validate::sort_keys;
-use crate::Engine;
+use crate::core::Core;
 use crate::review::TestSource;
 use legate_core::{Error, ErrorCode, Result, Task, Timestamp};
 
@@ -39,7 +39,7 @@ fn hash_json(v: serde_json::Value) -> String {
 /// Why `hook` still holds `task`'s output, or `None` once its evidence is there. `patch`:
 /// the copy's patch sha256 now.
 pub(crate) fn holding(
-    engine: &Engine,
+    engine: &Core,
     task: &Task,
     hook: Hook,
     patch: &str,
@@ -78,7 +78,7 @@ pub(crate) fn holding(
 
 /// What a checkpoint's validation hash covers: the task's outcome and the first evidence
 /// that satisfied each hook.
-fn validation(engine: &Engine, task: &Task, hook: Hook, patch: &str) -> Result<serde_json::Value> {
+fn validation(engine: &Core, task: &Task, hook: Hook, patch: &str) -> Result<serde_json::Value> {
     let record = engine.record(&task.id)?;
     let test = hook
         .require_tests
@@ -122,7 +122,7 @@ pub(crate) struct Known {
     pub(crate) patch: Option<String>,
 }
 
-impl Engine {
+impl Core {
     /// The copy's tree and patch sha256 now.
     async fn copy_hashes(&self, task: &Task) -> Result<(String, String)> {
         let tree = self.context(task.id.as_str()).await?.tree_sha256;

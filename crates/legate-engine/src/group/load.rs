@@ -8,7 +8,7 @@ use super::definition::{GroupDefinition, Hook};
 use super::status::{
     Checkpoint, GroupProgress, GroupState, GroupStatus, GroupSummary, NodeState, NodeStatus,
 };
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result, Task};
 use legate_store::{GroupRecord, NodeRecord};
 
@@ -152,7 +152,7 @@ pub(crate) fn summary(record: &GroupRecord) -> Result<GroupSummary> {
     })
 }
 
-impl Engine {
+impl Core {
     /// The group `id` as stored (`GROUP_NOT_FOUND`).
     pub(crate) fn load_group(&self, id: &str) -> Result<Loaded> {
         let store = self.store();

@@ -44,7 +44,7 @@ pub use validate::{
     DEFAULT_MAX_NODES, MAX_CONTEXT_BYTES, MAX_DEFINITION_BYTES, MAX_NODES, MAX_ROUTES,
 };
 
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result, Timestamp};
 use legate_store::{GroupInsert, GroupRecord, NodeRecord};
 use load::{checkpoint, group_state, node_state};
@@ -83,7 +83,92 @@ fn closed(id: &str, state: GroupState) -> Error {
     )
 }
 
-impl Engine {
+/// Groups of tasks run as one workflow: create, start, follow, wait for and cancel a
+/// group, its workflow result and its peers' message receipts.
+/// Handed out by [`Engine::groups`](crate::Engine::groups).
+#[derive(Debug, Clone)]
+pub struct Groups {
+    pub(crate) core: Core,
+}
+
+impl Core {
+    /// Prepares a paused group's nodes to go on; `Some(reason)` when one is still held.
+    async fn resume_nodes(&self, g: &load::Loaded) -> Result<Option<Error>> {
+        let group = g.record.group_id.as_str();
+        let mut still = None;
+        for rec in &g.nodes {
+            let hook = g.hook(&rec.node_id);
+            match node_state(rec)? {
+                NodeState::Succeeded => {
+                    if let Some(cp) = checkpoint(rec)?
+                        && let Err(e) = self.recheck(&rec.node_id, &cp, hook).await
+                    {
+                        self.pause_group(group, &e)?;
+                        return Err(e);
+                    }
+                }
+                NodeState::Held => {
+                    let Some(task) = g.latest(&rec.node_id).cloned() else {
+                        continue;
+                    };
+                    let patch = self
+                        .node_patch(&task, &checkpoint::Known::default())
+                        .await?;
+                    match checkpoint::holding(self, &task, hook, &patch)? {
+                        Some(hold) => still = still.or(Some(hold)),
+                        None => {
+                            self.finish_node(
+                                group,
+                                NodeState::Held,
+                                rec,
+                                &task,
+                                hook,
+                                checkpoint::Known {
+                                    tree: None,
+                                    patch: Some(patch),
+                                },
+                            )
+                            .await?
+                        }
+                    }
+                }
+                NodeState::Interrupted => {
+                    let again = NodeRecord {
+                        error_code: None,
+                        task_id: None,
+                        ..moved(rec, NodeState::Pending)
+                    };
+                    self.put_node(group, &[NodeState::Interrupted], &again)?;
+                }
+                NodeState::Admitting if g.node_tasks(&rec.node_id).next().is_none() => {
+                    self.put_node(
+                        group,
+                        &[NodeState::Admitting],
+                        &moved(rec, NodeState::Pending),
+                    )?;
+                }
+                _ => {}
+            }
+        }
+        Ok(still)
+    }
+
+    /// The group's state, nodes and budget.
+    pub(crate) fn group_status(&self, group_id: &str) -> Result<GroupStatus> {
+        self.load_group(group_id)?.status()
+    }
+
+    /// Every retained group, newest first.
+    pub(crate) fn groups(&self) -> Result<Vec<GroupSummary>> {
+        self.store()
+            .groups(MAX_GROUPS)?
+            .iter()
+            .map(load::summary)
+            .collect()
+    }
+}
+
+impl Groups {
     /// Validates `definition`, stores it under `group_id` (a new UUID when `None`) and
     /// returns its sha256. Idempotent: the same id with the same definition answers the
     /// stored group; another definition under that id is `GROUP_CONFLICT`. Starts nothing.
@@ -91,7 +176,7 @@ impl Engine {
     /// Errors: `WORKFLOW_INVALID` (the checks of `validate`), `WORKFLOW_CONTEXT_TOO_LARGE`
     /// (a prompt over 64 KiB), the project's and agents' errors, `QUEUE_FULL` when
     /// [`MAX_GROUPS`] unfinished groups are retained.
-    pub fn group_create(
+    pub fn create(
         &self,
         group_id: Option<String>,
         mut definition: GroupDefinition,
@@ -103,21 +188,22 @@ impl Engine {
             }
             None => uuid::Uuid::new_v4().to_string(),
         };
-        validate::check(&definition, self.config().max_group_nodes)?;
+        validate::check(&definition, self.core.config().max_group_nodes)?;
         for node in &definition.nodes {
             let (source, _) =
-                self.check_copy_request(&definition.working_directory, &[], &node.criteria)?;
+                self.core
+                    .check_copy_request(&definition.working_directory, &[], &node.criteria)?;
             if let Some(agent) = &node.agent {
-                self.agents().runnable(agent)?;
+                self.core.agents().runnable(agent)?;
             }
             if let Some(role) = &node.role {
-                self.roles().resolve(role)?;
+                self.core.roles().resolve(role)?;
             }
             definition.working_directory = source;
         }
         let canonical = validate::canonical(&definition)?;
         let sha = legate_core::remote::sha256_hex(canonical.as_bytes());
-        let store = self.store();
+        let store = self.core.store();
         if store.group(&group_id)?.is_none() {
             store.prune_groups(MAX_GROUPS - 1, &FINISHED)?;
             if store.group_count()? >= MAX_GROUPS {
@@ -185,12 +271,8 @@ impl Engine {
     /// checkpoint is checked again (`WORKFLOW_CHECKPOINT_CHANGED`), a held node is released
     /// once its hook's evidence is there, an interrupted node is admitted again (the
     /// caller's explicit resume). `GROUP_CLOSED` for a group that ended.
-    pub async fn group_start(
-        &self,
-        group_id: &str,
-        definition_sha256: &str,
-    ) -> Result<GroupStatus> {
-        let g = self.load_group(group_id)?;
+    pub async fn start(&self, group_id: &str, definition_sha256: &str) -> Result<GroupStatus> {
+        let g = self.core.load_group(group_id)?;
         if g.record.definition_sha256 != definition_sha256 {
             return Err(Error::new(
                 ErrorCode::GroupConflict,
@@ -207,14 +289,14 @@ impl Engine {
             }
             GroupState::Created | GroupState::Running => {}
             GroupState::Paused => {
-                if let Some(still) = self.resume_nodes(&g).await? {
-                    self.pause_group(group_id, &still)?;
-                    self.nudge_groups();
-                    return self.group_status(group_id);
+                if let Some(still) = self.core.resume_nodes(&g).await? {
+                    self.core.pause_group(group_id, &still)?;
+                    self.core.nudge_groups();
+                    return self.core.group_status(group_id);
                 }
             }
         }
-        self.store().set_group_state(
+        self.core.store().set_group_state(
             group_id,
             &[
                 GroupState::Created.as_str(),
@@ -226,85 +308,24 @@ impl Engine {
             None,
         )?;
         tracing::info!(group = group_id, "group started");
-        self.take_over(group_id, g.record.runner.as_deref());
-        self.nudge_groups();
-        self.group_status(group_id)
-    }
-
-    /// Prepares a paused group's nodes to go on; `Some(reason)` when one is still held.
-    async fn resume_nodes(&self, g: &load::Loaded) -> Result<Option<Error>> {
-        let group = g.record.group_id.as_str();
-        let mut still = None;
-        for rec in &g.nodes {
-            let hook = g.hook(&rec.node_id);
-            match node_state(rec)? {
-                NodeState::Succeeded => {
-                    if let Some(cp) = checkpoint(rec)?
-                        && let Err(e) = self.recheck(&rec.node_id, &cp, hook).await
-                    {
-                        self.pause_group(group, &e)?;
-                        return Err(e);
-                    }
-                }
-                NodeState::Held => {
-                    let Some(task) = g.latest(&rec.node_id).cloned() else {
-                        continue;
-                    };
-                    let patch = self
-                        .node_patch(&task, &checkpoint::Known::default())
-                        .await?;
-                    match checkpoint::holding(self, &task, hook, &patch)? {
-                        Some(hold) => still = still.or(Some(hold)),
-                        None => {
-                            self.finish_node(
-                                group,
-                                NodeState::Held,
-                                rec,
-                                &task,
-                                hook,
-                                checkpoint::Known {
-                                    tree: None,
-                                    patch: Some(patch),
-                                },
-                            )
-                            .await?
-                        }
-                    }
-                }
-                NodeState::Interrupted => {
-                    let again = NodeRecord {
-                        error_code: None,
-                        task_id: None,
-                        ..moved(rec, NodeState::Pending)
-                    };
-                    self.put_node(group, &[NodeState::Interrupted], &again)?;
-                }
-                NodeState::Admitting if g.node_tasks(&rec.node_id).next().is_none() => {
-                    self.put_node(
-                        group,
-                        &[NodeState::Admitting],
-                        &moved(rec, NodeState::Pending),
-                    )?;
-                }
-                _ => {}
-            }
-        }
-        Ok(still)
+        self.core.take_over(group_id, g.record.runner.as_deref());
+        self.core.nudge_groups();
+        self.core.group_status(group_id)
     }
 
     /// The group's state, nodes and budget.
-    pub fn group_status(&self, group_id: &str) -> Result<GroupStatus> {
-        self.load_group(group_id)?.status()
+    pub fn status(&self, group_id: &str) -> Result<GroupStatus> {
+        self.core.group_status(group_id)
     }
 
     /// Waits until the group ends or pauses with nothing running, at most `timeout`;
     /// answers its progress (never a prompt, an answer or an intermediate result).
-    pub async fn group_wait(&self, group_id: &str, timeout: Duration) -> Result<GroupWait> {
+    pub async fn wait(&self, group_id: &str, timeout: Duration) -> Result<GroupWait> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut changes = self.group_changes();
+        let mut changes = self.core.group_changes();
         loop {
             changes.borrow_and_update();
-            let status = self.group_status(group_id)?;
+            let status = self.core.group_status(group_id)?;
             let progress = load::progress(&status);
             let settled = status.state.is_terminal()
                 || (status.state == GroupState::Paused
@@ -327,13 +348,13 @@ impl Engine {
 
     /// Admits no further node and cancels the running ones. `GROUP_CLOSED` for a group that
     /// ended already.
-    pub fn group_cancel(&self, group_id: &str) -> Result<GroupStatus> {
-        let g = self.load_group(group_id)?;
+    pub fn cancel(&self, group_id: &str) -> Result<GroupStatus> {
+        let g = self.core.load_group(group_id)?;
         let state = group_state(&g.record)?;
         if state.is_terminal() {
             return Err(closed(group_id, state));
         }
-        let changed = self.store().set_group_state(
+        let changed = self.core.store().set_group_state(
             group_id,
             &[
                 GroupState::Created.as_str(),
@@ -345,7 +366,7 @@ impl Engine {
             None,
         )?;
         if !changed {
-            let now = group_state(&self.load_group(group_id)?.record)?;
+            let now = group_state(&self.core.load_group(group_id)?.record)?;
             return Err(closed(group_id, now));
         }
         for rec in &g.nodes {
@@ -355,7 +376,8 @@ impl Engine {
                 | NodeState::Interrupted
                 | NodeState::Admitting => {
                     let from = [node_state(rec)?];
-                    self.put_node(group_id, &from, &moved(rec, NodeState::Canceled))?;
+                    self.core
+                        .put_node(group_id, &from, &moved(rec, NodeState::Canceled))?;
                 }
                 NodeState::Running => {
                     for t in g.node_tasks(&rec.node_id).filter(|t| !t.is_terminal()) {
@@ -369,25 +391,21 @@ impl Engine {
         }
         tracing::info!(group = group_id, "group canceled");
         // Its running nodes' ends are recorded by a driver.
-        self.take_over(group_id, g.record.runner.as_deref());
-        self.nudge_groups();
-        self.group_status(group_id)
+        self.core.take_over(group_id, g.record.runner.as_deref());
+        self.core.nudge_groups();
+        self.core.group_status(group_id)
     }
 
     /// Every retained group, newest first.
-    pub fn groups(&self) -> Result<Vec<GroupSummary>> {
-        self.store()
-            .groups(MAX_GROUPS)?
-            .iter()
-            .map(load::summary)
-            .collect()
+    pub fn list(&self) -> Result<Vec<GroupSummary>> {
+        self.core.groups()
     }
 
     /// The final node's synthesis of a completed workflow, after checking every checkpoint
     /// again (`WORKFLOW_CHECKPOINT_CHANGED`); `WORKFLOW_RESULT_UNAVAILABLE` when the group
     /// has no workflow, has not completed, or a later run of a node failed.
     pub async fn workflow_result(&self, group_id: &str) -> Result<WorkflowResult> {
-        let g = self.load_group(group_id)?;
+        let g = self.core.load_group(group_id)?;
         let unavailable = |why: String| Error::new(ErrorCode::WorkflowResultUnavailable, why);
         let Some(wf) = &g.definition.workflow else {
             return Err(unavailable(format!(
@@ -426,14 +444,14 @@ impl Engine {
                     ))
                 });
             }
-            self.recheck(&def.id, &cp, g.hook(&def.id)).await?;
+            self.core.recheck(&def.id, &cp, g.hook(&def.id)).await?;
             if def.id == wf.final_node {
                 last = Some(cp.clone());
             }
             reference.push(serde_json::json!({"node": def.id, "checkpoint": cp}));
         }
         let cp = last.ok_or_else(|| Error::internal("the final node is missing"))?;
-        let task = self.task(cp.task_id.as_str())?;
+        let task = self.core.task(cp.task_id.as_str())?;
         let reference = serde_json::json!({
             "groupId": group_id,
             "definitionSha256": g.record.definition_sha256,
@@ -454,6 +472,6 @@ impl Engine {
 }
 
 /// Whether this engine drives `group` now.
-pub(crate) fn scheduler_driving(engine: &Engine, group: &str) -> bool {
-    crate::engine::lock(&engine.inner.groups.driving).contains(group)
+pub(crate) fn scheduler_driving(engine: &Core, group: &str) -> bool {
+    crate::core::lock(&engine.inner.groups.driving).contains(group)
 }

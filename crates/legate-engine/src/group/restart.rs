@@ -8,10 +8,10 @@
 //! This module never claims a group a live runner drives.
 
 use super::status::GroupState;
-use crate::Engine;
+use crate::core::Core;
 use crate::runner;
 
-impl Engine {
+impl Core {
     /// Claims `group` from `runner` (its current driver, if any) unless a live engine drives
     /// it, and drives it here.
     pub(crate) fn take_over(&self, group: &str, current: Option<&str>) {

@@ -22,8 +22,8 @@ use super::load::{Loaded, group_state, node_state};
 use super::status::{GroupState, NodeState};
 use super::tokens::{Gate, gate};
 use super::{Drivers, peer};
-use crate::Engine;
-use crate::engine::lock;
+use crate::core::Core;
+use crate::core::lock;
 use legate_core::{Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskState};
 use legate_store::NodeRecord;
 use std::collections::HashSet;
@@ -89,7 +89,7 @@ fn with_error(rec: &NodeRecord, state: NodeState, error: Option<ErrorCode>) -> N
     }
 }
 
-impl Engine {
+impl Core {
     fn drivers(&self) -> &Drivers {
         &self.inner.groups
     }

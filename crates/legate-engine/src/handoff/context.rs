@@ -6,11 +6,12 @@
 //! empty `contextSha256` (fields in declaration order, so the serialization is canonical).
 //! It never changes a record or a file.
 
+use super::Handoffs;
 use super::{
     ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, MAX_CHAIN,
     MAX_REPORTS,
 };
-use crate::Engine;
+use crate::core::Core;
 use crate::review::{CopyHandle, CopyStatus, ReviewRecord};
 use legate_core::{Error, ErrorCode, Result, Task, WorkspaceKind};
 use legate_workspace::Baseline;
@@ -36,13 +37,13 @@ fn unavailable(message: String) -> Error {
     Error::new(ErrorCode::CopyUnavailable, message)
 }
 
-impl Engine {
+impl Core {
     /// The context of the finished copy task `id` (see the module docs of `handoff`).
     ///
     /// Errors: `TASK_NOT_FOUND`; `COPY_UNAVAILABLE` for a task that has no copy, or has not
     /// ended; `COPY_CLOSED` for a discarded copy; `COPY_BUSY` while another operation holds
     /// the copy.
-    pub async fn context(&self, id: &str) -> Result<ContextPack> {
+    pub(crate) async fn context(&self, id: &str) -> Result<ContextPack> {
         let (handle, task, record) = self.finished_copy(id)?;
         if handle.status == CopyStatus::Discarded
             && let Some(e) = closed(&handle)
@@ -166,6 +167,17 @@ impl Engine {
         };
         pack.context_sha256 = context_sha256(&pack)?;
         Ok(pack)
+    }
+}
+
+impl Handoffs {
+    /// The context of the finished copy task `id` (see the module docs of `handoff`).
+    ///
+    /// Errors: `TASK_NOT_FOUND`; `COPY_UNAVAILABLE` for a task that has no copy, or has not
+    /// ended; `COPY_CLOSED` for a discarded copy; `COPY_BUSY` while another operation holds
+    /// the copy.
+    pub async fn context(&self, id: &str) -> Result<ContextPack> {
+        self.core.context(id).await
     }
 }
 

@@ -27,6 +27,7 @@ pub(crate) use block::context_block;
 pub(crate) use context::closed;
 pub(crate) use start::{changed, framed_len, remove_made};
 
+use crate::core::Core;
 use legate_core::{Report, TaskId, Timestamp};
 use legate_workspace::{Criterion, TestCommand};
 use serde::{Deserialize, Serialize};
@@ -147,4 +148,11 @@ pub struct HandoffSource {
     /// of copying again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepared: Option<legate_workspace::CopyReport>,
+}
+
+/// Handoffs: a copy task's work carried to another agent, and the context pack it gets.
+/// Handed out by [`Engine::handoffs`](crate::Engine::handoffs).
+#[derive(Debug, Clone)]
+pub struct Handoffs {
+    pub(crate) core: Core,
 }

@@ -6,9 +6,10 @@
 //! It never changes the source copy (its lock is held while it is read), never cuts the
 //! context (`CONTEXT_TOO_LARGE`), and never lets a decision carry a credential pattern.
 
+use super::Handoffs;
 use super::context::closed;
 use super::{HandoffSource, context_block};
-use crate::Engine;
+use crate::core::Core;
 use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::review::{ReviewRecord, blocking};
 use legate_core::{Error, ErrorCode, EventKind, Result, Task};
@@ -111,19 +112,7 @@ pub(crate) fn framed_len(
     .len()
 }
 
-impl Engine {
-    /// Starts `request.role` as a new task in a new context, in a fresh copy of the source
-    /// copy's current files on the original project's baseline (see the module docs).
-    ///
-    /// Errors: `CONTEXT_CHANGED` when the source's context is not the one named;
-    /// `CONTEXT_TOO_LARGE` when the framed prompt passes the prompt limit; `COPY_CLOSED` for a
-    /// discarded or integrated source copy; `READ_ONLY_VIOLATION` for a source copy a
-    /// read-only turn changed; `COPY_UNAVAILABLE` for a source that is not a
-    /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
-    pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
-        self.handoff_with(request, |_| {}).await
-    }
-
+impl Core {
     /// [`Engine::handoff`], with `adjust` applied to the checked submit before it is stored
     /// (a group node sets its controls there).
     pub(crate) async fn handoff_with(
@@ -281,6 +270,20 @@ impl Engine {
         }
         tracing::info!(task = %task.id, from = %source.id, files = report.included_files, "handoff copy ready");
         self.copy_made(task, record, report, Some(&source.id))
+    }
+}
+
+impl Handoffs {
+    /// Starts `request.role` as a new task in a new context, in a fresh copy of the source
+    /// copy's current files on the original project's baseline (see the module docs).
+    ///
+    /// Errors: `CONTEXT_CHANGED` when the source's context is not the one named;
+    /// `CONTEXT_TOO_LARGE` when the framed prompt passes the prompt limit; `COPY_CLOSED` for a
+    /// discarded or integrated source copy; `READ_ONLY_VIOLATION` for a source copy a
+    /// read-only turn changed; `COPY_UNAVAILABLE` for a source that is not a
+    /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
+    pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
+        self.core.handoff_with(request, |_| {}).await
     }
 }
 

@@ -19,7 +19,7 @@ pub(crate) mod selection;
 
 pub use read::{DEFAULT_MEMORY_PIECE, MAX_MEMORY_PIECE, MemoryPiece};
 
-use crate::engine::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result};
 use legate_store::{MemoryBounds, MemoryMeta, MemoryWrite};
 use serde::{Deserialize, Serialize};
@@ -201,7 +201,14 @@ fn info(m: MemoryMeta) -> MemoryEntryInfo {
     }
 }
 
-impl Engine {
+/// The project memory: read, list, write and remove its entries.
+/// Handed out by [`Engine::memory`](crate::Engine::memory).
+#[derive(Debug, Clone)]
+pub struct Memory {
+    pub(crate) core: Core,
+}
+
+impl Core {
     /// The configured memory limits.
     fn memory_limits(&self) -> MemoryLimits {
         self.config().memory
@@ -218,7 +225,11 @@ impl Engine {
 
     /// The entries of `project` (of one `specialist`, when given): metadata, hashes, sizes
     /// and limits, never text.
-    pub fn memory_list(&self, project: &Path, specialist: Option<&str>) -> Result<MemoryList> {
+    pub(crate) fn memory_list(
+        &self,
+        project: &Path,
+        specialist: Option<&str>,
+    ) -> Result<MemoryList> {
         if let Some(s) = specialist {
             check_specialist(s)?;
         }
@@ -240,7 +251,7 @@ impl Engine {
     /// (`MEMORY_CHANGED` for any other). `MEMORY_LIMIT_EXCEEDED` past a limit,
     /// `INPUT_SECRET_DETECTED` for a text holding a credential. Safe across processes: the
     /// check and the write are one store transaction.
-    pub fn memory_write(
+    pub(crate) fn memory_write(
         &self,
         project: &Path,
         specialist: &str,
@@ -308,7 +319,7 @@ impl Engine {
     /// Removes `specialist`'s memory of `project` if it is at `expected`
     /// (`MEMORY_NOT_FOUND` when there is none, `MEMORY_CHANGED` for another version). Tasks
     /// that received it keep their snapshots.
-    pub fn memory_remove(
+    pub(crate) fn memory_remove(
         &self,
         project: &Path,
         specialist: &str,
@@ -332,6 +343,41 @@ impl Engine {
                 "the store answered a removal with {other:?}"
             ))),
         }
+    }
+}
+
+impl Memory {
+    /// The entries of `project` (of one `specialist`, when given): metadata, hashes, sizes
+    /// and limits, never text.
+    pub fn list(&self, project: &Path, specialist: Option<&str>) -> Result<MemoryList> {
+        self.core.memory_list(project, specialist)
+    }
+
+    /// Writes `text` as `specialist`'s memory of `project`, compare-and-swap: `expected`
+    /// `None` creates (`MEMORY_CHANGED` if an entry exists), the current sha256 replaces it
+    /// (`MEMORY_CHANGED` for any other). `MEMORY_LIMIT_EXCEEDED` past a limit,
+    /// `INPUT_SECRET_DETECTED` for a text holding a credential. Safe across processes: the
+    /// check and the write are one store transaction.
+    pub fn write(
+        &self,
+        project: &Path,
+        specialist: &str,
+        text: &str,
+        expected: Option<&str>,
+    ) -> Result<MemoryWritten> {
+        self.core.memory_write(project, specialist, text, expected)
+    }
+
+    /// Removes `specialist`'s memory of `project` if it is at `expected`
+    /// (`MEMORY_NOT_FOUND` when there is none, `MEMORY_CHANGED` for another version). Tasks
+    /// that received it keep their snapshots.
+    pub fn remove(
+        &self,
+        project: &Path,
+        specialist: &str,
+        expected: &str,
+    ) -> Result<MemoryRemoved> {
+        self.core.memory_remove(project, specialist, expected)
     }
 }
 

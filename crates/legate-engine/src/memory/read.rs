@@ -6,8 +6,8 @@
 //! never answers the text of an entry that holds a credential (one written before a rule
 //! existed): that entry reads redacted and cannot be selected.
 
+use super::Memory;
 use super::{changed, check_sha, check_specialist, not_found};
-use crate::engine::Engine;
 use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -68,11 +68,11 @@ pub(crate) fn window(text: &str, offset: u64, limit: Option<usize>) -> Result<(u
     Ok((start, end))
 }
 
-impl Engine {
+impl Memory {
     /// A piece of `specialist`'s memory of `project` at version `expected`
     /// (`MEMORY_CHANGED` when the entry is another version now, `MEMORY_NOT_FOUND` when
     /// there is none).
-    pub fn memory_read(
+    pub fn read(
         &self,
         project: &Path,
         specialist: &str,
@@ -82,9 +82,9 @@ impl Engine {
     ) -> Result<MemoryPiece> {
         check_specialist(specialist)?;
         check_sha("expectedSha256", expected)?;
-        let root = self.memory_project(project)?;
+        let root = self.core.memory_project(project)?;
         let key = root.to_string_lossy();
-        let Some(entry) = self.store().memory_entry(&key, specialist)? else {
+        let Some(entry) = self.core.store().memory_entry(&key, specialist)? else {
             return Err(not_found(specialist, expected));
         };
         if entry.meta.sha256 != expected {

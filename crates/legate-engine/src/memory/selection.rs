@@ -8,7 +8,7 @@
 //! sandbox has no project, so it gets no memory (`INVALID_INPUT`).
 
 use super::{changed, check_sha, check_specialist, not_found};
-use crate::engine::Engine;
+use crate::core::Core;
 use crate::request::{Checked, MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, ErrorCode, MemorySelection, MemorySnapshot, Result, TaskId};
 use legate_store::{Snapshot, SnapshotSource};
@@ -29,7 +29,7 @@ fn project_of(workspace: &WorkspaceRequest) -> Result<&Path> {
     }
 }
 
-impl Engine {
+impl Core {
     /// The snapshots `request` selects, checked against the store now (and again when they
     /// are taken). Changes nothing.
     pub(crate) fn check_memory(&self, request: &SubmitRequest) -> Result<Vec<MemorySnapshot>> {

@@ -14,9 +14,10 @@
 //!
 //! This module only reads: it never changes a file or a record.
 
+use super::Reviews;
 use super::records::ReviewRecord;
 use super::unavailable;
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskMode, TaskState, WorkspaceKind};
 use legate_store::TaskFilter;
 use std::path::PathBuf;
@@ -192,11 +193,11 @@ impl Chain {
     }
 }
 
-impl Engine {
+impl Core {
     /// Where `task_id`'s copy is now: the task review acts through, the copy's root and
     /// baseline, the original project, and whether the copy is open, integrated or
     /// discarded. `COPY_UNAVAILABLE` for a task without a copy.
-    pub fn current_copy(&self, task_id: &str) -> Result<CopyHandle> {
+    pub(crate) fn current_copy(&self, task_id: &str) -> Result<CopyHandle> {
         let task = self.task(task_id)?;
         let chain = self.chain_of(&task)?;
         let record = self.record(&task.id)?;
@@ -285,5 +286,14 @@ impl Engine {
             )));
         }
         Ok(())
+    }
+}
+
+impl Reviews {
+    /// Where `task_id`'s copy is now: the task review acts through, the copy's root and
+    /// baseline, the original project, and whether the copy is open, integrated or
+    /// discarded. `COPY_UNAVAILABLE` for a task without a copy.
+    pub fn current_copy(&self, task_id: &str) -> Result<CopyHandle> {
+        self.core.current_copy(task_id)
     }
 }

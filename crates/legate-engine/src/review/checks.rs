@@ -4,19 +4,20 @@
 //!
 //! Every check names the patch sha256 it is for and is refused while cleanup is unverified.
 
+use super::Reviews;
 use super::records::*;
 use super::{Opened, blocking, notice_event};
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result, Timestamp};
 use legate_workspace::{Review, TestCommand, Verification};
 use std::sync::Arc;
 use std::time::Duration;
 
-impl Engine {
+impl Core {
     /// Verifies the caller's reviews against the task's criteria on the copy's real files,
     /// for the patch `expected_sha256`. The result is stored and announced (`copy.verified`);
     /// a verification whose criteria did not all pass is returned, not an error.
-    pub async fn verify(
+    pub(crate) async fn verify(
         &self,
         id: &str,
         expected_sha256: &str,
@@ -25,7 +26,7 @@ impl Engine {
         let mut o = self.open_copy(id).await?;
         self.check_cleanup(&o)?;
         let preview = self.current_preview(&o.baseline).await?;
-        Self::expect_sha(&preview, expected_sha256)?;
+        Core::expect_sha(&preview, expected_sha256)?;
         let (copy, criteria, sha) = (
             o.record.copy_directory.clone(),
             o.record.criteria.clone(),
@@ -53,26 +54,11 @@ impl Engine {
         Ok(v)
     }
 
-    /// Runs `command` (no shell) in the copy with a timeout, and records the evidence. The
-    /// evidence is returned whether the command passed or not; its `error` says
-    /// `TEST_FAILED` or `TEST_CHANGED_PATCH`. A timeout under a second or over
-    /// `fronts.test_timeout_max` is `INVALID_INPUT`, whichever front passed it.
-    pub async fn test(
-        &self,
-        id: &str,
-        expected_sha256: &str,
-        command: TestCommand,
-        timeout: Option<Duration>,
-    ) -> Result<TestEvidence> {
-        self.test_in(id, expected_sha256, command, timeout, None)
-            .await
-    }
-
     /// [`Engine::test`] under a sandbox `selection`, checked against the current sandbox
     /// policy (and clear of the copy's source project) before anything runs:
     /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
     /// the selection enforced and the policy's sha256, without a selection too.
-    pub async fn test_in(
+    pub(crate) async fn test_in(
         &self,
         id: &str,
         expected_sha256: &str,
@@ -96,7 +82,7 @@ impl Engine {
         self.check_not_forbidden("the test root", &o.record.copy_directory)?;
         self.check_not_forbidden("the copy's source", &o.record.source)?;
         let before = self.current_preview(&o.baseline).await?;
-        Self::expect_sha(&before, expected_sha256)?;
+        Core::expect_sha(&before, expected_sha256)?;
         let (sandbox, resolved, policy_sha256) = match &selection {
             Some(sel) => {
                 let (sb, resolved, sha) = self.resolve_selection(sel, &o.record.source)?;
@@ -199,6 +185,77 @@ impl Engine {
         self.store_test(&mut o, evidence).await
     }
 
+    async fn store_test(&self, o: &mut Opened, evidence: TestEvidence) -> Result<TestEvidence> {
+        o.record.tests.push(evidence.clone());
+        o.record.touched_at = Timestamp::now();
+        self.put_record(&o.task.id, &o.record)?;
+        self.announce(
+            &o.task.id,
+            notice_event(
+                "copy.tested",
+                format!(
+                    "test #{} ({}) {}: {} {}",
+                    evidence.id,
+                    match evidence.source {
+                        TestSource::LegateExecutor => "legate-executor",
+                        TestSource::ClientReported => "client-reported",
+                    },
+                    if evidence.passed { "passed" } else { "failed" },
+                    evidence.command.executable,
+                    evidence.command.args.join(" ")
+                ),
+                serde_json::to_value(&evidence).unwrap_or_default(),
+            ),
+        );
+        Ok(evidence)
+    }
+}
+
+impl Reviews {
+    /// Verifies the caller's reviews against the task's criteria on the copy's real files,
+    /// for the patch `expected_sha256`. The result is stored and announced (`copy.verified`);
+    /// a verification whose criteria did not all pass is returned, not an error.
+    pub async fn verify(
+        &self,
+        id: &str,
+        expected_sha256: &str,
+        reviews: Vec<Review>,
+    ) -> Result<Verification> {
+        self.core.verify(id, expected_sha256, reviews).await
+    }
+
+    /// Runs `command` (no shell) in the copy with a timeout, and records the evidence. The
+    /// evidence is returned whether the command passed or not; its `error` says
+    /// `TEST_FAILED` or `TEST_CHANGED_PATCH`. A timeout under a second or over
+    /// `fronts.test_timeout_max` is `INVALID_INPUT`, whichever front passed it.
+    pub async fn test(
+        &self,
+        id: &str,
+        expected_sha256: &str,
+        command: TestCommand,
+        timeout: Option<Duration>,
+    ) -> Result<TestEvidence> {
+        self.test_in(id, expected_sha256, command, timeout, None)
+            .await
+    }
+
+    /// [`Engine::test`] under a sandbox `selection`, checked against the current sandbox
+    /// policy (and clear of the copy's source project) before anything runs:
+    /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
+    /// the selection enforced and the policy's sha256, without a selection too.
+    pub async fn test_in(
+        &self,
+        id: &str,
+        expected_sha256: &str,
+        command: TestCommand,
+        timeout: Option<Duration>,
+        selection: Option<crate::SandboxSelection>,
+    ) -> Result<TestEvidence> {
+        self.core
+            .test_in(id, expected_sha256, command, timeout, selection)
+            .await
+    }
+
     /// Stores a test run the client reports, marked `client-reported`; it never counts as
     /// observed evidence for integration.
     pub async fn record_test(
@@ -208,11 +265,11 @@ impl Engine {
         reported: ReportedTest,
     ) -> Result<TestEvidence> {
         legate_workspace::validate_test_command(&reported.command)?;
-        let mut o = self.open_copy(id).await?;
-        self.check_cleanup(&o)?;
-        let preview = self.current_preview(&o.baseline).await?;
-        Self::expect_sha(&preview, expected_sha256)?;
-        let max = self.review_config().max_test_output;
+        let mut o = self.core.open_copy(id).await?;
+        self.core.check_cleanup(&o)?;
+        let preview = self.core.current_preview(&o.baseline).await?;
+        Core::expect_sha(&preview, expected_sha256)?;
+        let max = self.core.review_config().max_test_output;
         let mut output = reported.output;
         let truncated = output.len() > max;
         if truncated {
@@ -250,31 +307,6 @@ impl Engine {
             recorded_at: Timestamp::now(),
             error,
         };
-        self.store_test(&mut o, evidence).await
-    }
-
-    async fn store_test(&self, o: &mut Opened, evidence: TestEvidence) -> Result<TestEvidence> {
-        o.record.tests.push(evidence.clone());
-        o.record.touched_at = Timestamp::now();
-        self.put_record(&o.task.id, &o.record)?;
-        self.announce(
-            &o.task.id,
-            notice_event(
-                "copy.tested",
-                format!(
-                    "test #{} ({}) {}: {} {}",
-                    evidence.id,
-                    match evidence.source {
-                        TestSource::LegateExecutor => "legate-executor",
-                        TestSource::ClientReported => "client-reported",
-                    },
-                    if evidence.passed { "passed" } else { "failed" },
-                    evidence.command.executable,
-                    evidence.command.args.join(" ")
-                ),
-                serde_json::to_value(&evidence).unwrap_or_default(),
-            ),
-        );
-        Ok(evidence)
+        self.core.store_test(&mut o, evidence).await
     }
 }

@@ -3,63 +3,15 @@
 //!
 //! It never removes a directory whose name is not a task id, nor a copy in use.
 
+use super::Reviews;
 use super::records::*;
 use super::{blocking, notice_event, unavailable};
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{ErrorCode, Result, TaskId, Timestamp};
 use legate_workspace::Baseline;
 use std::time::Duration;
 
-impl Engine {
-    /// Removes a finished task's copy and baseline now.
-    pub async fn discard(&self, id: &str) -> Result<ReviewRecord> {
-        let task = self.task(id)?;
-        if task.workspace != legate_core::WorkspaceKind::Copy {
-            return Err(unavailable(format!("task {} has no copy", task.id)));
-        }
-        let mut record = self.record(&task.id)?;
-        if !task.is_terminal() {
-            // A later turn running in a copy earlier turns made: busy, not gone.
-            let code = if record.continues.is_some() {
-                ErrorCode::CopyBusy
-            } else {
-                ErrorCode::CopyUnavailable
-            };
-            return Err(legate_core::Error::new(
-                code,
-                format!("task {} is still {}; cancel it first", task.id, task.state),
-            ));
-        }
-        if record.discarded_at.is_some() {
-            return Err(unavailable(format!(
-                "the copy of task {} was already discarded",
-                task.id
-            )));
-        }
-        // A copy is discarded through its current task only, never under a later turn.
-        self.check_current(&task)?;
-        // Wait for no one: a copy in use is not discarded.
-        let lock = Baseline::open(&record.baseline_directory, &record.copy_directory)
-            .ok()
-            .map(|b| b.lock())
-            .transpose()?;
-        self.check_current(&task)?;
-        self.remove_record_dirs(&record).await?;
-        drop(lock);
-        record.discarded_at = Some(Timestamp::now());
-        record.touched_at = Timestamp::now();
-        self.put_record(&task.id, &record)?;
-        self.announce(
-            &task.id,
-            notice_event(
-                "copy.discarded",
-                "copy and baseline removed".to_string(),
-                serde_json::json!({"copyDirectory": record.copy_directory}),
-            ),
-        );
-        Ok(record)
-    }
-
+impl Core {
     /// Removes the copy and baseline a record names (for a continuation, the directories of
     /// the task that made the copy), only ever beneath Legate's own directories.
     async fn remove_record_dirs(&self, record: &ReviewRecord) -> Result<()> {
@@ -80,7 +32,7 @@ impl Engine {
     /// retention, and directories of tasks the store no longer has. Half-made copies of
     /// finished tasks, and copies of interrupted tasks not kept for inspection
     /// (`keep_interrupted_copies`), go at once. Copies in use are kept.
-    pub async fn cleanup(&self) -> Result<CleanupReport> {
+    pub(crate) async fn cleanup(&self) -> Result<CleanupReport> {
         let mut report = CleanupReport::default();
         let retention = self.review_config().retention;
         let now = Timestamp::now();
@@ -218,6 +170,65 @@ impl Engine {
                 }
             }
         });
+    }
+}
+
+impl Reviews {
+    /// Removes a finished task's copy and baseline now.
+    pub async fn discard(&self, id: &str) -> Result<ReviewRecord> {
+        let task = self.core.task(id)?;
+        if task.workspace != legate_core::WorkspaceKind::Copy {
+            return Err(unavailable(format!("task {} has no copy", task.id)));
+        }
+        let mut record = self.core.record(&task.id)?;
+        if !task.is_terminal() {
+            // A later turn running in a copy earlier turns made: busy, not gone.
+            let code = if record.continues.is_some() {
+                ErrorCode::CopyBusy
+            } else {
+                ErrorCode::CopyUnavailable
+            };
+            return Err(legate_core::Error::new(
+                code,
+                format!("task {} is still {}; cancel it first", task.id, task.state),
+            ));
+        }
+        if record.discarded_at.is_some() {
+            return Err(unavailable(format!(
+                "the copy of task {} was already discarded",
+                task.id
+            )));
+        }
+        // A copy is discarded through its current task only, never under a later turn.
+        self.core.check_current(&task)?;
+        // Wait for no one: a copy in use is not discarded.
+        let lock = Baseline::open(&record.baseline_directory, &record.copy_directory)
+            .ok()
+            .map(|b| b.lock())
+            .transpose()?;
+        self.core.check_current(&task)?;
+        self.core.remove_record_dirs(&record).await?;
+        drop(lock);
+        record.discarded_at = Some(Timestamp::now());
+        record.touched_at = Timestamp::now();
+        self.core.put_record(&task.id, &record)?;
+        self.core.announce(
+            &task.id,
+            notice_event(
+                "copy.discarded",
+                "copy and baseline removed".to_string(),
+                serde_json::json!({"copyDirectory": record.copy_directory}),
+            ),
+        );
+        Ok(record)
+    }
+
+    /// The retention sweep: removes copies of finished tasks untouched for longer than the
+    /// retention, and directories of tasks the store no longer has. Half-made copies of
+    /// finished tasks, and copies of interrupted tasks not kept for inspection
+    /// (`keep_interrupted_copies`), go at once. Copies in use are kept.
+    pub async fn cleanup(&self) -> Result<CleanupReport> {
+        self.core.cleanup().await
     }
 }
 

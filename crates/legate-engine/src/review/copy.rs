@@ -4,18 +4,19 @@
 //!
 //! It never touches a file itself (`legate-workspace` does) and never integrates.
 
+use super::Reviews;
 use super::records::*;
 use super::{blocking, notice_event};
-use crate::Engine;
+use crate::core::Core;
 use crate::request::CopyRequest;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId, TaskMode, Timestamp};
 use legate_workspace::{Baseline, Criterion, ProjectFiles};
 use std::path::{Path, PathBuf};
 
-impl Engine {
+impl Core {
     /// The files a copy of `source` would get, narrowed by `include_paths`, with those the
     /// preflight would leave out by name or path (content is checked when copying).
-    pub async fn list_project_files(
+    pub(crate) async fn list_project_files(
         &self,
         source: &Path,
         include_paths: &[String],
@@ -282,6 +283,18 @@ impl Engine {
             tracing::warn!(task = %task.id, error = %e, "could not store the patch summary");
         }
         failure
+    }
+}
+
+impl Reviews {
+    /// The files a copy of `source` would get, narrowed by `include_paths`, with those the
+    /// preflight would leave out by name or path (content is checked when copying).
+    pub async fn list_project_files(
+        &self,
+        source: &Path,
+        include_paths: &[String],
+    ) -> Result<ProjectFiles> {
+        self.core.list_project_files(source, include_paths).await
     }
 }
 

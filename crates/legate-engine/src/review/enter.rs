@@ -12,7 +12,7 @@
 use super::chain::Chain;
 use super::records::{PathState, ReviewRecord};
 use super::{blocking, notice_event};
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Boundary, Error, ErrorCode, EventKind, Result, Task, TaskMode, Timestamp};
 use legate_workspace::Baseline;
 use sha2::{Digest, Sha256};
@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-impl Engine {
+impl Core {
     /// Enters the open copy `record` points at for `task`'s turn; returns the boundary, the
     /// `copy.continued` event and the copy's lock, which the turn holds until it ends.
     /// `COPY_CLOSED` when the copy was integrated or discarded meanwhile (nothing changes),
@@ -112,7 +112,7 @@ impl Engine {
     }
 }
 
-impl Engine {
+impl Core {
     /// Whether `task`'s turn may reuse its context's live session: it continues the copy the
     /// session works in, in the mode of the turn before (a session's supervision is set up
     /// for one mode).

@@ -4,13 +4,14 @@
 //!
 //! It never applies a patch whose sha256 or source changed since it was checked.
 
+use super::Reviews;
 use super::records::*;
 use super::{Opened, blocking, notice_event, unavailable};
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result, TaskMode, TaskState, Timestamp};
 use legate_workspace::Preview;
 
-impl Engine {
+impl Core {
     /// Applies the verified patch to the original project, atomically or not at all.
     ///
     /// Needs a completed write task (`READ_ONLY_VIOLATION` for a read-only one), a current
@@ -19,7 +20,7 @@ impl Engine {
     /// `confirmer` (`INTEGRATION_DECLINED` otherwise, also when there is no confirmer). The
     /// patch and the original are checked again after the answer (`PATCH_CHANGED`,
     /// `SOURCE_CHANGED`). Write failures are `INTEGRATION_FAILED` with the original restored.
-    pub async fn integrate(
+    pub(crate) async fn integrate(
         &self,
         id: &str,
         expected_sha256: Option<&str>,
@@ -73,7 +74,7 @@ impl Engine {
         }
         let preview = self.current_preview(&o.baseline).await?;
         if let Some(sha) = expected_sha256 {
-            Self::expect_sha(&preview, sha)?;
+            Core::expect_sha(&preview, sha)?;
         }
         if preview.files.is_empty() {
             return Err(Error::invalid_input(
@@ -104,7 +105,7 @@ impl Engine {
             }
             // The answer took time: look again.
             let again = self.current_preview(&o.baseline).await?;
-            Self::expect_sha(&again, &preview.sha256)?;
+            Core::expect_sha(&again, &preview.sha256)?;
             self.check_ready(&o, &again)?;
         }
         let (b, root, p) = (o.baseline.clone(), o.record.source.clone(), preview.clone());
@@ -219,5 +220,24 @@ impl Engine {
             ));
         }
         Ok(())
+    }
+}
+
+impl Reviews {
+    /// Applies the verified patch to the original project, atomically or not at all.
+    ///
+    /// Needs a completed write task (`READ_ONLY_VIOLATION` for a read-only one), a current
+    /// passing verification (`VERIFICATION_REQUIRED`), current passing observed tests when
+    /// `require_tests` is set, and in approval mode `ask` an `Accept { confirm: true }` from
+    /// `confirmer` (`INTEGRATION_DECLINED` otherwise, also when there is no confirmer). The
+    /// patch and the original are checked again after the answer (`PATCH_CHANGED`,
+    /// `SOURCE_CHANGED`). Write failures are `INTEGRATION_FAILED` with the original restored.
+    pub async fn integrate(
+        &self,
+        id: &str,
+        expected_sha256: Option<&str>,
+        confirmer: Option<&dyn Confirmer>,
+    ) -> Result<IntegrationRecord> {
+        self.core.integrate(id, expected_sha256, confirmer).await
     }
 }

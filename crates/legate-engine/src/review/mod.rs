@@ -44,7 +44,7 @@ pub use records::{
     ReviewRecord, TestEvidence, TestSource, TestStatus,
 };
 
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId};
 use legate_workspace::{Baseline, Preview};
 use std::path::PathBuf;
@@ -80,7 +80,15 @@ pub(crate) fn notice_event(
     EventKind::Notice { message, detail }
 }
 
-impl Engine {
+/// The review of copy workspaces: a copy task's preview and patch, its verification and
+/// tests, its integration into the project, and the cleanup of copies.
+/// Handed out by [`Engine::reviews`](crate::Engine::reviews).
+#[derive(Debug, Clone)]
+pub struct Reviews {
+    pub(crate) core: Core,
+}
+
+impl Core {
     fn review_config(&self) -> &ReviewConfig {
         &self.config().review
     }
@@ -92,6 +100,7 @@ impl Engine {
     pub(crate) fn baseline_dir(&self, id: &TaskId) -> PathBuf {
         self.config().paths.baselines().join(id.as_str())
     }
+
     fn announce(&self, id: &TaskId, event: EventKind) {
         match self.store().append_events(id, &[event]) {
             Ok(stored) => self.publish(&stored),

@@ -3,16 +3,17 @@
 //!
 //! Reading never changes the copy and is allowed while cleanup is unverified.
 
+use super::Reviews;
 use super::records::*;
 use super::{blocking, expect_patch_sha};
-use crate::Engine;
+use crate::core::Core;
 use legate_core::{Error, Result, TaskMode, Timestamp};
 use legate_workspace::{PatchChunk, Preview};
 
-impl Engine {
+impl Core {
     /// The copy's patch now: files (A/M/D) with line counts, totals, sha256 and length (not
     /// the body), the latest verification and whether it is stale, and the test records.
-    pub async fn preview(&self, id: &str) -> Result<PreviewReport> {
+    pub(crate) async fn preview(&self, id: &str) -> Result<PreviewReport> {
         let mut o = self.open_copy(id).await?;
         let preview = self.current_preview(&o.baseline).await?;
         let violations = if o.task.mode == TaskMode::ReadOnly {
@@ -59,6 +60,14 @@ impl Engine {
             recoveries: o.record.recoveries.clone(),
         })
     }
+}
+
+impl Reviews {
+    /// The copy's patch now: files (A/M/D) with line counts, totals, sha256 and length (not
+    /// the body), the latest verification and whether it is stale, and the test records.
+    pub async fn preview(&self, id: &str) -> Result<PreviewReport> {
+        self.core.preview(id).await
+    }
 
     /// [`Engine::preview`], bound to the sha256 the caller expects when it names one
     /// (`PATCH_CHANGED` otherwise), with the same check and wording as every other bound call.
@@ -77,10 +86,10 @@ impl Engine {
     /// The full patch bytes now, with its preview (for `legate diff`). When `expected_sha256`
     /// is given it must match (`PATCH_CHANGED`).
     pub async fn patch(&self, id: &str, expected_sha256: Option<&str>) -> Result<Preview> {
-        let o = self.open_copy(id).await?;
-        let preview = self.current_preview(&o.baseline).await?;
+        let o = self.core.open_copy(id).await?;
+        let preview = self.core.current_preview(&o.baseline).await?;
         if let Some(sha) = expected_sha256 {
-            Self::expect_sha(&preview, sha)?;
+            Core::expect_sha(&preview, sha)?;
         }
         Ok(preview)
     }
@@ -88,9 +97,9 @@ impl Engine {
     /// Reads the patch (or one file's part of it, selected by git) in windows bound to the
     /// sha256 the caller previewed.
     pub async fn read_patch(&self, id: &str, read: PatchRead) -> Result<PatchChunk> {
-        let o = self.open_copy(id).await?;
-        let preview = self.current_preview(&o.baseline).await?;
-        Self::expect_sha(&preview, &read.expected_sha256)?;
+        let o = self.core.open_copy(id).await?;
+        let preview = self.core.current_preview(&o.baseline).await?;
+        Core::expect_sha(&preview, &read.expected_sha256)?;
         let bytes = match &read.path {
             None => preview.patch.clone(),
             Some(path) => {

@@ -7,15 +7,16 @@
 //! module never integrates such a copy (the sender does), and never reads the original
 //! project of anything: a received copy has none.
 
+use super::Reviews;
 use super::blocking;
 use super::records::ReviewRecord;
-use crate::Engine;
+use crate::core::Core;
 use crate::request::ReceivedFiles;
 use legate_core::remote::ReturnedManifest;
 use legate_core::{Result, Task, Timestamp};
 use legate_workspace::Preview;
 
-impl Engine {
+impl Core {
     /// Makes the copy of a task whose workspace is [`crate::WorkspaceRequest::Received`] from
     /// the files sent, with them as its baseline, and stores its review record (the copy
     /// already made; its `copy.ready` event is announced when the turn starts).
@@ -54,21 +55,23 @@ impl Engine {
         };
         self.put_record(&task.id, &record)
     }
+}
 
+impl Reviews {
     /// For a finished task whose copy was made from received files: its patch and the
     /// manifest that goes back with it (the baseline id of the files received, the patch's
     /// sha256 and length, each changed path's sha256 or deleted, read from the patch's own
     /// tree). `None` for any other task.
     pub async fn returned_patch(&self, id: &str) -> Result<Option<(Preview, ReturnedManifest)>> {
-        let task = self.task(id)?;
+        let task = self.core.task(id)?;
         if task.workspace != legate_core::WorkspaceKind::Copy {
             return Ok(None);
         }
-        let Some(baseline_id) = self.record(&task.id)?.received else {
+        let Some(baseline_id) = self.core.record(&task.id)?.received else {
             return Ok(None);
         };
-        let o = self.open_copy(id).await?;
-        let preview = self.current_preview(&o.baseline).await?;
+        let o = self.core.open_copy(id).await?;
+        let preview = self.core.current_preview(&o.baseline).await?;
         let (b, p) = (o.baseline.clone(), preview.clone());
         let post_state = blocking(move || legate_workspace::post_state(&b, &p)).await?;
         let manifest = ReturnedManifest {

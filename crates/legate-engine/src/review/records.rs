@@ -7,7 +7,7 @@
 //! decides anything: the operations beside it do.
 
 use super::unavailable;
-use crate::Engine;
+use crate::core::Core;
 use async_trait::async_trait;
 use legate_core::{Error, Result, TaskId, Timestamp};
 use legate_workspace::{
@@ -407,7 +407,7 @@ pub struct CleanupReport {
     pub kept: usize,
 }
 
-impl Engine {
+impl Core {
     pub(crate) fn record(&self, id: &TaskId) -> Result<ReviewRecord> {
         let value = self
             .store()

@@ -34,7 +34,7 @@ impl ApprovalDesk {
     /// Approvals, newest first.
     pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
         match self {
-            Self::Engine(e) => e.approvals(filter),
+            Self::Engine(e) => e.approvals().list(filter),
             Self::Records(r) => r.approvals(filter),
         }
     }
@@ -44,7 +44,7 @@ impl ApprovalDesk {
     pub fn answer(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
         let id = self.resolve(id)?;
         match self {
-            Self::Engine(e) => e.answer_approval(&id, answer),
+            Self::Engine(e) => e.approvals().answer(&id, answer),
             Self::Records(r) => r.answer_approval(&id, answer),
         }
     }
@@ -52,7 +52,7 @@ impl ApprovalDesk {
     /// Decisions, newest first.
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         match self {
-            Self::Engine(e) => e.audit(filter),
+            Self::Engine(e) => e.approvals().audit(filter),
             Self::Records(r) => r.audit(filter),
         }
     }
@@ -61,7 +61,7 @@ impl ApprovalDesk {
     /// prefix of).
     pub fn resolve(&self, given: &str) -> Result<String> {
         match self {
-            Self::Engine(e) => e.find_approval(given),
+            Self::Engine(e) => e.approvals().find(given),
             Self::Records(r) => r.find_approval(given),
         }
     }

@@ -15,7 +15,7 @@
 
 use super::judge_answer::{self, JudgeInput, JudgeTool};
 use super::{Approval, AuditEntry};
-use crate::engine::Engine;
+use crate::core::Core;
 use legate_backend::{EventSink, SessionRequest, Turn};
 use legate_core::{
     Decider, Decision, EventKind, PermissionRequest, Result, Ruling, TaskId, TaskMode, Timestamp,
@@ -79,7 +79,7 @@ impl Passed {
 /// Asks the configured supervising agent about `approval`: `Some((Allow|Deny, reason))` for
 /// a valid answer in time, `None` (recorded in the audit when a judge was asked or skipped)
 /// otherwise.
-pub(crate) async fn ask(engine: &Engine, approval: &Approval) -> Option<(Decision, String)> {
+pub(crate) async fn ask(engine: &Core, approval: &Approval) -> Option<(Decision, String)> {
     let config = &engine.config().supervision;
     let judge = config.agent.as_deref()?;
     let outcome = if judge == approval.agent {
@@ -103,7 +103,7 @@ pub(crate) async fn ask(engine: &Engine, approval: &Approval) -> Option<(Decisio
 
 /// Audits a judge that did not decide: `decider: agent`, `decision: ask` (passed on), the
 /// channel `agent:NAME`, and why (with what it answered, bounded).
-fn record_passed(engine: &Engine, approval: &Approval, judge: &str, reason: String) {
+fn record_passed(engine: &Core, approval: &Approval, judge: &str, reason: String) {
     let entry = AuditEntry {
         id: 0,
         task_id: approval.task_id.clone(),
@@ -142,7 +142,7 @@ pub(crate) fn input(approval: &Approval) -> JudgeInput {
 
 /// Runs the judge's one turn and checks its answer.
 async fn judged(
-    engine: &Engine,
+    engine: &Core,
     judge: &str,
     approval: &Approval,
     limit: Duration,
@@ -217,7 +217,7 @@ fn floor(s: &str, at: usize) -> usize {
 /// `$LEGATE_HOME/judges/`, answered by [`NoTools`], with its backend and whether it takes a
 /// JSON Schema.
 fn session_request(
-    engine: &Engine,
+    engine: &Core,
     name: &str,
 ) -> Result<(Arc<dyn legate_backend::Backend>, SessionRequest, bool)> {
     // Nothing starts unconfined under `confinement = "required"`.

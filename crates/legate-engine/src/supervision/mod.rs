@@ -21,7 +21,8 @@ pub use legate_store::{
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 
-use crate::{Engine, Records};
+use crate::Records;
+use crate::core::Core;
 use legate_core::{Error, Result, TaskId};
 
 /// The longest reason an answer may carry, in bytes.
@@ -46,16 +47,24 @@ fn check_answer(answer: &ApprovalAnswer) -> Result<()> {
     Ok(())
 }
 
-impl Engine {
+/// The approval queue, seen from a supervisor: list, find and answer approvals, the
+/// audit of past rulings, and the signal that the queue changed.
+/// Handed out by [`Engine::approvals`](crate::Engine::approvals).
+#[derive(Debug, Clone)]
+pub struct Approvals {
+    pub(crate) core: Core,
+}
+
+impl Core {
     /// Approvals, newest first.
-    pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
+    pub(crate) fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
         self.store().approvals(filter)
     }
 
     /// Answers a pending approval: `APPROVAL_NOT_FOUND` for an unknown id, `APPROVAL_CLOSED`
     /// when it was already answered or expired (the first answer stands). The waiting agent
     /// is answered at once.
-    pub fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
+    pub(crate) fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
         check_answer(&answer)?;
         self.inner.queue.answer(id, &answer)
     }
@@ -63,25 +72,51 @@ impl Engine {
     /// The whole approval id `given` names: the id itself, or the one id it is a prefix of
     /// (at least [`MIN_APPROVAL_PREFIX`] characters). `APPROVAL_NOT_FOUND` for none,
     /// `INVALID_INPUT` for a malformed id or a prefix of several.
-    pub fn find_approval(&self, given: &str) -> Result<String> {
+    pub(crate) fn find_approval(&self, given: &str) -> Result<String> {
         self.store().find_approval(given)
     }
 
     /// Permission decisions, newest first.
-    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+    pub(crate) fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         self.store().audit(filter)
+    }
+}
+
+impl Approvals {
+    /// Approvals, newest first.
+    pub fn list(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
+        self.core.approvals(filter)
+    }
+
+    /// Answers a pending approval: `APPROVAL_NOT_FOUND` for an unknown id, `APPROVAL_CLOSED`
+    /// when it was already answered or expired (the first answer stands). The waiting agent
+    /// is answered at once.
+    pub fn answer(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
+        self.core.answer_approval(id, answer)
+    }
+
+    /// The whole approval id `given` names: the id itself, or the one id it is a prefix of
+    /// (at least [`MIN_APPROVAL_PREFIX`] characters). `APPROVAL_NOT_FOUND` for none,
+    /// `INVALID_INPUT` for a malformed id or a prefix of several.
+    pub fn find(&self, given: &str) -> Result<String> {
+        self.core.find_approval(given)
+    }
+
+    /// Permission decisions, newest first.
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        self.core.audit(filter)
     }
 
     /// A receiver whose value changes whenever an approval of a task this engine runs is
     /// stored or closed (answered, expired): what a live view of the queue waits on instead
     /// of polling. Approvals of tasks another process runs are not announced here.
-    pub fn approval_changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.queue.changes()
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.core.inner.queue.changes()
     }
 
     /// The pending approvals of one task, newest first (what `wait` and `status` report).
-    pub fn pending_approvals(&self, task_id: &TaskId) -> Result<Vec<Approval>> {
-        self.approvals(&ApprovalFilter {
+    pub fn pending(&self, task_id: &TaskId) -> Result<Vec<Approval>> {
+        self.core.approvals(&ApprovalFilter {
             task_id: Some(task_id.clone()),
             pending_only: true,
             limit: 100,

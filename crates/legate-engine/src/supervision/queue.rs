@@ -14,13 +14,12 @@
 
 use super::summary::{scope, summarize};
 use super::{Answer, Approval, ApprovalAnswer, ApprovalState, AuditEntry};
-use crate::engine::{Engine, Inner};
+use crate::core::WeakCore;
 use async_trait::async_trait;
 use legate_backend::{Answered, Ask, Sent, SupervisionChannel};
 use legate_core::{Decider, Decision, Result, Ruling, Timestamp};
 use legate_store::Store;
 use legate_supervisor::{Supervision, pick_allow, pick_reject};
-use std::sync::Weak;
 use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -39,14 +38,15 @@ pub(crate) struct Queue {
     /// Bumped whenever an approval of this process is stored or closed (answered, expired):
     /// what a live view of the queue follows ([`Engine::approval_changes`]).
     changed: watch::Sender<u64>,
-    engine: Weak<Inner>,
+    /// The engine's core, held weakly: the queue lives inside it.
+    core: WeakCore,
 }
 
 impl Queue {
     pub(crate) fn new(
         store: Store,
         config: &crate::config::SupervisionConfig,
-        engine: Weak<Inner>,
+        core: WeakCore,
     ) -> Self {
         Self {
             store,
@@ -54,7 +54,7 @@ impl Queue {
             judge: config.agent.clone(),
             answered: watch::channel(0).0,
             changed: watch::channel(0).0,
-            engine,
+            core,
         }
     }
 
@@ -138,11 +138,10 @@ impl Queue {
 
     /// The supervising agent's answer, written as any answer is (it may lose the race).
     async fn ask_judge(&self, approval: &Approval) {
-        let (Some(name), Some(inner)) = (&self.judge, self.engine.upgrade()) else {
+        let (Some(name), Some(core)) = (&self.judge, self.core.upgrade()) else {
             return;
         };
-        let engine = Engine { inner };
-        let Some((decision, reason)) = super::judge::ask(&engine, approval).await else {
+        let Some((decision, reason)) = super::judge::ask(&core, approval).await else {
             return;
         };
         let answer = match decision {

@@ -24,13 +24,14 @@ pub async fn list_project_files(
 ) -> Result<ProjectFilesOut> {
     let source = absolute("path", &args.path)?;
     engine
+        .reviews()
         .list_project_files(&source, &args.include_paths)
         .await
 }
 
 /// `preview`.
 pub async fn preview(engine: &Engine, task_id: &str) -> Result<PreviewOut> {
-    let p = engine.preview(task_id).await?;
+    let p = engine.reviews().preview(task_id).await?;
     Ok(PreviewOut {
         task_id: p.task_id.to_string(),
         source: p.source.display().to_string(),
@@ -54,6 +55,7 @@ pub async fn preview(engine: &Engine, task_id: &str) -> Result<PreviewOut> {
 /// `read_patch`.
 pub async fn read_patch(engine: &Engine, args: ReadPatchArgs) -> Result<ReadPatchOut> {
     engine
+        .reviews()
         .read_patch(
             &args.task_id,
             PatchRead {
@@ -70,6 +72,7 @@ pub async fn read_patch(engine: &Engine, args: ReadPatchArgs) -> Result<ReadPatc
 pub async fn verify(engine: &Engine, args: VerifyArgs) -> Result<VerifyOut> {
     let task = engine.task(&args.task_id)?;
     let v = engine
+        .reviews()
         .verify(task.id.as_str(), &args.expected_sha256, args.reviews)
         .await?;
     Ok(VerifyOut {
@@ -87,6 +90,7 @@ pub async fn test(engine: &Engine, args: TestArgs) -> Result<TestOut> {
         .transpose()?;
     let task = engine.task(&args.task_id)?;
     let e = engine
+        .reviews()
         .test_in(
             task.id.as_str(),
             &args.expected_sha256,
@@ -105,6 +109,7 @@ pub async fn test(engine: &Engine, args: TestArgs) -> Result<TestOut> {
 pub async fn record_test(engine: &Engine, args: RecordTestArgs) -> Result<TestOut> {
     let task = engine.task(&args.task_id)?;
     let e = engine
+        .reviews()
         .record_test(
             task.id.as_str(),
             &args.expected_sha256,
@@ -129,6 +134,7 @@ pub async fn integrate(
 ) -> Result<IntegrateOut> {
     let task = engine.task(&args.task_id)?;
     let r = engine
+        .reviews()
         .integrate(
             task.id.as_str(),
             Some(&args.expected_sha256),
@@ -144,7 +150,7 @@ pub async fn integrate(
 /// `discard`.
 pub async fn discard(engine: &Engine, task_id: &str) -> Result<DiscardOut> {
     let task = engine.task(task_id)?;
-    let r = engine.discard(task.id.as_str()).await?;
+    let r = engine.reviews().discard(task.id.as_str()).await?;
     Ok(DiscardOut {
         task_id: task.id.to_string(),
         copy_directory: r.copy_directory.display().to_string(),
@@ -154,7 +160,7 @@ pub async fn discard(engine: &Engine, task_id: &str) -> Result<DiscardOut> {
 
 /// `cleanup`.
 pub async fn cleanup(engine: &Engine) -> Result<CleanupOut> {
-    engine.cleanup().await
+    engine.reviews().cleanup().await
 }
 
 /// `usage`. A task id may be a unique prefix; it is resolved to the full id first.
@@ -163,7 +169,7 @@ pub fn usage(engine: &Engine, args: UsageArgs) -> Result<UsageOut> {
         Some(t) => Some(engine.task(&t)?.id.to_string()),
         None => None,
     };
-    engine.usage(&UsageFilter {
+    engine.records().usage(&UsageFilter {
         task_id,
         session_id: args.session_id,
         model: args.model,

@@ -285,7 +285,8 @@ impl AwaitingOut {
         task: &legate_core::TaskId,
     ) -> legate_core::Result<Vec<Self>> {
         Ok(engine
-            .pending_approvals(task)?
+            .approvals()
+            .pending(task)?
             .into_iter()
             .map(|a| Self {
                 id: a.id,

@@ -48,7 +48,7 @@ pub async fn discard(
     axum::Form(fields): Fields,
 ) -> Result<Redirect, PageError> {
     viewer.csrf_checked(&ui, csrf(&fields))?;
-    ui.inner.engine.discard(&id).await?;
+    ui.inner.engine.reviews().discard(&id).await?;
     tracing::info!(task_id = %id, audience = viewer.audience.as_str(), "discarded from the dashboard");
     Ok(back(&id))
 }
@@ -65,7 +65,12 @@ pub async fn verify(
 ) -> Result<Redirect, PageError> {
     viewer.csrf_checked(&ui, csrf(&fields))?;
     let sha = fields.get("sha256").map(String::as_str).unwrap_or("");
-    let v = ui.inner.engine.verify(&id, sha, Vec::new()).await?;
+    let v = ui
+        .inner
+        .engine
+        .reviews()
+        .verify(&id, sha, Vec::new())
+        .await?;
     tracing::info!(task_id = %id, passed = v.passed, audience = viewer.audience.as_str(), "verified from the dashboard");
     Ok(back(&id))
 }
@@ -84,7 +89,7 @@ pub async fn integrate(
         .get("sha256")
         .map(String::as_str)
         .filter(|s| !s.is_empty());
-    ui.inner.engine.integrate(&id, sha, None).await?;
+    ui.inner.engine.reviews().integrate(&id, sha, None).await?;
     tracing::info!(task_id = %id, audience = viewer.audience.as_str(), "integrated from the dashboard");
     Ok(back(&id))
 }

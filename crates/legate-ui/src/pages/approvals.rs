@@ -26,7 +26,7 @@ pub async fn page(
     Extension(viewer): Extension<Viewer>,
 ) -> Result<Markup, PageError> {
     let list = pending(&ui, &viewer)?;
-    let audit = ui.inner.engine.audit(&AuditFilter {
+    let audit = ui.inner.engine.approvals().audit(&AuditFilter {
         task_id: None,
         since: None,
         limit: LIMIT,
@@ -69,7 +69,7 @@ pub async fn page(
 
 /// The pending approvals, newest first, as the page and the live stream render them.
 pub fn pending(ui: &Dashboard, viewer: &Viewer) -> Result<Markup, PageError> {
-    let list = ui.inner.engine.approvals(&ApprovalFilter {
+    let list = ui.inner.engine.approvals().list(&ApprovalFilter {
         task_id: None,
         pending_only: true,
         limit: LIMIT,

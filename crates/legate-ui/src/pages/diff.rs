@@ -33,6 +33,7 @@ pub struct DiffQuery {
 pub async fn view(engine: &Engine, task: &Task, report: &PreviewReport, page: usize) -> Markup {
     let base = format!("/tasks/{}", encode(task.id.as_str()));
     match engine
+        .reviews()
         .patch(task.id.as_str(), Some(&report.patch.sha256))
         .await
     {

@@ -96,8 +96,8 @@ fn summary(t: &Task) -> Markup {
 /// The review section of a copy task: its state, the patch, verification, tests, actions.
 async fn review(ui: &Dashboard, viewer: &Viewer, task: &Task, diff_page: usize) -> Markup {
     let engine = &ui.inner.engine;
-    let copy = engine.current_copy(task.id.as_str());
-    let report = engine.preview(task.id.as_str()).await;
+    let copy = engine.reviews().current_copy(task.id.as_str());
+    let report = engine.reviews().preview(task.id.as_str()).await;
     let href = format!("/tasks/{}", encode(task.id.as_str()));
     let ended = task.state.is_terminal() || task.state == TaskState::InputRequired;
     html! {

@@ -49,7 +49,7 @@ pub async fn page(
     let engine = ui.inner.engine.clone();
     let f = filter.clone();
     // The report reads up to 100,000 stored tasks: off the async workers.
-    let report = tokio::task::spawn_blocking(move || engine.usage(&f))
+    let report = tokio::task::spawn_blocking(move || engine.records().usage(&f))
         .await
         .map_err(|_| PageError::from(legate_core::Error::internal("the usage report stopped")))??;
     let grouped = group(&report);

@@ -18,7 +18,8 @@ pub use envelope::{Found, take_envelopes};
 pub use receipts::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 
 use super::GroupDefinition;
-use crate::{Engine, MessageRequest};
+use crate::MessageRequest;
+use crate::core::Core;
 use legate_core::remote::sha256_hex;
 use legate_core::{Error, ErrorCode, EventKind, Result, TaskId, Timestamp};
 use legate_store::{PeerCaps, PeerClaim, PeerMessageRecord, Store};
@@ -330,7 +331,7 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
     ))
 }
 
-impl Engine {
+impl Core {
     /// Delivers the messages queued for `node` as the next turns of its context (the node's
     /// conversation, which exists once the node was admitted), each marked `sent` once its
     /// turn was accepted; a refused turn leaves it `queued` and is the error. Returns the

@@ -2,7 +2,8 @@
 //! (`agent-reported`), the route, the state and the text's sha256. This module reads; it
 //! never records or delivers, and never returns a message's text or the task carrying it.
 
-use crate::Engine;
+use crate::core::Core;
+use crate::group::Groups;
 use legate_core::{Error, Result, Timestamp};
 use legate_store::{PeerMessageRecord, PeerState};
 use serde::Serialize;
@@ -93,7 +94,7 @@ pub struct PeerReceiptPage {
     pub has_more: bool,
 }
 
-impl Engine {
+impl Groups {
     /// Up to `limit` (1 to 20) receipts of the group's peer messages after the cursor
     /// `after` (0 or absent: from the first), without their bodies.
     pub fn peer_receipts(
@@ -113,8 +114,9 @@ impl Engine {
                 "after must be a cursor of this group's receipts (0 or more)",
             ));
         }
-        self.peer_group_known(group_id)?;
+        self.core.peer_group_known(group_id)?;
         let mut rows = self
+            .core
             .store()
             .peer_messages_after(group_id, after, limit + 1)?;
         let has_more = rows.len() > limit as usize;
@@ -129,7 +131,7 @@ impl Engine {
     }
 }
 
-impl Engine {
+impl Core {
     /// `GROUP_NOT_FOUND` unless the group exists (its status is read).
     fn peer_group_known(&self, group_id: &str) -> Result<()> {
         self.group_status(group_id).map(|_| ())
