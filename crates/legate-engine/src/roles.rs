@@ -10,10 +10,11 @@
 //! instructions are guidance for the agent, framed as such by `framing`, and the supervisor
 //! answers the agent's requests whatever the role says.
 
+pub use crate::config::{RoleDefaults, RoleSpec};
 use crate::core::Core;
 use crate::request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest, validate_model};
 use legate_core::{Error, ErrorCode, Result, RoleBase, TaskMode, TaskRole};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::time::Duration;
 
 /// The longest role name, in characters (lowercase ASCII letters, digits and hyphens).
@@ -27,49 +28,6 @@ pub const MAX_CUSTOM_ROLES: usize = 20;
 /// The largest output schema a role's defaults may hold, serialized, in bytes (the same limit
 /// as a request's JSON Schema).
 const MAX_OUTPUT_SCHEMA_BYTES: usize = 64 * 1024;
-
-/// What a configured role fills in when a request leaves a field out. Each field replaces
-/// the request's whole field only when the request has none; a list is never merged.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct RoleDefaults {
-    /// The agent, for a new conversation that names none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<String>,
-    /// The model (an id, or `auto` for the agent's own choice).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// The files or directories a copy workspace is narrowed to, when the request names a
-    /// copy without any (for another workspace there is nothing to narrow).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub include_paths: Option<Vec<String>>,
-    /// The turn's timeout, in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_seconds: Option<u64>,
-    /// The mode; only `read-only` for a planner or reviewer base.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<TaskMode>,
-    /// A JSON Schema the answer must follow (structured output); only for an implementer
-    /// base, since planners and reviewers keep their own report contracts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<serde_json::Value>,
-}
-
-/// A configured role, as `[roles.NAME]` declares it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RoleSpec {
-    /// Its name: 1 to 32 lowercase letters, digits and hyphens, not a built-in name.
-    pub name: String,
-    /// The built-in role it is built on.
-    pub base: RoleBase,
-    /// What it is for (at most 500 characters).
-    pub description: Option<String>,
-    /// Its instructions to the agent (non-empty, at most 8,000 characters).
-    pub instructions: String,
-    /// What it fills in.
-    pub defaults: RoleDefaults,
-}
 
 /// One role as listed to a caller (the MCP `roles` tool, `legate roles`).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -13,16 +13,10 @@
 //! trims, reorders or otherwise repairs a definition: a bad one is refused whole.
 
 use super::definition::GroupDefinition;
+pub use crate::config::{DEFAULT_MAX_NODES, MAX_NODES};
 use legate_core::{Error, ErrorCode, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// At most this many nodes in a group unless configured otherwise (`max_group_nodes`): the
-/// seed's limit.
-pub const DEFAULT_MAX_NODES: usize = 32;
-/// The most nodes a configuration may allow in a group. The definition's 4 MiB and each
-/// node's 64 KiB context still bound it; past a few hundred nodes a listing of the group's
-/// status stops being readable.
-pub const MAX_NODES: usize = 256;
 /// The largest definition, as canonical JSON.
 pub const MAX_DEFINITION_BYTES: usize = 4 << 20;
 /// At most this many peer routes.

@@ -19,69 +19,15 @@ pub(crate) mod selection;
 
 pub use read::{DEFAULT_MEMORY_PIECE, MAX_MEMORY_PIECE, MemoryPiece};
 
+pub use crate::config::{
+    MEMORY_MAX_BYTES_CEILING, MEMORY_MAX_ENTRIES_CEILING, MEMORY_MAX_ENTRY_BYTES_CEILING,
+    MemoryLimits,
+};
 use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result};
 use legate_store::{MemoryBounds, MemoryMeta, MemoryWrite};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// The seed's ceiling on [`MemoryLimits::max_entries`].
-pub const MEMORY_MAX_ENTRIES_CEILING: u64 = 10_000;
-/// The seed's ceiling on [`MemoryLimits::max_bytes`]: 64 MiB.
-pub const MEMORY_MAX_BYTES_CEILING: u64 = 64 << 20;
-/// The seed's ceiling on [`MemoryLimits::max_entry_bytes`]: 1 MiB.
-pub const MEMORY_MAX_ENTRY_BYTES_CEILING: u64 = 1 << 20;
-
-/// How much private memory the store keeps, over every project (`[memory]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct MemoryLimits {
-    /// Entries (default 100, at most 10,000).
-    pub max_entries: u64,
-    /// UTF-8 bytes of text (default 1 MiB, at most 64 MiB).
-    pub max_bytes: u64,
-    /// UTF-8 bytes of one entry (default 64 KiB, at most 1 MiB and at most `max_bytes`).
-    pub max_entry_bytes: u64,
-}
-
-impl Default for MemoryLimits {
-    fn default() -> Self {
-        Self {
-            max_entries: 100,
-            max_bytes: 1 << 20,
-            max_entry_bytes: 64 << 10,
-        }
-    }
-}
-
-impl MemoryLimits {
-    /// `CONFIG_INVALID` unless every limit is at least 1 and within the seed's bounds, and one
-    /// entry may not pass the total.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::new(ErrorCode::ConfigInvalid, m));
-        if !(1..=MEMORY_MAX_ENTRIES_CEILING).contains(&self.max_entries) {
-            return bad(format!(
-                "memory.max_entries must be between 1 and {MEMORY_MAX_ENTRIES_CEILING} (got {})",
-                self.max_entries
-            ));
-        }
-        if !(1..=MEMORY_MAX_BYTES_CEILING).contains(&self.max_bytes) {
-            return bad(format!(
-                "memory.max_bytes must be between 1 and {MEMORY_MAX_BYTES_CEILING} (got {})",
-                self.max_bytes
-            ));
-        }
-        let entry_max = MEMORY_MAX_ENTRY_BYTES_CEILING.min(self.max_bytes);
-        if !(1..=entry_max).contains(&self.max_entry_bytes) {
-            return bad(format!(
-                "memory.max_entry_bytes must be between 1 and {entry_max} (1 MiB, and no more than memory.max_bytes; got {})",
-                self.max_entry_bytes
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// One entry, without its text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,67 +7,16 @@
 //! decides anything: the operations beside it do.
 
 use super::unavailable;
+pub use crate::config::{ApprovalMode, ReviewConfig};
 use crate::core::Core;
 use async_trait::async_trait;
 use legate_core::{Error, Result, TaskId, Timestamp};
 use legate_workspace::{
-    CopyLimits, CopyReport, Criterion, FileChange, Integrated, Outcome, PatchSummary, Preview,
-    SecretPolicy, TestCommand, Verification,
+    CopyReport, Criterion, FileChange, Integrated, Outcome, PatchSummary, Preview, TestCommand,
+    Verification,
 };
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::time::Duration;
-
-legate_core::wire_enum! {
-    /// Whether integration asks the caller first.
-    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-    pub enum ApprovalMode {
-        /// Integrate once every check passes (the default). No check is relaxed.
-        #[default]
-        Auto => "auto",
-        /// Also require the confirmer's explicit `accept` with `confirm: true`.
-        Ask => "ask",
-    }
-}
-
-/// The configuration of copies and their review.
-#[derive(Debug, Clone)]
-pub struct ReviewConfig {
-    /// Copy and change limits.
-    pub limits: CopyLimits,
-    /// Secret exclusions and exceptions.
-    pub secrets: SecretPolicy,
-    /// Finished copies older than this are removed by the sweep.
-    pub retention: Duration,
-    /// `auto` or `ask`.
-    pub approval: ApprovalMode,
-    /// Whether integration also needs a current passing test run by Legate.
-    pub require_tests: bool,
-    /// Default timeout of `test`.
-    pub test_timeout: Duration,
-    /// Bound on each captured output stream of a test, in bytes.
-    pub max_test_output: usize,
-    /// Whether the copy of a task interrupted by the death of its process (marked
-    /// `SERVER_RESTARTED` at recovery) is kept for inspection until the retention sweep,
-    /// instead of being removed at recovery. Recorded with each task when it is submitted.
-    pub keep_interrupted_copies: bool,
-}
-
-impl Default for ReviewConfig {
-    fn default() -> Self {
-        Self {
-            limits: CopyLimits::default(),
-            secrets: SecretPolicy::default(),
-            retention: Duration::from_secs(168 * 3600),
-            approval: ApprovalMode::Auto,
-            require_tests: false,
-            test_timeout: legate_workspace::DEFAULT_TIMEOUT,
-            max_test_output: legate_workspace::DEFAULT_MAX_OUTPUT,
-            keep_interrupted_copies: false,
-        }
-    }
-}
 
 legate_core::wire_enum! {
     /// Who produced a test record.

@@ -2,6 +2,9 @@
 //! ([`FrontLimits`]) so that no front keeps its own. This module only holds values; it never
 //! reads a file (the binary's configuration does) and never enforces anything itself.
 
+mod features;
+
+pub use features::*;
 use legate_core::AgentSpec;
 use legate_supervisor::network::NetworkPolicy;
 use std::collections::BTreeMap;
@@ -95,7 +98,7 @@ pub struct EngineConfig {
     /// by agent name.
     pub state_dirs: BTreeMap<String, PathBuf>,
     /// Copy workspaces and their review: limits, secret policy, retention, approval mode.
-    pub review: crate::review::ReviewConfig,
+    pub review: ReviewConfig,
     /// Files and directories no agent or test command may see besides `$LEGATE_HOME`: the
     /// token files and the configuration file, when they are elsewhere.
     pub hidden: Vec<PathBuf>,
@@ -107,9 +110,9 @@ pub struct EngineConfig {
     /// The approval queue: deadlines and the supervising agent (`[supervision]`).
     pub supervision: SupervisionConfig,
     /// The configured roles (`[roles.NAME]`), checked when the engine starts.
-    pub roles: Vec<crate::roles::RoleSpec>,
+    pub roles: Vec<RoleSpec>,
     /// How much private memory the store keeps (`[memory]`).
-    pub memory: crate::memory::MemoryLimits,
+    pub memory: MemoryLimits,
     /// Directories that are never a workspace, a copy's source or a test's root, nor inside
     /// one (`forbidden_directories`), as configured (absolute).
     pub forbidden_directories: Vec<PathBuf>,
@@ -229,20 +232,20 @@ impl EngineConfig {
             default_timeout: Duration::from_secs(1800),
             idle_timeout: Duration::from_secs(300),
             max_idle_sessions: DEFAULT_MAX_IDLE_SESSIONS,
-            max_group_nodes: crate::DEFAULT_MAX_NODES,
+            max_group_nodes: DEFAULT_MAX_NODES,
             cancel_grace: Duration::from_secs(5),
             retention: 1000,
             default_agent: "revisor".to_string(),
             agents: BTreeMap::new(),
             confinement: legate_confine::Requirement::BestEffort,
             state_dirs: BTreeMap::new(),
-            review: crate::review::ReviewConfig::default(),
+            review: ReviewConfig::default(),
             hidden: Vec::new(),
             fronts: FrontLimits::default(),
             policy: legate_supervisor::Policy::empty(),
             supervision: SupervisionConfig::default(),
             roles: Vec::new(),
-            memory: crate::memory::MemoryLimits::default(),
+            memory: MemoryLimits::default(),
             forbidden_directories: Vec::new(),
             skills: SkillsConfig::default(),
             controls: legate_core::ControlsConfig::default(),
