@@ -160,7 +160,9 @@ impl Artifacts {
         let bytes =
             tokio::task::spawn_blocking(move || read_kept(&dir, &sha, size, &name_owned, &secrets))
                 .await
-                .map_err(|e| Error::internal(format!("reading an artifact stopped: {e}")))??;
+                .map_err(|e| {
+                    Error::caused_by(ErrorCode::Internal, "reading an artifact stopped", e)
+                })??;
         Ok(ArtifactBytes { artifact, bytes })
     }
 }

@@ -397,16 +397,18 @@ fn create_private_dir(dir: &std::path::Path) -> Result<()> {
             .mode(0o700)
             .create(dir)
             .map_err(|e| {
-                Error::new(
+                Error::caused_by(
                     ErrorCode::ConfigInvalid,
-                    format!("could not create {}: {e}", dir.display()),
+                    format!("could not create {}", dir.display()),
+                    e,
                 )
             })?;
     }
     let meta = std::fs::metadata(dir).map_err(|e| {
-        Error::new(
+        Error::caused_by(
             ErrorCode::ConfigInvalid,
-            format!("could not read {}: {e}", dir.display()),
+            format!("could not read {}", dir.display()),
+            e,
         )
     })?;
     if !meta.is_dir() {

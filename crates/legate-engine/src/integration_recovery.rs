@@ -18,7 +18,7 @@
 
 use crate::ApprovalMode;
 use crate::review::{IntegrationRecord, IntegrationRecovery, ReviewRecord, notice_event};
-use legate_core::{Error, Result, TaskId, Timestamp};
+use legate_core::{Error, ErrorCode, Result, TaskId, Timestamp};
 use legate_store::Store;
 use legate_workspace::{Integrated, Outcome, Recovered, Standing};
 use std::path::Path;
@@ -78,8 +78,9 @@ fn record(store: &Store, r: Recovered) -> Result<bool> {
         r.finish();
         return Ok(false);
     };
-    let mut record: ReviewRecord = serde_json::from_value(value)
-        .map_err(|e| Error::internal(format!("a review record could not be read: {e}")))?;
+    let mut record: ReviewRecord = serde_json::from_value(value).map_err(|e| {
+        Error::caused_by(ErrorCode::Internal, "a review record could not be read", e)
+    })?;
     if is_recorded(&record, &r.journal_id) {
         r.finish();
         return Ok(false);
@@ -129,8 +130,13 @@ fn record(store: &Store, r: Recovered) -> Result<bool> {
         message,
         serde_json::to_value(&recovery).unwrap_or_default(),
     );
-    let value = serde_json::to_value(&record)
-        .map_err(|e| Error::internal(format!("a review record could not be encoded: {e}")))?;
+    let value = serde_json::to_value(&record).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            "a review record could not be encoded",
+            e,
+        )
+    })?;
     store.put_review_with_events(&id, &value, &[event])?;
     tracing::warn!(task = %id, outcome = r.outcome.as_str(), files = r.files.len(), "recorded a recovered integration");
     r.finish();

@@ -19,7 +19,7 @@
 
 use crate::config::Paths;
 use crate::review::ReviewRecord;
-use legate_core::{Error, EventKind, Result, TaskId, Timestamp};
+use legate_core::{Error, ErrorCode, EventKind, Result, TaskId, Timestamp};
 use legate_store::Store;
 use legate_workspace::Baseline;
 
@@ -61,8 +61,13 @@ fn settle_one(store: &Store, paths: &Paths, id: &TaskId) -> Result<Fate> {
     let Some(value) = store.review(id)? else {
         return Ok(Fate::NoCopy);
     };
-    let mut record: ReviewRecord = serde_json::from_value(value)
-        .map_err(|e| Error::internal(format!("the review record of {id} is unreadable: {e}")))?;
+    let mut record: ReviewRecord = serde_json::from_value(value).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            format!("the review record of {id} is unreadable"),
+            e,
+        )
+    })?;
     if record.discarded_at.is_some() {
         return Ok(Fate::NoCopy);
     }
@@ -111,8 +116,13 @@ fn settle_one(store: &Store, paths: &Paths, id: &TaskId) -> Result<Fate> {
     drop(lock);
     record.discarded_at = Some(Timestamp::now());
     record.touched_at = Timestamp::now();
-    let value = serde_json::to_value(&record)
-        .map_err(|e| Error::internal(format!("a review record could not be encoded: {e}")))?;
+    let value = serde_json::to_value(&record).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            "a review record could not be encoded",
+            e,
+        )
+    })?;
     if !removed_copy && !removed_base {
         store.put_review(id, &value)?;
         return Ok(Fate::NoCopy);

@@ -51,9 +51,10 @@ impl Runner {
             .open(&path)
             .map_err(|e| io_error(&path, &e))?;
         file.try_lock().map_err(|e| {
-            Error::new(
+            Error::caused_by(
                 ErrorCode::Internal,
-                format!("could not lock {}: {e}", path.display()),
+                format!("could not lock {}", path.display()),
+                e,
             )
         })?;
         Ok(Runner {

@@ -190,16 +190,22 @@ pub struct Comparisons {
 
 impl Core {
     fn put_comparison(&self, record: &ComparisonRecord) -> Result<()> {
-        let value = serde_json::to_value(record)
-            .map_err(|e| Error::internal(format!("a comparison could not be encoded: {e}")))?;
+        let value = serde_json::to_value(record).map_err(|e| {
+            Error::caused_by(ErrorCode::Internal, "a comparison could not be encoded", e)
+        })?;
         self.store()
             .put_comparison(&record.id, record.source_task_id.as_str(), &value)
     }
 
     pub(crate) fn comparison_record(&self, id: &str) -> Result<ComparisonRecord> {
         let value = self.store().comparison(id)?;
-        serde_json::from_value(value)
-            .map_err(|e| Error::internal(format!("the comparison {id} is unreadable: {e}")))
+        serde_json::from_value(value).map_err(|e| {
+            Error::caused_by(
+                ErrorCode::Internal,
+                format!("the comparison {id} is unreadable"),
+                e,
+            )
+        })
     }
 
     /// Makes one copy per `(copy, baseline)` directory pair from one reading of the source

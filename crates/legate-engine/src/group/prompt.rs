@@ -52,7 +52,13 @@ pub(crate) fn framed(
         node,
         predecessors: passed,
     })
-    .map_err(|e| Error::internal(format!("a workflow context could not be encoded: {e}")))?;
+    .map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            "a workflow context could not be encoded",
+            e,
+        )
+    })?;
     let json = json
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")

@@ -436,7 +436,7 @@ impl Core {
         let to = match self.take_checkpoint(task, hook, known).await {
             Ok(cp) => NodeRecord {
                 checkpoint: Some(serde_json::to_string(&cp).map_err(|e| {
-                    Error::internal(format!("a checkpoint could not be encoded: {e}"))
+                    Error::caused_by(ErrorCode::Internal, "a checkpoint could not be encoded", e)
                 })?),
                 ..with_error(rec, NodeState::Succeeded, None)
             },

@@ -266,11 +266,12 @@ fn ancestors(definition: &GroupDefinition, node: usize) -> BTreeSet<usize> {
 
 /// The definition as canonical JSON: every object's keys sorted, defaults written out.
 pub(crate) fn canonical(definition: &GroupDefinition) -> Result<String> {
-    let value = serde_json::to_value(definition)
-        .map_err(|e| Error::internal(format!("a definition could not be encoded: {e}")))?;
+    let value = serde_json::to_value(definition).map_err(|e| {
+        Error::caused_by(ErrorCode::Internal, "a definition could not be encoded", e)
+    })?;
     let sorted = sort_keys(value);
     serde_json::to_string(&sorted)
-        .map_err(|e| Error::internal(format!("a definition could not be encoded: {e}")))
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "a definition could not be encoded", e))
 }
 
 /// `value` with every object's keys in sorted order, whatever map serde_json was built with.

@@ -7,7 +7,7 @@
 //! tag of its own. It never carries a file's content.
 
 use super::{ContextDecision, ContextPack, DecisionOrigin};
-use legate_core::{Error, Result};
+use legate_core::{Error, ErrorCode, Result};
 use serde::Serialize;
 
 /// The block's first line.
@@ -34,7 +34,7 @@ pub(crate) fn context_block(pack: &ContextPack, decisions: &[String]) -> Result<
             .collect(),
     };
     let json = serde_json::to_string_pretty(&carried)
-        .map_err(|e| Error::internal(format!("a context could not be encoded: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "a context could not be encoded", e))?;
     let json = json
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")

@@ -193,6 +193,6 @@ pub(crate) fn context_sha256(pack: &ContextPack) -> Result<String> {
     let mut canonical = pack.clone();
     canonical.context_sha256 = String::new();
     let bytes = serde_json::to_vec(&canonical)
-        .map_err(|e| Error::internal(format!("a context could not be encoded: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "a context could not be encoded", e))?;
     Ok(legate_workspace::sha256_hex(&bytes))
 }

@@ -135,7 +135,7 @@ impl Core {
 /// starting now finds already changed).
 pub(super) fn snapshot(baseline: &Baseline) -> Result<Vec<PathState>> {
     let root = legate_beneath::Root::open(baseline.copy())
-        .map_err(|e| Error::internal(format!("the copy could not be opened: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "the copy could not be opened", e))?;
     Ok(legate_workspace::read_only_changes(baseline)?
         .into_iter()
         .map(|path| PathState {
@@ -154,7 +154,7 @@ pub(super) fn changed_since(
     after: Vec<String>,
 ) -> Result<Vec<String>> {
     let root = legate_beneath::Root::open(baseline.copy())
-        .map_err(|e| Error::internal(format!("the copy could not be opened: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "the copy could not be opened", e))?;
     let now: Vec<PathState> = after
         .into_iter()
         .map(|path| PathState {

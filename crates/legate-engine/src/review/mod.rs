@@ -66,7 +66,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::internal(format!("a copy operation panicked: {e}")))?
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "a copy operation panicked", e))?
 }
 
 pub(crate) fn notice_event(

@@ -10,7 +10,7 @@ use super::unavailable;
 pub use crate::config::{ApprovalMode, ReviewConfig};
 use crate::core::Core;
 use async_trait::async_trait;
-use legate_core::{Error, Result, TaskId, Timestamp};
+use legate_core::{Error, ErrorCode, Result, TaskId, Timestamp};
 use legate_workspace::{
     CopyReport, Criterion, FileChange, Integrated, Outcome, PatchSummary, Preview, TestCommand,
     Verification,
@@ -362,13 +362,23 @@ impl Core {
             .store()
             .review(id)?
             .ok_or_else(|| unavailable(format!("task {id} is not a copy task")))?;
-        serde_json::from_value(value)
-            .map_err(|e| Error::internal(format!("the review record of {id} is unreadable: {e}")))
+        serde_json::from_value(value).map_err(|e| {
+            Error::caused_by(
+                ErrorCode::Internal,
+                format!("the review record of {id} is unreadable"),
+                e,
+            )
+        })
     }
 
     pub(super) fn put_record(&self, id: &TaskId, record: &ReviewRecord) -> Result<()> {
-        let value = serde_json::to_value(record)
-            .map_err(|e| Error::internal(format!("a review record could not be encoded: {e}")))?;
+        let value = serde_json::to_value(record).map_err(|e| {
+            Error::caused_by(
+                ErrorCode::Internal,
+                "a review record could not be encoded",
+                e,
+            )
+        })?;
         self.store().put_review(id, &value)
     }
 }

@@ -314,7 +314,13 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
         "messageId": message.message_id,
         "text": message.text,
     }))
-    .map_err(|e| Error::internal(format!("a peer message could not be encoded: {e}")))?
+    .map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            "a peer message could not be encoded",
+            e,
+        )
+    })?
     .replace('<', "\\u003c")
     .replace('>', "\\u003e")
     .replace('&', "\\u0026");
