@@ -67,7 +67,7 @@ fn agent_message(task: &Task, id: String, parts: Vec<Part>) -> Message {
 pub fn status_text(task: &Task) -> Option<String> {
     match (&task.error, &task.status_message) {
         (Some(e), Some(m)) => Some(format!("{}: {m}", e.code.as_str())),
-        (Some(e), None) => Some(format!("{}: {}", e.code.as_str(), e.message)),
+        (Some(e), None) => Some(format!("{}: {}", e.code.as_str(), e.detail())),
         (None, m) => m.clone(),
     }
 }
@@ -130,7 +130,7 @@ pub fn answer_artifact(task: &Task) -> Option<Artifact> {
         "notices": result.notices,
         "usage": task.usage,
         "state": task.state.as_str(),
-        "error": task.error.as_ref().map(|e| json!({"code": e.code.as_str(), "message": e.message})),
+        "error": task.error.as_ref().map(|e| json!({"code": e.code.as_str(), "message": e.detail()})),
     });
     let mut parts = Vec::new();
     if !result.text.is_empty() {
@@ -255,17 +255,15 @@ pub fn task_with_history(
 /// `google.rpc.ErrorInfo` reason.
 pub fn error(e: &legate_core::Error) -> A2AError {
     let base = match e.code {
-        ErrorCode::TaskNotFound => {
-            A2AError::new(a2a::error_code::TASK_NOT_FOUND, e.message.clone())
-        }
+        ErrorCode::TaskNotFound => A2AError::new(a2a::error_code::TASK_NOT_FOUND, e.detail()),
         ErrorCode::TaskNotCancelable => {
-            A2AError::new(a2a::error_code::TASK_NOT_CANCELABLE, e.message.clone())
+            A2AError::new(a2a::error_code::TASK_NOT_CANCELABLE, e.detail())
         }
-        ErrorCode::TaskNotAwaitingInput => A2AError::unsupported_operation(e.message.clone()),
+        ErrorCode::TaskNotAwaitingInput => A2AError::unsupported_operation(e.detail()),
         ErrorCode::Internal | ErrorCode::StoreError => {
-            A2AError::internal(format!("{}: {}", e.code.as_str(), e.message))
+            A2AError::internal(format!("{}: {}", e.code.as_str(), e.detail()))
         }
-        _ => A2AError::invalid_params(format!("{}: {}", e.code.as_str(), e.message)),
+        _ => A2AError::invalid_params(format!("{}: {}", e.code.as_str(), e.detail())),
     };
     let mut meta = HashMap::new();
     meta.insert("legateCode".to_string(), e.code.as_str().to_string());

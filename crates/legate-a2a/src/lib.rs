@@ -106,7 +106,7 @@ pub async fn boot(engine: &Engine, options: &A2aOptions) -> (Router, BootReport)
         let info = match probed {
             Ok(info) => info,
             Err(e) => {
-                tracing::warn!(agent = %name, code = e.code.as_str(), error = %e.message, "agent not served over A2A: it did not start");
+                tracing::warn!(agent = %name, code = e.code.as_str(), error = %e.detail(), "agent not served over A2A: it did not start");
                 report.failed.push((name, e));
                 continue;
             }

@@ -84,7 +84,7 @@ pub async fn artifact(engine: &Engine, task: &Task) -> Option<Artifact> {
             parts
         }
         Err(e) => vec![Part::data(json!({
-            "error": {"code": e.code.as_str(), "message": e.message},
+            "error": {"code": e.code.as_str(), "message": e.detail()},
             "review": review,
         }))],
     };

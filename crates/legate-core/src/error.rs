@@ -243,10 +243,12 @@ impl fmt::Display for ErrorCode {
 }
 
 /// A Legate error: a stable code and one sentence for a person, and the error that caused
-/// it, when there is one. The cause is kept for logs and error chains (`{:#}` in the binary,
-/// `std::error::Error::source`); it never travels on the wire, and two errors are equal when
-/// their code and sentence are.
-#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+/// it, when there is one. The cause is kept as the error's source (`std::error::Error::source`,
+/// `{:#}` in the binary, logs), never pasted into the sentence by the code that raised it.
+/// What leaves the process (the wire, the store, a page) is [`Error::detail`]: the sentence
+/// followed by its causes, so a caller still reads why. Two errors are equal when their code
+/// and sentence are.
+#[derive(Debug, Clone, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct Error {
     /// What kind of failure this is; stable.
@@ -290,6 +292,25 @@ impl Error {
         }
     }
 
+    /// The sentence followed by each cause in the chain (`sentence: cause: cause`), each said
+    /// once: what a person outside the process reads. Without a cause, the sentence alone.
+    pub fn detail(&self) -> String {
+        let mut text = self.message.clone();
+        let mut next: Option<&(dyn std::error::Error + 'static)> = match &self.cause {
+            Some(cause) => Some(cause.as_ref()),
+            None => None,
+        };
+        while let Some(cause) = next {
+            let said = cause.to_string();
+            if !said.is_empty() && !text.ends_with(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            next = cause.source();
+        }
+        text
+    }
+
     /// Shorthand for [`ErrorCode::InvalidInput`].
     pub fn invalid_input(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidInput, message)
@@ -298,6 +319,22 @@ impl Error {
     /// Shorthand for [`ErrorCode::Internal`].
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Internal, message)
+    }
+}
+
+/// Written as `{"code", "message"}`, the message being [`Error::detail`]: the cause's text
+/// leaves with the sentence, the cause itself does not (it is not serializable), so an
+/// error read back has the same text and no source.
+impl Serialize for Error {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("Error", 2)?;
+        out.serialize_field("code", &self.code)?;
+        out.serialize_field("message", &self.detail())?;
+        out.end()
     }
 }
 
@@ -318,19 +355,47 @@ mod tests {
     }
 
     #[test]
-    fn a_cause_is_kept_for_the_chain_and_never_serialized() {
+    fn a_cause_is_kept_for_the_chain_and_leaves_as_text() {
         use std::error::Error as _;
         let io = std::io::Error::other("disk on fire");
         let e = Error::caused_by(ErrorCode::StoreError, "the store could not be written", io);
         assert_eq!(e.source().unwrap().to_string(), "disk on fire");
+        assert_eq!(e.message, "the store could not be written");
         let json = serde_json::to_value(&e).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"code": "STORE_ERROR", "message": "the store could not be written"})
+            serde_json::json!({"code": "STORE_ERROR", "message": "the store could not be written: disk on fire"})
         );
         let back: Error = serde_json::from_value(json).unwrap();
-        assert_eq!(back, e, "equal by code and sentence");
+        assert_eq!(back.detail(), e.detail(), "the same text after the trip");
         assert!(back.source().is_none());
+        let plain = Error::new(ErrorCode::StoreError, "the store could not be written");
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap()["message"],
+            "the store could not be written"
+        );
+    }
+
+    #[test]
+    fn detail_says_each_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("git failed")]
+        struct Outer(#[source] std::io::Error);
+        let e = Error::caused_by(
+            ErrorCode::Internal,
+            "cannot make the copy",
+            Outer(std::io::Error::other("no space left")),
+        );
+        assert_eq!(
+            e.detail(),
+            "cannot make the copy: git failed: no space left"
+        );
+        let repeated = Error::caused_by(
+            ErrorCode::Internal,
+            "read failed: boom",
+            std::io::Error::other("boom"),
+        );
+        assert_eq!(repeated.detail(), "read failed: boom");
     }
 
     #[test]

@@ -704,7 +704,7 @@ impl ServerHandler for LegateMcp {
             let e = not_available(&name, self.options.profile);
             tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
             return Err(ErrorData::invalid_params(
-                e.message.clone(),
+                e.detail(),
                 Some(json!({ "code": e.code.as_str() })),
             ));
         }

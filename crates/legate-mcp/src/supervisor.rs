@@ -302,7 +302,7 @@ impl ServerHandler for SupervisorMcp {
             let e = not_available(&name);
             tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
             return Err(ErrorData::invalid_params(
-                e.message.clone(),
+                e.detail(),
                 Some(json!({ "code": e.code.as_str() })),
             ));
         }

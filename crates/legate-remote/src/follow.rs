@@ -138,7 +138,7 @@ impl Follow<'_> {
                 tracing::info!(task_id = %self.task, remote_task = %id, "remote task cancel sent")
             }
             Err(e) => {
-                tracing::warn!(task_id = %self.task, remote_task = %id, code = e.code.as_str(), error = %e.message, "remote cancel refused")
+                tracing::warn!(task_id = %self.task, remote_task = %id, code = e.code.as_str(), error = %e.detail(), "remote cancel refused")
             }
         }
     }

@@ -103,7 +103,7 @@ pub async fn task_events(
                 }
                 Ok(None) => Sse_::default().event("end").data("end"),
                 Err(e) => Sse_::default().event("failure").data(sse_safe(
-                    maud::html! { (e.code.as_str()) " " (e.message) }.into_string(),
+                    maud::html! { (e.code.as_str()) " " (e.detail()) }.into_string(),
                 )),
             };
             Some((Ok(event), None))
@@ -132,7 +132,7 @@ pub async fn approvals(
             let html = match approvals::pending(&ui, &viewer) {
                 Ok(m) => m.into_string(),
                 Err(e) => {
-                    maud::html! { p.error { code { (e.code) } " " (e.message) } }.into_string()
+                    maud::html! { p.error { code { (e.code) } " " (e.detail()) } }.into_string()
                 }
             };
             Some((
@@ -175,7 +175,7 @@ pub async fn tasks(
             let html = match crate::pages::tasks::first_page(&ui, &q) {
                 Ok(m) => m.into_string(),
                 Err(e) => {
-                    maud::html! { p.error { code { (e.code) } " " (e.message) } }.into_string()
+                    maud::html! { p.error { code { (e.code) } " " (e.detail()) } }.into_string()
                 }
             };
             Some((Ok(Sse_::default().event("tasks").data(sse_safe(html))), rx))

@@ -290,7 +290,7 @@ impl From<Error> for PageError {
         Self {
             status,
             code: e.code.as_str().to_string(),
-            message: e.message,
+            message: e.detail(),
         }
     }
 }

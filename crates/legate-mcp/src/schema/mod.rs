@@ -112,7 +112,7 @@ impl From<&legate_core::Error> for ErrorBody {
     fn from(e: &legate_core::Error) -> Self {
         Self {
             code: e.code.as_str().to_string(),
-            message: e.message.clone(),
+            message: e.detail(),
         }
     }
 }

@@ -41,7 +41,7 @@ pub async fn view(engine: &Engine, task: &Task, report: &PreviewReport, page: us
         Err(e) => html! {
             section.diff #diff {
                 h2 { "Patch" }
-                p.error { "The patch cannot be shown: " code { (e.code.as_str()) } " " (e.message) }
+                p.error { "The patch cannot be shown: " code { (e.code.as_str()) } " " (e.detail()) }
             }
         },
     }

@@ -33,7 +33,7 @@ fn body(kind: &EventKind) -> Markup {
         } => html! {
             span { "state " strong { (state.as_str()) } }
             @if let Some(m) = message { " — " (m) }
-            @if let Some(e) = error { " " code { (e.code.as_str()) } " " (e.message) }
+            @if let Some(e) = error { " " code { (e.code.as_str()) } " " (e.detail()) }
         },
         EventKind::Prompt { text, message_id } => html! {
             span { "prompt" @if let Some(id) = message_id { " " code { (id) } } ": " }

@@ -86,7 +86,7 @@ fn summary(t: &Task) -> Markup {
             dt { "Duration" } dd { (layout::duration(task_duration(t, Timestamp::now()))) }
             dt { "Tokens" } dd { (layout::tokens(task_tokens(t))) }
             @if let Some(e) = &t.error {
-                dt { "Error" } dd.error { code { (e.code.as_str()) } " " (e.message) }
+                dt { "Error" } dd.error { code { (e.code.as_str()) } " " (e.detail()) }
             }
             dt { "Prompt" } dd { pre.prompt { (t.prompt) } }
         }
@@ -105,7 +105,7 @@ async fn review(ui: &Dashboard, viewer: &Viewer, task: &Task, diff_page: usize) 
             h2 id="review-h" { "Review of the copy" }
             @match &copy {
                 Ok(c) => p { "The copy is " strong { (c.status.as_str()) } "." },
-                Err(e) => p.error { code { (e.code.as_str()) } " " (e.message) },
+                Err(e) => p.error { code { (e.code.as_str()) } " " (e.detail()) },
             }
             @match &report {
                 Ok(report) => {
@@ -131,7 +131,7 @@ async fn review(ui: &Dashboard, viewer: &Viewer, task: &Task, diff_page: usize) 
                         }
                     }
                 }
-                Err(e) => p.error { "No patch: " code { (e.code.as_str()) } " " (e.message) },
+                Err(e) => p.error { "No patch: " code { (e.code.as_str()) } " " (e.detail()) },
             }
         }
     }
