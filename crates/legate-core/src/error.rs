@@ -293,7 +293,8 @@ impl Error {
     }
 
     /// The sentence followed by each cause in the chain (`sentence: cause: cause`), each said
-    /// once: what a person outside the process reads. Without a cause, the sentence alone.
+    /// once (a cause the text already holds is not repeated): what a person outside the
+    /// process reads. Without a cause, the sentence alone.
     pub fn detail(&self) -> String {
         let mut text = self.message.clone();
         let mut next: Option<&(dyn std::error::Error + 'static)> = match &self.cause {
@@ -302,7 +303,7 @@ impl Error {
         };
         while let Some(cause) = next {
             let said = cause.to_string();
-            if !said.is_empty() && !text.ends_with(&said) {
+            if !said.is_empty() && !text.contains(&said) {
                 text.push_str(": ");
                 text.push_str(&said);
             }
