@@ -47,41 +47,51 @@ mod slots;
 pub mod supervision;
 mod turn;
 
+// What fronts name, grouped by the part of the engine that speaks it.
+
+/// `engine.agents()`.
 pub use admission::SessionCounts;
 pub use adoption::ATTEMPTS as REATTACH_ATTEMPTS;
-pub use agent_policy::{AgentControls, AgentPolicy, Limitation, MODEL_PRECEDENCE, ModelSelection};
-pub use agents::preset_for;
-pub use artifacts::ArtifactBytes;
+pub use agent_policy::{AgentControls, AgentPolicy, Limitation, ModelSelection};
+pub use agents::Agents;
+/// `engine.artifacts()`.
+pub use artifacts::{ArtifactBytes, Artifacts};
+/// `engine.comparisons()`.
 pub use compare::{
-    Agreement, CompareRequest, CompareTarget, Compared, ComparedReview, Comparison, FindingVariant,
-    GroupedFinding, MAX_TARGETS, MIN_TARGETS, StartError,
+    Agreement, CompareRequest, CompareTarget, Compared, ComparedReview, Comparison, Comparisons,
+    FindingVariant, GroupedFinding, StartError,
 };
+/// The engine's configuration and its defaults.
 pub use config::{
     DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
     EngineConfig, FrontLimits, Paths, SupervisionConfig,
 };
+/// `engine.messages()` and a conversation's next turn.
 pub use continuation::{
     ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
     MessageRequest,
 };
-pub use ending::{EMPTY_PROMPT_MESSAGE, INPUT_REQUIRED_MESSAGE, REJECTED_MESSAGE};
+pub use ending::EMPTY_PROMPT_MESSAGE;
+/// The engine and a task's life.
 pub use engine::Engine;
 pub use fanout::Subscription;
+/// `engine.groups()`.
 pub use group::{
     Budget, BudgetState, BudgetStatus, Checkpoint, DEFAULT_MAX_NODES, GroupCreated,
-    GroupDefinition, GroupProgress, GroupState, GroupStatus, GroupSummary, GroupWait, Hook,
-    MAX_CONTEXT_BYTES, MAX_DEFINITION_BYTES, MAX_GROUPS, MAX_NODES, MAX_RECEIPTS_PAGE, MAX_ROUTES,
-    NodeDef, NodeState, NodeStatus, PeerReceipt, PeerReceiptPage, PeerRoute, ReceiptOrigin,
-    ReceiptState, Workflow, WorkflowResult,
+    GroupDefinition, GroupProgress, GroupState, GroupStatus, GroupSummary, GroupWait, Groups, Hook,
+    MAX_DEFINITION_BYTES, MAX_NODES, MAX_RECEIPTS_PAGE, NodeDef, NodeState, NodeStatus,
+    PeerReceipt, PeerReceiptPage, PeerRoute, ReceiptOrigin, ReceiptState, Workflow, WorkflowResult,
 };
+/// `engine.handoffs()`.
 pub use handoff::{
     ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, HandoffRequest,
-    MAX_DECISION_BYTES, MAX_DECISIONS, MAX_REPORTS,
+    Handoffs,
 };
 pub use inbound::{Delivered, Inbound, Route};
-pub use ledger::{MAX_BINDING_BYTES, MAX_REMOTE_ID_BYTES, MAX_REMOTE_URL_BYTES};
+pub use ledger::MAX_REMOTE_ID_BYTES;
 /// A saved model choice (an id, or the agent's own default), for fronts that save one.
 pub use legate_backend::selection::Choice as ModelChoice;
+/// `engine.records()` and the read-only door.
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{
@@ -92,37 +102,34 @@ pub use legate_workspace::{
 /// The copy-workspace extension's received files and the safe-relative-path rule they are
 /// checked by, for the A2A front.
 pub use legate_workspace::{FileBytes, path_problem};
+/// `engine.memory()`.
 pub use memory::{
-    DEFAULT_MEMORY_PIECE, MAX_MEMORY_PIECE, MEMORY_MAX_BYTES_CEILING, MEMORY_MAX_ENTRIES_CEILING,
-    MEMORY_MAX_ENTRY_BYTES_CEILING, MemoryEntryInfo, MemoryLimits, MemoryList, MemoryPiece,
-    MemoryRemoved, MemoryWritten, selection::MAX_SELECTED as MAX_MEMORY_SELECTED,
+    MEMORY_MAX_BYTES_CEILING, MEMORY_MAX_ENTRIES_CEILING, MEMORY_MAX_ENTRY_BYTES_CEILING, Memory,
+    MemoryEntryInfo, MemoryLimits, MemoryList, MemoryPiece, MemoryRemoved, MemoryWritten,
 };
+pub use messages::Messages;
 pub use records::{ContextRecord, Records, TaskFilter};
+/// The report contract's first line, for fronts that show it.
 pub use report::CONTRACT_HEAD;
 pub use request::{MAX_TASK_TIMEOUT, ReceivedFiles, SubmitRequest, WorkspaceRequest};
+/// `engine.reviews()`.
 pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, CopyHandle,
     CopyStatus, IntegrationRecord, IntegrationRecovery, PatchRead, PatchRecord, PreviewReport,
-    ReportedTest, ReviewConfig, ReviewRecord, TestEvidence, TestSource, TestStatus,
+    ReportedTest, ReviewConfig, ReviewRecord, Reviews, TestEvidence, TestSource, TestStatus,
 };
-pub use roles::{
-    MAX_CUSTOM_ROLES, MAX_ROLE_DESCRIPTION_CHARS, MAX_ROLE_INSTRUCTIONS_CHARS, MAX_ROLE_NAME_CHARS,
-    RoleDefaults, RoleInfo, RoleSpec, Roles, valid_role_name,
-};
+/// `engine.roles()`.
+pub use roles::{RoleDefaults, RoleInfo, RoleSpec, Roles};
+/// `engine.sandbox_policy()`.
 pub use sandbox_policy::{
-    DEFAULT_MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS_CAP, MAX_ROOTS, PolicyChange, PolicyConfirmer,
-    ResolvedSelection, SandboxEvidence, SandboxPolicy, SandboxPolicyView, SandboxSelection,
+    PolicyChange, PolicyConfirmer, ResolvedSelection, SandboxEvidence, SandboxPolicies,
+    SandboxPolicy, SandboxPolicyView, SandboxSelection,
 };
 pub use slots::SlotCounts;
+/// `engine.approvals()`.
 pub use supervision::{
-    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, AuditEntry,
-    AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
-};
-/// The services an [`Engine`] hands out.
-pub use {
-    agents::Agents, artifacts::Artifacts, compare::Comparisons, group::Groups, handoff::Handoffs,
-    memory::Memory, messages::Messages, review::Reviews, sandbox_policy::SandboxPolicies,
-    supervision::Approvals,
+    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, Approvals,
+    AuditEntry, AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.

@@ -127,13 +127,21 @@ pub(crate) fn derive(task: &Task, event: &Event) -> Option<NewMessage> {
             TaskState::InputRequired => Some(new(
                 MessageKind::Question,
                 MessageOrigin::AgentReported,
-                bounded(message.as_deref().unwrap_or(crate::INPUT_REQUIRED_MESSAGE)),
+                bounded(
+                    message
+                        .as_deref()
+                        .unwrap_or(crate::ending::INPUT_REQUIRED_MESSAGE),
+                ),
                 None,
             )),
             TaskState::Rejected => Some(new(
                 MessageKind::Blocker,
                 MessageOrigin::AgentReported,
-                bounded(message.as_deref().unwrap_or(crate::REJECTED_MESSAGE)),
+                bounded(
+                    message
+                        .as_deref()
+                        .unwrap_or(crate::ending::REJECTED_MESSAGE),
+                ),
                 None,
             )),
             TaskState::Failed | TaskState::AuthRequired => {

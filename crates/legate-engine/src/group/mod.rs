@@ -40,9 +40,7 @@ pub use status::{
     BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupProgress, GroupState, GroupStatus,
     GroupSummary, GroupWait, NodeState, NodeStatus, WorkflowResult,
 };
-pub use validate::{
-    DEFAULT_MAX_NODES, MAX_CONTEXT_BYTES, MAX_DEFINITION_BYTES, MAX_NODES, MAX_ROUTES,
-};
+pub use validate::{DEFAULT_MAX_NODES, MAX_DEFINITION_BYTES, MAX_NODES};
 
 use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result, Timestamp};

@@ -2,7 +2,7 @@
 //!
 //! Everything here is pure: ids known and unique, the seed's limits (at most
 //! [`DEFAULT_MAX_NODES`] nodes unless the configuration allows up to [`MAX_NODES`],
-//! [`MAX_DEFINITION_BYTES`] of canonical JSON, [`MAX_ROUTES`] routes), no cycle,
+//! [`MAX_DEFINITION_BYTES`] of canonical JSON, [`MAX_ROUTES`](super::peer::MAX_ROUTES) routes), no cycle,
 //! `fileSources` a direct dependency, a workflow's final node depending on every other, a
 //! prompt of at most [`MAX_CONTEXT_BYTES`] (the context limit; a larger one is
 //! `WORKFLOW_CONTEXT_TOO_LARGE`). Checks that need the engine (the project is a git root,
@@ -19,8 +19,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The largest definition, as canonical JSON.
 pub const MAX_DEFINITION_BYTES: usize = 4 << 20;
-/// At most this many peer routes.
-pub use super::peer::MAX_ROUTES;
 /// The largest context a node is given (its prompt, and its predecessors' data), in UTF-8 bytes.
 pub const MAX_CONTEXT_BYTES: usize = 64 << 10;
 /// The longest node id.

@@ -32,7 +32,7 @@ use legate_core::{Report, TaskId, Timestamp};
 use legate_workspace::{Criterion, TestCommand};
 use serde::{Deserialize, Serialize};
 
-pub use start::{HandoffRequest, MAX_DECISION_BYTES, MAX_DECISIONS};
+pub use start::HandoffRequest;
 
 /// At most this many planning or review reports travel in a context.
 pub const MAX_REPORTS: usize = 8;

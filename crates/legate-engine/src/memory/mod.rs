@@ -17,7 +17,7 @@ pub(crate) mod block;
 mod read;
 pub(crate) mod selection;
 
-pub use read::{DEFAULT_MEMORY_PIECE, MAX_MEMORY_PIECE, MemoryPiece};
+pub use read::MemoryPiece;
 
 pub use crate::config::{
     MEMORY_MAX_BYTES_CEILING, MEMORY_MAX_ENTRIES_CEILING, MEMORY_MAX_ENTRY_BYTES_CEILING,
