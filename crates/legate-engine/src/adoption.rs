@@ -4,7 +4,7 @@
 //! `Capabilities::reattach`, and the backend recorded the remote task through the ledger)
 //! outlives the process that started it. Recovery leaves such a task unfinished, still
 //! claimed by the dead runner (`runner::recover`). Every engine looks for them at start and
-//! then about once a second ([`Engine::adopt_orphans`]), claims each with a compare-and-set on
+//! then about once a second ([`Core::adopt_orphans`]), claims each with a compare-and-set on
 //! the dead runner's id (`Store::claim_task`: of two processes recovering at once, one wins),
 //! and drives `Backend::reattach`: its events are stored and fanned out like a turn's, the
 //! local timeout applies with what was left of it, `Engine::cancel` fires the cancel token,

@@ -203,7 +203,7 @@ impl Agents {
         info
     }
 
-    /// When the version agent `name` announced (`info`, from [`Engine::probe`]) lies outside
+    /// When the version agent `name` announced (`info`, from [`Agents::probe`]) lies outside
     /// its preset's verified range: a sentence saying so, for `legate agents` and MCP
     /// `health`. `None` inside the range, for an agent whose preset tracks no versions, and
     /// for an unknown agent.

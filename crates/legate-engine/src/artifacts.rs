@@ -36,7 +36,7 @@ pub struct ArtifactBytes {
 }
 
 /// The artifacts tasks keep: list and read them.
-/// Handed out by [`Engine::artifacts`](crate::Engine::artifacts).
+/// Handed out by [`Artifacts::list`](crate::Artifacts::list).
 #[derive(Debug, Clone)]
 pub struct Artifacts {
     pub(crate) core: Core,

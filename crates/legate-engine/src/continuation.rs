@@ -413,7 +413,7 @@ impl Messages {
 
 /// A caller's message id: 1 to [`MAX_MESSAGE_ID_BYTES`] bytes without control characters,
 /// else `INVALID_INPUT`. The one rule for every route a message id takes (a next turn here,
-/// and every inbound message in `Engine::deliver`).
+/// and every inbound message in `Messages::deliver`).
 pub(crate) fn check_message_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > MAX_MESSAGE_ID_BYTES || id.chars().any(char::is_control) {
         return Err(Error::invalid_input(format!(

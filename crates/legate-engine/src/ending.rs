@@ -1,7 +1,7 @@
 //! The ending of a turn: how a turn's result becomes the task's state and status message
 //! ([`TurnResult::into_ending`], [`ended`]), a planner's or reviewer's report check
-//! ([`Engine::check_report`]), a copy task's patch check ([`Engine::settle`]), and storing
-//! the end once ([`Engine::finish`], [`Engine::end`]).
+//! ([`Engine::check_report`]), a copy task's patch check ([`Core::settle`]), and storing
+//! the end once ([`Core::finish`], [`Core::end`]).
 //!
 //! This module owns the status messages a task ends with and the rule that a cancel accepted
 //! by the store before the end commits wins. It never runs an agent and never stores an end

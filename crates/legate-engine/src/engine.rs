@@ -1,8 +1,8 @@
 //! The engine: the one API every front calls. It keeps the life of a task (start, submit,
 //! reply, resume, send, cancel, wait, subscribe, read, shut down) and hands out a service for
-//! everything else: [`Engine::reviews`], [`Engine::groups`], [`Engine::approvals`],
+//! everything else: [`Engine::reviews`], [`Groups::list`], [`Approvals::list`],
 //! [`Engine::memory`], [`Engine::comparisons`], [`Engine::handoffs`], [`Engine::agents`],
-//! [`Engine::artifacts`], [`Engine::messages`], [`Engine::sandbox_policy`],
+//! [`Artifacts::list`], [`Messages::list`], [`SandboxPolicies::get`],
 //! [`Engine::roles`] and [`Engine::records`].
 //!
 //! One prompt's path: a front's request becomes a [`SubmitRequest`]; [`Engine::submit`] hands

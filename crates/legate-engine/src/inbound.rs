@@ -1,4 +1,4 @@
-//! An inbound message, whatever front received it: [`Engine::deliver`] routes it to the one
+//! An inbound message, whatever front received it: [`Messages::deliver`] routes it to the one
 //! task it becomes, with the conversation rules every front shares.
 //!
 //! The rules, in the order they are checked:
@@ -53,7 +53,7 @@ pub struct Inbound {
     pub role: Option<String>,
 }
 
-/// How [`Engine::deliver`] routed a message.
+/// How [`Messages::deliver`] routed a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// A new conversation (or a context id the engine had not seen).

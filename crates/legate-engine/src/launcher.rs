@@ -7,7 +7,7 @@
 //! for structured output) travel in one [`TurnInputs`] from the caller to the agent's turn,
 //! the same way on every path; the model and the timeout are stored with the task, so a
 //! continuation inherits them. A task that waits for input without running is
-//! [`Engine::park`]ed instead.
+//! [`Core::park`]ed instead.
 //!
 //! This module never checks a caller's input (`request` does) and never runs a turn (`turn`
 //! does): a task it accepted always reaches `drive`, which always ends it.

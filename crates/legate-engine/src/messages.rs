@@ -29,7 +29,7 @@ const EXCERPT_CHARS: usize = 1_600;
 
 /// A task's messages and their delivery: the messages of a task, its delivery mode,
 /// inbound deliveries from other agents, and the next turn of a conversation.
-/// Handed out by [`Engine::messages`](crate::Engine::messages).
+/// Handed out by [`Messages::list`](crate::Messages::list).
 #[derive(Debug, Clone)]
 pub struct Messages {
     pub(crate) core: Core,

@@ -8,7 +8,7 @@
 //! validation of every root (module `roots`), and resolving a selection against the ceiling
 //! into what the test runner enforces. It never runs a test, never widens a selection, and
 //! never lets text an agent wrote (or a task's prompt) change the policy: only the engine's
-//! callers do, through [`Engine::set_sandbox_policy`].
+//! callers do, through [`SandboxPolicies::set`].
 
 mod roots;
 
@@ -183,7 +183,7 @@ fn invalid(message: String) -> Error {
 }
 
 /// The sandbox policy of test commands: read it, check a proposal, and set it.
-/// Handed out by [`Engine::sandbox_policy`](crate::Engine::sandbox_policy).
+/// Handed out by [`SandboxPolicies::get`](crate::SandboxPolicies::get).
 #[derive(Debug, Clone)]
 pub struct SandboxPolicies {
     pub(crate) core: Core,

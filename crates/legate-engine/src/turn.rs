@@ -1,5 +1,5 @@
 //! One turn of a task, from the queue to its end: the context's turn lock, room for the
-//! agent, a running place ([`Engine::drive`]); the workspace, the `working` status and the
+//! agent, a running place ([`Core::drive`]); the workspace, the `working` status and the
 //! event pump ([`Engine::run`]); the context's session, continued or opened, and the prompt
 //! with its timeout and cancel ([`Engine::run_turn`], [`Engine::session_for`]).
 //!

@@ -2,7 +2,7 @@
 //! model, across vendors), each a read-only review in its own copy of the same version of a
 //! finished copy task's files, and what they said gathered side by side.
 //!
-//! [`Engine::compare`] checks everything before anything is made: the targets (2 to
+//! [`Comparisons::compare`] checks everything before anything is made: the targets (2 to
 //! [`MAX_TARGETS`], distinct once each agent's default model is filled in), the source (a
 //! finished, open copy task whose latest turn did not break its read-only promise), its
 //! `contextSha256` against the one the caller read (`CONTEXT_CHANGED`), each target's submit
@@ -14,7 +14,7 @@
 //! a reviewer with the handoff's context block; a target whose submit fails there (the queue
 //! filled meanwhile, a store error) is kept in `startErrors` and its copy removed.
 //!
-//! [`Engine::comparison`] re-reads it (see `view`): every review with its state, usage,
+//! [`Comparisons::comparison`] re-reads it (see `view`): every review with its state, usage,
 //! report summary and whether its copy still holds the compared tree (re-hashed), whether the
 //! source's context is still the compared one, and the findings grouped by file and line
 //! (see `grouping`). `complete` needs every target started, every review `completed` with a

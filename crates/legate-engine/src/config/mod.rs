@@ -184,7 +184,7 @@ pub struct FrontLimits {
     /// The longest text of a conversational `message` (MCP's `message` tool), in characters;
     /// a longer prompt is a `resume`. A prompt's own limit (1 MiB) is the engine's.
     pub message_max_chars: usize,
-    /// The longest timeout a caller may give `test` (`Engine::test` refuses a longer one with
+    /// The longest timeout a caller may give `test` (`Reviews::test` refuses a longer one with
     /// `INVALID_INPUT`); the default one is `review.test_timeout`.
     pub test_timeout_max: Duration,
     /// How long probing an agent (`agents`, `probe`) may take.

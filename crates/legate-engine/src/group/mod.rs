@@ -83,7 +83,7 @@ fn closed(id: &str, state: GroupState) -> Error {
 
 /// Groups of tasks run as one workflow: create, start, follow, wait for and cancel a
 /// group, its workflow result and its peers' message receipts.
-/// Handed out by [`Engine::groups`](crate::Engine::groups).
+/// Handed out by [`Groups::list`](crate::Groups::list).
 #[derive(Debug, Clone)]
 pub struct Groups {
     pub(crate) core: Core,

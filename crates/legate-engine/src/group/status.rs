@@ -175,7 +175,7 @@ pub struct GroupStatus {
     pub updated_at: Timestamp,
 }
 
-/// What [`crate::Engine::group_create`] answers.
+/// What [`crate::Groups::create`] answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -205,7 +205,7 @@ pub struct GroupProgress {
     pub stopped: u32,
 }
 
-/// What [`crate::Engine::group_wait`] answers: the status, and whether the wait ended
+/// What [`crate::Groups::wait`] answers: the status, and whether the wait ended
 /// because the group can go no further without the caller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,11 +1,11 @@
 //! Context and handoff: what a finished copy task leaves for the next role, and starting that
 //! role in a fresh copy of the copy's current files.
 //!
-//! [`Engine::context`] gathers a finished copy task's [`ContextPack`]: its criteria, up to
+//! [`Handoffs::context`] gathers a finished copy task's [`ContextPack`]: its criteria, up to
 //! [`MAX_REPORTS`] planning or review reports of its chain (this task and the tasks it was
 //! handed off from, newest first), its test evidence, the caller's decisions carried by the
 //! handoffs, the copy's `treeSha256`, and one `contextSha256` over a canonical serialization
-//! of all of it. [`Engine::handoff`] checks that hash when it accepts a handoff and again when
+//! of all of it. [`Handoffs::handoff`] checks that hash when it accepts a handoff and again when
 //! the new copy is made (the task may have waited in the queue), on the bytes actually copied;
 //! a mismatch is `CONTEXT_CHANGED`. The new copy keeps the original project's baseline, so its
 //! patch accumulates against the original; the source copy is never changed.

@@ -113,7 +113,7 @@ pub(crate) fn framed_len(
 }
 
 impl Core {
-    /// [`Engine::handoff`], with `adjust` applied to the checked submit before it is stored
+    /// [`Handoffs::handoff`], with `adjust` applied to the checked submit before it is stored
     /// (a group node sets its controls there).
     pub(crate) async fn handoff_with(
         &self,

@@ -1,8 +1,8 @@
 //! Private memory per project and specialist (issue 17): what a caller keeps for a specialist
 //! of a project, in Legate's own store, and reads back or hands to a task as data.
 //!
-//! This module owns the four operations fronts call ([`Engine::memory_list`],
-//! [`Engine::memory_read`], [`Engine::memory_write`], [`Engine::memory_remove`]), their limits
+//! This module owns the four operations fronts call ([`Memory::list`],
+//! [`Memory::read`], [`Memory::write`], [`Memory::remove`]), their limits
 //! ([`MemoryLimits`], `[memory]` in the configuration, within the seed's bounds), the key of
 //! an entry (the project's canonical git root and a specialist id checked like a role name),
 //! and the checks on its text: UTF-8 size, no high-confidence credential

@@ -54,7 +54,7 @@ impl Core {
         Ok(v)
     }
 
-    /// [`Engine::test`] under a sandbox `selection`, checked against the current sandbox
+    /// [`Reviews::test`] under a sandbox `selection`, checked against the current sandbox
     /// policy (and clear of the copy's source project) before anything runs:
     /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
     /// the selection enforced and the policy's sha256, without a selection too.
@@ -239,7 +239,7 @@ impl Reviews {
             .await
     }
 
-    /// [`Engine::test`] under a sandbox `selection`, checked against the current sandbox
+    /// [`Reviews::test`] under a sandbox `selection`, checked against the current sandbox
     /// policy (and clear of the copy's source project) before anything runs:
     /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
     /// the selection enforced and the policy's sha256, without a selection too.

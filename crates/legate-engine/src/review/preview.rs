@@ -69,7 +69,7 @@ impl Reviews {
         self.core.preview(id).await
     }
 
-    /// [`Engine::preview`], bound to the sha256 the caller expects when it names one
+    /// [`Reviews::preview`], bound to the sha256 the caller expects when it names one
     /// (`PATCH_CHANGED` otherwise), with the same check and wording as every other bound call.
     pub async fn preview_bound(
         &self,

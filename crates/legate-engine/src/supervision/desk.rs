@@ -4,7 +4,7 @@
 //! [`seconds_left`]).
 //!
 //! It holds no method that starts, continues or cancels a task: a front given only a desk
-//! cannot delegate anything. It never decides an answer's meaning (that is [`Engine::answer_approval`]).
+//! cannot delegate anything. It never decides an answer's meaning (that is [`Approvals::answer`]).
 
 use super::{Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter};
 use crate::{Engine, Records};
@@ -57,7 +57,7 @@ impl ApprovalDesk {
         }
     }
 
-    /// The whole id `given` names ([`Engine::find_approval`]: the id, or the one id it is a
+    /// The whole id `given` names ([`Approvals::find`]: the id, or the one id it is a
     /// prefix of).
     pub fn resolve(&self, given: &str) -> Result<String> {
         match self {

@@ -1,7 +1,7 @@
 //! Supervision of permission requests a policy sent to a supervisor (`ask`): the durable
 //! approval queue ([`queue`]), the supervising agent's hook ([`judge`]), the audit trail,
-//! and the reads and answers fronts call ([`Engine::approvals`], [`Engine::answer_approval`],
-//! [`Engine::audit`], and the same on [`Records`](crate::Records) for a process with no
+//! and the reads and answers fronts call ([`Approvals::list`], [`Approvals::answer`],
+//! [`Approvals::audit`], and the same on [`Records`](crate::Records) for a process with no
 //! engine running).
 //!
 //! This module owns the order in which an `ask` is decided (an earlier allow-for-task, the
@@ -49,7 +49,7 @@ fn check_answer(answer: &ApprovalAnswer) -> Result<()> {
 
 /// The approval queue, seen from a supervisor: list, find and answer approvals, the
 /// audit of past rulings, and the signal that the queue changed.
-/// Handed out by [`Engine::approvals`](crate::Engine::approvals).
+/// Handed out by [`Approvals::list`](crate::Approvals::list).
 #[derive(Debug, Clone)]
 pub struct Approvals {
     pub(crate) core: Core,
@@ -132,13 +132,13 @@ impl Records {
 
     /// Answers a pending approval from a process with no engine running: the process whose
     /// agent waits reads the answer from the store within a poll interval. Errors as
-    /// [`Engine::answer_approval`].
+    /// [`Approvals::answer`].
     pub fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
         check_answer(&answer)?;
         self.store().answer_approval(id, &answer)
     }
 
-    /// As [`Engine::find_approval`].
+    /// As [`Approvals::find`].
     pub fn find_approval(&self, given: &str) -> Result<String> {
         self.store().find_approval(given)
     }

@@ -36,7 +36,7 @@ pub(crate) struct Queue {
     /// Bumped whenever this process answers an approval, to wake its waits at once.
     answered: watch::Sender<u64>,
     /// Bumped whenever an approval of this process is stored or closed (answered, expired):
-    /// what a live view of the queue follows ([`Engine::approval_changes`]).
+    /// what a live view of the queue follows ([`Approvals::changes`]).
     changed: watch::Sender<u64>,
     /// The engine's core, held weakly: the queue lives inside it.
     core: WeakCore,
@@ -68,7 +68,7 @@ impl Queue {
         Ok(approval)
     }
 
-    /// Tells the followers of [`Engine::approval_changes`] that the queue changed.
+    /// Tells the followers of [`Approvals::changes`] that the queue changed.
     fn bump(&self) {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }

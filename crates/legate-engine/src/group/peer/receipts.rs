@@ -8,7 +8,7 @@ use legate_core::{Error, Result, Timestamp};
 use legate_store::{PeerMessageRecord, PeerState};
 use serde::Serialize;
 
-/// The largest page [`Engine::peer_receipts`] returns.
+/// The largest page [`Groups::peer_receipts`] returns.
 pub const MAX_RECEIPTS_PAGE: u32 = 20;
 
 legate_core::wire_enum! {
