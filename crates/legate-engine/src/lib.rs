@@ -7,53 +7,44 @@
 //!
 //! The engine never speaks a protocol itself: backends do, through `legate-backend`.
 
-mod accumulator;
-mod admission;
-mod adoption;
-mod agent_policy;
 mod agents;
 mod artifacts;
-mod budget;
 mod compare;
 mod config;
-mod context_lock;
-mod continuation;
 mod controls;
 mod core;
-mod ending;
 mod engine;
-mod fanout;
-mod forbidden;
-mod framing;
 mod group;
 mod handoff;
-mod inbound;
-mod integration_recovery;
-mod launcher;
-mod ledger;
-mod leftovers;
 mod memory;
 mod messages;
-mod pool;
 mod records;
 mod report;
-mod request;
 mod review;
 mod roles;
-pub mod runner;
 mod sandbox_policy;
-pub mod silent;
-mod slots;
 pub mod supervision;
-mod turn;
+
+pub use crate::core::{runner, silent};
 
 // What fronts name, grouped by the part of the engine that speaks it.
 
-/// `engine.agents()`.
-pub use admission::SessionCounts;
-pub use adoption::ATTEMPTS as REATTACH_ATTEMPTS;
-pub use agent_policy::{AgentControls, AgentPolicy, Limitation, ModelSelection};
+pub use crate::core::adoption::ATTEMPTS as REATTACH_ATTEMPTS;
+/// `engine.messages()` and a conversation's next turn.
+pub use crate::core::continuation::{
+    ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
+    MessageRequest,
+};
+pub use crate::core::ending::EMPTY_PROMPT_MESSAGE;
+pub use crate::core::fanout::Subscription;
+pub use crate::core::inbound::{Delivered, Inbound, Route};
+pub use crate::core::ledger::MAX_REMOTE_ID_BYTES;
+pub use crate::core::request::{MAX_TASK_TIMEOUT, ReceivedFiles, SubmitRequest, WorkspaceRequest};
+pub use crate::core::slots::SlotCounts;
 pub use agents::Agents;
+/// `engine.agents()`.
+pub use agents::SessionCounts;
+pub use agents::policy::{AgentControls, AgentPolicy, Limitation, ModelSelection};
 /// `engine.artifacts()`.
 pub use artifacts::{ArtifactBytes, Artifacts};
 /// `engine.comparisons()`.
@@ -66,15 +57,8 @@ pub use config::{
     DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
     EngineConfig, FrontLimits, Paths, SupervisionConfig,
 };
-/// `engine.messages()` and a conversation's next turn.
-pub use continuation::{
-    ContinueRequest, Delivery, MAX_MESSAGE_ID_BYTES, MAX_PENDING_PER_CONTEXT, MessageReceipt,
-    MessageRequest,
-};
-pub use ending::EMPTY_PROMPT_MESSAGE;
 /// The engine and a task's life.
 pub use engine::Engine;
-pub use fanout::Subscription;
 /// `engine.groups()`.
 pub use group::{
     Budget, BudgetState, BudgetStatus, Checkpoint, DEFAULT_MAX_NODES, GroupCreated,
@@ -87,8 +71,6 @@ pub use handoff::{
     ContextDecision, ContextPack, ContextReport, ContextTest, DecisionOrigin, HandoffRequest,
     Handoffs,
 };
-pub use inbound::{Delivered, Inbound, Route};
-pub use ledger::MAX_REMOTE_ID_BYTES;
 /// A saved model choice (an id, or the agent's own default), for fronts that save one.
 pub use legate_backend::selection::Choice as ModelChoice;
 /// `engine.records()` and the read-only door.
@@ -111,7 +93,6 @@ pub use messages::Messages;
 pub use records::{ContextRecord, Records, TaskFilter};
 /// The report contract's first line, for fronts that show it.
 pub use report::CONTRACT_HEAD;
-pub use request::{MAX_TASK_TIMEOUT, ReceivedFiles, SubmitRequest, WorkspaceRequest};
 /// `engine.reviews()`.
 pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, CopyHandle,
@@ -125,7 +106,6 @@ pub use sandbox_policy::{
     PolicyChange, PolicyConfirmer, ResolvedSelection, SandboxEvidence, SandboxPolicies,
     SandboxPolicy, SandboxPolicyView, SandboxSelection,
 };
-pub use slots::SlotCounts;
 /// `engine.approvals()`.
 pub use supervision::{
     Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, Approvals,
@@ -141,5 +121,5 @@ pub fn follow(
     task_id: legate_core::TaskId,
     after: u64,
 ) -> Subscription {
-    fanout::Fanout::new(1, paths.clone(), None).subscribe(store, task_id, after)
+    crate::core::fanout::Fanout::new(1, paths.clone(), None).subscribe(store, task_id, after)
 }

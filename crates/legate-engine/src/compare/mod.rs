@@ -31,8 +31,8 @@ pub use grouping::{Agreement, FindingVariant, GroupedFinding};
 pub use view::{ComparedReview, Comparison};
 
 use crate::core::Core;
+use crate::core::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::handoff::{HandoffSource, changed, closed, context_block, framed_len, remove_made};
-use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::review::blocking;
 use legate_core::{Error, ErrorCode, Result, TaskId, TaskMode, Timestamp};
 use legate_workspace::{Baseline, CopyReport};
@@ -176,7 +176,7 @@ fn same_target(n: usize, agent: &str, model: Option<&str>) -> Error {
 struct Planned {
     target: CompareTarget,
     submit: SubmitRequest,
-    checked: crate::request::Checked,
+    checked: crate::core::request::Checked,
     role: Option<legate_core::TaskRole>,
     id: TaskId,
 }

@@ -5,7 +5,7 @@
 //! name. Collection and reading are `crate::artifacts`; this module only checks the request.
 
 use crate::core::Core;
-use crate::request::SubmitRequest;
+use crate::core::request::SubmitRequest;
 use legate_core::delivery::MAX_ARTIFACT_PATHS;
 use legate_core::{Error, ErrorCode, Result};
 use std::collections::HashSet;

@@ -1,6 +1,6 @@
 //! How a task's progress is delivered (issue 17): owned by the delivery engineer.
 
-use crate::request::SubmitRequest;
+use crate::core::request::SubmitRequest;
 use legate_core::DeliveryMode;
 
 /// The mode `request` asks for; events by default.

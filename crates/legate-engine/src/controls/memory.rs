@@ -3,7 +3,7 @@
 //! stored).
 
 use crate::core::Core;
-use crate::request::SubmitRequest;
+use crate::core::request::SubmitRequest;
 use legate_core::{MemorySnapshot, Result};
 
 /// The snapshots `request` selects, checked against the store.

@@ -20,7 +20,7 @@ mod tools;
 pub(crate) use tools::catalogued;
 
 use crate::core::Core;
-use crate::request::SubmitRequest;
+use crate::core::request::SubmitRequest;
 use legate_core::{Error, Result, Task, TaskControls};
 
 impl Core {

@@ -14,7 +14,7 @@
 //! reads, and the supervisor answers every request whatever a skill says.
 
 use crate::core::Core;
-use crate::request::{SubmitRequest, WorkspaceRequest};
+use crate::core::request::{SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, Result, SkillRecord, SkillSource};
 use legate_workspace::StagedSkill;
 

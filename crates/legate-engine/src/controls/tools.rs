@@ -15,7 +15,7 @@
 //! environments and URLs stay in the configuration and the session request).
 
 use crate::core::Core;
-use crate::request::SubmitRequest;
+use crate::core::request::SubmitRequest;
 use legate_core::{
     ControlsConfig, Error, ErrorCode, McpSelection, McpServerSpec, Result, TaskControls, TaskMode,
     ToolKind,

@@ -13,7 +13,7 @@ use super::scheduler::moved;
 use super::status::NodeState;
 use crate::HandoffRequest;
 use crate::core::Core;
-use crate::request::{SubmitRequest, WorkspaceRequest};
+use crate::core::request::{SubmitRequest, WorkspaceRequest};
 use legate_core::{DeliveryMode, Error, GroupNode, Result, Task};
 use legate_store::NodeRecord;
 
@@ -157,7 +157,7 @@ impl Core {
         };
         let role = self.apply_role(&mut req)?;
         let mut checked = self.check_submit(&req, false)?;
-        crate::request::check_framed(&req.prompt, role.as_ref())?;
+        crate::core::request::check_framed(&req.prompt, role.as_ref())?;
         checked.controls.group = Some(node);
         checked.controls.delivery_mode = DeliveryMode::Messages;
         self.submit_checked(req, checked, role)

@@ -14,7 +14,7 @@
 //! Layout: `definition` (wire shape), `validate` (checks and the canonical hash), `status`
 //! (answers), `scheduler` (admission and turn ends), `checkpoint` (hashes, re-validation),
 //! `tokens` (the token budget), `restart` (taking over), `prompt` (the fenced context),
-//! `peer` (peer messages: wfpeer's). The descriptor and process budget is `crate::budget`,
+//! `peer` (peer messages: wfpeer's). The descriptor and process budget is `crate::core::budget`,
 //! not this.
 //!
 //! This module never runs an agent itself (every node is an ordinary task through `submit`

@@ -9,7 +9,7 @@
 
 use super::status::GroupState;
 use crate::core::Core;
-use crate::runner;
+use crate::core::runner;
 
 impl Core {
     /// Claims `group` from `runner` (its current driver, if any) unless a live engine drives

@@ -7,7 +7,7 @@
 //! total. A finished task with neither has no counters: the group pauses with
 //! `GROUP_USAGE_UNAVAILABLE`. Reaching the ceiling pauses it with `GROUP_BUDGET_EXCEEDED`. A
 //! turn already admitted may pass the ceiling; none is admitted while another runs, so that
-//! each admission sees final counters. This is not `crate::budget` (descriptors and
+//! each admission sees final counters. This is not `crate::core::budget` (descriptors and
 //! processes).
 
 use super::definition::Budget;

@@ -133,7 +133,7 @@ pub(crate) fn check(definition: &GroupDefinition, max_nodes: usize) -> Result<()
             )));
         }
         if let Some(model) = &node.model {
-            crate::request::validate_model(model)
+            crate::core::request::validate_model(model)
                 .map_err(|e| invalid(format!("node {}: {}", node.id, e.message)))?;
         }
         if let Some(role) = &node.role

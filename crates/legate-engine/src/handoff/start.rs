@@ -10,7 +10,7 @@ use super::Handoffs;
 use super::context::closed;
 use super::{HandoffSource, context_block};
 use crate::core::Core;
-use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::core::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::review::{ReviewRecord, blocking};
 use legate_core::{Error, ErrorCode, EventKind, Result, Task};
 use legate_workspace::Baseline;
@@ -102,7 +102,7 @@ pub(crate) fn framed_len(
         Some(_) => None,
         None => role.and_then(|r| crate::report::contract(r.base)),
     };
-    crate::framing::frame(
+    crate::core::framing::frame(
         &request.prompt,
         role,
         contract.as_deref(),
@@ -118,7 +118,7 @@ impl Core {
     pub(crate) async fn handoff_with(
         &self,
         request: HandoffRequest,
-        adjust: impl FnOnce(&mut crate::request::Checked) + Send,
+        adjust: impl FnOnce(&mut crate::core::request::Checked) + Send,
     ) -> Result<Task> {
         check_decisions(&request.decisions)?;
         let (handle, source, record) = self.finished_copy(&request.source_task_id)?;

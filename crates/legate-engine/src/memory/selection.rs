@@ -9,7 +9,7 @@
 
 use super::{changed, check_sha, check_specialist, not_found};
 use crate::core::Core;
-use crate::request::{Checked, MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::core::request::{Checked, MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, ErrorCode, MemorySelection, MemorySnapshot, Result, TaskId};
 use legate_store::{Snapshot, SnapshotSource};
 use std::path::{Path, PathBuf};

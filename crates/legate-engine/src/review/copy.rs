@@ -8,7 +8,7 @@ use super::Reviews;
 use super::records::*;
 use super::{blocking, notice_event};
 use crate::core::Core;
-use crate::request::CopyRequest;
+use crate::core::request::CopyRequest;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId, TaskMode, Timestamp};
 use legate_workspace::{Baseline, Criterion, ProjectFiles};
 use std::path::{Path, PathBuf};

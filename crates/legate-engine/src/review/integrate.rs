@@ -30,7 +30,7 @@ impl Core {
         // sees the project and the record as they are.
         let (store, run) = (self.store().clone(), self.config().paths.run());
         blocking(move || {
-            Ok(crate::integration_recovery::recover_integrations(
+            Ok(crate::core::integration_recovery::recover_integrations(
                 &store, &run,
             ))
         })

@@ -11,7 +11,7 @@ use super::Reviews;
 use super::blocking;
 use super::records::ReviewRecord;
 use crate::core::Core;
-use crate::request::ReceivedFiles;
+use crate::core::request::ReceivedFiles;
 use legate_core::remote::ReturnedManifest;
 use legate_core::{Result, Task, Timestamp};
 use legate_workspace::Preview;

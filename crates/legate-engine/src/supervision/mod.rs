@@ -21,7 +21,6 @@ pub use legate_store::{
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
 
-use crate::Records;
 use crate::core::Core;
 use legate_core::{Error, Result, TaskId};
 
@@ -29,7 +28,7 @@ use legate_core::{Error, Result, TaskId};
 pub const MAX_ANSWER_REASON_BYTES: usize = 4096;
 
 /// Refuses an answer a front must not pass on: an empty channel, an over-long reason.
-fn check_answer(answer: &ApprovalAnswer) -> Result<()> {
+pub(crate) fn check_answer(answer: &ApprovalAnswer) -> Result<()> {
     if answer.channel.trim().is_empty() || answer.channel.len() > 128 {
         return Err(Error::invalid_input(
             "an answer names its channel (1 to 128 bytes): cli, mcp, dashboard or agent:NAME.",
@@ -121,30 +120,5 @@ impl Approvals {
             pending_only: true,
             limit: 100,
         })
-    }
-}
-
-impl Records {
-    /// Approvals, newest first.
-    pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
-        self.store().approvals(filter)
-    }
-
-    /// Answers a pending approval from a process with no engine running: the process whose
-    /// agent waits reads the answer from the store within a poll interval. Errors as
-    /// [`Approvals::answer`].
-    pub fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
-        check_answer(&answer)?;
-        self.store().answer_approval(id, &answer)
-    }
-
-    /// As [`Approvals::find`].
-    pub fn find_approval(&self, given: &str) -> Result<String> {
-        self.store().find_approval(given)
-    }
-
-    /// Permission decisions, newest first.
-    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        self.store().audit(filter)
     }
 }

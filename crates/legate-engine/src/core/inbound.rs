@@ -1,4 +1,4 @@
-//! An inbound message, whatever front received it: [`Messages::deliver`] routes it to the one
+//! An inbound message, whatever front received it: [`Messages::deliver`](crate::Messages::deliver) routes it to the one
 //! task it becomes, with the conversation rules every front shares.
 //!
 //! The rules, in the order they are checked:
@@ -28,7 +28,6 @@
 //! [`Inbound`] and the [`Delivered`] task back).
 
 use crate::core::Core;
-use crate::messages::Messages;
 use crate::{SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, ErrorCode, Result, Task, TaskId};
 use legate_store::TaskFilter;
@@ -53,7 +52,7 @@ pub struct Inbound {
     pub role: Option<String>,
 }
 
-/// How [`Messages::deliver`] routed a message.
+/// How [`Messages::deliver`](crate::Messages::deliver) routed a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// A new conversation (or a context id the engine had not seen).
@@ -115,7 +114,7 @@ impl Core {
         } = inbound;
         let message_id = message_id.filter(|m| !m.trim().is_empty());
         if let Some(id) = &message_id {
-            crate::continuation::check_message_id(id)?;
+            crate::core::continuation::check_message_id(id)?;
         }
         if let Some(task_id) = task_id {
             if role.is_some() {
@@ -223,20 +222,5 @@ impl Core {
             after,
             route: Route::Reply,
         })
-    }
-}
-
-impl Messages {
-    /// Routes an inbound message to the task it becomes, by the rules of this module.
-    /// Refusals change nothing.
-    pub fn deliver(&self, inbound: Inbound) -> Result<Delivered> {
-        self.core.deliver(inbound)
-    }
-
-    /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
-    /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
-    /// unknown id, so that one agent's callers learn nothing of another's tasks.
-    pub fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
-        self.core.task_of(agent, id)
     }
 }

@@ -227,13 +227,13 @@ impl Core {
             }
             None => (
                 uuid::Uuid::new_v4().to_string(),
-                crate::continuation::Kept::Request(request.workspace.clone()),
+                crate::core::continuation::Kept::Request(request.workspace.clone()),
             ),
         };
         let mut copy = None;
         let requested = match requested {
-            crate::continuation::Kept::Request(requested) => requested,
-            crate::continuation::Kept::Continue(continued, record) => {
+            crate::core::continuation::Kept::Request(requested) => requested,
+            crate::core::continuation::Kept::Continue(continued, record) => {
                 // The copy exists: nothing is selected or copied again.
                 let record = *record;
                 copy = Some(CopyRequest {
@@ -348,7 +348,7 @@ pub(crate) fn check_reply(prompt: &str) -> Result<()> {
 /// The prompt as the agent will read it, framed with `role`'s instructions, is at most
 /// [`MAX_PROMPT_BYTES`]: a role's instructions count toward the prompt's limit.
 pub(crate) fn check_framed(prompt: &str, role: Option<&legate_core::TaskRole>) -> Result<()> {
-    let framed = crate::framing::frame(prompt, role, None, None, &[]);
+    let framed = crate::core::framing::frame(prompt, role, None, None, &[]);
     if framed.len() > MAX_PROMPT_BYTES {
         return Err(Error::invalid_input(format!(
             "the prompt with its role's instructions is {} bytes; the limit is {MAX_PROMPT_BYTES}",

@@ -7,11 +7,11 @@
 //! by the store before the end commits wins. It never runs an agent and never stores an end
 //! twice: the store's `end_task` decides, in one transaction, whether the end still applies.
 
-use crate::accumulator::Accumulator;
+use crate::core::accumulator::Accumulator;
+use crate::core::launcher::TurnInputs;
+use crate::core::silent::Watch;
 use crate::core::{Core, Stop, first_intent, lock};
-use crate::launcher::TurnInputs;
 use crate::report;
-use crate::silent::Watch;
 use legate_backend::StopReason;
 use legate_core::{
     AgentSpec, Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskState, Timestamp,

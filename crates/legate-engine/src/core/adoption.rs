@@ -18,12 +18,12 @@
 //! This module never ends a task it did not claim, never cancels a remote task unless the
 //! caller canceled or the local timeout passed, and never speaks a protocol itself.
 
-use crate::accumulator::Accumulator;
 use crate::agents::preset_for;
+use crate::core::accumulator::Accumulator;
+use crate::core::ending::{Ending, TurnResult};
+use crate::core::launcher::TurnInputs;
+use crate::core::runner;
 use crate::core::{Core, Stop, first_intent, lock};
-use crate::ending::{Ending, TurnResult};
-use crate::launcher::TurnInputs;
-use crate::runner;
 use legate_backend::{EventSink, StopReason, TurnOutcome};
 use legate_core::{
     AgentSpec, Boundary, Error, ErrorCode, RemoteRef, Result, Task, TaskId, TaskState,
@@ -143,7 +143,7 @@ impl Core {
             &ids,
             "the Legate process running the task stopped while the approval waited",
         )?;
-        crate::leftovers::settle_interrupted(self.store(), &self.config().paths, &ids);
+        crate::core::leftovers::settle_interrupted(self.store(), &self.config().paths, &ids);
         tracing::warn!(task = %task.id, agent = %task.agent, "a remote task whose agent cannot re-attach was failed");
         Ok(())
     }
@@ -221,7 +221,7 @@ impl Core {
             owned: task.workspace != WorkspaceKind::Shared,
             allow_execute: agent.allow_execute,
         };
-        let watch = crate::silent::Watch::before(&root, boundary.owned).await;
+        let watch = crate::core::silent::Watch::before(&root, boundary.owned).await;
         let preset = preset_for(agent, &capabilities);
         let request = self.session_request(task, agent, boundary, preset, None);
         let inputs = self.report_inputs(task, agent, TurnInputs::default());

@@ -2,15 +2,18 @@
 //!
 //! A front that only shows (the CLI's `tasks`, `show`, `events`, `usage`) opens [`Records`]
 //! instead of an [`Engine`](crate::Engine): the store is opened and the tasks of processes that
-//! died are marked first (restart recovery), so that what is shown is true. A running engine
-//! hands out the same reads ([`Engine::records`](crate::Engine::records)).
+//! died are marked first (restart recovery), so that what is shown is true: tasks, events,
+//! usage, approvals and the audit. A running engine hands out the same reads ([`Engine::records`](crate::Engine::records)).
 //! Fronts never name the store itself.
 //!
 //! This module owns no rule about a task's fate: it reads, and recovery is
-//! [`runner::recover`](crate::runner::recover)'s.
+//! [`runner::recover`](crate::core::runner::recover)'s.
 
 use crate::config::Paths;
-use crate::fanout::Subscription;
+use crate::core::fanout::Subscription;
+use crate::supervision::{
+    Approval, ApprovalAnswer, ApprovalFilter, AuditEntry, AuditFilter, check_answer,
+};
 use legate_core::{Error, ErrorCode, Event, Result, Task, TaskId};
 use legate_store::Store;
 pub use legate_store::{ContextRecord, TaskFilter};
@@ -33,7 +36,7 @@ impl Records {
             ));
         }
         let store = Store::open(&paths.db())?;
-        crate::runner::recover(&store, paths, crate::runner::SPARE_EVERY_REMOTE)?;
+        crate::core::runner::recover(&store, paths, crate::core::runner::SPARE_EVERY_REMOTE)?;
         Ok(Self {
             store,
             paths: paths.clone(),
@@ -110,6 +113,29 @@ impl Records {
     /// Token usage of stored tasks.
     pub fn usage(&self, filter: &crate::UsageFilter) -> Result<crate::UsageReport> {
         self.store.usage(filter)
+    }
+
+    /// Approvals, newest first.
+    pub fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<Approval>> {
+        self.store().approvals(filter)
+    }
+
+    /// Answers a pending approval from a process with no engine running: the process whose
+    /// agent waits reads the answer from the store within a poll interval. Errors as
+    /// [`Approvals::answer`](crate::Approvals::answer).
+    pub fn answer_approval(&self, id: &str, answer: ApprovalAnswer) -> Result<Approval> {
+        check_answer(&answer)?;
+        self.store().answer_approval(id, &answer)
+    }
+
+    /// As [`Approvals::find`](crate::Approvals::find).
+    pub fn find_approval(&self, given: &str) -> Result<String> {
+        self.store().find_approval(given)
+    }
+
+    /// Permission decisions, newest first.
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        self.store().audit(filter)
     }
 }
 

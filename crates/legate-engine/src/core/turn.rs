@@ -8,13 +8,13 @@
 //! exit of `drive` hands an `Ending` to `ending`, and every place it took is given back by a
 //! guard, whatever way the turn ends.
 
-use crate::accumulator::Accumulator;
 use crate::agents::preset_for;
+use crate::core::accumulator::Accumulator;
+use crate::core::ending::{Ending, TurnResult};
+use crate::core::launcher::TurnInputs;
+use crate::core::runner;
+use crate::core::slots::QueuedSlot;
 use crate::core::{Core, Stop, lock};
-use crate::ending::{Ending, TurnResult};
-use crate::launcher::TurnInputs;
-use crate::runner;
-use crate::slots::QueuedSlot;
 use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, StopReason, Turn};
 use legate_core::{
     AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskId, TaskState,
@@ -111,7 +111,7 @@ impl Core {
         agent: AgentSpec,
         stop: &mut watch::Receiver<Stop>,
         inputs: TurnInputs,
-        mut room: crate::budget::Reservation,
+        mut room: crate::core::budget::Reservation,
     ) -> Ending {
         let inner = &self.inner;
         let confinement = match self.confinement(&agent.name) {
@@ -143,8 +143,8 @@ impl Core {
             // Out of descriptors or processes: wait for room (still `submitted`), try again.
             match prepared {
                 Err(e)
-                    if crate::budget::is_exhaustion(&e)
-                        && attempt < crate::budget::START_RETRIES =>
+                    if crate::core::budget::is_exhaustion(&e)
+                        && attempt < crate::core::budget::START_RETRIES =>
                 {
                     attempt += 1;
                     tracing::warn!(task = %task.id, attempt, error = %e, "the workspace could not be prepared for want of descriptors; waiting to try again");
@@ -192,7 +192,7 @@ impl Core {
         }
 
         let root = boundary.root.clone();
-        let watch = crate::silent::Watch::before(&root, boundary.owned).await;
+        let watch = crate::core::silent::Watch::before(&root, boundary.owned).await;
         let inputs = self.report_inputs(&task, &agent, inputs);
         let structured = inputs.json_schema.is_some();
         let (sink, stream) = EventSink::channel();
@@ -236,11 +236,11 @@ impl Core {
     }
 
     /// Gives a completed turn whose answer claims tool work Legate never saw its notice
-    /// (`crate::silent`): on the result, and as an event before the final status.
+    /// (`crate::core::silent`): on the result, and as an event before the final status.
     async fn notice_silent_turn(
         &self,
         task: &Task,
-        watch: &crate::silent::Watch,
+        watch: &crate::core::silent::Watch,
         root: &std::path::Path,
         acc: &mut Accumulator,
     ) {
@@ -413,7 +413,7 @@ impl Core {
         Turn {
             task_id: task.id.clone(),
             prompt: crate::memory::block::append(
-                crate::framing::frame(
+                crate::core::framing::frame(
                     &task.prompt,
                     task.role.as_ref(),
                     contract.as_deref(),
@@ -474,7 +474,7 @@ impl Core {
             state_dir: Some(inner.config.state_dir(&agent.name)),
             blocked_dir: Some(inner.config.paths.blocked()),
             hidden: inner.config.hidden_paths(),
-            ledger: Some(Arc::new(crate::ledger::StoreLedger::new(
+            ledger: Some(Arc::new(crate::core::ledger::StoreLedger::new(
                 inner.store.clone(),
             ))),
             mcp_servers: crate::controls::catalogued(&inner.config.controls, &task.controls),
@@ -491,7 +491,7 @@ impl Core {
         boundary: Boundary,
         sink: &EventSink,
         stop: &mut watch::Receiver<Stop>,
-        room: crate::budget::Reservation,
+        room: crate::core::budget::Reservation,
     ) -> Result<Option<Arc<dyn AgentSession>>> {
         let inner = &self.inner;
         if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
@@ -557,7 +557,7 @@ impl Core {
 /// at admission (given back once the agent's session is open).
 struct TurnStart {
     inputs: TurnInputs,
-    room: crate::budget::Reservation,
+    room: crate::core::budget::Reservation,
 }
 
 fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {

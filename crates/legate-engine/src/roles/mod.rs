@@ -12,7 +12,7 @@
 
 pub use crate::config::{RoleDefaults, RoleSpec};
 use crate::core::Core;
-use crate::request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest, validate_model};
+use crate::core::request::{MAX_TASK_TIMEOUT, SubmitRequest, WorkspaceRequest, validate_model};
 use legate_core::{Error, ErrorCode, Result, RoleBase, TaskMode, TaskRole};
 use serde::Serialize;
 use std::time::Duration;
@@ -382,5 +382,4 @@ fn fill(request: &mut SubmitRequest, defaults: RoleDefaults) {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-#[path = "roles_tests.rs"]
 mod tests;

@@ -71,8 +71,8 @@ impl Accumulator {
     }
 
     /// What Legate saw the agent do: tool calls, and writes through the file service.
-    pub fn seen(&self) -> crate::silent::Seen {
-        crate::silent::Seen {
+    pub fn seen(&self) -> crate::core::silent::Seen {
+        crate::core::silent::Seen {
             tool_calls: self.result.tool_calls,
             fs_writes: self.fs_writes,
         }

@@ -1,4 +1,4 @@
-//! Unit tests of the role catalog's limits (`roles.rs`).
+//! Unit tests of the role catalog's limits (`roles/mod.rs`).
 
 use super::*;
 use proptest::prelude::*;

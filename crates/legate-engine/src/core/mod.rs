@@ -6,23 +6,52 @@
 //! to clone; [`crate::Engine`] wraps one, and so does each service it hands out
 //! (`engine.reviews()`, `engine.groups()`...).
 //!
-//! The task-life machinery is `impl Core` in its own files: `launcher` (the one path every
-//! start takes: submit, reply, resume, message, a group's node, a handoff), `admission`,
-//! `turn`, `ending`, `continuation`, `adoption`, `inbound`. A feature that starts a task goes
+//! The task-life machinery is `impl Core` in the files of this folder, declared below in the
+//! order a task lives it: `request` (the checks at submit), `launcher` (the one path every
+//! start takes: submit, reply, resume, message, a group's node, a handoff), `slots`,
+//! `admission` and `budget`, `turn`, `ending`, `continuation`, `inbound`; then what every task
+//! stands on: `pool`, `fanout`, `runner`, and recovery (`adoption`, `leftovers`). A feature that starts a task goes
 //! through [`Core::launch`], never back through the engine's facade.
 //!
 //! This module opens the engine (store, runner, recovery) and runs its housekeeping loop. It
 //! never speaks an agent protocol and never looks a backend up itself (`agents` does).
 
+// A task's life, in the order it is lived: the checks at submit, the launcher every start
+// takes, its places and room, the turn, its ending, and what comes after (a conversation's next
+// turn, an inbound message, a process that died).
+pub(crate) mod accumulator;
+pub(crate) mod admission;
+pub(crate) mod budget;
+pub(crate) mod context_lock;
+pub(crate) mod continuation;
+pub(crate) mod ending;
+pub(crate) mod framing;
+pub(crate) mod inbound;
+pub(crate) mod launcher;
+pub(crate) mod request;
+pub mod silent;
+pub(crate) mod slots;
+pub(crate) mod turn;
+// What every task stands on: the warm sessions, the fan-out of stored events, the runner and
+// what it recovers when a process died.
+pub(crate) mod adoption;
+pub(crate) mod fanout;
+pub(crate) mod forbidden;
+pub(crate) mod integration_recovery;
+pub(crate) mod ledger;
+pub(crate) mod leftovers;
+pub(crate) mod pool;
+pub mod runner;
+
 use crate::agents::AgentRegistry;
 use crate::config::EngineConfig;
-use crate::fanout::{Fanout, Subscription};
-use crate::pool::Pool;
-use crate::runner::{self, Runner};
-use crate::slots::{SlotCounts, Slots};
+use crate::core::fanout::{Fanout, Subscription};
+use crate::core::pool::Pool;
+use crate::core::slots::{SlotCounts, Slots};
 use legate_core::{Error, ErrorCode, Event, EventKind, Result, Task, TaskId, TaskState};
 use legate_store::{Store, TaskFilter};
 use legate_supervisor::Supervisor;
+use runner::Runner;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,7 +88,7 @@ pub(crate) struct Inner {
     pub(crate) fanout: Fanout,
     pub(crate) pool: Pool,
     /// Room promised to starting tasks, and the signal that some was freed.
-    pub(crate) budget: Arc<crate::budget::Budget>,
+    pub(crate) budget: Arc<crate::core::budget::Budget>,
     /// The running and queued places.
     pub(crate) slots: Slots,
     pub(crate) stops: Mutex<HashMap<TaskId, watch::Sender<Stop>>>,
@@ -187,7 +216,7 @@ impl Core {
     }
 
     /// The process's budget of descriptors and processes.
-    pub(crate) fn budget(&self) -> &Arc<crate::budget::Budget> {
+    pub(crate) fn budget(&self) -> &Arc<crate::core::budget::Budget> {
         &self.inner.budget
     }
 

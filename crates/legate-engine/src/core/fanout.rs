@@ -16,7 +16,7 @@
 //! (`adoption`), and the subscriber follows its events from the store as before.
 
 use crate::config::Paths;
-use crate::runner;
+use crate::core::runner;
 use legate_core::{Event, EventKind, Result, TaskId};
 use legate_store::Store;
 use std::collections::VecDeque;

@@ -1,14 +1,17 @@
 //! The agent registry: the configured agents' specs, the backend of each kind this build can
 //! run, the supervisor's preset for an agent ([`preset_for`]), how much confinement an agent's
 //! process gets, and the calls that start an agent without a task (probes, model lists) or
-//! read and save its model preference.
+//! read and save its model preference; the [`Agents`] service (with what a caller may know
+//! before choosing, `policy`, and the live sessions the core's pool holds).
 //!
 //! This module owns the backends map: it is the only place the engine looks a backend up.
 //! It never runs a task's turn and never stores anything in the task store; a probe's
 //! throwaway directory is removed before the call returns.
 
+pub(crate) mod policy;
+
 use crate::core::Core;
-use crate::request::validate_model;
+use crate::core::request::validate_model;
 use legate_backend::{AgentInfo, Backend, Capabilities, EventSink, Registry, SessionRequest};
 use legate_core::{AgentSpec, Error, ErrorCode, Result, TaskMode};
 use legate_supervisor::{Preset, Supervision};
@@ -80,6 +83,15 @@ impl AgentRegistry {
 #[derive(Debug, Clone)]
 pub struct Agents {
     pub(crate) core: Core,
+}
+
+/// How many agent sessions this engine holds, and how many of them are idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCounts {
+    /// Sessions in the pool (idle, running a turn, or kept for a task waiting for input).
+    pub live: usize,
+    /// Sessions no turn uses, which the cap and the idle timeout apply to.
+    pub idle: usize,
 }
 
 impl Core {
@@ -254,6 +266,12 @@ impl Agents {
             validate_model(id)?;
         }
         legate_backend::selection::save_preference(self.core.config().paths.home(), name, choice)
+    }
+
+    /// How many agent sessions this engine holds now.
+    pub fn sessions(&self) -> SessionCounts {
+        let (live, idle) = self.core.pool().counts();
+        SessionCounts { live, idle }
     }
 }
 

@@ -8,10 +8,9 @@
 //! a turn gives its session back. It never fails a task for the budget and never stops a
 //! session that a turn is using or that waits for input; the arithmetic is `budget`'s.
 
-use crate::agents::Agents;
-use crate::budget::{self, Need, Reservation, Shortage};
 use crate::core::Core;
 use crate::core::Stop;
+use crate::core::budget::{self, Need, Reservation, Shortage};
 use legate_backend::{AgentSession, Backend, EventSink, SessionRequest};
 use legate_core::{AgentSpec, EventKind, Result, Task, TaskState, WorkspaceKind};
 use std::sync::Arc;
@@ -22,15 +21,6 @@ use tokio::sync::watch;
 /// their descriptors close a moment after their processes die, and counting too early would
 /// stop sessions for nothing.
 const EVICTION_SETTLE: Duration = Duration::from_secs(1);
-
-/// How many agent sessions this engine holds, and how many of them are idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SessionCounts {
-    /// Sessions in the pool (idle, running a turn, or kept for a task waiting for input).
-    pub live: usize,
-    /// Sessions no turn uses, which the cap and the idle timeout apply to.
-    pub idle: usize,
-}
 
 impl Core {
     /// What `task`'s start needs: a new session's worth unless its context's session goes on
@@ -209,11 +199,11 @@ impl Core {
     pub(crate) async fn claim_turn(
         &self,
         context_id: &str,
-    ) -> Result<crate::context_lock::ContextTurn> {
+    ) -> Result<crate::core::context_lock::ContextTurn> {
         let run_dir = self.config().paths.run();
         let mut attempt = 0;
         loop {
-            match crate::context_lock::claim(&run_dir, context_id).await {
+            match crate::core::context_lock::claim(&run_dir, context_id).await {
                 Err(e) if budget::is_exhaustion(&e) && attempt < budget::START_RETRIES => {
                     attempt += 1;
                     tracing::warn!(attempt, error = %e, "the context's turn lock could not be opened for want of descriptors; waiting to try again");
@@ -258,13 +248,5 @@ impl Core {
             .await;
             engine.budget().freed();
         });
-    }
-}
-
-impl Agents {
-    /// How many agent sessions this engine holds now.
-    pub fn sessions(&self) -> SessionCounts {
-        let (live, idle) = self.core.pool().counts();
-        SessionCounts { live, idle }
     }
 }

@@ -12,9 +12,9 @@
 //! This module never checks a caller's input (`request` does) and never runs a turn (`turn`
 //! does): a task it accepted always reaches `drive`, which always ends it.
 
+use crate::core::ending::EMPTY_PROMPT_MESSAGE;
+use crate::core::request::{CopyRequest, SubmitRequest, check_reply};
 use crate::core::{Core, Stop, first_intent, lock};
-use crate::ending::EMPTY_PROMPT_MESSAGE;
-use crate::request::{CopyRequest, SubmitRequest, check_reply};
 use legate_core::{
     AgentSpec, Error, ErrorCode, EventKind, Result, Task, TaskId, TaskState, Timestamp,
 };
@@ -145,7 +145,7 @@ impl Core {
     ) -> Result<Task> {
         let role = self.apply_role(&mut request)?;
         let checked = self.check_submit(&request, allow_empty)?;
-        crate::request::check_framed(&request.prompt, role.as_ref())?;
+        crate::core::request::check_framed(&request.prompt, role.as_ref())?;
         self.submit_checked(request, checked, role)
     }
 
@@ -155,7 +155,7 @@ impl Core {
     pub(crate) fn submit_checked(
         &self,
         request: SubmitRequest,
-        checked: crate::request::Checked,
+        checked: crate::core::request::Checked,
         role: Option<legate_core::TaskRole>,
     ) -> Result<Task> {
         let now = Timestamp::now();
@@ -234,7 +234,7 @@ impl Core {
             ));
         }
         let (agent, _) = self.agents().runnable(&task.agent)?;
-        crate::request::check_framed(&prompt, task.role.as_ref())?;
+        crate::core::request::check_framed(&prompt, task.role.as_ref())?;
         task.prompt = prompt;
         task.state = TaskState::Submitted;
         task.status_message = None;

@@ -119,7 +119,7 @@ pub const SPARE_EVERY_REMOTE: Reattaches<'static> = &|_| true;
 /// expire. Returns how many tasks were marked. Safe to run from any process at any time.
 pub fn recover(store: &Store, paths: &Paths, reattaches: Reattaches<'_>) -> Result<usize> {
     let marked = recover_others(store, paths, None, reattaches)?;
-    crate::integration_recovery::recover_integrations(store, &paths.run());
+    crate::core::integration_recovery::recover_integrations(store, &paths.run());
     Ok(marked)
 }
 
@@ -157,7 +157,7 @@ pub fn recover_others(
             tracing::warn!(runner = %runner, tasks = ids.len(), "marked tasks of a dead runner as failed");
         }
         // After the kill: nothing the dead run started writes into a copy being removed.
-        let removed = crate::leftovers::settle_interrupted(store, paths, &ids);
+        let removed = crate::core::leftovers::settle_interrupted(store, paths, &ids);
         if removed > 0 {
             tracing::info!(runner = %runner, copies = removed, "removed copies of interrupted tasks");
         }

@@ -1,7 +1,7 @@
 //! Recording integrations that a crash interrupted, once `legate-workspace` finished them.
 //!
 //! This module owns the hook that runs whenever a `legate` command opens the store (with
-//! restart recovery, [`crate::runner::recover`]) and before every integration: it asks
+//! restart recovery, [`crate::core::runner::recover`]) and before every integration: it asks
 //! `legate_workspace::recover_integrations` to roll each stopped integration under
 //! `$LEGATE_HOME/run/integrations/` forward or back (each journal locked, so two processes
 //! never recover the same one and none touches a live one), then records what happened in

@@ -1,3 +1,7 @@
+//! The [`Messages`] service, every public method of it in this file: a task's public messages
+//! and delivery mode (derived here), and the doors to the core's conversation machinery (an
+//! inbound message, `core::inbound`; a conversation's next turn, `core::continuation`).
+//!
 //! Public messages: what a caller in `messages` delivery reads instead of every event. Each
 //! is derived from one stored event: a question (the agent asked for input), a blocker (the
 //! task failed, was refused or needs authentication; the supervisor refused a permission),
@@ -13,12 +17,16 @@
 //! integration.
 
 use crate::core::Core;
+use crate::core::continuation::{ContinueRequest, MAX_PENDING_PER_CONTEXT};
+use crate::core::inbound::{Delivered, Inbound};
+use legate_core::TaskId;
 use legate_core::delivery::{MAX_MESSAGE_CHARS, MAX_MESSAGES_PER_TASK};
 use legate_core::{
     DeliveryMode, Event, EventKind, MessageKind, MessageOrigin, MessagePage, Result, Task,
     TaskControls, TaskState,
 };
 use legate_store::NewMessage;
+use legate_store::TaskFilter;
 
 /// Events read per derivation step.
 const DERIVE_BATCH: usize = 500;
@@ -94,6 +102,42 @@ impl Messages {
         }
         Ok(Task { controls, ..task })
     }
+
+    /// The next turn of a conversation, whatever a front received: an empty text puts a task
+    /// of the context in `input-required` (as [`Engine::submit_or_ask`](crate::Engine::submit_or_ask) does for a new one);
+    /// a text with the caller's `message_id` is [`Engine::send_message`](crate::Engine::send_message) (idempotent by that
+    /// id); a text without one is [`Engine::resume`](crate::Engine::resume). Fronts call this instead of choosing.
+    pub fn next_turn(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
+        self.core.next_turn(request, message_id)
+    }
+
+    /// Tasks of `task`'s context that wait for their turn and were submitted after it.
+    pub fn queued_after(&self, task: &Task) -> Result<Vec<TaskId>> {
+        let pending = self.core.tasks(&TaskFilter {
+            state: Some(TaskState::Submitted),
+            context_id: Some(task.context_id.clone()),
+            limit: MAX_PENDING_PER_CONTEXT * 2,
+            ..TaskFilter::default()
+        })?;
+        Ok(pending
+            .into_iter()
+            .filter(|t| t.id != task.id && t.created_at >= task.created_at)
+            .map(|t| t.id)
+            .collect())
+    }
+
+    /// Routes an inbound message to the task it becomes, by the rules of this module.
+    /// Refusals change nothing.
+    pub fn deliver(&self, inbound: Inbound) -> Result<Delivered> {
+        self.core.deliver(inbound)
+    }
+
+    /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
+    /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
+    /// unknown id, so that one agent's callers learn nothing of another's tasks.
+    pub fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
+        self.core.task_of(agent, id)
+    }
 }
 
 /// The model of `task`: the one it reported, else the one it was given.
@@ -130,7 +174,7 @@ pub(crate) fn derive(task: &Task, event: &Event) -> Option<NewMessage> {
                 bounded(
                     message
                         .as_deref()
-                        .unwrap_or(crate::ending::INPUT_REQUIRED_MESSAGE),
+                        .unwrap_or(crate::core::ending::INPUT_REQUIRED_MESSAGE),
                 ),
                 None,
             )),
@@ -140,7 +184,7 @@ pub(crate) fn derive(task: &Task, event: &Event) -> Option<NewMessage> {
                 bounded(
                     message
                         .as_deref()
-                        .unwrap_or(crate::ending::REJECTED_MESSAGE),
+                        .unwrap_or(crate::core::ending::REJECTED_MESSAGE),
                 ),
                 None,
             )),

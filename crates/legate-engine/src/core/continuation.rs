@@ -1,5 +1,5 @@
-//! Continuing a conversation: [`Engine::resume`] (a new prompt into an earlier context) and
-//! [`Engine::send_message`] (a caller's message, idempotent by a client-chosen id, delivered as
+//! Continuing a conversation: [`Engine::resume`](crate::Engine::resume) (a new prompt into an earlier context) and
+//! [`Engine::send_message`](crate::Engine::send_message) (a caller's message, idempotent by a client-chosen id, delivered as
 //! the context's next turn).
 //!
 //! Both become an ordinary task of the context, submitted like any other, so admission,
@@ -14,10 +14,9 @@
 //! interrupted (say, by a restart) stays failed, visibly.
 
 use crate::core::Core;
-use crate::messages::Messages;
-use crate::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::core::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
 use crate::review::{ContinuedCopy, NextCopy, ReviewRecord};
-use legate_core::{Error, ErrorCode, Result, Task, TaskId, TaskMode, TaskState, WorkspaceKind};
+use legate_core::{Error, ErrorCode, Result, Task, TaskMode, TaskState, WorkspaceKind};
 use legate_store::{MessageClaim, MessageRecord, TaskFilter};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -85,7 +84,7 @@ impl Delivery {
     }
 }
 
-/// What [`Engine::send_message`] answers: the same receipt for every send of one message.
+/// What [`Engine::send_message`](crate::Engine::send_message) answers: the same receipt for every send of one message.
 #[derive(Debug, Clone)]
 pub struct MessageReceipt {
     /// The client's id.
@@ -100,7 +99,7 @@ pub struct MessageReceipt {
     pub duplicate: bool,
 }
 
-/// The workspace a context's next task gets (see [`Engine::kept_workspace`]).
+/// The workspace a context's next task gets (see [`Engine::kept_workspace`](crate::Engine::kept_workspace)).
 pub(crate) enum Kept {
     /// A workspace to set up as for a new task (a sandbox, a shared directory, a new copy).
     Request(WorkspaceRequest),
@@ -117,9 +116,9 @@ impl Core {
     }
 
     /// The next turn of a conversation, whatever a front received: an empty text puts a task
-    /// of the context in `input-required` (as [`Engine::submit_or_ask`] does for a new one);
-    /// a text with the caller's `message_id` is [`Engine::send_message`] (idempotent by that
-    /// id); a text without one is [`Engine::resume`]. Fronts call this instead of choosing.
+    /// of the context in `input-required` (as [`Engine::submit_or_ask`](crate::Engine::submit_or_ask) does for a new one);
+    /// a text with the caller's `message_id` is [`Engine::send_message`](crate::Engine::send_message) (idempotent by that
+    /// id); a text without one is [`Engine::resume`](crate::Engine::resume). Fronts call this instead of choosing.
     pub(crate) fn next_turn(
         &self,
         request: ContinueRequest,
@@ -141,7 +140,7 @@ impl Core {
         }
     }
 
-    /// [`Engine::resume`] for the caller's message `message_id`, which the agent receives
+    /// [`Engine::resume`](crate::Engine::resume) for the caller's message `message_id`, which the agent receives
     /// with the prompt. `allow_empty`: an empty prompt asks for input instead of failing.
     fn resume_as(
         &self,
@@ -383,31 +382,6 @@ impl Core {
             task,
             duplicate: true,
         })
-    }
-}
-
-impl Messages {
-    /// The next turn of a conversation, whatever a front received: an empty text puts a task
-    /// of the context in `input-required` (as [`Engine::submit_or_ask`] does for a new one);
-    /// a text with the caller's `message_id` is [`Engine::send_message`] (idempotent by that
-    /// id); a text without one is [`Engine::resume`]. Fronts call this instead of choosing.
-    pub fn next_turn(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
-        self.core.next_turn(request, message_id)
-    }
-
-    /// Tasks of `task`'s context that wait for their turn and were submitted after it.
-    pub fn queued_after(&self, task: &Task) -> Result<Vec<TaskId>> {
-        let pending = self.core.tasks(&TaskFilter {
-            state: Some(TaskState::Submitted),
-            context_id: Some(task.context_id.clone()),
-            limit: MAX_PENDING_PER_CONTEXT * 2,
-            ..TaskFilter::default()
-        })?;
-        Ok(pending
-            .into_iter()
-            .filter(|t| t.id != task.id && t.created_at >= task.created_at)
-            .map(|t| t.id)
-            .collect())
     }
 }
 
