@@ -197,6 +197,15 @@ impl Fingerprint {
     }
 }
 
+/// Why a directory could not be listed; its text is part of the fingerprint.
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    #[error(transparent)]
+    Beneath(#[from] legate_beneath::BeneathError),
+    #[error(transparent)]
+    Os(#[from] rustix::io::Errno),
+}
+
 /// The directory `rel` beneath `held` (its `O_PATH` descriptor) and its entries' names,
 /// sorted, without `.`, `..` and (at the top) the preset's temp directory; `None` when it
 /// holds more than `room` of them (reading stops there).
@@ -204,18 +213,17 @@ fn list(
     held: &legate_beneath::Root,
     rel: &Path,
     room: usize,
-) -> std::result::Result<Option<(OwnedFd, Vec<CString>)>, String> {
-    let dir = held.open_dir(rel).map_err(|e| e.to_string())?;
+) -> std::result::Result<Option<(OwnedFd, Vec<CString>)>, Unreadable> {
+    let dir = held.open_dir(rel)?;
     let readable = fs::openat(
         &dir,
         c".",
         fs::OFlags::RDONLY | fs::OFlags::DIRECTORY | fs::OFlags::CLOEXEC,
         fs::Mode::empty(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut names = Vec::new();
-    for entry in fs::Dir::new(readable).map_err(|e| e.to_string())? {
-        let entry = entry.map_err(|e| e.to_string())?;
+    for entry in fs::Dir::new(readable)? {
+        let entry = entry?;
         let name = entry.file_name();
         if name == c"." || name == c".." {
             continue;

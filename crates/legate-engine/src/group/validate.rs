@@ -133,6 +133,7 @@ pub(crate) fn check(definition: &GroupDefinition, max_nodes: usize) -> Result<()
             )));
         }
         if let Some(model) = &node.model {
+            // The cause is a validation sentence (its message only), folded into the node's.
             crate::core::request::validate_model(model)
                 .map_err(|e| invalid(format!("node {}: {}", node.id, e.message)))?;
         }

@@ -38,8 +38,16 @@ impl Core {
                 format!("the copy of task {copy_id} {why}; it takes no new turns"),
             )
         };
-        let baseline = Baseline::open(&record.baseline_directory, &record.copy_directory)
-            .map_err(|e| closed(format!("is gone ({e})")))?;
+        // The cause sits inside the sentence, before its end; it is kept as the source too
+        // (`Error::detail` does not repeat it).
+        let baseline =
+            Baseline::open(&record.baseline_directory, &record.copy_directory).map_err(|e| {
+                Error::caused_by(
+                    ErrorCode::CopyClosed,
+                    format!("the copy of task {copy_id} is gone ({e}); it takes no new turns"),
+                    e,
+                )
+            })?;
         let patience = Duration::from_secs(task.timeout_secs.max(1));
         // The turn before lets the context go when its turn is over, before its patch and its
         // end are stored: wait for its end, so that it is judged on its own changes alone.

@@ -220,6 +220,7 @@ fn check_spec<'a>(spec: &RoleSpec, agents: impl IntoIterator<Item = &'a str>) ->
         ));
     }
     if let Some(model) = &d.model {
+        // The cause is a validation sentence, folded into the role's (no error to keep).
         validate_model(model).map_err(|e| invalid(name, format_args!("defaults.model: {e}")))?;
     }
     if let Some(paths) = &d.include_paths

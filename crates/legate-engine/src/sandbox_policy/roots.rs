@@ -137,6 +137,8 @@ pub(crate) fn check_root(
     if let Some(why) = syntax_problem(raw) {
         return Err(refuse(why));
     }
+    // Here and below the cause sits inside the sentence, in parentheses; it is kept as the
+    // source too (`Error::detail` does not repeat it).
     let meta = std::fs::symlink_metadata(raw)
         .map_err(|e| Error::caused_by(code, format!("{field} {shown} cannot be read ({e})"), e))?;
     if meta.file_type().is_symlink() {

@@ -189,6 +189,7 @@ async fn judged(
             text.push_str(&chunk);
         }
     }
+    // Not an error: the reason is data, written to the audit with the answer.
     judge_answer::check(&text).map_err(|e| Passed::Invalid {
         why: e.to_string(),
         answered: judge_answer::for_audit(&text),
