@@ -61,9 +61,10 @@ pub fn make_copy(
         .mode(0o700)
         .create(copy_dir)
         .map_err(|e| {
-            Error::new(
+            Error::caused_by(
                 ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created: {e}", copy_dir.display()),
+                format!("the copy {} could not be created", copy_dir.display()),
+                e,
             )
         })?;
     let result = fill(selection, copy_dir, limits, &mut |_| Ok(()));
@@ -91,16 +92,18 @@ pub fn make_copy_with_baseline(
         .mode(0o700)
         .create(copy_dir)
         .map_err(|e| {
-            Error::new(
+            Error::caused_by(
                 ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created: {e}", copy_dir.display()),
+                format!("the copy {} could not be created", copy_dir.display()),
+                e,
             )
         })?;
     let result = (|| {
         let copy = fs::canonicalize(copy_dir).map_err(|e| {
-            Error::new(
+            Error::caused_by(
                 ErrorCode::InvalidWorkspace,
-                format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
+                format!("the copy {} cannot be resolved", copy_dir.display()),
+                e,
             )
         })?;
         let source = crate::baseline::source_repo(&selection.root);
@@ -177,9 +180,10 @@ fn fill(
     written: &mut dyn FnMut(Written<'_>) -> Result<(), Error>,
 ) -> Result<CopyReport, Error> {
     let copy_dir = fs::canonicalize(copy_dir).map_err(|e| {
-        Error::new(
+        Error::caused_by(
             ErrorCode::InvalidWorkspace,
-            format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
+            format!("the copy {} cannot be resolved", copy_dir.display()),
+            e,
         )
     })?;
     let runs = runs(&selection.files);
@@ -337,21 +341,19 @@ impl Copier<'_> {
         made: &mut HashSet<PathBuf>,
     ) -> Result<Outcome, Error> {
         let f = &self.selection.files[index];
-        let changed = |why: &str| {
-            Error::new(
-                ErrorCode::SourceChanged,
-                format!("{} changed while it was being copied: {why}", f.path),
-            )
-        };
+        let why = |why: &str| format!("{} changed while it was being copied: {why}", f.path);
+        let changed = |w: &str| Error::new(ErrorCode::SourceChanged, why(w));
+        let failed =
+            |w: &str, e: std::io::Error| Error::caused_by(ErrorCode::SourceChanged, why(w), e);
         let src = self.selection.root.join(&f.path);
         let mut file = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&src)
-            .map_err(|e| changed(&format!("it could not be opened ({e})")))?;
+            .map_err(|e| failed("it could not be opened", e))?;
         let meta = file
             .metadata()
-            .map_err(|e| changed(&format!("it could not be measured ({e})")))?;
+            .map_err(|e| failed("it could not be measured", e))?;
         if !meta.is_file()
             || meta.dev() != f.dev
             || meta.ino() != f.ino
@@ -360,15 +362,15 @@ impl Copier<'_> {
         {
             return Err(changed("it is no longer the file that was measured"));
         }
-        let content = read_measured(&mut file, f.size, buf)
-            .map_err(|e| changed(&format!("it could not be read ({e})")))?;
+        let content =
+            read_measured(&mut file, f.size, buf).map_err(|e| failed("it could not be read", e))?;
         if content.len() as u64 != f.size {
             return Err(changed("its size changed"));
         }
         // The same file, untouched while it was read: no write landed in the middle.
         let after = file
             .metadata()
-            .map_err(|e| changed(&format!("it could not be measured ({e})")))?;
+            .map_err(|e| failed("it could not be measured", e))?;
         if !same_state(&meta, &after) {
             return Err(changed("it was written to while it was read"));
         }
@@ -496,7 +498,7 @@ pub fn read_inside(root: &Path, path: &str) -> Result<Option<Vec<u8>>, Error> {
 }
 
 /// [`read_inside`], with the metadata of the file read (taken from the open file).
-pub(crate) fn read_inside_with_metadata(
+pub fn read_inside_with_metadata(
     root: &Path,
     path: &str,
 ) -> Result<Option<(Vec<u8>, fs::Metadata)>, Error> {
@@ -535,9 +537,9 @@ pub(crate) fn read_inside_with_metadata(
 }
 
 fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), Error> {
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
+    let meta = file.metadata().map_err(|e| {
+        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
+    })?;
     if !meta.is_file() {
         return Err(Error::new(
             ErrorCode::UnsafePath,
@@ -545,8 +547,9 @@ fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), E
         ));
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut buf)
-        .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
+    file.read_to_end(&mut buf).map_err(|e| {
+        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
+    })?;
     Ok((buf, meta))
 }
 

@@ -38,7 +38,7 @@ use crate::git::{Git, split_z};
 use crate::git_index::{self, Entry, OID_LEN, Oid, Stat};
 use crate::git_objects;
 use crate::select::SelectedFile;
-use legate_core::Error;
+use legate_core::{Error, ErrorCode};
 use std::collections::{HashMap, HashSet};
 use std::fs::{Metadata, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -439,9 +439,9 @@ impl Hasher {
             .stdin
             .as_mut()
             .ok_or_else(|| Error::internal("git hash-object is closed"))?;
-        stdin
-            .write_all(&quote(path))
-            .map_err(|e| Error::internal(format!("git hash-object stopped reading: {e}")))?;
+        stdin.write_all(&quote(path)).map_err(|e| {
+            Error::caused_by(ErrorCode::Internal, "git hash-object stopped reading", e)
+        })?;
         self.sent += 1;
         Ok(())
     }
@@ -449,13 +449,13 @@ impl Hasher {
     /// Waits for git and returns the ids, one per path sent, in order.
     fn finish(mut self) -> Result<Vec<Oid>, Error> {
         let flushed = match self.stdin.take() {
-            Some(mut w) => w.flush().map_err(|e| e.to_string()),
+            Some(mut w) => w.flush(),
             None => Ok(()),
         };
         let status = self
             .child
             .wait()
-            .map_err(|e| Error::internal(format!("git hash-object failed: {e}")))?;
+            .map_err(|e| Error::caused_by(ErrorCode::Internal, "git hash-object failed", e))?;
         let ids = self.stdout.take().and_then(|h| h.join().ok());
         let stderr = self
             .stderr

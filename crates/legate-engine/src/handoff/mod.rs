@@ -28,7 +28,8 @@ pub(crate) use context::closed;
 pub(crate) use start::{changed, framed_len, remove_made};
 
 use legate_core::{Report, TaskId, Timestamp};
-use legate_workspace::{Criterion, TestCommand};
+use legate_review::Criterion;
+use legate_testrun::TestCommand;
 use serde::{Deserialize, Serialize};
 
 pub use start::{HandoffRequest, MAX_DECISION_BYTES, MAX_DECISIONS};

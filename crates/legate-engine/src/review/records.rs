@@ -10,10 +10,10 @@ use super::unavailable;
 use crate::Engine;
 use async_trait::async_trait;
 use legate_core::{Error, Result, TaskId, Timestamp};
-use legate_workspace::{
-    CopyLimits, CopyReport, Criterion, FileChange, Integrated, Outcome, PatchSummary, Preview,
-    SecretPolicy, TestCommand, Verification,
-};
+use legate_integration::{Integrated, Outcome};
+use legate_review::{Criterion, Verification};
+use legate_testrun::TestCommand;
+use legate_workspace::{CopyLimits, CopyReport, FileChange, PatchSummary, Preview, SecretPolicy};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,8 +62,8 @@ impl Default for ReviewConfig {
             retention: Duration::from_secs(168 * 3600),
             approval: ApprovalMode::Auto,
             require_tests: false,
-            test_timeout: legate_workspace::DEFAULT_TIMEOUT,
-            max_test_output: legate_workspace::DEFAULT_MAX_OUTPUT,
+            test_timeout: legate_testrun::DEFAULT_TIMEOUT,
+            max_test_output: legate_testrun::DEFAULT_MAX_OUTPUT,
             keep_interrupted_copies: false,
         }
     }
