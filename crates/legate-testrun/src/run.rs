@@ -401,6 +401,26 @@ mod tests {
         }
     }
 
+    /// Runs `script` with `sh -c`, best-effort confined, no paths hidden.
+    fn run_sh(
+        copy: &Path,
+        scratch: &Path,
+        script: &str,
+        timeout: Duration,
+        max_output: usize,
+    ) -> Result<TestRun, Error> {
+        let command = cmd("sh", &["-c", script]);
+        run_test(
+            copy,
+            scratch,
+            &command,
+            timeout,
+            max_output,
+            Requirement::BestEffort,
+            &[],
+        )
+    }
+
     #[test]
     fn a_command_runs_in_the_copy_without_a_shell() {
         let copy = tempfile::tempdir().unwrap();
@@ -451,14 +471,12 @@ mod tests {
             "(sleep 1; touch {}) & yes | head -c 100000; sleep 30",
             marker.display()
         );
-        let r = run_test(
+        let r = run_sh(
             copy.path(),
             scratch.path(),
-            &cmd("sh", &["-c", &script]),
+            &script,
             Duration::from_millis(300),
             1000,
-            Requirement::BestEffort,
-            &[],
         )
         .unwrap();
         assert!(r.timed_out);
@@ -495,14 +513,12 @@ mod tests {
             "touch in-copy && touch \"$HOME/in-scratch\" && echo ok > /dev/null && touch '{}'",
             target.display()
         );
-        let r = run_test(
+        let r = run_sh(
             copy.path(),
             scratch.path(),
-            &cmd("sh", &["-c", &script]),
+            &script,
             Duration::from_secs(10),
             1000,
-            Requirement::BestEffort,
-            &[],
         )
         .unwrap();
         let enforcement = Confinement::probe();

@@ -94,14 +94,17 @@ pub struct Preview {
     pub patch: Vec<u8>,
 }
 
-/// Stages the copy's current state into a scratch index and returns its tree id.
-pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
-    let scratch = tempfile::Builder::new()
+/// A new, empty scratch index file beside the baseline (removed when dropped).
+pub(crate) fn scratch_index(baseline: &Baseline) -> Result<tempfile::NamedTempFile, Error> {
+    tempfile::Builder::new()
         .prefix("index-")
         .tempfile_in(baseline.dir())
-        .map_err(|e| {
-            Error::caused_by(ErrorCode::Internal, "a scratch index could not be made", e)
-        })?;
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "a scratch index could not be made", e))
+}
+
+/// Stages the copy's current state into a scratch index and returns its tree id.
+pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
+    let scratch = scratch_index(baseline)?;
     let index = baseline.git_dir().join("index");
     let unreadable =
         |e: std::io::Error| Error::internal(format!("the baseline index could not be read: {e}"));

@@ -43,6 +43,29 @@ pub struct CopyReport {
     pub blocked_files: Vec<BlockedFile>,
 }
 
+/// Creates `copy_dir` with mode 0700 (its parent too, when missing); it must not exist yet.
+/// `INVALID_WORKSPACE` when it cannot be made.
+pub(crate) fn create_copy_dir(copy_dir: &Path) -> Result<(), Error> {
+    if let Some(parent) = copy_dir.parent() {
+        private_dir(parent)?;
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(copy_dir)
+        .map_err(|e| {
+            let message = format!("the copy {} could not be created", copy_dir.display());
+            Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
+        })
+}
+
+/// The canonical path of `copy_dir`; `INVALID_WORKSPACE` when it cannot be resolved.
+pub(crate) fn resolve_copy_dir(copy_dir: &Path) -> Result<PathBuf, Error> {
+    fs::canonicalize(copy_dir).map_err(|e| {
+        let message = format!("the copy {} cannot be resolved", copy_dir.display());
+        Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
+    })
+}
+
 /// Copies `selection` into `copy_dir`, which must not exist yet; its parent is created with
 /// mode 0700 when missing.
 ///
@@ -54,19 +77,7 @@ pub fn make_copy(
     copy_dir: &Path,
     limits: &CopyLimits,
 ) -> Result<CopyReport, Error> {
-    if let Some(parent) = copy_dir.parent() {
-        private_dir(parent)?;
-    }
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(copy_dir)
-        .map_err(|e| {
-            Error::caused_by(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created", copy_dir.display()),
-                e,
-            )
-        })?;
+    create_copy_dir(copy_dir)?;
     let result = fill(selection, copy_dir, limits, &mut |_| Ok(()));
     if result.is_err() {
         let _ = fs::remove_dir_all(copy_dir);
@@ -85,27 +96,9 @@ pub fn make_copy_with_baseline(
     baseline_dir: &Path,
     limits: &CopyLimits,
 ) -> Result<(CopyReport, Baseline), Error> {
-    if let Some(parent) = copy_dir.parent() {
-        private_dir(parent)?;
-    }
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(copy_dir)
-        .map_err(|e| {
-            Error::caused_by(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created", copy_dir.display()),
-                e,
-            )
-        })?;
+    create_copy_dir(copy_dir)?;
     let result = (|| {
-        let copy = fs::canonicalize(copy_dir).map_err(|e| {
-            Error::caused_by(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} cannot be resolved", copy_dir.display()),
-                e,
-            )
-        })?;
+        let copy = resolve_copy_dir(copy_dir)?;
         let source = crate::baseline::source_repo(&selection.root);
         let baseline = Baseline::init(
             baseline_dir,
@@ -179,13 +172,7 @@ fn fill(
     limits: &CopyLimits,
     written: &mut dyn FnMut(Written<'_>) -> Result<(), Error>,
 ) -> Result<CopyReport, Error> {
-    let copy_dir = fs::canonicalize(copy_dir).map_err(|e| {
-        Error::caused_by(
-            ErrorCode::InvalidWorkspace,
-            format!("the copy {} cannot be resolved", copy_dir.display()),
-            e,
-        )
-    })?;
+    let copy_dir = resolve_copy_dir(copy_dir)?;
     let runs = runs(&selection.files);
     let copier = Copier {
         selection,

@@ -103,13 +103,7 @@ pub fn make_handoff_copy(
 ) -> Result<(CopyReport, Baseline), Error> {
     let report = make_copy(selection, copy_dir, limits)?;
     let made = (|| {
-        let copy = fs::canonicalize(copy_dir).map_err(|e| {
-            Error::caused_by(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} cannot be resolved", copy_dir.display()),
-                e,
-            )
-        })?;
+        let copy = crate::copy::resolve_copy_dir(copy_dir)?;
         let from_objects = from.git_dir().join("objects");
         let borrow = alternates(&from_objects)?;
         let baseline = Baseline::init(baseline_dir, &copy, borrow)?;

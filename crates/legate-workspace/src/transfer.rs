@@ -131,9 +131,13 @@ pub fn read_copy(root: &Path, max_bytes: u64, max_files: usize) -> Result<Vec<Fi
         let (file, _) = held
             .open_file(Path::new(&path))
             .map_err(|e| beneath_error(&path, &e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::caused_by(ErrorCode::Internal, format!("{path} could not be measured"), e))?;
+        let meta = file.metadata().map_err(|e| {
+            Error::caused_by(
+                ErrorCode::Internal,
+                format!("{path} could not be measured"),
+                e,
+            )
+        })?;
         let left = max_bytes.saturating_sub(read);
         let mut bytes = Vec::new();
         use std::io::Read;
@@ -229,27 +233,9 @@ pub fn make_copy_from_files(
             ),
         ));
     }
-    if let Some(parent) = copy_dir.parent() {
-        crate::private_dir(parent)?;
-    }
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(copy_dir)
-        .map_err(|e| {
-            Error::caused_by(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created", copy_dir.display()),
-                e,
-            )
-        })?;
+    crate::copy::create_copy_dir(copy_dir)?;
     let made = (|| {
-        let copy = std::fs::canonicalize(copy_dir).map_err(|e| {
-            Error::caused_by(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} cannot be resolved", copy_dir.display()),
-                e,
-            )
-        })?;
+        let copy = crate::copy::resolve_copy_dir(copy_dir)?;
         let held = Root::open(&copy).map_err(|e| {
             Error::caused_by(ErrorCode::Internal, "the new copy could not be opened", e)
         })?;
@@ -513,12 +499,7 @@ pub fn apply_returned(
 /// --cached`), never to the copy. Git refuses a patch path outside the tree and one beyond
 /// a symbolic link.
 fn tree_after(baseline: &Baseline, before: &str, patch: &[u8]) -> Result<String, Error> {
-    let scratch = tempfile::Builder::new()
-        .prefix("index-")
-        .tempfile_in(baseline.dir())
-        .map_err(|e| {
-            Error::caused_by(ErrorCode::Internal, "a scratch index could not be made", e)
-        })?;
+    let scratch = crate::changes::scratch_index(baseline)?;
     let git = baseline.git().with_index(scratch.path());
     git.run(&["read-tree", before])?;
     if !patch.is_empty() {
@@ -539,9 +520,13 @@ fn read_with_mode(held: &Root, path: &str) -> Result<(Vec<u8>, bool), Error> {
     let (mut file, _) = held
         .open_file(Path::new(path))
         .map_err(|e| beneath_error(path, &e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::caused_by(ErrorCode::Internal, format!("{path} could not be measured"), e))?;
+    let meta = file.metadata().map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            format!("{path} could not be measured"),
+            e,
+        )
+    })?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(|e| {
         Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
