@@ -74,12 +74,17 @@ pub use handoff::{
 /// A saved model choice (an id, or the agent's own default), for fronts that save one.
 pub use legate_backend::selection::Choice as ModelChoice;
 /// `engine.records()` and the read-only door.
+/// The integration and review types, for fronts that speak them.
+pub use legate_integration::{Integrated, Outcome};
+pub use legate_review::{
+    Check, CheckKind, Criterion, CriterionResult, PatchChunk, Review, Verdict, Verification,
+};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
+pub use legate_testrun::TestCommand;
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{
-    BlockReason, BlockedFile, ChangeStatus, Check, CheckKind, CopyLimits, CopyReport, Criterion,
-    CriterionResult, FileChange, Integrated, Outcome, PatchChunk, PatchSummary, Preview,
-    ProjectFile, ProjectFiles, Review, SecretPolicy, TestCommand, Verdict, Verification,
+    BlockReason, BlockedFile, ChangeStatus, CopyLimits, CopyReport, FileChange, PatchSummary,
+    Preview, ProjectFile, ProjectFiles, SecretPolicy,
 };
 /// The copy-workspace extension's received files and the safe-relative-path rule they are
 /// checked by, for the A2A front.

@@ -407,7 +407,7 @@ async fn an_integration_a_crash_interrupted_is_rolled_forward_recorded_once_and_
     let journal = paths.run().join("integrations").join(&id);
     // The integrating process wrote everything and died before recording it: its journal
     // stays, unlocked.
-    let change = legate_workspace::Change {
+    let change = legate_integration::Change {
         path: "a.txt".into(),
         status: legate_engine::ChangeStatus::M,
         baseline: Some(b"alpha\n".to_vec()),
@@ -415,7 +415,7 @@ async fn an_integration_a_crash_interrupted_is_rolled_forward_recorded_once_and_
         mode: Some(0o644),
     };
     let meta = serde_json::json!({"sha256": sha, "approval": "auto"});
-    drop(legate_workspace::integrate(&h.project(), &[change], &journal, meta).unwrap());
+    drop(legate_integration::integrate(&h.project(), &[change], &journal, meta).unwrap());
     assert!(journal.join("journal").exists());
 
     // The next command that opens the store finishes and records it, once. A command skips a

@@ -9,9 +9,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use legate_integration::{integrate, plan};
+use legate_review::preview;
 use legate_workspace::{
-    Baseline, CopyLimits, SecretPolicy, integrate, make_copy, make_copy_with_baseline, plan,
-    preview, select,
+    Baseline, CopyLimits, SecretPolicy, make_copy, make_copy_with_baseline, select,
 };
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -218,16 +218,25 @@ impl Baseline {
         let s = self.dir.join("scratch");
         if fs::symlink_metadata(&s).is_ok() {
             fs::remove_dir_all(&s).map_err(|e| {
-                Error::internal(format!("the scratch directory could not be emptied: {e}"))
+                Error::caused_by(
+                    ErrorCode::Internal,
+                    "the scratch directory could not be emptied",
+                    e,
+                )
             })?;
         }
         fs::DirBuilder::new().mode(0o700).create(&s).map_err(|e| {
-            Error::internal(format!("the scratch directory could not be made: {e}"))
+            Error::caused_by(
+                ErrorCode::Internal,
+                "the scratch directory could not be made",
+                e,
+            )
         })?;
         Ok(s)
     }
 
-    pub(crate) fn git(&self) -> Git {
+    /// Git run on the private baseline, with the copy as its work tree.
+    pub fn git(&self) -> Git {
         Git::private(&self.git_dir(), &self.copy, &self.home())
     }
 
@@ -240,7 +249,13 @@ impl Baseline {
             .truncate(false)
             .write(true)
             .open(self.dir.join("lock"))
-            .map_err(|e| Error::internal(format!("the copy's lock could not be opened: {e}")))?;
+            .map_err(|e| {
+                Error::caused_by(
+                    ErrorCode::Internal,
+                    "the copy's lock could not be opened",
+                    e,
+                )
+            })?;
         // A short grace: an operation that just ended may still be letting go.
         let deadline = std::time::Instant::now() + LOCK_GRACE;
         loop {
@@ -263,7 +278,7 @@ impl Baseline {
     }
 
     /// The contents of blobs by id, in order (`git cat-file --batch`).
-    pub(crate) fn blobs(&self, ids: &[&str]) -> Result<Vec<Vec<u8>>, Error> {
+    pub fn blobs(&self, ids: &[&str]) -> Result<Vec<Vec<u8>>, Error> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -289,7 +304,7 @@ impl Baseline {
             let mut header = String::new();
             reader
                 .read_line(&mut header)
-                .map_err(|e| Error::internal(format!("git cat-file failed: {e}")))?;
+                .map_err(|e| Error::caused_by(ErrorCode::Internal, "git cat-file failed", e))?;
             let size: usize = header
                 .trim_end()
                 .rsplit(' ')
@@ -300,7 +315,7 @@ impl Baseline {
             let mut body = vec![0u8; size + 1];
             reader
                 .read_exact(&mut body)
-                .map_err(|e| Error::internal(format!("git cat-file failed: {e}")))?;
+                .map_err(|e| Error::caused_by(ErrorCode::Internal, "git cat-file failed", e))?;
             body.truncate(size);
             out.push(body);
         }

@@ -21,7 +21,13 @@ pub fn remove_owned_dir(home: &Path, parent: &Path, dir: &Path) -> Result<bool, 
             format!("{} was not removed: {why}", dir.display()),
         )
     };
-    let home = fs::canonicalize(home).map_err(|e| refuse(&format!("LEGATE_HOME: {e}")))?;
+    let home = fs::canonicalize(home).map_err(|e| {
+        let message = format!(
+            "{} was not removed: LEGATE_HOME cannot be resolved",
+            dir.display()
+        );
+        Error::caused_by(ErrorCode::UnsafePath, message, e)
+    })?;
     let parent_real = match fs::canonicalize(parent) {
         Ok(p) => p,
         Err(_) => return Ok(false),
@@ -45,12 +51,17 @@ pub fn remove_owned_dir(home: &Path, parent: &Path, dir: &Path) -> Result<bool, 
     let target = parent_real.join(name);
     match fs::symlink_metadata(&target) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(refuse(&e.to_string())),
+        Err(e) => Err(Error::caused_by(
+            ErrorCode::UnsafePath,
+            format!("{} was not removed", dir.display()),
+            e,
+        )),
         Ok(m) if m.file_type().is_symlink() => Err(refuse("it is a symbolic link")),
         Ok(m) if !m.is_dir() => Err(refuse("it is not a directory")),
         Ok(_) => {
             fs::remove_dir_all(&target).map_err(|e| {
-                Error::internal(format!("{} could not be removed: {e}", target.display()))
+                let message = format!("{} could not be removed", target.display());
+                Error::caused_by(ErrorCode::Internal, message, e)
             })?;
             Ok(true)
         }

@@ -43,6 +43,29 @@ pub struct CopyReport {
     pub blocked_files: Vec<BlockedFile>,
 }
 
+/// Creates `copy_dir` with mode 0700 (its parent too, when missing); it must not exist yet.
+/// `INVALID_WORKSPACE` when it cannot be made.
+pub(crate) fn create_copy_dir(copy_dir: &Path) -> Result<(), Error> {
+    if let Some(parent) = copy_dir.parent() {
+        private_dir(parent)?;
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(copy_dir)
+        .map_err(|e| {
+            let message = format!("the copy {} could not be created", copy_dir.display());
+            Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
+        })
+}
+
+/// The canonical path of `copy_dir`; `INVALID_WORKSPACE` when it cannot be resolved.
+pub(crate) fn resolve_copy_dir(copy_dir: &Path) -> Result<PathBuf, Error> {
+    fs::canonicalize(copy_dir).map_err(|e| {
+        let message = format!("the copy {} cannot be resolved", copy_dir.display());
+        Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
+    })
+}
+
 /// Copies `selection` into `copy_dir`, which must not exist yet; its parent is created with
 /// mode 0700 when missing.
 ///
@@ -54,18 +77,7 @@ pub fn make_copy(
     copy_dir: &Path,
     limits: &CopyLimits,
 ) -> Result<CopyReport, Error> {
-    if let Some(parent) = copy_dir.parent() {
-        private_dir(parent)?;
-    }
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(copy_dir)
-        .map_err(|e| {
-            Error::new(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created: {e}", copy_dir.display()),
-            )
-        })?;
+    create_copy_dir(copy_dir)?;
     let result = fill(selection, copy_dir, limits, &mut |_| Ok(()));
     if result.is_err() {
         let _ = fs::remove_dir_all(copy_dir);
@@ -84,25 +96,9 @@ pub fn make_copy_with_baseline(
     baseline_dir: &Path,
     limits: &CopyLimits,
 ) -> Result<(CopyReport, Baseline), Error> {
-    if let Some(parent) = copy_dir.parent() {
-        private_dir(parent)?;
-    }
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(copy_dir)
-        .map_err(|e| {
-            Error::new(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created: {e}", copy_dir.display()),
-            )
-        })?;
+    create_copy_dir(copy_dir)?;
     let result = (|| {
-        let copy = fs::canonicalize(copy_dir).map_err(|e| {
-            Error::new(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
-            )
-        })?;
+        let copy = resolve_copy_dir(copy_dir)?;
         let source = crate::baseline::source_repo(&selection.root);
         let baseline = Baseline::init(
             baseline_dir,
@@ -176,12 +172,7 @@ fn fill(
     limits: &CopyLimits,
     written: &mut dyn FnMut(Written<'_>) -> Result<(), Error>,
 ) -> Result<CopyReport, Error> {
-    let copy_dir = fs::canonicalize(copy_dir).map_err(|e| {
-        Error::new(
-            ErrorCode::InvalidWorkspace,
-            format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
-        )
-    })?;
+    let copy_dir = resolve_copy_dir(copy_dir)?;
     let runs = runs(&selection.files);
     let copier = Copier {
         selection,
@@ -337,21 +328,19 @@ impl Copier<'_> {
         made: &mut HashSet<PathBuf>,
     ) -> Result<Outcome, Error> {
         let f = &self.selection.files[index];
-        let changed = |why: &str| {
-            Error::new(
-                ErrorCode::SourceChanged,
-                format!("{} changed while it was being copied: {why}", f.path),
-            )
-        };
+        let why = |why: &str| format!("{} changed while it was being copied: {why}", f.path);
+        let changed = |w: &str| Error::new(ErrorCode::SourceChanged, why(w));
+        let failed =
+            |w: &str, e: std::io::Error| Error::caused_by(ErrorCode::SourceChanged, why(w), e);
         let src = self.selection.root.join(&f.path);
         let mut file = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&src)
-            .map_err(|e| changed(&format!("it could not be opened ({e})")))?;
+            .map_err(|e| failed("it could not be opened", e))?;
         let meta = file
             .metadata()
-            .map_err(|e| changed(&format!("it could not be measured ({e})")))?;
+            .map_err(|e| failed("it could not be measured", e))?;
         if !meta.is_file()
             || meta.dev() != f.dev
             || meta.ino() != f.ino
@@ -360,15 +349,15 @@ impl Copier<'_> {
         {
             return Err(changed("it is no longer the file that was measured"));
         }
-        let content = read_measured(&mut file, f.size, buf)
-            .map_err(|e| changed(&format!("it could not be read ({e})")))?;
+        let content =
+            read_measured(&mut file, f.size, buf).map_err(|e| failed("it could not be read", e))?;
         if content.len() as u64 != f.size {
             return Err(changed("its size changed"));
         }
         // The same file, untouched while it was read: no write landed in the middle.
         let after = file
             .metadata()
-            .map_err(|e| changed(&format!("it could not be measured ({e})")))?;
+            .map_err(|e| failed("it could not be measured", e))?;
         if !same_state(&meta, &after) {
             return Err(changed("it was written to while it was read"));
         }
@@ -496,7 +485,7 @@ pub fn read_inside(root: &Path, path: &str) -> Result<Option<Vec<u8>>, Error> {
 }
 
 /// [`read_inside`], with the metadata of the file read (taken from the open file).
-pub(crate) fn read_inside_with_metadata(
+pub fn read_inside_with_metadata(
     root: &Path,
     path: &str,
 ) -> Result<Option<(Vec<u8>, fs::Metadata)>, Error> {
@@ -535,9 +524,9 @@ pub(crate) fn read_inside_with_metadata(
 }
 
 fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), Error> {
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
+    let meta = file.metadata().map_err(|e| {
+        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
+    })?;
     if !meta.is_file() {
         return Err(Error::new(
             ErrorCode::UnsafePath,
@@ -545,8 +534,9 @@ fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), E
         ));
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut buf)
-        .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
+    file.read_to_end(&mut buf).map_err(|e| {
+        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
+    })?;
     Ok((buf, meta))
 }
 

@@ -53,7 +53,7 @@ const FIXED_DATE: &str = "2000-01-01T00:00:00Z";
 
 /// How git is run. Cheap to clone.
 #[derive(Debug, Clone)]
-pub(crate) struct Git {
+pub struct Git {
     /// Where git runs (`-C`).
     cwd: PathBuf,
     /// `GIT_DIR`, for private baselines.
@@ -179,15 +179,19 @@ impl Git {
                 Stdio::null()
             });
         cmd.spawn().map_err(|e| {
-            Error::internal(format!(
-                "git {} could not start: {e}",
-                args.first().copied().unwrap_or("")
-            ))
+            Error::caused_by(
+                ErrorCode::Internal,
+                format!(
+                    "git {} could not start",
+                    args.first().copied().unwrap_or("")
+                ),
+                e,
+            )
         })
     }
 
     /// Runs git and returns its stdout; a non-zero exit is an error naming the command.
-    pub(crate) fn run(&self, args: &[&str]) -> Result<Vec<u8>, Error> {
+    pub fn run(&self, args: &[&str]) -> Result<Vec<u8>, Error> {
         self.run_input(args, None)
     }
 
@@ -202,9 +206,10 @@ impl Git {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| {
-            Error::new(
+            Error::caused_by(
                 ErrorCode::Internal,
-                format!("git could not be started (is it installed?): {e}"),
+                "git could not be started (is it installed?)",
+                e,
             )
         })?;
         let writer = match (input, child.stdin.take()) {
@@ -216,9 +221,13 @@ impl Git {
             }
             _ => None,
         };
-        let out = child
-            .wait_with_output()
-            .map_err(|e| Error::internal(format!("git {} failed: {e}", args.join(" "))))?;
+        let out = child.wait_with_output().map_err(|e| {
+            Error::caused_by(
+                ErrorCode::Internal,
+                format!("git {} failed", args.join(" ")),
+                e,
+            )
+        })?;
         if let Some(w) = writer {
             let _ = w.join();
         }
@@ -237,7 +246,7 @@ impl Git {
 }
 
 /// Splits NUL-terminated git output into items (dropping the empty tail).
-pub(crate) fn split_z(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub fn split_z(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.split(|b| *b == 0).filter(|s| !s.is_empty())
 }
 

@@ -27,7 +27,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The ref in a handed-off copy's baseline naming the tree the copy was handed.
-pub(crate) const START_REF: &str = "refs/legate/start";
+pub const START_REF: &str = "refs/legate/start";
 
 /// The files of the copy behind `baseline` that a handoff would carry (see the module docs).
 ///
@@ -38,12 +38,10 @@ pub fn copy_selection(
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     let root = fs::canonicalize(baseline.copy()).map_err(|e| {
-        Error::new(
+        Error::caused_by(
             ErrorCode::CopyUnavailable,
-            format!(
-                "the copy {} cannot be resolved: {e}",
-                baseline.copy().display()
-            ),
+            format!("the copy {} cannot be resolved", baseline.copy().display()),
+            e,
         )
     })?;
     select_in(&baseline.git(), root, &[], policy, limits)
@@ -105,12 +103,7 @@ pub fn make_handoff_copy(
 ) -> Result<(CopyReport, Baseline), Error> {
     let report = make_copy(selection, copy_dir, limits)?;
     let made = (|| {
-        let copy = fs::canonicalize(copy_dir).map_err(|e| {
-            Error::new(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
-            )
-        })?;
+        let copy = crate::copy::resolve_copy_dir(copy_dir)?;
         let from_objects = from.git_dir().join("objects");
         let borrow = alternates(&from_objects)?;
         let baseline = Baseline::init(baseline_dir, &copy, borrow)?;
@@ -121,7 +114,7 @@ pub fn make_handoff_copy(
             let oid = parse_oid(&tree)?;
             baseline.git().run(&["read-tree", &tree])?;
             baseline.commit_tree(&oid)?;
-            let start = crate::patch::stage_tree(&baseline)?;
+            let start = crate::changes::stage_tree(&baseline)?;
             let start_commit = crate::git_objects::write_commit(
                 &baseline.git_dir().join("objects"),
                 &parse_oid(&start)?,

@@ -9,7 +9,7 @@
 //! entry is entered. It only reads names; it never reads a file's bytes or changes anything.
 
 use legate_beneath::Root;
-use legate_core::Error;
+use legate_core::{Error, ErrorCode};
 use rustix::fs::{self, AtFlags, FileType, Mode, OFlags};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -18,30 +18,26 @@ use std::path::{Path, PathBuf};
 /// The paths (relative, sorted) named `.git` beneath `copy`.
 ///
 /// Errors: `INTERNAL` when the copy or one of its directories cannot be read.
-pub(crate) fn dot_git_entries(copy: &Path) -> Result<Vec<String>, Error> {
+pub fn dot_git_entries(copy: &Path) -> Result<Vec<String>, Error> {
     let held = Root::open(copy)
-        .map_err(|e| Error::internal(format!("the copy could not be opened: {e}")))?;
-    let unreadable = |rel: &Path, e: String| {
-        Error::internal(format!(
-            "the copy's directory {:?} could not be read: {e}",
-            rel.display()
-        ))
-    };
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "the copy could not be opened", e))?;
+    fn unreadable(rel: &Path, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+        let message = format!("the copy's directory {:?} could not be read", rel.display());
+        Error::caused_by(ErrorCode::Internal, message, e)
+    }
     let mut found = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let dir = held
-            .open_dir(&rel)
-            .map_err(|e| unreadable(&rel, e.to_string()))?;
+        let dir = held.open_dir(&rel).map_err(|e| unreadable(&rel, e))?;
         let readable = fs::openat(
             &dir,
             c".",
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| unreadable(&rel, e.to_string()))?;
-        for entry in fs::Dir::new(readable).map_err(|e| unreadable(&rel, e.to_string()))? {
-            let entry = entry.map_err(|e| unreadable(&rel, e.to_string()))?;
+        .map_err(|e| unreadable(&rel, e))?;
+        for entry in fs::Dir::new(readable).map_err(|e| unreadable(&rel, e))? {
+            let entry = entry.map_err(|e| unreadable(&rel, e))?;
             let name = entry.file_name();
             if name == c"." || name == c".." {
                 continue;

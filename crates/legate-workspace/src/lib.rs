@@ -7,17 +7,20 @@
 //! `$LEGATE_HOME/baselines/<task>/`. Each comes back as a [`legate_core::Boundary`] whose
 //! root is canonical, ready for the supervisor's containment.
 //!
-//! For copies it also owns the review pipeline, one concept per module: `select` (what git
-//! would copy, narrowed by `include` paths), `secrets` (the preflight: configured exclusions
-//! and exceptions over the `legate_credentials` detector), `copy`, `baseline` (its index
-//! written by `staging` in the `git_index` format, its commit by `git_objects`), `patch` (preview, read by path or chunk, the read-only check),
-//! `verify` (criteria and reviews), `test_run` (tests in the copy, with the one confinement
-//! hook), `line_endings`, `integrate` (with its crash `journal` and `rollover`), `cleanup`,
-//! `handoff` (a copy's current files handed to another role, on the original baseline),
-//! `skills` (skill packages staged under `.agents/skills/`, never part of a patch, and the
-//! bundled packs with their manifests), and
+//! For copies it owns making them and their git side, one concept per module: `select`
+//! (what git would copy, narrowed by `include` paths), `secrets` (the preflight: configured
+//! exclusions and exceptions over the `legate_credentials` detector), `copy`, `baseline` (its
+//! index written by `staging` in the `git_index` format, its commit by `git_objects`),
+//! `changes` (the copy's change against its baseline as data, and the tree its current state
+//! stages to), `line_endings`, `cleanup`, `handoff` (a copy's current files handed to
+//! another role, on the original baseline), `skills` (skill packages staged under
+//! `.agents/skills/`, never part of a patch, and the bundled packs with their manifests), and
 //! `transfer` (a copy's files sent to a remote Legate, a copy made from files received, and a
 //! remote's patch applied to the local copy, checked against the remote's manifest).
+//!
+//! What is done with a copy afterwards lives above it: reviewing it (preview, patch reads,
+//! verification) in `legate-review`, integrating it into the project (with its crash
+//! journal) in `legate-integration`, and running test commands in it in `legate-testrun`.
 //!
 //! It must never infer `owned` from a path, build a directory name from caller text, adopt an
 //! existing directory or symlink as one it made, or place a workspace under the system temp
@@ -25,6 +28,7 @@
 //! no records (the engine persists which task owns which copy, its reviews and evidence).
 
 mod baseline;
+mod changes;
 mod cleanup;
 mod copy;
 mod git;
@@ -33,38 +37,27 @@ mod git_objects;
 mod handoff;
 mod hidden;
 mod include;
-mod integrate;
-mod journal;
 mod limits;
 mod line_endings;
-mod patch;
-mod rollover;
 mod sandbox;
 mod secrets;
 mod select;
 mod shared;
 mod skills;
 mod staging;
-mod sys;
-mod test_egress;
-mod test_run;
-mod test_sandbox;
 mod transfer;
-mod verify;
 
 pub use baseline::Baseline;
+pub use changes::{ChangeStatus, FileChange, PatchSummary, Preview, parse_raw, stage_tree};
 pub use cleanup::{entries, remove_owned_dir};
+pub use copy::read_inside_with_metadata;
 pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
-pub use handoff::{copy_selection, make_handoff_copy, tree_sha256};
+pub use git::{Git, split_z};
+pub use handoff::{START_REF, copy_selection, make_handoff_copy, tree_sha256};
+pub use hidden::dot_git_entries;
 pub use include::{check_path, covers, path_problem, validate_include_paths};
-pub use integrate::{Change, Integrated, Pending, integrate, plan};
 pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
-pub use patch::{
-    ChangeStatus, DEFAULT_CHUNK, FileChange, MAX_CHUNK, PatchChunk, PatchSummary, Preview, chunk,
-    full_patch, preview, read_only_changes,
-};
-pub use rollover::{Outcome, Recovered, Standing, recover_integrations};
 pub use sandbox::{label, sandbox};
 pub use secrets::{BlockReason, BlockedFile, SecretPolicy};
 pub use select::{
@@ -76,19 +69,9 @@ pub use skills::{
     ManifestFile, SKILL_FILE, STAGING_DIR, SkillFile, StagedSkill, bundled_packs, check_name,
     check_package, is_staging_path, load_packs, resource_problem, skill_set, stage_skills,
 };
-pub use test_egress::TestEgress;
-pub use test_run::{
-    Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
-    run_test_in, validate as validate_test_command,
-};
-pub use test_sandbox::TestSandbox;
 pub use transfer::{
     FileBytes, apply_returned, baseline_files, baseline_of_copy, make_copy_from_files, post_state,
     read_copy,
-};
-pub use verify::{
-    Check, CheckKind, Criterion, CriterionResult, MAX_CRITERIA, Review, Verdict, Verification,
-    quote_at, staleness, validate_criteria, verify,
 };
 
 use legate_core::{Error, ErrorCode};
@@ -100,7 +83,7 @@ pub use legate_core::remote::sha256_hex;
 
 /// Makes `dir` (and missing parents) with mode 0700 unless it exists; it must then be a
 /// directory (a symlink to one is refused).
-pub(crate) fn private_dir(dir: &Path) -> Result<(), Error> {
+pub fn private_dir(dir: &Path) -> Result<(), Error> {
     use std::os::unix::fs::DirBuilderExt;
     match std::fs::symlink_metadata(dir) {
         Ok(m) if m.file_type().is_dir() => Ok(()),
@@ -113,9 +96,10 @@ pub(crate) fn private_dir(dir: &Path) -> Result<(), Error> {
             .mode(0o700)
             .create(dir)
             .map_err(|e| {
-                Error::new(
+                Error::caused_by(
                     ErrorCode::InvalidWorkspace,
-                    format!("{} could not be created: {e}", dir.display()),
+                    format!("{} could not be created", dir.display()),
+                    e,
                 )
             }),
     }

@@ -73,17 +73,25 @@ fn sandboxes_root(sandboxes_dir: &Path) -> Result<PathBuf, Error> {
             .mode(0o700)
             .create(sandboxes_dir)
             .map_err(|e| {
-                invalid(format!(
-                    "the sandboxes directory {} could not be created: {e}",
-                    sandboxes_dir.display()
-                ))
+                Error::caused_by(
+                    ErrorCode::InvalidWorkspace,
+                    format!(
+                        "the sandboxes directory {} could not be created",
+                        sandboxes_dir.display()
+                    ),
+                    e,
+                )
             })?;
     }
     let canonical = fs::canonicalize(sandboxes_dir).map_err(|e| {
-        invalid(format!(
-            "the sandboxes directory {} cannot be resolved: {e}",
-            sandboxes_dir.display()
-        ))
+        Error::caused_by(
+            ErrorCode::InvalidWorkspace,
+            format!(
+                "the sandboxes directory {} cannot be resolved",
+                sandboxes_dir.display()
+            ),
+            e,
+        )
     })?;
     if !canonical.is_dir() {
         return Err(invalid(format!(
@@ -116,17 +124,19 @@ fn create(dir: &Path, context_id: &str) -> Result<PathBuf, Error> {
         .permissions(fs::Permissions::from_mode(0o700))
         .tempdir_in(dir)
         .map_err(|e| {
-            invalid(format!(
-                "a sandbox could not be created in {}: {e}",
-                dir.display()
-            ))
+            Error::caused_by(
+                ErrorCode::InvalidWorkspace,
+                format!("a sandbox could not be created in {}", dir.display()),
+                e,
+            )
         })?
         .keep();
     fs::canonicalize(&created).map_err(|e| {
-        invalid(format!(
-            "the new sandbox {} cannot be resolved: {e}",
-            created.display()
-        ))
+        Error::caused_by(
+            ErrorCode::InvalidWorkspace,
+            format!("the new sandbox {} cannot be resolved", created.display()),
+            e,
+        )
     })
 }
 

@@ -144,7 +144,13 @@ pub fn project_root(source: &Path) -> Result<PathBuf, Error> {
     if !source.is_absolute() {
         return Err(invalid("is not an absolute path".into()));
     }
-    let root = fs::canonicalize(source).map_err(|e| invalid(format!("cannot be resolved: {e}")))?;
+    let root = fs::canonicalize(source).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::InvalidWorkspace,
+            format!("the project {} cannot be resolved", source.display()),
+            e,
+        )
+    })?;
     if !fs::metadata(&root).map(|m| m.is_dir()).unwrap_or(false) {
         return Err(invalid("is not a directory".into()));
     }

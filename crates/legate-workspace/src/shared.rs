@@ -16,8 +16,20 @@ pub fn shared(dir: &Path, allow_execute: bool) -> Result<Boundary, Error> {
             format!("the workspace {} {why}", dir.display()),
         )
     };
-    let root = fs::canonicalize(dir).map_err(|e| invalid(format!("cannot be resolved: {e}")))?;
-    let meta = fs::metadata(&root).map_err(|e| invalid(format!("cannot be read: {e}")))?;
+    let root = fs::canonicalize(dir).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::InvalidWorkspace,
+            format!("the workspace {} cannot be resolved", dir.display()),
+            e,
+        )
+    })?;
+    let meta = fs::metadata(&root).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::InvalidWorkspace,
+            format!("the workspace {} cannot be read", dir.display()),
+            e,
+        )
+    })?;
     if !meta.is_dir() {
         return Err(invalid("is not a directory".to_string()));
     }

@@ -18,10 +18,10 @@
 //! or leave a half-applied patch behind.
 
 use crate::baseline::Baseline;
+use crate::changes::{FileChange, Preview};
 use crate::copy::CopyReport;
 use crate::include::check_path;
 use crate::limits::CopyLimits;
-use crate::patch::{FileChange, Preview};
 use legate_beneath::{BeneathError, Root};
 use legate_core::remote::{ManifestFile, PostState, ReturnedManifest, baseline_id, sha256_hex};
 use legate_core::{Error, ErrorCode};
@@ -29,7 +29,7 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// One file of a copy, with its bytes.
@@ -62,7 +62,7 @@ fn beneath_error(path: &str, e: &BeneathError) -> Error {
 /// `max_files` files is `COPY_TOO_LARGE` too.
 pub fn read_copy(root: &Path, max_bytes: u64, max_files: usize) -> Result<Vec<FileBytes>, Error> {
     let held = Root::open(root)
-        .map_err(|e| Error::new(ErrorCode::CopyUnavailable, format!("the copy: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorCode::CopyUnavailable, "the copy", e))?;
     let too_large = |what: String| Error::new(ErrorCode::CopyTooLarge, what);
     let mut found: Vec<(String, u64)> = Vec::new();
     let mut total = 0u64;
@@ -131,15 +131,21 @@ pub fn read_copy(root: &Path, max_bytes: u64, max_files: usize) -> Result<Vec<Fi
         let (file, _) = held
             .open_file(Path::new(&path))
             .map_err(|e| beneath_error(&path, &e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::internal(format!("{path}: {e}")))?;
+        let meta = file.metadata().map_err(|e| {
+            Error::caused_by(
+                ErrorCode::Internal,
+                format!("{path} could not be measured"),
+                e,
+            )
+        })?;
         let left = max_bytes.saturating_sub(read);
         let mut bytes = Vec::new();
         use std::io::Read;
         file.take(left.saturating_add(1))
             .read_to_end(&mut bytes)
-            .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
+            .map_err(|e| {
+                Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
+            })?;
         read = read.saturating_add(bytes.len() as u64);
         if read > max_bytes {
             return Err(too_large(format!(
@@ -164,7 +170,13 @@ fn write_file(held: &Root, path: &str, bytes: &[u8], executable: bool) -> Result
     let (file, _) = held.open_file(rel).map_err(|e| beneath_error(path, &e))?;
     let mode = if executable { 0o755 } else { 0o644 };
     file.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(|e| Error::internal(format!("{path}: its mode could not be set: {e}")))
+        .map_err(|e| {
+            Error::caused_by(
+                ErrorCode::Internal,
+                format!("{path}: its mode could not be set"),
+                e,
+            )
+        })
 }
 
 /// Removes the file `path` beneath `held` (the name itself, never what it points to);
@@ -221,27 +233,12 @@ pub fn make_copy_from_files(
             ),
         ));
     }
-    if let Some(parent) = copy_dir.parent() {
-        crate::private_dir(parent)?;
-    }
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(copy_dir)
-        .map_err(|e| {
-            Error::new(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} could not be created: {e}", copy_dir.display()),
-            )
-        })?;
+    crate::copy::create_copy_dir(copy_dir)?;
     let made = (|| {
-        let copy = std::fs::canonicalize(copy_dir).map_err(|e| {
-            Error::new(
-                ErrorCode::InvalidWorkspace,
-                format!("the copy {} cannot be resolved: {e}", copy_dir.display()),
-            )
+        let copy = crate::copy::resolve_copy_dir(copy_dir)?;
+        let held = Root::open(&copy).map_err(|e| {
+            Error::caused_by(ErrorCode::Internal, "the new copy could not be opened", e)
         })?;
-        let held = Root::open(&copy)
-            .map_err(|e| Error::internal(format!("the new copy could not be opened: {e}")))?;
         for f in files {
             write_file(&held, &f.path, &f.bytes, f.executable)?;
         }
@@ -360,7 +357,7 @@ fn changes_between(baseline: &Baseline, from: &str, to: &str) -> Result<Vec<File
         from,
         to,
     ])?;
-    crate::patch::parse_raw(&raw)
+    crate::changes::parse_raw(&raw)
         .map_err(|e| protocol(format!("the remote's patch is refused: {}", e.message)))
 }
 
@@ -438,12 +435,12 @@ pub fn apply_returned(
         }
     }
     // What the copy holds now (the baseline, or earlier turns' results) to the result.
-    let now = crate::patch::stage_tree(baseline)?;
+    let now = crate::changes::stage_tree(baseline)?;
     let steps = changes_between(baseline, &now, &after_tree)?;
     let step_ids: Vec<&str> = steps.iter().filter_map(|c| c.new_blob.as_deref()).collect();
     let mut step_blobs = baseline.blobs(&step_ids)?.into_iter();
     let held = Root::open(baseline.copy())
-        .map_err(|e| Error::new(ErrorCode::CopyUnavailable, format!("the copy: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorCode::CopyUnavailable, "the copy", e))?;
     let mut plan: Vec<Step<'_>> = Vec::new();
     for c in &steps {
         let after = match &c.new_blob {
@@ -462,7 +459,7 @@ pub fn apply_returned(
         plan.push((c, after, before));
     }
     let applied = write_plan(&held, &plan).and_then(|()| {
-        if crate::patch::stage_tree(baseline)? != after_tree {
+        if crate::changes::stage_tree(baseline)? != after_tree {
             return Err(protocol(
                 "the copy does not hold the patch's result after it was written".into(),
             ));
@@ -502,10 +499,7 @@ pub fn apply_returned(
 /// --cached`), never to the copy. Git refuses a patch path outside the tree and one beyond
 /// a symbolic link.
 fn tree_after(baseline: &Baseline, before: &str, patch: &[u8]) -> Result<String, Error> {
-    let scratch = tempfile::Builder::new()
-        .prefix("index-")
-        .tempfile_in(baseline.dir())
-        .map_err(|e| Error::internal(format!("a scratch index could not be made: {e}")))?;
+    let scratch = crate::changes::scratch_index(baseline)?;
     let git = baseline.git().with_index(scratch.path());
     git.run(&["read-tree", before])?;
     if !patch.is_empty() {
@@ -526,12 +520,17 @@ fn read_with_mode(held: &Root, path: &str) -> Result<(Vec<u8>, bool), Error> {
     let (mut file, _) = held
         .open_file(Path::new(path))
         .map_err(|e| beneath_error(path, &e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::internal(format!("{path}: {e}")))?;
+    let meta = file.metadata().map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            format!("{path} could not be measured"),
+            e,
+        )
+    })?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| Error::internal(format!("{path} could not be read: {e}")))?;
+    file.read_to_end(&mut bytes).map_err(|e| {
+        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
+    })?;
     Ok((bytes, meta.permissions().mode() & 0o111 != 0))
 }
 

@@ -8,6 +8,7 @@
 mod common;
 
 use common::{Fixture, blob_id, files_under, git, git_in, write};
+use legate_review::*;
 use legate_workspace::*;
 use proptest::prelude::*;
 use sha1::{Digest, Sha1};

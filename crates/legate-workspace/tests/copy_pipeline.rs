@@ -7,6 +7,8 @@ mod common;
 
 use common::{Fixture, blob_id, files_under, git};
 use legate_core::ErrorCode;
+use legate_integration::*;
+use legate_review::*;
 use legate_workspace::*;
 use std::fs;
 use std::path::Path;

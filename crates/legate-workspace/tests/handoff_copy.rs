@@ -8,6 +8,7 @@ mod common;
 
 use common::{Fixture, files_under, write};
 use legate_core::ErrorCode;
+use legate_review::*;
 use legate_workspace::*;
 use std::fs;
 

@@ -9,7 +9,8 @@ mod common;
 
 use common::Fixture;
 use legate_core::ErrorCode;
-use legate_workspace::{CopyLimits, SecretPolicy, preview};
+use legate_review::preview;
+use legate_workspace::{CopyLimits, SecretPolicy};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 

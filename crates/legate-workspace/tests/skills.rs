@@ -8,6 +8,8 @@ mod common;
 
 use common::{Fixture, files_under};
 use legate_core::{ErrorCode, SkillPackage, SkillResource, SkillSource};
+use legate_integration::*;
+use legate_review::*;
 use legate_workspace::*;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -10,6 +10,7 @@ mod common;
 use common::*;
 use legate_core::ErrorCode;
 use legate_core::remote::{PostState, ReturnedManifest, baseline_id, sha256_hex};
+use legate_review::*;
 use legate_workspace::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -62,8 +62,8 @@ impl Default for ReviewConfig {
             retention: Duration::from_secs(168 * 3600),
             approval: ApprovalMode::Auto,
             require_tests: false,
-            test_timeout: legate_workspace::DEFAULT_TIMEOUT,
-            max_test_output: legate_workspace::DEFAULT_MAX_OUTPUT,
+            test_timeout: legate_testrun::DEFAULT_TIMEOUT,
+            max_test_output: legate_testrun::DEFAULT_MAX_OUTPUT,
             keep_interrupted_copies: false,
         }
     }

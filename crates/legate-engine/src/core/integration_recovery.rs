@@ -2,7 +2,7 @@
 //!
 //! This module owns the hook that runs whenever a `legate` command opens the store (with
 //! restart recovery, [`crate::core::runner::recover`]) and before every integration: it asks
-//! `legate_workspace::recover_integrations` to roll each stopped integration under
+//! `legate_integration::recover_integrations` to roll each stopped integration under
 //! `$LEGATE_HOME/run/integrations/` forward or back (each journal locked, so two processes
 //! never recover the same one and none touches a live one), then records what happened in
 //! the task's review record and a `copy.integration_recovered` event, in one transaction,
@@ -19,8 +19,8 @@
 use crate::ApprovalMode;
 use crate::review::{IntegrationRecord, IntegrationRecovery, ReviewRecord, notice_event};
 use legate_core::{Error, ErrorCode, Result, TaskId, Timestamp};
+use legate_integration::{Integrated, Outcome, Recovered, Standing};
 use legate_store::Store;
-use legate_workspace::{Integrated, Outcome, Recovered, Standing};
 use std::path::Path;
 
 /// Finishes and records every stopped integration under `run_dir/integrations`. Returns how
@@ -28,7 +28,7 @@ use std::path::Path;
 pub(crate) fn recover_integrations(store: &Store, run_dir: &Path) -> usize {
     let mut recorded = 0;
     let standing = |task: &str, journal: &str, root: &Path| standing(store, task, journal, root);
-    for r in legate_workspace::recover_integrations(&run_dir.join("integrations"), &standing) {
+    for r in legate_integration::recover_integrations(&run_dir.join("integrations"), &standing) {
         match r.and_then(|r| record(store, r)) {
             Ok(true) => recorded += 1,
             Ok(false) => {}

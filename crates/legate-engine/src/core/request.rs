@@ -39,7 +39,7 @@ pub enum WorkspaceRequest {
         /// Relative files or directories to narrow the selection to; empty for all.
         include_paths: Vec<String>,
         /// Acceptance criteria, fixed for the task's life.
-        criteria: Vec<legate_workspace::Criterion>,
+        criteria: Vec<legate_review::Criterion>,
     },
     /// A copy made from files a remote Legate sent with its message (Legate's copy-workspace
     /// extension, `legate_core::remote::COPY_WORKSPACE_EXTENSION`), with exactly those files
@@ -150,7 +150,7 @@ const MAX_CONTEXT_ID_BYTES: usize = 256;
 pub(crate) struct CopyRequest {
     pub(crate) source: PathBuf,
     pub(crate) include_paths: Vec<String>,
-    pub(crate) criteria: Vec<legate_workspace::Criterion>,
+    pub(crate) criteria: Vec<legate_review::Criterion>,
     /// The open copy this task continues in (a context's next turn), instead of a new copy.
     pub(crate) continues: Option<crate::review::ContinuedCopy>,
     /// For a handoff: the copy whose current files the new copy gets (see `handoff`).

@@ -61,7 +61,7 @@ pub(crate) fn holding(
     }
     if hook.require_review {
         let current = record.verification.as_ref().is_some_and(|v| {
-            v.passed && legate_workspace::staleness(&record.copy_directory, v, patch).is_none()
+            v.passed && legate_review::staleness(&record.copy_directory, v, patch).is_none()
         });
         if !current {
             return Ok(Some(Error::new(

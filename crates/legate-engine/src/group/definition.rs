@@ -4,7 +4,7 @@
 //! This module owns the wire spellings only. It never validates (see `validate`) and never
 //! stores anything; every field is hostile input until `validate::check` accepted it.
 
-use legate_workspace::Criterion;
+use legate_review::Criterion;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

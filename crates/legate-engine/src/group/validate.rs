@@ -505,7 +505,7 @@ mod tests {
         for n in &mut big.nodes {
             n.prompt = "x".repeat(MAX_CONTEXT_BYTES);
             n.criteria = (0..3)
-                .map(|c| legate_workspace::Criterion {
+                .map(|c| legate_review::Criterion {
                     id: format!("c{c}"),
                     description: "y".repeat(25_000),
                     check: None,

@@ -29,7 +29,8 @@ pub(crate) use start::{changed, framed_len, remove_made};
 
 use crate::core::Core;
 use legate_core::{Report, TaskId, Timestamp};
-use legate_workspace::{Criterion, TestCommand};
+use legate_review::Criterion;
+use legate_testrun::TestCommand;
 use serde::{Deserialize, Serialize};
 
 pub use start::HandoffRequest;

@@ -6,7 +6,7 @@
 //! no symlink followed anywhere on the path (a cited symlink is refused, not read), FIFOs and
 //! devices refused, at most [`MAX_CITED_FILE`] bytes each, each file read once however many
 //! findings cite it. A quote follows the same rule as a criterion's review
-//! (`legate_workspace::quote_at`): on one line, a literal substring of that line with its
+//! (`legate_review::quote_at`): on one line, a literal substring of that line with its
 //! `\r` trimmed; a quote may span several lines (it then ends the cited line, equals the
 //! lines between, and starts the last), but never starts on another line than the cited one.
 //!
@@ -69,7 +69,7 @@ pub(crate) fn check(review: &ReviewReport, root: &Path) -> Result<()> {
                     "line {} of {path} does not exist (the file has {lines} lines)",
                     f.line
                 ))
-            } else if !legate_workspace::quote_at(&bytes, u64::from(f.line), &f.quote) {
+            } else if !legate_review::quote_at(&bytes, u64::from(f.line), &f.quote) {
                 Some(format!(
                     "the quote {:?} does not stand at {path}:{}",
                     shorten(&f.quote),

@@ -9,7 +9,8 @@ use super::records::*;
 use super::{Opened, blocking, notice_event};
 use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result, Timestamp};
-use legate_workspace::{Review, TestCommand, Verification};
+use legate_review::{Review, Verification};
+use legate_testrun::TestCommand;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,8 +33,7 @@ impl Core {
             o.record.criteria.clone(),
             preview.sha256.clone(),
         );
-        let v =
-            blocking(move || legate_workspace::verify(&copy, &criteria, &reviews, &sha)).await?;
+        let v = blocking(move || legate_review::verify(&copy, &criteria, &reviews, &sha)).await?;
         o.record.verification = Some(v.clone());
         o.record.touched_at = Timestamp::now();
         self.put_record(&o.task.id, &o.record)?;
@@ -66,7 +66,7 @@ impl Core {
         timeout: Option<Duration>,
         selection: Option<crate::SandboxSelection>,
     ) -> Result<TestEvidence> {
-        legate_workspace::validate_test_command(&command)?;
+        legate_testrun::validate_test_command(&command)?;
         let max = self.config().fronts.test_timeout_max;
         if let Some(t) = timeout
             && (t < Duration::from_secs(1) || t > max)
@@ -104,7 +104,7 @@ impl Core {
             .map(|_| super::test_gate::TestGate::egress(Arc::new(self.config().network.clone())));
         let run = blocking(move || {
             let scratch = b.scratch()?;
-            legate_workspace::run_test_in(
+            legate_testrun::run_test_in(
                 &copy,
                 &scratch,
                 &cmd,
@@ -264,7 +264,7 @@ impl Reviews {
         expected_sha256: &str,
         reported: ReportedTest,
     ) -> Result<TestEvidence> {
-        legate_workspace::validate_test_command(&reported.command)?;
+        legate_testrun::validate_test_command(&reported.command)?;
         let mut o = self.core.open_copy(id).await?;
         self.core.check_cleanup(&o)?;
         let preview = self.core.current_preview(&o.baseline).await?;

@@ -10,7 +10,8 @@ use super::{blocking, notice_event};
 use crate::core::Core;
 use crate::core::request::CopyRequest;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId, TaskMode, Timestamp};
-use legate_workspace::{Baseline, Criterion, ProjectFiles};
+use legate_review::Criterion;
+use legate_workspace::{Baseline, ProjectFiles};
 use std::path::{Path, PathBuf};
 
 impl Core {
@@ -37,7 +38,7 @@ impl Core {
         include_paths: &[String],
         criteria: &[Criterion],
     ) -> Result<(PathBuf, Vec<String>)> {
-        legate_workspace::validate_criteria(criteria)?;
+        legate_review::validate_criteria(criteria)?;
         let include = legate_workspace::validate_include_paths(include_paths)?;
         let cfg = self.review_config();
         let sel = legate_workspace::select(source, &include, &cfg.secrets, &cfg.limits)?;
@@ -212,17 +213,17 @@ impl Core {
         let before = record.before_turn.clone();
         let outcome = blocking(move || {
             let violations = match (mode, before) {
-                (TaskMode::ReadOnly, None) => legate_workspace::read_only_changes(&baseline)?,
+                (TaskMode::ReadOnly, None) => legate_review::read_only_changes(&baseline)?,
                 // A turn continuing a copy that earlier turns changed is judged against the
                 // copy as it found it, not against the baseline.
                 (TaskMode::ReadOnly, Some(before)) => super::enter::changed_since(
                     &baseline,
                     &before,
-                    legate_workspace::read_only_changes(&baseline)?,
+                    legate_review::read_only_changes(&baseline)?,
                 )?,
                 (TaskMode::Write, _) => Vec::new(),
             };
-            let preview = legate_workspace::preview(&baseline, &cfg.secrets, &cfg.limits);
+            let preview = legate_review::preview(&baseline, &cfg.secrets, &cfg.limits);
             Ok((violations, preview))
         })
         .await;

@@ -144,7 +144,7 @@ impl Core {
 pub(super) fn snapshot(baseline: &Baseline) -> Result<Vec<PathState>> {
     let root = legate_beneath::Root::open(baseline.copy())
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "the copy could not be opened", e))?;
-    Ok(legate_workspace::read_only_changes(baseline)?
+    Ok(legate_review::read_only_changes(baseline)?
         .into_iter()
         .map(|path| PathState {
             digest: digest(&root, &path),

@@ -117,8 +117,8 @@ impl Core {
             .join(o.task.id.as_str());
         let meta = serde_json::json!({"sha256": preview.sha256, "approval": cfg.approval});
         let result = blocking(move || {
-            let changes = legate_workspace::plan(&b, &p)?;
-            legate_workspace::integrate(&root, &changes, &journal, meta)
+            let changes = legate_integration::plan(&b, &p)?;
+            legate_integration::integrate(&root, &changes, &journal, meta)
         })
         .await;
         let result = match result {
@@ -171,8 +171,7 @@ impl Core {
                 "the patch has not been verified; call verify with a review per criterion",
             ));
         };
-        if let Some(why) = legate_workspace::staleness(&o.record.copy_directory, v, &preview.sha256)
-        {
+        if let Some(why) = legate_review::staleness(&o.record.copy_directory, v, &preview.sha256) {
             return Err(Error::new(
                 ErrorCode::VerificationRequired,
                 format!("the verification is stale: {why}; verify again"),

@@ -173,7 +173,7 @@ impl Core {
 
     async fn current_preview(&self, baseline: &Baseline) -> Result<Preview> {
         let (b, cfg) = (baseline.clone(), self.review_config().clone());
-        blocking(move || legate_workspace::preview(&b, &cfg.secrets, &cfg.limits)).await
+        blocking(move || legate_review::preview(&b, &cfg.secrets, &cfg.limits)).await
     }
 
     fn expect_sha(preview: &Preview, expected: &str) -> Result<()> {

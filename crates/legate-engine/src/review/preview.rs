@@ -8,7 +8,8 @@ use super::records::*;
 use super::{blocking, expect_patch_sha};
 use crate::core::Core;
 use legate_core::{Error, Result, TaskMode, Timestamp};
-use legate_workspace::{PatchChunk, Preview};
+use legate_review::PatchChunk;
+use legate_workspace::Preview;
 
 impl Core {
     /// The copy's patch now: files (A/M/D) with line counts, totals, sha256 and length (not
@@ -19,7 +20,7 @@ impl Core {
         let violations = if o.task.mode == TaskMode::ReadOnly {
             let (b, before) = (o.baseline.clone(), o.record.before_turn.clone());
             blocking(move || {
-                let changed = legate_workspace::read_only_changes(&b)?;
+                let changed = legate_review::read_only_changes(&b)?;
                 match before {
                     // A read-only turn continuing a changed copy answers only for its own
                     // changes.
@@ -31,9 +32,10 @@ impl Core {
         } else {
             Vec::new()
         };
-        let stale = o.record.verification.as_ref().and_then(|v| {
-            legate_workspace::staleness(&o.record.copy_directory, v, &preview.sha256)
-        });
+        let stale =
+            o.record.verification.as_ref().and_then(|v| {
+                legate_review::staleness(&o.record.copy_directory, v, &preview.sha256)
+            });
         let tests = o
             .record
             .tests
@@ -109,9 +111,9 @@ impl Reviews {
                     )));
                 }
                 let (b, tree, p) = (o.baseline.clone(), preview.tree.clone(), path.clone());
-                blocking(move || legate_workspace::full_patch(&b, &tree, Some(&p))).await?
+                blocking(move || legate_review::full_patch(&b, &tree, Some(&p))).await?
             }
         };
-        legate_workspace::chunk(&bytes, read.offset, read.limit, &preview.sha256)
+        legate_review::chunk(&bytes, read.offset, read.limit, &preview.sha256)
     }
 }

@@ -11,10 +11,10 @@ pub use crate::config::{ApprovalMode, ReviewConfig};
 use crate::core::Core;
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode, Result, TaskId, Timestamp};
-use legate_workspace::{
-    CopyReport, Criterion, FileChange, Integrated, Outcome, PatchSummary, Preview, TestCommand,
-    Verification,
-};
+use legate_integration::{Integrated, Outcome};
+use legate_review::{Criterion, Verification};
+use legate_testrun::TestCommand;
+use legate_workspace::{CopyReport, FileChange, PatchSummary, Preview};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -28,8 +28,8 @@ impl TestGate {
     }
 
     /// The runner's egress for a test under `policy`: this gate, and the proxy variables.
-    pub(crate) fn egress(policy: Arc<NetworkPolicy>) -> legate_workspace::TestEgress {
-        legate_workspace::TestEgress {
+    pub(crate) fn egress(policy: Arc<NetworkPolicy>) -> legate_testrun::TestEgress {
+        legate_testrun::TestEgress {
             env: legate_egress::proxy_env(&policy),
             gate: Arc::new(Self::new(policy)),
         }

@@ -17,7 +17,7 @@ use crate::review::Confirmation;
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode, Result};
 use legate_store::PolicyReplace;
-use legate_workspace::TestSandbox;
+use legate_testrun::TestConfinement as TestSandbox;
 use roots::{Protected, check_root};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -119,15 +119,29 @@ pub fn load_packs(dir: &Path) -> Result<Vec<StagedSkill>, Error> {
         }
     }
     let mut names = Vec::new();
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| missing(format!("{} cannot be listed: {e}", dir.display())))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::SkillPackMissing,
+            format!("{} cannot be listed", dir.display()),
+            e,
+        )
+    })?;
     for entry in entries {
-        let entry =
-            entry.map_err(|e| missing(format!("{} cannot be listed: {e}", dir.display())))?;
+        let entry = entry.map_err(|e| {
+            Error::caused_by(
+                ErrorCode::SkillPackMissing,
+                format!("{} cannot be listed", dir.display()),
+                e,
+            )
+        })?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let kind = entry
-            .file_type()
-            .map_err(|e| invalid(format!("{name} cannot be measured: {e}")))?;
+        let kind = entry.file_type().map_err(|e| {
+            Error::caused_by(
+                ErrorCode::SkillPackInvalid,
+                format!("{name} cannot be measured"),
+                e,
+            )
+        })?;
         if !kind.is_dir() {
             return Err(invalid(format!(
                 "{name} in {} is not a pack directory (a link or a file)",
@@ -162,8 +176,13 @@ type PackFiles = (Option<Vec<u8>>, BTreeMap<String, Vec<u8>>);
 
 fn read_pack(dir: &Path, name: &str) -> Result<PackFiles, Error> {
     let invalid = |why: String| Error::new(ErrorCode::SkillPackInvalid, why);
-    let root = legate_beneath::Root::open(dir)
-        .map_err(|e| invalid(format!("the pack {name} cannot be opened: {e}")))?;
+    let root = legate_beneath::Root::open(dir).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::SkillPackInvalid,
+            format!("the pack {name} cannot be opened"),
+            e,
+        )
+    })?;
     let mut found = Vec::new();
     walk(dir, "", name, &mut found)?;
     let mut manifest = None;
@@ -172,7 +191,13 @@ fn read_pack(dir: &Path, name: &str) -> Result<PackFiles, Error> {
     for rel in found {
         let bytes = root
             .read(Path::new(&rel), MAX_TOTAL_BYTES + 1)
-            .map_err(|e| invalid(format!("{name}/{rel} cannot be read: {e}")))?;
+            .map_err(|e| {
+                Error::caused_by(
+                    ErrorCode::SkillPackInvalid,
+                    format!("{name}/{rel} cannot be read"),
+                    e,
+                )
+            })?;
         total = total.saturating_add(bytes.len() as u64);
         if total > MAX_TOTAL_BYTES {
             return Err(invalid(format!(
@@ -194,10 +219,21 @@ fn read_pack(dir: &Path, name: &str) -> Result<PackFiles, Error> {
 fn walk(dir: &Path, prefix: &str, pack: &str, out: &mut Vec<String>) -> Result<(), Error> {
     let invalid = |why: String| Error::new(ErrorCode::SkillPackInvalid, why);
     let here = dir.join(prefix);
-    let entries = std::fs::read_dir(&here)
-        .map_err(|e| invalid(format!("{pack}/{prefix} cannot be listed: {e}")))?;
+    let entries = std::fs::read_dir(&here).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::SkillPackInvalid,
+            format!("{pack}/{prefix} cannot be listed"),
+            e,
+        )
+    })?;
     for entry in entries {
-        let entry = entry.map_err(|e| invalid(format!("{pack}/{prefix} cannot be listed: {e}")))?;
+        let entry = entry.map_err(|e| {
+            Error::caused_by(
+                ErrorCode::SkillPackInvalid,
+                format!("{pack}/{prefix} cannot be listed"),
+                e,
+            )
+        })?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
             return Err(invalid(format!(
@@ -209,9 +245,13 @@ fn walk(dir: &Path, prefix: &str, pack: &str, out: &mut Vec<String>) -> Result<(
         } else {
             format!("{prefix}/{name}")
         };
-        let kind = entry
-            .file_type()
-            .map_err(|e| invalid(format!("{pack}/{rel} cannot be measured: {e}")))?;
+        let kind = entry.file_type().map_err(|e| {
+            Error::caused_by(
+                ErrorCode::SkillPackInvalid,
+                format!("{pack}/{rel} cannot be measured"),
+                e,
+            )
+        })?;
         if kind.is_dir() {
             walk(dir, &rel, pack, out)?;
         } else if kind.is_file() {
@@ -241,7 +281,7 @@ fn verify(
     let manifest: Manifest = serde_json::from_slice(manifest).map_err(|e| {
         Error::caused_by(
             ErrorCode::SkillPackInvalid,
-            format!("the {MANIFEST} of the pack {name} does not parse: {e}"),
+            format!("the {MANIFEST} of the pack {name} does not parse"),
             e,
         )
     })?;

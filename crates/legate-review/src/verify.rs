@@ -10,10 +10,8 @@
 //! never claims the interpretation is right (reviews are `client-reported`). It must never
 //! read outside the copy or follow a symlink there.
 
-use crate::copy::read_inside;
-use crate::include::path_problem;
-use crate::sha256_hex;
 use legate_core::Error;
+use legate_workspace::{path_problem, read_inside, sha256_hex};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -216,7 +214,7 @@ pub fn verify(
                 r.criterion_id
             )));
         }
-        crate::include::check_path(&r.path)?;
+        legate_workspace::check_path(&r.path)?;
     }
     let mut evidence: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut read = |path: &str| -> Result<Option<Vec<u8>>, Error> {

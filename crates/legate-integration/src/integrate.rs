@@ -29,13 +29,13 @@
 //! It must never follow a symlink in the original, write outside the project root, or leave
 //! the original half-changed, on an error it saw or on a crash.
 
-use crate::copy::read_inside_with_metadata;
-use crate::include::check_path;
 use crate::journal::{self, Content, Intent, Journal, Step};
-use crate::line_endings;
-use crate::patch::{ChangeStatus, Preview};
-use crate::{baseline::Baseline, rollover, sha256_hex};
+use crate::rollover;
 use legate_core::{Error, ErrorCode};
+use legate_workspace::{
+    Baseline, ChangeStatus, Preview, check_line_endings, check_path, read_inside_with_metadata,
+    sha256_hex,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::{self, OpenOptions};
@@ -291,7 +291,7 @@ fn check_all<'a>(
                 }
                 let bytes = match (c.status, &c.baseline, &c.result) {
                     (ChangeStatus::M, Some(base), Some(result)) => {
-                        let checked = line_endings::check(&c.path, base, result)?;
+                        let checked = check_line_endings(&c.path, base, result)?;
                         if checked.restored_bom {
                             report.restored_byte_order_marks.push(c.path.clone());
                         }

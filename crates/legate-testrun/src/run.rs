@@ -13,8 +13,8 @@
 //! `network: denied|not-enforced`); with `confinement = "required"` a kernel that enforces
 //! nothing is `CONFINEMENT_UNAVAILABLE` and nothing runs. Like an agent, the command does
 //! not see Legate's home (but for its copy and scratch directory), token files or
-//! processes, and dies with Legate (`isolation` in the evidence). A test run under a sandbox
-//! selection ([`crate::TestSandbox`], module `test_sandbox`) is confined by that module
+//! processes, and dies with Legate (`isolation` in the evidence). A test run under a confinement
+//! selection ([`crate::TestConfinement`], module `confinement`) is confined by that module
 //! instead: reads restricted too, its extra roots, network and child processes as selected,
 //! output kept in characters. This module must never run a
 //! command through a shell or leave a process of the test's group running after it returns.
@@ -145,7 +145,7 @@ pub fn confine(
         network: prepared.network().as_str(),
         isolation: prepared.isolation(),
         reads: "open",
-        children: crate::test_sandbox::children_allowed(),
+        children: crate::confinement::children_allowed(),
         landlock_abi: Confinement::landlock_abi(),
     };
     legate_confine::confine_command(cmd, prepared);
@@ -193,7 +193,7 @@ pub fn run_test(
     )
 }
 
-/// [`run_test`], under `sandbox` when one was selected: confined as the `test_sandbox`
+/// [`run_test`], under `selected` when one was selected: confined as the `confinement`
 /// module says, and each stream kept to the selection's `max_output_chars` characters (the
 /// byte bound `max_output` no longer applies).
 ///
@@ -212,13 +212,13 @@ pub fn run_test_in(
     max_output: usize,
     requirement: Requirement,
     hidden: &[PathBuf],
-    sandbox: Option<&crate::TestSandbox>,
+    selected: Option<&crate::TestConfinement>,
     egress: Option<&crate::TestEgress>,
 ) -> Result<TestRun, Error> {
     validate(command)?;
     // A character is at most 4 bytes of UTF-8 (a lossy replacement 3): this many bytes
     // always hold the characters kept.
-    let max_output = match sandbox {
+    let max_output = match selected {
         Some(s) => s.max_output_chars.saturating_mul(4).saturating_add(4),
         None => max_output,
     };
@@ -236,8 +236,8 @@ pub fn run_test_in(
         }
     }
     cmd.env("HOME", scratch).env("TMPDIR", scratch);
-    let (confined, handoff) = match sandbox {
-        Some(s) => crate::test_sandbox::confine_selected(
+    let (confined, handoff) = match selected {
+        Some(s) => crate::confinement::confine_selected(
             &mut cmd,
             copy,
             scratch,
@@ -254,16 +254,17 @@ pub fn run_test_in(
     }
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
-        Error::new(
+        Error::caused_by(
             ErrorCode::TestFailed,
-            format!("{} could not be started: {e}", command.executable),
+            format!("{} could not be started", command.executable),
+            e,
         )
     })?;
     let pgid = i32::try_from(child.id()).unwrap_or(0);
     // The proxy serves the namespace from now until the command ended.
     let serving = match (handoff, egress) {
         (Some(handoff), Some(e)) => {
-            match crate::test_egress::Serving::start(handoff, Arc::clone(&e.gate)) {
+            match crate::egress::Serving::start(handoff, Arc::clone(&e.gate)) {
                 Ok(serving) => Some(serving),
                 Err(error) => {
                     crate::sys::kill_group(pgid);
@@ -340,7 +341,7 @@ pub fn run_test_in(
     let duration_ms = started.elapsed().as_millis() as u64;
     // Nor does its proxy: its connections are recorded, then it stops.
     let connections = serving
-        .map(crate::test_egress::Serving::finish)
+        .map(crate::egress::Serving::finish)
         .unwrap_or_default();
     let (mut stdout, mut stderr, mut truncated) = (Vec::new(), Vec::new(), false);
     let drain_until = Instant::now() + Duration::from_secs(2);
@@ -359,10 +360,10 @@ pub fn run_test_in(
         }
     }
     let (mut stdout, mut stderr) = (lossy(stdout), lossy(stderr));
-    if let Some(s) = sandbox {
+    if let Some(s) = selected {
         // Both cuts run: `|` does not short-circuit.
-        truncated |= crate::test_sandbox::truncate_chars(&mut stdout, s.max_output_chars)
-            | crate::test_sandbox::truncate_chars(&mut stderr, s.max_output_chars);
+        truncated |= crate::confinement::truncate_chars(&mut stdout, s.max_output_chars)
+            | crate::confinement::truncate_chars(&mut stderr, s.max_output_chars);
     }
     Ok(TestRun {
         exit_code: status.and_then(|s| s.code()),
@@ -398,6 +399,26 @@ mod tests {
             executable: exe.into(),
             args: args.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    /// Runs `script` with `sh -c`, best-effort confined, no paths hidden.
+    fn run_sh(
+        copy: &Path,
+        scratch: &Path,
+        script: &str,
+        timeout: Duration,
+        max_output: usize,
+    ) -> Result<TestRun, Error> {
+        let command = cmd("sh", &["-c", script]);
+        run_test(
+            copy,
+            scratch,
+            &command,
+            timeout,
+            max_output,
+            Requirement::BestEffort,
+            &[],
+        )
     }
 
     #[test]
@@ -450,14 +471,12 @@ mod tests {
             "(sleep 1; touch {}) & yes | head -c 100000; sleep 30",
             marker.display()
         );
-        let r = run_test(
+        let r = run_sh(
             copy.path(),
             scratch.path(),
-            &cmd("sh", &["-c", &script]),
+            &script,
             Duration::from_millis(300),
             1000,
-            Requirement::BestEffort,
-            &[],
         )
         .unwrap();
         assert!(r.timed_out);
@@ -494,14 +513,12 @@ mod tests {
             "touch in-copy && touch \"$HOME/in-scratch\" && echo ok > /dev/null && touch '{}'",
             target.display()
         );
-        let r = run_test(
+        let r = run_sh(
             copy.path(),
             scratch.path(),
-            &cmd("sh", &["-c", &script]),
+            &script,
             Duration::from_secs(10),
             1000,
-            Requirement::BestEffort,
-            &[],
         )
         .unwrap();
         let enforcement = Confinement::probe();

@@ -1,13 +1,13 @@
-//! A test's sandbox selection as the runner applies it: the roots it may read and write
+//! A test's confinement selection as the runner applies it: the roots it may read and write
 //! besides the copy and scratch directory, whether it may reach the network and start child
 //! processes, and how much of its output is kept (in characters).
 //!
 //! This module owns translating a selection the engine already checked against the sandbox
 //! policy into a [`Confinement`], and stating what the kernel holds of it. It never checks a
 //! selection against the policy (the engine's `sandbox_policy` does) and never widens what an
-//! unselected test gets: without a selection, a test runs as `test_run` describes.
+//! unselected test gets: without a selection, a test runs as `run` describes.
 
-use crate::test_run::Confined;
+use crate::run::Confined;
 use legate_confine::{Children, Confinement, EgressHandoff, Requirement};
 use legate_core::Error;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::process::Command;
 
 /// A checked selection: canonical roots outside the source project and Legate's home.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TestSandbox {
+pub struct TestConfinement {
     /// Directories (or files) the command may read and execute beneath, besides the system
     /// directories, the copy and the scratch directory. Reads anywhere else are refused.
     pub read: Vec<PathBuf>,
@@ -44,7 +44,7 @@ pub(crate) fn confine_selected(
     scratch: &Path,
     requirement: Requirement,
     hidden: &[PathBuf],
-    sandbox: &TestSandbox,
+    selected: &TestConfinement,
     egress: bool,
 ) -> Result<(Confined, Option<EgressHandoff>), Error> {
     let mut c = hidden
@@ -54,23 +54,23 @@ pub(crate) fn confine_selected(
         .allow_write(scratch)
         .without_terminals()
         .restrict_reads();
-    for w in &sandbox.write {
+    for w in &selected.write {
         c = c.allow_write_strict(w);
     }
-    for r in &sandbox.read {
+    for r in &selected.read {
         c = c.allow_read(r);
     }
-    if !sandbox.network {
+    if !selected.network {
         c = c.deny_network();
     } else if egress {
         c = c.egress(legate_egress::PROXY_PORT);
     }
-    if !sandbox.children {
+    if !selected.children {
         c = c.deny_children();
     }
     let mut prepared = c.prepare(requirement)?;
     let handoff = prepared.take_egress();
-    let network = match (sandbox.network, handoff.is_some()) {
+    let network = match (selected.network, handoff.is_some()) {
         (true, true) => PROXY,
         (true, false) => "allowed",
         (false, _) => prepared.network().as_str(),
@@ -91,8 +91,8 @@ pub(crate) fn confine_selected(
         reads = confined.reads,
         children = confined.children,
         network = confined.network,
-        read_roots = sandbox.read.len(),
-        write_roots = sandbox.write.len(),
+        read_roots = selected.read.len(),
+        write_roots = selected.write.len(),
         "selected test sandbox prepared"
     );
     legate_confine::confine_command(cmd, prepared);

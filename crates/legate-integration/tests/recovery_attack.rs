@@ -2,9 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_workspace::{
-    Change, ChangeStatus, Outcome, Standing, integrate, recover_integrations, sha256_hex,
-};
+use legate_integration::{Change, Outcome, Standing, integrate, recover_integrations};
+use legate_workspace::{ChangeStatus, sha256_hex};
 use std::fs;
 use std::path::Path;
 

@@ -217,7 +217,7 @@ impl Drop for Serving {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::{TestCommand, TestSandbox, run_test_in};
+    use crate::{TestCommand, TestConfinement, run_test_in};
     use legate_confine::{Confinement, Requirement};
     use legate_core::{Decider, Decision};
     use legate_supervisor::network::NetworkPolicy;
@@ -291,7 +291,7 @@ fetch(urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://1
         let scratch = tempfile::tempdir().unwrap();
         let mut args = vec!["-c".to_string(), FETCH.to_string()];
         args.extend(urls.iter().cloned());
-        let sandbox = TestSandbox {
+        let sandbox = TestConfinement {
             read: Vec::new(),
             write: Vec::new(),
             network,

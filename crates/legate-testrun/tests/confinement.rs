@@ -1,14 +1,14 @@
-//! A test run under a sandbox selection, against the running kernel: network granted (with
+//! A test run under a confinement selection, against the running kernel: network granted (with
 //! no egress proxy given: the namespace's loopback only, or the host's network without a
 //! namespace) or refused (a TCP connect to a listener on 127.0.0.1; the proxy itself is
-//! `test_egress`'s unit test and `legate-mcp`'s `mcp_sandbox`), child processes refused by seccomp,
+//! `egress`'s unit test and `legate-mcp`'s `mcp_sandbox`), child processes refused by seccomp,
 //! reads restricted to the selected roots, writes to a selected write root, and output cut
 //! at the selected number of characters. Where the kernel lacks a right, the evidence must
 //! say so instead.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_confine::{Confinement, Enforcement, Network, Requirement};
-use legate_workspace::{TestCommand, TestRun, TestSandbox, run_test_in};
+use legate_testrun::{TestCommand, TestConfinement, TestRun, run_test_in};
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ fn bash(script: &str) -> TestCommand {
     }
 }
 
-fn none() -> TestSandbox {
-    TestSandbox {
+fn none() -> TestConfinement {
+    TestConfinement {
         read: vec![],
         write: vec![],
         network: false,
@@ -29,7 +29,7 @@ fn none() -> TestSandbox {
     }
 }
 
-fn run(copy: &Path, scratch: &Path, cmd: &TestCommand, sb: &TestSandbox) -> TestRun {
+fn run(copy: &Path, scratch: &Path, cmd: &TestCommand, sb: &TestConfinement) -> TestRun {
     run_test_in(
         copy,
         scratch,
@@ -58,7 +58,7 @@ fn a_selection_granting_network_without_a_proxy_is_loopback_only_and_without_it_
     let cmd = bash(&format!(
         "exec 3<>/dev/tcp/127.0.0.1/{port} && echo hello-from-test >&3 && echo connected"
     ));
-    let granted = TestSandbox {
+    let granted = TestConfinement {
         network: true,
         ..none()
     };
@@ -111,7 +111,7 @@ fn a_selection_granting_network_without_a_proxy_is_loopback_only_and_without_it_
 fn child_processes_are_refused_when_not_selected_and_threads_still_run() {
     let copy = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
-    let no_children = TestSandbox {
+    let no_children = TestConfinement {
         children: false,
         ..none()
     };
@@ -155,7 +155,7 @@ fn reads_are_restricted_to_selected_roots_and_writes_to_selected_write_roots() {
         out.display()
     ));
     let unselected = run(copy.path(), scratch.path(), &cmd, &none());
-    let selected = TestSandbox {
+    let selected = TestConfinement {
         read: vec![data.clone()],
         write: vec![out.clone()],
         ..none()
@@ -188,7 +188,7 @@ fn output_is_cut_at_the_selected_number_of_characters() {
         executable: "python3".into(),
         args: vec!["-c".into(), "print('é' * 3000, end='')".into()],
     };
-    let sb = TestSandbox {
+    let sb = TestConfinement {
         max_output_chars: 2_500,
         ..none()
     };
@@ -196,7 +196,7 @@ fn output_is_cut_at_the_selected_number_of_characters() {
     assert!(r.passed(), "{r:?}");
     assert!(r.output_truncated);
     assert_eq!(r.stdout.chars().count(), 2_500);
-    let sb = TestSandbox {
+    let sb = TestConfinement {
         max_output_chars: 3_000,
         ..none()
     };
@@ -218,11 +218,11 @@ fn a_root_swapped_for_a_link_after_its_check_is_refused_not_followed() {
     std::os::unix::fs::symlink(&target, &root).unwrap();
     let cmd = bash(&format!("echo pwned > '{}/x'", root.display()));
     for sb in [
-        TestSandbox {
+        TestConfinement {
             write: vec![root.clone()],
             ..none()
         },
-        TestSandbox {
+        TestConfinement {
             read: vec![root.clone()],
             ..none()
         },

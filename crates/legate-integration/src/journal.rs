@@ -16,10 +16,8 @@
 //! It must never follow a symlink, keep a secret, or treat a journal it could not verify
 //! whole as anything but "nothing happened".
 
-use crate::include::check_path;
-use crate::patch::ChangeStatus;
-use crate::sha256_hex;
 use legate_core::{Error, ErrorCode};
+use legate_workspace::{ChangeStatus, check_path, sha256_hex};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Write};
@@ -232,7 +230,7 @@ impl Journal {
         intent: Intent,
         pre: &[(usize, &[u8])],
     ) -> Result<Journal, Error> {
-        crate::private_dir(dir).map_err(|e| failed("be created", dir, e.message))?;
+        legate_workspace::private_dir(dir).map_err(|e| failed("be created", dir, e.message))?;
         let lock = lock(dir)
             .map_err(|e| failed("be locked", dir, e))?
             .ok_or_else(|| {

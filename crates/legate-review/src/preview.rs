@@ -4,99 +4,20 @@
 //! the full binary-safe patch and its sha256), reading the patch by path or in chunks bound
 //! to that sha256, and the read-only check. The copy's current state is staged into a
 //! scratch index (the baseline's own index is never changed), written as a tree, and diffed
-//! against the baseline's commit; that tree is the patch's identity and what integration
-//! applies.
+//! against the baseline's commit (the change model and the staging are `legate_workspace`'s);
+//! that tree is the patch's identity and what integration applies.
 //!
 //! It must never parse patch headers to find a file (git selects by literal pathspec), let a
 //! changed file through that the secret policy blocks (`BLOCKED_FILE_DETECTED`), accept a
 //! symlink or submodule in the result (`UNSAFE_PATH`), or pass the change limit
 //! (`CHANGE_LIMIT_EXCEEDED`).
 
-use crate::baseline::Baseline;
-use crate::git::split_z;
-use crate::include::path_problem;
-use crate::limits::CopyLimits;
-use crate::secrets::SecretPolicy;
-use crate::sha256_hex;
 use legate_core::{Error, ErrorCode};
+use legate_workspace::{
+    Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPolicy, parse_raw,
+    sha256_hex, split_z, stage_tree,
+};
 use serde::{Deserialize, Serialize};
-
-legate_core::wire_enum! {
-    /// How a file changed.
-    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum ChangeStatus {
-        /// Added.
-        A => "A",
-        /// Modified.
-        M => "M",
-        /// Deleted.
-        D => "D",
-    }
-}
-
-/// One changed file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct FileChange {
-    /// Relative path.
-    pub path: String,
-    /// A, M or D.
-    pub status: ChangeStatus,
-    /// Lines added; `None` for a binary file.
-    pub insertions: Option<u64>,
-    /// Lines removed; `None` for a binary file.
-    pub deletions: Option<u64>,
-    /// Whether git sees the file as binary.
-    pub binary: bool,
-    /// The file's mode in the result (`0o644` or `0o755`); `None` when deleted.
-    pub mode: Option<u32>,
-    /// The baseline blob id; `None` when added.
-    pub old_blob: Option<String>,
-    /// The result blob id; `None` when deleted.
-    pub new_blob: Option<String>,
-}
-
-/// Totals over a patch.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct PatchSummary {
-    /// Files changed.
-    pub files_changed: usize,
-    /// Files added.
-    pub added: usize,
-    /// Files modified.
-    pub modified: usize,
-    /// Files deleted.
-    pub deleted: usize,
-    /// Lines added (text files).
-    pub insertions: u64,
-    /// Lines removed (text files).
-    pub deletions: u64,
-    /// Binary files changed.
-    pub binary_files: usize,
-}
-
-/// A preview of a copy's patch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Preview {
-    /// sha256 of the full patch, lower-case hex.
-    pub sha256: String,
-    /// The patch's length in bytes.
-    pub patch_length: u64,
-    /// The git tree of the copy's state this patch leads to (in the private baseline).
-    pub tree: String,
-    /// Changed files, sorted by path.
-    pub files: Vec<FileChange>,
-    /// Totals.
-    pub summary: PatchSummary,
-    /// The full patch (`git diff --binary`), not serialized.
-    #[serde(skip)]
-    pub patch: Vec<u8>,
-}
 
 /// Diff options: binary-safe, full ids, no renames, no external programs.
 const DIFF: &[&str] = &[
@@ -201,7 +122,7 @@ fn confirm_beneath(baseline: &Baseline, files: &[FileChange]) -> Result<(), Erro
                 ),
             )
         };
-        let bytes = crate::copy::read_inside(baseline.copy(), &f.path)?.ok_or_else(changed)?;
+        let bytes = legate_workspace::read_inside(baseline.copy(), &f.path)?.ok_or_else(changed)?;
         let mut hash = Sha1::new();
         hash.update(format!("blob {}\0", bytes.len()).as_bytes());
         hash.update(&bytes);
@@ -211,105 +132,6 @@ fn confirm_beneath(baseline: &Baseline, files: &[FileChange]) -> Result<(), Erro
         }
     }
     Ok(())
-}
-
-/// Stages the copy's current state into a scratch index and returns its tree id.
-pub(crate) fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
-    let scratch = tempfile::Builder::new()
-        .prefix("index-")
-        .tempfile_in(baseline.dir())
-        .map_err(|e| Error::internal(format!("a scratch index could not be made: {e}")))?;
-    let index = baseline.git_dir().join("index");
-    let unreadable =
-        |e: std::io::Error| Error::internal(format!("the baseline index could not be read: {e}"));
-    // Git re-reads a file whose entry is not older than the index file (racily clean: it
-    // may have changed in the second the index was written, keeping its stat data). The
-    // scratch copy keeps the baseline index's mtime, taken before copying (an older time
-    // only makes more entries racy), so that a copy made now does not hide such a change.
-    let written = std::fs::metadata(&index)
-        .and_then(|m| m.modified())
-        .map_err(unreadable)?;
-    std::fs::copy(&index, scratch.path()).map_err(unreadable)?;
-    scratch
-        .as_file()
-        .set_modified(written)
-        .map_err(|e| Error::internal(format!("a scratch index could not be made: {e}")))?;
-    let git = baseline.git().with_index(scratch.path());
-    git.run(&["add", "--all"])?;
-    let tree = git.run(&["write-tree"])?;
-    Ok(String::from_utf8_lossy(&tree).trim().to_string())
-}
-
-pub(crate) fn parse_raw(raw: &[u8]) -> Result<Vec<FileChange>, Error> {
-    let mut items = split_z(raw);
-    let mut files = Vec::new();
-    while let Some(meta) = items.next() {
-        let meta = String::from_utf8_lossy(meta);
-        let path = items
-            .next()
-            .ok_or_else(|| Error::internal("git diff-tree --raw ended early"))?;
-        let path = std::str::from_utf8(path)
-            .map_err(|_| {
-                Error::new(
-                    ErrorCode::UnsafePath,
-                    format!(
-                        "the agent created a file whose name is not UTF-8: {}",
-                        String::from_utf8_lossy(path)
-                    ),
-                )
-            })?
-            .to_string();
-        let fields: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
-        let [old_mode, new_mode, old_id, new_id, status] = fields[..] else {
-            return Err(Error::internal(format!(
-                "unexpected diff-tree line {meta:?}"
-            )));
-        };
-        if let Some(why) = path_problem(&path) {
-            return Err(Error::new(
-                ErrorCode::UnsafePath,
-                format!("the changed path {path:?} {why}"),
-            ));
-        }
-        for mode in [old_mode, new_mode] {
-            if !matches!(mode, "000000" | "100644" | "100755") {
-                return Err(Error::new(
-                    ErrorCode::UnsafePath,
-                    format!(
-                        "{path} became a symbolic link or a submodule; only regular files can be integrated"
-                    ),
-                ));
-            }
-        }
-        let status = match status {
-            "A" => ChangeStatus::A,
-            "M" => ChangeStatus::M,
-            "D" => ChangeStatus::D,
-            other => {
-                return Err(Error::new(
-                    ErrorCode::UnsafePath,
-                    format!("{path} changed in a way that cannot be integrated ({other})"),
-                ));
-            }
-        };
-        let blob = |id: &str| (!id.bytes().all(|b| b == b'0')).then(|| id.to_string());
-        files.push(FileChange {
-            path,
-            status,
-            insertions: None,
-            deletions: None,
-            binary: false,
-            mode: match new_mode {
-                "100755" => Some(0o755),
-                "100644" => Some(0o644),
-                _ => None,
-            },
-            old_blob: blob(old_id),
-            new_blob: blob(new_id),
-        });
-    }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(files)
 }
 
 fn apply_numstat(files: &mut [FileChange], numstat: &[u8]) {
@@ -369,8 +191,12 @@ fn check_blocked(
 pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
     let tree = stage_tree(baseline)?;
     let git = baseline.git();
-    let start = if baseline.git_dir().join(crate::handoff::START_REF).is_file() {
-        crate::handoff::START_REF
+    let start = if baseline
+        .git_dir()
+        .join(legate_workspace::START_REF)
+        .is_file()
+    {
+        legate_workspace::START_REF
     } else {
         "HEAD"
     };
@@ -385,11 +211,14 @@ pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
     // The skills staging directory is ignored by the baseline (see `baseline::EXCLUDE`):
     // what is there was staged by Legate or written where nothing reaches a patch.
     let mut out: Vec<String> = split_z(&names)
-        .chain(split_z(&ignored).filter(|p| !crate::is_staging_path(&String::from_utf8_lossy(p))))
+        .chain(
+            split_z(&ignored)
+                .filter(|p| !legate_workspace::is_staging_path(&String::from_utf8_lossy(p))),
+        )
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
     // Git never lists a path named `.git`; a copy holds none until an agent writes one.
-    out.extend(crate::hidden::dot_git_entries(baseline.copy())?);
+    out.extend(legate_workspace::dot_git_entries(baseline.copy())?);
     out.sort();
     out.dedup();
     Ok(out)

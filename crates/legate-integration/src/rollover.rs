@@ -25,12 +25,10 @@
 //! It must never follow a symlink, write outside the journal's root, take bytes to restore
 //! from the project, or touch an integration whose lock another process holds.
 
-use crate::copy::read_inside_with_metadata;
 use crate::integrate::{Ops, RealOps};
 use crate::journal::{self, Found, Intent, Journal};
-use crate::patch::ChangeStatus;
-use crate::sha256_hex;
 use legate_core::Error;
+use legate_workspace::{ChangeStatus, read_inside_with_metadata, sha256_hex};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
