@@ -197,15 +197,20 @@ fn check_routes(definition: &GroupDefinition, index: &HashMap<&str, usize>) -> R
     )
 }
 
-/// The nodes in an order where each comes after its dependencies (Kahn, ties by definition
-/// order); `WORKFLOW_INVALID` naming a node on a cycle.
-pub(crate) fn order(definition: &GroupDefinition) -> Result<Vec<usize>> {
-    let index: HashMap<&str, usize> = definition
+/// Each node's index in the definition, by id.
+fn node_index(definition: &GroupDefinition) -> HashMap<&str, usize> {
+    definition
         .nodes
         .iter()
         .enumerate()
         .map(|(i, n)| (n.id.as_str(), i))
-        .collect();
+        .collect()
+}
+
+/// The nodes in an order where each comes after its dependencies (Kahn, ties by definition
+/// order); `WORKFLOW_INVALID` naming a node on a cycle.
+pub(crate) fn order(definition: &GroupDefinition) -> Result<Vec<usize>> {
+    let index = node_index(definition);
     let mut waiting: Vec<usize> = definition
         .nodes
         .iter()
@@ -243,12 +248,7 @@ pub(crate) fn order(definition: &GroupDefinition) -> Result<Vec<usize>> {
 
 /// The nodes `node` depends on, directly or not (indices).
 fn ancestors(definition: &GroupDefinition, node: usize) -> BTreeSet<usize> {
-    let index: HashMap<&str, usize> = definition
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.as_str(), i))
-        .collect();
+    let index = node_index(definition);
     let mut seen = BTreeSet::new();
     let mut stack = vec![node];
     while let Some(i) = stack.pop() {

@@ -192,11 +192,7 @@ impl Core {
         })
     }
 
-    /// Writes `text` as `specialist`'s memory of `project`, compare-and-swap: `expected`
-    /// `None` creates (`MEMORY_CHANGED` if an entry exists), the current sha256 replaces it
-    /// (`MEMORY_CHANGED` for any other). `MEMORY_LIMIT_EXCEEDED` past a limit,
-    /// `INPUT_SECRET_DETECTED` for a text holding a credential. Safe across processes: the
-    /// check and the write are one store transaction.
+    /// [`Memory::write`]: the checks, then the compare-and-swap in one store transaction.
     pub(crate) fn memory_write(
         &self,
         project: &Path,

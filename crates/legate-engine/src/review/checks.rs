@@ -54,10 +54,8 @@ impl Core {
         Ok(v)
     }
 
-    /// [`Reviews::test`] under a sandbox `selection`, checked against the current sandbox
-    /// policy (and clear of the copy's source project) before anything runs:
-    /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
-    /// the selection enforced and the policy's sha256, without a selection too.
+    /// [`Reviews::test_in`]: the command and timeout checked, then the selection against the
+    /// policy, before anything runs.
     pub(crate) async fn test_in(
         &self,
         id: &str,

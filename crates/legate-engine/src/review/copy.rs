@@ -66,27 +66,17 @@ impl Core {
             None => (self.copy_dir(&task.id), self.baseline_dir(&task.id), None),
         };
         let record = ReviewRecord {
-            source,
-            copy_directory,
-            baseline_directory,
             include_paths,
             criteria,
-            copy: None,
-            patch: None,
-            patch_error: None,
-            verification: None,
-            tests: Vec::new(),
-            integration: None,
-            recoveries: Vec::new(),
-            discarded_at: None,
-            touched_at: Timestamp::now(),
-            keep_if_interrupted: self.review_config().keep_interrupted_copies,
             handoff: handoff.map(|h| *h),
             continues,
-            turn: 0,
-            before_turn: None,
-            received: None,
             skills,
+            ..ReviewRecord::started(
+                source,
+                copy_directory,
+                baseline_directory,
+                self.review_config().keep_interrupted_copies,
+            )
         };
         self.put_record(&task.id, &record)
     }

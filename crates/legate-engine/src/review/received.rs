@@ -13,7 +13,7 @@ use super::records::ReviewRecord;
 use crate::core::Core;
 use crate::core::request::ReceivedFiles;
 use legate_core::remote::ReturnedManifest;
-use legate_core::{Result, Task, Timestamp};
+use legate_core::{Result, Task};
 use legate_workspace::Preview;
 
 impl Core {
@@ -30,28 +30,16 @@ impl Core {
             &limits,
         )?;
         tracing::info!(task = %task.id, files = report.included_files, bytes = report.bytes, baseline = %files.baseline_id, "copy made from received files");
+        let started = ReviewRecord::started(
+            report.source.clone(),
+            report.copy_directory.clone(),
+            baseline_dir,
+            self.review_config().keep_interrupted_copies,
+        );
         let record = ReviewRecord {
-            source: report.source.clone(),
-            copy_directory: report.copy_directory.clone(),
-            baseline_directory: baseline_dir,
-            include_paths: Vec::new(),
-            criteria: Vec::new(),
             copy: Some(report),
-            patch: None,
-            patch_error: None,
-            verification: None,
-            tests: Vec::new(),
-            integration: None,
-            recoveries: Vec::new(),
-            discarded_at: None,
-            touched_at: Timestamp::now(),
-            keep_if_interrupted: self.review_config().keep_interrupted_copies,
-            handoff: None,
-            continues: None,
-            skills: Vec::new(),
-            turn: 0,
-            before_turn: None,
             received: Some(files.baseline_id.clone()),
+            ..started
         };
         self.put_record(&task.id, &record)
     }

@@ -237,6 +237,41 @@ pub struct ReviewRecord {
     pub skills: Vec<legate_workspace::StagedSkill>,
 }
 
+impl ReviewRecord {
+    /// A copy's record as it starts: no patch, verification, test or integration yet, touched
+    /// now, its first turn ahead; the caller fills in what its start knows.
+    pub(crate) fn started(
+        source: PathBuf,
+        copy_directory: PathBuf,
+        baseline_directory: PathBuf,
+        keep_if_interrupted: bool,
+    ) -> Self {
+        Self {
+            source,
+            copy_directory,
+            baseline_directory,
+            include_paths: Vec::new(),
+            criteria: Vec::new(),
+            copy: None,
+            patch: None,
+            patch_error: None,
+            verification: None,
+            tests: Vec::new(),
+            integration: None,
+            recoveries: Vec::new(),
+            discarded_at: None,
+            touched_at: Timestamp::now(),
+            keep_if_interrupted,
+            handoff: None,
+            continues: None,
+            turn: 0,
+            before_turn: None,
+            received: None,
+            skills: Vec::new(),
+        }
+    }
+}
+
 /// One path's state in a copy: its relative path and a digest of what it is (`None` when it
 /// does not exist). The digest names the kind (`file:`, `link:`, `dir`, `other`) and, for a
 /// file or a link, the sha256 of its bytes or target.
