@@ -97,7 +97,7 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
                     spec.local_command().map_or("", |c| c.command.as_str()),
                     spec.preset
                         .as_deref()
-                        .and_then(crate::agents_config::install_hint)
+                        .and_then(legate_config::install_hint)
                         .map(|h| format!(" (install it: {h})"))
                         .unwrap_or_default()
                 ),

@@ -360,7 +360,10 @@ pub fn approve(config: Config, args: ApproveArgs) -> Result<ExitCode> {
 pub fn deny(config: Config, args: DenyArgs) -> Result<ExitCode> {
     crate::supervise::require_answerer(&config, "legate deny")?;
     if args.reason.trim().is_empty() {
-        anyhow::bail!("INVALID_INPUT: --reason must say why (it is sent back to the agent)");
+        crate::fail!(
+            InvalidInput,
+            "--reason must say why (it is sent back to the agent)"
+        );
     }
     let (queue, _) = queue(&config)?;
     crate::out!(

@@ -18,36 +18,31 @@ macro_rules! out {
 
 mod a2a;
 mod agents;
-mod agents_config;
 mod approvals;
 mod compare;
 mod config;
-mod controls_config;
+mod errors;
 mod front;
 mod group;
 mod handoff;
 mod harden;
 mod mcp;
-mod memory_config;
 mod models;
-mod network_config;
 mod policy;
 mod render;
 mod review;
-mod review_config;
-mod roles_config;
 mod roles_list;
 mod run;
 mod serve;
-mod skills_config;
 mod supervise;
-mod supervision_config;
 mod tasks;
 mod ui;
 mod usage;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+pub(crate) use errors::error_chain;
+use errors::{is_broken_pipe, report};
 use legate_engine::{Engine, Records};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -279,43 +274,13 @@ fn main() -> ExitCode {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: INTERNAL: could not start the runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return report(&runtime_failed(e)),
     };
     match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", error_chain(&e));
-            ExitCode::from(2)
-        }
+        Err(e) => report(&e),
     }
-}
-
-/// The error and its causes, joined with `: ` like `{:#}`, leaving out a cause whose text the
-/// sentence already quotes (Legate's sentences often end with their cause's own words).
-pub(crate) fn error_chain(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 /// The log filter when neither `LEGATE_LOG` nor `RUST_LOG` gives one: Legate's own warnings
@@ -334,10 +299,22 @@ fn init_logging() {
         .try_init();
 }
 
+/// The runtime could not start: `INTERNAL`, its cause kept.
+fn runtime_failed(e: std::io::Error) -> anyhow::Error {
+    legate_core::Error::caused_by(
+        legate_core::ErrorCode::Internal,
+        "could not start the runtime",
+        e,
+    )
+    .into()
+}
+
 fn run_builtin_agent(name: &str) -> ExitCode {
     if name != "revisor" && name != "tck" {
-        eprintln!("error: AGENT_NOT_FOUND: the built-in agents are revisor and tck (got {name:?})");
-        return ExitCode::from(2);
+        return report(&coded!(
+            AgentNotFound,
+            "the built-in agents are revisor and tck (got {name:?})"
+        ));
     }
     init_logging();
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -345,10 +322,7 @@ fn run_builtin_agent(name: &str) -> ExitCode {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: INTERNAL: could not start the runtime: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return report(&runtime_failed(e)),
     };
     let served = if name == "tck" {
         rt.block_on(legate_tck::serve_stdio())
@@ -485,15 +459,7 @@ where
     result
 }
 
-/// The backends this build has (`legate_backend::registry::BUILTIN`, each refusing to
-/// start an agent the kernel cannot confine when `confinement` is required), and the remote
-/// A2A backend (`a2a`, `legate-remote`), which starts no process.
-pub fn backends(confinement: legate_confine::Requirement) -> legate_backend::Registry {
-    legate_backend::Registry::builtin(confinement).register(
-        legate_remote::kind(),
-        std::sync::Arc::new(legate_remote::A2aBackend::default()),
-    )
-}
+pub use legate_config::backends;
 
 pub(crate) fn one_line(s: &str, max: usize) -> String {
     // Whitespace collapsed, and any other control character escaped: the text may be an
@@ -538,17 +504,6 @@ mod tests {
         );
         let other = anyhow::Error::new(std::io::Error::other("root cause")).context("outer");
         assert_eq!(error_chain(&other), "outer: root cause");
-    }
-
-    /// The token in an environment variable that is not a valid token: the token's own error,
-    /// its sentence naming the variable.
-    #[test]
-    fn a_bad_env_token_is_the_tokens_error_naming_the_variable() {
-        let env = |_: &str| Some("short".to_string());
-        let e = crate::front::env_token(&env, "LEGATE_MCP_TOKEN").unwrap_err();
-        let legate = e.downcast_ref::<legate_core::Error>().unwrap();
-        assert!(legate.message.starts_with("LEGATE_MCP_TOKEN: "), "{legate}");
-        assert!(!error_chain(&e).contains("short"), "{e}");
     }
 
     /// docs/troubleshooting.md has a row for every error code, so that a new code cannot

@@ -24,7 +24,7 @@ pub fn preference(
         Some(Choice::Model(id)) => id.clone(),
     };
     match (id, unset) {
-        (Some(_), true) => anyhow::bail!("INVALID_INPUT: give a model or --unset, not both"),
+        (Some(_), true) => crate::fail!(InvalidInput, "give a model or --unset, not both"),
         (Some(id), false) => {
             let choice = Choice::parse(&id);
             engine.agents().set_model_preference(name, Some(&choice))?;

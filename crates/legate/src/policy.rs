@@ -10,37 +10,10 @@ use legate_core::{
     Boundary, ErrorCode, OptionKind, PermissionOption, PermissionRequest, TaskMode, ToolKind,
     WorkspaceKind,
 };
-use legate_supervisor::policy::{PolicyTable, RuleTable, parse_file};
+
 use legate_supervisor::{Policed, Policy, PolicyError, Preset, Rules, Supervision};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// The policy of `[policy]`, and the policy file it read (which agents must not see).
-pub fn resolve(table: PolicyTable, home: &Path) -> Result<(Policy, Option<PathBuf>)> {
-    let file = table
-        .file
-        .map(|f| if f.is_absolute() { f } else { home.join(f) });
-    let from_file = match &file {
-        Some(path) => read_file(path)?,
-        None => Vec::new(),
-    };
-    let policy = Policy::from_tables(table.rules, from_file).map_err(legate_core::Error::from)?;
-    Ok((policy, file))
-}
-
-/// The rules of a policy file.
-fn read_file(path: &Path) -> Result<Vec<RuleTable>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        legate_core::Error::caused_by(
-            ErrorCode::PolicyInvalid,
-            format!("policy.file: could not read {}", path.display()),
-            e,
-        )
-    })?;
-    parse_file(&text)
-        .map_err(legate_core::Error::from)
-        .with_context(|| format!("in {}", path.display()))
-}
 
 /// `legate policy`.
 #[derive(Debug, clap::Subcommand)]
@@ -104,11 +77,12 @@ pub fn command(command: PolicyCommand) -> Result<ExitCode> {
         PolicyCommand::Explain(args) => args.file.clone(),
     };
     let loaded = match file {
-        Some(path) => read_file(&path)
+        Some(path) => legate_config::read_policy_file(&path)
             .and_then(|rules| {
-                Policy::from_tables(Vec::new(), rules)
-                    .map_err(legate_core::Error::from)
-                    .with_context(|| format!("in {}", path.display()))
+                Policy::from_tables(Vec::new(), rules).map_err(|e| legate_config::Error::In {
+                    path: path.clone(),
+                    source: e.into(),
+                })
             })
             .map(|p| (p, None, Some(path))),
         None => crate::config::load().map(|c| {
@@ -116,7 +90,7 @@ pub fn command(command: PolicyCommand) -> Result<ExitCode> {
             (c.engine.policy.clone(), Some(c), file)
         }),
     };
-    let (policy, config, source) = match loaded {
+    let (policy, config, source) = match loaded.map_err(anyhow::Error::from) {
         Ok(loaded) => loaded,
         Err(e) if is_policy_invalid(&e) => {
             eprintln!("error: {}", crate::error_chain(&e));
@@ -134,6 +108,8 @@ fn is_policy_invalid(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<legate_core::Error>()
             .is_some_and(|e| e.code == ErrorCode::PolicyInvalid)
+            || c.downcast_ref::<legate_config::Error>()
+                .is_some_and(|e| e.code() == ErrorCode::PolicyInvalid)
             || c.downcast_ref::<PolicyError>().is_some()
     })
 }

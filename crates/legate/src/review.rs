@@ -2,7 +2,7 @@
 //! `cleanup`, over a copy task. Each translates arguments into one engine call and prints its
 //! answer; every rule (sha binding, staleness, approval) is the engine's.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode};
 use legate_engine::{Confirmation, ConfirmationRequest, Confirmer, Engine, TestEvidence};
@@ -72,7 +72,8 @@ pub async fn diff(
         }
         if !report.read_only_violations.is_empty() {
             out!(
-                "READ_ONLY_VIOLATION: {}",
+                "{}: {}",
+                ErrorCode::ReadOnlyViolation,
                 report.read_only_violations.join(", ")
             )?;
         }
@@ -109,8 +110,13 @@ pub async fn verify(
     file: &Path,
     sha: Option<String>,
 ) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::InvalidInput,
+            format!("could not read {}", file.display()),
+            e,
+        )
+    })?;
     let parsed: ReviewFile = serde_json::from_str(&text).map_err(|e| {
         Error::caused_by(
             ErrorCode::InvalidInput,
@@ -162,7 +168,7 @@ pub async fn test(
     let mut parts = command.into_iter();
     let executable = parts
         .next()
-        .context("INVALID_INPUT: name the command after --")?;
+        .ok_or_else(|| crate::coded!(InvalidInput, "name the command after --"))?;
     let sha = match sha {
         Some(s) => s,
         None => engine.reviews().preview(id).await?.patch.sha256,

@@ -4,7 +4,7 @@
 //! name, and `watch` (rendering a task's events live; Ctrl-C cancels). It never decides
 //! anything about the task: the engine does.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use legate_core::{Error, ErrorCode, TaskMode, TaskState};
 use legate_engine::{Engine, SubmitRequest, WorkspaceRequest};
 use std::path::PathBuf;
@@ -160,8 +160,13 @@ pub(crate) async fn watch(engine: Engine, task: legate_core::Task) -> Result<Exi
 
 /// The JSON in `file`; `INVALID_INPUT` naming `what` when it cannot be read or parsed.
 fn read_json(file: &std::path::Path, what: &str) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("INVALID_INPUT: could not read {}", file.display()))?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::InvalidInput,
+            format!("could not read {}", file.display()),
+            e,
+        )
+    })?;
     Ok(serde_json::from_str(&text).map_err(|e| {
         Error::caused_by(
             ErrorCode::InvalidInput,

@@ -8,7 +8,7 @@
 
 use crate::config::Config;
 use crate::front;
-use anyhow::{Result, bail};
+use anyhow::Result;
 use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -59,7 +59,7 @@ struct Plan {
 fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
     let ui = args.ui;
     if !ui && args.ui_port.is_some() {
-        bail!("INVALID_INPUT: --ui-port needs --ui");
+        crate::fail!(InvalidInput, "--ui-port needs --ui");
     }
     let (a2a, mcp) = match (args.a2a, args.mcp) {
         (false, false) if !ui => (true, false),
@@ -71,10 +71,16 @@ fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
         (true, None) => config.ui.port,
     };
     if !a2a && args.a2a_port.is_some() {
-        bail!("INVALID_INPUT: --a2a-port needs --a2a (A2A is not served with --mcp alone)");
+        crate::fail!(
+            InvalidInput,
+            "--a2a-port needs --a2a (A2A is not served with --mcp alone)"
+        );
     }
     if !a2a && args.public_url.is_some() {
-        bail!("INVALID_INPUT: --public-url is for A2A cards; add --a2a to serve A2A");
+        crate::fail!(
+            InvalidInput,
+            "--public-url is for A2A cards; add --a2a to serve A2A"
+        );
     }
     let a2a_port = if mcp {
         args.a2a_port.unwrap_or(config.a2a.port)
@@ -83,8 +89,9 @@ fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
     };
     let mcp_port = args.port.unwrap_or(config.mcp.port);
     if a2a && mcp && a2a_port == mcp_port && a2a_port != 0 {
-        bail!(
-            "INVALID_INPUT: A2A and MCP cannot share port {a2a_port}; give A2A another with --a2a-port"
+        crate::fail!(
+            InvalidInput,
+            "A2A and MCP cannot share port {a2a_port}; give A2A another with --a2a-port"
         );
     }
     let ports = [(a2a, a2a_port, "A2A"), (mcp, mcp_port, "MCP")];
@@ -93,8 +100,9 @@ fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
             .iter()
             .find(|(served, port, _)| *served && *port == ui_port && ui_port != 0)
     {
-        bail!(
-            "INVALID_INPUT: the dashboard and {other} cannot share port {ui_port}; give the dashboard another with --ui-port"
+        crate::fail!(
+            InvalidInput,
+            "the dashboard and {other} cannot share port {ui_port}; give the dashboard another with --ui-port"
         );
     }
     Ok(Plan {
@@ -135,7 +143,10 @@ async fn run(
     if let Some((host, port)) = plan.a2a {
         let opened = crate::a2a::open(config, host, port, public_url, engine).await?;
         if !opened.any_served {
-            bail!("AGENT_START_FAILED: no configured agent started; nothing to serve");
+            crate::fail!(
+                AgentStartFailed,
+                "no configured agent started; nothing to serve"
+            );
         }
         let stop = shutdown.clone();
         let limits = config.a2a.limits;
@@ -167,7 +178,7 @@ async fn run(
         first = servers.join_next() => match first {
             Some(Ok(Ok(()))) | None => Ok(()),
             Some(Ok(Err(e))) => Err(e),
-            Some(Err(e)) => Err(anyhow::anyhow!("INTERNAL: a front's server task failed: {e}")),
+            Some(Err(e)) => Err(crate::coded!(Internal, "a front's server task failed: {e}")),
         },
         _ = stop => {
             eprintln!("stopping: running tasks are canceled");
@@ -219,8 +230,8 @@ mod tests {
     fn both_fronts_take_two_ports() {
         let c = config();
         let p = plan(&c, &args(true, true, None, None)).unwrap();
-        assert_eq!(p.a2a.map(|a| a.1), Some(crate::a2a::DEFAULT_PORT));
-        assert_eq!(p.mcp.map(|a| a.1), Some(crate::mcp::DEFAULT_PORT));
+        assert_eq!(p.a2a.map(|a| a.1), Some(legate_config::a2a::DEFAULT_PORT));
+        assert_eq!(p.mcp.map(|a| a.1), Some(legate_config::mcp::DEFAULT_PORT));
         let p = plan(&c, &args(true, true, Some(9000), Some(9001))).unwrap();
         assert_eq!((p.mcp.unwrap().1, p.a2a.unwrap().1), (9000, 9001));
         // Port 0 twice is two free ports, not a clash.

@@ -9,28 +9,11 @@
 //!
 //! This module never logs or prints a token; the token itself is `legate_token::bearer`'s.
 
-use anyhow::{Result, bail};
-use legate_token::bearer::{self, Audience, Gate, SUPERVISOR_TOKEN_ENV, SUPERVISOR_TOKEN_FILE};
+use crate::errors::{CliCode, CliError};
+use anyhow::Result;
+use legate_token::bearer::{self, Audience, Gate, SUPERVISOR_TOKEN_ENV};
 use legate_token::{Token, TokenSource};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-
-/// The supervisor's resolved settings.
-#[derive(Debug, Clone)]
-pub struct SupervisorSettings {
-    /// Where the token is kept: `$LEGATE_HOME/supervisor-token`.
-    pub token_file: PathBuf,
-    /// A token given by `LEGATE_SUPERVISOR_TOKEN` instead of the file.
-    pub token: Option<Token>,
-}
-
-/// Resolves the supervisor's settings from `home` and `LEGATE_SUPERVISOR_TOKEN`.
-pub fn resolve(home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<SupervisorSettings> {
-    Ok(SupervisorSettings {
-        token_file: home.join(SUPERVISOR_TOKEN_FILE),
-        token: crate::front::env_token(env, SUPERVISOR_TOKEN_ENV)?,
-    })
-}
 
 /// The tokens the caller holds that exist now (configured, or in a file already made),
 /// named for errors. Reading never creates a file.
@@ -93,18 +76,26 @@ fn gate(config: &crate::config::Config) -> Result<Gate> {
 /// `UNAUTHORIZED` otherwise, naming what is missing (never the token).
 pub fn require_token(config: &crate::config::Config, what: &str) -> Result<()> {
     let Some(presented) = config.supervisor.token.as_ref() else {
-        bail!(
-            "UNAUTHORIZED: {what} answers for the supervisor and needs {SUPERVISOR_TOKEN_ENV} set to the token in {} (a caller's token is never accepted)",
-            config.supervisor.token_file.display()
-        );
+        return Err(CliError::new(
+            CliCode::Unauthorized,
+            format!(
+                "{what} answers for the supervisor and needs {SUPERVISOR_TOKEN_ENV} set to the token in {} (a caller's token is never accepted)",
+                config.supervisor.token_file.display()
+            ),
+        )
+        .into());
     };
     match gate(config)?.check_token(presented.expose()) {
         Ok(()) => Ok(()),
-        Err(denied) => bail!(
-            "UNAUTHORIZED: {what}: {SUPERVISOR_TOKEN_ENV}: {}; see {}",
-            denied.message(Audience::Supervisor),
-            config.supervisor.token_file.display()
-        ),
+        Err(denied) => Err(CliError::new(
+            CliCode::Unauthorized,
+            format!(
+                "{what}: {SUPERVISOR_TOKEN_ENV}: {}; see {}",
+                denied.message(Audience::Supervisor),
+                config.supervisor.token_file.display()
+            ),
+        )
+        .into()),
     }
 }
 
@@ -127,13 +118,14 @@ pub fn require_answerer(config: &crate::config::Config, what: &str) -> Result<()
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::path::Path;
 
     fn load(home: &Path, env: &[(&str, String)]) -> Result<crate::config::Config> {
         let env: BTreeMap<String, String> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
-        crate::config::load_in(home, &|k| env.get(k).cloned())
+        Ok(crate::config::load_in(home, &|k| env.get(k).cloned())?)
     }
 
     #[test]

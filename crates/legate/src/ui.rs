@@ -1,4 +1,4 @@
-//! The dashboard in the binary: the `[ui]` table of `legate.toml`, the dashboard half of
+//! The dashboard in the binary (its `[ui]` table is `legate_config::fronts`'): the dashboard half of
 //! `legate serve --ui` (binding, the run file, the `dashboard: <url>` line), and `legate ui`
 //! (a fresh one-time URL for the running server, opened with `xdg-open` or printed).
 //!
@@ -14,6 +14,7 @@
 //! token; a one-time URL is printed only to the person who asked for it.
 
 use crate::config::Config;
+use crate::errors::{CliCode, CliError};
 use crate::front;
 use anyhow::{Context, Result, bail};
 use legate_engine::Engine;
@@ -26,47 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The run file's name, under `$LEGATE_HOME/run/`.
 pub const RUN_FILE: &str = "ui.json";
-
-/// `[ui]` as written in `legate.toml`. Unknown keys are errors.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UiTable {
-    host: Option<String>,
-    port: Option<u16>,
-    allowed_hosts: Option<Vec<String>>,
-    allowed_origins: Option<Vec<String>>,
-    header_timeout_secs: Option<u64>,
-    body_timeout_secs: Option<u64>,
-    max_connections: Option<usize>,
-}
-
-/// The dashboard's resolved settings.
-#[derive(Debug, Clone)]
-pub struct UiSettings {
-    /// The address `serve --ui` binds (loopback by default).
-    pub host: IpAddr,
-    /// Its port.
-    pub port: u16,
-    /// The `Host` and `Origin` values it answers to.
-    pub allowlist: legate_ui::Allowlist,
-    /// Read timeouts and the connection cap.
-    pub limits: legate_ui::ServeOptions,
-}
-
-/// Resolves `[ui]`.
-pub fn resolve(table: UiTable) -> Result<UiSettings> {
-    Ok(UiSettings {
-        host: front::listen_host(table.host, "ui.host")?,
-        port: table.port.unwrap_or(legate_ui::DEFAULT_PORT),
-        allowlist: front::allowlist("ui", table.allowed_hosts, table.allowed_origins, &[])?,
-        limits: front::serve_limits(
-            "ui",
-            table.header_timeout_secs,
-            table.body_timeout_secs,
-            table.max_connections,
-        )?,
-    })
-}
 
 /// The caller's token the dashboard accepts: MCP's (configured or on file, made on first use).
 fn caller_token(config: &Config) -> Result<Token> {
@@ -123,7 +83,7 @@ pub async fn open(
     let who = audience(config);
     let url = ui
         .one_time_url(&base, who)
-        .map_err(|e| anyhow::anyhow!("INTERNAL: {e}"))?;
+        .map_err(|e| crate::coded!(Internal, "{e}"))?;
     crate::out!(
         "Legate dashboard · {base} · one-time URL for the {who} (expires in {} s):",
         legate_ui::CODE_TTL.as_secs()
@@ -200,9 +160,10 @@ impl Drop for RunFile {
 fn running(run: &Path) -> Result<String> {
     let path = run.join(RUN_FILE);
     let none = || {
-        anyhow::anyhow!(
-            "UNAVAILABLE: no dashboard is running on this home (start one with `legate serve --ui`)"
-        )
+        anyhow::Error::from(CliError::new(
+            CliCode::Unavailable,
+            "no dashboard is running on this home (start one with `legate serve --ui`)",
+        ))
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -241,7 +202,7 @@ pub fn ui(config: Config, args: UiArgs) -> Result<ExitCode> {
         Audience::Caller => caller_token(&config)?,
     };
     let code = legate_ui::mint_code(&token, who, legate_core::Timestamp::now().0)
-        .map_err(|e| anyhow::anyhow!("INTERNAL: {e}"))?;
+        .map_err(|e| crate::coded!(Internal, "{e}"))?;
     let url = legate_ui::login_url(&base, &code);
     if args.print_url {
         crate::out!("{url}")?;

@@ -4,7 +4,7 @@
 //! This module only reads and validates settings into the engine's `ReviewConfig`; the rules
 //! that use them live in the engine and `legate-workspace`.
 
-use anyhow::{Result, anyhow, bail};
+use crate::{Error, Result, invalid, refuse};
 use legate_engine::SecretPolicy;
 use legate_engine::{ApprovalMode, ReviewConfig};
 use serde::Deserialize;
@@ -46,9 +46,11 @@ pub fn resolve(
     let number = |key: &str, env_key: &str, file: Option<u64>, min: u64, max: u64| {
         let (value, origin) = match env(env_key) {
             Some(v) => (
-                Some(v.trim().parse::<u64>().map_err(|_| {
-                    anyhow!("CONFIG_INVALID: {env_key} must be a whole number (got {v:?})")
-                })?),
+                Some(
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| invalid!("{env_key} must be a whole number (got {v:?})"))?,
+                ),
                 env_key.to_string(),
             ),
             None => (file, format!("copies.{key}")),
@@ -56,9 +58,9 @@ pub fn resolve(
         if let Some(v) = value
             && !(min..=max).contains(&v)
         {
-            bail!("CONFIG_INVALID: {origin} must be between {min} and {max} (got {v})");
+            refuse!("{origin} must be between {min} and {max} (got {v})");
         }
-        Ok::<_, anyhow::Error>(value)
+        Ok::<_, Error>(value)
     };
     if let Some(v) = number(
         "max_files",
@@ -118,15 +120,14 @@ pub fn resolve(
         .map(|v| (v, "LEGATE_APPROVAL_MODE"))
         .or(table.approval_mode.map(|v| (v, "copies.approval_mode")));
     if let Some((value, key)) = mode {
-        review.approval = ApprovalMode::parse(value.trim()).ok_or_else(|| {
-            anyhow!("CONFIG_INVALID: {key} must be \"auto\" or \"ask\" (got {value:?})")
-        })?;
+        review.approval = ApprovalMode::parse(value.trim())
+            .ok_or_else(|| invalid!("{key} must be \"auto\" or \"ask\" (got {value:?})"))?;
     }
     if let Some(v) = env("LEGATE_REQUIRE_TESTS") {
         review.require_tests = match v.trim() {
             "1" | "true" => true,
             "0" | "false" => false,
-            _ => bail!("CONFIG_INVALID: LEGATE_REQUIRE_TESTS must be true or false (got {v:?})"),
+            _ => refuse!("LEGATE_REQUIRE_TESTS must be true or false (got {v:?})"),
         };
     } else if let Some(v) = table.require_tests {
         review.require_tests = v;
@@ -135,9 +136,7 @@ pub fn resolve(
         review.keep_interrupted_copies = match v.trim() {
             "1" | "true" => true,
             "0" | "false" => false,
-            _ => bail!(
-                "CONFIG_INVALID: LEGATE_KEEP_INTERRUPTED_COPIES must be true or false (got {v:?})"
-            ),
+            _ => refuse!("LEGATE_KEEP_INTERRUPTED_COPIES must be true or false (got {v:?})"),
         };
     } else if let Some(v) = table.keep_interrupted_copies {
         review.keep_interrupted_copies = v;
@@ -148,8 +147,8 @@ pub fn resolve(
     let file_exc = match table.secret_exceptions {
         None => Vec::new(),
         Some(t) if t.version == 2 => t.name_patterns,
-        Some(t) => bail!(
-            "CONFIG_INVALID: copies.secret_exceptions.version is {}; only version 2 is understood",
+        Some(t) => refuse!(
+            "copies.secret_exceptions.version is {}; only version 2 is understood",
             t.version
         ),
     };

@@ -8,7 +8,7 @@
 //! `memory`) are parsed and refused as not supported yet, never silently ignored. The rules
 //! that use roles live in the engine.
 
-use anyhow::{Result, bail};
+use crate::{Result, refuse};
 use legate_core::RoleBase;
 use legate_engine::{RoleDefaults, RoleSpec};
 use serde::Deserialize;
@@ -71,18 +71,18 @@ pub fn resolve<'a>(
 fn spec(name: String, t: RoleTable) -> Result<RoleSpec> {
     let base = match t.base.as_deref() {
         None => {
-            bail!("CONFIG_INVALID: roles.{name}.base is missing (implementer, planner or reviewer)")
+            refuse!("roles.{name}.base is missing (implementer, planner or reviewer)")
         }
         Some(b) => match RoleBase::parse(b) {
             Some(base) => base,
-            None => bail!(
-                "CONFIG_INVALID: roles.{name}.base must be implementer, planner or reviewer (got {:?})",
+            None => refuse!(
+                "roles.{name}.base must be implementer, planner or reviewer (got {:?})",
                 excerpt(b)
             ),
         },
     };
     let Some(instructions) = t.instructions else {
-        bail!("CONFIG_INVALID: roles.{name}.instructions is missing");
+        refuse!("roles.{name}.instructions is missing");
     };
     let d = t.defaults;
     let unsupported = [
@@ -95,16 +95,16 @@ fn spec(name: String, t: RoleTable) -> Result<RoleSpec> {
         ("memory", d.memory.is_some()),
     ];
     if let Some((key, _)) = unsupported.iter().find(|(_, set)| *set) {
-        bail!(
-            "CONFIG_INVALID: roles.{name}.defaults.{key} is not supported yet; remove it (Legate does not honour it for any role today)"
+        refuse!(
+            "roles.{name}.defaults.{key} is not supported yet; remove it (Legate does not honour it for any role today)"
         );
     }
     let mode = match d.mode.as_deref() {
         None => None,
         Some(m) => match legate_core::TaskMode::parse(m) {
             Some(mode) => Some(mode),
-            None => bail!(
-                "CONFIG_INVALID: roles.{name}.defaults.mode must be write or read-only (got {:?})",
+            None => refuse!(
+                "roles.{name}.defaults.mode must be write or read-only (got {:?})",
                 excerpt(m)
             ),
         },
@@ -112,7 +112,10 @@ fn spec(name: String, t: RoleTable) -> Result<RoleSpec> {
     let output_schema = match d.output_schema {
         None => None,
         Some(v) => Some(serde_json::to_value(v).map_err(|e| {
-            anyhow::anyhow!("CONFIG_INVALID: roles.{name}.defaults.outputSchema is not JSON: {e}")
+            crate::Error::invalid_because(
+                format!("roles.{name}.defaults.outputSchema is not JSON"),
+                e,
+            )
         })?),
     };
     Ok(RoleSpec {
@@ -146,7 +149,7 @@ mod tests {
         struct F {
             roles: BTreeMap<String, RoleTable>,
         }
-        let f: F = toml::from_str(text)?;
+        let f: F = crate::config::parse(text)?;
         resolve(f.roles, ["revisor", "claude"])
     }
 

@@ -7,7 +7,7 @@
 //! `forbidden_directories`; the engine enforces them. Every error is `CONFIG_INVALID` and
 //! names its key.
 
-use anyhow::{Result, bail};
+use crate::{Result, refuse};
 use legate_engine::{EngineConfig, MemoryLimits};
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -39,7 +39,7 @@ pub fn apply(
         max_entry_bytes: table.max_entry_bytes.unwrap_or(d.max_entry_bytes),
     };
     if let Err(e) = limits.validate() {
-        bail!("CONFIG_INVALID: {}", e.message);
+        refuse!("{}", e.message);
     }
     engine.memory = limits;
 
@@ -54,10 +54,7 @@ pub fn apply(
         None => (forbidden.unwrap_or_default(), "forbidden_directories"),
     };
     if list.len() > MAX_FORBIDDEN {
-        bail!(
-            "CONFIG_INVALID: {key} has {} entries; at most {MAX_FORBIDDEN}",
-            list.len()
-        );
+        refuse!("{key} has {} entries; at most {MAX_FORBIDDEN}", list.len());
     }
     let home = std::fs::canonicalize(engine.paths.home()).unwrap_or(engine.paths.home.clone());
     let mut dirs = Vec::with_capacity(list.len());
@@ -65,12 +62,12 @@ pub fn apply(
         let p = PathBuf::from(raw.trim());
         if !p.is_absolute() || raw.contains('\0') {
             let shown: String = raw.chars().take(80).collect();
-            bail!("CONFIG_INVALID: {key} entries must be absolute paths (got {shown:?})");
+            refuse!("{key} entries must be absolute paths (got {shown:?})");
         }
         let resolved = std::fs::canonicalize(&p).unwrap_or(p.clone());
         if resolved.starts_with(&home) || home.starts_with(&resolved) {
-            bail!(
-                "CONFIG_INVALID: {key} names {}, which is, holds or lies inside Legate's home {}; Legate keeps its copies and sandboxes there",
+            refuse!(
+                "{key} names {}, which is, holds or lies inside Legate's home {}; Legate keeps its copies and sandboxes there",
                 p.display(),
                 home.display()
             );

@@ -6,7 +6,7 @@
 //! bounded excerpt of a hostile value, never the whole. It never reads the file or the
 //! environment itself: `crate::config` hands it the parsed tables.
 
-use anyhow::{Context, Result, bail};
+use crate::{Error, Result, refuse};
 use legate_core::{AgentCredentials, AgentKind, AgentSpec};
 use legate_engine::EngineConfig;
 use serde::Deserialize;
@@ -46,7 +46,7 @@ pub(crate) struct AgentTable {
     /// are (`AgentSpec::credentials`).
     credentials: Option<String>,
     /// `[agents.NAME.network]`: egress rules of this agent's own, added to `[network]`
-    /// (read by `crate::network_config`).
+    /// (read by `crate::network`).
     network: Option<legate_supervisor::network::NetworkConfig>,
 }
 
@@ -62,11 +62,11 @@ impl AgentTable {
 pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig) -> Result<()> {
     c.agents = builtin_agents()?;
     for (name, table) in tables {
-        validate_name(&name).with_context(|| format!("CONFIG_INVALID: agents.{name}"))?;
+        validate_name(&name).map_err(|e| Error::invalid_because(format!("agents.{name}"), e))?;
         if let Some(dir) = &table.state_dir {
             if !dir.is_absolute() {
-                bail!(
-                    "CONFIG_INVALID: agents.{name}.state_dir must be an absolute path (got {})",
+                refuse!(
+                    "agents.{name}.state_dir must be an absolute path (got {})",
                     dir.display()
                 );
             }
@@ -84,19 +84,17 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
         if let Some(p) = &preset
             && !["claude", "codex", "gemini"].contains(&p.as_str())
         {
-            bail!(
-                "CONFIG_INVALID: agents.{name}.preset must be one of claude, codex, gemini (got {p:?})"
-            );
+            refuse!("agents.{name}.preset must be one of claude, codex, gemini (got {p:?})");
         }
         if (name == "revisor" || name == "tck") && table.command.is_some() {
-            bail!("CONFIG_INVALID: agents.{name}.command cannot be changed; {name} is built in");
+            refuse!("agents.{name}.command cannot be changed; {name} is built in");
         }
         if name == "revisor" && table.kind.is_some() {
-            bail!("CONFIG_INVALID: agents.revisor.kind cannot be changed; revisor is built in");
+            refuse!("agents.revisor.kind cannot be changed; revisor is built in");
         }
         if table.token.is_some() {
-            bail!(
-                "CONFIG_INVALID: agents.{name}.token: a token is never written in legate.toml; name it with token_env = \"VAR\" or token_file = \"/path\""
+            refuse!(
+                "agents.{name}.token: a token is never written in legate.toml; name it with token_env = \"VAR\" or token_file = \"/path\""
             );
         }
         let kind = if table.kind.is_none() && table.url.is_some() && base.is_none() {
@@ -110,16 +108,16 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
             Some("proxy") => AgentCredentials::Proxy,
             Some(other) => {
                 let shown: String = other.chars().take(64).collect();
-                bail!(
-                    "CONFIG_INVALID: agents.{name}.credentials must be \"environment\" or \"proxy\" (got {shown:?})"
+                refuse!(
+                    "agents.{name}.credentials must be \"environment\" or \"proxy\" (got {shown:?})"
                 );
             }
         };
         if credentials == AgentCredentials::Proxy
             && (preset.is_none() || kind != AgentKind::ACP || table.url.is_some())
         {
-            bail!(
-                "CONFIG_INVALID: agents.{name}.credentials = \"proxy\" applies to ACP agents with a preset (claude, codex, gemini): only their model host is known"
+            refuse!(
+                "agents.{name}.credentials = \"proxy\" applies to ACP agents with a preset (claude, codex, gemini): only their model host is known"
             );
         }
         if kind.as_str() == legate_remote::KIND || table.url.is_some() {
@@ -135,25 +133,25 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
             ("allow_unsupervised", table.allow_unsupervised.is_some()),
         ] {
             if set {
-                bail!(
-                    "CONFIG_INVALID: agents.{name}.{field} applies to remote agents (kind = \"a2a\"), not to kind {kind}"
+                refuse!(
+                    "agents.{name}.{field} applies to remote agents (kind = \"a2a\"), not to kind {kind}"
                 );
             }
         }
         let command = match (table.command, &base) {
             (Some(cmd), _) if cmd.trim().is_empty() => {
-                bail!("CONFIG_INVALID: agents.{name}.command is empty")
+                refuse!("agents.{name}.command is empty")
             }
             (Some(cmd), _) => cmd,
             (None, Some(b)) => b
                 .local_command()
                 .map(|c| c.command.clone())
                 .unwrap_or_default(),
-            (None, None) => bail!("CONFIG_INVALID: agents.{name}.command is required"),
+            (None, None) => refuse!("agents.{name}.command is required"),
         };
         for key in table.env.keys() {
             if key.is_empty() || key.contains('=') || key.contains('\0') {
-                bail!("CONFIG_INVALID: agents.{name}.env has an invalid variable name {key:?}");
+                refuse!("agents.{name}.env has an invalid variable name {key:?}");
             }
         }
         let base_local = base.as_ref().and_then(AgentSpec::local_command);
@@ -161,25 +159,23 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
         env.extend(table.env);
         if kind == AgentKind::AGY {
             if preset.is_some() {
-                bail!(
-                    "CONFIG_INVALID: agents.{name}.preset applies to ACP agents, not to kind agy"
-                );
+                refuse!("agents.{name}.preset applies to ACP agents, not to kind agy");
             }
             if command.contains('/') && !Path::new(&command).is_absolute() {
-                bail!(
-                    "CONFIG_INVALID: agents.{name}.command must be `agy` (found on PATH) or an absolute path (got {command:?})"
+                refuse!(
+                    "agents.{name}.command must be `agy` (found on PATH) or an absolute path (got {command:?})"
                 );
             }
         }
         if let Some(m) = &table.model
             && (m.trim().is_empty() || m.len() > 128 || m.chars().any(char::is_whitespace))
         {
-            bail!("CONFIG_INVALID: agents.{name}.model must be a model id or \"auto\" (got {m:?})");
+            refuse!("agents.{name}.model must be a model id or \"auto\" (got {m:?})");
         }
         let inherit_env = match table.inherit_env {
             Some(names) => {
                 if let Err(e) = legate_backend::env::check_opt_ins(&names) {
-                    bail!("CONFIG_INVALID: agents.{name}.inherit_env: {}", e.message);
+                    refuse!("agents.{name}.inherit_env: {}", e.message);
                 }
                 names
             }
@@ -221,14 +217,19 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
     Ok(())
 }
 
-fn validate_name(name: &str) -> Result<()> {
+/// A name that is not 1 to 64 letters, digits, `-` or `_`.
+#[derive(Debug, thiserror::Error)]
+#[error("an agent name must be 1 to 64 letters, digits, '-' or '_'")]
+struct BadName;
+
+fn validate_name(name: &str) -> Result<(), BadName> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !ok {
-        bail!("an agent name must be 1 to 64 letters, digits, '-' or '_'");
+        return Err(BadName);
     }
     Ok(())
 }
@@ -254,8 +255,8 @@ fn kind_of(name: &str, kind: Option<&str>, base: Option<&AgentSpec>) -> Result<A
     let shown: String = kind.chars().take(64).collect();
     match AgentKind::new(kind) {
         Ok(k) if kinds.contains(&k) => Ok(k),
-        _ => bail!(
-            "CONFIG_INVALID: agents.{name}.kind must be {} (got {shown:?})",
+        _ => refuse!(
+            "agents.{name}.kind must be {} (got {shown:?})",
             kinds
                 .iter()
                 .map(AgentKind::as_str)
@@ -281,13 +282,13 @@ fn remote_agent(
             .chars()
             .take(200)
             .collect();
-        bail!(
-            "CONFIG_INVALID: agents.{name}.url ({shown:?}): kind {kind} runs a local command; an agent at a url is kind = \"a2a\""
+        refuse!(
+            "agents.{name}.url ({shown:?}): kind {kind} runs a local command; an agent at a url is kind = \"a2a\""
         );
     }
     if base.is_some_and(|b| b.local_command().is_some()) && table.kind.is_none() {
-        bail!(
-            "CONFIG_INVALID: agents.{name}.url: {name} is a built-in local agent; name a remote agent otherwise"
+        refuse!(
+            "agents.{name}.url: {name} is a built-in local agent; name a remote agent otherwise"
         );
     }
     for (field, set) in [
@@ -302,44 +303,38 @@ fn remote_agent(
         ("allow_execute", table.allow_execute.is_some()),
     ] {
         if set {
-            bail!(
-                "CONFIG_INVALID: agents.{name}.{field} is a local command's; a remote agent (kind = \"a2a\") takes url, token_env or token_file, agent, max_transfer_bytes, allow_unsupervised"
+            refuse!(
+                "agents.{name}.{field} is a local command's; a remote agent (kind = \"a2a\") takes url, token_env or token_file, agent, max_transfer_bytes, allow_unsupervised"
             );
         }
     }
     let Some(url) = table.url else {
-        bail!("CONFIG_INVALID: agents.{name}.url is required for kind = \"a2a\"");
+        refuse!("agents.{name}.url is required for kind = \"a2a\"");
     };
     let shown: String = url.chars().take(200).collect();
     if !(url.starts_with("http://") || url.starts_with("https://"))
         || url.len() > 2048
         || url.chars().any(|c| c.is_control() || c.is_whitespace())
     {
-        bail!(
-            "CONFIG_INVALID: agents.{name}.url must be an http:// or https:// URL (got {shown:?})"
-        );
+        refuse!("agents.{name}.url must be an http:// or https:// URL (got {shown:?})");
     }
     let token = match (table.token_env, table.token_file) {
         (Some(_), Some(_)) => {
-            bail!(
-                "CONFIG_INVALID: agents.{name} sets both token_env and token_file; a remote agent has one"
-            )
+            refuse!("agents.{name} sets both token_env and token_file; a remote agent has one")
         }
         (Some(var), None) => {
             if var.is_empty()
                 || var.len() > 128
                 || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             {
-                bail!(
-                    "CONFIG_INVALID: agents.{name}.token_env must be a variable name (letters, digits, '_')"
-                );
+                refuse!("agents.{name}.token_env must be a variable name (letters, digits, '_')");
             }
             Some(legate_core::TokenRef::Env(var))
         }
         (None, Some(path)) => {
             if !path.is_absolute() {
-                bail!(
-                    "CONFIG_INVALID: agents.{name}.token_file must be an absolute path (got {})",
+                refuse!(
+                    "agents.{name}.token_file must be an absolute path (got {})",
                     path.display()
                 );
             }
@@ -348,10 +343,10 @@ fn remote_agent(
         (None, None) => None,
     };
     if let Some(a) = &table.agent {
-        validate_name(a).with_context(|| format!("CONFIG_INVALID: agents.{name}.agent"))?;
+        validate_name(a).map_err(|e| Error::invalid_because(format!("agents.{name}.agent"), e))?;
     }
     if table.max_transfer_bytes == Some(0) {
-        bail!("CONFIG_INVALID: agents.{name}.max_transfer_bytes must be at least 1");
+        refuse!("agents.{name}.max_transfer_bytes must be at least 1");
     }
     let mut spec = AgentSpec::url(name, kind, url);
     spec.description = table.description;
@@ -367,7 +362,7 @@ fn remote_agent(
 /// The TCK profile (`legate agent tck`): an agent that behaves as the A2A TCK expects of its
 /// system under test. Only configured agents named `tck` get it.
 fn tck_agent() -> Result<AgentSpec> {
-    let exe = std::env::current_exe().context("could not find the legate executable")?;
+    let exe = std::env::current_exe().map_err(Error::NoExecutable)?;
     Ok(
         AgentSpec::command("tck", AgentKind::ACP, exe.to_string_lossy().into_owned())
             .args(["agent", "tck"])
@@ -390,7 +385,7 @@ pub fn install_hint(preset: &str) -> Option<&'static str> {
 
 /// `revisor` plus the three presets, with the commands their npm packages install.
 fn builtin_agents() -> Result<BTreeMap<String, AgentSpec>> {
-    let exe = std::env::current_exe().context("could not find the legate executable")?;
+    let exe = std::env::current_exe().map_err(Error::NoExecutable)?;
     let mut agents = BTreeMap::new();
     agents.insert(
         "revisor".to_string(),

@@ -18,7 +18,7 @@
 //! holds the rules. Errors name keys, never an environment value or a URL. `cwd` is refused:
 //! ACP's stdio MCP transport has no working directory to hand the agent.
 
-use anyhow::{Result, bail};
+use crate::{Result, invalid, refuse};
 use legate_core::{ControlsConfig, McpServerSpec, McpToolSpec, McpTransport, ToolKind};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -74,8 +74,7 @@ pub fn resolve(table: ControlsTable, servers: Vec<McpServerTable>) -> Result<Con
                 .iter()
                 .map(|n| {
                     ToolKind::parse(n).ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "CONFIG_INVALID: controls.allowed_tools: {n:?} is not a tool kind (read, edit, delete, move, search, execute, think, fetch, switch_mode, other)"
+                        invalid!("controls.allowed_tools: {n:?} is not a tool kind (read, edit, delete, move, search, execute, think, fetch, switch_mode, other)"
                         )
                     })
                 })
@@ -86,8 +85,8 @@ pub fn resolve(table: ControlsTable, servers: Vec<McpServerTable>) -> Result<Con
     for s in servers {
         let id = s.id.chars().take(64).collect::<String>();
         if s.cwd.is_some() {
-            bail!(
-                "CONFIG_INVALID: mcp_servers.{id}.cwd: ACP hands an agent a stdio server's command, args and env only, so a working directory cannot be honoured; remove it (or wrap the command)"
+            refuse!(
+                "mcp_servers.{id}.cwd: ACP hands an agent a stdio server's command, args and env only, so a working directory cannot be honoured; remove it (or wrap the command)"
             );
         }
         let transport = match (s.command, s.url) {
@@ -100,11 +99,9 @@ pub fn resolve(table: ControlsTable, servers: Vec<McpServerTable>) -> Result<Con
                 McpTransport::Http { url }
             }
             (None, Some(_)) => {
-                bail!(
-                    "CONFIG_INVALID: mcp_servers.{id}: args and env belong to a command, not a url"
-                )
+                refuse!("mcp_servers.{id}: args and env belong to a command, not a url")
             }
-            _ => bail!("CONFIG_INVALID: mcp_servers.{id}: give exactly one of command or url"),
+            _ => refuse!("mcp_servers.{id}: give exactly one of command or url"),
         };
         mcp_servers.push(McpServerSpec {
             id: s.id,
@@ -141,7 +138,7 @@ mod tests {
     }
 
     fn load(text: &str) -> Result<ControlsConfig> {
-        let f: F = toml::from_str(text)?;
+        let f: F = crate::config::parse(text)?;
         resolve(f.controls, f.mcp_servers)
     }
 

@@ -6,7 +6,7 @@
 //! directory that breaks after start-up still fails the next task. Every error is
 //! `CONFIG_INVALID` and names its key.
 
-use anyhow::{Result, bail};
+use crate::{Result, refuse};
 use legate_engine::EngineConfig;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -26,8 +26,8 @@ pub fn apply(table: SkillsTable, engine: &mut EngineConfig) -> Result<()> {
     }
     if let Some(dir) = table.directory {
         if !dir.is_absolute() {
-            bail!(
-                "CONFIG_INVALID: skills.directory must be an absolute path (got {})",
+            refuse!(
+                "skills.directory must be an absolute path (got {})",
                 dir.display()
             );
         }

@@ -6,7 +6,7 @@
 //! `SupervisionConfig`; it never decides an approval. Every error is `CONFIG_INVALID` and
 //! names its key.
 
-use anyhow::{Result, bail};
+use crate::{Result, refuse};
 use legate_engine::EngineConfig;
 use serde::Deserialize;
 use std::time::Duration;
@@ -29,31 +29,27 @@ pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
     let s = &mut engine.supervision;
     if let Some(secs) = table.deadline_secs {
         if !(1..=MAX_DEADLINE_SECS).contains(&secs) {
-            bail!(
-                "CONFIG_INVALID: supervision.deadline_secs must be 1 to {MAX_DEADLINE_SECS} (got {secs})"
-            );
+            refuse!("supervision.deadline_secs must be 1 to {MAX_DEADLINE_SECS} (got {secs})");
         }
         s.deadline = Duration::from_secs(secs);
     }
     if let Some(secs) = table.agent_timeout_secs {
         if secs == 0 {
-            bail!("CONFIG_INVALID: supervision.agent_timeout_secs must be at least 1");
+            refuse!("supervision.agent_timeout_secs must be at least 1");
         }
         s.agent_timeout = Duration::from_secs(secs);
     }
     if let Some(name) = table.agent {
         if !engine.agents.contains_key(&name) {
             let shown: String = name.chars().take(64).collect();
-            bail!(
-                "CONFIG_INVALID: supervision.agent names {shown:?}, which is not a configured agent"
-            );
+            refuse!("supervision.agent names {shown:?}, which is not a configured agent");
         }
         engine.supervision.agent = Some(name);
     }
     let s = &engine.supervision;
     if s.agent.is_some() && s.agent_timeout >= s.deadline {
-        bail!(
-            "CONFIG_INVALID: supervision.agent_timeout_secs ({} s) must be below supervision.deadline_secs ({} s), so a human can still answer when the supervising agent does not",
+        refuse!(
+            "supervision.agent_timeout_secs ({} s) must be below supervision.deadline_secs ({} s), so a human can still answer when the supervising agent does not",
             s.agent_timeout.as_secs(),
             s.deadline.as_secs()
         );
@@ -77,7 +73,7 @@ mod tests {
     }
 
     fn applied(text: &str) -> Result<EngineConfig> {
-        let table: SupervisionTable = toml::from_str(text)?;
+        let table: SupervisionTable = crate::config::parse(text)?;
         let mut c = engine();
         apply(table, &mut c)?;
         Ok(c)
