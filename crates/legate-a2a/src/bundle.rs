@@ -76,8 +76,11 @@ pub fn received(message: &Message, max_bytes: u64) -> Result<Option<Bundle>, A2A
         match (&part.content, mark(part).and_then(|v| v.as_str())) {
             (PartContent::Text(t), None) => text.push(t.as_str()),
             (PartContent::Data(v), Some("manifest")) => {
-                let m: SentManifest = serde_json::from_value(v.clone())
-                    .map_err(|e| invalid(format!("the copy's manifest is malformed: {e}")))?;
+                let m: SentManifest = serde_json::from_value(v.clone()).map_err(|e| {
+                    let sentence = "the copy's manifest is malformed";
+                    let e = Error::quoting(ErrorCode::InvalidWorkspace, sentence, e);
+                    crate::convert::error(&e)
+                })?;
                 if manifest.replace(m).is_some() {
                     return Err(invalid("the message carries two manifests"));
                 }

@@ -50,6 +50,12 @@ fn invalid(message: String) -> A2AError {
     A2AError::invalid_params(format!("INVALID_WORKSPACE: {message}"))
 }
 
+/// [`invalid`], quoting its cause (the A2A error carries text alone, so the cause ends here).
+fn invalid_by(sentence: String, e: impl std::error::Error + Send + Sync + 'static) -> A2AError {
+    let e = legate_core::Error::quoting(legate_core::ErrorCode::InvalidWorkspace, sentence, e);
+    invalid(e.message)
+}
+
 /// The workspace `message` asks for, `None` when it names none. `copy_roots` are the
 /// directories under which a copy's project may lie (already canonical).
 pub fn requested(
@@ -60,9 +66,8 @@ pub fn requested(
         return Ok(None);
     };
     let r: Requested = serde_json::from_value(value.clone()).map_err(|e| {
-        invalid(format!(
-            "metadata.workspace must be {{kind, path, includePaths, criteria}}: {e}"
-        ))
+        let sentence = "metadata.workspace must be {kind, path, includePaths, criteria}";
+        invalid_by(sentence.to_string(), e)
     })?;
     match r.kind.as_str() {
         "sandbox" => {
@@ -106,7 +111,7 @@ fn contained(path: &Path, roots: &[PathBuf]) -> Result<PathBuf, A2AError> {
     }
     let resolved = path
         .canonicalize()
-        .map_err(|e| invalid(format!("{} cannot be opened: {e}", path.display())))?;
+        .map_err(|e| invalid_by(format!("{} cannot be opened", path.display()), e))?;
     if roots.iter().any(|root| resolved.starts_with(root)) {
         Ok(resolved)
     } else {

@@ -159,19 +159,26 @@ pub(crate) fn authority(
     if let Some(authority) = kept.get(&key) {
         return Ok(Arc::clone(authority));
     }
-    let invalid = |e: legate_egress::InterceptError| std::io::Error::other(e.to_string());
     let authority = match home {
-        None => legate_egress::Authority::generate().map_err(invalid)?,
-        Some(home) => load_or_make_authority(&home.join("egress-ca")).map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("{}: {e}", home.join("egress-ca").display()),
-            )
-        })?,
+        None => legate_egress::Authority::generate().map_err(std::io::Error::other)?,
+        Some(home) => {
+            let dir = home.join("egress-ca");
+            load_or_make_authority(&dir)
+                .map_err(|source| std::io::Error::new(source.kind(), AuthorityAt { dir, source }))?
+        }
     };
     let authority = Arc::new(authority);
     kept.insert(key, Arc::clone(&authority));
     Ok(authority)
+}
+
+/// The authority kept in `dir` could not be loaded or made; it reads as the directory and
+/// the cause, the way the agent's start failure has always quoted it.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", dir.display())]
+struct AuthorityAt {
+    dir: std::path::PathBuf,
+    source: std::io::Error,
 }
 
 fn load_or_make_authority(dir: &std::path::Path) -> std::io::Result<legate_egress::Authority> {
@@ -292,8 +299,7 @@ pub(crate) fn proxy_credentials(
     let secrets = hold_credentials(env, preset);
     let authority = authority(home)?;
     trust_authority(env, &authority, state_dir)?;
-    let tls = legate_egress::Interception::new(authority)
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let tls = legate_egress::Interception::new(authority).map_err(std::io::Error::other)?;
     info!(
         preset,
         credentials = secrets.len(),

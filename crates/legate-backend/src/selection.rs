@@ -109,9 +109,10 @@ pub fn load_preference(home: &Path, agent: &str) -> Result<Option<Choice>> {
 pub fn save_preference(home: &Path, agent: &str, choice: Option<&Choice>) -> Result<()> {
     let path = preference_file(home, agent);
     let fail = |e: std::io::Error| {
-        Error::new(
+        Error::quoting(
             ErrorCode::ConfigInvalid,
-            format!("could not save {}: {e}", path.display()),
+            format!("could not save {}", path.display()),
+            e,
         )
     };
     let Some(choice) = choice else {
@@ -123,7 +124,13 @@ pub fn save_preference(home: &Path, agent: &str, choice: Option<&Choice>) -> Res
     let body = serde_json::to_string(&Saved {
         model: choice.id().map(str::to_owned),
     })
-    .map_err(|e| Error::internal(format!("could not encode the model preference: {e}")))?;
+    .map_err(|e| {
+        Error::quoting(
+            ErrorCode::Internal,
+            "could not encode the model preference",
+            e,
+        )
+    })?;
     crate::agy::usage::write_private(&path, body.as_bytes()).map_err(fail)
 }
 

@@ -111,9 +111,10 @@ impl crate::Confinement {
             Some(port) => network::pair(port)
                 .map(|(e, s)| (Some(e), Some(s)))
                 .map_err(|e| {
-                    Error::new(
+                    Error::quoting(
                         ErrorCode::ConfinementUnavailable,
-                        format!("could not prepare the egress listener's handoff: {e}"),
+                        "could not prepare the egress listener's handoff",
+                        e,
                     )
                 })?,
             None => (None, None),

@@ -160,10 +160,16 @@ mod linux {
         let rel = path
             .strip_prefix("/")
             .map_err(|_| denied("is not absolute".into()))?;
+        // The sentence with the kernel's refusal in parentheses, kept as the cause.
+        let denied_by = |what: &str, e: legate_beneath::BeneathError| {
+            let before = format!("the sandbox root {} {what} (", path.display());
+            let after = "); it was checked, then changed";
+            Error::quoting_between(ErrorCode::SandboxSelectionDenied, before, e, after)
+        };
         let root = legate_beneath::Root::open(Path::new("/"))
-            .map_err(|e| denied(format!("could not be opened ({e})")))?;
+            .map_err(|e| denied_by("could not be opened", e))?;
         root.open_dir(rel)
-            .map_err(|e| denied(format!("is not a directory reached without links ({e})")))
+            .map_err(|e| denied_by("is not a directory reached without links", e))
     }
 
     fn failed(what: String, e: impl std::fmt::Display) -> Error {

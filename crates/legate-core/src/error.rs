@@ -312,6 +312,37 @@ impl Error {
         text
     }
 
+    /// Builds an error whose sentence ends with its cause's own words, `{sentence}: {cause}`,
+    /// and keeps the cause for the chain. This is the one place a cause is rendered into the
+    /// sentence: what leaves the process is the sentence (see [`Error::detail`]), and where a person has always read the
+    /// cause there (an OS error, a parser's position) it stays; the binary's chain printer
+    /// leaves out a cause the sentence already quotes, so nothing prints twice.
+    pub fn quoting(
+        code: ErrorCode,
+        sentence: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::quoting_between(code, format!("{}: ", sentence.into()), cause, "")
+    }
+
+    /// Like [`Error::quoting`], for a sentence that holds its cause's words elsewhere:
+    /// `{before}{cause}{after}` (`"x cannot be read ("` and `")"`, say).
+    pub fn quoting_between(
+        code: ErrorCode,
+        before: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+        after: &str,
+    ) -> Self {
+        let mut message = before.into();
+        message.push_str(&cause.to_string());
+        message.push_str(after);
+        Self {
+            code,
+            message,
+            cause: Some(Arc::new(cause)),
+        }
+    }
+
     /// Shorthand for [`ErrorCode::InvalidInput`].
     pub fn invalid_input(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidInput, message)
@@ -397,6 +428,18 @@ mod tests {
             std::io::Error::other("boom"),
         );
         assert_eq!(repeated.detail(), "read failed: boom");
+    }
+
+    #[test]
+    fn a_quoted_cause_ends_the_sentence_and_stays_the_source() {
+        use std::error::Error as _;
+        let io = || std::io::Error::other("disk on fire");
+        let e = Error::quoting(ErrorCode::StoreError, "cannot write x", io());
+        assert_eq!(e.message, "cannot write x: disk on fire");
+        assert_eq!(e.source().unwrap().to_string(), "disk on fire");
+        let e = Error::quoting_between(ErrorCode::StoreError, "cannot write x (", io(), ").");
+        assert_eq!(e.message, "cannot write x (disk on fire).");
+        assert!(e.source().is_some());
     }
 
     #[test]

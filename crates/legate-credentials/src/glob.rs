@@ -67,7 +67,10 @@ impl Glob {
             i += 1;
         }
         re.push('$');
-        let regex = Regex::new(&re).map_err(|e| bad(&format!("cannot be compiled: {e}")))?;
+        let regex = Regex::new(&re).map_err(|e| {
+            let sentence = format!("the secret pattern {pattern:?} cannot be compiled");
+            Error::quoting(ErrorCode::ConfigInvalid, sentence, e)
+        })?;
         Ok(Glob {
             source: pattern.to_string(),
             basename,

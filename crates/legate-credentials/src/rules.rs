@@ -159,37 +159,67 @@ pub(crate) struct Ruleset {
     pub(crate) set: regex::bytes::RegexSet,
 }
 
-fn compile(pattern: &str) -> Result<Regex, String> {
+fn compile(pattern: &str) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern)
         .unicode(false)
         .size_limit(REGEX_SIZE_LIMIT)
         .build()
-        .map_err(|e| e.to_string())
+}
+
+/// Why the table is refused: what is wrong, naming the rule, with the parser's or the
+/// pattern compiler's error kept as the source (and quoted, as the message always read).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RulesError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("rules.toml: {0}")]
+    Toml(#[source] toml::de::Error),
+    #[error("rule {id:?}: {source}")]
+    Pattern { id: String, source: regex::Error },
+    #[error("rule {id:?}: {}", source.message)]
+    Glob {
+        id: String,
+        source: legate_core::Error,
+    },
+    #[error("the {which} patterns cannot be combined: {source}")]
+    Combined {
+        which: &'static str,
+        source: regex::Error,
+    },
+    #[error("the keyword prefilter cannot be built: {0}")]
+    Prefilter(#[source] aho_corasick::BuildError),
+}
+
+/// A [`RulesError::Invalid`] from `format!`'s arguments.
+macro_rules! invalid {
+    ($($arg:tt)*) => {
+        RulesError::Invalid(format!($($arg)*))
+    };
 }
 
 /// Parses and validates `text`; an error names the rule and what is wrong with it.
-pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
-    let file: RulesFile = toml::from_str(text).map_err(|e| format!("rules.toml: {e}"))?;
+pub(crate) fn parse(text: &str) -> Result<Ruleset, RulesError> {
+    let file: RulesFile = toml::from_str(text).map_err(RulesError::Toml)?;
     if file.version != 1 {
-        return Err(format!(
+        return Err(invalid!(
             "rules.toml has version {}; 1 is understood",
             file.version
         ));
     }
     let mut ids = HashSet::new();
-    let mut check_common = |id: &str, family: &str, description: &str| -> Result<(), String> {
+    let mut check_common = |id: &str, family: &str, description: &str| -> Result<(), RulesError> {
         let ok_id = !id.is_empty()
             && id
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !ok_id {
-            return Err(format!("rule id {id:?} must be lower-case kebab-case"));
+            return Err(invalid!("rule id {id:?} must be lower-case kebab-case"));
         }
         if !ids.insert(id.to_string()) {
-            return Err(format!("rule id {id:?} is defined twice"));
+            return Err(invalid!("rule id {id:?} is defined twice"));
         }
         if family.is_empty() || description.trim().is_empty() {
-            return Err(format!("rule {id:?} needs a family and a description"));
+            return Err(invalid!("rule {id:?} needs a family and a description"));
         }
         Ok(())
     };
@@ -199,18 +229,23 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
     for r in file.names {
         check_common(&r.id, &r.family, &r.description)?;
         if r.paths.is_empty() {
-            return Err(format!("name rule {:?} has no paths", r.id));
+            return Err(invalid!("name rule {:?} has no paths", r.id));
         }
-        let globs = |list: &[String]| -> Result<Vec<Glob>, String> {
+        let globs = |list: &[String]| -> Result<Vec<Glob>, RulesError> {
             list.iter()
-                .map(|p| Glob::new(p).map_err(|e| format!("rule {:?}: {}", r.id, e.message)))
+                .map(|p| {
+                    Glob::new(p).map_err(|source| RulesError::Glob {
+                        id: r.id.clone(),
+                        source,
+                    })
+                })
                 .collect()
         };
         let unless_content = match r.unless_content.as_deref() {
             None => None,
             Some("zip") => Some(UnlessContent::Zip),
             Some(other) => {
-                return Err(format!(
+                return Err(invalid!(
                     "rule {:?}: unless_content {other:?} is not understood (\"zip\" is)",
                     r.id
                 ));
@@ -242,27 +277,31 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
     for r in file.contents {
         check_common(&r.id, &r.family, &r.description)?;
         if r.keywords.is_empty() != r.always {
-            return Err(format!(
+            return Err(invalid!(
                 "content rule {:?} needs keywords, or `always = true` with none",
                 r.id
             ));
         }
-        let regex = compile(&r.regex).map_err(|e| format!("rule {:?}: {e}", r.id))?;
+        let pattern = |p: &str| {
+            compile(p).map_err(|source| RulesError::Pattern {
+                id: r.id.clone(),
+                source,
+            })
+        };
+        let regex = pattern(&r.regex)?;
         let secret_group = regex.capture_names().position(|n| n == Some("secret"));
         let entropy = r.entropy.unwrap_or(0.0);
         if !(0.0..=8.0).contains(&entropy) {
-            return Err(format!("rule {:?}: entropy must be within 0..=8", r.id));
+            return Err(invalid!("rule {:?}: entropy must be within 0..=8", r.id));
         }
-        let list = |l: &[String]| -> Result<Vec<Regex>, String> {
-            l.iter()
-                .map(|p| compile(p).map_err(|e| format!("rule {:?}: {e}", r.id)))
-                .collect()
+        let list = |l: &[String]| -> Result<Vec<Regex>, RulesError> {
+            l.iter().map(|p| pattern(p)).collect()
         };
         let line_or_colon = match r.before.as_deref() {
             None => false,
             Some("line-or-colon") => true,
             Some(other) => {
-                return Err(format!(
+                return Err(invalid!(
                     "rule {:?}: before {other:?} is not understood (\"line-or-colon\" is)",
                     r.id
                 ));
@@ -276,7 +315,7 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
                     .bytes()
                     .any(|b| b.is_ascii_uppercase() || b.is_ascii_control());
             if !ok {
-                return Err(format!(
+                return Err(invalid!(
                     "rule {:?}: keyword {k:?} must be non-empty lower-case ASCII",
                     r.id
                 ));
@@ -304,7 +343,10 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
         });
     }
     let set = |patterns: Vec<String>| {
-        RegexSet::new(patterns).map_err(|e| format!("the name patterns cannot be combined: {e}"))
+        RegexSet::new(patterns).map_err(|source| RulesError::Combined {
+            which: "name",
+            source,
+        })
     };
     let name_index = NameIndex {
         base: set(base)?,
@@ -331,18 +373,21 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
         .match_kind(MatchKind::LeftmostLongest)
         .kind(Some(AhoCorasickKind::DFA))
         .build(&keywords)
-        .map_err(|e| format!("the keyword prefilter cannot be built: {e}"))?;
+        .map_err(RulesError::Prefilter)?;
     if file.allow.placeholders.iter().any(String::is_empty)
         || file.allow.hash_labels.iter().any(String::is_empty)
     {
-        return Err("allow lists must not hold empty strings".into());
+        return Err(invalid!("allow lists must not hold empty strings"));
     }
     let set = regex::bytes::RegexSetBuilder::new(contents.iter().map(|c| c.regex.as_str()))
         .unicode(false)
         .size_limit(8 * REGEX_SIZE_LIMIT)
         .dfa_size_limit(8 * REGEX_SIZE_LIMIT)
         .build()
-        .map_err(|e| format!("the content patterns cannot be combined: {e}"))?;
+        .map_err(|source| RulesError::Combined {
+            which: "content",
+            source,
+        })?;
     Ok(Ruleset {
         set,
         names,
@@ -366,8 +411,8 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, String> {
 }
 
 /// The shipped table, or why it could not be built.
-pub(crate) fn ruleset() -> Result<&'static Ruleset, &'static str> {
-    static SET: OnceLock<Result<Ruleset, String>> = OnceLock::new();
+pub(crate) fn ruleset() -> Result<&'static Ruleset, &'static RulesError> {
+    static SET: OnceLock<Result<Ruleset, RulesError>> = OnceLock::new();
     SET.get_or_init(|| {
         let built = parse(RULES_TOML);
         if let Err(e) = &built {
@@ -376,7 +421,6 @@ pub(crate) fn ruleset() -> Result<&'static Ruleset, &'static str> {
         built
     })
     .as_ref()
-    .map_err(String::as_str)
 }
 
 /// Every rule of the shipped table, in the order they are tried.
@@ -457,7 +501,7 @@ mod tests {
             ),
         ];
         for (body, want) in cases {
-            let err = parse(&format!("{head}{body}")).err().unwrap();
+            let err = parse(&format!("{head}{body}")).err().unwrap().to_string();
             assert!(err.contains(want), "{want}: {err}");
         }
         assert!(parse("version = 2\n[allow]\nplaceholders = []\nhash_labels = []\n").is_err());

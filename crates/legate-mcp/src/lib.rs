@@ -15,7 +15,9 @@
 //! confirmer), [`schema`] (arguments and answers, mostly the engine's own types, and the one
 //! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], [`token`], [`http`].
 
+mod catalog;
 pub mod chunk;
+mod codec;
 pub mod compare;
 pub mod confirmation;
 pub mod controls;
@@ -39,7 +41,7 @@ pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};
 pub use supervisor::SupervisorMcp;
 
-use legate_core::{Error, Result};
+use legate_core::{Error, ErrorCode, Result};
 use rmcp::ServiceExt;
 
 /// Serves MCP on this process's stdin and stdout until the client closes the connection.
@@ -56,7 +58,7 @@ pub async fn serve_stdio_with<S: rmcp::ServerHandler>(server: S) -> Result<()> {
     let running = server
         .serve(rmcp::transport::io::stdio_pipes())
         .await
-        .map_err(|e| Error::internal(format!("the MCP session did not start: {e}")))?;
+        .map_err(|e| Error::quoting(ErrorCode::Internal, "the MCP session did not start", e))?;
     match running.waiting().await {
         Ok(reason) => tracing::info!(reason = ?reason, "the MCP client closed the connection"),
         Err(e) => tracing::warn!(error = %e, "the MCP session ended abnormally"),

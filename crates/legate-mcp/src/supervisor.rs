@@ -8,6 +8,7 @@
 //! ([`crate::http`]), or on stdio once the binary checked that token. It never decides: an
 //! answer is the engine's to turn into an option id, and the engine's to record.
 
+use crate::codec::{parse, to_value};
 use crate::schema::{self, ErrorBody};
 use legate_core::{Error, ErrorCode, Result, TaskId, Timestamp};
 use legate_engine::{
@@ -258,16 +259,6 @@ fn not_available(name: &str) -> Error {
         ErrorCode::ToolNotAvailable,
         format!("no tool named {name:?} in Legate's supervisor profile"),
     )
-}
-
-fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T> {
-    serde_json::from_value(args)
-        .map_err(|e| Error::invalid_input(format!("invalid arguments: {e}")))
-}
-
-fn to_value<T: Serialize>(out: T) -> Result<Value> {
-    serde_json::to_value(out)
-        .map_err(|e| Error::internal(format!("could not encode an answer: {e}")))
 }
 
 impl ServerHandler for SupervisorMcp {

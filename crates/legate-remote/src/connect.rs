@@ -51,7 +51,7 @@ fn http() -> Result<reqwest::Client> {
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| Error::internal(format!("could not build an HTTP client: {e}")))
+        .map_err(|e| Error::quoting(ErrorCode::Internal, "could not build an HTTP client", e))
 }
 
 /// Runs `call` with [`CALL_TIMEOUT`]: `REMOTE_UNREACHABLE` when it takes longer.

@@ -124,7 +124,7 @@ pub fn outbound(root: &Path, max_bytes: u64) -> Result<Outbound> {
     }
     let manifest = SentManifest::of(listed);
     let value = serde_json::to_value(&manifest)
-        .map_err(|e| Error::internal(format!("the manifest could not be written: {e}")))?;
+        .map_err(|e| Error::quoting(ErrorCode::Internal, "the manifest could not be written", e))?;
     let mut part = Part::data(value);
     part.metadata = Some(HashMap::from([(
         MANIFEST_KEY.to_string(),
@@ -220,7 +220,13 @@ pub fn returned(task: &a2a::Task, max_bytes: u64) -> Result<(Vec<u8>, ReturnedMa
             .cloned()
             .ok_or_else(|| protocol(format!("the `patch` artifact carries no {MANIFEST_KEY}")))?,
     )
-    .map_err(|e| protocol(format!("the returned manifest is malformed: {e}")))?;
+    .map_err(|e| {
+        Error::quoting(
+            ErrorCode::RemoteProtocolError,
+            "the returned manifest is malformed",
+            e,
+        )
+    })?;
     manifest.check(max_bytes, &legate_workspace::path_problem)?;
     let patch = patch.unwrap_or_default();
     if patch.len() as u64 > max_bytes {

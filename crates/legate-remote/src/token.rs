@@ -33,6 +33,15 @@ fn invalid(agent: &str, what: String) -> Error {
     Error::new(ErrorCode::ConfigInvalid, format!("agents.{agent}: {what}"))
 }
 
+/// [`invalid`], ending with the OS's words for why.
+fn invalid_by(agent: &str, what: String, e: std::io::Error) -> Error {
+    Error::quoting(
+        ErrorCode::ConfigInvalid,
+        format!("agents.{agent}: {what}"),
+        e,
+    )
+}
+
 /// A token's text, checked: visible ASCII, 1 to [`MAX_TOKEN_BYTES`] bytes once trimmed.
 fn check(agent: &str, source: &str, text: &str) -> Result<Bearer> {
     let value = text.trim();
@@ -84,10 +93,10 @@ fn read_file(agent: &str, path: &Path) -> Result<Bearer> {
         .read(true)
         .custom_flags(libc_o_nofollow())
         .open(path)
-        .map_err(|e| invalid(agent, format!("could not open token_file {shown}: {e}")))?;
+        .map_err(|e| invalid_by(agent, format!("could not open token_file {shown}"), e))?;
     let meta = file
         .metadata()
-        .map_err(|e| invalid(agent, format!("could not read token_file {shown}: {e}")))?;
+        .map_err(|e| invalid_by(agent, format!("could not read token_file {shown}"), e))?;
     if !meta.is_file() {
         return Err(invalid(
             agent,

@@ -113,10 +113,8 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         prepare_file(path)?;
         let conn = Connection::open(path).map_err(|e| {
-            Error::new(
-                ErrorCode::StoreError,
-                format!("the store could not open {}: {e}.", path.display()),
-            )
+            let before = format!("the store could not open {}: ", path.display());
+            Error::quoting_between(ErrorCode::StoreError, before, e, ".")
         })?;
         Self::setup(conn, Some(path.to_path_buf()))
     }

@@ -15,8 +15,8 @@ pub(crate) trait SqlContext<T> {
 impl<T> SqlContext<T> for rusqlite::Result<T> {
     fn ctx(self, what: &str) -> Result<T> {
         self.map_err(|e| {
-            let message = format!("the store could not {what}: {e}.");
-            Error::caused_by(ErrorCode::StoreError, message, e)
+            let before = format!("the store could not {what}: ");
+            Error::quoting_between(ErrorCode::StoreError, before, e, ".")
         })
     }
 }

@@ -97,7 +97,7 @@ impl Token {
     pub fn random() -> Result<Token> {
         let mut bytes = [0u8; TOKEN_BYTES];
         getrandom::fill(&mut bytes)
-            .map_err(|e| Error::internal(format!("no random bytes for a token: {e}")))?;
+            .map_err(|e| Error::quoting(ErrorCode::Internal, "no random bytes for a token", e))?;
         Ok(Token(hex(&bytes)))
     }
 

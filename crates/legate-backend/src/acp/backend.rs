@@ -391,12 +391,11 @@ impl AcpBackend {
         sink: EventSink,
     ) -> Result<AcpSession> {
         let root = std::fs::canonicalize(&request.boundary.root).map_err(|e| {
-            Error::new(
+            let root = request.boundary.root.display();
+            Error::quoting(
                 ErrorCode::AgentStartFailed,
-                format!(
-                    "the workspace root {} is unusable: {e}",
-                    request.boundary.root.display()
-                ),
+                format!("the workspace root {root} is unusable"),
+                e,
             )
         })?;
         if !root.is_dir() {
@@ -459,31 +458,29 @@ impl AcpBackend {
         let credentials = match request.agent.credentials {
             legate_core::AgentCredentials::Environment => None,
             legate_core::AgentCredentials::Proxy => {
-                let failed = |why: String| {
-                    Error::new(
-                        ErrorCode::AgentStartFailed,
-                        format!(
-                            "agent `{}` has credentials = \"proxy\", but {why}",
-                            request.agent.name
-                        ),
+                let but = |why: &str| {
+                    format!(
+                        "agent `{}` has credentials = \"proxy\", but {why}",
+                        request.agent.name
                     )
                 };
+                let failed = |why: &str| Error::new(ErrorCode::AgentStartFailed, but(why));
                 if handoff.is_none() {
                     return Err(failed(
-                        "it runs without its own network namespace, so no proxy can hold them"
-                            .into(),
+                        "it runs without its own network namespace, so no proxy can hold them",
                     ));
                 }
                 let Some(state_dir) = request.state_dir.as_deref() else {
                     return Err(failed(
-                        "it has no state directory for the certificate bundle it must trust".into(),
+                        "it has no state directory for the certificate bundle it must trust",
                     ));
                 };
                 let home = request.legate_home();
                 Some(
                     crate::egress::proxy_credentials(&mut env, preset, home.as_deref(), state_dir)
                         .map_err(|e| {
-                            failed(format!("the proxy's certificate authority failed: {e}"))
+                            let what = but("the proxy's certificate authority failed");
+                            Error::quoting(ErrorCode::AgentStartFailed, what, e)
                         })?,
                 )
             }

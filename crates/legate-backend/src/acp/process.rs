@@ -41,13 +41,13 @@ pub(crate) fn spawn(
         .marker(marker)
         .spawn(Some(confinement))
         .map_err(|e| {
-            let message = format!(
-                "could not start agent `{}` (`{}` in {}): {e}",
+            let sentence = format!(
+                "could not start agent `{}` (`{}` in {})",
                 spec.name,
                 local.command,
                 root.display()
             );
-            Error::caused_by(ErrorCode::AgentStartFailed, message, e)
+            Error::quoting(ErrorCode::AgentStartFailed, sentence, e)
         })
 }
 

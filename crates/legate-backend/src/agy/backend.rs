@@ -458,10 +458,8 @@ impl AgySession {
         };
         let file = dir.join(format!("{}.json", turn.task_id));
         usage::write_private(&file, text.as_bytes()).map_err(|e| {
-            Error::new(
-                ErrorCode::AgentStartFailed,
-                format!("could not write the JSON Schema to {}: {e}", file.display()),
-            )
+            let sentence = format!("could not write the JSON Schema to {}", file.display());
+            Error::quoting(ErrorCode::AgentStartFailed, sentence, e)
         })?;
         Ok(Some(SchemaArg {
             arg: file.clone().into_os_string(),
@@ -604,7 +602,7 @@ impl AgentSession for AgySession {
         let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
         let end = handle
             .await
-            .map_err(|e| Error::internal(format!("the agy run task failed: {e}")))??;
+            .map_err(|e| Error::quoting(ErrorCode::Internal, "the agy run task failed", e))??;
 
         if let Some(id) = end
             .translator

@@ -46,10 +46,8 @@ fn private_dir(dir: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| {
-            Error::new(
-                ErrorCode::AgentStartFailed,
-                format!("could not create agy's directory {}: {e}", dir.display()),
-            )
+            let sentence = format!("could not create agy's directory {}", dir.display());
+            Error::quoting(ErrorCode::AgentStartFailed, sentence, e)
         })
 }
 

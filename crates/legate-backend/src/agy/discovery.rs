@@ -103,12 +103,11 @@ pub struct Discovery {
 /// process will get). `AGY_NOT_FOUND` when it is nowhere; `AGY_PERMISSION_DENIED` when it
 /// exists but is not executable.
 pub fn resolve_executable(command: &str, path: Option<&OsStr>) -> Result<PathBuf> {
+    const INSTALL: &str = "; install it or set the agent's `command` to its absolute path";
     let not_found = |detail: String| {
         Error::new(
             ErrorCode::AgyNotFound,
-            format!(
-                "the Antigravity CLI was not found: {detail}; install it or set the agent's `command` to its absolute path"
-            ),
+            format!("the Antigravity CLI was not found: {detail}{INSTALL}"),
         )
     };
     let p = Path::new(command);
@@ -137,9 +136,10 @@ pub fn resolve_executable(command: &str, path: Option<&OsStr>) -> Result<PathBuf
     };
     let meta = std::fs::metadata(&found).map_err(|e| {
         if e.kind() == std::io::ErrorKind::PermissionDenied {
-            permission_denied(&found, &e.to_string())
+            permission_denied_by(&found, e)
         } else {
-            not_found(format!("{}: {e}", found.display()))
+            let before = format!("the Antigravity CLI was not found: {}: ", found.display());
+            Error::quoting_between(ErrorCode::AgyNotFound, before, e, INSTALL)
         }
     })?;
     if !meta.is_file() {
@@ -154,11 +154,17 @@ pub fn resolve_executable(command: &str, path: Option<&OsStr>) -> Result<PathBuf
 fn permission_denied(path: &Path, why: &str) -> Error {
     Error::new(
         ErrorCode::AgyPermissionDenied,
-        format!(
-            "the Antigravity CLI at {} may not be run: {why}",
-            path.display()
-        ),
+        format!("{}: {why}", may_not_run(path)),
     )
+}
+
+/// [`permission_denied`] with the OS's refusal as its cause.
+fn permission_denied_by(path: &Path, e: std::io::Error) -> Error {
+    Error::quoting(ErrorCode::AgyPermissionDenied, may_not_run(path), e)
+}
+
+fn may_not_run(path: &Path) -> String {
+    format!("the Antigravity CLI at {} may not be run", path.display())
 }
 
 /// How one short-lived CLI invocation ended.
@@ -193,17 +199,19 @@ pub(crate) async fn probe(
         .spawn(prepared);
     let what = format!("`agy {}`", args.join(" "));
     let mut child = spawned.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new(
+        std::io::ErrorKind::NotFound => Error::quoting(
             ErrorCode::AgyNotFound,
             format!(
-                "the Antigravity CLI at {} could not be started: {e}",
+                "the Antigravity CLI at {} could not be started",
                 exe.display()
             ),
+            e,
         ),
-        std::io::ErrorKind::PermissionDenied => permission_denied(exe, &e.to_string()),
-        _ => Error::new(
+        std::io::ErrorKind::PermissionDenied => permission_denied_by(exe, e),
+        _ => Error::quoting(
             ErrorCode::AgyProbeFailed,
-            format!("{what} could not be started: {e}"),
+            format!("{what} could not be started"),
+            e,
         ),
     })?;
     let pgid = child
@@ -222,10 +230,8 @@ pub(crate) async fn probe(
         Ok((stdout, stderr, status)) => {
             sys::signal_group(pgid, sys::SIGKILL);
             let status = status.map_err(|e| {
-                Error::new(
-                    ErrorCode::AgyProbeFailed,
-                    format!("{what} could not be waited for: {e}"),
-                )
+                let sentence = format!("{what} could not be waited for");
+                Error::quoting(ErrorCode::AgyProbeFailed, sentence, e)
             })?;
             Ok(Probe {
                 code: status.code(),

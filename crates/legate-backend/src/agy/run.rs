@@ -86,10 +86,8 @@ fn spawn(spec: &RunSpec, confinement: Option<legate_confine::Prepared>) -> Resul
                 std::io::ErrorKind::PermissionDenied => ErrorCode::AgyPermissionDenied,
                 _ => ErrorCode::AgyProcessFailed,
             };
-            Error::new(
-                code,
-                format!("agy ({}) could not be started: {e}", spec.exe.display()),
-            )
+            let sentence = format!("agy ({}) could not be started", spec.exe.display());
+            Error::quoting(code, sentence, e)
         })
 }
 
