@@ -29,7 +29,7 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// One file of a copy, with its bytes.
