@@ -200,29 +200,8 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, leg
 
 fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<EngineConfig> {
     let mut c = EngineConfig::new(Paths::new(home));
-    let number = |key: &str,
-                  env_key: &str,
-                  from_file: Option<u64>,
-                  min: u64,
-                  max: u64|
-     -> Result<Option<u64>> {
-        let (value, origin) = match env(env_key) {
-            Some(v) => (
-                Some(
-                    v.trim()
-                        .parse::<u64>()
-                        .map_err(|_| invalid!("{env_key} must be a whole number (got {v:?})"))?,
-                ),
-                env_key,
-            ),
-            None => (from_file, key),
-        };
-        if let Some(v) = value
-            && !(min..=max).contains(&v)
-        {
-            refuse!("{origin} must be between {min} and {max} (got {v})");
-        }
-        Ok(value)
+    let number = |key: &str, env_key: &str, from_file: Option<u64>, min: u64, max: u64| {
+        number(env, key, env_key, from_file, min, max)
     };
     if let Some(v) = number("max_running", "LEGATE_MAX_RUNNING", file.max_running, 1, 64)? {
         c.max_running = v as usize;
@@ -314,6 +293,35 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
     }
     c.roles = crate::roles::resolve(file.roles, c.agents.keys().map(String::as_str))?;
     Ok(c)
+}
+
+/// A whole number from `env_key` in the environment, else the file's value (`key`), checked
+/// to lie in `min..=max`; `CONFIG_INVALID` naming where it came from otherwise.
+pub(crate) fn number(
+    env: &dyn Fn(&str) -> Option<String>,
+    key: &str,
+    env_key: &str,
+    from_file: Option<u64>,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>> {
+    let (value, origin) = match env(env_key) {
+        Some(v) => (
+            Some(
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| invalid!("{env_key} must be a whole number (got {v:?})"))?,
+            ),
+            env_key,
+        ),
+        None => (from_file, key),
+    };
+    if let Some(v) = value
+        && !(min..=max).contains(&v)
+    {
+        refuse!("{origin} must be between {min} and {max} (got {v})");
+    }
+    Ok(value)
 }
 
 /// The engine's configuration `text` resolves to, with `env` as the environment and

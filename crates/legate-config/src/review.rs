@@ -4,7 +4,7 @@
 //! This module only reads and validates settings into the engine's `ReviewConfig`; the rules
 //! that use them live in the engine and `legate-workspace`.
 
-use crate::{Error, Result, invalid, refuse};
+use crate::{Result, invalid, refuse};
 use legate_engine::SecretPolicy;
 use legate_engine::{ApprovalMode, ReviewConfig};
 use serde::Deserialize;
@@ -44,23 +44,7 @@ pub fn resolve(
     review: &mut ReviewConfig,
 ) -> Result<()> {
     let number = |key: &str, env_key: &str, file: Option<u64>, min: u64, max: u64| {
-        let (value, origin) = match env(env_key) {
-            Some(v) => (
-                Some(
-                    v.trim()
-                        .parse::<u64>()
-                        .map_err(|_| invalid!("{env_key} must be a whole number (got {v:?})"))?,
-                ),
-                env_key.to_string(),
-            ),
-            None => (file, format!("copies.{key}")),
-        };
-        if let Some(v) = value
-            && !(min..=max).contains(&v)
-        {
-            refuse!("{origin} must be between {min} and {max} (got {v})");
-        }
-        Ok::<_, Error>(value)
+        crate::config::number(env, &format!("copies.{key}"), env_key, file, min, max)
     };
     if let Some(v) = number(
         "max_files",
