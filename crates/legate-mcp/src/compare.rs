@@ -46,19 +46,22 @@ pub struct ComparisonArgs {
 
 /// Starts a comparison.
 pub async fn compare(engine: &Engine, args: CompareArgs) -> Result<Compared> {
+    // Taken apart whole, so a field added to the arguments does not compile until it is mapped.
+    let CompareArgs {
+        source_task_id,
+        expected_context_sha256,
+        prompt,
+        targets,
+    } = args;
     engine
         .comparisons()
         .compare(CompareRequest {
-            source_task_id: args.source_task_id,
-            expected_context_sha256: args.expected_context_sha256,
-            prompt: args.prompt,
-            targets: args
-                .targets
+            source_task_id,
+            expected_context_sha256,
+            prompt,
+            targets: targets
                 .into_iter()
-                .map(|t| CompareTarget {
-                    agent: t.agent,
-                    model: t.model,
-                })
+                .map(|TargetArg { agent, model }| CompareTarget { agent, model })
                 .collect(),
         })
         .await

@@ -64,16 +64,35 @@ fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
         .transpose()
 }
 
-/// `run`.
+/// `run`. The arguments are taken apart whole and the request is built whole, so a field
+/// added to either does not compile until it is mapped here.
 pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOut> {
+    let RunArgs {
+        prompt,
+        agent,
+        working_directory,
+        context_id,
+        model,
+        timeout_seconds,
+        mode,
+        workspace,
+        json_schema,
+        role,
+        memory,
+        delivery_mode,
+        artifact_paths,
+        skills,
+        allowed_tools,
+        mcp_servers,
+    } = args;
     // An omitted mode is the role's default (write for an implementer) unless the profile
     // is read-only.
     let mode = if profile.read_only() {
-        Some(profile.mode(args.mode, TaskMode::ReadOnly)?)
+        Some(profile.mode(mode, TaskMode::ReadOnly)?)
     } else {
-        args.mode
+        mode
     };
-    let workspace = match (args.working_directory, args.workspace) {
+    let workspace = match (working_directory, workspace) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid_input(
                 "give workingDirectory or workspace, not both",
@@ -81,29 +100,40 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
         }
         (None, None) => WorkspaceRequest::Context,
         (Some(dir), None) => WorkspaceRequest::Shared(absolute("workingDirectory", &dir)?),
-        (None, Some(w)) => match w.kind {
+        (
+            None,
+            Some(WorkspaceArg {
+                kind,
+                path,
+                include_paths,
+                criteria,
+            }),
+        ) => match kind {
             WorkspaceKindArg::Copy => WorkspaceRequest::Copy {
-                source: absolute("workspace.path", &w.path)?,
-                include_paths: w.include_paths,
-                criteria: w.criteria,
+                source: absolute("workspace.path", &path)?,
+                include_paths,
+                criteria,
             },
         },
     };
-    let mut request = SubmitRequest::new(args.prompt);
-    request.agent = args.agent;
-    request.workspace = workspace;
-    request.context_id = args.context_id;
-    request.mode = mode;
-    request.timeout = timeout_arg(args.timeout_seconds)?;
-    request.model = args.model;
-    request.json_schema = args.json_schema;
-    request.role = args.role;
-    request.memory = args.memory;
-    request.delivery_mode = args.delivery_mode;
-    request.artifact_paths = args.artifact_paths.unwrap_or_default();
-    request.skills = args.skills;
-    request.allowed_tools = args.allowed_tools;
-    request.mcp_servers = args.mcp_servers;
+    let request = SubmitRequest {
+        agent,
+        prompt,
+        workspace,
+        context_id,
+        mode,
+        timeout: timeout_arg(timeout_seconds)?,
+        model,
+        message_id: None,
+        json_schema,
+        role,
+        memory,
+        skills,
+        delivery_mode,
+        allowed_tools,
+        mcp_servers,
+        artifact_paths: artifact_paths.unwrap_or_default(),
+    };
     let task = engine.submit(request)?;
     Ok(started(&task))
 }
@@ -122,16 +152,22 @@ pub fn absolute(name: &str, dir: &str) -> Result<PathBuf> {
 
 /// `resume`.
 pub fn resume(engine: &Engine, profile: Profile, args: ResumeArgs) -> Result<StartedOut> {
+    let ResumeArgs {
+        context_id,
+        prompt,
+        mode,
+        timeout_seconds,
+    } = args;
     let mode = if profile.read_only() {
-        Some(profile.mode(args.mode, TaskMode::ReadOnly)?)
+        Some(profile.mode(mode, TaskMode::ReadOnly)?)
     } else {
-        args.mode
+        mode
     };
     let task = engine.resume(ContinueRequest {
-        context_id: args.context_id,
-        prompt: args.prompt,
+        context_id,
+        prompt,
         mode,
-        timeout: timeout_arg(args.timeout_seconds)?,
+        timeout: timeout_arg(timeout_seconds)?,
     })?;
     Ok(started(&task))
 }
@@ -142,7 +178,13 @@ pub fn send_message(
     profile: Profile,
     args: SendMessageArgs,
 ) -> Result<ReceiptOut> {
-    let context_id = match (args.context_id, args.task_id) {
+    let SendMessageArgs {
+        message_id,
+        text,
+        context_id,
+        task_id,
+    } = args;
+    let context_id = match (context_id, task_id) {
         (Some(c), None) => c,
         (None, Some(t)) => engine.task(&t)?.context_id,
         _ => {
@@ -154,7 +196,7 @@ pub fn send_message(
     // The tool is for short input to a running conversation (a longer prompt goes through
     // `resume`); the limit is the engine's configuration, read by every front alike.
     let max = engine.config().fronts.message_max_chars;
-    let chars = args.text.chars().count();
+    let chars = text.chars().count();
     if chars > max {
         return Err(Error::invalid_input(format!(
             "the message has {chars} characters; the limit is {max} (use resume for a longer prompt)"
@@ -162,8 +204,8 @@ pub fn send_message(
     }
     let receipt = engine.send_message(MessageRequest {
         context_id,
-        message_id: args.message_id,
-        text: args.text,
+        message_id,
+        text,
         mode: profile.read_only().then_some(TaskMode::ReadOnly),
     })?;
     Ok(ReceiptOut {

@@ -68,13 +68,29 @@ pub(crate) struct RunArgs {
 const PROGRESS_TICK: Duration = Duration::from_millis(200);
 
 pub(crate) async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
+    // Taken apart whole, so a flag added to `RunArgs` does not compile until it is mapped.
+    let RunArgs {
+        agent,
+        sandbox,
+        copy,
+        include,
+        criteria,
+        cwd,
+        context,
+        read_only,
+        role,
+        timeout,
+        model,
+        json_schema,
+        prompt,
+    } = args;
     let engine = front::start_engine(&config.engine)?;
-    let workspace = match (args.cwd, args.copy) {
+    let workspace = match (cwd, copy) {
         (Some(dir), _) => WorkspaceRequest::Shared(dir),
         (None, Some(source)) => WorkspaceRequest::Copy {
             source: std::path::absolute(&source).unwrap_or(source),
-            include_paths: args.include,
-            criteria: match &args.criteria {
+            include_paths: include,
+            criteria: match &criteria {
                 Some(file) => serde_json::from_value(read_json(file, "a list of criteria")?)
                     .map_err(|e| {
                         Error::caused_by(
@@ -86,23 +102,23 @@ pub(crate) async fn run(config: config::Config, args: RunArgs) -> Result<ExitCod
                 None => Vec::new(),
             },
         },
-        (None, None) if args.sandbox => WorkspaceRequest::Sandbox,
+        (None, None) if sandbox => WorkspaceRequest::Sandbox,
         (None, None) => WorkspaceRequest::Context,
     };
     let request = SubmitRequest {
-        agent: args.agent,
-        prompt: args.prompt.join("\n"),
+        agent,
+        prompt: prompt.join("\n"),
         workspace,
-        context_id: args.context,
-        mode: args.read_only.then_some(TaskMode::ReadOnly),
-        timeout: args.timeout.map(Duration::from_secs),
-        model: args.model,
+        context_id: context,
+        mode: read_only.then_some(TaskMode::ReadOnly),
+        timeout: timeout.map(Duration::from_secs),
+        model,
         message_id: None,
-        json_schema: match &args.json_schema {
+        json_schema: match &json_schema {
             Some(file) => Some(read_json(file, "a JSON Schema")?),
             None => None,
         },
-        role: args.role,
+        role,
         ..SubmitRequest::new(String::new())
     };
     let task = engine.submit(request)?;
