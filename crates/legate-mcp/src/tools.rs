@@ -508,23 +508,34 @@ pub fn sessions(engine: &Engine, args: SessionsArgs) -> Result<SessionsOut> {
 /// source copy's current files. A read-only profile makes the new task read-only (and
 /// refuses `mode: "write"`).
 pub async fn handoff(engine: &Engine, profile: Profile, args: HandoffArgs) -> Result<StartedOut> {
+    let HandoffArgs {
+        source_task_id,
+        expected_context_sha256,
+        role,
+        prompt,
+        agent,
+        model,
+        decisions,
+        mode,
+        memory,
+    } = args;
     let mode = if profile.read_only() {
-        Some(profile.mode(args.mode, TaskMode::ReadOnly)?)
+        Some(profile.mode(mode, TaskMode::ReadOnly)?)
     } else {
-        args.mode
+        mode
     };
     let task = engine
         .handoffs()
         .handoff(legate_engine::HandoffRequest {
-            source_task_id: args.source_task_id,
-            expected_context_sha256: args.expected_context_sha256,
-            role: args.role,
-            prompt: args.prompt,
-            agent: args.agent,
-            model: args.model,
-            decisions: args.decisions,
+            source_task_id,
+            expected_context_sha256,
+            role,
+            prompt,
+            agent,
+            model,
+            decisions,
             mode,
-            memory: args.memory,
+            memory,
         })
         .await?;
     Ok(started(&task))
