@@ -379,7 +379,7 @@ impl Groups {
                 }
                 NodeState::Running => {
                     for t in g.node_tasks(&rec.node_id).filter(|t| !t.is_terminal()) {
-                        if let Err(e) = self.cancel(t.id.as_str()) {
+                        if let Err(e) = self.core.cancel(t.id.as_str()) {
                             tracing::debug!(task = %t.id, error = %e, "a group task ended before its cancel");
                         }
                     }
