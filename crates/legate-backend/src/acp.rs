@@ -22,9 +22,10 @@
 //! * `handlers`: the client side of ACP (permission requests, `fs/*`, session updates);
 //! * `fs`: serving `fs/read_text_file` and `fs/write_text_file` inside the root;
 //! * `models`: model selection through a config option of category `model`;
+//! * `failure`: a failed request or an exit as Legate's error;
 //! * `session`: the connection actor, prompts, model selection, cancel and shutdown (with
 //!   the cleanup check shared with agy, `crate::cleanup`);
-//! * `backend`: the handshake;
+//! * `backend`: spawning the agent and opening its session; `handshake`: the handshake;
 //! * `lifecycle`: what the agent announced of ACP's session lifecycle, `session/resume`
 //!   preferred to `session/load` when continuing, and `session/close` when a session ends;
 //! * [`ext`]: Legate's extension of ACP in `_meta` (the caller's message id on a prompt, an
@@ -34,8 +35,10 @@
 
 mod backend;
 pub mod ext;
+mod failure;
 mod fs;
 mod handlers;
+mod handshake;
 pub(crate) mod launch;
 pub mod lifecycle;
 mod mcp;
@@ -54,6 +57,7 @@ pub use backend::AcpBackend;
 pub use backend::{DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_KILL_GRACE};
 pub use launch::CODEX_TMP;
 pub use session::{AcpCanceller, AcpSession};
+pub(crate) use translate::truncate;
 
 /// Whether the process group `pgid` still has a member that is not a zombie (for tests and
 /// diagnostics; see [`crate::cleanup::group_alive`]).

@@ -23,7 +23,8 @@
 //! * `crate::cleanup` (shared with the ACP driver): workspaces blocked after a run whose
 //!   process group could not be shown gone;
 //! * `run`: one process: spawn, stdin, stdout/stderr, stop (SIGINT, SIGKILL after 3 s), verify;
-//! * `backend`: [`AgyBackend`] and [`AgySession`].
+//! * `backend`: [`AgyBackend`] and [`AgySession`]; `turn_steps`: what a turn does before and
+//!   after its process (supervision check, model, schema argument, usage, failure);
 //!
 //! This driver never touches the store, never passes a prompt or a secret as an argument,
 //! and never passes `--dangerously-skip-permissions`.
@@ -36,6 +37,7 @@ mod models;
 mod ndjson;
 mod run;
 mod translate;
+mod turn_steps;
 mod turns;
 pub(crate) mod usage;
 

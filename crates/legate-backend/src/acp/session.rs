@@ -7,9 +7,10 @@
 //! that came before it was handled; so when `prompt()` sees the response, every event of the
 //! turn is already on the sink.
 
+use super::failure::{exited, request_error};
 use super::handlers;
 use super::models::{self, ModelOption, Selection};
-use super::process::{Cleanup, ProcessGroup, describe_exit};
+use super::process::{Cleanup, ProcessGroup};
 use super::state::HandlerState;
 use super::translate;
 use super::transport;
@@ -31,8 +32,6 @@ use tracing::{debug, info, warn};
 const RESPONSE_GRACE: Duration = Duration::from_millis(500);
 /// How long the agent may take to answer `session/set_config_option`.
 const MODEL_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long to wait for an exit status once the agent closed its output.
-const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// The running SDK connection.
 pub(crate) struct Connection {
@@ -156,95 +155,6 @@ impl Connection {
             let _ = tx.send(());
         }
     }
-}
-
-/// Turns a failed request into Legate's error, once the process had a chance to exit.
-/// `phase_code` is the code for an exit (`AGENT_START_FAILED` during the handshake, where
-/// every other failure is a start failure too; `AGENT_EXITED` during a turn).
-pub(crate) async fn request_error(
-    what: &str,
-    e: &agent_client_protocol::Error,
-    process: &ProcessGroup,
-    connection: &Connection,
-    shared: &HandlerState,
-    phase_code: ErrorCode,
-) -> Error {
-    // The transport ended the connection because the agent broke the protocol.
-    if let Some(reason) = shared.protocol_failure() {
-        let code = if phase_code == ErrorCode::AgentStartFailed {
-            phase_code
-        } else {
-            ErrorCode::AgentProtocolError
-        };
-        return Error::new(code, format!("{reason} (during {what})"));
-    }
-    if agent_client_protocol::is_incoming_transport_closed(e)
-        || agent_client_protocol::is_connection_terminated(e)
-    {
-        if let Some(status) = process.exited_within(EXIT_GRACE).await {
-            return exited(what, &status, process, shared, phase_code).await;
-        }
-        if let Some(failure) = connection.failure() {
-            return Error::new(
-                ErrorCode::AgentProtocolError,
-                format!("the connection to the agent failed during {what}: {failure}"),
-            );
-        }
-        return Error::new(
-            ErrorCode::AgentProtocolError,
-            format!("the agent closed its output during {what} but kept running"),
-        );
-    }
-    if e.code == agent_client_protocol::ErrorCode::AUTH_REQUIRED {
-        return Error::new(
-            ErrorCode::AgentAuthRequired,
-            "the agent needs you to log in: log in with the agent's own CLI, then try again",
-        );
-    }
-    let code = if phase_code == ErrorCode::AgentStartFailed {
-        ErrorCode::AgentStartFailed
-    } else if matches!(
-        e.code,
-        agent_client_protocol::ErrorCode::PARSE_ERROR
-            | agent_client_protocol::ErrorCode::INVALID_REQUEST
-    ) {
-        ErrorCode::AgentProtocolError
-    } else {
-        ErrorCode::AgentFailed
-    };
-    Error::new(
-        code,
-        format!(
-            "the agent answered {what} with error {}: {}",
-            e.code,
-            translate::truncate(&e.message, 500)
-        ),
-    )
-}
-
-/// The error for an agent that exited, with its status and last stderr line.
-pub(crate) async fn exited(
-    what: &str,
-    status: &std::process::ExitStatus,
-    process: &ProcessGroup,
-    shared: &HandlerState,
-    code: ErrorCode,
-) -> Error {
-    if process.is_stopping() {
-        return Error::new(code, format!("the agent was stopped during {what}"));
-    }
-    let _ = tokio::time::timeout(Duration::from_millis(500), shared.wait_stderr_closed()).await;
-    let last = shared
-        .last_stderr()
-        .map(|l| format!("; its last stderr line: {}", translate::truncate(&l, 500)))
-        .unwrap_or_default();
-    Error::new(
-        code,
-        format!(
-            "the agent exited during {what} ({}){last}",
-            describe_exit(status)
-        ),
-    )
 }
 
 /// Clears the route when a turn ends, however it ends (including being dropped).

@@ -12,10 +12,9 @@ use super::cleanup;
 use super::confine::Fence;
 use super::discovery::{Discovery, discover, resolve_executable};
 use super::models;
-use super::run::{self, RunEnd, RunSpec};
+use super::run::{self, RunSpec};
 use super::usage::{self, Counters};
 use crate::env::{self, Allowlist};
-use crate::selection::{self, Choice};
 use crate::{
     AgentInfo, AgentSession, Backend, Canceller, Capabilities, Continuation, EventSink,
     SessionRequest, StopReason, Turn, TurnOutcome,
@@ -60,49 +59,33 @@ impl Default for AgyBackend {
 /// A conversation with `agy`: no process lives between turns.
 #[derive(Debug)]
 pub struct AgySession {
-    spec: AgentSpec,
-    boundary: Boundary,
-    root: PathBuf,
-    state_dir: Option<PathBuf>,
+    pub(super) spec: AgentSpec,
+    pub(super) boundary: Boundary,
+    pub(super) root: PathBuf,
+    pub(super) state_dir: Option<PathBuf>,
     /// `$LEGATE_HOME`, where the saved model preference is.
-    legate_home: Option<PathBuf>,
-    blocked_dir: Option<PathBuf>,
-    env: Vec<(OsString, OsString)>,
-    fence: Fence,
-    discovery: Discovery,
-    info: AgentInfo,
-    probe_timeout: Duration,
-    kill_grace: Duration,
-    resumed: bool,
-    first_id: OnceLock<String>,
-    conversation: Mutex<Option<String>>,
-    total: Mutex<Option<Counters>>,
-    stop: watch::Sender<bool>,
-    closed: AtomicBool,
-    blocked: AtomicBool,
-    turn: tokio::sync::Mutex<()>,
+    pub(super) legate_home: Option<PathBuf>,
+    pub(super) blocked_dir: Option<PathBuf>,
+    pub(super) env: Vec<(OsString, OsString)>,
+    pub(super) fence: Fence,
+    pub(super) discovery: Discovery,
+    pub(super) info: AgentInfo,
+    pub(super) probe_timeout: Duration,
+    pub(super) kill_grace: Duration,
+    pub(super) resumed: bool,
+    pub(super) first_id: OnceLock<String>,
+    pub(super) conversation: Mutex<Option<String>>,
+    pub(super) total: Mutex<Option<Counters>>,
+    pub(super) stop: watch::Sender<bool>,
+    pub(super) closed: AtomicBool,
+    pub(super) blocked: AtomicBool,
+    pub(super) turn: tokio::sync::Mutex<()>,
     /// The policy each run's connections run under (`None`: no network namespace here, so
     /// no proxy is served and no proxy variable set).
-    network: Option<Arc<legate_supervisor::network::NetworkPolicy>>,
+    pub(super) network: Option<Arc<legate_supervisor::network::NetworkPolicy>>,
     /// The supervision inputs and channel an `ask` about a connection goes to.
-    supervision: legate_supervisor::Supervision,
-    channel: Option<Arc<dyn crate::SupervisionChannel>>,
-}
-
-/// `--json-schema`'s value for one run, and the file holding the schema when it was too
-/// long to pass inline (removed when this is dropped).
-#[derive(Debug)]
-struct SchemaArg {
-    arg: OsString,
-    file: Option<PathBuf>,
-}
-
-impl Drop for SchemaArg {
-    fn drop(&mut self) {
-        if let Some(file) = &self.file {
-            let _ = std::fs::remove_file(file);
-        }
-    }
+    pub(super) supervision: legate_supervisor::Supervision,
+    pub(super) channel: Option<Arc<dyn crate::SupervisionChannel>>,
 }
 
 /// Stops the running turn of an [`AgySession`].
@@ -117,7 +100,7 @@ impl Canceller for AgyCanceller {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -312,207 +295,6 @@ impl Backend for AgyBackend {
                 .await?,
             current: None,
         })
-    }
-}
-
-impl AgySession {
-    /// What discovery found (version, capabilities).
-    pub fn discovery(&self) -> &Discovery {
-        &self.discovery
-    }
-
-    /// Refuses what this protocol cannot supervise: a write task in a directory Legate does
-    /// not own (agy edits without asking, and its sandbox is the only limit).
-    fn check_supervision(&self, mode: TaskMode) -> Result<()> {
-        if mode == TaskMode::Write && !self.boundary.owned && !self.boundary.allow_execute {
-            return Err(Error::new(
-                ErrorCode::AgentUnsupervised,
-                format!(
-                    "agy acts without asking, so agent `{}` may write only in a sandbox Legate owns; run it read-only in {}, or set allow_execute for it",
-                    self.spec.name,
-                    self.root.display()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The model for this turn, checked against `agy models`.
-    async fn model_for(&self, turn: &Turn) -> Result<Choice> {
-        let saved = match &self.legate_home {
-            Some(home) => selection::load_preference(home, &self.spec.name)?,
-            None => None,
-        };
-        let choice = selection::choose(turn.model.as_deref(), saved, self.spec.model.as_deref());
-        let Choice::Model(id) = &choice else {
-            return Ok(choice);
-        };
-        let caps = &self.discovery.capabilities;
-        if !caps.model_flag || !caps.models {
-            return Err(Error::new(
-                ErrorCode::ModelNotAvailable,
-                format!("this agy cannot select models, so model {id} is not available; use auto"),
-            ));
-        }
-        let offered = models::list_models(
-            &self.discovery.executable,
-            &self.env,
-            &self.root,
-            self.probe_timeout,
-            self.fence.fenced(),
-        )
-        .await?;
-        if !offered.iter().any(|m| m.id == *id) {
-            let ids: Vec<&str> = offered.iter().map(|m| m.id.as_str()).collect();
-            return Err(Error::new(
-                ErrorCode::ModelNotAvailable,
-                format!(
-                    "agy does not offer model {id}; it offers: {}",
-                    ids.join(", ")
-                ),
-            ));
-        }
-        Ok(choice)
-    }
-
-    /// Turns the run's cumulative usage into the turn's, saving the new total. A run without
-    /// valid counters drops the total (in memory and on disk): the tokens it may have spent
-    /// are unknown, so the next turn gets no usage rather than this one's.
-    fn account(&self, end: &RunEnd, model: Option<String>, sink: &EventSink) {
-        let tr = &end.translator;
-        let raw = tr
-            .result
-            .as_ref()
-            .and_then(|r| r.usage.clone())
-            .or_else(|| tr.step_usage.clone());
-        let warn_event = |why: String| {
-            warn!(agent = %self.spec.name, reason = %why, "agy usage not available for this turn");
-            sink.send(EventKind::Notice {
-                message: format!("usage not available for this turn: {why}"),
-                detail: serde_json::json!({ "warning": "usage", "reason": why }),
-            });
-        };
-        let conversation = tr
-            .conversation_id
-            .clone()
-            .or_else(|| lock(&self.conversation).clone())
-            .filter(|id| args::valid_conversation_id(id));
-        let now = match raw.as_ref().map(Counters::parse) {
-            Some(Ok(c)) => c,
-            invalid => {
-                *lock(&self.total) = None;
-                if let (Some(dir), Some(id)) = (&self.state_dir, conversation.as_deref())
-                    && let Err(e) = usage::forget_total(dir, id)
-                {
-                    warn!(error = %e, "could not forget the conversation's usage total");
-                }
-                match invalid {
-                    Some(Err(why)) => warn_event(why),
-                    _ => warn_event(if tr.result.is_some() {
-                        "agy reported no usage".into()
-                    } else {
-                        "the run ended without reporting usage".into()
-                    }),
-                }
-                return;
-            }
-        };
-        let before = *lock(&self.total);
-        *lock(&self.total) = Some(now);
-        if let (Some(dir), Some(id)) = (&self.state_dir, conversation.as_deref())
-            && let Err(e) = usage::save_total(dir, id, &now)
-        {
-            warn!(error = %e, "could not save the conversation's usage total");
-        }
-        match usage::turn_usage(before.as_ref(), &now) {
-            Ok(mut u) => {
-                u.model = model;
-                sink.send(EventKind::Usage { usage: u });
-            }
-            Err(why) => warn_event(why),
-        }
-    }
-
-    /// The turn's JSON Schema as `--json-schema` takes it: compact JSON inline when short,
-    /// else a 0600 file in the agent's state directory (`schemas/<task>.json`, removed with
-    /// the returned value). `AGY_INCOMPATIBLE` when this agy has no `--json-schema`.
-    fn schema_arg(&self, turn: &Turn) -> Result<Option<SchemaArg>> {
-        let Some(schema) = &turn.json_schema else {
-            return Ok(None);
-        };
-        if !self.discovery.capabilities.json_schema {
-            return Err(Error::new(
-                ErrorCode::AgyIncompatible,
-                "this agy does not offer `--json-schema`, so it cannot answer with structured output",
-            ));
-        }
-        let text = schema.to_string();
-        let dir = match &self.state_dir {
-            Some(dir) if text.len() > args::INLINE_SCHEMA_MAX => dir.join("schemas"),
-            _ => {
-                return Ok(Some(SchemaArg {
-                    arg: text.into(),
-                    file: None,
-                }));
-            }
-        };
-        let file = dir.join(format!("{}.json", turn.task_id));
-        usage::write_private(&file, text.as_bytes()).map_err(|e| {
-            let sentence = format!("could not write the JSON Schema to {}", file.display());
-            Error::quoting(ErrorCode::AgentStartFailed, sentence, e)
-        })?;
-        Ok(Some(SchemaArg {
-            arg: file.clone().into_os_string(),
-            file: Some(file),
-        }))
-    }
-
-    fn failure(&self, end: &RunEnd) -> Option<Error> {
-        let tr = &end.translator;
-        let success = tr.result.as_ref().is_some_and(|r| r.status == "SUCCESS");
-        let exit_ok = end.status.is_some_and(|s| s.success());
-        if success && exit_ok {
-            return None;
-        }
-        let exit = match end.status {
-            Some(s) => match s.code() {
-                Some(c) => format!("exited with code {c}"),
-                None => "was killed by a signal".to_string(),
-            },
-            None => "ended with an unknown status".to_string(),
-        };
-        let result_error = tr.result.as_ref().and_then(|r| r.error.clone());
-        let mut message = match (&result_error, &tr.result) {
-            (Some(e), _) => format!("agy failed: {}", super::translate::truncate(e, 500)),
-            (None, Some(r)) if r.status != "SUCCESS" => {
-                format!("agy ended its turn with status {:?} and {exit}", r.status)
-            }
-            (None, Some(_)) => format!("agy {exit}"),
-            (None, None) => format!("agy {exit} without a result"),
-        };
-        if let Some(last) = end.stderr_tail.last() {
-            message.push_str(&format!(
-                "; its last stderr line: {}",
-                super::translate::truncate(last, 300)
-            ));
-        }
-        if let Some(e) = &end.input_error {
-            message.push_str(&format!("; writing the prompt failed: {e}"));
-        }
-        let login =
-            end.login_required || result_error.as_deref().is_some_and(models::is_login_phrase);
-        let code = if login {
-            ErrorCode::AgyAuthRequired
-        } else if tr.result.is_none() && tr.parse_errors > 0 {
-            message.push_str(&format!(
-                "; {} line(s) of its output could not be parsed",
-                tr.parse_errors
-            ));
-            ErrorCode::StreamParseError
-        } else {
-            ErrorCode::AgyProcessFailed
-        };
-        Some(Error::new(code, message))
     }
 }
 

@@ -26,17 +26,9 @@ const MAX_TOOL_OUTPUT: usize = 8 * 1024;
 /// Serialized bytes kept of a raw event's payload.
 const MAX_RAW: usize = 16 * 1024;
 
-/// `s` cut to at most `max` bytes on a character boundary, with `…` when cut.
-pub(crate) fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
+/// `s` cut to at most `max` bytes on a character boundary, with `…` when cut (the ACP
+/// driver's cut).
+pub(crate) use crate::acp::truncate;
 
 /// The `result` event of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
