@@ -132,7 +132,7 @@ pub async fn approvals(
             let html = match approvals::pending(&ui, &viewer) {
                 Ok(m) => m.into_string(),
                 Err(e) => {
-                    maud::html! { p.error { code { (e.code) } " " (e.detail()) } }.into_string()
+                    maud::html! { p.error { code { (e.code) } " " (e.message) } }.into_string()
                 }
             };
             Some((
@@ -175,7 +175,7 @@ pub async fn tasks(
             let html = match crate::pages::tasks::first_page(&ui, &q) {
                 Ok(m) => m.into_string(),
                 Err(e) => {
-                    maud::html! { p.error { code { (e.code) } " " (e.detail()) } }.into_string()
+                    maud::html! { p.error { code { (e.code) } " " (e.message) } }.into_string()
                 }
             };
             Some((Ok(Sse_::default().event("tasks").data(sse_safe(html))), rx))

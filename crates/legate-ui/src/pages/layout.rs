@@ -87,7 +87,7 @@ pub fn error_page(e: &PageError) -> Markup {
         Nav::None,
         html! {
             h1 { "Error " (e.status.as_u16()) }
-            p.error role="alert" { code { (e.code) } ": " (e.detail()) }
+            p.error role="alert" { code { (e.code) } ": " (e.message) }
             p { a href="/tasks" { "Back to the tasks" } }
         },
     )
