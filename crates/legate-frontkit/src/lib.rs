@@ -12,8 +12,8 @@
 //!   that does not follow redirects;
 //! - [`cli::CliHome`]: a temporary `$LEGATE_HOME` and the `legate` binary run in it, and
 //!   [`cli::KillOnDrop`] for a process that must not outlive its test;
-//! - [`supervisors::AskCommands`]: the test supervisor that sends every command to the
-//!   approval queue.
+//! - [`AskCommands`] (from `legate_testkit::supervisors`): the test supervisor that sends
+//!   every command to the approval queue.
 //!
 //! It is for tests only: nothing in the product may depend on it, and a front's own unit tests
 //! must not use it (they would link a second copy of the front; see `Cargo.toml`). It never
@@ -27,9 +27,8 @@ pub mod a2a;
 pub mod cli;
 #[cfg(feature = "mcp")]
 pub mod mcp;
-pub mod supervisors;
 #[cfg(feature = "ui")]
 pub mod ui;
 
+pub use legate_testkit::supervisors::AskCommands;
 pub use legate_testkit::{EngineHarness, HarnessBuilder, TestAgent};
-pub use supervisors::AskCommands;

@@ -1,5 +1,5 @@
-//! Test supervisors: rulings a front test needs that the built-in table never gives. Owns
-//! nothing else; it never answers an approval itself.
+//! Test supervisors: rulings a test needs that the built-in table never gives. Owns nothing
+//! else; it never answers an approval itself.
 
 use legate_core::{Decider, Decision, PermissionRequest, Ruling, ToolKind};
 use legate_supervisor::{Rules, Supervision, Supervisor};
