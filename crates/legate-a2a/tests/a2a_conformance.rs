@@ -8,59 +8,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_a2a::{A2aOptions, Token};
-use legate_engine::{Engine, TaskFilter};
+use legate_engine::TaskFilter;
+use legate_frontkit::a2a::{A2aFront, A2aServe};
 use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
 
-struct Server {
-    url: String,
-    engine: Engine,
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-}
-
-impl Server {
-    async fn start(base: &Path) -> Server {
-        let engine = EngineHarness::builder()
-            .agent(TestAgent::scripted("revisor"))
-            .engine_in(base);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let options = A2aOptions {
-            token: Some(Token::configured(TOKEN).unwrap()),
-            public_url: url.clone(),
-            max_body_bytes: 64 * 1024,
-            probe_limit: Duration::from_secs(20),
-            copy_roots: Vec::new(),
-            agents: vec!["revisor".into()],
-        };
-        let (router, report) = legate_a2a::boot(&engine, &options).await;
-        assert_eq!(report.served.len(), 1, "{:?}", report.failed);
-        let stop = CancellationToken::new();
-        let s = stop.clone();
-        let handle = tokio::spawn(async move {
-            legate_a2a::serve(listener, router, s).await.unwrap();
-        });
-        Server {
-            url,
-            engine,
-            stop,
-            handle,
-        }
-    }
-
-    async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.handle.await;
-        self.engine.shutdown().await;
-    }
+async fn start(base: &Path) -> A2aFront {
+    let engine = EngineHarness::builder()
+        .agent(TestAgent::scripted("revisor"))
+        .engine_in(base);
+    let server = A2aFront::serve(engine, A2aServe::default().agents(&["revisor"])).await;
+    assert_eq!(server.report.served.len(), 1, "{:?}", server.report.failed);
+    server
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -78,7 +42,7 @@ async fn get_card(url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cards_carry_a_content_etag_last_modified_and_answer_conditional_requests() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path()).await;
+    let server = start(dir.path()).await;
     let agent = format!("{}/agents/revisor", server.url);
 
     let resp = get_card(&agent, &[]).await;
@@ -214,7 +178,7 @@ fn reason(body: &Value) -> Option<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_json_errors_carry_the_status_of_the_mapping_table() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path()).await;
+    let server = start(dir.path()).await;
     let base = format!("{}/agents/revisor", server.url);
     let json = Some("application/json");
 

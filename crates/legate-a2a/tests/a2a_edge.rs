@@ -7,83 +7,42 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use a2a::{Message, Part, Role, SendMessageRequest};
-use legate_a2a::{A2aOptions, ServeOptions, Token};
-use legate_engine::{Engine, TaskFilter};
-use legate_testkit::raw_http::{
-    self, AUTH, BOUND, HOST, JSON, TOKEN, closed_within, read_until, request,
-};
+use legate_a2a::ServeOptions;
+use legate_engine::TaskFilter;
+use legate_frontkit::a2a::{A2aFront, A2aServe};
+use legate_testkit::raw_http::{self, AUTH, BOUND, HOST, JSON, closed_within, read_until, request};
 use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::json;
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
 const VERSION: &str = "A2A-Version: 1.0";
 const AGENT: &str = "/agents/revisor";
 const LONG: Duration = Duration::from_secs(600);
 
-struct Server {
-    _kit: EngineHarness,
-    addr: SocketAddr,
-    engine: Engine,
-    stop: CancellationToken,
+async fn start(limits: ServeOptions) -> A2aFront {
+    let kit = EngineHarness::builder()
+        .agent(TestAgent::scripted("revisor"))
+        .start();
+    let server = A2aFront::serve_kit(kit, A2aServe::default().edge(limits)).await;
+    assert_eq!(server.report.served.len(), 1, "{:?}", server.report.failed);
+    server
 }
 
-impl Server {
-    async fn start(limits: ServeOptions) -> Server {
-        let kit = EngineHarness::builder()
-            .agent(TestAgent::scripted("revisor"))
-            .start();
-        let engine = kit.engine.clone();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let options = A2aOptions {
-            token: Some(Token::configured(TOKEN).unwrap()),
-            public_url: format!("http://{addr}"),
-            max_body_bytes: 64 * 1024,
-            probe_limit: Duration::from_secs(20),
-            copy_roots: Vec::new(),
-            agents: engine.config().agents.keys().cloned().collect(),
-        };
-        let (router, report) = legate_a2a::boot(&engine, &options).await;
-        assert_eq!(report.served.len(), 1, "{:?}", report.failed);
-        let router =
-            legate_token::guard::allowlisted(router, legate_token::Allowlist::loopback("a2a"));
-        let stop = CancellationToken::new();
-        tokio::spawn(legate_a2a::serve_with(
-            listener,
-            router,
-            limits,
-            stop.clone(),
-        ));
-        Server {
-            _kit: kit,
-            addr,
-            engine,
-            stop,
-        }
-    }
-
-    async fn stop(self) {
-        self.stop.cancel();
-        self.engine.shutdown().await;
-    }
-
-    async fn list_tasks(&self) -> u16 {
-        let r = raw_http::call(
-            self.addr,
-            &request(
-                "GET",
-                &format!("{AGENT}/tasks?pageSize=5"),
-                &[HOST, AUTH, VERSION, "Connection: close"],
-                "",
-            ),
-        )
-        .await
-        .unwrap();
-        r.status
-    }
+/// The status of a task listing.
+async fn list_tasks(server: &A2aFront) -> u16 {
+    let r = raw_http::call(
+        server.addr,
+        &request(
+            "GET",
+            &format!("{AGENT}/tasks?pageSize=5"),
+            &[HOST, AUTH, VERSION, "Connection: close"],
+            "",
+        ),
+    )
+    .await
+    .unwrap();
+    r.status
 }
 
 fn limits(header: Duration, body: Duration, max_connections: usize) -> ServeOptions {
@@ -103,7 +62,7 @@ fn jsonrpc(id: u64, method: &str, params: serde_json::Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_host_headers_are_400() {
-    let server = Server::start(ServeOptions::default()).await;
+    let server = start(ServeOptions::default()).await;
     let r = raw_http::call(
         server.addr,
         &request(
@@ -117,14 +76,14 @@ async fn two_host_headers_are_400() {
     .unwrap();
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("INVALID_REQUEST"), "{}", r.body);
-    assert_eq!(server.list_tasks().await, 200);
+    assert_eq!(list_tasks(&server).await, 200);
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_heads_and_short_bodies_are_closed_but_an_sse_stream_is_not_cut() {
     let short = Duration::from_secs(1);
-    let server = Server::start(limits(short, short, 64)).await;
+    let server = start(limits(short, short, 64)).await;
     // A streaming task that never ends by itself.
     let send = SendMessageRequest {
         message: Message::new(Role::User, vec![Part::text("!hang")]),
@@ -197,7 +156,7 @@ async fn slow_heads_and_short_bodies_are_closed_but_an_sse_stream_is_not_cut() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_at_the_cap_do_not_lock_out_the_token_holder() {
-    let server = Server::start(limits(LONG, LONG, 16)).await;
+    let server = start(limits(LONG, LONG, 16)).await;
     // A token holder's keep-alive connection, older than every idle one.
     let list = request("GET", &format!("{AGENT}/tasks"), &[HOST, AUTH, VERSION], "");
     let mut held = raw_http::connect(server.addr).await.unwrap();
@@ -210,7 +169,7 @@ async fn idle_connections_at_the_cap_do_not_lock_out_the_token_holder() {
     for _ in 0..40 {
         idle.push(raw_http::connect(server.addr).await.unwrap());
     }
-    assert_eq!(server.list_tasks().await, 200);
+    assert_eq!(list_tasks(&server).await, 200);
     for (i, s) in idle.iter_mut().take(25).enumerate() {
         assert!(
             closed_within(s, BOUND).await,
@@ -236,7 +195,7 @@ async fn idle_connections_at_the_cap_do_not_lock_out_the_token_holder() {
         closed_within(&mut refused, BOUND).await,
         "a connection refused 401 was kept over newer ones"
     );
-    assert_eq!(server.list_tasks().await, 200);
+    assert_eq!(list_tasks(&server).await, 200);
     // Through both floods, the token holder's connection was never the one closed.
     held.write_all(list.as_bytes()).await.unwrap();
     assert_eq!(

@@ -15,16 +15,15 @@ use a2a_client::A2AClientFactory;
 use a2a_client::agent_card::AgentCardResolver;
 use a2a_client::auth::AuthInterceptor;
 use futures::StreamExt;
-use legate_a2a::{A2aOptions, Token};
 use legate_core::AgentKind;
 use legate_engine::{Engine, TaskFilter};
+use legate_frontkit::a2a::{A2aFront, A2aServe};
 use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -42,47 +41,8 @@ fn engine(base: &Path, broken: bool) -> Engine {
     b.engine_in(base)
 }
 
-struct Server {
-    url: String,
-    engine: Engine,
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-    report: legate_a2a::BootReport,
-}
-
-impl Server {
-    async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.handle.await;
-        self.engine.shutdown().await;
-    }
-}
-
-async fn serve(base: &Path, broken: bool) -> Server {
-    let engine = engine(base, broken);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let options = A2aOptions {
-        token: Some(Token::configured(TOKEN).unwrap()),
-        public_url: url.clone(),
-        max_body_bytes: 64 * 1024,
-        probe_limit: Duration::from_secs(20),
-        copy_roots: Vec::new(),
-        agents: engine.config().agents.keys().cloned().collect(),
-    };
-    let (router, report) = legate_a2a::boot(&engine, &options).await;
-    let stop = CancellationToken::new();
-    let s = stop.clone();
-    let handle = tokio::spawn(async move {
-        legate_a2a::serve(listener, router, s).await.unwrap();
-    });
-    Server {
-        url,
-        engine,
-        stop,
-        handle,
-        report,
-    }
+async fn serve(base: &Path, broken: bool) -> A2aFront {
+    A2aFront::serve(engine(base, broken), A2aServe::default()).await
 }
 
 async fn client(base: &str) -> a2a_client::A2AClient<Box<dyn a2a_client::Transport>> {

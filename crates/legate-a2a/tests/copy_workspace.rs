@@ -18,74 +18,33 @@ use a2a_client::A2AClientFactory;
 use a2a_client::agent_card::AgentCardResolver;
 use a2a_client::auth::AuthInterceptor;
 use futures::StreamExt;
-use legate_a2a::{A2aOptions, Token};
 use legate_core::ErrorCode;
 use legate_core::remote::{MANIFEST_KEY, ManifestFile, SentManifest, sha256_hex};
-use legate_engine::{Criterion, Engine, Review, Verdict};
+use legate_engine::{Criterion, Review, Verdict};
+use legate_frontkit::a2a::{A2aFront, A2aServe};
 use legate_remote::copy;
 use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef";
 
-struct Remote {
-    url: String,
-    engine: Engine,
-    home: PathBuf,
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-}
-
-impl Remote {
-    async fn stop(self) {
-        self.stop.cancel();
-        let _ = self.handle.await;
-        self.engine.shutdown().await;
-    }
-
-    /// The copies this remote made.
-    fn copies(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.home.join("copies"))
-            .map(|d| d.map(|e| e.unwrap().path()).collect())
-            .unwrap_or_default()
-    }
-}
-
 /// A remote Legate on 127.0.0.1 serving the scripted agent as `revisor`, accepting at most
 /// `max_transfer` bytes of files.
-async fn remote(base: &Path, max_transfer: u64) -> Remote {
+async fn remote(base: &Path, max_transfer: u64) -> A2aFront {
     let engine = EngineHarness::builder()
         .agent(TestAgent::scripted("revisor"))
         .config(move |c| c.fronts.max_transfer_bytes = max_transfer)
         .engine_in(base);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let options = A2aOptions {
-        token: Some(Token::configured(TOKEN).unwrap()),
-        public_url: url.clone(),
-        max_body_bytes: 8 << 20,
-        probe_limit: Duration::from_secs(20),
-        copy_roots: Vec::new(),
-        agents: vec!["revisor".into()],
-    };
-    let (router, _) = legate_a2a::boot(&engine, &options).await;
-    let stop = CancellationToken::new();
-    let s = stop.clone();
-    let handle = tokio::spawn(async move {
-        legate_a2a::serve(listener, router, s).await.unwrap();
-    });
-    Remote {
-        url: format!("{url}/agents/revisor"),
-        home: base.join("home"),
+    A2aFront::serve(
         engine,
-        stop,
-        handle,
-    }
+        A2aServe::default()
+            .agents(&["revisor"])
+            .max_body_bytes(8 << 20),
+    )
+    .await
 }
 
 async fn client(base: &str) -> a2a_client::A2AClient<Box<dyn a2a_client::Transport>> {
@@ -163,7 +122,10 @@ async fn a_copy_runs_remotely_and_is_reviewed_and_integrated_locally() {
     let (id, root) = local_copy(&h).await;
     let dir = tempfile::tempdir().unwrap();
     let r = remote(dir.path(), 1 << 20).await;
-    let card = AgentCardResolver::new(None).resolve(&r.url).await.unwrap();
+    let card = AgentCardResolver::new(None)
+        .resolve(&r.agent("revisor"))
+        .await
+        .unwrap();
     // The card's extension list is f4's to declare; the check itself is the client's.
     let mut declared = card.clone();
     declared.capabilities.extensions = Some(vec![a2a::AgentExtension {
@@ -184,7 +146,7 @@ async fn a_copy_runs_remotely_and_is_reviewed_and_integrated_locally() {
     assert_eq!(out.manifest.files.len(), 2);
     let mut m = Message::new(Role::User, vec![Part::text("replace a.txt: alpha => beta")]);
     out.attach(&mut m);
-    let task = run_remote(&r.url, m).await;
+    let task = run_remote(&r.agent("revisor"), m).await;
     assert_eq!(
         task.status.state,
         a2a::TaskState::Completed,
@@ -371,7 +333,7 @@ async fn hostile_bundles_are_refused_before_any_copy_is_made() {
         (vec![prompt(), file_part("a", b"1")], "no manifest"),
     ];
     for (parts, says) in cases {
-        let e = refused(&r.url, parts).await;
+        let e = refused(&r.agent("revisor"), parts).await;
         assert!(e.contains(says), "{says:?} not in {e}");
         assert!(r.copies().is_empty(), "{says}: a copy was made");
     }
@@ -391,7 +353,7 @@ async fn a_copy_past_the_bound_is_too_large_before_anything_is_sent() {
     let out = copy::outbound(&root, 1 << 20).unwrap();
     let mut m = Message::new(Role::User, vec![Part::text("write x: y")]);
     out.attach(&mut m);
-    let c = client(&r.url).await;
+    let c = client(&r.agent("revisor")).await;
     let e = c.send_message(&request(m)).await.unwrap_err();
     assert!(format!("{e:?}").contains("COPY_TOO_LARGE"), "{e:?}");
     assert!(r.copies().is_empty());

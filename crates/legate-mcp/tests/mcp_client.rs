@@ -8,152 +8,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_core::TaskState;
-use legate_engine::Engine;
-use legate_mcp::{LegateMcp, McpOptions, Profile};
+use legate_frontkit::AskCommands;
+use legate_frontkit::mcp::{McpClient, McpFront};
+use legate_mcp::{McpOptions, Profile};
 use legate_testkit::EngineHarness;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, NumberOrString, ProgressNotificationParam,
-    ProgressToken, RequestMetaObject,
-};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::model::ProgressNotificationParam;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Clone, Default)]
-struct Client {
-    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
-}
-
-impl ClientHandler for Client {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.progress.lock().unwrap().push(params);
-    }
-}
-
-struct Harness {
-    _kit: EngineHarness,
-    engine: Engine,
-    client: RunningService<RoleClient, Client>,
-    handler: Client,
-}
-
-async fn harness(options: McpOptions) -> Harness {
+async fn harness(options: McpOptions) -> McpFront {
     harness_on(EngineHarness::start(), options).await
 }
 
-async fn harness_on(kit: EngineHarness, options: McpOptions) -> Harness {
-    let engine = kit.engine.clone();
-    let server = LegateMcp::new(engine.clone(), options);
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let handler = Client::default();
-    let client = handler.clone().serve(client_io).await.unwrap();
-    Harness {
-        _kit: kit,
-        engine,
-        client,
-        handler,
-    }
-}
-
-fn params(name: &str, args: Value) -> CallToolRequestParams {
-    let mut p = CallToolRequestParams::new(name.to_string());
-    p.arguments = Some(args.as_object().cloned().unwrap_or_default());
-    p
-}
-
-impl Harness {
-    async fn call_raw(&self, name: &str, args: Value) -> CallToolResult {
-        self.client.call_tool(params(name, args)).await.unwrap()
-    }
-
-    /// A successful call's structured content.
-    async fn call(&self, name: &str, args: Value) -> Value {
-        let r = self.call_raw(name, args).await;
-        assert_ne!(
-            r.is_error,
-            Some(true),
-            "{name} failed: {:?}",
-            r.structured_content
-        );
-        r.structured_content.unwrap()
-    }
-
-    /// A call to a tool not offered: a JSON-RPC protocol error `-32602` whose data carries
-    /// the stable code; returns that code.
-    async fn refused(&self, name: &str, args: Value) -> String {
-        match self.client.call_tool(params(name, args)).await {
-            Err(rmcp::ServiceError::McpError(e)) => {
-                assert_eq!(
-                    e.code,
-                    rmcp::model::ErrorCode::INVALID_PARAMS,
-                    "{name}: {e:?}"
-                );
-                assert!(!e.message.is_empty());
-                e.data.as_ref().unwrap()["code"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            }
-            other => panic!("{name} should be a protocol error: {other:?}"),
-        }
-    }
-
-    /// A failed call's error code.
-    async fn fail(&self, name: &str, args: Value) -> String {
-        let r = self.call_raw(name, args).await;
-        assert_eq!(
-            r.is_error,
-            Some(true),
-            "{name} should fail: {:?}",
-            r.structured_content
-        );
-        let body = r.structured_content.unwrap();
-        assert!(body["error"]["message"].is_string());
-        body["error"]["code"].as_str().unwrap().to_string()
-    }
-
-    async fn wait_with_progress(&self, args: Value, token: &str) -> Value {
-        let mut p = params("wait", args);
-        p.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
-            NumberOrString::String(token.to_string().into()),
-        )));
-        let r = self.client.call_tool(p).await.unwrap();
-        assert_ne!(r.is_error, Some(true), "{:?}", r.structured_content);
-        r.structured_content.unwrap()
-    }
-
-    /// Waits until the task ended, returning every event collected.
-    async fn wait_done(&self, task_id: &str) -> Vec<Value> {
-        let mut after = 0;
-        let mut events = Vec::new();
-        for _ in 0..30 {
-            let w = self
-                .call(
-                    "wait",
-                    json!({"taskId": task_id, "after": after, "timeoutSeconds": 10}),
-                )
-                .await;
-            events.extend(w["events"].as_array().unwrap().iter().cloned());
-            after = w["nextCursor"].as_u64().unwrap();
-            if w["ready"] == true && w["hasMore"] == false {
-                return events;
-            }
-        }
-        panic!("task {task_id} did not end");
-    }
+async fn harness_on(kit: EngineHarness, options: McpOptions) -> McpFront {
+    McpFront::serve(kit, options, McpClient::default()).await
 }
 
 /// The server numbers one call's notifications 1, 2, 3, … in the order it sends them; rmcp's
@@ -280,7 +151,7 @@ async fn delegate_wait_with_progress_and_read_the_result_in_pieces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_structured_error_and_changes_nothing() {
     let h = harness(McpOptions::default()).await;
-    let file = h._kit.base().join("file.txt");
+    let file = h.kit.base().join("file.txt");
     std::fs::write(&file, "x").unwrap();
     for (tool, args, code) in [
         ("run", json!({"prompt": 5}), "INVALID_INPUT"),
@@ -549,10 +420,10 @@ async fn a_client_that_leaves_does_not_cancel_its_task() {
         .call("run", json!({"prompt": "run sleep 1\nwrite done.txt: yes"}))
         .await;
     let id = run["taskId"].as_str().unwrap().to_string();
-    let Harness {
+    let McpFront {
         engine,
         client,
-        _kit,
+        kit: _kit,
         ..
     } = h;
     client.cancel().await.unwrap();
@@ -572,7 +443,7 @@ async fn a_client_that_leaves_does_not_cancel_its_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_keeps_its_workspace() {
     let h = harness(McpOptions::default()).await;
-    let shared = h._kit.base().join("shared");
+    let shared = h.kit.base().join("shared");
     let other = shared.with_file_name("other");
     std::fs::create_dir_all(&shared).unwrap();
     std::fs::create_dir_all(&other).unwrap();
@@ -626,29 +497,6 @@ async fn a_context_keeps_its_workspace() {
         .await,
         "INVALID_WORKSPACE"
     );
-}
-
-/// Asks a supervisor about every command; the table decides the rest.
-#[derive(Debug)]
-struct AskCommands;
-
-impl legate_supervisor::Supervisor for AskCommands {
-    fn decide(
-        &self,
-        supervision: &legate_supervisor::Supervision,
-        request: &legate_core::PermissionRequest,
-    ) -> legate_core::Ruling {
-        if request.tool_kind == legate_core::ToolKind::Execute {
-            return legate_core::Ruling {
-                decision: legate_core::Decision::Ask,
-                option_id: None,
-                reason: "commands need a supervisor".into(),
-                decider: legate_core::Decider::Policy,
-                rule_id: Some("ask-commands".into()),
-            };
-        }
-        legate_supervisor::Supervisor::decide(&legate_supervisor::Rules, supervision, request)
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,63 +6,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_engine::Engine;
-use legate_mcp::http::{HttpOptions, router, serve_with};
-use legate_mcp::{LegateMcp, McpOptions, ServeOptions, Token};
-use legate_testkit::EngineHarness;
+use legate_frontkit::mcp::{ACCEPT, INITIALIZE, McpHttp, messages};
+use legate_mcp::ServeOptions;
 use legate_testkit::raw_http::{
-    self, AUTH, BOUND, HOST, JSON, RawResponse, TOKEN, closed_within, read_response, request,
+    self, AUTH, BOUND, HOST, JSON, closed_within, read_response, request,
 };
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
-const ACCEPT: &str = "Accept: application/json, text/event-stream";
 const LONG: Duration = Duration::from_secs(600);
-
-struct Server {
-    _kit: EngineHarness,
-    addr: SocketAddr,
-    engine: Engine,
-    stop: CancellationToken,
-}
-
-impl Server {
-    async fn start(limits: ServeOptions) -> Server {
-        let kit = EngineHarness::start();
-        let engine = kit.engine.clone();
-        let stop = CancellationToken::new();
-        let app = router(
-            LegateMcp::new(engine.clone(), McpOptions::default()),
-            HttpOptions::loopback(Token::configured(TOKEN).unwrap()),
-            stop.clone(),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve_with(listener, app, limits, stop.clone()));
-        Server {
-            _kit: kit,
-            addr,
-            engine,
-            stop,
-        }
-    }
-
-    async fn post(&self, headers: &[&str], body: &str) -> RawResponse {
-        let mut all = vec![HOST, AUTH, JSON, ACCEPT, "Connection: close"];
-        all.extend_from_slice(headers);
-        raw_http::call(self.addr, &request("POST", "/mcp", &all, body))
-            .await
-            .unwrap()
-    }
-
-    async fn stop(self) {
-        self.stop.cancel();
-        self.engine.shutdown().await;
-    }
-}
 
 fn limits(header: Duration, body: Duration, max_connections: usize) -> ServeOptions {
     ServeOptions {
@@ -75,26 +28,9 @@ fn limits(header: Duration, body: Duration, max_connections: usize) -> ServeOpti
     }
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"edge-test","version":"0"}}}"#;
-
-/// The JSON-RPC messages of an answer, JSON or SSE.
-fn messages(r: &RawResponse) -> Vec<Value> {
-    if r.header("content-type")
-        .is_some_and(|c| c.starts_with("text/event-stream"))
-    {
-        r.body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str(d.trim()).ok())
-            .collect()
-    } else {
-        serde_json::from_str(&r.body).into_iter().collect()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_is_not_json_is_400_with_a_json_rpc_parse_error() {
-    let server = Server::start(ServeOptions::default()).await;
+    let server = McpHttp::start(ServeOptions::default()).await;
     let r = server
         .post(&[], r#"{"jsonrpc":"2.0","id":1,"method":"#)
         .await;
@@ -139,7 +75,7 @@ async fn a_body_that_is_not_json_is_400_with_a_json_rpc_parse_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_host_headers_are_400() {
-    let server = Server::start(ServeOptions::default()).await;
+    let server = McpHttp::start(ServeOptions::default()).await;
     let r = server.post(&["Host: evil.example"], INITIALIZE).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("INVALID_REQUEST"), "{}", r.body);
@@ -149,7 +85,7 @@ async fn two_host_headers_are_400() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_heads_and_short_bodies_are_closed_but_a_long_wait_is_not_cut() {
     let short = Duration::from_secs(1);
-    let server = Server::start(limits(short, short, 64)).await;
+    let server = McpHttp::start(limits(short, short, 64)).await;
     // A session, and a task that never ends by itself.
     let init = server.post(&[], INITIALIZE).await;
     assert_eq!(init.status, 200, "{}", init.body);
@@ -227,7 +163,7 @@ async fn slow_heads_and_short_bodies_are_closed_but_a_long_wait_is_not_cut() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_at_the_cap_do_not_lock_out_the_token_holder() {
-    let server = Server::start(limits(LONG, LONG, 16)).await;
+    let server = McpHttp::start(limits(LONG, LONG, 16)).await;
     // A token holder's keep-alive connection (a request refused 400 after the token check),
     // older than every idle one.
     let bad = request("POST", "/mcp", &[HOST, AUTH, JSON, ACCEPT], "{");

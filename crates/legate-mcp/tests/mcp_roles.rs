@@ -10,19 +10,12 @@
 
 use legate_core::RoleBase;
 use legate_engine::{EngineConfig, RoleDefaults, RoleSpec};
-use legate_mcp::{LegateMcp, McpOptions, Profile};
+use legate_frontkit::mcp::{self, McpClient, McpFront};
+use legate_mcp::Profile;
 use legate_testkit::EngineHarness;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-struct Harness {
-    _kit: EngineHarness,
-    client: RunningService<RoleClient, ()>,
-}
-
-async fn harness(profile: Profile) -> Harness {
+async fn harness(profile: Profile) -> McpFront {
     let kit = EngineHarness::builder()
         .config(|c: &mut EngineConfig| {
             c.roles = vec![RoleSpec {
@@ -37,54 +30,7 @@ async fn harness(profile: Profile) -> Harness {
             }]
         })
         .start();
-    let server = LegateMcp::new(
-        kit.engine.clone(),
-        McpOptions {
-            profile,
-            ..McpOptions::default()
-        },
-    );
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let client = ().serve(client_io).await.unwrap();
-    Harness { _kit: kit, client }
-}
-
-impl Harness {
-    async fn answer(&self, name: &str, args: Value) -> (bool, Value) {
-        let mut p = CallToolRequestParams::new(name.to_string());
-        p.arguments = args.as_object().cloned();
-        let r = self.client.call_tool(p).await.unwrap();
-        (r.is_error == Some(true), r.structured_content.unwrap())
-    }
-
-    async fn call(&self, name: &str, args: Value) -> Value {
-        let (failed, body) = self.answer(name, args).await;
-        assert!(!failed, "{name} failed: {body}");
-        body
-    }
-
-    async fn fail(&self, name: &str, args: Value) -> String {
-        let (failed, body) = self.answer(name, args).await;
-        assert!(failed, "{name} should fail: {body}");
-        body["error"]["code"].as_str().unwrap().to_string()
-    }
-
-    async fn ended(&self, task_id: &str) -> Value {
-        for _ in 0..30 {
-            let w = self
-                .call("wait", json!({"taskId": task_id, "timeoutSeconds": 10}))
-                .await;
-            if w["ready"] == true {
-                return self.call("status", json!({"taskId": task_id})).await;
-            }
-        }
-        panic!("task {task_id} did not end");
-    }
+    McpFront::serve(kit, mcp::profile(profile), McpClient::default()).await
 }
 
 /// Every property an answer carries is declared by its schema, recursively through objects

@@ -16,72 +16,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_engine::ApprovalMode;
-use legate_mcp::{LegateMcp, McpOptions, Profile};
-use legate_testkit::git;
+use legate_frontkit::mcp::{self, McpClient as Client, McpFront};
+use legate_mcp::Profile;
 use legate_testkit::{EngineHarness, TestAgent};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationCapability, ErrorData,
-};
-use rmcp::service::{RequestContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::model::{CallToolResult, ElicitResult, ElicitationAction};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
-/// A client that may answer elicitations: `answer` is what it answers next (declared
-/// capability only when `elicits`), and every message it was shown is kept.
-#[derive(Clone, Default)]
-struct Client {
-    elicits: bool,
-    answer: Arc<Mutex<Option<ElicitResult>>>,
-    asked: Arc<Mutex<Vec<(String, Value)>>>,
-}
-
-impl ClientHandler for Client {
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        if self.elicits {
-            info.capabilities.elicitation = Some(ElicitationCapability::default());
-        }
-        info
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams {
-            message,
-            requested_schema,
-            ..
-        } = request
-        {
-            self.asked
-                .lock()
-                .unwrap()
-                .push((message, serde_json::to_value(requested_schema).unwrap()));
-        }
-        Ok(self
-            .answer
-            .lock()
-            .unwrap()
-            .clone()
-            .unwrap_or(ElicitResult::new(ElicitationAction::Cancel)))
-    }
-}
-
-struct Harness {
-    kit: EngineHarness,
-    base: PathBuf,
-    client: RunningService<RoleClient, Client>,
-    handler: Client,
-}
-
-async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> Harness {
+async fn harness(profile: Profile, approval: ApprovalMode, handler: Client) -> McpFront {
     harness_with(profile, approval, handler, |_| {}).await
 }
 
@@ -91,7 +36,7 @@ async fn harness_with(
     approval: ApprovalMode,
     handler: Client,
     tune: impl FnOnce(&mut legate_engine::EngineConfig) + 'static,
-) -> Harness {
+) -> McpFront {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let kit = EngineHarness::builder()
@@ -108,146 +53,23 @@ async fn harness_with(
             }
         })
         .start();
-    let engine = kit.engine.clone();
-    let server = LegateMcp::new(
-        engine,
-        McpOptions {
-            profile,
-            ..McpOptions::default()
-        },
-    );
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let client = handler.clone().serve(client_io).await.unwrap();
-    Harness {
-        kit,
-        base,
-        client,
-        handler,
-    }
+    McpFront::serve(kit, mcp::profile(profile), handler).await
 }
 
-fn params(name: &str, args: Value) -> CallToolRequestParams {
-    let mut p = CallToolRequestParams::new(name.to_string());
-    p.arguments = Some(args.as_object().cloned().unwrap_or_default());
-    p
+/// The sandbox suite's own calls.
+trait SandboxCalls {
+    async fn policy(&self) -> (Value, String);
+    async fn copy(&self, name: &str) -> (PathBuf, String, String);
+    async fn test(
+        &self,
+        id: &str,
+        sha: &str,
+        command: Value,
+        sandbox: Option<Value>,
+    ) -> CallToolResult;
 }
 
-const PROMPT: &str = "replace src/greeting.txt: hello => hi\nwrite NOTES.md: # Notes";
-
-fn criteria() -> Value {
-    json!([
-        {"id": "greets", "description": "the greeting says hi",
-         "check": {"kind": "file-contains", "path": "src/greeting.txt", "text": "hi world"}},
-        {"id": "notes", "description": "there are notes"}
-    ])
-}
-
-impl Harness {
-    async fn call_raw(&self, name: &str, args: Value) -> CallToolResult {
-        self.client.call_tool(params(name, args)).await.unwrap()
-    }
-
-    async fn call(&self, name: &str, args: Value) -> Value {
-        let r = self.call_raw(name, args).await;
-        assert_ne!(
-            r.is_error,
-            Some(true),
-            "{name} failed: {:?}",
-            r.structured_content
-        );
-        r.structured_content.unwrap()
-    }
-
-    /// A call to a tool not offered: a JSON-RPC protocol error `-32602` whose data carries
-    /// the stable code; returns that code.
-    async fn refused(&self, name: &str, args: Value) -> String {
-        match self.client.call_tool(params(name, args)).await {
-            Err(rmcp::ServiceError::McpError(e)) => {
-                assert_eq!(
-                    e.code,
-                    rmcp::model::ErrorCode::INVALID_PARAMS,
-                    "{name}: {e:?}"
-                );
-                assert!(!e.message.is_empty());
-                e.data.as_ref().unwrap()["code"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            }
-            other => panic!("{name} should be a protocol error: {other:?}"),
-        }
-    }
-
-    async fn fail(&self, name: &str, args: Value) -> String {
-        let r = self.call_raw(name, args).await;
-        assert_eq!(
-            r.is_error,
-            Some(true),
-            "{name} should fail: {:?}",
-            r.structured_content
-        );
-        let body = r.structured_content.unwrap();
-        assert!(body["error"]["message"].is_string());
-        body["error"]["code"].as_str().unwrap().to_string()
-    }
-
-    async fn wait_done(&self, task_id: &str) -> Vec<Value> {
-        let mut after = 0;
-        let mut events = Vec::new();
-        for _ in 0..30 {
-            let w = self
-                .call(
-                    "wait",
-                    json!({"taskId": task_id, "after": after, "timeoutSeconds": 10}),
-                )
-                .await;
-            events.extend(w["events"].as_array().unwrap().iter().cloned());
-            after = w["nextCursor"].as_u64().unwrap();
-            if w["ready"] == true && w["hasMore"] == false {
-                return events;
-            }
-        }
-        panic!("task {task_id} did not end");
-    }
-
-    /// A fresh git project: `src/greeting.txt` and `README.md` committed, `.env` untracked.
-    fn project(&self, name: &str) -> PathBuf {
-        let project = self.base.join(name);
-        std::fs::create_dir_all(project.join("src")).unwrap();
-        git(&project, &["init", "-q"]);
-        std::fs::write(project.join("src/greeting.txt"), "hello world\nbye\n").unwrap();
-        std::fs::write(project.join("README.md"), "# Project\n").unwrap();
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "init"]);
-        std::fs::write(project.join(".env"), "SECRET=do-not-copy\n").unwrap();
-        project
-    }
-
-    /// Runs the revisor on a copy of `project` until it ends; returns the task id.
-    async fn copy_task(&self, project: &Path) -> String {
-        let run = self
-            .call(
-                "run",
-                json!({"prompt": PROMPT, "workspace": {
-                    "kind": "copy", "path": project.display().to_string(), "criteria": criteria(),
-                }}),
-            )
-            .await;
-        assert_eq!(run["workspace"], "copy", "{run}");
-        let id = run["taskId"].as_str().unwrap().to_string();
-        let events = self.wait_done(&id).await;
-        let status = self.call("status", json!({"taskId": id})).await;
-        assert_eq!(status["task"]["state"], "completed", "{status} {events:?}");
-        id
-    }
-}
-
-impl Harness {
+impl SandboxCalls for McpFront {
     async fn policy(&self) -> (Value, String) {
         let p = self.call("get_sandbox_policy", json!({})).await;
         (
@@ -278,12 +100,6 @@ impl Harness {
             args["sandbox"] = s;
         }
         self.call_raw("test", args).await
-    }
-
-    fn dir(&self, name: &str) -> PathBuf {
-        let d = self.base.join(name);
-        std::fs::create_dir_all(&d).unwrap();
-        d
     }
 }
 

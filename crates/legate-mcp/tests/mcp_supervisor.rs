@@ -5,130 +5,26 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_core::{
-    Decider, Decision, EventKind, PermissionRequest, Ruling, TaskId, TaskState, ToolKind,
-};
-use legate_engine::ApprovalDesk;
+use legate_core::{EventKind, TaskId, TaskState};
 use legate_engine::SubmitRequest;
-use legate_mcp::http::{HttpOptions, SUPERVISOR_PATH, router_with_supervisor, serve_with};
-use legate_mcp::{LegateMcp, McpOptions, ServeOptions, SupervisorMcp, Token};
-use legate_supervisor::{Rules, Supervision, Supervisor};
-use legate_testkit::raw_http::{self, HOST, JSON, RawResponse, TOKEN, request};
+use legate_frontkit::AskCommands;
+use legate_frontkit::mcp::{INITIALIZE, McpHttp, messages};
+use legate_mcp::ServeOptions;
+use legate_mcp::http::SUPERVISOR_PATH;
+use legate_testkit::raw_http::TOKEN;
 use legate_testkit::{EngineHarness, TestAgent};
-use serde_json::{Value, json};
-use std::net::SocketAddr;
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-
-const ACCEPT: &str = "Accept: application/json, text/event-stream";
 const SUPERVISOR: &str = "5555555555555555555555555555555555555555555555555555555555555555";
 
-/// Asks a supervisor about every command; the table decides the rest.
-#[derive(Debug)]
-struct AskCommands;
-
-impl Supervisor for AskCommands {
-    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
-        if request.tool_kind == ToolKind::Execute {
-            return Ruling {
-                decision: Decision::Ask,
-                option_id: None,
-                reason: "commands need a supervisor".into(),
-                decider: Decider::Policy,
-                rule_id: Some("ask-commands".into()),
-            };
-        }
-        Rules.decide(supervision, request)
-    }
-}
-
-struct Server {
-    kit: EngineHarness,
-    addr: SocketAddr,
-    stop: CancellationToken,
-}
-
-impl Server {
-    async fn start() -> Server {
-        let kit = EngineHarness::builder()
-            .agent(TestAgent::scripted("agent"))
-            .supervisor(Arc::new(AskCommands))
-            .config(|c| c.supervision.deadline = Duration::from_secs(120))
-            .start();
-        let engine = kit.engine.clone();
-        let stop = CancellationToken::new();
-        let options = HttpOptions {
-            supervisor_token: Some(Token::configured(SUPERVISOR).unwrap()),
-            ..HttpOptions::loopback(Token::configured(TOKEN).unwrap())
-        };
-        let app = router_with_supervisor(
-            LegateMcp::new(engine.clone(), McpOptions::default()),
-            Some(SupervisorMcp::new(ApprovalDesk::Engine(engine))),
-            options,
-            stop.clone(),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve_with(
-            listener,
-            app,
-            ServeOptions::default(),
-            stop.clone(),
-        ));
-        Server { kit, addr, stop }
-    }
-
-    async fn post(&self, path: &str, token: &str, headers: &[&str], body: &str) -> RawResponse {
-        let auth = format!("Authorization: Bearer {token}");
-        let mut all = vec![HOST, JSON, ACCEPT, auth.as_str(), "Connection: close"];
-        all.extend_from_slice(headers);
-        raw_http::call(self.addr, &request("POST", path, &all, body))
-            .await
-            .unwrap()
-    }
-
-    /// An initialized session on `path`: its `Mcp-Session-Id` header line.
-    async fn session(&self, path: &str, token: &str) -> String {
-        let init = self.post(path, token, &[], INITIALIZE).await;
-        assert_eq!(init.status, 200, "{}", init.body);
-        let session = format!("Mcp-Session-Id: {}", init.header("mcp-session-id").unwrap());
-        let done = self
-            .post(
-                path,
-                token,
-                &[&session],
-                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            )
-            .await;
-        assert_eq!(done.status, 202, "{}", done.body);
-        session
-    }
-
-    async fn call(&self, session: &str, id: u64, name: &str, args: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": name, "arguments": args}})
-        .to_string();
-        let r = self
-            .post(SUPERVISOR_PATH, SUPERVISOR, &[session], &body)
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        messages(&r).remove(0)
-    }
-}
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"supervisor-test","version":"0"}}}"#;
-
-/// The JSON-RPC messages of an answer, JSON or SSE.
-fn messages(r: &RawResponse) -> Vec<Value> {
-    if let Ok(v) = serde_json::from_str::<Value>(&r.body) {
-        return vec![v];
-    }
-    r.body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str(d.trim()).ok())
-        .collect()
+async fn start() -> McpHttp {
+    let kit = EngineHarness::builder()
+        .agent(TestAgent::scripted("agent"))
+        .supervisor(Arc::new(AskCommands))
+        .config(|c| c.supervision.deadline = Duration::from_secs(120))
+        .start();
+    McpHttp::serve(kit, ServeOptions::default(), Some(SUPERVISOR)).await
 }
 
 fn awaiting(kit: &EngineHarness, task: &TaskId) -> Option<String> {
@@ -142,24 +38,26 @@ fn awaiting(kit: &EngineHarness, task: &TaskId) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_path_refuses_the_other_token_and_the_supervisor_cannot_delegate() {
-    let server = Server::start().await;
+    let server = start().await;
     // The caller's token on the supervisor's path: 401, named.
-    let r = server.post(SUPERVISOR_PATH, TOKEN, &[], INITIALIZE).await;
+    let r = server
+        .post_as(SUPERVISOR_PATH, TOKEN, &[], INITIALIZE)
+        .await;
     assert_eq!(r.status, 401, "{}", r.body);
     assert!(r.body.contains("caller token is refused"), "{}", r.body);
     assert!(!r.body.contains(TOKEN));
     // The supervisor's token on the caller's path: 401, named.
-    let r = server.post("/mcp", SUPERVISOR, &[], INITIALIZE).await;
+    let r = server.post_as("/mcp", SUPERVISOR, &[], INITIALIZE).await;
     assert_eq!(r.status, 401, "{}", r.body);
     assert!(r.body.contains("supervisor token is refused"), "{}", r.body);
     // No token, and a made-up one: 401 on both.
     for path in ["/mcp", SUPERVISOR_PATH] {
-        let r = server.post(path, &"9".repeat(64), &[], INITIALIZE).await;
+        let r = server.post_as(path, &"9".repeat(64), &[], INITIALIZE).await;
         assert_eq!(r.status, 401, "{path}: {}", r.body);
     }
     // Each token on its own path: admitted.
     assert_eq!(
-        server.post("/mcp", TOKEN, &[], INITIALIZE).await.status,
+        server.post_as("/mcp", TOKEN, &[], INITIALIZE).await.status,
         200
     );
 
@@ -167,7 +65,7 @@ async fn each_path_refuses_the_other_token_and_the_supervisor_cannot_delegate() 
     let session = server.session(SUPERVISOR_PATH, SUPERVISOR).await;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
     let r = server
-        .post(SUPERVISOR_PATH, SUPERVISOR, &[&session], &list)
+        .post_as(SUPERVISOR_PATH, SUPERVISOR, &[&session], &list)
         .await;
     let tools: Vec<String> = messages(&r)[0]["result"]["tools"]
         .as_array()
@@ -177,7 +75,7 @@ async fn each_path_refuses_the_other_token_and_the_supervisor_cannot_delegate() 
         .collect();
     assert_eq!(tools, ["approvals", "decide", "audit"]);
     let run = server
-        .call(&session, 3, "run", json!({"prompt": "run touch x"}))
+        .supervisor_call(&session, 3, "run", json!({"prompt": "run touch x"}))
         .await;
     assert_eq!(run["error"]["code"], -32602, "{run}");
     assert_eq!(run["error"]["data"]["code"], "TOOL_NOT_AVAILABLE", "{run}");
@@ -195,7 +93,7 @@ async fn each_path_refuses_the_other_token_and_the_supervisor_cannot_delegate() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decide_over_the_supervisor_endpoint_answers_the_waiting_agent() {
-    let server = Server::start().await;
+    let server = start().await;
     let task = server
         .kit
         .engine
@@ -209,7 +107,9 @@ async fn decide_over_the_supervisor_endpoint_answers_the_waiting_agent() {
     let id = awaiting(kit, &task.id).unwrap();
     let session = server.session(SUPERVISOR_PATH, SUPERVISOR).await;
 
-    let listed = server.call(&session, 2, "approvals", json!({})).await;
+    let listed = server
+        .supervisor_call(&session, 2, "approvals", json!({}))
+        .await;
     let approvals = &listed["result"]["structuredContent"]["approvals"];
     assert_eq!(approvals.as_array().unwrap().len(), 1, "{listed}");
     let a = &approvals[0];
@@ -222,7 +122,7 @@ async fn decide_over_the_supervisor_endpoint_answers_the_waiting_agent() {
     // An unknown id and a too-short prefix are APPROVAL_NOT_FOUND; a bad answer is refused
     // by the schema's type.
     let missing = server
-        .call(
+        .supervisor_call(
             &session,
             3,
             "decide",
@@ -234,7 +134,7 @@ async fn decide_over_the_supervisor_endpoint_answers_the_waiting_agent() {
         "{missing}"
     );
     let bad = server
-        .call(
+        .supervisor_call(
             &session,
             4,
             "decide",
@@ -248,7 +148,7 @@ async fn decide_over_the_supervisor_endpoint_answers_the_waiting_agent() {
 
     // A prefix of eight characters names it.
     let decided = server
-        .call(
+        .supervisor_call(
             &session,
             5,
             "decide",
@@ -263,14 +163,14 @@ async fn decide_over_the_supervisor_endpoint_answers_the_waiting_agent() {
 
     // Answering again: APPROVAL_CLOSED; the audit names the human and the channel.
     let again = server
-        .call(&session, 6, "decide", json!({"id": id, "answer": "deny"}))
+        .supervisor_call(&session, 6, "decide", json!({"id": id, "answer": "deny"}))
         .await;
     assert_eq!(
         again["result"]["structuredContent"]["error"]["code"], "APPROVAL_CLOSED",
         "{again}"
     );
     let audit = server
-        .call(
+        .supervisor_call(
             &session,
             7,
             "audit",

@@ -17,6 +17,9 @@
 //! or `fake-agy`, and waits that follow a task's events; and [`procs`], which waits for agent
 //! processes to exit through pidfds. Every suite that drives an engine builds it there.
 //!
+//! It also owns the test supervisors ([`supervisors`]): `AskCommands` sends every command to
+//! the approval queue, for suites about approvals.
+//!
 //! It also owns a remote agent on a real socket ([`relay`]): a server on 127.0.0.1 whose tasks
 //! outlive the Legate process that started them, and a backend that re-attaches to them after
 //! a restart, for the engine's adoption tests.
@@ -108,6 +111,7 @@ pub mod python;
 pub mod raw_http;
 pub mod relay;
 pub mod sessions;
+pub mod supervisors;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -9,37 +9,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_core::{
-    Decider, Decision, ErrorCode, Event, EventKind, PermissionRequest, Ruling, TaskId, TaskState,
-    ToolKind,
+    Decider, Decision, ErrorCode, Event, EventKind, Ruling, TaskId, TaskState, ToolKind,
 };
 use legate_engine::{
     Answer, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter, Paths, Records,
     SubmitRequest,
 };
-use legate_supervisor::{Rules, Supervision, Supervisor};
+use legate_testkit::supervisors::AskCommands;
 use legate_testkit::{EngineHarness, TestAgent};
 use std::io::BufRead;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Asks a supervisor about every command; the table decides the rest.
-#[derive(Debug)]
-struct AskCommands;
-
-impl Supervisor for AskCommands {
-    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
-        if request.tool_kind == ToolKind::Execute {
-            return Ruling {
-                decision: Decision::Ask,
-                option_id: None,
-                reason: "commands need a supervisor".into(),
-                decider: Decider::Policy,
-                rule_id: Some("ask-commands".into()),
-            };
-        }
-        Rules.decide(supervision, request)
-    }
-}
 
 fn harness(deadline: Duration) -> EngineHarness {
     EngineHarness::builder()

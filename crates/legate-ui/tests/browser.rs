@@ -24,38 +24,17 @@ mod hostile;
 use browser::Browser;
 use common::UiServer;
 use fantoccini::Locator;
-use legate_core::{
-    Decider, Decision, Event, EventKind, PermissionRequest, Ruling, TaskId, TaskState, ToolKind,
-};
+use legate_core::{Event, EventKind, TaskId, TaskState};
 use legate_engine::{
     ApprovalFilter, ApprovalState, Check, CheckKind, Criterion, Review, SubmitRequest, Verdict,
     WorkspaceRequest,
 };
-use legate_supervisor::{Rules, Supervision, Supervisor};
+use legate_frontkit::AskCommands;
 use legate_testkit::{EngineHarness, TestAgent};
 use legate_ui::Audience;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Asks a supervisor about every command; the built-in table decides the rest.
-#[derive(Debug)]
-struct AskCommands;
-
-impl Supervisor for AskCommands {
-    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
-        if request.tool_kind == ToolKind::Execute {
-            return Ruling {
-                decision: Decision::Ask,
-                option_id: None,
-                reason: "commands need a supervisor".into(),
-                decider: Decider::Policy,
-                rule_id: Some("ask-commands".into()),
-            };
-        }
-        Rules.decide(supervision, request)
-    }
-}
 
 /// What the agent writes and then quotes in its answer: markup that would run if the page
 /// placed it unescaped.

@@ -9,11 +9,10 @@
 
 mod common;
 
-use legate_core::{
-    Decider, Decision, EventKind, PermissionRequest, Ruling, TaskId, TaskState, ToolKind,
-};
+use legate_core::{EventKind, TaskId, TaskState};
 use legate_engine::SubmitRequest;
-use legate_supervisor::{Rules, Supervision, Supervisor};
+use legate_frontkit::AskCommands;
+use legate_frontkit::cli::KillOnDrop;
 use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -21,25 +20,6 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Asks a supervisor about every command; the table decides the rest.
-#[derive(Debug)]
-struct AskCommands;
-
-impl Supervisor for AskCommands {
-    fn decide(&self, supervision: &Supervision, request: &PermissionRequest) -> Ruling {
-        if request.tool_kind == ToolKind::Execute {
-            return Ruling {
-                decision: Decision::Ask,
-                option_id: None,
-                reason: "commands need a supervisor".into(),
-                decider: Decider::Policy,
-                rule_id: Some("ask-commands".into()),
-            };
-        }
-        Rules.decide(supervision, request)
-    }
-}
 
 fn harness() -> EngineHarness {
     EngineHarness::builder()
@@ -76,16 +56,6 @@ fn json_lines(o: &Output) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// A child process killed when the test ends, whether it passed or not.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 async fn awaiting(kit: &EngineHarness, task: &TaskId) -> String {

@@ -3,50 +3,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use legate_frontkit::cli::{CliHome, text};
+use std::path::PathBuf;
 
-struct Home {
-    dir: tempfile::TempDir,
+fn home(config: &str) -> CliHome {
+    CliHome::with_config(env!("CARGO_BIN_EXE_legate"), config)
 }
 
-impl Home {
-    fn new(config: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        std::fs::write(dir.path().join("home/legate.toml"), config).unwrap();
-        Self { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_legate"))
-            .args(args)
-            .env("LEGATE_HOME", self.path().join("home"))
-            .env_remove("LEGATE_LOG")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn shared(&self) -> PathBuf {
-        let shared = self.path().join("project");
-        std::fs::create_dir_all(&shared).unwrap();
-        shared
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// The shared root `<dir>/project`, created.
+fn shared(home: &CliHome) -> PathBuf {
+    let shared = home.path().join("project");
+    std::fs::create_dir_all(&shared).unwrap();
+    shared
 }
 
 const POLICY: &str = r#"
@@ -72,8 +40,8 @@ decision = "deny"
 reason = "secrets are not edited by agents"
 "#;
 
-fn home_with_policy() -> Home {
-    let home = Home::new(POLICY);
+fn home_with_policy() -> CliHome {
+    let home = home(POLICY);
     std::fs::write(home.path().join("home/policy.toml"), FILE_RULES).unwrap();
     home
 }
@@ -81,7 +49,7 @@ fn home_with_policy() -> Home {
 #[test]
 fn a_policy_allow_runs_the_named_command_in_a_shared_root_and_nothing_chained() {
     let home = home_with_policy();
-    let shared = home.shared();
+    let shared = shared(&home);
     std::fs::create_dir(shared.join("secrets")).unwrap();
     let out = home.run(&[
         "run",
@@ -154,8 +122,8 @@ fn a_policy_allow_runs_the_named_command_in_a_shared_root_and_nothing_chained() 
 
 #[test]
 fn without_the_policy_the_same_command_is_refused() {
-    let home = Home::new("");
-    let shared = home.shared();
+    let home = home("");
+    let shared = shared(&home);
     let out = home.run(&[
         "run",
         "--cwd",
@@ -183,7 +151,7 @@ fn check_lists_the_rules_in_order_inline_first() {
 
 #[test]
 fn an_invalid_policy_exits_1_naming_the_rule_and_field_and_legate_will_not_start() {
-    let home = Home::new(
+    let home = home(
         "[[policy.rules]]\nid = \"edits\"\nkind = \"edit\"\ndecision = \"allow\"\nreason = \"widen\"\n",
     );
     let out = home.run(&["policy", "check"]);
@@ -208,7 +176,7 @@ fn an_invalid_policy_exits_1_naming_the_rule_and_field_and_legate_will_not_start
 #[test]
 fn explain_names_the_deciding_rule_or_the_table() {
     let home = home_with_policy();
-    let shared = home.shared();
+    let shared = shared(&home);
     let explain = |extra: &[&str]| {
         let mut args = vec![
             "policy",
