@@ -120,6 +120,8 @@ pub(crate) enum Unserved {
 /// Reads a request's target.
 pub(crate) fn target(method: &str, target: &str) -> Result<Target, Unserved> {
     if method == "CONNECT" {
+        // Kept as text here and below: the words are the body of the 400 answer the agent
+        // reads; an HTTP answer carries no source.
         return Destination::parse_authority(target, None)
             .map(Target::Connect)
             .map_err(|e| Unserved::BadRequest(format!("CONNECT needs host:port ({e})")));

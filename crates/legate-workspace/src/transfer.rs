@@ -357,6 +357,8 @@ fn changes_between(baseline: &Baseline, from: &str, to: &str) -> Result<Vec<File
         from,
         to,
     ])?;
+    // Kept as text here and in `apply`: the inner error's code (the parser's, git's) would
+    // mislead under REMOTE_PROTOCOL_ERROR, so only its sentence is carried.
     crate::changes::parse_raw(&raw)
         .map_err(|e| protocol(format!("the remote's patch is refused: {}", e.message)))
 }

@@ -163,6 +163,10 @@ mod block {
 
     /// The original environment block `(start, len)`: `env_start`/`env_end` of
     /// `/proc/self/stat`, checked to lie in one writable mapping of `/proc/self/maps`.
+    ///
+    /// Errors are text: this runs before `main` has a runtime or a logger; the caller keeps
+    /// the sentence (`not_scrubbed`) for a warning once logging is up, and goes on with the
+    /// secrets only removed from `environ`.
     pub(super) fn locate() -> Result<(usize, usize), String> {
         let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
         let (start, end) = parse_stat(&stat).ok_or("no env_start/env_end in /proc/self/stat")?;

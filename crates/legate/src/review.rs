@@ -118,9 +118,9 @@ pub async fn verify(
         )
     })?;
     let parsed: ReviewFile = serde_json::from_str(&text).map_err(|e| {
-        Error::caused_by(
+        Error::quoting(
             ErrorCode::InvalidInput,
-            format!("{} is not a list of reviews: {e}", file.display()),
+            format!("{} is not a list of reviews", file.display()),
             e,
         )
     })?;

@@ -93,9 +93,9 @@ pub(crate) async fn run(config: config::Config, args: RunArgs) -> Result<ExitCod
             criteria: match &criteria {
                 Some(file) => serde_json::from_value(read_json(file, "a list of criteria")?)
                     .map_err(|e| {
-                        Error::caused_by(
+                        Error::quoting(
                             ErrorCode::InvalidInput,
-                            format!("{} is not a list of criteria: {e}", file.display()),
+                            format!("{} is not a list of criteria", file.display()),
                             e,
                         )
                     })?,
@@ -184,10 +184,11 @@ fn read_json(file: &std::path::Path, what: &str) -> Result<serde_json::Value> {
         )
     })?;
     Ok(serde_json::from_str(&text).map_err(|e| {
-        Error::caused_by(
+        Error::quoting_between(
             ErrorCode::InvalidInput,
-            format!("{} is not {what} (not JSON: {e})", file.display()),
+            format!("{} is not {what} (not JSON: ", file.display()),
             e,
+            ")",
         )
     })?)
 }

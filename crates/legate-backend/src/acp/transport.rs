@@ -187,6 +187,7 @@ fn check_params(method: &str, params: &str) -> Result<(), Problem> {
         "fs/write_text_file" => serde_json::from_str::<acp::WriteTextFileRequest>(params).map(drop),
         _ => Ok(()),
     };
+    // Kept as text: the words go back to the agent in a JSON-RPC error, which has no source.
     fits.map_err(|e| {
         Problem::Malformed(format!(
             "{method} with params that do not fit it ({})",

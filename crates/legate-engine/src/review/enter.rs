@@ -38,14 +38,14 @@ impl Core {
                 format!("the copy of task {copy_id} {why}; it takes no new turns"),
             )
         };
-        // The cause sits inside the sentence, before its end; it is kept as the source too
-        // (`Error::detail` does not repeat it).
+        // The cause's words sit inside the sentence, before its end; it is kept as the source.
         let baseline =
             Baseline::open(&record.baseline_directory, &record.copy_directory).map_err(|e| {
-                Error::caused_by(
+                Error::quoting_between(
                     ErrorCode::CopyClosed,
-                    format!("the copy of task {copy_id} is gone ({e}); it takes no new turns"),
+                    format!("the copy of task {copy_id} is gone ("),
                     e,
+                    "); it takes no new turns",
                 )
             })?;
         let patience = Duration::from_secs(task.timeout_secs.max(1));

@@ -137,10 +137,11 @@ pub(crate) fn check_root(
     if let Some(why) = syntax_problem(raw) {
         return Err(refuse(why));
     }
-    // Here and below the cause sits inside the sentence, in parentheses; it is kept as the
-    // source too (`Error::detail` does not repeat it).
-    let meta = std::fs::symlink_metadata(raw)
-        .map_err(|e| Error::caused_by(code, format!("{field} {shown} cannot be read ({e})"), e))?;
+    // Here and below the cause's words sit inside the sentence, in parentheses; it is kept as
+    // the source.
+    let meta = std::fs::symlink_metadata(raw).map_err(|e| {
+        Error::quoting_between(code, format!("{field} {shown} cannot be read ("), e, ")")
+    })?;
     if meta.file_type().is_symlink() {
         return Err(refuse("is a symbolic link; name the directory itself"));
     }
@@ -148,7 +149,12 @@ pub(crate) fn check_root(
         return Err(refuse("is not a directory"));
     }
     let real = std::fs::canonicalize(raw).map_err(|e| {
-        Error::caused_by(code, format!("{field} {shown} cannot be resolved ({e})"), e)
+        Error::quoting_between(
+            code,
+            format!("{field} {shown} cannot be resolved ("),
+            e,
+            ")",
+        )
     })?;
     if real != raw {
         return Err(refuse(&format!(

@@ -140,6 +140,8 @@ impl From<PolicyError> for legate_core::Error {
 
 /// Parses the text of a policy file (`[[policy.rules]]` tables).
 pub fn parse_file(text: &str) -> Result<Vec<RuleTable>, PolicyError> {
+    // Kept as text: a `PolicyError` is a list of sentences a person fixes line by line
+    // (`legate policy check` prints them all), and the parser's own sentence holds the line.
     let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::whole(e.to_string()))?;
     Ok(file.policy.rules)
 }

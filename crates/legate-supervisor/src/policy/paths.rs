@@ -59,6 +59,7 @@ impl Globs {
                 .map_err(|e| bad(&e.kind().to_string()))?;
             builder.add(compiled);
         }
+        // Kept as text: `BadGlob` becomes one sentence of a `PolicyError` (see `load`).
         let set = builder.build().map_err(|e| BadGlob {
             glob: globs.join(", "),
             why: e.to_string(),

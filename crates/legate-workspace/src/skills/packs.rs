@@ -326,6 +326,8 @@ fn verify(
         content,
         resources,
     };
+    // The check's sentence is folded in without its code (SKILL_INVALID would contradict
+    // SKILL_PACK_INVALID); the error is kept as the source too.
     check_package(&package, SkillSource::Bundled).map_err(|e| {
         Error::caused_by(
             ErrorCode::SkillPackInvalid,
