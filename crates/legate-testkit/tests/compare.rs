@@ -254,7 +254,10 @@ async fn a_review_citing_a_path_outside_its_copy_fails_and_is_never_grouped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_target_lists_and_stale_context_start_nothing() {
-    let h = harness_with(|c| c.max_queued = 2);
+    let h = harness_with(|c| {
+        c.max_running = 1;
+        c.max_queued = 1;
+    });
     let src = source(&h).await;
     let ctx = h.engine.handoffs().context(src.id.as_str()).await.unwrap();
     let tasks_before = h.engine.tasks(&Default::default()).unwrap().len();
@@ -290,7 +293,7 @@ async fn bad_target_lists_and_stale_context_start_nothing() {
         .await
         .unwrap_err();
     refused(e, ErrorCode::ContextChanged);
-    // Two queued places for three targets: none starts.
+    // One running and one queued place for three targets: none starts.
     let e = h
         .engine
         .comparisons()

@@ -100,6 +100,27 @@ async fn a_task_canceled_while_it_waits_gives_its_queued_place_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_queue_a_task_is_taken_exactly_when_a_running_place_is_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), 1, 0);
+    // The running place is free: the task is taken and runs (it was QUEUE_FULL before).
+    let running = engine.submit(SubmitRequest::new("!hang")).unwrap();
+    in_turn(&engine, &running).await;
+    assert_eq!(engine.slot_counts(), slots(1, 0));
+    // The place is taken and no one may wait.
+    let err = engine.submit(SubmitRequest::new("hello")).unwrap_err();
+    assert_eq!(err.code, ErrorCode::QueueFull);
+    assert_eq!(engine.slot_counts(), slots(1, 0));
+    // Once it is given back, the next task is taken and ends.
+    engine.cancel(running.id.as_str()).unwrap();
+    assert_eq!(ended(&engine, &running).await.state, TaskState::Canceled);
+    let next = engine.submit(SubmitRequest::new("hello")).unwrap();
+    assert_eq!(ended(&engine, &next).await.state, TaskState::Completed);
+    assert_eq!(engine.slot_counts(), slots(0, 0));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_that_fails_or_times_out_gives_its_running_place_back() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), 1, 1);

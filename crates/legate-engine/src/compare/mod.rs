@@ -330,8 +330,7 @@ impl Comparisons {
                 id,
             });
         }
-        let counts = self.core.slot_counts();
-        let free = self.core.config().max_queued.saturating_sub(counts.queued);
+        let free = self.core.slots().free();
         if free < planned.len() {
             return Err(Error::new(
                 ErrorCode::QueueFull,

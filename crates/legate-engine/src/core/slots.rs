@@ -61,13 +61,19 @@ impl Slots {
 
     /// Takes a queued place, or `QUEUE_FULL`. Counted before the task is stored, so two
     /// submits cannot both take the last place.
+    ///
+    /// A task that will find a free running place does not wait, so it does not count against
+    /// `max_queued`: the room is the free running places plus `max_queued` (with
+    /// `max_queued = 0`, a task is taken exactly when it can start now). A task takes its
+    /// running place before it gives its queued one back, so the two counts can only overlap
+    /// for a moment, which makes this check stricter, never looser.
     pub(crate) fn queue(&self) -> Result<QueuedSlot> {
         let before = self.queued.fetch_add(1, Ordering::SeqCst);
         // From here the guard owns the increment: an early return gives it back.
         let slot = QueuedSlot {
             queued: self.queued.clone(),
         };
-        if before >= self.max_queued {
+        if before >= self.room() {
             return Err(Error::new(
                 ErrorCode::QueueFull,
                 format!(
@@ -94,7 +100,21 @@ impl Slots {
     /// Whether [`Slots::queue`] would give a place now (another submit may still take it
     /// first).
     pub(crate) fn has_room(&self) -> bool {
-        self.queued.load(Ordering::SeqCst) < self.max_queued
+        self.queued.load(Ordering::SeqCst) < self.room()
+    }
+
+    /// How many more tasks [`Slots::queue`] would take now.
+    pub(crate) fn free(&self) -> usize {
+        self.room()
+            .saturating_sub(self.queued.load(Ordering::SeqCst))
+    }
+
+    /// How many tasks may be between submitted and running: those that will start at once
+    /// and those that may wait.
+    fn room(&self) -> usize {
+        self.running
+            .available_permits()
+            .saturating_add(self.max_queued)
     }
 
     /// The counts now.
@@ -113,9 +133,13 @@ impl Slots {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_full_queue_refuses_and_gives_the_refused_place_back() {
+    #[tokio::test]
+    async fn a_full_queue_refuses_and_gives_the_refused_place_back() {
         let slots = Slots::new(1, 2);
+        // The one running place is taken.
+        let starting = slots.queue().unwrap();
+        let _running = slots.run().await.unwrap();
+        drop(starting);
         let a = slots.queue().unwrap();
         let _b = slots.queue().unwrap();
         assert_eq!(slots.queue().unwrap_err().code, ErrorCode::QueueFull);
@@ -123,6 +147,40 @@ mod tests {
         drop(a);
         assert_eq!(slots.counts().queued, 1);
         let _c = slots.queue().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_free_running_place_takes_a_task_even_with_no_queue() {
+        let slots = Slots::new(1, 0);
+        // The running place is free: the task is taken, and starts.
+        let first = slots.queue().unwrap();
+        assert!(!slots.has_room());
+        // A second one would have to wait, and no one may.
+        assert_eq!(slots.queue().unwrap_err().code, ErrorCode::QueueFull);
+        let running = slots.run().await.unwrap();
+        drop(first);
+        assert_eq!(slots.queue().unwrap_err().code, ErrorCode::QueueFull);
+        // The place is given back: the next task is taken again.
+        drop(running);
+        assert!(slots.has_room());
+        let _next = slots.queue().unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_queue_counts_only_tasks_that_must_wait() {
+        let slots = Slots::new(2, 1);
+        let a = slots.queue().unwrap();
+        let b = slots.queue().unwrap();
+        let c = slots.queue().unwrap();
+        assert_eq!(slots.queue().unwrap_err().code, ErrorCode::QueueFull);
+        let _ra = slots.run().await.unwrap();
+        drop(a);
+        let _rb = slots.run().await.unwrap();
+        drop(b);
+        // Two run, one waits: the one queued place is taken.
+        assert_eq!(slots.queue().unwrap_err().code, ErrorCode::QueueFull);
+        drop(c);
+        let _d = slots.queue().unwrap();
     }
 
     #[tokio::test]

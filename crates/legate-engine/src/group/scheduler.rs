@@ -506,8 +506,9 @@ impl Core {
     /// Admits every pending node whose dependencies all succeeded (one, under a budget),
     /// while the engine's queue has room: a node the queue cannot take yet stays `pending`
     /// and is admitted by a later step (a task ending, or the next tick), so a group wider
-    /// than `max_running + max_queued` waits for places instead of pausing. Only a queue that
-    /// can never take a task (nothing of this engine runs or waits) pauses it.
+    /// than `max_running + max_queued` waits for places instead of pausing. A queue that can
+    /// take no task while nothing of this engine runs or waits (which the slots never allow:
+    /// a free running place always takes one) would pause it.
     async fn admit_ready(&self, g: &Loaded) -> Result<()> {
         let group = g.record.group_id.as_str();
         for def in &g.definition.nodes {
