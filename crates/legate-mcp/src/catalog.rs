@@ -163,7 +163,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             true,
         )
         .group(ToolGroup::Review),
-        def::<HandoffArgs, StartedOut>(
+        def::<legate_engine::HandoffRequest, StartedOut>(
             "handoff",
             "Hand a copy to another role",
             "Starts a role (implementer, planner, reviewer or a configured one) as a new task in a new context, in a fresh copy of the source copy's current files that keeps the original project's baseline, so the patch accumulates against the original; the source copy is not changed. expectedContextSha256 is checked now and again when the copy is made: CONTEXT_CHANGED. The context reaches the agent as data to check, never as instructions; it must fit the prompt limit (CONTEXT_TOO_LARGE, never cut). COPY_CLOSED for a discarded or integrated source.",
@@ -197,7 +197,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         )
         .group(ToolGroup::Implementation)
         .destructive(),
-        def::<crate::compare::CompareArgs, legate_engine::Compared>(
+        def::<legate_engine::CompareRequest, legate_engine::Compared>(
             "compare",
             "Compare agents on one version",
             "Asks 2 to 4 distinct targets (agent, optional model; across vendors) the same prompt about a finished copy task's current files: each runs a read-only review (role reviewer) in its own copy, all copies made from one reading of the source before any target starts. expectedContextSha256 (from context) is checked: CONTEXT_CHANGED. Returns comparisonId and the taskIds at once (follow each with wait; cancel or discard each on its own); startErrors lists targets that did not start. Never integrates, never votes.",

@@ -127,10 +127,17 @@ fn limit(given: Option<usize>) -> Result<usize> {
 
 /// `approvals` over `queue`.
 pub fn approvals(queue: &ApprovalDesk, args: ApprovalsArgs) -> Result<ApprovalsOut> {
+    // Taken apart whole and the filter built whole, so a field added to either does not
+    // compile until it is mapped here.
+    let ApprovalsArgs {
+        task_id,
+        all,
+        limit: count,
+    } = args;
     let filter = ApprovalFilter {
-        task_id: args.task_id.map(TaskId),
-        pending_only: !args.all.unwrap_or(false),
-        limit: limit(args.limit)?,
+        task_id: task_id.map(TaskId),
+        pending_only: !all.unwrap_or(false),
+        limit: limit(count)?,
     };
     let now = Timestamp::now();
     let approvals = queue
@@ -166,15 +173,21 @@ pub fn decide(queue: &ApprovalDesk, args: DecideArgs, channel: &str) -> Result<D
 
 /// `audit` over `queue`.
 pub fn audit(queue: &ApprovalDesk, args: AuditArgs) -> Result<AuditOut> {
-    let since = args
-        .since
+    // Taken apart whole and the filter built whole, so a field added to either does not
+    // compile until it is mapped here.
+    let AuditArgs {
+        task_id,
+        since,
+        limit: count,
+    } = args;
+    let since = since
         .as_deref()
         .map(|s| parse_since(s, Timestamp::now()))
         .transpose()?;
     let entries = queue.audit(&AuditFilter {
-        task_id: args.task_id.map(TaskId),
+        task_id: task_id.map(TaskId),
         since,
-        limit: limit(args.limit)?,
+        limit: limit(count)?,
     })?;
     Ok(AuditOut { entries })
 }

@@ -507,36 +507,20 @@ pub fn sessions(engine: &Engine, args: SessionsArgs) -> Result<SessionsOut> {
 /// `handoff`: the source's context checked, then the role started in a fresh copy of the
 /// source copy's current files. A read-only profile makes the new task read-only (and
 /// refuses `mode: "write"`).
-pub async fn handoff(engine: &Engine, profile: Profile, args: HandoffArgs) -> Result<StartedOut> {
-    let HandoffArgs {
-        source_task_id,
-        expected_context_sha256,
-        role,
-        prompt,
-        agent,
-        model,
-        decisions,
-        mode,
-        memory,
-    } = args;
+pub async fn handoff(
+    engine: &Engine,
+    profile: Profile,
+    request: legate_engine::HandoffRequest,
+) -> Result<StartedOut> {
+    // The arguments are the engine's request itself; only the mode is the profile's to narrow.
     let mode = if profile.read_only() {
-        Some(profile.mode(mode, TaskMode::ReadOnly)?)
+        Some(profile.mode(request.mode, TaskMode::ReadOnly)?)
     } else {
-        mode
+        request.mode
     };
     let task = engine
         .handoffs()
-        .handoff(legate_engine::HandoffRequest {
-            source_task_id,
-            expected_context_sha256,
-            role,
-            prompt,
-            agent,
-            model,
-            decisions,
-            mode,
-            memory,
-        })
+        .handoff(legate_engine::HandoffRequest { mode, ..request })
         .await?;
     Ok(started(&task))
 }

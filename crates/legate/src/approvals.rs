@@ -28,8 +28,10 @@ pub const CHANNEL: &str = "cli";
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 /// `legate approvals`.
+// The command line's syntax for an `ApprovalFilter` (a task id may be a prefix, resolved
+// here) and how to show the approvals.
 #[derive(Debug, clap::Args)]
-pub struct ApprovalsArgs {
+pub struct ApprovalsFlags {
     /// Print JSON lines, one approval each (with `secondsLeft`).
     #[arg(long)]
     json: bool,
@@ -72,8 +74,10 @@ pub struct DenyArgs {
 }
 
 /// `legate audit`.
+// The command line's syntax for an `AuditFilter` (a task id may be a prefix, `--since` a
+// duration or a time) and how to print the entries.
 #[derive(Debug, clap::Args)]
-pub struct AuditArgs {
+pub struct AuditFlags {
     /// Only decisions of this task (id or unique prefix).
     #[arg(long)]
     task: Option<String>,
@@ -212,23 +216,32 @@ fn entry_line(e: &AuditEntry) -> String {
 }
 
 /// `legate approvals`.
-pub async fn list(config: Config, args: ApprovalsArgs) -> Result<ExitCode> {
+pub async fn list(config: Config, flags: ApprovalsFlags) -> Result<ExitCode> {
+    // Taken apart whole and the filter built whole, so a flag added to `ApprovalsFlags`, or a
+    // field to `ApprovalFilter`, does not compile until it is mapped here.
+    let ApprovalsFlags {
+        json,
+        follow,
+        all,
+        task,
+        limit,
+    } = flags;
     let (queue, records) = queue(&config)?;
     let filter = ApprovalFilter {
-        task_id: task_id(&records, args.task)?,
-        pending_only: !args.all,
-        limit: args.limit.clamp(1, 10_000),
+        task_id: task_id(&records, task)?,
+        pending_only: !all,
+        limit: limit.clamp(1, 10_000),
     };
-    if args.follow {
-        return follow(&config, queue, filter, args.json).await;
+    if follow {
+        return self::follow(&config, queue, filter, json).await;
     }
     let approvals = queue.approvals(&filter)?;
-    if approvals.is_empty() && !args.json && std::io::stdout().is_terminal() {
+    if approvals.is_empty() && !json && std::io::stdout().is_terminal() {
         crate::out!("no approvals waiting")?;
     }
     let now = Timestamp::now();
     for a in approvals {
-        print_approval(a, args.json, now)?;
+        print_approval(a, json, now)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -374,23 +387,30 @@ pub fn deny(config: Config, args: DenyArgs) -> Result<ExitCode> {
 }
 
 /// `legate audit`.
-pub fn audit(config: Config, args: AuditArgs) -> Result<ExitCode> {
+pub fn audit(config: Config, flags: AuditFlags) -> Result<ExitCode> {
+    // Taken apart whole and the filter built whole, so a flag added to `AuditFlags`, or a
+    // field to `AuditFilter`, does not compile until it is mapped here.
+    let AuditFlags {
+        task,
+        since,
+        limit,
+        json,
+    } = flags;
     let (queue, records) = queue(&config)?;
-    let since = args
-        .since
+    let since = since
         .as_deref()
         .map(|s| parse_since(s, Timestamp::now()))
         .transpose()?;
     let entries = queue.audit(&AuditFilter {
-        task_id: task_id(&records, args.task)?,
+        task_id: task_id(&records, task)?,
         since,
-        limit: args.limit.clamp(1, 10_000),
+        limit: limit.clamp(1, 10_000),
     })?;
-    if entries.is_empty() && !args.json && std::io::stdout().is_terminal() {
+    if entries.is_empty() && !json && std::io::stdout().is_terminal() {
         crate::out!("no decisions recorded")?;
     }
     for e in entries {
-        if args.json {
+        if json {
             crate::out!("{}", serde_json::to_string(&e)?)?;
         } else {
             crate::out!("{}", entry_line(&e))?;

@@ -1,7 +1,8 @@
 //! `legate compare` and `legate comparison`: a comparison started and followed until every
 //! review ends, then printed; and a stored comparison printed.
 //!
-//! This module parses `agent[:model]` targets and prints; the engine checks the targets, the
+//! This module parses `agent[:model]` targets into the engine's `CompareRequest` (the one
+//! declaration of a comparison, which the MCP `compare` tool takes as it is) and prints; the engine checks the targets, the
 //! context hash and the queue, makes the copies and groups the findings. Every text an agent
 //! wrote is printed on one line with control characters escaped.
 
@@ -11,8 +12,11 @@ use legate_engine::{CompareRequest, CompareTarget, Comparison, Engine};
 use std::process::ExitCode;
 
 /// `legate compare`.
+// The command line's syntax for a `CompareRequest` (the source task positional, the context
+// hash optional, `agent[:model]` targets) and how to print the result; not a second
+// declaration of the request.
 #[derive(Debug, clap::Args)]
-pub struct CompareArgs {
+pub struct CompareFlags {
     /// The finished copy task whose copy's current files every target reviews (id or prefix).
     pub id: String,
     /// The contextSha256 read with `legate context` (default: the context now, which is
@@ -49,18 +53,27 @@ pub(crate) fn parse_target(s: &str) -> std::result::Result<CompareTarget, String
 }
 
 /// Starts the comparison, waits for every review to end, and prints it.
-pub async fn compare(config: config::Config, args: CompareArgs) -> Result<ExitCode> {
+pub async fn compare(config: config::Config, flags: CompareFlags) -> Result<ExitCode> {
     let engine = front::start_engine(&config.engine)?;
-    let result = run(&engine, args).await;
+    let result = run(&engine, flags).await;
     engine.shutdown().await;
     result
 }
 
-async fn run(engine: &Engine, args: CompareArgs) -> Result<ExitCode> {
-    let expected = match args.context_sha {
+async fn run(engine: &Engine, flags: CompareFlags) -> Result<ExitCode> {
+    // Taken apart whole and the request built whole, so a flag added to `CompareFlags`, or a
+    // field to `CompareRequest`, does not compile until it is mapped here.
+    let CompareFlags {
+        id,
+        context_sha,
+        prompt,
+        targets,
+        json,
+    } = flags;
+    let expected = match context_sha {
         Some(sha) => sha,
         None => {
-            let sha = engine.handoffs().context(&args.id).await?.context_sha256;
+            let sha = engine.handoffs().context(&id).await?.context_sha256;
             eprintln!("comparing context {sha} (read now; pass --context-sha to pin it)");
             sha
         }
@@ -68,10 +81,10 @@ async fn run(engine: &Engine, args: CompareArgs) -> Result<ExitCode> {
     let started = engine
         .comparisons()
         .compare(CompareRequest {
-            source_task_id: args.id,
+            source_task_id: id,
             expected_context_sha256: expected,
-            prompt: args.prompt,
-            targets: args.targets,
+            prompt,
+            targets,
         })
         .await?;
     eprintln!(
@@ -87,7 +100,7 @@ async fn run(engine: &Engine, args: CompareArgs) -> Result<ExitCode> {
         .comparisons()
         .comparison(&started.comparison_id)
         .await?;
-    print(&c, args.json)?;
+    print(&c, json)?;
     Ok(exit(&c))
 }
 

@@ -24,7 +24,7 @@ const FOLLOW_STEP: Duration = Duration::from_secs(60);
 
 /// `legate group …`.
 #[derive(Debug, clap::Args)]
-pub struct GroupArgs {
+pub struct GroupFlags {
     #[command(subcommand)]
     pub command: GroupCommand,
 }
@@ -104,9 +104,10 @@ pub enum GroupCommand {
 }
 
 /// Runs `legate group …`.
-pub async fn run(config: config::Config, args: GroupArgs) -> Result<ExitCode> {
+pub async fn run(config: config::Config, flags: GroupFlags) -> Result<ExitCode> {
+    let GroupFlags { command } = flags;
     let engine = front::start_engine(&config.engine)?;
-    let result = dispatch(&engine, args.command).await;
+    let result = dispatch(&engine, command).await;
     engine.shutdown().await;
     result
 }

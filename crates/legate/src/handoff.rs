@@ -1,7 +1,8 @@
 //! `legate context` and `legate handoff`: a finished copy task's context, printed, and a
 //! handoff to another role, watched like `legate run`.
 //!
-//! This module translates arguments and prints; the engine checks the context hash, the
+//! This module translates flags into the engine's `HandoffRequest` (the one declaration of a
+//! handoff, which the MCP `handoff` tool takes as it is) and prints; the engine checks the context hash, the
 //! role, the decisions and the size, and makes the copy. It never reads a copy itself.
 
 use crate::run::watch;
@@ -12,8 +13,10 @@ use legate_engine::{ContextPack, Engine, HandoffRequest};
 use std::process::ExitCode;
 
 /// `legate handoff`.
+// The command line's syntax for a `HandoffRequest` (the source task positional, the context
+// hash optional, the prompt in words); not a second declaration of the request.
 #[derive(Debug, clap::Args)]
-pub struct HandoffArgs {
+pub struct HandoffFlags {
     /// The finished copy task to hand off from (id or prefix).
     pub id: String,
     /// The role to start: implementer, planner, reviewer or a configured one.
@@ -100,13 +103,24 @@ fn print_pack(p: &ContextPack) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Hands task `args.id` off and watches the new task.
-pub async fn handoff(config: config::Config, args: HandoffArgs) -> Result<ExitCode> {
+/// Hands task `flags.id` off and watches the new task.
+pub async fn handoff(config: config::Config, flags: HandoffFlags) -> Result<ExitCode> {
+    // Taken apart whole and the request built whole, so a flag added to `HandoffFlags`, or a
+    // field to `HandoffRequest`, does not compile until it is mapped here.
+    let HandoffFlags {
+        id,
+        role,
+        expect,
+        agent,
+        model,
+        decisions,
+        prompt,
+    } = flags;
     let engine = front::start_engine(&config.engine)?;
-    let expected = match args.expect {
+    let expected = match expect {
         Some(sha) => sha,
         None => {
-            let sha = engine.handoffs().context(&args.id).await?.context_sha256;
+            let sha = engine.handoffs().context(&id).await?.context_sha256;
             eprintln!("handing off context {sha} (read now; pass --expect to pin it)");
             sha
         }
@@ -114,13 +128,13 @@ pub async fn handoff(config: config::Config, args: HandoffArgs) -> Result<ExitCo
     let started = engine
         .handoffs()
         .handoff(HandoffRequest {
-            source_task_id: args.id,
+            source_task_id: id,
             expected_context_sha256: expected,
-            role: args.role,
-            prompt: args.prompt.join("\n"),
-            agent: args.agent,
-            model: args.model,
-            decisions: args.decisions,
+            role,
+            prompt: prompt.join("\n"),
+            agent,
+            model,
+            decisions,
             mode: None,
             memory: None,
         })

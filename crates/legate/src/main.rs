@@ -61,7 +61,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Delegate a task and watch it run.
-    Run(run::RunArgs),
+    Run(run::RunFlags),
     /// List tasks, newest first.
     Tasks {
         /// Only tasks in this state (submitted, working, completed, failed, canceled, …).
@@ -120,7 +120,7 @@ enum Command {
         json: bool,
     },
     /// Token usage of stored tasks, by task, session and model.
-    Usage(usage::UsageArgs),
+    Usage(usage::UsageFlags),
     /// Check the permission policy, or explain which rule decides a described tool call.
     Policy {
         #[command(subcommand)]
@@ -148,14 +148,14 @@ enum Command {
     /// JSON-RPC; logs go to stderr).
     Mcp(mcp::StdioArgs),
     /// List the permission requests agents are waiting on (pending, newest first).
-    Approvals(approvals::ApprovalsArgs),
+    Approvals(approvals::ApprovalsFlags),
     /// Allow a pending approval (its agent's request is answered with an option it offered).
     Approve(approvals::ApproveArgs),
     /// Deny a pending approval, saying why.
     Deny(approvals::DenyArgs),
     /// List permission decisions, each with who decided (table, policy, human, agent,
     /// deadline) and the rule id.
-    Audit(approvals::AuditArgs),
+    Audit(approvals::AuditFlags),
     /// Serve Legate to remote clients: A2A by default (JSON-RPC and HTTP+JSON, agent cards);
     /// `--mcp` for MCP over Streamable HTTP at /mcp instead; `--ui` for the dashboard (any of
     /// them together, from one process).
@@ -174,11 +174,11 @@ enum Command {
     },
     /// Start another role in a fresh copy of a finished copy task's current files (the patch
     /// keeps accumulating against the original project), and watch it run.
-    Handoff(handoff::HandoffArgs),
+    Handoff(handoff::HandoffFlags),
     /// Ask 2 to 4 distinct targets (`--target agent[:model]`) the same question about a
     /// finished copy task's current files, each a read-only review in its own copy; wait for
     /// every review and print the findings grouped by file and line (exit 1 unless complete).
-    Compare(compare::CompareArgs),
+    Compare(compare::CompareFlags),
     /// Print a comparison: its reviews, start errors, staleness and grouped findings.
     Comparison {
         /// The comparison id `legate compare` printed.
@@ -189,7 +189,7 @@ enum Command {
     },
     /// Groups of tasks and workflows: `create FILE` (TOML or JSON), `start ID SHA256`,
     /// `status`, `wait`, `cancel`, `list`, `result`, `receipts`.
-    Group(group::GroupArgs),
+    Group(group::GroupFlags),
     /// Show a copy task's patch (raw), or its preview with `--stat`/`--json`.
     Diff {
         /// Task id or prefix.

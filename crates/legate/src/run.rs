@@ -1,6 +1,6 @@
 //! `legate run`: submit a task from the command line, then watch it to its end.
 //!
-//! Owns `RunArgs` (turning the flags into a `SubmitRequest`), reading the JSON files they
+//! Owns `RunFlags` (the command line's syntax for a `SubmitRequest`, turned into one whole), reading the JSON files they
 //! name, and `watch` (rendering a task's events live; Ctrl-C cancels). It never decides
 //! anything about the task: the engine does.
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::{config, front, render};
 
 #[derive(Debug, clap::Args)]
-pub(crate) struct RunArgs {
+pub(crate) struct RunFlags {
     /// The agent to delegate to (default: `default_agent`, normally `revisor`).
     #[arg(long, short)]
     agent: Option<String>,
@@ -67,9 +67,10 @@ pub(crate) struct RunArgs {
 /// How often `legate run` redraws its progress line on a terminal.
 const PROGRESS_TICK: Duration = Duration::from_millis(200);
 
-pub(crate) async fn run(config: config::Config, args: RunArgs) -> Result<ExitCode> {
-    // Taken apart whole, so a flag added to `RunArgs` does not compile until it is mapped.
-    let RunArgs {
+pub(crate) async fn run(config: config::Config, flags: RunFlags) -> Result<ExitCode> {
+    // Taken apart whole and the request built whole, so a flag added to `RunFlags`, or a
+    // field to `SubmitRequest`, does not compile until it is mapped here.
+    let RunFlags {
         agent,
         sandbox,
         copy,
@@ -83,7 +84,7 @@ pub(crate) async fn run(config: config::Config, args: RunArgs) -> Result<ExitCod
         model,
         json_schema,
         prompt,
-    } = args;
+    } = flags;
     let engine = front::start_engine(&config.engine)?;
     let workspace = match (cwd, copy) {
         (Some(dir), _) => WorkspaceRequest::Shared(dir),
@@ -113,13 +114,19 @@ pub(crate) async fn run(config: config::Config, args: RunArgs) -> Result<ExitCod
         mode: read_only.then_some(TaskMode::ReadOnly),
         timeout: timeout.map(Duration::from_secs),
         model,
-        message_id: None,
         json_schema: match &json_schema {
             Some(file) => Some(read_json(file, "a JSON Schema")?),
             None => None,
         },
         role,
-        ..SubmitRequest::new(String::new())
+        // What the command line does not offer (other fronts do): none, each named.
+        allowed_tools: None,
+        artifact_paths: Vec::new(),
+        delivery_mode: None,
+        mcp_servers: None,
+        memory: None,
+        message_id: None,
+        skills: Vec::new(),
     };
     let task = engine.submit(request)?;
     watch(engine, task).await

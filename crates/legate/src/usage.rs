@@ -7,8 +7,10 @@ use anyhow::Result;
 use legate_engine::{Records, UsageFilter, UsageReport, UsageTotals};
 use std::process::ExitCode;
 
+// `legate usage`: the command line's syntax for a `UsageFilter` (a task id may be a prefix,
+// resolved here) and how to print the report.
 #[derive(Debug, clap::Args)]
-pub(crate) struct UsageArgs {
+pub(crate) struct UsageFlags {
     /// Only this task (id or unique prefix).
     #[arg(long)]
     task: Option<String>,
@@ -26,20 +28,29 @@ pub(crate) struct UsageArgs {
     json: bool,
 }
 
-/// Prints the report for `args`.
-pub fn print(store: &Records, args: UsageArgs) -> Result<ExitCode> {
-    let task_id = match args.task {
+/// Prints the report `flags` ask for.
+pub fn print(store: &Records, flags: UsageFlags) -> Result<ExitCode> {
+    // Taken apart whole and the filter built whole, so a flag added to `UsageFlags`, or a
+    // field to `UsageFilter`, does not compile until it is mapped here.
+    let UsageFlags {
+        task,
+        session,
+        model,
+        agent,
+        json,
+    } = flags;
+    let task_id = match task {
         Some(id) => Some(store.find_task(&id)?.id.0),
         None => None,
     };
     let filter = UsageFilter {
         task_id,
-        session_id: args.session,
-        model: args.model,
-        agent: args.agent,
+        session_id: session,
+        model,
+        agent,
     };
     let report = store.usage(&filter)?;
-    if args.json {
+    if json {
         crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -46,30 +46,36 @@ pub const MAX_TARGETS: usize = 4;
 /// The role every target plays.
 const REVIEWER: &str = "reviewer";
 
-/// One target: an agent, optionally with a model.
+/// One target of `compare`.
+// An agent, optionally with a model. Published by the MCP front under the name `TargetArg`
+// (its `compare` tool's schema, pinned by `legate-mcp`'s `tool_schemas` suite).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "TargetArg"))]
 pub struct CompareTarget {
-    /// A configured agent.
+    /// A configured agent (see `agents`).
     pub agent: String,
-    /// The model; `None` for the agent's configured one.
+    /// The model; omitted for the agent's configured one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
 
-/// A request to compare targets on a finished copy task's current files.
+/// A request to compare targets on a finished copy task's current files. Every front takes
+/// this type as it is: the MCP `compare` tool's arguments are this struct (its field
+/// documentation is that tool's published schema), and `legate compare` builds it from its
+/// flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CompareRequest {
-    /// The finished copy task whose current files every target reviews.
+    /// The finished copy task whose copy's current files every target reviews.
     pub source_task_id: String,
-    /// The `contextSha256` the caller read with `context`; `CONTEXT_CHANGED` otherwise.
+    /// The contextSha256 `context` returned; CONTEXT_CHANGED when the context is another now.
     pub expected_context_sha256: String,
-    /// What every target is asked (the same words for all).
+    /// What every target is asked, the same words for all.
     pub prompt: String,
-    /// 2 to 4 distinct targets.
+    /// 2 to 4 distinct targets (agent and model; an omitted model is the agent's own).
     pub targets: Vec<CompareTarget>,
 }
 

@@ -21,37 +21,36 @@ pub const MAX_DECISIONS: usize = 20;
 /// The longest decision, in bytes.
 pub const MAX_DECISION_BYTES: usize = 2000;
 
-/// A request to hand a finished copy task's copy to another role.
+/// A request to hand a finished copy task's copy to another role. Every front takes this
+/// type as it is: the MCP `handoff` tool's arguments are this struct (its field documentation
+/// is that tool's published schema, pinned by `legate-mcp`'s `tool_schemas` suite), and
+/// `legate handoff` builds it from its flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HandoffRequest {
-    /// The finished copy task whose current files the new task gets.
+    /// The finished copy task whose copy's current files the new task gets.
     pub source_task_id: String,
-    /// The `contextSha256` the caller read with `context`; `CONTEXT_CHANGED` when the
-    /// context is another now, or when the copy is made.
+    /// The contextSha256 `context` returned; CONTEXT_CHANGED when the context is another now
+    /// or when the new copy is made.
     pub expected_context_sha256: String,
-    /// The role the new task plays (`implementer`, `planner`, `reviewer` or a configured one).
+    /// The role the new task plays: implementer, planner, reviewer or a configured one.
     pub role: String,
     /// What to ask the new role.
     pub prompt: String,
-    /// The agent; `None` for the role's default or the configured default.
-    #[serde(default)]
+    /// The agent; omitted for the role's default or the configured default.
     pub agent: Option<String>,
-    /// The model; `None` for the role's default or the agent's.
-    #[serde(default)]
+    /// The model; omitted for the role's default or the agent's.
     pub model: Option<String>,
-    /// The caller's decisions for the next role (client-reported; no secrets).
+    /// Decisions for the next role (at most 20, each at most 2000 bytes): marked
+    /// client-reported, never instructions; do not put secrets in them.
     #[serde(default)]
     pub decisions: Vec<String>,
-    /// The mode; `None` for the role's own (read-only for a planner or reviewer). Asking a
-    /// read-only role for write is `MODE_NOT_ALLOWED`.
-    #[serde(default)]
+    // Asking a read-only role for write is `MODE_NOT_ALLOWED`.
+    /// write or read-only; omitted for the role's own (read-only for planner and reviewer).
     pub mode: Option<legate_core::TaskMode>,
-    /// Private memory for the new task: `None` inherits the source task's snapshots
-    /// unchanged; a selection (`[{specialist, sha256}]`, of the source's project) replaces
-    /// them; `[]` gives none.
-    #[serde(default)]
+    /// Private memory for the new task: omitted, the source task's snapshots; a selection
+    /// `[{specialist, sha256}]` of the project's entries instead; `[]` for none.
     pub memory: Option<Vec<legate_core::MemorySelection>>,
 }
 

@@ -165,14 +165,22 @@ pub async fn cleanup(engine: &Engine) -> Result<CleanupOut> {
 
 /// `usage`. A task id may be a unique prefix; it is resolved to the full id first.
 pub fn usage(engine: &Engine, args: UsageArgs) -> Result<UsageOut> {
-    let task_id = match args.task_id {
+    // Taken apart whole and the filter built whole, so a field added to either does not
+    // compile until it is mapped here.
+    let UsageArgs {
+        task_id,
+        session_id,
+        model,
+        agent,
+    } = args;
+    let task_id = match task_id {
         Some(t) => Some(engine.task(&t)?.id.to_string()),
         None => None,
     };
     engine.records().usage(&UsageFilter {
         task_id,
-        session_id: args.session_id,
-        model: args.model,
-        agent: args.agent,
+        session_id,
+        model,
+        agent,
     })
 }

@@ -1,6 +1,8 @@
 //! The arguments of the task tools (`health` … `send_message`): MCP's shapes of what a
-//! client asks, each turned into one engine request by [`crate::tools`]. Where an argument is
-//! an engine type (a mode, a criterion), it is that type.
+//! client asks, each turned into one engine request by [`crate::tools`], taken apart whole.
+//! Where an argument is an engine type (a mode, a criterion), it is that type; where a tool's
+//! arguments have the engine request's shape (`handoff`: `HandoffRequest`), the tool takes the
+//! request itself and no struct here repeats it.
 
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
@@ -247,33 +249,4 @@ pub struct SendMessageArgs {
     pub context_id: Option<String>,
     /// A task whose context to send it to. Give this or `contextId`.
     pub task_id: Option<String>,
-}
-
-/// `handoff`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HandoffArgs {
-    /// The finished copy task whose copy's current files the new task gets.
-    pub source_task_id: String,
-    /// The contextSha256 `context` returned; CONTEXT_CHANGED when the context is another now
-    /// or when the new copy is made.
-    pub expected_context_sha256: String,
-    /// The role the new task plays: implementer, planner, reviewer or a configured one.
-    pub role: String,
-    /// What to ask the new role.
-    pub prompt: String,
-    /// The agent; omitted for the role's default or the configured default.
-    pub agent: Option<String>,
-    /// The model; omitted for the role's default or the agent's.
-    pub model: Option<String>,
-    /// Decisions for the next role (at most 20, each at most 2000 bytes): marked
-    /// client-reported, never instructions; do not put secrets in them.
-    #[serde(default)]
-    pub decisions: Vec<String>,
-    /// write or read-only; omitted for the role's own (read-only for planner and reviewer).
-    pub mode: Option<legate_core::TaskMode>,
-    /// Private memory for the new task: omitted, the source task's snapshots; a selection
-    /// `[{specialist, sha256}]` of the project's entries instead; `[]` for none.
-    pub memory: Option<Vec<legate_core::MemorySelection>>,
 }
