@@ -37,10 +37,15 @@ pub(crate) fn apply(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use legate_core::Decision;
-    use legate_supervisor::network::Destination;
+    use legate_supervisor::network::{Destination, NetworkPolicy};
 
     fn dest(s: &str) -> Destination {
         Destination::parse_authority(s, None).unwrap()
+    }
+
+    /// What `policy` decides for a connection to `authority`.
+    fn decision(policy: &NetworkPolicy, authority: &str) -> Decision {
+        policy.decide(&dest(authority)).decision
     }
 
     #[test]
@@ -52,35 +57,14 @@ mod tests {
         )
         .unwrap();
         let all = c.network_for("revisor");
-        assert_eq!(
-            all.decide(&dest("api.example.com:443")).decision,
-            Decision::Allow
-        );
-        assert_eq!(
-            all.decide(&dest("files.pypi.org:443")).decision,
-            Decision::Allow
-        );
-        assert_eq!(
-            all.decide(&dest("bad.pypi.org:443")).decision,
-            Decision::Deny
-        );
-        assert_eq!(
-            all.decide(&dest("other.example:443")).decision,
-            Decision::Ask
-        );
-        assert_eq!(
-            all.decide(&dest("extra.example:443")).decision,
-            Decision::Ask
-        );
+        assert_eq!(decision(&all, "api.example.com:443"), Decision::Allow);
+        assert_eq!(decision(&all, "files.pypi.org:443"), Decision::Allow);
+        assert_eq!(decision(&all, "bad.pypi.org:443"), Decision::Deny);
+        assert_eq!(decision(&all, "other.example:443"), Decision::Ask);
+        assert_eq!(decision(&all, "extra.example:443"), Decision::Ask);
         let claude = c.network_for("claude");
-        assert_eq!(
-            claude.decide(&dest("extra.example:443")).decision,
-            Decision::Allow
-        );
-        assert_eq!(
-            claude.decide(&dest("bad.pypi.org:443")).decision,
-            Decision::Deny
-        );
+        assert_eq!(decision(&claude, "extra.example:443"), Decision::Allow);
+        assert_eq!(decision(&claude, "bad.pypi.org:443"), Decision::Deny);
         let ruling = claude.decide(&dest("extra.example:443"));
         assert_eq!(
             ruling.rule_id.as_deref(),
@@ -92,9 +76,7 @@ mod tests {
     fn by_default_nothing_is_allowed_and_bad_rules_are_refused() {
         let c = crate::config::resolve_text("", &[]).unwrap();
         assert_eq!(
-            c.network_for("revisor")
-                .decide(&dest("example.com:443"))
-                .decision,
+            decision(&c.network_for("revisor"), "example.com:443"),
             Decision::Deny
         );
         for (text, key) in [

@@ -10,9 +10,9 @@
 //! Nothing here changes a task except `set_delivery_mode`, and only its delivery.
 
 use crate::chunk;
-use crate::schema::{ErrorBody, WaitArgs, WaitOut};
-use crate::tools::{WAIT_DEFAULT_SECS, WAIT_MAX_SECS, in_range};
-use crate::wait::{Notifier, Progress};
+use crate::schema::{WaitArgs, WaitOut};
+use crate::tools::in_range;
+use crate::wait::{Notifier, Progress, answer_now, beat, wait_seconds};
 use base64::Engine as _;
 use legate_core::delivery::MAX_MESSAGES_PER_TASK;
 use legate_core::{Artifact, DeliveryMode, Error, MessageKind, Result, Task};
@@ -188,12 +188,7 @@ pub async fn wait_messages(
     cancelled: CancellationToken,
 ) -> Result<WaitOut> {
     let (after, reset) = cursor(&task, args.after.unwrap_or(0), args.cursor_mode);
-    let seconds = in_range(
-        "timeoutSeconds",
-        args.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS),
-        1,
-        WAIT_MAX_SECS,
-    )?;
+    let seconds = wait_seconds(args.timeout_seconds)?;
     let max = in_range(
         "maxEvents",
         args.max_events
@@ -267,12 +262,7 @@ pub async fn wait_messages(
                 timed_out = true;
                 break;
             }
-            _ = async {
-                match heartbeat {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => {
+            _ = beat(heartbeat) => {
                 notifier.send(format!("no new message; task still running (last message {told})")).await;
             }
             _ = cancelled.cancelled() => break,
@@ -282,28 +272,10 @@ pub async fn wait_messages(
     let page = engine.messages().list(task.id.as_str(), after, max)?;
     let now = engine.task(task.id.as_str())?;
     let next_cursor = page.messages.last().map_or(after, |m| m.seq);
-    let queued: Vec<String> = engine
-        .messages()
-        .queued_after(&now)?
-        .into_iter()
-        .map(|id| id.to_string())
-        .collect();
-    let awaiting_supervision = crate::schema::AwaitingOut::of(engine, &now.id)?;
     Ok(WaitOut {
-        awaiting_supervision,
-        task_id: now.id.to_string(),
-        ready: now.is_terminal(),
-        timed_out: timed_out && !now.is_terminal(),
-        state: now.state,
-        task_error: now.error.as_ref().map(ErrorBody::from),
-        usage: now.usage.clone(),
-        status_message: now.status_message.clone(),
         truncated: page.oldest_available > after + 1,
-        events: None,
         has_more: next_cursor < page.last_seq,
         next_cursor,
-        continuation_pending: !queued.is_empty(),
-        queued_task_ids: queued,
         messages: Some(page.messages),
         oldest_available: Some(page.oldest_available),
         delivery_mode: Some(if mode_changed {
@@ -312,5 +284,6 @@ pub async fn wait_messages(
             DeliveryMode::Messages
         }),
         cursor_reset: Some(reset),
+        ..answer_now(engine, &now, timed_out)?
     })
 }

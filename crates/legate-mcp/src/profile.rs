@@ -115,6 +115,17 @@ impl Profile {
             _ => Ok(TaskMode::ReadOnly),
         }
     }
+
+    /// The mode a task started through this profile asks the engine for: `requested` as
+    /// given (`None`: the role's default), except that a read-only profile asks read-only for
+    /// an omitted mode and refuses `write` (see [`Profile::mode`]).
+    pub fn task_mode(self, requested: Option<TaskMode>) -> Result<Option<TaskMode>> {
+        if self.read_only() {
+            Ok(Some(self.mode(requested, TaskMode::ReadOnly)?))
+        } else {
+            Ok(requested)
+        }
+    }
 }
 
 impl fmt::Display for Profile {

@@ -5,7 +5,7 @@
 //! and it logs tool names, task ids and error codes, never arguments.
 
 use crate::catalog::{ToolDef, catalog, with_role_names};
-use crate::codec::{parse, to_value};
+use crate::codec::{self, parse, to_value};
 use crate::confirmation::ElicitationConfirmer;
 use crate::groups;
 use crate::profile::Profile;
@@ -15,10 +15,7 @@ use crate::tools;
 use crate::wait::{self, Progress};
 use legate_core::{Error, ErrorCode, Result, TaskId};
 use legate_engine::Engine;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -279,21 +276,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ServerHandler for LegateMcp {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("legate", env!("CARGO_PKG_VERSION")).with_title("Legate"),
-            )
-            .with_instructions(INSTRUCTIONS)
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
-    }
+    codec::introduced_as!("legate", "Legate", INSTRUCTIONS);
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools
@@ -315,10 +298,7 @@ impl ServerHandler for LegateMcp {
             // tool result; the stable code travels in the error's data.
             let e = not_available(&name, self.options.profile);
             tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
-            return Err(ErrorData::invalid_params(
-                e.detail(),
-                Some(json!({ "code": e.code.as_str() })),
-            ));
+            return Err(codec::not_offered(&e));
         }
         let outcome = self.dispatch(&name, args, &context).await;
         let elapsed_ms = started.elapsed().as_millis() as u64;

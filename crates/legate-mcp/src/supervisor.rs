@@ -8,17 +8,14 @@
 //! ([`crate::http`]), or on stdio once the binary checked that token. It never decides: an
 //! answer is the engine's to turn into an option id, and the engine's to record.
 
-use crate::codec::{parse, to_value};
+use crate::codec::{self, parse, to_value};
 use crate::schema::{self, ErrorBody};
 use legate_core::{Error, ErrorCode, Result, TaskId, Timestamp};
 use legate_engine::{
     Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, AuditEntry, AuditFilter,
     parse_since, seconds_left,
 };
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool, ToolAnnotations};
 use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -275,22 +272,7 @@ fn not_available(name: &str) -> Error {
 }
 
 impl ServerHandler for SupervisorMcp {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("legate-supervisor", env!("CARGO_PKG_VERSION"))
-                    .with_title("Legate supervisor"),
-            )
-            .with_instructions(INSTRUCTIONS)
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
-    }
+    codec::introduced_as!("legate-supervisor", "Legate supervisor", INSTRUCTIONS);
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools.iter().find(|t| t.name == name).cloned()
@@ -305,10 +287,7 @@ impl ServerHandler for SupervisorMcp {
         if self.get_tool(&name).is_none() {
             let e = not_available(&name);
             tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
-            return Err(ErrorData::invalid_params(
-                e.detail(),
-                Some(json!({ "code": e.code.as_str() })),
-            ));
+            return Err(codec::not_offered(&e));
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
         Ok(match self.dispatch(&name, args) {

@@ -87,11 +87,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
     } = args;
     // An omitted mode is the role's default (write for an implementer) unless the profile
     // is read-only.
-    let mode = if profile.read_only() {
-        Some(profile.mode(mode, TaskMode::ReadOnly)?)
-    } else {
-        mode
-    };
+    let mode = profile.task_mode(mode)?;
     let workspace = match (working_directory, workspace) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid_input(
@@ -158,11 +154,7 @@ pub fn resume(engine: &Engine, profile: Profile, args: ResumeArgs) -> Result<Sta
         mode,
         timeout_seconds,
     } = args;
-    let mode = if profile.read_only() {
-        Some(profile.mode(mode, TaskMode::ReadOnly)?)
-    } else {
-        mode
-    };
+    let mode = profile.task_mode(mode)?;
     let task = engine.resume(ContinueRequest {
         context_id,
         prompt,
@@ -513,11 +505,7 @@ pub async fn handoff(
     request: legate_engine::HandoffRequest,
 ) -> Result<StartedOut> {
     // The arguments are the engine's request itself; only the mode is the profile's to narrow.
-    let mode = if profile.read_only() {
-        Some(profile.mode(request.mode, TaskMode::ReadOnly)?)
-    } else {
-        request.mode
-    };
+    let mode = profile.task_mode(request.mode)?;
     let task = engine
         .handoffs()
         .handoff(legate_engine::HandoffRequest { mode, ..request })

@@ -13,7 +13,7 @@ use crate::schema::{ErrorBody, WaitArgs, WaitOut};
 use crate::tools::{
     MAX_EVENTS, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, check_cursor, event_out, in_range,
 };
-use legate_core::{DeliveryMode, Event, EventKind, Result};
+use legate_core::{DeliveryMode, Event, EventKind, Result, Task};
 use legate_engine::Engine;
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
@@ -97,12 +97,7 @@ pub async fn wait(
         return crate::delivery::wait_messages(engine, task, args, progress, cancelled).await;
     }
     let (after, reset) = crate::delivery::cursor(&task, args.after.unwrap_or(0), args.cursor_mode);
-    let seconds = in_range(
-        "timeoutSeconds",
-        args.timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS),
-        1,
-        WAIT_MAX_SECS,
-    )?;
+    let seconds = wait_seconds(args.timeout_seconds)?;
     let max = in_range(
         "maxEvents",
         args.max_events.unwrap_or(MAX_EVENTS),
@@ -138,12 +133,7 @@ pub async fn wait(
                     timed_out = true;
                     break;
                 }
-                _ = async {
-                    match heartbeat {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                } => {
+                _ = beat(heartbeat) => {
                     let message = format!("no new event; task still running (last event {})", sub.cursor());
                     notifier.send(message).await;
                 }
@@ -155,9 +145,27 @@ pub async fn wait(
     let now = engine.task(task.id.as_str())?;
     let last_seq = engine.records().last_seq(&now.id)?;
     let next_cursor = collected.last().map_or(after, |e| e.seq);
+    Ok(WaitOut {
+        truncated: collected.first().is_some_and(|e| e.seq > after + 1),
+        events: Some(collected.iter().map(event_out).collect()),
+        has_more: next_cursor < last_seq,
+        next_cursor,
+        // Only a caller that names its cursor's mode hears about modes: the answer to one
+        // that does not is what it always was.
+        delivery_mode: args.cursor_mode.map(|_| DeliveryMode::Events),
+        cursor_reset: args.cursor_mode.map(|_| reset),
+        ..answer_now(engine, &now, timed_out)?
+    })
+}
+
+/// The answer to a wait in either delivery, as far as it speaks of the task as it is now
+/// (`now`): its state, error and usage, the tasks queued after it and the permission requests
+/// waiting for a supervisor. The delivery's own fields (cursor, events or messages, mode) are
+/// left empty for the caller to fill.
+pub(crate) fn answer_now(engine: &Engine, now: &Task, timed_out: bool) -> Result<WaitOut> {
     let queued: Vec<String> = engine
         .messages()
-        .queued_after(&now)?
+        .queued_after(now)?
         .into_iter()
         .map(|id| id.to_string())
         .collect();
@@ -171,19 +179,36 @@ pub async fn wait(
         task_error: now.error.as_ref().map(ErrorBody::from),
         usage: now.usage.clone(),
         status_message: now.status_message.clone(),
-        truncated: collected.first().is_some_and(|e| e.seq > after + 1),
-        events: Some(collected.iter().map(event_out).collect()),
-        has_more: next_cursor < last_seq,
-        next_cursor,
+        truncated: false,
+        events: None,
+        has_more: false,
+        next_cursor: 0,
         continuation_pending: !queued.is_empty(),
         queued_task_ids: queued,
         messages: None,
         oldest_available: None,
-        // Only a caller that names its cursor's mode hears about modes: the answer to one
-        // that does not is what it always was.
-        delivery_mode: args.cursor_mode.map(|_| DeliveryMode::Events),
-        cursor_reset: args.cursor_mode.map(|_| reset),
+        delivery_mode: None,
+        cursor_reset: None,
     })
+}
+
+/// A wait's `timeoutSeconds`, checked (the default when omitted).
+pub(crate) fn wait_seconds(timeout_seconds: Option<u64>) -> Result<u64> {
+    in_range(
+        "timeoutSeconds",
+        timeout_seconds.unwrap_or(WAIT_DEFAULT_SECS),
+        1,
+        WAIT_MAX_SECS,
+    )
+}
+
+/// Resolves at `heartbeat`, the next time a silent wait tells its client it goes on; never
+/// without one (the client asked for no progress).
+pub(crate) async fn beat(heartbeat: Option<Instant>) {
+    match heartbeat {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

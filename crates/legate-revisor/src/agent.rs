@@ -233,21 +233,27 @@ impl Connection {
                 "sessionId": request.session_id,
             })));
         }
-        let mut sessions = lock(&self.sessions);
-        // Keep the mode of a session this process knows; the cwd is the client's to choose.
-        let mode = sessions
-            .get(&request.session_id)
-            .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
-        let session = Arc::new(Session::new(
-            request.session_id.clone(),
-            cwd,
-            &mode,
-            request.mcp_servers.clone(),
-        ));
-        sessions.insert(request.session_id.clone(), session);
+        let mode = self.reopen(&request.session_id, cwd, request.mcp_servers.clone());
         Ok(LoadSessionResponse::new()
             .modes(mode_state(&mode))
             .config_options(config_options(MODELS[0].0)))
+    }
+
+    /// Opens session `id` again at `cwd` (a load or a resume), keeping the mode of a session
+    /// this process knows: the cwd is the client's to choose. Returns that mode.
+    fn reopen(
+        &self,
+        id: &SessionId,
+        cwd: PathBuf,
+        mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
+    ) -> String {
+        let mut sessions = lock(&self.sessions);
+        let mode = sessions
+            .get(id)
+            .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
+        let session = Arc::new(Session::new(id.clone(), cwd, &mode, mcp_servers));
+        sessions.insert(id.clone(), session);
+        mode
     }
 
     fn hook(&self) -> Result<&Arc<dyn crate::SessionHook>, Error> {
@@ -266,17 +272,7 @@ impl Connection {
             return Err(unknown_session(&request.session_id));
         }
         self.hook()?.resume(request)?;
-        let mut sessions = lock(&self.sessions);
-        let mode = sessions
-            .get(&request.session_id)
-            .map_or_else(|| MODE_DEFAULT.to_owned(), |s| s.mode());
-        let session = Arc::new(Session::new(
-            request.session_id.clone(),
-            cwd,
-            &mode,
-            request.mcp_servers.clone(),
-        ));
-        sessions.insert(request.session_id.clone(), session);
+        let mode = self.reopen(&request.session_id, cwd, request.mcp_servers.clone());
         Ok(ResumeSessionResponse::new()
             .modes(mode_state(&mode))
             .config_options(config_options(MODELS[0].0)))
@@ -359,113 +355,88 @@ pub(crate) fn next_tool_call_id() -> String {
     format!("revisor_tool_{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// `builder` with a handler for each `Request => method` pair that answers the request with
+/// `shared.method(&request)` (each handler holding its own clone of `shared`).
+macro_rules! answered_by {
+    ($builder:expr, $shared:expr, { $($request:ty => $method:ident),* $(,)? }) => {
+        $builder
+        $(
+            .on_receive_request(
+                {
+                    let shared = $shared.clone();
+                    async move |request: $request, responder, _cx| {
+                        responder.respond_with_result(shared.$method(&request))
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+        )*
+    };
+}
+
 /// Serves revisor on `transport` until the client goes away.
 pub(crate) async fn run(
     options: RevisorOptions,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), Error> {
     let shared = Arc::new(Connection::new(options));
-    let (s1, s2, s3, s4, s5, s6, s7) = (
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
+    let (initializing, prompting, canceling) = (shared.clone(), shared.clone(), shared.clone());
+    let agent = Agent.v1().name("revisor").on_receive_request(
+        async move |request: InitializeRequest, responder, _cx| {
+            responder.respond(initializing.initialize(&request))
+        },
+        agent_client_protocol::on_receive_request!(),
     );
-    let (s8, s9, s10) = (shared.clone(), shared.clone(), shared);
-    Agent
-        .v1()
-        .name("revisor")
-        .on_receive_request(
-            async move |request: InitializeRequest, responder, _cx| {
-                responder.respond(s1.initialize(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: NewSessionRequest, responder, _cx| {
-                responder.respond_with_result(s2.new_session(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: LoadSessionRequest, responder, _cx| {
-                responder.respond_with_result(s3.load_session(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: SetSessionModeRequest, responder, _cx| {
-                responder.respond_with_result(s4.set_mode(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest, responder, _cx| {
-                responder.respond_with_result(s7.set_config_option(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ResumeSessionRequest, responder, _cx| {
-                responder.respond_with_result(s8.resume_session(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: CloseSessionRequest, responder, _cx| {
-                responder.respond_with_result(s9.close_session(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ListSessionsRequest, responder, _cx| {
-                responder.respond_with_result(s10.list_sessions(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: PromptRequest, responder, cx| {
-                let session = match s5.session(&request.session_id) {
-                    Ok(session) => session,
-                    Err(error) => return responder.respond_with_error(error),
-                };
-                s5.prompted(&request);
-                let shared = s5.clone();
-                let token = session.begin_turn();
-                // The turn awaits the client (permissions, fs): never inside the dispatch loop.
-                cx.spawn({
-                    let cx = cx.clone();
-                    async move {
-                        let result: Result<PromptResponse, Error> =
-                            crate::turn::run_turn(&shared, &session, &cx, &request, &token)
-                                .await
-                                .map(|stop| {
-                                    // Revisor runs no model: its turns' consumption is known,
-                                    // and it is zero (not unknown), so a token budget can count
-                                    // them.
-                                    PromptResponse::new(stop).usage(Usage::new(0, 0, 0))
-                                });
-                        if let Err(error) = responder.respond_with_result(result) {
-                            tracing::debug!(%error, "could not answer session/prompt");
-                        }
-                        Ok(())
+    // Each of these requests is answered at once by the connection's method of that name.
+    answered_by!(agent, shared, {
+        NewSessionRequest => new_session,
+        LoadSessionRequest => load_session,
+        SetSessionModeRequest => set_mode,
+        SetSessionConfigOptionRequest => set_config_option,
+        ResumeSessionRequest => resume_session,
+        CloseSessionRequest => close_session,
+        ListSessionsRequest => list_sessions,
+    })
+    .on_receive_request(
+        async move |request: PromptRequest, responder, cx| {
+            let session = match prompting.session(&request.session_id) {
+                Ok(session) => session,
+                Err(error) => return responder.respond_with_error(error),
+            };
+            prompting.prompted(&request);
+            let shared = prompting.clone();
+            let token = session.begin_turn();
+            // The turn awaits the client (permissions, fs): never inside the dispatch loop.
+            cx.spawn({
+                let cx = cx.clone();
+                async move {
+                    let result: Result<PromptResponse, Error> =
+                        crate::turn::run_turn(&shared, &session, &cx, &request, &token)
+                            .await
+                            .map(|stop| {
+                                // Revisor runs no model: its turns' consumption is known,
+                                // and it is zero (not unknown), so a token budget can count
+                                // them.
+                                PromptResponse::new(stop).usage(Usage::new(0, 0, 0))
+                            });
+                    if let Err(error) = responder.respond_with_result(result) {
+                        tracing::debug!(%error, "could not answer session/prompt");
                     }
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_notification(
-            async move |notification: CancelNotification, _cx| {
-                s6.cancel(&notification);
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .connect_to(transport)
-        .await
+                    Ok(())
+                }
+            })
+        },
+        agent_client_protocol::on_receive_request!(),
+    )
+    .on_receive_notification(
+        async move |notification: CancelNotification, _cx| {
+            canceling.cancel(&notification);
+            Ok(())
+        },
+        agent_client_protocol::on_receive_notification!(),
+    )
+    .connect_to(transport)
+    .await
 }
 
 #[cfg(test)]

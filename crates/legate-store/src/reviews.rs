@@ -8,7 +8,7 @@ use crate::events::append_in;
 use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found};
 use crate::tasks::exists;
 use legate_core::{Event, EventKind, Result, TaskId, Timestamp};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 impl Store {
     /// The review record of `task_id`, if it has one.
@@ -27,18 +27,8 @@ impl Store {
 
     /// Stores the review record of `task_id`, replacing any earlier one.
     pub fn put_review(&self, task_id: &TaskId, record: &serde_json::Value) -> Result<()> {
-        let text = serde_json::to_string(record)
-            .map_err(|_| store_error("a review record could not be serialized."))?;
-        self.write("store a review record", |tx| {
-            tx.prepare_cached(
-                "INSERT INTO reviews (task_id, record, updated_at) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, \
-                 updated_at = excluded.updated_at",
-            )
-            .and_then(|mut st| st.execute(params![task_id.as_str(), text, Timestamp::now().0]))
-            .ctx("store a review record")?;
-            Ok(())
-        })
+        let text = record_text(record)?;
+        self.write("store a review record", |tx| put_in(tx, task_id, &text))
     }
 
     /// Stores the review record of `task_id` and appends `events` to its log, in one
@@ -49,19 +39,12 @@ impl Store {
         record: &serde_json::Value,
         events: &[EventKind],
     ) -> Result<Vec<Event>> {
-        let text = serde_json::to_string(record)
-            .map_err(|_| store_error("a review record could not be serialized."))?;
+        let text = record_text(record)?;
         self.write("store a review record", |tx| {
             if !exists(tx, task_id.as_str())? {
                 return Err(task_not_found(task_id.as_str()));
             }
-            tx.prepare_cached(
-                "INSERT INTO reviews (task_id, record, updated_at) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, \
-                 updated_at = excluded.updated_at",
-            )
-            .and_then(|mut st| st.execute(params![task_id.as_str(), text, Timestamp::now().0]))
-            .ctx("store a review record")?;
+            put_in(tx, task_id, &text)?;
             append_in(tx, task_id, events, Timestamp::now())
         })
     }
@@ -77,6 +60,24 @@ impl Store {
                 .ctx("list review records")
         })
     }
+}
+
+/// `record` as the text the `record` column keeps.
+fn record_text(record: &serde_json::Value) -> Result<String> {
+    serde_json::to_string(record)
+        .map_err(|_| store_error("a review record could not be serialized."))
+}
+
+/// Stores `text` as the review record of `task_id`, replacing any earlier one, inside `tx`.
+fn put_in(tx: &Transaction<'_>, task_id: &TaskId, text: &str) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO reviews (task_id, record, updated_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (task_id) DO UPDATE SET record = excluded.record, \
+         updated_at = excluded.updated_at",
+    )
+    .and_then(|mut st| st.execute(params![task_id.as_str(), text, Timestamp::now().0]))
+    .ctx("store a review record")?;
+    Ok(())
 }
 
 #[cfg(test)]

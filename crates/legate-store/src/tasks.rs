@@ -13,17 +13,18 @@ use legate_core::{
     Error, ErrorCode, Event, EventKind, RemoteRef, Result, Task, TaskId, TaskMode, TaskResult,
     TaskRole, TaskState, Timestamp, Usage, WorkspaceKind,
 };
-use rusqlite::types::Value;
+use rusqlite::types::{ToSql, Value};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use std::path::{Path, PathBuf};
 
 /// The shortest prefix [`Store::find_task`] accepts.
 const MIN_PREFIX: usize = 4;
 
-/// The columns [`Store::insert_task`] writes, in order.
+/// The columns [`Store::insert_task`] writes, in order: those of [`Encoded::written`], then
+/// `created_at` and `controls`.
 const INSERTED_COLUMNS: &str = "id, context_id, agent, workspace, root, prompt, mode, \
      state, error_code, error_message, status_message, usage, result, session_id, timeout_secs, \
-     created_at, updated_at, model, role, controls";
+     updated_at, model, role, created_at, controls";
 
 /// The columns [`RawTask::from_row`] reads, in order: the inserted ones, then `remote` (only
 /// [`Store::set_task_remote`] writes it).
@@ -60,7 +61,10 @@ impl Default for TaskFilter {
 
 /// A task's fields in their column form.
 struct Encoded<'a> {
+    workspace: &'static str,
     root: Option<&'a str>,
+    mode: &'static str,
+    state: &'static str,
     error_code: Option<&'static str>,
     error_message: Option<&'a str>,
     usage: Option<String>,
@@ -90,7 +94,10 @@ fn encode(task: &Task) -> Result<Encoded<'_>> {
         ))
     };
     Ok(Encoded {
+        workspace: task.workspace.as_str(),
         root: path_text(task.root.as_deref(), "workspace root")?,
+        mode: task.mode.as_str(),
+        state: task.state.as_str(),
         error_code: task.error.as_ref().map(|e| e.code.as_str()),
         error_message: task.error.as_ref().map(|e| e.message.as_str()),
         usage: task
@@ -117,6 +124,35 @@ fn encode(task: &Task) -> Result<Encoded<'_>> {
             .transpose()
             .map_err(|_| json_fail("controls"))?,
     })
+}
+
+impl Encoded<'_> {
+    /// The values of the columns a task's insert and its update both write, `?1` to `?18`:
+    /// `id`, `context_id`, `agent`, `workspace`, `root`, `prompt`, `mode`, `state`,
+    /// `error_code`, `error_message`, `status_message`, `usage`, `result`, `session_id`,
+    /// `timeout_secs`, `updated_at`, `model` and `role`.
+    fn written<'v>(&'v self, task: &'v Task) -> [&'v dyn ToSql; 18] {
+        [
+            &task.id.0,
+            &task.context_id,
+            &task.agent,
+            &self.workspace,
+            &self.root,
+            &task.prompt,
+            &self.mode,
+            &self.state,
+            &self.error_code,
+            &self.error_message,
+            &task.status_message,
+            &self.usage,
+            &self.result,
+            &task.session_id,
+            &self.timeout_secs,
+            &task.updated_at.0,
+            &task.model,
+            &self.role,
+        ]
+    }
 }
 
 /// A task row as SQLite hands it over, before any parsing.
@@ -317,28 +353,9 @@ impl Store {
                      ON CONFLICT (id) DO NOTHING"
                 ))
                 .and_then(|mut st| {
-                    st.execute(params![
-                        task.id.as_str(),
-                        task.context_id,
-                        task.agent,
-                        task.workspace.as_str(),
-                        enc.root,
-                        task.prompt,
-                        task.mode.as_str(),
-                        task.state.as_str(),
-                        enc.error_code,
-                        enc.error_message,
-                        task.status_message,
-                        enc.usage,
-                        enc.result,
-                        task.session_id,
-                        enc.timeout_secs,
-                        task.created_at.0,
-                        task.updated_at.0,
-                        task.model,
-                        enc.role,
-                        enc.controls,
-                    ])
+                    let mut values = enc.written(task).to_vec();
+                    values.extend([&task.created_at.0 as &dyn ToSql, &enc.controls]);
+                    st.execute(values.as_slice())
                 })
                 .ctx("store a task")?;
             if inserted == 0 {
@@ -526,28 +543,7 @@ fn update_in(
              status_message = ?11, usage = ?12, result = ?13, session_id = ?14, \
              timeout_secs = ?15, updated_at = ?16, model = ?17, role = ?18 WHERE id = ?1",
         )
-        .and_then(|mut st| {
-            st.execute(params![
-                task.id.as_str(),
-                task.context_id,
-                task.agent,
-                task.workspace.as_str(),
-                enc.root,
-                task.prompt,
-                task.mode.as_str(),
-                task.state.as_str(),
-                enc.error_code,
-                enc.error_message,
-                task.status_message,
-                enc.usage,
-                enc.result,
-                task.session_id,
-                enc.timeout_secs,
-                task.updated_at.0,
-                task.model,
-                enc.role,
-            ])
-        })
+        .and_then(|mut st| st.execute(enc.written(task)))
         .ctx("update a task")?;
     if changed == 0 {
         return Err(task_not_found(task.id.as_str()));

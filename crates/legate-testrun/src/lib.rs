@@ -31,6 +31,6 @@ mod sys;
 pub use confinement::TestConfinement;
 pub use egress::TestEgress;
 pub use run::{
-    Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test,
-    run_test_in, validate as validate_test_command,
+    Confined, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, TestCommand, TestRun, confine, run_test_in,
+    validate as validate_test_command,
 };

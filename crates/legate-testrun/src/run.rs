@@ -168,34 +168,11 @@ pub fn validate(command: &TestCommand) -> Result<(), Error> {
     Ok(())
 }
 
-/// Runs `command` in `copy` (see the module docs), confined as [`confine`] says. A command
-/// that cannot be started is `TEST_FAILED` naming why; a command that ran is `Ok`, whatever
-/// its exit.
-pub fn run_test(
-    copy: &Path,
-    scratch: &Path,
-    command: &TestCommand,
-    timeout: Duration,
-    max_output: usize,
-    requirement: Requirement,
-    hidden: &[PathBuf],
-) -> Result<TestRun, Error> {
-    run_test_in(
-        copy,
-        scratch,
-        command,
-        timeout,
-        max_output,
-        requirement,
-        hidden,
-        None,
-        None,
-    )
-}
-
-/// [`run_test`], under `selected` when one was selected: confined as the `confinement`
-/// module says, and each stream kept to the selection's `max_output_chars` characters (the
-/// byte bound `max_output` no longer applies).
+/// Runs `command` in `copy` (see the module docs), confined as [`confine`] says, or under
+/// `selected` when one was selected: confined as the `confinement` module says, and each
+/// stream kept to the selection's `max_output_chars` characters (the byte bound `max_output`
+/// no longer applies). A command that cannot be started is `TEST_FAILED` naming why; a
+/// command that ran is `Ok`, whatever its exit.
 ///
 /// When the selection grants the network and `egress` is given, the command's network
 /// namespace holds a listener for Legate's egress proxy, served (with `egress.gate`) for as
@@ -401,41 +378,74 @@ mod tests {
         }
     }
 
-    /// Runs `script` with `sh -c`, best-effort confined, no paths hidden.
-    fn run_sh(
-        copy: &Path,
-        scratch: &Path,
-        script: &str,
-        timeout: Duration,
-        max_output: usize,
-    ) -> Result<TestRun, Error> {
-        let command = cmd("sh", &["-c", script]);
-        run_test(
-            copy,
-            scratch,
-            &command,
-            timeout,
-            max_output,
-            Requirement::BestEffort,
-            &[],
-        )
+    /// A test's two directories: the copy it runs in and its scratch home.
+    struct Dirs {
+        copy: tempfile::TempDir,
+        scratch: tempfile::TempDir,
+    }
+
+    impl Dirs {
+        fn new() -> Self {
+            Self {
+                copy: tempfile::tempdir().unwrap(),
+                scratch: tempfile::tempdir().unwrap(),
+            }
+        }
+
+        /// Runs `command` in the copy, confined as `requirement` says, no paths hidden.
+        fn run_with(
+            &self,
+            command: &TestCommand,
+            timeout: Duration,
+            max_output: usize,
+            requirement: Requirement,
+        ) -> Result<TestRun, Error> {
+            let (copy, scratch) = (self.copy.path(), self.scratch.path());
+            run_test_in(
+                copy,
+                scratch,
+                command,
+                timeout,
+                max_output,
+                requirement,
+                &[],
+                None,
+                None,
+            )
+        }
+
+        /// Runs `command` in the copy, best-effort confined, no paths hidden.
+        fn run(
+            &self,
+            command: &TestCommand,
+            timeout: Duration,
+            max_output: usize,
+        ) -> Result<TestRun, Error> {
+            self.run_with(command, timeout, max_output, Requirement::BestEffort)
+        }
+
+        /// Runs `script` with `sh -c`, best-effort confined, no paths hidden.
+        fn run_sh(
+            &self,
+            script: &str,
+            timeout: Duration,
+            max_output: usize,
+        ) -> Result<TestRun, Error> {
+            self.run(&cmd("sh", &["-c", script]), timeout, max_output)
+        }
     }
 
     #[test]
     fn a_command_runs_in_the_copy_without_a_shell() {
-        let copy = tempfile::tempdir().unwrap();
-        let scratch = tempfile::tempdir().unwrap();
-        std::fs::write(copy.path().join("f.txt"), "hello\n").unwrap();
-        let r = run_test(
-            copy.path(),
-            scratch.path(),
-            &cmd("cat", &["f.txt", "$HOME"]),
-            Duration::from_secs(10),
-            100,
-            Requirement::BestEffort,
-            &[],
-        )
-        .unwrap();
+        let dirs = Dirs::new();
+        std::fs::write(dirs.copy.path().join("f.txt"), "hello\n").unwrap();
+        let r = dirs
+            .run(
+                &cmd("cat", &["f.txt", "$HOME"]),
+                Duration::from_secs(10),
+                100,
+            )
+            .unwrap();
         assert_eq!(
             r.exit_code,
             Some(1),
@@ -445,40 +455,27 @@ mod tests {
         assert!(r.stderr.contains("$HOME"), "{}", r.stderr);
         assert_eq!(r.confinement, Confinement::probe().as_str());
         assert!(!r.passed());
-        let env = run_test(
-            copy.path(),
-            scratch.path(),
-            &cmd("env", &[]),
-            Duration::from_secs(10),
-            10_000,
-            Requirement::BestEffort,
-            &[],
-        )
-        .unwrap();
+        let env = dirs
+            .run(&cmd("env", &[]), Duration::from_secs(10), 10_000)
+            .unwrap();
         assert!(env.passed());
         assert!(
             env.stdout
-                .contains(&format!("HOME={}", scratch.path().display()))
+                .contains(&format!("HOME={}", dirs.scratch.path().display()))
         );
     }
 
     #[test]
     fn the_timeout_kills_the_whole_group_and_output_is_bounded() {
-        let copy = tempfile::tempdir().unwrap();
-        let scratch = tempfile::tempdir().unwrap();
-        let marker = copy.path().join("survived");
+        let dirs = Dirs::new();
+        let marker = dirs.copy.path().join("survived");
         let script = format!(
             "(sleep 1; touch {}) & yes | head -c 100000; sleep 30",
             marker.display()
         );
-        let r = run_sh(
-            copy.path(),
-            scratch.path(),
-            &script,
-            Duration::from_millis(300),
-            1000,
-        )
-        .unwrap();
+        let r = dirs
+            .run_sh(&script, Duration::from_millis(300), 1000)
+            .unwrap();
         assert!(r.timed_out);
         assert!(r.output_truncated);
         assert_eq!(r.stdout.len(), 1000);
@@ -488,39 +485,29 @@ mod tests {
 
     #[test]
     fn a_missing_executable_is_test_failed() {
-        let d = tempfile::tempdir().unwrap();
-        let err = run_test(
-            d.path(),
-            d.path(),
-            &cmd("no-such-program-legate", &[]),
-            Duration::from_secs(1),
-            10,
-            Requirement::BestEffort,
-            &[],
-        )
-        .unwrap_err();
+        let dirs = Dirs::new();
+        let err = dirs
+            .run_with(
+                &cmd("no-such-program-legate", &[]),
+                Duration::from_secs(1),
+                10,
+                Requirement::BestEffort,
+            )
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::TestFailed);
         assert!(validate(&cmd(" ", &[])).is_err());
     }
 
     #[test]
     fn writes_outside_the_copy_and_scratch_are_refused() {
-        let copy = tempfile::tempdir().unwrap();
-        let scratch = tempfile::tempdir().unwrap();
+        let dirs = Dirs::new();
         let outside = tempfile::tempdir().unwrap();
         let target = outside.path().join("escaped");
         let script = format!(
             "touch in-copy && touch \"$HOME/in-scratch\" && echo ok > /dev/null && touch '{}'",
             target.display()
         );
-        let r = run_sh(
-            copy.path(),
-            scratch.path(),
-            &script,
-            Duration::from_secs(10),
-            1000,
-        )
-        .unwrap();
+        let r = dirs.run_sh(&script, Duration::from_secs(10), 1000).unwrap();
         let enforcement = Confinement::probe();
         eprintln!(
             "landlock: confinement {}, stderr {:?}",
@@ -528,8 +515,12 @@ mod tests {
             r.stderr
         );
         assert_eq!(r.confinement, enforcement.as_str());
-        assert!(copy.path().join("in-copy").exists(), "{}", r.stderr);
-        assert!(scratch.path().join("in-scratch").exists(), "{}", r.stderr);
+        assert!(dirs.copy.path().join("in-copy").exists(), "{}", r.stderr);
+        assert!(
+            dirs.scratch.path().join("in-scratch").exists(),
+            "{}",
+            r.stderr
+        );
         if enforcement == legate_confine::Enforcement::None {
             assert!(r.passed(), "unconfined: the write succeeds");
             assert!(target.exists());
@@ -545,22 +536,18 @@ mod tests {
 
     #[test]
     fn tcp_connections_are_refused_where_landlock_has_network_rules() {
-        let copy = tempfile::tempdir().unwrap();
-        let scratch = tempfile::tempdir().unwrap();
+        let dirs = Dirs::new();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         listener.set_nonblocking(true).unwrap();
         let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-        let r = run_test(
-            copy.path(),
-            scratch.path(),
-            &cmd("bash", &["-c", &script]),
-            Duration::from_secs(10),
-            1000,
-            Requirement::BestEffort,
-            &[],
-        )
-        .unwrap();
+        let r = dirs
+            .run(
+                &cmd("bash", &["-c", &script]),
+                Duration::from_secs(10),
+                1000,
+            )
+            .unwrap();
         let network = Confinement::probe_network();
         let abi4 = network == legate_confine::Network::Denied
             && Confinement::probe() != legate_confine::Enforcement::None;
@@ -583,15 +570,12 @@ mod tests {
 
     #[test]
     fn required_confinement_runs_confined_or_not_at_all() {
-        let d = tempfile::tempdir().unwrap();
-        let r = run_test(
-            d.path(),
-            d.path(),
+        let dirs = Dirs::new();
+        let r = dirs.run_with(
             &cmd("true", &[]),
             Duration::from_secs(10),
             10,
             Requirement::Required,
-            &[],
         );
         match Confinement::probe() {
             legate_confine::Enforcement::None => {

@@ -6,7 +6,7 @@
 
 use crate::config::Config;
 use crate::front;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use legate_a2a::{A2aOptions, TokenSource};
 use std::net::{IpAddr, SocketAddr};
 
@@ -53,11 +53,7 @@ pub async fn open(
         }
         other => other.map(|u| u.trim_end_matches('/').to_string()),
     };
-    let addr = SocketAddr::new(host, port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("could not listen on {addr}"))?;
-    let bound = listener.local_addr().context("no local address")?;
+    let (listener, bound) = front::listen(host, port).await?;
     let allowlist = front::allowlist(
         "a2a",
         settings.allowed_hosts.clone(),

@@ -1,6 +1,7 @@
 //! What the binary's fronts share at the edge: starting the engine, the bearer token that
-//! guards a front (configured, or made in its file on first use), and waiting for a stop
-//! signal. Where a front listens and which token it is given are `legate_config::fronts`'.
+//! guards a front (configured, or made in its file on first use), binding its listener, and
+//! waiting for a stop signal. Where a front listens and which token it is given are
+//! `legate_config::fronts`'.
 //!
 //! Each front's module (`mcp`, `a2a`) keeps only what is its own. Nothing here decides
 //! anything about tasks; it only wires configuration to the engine and the fronts.
@@ -9,6 +10,7 @@ use anyhow::{Context, Result};
 pub use legate_config::fronts::allowlist;
 use legate_engine::{Engine, EngineConfig};
 use legate_token::{Token, TokenSource};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,6 +21,17 @@ pub fn start_engine(config: &EngineConfig) -> Result<Engine> {
         crate::backends(config.confinement),
         Arc::new(legate_supervisor::Rules),
     )?)
+}
+
+/// A listener bound at `host:port`, and the address it got (the port the system chose, for
+/// port 0).
+pub async fn listen(host: IpAddr, port: u16) -> Result<(tokio::net::TcpListener, SocketAddr)> {
+    let addr = SocketAddr::new(host, port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("could not listen on {addr}"))?;
+    let bound = listener.local_addr().context("no local address")?;
+    Ok((listener, bound))
 }
 
 /// The configured token, or the one in `file` (made there, mode 0600, on first use).

@@ -464,25 +464,13 @@ pub use legate_config::backends;
 pub(crate) fn one_line(s: &str, max: usize) -> String {
     // Whitespace collapsed, and any other control character escaped: the text may be an
     // agent's, and must not drive the terminal (ANSI sequences) or start a line of its own.
-    let flat: String = s
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect();
-    if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    } else {
-        flat
-    }
+    render::flattened(s, max, |c, flat| {
+        if c.is_control() {
+            flat.extend(c.escape_default());
+        } else {
+            flat.push(c);
+        }
+    })
 }
 
 #[cfg(test)]

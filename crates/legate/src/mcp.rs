@@ -7,7 +7,7 @@
 
 use crate::config::Config;
 use crate::front::{self, start_engine};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use legate_engine::Engine;
 use legate_mcp::{
     HttpOptions, LegateMcp, McpOptions, Profile, SUPERVISOR_PATH, SupervisorMcp, Token, TokenSource,
@@ -100,11 +100,7 @@ pub async fn open(
     let (token, source) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
     // After the caller's token exists, so that the two are checked apart.
     let (supervisor_token, supervisor_source) = crate::supervise::acquire(config)?;
-    let addr = SocketAddr::new(host, port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("could not listen on {addr}"))?;
-    let bound = listener.local_addr().context("no local address")?;
+    let (listener, bound) = front::listen(host, port).await?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {

@@ -362,13 +362,20 @@ pub fn report_lines(report: &legate_core::Report) -> Vec<String> {
 /// `max` characters. For any text an agent or a remote server chose, before it reaches the
 /// terminal.
 pub(crate) fn clean(s: &str, max: usize) -> String {
-    let flat: String = s
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect();
+    flattened(s, max, |c, flat| {
+        if !c.is_control() {
+            flat.push(c);
+        }
+    })
+}
+
+/// `s` with its whitespace runs made one space and every other character given to `put` (which
+/// writes what stands for it), cut to `max` characters with `…` after a cut.
+pub(crate) fn flattened(s: &str, max: usize, put: impl Fn(char, &mut String)) -> String {
+    let mut flat = String::new();
+    for c in s.split_whitespace().collect::<Vec<_>>().join(" ").chars() {
+        put(c, &mut flat);
+    }
     if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())
     } else {

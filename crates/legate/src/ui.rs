@@ -64,11 +64,7 @@ pub async fn open(
 ) -> Result<Opened> {
     let caller = caller_token(config)?;
     let (supervisor, _) = crate::supervise::acquire(config)?;
-    let addr = SocketAddr::new(host, port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("could not listen on {addr}"))?;
-    let bound = listener.local_addr().context("no local address")?;
+    let (listener, bound) = front::listen(host, port).await?;
     let ui = Dashboard::new(
         engine.clone(),
         UiOptions {

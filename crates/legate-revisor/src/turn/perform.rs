@@ -86,38 +86,16 @@ impl Turn<'_> {
         match instruction {
             Instruction::Write { path, content } => {
                 let path = resolve(cwd, &path);
-                let id = self.announce(
-                    &title,
-                    ToolKind::Edit,
-                    &[&path],
-                    json!({"file_path": path, "content": content}),
-                )?;
-                if mode == MODE_PLAN {
-                    return self.fail(&id, &title, PLAN_MODE_REFUSAL);
-                }
-                let old = match self.existing_text(&path).await {
-                    Ok(old) => old,
-                    Err(why) => return self.fail(&id, &title, &why.to_string()),
-                };
-                self.edit(&id, &title, &path, old, content).await
+                let input = json!({"file_path": path, "content": content});
+                self.rewrite(&title, &mode, &path, input, |_| content).await
             }
             Instruction::Append { path, text } => {
                 let path = resolve(cwd, &path);
-                let id = self.announce(
-                    &title,
-                    ToolKind::Edit,
-                    &[&path],
-                    json!({"file_path": path, "text": text}),
-                )?;
-                if mode == MODE_PLAN {
-                    return self.fail(&id, &title, PLAN_MODE_REFUSAL);
-                }
-                let old = match self.existing_text(&path).await {
-                    Ok(old) => old,
-                    Err(why) => return self.fail(&id, &title, &why.to_string()),
-                };
-                let new = format!("{}{text}", old.as_deref().unwrap_or(""));
-                self.edit(&id, &title, &path, old, new).await
+                let input = json!({"file_path": path, "text": text});
+                self.rewrite(&title, &mode, &path, input, |old| {
+                    format!("{}{text}", old.unwrap_or(""))
+                })
+                .await
             }
             Instruction::Replace { path, old, new } => {
                 let path = resolve(cwd, &path);
@@ -286,6 +264,29 @@ impl Turn<'_> {
             ),
             Err(why) => self.fail(id, title, &why.to_string()),
         }
+    }
+
+    /// Announces an edit of `path` (`input`, as the instruction gave it), refuses it in plan
+    /// mode, reads what the file holds (nothing when it does not exist) and asks to replace
+    /// that with `content` of it ([`Turn::edit`]).
+    async fn rewrite(
+        &self,
+        title: &str,
+        mode: &str,
+        path: &Path,
+        input: serde_json::Value,
+        content: impl FnOnce(Option<&str>) -> String,
+    ) -> Result<Outcome, Error> {
+        let id = self.announce(title, ToolKind::Edit, &[path], input)?;
+        if mode == MODE_PLAN {
+            return self.fail(&id, title, PLAN_MODE_REFUSAL);
+        }
+        let old = match self.existing_text(path).await {
+            Ok(old) => old,
+            Err(why) => return self.fail(&id, title, &why.to_string()),
+        };
+        let new = content(old.as_deref());
+        self.edit(&id, title, path, old, new).await
     }
 
     async fn run_command(&self, title: &str, command: &str, mode: &str) -> Result<Outcome, Error> {
