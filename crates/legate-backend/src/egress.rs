@@ -6,10 +6,10 @@
 //! This module owns the seam between the proxy (`legate-egress`, which parses, resolves,
 //! checks addresses and relays, and builds the proxy variables, `legate_egress::proxy_env`)
 //! and a session: the [`Gate`] over a session's [`Turns`], and the policy a session runs
-//! under ([`session_policy`]: the engine's layers plus the preset's model host). It never decides
+//! under ([`session_rules`]: the engine's layers plus the preset's model host). It never decides
 //! what a rule means (`legate_supervisor::network` does) and never touches a socket itself.
 
-use crate::supervision::{Ask, Sent, SupervisionChannel};
+use crate::approvals::{Ask, Sent, ApprovalChannel};
 use crate::{Abort, EventSink};
 use async_trait::async_trait;
 use legate_core::{
@@ -18,7 +18,7 @@ use legate_core::{
 };
 use legate_egress::{ConnectRequest, Decided, Gate};
 use legate_supervisor::Supervision;
-use legate_supervisor::network::{HostPattern, HostRule, NetworkPolicy};
+use legate_supervisor::network::{HostPattern, HostRule, NetworkRules};
 use std::ffi::OsString;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -31,12 +31,12 @@ pub(crate) use legate_egress::point_at_proxy;
 /// rules), plus the preset's model host (the host of the base URL the agent's environment
 /// names, `ANTHROPIC_BASE_URL`, …, when it names one, else the preset's default hosts), plus
 /// the loopback address of each catalogued MCP server the session was handed over HTTP.
-pub(crate) fn session_policy(
-    base: &NetworkPolicy,
+pub(crate) fn session_rules(
+    base: &NetworkRules,
     preset: &str,
     env: &[(OsString, OsString)],
     mcp_servers: &[legate_core::McpServerSpec],
-) -> NetworkPolicy {
+) -> NetworkRules {
     let mut policy = base.clone();
     for server in mcp_servers {
         if let legate_core::McpTransport::Http { url } = &server.transport {
@@ -76,7 +76,7 @@ pub(crate) fn session_policy(
 /// `policy` with the rules that reach the catalogued MCP server at `url` (on this machine's
 /// loopback, as the catalogue requires): its address exactly, and `localhost` with both
 /// loopback addresses when the URL names it.
-fn mcp_rules(mut policy: NetworkPolicy, url: &str, id: &str) -> NetworkPolicy {
+fn mcp_rules(mut policy: NetworkRules, url: &str, id: &str) -> NetworkRules {
     let Some(rule) = legate_supervisor::network::base_url_rule(url) else {
         warn!(
             server = id,
@@ -325,7 +325,7 @@ pub(crate) trait Turns: Send + Sync + std::fmt::Debug + 'static {
     /// The supervision inputs now.
     fn supervision(&self) -> Supervision;
     /// Where `ask` rulings go and decisions are recorded.
-    fn channel(&self) -> Option<Arc<dyn SupervisionChannel>>;
+    fn channel(&self) -> Option<Arc<dyn ApprovalChannel>>;
     /// One of the session's places for a request waiting on a supervisor (`None`: all taken).
     fn ask_place(&self) -> Option<Box<dyn Send + Sync>>;
     /// Sends an event of the running turn; `false` when none runs.
@@ -336,7 +336,7 @@ pub(crate) trait Turns: Send + Sync + std::fmt::Debug + 'static {
 #[derive(Debug)]
 pub(crate) struct SessionGate<T: Turns> {
     turns: Arc<T>,
-    policy: Arc<NetworkPolicy>,
+    policy: Arc<NetworkRules>,
     /// Connections audited as allowed whose record has not come yet: one refused after the
     /// decision (every address it resolved to is refused) is audited again, as refused.
     allowed: std::sync::Mutex<std::collections::HashMap<String, ConnectRequest>>,
@@ -345,7 +345,7 @@ pub(crate) struct SessionGate<T: Turns> {
 }
 
 impl<T: Turns> SessionGate<T> {
-    pub(crate) fn new(turns: Arc<T>, policy: Arc<NetworkPolicy>) -> Self {
+    pub(crate) fn new(turns: Arc<T>, policy: Arc<NetworkRules>) -> Self {
         Self {
             turns,
             policy,
@@ -606,15 +606,15 @@ mod tests {
 
     #[test]
     fn the_preset_allows_its_model_host_or_the_base_url_it_was_given() {
-        let base = NetworkPolicy::default();
+        let base = NetworkRules::default();
         let dest =
             |s: &str| legate_supervisor::network::Destination::parse_authority(s, None).unwrap();
-        let claude = session_policy(&base, "claude", &[], &[]);
+        let claude = session_rules(&base, "claude", &[], &[]);
         assert_eq!(
             claude.decide(&dest("api.anthropic.com:443")).decision,
             Decision::Allow
         );
-        let local = session_policy(
+        let local = session_rules(
             &base,
             "claude",
             &[(
@@ -632,7 +632,7 @@ mod tests {
             Decision::Allow
         );
         assert!(local.names_exactly(IpAddr::from([127, 0, 0, 1]), 4242));
-        let revisor = session_policy(&base, "revisor", &[], &[]);
+        let revisor = session_rules(&base, "revisor", &[], &[]);
         // A catalogued MCP server on `localhost`: the name and both loopback addresses, so
         // the name resolves to an address a rule names exactly; `localhost` leaves NO_PROXY.
         let server = legate_core::McpServerSpec {
@@ -642,7 +642,7 @@ mod tests {
             },
             tools: Vec::new(),
         };
-        let with_mcp = session_policy(&base, "revisor", &[], &[server]);
+        let with_mcp = session_rules(&base, "revisor", &[], &[server]);
         assert_eq!(
             with_mcp.decide(&dest("localhost:8931")).decision,
             Decision::Allow

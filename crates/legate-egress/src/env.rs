@@ -5,7 +5,7 @@
 //! This module only builds variables; it never decides a connection and never reads the
 //! process's own environment.
 
-use legate_supervisor::network::{HostPattern, NetworkPolicy};
+use legate_supervisor::network::{HostPattern, NetworkRules};
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -19,7 +19,7 @@ pub fn proxy_url() -> String {
 /// the namespace's own loopback direct (a server the process starts itself), except a
 /// loopback name or address an allow rule of `policy` names: that rule means the host's
 /// service (a local model server, a test's origin), which only the proxy reaches.
-pub fn proxy_env(policy: &NetworkPolicy) -> Vec<(OsString, OsString)> {
+pub fn proxy_env(policy: &NetworkRules) -> Vec<(OsString, OsString)> {
     let url = proxy_url();
     let named_localhost = policy
         .allow
@@ -58,7 +58,7 @@ pub fn proxy_env(policy: &NetworkPolicy) -> Vec<(OsString, OsString)> {
 
 /// Replaces every variable of `env` that [`proxy_env`] sets with its value: inside the
 /// namespace no other proxy is reachable, so the process's own settings would only fail.
-pub fn point_at_proxy(env: &mut Vec<(OsString, OsString)>, policy: &NetworkPolicy) {
+pub fn point_at_proxy(env: &mut Vec<(OsString, OsString)>, policy: &NetworkRules) {
     let ours = proxy_env(policy);
     env.retain(|(k, _)| !ours.iter().any(|(o, _)| o == k));
     env.extend(ours);
@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn every_proxy_variable_points_at_the_namespace_proxy() {
-        let env = proxy_env(&NetworkPolicy::default());
+        let env = proxy_env(&NetworkRules::default());
         for name in [
             "HTTPS_PROXY",
             "https_proxy",
@@ -95,10 +95,10 @@ mod tests {
     #[test]
     fn a_named_loopback_address_or_localhost_goes_through_the_proxy() {
         let policy =
-            NetworkPolicy::default().with_allow("127.0.0.1:11434".parse().unwrap(), "test");
+            NetworkRules::default().with_allow("127.0.0.1:11434".parse().unwrap(), "test");
         let env = proxy_env(&policy);
         assert_eq!(value(&env, "no_proxy"), Some("localhost,::1"));
-        let policy = NetworkPolicy::default().with_allow("localhost:8080".parse().unwrap(), "t");
+        let policy = NetworkRules::default().with_allow("localhost:8080".parse().unwrap(), "t");
         assert_eq!(
             value(&proxy_env(&policy), "NO_PROXY"),
             Some("127.0.0.1,::1")

@@ -50,7 +50,7 @@ fn local() -> Local {
     git(&project, &["commit", "-q", "-m", "init"]);
     let home = base.join("home");
     let limits = legate_workspace::CopyLimits::default();
-    let policy = legate_workspace::SecretPolicy::default();
+    let policy = legate_workspace::SecretPatterns::default();
     let sel = legate_workspace::select(&project, &[], &policy, &limits).unwrap();
     let (report, baseline) = legate_workspace::make_copy_with_baseline(
         &sel,

@@ -14,7 +14,7 @@
 
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
-    Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPolicy, parse_raw,
+    Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPatterns, parse_raw,
     sha256_hex, split_z, stage_tree,
 };
 use serde::{Deserialize, Serialize};
@@ -32,7 +32,7 @@ const DIFF: &[&str] = &[
 /// Computes the preview of the copy behind `baseline` (see the module docs).
 pub fn preview(
     baseline: &Baseline,
-    policy: &SecretPolicy,
+    policy: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Preview, Error> {
     let tree = stage_tree(baseline)?;
@@ -157,7 +157,7 @@ fn apply_numstat(files: &mut [FileChange], numstat: &[u8]) {
 /// Refuses a patch that adds or changes a file the secret policy blocks.
 fn check_blocked(
     baseline: &Baseline,
-    policy: &SecretPolicy,
+    policy: &SecretPatterns,
     files: &[FileChange],
 ) -> Result<(), Error> {
     let written: Vec<&FileChange> = files.iter().filter(|f| f.new_blob.is_some()).collect();

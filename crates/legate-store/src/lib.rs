@@ -40,7 +40,7 @@ mod handover;
 mod memory;
 mod messages;
 mod peers;
-mod policy;
+mod ceilings;
 mod recovery;
 mod reviews;
 mod schema;
@@ -61,7 +61,7 @@ pub use memory::{
 };
 pub use messages::{MessageClaim, MessageRecord};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
-pub use policy::{PolicyReplace, StoredPolicy};
+pub use ceilings::{CeilingReplace, StoredCeiling};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};

@@ -19,7 +19,7 @@ pub mod version;
 
 pub use containment::{Outside, resolve_within};
 pub use network::{
-    Destination, Host, HostRule, HostRuleError, NetworkConfig, NetworkPolicy, NetworkRuling,
+    Destination, Host, HostRule, HostRuleError, NetworkConfig, NetworkRules, NetworkRuling,
     Otherwise, Special, special,
 };
 pub use options::{pick_allow, pick_reject};

@@ -1,16 +1,16 @@
 //! The network policy: which destinations a confined agent may connect to through Legate's
 //! egress proxy.
 //!
-//! A [`NetworkPolicy`] holds allow and deny [`HostRule`]s, each with the id the audit trail
+//! A [`NetworkRules`] holds allow and deny [`HostRule`]s, each with the id the audit trail
 //! names it by, and what happens to a destination no rule names ([`Otherwise`]). Layers stack
 //! on it in order: the global `[network]` ([`NetworkConfig`]), the hosts the agent's preset
 //! needs for its model ([`model_hosts`], [`base_url_rule`]), then per-agent and per-role
-//! additions. [`NetworkPolicy::decide`] rules on one [`Destination`]:
+//! additions. [`NetworkRules::decide`] rules on one [`Destination`]:
 //! * a deny rule that names it wins over any allow rule;
 //! * a special address ([`special`]: loopback, private, link-local, …) is refused unless an
 //!   allow rule names that exact address; a name rule (even `*`) never allows one, and the
 //!   proxy applies the same check to every address a name resolves to
-//!   ([`NetworkPolicy::names_exactly`]);
+//!   ([`NetworkRules::names_exactly`]);
 //! * otherwise an allow rule that names it allows it, and no rule means [`Otherwise`].
 //!
 //! Pure: this module never resolves a name, never opens a socket and never reads a file.
@@ -48,7 +48,7 @@ pub struct NamedRule {
 
 /// The network policy of one agent's task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetworkPolicy {
+pub struct NetworkRules {
     /// Destinations allowed, in order.
     pub allow: Vec<NamedRule>,
     /// Destinations refused, in order; they win over `allow`.
@@ -90,7 +90,7 @@ pub struct NetworkConfig {
 impl NetworkConfig {
     /// Stacks this layer on `policy`: its rules are appended with ids `SOURCE.allow[i]` and
     /// `SOURCE.deny[i]`, and its `unknown`, when set, replaces the policy's.
-    pub fn apply(&self, mut policy: NetworkPolicy, source: &str) -> NetworkPolicy {
+    pub fn apply(&self, mut policy: NetworkRules, source: &str) -> NetworkRules {
         for (i, rule) in self.allow.iter().enumerate() {
             policy = policy.with_allow(rule.clone(), format!("{source}.allow[{i}]"));
         }
@@ -104,7 +104,7 @@ impl NetworkConfig {
     }
 }
 
-impl NetworkPolicy {
+impl NetworkRules {
     /// A policy with no rules.
     pub fn new(otherwise: Otherwise) -> Self {
         Self {
@@ -154,7 +154,7 @@ impl NetworkPolicy {
 
     /// This policy with `layer`'s rules appended after its own; `otherwise` stays this
     /// policy's (set it with [`Self::with_otherwise`] or [`NetworkConfig::apply`]).
-    pub fn merge(mut self, layer: NetworkPolicy) -> Self {
+    pub fn merge(mut self, layer: NetworkRules) -> Self {
         self.allow.extend(layer.allow);
         self.deny.extend(layer.deny);
         self

@@ -220,13 +220,13 @@ mod tests {
     use crate::{TestCommand, TestConfinement, run_test_in};
     use legate_confine::{Confinement, Requirement};
     use legate_core::{Decider, Decision};
-    use legate_supervisor::network::NetworkPolicy;
+    use legate_supervisor::network::NetworkRules;
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
     /// A gate over `policy` that refuses what its rules do not allow (as the engine's).
     #[derive(Debug)]
-    struct Rules(NetworkPolicy);
+    struct Rules(NetworkRules);
 
     #[async_trait::async_trait]
     impl Gate for Rules {
@@ -323,7 +323,7 @@ fetch(urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://1
         }
         let (port, served) = origin();
         let (other, other_served) = origin();
-        let policy = NetworkPolicy::default().with_allow(
+        let policy = NetworkRules::default().with_allow(
             format!("127.0.0.1:{port}").parse().unwrap(),
             "network.allow[0]",
         );

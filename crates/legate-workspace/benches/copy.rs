@@ -12,7 +12,7 @@
 use legate_integration::{integrate, plan};
 use legate_review::preview;
 use legate_workspace::{
-    Baseline, CopyLimits, SecretPolicy, make_copy, make_copy_with_baseline, select,
+    Baseline, CopyLimits, SecretPatterns, make_copy, make_copy_with_baseline, select,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -144,7 +144,7 @@ fn main() {
     let _ = fs::remove_dir_all(&scratch);
     fs::create_dir_all(&scratch).unwrap();
     let limits = CopyLimits::default();
-    let policy = SecretPolicy::default();
+    let policy = SecretPatterns::default();
     // One untimed copy first: the project's files, git and its pack index are then in memory
     // for every timed step alike.
     let sel = select(&repo, &[], &policy, &limits).unwrap();

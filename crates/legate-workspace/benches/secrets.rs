@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use legate_workspace::SecretPolicy;
+use legate_workspace::SecretPatterns;
 use regex::bytes::Regex;
 use std::hint::black_box;
 use std::sync::OnceLock;
@@ -353,7 +353,7 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5000);
-    let policy = SecretPolicy::default();
+    let policy = SecretPatterns::default();
     let mut g = c.benchmark_group("secret-preflight");
     g.sample_size(10);
     for (label, words) in [("ordinary", ORDINARY), ("keyword-dense", DENSE)] {

@@ -13,7 +13,7 @@
 use crate::git::{Git, require_git_root, split_z};
 use crate::include::{covers, path_problem, validate_include_paths};
 use crate::limits::CopyLimits;
-use crate::secrets::{BlockReason, BlockedFile, SecretPolicy};
+use crate::secrets::{BlockReason, BlockedFile, SecretPatterns};
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -100,7 +100,7 @@ impl From<&Selection> for ProjectFiles {
 pub fn list_project_files(
     source: &Path,
     include_paths: &[String],
-    policy: &SecretPolicy,
+    policy: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<ProjectFiles, Error> {
     let sel = select(source, include_paths, policy, limits)?;
@@ -165,7 +165,7 @@ pub fn project_root(source: &Path) -> Result<PathBuf, Error> {
 pub fn select(
     source: &Path,
     include_paths: &[String],
-    policy: &SecretPolicy,
+    policy: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     let includes = validate_include_paths(include_paths)?;
@@ -179,7 +179,7 @@ pub(crate) fn select_in(
     git: &Git,
     root: PathBuf,
     includes: &[String],
-    policy: &SecretPolicy,
+    policy: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     // Both listings at once: each walks the index (the first also the work tree).

@@ -8,11 +8,11 @@
 #[path = "common/fake.rs"]
 mod fake;
 
-use legate_workspace::{BlockReason, SecretPolicy};
+use legate_workspace::{BlockReason, SecretPatterns};
 
 #[test]
 fn every_name_rule_blocks_and_look_alikes_pass() {
-    let policy = SecretPolicy::default();
+    let policy = SecretPatterns::default();
     for blocked in [
         ".env",
         ".env.local",
@@ -141,7 +141,7 @@ fn ordinary_file(i: usize) -> (String, String) {
 
 #[test]
 fn a_generated_tree_of_ordinary_source_files_has_no_false_positive() {
-    let policy = SecretPolicy::default();
+    let policy = SecretPatterns::default();
     let tmp = tempfile::tempdir().unwrap();
     let project = std::fs::canonicalize(tmp.path()).unwrap().join("project");
     for i in 0..1500 {

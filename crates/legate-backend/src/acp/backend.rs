@@ -156,7 +156,7 @@ impl AcpBackend {
             &parent,
             &marker,
         )?;
-        let policy = Arc::new(crate::egress::session_policy(
+        let policy = Arc::new(crate::egress::session_rules(
             &request.network,
             preset,
             &env,

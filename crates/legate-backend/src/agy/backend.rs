@@ -82,10 +82,10 @@ pub struct AgySession {
     pub(super) turn: tokio::sync::Mutex<()>,
     /// The policy each run's connections run under (`None`: no network namespace here, so
     /// no proxy is served and no proxy variable set).
-    pub(super) network: Option<Arc<legate_supervisor::network::NetworkPolicy>>,
+    pub(super) network: Option<Arc<legate_supervisor::network::NetworkRules>>,
     /// The supervision inputs and channel an `ask` about a connection goes to.
     pub(super) supervision: legate_supervisor::Supervision,
-    pub(super) channel: Option<Arc<dyn crate::SupervisionChannel>>,
+    pub(super) channel: Option<Arc<dyn crate::ApprovalChannel>>,
 }
 
 /// Stops the running turn of an [`AgySession`].
@@ -156,7 +156,7 @@ impl AgyBackend {
         }
         let namespaced = Confinement::probe_network_namespace();
         let network = namespaced.then(|| {
-            let policy = Arc::new(crate::egress::session_policy(
+            let policy = Arc::new(crate::egress::session_rules(
                 &request.network,
                 "agy",
                 &env,

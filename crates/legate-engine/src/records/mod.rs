@@ -11,7 +11,7 @@
 
 use crate::config::Paths;
 use crate::core::fanout::Subscription;
-use crate::supervision::{
+use crate::approvals::{
     Approval, ApprovalAnswer, ApprovalFilter, AuditEntry, AuditFilter, check_answer,
 };
 use legate_core::{Error, ErrorCode, Event, Result, Task, TaskId};

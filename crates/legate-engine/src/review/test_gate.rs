@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use legate_core::{Decider, Decision};
 use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate};
-use legate_supervisor::network::NetworkPolicy;
+use legate_supervisor::network::NetworkRules;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -19,16 +19,16 @@ pub(crate) const RULES_ONLY: &str =
 /// A test's [`Gate`] over a network policy, rules only.
 #[derive(Debug)]
 pub(crate) struct TestGate {
-    policy: Arc<NetworkPolicy>,
+    policy: Arc<NetworkRules>,
 }
 
 impl TestGate {
-    pub(crate) fn new(policy: Arc<NetworkPolicy>) -> Self {
+    pub(crate) fn new(policy: Arc<NetworkRules>) -> Self {
         Self { policy }
     }
 
     /// The runner's egress for a test under `policy`: this gate, and the proxy variables.
-    pub(crate) fn egress(policy: Arc<NetworkPolicy>) -> legate_testrun::TestEgress {
+    pub(crate) fn egress(policy: Arc<NetworkRules>) -> legate_testrun::TestEgress {
         legate_testrun::TestEgress {
             env: legate_egress::proxy_env(&policy),
             gate: Arc::new(Self::new(policy)),
@@ -103,7 +103,7 @@ mod tests {
 
     #[tokio::test]
     async fn rules_decide_and_an_ask_is_refused() {
-        let policy = NetworkPolicy::new(Otherwise::Ask)
+        let policy = NetworkRules::new(Otherwise::Ask)
             .with_allow("registry.example:443".parse().unwrap(), "network.allow[0]")
             .with_deny("blocked.example".parse().unwrap(), "network.deny[0]");
         let gate = TestGate::new(Arc::new(policy.clone()));

@@ -221,12 +221,12 @@ pub fn catalog() -> Vec<Tool> {
 
 /// The `supervisor` profile's MCP server. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct SupervisorMcp {
+pub struct ApprovalsMcp {
     queue: ApprovalDesk,
     tools: Arc<Vec<Tool>>,
 }
 
-impl SupervisorMcp {
+impl ApprovalsMcp {
     /// A server over `queue`.
     pub fn new(queue: ApprovalDesk) -> Self {
         Self {
@@ -261,7 +261,7 @@ fn not_available(name: &str) -> Error {
     )
 }
 
-impl ServerHandler for SupervisorMcp {
+impl ServerHandler for ApprovalsMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(
