@@ -1,4 +1,4 @@
-//! The seam between a backend's permission handler and the engine's supervision channels.
+//! The seam between a backend's permission handler and the engine's approval queue.
 //!
 //! The [`Supervisor`](legate_supervisor::Supervisor) decides synchronously. When it answers
 //! `ask`, the handler hands the request to the [`ApprovalChannel`] it was given (the
@@ -14,7 +14,7 @@ use legate_supervisor::Supervision;
 use std::fmt::Debug;
 use tokio::sync::watch;
 
-/// A permission request a policy sent to a supervisor (`Decision::Ask`).
+/// A permission request the supervisor's rules answered `ask` (`Decision::Ask`).
 #[derive(Debug)]
 pub struct Ask {
     /// The task whose turn asked.

@@ -1,9 +1,9 @@
-//! Caller-set policies: one JSON document per name (today `sandbox`, the test sandbox
+//! Caller-set ceilings: one JSON document per name (today `sandbox`, the test
 //! ceiling), each stored with its sha256, replaced only by a caller who names the sha256 of
 //! the version it read (compare-and-set, in one transaction, so two processes replacing at
 //! once cannot both win).
 //!
-//! The store keeps the document and never interprets it: what a policy may hold, its
+//! The store keeps the document and never interprets it: what a ceiling may hold, its
 //! default, how it is normalized and hashed are the engine's. It never computes a hash.
 
 use crate::Store;
@@ -11,7 +11,7 @@ use crate::sql::{SqlContext, store_error};
 use legate_core::{Result, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
-/// A stored policy.
+/// A stored ceiling.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredCeiling {
     /// The document, as the engine wrote it.
@@ -35,7 +35,7 @@ pub enum CeilingReplace {
 }
 
 impl Store {
-    /// The stored policy `name`, if one was ever stored.
+    /// The stored ceiling `name`, if one was ever stored.
     pub fn ceiling(&self, name: &str) -> Result<Option<StoredCeiling>> {
         let row: Option<(String, String, i64)> = self.read(|conn| {
             conn.prepare_cached("SELECT document, sha256, updated_at FROM policies WHERE name = ?1")
@@ -57,8 +57,8 @@ impl Store {
         .transpose()
     }
 
-    /// Replaces policy `name` with `document` (whose sha256 is `sha256`) if its current
-    /// sha256 is `expected_sha256`; a policy never stored counts as `absent_sha256` (the
+    /// Replaces ceiling `name` with `document` (whose sha256 is `sha256`) if its current
+    /// sha256 is `expected_sha256`; a ceiling never stored counts as `absent_sha256` (the
     /// sha256 of the engine's default).
     pub fn replace_ceiling(
         &self,
@@ -140,7 +140,7 @@ mod tests {
             CeilingReplace::Replaced
         );
         assert_eq!(store.ceiling("sandbox").unwrap().unwrap().sha256, "sha-b");
-        // Another name is another policy.
+        // Another name is another ceiling.
         assert_eq!(store.ceiling("other").unwrap(), None);
     }
 }

@@ -26,7 +26,8 @@
 //! - `peers`: peer messages between a group's nodes and their receipts;
 //! - `approvals`: the approval queue (permission requests waiting for a supervisor);
 //! - `decisions`: the audit trail of every permission decision;
-//! - `policy`: caller-set policies (the test sandbox ceiling), replaced by compare-and-set;
+//! - `ceilings`: caller-set ceilings (the test ceiling; table `policies`), replaced by
+//!   compare-and-set;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;

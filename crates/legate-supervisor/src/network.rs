@@ -1,4 +1,4 @@
-//! The network policy: which destinations a confined agent may connect to through Legate's
+//! The network rules: which destinations a confined agent may connect to through Legate's
 //! egress proxy.
 //!
 //! A [`NetworkRules`] holds allow and deny [`HostRule`]s, each with the id the audit trail
@@ -46,7 +46,7 @@ pub struct NamedRule {
     pub id: String,
 }
 
-/// The network policy of one agent's task.
+/// The network rules of one agent's task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetworkRules {
     /// Destinations allowed, in order.
@@ -88,24 +88,24 @@ pub struct NetworkConfig {
 }
 
 impl NetworkConfig {
-    /// Stacks this layer on `policy`: its rules are appended with ids `SOURCE.allow[i]` and
-    /// `SOURCE.deny[i]`, and its `unknown`, when set, replaces the policy's.
-    pub fn apply(&self, mut policy: NetworkRules, source: &str) -> NetworkRules {
+    /// Stacks this layer on `base`: its rules are appended with ids `SOURCE.allow[i]` and
+    /// `SOURCE.deny[i]`, and its `unknown`, when set, replaces the base's.
+    pub fn apply(&self, mut base: NetworkRules, source: &str) -> NetworkRules {
         for (i, rule) in self.allow.iter().enumerate() {
-            policy = policy.with_allow(rule.clone(), format!("{source}.allow[{i}]"));
+            base = base.with_allow(rule.clone(), format!("{source}.allow[{i}]"));
         }
         for (i, rule) in self.deny.iter().enumerate() {
-            policy = policy.with_deny(rule.clone(), format!("{source}.deny[{i}]"));
+            base = base.with_deny(rule.clone(), format!("{source}.deny[{i}]"));
         }
         if let Some(otherwise) = self.unknown {
-            policy.otherwise = otherwise;
+            base.otherwise = otherwise;
         }
-        policy
+        base
     }
 }
 
 impl NetworkRules {
-    /// A policy with no rules.
+    /// Rules with none in them.
     pub fn new(otherwise: Otherwise) -> Self {
         Self {
             allow: Vec::new(),
@@ -114,7 +114,7 @@ impl NetworkRules {
         }
     }
 
-    /// This policy with one more allow rule.
+    /// These rules with one more allow rule.
     pub fn with_allow(mut self, rule: HostRule, id: impl Into<String>) -> Self {
         self.allow.push(NamedRule {
             rule,
@@ -123,7 +123,7 @@ impl NetworkRules {
         self
     }
 
-    /// This policy with one more deny rule.
+    /// These rules with one more deny rule.
     pub fn with_deny(mut self, rule: HostRule, id: impl Into<String>) -> Self {
         self.deny.push(NamedRule {
             rule,
@@ -132,13 +132,13 @@ impl NetworkRules {
         self
     }
 
-    /// This policy with `otherwise` for destinations no rule names.
+    /// These rules with `otherwise` for destinations no rule names.
     pub fn with_otherwise(mut self, otherwise: Otherwise) -> Self {
         self.otherwise = otherwise;
         self
     }
 
-    /// This policy with the hosts `preset`'s agent uses for its model allowed, as
+    /// These rules with the hosts `preset`'s agent uses for its model allowed, as
     /// `preset:NAME` ([`model_hosts`]).
     pub fn with_preset(mut self, preset: &str) -> Self {
         for host in model_hosts(preset) {
@@ -152,8 +152,8 @@ impl NetworkRules {
         self
     }
 
-    /// This policy with `layer`'s rules appended after its own; `otherwise` stays this
-    /// policy's (set it with [`Self::with_otherwise`] or [`NetworkConfig::apply`]).
+    /// These rules with `layer`'s rules appended after its own; `otherwise` stays
+    /// theirs (set it with [`Self::with_otherwise`] or [`NetworkConfig::apply`]).
     pub fn merge(mut self, layer: NetworkRules) -> Self {
         self.allow.extend(layer.allow);
         self.deny.extend(layer.deny);

@@ -1,6 +1,6 @@
 //! The secret preflight: which files never reach a copy, and why.
 //!
-//! This module owns the policy over the credential detector (`legate_credentials`, whose
+//! This module owns the patterns over the credential detector (`legate_credentials`, whose
 //! rules are data): the configured exclusions (deny globs) and version-2 exceptions (globs
 //! that skip the name check only), and the verdict a copy records. Precedence, strictly:
 //! unsafe paths first (decided by the selection), then an exclusion (`SECRET_EXCLUSION`),
@@ -64,7 +64,7 @@ struct ExceptionsV2 {
 }
 
 impl SecretPatterns {
-    /// A policy from pattern lists.
+    /// Patterns from the configured lists.
     pub fn new(exclusions: &[String], exceptions: &[String]) -> Result<Self, Error> {
         Ok(Self {
             exclusions: exclusions

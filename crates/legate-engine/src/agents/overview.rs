@@ -90,8 +90,8 @@ pub struct ModelSelection {
 pub const MODEL_PRECEDENCE: &str = "the task's model, else the saved preference (set_model / legate model), else the agent's configured model, else the agent's own default";
 
 impl Agents {
-    /// The tool-control policy: ceilings, the catalogue's public view, and which agents
-    /// enforce it.
+    /// The tool controls' overview: ceilings, the catalogue's public view, and which agents
+    /// enforce them.
     pub fn controls_overview(&self) -> ControlsOverview {
         let controls = &self.core.config().controls;
         ControlsOverview {

@@ -1,13 +1,14 @@
-//! The test sandbox policy: one global ceiling on what a test's `sandbox` selection may
-//! grant (extra read roots, extra write roots, network, child processes, output size),
+//! The test ceiling (the "sandbox policy" of `get_sandbox_policy`): the one global bound on
+//! what a test's `sandbox` selection may grant (extra read roots, extra write roots, network,
+//! child processes, output size),
 //! stored in the store under one sha256, replaced only by compare-and-set, and in approval
 //! mode `ask` only after a person confirms it ([`CeilingConfirmer`]).
 //!
-//! This module owns the policy's shape, its default (no roots, no network, children allowed,
+//! This module owns the ceiling's shape, its default (no roots, no network, children allowed,
 //! 4,000 characters: the seed's initial configuration), its normalization and sha256, the
 //! validation of every root (module `roots`), and resolving a selection against the ceiling
 //! into what the test runner enforces. It never runs a test, never widens a selection, and
-//! never lets text an agent wrote (or a task's prompt) change the policy: only the engine's
+//! never lets text an agent wrote (or a task's prompt) change the ceiling: only the engine's
 //! callers do, through [`TestCeilings::set`].
 
 mod roots;
@@ -22,13 +23,13 @@ use roots::{Protected, check_root};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The store's name for this policy.
+/// The store's name for this ceiling.
 pub const CEILING_NAME: &str = "sandbox";
-/// At most this many roots in each list of the policy, and of a selection.
+/// At most this many roots in each list of the ceiling, and of a selection.
 pub const MAX_ROOTS: usize = 32;
 /// The default bound on each stream of a selected test's output, in characters.
 pub const DEFAULT_MAX_OUTPUT_CHARS: u32 = 4_000;
-/// The largest `maxOutputChars` a policy may allow.
+/// The largest `maxOutputChars` a ceiling may allow.
 pub const MAX_OUTPUT_CHARS_CAP: u32 = 1_000_000;
 
 /// The global ceiling on a test's sandbox selection.
@@ -76,10 +77,10 @@ impl Default for TestCeiling {
 }
 
 impl TestCeiling {
-    /// The sha256 of the policy's JSON as stored (normalized: roots sorted, each once).
+    /// The sha256 of the ceiling's JSON as stored (normalized: roots sorted, each once).
     pub fn sha256(&self) -> String {
         // Serializing a struct of paths, booleans and an integer cannot fail; the empty
-        // fallback would only change the hash, never accept a policy.
+        // fallback would only change the hash, never accept a ceiling.
         legate_workspace::sha256_hex(&serde_json::to_vec(self).unwrap_or_default())
     }
 }
@@ -163,16 +164,16 @@ pub struct SandboxEvidence {
     pub child_processes: String,
 }
 
-/// A proposed change of the policy, for a person to confirm.
+/// A proposed change of the ceiling, for a person to confirm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CeilingChange {
-    /// The policy now.
+    /// The ceiling now.
     pub current: TestCeilingView,
-    /// The policy proposed, normalized.
+    /// The ceiling proposed, normalized.
     pub proposed: TestCeilingView,
 }
 
-/// Asks a person whether a policy change may proceed (approval mode `ask`). Only
+/// Asks a person whether a ceiling change may proceed (approval mode `ask`). Only
 /// `Accept { confirm: true }` lets it.
 #[async_trait]
 pub trait CeilingConfirmer: Send + Sync {
@@ -184,7 +185,7 @@ fn invalid(message: String) -> Error {
     Error::invalid_input(message)
 }
 
-/// The sandbox policy of test commands: read it, check a proposal, and set it.
+/// The test ceiling of test commands (`engine.test_ceiling()`): read it, check a proposal, and set it.
 /// Handed out by [`TestCeilings::get`](crate::TestCeilings::get).
 #[derive(Debug, Clone)]
 pub struct TestCeilings {
@@ -208,7 +209,7 @@ impl Core {
         )
     }
 
-    /// The current policy (the default until one is set) and its sha256.
+    /// The current ceiling (the default until one is set) and its sha256.
     pub(crate) fn test_ceiling(&self) -> Result<TestCeilingView> {
         let Some(stored) = self.store().ceiling(CEILING_NAME)? else {
             let policy = TestCeiling::default();
@@ -228,7 +229,7 @@ impl Core {
         })
     }
 
-    /// Validates and normalizes a proposed policy (roots checked and canonical, sorted, each
+    /// Validates and normalizes a proposed ceiling (roots checked and canonical, sorted, each
     /// once; bounds): `INVALID_INPUT`, or `FORBIDDEN_DIRECTORY`, naming the first problem.
     pub(crate) fn check_test_ceiling(&self, proposal: TestCeiling) -> Result<TestCeiling> {
         let protected = self.protected_roots();
@@ -268,8 +269,8 @@ impl Core {
         })
     }
 
-    /// Resolves a test's selection against the current policy, for a copy of `source`:
-    /// every path checked like a policy root (and clear of `source`), within the ceiling.
+    /// Resolves a test's selection against the current ceiling, for a copy of `source`:
+    /// every path checked like a ceiling root (and clear of `source`), within the ceiling.
     /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) naming the first problem.
     pub(crate) fn resolve_selection(
         &self,
@@ -358,22 +359,22 @@ impl Core {
 }
 
 impl TestCeilings {
-    /// The current policy (the default until one is set) and its sha256.
+    /// The current ceiling (the default until one is set) and its sha256.
     pub fn get(&self) -> Result<TestCeilingView> {
         self.core.test_ceiling()
     }
 
-    /// Validates and normalizes a proposed policy (roots checked and canonical, sorted, each
+    /// Validates and normalizes a proposed ceiling (roots checked and canonical, sorted, each
     /// once; bounds): `INVALID_INPUT`, or `FORBIDDEN_DIRECTORY`, naming the first problem.
     pub fn check(&self, proposal: TestCeiling) -> Result<TestCeiling> {
         self.core.check_test_ceiling(proposal)
     }
 
-    /// Replaces the policy with `proposal` if the current one's sha256 is `expected_sha256`
+    /// Replaces the ceiling with `proposal` if the current one's sha256 is `expected_sha256`
     /// (`SANDBOX_POLICY_CHANGED` otherwise, before and after any confirmation). In approval
     /// mode `ask`, `confirmer` must answer `Accept { confirm: true }`
     /// (`SANDBOX_POLICY_DECLINED` otherwise, or without a confirmer); in `auto`, validation
-    /// alone. Tests started after it returns are checked against the new policy.
+    /// alone. Tests started after it returns are checked against the new ceiling.
     pub async fn set(
         &self,
         expected_sha256: &str,
