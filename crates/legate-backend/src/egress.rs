@@ -9,7 +9,7 @@
 //! under ([`session_rules`]: the engine's layers plus the preset's model host). It never decides
 //! what a rule means (`legate_supervisor::network` does) and never touches a socket itself.
 
-use crate::approvals::{Ask, Sent, ApprovalChannel};
+use crate::approvals::{ApprovalChannel, Ask, Sent};
 use crate::{Abort, EventSink};
 use async_trait::async_trait;
 use legate_core::{

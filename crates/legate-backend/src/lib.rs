@@ -16,6 +16,7 @@
 
 pub mod acp;
 pub mod agy;
+pub mod approvals;
 pub mod cleanup;
 mod egress;
 pub mod env;
@@ -24,13 +25,12 @@ pub mod selection;
 mod sink;
 mod spawn;
 mod stop;
-pub mod approvals;
 
 pub use agy::Model;
+pub use approvals::{Abort, AbortHandle, Answered, ApprovalChannel, Ask, Sent};
 pub use registry::Registry;
 pub use sink::{EventSink, EventStream};
 pub use stop::StopReason;
-pub use approvals::{Abort, AbortHandle, Answered, Ask, Sent, ApprovalChannel};
 
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};

@@ -94,8 +94,7 @@ mod tests {
 
     #[test]
     fn a_named_loopback_address_or_localhost_goes_through_the_proxy() {
-        let policy =
-            NetworkRules::default().with_allow("127.0.0.1:11434".parse().unwrap(), "test");
+        let policy = NetworkRules::default().with_allow("127.0.0.1:11434".parse().unwrap(), "test");
         let env = proxy_env(&policy);
         assert_eq!(value(&env, "no_proxy"), Some("localhost,::1"));
         let policy = NetworkRules::default().with_allow("localhost:8080".parse().unwrap(), "t");

@@ -79,11 +79,7 @@ struct Proxy {
     task: JoinHandle<()>,
 }
 
-async fn proxy_with(
-    policy: NetworkRules,
-    slow: Option<(&str, Duration)>,
-    limits: Limits,
-) -> Proxy {
+async fn proxy_with(policy: NetworkRules, slow: Option<(&str, Duration)>, limits: Limits) -> Proxy {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let gate = Arc::new(TestGate {

@@ -14,6 +14,7 @@
 //! services' and the core's. It never speaks an agent protocol.
 
 use crate::agents::Agents;
+use crate::approvals::Approvals;
 use crate::artifacts::Artifacts;
 use crate::compare::Comparisons;
 use crate::config::EngineConfig;
@@ -29,7 +30,6 @@ use crate::messages::Messages;
 use crate::records::Records;
 use crate::review::Reviews;
 use crate::test_ceiling::TestCeilings;
-use crate::approvals::Approvals;
 use legate_core::{Event, Result, Task, TaskId};
 use legate_store::TaskFilter;
 use legate_supervisor::Supervisor;

@@ -8,6 +8,7 @@
 //! The engine never speaks a protocol itself: backends do, through `legate-backend`.
 
 mod agents;
+pub mod approvals;
 mod artifacts;
 mod compare;
 mod config;
@@ -23,7 +24,6 @@ mod report;
 mod review;
 mod roles;
 mod test_ceiling;
-pub mod approvals;
 
 pub use crate::core::{runner, silent};
 
@@ -45,6 +45,11 @@ pub use agents::Agents;
 /// `engine.agents()`.
 pub use agents::SessionCounts;
 pub use agents::overview::{AgentControls, ControlsOverview, Limitation, ModelSelection};
+/// `engine.approvals()`.
+pub use approvals::{
+    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, Approvals,
+    AuditEntry, AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
+};
 /// `engine.artifacts()`.
 pub use artifacts::{ArtifactBytes, Artifacts};
 /// `engine.comparisons()`.
@@ -54,8 +59,8 @@ pub use compare::{
 };
 /// The engine's configuration and its defaults.
 pub use config::{
-    DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_APPROVAL_DEADLINE,
-    EngineConfig, FrontLimits, Paths, ApprovalsConfig,
+    ApprovalsConfig, DEFAULT_APPROVAL_DEADLINE, DEFAULT_MAX_IDLE_SESSIONS,
+    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, Paths,
 };
 /// The engine and a task's life.
 pub use engine::Engine;
@@ -108,13 +113,8 @@ pub use review::{
 pub use roles::{RoleDefaults, RoleInfo, RoleSpec, Roles};
 /// `engine.test_ceiling()`.
 pub use test_ceiling::{
-    CeilingChange, CeilingConfirmer, ResolvedSelection, SandboxEvidence, TestCeilings,
-    TestCeiling, TestCeilingView, SandboxSelection,
-};
-/// `engine.approvals()`.
-pub use approvals::{
-    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, Approvals,
-    AuditEntry, AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
+    CeilingChange, CeilingConfirmer, ResolvedSelection, SandboxEvidence, SandboxSelection,
+    TestCeiling, TestCeilingView, TestCeilings,
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.

@@ -7,7 +7,7 @@
 
 use legate_engine::{ApprovalDesk, Engine};
 use legate_mcp::http::{HttpOptions, SUPERVISOR_PATH, router_with_supervisor, serve_with};
-use legate_mcp::{LegateMcp, McpOptions, Profile, ServeOptions, ApprovalsMcp, Token};
+use legate_mcp::{ApprovalsMcp, LegateMcp, McpOptions, Profile, ServeOptions, Token};
 use legate_testkit::raw_http::{self, HOST, JSON, RawResponse, TOKEN, request};
 use legate_testkit::{EngineHarness, git};
 use rmcp::model::{

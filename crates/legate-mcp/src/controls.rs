@@ -9,7 +9,7 @@
 
 use crate::schema::ModelOut;
 use legate_core::{Error, Result};
-use legate_engine::{ControlsOverview, ApprovalMode, Engine, Limitation, ModelSelection};
+use legate_engine::{ApprovalMode, ControlsOverview, Engine, Limitation, ModelSelection};
 use rmcp::schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

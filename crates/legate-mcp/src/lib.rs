@@ -15,6 +15,7 @@
 //! confirmer), [`schema`] (arguments and answers, mostly the engine's own types, and the one
 //! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], [`token`], [`http`].
 
+pub mod approvals;
 mod catalog;
 pub mod chunk;
 mod codec;
@@ -30,16 +31,15 @@ pub mod review;
 pub mod sandbox;
 pub mod schema;
 pub mod server;
-pub mod approvals;
 mod tools;
 pub mod wait;
 
+pub use approvals::ApprovalsMcp;
 pub use http::{HttpOptions, MCP_PATH, SUPERVISOR_PATH};
 pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};
-pub use approvals::ApprovalsMcp;
 
 use legate_core::{Error, ErrorCode, Result};
 use rmcp::ServiceExt;

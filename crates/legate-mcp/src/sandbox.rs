@@ -11,7 +11,7 @@ use crate::confirmation::answer_of;
 use async_trait::async_trait;
 use legate_core::Result;
 use legate_engine::{
-    Confirmation, Engine, CeilingChange, CeilingConfirmer, TestCeiling, TestCeilingView,
+    CeilingChange, CeilingConfirmer, Confirmation, Engine, TestCeiling, TestCeilingView,
 };
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationSchema};

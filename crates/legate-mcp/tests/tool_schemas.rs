@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_engine::ApprovalDesk;
-use legate_mcp::{LegateMcp, McpOptions, Profile, ApprovalsMcp};
+use legate_mcp::{ApprovalsMcp, LegateMcp, McpOptions, Profile};
 use legate_testkit::EngineHarness;
 use rmcp::ServiceExt;
 use rmcp::model::Tool;

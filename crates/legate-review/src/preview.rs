@@ -14,8 +14,8 @@
 
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
-    Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPatterns, parse_raw,
-    sha256_hex, split_z, stage_tree,
+    Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPatterns,
+    parse_raw, sha256_hex, split_z, stage_tree,
 };
 use serde::{Deserialize, Serialize};
 

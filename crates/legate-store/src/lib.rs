@@ -31,6 +31,7 @@
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
+mod ceilings;
 mod comparisons;
 mod contexts;
 mod decisions;
@@ -41,7 +42,6 @@ mod handover;
 mod memory;
 mod messages;
 mod peers;
-mod ceilings;
 mod recovery;
 mod reviews;
 mod schema;
@@ -53,6 +53,7 @@ pub use approvals::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
+pub use ceilings::{CeilingReplace, StoredCeiling};
 pub use contexts::ContextRecord;
 pub use delivery::NewMessage;
 pub use groups::{GroupInsert, GroupRecord, NodeRecord};
@@ -62,7 +63,6 @@ pub use memory::{
 };
 pub use messages::{MessageClaim, MessageRecord};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
-pub use ceilings::{CeilingReplace, StoredCeiling};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};

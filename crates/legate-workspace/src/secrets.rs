@@ -268,7 +268,8 @@ mod tests {
         .unwrap();
         assert_eq!(p.exclusions(), ["*.secret"]);
         assert_eq!(p.exceptions(), ["fixtures/.env.local"]);
-        let legacy = SecretPatterns::from_json(None, Some(r#"["fixtures/.env.local"]"#)).unwrap_err();
+        let legacy =
+            SecretPatterns::from_json(None, Some(r#"["fixtures/.env.local"]"#)).unwrap_err();
         assert_eq!(legacy.code, ErrorCode::ConfigInvalid);
         assert!(legacy.message.contains("version"));
         assert!(!legacy.message.contains("fixtures"), "{}", legacy.message);

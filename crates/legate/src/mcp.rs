@@ -10,7 +10,7 @@ use crate::front::{self, start_engine};
 use anyhow::{Context, Result};
 use legate_engine::Engine;
 use legate_mcp::{
-    HttpOptions, LegateMcp, McpOptions, Profile, SUPERVISOR_PATH, ApprovalsMcp, Token, TokenSource,
+    ApprovalsMcp, HttpOptions, LegateMcp, McpOptions, Profile, SUPERVISOR_PATH, Token, TokenSource,
 };
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;

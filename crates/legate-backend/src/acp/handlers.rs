@@ -13,7 +13,7 @@
 use super::fs;
 use super::state::HandlerState;
 use super::translate;
-use crate::approvals::{Ask, Sent, ApprovalChannel};
+use crate::approvals::{ApprovalChannel, Ask, Sent};
 use agent_client_protocol::v1::schema as acp;
 use legate_core::{Decision, EventKind, Ruling, TaskId, ToolKind};
 use tracing::{debug, error, info};

@@ -4,8 +4,8 @@
 //! It only carries them; it never decides or waits.
 
 use crate::EventSink;
-use crate::egress::Turns;
 use crate::approvals::{Abort, AbortHandle, ApprovalChannel};
+use crate::egress::Turns;
 use legate_core::{EventKind, TaskId};
 use legate_supervisor::Supervision;
 use std::sync::Arc;

@@ -16,7 +16,7 @@ use super::summary::{scope, summarize};
 use super::{Answer, Approval, ApprovalAnswer, ApprovalState, AuditEntry};
 use crate::core::WeakCore;
 use async_trait::async_trait;
-use legate_backend::{Answered, Ask, Sent, ApprovalChannel};
+use legate_backend::{Answered, ApprovalChannel, Ask, Sent};
 use legate_core::{Decider, Decision, Result, Ruling, Timestamp};
 use legate_store::Store;
 use legate_supervisor::{Supervision, pick_allow, pick_reject};
