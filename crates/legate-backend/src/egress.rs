@@ -1,11 +1,11 @@
 //! An agent process's one way out of its network namespace: Legate's egress proxy, served on
 //! the listener the namespace handed back ([`legate_confine::EgressHandoff`]), with each
-//! connection decided by the session's network policy and, for `ask`, by the approval queue;
+//! connection decided by the session's network rules and, for `ask`, by the approval queue;
 //! every connection an event of the running turn and a line of the audit.
 //!
 //! This module owns the seam between the proxy (`legate-egress`, which parses, resolves,
 //! checks addresses and relays, and builds the proxy variables, `legate_egress::proxy_env`)
-//! and a session: the [`Gate`] over a session's [`Turns`], and the policy a session runs
+//! and a session: the [`Gate`] over a session's [`Turns`], and the rules a session runs
 //! under ([`session_rules`]: the engine's layers plus the preset's model host). It never decides
 //! what a rule means (`legate_supervisor::network` does) and never touches a socket itself.
 
@@ -27,7 +27,7 @@ use tracing::{info, warn};
 
 pub(crate) use legate_egress::point_at_proxy;
 
-/// The policy a session's connections run under: the engine's (`[network]`, the agent's own
+/// The rules a session's connections run under: the engine's (`[network]`, the agent's own
 /// rules), plus the preset's model host (the host of the base URL the agent's environment
 /// names, `ANTHROPIC_BASE_URL`, …, when it names one, else the preset's default hosts), plus
 /// the loopback address of each catalogued MCP server the session was handed over HTTP.
@@ -37,10 +37,10 @@ pub(crate) fn session_rules(
     env: &[(OsString, OsString)],
     mcp_servers: &[legate_core::McpServerSpec],
 ) -> NetworkRules {
-    let mut policy = base.clone();
+    let mut rules = base.clone();
     for server in mcp_servers {
         if let legate_core::McpTransport::Http { url } = &server.transport {
-            policy = mcp_rules(policy, url, &server.id);
+            rules = mcp_rules(rules, url, &server.id);
         }
     }
     let var = crate::acp::launch::base_url_var(preset);
@@ -53,7 +53,7 @@ pub(crate) fn session_rules(
     let id = format!("preset:{preset}");
     match url {
         Some(url) => match legate_supervisor::network::base_url_rule(url) {
-            Some(rule) => policy = policy.with_allow(rule, &id),
+            Some(rule) => rules = rules.with_allow(rule, &id),
             None => warn!(
                 preset,
                 "the model's base URL does not read as a URL; no rule made for it"
@@ -62,7 +62,7 @@ pub(crate) fn session_rules(
         None => {
             for host in legate_supervisor::network::model_hosts(preset) {
                 match host.parse() {
-                    Ok(rule) => policy = policy.with_allow(rule, &id),
+                    Ok(rule) => rules = rules.with_allow(rule, &id),
                     Err(e) => {
                         warn!(preset, host, error = %e, "a preset's model host does not read as a rule")
                     }
@@ -70,19 +70,19 @@ pub(crate) fn session_rules(
             }
         }
     }
-    policy
+    rules
 }
 
-/// `policy` with the rules that reach the catalogued MCP server at `url` (on this machine's
+/// `rules` with those that reach the catalogued MCP server at `url` (on this machine's
 /// loopback, as the catalogue requires): its address exactly, and `localhost` with both
 /// loopback addresses when the URL names it.
-fn mcp_rules(mut policy: NetworkRules, url: &str, id: &str) -> NetworkRules {
+fn mcp_rules(mut rules: NetworkRules, url: &str, id: &str) -> NetworkRules {
     let Some(rule) = legate_supervisor::network::base_url_rule(url) else {
         warn!(
             server = id,
             "a catalogued MCP server's URL does not read as a URL; no rule made"
         );
-        return policy;
+        return rules;
     };
     let id = format!("mcp_servers.{id}");
     if matches!(&rule.pattern, HostPattern::Exact(name) if name == "localhost") {
@@ -90,10 +90,10 @@ fn mcp_rules(mut policy: NetworkRules, url: &str, id: &str) -> NetworkRules {
             IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
             IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
         ] {
-            policy = policy.with_allow(HostRule::new(HostPattern::Ip(ip), rule.port), &id);
+            rules = rules.with_allow(HostRule::new(HostPattern::Ip(ip), rule.port), &id);
         }
     }
-    policy.with_allow(rule, id)
+    rules.with_allow(rule, id)
 }
 
 /// Real credentials shorter than this are replaced only under their own variable's name,
@@ -332,11 +332,11 @@ pub(crate) trait Turns: Send + Sync + std::fmt::Debug + 'static {
     fn emit(&self, event: EventKind) -> bool;
 }
 
-/// The [`Gate`] of one session: its policy decides, an `ask` goes to the approval queue.
+/// The [`Gate`] of one session: its rules decide, an `ask` goes to the approval queue.
 #[derive(Debug)]
 pub(crate) struct SessionGate<T: Turns> {
     turns: Arc<T>,
-    policy: Arc<NetworkRules>,
+    rules: Arc<NetworkRules>,
     /// Connections audited as allowed whose record has not come yet: one refused after the
     /// decision (every address it resolved to is refused) is audited again, as refused.
     allowed: std::sync::Mutex<std::collections::HashMap<String, ConnectRequest>>,
@@ -345,10 +345,10 @@ pub(crate) struct SessionGate<T: Turns> {
 }
 
 impl<T: Turns> SessionGate<T> {
-    pub(crate) fn new(turns: Arc<T>, policy: Arc<NetworkRules>) -> Self {
+    pub(crate) fn new(turns: Arc<T>, rules: Arc<NetworkRules>) -> Self {
         Self {
             turns,
-            policy,
+            rules,
             allowed: std::sync::Mutex::default(),
             credentials: None,
         }
@@ -488,7 +488,7 @@ impl<T: Turns> SessionGate<T> {
 #[async_trait]
 impl<T: Turns> Gate for SessionGate<T> {
     async fn decide(&self, request: &ConnectRequest) -> Decided {
-        let ruled = self.policy.decide(&request.destination);
+        let ruled = self.rules.decide(&request.destination);
         let ruling = Ruling {
             decision: ruled.decision,
             option_id: None,
@@ -524,11 +524,11 @@ impl<T: Turns> Gate for SessionGate<T> {
     }
 
     fn names_exactly(&self, addr: IpAddr, port: u16) -> bool {
-        self.policy.names_exactly(addr, port)
+        self.rules.names_exactly(addr, port)
     }
 
     fn denies_address(&self, addr: IpAddr, port: u16) -> Option<String> {
-        self.policy.denies_address(addr, port).map(|r| r.id.clone())
+        self.rules.denies_address(addr, port).map(|r| r.id.clone())
     }
 
     fn credentials(&self) -> Option<&legate_egress::Credentials> {
