@@ -34,7 +34,7 @@ pub const START_REF: &str = "refs/legate/start";
 /// Errors: `COPY_LIMIT_EXCEEDED` past the limits; `COPY_UNAVAILABLE` when the copy is gone.
 pub fn copy_selection(
     baseline: &Baseline,
-    policy: &SecretPatterns,
+    secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     let root = fs::canonicalize(baseline.copy()).map_err(|e| {
@@ -44,7 +44,7 @@ pub fn copy_selection(
             e,
         )
     })?;
-    select_in(&baseline.git(), root, &[], policy, limits)
+    select_in(&baseline.git(), root, &[], secrets, limits)
 }
 
 /// The sha256 of `selection`'s files as they are now: for each file in path order, its path,

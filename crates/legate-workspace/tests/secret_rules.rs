@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 
 #[test]
 fn every_rule_has_a_true_positive_and_its_negatives_pass() {
-    let policy = SecretPatterns::default();
+    let secrets = SecretPatterns::default();
     let mut cases = name_cases();
     cases.extend(content_cases());
     let covered: BTreeSet<&str> = cases.iter().map(|c| c.rule).collect();
@@ -35,7 +35,7 @@ fn every_rule_has_a_true_positive_and_its_negatives_pass() {
     for c in &cases {
         assert!(!c.positives.is_empty(), "{} has no true positive", c.rule);
         for (path, bytes) in &c.positives {
-            let got = policy.check(path, bytes);
+            let got = secrets.check(path, bytes);
             let want_reason = match kinds[c.rule] {
                 RuleKind::Content => BlockReason::SecretContent,
                 _ => BlockReason::SecretFile,
@@ -59,7 +59,7 @@ fn every_rule_has_a_true_positive_and_its_negatives_pass() {
             }
         }
         for (path, bytes) in &c.negatives {
-            if let Some(b) = policy.check(path, bytes) {
+            if let Some(b) = secrets.check(path, bytes) {
                 failures.push(format!("{}: negative {path} blocked by {}", c.rule, b.rule));
             }
         }
