@@ -1,15 +1,15 @@
 //! An agent process's one way out of its network namespace: Legate's egress proxy, served on
 //! the listener the namespace handed back ([`legate_confine::EgressHandoff`]), with each
-//! connection decided by the session's network policy and, for `ask`, by the approval queue;
+//! connection decided by the session's network rules and, for `ask`, by the approval queue;
 //! every connection an event of the running turn and a line of the audit.
 //!
 //! This module owns the seam between the proxy (`legate-egress`, which parses, resolves,
 //! checks addresses and relays, and builds the proxy variables, `legate_egress::proxy_env`)
-//! and a session: the [`Gate`] over a session's [`Turns`], and the policy a session runs
-//! under ([`session_policy`]: the engine's layers plus the preset's model host). It never decides
+//! and a session: the [`Gate`] over a session's [`Turns`], and the rules a session runs
+//! under ([`session_rules`]: the engine's layers plus the preset's model host). It never decides
 //! what a rule means (`legate_supervisor::network` does) and never touches a socket itself.
 
-use crate::supervision::{Ask, Sent, SupervisionChannel};
+use crate::approvals::{ApprovalChannel, Ask, Sent};
 use crate::{Abort, EventSink};
 use async_trait::async_trait;
 use legate_core::{
@@ -18,7 +18,7 @@ use legate_core::{
 };
 use legate_egress::{ConnectRequest, Decided, Gate};
 use legate_supervisor::Supervision;
-use legate_supervisor::network::{HostPattern, HostRule, NetworkPolicy};
+use legate_supervisor::network::{HostPattern, HostRule, NetworkRules};
 use std::ffi::OsString;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -27,20 +27,20 @@ use tracing::{info, warn};
 
 pub(crate) use legate_egress::point_at_proxy;
 
-/// The policy a session's connections run under: the engine's (`[network]`, the agent's own
+/// The rules a session's connections run under: the engine's (`[network]`, the agent's own
 /// rules), plus the preset's model host (the host of the base URL the agent's environment
 /// names, `ANTHROPIC_BASE_URL`, …, when it names one, else the preset's default hosts), plus
 /// the loopback address of each catalogued MCP server the session was handed over HTTP.
-pub(crate) fn session_policy(
-    base: &NetworkPolicy,
+pub(crate) fn session_rules(
+    base: &NetworkRules,
     preset: &str,
     env: &[(OsString, OsString)],
     mcp_servers: &[legate_core::McpServerSpec],
-) -> NetworkPolicy {
-    let mut policy = base.clone();
+) -> NetworkRules {
+    let mut rules = base.clone();
     for server in mcp_servers {
         if let legate_core::McpTransport::Http { url } = &server.transport {
-            policy = mcp_rules(policy, url, &server.id);
+            rules = mcp_rules(rules, url, &server.id);
         }
     }
     let var = crate::acp::launch::base_url_var(preset);
@@ -53,7 +53,7 @@ pub(crate) fn session_policy(
     let id = format!("preset:{preset}");
     match url {
         Some(url) => match legate_supervisor::network::base_url_rule(url) {
-            Some(rule) => policy = policy.with_allow(rule, &id),
+            Some(rule) => rules = rules.with_allow(rule, &id),
             None => warn!(
                 preset,
                 "the model's base URL does not read as a URL; no rule made for it"
@@ -62,7 +62,7 @@ pub(crate) fn session_policy(
         None => {
             for host in legate_supervisor::network::model_hosts(preset) {
                 match host.parse() {
-                    Ok(rule) => policy = policy.with_allow(rule, &id),
+                    Ok(rule) => rules = rules.with_allow(rule, &id),
                     Err(e) => {
                         warn!(preset, host, error = %e, "a preset's model host does not read as a rule")
                     }
@@ -70,19 +70,19 @@ pub(crate) fn session_policy(
             }
         }
     }
-    policy
+    rules
 }
 
-/// `policy` with the rules that reach the catalogued MCP server at `url` (on this machine's
+/// `rules` with those that reach the catalogued MCP server at `url` (on this machine's
 /// loopback, as the catalogue requires): its address exactly, and `localhost` with both
 /// loopback addresses when the URL names it.
-fn mcp_rules(mut policy: NetworkPolicy, url: &str, id: &str) -> NetworkPolicy {
+fn mcp_rules(mut rules: NetworkRules, url: &str, id: &str) -> NetworkRules {
     let Some(rule) = legate_supervisor::network::base_url_rule(url) else {
         warn!(
             server = id,
             "a catalogued MCP server's URL does not read as a URL; no rule made"
         );
-        return policy;
+        return rules;
     };
     let id = format!("mcp_servers.{id}");
     if matches!(&rule.pattern, HostPattern::Exact(name) if name == "localhost") {
@@ -90,10 +90,10 @@ fn mcp_rules(mut policy: NetworkPolicy, url: &str, id: &str) -> NetworkPolicy {
             IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
             IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
         ] {
-            policy = policy.with_allow(HostRule::new(HostPattern::Ip(ip), rule.port), &id);
+            rules = rules.with_allow(HostRule::new(HostPattern::Ip(ip), rule.port), &id);
         }
     }
-    policy.with_allow(rule, id)
+    rules.with_allow(rule, id)
 }
 
 /// Real credentials shorter than this are replaced only under their own variable's name,
@@ -325,18 +325,18 @@ pub(crate) trait Turns: Send + Sync + std::fmt::Debug + 'static {
     /// The supervision inputs now.
     fn supervision(&self) -> Supervision;
     /// Where `ask` rulings go and decisions are recorded.
-    fn channel(&self) -> Option<Arc<dyn SupervisionChannel>>;
+    fn channel(&self) -> Option<Arc<dyn ApprovalChannel>>;
     /// One of the session's places for a request waiting on a supervisor (`None`: all taken).
     fn ask_place(&self) -> Option<Box<dyn Send + Sync>>;
     /// Sends an event of the running turn; `false` when none runs.
     fn emit(&self, event: EventKind) -> bool;
 }
 
-/// The [`Gate`] of one session: its policy decides, an `ask` goes to the approval queue.
+/// The [`Gate`] of one session: its rules decide, an `ask` goes to the approval queue.
 #[derive(Debug)]
 pub(crate) struct SessionGate<T: Turns> {
     turns: Arc<T>,
-    policy: Arc<NetworkPolicy>,
+    rules: Arc<NetworkRules>,
     /// Connections audited as allowed whose record has not come yet: one refused after the
     /// decision (every address it resolved to is refused) is audited again, as refused.
     allowed: std::sync::Mutex<std::collections::HashMap<String, ConnectRequest>>,
@@ -345,10 +345,10 @@ pub(crate) struct SessionGate<T: Turns> {
 }
 
 impl<T: Turns> SessionGate<T> {
-    pub(crate) fn new(turns: Arc<T>, policy: Arc<NetworkPolicy>) -> Self {
+    pub(crate) fn new(turns: Arc<T>, rules: Arc<NetworkRules>) -> Self {
         Self {
             turns,
-            policy,
+            rules,
             allowed: std::sync::Mutex::default(),
             credentials: None,
         }
@@ -488,7 +488,7 @@ impl<T: Turns> SessionGate<T> {
 #[async_trait]
 impl<T: Turns> Gate for SessionGate<T> {
     async fn decide(&self, request: &ConnectRequest) -> Decided {
-        let ruled = self.policy.decide(&request.destination);
+        let ruled = self.rules.decide(&request.destination);
         let ruling = Ruling {
             decision: ruled.decision,
             option_id: None,
@@ -524,11 +524,11 @@ impl<T: Turns> Gate for SessionGate<T> {
     }
 
     fn names_exactly(&self, addr: IpAddr, port: u16) -> bool {
-        self.policy.names_exactly(addr, port)
+        self.rules.names_exactly(addr, port)
     }
 
     fn denies_address(&self, addr: IpAddr, port: u16) -> Option<String> {
-        self.policy.denies_address(addr, port).map(|r| r.id.clone())
+        self.rules.denies_address(addr, port).map(|r| r.id.clone())
     }
 
     fn credentials(&self) -> Option<&legate_egress::Credentials> {
@@ -606,15 +606,15 @@ mod tests {
 
     #[test]
     fn the_preset_allows_its_model_host_or_the_base_url_it_was_given() {
-        let base = NetworkPolicy::default();
+        let base = NetworkRules::default();
         let dest =
             |s: &str| legate_supervisor::network::Destination::parse_authority(s, None).unwrap();
-        let claude = session_policy(&base, "claude", &[], &[]);
+        let claude = session_rules(&base, "claude", &[], &[]);
         assert_eq!(
             claude.decide(&dest("api.anthropic.com:443")).decision,
             Decision::Allow
         );
-        let local = session_policy(
+        let local = session_rules(
             &base,
             "claude",
             &[(
@@ -632,7 +632,7 @@ mod tests {
             Decision::Allow
         );
         assert!(local.names_exactly(IpAddr::from([127, 0, 0, 1]), 4242));
-        let revisor = session_policy(&base, "revisor", &[], &[]);
+        let revisor = session_rules(&base, "revisor", &[], &[]);
         // A catalogued MCP server on `localhost`: the name and both loopback addresses, so
         // the name resolves to an address a rule names exactly; `localhost` leaves NO_PROXY.
         let server = legate_core::McpServerSpec {
@@ -642,7 +642,7 @@ mod tests {
             },
             tools: Vec::new(),
         };
-        let with_mcp = session_policy(&base, "revisor", &[], &[server]);
+        let with_mcp = session_rules(&base, "revisor", &[], &[server]);
         assert_eq!(
             with_mcp.decide(&dest("localhost:8931")).decision,
             Decision::Allow

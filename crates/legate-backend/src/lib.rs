@@ -16,6 +16,7 @@
 
 pub mod acp;
 pub mod agy;
+pub mod approvals;
 pub mod cleanup;
 mod egress;
 pub mod env;
@@ -24,13 +25,12 @@ pub mod selection;
 mod sink;
 mod spawn;
 mod stop;
-pub mod supervision;
 
 pub use agy::Model;
+pub use approvals::{Abort, AbortHandle, Answered, ApprovalChannel, Ask, Sent};
 pub use registry::Registry;
 pub use sink::{EventSink, EventStream};
 pub use stop::StopReason;
-pub use supervision::{Abort, AbortHandle, Answered, Ask, Sent, SupervisionChannel};
 
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
@@ -52,7 +52,7 @@ pub struct SessionRequest {
     pub supervision: Supervision,
     /// Where an `ask` ruling goes and every decision is recorded (the engine's approval
     /// queue). `None`: an `ask` is refused and nothing is audited (probes, tests).
-    pub channel: Option<Arc<dyn SupervisionChannel>>,
+    pub channel: Option<Arc<dyn ApprovalChannel>>,
     /// An earlier session id of this context, to continue when the agent can load sessions.
     pub resume_session_id: Option<String>,
     /// Directory for the agent's private state (`HOME`-like), when its preset wants one.
@@ -75,7 +75,7 @@ pub struct SessionRequest {
     /// The rules the agent's connections run under (`[network]`, the agent's and the role's
     /// rules); the backend adds the preset's model host. A connection no rule names is
     /// refused, or put to `channel` when the policy says `ask`.
-    pub network: Arc<legate_supervisor::network::NetworkPolicy>,
+    pub network: Arc<legate_supervisor::network::NetworkRules>,
 }
 
 /// Records which remote task a local task's turn runs as (see [`legate_core::RemoteRef`]).

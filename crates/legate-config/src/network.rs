@@ -12,11 +12,11 @@
 //!
 //! This module only stacks the parsed tables (`legate_supervisor::network::NetworkConfig`,
 //! whose rules are checked as they are read: a bad rule is `CONFIG_INVALID` at its line) into
-//! `NetworkPolicy`s: one for every agent, one per agent with rules of its own. What a rule
+//! `NetworkRules`s: one for every agent, one per agent with rules of its own. What a rule
 //! means and how a connection is decided belong to `legate_supervisor::network`.
 
 use legate_engine::EngineConfig;
-use legate_supervisor::network::{NetworkConfig, NetworkPolicy};
+use legate_supervisor::network::{NetworkConfig, NetworkRules};
 use std::collections::BTreeMap;
 
 /// Sets `c.network` from `[network]` and `c.agent_network` from each agent's own table (its
@@ -26,7 +26,7 @@ pub(crate) fn apply(
     agents: BTreeMap<String, NetworkConfig>,
     c: &mut EngineConfig,
 ) {
-    c.network = network.apply(NetworkPolicy::default(), "network");
+    c.network = network.apply(NetworkRules::default(), "network");
     for (name, table) in agents {
         let policy = table.apply(c.network.clone(), &format!("agents.{name}.network"));
         c.agent_network.insert(name, policy);
@@ -37,14 +37,14 @@ pub(crate) fn apply(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use legate_core::Decision;
-    use legate_supervisor::network::{Destination, NetworkPolicy};
+    use legate_supervisor::network::{Destination, NetworkRules};
 
     fn dest(s: &str) -> Destination {
         Destination::parse_authority(s, None).unwrap()
     }
 
     /// What `policy` decides for a connection to `authority`.
-    fn decision(policy: &NetworkPolicy, authority: &str) -> Decision {
+    fn decision(policy: &NetworkRules, authority: &str) -> Decision {
         policy.decide(&dest(authority)).decision
     }
 

@@ -5,7 +5,7 @@
 //! that use them live in the engine and `legate-workspace`.
 
 use crate::{Result, invalid, refuse};
-use legate_engine::SecretPolicy;
+use legate_engine::SecretPatterns;
 use legate_engine::{ApprovalMode, ReviewConfig};
 use serde::Deserialize;
 use std::time::Duration;
@@ -136,7 +136,7 @@ pub fn resolve(
             t.version
         ),
     };
-    let from_env = SecretPolicy::from_json(exclusions.as_deref(), exceptions.as_deref())?;
+    let from_env = SecretPatterns::from_json(exclusions.as_deref(), exceptions.as_deref())?;
     let excl: Vec<String> = if exclusions.is_some() {
         from_env
             .exclusions()
@@ -155,7 +155,7 @@ pub fn resolve(
     } else {
         file_exc
     };
-    review.secrets = SecretPolicy::new(&excl, &exc)?;
+    review.secrets = SecretPatterns::new(&excl, &exc)?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! (`agent_timeout_secs`).
 //!
 //! This module only reads and validates these settings into the engine's
-//! `SupervisionConfig`; it never decides an approval. Every error is `CONFIG_INVALID` and
+//! `ApprovalsConfig`; it never decides an approval. Every error is `CONFIG_INVALID` and
 //! names its key.
 
 use crate::{Result, refuse};
@@ -26,7 +26,7 @@ pub struct SupervisionTable {
 /// Applies `table` to `engine` (whose agents are already resolved): the deadline within 1 s
 /// to a day, the agent a configured one, its timeout at least 1 s and below the deadline.
 pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
-    let s = &mut engine.supervision;
+    let s = &mut engine.approvals;
     if let Some(secs) = table.deadline_secs {
         if !(1..=MAX_DEADLINE_SECS).contains(&secs) {
             refuse!("supervision.deadline_secs must be 1 to {MAX_DEADLINE_SECS} (got {secs})");
@@ -44,9 +44,9 @@ pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
             let shown: String = name.chars().take(64).collect();
             refuse!("supervision.agent names {shown:?}, which is not a configured agent");
         }
-        engine.supervision.agent = Some(name);
+        engine.approvals.agent = Some(name);
     }
-    let s = &engine.supervision;
+    let s = &engine.approvals;
     if s.agent.is_some() && s.agent_timeout >= s.deadline {
         refuse!(
             "supervision.agent_timeout_secs ({} s) must be below supervision.deadline_secs ({} s), so a human can still answer when the supervising agent does not",
@@ -82,11 +82,11 @@ mod tests {
     #[test]
     fn the_defaults_and_the_issue_spelling() {
         let c = applied("").unwrap();
-        assert_eq!(c.supervision.deadline, Duration::from_secs(120));
-        assert_eq!(c.supervision.agent, None);
+        assert_eq!(c.approvals.deadline, Duration::from_secs(120));
+        assert_eq!(c.approvals.agent, None);
         let c = applied("deadline_secs = 120\nagent = \"judge\"\nagent_timeout_secs = 10").unwrap();
-        assert_eq!(c.supervision.agent.as_deref(), Some("judge"));
-        assert_eq!(c.supervision.agent_timeout, Duration::from_secs(10));
+        assert_eq!(c.approvals.agent.as_deref(), Some("judge"));
+        assert_eq!(c.approvals.agent_timeout, Duration::from_secs(10));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use legate_core::{Decider, Decision};
 use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate, Limits, serve};
-use legate_supervisor::network::NetworkPolicy;
+use legate_supervisor::network::NetworkRules;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ fn mib() -> usize {
 }
 
 #[derive(Debug)]
-struct BenchGate(NetworkPolicy);
+struct BenchGate(NetworkRules);
 
 #[async_trait::async_trait]
 impl Gate for BenchGate {
@@ -113,7 +113,7 @@ fn bench(c: &mut Criterion) {
     let (sink, proxy) = rt.block_on(async {
         let sink = sink().await;
         let policy =
-            NetworkPolicy::default().with_allow(format!("{sink}").parse().unwrap(), "bench");
+            NetworkRules::default().with_allow(format!("{sink}").parse().unwrap(), "bench");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy = listener.local_addr().unwrap();
         tokio::spawn(serve(

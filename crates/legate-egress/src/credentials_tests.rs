@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use legate_core::{Decider, Decision};
-use legate_supervisor::network::NetworkPolicy;
+use legate_supervisor::network::NetworkRules;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::net::{IpAddr, SocketAddr};
@@ -27,7 +27,7 @@ const REAL: &str = "sk-real-secret-0123456789";
 
 #[derive(Debug)]
 struct TestGate {
-    policy: NetworkPolicy,
+    policy: NetworkRules,
     credentials: Credentials,
     records: Mutex<Vec<ConnectionEvent>>,
 }
@@ -110,7 +110,7 @@ async fn http_origin() -> (SocketAddr, oneshot::Receiver<String>) {
     (addr, rx)
 }
 
-fn gate(policy: NetworkPolicy, placeholder: &str, tls: Option<Interception>) -> Arc<TestGate> {
+fn gate(policy: NetworkRules, placeholder: &str, tls: Option<Interception>) -> Arc<TestGate> {
     // The origins here are plain `http://` model URLs (a local model server).
     let mut credentials =
         Credentials::new("preset:gemini", vec![(placeholder.into(), REAL.into())])
@@ -138,7 +138,7 @@ async fn plain_http_gets_the_real_key_only_where_the_preset_rule_allows() {
     let placeholder = Credentials::placeholder();
     let (model, model_saw) = http_origin().await;
     let (other, other_saw) = http_origin().await;
-    let policy = NetworkPolicy::default()
+    let policy = NetworkRules::default()
         .with_allow(model.to_string().parse().unwrap(), "preset:gemini")
         .with_allow(other.to_string().parse().unwrap(), "network.allow[0]");
     let gate = gate(policy, &placeholder, None);
@@ -253,7 +253,7 @@ async fn connect_to_the_preset_host_is_terminated_and_every_request_gets_the_key
     let authority = Arc::new(Authority::generate().unwrap());
     let tls = Interception::trusting(Arc::clone(&authority), origin_root).unwrap();
     let policy =
-        NetworkPolicy::default().with_allow(origin.to_string().parse().unwrap(), "preset:gemini");
+        NetworkRules::default().with_allow(origin.to_string().parse().unwrap(), "preset:gemini");
     let gate = gate(policy, &placeholder, Some(tls));
     let (proxy, _stop) = start(gate.clone()).await;
 
@@ -323,7 +323,7 @@ async fn an_untrusted_destination_certificate_is_refused() {
     // No extra root: the origin's self-signed certificate is not trusted upstream.
     let tls = Interception::new(Arc::new(Authority::generate().unwrap())).unwrap();
     let policy =
-        NetworkPolicy::default().with_allow(origin.to_string().parse().unwrap(), "preset:gemini");
+        NetworkRules::default().with_allow(origin.to_string().parse().unwrap(), "preset:gemini");
     let gate = gate(policy, &placeholder, Some(tls));
     let (proxy, _stop) = start(gate.clone()).await;
     let answer = send(

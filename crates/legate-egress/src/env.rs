@@ -1,11 +1,11 @@
 //! The variables that point a confined process at the proxy in its namespace, as the
-//! policy it runs under wants them: the one place they are built, for agents and test
+//! rules it runs under want them: the one place they are built, for agents and test
 //! commands alike.
 //!
 //! This module only builds variables; it never decides a connection and never reads the
 //! process's own environment.
 
-use legate_supervisor::network::{HostPattern, NetworkPolicy};
+use legate_supervisor::network::{HostPattern, NetworkRules};
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -17,11 +17,11 @@ pub fn proxy_url() -> String {
 /// The variables that point a process at the proxy: `HTTPS_PROXY`, `HTTP_PROXY`,
 /// `ALL_PROXY` and `NO_PROXY`, in both cases, and `NODE_USE_ENV_PROXY=1`. `NO_PROXY` keeps
 /// the namespace's own loopback direct (a server the process starts itself), except a
-/// loopback name or address an allow rule of `policy` names: that rule means the host's
+/// loopback name or address an allow rule of `rules` names: that rule means the host's
 /// service (a local model server, a test's origin), which only the proxy reaches.
-pub fn proxy_env(policy: &NetworkPolicy) -> Vec<(OsString, OsString)> {
+pub fn proxy_env(rules: &NetworkRules) -> Vec<(OsString, OsString)> {
     let url = proxy_url();
-    let named_localhost = policy
+    let named_localhost = rules
         .allow
         .iter()
         .any(|r| matches!(&r.rule.pattern, HostPattern::Exact(name) if name == "localhost"));
@@ -29,11 +29,11 @@ pub fn proxy_env(policy: &NetworkPolicy) -> Vec<(OsString, OsString)> {
         ("localhost", !named_localhost),
         (
             "127.0.0.1",
-            !policy.names_address(IpAddr::from(Ipv4Addr::LOCALHOST)),
+            !rules.names_address(IpAddr::from(Ipv4Addr::LOCALHOST)),
         ),
         (
             "::1",
-            !policy.names_address(IpAddr::from(Ipv6Addr::LOCALHOST)),
+            !rules.names_address(IpAddr::from(Ipv6Addr::LOCALHOST)),
         ),
     ]
     .into_iter()
@@ -58,8 +58,8 @@ pub fn proxy_env(policy: &NetworkPolicy) -> Vec<(OsString, OsString)> {
 
 /// Replaces every variable of `env` that [`proxy_env`] sets with its value: inside the
 /// namespace no other proxy is reachable, so the process's own settings would only fail.
-pub fn point_at_proxy(env: &mut Vec<(OsString, OsString)>, policy: &NetworkPolicy) {
-    let ours = proxy_env(policy);
+pub fn point_at_proxy(env: &mut Vec<(OsString, OsString)>, rules: &NetworkRules) {
+    let ours = proxy_env(rules);
     env.retain(|(k, _)| !ours.iter().any(|(o, _)| o == k));
     env.extend(ours);
 }
@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn every_proxy_variable_points_at_the_namespace_proxy() {
-        let env = proxy_env(&NetworkPolicy::default());
+        let env = proxy_env(&NetworkRules::default());
         for name in [
             "HTTPS_PROXY",
             "https_proxy",
@@ -94,15 +94,11 @@ mod tests {
 
     #[test]
     fn a_named_loopback_address_or_localhost_goes_through_the_proxy() {
-        let policy =
-            NetworkPolicy::default().with_allow("127.0.0.1:11434".parse().unwrap(), "test");
-        let env = proxy_env(&policy);
+        let rules = NetworkRules::default().with_allow("127.0.0.1:11434".parse().unwrap(), "test");
+        let env = proxy_env(&rules);
         assert_eq!(value(&env, "no_proxy"), Some("localhost,::1"));
-        let policy = NetworkPolicy::default().with_allow("localhost:8080".parse().unwrap(), "t");
-        assert_eq!(
-            value(&proxy_env(&policy), "NO_PROXY"),
-            Some("127.0.0.1,::1")
-        );
+        let rules = NetworkRules::default().with_allow("localhost:8080".parse().unwrap(), "t");
+        assert_eq!(value(&proxy_env(&rules), "NO_PROXY"), Some("127.0.0.1,::1"));
         let mut env = vec![
             (
                 OsString::from("HTTPS_PROXY"),
@@ -110,7 +106,7 @@ mod tests {
             ),
             (OsString::from("KEEP"), OsString::from("1")),
         ];
-        point_at_proxy(&mut env, &policy);
+        point_at_proxy(&mut env, &rules);
         assert_eq!(value(&env, "HTTPS_PROXY"), Some("http://127.0.0.1:3128"));
         assert_eq!(value(&env, "KEEP"), Some("1"));
         assert_eq!(env.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);

@@ -23,14 +23,14 @@
 //! ```no_run
 //! use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate, Limits};
 //! use legate_core::{Decider, Decision};
-//! use legate_supervisor::network::NetworkPolicy;
+//! use legate_supervisor::network::NetworkRules;
 //! use std::sync::Arc;
 //!
 //! #[derive(Debug)]
-//! struct PolicyGate(NetworkPolicy);
+//! struct RulesGate(NetworkRules);
 //!
 //! #[async_trait::async_trait]
-//! impl Gate for PolicyGate {
+//! impl Gate for RulesGate {
 //!     async fn decide(&self, request: &ConnectRequest) -> Decided {
 //!         let ruling = self.0.decide(&request.destination);
 //!         let decision = match ruling.decision {
@@ -48,12 +48,12 @@
 //! }
 //!
 //! # async fn run() -> std::io::Result<()> {
-//! let policy = NetworkPolicy::default().with_preset("claude");
+//! let policy = NetworkRules::default().with_preset("claude");
 //! let listener = tokio::net::TcpListener::bind(("127.0.0.1", legate_egress::PROXY_PORT)).await?;
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
 //! let server = tokio::spawn(legate_egress::serve(
 //!     listener,
-//!     Arc::new(PolicyGate(policy)),
+//!     Arc::new(RulesGate(policy)),
 //!     Limits::default(),
 //!     async move { let _ = stopped.await; },
 //! ));

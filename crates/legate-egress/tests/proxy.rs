@@ -6,7 +6,7 @@
 
 use legate_core::{Decider, Decision};
 use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate, Limits, serve};
-use legate_supervisor::network::{Host, NetworkPolicy, Otherwise};
+use legate_supervisor::network::{Host, NetworkRules, Otherwise};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 /// Decides by a network policy (an ask is refused), after a delay for one host; keeps records.
 #[derive(Debug)]
 struct TestGate {
-    policy: NetworkPolicy,
+    policy: NetworkRules,
     slow: Option<(String, Duration)>,
     records: Mutex<Vec<ConnectionEvent>>,
 }
@@ -79,11 +79,7 @@ struct Proxy {
     task: JoinHandle<()>,
 }
 
-async fn proxy_with(
-    policy: NetworkPolicy,
-    slow: Option<(&str, Duration)>,
-    limits: Limits,
-) -> Proxy {
+async fn proxy_with(policy: NetworkRules, slow: Option<(&str, Duration)>, limits: Limits) -> Proxy {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let gate = Arc::new(TestGate {
@@ -103,7 +99,7 @@ async fn proxy_with(
     }
 }
 
-async fn proxy(policy: NetworkPolicy) -> Proxy {
+async fn proxy(policy: NetworkRules) -> Proxy {
     proxy_with(policy, None, Limits::default()).await
 }
 
@@ -153,8 +149,8 @@ async fn ask(addr: SocketAddr, request: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn allow(rule: &str) -> NetworkPolicy {
-    NetworkPolicy::default().with_allow(rule.parse().unwrap(), "network.allow[0]")
+fn allow(rule: &str) -> NetworkRules {
+    NetworkRules::default().with_allow(rule.parse().unwrap(), "network.allow[0]")
 }
 
 #[tokio::test]
@@ -277,7 +273,7 @@ async fn absolute_form_http_is_forwarded_in_origin_form() {
 
 #[tokio::test]
 async fn a_denied_host_is_recorded_before_the_answer() {
-    let p = proxy(NetworkPolicy::default()).await;
+    let p = proxy(NetworkRules::default()).await;
     let mut s = TcpStream::connect(p.addr).await.unwrap();
     s.write_all(b"CONNECT example.invalid:443 HTTP/1.1\r\n\r\n")
         .await
@@ -340,7 +336,7 @@ async fn a_slow_head_times_out() {
 
 #[tokio::test]
 async fn a_slow_decision_does_not_block_another() {
-    let policy = NetworkPolicy::new(Otherwise::Deny);
+    let policy = NetworkRules::new(Otherwise::Deny);
     let p = proxy_with(
         policy,
         Some(("slow.test", Duration::from_secs(3))),

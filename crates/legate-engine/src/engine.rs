@@ -2,7 +2,7 @@
 //! reply, resume, send, cancel, wait, subscribe, read, shut down) and hands out a service for
 //! everything else: [`Engine::reviews`], [`Groups::list`], [`Approvals::list`],
 //! [`Engine::memory`], [`Engine::comparisons`], [`Engine::handoffs`], [`Engine::agents`],
-//! [`Artifacts::list`], [`Messages::list`], [`SandboxPolicies::get`],
+//! [`Artifacts::list`], [`Messages::list`], [`TestCeilings::get`],
 //! [`Engine::roles`] and [`Engine::records`].
 //!
 //! One prompt's path: a front's request becomes a [`SubmitRequest`]; [`Engine::submit`] hands
@@ -14,6 +14,7 @@
 //! services' and the core's. It never speaks an agent protocol.
 
 use crate::agents::Agents;
+use crate::approvals::Approvals;
 use crate::artifacts::Artifacts;
 use crate::compare::Comparisons;
 use crate::config::EngineConfig;
@@ -28,8 +29,7 @@ use crate::memory::Memory;
 use crate::messages::Messages;
 use crate::records::Records;
 use crate::review::Reviews;
-use crate::sandbox_policy::SandboxPolicies;
-use crate::supervision::Approvals;
+use crate::test_ceiling::TestCeilings;
 use legate_core::{Event, Result, Task, TaskId};
 use legate_store::TaskFilter;
 use legate_supervisor::Supervisor;
@@ -54,7 +54,7 @@ struct Services {
     agents: Agents,
     artifacts: Artifacts,
     messages: Messages,
-    sandbox_policy: SandboxPolicies,
+    test_ceiling: TestCeilings,
     records: Records,
 }
 
@@ -82,7 +82,7 @@ impl Engine {
             agents: Agents { core: c() },
             artifacts: Artifacts { core: c() },
             messages: Messages { core: c() },
-            sandbox_policy: SandboxPolicies { core: c() },
+            test_ceiling: TestCeilings { core: c() },
             records,
         });
         Ok(Engine { core, services })
@@ -244,8 +244,8 @@ impl Engine {
     }
 
     /// The sandbox policy of test commands.
-    pub fn sandbox_policy(&self) -> &SandboxPolicies {
-        &self.services.sandbox_policy
+    pub fn test_ceiling(&self) -> &TestCeilings {
+        &self.services.test_ceiling
     }
 
     /// What the store holds, read without running anything: usage, contexts, event numbers.

@@ -8,6 +8,7 @@
 //! The engine never speaks a protocol itself: backends do, through `legate-backend`.
 
 mod agents;
+pub mod approvals;
 mod artifacts;
 mod compare;
 mod config;
@@ -22,8 +23,7 @@ mod records;
 mod report;
 mod review;
 mod roles;
-mod sandbox_policy;
-pub mod supervision;
+mod test_ceiling;
 
 pub use crate::core::{runner, silent};
 
@@ -44,7 +44,12 @@ pub use crate::core::slots::SlotCounts;
 pub use agents::Agents;
 /// `engine.agents()`.
 pub use agents::SessionCounts;
-pub use agents::policy::{AgentControls, AgentPolicy, Limitation, ModelSelection};
+pub use agents::overview::{AgentControls, ControlsOverview, Limitation, ModelSelection};
+/// `engine.approvals()`.
+pub use approvals::{
+    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, Approvals,
+    AuditEntry, AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
+};
 /// `engine.artifacts()`.
 pub use artifacts::{ArtifactBytes, Artifacts};
 /// `engine.comparisons()`.
@@ -54,8 +59,8 @@ pub use compare::{
 };
 /// The engine's configuration and its defaults.
 pub use config::{
-    DEFAULT_MAX_IDLE_SESSIONS, DEFAULT_SUPERVISING_AGENT_TIMEOUT, DEFAULT_SUPERVISION_DEADLINE,
-    EngineConfig, FrontLimits, Paths, SupervisionConfig,
+    ApprovalsConfig, DEFAULT_APPROVAL_DEADLINE, DEFAULT_MAX_IDLE_SESSIONS,
+    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, Paths,
 };
 /// The engine and a task's life.
 pub use engine::Engine;
@@ -84,7 +89,7 @@ pub use legate_testrun::TestCommand;
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{
     BlockReason, BlockedFile, ChangeStatus, CopyLimits, CopyReport, FileChange, PatchSummary,
-    Preview, ProjectFile, ProjectFiles, SecretPolicy,
+    Preview, ProjectFile, ProjectFiles, SecretPatterns,
 };
 /// The copy-workspace extension's received files and the safe-relative-path rule they are
 /// checked by, for the A2A front.
@@ -106,15 +111,10 @@ pub use review::{
 };
 /// `engine.roles()`.
 pub use roles::{RoleDefaults, RoleInfo, RoleSpec, Roles};
-/// `engine.sandbox_policy()`.
-pub use sandbox_policy::{
-    PolicyChange, PolicyConfirmer, ResolvedSelection, SandboxEvidence, SandboxPolicies,
-    SandboxPolicy, SandboxPolicyView, SandboxSelection,
-};
-/// `engine.approvals()`.
-pub use supervision::{
-    Answer, Approval, ApprovalAnswer, ApprovalDesk, ApprovalFilter, ApprovalState, Approvals,
-    AuditEntry, AuditFilter, MIN_APPROVAL_PREFIX, ToolCallSummary, parse_since, seconds_left,
+/// `engine.test_ceiling()`.
+pub use test_ceiling::{
+    CeilingChange, CeilingConfirmer, ResolvedSelection, SandboxEvidence, SandboxSelection,
+    TestCeiling, TestCeilingView, TestCeilings,
 };
 
 /// Follows a task's events from the store alone, polling; for tasks run by another process.

@@ -7,7 +7,7 @@
 
 use legate_engine::{ApprovalDesk, Engine};
 use legate_mcp::http::{HttpOptions, SUPERVISOR_PATH, router_with_supervisor, serve_with};
-use legate_mcp::{LegateMcp, McpOptions, Profile, ServeOptions, SupervisorMcp, Token};
+use legate_mcp::{ApprovalsMcp, LegateMcp, McpOptions, Profile, ServeOptions, Token};
 use legate_testkit::raw_http::{self, HOST, JSON, RawResponse, TOKEN, request};
 use legate_testkit::{EngineHarness, git};
 use rmcp::model::{
@@ -346,7 +346,7 @@ impl McpHttp {
             ..HttpOptions::loopback(Token::configured(TOKEN).unwrap())
         };
         let supervisor =
-            supervisor_token.map(|_| SupervisorMcp::new(ApprovalDesk::Engine(engine.clone())));
+            supervisor_token.map(|_| ApprovalsMcp::new(ApprovalDesk::Engine(engine.clone())));
         let app = router_with_supervisor(
             LegateMcp::new(engine.clone(), McpOptions::default()),
             supervisor,

@@ -268,13 +268,13 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         )
         .group(ToolGroup::Implementation)
         .destructive(),
-        def::<NoArgs, crate::sandbox::SandboxPolicyOut>(
+        def::<NoArgs, crate::sandbox::TestCeilingOut>(
             "get_sandbox_policy",
             "Read the test sandbox policy",
             "The global ceiling of every test's sandbox selection (readRoots, writeRoots, network, childProcesses, maxOutputChars), normalized, and its sha256: what set_sandbox_policy must name, and what a selected test's evidence is bound to.",
             true,
         ),
-        def::<crate::sandbox::SetSandboxPolicyArgs, crate::sandbox::SandboxPolicyOut>(
+        def::<crate::sandbox::SetTestCeilingArgs, crate::sandbox::TestCeilingOut>(
             "set_sandbox_policy",
             "Replace the test sandbox policy",
             "Replaces the global test sandbox ceiling if its current sha256 is expectedSha256 (SANDBOX_POLICY_CHANGED otherwise). Roots must be absolute, canonical, existing directories, no links, clear of Legate's home, credentials and forbidden directories. In approval mode ask, the client is asked to confirm with a form and only an accept with confirm: true proceeds (SANDBOX_POLICY_DECLINED otherwise); in auto, validation alone.",
@@ -346,7 +346,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             true,
         ),
         // ctrl (issue 17, parts 4 and 6): tool controls and models.
-        def::<NoArgs, legate_engine::AgentPolicy>(
+        def::<NoArgs, legate_engine::ControlsOverview>(
             "get_agent_policy",
             "Tool and MCP policy",
             "The configured ceiling of tool kinds (run's allowedTools must stay within it; it applies when allowedTools is omitted), the catalogue of trusted MCP servers (ids, transport kinds, tools and whether each is read-only) that run's mcpServers selects from, and which agents enforce these controls. Never shows a server's command, environment or URL.",

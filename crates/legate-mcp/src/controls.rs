@@ -9,7 +9,7 @@
 
 use crate::schema::ModelOut;
 use legate_core::{Error, Result};
-use legate_engine::{AgentPolicy, ApprovalMode, Engine, Limitation, ModelSelection};
+use legate_engine::{ApprovalMode, ControlsOverview, Engine, Limitation, ModelSelection};
 use rmcp::schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -75,8 +75,8 @@ pub struct IntegrationApproval {
 }
 
 /// `get_agent_policy`.
-pub fn agent_policy(engine: &Engine) -> AgentPolicy {
-    engine.agents().policy()
+pub fn controls_overview(engine: &Engine) -> ControlsOverview {
+    engine.agents().controls_overview()
 }
 
 /// `list_models`: what the agent offers, and how a task naming none chooses.

@@ -7,7 +7,7 @@
 //! progress ([`wait`]), and who may reach the HTTP endpoint ([`http`], [`token`]). A client
 //! that disconnects, or a wait that times out, never cancels a task.
 //!
-//! The supervisor's side is [`supervisor`]: the `supervisor` profile's own handler (approvals,
+//! The supervisor's side is [`approvals`]: the `supervisor` profile's own handler (approvals,
 //! decide, audit), served at [`SUPERVISOR_PATH`] behind the supervisor token.
 //!
 //! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
@@ -15,6 +15,7 @@
 //! confirmer), [`schema`] (arguments and answers, mostly the engine's own types, and the one
 //! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], [`token`], [`http`].
 
+pub mod approvals;
 mod catalog;
 pub mod chunk;
 mod codec;
@@ -30,16 +31,15 @@ pub mod review;
 pub mod sandbox;
 pub mod schema;
 pub mod server;
-pub mod supervisor;
 mod tools;
 pub mod wait;
 
+pub use approvals::ApprovalsMcp;
 pub use http::{HttpOptions, MCP_PATH, SUPERVISOR_PATH};
 pub use legate_token::serve::ServeOptions;
 pub use legate_token::{Token, TokenSource};
 pub use profile::Profile;
 pub use server::{LegateMcp, McpOptions};
-pub use supervisor::SupervisorMcp;
 
 use legate_core::{Error, ErrorCode, Result};
 use rmcp::ServiceExt;
@@ -53,7 +53,7 @@ pub async fn serve_stdio(server: LegateMcp) -> Result<()> {
     serve_stdio_with(server).await
 }
 
-/// [`serve_stdio`] for any handler: the supervisor profile's [`SupervisorMcp`], say.
+/// [`serve_stdio`] for any handler: the supervisor profile's [`ApprovalsMcp`], say.
 pub async fn serve_stdio_with<S: rmcp::ServerHandler>(server: S) -> Result<()> {
     let running = server
         .serve(rmcp::transport::io::stdio_pipes())

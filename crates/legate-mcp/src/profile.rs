@@ -4,7 +4,7 @@
 //! the profile is not listed and a call to it is refused with `TOOL_NOT_AVAILABLE`; `query` and
 //! `review` refuse `mode: "write"` with `MODE_NOT_ALLOWED` and make every task they start,
 //! resume or message read-only. `supervisor` offers none of these groups: it is the
-//! supervisor's server ([`crate::supervisor::SupervisorMcp`], three tools over the approval
+//! supervisor's server ([`crate::approvals::ApprovalsMcp`], three tools over the approval
 //! queue), never the caller's, and is served only behind the supervisor token. This module
 //! maps names to rules; it never talks to a client.
 

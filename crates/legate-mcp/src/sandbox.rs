@@ -1,6 +1,6 @@
 //! The test sandbox policy over MCP: `get_sandbox_policy` (the global ceiling and its
 //! sha256) and `set_sandbox_policy` (compare-and-set on that sha256; in approval mode `ask`
-//! the engine asks the client's person through a form elicitation, [`PolicyElicitor`]).
+//! the engine asks the client's person through a form elicitation, [`CeilingElicitor`]).
 //!
 //! This module translates arguments to engine calls and an elicitation's answer to the
 //! engine's [`Confirmation`]; what an answer means, what a policy may hold and whether a
@@ -11,7 +11,7 @@ use crate::confirmation::answer_of;
 use async_trait::async_trait;
 use legate_core::Result;
 use legate_engine::{
-    Confirmation, Engine, PolicyChange, PolicyConfirmer, SandboxPolicy, SandboxPolicyView,
+    CeilingChange, CeilingConfirmer, Confirmation, Engine, TestCeiling, TestCeilingView,
 };
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationSchema};
@@ -25,30 +25,31 @@ use std::time::Duration;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SetSandboxPolicyArgs {
+#[schemars(rename = "SetSandboxPolicyArgs")]
+pub struct SetTestCeilingArgs {
     /// The `sha256` `get_sandbox_policy` returned: the version this proposal replaces.
     pub expected_sha256: String,
     /// The whole new policy (omitted fields take the default: no roots, no network, child
     /// processes allowed, 4,000 characters).
-    pub policy: SandboxPolicy,
+    pub policy: TestCeiling,
 }
 
 /// `get_sandbox_policy` and `set_sandbox_policy`: the policy and its sha256.
-pub type SandboxPolicyOut = SandboxPolicyView;
+pub type TestCeilingOut = TestCeilingView;
 
 /// `get_sandbox_policy`.
-pub fn get_sandbox_policy(engine: &Engine) -> Result<SandboxPolicyOut> {
-    engine.sandbox_policy().get()
+pub fn get_sandbox_policy(engine: &Engine) -> Result<TestCeilingOut> {
+    engine.test_ceiling().get()
 }
 
 /// `set_sandbox_policy`, with `confirmer` asked when the approval mode is `ask`.
 pub async fn set_sandbox_policy(
     engine: &Engine,
-    args: SetSandboxPolicyArgs,
-    confirmer: &dyn PolicyConfirmer,
-) -> Result<SandboxPolicyOut> {
+    args: SetTestCeilingArgs,
+    confirmer: &dyn CeilingConfirmer,
+) -> Result<TestCeilingOut> {
     let view = engine
-        .sandbox_policy()
+        .test_ceiling()
         .set(&args.expected_sha256, args.policy, Some(confirmer))
         .await?;
     tracing::info!(sha256 = %view.sha256, "mcp set_sandbox_policy");
@@ -59,12 +60,12 @@ pub async fn set_sandbox_policy(
 /// proceed. A client that declared no form elicitation, a failed request, a timeout and a
 /// malformed answer are all `Cancel`.
 #[derive(Debug)]
-pub struct PolicyElicitor {
+pub struct CeilingElicitor {
     peer: Peer<RoleServer>,
     timeout: Duration,
 }
 
-impl PolicyElicitor {
+impl CeilingElicitor {
     /// A confirmer that asks `peer`, whose person has `timeout` to answer.
     pub fn new(peer: Peer<RoleServer>, timeout: Duration) -> Self {
         Self { peer, timeout }
@@ -81,7 +82,7 @@ fn roots(list: &[PathBuf]) -> String {
         .join(", ")
 }
 
-fn describe(p: &SandboxPolicy) -> Vec<String> {
+fn describe(p: &TestCeiling) -> Vec<String> {
     vec![
         format!("  read roots: {}", roots(&p.read_roots)),
         format!("  write roots: {}", roots(&p.write_roots)),
@@ -105,7 +106,7 @@ fn describe(p: &SandboxPolicy) -> Vec<String> {
 }
 
 /// The message a person reads before confirming: the current and the proposed ceiling.
-pub fn policy_message(change: &PolicyChange) -> String {
+pub fn ceiling_message(change: &CeilingChange) -> String {
     let mut lines = vec![
         "Replace Legate's test sandbox policy (the ceiling of every test's sandbox selection)?"
             .to_string(),
@@ -118,7 +119,7 @@ pub fn policy_message(change: &PolicyChange) -> String {
     lines.join("\n")
 }
 
-fn policy_schema() -> ElicitationSchema {
+fn ceiling_schema() -> ElicitationSchema {
     ElicitationSchema::builder()
         .required_bool_property("confirm", |b| {
             b.title("Replace the policy")
@@ -128,8 +129,8 @@ fn policy_schema() -> ElicitationSchema {
 }
 
 #[async_trait]
-impl PolicyConfirmer for PolicyElicitor {
-    async fn confirm_policy(&self, change: &PolicyChange) -> Confirmation {
+impl CeilingConfirmer for CeilingElicitor {
+    async fn confirm_ceiling(&self, change: &CeilingChange) -> Confirmation {
         if !self
             .peer
             .supported_elicitation_modes()
@@ -140,8 +141,8 @@ impl PolicyConfirmer for PolicyElicitor {
         }
         let params = ElicitRequestParams::FormElicitationParams {
             meta: None,
-            message: policy_message(change),
-            requested_schema: policy_schema(),
+            message: ceiling_message(change),
+            requested_schema: ceiling_schema(),
         };
         match self
             .peer
@@ -164,29 +165,29 @@ mod tests {
 
     #[test]
     fn the_message_shows_both_policies_and_escapes_control_characters() {
-        let current = SandboxPolicy::default();
-        let proposed = SandboxPolicy {
+        let current = TestCeiling::default();
+        let proposed = TestCeiling {
             write_roots: vec![PathBuf::from("/srv/out\n\u{1b}[2Jyes")],
             network: true,
-            ..SandboxPolicy::default()
+            ..TestCeiling::default()
         };
-        let change = PolicyChange {
-            current: SandboxPolicyView {
+        let change = CeilingChange {
+            current: TestCeilingView {
                 sha256: current.sha256(),
                 policy: current,
             },
-            proposed: SandboxPolicyView {
+            proposed: TestCeilingView {
                 sha256: proposed.sha256(),
                 policy: proposed,
             },
         };
-        let m = policy_message(&change);
+        let m = ceiling_message(&change);
         assert!(m.contains(&change.current.sha256));
         assert!(m.contains(&change.proposed.sha256));
         assert!(m.contains("network: may be granted"));
         assert!(!m.contains('\u{1b}'), "{m}");
         assert!(m.contains("/srv/out\\n"), "{m}");
-        let s = serde_json::to_value(policy_schema()).unwrap();
+        let s = serde_json::to_value(ceiling_schema()).unwrap();
         assert_eq!(s["required"], serde_json::json!(["confirm"]));
     }
 }

@@ -211,7 +211,7 @@ impl LegateMcp {
                 to_value(crate::sandbox::get_sandbox_policy(engine)?)
             }
             "set_sandbox_policy" => {
-                let confirmer = crate::sandbox::PolicyElicitor::new(
+                let confirmer = crate::sandbox::CeilingElicitor::new(
                     context.peer.clone(),
                     engine.config().fronts.approval_timeout,
                 );
@@ -247,7 +247,7 @@ impl LegateMcp {
                 to_value(crate::delivery::read_artifact(engine, parse(args)?).await?)
             }
             // ctrl (issue 17, parts 4 and 6).
-            "get_agent_policy" => to_value(crate::controls::agent_policy(engine)),
+            "get_agent_policy" => to_value(crate::controls::controls_overview(engine)),
             "list_models" => to_value(crate::controls::list_models(engine, parse(args)?).await?),
             "get_model" => to_value(crate::controls::get_model(engine, parse(args)?)?),
             "set_model" => to_value(crate::controls::set_model(engine, parse(args)?)?),

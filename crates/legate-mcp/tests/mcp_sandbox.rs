@@ -163,7 +163,7 @@ async fn a_selection_granting_network_reaches_what_the_network_policy_allows_thr
         ApprovalMode::Auto,
         Client::default(),
         move |c| {
-            c.network = legate_supervisor::network::NetworkPolicy::default()
+            c.network = legate_supervisor::network::NetworkRules::default()
                 .with_allow(rule.parse().unwrap(), "network.allow[0]");
         },
     )

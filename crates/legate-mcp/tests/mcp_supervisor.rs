@@ -22,7 +22,7 @@ async fn start() -> McpHttp {
     let kit = EngineHarness::builder()
         .agent(TestAgent::scripted("agent"))
         .supervisor(Arc::new(AskCommands))
-        .config(|c| c.supervision.deadline = Duration::from_secs(120))
+        .config(|c| c.approvals.deadline = Duration::from_secs(120))
         .start();
     McpHttp::serve(kit, ServeOptions::default(), Some(SUPERVISOR)).await
 }

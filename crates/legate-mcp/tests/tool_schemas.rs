@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_engine::ApprovalDesk;
-use legate_mcp::{LegateMcp, McpOptions, Profile, SupervisorMcp};
+use legate_mcp::{ApprovalsMcp, LegateMcp, McpOptions, Profile};
 use legate_testkit::EngineHarness;
 use rmcp::ServiceExt;
 use rmcp::model::Tool;
@@ -104,7 +104,7 @@ async fn every_profile_lists_the_pinned_tool_schemas() {
     for &profile in Profile::ALL {
         let tools = if profile.is_supervisor() {
             // The supervisor profile is its own server, over the engine's approval queue.
-            listed(SupervisorMcp::new(ApprovalDesk::Engine(kit.engine.clone()))).await
+            listed(ApprovalsMcp::new(ApprovalDesk::Engine(kit.engine.clone()))).await
         } else {
             let options = McpOptions {
                 profile,

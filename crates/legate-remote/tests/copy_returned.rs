@@ -50,8 +50,8 @@ fn local() -> Local {
     git(&project, &["commit", "-q", "-m", "init"]);
     let home = base.join("home");
     let limits = legate_workspace::CopyLimits::default();
-    let policy = legate_workspace::SecretPolicy::default();
-    let sel = legate_workspace::select(&project, &[], &policy, &limits).unwrap();
+    let secrets = legate_workspace::SecretPatterns::default();
+    let sel = legate_workspace::select(&project, &[], &secrets, &limits).unwrap();
     let (report, baseline) = legate_workspace::make_copy_with_baseline(
         &sel,
         &home.join("copies/t"),

@@ -14,8 +14,8 @@
 
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
-    Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPolicy, parse_raw,
-    sha256_hex, split_z, stage_tree,
+    Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPatterns,
+    parse_raw, sha256_hex, split_z, stage_tree,
 };
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +32,7 @@ const DIFF: &[&str] = &[
 /// Computes the preview of the copy behind `baseline` (see the module docs).
 pub fn preview(
     baseline: &Baseline,
-    policy: &SecretPolicy,
+    secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Preview, Error> {
     let tree = stage_tree(baseline)?;
@@ -49,7 +49,7 @@ pub fn preview(
             ),
         ));
     }
-    check_blocked(baseline, policy, &files)?;
+    check_blocked(baseline, secrets, &files)?;
     confirm_beneath(baseline, &files)?;
     let numstat = git.run(&[DIFF, &["--numstat", "-z", "HEAD", &tree]].concat())?;
     apply_numstat(&mut files, &numstat);
@@ -157,7 +157,7 @@ fn apply_numstat(files: &mut [FileChange], numstat: &[u8]) {
 /// Refuses a patch that adds or changes a file the secret policy blocks.
 fn check_blocked(
     baseline: &Baseline,
-    policy: &SecretPolicy,
+    secrets: &SecretPatterns,
     files: &[FileChange],
 ) -> Result<(), Error> {
     let written: Vec<&FileChange> = files.iter().filter(|f| f.new_blob.is_some()).collect();
@@ -169,7 +169,7 @@ fn check_blocked(
     let blocked: Vec<String> = written
         .iter()
         .zip(contents.iter())
-        .filter_map(|(f, bytes)| policy.check(&f.path, bytes))
+        .filter_map(|(f, bytes)| secrets.check(&f.path, bytes))
         .map(|b| format!("{} ({}: {})", b.path, b.reason.as_str(), b.rule))
         .collect();
     if blocked.is_empty() {

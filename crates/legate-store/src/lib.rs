@@ -26,10 +26,12 @@
 //! - `peers`: peer messages between a group's nodes and their receipts;
 //! - `approvals`: the approval queue (permission requests waiting for a supervisor);
 //! - `decisions`: the audit trail of every permission decision;
-//! - `policy`: caller-set policies (the test sandbox ceiling), replaced by compare-and-set;
+//! - `ceilings`: caller-set ceilings (the test ceiling; table `policies`), replaced by
+//!   compare-and-set;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
+mod ceilings;
 mod comparisons;
 mod contexts;
 mod decisions;
@@ -40,7 +42,6 @@ mod handover;
 mod memory;
 mod messages;
 mod peers;
-mod policy;
 mod recovery;
 mod reviews;
 mod schema;
@@ -52,6 +53,7 @@ pub use approvals::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
+pub use ceilings::{CeilingReplace, StoredCeiling};
 pub use contexts::ContextRecord;
 pub use delivery::NewMessage;
 pub use groups::{GroupInsert, GroupRecord, NodeRecord};
@@ -61,7 +63,6 @@ pub use memory::{
 };
 pub use messages::{MessageClaim, MessageRecord};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
-pub use policy::{PolicyReplace, StoredPolicy};
 pub use schema::SCHEMA_VERSION;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};

@@ -2,7 +2,7 @@
 //!
 //! The caller is never the supervisor (seed `000`): decisions come from the rule table here,
 //! behind the [`Supervisor`] trait, and from the declarative [`policy`] above it
-//! ([`Policed`]: the first matching rule, else the table). The [`network`] policy decides
+//! ([`Policed`]: the first matching rule, else the table). The [`network`] rules decide
 //! which destinations the egress proxy lets an agent connect to.
 //!
 //! Everything here is pure except [`containment`], which resolves symlinks as far as a path
@@ -19,7 +19,7 @@ pub mod version;
 
 pub use containment::{Outside, resolve_within};
 pub use network::{
-    Destination, Host, HostRule, HostRuleError, NetworkConfig, NetworkPolicy, NetworkRuling,
+    Destination, Host, HostRule, HostRuleError, NetworkConfig, NetworkRules, NetworkRuling,
     Otherwise, Special, special,
 };
 pub use options::{pick_allow, pick_reject};

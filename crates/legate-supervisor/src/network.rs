@@ -1,16 +1,16 @@
-//! The network policy: which destinations a confined agent may connect to through Legate's
+//! The network rules: which destinations a confined agent may connect to through Legate's
 //! egress proxy.
 //!
-//! A [`NetworkPolicy`] holds allow and deny [`HostRule`]s, each with the id the audit trail
+//! A [`NetworkRules`] holds allow and deny [`HostRule`]s, each with the id the audit trail
 //! names it by, and what happens to a destination no rule names ([`Otherwise`]). Layers stack
 //! on it in order: the global `[network]` ([`NetworkConfig`]), the hosts the agent's preset
 //! needs for its model ([`model_hosts`], [`base_url_rule`]), then per-agent and per-role
-//! additions. [`NetworkPolicy::decide`] rules on one [`Destination`]:
+//! additions. [`NetworkRules::decide`] rules on one [`Destination`]:
 //! * a deny rule that names it wins over any allow rule;
 //! * a special address ([`special`]: loopback, private, link-local, …) is refused unless an
 //!   allow rule names that exact address; a name rule (even `*`) never allows one, and the
 //!   proxy applies the same check to every address a name resolves to
-//!   ([`NetworkPolicy::names_exactly`]);
+//!   ([`NetworkRules::names_exactly`]);
 //! * otherwise an allow rule that names it allows it, and no rule means [`Otherwise`].
 //!
 //! Pure: this module never resolves a name, never opens a socket and never reads a file.
@@ -46,9 +46,9 @@ pub struct NamedRule {
     pub id: String,
 }
 
-/// The network policy of one agent's task.
+/// The network rules of one agent's task.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetworkPolicy {
+pub struct NetworkRules {
     /// Destinations allowed, in order.
     pub allow: Vec<NamedRule>,
     /// Destinations refused, in order; they win over `allow`.
@@ -88,24 +88,24 @@ pub struct NetworkConfig {
 }
 
 impl NetworkConfig {
-    /// Stacks this layer on `policy`: its rules are appended with ids `SOURCE.allow[i]` and
-    /// `SOURCE.deny[i]`, and its `unknown`, when set, replaces the policy's.
-    pub fn apply(&self, mut policy: NetworkPolicy, source: &str) -> NetworkPolicy {
+    /// Stacks this layer on `base`: its rules are appended with ids `SOURCE.allow[i]` and
+    /// `SOURCE.deny[i]`, and its `unknown`, when set, replaces the base's.
+    pub fn apply(&self, mut base: NetworkRules, source: &str) -> NetworkRules {
         for (i, rule) in self.allow.iter().enumerate() {
-            policy = policy.with_allow(rule.clone(), format!("{source}.allow[{i}]"));
+            base = base.with_allow(rule.clone(), format!("{source}.allow[{i}]"));
         }
         for (i, rule) in self.deny.iter().enumerate() {
-            policy = policy.with_deny(rule.clone(), format!("{source}.deny[{i}]"));
+            base = base.with_deny(rule.clone(), format!("{source}.deny[{i}]"));
         }
         if let Some(otherwise) = self.unknown {
-            policy.otherwise = otherwise;
+            base.otherwise = otherwise;
         }
-        policy
+        base
     }
 }
 
-impl NetworkPolicy {
-    /// A policy with no rules.
+impl NetworkRules {
+    /// Rules with none in them.
     pub fn new(otherwise: Otherwise) -> Self {
         Self {
             allow: Vec::new(),
@@ -114,7 +114,7 @@ impl NetworkPolicy {
         }
     }
 
-    /// This policy with one more allow rule.
+    /// These rules with one more allow rule.
     pub fn with_allow(mut self, rule: HostRule, id: impl Into<String>) -> Self {
         self.allow.push(NamedRule {
             rule,
@@ -123,7 +123,7 @@ impl NetworkPolicy {
         self
     }
 
-    /// This policy with one more deny rule.
+    /// These rules with one more deny rule.
     pub fn with_deny(mut self, rule: HostRule, id: impl Into<String>) -> Self {
         self.deny.push(NamedRule {
             rule,
@@ -132,13 +132,13 @@ impl NetworkPolicy {
         self
     }
 
-    /// This policy with `otherwise` for destinations no rule names.
+    /// These rules with `otherwise` for destinations no rule names.
     pub fn with_otherwise(mut self, otherwise: Otherwise) -> Self {
         self.otherwise = otherwise;
         self
     }
 
-    /// This policy with the hosts `preset`'s agent uses for its model allowed, as
+    /// These rules with the hosts `preset`'s agent uses for its model allowed, as
     /// `preset:NAME` ([`model_hosts`]).
     pub fn with_preset(mut self, preset: &str) -> Self {
         for host in model_hosts(preset) {
@@ -152,9 +152,9 @@ impl NetworkPolicy {
         self
     }
 
-    /// This policy with `layer`'s rules appended after its own; `otherwise` stays this
-    /// policy's (set it with [`Self::with_otherwise`] or [`NetworkConfig::apply`]).
-    pub fn merge(mut self, layer: NetworkPolicy) -> Self {
+    /// These rules with `layer`'s rules appended after its own; `otherwise` stays
+    /// theirs (set it with [`Self::with_otherwise`] or [`NetworkConfig::apply`]).
+    pub fn merge(mut self, layer: NetworkRules) -> Self {
         self.allow.extend(layer.allow);
         self.deny.extend(layer.deny);
         self

@@ -25,7 +25,7 @@ fn harness(deadline: Duration) -> EngineHarness {
     EngineHarness::builder()
         .agent(TestAgent::scripted("agent"))
         .supervisor(Arc::new(AskCommands))
-        .config(move |c| c.supervision.deadline = deadline)
+        .config(move |c| c.approvals.deadline = deadline)
         .start()
 }
 

@@ -46,9 +46,9 @@ fn harness(judge: Option<(&str, TestAgent)>, deadline: Duration) -> EngineHarnes
         .config(move |c| {
             let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
             c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
-            c.supervision.deadline = deadline;
-            c.supervision.agent = name;
-            c.supervision.agent_timeout = Duration::from_secs(20);
+            c.approvals.deadline = deadline;
+            c.approvals.agent = name;
+            c.approvals.agent_timeout = Duration::from_secs(20);
         })
         .start()
 }
@@ -256,8 +256,8 @@ async fn a_late_supervising_agent_falls_through_to_a_human() {
         .config(|c| {
             let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
             c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
-            c.supervision.agent = Some("judge".into());
-            c.supervision.agent_timeout = Duration::from_secs(1);
+            c.approvals.agent = Some("judge".into());
+            c.approvals.agent_timeout = Duration::from_secs(1);
         })
         .start();
     let task = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap();
@@ -284,7 +284,7 @@ async fn the_supervising_agent_never_judges_its_own_request() {
         .config(|c| {
             let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
             c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
-            c.supervision.agent = Some("worker".into());
+            c.approvals.agent = Some("worker".into());
         })
         .start();
     let task = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap();

@@ -87,7 +87,7 @@ fn harness() -> EngineHarness {
         .config(|c| {
             let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
             c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
-            c.supervision.agent = Some("judge".into());
+            c.approvals.agent = Some("judge".into());
         })
         .start();
     supervisor_token_file(&h.home());
@@ -341,9 +341,9 @@ async fn one_home_goes_through_every_decider_and_the_audit_names_each() {
         .config(move |c| {
             let rules = legate_supervisor::policy::parse_file(&policy).unwrap();
             c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
-            c.supervision.agent = Some("judge".into());
-            c.supervision.deadline = Duration::from_secs(15);
-            c.supervision.agent_timeout = Duration::from_secs(10);
+            c.approvals.agent = Some("judge".into());
+            c.approvals.deadline = Duration::from_secs(15);
+            c.approvals.agent_timeout = Duration::from_secs(10);
         })
         .start();
     supervisor_token_file(&h.home());

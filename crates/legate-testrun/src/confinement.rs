@@ -4,7 +4,7 @@
 //!
 //! This module owns translating a selection the engine already checked against the sandbox
 //! policy into a [`Confinement`], and stating what the kernel holds of it. It never checks a
-//! selection against the policy (the engine's `sandbox_policy` does) and never widens what an
+//! selection against the policy (the engine's `test_ceiling` does) and never widens what an
 //! unselected test gets: without a selection, a test runs as `run` describes.
 
 use crate::run::Confined;

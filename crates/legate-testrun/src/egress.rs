@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 #[derive(Clone)]
 pub struct TestEgress {
     /// Decides each connection and sees each record (the engine's gate over its `[network]`
-    /// policy; an `ask` is refused there, a test having no supervisor to wait on).
+    /// rules; an `ask` is refused there, a test having no supervisor to wait on).
     pub gate: Arc<dyn Gate>,
     /// The variables pointing the command at the proxy (`legate_egress::proxy_env` of the
-    /// same policy); set only when the namespace holds a listener.
+    /// same rules); set only when the namespace holds a listener.
     pub env: Vec<(OsString, OsString)>,
 }
 
@@ -220,13 +220,13 @@ mod tests {
     use crate::{TestCommand, TestConfinement, run_test_in};
     use legate_confine::{Confinement, Requirement};
     use legate_core::{Decider, Decision};
-    use legate_supervisor::network::NetworkPolicy;
+    use legate_supervisor::network::NetworkRules;
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
-    /// A gate over `policy` that refuses what its rules do not allow (as the engine's).
+    /// A gate over `rules` that refuses what its rules do not allow (as the engine's).
     #[derive(Debug)]
-    struct Rules(NetworkPolicy);
+    struct Rules(NetworkRules);
 
     #[async_trait::async_trait]
     impl Gate for Rules {
@@ -323,13 +323,13 @@ fetch(urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://1
         }
         let (port, served) = origin();
         let (other, other_served) = origin();
-        let policy = NetworkPolicy::default().with_allow(
+        let rules = NetworkRules::default().with_allow(
             format!("127.0.0.1:{port}").parse().unwrap(),
             "network.allow[0]",
         );
         let egress = TestEgress {
-            env: legate_egress::proxy_env(&policy),
-            gate: Arc::new(Rules(policy)),
+            env: legate_egress::proxy_env(&rules),
+            gate: Arc::new(Rules(rules)),
         };
         let allowed = format!("http://127.0.0.1:{port}/ok");
         let refused = format!("http://127.0.0.1:{other}/no");

@@ -33,7 +33,7 @@ async fn supervised() -> UiServer {
     UiServer::with(EngineHarness::builder().config(|c| {
         let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
         c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
-        c.supervision.deadline = Duration::from_secs(120);
+        c.approvals.deadline = Duration::from_secs(120);
     }))
     .await
 }

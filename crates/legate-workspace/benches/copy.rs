@@ -12,7 +12,7 @@
 use legate_integration::{integrate, plan};
 use legate_review::preview;
 use legate_workspace::{
-    Baseline, CopyLimits, SecretPolicy, make_copy, make_copy_with_baseline, select,
+    Baseline, CopyLimits, SecretPatterns, make_copy, make_copy_with_baseline, select,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -144,10 +144,10 @@ fn main() {
     let _ = fs::remove_dir_all(&scratch);
     fs::create_dir_all(&scratch).unwrap();
     let limits = CopyLimits::default();
-    let policy = SecretPolicy::default();
+    let secrets = SecretPatterns::default();
     // One untimed copy first: the project's files, git and its pack index are then in memory
     // for every timed step alike.
-    let sel = select(&repo, &[], &policy, &limits).unwrap();
+    let sel = select(&repo, &[], &secrets, &limits).unwrap();
     make_copy_with_baseline(
         &sel,
         &scratch.join("warm/copy"),
@@ -176,7 +176,7 @@ fn main() {
             match steps[(k + run) % steps.len()] {
                 "legate" => {
                     let t0 = Instant::now();
-                    let sel = select(&repo, &[], &policy, &limits).unwrap();
+                    let sel = select(&repo, &[], &secrets, &limits).unwrap();
                     let t1 = Instant::now();
                     // What the engine does: the copy, with its baseline.
                     let (report, _) = make_copy_with_baseline(
@@ -276,7 +276,7 @@ fn main() {
     let mut last = None;
     for _ in 0..runs.max(5) {
         let t = Instant::now();
-        let p = preview(&baseline, &policy, &limits).unwrap();
+        let p = preview(&baseline, &secrets, &limits).unwrap();
         pv.push(t.elapsed());
         last = Some(p);
     }

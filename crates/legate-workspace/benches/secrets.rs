@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use legate_workspace::SecretPolicy;
+use legate_workspace::SecretPatterns;
 use regex::bytes::Regex;
 use std::hint::black_box;
 use std::sync::OnceLock;
@@ -353,7 +353,7 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5000);
-    let policy = SecretPolicy::default();
+    let secrets = SecretPatterns::default();
     let mut g = c.benchmark_group("secret-preflight");
     g.sample_size(10);
     for (label, words) in [("ordinary", ORDINARY), ("keyword-dense", DENSE)] {
@@ -361,7 +361,7 @@ fn bench(c: &mut Criterion) {
         let bytes: u64 = tree.iter().map(|(_, b)| b.len() as u64).sum();
         // Both scanners agree that the tree is clean (and are warmed up).
         assert!(tree.iter().all(|(p, b)| old_check(p, b).is_none()));
-        assert!(tree.iter().all(|(p, b)| policy.check(p, b).is_none()));
+        assert!(tree.iter().all(|(p, b)| secrets.check(p, b).is_none()));
         eprintln!("secrets bench: {label} tree, {files} files, {bytes} bytes");
         g.throughput(Throughput::Bytes(bytes));
         g.bench_function(format!("{label}: baseline, the old scanner"), |b| {
@@ -374,7 +374,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("{label}: rules.toml"), |b| {
             b.iter(|| {
                 tree.iter()
-                    .filter(|(p, c)| policy.check(black_box(p), black_box(c)).is_some())
+                    .filter(|(p, c)| secrets.check(black_box(p), black_box(c)).is_some())
                     .count()
             })
         });
@@ -382,7 +382,7 @@ fn bench(c: &mut Criterion) {
             g.bench_function(format!("{label}: names only"), |b| {
                 b.iter(|| {
                     tree.iter()
-                        .filter(|(p, _)| policy.check_name(black_box(p)).is_some())
+                        .filter(|(p, _)| secrets.check_name(black_box(p)).is_some())
                         .count()
                 })
             });

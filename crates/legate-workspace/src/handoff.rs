@@ -19,7 +19,7 @@ use crate::baseline::Baseline;
 use crate::copy::{CopyReport, make_copy, read_inside};
 use crate::git_index::{OID_LEN, Oid};
 use crate::limits::CopyLimits;
-use crate::secrets::SecretPolicy;
+use crate::secrets::SecretPatterns;
 use crate::select::{Selection, select_in};
 use legate_core::{Error, ErrorCode};
 use sha2::{Digest, Sha256};
@@ -34,7 +34,7 @@ pub const START_REF: &str = "refs/legate/start";
 /// Errors: `COPY_LIMIT_EXCEEDED` past the limits; `COPY_UNAVAILABLE` when the copy is gone.
 pub fn copy_selection(
     baseline: &Baseline,
-    policy: &SecretPolicy,
+    secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     let root = fs::canonicalize(baseline.copy()).map_err(|e| {
@@ -44,7 +44,7 @@ pub fn copy_selection(
             e,
         )
     })?;
-    select_in(&baseline.git(), root, &[], policy, limits)
+    select_in(&baseline.git(), root, &[], secrets, limits)
 }
 
 /// The sha256 of `selection`'s files as they are now: for each file in path order, its path,

@@ -59,7 +59,7 @@ pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
 pub use sandbox::{label, sandbox};
-pub use secrets::{BlockReason, BlockedFile, SecretPolicy};
+pub use secrets::{BlockReason, BlockedFile, SecretPatterns};
 pub use select::{
     ProjectFile, ProjectFiles, SelectedFile, Selection, list_project_files, project_root, select,
 };

@@ -1,6 +1,6 @@
 //! The secret preflight: which files never reach a copy, and why.
 //!
-//! This module owns the policy over the credential detector (`legate_credentials`, whose
+//! This module owns the patterns over the credential detector (`legate_credentials`, whose
 //! rules are data): the configured exclusions (deny globs) and version-2 exceptions (globs
 //! that skip the name check only), and the verdict a copy records. Precedence, strictly:
 //! unsafe paths first (decided by the selection), then an exclusion (`SECRET_EXCLUSION`),
@@ -49,7 +49,7 @@ pub struct BlockedFile {
 
 /// Configured exclusions and exceptions.
 #[derive(Debug, Clone, Default)]
-pub struct SecretPolicy {
+pub struct SecretPatterns {
     exclusions: Vec<Glob>,
     exceptions: Vec<Glob>,
 }
@@ -63,8 +63,8 @@ struct ExceptionsV2 {
     name_patterns: Vec<String>,
 }
 
-impl SecretPolicy {
-    /// A policy from pattern lists.
+impl SecretPatterns {
+    /// Patterns from the configured lists.
     pub fn new(exclusions: &[String], exceptions: &[String]) -> Result<Self, Error> {
         Ok(Self {
             exclusions: exclusions
@@ -175,7 +175,7 @@ impl SecretPolicy {
 }
 
 /// The verdict on a selected file's bytes at copy time: a name rule that its content
-/// confirms (`pending`, from [`SecretPolicy::content_confirmed_name`]) first, then content.
+/// confirms (`pending`, from [`SecretPatterns::content_confirmed_name`]) first, then content.
 pub(crate) fn scan_selected(
     pending: Option<&'static str>,
     bytes: &[u8],
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn dotenv_examples_pass_the_name_check_but_not_content() {
-        let p = SecretPolicy::default();
+        let p = SecretPatterns::default();
         assert_eq!(
             p.check_name(".env").map(|v| v.0),
             Some(BlockReason::SecretFile)
@@ -230,7 +230,7 @@ mod tests {
 
     #[test]
     fn precedence_is_exclusion_then_exception_then_content() {
-        let p = SecretPolicy::new(
+        let p = SecretPatterns::new(
             &["fixtures/.env.local".into(), "*.secret".into()],
             &["fixtures/**".into(), "tests/.env.test".into()],
         )
@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(b.reason, BlockReason::SecretContent);
         // Without the exception the name is blocked.
         assert_eq!(
-            SecretPolicy::default()
+            SecretPatterns::default()
                 .check_name("tests/.env.test")
                 .unwrap()
                 .0,
@@ -259,16 +259,17 @@ mod tests {
 
     #[test]
     fn the_json_forms_are_strict() {
-        assert!(SecretPolicy::from_json(None, None).is_ok());
-        assert!(SecretPolicy::from_json(Some("[]"), Some("[]")).is_ok());
-        let p = SecretPolicy::from_json(
+        assert!(SecretPatterns::from_json(None, None).is_ok());
+        assert!(SecretPatterns::from_json(Some("[]"), Some("[]")).is_ok());
+        let p = SecretPatterns::from_json(
             Some(r#"["*.secret"]"#),
             Some(r#"{"version": 2, "namePatterns": ["fixtures/.env.local"]}"#),
         )
         .unwrap();
         assert_eq!(p.exclusions(), ["*.secret"]);
         assert_eq!(p.exceptions(), ["fixtures/.env.local"]);
-        let legacy = SecretPolicy::from_json(None, Some(r#"["fixtures/.env.local"]"#)).unwrap_err();
+        let legacy =
+            SecretPatterns::from_json(None, Some(r#"["fixtures/.env.local"]"#)).unwrap_err();
         assert_eq!(legacy.code, ErrorCode::ConfigInvalid);
         assert!(legacy.message.contains("version"));
         assert!(!legacy.message.contains("fixtures"), "{}", legacy.message);
@@ -278,8 +279,8 @@ mod tests {
             r#"{"version": 2, "other": 1}"#,
             "nope",
         ] {
-            assert!(SecretPolicy::from_json(None, Some(bad)).is_err(), "{bad}");
+            assert!(SecretPatterns::from_json(None, Some(bad)).is_err(), "{bad}");
         }
-        assert!(SecretPolicy::from_json(Some(r#"["/abs"]"#), None).is_err());
+        assert!(SecretPatterns::from_json(Some(r#"["/abs"]"#), None).is_err());
     }
 }

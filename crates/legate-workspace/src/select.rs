@@ -13,7 +13,7 @@
 use crate::git::{Git, require_git_root, split_z};
 use crate::include::{covers, path_problem, validate_include_paths};
 use crate::limits::CopyLimits;
-use crate::secrets::{BlockReason, BlockedFile, SecretPolicy};
+use crate::secrets::{BlockReason, BlockedFile, SecretPatterns};
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -100,10 +100,10 @@ impl From<&Selection> for ProjectFiles {
 pub fn list_project_files(
     source: &Path,
     include_paths: &[String],
-    policy: &SecretPolicy,
+    secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<ProjectFiles, Error> {
-    let sel = select(source, include_paths, policy, limits)?;
+    let sel = select(source, include_paths, secrets, limits)?;
     let mut out = ProjectFiles {
         root: sel.root.clone(),
         files: Vec::with_capacity(sel.files.len()),
@@ -165,12 +165,12 @@ pub fn project_root(source: &Path) -> Result<PathBuf, Error> {
 pub fn select(
     source: &Path,
     include_paths: &[String],
-    policy: &SecretPolicy,
+    secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     let includes = validate_include_paths(include_paths)?;
     let root = project_root(source)?;
-    select_in(&Git::source(&root), root, &includes, policy, limits)
+    select_in(&Git::source(&root), root, &includes, secrets, limits)
 }
 
 /// [`select`] over `root` as `git` sees it (the user's project, or a copy through its
@@ -179,7 +179,7 @@ pub(crate) fn select_in(
     git: &Git,
     root: PathBuf,
     includes: &[String],
-    policy: &SecretPolicy,
+    secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     // Both listings at once: each walks the index (the first also the work tree).
@@ -263,7 +263,7 @@ pub(crate) fn select_in(
             blocked.push(unsafe_path(path.to_string(), "not-a-regular-file"));
             continue;
         }
-        if let Some((reason, rule)) = policy.check_name(path) {
+        if let Some((reason, rule)) = secrets.check_name(path) {
             blocked.push(BlockedFile {
                 path: path.to_string(),
                 reason,
@@ -279,7 +279,7 @@ pub(crate) fn select_in(
             ino: meta.ino(),
             mtime: (meta.mtime(), meta.mtime_nsec()),
             mode: meta.mode(),
-            pending_rule: policy.content_confirmed_name(path),
+            pending_rule: secrets.content_confirmed_name(path),
         });
     }
     if let Some(i) = matched.iter().position(|m| !m) {

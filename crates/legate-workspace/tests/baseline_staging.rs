@@ -88,7 +88,7 @@ fn assert_baseline_is_the_copy(b: &Baseline) -> BTreeMap<String, String> {
     }
     assert_eq!(seen, want.len());
     // Nothing to preview: git agrees the copy is the baseline.
-    let p = preview(b, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(b, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     assert!(p.files.is_empty(), "{:?}", p.files);
     want.into_iter().map(|(p, (_, id))| (p, id)).collect()
 }
@@ -277,7 +277,7 @@ fn a_source_without_commits_or_from_a_linked_worktree_stages_the_same() {
     );
     write(&wt, "z.txt", b"changed in the worktree\n");
     let limits = CopyLimits::default();
-    let sel = select(&wt, &[], &SecretPolicy::default(), &limits).unwrap();
+    let sel = select(&wt, &[], &SecretPatterns::default(), &limits).unwrap();
     let (_, b) = make_copy_with_baseline(
         &sel,
         &q.home.join("copies/wt"),

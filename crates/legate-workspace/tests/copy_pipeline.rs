@@ -89,7 +89,7 @@ fn include_paths_narrow_and_never_widen() {
     let sel = select(
         &f.project,
         &["src/".into(), "docs/x.md".into()],
-        &SecretPolicy::default(),
+        &SecretPatterns::default(),
         &CopyLimits::default(),
     )
     .unwrap();
@@ -106,7 +106,7 @@ fn include_paths_narrow_and_never_widen() {
         let err = select(
             &f.project,
             &[bad.to_string()],
-            &SecretPolicy::default(),
+            &SecretPatterns::default(),
             &CopyLimits::default(),
         )
         .unwrap_err();
@@ -116,7 +116,7 @@ fn include_paths_narrow_and_never_widen() {
     let err = select(
         &f.project.join("src"),
         &[],
-        &SecretPolicy::default(),
+        &SecretPatterns::default(),
         &CopyLimits::default(),
     )
     .unwrap_err();
@@ -131,19 +131,19 @@ fn limits_and_a_changing_source_are_refused_and_leave_no_copy() {
         max_files: 2,
         ..CopyLimits::default()
     };
-    let err = select(&f.project, &[], &SecretPolicy::default(), &tight).unwrap_err();
+    let err = select(&f.project, &[], &SecretPatterns::default(), &tight).unwrap_err();
     assert_eq!(err.code, ErrorCode::CopyLimitExceeded);
     let tight = CopyLimits {
         max_bytes: 9,
         ..CopyLimits::default()
     };
-    let err = select(&f.project, &[], &SecretPolicy::default(), &tight).unwrap_err();
+    let err = select(&f.project, &[], &SecretPatterns::default(), &tight).unwrap_err();
     assert_eq!(err.code, ErrorCode::CopyLimitExceeded);
 
     let sel = select(
         &f.project,
         &[],
-        &SecretPolicy::default(),
+        &SecretPatterns::default(),
         &CopyLimits::default(),
     )
     .unwrap();
@@ -161,7 +161,7 @@ fn limits_and_a_changing_source_are_refused_and_leave_no_copy() {
     let sel = select(
         &f.project,
         &[],
-        &SecretPolicy::default(),
+        &SecretPatterns::default(),
         &CopyLimits::default(),
     )
     .unwrap();
@@ -182,7 +182,12 @@ fn preview_reports_amd_with_stats_and_binary_nulls_and_reads_by_path() {
     f.commit_all();
     let (report, baseline) = f.copy(&[]);
     let copy = &report.copy_directory;
-    let empty = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let empty = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     assert!(empty.files.is_empty());
     assert_eq!(empty.patch_length, 0);
     assert!(read_only_changes(&baseline).unwrap().is_empty());
@@ -192,7 +197,12 @@ fn preview_reports_amd_with_stats_and_binary_nulls_and_reads_by_path() {
     fs::write(copy.join("bin.dat"), b"\x00\x09\x09\x09").unwrap();
     fs::write(copy.join("new.txt"), b"fresh\n").unwrap();
     fs::write(copy.join("dir with space/f.txt"), b"y\n").unwrap();
-    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     let rows: Vec<(&str, ChangeStatus, Option<u64>, Option<u64>)> = p
         .files
         .iter()
@@ -215,7 +225,12 @@ fn preview_reports_amd_with_stats_and_binary_nulls_and_reads_by_path() {
     assert_eq!(p.sha256, sha256_hex(&p.patch));
     assert!(String::from_utf8_lossy(&p.patch).contains("GIT binary patch"));
     // Same state, same sha; the baseline's own index is untouched by previews.
-    let again = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let again = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     assert_eq!(again.sha256, p.sha256);
     let one = full_patch(&baseline, &p.tree, Some("dir with space/f.txt")).unwrap();
     let text = String::from_utf8(one).unwrap();
@@ -240,7 +255,12 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
     let (report, baseline) = f.copy(&[]);
     let copy = &report.copy_directory;
     fs::write(copy.join("scratch.tmp"), b"ignored").unwrap();
-    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     assert!(p.files.is_empty(), "ignored files are not in the patch");
     assert_eq!(read_only_changes(&baseline).unwrap(), ["scratch.tmp"]);
 
@@ -251,11 +271,16 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
         max_changed_files: 2,
         ..CopyLimits::default()
     };
-    let err = preview(&baseline, &SecretPolicy::default(), &tight).unwrap_err();
+    let err = preview(&baseline, &SecretPatterns::default(), &tight).unwrap_err();
     assert_eq!(err.code, ErrorCode::ChangeLimitExceeded);
 
     fs::write(copy.join(".env.production"), b"X=1").unwrap();
-    let err = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap_err();
+    let err = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap_err();
     assert_eq!(err.code, ErrorCode::BlockedFileDetected);
     assert!(err.message.contains(".env.production (SECRET_FILE"));
     fs::remove_file(copy.join(".env.production")).unwrap();
@@ -264,12 +289,22 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
         format!("{}_{}", "ghp", "R8f2Kq9ZtL4mX7vB1nC6wD3yH5jP0sGaEuTo"),
     )
     .unwrap();
-    let err = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap_err();
+    let err = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap_err();
     assert_eq!(err.code, ErrorCode::BlockedFileDetected);
     assert!(!err.message.contains("ghp_"), "{}", err.message);
     fs::remove_file(copy.join("n0.txt")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", copy.join("n0.txt")).unwrap();
-    let err = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap_err();
+    let err = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap_err();
     assert_eq!(err.code, ErrorCode::UnsafePath);
 }
 
@@ -337,7 +372,12 @@ fn line_endings_and_boms_survive_the_whole_pipeline() {
             *original
         );
         fs::write(report.copy_directory.join(name), edited).unwrap();
-        let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+        let p = preview(
+            &baseline,
+            &SecretPatterns::default(),
+            &CopyLimits::default(),
+        )
+        .unwrap();
         assert_eq!(p.files.len(), 1, "{name}");
         let changes = plan(&baseline, &p).unwrap();
         assert_eq!(changes[0].baseline.as_deref(), Some(*original), "{name}");
@@ -370,7 +410,12 @@ fn integration_applies_exactly_the_patch_and_refuses_a_changed_original() {
     fs::remove_file(copy.join("sub/c.txt")).unwrap();
     fs::create_dir_all(copy.join("new/dir")).unwrap();
     fs::write(copy.join("new/dir/d.txt"), b"d\n").unwrap();
-    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     let changes = plan(&baseline, &p).unwrap();
 
     // Someone edits the original after the preview: refused, nothing written.
@@ -424,7 +469,12 @@ fn the_baseline_runs_no_hooks_and_ignores_the_projects_git_config() {
     );
     let (report, baseline) = f.copy(&[]);
     fs::write(report.copy_directory.join("a.txt"), b"b\n").unwrap();
-    preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     assert!(!marker.exists(), "a hook or fsmonitor of the project ran");
     assert!(baseline.git_dir().starts_with(f.home.join("baselines")));
 }
@@ -460,7 +510,12 @@ fn a_borrowing_baseline_writes_only_what_the_source_lacks_and_still_integrates()
     // The whole pipeline works on borrowed objects.
     let copy = &report.copy_directory;
     fs::write(copy.join("a.txt"), b"new a\n").unwrap();
-    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     let changes = plan(&baseline, &p).unwrap();
     let r = integrate_into(&f, &changes).unwrap();
     assert_eq!(r.files, ["a.txt"]);

@@ -14,7 +14,7 @@ use std::fs;
 
 fn hand_on(f: &Fixture, from: &Baseline, name: &str) -> (CopyReport, Baseline) {
     let limits = CopyLimits::default();
-    let sel = copy_selection(from, &SecretPolicy::default(), &limits).unwrap();
+    let sel = copy_selection(from, &SecretPatterns::default(), &limits).unwrap();
     make_handoff_copy(
         from,
         &sel,
@@ -28,7 +28,7 @@ fn hand_on(f: &Fixture, from: &Baseline, name: &str) -> (CopyReport, Baseline) {
 fn tree_of(b: &Baseline) -> String {
     let limits = CopyLimits::default();
     tree_sha256(
-        &copy_selection(b, &SecretPolicy::default(), &limits).unwrap(),
+        &copy_selection(b, &SecretPatterns::default(), &limits).unwrap(),
         &limits,
     )
     .unwrap()
@@ -41,7 +41,7 @@ fn a_handed_off_copy_accumulates_against_the_original_and_leaves_the_source_alon
     let (first, b1) = f.copy_as("t1", &[]);
     write(&first.copy_directory, "a.txt", b"alpha two\n");
     write(&first.copy_directory, "new/one.txt", b"one\n");
-    let source_patch = preview(&b1, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let source_patch = preview(&b1, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     let source_tree = tree_of(&b1);
 
     let (second, b2) = hand_on(&f, &b1, "t2");
@@ -51,13 +51,13 @@ fn a_handed_off_copy_accumulates_against_the_original_and_leaves_the_source_alon
     );
     // Nothing changed yet: the same patch against the original, and nothing for the
     // read-only check (it compares with what was handed, not the original).
-    let p = preview(&b2, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(&b2, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     assert_eq!(p.sha256, source_patch.sha256);
     assert!(read_only_changes(&b2).unwrap().is_empty());
     assert_eq!(tree_of(&b2), source_tree);
 
     write(&second.copy_directory, "new/two.txt", b"two\n");
-    let p = preview(&b2, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(&b2, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     let paths: Vec<&str> = p.files.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, ["a.txt", "new/one.txt", "new/two.txt"]);
     assert_eq!(read_only_changes(&b2).unwrap(), ["new/two.txt"]);
@@ -69,7 +69,7 @@ fn a_handed_off_copy_accumulates_against_the_original_and_leaves_the_source_alon
     // The new baseline stands on its own: removing the source's leaves it readable.
     fs::remove_dir_all(b1.dir()).unwrap();
     fs::remove_dir_all(&first.copy_directory).unwrap();
-    let again = preview(&b2, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let again = preview(&b2, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     assert_eq!(again.sha256, p.sha256);
     let full = full_patch(&b2, &again.tree, Some("a.txt")).unwrap();
     assert!(String::from_utf8_lossy(&full).contains("+alpha two"));
@@ -89,7 +89,7 @@ fn a_hostile_source_copy_hands_on_no_link_secret_or_ignored_file() {
     write(copy, ".env", b"TOKEN=1\n");
     let leak = format!("key = {}{}\n", "AKIA", "Q3ZL7RTX2WNVD6KM");
     write(copy, "leak.txt", leak.as_bytes());
-    let sel = copy_selection(&b1, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let sel = copy_selection(&b1, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     let selected: Vec<&str> = sel.files.iter().map(|s| s.path.as_str()).collect();
     assert!(!selected.contains(&"passwd") && !selected.contains(&"build.log"));
     assert!(!selected.contains(&".env"));
@@ -119,6 +119,6 @@ fn the_copy_limits_bound_a_handoff() {
         max_bytes: 1024,
         ..CopyLimits::default()
     };
-    let err = copy_selection(&b1, &SecretPolicy::default(), &limits).unwrap_err();
+    let err = copy_selection(&b1, &SecretPatterns::default(), &limits).unwrap_err();
     assert_eq!(err.code, ErrorCode::CopyLimitExceeded);
 }

@@ -10,7 +10,7 @@ mod common;
 use common::Fixture;
 use legate_core::ErrorCode;
 use legate_review::preview;
-use legate_workspace::{CopyLimits, SecretPolicy};
+use legate_workspace::{CopyLimits, SecretPatterns};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -57,7 +57,11 @@ fn a_directory_swapped_for_a_symlink_never_reaches_the_patch() {
     };
     let (mut ok, mut refused, mut leaked) = (0, 0, 0);
     for _ in 0..PREVIEWS {
-        match preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()) {
+        match preview(
+            &baseline,
+            &SecretPatterns::default(),
+            &CopyLimits::default(),
+        ) {
             Ok(p) => {
                 if String::from_utf8_lossy(&p.patch).contains(CANARY) {
                     leaked += 1;

@@ -8,11 +8,11 @@
 #[path = "common/fake.rs"]
 mod fake;
 
-use legate_workspace::{BlockReason, SecretPolicy};
+use legate_workspace::{BlockReason, SecretPatterns};
 
 #[test]
 fn every_name_rule_blocks_and_look_alikes_pass() {
-    let policy = SecretPolicy::default();
+    let secrets = SecretPatterns::default();
     for blocked in [
         ".env",
         ".env.local",
@@ -38,7 +38,7 @@ fn every_name_rule_blocks_and_look_alikes_pass() {
         ".kube/config",
         "putty.ppk",
     ] {
-        let (reason, _) = policy
+        let (reason, _) = secrets
             .check_name(blocked)
             .unwrap_or_else(|| panic!("{blocked} passed"));
         assert_eq!(reason, BlockReason::SecretFile, "{blocked}");
@@ -62,7 +62,7 @@ fn every_name_rule_blocks_and_look_alikes_pass() {
         // Only the content decides: a Keynote file is a zip, a key file is not.
         "talks/slides.key",
     ] {
-        assert_eq!(policy.check_name(ok), None, "{ok}");
+        assert_eq!(secrets.check_name(ok), None, "{ok}");
     }
 }
 
@@ -141,12 +141,12 @@ fn ordinary_file(i: usize) -> (String, String) {
 
 #[test]
 fn a_generated_tree_of_ordinary_source_files_has_no_false_positive() {
-    let policy = SecretPolicy::default();
+    let secrets = SecretPatterns::default();
     let tmp = tempfile::tempdir().unwrap();
     let project = std::fs::canonicalize(tmp.path()).unwrap().join("project");
     for i in 0..1500 {
         let (path, content) = ordinary_file(i);
-        if let Some(b) = policy.check(&path, content.as_bytes()) {
+        if let Some(b) = secrets.check(&path, content.as_bytes()) {
             panic!(
                 "false positive: {} ({}: {})",
                 b.path,
@@ -163,7 +163,7 @@ fn a_generated_tree_of_ordinary_source_files_has_no_false_positive() {
     std::fs::create_dir_all(keynote.parent().unwrap()).unwrap();
     std::fs::write(&keynote, fake::zip_bytes()).unwrap();
     assert!(
-        policy
+        secrets
             .check("talks/slides.key", &fake::zip_bytes())
             .is_none()
     );
@@ -174,7 +174,7 @@ fn a_generated_tree_of_ordinary_source_files_has_no_false_positive() {
         .unwrap();
     assert!(out.status.success());
     // The whole tree through the real selection and copy.
-    let sel = legate_workspace::select(&project, &[], &policy, &Default::default()).unwrap();
+    let sel = legate_workspace::select(&project, &[], &secrets, &Default::default()).unwrap();
     assert_eq!(sel.files.len(), 1501);
     let home = project.parent().unwrap().join("home");
     let report =

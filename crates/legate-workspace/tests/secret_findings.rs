@@ -9,7 +9,7 @@
 mod fake;
 
 use fake::*;
-use legate_workspace::{SecretPolicy, make_copy, select};
+use legate_workspace::{SecretPatterns, make_copy, select};
 use std::path::Path;
 
 /// Every format that passed before: (label, path, content).
@@ -213,7 +213,7 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[test]
 fn the_formats_that_leaked_are_blocked_and_the_ordinary_files_are_copied() {
-    let policy = SecretPolicy::default();
+    let secrets = SecretPatterns::default();
     let tmp = tempfile::tempdir().unwrap();
     let project = std::fs::canonicalize(tmp.path()).unwrap().join("project");
     std::fs::create_dir_all(&project).unwrap();
@@ -229,7 +229,7 @@ fn the_formats_that_leaked_are_blocked_and_the_ordinary_files_are_copied() {
         std::fs::write(full, bytes).unwrap();
     }
     git(&project, &["init", "-q"]);
-    let sel = select(&project, &[], &policy, &Default::default()).unwrap();
+    let sel = select(&project, &[], &secrets, &Default::default()).unwrap();
     let report = make_copy(
         &sel,
         &project.parent().unwrap().join("copies/t"),
@@ -272,7 +272,7 @@ fn the_formats_that_leaked_are_blocked_and_the_ordinary_files_are_copied() {
 /// content scan blocks at copy time are listed as blocked, with the same rule.
 #[test]
 fn listing_agrees_with_the_copy_on_every_file() {
-    let policy = SecretPolicy::default();
+    let secrets = SecretPatterns::default();
     let tmp = tempfile::tempdir().unwrap();
     let project = std::fs::canonicalize(tmp.path()).unwrap().join("project");
     std::fs::create_dir_all(&project).unwrap();
@@ -287,8 +287,8 @@ fn listing_agrees_with_the_copy_on_every_file() {
     }
     git(&project, &["init", "-q"]);
     let listed =
-        legate_workspace::list_project_files(&project, &[], &policy, &Default::default()).unwrap();
-    let sel = select(&project, &[], &policy, &Default::default()).unwrap();
+        legate_workspace::list_project_files(&project, &[], &secrets, &Default::default()).unwrap();
+    let sel = select(&project, &[], &secrets, &Default::default()).unwrap();
     let report = make_copy(
         &sel,
         &project.parent().unwrap().join("copies/t"),

@@ -16,14 +16,14 @@ mod name_cases;
 use content_cases::content_cases;
 use fake::*;
 use legate_credentials::{RuleKind, scan_content, secret_rules};
-use legate_workspace::{BlockReason, SecretPolicy};
+use legate_workspace::{BlockReason, SecretPatterns};
 use name_cases::name_cases;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
 #[test]
 fn every_rule_has_a_true_positive_and_its_negatives_pass() {
-    let policy = SecretPolicy::default();
+    let secrets = SecretPatterns::default();
     let mut cases = name_cases();
     cases.extend(content_cases());
     let covered: BTreeSet<&str> = cases.iter().map(|c| c.rule).collect();
@@ -35,7 +35,7 @@ fn every_rule_has_a_true_positive_and_its_negatives_pass() {
     for c in &cases {
         assert!(!c.positives.is_empty(), "{} has no true positive", c.rule);
         for (path, bytes) in &c.positives {
-            let got = policy.check(path, bytes);
+            let got = secrets.check(path, bytes);
             let want_reason = match kinds[c.rule] {
                 RuleKind::Content => BlockReason::SecretContent,
                 _ => BlockReason::SecretFile,
@@ -59,7 +59,7 @@ fn every_rule_has_a_true_positive_and_its_negatives_pass() {
             }
         }
         for (path, bytes) in &c.negatives {
-            if let Some(b) = policy.check(path, bytes) {
+            if let Some(b) = secrets.check(path, bytes) {
                 failures.push(format!("{}: negative {path} blocked by {}", c.rule, b.rule));
             }
         }
@@ -85,7 +85,7 @@ proptest! {
         if let Some(rule) = scan_content(&bytes) {
             prop_assert!(ids.contains(rule), "{rule}");
         }
-        let _ = SecretPolicy::default().check("a/b.key", &bytes);
+        let _ = SecretPatterns::default().check("a/b.key", &bytes);
     }
 
     /// A token planted anywhere in arbitrary bytes is found: nothing is truncated, and the
@@ -107,7 +107,7 @@ proptest! {
     /// Paths: any relative path gets a verdict without panicking.
     #[test]
     fn arbitrary_paths_never_panic(path in "[a-zA-Z0-9._~/-]{1,80}") {
-        let p = SecretPolicy::default();
+        let p = SecretPatterns::default();
         let _ = p.check_name(&path);
         let _ = p.content_confirmed_name(&path);
     }

@@ -183,7 +183,12 @@ fn nothing_under_the_staging_directory_reaches_a_patch_or_the_project() {
     .unwrap();
     fs::write(copy.join(".agents/skills/ours/SKILL.md"), b"ours, edited\n").unwrap();
 
-    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     let paths: Vec<&str> = p.files.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, [".agents/skills/ours/SKILL.md", "a.txt"]);
     let text = String::from_utf8_lossy(&p.patch);
@@ -226,11 +231,21 @@ fn the_staging_directory_as_a_plain_file_is_kept_out_too() {
     fs::create_dir_all(copy.join(".agents")).unwrap();
     fs::write(copy.join(".agents/skills"), b"a file named skills\n").unwrap();
     fs::write(copy.join(".agents/other.md"), b"kept\n").unwrap();
-    let p = preview(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let p = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     let paths: Vec<&str> = p.files.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, [".agents/other.md"]);
     // A handoff of the copy carries no staging directory either.
-    let sel = copy_selection(&baseline, &SecretPolicy::default(), &CopyLimits::default()).unwrap();
+    let sel = copy_selection(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
     let carried: Vec<&str> = sel.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(carried, [".agents/other.md", "a.txt"]);
 }

@@ -54,7 +54,7 @@ fn pair() -> Pair {
 }
 
 fn preview_of(b: &Baseline) -> Preview {
-    preview(b, &SecretPolicy::default(), &CopyLimits::default()).unwrap()
+    preview(b, &SecretPatterns::default(), &CopyLimits::default()).unwrap()
 }
 
 /// What the remote returns for its copy's current state.

@@ -15,7 +15,7 @@ use legate_core::{Timestamp, ToolKind};
 use legate_engine::ApprovalDesk;
 use legate_engine::{Answer, Approval, ApprovalAnswer, ApprovalFilter, AuditEntry, AuditFilter};
 use legate_engine::{parse_since, seconds_left};
-use legate_mcp::supervisor::ListedApproval;
+use legate_mcp::approvals::ListedApproval;
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -10,7 +10,7 @@ use crate::front::{self, start_engine};
 use anyhow::Result;
 use legate_engine::Engine;
 use legate_mcp::{
-    HttpOptions, LegateMcp, McpOptions, Profile, SUPERVISOR_PATH, SupervisorMcp, Token, TokenSource,
+    ApprovalsMcp, HttpOptions, LegateMcp, McpOptions, Profile, SUPERVISOR_PATH, Token, TokenSource,
 };
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
@@ -42,7 +42,7 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
     if profile.is_supervisor() {
         crate::supervise::require_token(&config, "legate mcp --profile supervisor")?;
         let records = legate_engine::Records::open_or_empty(&config.engine.paths)?;
-        let server = SupervisorMcp::new(legate_engine::ApprovalDesk::Records(records));
+        let server = ApprovalsMcp::new(legate_engine::ApprovalDesk::Records(records));
         tracing::info!(profile = %profile, "serving the supervisor profile on stdio");
         tokio::select! {
             r = legate_mcp::serve_stdio_with(server) => r?,
@@ -113,7 +113,7 @@ pub async fn open(
         allowlist: settings.allowlist.clone(),
         supervisor_token: Some(supervisor_token),
     };
-    let supervisor = SupervisorMcp::new(legate_engine::ApprovalDesk::Engine(engine.clone()));
+    let supervisor = ApprovalsMcp::new(legate_engine::ApprovalDesk::Engine(engine.clone()));
     let router = legate_mcp::http::router_with_supervisor(
         server,
         Some(supervisor),

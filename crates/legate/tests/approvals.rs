@@ -25,7 +25,7 @@ fn harness() -> EngineHarness {
     EngineHarness::builder()
         .agent(TestAgent::scripted("agent"))
         .supervisor(Arc::new(AskCommands))
-        .config(|c| c.supervision.deadline = Duration::from_secs(120))
+        .config(|c| c.approvals.deadline = Duration::from_secs(120))
         .start()
 }
 

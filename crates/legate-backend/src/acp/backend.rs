@@ -145,7 +145,7 @@ impl AcpBackend {
             .egress(legate_egress::PROXY_PORT)
             .prepare(self.confinement)?;
         let enforcement = confinement.enforcement();
-        // The network: the namespace's one way out is the proxy, under the session's policy.
+        // The network: the namespace's one way out is the proxy, under the session's rules.
         let handoff = confinement.take_egress();
         let marker = crate::cleanup::new_marker();
         let parent: Vec<_> = std::env::vars_os().collect();
@@ -156,14 +156,14 @@ impl AcpBackend {
             &parent,
             &marker,
         )?;
-        let policy = Arc::new(crate::egress::session_policy(
+        let rules = Arc::new(crate::egress::session_rules(
             &request.network,
             preset,
             &env,
             &request.mcp_servers,
         ));
         if handoff.is_some() {
-            crate::egress::point_at_proxy(&mut env, &policy);
+            crate::egress::point_at_proxy(&mut env, &rules);
         }
         // `credentials = "proxy"`: placeholders in the agent's environment, the real values
         // held by its egress proxy (which only exists with the network namespace).
@@ -222,7 +222,7 @@ impl AcpBackend {
         );
         shared.route_to(sink.clone(), None);
         let egress = match handoff.map(|h| {
-            let gate = crate::egress::SessionGate::new(shared.clone(), policy.clone())
+            let gate = crate::egress::SessionGate::new(shared.clone(), rules.clone())
                 .with_credentials(credentials);
             crate::egress::Egress::start(h, Arc::new(gate))
         }) {

@@ -13,7 +13,7 @@
 use super::fs;
 use super::state::HandlerState;
 use super::translate;
-use crate::supervision::{Ask, Sent, SupervisionChannel};
+use crate::approvals::{ApprovalChannel, Ask, Sent};
 use agent_client_protocol::v1::schema as acp;
 use legate_core::{Decision, EventKind, Ruling, TaskId, ToolKind};
 use tracing::{debug, error, info};
@@ -62,7 +62,7 @@ pub(crate) enum Permission {
 
 /// An `ask` to hand to the supervision channel.
 pub(crate) struct PendingAsk {
-    channel: std::sync::Arc<dyn SupervisionChannel>,
+    channel: std::sync::Arc<dyn ApprovalChannel>,
     ask: Ask,
     _place: super::state::AskPlace,
 }
@@ -191,7 +191,7 @@ fn refused_ask(
 /// and builds the reply.
 fn finish(
     sent: Sent<'_>,
-    audit: Option<(&TaskId, &dyn SupervisionChannel)>,
+    audit: Option<(&TaskId, &dyn ApprovalChannel)>,
     emit: impl FnOnce(EventKind),
 ) -> acp::RequestPermissionResponse {
     let request = sent.request;
@@ -468,7 +468,7 @@ mod tests {
     struct Silent;
 
     #[async_trait::async_trait]
-    impl SupervisionChannel for Silent {
+    impl ApprovalChannel for Silent {
         async fn ask(&self, _: Ask) -> crate::Answered {
             std::future::pending().await
         }

@@ -9,7 +9,7 @@ use super::translate::{self, KnownTool};
 use super::transport::MAX_STDOUT_NOTICES;
 use super::unasked;
 use crate::EventSink;
-use crate::supervision::{Abort, AbortHandle, SupervisionChannel};
+use crate::approvals::{Abort, AbortHandle, ApprovalChannel};
 use legate_core::{EventKind, TaskId, TaskMode, ToolStatus};
 use legate_supervisor::{Supervision, Supervisor};
 use std::collections::HashMap;
@@ -59,7 +59,7 @@ pub(crate) struct HandlerState {
     supervisor: Arc<dyn Supervisor>,
     supervision: Supervision,
     /// Where `ask` rulings go and decisions are recorded.
-    channel: Option<Arc<dyn SupervisionChannel>>,
+    channel: Option<Arc<dyn ApprovalChannel>>,
     /// Permission requests of this session waiting for a supervisor now.
     asks: Arc<std::sync::atomic::AtomicUsize>,
     root: PathBuf,
@@ -99,13 +99,13 @@ impl HandlerState {
     }
 
     /// The same state, sending `ask` rulings to `channel`.
-    pub(crate) fn with_channel(mut self, channel: Option<Arc<dyn SupervisionChannel>>) -> Self {
+    pub(crate) fn with_channel(mut self, channel: Option<Arc<dyn ApprovalChannel>>) -> Self {
         self.channel = channel;
         self
     }
 
     /// The supervision channel, if the session has one.
-    pub(crate) fn channel(&self) -> Option<Arc<dyn SupervisionChannel>> {
+    pub(crate) fn channel(&self) -> Option<Arc<dyn ApprovalChannel>> {
         self.channel.clone()
     }
 
@@ -384,7 +384,7 @@ impl crate::egress::Turns for HandlerState {
         HandlerState::supervision(self)
     }
 
-    fn channel(&self) -> Option<Arc<dyn SupervisionChannel>> {
+    fn channel(&self) -> Option<Arc<dyn ApprovalChannel>> {
         HandlerState::channel(self)
     }
 

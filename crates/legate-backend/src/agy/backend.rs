@@ -80,12 +80,12 @@ pub struct AgySession {
     pub(super) closed: AtomicBool,
     pub(super) blocked: AtomicBool,
     pub(super) turn: tokio::sync::Mutex<()>,
-    /// The policy each run's connections run under (`None`: no network namespace here, so
+    /// The rules each run's connections run under (`None`: no network namespace here, so
     /// no proxy is served and no proxy variable set).
-    pub(super) network: Option<Arc<legate_supervisor::network::NetworkPolicy>>,
+    pub(super) network: Option<Arc<legate_supervisor::network::NetworkRules>>,
     /// The supervision inputs and channel an `ask` about a connection goes to.
     pub(super) supervision: legate_supervisor::Supervision,
-    pub(super) channel: Option<Arc<dyn crate::SupervisionChannel>>,
+    pub(super) channel: Option<Arc<dyn crate::ApprovalChannel>>,
 }
 
 /// Stops the running turn of an [`AgySession`].
@@ -156,14 +156,14 @@ impl AgyBackend {
         }
         let namespaced = Confinement::probe_network_namespace();
         let network = namespaced.then(|| {
-            let policy = Arc::new(crate::egress::session_policy(
+            let rules = Arc::new(crate::egress::session_rules(
                 &request.network,
                 "agy",
                 &env,
                 &request.mcp_servers,
             ));
-            crate::egress::point_at_proxy(&mut env, &policy);
-            policy
+            crate::egress::point_at_proxy(&mut env, &rules);
+            rules
         });
         sink.send(fence.event());
         let discovery = discover(&exe, &env, &root, self.probe_timeout, fence.fenced()).await?;
@@ -371,14 +371,14 @@ impl AgentSession for AgySession {
         let handoff = prepared.take_egress();
         let mut spec = spec;
         spec.confinement = Some(prepared);
-        if let (Some(handoff), Some(policy)) = (handoff, &self.network) {
+        if let (Some(handoff), Some(rules)) = (handoff, &self.network) {
             let turn = super::turns::RunTurn::new(
                 turn.task_id.clone(),
                 sink.clone(),
                 self.supervision.clone(),
                 self.channel.clone(),
             );
-            let gate = crate::egress::SessionGate::new(Arc::new(turn), policy.clone());
+            let gate = crate::egress::SessionGate::new(Arc::new(turn), rules.clone());
             spec.egress = Some((handoff, Arc::new(gate) as Arc<dyn legate_egress::Gate>));
         }
         let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));

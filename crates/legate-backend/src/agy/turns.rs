@@ -4,8 +4,8 @@
 //! It only carries them; it never decides or waits.
 
 use crate::EventSink;
+use crate::approvals::{Abort, AbortHandle, ApprovalChannel};
 use crate::egress::Turns;
-use crate::supervision::{Abort, AbortHandle, SupervisionChannel};
 use legate_core::{EventKind, TaskId};
 use legate_supervisor::Supervision;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ pub(crate) struct RunTurn {
     pub(crate) sink: EventSink,
     pub(crate) abort: AbortHandle,
     pub(crate) supervision: Supervision,
-    pub(crate) channel: Option<Arc<dyn SupervisionChannel>>,
+    pub(crate) channel: Option<Arc<dyn ApprovalChannel>>,
     asks: Arc<AtomicUsize>,
 }
 
@@ -30,7 +30,7 @@ impl RunTurn {
         task_id: TaskId,
         sink: EventSink,
         supervision: Supervision,
-        channel: Option<Arc<dyn SupervisionChannel>>,
+        channel: Option<Arc<dyn ApprovalChannel>>,
     ) -> Self {
         Self {
             task_id,
@@ -65,7 +65,7 @@ impl Turns for RunTurn {
         self.supervision.clone()
     }
 
-    fn channel(&self) -> Option<Arc<dyn SupervisionChannel>> {
+    fn channel(&self) -> Option<Arc<dyn ApprovalChannel>> {
         self.channel.clone()
     }
 

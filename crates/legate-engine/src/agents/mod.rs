@@ -8,7 +8,7 @@
 //! It never runs a task's turn and never stores anything in the task store; a probe's
 //! throwaway directory is removed before the call returns.
 
-pub(crate) mod policy;
+pub(crate) mod overview;
 
 use crate::core::Core;
 use crate::core::request::validate_model;

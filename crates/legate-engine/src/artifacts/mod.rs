@@ -20,7 +20,7 @@ use crate::core::Core;
 use legate_beneath::{BeneathError, Kind, Root};
 use legate_core::delivery::{MAX_ARTIFACT_BYTES, MAX_ARTIFACT_TOTAL_BYTES};
 use legate_core::{Artifact, ArtifactState, Error, ErrorCode, Result, Task, TaskId, Timestamp};
-use legate_workspace::SecretPolicy;
+use legate_workspace::SecretPatterns;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -186,7 +186,7 @@ fn short(s: &str) -> String {
 }
 
 /// Collects each of `names` beneath `root` into `dir`.
-fn collect(root: &Path, dir: &Path, names: &[String], secrets: &SecretPolicy) -> Vec<Artifact> {
+fn collect(root: &Path, dir: &Path, names: &[String], secrets: &SecretPatterns) -> Vec<Artifact> {
     let at = Timestamp::now().0;
     let record = |name: &str, state, reason: String| Artifact {
         name: name.to_string(),
@@ -345,7 +345,7 @@ fn read_kept(
     sha: &str,
     size: u64,
     name: &str,
-    secrets: &SecretPolicy,
+    secrets: &SecretPatterns,
 ) -> Result<Vec<u8>> {
     let changed = |why: &str| {
         blocked(format!(

@@ -6,7 +6,7 @@
 //! stay with them.
 
 use legate_core::{Error, ErrorCode, Result, RoleBase, TaskMode};
-use legate_workspace::{CopyLimits, SecretPolicy};
+use legate_workspace::{CopyLimits, SecretPatterns};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub struct ReviewConfig {
     /// Copy and change limits.
     pub limits: CopyLimits,
     /// Secret exclusions and exceptions.
-    pub secrets: SecretPolicy,
+    pub secrets: SecretPatterns,
     /// Finished copies older than this are removed by the sweep.
     pub retention: Duration,
     /// `auto` or `ask`.
@@ -58,7 +58,7 @@ impl Default for ReviewConfig {
     fn default() -> Self {
         Self {
             limits: CopyLimits::default(),
-            secrets: SecretPolicy::default(),
+            secrets: SecretPatterns::default(),
             retention: Duration::from_secs(168 * 3600),
             approval: ApprovalMode::Auto,
             require_tests: false,

@@ -6,7 +6,7 @@ mod features;
 
 pub use features::*;
 use legate_core::AgentSpec;
-use legate_supervisor::network::NetworkPolicy;
+use legate_supervisor::network::NetworkRules;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -108,7 +108,7 @@ pub struct EngineConfig {
     /// supervisor the engine is started with; empty, that supervisor decides alone.
     pub policy: legate_supervisor::Policy,
     /// The approval queue: deadlines and the supervising agent (`[supervision]`).
-    pub supervision: SupervisionConfig,
+    pub approvals: ApprovalsConfig,
     /// The configured roles (`[roles.NAME]`), checked when the engine starts.
     pub roles: Vec<RoleSpec>,
     /// How much private memory the store keeps (`[memory]`).
@@ -123,10 +123,10 @@ pub struct EngineConfig {
     pub controls: legate_core::ControlsConfig,
     /// The egress policy every agent's connections run under (`[network]`); the backend adds
     /// each preset's model host.
-    pub network: NetworkPolicy,
+    pub network: NetworkRules,
     /// Agents with rules of their own (`[agents.NAME.network]`): the whole policy each runs
     /// under, [`EngineConfig::network`] included.
-    pub agent_network: BTreeMap<String, NetworkPolicy>,
+    pub agent_network: BTreeMap<String, NetworkRules>,
 }
 
 /// Which skill packs every new copy task gets besides the caller's skills (`[skills]`).
@@ -148,29 +148,29 @@ impl Default for SkillsConfig {
     }
 }
 
-/// The default of [`SupervisionConfig::deadline`]: 120 s.
-pub const DEFAULT_SUPERVISION_DEADLINE: Duration = Duration::from_secs(120);
+/// The default of [`ApprovalsConfig::deadline`]: 120 s.
+pub const DEFAULT_APPROVAL_DEADLINE: Duration = Duration::from_secs(120);
 
 /// How `ask` rulings are supervised (`[supervision]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SupervisionConfig {
+pub struct ApprovalsConfig {
     /// How long an approval waits for an answer before it is refused (`deadline_secs`).
     pub deadline: Duration,
     /// The configured agent asked first to decide (`agent`), if any.
     pub agent: Option<String>,
     /// How long the supervising agent may take to answer one approval
     /// (`agent_timeout_secs`); a late answer falls through to the human channel. Kept below
-    /// [`SupervisionConfig::deadline`] by the configuration.
+    /// [`ApprovalsConfig::deadline`] by the configuration.
     pub agent_timeout: Duration,
 }
 
-/// The default of [`SupervisionConfig::agent_timeout`]: 30 s.
+/// The default of [`ApprovalsConfig::agent_timeout`]: 30 s.
 pub const DEFAULT_SUPERVISING_AGENT_TIMEOUT: Duration = Duration::from_secs(30);
 
-impl Default for SupervisionConfig {
+impl Default for ApprovalsConfig {
     fn default() -> Self {
         Self {
-            deadline: DEFAULT_SUPERVISION_DEADLINE,
+            deadline: DEFAULT_APPROVAL_DEADLINE,
             agent: None,
             agent_timeout: DEFAULT_SUPERVISING_AGENT_TIMEOUT,
         }
@@ -243,19 +243,19 @@ impl EngineConfig {
             hidden: Vec::new(),
             fronts: FrontLimits::default(),
             policy: legate_supervisor::Policy::empty(),
-            supervision: SupervisionConfig::default(),
+            approvals: ApprovalsConfig::default(),
             roles: Vec::new(),
             memory: MemoryLimits::default(),
             forbidden_directories: Vec::new(),
             skills: SkillsConfig::default(),
             controls: legate_core::ControlsConfig::default(),
-            network: NetworkPolicy::default(),
+            network: NetworkRules::default(),
             agent_network: BTreeMap::new(),
         }
     }
 
     /// The egress policy agent `name`'s connections run under.
-    pub fn network_for(&self, name: &str) -> std::sync::Arc<NetworkPolicy> {
+    pub fn network_for(&self, name: &str) -> std::sync::Arc<NetworkRules> {
         std::sync::Arc::new(
             self.agent_network
                 .get(name)
@@ -309,8 +309,8 @@ mod tests {
         assert_eq!(f.cancel_wait, Duration::from_secs(10));
         assert_eq!(f.approval_timeout, Duration::from_secs(300));
         assert_eq!(f.inline_patch_max_bytes, 1 << 20);
-        assert_eq!(c.supervision.deadline, Duration::from_secs(120));
-        assert_eq!(c.supervision.agent, None);
+        assert_eq!(c.approvals.deadline, Duration::from_secs(120));
+        assert_eq!(c.approvals.agent, None);
         assert_eq!(c.skills, SkillsConfig::default());
         assert!(c.skills.bundled && c.skills.directory.is_none());
     }

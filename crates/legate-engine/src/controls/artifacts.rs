@@ -19,7 +19,7 @@ pub(super) fn check(engine: &Core, request: &SubmitRequest) -> Result<Vec<String
 
 pub(crate) fn check_paths(
     paths: &[String],
-    secrets: &legate_workspace::SecretPolicy,
+    secrets: &legate_workspace::SecretPatterns,
 ) -> Result<Vec<String>> {
     if paths.len() > MAX_ARTIFACT_PATHS {
         return Err(Error::invalid_input(format!(
@@ -67,12 +67,12 @@ fn shorten(path: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use legate_workspace::SecretPolicy;
+    use legate_workspace::SecretPatterns;
     use proptest::prelude::*;
 
     fn check(paths: &[&str]) -> Result<Vec<String>> {
         let paths: Vec<String> = paths.iter().map(|s| s.to_string()).collect();
-        check_paths(&paths, &SecretPolicy::default())
+        check_paths(&paths, &SecretPatterns::default())
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub(crate) struct Inner {
     pub(crate) agents: AgentRegistry,
     pub(crate) supervisor: Arc<dyn Supervisor>,
     /// The approval queue: where `ask` rulings wait for a supervisor.
-    pub(crate) queue: Arc<crate::supervision::queue::Queue>,
+    pub(crate) queue: Arc<crate::approvals::queue::Queue>,
     pub(crate) fanout: Fanout,
     pub(crate) pool: Pool,
     /// Room promised to starting tasks, and the signal that some was freed.
@@ -159,9 +159,9 @@ impl Core {
         let (shutdown, _) = watch::channel(false);
         let core = Core {
             inner: Arc::new_cyclic(|weak| Inner {
-                queue: Arc::new(crate::supervision::queue::Queue::new(
+                queue: Arc::new(crate::approvals::queue::Queue::new(
                     store.clone(),
-                    &config.supervision,
+                    &config.approvals,
                     WeakCore(weak.clone()),
                 )),
                 slots: Slots::new(config.max_running, config.max_queued),

@@ -9,11 +9,11 @@
 //! This module owns no rule about a task's fate: it reads, and recovery is
 //! [`runner::recover`](crate::core::runner::recover)'s.
 
-use crate::config::Paths;
-use crate::core::fanout::Subscription;
-use crate::supervision::{
+use crate::approvals::{
     Approval, ApprovalAnswer, ApprovalFilter, AuditEntry, AuditFilter, check_answer,
 };
+use crate::config::Paths;
+use crate::core::fanout::Subscription;
 use legate_core::{Error, ErrorCode, Event, Result, Task, TaskId};
 use legate_store::Store;
 pub use legate_store::{ContextRecord, TaskFilter};

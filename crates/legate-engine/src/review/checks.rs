@@ -86,7 +86,7 @@ impl Core {
                 let (sb, resolved, sha) = self.resolve_selection(sel, &o.record.source)?;
                 (Some(sb), Some(resolved), sha)
             }
-            None => (None, None, self.sandbox_policy()?.sha256),
+            None => (None, None, self.test_ceiling()?.sha256),
         };
         let cfg = self.review_config().clone();
         let timeout = timeout.unwrap_or(cfg.test_timeout);

@@ -1,4 +1,4 @@
-//! The gate of a test command's connections: the engine's `[network]` policy, by its rules
+//! The gate of a test command's connections: the engine's `[network]` rules, by those rules
 //! alone. A test has no turn and no supervisor to wait on, so what a rule does not allow
 //! (a deny rule, an `ask`, no rule at all) is refused, and says so.
 //!
@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use legate_core::{Decider, Decision};
 use legate_egress::{ConnectRequest, ConnectionEvent, Decided, Gate};
-use legate_supervisor::network::NetworkPolicy;
+use legate_supervisor::network::NetworkRules;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -16,22 +16,22 @@ use std::sync::Arc;
 pub(crate) const RULES_ONLY: &str =
     "refused: a test command's connections are decided by rules only";
 
-/// A test's [`Gate`] over a network policy, rules only.
+/// A test's [`Gate`] over network rules, rules only.
 #[derive(Debug)]
 pub(crate) struct TestGate {
-    policy: Arc<NetworkPolicy>,
+    rules: Arc<NetworkRules>,
 }
 
 impl TestGate {
-    pub(crate) fn new(policy: Arc<NetworkPolicy>) -> Self {
-        Self { policy }
+    pub(crate) fn new(rules: Arc<NetworkRules>) -> Self {
+        Self { rules }
     }
 
-    /// The runner's egress for a test under `policy`: this gate, and the proxy variables.
-    pub(crate) fn egress(policy: Arc<NetworkPolicy>) -> legate_testrun::TestEgress {
+    /// The runner's egress for a test under `rules`: this gate, and the proxy variables.
+    pub(crate) fn egress(rules: Arc<NetworkRules>) -> legate_testrun::TestEgress {
         legate_testrun::TestEgress {
-            env: legate_egress::proxy_env(&policy),
-            gate: Arc::new(Self::new(policy)),
+            env: legate_egress::proxy_env(&rules),
+            gate: Arc::new(Self::new(rules)),
         }
     }
 }
@@ -39,7 +39,7 @@ impl TestGate {
 #[async_trait]
 impl Gate for TestGate {
     async fn decide(&self, request: &ConnectRequest) -> Decided {
-        let ruled = self.policy.decide(&request.destination);
+        let ruled = self.rules.decide(&request.destination);
         let decider = if ruled.rule_id.is_some() {
             Decider::Policy
         } else {
@@ -67,11 +67,11 @@ impl Gate for TestGate {
     }
 
     fn names_exactly(&self, addr: IpAddr, port: u16) -> bool {
-        self.policy.names_exactly(addr, port)
+        self.rules.names_exactly(addr, port)
     }
 
     fn denies_address(&self, addr: IpAddr, port: u16) -> Option<String> {
-        self.policy.denies_address(addr, port).map(|r| r.id.clone())
+        self.rules.denies_address(addr, port).map(|r| r.id.clone())
     }
 
     fn record(&self, record: ConnectionEvent) {
@@ -103,16 +103,16 @@ mod tests {
 
     #[tokio::test]
     async fn rules_decide_and_an_ask_is_refused() {
-        let policy = NetworkPolicy::new(Otherwise::Ask)
+        let rules = NetworkRules::new(Otherwise::Ask)
             .with_allow("registry.example:443".parse().unwrap(), "network.allow[0]")
             .with_deny("blocked.example".parse().unwrap(), "network.deny[0]");
-        let gate = TestGate::new(Arc::new(policy.clone()));
+        let gate = TestGate::new(Arc::new(rules.clone()));
         let allowed = gate.decide(&request("registry.example:443")).await;
         assert_eq!(allowed.decision, Decision::Allow);
         assert_eq!(allowed.decider, Decider::Policy);
         assert_eq!(allowed.rule_id.as_deref(), Some("network.allow[0]"));
         assert_eq!(
-            policy
+            rules
                 .decide(&request("elsewhere.example:443").destination)
                 .decision,
             Decision::Ask

@@ -18,7 +18,7 @@ fn ip(s: &str) -> IpAddr {
 
 #[test]
 fn deny_wins_over_allow() {
-    let p = NetworkPolicy::default()
+    let p = NetworkRules::default()
         .with_allow(rule("*.example.com"), "network.allow[0]")
         .with_deny(rule("evil.example.com"), "network.deny[0]");
     let r = p.decide(&dest("evil.example.com:443"));
@@ -31,7 +31,7 @@ fn deny_wins_over_allow() {
 
 #[test]
 fn no_rule_is_otherwise() {
-    let p = NetworkPolicy::default();
+    let p = NetworkRules::default();
     let r = p.decide(&dest("example.com:443"));
     assert_eq!((r.decision, r.rule_id), (Decision::Deny, None));
     let p = p.with_otherwise(Otherwise::Ask);
@@ -40,7 +40,7 @@ fn no_rule_is_otherwise() {
 
 #[test]
 fn special_literals_need_an_exact_rule() {
-    let p = NetworkPolicy::new(Otherwise::Ask).with_allow(rule("*"), "network.allow[0]");
+    let p = NetworkRules::new(Otherwise::Ask).with_allow(rule("*"), "network.allow[0]");
     for literal in [
         "127.0.0.1:80",
         "[::1]:80",
@@ -72,7 +72,7 @@ fn special_literals_need_an_exact_rule() {
 
 #[test]
 fn deny_rules_never_count_as_exact() {
-    let p = NetworkPolicy::default().with_deny(rule("10.0.0.1"), "d");
+    let p = NetworkRules::default().with_deny(rule("10.0.0.1"), "d");
     assert!(!p.names_exactly(ip("10.0.0.1"), 1));
 }
 
@@ -87,7 +87,7 @@ fn layers_stack() {
     )
     .unwrap();
     let role: NetworkConfig = toml::from_str(r#"deny = ["github.com"]"#).unwrap();
-    let p = global.apply(NetworkPolicy::default(), "network");
+    let p = global.apply(NetworkRules::default(), "network");
     let p = p.with_preset("claude");
     let p = role.apply(p, "roles.reviewer.network");
     assert_eq!(p.otherwise, Otherwise::Ask);
@@ -104,7 +104,7 @@ fn layers_stack() {
         Decision::Ask
     );
 
-    let merged = NetworkPolicy::new(Otherwise::Deny).merge(p.clone());
+    let merged = NetworkRules::new(Otherwise::Deny).merge(p.clone());
     assert_eq!(merged.otherwise, Otherwise::Deny);
     assert_eq!(merged.allow, p.allow);
 
@@ -122,7 +122,7 @@ fn preset_hosts_parse() {
             assert_eq!(r.port, Some(443));
             assert!(matches!(r.pattern, HostPattern::Exact(_)));
         }
-        let p = NetworkPolicy::default().with_preset(preset);
+        let p = NetworkRules::default().with_preset(preset);
         assert_eq!(p.allow.len(), model_hosts(preset).len());
     }
     assert!(model_hosts("generic").is_empty());

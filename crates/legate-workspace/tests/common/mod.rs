@@ -110,7 +110,7 @@ impl Fixture {
     pub fn copy_as(&self, name: &str, include: &[&str]) -> (CopyReport, Baseline) {
         let include: Vec<String> = include.iter().map(|s| s.to_string()).collect();
         let limits = CopyLimits::default();
-        let sel = select(&self.project, &include, &SecretPolicy::default(), &limits).unwrap();
+        let sel = select(&self.project, &include, &SecretPatterns::default(), &limits).unwrap();
         make_copy_with_baseline(
             &sel,
             &self.home.join("copies").join(name),

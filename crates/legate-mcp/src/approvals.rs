@@ -231,12 +231,12 @@ pub fn catalog() -> Vec<Tool> {
 
 /// The `supervisor` profile's MCP server. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct SupervisorMcp {
+pub struct ApprovalsMcp {
     queue: ApprovalDesk,
     tools: Arc<Vec<Tool>>,
 }
 
-impl SupervisorMcp {
+impl ApprovalsMcp {
     /// A server over `queue`.
     pub fn new(queue: ApprovalDesk) -> Self {
         Self {
@@ -271,7 +271,7 @@ fn not_available(name: &str) -> Error {
     )
 }
 
-impl ServerHandler for SupervisorMcp {
+impl ServerHandler for ApprovalsMcp {
     codec::introduced_as!("legate-supervisor", "Legate supervisor", INSTRUCTIONS);
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

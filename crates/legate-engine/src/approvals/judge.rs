@@ -80,7 +80,7 @@ impl Passed {
 /// a valid answer in time, `None` (recorded in the audit when a judge was asked or skipped)
 /// otherwise.
 pub(crate) async fn ask(engine: &Core, approval: &Approval) -> Option<(Decision, String)> {
-    let config = &engine.config().supervision;
+    let config = &engine.config().approvals;
     let judge = config.agent.as_deref()?;
     let outcome = if judge == approval.agent {
         Err(Passed::SameAgent)

@@ -8,7 +8,7 @@
 //! text that does not read has no command: it is shown by its title only, and an
 //! allow-for-task answer never covers it beyond itself. Nothing is ever matched on raw text.
 
-use crate::supervision::ToolCallSummary;
+use crate::approvals::ToolCallSummary;
 use legate_core::{PermissionRequest, ToolKind};
 use legate_supervisor::policy::Command;
 

@@ -1,7 +1,7 @@
-//! The seam between a backend's permission handler and the engine's supervision channels.
+//! The seam between a backend's permission handler and the engine's approval queue.
 //!
 //! The [`Supervisor`](legate_supervisor::Supervisor) decides synchronously. When it answers
-//! `ask`, the handler hands the request to the [`SupervisionChannel`] it was given (the
+//! `ask`, the handler hands the request to the [`ApprovalChannel`] it was given (the
 //! engine's durable approval queue) and awaits the answer off the protocol's dispatch loop;
 //! every decision sent to an agent is then recorded through the same channel.
 //!
@@ -14,7 +14,7 @@ use legate_supervisor::Supervision;
 use std::fmt::Debug;
 use tokio::sync::watch;
 
-/// A permission request a policy sent to a supervisor (`Decision::Ask`).
+/// A permission request the supervisor's rules answered `ask` (`Decision::Ask`).
 #[derive(Debug)]
 pub struct Ask {
     /// The task whose turn asked.
@@ -62,7 +62,7 @@ pub struct Sent<'a> {
 
 /// Where `ask` decisions go, and where every decision is recorded. Implemented by the engine.
 #[async_trait]
-pub trait SupervisionChannel: Send + Sync + Debug {
+pub trait ApprovalChannel: Send + Sync + Debug {
     /// Waits for a supervisor's answer to `ask`, never past its deadline or its abort.
     async fn ask(&self, ask: Ask) -> Answered;
 

@@ -1,14 +1,15 @@
-//! The test sandbox policy: one global ceiling on what a test's `sandbox` selection may
-//! grant (extra read roots, extra write roots, network, child processes, output size),
+//! The test ceiling (the "sandbox policy" of `get_sandbox_policy`): the one global bound on
+//! what a test's `sandbox` selection may grant (extra read roots, extra write roots, network,
+//! child processes, output size),
 //! stored in the store under one sha256, replaced only by compare-and-set, and in approval
-//! mode `ask` only after a person confirms it ([`PolicyConfirmer`]).
+//! mode `ask` only after a person confirms it ([`CeilingConfirmer`]).
 //!
-//! This module owns the policy's shape, its default (no roots, no network, children allowed,
+//! This module owns the ceiling's shape, its default (no roots, no network, children allowed,
 //! 4,000 characters: the seed's initial configuration), its normalization and sha256, the
 //! validation of every root (module `roots`), and resolving a selection against the ceiling
 //! into what the test runner enforces. It never runs a test, never widens a selection, and
-//! never lets text an agent wrote (or a task's prompt) change the policy: only the engine's
-//! callers do, through [`SandboxPolicies::set`].
+//! never lets text an agent wrote (or a task's prompt) change the ceiling: only the engine's
+//! callers do, through [`TestCeilings::set`].
 
 mod roots;
 
@@ -16,26 +17,27 @@ use crate::core::Core;
 use crate::review::Confirmation;
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode, Result};
-use legate_store::PolicyReplace;
+use legate_store::CeilingReplace;
 use legate_testrun::TestConfinement as TestSandbox;
 use roots::{Protected, check_root};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The store's name for this policy.
-pub const POLICY_NAME: &str = "sandbox";
-/// At most this many roots in each list of the policy, and of a selection.
+/// The store's name for this ceiling.
+pub const CEILING_NAME: &str = "sandbox";
+/// At most this many roots in each list of the ceiling, and of a selection.
 pub const MAX_ROOTS: usize = 32;
 /// The default bound on each stream of a selected test's output, in characters.
 pub const DEFAULT_MAX_OUTPUT_CHARS: u32 = 4_000;
-/// The largest `maxOutputChars` a policy may allow.
+/// The largest `maxOutputChars` a ceiling may allow.
 pub const MAX_OUTPUT_CHARS_CAP: u32 = 1_000_000;
 
 /// The global ceiling on a test's sandbox selection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct SandboxPolicy {
+#[cfg_attr(feature = "schema", schemars(rename = "SandboxPolicy"))]
+pub struct TestCeiling {
     /// Directories a selection may let a test read (and execute) beneath, besides the system
     /// directories, its copy and scratch directory. Absolute, canonical, existing, no links.
     #[serde(default)]
@@ -62,7 +64,7 @@ fn default_chars() -> u32 {
     DEFAULT_MAX_OUTPUT_CHARS
 }
 
-impl Default for SandboxPolicy {
+impl Default for TestCeiling {
     fn default() -> Self {
         Self {
             read_roots: Vec::new(),
@@ -74,11 +76,11 @@ impl Default for SandboxPolicy {
     }
 }
 
-impl SandboxPolicy {
-    /// The sha256 of the policy's JSON as stored (normalized: roots sorted, each once).
+impl TestCeiling {
+    /// The sha256 of the ceiling's JSON as stored (normalized: roots sorted, each once).
     pub fn sha256(&self) -> String {
         // Serializing a struct of paths, booleans and an integer cannot fail; the empty
-        // fallback would only change the hash, never accept a policy.
+        // fallback would only change the hash, never accept a ceiling.
         legate_workspace::sha256_hex(&serde_json::to_vec(self).unwrap_or_default())
     }
 }
@@ -87,9 +89,10 @@ impl SandboxPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct SandboxPolicyView {
+#[cfg_attr(feature = "schema", schemars(rename = "SandboxPolicyView"))]
+pub struct TestCeilingView {
     /// The policy.
-    pub policy: SandboxPolicy,
+    pub policy: TestCeiling,
     /// Its sha256: what `set_sandbox_policy` must name as `expectedSha256`, and what a
     /// selected test's evidence is bound to.
     pub sha256: String,
@@ -161,31 +164,31 @@ pub struct SandboxEvidence {
     pub child_processes: String,
 }
 
-/// A proposed change of the policy, for a person to confirm.
+/// A proposed change of the ceiling, for a person to confirm.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyChange {
-    /// The policy now.
-    pub current: SandboxPolicyView,
-    /// The policy proposed, normalized.
-    pub proposed: SandboxPolicyView,
+pub struct CeilingChange {
+    /// The ceiling now.
+    pub current: TestCeilingView,
+    /// The ceiling proposed, normalized.
+    pub proposed: TestCeilingView,
 }
 
-/// Asks a person whether a policy change may proceed (approval mode `ask`). Only
+/// Asks a person whether a ceiling change may proceed (approval mode `ask`). Only
 /// `Accept { confirm: true }` lets it.
 #[async_trait]
-pub trait PolicyConfirmer: Send + Sync {
+pub trait CeilingConfirmer: Send + Sync {
     /// Shows `change` and returns the answer.
-    async fn confirm_policy(&self, change: &PolicyChange) -> Confirmation;
+    async fn confirm_ceiling(&self, change: &CeilingChange) -> Confirmation;
 }
 
 fn invalid(message: String) -> Error {
     Error::invalid_input(message)
 }
 
-/// The sandbox policy of test commands: read it, check a proposal, and set it.
-/// Handed out by [`SandboxPolicies::get`](crate::SandboxPolicies::get).
+/// The test ceiling of test commands (`engine.test_ceiling()`): read it, check a proposal, and set it.
+/// Handed out by [`TestCeilings::get`](crate::TestCeilings::get).
 #[derive(Debug, Clone)]
-pub struct SandboxPolicies {
+pub struct TestCeilings {
     pub(crate) core: Core,
 }
 
@@ -206,29 +209,29 @@ impl Core {
         )
     }
 
-    /// The current policy (the default until one is set) and its sha256.
-    pub(crate) fn sandbox_policy(&self) -> Result<SandboxPolicyView> {
-        let Some(stored) = self.store().policy(POLICY_NAME)? else {
-            let policy = SandboxPolicy::default();
+    /// The current ceiling (the default until one is set) and its sha256.
+    pub(crate) fn test_ceiling(&self) -> Result<TestCeilingView> {
+        let Some(stored) = self.store().ceiling(CEILING_NAME)? else {
+            let policy = TestCeiling::default();
             let sha256 = policy.sha256();
-            return Ok(SandboxPolicyView { policy, sha256 });
+            return Ok(TestCeilingView { policy, sha256 });
         };
-        let policy: SandboxPolicy = serde_json::from_value(stored.document).map_err(|e| {
+        let policy: TestCeiling = serde_json::from_value(stored.document).map_err(|e| {
             Error::caused_by(
                 ErrorCode::StoreError,
                 "the stored sandbox policy is not a policy this build reads",
                 e,
             )
         })?;
-        Ok(SandboxPolicyView {
+        Ok(TestCeilingView {
             policy,
             sha256: stored.sha256,
         })
     }
 
-    /// Validates and normalizes a proposed policy (roots checked and canonical, sorted, each
+    /// Validates and normalizes a proposed ceiling (roots checked and canonical, sorted, each
     /// once; bounds): `INVALID_INPUT`, or `FORBIDDEN_DIRECTORY`, naming the first problem.
-    pub(crate) fn check_sandbox_policy(&self, proposal: SandboxPolicy) -> Result<SandboxPolicy> {
+    pub(crate) fn check_test_ceiling(&self, proposal: TestCeiling) -> Result<TestCeiling> {
         let protected = self.protected_roots();
         let norm = |list: &[PathBuf], name: &str| -> Result<Vec<PathBuf>> {
             if list.len() > MAX_ROOTS {
@@ -259,22 +262,22 @@ impl Core {
                 proposal.max_output_chars
             )));
         }
-        Ok(SandboxPolicy {
+        Ok(TestCeiling {
             read_roots: norm(&proposal.read_roots, "readRoots")?,
             write_roots: norm(&proposal.write_roots, "writeRoots")?,
             ..proposal
         })
     }
 
-    /// Resolves a test's selection against the current policy, for a copy of `source`:
-    /// every path checked like a policy root (and clear of `source`), within the ceiling.
+    /// Resolves a test's selection against the current ceiling, for a copy of `source`:
+    /// every path checked like a ceiling root (and clear of `source`), within the ceiling.
     /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) naming the first problem.
     pub(crate) fn resolve_selection(
         &self,
         selection: &SandboxSelection,
         source: &Path,
     ) -> Result<(TestSandbox, ResolvedSelection, String)> {
-        let view = self.sandbox_policy()?;
+        let view = self.test_ceiling()?;
         let ceiling = &view.policy;
         let denied = |m: String| Error::new(ErrorCode::SandboxSelectionDenied, m);
         let protected = self.protected_roots().with_source(source);
@@ -355,46 +358,46 @@ impl Core {
     }
 }
 
-impl SandboxPolicies {
-    /// The current policy (the default until one is set) and its sha256.
-    pub fn get(&self) -> Result<SandboxPolicyView> {
-        self.core.sandbox_policy()
+impl TestCeilings {
+    /// The current ceiling (the default until one is set) and its sha256.
+    pub fn get(&self) -> Result<TestCeilingView> {
+        self.core.test_ceiling()
     }
 
-    /// Validates and normalizes a proposed policy (roots checked and canonical, sorted, each
+    /// Validates and normalizes a proposed ceiling (roots checked and canonical, sorted, each
     /// once; bounds): `INVALID_INPUT`, or `FORBIDDEN_DIRECTORY`, naming the first problem.
-    pub fn check(&self, proposal: SandboxPolicy) -> Result<SandboxPolicy> {
-        self.core.check_sandbox_policy(proposal)
+    pub fn check(&self, proposal: TestCeiling) -> Result<TestCeiling> {
+        self.core.check_test_ceiling(proposal)
     }
 
-    /// Replaces the policy with `proposal` if the current one's sha256 is `expected_sha256`
+    /// Replaces the ceiling with `proposal` if the current one's sha256 is `expected_sha256`
     /// (`SANDBOX_POLICY_CHANGED` otherwise, before and after any confirmation). In approval
     /// mode `ask`, `confirmer` must answer `Accept { confirm: true }`
     /// (`SANDBOX_POLICY_DECLINED` otherwise, or without a confirmer); in `auto`, validation
-    /// alone. Tests started after it returns are checked against the new policy.
+    /// alone. Tests started after it returns are checked against the new ceiling.
     pub async fn set(
         &self,
         expected_sha256: &str,
-        proposal: SandboxPolicy,
-        confirmer: Option<&dyn PolicyConfirmer>,
-    ) -> Result<SandboxPolicyView> {
-        let policy = self.core.check_sandbox_policy(proposal)?;
-        let proposed = SandboxPolicyView {
+        proposal: TestCeiling,
+        confirmer: Option<&dyn CeilingConfirmer>,
+    ) -> Result<TestCeilingView> {
+        let policy = self.core.check_test_ceiling(proposal)?;
+        let proposed = TestCeilingView {
             sha256: policy.sha256(),
             policy,
         };
-        let current = self.core.sandbox_policy()?;
+        let current = self.core.test_ceiling()?;
         if current.sha256 != expected_sha256 {
             return Err(changed(expected_sha256, &current.sha256));
         }
         let approval = self.core.config().review.approval;
         if approval == crate::ApprovalMode::Ask {
-            let change = PolicyChange {
+            let change = CeilingChange {
                 current: current.clone(),
                 proposed: proposed.clone(),
             };
             let answer = match confirmer {
-                Some(c) => c.confirm_policy(&change).await,
+                Some(c) => c.confirm_ceiling(&change).await,
                 None => Confirmation::Cancel,
             };
             tracing::info!(answer = ?answer, proposed = %proposed.sha256, "sandbox policy change answered");
@@ -411,19 +414,19 @@ impl SandboxPolicies {
         let document = serde_json::to_value(&proposed.policy).map_err(|e| {
             Error::caused_by(ErrorCode::Internal, "the policy could not be serialized", e)
         })?;
-        let absent = SandboxPolicy::default().sha256();
-        match self.core.store().replace_policy(
-            POLICY_NAME,
+        let absent = TestCeiling::default().sha256();
+        match self.core.store().replace_ceiling(
+            CEILING_NAME,
             expected_sha256,
             &absent,
             &document,
             &proposed.sha256,
         )? {
-            PolicyReplace::Replaced => {
+            CeilingReplace::Replaced => {
                 tracing::info!(from = %current.sha256, to = %proposed.sha256, approval = ?approval, "sandbox policy replaced");
                 Ok(proposed)
             }
-            PolicyReplace::Changed { current_sha256 } => {
+            CeilingReplace::Changed { current_sha256 } => {
                 Err(changed(expected_sha256, &current_sha256))
             }
         }
@@ -451,20 +454,20 @@ mod tests {
 
     #[test]
     fn the_default_is_the_seeds_initial_configuration_and_its_sha256_is_stable() {
-        let d = SandboxPolicy::default();
+        let d = TestCeiling::default();
         assert!(d.read_roots.is_empty() && d.write_roots.is_empty());
         assert!(!d.network && d.child_processes);
         assert_eq!(d.max_output_chars, 4_000);
         // Omitted fields read as the default.
-        let parsed: SandboxPolicy = serde_json::from_str("{}").unwrap();
+        let parsed: TestCeiling = serde_json::from_str("{}").unwrap();
         assert_eq!(parsed, d);
         assert_eq!(parsed.sha256(), d.sha256());
         assert_eq!(d.sha256().len(), 64);
-        let other = SandboxPolicy {
+        let other = TestCeiling {
             network: true,
-            ..SandboxPolicy::default()
+            ..TestCeiling::default()
         };
         assert_ne!(other.sha256(), d.sha256());
-        assert!(serde_json::from_str::<SandboxPolicy>(r#"{"readPaths": []}"#).is_err());
+        assert!(serde_json::from_str::<TestCeiling>(r#"{"readPaths": []}"#).is_err());
     }
 }

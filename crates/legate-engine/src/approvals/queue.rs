@@ -1,4 +1,4 @@
-//! The durable approval queue: the engine's [`SupervisionChannel`].
+//! The durable approval queue: the engine's [`ApprovalChannel`].
 //!
 //! An `ask` ruling becomes, in order: an earlier allow-for-task in the same scope (allowed at
 //! once), or a pending approval stored first and only then announced (`awaiting supervision`,
@@ -10,13 +10,13 @@
 //!
 //! It never blocks the protocol's dispatch loop (the backend awaits it in a task of its own)
 //! and holds no lock across a wait. Every decision sent to an agent is one audit insert
-//! ([`SupervisionChannel::record`]).
+//! ([`ApprovalChannel::record`]).
 
 use super::summary::{scope, summarize};
 use super::{Answer, Approval, ApprovalAnswer, ApprovalState, AuditEntry};
 use crate::core::WeakCore;
 use async_trait::async_trait;
-use legate_backend::{Answered, Ask, Sent, SupervisionChannel};
+use legate_backend::{Answered, ApprovalChannel, Ask, Sent};
 use legate_core::{Decider, Decision, Result, Ruling, Timestamp};
 use legate_store::Store;
 use legate_supervisor::{Supervision, pick_allow, pick_reject};
@@ -45,7 +45,7 @@ pub(crate) struct Queue {
 impl Queue {
     pub(crate) fn new(
         store: Store,
-        config: &crate::config::SupervisionConfig,
+        config: &crate::config::ApprovalsConfig,
         core: WeakCore,
     ) -> Self {
         Self {
@@ -181,7 +181,7 @@ impl Drop for Pending<'_> {
 }
 
 #[async_trait]
-impl SupervisionChannel for Queue {
+impl ApprovalChannel for Queue {
     async fn ask(&self, mut ask: Ask) -> Answered {
         let tool = summarize(&ask.request);
         let id = uuid::Uuid::new_v4().to_string();

@@ -18,7 +18,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct AgentPolicy {
+#[cfg_attr(feature = "schema", schemars(rename = "AgentPolicy"))]
+pub struct ControlsOverview {
     /// The configured ceiling of tool kinds (`[controls] allowed_tools`); null: none, every
     /// kind may be named.
     pub allowed_tools: Option<Vec<ToolKind>>,
@@ -89,11 +90,11 @@ pub struct ModelSelection {
 pub const MODEL_PRECEDENCE: &str = "the task's model, else the saved preference (set_model / legate model), else the agent's configured model, else the agent's own default";
 
 impl Agents {
-    /// The tool-control policy: ceilings, the catalogue's public view, and which agents
-    /// enforce it.
-    pub fn policy(&self) -> AgentPolicy {
+    /// The tool controls' overview: ceilings, the catalogue's public view, and which agents
+    /// enforce them.
+    pub fn controls_overview(&self) -> ControlsOverview {
         let controls = &self.core.config().controls;
-        AgentPolicy {
+        ControlsOverview {
             allowed_tools: controls.allowed_tools.clone(),
             default_allowed_tools: controls.allowed_tools.clone(),
             mcp_servers: controls.mcp_servers.iter().map(|s| s.public()).collect(),

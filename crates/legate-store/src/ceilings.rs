@@ -1,9 +1,9 @@
-//! Caller-set policies: one JSON document per name (today `sandbox`, the test sandbox
+//! Caller-set ceilings: one JSON document per name (today `sandbox`, the test
 //! ceiling), each stored with its sha256, replaced only by a caller who names the sha256 of
 //! the version it read (compare-and-set, in one transaction, so two processes replacing at
 //! once cannot both win).
 //!
-//! The store keeps the document and never interprets it: what a policy may hold, its
+//! The store keeps the document and never interprets it: what a ceiling may hold, its
 //! default, how it is normalized and hashed are the engine's. It never computes a hash.
 
 use crate::Store;
@@ -11,9 +11,9 @@ use crate::sql::{SqlContext, store_error};
 use legate_core::{Result, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
-/// A stored policy.
+/// A stored ceiling.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredPolicy {
+pub struct StoredCeiling {
     /// The document, as the engine wrote it.
     pub document: serde_json::Value,
     /// The sha256 the engine gave it.
@@ -24,7 +24,7 @@ pub struct StoredPolicy {
 
 /// What a compare-and-set replacement did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PolicyReplace {
+pub enum CeilingReplace {
     /// Stored: the expected sha256 was the current one.
     Replaced,
     /// Nothing stored: the current sha256 is another.
@@ -35,8 +35,8 @@ pub enum PolicyReplace {
 }
 
 impl Store {
-    /// The stored policy `name`, if one was ever stored.
-    pub fn policy(&self, name: &str) -> Result<Option<StoredPolicy>> {
+    /// The stored ceiling `name`, if one was ever stored.
+    pub fn ceiling(&self, name: &str) -> Result<Option<StoredCeiling>> {
         let row: Option<(String, String, i64)> = self.read(|conn| {
             conn.prepare_cached("SELECT document, sha256, updated_at FROM policies WHERE name = ?1")
                 .and_then(|mut st| {
@@ -48,7 +48,7 @@ impl Store {
         row.map(|(text, sha256, updated_at)| {
             let document = serde_json::from_str(&text)
                 .map_err(|_| store_error("a stored policy is not valid JSON."))?;
-            Ok(StoredPolicy {
+            Ok(StoredCeiling {
                 document,
                 sha256,
                 updated_at,
@@ -57,17 +57,17 @@ impl Store {
         .transpose()
     }
 
-    /// Replaces policy `name` with `document` (whose sha256 is `sha256`) if its current
-    /// sha256 is `expected_sha256`; a policy never stored counts as `absent_sha256` (the
+    /// Replaces ceiling `name` with `document` (whose sha256 is `sha256`) if its current
+    /// sha256 is `expected_sha256`; a ceiling never stored counts as `absent_sha256` (the
     /// sha256 of the engine's default).
-    pub fn replace_policy(
+    pub fn replace_ceiling(
         &self,
         name: &str,
         expected_sha256: &str,
         absent_sha256: &str,
         document: &serde_json::Value,
         sha256: &str,
-    ) -> Result<PolicyReplace> {
+    ) -> Result<CeilingReplace> {
         let text = serde_json::to_string(document)
             .map_err(|_| store_error("a policy could not be serialized."))?;
         self.write("replace a policy", |tx| {
@@ -77,7 +77,7 @@ impl Store {
                 .ctx("read a policy's sha256")?;
             let current = current.unwrap_or_else(|| absent_sha256.to_owned());
             if current != expected_sha256 {
-                return Ok(PolicyReplace::Changed {
+                return Ok(CeilingReplace::Changed {
                     current_sha256: current,
                 });
             }
@@ -88,7 +88,7 @@ impl Store {
             )
             .and_then(|mut st| st.execute(params![name, text, sha256, Timestamp::now().0]))
             .ctx("store a policy")?;
-            Ok(PolicyReplace::Replaced)
+            Ok(CeilingReplace::Replaced)
         })
     }
 }
@@ -103,44 +103,44 @@ mod tests {
     fn a_replacement_must_name_the_current_sha256() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).unwrap();
-        assert_eq!(store.policy("sandbox").unwrap(), None);
+        assert_eq!(store.ceiling("sandbox").unwrap(), None);
         let a = json!({"network": true});
         // Never stored: the default's sha256 is current.
         assert_eq!(
             store
-                .replace_policy("sandbox", "other", "default", &a, "sha-a")
+                .replace_ceiling("sandbox", "other", "default", &a, "sha-a")
                 .unwrap(),
-            PolicyReplace::Changed {
+            CeilingReplace::Changed {
                 current_sha256: "default".into()
             }
         );
-        assert_eq!(store.policy("sandbox").unwrap(), None);
+        assert_eq!(store.ceiling("sandbox").unwrap(), None);
         assert_eq!(
             store
-                .replace_policy("sandbox", "default", "default", &a, "sha-a")
+                .replace_ceiling("sandbox", "default", "default", &a, "sha-a")
                 .unwrap(),
-            PolicyReplace::Replaced
+            CeilingReplace::Replaced
         );
-        let stored = store.policy("sandbox").unwrap().unwrap();
+        let stored = store.ceiling("sandbox").unwrap().unwrap();
         assert_eq!((stored.document, stored.sha256.as_str()), (a, "sha-a"));
         // The stale sha256 (the default's) no longer replaces it.
         let b = json!({"network": false});
         assert_eq!(
             store
-                .replace_policy("sandbox", "default", "default", &b, "sha-b")
+                .replace_ceiling("sandbox", "default", "default", &b, "sha-b")
                 .unwrap(),
-            PolicyReplace::Changed {
+            CeilingReplace::Changed {
                 current_sha256: "sha-a".into()
             }
         );
         assert_eq!(
             store
-                .replace_policy("sandbox", "sha-a", "default", &b, "sha-b")
+                .replace_ceiling("sandbox", "sha-a", "default", &b, "sha-b")
                 .unwrap(),
-            PolicyReplace::Replaced
+            CeilingReplace::Replaced
         );
-        assert_eq!(store.policy("sandbox").unwrap().unwrap().sha256, "sha-b");
-        // Another name is another policy.
-        assert_eq!(store.policy("other").unwrap(), None);
+        assert_eq!(store.ceiling("sandbox").unwrap().unwrap().sha256, "sha-b");
+        // Another name is another ceiling.
+        assert_eq!(store.ceiling("other").unwrap(), None);
     }
 }
