@@ -12,6 +12,7 @@
 //!   that does not follow redirects;
 //! - [`cli::CliHome`]: a temporary `$LEGATE_HOME` and the `legate` binary run in it, and
 //!   [`cli::KillOnDrop`] for a process that must not outlive its test;
+//! - [`poll::until`] and [`poll::exit_within`]: waits on what another process changes;
 //! - [`AskCommands`] (from `legate_testkit::supervisors`): the test supervisor that sends
 //!   every command to the approval queue.
 //!
@@ -27,6 +28,7 @@ pub mod a2a;
 pub mod cli;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod poll;
 #[cfg(feature = "ui")]
 pub mod ui;
 
