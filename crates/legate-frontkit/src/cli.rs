@@ -134,6 +134,13 @@ impl CliHome {
             .unwrap()
     }
 
+    /// Starts `legate serve <args>` in this home with `LEGATE_LOG=warn`, and reads its banner.
+    pub fn serve(&self, args: &[&str]) -> crate::served::Served {
+        let mut command = self.cmd(&["serve"]);
+        command.args(args).env("LEGATE_LOG", "warn");
+        crate::served::Served::spawn(&mut command)
+    }
+
     /// Runs the binary with `args`, which must succeed, and parses its stdout as one JSON value.
     pub fn json(&self, args: &[&str]) -> Value {
         let out = self.run(args);

@@ -15,9 +15,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-mod common;
+use legate_frontkit::cli::text;
+use legate_frontkit::served::origin;
 
-use common::{LEGATE, origin, text};
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 /// What the agent runs: `python3 probe.py <tcp> <udp> <tcp6> <origin> <host-ip>`, writing
 /// one `name=outcome` line per attempt into `net.txt` in its workspace.

@@ -18,9 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-mod common;
+use legate_frontkit::cli::text;
+use legate_frontkit::served::origin;
 
-use common::{LEGATE, origin, text};
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 /// The supervisor token this test writes to the home before anything starts.
 const SUPERVISOR_TOKEN: &str = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";

@@ -8,13 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 const TOKEN: &str = "foreign-agent-test-token";
 const TOKEN_ENV: &str = "LEGATE_FOREIGN_TOKEN";
@@ -82,7 +82,7 @@ fn front_home(dir: &Path, url: &str) -> std::path::PathBuf {
 }
 
 fn legate(home: &Path, args: &[&str]) -> Output {
-    Command::new(common::LEGATE)
+    Command::new(LEGATE)
         .args(args)
         .env("LEGATE_HOME", home)
         .env("LEGATE_LOG", "warn")

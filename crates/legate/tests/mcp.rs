@@ -16,14 +16,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{LEGATE, Served, addr_of, raw};
+use legate_frontkit::served::{Served, addr_of, raw};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 const PROTOCOLS: [&str; 2] = ["2025-06-18", "2025-11-25"];
 
 /// One of the Python scripts in tests/mcp/.
@@ -107,7 +107,7 @@ struct Server {
 
 impl Server {
     fn start(home: &Path) -> Server {
-        let served = Served::start(home, &["--mcp", "--port", "0"]);
+        let served = Served::start(LEGATE, home, &["--mcp", "--port", "0"]);
         let url = served.url("Legate MCP server");
         assert!(
             served.printed.iter().any(|l| l.contains("Claude Code")),

@@ -10,12 +10,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 const ENV_SECRET: &str = "env-secret-5f4e3d2c1b0a";
 const URL_SECRET: &str = "url-secret-a1b2c3d4";

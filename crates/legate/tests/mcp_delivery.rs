@@ -11,12 +11,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
 use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 #[test]
 fn messages_delivery_and_artifacts_over_mcp_with_the_python_sdk() {

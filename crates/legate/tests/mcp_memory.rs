@@ -8,11 +8,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 #[test]
 fn the_four_memory_tools_over_mcp_with_the_python_sdk() {

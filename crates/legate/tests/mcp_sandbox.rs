@@ -10,12 +10,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 fn interpreter() -> Option<PathBuf> {
     legate_testkit::python("mcp")

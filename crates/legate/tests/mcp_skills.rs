@@ -9,12 +9,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
 use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 #[test]
 fn run_stages_client_skills_that_the_agent_quotes_and_the_patch_never_carries() {

@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{Served, addr_of, raw};
+use legate_frontkit::served::{Served, addr_of, raw};
 use serde_json::{Value, json};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 struct Sut {
     served: Served,
@@ -24,7 +24,7 @@ impl Sut {
     fn with_config(config: &str) -> Sut {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("legate.toml"), config).unwrap();
-        let served = Served::start(home.path(), &["--port", "0"]);
+        let served = Served::start(LEGATE, home.path(), &["--port", "0"]);
         let addr = addr_of(&served.url("Legate A2A server"));
         let token = std::fs::read_to_string(home.path().join("a2a-token")).unwrap();
         Sut {

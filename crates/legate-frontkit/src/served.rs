@@ -1,6 +1,8 @@
-//! What the binary's integration tests share: a running `legate serve` and raw HTTP requests.
-
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! `legate serve` in a test: [`Served`] starts the binary's server on a home, reads its
+//! banner (the URLs it serves on) and stops it with SIGTERM when dropped; [`addr_of`] and
+//! [`raw`] send one blocking HTTP/1.1 request to it, and [`origin`] is a plain HTTP origin on
+//! 127.0.0.1 for the network suites. Owns the process's start and stop and the bytes on the
+//! wire; it never checks what the server answered.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -8,76 +10,67 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
-
 /// A running `legate serve …`; stopped with SIGTERM when dropped.
+#[derive(Debug)]
 pub struct Served {
+    /// The server process.
     pub child: Child,
     /// What it printed up to and including "Ctrl-C stops the server".
     pub printed: Vec<String>,
 }
 
 impl Served {
-    /// Starts `legate serve <args>` in `home` and reads its banner.
-    pub fn start(home: &Path, args: &[&str]) -> Served {
-        let mut child = Command::new(LEGATE)
+    /// Starts `bin serve <args>` (`bin` is `env!("CARGO_BIN_EXE_legate")`) with `home` as
+    /// `$LEGATE_HOME` and `LEGATE_LOG=warn`, and reads its banner.
+    pub fn start(bin: impl AsRef<Path>, home: &Path, args: &[&str]) -> Served {
+        let mut command = Command::new(bin.as_ref());
+        command
             .arg("serve")
             .args(args)
             .env("LEGATE_HOME", home)
             .env("LEGATE_LOG", "warn")
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        Served::spawn(&mut command)
+    }
+
+    /// Starts `command` (a `legate serve …` a suite built, with the options it needs), its
+    /// stdout piped and stderr inherited, and reads its banner.
+    pub fn spawn(command: &mut Command) -> Served {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut printed = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            let done = line.starts_with("Ctrl-C stops");
-            printed.push(line);
-            if done {
-                break;
-            }
-        }
-        assert!(
-            printed.last().is_some_and(|l| l.starts_with("Ctrl-C")),
-            "serve stopped early: {printed:?}"
-        );
-        // Keep draining stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let printed = banner(&mut child);
         Served { child, printed }
     }
 
     /// The first URL on the banner line that starts with `prefix`.
     pub fn url(&self, prefix: &str) -> String {
-        let line = self
-            .printed
-            .iter()
-            .find(|l| l.starts_with(prefix))
-            .unwrap_or_else(|| panic!("no line starting {prefix:?} in {:?}", self.printed));
-        line.split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no URL in {line:?}"))
-            .to_string()
+        url_on(&self.printed, prefix)
     }
 
     /// Stops the server with SIGTERM; its exit status, if it stopped within 10 s.
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        None
+        terminate(&mut self.child)
     }
+}
+
+/// Stops `child` with SIGTERM; its exit status if it stopped within 10 s, else it is killed.
+pub fn terminate(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 impl Drop for Served {
@@ -86,6 +79,40 @@ impl Drop for Served {
             self.stop();
         }
     }
+}
+
+/// Reads a started `legate serve`'s stdout (which must be piped) up to and including
+/// "Ctrl-C stops the server", then keeps draining it so the server never blocks on a full
+/// pipe; the lines read.
+pub fn banner(child: &mut Child) -> Vec<String> {
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let done = line.starts_with("Ctrl-C stops");
+        printed.push(line);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        printed.last().is_some_and(|l| l.starts_with("Ctrl-C")),
+        "serve stopped early: {printed:?}"
+    );
+    std::thread::spawn(move || for _ in lines {});
+    printed
+}
+
+/// The first URL on the banner line (of `printed`) that starts with `prefix`.
+pub fn url_on(printed: &[String], prefix: &str) -> String {
+    let line = printed
+        .iter()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in {printed:?}"));
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_string()
 }
 
 /// `host:port` of an `http://host:port/...` URL.
@@ -100,9 +127,33 @@ pub fn addr_of(url: &str) -> String {
 /// A raw HTTP/1.1 response: status, lowercased head, body.
 #[derive(Debug)]
 pub struct Raw {
+    /// The status code.
     pub status: u16,
+    /// The head, lowercased.
     pub head: String,
+    /// The body as sent.
     pub body: String,
+}
+
+/// One HTTP/1.1 request's bytes: `Connection: close`, then the `extra` headers, with the
+/// `Host` header `host`.
+pub fn request_text(
+    method: &str,
+    path: &str,
+    host: &str,
+    extra: &[(&str, &str)],
+    body: &str,
+) -> String {
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in extra {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    request
 }
 
 /// Sends one raw HTTP/1.1 request to `addr` with the `Host` header `host`.
@@ -114,19 +165,11 @@ pub fn raw(
     extra: &[(&str, &str)],
     body: &str,
 ) -> Raw {
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in extra {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    let request = request_text(method, path, host, extra, body);
     stream.write_all(request.as_bytes()).unwrap();
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
@@ -175,14 +218,4 @@ pub fn origin() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
         }
     });
     (port, hits)
-}
-
-/// A finished command's status and output, for an assertion's message.
-pub fn text(out: &std::process::Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
