@@ -96,9 +96,16 @@ impl CliHome {
 
     /// The binary with `args`, ready to run in this home.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.args(args)
-            .env("LEGATE_HOME", self.home())
+        let mut c = self.program(&self.bin);
+        c.args(args);
+        c
+    }
+
+    /// Another program (a client that starts the binary itself, as the Python SDK suites'
+    /// scripts do) with this home's environment: `$LEGATE_HOME`, the options, stdin closed.
+    pub fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.env("LEGATE_HOME", self.home())
             .env_remove("LEGATE_LOG")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
