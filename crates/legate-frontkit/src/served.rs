@@ -219,3 +219,62 @@ pub fn origin() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     });
     (port, hits)
 }
+
+/// `legate serve` on a home with its A2A front, and what a client needs to call it: the
+/// front's `host:port` and `Bearer <a2a-token>`. The home lives as long as the server.
+#[derive(Debug)]
+pub struct A2aServed {
+    /// The server.
+    pub served: Served,
+    /// `127.0.0.1:PORT` of the A2A front.
+    pub addr: String,
+    /// `Bearer <the home's a2a-token>`.
+    pub bearer: String,
+    _home: crate::cli::CliHome,
+}
+
+impl A2aServed {
+    /// Serves `home` with `legate serve <args>` and reads the A2A front's address and token.
+    pub fn start(home: crate::cli::CliHome, args: &[&str]) -> A2aServed {
+        let served = home.serve(args);
+        let addr = addr_of(&served.url("Legate A2A server"));
+        let token = std::fs::read_to_string(home.home().join("a2a-token")).unwrap();
+        A2aServed {
+            served,
+            addr,
+            bearer: format!("Bearer {}", token.trim()),
+            _home: home,
+        }
+    }
+
+    /// A JSON-RPC call to the default agent at `/`; the parsed response (which must be a 200).
+    pub fn rpc(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        let r = raw(
+            &self.addr,
+            "POST",
+            "/",
+            &self.addr,
+            &[
+                ("Content-Type", "application/json"),
+                ("A2A-Version", "1.0"),
+                ("Authorization", &self.bearer),
+            ],
+            &body.to_string(),
+        );
+        assert_eq!(r.status, 200, "{r:?}");
+        serde_json::from_str(&r.body).unwrap()
+    }
+
+    /// A blocking `SendMessage` of `text` (into task `task_id`, if given); the task it answers.
+    pub fn send(&self, message_id: &str, text: &str, task_id: Option<&str>) -> serde_json::Value {
+        let mut message = serde_json::json!(
+            {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]});
+        if let Some(id) = task_id {
+            message["taskId"] = serde_json::json!(id);
+        }
+        let answer = self.rpc("SendMessage", serde_json::json!({"message": message}));
+        answer["result"]["task"].clone()
+    }
+}
