@@ -148,6 +148,14 @@ impl CliHome {
         crate::served::Served::spawn(&mut command)
     }
 
+    /// Starts `legate mcp` in this home with `LEGATE_LOG=debug` and `env`, and initializes a
+    /// session over raw JSON-RPC lines; the client and `initialize`'s result.
+    pub fn mcp_stdio(&self, env: &[(&str, &str)]) -> (crate::stdio::McpStdio, Value) {
+        let mut command = self.cmd(&["mcp"]);
+        command.env("LEGATE_LOG", "debug").envs(env.iter().copied());
+        crate::stdio::McpStdio::start(&mut command)
+    }
+
     /// Runs the binary with `args`, which must succeed, and parses its stdout as one JSON value.
     pub fn json(&self, args: &[&str]) -> Value {
         let out = self.run(args);

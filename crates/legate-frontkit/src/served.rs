@@ -278,3 +278,36 @@ impl A2aServed {
         answer["result"]["task"].clone()
     }
 }
+
+/// `legate serve --mcp` on a home, and what a client needs to call it: the front's URL, its
+/// `host:port` and the home's `mcp-token`.
+#[derive(Debug)]
+pub struct McpServed {
+    /// The server.
+    pub served: Served,
+    /// The MCP front's URL, as the banner prints it.
+    pub url: String,
+    /// The home's `mcp-token`.
+    pub token: String,
+    /// `127.0.0.1:PORT` of the MCP front.
+    pub addr: String,
+}
+
+impl McpServed {
+    /// Serves `home` with `legate serve <args>` and reads the MCP front's URL and token.
+    pub fn start(home: &crate::cli::CliHome, args: &[&str]) -> McpServed {
+        let served = home.serve(args);
+        let url = served.url("Legate MCP server");
+        let token = std::fs::read_to_string(home.home().join("mcp-token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        let addr = addr_of(&url);
+        McpServed {
+            served,
+            url,
+            token,
+            addr,
+        }
+    }
+}
