@@ -170,8 +170,14 @@ impl CliHome {
 
     /// `legate tasks --json --limit 100`: one value per task, newest first.
     pub fn tasks_json(&self) -> Vec<Value> {
-        let out = self.run(&["tasks", "--json", "--limit", "100"]);
-        assert!(out.status.success(), "{}", text(&out));
+        self.json_lines(&["tasks", "--json", "--limit", "100"])
+    }
+
+    /// Runs the binary with `args`, which must succeed, and parses each line of its stdout
+    /// as a JSON value.
+    pub fn json_lines(&self, args: &[&str]) -> Vec<Value> {
+        let out = self.run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
