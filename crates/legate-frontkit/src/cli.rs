@@ -1,16 +1,20 @@
 //! The `legate` binary in a test: [`CliHome`] is a temporary directory whose `home/` is the
-//! `$LEGATE_HOME` every command runs with, and [`KillOnDrop`] a process that must not outlive
-//! its test. Owns how a test runs the binary (its environment, stdin closed); it never
-//! checks what the binary printed.
+//! `$LEGATE_HOME` every command runs with (and whose `project/` is the git project a suite
+//! may make), and [`KillOnDrop`] a process that must not outlive its test. Owns how a test
+//! runs the binary (its environment, stdin closed) and reads back what every suite reads
+//! (a task's JSON, its events, the id `legate run` printed); it checks only that such a read
+//! succeeded, never what a test is about.
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 /// A temporary directory, `$LEGATE_HOME` at `<dir>/home`, and the `legate` binary run in it
 /// with `LEGATE_LOG` and `RUST_LOG` unset and stdin closed.
 #[derive(Debug)]
 pub struct CliHome {
-    dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
     base: PathBuf,
     bin: PathBuf,
     env: Vec<(String, Option<String>)>,
@@ -23,7 +27,7 @@ impl CliHome {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         Self {
-            dir,
+            _dir: dir,
             base,
             bin: bin.as_ref().to_path_buf(),
             env: Vec::new(),
@@ -52,9 +56,9 @@ impl CliHome {
         self
     }
 
-    /// The directory as created (the home is `home/` in it).
+    /// The directory, resolved (the home is `home/` in it); the same as [`CliHome::base`].
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.base
     }
 
     /// The directory, resolved.
@@ -62,16 +66,46 @@ impl CliHome {
         &self.base
     }
 
-    /// `$LEGATE_HOME`: `<dir>/home`.
+    /// `$LEGATE_HOME`: `<dir>/home`, resolved.
     pub fn home(&self) -> PathBuf {
-        self.path().join("home")
+        self.base.join("home")
+    }
+
+    /// The project a suite makes with [`CliHome::make_project`]: `<dir>/project`, resolved.
+    pub fn project(&self) -> PathBuf {
+        self.base.join("project")
+    }
+
+    /// Writes `files` into a new git repository at [`CliHome::project`] and commits them;
+    /// its path.
+    pub fn make_project(&self, files: &[(&str, &str)]) -> PathBuf {
+        let project = self.project();
+        legate_testkit::harness::make_project(&project, files);
+        project
+    }
+
+    /// Where the home keeps task `id`'s copy.
+    pub fn copy(&self, id: &str) -> PathBuf {
+        self.home().join("copies").join(id)
+    }
+
+    /// Where the home keeps task `id`'s baseline.
+    pub fn baseline(&self, id: &str) -> PathBuf {
+        self.home().join("baselines").join(id)
     }
 
     /// The binary with `args`, ready to run in this home.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.args(args)
-            .env("LEGATE_HOME", self.home())
+        let mut c = self.program(&self.bin);
+        c.args(args);
+        c
+    }
+
+    /// Another program (a client that starts the binary itself, as the Python SDK suites'
+    /// scripts do) with this home's environment: `$LEGATE_HOME`, the options, stdin closed.
+    pub fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.env("LEGATE_HOME", self.home())
             .env_remove("LEGATE_LOG")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
@@ -91,11 +125,93 @@ impl CliHome {
 
     /// Starts the binary with `args`, its stdout and stderr piped.
     pub fn spawn(&self, args: &[&str]) -> Child {
+        self.spawn_with(args, Stdio::piped)
+    }
+
+    /// Starts the binary with `args`, its stdout and stderr discarded.
+    pub fn spawn_silent(&self, args: &[&str]) -> Child {
+        self.spawn_with(args, Stdio::null)
+    }
+
+    fn spawn_with(&self, args: &[&str], output: fn() -> Stdio) -> Child {
         self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(output())
+            .stderr(output())
             .spawn()
             .unwrap()
+    }
+
+    /// Starts `legate serve <args>` in this home with `LEGATE_LOG=warn`, and reads its banner.
+    pub fn serve(&self, args: &[&str]) -> crate::served::Served {
+        let mut command = self.cmd(&["serve"]);
+        command.args(args).env("LEGATE_LOG", "warn");
+        crate::served::Served::spawn(&mut command)
+    }
+
+    /// Starts `legate mcp` in this home with `LEGATE_LOG=debug` and `env`, and initializes a
+    /// session over raw JSON-RPC lines; the client and `initialize`'s result.
+    pub fn mcp_stdio(&self, env: &[(&str, &str)]) -> (crate::stdio::McpStdio, Value) {
+        let mut command = self.cmd(&["mcp"]);
+        command.env("LEGATE_LOG", "debug").envs(env.iter().copied());
+        crate::stdio::McpStdio::start(&mut command)
+    }
+
+    /// Runs the binary with `args`, which must succeed, and parses its stdout as one JSON value.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        parsed(&out)
+    }
+
+    /// `legate show --json id`.
+    pub fn show(&self, id: &str) -> Value {
+        self.json(&["show", "--json", id])
+    }
+
+    /// `legate tasks --json --limit 100`: one value per task, newest first.
+    pub fn tasks_json(&self) -> Vec<Value> {
+        self.json_lines(&["tasks", "--json", "--limit", "100"])
+    }
+
+    /// Runs the binary with `args`, which must succeed, and parses each line of its stdout
+    /// as a JSON value.
+    pub fn json_lines(&self, args: &[&str]) -> Vec<Value> {
+        let out = self.run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// `legate events id`: each line's event, with its sequence number as `seq`.
+    pub fn events(&self, id: &str) -> Vec<Value> {
+        let out = self.run(&["events", id]);
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let json = &l[l.find('{').unwrap()..];
+                let mut v: Value = serde_json::from_str(json).unwrap();
+                let seq: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
+                v["seq"] = seq.into();
+                v
+            })
+            .collect()
+    }
+
+    /// Waits (at most `limit`) until some task is in `state`; its id.
+    pub fn wait_for_state(&self, state: &str, limit: Duration) -> String {
+        crate::poll::until(limit, &format!("a task in state {state}"), || {
+            if !self.home().join("legate.db").exists() {
+                return None;
+            }
+            let task = self
+                .tasks_json()
+                .into_iter()
+                .find(|t| t["state"] == state)?;
+            Some(task["id"].as_str().unwrap().to_string())
+        })
     }
 
     /// Writes `text` to `<base>/<name>`; its path.
@@ -123,6 +239,21 @@ pub fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// An output's stdout as one JSON value.
+pub fn parsed(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+}
+
+/// The id `legate run` printed on its `task <id>` line of stderr.
+pub fn task_id(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("task "))
+        .expect("a task line");
+    line.split_whitespace().nth(1).unwrap().to_string()
 }
 
 /// A child process killed when the test ends, whether it passed or not.

@@ -12,6 +12,10 @@
 //!   that does not follow redirects;
 //! - [`cli::CliHome`]: a temporary `$LEGATE_HOME` and the `legate` binary run in it, and
 //!   [`cli::KillOnDrop`] for a process that must not outlive its test;
+//! - [`served::Served`]: `legate serve` on a home, its banner read and the process stopped
+//!   when dropped, with [`served::raw`] requests and an HTTP [`served::origin`];
+//! - [`stdio::McpStdio`]: `legate mcp` on stdio driven with raw JSON-RPC lines;
+//! - [`poll::until`] and [`poll::exit_within`]: waits on what another process changes;
 //! - [`AskCommands`] (from `legate_testkit::supervisors`): the test supervisor that sends
 //!   every command to the approval queue.
 //!
@@ -27,6 +31,9 @@ pub mod a2a;
 pub mod cli;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod poll;
+pub mod served;
+pub mod stdio;
 #[cfg(feature = "ui")]
 pub mod ui;
 

@@ -1,5 +1,5 @@
 //! Agent processes as tests see them: which live processes carry a marker in their
-//! environment or run in a directory, and a wait for a process to exit that the kernel
+//! environment or run in a directory, how many run a given command line, and a wait for a process to exit that the kernel
 //! signals (a pidfd becomes readable), so a test never polls `/proc` with sleeps.
 //!
 //! This module only reads `/proc` and opens pidfds; it never signals or kills a process.
@@ -29,6 +29,21 @@ pub fn with_env(marker: &str) -> Vec<(u32, Option<PathBuf>)> {
         }
     }
     found
+}
+
+/// How many live processes have exactly this command line (arguments joined by spaces).
+pub fn with_cmdline(cmdline: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|raw| {
+            let args: Vec<&[u8]> = raw.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
+            args.join(&b' ') == cmdline.as_bytes()
+        })
+        .count()
 }
 
 /// Waits until process `pid` has exited (or is a zombie), as the kernel reports it through a

@@ -17,8 +17,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "../tests/fleet/mod.rs"]
 mod fleet;
 

@@ -7,8 +7,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use legate_core::{EventKind, TaskId, TaskState};
 use legate_engine::SubmitRequest;
 use legate_frontkit::AskCommands;
@@ -21,6 +19,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+
 fn harness() -> EngineHarness {
     EngineHarness::builder()
         .agent(TestAgent::scripted("agent"))
@@ -30,7 +30,7 @@ fn harness() -> EngineHarness {
 }
 
 fn legate(home: &Path, args: &[&str], supervisor_token: Option<&str>) -> Output {
-    let mut cmd = Command::new(common::LEGATE);
+    let mut cmd = Command::new(LEGATE);
     cmd.args(args)
         .env("LEGATE_HOME", home)
         .env("LEGATE_LOG", "warn")
@@ -83,7 +83,7 @@ async fn another_process_lists_approves_denies_and_audits() {
     // `--follow` without a terminal: started before anything waits, it prints each request
     // as it arrives and answers nothing.
     let mut follow = KillOnDrop(
-        Command::new(common::LEGATE)
+        Command::new(LEGATE)
             .args(["approvals", "--follow", "--json"])
             .env("LEGATE_HOME", &home)
             .env("LEGATE_LOG", "warn")
@@ -259,9 +259,10 @@ fn the_supervisor_profile_on_stdio_needs_the_supervisor_token() {
 /// the other's token, and A2A refusing the supervisor token.
 #[test]
 fn serve_keeps_the_caller_and_the_supervisor_apart() {
-    use common::{Served, addr_of, raw};
+    use legate_frontkit::served::{Served, addr_of, raw};
     let home = tempfile::tempdir().unwrap();
     let mut served = Served::start(
+        LEGATE,
         home.path(),
         &["--a2a", "--mcp", "--port", "0", "--a2a-port", "0"],
     );
@@ -332,7 +333,7 @@ fn serve_keeps_the_caller_and_the_supervisor_apart() {
 fn one_secret_for_caller_and_supervisor_stops_the_server() {
     let home = tempfile::tempdir().unwrap();
     let same = "s".repeat(64);
-    let out = Command::new(common::LEGATE)
+    let out = Command::new(LEGATE)
         .args(["serve", "--mcp", "--port", "0"])
         .env("LEGATE_HOME", home.path())
         .env("LEGATE_MCP_TOKEN", &same)
@@ -355,7 +356,7 @@ fn a2a_alone_refuses_the_supervisor_token_as_its_own() {
     let home = tempfile::tempdir().unwrap();
     let secret = "v".repeat(64);
     std::fs::write(home.path().join("supervisor-token"), &secret).unwrap();
-    let mut child = Command::new(common::LEGATE)
+    let mut child = Command::new(LEGATE)
         .args(["serve", "--a2a", "--a2a-port", "0"])
         .env("LEGATE_HOME", home.path())
         .env("LEGATE_LOG", "warn")

@@ -6,13 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{LEGATE, Served, addr_of, raw};
+use legate_frontkit::served::{Served, addr_of, raw};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 const TASKS: usize = 120;
 const CLIENTS: usize = 6;
@@ -29,29 +28,11 @@ fn serve_limited(home: &Path, env: &[(&str, &str)]) -> Served {
         .arg(LEGATE)
         .env("LEGATE_HOME", home)
         .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut printed = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let done = line.starts_with("Ctrl-C stops");
-        printed.push(line);
-        if done {
-            break;
-        }
-    }
-    assert!(
-        printed.last().is_some_and(|l| l.starts_with("Ctrl-C")),
-        "serve stopped early: {printed:?}"
-    );
-    std::thread::spawn(move || for _ in lines {});
-    Served { child, printed }
+    Served::spawn(&mut cmd)
 }
 
 /// The soft descriptor limit of process `pid`.

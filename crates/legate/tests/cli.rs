@@ -3,125 +3,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use legate_frontkit::cli::{CliHome, task_id, text};
+use legate_frontkit::poll::{exit_within, until_cmdline};
+use std::path::PathBuf;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-struct Home {
-    dir: tempfile::TempDir,
-}
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
-impl Home {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_legate"));
-        c.args(args)
-            .env("LEGATE_HOME", self.path().join("home"))
-            .env_remove("LEGATE_LOG")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    fn tasks_json(&self) -> Vec<serde_json::Value> {
-        let out = self.run(&["tasks", "--json", "--limit", "100"]);
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn show(&self, id: &str) -> serde_json::Value {
-        let out = self.run(&["show", "--json", id]);
-        assert!(out.status.success(), "{}", text(&out));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    fn events(&self, id: &str) -> Vec<serde_json::Value> {
-        let out = self.run(&["events", id]);
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let json = &l[l.find('{').unwrap()..];
-                let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
-                let seq: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
-                v["seq"] = seq.into();
-                v
-            })
-            .collect()
-    }
-
-    /// Starts `legate run "run sleep SECONDS"` and waits until the agent runs that command;
-    /// the process and the task's id.
-    fn run_sleeping(&self, seconds: &str) -> (Child, String) {
-        let child = self.spawn(&["run", &format!("run sleep {seconds}")]);
-        let id = self.wait_for_state("working");
-        let command = format!("sleep {seconds}");
-        until_processes(&command, true, "the agent never ran its command");
-        (child, id)
-    }
-
-    /// Waits until some task is in `state`, and returns its id.
-    fn wait_for_state(&self, state: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if self.path().join("home/legate.db").exists()
-                && let Some(t) = self.tasks_json().into_iter().find(|t| t["state"] == state)
-            {
-                return t["id"].as_str().unwrap().to_string();
-            }
-            assert!(Instant::now() < deadline, "no task reached {state}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn task_id_from(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr);
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("task "))
-        .expect("a task line");
-    line.split_whitespace().nth(1).unwrap().to_string()
+/// Starts `legate run "run sleep SECONDS"` and waits until the agent runs that command;
+/// the process and the task's id.
+fn run_sleeping(home: &CliHome, seconds: &str) -> (Child, String) {
+    let child = home.spawn(&["run", &format!("run sleep {seconds}")]);
+    let id = home.wait_for_state("working", Duration::from_secs(30));
+    let command = format!("sleep {seconds}");
+    until_cmdline(&command, true, "the agent never ran its command");
+    (child, id)
 }
 
 #[test]
 fn the_readme_task_completes_with_tool_calls_and_decisions_and_survives_in_the_store() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let out = home.run(&[
         "run",
         "write hello.md: # Hello from a delegated agent",
@@ -134,7 +36,7 @@ fn the_readme_task_completes_with_tool_calls_and_decisions_and_survives_in_the_s
     assert!(err.contains("✔ allowed"), "{err}");
     assert!(err.contains("⛔ refused"), "{err}");
     assert!(err.contains("refused by the supervisor"), "{err}");
-    let id = task_id_from(&out);
+    let id = task_id(&out);
 
     // A new process reads it back from the store.
     let task = home.show(&id);
@@ -185,7 +87,7 @@ fn the_readme_task_completes_with_tool_calls_and_decisions_and_survives_in_the_s
 
 #[test]
 fn bad_input_gets_a_code_and_stores_nothing() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let out = home.run(&["run", "--agent", "nobody", "hi"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("AGENT_NOT_FOUND"));
@@ -213,7 +115,7 @@ fn bad_input_gets_a_code_and_stores_nothing() {
 
 #[test]
 fn a_shared_directory_refuses_shell_commands_and_the_task_still_completes() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let shared = home.path().join("project");
     std::fs::create_dir(&shared).unwrap();
     std::fs::write(shared.join("README.md"), "# Project\nhello\n").unwrap();
@@ -231,7 +133,7 @@ fn a_shared_directory_refuses_shell_commands_and_the_task_still_completes() {
         std::fs::read_to_string(shared.join("inside.txt")).unwrap(),
         "fine"
     );
-    let task = home.show(&task_id_from(&out));
+    let task = home.show(&task_id(&out));
     assert_eq!(task["workspace"], "shared");
     let refusals = task["result"]["refusals"].as_array().unwrap();
     assert_eq!(refusals.len(), 1, "{task}");
@@ -239,7 +141,7 @@ fn a_shared_directory_refuses_shell_commands_and_the_task_still_completes() {
 
 #[test]
 fn roles_are_listed_and_a_planner_run_is_read_only_and_shows_its_role() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     std::fs::create_dir_all(home.path().join("home")).unwrap();
     std::fs::write(
         home.path().join("home/legate.toml"),
@@ -274,7 +176,7 @@ fn roles_are_listed_and_a_planner_run_is_read_only_and_shows_its_role() {
         "What is here?",
     ]);
     assert!(out.status.success(), "{}", text(&out));
-    let id = task_id_from(&out);
+    let id = task_id(&out);
     let task = home.show(&id);
     assert_eq!(task["mode"], "read-only", "{task}");
     assert_eq!(task["role"]["name"], "planner", "{task}");
@@ -298,7 +200,7 @@ fn roles_are_listed_and_a_planner_run_is_read_only_and_shows_its_role() {
 
 #[test]
 fn read_only_tasks_change_nothing() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let shared = home.path().join("ro");
     std::fs::create_dir(&shared).unwrap();
     let out = home.run(&[
@@ -314,7 +216,7 @@ fn read_only_tasks_change_nothing() {
 
 #[test]
 fn a_context_keeps_its_sandbox_across_processes() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let first = home.run(&["run", "--context", "demo", "write notes.txt: one"]);
     assert!(first.status.success(), "{}", text(&first));
     let second = home.run(&["run", "--context", "demo", "read notes.txt"]);
@@ -324,8 +226,8 @@ fn a_context_keeps_its_sandbox_across_processes() {
         "{}",
         text(&second)
     );
-    let a = home.show(&task_id_from(&first));
-    let b = home.show(&task_id_from(&second));
+    let a = home.show(&task_id(&first));
+    let b = home.show(&task_id(&second));
     assert_eq!(a["root"], b["root"]);
     assert_eq!(a["contextId"], "demo");
     let name = PathBuf::from(a["root"].as_str().unwrap());
@@ -340,7 +242,7 @@ fn a_context_keeps_its_sandbox_across_processes() {
 
 #[test]
 fn two_processes_run_one_contexts_turns_one_at_a_time() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let runs: Vec<Child> = (0..2)
         .map(|_| home.spawn(&["run", "--context", "par", "run sleep 1"]))
         .collect();
@@ -348,7 +250,7 @@ fn two_processes_run_one_contexts_turns_one_at_a_time() {
     for child in runs {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "{}", text(&out));
-        ids.push(task_id_from(&out));
+        ids.push(task_id(&out));
     }
     // (started working, ended) of each task, from its stored events.
     // Time stamps share one format, so they compare as text.
@@ -368,7 +270,7 @@ fn two_processes_run_one_contexts_turns_one_at_a_time() {
 }
 
 /// The time stamp of the status event that put task `id` in `state`.
-fn events_line(home: &Home, id: &str, state: &str) -> String {
+fn events_line(home: &CliHome, id: &str, state: &str) -> String {
     let out = home.run(&["events", id]);
     String::from_utf8(out.stdout)
         .unwrap()
@@ -381,14 +283,14 @@ fn events_line(home: &Home, id: &str, state: &str) -> String {
 
 #[test]
 fn a_kill_9_leaves_the_task_failed_with_server_restarted() {
-    let home = Home::new();
-    let (mut child, id) = home.run_sleeping("62.5");
+    let home = CliHome::new(LEGATE);
+    let (mut child, id) = run_sleeping(&home, "62.5");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let task = home.show(&id);
     assert_eq!(task["state"], "failed", "{task}");
     // The agent died with legate; the next start killed what it left running.
-    until_processes(
+    until_cmdline(
         "sleep 62.5",
         false,
         "a process of the dead run outlived recovery",
@@ -396,20 +298,6 @@ fn a_kill_9_leaves_the_task_failed_with_server_restarted() {
     assert_eq!(task["error"]["code"], "SERVER_RESTARTED");
     let events = home.events(&id);
     assert_eq!(events.last().unwrap()["error"]["code"], "SERVER_RESTARTED");
-}
-
-/// Waits for `child` to exit (at most `limit`, else kills it and fails) and returns its output.
-fn exit_within(mut child: Child, limit: Duration, what: &str) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!("{what} did not exit: {}", text(&out));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// The `status` events in `legate events` output, as JSON.
@@ -423,9 +311,9 @@ fn statuses(stdout: &[u8]) -> Vec<serde_json::Value> {
 
 #[test]
 fn events_follow_prints_a_task_of_another_process_to_its_end() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let runner = home.spawn(&["run", "run sleep 1.5", "write done.txt: yes"]);
-    let id = home.wait_for_state("working");
+    let id = home.wait_for_state("working", Duration::from_secs(30));
     let follower = home.spawn(&["events", &id, "--follow"]);
     let out = exit_within(follower, Duration::from_secs(60), "the follower");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -455,8 +343,8 @@ fn events_follow_prints_a_task_of_another_process_to_its_end() {
 
 #[test]
 fn events_follow_ends_with_server_restarted_when_the_runner_is_killed() {
-    let home = Home::new();
-    let (mut runner, id) = home.run_sleeping("63.75");
+    let home = CliHome::new(LEGATE);
+    let (mut runner, id) = run_sleeping(&home, "63.75");
     let mut follower = home.spawn(&["events", &id, "--follow"]);
     // The follower is following once it has printed the task's first event.
     let mut stdout = std::io::BufReader::new(follower.stdout.take().unwrap());
@@ -478,14 +366,14 @@ fn events_follow_ends_with_server_restarted_when_the_runner_is_killed() {
     assert_eq!(last["error"]["code"], "SERVER_RESTARTED", "{}", text(&out));
     assert_eq!(home.show(&id)["error"]["code"], "SERVER_RESTARTED");
     // The follower's recovery also killed what the dead run left running.
-    until_processes("sleep 63.75", false, "the dead run's command survived");
+    until_cmdline("sleep 63.75", false, "the dead run's command survived");
 }
 
 #[test]
 fn cancel_from_another_process_ends_the_task_canceled() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     // Cancelled while the agent runs its command.
-    let (child, id) = home.run_sleeping("60.375");
+    let (child, id) = run_sleeping(&home, "60.375");
     let out = home.run(&["cancel", &id]);
     assert!(out.status.success(), "{}", text(&out));
     let out = child.wait_with_output().unwrap();
@@ -498,13 +386,13 @@ fn cancel_from_another_process_ends_the_task_canceled() {
 
 #[test]
 fn cancel_ends_a_task_that_waits_for_input() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     std::fs::create_dir_all(home.path().join("home")).unwrap();
     std::fs::write(home.path().join("home/legate.toml"), "[agents.tck]\n").unwrap();
     // The TCK agent asks for input when the prompt's first word says so; `legate run` ends
     // with the task waiting.
     let out = home.run(&["run", "--agent", "tck", "tck-input-required"]);
-    let id = task_id_from(&out);
+    let id = task_id(&out);
     assert_eq!(home.show(&id)["state"], "input-required", "{}", text(&out));
     let out = home.run(&["cancel", &id]);
     assert!(out.status.success(), "{}", text(&out));
@@ -518,48 +406,25 @@ fn cancel_ends_a_task_that_waits_for_input() {
 
 #[test]
 fn a_task_past_its_timeout_fails_with_task_timeout() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let started = Instant::now();
     let out = home.run(&["run", "--timeout", "2", "run sleep 61.25"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(started.elapsed() < Duration::from_secs(50));
-    let task = home.show(&task_id_from(&out));
+    let task = home.show(&task_id(&out));
     assert_eq!(task["state"], "failed");
     assert_eq!(task["error"]["code"], "TASK_TIMEOUT");
     // The agent's whole process group went with it, the command it was running included.
-    until_processes(
+    until_cmdline(
         "sleep 61.25",
         false,
         "the agent's command outlived the timeout",
     );
 }
 
-/// Waits (at most 20 s) until a process with exactly this command line runs (`running`), or
-/// until none does; fails with `what` otherwise.
-fn until_processes(cmdline: &str, running: bool, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while (processes_running(cmdline) > 0) != running {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// How many live processes have exactly this command line (arguments joined by spaces).
-fn processes_running(cmdline: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .filter(|raw| {
-            let args: Vec<&[u8]> = raw.split(|b| *b == 0).filter(|a| !a.is_empty()).collect();
-            args.join(&b' ') == cmdline.as_bytes()
-        })
-        .count()
-}
-
 #[test]
 fn agents_lists_revisor_and_says_it_starts() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let out = home.run(&["agents", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
     let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
@@ -581,7 +446,7 @@ fn agents_lists_revisor_and_says_it_starts() {
 
 #[test]
 fn a_fresh_home_lists_nothing_and_succeeds() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let out = home.run(&["tasks"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(out.stdout.is_empty(), "{}", text(&out));
@@ -597,7 +462,7 @@ fn a_fresh_home_lists_nothing_and_succeeds() {
 
 #[test]
 fn warnings_of_libraries_stay_out_of_run_output_unless_asked_for() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let agent = legate_testkit::find_scripted_agent().expect("build legate-scripted-agent first");
     std::fs::create_dir_all(home.path().join("home")).unwrap();
     std::fs::write(
@@ -625,7 +490,7 @@ fn warnings_of_libraries_stay_out_of_run_output_unless_asked_for() {
 
 #[test]
 fn invalid_configuration_names_the_key() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     std::fs::create_dir_all(home.path().join("home")).unwrap();
     std::fs::write(home.path().join("home/legate.toml"), "max_queued = -1\n").unwrap();
     let out = home.run(&["tasks"]);
@@ -639,7 +504,7 @@ fn invalid_configuration_names_the_key() {
 
 #[test]
 fn required_confinement_is_reported_per_agent_and_the_first_event_says_how_it_is_confined() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     std::fs::create_dir_all(home.path().join("home")).unwrap();
     std::fs::write(
         home.path().join("home/legate.toml"),
@@ -652,7 +517,7 @@ fn required_confinement_is_reported_per_agent_and_the_first_event_says_how_it_is
     assert!(listing.contains("confinement "), "{listing}");
     let out = home.run(&["run", "write a.txt: hello"]);
     assert!(out.status.success(), "{}", text(&out));
-    let id = task_id_from(&out);
+    let id = task_id(&out);
     let events = home.events(&id);
     let first = events
         .iter()
@@ -663,7 +528,7 @@ fn required_confinement_is_reported_per_agent_and_the_first_event_says_how_it_is
 
 #[test]
 fn models_are_listed_and_a_saved_preference_selects_an_acp_agents_model() {
-    let home = Home::new();
+    let home = CliHome::new(LEGATE);
     let out = home.run(&["models", "revisor"]);
     assert!(out.status.success(), "{}", text(&out));
     let listed = String::from_utf8_lossy(&out.stdout);
@@ -696,7 +561,7 @@ fn models_are_listed_and_a_saved_preference_selects_an_acp_agents_model() {
         args.extend_from_slice(prompt_args);
         let out = home.run(&args);
         assert!(out.status.success(), "{}", text(&out));
-        home.events(&task_id_from(&out)).into_iter().find_map(|e| {
+        home.events(&task_id(&out)).into_iter().find_map(|e| {
             e["detail"]["configId"]
                 .as_str()
                 .map(|_| e["detail"]["model"].clone())

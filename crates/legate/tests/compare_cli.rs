@@ -5,58 +5,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_testkit::git;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn legate(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_legate"))
-        .args(args)
-        .env("LEGATE_HOME", home)
-        .env_remove("LEGATE_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn project(base: &Path) -> PathBuf {
-    let project = base.join("project");
-    std::fs::create_dir_all(project.join("src")).unwrap();
-    git(&project, &["init", "-q"]);
-    std::fs::write(
-        project.join("src/lib.rs"),
-        "pub fn f(x: Option<u8>) -> u8 {\n    x.unwrap()\n}\n",
-    )
-    .unwrap();
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "init"]);
-    project
-}
+use legate_frontkit::cli::{CliHome, text};
 
 #[test]
 fn compare_waits_for_every_review_and_prints_the_grouped_findings() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(tmp.path()).unwrap();
-    let home = base.join("home");
-    let project = project(&base);
-    let out = legate(
-        &home,
-        &[
-            "run",
-            "--copy",
-            project.to_str().unwrap(),
-            "write notes.md: n",
-        ],
-    );
+    let home = CliHome::new(env!("CARGO_BIN_EXE_legate"));
+    let project = home.make_project(&[(
+        "src/lib.rs",
+        "pub fn f(x: Option<u8>) -> u8 {\n    x.unwrap()\n}\n",
+    )]);
+    let out = home.run(&[
+        "run",
+        "--copy",
+        project.to_str().unwrap(),
+        "write notes.md: n",
+    ]);
     assert!(out.status.success(), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     let source = err
@@ -66,46 +29,37 @@ fn compare_waits_for_every_review_and_prints_the_grouped_findings() {
         .expect("a task line")
         .to_string();
 
-    let one = legate(
-        &home,
-        &[
-            "compare", &source, "--prompt", "Review", "--target", "revisor",
-        ],
-    );
+    let one = home.run(&[
+        "compare", &source, "--prompt", "Review", "--target", "revisor",
+    ]);
     assert_eq!(one.status.code(), Some(2), "{}", text(&one));
     assert!(text(&one).contains("INVALID_INPUT"), "{}", text(&one));
-    let stale = legate(
-        &home,
-        &[
-            "compare",
-            &source,
-            "--prompt",
-            "Review",
-            "--context-sha",
-            &"0".repeat(64),
-            "--target",
-            "revisor",
-            "--target",
-            "revisor:revisor-thorough",
-        ],
-    );
+    let stale = home.run(&[
+        "compare",
+        &source,
+        "--prompt",
+        "Review",
+        "--context-sha",
+        &"0".repeat(64),
+        "--target",
+        "revisor",
+        "--target",
+        "revisor:revisor-thorough",
+    ]);
     assert_eq!(stale.status.code(), Some(2), "{}", text(&stale));
     assert!(text(&stale).contains("CONTEXT_CHANGED"), "{}", text(&stale));
 
-    let out = legate(
-        &home,
-        &[
-            "compare",
-            &source,
-            "--prompt",
-            "Review the crate",
-            "--json",
-            "--target",
-            "revisor",
-            "--target",
-            "revisor:revisor-thorough",
-        ],
-    );
+    let out = home.run(&[
+        "compare",
+        &source,
+        "--prompt",
+        "Review the crate",
+        "--json",
+        "--target",
+        "revisor",
+        "--target",
+        "revisor:revisor-thorough",
+    ]);
     assert!(out.status.success(), "{}", text(&out));
     let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(c["complete"], true, "{c}");
@@ -120,7 +74,7 @@ fn compare_waits_for_every_review_and_prints_the_grouped_findings() {
 
     // A later process prints the stored comparison.
     let id = c["comparisonId"].as_str().unwrap();
-    let shown = legate(&home, &["comparison", id]);
+    let shown = home.run(&["comparison", id]);
     assert!(shown.status.success(), "{}", text(&shown));
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("complete true"), "{shown}");
@@ -128,7 +82,7 @@ fn compare_waits_for_every_review_and_prints_the_grouped_findings() {
         shown.contains("src/lib.rs:2 · identical · reported by 2"),
         "{shown}"
     );
-    let missing = legate(&home, &["comparison", "nope"]);
+    let missing = home.run(&["comparison", "nope"]);
     assert!(
         text(&missing).contains("COMPARISON_NOT_FOUND"),
         "{}",

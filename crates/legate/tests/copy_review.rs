@@ -3,75 +3,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use legate_frontkit::cli::{CliHome, task_id, text};
 use legate_testkit::git;
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-
-struct Env {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    project: PathBuf,
-}
-
-impl Env {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
-        let project = base.join("project");
-        std::fs::create_dir_all(project.join("src")).unwrap();
-        git(&project, &["init", "-q"]);
-        std::fs::write(
-            project.join("src/greeting.txt"),
-            "hello world\r\nsecond line\r\n",
-        )
-        .unwrap();
-        std::fs::write(project.join("README.md"), "# Project\n").unwrap();
-        std::fs::write(project.join(".gitignore"), "target/\n").unwrap();
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "init"]);
-        // Never committed, never copied.
-        std::fs::write(project.join(".env"), "SECRET=do-not-copy\n").unwrap();
-        Self {
-            _tmp: tmp,
-            base,
-            project,
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_legate"))
-            .args(args)
-            .env("LEGATE_HOME", self.base.join("home"))
-            .env_remove("LEGATE_LOG")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let p = self.base.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_string_lossy().into_owned()
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn task_id(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr);
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("task "))
-        .expect("a task line");
-    line.split_whitespace().nth(1).unwrap().to_string()
+/// A home and the project its tasks copy: a git repository with CRLF line endings, an ignored
+/// directory and an uncommitted `.env` that is never copied.
+fn fixture() -> CliHome {
+    let env = CliHome::new(env!("CARGO_BIN_EXE_legate"));
+    let project = env.make_project(&[
+        ("src/greeting.txt", "hello world\r\nsecond line\r\n"),
+        ("README.md", "# Project\n"),
+        (".gitignore", "target/\n"),
+    ]);
+    // Never committed, never copied.
+    std::fs::write(project.join(".env"), "SECRET=do-not-copy\n").unwrap();
+    env
 }
 
 const CRITERIA: &str = r#"[
@@ -88,9 +34,9 @@ const REVIEWS: &str = r##"[
    "quote": "# Notes", "explanation": "the file starts with its title"}
 ]"##;
 
-fn start(env: &Env) -> String {
+fn start(env: &CliHome) -> String {
     let criteria = env.write("criteria.json", CRITERIA);
-    let project = env.project.to_string_lossy().into_owned();
+    let project = env.project().to_string_lossy().into_owned();
     let out = env.run(&[
         "run",
         "--copy",
@@ -106,14 +52,14 @@ fn start(env: &Env) -> String {
 
 #[test]
 fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
-    let env = Env::new();
+    let env = fixture();
     let id = start(&env);
     // The agent never touched the original.
     assert_eq!(
-        std::fs::read(env.project.join("src/greeting.txt")).unwrap(),
+        std::fs::read(env.project().join("src/greeting.txt")).unwrap(),
         b"hello world\r\nsecond line\r\n"
     );
-    assert!(!env.project.join("NOTES.md").exists());
+    assert!(!env.project().join("NOTES.md").exists());
     // copy.ready lists the blocked .env by path and reason, never its content.
     let events = env.run(&["events", &id]);
     let events = String::from_utf8_lossy(&events.stdout).into_owned();
@@ -125,7 +71,7 @@ fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
     assert!(ready.contains("SECRET_FILE"), "{ready}");
     assert!(!events.contains("do-not-copy"));
     assert!(events.contains("copy.patch"));
-    let home = env.base.join("home");
+    let home = env.base().join("home");
     assert!(!home.join("copies").join(&id).join(".env").exists());
     assert!(home.join("baselines").join(&id).join("git/HEAD").exists());
 
@@ -182,22 +128,22 @@ fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
     let integrate = env.run(&["integrate", &id, "--sha256", &sha]);
     assert!(integrate.status.success(), "{}", text(&integrate));
     assert_eq!(
-        std::fs::read(env.project.join("src/greeting.txt")).unwrap(),
+        std::fs::read(env.project().join("src/greeting.txt")).unwrap(),
         b"hi world\r\nsecond line\r\n"
     );
     assert_eq!(
-        std::fs::read(env.project.join("NOTES.md")).unwrap(),
+        std::fs::read(env.project().join("NOTES.md")).unwrap(),
         b"# Notes"
     );
     assert_eq!(
         git(
-            &env.project,
+            &env.project(),
             &["status", "--porcelain", "--untracked-files=all"]
         ),
         " M src/greeting.txt\n?? .env\n?? NOTES.md\n"
     );
     assert_eq!(
-        std::fs::read(env.project.join(".env")).unwrap(),
+        std::fs::read(env.project().join(".env")).unwrap(),
         b"SECRET=do-not-copy\n"
     );
     let again = env.run(&["integrate", &id]);
@@ -213,12 +159,12 @@ fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
 
 #[test]
 fn evidence_goes_stale_when_a_test_changes_the_patch_and_bad_input_stores_nothing() {
-    let env = Env::new();
-    let project = env.project.to_string_lossy().into_owned();
+    let env = fixture();
+    let project = env.project().to_string_lossy().into_owned();
     let bad = env.run(&["run", "--copy", &project, "--include", "missing", "hi"]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("INVALID_INCLUDE_PATH"));
-    let sub = env.project.join("src").to_string_lossy().into_owned();
+    let sub = env.project().join("src").to_string_lossy().into_owned();
     let bad = env.run(&["run", "--copy", &sub, "hi"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("INVALID_WORKSPACE"));
 
@@ -236,7 +182,7 @@ fn evidence_goes_stale_when_a_test_changes_the_patch_and_bad_input_stores_nothin
         err.contains("VERIFICATION_REQUIRED") && err.contains("stale"),
         "{err}"
     );
-    assert!(!env.project.join("NOTES.md").exists());
+    assert!(!env.project().join("NOTES.md").exists());
     let failing = env.run(&["test", &id, "--", "false"]);
     assert_eq!(failing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&failing.stdout).contains("TEST_FAILED"));

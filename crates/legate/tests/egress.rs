@@ -11,13 +11,14 @@
 use std::io::Write;
 use std::net::{TcpListener, UdpSocket};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-mod common;
+use legate_frontkit::cli::{CliHome, task_id, text};
+use legate_frontkit::served::origin;
 
-use common::{LEGATE, origin, text};
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 /// What the agent runs: `python3 probe.py <tcp> <udp> <tcp6> <origin> <host-ip>`, writing
 /// one `name=outcome` line per attempt into `net.txt` in its workspace.
@@ -90,26 +91,6 @@ fn tcp_service(addr: &str) -> (u16, Arc<AtomicUsize>) {
     (port, hits)
 }
 
-fn legate(home: &Path, args: &[&str]) -> Output {
-    Command::new(LEGATE)
-        .args(args)
-        .env("LEGATE_HOME", home)
-        .env_remove("LEGATE_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-/// The events of task `id`, as JSON values.
-fn events(home: &Path, id: &str) -> Vec<serde_json::Value> {
-    let out = legate(home, &["events", id]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim_start().splitn(3, ' ').nth(2).map(str::to_owned))
-        .filter_map(|l| serde_json::from_str(l.trim()).ok())
-        .collect()
-}
-
 /// The host's first address that is not loopback, if it has one.
 fn host_ip() -> String {
     let out = Command::new("hostname").arg("-I").output();
@@ -125,9 +106,6 @@ fn host_ip() -> String {
 
 #[test]
 fn an_agent_reaches_nothing_but_what_a_rule_allows_through_the_proxy() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
     let (tcp, tcp_hits) = tcp_service("0.0.0.0:0");
     let (tcp6, tcp6_hits) = match TcpListener::bind("[::1]:0") {
         Ok(l) => {
@@ -140,37 +118,25 @@ fn an_agent_reaches_nothing_but_what_a_rule_allows_through_the_proxy() {
     udp.set_nonblocking(true).unwrap();
     let udp_port = udp.local_addr().unwrap().port();
     let (origin, origin_hits) = origin();
-    std::fs::write(
-        home.join("legate.toml"),
-        format!(
+    let home = CliHome::with_config(
+        LEGATE,
+        &format!(
             "[network]\nallow = [\"127.0.0.1:{origin}\", \"localhost\"]\ndeny = [\"denied.example\"]\n"
         ),
-    )
-    .unwrap();
-    let script = dir.path().join("probe.py");
-    std::fs::write(&script, PROBE).unwrap();
-
-    let out = legate(
-        &home,
-        &[
-            "run",
-            "--sandbox",
-            &format!(
-                "run /usr/bin/python3 {} {tcp} {udp_port} {tcp6} {origin} {}",
-                script.display(),
-                host_ip()
-            ),
-        ],
     );
+    let script = home.write("probe.py", PROBE);
+
+    let out = home.run(&[
+        "run",
+        "--sandbox",
+        &format!(
+            "run /usr/bin/python3 {script} {tcp} {udp_port} {tcp6} {origin} {}",
+            host_ip()
+        ),
+    ]);
     assert!(out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    let id = err
-        .lines()
-        .find(|l| l.starts_with("task "))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap()
-        .to_string();
-    let shown = legate(&home, &["show", "--json", &id]);
+    let id = task_id(&out);
+    let shown = home.run(&["show", "--json", &id]);
     let task: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
     let root = Path::new(task["root"].as_str().unwrap());
     let report = std::fs::read_to_string(root.join("net.txt")).unwrap();
@@ -188,7 +154,7 @@ fn an_agent_reaches_nothing_but_what_a_rule_allows_through_the_proxy() {
     }
     assert_eq!(outcome("done"), "yes");
 
-    let events = events(&home, &id);
+    let events = home.events(&id);
     let notice = events
         .iter()
         .find(|e| {

@@ -13,14 +13,16 @@
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-mod common;
+use legate_frontkit::cli::{CliHome, KillOnDrop, text};
+use legate_frontkit::poll::until;
+use legate_frontkit::served::origin;
 
-use common::{LEGATE, origin, text};
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 /// The supervisor token this test writes to the home before anything starts.
 const SUPERVISOR_TOKEN: &str = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";
@@ -69,32 +71,10 @@ except Exception as e:
 say("done", "yes")
 "#;
 
-/// Polls `check` until it returns `Some`, for at most `limit`; panics with `what` after.
-fn until<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            Instant::now() < end,
-            "gave up after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A background `legate run`, killed when the test ends, whether it passed or not.
+/// A background `legate run`, killed when the test ends, and the file its stderr goes to.
 struct Run {
-    child: Child,
+    child: KillOnDrop,
     stderr: PathBuf,
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// What a finished run left: its task, the probe's report and the task's events.
@@ -132,20 +112,23 @@ impl Finished {
 
 /// A home configured for one test, with the origin and the probe.
 struct Setup {
-    _dir: tempfile::TempDir,
-    home: PathBuf,
-    script: PathBuf,
+    home: CliHome,
+    script: String,
     port: u16,
     hits: Arc<AtomicUsize>,
 }
 
 impl Setup {
     /// A home whose `legate.toml` allows exactly the origin's loopback address, asks about
-    /// every unknown destination, and adds `extra`.
+    /// every unknown destination, and adds `extra`; its commands carry the supervisor token.
     fn new(extra: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
+        let (port, hits) = origin();
+        let home = CliHome::with_config(
+            LEGATE,
+            &format!("[network]\nallow = [\"127.0.0.1:{port}\"]\nunknown = \"ask\"\n{extra}"),
+        )
+        .env("LEGATE_LOG", "warn")
+        .env("LEGATE_SUPERVISOR_TOKEN", SUPERVISOR_TOKEN);
         {
             use std::os::unix::fs::OpenOptionsExt;
             let mut f = std::fs::OpenOptions::new()
@@ -153,20 +136,12 @@ impl Setup {
                 .truncate(true)
                 .write(true)
                 .mode(0o600)
-                .open(home.join("supervisor-token"))
+                .open(home.home().join("supervisor-token"))
                 .unwrap();
             f.write_all(SUPERVISOR_TOKEN.as_bytes()).unwrap();
         }
-        let (port, hits) = origin();
-        std::fs::write(
-            home.join("legate.toml"),
-            format!("[network]\nallow = [\"127.0.0.1:{port}\"]\nunknown = \"ask\"\n{extra}"),
-        )
-        .unwrap();
-        let script = dir.path().join("probe.py");
-        std::fs::write(&script, PROBE).unwrap();
+        let script = home.write("probe.py", PROBE);
         Self {
-            _dir: dir,
             home,
             script,
             port,
@@ -179,50 +154,26 @@ impl Setup {
         format!("localhost:{}", self.port)
     }
 
-    /// `legate <args>` on this home, with the supervisor token in the environment.
-    fn legate(&self, args: &[&str]) -> Output {
-        Command::new(LEGATE)
-            .args(args)
-            .env("LEGATE_HOME", &self.home)
-            .env("LEGATE_LOG", "warn")
-            .env("LEGATE_SUPERVISOR_TOKEN", SUPERVISOR_TOKEN)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    /// JSON lines of `legate <args>`, which must succeed.
-    fn json_lines(&self, args: &[&str]) -> Vec<Value> {
-        let out = self.legate(args);
-        assert!(out.status.success(), "{args:?}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
     /// Starts `legate run --sandbox "run python3 probe.py PORT"` in the background.
     fn start(&self) -> Run {
-        let stderr = self.home.join("run.stderr");
-        let child = Command::new(LEGATE)
-            .args([
+        let stderr = self.home.home().join("run.stderr");
+        let child = self
+            .home
+            .cmd(&[
                 "run",
                 "--sandbox",
-                &format!(
-                    "run /usr/bin/python3 {} {}",
-                    self.script.display(),
-                    self.port
-                ),
+                &format!("run /usr/bin/python3 {} {}", self.script, self.port),
             ])
-            .env("LEGATE_HOME", &self.home)
             .env_remove("LEGATE_LOG")
             .env_remove("LEGATE_SUPERVISOR_TOKEN")
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
-        Run { child, stderr }
+        Run {
+            child: KillOnDrop(child),
+            stderr,
+        }
     }
 
     /// The pending approval for the probe's connection, once it is in the queue; `None` when
@@ -230,21 +181,21 @@ impl Setup {
     fn pending(&self, run: &mut Run) -> Option<Value> {
         let destination = self.destination();
         until(LIMIT, "the connection's approval", || {
-            let pending = self.json_lines(&["approvals", "--json"]);
+            let pending = self.home.json_lines(&["approvals", "--json"]);
             if let Some(a) = pending
                 .into_iter()
                 .find(|a| a["tool"]["destination"] == destination.as_str())
             {
                 return Some(Some(a));
             }
-            run.child.try_wait().unwrap().map(|_| None)
+            run.child.0.try_wait().unwrap().map(|_| None)
         })
     }
 
     /// Waits for the run to end (within [`LIMIT`]) and reads what it left; `None` when the
     /// agent had no network namespace of its own here (nothing more to check).
     fn finish(&self, run: &mut Run) -> Option<Finished> {
-        let status = until(LIMIT, "the run to end", || run.child.try_wait().unwrap());
+        let status = until(LIMIT, "the run to end", || run.child.0.try_wait().unwrap());
         let err = std::fs::read_to_string(&run.stderr).unwrap();
         assert!(status.success(), "{status:?}: {err}");
         let id = err
@@ -253,12 +204,12 @@ impl Setup {
             .and_then(|l| l.split_whitespace().nth(1))
             .unwrap_or_else(|| panic!("no task line: {err}"))
             .to_string();
-        let shown = self.legate(&["show", "--json", &id]);
+        let shown = self.home.run(&["show", "--json", &id]);
         let task: Value = serde_json::from_slice(&shown.stdout).unwrap();
         let root = Path::new(task["root"].as_str().unwrap());
         let report = std::fs::read_to_string(root.join("net.txt")).unwrap();
         eprintln!("{report}");
-        let events = String::from_utf8_lossy(&self.legate(&["events", &id]).stdout)
+        let events = String::from_utf8_lossy(&self.home.run(&["events", &id]).stdout)
             .lines()
             .filter_map(|l| l.trim_start().splitn(3, ' ').nth(2).map(str::to_owned))
             .filter_map(|l| serde_json::from_str(l.trim()).ok())
@@ -275,7 +226,8 @@ impl Setup {
     /// The audit rows of task `id` for the probe's connection.
     fn audit(&self, id: &str) -> Vec<Value> {
         let destination = self.destination();
-        self.json_lines(&["audit", "--json", "--task", id])
+        self.home
+            .json_lines(&["audit", "--json", "--task", id])
             .into_iter()
             .filter(|e| e["tool"]["destination"] == destination.as_str())
             .collect()
@@ -283,7 +235,8 @@ impl Setup {
 
     /// Every approval of task `id`, closed ones too.
     fn approvals_of(&self, id: &str) -> Vec<Value> {
-        self.json_lines(&["approvals", "--json", "--all", "--task", id])
+        self.home
+            .json_lines(&["approvals", "--json", "--all", "--task", id])
     }
 }
 
@@ -306,7 +259,7 @@ fn check_listed(setup: &Setup, approval: &Value) {
         .collect();
     assert_eq!(options, ["allow", "reject"], "{approval}");
     // The text form names the destination on a line of its own.
-    let out = setup.legate(&["approvals"]);
+    let out = setup.home.run(&["approvals"]);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
         shown.contains(&format!("    connects {destination}")),
@@ -328,7 +281,7 @@ fn a_person_allows_the_connection_and_it_reaches_the_origin() {
     // Nothing reached the origin while the request waited.
     assert_eq!(setup.hits.load(Ordering::SeqCst), 0);
 
-    let out = setup.legate(&["approve", id]);
+    let out = setup.home.run(&["approve", id]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("allowed"),
@@ -373,7 +326,7 @@ fn a_person_denies_the_connection_and_nothing_reaches_the_origin() {
     check_listed(&setup, &approval);
     let id = approval["id"].as_str().unwrap();
 
-    let out = setup.legate(&["deny", id, "--reason", "not this host"]);
+    let out = setup.home.run(&["deny", id, "--reason", "not this host"]);
     assert!(out.status.success(), "{}", text(&out));
 
     let done = setup.finish(&mut run).expect("a namespace: it asked");

@@ -8,7 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 mod fleet;
 
 use fleet::{Fleet, GATED, SseStream, frame_kind, frame_state, open_gate, wait_gate};

@@ -8,13 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
+use legate_frontkit::cli::{CliHome, text};
 use serde_json::Value;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 const TOKEN: &str = "foreign-agent-test-token";
 const TOKEN_ENV: &str = "LEGATE_FOREIGN_TOKEN";
@@ -64,54 +65,25 @@ impl Drop for Foreign {
 }
 
 /// A front home whose agents point at `url`: `foreign` (strict), `lenient`
-/// (`allow_unsupervised = true`) and `stranger` (a wrong token).
-fn front_home(dir: &Path, url: &str) -> std::path::PathBuf {
-    let home = dir.join("front");
-    std::fs::create_dir_all(&home).unwrap();
+/// (`allow_unsupervised = true`) and `stranger` (a wrong token); its commands carry the token.
+fn front_home(url: &str) -> CliHome {
     let card = format!("{url}/.well-known/agent-card.json");
-    std::fs::write(
-        home.join("legate.toml"),
-        format!(
+    CliHome::with_config(
+        LEGATE,
+        &format!(
             "[agents.foreign]\nkind = \"a2a\"\nurl = \"{card}\"\ntoken_env = \"{TOKEN_ENV}\"\n\n\
              [agents.lenient]\nkind = \"a2a\"\nurl = \"{card}\"\ntoken_env = \"{TOKEN_ENV}\"\nallow_unsupervised = true\n\n\
              [agents.stranger]\nkind = \"a2a\"\nurl = \"{card}\"\ntoken_env = \"LEGATE_WRONG_TOKEN\"\n"
         ),
     )
-    .unwrap();
-    home
-}
-
-fn legate(home: &Path, args: &[&str]) -> Output {
-    Command::new(common::LEGATE)
-        .args(args)
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .env(TOKEN_ENV, TOKEN)
-        .env("LEGATE_WRONG_TOKEN", "not-the-token")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    .env("LEGATE_LOG", "warn")
+    .env(TOKEN_ENV, TOKEN)
+    .env("LEGATE_WRONG_TOKEN", "not-the-token")
 }
 
 /// The newest task of the home, as `legate tasks --json` lists it.
-fn newest(home: &Path) -> Value {
-    let out = legate(home, &["tasks", "--json", "--limit", "1"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let line = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()
-        .expect("no task")
-        .to_owned();
-    serde_json::from_str(&line).unwrap()
+fn newest(home: &CliHome) -> Value {
+    home.tasks_json().into_iter().next().expect("no task")
 }
 
 #[test]
@@ -119,21 +91,17 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
     let Some(mut foreign) = Foreign::start() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let home = front_home(dir.path(), &foreign.url);
+    let home = front_home(&foreign.url);
 
     // The card is read and shown: its name, its skill, reachable.
-    let agents = legate(&home, &["agents", "--json"]);
+    let agents = home.run(&["agents", "--json"]);
     assert!(agents.status.success(), "{}", text(&agents));
     let listed = String::from_utf8_lossy(&agents.stdout);
     assert!(listed.contains("Foreign Echo"), "{listed}");
     assert!(listed.contains("skill: Echo"), "{listed}");
 
     // A task that only reads runs on the foreign agent and ends with its answer.
-    let run = legate(
-        &home,
-        &["run", "--agent", "foreign", "--read-only", "say hello"],
-    );
+    let run = home.run(&["run", "--agent", "foreign", "--read-only", "say hello"]);
     assert!(run.status.success(), "{}", text(&run));
     assert!(
         String::from_utf8_lossy(&run.stdout).contains("foreign agent received: say hello"),
@@ -145,16 +113,13 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
     assert!(task["remote"]["taskId"].as_str().is_some(), "{task}");
 
     // The remote's input-required is a question the local task waits on, the question shown.
-    let ask = legate(
-        &home,
-        &[
-            "run",
-            "--agent",
-            "foreign",
-            "--read-only",
-            "!ask about a file",
-        ],
-    );
+    let ask = home.run(&[
+        "run",
+        "--agent",
+        "foreign",
+        "--read-only",
+        "!ask about a file",
+    ]);
     let asked = newest(&home);
     assert_eq!(asked["state"], "input-required", "{}", text(&ask));
     assert!(
@@ -163,7 +128,7 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
     );
 
     // A write task: refused, since nobody supervises what that agent does with it.
-    let write = legate(&home, &["run", "--agent", "foreign", "write a.txt: hi"]);
+    let write = home.run(&["run", "--agent", "foreign", "write a.txt: hi"]);
     assert!(!write.status.success(), "{}", text(&write));
     assert!(
         text(&write).contains("AGENT_UNSUPERVISED"),
@@ -171,15 +136,12 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
         text(&write)
     );
     // Unless the configuration accepts that for this agent.
-    let lenient = legate(&home, &["run", "--agent", "lenient", "write a.txt: hi"]);
+    let lenient = home.run(&["run", "--agent", "lenient", "write a.txt: hi"]);
     assert!(lenient.status.success(), "{}", text(&lenient));
     assert_eq!(newest(&home)["state"], "completed");
 
     // A wrong token is REMOTE_UNAUTHENTICATED, not a generic failure.
-    let stranger = legate(
-        &home,
-        &["run", "--agent", "stranger", "--read-only", "say hello"],
-    );
+    let stranger = home.run(&["run", "--agent", "stranger", "--read-only", "say hello"]);
     assert!(!stranger.status.success(), "{}", text(&stranger));
     assert!(
         text(&stranger).contains("REMOTE_UNAUTHENTICATED"),
@@ -189,10 +151,7 @@ fn a_task_through_legate_to_a_python_sdk_agent_completes_and_writes_need_consent
 
     // A server that is gone is REMOTE_UNREACHABLE.
     foreign.stop();
-    let gone = legate(
-        &home,
-        &["run", "--agent", "foreign", "--read-only", "say hello"],
-    );
+    let gone = home.run(&["run", "--agent", "foreign", "--read-only", "say hello"]);
     assert!(!gone.status.success(), "{}", text(&gone));
     assert!(
         text(&gone).contains("REMOTE_UNREACHABLE"),

@@ -8,12 +8,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_testkit::git;
+use legate_frontkit::cli::{CliHome, task_id, text};
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 type Tree = BTreeMap<String, (u32, Option<Vec<u8>>)>;
@@ -77,13 +77,6 @@ impl Rng {
     }
 }
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    base: PathBuf,
-    home: PathBuf,
-    project: PathBuf,
-}
-
 /// Trials without `LEGATE_CRASH_TRIALS`: the issue's 50 (about two minutes on a loaded 2-core
 /// machine, since each integrated outcome costs a new task).
 const DEFAULT_TRIALS: usize = 50;
@@ -92,120 +85,74 @@ const MODIFIED: usize = 50;
 const DELETED: usize = 25;
 const ADDED: usize = 25;
 
-impl Env {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(tmp.path()).unwrap();
-        let project = base.join("project");
-        for i in 0..MODIFIED + DELETED + 10 {
-            let p = project.join(format!("src/m{}/f{i}.txt", i % 7));
-            fs::create_dir_all(p.parent().unwrap()).unwrap();
-            fs::write(&p, format!("line {i}\nsecond\n")).unwrap();
-            if i % 5 == 0 {
-                fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
-            }
-        }
-        git(&project, &["init", "-q"]);
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "init"]);
-        Self {
-            home: base.join("home"),
-            _tmp: tmp,
-            base,
-            project,
+/// A home and its project: files in nested directories, some executable, committed.
+fn fixture() -> CliHome {
+    let env = CliHome::new(env!("CARGO_BIN_EXE_legate"));
+    let project = env.project();
+    for i in 0..MODIFIED + DELETED + 10 {
+        let p = project.join(format!("src/m{}/f{i}.txt", i % 7));
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, format!("line {i}\nsecond\n")).unwrap();
+        if i % 5 == 0 {
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
         }
     }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_legate"));
-        c.args(args)
-            .env("LEGATE_HOME", &self.home)
-            .env_remove("LEGATE_LOG")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// A completed, verified copy task with 100 changes: modified, deleted, and added files
-    /// (some in new, nested directories). Returns its id.
-    fn task(&self) -> String {
-        let criteria = self.base.join("criteria.json");
-        fs::write(
-            &criteria,
-            r#"[{"id": "added", "description": "the first file is added",
-                 "check": {"kind": "file-exists", "path": "new/d0/deep/a0.txt"}}]"#,
-        )
-        .unwrap();
-        // One shell command makes every change (one tool call, so a task is quick to make).
-        let mut script = String::from("run sed -i s/line/LINE/");
-        for i in 0..MODIFIED {
-            script.push_str(&format!(" src/m{}/f{i}.txt", i % 7));
-        }
-        script.push_str(" && rm");
-        for i in MODIFIED..MODIFIED + DELETED {
-            script.push_str(&format!(" src/m{}/f{i}.txt", i % 7));
-        }
-        script.push_str(" && mkdir -p new/d0/deep new/d1/deep new/d2/deep new/d3/deep");
-        for i in 0..ADDED {
-            script.push_str(&format!(
-                " && echo added {i} > new/d{}/deep/a{i}.txt",
-                i % 4
-            ));
-        }
-        let prompt = [script];
-        let project = self.project.to_string_lossy().into_owned();
-        let mut args = vec!["run", "--copy", &project, "--criteria"];
-        let criteria = criteria.to_string_lossy().into_owned();
-        args.push(&criteria);
-        args.extend(prompt.iter().map(String::as_str));
-        let out = self.run(&args);
-        assert!(out.status.success(), "{}", text(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
-        let id = err
-            .lines()
-            .find(|l| l.starts_with("task "))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .expect("a task line")
-            .to_string();
-        let reviews = self.base.join("reviews.json");
-        fs::write(
-            &reviews,
-            r#"[{"criterionId": "added", "verdict": "passed", "path": "new/d0/deep/a0.txt",
-                 "line": 1, "quote": "added 0", "explanation": "the file is there"}]"#,
-        )
-        .unwrap();
-        let verify = self.run(&["verify", &id, "--review", &reviews.to_string_lossy()]);
-        assert!(verify.status.success(), "{}", text(&verify));
-        id
-    }
-
-    /// Every path under the project or the home's integrations that is Legate's debris.
-    fn debris(&self) -> Vec<String> {
-        let mut found: Vec<String> = snapshot(&self.project)
-            .into_keys()
-            .filter(|p| {
-                p.rsplit('/')
-                    .next()
-                    .is_some_and(|n| n.starts_with(".legate-"))
-            })
-            .collect();
-        if let Ok(entries) = fs::read_dir(self.home.join("run/integrations")) {
-            found.extend(entries.map(|e| e.unwrap().path().display().to_string()));
-        }
-        found
-    }
+    env.make_project(&[]);
+    env
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// A completed, verified copy task with 100 changes: modified, deleted, and added files
+/// (some in new, nested directories). Returns its id.
+fn task(env: &CliHome) -> String {
+    let criteria = env.write(
+        "criteria.json",
+        r#"[{"id": "added", "description": "the first file is added",
+             "check": {"kind": "file-exists", "path": "new/d0/deep/a0.txt"}}]"#,
+    );
+    // One shell command makes every change (one tool call, so a task is quick to make).
+    let mut script = String::from("run sed -i s/line/LINE/");
+    for i in 0..MODIFIED {
+        script.push_str(&format!(" src/m{}/f{i}.txt", i % 7));
+    }
+    script.push_str(" && rm");
+    for i in MODIFIED..MODIFIED + DELETED {
+        script.push_str(&format!(" src/m{}/f{i}.txt", i % 7));
+    }
+    script.push_str(" && mkdir -p new/d0/deep new/d1/deep new/d2/deep new/d3/deep");
+    for i in 0..ADDED {
+        script.push_str(&format!(
+            " && echo added {i} > new/d{}/deep/a{i}.txt",
+            i % 4
+        ));
+    }
+    let project = env.project().to_string_lossy().into_owned();
+    let out = env.run(&["run", "--copy", &project, "--criteria", &criteria, &script]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id(&out);
+    let reviews = env.write(
+        "reviews.json",
+        r#"[{"criterionId": "added", "verdict": "passed", "path": "new/d0/deep/a0.txt",
+             "line": 1, "quote": "added 0", "explanation": "the file is there"}]"#,
+    );
+    let verify = env.run(&["verify", &id, "--review", &reviews]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    id
+}
+
+/// Every path under the project or the home's integrations that is Legate's debris.
+fn debris(env: &CliHome) -> Vec<String> {
+    let mut found: Vec<String> = snapshot(&env.project())
+        .into_keys()
+        .filter(|p| {
+            p.rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with(".legate-"))
+        })
+        .collect();
+    if let Ok(entries) = fs::read_dir(env.home().join("run/integrations")) {
+        found.extend(entries.map(|e| e.unwrap().path().display().to_string()));
+    }
+    found
 }
 
 #[test]
@@ -226,16 +173,16 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
         | 1;
     eprintln!("LEGATE_CRASH_SEED={seed} LEGATE_CRASH_TRIALS={trials}");
     let mut rng = Rng(seed);
-    let env = Env::new();
-    let before = snapshot(&env.project);
+    let env = fixture();
+    let before = snapshot(&env.project());
 
     // One clean integration: the expected result, and how long the process and its
     // journaled phase take.
-    let id = env.task();
-    let journal = env.home.join("run/integrations").join(&id);
+    let id = task(&env);
+    let journal = env.home().join("run/integrations").join(&id);
     let started = Instant::now();
     let mut child = env
-        .command(&["integrate", &id])
+        .cmd(&["integrate", &id])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -255,25 +202,25 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
         (Some(a), Some(g)) => g - a,
         _ => total / 4,
     };
-    let after = snapshot(&env.project);
+    let after = snapshot(&env.project());
     assert_ne!(after, before);
     assert_eq!(
         after.len(),
         before.len() - DELETED + ADDED + 9,
         "new/, new/d*, new/d*/deep"
     );
-    assert!(env.debris().is_empty(), "{:?}", env.debris());
+    assert!(debris(&env).is_empty(), "{:?}", debris(&env));
     eprintln!("a clean integrate: {total:?}, its journal there for {phase:?}");
-    restore(&env.project, &before);
+    restore(&env.project(), &before);
 
-    let mut id = env.task();
+    let mut id = task(&env);
     let (mut forward, mut back, mut in_phase) = (0, 0, 0);
     // Recoveries seen by `legate show`: rolled forward, and rolled back (counted per task).
     let (mut recovered_forward, mut recovered_back, mut backs_of_task) = (0, 0, 0);
     for trial in 0..trials {
-        let journal = env.home.join("run/integrations").join(&id);
+        let journal = env.home().join("run/integrations").join(&id);
         let mut child = env
-            .command(&["integrate", &id])
+            .cmd(&["integrate", &id])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -310,11 +257,11 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
         let show = env.run(&["show", &id]);
         assert!(show.status.success(), "trial {trial}: {}", text(&show));
         let shown = String::from_utf8_lossy(&show.stdout).into_owned();
-        let now = snapshot(&env.project);
+        let now = snapshot(&env.project());
         assert!(
-            env.debris().is_empty(),
+            debris(&env).is_empty(),
             "seed {seed} trial {trial}: debris {:?}",
-            env.debris()
+            debris(&env)
         );
         let backs = shown.matches("rolled back").count();
         recovered_back += backs - backs_of_task;
@@ -337,8 +284,8 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
                     text(&again)
                 );
             }
-            restore(&env.project, &before);
-            id = env.task();
+            restore(&env.project(), &before);
+            id = task(&env);
         } else {
             assert!(
                 now == before,
@@ -369,8 +316,8 @@ fn kill_9_during_integrate_leaves_the_original_untouched_or_exactly_integrated()
     // The task now is fresh or rolled back: it integrates, exactly, and says what happened.
     let last = env.run(&["integrate", &id]);
     assert!(last.status.success(), "{}", text(&last));
-    assert_eq!(snapshot(&env.project), after);
-    assert!(env.debris().is_empty(), "{:?}", env.debris());
+    assert_eq!(snapshot(&env.project()), after);
+    assert!(debris(&env).is_empty(), "{:?}", debris(&env));
     let events = env.run(&["events", &id]);
     let events = String::from_utf8_lossy(&events.stdout).into_owned();
     let shown = env.run(&["show", &id]);

@@ -4,143 +4,42 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_testkit::git;
+use legate_frontkit::cli::{CliHome, scripted_config, text};
+use legate_frontkit::poll::until;
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
+/// A home whose `legate.toml` adds the scripted agent and `extra`, and a git project.
+fn fixture(extra: &str) -> CliHome {
+    let env = CliHome::with_config(env!("CARGO_BIN_EXE_legate"), &scripted_config(extra))
+        .env_remove("LEGATE_KEEP_INTERRUPTED_COPIES");
+    env.make_project(&[("src/lib.txt", "hello\n")]);
+    env
 }
 
-impl Env {
-    /// A home whose `legate.toml` adds the scripted agent and `extra`, and a git project.
-    fn new(extra: &str) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
-        let (home, project) = (base.join("home"), base.join("project"));
-        std::fs::create_dir_all(&home).unwrap();
-        let agent = legate_testkit::find_scripted_agent().expect("build legate-scripted-agent");
-        std::fs::write(
-            home.join("legate.toml"),
-            format!(
-                "[agents.scripted]\ncommand = {:?}\n{extra}",
-                agent.display().to_string()
-            ),
-        )
-        .unwrap();
-        std::fs::create_dir_all(project.join("src")).unwrap();
-        git(&project, &["init", "-q"]);
-        std::fs::write(project.join("src/lib.txt"), "hello\n").unwrap();
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "init"]);
-        Self {
-            _tmp: tmp,
-            home,
-            project,
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_legate"));
-        c.args(args)
-            .env("LEGATE_HOME", &self.home)
-            .env_remove("LEGATE_LOG")
-            .env_remove("LEGATE_KEEP_INTERRUPTED_COPIES")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(out.status.success(), "{}", text(&out));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    /// Starts a copy task that hangs in its turn, waits until it is `working` (its copy and
-    /// baseline made), and kills its `legate` with SIGKILL. Returns the task id.
-    fn kill_mid_task(&self) -> String {
-        let project = self.project.to_string_lossy().into_owned();
-        let mut child: Child = self
-            .cmd(&["run", "--agent", "scripted", "--copy", &project, "!hang"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let id = self.wait_working();
-        assert!(self.copy(&id).is_dir() && self.baseline(&id).is_dir());
-        child.kill().unwrap(); // SIGKILL: nothing of legate runs after this.
-        child.wait().unwrap();
-        id
-    }
-
-    fn wait_working(&self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if self.home.join("legate.db").exists() {
-                let out = self.run(&["tasks", "--json"]);
-                let working = String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                    .find(|t| t["state"] == "working");
-                if let Some(t) = working {
-                    return t["id"].as_str().unwrap().to_string();
-                }
-            }
-            assert!(Instant::now() < deadline, "the copy task never started");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// `legate show --json id` once the killed runner's last process is gone. The runner's
-    /// lock can outlive `kill -9` by a moment: a process it was forking for an agent's
-    /// confinement (which holds its descriptors until the agent execs) is still exiting.
-    /// Until then the task reads as `working`, rightly: its runner still looks alive.
-    fn settled(&self, id: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let task = self.json(&["show", "--json", id]);
-            if task["state"] != "working" || Instant::now() > deadline {
-                return task;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn copy(&self, id: &str) -> PathBuf {
-        self.home.join("copies").join(id)
-    }
-
-    fn baseline(&self, id: &str) -> PathBuf {
-        self.home.join("baselines").join(id)
-    }
-
-    /// The `workspace` events of the task named `copy.discarded`.
-    fn discarded_events(&self, id: &str) -> Vec<Value> {
-        let out = self.run(&["events", id]);
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(&l[l.find('{')?..]).ok())
-            .filter(|v| v["detail"]["event"] == "copy.discarded")
-            .collect()
-    }
+/// Starts a copy task that hangs in its turn, waits until it is `working` (its copy and
+/// baseline made), and kills its `legate` with SIGKILL. Returns the task id.
+fn kill_mid_task(env: &CliHome) -> String {
+    let project = env.project().to_string_lossy().into_owned();
+    let mut child: Child =
+        env.spawn_silent(&["run", "--agent", "scripted", "--copy", &project, "!hang"]);
+    let id = env.wait_for_state("working", Duration::from_secs(60));
+    assert!(env.copy(&id).is_dir() && env.baseline(&id).is_dir());
+    child.kill().unwrap(); // SIGKILL: nothing of legate runs after this.
+    child.wait().unwrap();
+    id
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// `legate show --json id` once the killed runner's last process is gone. The runner's
+/// lock can outlive `kill -9` by a moment: a process it was forking for an agent's
+/// confinement (which holds its descriptors until the agent execs) is still exiting.
+/// Until then the task reads as `working`, rightly: its runner still looks alive.
+fn settled(env: &CliHome, id: &str) -> Value {
+    until(Duration::from_secs(30), "the task settled", || {
+        let task = env.show(id);
+        (task["state"] != "working").then_some(task)
+    })
 }
 
 fn assert_interrupted(task: &Value) {
@@ -150,18 +49,18 @@ fn assert_interrupted(task: &Value) {
 
 #[test]
 fn the_copy_of_a_killed_task_is_removed_by_the_next_command() {
-    let env = Env::new("");
-    let id = env.kill_mid_task();
+    let env = fixture("");
+    let id = kill_mid_task(&env);
     // The next command, whatever it is, recovers the task and removes its copy.
-    assert_interrupted(&env.settled(&id));
+    assert_interrupted(&settled(&env, &id));
     assert!(!env.copy(&id).exists(), "the copy was kept");
     assert!(!env.baseline(&id).exists(), "the baseline was kept");
-    let discarded = env.discarded_events(&id);
+    let discarded = events_named(&env, &id, "copy.discarded");
     assert_eq!(discarded.len(), 1, "{discarded:?}");
     assert_eq!(discarded[0]["detail"]["reason"], "interrupted");
     // Nothing else was touched: the project is as it was.
     assert_eq!(
-        std::fs::read_to_string(env.project.join("src/lib.txt")).unwrap(),
+        std::fs::read_to_string(env.project().join("src/lib.txt")).unwrap(),
         "hello\n"
     );
     // A review of it says so.
@@ -176,15 +75,15 @@ fn the_copy_of_a_killed_task_is_removed_by_the_next_command() {
 
 #[test]
 fn keep_interrupted_copies_keeps_it_for_inspection() {
-    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
-    let id = env.kill_mid_task();
-    assert_interrupted(&env.settled(&id));
+    let env = fixture("[copies]\nkeep_interrupted_copies = true\n");
+    let id = kill_mid_task(&env);
+    assert_interrupted(&settled(&env, &id));
     assert!(
         env.copy(&id).join("src/lib.txt").is_file(),
         "the copy is gone"
     );
     assert!(env.baseline(&id).is_dir(), "the baseline is gone");
-    assert!(env.discarded_events(&id).is_empty());
+    assert!(events_named(&env, &id, "copy.discarded").is_empty());
     // Still there after more commands, until the retention sweep or a discard.
     env.run(&["tasks"]);
     assert!(env.copy(&id).is_dir());
@@ -195,13 +94,13 @@ fn keep_interrupted_copies_keeps_it_for_inspection() {
 
 #[test]
 fn a_half_made_copy_is_removed_even_when_interrupted_copies_are_kept() {
-    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
-    let id = env.kill_mid_task();
+    let env = fixture("[copies]\nkeep_interrupted_copies = true\n");
+    let id = kill_mid_task(&env);
     // What a process killed while making the copy leaves: a copy without its baseline.
     std::fs::remove_dir_all(env.baseline(&id)).unwrap();
-    assert_interrupted(&env.settled(&id));
+    assert_interrupted(&settled(&env, &id));
     assert!(!env.copy(&id).exists(), "the half-made copy was kept");
-    let discarded = env.discarded_events(&id);
+    let discarded = events_named(&env, &id, "copy.discarded");
     assert_eq!(discarded.len(), 1, "{discarded:?}");
     assert_eq!(discarded[0]["detail"]["reason"], "half-made");
 }
@@ -221,20 +120,16 @@ fn write_noise(path: &std::path::Path, len: usize, seed: u64) {
 
 #[test]
 fn a_copy_killed_while_it_is_made_is_removed_even_when_interrupted_copies_are_kept() {
-    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
+    let env = fixture("[copies]\nkeep_interrupted_copies = true\n");
     // Untracked and incompressible: the baseline hashes them (`git hash-object -w`), which
     // takes seconds, so the copy is still being made when its legate is killed.
     for (i, name) in ["noise-a.bin", "noise-b.bin"].iter().enumerate() {
-        write_noise(&env.project.join(name), 40 << 20, 0x9e37_79b9 + i as u64);
+        write_noise(&env.project().join(name), 40 << 20, 0x9e37_79b9 + i as u64);
     }
-    let project = env.project.to_string_lossy().into_owned();
-    let mut child: Child = env
-        .cmd(&["run", "--agent", "scripted", "--copy", &project, "!hang"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let copies = env.home.join("copies");
+    let project = env.project().to_string_lossy().into_owned();
+    let mut child: Child =
+        env.spawn_silent(&["run", "--agent", "scripted", "--copy", &project, "!hang"]);
+    let copies = env.home().join("copies");
     let deadline = Instant::now() + Duration::from_secs(60);
     let id = loop {
         let first = std::fs::read_dir(&copies)
@@ -254,13 +149,13 @@ fn a_copy_killed_while_it_is_made_is_removed_even_when_interrupted_copies_are_ke
         env.copy(&id).is_dir(),
         "the half-made copy is there to be removed"
     );
-    assert_interrupted(&env.settled(&id));
+    assert_interrupted(&settled(&env, &id));
     assert!(!env.copy(&id).exists(), "the half-made copy was kept");
     assert!(
         !env.baseline(&id).exists(),
         "the half-made baseline was kept"
     );
-    let discarded = env.discarded_events(&id);
+    let discarded = events_named(&env, &id, "copy.discarded");
     assert_eq!(discarded.len(), 1, "{discarded:?}");
     assert_eq!(discarded[0]["detail"]["reason"], "half-made");
     // It really was killed mid-copy: the copy was never reported ready.
@@ -274,9 +169,9 @@ fn a_copy_killed_while_it_is_made_is_removed_even_when_interrupted_copies_are_ke
 
 #[test]
 fn the_sweep_removes_a_kept_copy_at_once_when_it_is_half_made() {
-    let env = Env::new("[copies]\nkeep_interrupted_copies = true\n");
-    let id = env.kill_mid_task();
-    assert_interrupted(&env.settled(&id));
+    let env = fixture("[copies]\nkeep_interrupted_copies = true\n");
+    let id = kill_mid_task(&env);
+    assert_interrupted(&settled(&env, &id));
     assert!(env.copy(&id).is_dir());
     // Its baseline lost afterwards: nothing left to inspect, so no waiting for the retention.
     std::fs::remove_dir_all(env.baseline(&id)).unwrap();
@@ -287,8 +182,8 @@ fn the_sweep_removes_a_kept_copy_at_once_when_it_is_half_made() {
 
 #[test]
 fn a_completed_copy_and_a_live_one_are_never_removed_by_recovery() {
-    let env = Env::new("");
-    let project = env.project.to_string_lossy().into_owned();
+    let env = fixture("");
+    let project = env.project().to_string_lossy().into_owned();
     let out = env.run(&[
         "run",
         "--agent",
@@ -301,15 +196,11 @@ fn a_completed_copy_and_a_live_one_are_never_removed_by_recovery() {
     let done = env.json(&["tasks", "--json"]);
     let done_id = done["id"].as_str().unwrap().to_string();
     // A live copy task in another process, and a killed one: only the killed one goes.
-    let killed = env.kill_mid_task();
-    let mut live: Child = env
-        .cmd(&["run", "--agent", "scripted", "--copy", &project, "!hang"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let live_id = env.wait_working();
-    assert_interrupted(&env.settled(&killed));
+    let killed = kill_mid_task(&env);
+    let mut live: Child =
+        env.spawn_silent(&["run", "--agent", "scripted", "--copy", &project, "!hang"]);
+    let live_id = env.wait_for_state("working", Duration::from_secs(60));
+    assert_interrupted(&settled(&env, &killed));
     assert!(!env.copy(&killed).exists());
     assert_eq!(env.json(&["show", "--json", &live_id])["state"], "working");
     assert!(env.copy(&live_id).is_dir() && env.baseline(&live_id).is_dir());
@@ -319,21 +210,15 @@ fn a_completed_copy_and_a_live_one_are_never_removed_by_recovery() {
     live.wait().unwrap();
 }
 
-/// The newest task, from `legate tasks --json` (one JSON line per task, newest first).
-fn newest(env: &Env) -> Value {
-    let out = env.run(&["tasks", "--json"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    serde_json::from_str(stdout.lines().next().unwrap()).unwrap()
+/// The newest task.
+fn newest(env: &CliHome) -> Value {
+    env.tasks_json().into_iter().next().unwrap()
 }
 
 /// The `workspace` events of the task named `name`.
-fn events_named(env: &Env, id: &str, name: &str) -> Vec<Value> {
-    let out = env.run(&["events", id]);
-    assert!(out.status.success(), "{}", text(&out));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(&l[l.find('{')?..]).ok())
+fn events_named(env: &CliHome, id: &str, name: &str) -> Vec<Value> {
+    env.events(id)
+        .into_iter()
         .filter(|v| v["detail"]["event"] == name)
         .collect()
 }
@@ -342,8 +227,8 @@ fn events_named(env: &Env, id: &str, name: &str) -> Vec<Value> {
 fn a_later_turn_killed_in_a_shared_copy_keeps_it_and_the_next_turn_continues() {
     // Not kept for inspection: a first turn's copy would go; a later turn's copy holds the
     // earlier turns' work and stays.
-    let env = Env::new("");
-    let project = env.project.to_string_lossy().into_owned();
+    let env = fixture("");
+    let project = env.project().to_string_lossy().into_owned();
     let out = env.run(&[
         "run",
         "--agent",
@@ -358,22 +243,18 @@ fn a_later_turn_killed_in_a_shared_copy_keeps_it_and_the_next_turn_continues() {
         first["id"].as_str().unwrap().to_string(),
         first["contextId"].as_str().unwrap().to_string(),
     );
-    let mut child: Child = env
-        .cmd(&["run", "--agent", "scripted", "--context", &context, "!hang"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let killed = env.wait_working();
+    let mut child: Child =
+        env.spawn_silent(&["run", "--agent", "scripted", "--context", &context, "!hang"]);
+    let killed = env.wait_for_state("working", Duration::from_secs(60));
     assert_ne!(killed, first_id);
     child.kill().unwrap(); // SIGKILL mid-turn, holding the copy's lock.
     child.wait().unwrap();
-    assert_interrupted(&env.settled(&killed));
+    assert_interrupted(&settled(&env, &killed));
     // The copy (named after the turn that made it) and its baseline are kept, and say so.
     assert!(env.copy(&first_id).join("src/one.txt").is_file());
     assert!(env.baseline(&first_id).is_dir());
-    assert!(env.discarded_events(&killed).is_empty());
-    assert!(env.discarded_events(&first_id).is_empty());
+    assert!(events_named(&env, &killed, "copy.discarded").is_empty());
+    assert!(events_named(&env, &first_id, "copy.discarded").is_empty());
     assert_eq!(events_named(&env, &killed, "copy.kept").len(), 1);
     // The interrupted turn is not integrable; neither is the turn it continued.
     for id in [&killed, &first_id] {
@@ -404,5 +285,5 @@ fn a_later_turn_killed_in_a_shared_copy_keeps_it_and_the_next_turn_continues() {
     files.sort_unstable();
     assert_eq!(files, ["src/one.txt", "src/two.txt"], "{preview}");
     // The project itself is untouched until integration.
-    assert!(!env.project.join("src/one.txt").exists());
+    assert!(!env.project().join("src/one.txt").exists());
 }

@@ -6,8 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use legate_frontkit::cli::{CliHome, task_id, text};
+use legate_frontkit::poll::until;
+use legate_testkit::procs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn available() -> bool {
@@ -18,63 +21,9 @@ fn available() -> bool {
     ok
 }
 
-struct Home {
-    dir: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_legate"));
-        c.args(args)
-            .env("LEGATE_HOME", self.home())
-            .env("LEGATE_TEST_SECRET", "ENVCANARY-3f9a")
-            .env_remove("LEGATE_LOG")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    fn show(&self, id: &str) -> serde_json::Value {
-        let out = self.run(&["show", "--json", id]);
-        assert!(out.status.success(), "{}", text(&out));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn task_id(stderr: &str) -> String {
-    let line = stderr.lines().find(|l| l.starts_with("task ")).unwrap();
-    line.split_whitespace().nth(1).unwrap().to_string()
+/// A home whose commands run with a canary in their environment.
+fn canary_home() -> CliHome {
+    CliHome::new(env!("CARGO_BIN_EXE_legate")).env("LEGATE_TEST_SECRET", "ENVCANARY-3f9a")
 }
 
 fn plant(path: &Path, canary: &str) {
@@ -87,7 +36,7 @@ fn a_sandboxed_shell_gets_nothing_of_legates_home_environment_or_process() {
     if !available() {
         return;
     }
-    let h = Home::new();
+    let h = canary_home();
     // A first task puts a canary into the database.
     let out = h.run(&["run", "write note.txt: DBCANARY-77c1"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -126,7 +75,7 @@ fn a_sandboxed_shell_gets_nothing_of_legates_home_environment_or_process() {
     std::fs::write(&pid_file, child.id().to_string()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let id = task_id(&String::from_utf8_lossy(&out.stderr));
+    let id = task_id(&out);
     let task = h.show(&id);
     let root = PathBuf::from(task["root"].as_str().unwrap());
     let printed =
@@ -174,25 +123,10 @@ fn a_sandboxed_shell_gets_nothing_of_legates_home_environment_or_process() {
 
 /// Live processes (not zombies) whose environment holds `mark`.
 fn marked(mark: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        if stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        {
-            continue;
-        }
-        if let Ok(env) = std::fs::read(e.path().join("environ"))
-            && env.split(|b| *b == 0).any(|kv| kv == mark.as_bytes())
-        {
-            found.push(pid);
-        }
-    }
-    found
+    procs::with_env(mark)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 #[test]
@@ -200,17 +134,15 @@ fn a_grandchild_that_ignores_sigterm_dies_with_a_killed_legate() {
     if !available() {
         return;
     }
-    let h = Home::new();
+    let h = canary_home();
     let mark = format!("LEGATE_TEST_MARK=orphan-{}", std::process::id());
     let mut child = h.spawn(&[
         "run",
         &format!("run trap '' TERM; exec env {mark} sleep 600"),
     ]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while marked(&mark).is_empty() {
-        assert!(Instant::now() < deadline, "the grandchild never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until(Duration::from_secs(30), "the grandchild run", || {
+        (!marked(&mark).is_empty()).then_some(())
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     // No other legate command runs. Bounded wait, not a timing assertion.

@@ -16,14 +16,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{LEGATE, Served, addr_of, raw};
+use legate_frontkit::cli::CliHome;
+use legate_frontkit::served::{McpServed, raw};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 const PROTOCOLS: [&str; 2] = ["2025-06-18", "2025-11-25"];
 
 /// One of the Python scripts in tests/mcp/.
@@ -47,26 +48,22 @@ fn python_ready() -> bool {
     interpreter().is_some()
 }
 
-fn home() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap()
+/// An empty home (made, so a test may write its `legate.toml`).
+fn home() -> CliHome {
+    CliHome::with_config(LEGATE, "").env("LEGATE_LOG", "warn")
 }
 
-/// `python tests/mcp/<name> args…` with the test's state directory.
-fn python_command(home: &Path, name: &str, args: &[&str]) -> Command {
+/// `python tests/mcp/<name> args…` in the test's home.
+fn python_command(home: &CliHome, name: &str, args: &[&str]) -> Command {
     let python = interpreter().expect("python_ready() is checked first");
-    let mut command = Command::new(python);
-    command
-        .arg(script(name))
-        .args(args)
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null());
+    let mut command = home.program(python);
+    command.arg(script(name)).args(args);
     command
 }
 
 /// Runs a Python script (`client.py`, `scenarios.py`) to its end; returns its report, the
 /// last line it printed.
-fn python(home: &Path, name: &str, args: &[&str]) -> Value {
+fn python(home: &CliHome, name: &str, args: &[&str]) -> Value {
     let out = python_command(home, name, args).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -92,60 +89,44 @@ fn python_sdk_over_stdio_delegates_waits_with_progress_and_reads_in_pieces() {
     }
     for protocol in PROTOCOLS {
         let home = home();
-        let report = python(home.path(), "client.py", &["stdio", protocol, LEGATE]);
+        let report = python(&home, "client.py", &["stdio", protocol, LEGATE]);
         check_report(&report, protocol);
     }
 }
 
-/// A running `legate serve --mcp`.
-struct Server {
-    _served: Served,
-    url: String,
-    token: String,
-    addr: String,
+/// `legate serve --mcp` on `home`; its banner tells how to add it to Claude Code.
+fn server(home: &CliHome) -> McpServed {
+    let server = McpServed::start(home, &["--mcp", "--port", "0"]);
+    assert!(
+        server
+            .served
+            .printed
+            .iter()
+            .any(|l| l.contains("Claude Code")),
+        "{:?}",
+        server.served.printed
+    );
+    server
 }
 
-impl Server {
-    fn start(home: &Path) -> Server {
-        let served = Served::start(home, &["--mcp", "--port", "0"]);
-        let url = served.url("Legate MCP server");
-        assert!(
-            served.printed.iter().any(|l| l.contains("Claude Code")),
-            "{:?}",
-            served.printed
-        );
-        let token = std::fs::read_to_string(home.join("mcp-token"))
-            .unwrap()
-            .trim()
-            .to_string();
-        let addr = addr_of(&url);
-        Server {
-            _served: served,
-            url,
-            token,
-            addr,
-        }
-    }
-
-    /// Sends one raw MCP `initialize`; returns the status, the head (lowercased) and the
-    /// error code of a JSON refusal (empty for any other body).
-    fn raw(&self, host: &str, extra: &[(&str, &str)]) -> (u16, String, String) {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}})
-        .to_string();
-        let mut headers = vec![
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-        ];
-        headers.extend_from_slice(extra);
-        let r = raw(&self.addr, "POST", "/mcp", host, &headers, &body);
-        let code = serde_json::from_str::<Value>(&r.body)
-            .ok()
-            .and_then(|v| v["error"]["code"].as_str().map(str::to_string))
-            .unwrap_or_default();
-        (r.status, r.head, code)
-    }
+/// Sends one raw MCP `initialize` to `server`; returns the status, the head (lowercased) and
+/// the error code of a JSON refusal (empty for any other body).
+fn raw_initialize(server: &McpServed, host: &str, extra: &[(&str, &str)]) -> (u16, String, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    headers.extend_from_slice(extra);
+    let r = raw(&server.addr, "POST", "/mcp", host, &headers, &body);
+    let code = serde_json::from_str::<Value>(&r.body)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    (r.status, r.head, code)
 }
 
 #[test]
@@ -154,10 +135,10 @@ fn python_sdk_over_http_with_the_token() {
         return;
     }
     let home = home();
-    let server = Server::start(home.path());
+    let server = server(&home);
     for protocol in PROTOCOLS {
         let report = python(
-            home.path(),
+            &home,
             "client.py",
             &["http", protocol, &server.url, &server.token],
         );
@@ -168,10 +149,10 @@ fn python_sdk_over_http_with_the_token() {
 #[test]
 fn http_refuses_requests_without_the_token_or_from_a_foreign_host() {
     let home = home();
-    let server = Server::start(home.path());
+    let server = server(&home);
     let mode = {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(home.path().join("mcp-token"))
+        std::fs::metadata(home.home().join("mcp-token"))
             .unwrap()
             .permissions()
             .mode()
@@ -182,22 +163,23 @@ fn http_refuses_requests_without_the_token_or_from_a_foreign_host() {
     let local = server.addr.clone();
     let bearer = format!("Bearer {}", server.token);
 
-    let (status, head, code) = server.raw(&local, &[]);
+    let (status, head, code) = raw_initialize(&server, &local, &[]);
     assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"), "{head}");
     assert!(head.contains("www-authenticate: bearer"), "{head}");
-    let (status, head, code) = server.raw(&local, &[("Authorization", "Bearer nope")]);
+    let (status, head, code) = raw_initialize(&server, &local, &[("Authorization", "Bearer nope")]);
     assert_eq!((status, code.as_str()), (401, "UNAUTHORIZED"));
     assert!(head.contains("error=\"invalid_token\""), "{head}");
 
-    let (status, _, code) = server.raw("evil.example", &[("Authorization", &bearer)]);
+    let (status, _, code) = raw_initialize(&server, "evil.example", &[("Authorization", &bearer)]);
     assert_eq!((status, code.as_str()), (403, "HOST_NOT_ALLOWED"));
-    let (status, _, code) = server.raw("evil.example", &[]);
+    let (status, _, code) = raw_initialize(&server, "evil.example", &[]);
     assert_eq!(
         (status, code.as_str()),
         (403, "HOST_NOT_ALLOWED"),
         "a foreign Host learns nothing, not even that a token is needed"
     );
-    let (status, _, code) = server.raw(
+    let (status, _, code) = raw_initialize(
+        &server,
         &local,
         &[
             ("Authorization", &bearer),
@@ -206,7 +188,8 @@ fn http_refuses_requests_without_the_token_or_from_a_foreign_host() {
     );
     assert_eq!((status, code.as_str()), (403, "ORIGIN_NOT_ALLOWED"));
 
-    let (status, head, _) = server.raw(
+    let (status, head, _) = raw_initialize(
+        &server,
         &local,
         &[
             ("Authorization", &bearer),
@@ -215,144 +198,18 @@ fn http_refuses_requests_without_the_token_or_from_a_foreign_host() {
     );
     assert_eq!(status, 200, "{head}");
     let port = local.rsplit(':').next().unwrap();
-    let (status, _, _) = server.raw(&format!("localhost:{port}"), &[("Authorization", &bearer)]);
-    assert_eq!(status, 200);
-}
-
-/// `legate mcp` driven with raw JSON-RPC lines; every stdout line must be JSON-RPC.
-struct RawStdio {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: std::io::Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-}
-
-impl RawStdio {
-    /// Starts `legate mcp` in `home` with `env` and initializes a session (MCP 2025-06-18);
-    /// the server and `initialize`'s result.
-    fn start(home: &Path, env: &[(&str, &str)]) -> (RawStdio, Value) {
-        let mut child = Command::new(LEGATE)
-            .arg("mcp")
-            .env("LEGATE_HOME", home)
-            .env("LEGATE_LOG", "debug")
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut mcp = RawStdio {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        let init = mcp.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "1"}}),
-        );
-        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        (mcp, init)
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin is closed");
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Sends a request and reads stdout until its answer; the answer's `result`.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let line = self.lines.next().expect("stdout closed early").unwrap();
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
-            assert_eq!(v["jsonrpc"], "2.0", "{line}");
-            if v["id"].as_u64() == Some(id) {
-                return v["result"].clone();
-            }
-        }
-    }
-
-    /// `tools/call`: the tool's result (`structuredContent`, `isError`, …).
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
-    }
-
-    /// Waits until one of the task's events is a tool call, and no longer: one event per
-    /// `wait` (`maxEvents: 1`), since a wait otherwise returns only when the task ends.
-    fn wait_for_tool_call(&mut self, task_id: &str) {
-        let mut after = 0;
-        for _ in 0..100 {
-            let w = self.call(
-                "wait",
-                json!({"taskId": task_id, "after": after, "timeoutSeconds": 10, "maxEvents": 1}),
-            );
-            let w = &w["structuredContent"];
-            let events = w["events"].as_array().unwrap();
-            if events.iter().any(|e| e["type"] == "tool_call") {
-                return;
-            }
-            assert_eq!(w["ready"], false, "the task ended first: {w}");
-            after = w["nextCursor"].as_u64().unwrap();
-        }
-        panic!("no tool call in task {task_id}");
-    }
-
-    /// Closes stdin (the client leaves) and waits up to `limit` for the process to exit;
-    /// every line it printed meanwhile must be JSON-RPC too.
-    fn close(mut self, limit: Duration) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        let reader = std::thread::spawn(move || {
-            for line in self.lines {
-                let line = line.unwrap();
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
-                assert_eq!(v["jsonrpc"], "2.0", "{line}");
-            }
-        });
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("legate mcp did not exit within {limit:?} of EOF");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        reader.join().unwrap();
-        status
-    }
-}
-
-/// `legate show ID --json` in `home`: the stored task.
-fn stored_task(home: &Path, id: &str) -> Value {
-    let out = Command::new(LEGATE)
-        .args(["show", id, "--json"])
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (status, _, _) = raw_initialize(
+        &server,
+        &format!("localhost:{port}"),
+        &[("Authorization", &bearer)],
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    assert_eq!(status, 200);
 }
 
 #[test]
 fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
     let home = home();
-    let (mut mcp, init) = RawStdio::start(home.path(), &[]);
+    let (mut mcp, init) = home.mcp_stdio(&[]);
     assert_eq!(init["protocolVersion"], "2025-06-18");
     assert_eq!(init["serverInfo"]["name"], "legate");
     assert!(mcp.request("ping", json!({})).is_object());
@@ -375,7 +232,7 @@ fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
 #[test]
 fn stdio_after_eof_finishes_the_running_task_then_exits() {
     let home = home();
-    let (mut mcp, _) = RawStdio::start(home.path(), &[]);
+    let (mut mcp, _) = home.mcp_stdio(&[]);
     let run = mcp.call(
         "run",
         json!({"prompt": "run sleep 2\nwrite done.txt: finished after EOF", "agent": "revisor"}),
@@ -388,7 +245,7 @@ fn stdio_after_eof_finishes_the_running_task_then_exits() {
     // The client leaves while the command runs: the process finishes the task, then exits.
     let status = mcp.close(Duration::from_secs(120));
     assert!(status.success(), "{status}");
-    let task = stored_task(home.path(), &id);
+    let task = home.show(&id);
     assert_eq!(task["state"], "completed", "{task}");
     let root = PathBuf::from(task["root"].as_str().unwrap());
     assert_eq!(
@@ -401,15 +258,12 @@ fn stdio_after_eof_finishes_the_running_task_then_exits() {
 fn stdio_health_reports_the_configured_confinement_and_limits() {
     for requirement in ["best-effort", "required"] {
         let home = home();
-        let (mut mcp, _) = RawStdio::start(
-            home.path(),
-            &[
-                ("LEGATE_CONFINEMENT", requirement),
-                ("LEGATE_MAX_RUNNING", "3"),
-                ("LEGATE_MAX_QUEUED", "7"),
-                ("LEGATE_TASK_TIMEOUT_SECS", "123"),
-            ],
-        );
+        let (mut mcp, _) = home.mcp_stdio(&[
+            ("LEGATE_CONFINEMENT", requirement),
+            ("LEGATE_MAX_RUNNING", "3"),
+            ("LEGATE_MAX_QUEUED", "7"),
+            ("LEGATE_TASK_TIMEOUT_SECS", "123"),
+        ]);
         let health = mcp.call("health", json!({"probe": false}));
         let health = &health["structuredContent"];
         assert_eq!(
@@ -451,7 +305,7 @@ fn cancel_ends_a_running_task_canceled() {
         return;
     }
     let home = home();
-    let report = python(home.path(), "scenarios.py", &["cancel", LEGATE]);
+    let report = python(&home, "scenarios.py", &["cancel", LEGATE]);
     assert_eq!(report["stateBefore"], "working", "{report}");
     assert_eq!(report["cancel"]["state"], "working", "{report}");
     assert_eq!(report["cancel"]["cancelRequested"], true, "{report}");
@@ -467,7 +321,7 @@ fn send_message_under_the_query_profile_makes_a_read_only_task() {
         return;
     }
     let home = home();
-    let report = python(home.path(), "scenarios.py", &["query-message", LEGATE]);
+    let report = python(&home, "scenarios.py", &["query-message", LEGATE]);
     // The context was made by a `full` server, with a write task…
     assert_eq!(report["firstMode"], "write", "{report}");
     assert_eq!(report["firstState"], "completed", "{report}");
@@ -487,11 +341,11 @@ fn roles_and_a_configured_role_run_validate_against_their_schemas_in_the_query_p
     }
     let home = home();
     std::fs::write(
-        home.path().join("legate.toml"),
+        home.home().join("legate.toml"),
         "[roles.security-review]\nbase = \"reviewer\"\ndescription = \"access control\"\ninstructions = \"Check access control.\"\ndefaults = { timeoutSeconds = 120 }\n",
     )
     .unwrap();
-    let report = python(home.path(), "scenarios.py", &["roles", LEGATE]);
+    let report = python(&home, "scenarios.py", &["roles", LEGATE]);
     assert_eq!(
         report["names"],
         json!(["implementer", "planner", "reviewer", "security-review"]),
@@ -533,9 +387,9 @@ fn an_http_client_that_gives_up_on_a_wait_or_dies_mid_wait_leaves_its_task_runni
         return;
     }
     let home = home();
-    let server = Server::start(home.path());
+    let server = server(&home);
     let mut leaving = python_command(
-        home.path(),
+        &home,
         "scenarios.py",
         &["leave", &server.url, &server.token],
     )
@@ -553,7 +407,7 @@ fn an_http_client_that_gives_up_on_a_wait_or_dies_mid_wait_leaves_its_task_runni
     leaving.wait().unwrap();
 
     let report = python(
-        home.path(),
+        &home,
         "scenarios.py",
         &["follow", &server.url, &server.token, &id],
     );

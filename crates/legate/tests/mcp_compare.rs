@@ -8,38 +8,30 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
+use legate_frontkit::cli::CliHome;
 use std::path::Path;
-use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 #[test]
 fn compare_two_revisor_models_over_mcp_with_the_python_sdk() {
     let Some(python) = legate_testkit::python("mcp") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let (home, project) = (base.join("home"), base.join("project"));
-    legate_testkit::harness::make_project(
-        &project,
-        &[
-            ("README.md", "# Demo\n"),
-            (
-                "src/lib.rs",
-                "pub fn f(x: Option<u8>) -> u8 {\n    x.unwrap()\n}\n",
-            ),
-        ],
-    );
+    let env = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
+    let project = env.make_project(&[
+        ("README.md", "# Demo\n"),
+        (
+            "src/lib.rs",
+            "pub fn f(x: Option<u8>) -> u8 {\n    x.unwrap()\n}\n",
+        ),
+    ]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/compare_flow.py");
-    let out = Command::new(python)
+    let out = env
+        .program(python)
         .arg(script)
         .arg(LEGATE)
         .arg(&project)
-        .env("LEGATE_HOME", &home)
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -10,12 +10,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
+use legate_frontkit::cli::CliHome;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 const ENV_SECRET: &str = "env-secret-5f4e3d2c1b0a";
 const URL_SECRET: &str = "url-secret-a1b2c3d4";
@@ -24,11 +24,10 @@ fn interpreter() -> Option<std::path::PathBuf> {
     legate_testkit::python("mcp")
 }
 
-fn config(home: &Path) {
-    std::fs::write(
-        home.join("legate.toml"),
-        format!(
-            r#"[controls]
+/// The suite's `legate.toml`: tool controls and two MCP servers holding secrets.
+fn config() -> String {
+    format!(
+        r#"[controls]
 allowed_tools = ["read", "search", "edit", "think", "other"]
 
 [[mcp_servers]]
@@ -43,23 +42,18 @@ id = "web"
 url = "http://127.0.0.1:9/{URL_SECRET}"
 tools = [{{ name = "get", read_only = true }}]
 "#
-        ),
     )
-    .unwrap();
 }
 
 #[test]
 fn the_policy_hides_transports_and_the_controls_and_model_tools_work_over_the_sdk() {
     let Some(python) = interpreter() else { return };
-    let home = tempfile::tempdir().unwrap();
-    config(home.path());
+    let env = CliHome::with_config(LEGATE, &config()).env("LEGATE_LOG", "warn");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/controls.py");
-    let out = Command::new(python)
+    let out = env
+        .program(python)
         .arg(&script)
         .arg(LEGATE)
-        .env("LEGATE_HOME", home.path())
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -146,17 +140,14 @@ fn the_policy_hides_transports_and_the_controls_and_model_tools_work_over_the_sd
 
 #[test]
 fn health_says_what_agy_cannot_do_and_ask_mode_uses_the_form() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("legate.toml"),
+    let env = CliHome::with_config(
+        LEGATE,
         "[copies]\napproval_mode = \"ask\"\n[agents.g]\nkind = \"agy\"\ncommand = \"/bin/true\"\n",
     )
-    .unwrap();
+    .env("LEGATE_LOG", "warn");
     // A raw JSON-RPC exchange on stdio is enough here: no SDK needed.
-    let mut child = Command::new(LEGATE)
-        .arg("mcp")
-        .env("LEGATE_HOME", home.path())
-        .env("LEGATE_LOG", "warn")
+    let mut child = env
+        .cmd(&["mcp"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

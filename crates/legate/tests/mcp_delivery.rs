@@ -11,26 +11,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
+use legate_frontkit::cli::CliHome;
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 #[test]
 fn messages_delivery_and_artifacts_over_mcp_with_the_python_sdk() {
     let Some(python) = legate_testkit::python("mcp") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let env = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/delivery_flow.py");
-    let out = Command::new(python)
+    let out = env
+        .program(python)
         .arg(script)
         .arg(LEGATE)
-        .env("LEGATE_HOME", dir.path())
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

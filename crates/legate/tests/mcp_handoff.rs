@@ -10,35 +10,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
+use legate_frontkit::cli::CliHome;
 use std::path::Path;
-use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 #[test]
 fn plan_implement_review_integrate_over_mcp_with_the_python_sdk() {
     let Some(python) = legate_testkit::python("mcp") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let (home, project) = (base.join("home"), base.join("project"));
-    legate_testkit::harness::make_project(
-        &project,
-        &[(
-            "README.md",
-            "# Demo\n\nA project to plan, change and review.\n",
-        )],
-    );
+    let env = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
+    let project = env.make_project(&[(
+        "README.md",
+        "# Demo\n\nA project to plan, change and review.\n",
+    )]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/handoff_flow.py");
-    let out = Command::new(python)
+    let out = env
+        .program(python)
         .arg(script)
         .arg(LEGATE)
         .arg(&project)
-        .env("LEGATE_HOME", &home)
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -10,25 +10,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
+use legate_frontkit::cli::CliHome;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 fn interpreter() -> Option<PathBuf> {
     legate_testkit::python("mcp")
 }
 
-fn scenario(python: &Path, home: &Path, mode: &str, root: &Path) -> Value {
+fn scenario(python: &Path, env: &CliHome, mode: &str, root: &Path) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/sandbox_policy.py");
-    let out = Command::new(python)
+    let out = env
+        .program(python)
         .arg(script)
         .args([LEGATE, mode, &root.display().to_string()])
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -46,12 +43,11 @@ fn python_sdk_reads_and_replaces_the_sandbox_policy_in_auto_and_ask_modes() {
         return;
     };
     for mode in ["auto", "ask"] {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().canonicalize().unwrap();
-        let (home, root) = (base.join("home"), base.join("out"));
-        std::fs::create_dir_all(&home).unwrap();
+        let env = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
+        let root = env.base().join("out");
+        std::fs::create_dir_all(env.home()).unwrap();
         std::fs::create_dir_all(&root).unwrap();
-        let r = scenario(&python, &home, mode, &root);
+        let r = scenario(&python, &env, mode, &root);
         assert_eq!(
             r["tools"],
             json!(["get_sandbox_policy", "set_sandbox_policy"])

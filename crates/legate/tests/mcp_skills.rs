@@ -9,30 +9,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::LEGATE;
+use legate_frontkit::cli::CliHome;
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Stdio};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 #[test]
 fn run_stages_client_skills_that_the_agent_quotes_and_the_patch_never_carries() {
     let Some(python) = legate_testkit::python("mcp") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let (home, project) = (base.join("home"), base.join("project"));
-    legate_testkit::harness::make_project(&project, &[("README.md", "# Demo\n")]);
+    let env = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
+    let project = env.make_project(&[("README.md", "# Demo\n")]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/skills_flow.py");
-    let out = Command::new(python)
+    let out = env
+        .program(python)
         .arg(script)
         .arg(LEGATE)
         .arg(&project)
-        .env("LEGATE_HOME", &home)
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

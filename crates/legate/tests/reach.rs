@@ -7,9 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use legate_frontkit::cli::{CliHome, task_id, text};
+use legate_frontkit::served::{Served, addr_of};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 const USER_SECRET: &str = "user-secret-6f1c0b9e";
@@ -35,74 +37,23 @@ echo "environ=$(tr '\0' ' ' < /proc/$pid/environ 2>&1)"
 echo done
 "#;
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(home: &Path) -> Server {
-    let mut child = Command::new(LEGATE)
-        .args(["serve", "--mcp", "--port", "0"])
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .env("USER_SECRET", USER_SECRET)
-        .env("LEGATE_A2A_TOKEN", A2A_SECRET)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut port = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-            port = rest.split('/').next().and_then(|p| p.parse().ok());
-        }
-        if line.starts_with("Ctrl-C stops") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
-        port: port.expect("serve printed its URL"),
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn legate(home: &Path, args: &[&str]) -> Output {
-    Command::new(LEGATE)
-        .args(args)
-        .env("LEGATE_HOME", home)
-        .env_remove("LEGATE_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn a_sandboxed_agent_cannot_drive_signal_or_read_a_running_serve() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
+    let env = CliHome::new(LEGATE);
+    let home = env.home();
     std::fs::create_dir_all(&home).unwrap();
-    let script = dir.path().join("probe.sh");
-    std::fs::write(&script, PROBE).unwrap();
-    let server = serve(&home);
+    let script = env.write("probe.sh", PROBE);
+    let server = Served::spawn(
+        env.cmd(&["serve", "--mcp", "--port", "0"])
+            .env("LEGATE_LOG", "warn")
+            .env("USER_SECRET", USER_SECRET)
+            .env("LEGATE_A2A_TOKEN", A2A_SECRET),
+    );
+    let port = addr_of(&server.url("Legate MCP server"))
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
     let pid = server.child.id();
 
     // The server's own view: the environment block is blank.
@@ -111,35 +62,21 @@ fn a_sandboxed_agent_cannot_drive_signal_or_read_a_running_serve() {
     assert!(!environ.contains(USER_SECRET), "{environ}");
     assert!(!environ.contains(A2A_SECRET), "{environ}");
 
-    let out = legate(
-        &home,
-        &[
-            "run",
-            "--sandbox",
-            &format!(
-                "run bash {} {} {} {pid}",
-                script.display(),
-                home.display(),
-                server.port
-            ),
-        ],
-    );
+    let out = env.run(&[
+        "run",
+        "--sandbox",
+        &format!("run bash {script} {} {port} {pid}", home.display()),
+    ]);
     assert!(out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    let id = err
-        .lines()
-        .find(|l| l.starts_with("task "))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap()
-        .to_string();
-    let shown = legate(&home, &["show", "--json", &id]);
+    let id = task_id(&out);
+    let shown = env.run(&["show", "--json", &id]);
     let task: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
     let root = Path::new(task["root"].as_str().unwrap());
     let report = std::fs::read_to_string(root.join("reach.txt")).unwrap();
     eprintln!("{report}");
     assert!(report.contains("done"), "{report}");
 
-    let events = legate(&home, &["events", &id]);
+    let events = env.run(&["events", &id]);
     let events = String::from_utf8_lossy(&events.stdout);
     let line = events
         .lines()
@@ -174,22 +111,16 @@ fn a_sandboxed_agent_cannot_drive_signal_or_read_a_running_serve() {
 
 #[test]
 fn a_legate_inside_an_agent_keeps_its_cleanup_markers_visible_and_nothing_else() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut child = Command::new(LEGATE)
-        .args(["serve", "--mcp", "--port", "0"])
-        .env("LEGATE_HOME", &home)
-        .env("LEGATE_LOG", "warn")
-        .env("LEGATE_RUN", "marker-1234")
-        .env("LEGATE_RUNNER", "runner-5678")
-        .env("USER_SECRET", USER_SECRET)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    assert!(lines.any(|l| l.unwrap().starts_with("Ctrl-C stops")));
+    let env = CliHome::new(LEGATE);
+    std::fs::create_dir_all(env.home()).unwrap();
+    let mut server = Served::spawn(
+        env.cmd(&["serve", "--mcp", "--port", "0"])
+            .env("LEGATE_LOG", "warn")
+            .env("LEGATE_RUN", "marker-1234")
+            .env("LEGATE_RUNNER", "runner-5678")
+            .env("USER_SECRET", USER_SECRET),
+    );
+    let child = &mut server.child;
     let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
     let entries: Vec<&[u8]> = environ
         .split(|b| *b == 0)

@@ -3,11 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{Served, addr_of, raw};
+use legate_frontkit::served::{Served, addr_of, raw};
 use legate_testkit::git;
 use serde_json::{Value, json};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 fn send_message(text: &str) -> String {
     json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
@@ -27,6 +27,7 @@ fn mcp_headers(auth: &str) -> [(&str, &str); 3] {
 fn both_fronts_serve_from_one_process_behind_their_allowlists() {
     let home = tempfile::tempdir().unwrap();
     let mut served = Served::start(
+        LEGATE,
         home.path(),
         &["--a2a", "--mcp", "--port", "0", "--a2a-port", "0"],
     );
@@ -115,7 +116,7 @@ fn both_fronts_serve_from_one_process_behind_their_allowlists() {
     // One SIGTERM stops both, cleanly; the task A2A ran is in the shared store.
     let status = served.stop().expect("serve did not stop on SIGTERM");
     assert!(status.success(), "{status:?}");
-    let out = std::process::Command::new(common::LEGATE)
+    let out = std::process::Command::new(LEGATE)
         .args(["show", &task_id])
         .env("LEGATE_HOME", home.path())
         .output()
@@ -131,7 +132,7 @@ fn both_fronts_serve_from_one_process_behind_their_allowlists() {
 #[test]
 fn both_fronts_on_one_port_is_refused_before_anything_starts() {
     let home = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(common::LEGATE)
+    let out = std::process::Command::new(LEGATE)
         .args([
             "serve",
             "--a2a",
@@ -180,7 +181,7 @@ fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
         ),
     )
     .unwrap();
-    let served = Served::start(&home, &["--port", "0"]);
+    let served = Served::start(LEGATE, &home, &["--port", "0"]);
     let a2a = addr_of(&served.url("Legate A2A server"));
     let headers = [("Content-Type", "application/json"), ("A2A-Version", "1.0")];
 
@@ -217,7 +218,7 @@ fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
         "hello world\n"
     );
     let task_id = task["id"].as_str().unwrap();
-    let out = std::process::Command::new(common::LEGATE)
+    let out = std::process::Command::new(LEGATE)
         .args(["diff", "--json", task_id])
         .env("LEGATE_HOME", &home)
         .output()
@@ -267,7 +268,7 @@ fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
         assert!(refused.body.contains("INVALID_WORKSPACE"), "{refused:?}");
         assert!(refused.body.contains("\"error\""), "{refused:?}");
     }
-    let out = std::process::Command::new(common::LEGATE)
+    let out = std::process::Command::new(LEGATE)
         .args(["tasks", "--json"])
         .env("LEGATE_HOME", &home)
         .output()

@@ -4,66 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{Served, addr_of, raw};
+use legate_frontkit::cli::CliHome;
+use legate_frontkit::served::{A2aServed, raw};
 use serde_json::{Value, json};
 
-struct Sut {
-    served: Served,
-    addr: String,
-    bearer: String,
-    _home: tempfile::TempDir,
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+
+/// The server on a home whose default agent is the TCK profile, configured by `config`.
+fn with_config(config: &str) -> A2aServed {
+    A2aServed::start(CliHome::with_config(LEGATE, config), &["--port", "0"])
 }
 
-impl Sut {
-    fn start() -> Sut {
-        Sut::with_config("default_agent = \"tck\"\n\n[agents.tck]\n")
-    }
-
-    fn with_config(config: &str) -> Sut {
-        let home = tempfile::tempdir().unwrap();
-        std::fs::write(home.path().join("legate.toml"), config).unwrap();
-        let served = Served::start(home.path(), &["--port", "0"]);
-        let addr = addr_of(&served.url("Legate A2A server"));
-        let token = std::fs::read_to_string(home.path().join("a2a-token")).unwrap();
-        Sut {
-            served,
-            addr,
-            bearer: format!("Bearer {}", token.trim()),
-            _home: home,
-        }
-    }
-
-    /// A JSON-RPC call to the default agent (the TCK profile) at `/`.
-    fn rpc(&self, method: &str, params: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-        let r = raw(
-            &self.addr,
-            "POST",
-            "/",
-            &self.addr,
-            &[
-                ("Content-Type", "application/json"),
-                ("A2A-Version", "1.0"),
-                ("Authorization", &self.bearer),
-            ],
-            &body.to_string(),
-        );
-        assert_eq!(r.status, 200, "{r:?}");
-        serde_json::from_str(&r.body).unwrap()
-    }
-
-    /// A blocking `SendMessage`; the task it answers.
-    fn send(&self, message_id: &str, text: &str, task_id: Option<&str>) -> Value {
-        let mut message =
-            json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]});
-        if let Some(id) = task_id {
-            message["taskId"] = json!(id);
-        }
-        let answer = self.rpc("SendMessage", json!({"message": message}));
-        answer["result"]["task"].clone()
-    }
+fn start() -> A2aServed {
+    with_config("default_agent = \"tck\"\n\n[agents.tck]\n")
 }
 
 fn state(task: &Value) -> &str {
@@ -78,7 +31,7 @@ fn status_text(task: &Value) -> &str {
 
 #[test]
 fn tck_scenarios_reach_their_states_through_the_real_server() {
-    let sut = Sut::start();
+    let sut = start();
     assert!(
         sut.served
             .printed
@@ -180,19 +133,12 @@ fn tck_scenarios_reach_their_states_through_the_real_server() {
 
 /// How many live processes carry `marker` (`NAME=value`) in their environment.
 fn processes_with_env(marker: &str) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
-        })
-        .count()
+    legate_testkit::procs::with_env(marker).len()
 }
 
 #[test]
 fn an_agent_waiting_for_input_outlives_the_idle_timeout_and_an_idle_one_does_not() {
-    let sut = Sut::with_config(
+    let sut = with_config(
         "default_agent = \"tck\"\nidle_timeout_secs = 1\n\n[agents.tck]\nenv = { LEGATE_TEST_MARK = \"tck-idle\" }\n",
     );
     let marker = "LEGATE_TEST_MARK=tck-idle";
@@ -240,7 +186,7 @@ fn history(task: &Value) -> Vec<(String, String, String)> {
 
 #[test]
 fn a_direct_answer_is_a_bare_message_and_a_task_keeps_every_turn_in_its_history() {
-    let sut = Sut::start();
+    let sut = start();
 
     // DM-MSG-001: the agent says its answer needs no task; SendMessage answers a Message.
     let answer = sut.rpc(

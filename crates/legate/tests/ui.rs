@@ -5,10 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{LEGATE, Served, addr_of, raw};
+use legate_frontkit::served::{Served, addr_of, raw};
 use std::process::Command;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 fn path_of(url: &str) -> String {
     let rest = url.trim_start_matches("http://");
@@ -31,6 +31,7 @@ fn print_url(home: &std::path::Path, env: &[(&str, &str)]) -> std::process::Outp
 fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
     let home = tempfile::tempdir().unwrap();
     let mut served = Served::start(
+        LEGATE,
         home.path(),
         &["--ui", "--mcp", "--port", "0", "--ui-port", "0"],
     );
@@ -99,7 +100,7 @@ fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
 
     // A restarted server on the same home accepts the session a browser kept: a page that
     // reconnects after a restart carries on.
-    let served = Served::start(home.path(), &["--ui", "--port", "0"]);
+    let served = Served::start(LEGATE, home.path(), &["--ui", "--port", "0"]);
     let url = served.url("dashboard: ");
     let ui = addr_of(&url);
     let page = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &cookie)], "");

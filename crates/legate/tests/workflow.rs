@@ -9,94 +9,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_testkit::git;
+use legate_frontkit::cli::{CliHome, parsed, scripted_config, text};
+use legate_frontkit::poll::until;
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
-}
-
-impl Env {
-    fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(tmp.path()).unwrap();
-        let (home, project) = (base.join("home"), base.join("project"));
-        std::fs::create_dir_all(&home).unwrap();
-        let agent = legate_testkit::find_scripted_agent().expect("build legate-scripted-agent");
-        std::fs::write(
-            home.join("legate.toml"),
-            format!(
-                "[agents.scripted]\ncommand = {:?}\n",
-                agent.display().to_string()
-            ),
-        )
-        .unwrap();
-        std::fs::create_dir_all(project.join("src")).unwrap();
-        git(&project, &["init", "-q"]);
-        std::fs::write(project.join("src/parse.txt"), "fn parse() {}\n").unwrap();
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "init"]);
-        Self {
-            _tmp: tmp,
-            home,
-            project,
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_legate"));
-        c.args(args)
-            .env("LEGATE_HOME", &self.home)
-            .env_remove("LEGATE_LOG")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.run(args);
-        assert!(out.status.success(), "{args:?}: {}", text(&out));
-        parsed(&out)
-    }
-
-    fn status(&self, id: &str) -> Value {
-        self.json(&["group", "status", id, "--json"])
-    }
-
-    /// Polls the group's status (each read a separate `legate` process) until `done` holds.
-    fn until(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let s = self.status(id);
-            if done(&s) {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "never {what}: {s:#}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn parsed(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
-}
+use std::time::Duration;
 
 fn node<'a>(s: &'a Value, id: &str) -> &'a Value {
     s["nodes"]
@@ -175,9 +91,10 @@ requireTests = true
 
 #[test]
 fn a_workflow_survives_kill_9_pauses_for_a_test_and_carries_a_peer_message() {
-    let env = Env::new();
-    let file = env.home.join("group.toml");
-    std::fs::write(&file, definition(&env.project.to_string_lossy())).unwrap();
+    let env = CliHome::with_config(env!("CARGO_BIN_EXE_legate"), &scripted_config(""));
+    env.make_project(&[("src/parse.txt", "fn parse() {}\n")]);
+    let file = env.home().join("group.toml");
+    std::fs::write(&file, definition(&env.project().to_string_lossy())).unwrap();
     let created = env.json(&["group", "create", file.to_str().unwrap(), "--json"]);
     let (id, sha) = (
         created["groupId"].as_str().unwrap().to_string(),
@@ -195,17 +112,18 @@ fn a_workflow_survives_kill_9_pauses_for_a_test_and_carries_a_peer_message() {
     assert_eq!(again["definitionSha256"], sha.as_str());
 
     // The first runner: killed while impl-b is mid-turn (impl-a and plan finished).
-    let mut runner = env
-        .cmd(&["group", "start", &id, &sha])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let before = env.until(&id, "impl-b running with impl-a done", |s| {
-        node(s, "impl-a")["state"] == "succeeded"
-            && node(s, "impl-b")["state"] == "running"
-            && !tasks_of(s, "impl-b").is_empty()
-    });
+    let mut runner = env.spawn_silent(&["group", "start", &id, &sha]);
+    let before = until(
+        Duration::from_secs(120),
+        "impl-b running with impl-a done",
+        || {
+            let s = env.json(&["group", "status", &id, "--json"]);
+            (node(&s, "impl-a")["state"] == "succeeded"
+                && node(&s, "impl-b")["state"] == "running"
+                && !tasks_of(&s, "impl-b").is_empty())
+            .then_some(s)
+        },
+    );
     runner.kill().unwrap(); // SIGKILL
     runner.wait().unwrap();
     let plan_tasks = tasks_of(&before, "plan");

@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::common::{LEGATE, addr_of};
+use legate_frontkit::served::{addr_of, banner, request_text, terminate, url_on};
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 /// The variable the front reads the back's bearer token from (`token_env`).
 pub const BACK_TOKEN_ENV: &str = "LEGATE_FLEET_BACK_TOKEN";
@@ -119,7 +121,7 @@ impl Node {
     /// One JSON-RPC call to agent `agent`'s A2A endpoint; the parsed response.
     pub fn call(&self, agent: &str, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let got = super::common::raw(
+        let got = legate_frontkit::served::raw(
             &self.a2a,
             "POST",
             &Self::rpc_path(agent),
@@ -167,19 +169,7 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                // Paces a check of a process exit no event reports to this thread.
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            terminate(&mut self.child);
         }
     }
 }
@@ -197,31 +187,8 @@ fn spawn_serve(home: &Path, args: &[String], envs: &[(String, String)]) -> (Chil
         c.env(k, v);
     }
     let mut child = c.spawn().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut printed = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        let done = line.starts_with("Ctrl-C stops");
-        printed.push(line);
-        if done {
-            break;
-        }
-    }
-    assert!(
-        printed.last().is_some_and(|l| l.starts_with("Ctrl-C")),
-        "serve stopped early: {printed:?}"
-    );
-    // Keep draining stdout so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    let line = printed
-        .iter()
-        .find(|l| l.starts_with("Legate A2A server"))
-        .unwrap_or_else(|| panic!("no A2A line in {printed:?}"));
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"));
-    (child, addr_of(url))
+    let printed = banner(&mut child);
+    (child, addr_of(&url_on(&printed, "Legate A2A server")))
 }
 
 /// Parses `legate events` lines (`SEQ TIME JSON`) into their JSON kinds.
@@ -300,19 +267,13 @@ pub struct SseStream {
 
 impl SseStream {
     fn open(addr: &str, path: &str, headers: &[(&str, &str)], body: &str) -> SseStream {
-        let mut request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\nAccept: text/event-stream\r\n",
-            body.len()
-        );
-        for (k, v) in headers {
-            request.push_str(&format!("{k}: {v}\r\n"));
-        }
-        request.push_str("\r\n");
-        request.push_str(body);
+        let mut extra = vec![("Accept", "text/event-stream")];
+        extra.extend_from_slice(headers);
         let mut stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
+        let request = request_text("POST", path, addr, &extra, body);
         stream.write_all(request.as_bytes()).unwrap();
         let mut reader = BufReader::new(stream);
         let mut status = String::new();
