@@ -112,6 +112,7 @@ pub mod raw_http;
 pub mod relay;
 pub mod sessions;
 pub mod supervisors;
+pub mod terminal;
 
 use std::path::PathBuf;
 use std::sync::Arc;

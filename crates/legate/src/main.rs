@@ -156,6 +156,10 @@ enum Command {
     /// List permission decisions, each with who decided (table, policy, human, agent,
     /// deadline) and the rule id.
     Audit(approvals::AuditFlags),
+    /// Make the supervisor token if it is missing and print its file's path (never the
+    /// token), for a script that answers approvals: `LEGATE_SUPERVISOR_TOKEN=$(cat PATH)`.
+    /// Only a person at a terminal may run it.
+    SupervisorToken,
     /// Serve Legate to remote clients: A2A by default (JSON-RPC and HTTP+JSON, agent cards);
     /// `--mcp` for MCP over Streamable HTTP at /mcp instead; `--ui` for the dashboard (any of
     /// them together, from one process).
@@ -386,6 +390,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Approve(args) => approvals::approve(config, args),
         Command::Deny(args) => approvals::deny(config, args),
         Command::Audit(args) => approvals::audit(config, args),
+        Command::SupervisorToken => supervise::make_token(&config),
         Command::Serve(args) => serve::serve(config, args).await,
         Command::Ui(args) => ui::ui(config, args),
         Command::Context { id, json } => {

@@ -52,11 +52,17 @@ pub fn acquire(config: &crate::config::Config) -> Result<(Token, TokenSource)> {
         TokenSource::Configured => SUPERVISOR_TOKEN_ENV.to_string(),
         _ => settings.token_file.display().to_string(),
     };
+    apart_from_callers(config, &name, &token)?;
+    Ok((token, source))
+}
+
+/// `CONFIG_INVALID` when `token` (known as `name`) is one of the caller's tokens.
+fn apart_from_callers(config: &crate::config::Config, name: &str, token: &Token) -> Result<()> {
     let callers = caller_tokens(config);
-    let mut named: Vec<(&str, &Token)> = vec![(name.as_str(), &token)];
+    let mut named: Vec<(&str, &Token)> = vec![(name, token)];
     named.extend(callers.iter().map(|(n, t)| (n.as_str(), t)));
     bearer::separate(&named)?;
-    Ok((token, source))
+    Ok(())
 }
 
 /// The gate a process answering as the supervisor passes: the supervisor token on file
@@ -97,6 +103,31 @@ pub fn require_token(config: &crate::config::Config, what: &str) -> Result<()> {
         )
         .into()),
     }
+}
+
+/// `legate supervisor-token`: makes the supervisor token on file (mode 0600) if it is
+/// missing, checked to differ from every caller token, and prints the file's path, never the
+/// token. Only a person at a terminal may: a caller agent's shell has none, and the token is
+/// what keeps a caller from answering its own agents' requests.
+pub fn make_token(config: &crate::config::Config) -> Result<std::process::ExitCode> {
+    if !at_a_terminal() {
+        return Err(CliError::new(
+            CliCode::Unauthorized,
+            "legate supervisor-token makes the supervisor's credential and runs only at a person's terminal (stdin and stderr both a terminal)",
+        )
+        .into());
+    }
+    let settings = &config.supervisor;
+    // The file is what a script reads, whatever the variable holds.
+    let made = !settings.token_file.exists();
+    let (token, _) = bearer::supervisor_token(None, &settings.token_file)?;
+    apart_from_callers(config, &settings.token_file.display().to_string(), &token)?;
+    eprintln!(
+        "{} the supervisor token (mode 0600); a script answers approvals with LEGATE_SUPERVISOR_TOKEN set to its contents",
+        if made { "made" } else { "kept" }
+    );
+    crate::out!("{}", settings.token_file.display())?;
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// Whether a person is at this process's terminal: stdin and stderr both TTYs.
