@@ -26,7 +26,6 @@ use legate_backend::{
 use legate_core::{
     AgentKind, Error, ErrorCode, EventKind, RemoteRef, Result, TaskMode, WorkspaceKind,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 

@@ -15,7 +15,7 @@ use super::state::HandlerState;
 use super::translate;
 use super::transport;
 use crate::selection::{self, ModelList};
-use crate::{AgentInfo, AgentSession, Canceller, EventSink, SessionFacts, Turn, TurnOutcome};
+use crate::{AgentSession, Canceller, EventSink, SessionFacts, Turn, TurnOutcome};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Agent, Client};
