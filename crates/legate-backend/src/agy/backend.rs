@@ -197,12 +197,6 @@ impl AgyBackend {
             (Some(_), None) => None,
             (None, _) => Some(Counters::default()),
         };
-        if let Some(id) = &resume {
-            sink.send(EventKind::Session {
-                session_id: id.clone(),
-                resumed: true,
-            });
-        }
         let mut facts = SessionFacts::new(
             AgentInfo {
                 name: Some("agy".into()),
@@ -214,6 +208,10 @@ impl AgyBackend {
         );
         if let Some(id) = &resume {
             facts = facts.named(id.clone());
+            sink.send(EventKind::Session {
+                session_id: id.clone(),
+                resumed: true,
+            });
         }
         let (stop, _) = watch::channel(false);
         let legate_home = request.legate_home();
