@@ -44,12 +44,9 @@ pub(crate) fn session_rules(
         }
     }
     let var = crate::acp::launch::base_url_var(preset);
-    let url = var.and_then(|v| {
-        env.iter()
-            .find(|(k, _)| k == v)
-            .and_then(|(_, value)| value.to_str())
-            .filter(|s| !s.is_empty())
-    });
+    let url = var
+        .and_then(|v| legate_egress::env_value(env, v))
+        .filter(|s| !s.is_empty());
     let id = format!("preset:{preset}");
     match url {
         Some(url) => match legate_supervisor::network::base_url_rule(url) {
@@ -308,8 +305,7 @@ pub(crate) fn proxy_credentials(
     // Plain HTTP gets the real values only for a model URL that is explicitly `http://` (a
     // local model server): never the public host, which is reached over TLS.
     let plain_http = crate::acp::launch::base_url_var(preset)
-        .and_then(|var| env.iter().find(|(k, _)| k == var))
-        .and_then(|(_, v)| v.to_str())
+        .and_then(|var| legate_egress::env_value(env, var))
         .is_some_and(|url| url.len() > 7 && url[..7].eq_ignore_ascii_case("http://"));
     Ok(
         legate_egress::Credentials::new(format!("preset:{preset}"), secrets)
@@ -597,23 +593,18 @@ impl Drop for Egress {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn value<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a str> {
-        env.iter()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.to_str())
-    }
+    use legate_egress::env_value as value;
 
     #[test]
     fn the_preset_allows_its_model_host_or_the_base_url_it_was_given() {
         let base = NetworkRules::default();
-        let dest =
-            |s: &str| legate_supervisor::network::Destination::parse_authority(s, None).unwrap();
+        // The rules's decision for a destination `host:port`.
+        let decision = |rules: &NetworkRules, s: &str| {
+            let dest = legate_supervisor::network::Destination::parse_authority(s, None).unwrap();
+            rules.decide(&dest).decision
+        };
         let claude = session_rules(&base, "claude", &[], &[]);
-        assert_eq!(
-            claude.decide(&dest("api.anthropic.com:443")).decision,
-            Decision::Allow
-        );
+        assert_eq!(decision(&claude, "api.anthropic.com:443"), Decision::Allow);
         let local = session_rules(
             &base,
             "claude",
@@ -623,14 +614,8 @@ mod tests {
             )],
             &[],
         );
-        assert_eq!(
-            local.decide(&dest("api.anthropic.com:443")).decision,
-            Decision::Deny
-        );
-        assert_eq!(
-            local.decide(&dest("127.0.0.1:4242")).decision,
-            Decision::Allow
-        );
+        assert_eq!(decision(&local, "api.anthropic.com:443"), Decision::Deny);
+        assert_eq!(decision(&local, "127.0.0.1:4242"), Decision::Allow);
         assert!(local.names_exactly(IpAddr::from([127, 0, 0, 1]), 4242));
         let revisor = session_rules(&base, "revisor", &[], &[]);
         // A catalogued MCP server on `localhost`: the name and both loopback addresses, so
@@ -643,20 +628,14 @@ mod tests {
             tools: Vec::new(),
         };
         let with_mcp = session_rules(&base, "revisor", &[], &[server]);
-        assert_eq!(
-            with_mcp.decide(&dest("localhost:8931")).decision,
-            Decision::Allow
-        );
+        assert_eq!(decision(&with_mcp, "localhost:8931"), Decision::Allow);
         assert!(with_mcp.names_exactly(IpAddr::from([127, 0, 0, 1]), 8931));
         assert!(!with_mcp.names_exactly(IpAddr::from([127, 0, 0, 1]), 8932));
         assert_eq!(
             value(&legate_egress::proxy_env(&with_mcp), "NO_PROXY"),
             Some("")
         );
-        assert_eq!(
-            revisor.decide(&dest("api.anthropic.com:443")).decision,
-            Decision::Deny
-        );
+        assert_eq!(decision(&revisor, "api.anthropic.com:443"), Decision::Deny);
     }
 
     #[test]

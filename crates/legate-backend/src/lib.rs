@@ -25,12 +25,14 @@ pub mod selection;
 mod sink;
 mod spawn;
 mod stop;
+mod turns;
 
 pub use agy::Model;
 pub use approvals::{Abort, AbortHandle, Answered, ApprovalChannel, Ask, Sent};
 pub use registry::Registry;
 pub use sink::{EventSink, EventStream};
 pub use stop::StopReason;
+pub use turns::TurnGate;
 
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
@@ -114,6 +116,45 @@ pub struct AgentInfo {
     pub capabilities: Vec<String>,
 }
 
+/// What a session says about itself, kept once for every backend: its id (named at most
+/// once: when it opens, or by the agent's first answer), the agent's [`AgentInfo`], and
+/// whether it continued an earlier session.
+#[derive(Debug, Default)]
+pub struct SessionFacts {
+    id: std::sync::OnceLock<String>,
+    /// What the agent said about itself.
+    pub info: AgentInfo,
+    /// Whether the session was continued from an earlier one.
+    pub resumed: bool,
+}
+
+impl SessionFacts {
+    /// Facts of a session not yet named.
+    pub fn new(info: AgentInfo, resumed: bool) -> Self {
+        Self {
+            id: std::sync::OnceLock::new(),
+            info,
+            resumed,
+        }
+    }
+
+    /// The same facts with the session named `id`.
+    pub fn named(self, id: impl Into<String>) -> Self {
+        let _ = self.id.set(id.into());
+        self
+    }
+
+    /// Names the session `id` unless it is named already; whether this was its first name.
+    pub fn name(&self, id: String) -> bool {
+        self.id.set(id).is_ok()
+    }
+
+    /// The session's id; empty until it is named.
+    pub fn id(&self) -> &str {
+        self.id.get().map_or("", String::as_str)
+    }
+}
+
 /// One turn to run.
 #[derive(Debug, Clone)]
 pub struct Turn {
@@ -195,12 +236,20 @@ pub trait Canceller: Send + Sync + Debug {
 /// One conversation with one agent process.
 #[async_trait]
 pub trait AgentSession: Send + Sync + Debug {
-    /// The agent's session id.
-    fn session_id(&self) -> &str;
+    /// Its id, its agent's info and whether it was resumed.
+    fn facts(&self) -> &SessionFacts;
+    /// The agent's session id (empty until the agent named it).
+    fn session_id(&self) -> &str {
+        self.facts().id()
+    }
     /// What the agent said about itself.
-    fn agent_info(&self) -> &AgentInfo;
+    fn agent_info(&self) -> &AgentInfo {
+        &self.facts().info
+    }
     /// Whether the session was continued from an earlier one (`session/load`).
-    fn resumed(&self) -> bool;
+    fn resumed(&self) -> bool {
+        self.facts().resumed
+    }
     /// Runs one turn. Every event of the turn is sent to `sink` before this returns, and the
     /// session keeps no clone of `sink` afterwards.
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome>;

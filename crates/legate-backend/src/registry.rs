@@ -28,9 +28,11 @@ pub const BUILTIN: &[(&str, Make)] = &[
     }),
     ("revisor", |r| {
         Arc::new(
-            AcpBackend::default()
-                .with_confinement(r)
-                .with_default_preset(legate_supervisor::Preset::revisor()),
+            AcpBackend {
+                default_preset: legate_supervisor::Preset::revisor(),
+                ..AcpBackend::default()
+            }
+            .with_confinement(r),
         )
     }),
     ("agy", |r| {

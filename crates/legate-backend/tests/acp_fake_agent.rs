@@ -103,7 +103,10 @@ fn turn(prompt: &str) -> Turn {
 }
 
 fn backend() -> AcpBackend {
-    AcpBackend::new().with_handshake_timeout(Duration::from_secs(2))
+    AcpBackend {
+        handshake_timeout: Duration::from_secs(2),
+        ..AcpBackend::new()
+    }
 }
 
 async fn open(

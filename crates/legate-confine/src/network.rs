@@ -127,8 +127,8 @@ impl Sender {
     /// allocation; errors carry raw OS codes.
     pub(crate) fn hand_over(&self) -> io::Result<()> {
         let sock = self.sock.as_raw_fd();
-        // SAFETY: system calls on stack structures of the kernel's layout; the control
-        // message is written within its aligned, large-enough buffer (`ONE_FD_SPACE`).
+        // SAFETY: system calls on stack structures of the kernel's layout (the listener is
+        // sent by `send_fd`).
         unsafe {
             let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
             if l < 0 {
@@ -141,53 +141,63 @@ impl Sender {
             addr.sin_family = libc::AF_INET as libc::sa_family_t;
             addr.sin_port = self.port.to_be();
             addr.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
-            let mut byte = [0u8; 1];
-            let mut iov = libc::iovec {
-                iov_base: byte.as_mut_ptr().cast(),
-                iov_len: 1,
-            };
-            let mut control = Cmsg([0u8; ONE_FD_SPACE]);
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = &raw mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.0.as_mut_ptr().cast();
-            msg.msg_controllen = ONE_FD_SPACE as _;
-            let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-            let ok = !cmsg.is_null() && {
-                (*cmsg).cmsg_level = libc::SOL_SOCKET;
-                (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as _;
-                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), l);
-                true
-            };
-            let failed = !ok
-                || libc::setsockopt(
-                    l,
-                    libc::SOL_SOCKET,
-                    libc::SO_REUSEADDR,
-                    (&raw const one).cast(),
-                    size_of::<c_int>() as libc::socklen_t,
-                ) != 0
-                || libc::bind(
+            let listening = libc::setsockopt(
+                l,
+                libc::SOL_SOCKET,
+                libc::SO_REUSEADDR,
+                (&raw const one).cast(),
+                size_of::<c_int>() as libc::socklen_t,
+            ) == 0
+                && libc::bind(
                     l,
                     (&raw const addr).cast(),
                     size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                ) != 0
-                || libc::listen(l, 128) != 0
-                || libc::sendmsg(sock, &raw const msg, libc::MSG_NOSIGNAL) != 1;
-            let e = if ok {
-                errno()
+                ) == 0
+                && libc::listen(l, 128) == 0;
+            let sent = if listening {
+                send_fd(sock, l)
             } else {
-                io::Error::from_raw_os_error(libc::EINVAL)
+                Err(errno())
             };
             libc::close(l);
             libc::close(sock);
-            if failed {
-                return Err(e);
-            }
-            Ok(())
+            sent
         }
     }
+}
+
+/// Sends the descriptor `fd` over the socket `sock` in one `SCM_RIGHTS` message with a
+/// one-byte body. No allocation (it runs between `fork` and `exec`); errors carry raw OS
+/// codes, `EINVAL` when the control message has no room.
+fn send_fd(sock: c_int, fd: c_int) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = Cmsg([0u8; ONE_FD_SPACE]);
+    // SAFETY: a message header of the kernel's layout on the stack, pointing at `iov` and
+    // `control`, which outlive the call; the control message is written within its aligned,
+    // large-enough buffer (`ONE_FD_SPACE`), after checking the kernel found room for it.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = ONE_FD_SPACE as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+        if cmsg.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd);
+        if libc::sendmsg(sock, &raw const msg, libc::MSG_NOSIGNAL) != 1 {
+            return Err(errno());
+        }
+    }
+    Ok(())
 }
 
 /// Legate's side of the egress handoff: its end of the socket pair, from
@@ -371,30 +381,8 @@ mod tests {
         // A bound-but-not-listening socket sent by hand is refused.
         let (ours, theirs) = pair(0).unwrap();
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        send_fd(&theirs.sock, udp.as_raw_fd());
+        send_fd(theirs.sock.as_raw_fd(), udp.as_raw_fd()).unwrap();
         let e = ours.receive().unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
-    }
-
-    fn send_fd(sock: &OwnedFd, fd: c_int) {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = Cmsg([0u8; ONE_FD_SPACE]);
-        unsafe {
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = &raw mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.0.as_mut_ptr().cast();
-            msg.msg_controllen = ONE_FD_SPACE as _;
-            let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd);
-            assert_eq!(libc::sendmsg(sock.as_raw_fd(), &raw const msg, 0), 1);
-        }
     }
 }

@@ -17,6 +17,7 @@ pub mod remote;
 pub mod report;
 pub mod role;
 pub mod task;
+pub mod text;
 pub mod time;
 pub mod wire;
 

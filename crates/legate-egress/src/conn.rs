@@ -13,6 +13,7 @@ use legate_core::Decision;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -281,7 +282,8 @@ async fn relay(
         Ok(((sent, received), error)) => return ((prefix + sent, received), error),
         Err(error) => tracing::debug!(%error, "no pipe for splice; relaying by copy"),
     }
-    let mut client = Counted::new(client);
+    let counts = Arc::new(Counts::default());
+    let mut client = Counted::new(client, Vec::new(), Arc::clone(&counts));
     let result = tokio::io::copy_bidirectional_with_sizes(
         &mut client,
         &mut upstream,
@@ -289,23 +291,45 @@ async fn relay(
         RELAY_BUFFER,
     )
     .await;
-    ((prefix + client.read, client.written), result.err())
+    let (read, written) = counts.get();
+    ((prefix + read, written), result.err())
 }
 
-/// A stream that counts the bytes read from it and written to it.
+/// The bytes read from and written to a [`Counted`] stream, readable while it is in use.
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    read: AtomicU64,
+    written: AtomicU64,
+}
+
+impl Counts {
+    /// (read, written) so far.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        (
+            self.read.load(Ordering::Relaxed),
+            self.written.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A client's stream that counts the bytes read from it and written to it in its
+/// [`Counts`], and that first reads back `prefix`: bytes the client sent before it was
+/// wrapped (counted as read).
 #[derive(Debug)]
-struct Counted {
+pub(crate) struct Counted {
     inner: TcpStream,
-    read: u64,
-    written: u64,
+    prefix: Vec<u8>,
+    at: usize,
+    counts: Arc<Counts>,
 }
 
 impl Counted {
-    fn new(inner: TcpStream) -> Self {
+    pub(crate) fn new(inner: TcpStream, prefix: Vec<u8>, counts: Arc<Counts>) -> Self {
         Self {
             inner,
-            read: 0,
-            written: 0,
+            prefix,
+            at: 0,
+            counts,
         }
     }
 }
@@ -316,10 +340,19 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.at < self.prefix.len() {
+            let n = buf.remaining().min(self.prefix.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.prefix[at..at + n]);
+            self.at += n;
+            self.counts.read.fetch_add(n as u64, Ordering::Relaxed);
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = poll {
-            self.read += (buf.filled().len() - before) as u64;
+            let n = (buf.filled().len() - before) as u64;
+            self.counts.read.fetch_add(n, Ordering::Relaxed);
         }
         poll
     }
@@ -333,7 +366,7 @@ impl AsyncWrite for Counted {
     ) -> Poll<io::Result<usize>> {
         let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = poll {
-            self.written += n as u64;
+            self.counts.written.fetch_add(n as u64, Ordering::Relaxed);
         }
         poll
     }

@@ -1,6 +1,6 @@
 //! The variables that point a confined process at the proxy in its namespace, as the
 //! rules it runs under want them: the one place they are built, for agents and test
-//! commands alike.
+//! commands alike; and reading one variable of an environment list ([`env_value`]).
 //!
 //! This module only builds variables; it never decides a connection and never reads the
 //! process's own environment.
@@ -64,16 +64,18 @@ pub fn point_at_proxy(env: &mut Vec<(OsString, OsString)>, rules: &NetworkRules)
     env.extend(ours);
 }
 
+/// The value of the variable `name` in `env`, when it is there and UTF-8.
+pub fn env_value<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a str> {
+    env.iter()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| v.to_str())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn value<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a str> {
-        env.iter()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.to_str())
-    }
+    use env_value as value;
 
     #[test]
     fn every_proxy_variable_points_at_the_namespace_proxy() {

@@ -9,6 +9,7 @@
 //! reads or writes a file, and never logs a header value.
 
 use crate::Credentials;
+use crate::conn::{Counted, Counts};
 use crate::respond;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -21,13 +22,10 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use std::collections::HashMap;
-use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// The common name of every Legate egress authority.
@@ -232,17 +230,13 @@ pub(crate) async fn relay(
     tls: &Interception,
     head_timeout: Duration,
 ) -> Intercepted {
-    let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    let counters = Arc::new(Counts::default());
     let injected = Arc::new(AtomicBool::new(false));
-    let ended =
-        |error: String, counters: &(AtomicU64, AtomicU64), injected: &AtomicBool| Intercepted {
-            counts: (
-                counters.0.load(Ordering::Relaxed),
-                counters.1.load(Ordering::Relaxed),
-            ),
-            injected: injected.load(Ordering::Relaxed),
-            error: Some(error),
-        };
+    let ended = |error: String, counters: &Counts, injected: &AtomicBool| Intercepted {
+        counts: counters.get(),
+        injected: injected.load(Ordering::Relaxed),
+        error: Some(error),
+    };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
     let server_name = match host {
@@ -274,12 +268,8 @@ pub(crate) async fn relay(
     if let Err(e) = client.write_all(respond::ESTABLISHED).await {
         return ended(e.to_string(), &counters, &injected);
     }
-    let agent = AgentSide {
-        inner: client,
-        prefix: rest,
-        at: 0,
-        counters: Arc::clone(&counters),
-    };
+    // The agent's side: the bytes it sent after its `CONNECT` head first.
+    let agent = Counted::new(client, rest, Arc::clone(&counters));
     let accepted = tokio::time::timeout(
         head_timeout,
         tokio_rustls::TlsAcceptor::from(config).accept(agent),
@@ -337,10 +327,7 @@ pub(crate) async fn relay(
         (Ok(()), Ok(())) => None,
     };
     Intercepted {
-        counts: (
-            counters.0.load(Ordering::Relaxed),
-            counters.1.load(Ordering::Relaxed),
-        ),
+        counts: counters.get(),
         injected: injected.load(Ordering::Relaxed),
         error,
     }
@@ -402,61 +389,6 @@ fn rewrite(
         }
     }
     (request, replaced)
-}
-
-/// The agent's side of an intercepted tunnel: the bytes it sent after its `CONNECT` head
-/// first, and a count of the bytes each way.
-struct AgentSide {
-    inner: TcpStream,
-    prefix: Vec<u8>,
-    at: usize,
-    counters: Arc<(AtomicU64, AtomicU64)>,
-}
-
-impl AsyncRead for AgentSide {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.at < self.prefix.len() {
-            let n = buf.remaining().min(self.prefix.len() - self.at);
-            let at = self.at;
-            buf.put_slice(&self.prefix[at..at + n]);
-            self.at += n;
-            self.counters.0.fetch_add(n as u64, Ordering::Relaxed);
-            return Poll::Ready(Ok(()));
-        }
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = poll {
-            let n = (buf.filled().len() - before) as u64;
-            self.counters.0.fetch_add(n, Ordering::Relaxed);
-        }
-        poll
-    }
-}
-
-impl AsyncWrite for AgentSide {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = poll {
-            self.counters.1.fetch_add(n as u64, Ordering::Relaxed);
-        }
-        poll
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ mod serve;
 mod splice;
 
 pub use credentials::{Credentials, PLACEHOLDER_PREFIX};
-pub use env::{point_at_proxy, proxy_env, proxy_url};
+pub use env::{env_value, point_at_proxy, proxy_env, proxy_url};
 pub use intercept::{Authority, InterceptError, Interception};
 pub use serve::serve;
 

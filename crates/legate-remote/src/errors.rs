@@ -11,19 +11,7 @@ pub const MAX_EXCERPT_CHARS: usize = 300;
 
 /// `text` on one line, control characters escaped, at most [`MAX_EXCERPT_CHARS`] characters.
 pub fn excerpt(text: &str) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if n >= MAX_EXCERPT_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    legate_core::text::excerpt(text, MAX_EXCERPT_CHARS)
 }
 
 /// `REMOTE_PROTOCOL_ERROR`.

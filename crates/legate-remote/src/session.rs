@@ -21,13 +21,12 @@ use a2a::{
 use async_trait::async_trait;
 use legate_backend::{
     AgentInfo, AgentSession, Backend, Canceller, Capabilities, Continuation, EventSink,
-    RemoteLedger, SessionRequest, StopReason, Turn, TurnOutcome,
+    RemoteLedger, SessionFacts, SessionRequest, StopReason, Turn, TurnGate, TurnOutcome,
 };
 use legate_core::{
     AgentKind, Error, ErrorCode, EventKind, RemoteRef, Result, TaskMode, WorkspaceKind,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// The kind name of remote A2A agents.
@@ -51,19 +50,18 @@ pub struct A2aBackend {
 #[derive(Debug)]
 pub struct A2aSession {
     remote: Arc<Remote>,
-    info: AgentInfo,
+    /// Named by the resumed context, else by the remote's first.
+    facts: SessionFacts,
     bounds: Bounds,
-    resumed: bool,
     workspace: WorkspaceKind,
     /// The local workspace root (a copy task's copy, which the remote's patch is applied to).
     root: std::path::PathBuf,
     ledger: Option<Arc<dyn RemoteLedger>>,
-    id: OnceLock<String>,
     context: Mutex<Option<String>>,
     waiting_task: Mutex<Option<String>>,
     cancel: Arc<Mutex<CancellationToken>>,
-    closed: AtomicBool,
-    turn: tokio::sync::Mutex<()>,
+    /// One turn at a time, none after shutdown.
+    turns: TurnGate,
 }
 
 /// Cancels the running turn of an [`A2aSession`] (`CancelTask` to the remote).
@@ -196,22 +194,19 @@ impl Backend for A2aBackend {
             }),
         });
         let session = A2aSession {
-            info,
+            facts: SessionFacts::new(info, request.resume_session_id.is_some()),
             bounds: self.bounds,
-            resumed: request.resume_session_id.is_some(),
             workspace: request.supervision.workspace,
             root: request.boundary.root.clone(),
             ledger: request.ledger.clone(),
-            id: OnceLock::new(),
             context: Mutex::new(request.resume_session_id.clone()),
             waiting_task: Mutex::new(None),
             cancel: Arc::new(Mutex::new(CancellationToken::new())),
-            closed: AtomicBool::new(false),
-            turn: tokio::sync::Mutex::new(()),
+            turns: TurnGate::default(),
             remote,
         };
         if let Some(id) = &request.resume_session_id {
-            let _ = session.id.set(id.clone());
+            let _ = session.facts.name(id.clone());
             sink.send(EventKind::Session {
                 session_id: id.clone(),
                 resumed: true,
@@ -447,26 +442,12 @@ fn canceled(mut relay: Relay) -> Relay {
 
 #[async_trait]
 impl AgentSession for A2aSession {
-    fn session_id(&self) -> &str {
-        self.id.get().map_or("", String::as_str)
-    }
-
-    fn agent_info(&self) -> &AgentInfo {
-        &self.info
-    }
-
-    fn resumed(&self) -> bool {
-        self.resumed
+    fn facts(&self) -> &SessionFacts {
+        &self.facts
     }
 
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
-        let _one_at_a_time = self.turn.lock().await;
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::new(
-                ErrorCode::AgentExited,
-                "the remote agent's session was shut down",
-            ));
-        }
+        let _one_at_a_time = self.turns.enter("the remote agent's session").await?;
         self.check(&turn)?;
         let cancel = CancellationToken::new();
         *lock(&self.cancel) = cancel.clone();
@@ -477,10 +458,10 @@ impl AgentSession for A2aSession {
         }
         if let Some(c) = &relay.context_id {
             *lock(&self.context) = Some(c.clone());
-            if self.id.set(c.clone()).is_ok() {
+            if self.facts.name(c.clone()) {
                 sink.send(EventKind::Session {
                     session_id: c.clone(),
-                    resumed: self.resumed,
+                    resumed: self.facts.resumed,
                 });
             }
         }
@@ -498,11 +479,11 @@ impl AgentSession for A2aSession {
     }
 
     fn is_alive(&self) -> bool {
-        !self.closed.load(Ordering::SeqCst)
+        !self.turns.is_closed()
     }
 
     async fn shutdown(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        self.turns.close();
         lock(&self.cancel).cancel();
     }
 }

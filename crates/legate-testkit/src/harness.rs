@@ -218,7 +218,10 @@ impl HarnessBuilder {
     pub fn acp_handshake(self, limit: Duration) -> Self {
         self.backend(
             AgentKind::ACP,
-            Arc::new(AcpBackend::new().with_handshake_timeout(limit)),
+            Arc::new(AcpBackend {
+                handshake_timeout: limit,
+                ..AcpBackend::new()
+            }),
         )
     }
 

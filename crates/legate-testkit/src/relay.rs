@@ -25,7 +25,7 @@
 use async_trait::async_trait;
 use legate_backend::{
     AgentInfo, AgentSession, Backend, Canceller, Capabilities, Continuation, EventSink,
-    SessionRequest, StopReason, Turn, TurnOutcome,
+    SessionFacts, SessionRequest, StopReason, Turn, TurnOutcome,
 };
 use legate_core::{Error, ErrorCode, EventKind, RemoteRef, Result, Usage};
 use serde_json::{Value, json};
@@ -503,10 +503,13 @@ impl Backend for RelayBackend {
             addr: self.addr.clone(),
             ledger: request.ledger,
             current: Arc::default(),
-            info: AgentInfo {
-                name: Some("relay".into()),
-                ..AgentInfo::default()
-            },
+            facts: SessionFacts::new(
+                AgentInfo {
+                    name: Some("relay".into()),
+                    ..AgentInfo::default()
+                },
+                false,
+            ),
             alive: AtomicBool::new(true),
         }))
     }
@@ -535,7 +538,7 @@ struct RelaySession {
     ledger: Option<Arc<dyn legate_backend::RemoteLedger>>,
     /// The remote task of the running turn, and the token that cancels it.
     current: Arc<Mutex<Option<CancellationToken>>>,
-    info: AgentInfo,
+    facts: SessionFacts,
     alive: AtomicBool,
 }
 
@@ -552,14 +555,8 @@ impl Canceller for RelayCanceller {
 
 #[async_trait]
 impl AgentSession for RelaySession {
-    fn session_id(&self) -> &str {
-        ""
-    }
-    fn agent_info(&self) -> &AgentInfo {
-        &self.info
-    }
-    fn resumed(&self) -> bool {
-        false
+    fn facts(&self) -> &SessionFacts {
+        &self.facts
     }
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
         let (read, answer) =

@@ -87,7 +87,10 @@ fn request(
 }
 
 fn backend() -> AcpBackend {
-    AcpBackend::new().with_handshake_timeout(Duration::from_secs(2))
+    AcpBackend {
+        handshake_timeout: Duration::from_secs(2),
+        ..AcpBackend::new()
+    }
 }
 
 async fn open(

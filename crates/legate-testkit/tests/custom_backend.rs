@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use legate_backend::{
     AgentInfo, AgentSession, Backend, Canceller, Capabilities, Continuation, EventSink, Registry,
-    SessionRequest, StopReason, Turn, TurnOutcome,
+    SessionFacts, SessionRequest, StopReason, Turn, TurnOutcome,
 };
 use legate_confine::Requirement;
 use legate_core::{AgentKind, AgentSpec, ErrorCode, EventKind, Result, TaskState, Usage};
@@ -58,10 +58,14 @@ impl Backend for EchoBackend {
             .push(request.supervision.preset.name.clone());
         Ok(Arc::new(EchoSession {
             seen: self.seen.clone(),
-            info: AgentInfo {
-                name: Some("echo".into()),
-                ..AgentInfo::default()
-            },
+            facts: SessionFacts::new(
+                AgentInfo {
+                    name: Some("echo".into()),
+                    ..AgentInfo::default()
+                },
+                false,
+            )
+            .named("echo-1"),
             alive: Arc::new(AtomicBool::new(true)),
         }))
     }
@@ -70,7 +74,7 @@ impl Backend for EchoBackend {
 #[derive(Debug)]
 struct EchoSession {
     seen: Arc<Mutex<Seen>>,
-    info: AgentInfo,
+    facts: SessionFacts,
     alive: Arc<AtomicBool>,
 }
 
@@ -83,14 +87,8 @@ impl Canceller for NoCancel {
 
 #[async_trait]
 impl AgentSession for EchoSession {
-    fn session_id(&self) -> &str {
-        "echo-1"
-    }
-    fn agent_info(&self) -> &AgentInfo {
-        &self.info
-    }
-    fn resumed(&self) -> bool {
-        false
+    fn facts(&self) -> &SessionFacts {
+        &self.facts
     }
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
         self.seen.lock().unwrap().schemas.push(turn.json_schema);

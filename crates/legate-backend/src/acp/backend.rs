@@ -24,7 +24,8 @@ use super::state::HandlerState;
 use super::stderr;
 use super::sys;
 use crate::{
-    AgentInfo, AgentSession, Backend, Capabilities, Continuation, EventSink, SessionRequest,
+    AgentInfo, AgentSession, Backend, Capabilities, Continuation, EventSink, SessionFacts,
+    SessionRequest,
 };
 use async_trait::async_trait;
 use legate_confine::{Confinement, Requirement};
@@ -66,32 +67,15 @@ impl Default for AcpBackend {
 }
 
 impl AcpBackend {
-    /// A backend with the default timeouts.
+    /// A backend with the default timeouts; another setting is a field set over it
+    /// (`AcpBackend { handshake_timeout, ..AcpBackend::new() }`).
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The same backend with another handshake timeout.
-    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
-        self.handshake_timeout = timeout;
-        self
-    }
-
-    /// The same backend with another time between `SIGINT` and `SIGKILL`.
-    pub fn with_kill_grace(mut self, grace: Duration) -> Self {
-        self.kill_grace = grace;
-        self
     }
 
     /// The same backend with another confinement requirement.
     pub fn with_confinement(mut self, requirement: Requirement) -> Self {
         self.confinement = requirement;
-        self
-    }
-
-    /// The same backend with another preset for agents whose spec names none.
-    pub fn with_default_preset(mut self, preset: Preset) -> Self {
-        self.default_preset = preset;
         self
     }
 }
@@ -242,15 +226,7 @@ impl AcpBackend {
         let connection = match Connection::start(stdin, stdout, shared.clone()).await {
             Ok(c) => c,
             Err(e) => {
-                shared.clear();
-                let cleanup = process.stop().await;
-                record_cleanup(
-                    &cleanup,
-                    &process,
-                    |e| sink.send(e),
-                    request.blocked_dir.as_deref(),
-                    shared.root(),
-                );
+                abandon(&shared, &process, &sink, request.blocked_dir.as_deref()).await;
                 return Err(e);
             }
         };
@@ -272,9 +248,7 @@ impl AcpBackend {
                 shared.clear();
                 info!(agent = %request.agent.name, session_id = %opened.session_id, resumed = opened.resumed, "session opened");
                 Ok(AcpSession {
-                    session_id: opened.session_id,
-                    info,
-                    resumed: opened.resumed,
+                    facts: SessionFacts::new(info, opened.resumed).named(opened.session_id),
                     lifecycle,
                     closed: std::sync::atomic::AtomicBool::new(false),
                     shared,
@@ -297,20 +271,31 @@ impl AcpBackend {
             }
             Err(e) => {
                 warn!(agent = %request.agent.name, code = %e.code, error = %e.message, "agent could not be opened");
-                shared.clear();
-                let cleanup = process.stop().await;
+                abandon(&shared, &process, &sink, request.blocked_dir.as_deref()).await;
                 connection.stop();
-                record_cleanup(
-                    &cleanup,
-                    &process,
-                    |e| sink.send(e),
-                    request.blocked_dir.as_deref(),
-                    shared.root(),
-                );
                 Err(e)
             }
         }
     }
+}
+
+/// A session that could not be opened: its events no longer routed, the agent's process
+/// group stopped and the cleanup recorded.
+async fn abandon(
+    shared: &HandlerState,
+    process: &ProcessGroup,
+    sink: &EventSink,
+    blocked_dir: Option<&std::path::Path>,
+) {
+    shared.clear();
+    let cleanup = process.stop().await;
+    record_cleanup(
+        &cleanup,
+        process,
+        |e| sink.send(e),
+        blocked_dir,
+        shared.root(),
+    );
 }
 
 #[async_trait]

@@ -375,6 +375,21 @@ mod tests {
         prop::sample::select(vec!["edit", "execute", "switch_mode", "other", "read"])
     }
 
+    /// A write session's handler state in the temporary directory, asking `supervisor`.
+    fn state(supervisor: Arc<dyn Supervisor>) -> HandlerState {
+        let root = std::env::temp_dir();
+        let boundary = Boundary {
+            root: root.clone(),
+            owned: true,
+            allow_execute: false,
+        };
+        HandlerState::new(
+            supervisor,
+            Supervision::new(boundary, TaskMode::Write, Preset::claude()),
+            root,
+        )
+    }
+
     /// Answers one `session/request_permission` with `verdict`; the reply and the one event
     /// it made.
     fn answer(
@@ -382,17 +397,7 @@ mod tests {
         options: &[(String, &str)],
         tool_kind: &str,
     ) -> (acp::RequestPermissionResponse, Vec<EventKind>) {
-        let root = std::env::temp_dir();
-        let boundary = Boundary {
-            root: root.clone(),
-            owned: true,
-            allow_execute: false,
-        };
-        let shared = HandlerState::new(
-            Arc::new(Answers(verdict)),
-            Supervision::new(boundary, TaskMode::Write, Preset::claude()),
-            root,
-        );
+        let shared = state(Arc::new(Answers(verdict)));
         let (sink, mut events) = EventSink::channel();
         shared.route_to(sink, Some(TaskMode::Write));
         let options: Vec<_> = options
@@ -491,18 +496,7 @@ mod tests {
     /// is free again once a waiting request is dropped.
     #[test]
     fn a_flood_of_asks_is_refused_beyond_the_sessions_places() {
-        let root = std::env::temp_dir();
-        let boundary = Boundary {
-            root: root.clone(),
-            owned: true,
-            allow_execute: false,
-        };
-        let shared = HandlerState::new(
-            Arc::new(AlwaysAsk),
-            Supervision::new(boundary, TaskMode::Write, Preset::claude()),
-            root,
-        )
-        .with_channel(Some(Arc::new(Silent)));
+        let shared = state(Arc::new(AlwaysAsk)).with_channel(Some(Arc::new(Silent)));
         let (sink, _events) = EventSink::channel();
         shared.route_to(sink, Some(TaskMode::Write));
         shared.route_task(TaskId("t".into()));

@@ -15,7 +15,7 @@ use super::state::HandlerState;
 use super::translate;
 use super::transport;
 use crate::selection::{self, ModelList};
-use crate::{AgentInfo, AgentSession, Canceller, EventSink, Turn, TurnOutcome};
+use crate::{AgentSession, Canceller, EventSink, SessionFacts, Turn, TurnOutcome};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Agent, Client};
@@ -168,9 +168,8 @@ impl Drop for TurnGuard<'_> {
 
 /// A conversation with one ACP agent process.
 pub struct AcpSession {
-    pub(crate) session_id: String,
-    pub(crate) info: AgentInfo,
-    pub(crate) resumed: bool,
+    /// Named when it opens.
+    pub(crate) facts: SessionFacts,
     /// What the agent announced of ACP's session lifecycle.
     pub(crate) lifecycle: super::lifecycle::Lifecycle,
     /// Whether `session/close` was sent (once per session).
@@ -199,9 +198,7 @@ pub struct AcpSession {
 impl fmt::Debug for AcpSession {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcpSession")
-            .field("session_id", &self.session_id)
-            .field("info", &self.info)
-            .field("resumed", &self.resumed)
+            .field("facts", &self.facts)
             .field("pgid", &self.process.pgid())
             .finish_non_exhaustive()
     }
@@ -252,7 +249,7 @@ impl AcpSession {
             }
             Selection::Set { config_id, value } => {
                 let request = acp::SetSessionConfigOptionRequest::new(
-                    self.session_id.clone(),
+                    self.session_id().to_string(),
                     config_id.clone(),
                     value.as_str(),
                 );
@@ -388,16 +385,8 @@ impl Canceller for AcpCanceller {
 
 #[async_trait]
 impl AgentSession for AcpSession {
-    fn session_id(&self) -> &str {
-        &self.session_id
-    }
-
-    fn agent_info(&self) -> &AgentInfo {
-        &self.info
-    }
-
-    fn resumed(&self) -> bool {
-        self.resumed
+    fn facts(&self) -> &SessionFacts {
+        &self.facts
     }
 
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
@@ -438,7 +427,7 @@ impl AgentSession for AcpSession {
     fn canceller(&self) -> Arc<dyn Canceller> {
         Arc::new(AcpCanceller {
             cx: self.connection.cx.clone(),
-            session_id: self.session_id.clone(),
+            session_id: self.session_id().to_string(),
             shared: self.shared.clone(),
         })
     }
@@ -471,7 +460,7 @@ impl AcpSession {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        super::lifecycle::close(&self.connection.cx, &self.session_id).await;
+        super::lifecycle::close(&self.connection.cx, self.session_id()).await;
     }
 }
 
@@ -480,13 +469,13 @@ impl AcpSession {
     async fn run_turn(&self, turn: Turn, model: Option<String>) -> Result<TurnOutcome> {
         info!(
             task_id = %turn.task_id,
-            session_id = %self.session_id,
+            session_id = %self.session_id(),
             prompt_bytes = turn.prompt.len(),
             mode = turn.mode.as_str(),
             "prompt sent"
         );
         let request = acp::PromptRequest::new(
-            self.session_id.clone(),
+            self.session_id().to_string(),
             vec![acp::ContentBlock::Text(acp::TextContent::new(turn.prompt))],
         )
         .meta(super::ext::prompt_meta(turn.message_id.as_deref()));
@@ -524,7 +513,7 @@ impl AcpSession {
                 };
                 info!(
                     task_id = %turn.task_id,
-                    session_id = %self.session_id,
+                    session_id = %self.session_id(),
                     stop_reason = %outcome.stop_reason,
                     "turn ended"
                 );
@@ -540,7 +529,7 @@ impl AcpSession {
                     ErrorCode::AgentExited,
                 )
                 .await;
-                warn!(task_id = %turn.task_id, session_id = %self.session_id, code = %err.code, error = %err.message, "turn failed");
+                warn!(task_id = %turn.task_id, session_id = %self.session_id(), code = %err.code, error = %err.message, "turn failed");
                 Err(err)
             }
         }

@@ -17,7 +17,7 @@ use super::usage::{self, Counters};
 use crate::env::{self, Allowlist};
 use crate::{
     AgentInfo, AgentSession, Backend, Canceller, Capabilities, Continuation, EventSink,
-    SessionRequest, StopReason, Turn, TurnOutcome,
+    SessionFacts, SessionRequest, StopReason, Turn, TurnGate, TurnOutcome,
 };
 use async_trait::async_trait;
 use legate_confine::{Confinement, Requirement};
@@ -25,7 +25,7 @@ use legate_core::{AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, Task
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -69,17 +69,16 @@ pub struct AgySession {
     pub(super) env: Vec<(OsString, OsString)>,
     pub(super) fence: Fence,
     pub(super) discovery: Discovery,
-    pub(super) info: AgentInfo,
     pub(super) probe_timeout: Duration,
     pub(super) kill_grace: Duration,
-    pub(super) resumed: bool,
-    pub(super) first_id: OnceLock<String>,
+    /// Named by the resumed conversation, else by the first run's.
+    pub(super) facts: SessionFacts,
     pub(super) conversation: Mutex<Option<String>>,
     pub(super) total: Mutex<Option<Counters>>,
     pub(super) stop: watch::Sender<bool>,
-    pub(super) closed: AtomicBool,
+    /// One turn at a time, none after shutdown.
+    pub(super) turns: TurnGate,
     pub(super) blocked: AtomicBool,
-    pub(super) turn: tokio::sync::Mutex<()>,
     /// The rules each run's connections run under (`None`: no network namespace here, so
     /// no proxy is served and no proxy variable set).
     pub(super) network: Option<Arc<legate_supervisor::network::NetworkRules>>,
@@ -198,20 +197,22 @@ impl AgyBackend {
             (Some(_), None) => None,
             (None, _) => Some(Counters::default()),
         };
-        let first_id = OnceLock::new();
+        let mut facts = SessionFacts::new(
+            AgentInfo {
+                name: Some("agy".into()),
+                version: Some(discovery.version.clone()),
+                load_session: discovery.capabilities.conversation,
+                capabilities: discovery.capabilities.names(),
+            },
+            resume.is_some(),
+        );
         if let Some(id) = &resume {
-            let _ = first_id.set(id.clone());
+            facts = facts.named(id.clone());
             sink.send(EventKind::Session {
                 session_id: id.clone(),
                 resumed: true,
             });
         }
-        let info = AgentInfo {
-            name: Some("agy".into()),
-            version: Some(discovery.version.clone()),
-            load_session: discovery.capabilities.conversation,
-            capabilities: discovery.capabilities.names(),
-        };
         let (stop, _) = watch::channel(false);
         let legate_home = request.legate_home();
         Ok(AgySession {
@@ -224,17 +225,14 @@ impl AgyBackend {
             env,
             fence,
             discovery,
-            info,
             probe_timeout: self.probe_timeout,
             kill_grace: self.kill_grace,
-            resumed: resume.is_some(),
-            first_id,
+            facts,
             conversation: Mutex::new(resume),
             total: Mutex::new(total),
             stop,
-            closed: AtomicBool::new(false),
+            turns: TurnGate::default(),
             blocked: AtomicBool::new(false),
-            turn: tokio::sync::Mutex::new(()),
             network,
             supervision: request.supervision,
             channel: request.channel,
@@ -300,26 +298,12 @@ impl Backend for AgyBackend {
 
 #[async_trait]
 impl AgentSession for AgySession {
-    fn session_id(&self) -> &str {
-        self.first_id.get().map_or("", String::as_str)
-    }
-
-    fn agent_info(&self) -> &AgentInfo {
-        &self.info
-    }
-
-    fn resumed(&self) -> bool {
-        self.resumed
+    fn facts(&self) -> &SessionFacts {
+        &self.facts
     }
 
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
-        let _one_at_a_time = self.turn.lock().await;
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::new(
-                ErrorCode::AgentExited,
-                "the agy session was shut down",
-            ));
-        }
+        let _one_at_a_time = self.turns.enter("the agy session").await?;
         if let Some(dir) = &self.blocked_dir {
             cleanup::check(dir, &self.root)?;
         }
@@ -392,7 +376,7 @@ impl AgentSession for AgySession {
             .clone()
             .filter(|i| args::valid_conversation_id(i))
         {
-            let _ = self.first_id.set(id.clone());
+            let _ = self.facts.name(id.clone());
             *lock(&self.conversation) = Some(id);
         }
         let model = end
@@ -441,11 +425,11 @@ impl AgentSession for AgySession {
     }
 
     fn is_alive(&self) -> bool {
-        !self.closed.load(Ordering::SeqCst) && !self.blocked.load(Ordering::SeqCst)
+        !self.turns.is_closed() && !self.blocked.load(Ordering::SeqCst)
     }
 
     async fn shutdown(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        self.turns.close();
         self.stop.send_replace(true);
     }
 }

@@ -233,19 +233,7 @@ pub(crate) fn check(answer: &str) -> Result<(Decision, String), AnswerError> {
 /// At most [`AUDIT_ANSWER_CHARS`] characters of an answer, control characters escaped, for
 /// the audit.
 pub(crate) fn for_audit(answer: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in answer.chars().enumerate() {
-        if i == AUDIT_ANSWER_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    legate_core::text::excerpt(answer, AUDIT_ANSWER_CHARS)
 }
 
 #[cfg(test)]

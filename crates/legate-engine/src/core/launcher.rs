@@ -158,7 +158,6 @@ impl Core {
         checked: crate::core::request::Checked,
         role: Option<legate_core::TaskRole>,
     ) -> Result<Task> {
-        let now = Timestamp::now();
         let id = checked
             .id
             .clone()
@@ -166,27 +165,20 @@ impl Core {
         // Before the task is stored, so that its first turn finds them.
         self.take_memory_snapshots(&id, &request, &checked)?;
         let mut task = Task {
-            id: id.clone(),
-            context_id: checked.context_id,
-            agent: checked.agent.name.clone(),
             workspace: checked.workspace,
             root: checked.root,
-            prompt: request.prompt,
             // Set by `apply_role`; write only if that ever changed.
             mode: request.mode.unwrap_or_default(),
             model: request.model,
             role,
-            state: TaskState::Submitted,
-            error: None,
-            status_message: None,
-            usage: None,
-            result: None,
-            session_id: None,
             timeout_secs: checked.timeout.as_secs().max(1),
-            remote: None,
             controls: checked.controls,
-            created_at: now,
-            updated_at: now,
+            ..Task::new(
+                id.0.clone(),
+                checked.context_id,
+                checked.agent.name.clone(),
+                request.prompt,
+            )
         };
         if checked.empty {
             task.prompt = String::new();

@@ -192,72 +192,6 @@ impl Core {
         })
     }
 
-    /// [`Memory::write`]: the checks, then the compare-and-swap in one store transaction.
-    pub(crate) fn memory_write(
-        &self,
-        project: &Path,
-        specialist: &str,
-        text: &str,
-        expected: Option<&str>,
-    ) -> Result<MemoryWritten> {
-        check_specialist(specialist)?;
-        if let Some(e) = expected {
-            check_sha("expectedSha256", e)?;
-        }
-        let limits = self.memory_limits();
-        let bytes = text.len() as u64;
-        if bytes > limits.max_entry_bytes {
-            return Err(Error::new(
-                ErrorCode::MemoryLimitExceeded,
-                format!(
-                    "the text is {bytes} bytes; one memory entry holds at most {} (memory.max_entry_bytes)",
-                    limits.max_entry_bytes
-                ),
-            ));
-        }
-        if text.trim().is_empty() {
-            return Err(Error::invalid_input(
-                "a memory text must not be empty; remove the entry instead",
-            ));
-        }
-        legate_credentials::refuse_credential("the memory text", text)?;
-        let root = self.memory_project(project)?;
-        let key = root.to_string_lossy();
-        let sha = legate_workspace::sha256_hex(text.as_bytes());
-        let bounds = MemoryBounds {
-            max_entries: limits.max_entries,
-            max_bytes: limits.max_bytes,
-        };
-        match self
-            .store()
-            .memory_write(&key, specialist, text, &sha, expected, bounds)?
-        {
-            MemoryWrite::Written => {
-                tracing::info!(project = %key, specialist, sha256 = %sha, bytes, "memory written");
-                Ok(MemoryWritten {
-                    specialist: specialist.to_string(),
-                    sha256: sha,
-                    bytes,
-                    replaced: expected.is_some(),
-                })
-            }
-            MemoryWrite::Changed { current } => Err(changed(specialist, current.as_deref())),
-            MemoryWrite::TooManyEntries { entries } => Err(Error::new(
-                ErrorCode::MemoryLimitExceeded,
-                format!(
-                    "the store holds {entries} memory entries, the limit (memory.max_entries); remove one first"
-                ),
-            )),
-            MemoryWrite::TooManyBytes { total } => Err(Error::new(
-                ErrorCode::MemoryLimitExceeded,
-                format!(
-                    "the store's memory would hold {total} bytes; the limit is {} (memory.max_bytes)",
-                    limits.max_bytes
-                ),
-            )),
-        }
-    }
-
     /// Removes `specialist`'s memory of `project` if it is at `expected`
     /// (`MEMORY_NOT_FOUND` when there is none, `MEMORY_CHANGED` for another version). Tasks
     /// that received it keep their snapshots.
@@ -307,7 +241,63 @@ impl Memory {
         text: &str,
         expected: Option<&str>,
     ) -> Result<MemoryWritten> {
-        self.core.memory_write(project, specialist, text, expected)
+        let core = &self.core;
+        check_specialist(specialist)?;
+        if let Some(e) = expected {
+            check_sha("expectedSha256", e)?;
+        }
+        let limits = core.memory_limits();
+        let bytes = text.len() as u64;
+        if bytes > limits.max_entry_bytes {
+            return Err(Error::new(
+                ErrorCode::MemoryLimitExceeded,
+                format!(
+                    "the text is {bytes} bytes; one memory entry holds at most {} (memory.max_entry_bytes)",
+                    limits.max_entry_bytes
+                ),
+            ));
+        }
+        if text.trim().is_empty() {
+            return Err(Error::invalid_input(
+                "a memory text must not be empty; remove the entry instead",
+            ));
+        }
+        legate_credentials::refuse_credential("the memory text", text)?;
+        let root = core.memory_project(project)?;
+        let key = root.to_string_lossy();
+        let sha = legate_workspace::sha256_hex(text.as_bytes());
+        let bounds = MemoryBounds {
+            max_entries: limits.max_entries,
+            max_bytes: limits.max_bytes,
+        };
+        match core
+            .store()
+            .memory_write(&key, specialist, text, &sha, expected, bounds)?
+        {
+            MemoryWrite::Written => {
+                tracing::info!(project = %key, specialist, sha256 = %sha, bytes, "memory written");
+                Ok(MemoryWritten {
+                    specialist: specialist.to_string(),
+                    sha256: sha,
+                    bytes,
+                    replaced: expected.is_some(),
+                })
+            }
+            MemoryWrite::Changed { current } => Err(changed(specialist, current.as_deref())),
+            MemoryWrite::TooManyEntries { entries } => Err(Error::new(
+                ErrorCode::MemoryLimitExceeded,
+                format!(
+                    "the store holds {entries} memory entries, the limit (memory.max_entries); remove one first"
+                ),
+            )),
+            MemoryWrite::TooManyBytes { total } => Err(Error::new(
+                ErrorCode::MemoryLimitExceeded,
+                format!(
+                    "the store's memory would hold {total} bytes; the limit is {} (memory.max_bytes)",
+                    limits.max_bytes
+                ),
+            )),
+        }
     }
 
     /// Removes `specialist`'s memory of `project` if it is at `expected`

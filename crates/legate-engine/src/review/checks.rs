@@ -54,135 +54,6 @@ impl Core {
         Ok(v)
     }
 
-    /// [`Reviews::test_in`]: the command and timeout checked, then the selection against the
-    /// policy, before anything runs.
-    pub(crate) async fn test_in(
-        &self,
-        id: &str,
-        expected_sha256: &str,
-        command: TestCommand,
-        timeout: Option<Duration>,
-        selection: Option<crate::SandboxSelection>,
-    ) -> Result<TestEvidence> {
-        legate_testrun::validate_test_command(&command)?;
-        let max = self.config().fronts.test_timeout_max;
-        if let Some(t) = timeout
-            && (t < Duration::from_secs(1) || t > max)
-        {
-            return Err(Error::invalid_input(format!(
-                "the test timeout must be between 1 and {} seconds (got {} s)",
-                max.as_secs(),
-                t.as_secs_f64()
-            )));
-        }
-        let mut o = self.open_copy(id).await?;
-        self.check_cleanup(&o)?;
-        self.check_not_forbidden("the test root", &o.record.copy_directory)?;
-        self.check_not_forbidden("the copy's source", &o.record.source)?;
-        let before = self.current_preview(&o.baseline).await?;
-        Core::expect_sha(&before, expected_sha256)?;
-        let (sandbox, resolved, policy_sha256) = match &selection {
-            Some(sel) => {
-                let (sb, resolved, sha) = self.resolve_selection(sel, &o.record.source)?;
-                (Some(sb), Some(resolved), sha)
-            }
-            None => (None, None, self.test_ceiling()?.sha256),
-        };
-        let cfg = self.review_config().clone();
-        let timeout = timeout.unwrap_or(cfg.test_timeout);
-        let (b, cmd) = (o.baseline.clone(), command.clone());
-        let copy = o.record.copy_directory.clone();
-        let requirement = self.config().confinement;
-        let hidden = self.config().hidden_paths();
-        // A selection granting the network reaches it through Legate's proxy only, under
-        // `[network]`, rules only (see `test_gate`).
-        let egress = sandbox
-            .as_ref()
-            .filter(|s| s.network)
-            .map(|_| super::test_gate::TestGate::egress(Arc::new(self.config().network.clone())));
-        let run = blocking(move || {
-            let scratch = b.scratch()?;
-            legate_testrun::run_test_in(
-                &copy,
-                &scratch,
-                &cmd,
-                timeout,
-                cfg.max_test_output,
-                requirement,
-                &hidden,
-                sandbox.as_ref(),
-                egress.as_ref(),
-            )
-        })
-        .await?;
-        let after = self.current_preview(&o.baseline).await;
-        let sha_after = match &after {
-            Ok(p) => p.sha256.clone(),
-            Err(e) => format!("unavailable: {}", e.code),
-        };
-        let error = if sha_after != before.sha256 {
-            Some(Error::new(
-                ErrorCode::TestChangedPatch,
-                format!(
-                    "the command changed the copy's patch ({} -> {}); this evidence cannot stand",
-                    before.sha256, sha_after
-                ),
-            ))
-        } else if run.timed_out {
-            Some(Error::new(
-                ErrorCode::TestFailed,
-                format!(
-                    "the command ran past its timeout of {} s and was killed",
-                    timeout.as_secs()
-                ),
-            ))
-        } else if !run.passed() {
-            Some(Error::new(
-                ErrorCode::TestFailed,
-                match run.exit_code {
-                    Some(c) => format!("the command exited with {c}"),
-                    None => format!(
-                        "the command was killed by signal {}",
-                        run.signal.unwrap_or(0)
-                    ),
-                },
-            ))
-        } else {
-            None
-        };
-        let evidence = TestEvidence {
-            id: o.record.tests.len() as u32 + 1,
-            source: TestSource::LegateExecutor,
-            command,
-            exit_code: run.exit_code,
-            signal: run.signal,
-            timed_out: run.timed_out,
-            passed: error.is_none(),
-            stdout: run.stdout,
-            stderr: run.stderr,
-            output_truncated: run.output_truncated,
-            sha256_before: before.sha256.clone(),
-            sha256_after: sha_after,
-            duration_ms: Some(run.duration_ms),
-            sandbox: Some(crate::SandboxEvidence {
-                selection: resolved,
-                policy_sha256,
-                landlock_abi: run.landlock_abi,
-                reads: run.reads,
-                network_rules: run.network == legate_confine::Network::Denied.as_str(),
-                network: run.network.clone(),
-                child_processes: run.children,
-            }),
-            confinement: run.confinement,
-            network: run.network,
-            connections: run.connections,
-            isolation: Some(run.isolation),
-            recorded_at: Timestamp::now(),
-            error,
-        };
-        self.store_test(&mut o, evidence).await
-    }
-
     async fn store_test(&self, o: &mut Opened, evidence: TestEvidence) -> Result<TestEvidence> {
         o.record.tests.push(evidence.clone());
         o.record.touched_at = Timestamp::now();
@@ -249,9 +120,126 @@ impl Reviews {
         timeout: Option<Duration>,
         selection: Option<crate::SandboxSelection>,
     ) -> Result<TestEvidence> {
-        self.core
-            .test_in(id, expected_sha256, command, timeout, selection)
-            .await
+        // The command and timeout checked, then the selection against the policy, before
+        // anything runs.
+        let core = &self.core;
+        legate_testrun::validate_test_command(&command)?;
+        let max = core.config().fronts.test_timeout_max;
+        if let Some(t) = timeout
+            && (t < Duration::from_secs(1) || t > max)
+        {
+            return Err(Error::invalid_input(format!(
+                "the test timeout must be between 1 and {} seconds (got {} s)",
+                max.as_secs(),
+                t.as_secs_f64()
+            )));
+        }
+        let mut o = core.open_copy(id).await?;
+        core.check_cleanup(&o)?;
+        core.check_not_forbidden("the test root", &o.record.copy_directory)?;
+        core.check_not_forbidden("the copy's source", &o.record.source)?;
+        let before = core.current_preview(&o.baseline).await?;
+        Core::expect_sha(&before, expected_sha256)?;
+        let (sandbox, resolved, policy_sha256) = match &selection {
+            Some(sel) => {
+                let (sb, resolved, sha) = core.resolve_selection(sel, &o.record.source)?;
+                (Some(sb), Some(resolved), sha)
+            }
+            None => (None, None, core.test_ceiling()?.sha256),
+        };
+        let cfg = core.review_config().clone();
+        let timeout = timeout.unwrap_or(cfg.test_timeout);
+        let (b, cmd) = (o.baseline.clone(), command.clone());
+        let copy = o.record.copy_directory.clone();
+        let requirement = core.config().confinement;
+        let hidden = core.config().hidden_paths();
+        // A selection granting the network reaches it through Legate's proxy only, under
+        // `[network]`, rules only (see `test_gate`).
+        let egress = sandbox
+            .as_ref()
+            .filter(|s| s.network)
+            .map(|_| super::test_gate::TestGate::egress(Arc::new(core.config().network.clone())));
+        let run = blocking(move || {
+            let scratch = b.scratch()?;
+            legate_testrun::run_test_in(
+                &copy,
+                &scratch,
+                &cmd,
+                timeout,
+                cfg.max_test_output,
+                requirement,
+                &hidden,
+                sandbox.as_ref(),
+                egress.as_ref(),
+            )
+        })
+        .await?;
+        let after = core.current_preview(&o.baseline).await;
+        let sha_after = match &after {
+            Ok(p) => p.sha256.clone(),
+            Err(e) => format!("unavailable: {}", e.code),
+        };
+        let error = if sha_after != before.sha256 {
+            Some(Error::new(
+                ErrorCode::TestChangedPatch,
+                format!(
+                    "the command changed the copy's patch ({} -> {}); this evidence cannot stand",
+                    before.sha256, sha_after
+                ),
+            ))
+        } else if run.timed_out {
+            Some(Error::new(
+                ErrorCode::TestFailed,
+                format!(
+                    "the command ran past its timeout of {} s and was killed",
+                    timeout.as_secs()
+                ),
+            ))
+        } else if !run.passed() {
+            Some(Error::new(
+                ErrorCode::TestFailed,
+                match run.exit_code {
+                    Some(c) => format!("the command exited with {c}"),
+                    None => format!(
+                        "the command was killed by signal {}",
+                        run.signal.unwrap_or(0)
+                    ),
+                },
+            ))
+        } else {
+            None
+        };
+        let evidence = TestEvidence {
+            id: o.record.tests.len() as u32 + 1,
+            source: TestSource::LegateExecutor,
+            command,
+            exit_code: run.exit_code,
+            signal: run.signal,
+            timed_out: run.timed_out,
+            passed: error.is_none(),
+            stdout: run.stdout,
+            stderr: run.stderr,
+            output_truncated: run.output_truncated,
+            sha256_before: before.sha256.clone(),
+            sha256_after: sha_after,
+            duration_ms: Some(run.duration_ms),
+            sandbox: Some(crate::SandboxEvidence {
+                selection: resolved,
+                policy_sha256,
+                landlock_abi: run.landlock_abi,
+                reads: run.reads,
+                network_rules: run.network == legate_confine::Network::Denied.as_str(),
+                network: run.network.clone(),
+                child_processes: run.children,
+            }),
+            confinement: run.confinement,
+            network: run.network,
+            connections: run.connections,
+            isolation: Some(run.isolation),
+            recorded_at: Timestamp::now(),
+            error,
+        };
+        core.store_test(&mut o, evidence).await
     }
 
     /// Stores a test run the client reports, marked `client-reported`; it never counts as

@@ -321,48 +321,7 @@ fn split(script: &str) -> Option<Parsed> {
                     i += 1;
                 }
             }
-            '\'' => {
-                r.quoted = true;
-                r.in_word = true;
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => return None,
-                        Some('\'') => break,
-                        Some(&ch) => r.quoted(ch),
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
-            '"' => {
-                r.quoted = true;
-                r.in_word = true;
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => return None,
-                        Some('"') => break,
-                        Some('\\') => match chars.get(i + 1) {
-                            None => return None,
-                            Some(&n @ ('$' | '`' | '"' | '\\')) => {
-                                r.quoted(n);
-                                i += 1;
-                            }
-                            Some('\n') => i += 1,
-                            Some(_) => r.quoted('\\'),
-                        },
-                        Some('$') | Some('`') => {
-                            r.parsed.literal = false;
-                            i = substitution(&chars, i, &mut r)?;
-                            continue;
-                        }
-                        Some(&ch) => r.quoted(ch),
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
+            '\'' | '"' => i = quoted_run(&chars, i, &mut r)?,
             '\\' => match chars.get(i + 1) {
                 None => return None,
                 Some('\n') => i += 2,
@@ -393,6 +352,42 @@ fn split(script: &str) -> Option<Parsed> {
     }
     r.end_segment();
     Some(r.parsed)
+}
+
+/// Reads the quoted run opened by the quote at `chars[i]` (`'` or `"`) up to its closing
+/// quote. Inside single quotes every character is itself; inside double quotes a backslash
+/// escapes `$`, a backtick, `"`, `\` and a newline (before anything else it is itself), and
+/// `$…` or a backtick is an expansion (never literal). Returns the index after the closing
+/// quote; `None` if it never closes.
+fn quoted_run(chars: &[char], mut i: usize, r: &mut Reader) -> Option<usize> {
+    let quote = chars[i];
+    let double = quote == '"';
+    r.quoted = true;
+    r.in_word = true;
+    i += 1;
+    loop {
+        match chars.get(i) {
+            None => return None,
+            Some(&c) if c == quote => break,
+            Some('\\') if double => match chars.get(i + 1) {
+                None => return None,
+                Some(&n @ ('$' | '`' | '"' | '\\')) => {
+                    r.quoted(n);
+                    i += 1;
+                }
+                Some('\n') => i += 1,
+                Some(_) => r.quoted('\\'),
+            },
+            Some('$' | '`') if double => {
+                r.parsed.literal = false;
+                i = substitution(chars, i, r)?;
+                continue;
+            }
+            Some(&ch) => r.quoted(ch),
+        }
+        i += 1;
+    }
+    Some(i + 1)
 }
 
 /// Reads a `$…` or backtick at `chars[i]`: a `$(…)` or backtick body is kept as a script to
