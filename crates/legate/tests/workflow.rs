@@ -56,7 +56,7 @@ fileSources = "plan"
 [[nodes]]
 id = "impl-b"
 agent = "scripted"
-prompt = '''!chunks 150 15
+prompt = '''!chunks 300 15
 write src/b.txt: variant b'''
 dependsOn = ["plan"]
 fileSources = "plan"
