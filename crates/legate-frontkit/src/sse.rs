@@ -48,9 +48,28 @@ impl SseStream {
         }
     }
 
+    /// Reads frames until one satisfies `pred`; panics when the stream ends first.
+    pub fn until(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        for f in self.by_ref() {
+            if pred(&f) {
+                return f;
+            }
+        }
+        panic!("the stream ended before {what}: {:?}", self.frames);
+    }
+
+    /// Reads every remaining frame.
+    pub fn drain(&mut self) {
+        self.by_ref().for_each(drop);
+    }
+}
+
+impl Iterator for SseStream {
+    type Item = Value;
+
     /// The next frame's JSON-RPC `result` (or the whole frame when it has none), or `None` at
     /// the end of the stream.
-    pub fn next(&mut self) -> Option<Value> {
+    fn next(&mut self) -> Option<Value> {
         let mut line = String::new();
         loop {
             line.clear();
@@ -66,21 +85,6 @@ impl SseStream {
                 return Some(result);
             }
         }
-    }
-
-    /// Reads frames until one satisfies `pred`; panics when the stream ends first.
-    pub fn until(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        while let Some(f) = self.next() {
-            if pred(&f) {
-                return f;
-            }
-        }
-        panic!("the stream ended before {what}: {:?}", self.frames);
-    }
-
-    /// Reads every remaining frame.
-    pub fn drain(&mut self) {
-        while self.next().is_some() {}
     }
 }
 

@@ -67,7 +67,7 @@ fn one_stream(node: &Node, agent: &str, events: usize, n: usize) -> (f64, Durati
     let mut first = None;
     let mut last = started;
     let mut seen = 0usize;
-    while let Some(frame) = stream.next() {
+    for frame in stream.by_ref() {
         if frame_kind(&frame) == Some("thought") {
             let now = Instant::now();
             first.get_or_insert(now);
