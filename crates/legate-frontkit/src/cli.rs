@@ -1,6 +1,7 @@
 //! The `legate` binary in a test: [`CliHome`] is a temporary directory whose `home/` is the
 //! `$LEGATE_HOME` every command runs with (and whose `project/` is the git project a suite
-//! may make), and [`KillOnDrop`] a process that must not outlive its test. Owns how a test
+//! may make), or ([`CliHome::at`]) a home another harness owns, and [`KillOnDrop`] a process
+//! that must not outlive its test. Owns how a test
 //! runs the binary (its environment, stdin closed) and reads back what every suite reads
 //! (a task's JSON, its events, the id `legate run` printed); it checks only that such a read
 //! succeeded, never what a test is about.
@@ -14,8 +15,9 @@ use std::time::Duration;
 /// with `LEGATE_LOG` and `RUST_LOG` unset and stdin closed.
 #[derive(Debug)]
 pub struct CliHome {
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
     base: PathBuf,
+    home: PathBuf,
     bin: PathBuf,
     env: Vec<(String, Option<String>)>,
 }
@@ -27,8 +29,23 @@ impl CliHome {
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         Self {
-            _dir: dir,
+            _dir: Some(dir),
+            home: base.join("home"),
             base,
+            bin: bin.as_ref().to_path_buf(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The binary run on `home`, a `$LEGATE_HOME` another harness owns (an engine harness's
+    /// [`legate_testkit::EngineHarness::home`]), which outlives this value; the directory
+    /// ([`CliHome::base`]) is the home's parent. Nothing is created or removed.
+    pub fn at(bin: impl AsRef<Path>, home: &Path) -> Self {
+        let home = home.to_path_buf();
+        Self {
+            _dir: None,
+            base: home.parent().unwrap_or(&home).to_path_buf(),
+            home,
             bin: bin.as_ref().to_path_buf(),
             env: Vec::new(),
         }
@@ -37,9 +54,15 @@ impl CliHome {
     /// A fresh directory whose home holds `legate.toml` = `config`.
     pub fn with_config(bin: impl AsRef<Path>, config: &str) -> Self {
         let home = Self::new(bin);
-        std::fs::create_dir_all(home.home()).unwrap();
-        std::fs::write(home.home().join("legate.toml"), config).unwrap();
+        home.configure(config);
         home
+    }
+
+    /// Makes the home and writes its `legate.toml` = `config` (for a configuration that names
+    /// a path in the directory).
+    pub fn configure(&self, config: &str) {
+        std::fs::create_dir_all(self.home()).unwrap();
+        std::fs::write(self.home().join("legate.toml"), config).unwrap();
     }
 
     /// Every command also runs with `key` = `value`.
@@ -66,9 +89,9 @@ impl CliHome {
         &self.base
     }
 
-    /// `$LEGATE_HOME`: `<dir>/home`, resolved.
+    /// `$LEGATE_HOME`: `<dir>/home`, resolved (or the home given to [`CliHome::at`]).
     pub fn home(&self) -> PathBuf {
-        self.base.join("home")
+        self.home.clone()
     }
 
     /// The project a suite makes with [`CliHome::make_project`]: `<dir>/project`, resolved.
@@ -123,6 +146,11 @@ impl CliHome {
         self.cmd(args).output().unwrap()
     }
 
+    /// Runs the binary with `args` to its end, with `env` set for this command only.
+    pub fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.cmd(args).envs(env.iter().copied()).output().unwrap()
+    }
+
     /// Starts the binary with `args`, its stdout and stderr piped.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.spawn_with(args, Stdio::piped)
@@ -145,6 +173,22 @@ impl CliHome {
     pub fn serve(&self, args: &[&str]) -> crate::served::Served {
         let mut command = self.cmd(&["serve"]);
         command.args(args).env("LEGATE_LOG", "warn");
+        crate::served::Served::spawn(&mut command)
+    }
+
+    /// Like [`CliHome::serve`], with at most `open_files` descriptors: a shell sets the soft
+    /// and hard limit (`ulimit -n`) and then becomes `legate serve` (`exec`), so the limit is
+    /// the server's own from its start.
+    pub fn serve_limited(&self, args: &[&str], open_files: u32) -> crate::served::Served {
+        let mut command = self.program("sh");
+        command
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n {open_files} && exec \"$0\" serve \"$@\""
+            ))
+            .arg(&self.bin)
+            .args(args)
+            .env("LEGATE_LOG", "warn");
         crate::served::Served::spawn(&mut command)
     }
 
@@ -188,16 +232,7 @@ impl CliHome {
     pub fn events(&self, id: &str) -> Vec<Value> {
         let out = self.run(&["events", id]);
         assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| {
-                let json = &l[l.find('{').unwrap()..];
-                let mut v: Value = serde_json::from_str(json).unwrap();
-                let seq: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
-                v["seq"] = seq.into();
-                v
-            })
-            .collect()
+        event_lines(&out)
     }
 
     /// Waits (at most `limit`) until some task is in `state`; its id.
@@ -239,6 +274,29 @@ pub fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// An output's stdout and stderr, lossily decoded.
+pub fn streams(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The events `legate events` printed on an output's stdout (`SEQ TIME JSON` lines): each
+/// line's event, with its sequence number as `seq`.
+pub fn event_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let json = &l[l.find('{').unwrap()..];
+            let mut v: Value = serde_json::from_str(json).unwrap();
+            let seq: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
+            v["seq"] = seq.into();
+            v
+        })
+        .collect()
 }
 
 /// An output's stdout as one JSON value.

@@ -10,10 +10,14 @@
 //! - [`a2a::A2aFront`] (feature `a2a`): `legate_a2a::boot` served on 127.0.0.1;
 //! - [`ui::UiFront`] (feature `ui`): the dashboard router served on 127.0.0.1 with a client
 //!   that does not follow redirects;
-//! - [`cli::CliHome`]: a temporary `$LEGATE_HOME` and the `legate` binary run in it, and
-//!   [`cli::KillOnDrop`] for a process that must not outlive its test;
+//! - [`cli::CliHome`]: a temporary `$LEGATE_HOME` (or, with [`cli::CliHome::at`], a home
+//!   another harness owns) and the `legate` binary run in it, and [`cli::KillOnDrop`] for a
+//!   process that must not outlive its test;
 //! - [`served::Served`]: `legate serve` on a home, its banner read and the process stopped
-//!   when dropped, with [`served::raw`] requests and an HTTP [`served::origin`];
+//!   when dropped (also under a descriptor limit, [`cli::CliHome::serve_limited`]), with
+//!   [`served::raw`] requests and an HTTP [`served::origin`];
+//! - [`fleet::Fleet`]: two `legate serve` nodes, a front delegating to a back over A2A, each
+//!   a restartable [`fleet::Node`], and [`sse::SseStream`], an A2A stream read frame by frame;
 //! - [`stdio::McpStdio`]: `legate mcp` on stdio driven with raw JSON-RPC lines;
 //! - [`poll::until`] and [`poll::exit_within`]: waits on what another process changes;
 //! - [`AskCommands`] (from `legate_testkit::supervisors`): the test supervisor that sends
@@ -29,10 +33,12 @@
 #[cfg(feature = "a2a")]
 pub mod a2a;
 pub mod cli;
+pub mod fleet;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod poll;
 pub mod served;
+pub mod sse;
 pub mod stdio;
 #[cfg(feature = "ui")]
 pub mod ui;

@@ -237,12 +237,11 @@ impl A2aServed {
     /// Serves `home` with `legate serve <args>` and reads the A2A front's address and token.
     pub fn start(home: crate::cli::CliHome, args: &[&str]) -> A2aServed {
         let served = home.serve(args);
-        let addr = addr_of(&served.url("Legate A2A server"));
-        let token = std::fs::read_to_string(home.home().join("a2a-token")).unwrap();
+        let (addr, bearer) = a2a_access(&served, &home.home());
         A2aServed {
             served,
             addr,
-            bearer: format!("Bearer {}", token.trim()),
+            bearer,
             _home: home,
         }
     }
@@ -277,6 +276,14 @@ impl A2aServed {
         let answer = self.rpc("SendMessage", serde_json::json!({"message": message}));
         answer["result"]["task"].clone()
     }
+}
+
+/// What a client of `served`'s A2A front needs: the front's `host:port` (from the banner) and
+/// `Bearer <home's a2a-token>`.
+pub fn a2a_access(served: &Served, home: &Path) -> (String, String) {
+    let addr = addr_of(&served.url("Legate A2A server"));
+    let token = std::fs::read_to_string(home.join("a2a-token")).unwrap();
+    (addr, format!("Bearer {}", token.trim()))
 }
 
 /// `legate serve --mcp` on a home, and what a client needs to call it: the front's URL, its

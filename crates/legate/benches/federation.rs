@@ -1,5 +1,5 @@
 //! One hop of federation against the same work on the back alone, measured in the same run:
-//! two real `legate serve` processes on 127.0.0.1 (the harness of `tests/fleet/`), the front's
+//! two real `legate serve` processes on 127.0.0.1 (the front kit's `fleet`), the front's
 //! `back` agent being the back's revisor over A2A.
 //!
 //! - Task overhead: a small revisor task (`What is in this workspace?`) sent with a blocking
@@ -17,12 +17,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/fleet/mod.rs"]
-mod fleet;
-
 use std::time::{Duration, Instant};
 
-use fleet::{Node, frame_kind, frame_state};
+use legate_frontkit::fleet::{Fleet, Node};
+use legate_frontkit::sse::{frame_kind, frame_state};
 use serde_json::json;
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -69,7 +67,7 @@ fn one_stream(node: &Node, agent: &str, events: usize, n: usize) -> (f64, Durati
     let mut first = None;
     let mut last = started;
     let mut seen = 0usize;
-    while let Some(frame) = stream.next() {
+    for frame in stream.by_ref() {
         if frame_kind(&frame) == Some("thought") {
             let now = Instant::now();
             first.get_or_insert(now);
@@ -98,24 +96,22 @@ fn main() {
     };
     let rounds = if testing { 1 } else { env_or("FED_ROUNDS", 3) };
 
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
-    let back = fleet::start_back(&base.join("back"));
-    let front = fleet::start_front(&base.join("front"), &back, "");
+    let fleet = Fleet::start(env!("CARGO_BIN_EXE_legate"), "");
+    let (back, front) = (&fleet.back, &fleet.front);
     println!(
         "federation: {tasks} tasks and {rounds} x {events}-event streams each way, one hop over 127.0.0.1"
     );
 
     // Warm both paths once (the back's revisor session, the front's card fetch).
-    one_task(&back, "revisor", 0);
-    one_task(&front, "back", 0);
+    one_task(back, "revisor", 0);
+    one_task(front, "back", 0);
 
     let mut alone = Vec::new();
     let mut hop = Vec::new();
     // Interleaved, so load on the machine weighs on both alike.
     for n in 1..=tasks {
-        alone.push(one_task(&back, "revisor", n));
-        hop.push(one_task(&front, "back", n));
+        alone.push(one_task(back, "revisor", n));
+        hop.push(one_task(front, "back", n));
     }
     let (a50, a90) = (quantile(&mut alone, 0.5), quantile(&mut alone, 0.9));
     let (h50, h90) = (quantile(&mut hop, 0.5), quantile(&mut hop, 0.9));
@@ -137,10 +133,10 @@ fn main() {
     let mut alone_times = Vec::new();
     let mut hop_times = Vec::new();
     for n in 1..=rounds {
-        let (r, t, _) = one_stream(&back, "revisor", events, n);
+        let (r, t, _) = one_stream(back, "revisor", events, n);
         alone_rates.push(r);
         alone_times.push(t);
-        let (r, t, _) = one_stream(&front, "back", events, n);
+        let (r, t, _) = one_stream(front, "back", events, n);
         hop_rates.push(r);
         hop_times.push(t);
     }
@@ -159,6 +155,5 @@ fn main() {
         median(&mut hop_rates),
         ms(quantile(&mut hop_times, 0.5))
     );
-    drop(front);
-    drop(back);
+    drop(fleet);
 }

@@ -10,12 +10,11 @@
 use legate_core::{EventKind, TaskId, TaskState};
 use legate_engine::SubmitRequest;
 use legate_frontkit::AskCommands;
-use legate_frontkit::cli::KillOnDrop;
+use legate_frontkit::cli::{CliHome, KillOnDrop, streams as text};
 use legate_testkit::{EngineHarness, TestAgent};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,35 +26,6 @@ fn harness() -> EngineHarness {
         .supervisor(Arc::new(AskCommands))
         .config(|c| c.approvals.deadline = Duration::from_secs(120))
         .start()
-}
-
-fn legate(home: &Path, args: &[&str], supervisor_token: Option<&str>) -> Output {
-    let mut cmd = Command::new(LEGATE);
-    cmd.args(args)
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .env_remove("LEGATE_SUPERVISOR_TOKEN")
-        .stdin(Stdio::null());
-    if let Some(t) = supervisor_token {
-        cmd.env("LEGATE_SUPERVISOR_TOKEN", t);
-    }
-    cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
-}
-
-fn json_lines(o: &Output) -> Vec<Value> {
-    assert!(o.status.success(), "{:?}", text(o));
-    text(o)
-        .0
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 async fn awaiting(kit: &EngineHarness, task: &TaskId) -> String {
@@ -79,16 +49,15 @@ async fn awaiting(kit: &EngineHarness, task: &TaskId) -> String {
 async fn another_process_lists_approves_denies_and_audits() {
     let kit = harness();
     let home = kit.home();
+    // The binary on the engine's home, as a caller: no supervisor token.
+    let cli = CliHome::at(LEGATE, &home)
+        .env("LEGATE_LOG", "warn")
+        .env_remove("LEGATE_SUPERVISOR_TOKEN");
 
     // `--follow` without a terminal: started before anything waits, it prints each request
     // as it arrives and answers nothing.
     let mut follow = KillOnDrop(
-        Command::new(LEGATE)
-            .args(["approvals", "--follow", "--json"])
-            .env("LEGATE_HOME", &home)
-            .env("LEGATE_LOG", "warn")
-            .env_remove("LEGATE_SUPERVISOR_TOKEN")
-            .stdin(Stdio::null())
+        cli.cmd(&["approvals", "--follow", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -118,7 +87,7 @@ async fn another_process_lists_approves_denies_and_audits() {
     assert_eq!(printed["state"], "pending");
 
     // `approvals --json`: one line, pending, with its deadline and the seconds left.
-    let listed = json_lines(&legate(&home, &["approvals", "--json"], None));
+    let listed = cli.json_lines(&["approvals", "--json"]);
     assert_eq!(listed.len(), 1, "{listed:?}");
     let a = &listed[0];
     assert_eq!(a["id"], id.as_str());
@@ -130,11 +99,11 @@ async fn another_process_lists_approves_denies_and_audits() {
     assert!(a["deadline"].as_i64().unwrap() > a["createdAt"].as_i64().unwrap());
     assert!(a["secondsLeft"].as_u64().unwrap() <= 120);
     // The text form shows the same approval with its time left.
-    let (out, _) = text(&legate(&home, &["approvals"], None));
+    let (out, _) = text(&cli.run(&["approvals"]));
     assert!(out.contains(&id) && out.contains("s left"), "{out}");
 
     // Answering without a terminal and without the supervisor token: refused.
-    let refused = legate(&home, &["approve", &id], None);
+    let refused = cli.run(&["approve", &id]);
     assert!(!refused.status.success());
     let (_, err) = text(&refused);
     assert!(err.contains("UNAUTHORIZED"), "{err}");
@@ -142,21 +111,21 @@ async fn another_process_lists_approves_denies_and_audits() {
     std::fs::create_dir_all(&home).unwrap();
     let caller = "c".repeat(64);
     std::fs::write(home.join("mcp-token"), &caller).unwrap();
-    let refused = legate(&home, &["approve", &id], Some(&caller));
+    let refused = cli.run_with(&["approve", &id], &[("LEGATE_SUPERVISOR_TOKEN", &caller)]);
     let (_, err) = text(&refused);
     assert!(!refused.status.success());
     assert!(err.contains("caller token is refused"), "{err}");
     assert!(!err.contains(&caller));
     // The approval is still pending: nothing was answered.
-    assert_eq!(
-        json_lines(&legate(&home, &["approvals", "--json"], None)).len(),
-        1
-    );
+    assert_eq!(cli.json_lines(&["approvals", "--json"]).len(), 1);
 
     // With the supervisor token, by an 8-character prefix: allowed, and the agent goes on.
     let token = std::fs::read_to_string(home.join("supervisor-token")).unwrap();
     let token = token.trim();
-    let ok = legate(&home, &["approve", &id[..8]], Some(token));
+    let supervisor = CliHome::at(LEGATE, &home)
+        .env("LEGATE_LOG", "warn")
+        .env("LEGATE_SUPERVISOR_TOKEN", token);
+    let ok = supervisor.run(&["approve", &id[..8]]);
     let (out, err) = text(&ok);
     assert!(ok.status.success(), "{out} {err}");
     assert!(out.contains("allowed"), "{out}");
@@ -170,7 +139,7 @@ async fn another_process_lists_approves_denies_and_audits() {
         ("00000000-no-such-approval", "APPROVAL_NOT_FOUND"),
         (&id[..4], "APPROVAL_NOT_FOUND"),
     ] {
-        let o = legate(&home, &["approve", given], Some(token));
+        let o = supervisor.run(&["approve", given]);
         let (_, err) = text(&o);
         assert!(!o.status.success());
         assert!(err.contains(code), "{given}: {err}");
@@ -184,19 +153,15 @@ async fn another_process_lists_approves_denies_and_audits() {
     let denied_id = awaiting(&kit, &second.id).await;
     let printed = lines_rx.recv_timeout(Duration::from_secs(30)).unwrap();
     assert!(printed.contains(&denied_id), "{printed}");
-    let no_reason = legate(&home, &["deny", &denied_id], Some(token));
+    let no_reason = supervisor.run(&["deny", &denied_id]);
     assert!(!no_reason.status.success(), "--reason is required");
-    let o = legate(
-        &home,
-        &["deny", &denied_id, "--reason", "not in this repository"],
-        Some(token),
-    );
+    let o = supervisor.run(&["deny", &denied_id, "--reason", "not in this repository"]);
     assert!(o.status.success(), "{:?}", text(&o));
     let done = kit.wait(&second.id).await;
     assert!(!done.root.unwrap().join("denied.txt").exists());
 
     // The audit, from the other process: each with its decider, channel and rule.
-    let entries = json_lines(&legate(&home, &["audit", "--json", "--since", "1h"], None));
+    let entries = cli.json_lines(&["audit", "--json", "--since", "1h"]);
     let human: Vec<&Value> = entries.iter().filter(|e| e["decider"] == "human").collect();
     assert_eq!(human.len(), 2, "{entries:?}");
     for e in &human {
@@ -220,17 +185,13 @@ async fn another_process_lists_approves_denies_and_audits() {
         "{deny}"
     );
     // `--task` narrows it, by prefix.
-    let only = json_lines(&legate(
-        &home,
-        &["audit", "--json", "--task", &second.id.0[..8]],
-        None,
-    ));
+    let only = cli.json_lines(&["audit", "--json", "--task", &second.id.0[..8]]);
     assert!(!only.is_empty());
     assert!(only.iter().all(|e| e["taskId"] == second.id.0.as_str()));
-    let (out, _) = text(&legate(&home, &["audit"], None));
+    let (out, _) = text(&cli.run(&["audit"]));
     assert!(out.contains("by human (cli, rule ask-commands)"), "{out}");
     // Nothing waits now.
-    assert!(json_lines(&legate(&home, &["approvals", "--json"], None)).is_empty());
+    assert!(cli.json_lines(&["approvals", "--json"]).is_empty());
 
     drop(follow);
     kit.engine.shutdown().await;
@@ -238,18 +199,19 @@ async fn another_process_lists_approves_denies_and_audits() {
 
 #[test]
 fn the_supervisor_profile_on_stdio_needs_the_supervisor_token() {
-    let home = tempfile::tempdir().unwrap();
-    let o = legate(home.path(), &["mcp", "--profile", "supervisor"], None);
+    let cli = CliHome::new(LEGATE)
+        .env("LEGATE_LOG", "warn")
+        .env_remove("LEGATE_SUPERVISOR_TOKEN");
+    let o = cli.run(&["mcp", "--profile", "supervisor"]);
     assert!(!o.status.success());
     let (out, err) = text(&o);
     assert!(out.is_empty(), "nothing on stdout: {out}");
     assert!(err.contains("UNAUTHORIZED"), "{err}");
     assert!(err.contains("LEGATE_SUPERVISOR_TOKEN"), "{err}");
     // A made-up token is not the one on file.
-    let o = legate(
-        home.path(),
+    let o = cli.run_with(
         &["mcp", "--profile", "supervisor"],
-        Some(&"m".repeat(64)),
+        &[("LEGATE_SUPERVISOR_TOKEN", &"m".repeat(64))],
     );
     assert!(!o.status.success());
     assert!(text(&o).1.contains("UNAUTHORIZED"), "{:?}", text(&o));
@@ -259,13 +221,9 @@ fn the_supervisor_profile_on_stdio_needs_the_supervisor_token() {
 /// the other's token, and A2A refusing the supervisor token.
 #[test]
 fn serve_keeps_the_caller_and_the_supervisor_apart() {
-    use legate_frontkit::served::{Served, addr_of, raw};
-    let home = tempfile::tempdir().unwrap();
-    let mut served = Served::start(
-        LEGATE,
-        home.path(),
-        &["--a2a", "--mcp", "--port", "0", "--a2a-port", "0"],
-    );
+    use legate_frontkit::served::{addr_of, raw};
+    let home = CliHome::new(LEGATE);
+    let mut served = home.serve(&["--a2a", "--mcp", "--port", "0", "--a2a-port", "0"]);
     let mcp = addr_of(&served.url("Legate MCP server"));
     let a2a = addr_of(&served.url("Legate A2A server"));
     let supervisor_url = served.url("Legate supervisor endpoint");
@@ -274,7 +232,7 @@ fn serve_keeps_the_caller_and_the_supervisor_apart() {
         "{supervisor_url}"
     );
     let read = |name: &str| {
-        std::fs::read_to_string(home.path().join(name))
+        std::fs::read_to_string(home.home().join(name))
             .unwrap()
             .trim()
             .to_string()
@@ -331,16 +289,11 @@ fn serve_keeps_the_caller_and_the_supervisor_apart() {
 
 #[test]
 fn one_secret_for_caller_and_supervisor_stops_the_server() {
-    let home = tempfile::tempdir().unwrap();
     let same = "s".repeat(64);
-    let out = Command::new(LEGATE)
-        .args(["serve", "--mcp", "--port", "0"])
-        .env("LEGATE_HOME", home.path())
+    let home = CliHome::new(LEGATE)
         .env("LEGATE_MCP_TOKEN", &same)
-        .env("LEGATE_SUPERVISOR_TOKEN", &same)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .env("LEGATE_SUPERVISOR_TOKEN", &same);
+    let out = home.run(&["serve", "--mcp", "--port", "0"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("CONFIG_INVALID"), "{err}");
@@ -353,20 +306,14 @@ fn one_secret_for_caller_and_supervisor_stops_the_server() {
 #[test]
 fn a2a_alone_refuses_the_supervisor_token_as_its_own() {
     use std::io::BufRead;
-    let home = tempfile::tempdir().unwrap();
     let secret = "v".repeat(64);
-    std::fs::write(home.path().join("supervisor-token"), &secret).unwrap();
-    let mut child = Command::new(LEGATE)
-        .args(["serve", "--a2a", "--a2a-port", "0"])
-        .env("LEGATE_HOME", home.path())
+    let home = CliHome::new(LEGATE)
         .env("LEGATE_LOG", "warn")
         .env("LEGATE_A2A_TOKEN", &secret)
-        .env_remove("LEGATE_SUPERVISOR_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .env_remove("LEGATE_SUPERVISOR_TOKEN");
+    std::fs::create_dir_all(home.home()).unwrap();
+    std::fs::write(home.home().join("supervisor-token"), &secret).unwrap();
+    let mut child = home.spawn(&["serve", "--a2a", "--a2a-port", "0"]);
     // Either the banner ends (it serves: the defect) or stdout closes (it stopped).
     let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut served = false;

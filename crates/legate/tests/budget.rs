@@ -6,34 +6,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_frontkit::served::{Served, addr_of, raw};
+use legate_frontkit::cli::CliHome;
+use legate_frontkit::served::{addr_of, raw};
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 const TASKS: usize = 120;
 const CLIENTS: usize = 6;
 const FD_LIMIT: u32 = 256;
-
-/// `legate serve --a2a` in `home` with at most `FD_LIMIT` descriptors, set by the shell
-/// before it becomes legate (`exec`).
-fn serve_limited(home: &Path, env: &[(&str, &str)]) -> Served {
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(format!(
-            "ulimit -n {FD_LIMIT} && exec \"$0\" serve --a2a --a2a-port 0"
-        ))
-        .arg(LEGATE)
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    Served::spawn(&mut cmd)
-}
 
 /// The soft descriptor limit of process `pid`.
 fn fd_limit_of(pid: u32) -> u64 {
@@ -47,19 +28,16 @@ fn fd_limit_of(pid: u32) -> u64 {
 
 #[test]
 fn many_one_shot_tasks_under_a_low_descriptor_limit_all_complete() {
-    let home = tempfile::tempdir().unwrap();
     // No cap to speak of: only admission against the limit keeps legate within it.
-    let served = serve_limited(
-        home.path(),
-        &[
-            ("LEGATE_MAX_IDLE_SESSIONS", "4096"),
-            ("LEGATE_MAX_QUEUED", "1000"),
-            ("LEGATE_MAX_RUNNING", "4"),
-        ],
-    );
+    let home = CliHome::new(LEGATE)
+        .env("LEGATE_MAX_IDLE_SESSIONS", "4096")
+        .env("LEGATE_MAX_QUEUED", "1000")
+        .env("LEGATE_MAX_RUNNING", "4");
+    // At most `FD_LIMIT` descriptors, set before the process becomes legate.
+    let served = home.serve_limited(&["--a2a", "--a2a-port", "0"], FD_LIMIT);
     assert_eq!(fd_limit_of(served.child.id()), u64::from(FD_LIMIT));
     let a2a = addr_of(&served.url("Legate A2A server"));
-    let token = std::fs::read_to_string(home.path().join("a2a-token")).unwrap();
+    let token = std::fs::read_to_string(home.home().join("a2a-token")).unwrap();
     let bearer = format!("Bearer {}", token.trim());
 
     let states: Vec<(String, Value)> = std::thread::scope(|s| {
@@ -111,17 +89,7 @@ fn many_one_shot_tasks_under_a_low_descriptor_limit_all_complete() {
 
     // The store agrees: every task completed, none failed with INTERNAL or AGENT_START_FAILED.
     drop(served);
-    let out = Command::new(LEGATE)
-        .args(["tasks", "--json", "--limit", "1000"])
-        .env("LEGATE_HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let tasks: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let tasks = home.json_lines(&["tasks", "--json", "--limit", "1000"]);
     assert_eq!(tasks.len(), TASKS);
     for t in &tasks {
         assert_eq!(t["state"], "completed", "{t}");

@@ -1,6 +1,6 @@
 //! Federation, end to end: two real `legate serve` processes on 127.0.0.1, the front
 //! configured with the back's revisor as a remote agent (`kind = "a2a"`), each with its own
-//! home and token (the harness is `fleet/`). The acceptance tests of issue 15: a task through
+//! home and token (the harness is the front kit's `fleet`). The acceptance tests of issue 15: a task through
 //! the front streams every event the back stored; cancel reaches the back; `kill -9` of the
 //! front mid-task, then a restart, ends the task with the back's result; a copy task run
 //! remotely is reviewed and integrated on the front. The foreign agent (the official Python
@@ -8,11 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod fleet;
-
-use fleet::{Fleet, GATED, SseStream, frame_kind, frame_state, open_gate, wait_gate};
+use legate_frontkit::fleet::{Fleet, GATED, Node, open_gate, wait_gate};
+use legate_frontkit::poll;
+use legate_frontkit::sse::{SseStream, frame_kind, frame_state};
 use legate_testkit::git;
 use serde_json::{Value, json};
+use std::time::Duration;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 /// The labels of a stream's content frames (`message`, `thought`, `tool_call`,
 /// `tool_call_update`, `plan`), in order. Not `permission`: the back's supervisor decided
@@ -50,7 +53,7 @@ fn first_task_id(stream: &mut SseStream) -> String {
 }
 
 /// The remote task id the front stored on its task (`remote.taskId`).
-fn remote_id(front: &fleet::Node, id: &str) -> String {
+fn remote_id(front: &Node, id: &str) -> String {
     let task = front.show(id);
     task["remote"]["taskId"]
         .as_str()
@@ -60,17 +63,21 @@ fn remote_id(front: &fleet::Node, id: &str) -> String {
 
 /// Waits until the front has stored the remote task on its own (the driver records it before
 /// it relays anything), and returns the remote id.
-fn until_remote(front: &fleet::Node, id: &str) -> String {
-    fleet::retry("the front to record the remote task", 60, || {
-        front.show(id)["remote"]["taskId"]
-            .as_str()
-            .map(str::to_owned)
-    })
+fn until_remote(front: &Node, id: &str) -> String {
+    poll::until(
+        Duration::from_secs(60),
+        "the front to record the remote task",
+        || {
+            front.show(id)["remote"]["taskId"]
+                .as_str()
+                .map(str::to_owned)
+        },
+    )
 }
 
 #[test]
 fn a_revisor_task_through_the_front_streams_every_event_the_back_stored() {
-    let fleet = Fleet::start("");
+    let fleet = Fleet::start(LEGATE, "");
     let mut caller = fleet.front.stream(
         "back",
         "fed-1",
@@ -157,7 +164,7 @@ fn a_revisor_task_through_the_front_streams_every_event_the_back_stored() {
 
 #[test]
 fn cancel_through_the_front_reaches_the_back() {
-    let fleet = Fleet::start("");
+    let fleet = Fleet::start(LEGATE, "");
     let mut caller = fleet.front.stream("back", "fed-cancel", GATED);
     let id = first_task_id(&mut caller);
     wait_gate(&fleet.back);
@@ -181,7 +188,7 @@ fn cancel_through_the_front_reaches_the_back() {
 
 #[test]
 fn kill_9_of_the_front_mid_task_then_a_restart_ends_with_the_backs_result() {
-    let mut fleet = Fleet::start("");
+    let mut fleet = Fleet::start(LEGATE, "");
     let mut caller = fleet.front.stream("back", "fed-kill", GATED);
     let id = first_task_id(&mut caller);
     wait_gate(&fleet.back);
@@ -222,7 +229,7 @@ const REVIEWS: &str = r#"[
 
 #[test]
 fn a_copy_task_run_remotely_is_reviewed_and_integrated_on_the_front() {
-    let fleet = Fleet::start("");
+    let fleet = Fleet::start(LEGATE, "");
     let base = fleet.base();
     let project = base.join("project");
     std::fs::create_dir_all(project.join("src")).unwrap();
@@ -314,7 +321,7 @@ fn a_copy_task_run_remotely_is_reviewed_and_integrated_on_the_front() {
     );
     // The secret never reached the back: not in its store, not in any file it keeps.
     assert!(
-        !contains_anywhere(&fleet.back.home, b"do-not-send"),
+        !contains_anywhere(&fleet.back.home(), b"do-not-send"),
         "the secret reached the back"
     );
 }
@@ -342,7 +349,7 @@ fn contains_anywhere(dir: &std::path::Path, needle: &[u8]) -> bool {
 #[test]
 fn a_long_stream_of_thoughts_through_the_front_arrives_whole_and_ends() {
     const N: usize = 200;
-    let fleet = Fleet::start("");
+    let fleet = Fleet::start(LEGATE, "");
     let prompt: String = (0..N).map(|i| format!("think: thought {i}\n")).collect();
     let mut caller = fleet.front.stream("back", "fed-long", &prompt);
     caller.drain();

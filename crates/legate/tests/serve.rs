@@ -3,7 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_frontkit::served::{Served, addr_of, raw};
+use legate_frontkit::cli::CliHome;
+use legate_frontkit::served::{addr_of, raw};
 use legate_testkit::git;
 use serde_json::{Value, json};
 
@@ -25,12 +26,8 @@ fn mcp_headers(auth: &str) -> [(&str, &str); 3] {
 
 #[test]
 fn both_fronts_serve_from_one_process_behind_their_allowlists() {
-    let home = tempfile::tempdir().unwrap();
-    let mut served = Served::start(
-        LEGATE,
-        home.path(),
-        &["--a2a", "--mcp", "--port", "0", "--a2a-port", "0"],
-    );
+    let home = CliHome::new(LEGATE);
+    let mut served = home.serve(&["--a2a", "--mcp", "--port", "0", "--a2a-port", "0"]);
     let a2a = addr_of(&served.url("Legate A2A server"));
     let mcp = addr_of(&served.url("Legate MCP server"));
     assert_ne!(a2a, mcp);
@@ -49,9 +46,9 @@ fn both_fronts_serve_from_one_process_behind_their_allowlists() {
         "{:?}",
         served.printed
     );
-    let a2a_token = std::fs::read_to_string(home.path().join("a2a-token")).unwrap();
+    let a2a_token = std::fs::read_to_string(home.home().join("a2a-token")).unwrap();
     let a2a_bearer = format!("Bearer {}", a2a_token.trim());
-    let mcp_token = std::fs::read_to_string(home.path().join("mcp-token")).unwrap();
+    let mcp_token = std::fs::read_to_string(home.home().join("mcp-token")).unwrap();
     let mcp_bearer = format!("Bearer {}", mcp_token.trim());
 
     // A2A: the card for a loopback Host; 403 for a foreign Host or Origin, before the token.
@@ -116,11 +113,7 @@ fn both_fronts_serve_from_one_process_behind_their_allowlists() {
     // One SIGTERM stops both, cleanly; the task A2A ran is in the shared store.
     let status = served.stop().expect("serve did not stop on SIGTERM");
     assert!(status.success(), "{status:?}");
-    let out = std::process::Command::new(LEGATE)
-        .args(["show", &task_id])
-        .env("LEGATE_HOME", home.path())
-        .output()
-        .unwrap();
+    let out = home.run(&["show", &task_id]);
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("completed"),
@@ -131,24 +124,20 @@ fn both_fronts_serve_from_one_process_behind_their_allowlists() {
 
 #[test]
 fn both_fronts_on_one_port_is_refused_before_anything_starts() {
-    let home = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(LEGATE)
-        .args([
-            "serve",
-            "--a2a",
-            "--mcp",
-            "--port",
-            "9999",
-            "--a2a-port",
-            "9999",
-        ])
-        .env("LEGATE_HOME", home.path())
-        .output()
-        .unwrap();
+    let home = CliHome::new(LEGATE);
+    let out = home.run(&[
+        "serve",
+        "--a2a",
+        "--mcp",
+        "--port",
+        "9999",
+        "--a2a-port",
+        "9999",
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("INVALID_INPUT"), "{err}");
-    assert!(!home.path().join("a2a-token").exists());
+    assert!(!home.home().join("a2a-token").exists());
 }
 
 /// A message body asking for a copy of `project`.
@@ -162,8 +151,8 @@ fn copy_message(method: &str, project: &std::path::Path, id: &str) -> String {
 
 #[test]
 fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().canonicalize().unwrap();
+    let home = CliHome::new(LEGATE);
+    let base = home.base();
     let roots = base.join("repos");
     let project = roots.join("project");
     std::fs::create_dir_all(project.join("src")).unwrap();
@@ -171,17 +160,11 @@ fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
     std::fs::write(project.join("src/greeting.txt"), "hello world\n").unwrap();
     git(&project, &["add", "-A"]);
     git(&project, &["commit", "-q", "-m", "init"]);
-    let home = base.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("legate.toml"),
-        format!(
-            "[a2a]\nauth = \"none\"\ncopy_roots = [{:?}]\n",
-            roots.to_string_lossy()
-        ),
-    )
-    .unwrap();
-    let served = Served::start(LEGATE, &home, &["--port", "0"]);
+    home.configure(&format!(
+        "[a2a]\nauth = \"none\"\ncopy_roots = [{:?}]\n",
+        roots.to_string_lossy()
+    ));
+    let served = home.serve(&["--port", "0"]);
     let a2a = addr_of(&served.url("Legate A2A server"));
     let headers = [("Content-Type", "application/json"), ("A2A-Version", "1.0")];
 
@@ -218,11 +201,7 @@ fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
         "hello world\n"
     );
     let task_id = task["id"].as_str().unwrap();
-    let out = std::process::Command::new(LEGATE)
-        .args(["diff", "--json", task_id])
-        .env("LEGATE_HOME", &home)
-        .output()
-        .unwrap();
+    let out = home.run(&["diff", "--json", task_id]);
     let preview: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(preview["sha256"], sha);
 
@@ -268,11 +247,7 @@ fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
         assert!(refused.body.contains("INVALID_WORKSPACE"), "{refused:?}");
         assert!(refused.body.contains("\"error\""), "{refused:?}");
     }
-    let out = std::process::Command::new(LEGATE)
-        .args(["tasks", "--json"])
-        .env("LEGATE_HOME", &home)
-        .output()
-        .unwrap();
+    let out = home.run(&["tasks", "--json"]);
     let listed = String::from_utf8_lossy(&out.stdout);
     assert_eq!(listed.lines().count(), 2, "{listed}");
 }

@@ -5,8 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_frontkit::served::{Served, addr_of, raw};
-use std::process::Command;
+use legate_frontkit::cli::CliHome;
+use legate_frontkit::served::{addr_of, raw};
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
@@ -15,26 +15,14 @@ fn path_of(url: &str) -> String {
     rest[rest.find('/').unwrap()..].to_string()
 }
 
-fn print_url(home: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
-    let mut c = Command::new(LEGATE);
-    c.args(["ui", "--print-url"])
-        .env("LEGATE_HOME", home)
-        .env("LEGATE_LOG", "warn")
-        .env_remove("LEGATE_SUPERVISOR_TOKEN");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
-}
-
 #[test]
 fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
-    let home = tempfile::tempdir().unwrap();
-    let mut served = Served::start(
-        LEGATE,
-        home.path(),
-        &["--ui", "--mcp", "--port", "0", "--ui-port", "0"],
-    );
+    // No supervisor token in the environment: `legate ui --print-url` mints the caller's.
+    let home = CliHome::new(LEGATE)
+        .env("LEGATE_LOG", "warn")
+        .env_remove("LEGATE_SUPERVISOR_TOKEN");
+    let print_url = ["ui", "--print-url"];
+    let mut served = home.serve(&["--ui", "--mcp", "--port", "0", "--ui-port", "0"]);
     let line = served
         .printed
         .iter()
@@ -73,25 +61,25 @@ fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
     assert_eq!(m.status, 401, "{m:?}");
 
     // Another process mints a code the server accepts.
-    let out = print_url(home.path(), &[]);
+    let out = home.run(&print_url);
     assert!(out.status.success(), "{out:?}");
     let fresh = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(fresh.contains("code=c."), "{fresh}");
     let r = raw(&ui, "GET", &path_of(&fresh), &ui, &[], "");
     assert_eq!(r.status, 303, "{r:?}");
     // With the supervisor token, the supervisor's; a wrong one is refused.
-    let token = std::fs::read_to_string(home.path().join("supervisor-token")).unwrap();
-    let out = print_url(home.path(), &[("LEGATE_SUPERVISOR_TOKEN", token.trim())]);
+    let token = std::fs::read_to_string(home.home().join("supervisor-token")).unwrap();
+    let out = home.run_with(&print_url, &[("LEGATE_SUPERVISOR_TOKEN", token.trim())]);
     let sup = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(sup.contains("code=s."), "{sup}");
     assert_eq!(raw(&ui, "GET", &path_of(&sup), &ui, &[], "").status, 303);
-    let out = print_url(home.path(), &[("LEGATE_SUPERVISOR_TOKEN", &"x".repeat(40))]);
+    let out = home.run_with(&print_url, &[("LEGATE_SUPERVISOR_TOKEN", &"x".repeat(40))]);
     let not = String::from_utf8(out.stdout).unwrap();
     assert!(!not.contains("code=s."), "{not}");
 
     served.stop().unwrap();
-    assert!(!home.path().join("run").join("ui.json").exists());
-    let out = print_url(home.path(), &[]);
+    assert!(!home.home().join("run").join("ui.json").exists());
+    let out = home.run(&print_url);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no dashboard is running"),
@@ -100,10 +88,10 @@ fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
 
     // A restarted server on the same home accepts the session a browser kept: a page that
     // reconnects after a restart carries on.
-    let served = Served::start(LEGATE, home.path(), &["--ui", "--port", "0"]);
+    let served = home.serve(&["--ui", "--port", "0"]);
     let url = served.url("dashboard: ");
     let ui = addr_of(&url);
     let page = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &cookie)], "");
     assert_eq!(page.status, 200, "{page:?}");
-    assert!(home.path().join("run").join("ui.json").exists());
+    assert!(home.home().join("run").join("ui.json").exists());
 }
