@@ -128,7 +128,7 @@ impl AgentHandler {
     }
 
     /// Starts the task a message asks for, through the engine's one call for an inbound
-    /// message ([`Engine::deliver`], which holds every conversation rule). Returns the task and
+    /// message ([`Messages::deliver`](legate_engine::Messages::deliver), which holds every conversation rule). Returns the task and
     /// the event number after which its stream starts.
     fn submit(&self, message: &Message) -> Result<(Task, u64), A2AError> {
         // The copy-workspace extension: the message carries the copy's files (`bundle`).

@@ -4,7 +4,7 @@
 //! Layout: [`handler`] (the methods over the engine, one handler per agent), [`bundle`] (the
 //! copy-workspace extension: a copy's files received with a message), [`convert`]
 //! (Legate tasks and events as A2A objects), [`history`] (a task's messages over all its
-//! turns), [`card`] (agent cards and their HTTP caching),
+//! turns), [`card`](mod@card) (agent cards and their HTTP caching),
 //! [`edge`] (the bindings' checks before the SDK parses, and the HTTP+JSON status mapping),
 //! and here: the router, the bearer
 //! token guard, the body limit and [`serve`] (on `legate_token::serve`, the server with read

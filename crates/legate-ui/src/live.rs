@@ -8,7 +8,7 @@
 //!   terminal status. The cursor is `Last-Event-ID` when the browser reconnects (after a
 //!   restart of the server too: the seq is the store's), else `?after=`.
 //! - `GET /approvals/live`: the pending list, rendered again whenever the engine's queue
-//!   changes ([`Engine::approval_changes`](legate_engine::Engine::approval_changes)), as
+//!   changes (`engine.approvals().changes()`, [`Approvals::changes`](legate_engine::Approvals::changes)), as
 //!   `event: approvals`.
 //!
 //! - `GET /tasks/live?state=&agent=&context=`: the first page of the tasks list, rendered

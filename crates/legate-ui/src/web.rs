@@ -1,7 +1,7 @@
 //! The routes, and the checks every request passes before a page sees it, in this order:
 //!
 //! 1. the `Host`/`Origin` allowlist (`legate_token::guard`): 403 before anything else;
-//! 2. who is asking ([`authenticate`]): the session cookie, or (for `GET` only) a bearer
+//! 2. who is asking (`authenticate`): the session cookie, or (for `GET` only) a bearer
 //!    token; neither is 401. `/login` (which redeems a one-time code) and `/assets/` are
 //!    the only paths served without one;
 //! 3. on every `POST`: a cookie session and its CSRF token ([`Viewer::csrf_checked`]), else
@@ -58,7 +58,7 @@ pub(crate) fn router(ui: Dashboard) -> axum::Router {
     legate_token::guard::allowlisted(router, ui.inner.allowlist.clone())
 }
 
-/// Who is looking at a page, put in the request's extensions by [`authenticate`].
+/// Who is looking at a page, put in the request's extensions by `authenticate`.
 #[derive(Debug, Clone)]
 pub struct Viewer {
     /// Whose token signed them in.

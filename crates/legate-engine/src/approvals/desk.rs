@@ -57,7 +57,7 @@ impl ApprovalDesk {
         }
     }
 
-    /// The whole id `given` names ([`Approvals::find`]: the id, or the one id it is a
+    /// The whole id `given` names ([`crate::Approvals::find`]: the id, or the one id it is a
     /// prefix of).
     pub fn resolve(&self, given: &str) -> Result<String> {
         match self {

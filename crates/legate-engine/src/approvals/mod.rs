@@ -1,5 +1,5 @@
 //! The approvals (permission requests the supervisor's rules answered `ask`): the durable
-//! approval queue ([`queue`]), the supervising agent's hook ([`judge`]), the audit trail,
+//! approval queue (`queue`), the supervising agent's hook (`judge`), the audit trail,
 //! and the reads and answers fronts call ([`Approvals::list`], [`Approvals::answer`],
 //! [`Approvals::audit`], and the same on [`Records`](crate::Records) for a process with no
 //! engine running).

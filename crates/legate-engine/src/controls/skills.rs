@@ -77,7 +77,7 @@ impl Core {
         Ok(set)
     }
 
-    /// [`Engine::skills_to_stage`] again, for the copy: the set whose `records` the task was
+    /// [`Core::skills_to_stage`] again, for the copy: the set whose `records` the task was
     /// checked with. A pack directory that changed in between is `SKILL_PACK_INVALID`, never
     /// a mix of two versions.
     pub(crate) fn staged_as_checked(

@@ -99,7 +99,7 @@ pub struct MessageReceipt {
     pub duplicate: bool,
 }
 
-/// The workspace a context's next task gets (see [`Engine::kept_workspace`](crate::Engine::kept_workspace)).
+/// The workspace a context's next task gets (see [`Core::kept_workspace`](crate::Engine::kept_workspace)).
 pub(crate) enum Kept {
     /// A workspace to set up as for a new task (a sandbox, a shared directory, a new copy).
     Request(WorkspaceRequest),

@@ -1,6 +1,6 @@
 //! The ending of a turn: how a turn's result becomes the task's state and status message
 //! ([`TurnResult::into_ending`], [`ended`]), a planner's or reviewer's report check
-//! ([`Engine::check_report`]), a copy task's patch check ([`Core::settle`]), and storing
+//! ([`Core::check_report`]), a copy task's patch check ([`Core::settle`]), and storing
 //! the end once ([`Core::finish`], [`Core::end`]).
 //!
 //! This module owns the status messages a task ends with and the rule that a cancel accepted

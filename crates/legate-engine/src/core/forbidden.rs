@@ -1,7 +1,7 @@
 //! Forbidden directories (`forbidden_directories` in the configuration): directories that
 //! are never a workspace, a copy's source or a test's root, whoever asks.
 //!
-//! This module owns the one check, [`Engine::check_not_forbidden`]: a path is refused with
+//! This module owns the one check, [`Core::check_not_forbidden`]: a path is refused with
 //! `FORBIDDEN_DIRECTORY` when it is a forbidden directory, lies inside one, or contains one
 //! (a workspace above a forbidden directory would show it to the agent). Both sides are
 //! compared resolved (symlinks followed) when they exist, and as written otherwise, so a link

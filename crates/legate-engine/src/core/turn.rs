@@ -1,7 +1,7 @@
 //! One turn of a task, from the queue to its end: the context's turn lock, room for the
 //! agent, a running place ([`Core::drive`]); the workspace, the `working` status and the
-//! event pump ([`Engine::run`]); the context's session, continued or opened, and the prompt
-//! with its timeout and cancel ([`Engine::run_turn`], [`Engine::session_for`]).
+//! event pump ([`Core::run`]); the context's session, continued or opened, and the prompt
+//! with its timeout and cancel ([`Core::run_turn`], [`Core::session_for`]).
 //!
 //! This module owns the order in which a turn takes what it needs (see `drive`) and the
 //! context's live session while a turn uses it. It never stores a task's end itself: every

@@ -173,7 +173,7 @@ impl Groups {
     ///
     /// Errors: `WORKFLOW_INVALID` (the checks of `validate`), `WORKFLOW_CONTEXT_TOO_LARGE`
     /// (a prompt over 64 KiB), the project's and agents' errors, `QUEUE_FULL` when
-    /// [`MAX_GROUPS`] unfinished groups are retained.
+    /// `MAX_GROUPS` unfinished groups are retained.
     pub fn create(
         &self,
         group_id: Option<String>,

@@ -53,7 +53,7 @@ pub struct ContextPack {
     pub role: String,
     /// The acceptance criteria, fixed at the first submit and carried by every handoff.
     pub criteria: Vec<Criterion>,
-    /// Up to [`MAX_REPORTS`] planning or review reports of the chain, newest first.
+    /// Up to `MAX_REPORTS` planning or review reports of the chain, newest first.
     pub reports: Vec<ContextReport>,
     /// This copy's test records, oldest first, each with its source.
     pub tests: Vec<ContextTest>,

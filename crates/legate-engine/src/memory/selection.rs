@@ -148,7 +148,7 @@ impl Core {
 
     /// The bytes the memory block of a handoff's new task will take: the source task's
     /// snapshots when it inherits them (`selected` false), else the entries of `project` it
-    /// selected (checked by [`Engine::check_memory`] already).
+    /// selected (checked by [`Core::check_memory`] already).
     pub(crate) fn memory_block_len(
         &self,
         source: &TaskId,

@@ -1,6 +1,6 @@
 //! The task page: what was asked and by whom, the event stream (stored events, then live
 //! through `/tasks/{id}/events`), and for a copy task its review: the patch (u2's
-//! [`diff`](super::diff) view), the verification, the test evidence, and the integrate,
+//! [`diff`] view), the verification, the test evidence, and the integrate,
 //! discard and cancel actions (forms that POST with the session's CSRF token; the engine's
 //! checks decide and its errors are shown as they come).
 //!
