@@ -1,6 +1,6 @@
 //! The ACP driver: runs an agent that speaks the Agent Client Protocol on stdio.
 //!
-//! [`AcpBackend::open`] spawns the agent itself (not through the SDK's spawner, which sets
+//! `AcpBackend::open` spawns the agent itself (not through the SDK's spawner, which sets
 //! neither `cwd` nor a pre-exec hook): in the workspace root, in its own process group, with a
 //! filtered environment, dying with Legate, and confined by Landlock (`legate-confine`) so that
 //! it can write only in its root, its state directory and its private temp directory. It then performs the handshake (`initialize`,

@@ -1,4 +1,4 @@
-//! Backends: how Legate runs one turn of an agent and turns what it does into [`EventKind`]s.
+//! Backends: how Legate runs one turn of an agent and turns what it does into `EventKind`s.
 //!
 //! The [`Backend`] trait is the seam between the engine and each protocol driver. A backend
 //! opens an [`AgentSession`] (one conversation with one agent process), runs prompts on it one

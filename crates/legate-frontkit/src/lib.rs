@@ -3,12 +3,12 @@
 //! It owns the setup the fronts' integration tests share, built on the engine harness
 //! ([`legate_testkit::EngineHarness`]): start an engine with the harness's builder, then
 //!
-//! - [`mcp::McpFront`] (feature `mcp`): `LegateMcp` served over an in-memory pipe to rmcp's
-//!   own client ([`mcp::McpClient`], which records progress and may answer elicitations),
+//! - `mcp::McpFront` (feature `mcp`): `LegateMcp` served over an in-memory pipe to rmcp's
+//!   own client (`mcp::McpClient`, which records progress and may answer elicitations),
 //!   with the calls tests make (`call`, `call_raw`, `fail`, `refused`, `wait_done`, …); and
-//!   [`mcp::McpHttp`], the front's HTTP router on 127.0.0.1 for tests of raw requests;
-//! - [`a2a::A2aFront`] (feature `a2a`): `legate_a2a::boot` served on 127.0.0.1;
-//! - [`ui::UiFront`] (feature `ui`): the dashboard router served on 127.0.0.1 with a client
+//!   `mcp::McpHttp`, the front's HTTP router on 127.0.0.1 for tests of raw requests;
+//! - `a2a::A2aFront` (feature `a2a`): `legate_a2a::boot` served on 127.0.0.1;
+//! - `ui::UiFront` (feature `ui`): the dashboard router served on 127.0.0.1 with a client
 //!   that does not follow redirects;
 //! - [`cli::CliHome`]: a temporary `$LEGATE_HOME` (or, with [`cli::CliHome::at`], a home
 //!   another harness owns) and the `legate` binary run in it, and [`cli::KillOnDrop`] for a

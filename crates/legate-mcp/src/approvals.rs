@@ -3,7 +3,7 @@
 //! over the durable approval queue.
 //!
 //! It is a handler of its own, not a filter over [`crate::LegateMcp`]'s catalog: it holds no
-//! [`Engine`] method that starts, continues or cancels a task, so no token that reaches it can
+//! `Engine` method that starts, continues or cancels a task, so no token that reaches it can
 //! delegate anything. It is served at `/supervisor/mcp` behind the supervisor token
 //! ([`crate::http`]), or on stdio once the binary checked that token. It never decides: an
 //! answer is the engine's to turn into an option id, and the engine's to record.

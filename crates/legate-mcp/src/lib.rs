@@ -4,16 +4,16 @@
 //! The front translates MCP into engine calls and back; it decides nothing about a task (rule
 //! 4 of the design). Its own rules are about the protocol: which tools a [`Profile`] lists,
 //! argument ranges, how a long answer is cut into pieces ([`chunk`]), how a wait reports
-//! progress ([`wait`]), and who may reach the HTTP endpoint ([`http`], [`token`]). A client
+//! progress ([`wait`]), and who may reach the HTTP endpoint ([`http`], `token`). A client
 //! that disconnects, or a wait that times out, never cancels a task.
 //!
 //! The supervisor's side is [`approvals`]: the `supervisor` profile's own handler (approvals,
 //! decide, audit), served at [`SUPERVISOR_PATH`] behind the supervisor token.
 //!
 //! Layout: [`server`] (the handler and the tool catalog), `tools` (each tool over the engine),
-//! [`review`] (the copy workspace's review tools and `usage`), [`approval`] (the elicitation
+//! [`review`] (the copy workspace's review tools and `usage`), `approval` (the elicitation
 //! confirmer), [`schema`] (arguments and answers, mostly the engine's own types, and the one
-//! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], [`token`], [`http`].
+//! place JSON Schemas are generated), [`wait`], [`chunk`], [`profile`], `token`, [`http`].
 
 pub mod approvals;
 mod catalog;

@@ -16,7 +16,7 @@ pub const MAX_INCLUDE_PATHS: usize = 1000;
 
 /// Why `path` is not a safe relative project path, or `None` when it is.
 ///
-/// Safe: non-empty, at most [`MAX_PATH_BYTES`], relative, `/`-separated, with no empty, `.`
+/// Safe: non-empty, at most `MAX_PATH_BYTES`, relative, `/`-separated, with no empty, `.`
 /// or `..` component, no `.git` component (in any case), and no NUL, control character or
 /// backslash anywhere.
 pub fn path_problem(path: &str) -> Option<&'static str> {

@@ -1,7 +1,7 @@
 //! The binary's errors and the one place they are rendered.
 //!
 //! A command raises a typed error with a code, never a code written as text: a
-//! `legate_core::Error` with one of Legate's stable `ErrorCode`s ([`coded!`], [`fail!`]), or a
+//! `legate_core::Error` with one of Legate's stable `ErrorCode`s (`coded!`, `fail!`), or a
 //! [`CliError`] for the two refusals only this binary makes (`UNAUTHORIZED`, `UNAVAILABLE`).
 //! `anyhow` carries them to `main`, where [`report`] prints `error: CODE: message: cause…` on
 //! stderr and chooses the exit status. This module decides nothing about what failed.
@@ -65,7 +65,7 @@ macro_rules! coded {
     };
 }
 
-/// Returns early with [`coded!`]'s error.
+/// Returns early with `coded!`'s error.
 #[macro_export]
 macro_rules! fail {
     ($code:ident, $($arg:tt)*) => {

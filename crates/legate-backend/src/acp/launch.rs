@@ -17,7 +17,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 /// The directory, inside the workspace root, that holds Codex's private `TMPDIR`s: one
-/// directory per session beneath it ([`SessionTmp`]).
+/// directory per session beneath it (`SessionTmp`).
 pub const CODEX_TMP: &str = ".legate-tmp";
 
 /// Variables set for Claude Code: no telemetry, no update checks, no nonessential traffic.

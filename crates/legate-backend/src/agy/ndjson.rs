@@ -14,7 +14,7 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 pub struct Line {
     /// Its bytes, without the newline (and without a `\r` before it).
     pub bytes: Vec<u8>,
-    /// Whether bytes past [`MAX_LINE`] were dropped.
+    /// Whether bytes past `MAX_LINE` were dropped.
     pub truncated: bool,
 }
 

@@ -1,7 +1,7 @@
 //! The review tools of copy workspaces (`list_project_files`, `preview`, `read_patch`,
 //! `verify`, `test`, `record_test`, `integrate`, `discard`, `cleanup`) and `usage`, each over
 //! one engine method; their shapes are in [`shapes`], the confirmer that asks the MCP client
-//! before an integration in approval mode `ask` in [`crate::approval`].
+//! before an integration in approval mode `ask` in `crate::approval`.
 //!
 //! Nothing here decides: which checks an integration needs, what an answer of the confirmer
 //! means and whether a test passed are the engine's. This module translates arguments

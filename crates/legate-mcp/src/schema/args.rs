@@ -1,5 +1,5 @@
 //! The arguments of the task tools (`health` … `send_message`): MCP's shapes of what a
-//! client asks, each turned into one engine request by [`crate::tools`], taken apart whole.
+//! client asks, each turned into one engine request by `crate::tools`, taken apart whole.
 //! Where an argument is an engine type (a mode, a criterion), it is that type; where a tool's
 //! arguments have the engine request's shape (`handoff`: `HandoffRequest`), the tool takes the
 //! request itself and no struct here repeats it.

@@ -7,12 +7,12 @@
 //!   stays open. Enforced by hyper's HTTP/1 `header_read_timeout`.
 //! - **Body read timeout** ([`ServeOptions::body_timeout`]): a request's body must arrive
 //!   whole within it, counted from the end of its head. The connection's task closes a
-//!   connection past it, whether or not a handler is reading the body ([`body`]).
+//!   connection past it, whether or not a handler is reading the body (`body`).
 //! - Neither applies while a response is being written: SSE streams and long MCP `wait` calls
 //!   are never cut by them.
 //! - **A cap on open connections** ([`ServeOptions::max_connections`], lowered to a quarter of
 //!   the process's descriptor limit when that is smaller), with unauthenticated connections
-//!   dropped first ([`conns`]). A connection refused because every open one is authenticated
+//!   dropped first (`conns`). A connection refused because every open one is authenticated
 //!   is answered `503` with `Retry-After: 1` and closed.
 //! - **Descriptor exhaustion**: when `accept` fails for want of a descriptor (`EMFILE`,
 //!   `ENFILE`, `ENOBUFS`, `ENOMEM`), the idlest unauthenticated connection is closed to free
@@ -79,7 +79,7 @@ impl Default for ServeOptions {
 }
 
 /// `max_connections`, lowered to a quarter of the descriptor limit (never below
-/// [`MIN_CONNECTIONS`]) so that idle connections alone cannot use up the process's
+/// `MIN_CONNECTIONS`) so that idle connections alone cannot use up the process's
 /// descriptors, which agents, the store and the other front need too.
 pub fn effective_cap(max_connections: usize) -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
