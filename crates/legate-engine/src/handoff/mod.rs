@@ -53,7 +53,10 @@ pub struct ContextPack {
     pub role: String,
     /// The acceptance criteria, fixed at the first submit and carried by every handoff.
     pub criteria: Vec<Criterion>,
-    /// Up to `MAX_REPORTS` planning or review reports of the chain, newest first.
+    /// Up to [`MAX_REPORTS`] planning or review reports of the chain, newest first.
+    // The text above is this field's description in the pinned MCP schemas, link brackets
+    // and all, so it stays as it is; the constant it names is private to the crate.
+    #[allow(rustdoc::private_intra_doc_links)]
     pub reports: Vec<ContextReport>,
     /// This copy's test records, oldest first, each with its source.
     pub tests: Vec<ContextTest>,
