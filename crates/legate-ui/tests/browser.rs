@@ -220,7 +220,14 @@ async fn the_dashboard_end_to_end_in_chromium() {
         .click()
         .await
         .unwrap();
-    wait_text(&b, "Audit trail").await;
+    // The answered request leaves the page's pending list (the heading "Audit trail" is on
+    // the page before the click too, so it cannot tell that the answer has landed).
+    wait_js(
+        &b,
+        &format!("document.querySelector('#a-{approval}') === null"),
+        "the approval leaving the pending list",
+    )
+    .await;
     assert!(!pending(h, &approval), "the page's Approve did not answer");
     b.client.close_window().await.unwrap();
     b.client.switch_to_window(task_window).await.unwrap();
