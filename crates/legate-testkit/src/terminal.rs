@@ -29,12 +29,8 @@ pub fn open() -> std::io::Result<Terminal> {
     let device = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .custom_flags(libc_o_noctty())
+        // Opening the device must not make it this test process's controlling terminal.
+        .custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32)
         .open(std::ffi::OsStr::from_bytes(name.as_bytes()))?;
     Ok(Terminal { controller, device })
-}
-
-/// `O_NOCTTY`: opening the device must not make it this test process's controlling terminal.
-fn libc_o_noctty() -> i32 {
-    rustix::fs::OFlags::NOCTTY.bits() as i32
 }
