@@ -19,6 +19,7 @@ macro_rules! out {
 mod a2a;
 mod agents;
 mod approvals;
+mod caller_skill;
 mod compare;
 mod config;
 mod errors;
@@ -249,6 +250,9 @@ enum Command {
     },
     /// Remove finished copies past their retention, and orphaned ones.
     Cleanup,
+    /// The skill that teaches a calling agent (Claude Code, Codex) to delegate through
+    /// Legate: `print` it, or `install --for claude-code|codex [--project DIR]`.
+    CallerSkill(caller_skill::CallerSkillFlags),
     /// Run a built-in agent on stdio (used by Legate itself).
     Agent {
         /// Which agent: `revisor`, or `tck` (the A2A TCK profile).
@@ -346,6 +350,10 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
     if let Command::Policy { command } = command {
         // It reports an invalid policy itself (exit 1), so it loads the configuration itself.
         return policy::command(command);
+    }
+    if let Command::CallerSkill(flags) = command {
+        // It writes the caller's own files and needs no configuration.
+        return caller_skill::run(flags);
     }
     let config = config::load()?;
     let paths = config.engine.paths.clone();
@@ -448,7 +456,9 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             with_engine(config, |e| async move { review::discard(&e, &id).await }).await
         }
         Command::Cleanup => with_engine(config, |e| async move { review::cleanup(&e).await }).await,
-        Command::Agent { .. } | Command::Policy { .. } => Ok(ExitCode::from(2)),
+        Command::Agent { .. } | Command::Policy { .. } | Command::CallerSkill(_) => {
+            Ok(ExitCode::from(2))
+        }
     }
 }
 

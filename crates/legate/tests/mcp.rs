@@ -7,7 +7,8 @@
 //! client left (EOF) finishes the running task before it exits; an HTTP client that gives up
 //! on a wait and then dies mid-wait leaves its task running to completion; `cancel` ends a
 //! running task `canceled`; `send_message` from a `query` server into a write context makes a
-//! read-only task; `health` reports the configured confinement requirement and limits.
+//! read-only task; `health` reports the configured confinement requirement and limits; the
+//! caller-side skill names only served tools and arguments.
 //!
 //! The Python tests need only `python3`: the `mcp` package comes from a pinned virtual
 //! environment that `legate_testkit::python` provisions under the target directory on first
@@ -313,6 +314,21 @@ fn cancel_ends_a_running_task_canceled() {
     // The state says why it ended; a canceled task carries no error.
     assert!(report["taskError"].is_null(), "{report}");
     assert_eq!(report["cancelAgain"], "TASK_NOT_CANCELABLE", "{report}");
+}
+
+/// The caller-side skill (`legate caller-skill`) teaches a calling agent the tools by name:
+/// every `tool(arg, …)` it writes must be one this server lists, taking those arguments, so
+/// the skill cannot drift from the schemas it describes.
+#[test]
+fn the_caller_skill_names_only_served_tools_and_their_arguments() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    let report = python(&home, "scenarios.py", &["caller-skill", LEGATE]);
+    assert_eq!(report["missing"], json!([]), "{report}");
+    assert!(report["calls"].as_u64().unwrap() >= 25, "{report}");
+    assert!(report["tools"].as_u64().unwrap() >= 25, "{report}");
 }
 
 #[test]

@@ -11,6 +11,9 @@ with what it saw (the last one is the report) and exits 0, or raises.
     python3 scenarios.py cancel LEGATE_BIN        # stdio: cancel a running task
     python3 scenarios.py query-message LEGATE_BIN # stdio: a write context, then send_message
                                                   # into it from a `query` profile server
+    python3 scenarios.py caller-skill LEGATE_BIN  # stdio: every `tool(arg, …)` the caller-side
+                                                  # skill (`legate caller-skill print`) names is
+                                                  # a served tool taking those arguments
 
 LEGATE_HOME (and LEGATE_LOG) are passed on to the stdio servers.
 """
@@ -19,6 +22,8 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 
@@ -206,6 +211,28 @@ async def roles(binary):
         )
 
 
+async def caller_skill(binary):
+    text = subprocess.run(
+        [binary, "caller-skill", "print"], check=True, capture_output=True, text=True
+    ).stdout
+    async with stdio_session(binary, {"LEGATE_MCP_PROFILE": "full"}) as session:
+        await session.initialize()
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+    calls, missing = 0, []
+    for match in re.finditer(r"`([a-z_]+)\(([^)`]*)\)`", text):
+        name, args = match.group(1), [a.strip() for a in match.group(2).split(",") if a.strip()]
+        calls += 1
+        tool = tools.get(name)
+        if tool is None:
+            missing.append(name)
+            continue
+        schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema")
+        known = schema.get("properties", {})
+        missing.extend(f"{name}.{arg}" for arg in args if arg not in known)
+    report({"calls": calls, "tools": len({m.group(1) for m in re.finditer(r"`([a-z_]+)\(", text)}),
+            "missing": missing})
+
+
 async def main():
     scenario, args = sys.argv[1], sys.argv[2:]
     if scenario == "leave":
@@ -218,6 +245,8 @@ async def main():
         await query_message(*args)
     elif scenario == "roles":
         await roles(*args)
+    elif scenario == "caller-skill":
+        await caller_skill(*args)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
 
