@@ -209,10 +209,10 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             "A comparison as it stands: each review (state, error, usage, report summary, contextMatches: its copy re-hashed against the compared tree), startErrors, and the findings of the completed reviews grouped by path and line: identical (all said literally the same), different (all said something there, not the same), not-reported-by-all. complete needs every review completed and every copy and the source unchanged; contextStale says otherwise. Grouping is literal, no semantic voting; no finding authorizes integration, and no finding is no proof of correctness.",
             true,
         ),
-        def::<TaskArgs, PreviewOut>(
+        def::<PreviewArgs, PreviewOut>(
             "preview",
             "Preview a copy's patch",
-            "A copy task's patch now: files (A/M/D) with line counts, totals, the sha256 and length of the full patch, the latest verification and whether it is stale, and the test records. Pass sha256 as expectedSha256 to read_patch, verify, test and integrate.",
+            "A copy task's patch now: files (A/M/D) with line counts, totals, the sha256 and length of the full patch, the latest verification and whether it is stale, and the test records; with includePatch, the patch itself when it is at most 50,000 bytes. Pass sha256 as expectedSha256 to read_patch, verify, test and integrate.",
             true,
         )
         .group(ToolGroup::Review),

@@ -181,10 +181,7 @@ impl LegateMcp {
                 to_value(out)
             }
             "comparison" => to_value(crate::compare::comparison(engine, parse(args)?).await?),
-            "preview" => {
-                let a: TaskArgs = parse(args)?;
-                to_value(review::preview(engine, &a.task_id).await?)
-            }
+            "preview" => to_value(review::preview(engine, parse(args)?).await?),
             "read_patch" => to_value(review::read_patch(engine, parse(args)?).await?),
             "verify" => to_value(review::verify(engine, parse(args)?).await?),
             "test" => to_value(review::test(engine, parse(args)?).await?),

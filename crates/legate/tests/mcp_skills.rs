@@ -75,6 +75,8 @@ fn run_stages_client_skills_that_the_agent_quotes_and_the_patch_never_carries() 
     assert_eq!(report["quoted"], true, "{report}");
     assert_eq!(report["changed"], json!(["one.txt"]), "{report}");
     assert_eq!(report["patchMentionsSkills"], false, "{report}");
+    assert_eq!(report["plainPreviewHasPatch"], false, "{report}");
+    assert_eq!(report["inlinePatchIsTheReadOne"], true, "{report}");
     assert_eq!(report["conflict"], "SKILL_CONFLICT", "{report}");
     assert_eq!(report["sandbox"], "INVALID_INPUT", "{report}");
 }

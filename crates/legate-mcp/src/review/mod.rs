@@ -29,9 +29,31 @@ pub async fn list_project_files(
         .await
 }
 
-/// `preview`.
-pub async fn preview(engine: &Engine, task_id: &str) -> Result<PreviewOut> {
-    let p = engine.reviews().preview(task_id).await?;
+/// The longest patch `preview` answers whole with `includePatch`: one `read_patch` window.
+const INLINE_PATCH_MAX: usize = 50_000;
+
+/// `preview`; with `includePatch`, the patch it describes too, read bound to its sha256 (a
+/// patch that changed in between is `PATCH_CHANGED`) when it fits one window.
+pub async fn preview(engine: &Engine, args: PreviewArgs) -> Result<PreviewOut> {
+    let p = engine.reviews().preview(&args.task_id).await?;
+    let fits = usize::try_from(p.patch.patch_length).is_ok_and(|n| n <= INLINE_PATCH_MAX);
+    let patch = if args.include_patch && fits {
+        let page = engine
+            .reviews()
+            .read_patch(
+                &args.task_id,
+                PatchRead {
+                    expected_sha256: p.patch.sha256.clone(),
+                    path: None,
+                    offset: 0,
+                    limit: Some(INLINE_PATCH_MAX),
+                },
+            )
+            .await?;
+        (!page.has_more).then_some(page.text)
+    } else {
+        None
+    };
     Ok(PreviewOut {
         task_id: p.task_id.to_string(),
         source: p.source.display().to_string(),
@@ -49,6 +71,7 @@ pub async fn preview(engine: &Engine, task_id: &str) -> Result<PreviewOut> {
             .map(|t| TestRecordOut::new(&t.evidence, Some(t.stale)))
             .collect(),
         integration: p.integration,
+        patch,
     })
 }
 

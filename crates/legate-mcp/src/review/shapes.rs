@@ -31,6 +31,19 @@ pub struct ListProjectFilesArgs {
     pub include_paths: Vec<String>,
 }
 
+/// `preview`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreviewArgs {
+    /// The task id (or a unique prefix of at least 4 characters).
+    pub task_id: String,
+    /// Also answer the whole patch as `patch` when it fits one read_patch window (50,000
+    /// bytes); a longer patch is left out (read it with read_patch). Default false.
+    #[serde(default)]
+    pub include_patch: bool,
+}
+
 /// `read_patch`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -290,6 +303,10 @@ pub struct PreviewOut {
     pub tests: Vec<TestRecordOut>,
     /// The integration, once done.
     pub integration: Option<IntegrationRecord>,
+    /// The whole patch, when includePatch was true and it is at most 50,000 bytes (its
+    /// sha256 is `sha256`); absent otherwise: read it with read_patch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
 }
 
 /// `discard`.

@@ -7,7 +7,7 @@ Run by crates/legate/tests/mcp_skills.rs; not a test on its own.
 `run` on a copy of PROJECT with a client skill: the answer lists the staged skills by name,
 directory and sha256 (Legate's bundled packs first), never their text; the agent reads and
 quotes the skill, edits it and plants another under .agents/skills/; the preview and the
-patch hold only one.txt. The same name with other files is SKILL_CONFLICT, and skills on a
+patch hold only one.txt (and `preview` with `includePatch` answers that same patch inline). The same name with other files is SKILL_CONFLICT, and skills on a
 sandbox are refused. Prints one JSON line with what it saw and exits 0, or raises.
 """
 
@@ -61,6 +61,8 @@ async def flow(session, project):
         "read_patch",
         {"taskId": started["taskId"], "expectedSha256": preview["sha256"]},
     )
+    # The seed's `includePatch`: the same patch inline, bound to the same sha256.
+    inline = await call(session, "preview", {"taskId": started["taskId"], "includePatch": True})
 
     other = dict(SKILL, name="review-style", content="other files\n")
     conflict = await session.call_tool(
@@ -80,6 +82,9 @@ async def flow(session, project):
         "quoted": "quote-me: check every claim" in (result.get("answer") or ""),
         "changed": sorted(f["path"] for f in preview["files"]),
         "patchMentionsSkills": ".agents" in patch["text"] or "planted" in patch["text"],
+        "plainPreviewHasPatch": "patch" in preview,
+        "inlinePatchIsTheReadOne": inline.get("patch") == patch["text"] and not patch["hasMore"]
+        and inline["sha256"] == preview["sha256"],
         "conflict": structured(conflict)["error"]["code"] if is_error(conflict) else None,
         "sandbox": structured(sandboxed)["error"]["code"] if is_error(sandboxed) else None,
     }
