@@ -5,8 +5,10 @@
 //! `group_wait` is bounded (1 to 60 s) and, when the call carries a progress token, sends a
 //! notification whenever the nodes' counts change and at least every heartbeat, each naming
 //! counts only: never a prompt, an answer or an intermediate result, which stay out of the
-//! answer too (the engine's `GroupStatus` carries none). Waiting never changes the group. This
-//! module decides nothing about a group; it never logs arguments.
+//! answer too (the engine's `GroupStatus` carries none; its page of the nodes' messages holds
+//! questions and blockers only, and checks the caller's cursors and limit itself). Waiting
+//! never changes the group. This module decides nothing about a group; it never logs
+//! arguments.
 
 use crate::tools::in_range;
 use crate::wait::Progress;
@@ -34,8 +36,10 @@ pub const GROUP_WAIT_DEFAULT_SECS: u64 = 30;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GroupCreateArgs {
     /// The group: `{workingDirectory, title?, nodes: [{id, role?, agent?, model?, prompt,
-    /// dependsOn?, fileSources?, mode?, criteria?}], peerRoutes?: [{from, to}], budget?:
-    /// {maxTotalTokens}, workflow?: {finalNode, hooks?}}`.
+    /// dependsOn?, fileSources?, mode?, acceptanceCriteria?, includePaths?, skills?, memory?,
+    /// timeoutSeconds?, allowedTools?, mcpServers?, artifactPaths?}], peerRoutes?: [{from,
+    /// to}], budget?: {maxTotalTokens}, workflow?: {finalNode, hooks?}}`; every step of a
+    /// workflow needs acceptanceCriteria.
     pub definition: GroupDefinition,
     /// A stable id of your choosing (a UUID); repeat it with the same definition to read back
     /// a creation whose answer was lost. A new one when absent.

@@ -3,7 +3,9 @@
 //! created (a cycle refused), started, waited for with progress, read back with its status,
 //! listing, synthesis and the receipt of the peer message its implementer sent; then a peer
 //! message conflict (the node held, a resume not getting past it) and a flood of blockers
-//! read through `group_wait`'s bounded pages (bad cursors and limits refused).
+//! read through `group_wait`'s bounded pages (bad cursors and limits refused); workflow steps'
+//! acceptance criteria (required, inside the copy, a failing check holding the step); and a
+//! configured role's control defaults reaching its nodes, within the tool ceiling.
 //!
 //! Needs only `python3` (the pinned `mcp` package is provisioned under the target directory,
 //! see `legate_testkit::python`); without it the test says so and skips, except in CI.
@@ -15,12 +17,34 @@ use std::path::Path;
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
+/// A tool ceiling, a role whose defaults name tools and artifacts within it, and one whose
+/// default passes it.
+const ROLES: &str = r#"
+[controls]
+allowed_tools = ["read", "edit", "search", "think", "other"]
+
+[roles.scribe]
+base = "implementer"
+instructions = "Write what is asked."
+
+[roles.scribe.defaults]
+allowedTools = ["read"]
+artifactPaths = ["b.txt"]
+
+[roles.runner]
+base = "implementer"
+instructions = "Run what is asked."
+
+[roles.runner.defaults]
+allowedTools = ["execute"]
+"#;
+
 #[test]
 fn a_workflow_over_mcp_with_the_python_sdk() {
     let Some(python) = legate_testkit::python("mcp") else {
         return;
     };
-    let env = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
+    let env = CliHome::with_config(LEGATE, ROLES).env("LEGATE_LOG", "warn");
     let project = env.make_project(&[(
         "README.md",
         "# Demo\n\nA project to plan, change and review.\n",
@@ -58,4 +82,7 @@ fn a_workflow_over_mcp_with_the_python_sdk() {
         "{report}"
     );
     assert_eq!(report["criteriaHeld"], "held", "{report}");
+    // Role defaults reach a node's task; its own value wins; the ceiling still bounds them.
+    assert_eq!(report["roleDefaults"], "applied", "{report}");
+    assert_eq!(report["ceiling"], "TOOL_NOT_ALLOWED", "{report}");
 }

@@ -148,6 +148,23 @@ async def wait_ready(session, group, cursors=None, pages=None):
     raise AssertionError(f"group {group} never settled: {waited}")
 
 
+async def started(session, definition):
+    """group_create then group_start; the group's id and definition hash."""
+    created = await call(session, "group_create", {"definition": definition})
+    group, sha = created["groupId"], created["definitionSha256"]
+    await call(session, "group_start", {"groupId": group, "definitionSha256": sha})
+    return group, sha
+
+
+async def paused_on(session, definition, reason):
+    """Starts `definition`, waits until it settles, and checks it paused on `reason`."""
+    group, sha = await started(session, definition)
+    status = (await wait_ready(session, group))["status"]
+    assert status["state"] == "paused", status
+    assert status["pauseReason"] == reason, status
+    return group, sha, status
+
+
 async def conflict(session, project):
     """Two peer messages under one id: held, paused, and a resume does not get past it."""
     twice = envelope("dup", "hear", "one") + " " + envelope("dup", "hear", "two")
@@ -160,13 +177,7 @@ async def conflict(session, project):
         ],
         "peerRoutes": [{"from": "talk", "to": "hear"}],
     }
-    created = await call(session, "group_create", {"definition": definition})
-    group, sha = created["groupId"], created["definitionSha256"]
-    await call(session, "group_start", {"groupId": group, "definitionSha256": sha})
-    waited = await wait_ready(session, group)
-    status = waited["status"]
-    assert status["state"] == "paused", status
-    assert status["pauseReason"] == "PEER_MESSAGE_CONFLICT", status
+    group, sha, status = await paused_on(session, definition, "PEER_MESSAGE_CONFLICT")
     nodes = {n["id"]: n for n in status["nodes"]}
     assert nodes["talk"]["state"] == "held", status
     assert nodes["talk"]["error"] == "PEER_MESSAGE_CONFLICT", status
@@ -195,9 +206,7 @@ async def flood(session, project, other_group):
              "prompt": "Summarise the README.md."},
         ],
     }
-    created = await call(session, "group_create", {"definition": definition})
-    group, sha = created["groupId"], created["definitionSha256"]
-    await call(session, "group_start", {"groupId": group, "definitionSha256": sha})
+    group, _ = await started(session, definition)
     pages = []
     last = await wait_ready(session, group, {}, pages)
     seen = []
@@ -261,14 +270,8 @@ async def criteria(session, project):
         "outside": await refused(workflow([holds("x", "file-exists", "../../etc/passwd")])),
         "absolute": await refused(workflow([holds("x", "file-exists", "/etc/passwd")])),
     }
-    created = await call(session, "group_create", {
-        "definition": workflow([holds("wrong", "file-contains", "b.txt", "not what was written")])})
-    group, sha = created["groupId"], created["definitionSha256"]
-    await call(session, "group_start", {"groupId": group, "definitionSha256": sha})
-    waited = await wait_ready(session, group)
-    status = waited["status"]
-    assert status["state"] == "paused", status
-    assert status["pauseReason"] == "VERIFICATION_REQUIRED", status
+    wrong = workflow([holds("wrong", "file-contains", "b.txt", "not what was written")])
+    group, sha, status = await paused_on(session, wrong, "VERIFICATION_REQUIRED")
     assert "wrong" in status["pauseMessage"], status
     nodes = {n["id"]: n for n in status["nodes"]}
     assert nodes["first"]["state"] == "held", status
@@ -279,6 +282,42 @@ async def criteria(session, project):
     return {"criteriaRefusals": codes, "criteriaHeld": nodes["first"]["state"]}
 
 
+async def roles(session, project):
+    """Role `scribe` (configured by mcp_groups.rs) gives allowedTools ["read"] and
+    artifactPaths ["b.txt"]: a node that names nothing gets both (its write refused, b.txt
+    missing); a node naming its own allowedTools keeps them (b.txt collected). A role whose
+    default passes the configured ceiling is refused at admission."""
+    definition = {
+        "workingDirectory": project,
+        "nodes": [
+            {"id": "narrow", "agent": "revisor", "role": "scribe", "prompt": "write b.txt: b"},
+            {"id": "own", "agent": "revisor", "role": "scribe", "prompt": "write b.txt: b",
+             "allowedTools": ["read", "edit"]},
+        ],
+    }
+    group, _ = await started(session, definition)
+    pages = []
+    last = await wait_ready(session, group, {}, pages)
+    assert last["status"]["state"] == "completed", last
+    tasks = {n["id"]: n["taskId"] for n in last["status"]["nodes"]}
+    blockers = [m for p in pages for m in p["messages"] if m["node"] == "narrow"]
+    assert any("edit" in m["message"]["text"] for m in blockers), pages
+    assert not any(m["node"] == "own" for p in pages for m in p["messages"]), pages
+    narrow = await call(session, "result", {"taskId": tasks["narrow"]})
+    own = await call(session, "result", {"taskId": tasks["own"]})
+    assert [(a["name"], a["state"]) for a in narrow["artifacts"]] == [("b.txt", "missing")], narrow
+    assert [(a["name"], a["state"]) for a in own["artifacts"]] == [("b.txt", "collected")], own
+
+    over = {
+        "workingDirectory": project,
+        "nodes": [{"id": "runs", "agent": "revisor", "role": "runner", "prompt": "read README.md"}],
+    }
+    group, _, status = await paused_on(session, over, "TOOL_NOT_ALLOWED")
+    assert not status["nodes"][0]["taskIds"], status
+    await call(session, "group_cancel", {"groupId": group})
+    return {"roleDefaults": "applied", "ceiling": status["pauseReason"]}
+
+
 async def main():
     binary, project = sys.argv[1], sys.argv[2]
     async with stdio_session(binary) as session:
@@ -287,6 +326,7 @@ async def main():
         other_task = report["synthTask"]
         report.update(await flood(session, project, other_task))
         report.update(await criteria(session, project))
+        report.update(await roles(session, project))
     print(json.dumps(report), flush=True)
 
 
