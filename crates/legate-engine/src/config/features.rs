@@ -172,7 +172,8 @@ pub struct RoleDefaults {
     /// for agents that take one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<String>,
-    /// Skill packages staged in a copy workspace, when the request sends none.
+    /// Skill packages staged in a copy workspace, when the request sends none (for another
+    /// workspace there is nothing to stage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<Vec<legate_core::SkillPackage>>,
     /// Files of the workspace collected when the task ends, when the request names none.

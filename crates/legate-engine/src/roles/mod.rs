@@ -446,8 +446,10 @@ fn fill(request: &mut SubmitRequest, defaults: RoleDefaults) {
     // Effort reaches the task once requests carry one (`run`'s `effort`); until then it is
     // checked at start and listed with the role only.
     let _ = effort;
+    // Like includePaths, skills are staged in a copy only: elsewhere there is nothing to fill.
     if let Some(skills) = skills
         && request.skills.is_empty()
+        && matches!(request.workspace, WorkspaceRequest::Copy { .. })
     {
         request.skills = skills;
     }

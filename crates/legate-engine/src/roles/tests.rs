@@ -206,7 +206,18 @@ fn control_defaults_fill_only_what_the_request_left_out() {
         }]),
         ..RoleDefaults::default()
     };
+    let mut elsewhere = SubmitRequest::new("p");
+    fill(&mut elsewhere, defaults.clone());
+    assert!(
+        elsewhere.skills.is_empty(),
+        "skills are staged in a copy only"
+    );
     let mut bare = SubmitRequest::new("p");
+    bare.workspace = WorkspaceRequest::Copy {
+        source: "/p".into(),
+        include_paths: vec![],
+        criteria: vec![],
+    };
     fill(&mut bare, defaults.clone());
     assert_eq!(bare.skills[0].name, "style");
     assert_eq!(bare.artifact_paths, ["notes.md"]);
