@@ -221,7 +221,7 @@ pub async fn wait(
         limit: args.limit,
     };
     // Unknown groups, and cursors or limits the engine refuses, fail before anything waits.
-    let first = engine.groups().now(&args.group_id, &request)?.status;
+    let first = engine.groups().current(&args.group_id, &request)?.status;
     let timeout = Duration::from_secs(seconds);
     let waited = engine.groups().wait_for(&args.group_id, timeout, &request);
     tokio::pin!(waited);
@@ -268,7 +268,7 @@ fn finish(wait: GroupWait) -> GroupWaitOut {
 /// The answer of a wait the client gave up on: the group and its messages now.
 fn current(engine: &Engine, group_id: &str, request: &GroupWaitRequest) -> Result<GroupWaitOut> {
     Ok(GroupWaitOut {
-        wait: engine.groups().now(group_id, request)?,
+        wait: engine.groups().current(group_id, request)?,
         timed_out: false,
     })
 }

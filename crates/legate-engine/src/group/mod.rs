@@ -390,7 +390,7 @@ impl Groups {
         let mut changes = self.core.group_changes();
         loop {
             changes.borrow_and_update();
-            let answer = self.now(group_id, request)?;
+            let answer = self.current(group_id, request)?;
             if answer.ready
                 || (on_messages && !answer.messages.is_empty())
                 || tokio::time::Instant::now() >= deadline
@@ -408,7 +408,7 @@ impl Groups {
 
     /// What a wait would answer now, without waiting: `ready` when the group ended or
     /// paused with nothing running.
-    pub fn now(&self, group_id: &str, request: &GroupWaitRequest) -> Result<GroupWait> {
+    pub fn current(&self, group_id: &str, request: &GroupWaitRequest) -> Result<GroupWait> {
         let g = self.core.load_group(group_id)?;
         let status = g.status()?;
         let page = self.core.group_messages(&g, request)?;
