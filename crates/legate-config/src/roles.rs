@@ -3,10 +3,9 @@
 //!
 //! This module only reads the tables into the engine's `RoleSpec`s and checks them with the
 //! engine's own catalog (`legate_engine::Roles::new`), so that a bad role stops `legate` at
-//! start with `CONFIG_INVALID` naming it. Defaults another part of Legate does not honour yet
-//! (`effort`, `skills`, `artifactPaths`, `deliveryMode`, `allowedTools`, `mcpServers`,
-//! `memory`) are parsed and refused as not supported yet, never silently ignored. The rules
-//! that use roles live in the engine.
+//! start with `CONFIG_INVALID` naming it. Every default of the seed is read (`effort`,
+//! `skills`, `artifactPaths`, `deliveryMode`, `allowedTools`, `mcpServers` and `memory`
+//! included); none is silently ignored. The rules that use roles live in the engine.
 
 use crate::{Result, refuse};
 use legate_core::RoleBase;
@@ -39,18 +38,17 @@ struct DefaultsTable {
     mode: Option<String>,
     #[serde(alias = "outputSchema")]
     output_schema: Option<toml::Value>,
-    // Parsed so that they are refused by name below.
-    effort: Option<toml::Value>,
-    skills: Option<toml::Value>,
+    effort: Option<String>,
+    skills: Option<Vec<legate_core::SkillPackage>>,
     #[serde(alias = "artifactPaths")]
-    artifact_paths: Option<toml::Value>,
+    artifact_paths: Option<Vec<String>>,
     #[serde(alias = "deliveryMode")]
-    delivery_mode: Option<toml::Value>,
+    delivery_mode: Option<String>,
     #[serde(alias = "allowedTools")]
-    allowed_tools: Option<toml::Value>,
+    allowed_tools: Option<Vec<String>>,
     #[serde(alias = "mcpServers")]
-    mcp_servers: Option<toml::Value>,
-    memory: Option<toml::Value>,
+    mcp_servers: Option<Vec<legate_core::McpSelection>>,
+    memory: Option<Vec<legate_core::MemorySelection>>,
 }
 
 /// The configured roles, checked with the engine's catalog against the configured agents.
@@ -85,20 +83,32 @@ fn spec(name: String, t: RoleTable) -> Result<RoleSpec> {
         refuse!("roles.{name}.instructions is missing");
     };
     let d = t.defaults;
-    let unsupported = [
-        ("effort", d.effort.is_some()),
-        ("skills", d.skills.is_some()),
-        ("artifactPaths", d.artifact_paths.is_some()),
-        ("deliveryMode", d.delivery_mode.is_some()),
-        ("allowedTools", d.allowed_tools.is_some()),
-        ("mcpServers", d.mcp_servers.is_some()),
-        ("memory", d.memory.is_some()),
-    ];
-    if let Some((key, _)) = unsupported.iter().find(|(_, set)| *set) {
-        refuse!(
-            "roles.{name}.defaults.{key} is not supported yet; remove it (Legate does not honour it for any role today)"
-        );
-    }
+    let delivery_mode = match d.delivery_mode.as_deref() {
+        None => None,
+        Some(m) => match legate_core::DeliveryMode::parse(m) {
+            Some(mode) => Some(mode),
+            None => refuse!(
+                "roles.{name}.defaults.deliveryMode must be events or messages (got {:?})",
+                excerpt(m)
+            ),
+        },
+    };
+    let allowed_tools = match d.allowed_tools {
+        None => None,
+        Some(kinds) => {
+            let mut out = Vec::with_capacity(kinds.len());
+            for k in kinds {
+                match legate_core::ToolKind::parse(&k) {
+                    Some(kind) => out.push(kind),
+                    None => refuse!(
+                        "roles.{name}.defaults.allowedTools names {:?}, which is not a tool kind",
+                        excerpt(&k)
+                    ),
+                }
+            }
+            Some(out)
+        }
+    };
     let mode = match d.mode.as_deref() {
         None => None,
         Some(m) => match legate_core::TaskMode::parse(m) {
@@ -130,6 +140,13 @@ fn spec(name: String, t: RoleTable) -> Result<RoleSpec> {
             timeout_seconds: d.timeout_secs,
             mode,
             output_schema,
+            effort: d.effort,
+            skills: d.skills,
+            artifact_paths: d.artifact_paths,
+            delivery_mode,
+            allowed_tools,
+            mcp_servers: d.mcp_servers,
+            memory: d.memory,
         },
     })
 }
@@ -155,6 +172,37 @@ mod tests {
 
     fn refused(text: &str) -> String {
         format!("{:#}", roles(text).unwrap_err())
+    }
+
+    #[test]
+    fn every_default_of_the_seed_is_read() {
+        let specs = roles(
+            r#"
+            [roles.scribe]
+            base = "implementer"
+            instructions = "Write notes."
+            [roles.scribe.defaults]
+            effort = "high"
+            artifactPaths = ["notes.md"]
+            deliveryMode = "messages"
+            allowedTools = ["read", "edit"]
+            mcpServers = [{ serverId = "docs", tools = ["search"] }]
+            memory = [{ specialist = "scribe", sha256 = "00" }]
+            skills = [{ name = "style", content = "Use short sentences." }]
+            "#,
+        )
+        .unwrap();
+        let d = &specs[0].defaults;
+        assert_eq!(d.effort.as_deref(), Some("high"));
+        assert_eq!(d.artifact_paths.as_deref().unwrap(), ["notes.md"]);
+        assert_eq!(d.delivery_mode, Some(legate_core::DeliveryMode::Messages));
+        assert_eq!(
+            d.allowed_tools.as_deref().unwrap(),
+            [legate_core::ToolKind::Read, legate_core::ToolKind::Edit]
+        );
+        assert_eq!(d.mcp_servers.as_ref().unwrap()[0].server_id, "docs");
+        assert_eq!(d.memory.as_ref().unwrap()[0].specialist, "scribe");
+        assert_eq!(d.skills.as_ref().unwrap()[0].name, "style");
     }
 
     #[test]
@@ -224,15 +272,27 @@ mod tests {
             ),
             (
                 "[roles.x]\nbase = \"planner\"\ninstructions = \"i\"\ndefaults = { deliveryMode = \"inline\" }",
-                "roles.x.defaults.deliveryMode is not supported yet",
+                "roles.x.defaults.deliveryMode must be events or messages",
             ),
             (
                 "[roles.x]\nbase = \"planner\"\ninstructions = \"i\"\ndefaults = { memory = true }",
-                "roles.x.defaults.memory is not supported yet",
+                "memory",
             ),
             (
                 "[roles.x]\nbase = \"planner\"\ninstructions = \"i\"\ndefaults = { allowed_tools = [] }",
-                "roles.x.defaults.allowedTools is not supported yet",
+                "roles.x: defaults.allowedTools is empty",
+            ),
+            (
+                "[roles.x]\nbase = \"planner\"\ninstructions = \"i\"\ndefaults = { allowed_tools = [\"teleport\"] }",
+                "roles.x.defaults.allowedTools names \"teleport\"",
+            ),
+            (
+                "[roles.x]\nbase = \"planner\"\ninstructions = \"i\"\ndefaults = { effort = \"Very High!\" }",
+                "roles.x: defaults.effort must be",
+            ),
+            (
+                "[roles.x]\nbase = \"planner\"\ninstructions = \"i\"\ndefaults = { artifactPaths = [\"../out\"] }",
+                "roles.x: a path of defaults.artifactPaths",
             ),
             (
                 "[roles.x]\nbase = \"planner\"\ninstructions = \"i\"\ndefaults = { agent = \"nobody\" }",

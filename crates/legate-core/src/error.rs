@@ -193,6 +193,9 @@ error_codes! {
     GroupUsageUnavailable => "GROUP_USAGE_UNAVAILABLE",
     /// A node was being admitted when its process died and no task proves the admission.
     GroupAdmissionUnverified => "GROUP_ADMISSION_UNVERIFIED",
+    /// A role a group's nodes use was defined otherwise when the group started; no node is
+    /// admitted until it is defined as it was.
+    GroupProfileChanged => "GROUP_PROFILE_CHANGED",
     /// A peer message id was sent again with other content; the group is paused.
     PeerMessageConflict => "PEER_MESSAGE_CONFLICT",
     /// A peer message passed a route's, node's or group's limit; the group is paused.

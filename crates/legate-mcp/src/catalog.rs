@@ -285,7 +285,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         def::<groups::GroupCreateArgs, legate_engine::GroupCreated>(
             "group_create",
             "Create a group of tasks",
-            "Validates and stores a group definition (nodes with id, role, agent, model, prompt, dependsOn, fileSources; peerRoutes; budget {maxTotalTokens}; workflow {finalNode, hooks}) and returns groupId and definitionSha256. Starts nothing. The same groupId with the same definition answers the stored group; another definition is GROUP_CONFLICT. A cycle, an unknown id or a limit is WORKFLOW_INVALID; a context over 64 KiB is WORKFLOW_CONTEXT_TOO_LARGE.",
+            "Validates and stores a group definition (nodes with id, role, agent, model, prompt, dependsOn, fileSources, acceptanceCriteria, and run's includePaths, skills, memory, timeoutSeconds, allowedTools, mcpServers, artifactPaths; peerRoutes; budget {maxTotalTokens}; workflow {finalNode, hooks}) and returns groupId and definitionSha256. Starts nothing. The same groupId with the same definition answers the stored group; another definition is GROUP_CONFLICT. A cycle, an unknown id, a limit or a workflow step without acceptanceCriteria is WORKFLOW_INVALID; a context over 64 KiB is WORKFLOW_CONTEXT_TOO_LARGE.",
             false,
         )
         .group(ToolGroup::Implementation),
@@ -305,7 +305,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         def::<groups::GroupWaitArgs, groups::GroupWaitOut>(
             "group_wait",
             "Wait for a group",
-            "Waits up to timeoutSeconds (1-60, default 30) for a group to end or pause; ready is true then. Sends progress notifications (node counts only) when the call carries a progress token. Intermediate results stay out of the answer; a timeout never changes the group.",
+            "Waits up to timeoutSeconds (1-60, default 30) for a group to end or pause (ready is true then), or for a node's question or blocker after your cursors. Answers at most limit (1-4, default 4) such messages, one per task, with cursors to pass back whole and hasMoreMessages. Sends progress notifications (node counts only) when the call carries a progress token. Intermediate results stay out of the answer; a timeout never changes the group.",
             true,
         ),
         def::<groups::GroupArgs, legate_engine::GroupStatus>(

@@ -5,19 +5,22 @@
 //! `group_wait` is bounded (1 to 60 s) and, when the call carries a progress token, sends a
 //! notification whenever the nodes' counts change and at least every heartbeat, each naming
 //! counts only: never a prompt, an answer or an intermediate result, which stay out of the
-//! answer too (the engine's `GroupStatus` carries none). Waiting never changes the group. This
-//! module decides nothing about a group; it never logs arguments.
+//! answer too (the engine's `GroupStatus` carries none; its page of the nodes' messages holds
+//! questions and blockers only, and checks the caller's cursors and limit itself). Waiting
+//! never changes the group. This module decides nothing about a group; it never logs
+//! arguments.
 
 use crate::tools::in_range;
 use crate::wait::Progress;
 use legate_core::Result;
 use legate_engine::{
     Engine, GroupCreated, GroupDefinition, GroupProgress, GroupStatus, GroupSummary, GroupWait,
-    MAX_RECEIPTS_PAGE, PeerReceiptPage, WorkflowResult,
+    GroupWaitRequest, MAX_RECEIPTS_PAGE, PeerReceiptPage, WorkflowResult,
 };
 use rmcp::model::ProgressNotificationParam;
 use rmcp::schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,8 +36,10 @@ pub const GROUP_WAIT_DEFAULT_SECS: u64 = 30;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GroupCreateArgs {
     /// The group: `{workingDirectory, title?, nodes: [{id, role?, agent?, model?, prompt,
-    /// dependsOn?, fileSources?, mode?, criteria?}], peerRoutes?: [{from, to}], budget?:
-    /// {maxTotalTokens}, workflow?: {finalNode, hooks?}}`.
+    /// dependsOn?, fileSources?, mode?, acceptanceCriteria?, includePaths?, skills?, memory?,
+    /// timeoutSeconds?, allowedTools?, mcpServers?, artifactPaths?}], peerRoutes?: [{from,
+    /// to}], budget?: {maxTotalTokens}, workflow?: {finalNode, hooks?}}`; every step of a
+    /// workflow needs acceptanceCriteria.
     pub definition: GroupDefinition,
     /// A stable id of your choosing (a UUID); repeat it with the same definition to read back
     /// a creation whose answer was lost. A new one when absent.
@@ -69,7 +74,13 @@ pub struct GroupWaitArgs {
     /// The group.
     pub group_id: String,
     /// How long to wait, 1 to 60 seconds (default 30). A timeout never changes the group.
+    /// The wait also ends as soon as a node has a question or blocker after your cursors.
     pub timeout_seconds: Option<u64>,
+    /// The `cursors` of the previous `group_wait`'s answer, passed back whole: per task id of
+    /// this group, the last message number read. Omit it on the first wait.
+    pub cursors: Option<BTreeMap<String, u64>>,
+    /// At most this many messages in the answer, 1 to 4 (default 4), at most one per task.
+    pub limit: Option<u32>,
 }
 
 /// `groups`.
@@ -205,15 +216,19 @@ pub async fn wait(
         1,
         GROUP_WAIT_MAX_SECS,
     )?;
-    // Unknown groups fail before anything waits.
-    let first = engine.groups().status(&args.group_id)?;
+    let request = GroupWaitRequest {
+        cursors: args.cursors.unwrap_or_default(),
+        limit: args.limit,
+    };
+    // Unknown groups, and cursors or limits the engine refuses, fail before anything waits.
+    let first = engine.groups().current(&args.group_id, &request)?.status;
     let timeout = Duration::from_secs(seconds);
-    let waited = engine.groups().wait(&args.group_id, timeout);
+    let waited = engine.groups().wait_for(&args.group_id, timeout, &request);
     tokio::pin!(waited);
     let Some(p) = progress else {
         return tokio::select! {
             out = &mut waited => out.map(finish),
-            _ = cancelled.cancelled() => current(engine, &args.group_id),
+            _ = cancelled.cancelled() => current(engine, &args.group_id, &request),
         };
     };
     let mut live = engine.live_events();
@@ -223,7 +238,7 @@ pub async fn wait(
     loop {
         tokio::select! {
             out = &mut waited => return out.map(finish),
-            _ = cancelled.cancelled() => return current(engine, &args.group_id),
+            _ = cancelled.cancelled() => return current(engine, &args.group_id, &request),
             _ = live.recv() => {
                 let now = progress_of(&engine.groups().status(&args.group_id)?);
                 if now == last {
@@ -245,21 +260,15 @@ pub async fn wait(
 
 fn finish(wait: GroupWait) -> GroupWaitOut {
     GroupWaitOut {
-        timed_out: !wait.ready,
+        timed_out: !wait.ready && wait.messages.is_empty(),
         wait,
     }
 }
 
-/// The answer of a wait the client gave up on: the status now.
-fn current(engine: &Engine, group_id: &str) -> Result<GroupWaitOut> {
-    let status = engine.groups().status(group_id)?;
-    let ready = status.state.is_terminal() || status.state == legate_engine::GroupState::Paused;
+/// The answer of a wait the client gave up on: the group and its messages now.
+fn current(engine: &Engine, group_id: &str, request: &GroupWaitRequest) -> Result<GroupWaitOut> {
     Ok(GroupWaitOut {
-        wait: GroupWait {
-            ready,
-            progress: progress_of(&status),
-            status,
-        },
+        wait: engine.groups().current(group_id, request)?,
         timed_out: false,
     })
 }

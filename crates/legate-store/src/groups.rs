@@ -254,6 +254,26 @@ impl Store {
         })
     }
 
+    /// Records `sha256` as the hash of the role definitions group `group_id` started with,
+    /// unless one is recorded already, and returns the one recorded (`None` for an unknown
+    /// group).
+    pub fn record_group_roles(&self, group_id: &str, sha256: &str) -> Result<Option<String>> {
+        self.write("record a group's roles", |tx| {
+            tx.prepare_cached(
+                "UPDATE groups SET roles_sha256 = ?2 WHERE group_id = ?1 AND roles_sha256 IS NULL",
+            )
+            .and_then(|mut st| st.execute(params![group_id, sha256]))
+            .ctx("record a group's roles")?;
+            tx.prepare_cached("SELECT roles_sha256 FROM groups WHERE group_id = ?1")
+                .and_then(|mut st| {
+                    st.query_row([group_id], |r| r.get::<_, Option<String>>(0))
+                        .optional()
+                })
+                .ctx("read a group's roles")
+                .map(Option::flatten)
+        })
+    }
+
     /// Moves the group's driving runner from `from` (`None`: none) to `to`, if `from` still
     /// drives it. Of several processes claiming one group from the same runner, one wins.
     pub fn claim_group(

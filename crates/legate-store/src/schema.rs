@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     V12_DELIVERY,
     V13_POLICY,
     V14_PEERS,
+    V15_GROUP_ROLES,
 ];
 
 /// Tasks, their events, and contexts.
@@ -306,6 +307,12 @@ CREATE TABLE peer_messages (
 ) STRICT;
 CREATE INDEX peer_messages_to ON peer_messages (group_id, to_node, state, seq);
 CREATE INDEX peer_messages_from ON peer_messages (group_id, from_node);
+";
+
+/// The sha256 of the role definitions a group's nodes use, recorded when it first starts
+/// (`GROUP_PROFILE_CHANGED` when they differ later).
+const V15_GROUP_ROLES: &str = "
+ALTER TABLE groups ADD COLUMN roles_sha256 TEXT;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

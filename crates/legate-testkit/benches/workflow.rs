@@ -136,6 +136,7 @@ async fn as_group(h: &EngineHarness, deps: &[Vec<usize>]) -> Run {
             file_sources: None,
             mode: None,
             criteria: vec![],
+            ..NodeDef::default()
         })
         .collect();
     let definition = GroupDefinition {

@@ -28,6 +28,7 @@ fn node(id: &str, prompt: &str, deps: &[&str]) -> NodeDef {
         file_sources: None,
         mode: None,
         criteria: vec![],
+        ..NodeDef::default()
     }
 }
 
@@ -228,6 +229,15 @@ fn chain_with_tests(h: &EngineHarness) -> GroupDefinition {
             node("synth", "write s.txt: summary\\n", &["impl", "tested"]),
         ],
     );
+    // Every step of a workflow names its acceptance criteria (here a file check that holds).
+    for n in &mut def.nodes {
+        n.criteria = serde_json::from_value(serde_json::json!([{
+            "id": "kept",
+            "description": "a.txt is still there",
+            "check": {"kind": "file-exists", "path": "a.txt"}
+        }]))
+        .unwrap();
+    }
     def.workflow = Some(Workflow {
         final_node: "synth".into(),
         hooks: BTreeMap::from([(

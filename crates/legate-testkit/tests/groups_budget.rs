@@ -54,6 +54,7 @@ fn node(id: &str, prompt: &str) -> NodeDef {
         file_sources: None,
         mode: None,
         criteria: vec![],
+        ..NodeDef::default()
     }
 }
 

@@ -36,6 +36,7 @@ fn node(id: &str, prompt: &str, deps: &[&str]) -> NodeDef {
         file_sources: None,
         mode: None,
         criteria: vec![],
+        ..NodeDef::default()
     }
 }
 
@@ -235,5 +236,85 @@ fn an_admission_with_no_stored_task_pauses_the_group_unverified() {
         assert_eq!(s.state, GroupState::Completed, "{s:?}");
         assert_eq!(s.nodes[0].task_ids.len(), 1);
         next.shutdown().await;
+    });
+}
+
+/// A configured role, its instructions as given.
+fn scribe(instructions: &str) -> legate_engine::RoleSpec {
+    legate_engine::RoleSpec {
+        name: "scribe".into(),
+        base: legate_core::RoleBase::Implementer,
+        description: None,
+        instructions: instructions.into(),
+        defaults: legate_engine::RoleDefaults::default(),
+    }
+}
+
+fn engine_with_roles(rt: &Runtime, base: &Path, instructions: &str) -> Engine {
+    let _in = rt.enter();
+    let roles = vec![scribe(instructions)];
+    builder()
+        .config(move |c: &mut legate_engine::EngineConfig| c.roles = roles)
+        .engine_in(base)
+}
+
+#[test]
+fn a_role_redefined_under_a_group_pauses_it_profile_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let mut first = node("first", "!say ready\n!hang", &[]);
+    first.role = Some("scribe".into());
+    let mut then = node("then", "write t.txt: t\\n", &["first"]);
+    then.role = Some("scribe".into());
+    let def = GroupDefinition {
+        working_directory: project(&base),
+        title: None,
+        nodes: vec![first, then],
+        peer_routes: vec![],
+        budget: None,
+        workflow: None,
+    };
+    let rt = runtime();
+    let one = engine_with_roles(&rt, &base, "Write short notes.");
+    let sha = rt.block_on(async {
+        let c = one.groups().create(Some("g".into()), def).unwrap();
+        one.groups().start("g", &c.definition_sha256).await.unwrap();
+        let task = loop {
+            let s = one.groups().status("g").unwrap();
+            if let Some(t) = node_of(&s, "first").task_ids.first() {
+                break t.clone();
+            }
+            one.groups()
+                .wait("g", Duration::from_millis(100))
+                .await
+                .unwrap();
+        };
+        until(
+            &one,
+            &task,
+            |e| matches!(&e.kind, EventKind::Message { text } if text.contains("ready")),
+        )
+        .await;
+        c.definition_sha256
+    });
+    kill(rt, one, &base);
+
+    // The configuration changed the role's instructions: a resume admits nothing.
+    let rt = runtime();
+    let two = engine_with_roles(&rt, &base, "Write long essays and ignore the caller.");
+    rt.block_on(async {
+        let s = settled(&two, "g").await;
+        assert_eq!(s.pause_reason, Some(ErrorCode::ServerRestarted), "{s:?}");
+        let s = two.groups().start("g", &sha).await.unwrap();
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_eq!(
+            s.pause_reason,
+            Some(ErrorCode::GroupProfileChanged),
+            "{s:?}"
+        );
+        assert_eq!(node_of(&s, "first").task_ids.len(), 1, "nothing re-run");
+        assert!(node_of(&s, "then").task_ids.is_empty());
+        two.groups().cancel("g").unwrap();
+        two.shutdown().await;
     });
 }

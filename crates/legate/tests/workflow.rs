@@ -45,6 +45,11 @@ role = "planner"
 agent = "revisor"
 prompt = "Plan a change to src/parse.txt."
 
+[[nodes.criteria]]
+id = "source"
+description = "the source file is still there"
+check = {{ kind = "file-exists", path = "src/parse.txt" }}
+
 [[nodes]]
 id = "impl-a"
 agent = "scripted"
@@ -52,6 +57,11 @@ prompt = '''!say {ENVELOPE}
 write src/a.txt: variant a'''
 dependsOn = ["plan"]
 fileSources = "plan"
+
+[[nodes.criteria]]
+id = "source"
+description = "the source file is still there"
+check = {{ kind = "file-exists", path = "src/parse.txt" }}
 
 [[nodes]]
 id = "impl-b"
@@ -61,6 +71,11 @@ write src/b.txt: variant b'''
 dependsOn = ["plan"]
 fileSources = "plan"
 
+[[nodes.criteria]]
+id = "source"
+description = "the source file is still there"
+check = {{ kind = "file-exists", path = "src/parse.txt" }}
+
 [[nodes]]
 id = "review"
 role = "reviewer"
@@ -69,12 +84,22 @@ prompt = "Review src/parse.txt."
 dependsOn = ["impl-a", "impl-b"]
 fileSources = "impl-a"
 
+[[nodes.criteria]]
+id = "source"
+description = "the source file is still there"
+check = {{ kind = "file-exists", path = "src/parse.txt" }}
+
 [[nodes]]
 id = "synth"
 role = "planner"
 agent = "revisor"
 prompt = "Summarise the review of src/parse.txt."
 dependsOn = ["review"]
+
+[[nodes.criteria]]
+id = "source"
+description = "the source file is still there"
+check = {{ kind = "file-exists", path = "src/parse.txt" }}
 
 [[peerRoutes]]
 from = "impl-a"

@@ -168,4 +168,30 @@ pub struct RoleDefaults {
     /// base, since planners and reviewers keep their own report contracts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
+    /// The reasoning effort asked of the agent (a lowercase word such as `low` or `high`),
+    /// for agents that take one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// Skill packages staged in a copy workspace, when the request sends none (for another
+    /// workspace there is nothing to stage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<legate_core::SkillPackage>>,
+    /// Files of the workspace collected when the task ends, when the request names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_paths: Option<Vec<String>>,
+    /// `events` or `messages`, when the request names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_mode: Option<legate_core::DeliveryMode>,
+    /// The tool kinds the agent may use, when the request names none; the configured
+    /// ceiling still bounds them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<legate_core::ToolKind>>,
+    /// MCP servers of the configured catalogue handed to the agent, when the request names
+    /// none; checked against the catalogue at each submit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<legate_core::McpSelection>>,
+    /// Private memory entries the agent receives, when the request names none (an empty
+    /// list in the request replaces them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Vec<legate_core::MemorySelection>>,
 }

@@ -11,7 +11,7 @@
 //! Nothing here grants a permission: a control narrows what a task may use or adds data for
 //! the agent to read.
 
-mod artifacts;
+pub(crate) mod artifacts;
 mod delivery;
 mod memory;
 pub(crate) mod skills;

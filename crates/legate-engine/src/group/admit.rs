@@ -105,13 +105,17 @@ impl Core {
                             model: def.model.clone(),
                             decisions: Vec::new(),
                             mode: def.mode,
-                            memory: None,
+                            memory: def.memory.clone(),
                         };
                         let node = node.clone();
-                        self.handoff_with(req, move |c| {
-                            c.controls.group = Some(node);
-                            c.controls.delivery_mode = DeliveryMode::Messages;
-                        })
+                        self.handoff_with(
+                            req,
+                            |r| node_options(r, def),
+                            move |c| {
+                                c.controls.group = Some(node);
+                                c.controls.delivery_mode = DeliveryMode::Messages;
+                            },
+                        )
                         .await
                     }
                     Err(e) => Err(e),
@@ -152,14 +156,33 @@ impl Core {
         req.mode = def.mode;
         req.workspace = WorkspaceRequest::Copy {
             source: g.definition.working_directory.clone(),
-            include_paths: Vec::new(),
+            include_paths: def.include_paths.clone(),
             criteria: def.criteria.clone(),
         };
+        req.skills = def.skills.clone();
+        req.memory = def.memory.clone();
+        node_options(&mut req, def);
         let role = self.apply_role(&mut req)?;
         let mut checked = self.check_submit(&req, false)?;
         crate::core::request::check_framed(&req.prompt, role.as_ref())?;
         checked.controls.group = Some(node);
         checked.controls.delivery_mode = DeliveryMode::Messages;
         self.submit_checked(req, checked, role)
+    }
+}
+
+/// The options a node gives its task whether it starts from the project or from a
+/// dependency's copy: its timeout, tool controls and artifacts, and (from a dependency's copy,
+/// which otherwise keeps its source's) its own acceptance criteria. What the node leaves out
+/// its role's defaults may fill in.
+fn node_options(req: &mut SubmitRequest, def: &super::NodeDef) {
+    req.timeout = def.timeout_seconds.map(std::time::Duration::from_secs);
+    req.allowed_tools = def.allowed_tools.clone();
+    req.mcp_servers = def.mcp_servers.clone();
+    req.artifact_paths = def.artifact_paths.clone();
+    if !def.criteria.is_empty()
+        && let WorkspaceRequest::Copy { criteria, .. } = &mut req.workspace
+    {
+        *criteria = def.criteria.clone();
     }
 }

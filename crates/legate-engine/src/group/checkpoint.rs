@@ -1,6 +1,8 @@
 //! A finished node's checkpoint: the hashes of its copy's tree and patch, of its result as
-//! passed on, and of what was validated (its task's outcome and the hook's evidence); the
-//! hooks that hold a node's output (`requireReview`, `requireTests`); and checking a
+//! passed on, and of what was validated (its task's outcome, the hook's evidence and its
+//! collected artifacts); what holds a node's output (its acceptance criteria's file checks,
+//! a criterion without one needing a verification, and the hooks `requireReview`,
+//! `requireTests`); and checking a
 //! checkpoint again (`WORKFLOW_CHECKPOINT_CHANGED` when anything it hashed moved).
 //!
 //! The evidence a hook accepts is Legate's own: a current passing verification of the copy
@@ -59,7 +61,37 @@ pub(crate) fn holding(
             ),
         )));
     }
-    if hook.require_review {
+    // The criteria's file checks hold before the dependents are released.
+    let checked: Vec<legate_review::Criterion> = record
+        .criteria
+        .iter()
+        .filter(|c| c.check.is_some())
+        .cloned()
+        .collect();
+    if !checked.is_empty() {
+        let outcome = legate_review::verify(&record.copy_directory, &checked, &[], patch)?;
+        if let Some(failed) = outcome
+            .criteria
+            .iter()
+            .find(|c| c.check_passed == Some(false))
+        {
+            return Ok(Some(Error::new(
+                ErrorCode::VerificationRequired,
+                format!(
+                    "node task {}'s acceptance criterion {:?} does not hold ({}); its dependents are not released",
+                    task.id,
+                    failed.criterion_id,
+                    failed
+                        .problems
+                        .first()
+                        .map_or("its check failed", String::as_str)
+                ),
+            )));
+        }
+    }
+    // A criterion no file check covers needs a verification with checked citations.
+    let unchecked = record.criteria.iter().any(|c| c.check.is_none());
+    if hook.require_review || unchecked {
         let current = record.verification.as_ref().is_some_and(|v| {
             v.passed && legate_review::staleness(&record.copy_directory, v, patch).is_none()
         });
@@ -76,8 +108,8 @@ pub(crate) fn holding(
     Ok(None)
 }
 
-/// What a checkpoint's validation hash covers: the task's outcome and the first evidence
-/// that satisfied each hook.
+/// What a checkpoint's validation hash covers: the task's outcome, the first evidence that
+/// satisfied each hook, and its collected artifacts' hashes.
 fn validation(engine: &Core, task: &Task, hook: Hook, patch: &str) -> Result<serde_json::Value> {
     let record = engine.record(&task.id)?;
     let test = hook
@@ -101,7 +133,7 @@ fn validation(engine: &Core, task: &Task, hook: Hook, patch: &str) -> Result<ser
                 .map(|v| (v.passed, v.sha256.clone()))
         })
         .flatten();
-    Ok(serde_json::json!({
+    let mut hashed = serde_json::json!({
         "taskId": task.id,
         "state": task.state.as_str(),
         "report": task.result.as_ref().and_then(|r| r.report.as_ref()).is_some(),
@@ -109,7 +141,25 @@ fn validation(engine: &Core, task: &Task, hook: Hook, patch: &str) -> Result<ser
         "requireReview": hook.require_review,
         "test": test,
         "verification": verified,
-    }))
+    });
+    // Only when there are some, so that a checkpoint taken before artifacts were hashed
+    // (no node could name any then) checks the same.
+    let collected = artifacts(engine, task)?;
+    if !collected.is_empty() {
+        hashed["artifacts"] = serde_json::Value::Array(collected);
+    }
+    Ok(hashed)
+}
+
+/// The artifacts collected from `task`'s copy, as hashed into its checkpoint: each one's
+/// name, state and sha256 (its bytes are the store's; a changed one moves the hash).
+fn artifacts(engine: &Core, task: &Task) -> Result<Vec<serde_json::Value>> {
+    Ok(engine
+        .store()
+        .artifacts(&task.id)?
+        .into_iter()
+        .map(|a| serde_json::json!({"name": a.name, "state": a.state, "sha256": a.sha256}))
+        .collect())
 }
 
 /// A copy's hashes, read once after its task ended so that settling the node reads the copy

@@ -33,7 +33,7 @@ pub struct GroupDefinition {
 }
 
 /// One node: a task of its own, in its own copy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeDef {
@@ -60,9 +60,38 @@ pub struct NodeDef {
     /// Write or read-only; `None` for the role's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<legate_core::TaskMode>,
-    /// Acceptance criteria of the node's copy.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Acceptance criteria of the node's copy (also spelled `acceptanceCriteria`); every
+    /// step of a workflow needs at least one. Their file checks must hold before the node's
+    /// dependents are released; a criterion without a check needs a passing `verify`.
+    #[serde(
+        default,
+        alias = "acceptanceCriteria",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub criteria: Vec<Criterion>,
+    /// The files or directories of the project its copy is narrowed to; not with
+    /// `fileSources`, whose copy keeps its source's selection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_paths: Vec<String>,
+    /// Skill packages staged in its copy; not with `fileSources`, whose copy keeps its
+    /// source's skills.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<legate_core::SkillPackage>,
+    /// Private memory entries it receives (`[]`: none, even from its role or its source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Vec<legate_core::MemorySelection>>,
+    /// Its turn's timeout in seconds; `None` for its role's or the configured default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    /// The tool kinds its agent may use, within the configured ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<legate_core::ToolKind>>,
+    /// MCP servers of the configured catalogue handed to its agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<legate_core::McpSelection>>,
+    /// Files of its copy collected when its task ends (hashed into its checkpoint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifact_paths: Vec<String>,
 }
 
 /// A route a peer message may take, from one node to another.

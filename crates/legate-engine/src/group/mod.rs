@@ -25,8 +25,10 @@ mod admit;
 mod checkpoint;
 mod definition;
 mod load;
+mod page;
 // wfpeer's: envelopes, routes, limits, receipts and delivery of peer messages.
 pub(crate) mod peer;
+mod profile;
 mod prompt;
 mod restart;
 mod scheduler;
@@ -35,6 +37,7 @@ mod tokens;
 mod validate;
 
 pub use definition::{Budget, GroupDefinition, Hook, NodeDef, PeerRoute, Workflow};
+pub use page::{GroupWaitRequest, MAX_WAIT_MESSAGES, NodeMessage};
 pub use peer::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 pub use status::{
     BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupProgress, GroupState, GroupStatus,
@@ -103,6 +106,29 @@ impl Core {
                     {
                         self.pause_group(group, &e)?;
                         return Err(e);
+                    }
+                }
+                NodeState::Held
+                    if rec
+                        .error_code
+                        .as_deref()
+                        .and_then(ErrorCode::parse)
+                        .is_some_and(scheduler::holds_for_peers) =>
+                {
+                    // Held for its peer envelopes: they are recorded again, and only once
+                    // they pass does the node go back to be settled by the scheduler.
+                    let Some(task) = g.latest(&rec.node_id) else {
+                        continue;
+                    };
+                    match self.record_peer_envelopes(g, rec, task) {
+                        Ok(()) => {
+                            let again = NodeRecord {
+                                error_code: None,
+                                ..moved(rec, NodeState::Running)
+                            };
+                            self.put_node(group, &[NodeState::Held], &again)?;
+                        }
+                        Err(e) => still = still.or(Some(e)),
                     }
                 }
                 NodeState::Held => {
@@ -188,9 +214,15 @@ impl Groups {
         };
         validate::check(&definition, self.core.config().max_group_nodes)?;
         for node in &definition.nodes {
-            let (source, _) =
-                self.core
-                    .check_copy_request(&definition.working_directory, &[], &node.criteria)?;
+            let (source, _) = self.core.check_copy_request(
+                &definition.working_directory,
+                &node.include_paths,
+                &node.criteria,
+            )?;
+            crate::controls::artifacts::check_paths(
+                &node.artifact_paths,
+                &self.core.config().review.secrets,
+            )?;
             if let Some(agent) = &node.agent {
                 self.core.agents().runnable(agent)?;
             }
@@ -281,6 +313,17 @@ impl Groups {
             ));
         }
         let state = group_state(&g.record)?;
+        if state.is_terminal() {
+            return Err(closed(group_id, state));
+        }
+        if let Some(changed) = self.core.profile_changed(group_id, &g.definition)? {
+            if state != GroupState::Created {
+                self.core.pause_group(group_id, &changed)?;
+                self.core.nudge_groups();
+                return self.core.group_status(group_id);
+            }
+            return Err(changed);
+        }
         match state {
             GroupState::Completed | GroupState::Failed | GroupState::Canceled => {
                 return Err(closed(group_id, state));
@@ -317,23 +360,42 @@ impl Groups {
     }
 
     /// Waits until the group ends or pauses with nothing running, at most `timeout`;
-    /// answers its progress (never a prompt, an answer or an intermediate result).
+    /// answers its progress (never a prompt, an answer or an intermediate result); a node's
+    /// question or blocker does not end it (see [`Self::wait_for`]).
     pub async fn wait(&self, group_id: &str, timeout: Duration) -> Result<GroupWait> {
+        self.waiting(group_id, timeout, &GroupWaitRequest::default(), false)
+            .await
+    }
+
+    /// Waits until the group ends or pauses with nothing running, or one of its nodes has a
+    /// question or blocker after `request`'s cursors, at most `timeout`; answers its progress
+    /// and that page of messages (`INVALID_INPUT` for a bad cursor or limit, before waiting).
+    pub async fn wait_for(
+        &self,
+        group_id: &str,
+        timeout: Duration,
+        request: &GroupWaitRequest,
+    ) -> Result<GroupWait> {
+        self.waiting(group_id, timeout, request, true).await
+    }
+
+    async fn waiting(
+        &self,
+        group_id: &str,
+        timeout: Duration,
+        request: &GroupWaitRequest,
+        on_messages: bool,
+    ) -> Result<GroupWait> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut changes = self.core.group_changes();
         loop {
             changes.borrow_and_update();
-            let status = self.core.group_status(group_id)?;
-            let progress = load::progress(&status);
-            let settled = status.state.is_terminal()
-                || (status.state == GroupState::Paused
-                    && !status.nodes.iter().any(|n| n.state == NodeState::Running));
-            if settled || tokio::time::Instant::now() >= deadline {
-                return Ok(GroupWait {
-                    ready: settled,
-                    progress,
-                    status,
-                });
+            let answer = self.current(group_id, request)?;
+            if answer.ready
+                || (on_messages && !answer.messages.is_empty())
+                || tokio::time::Instant::now() >= deadline
+            {
+                return Ok(answer);
             }
             // A group another process drives changes only in the store: look again soon.
             tokio::select! {
@@ -342,6 +404,26 @@ impl Groups {
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
+    }
+
+    /// What a wait would answer now, without waiting: `ready` when the group ended or
+    /// paused with nothing running.
+    pub fn current(&self, group_id: &str, request: &GroupWaitRequest) -> Result<GroupWait> {
+        let g = self.core.load_group(group_id)?;
+        let status = g.status()?;
+        let page = self.core.group_messages(&g, request)?;
+        let progress = load::progress(&status);
+        let ready = status.state.is_terminal()
+            || (status.state == GroupState::Paused
+                && !status.nodes.iter().any(|n| n.state == NodeState::Running));
+        Ok(GroupWait {
+            ready,
+            progress,
+            status,
+            messages: page.messages,
+            cursors: page.cursors,
+            has_more_messages: page.has_more_messages,
+        })
     }
 
     /// Admits no further node and cancels the running ones. `GROUP_CLOSED` for a group that

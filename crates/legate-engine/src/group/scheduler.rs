@@ -81,6 +81,15 @@ pub(crate) fn moved(rec: &NodeRecord, state: NodeState) -> NodeRecord {
     }
 }
 
+/// Whether a node whose answer's peer envelopes failed with `code` is held for it (its
+/// turn ended; the group pauses until a resume finds the envelopes acceptable).
+pub(crate) fn holds_for_peers(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::PeerMessageConflict | ErrorCode::PeerLimitExceeded
+    )
+}
+
 /// `rec` in `state` with `error`.
 fn with_error(rec: &NodeRecord, state: NodeState, error: Option<ErrorCode>) -> NodeRecord {
     NodeRecord {
@@ -348,27 +357,15 @@ impl Core {
             }
         }
         if !state.is_terminal() {
-            let answer = task.result.as_ref().map_or("", |r| r.text.as_str());
-            let found = peer::take_envelopes(answer);
-            let open = |node: &str| {
-                g.node(node).is_some_and(|n| {
-                    node_state(n).is_ok_and(|s| {
-                        matches!(
-                            s,
-                            NodeState::Pending | NodeState::Admitting | NodeState::Running
-                        )
-                    })
-                })
-            };
-            if let Err(e) = peer::record(
-                self.store(),
-                group,
-                &g.definition,
-                &rec.node_id,
-                &task.id,
-                found,
-                &open,
-            ) {
+            if let Err(e) = self.record_peer_envelopes(g, rec, task) {
+                if holds_for_peers(e.code) {
+                    // The node's turn is over: it is held, not running, until resumed.
+                    self.put_node(
+                        group,
+                        &[NodeState::Running],
+                        &with_error(rec, NodeState::Held, Some(e.code)),
+                    )?;
+                }
                 self.pause_group(group, &e)?;
                 return Ok(false);
             }
@@ -420,6 +417,38 @@ impl Core {
         self.finish_node(group, NodeState::Running, rec, task, hook, known)
             .await?;
         Ok(false)
+    }
+
+    /// Records the peer envelopes in the answer of node `rec`'s ended `task` (see
+    /// `peer::record`); the error is the group's pause reason. Recording an answer again
+    /// finds its stored messages again, and the same conflict or limit again.
+    pub(crate) fn record_peer_envelopes(
+        &self,
+        g: &Loaded,
+        rec: &NodeRecord,
+        task: &Task,
+    ) -> Result<()> {
+        let answer = task.result.as_ref().map_or("", |r| r.text.as_str());
+        let found = peer::take_envelopes(answer);
+        let open = |node: &str| {
+            g.node(node).is_some_and(|n| {
+                node_state(n).is_ok_and(|s| {
+                    matches!(
+                        s,
+                        NodeState::Pending | NodeState::Admitting | NodeState::Running
+                    )
+                })
+            })
+        };
+        peer::record(
+            self.store(),
+            &g.record.group_id,
+            &g.definition,
+            &rec.node_id,
+            &task.id,
+            found,
+            &open,
+        )
     }
 
     /// Takes `task`'s checkpoint and marks node `rec` succeeded (or failed with the
@@ -555,6 +584,9 @@ impl Core {
             };
             if !self.slots().has_room() && will_have_room() {
                 return Ok(());
+            }
+            if let Some(changed) = self.profile_changed(group, &fresh.definition)? {
+                return self.pause_group(group, &changed);
             }
             if let Err(e) = self.admit_node(fresh, rec).await {
                 if e.code == ErrorCode::QueueFull && will_have_room() {

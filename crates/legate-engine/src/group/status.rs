@@ -76,7 +76,8 @@ pub struct Checkpoint {
     pub patch_sha256: String,
     /// The sha256 of the node's result as passed on (canonical JSON).
     pub result_sha256: String,
-    /// The sha256 of what was checked: the task's state, report, verification and tests.
+    /// The sha256 of what was checked: the task's state, report, verification, tests and
+    /// collected artifacts (name, state and sha256 of each).
     pub validation_sha256: String,
     /// When it was taken.
     pub taken_at: Timestamp,
@@ -211,12 +212,21 @@ pub struct GroupProgress {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GroupWait {
-    /// `true` when the group ended or paused; `false` when the wait timed out first.
+    /// `true` when the group ended or paused; `false` when the wait timed out first or
+    /// ended on a node's question or blocker (see `messages`).
     pub ready: bool,
     /// The nodes' counts.
     pub progress: GroupProgress,
     /// The status (no prompts, answers or intermediate results).
     pub status: GroupStatus,
+    /// The nodes' questions and blockers after your cursors, oldest task first: at most
+    /// 4 (the `limit`), one per task. Results are left out (read them with `read_result`).
+    pub messages: Vec<super::page::NodeMessage>,
+    /// Per task id of the group, the last message number read: pass this whole map as
+    /// `cursors` to the next wait.
+    pub cursors: std::collections::BTreeMap<String, u64>,
+    /// Whether questions or blockers remain unread after this page (even when `ready`).
+    pub has_more_messages: bool,
 }
 
 /// One group in a listing.

@@ -142,6 +142,7 @@ pub(crate) fn check(definition: &GroupDefinition, max_nodes: usize) -> Result<()
         {
             return Err(invalid(format!("node {} names an invalid role", node.id)));
         }
+        check_options(node)?;
     }
     order(definition)?;
     check_routes(definition, &index)?;
@@ -169,6 +170,12 @@ pub(crate) fn check(definition: &GroupDefinition, max_nodes: usize) -> Result<()
                 wf.final_node, missing.1.id
             )));
         }
+        if let Some(bare) = definition.nodes.iter().find(|n| n.criteria.is_empty()) {
+            return Err(invalid(format!(
+                "node {} is a workflow step without acceptanceCriteria; every step needs at least one",
+                bare.id
+            )));
+        }
         if let Some(unknown) = wf.hooks.keys().find(|k| !index.contains_key(k.as_str())) {
             return Err(invalid(format!(
                 "workflow.hooks names {}, which is not a node of this group",
@@ -180,6 +187,26 @@ pub(crate) fn check(definition: &GroupDefinition, max_nodes: usize) -> Result<()
     if size > MAX_DEFINITION_BYTES {
         return Err(invalid(format!(
             "the definition is {size} bytes; the limit is {MAX_DEFINITION_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+/// A node's own task options, as far as they can be checked without the engine.
+fn check_options(node: &super::definition::NodeDef) -> Result<()> {
+    if node.file_sources.is_some() && (!node.include_paths.is_empty() || !node.skills.is_empty()) {
+        return Err(invalid(format!(
+            "node {} starts from its fileSources' copy, which keeps that copy's includePaths and skills; leave them out",
+            node.id
+        )));
+    }
+    let max = crate::core::request::MAX_TASK_TIMEOUT.as_secs();
+    if let Some(s) = node.timeout_seconds
+        && !(1..=max).contains(&s)
+    {
+        return Err(invalid(format!(
+            "node {}'s timeoutSeconds must be 1 to {max}",
+            node.id
         )));
     }
     Ok(())
@@ -315,6 +342,7 @@ mod tests {
             file_sources: source,
             mode: None,
             criteria: vec![],
+            ..NodeDef::default()
         }
     }
 

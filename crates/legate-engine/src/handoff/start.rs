@@ -117,6 +117,7 @@ impl Core {
     pub(crate) async fn handoff_with(
         &self,
         request: HandoffRequest,
+        prepare: impl FnOnce(&mut SubmitRequest) + Send,
         adjust: impl FnOnce(&mut crate::core::request::Checked) + Send,
     ) -> Result<Task> {
         check_decisions(&request.decisions)?;
@@ -146,6 +147,7 @@ impl Core {
             include_paths: record.include_paths.clone(),
             criteria: record.criteria.clone(),
         };
+        prepare(&mut submit);
         let role = self.apply_role(&mut submit)?;
         let mut checked = self.check_submit(&submit, false)?;
         if request.memory.is_none() {
@@ -282,7 +284,7 @@ impl Handoffs {
     /// read-only turn changed; `COPY_UNAVAILABLE` for a source that is not a
     /// finished copy task; `INVALID_INPUT` for bad decisions; any submit error.
     pub async fn handoff(&self, request: HandoffRequest) -> Result<Task> {
-        self.core.handoff_with(request, |_| {}).await
+        self.core.handoff_with(request, |_| {}, |_| {}).await
     }
 }
 

@@ -46,7 +46,7 @@ pub struct Messages {
 impl Core {
     /// Derives messages from the events of `task` not read yet. Another reader deriving at
     /// the same time wins the mark; this one then reads again from the new mark.
-    fn derive_messages(&self, task: &Task) -> Result<()> {
+    pub(crate) fn derive_messages(&self, task: &Task) -> Result<()> {
         let store = self.store();
         loop {
             let mark = store.message_mark(&task.id)?;

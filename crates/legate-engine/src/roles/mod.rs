@@ -251,6 +251,7 @@ fn check_spec<'a>(spec: &RoleSpec, agents: impl IntoIterator<Item = &'a str>) ->
             ),
         ));
     }
+    check_defaults(name, d)?;
     if let Some(schema) = &d.output_schema {
         if spec.base != RoleBase::Implementer {
             return Err(invalid(
@@ -267,6 +268,62 @@ fn check_spec<'a>(spec: &RoleSpec, agents: impl IntoIterator<Item = &'a str>) ->
                 format_args!(
                     "defaults.outputSchema must be a JSON object of at most {MAX_OUTPUT_SCHEMA_BYTES} bytes"
                 ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The longest effort a role's defaults may name, in characters.
+const MAX_EFFORT_CHARS: usize = 16;
+
+/// The defaults a role may give a task's controls, checked for their shape at start (each is
+/// checked again, like a request's own, at every submit: the tool ceiling, the catalogue, the
+/// memory entries and the skills' files).
+fn check_defaults(name: &str, d: &RoleDefaults) -> Result<()> {
+    if let Some(effort) = &d.effort
+        && (effort.is_empty()
+            || effort.len() > MAX_EFFORT_CHARS
+            || !effort
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+    {
+        return Err(invalid(
+            name,
+            format_args!(
+                "defaults.effort must be 1 to {MAX_EFFORT_CHARS} lowercase letters, digits or hyphens"
+            ),
+        ));
+    }
+    let empty = [
+        ("skills", d.skills.as_ref().is_some_and(Vec::is_empty)),
+        (
+            "artifactPaths",
+            d.artifact_paths.as_ref().is_some_and(Vec::is_empty),
+        ),
+        (
+            "allowedTools",
+            d.allowed_tools.as_ref().is_some_and(Vec::is_empty),
+        ),
+    ];
+    if let Some((field, _)) = empty.iter().find(|(_, e)| *e) {
+        return Err(invalid(
+            name,
+            format_args!("defaults.{field} is empty; leave it out instead"),
+        ));
+    }
+    if let Some(paths) = &d.artifact_paths {
+        let max = legate_core::delivery::MAX_ARTIFACT_PATHS;
+        if paths.len() > max {
+            return Err(invalid(
+                name,
+                format_args!("defaults.artifactPaths names more than {max} paths"),
+            ));
+        }
+        if let Some(why) = paths.iter().find_map(|p| legate_workspace::path_problem(p)) {
+            return Err(invalid(
+                name,
+                format_args!("a path of defaults.artifactPaths {why}"),
             ));
         }
     }
@@ -352,6 +409,13 @@ fn fill(request: &mut SubmitRequest, defaults: RoleDefaults) {
         timeout_seconds,
         mode,
         output_schema,
+        effort,
+        skills,
+        artifact_paths,
+        delivery_mode,
+        allowed_tools,
+        mcp_servers,
+        memory,
     } = defaults;
     if request.agent.is_none() {
         request.agent = agent;
@@ -378,6 +442,33 @@ fn fill(request: &mut SubmitRequest, defaults: RoleDefaults) {
     }
     if request.json_schema.is_none() {
         request.json_schema = output_schema;
+    }
+    // Effort reaches the task once requests carry one (`run`'s `effort`); until then it is
+    // checked at start and listed with the role only.
+    let _ = effort;
+    // Like includePaths, skills are staged in a copy only: elsewhere there is nothing to fill.
+    if let Some(skills) = skills
+        && request.skills.is_empty()
+        && matches!(request.workspace, WorkspaceRequest::Copy { .. })
+    {
+        request.skills = skills;
+    }
+    if let Some(paths) = artifact_paths
+        && request.artifact_paths.is_empty()
+    {
+        request.artifact_paths = paths;
+    }
+    if request.delivery_mode.is_none() {
+        request.delivery_mode = delivery_mode;
+    }
+    if request.allowed_tools.is_none() {
+        request.allowed_tools = allowed_tools;
+    }
+    if request.mcp_servers.is_none() {
+        request.mcp_servers = mcp_servers;
+    }
+    if request.memory.is_none() {
+        request.memory = memory;
     }
 }
 

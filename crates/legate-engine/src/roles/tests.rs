@@ -157,6 +157,7 @@ fn an_explicit_argument_replaces_a_whole_default_and_lists_never_merge() {
             timeout_seconds: Some(60),
             mode: Some(TaskMode::ReadOnly),
             output_schema: None,
+            ..RoleDefaults::default()
         },
     );
     let WorkspaceRequest::Copy { include_paths, .. } = &request.workspace else {
@@ -181,4 +182,87 @@ proptest! {
         let builtin = ["implementer", "planner", "reviewer"].contains(&name.as_str());
         prop_assert_eq!(catalog(vec![spec(&name)]).is_ok(), ok && !builtin);
     }
+}
+
+#[test]
+fn control_defaults_fill_only_what_the_request_left_out() {
+    let defaults = RoleDefaults {
+        effort: Some("high".into()),
+        skills: Some(vec![legate_core::SkillPackage {
+            name: "style".into(),
+            content: "Short sentences.".into(),
+            resources: vec![],
+        }]),
+        artifact_paths: Some(vec!["notes.md".into()]),
+        delivery_mode: Some(legate_core::DeliveryMode::Messages),
+        allowed_tools: Some(vec![legate_core::ToolKind::Read]),
+        mcp_servers: Some(vec![legate_core::McpSelection {
+            server_id: "docs".into(),
+            tools: vec!["search".into()],
+        }]),
+        memory: Some(vec![legate_core::MemorySelection {
+            specialist: "scribe".into(),
+            sha256: "00".into(),
+        }]),
+        ..RoleDefaults::default()
+    };
+    let mut elsewhere = SubmitRequest::new("p");
+    fill(&mut elsewhere, defaults.clone());
+    assert!(
+        elsewhere.skills.is_empty(),
+        "skills are staged in a copy only"
+    );
+    let mut bare = SubmitRequest::new("p");
+    bare.workspace = WorkspaceRequest::Copy {
+        source: "/p".into(),
+        include_paths: vec![],
+        criteria: vec![],
+    };
+    fill(&mut bare, defaults.clone());
+    assert_eq!(bare.skills[0].name, "style");
+    assert_eq!(bare.artifact_paths, ["notes.md"]);
+    assert_eq!(
+        bare.delivery_mode,
+        Some(legate_core::DeliveryMode::Messages)
+    );
+    assert_eq!(
+        bare.allowed_tools.as_deref(),
+        Some(&[legate_core::ToolKind::Read][..])
+    );
+    assert_eq!(bare.mcp_servers.as_ref().unwrap()[0].server_id, "docs");
+    assert_eq!(bare.memory.as_ref().unwrap().len(), 1);
+
+    // The request's own value wins, whole: an empty memory list replaces the default.
+    let mut own = SubmitRequest::new("p");
+    own.artifact_paths = vec!["out.txt".into()];
+    own.delivery_mode = Some(legate_core::DeliveryMode::Events);
+    own.allowed_tools = Some(vec![legate_core::ToolKind::Edit]);
+    own.mcp_servers = Some(vec![]);
+    own.memory = Some(vec![]);
+    fill(&mut own, defaults);
+    assert_eq!(own.artifact_paths, ["out.txt"]);
+    assert_eq!(own.delivery_mode, Some(legate_core::DeliveryMode::Events));
+    assert_eq!(
+        own.allowed_tools.as_deref(),
+        Some(&[legate_core::ToolKind::Edit][..])
+    );
+    assert!(own.mcp_servers.unwrap().is_empty());
+    assert!(own.memory.unwrap().is_empty());
+}
+
+#[test]
+fn control_defaults_are_checked_at_start() {
+    let mut s = spec("e");
+    s.defaults.effort = Some("Very High".into());
+    assert!(refusal(vec![s]).contains("roles.e: defaults.effort"));
+    let mut s = spec("t");
+    s.defaults.allowed_tools = Some(vec![]);
+    assert!(refusal(vec![s]).contains("defaults.allowedTools is empty"));
+    let mut s = spec("a");
+    s.defaults.artifact_paths = Some(vec!["/etc/passwd".into()]);
+    assert!(refusal(vec![s]).contains("defaults.artifactPaths"));
+    let mut s = spec("ok");
+    s.defaults.effort = Some("low".into());
+    s.defaults.artifact_paths = Some(vec!["out/report.md".into()]);
+    assert!(catalog(vec![s]).is_ok());
 }
