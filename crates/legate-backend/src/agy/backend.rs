@@ -366,7 +366,7 @@ impl AgentSession for AgySession {
             spec.egress = Some((handoff, Arc::new(gate) as Arc<dyn legate_egress::Gate>));
         }
         let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
-        let end = handle
+        let mut end = handle
             .await
             .map_err(|e| Error::quoting(ErrorCode::Internal, "the agy run task failed", e))??;
 
@@ -403,7 +403,7 @@ impl AgentSession for AgySession {
                 usage: None,
             });
         }
-        match self.failure(&end) {
+        match self.failure(&mut end) {
             None => {
                 info!(task_id = %turn.task_id, "agy turn ended");
                 Ok(TurnOutcome {
