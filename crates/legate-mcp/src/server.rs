@@ -139,6 +139,7 @@ impl LegateMcp {
                 });
                 to_value(wait::wait(engine, parse(args)?, progress, context.ct.clone()).await?)
             }
+            "wait_many" => to_value(wait::wait_many(engine, parse(args)?).await?),
             "events" => to_value(tools::events(engine, parse(args)?)?),
             "status" => to_value(tools::status(engine, parse(args)?)?),
             "result" => to_value(tools::result(engine, parse(args)?)?),

@@ -310,9 +310,51 @@ fn cancel_ends_a_running_task_canceled() {
     assert_eq!(report["cancel"]["state"], "working", "{report}");
     assert_eq!(report["cancel"]["cancelRequested"], true, "{report}");
     assert_eq!(report["final"], "canceled", "{report}");
-    // The state says why it ended; a canceled task carries no error.
-    assert!(report["taskError"].is_null(), "{report}");
+    // A canceled task carries TASK_CANCELED as its error (the seed's code for it).
+    assert_eq!(report["taskError"]["code"], "TASK_CANCELED", "{report}");
     assert_eq!(report["cancelAgain"], "TASK_NOT_CANCELABLE", "{report}");
+}
+
+#[test]
+fn wait_many_returns_at_the_first_or_all_and_refuses_hostile_id_lists() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    let report = python(&home, "scenarios.py", &["wait-many", LEGATE]);
+    let first = &report["first"];
+    assert_eq!(first["mode"], "first", "{report}");
+    assert_eq!(first["ready"], true, "{report}");
+    assert_eq!(first["timedOut"], false, "{report}");
+    assert_eq!(first["tasks"][0]["ready"], false, "{report}");
+    assert_eq!(first["tasks"][1]["ready"], true, "{report}");
+    assert_eq!(first["tasks"][1]["state"], "completed", "{report}");
+    let timed = &report["timed"];
+    assert_eq!(timed["mode"], "all", "{report}");
+    assert_eq!(timed["ready"], false, "{report}");
+    assert_eq!(timed["timedOut"], true, "{report}");
+    let slow = report["slowAfterTimeout"].as_str().unwrap();
+    assert!(["submitted", "working"].contains(&slow), "{report}");
+    let hostile = &report["hostile"];
+    for case in [
+        "duplicate",
+        "duplicatePrefix",
+        "tooMany",
+        "thousands",
+        "none",
+        "badMode",
+        "badTimeout",
+    ] {
+        assert_eq!(hostile[case], "INVALID_INPUT", "{case}: {report}");
+    }
+    assert_eq!(hostile["unknown"], "TASK_NOT_FOUND", "{report}");
+    let all = &report["all"];
+    assert_eq!(all["ready"], true, "{report}");
+    assert_eq!(all["tasks"][0]["state"], "canceled", "{report}");
+    assert_eq!(
+        all["tasks"][0]["taskError"]["code"], "TASK_CANCELED",
+        "{report}"
+    );
 }
 
 #[test]
