@@ -233,8 +233,6 @@ error_codes! {
     AgyIoFailed => "AGY_IO_FAILED",
     /// `agy` denied a selected MCP tool because its own `mcp(<server>/<tool>)` permission is not granted in its settings.
     AgyMcpPermissionRequired => "AGY_MCP_PERMISSION_REQUIRED",
-    /// A git child process could not be shown gone after it was stopped; the copy is blocked.
-    GitCleanupUnverified => "GIT_CLEANUP_UNVERIFIED",
 }
 
 impl ErrorCode {

@@ -48,6 +48,6 @@ pub use report::{
 pub use role::{RoleBase, TaskRole};
 pub use task::{
     AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, NOTICE_SILENT_TURN, Refusal, Task, TaskId, TaskMode,
-    TaskNotice, TaskResult, TaskState, Usage,
+    TaskNotice, TaskResult, TaskState, Usage, UsageCounters, UsageSource,
 };
 pub use time::Timestamp;
