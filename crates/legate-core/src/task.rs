@@ -268,7 +268,20 @@ pub struct TaskNotice {
     pub message: String,
 }
 
+/// The name of the attachment holding an agent's structured output (agy's
+/// `structured_output`, as JSON).
+pub const STRUCTURED_OUTPUT_ATTACHMENT: &str = "structured_output.json";
+
 impl TaskResult {
+    /// The agent's structured output as JSON text (agy's `structured_output` for a task run
+    /// with a JSON Schema), or `None` when it gave none.
+    pub fn structured_output(&self) -> Option<&str> {
+        self.attachments
+            .iter()
+            .find(|a| a.name.as_deref() == Some(STRUCTURED_OUTPUT_ATTACHMENT))
+            .and_then(|a| a.text.as_deref())
+    }
+
     /// The status line that lists refusals, or `None` when there were none:
     /// `refused by the supervisor: <title>: <reason>; …`.
     pub fn refusal_note(&self) -> Option<String> {

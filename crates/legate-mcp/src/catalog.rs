@@ -117,7 +117,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         def::<ReadResultArgs, ReadResultOut>(
             "read_result",
             "Read a result in pieces",
-            "Reads an ended task's answer in pieces of UTF-16 units (offset, limit 2-50000) that never split a surrogate pair. Join `text` until hasMore is false, always using nextOffset; pass contentSha256 as expectedContentSha256 to detect a change.",
+            "Reads an ended task's answer (or, with part \"structuredOutput\", an agy task's structured output as JSON) in pieces of UTF-16 units (offset, limit 2-50000) that never split a surrogate pair. Join `text` until hasMore is false, always using nextOffset; pass contentSha256 as expectedContentSha256 to detect a change.",
             true,
         ),
         def::<TaskArgs, CancelOut>(

@@ -286,6 +286,19 @@ impl Backend for AgyBackend {
     }
 
     /// `agy models`, run in the request's root.
+    /// `agy models` (as the seed's health does): a list is logged in, a login phrase or an
+    /// empty list (`AGY_AUTH_REQUIRED`) is not; any other failure is the error.
+    async fn logged_in(&self, request: SessionRequest) -> Result<Option<bool>> {
+        match self
+            .models(&request.agent, &request.boundary.root, &request.hidden)
+            .await
+        {
+            Ok(_) => Ok(Some(true)),
+            Err(e) if e.code == ErrorCode::AgyAuthRequired => Ok(Some(false)),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn models(&self, request: SessionRequest) -> Result<crate::selection::ModelList> {
         Ok(crate::selection::ModelList {
             models: self

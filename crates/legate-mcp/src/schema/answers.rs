@@ -34,6 +34,13 @@ pub struct AgentHealth {
     /// versions its preset was verified against: what it announced and the verified range.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_warning: Option<String>,
+    /// Whether the agent is logged in, as its CLI shows without a task (agy: `agy models`
+    /// lists models; a login phrase or no model is false): null when not probed, when its
+    /// backend cannot tell, or when the check failed (then `loginDetail` says why).
+    pub logged_in: Option<bool>,
+    /// Why `loggedIn` is null after a probe, or what to do when it is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub login_detail: Option<String>,
     /// What its backend cannot do (each `available: false`): `interactiveReplies`,
     /// `preflightTokenCount`, `toolControls`, `localSupervision`.
     pub limitations: Vec<legate_engine::Limitation>,

@@ -203,6 +203,10 @@ pub struct ReadResultArgs {
     pub limit: Option<usize>,
     /// The `contentSha256` of an earlier piece: a different content is CONTENT_CHANGED.
     pub expected_content_sha256: Option<String>,
+    /// What to read: "answer" (default), the agent's answer text; or "structuredOutput",
+    /// the structured output (JSON) an agy task run with a JSON Schema answered with
+    /// (INVALID_INPUT when the task has none).
+    pub part: Option<String>,
 }
 
 /// `tasks`.
