@@ -324,9 +324,9 @@ mod tests {
     use crate::schema;
 
     /// How many tools the catalog has, and how many the read-only profiles offer.
-    const ALL_TOOLS: usize = 48;
-    const QUERY_TOOLS: usize = 30;
-    const REVIEW_TOOLS: usize = 35;
+    const ALL_TOOLS: usize = 49;
+    const QUERY_TOOLS: usize = 31;
+    const REVIEW_TOOLS: usize = 36;
 
     #[test]
     fn every_tool_has_object_schemas_and_a_unique_name() {
