@@ -283,6 +283,14 @@ pub trait Backend: Send + Sync + Debug {
         )))
     }
 
+    /// Whether the agent of `request` is logged in, as far as its CLI shows without running a
+    /// task: `Some(true)` or `Some(false)`, or `None` when this backend cannot tell (the
+    /// default). Never logs in and never reads a credential.
+    async fn logged_in(&self, request: SessionRequest) -> Result<Option<bool>> {
+        let _ = request;
+        Ok(None)
+    }
+
     /// Follows the remote task `remote`, which the turn `turn` of a local task was bound to
     /// before this process (or an earlier one) stopped, to its end: what happens from now on
     /// goes to `sink`, and the outcome is the remote task's. When `cancel` fires (the caller

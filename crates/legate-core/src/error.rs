@@ -230,6 +230,12 @@ error_codes! {
     ForbiddenDirectory => "FORBIDDEN_DIRECTORY",
     /// Approval mode `ask`: a change of the sandbox policy was not confirmed.
     SandboxPolicyDeclined => "SANDBOX_POLICY_DECLINED",
+    /// The prompt could not be written to the agent CLI's stdin (a broken pipe, an early close).
+    CliInputFailed => "CLI_INPUT_FAILED",
+    /// Reading the `agy` process's output stream failed.
+    AgyIoFailed => "AGY_IO_FAILED",
+    /// `agy` denied a selected MCP tool because its own `mcp(<server>/<tool>)` permission is not granted in its settings.
+    AgyMcpPermissionRequired => "AGY_MCP_PERMISSION_REQUIRED",
 }
 
 impl ErrorCode {

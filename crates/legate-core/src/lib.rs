@@ -47,7 +47,8 @@ pub use report::{
 };
 pub use role::{RoleBase, TaskRole};
 pub use task::{
-    AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, NOTICE_SILENT_TURN, Refusal, Task, TaskId, TaskMode,
-    TaskNotice, TaskResult, TaskState, Usage,
+    AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, NOTICE_SILENT_TURN, Refusal,
+    STRUCTURED_OUTPUT_ATTACHMENT, Task, TaskId, TaskMode, TaskNotice, TaskResult, TaskState, Usage,
+    UsageCounters, UsageSource,
 };
 pub use time::Timestamp;

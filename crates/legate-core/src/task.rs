@@ -101,11 +101,22 @@ pub struct Usage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
     /// Reasoning tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thought_tokens: Option<u64>,
+    // One name everywhere (the usage totals' and the seed's); a task stored under the former
+    // name `thoughtTokens` still reads.
+    #[serde(
+        default,
+        alias = "thoughtTokens",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub thinking_tokens: Option<u64>,
     /// Tokens read from a prompt cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_read_tokens: Option<u64>,
+    // Stored as `cachedReadTokens` before, which still reads.
+    #[serde(
+        default,
+        alias = "cachedReadTokens",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_read_tokens: Option<u64>,
     /// Everything counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
@@ -118,12 +129,63 @@ pub struct Usage {
     /// The model these tokens were counted for, when the agent named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Where the counters come from: `turn` (the agent reported this turn's own),
+    /// `session-total` (an agy conversation's first turn: its cumulative total is this
+    /// turn's), `session-delta` (a resumed agy conversation: the difference from the total
+    /// before). Absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<UsageSource>,
+    /// For agy: the conversation's cumulative counters as the CLI reported them at the end
+    /// of this turn (the session's use so far, not this task's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_cumulative: Option<UsageCounters>,
+}
+
+/// Where a task's token counters come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum UsageSource {
+    /// The agent reported the turn's own counts (ACP).
+    Turn,
+    /// The first turn of an agy conversation: the cumulative total is the turn's.
+    SessionTotal,
+    /// A resumed agy conversation: the difference from the previous cumulative total.
+    SessionDelta,
+}
+
+/// Token counters as an agent CLI reported them, each `None` when not reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct UsageCounters {
+    /// Prompt tokens.
+    pub input_tokens: Option<u64>,
+    /// Completion tokens.
+    pub output_tokens: Option<u64>,
+    /// Everything counted.
+    pub total_tokens: Option<u64>,
+    /// Reasoning tokens.
+    pub thinking_tokens: Option<u64>,
+    /// Tokens read from a prompt cache.
+    pub cache_read_tokens: Option<u64>,
 }
 
 impl Usage {
     /// Whether the agent reported anything at all.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// The five token counters of this usage.
+    pub fn counters(&self) -> UsageCounters {
+        UsageCounters {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            total_tokens: self.total_tokens,
+            thinking_tokens: self.thinking_tokens,
+            cache_read_tokens: self.cache_read_tokens,
+        }
     }
 
     /// Overwrites each field that `other` reports.
@@ -135,13 +197,20 @@ impl Usage {
         }
         take(&mut self.input_tokens, other.input_tokens);
         take(&mut self.output_tokens, other.output_tokens);
-        take(&mut self.thought_tokens, other.thought_tokens);
-        take(&mut self.cached_read_tokens, other.cached_read_tokens);
+        take(&mut self.thinking_tokens, other.thinking_tokens);
+        take(&mut self.cache_read_tokens, other.cache_read_tokens);
         take(&mut self.total_tokens, other.total_tokens);
         take(&mut self.context_used, other.context_used);
         take(&mut self.context_size, other.context_size);
         if other.model.is_some() {
             self.model.clone_from(&other.model);
+        }
+        if other.source.is_some() {
+            self.source = other.source;
+        }
+        if other.observed_cumulative.is_some() {
+            self.observed_cumulative
+                .clone_from(&other.observed_cumulative);
         }
     }
 }
@@ -199,7 +268,20 @@ pub struct TaskNotice {
     pub message: String,
 }
 
+/// The name of the attachment holding an agent's structured output (agy's
+/// `structured_output`, as JSON).
+pub const STRUCTURED_OUTPUT_ATTACHMENT: &str = "structured_output.json";
+
 impl TaskResult {
+    /// The agent's structured output as JSON text (agy's `structured_output` for a task run
+    /// with a JSON Schema), or `None` when it gave none.
+    pub fn structured_output(&self) -> Option<&str> {
+        self.attachments
+            .iter()
+            .find(|a| a.name.as_deref() == Some(STRUCTURED_OUTPUT_ATTACHMENT))
+            .and_then(|a| a.text.as_deref())
+    }
+
     /// The status line that lists refusals, or `None` when there were none:
     /// `refused by the supervisor: <title>: <reason>; …`.
     pub fn refusal_note(&self) -> Option<String> {
@@ -384,6 +466,21 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_has_one_name_per_counter_and_reads_the_former_names() {
+        let old: Usage = serde_json::from_str(r#"{"thoughtTokens": 7, "cachedReadTokens": 3}"#)
+            .unwrap_or_default();
+        assert_eq!(
+            (old.thinking_tokens, old.cache_read_tokens),
+            (Some(7), Some(3))
+        );
+        let wire = serde_json::to_value(&old).unwrap_or_default();
+        assert_eq!(
+            wire,
+            serde_json::json!({"thinkingTokens": 7, "cacheReadTokens": 3})
+        );
+    }
 
     #[test]
     fn a_named_state_parses_and_an_unknown_one_lists_every_state_bounded() {

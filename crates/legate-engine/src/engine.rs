@@ -145,6 +145,19 @@ impl Engine {
         self.core.wait(task_id).await
     }
 
+    /// Waits on several loose tasks at once: until the first of them (`WaitMode::First`) or
+    /// all of them (`WaitMode::All`) ended or waits for input, or `timeout` passed; then
+    /// reads each. 1 to [`MAX_WAIT_MANY`](crate::MAX_WAIT_MANY) ids, each naming a task once
+    /// (`INVALID_INPUT`), every one known (`TASK_NOT_FOUND`). Never changes a task.
+    pub async fn wait_many(
+        &self,
+        ids: &[String],
+        mode: crate::WaitMode,
+        timeout: std::time::Duration,
+    ) -> Result<crate::JointWait> {
+        self.core.wait_many(ids, mode, timeout).await
+    }
+
     /// Follows a task's events from `after` (exclusive) until its terminal status.
     pub fn subscribe(&self, task_id: &TaskId, after: u64) -> Subscription {
         self.core.subscribe(task_id, after)

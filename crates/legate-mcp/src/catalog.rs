@@ -90,6 +90,12 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             "Waits up to timeoutSeconds (1-60, default 30) for a task to end, returning its new events after `after` (for a task in messages delivery: its public messages instead, ending early on a question; pass cursorMode). Sends progress notifications on each event when the call carries a progress token. A timeout never cancels the task: call again with nextCursor.",
             true,
         ),
+        def::<WaitManyArgs, WaitManyOut>(
+            "wait_many",
+            "Wait for several tasks",
+            "Waits up to timeoutSeconds (1-60, default 30) on 1 to 32 loose tasks, until the first (mode \"first\") or all (mode \"all\", the default) are ready (ended, or waiting for input); returns each one's state and error. A timeout never cancels a task. Read each result with result.",
+            true,
+        ),
         def::<EventsArgs, EventsOut>(
             "events",
             "Task events",
@@ -111,7 +117,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         def::<ReadResultArgs, ReadResultOut>(
             "read_result",
             "Read a result in pieces",
-            "Reads an ended task's answer in pieces of UTF-16 units (offset, limit 2-50000) that never split a surrogate pair. Join `text` until hasMore is false, always using nextOffset; pass contentSha256 as expectedContentSha256 to detect a change.",
+            "Reads an ended task's answer (or, with part \"structuredOutput\", an agy task's structured output as JSON) in pieces of UTF-16 units (offset, limit 2-50000) that never split a surrogate pair. Join `text` until hasMore is false, always using nextOffset; pass contentSha256 as expectedContentSha256 to detect a change.",
             true,
         ),
         def::<TaskArgs, CancelOut>(

@@ -416,7 +416,27 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
 /// `read_result`.
 pub fn read_result(engine: &Engine, args: ReadResultArgs) -> Result<ReadResultOut> {
     let task = engine.task(&args.task_id)?;
-    let text = answer(&task)?;
+    let text = match args.part.as_deref() {
+        None | Some("answer") => answer(&task)?,
+        Some("structuredOutput") => {
+            answer(&task)?;
+            task.result
+                .as_ref()
+                .and_then(|r| r.structured_output())
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    Error::invalid_input(format!(
+                        "task {} has no structured output (only an agy task run with a JSON Schema answers with one)",
+                        task.id
+                    ))
+                })?
+        }
+        Some(_) => {
+            return Err(Error::invalid_input(
+                "part must be \"answer\" or \"structuredOutput\"",
+            ));
+        }
+    };
     let piece = chunk::read(
         &text,
         args.offset.unwrap_or(0),

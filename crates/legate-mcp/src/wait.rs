@@ -1,5 +1,6 @@
 //! `wait`: follow a task for up to a minute, collecting its new events, and tell a client that
-//! sent a progress token about each one as it happens.
+//! sent a progress token about each one as it happens; `wait_many`: the engine's joint wait
+//! over loose tasks, translated.
 //!
 //! Each notification carries a counter that strictly increases within one call (1, 2, 3, …),
 //! and a short message naming the event's number and kind: never a prompt, file content,
@@ -9,12 +10,12 @@
 //! Waiting never changes the task: a wait that times out, a client that cancels the call and a
 //! client that disconnects all leave the task running.
 
-use crate::schema::{ErrorBody, WaitArgs, WaitOut};
+use crate::schema::{ErrorBody, WaitArgs, WaitManyArgs, WaitManyOut, WaitOut, WaitedOut};
 use crate::tools::{
     MAX_EVENTS, WAIT_DEFAULT_SECS, WAIT_MAX_SECS, check_cursor, event_out, in_range,
 };
 use legate_core::{DeliveryMode, Event, EventKind, Result, Task};
-use legate_engine::Engine;
+use legate_engine::{Engine, WaitMode};
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
@@ -193,6 +194,39 @@ pub(crate) fn answer_now(engine: &Engine, now: &Task, timed_out: bool) -> Result
 }
 
 /// A wait's `timeoutSeconds`, checked (the default when omitted).
+/// `wait_many`: the engine waits; this only translates.
+pub async fn wait_many(engine: &Engine, args: WaitManyArgs) -> Result<WaitManyOut> {
+    let mode = match args.mode.as_deref() {
+        None => WaitMode::All,
+        Some(m) => WaitMode::parse(m)?,
+    };
+    let seconds = wait_seconds(args.timeout_seconds)?;
+    let joint = engine
+        .wait_many(&args.task_ids, mode, Duration::from_secs(seconds))
+        .await?;
+    Ok(WaitManyOut {
+        mode: match mode {
+            WaitMode::First => "first",
+            WaitMode::All => "all",
+        }
+        .to_string(),
+        ready: joint.ready,
+        timed_out: joint.timed_out,
+        tasks: joint
+            .tasks
+            .into_iter()
+            .map(|w| WaitedOut {
+                task_id: w.task.id.to_string(),
+                state: w.task.state,
+                ready: w.ready,
+                task_error: w.task.error.as_ref().map(ErrorBody::from),
+                status_message: w.task.status_message,
+                usage: w.task.usage,
+            })
+            .collect(),
+    })
+}
+
 pub(crate) fn wait_seconds(timeout_seconds: Option<u64>) -> Result<u64> {
     in_range(
         "timeoutSeconds",

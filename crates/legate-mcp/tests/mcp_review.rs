@@ -322,6 +322,7 @@ async fn profiles_offer_the_review_tools_by_group() {
         "tasks",
         "usage",
         "wait",
+        "wait_many",
     ];
     const REVIEW: &[&str] = &["context", "handoff", "preview", "read_patch", "verify"];
     const IMPLEMENTATION: &[&str] = &["cleanup", "discard", "integrate", "record_test", "test"];

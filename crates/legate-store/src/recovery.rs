@@ -9,7 +9,7 @@
 use crate::Store;
 use crate::events::append_in;
 use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found};
-use legate_core::{Error, EventKind, Result, TaskId, TaskState, Timestamp};
+use legate_core::{Error, ErrorCode, EventKind, Result, TaskId, TaskState, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
 /// `'submitted', 'working', …`: the states that are (or are not) terminal, for `IN (…)`.
@@ -75,8 +75,8 @@ impl Store {
     /// In one transaction, fails every unfinished task of `runner` (`None`: unfinished tasks
     /// that no runner claimed) with `error`: state `failed`, the error, the error's sentence
     /// as status message, `updated_at` now, and a `status` event saying so. A task whose
-    /// cancel was requested ([`Store::request_cancel`]) ends `canceled` instead, its status
-    /// message saying why it ended there. Returns their ids, oldest first.
+    /// cancel was requested ([`Store::request_cancel`]) ends `canceled` instead, with
+    /// `TASK_CANCELED` and a status message saying why it ended there. Returns their ids, oldest first.
     pub fn fail_unfinished(&self, runner: Option<&str>, error: &Error) -> Result<Vec<TaskId>> {
         self.fail_unfinished_sparing(runner, error, &|_| false)
     }
@@ -124,10 +124,11 @@ impl Store {
                 error: Some(error.clone()),
             };
             let canceled_message = format!("canceled; {}", error.message);
+            let canceled_error = Error::new(ErrorCode::TaskCanceled, canceled_message.clone());
             let canceled = EventKind::Status {
                 state: TaskState::Canceled,
                 message: Some(canceled_message.clone()),
-                error: None,
+                error: Some(canceled_error.clone()),
             };
             let mut update = tx
                 .prepare_cached(
@@ -141,8 +142,8 @@ impl Store {
                 let (state, code, message, status, event) = if cancel_requested {
                     (
                         TaskState::Canceled,
-                        None,
-                        None,
+                        Some(canceled_error.code.as_str()),
+                        Some(canceled_error.message.as_str()),
                         &canceled_message,
                         &canceled,
                     )
@@ -371,7 +372,10 @@ mod tests {
         assert_eq!(ended.len(), 2);
         let canceled = store.task(&TaskId("c1".into())).unwrap().unwrap();
         assert_eq!(canceled.state, TaskState::Canceled);
-        assert_eq!(canceled.error, None);
+        assert_eq!(
+            canceled.error.as_ref().map(|e| e.code),
+            Some(ErrorCode::TaskCanceled)
+        );
         assert_eq!(
             canceled.status_message.as_deref(),
             Some("canceled; the process stopped.")
@@ -381,7 +385,10 @@ mod tests {
             events.last().map(|e| &e.kind),
             Some(EventKind::Status {
                 state: TaskState::Canceled,
-                error: None,
+                error: Some(Error {
+                    code: ErrorCode::TaskCanceled,
+                    ..
+                }),
                 ..
             })
         ));

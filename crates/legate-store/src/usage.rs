@@ -8,7 +8,7 @@
 use crate::Store;
 use crate::sql::{SqlContext, clamp_i64};
 use crate::tasks::{RawTask, TASK_COLUMNS};
-use legate_core::{Result, TaskId, Usage};
+use legate_core::{Result, TaskId, Usage, UsageCounters, UsageSource};
 use rusqlite::types::Value;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -45,6 +45,10 @@ pub struct UsageTotals {
     pub thinking_tokens: Option<u64>,
     /// Tokens read from a prompt cache.
     pub cache_read_tokens: Option<u64>,
+    /// In `bySession`, for an agy conversation: its cumulative counters as the CLI last
+    /// reported them (the newest task's), separate from the retained tasks' sum above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_cumulative: Option<UsageCounters>,
 }
 
 impl UsageTotals {
@@ -62,8 +66,8 @@ impl UsageTotals {
         sum(&mut self.input_tokens, u.input_tokens);
         sum(&mut self.output_tokens, u.output_tokens);
         sum(&mut self.total_tokens, u.total_tokens);
-        sum(&mut self.thinking_tokens, u.thought_tokens);
-        sum(&mut self.cache_read_tokens, u.cached_read_tokens);
+        sum(&mut self.thinking_tokens, u.thinking_tokens);
+        sum(&mut self.cache_read_tokens, u.cache_read_tokens);
     }
 }
 
@@ -71,8 +75,8 @@ fn has_counters(u: &Usage) -> bool {
     u.input_tokens.is_some()
         || u.output_tokens.is_some()
         || u.total_tokens.is_some()
-        || u.thought_tokens.is_some()
-        || u.cached_read_tokens.is_some()
+        || u.thinking_tokens.is_some()
+        || u.cache_read_tokens.is_some()
 }
 
 /// One task's line of the report.
@@ -93,6 +97,47 @@ pub struct TaskUsage {
     /// Its counters (`tasks` is 1).
     #[serde(flatten)]
     pub totals: UsageTotals,
+    /// Whether the agent reported any counter for it.
+    pub available: bool,
+    /// Whether a counter is missing (it stays null: nothing is estimated or set to 0).
+    pub partial: bool,
+    /// Where its counters come from: `turn`, `session-total`, `session-delta`, or
+    /// `unavailable` (no counter; also for usage stored before sources were recorded,
+    /// `reported`).
+    pub source: String,
+    /// What a reader should know about these numbers, one sentence each.
+    pub warnings: Vec<String>,
+}
+
+/// The quality flags of one task's usage: `available`, `partial`, `source`, `warnings`.
+fn quality(usage: Option<&Usage>) -> (bool, bool, String, Vec<String>) {
+    let counters = usage.map(Usage::counters).unwrap_or_default();
+    let all = [
+        counters.input_tokens,
+        counters.output_tokens,
+        counters.total_tokens,
+        counters.thinking_tokens,
+        counters.cache_read_tokens,
+    ];
+    let available = all.iter().any(Option::is_some);
+    let partial = all.iter().any(Option::is_none);
+    let mut warnings = Vec::new();
+    let source = match (available, usage.and_then(|u| u.source)) {
+        (false, _) => {
+            warnings.push(
+                "the agent reported no token counts for this task; none are estimated".to_string(),
+            );
+            "unavailable".to_string()
+        }
+        (true, Some(UsageSource::Turn)) => "turn".to_string(),
+        (true, Some(UsageSource::SessionTotal)) => "session-total".to_string(),
+        (true, Some(UsageSource::SessionDelta)) => "session-delta".to_string(),
+        (true, None) => "reported".to_string(),
+    };
+    if available && partial {
+        warnings.push("missing counters stay null; nothing is estimated or set to 0".to_string());
+    }
+    (available, partial, source, warnings)
 }
 
 /// The aggregation [`Store::usage`] returns.
@@ -162,16 +207,24 @@ impl Store {
             let mut totals = UsageTotals::default();
             totals.add(task.usage.as_ref());
             report.total.add(task.usage.as_ref());
-            report
+            let session = report
                 .by_session
                 .entry(task.session_id.clone().unwrap_or_default())
-                .or_default()
-                .add(task.usage.as_ref());
+                .or_default();
+            session.add(task.usage.as_ref());
+            // Tasks come newest first: the first cumulative seen is the latest.
+            if session.observed_cumulative.is_none() {
+                session.observed_cumulative = task
+                    .usage
+                    .as_ref()
+                    .and_then(|u| u.observed_cumulative.clone());
+            }
             report
                 .by_model
                 .entry(model.clone().unwrap_or_default())
                 .or_default()
                 .add(task.usage.as_ref());
+            let (available, partial, source, warnings) = quality(task.usage.as_ref());
             report.by_task.push(TaskUsage {
                 task_id: task.id,
                 agent: task.agent,
@@ -179,6 +232,10 @@ impl Store {
                 model,
                 created_at: task.created_at,
                 totals,
+                available,
+                partial,
+                source,
+                warnings,
             });
         }
         Ok(report)
@@ -206,6 +263,44 @@ mod tests {
             model: model.map(str::to_owned),
             ..Usage::default()
         })
+    }
+
+    #[test]
+    fn each_task_says_how_good_its_counts_are_and_a_session_its_observed_cumulative() {
+        let store = Store::open_in_memory().unwrap();
+        let cumulative = |total| UsageCounters {
+            total_tokens: Some(total),
+            ..UsageCounters::default()
+        };
+        let first = Usage {
+            source: Some(UsageSource::SessionTotal),
+            observed_cumulative: Some(cumulative(120)),
+            ..tokens(120, None).unwrap()
+        };
+        let second = Usage {
+            source: Some(UsageSource::SessionDelta),
+            observed_cumulative: Some(cumulative(170)),
+            ..tokens(50, None).unwrap()
+        };
+        stored(&store, "0190-a", 1, "conv", Some(first));
+        stored(&store, "0190-b", 2, "conv", Some(second));
+        stored(&store, "0190-c", 3, "conv", None);
+        let r = store.usage(&UsageFilter::default()).unwrap();
+        let [c, b, a] = &r.by_task[..] else {
+            panic!("{r:?}")
+        };
+        assert_eq!(
+            (a.source.as_str(), a.available, a.partial),
+            ("session-total", true, true)
+        );
+        assert_eq!(b.source, "session-delta");
+        assert!(b.warnings.iter().any(|w| w.contains("null")), "{b:?}");
+        assert_eq!((c.source.as_str(), c.available), ("unavailable", false));
+        assert_eq!(c.warnings.len(), 1);
+        let session = &r.by_session["conv"];
+        assert_eq!(session.total_tokens, Some(170));
+        assert_eq!(session.observed_cumulative, Some(cumulative(170)));
+        assert_eq!(r.total.observed_cumulative, None);
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! | `FAKE_AGY_PROBE=empty-help` | `--help` exits 0 and prints nothing |
 //! | `FAKE_AGY_PROBE=no-json-schema` | `--help` does not announce `--json-schema` |
 //! | `FAKE_AGY_STATE_DIR=<dir>` | where conversations and their counters live |
+//! | `FAKE_AGY_STDIN=ignore` | a run exits 1 at once without reading stdin (a prompt larger than a pipe's buffer then fails to be written) |
 //!
 //! # Scenarios: the prompt text before the first `:`
 //!
@@ -45,6 +46,7 @@
 //! | `auth` | a login phrase on stderr, exit 1 |
 //! | `stepusage` | usage only in `step_update` events, none in `result` |
 //! | `stubborn` | becomes a shell ignoring `SIGINT` that prints `init`, then `sleep 600` (only `SIGKILL` stops it) |
+//! | `mcp-denied` | agy's own line on stderr saying it denied an MCP call for want of its `"mcp"` permission in headless mode, then a `SUCCESS` result (what real agy does) |
 //! | `orphan` | starts `sleep 600` in a new session (`setsid`) ignoring `SIGINT`, with its pid in `<state dir>/orphan.pid`, then answers and exits |
 //!
 //! With `--json-schema <json or file>` (the schema must be JSON; a file is read), the
@@ -240,6 +242,10 @@ impl Run {
     }
 
     fn execute(mut self) -> i32 {
+        if std::env::var("FAKE_AGY_STDIN").is_ok_and(|v| v == "ignore") {
+            eprintln!("agy: not reading stdin");
+            return 1;
+        }
         let mut stdin = String::new();
         if std::io::stdin().read_to_string(&mut stdin).is_err() {
             eprintln!("agy: could not read stdin");
@@ -359,6 +365,12 @@ impl Run {
                 grow = 0;
             }
             "stderr" => eprintln!("warning: a diagnostic from the fake agy on stderr"),
+            "mcp-denied" => {
+                eprintln!(
+                    "jetski: no output produced — a tool required the \"mcp\" permission that headless mode cannot prompt for, so it was auto-denied."
+                );
+                response = String::new();
+            }
             "malformed" => {
                 let _ = std::io::stdout().write_all(b"this line is not JSON {\n");
             }

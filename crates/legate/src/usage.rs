@@ -139,6 +139,10 @@ mod tests {
                 model: Some(hostile.into()),
                 created_at: legate_core::Timestamp(1),
                 totals: totals.clone(),
+                available: true,
+                partial: true,
+                source: "turn".into(),
+                warnings: Vec::new(),
             }],
             total: totals.clone(),
             ..UsageReport::default()

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     // `cargo test -p legate -- FILTER`: run only when the filter names this test.
-    let name = "legate_run_with_agy_configured_in_legate_toml";
+    let name = "legate_run_with_agy_configured_in_legate_toml agy_over_mcp_with_the_python_sdk";
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -33,12 +33,101 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if std::env::args().any(|a| a == "--list") {
-        println!("{name}: test");
+        for test in name.split(' ') {
+            println!("{test}: test");
+        }
         return ExitCode::SUCCESS;
     }
     legate_run_with_agy_configured_in_legate_toml();
-    println!("test {name} ... ok");
+    println!("test legate_run_with_agy_configured_in_legate_toml ... ok");
+    agy_over_mcp_with_the_python_sdk();
+    println!("test agy_over_mcp_with_the_python_sdk ... ok");
     ExitCode::SUCCESS
+}
+
+/// agy over MCP with the official Python SDK (tests/mcp/agy_flow.py): health's login check,
+/// AGY_MCP_PERMISSION_REQUIRED, CLI_INPUT_FAILED, the structured output through read_result,
+/// TASK_CANCELED, and usage's quality flags and observedCumulative. Skips without `python3`
+/// unless `LEGATE_REQUIRE_PYTHON` or `CI` is set.
+fn agy_over_mcp_with_the_python_sdk() {
+    let Some(python) = legate_testkit::python("mcp") else {
+        return;
+    };
+    let fake = std::env::current_exe().unwrap();
+    let fake = fake.display();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let agy_home = dir.path().join("agy-home");
+    let state = agy_home.join(".gemini/antigravity-cli/fake-state");
+    let agent = |name: &str, extra: &str| {
+        format!(
+            "[agents.{name}]\nkind = \"agy\"\ncommand = \"{fake}\"\nenv = {{ HOME = \"{}\", FAKE_AGY_STATE_DIR = \"{}\", {AS_FAKE} = \"1\"{extra} }}\n",
+            agy_home.display(),
+            state.display()
+        )
+    };
+    std::fs::write(
+        home.join("legate.toml"),
+        [
+            agent("agy", ""),
+            agent("agy-out", ", FAKE_AGY_AUTH = \"fail\""),
+            agent("agy-deaf", ", FAKE_AGY_STDIN = \"ignore\""),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/agy_flow.py");
+    let out = std::process::Command::new(python)
+        .arg(&script)
+        .arg(LEGATE)
+        .env("LEGATE_HOME", &home)
+        .env("LEGATE_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "agy_flow.py failed:\n{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+
+    // health: agy models lists models when logged in, a login phrase when not.
+    assert_eq!(r["login"]["agy"], true, "{r}");
+    assert_eq!(r["login"]["agy-out"], false, "{r}");
+    assert!(
+        r["loginDetail"]["agy-out"]
+            .as_str()
+            .unwrap()
+            .contains("log in"),
+        "{r}"
+    );
+    // agy's own refusal of an MCP call it could not ask about, though it said SUCCESS.
+    assert_eq!(r["mcpDenied"]["code"], "AGY_MCP_PERMISSION_REQUIRED", "{r}");
+    // A prompt agy never read: the stdin write failed, not the process.
+    assert_eq!(r["inputFailed"]["code"], "CLI_INPUT_FAILED", "{r}");
+    // The structured output, read in pieces like the answer.
+    assert_eq!(r["structured"]["summary"], "fake agy: sum up", "{r}");
+    assert_eq!(r["badPart"], "INVALID_INPUT", "{r}");
+    assert_eq!(r["noStructured"], "INVALID_INPUT", "{r}");
+    // Usage: the second turn is the difference (50 of a cumulative 170), said so.
+    let by_task = r["usage"]["byTask"].as_array().unwrap();
+    let line = |id: &serde_json::Value| by_task.iter().find(|t| t["taskId"] == *id).unwrap();
+    let second = line(&r["secondTaskId"]);
+    assert_eq!(second["totalTokens"], 50, "{r}");
+    assert_eq!(second["source"], "session-delta", "{r}");
+    assert_eq!(second["available"], true, "{r}");
+    assert_eq!(line(&r["firstTaskId"])["source"], "session-total", "{r}");
+    let session = second["sessionId"].as_str().unwrap();
+    let observed = &r["usage"]["bySession"][session]["observedCumulative"];
+    assert_eq!(observed["totalTokens"], 170, "{r}");
+    assert_eq!(r["usage"]["bySession"][session]["totalTokens"], 170, "{r}");
+    assert_eq!(r["secondUsage"]["thinkingTokens"], 0, "{r}");
+    assert!(r["secondUsage"].get("thoughtTokens").is_none(), "{r}");
+    // A canceled agy task carries TASK_CANCELED.
+    assert_eq!(r["canceled"]["state"], "canceled", "{r}");
+    assert_eq!(r["canceled"]["taskError"]["code"], "TASK_CANCELED", "{r}");
 }
 
 fn legate_run_with_agy_configured_in_legate_toml() {

@@ -78,7 +78,7 @@ fn python(home: &CliHome, name: &str, args: &[&str]) -> Value {
 
 fn check_report(report: &Value, protocol: &str) {
     assert_eq!(report["protocol"], protocol, "{report}");
-    assert_eq!(report["tools"], 48, "{report}");
+    assert_eq!(report["tools"], 49, "{report}");
     assert!(report["progress"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["pieces"].as_u64().unwrap() > 2, "{report}");
 }
@@ -216,7 +216,7 @@ fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
     assert!(mcp.request("ping", json!({})).is_object());
     let tools = mcp.request("tools/list", json!({}));
     let tools = tools["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 48);
+    assert_eq!(tools.len(), 49);
     for t in tools {
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
     }
@@ -311,8 +311,8 @@ fn cancel_ends_a_running_task_canceled() {
     assert_eq!(report["cancel"]["state"], "working", "{report}");
     assert_eq!(report["cancel"]["cancelRequested"], true, "{report}");
     assert_eq!(report["final"], "canceled", "{report}");
-    // The state says why it ended; a canceled task carries no error.
-    assert!(report["taskError"].is_null(), "{report}");
+    // A canceled task carries TASK_CANCELED as its error (the seed's code for it).
+    assert_eq!(report["taskError"]["code"], "TASK_CANCELED", "{report}");
     assert_eq!(report["cancelAgain"], "TASK_NOT_CANCELABLE", "{report}");
 }
 
@@ -329,6 +329,48 @@ fn the_caller_skill_names_only_served_tools_and_their_arguments() {
     assert_eq!(report["missing"], json!([]), "{report}");
     assert!(report["calls"].as_u64().unwrap() >= 25, "{report}");
     assert!(report["tools"].as_u64().unwrap() >= 25, "{report}");
+}
+
+#[test]
+fn wait_many_returns_at_the_first_or_all_and_refuses_hostile_id_lists() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    let report = python(&home, "scenarios.py", &["wait-many", LEGATE]);
+    let first = &report["first"];
+    assert_eq!(first["mode"], "first", "{report}");
+    assert_eq!(first["ready"], true, "{report}");
+    assert_eq!(first["timedOut"], false, "{report}");
+    assert_eq!(first["tasks"][0]["ready"], false, "{report}");
+    assert_eq!(first["tasks"][1]["ready"], true, "{report}");
+    assert_eq!(first["tasks"][1]["state"], "completed", "{report}");
+    let timed = &report["timed"];
+    assert_eq!(timed["mode"], "all", "{report}");
+    assert_eq!(timed["ready"], false, "{report}");
+    assert_eq!(timed["timedOut"], true, "{report}");
+    let slow = report["slowAfterTimeout"].as_str().unwrap();
+    assert!(["submitted", "working"].contains(&slow), "{report}");
+    let hostile = &report["hostile"];
+    for case in [
+        "duplicate",
+        "duplicatePrefix",
+        "tooMany",
+        "thousands",
+        "none",
+        "badMode",
+        "badTimeout",
+    ] {
+        assert_eq!(hostile[case], "INVALID_INPUT", "{case}: {report}");
+    }
+    assert_eq!(hostile["unknown"], "TASK_NOT_FOUND", "{report}");
+    let all = &report["all"];
+    assert_eq!(all["ready"], true, "{report}");
+    assert_eq!(all["tasks"][0]["state"], "canceled", "{report}");
+    assert_eq!(
+        all["tasks"][0]["taskError"]["code"], "TASK_CANCELED",
+        "{report}"
+    );
 }
 
 #[test]

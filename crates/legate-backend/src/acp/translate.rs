@@ -113,12 +113,14 @@ pub(crate) fn prompt_usage(usage: &acp::Usage) -> Usage {
     Usage {
         input_tokens: Some(usage.input_tokens),
         output_tokens: Some(usage.output_tokens),
-        thought_tokens: usage.thought_tokens,
-        cached_read_tokens: usage.cached_read_tokens,
+        thinking_tokens: usage.thought_tokens,
+        cache_read_tokens: usage.cached_read_tokens,
         total_tokens: Some(usage.total_tokens),
         context_used: None,
         context_size: None,
         model: None,
+        source: Some(legate_core::UsageSource::Turn),
+        observed_cumulative: None,
     }
 }
 

@@ -286,6 +286,19 @@ impl Backend for AgyBackend {
     }
 
     /// `agy models`, run in the request's root.
+    /// `agy models` (as the seed's health does): a list is logged in, a login phrase or an
+    /// empty list (`AGY_AUTH_REQUIRED`) is not; any other failure is the error.
+    async fn logged_in(&self, request: SessionRequest) -> Result<Option<bool>> {
+        match self
+            .models(&request.agent, &request.boundary.root, &request.hidden)
+            .await
+        {
+            Ok(_) => Ok(Some(true)),
+            Err(e) if e.code == ErrorCode::AgyAuthRequired => Ok(Some(false)),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn models(&self, request: SessionRequest) -> Result<crate::selection::ModelList> {
         Ok(crate::selection::ModelList {
             models: self
@@ -366,7 +379,7 @@ impl AgentSession for AgySession {
             spec.egress = Some((handoff, Arc::new(gate) as Arc<dyn legate_egress::Gate>));
         }
         let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
-        let end = handle
+        let mut end = handle
             .await
             .map_err(|e| Error::quoting(ErrorCode::Internal, "the agy run task failed", e))??;
 
@@ -403,7 +416,7 @@ impl AgentSession for AgySession {
                 usage: None,
             });
         }
-        match self.failure(&end) {
+        match self.failure(&mut end) {
             None => {
                 info!(task_id = %turn.task_id, "agy turn ended");
                 Ok(TurnOutcome {

@@ -25,6 +25,31 @@ pub fn is_login_phrase(text: &str) -> bool {
     .any(|p| lower.contains(p))
 }
 
+/// Whether a stderr line is agy's own refusal of an MCP tool call it would have had to ask
+/// about: headless agy cannot prompt for its native `mcp(<server>/<tool>)` permission, so it
+/// denies the call and says so (`no output produced — a tool required the "mcp" permission
+/// that headless mode cannot prompt for, so it was auto-denied`). The words are matched in
+/// that order, in any case, on one line, so a line that only mentions MCP does not count.
+pub fn is_mcp_permission_denial(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    let mut rest = lower.as_str();
+    for word in ["no output produced", "mcp", "permission", "headless"] {
+        let found = if word == "mcp" {
+            ["\"mcp\"", "'mcp'"]
+                .iter()
+                .filter_map(|q| rest.find(q).map(|i| i + q.len()))
+                .min()
+        } else {
+            rest.find(word).map(|i| i + word.len())
+        };
+        match found {
+            Some(end) => rest = &rest[end..],
+            None => return false,
+        }
+    }
+    true
+}
+
 fn is_id(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
@@ -100,6 +125,22 @@ pub async fn list_models(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn only_agys_own_mcp_denial_line_counts() {
+        assert!(is_mcp_permission_denial(
+            "jetski: no output produced — a tool required the \"mcp\" permission that headless mode cannot prompt for, so it was auto-denied."
+        ));
+        assert!(is_mcp_permission_denial(
+            "No Output Produced: the 'MCP' PERMISSION is needed, headless"
+        ));
+        assert!(!is_mcp_permission_denial(
+            "Documentation mentions mcp permission in headless mode."
+        ));
+        assert!(!is_mcp_permission_denial(
+            "headless: the \"mcp\" permission; no output produced"
+        ));
+    }
 
     #[test]
     fn lines_become_models_and_login_phrases_are_auth_errors() {

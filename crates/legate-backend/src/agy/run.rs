@@ -67,13 +67,20 @@ pub(crate) struct RunEnd {
     pub(crate) stopped: bool,
     pub(crate) cleanup: Cleanup,
     pub(crate) processes: Processes,
-    pub(crate) input_error: Option<String>,
+    /// Writing the prompt to agy's stdin failed (`CLI_INPUT_FAILED`).
+    pub(crate) input_error: Option<std::io::Error>,
+    /// Reading agy's stdout failed (`AGY_IO_FAILED`).
+    pub(crate) output_error: Option<std::io::Error>,
+    /// agy said on stderr that it denied an MCP call for want of its own permission
+    /// (`AGY_MCP_PERMISSION_REQUIRED`).
+    pub(crate) mcp_permission_denied: bool,
 }
 
 #[derive(Debug, Default)]
 struct StderrState {
     tail: Vec<String>,
     login_required: bool,
+    mcp_permission_denied: bool,
 }
 
 fn spawn(spec: &RunSpec, confinement: Option<legate_confine::Prepared>) -> Result<Child> {
@@ -136,12 +143,14 @@ pub(crate) async fn run(
         }
         .await;
         drop(stdin);
-        r.err().map(|e| e.to_string())
+        r.err()
     });
 
     let translator = Arc::new(Mutex::new(Translator::new(spec.resumed)));
     let out_sink = sink.clone();
     let out_tr = translator.clone();
+    let read_error: Arc<Mutex<Option<std::io::Error>>> = Arc::default();
+    let out_error = read_error.clone();
     let reader = tokio::spawn(async move {
         let mut stdout = stdout;
         let mut splitter = LineSplitter::default();
@@ -152,6 +161,7 @@ pub(crate) async fn run(
                 Ok(n) => n,
                 Err(e) => {
                     warn!(error = %e, "agy stdout read failed");
+                    *out_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                     break;
                 }
             };
@@ -185,6 +195,9 @@ pub(crate) async fn run(
                 let mut st = err_st.lock().unwrap_or_else(|p| p.into_inner());
                 if models::is_login_phrase(&text) {
                     st.login_required = true;
+                }
+                if models::is_mcp_permission_denial(&text) {
+                    st.mcp_permission_denied = true;
                 }
                 st.tail.push(text.clone());
                 if st.tail.len() > STDERR_TAIL {
@@ -281,5 +294,7 @@ pub(crate) async fn run(
         cleanup,
         processes,
         input_error,
+        output_error: read_error.lock().unwrap_or_else(|p| p.into_inner()).take(),
+        mcp_permission_denied: st.mcp_permission_denied,
     })
 }

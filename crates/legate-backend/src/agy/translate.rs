@@ -18,7 +18,7 @@ use legate_core::{EventKind, ToolCallEvent, ToolCallUpdateEvent, ToolKind, ToolS
 use serde_json::Value;
 
 /// The name of the attachment that carries a run's `structured_output`.
-pub const STRUCTURED_OUTPUT: &str = "structured_output.json";
+pub const STRUCTURED_OUTPUT: &str = legate_core::STRUCTURED_OUTPUT_ATTACHMENT;
 /// Text kept of an unparsed line.
 const MAX_UNPARSED: usize = 4 * 1024;
 /// Text kept of a tool's output.

@@ -186,11 +186,19 @@ impl AgySession {
         }))
     }
 
-    pub(super) fn failure(&self, end: &RunEnd) -> Option<Error> {
+    /// How the run ended, as an error, or `None` for a success. In this order: a login
+    /// phrase is `AGY_AUTH_REQUIRED`; agy's own refusal of an MCP call it could not ask about
+    /// is `AGY_MCP_PERMISSION_REQUIRED` (even when the run says `SUCCESS`: the selected tool
+    /// never ran); otherwise a failed run is `CLI_INPUT_FAILED` when the prompt could not be
+    /// written to its stdin, `AGY_IO_FAILED` when its stdout could not be read,
+    /// `STREAM_PARSE_ERROR` when no result came and lines could not be parsed, and
+    /// `AGY_PROCESS_FAILED` for the process's own failure (an exit code, no result, a status
+    /// other than `SUCCESS`).
+    pub(super) fn failure(&self, end: &mut RunEnd) -> Option<Error> {
         let tr = &end.translator;
         let success = tr.result.as_ref().is_some_and(|r| r.status == "SUCCESS");
         let exit_ok = end.status.is_some_and(|s| s.success());
-        if success && exit_ok {
+        if success && exit_ok && !end.mcp_permission_denied {
             return None;
         }
         let exit = match end.status {
@@ -201,6 +209,14 @@ impl AgySession {
             None => "ended with an unknown status".to_string(),
         };
         let result_error = tr.result.as_ref().and_then(|r| r.error.clone());
+        let login =
+            end.login_required || result_error.as_deref().is_some_and(models::is_login_phrase);
+        if !login && end.mcp_permission_denied {
+            return Some(Error::new(
+                ErrorCode::AgyMcpPermissionRequired,
+                "agy denied a call to a selected MCP tool because its own permission for it (`mcp(<server>/<tool>)` in agy's settings) is not granted, and headless agy cannot ask; grant exactly that server and tool in agy's settings, then run again",
+            ));
+        }
         let mut message = match (&result_error, &tr.result) {
             (Some(e), _) => format!("agy failed: {}", super::translate::truncate(e, 500)),
             (None, Some(r)) if r.status != "SUCCESS" => {
@@ -215,22 +231,24 @@ impl AgySession {
                 super::translate::truncate(last, 300)
             ));
         }
-        if let Some(e) = &end.input_error {
-            message.push_str(&format!("; writing the prompt failed: {e}"));
+        if login {
+            return Some(Error::new(ErrorCode::AgyAuthRequired, message));
         }
-        let login =
-            end.login_required || result_error.as_deref().is_some_and(models::is_login_phrase);
-        let code = if login {
-            ErrorCode::AgyAuthRequired
-        } else if tr.result.is_none() && tr.parse_errors > 0 {
+        if let Some(e) = end.input_error.take() {
+            message.push_str("; the prompt could not be written to its stdin");
+            return Some(Error::caused_by(ErrorCode::CliInputFailed, message, e));
+        }
+        if let Some(e) = end.output_error.take() {
+            message.push_str("; its output could not be read");
+            return Some(Error::caused_by(ErrorCode::AgyIoFailed, message, e));
+        }
+        if tr.result.is_none() && tr.parse_errors > 0 {
             message.push_str(&format!(
                 "; {} line(s) of its output could not be parsed",
                 tr.parse_errors
             ));
-            ErrorCode::StreamParseError
-        } else {
-            ErrorCode::AgyProcessFailed
-        };
-        Some(Error::new(code, message))
+            return Some(Error::new(ErrorCode::StreamParseError, message));
+        }
+        Some(Error::new(ErrorCode::AgyProcessFailed, message))
     }
 }

@@ -9,7 +9,7 @@
 //! have spent tokens, so it drops the baseline: the next turn has none, rather than being
 //! charged with the lost turn's tokens.
 
-use legate_core::Usage;
+use legate_core::{Usage, UsageCounters, UsageSource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::Write;
@@ -100,11 +100,23 @@ pub fn turn_usage(before: Option<&Counters>, now: &Counters) -> Result<Usage, St
         input_tokens: diff(now.input_tokens, before.input_tokens),
         output_tokens: diff(now.output_tokens, before.output_tokens),
         total_tokens: diff(now.total_tokens, before.total_tokens),
-        thought_tokens: diff(now.thinking_tokens, before.thinking_tokens),
-        cached_read_tokens: diff(now.cache_read_tokens, before.cache_read_tokens),
+        thinking_tokens: diff(now.thinking_tokens, before.thinking_tokens),
+        cache_read_tokens: diff(now.cache_read_tokens, before.cache_read_tokens),
+        source: Some(if fresh {
+            UsageSource::SessionTotal
+        } else {
+            UsageSource::SessionDelta
+        }),
+        observed_cumulative: Some(UsageCounters {
+            input_tokens: now.input_tokens,
+            output_tokens: now.output_tokens,
+            total_tokens: now.total_tokens,
+            thinking_tokens: now.thinking_tokens,
+            cache_read_tokens: now.cache_read_tokens,
+        }),
         ..Usage::default()
     };
-    if u == Usage::default() {
+    if u.counters() == UsageCounters::default() {
         return Err("no counter has a known previous total".into());
     }
     Ok(u)

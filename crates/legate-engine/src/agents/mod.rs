@@ -169,6 +169,14 @@ impl Core {
         listed.unwrap_or_else(|_| Err(start_timeout(limit)))
     }
 
+    pub(crate) async fn logged_in(&self, name: &str, limit: Duration) -> Result<Option<bool>> {
+        let (backend, request) = self.probe_request(name)?;
+        let root = request.boundary.root.clone();
+        let checked = tokio::time::timeout(limit, backend.logged_in(request)).await;
+        let _ = std::fs::remove_dir_all(&root);
+        checked.unwrap_or_else(|_| Err(start_timeout(limit)))
+    }
+
     /// Agent `name`'s saved model preference: `None` when there is none, `Some(Auto)` for a
     /// saved Auto. Used when a task names no model, before the configured default.
     pub(crate) fn model_preference(
@@ -243,6 +251,12 @@ impl Agents {
         limit: Duration,
     ) -> Result<legate_backend::selection::ModelList> {
         self.core.models(name, limit).await
+    }
+
+    /// Whether agent `name` is logged in, as its CLI shows without a task (agy: `agy
+    /// models`): `None` when its backend cannot tell. For `health`.
+    pub async fn logged_in(&self, name: &str, limit: Duration) -> Result<Option<bool>> {
+        self.core.logged_in(name, limit).await
     }
 
     /// Agent `name`'s saved model preference: `None` when there is none, `Some(Auto)` for a

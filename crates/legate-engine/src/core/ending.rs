@@ -150,7 +150,7 @@ impl Core {
             let ending = if cancel_requested && ending.state != TaskState::Canceled {
                 Ending {
                     state: TaskState::Canceled,
-                    error: None,
+                    error: Some(canceled()),
                     ..ending
                 }
             } else {
@@ -268,7 +268,7 @@ impl Ending {
         let (result, usage) = acc.finish(stop_reason.map(|r| r.as_str().to_string()));
         Self {
             state: TaskState::Canceled,
-            error: None,
+            error: Some(canceled()),
             result,
             usage,
         }
@@ -291,6 +291,12 @@ impl Ending {
             usage,
         }
     }
+}
+
+/// The error every canceled task carries, `TASK_CANCELED`: its sentence is the status
+/// message a canceled task always had.
+pub(crate) fn canceled() -> Error {
+    Error::new(ErrorCode::TaskCanceled, "canceled")
 }
 
 /// `TASK_NOT_CANCELABLE` for a task that already ended.

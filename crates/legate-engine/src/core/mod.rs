@@ -27,6 +27,7 @@ pub(crate) mod continuation;
 pub(crate) mod ending;
 pub(crate) mod framing;
 pub(crate) mod inbound;
+pub(crate) mod joint_wait;
 pub(crate) mod launcher;
 pub(crate) mod request;
 pub mod silent;

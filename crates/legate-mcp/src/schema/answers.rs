@@ -34,6 +34,13 @@ pub struct AgentHealth {
     /// versions its preset was verified against: what it announced and the verified range.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_warning: Option<String>,
+    /// Whether the agent is logged in, as its CLI shows without a task (agy: `agy models`
+    /// lists models; a login phrase or no model is false): null when not probed, when its
+    /// backend cannot tell, or when the check failed (then `loginDetail` says why).
+    pub logged_in: Option<bool>,
+    /// Why `loggedIn` is null after a probe, or what to do when it is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub login_detail: Option<String>,
     /// What its backend cannot do (each `available: false`): `interactiveReplies`,
     /// `preflightTokenCount`, `toolControls`, `localSupervision`.
     pub limitations: Vec<legate_engine::Limitation>,
@@ -297,6 +304,41 @@ impl AwaitingOut {
             })
             .collect())
     }
+}
+
+/// One task of a `wait_many` answer.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct WaitedOut {
+    /// The task id.
+    pub task_id: String,
+    /// Its state when the wait returned.
+    pub state: TaskState,
+    /// Whether it is ready for you: ended, or waiting for input (answer it with reply).
+    pub ready: bool,
+    /// Why it ended badly, when it did (`TASK_CANCELED` for a canceled task).
+    pub task_error: Option<ErrorBody>,
+    /// A short status message.
+    pub status_message: Option<String>,
+    /// Token usage so far.
+    pub usage: Option<Usage>,
+}
+
+/// `wait_many`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct WaitManyOut {
+    /// The mode waited in: "first" or "all".
+    pub mode: String,
+    /// Whether the wait's condition held when it returned: one task ready ("first"), or
+    /// every one ("all").
+    pub ready: bool,
+    /// Whether it returned because the timeout passed (every task goes on).
+    pub timed_out: bool,
+    /// Each task named, in the order named. Read a ready one with result.
+    pub tasks: Vec<WaitedOut>,
 }
 
 /// `wait`.

@@ -151,6 +151,20 @@ pub struct WaitArgs {
     pub cursor_mode: Option<legate_core::DeliveryMode>,
 }
 
+/// `wait_many`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitManyArgs {
+    /// The loose tasks to wait on: 1 to 32 ids (or unique prefixes), each task once.
+    pub task_ids: Vec<String>,
+    /// "first": return once any one of them is ready; "all" (default): once every one is.
+    /// A task is ready when it ended or waits for input.
+    pub mode: Option<String>,
+    /// How long to wait, 1 to 60 seconds (default 30). A timeout never cancels a task.
+    pub timeout_seconds: Option<u64>,
+}
+
 /// `events`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -189,6 +203,10 @@ pub struct ReadResultArgs {
     pub limit: Option<usize>,
     /// The `contentSha256` of an earlier piece: a different content is CONTENT_CHANGED.
     pub expected_content_sha256: Option<String>,
+    /// What to read: "answer" (default), the agent's answer text; or "structuredOutput",
+    /// the structured output (JSON) an agy task run with a JSON Schema answered with
+    /// (INVALID_INPUT when the task has none).
+    pub part: Option<String>,
 }
 
 /// `tasks`.

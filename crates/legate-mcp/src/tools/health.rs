@@ -76,6 +76,8 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
             confinement,
             capabilities: Vec::new(),
             version_warning: None,
+            logged_in: None,
+            login_detail: None,
             limitations: crate::controls::limitations(engine, &spec.name),
         });
     }
@@ -112,6 +114,28 @@ pub async fn health(engine: &Engine, profile: Profile, args: HealthArgs) -> Resu
                 agent.starts = Some(false);
                 agent.detail = format!("does not start: {e}");
             }
+        },
+    )
+    .await;
+    let login = |engine: Engine, name: String| async move {
+        engine
+            .agents()
+            .logged_in(&name, engine.config().fronts.probe_timeout)
+            .await
+    };
+    probe_agents(
+        engine,
+        &mut out.agents,
+        login,
+        |agent, checked| match checked {
+            Ok(Some(true)) => agent.logged_in = Some(true),
+            Ok(Some(false)) => {
+                agent.logged_in = Some(false);
+                agent.login_detail =
+                    Some("not logged in: log in with the agent's own interactive CLI".into());
+            }
+            Ok(None) => {}
+            Err(e) => agent.login_detail = Some(format!("the login check failed: {}", e.detail())),
         },
     )
     .await;

@@ -20,7 +20,12 @@ fn line(agent: &str, model: Option<&str>, total: Option<u64>) -> TaskUsage {
             total_tokens: total,
             thinking_tokens: None,
             cache_read_tokens: None,
+            observed_cumulative: None,
         },
+        available: total.is_some(),
+        partial: true,
+        source: "turn".to_owned(),
+        warnings: Vec::new(),
     }
 }
 

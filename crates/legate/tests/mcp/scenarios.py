@@ -9,6 +9,8 @@ with what it saw (the last one is the report) and exits 0, or raises.
                                                   # this process mid-wait)
     python3 scenarios.py follow URL TOKEN TASK    # HTTP: a new session follows TASK to its end
     python3 scenarios.py cancel LEGATE_BIN        # stdio: cancel a running task
+    python3 scenarios.py wait-many LEGATE_BIN     # stdio: wait_many over a slow and a quick
+                                                  # task, first and all, and hostile id lists
     python3 scenarios.py query-message LEGATE_BIN # stdio: a write context, then send_message
                                                   # into it from a `query` profile server
     python3 scenarios.py caller-skill LEGATE_BIN  # stdio: every `tool(arg, …)` the caller-side
@@ -129,6 +131,60 @@ async def cancel(binary):
         )
 
 
+async def wait_many(binary):
+    import jsonschema
+
+    from client import output_schema
+
+    def code(result):
+        return structured(result)["error"]["code"] if is_error(result) else None
+
+    async with stdio_session(binary) as session:
+        await session.initialize()
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        slow = (await call(session, "run", {"prompt": "run sleep 30", "agent": "revisor"}))["taskId"]
+        quick = (await call(session, "run", {"prompt": "hello", "agent": "revisor"}))["taskId"]
+        first = await call(
+            session, "wait_many", {"taskIds": [slow, quick], "mode": "first", "timeoutSeconds": 60}
+        )
+        jsonschema.validate(first, output_schema(tools["wait_many"]))
+        # The slow one still runs: waiting on all of them times out, changing nothing.
+        timed = await call(session, "wait_many", {"taskIds": [slow, quick], "timeoutSeconds": 1})
+        hostile = {
+            "duplicate": code(await session.call_tool("wait_many", {"taskIds": [quick, quick]})),
+            "duplicatePrefix": code(
+                await session.call_tool("wait_many", {"taskIds": [quick, quick[:8]]})
+            ),
+            "tooMany": code(await session.call_tool("wait_many", {"taskIds": [quick] * 33})),
+            "thousands": code(
+                await session.call_tool("wait_many", {"taskIds": [f"t{i}" for i in range(5000)]})
+            ),
+            "none": code(await session.call_tool("wait_many", {"taskIds": []})),
+            "unknown": code(
+                await session.call_tool("wait_many", {"taskIds": [quick, "no-such-task"]})
+            ),
+            "badMode": code(
+                await session.call_tool("wait_many", {"taskIds": [quick], "mode": "any"})
+            ),
+            "badTimeout": code(
+                await session.call_tool("wait_many", {"taskIds": [quick], "timeoutSeconds": 0})
+            ),
+        }
+        status = await call(session, "status", {"taskId": slow})
+        await call(session, "cancel", {"taskId": slow})
+        everything = await call(session, "wait_many", {"taskIds": [slow, quick], "mode": "all"})
+        jsonschema.validate(everything, output_schema(tools["wait_many"]))
+        report(
+            {
+                "first": first,
+                "timed": timed,
+                "hostile": hostile,
+                "slowAfterTimeout": status["task"]["state"],
+                "all": everything,
+            }
+        )
+
+
 async def query_message(binary):
     async with stdio_session(binary, {"LEGATE_MCP_PROFILE": "full"}) as session:
         await session.initialize()
@@ -241,6 +297,8 @@ async def main():
         await follow(*args)
     elif scenario == "cancel":
         await cancel(*args)
+    elif scenario == "wait-many":
+        await wait_many(*args)
     elif scenario == "query-message":
         await query_message(*args)
     elif scenario == "roles":
