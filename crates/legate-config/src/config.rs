@@ -29,6 +29,8 @@ struct File {
     retention: Option<u64>,
     /// At most this many nodes in a new group (default 32, the seed's limit).
     max_group_nodes: Option<u64>,
+    /// The largest prompt the agent reads, in characters (default 50,000, the seed's).
+    max_prompt_chars: Option<u64>,
     /// `best-effort` (default) or `required`: see `legate_confine::Requirement`.
     confinement: Option<String>,
     #[serde(default)]
@@ -198,6 +200,11 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, leg
     })
 }
 
+/// The range of `max_prompt_chars`: room for a role's instructions and Legate's framing, and
+/// at most a million characters (4 MiB of UTF-8 at worst).
+const MIN_PROMPT_CHARS: u64 = 1_000;
+const MAX_PROMPT_CHARS: u64 = 1_000_000;
+
 fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<EngineConfig> {
     let mut c = EngineConfig::new(Paths::new(home));
     let number = |key: &str, env_key: &str, from_file: Option<u64>, min: u64, max: u64| {
@@ -259,6 +266,15 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         legate_engine::MAX_NODES as u64,
     )? {
         c.max_group_nodes = v as usize;
+    }
+    if let Some(v) = number(
+        "max_prompt_chars",
+        "LEGATE_MAX_PROMPT_CHARS",
+        file.max_prompt_chars,
+        MIN_PROMPT_CHARS,
+        MAX_PROMPT_CHARS,
+    )? {
+        c.max_prompt_chars = v as usize;
     }
 
     let confinement = env("LEGATE_CONFINEMENT")

@@ -227,6 +227,8 @@ error_codes! {
     ForbiddenDirectory => "FORBIDDEN_DIRECTORY",
     /// Approval mode `ask`: a change of the sandbox policy was not confirmed.
     SandboxPolicyDeclined => "SANDBOX_POLICY_DECLINED",
+    /// A copy needs git 2.32 or later on `PATH`, and the git found is older or does not run.
+    GitUnsupported => "GIT_UNSUPPORTED",
 }
 
 impl ErrorCode {
