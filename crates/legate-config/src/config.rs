@@ -459,18 +459,41 @@ mod tests {
     }
 
     #[test]
-    fn the_group_node_limit_is_the_seeds_unless_raised_within_its_ceiling() {
-        assert_eq!(resolve_text("", &[]).unwrap().max_group_nodes, 32);
-        let c = resolve_text("max_group_nodes = 64", &[]).unwrap();
-        assert_eq!(c.max_group_nodes, 64);
-        let c = resolve_text("max_group_nodes = 64", &[("LEGATE_MAX_GROUP_NODES", "50")]).unwrap();
-        assert_eq!(c.max_group_nodes, 50);
-        for bad in ["max_group_nodes = 0", "max_group_nodes = 257"] {
-            let e = resolve_text(bad, &[]).unwrap_err().to_string();
-            assert!(
-                e.contains("CONFIG_INVALID") && e.contains("max_group_nodes"),
-                "{e}"
-            );
+    fn the_group_node_and_prompt_limits_are_the_seeds_unless_changed_within_their_range() {
+        type Limit = (
+            &'static str,
+            &'static str,
+            fn(&EngineConfig) -> usize,
+            [usize; 4],
+        );
+        // key, environment, read, [the seed's default, from the file, from the environment,
+        // the largest]; 0 and one past the largest are refused.
+        let limits: [Limit; 2] = [
+            (
+                "max_group_nodes",
+                "LEGATE_MAX_GROUP_NODES",
+                |c| c.max_group_nodes,
+                [32, 64, 50, 256],
+            ),
+            (
+                "max_prompt_chars",
+                "LEGATE_MAX_PROMPT_CHARS",
+                |c| c.max_prompt_chars,
+                [50_000, 100_000, 2_000, 1_000_000],
+            ),
+        ];
+        for (key, env, read, [default, file, from_env, max]) in limits {
+            assert_eq!(read(&resolve_text("", &[]).unwrap()), default);
+            let text = format!("{key} = {file}");
+            assert_eq!(read(&resolve_text(&text, &[]).unwrap()), file);
+            let c = resolve_text(&text, &[(env, &from_env.to_string())]).unwrap();
+            assert_eq!(read(&c), from_env);
+            for bad in [0, max + 1] {
+                let e = resolve_text(&format!("{key} = {bad}"), &[])
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains("CONFIG_INVALID") && e.contains(key), "{e}");
+            }
         }
     }
 
