@@ -177,6 +177,9 @@ pub struct Turn {
     /// [`Capabilities::structured_output`] says so. The agy driver passes it as
     /// `--json-schema`; the ACP driver refuses a turn that carries one (`INVALID_INPUT`).
     pub json_schema: Option<serde_json::Value>,
+    /// How much reasoning the caller asked for, only for backends whose
+    /// [`Capabilities::effort`] says so. The agy driver passes it as `--effort`.
+    pub effort: Option<legate_core::Effort>,
 }
 
 /// How a turn ended, when it ended without a transport failure.
@@ -206,6 +209,8 @@ pub enum Continuation {
 pub struct Capabilities {
     /// Whether a turn may carry a JSON Schema its answer must follow ([`Turn::json_schema`]).
     pub structured_output: bool,
+    /// Whether a turn may carry an effort ([`Turn::effort`]).
+    pub effort: bool,
     /// Whether [`Backend::models`] can list the agent's models.
     pub model_listing: bool,
     /// Whether it runs a local process (and so needs an [`legate_core::Transport::Local`]

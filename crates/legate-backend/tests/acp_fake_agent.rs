@@ -99,6 +99,7 @@ fn turn(prompt: &str) -> Turn {
         timeout: None,
         message_id: None,
         json_schema: None,
+        effort: None,
     }
 }
 

@@ -29,6 +29,8 @@ struct File {
     retention: Option<u64>,
     /// At most this many nodes in a new group (default 32, the seed's limit).
     max_group_nodes: Option<u64>,
+    /// The largest prompt the agent reads, in characters (default 50,000, the seed's).
+    max_prompt_chars: Option<u64>,
     /// `best-effort` (default) or `required`: see `legate_confine::Requirement`.
     confinement: Option<String>,
     #[serde(default)]
@@ -198,6 +200,11 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, leg
     })
 }
 
+/// The range of `max_prompt_chars`: room for a role's instructions and Legate's framing, and
+/// at most a million characters (4 MiB of UTF-8 at worst).
+const MIN_PROMPT_CHARS: u64 = 1_000;
+const MAX_PROMPT_CHARS: u64 = 1_000_000;
+
 fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<EngineConfig> {
     let mut c = EngineConfig::new(Paths::new(home));
     let number = |key: &str, env_key: &str, from_file: Option<u64>, min: u64, max: u64| {
@@ -259,6 +266,15 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         legate_engine::MAX_NODES as u64,
     )? {
         c.max_group_nodes = v as usize;
+    }
+    if let Some(v) = number(
+        "max_prompt_chars",
+        "LEGATE_MAX_PROMPT_CHARS",
+        file.max_prompt_chars,
+        MIN_PROMPT_CHARS,
+        MAX_PROMPT_CHARS,
+    )? {
+        c.max_prompt_chars = v as usize;
     }
 
     let confinement = env("LEGATE_CONFINEMENT")
@@ -443,18 +459,41 @@ mod tests {
     }
 
     #[test]
-    fn the_group_node_limit_is_the_seeds_unless_raised_within_its_ceiling() {
-        assert_eq!(resolve_text("", &[]).unwrap().max_group_nodes, 32);
-        let c = resolve_text("max_group_nodes = 64", &[]).unwrap();
-        assert_eq!(c.max_group_nodes, 64);
-        let c = resolve_text("max_group_nodes = 64", &[("LEGATE_MAX_GROUP_NODES", "50")]).unwrap();
-        assert_eq!(c.max_group_nodes, 50);
-        for bad in ["max_group_nodes = 0", "max_group_nodes = 257"] {
-            let e = resolve_text(bad, &[]).unwrap_err().to_string();
-            assert!(
-                e.contains("CONFIG_INVALID") && e.contains("max_group_nodes"),
-                "{e}"
-            );
+    fn the_group_node_and_prompt_limits_are_the_seeds_unless_changed_within_their_range() {
+        type Limit = (
+            &'static str,
+            &'static str,
+            fn(&EngineConfig) -> usize,
+            [usize; 4],
+        );
+        // key, environment, read, [the seed's default, from the file, from the environment,
+        // the largest]; 0 and one past the largest are refused.
+        let limits: [Limit; 2] = [
+            (
+                "max_group_nodes",
+                "LEGATE_MAX_GROUP_NODES",
+                |c| c.max_group_nodes,
+                [32, 64, 50, 256],
+            ),
+            (
+                "max_prompt_chars",
+                "LEGATE_MAX_PROMPT_CHARS",
+                |c| c.max_prompt_chars,
+                [50_000, 100_000, 2_000, 1_000_000],
+            ),
+        ];
+        for (key, env, read, [default, file, from_env, max]) in limits {
+            assert_eq!(read(&resolve_text("", &[]).unwrap()), default);
+            let text = format!("{key} = {file}");
+            assert_eq!(read(&resolve_text(&text, &[]).unwrap()), file);
+            let c = resolve_text(&text, &[(env, &from_env.to_string())]).unwrap();
+            assert_eq!(read(&c), from_env);
+            for bad in [0, max + 1] {
+                let e = resolve_text(&format!("{key} = {bad}"), &[])
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains("CONFIG_INVALID") && e.contains(key), "{e}");
+            }
         }
     }
 

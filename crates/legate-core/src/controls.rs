@@ -24,6 +24,25 @@ crate::wire_enum! {
     }
 }
 
+crate::wire_enum! {
+    /// How much reasoning a caller asks of the agent for a task (agy's `--effort`). Only agents
+    /// whose backend takes it accept one; the others refuse it at submit.
+    #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Effort {
+        /// The least.
+        Low => "low",
+        /// Some.
+        Medium => "medium",
+        /// Much.
+        High => "high",
+        /// More than high.
+        Xhigh => "xhigh",
+        /// The most the agent offers.
+        Max => "max",
+    }
+}
+
 /// A memory entry a caller selects for a task: the specialist it belongs to and the sha256 of
 /// the version it read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -236,6 +236,8 @@ error_codes! {
     AgyIoFailed => "AGY_IO_FAILED",
     /// `agy` denied a selected MCP tool because its own `mcp(<server>/<tool>)` permission is not granted in its settings.
     AgyMcpPermissionRequired => "AGY_MCP_PERMISSION_REQUIRED",
+    /// A copy needs git 2.32 or later on `PATH`, and the git found is older or does not run.
+    GitUnsupported => "GIT_UNSUPPORTED",
 }
 
 impl ErrorCode {

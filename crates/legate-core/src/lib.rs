@@ -29,7 +29,7 @@ pub use boundary::{Boundary, WorkspaceKind};
 pub use catalogue::{ControlsConfig, McpServerPublic, McpServerSpec, McpToolSpec, McpTransport};
 pub use connection::ConnectionEvent;
 pub use controls::{
-    DeliveryMode, GroupNode, McpSelection, MemorySelection, MemorySnapshot, SkillPackage,
+    DeliveryMode, Effort, GroupNode, McpSelection, MemorySelection, MemorySnapshot, SkillPackage,
     SkillRecord, SkillResource, SkillSource, TaskControls,
 };
 pub use delivery::{

@@ -40,7 +40,9 @@ pub use crate::core::fanout::Subscription;
 pub use crate::core::inbound::{Delivered, Inbound, Route};
 pub use crate::core::joint_wait::{JointWait, MAX_WAIT_MANY, WaitMode, Waited};
 pub use crate::core::ledger::MAX_REMOTE_ID_BYTES;
-pub use crate::core::request::{MAX_TASK_TIMEOUT, ReceivedFiles, SubmitRequest, WorkspaceRequest};
+pub use crate::core::request::{
+    DEFAULT_MAX_PROMPT_CHARS, MAX_TASK_TIMEOUT, ReceivedFiles, SubmitRequest, WorkspaceRequest,
+};
 pub use crate::core::slots::SlotCounts;
 pub use agents::Agents;
 /// `engine.agents()`.

@@ -10,17 +10,16 @@ use crate::profile::Profile;
 use crate::schema::*;
 use legate_core::{Error, ErrorCode, Event, Result, RoleBase, Task, TaskMode, TaskState};
 use legate_engine::TaskFilter;
-use legate_engine::{
-    ContinueRequest, Engine, MAX_PENDING_PER_CONTEXT, MessageRequest, SubmitRequest,
-    WorkspaceRequest,
-};
+use legate_engine::{ContinueRequest, Engine, MAX_PENDING_PER_CONTEXT, MessageRequest};
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
 mod health;
+mod run;
 pub use health::{agents, health};
+pub use run::run;
 
 /// The longest `wait`, in seconds.
 pub const WAIT_MAX_SECS: u64 = 60;
@@ -62,76 +61,6 @@ fn timeout_arg(seconds: Option<u64>) -> Result<Option<Duration>> {
             .map(Duration::from_secs)
         })
         .transpose()
-}
-
-/// `run`. The arguments are taken apart whole and the request is built whole, so a field
-/// added to either does not compile until it is mapped here.
-pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOut> {
-    let RunArgs {
-        prompt,
-        agent,
-        working_directory,
-        context_id,
-        model,
-        timeout_seconds,
-        mode,
-        workspace,
-        json_schema,
-        role,
-        memory,
-        delivery_mode,
-        artifact_paths,
-        skills,
-        allowed_tools,
-        mcp_servers,
-    } = args;
-    // An omitted mode is the role's default (write for an implementer) unless the profile
-    // is read-only.
-    let mode = profile.task_mode(mode)?;
-    let workspace = match (working_directory, workspace) {
-        (Some(_), Some(_)) => {
-            return Err(Error::invalid_input(
-                "give workingDirectory or workspace, not both",
-            ));
-        }
-        (None, None) => WorkspaceRequest::Context,
-        (Some(dir), None) => WorkspaceRequest::Shared(absolute("workingDirectory", &dir)?),
-        (
-            None,
-            Some(WorkspaceArg {
-                kind,
-                path,
-                include_paths,
-                criteria,
-            }),
-        ) => match kind {
-            WorkspaceKindArg::Copy => WorkspaceRequest::Copy {
-                source: absolute("workspace.path", &path)?,
-                include_paths,
-                criteria,
-            },
-        },
-    };
-    let request = SubmitRequest {
-        agent,
-        prompt,
-        workspace,
-        context_id,
-        mode,
-        timeout: timeout_arg(timeout_seconds)?,
-        model,
-        message_id: None,
-        json_schema,
-        role,
-        memory,
-        skills,
-        delivery_mode,
-        allowed_tools,
-        mcp_servers,
-        artifact_paths: artifact_paths.unwrap_or_default(),
-    };
-    let task = engine.submit(request)?;
-    Ok(started(&task))
 }
 
 /// `dir` as a path, when it is absolute (`INVALID_WORKSPACE` naming `name` otherwise).
@@ -222,6 +151,7 @@ fn started(task: &Task) -> StartedOut {
         role_base,
         workspace: task.workspace,
         skills: task.controls.skills.clone(),
+        memory: task.controls.memory.clone(),
     }
 }
 
@@ -268,6 +198,7 @@ pub fn task_out(t: &Task) -> TaskOut {
         }),
         prompt_preview: preview(&t.prompt, 120),
         timeout_seconds: t.timeout_secs,
+        memory: t.controls.memory.clone(),
         created_at: t.created_at.0,
         updated_at: t.updated_at.0,
     }
@@ -386,6 +317,7 @@ pub fn result(engine: &Engine, args: ResultArgs) -> Result<ResultOut> {
         prompt: None,
         report: None,
         artifacts: None,
+        memory: task.controls.memory.clone(),
     };
     if !task.is_terminal() {
         return Ok(out);

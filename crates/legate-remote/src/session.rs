@@ -155,6 +155,7 @@ impl Backend for A2aBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             structured_output: false,
+            effort: false,
             model_listing: false,
             local_process: false,
             // A session is a connection and a remote context; a new session continues the

@@ -133,6 +133,7 @@ fn turn(prompt: &str, mode: TaskMode) -> Turn {
         timeout: None,
         message_id: None,
         json_schema: None,
+        effort: None,
     }
 }
 

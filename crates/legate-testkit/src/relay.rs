@@ -485,6 +485,7 @@ impl Backend for RelayBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             structured_output: false,
+            effort: false,
             model_listing: false,
             local_process: false,
             continuation: Continuation::None,

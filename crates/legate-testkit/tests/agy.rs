@@ -979,7 +979,15 @@ async fn a_json_schema_gives_structured_output_inline_or_through_a_private_file(
         assert_eq!(a.media_type.as_deref(), Some("application/json"));
         serde_json::from_str(a.text.as_deref().unwrap()).unwrap()
     };
-    let t = run(&h, with_schema("agy", &schema)).await;
+    // With the seed's `effort`, passed as `--effort` before the schema.
+    let t = run(
+        &h,
+        SubmitRequest {
+            effort: Some(legate_core::Effort::High),
+            ..with_schema("agy", &schema)
+        },
+    )
+    .await;
     assert_eq!(t.state, TaskState::Completed, "{:?}", t.error);
     assert_eq!(
         structured(&t),
@@ -987,8 +995,13 @@ async fn a_json_schema_gives_structured_output_inline_or_through_a_private_file(
     );
     let args = args_of(&h, &t);
     assert_eq!(
-        args[args.len() - 2..],
-        ["--json-schema".to_string(), schema.to_string()]
+        args[args.len() - 4..],
+        [
+            "--effort".to_string(),
+            "high".to_string(),
+            "--json-schema".to_string(),
+            schema.to_string()
+        ]
     );
 
     // A long schema goes through a 0600 file in the agent's state directory, removed after.

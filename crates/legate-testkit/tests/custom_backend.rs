@@ -37,6 +37,7 @@ impl Backend for EchoBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             structured_output: true,
+            effort: false,
             model_listing: false,
             local_process: false,
             continuation: Continuation::None,

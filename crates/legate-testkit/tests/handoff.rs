@@ -222,7 +222,7 @@ async fn a_context_that_would_not_fit_the_prompt_is_refused_never_cut() {
     let t1 = first(&h).await;
     let ctx = h.engine.handoffs().context(t1.id.as_str()).await.unwrap();
     // A prompt that alone is within the limit; with the context it is not.
-    let prompt = "x".repeat((1 << 20) - 64);
+    let prompt = "x".repeat(legate_engine::DEFAULT_MAX_PROMPT_CHARS - 64);
     let err = h
         .engine
         .handoffs()

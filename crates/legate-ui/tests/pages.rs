@@ -1,6 +1,7 @@
 //! The tasks page and the assets over real HTTP: keyset pages that show every task once, in
 //! order, even when many share one millisecond; filters; the list redrawn live when a task
-//! changes state; embedded assets with their cache headers.
+//! changes state; embedded assets with their cache headers; a task's page naming the memory it
+//! was given.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -97,6 +98,52 @@ async fn keyset_pages_show_every_task_once_even_within_one_millisecond() {
         .await;
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("INVALID_INPUT"));
+    s.stop().await;
+}
+
+/// A task's page names the private memory it was given (specialist, sha256, size) and never
+/// renders a stored name as markup, even one another process wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_page_names_the_memory_it_was_given() {
+    let s = UiServer::start().await;
+    let store = legate_store::Store::open(&s.h.engine.config().paths.db()).unwrap();
+    let mut t = Task::new("with-memory", "ctx-memory", "revisor", "p");
+    t.state = TaskState::Completed;
+    t.controls.memory = vec![
+        legate_core::MemorySnapshot {
+            specialist: "reviewer".into(),
+            sha256: "a".repeat(64),
+            bytes: 15,
+        },
+        legate_core::MemorySnapshot {
+            specialist: "<script>x</script>".into(),
+            sha256: "b".repeat(64),
+            bytes: 3,
+        },
+    ];
+    let status = EventKind::Status {
+        state: TaskState::Completed,
+        message: None,
+        error: None,
+    };
+    store.insert_task(&t, &status).unwrap();
+    stored(&store, "without-memory", "revisor", 1_000_000);
+    let session = s.login(Audience::Caller).await;
+    let page = |path: &'static str| {
+        let (s, cookie) = (&s, session.cookie.clone());
+        async move { s.get_with(&cookie, path).await.text().await.unwrap() }
+    };
+    let plain = page("/tasks/without-memory").await;
+    let page = page("/tasks/with-memory").await;
+    assert!(page.contains("Memory"), "{page}");
+    assert!(page.contains("<code>reviewer</code>"), "{page}");
+    assert!(
+        page.contains(&"a".repeat(64)) && page.contains("(15 bytes)"),
+        "{page}"
+    );
+    assert!(page.contains("&lt;script&gt;x&lt;/script&gt;"), "{page}");
+    assert!(!page.contains("<script>x"), "{page}");
+    assert!(!plain.contains("<dt>Memory</dt>"), "{plain}");
     s.stop().await;
 }
 

@@ -182,6 +182,7 @@ pub(crate) fn select_in(
     secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
+    refuse_linked_includes(&root, includes)?;
     // Both listings at once: each walks the index (the first also the work tree).
     let (listed, tracked_ignored) = std::thread::scope(|s| {
         let ignored = s.spawn(|| {
@@ -324,6 +325,32 @@ fn unsafe_path(path: String, rule: &str) -> BlockedFile {
         reason: BlockReason::UnsafePath,
         rule: rule.to_string(),
     }
+}
+
+/// `INVALID_INCLUDE_PATH` when an include path is, or passes through, a symbolic link in
+/// `root`: a link is never followed, so naming one can only select nothing the caller meant
+/// (its target may lie outside the project).
+fn refuse_linked_includes(root: &Path, includes: &[String]) -> Result<(), Error> {
+    for include in includes {
+        let mut at = root.to_path_buf();
+        for part in include.split('/').filter(|p| !p.is_empty()) {
+            at.push(part);
+            match fs::symlink_metadata(&at) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(Error::new(
+                        ErrorCode::InvalidIncludePath,
+                        format!(
+                            "the include path {include:?} is or passes through a symbolic link; links are never followed, so name the files themselves"
+                        ),
+                    ));
+                }
+                Ok(_) => {}
+                // What does not exist is judged by the selection (it matches no file).
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether every directory above `path` inside `root` is a real directory, not a symlink.

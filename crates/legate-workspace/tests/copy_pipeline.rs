@@ -86,6 +86,11 @@ fn include_paths_narrow_and_never_widen() {
         ("secret-dir/s.txt", b"s"),
     ]);
     f.commit_all();
+    // Links out of the root: a directory link and a file link (git lists both as files).
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("o.txt"), "outside").unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.project.join("escape")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("o.txt"), f.project.join("src/o.txt")).unwrap();
     let sel = select(
         &f.project,
         &["src/".into(), "docs/x.md".into()],
@@ -102,6 +107,9 @@ fn include_paths_narrow_and_never_widen() {
         "src/../docs",
         ".git",
         "/abs",
+        "escape",
+        "escape/o.txt",
+        "src/o.txt",
     ] {
         let err = select(
             &f.project,

@@ -123,6 +123,7 @@ pub(crate) async fn run(config: config::Config, flags: RunFlags) -> Result<ExitC
         allowed_tools: None,
         artifact_paths: Vec::new(),
         delivery_mode: None,
+        effort: None,
         mcp_servers: None,
         memory: None,
         message_id: None,

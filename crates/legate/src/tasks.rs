@@ -170,6 +170,15 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
         out!("status   {m}")?;
     }
     out!("prompt   {}", one_line(&t.prompt, 200))?;
+    // The private memory it was given: which entries, never their text.
+    for m in &t.controls.memory {
+        out!(
+            "memory   {} sha256 {} ({} bytes)",
+            one_line(&m.specialist, 64),
+            one_line(&m.sha256, 64),
+            m.bytes
+        )?;
+    }
     if let Some(r) = &t.result {
         out!(
             "tools    {} call(s), {} failed{}",

@@ -8,7 +8,10 @@
 //! on a wait and then dies mid-wait leaves its task running to completion; `cancel` ends a
 //! running task `canceled`; `send_message` from a `query` server into a write context makes a
 //! read-only task; `health` reports the configured confinement requirement and limits; the
-//! caller-side skill names only served tools and arguments.
+//! caller-side skill names only served tools and arguments; `run` on a git root works in a
+//! copy unless in place is asked for, with the seed's top-level options, hostile include paths
+//! and contradicting options refused, the memory a task was given shown, the prompt limit in
+//! characters, and an old git refused (tests/mcp/run_flow.py).
 //!
 //! The Python tests need only `python3`: the `mcp` package comes from a pinned virtual
 //! environment that `legate_testkit::python` provisions under the target directory on first
@@ -93,6 +96,79 @@ fn python_sdk_over_stdio_delegates_waits_with_progress_and_reads_in_pieces() {
         let report = python(&home, "client.py", &["stdio", protocol, LEGATE]);
         check_report(&report, protocol);
     }
+}
+
+/// The seed's first call, `run({prompt, workingDirectory})` on a git root, works in a copy;
+/// see tests/mcp/run_flow.py for everything it checks.
+#[test]
+fn run_on_a_git_root_works_in_a_copy_unless_in_place_is_asked_for() {
+    if !python_ready() {
+        return;
+    }
+    let home = home();
+    let base = home.base().to_path_buf();
+    let outside = base.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "not for the copy\n").unwrap();
+    let project = home.make_project(&[("README.md", "# Demo\n"), ("src/lib.rs", "fn f() {}\n")]);
+    std::os::unix::fs::symlink(&outside, project.join("escape")).unwrap();
+    let plain = base.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    // A git that says it is 2.31 and otherwise is the real one.
+    let real = Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
+    let fake = base.join("old-git");
+    std::fs::create_dir_all(&fake).unwrap();
+    let script = fake.join("git");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --version ] && {{ echo 'git version 2.31.0'; exit 0; }}; done\nexec {real:?} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let args = [
+        LEGATE,
+        project.to_str().unwrap(),
+        plain.to_str().unwrap(),
+        outside.to_str().unwrap(),
+        fake.to_str().unwrap(),
+    ];
+    let report = python(&home, "run_flow.py", &args);
+    assert_eq!(report["oldGit"], "GIT_UNSUPPORTED", "{report}");
+    assert_eq!(report["noMemoryShown"], true, "{report}");
+    // Every hostile include path is refused, with the include path's own codes.
+    for (name, code) in report["hostile"].as_object().unwrap() {
+        assert!(
+            ["INVALID_INCLUDE_PATH", "UNSAFE_PATH"].contains(&code.as_str().unwrap()),
+            "{name}: {code}"
+        );
+    }
+    assert!(!project.join("new.txt").exists());
+    // `legate show` names the memory the task was given, never its text.
+    let shown = home
+        .cmd(&["show", report["memoryTask"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8(shown.stdout).unwrap();
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("memory "))
+        .unwrap_or_else(|| panic!("no memory line:\n{shown}"));
+    assert!(
+        line.contains("reviewer sha256 ") && line.ends_with("(15 bytes)"),
+        "{line}"
+    );
+    assert!(!shown.contains("Keep src small."), "{shown}");
+    let plain = home
+        .cmd(&["show", report["copyTask"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8(plain.stdout).unwrap().contains("memory "));
 }
 
 /// `legate serve --mcp` on `home`; its banner tells how to add it to Claude Code.

@@ -305,6 +305,7 @@ impl Backend for AcpBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             structured_output: false,
+            effort: false,
             model_listing: true,
             local_process: true,
             continuation: Continuation::LiveSession,

@@ -3,13 +3,13 @@
 //! 1. `--sandbox --input-format stream-json --output-format stream-json --print-timeout <N>s`;
 //! 2. `--add-dir <root>` when offered; 3. `--new-project` when offered and not resuming;
 //! 4. `--mode plan` for read-only (required), or `--mode accept-edits` when offered;
-//! 5. `--model <id>`; 6. `--conversation <id>` to resume;
-//! 7. `--json-schema <json or file>` when the task asks for structured output (the JSON
+//! 5. `--model <id>`; 6. `--effort <level>` when the task asks for one;
+//! 7. `--conversation <id>` to resume;
+//! 8. `--json-schema <json or file>` when the task asks for structured output (the JSON
 //!    inline up to [`INLINE_SCHEMA_MAX`] bytes, else the path of a 0600 file the caller
 //!    wrote).
 //!
-//! Never `--dangerously-skip-permissions`, never the prompt, never a secret. `--effort` is
-//! detected but not used: no Legate task asks for it.
+//! Never `--dangerously-skip-permissions`, never the prompt, never a secret.
 
 use super::discovery::Capabilities;
 use legate_core::{Error, ErrorCode, Result};
@@ -27,6 +27,8 @@ pub struct RunOptions {
     pub add_dir: Option<PathBuf>,
     /// `--model`; `None` lets the CLI choose.
     pub model: Option<String>,
+    /// `--effort`; `None` leaves it to the CLI.
+    pub effort: Option<legate_core::Effort>,
     /// `--conversation` to resume; `None` starts a new conversation.
     pub conversation: Option<String>,
     /// `--json-schema`: the schema as compact JSON, or the path of the file holding it.
@@ -84,6 +86,18 @@ pub fn build(caps: &Capabilities, o: &RunOptions) -> Result<Vec<OsString>> {
         }
         a.push("--model".into());
         a.push(model.into());
+    }
+    if let Some(effort) = o.effort {
+        if !caps.effort {
+            return Err(Error::new(
+                ErrorCode::AgyIncompatible,
+                format!(
+                    "this agy does not offer `--effort`, so effort {effort} cannot be asked for"
+                ),
+            ));
+        }
+        a.push("--effort".into());
+        a.push(effort.as_str().into());
     }
     if let Some(id) = &o.conversation {
         if !caps.conversation || !valid_conversation_id(id) {
@@ -201,6 +215,29 @@ mod tests {
             ["--json-schema", "{\"type\":\"object\"}"]
         );
         let old = Capabilities::from_help("--sandbox --output-format stream-json");
+        assert_eq!(
+            build(&old, &o).unwrap_err().code,
+            ErrorCode::AgyIncompatible
+        );
+    }
+
+    #[test]
+    fn an_effort_follows_the_model_and_needs_the_capability() {
+        let o = RunOptions {
+            print_timeout_secs: 5,
+            model: Some("m".into()),
+            effort: Some(legate_core::Effort::Xhigh),
+            conversation: Some("c".into()),
+            ..RunOptions::default()
+        };
+        let a = build(&all(), &o).unwrap();
+        let at = strs(&a).iter().position(|s| *s == "--effort").unwrap();
+        assert_eq!(
+            strs(&a)[at - 2..at + 3],
+            ["--model", "m", "--effort", "xhigh", "--conversation"]
+        );
+        let old =
+            Capabilities::from_help("--sandbox --output-format stream-json --model --conversation");
         assert_eq!(
             build(&old, &o).unwrap_err().code,
             ErrorCode::AgyIncompatible

@@ -264,6 +264,7 @@ impl Backend for AgyBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             structured_output: true,
+            effort: true,
             model_listing: true,
             local_process: true,
             continuation: Continuation::ProcessPerTurn,
@@ -329,6 +330,7 @@ impl AgentSession for AgySession {
             read_only: turn.mode == TaskMode::ReadOnly,
             add_dir: Some(self.root.clone()),
             model: choice.id().map(str::to_owned),
+            effort: turn.effort,
             conversation: conversation.clone(),
             json_schema: schema.as_ref().map(|s| s.arg.clone()),
         };

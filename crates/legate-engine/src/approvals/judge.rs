@@ -159,6 +159,7 @@ async fn judged(
         timeout: Some(limit),
         message_id: None,
         json_schema: structured.then(judge_answer::schema),
+        effort: None,
     };
     let (sink, mut events) = EventSink::channel();
     let deadline = tokio::time::Instant::now() + limit;

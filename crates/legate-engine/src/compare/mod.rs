@@ -31,7 +31,7 @@ pub use grouping::{Agreement, FindingVariant, GroupedFinding};
 pub use view::{ComparedReview, Comparison};
 
 use crate::core::Core;
-use crate::core::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::core::request::{SubmitRequest, WorkspaceRequest};
 use crate::handoff::{HandoffSource, changed, closed, context_block, framed_len, remove_made};
 use crate::review::blocking;
 use legate_core::{Error, ErrorCode, Result, TaskId, TaskMode, Timestamp};
@@ -317,11 +317,12 @@ impl Comparisons {
             }
             seen.push(key);
             let size = framed_len(&submit, role.as_ref(), &block, &checked.controls.skills);
-            if size > MAX_PROMPT_BYTES {
+            let limit = self.core.config().max_prompt_chars;
+            if size > limit {
                 return Err(Error::new(
                     ErrorCode::ContextTooLarge,
                     format!(
-                        "the prompt with the compared context is {size} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: shorten the prompt, or compare a task with fewer or shorter reports)"
+                        "the prompt with the compared context has {size} characters; the limit is {limit} (max_prompt_chars; nothing is cut: shorten the prompt, or compare a task with fewer or shorter reports)"
                     ),
                 ));
             }

@@ -87,6 +87,12 @@ pub struct EngineConfig {
     /// at most [`crate::MAX_NODES`]). Groups already stored keep the size they were created
     /// with.
     pub max_group_nodes: usize,
+    /// The largest prompt the agent reads, in characters (`max_prompt_chars`, the seed's
+    /// 50,000 by default): the caller's text, and with Legate's framing, a role's
+    /// instructions, a handed-off or compared context and the selected memory. A longer one is
+    /// refused (`INVALID_INPUT`, `CONTEXT_TOO_LARGE` for a handoff or comparison); nothing is
+    /// cut.
+    pub max_prompt_chars: usize,
     /// The agent used when a request names none.
     pub default_agent: String,
     /// Configured agents by name.
@@ -182,7 +188,7 @@ impl Default for ApprovalsConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrontLimits {
     /// The longest text of a conversational `message` (MCP's `message` tool), in characters;
-    /// a longer prompt is a `resume`. A prompt's own limit (1 MiB) is the engine's.
+    /// a longer prompt is a `resume`. A prompt's own limit is [`EngineConfig::max_prompt_chars`].
     pub message_max_chars: usize,
     /// The longest timeout a caller may give `test` (`Reviews::test` refuses a longer one with
     /// `INVALID_INPUT`); the default one is `review.test_timeout`.
@@ -233,6 +239,7 @@ impl EngineConfig {
             idle_timeout: Duration::from_secs(300),
             max_idle_sessions: DEFAULT_MAX_IDLE_SESSIONS,
             max_group_nodes: DEFAULT_MAX_NODES,
+            max_prompt_chars: crate::core::request::DEFAULT_MAX_PROMPT_CHARS,
             cancel_grace: Duration::from_secs(5),
             retention: 1000,
             default_agent: "revisor".to_string(),

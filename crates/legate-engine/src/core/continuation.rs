@@ -14,7 +14,7 @@
 //! interrupted (say, by a restart) stays failed, visibly.
 
 use crate::core::Core;
-use crate::core::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::core::request::{SubmitRequest, WorkspaceRequest, check_size};
 use crate::review::{ContinuedCopy, NextCopy, ReviewRecord};
 use legate_core::{Error, ErrorCode, Result, Task, TaskMode, TaskState, WorkspaceKind};
 use legate_store::{MessageClaim, MessageRecord, TaskFilter};
@@ -284,7 +284,7 @@ impl Core {
     /// with the same text and context answers the existing receipt (`duplicate`); the same id
     /// with anything else is `MESSAGE_ID_CONFLICT` and changes nothing.
     pub(crate) fn send_message(&self, request: MessageRequest) -> Result<MessageReceipt> {
-        validate_message(&request)?;
+        validate_message(&request, self.config().max_prompt_chars)?;
         let _one_at_a_time = SENDING.lock().unwrap_or_else(|p| p.into_inner());
         let store = self.store();
         let record = MessageRecord {
@@ -397,17 +397,12 @@ pub(crate) fn check_message_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-fn validate_message(request: &MessageRequest) -> Result<()> {
+fn validate_message(request: &MessageRequest, limit: usize) -> Result<()> {
     check_message_id(&request.message_id)?;
     if request.text.trim().is_empty() {
         return Err(Error::invalid_input("the message is empty"));
     }
-    if request.text.len() > MAX_PROMPT_BYTES {
-        return Err(Error::invalid_input(format!(
-            "the message is {} bytes; the limit is {MAX_PROMPT_BYTES}",
-            request.text.len()
-        )));
-    }
+    check_size("message", &request.text, limit)?;
     // Before the message is claimed: a refused text is never stored.
     legate_credentials::refuse_credential("the message", &request.text)
 }
@@ -416,6 +411,8 @@ fn validate_message(request: &MessageRequest) -> Result<()> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    const LIMIT: usize = crate::core::request::DEFAULT_MAX_PROMPT_CHARS;
 
     fn request(id: &str, text: &str) -> MessageRequest {
         MessageRequest {
@@ -428,20 +425,20 @@ mod tests {
 
     #[test]
     fn messages_are_validated_before_anything_is_stored() {
-        assert!(validate_message(&request("m", "hello")).is_ok());
+        assert!(validate_message(&request("m", "hello"), LIMIT).is_ok());
         for bad in [
             request("", "hello"),
             request(&"x".repeat(129), "hello"),
             request("a\nb", "hello"),
             request("m", "   "),
-            request("m", &"x".repeat(MAX_PROMPT_BYTES + 1)),
+            request("m", &"x".repeat(LIMIT + 1)),
         ] {
             assert_eq!(
-                validate_message(&bad).unwrap_err().code,
+                validate_message(&bad, LIMIT).unwrap_err().code,
                 ErrorCode::InvalidInput
             );
         }
-        assert!(validate_message(&request("m", &"é".repeat(5000))).is_ok());
+        assert!(validate_message(&request("m", &"é".repeat(5000)), LIMIT).is_ok());
     }
 
     #[test]

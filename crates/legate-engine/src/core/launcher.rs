@@ -27,6 +27,8 @@ pub(crate) struct TurnInputs {
     pub(crate) message_id: Option<String>,
     /// The JSON Schema the answer must follow (structured output).
     pub(crate) json_schema: Option<serde_json::Value>,
+    /// The reasoning effort the caller asked for.
+    pub(crate) effort: Option<legate_core::Effort>,
 }
 
 /// How the task is stored before its turn.
@@ -143,9 +145,14 @@ impl Core {
         mut request: SubmitRequest,
         allow_empty: bool,
     ) -> Result<Task> {
+        self.resolve_directory(&mut request)?;
         let role = self.apply_role(&mut request)?;
         let checked = self.check_submit(&request, allow_empty)?;
-        crate::core::request::check_framed(&request.prompt, role.as_ref())?;
+        crate::core::request::check_framed(
+            &request.prompt,
+            role.as_ref(),
+            self.config().max_prompt_chars,
+        )?;
         self.submit_checked(request, checked, role)
     }
 
@@ -195,6 +202,7 @@ impl Core {
                 inputs: TurnInputs {
                     message_id: request.message_id,
                     json_schema: request.json_schema,
+                    effort: request.effort,
                 },
                 entry: Entry::New { copy: checked.copy },
             })
@@ -212,7 +220,7 @@ impl Core {
         message_id: Option<String>,
     ) -> Result<Task> {
         let prompt = prompt.into();
-        check_reply(&prompt)?;
+        check_reply(&prompt, self.config().max_prompt_chars)?;
         // One reply (or cancel) of a waiting task at a time in this process.
         let _waiting = lock(&self.inner.waiting);
         let mut task = self.inner.store.find_task(id)?;
@@ -226,7 +234,11 @@ impl Core {
             ));
         }
         let (agent, _) = self.agents().runnable(&task.agent)?;
-        crate::core::request::check_framed(&prompt, task.role.as_ref())?;
+        crate::core::request::check_framed(
+            &prompt,
+            task.role.as_ref(),
+            self.config().max_prompt_chars,
+        )?;
         task.prompt = prompt;
         task.state = TaskState::Submitted;
         task.status_message = None;
@@ -237,6 +249,7 @@ impl Core {
             inputs: TurnInputs {
                 message_id,
                 json_schema: None,
+                effort: None,
             },
             entry: Entry::Reply,
         })?;

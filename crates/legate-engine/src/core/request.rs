@@ -28,8 +28,25 @@ pub enum WorkspaceRequest {
     Context,
     /// The context's sandbox (made on first use, reused after).
     Sandbox,
-    /// A directory the caller names. It must exist and be a directory.
+    /// A directory the caller names, worked in place (shared: Legate does not own it). It
+    /// must exist and be a directory. Only an explicit ask: a directory named without a kind
+    /// is [`WorkspaceRequest::Directory`].
     Shared(PathBuf),
+    /// A directory the caller names without saying how to work in it; the engine decides
+    /// (`core::directory`): the root of a git work tree is worked on in a copy (as
+    /// [`WorkspaceRequest::Copy`] with these include paths and criteria), so the project is
+    /// never touched before `integrate`; a directory in no git work tree is shared, as
+    /// [`WorkspaceRequest::Shared`] (and then takes no include paths or criteria); a directory
+    /// inside a work tree but not its root is `INVALID_WORKSPACE`. A conversation that works in
+    /// that directory already keeps its workspace.
+    Directory {
+        /// The directory (absolute).
+        path: PathBuf,
+        /// For a copy: relative files or directories to narrow it to; empty for all.
+        include_paths: Vec<String>,
+        /// For a copy: acceptance criteria, fixed for the task's life.
+        criteria: Vec<legate_review::Criterion>,
+    },
     /// A copy of the git project at `source` (its root), narrowed by `include_paths`, made
     /// under `$LEGATE_HOME/copies/<task>/` with a private baseline; `criteria` are the
     /// acceptance criteria `verify` checks. See `review`.
@@ -113,6 +130,10 @@ pub struct SubmitRequest {
     pub mcp_servers: Option<Vec<legate_core::McpSelection>>,
     /// Files of the workspace collected when the task ends (`controls::artifacts`).
     pub artifact_paths: Vec<String>,
+    /// How much reasoning the agent should spend, for agents whose backend takes it
+    /// (`Capabilities::effort`; today agy's `--effort`); `INVALID_INPUT` for another. Kept in
+    /// memory only, like `json_schema`: a continuation does not inherit it.
+    pub effort: Option<legate_core::Effort>,
 }
 
 impl SubmitRequest {
@@ -136,12 +157,15 @@ impl SubmitRequest {
             allowed_tools: None,
             mcp_servers: None,
             artifact_paths: Vec::new(),
+            effort: None,
         }
     }
 }
 
-/// The largest prompt accepted, in bytes.
-pub(crate) const MAX_PROMPT_BYTES: usize = 1 << 20;
+/// The default of `EngineConfig::max_prompt_chars`: the largest prompt the agent reads (the
+/// caller's text with Legate's framing, a role's instructions, a handed-off context and the
+/// memory selected), in characters; the seed's 50,000.
+pub const DEFAULT_MAX_PROMPT_CHARS: usize = 50_000;
 /// The longest context id accepted, in bytes.
 const MAX_CONTEXT_ID_BYTES: usize = 256;
 
@@ -203,7 +227,7 @@ impl Core {
         if empty && (!allow_empty || matches!(request.workspace, WorkspaceRequest::Copy { .. })) {
             return Err(Error::invalid_input("the prompt is empty"));
         }
-        check_size("prompt", &request.prompt)?;
+        check_size("prompt", &request.prompt, self.config().max_prompt_chars)?;
         legate_credentials::refuse_credential("the prompt", &request.prompt)?;
         let mut continues = None;
         let (context_id, requested) = match &request.context_id {
@@ -248,6 +272,13 @@ impl Core {
                 WorkspaceRequest::Context
             }
         };
+        if matches!(
+            requested,
+            WorkspaceRequest::Copy { .. } | WorkspaceRequest::Received(_)
+        ) {
+            // A new copy's selection, baseline and review all run git.
+            legate_workspace::require_git_version()?;
+        }
         let (workspace, root) = match requested {
             WorkspaceRequest::Context if copy.is_some() => (WorkspaceKind::Copy, None),
             WorkspaceRequest::Context | WorkspaceRequest::Sandbox => (WorkspaceKind::Sandbox, None),
@@ -285,7 +316,13 @@ impl Core {
                 let b = legate_workspace::shared(&dir, agent.allow_execute)?;
                 (WorkspaceKind::Shared, Some(b.root))
             }
+            WorkspaceRequest::Directory { .. } => {
+                return Err(Error::internal(
+                    "a named directory reached the checks before it was resolved",
+                ));
+            }
         };
+
         if let Some(c) = copy.as_ref().filter(|c| c.received.is_none()) {
             self.check_not_forbidden("the copy's source", &c.source)?;
         }
@@ -301,6 +338,15 @@ impl Core {
         }
         if let Some(schema) = &request.json_schema {
             validate_json_schema(schema, &agent, &capabilities)?;
+        }
+        if let Some(effort) = request.effort
+            && !capabilities.effort
+        {
+            return Err(Error::invalid_input(format!(
+                "agent `{}` (kind {}) does not take an effort (asked: {effort}); an effort needs an agent of kind agy",
+                agent.name,
+                agent.kind.as_str()
+            )));
         }
         let timeout = request.timeout.unwrap_or(self.config().default_timeout);
         if timeout.is_zero() {
@@ -336,34 +382,44 @@ impl Core {
     }
 }
 
-/// A reply into a waiting task must say something, within a prompt's limit.
-pub(crate) fn check_reply(prompt: &str) -> Result<()> {
+/// A reply into a waiting task must say something, within a prompt's limit of `limit`
+/// characters.
+pub(crate) fn check_reply(prompt: &str, limit: usize) -> Result<()> {
     if prompt.trim().is_empty() {
         return Err(Error::invalid_input("the reply is empty"));
     }
-    check_size("reply", prompt)?;
+    check_size("reply", prompt, limit)?;
     legate_credentials::refuse_credential("the reply", prompt)
 }
 
-/// The prompt as the agent will read it, framed with `role`'s instructions, is at most
-/// [`MAX_PROMPT_BYTES`]: a role's instructions count toward the prompt's limit.
-pub(crate) fn check_framed(prompt: &str, role: Option<&legate_core::TaskRole>) -> Result<()> {
-    let framed = crate::core::framing::frame(prompt, role, None, None, &[]);
-    if framed.len() > MAX_PROMPT_BYTES {
+/// The prompt as the agent will read it, framed with `role`'s instructions, is at most `limit`
+/// characters: a role's instructions count toward the prompt's limit.
+pub(crate) fn check_framed(
+    prompt: &str,
+    role: Option<&legate_core::TaskRole>,
+    limit: usize,
+) -> Result<()> {
+    let chars = crate::core::framing::frame(prompt, role, None, None, &[])
+        .chars()
+        .count();
+    if chars > limit {
         return Err(Error::invalid_input(format!(
-            "the prompt with its role's instructions is {} bytes; the limit is {MAX_PROMPT_BYTES}",
-            framed.len()
+            "the prompt with its role's instructions has {chars} characters; the limit is {limit} (max_prompt_chars)"
         )));
     }
     Ok(())
 }
 
-/// `what` (a prompt, a reply) is at most [`MAX_PROMPT_BYTES`].
-fn check_size(what: &str, text: &str) -> Result<()> {
-    if text.len() > MAX_PROMPT_BYTES {
+/// `what` (a prompt, a reply) is at most `limit` characters.
+pub(crate) fn check_size(what: &str, text: &str, limit: usize) -> Result<()> {
+    // Every character is at least one byte: a text of at most `limit` bytes needs no count.
+    if text.len() <= limit {
+        return Ok(());
+    }
+    let chars = text.chars().count();
+    if chars > limit {
         return Err(Error::invalid_input(format!(
-            "the {what} is {} bytes; the limit is {MAX_PROMPT_BYTES}",
-            text.len()
+            "the {what} has {chars} characters; the limit is {limit} (max_prompt_chars)"
         )));
     }
     Ok(())
@@ -459,17 +515,22 @@ mod tests {
         #[test]
         fn a_reply_is_refused_when_blank_or_over_the_limit(s in "[ \\t\\n]{0,8}|\\PC{1,20}") {
             let ok = !s.trim().is_empty();
-            prop_assert_eq!(check_reply(&s).is_ok(), ok);
+            prop_assert_eq!(check_reply(&s, DEFAULT_MAX_PROMPT_CHARS).is_ok(), ok);
         }
     }
 
     #[test]
     fn sizes_are_bounded_at_the_limit_exactly() {
-        assert!(check_size("prompt", &"x".repeat(MAX_PROMPT_BYTES)).is_ok());
-        let err = check_size("prompt", &"x".repeat(MAX_PROMPT_BYTES + 1)).unwrap_err();
+        let limit = DEFAULT_MAX_PROMPT_CHARS;
+        assert!(check_size("prompt", &"x".repeat(limit), limit).is_ok());
+        let err = check_size("prompt", &"x".repeat(limit + 1), limit).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidInput);
-        assert!(err.message.starts_with("the prompt is"), "{}", err.message);
-        assert!(check_reply(&"é".repeat(MAX_PROMPT_BYTES / 2 + 1)).is_err());
+        assert!(err.message.starts_with("the prompt has"), "{}", err.message);
+        // Characters, not bytes: multi-byte characters up to the limit pass, one more fails.
+        for c in ["é", "€", "😀"] {
+            assert!(check_size("prompt", &c.repeat(limit), limit).is_ok(), "{c}");
+            assert!(check_reply(&c.repeat(limit + 1), limit).is_err(), "{c}");
+        }
     }
 
     #[test]

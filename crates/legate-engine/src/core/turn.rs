@@ -427,6 +427,7 @@ impl Core {
             timeout: Some(Duration::from_secs(task.timeout_secs)),
             message_id: inputs.message_id,
             json_schema: inputs.json_schema,
+            effort: inputs.effort,
         }
     }
 

@@ -164,7 +164,11 @@ impl Core {
         node_options(&mut req, def);
         let role = self.apply_role(&mut req)?;
         let mut checked = self.check_submit(&req, false)?;
-        crate::core::request::check_framed(&req.prompt, role.as_ref())?;
+        crate::core::request::check_framed(
+            &req.prompt,
+            role.as_ref(),
+            self.config().max_prompt_chars,
+        )?;
         checked.controls.group = Some(node);
         checked.controls.delivery_mode = DeliveryMode::Messages;
         self.submit_checked(req, checked, role)

@@ -10,7 +10,7 @@ use super::Handoffs;
 use super::context::closed;
 use super::{HandoffSource, context_block};
 use crate::core::Core;
-use crate::core::request::{MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::core::request::{SubmitRequest, WorkspaceRequest};
 use crate::review::{ReviewRecord, blocking};
 use legate_core::{Error, ErrorCode, EventKind, Result, Task};
 use legate_workspace::Baseline;
@@ -88,7 +88,7 @@ pub(crate) fn changed(now: &str, expected: &str) -> Error {
     )
 }
 
-/// The length of the text the agent is prompted with on its first turn: the caller's prompt
+/// The length, in characters, of the text the agent is prompted with on its first turn: the caller's prompt
 /// framed with the role, its report contract (unless the backend gets the report's schema as
 /// structured output) and the context `block`, as `turn` frames it.
 pub(crate) fn framed_len(
@@ -108,7 +108,8 @@ pub(crate) fn framed_len(
         Some(block),
         skills,
     )
-    .len()
+    .chars()
+    .count()
 }
 
 impl Core {
@@ -161,11 +162,12 @@ impl Core {
                 &checked.controls.memory,
                 request.memory.is_some(),
             )?;
-        if size > MAX_PROMPT_BYTES {
+        let limit = self.config().max_prompt_chars;
+        if size > limit {
             return Err(Error::new(
                 ErrorCode::ContextTooLarge,
                 format!(
-                    "the prompt with its handed-off context and memory is {size} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: hand off from a task with fewer or shorter reports, select less memory, or shorten the prompt and decisions)"
+                    "the prompt with its handed-off context and memory has {size} characters; the limit is {limit} (max_prompt_chars; nothing is cut: hand off from a task with fewer or shorter reports, select less memory, or shorten the prompt and decisions)"
                 ),
             ));
         }

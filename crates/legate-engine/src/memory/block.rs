@@ -17,8 +17,9 @@ pub(crate) const MEMORY_HEAD: &str = "Legate private memory: the caller selected
 /// What the agent reads when the snapshots could not be read back.
 pub(crate) const UNREADABLE: &str = "Legate private memory: memory was selected for this task, but Legate could not read it back; work without it and say so in your answer.";
 
-/// The bytes the block adds besides its entries (the head, the fence, line breaks), at most.
-pub(crate) const FRAME_BYTES: usize = MEMORY_HEAD.len() + 64;
+/// The characters the block adds besides its entries (the head, the fence, line breaks), at
+/// most (the head is ASCII: its bytes are its characters).
+pub(crate) const FRAME_CHARS: usize = MEMORY_HEAD.len() + 64;
 
 #[derive(Serialize)]
 struct Line<'a> {
@@ -48,9 +49,9 @@ fn line(specialist: &str, sha256: &str, text: &str) -> String {
     out
 }
 
-/// The bytes one entry takes in the block.
+/// The characters one entry takes in the block.
 pub(crate) fn entry_len(specialist: &str, sha256: &str, text: &str) -> usize {
-    line(specialist, sha256, text).len() + 1
+    line(specialist, sha256, text).chars().count() + 1
 }
 
 /// The block for `texts`, or `None` for no memory.
@@ -119,7 +120,7 @@ mod tests {
             prop_assert_eq!(lines.iter().filter(|l| l.starts_with("Legate")).count(), 1);
             let v: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
             prop_assert_eq!(v["text"].as_str().unwrap(), text.as_str());
-            prop_assert_eq!(entry_len("reviewer", &"a".repeat(64), &text), lines[2].len() + 1);
+            prop_assert_eq!(entry_len("reviewer", &"a".repeat(64), &text), lines[2].chars().count() + 1);
         }
     }
 
@@ -135,7 +136,7 @@ mod tests {
         assert!(framed.contains("\"text\":\"note\""), "{framed}");
         assert!(
             framed.len()
-                <= "task\n\n".len() + FRAME_BYTES + entry_len("reviewer", &"a".repeat(64), "note")
+                <= "task\n\n".len() + FRAME_CHARS + entry_len("reviewer", &"a".repeat(64), "note")
         );
     }
 }

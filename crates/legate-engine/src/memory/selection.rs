@@ -9,7 +9,7 @@
 
 use super::{changed, check_sha, check_specialist, not_found};
 use crate::core::Core;
-use crate::core::request::{Checked, MAX_PROMPT_BYTES, SubmitRequest, WorkspaceRequest};
+use crate::core::request::{Checked, SubmitRequest, WorkspaceRequest};
 use legate_core::{Error, ErrorCode, MemorySelection, MemorySnapshot, Result, TaskId};
 use legate_store::{Snapshot, SnapshotSource};
 use std::path::{Path, PathBuf};
@@ -22,7 +22,7 @@ pub const MAX_SELECTED: usize = 8;
 fn project_of(workspace: &WorkspaceRequest) -> Result<&Path> {
     match workspace {
         WorkspaceRequest::Copy { source, .. } => Ok(source),
-        WorkspaceRequest::Shared(dir) => Ok(dir),
+        WorkspaceRequest::Shared(dir) | WorkspaceRequest::Directory { path: dir, .. } => Ok(dir),
         _ => Err(Error::invalid_input(
             "memory belongs to a project: select it for a copy workspace, or a shared directory that is a git root (a sandbox has no project)",
         )),
@@ -46,7 +46,7 @@ impl Core {
         let project = self.memory_project(project_of(&request.workspace)?)?;
         let key = project.to_string_lossy();
         let mut out: Vec<MemorySnapshot> = Vec::with_capacity(selection.len());
-        let mut block_bytes = 0usize;
+        let mut block_chars = 0usize;
         for MemorySelection { specialist, sha256 } in selection {
             check_specialist(specialist)?;
             check_sha("memory[].sha256", sha256)?;
@@ -65,17 +65,18 @@ impl Core {
                 &format!("the memory of specialist {specialist}"),
                 &entry.text,
             )?;
-            block_bytes += super::block::entry_len(specialist, sha256, &entry.text);
+            block_chars += super::block::entry_len(specialist, sha256, &entry.text);
             out.push(MemorySnapshot {
                 specialist: specialist.clone(),
                 sha256: sha256.clone(),
                 bytes: entry.meta.bytes,
             });
         }
-        let total = request.prompt.len() + block_bytes + super::block::FRAME_BYTES;
-        if total > MAX_PROMPT_BYTES {
+        let total = request.prompt.chars().count() + block_chars + super::block::FRAME_CHARS;
+        let limit = self.config().max_prompt_chars;
+        if total > limit {
             return Err(Error::invalid_input(format!(
-                "the prompt with its selected memory is {total} bytes; the limit is {MAX_PROMPT_BYTES} (nothing is cut: select fewer or shorter entries)"
+                "the prompt with its selected memory has {total} characters; the limit is {limit} (max_prompt_chars; nothing is cut: select fewer or shorter entries)"
             )));
         }
         Ok(out)
@@ -176,7 +177,7 @@ impl Core {
                 .map(|t| (t.specialist, t.sha256, t.text))
                 .collect()
         };
-        Ok(super::block::FRAME_BYTES
+        Ok(super::block::FRAME_CHARS
             + texts
                 .iter()
                 .map(|(s, h, t)| super::block::entry_len(s, h, t))

@@ -194,6 +194,11 @@ pub struct TaskOut {
     pub prompt_preview: String,
     /// The timeout, in seconds.
     pub timeout_seconds: u64,
+    /// The private memory snapshots it was given (its own selection, or for a continuation
+    /// or a handoff the ones it inherited): specialist, sha256 and size, never the text.
+    /// Absent when it was given none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<legate_core::MemorySnapshot>,
     /// When it was stored (milliseconds since the epoch).
     pub created_at: i64,
     /// When it last changed (milliseconds since the epoch).
@@ -235,6 +240,11 @@ pub struct StartedOut {
     /// The skills staged in its copy: names, directories, sha256s and sizes, never texts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<legate_core::SkillRecord>,
+    /// The private memory snapshots it was given (its own selection, or for a continuation
+    /// or a handoff the ones it inherited): specialist, sha256 and size, never the text.
+    /// Absent when it was given none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<legate_core::MemorySnapshot>,
 }
 
 /// `roles`.
@@ -458,6 +468,11 @@ pub struct ResultOut {
     /// one with `read_artifact` and its sha256.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub artifacts: Option<Vec<legate_core::Artifact>>,
+    /// The private memory snapshots it was given (its own selection, or for a continuation
+    /// or a handoff the ones it inherited): specialist, sha256 and size, never the text.
+    /// Absent when it was given none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<legate_core::MemorySnapshot>,
 }
 
 /// `read_result`.

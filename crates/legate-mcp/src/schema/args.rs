@@ -43,8 +43,13 @@ pub struct RunArgs {
     pub prompt: String,
     /// A configured agent (see `agents`); default: the configured default agent.
     pub agent: Option<String>,
-    /// An absolute path to an existing directory to work in, shared (Legate does not own it).
-    /// Omit it to work in the context's own workspace (a new context's sandbox).
+    /// An absolute path to an existing directory to work on. The root of a git project is
+    /// worked on in a copy (as `workspace: {kind: "copy"}`: the project is untouched until
+    /// integrate; the answer's workspace is "copy"); a directory in no git project is shared
+    /// (worked in place); a directory inside a git project but not its root is
+    /// INVALID_WORKSPACE. To work in place in a git project, add `workspace: {kind: "shared"}`
+    /// (or `isolateWorktree: false`). Omit it to work in the context's own workspace (a new
+    /// context's sandbox).
     pub working_directory: Option<String>,
     /// A context (conversation) to continue: same agent session, same workspace (naming
     /// another is INVALID_WORKSPACE). Omit it to start a new one.
@@ -55,9 +60,11 @@ pub struct RunArgs {
     pub timeout_seconds: Option<u64>,
     /// "write" or "read-only". Read-only profiles refuse "write" and default to read-only.
     pub mode: Option<legate_core::TaskMode>,
-    /// A workspace other than the sandbox: `{kind: "copy", path, includePaths, criteria}` works
-    /// on a copy of a git project, reviewed with preview, read_patch, verify and test before
-    /// integrate changes the original. Not together with workingDirectory.
+    /// A workspace other than the sandbox, said explicitly: `{kind: "copy", path, includePaths,
+    /// criteria}` works on a copy of a git project, reviewed with preview, read_patch, verify
+    /// and test before integrate changes the original; `{kind: "shared", path}` works in the
+    /// directory itself, in place (Legate does not own it). `path` may be left out when
+    /// workingDirectory names the directory; naming it in both is INVALID_INPUT.
     pub workspace: Option<WorkspaceArg>,
     /// A JSON Schema (an object) the answer must follow: structured output, for agents of
     /// kind agy only. The answer's JSON comes back as the result's attachment
@@ -95,6 +102,28 @@ pub struct RunArgs {
     /// (see get_agent_policy): an unknown server is MCP_SERVER_NOT_FOUND, an unknown tool, or
     /// one not read-only on a read-only task, TOOL_NOT_ALLOWED. Fixed for the context.
     pub mcp_servers: Option<Vec<legate_core::McpSelection>>,
+    /// With workingDirectory: relative files or directories to narrow its copy to (default:
+    /// every eligible file); no `..`, absolute path or link. The same as workspace's
+    /// includePaths: giving both, or giving it for a directory worked in place, is
+    /// INVALID_INPUT or INVALID_WORKSPACE and nothing runs.
+    pub include_paths: Option<Vec<String>>,
+    /// With workingDirectory: the copy's acceptance criteria `[{id, description, check?: {kind,
+    /// path, text?}}]`, fixed for the task's life; `verify` checks reviews against them. The
+    /// same as workspace's criteria: giving both, or giving them for a directory worked in
+    /// place, is refused and nothing runs.
+    pub acceptance_criteria: Option<Vec<legate_engine::Criterion>>,
+    /// The same as jsonSchema (structured output, agents of kind agy only); giving both is
+    /// INVALID_INPUT.
+    pub output_schema: Option<serde_json::Value>,
+    /// How much reasoning the agent spends: "low", "medium", "high", "xhigh" or "max",
+    /// passed as agy's `--effort`. Agents that take none (ACP agents) refuse it with
+    /// INVALID_INPUT; an agy without `--effort` fails the task with AGY_INCOMPATIBLE. Not kept
+    /// by a continuation.
+    pub effort: Option<legate_core::Effort>,
+    /// Compatibility with the seed: with workingDirectory, `true` is a copy (as `workspace:
+    /// {kind: "copy"}`, a git root required), `false` works in place (as `{kind: "shared"}`).
+    /// Contradicting workspace's kind is INVALID_INPUT.
+    pub isolate_worktree: Option<bool>,
 }
 
 /// The kind of workspace `run` asks for.
@@ -104,6 +133,8 @@ pub struct RunArgs {
 pub enum WorkspaceKindArg {
     /// A copy of a git project under Legate's home, with a private baseline.
     Copy,
+    /// The directory itself, worked in place (Legate does not own it).
+    Shared,
 }
 
 /// `run`'s `workspace`.
@@ -111,14 +142,16 @@ pub enum WorkspaceKindArg {
 #[schemars(crate = "rmcp::schemars")]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkspaceArg {
-    /// "copy".
+    /// "copy" or "shared".
     pub kind: WorkspaceKindArg,
-    /// The absolute path of the project: the root of a git work tree.
-    pub path: String,
-    /// Relative files or directories to narrow the copy to (default: every eligible file).
+    /// The absolute path of the directory (for a copy, the root of a git work tree); may be
+    /// left out when workingDirectory names it.
+    pub path: Option<String>,
+    /// Relative files or directories to narrow a copy to (default: every eligible file).
     #[serde(default)]
     pub include_paths: Vec<String>,
-    /// Acceptance criteria, fixed for the task's life; `verify` checks reviews against them.
+    /// A copy's acceptance criteria, fixed for the task's life; `verify` checks reviews against
+    /// them.
     #[serde(default)]
     pub criteria: Vec<legate_engine::Criterion>,
 }

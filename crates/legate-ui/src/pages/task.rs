@@ -89,6 +89,13 @@ fn summary(t: &Task) -> Markup {
                 dt { "Error" } dd.error { code { (e.code.as_str()) } " " (e.detail()) }
             }
             dt { "Prompt" } dd { pre.prompt { (t.prompt) } }
+            @if !t.controls.memory.is_empty() {
+                dt { "Memory" } dd { ul.memory {
+                    @for m in &t.controls.memory {
+                        li { code { (m.specialist) } " sha256 " code { (m.sha256) } " (" (m.bytes) " bytes)" }
+                    }
+                } }
+            }
         }
     }
 }

@@ -61,6 +61,18 @@ async def call(session, name, args, **kwargs):
     return body
 
 
+async def finish(session, task_id):
+    """Waits for `task_id` to end completed, following `wait`'s cursor; its last answer."""
+    after = 0
+    for _ in range(60):
+        body = await call(session, "wait", {"taskId": task_id, "after": after, "timeoutSeconds": 20})
+        after = body["nextCursor"]
+        if body["ready"] and not body["hasMore"]:
+            assert body["state"] == "completed", body
+            return body
+    raise AssertionError(f"task {task_id} did not end")
+
+
 async def exercise(session, protocol):
     init = await session.initialize()
     negotiated = getattr(init, "protocol_version", None) or getattr(init, "protocolVersion")

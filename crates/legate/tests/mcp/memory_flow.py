@@ -17,26 +17,13 @@ import asyncio
 import json
 import sys
 
-from client import call, is_error, stdio_session, structured
+from client import call, finish, is_error, stdio_session, structured
 
 
 async def refused(session, name, args):
     result = await session.call_tool(name, args)
     assert is_error(result), (name, structured(result))
     return structured(result)["error"]
-
-
-async def finish(session, task_id):
-    after = 0
-    for _ in range(60):
-        body = await call(
-            session, "wait", {"taskId": task_id, "after": after, "timeoutSeconds": 20}
-        )
-        after = body["nextCursor"]
-        if body["ready"] and not body["hasMore"]:
-            assert body["state"] == "completed", body
-            return body
-    raise AssertionError(f"task {task_id} did not end")
 
 
 async def full(session, project):
