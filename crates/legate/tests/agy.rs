@@ -70,6 +70,8 @@ fn agy_over_mcp_with_the_python_sdk() {
     std::fs::write(
         home.join("legate.toml"),
         [
+            // A prompt longer than a pipe holds (CLI_INPUT_FAILED) needs more than the default.
+            "max_prompt_chars = 1000000\n".to_string(),
             agent("agy", ""),
             agent("agy-out", ", FAKE_AGY_AUTH = \"fail\""),
             agent("agy-deaf", ", FAKE_AGY_STDIN = \"ignore\""),

@@ -168,8 +168,8 @@ pub struct RoleDefaults {
     /// base, since planners and reviewers keep their own report contracts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
-    /// The reasoning effort asked of the agent (a lowercase word such as `low` or `high`),
-    /// for agents that take one.
+    /// The reasoning effort asked of the agent (`low`, `medium`, `high`, `xhigh` or `max`),
+    /// when the request names none; an agent that takes no effort refuses the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<String>,
     /// Skill packages staged in a copy workspace, when the request sends none (for another

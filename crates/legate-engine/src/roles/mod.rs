@@ -274,25 +274,16 @@ fn check_spec<'a>(spec: &RoleSpec, agents: impl IntoIterator<Item = &'a str>) ->
     Ok(())
 }
 
-/// The longest effort a role's defaults may name, in characters.
-const MAX_EFFORT_CHARS: usize = 16;
-
 /// The defaults a role may give a task's controls, checked for their shape at start (each is
 /// checked again, like a request's own, at every submit: the tool ceiling, the catalogue, the
-/// memory entries and the skills' files).
+/// memory entries and the skills' files, and whether the agent takes an effort).
 fn check_defaults(name: &str, d: &RoleDefaults) -> Result<()> {
     if let Some(effort) = &d.effort
-        && (effort.is_empty()
-            || effort.len() > MAX_EFFORT_CHARS
-            || !effort
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        && legate_core::Effort::parse(effort).is_none()
     {
         return Err(invalid(
             name,
-            format_args!(
-                "defaults.effort must be 1 to {MAX_EFFORT_CHARS} lowercase letters, digits or hyphens"
-            ),
+            format_args!("defaults.effort must be one of low, medium, high, xhigh, max"),
         ));
     }
     let empty = [
@@ -443,9 +434,10 @@ fn fill(request: &mut SubmitRequest, defaults: RoleDefaults) {
     if request.json_schema.is_none() {
         request.json_schema = output_schema;
     }
-    // Effort reaches the task once requests carry one (`run`'s `effort`); until then it is
-    // checked at start and listed with the role only.
-    let _ = effort;
+    if request.effort.is_none() {
+        // Checked to parse at start (`check_defaults`).
+        request.effort = effort.as_deref().and_then(legate_core::Effort::parse);
+    }
     // Like includePaths, skills are staged in a copy only: elsewhere there is nothing to fill.
     if let Some(skills) = skills
         && request.skills.is_empty()

@@ -231,10 +231,12 @@ fn control_defaults_fill_only_what_the_request_left_out() {
     );
     assert_eq!(bare.mcp_servers.as_ref().unwrap()[0].server_id, "docs");
     assert_eq!(bare.memory.as_ref().unwrap().len(), 1);
+    assert_eq!(bare.effort, Some(legate_core::Effort::High));
 
     // The request's own value wins, whole: an empty memory list replaces the default.
     let mut own = SubmitRequest::new("p");
     own.artifact_paths = vec!["out.txt".into()];
+    own.effort = Some(legate_core::Effort::Low);
     own.delivery_mode = Some(legate_core::DeliveryMode::Events);
     own.allowed_tools = Some(vec![legate_core::ToolKind::Edit]);
     own.mcp_servers = Some(vec![]);
@@ -248,6 +250,7 @@ fn control_defaults_fill_only_what_the_request_left_out() {
     );
     assert!(own.mcp_servers.unwrap().is_empty());
     assert!(own.memory.unwrap().is_empty());
+    assert_eq!(own.effort, Some(legate_core::Effort::Low));
 }
 
 #[test]
