@@ -199,6 +199,8 @@ pub fn task_out(t: &Task) -> TaskOut {
         prompt_preview: preview(&t.prompt, 120),
         timeout_seconds: t.timeout_secs,
         memory: t.controls.memory.clone(),
+        allowed_tools: t.controls.allowed_tools.clone(),
+        mcp_servers: t.controls.mcp_servers.clone(),
         created_at: t.created_at.0,
         updated_at: t.updated_at.0,
     }

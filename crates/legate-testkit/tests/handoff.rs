@@ -34,6 +34,8 @@ fn handoff(from: &Task, sha: &str, role: &str, prompt: &str) -> HandoffRequest {
         decisions: vec![],
         mode: None,
         memory: None,
+        allowed_tools: None,
+        mcp_servers: None,
     }
 }
 

@@ -326,6 +326,8 @@ async fn a_selected_entry_reaches_the_agent_as_data_and_a_resume_keeps_its_snaps
         decisions: vec![],
         mode: None,
         memory,
+        allowed_tools: None,
+        mcp_servers: None,
     };
     let inherited = e.handoffs().handoff(handoff(None)).await.unwrap();
     assert_eq!(inherited.controls.memory, t1.controls.memory);

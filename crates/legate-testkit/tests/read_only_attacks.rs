@@ -54,6 +54,8 @@ async fn a_read_only_role_that_writes_a_dot_git_entry_is_refused() {
                     decisions: vec![],
                     mode: None,
                     memory: None,
+                    allowed_tools: None,
+                    mcp_servers: None,
                 })
                 .await
                 .unwrap();
@@ -137,6 +139,8 @@ async fn a_copy_a_read_only_turn_changed_cannot_be_handed_off() {
         decisions: vec![],
         mode: None,
         memory: None,
+        allowed_tools: None,
+        mcp_servers: None,
     };
     let rev = h
         .engine
@@ -208,6 +212,8 @@ async fn a_handoff_and_its_source_never_both_integrate() {
             decisions: vec![],
             mode: None,
             memory: None,
+            allowed_tools: None,
+            mcp_servers: None,
         })
         .await
         .unwrap();

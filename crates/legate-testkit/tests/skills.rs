@@ -241,6 +241,8 @@ async fn a_handoff_keeps_the_source_skills_and_their_hashes() {
             decisions: vec![],
             mode: None,
             memory: None,
+            allowed_tools: None,
+            mcp_servers: None,
         })
         .await
         .unwrap();

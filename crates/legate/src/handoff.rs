@@ -137,6 +137,8 @@ pub async fn handoff(config: config::Config, flags: HandoffFlags) -> Result<Exit
             decisions,
             mode: None,
             memory: None,
+            allowed_tools: None,
+            mcp_servers: None,
         })
         .await;
     match started {

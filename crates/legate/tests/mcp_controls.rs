@@ -4,7 +4,9 @@
 //! credentials in it: the policy shows ids and tools, never a command, an environment value
 //! or a URL; a run above the ceiling, naming an unknown server or tool, or a write tool on a
 //! read-only task is refused with its code; an edit outside `allowedTools` is refused in the
-//! events; `set_model` follows the CLI's order of precedence and is a write tool.
+//! events; `set_model` follows the CLI's order of precedence and is a write tool; a handoff
+//! carries its source's tool controls on (narrowed for a read-only role) unless it names its
+//! own.
 //!
 //! Skips without `python3` unless `LEGATE_REQUIRE_PYTHON` or `CI` is set (see mcp.rs).
 
@@ -50,10 +52,12 @@ fn the_policy_hides_transports_and_the_controls_and_model_tools_work_over_the_sd
     let Some(python) = interpreter() else { return };
     let env = CliHome::with_config(LEGATE, &config()).env("LEGATE_LOG", "warn");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/controls.py");
+    let project = env.make_project(&[("README.md", "# Demo\n")]);
     let out = env
         .program(python)
         .arg(&script)
         .arg(LEGATE)
+        .arg(&project)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -97,6 +101,22 @@ fn the_policy_hides_transports_and_the_controls_and_model_tools_work_over_the_sd
     assert_eq!(r["unknownTool"], "TOOL_NOT_ALLOWED", "{r}");
     assert_eq!(r["writeToolReadOnly"], "TOOL_NOT_ALLOWED", "{r}");
     assert_eq!(r["aboveCeiling"], "TOOL_NOT_ALLOWED", "{r}");
+
+    // A handoff carries the source's tool controls on, a read-only role without the MCP
+    // tool that writes; one naming its own gets those; above the ceiling is refused.
+    assert_eq!(
+        r["handoffReviewer"]["allowedTools"],
+        json!(["read", "edit"]),
+        "{r}"
+    );
+    assert_eq!(
+        r["handoffReviewer"]["mcpServers"],
+        json!([{"serverId": "docs", "tools": ["search"]}]),
+        "{r}"
+    );
+    assert_eq!(r["handoffOwn"]["allowedTools"], json!(["read"]), "{r}");
+    assert!(r["handoffOwn"].get("mcpServers").is_none(), "{r}");
+    assert_eq!(r["handoffAboveCeiling"], "TOOL_NOT_ALLOWED", "{r}");
     assert_eq!(r["final"], "completed", "{r}");
     let events: Vec<Value> = serde_json::from_str(r["eventsText"].as_str().unwrap()).unwrap();
     let verdict = &events

@@ -106,6 +106,9 @@ impl Core {
                             decisions: Vec::new(),
                             mode: def.mode,
                             memory: def.memory.clone(),
+                            // The node's own, set by `node_options`.
+                            allowed_tools: None,
+                            mcp_servers: None,
                         };
                         let node = node.clone();
                         self.handoff_with(

@@ -21,6 +21,7 @@
 
 mod block;
 mod context;
+mod controls;
 mod start;
 
 pub(crate) use block::context_block;

@@ -52,6 +52,15 @@ pub struct HandoffRequest {
     /// Private memory for the new task: omitted, the source task's snapshots; a selection
     /// `[{specialist, sha256}]` of the project's entries instead; `[]` for none.
     pub memory: Option<Vec<legate_core::MemorySelection>>,
+    /// Tool kinds for the new task, within the configured ceiling; omitted, the source
+    /// task's (narrowed to today's ceiling), else the role's default.
+    #[serde(default)]
+    pub allowed_tools: Option<Vec<legate_core::ToolKind>>,
+    /// MCP servers of the configured catalogue for the new task (`[{serverId, tools}]`, `[]`
+    /// for none); omitted, the source task's still catalogued, only the tools marked
+    /// read-only for a read-only task, else the role's default.
+    #[serde(default)]
+    pub mcp_servers: Option<Vec<legate_core::McpSelection>>,
 }
 
 /// `INVALID_INPUT` unless `decisions` is a short list of short, non-blank texts with no
@@ -148,8 +157,27 @@ impl Core {
             include_paths: record.include_paths.clone(),
             criteria: record.criteria.clone(),
         };
+        submit.allowed_tools = request.allowed_tools;
+        submit.mcp_servers = request.mcp_servers;
         prepare(&mut submit);
+        // Tool controls left out are the source's, carried on and narrowed (before the
+        // role's defaults, which fill only what is still left out).
+        let catalogue = &self.config().controls;
+        if submit.allowed_tools.is_none() {
+            submit.allowed_tools = super::controls::kinds(catalogue, &source.controls);
+        }
+        let inherits_servers = submit.mcp_servers.is_none();
+        if inherits_servers {
+            submit.mcp_servers = super::controls::servers(catalogue, &source.controls, false);
+        }
         let role = self.apply_role(&mut submit)?;
+        let read_only = submit.mode.map_or_else(
+            || role.as_ref().is_some_and(|r| r.base.is_read_only()),
+            |m| m == legate_core::TaskMode::ReadOnly,
+        );
+        if inherits_servers && read_only {
+            submit.mcp_servers = super::controls::servers(catalogue, &source.controls, true);
+        }
         let mut checked = self.check_submit(&submit, false)?;
         if request.memory.is_none() {
             // A handoff inherits the source's snapshots unless it names its own (or `[]`).

@@ -199,6 +199,14 @@ pub struct TaskOut {
     /// Absent when it was given none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub memory: Vec<legate_core::MemorySnapshot>,
+    /// The tool kinds it may use (its allowedTools within the configured ceiling, or the ones
+    /// a handoff carried on); absent when it is not narrowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<legate_core::ToolKind>>,
+    /// The MCP servers of the catalogue handed to its agent, with the tools selected; absent
+    /// when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<legate_core::McpSelection>,
     /// When it was stored (milliseconds since the epoch).
     pub created_at: i64,
     /// When it last changed (milliseconds since the epoch).

@@ -3,7 +3,10 @@ and 6), driven with the official Python `mcp` SDK client over stdio.
 
 Run by crates/legate/tests/mcp_controls.rs; not a test on its own. Prints one JSON report.
 
-    python3 controls.py LEGATE_BIN
+    python3 controls.py LEGATE_BIN PROJECT
+
+PROJECT is a git project: a copy task there with tool controls is handed off to a reviewer
+(the controls carried on, the write tool left out) and to an implementer naming its own.
 
 LEGATE_HOME (its legate.toml holds the catalogue) is passed on to the stdio servers.
 """
@@ -80,6 +83,54 @@ async def main(binary):
         out["eventsText"] = json.dumps(events)
         status = await call(session, "status", {"taskId": started["taskId"]})
         out["statusText"] = json.dumps(status)
+
+        source = await call(
+            session,
+            "run",
+            {
+                "prompt": "write b.txt: b",
+                "agent": "revisor",
+                "workspace": {"kind": "copy", "path": sys.argv[2]},
+                "allowedTools": ["read", "edit"],
+                "mcpServers": [{"serverId": "docs", "tools": ["search", "publish"]}],
+            },
+        )
+        await wait_until_ready(session, source["taskId"])
+        context = await call(session, "context", {"taskId": source["taskId"]})
+
+        async def handoff(role, **extra):
+            started = await call(
+                session,
+                "handoff",
+                {
+                    "sourceTaskId": source["taskId"],
+                    "expectedContextSha256": context["contextSha256"],
+                    "role": role,
+                    "prompt": "read b.txt",
+                    "agent": "revisor",
+                    **extra,
+                },
+            )
+            await wait_until_ready(session, started["taskId"])
+            task = (await call(session, "status", {"taskId": started["taskId"]}))["task"]
+            return {k: task[k] for k in ("allowedTools", "mcpServers") if k in task}
+
+        out["handoffReviewer"] = await handoff("reviewer")
+        out["handoffOwn"] = await handoff(
+            "implementer", allowedTools=["read"], mcpServers=[]
+        )
+        out["handoffAboveCeiling"] = error_code(
+            await session.call_tool(
+                "handoff",
+                {
+                    "sourceTaskId": source["taskId"],
+                    "expectedContextSha256": context["contextSha256"],
+                    "role": "implementer",
+                    "prompt": "x",
+                    "allowedTools": ["execute"],
+                },
+            )
+        )
     async with stdio_session(binary, {"LEGATE_MCP_PROFILE": "query"}) as session:
         await session.initialize()
         names = {t.name for t in (await session.list_tools()).tools}
