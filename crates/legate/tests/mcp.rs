@@ -392,6 +392,22 @@ fn cancel_ends_a_running_task_canceled() {
     assert_eq!(report["cancelAgain"], "TASK_NOT_CANCELABLE", "{report}");
 }
 
+/// `max_queued = 0` means no waiting room, not no room at all: a free running place takes a
+/// task, a full one refuses the next with `QUEUE_FULL`, and a cancel gives the place back.
+#[test]
+fn with_no_waiting_room_a_free_place_still_takes_a_task() {
+    if !python_ready() {
+        return;
+    }
+    let home =
+        CliHome::with_config(LEGATE, "max_running = 1\nmax_queued = 0\n").env("LEGATE_LOG", "warn");
+    let report = python(&home, "scenarios.py", &["queue-zero", LEGATE]);
+    assert_eq!(report["first"], "submitted", "{report}");
+    assert_eq!(report["refused"], "QUEUE_FULL", "{report}");
+    assert_eq!(report["firstEnded"], "canceled", "{report}");
+    assert_eq!(report["again"], "completed", "{report}");
+}
+
 /// The caller-side skill (`legate caller-skill`) teaches a calling agent the tools by name:
 /// every `tool(arg, …)` it writes must be one this server lists, taking those arguments, so
 /// the skill cannot drift from the schemas it describes.

@@ -13,6 +13,9 @@ with what it saw (the last one is the report) and exits 0, or raises.
                                                   # task, first and all, and hostile id lists
     python3 scenarios.py query-message LEGATE_BIN # stdio: a write context, then send_message
                                                   # into it from a `query` profile server
+    python3 scenarios.py queue-zero LEGATE_BIN    # stdio, max_running = 1 and max_queued = 0:
+                                                  # a free place takes a task, a full one
+                                                  # refuses the next, a cancel frees it
     python3 scenarios.py caller-skill LEGATE_BIN  # stdio: every `tool(arg, …)` the caller-side
                                                   # skill (`legate caller-skill print`) names is
                                                   # a served tool taking those arguments
@@ -267,6 +270,25 @@ async def roles(binary):
         )
 
 
+async def queue_zero(binary):
+    async with stdio_session(binary) as session:
+        await session.initialize()
+        first = await call(session, "run", {"prompt": "run sleep 30", "agent": "revisor"})
+        refused = await session.call_tool("run", {"prompt": "read a.txt", "agent": "revisor"})
+        await call(session, "cancel", {"taskId": first["taskId"]})
+        ended, _ = await wait_until_ready(session, first["taskId"])
+        again = await call(session, "run", {"prompt": "write a.txt: a", "agent": "revisor"})
+        final, _ = await wait_until_ready(session, again["taskId"])
+        report(
+            {
+                "first": first["state"],
+                "refused": structured(refused)["error"]["code"] if is_error(refused) else None,
+                "firstEnded": ended["state"],
+                "again": final["state"],
+            }
+        )
+
+
 async def caller_skill(binary):
     text = subprocess.run(
         [binary, "caller-skill", "print"], check=True, capture_output=True, text=True
@@ -303,6 +325,8 @@ async def main():
         await query_message(*args)
     elif scenario == "roles":
         await roles(*args)
+    elif scenario == "queue-zero":
+        await queue_zero(*args)
     elif scenario == "caller-skill":
         await caller_skill(*args)
     else:
