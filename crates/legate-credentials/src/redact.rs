@@ -1,0 +1,253 @@
+//! Redaction: every credential the content rules find in a text replaced by a marker that
+//! names its kind, `[REDACTED:<rule id>]`, in a whole text ([`redact`]) or in a text that
+//! arrives in pieces ([`StreamRedactor`]).
+//!
+//! This module owns the marker's form and how a stream is cut so that no credential is split
+//! between what was relayed and what was held. It must never log, return or keep past its
+//! owner's life any part of a credential, and never hide less than the rules find: a text the
+//! rule table cannot judge (`scanner-unavailable`) is replaced whole.
+//!
+//! A stream is relayed in whole lines: a credential of a known format is one line (a token),
+//! or a key block of lines, so a line is final once its end is seen. What is held is the
+//! unfinished last line, until at least [`MIN_EMIT`] bytes wait; a line longer than
+//! [`MAX_HOLD`] is cut [`TAIL`] bytes before its end. The last [`CONTEXT`] bytes already
+//! relayed are scanned again with what follows, so that a rule whose keyword precedes the
+//! secret (`aws_secret_access_key = …`) still sees it; a key block that goes on past a cut
+//! keeps being hidden until its END line. Every byte is scanned at most
+//! `(CONTEXT + MIN_EMIT) / MIN_EMIT` times: the work stays linear in the stream.
+
+use crate::SCANNER_UNAVAILABLE;
+use crate::rules::ruleset;
+use crate::scan::{Found, block_end};
+use std::borrow::Cow;
+
+/// The marker that replaces a credential of kind `rule` (a rule id, or `scanner-unavailable`
+/// for a text that could not be judged).
+pub fn marker(rule: &str) -> String {
+    format!("[REDACTED:{rule}]")
+}
+
+/// The fewest bytes a stream holds before it relays whole lines.
+pub const MIN_EMIT: usize = 512;
+/// The most bytes of one line a stream holds before it cuts inside the line.
+pub const MAX_HOLD: usize = 64 * 1024;
+/// How much of a line too long to hold stays held when it is cut: more than any token the
+/// rules know (a secret is judged on its first 4096 bytes).
+pub const TAIL: usize = 4096;
+/// How many bytes already relayed are scanned again with the next ones, for a rule's keyword.
+pub const CONTEXT: usize = 4096;
+
+/// The credentials in `text`, as character-aligned spans with their kind, sorted and apart.
+/// `None` when the rule table could not be built.
+fn spans(text: &str) -> Option<Vec<Found<'static>>> {
+    let set = ruleset().ok()?;
+    let mut found = set.find(text.as_bytes());
+    for f in &mut found {
+        while !text.is_char_boundary(f.span.start) {
+            f.span.start -= 1;
+        }
+        while !text.is_char_boundary(f.span.end) {
+            f.span.end += 1;
+        }
+    }
+    Some(found)
+}
+
+/// `text` with every credential the content rules find replaced by its [`marker`]; borrowed
+/// when there is none. A private key block is hidden from its first body line to its END
+/// line. Fails closed: when the rules cannot run, the whole text is one marker.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    if text.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let Some(found) = spans(text) else {
+        return Cow::Owned(marker(SCANNER_UNAVAILABLE));
+    };
+    if found.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in found {
+        if f.span.start < at {
+            continue;
+        }
+        out.push_str(&text[at..f.span.start]);
+        out.push_str(&marker(f.rule));
+        at = f.span.end;
+    }
+    out.push_str(&text[at..]);
+    Cow::Owned(out)
+}
+
+/// One stream of text (an agent's answer or its reasoning) redacted as it arrives: what
+/// [`push`](Self::push) returns is safe to store and relay, and no credential of a known
+/// format is split between it and what is held; [`finish`](Self::finish) returns the rest.
+#[derive(Debug, Default)]
+pub struct StreamRedactor {
+    /// The last bytes already relayed, as the agent wrote them (scanned again, never relayed
+    /// again).
+    context: String,
+    /// What arrived and was not relayed yet.
+    pending: String,
+    /// Where the last line break in `pending` ends, if there is one.
+    line_end: Option<usize>,
+    /// The length `pending` must reach before the next try (so a held line is not scanned
+    /// again for every small piece).
+    next_try: usize,
+    /// The kind of a key block that was being hidden when the last piece was relayed.
+    open_block: Option<&'static str>,
+    /// How many bytes were scanned in all (the work, which tests bound).
+    scanned: usize,
+}
+
+impl StreamRedactor {
+    /// A stream with nothing seen yet.
+    pub fn new() -> Self {
+        Self {
+            next_try: MIN_EMIT,
+            ..Self::default()
+        }
+    }
+
+    /// Takes the next piece; returns the text that may be relayed now, if any.
+    pub fn push(&mut self, piece: &str) -> Option<String> {
+        if let Some(i) = piece.rfind('\n') {
+            self.line_end = Some(self.pending.len() + i + 1);
+        }
+        self.pending.push_str(piece);
+        if self.pending.len() >= MAX_HOLD {
+            let mut cut = self.pending.len() - TAIL;
+            while !self.pending.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            return self.relay(cut, Cut::Forced);
+        }
+        match self.line_end {
+            Some(cut) if self.pending.len() >= self.next_try.max(MIN_EMIT) => {
+                self.relay(cut, Cut::Line)
+            }
+            _ => None,
+        }
+    }
+
+    /// Everything still held, redacted; the stream starts afresh.
+    pub fn finish(&mut self) -> Option<String> {
+        let out = self.relay(self.pending.len(), Cut::End);
+        *self = Self {
+            scanned: self.scanned,
+            ..Self::new()
+        };
+        out
+    }
+
+    /// Relays `pending[..cut]` (less, when a credential crosses a line cut), redacted.
+    fn relay(&mut self, cut: usize, how: Cut) -> Option<String> {
+        if cut == 0 {
+            return None;
+        }
+        let base = self.context.len();
+        let hay = format!("{}{}", self.context, self.pending);
+        self.scanned += hay.len();
+        let Some(mut found) = spans(&hay) else {
+            // Fail closed: nothing of what was held is relayed.
+            self.context.clear();
+            self.pending.drain(..cut);
+            self.line_end = None;
+            self.next_try = self.pending.len() + MIN_EMIT;
+            return Some(marker(SCANNER_UNAVAILABLE));
+        };
+        if let Some(rule) = self.open_block {
+            // A key block relayed in part goes on while its lines do.
+            let end = block_end(hay.as_bytes(), base).max(continued(&hay, base));
+            if end > base {
+                found.insert(
+                    0,
+                    Found {
+                        // Begun before `base`: hidden without a second marker.
+                        span: base.saturating_sub(1)..end,
+                        rule,
+                        block: true,
+                    },
+                );
+            }
+        }
+        let mut cut = base + cut;
+        if how == Cut::Line
+            && let Some(f) = found.iter().find(|f| {
+                !f.block && f.span.start >= base && f.span.start < cut && f.span.end > cut
+            })
+        {
+            // A secret that runs over the line break waits whole.
+            cut = f.span.start;
+        }
+        let mut out = String::with_capacity(cut - base);
+        let mut at = base;
+        let mut open = None;
+        for f in found
+            .iter()
+            .filter(|f| f.span.end > base && f.span.start < cut)
+        {
+            let (start, end) = (f.span.start.max(at), f.span.end.min(cut));
+            out.push_str(&hay[at..start]);
+            if f.span.start >= base {
+                out.push_str(&marker(f.rule));
+            }
+            at = end.max(at);
+            if f.block && how != Cut::End && (f.span.end > cut || f.span.end == hay.len()) {
+                open = Some(f.rule);
+            }
+        }
+        out.push_str(&hay[at.min(cut)..cut]);
+        self.open_block = open;
+        let relayed = cut - base;
+        self.remember(relayed);
+        self.next_try = if relayed == 0 {
+            (2 * self.pending.len()).max(self.pending.len() + MIN_EMIT)
+        } else {
+            self.pending.len() + MIN_EMIT
+        };
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Moves the first `n` bytes of `pending` to the context.
+    fn remember(&mut self, n: usize) {
+        self.context.push_str(&self.pending[..n]);
+        self.pending.drain(..n);
+        if self.context.len() > CONTEXT {
+            let mut from = self.context.len() - CONTEXT;
+            while !self.context.is_char_boundary(from) {
+                from += 1;
+            }
+            self.context.drain(..from);
+        }
+        self.line_end = self.pending.rfind('\n').map(|i| i + 1);
+    }
+}
+
+/// How far the base64 run at `at` goes (a key block's line cut in the middle).
+fn continued(hay: &str, at: usize) -> usize {
+    let run = hay.as_bytes()[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        .count();
+    if run == 0 {
+        return at;
+    }
+    block_end(hay.as_bytes(), at + run)
+}
+
+/// Why a stream relays now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Whole lines are waiting.
+    Line,
+    /// A line too long to hold.
+    Forced,
+    /// The stream ended.
+    End,
+}
+
+#[cfg(test)]
+#[path = "redact_tests.rs"]
+mod tests;
