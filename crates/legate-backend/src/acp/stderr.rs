@@ -62,7 +62,9 @@ fn emit(shared: &HandlerState, raw: &[u8], overflow: bool) {
     if overflow || line.len() < text.len() {
         // The word the cut falls in may be the start of a credential, which the redaction
         // downstream can no longer recognise: it goes.
-        let word = line.trim_end_matches('…').trim_end_matches(|c: char| !c.is_whitespace());
+        let word = line
+            .trim_end_matches('…')
+            .trim_end_matches(|c: char| !c.is_whitespace());
         line = word.to_string();
     }
     if overflow && !line.ends_with('…') {
