@@ -7,18 +7,19 @@
 //! owner's life any part of a credential, and never hide less than the rules find: a text the
 //! rule table cannot judge (`scanner-unavailable`) is replaced whole.
 //!
-//! A stream is relayed in whole lines: a credential of a known format is one line (a token),
-//! or a key block of lines, so a line is final once its end is seen. What is held is the
-//! unfinished last line, until at least [`MIN_EMIT`] bytes wait; a line longer than
-//! [`MAX_HOLD`] is cut [`TAIL`] bytes before its end. The last [`CONTEXT`] bytes already
-//! relayed are scanned again with what follows, so that a rule whose keyword precedes the
-//! secret (`aws_secret_access_key = …`) still sees it; a key block that goes on past a cut
-//! keeps being hidden until its END line. Every byte is scanned at most
-//! `(CONTEXT + MIN_EMIT) / MIN_EMIT` times: the work stays linear in the stream.
+//! A stream is relayed up to its last blank: a credential of a known format is one word (a
+//! token), or a key block of lines, so a word is final once a blank follows it. What is held
+//! is the unfinished last word; a word longer than [`MAX_HOLD`] is cut [`TAIL`] bytes before
+//! its end. The last [`CONTEXT`] bytes already relayed are scanned again with what follows, so
+//! that a rule whose keyword precedes the secret (`aws_secret_access_key = …`, a key block's
+//! header line) still sees it; a key block that goes on past a cut keeps being hidden until
+//! its END line. A piece costs at most `CONTEXT` bytes of scanning beyond the bytes it relays
+//! (text held because a credential runs over its last blank is tried again only once it has
+//! doubled): the work stays linear in the stream.
 
 use crate::SCANNER_UNAVAILABLE;
 use crate::rules::ruleset;
-use crate::scan::{Found, block_end};
+use crate::scan::{BlockLine, Found, block_end, block_line};
 use std::borrow::Cow;
 
 /// The marker that replaces a credential of kind `rule` (a rule id, or `scanner-unavailable`
@@ -27,15 +28,14 @@ pub fn marker(rule: &str) -> String {
     format!("[REDACTED:{rule}]")
 }
 
-/// The fewest bytes a stream holds before it relays whole lines.
-pub const MIN_EMIT: usize = 512;
 /// The most bytes of one line a stream holds before it cuts inside the line.
 pub const MAX_HOLD: usize = 64 * 1024;
 /// How much of a line too long to hold stays held when it is cut: more than any token the
 /// rules know (a secret is judged on its first 4096 bytes).
 pub const TAIL: usize = 4096;
-/// How many bytes already relayed are scanned again with the next ones, for a rule's keyword.
-pub const CONTEXT: usize = 4096;
+/// How many bytes already relayed are scanned again with the next ones, for a rule's keyword
+/// or a key block's header line.
+pub const CONTEXT: usize = 1024;
 
 /// The credentials in `text`, as character-aligned spans with their kind, sorted and apart.
 /// `None` when the rule table could not be built.
@@ -90,10 +90,10 @@ pub struct StreamRedactor {
     context: String,
     /// What arrived and was not relayed yet.
     pending: String,
-    /// Where the last line break in `pending` ends, if there is one.
-    line_end: Option<usize>,
-    /// The length `pending` must reach before the next try (so a held line is not scanned
-    /// again for every small piece).
+    /// Where the word after the last blank in `pending` starts, if there is a blank.
+    word_start: Option<usize>,
+    /// The length `pending` must reach before the next try (so that text held because a
+    /// credential runs over its last blank is not scanned again for every small piece).
     next_try: usize,
     /// The kind of a key block that was being hidden when the last piece was relayed.
     open_block: Option<&'static str>,
@@ -104,16 +104,14 @@ pub struct StreamRedactor {
 impl StreamRedactor {
     /// A stream with nothing seen yet.
     pub fn new() -> Self {
-        Self {
-            next_try: MIN_EMIT,
-            ..Self::default()
-        }
+        Self::default()
     }
 
-    /// Takes the next piece; returns the text that may be relayed now, if any.
+    /// Takes the next piece; returns the text that may be relayed now, if any: everything up
+    /// to the last blank (the word after it may be the start of a credential).
     pub fn push(&mut self, piece: &str) -> Option<String> {
-        if let Some(i) = piece.rfind('\n') {
-            self.line_end = Some(self.pending.len() + i + 1);
+        if let Some(i) = piece.rfind(|c: char| c.is_ascii_whitespace()) {
+            self.word_start = Some(self.pending.len() + i + 1);
         }
         self.pending.push_str(piece);
         if self.pending.len() >= MAX_HOLD {
@@ -123,10 +121,8 @@ impl StreamRedactor {
             }
             return self.relay(cut, Cut::Forced);
         }
-        match self.line_end {
-            Some(cut) if self.pending.len() >= self.next_try.max(MIN_EMIT) => {
-                self.relay(cut, Cut::Line)
-            }
+        match self.word_start {
+            Some(cut) if self.pending.len() >= self.next_try => self.relay(cut, Cut::Word),
             _ => None,
         }
     }
@@ -153,13 +149,17 @@ impl StreamRedactor {
             // Fail closed: nothing of what was held is relayed.
             self.context.clear();
             self.pending.drain(..cut);
-            self.line_end = None;
-            self.next_try = self.pending.len() + MIN_EMIT;
+            self.word_start = None;
             return Some(marker(SCANNER_UNAVAILABLE));
         };
         if let Some(rule) = self.open_block {
             // A key block relayed in part goes on while its lines do.
-            let end = block_end(hay.as_bytes(), base).max(continued(&hay, base));
+            // `base` starts a line of it (or is inside one, after a forced cut).
+            let end = match block_line(hay.as_bytes(), base) {
+                BlockLine::Body(after) => block_end(hay.as_bytes(), after),
+                BlockLine::Last(after) => after,
+                BlockLine::Not => base,
+            };
             if end > base {
                 found.insert(
                     0,
@@ -173,12 +173,12 @@ impl StreamRedactor {
             }
         }
         let mut cut = base + cut;
-        if how == Cut::Line
+        if how == Cut::Word
             && let Some(f) = found.iter().find(|f| {
                 !f.block && f.span.start >= base && f.span.start < cut && f.span.end > cut
             })
         {
-            // A secret that runs over the line break waits whole.
+            // A secret that runs over the blank (a key block's does not count) waits whole.
             cut = f.span.start;
         }
         let mut out = String::with_capacity(cut - base);
@@ -203,9 +203,9 @@ impl StreamRedactor {
         let relayed = cut - base;
         self.remember(relayed);
         self.next_try = if relayed == 0 {
-            (2 * self.pending.len()).max(self.pending.len() + MIN_EMIT)
+            2 * self.pending.len()
         } else {
-            self.pending.len() + MIN_EMIT
+            0
         };
         (!out.is_empty()).then_some(out)
     }
@@ -221,27 +221,18 @@ impl StreamRedactor {
             }
             self.context.drain(..from);
         }
-        self.line_end = self.pending.rfind('\n').map(|i| i + 1);
+        self.word_start = self
+            .pending
+            .rfind(|c: char| c.is_ascii_whitespace())
+            .map(|i| i + 1);
     }
-}
-
-/// How far the base64 run at `at` goes (a key block's line cut in the middle).
-fn continued(hay: &str, at: usize) -> usize {
-    let run = hay.as_bytes()[at..]
-        .iter()
-        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-        .count();
-    if run == 0 {
-        return at;
-    }
-    block_end(hay.as_bytes(), at + run)
 }
 
 /// Why a stream relays now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cut {
-    /// Whole lines are waiting.
-    Line,
+    /// Whole words are waiting.
+    Word,
     /// A line too long to hold.
     Forced,
     /// The stream ended.

@@ -256,30 +256,49 @@ pub(crate) fn block_end(bytes: &[u8], mut end: usize) -> usize {
         if brk == 0 {
             return end;
         }
-        let mut s = end + brk;
-        while s < bytes.len() && matches!(bytes[s], b' ' | b'\t') {
-            s += 1;
+        match block_line(bytes, end + brk) {
+            BlockLine::Body(after) => end = after,
+            BlockLine::Last(after) => return after,
+            BlockLine::Not => return end,
         }
-        if s == bytes.len() {
-            return s;
-        }
-        if bytes[s..].starts_with(b"-----END") {
-            let close = bytes[s + 8..]
-                .windows(5)
-                .take(80)
-                .position(|w| w == b"-----");
-            return close.map_or(end, |p| s + 8 + p + 5);
-        }
-        let run = bytes[s..]
-            .iter()
-            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-            .count();
-        let after = s + run;
-        if run == 0 || (after < bytes.len() && line_break(bytes, after) == 0) {
-            return end;
-        }
-        end = after;
     }
+}
+
+/// What the line starting at `start` is to a key block before it.
+pub(crate) enum BlockLine {
+    /// More base64: the line ends at this offset.
+    Body(usize),
+    /// The block ends at this offset: after its END line, or the text stops here.
+    Last(usize),
+    /// Not the block's (a blank line, prose): the block ended before it.
+    Not,
+}
+
+/// What the line at `start` is to a key block that came before it.
+pub(crate) fn block_line(bytes: &[u8], start: usize) -> BlockLine {
+    let mut s = start;
+    while s < bytes.len() && matches!(bytes[s], b' ' | b'\t') {
+        s += 1;
+    }
+    if s == bytes.len() {
+        return BlockLine::Last(s);
+    }
+    if bytes[s..].starts_with(b"-----END") {
+        let close = bytes[s + 8..]
+            .windows(5)
+            .take(80)
+            .position(|w| w == b"-----");
+        return close.map_or(BlockLine::Not, |p| BlockLine::Last(s + 8 + p + 5));
+    }
+    let run = bytes[s..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        .count();
+    let after = s + run;
+    if run == 0 || (after < bytes.len() && line_break(bytes, after) == 0) {
+        return BlockLine::Not;
+    }
+    BlockLine::Body(after)
 }
 
 /// Whether `start` begins a line (after blanks) or follows a `:`.
