@@ -7,14 +7,16 @@
 //! owner's life any part of a credential, and never hide less than the rules find: a text the
 //! rule table cannot judge (`scanner-unavailable`) is replaced whole.
 //!
-//! A stream is relayed up to its last blank: a credential of a known format is one word (a
-//! token), or a key block of lines, so a word is final once a blank follows it. What is held
-//! is the unfinished last word; a word longer than [`MAX_HOLD`] is cut [`TAIL`] bytes before
+//! A stream is relayed as it comes but for the characters a credential may be made of that
+//! end it (letters, digits, `+/=_-.~:%$`): a credential of a known format is such a run (a
+//! token), or a key block of lines, so it is final once another character follows it. A
+//! chunk that ends with a blank or punctuation goes out whole; one that ends inside a word
+//! keeps that word for the next. A run longer than [`MAX_HOLD`] is cut [`TAIL`] bytes before
 //! its end. The last [`CONTEXT`] bytes already relayed are scanned again with what follows, so
 //! that a rule whose keyword precedes the secret (`aws_secret_access_key = …`, a key block's
 //! header line) still sees it; a key block that goes on past a cut keeps being hidden until
 //! its END line. A piece costs at most `CONTEXT` bytes of scanning beyond the bytes it relays
-//! (text held because a credential runs over its last blank is tried again only once it has
+//! (text held because a credential runs over the cut is tried again only once it has
 //! doubled): the work stays linear in the stream.
 
 use crate::SCANNER_UNAVAILABLE;
@@ -90,8 +92,9 @@ pub struct StreamRedactor {
     context: String,
     /// What arrived and was not relayed yet.
     pending: String,
-    /// Where the word after the last blank in `pending` starts, if there is a blank.
-    word_start: Option<usize>,
+    /// Where the run of characters a credential may be made of that ends `pending` starts
+    /// (what may be the start of a credential, held).
+    word_start: usize,
     /// The length `pending` must reach before the next try (so that text held because a
     /// credential runs over its last blank is not scanned again for every small piece).
     next_try: usize,
@@ -107,11 +110,11 @@ impl StreamRedactor {
         Self::default()
     }
 
-    /// Takes the next piece; returns the text that may be relayed now, if any: everything up
-    /// to the last blank (the word after it may be the start of a credential).
+    /// Takes the next piece; returns the text that may be relayed now, if any: everything but
+    /// the characters a credential may be made of that end it (they may be the start of one).
     pub fn push(&mut self, piece: &str) -> Option<String> {
-        if let Some(i) = piece.rfind(|c: char| c.is_ascii_whitespace()) {
-            self.word_start = Some(self.pending.len() + i + 1);
+        if let Some(i) = piece.rfind(|c: char| !in_token(c)) {
+            self.word_start = self.pending.len() + i + char_len(&piece[i..]);
         }
         self.pending.push_str(piece);
         if self.pending.len() >= MAX_HOLD {
@@ -121,9 +124,10 @@ impl StreamRedactor {
             }
             return self.relay(cut, Cut::Forced);
         }
-        match self.word_start {
-            Some(cut) if self.pending.len() >= self.next_try => self.relay(cut, Cut::Word),
-            _ => None,
+        if self.word_start > 0 && self.pending.len() >= self.next_try {
+            self.relay(self.word_start, Cut::Word)
+        } else {
+            None
         }
     }
 
@@ -149,7 +153,7 @@ impl StreamRedactor {
             // Fail closed: nothing of what was held is relayed.
             self.context.clear();
             self.pending.drain(..cut);
-            self.word_start = None;
+            self.word_start = 0;
             return Some(marker(SCANNER_UNAVAILABLE));
         };
         if let Some(rule) = self.open_block {
@@ -173,12 +177,17 @@ impl StreamRedactor {
             }
         }
         let mut cut = base + cut;
+        let end = hay.len();
         if how == Cut::Word
             && let Some(f) = found.iter().find(|f| {
-                !f.block && f.span.start >= base && f.span.start < cut && f.span.end > cut
+                !f.block
+                    && f.span.start >= base
+                    && f.span.start < cut
+                    && (f.span.end > cut || f.span.end == end)
             })
         {
-            // A secret that runs over the blank (a key block's does not count) waits whole.
+            // A secret that runs over the cut, or up to the end of what came (it may go on),
+            // waits whole (a key block goes on hidden instead).
             cut = f.span.start;
         }
         let mut out = String::with_capacity(cut - base);
@@ -223,9 +232,20 @@ impl StreamRedactor {
         }
         self.word_start = self
             .pending
-            .rfind(|c: char| c.is_ascii_whitespace())
-            .map(|i| i + 1);
+            .rfind(|c: char| !in_token(c))
+            .map_or(0, |i| i + char_len(&self.pending[i..]));
     }
+}
+
+/// Whether `c` may be part of a credential the rules know (all but two, whose values may hold
+/// any character: a `.netrc` password and a WordPress `define`).
+fn in_token(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "+/=_-.~:%$".contains(c)
+}
+
+/// The length of the character `s` starts with.
+fn char_len(s: &str) -> usize {
+    s.chars().next().map_or(1, char::len_utf8)
 }
 
 /// Why a stream relays now.

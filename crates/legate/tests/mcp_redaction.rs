@@ -14,7 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_frontkit::cli::CliHome;
-use legate_frontkit::served::{addr_of, raw};
+use legate_frontkit::served::{A2aServed, addr_of, raw};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::path::Path;
@@ -156,9 +156,30 @@ fn credentials_an_agent_prints_are_redacted_everywhere() {
     let shown = env.run(&["events", &id]);
     assert_marked("legate events", &shown.stdout);
 
-    // The dashboard's task page.
-    let mut served = env.serve(&["--ui", "--port", "0", "--ui-port", "0"]);
-    let line = served
+    // Every byte Legate keeps.
+    let mut kept = Vec::new();
+    files(&env.home(), &mut kept);
+    assert!(
+        kept.iter().any(|(p, _)| p.ends_with(".db")),
+        "{:?}",
+        kept.iter().map(|k| &k.0).collect::<Vec<_>>()
+    );
+    for (path, bytes) in &kept {
+        assert_clean(path, bytes, &hidden);
+    }
+
+    // The A2A front's GetTask (history and artifacts) and the dashboard's task page, from one
+    // `legate serve`.
+    let sut = A2aServed::start(env, &["--a2a", "--ui", "--port", "0", "--ui-port", "0"]);
+    let got = sut.rpc(
+        "GetTask",
+        serde_json::json!({"id": id, "historyLength": 100}),
+    );
+    let wire = got.to_string();
+    assert_clean("the A2A task", wire.as_bytes(), &hidden);
+    assert!(wire.contains("[REDACTED:"), "{wire}");
+    let line = sut
+        .served
         .printed
         .iter()
         .find(|l| l.starts_with("dashboard: "))
@@ -188,18 +209,4 @@ fn credentials_an_agent_prints_are_redacted_everywhere() {
     assert_eq!(page.status, 200, "{page:?}");
     assert_clean("the dashboard's task page", page.body.as_bytes(), &hidden);
     assert!(page.body.contains("[REDACTED:"), "{}", page.body);
-    served.stop();
-
-    // Every byte Legate keeps.
-    let mut kept = Vec::new();
-    files(&env.home(), &mut kept);
-    assert!(
-        kept.iter()
-            .any(|(p, _)| p.ends_with(".db") || p.contains("sqlite")),
-        "{:?}",
-        kept.iter().map(|k| &k.0).collect::<Vec<_>>()
-    );
-    for (path, bytes) in &kept {
-        assert_clean(path, bytes, &hidden);
-    }
 }
