@@ -96,7 +96,7 @@ pub struct StreamRedactor {
     /// (what may be the start of a credential, held).
     word_start: usize,
     /// The length `pending` must reach before the next try (so that text held because a
-    /// credential runs over its last blank is not scanned again for every small piece).
+    /// credential runs over the cut is not scanned again for every small piece).
     next_try: usize,
     /// The kind of a key block that was being hidden when the last piece was relayed.
     open_block: Option<&'static str>,
