@@ -1,3 +1,7 @@
+//! Tests of redaction: every kind hidden by its marker, key blocks to their END line, a stream
+//! cut anywhere (inside a secret too) never letting one through, and linear work on long and
+//! hostile streams.
+
 use super::*;
 use crate::fakes::{ALNUM, B64, fakes, rnd};
 use proptest::prelude::*;
@@ -235,4 +239,21 @@ fn a_chunk_ending_outside_a_word_goes_out_whole() {
     assert_eq!(stream.push(". Next").as_deref(), Some("world. "));
     assert_eq!(stream.push("ghp_").as_deref(), None);
     assert_eq!(stream.finish().as_deref(), Some("Nextghp_"));
+}
+
+#[test]
+fn look_alikes_are_out_of_reach_and_real_tokens_beside_unicode_are_not() {
+    let token = format!("{}{}", "ghp_", rnd(ALNUM, 36, 77));
+    // A Cyrillic `р` for the `p`: not a GitHub token to the rules (documented as out of reach).
+    let look_alike = token.replacen('p', "\u{440}", 1);
+    assert_eq!(redact(&look_alike), look_alike);
+    // A real one between non-ASCII words is found, and the words are kept whole.
+    let text = format!("clé\u{a0}{token}\u{a0}中文");
+    let out = redact(&text);
+    assert_eq!(
+        out,
+        format!("clé\u{a0}{}\u{a0}中文", marker("github-token"))
+    );
+    let (streamed, _) = streamed(&text, &[4, 5, 9, 30]);
+    assert_eq!(streamed, out);
 }

@@ -1,3 +1,6 @@
+//! Tests of the turn's redaction: interleaved streams cut inside secrets, and every field of
+//! the other events an agent writes.
+
 use super::*;
 use legate_core::{ErrorCode, ToolCallEvent, ToolCallUpdateEvent, ToolKind, ToolStatus};
 
@@ -6,7 +9,7 @@ fn token() -> String {
     format!("{}{}", "ghp_", "Zq7fK2mXw9Lb4Rt8Yp1Hc6Vn3Jd5Gs0Ae2Uk")
 }
 
-/// A fake PEM private key with a body of `lines` lines.
+/// A fake PEM private key (two body lines and a short last one).
 fn pem() -> String {
     let label = ["PRIVATE", "KEY"].join(" ");
     let line = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7q3Xf9Lm2Rt8Yp";
