@@ -7,17 +7,18 @@
 //! owner's life any part of a credential, and never hide less than the rules find: a text the
 //! rule table cannot judge (`scanner-unavailable`) is replaced whole.
 //!
-//! A stream is relayed as it comes but for the characters a credential may be made of that
-//! end it (letters, digits, `+/=_-.~:%$`): a credential of a known format is such a run (a
-//! token), or a key block of lines, so it is final once another character follows it. A
-//! chunk that ends with a blank or punctuation goes out whole; one that ends inside a word
-//! keeps that word for the next. A run longer than [`MAX_HOLD`] is cut [`TAIL`] bytes before
-//! its end. The last [`CONTEXT`] bytes already relayed are scanned again with what follows, so
-//! that a rule whose keyword precedes the secret (`aws_secret_access_key = …`, a key block's
-//! header line) still sees it; a key block that goes on past a cut keeps being hidden until
-//! its END line. A piece costs at most `CONTEXT` bytes of scanning beyond the bytes it relays
-//! (text held because a credential runs over the cut is tried again only once it has
-//! doubled): the work stays linear in the stream.
+//! A stream is relayed a chunk at a time, but a chunk that ends with a character a credential
+//! may be made of (letters, digits, `+/=_-.~:%$`) is held whole, with what follows, until a
+//! chunk ends with another character (a blank, most punctuation) or the stream ends: a
+//! credential of a known format is such a run (a token), or a key block of lines, so it is
+//! final once another character follows it. A chunk that ends with a blank goes out whole, as
+//! one event. Held text longer than [`MAX_HOLD`] is cut [`TAIL`] bytes before its end. The last
+//! [`CONTEXT`] bytes already relayed are scanned again with what follows, so that a rule whose
+//! keyword precedes the secret (`aws_secret_access_key = …`, a key block's header line) still
+//! sees it; a key block that goes on past a cut keeps being hidden until its END line. A relay
+//! costs at most `CONTEXT` bytes of scanning beyond the bytes it relays (text held because a
+//! credential runs over the cut is tried again only once it has doubled): the work stays
+//! linear in the stream.
 
 use crate::SCANNER_UNAVAILABLE;
 use crate::rules::ruleset;
@@ -92,9 +93,6 @@ pub struct StreamRedactor {
     context: String,
     /// What arrived and was not relayed yet.
     pending: String,
-    /// Where the run of characters a credential may be made of that ends `pending` starts
-    /// (what may be the start of a credential, held).
-    word_start: usize,
     /// The length `pending` must reach before the next try (so that text held because a
     /// credential runs over the cut is not scanned again for every small piece).
     next_try: usize,
@@ -110,12 +108,9 @@ impl StreamRedactor {
         Self::default()
     }
 
-    /// Takes the next piece; returns the text that may be relayed now, if any: everything but
-    /// the characters a credential may be made of that end it (they may be the start of one).
+    /// Takes the next piece; returns the text that may be relayed now, if any: everything held,
+    /// unless the piece ends with a character a credential may be made of (it may go on).
     pub fn push(&mut self, piece: &str) -> Option<String> {
-        if let Some(i) = piece.rfind(|c: char| !in_token(c)) {
-            self.word_start = self.pending.len() + i + char_len(&piece[i..]);
-        }
         self.pending.push_str(piece);
         if self.pending.len() >= MAX_HOLD {
             let mut cut = self.pending.len() - TAIL;
@@ -124,11 +119,11 @@ impl StreamRedactor {
             }
             return self.relay(cut, Cut::Forced);
         }
-        if self.word_start > 0 && self.pending.len() >= self.next_try {
-            self.relay(self.word_start, Cut::Word)
-        } else {
-            None
+        let open = self.pending.chars().next_back().is_some_and(in_token);
+        if open || self.pending.len() < self.next_try {
+            return None;
         }
+        self.relay(self.pending.len(), Cut::Chunk)
     }
 
     /// Everything still held, redacted; the stream starts afresh.
@@ -153,7 +148,6 @@ impl StreamRedactor {
             // Fail closed: nothing of what was held is relayed.
             self.context.clear();
             self.pending.drain(..cut);
-            self.word_start = 0;
             return Some(marker(SCANNER_UNAVAILABLE));
         };
         if let Some(rule) = self.open_block {
@@ -178,7 +172,7 @@ impl StreamRedactor {
         }
         let mut cut = base + cut;
         let end = hay.len();
-        if how == Cut::Word
+        if how == Cut::Chunk
             && let Some(f) = found.iter().find(|f| {
                 !f.block
                     && f.span.start >= base
@@ -230,10 +224,6 @@ impl StreamRedactor {
             }
             self.context.drain(..from);
         }
-        self.word_start = self
-            .pending
-            .rfind(|c: char| !in_token(c))
-            .map_or(0, |i| i + char_len(&self.pending[i..]));
     }
 }
 
@@ -243,16 +233,11 @@ fn in_token(c: char) -> bool {
     c.is_ascii_alphanumeric() || "+/=_-.~:%$".contains(c)
 }
 
-/// The length of the character `s` starts with.
-fn char_len(s: &str) -> usize {
-    s.chars().next().map_or(1, char::len_utf8)
-}
-
 /// Why a stream relays now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cut {
-    /// Whole words are waiting.
-    Word,
+    /// A piece ended outside a credential's characters.
+    Chunk,
     /// A line too long to hold.
     Forced,
     /// The stream ended.
