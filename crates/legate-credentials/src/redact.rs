@@ -126,6 +126,18 @@ impl StreamRedactor {
         self.relay(self.pending.len(), Cut::Chunk)
     }
 
+    /// Everything held, redacted, for a stream that went quiet with a run unfinished (its
+    /// owner's choice of when: what comes next is still judged with this as context, but a
+    /// credential cut here shows the part relayed now).
+    pub fn release(&mut self) -> Option<String> {
+        self.relay(self.pending.len(), Cut::Forced)
+    }
+
+    /// Whether anything is held.
+    pub fn holds(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// Everything still held, redacted; the stream starts afresh.
     pub fn finish(&mut self) -> Option<String> {
         let out = self.relay(self.pending.len(), Cut::End);

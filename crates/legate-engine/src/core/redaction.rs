@@ -16,6 +16,11 @@ use legate_core::{Error, EventKind};
 use legate_credentials::{StreamRedactor, redact};
 use std::path::PathBuf;
 
+/// How long a stream holds a chunk that ended inside a run of credential characters when the
+/// agent sends nothing more: then it is relayed (a credential whose halves come further apart
+/// than this shows its first half).
+pub(crate) const RELEASE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The streams of one turn, each redacted as it arrives.
 pub(crate) struct TurnRedactor {
     message: StreamRedactor,
@@ -52,6 +57,23 @@ impl TurnRedactor {
             }
             other => out.push(redact_event(other)),
         }
+    }
+
+    /// Whether a stream holds text (a chunk that ended inside a run of credential characters).
+    pub(crate) fn holds(&self) -> bool {
+        self.message.holds() || self.thought.holds() || self.stderr.holds()
+    }
+
+    /// What the streams hold, redacted, when the agent went quiet for [`RELEASE_AFTER`]: a
+    /// chunk that ended inside a word is not kept from the caller longer than that.
+    pub(crate) fn release(&mut self, out: &mut Vec<EventKind>) {
+        if let Some(text) = self.thought.release() {
+            out.push(EventKind::Thought { text });
+        }
+        if let Some(text) = self.message.release() {
+            out.push(EventKind::Message { text });
+        }
+        stderr_lines(self.stderr.release(), out);
     }
 
     /// Everything the streams still hold, redacted, at the end of the turn.

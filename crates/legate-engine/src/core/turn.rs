@@ -324,7 +324,27 @@ impl Core {
                 }
             };
             // What the agent printed is redacted here, before anything stores or relays it.
-            while stream.recv_many(&mut batch, 256).await > 0 {
+            loop {
+                let got = if redactor.holds() {
+                    let next = stream.recv_many(&mut batch, 256);
+                    match tokio::time::timeout(crate::core::redaction::RELEASE_AFTER, next).await {
+                        Ok(got) => got,
+                        Err(_) => {
+                            // The agent went quiet inside a word: relay what is held.
+                            redactor.release(&mut clean);
+                            if !clean.is_empty() {
+                                store(&clean, &mut acc);
+                                clean.clear();
+                            }
+                            continue;
+                        }
+                    }
+                } else {
+                    stream.recv_many(&mut batch, 256).await
+                };
+                if got == 0 {
+                    break;
+                }
                 for e in batch.drain(..) {
                     redactor.take(e, &mut clean);
                 }
