@@ -93,6 +93,9 @@ pub struct StreamRedactor {
     context: String,
     /// What arrived and was not relayed yet.
     pending: String,
+    /// Where each piece in `pending` ends: what is relayed keeps the pieces apart where no
+    /// credential joins them.
+    bounds: Vec<usize>,
     /// The length `pending` must reach before the next try (so that text held because a
     /// credential runs over the cut is not scanned again for every small piece).
     next_try: usize,
@@ -110,8 +113,9 @@ impl StreamRedactor {
 
     /// Takes the next piece; returns the text that may be relayed now, if any: everything held,
     /// unless the piece ends with a character a credential may be made of (it may go on).
-    pub fn push(&mut self, piece: &str) -> Option<String> {
+    pub fn push(&mut self, piece: &str) -> Vec<String> {
         self.pending.push_str(piece);
+        self.bounds.push(self.pending.len());
         if self.pending.len() >= MAX_HOLD {
             let mut cut = self.pending.len() - TAIL;
             while !self.pending.is_char_boundary(cut) {
@@ -121,7 +125,7 @@ impl StreamRedactor {
         }
         let open = self.pending.chars().next_back().is_some_and(in_token);
         if open || self.pending.len() < self.next_try {
-            return None;
+            return Vec::new();
         }
         self.relay(self.pending.len(), Cut::Chunk)
     }
@@ -129,7 +133,7 @@ impl StreamRedactor {
     /// Everything held, redacted, for a stream that went quiet with a run unfinished (its
     /// owner's choice of when: what comes next is still judged with this as context, but a
     /// credential cut here shows the part relayed now).
-    pub fn release(&mut self) -> Option<String> {
+    pub fn release(&mut self) -> Vec<String> {
         self.relay(self.pending.len(), Cut::Forced)
     }
 
@@ -139,7 +143,7 @@ impl StreamRedactor {
     }
 
     /// Everything still held, redacted; the stream starts afresh.
-    pub fn finish(&mut self) -> Option<String> {
+    pub fn finish(&mut self) -> Vec<String> {
         let out = self.relay(self.pending.len(), Cut::End);
         *self = Self {
             scanned: self.scanned,
@@ -149,9 +153,9 @@ impl StreamRedactor {
     }
 
     /// Relays `pending[..cut]` (less, when a credential crosses a line cut), redacted.
-    fn relay(&mut self, cut: usize, how: Cut) -> Option<String> {
+    fn relay(&mut self, cut: usize, how: Cut) -> Vec<String> {
         if cut == 0 {
-            return None;
+            return Vec::new();
         }
         let base = self.context.len();
         let hay = format!("{}{}", self.context, self.pending);
@@ -160,7 +164,9 @@ impl StreamRedactor {
             // Fail closed: nothing of what was held is relayed.
             self.context.clear();
             self.pending.drain(..cut);
-            return Some(marker(SCANNER_UNAVAILABLE));
+            self.bounds.retain(|b| *b > cut);
+            self.bounds.iter_mut().for_each(|b| *b -= cut);
+            return vec![marker(SCANNER_UNAVAILABLE)];
         };
         if let Some(rule) = self.open_block {
             // A key block relayed in part goes on while its lines do.
@@ -196,7 +202,18 @@ impl StreamRedactor {
             // waits whole (a key block goes on hidden instead).
             cut = f.span.start;
         }
-        let mut out = String::with_capacity(cut - base);
+        let marks = self
+            .bounds
+            .iter()
+            .map(|b| base + b)
+            .filter(|m| *m < cut)
+            .collect();
+        let mut out = Pieces {
+            hay: &hay,
+            marks,
+            next: 0,
+            pieces: vec![String::new()],
+        };
         let mut at = base;
         let mut open = None;
         for f in found
@@ -204,16 +221,18 @@ impl StreamRedactor {
             .filter(|f| f.span.end > base && f.span.start < cut)
         {
             let (start, end) = (f.span.start.max(at), f.span.end.min(cut));
-            out.push_str(&hay[at..start]);
+            out.copy(at, start);
             if f.span.start >= base {
-                out.push_str(&marker(f.rule));
+                out.add(&marker(f.rule));
             }
+            out.skip(end);
             at = end.max(at);
             if f.block && how != Cut::End && (f.span.end > cut || f.span.end == hay.len()) {
                 open = Some(f.rule);
             }
         }
-        out.push_str(&hay[at.min(cut)..cut]);
+        out.copy(at.min(cut), cut);
+        let pieces: Vec<String> = out.pieces.into_iter().filter(|p| !p.is_empty()).collect();
         self.open_block = open;
         let relayed = cut - base;
         self.remember(relayed);
@@ -222,19 +241,75 @@ impl StreamRedactor {
         } else {
             0
         };
-        (!out.is_empty()).then_some(out)
+        pieces
     }
 
     /// Moves the first `n` bytes of `pending` to the context.
     fn remember(&mut self, n: usize) {
         self.context.push_str(&self.pending[..n]);
         self.pending.drain(..n);
+        self.bounds.retain(|b| *b > n);
+        self.bounds.iter_mut().for_each(|b| *b -= n);
         if self.context.len() > CONTEXT {
             let mut from = self.context.len() - CONTEXT;
             while !self.context.is_char_boundary(from) {
                 from += 1;
             }
             self.context.drain(..from);
+        }
+    }
+}
+
+/// What a relay hands out: the text in the pieces it came in, split where a piece ended unless
+/// a hidden credential spans the split (the pieces inside it join the marker's).
+struct Pieces<'h> {
+    hay: &'h str,
+    /// Where a piece ended, in `hay`, in order.
+    marks: Vec<usize>,
+    next: usize,
+    pieces: Vec<String>,
+}
+
+impl Pieces<'_> {
+    fn last(&mut self) -> &mut String {
+        if self.pieces.is_empty() {
+            self.pieces.push(String::new());
+        }
+        let n = self.pieces.len() - 1;
+        &mut self.pieces[n]
+    }
+
+    /// Copies `hay[from..to]`, starting a new piece at each mark on the way.
+    fn copy(&mut self, from: usize, to: usize) {
+        let mut x = from;
+        while let Some(&m) = self.marks.get(self.next) {
+            if m >= to {
+                break;
+            }
+            if m > x {
+                let text = &self.hay[x..m];
+                self.last().push_str(text);
+                x = m;
+            }
+            if !self.last().is_empty() {
+                self.pieces.push(String::new());
+            }
+            self.next += 1;
+        }
+        if to > x {
+            let text = &self.hay[x..to];
+            self.last().push_str(text);
+        }
+    }
+
+    fn add(&mut self, text: &str) {
+        self.last().push_str(text);
+    }
+
+    /// Passes over hidden text up to `to`: the marks inside it start no piece.
+    fn skip(&mut self, to: usize) {
+        while self.marks.get(self.next).is_some_and(|m| *m < to) {
+            self.next += 1;
         }
     }
 }

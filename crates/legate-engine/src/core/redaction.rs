@@ -42,14 +42,12 @@ impl TurnRedactor {
     pub(crate) fn take(&mut self, event: EventKind, out: &mut Vec<EventKind>) {
         match event {
             EventKind::Message { text } => {
-                if let Some(text) = self.message.push(&text) {
-                    out.push(EventKind::Message { text });
-                }
+                let pieces = self.message.push(&text);
+                out.extend(pieces.into_iter().map(|text| EventKind::Message { text }));
             }
             EventKind::Thought { text } => {
-                if let Some(text) = self.thought.push(&text) {
-                    out.push(EventKind::Thought { text });
-                }
+                let pieces = self.thought.push(&text);
+                out.extend(pieces.into_iter().map(|text| EventKind::Thought { text }));
             }
             EventKind::Stderr { line } => {
                 let text = self.stderr.push(&format!("{line}\n"));
@@ -67,30 +65,27 @@ impl TurnRedactor {
     /// What the streams hold, redacted, when the agent went quiet for [`RELEASE_AFTER`]: a
     /// chunk that ended inside a word is not kept from the caller longer than that.
     pub(crate) fn release(&mut self, out: &mut Vec<EventKind>) {
-        if let Some(text) = self.thought.release() {
-            out.push(EventKind::Thought { text });
-        }
-        if let Some(text) = self.message.release() {
-            out.push(EventKind::Message { text });
-        }
+        let (thought, message) = (self.thought.release(), self.message.release());
+        out.extend(thought.into_iter().map(|text| EventKind::Thought { text }));
+        out.extend(message.into_iter().map(|text| EventKind::Message { text }));
         stderr_lines(self.stderr.release(), out);
     }
 
     /// Everything the streams still hold, redacted, at the end of the turn.
     pub(crate) fn finish(&mut self, out: &mut Vec<EventKind>) {
-        if let Some(text) = self.thought.finish() {
-            out.push(EventKind::Thought { text });
-        }
-        if let Some(text) = self.message.finish() {
-            out.push(EventKind::Message { text });
-        }
+        let (thought, message) = (self.thought.finish(), self.message.finish());
+        out.extend(thought.into_iter().map(|text| EventKind::Thought { text }));
+        out.extend(message.into_iter().map(|text| EventKind::Message { text }));
         stderr_lines(self.stderr.finish(), out);
     }
 }
 
-/// One stderr event per line of `text`, as the backend reported them.
-fn stderr_lines(text: Option<String>, out: &mut Vec<EventKind>) {
-    let Some(text) = text else { return };
+/// One stderr event per line of `pieces`, as the backend reported them.
+fn stderr_lines(pieces: Vec<String>, out: &mut Vec<EventKind>) {
+    let text = pieces.concat();
+    if text.is_empty() {
+        return;
+    }
     for line in text.strip_suffix('\n').unwrap_or(&text).split('\n') {
         out.push(EventKind::Stderr {
             line: line.to_string(),
