@@ -6,12 +6,15 @@
 //! credential and state files of known tools), names the content must confirm (`*.key`
 //! unless a zip), and high-confidence credential patterns in content, with the `glob` pattern
 //! language the name rules (and the copy's configured exclusions and exceptions) are written
-//! in. Its callers are the copy preflight (`legate-workspace`) and the engine's input check of
-//! prompts, messages, decisions and memory ([`credential_in`], [`refuse_credential`]).
+//! in. Its callers are the copy preflight (`legate-workspace`), the engine's input check of
+//! prompts, messages, decisions and memory ([`credential_in`], [`refuse_credential`]), and the
+//! engine's redaction of what agents print before it is stored or relayed ([`redact`],
+//! [`StreamRedactor`], each credential replaced by `[REDACTED:<rule id>]`).
 //!
 //! It must never do I/O beyond reading what it is handed, and never decide what to do about a
-//! hit: it answers a rule id, and the caller blocks, refuses or lets pass. It never returns,
-//! logs or puts into an error any part of a match. It does not claim to find arbitrary
+//! hit: it answers a rule id (or hides the match behind a marker naming it), and the caller
+//! blocks, refuses, redacts or lets pass. It never returns, logs or puts into an error any
+//! part of a match. It does not claim to find arbitrary
 //! secrets: unknown formats, encrypted or obfuscated data pass. A rule table that could not be
 //! built fails closed: every check answers [`SCANNER_UNAVAILABLE`].
 //!
@@ -28,13 +31,17 @@
 //! assert_eq!(credential_name(".env.example"), None);
 //! ```
 
+#[cfg(test)]
+mod fakes;
 mod glob;
 mod input;
+mod redact;
 mod rules;
 mod scan;
 
 pub use glob::Glob;
 pub use input::{credential_in, refuse_credential};
+pub use redact::{CONTEXT, MAX_HOLD, StreamRedactor, TAIL, marker, redact};
 pub use rules::{RuleInfo, RuleKind, secret_rules};
 
 /// The rule id every check answers when the rule table could not be built: fail closed.

@@ -74,6 +74,8 @@ struct ContentRuleFile {
     requires: Vec<String>,
     #[serde(default)]
     before: Option<String>,
+    #[serde(default)]
+    block: bool,
 }
 
 /// What kind of rule, for listings.
@@ -129,6 +131,9 @@ pub(crate) struct ContentRule {
     pub(crate) always: bool,
     /// The match must start a line (after blanks) or follow a `:`.
     pub(crate) line_or_colon: bool,
+    /// The secret is a key block's first body line: what is hidden runs on to the block's
+    /// end (`scan::block_end`).
+    pub(crate) block: bool,
 }
 
 /// Every name rule's globs in two sets, so that a path costs a few set matches, not one
@@ -340,6 +345,7 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, RulesError> {
             min_len: r.min_len.unwrap_or(1),
             always: r.always,
             line_or_colon,
+            block: r.block,
         });
     }
     let set = |patterns: Vec<String>| {

@@ -13,6 +13,18 @@
 //! in the file's size, and each filter reads at most `HASH_LOOKBACK` bytes around a match.
 
 use super::rules::{ContentRule, NameRule, Ruleset, UnlessContent};
+use std::ops::Range;
+
+/// One credential found in a text: the bytes to hide and the rule that found them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found<'a> {
+    /// The bytes to hide.
+    pub(crate) span: Range<usize>,
+    /// The rule's id (the kind of credential).
+    pub(crate) rule: &'a str,
+    /// Whether it is a block (a private key) that may go on past the text seen so far.
+    pub(crate) block: bool,
+}
 
 /// How far back from a match the lockfile-hash check looks for the token's start.
 pub(crate) const HASH_LOOKBACK: usize = 256;
@@ -75,46 +87,55 @@ impl Ruleset {
 
     /// Whether `rule` has a candidate in `bytes` that clears every filter.
     fn rule_hits(&self, rule: &ContentRule, bytes: &[u8]) -> bool {
-        let mut context: Option<bool> = None;
-        for caps in rule.regex.captures_iter(bytes).take(MAX_CANDIDATES) {
-            let whole = caps.get(0);
-            let secret = rule.secret_group.and_then(|i| caps.get(i)).or(whole);
-            let Some(secret) = secret else { continue };
-            let s = &secret.as_bytes()[..secret.len().min(MAX_SECRET)];
-            if s.len() < rule.min_len || entropy(s) < rule.entropy {
-                continue;
-            }
-            if rule.allow.iter().any(|a| a.is_match(s)) || self.is_placeholder(s) {
-                continue;
-            }
-            let start = whole.map_or(secret.start(), |m| m.start());
-            if self.inside_hash(bytes, start)
-                || (rule.line_or_colon && !line_or_colon(bytes, start))
-            {
-                continue;
-            }
-            let ok =
-                *context.get_or_insert_with(|| rule.requires.iter().all(|r| r.is_match(bytes)));
-            if !ok {
-                return false;
-            }
-            return true;
-        }
-        false
+        self.accepted(rule, bytes).next().is_some()
     }
 
-    /// The first content rule `bytes` trips.
-    pub(crate) fn scan(&self, bytes: &[u8]) -> Option<&str> {
-        let mut woken: Vec<bool> = self.contents.iter().map(|r| r.always).collect();
-        let mut left = woken.iter().filter(|w| !**w).count();
-        // Every position that starts a keyword: the longest keyword there is reported, and
-        // the search resumes one byte after its start, so overlapping keywords are seen too
-        // (a keyword inside a longer one wakes its rules through the longer one).
+    /// The span of each of `rule`'s candidates in `bytes` that clears every filter: its
+    /// `secret` group (else the whole match), whole even past what the filters judge.
+    fn accepted<'a>(
+        &'a self,
+        rule: &'a ContentRule,
+        bytes: &'a [u8],
+    ) -> impl Iterator<Item = Range<usize>> + 'a {
+        let mut context: Option<bool> = None;
+        rule.regex
+            .captures_iter(bytes)
+            .take(MAX_CANDIDATES)
+            .filter_map(move |caps| {
+                let whole = caps.get(0);
+                let secret = rule.secret_group.and_then(|i| caps.get(i)).or(whole)?;
+                let s = &secret.as_bytes()[..secret.len().min(MAX_SECRET)];
+                if s.len() < rule.min_len || entropy(s) < rule.entropy {
+                    return None;
+                }
+                if rule.allow.iter().any(|a| a.is_match(s)) || self.is_placeholder(s) {
+                    return None;
+                }
+                let start = whole.map_or(secret.start(), |m| m.start());
+                if self.inside_hash(bytes, start)
+                    || (rule.line_or_colon && !line_or_colon(bytes, start))
+                {
+                    return None;
+                }
+                let ok =
+                    *context.get_or_insert_with(|| rule.requires.iter().all(|r| r.is_match(bytes)));
+                ok.then(|| secret.range())
+            })
+    }
+
+    /// The content rules `bytes` may trip: the `always` ones and those a keyword woke. None
+    /// when no content pattern matches at all (most texts).
+    fn woken(&self, bytes: &[u8]) -> Option<Vec<bool>> {
         // One pass over every pattern at once: a file none of them matches is clean (most
         // files are), whatever the filters would say.
         if !self.set.is_match(bytes) {
             return None;
         }
+        let mut woken: Vec<bool> = self.contents.iter().map(|r| r.always).collect();
+        let mut left = woken.iter().filter(|w| !**w).count();
+        // Every position that starts a keyword: the longest keyword there is reported, and
+        // the search resumes one byte after its start, so overlapping keywords are seen too
+        // (a keyword inside a longer one wakes its rules through the longer one).
         let mut at = 0;
         while left > 0 && at < bytes.len() {
             let Some(m) = self
@@ -131,6 +152,51 @@ impl Ruleset {
             }
             at = m.start() + 1;
         }
+        Some(woken)
+    }
+
+    /// Every credential in `bytes`: each accepted candidate of every woken rule, as the
+    /// span to hide and the rule's id, a block rule's span running on to the block's end
+    /// ([`block_end`]); sorted by start, overlapping spans merged (the earlier one names
+    /// the kind). Linear in `bytes` for each rule woken.
+    pub(crate) fn find(&self, bytes: &[u8]) -> Vec<Found<'_>> {
+        let Some(woken) = self.woken(bytes) else {
+            return Vec::new();
+        };
+        let mut found: Vec<Found<'_>> = Vec::new();
+        for (rule, _) in self.contents.iter().zip(woken).filter(|(_, w)| *w) {
+            for span in self.accepted(rule, bytes) {
+                let end = if rule.block {
+                    block_end(bytes, span.end)
+                } else {
+                    span.end
+                };
+                found.push(Found {
+                    span: span.start..end,
+                    rule: rule.id.as_str(),
+                    block: rule.block,
+                });
+            }
+        }
+        found.sort_by_key(|f| (f.span.start, std::cmp::Reverse(f.span.end)));
+        let mut merged: Vec<Found<'_>> = Vec::with_capacity(found.len());
+        for f in found {
+            match merged.last_mut() {
+                Some(last) if f.span.start < last.span.end => {
+                    if f.span.end > last.span.end {
+                        last.span.end = f.span.end;
+                        last.block |= f.block;
+                    }
+                }
+                _ => merged.push(f),
+            }
+        }
+        merged
+    }
+
+    /// The first content rule `bytes` trips.
+    pub(crate) fn scan(&self, bytes: &[u8]) -> Option<&str> {
+        let woken = self.woken(bytes)?;
         self.contents
             .iter()
             .zip(woken)
@@ -168,6 +234,71 @@ impl Ruleset {
             .find(|(r, (h, ex))| *h && !*ex && r.unless_content.is_some() == pending)
             .map(|(r, _)| r)
     }
+}
+
+/// The length of the line break at `at`: a real one (`\n`, `\r\n`) or one written as an
+/// escape inside a quoted string (`\\n`, `\\r\\n`); 0 when there is none.
+fn line_break(bytes: &[u8], at: usize) -> usize {
+    let rest = &bytes[at.min(bytes.len())..];
+    [&b"\r\n"[..], b"\n", br"\r\n", br"\n"]
+        .iter()
+        .find(|b| rest.starts_with(b))
+        .map_or(0, |b| b.len())
+}
+
+/// Where the key block whose first body line ends at `end` ends: after every following line
+/// that is only base64 (blanks before it allowed) and after its `-----END …-----` line; the
+/// end of `bytes` when the text stops inside the block (more of it may follow in a stream).
+/// Linear in what it passes over.
+pub(crate) fn block_end(bytes: &[u8], mut end: usize) -> usize {
+    loop {
+        let brk = line_break(bytes, end);
+        if brk == 0 {
+            return end;
+        }
+        match block_line(bytes, end + brk) {
+            BlockLine::Body(after) => end = after,
+            BlockLine::Last(after) => return after,
+            BlockLine::Not => return end,
+        }
+    }
+}
+
+/// What the line starting at `start` is to a key block before it.
+pub(crate) enum BlockLine {
+    /// More base64: the line ends at this offset.
+    Body(usize),
+    /// The block ends at this offset: after its END line, or the text stops here.
+    Last(usize),
+    /// Not the block's (a blank line, prose): the block ended before it.
+    Not,
+}
+
+/// What the line at `start` is to a key block that came before it.
+pub(crate) fn block_line(bytes: &[u8], start: usize) -> BlockLine {
+    let mut s = start;
+    while s < bytes.len() && matches!(bytes[s], b' ' | b'\t') {
+        s += 1;
+    }
+    if s == bytes.len() {
+        return BlockLine::Last(s);
+    }
+    if bytes[s..].starts_with(b"-----END") {
+        let close = bytes[s + 8..]
+            .windows(5)
+            .take(80)
+            .position(|w| w == b"-----");
+        return close.map_or(BlockLine::Not, |p| BlockLine::Last(s + 8 + p + 5));
+    }
+    let run = bytes[s..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        .count();
+    let after = s + run;
+    if run == 0 || (after < bytes.len() && line_break(bytes, after) == 0) {
+        return BlockLine::Not;
+    }
+    BlockLine::Body(after)
 }
 
 /// Whether `start` begins a line (after blanks) or follows a `:`.

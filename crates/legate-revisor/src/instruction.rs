@@ -60,6 +60,12 @@ pub enum Instruction {
         /// The path as written.
         path: String,
     },
+    /// `recite <path>`: read a file and send all of it back in pieces of 5 bytes, each piece
+    /// as an answer chunk and then as a reasoning chunk (an agent printing a file it read).
+    Recite {
+        /// The path as written.
+        path: String,
+    },
     /// `plan: <text>`: propose this plan and ask to leave plan mode.
     Plan {
         /// The plan, escapes decoded.
@@ -90,6 +96,7 @@ impl Instruction {
             Self::Run { command } => command.clone(),
             Self::Fetch { url } => format!("Fetch {url}"),
             Self::Read { path } => format!("Read {path}"),
+            Self::Recite { path } => format!("Recite {path}"),
             Self::Plan { .. } => "Ready to code?".to_owned(),
             Self::Think { .. } => "Think".to_owned(),
             Self::Mode { id } => format!("Switch to mode {id}"),
@@ -203,6 +210,9 @@ pub fn parse_line(line: &str) -> Option<Instruction> {
             url: single_word_rest(rest)?,
         }),
         "read" => Some(Instruction::Read {
+            path: single_word_rest(rest)?,
+        }),
+        "recite" => Some(Instruction::Recite {
             path: single_word_rest(rest)?,
         }),
         "plan" => Some(Instruction::Plan {
@@ -335,6 +345,12 @@ mod tests {
             parse_line("read README.md"),
             Some(Instruction::Read {
                 path: "README.md".into()
+            })
+        );
+        assert_eq!(
+            parse_line("recite notes.txt"),
+            Some(Instruction::Recite {
+                path: "notes.txt".into()
             })
         );
         assert_eq!(

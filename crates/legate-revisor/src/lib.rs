@@ -64,6 +64,7 @@
 //! | `run <command>` | `execute` | yes | `sh -c <command>` in `cwd`, 60 s timeout, output (stdout then stderr) bounded to 8 KiB; non-zero exit → `failed`. `title` is the command, `rawInput` is `{command, description}` |
 //! | `fetch <url>` | `fetch` | yes | if allowed, fails: revisor has no network |
 //! | `read <path>` | `read` | no | reads the file and quotes its first 20 lines in the answer |
+//! | `recite <path>` | none | no | sends the whole file back in pieces of 5 bytes, each as an answer chunk then a thought chunk |
 //! | `plan: <text>` | `switch_mode` | yes | proposes leaving plan mode (see below) |
 //! | `think: <text>` | — | no | sends the text as an `agent_thought_chunk` |
 //! | `mode <id>` | — | no | switches the session to `default`, `plan` or `acceptEdits` and sends `current_mode_update` |

@@ -92,7 +92,12 @@ pub(crate) async fn exited(
     let _ = tokio::time::timeout(Duration::from_millis(500), shared.wait_stderr_closed()).await;
     let last = shared
         .last_stderr()
-        .map(|l| format!("; its last stderr line: {}", translate::truncate(&l, 500)))
+        .map(|l| {
+            // The agent's words: a credential in them is hidden before any log or store sees it.
+            // Redacted before it is cut, so that no half of a credential is left to pass.
+            let l = legate_credentials::redact(&l);
+            format!("; its last stderr line: {}", translate::truncate(&l, 500))
+        })
         .unwrap_or_default();
     Error::new(
         code,

@@ -224,7 +224,7 @@ impl HandlerState {
         }
         let mut r = lock(&self.route);
         let Some(sink) = r.sink.clone() else {
-            debug!(line = %line, "agent stderr outside a turn");
+            debug!(line = %legate_credentials::redact(&line), "agent stderr outside a turn");
             return;
         };
         r.stderr_sent += 1;

@@ -1,7 +1,8 @@
 //! The agent's stderr, line by line, into the current turn's events.
 //!
 //! Each line is cut to [`MAX_LINE`] bytes (the rest of an over-long line is read and
-//! discarded, never buffered); invalid UTF-8 is replaced. Counting per turn and routing are
+//! discarded, never buffered), less the word the cut fell in (it may be the start of a
+//! credential the engine's redaction could no longer recognise); invalid UTF-8 is replaced. Counting per turn and routing are
 //! [`HandlerState::stderr_line`]'s job.
 
 use super::state::HandlerState;
@@ -58,6 +59,14 @@ fn emit(shared: &HandlerState, raw: &[u8], overflow: bool) {
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches('\r');
     let mut line = truncate(text, MAX_LINE);
+    if overflow || line.len() < text.len() {
+        // The word the cut falls in may be the start of a credential, which the redaction
+        // downstream can no longer recognise: it goes.
+        let word = line
+            .trim_end_matches('…')
+            .trim_end_matches(|c: char| !c.is_whitespace());
+        line = word.to_string();
+    }
     if overflow && !line.ends_with('…') {
         line = truncate(&format!("{line}…"), MAX_LINE);
     }

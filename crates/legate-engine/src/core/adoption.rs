@@ -327,7 +327,7 @@ impl Core {
                 stop_reason: o.stop_reason,
                 usage: o.usage,
             },
-            (None, Some(Err(e))) => TurnResult::Failed(e),
+            (None, Some(Err(e))) => TurnResult::Failed(crate::core::redaction::hide_error(e)),
             (None, None) => TurnResult::Failed(Error::internal(
                 "the re-attached turn ended without an outcome",
             )),

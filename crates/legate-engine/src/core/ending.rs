@@ -312,9 +312,14 @@ fn ended(mut t: Task, ending: Ending) -> (Task, Vec<EventKind>) {
     let Ending {
         state,
         error,
-        result,
+        mut result,
         usage,
     } = ending;
+    // The answer was redacted as it streamed; the error may quote the agent (its stderr).
+    let error = error.map(crate::core::redaction::hide_error);
+    if let std::borrow::Cow::Owned(text) = legate_credentials::redact(&result.text) {
+        result.text = text;
+    }
     let notes: Vec<String> = [result.refusal_note(), failed_tools_note(&result)]
         .into_iter()
         .flatten()

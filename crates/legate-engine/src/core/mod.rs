@@ -34,6 +34,8 @@ pub(crate) mod request;
 pub mod silent;
 pub(crate) mod slots;
 pub(crate) mod turn;
+// What the agent prints, redacted before the pump stores and relays it.
+pub(crate) mod redaction;
 // What every task stands on: the warm sessions, the fan-out of stored events, the runner and
 // what it recovers when a process died.
 pub(crate) mod adoption;

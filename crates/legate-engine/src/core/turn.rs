@@ -197,7 +197,7 @@ impl Core {
         let structured = inputs.json_schema.is_some();
         let (sink, stream) = EventSink::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
-        let result = self
+        let result = match self
             .run_turn(
                 &task,
                 &agent,
@@ -206,7 +206,12 @@ impl Core {
                 stop,
                 TurnStart { inputs, room },
             )
-            .await;
+            .await
+        {
+            // The agent's words (its stderr, its error) may be in it.
+            TurnResult::Failed(e) => TurnResult::Failed(crate::core::redaction::hide_error(e)),
+            other => other,
+        };
         let mut acc = match pump.await {
             Ok(acc) => acc,
             Err(e) => {
@@ -304,18 +309,53 @@ impl Core {
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let mut acc = Accumulator::default();
+            let mut redactor = crate::core::redaction::TurnRedactor::new();
             let mut batch = Vec::with_capacity(256);
-            while stream.recv_many(&mut batch, 256).await > 0 {
-                for e in &batch {
+            let mut clean = Vec::with_capacity(256);
+            let store = |events: &[EventKind], acc: &mut Accumulator| {
+                for e in events {
                     acc.add(e);
                 }
-                match inner.store.append_events(&task_id, &batch) {
+                match inner.store.append_events(&task_id, events) {
                     Ok(stored) => inner.fanout.publish(&stored),
                     Err(e) => {
                         tracing::error!(task = %task_id, error = %e, "could not store events")
                     }
                 }
-                batch.clear();
+            };
+            // What the agent printed is redacted here, before anything stores or relays it.
+            loop {
+                let got = if redactor.holds() {
+                    let next = stream.recv_many(&mut batch, 256);
+                    match tokio::time::timeout(crate::core::redaction::RELEASE_AFTER, next).await {
+                        Ok(got) => got,
+                        Err(_) => {
+                            // The agent went quiet inside a word: relay what is held.
+                            redactor.release(&mut clean);
+                            if !clean.is_empty() {
+                                store(&clean, &mut acc);
+                                clean.clear();
+                            }
+                            continue;
+                        }
+                    }
+                } else {
+                    stream.recv_many(&mut batch, 256).await
+                };
+                if got == 0 {
+                    break;
+                }
+                for e in batch.drain(..) {
+                    redactor.take(e, &mut clean);
+                }
+                if !clean.is_empty() {
+                    store(&clean, &mut acc);
+                    clean.clear();
+                }
+            }
+            redactor.finish(&mut clean);
+            if !clean.is_empty() {
+                store(&clean, &mut acc);
             }
             acc
         })
@@ -358,7 +398,7 @@ impl Core {
                 }
                 Ok(o) => TurnResult::Completed { stop_reason: o.stop_reason, usage: o.usage },
                 Err(e) if is_canceled(stop) => {
-                    tracing::debug!(error = %e, "turn failed after cancel");
+                    tracing::debug!(error = %crate::core::redaction::hide_error(e).detail(), "turn failed after cancel");
                     TurnResult::Canceled { stop_reason: None, usage: None }
                 }
                 Err(e) => TurnResult::Failed(e),

@@ -26,6 +26,29 @@ impl Turn<'_> {
         lock(&self.shared.client).fs.write_text_file
     }
 
+    /// Sends `text` back in pieces of 5 bytes (whole characters), each piece as an answer chunk
+    /// and then as a reasoning chunk: both streams carry all of it, interleaved.
+    fn recite(&self, text: &str) -> Result<(), Error> {
+        let mut pieces = Vec::new();
+        let mut piece = String::new();
+        for c in text.chars() {
+            piece.push(c);
+            if piece.len() >= 5 {
+                pieces.push(std::mem::take(&mut piece));
+            }
+        }
+        pieces.extend((!piece.is_empty()).then_some(piece));
+        for piece in pieces {
+            self.update(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                text_block(piece.clone()),
+            )))?;
+            self.update(SessionUpdate::AgentThoughtChunk(ContentChunk::new(
+                text_block(piece),
+            )))?;
+        }
+        Ok(())
+    }
+
     /// Reads a text file, through the client when it offers `fs/read_text_file`.
     async fn read_text(&self, path: &Path) -> Result<String, FileError> {
         if self.fs_read() {
@@ -213,6 +236,16 @@ impl Turn<'_> {
                         Ok(Outcome { report, end: None })
                     }
                     Err(why) => self.fail(&id, &title, &why.to_string()),
+                }
+            }
+            Instruction::Recite { path } => {
+                let path = resolve(cwd, &path);
+                match self.read_text(&path).await {
+                    Ok(text) => {
+                        self.recite(&text)?;
+                        Ok(Outcome::line(format!("- {title}: {} bytes.", text.len())))
+                    }
+                    Err(why) => Ok(Outcome::line(format!("- {title}: {why}."))),
                 }
             }
             Instruction::Plan { text } => self.propose_plan(&title, &text).await,
