@@ -236,6 +236,8 @@ error_codes! {
     AgyIoFailed => "AGY_IO_FAILED",
     /// `agy` denied a selected MCP tool because its own `mcp(<server>/<tool>)` permission is not granted in its settings.
     AgyMcpPermissionRequired => "AGY_MCP_PERMISSION_REQUIRED",
+    /// A git process Legate ran could not be shown gone after it was stopped; its copy is blocked (no turn, preview, test, integration or discard) until the marker in its baseline is removed.
+    GitCleanupUnverified => "GIT_CLEANUP_UNVERIFIED",
 }
 
 impl ErrorCode {
