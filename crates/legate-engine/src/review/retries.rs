@@ -399,3 +399,45 @@ impl Looping {
         Ok(Some(next.id))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running() -> TestRetries {
+        TestRetries {
+            retries: 2,
+            state: RetriesState::Running,
+            attempts: Vec::new(),
+            continuation_task_ids: vec!["t2".into()],
+            final_sha256: "s".into(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_running_loop_no_longer_alive_reads_as_ended_by_a_restart() {
+        let origin = TaskId("retries-origin-gone".into());
+        let seen = running().seen_from(&origin);
+        assert_eq!(seen.state, RetriesState::Ended);
+        assert_eq!(seen.error.map(|e| e.code), Some(ErrorCode::ServerRestarted));
+
+        let alive_origin = TaskId("retries-origin-alive".into());
+        alive()
+            .get_or_insert_with(HashMap::new)
+            .insert(alive_origin.clone(), watch::Sender::new(running()));
+        assert_eq!(
+            running().seen_from(&alive_origin).state,
+            RetriesState::Running
+        );
+        if let Some(s) = alive().as_mut() {
+            s.remove(&alive_origin);
+        }
+    }
+
+    #[test]
+    fn retries_beyond_three_are_invalid_input() {
+        assert!(check_retries(3).is_ok());
+        assert_eq!(check_retries(4).unwrap_err().code, ErrorCode::InvalidInput);
+    }
+}
