@@ -215,10 +215,10 @@ async def retries_flow(session, project):
     assert sorted(f["path"] for f in preview["files"]) == ["fixed.txt", "one.txt"], preview
     assert [t["passed"] for t in preview["tests"]] == [False, True], preview["tests"]
 
-    # The fix turn saw the command and its output as data, its credential line redacted.
-    result = await call(session, "result", {"taskId": fix})
-    text = json.dumps(result)
-    assert FAKE_TOKEN not in text, "the fake credential reached the fix turn"
+    # The fix turn saw the command and its output as data, its credential lines redacted.
+    for tool in ("status", "result"):
+        text = json.dumps(await call(session, tool, {"taskId": fix}))
+        assert FAKE_TOKEN not in text, f"the fake credential reached the fix turn's {tool}"
 
     final = {"taskId": fix, "expectedSha256": loop["finalSha256"]}
     verified = await call(session, "verify", {**final, "reviews": []})
