@@ -238,6 +238,8 @@ error_codes! {
     AgyMcpPermissionRequired => "AGY_MCP_PERMISSION_REQUIRED",
     /// A copy needs git 2.32 or later on `PATH`, and the git found is older or does not run.
     GitUnsupported => "GIT_UNSUPPORTED",
+    /// A git process Legate ran could not be shown gone after it was stopped; its copy is blocked (no turn, preview, test, integration or discard) until the marker in its baseline is removed.
+    GitCleanupUnverified => "GIT_CLEANUP_UNVERIFIED",
 }
 
 impl ErrorCode {

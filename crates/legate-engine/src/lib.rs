@@ -110,8 +110,9 @@ pub use report::CONTRACT_HEAD;
 /// `engine.reviews()`.
 pub use review::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, CopyHandle,
-    CopyStatus, IntegrationRecord, IntegrationRecovery, PatchRead, PatchRecord, PreviewReport,
-    ReportedTest, ReviewConfig, ReviewRecord, Reviews, TestEvidence, TestSource, TestStatus,
+    CopyStatus, IntegrationRecord, IntegrationRecovery, MAX_TEST_RETRIES, PatchRead, PatchRecord,
+    PreviewReport, ReportedTest, RetriesState, RetryAttempt, ReviewConfig, ReviewRecord, Reviews,
+    TestEvidence, TestRetries, TestRun, TestSource, TestStatus,
 };
 /// `engine.roles()`.
 pub use roles::{RoleDefaults, RoleInfo, RoleSpec, Roles};

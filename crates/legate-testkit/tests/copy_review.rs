@@ -515,3 +515,33 @@ async fn a_journal_no_task_owns_is_never_recovered() {
     }
     h.engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_whose_git_could_not_be_shown_gone_is_refused_and_kept() {
+    let h = harness(|_| {});
+    let (id, sha) = verified_task(&h).await;
+    // A git run of this copy could not be shown gone (see legate-workspace's git_cleanup
+    // test for how the marker comes to be): its baseline carries the marker.
+    let baseline = h.home().join("baselines").join(&id);
+    assert!(baseline.is_dir(), "{}", baseline.display());
+    std::fs::write(baseline.join(legate_workspace::CLEANUP_MARKER), "git add\n").unwrap();
+    let refused = |r: Result<(), legate_core::Error>| {
+        assert_eq!(r.unwrap_err().code, ErrorCode::GitCleanupUnverified);
+    };
+    let reviews = h.engine.reviews();
+    refused(reviews.preview(&id).await.map(drop));
+    refused(reviews.integrate(&id, Some(&sha), None).await.map(drop));
+    refused(reviews.discard(&id).await.map(drop));
+    // The sweep keeps it however old, and the original is untouched.
+    let swept = reviews.cleanup().await.unwrap();
+    assert!(!swept.removed.contains(&id), "{swept:?}");
+    assert!(baseline.is_dir());
+    assert_eq!(
+        std::fs::read_to_string(h.project().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    // Removing the marker (once the process is ended) lifts the block.
+    std::fs::remove_file(baseline.join(legate_workspace::CLEANUP_MARKER)).unwrap();
+    reviews.integrate(&id, Some(&sha), None).await.unwrap();
+    h.engine.shutdown().await;
+}

@@ -165,7 +165,8 @@ impl Baseline {
     }
 
     /// Opens an existing baseline; `COPY_UNAVAILABLE` when `dir` or `copy` is gone or is not
-    /// a plain directory.
+    /// a plain directory, `GIT_CLEANUP_UNVERIFIED` while a git process of the copy could not
+    /// be shown gone (see `git_run`).
     pub fn open(dir: &Path, copy: &Path) -> Result<Baseline, Error> {
         for (what, d) in [("baseline", dir), ("copy", copy)] {
             let ok = fs::symlink_metadata(d)
@@ -181,6 +182,7 @@ impl Baseline {
                 ));
             }
         }
+        crate::git_run::check_unblocked(dir)?;
         let b = Baseline {
             dir: dir.to_path_buf(),
             copy: copy.to_path_buf(),
@@ -241,7 +243,8 @@ impl Baseline {
     }
 
     /// Takes this copy's lock, waiting at most two seconds; `COPY_BUSY` when another operation
-    /// holds it longer.
+    /// holds it longer, `GIT_CLEANUP_UNVERIFIED` once the copy is blocked (checked again under
+    /// the lock, as the operation that held it may have blocked it).
     /// The lock is released when the returned file is dropped (or the process dies).
     pub fn lock(&self) -> Result<File, Error> {
         let f = OpenOptions::new()
@@ -260,7 +263,7 @@ impl Baseline {
         let deadline = std::time::Instant::now() + LOCK_GRACE;
         loop {
             match f.try_lock() {
-                Ok(()) => return Ok(f),
+                Ok(()) => return crate::git_run::check_unblocked(&self.dir).map(|()| f),
                 Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }

@@ -16,7 +16,6 @@
 
 use legate_core::{Error, ErrorCode};
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -110,7 +109,7 @@ impl Git {
     }
 
     pub(crate) fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("git");
+        let mut cmd = Command::new(crate::git_run::git_bounds().program);
         let private = self.git_dir.is_some();
         if private {
             cmd.env_clear();
@@ -195,42 +194,12 @@ impl Git {
         self.run_input(args, None)
     }
 
-    /// Runs git with `input` on stdin.
+    /// Runs git with `input` on stdin, within the bounds of `git_run` (its own process group,
+    /// a time limit, its end proven; `GIT_CLEANUP_UNVERIFIED` and a blocked copy otherwise).
     pub(crate) fn run_input(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Error> {
-        let mut cmd = self.command(args);
-        cmd.stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| {
-            Error::caused_by(
-                ErrorCode::Internal,
-                "git could not be started (is it installed?)",
-                e,
-            )
-        })?;
-        let writer = match (input, child.stdin.take()) {
-            (Some(bytes), Some(mut stdin)) => {
-                let bytes = bytes.to_vec();
-                Some(std::thread::spawn(move || {
-                    let _ = stdin.write_all(&bytes);
-                }))
-            }
-            _ => None,
-        };
-        let out = child.wait_with_output().map_err(|e| {
-            Error::caused_by(
-                ErrorCode::Internal,
-                format!("git {} failed", args.join(" ")),
-                e,
-            )
-        })?;
-        if let Some(w) = writer {
-            let _ = w.join();
-        }
+        let what = args.first().copied().unwrap_or("");
+        let baseline = self.git_dir.as_deref().and_then(Path::parent);
+        let out = crate::git_run::run(self.command(args), input, what, baseline)?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let last = stderr.lines().rev().find(|l| !l.trim().is_empty());

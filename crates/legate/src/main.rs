@@ -231,6 +231,10 @@ enum Command {
         /// The patch sha256 to test (default: the current patch's).
         #[arg(long)]
         sha256: Option<String>,
+        /// Fix turns allowed when the command fails (0 to 3): the task's agent is shown the
+        /// failure in the same copy, then the command runs again; waits for the last.
+        #[arg(long, default_value_t = 0)]
+        retries: u8,
         /// The executable and its arguments, after `--`.
         #[arg(last = true, required = true, num_args = 1..)]
         command: Vec<String>,
@@ -439,10 +443,11 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             id,
             timeout,
             sha256,
+            retries,
             command,
         } => {
             with_engine(config, |e| async move {
-                review::test(&e, &id, command, timeout, sha256).await
+                review::test(&e, &id, command, timeout, sha256, retries).await
             })
             .await
         }

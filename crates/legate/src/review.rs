@@ -157,13 +157,14 @@ pub async fn verify(
     })
 }
 
-/// `legate test ID [--timeout S] [--sha256 S] -- CMD ARGS…`.
+/// `legate test ID [--timeout S] [--sha256 S] [--retries N] -- CMD ARGS…`.
 pub async fn test(
     engine: &Engine,
     id: &str,
     command: Vec<String>,
     timeout: Option<u64>,
     sha: Option<String>,
+    retries: u8,
 ) -> Result<ExitCode> {
     let mut parts = command.into_iter();
     let executable = parts
@@ -173,20 +174,55 @@ pub async fn test(
         Some(s) => s,
         None => engine.reviews().preview(id).await?.patch.sha256,
     };
-    let evidence = engine
+    let (evidence, run) = engine
         .reviews()
-        .test(
+        .test_retrying(
             id,
             &sha,
-            TestCommand {
-                executable,
-                args: parts.collect(),
+            legate_engine::TestRun {
+                command: TestCommand {
+                    executable,
+                    args: parts.collect(),
+                },
+                timeout: timeout.map(Duration::from_secs),
+                selection: None,
             },
-            timeout.map(Duration::from_secs),
+            retries,
         )
         .await?;
     print_evidence(&evidence)?;
-    Ok(if evidence.passed {
+    let Some(run) = run else {
+        return Ok(if evidence.passed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    };
+    let run = match run.continuation_task_ids.is_empty() {
+        true => run,
+        false => {
+            out!(
+                "fix turns started: {} (waiting)",
+                run.continuation_task_ids.join(", ")
+            )?;
+            engine.reviews().wait_retries(id).await?.unwrap_or(run)
+        }
+    };
+    for a in &run.attempts {
+        out!(
+            "attempt {} on task {}: test #{} {} (sha256 {})",
+            a.attempt,
+            a.task_id,
+            a.test_id,
+            if a.passed { "passed" } else { "failed" },
+            a.sha256
+        )?;
+    }
+    out!("retries {}; final sha256 {}", run.state, run.final_sha256)?;
+    if let Some(e) = &run.error {
+        eprintln!("{}: {}", e.code, e.message);
+    }
+    Ok(if run.state == legate_engine::RetriesState::Passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -96,6 +96,15 @@ fn turn_of(record: &ReviewRecord) -> u32 {
 }
 
 impl Chain {
+    /// The latest `test` with retries called on a task of this copy, as the caller should
+    /// read it (see `retries`).
+    pub(crate) fn test_retries(&self) -> Option<super::TestRetries> {
+        self.entries
+            .iter()
+            .rev()
+            .find_map(|(task, record)| record.test_retries.clone().map(|r| r.seen_from(&task.id)))
+    }
+
     /// The copy's status.
     pub(crate) fn status(&self) -> CopyStatus {
         if self.entries.iter().any(|(_, r)| r.integration.is_some()) {

@@ -68,6 +68,11 @@ impl Core {
                 }
                 Err(_) => continue,
             }
+            // A copy a git process may still hold is never removed (`GIT_CLEANUP_UNVERIFIED`).
+            if blocked(&record.baseline_directory) {
+                report.kept += 1;
+                continue;
+            }
             let touched = record.touched_at.0.max(task.updated_at.0);
             let age_ms = now.0.saturating_sub(touched);
             // Half made (the process died while copying, or the baseline is gone), or
@@ -115,6 +120,9 @@ impl Core {
         for parent in [paths.copies(), paths.baselines()] {
             for (name, path, _) in legate_workspace::entries(&parent) {
                 if !is_task_id(&name) || in_use.contains(&name) {
+                    continue;
+                }
+                if blocked(&paths.baselines().join(&name)) {
                     continue;
                 }
                 if self.store().task(&TaskId(name.clone()))?.is_none() {
@@ -201,11 +209,12 @@ impl Reviews {
         }
         // A copy is discarded through its current task only, never under a later turn.
         self.core.check_current(&task)?;
-        // Wait for no one: a copy in use is not discarded.
-        let lock = Baseline::open(&record.baseline_directory, &record.copy_directory)
-            .ok()
-            .map(|b| b.lock())
-            .transpose()?;
+        // Wait for no one: a copy in use is not discarded, nor one a git process may still
+        // hold (`GIT_CLEANUP_UNVERIFIED`).
+        let lock = match Baseline::open(&record.baseline_directory, &record.copy_directory) {
+            Err(e) if e.code == ErrorCode::GitCleanupUnverified => return Err(e),
+            opened => opened.ok().map(|b| b.lock()).transpose()?,
+        };
         self.core.check_current(&task)?;
         self.core.remove_record_dirs(&record).await?;
         drop(lock);
@@ -230,6 +239,12 @@ impl Reviews {
     pub async fn cleanup(&self) -> Result<CleanupReport> {
         self.core.cleanup().await
     }
+}
+
+/// Whether the baseline directory `dir` carries the marker of a git process that could not be
+/// shown gone.
+fn blocked(dir: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(dir.join(legate_workspace::CLEANUP_MARKER)).is_ok()
 }
 
 /// Whether `name` looks like a task id (a UUID), so the sweep never touches anything else.

@@ -33,6 +33,7 @@ mod integrate;
 mod preview;
 mod received;
 mod records;
+mod retries;
 mod test_gate;
 
 pub(crate) use chain::{ContinuedCopy, NextCopy};
@@ -43,6 +44,7 @@ pub use records::{
     IntegrationRecovery, PatchRead, PatchRecord, PreviewReport, ReportedTest, ReviewConfig,
     ReviewRecord, TestEvidence, TestSource, TestStatus,
 };
+pub use retries::{MAX_TEST_RETRIES, RetriesState, RetryAttempt, TestRetries, TestRun};
 
 use crate::core::Core;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId};
@@ -152,6 +154,9 @@ impl Core {
         // Under the lock: a later turn enters the copy only under it, so a task found current
         // here stays current until the lock is let go.
         self.check_current(&task)?;
+        // Read again under the lock: an operation that held it (a test the engine ran, say)
+        // may have stored evidence since, which writing the record back must keep.
+        let record = self.record(&task.id)?;
         Ok(Opened {
             task,
             record,

@@ -45,6 +45,7 @@ impl Core {
                 evidence: t.clone(),
             })
             .collect();
+        let test_retries = self.chain_of(&o.task)?.test_retries();
         let patch = PatchRecord::from(&preview);
         o.record.patch = Some(patch.clone());
         o.record.touched_at = Timestamp::now();
@@ -58,6 +59,7 @@ impl Core {
             verification: o.record.verification.clone(),
             stale,
             tests,
+            test_retries,
             integration: o.record.integration.clone(),
             recoveries: o.record.recoveries.clone(),
         })

@@ -235,6 +235,10 @@ pub struct ReviewRecord {
     /// that a handoff stages the very packages and hashes this task had.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<legate_workspace::StagedSkill>,
+    /// A `test` with retries called on this task: its attempts and fix turns (see
+    /// `retries`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_retries: Option<super::TestRetries>,
 }
 
 impl ReviewRecord {
@@ -268,6 +272,7 @@ impl ReviewRecord {
             before_turn: None,
             received: None,
             skills: Vec::new(),
+            test_retries: None,
         }
     }
 }
@@ -306,6 +311,9 @@ pub struct PreviewReport {
     pub stale: Option<String>,
     /// Test records, each with whether it still matches the patch.
     pub tests: Vec<TestStatus>,
+    /// The latest `test` with retries on this copy, as it stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_retries: Option<super::TestRetries>,
     /// The integration, once done.
     pub integration: Option<IntegrationRecord>,
     /// Integrations a crash interrupted, and which way recovery finished each, oldest first.

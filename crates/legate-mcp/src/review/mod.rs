@@ -70,6 +70,7 @@ pub async fn preview(engine: &Engine, args: PreviewArgs) -> Result<PreviewOut> {
             .iter()
             .map(|t| TestRecordOut::new(&t.evidence, Some(t.stale)))
             .collect(),
+        test_retries: p.test_retries,
         integration: p.integration,
         patch,
     })
@@ -112,19 +113,23 @@ pub async fn test(engine: &Engine, args: TestArgs) -> Result<TestOut> {
         .map(|s| in_range("timeoutSeconds", s, 1, max).map(Duration::from_secs))
         .transpose()?;
     let task = engine.task(&args.task_id)?;
-    let e = engine
+    let (e, retries) = engine
         .reviews()
-        .test_in(
+        .test_retrying(
             task.id.as_str(),
             &args.expected_sha256,
-            args.command,
-            timeout,
-            args.sandbox,
+            legate_engine::TestRun {
+                command: args.command,
+                timeout,
+                selection: args.sandbox,
+            },
+            args.retries.unwrap_or(0),
         )
         .await?;
     Ok(TestOut {
         task_id: task.id.to_string(),
         record: TestRecordOut::new(&e, None),
+        retries,
     })
 }
 
@@ -146,6 +151,7 @@ pub async fn record_test(engine: &Engine, args: RecordTestArgs) -> Result<TestOu
     Ok(TestOut {
         task_id: task.id.to_string(),
         record: TestRecordOut::new(&e, None),
+        retries: None,
     })
 }
 

@@ -96,6 +96,14 @@ pub struct TestArgs {
     /// network, children allowed). SANDBOX_SELECTION_DENIED outside the ceiling.
     #[serde(default)]
     pub sandbox: Option<legate_engine::SandboxSelection>,
+    /// Fix turns allowed when the command fails, 0 to 3 (default 0). With 1 or more and a
+    /// failing command, Legate starts a turn of this task's agent in the same copy, shown the
+    /// command and the end of its output, then runs the command again, up to this many times,
+    /// in the background: this call answers at once with `retries` (the first fix turn's id
+    /// to `wait` on); `preview` of the copy's latest task shows `testRetries` until it is no
+    /// longer `running`. Refused (INVALID_INPUT) on a read-only task.
+    #[serde(default)]
+    pub retries: Option<u8>,
 }
 
 /// `record_test`.
@@ -259,6 +267,11 @@ pub struct TestOut {
     /// The record (returned whether the command passed or not).
     #[serde(flatten)]
     pub record: TestRecordOut,
+    /// With `retries` above 0: the attempts so far (this first one), the fix turns started
+    /// (`continuationTaskIds`: wait on the last, then preview its task), the state and the
+    /// patch sha256 the latest record binds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<legate_engine::TestRetries>,
 }
 
 /// `integrate`.
@@ -301,6 +314,10 @@ pub struct PreviewOut {
     pub stale: Option<String>,
     /// Test records, oldest first, each with whether it is stale.
     pub tests: Vec<TestRecordOut>,
+    /// The latest `test` with retries on this copy: `running` while a fix turn or its test
+    /// runs, then `passed`, `failed` or `ended` (with its error, e.g. SERVER_RESTARTED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_retries: Option<legate_engine::TestRetries>,
     /// The integration, once done.
     pub integration: Option<IntegrationRecord>,
     /// The whole patch, when includePatch was true and it is at most 50,000 bytes (its
