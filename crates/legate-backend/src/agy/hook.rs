@@ -159,38 +159,47 @@ fn check_path(policy: &Policy, path: &str, writes: bool) -> Verdict {
     let Ok(rel) = full.strip_prefix(&policy.root) else {
         return deny("TOOL_NOT_ALLOWED: the path is outside the task's copy");
     };
-    let parts: Vec<String> = rel
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
-            _ => None,
-        })
-        .collect();
-    // A link on the way must not lead out: the longest part that exists, resolved.
+    // A link on the way must not lead out: the longest part that exists (a dangling link
+    // counts, and cannot be resolved), resolved.
     let mut existing = full.clone();
-    while !existing.exists() {
+    while std::fs::symlink_metadata(&existing).is_err() {
         if !existing.pop() {
             break;
         }
     }
-    match std::fs::canonicalize(&existing) {
-        Ok(real) if real.starts_with(&policy.root) => {}
+    let real = match std::fs::canonicalize(&existing) {
+        Ok(real) if real.starts_with(&policy.root) => real,
         _ => return deny("TOOL_NOT_ALLOWED: the path leads outside the task's copy"),
-    }
-    if parts
-        .first()
-        .is_some_and(|f| f.eq_ignore_ascii_case(".agents"))
-    {
-        let in_skills = parts
-            .get(1)
-            .is_some_and(|s| s.eq_ignore_ascii_case("skills"));
-        if writes || !in_skills {
+    };
+    // `.agents/` is checked as named and as resolved (a link to it is the same place).
+    let resolved = real.strip_prefix(&policy.root).unwrap_or(Path::new(""));
+    for rel in [rel, resolved] {
+        if touches_agents(rel, writes) {
             return deny(
                 "TOOL_NOT_ALLOWED: .agents/ holds Legate's configuration for this task; only .agents/skills/ may be read",
             );
         }
     }
     Verdict::Allow
+}
+
+/// Whether `rel` (relative to the copy) is in `.agents/`, in any letter case, where a write
+/// is never allowed and a read only in `.agents/skills/`.
+fn touches_agents(rel: &Path, writes: bool) -> bool {
+    let mut parts = rel.components().filter_map(|c| match c {
+        Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+        _ => None,
+    });
+    if !parts
+        .next()
+        .is_some_and(|f| f.eq_ignore_ascii_case(".agents"))
+    {
+        return false;
+    }
+    let in_skills = parts
+        .next()
+        .is_some_and(|s| s.eq_ignore_ascii_case("skills"));
+    writes || !in_skills
 }
 
 /// The hex SHA-256 of `bytes`.

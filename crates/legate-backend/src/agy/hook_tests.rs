@@ -115,6 +115,26 @@ fn writes_need_the_tool_a_writable_task_and_a_path_outside_agents() {
         "write_to_file",
         &json!({"path": ".agents/skills/x/SKILL.md"})
     )));
+    // A link inside the copy that leads to .agents/ is .agents/.
+    std::fs::create_dir(dir.path().join(".agents")).unwrap();
+    std::fs::write(dir.path().join(".agents/hooks.json"), "{}").unwrap();
+    std::os::unix::fs::symlink(".agents", dir.path().join("cfg")).unwrap();
+    assert!(denied(&decide(
+        &p,
+        "write_to_file",
+        &json!({"path": "cfg/hooks.json"})
+    )));
+    assert!(denied(&decide(
+        &p,
+        "view_file",
+        &json!({"path": "cfg/hooks.json"})
+    )));
+    std::os::unix::fs::symlink("/nonexistent-dir/new", dir.path().join("dangling")).unwrap();
+    assert!(denied(&decide(
+        &p,
+        "write_to_file",
+        &json!({"path": "dangling"})
+    )));
     let ro = policy(dir.path(), &all, true);
     assert!(denied(&decide(
         &ro,
