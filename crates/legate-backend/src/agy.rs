@@ -23,6 +23,9 @@
 //! * `crate::cleanup` (shared with the ACP driver): workspaces blocked after a run whose
 //!   process group could not be shown gone;
 //! * `run`: one process: spawn, stdin, stdout/stderr, stop (SIGINT, SIGKILL after 3 s), verify;
+//! * `staging`: a task's tool controls staged in its copy (the policy outside it,
+//!   `.agents/hooks.json` and `.agents/mcp_config.json`), checked unchanged after the turn;
+//!   `hook`: what `legate agy-hook`, the staged PreToolUse hook, decides for one tool call;
 //! * `backend`: [`AgyBackend`] and [`AgySession`]; `turn_steps`: what a turn does before and
 //!   after its process (supervision check, model, schema argument, usage, failure);
 //!
@@ -33,9 +36,11 @@ mod args;
 mod backend;
 mod confine;
 mod discovery;
+pub mod hook;
 mod models;
 mod ndjson;
 mod run;
+pub mod staging;
 mod translate;
 mod turn_steps;
 mod turns;

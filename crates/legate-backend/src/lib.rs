@@ -230,6 +230,11 @@ pub struct Capabilities {
     /// When false, a task naming `allowedTools` or `mcpServers`, or under a configured
     /// ceiling, is refused (`TOOL_NOT_ALLOWED`), never run unchecked.
     pub tool_controls: bool,
+    /// Whether the task's tool controls hold in a copy workspace only, through hooks the
+    /// backend stages in the copy (agy: `.agents/hooks.json` and `.agents/mcp_config.json`),
+    /// when [`Capabilities::tool_controls`] is false. A controlled task in any other
+    /// workspace is refused (`TOOL_NOT_ALLOWED`).
+    pub copy_tool_controls: bool,
 }
 
 /// Cancels the running turn of a session from another task.

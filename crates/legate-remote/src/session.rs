@@ -164,6 +164,7 @@ impl Backend for A2aBackend {
             default_preset: legate_supervisor::Preset::generic(),
             reattach: true,
             tool_controls: false,
+            copy_tool_controls: false,
         }
     }
 

@@ -47,7 +47,17 @@
 //! | `stepusage` | usage only in `step_update` events, none in `result` |
 //! | `stubborn` | becomes a shell ignoring `SIGINT` that prints `init`, then `sleep 600` (only `SIGKILL` stops it) |
 //! | `mcp-denied` | agy's own line on stderr saying it denied an MCP call for want of its `"mcp"` permission in headless mode, then a `SUCCESS` result (what real agy does) |
+//! | `tools: <call>; <call>…` | each call a tool step, asked of the PreToolUse hooks in `.agents/hooks.json` first (below): `view_file <path>`, `write_to_file <path> <text>`, `call_mcp_tool <server>/<tool>` (which also needs the server in `.agents/mcp_config.json` and the tool not in its `disabledTools`) |
 //! | `orphan` | starts `sleep 600` in a new session (`setsid`) ignoring `SIGINT`, with its pid in `<state dir>/orphan.pid`, then answers and exits |
+//!
+//! # Hooks (`tools:`)
+//!
+//! Before each tool call of `tools:`, every PreToolUse hook of `.agents/hooks.json` (in cwd)
+//! whose `matcher` is `*` or the tool's name runs as `sh -c <command>`, with
+//! `{"hook_event_name":"PreToolUse","tool_name":…,"tool_input":…,"cwd":…}` on stdin; the call
+//! runs only when each exits 0 without printing `"decision":"deny"`. A hooks file that is not
+//! JSON denies every call. The answer lists each call's outcome, `; `-separated:
+//! `<tool> <arg>: done`, `denied: <reason>` or `failed: <why>`.
 //!
 //! With `--json-schema <json or file>` (the schema must be JSON; a file is read), the
 //! `result` carries `structured_output`: an object with each of the schema's `properties`
@@ -409,7 +419,21 @@ impl Run {
                     format!("did not write {name}")
                 };
             }
+            "tools" => {
+                let outcomes: Vec<String> = rest
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(|call| self.tool_call(&cwd, call))
+                    .collect();
+                response = outcomes.join("; ");
+            }
             "write-outside" => {
+                // The path is the first line: Legate frames the prompt with lines of its own.
+                let rest = rest.lines().next().unwrap_or("").trim().to_string();
                 self.emit(&json!({"event": "step_update", "step_update": {"step_type": "tool", "state": "RUNNING", "tool_name": "write_file", "tool_info": {"name": "write_file", "parameters": {"path": rest}}}}));
                 let written = std::fs::write(&rest, "written by fake-agy without asking\n");
                 let output = match &written {
@@ -464,6 +488,117 @@ impl Run {
         }
         self.emit(&json!({"event": "result", "result": result}));
         1
+    }
+}
+
+impl Run {
+    /// One call of `tools:`: asked of the hooks, then run; its outcome.
+    fn tool_call(&self, cwd: &Path, call: &str) -> String {
+        let mut words = call.splitn(3, ' ');
+        let tool = words.next().unwrap_or("");
+        let arg = words.next().unwrap_or("");
+        let text = words.next().unwrap_or("");
+        let input = match tool {
+            "view_file" => json!({"AbsolutePath": arg}),
+            "write_to_file" => json!({"TargetFile": arg, "CodeContent": text}),
+            "call_mcp_tool" => {
+                let (server, name) = arg.split_once('/').unwrap_or((arg, ""));
+                json!({"ServerName": server, "ToolName": name})
+            }
+            _ => json!({}),
+        };
+        self.emit(&json!({"event": "step_update", "step_update": {"step_type": "tool", "state": "RUNNING", "tool_name": tool, "tool_info": {"name": tool, "parameters": input}}}));
+        let outcome = match ask_hooks(cwd, tool, &input) {
+            Err(reason) => format!("denied: {reason}"),
+            Ok(()) => match perform(cwd, tool, arg, text, self.plan) {
+                Ok(()) => "done".to_string(),
+                Err(e) => format!("failed: {e}"),
+            },
+        };
+        let state = if outcome == "done" { "DONE" } else { "ERROR" };
+        self.emit(&json!({"event": "step_update", "step_update": {"step_type": "tool", "state": state, "tool_name": tool, "tool_info": {"name": tool, "output": outcome}}}));
+        format!("{tool} {arg}: {outcome}")
+    }
+}
+
+/// The PreToolUse hooks of `cwd/.agents/hooks.json` asked about one call: `Err` with the
+/// reason when one denies it (or the file is not JSON).
+fn ask_hooks(cwd: &Path, tool: &str, input: &Value) -> Result<(), String> {
+    let Ok(text) = std::fs::read_to_string(cwd.join(".agents/hooks.json")) else {
+        return Ok(());
+    };
+    let hooks: Value =
+        serde_json::from_str(&text).map_err(|_| "the hooks file is not JSON".to_string())?;
+    let event = json!({"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": cwd});
+    for group in hooks["hooks"]["PreToolUse"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let matcher = group["matcher"].as_str().unwrap_or("*");
+        if matcher != "*" && matcher != tool {
+            continue;
+        }
+        for hook in group["hooks"].as_array().into_iter().flatten() {
+            let Some(command) = hook["command"].as_str() else {
+                continue;
+            };
+            let child = std::process::Command::new("sh")
+                .args(["-c", command])
+                .current_dir(cwd)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn();
+            let mut child = child.map_err(|e| format!("the hook could not start: {e}"))?;
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(event.to_string().as_bytes());
+            }
+            let out = child
+                .wait_with_output()
+                .map_err(|e| format!("the hook failed: {e}"))?;
+            let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            if !out.status.success() || answer["decision"] == "deny" {
+                let reason = answer["reason"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| String::from_utf8_lossy(&out.stderr).trim().to_string());
+                return Err(reason);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one allowed call of `tools:`.
+fn perform(cwd: &Path, tool: &str, arg: &str, text: &str, plan: bool) -> Result<(), String> {
+    let path = cwd.join(arg);
+    match tool {
+        "view_file" => std::fs::read(&path).map(drop).map_err(|e| e.to_string()),
+        "write_to_file" if plan => Err("plan mode writes nothing".into()),
+        "write_to_file" => {
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            std::fs::write(&path, text).map_err(|e| e.to_string())
+        }
+        "call_mcp_tool" => {
+            let (server, name) = arg.split_once('/').unwrap_or((arg, ""));
+            let config: Value = std::fs::read_to_string(cwd.join(".agents/mcp_config.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(Value::Null);
+            let entry = &config["mcpServers"][server];
+            if entry.is_null() {
+                return Err(format!("no MCP server {server} is configured"));
+            }
+            let disabled = entry["disabledTools"].as_array().into_iter().flatten();
+            if disabled.into_iter().any(|t| t == name) {
+                return Err(format!("{server}/{name} is disabled"));
+            }
+            Ok(())
+        }
+        _ => Err(format!("agy has no tool {tool}")),
     }
 }
 

@@ -492,6 +492,7 @@ impl Backend for RelayBackend {
             default_preset: legate_supervisor::Preset::generic(),
             reattach: true,
             tool_controls: false,
+            copy_tool_controls: false,
         }
     }
 

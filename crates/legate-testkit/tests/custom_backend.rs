@@ -44,6 +44,7 @@ impl Backend for EchoBackend {
             default_preset: Preset::codex(),
             reattach: false,
             tool_controls: false,
+            copy_tool_controls: false,
         }
     }
 

@@ -3,7 +3,7 @@
 //! `TOOL_NOT_ALLOWED` (the caller's list and the configured ceiling alike); an agent that skips
 //! the permission request and writes through `fs/write_text_file` is refused the same way; the
 //! selected catalogue servers reach the agent in `session/new`, and only they; a backend that
-//! cannot enforce the controls (agy) gets the task refused.
+//! cannot enforce the controls (agy outside a copy) gets the task refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -168,7 +168,8 @@ async fn the_configured_ceiling_applies_when_the_caller_names_nothing() {
     // Naming a kind above the ceiling is refused at submit, before anything is stored.
     let e = h.engine.submit(tools(&[ToolKind::Edit])).unwrap_err();
     assert_eq!(e.code, ErrorCode::ToolNotAllowed);
-    // agy's CLI has no flag for tool kinds: under a ceiling its task is refused, not run.
+    // agy holds tool kinds only by hooks staged in a copy: under a ceiling its task in a
+    // sandbox is refused, not run.
     let mut r = SubmitRequest::new("hello");
     r.agent = Some("agy".into());
     let e = h.engine.submit(r).unwrap_err();

@@ -41,10 +41,13 @@ const ATTRIBUTES: &str = "* -text -eol -filter -ident -working-tree-encoding\n";
 
 /// What git leaves out of every copy's patch, whatever the project's own ignore files say:
 /// the skills staging directory, in every letter case, as a file or a directory (see
-/// `skills`). A file the project tracks there stays tracked; nothing new there is ever
+/// `skills`), and the two files Legate stages for agy's tool controls, `.agents/hooks.json`
+/// and `.agents/mcp_config.json` (`legate_backend::agy::staging`). A file the project tracks there stays tracked; nothing new there is ever
 /// staged, so neither a staged skill, nor the agent's change to one, nor a file the agent
 /// adds there reaches a preview, a patch or an integration.
-pub(crate) const EXCLUDE: &str = "/.[aA][gG][eE][nN][tT][sS]/[sS][kK][iI][lL][lL][sS]\n";
+pub(crate) const EXCLUDE: &str = "/.[aA][gG][eE][nN][tT][sS]/[sS][kK][iI][lL][lL][sS]\n\
+/.[aA][gG][eE][nN][tT][sS]/[hH][oO][oO][kK][sS].[jJ][sS][oO][nN]\n\
+/.[aA][gG][eE][nN][tT][sS]/[mM][cC][pP]_[cC][oO][nN][fF][iI][gG].[jJ][sS][oO][nN]\n";
 
 /// A copy's private baseline.
 #[derive(Debug, Clone)]

@@ -262,6 +262,17 @@ enum Command {
         /// Which agent: `revisor`, or `tck` (the A2A TCK profile).
         name: String,
     },
+    /// agy's PreToolUse hook for a task under tool controls: staged by Legate in the copy's
+    /// `.agents/hooks.json`, run by agy with one tool call on stdin (not for people).
+    #[command(hide = true)]
+    AgyHook {
+        /// The task's policy file, outside the copy.
+        #[arg(long)]
+        policy: PathBuf,
+        /// The policy's SHA-256 (hex): a policy that differs is refused.
+        #[arg(long)]
+        sha256: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -270,6 +281,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Agent { name } = &cli.command {
         return run_builtin_agent(name);
+    }
+    // agy's hook decides one tool call from its policy file: no engine, no thread, no log.
+    if let Command::AgyHook { policy, sha256 } = &cli.command {
+        let code = legate_backend::agy::hook::hook_main(policy, sha256);
+        return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     // Then, while this is still the only thread: agents must not read Legate's environment.
     let hardened = harden::process();
@@ -461,9 +477,10 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
             with_engine(config, |e| async move { review::discard(&e, &id).await }).await
         }
         Command::Cleanup => with_engine(config, |e| async move { review::cleanup(&e).await }).await,
-        Command::Agent { .. } | Command::Policy { .. } | Command::CallerSkill(_) => {
-            Ok(ExitCode::from(2))
-        }
+        Command::Agent { .. }
+        | Command::AgyHook { .. }
+        | Command::Policy { .. }
+        | Command::CallerSkill(_) => Ok(ExitCode::from(2)),
     }
 }
 

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     // `cargo test -p legate -- FILTER`: run only when the filter names this test.
-    let name = "legate_run_with_agy_configured_in_legate_toml agy_over_mcp_with_the_python_sdk";
+    let name = "legate_run_with_agy_configured_in_legate_toml agy_over_mcp_with_the_python_sdk agy_tool_controls_over_mcp";
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -42,6 +42,8 @@ fn main() -> ExitCode {
     println!("test legate_run_with_agy_configured_in_legate_toml ... ok");
     agy_over_mcp_with_the_python_sdk();
     println!("test agy_over_mcp_with_the_python_sdk ... ok");
+    agy_tool_controls_over_mcp();
+    println!("test agy_tool_controls_over_mcp ... ok");
     ExitCode::SUCCESS
 }
 
@@ -79,21 +81,7 @@ fn agy_over_mcp_with_the_python_sdk() {
         .concat(),
     )
     .unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/agy_flow.py");
-    let out = std::process::Command::new(python)
-        .arg(&script)
-        .arg(LEGATE)
-        .env("LEGATE_HOME", &home)
-        .env("LEGATE_LOG", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "agy_flow.py failed:\n{}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let r = report(&python, "agy_flow.py", &[Path::new(LEGATE)], &home);
 
     // health: agy models lists models when logged in, a login phrase when not.
     assert_eq!(r["login"]["agy"], true, "{r}");
@@ -130,6 +118,159 @@ fn agy_over_mcp_with_the_python_sdk() {
     // A canceled agy task carries TASK_CANCELED.
     assert_eq!(r["canceled"]["state"], "canceled", "{r}");
     assert_eq!(r["canceled"]["taskError"]["code"], "TASK_CANCELED", "{r}");
+}
+
+/// Runs tests/mcp/agy_tools_flow.py in `phase` against a home whose `legate.toml` is the agy
+/// agent plus `extra`; its report and the home.
+fn tools_flow(phase: &str, extra: &str, dir: &Path) -> (serde_json::Value, std::path::PathBuf) {
+    let python = legate_testkit::python("mcp").unwrap();
+    let fake = std::env::current_exe().unwrap();
+    let home = dir.join(format!("home-{phase}"));
+    std::fs::create_dir_all(&home).unwrap();
+    let agy_home = dir.join("agy-home");
+    let state = agy_home.join(".gemini/antigravity-cli/fake-state");
+    std::fs::write(
+        home.join("legate.toml"),
+        format!(
+            "{extra}\n[agents.agy]\nkind = \"agy\"\ncommand = \"{}\"\nenv = {{ HOME = \"{}\", FAKE_AGY_STATE_DIR = \"{}\", {AS_FAKE} = \"1\" }}\n",
+            fake.display(),
+            agy_home.display(),
+            state.display()
+        ),
+    )
+    .unwrap();
+    let project = dir.join(format!("project-{phase}"));
+    legate_testkit::harness::make_project(&project, &[("README.md", "# Demo\n")]);
+    let policies = home.join("agents/agy/hooks");
+    let args = [Path::new(LEGATE), &project, Path::new(phase), &policies];
+    (report(&python, "agy_tools_flow.py", &args, &home), home)
+}
+
+/// What tests/mcp/`script` printed last (its JSON report), run with `args` against `home`.
+fn report(python: &Path, script: &str, args: &[&Path], home: &Path) -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(script);
+    let out = std::process::Command::new(python)
+        .arg(&path)
+        .args(args)
+        .env("LEGATE_HOME", home)
+        .env("LEGATE_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed:\n{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+/// agy's tool controls (issue 32, item 4) over MCP with the official Python SDK: hooks staged
+/// in the copy refuse what `allowedTools`, `mcpServers` or the ceiling leave out, paths
+/// outside the copy, `..` and writes to Legate's `.agents/` files; `mcp_config.json` carries
+/// the selection with `disabledTools`; neither file reaches the patch; outside a copy the
+/// task is refused. Skips without `python3` unless `LEGATE_REQUIRE_PYTHON` or `CI` is set.
+fn agy_tool_controls_over_mcp() {
+    if legate_testkit::python("mcp").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let catalogue = "[[mcp_servers]]\nid = \"docs\"\ncommand = \"/usr/local/bin/docs-mcp\"\ntools = [{ name = \"search\", read_only = true }, { name = \"publish\", read_only = false }]\n\n[[mcp_servers]]\nid = \"web\"\nurl = \"http://127.0.0.1:9/\"\ntools = [{ name = \"get\", read_only = true }]\n";
+    let (r, home) = tools_flow("select", catalogue, dir.path());
+    let answer = |t: &str| r[t]["answer"].as_str().unwrap().to_string();
+    let outcome = |t: &str, call: &str| {
+        let a = answer(t);
+        a.split("; ")
+            .find(|o| o.starts_with(&format!("{call}:")))
+            .unwrap_or_else(|| panic!("no {call} in {a}"))
+            .to_string()
+    };
+    let done = |t: &str, call: &str| outcome(t, call).ends_with(": done");
+    let denied = |t: &str, call: &str| outcome(t, call).contains("denied: TOOL_NOT_ALLOWED");
+    // allowedTools ["read"]: reading runs, writing does not, nor anything outside the copy.
+    assert_eq!(r["readOnly"]["state"], "completed", "{r}");
+    assert!(done("readOnly", "view_file README.md"), "{r}");
+    assert!(denied("readOnly", "write_to_file new.txt"), "{r}");
+    assert!(denied("readOnly", "view_file /etc/hostname"), "{r}");
+    assert!(denied("readOnly", "view_file sub/../README.md"), "{r}");
+    assert!(
+        denied("readOnly", "view_file .agents/mcp_config.json"),
+        "{r}"
+    );
+    // mcpServers: the selected tool runs; an unselected one or server is refused.
+    assert!(done("readOnly", "call_mcp_tool docs/search"), "{r}");
+    assert!(denied("readOnly", "call_mcp_tool docs/publish"), "{r}");
+    assert!(denied("readOnly", "call_mcp_tool web/get"), "{r}");
+    assert_eq!(r["readOnly"]["changed"], serde_json::json!([]), "{r}");
+    // The MCP configuration staged in the copy: the selected server, the rest disabled.
+    let id = r["readOnly"]["taskId"].as_str().unwrap();
+    let copy = home.join("copies").join(id);
+    let config: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(copy.join(".agents/mcp_config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        config["mcpServers"]["docs"]["disabledTools"],
+        serde_json::json!(["publish"]),
+        "{config}"
+    );
+    assert!(config["mcpServers"].get("web").is_none(), "{config}");
+    let hooks = std::fs::read_to_string(copy.join(".agents/hooks.json")).unwrap();
+    assert!(
+        hooks.contains("agy-hook") && hooks.contains("PreToolUse"),
+        "{hooks}"
+    );
+    // Attacks on the staged files and the policy: refused; only ok.txt reaches the patch.
+    for call in [
+        "write_to_file .agents/hooks.json",
+        "write_to_file .agents/mcp_config.json",
+        "write_to_file ../escape.txt",
+        "write_to_file .AGENTS/hooks.json",
+    ] {
+        assert!(denied("writer", call), "{call}: {r}");
+    }
+    let forged = answer("writer");
+    assert!(
+        forged.contains("forged.json: denied: TOOL_NOT_ALLOWED"),
+        "{forged}"
+    );
+    assert!(done("writer", "write_to_file ok.txt"), "{r}");
+    assert_eq!(r["writer"]["changed"], serde_json::json!(["ok.txt"]), "{r}");
+    let patch = r["writer"]["patch"].as_str().unwrap();
+    assert!(
+        patch.contains("ok.txt") && !patch.contains(".agents"),
+        "{patch}"
+    );
+    assert!(!home.join("copies/escape.txt").exists());
+    // Staged files changed behind the hook's back fail the turn.
+    assert_eq!(r["tampered"]["state"], "failed", "{r}");
+    assert_eq!(
+        r["tampered"]["taskError"]["code"], "TOOL_NOT_ALLOWED",
+        "{r}"
+    );
+    // Outside a copy, the hooks cannot be staged: refused.
+    assert_eq!(r["sandbox"]["code"], "TOOL_NOT_ALLOWED", "{r}");
+    assert!(
+        r["sandbox"]["message"].as_str().unwrap().contains("copy"),
+        "{r}"
+    );
+
+    // A ceiling with no selection: applied to a copy task, refused outside a copy.
+    let (r, _) = tools_flow(
+        "ceiling",
+        "[controls]\nallowed_tools = [\"read\", \"think\"]\n",
+        dir.path(),
+    );
+    let a = r["underCeiling"]["answer"].as_str().unwrap();
+    assert!(a.contains("view_file README.md: done"), "{r}");
+    assert!(
+        a.contains("write_to_file new.txt: denied: TOOL_NOT_ALLOWED"),
+        "{r}"
+    );
+    assert_eq!(r["underCeiling"]["changed"], serde_json::json!([]), "{r}");
+    assert_eq!(r["sandbox"], "TOOL_NOT_ALLOWED", "{r}");
 }
 
 fn legate_run_with_agy_configured_in_legate_toml() {

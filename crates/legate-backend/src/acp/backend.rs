@@ -312,6 +312,7 @@ impl Backend for AcpBackend {
             default_preset: self.default_preset.clone(),
             reattach: false,
             tool_controls: true,
+            copy_tool_controls: false,
         }
     }
 

@@ -84,6 +84,8 @@ pub struct AgySession {
     pub(super) network: Option<Arc<legate_supervisor::network::NetworkRules>>,
     /// The supervision inputs and channel an `ask` about a connection goes to.
     pub(super) supervision: legate_supervisor::Supervision,
+    /// The catalogued MCP servers selected for the context, staged with the tool controls.
+    pub(super) mcp_servers: Vec<legate_core::McpServerSpec>,
     pub(super) channel: Option<Arc<dyn crate::ApprovalChannel>>,
 }
 
@@ -235,6 +237,7 @@ impl AgyBackend {
             blocked: AtomicBool::new(false),
             network,
             supervision: request.supervision,
+            mcp_servers: request.mcp_servers,
             channel: request.channel,
         })
     }
@@ -271,6 +274,7 @@ impl Backend for AgyBackend {
             default_preset: legate_supervisor::Preset::generic(),
             reattach: false,
             tool_controls: false,
+            copy_tool_controls: true,
         }
     }
 
@@ -335,6 +339,14 @@ impl AgentSession for AgySession {
             json_schema: schema.as_ref().map(|s| s.arg.clone()),
         };
         let argv = args::build(&self.discovery.capabilities, &options)?;
+        let staged = super::staging::stage(
+            &self.root,
+            self.state_dir.as_deref(),
+            turn.task_id.as_str(),
+            &self.supervision,
+            &self.mcp_servers,
+            conversation.is_none(),
+        )?;
         sink.send(EventKind::Notice {
             message: format!(
                 "agy {}: {} conversation, model {}",
@@ -411,6 +423,9 @@ impl AgentSession for AgySession {
             self.blocked.store(true, Ordering::SeqCst);
         }
         self.account(&end, model, &sink);
+        if let Some(staged) = &staged {
+            staged.check(&self.root)?;
+        }
         if end.stopped {
             info!(task_id = %turn.task_id, "agy turn stopped");
             return Ok(TurnOutcome {

@@ -102,6 +102,11 @@ impl Fence {
             let schemas = dir.join("schemas");
             private_dir(&schemas)?;
             confinement = confinement.keep_visible(schemas);
+            // So is the policy agy's tool-control hook decides from (`staging`), which it
+            // must read and never write.
+            let hooks = dir.join("hooks");
+            private_dir(&hooks)?;
+            confinement = confinement.keep_visible(hooks);
         }
         Ok(Self {
             confinement,

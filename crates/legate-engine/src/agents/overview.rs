@@ -129,7 +129,12 @@ impl Agents {
             "preflightTokenCount",
             "no command of the agent counts tokens before a run; usage is what the agent reports after it, and a prompt's size in characters is not a token count",
         ));
-        if !caps.tool_controls {
+        if caps.copy_tool_controls && !caps.tool_controls {
+            out.push(limitation(
+                "toolControls",
+                "allowedTools, a configured ceiling of tool kinds and mcpServers are enforced only in a copy workspace, by PreToolUse hooks Legate stages there; such a task in a sandbox or a shared directory is refused with TOOL_NOT_ALLOWED",
+            ));
+        } else if !caps.tool_controls {
             out.push(limitation(
                 "toolControls",
                 "its tool calls are not asked about here, so allowedTools, a configured ceiling of tool kinds and mcpServers cannot be enforced: such a task is refused with TOOL_NOT_ALLOWED",

@@ -7,15 +7,16 @@
 //! unknown tool or a tool not marked read-only on a read-only task `TOOL_NOT_ALLOWED`. The
 //! result is stored with the task and reaches the supervisor of its session
 //! (`legate_supervisor::ToolControls`), which refuses every permission request and `fs/*`
-//! call outside it. A backend that cannot enforce them (`Capabilities::tool_controls`: agy,
-//! whose headless CLI has no tool flag; a remote agent) gets the task refused, never run
+//! call outside it. agy (`Capabilities::copy_tool_controls`) holds them only in a copy, where
+//! its backend stages native hooks (`legate_backend::agy::staging`); a backend that cannot
+//! enforce them (a remote agent; agy outside a copy) gets the task refused, never run
 //! unchecked.
 //!
 //! This module checks and resolves; it never shows a transport (the catalogue's commands,
 //! environments and URLs stay in the configuration and the session request).
 
 use crate::core::Core;
-use crate::core::request::SubmitRequest;
+use crate::core::request::{SubmitRequest, WorkspaceRequest};
 use legate_core::{
     ControlsConfig, Error, ErrorCode, McpSelection, McpServerSpec, Result, TaskControls, TaskMode,
     ToolKind,
@@ -29,14 +30,28 @@ fn quoted(s: &str) -> String {
     format!("{:?}", s.chars().take(64).collect::<String>())
 }
 
-/// Whether `request`'s agent runs on a backend that enforces tool controls, and its name.
-fn enforced(engine: &Core, request: &SubmitRequest) -> Result<(bool, String)> {
+/// Why `request`'s agent cannot hold its tool controls (`None`: it can): its backend enforces
+/// them nowhere, or (agy) only in a copy workspace, by hooks staged there.
+fn unenforced(engine: &Core, request: &SubmitRequest) -> Result<Option<String>> {
     let name = request
         .agent
         .clone()
         .unwrap_or_else(|| engine.config().default_agent.clone());
     let (_, capabilities) = engine.agents().runnable(&name)?;
-    Ok((capabilities.tool_controls, name))
+    if capabilities.tool_controls {
+        return Ok(None);
+    }
+    if capabilities.copy_tool_controls {
+        if matches!(request.workspace, WorkspaceRequest::Copy { .. }) {
+            return Ok(None);
+        }
+        return Ok(Some(format!(
+            "agent `{name}`'s backend enforces them only through hooks staged in a copy of the project, and this task does not run in a copy; run it in a copy (workspace `copy`), or the task is refused rather than run unchecked"
+        )));
+    }
+    Ok(Some(format!(
+        "agent `{name}`'s backend cannot enforce them (its tool calls are not asked about here); the task is refused rather than run unchecked"
+    )))
 }
 
 /// The tool kinds `request` narrows the task to, within the configured ceiling: `None` when
@@ -46,21 +61,17 @@ pub(super) fn check_tools(engine: &Core, request: &SubmitRequest) -> Result<Opti
     let effective = narrow(ceiling, request.allowed_tools.as_deref())?;
     if let Some(kinds) = &effective
         && !ToolKind::ALL.iter().all(|k| kinds.contains(k))
+        && let Some(why) = unenforced(engine, request)?
     {
-        let (holds, agent) = enforced(engine, request)?;
-        if !holds {
-            let whose = if request.allowed_tools.is_some() {
-                "allowedTools was given"
-            } else {
-                "the configuration sets a ceiling of tool kinds ([controls] allowed_tools)"
-            };
-            return Err(Error::new(
-                ErrorCode::ToolNotAllowed,
-                format!(
-                    "{whose}, but agent `{agent}`'s backend cannot enforce tool kinds (its tool calls are not asked about here); the task is refused rather than run unchecked"
-                ),
-            ));
-        }
+        let whose = if request.allowed_tools.is_some() {
+            "allowedTools was given"
+        } else {
+            "the configuration sets a ceiling of tool kinds ([controls] allowed_tools)"
+        };
+        return Err(Error::new(
+            ErrorCode::ToolNotAllowed,
+            format!("{whose}, but {why}"),
+        ));
     }
     Ok(effective)
 }
@@ -108,13 +119,10 @@ pub(super) fn check_mcp(engine: &Core, request: &SubmitRequest) -> Result<Vec<Mc
     };
     let mode = request.mode.unwrap_or_default();
     let checked = select(&engine.config().controls, selections, mode)?;
-    let (holds, agent) = enforced(engine, request)?;
-    if !holds {
+    if let Some(why) = unenforced(engine, request)? {
         return Err(Error::new(
             ErrorCode::ToolNotAllowed,
-            format!(
-                "agent `{agent}`'s backend cannot be handed MCP servers with their tool calls supervised; the task is refused rather than run unchecked"
-            ),
+            format!("mcpServers was given, but {why}"),
         ));
     }
     Ok(checked)

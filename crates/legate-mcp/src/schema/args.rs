@@ -97,6 +97,9 @@ pub struct RunArgs {
     /// The ACP tool kinds the agent may use (read, edit, delete, move, search, execute, think,
     /// fetch, switch_mode, other), within the configured ceiling (see get_agent_policy): a
     /// kind outside it is TOOL_NOT_ALLOWED; [] leaves only thinking. Fixed for the context.
+    /// An agy agent holds it (and mcpServers) in a copy workspace only, by a hook staged
+    /// there: read allows view_file, edit write_to_file, replace_file_content and
+    /// multi_replace_file_content, finish always; its other tools are refused.
     pub allowed_tools: Option<Vec<legate_core::ToolKind>>,
     /// Catalogued MCP servers handed to the agent, with the tools of each it may call
     /// (see get_agent_policy): an unknown server is MCP_SERVER_NOT_FOUND, an unknown tool, or

@@ -14,13 +14,20 @@ use legate_core::{Error, ErrorCode};
 use std::path::Path;
 
 /// Whether the copy-relative `path` is inside the staging directory (`.agents/skills`, in
-/// any letter case): Legate's, never part of a patch.
+/// any letter case), or is one of the files staged for agy's tool controls
+/// (`.agents/hooks.json`, `.agents/mcp_config.json`): Legate's, never part of a patch.
 pub fn is_staging_path(path: &str) -> bool {
     let mut parts = path.split('/');
     let (Some(first), Some(second)) = (parts.next(), parts.next()) else {
         return false;
     };
-    first.eq_ignore_ascii_case(".agents") && second.eq_ignore_ascii_case("skills")
+    if !first.eq_ignore_ascii_case(".agents") {
+        return false;
+    }
+    second.eq_ignore_ascii_case("skills")
+        || (parts.next().is_none()
+            && (second.eq_ignore_ascii_case("hooks.json")
+                || second.eq_ignore_ascii_case("mcp_config.json")))
 }
 
 /// Stages `skills` in the copy at `copy` (canonical), which already holds `copied_files`

@@ -216,6 +216,11 @@ fn staging_paths_are_recognised_in_every_letter_case() {
     assert!(!is_staging_path(".agents/skill/x"));
     assert!(!is_staging_path(".agents"));
     assert!(!is_staging_path("src/.agents/skills/x"));
+    // The files staged for agy's tool controls are Legate's too; nothing else beside them.
+    assert!(is_staging_path(".agents/hooks.json"));
+    assert!(is_staging_path(".AGENTS/MCP_config.json"));
+    assert!(!is_staging_path(".agents/hooks.json/x"));
+    assert!(!is_staging_path(".agents/other.json"));
 }
 
 proptest! {
