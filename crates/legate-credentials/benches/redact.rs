@@ -14,7 +14,10 @@ use legate_credentials::{StreamRedactor, redact};
 /// About `bytes` of an agent's answer: prose, a code block, and two credentials (fakes built
 /// here, in the detector's formats).
 fn answer(bytes: usize) -> String {
-    let token = format!("ghp_{}", "A1b2C3d4E5f6G7h8I9j0".repeat(2).get(..36).unwrap());
+    let token = format!(
+        "ghp_{}",
+        "A1b2C3d4E5f6G7h8I9j0".repeat(2).get(..36).unwrap()
+    );
     let key_id = format!("AKIA{}", "Q7ZX3M2P9L4K8J6H");
     let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
     let mut text = String::new();
@@ -23,12 +26,16 @@ fn answer(bytes: usize) -> String {
         n += 1;
         text.push_str("The function reads the configuration, checks each entry and returns ");
         text.push_str("the first error it meets; the caller retries once.\n");
-        text.push_str(&format!("```rust\nfn step_{n}(x: u64) -> u64 {{ x.wrapping_mul(31) + {n} }}\n```\n"));
+        text.push_str(&format!(
+            "```rust\nfn step_{n}(x: u64) -> u64 {{ x.wrapping_mul(31) + {n} }}\n```\n"
+        ));
         if n == 200 {
             text.push_str(&format!("token: {token}\n"));
         }
         if n == 800 {
-            text.push_str(&format!("aws_access_key_id = {key_id}\naws_secret_access_key = {secret}\n"));
+            text.push_str(&format!(
+                "aws_access_key_id = {key_id}\naws_secret_access_key = {secret}\n"
+            ));
         }
     }
     text
