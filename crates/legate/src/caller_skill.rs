@@ -6,8 +6,9 @@
 //! installed is what this version's tools answer to (a test checks every tool and argument it
 //! names against the served schemas). This module only writes that one file: it never
 //! overwrites a different `SKILL.md` unless told to (`SKILL_CONFLICT`), never writes through a
-//! symbolic link at the skill's own directory or file (`UNSAFE_PATH`: a cloned project could
-//! point `.claude/skills/legate` anywhere), and replaces the file atomically (a temporary file
+//! symbolic link anywhere below a named project, nor at the skill's own directory or file
+//! (`UNSAFE_PATH`: a cloned project could point `.claude` anywhere), and replaces the file
+//! atomically (a temporary file
 //! in the same directory, then a rename), so a `kill -9` leaves the old file or the new one.
 
 use crate::fail;
@@ -69,8 +70,8 @@ pub fn run(flags: CallerSkillFlags) -> Result<ExitCode> {
             out!("{}", SKILL_MD.trim_end())?;
         }
         CallerSkillCommand::Install(args) => {
-            let dir = skills_dir(args.caller, args.project.as_deref())?;
-            let (path, outcome) = install(&dir, args.force)?;
+            let (base, dir) = skills_dir(args.caller, args.project.as_deref())?;
+            let (path, outcome) = install(&base, &dir, args.force)?;
             out!("{}", path.display())?;
             eprintln!("{outcome}; start a new session of the agent to load it");
         }
@@ -78,8 +79,10 @@ pub fn run(flags: CallerSkillFlags) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The folder of skills `caller` reads: the project's when one is named, else the user's.
-fn skills_dir(caller: Caller, project: Option<&Path>) -> Result<PathBuf> {
+/// The folder of skills `caller` reads, and the directory below which no link is followed: the
+/// project's (`.claude/skills` or `.agents/skills` under it) when one is named, else the
+/// user's own (whose `~/.claude` may well be a link a dotfiles manager made).
+fn skills_dir(caller: Caller, project: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
     let project_dir = match caller {
         Caller::ClaudeCode => ".claude",
         Caller::Codex => ".agents",
@@ -92,12 +95,16 @@ fn skills_dir(caller: Caller, project: Option<&Path>) -> Result<PathBuf> {
                 project.display()
             );
         }
-        return Ok(project.join(project_dir).join("skills"));
+        return Ok((
+            project.to_path_buf(),
+            project.join(project_dir).join("skills"),
+        ));
     }
     if caller == Caller::ClaudeCode
         && let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty())
     {
-        return Ok(PathBuf::from(dir).join("skills"));
+        let skills = PathBuf::from(dir).join("skills");
+        return Ok((skills.clone(), skills));
     }
     let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
         fail!(
@@ -105,15 +112,22 @@ fn skills_dir(caller: Caller, project: Option<&Path>) -> Result<PathBuf> {
             "HOME is not set: name the project to install into with --project"
         );
     };
-    Ok(PathBuf::from(home).join(project_dir).join("skills"))
+    let skills = PathBuf::from(home).join(project_dir).join("skills");
+    Ok((skills.clone(), skills))
 }
 
-/// Writes the skill under `skills` (`skills/legate/SKILL.md`) and says what changed.
-fn install(skills: &Path, force: bool) -> Result<(PathBuf, &'static str)> {
+/// Writes the skill under `skills` (`skills/legate/SKILL.md`) and says what changed; no
+/// directory from `base` down, nor the file, may be a link.
+fn install(base: &Path, skills: &Path, force: bool) -> Result<(PathBuf, &'static str)> {
     let dir = skills.join(SKILL_NAME);
     let file = dir.join("SKILL.md");
-    for path in [&dir, &file] {
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+    let below = file
+        .strip_prefix(base)
+        .unwrap_or(Path::new("legate/SKILL.md"));
+    let mut path = base.to_path_buf();
+    for part in below.components() {
+        path.push(part);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
             fail!(
                 UnsafePath,
                 "{} is a symbolic link; Legate writes its skill only into a real directory",
@@ -174,13 +188,16 @@ mod tests {
     fn installs_once_and_keeps_a_different_skill_unless_forced() {
         let home = tempfile::tempdir().unwrap();
         let skills = home.path().join("skills");
-        let (file, outcome) = install(&skills, false).unwrap();
+        let (file, outcome) = install(&skills, &skills, false).unwrap();
         assert_eq!(outcome, "installed");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), SKILL_MD);
-        assert_eq!(install(&skills, false).unwrap().1, "already installed");
+        assert_eq!(
+            install(&skills, &skills, false).unwrap().1,
+            "already installed"
+        );
 
         std::fs::write(&file, "my own legate skill").unwrap();
-        let refused = install(&skills, false).unwrap_err();
+        let refused = install(&skills, &skills, false).unwrap_err();
         assert!(
             refused.to_string().starts_with("SKILL_CONFLICT"),
             "{refused}"
@@ -189,7 +206,7 @@ mod tests {
             std::fs::read_to_string(&file).unwrap(),
             "my own legate skill"
         );
-        assert_eq!(install(&skills, true).unwrap().1, "replaced");
+        assert_eq!(install(&skills, &skills, true).unwrap().1, "replaced");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), SKILL_MD);
         // Nothing but the skill is left in its directory (no temporary file).
         assert_eq!(
@@ -205,7 +222,7 @@ mod tests {
         let skills = home.path().join("skills");
         std::fs::create_dir_all(&skills).unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), skills.join(SKILL_NAME)).unwrap();
-        let refused = install(&skills, true).unwrap_err();
+        let refused = install(&skills, &skills, true).unwrap_err();
         assert!(refused.to_string().starts_with("UNSAFE_PATH"), "{refused}");
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 
@@ -214,8 +231,16 @@ mod tests {
         let target = elsewhere.path().join("target");
         std::fs::write(&target, "untouched").unwrap();
         std::os::unix::fs::symlink(&target, skills.join(SKILL_NAME).join("SKILL.md")).unwrap();
-        let refused = install(&skills, true).unwrap_err();
+        let refused = install(&skills, &skills, true).unwrap_err();
         assert!(refused.to_string().starts_with("UNSAFE_PATH"), "{refused}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+
+        // A project whose `.claude` leads elsewhere.
+        let project = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), project.path().join(".claude")).unwrap();
+        let (base, skills) = skills_dir(Caller::ClaudeCode, Some(project.path())).unwrap();
+        let refused = install(&base, &skills, true).unwrap_err();
+        assert!(refused.to_string().starts_with("UNSAFE_PATH"), "{refused}");
+        assert!(!elsewhere.path().join("skills").exists());
     }
 }

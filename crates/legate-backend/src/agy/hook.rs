@@ -109,11 +109,9 @@ pub fn decide(policy: &Policy, tool: &str, input: &Value) -> Verdict {
     if writes && policy.read_only {
         return deny("TOOL_NOT_ALLOWED: the task is read-only");
     }
-    let mut paths: Vec<&str> = PATH_KEYS
-        .iter()
-        .filter_map(|k| input.get(*k).and_then(Value::as_str))
-        .collect();
-    paths.dedup();
+    let Some(paths) = named(input, PATH_KEYS) else {
+        return deny("TOOL_NOT_ALLOWED: a path field of the call is not text");
+    };
     match paths.as_slice() {
         [] => deny("TOOL_NOT_ALLOWED: the call names no path"),
         [one] => check_path(policy, one, writes),
@@ -122,15 +120,12 @@ pub fn decide(policy: &Policy, tool: &str, input: &Value) -> Verdict {
 }
 
 fn decide_mcp(policy: &Policy, input: &Value) -> Verdict {
-    let field = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| input.get(*k).and_then(Value::as_str))
+    let servers = named(input, &["ServerName", "server"]);
+    let tools = named(input, &["ToolName", "tool", "name"]);
+    let (Some([server]), Some([tool])) = (servers.as_deref(), tools.as_deref()) else {
+        return deny("TOOL_NOT_ALLOWED: the MCP call must name exactly one server and one tool");
     };
-    let server = field(&["ServerName", "server_name", "serverName", "server"]);
-    let tool = field(&["ToolName", "tool_name", "toolName", "tool", "name"]);
-    let (Some(server), Some(tool)) = (server, tool) else {
-        return deny("TOOL_NOT_ALLOWED: the MCP call names no server and tool");
-    };
+    let (server, tool) = (*server, *tool);
     if policy
         .mcp
         .iter()
@@ -144,12 +139,40 @@ fn decide_mcp(policy: &Policy, input: &Value) -> Verdict {
     }
 }
 
+/// A key as a lenient decoder may read it: lower case, without `_` and `-`.
+fn loose(key: &str) -> String {
+    key.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The distinct values of every field of `input` whose key reads, loosely, as one of `keys`
+/// (`file_path`, `FilePath` and `filepath` alike): a call cannot name one thing to the hook
+/// and another to agy. `None` when such a field is not text.
+fn named<'a>(input: &'a Value, keys: &[&str]) -> Option<Vec<&'a str>> {
+    let wanted: Vec<String> = keys.iter().map(|k| loose(k)).collect();
+    let mut found = Vec::new();
+    for (key, value) in input.as_object().into_iter().flatten() {
+        if wanted.contains(&loose(key)) {
+            found.push(value.as_str()?);
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    Some(found)
+}
+
 /// `path` checked against the copy: inside it (lexically and through any link on the way),
 /// no `..`, and not Legate's `.agents/` files.
 fn check_path(policy: &Policy, path: &str, writes: bool) -> Verdict {
     let p = Path::new(path);
     if path.contains('\0') || p.components().any(|c| c == Component::ParentDir) {
         return deny("TOOL_NOT_ALLOWED: the path goes through `..`");
+    }
+    // What a tool might expand (a home, a variable, a URL) is never read as a file name here.
+    if path.starts_with('~') || path.contains('$') || path.contains("://") {
+        return deny("TOOL_NOT_ALLOWED: the path is not a plain file name");
     }
     let full = if p.is_absolute() {
         p.to_path_buf()

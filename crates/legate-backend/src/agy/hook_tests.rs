@@ -167,3 +167,45 @@ fn mcp_calls_need_a_selected_server_and_tool() {
     )));
     assert!(denied(&decide(&p, "call_mcp_tool", &json!({}))));
 }
+
+/// A call cannot show the hook one thing and agy another: every spelling of a path, server or
+/// tool field (as a lenient decoder reads keys) must agree, and be text.
+#[test]
+fn decoy_fields_and_expandable_paths_are_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = policy(dir.path(), &["write_to_file"], false);
+    let root = p.root.display().to_string();
+    for input in [
+        json!({"TargetFile": format!("{root}/ok.txt"), "targetfile": "/home/u/.bashrc"}),
+        json!({"TargetFile": format!("{root}/ok.txt"), "Target-File": "../x"}),
+        json!({"TargetFile": format!("{root}/ok.txt"), "target_file": ["/etc/passwd"]}),
+        json!({"TargetFile": "~/.bashrc"}),
+        json!({"TargetFile": "$HOME/.bashrc"}),
+        json!({"TargetFile": "file:///etc/passwd"}),
+    ] {
+        assert!(denied(&decide(&p, "write_to_file", &input)), "{input}");
+    }
+    assert_eq!(
+        decide(
+            &p,
+            "write_to_file",
+            &json!({"TargetFile": "ok.txt", "target_file": "ok.txt"})
+        ),
+        Verdict::Allow
+    );
+    for input in [
+        json!({"ServerName": "docs", "ToolName": "search", "server_name": "evil", "tool_name": "drop"}),
+        json!({"ServerName": "docs", "ToolName": "search", "name": "drop"}),
+        json!({"ServerName": "docs", "ToolName": 7}),
+    ] {
+        assert!(denied(&decide(&p, "call_mcp_tool", &input)), "{input}");
+    }
+    assert_eq!(
+        decide(
+            &p,
+            "call_mcp_tool",
+            &json!({"ServerName": "docs", "tool_name": "search"})
+        ),
+        Verdict::Allow
+    );
+}

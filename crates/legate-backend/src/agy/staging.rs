@@ -103,7 +103,9 @@ pub(super) fn stage(
         )
     })?;
     let command = format!(
-        "{} agy-hook --policy {} --sha256 {}",
+        // Any failure of the hook itself (it could not start, it stopped) is a deny: agy
+        // treats only exit 2 as one.
+        "{} agy-hook --policy {} --sha256 {} || exit 2",
         quoted(&exe.to_string_lossy()),
         quoted(&policy_file.to_string_lossy()),
         hook::sha256_hex(&policy_bytes)

@@ -7,6 +7,7 @@
 //! command (one simple command of literal words) is kept as words; a chain, a substitution or
 //! text that does not read has no command: it is shown by its title only, and an
 //! allow-for-task answer never covers it beyond itself. Nothing is ever matched on raw text.
+//! A credential in any of it is redacted before the summary exists (`[REDACTED:<rule>]`).
 
 use crate::approvals::ToolCallSummary;
 use legate_core::{PermissionRequest, ToolKind};
@@ -15,14 +16,23 @@ use legate_supervisor::policy::Command;
 /// The longest command kept, in words; a longer one is cut, and says so in a last word.
 const MAX_WORDS: usize = 256;
 
-/// The summary of `request`.
+/// The summary of `request`, with every credential the agent wrote into it (title, paths,
+/// command words, script) redacted: it is stored, shown to every front and judged.
 pub(crate) fn summarize(request: &PermissionRequest) -> ToolCallSummary {
+    let hide = |s: String| legate_credentials::redact(&s).into_owned();
     ToolCallSummary {
         kind: request.tool_kind,
-        title: request.title.clone(),
-        paths: request.locations.clone(),
-        command: plain_words(request),
-        script: script(request),
+        title: hide(request.title.clone()),
+        paths: request
+            .locations
+            .iter()
+            .map(|p| match legate_credentials::redact(&p.to_string_lossy()) {
+                std::borrow::Cow::Borrowed(_) => p.clone(),
+                std::borrow::Cow::Owned(r) => std::path::PathBuf::from(r),
+            })
+            .collect(),
+        command: plain_words(request).map(|words| words.into_iter().map(hide).collect()),
+        script: script(request).map(hide),
         destination: destination(request),
     }
 }
@@ -121,6 +131,25 @@ mod tests {
             raw_input: Some(raw),
             options: Vec::new(),
         }
+    }
+
+    /// What an approval stores, shows and has judged holds no credential the agent wrote.
+    #[test]
+    fn a_credential_in_the_call_is_redacted_in_its_summary() {
+        let token = format!("ghp_{}", "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5");
+        let mut plain = request(
+            serde_json::json!({"command": ["curl", "-H", format!("Authorization: Bearer {token}"), "https://x"]}),
+        );
+        plain.title = format!("curl with {token}");
+        plain.locations = vec![format!("/tmp/{token}.txt").into()];
+        let shell = request(serde_json::json!({"command": format!("echo {token} | sh")}));
+        for s in [summarize(&plain), summarize(&shell)] {
+            let text = serde_json::to_string(&s).unwrap();
+            assert!(!text.contains(&token), "{text}");
+        }
+        let s = summarize(&plain);
+        assert!(s.title.contains("[REDACTED:"), "{}", s.title);
+        assert!(s.command.unwrap()[2].contains("[REDACTED:"));
     }
 
     #[test]

@@ -320,6 +320,12 @@ fn ended(mut t: Task, ending: Ending) -> (Task, Vec<EventKind>) {
     if let std::borrow::Cow::Owned(text) = legate_credentials::redact(&result.text) {
         result.text = text;
     }
+    // A report is parsed from the answer or the structured output: JSON escapes or a token
+    // joined across streamed pieces can hold a credential the stream did not see whole.
+    result.report = result
+        .report
+        .take()
+        .and_then(crate::core::redaction::hide_report);
     let notes: Vec<String> = [result.refusal_note(), failed_tools_note(&result)]
         .into_iter()
         .flatten()

@@ -136,6 +136,20 @@ pub(crate) fn hide_json(value: &mut serde_json::Value) {
     }
 }
 
+/// `report` with every string redacted (its shape kept); `None` in the unexpected case that
+/// the redacted form no longer reads as a report, rather than keeping the credential.
+pub(crate) fn hide_report(report: legate_core::Report) -> Option<legate_core::Report> {
+    let mut value = serde_json::to_value(&report).ok()?;
+    hide_json(&mut value);
+    match serde_json::from_value(value) {
+        Ok(hidden) => Some(hidden),
+        Err(e) => {
+            tracing::warn!(error = %e, "a report that held a credential was dropped");
+            None
+        }
+    }
+}
+
 /// `error` with its text redacted: the same error when it holds no credential, else one with
 /// the redacted text (the chain is not kept: its words are the agent's).
 pub(crate) fn hide_error(error: Error) -> Error {

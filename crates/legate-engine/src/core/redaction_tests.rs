@@ -127,3 +127,25 @@ fn tool_calls_plans_notices_and_errors_are_redacted_whole() {
     let clean = hide_error(Error::new(ErrorCode::AgentExited, "exit 1"));
     assert_eq!(clean.detail(), "exit 1");
 }
+
+/// A report is parsed from text the streams never saw whole (JSON escapes, a token joined
+/// across pieces): it is redacted again, string by string, its shape kept.
+#[test]
+fn a_report_is_redacted_whole_and_keeps_its_shape() {
+    use legate_core::report::{PlanReport, Report, ReportBody, ReportOrigin};
+    let secret = token();
+    let report = Report {
+        origin: ReportOrigin::AgentReported,
+        citations_checked: false,
+        body: ReportBody::Plan(PlanReport {
+            summary: format!("use {secret} to push"),
+            steps: vec![],
+            unverified: vec![secret.clone()],
+        }),
+    };
+    let hidden = hide_report(report).expect("a plan stays a plan");
+    let json = serde_json::to_string(&hidden).unwrap();
+    assert!(!json.contains(&secret), "{json}");
+    assert!(json.contains("[REDACTED:"), "{json}");
+    assert!(matches!(hidden.body, ReportBody::Plan(_)));
+}
