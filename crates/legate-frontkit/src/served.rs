@@ -124,6 +124,12 @@ pub fn addr_of(url: &str) -> String {
         .to_string()
 }
 
+/// The path (and query) of an `http://host:port/...` URL.
+pub fn path_of(url: &str) -> String {
+    let rest = url.trim_start_matches("http://");
+    rest[rest.find('/').unwrap_or(rest.len())..].to_string()
+}
+
 /// A raw HTTP/1.1 response: status, lowercased head, body.
 #[derive(Debug)]
 pub struct Raw {
@@ -133,6 +139,17 @@ pub struct Raw {
     pub head: String,
     /// The body as sent.
     pub body: String,
+}
+
+impl Raw {
+    /// The first cookie the response sets, as a `Cookie` header's `name=value`.
+    pub fn cookie(&self) -> Option<String> {
+        let set = self
+            .head
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))?;
+        set.split(';').next().map(str::to_string)
+    }
 }
 
 /// One HTTP/1.1 request's bytes: `Connection: close`, then the `extra` headers, with the

@@ -14,7 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_frontkit::cli::CliHome;
-use legate_frontkit::served::{A2aServed, addr_of, raw};
+use legate_frontkit::served::{A2aServed, addr_of, path_of, raw};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::path::Path;
@@ -187,17 +187,8 @@ fn credentials_an_agent_prints_are_redacted_everywhere() {
         .clone();
     let url = line.trim_start_matches("dashboard: ").to_string();
     let ui = addr_of(&url);
-    let path = &url[url.find(&ui).unwrap() + ui.len()..];
-    let first = raw(&ui, "GET", path, &ui, &[], "");
-    let cookie = first
-        .head
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let first = raw(&ui, "GET", &path_of(&url), &ui, &[], "");
+    let cookie = first.cookie().unwrap();
     let page = raw(
         &ui,
         "GET",

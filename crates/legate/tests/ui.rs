@@ -6,14 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_frontkit::cli::CliHome;
-use legate_frontkit::served::{addr_of, raw};
+use legate_frontkit::served::{addr_of, path_of, raw};
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
-
-fn path_of(url: &str) -> String {
-    let rest = url.trim_start_matches("http://");
-    rest[rest.find('/').unwrap()..].to_string()
-}
 
 #[test]
 fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
@@ -43,15 +38,7 @@ fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
         first.head.contains("set-cookie: legate_session="),
         "{first:?}"
     );
-    let cookie = first
-        .head
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let cookie = first.cookie().unwrap();
     let page = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &cookie)], "");
     assert_eq!(page.status, 200, "{page:?}");
     let again = raw(&ui, "GET", &path_of(&url), &ui, &[], "");
