@@ -408,6 +408,14 @@ mod tests {
             let mut d = def(nodes);
             if let Some(f) = final_node {
                 d.workflow = Some(Workflow { final_node: format!("n{f}"), hooks: Default::default() });
+                // Every workflow step names criteria (its own rule, tested apart): the graph's
+                // rules are what this checks.
+                let criterion: crate::Criterion = serde_json::from_value(
+                    serde_json::json!({"id": "c", "description": "it holds"}),
+                ).unwrap();
+                for node in &mut d.nodes {
+                    node.criteria = vec![criterion.clone()];
+                }
             }
             let known = deps.iter().flatten().all(|&x| x < n);
             let unique = deps.iter().all(|l| {
