@@ -30,7 +30,9 @@ pub enum Step {
     /// Plain text; ends the agent's turn.
     Text(String),
     /// A call of the adapter's own tool `name` with `input` (for OpenAI's `apply_patch`,
-    /// `input` is a JSON string holding the patch text).
+    /// `input` is a JSON string holding the patch text). A string of `input` may name
+    /// `{{key}}`: it is replaced by the last `"key": "value"` that the request carries in its
+    /// text (a caller's tool result, say), so a script can pass on an id it cannot know ahead.
     Tool {
         /// The tool's name, as the adapter declares it (`Write`, `Bash`, `exec_command`, …).
         name: String,
@@ -195,6 +197,84 @@ fn offers_tools(api: Api, body: &Value) -> bool {
     }
 }
 
+/// `step` with every `{{key}}` in its tool input replaced by what `body` last said of `key`.
+/// A key the body never names is left as written, so the caller's tool refuses it visibly.
+fn fill(step: Step, body: &Value) -> Step {
+    let Step::Tool { name, input } = step else {
+        return step;
+    };
+    let mut texts = Vec::new();
+    strings_of(body, &mut texts);
+    Step::Tool {
+        name,
+        input: fill_value(input, &texts),
+    }
+}
+
+fn strings_of<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| strings_of(x, out)),
+        Value::Object(o) => o.values().for_each(|x| strings_of(x, out)),
+        _ => {}
+    }
+}
+
+fn fill_value(v: Value, texts: &[&str]) -> Value {
+    match v {
+        Value::String(s) => Value::String(fill_text(&s, texts)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|x| fill_value(x, texts)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, x)| (k, fill_value(x, texts)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn fill_text(s: &str, texts: &[&str]) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start + 2..].find("}}") else {
+            break;
+        };
+        let key = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        match last_said(key, texts) {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(&rest[start..start + 4 + len]),
+        }
+        rest = &rest[start + 4 + len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The value of the last `"key": "value"` (or `"key":"value"`) in `texts`, read in order.
+fn last_said(key: &str, texts: &[&str]) -> Option<String> {
+    let needle = format!("\"{key}\"");
+    let mut found = None;
+    for text in texts {
+        let mut from = 0;
+        while let Some(at) = text[from..].find(&needle) {
+            let after = &text[from + at + needle.len()..];
+            from += at + needle.len();
+            let Some(after) = after.trim_start().strip_prefix(':') else {
+                continue;
+            };
+            let Some(after) = after.trim_start().strip_prefix('"') else {
+                continue;
+            };
+            if let Some(end) = after.find('"') {
+                found = Some(after[..end].to_string());
+            }
+        }
+    }
+    found
+}
+
 fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -236,11 +316,12 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         });
         s.calls += 1;
         if offers_tools(api, &body) {
-            Some(
+            Some(fill(
                 s.script
                     .pop_front()
                     .unwrap_or_else(|| Step::Text(DONE.into())),
-            )
+                &body,
+            ))
         } else {
             None
         }
@@ -520,6 +601,30 @@ mod tests {
         let d = post(&s.url(), "/v1/messages", &main);
         assert!(d.contains(DONE), "{d}");
         assert_eq!(s.requests().len(), 4);
+    }
+
+    #[test]
+    fn a_tool_input_takes_ids_from_the_last_tool_result() {
+        let body = json!({"messages": [
+            {"role": "user", "content": [{"type": "tool_result", "content": [
+                {"type": "text", "text": "{\"taskId\":\"t-1\",\"contextId\":\"c-1\"}"}
+            ]}]},
+            {"role": "user", "content": "{\"taskId\": \"t-2\"}"}
+        ], "tools": [{"name": "x"}]});
+        let step = fill(
+            Step::tool(
+                "mcp__legate__wait",
+                json!({"taskId": "{{taskId}}", "c": ["{{contextId}}/{{nope}}"]}),
+            ),
+            &body,
+        );
+        assert_eq!(
+            step,
+            Step::tool(
+                "mcp__legate__wait",
+                json!({"taskId": "t-2", "c": ["c-1/{{nope}}"]})
+            )
+        );
     }
 
     #[test]
