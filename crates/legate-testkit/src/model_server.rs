@@ -65,6 +65,11 @@ pub struct Recorded {
     pub path: String,
     /// The body, parsed when it was JSON.
     pub body: Value,
+    /// When its head and body had been read (the answer goes out at once), by the wall
+    /// clock, so that a suite can set it beside a store's timestamps.
+    pub at: std::time::SystemTime,
+    /// The script's step it took, for a request of the main loop.
+    pub step: Option<Step>,
 }
 
 #[derive(Debug, Default)]
@@ -309,22 +314,23 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let api = api_of(&method, &path);
     let step = {
         let mut s = lock(state);
-        s.requests.push(Recorded {
-            method: method.clone(),
-            path: path.clone(),
-            body: body.clone(),
-        });
         s.calls += 1;
-        if offers_tools(api, &body) {
-            Some(fill(
+        let step = offers_tools(api, &body).then(|| {
+            fill(
                 s.script
                     .pop_front()
                     .unwrap_or_else(|| Step::Text(DONE.into())),
                 &body,
-            ))
-        } else {
-            None
-        }
+            )
+        });
+        s.requests.push(Recorded {
+            method: method.clone(),
+            path: path.clone(),
+            body: body.clone(),
+            at: std::time::SystemTime::now(),
+            step: step.clone(),
+        });
+        step
     };
     let mut conn = conn;
     match api {

@@ -1,0 +1,391 @@
+//! Claude Code (`@anthropic-ai/claude-code`, its native `claude`) as Legate's caller: run
+//! headless (`claude -p … --output-format stream-json --verbose`) in a temporary `HOME` and
+//! `CLAUDE_CONFIG_DIR`, with Legate registered by the exact `claude mcp add …` commands of
+//! docs/callers/claude-code.md, against a scripted Anthropic model that makes it call
+//! Legate's tools (`mcp__legate__<tool>`).
+//!
+//! Scenarios: a copy task delegated to revisor (stdio and HTTP) and to Codex through
+//! codex-acp (stdio), each followed to its end, previewed, verified and integrated; each
+//! asserts on the project's disk, on Legate's store and on what reached the model. `claude_bench`
+//! prints the time from Claude Code's `run` call to the delegated task's first event, beside a
+//! plain tool call's round trip (docs/BENCHMARKS.md).
+
+use crate::{
+    Legate, Transport, Variant, adapters_dir, callers_dir, median, millis_between, require,
+    run_logged, tool_results,
+};
+use legate_testkit::model_server::{ModelServer, Recorded, Step};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// How long one `claude -p` may take.
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// The stdio registration, as the docs print it.
+const ADD_STDIO: &str = "claude mcp add legate -- legate";
+
+/// The native binary the npm package installs.
+fn claude_exe() -> PathBuf {
+    require(callers_dir().join("node_modules/@anthropic-ai/claude-code/bin/claude.exe"))
+}
+
+/// Claude Code in a home of its own (beside Legate's), talking to `model`.
+struct ClaudeCode<'a> {
+    legate: &'a Legate,
+    home: PathBuf,
+    model_url: String,
+}
+
+impl<'a> ClaudeCode<'a> {
+    fn new(legate: &'a Legate, model: &ModelServer) -> Self {
+        let home = legate.cli.base().join("claude-home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        legate.link_bin("claude", &claude_exe());
+        Self {
+            legate,
+            home,
+            model_url: model.url(),
+        }
+    }
+
+    /// `claude` (through `sh -c`, so a command line runs exactly as a user types it) in the
+    /// project, with nothing of the user's environment but `PATH`'s tools: its home and
+    /// configuration are temporary, its model is the scripted server, and everything that is
+    /// not the model (telemetry, updates, error reports) is off.
+    fn shell(&self, line: &str) -> Command {
+        let path = format!(
+            "{}:{}",
+            self.legate.bin_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(line)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("CLAUDE_CONFIG_DIR", self.home.join(".claude"))
+            .env("ANTHROPIC_BASE_URL", &self.model_url)
+            .env("ANTHROPIC_API_KEY", "sk-ant-legate-test")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_ERROR_REPORTING", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("DISABLE_BUG_COMMAND", "1")
+            .current_dir(self.legate.project());
+        c
+    }
+
+    /// Registers Legate as the docs say: `claude mcp add legate -- legate mcp` over stdio,
+    /// or the `claude mcp add --transport http …` line `legate serve --mcp` printed.
+    fn register(&self) {
+        let line = match self.legate.variant.transport {
+            Transport::Stdio => format!("{ADD_STDIO} {}", self.legate.mcp_args().join(" ")),
+            Transport::Http => self
+                .legate
+                .banner_line("claude mcp add --transport http legate"),
+        };
+        let dir = self.legate.cli.base();
+        run_logged(self.shell(&line), dir, "claude-mcp-add", LIMIT);
+        let config: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.home.join(".claude/.claude.json")).unwrap(),
+        )
+        .unwrap();
+        let project = self.legate.project().display().to_string();
+        let server = &config["projects"][&project]["mcpServers"]["legate"];
+        assert!(server.is_object(), "not registered: {config}");
+    }
+
+    /// `claude -p prompt` headless, allowed to call Legate's tools without asking; the
+    /// stream-json lines it printed.
+    fn ask(&self, prompt: &str) -> Vec<Value> {
+        let line = format!(
+            "exec claude -p '{prompt}' --output-format stream-json --verbose \
+             --allowedTools 'mcp__legate__*'"
+        );
+        let dir = self.legate.cli.base();
+        let (_, out, _) = run_logged(self.shell(&line), dir, "claude-p", LIMIT);
+        let lines: Vec<Value> = out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+        assert_eq!(
+            init["mcp_servers"],
+            json!([{"name": "legate", "status": "connected", "source": "local"}]),
+            "{init}"
+        );
+        let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+        assert_eq!(result["subtype"], "success", "{result}");
+        lines
+    }
+}
+
+/// The model's steps for a copy task of `agent` doing `prompt`, followed to its end
+/// (polling `wait`, or the task path: `run` answers at the end) and integrated.
+fn delegation(agent: &str, prompt: &str, project: &Path, tasks: bool) -> Vec<Step> {
+    let id = json!({"taskId": "{{taskId}}"});
+    let mut steps = vec![Step::tool(
+        "mcp__legate__run",
+        json!({"prompt": prompt, "agent": agent,
+               "workspace": {"kind": "copy", "path": project}}),
+    )];
+    if !tasks {
+        steps.push(Step::tool(
+            "mcp__legate__wait",
+            json!({"taskId": "{{taskId}}", "timeoutSeconds": 60}),
+        ));
+        steps.push(Step::tool("mcp__legate__result", id.clone()));
+    }
+    let bound = json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}"});
+    let mut verify = bound.clone();
+    verify["reviews"] = json!([]);
+    steps.extend([
+        Step::tool("mcp__legate__preview", id),
+        Step::tool("mcp__legate__verify", verify),
+        Step::tool("mcp__legate__integrate", bound),
+        Step::text("Integrated."),
+    ]);
+    steps
+}
+
+/// The main loop's requests (those that took a step of the script), in order.
+fn main_loop(model: &ModelServer) -> Vec<Recorded> {
+    model
+        .requests()
+        .into_iter()
+        .filter(|r| r.step.is_some())
+        .collect()
+}
+
+/// The task id Legate's `run` answered, read from the model's requests.
+fn task_id_of(model: &ModelServer) -> String {
+    for r in main_loop(model) {
+        for text in tool_results(&r.body) {
+            if let Ok(v) = serde_json::from_str::<Value>(&text)
+                && let Some(id) = v["taskId"].as_str()
+            {
+                return id.to_string();
+            }
+        }
+    }
+    panic!("no taskId reached the model")
+}
+
+/// Claude Code delegates a copy task to `agent`; asserts that it ended integrated: the file
+/// is in the project, the store says so, and the integration's answer reached the model.
+fn copy_task_ends_integrated(
+    legate: &Legate,
+    model: &ModelServer,
+    agent: &str,
+    prompt: &str,
+    file: (&str, &str),
+) {
+    let claude = ClaudeCode::new(legate, model);
+    claude.register();
+    let tasks = legate.variant.tasks;
+    model.script(delegation(agent, prompt, &legate.project(), tasks));
+    claude.ask("Delegate the change to Legate on a copy, review it and integrate it.");
+
+    let id = task_id_of(model);
+    let landed = std::fs::read_to_string(legate.project().join(file.0)).unwrap_or_default();
+    assert_eq!(landed.trim_end(), file.1, "{} in the project", file.0);
+    let task = legate.task(&id);
+    assert_eq!(task["state"], "completed", "{task}");
+    assert_eq!(task["agent"], agent, "{task}");
+    // The integration's answer is in the last request Claude Code made of its model.
+    let last = main_loop(model).pop().unwrap();
+    let results = tool_results(&last.body);
+    let integrated = results
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .find(|v| v.get("integratedAt").is_some())
+        .unwrap_or_else(|| panic!("no integrate answer reached the model: {results:?}"));
+    assert_eq!(integrated["files"], json!([file.0]), "{integrated}");
+    // The store recorded the integration, of the patch the model verified.
+    let sha = integrated["sha256"].as_str().unwrap();
+    let shown = legate.show(&id);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("integrated 1 files") && l.contains(sha)),
+        "{shown}"
+    );
+
+    let tap = legate.tap();
+    eprintln!(
+        "claude ({}) → {agent}: {}",
+        legate.variant.name(),
+        tap.describe()
+    );
+    assert!(tap.revisions.contains("2026-07-28"), "{tap:?}");
+    assert!(tap.saw("tools/call"), "{tap:?}");
+    assert_eq!(tap.saw("tasks/get"), tasks, "{tap:?}");
+}
+
+fn revisor(variant: Variant) {
+    let model = ModelServer::start().unwrap();
+    let legate = Legate::new(variant, |_| String::new(), &[("README.md", "hello\n")]);
+    copy_task_ends_integrated(
+        &legate,
+        &model,
+        "revisor",
+        "write hello.txt: hello from revisor",
+        ("hello.txt", "hello from revisor"),
+    );
+}
+
+#[test]
+fn claude_revisor_stdio() {
+    revisor(Variant {
+        transport: Transport::Stdio,
+        tasks: false,
+    });
+}
+
+#[test]
+fn claude_revisor_http() {
+    revisor(Variant {
+        transport: Transport::Http,
+        tasks: false,
+    });
+}
+
+/// Legate's `codex` agent: codex-acp from the adapters' install, its Codex configured (in
+/// its state directory, its private HOME) with the scripted OpenAI server as its provider.
+fn codex_config(base: &Path, openai: &str) -> String {
+    let js =
+        require(adapters_dir().join("node_modules/@agentclientprotocol/codex-acp/dist/index.js"));
+    let state = base.join("codex-state");
+    std::fs::create_dir_all(state.join(".codex")).unwrap();
+    std::fs::write(
+        state.join(".codex/config.toml"),
+        format!(
+            "model = \"gpt-5.3-codex\"\nmodel_provider = \"fake\"\n\n\
+             [model_providers.fake]\nname = \"fake\"\nbase_url = \"{openai}/v1\"\n\
+             env_key = \"LEGATE_FAKE_OPENAI_KEY\"\nwire_api = \"responses\"\n"
+        ),
+    )
+    .unwrap();
+    format!(
+        "[agents.codex]\ncommand = \"node\"\nargs = [{js:?}]\nstate_dir = {state:?}\n\
+         env = {{ LEGATE_FAKE_OPENAI_KEY = \"sk-legate-test\", OPENAI_BASE_URL = \"{openai}/v1\" }}\n",
+        js = js.display().to_string(),
+        state = state.display().to_string(),
+    )
+}
+
+#[test]
+fn claude_codex_stdio() {
+    let model = ModelServer::start().unwrap();
+    let openai = ModelServer::start().unwrap();
+    // Codex writes through `exec_command`, which it recognises as a patch (see
+    // crates/legate-testkit/tests/real_adapters/main.rs), relative to its copy.
+    openai.script(vec![
+        Step::tool(
+            "exec_command",
+            json!({"cmd": "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: codex.txt\n+hello from codex\n*** End Patch\nEOF\n"}),
+        ),
+        Step::text("Added codex.txt."),
+    ]);
+    let url = openai.url();
+    let legate = Legate::new(
+        Variant {
+            transport: Transport::Stdio,
+            tasks: false,
+        },
+        |base| codex_config(base, &url),
+        &[("README.md", "hello\n")],
+    );
+    copy_task_ends_integrated(
+        &legate,
+        &model,
+        "codex",
+        "Add codex.txt saying hello from codex.",
+        ("codex.txt", "hello from codex"),
+    );
+    assert!(
+        openai.requests().iter().any(|r| r.step.is_some()),
+        "codex-acp never asked its model"
+    );
+}
+
+/// How many `health` + `run` pairs `claude_bench` times.
+const REPETITIONS: usize = 7;
+
+/// Prints, per repetition and as medians: Claude Code's `run` call (the model server sending
+/// its tool_use) → the delegated task's first stored event, and a plain `health` call's round
+/// trip (its tool_use sent → the next model request, which carries its result).
+#[test]
+fn claude_bench() {
+    let model = ModelServer::start().unwrap();
+    let variant = Variant {
+        transport: Transport::Stdio,
+        tasks: false,
+    };
+    let legate = Legate::new(variant, |_| String::new(), &[("README.md", "hello\n")]);
+    let claude = ClaudeCode::new(&legate, &model);
+    claude.register();
+    let mut steps = Vec::new();
+    for _ in 0..REPETITIONS {
+        steps.push(Step::tool("mcp__legate__health", json!({})));
+        steps.push(Step::tool(
+            "mcp__legate__run",
+            json!({"prompt": "What is in README.md?", "agent": "revisor"}),
+        ));
+        steps.push(Step::tool(
+            "mcp__legate__wait",
+            json!({"taskId": "{{taskId}}", "timeoutSeconds": 60}),
+        ));
+    }
+    steps.push(Step::text("Measured."));
+    model.script(steps);
+    claude.ask("Measure Legate.");
+
+    let requests = main_loop(&model);
+    let (mut to_event, mut round_trip) = (Vec::new(), Vec::new());
+    for (i, r) in requests.iter().enumerate() {
+        let Some(Step::Tool { name, .. }) = &r.step else {
+            continue;
+        };
+        let next = requests.get(i + 1).expect("a request after each tool call");
+        match name.as_str() {
+            "mcp__legate__health" => round_trip.push(millis_between(r.at, next.at)),
+            "mcp__legate__run" => {
+                let id = tool_results(&next.body)
+                    .iter()
+                    .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+                    .find_map(|v| v["taskId"].as_str().map(str::to_string))
+                    .expect("run's answer carries its taskId");
+                let (first, _) = legate.events(&id).into_iter().next().unwrap();
+                to_event.push(millis_between(r.at, first));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(to_event.len(), REPETITIONS);
+    assert_eq!(round_trip.len(), REPETITIONS);
+    let show = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    eprintln!(
+        "claude_bench ({}, {} build): run tool_use → first event: median {:.0} ms [{}]; \
+         health round trip: median {:.0} ms [{}]",
+        variant.name(),
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        median(to_event.clone()),
+        show(&to_event),
+        median(round_trip.clone()),
+        show(&round_trip),
+    );
+    eprintln!("claude_bench tap: {}", legate.tap().describe());
+}
