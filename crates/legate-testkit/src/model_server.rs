@@ -312,9 +312,10 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     };
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let api = api_of(&method, &path);
-    let step = {
+    let (step, call) = {
         let mut s = lock(state);
         s.calls += 1;
+        let call = s.calls;
         let step = offers_tools(api, &body).then(|| {
             fill(
                 s.script
@@ -330,7 +331,7 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             at: std::time::SystemTime::now(),
             step: step.clone(),
         });
-        step
+        (step, call)
     };
     let mut conn = conn;
     match api {
@@ -341,13 +342,13 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
                 respond(
                     &mut conn,
                     "text/event-stream",
-                    anthropic_sse(&step).as_bytes(),
+                    anthropic_sse(&step, call).as_bytes(),
                 )
             } else {
                 respond(
                     &mut conn,
                     "application/json",
-                    anthropic_json(&step).to_string().as_bytes(),
+                    anthropic_json(&step, call).to_string().as_bytes(),
                 )
             }
         }
@@ -415,7 +416,13 @@ fn sse(event: &str, data: Value) -> String {
     format!("event: {event}\ndata: {data}\n\n")
 }
 
-fn anthropic_sse(step: &Step) -> String {
+/// A tool_use's id: its name and the request's number, so that no two calls of one tool in a
+/// conversation share an id (Claude Code keeps only the first result of a repeated id).
+fn tool_use_id(name: &str, call: u64) -> String {
+    format!("toolu_{}_{call}", name.to_ascii_lowercase())
+}
+
+fn anthropic_sse(step: &Step, call: u64) -> String {
     let mut out = sse(
         "message_start",
         json!({"type": "message_start", "message": {
@@ -439,7 +446,7 @@ fn anthropic_sse(step: &Step) -> String {
             out += &sse(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0, "content_block": {
-                    "type": "tool_use", "id": format!("toolu_{}", name.to_ascii_lowercase()), "name": name, "input": {}}}),
+                    "type": "tool_use", "id": tool_use_id(name, call), "name": name, "input": {}}}),
             );
             out += &sse(
                 "content_block_delta",
@@ -462,11 +469,11 @@ fn anthropic_sse(step: &Step) -> String {
     out
 }
 
-fn anthropic_json(step: &Step) -> Value {
+fn anthropic_json(step: &Step, call: u64) -> Value {
     let (content, stop) = match step {
         Step::Text(t) => (json!([{"type": "text", "text": t}]), "end_turn"),
         Step::Tool { name, input } => (
-            json!([{"type": "tool_use", "id": "toolu_legate", "name": name, "input": input}]),
+            json!([{"type": "tool_use", "id": tool_use_id(name, call), "name": name, "input": input}]),
             "tool_use",
         ),
     };

@@ -11,8 +11,8 @@
 //! plain tool call's round trip (docs/BENCHMARKS.md).
 
 use crate::{
-    Legate, Transport, Variant, adapters_dir, callers_dir, median, millis_between, require,
-    run_logged, tool_results,
+    Legate, Outside, Transport, Variant, adapters_dir, callers_dir, median, millis_between,
+    require, run_logged, tool_results,
 };
 use legate_testkit::model_server::{ModelServer, Recorded, Step};
 use serde_json::{Value, json};
@@ -36,6 +36,7 @@ struct ClaudeCode<'a> {
     legate: &'a Legate,
     home: PathBuf,
     model_url: String,
+    outside: Outside,
 }
 
 impl<'a> ClaudeCode<'a> {
@@ -47,6 +48,7 @@ impl<'a> ClaudeCode<'a> {
             legate,
             home,
             model_url: model.url(),
+            outside: Outside::start(),
         }
     }
 
@@ -74,6 +76,9 @@ impl<'a> ClaudeCode<'a> {
             .env("DISABLE_ERROR_REPORTING", "1")
             .env("DISABLE_AUTOUPDATER", "1")
             .env("DISABLE_BUG_COMMAND", "1")
+            .env("HTTPS_PROXY", self.outside.url())
+            .env("HTTP_PROXY", self.outside.url())
+            .env("NO_PROXY", "127.0.0.1,localhost")
             .current_dir(self.legate.project());
         c
     }
@@ -99,18 +104,28 @@ impl<'a> ClaudeCode<'a> {
     }
 
     /// `claude -p prompt` headless, allowed to call Legate's tools without asking; the
-    /// stream-json lines it printed.
-    fn ask(&self, prompt: &str) -> Vec<Value> {
+    /// stream-json lines it printed. Nothing it sent left 127.0.0.1.
+    fn run_print(&self, prompt: &str) -> Vec<Value> {
         let line = format!(
             "exec claude -p '{prompt}' --output-format stream-json --verbose \
              --allowedTools 'mcp__legate__*'"
         );
         let dir = self.legate.cli.base();
         let (_, out, _) = run_logged(self.shell(&line), dir, "claude-p", LIMIT);
-        let lines: Vec<Value> = out
-            .lines()
+        // Without CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC it tries api.anthropic.com.
+        assert_eq!(
+            self.outside.seen(),
+            Vec::<String>::new(),
+            "traffic for outside"
+        );
+        out.lines()
             .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
+            .collect()
+    }
+
+    /// [`ClaudeCode::run_print`], which must find Legate connected and end in success.
+    fn ask(&self, prompt: &str) -> Vec<Value> {
+        let lines = self.run_print(prompt);
         let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
         assert_eq!(
             init["mcp_servers"],
@@ -190,6 +205,17 @@ fn copy_task_ends_integrated(
     claude.ask("Delegate the change to Legate on a copy, review it and integrate it.");
 
     let id = task_id_of(model);
+    if tasks {
+        // The task path: `run`'s answer, the task's final result, says how it ended.
+        let first = main_loop(model)[1].clone();
+        assert!(
+            tool_results(&first.body)
+                .iter()
+                .any(|t| t.contains("\"outcome\"")),
+            "{:?}",
+            tool_results(&first.body)
+        );
+    }
     let landed = std::fs::read_to_string(legate.project().join(file.0)).unwrap_or_default();
     assert_eq!(landed.trim_end(), file.1, "{} in the project", file.0);
     let task = legate.task(&id);
@@ -251,6 +277,71 @@ fn claude_revisor_http() {
         transport: Transport::Http,
         tasks: false,
     });
+}
+
+// TODO(issue 30, at merge with `tasks`): drop the `ignore`s once Legate answers `run` as a
+// task to a client that declares the extension (Claude Code does).
+#[test]
+#[ignore = "the task path needs the MCP Tasks extension on the MCP front"]
+fn claude_revisor_stdio_tasks() {
+    revisor(Variant {
+        transport: Transport::Stdio,
+        tasks: true,
+    });
+}
+
+#[test]
+#[ignore = "the task path needs the MCP Tasks extension on the MCP front"]
+fn claude_revisor_http_tasks() {
+    revisor(Variant {
+        transport: Transport::Http,
+        tasks: true,
+    });
+}
+
+/// A caller holding a wrong token (the printed line with another token) gets no tool of
+/// Legate's: Claude Code reports the server failed, the model's `run` is "no such tool",
+/// and no task exists.
+#[test]
+fn claude_http_wrong_token_gets_nothing() {
+    let model = ModelServer::start().unwrap();
+    let variant = Variant {
+        transport: Transport::Http,
+        tasks: false,
+    };
+    let legate = Legate::new(variant, |_| String::new(), &[("README.md", "hello\n")]);
+    let claude = ClaudeCode::new(&legate, &model);
+    let line = legate.banner_line("claude mcp add --transport http legate");
+    let token = std::fs::read_to_string(legate.cli.home().join("mcp-token")).unwrap();
+    let forged = line.replace(token.trim(), &"0".repeat(64));
+    assert_ne!(forged, line);
+    run_logged(
+        claude.shell(&forged),
+        legate.cli.base(),
+        "claude-mcp-add",
+        LIMIT,
+    );
+    model.script(vec![Step::tool(
+        "mcp__legate__run",
+        json!({"prompt": "write owned.txt: x", "agent": "revisor",
+               "workspace": {"kind": "copy", "path": legate.project()}}),
+    )]);
+    let lines = claude.run_print("Delegate.");
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    let status = &init["mcp_servers"][0]["status"];
+    eprintln!("claude with a wrong token: legate {status}");
+    assert_ne!(status, "connected", "{init}");
+    let results: Vec<String> = main_loop(&model)
+        .iter()
+        .flat_map(|r| tool_results(&r.body))
+        .collect();
+    assert!(
+        results.iter().any(|t| t.contains("No such tool available")),
+        "{results:?}"
+    );
+    assert!(legate.cli.tasks_json().is_empty());
+    assert!(!legate.project().join("owned.txt").exists());
+    assert!(!legate.tap().saw("tools/call"));
 }
 
 /// Legate's `codex` agent: codex-acp from the adapters' install, its Codex configured (in
@@ -354,8 +445,10 @@ fn claude_bench() {
         match name.as_str() {
             "mcp__legate__health" => round_trip.push(millis_between(r.at, next.at)),
             "mcp__legate__run" => {
+                // The last tool result in the request is run's answer.
                 let id = tool_results(&next.body)
                     .iter()
+                    .rev()
                     .filter_map(|t| serde_json::from_str::<Value>(t).ok())
                     .find_map(|v| v["taskId"].as_str().map(str::to_string))
                     .expect("run's answer carries its taskId");

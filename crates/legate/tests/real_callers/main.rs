@@ -21,8 +21,12 @@ use legate_frontkit::cli::{CliHome, event_lines};
 use legate_frontkit::served::Served;
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 mod claude;
@@ -116,7 +120,8 @@ impl Legate {
         std::fs::write(
             &shim,
             format!(
-                "#!/bin/sh\nexport LEGATE_HOME='{home}'\nexport LEGATE_LOG=debug\n\
+                "#!/bin/sh\nunset HTTPS_PROXY HTTP_PROXY ALL_PROXY NO_PROXY https_proxy http_proxy all_proxy no_proxy\n\
+                 export LEGATE_HOME='{home}'\nexport LEGATE_LOG=debug\n\
                  tee -a '{tap}/in.jsonl' | '{bin}' \"$@\" 2>>'{tap}/stderr.log' | tee -a '{tap}/out.jsonl'\n",
                 home = cli.home().display(),
                 tap = tap.display(),
@@ -252,6 +257,59 @@ impl Drop for Legate {
         if let Some(mut served) = self.served.take() {
             served.stop();
         }
+    }
+}
+
+/// A proxy on 127.0.0.1 that lets nothing through: a caller's traffic for anywhere but
+/// 127.0.0.1 (its vendor's API, telemetry, updates) is sent here (`HTTPS_PROXY`), recorded
+/// (its first line: `CONNECT host:443 …`) and refused at once, so that nothing leaves the
+/// machine and nothing waits on it.
+pub(crate) struct Outside {
+    addr: std::net::SocketAddr,
+    seen: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Outside {
+    pub(crate) fn start() -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut line = String::new();
+                let _ = BufReader::new(&conn).read_line(&mut line);
+                s.lock().unwrap().push(line.trim().to_string());
+                let _ = conn.write_all(
+                    b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+            }
+        });
+        Self { addr, seen, stop }
+    }
+
+    /// `http://127.0.0.1:<port>`, for `HTTPS_PROXY` and `HTTP_PROXY`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The first line of every connection so far.
+    pub(crate) fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
     }
 }
 
