@@ -24,18 +24,9 @@ esac
 
 base="${LEGATE_ADAPTERS_DIR:-$HOME/.cache/legate-adapters}"
 dir="$base/$set_name"
-mkdir -p "$dir"
-command -v node >/dev/null || { echo "real-adapters: node (20 or newer) is required" >&2; exit 2; }
-command -v npm >/dev/null || { echo "real-adapters: npm is required" >&2; exit 2; }
-
-stamp="$dir/.installed"
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-  echo "real-adapters: installing $want into $dir" >&2
-  [[ -f "$dir/package.json" ]] || echo '{"name":"legate-real-adapters","private":true}' > "$dir/package.json"
-  # shellcheck disable=SC2086 # one word per package
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error $want)
-  echo "$want" > "$stamp"
-fi
+# shellcheck source=scripts/npm-cache.sh
+source "$(dirname "$0")/npm-cache.sh"
+npm_cache_install "$dir" real-adapters "$want"
 
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

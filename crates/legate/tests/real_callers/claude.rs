@@ -83,14 +83,30 @@ impl<'a> ClaudeCode<'a> {
         c
     }
 
-    /// Registers Legate as the docs say: `claude mcp add legate -- legate mcp` over stdio,
-    /// or the `claude mcp add --transport http …` line `legate serve --mcp` printed.
+    /// Registers Legate as the docs say: `claude mcp add legate -- legate mcp` over stdio;
+    /// over HTTP `claude mcp add --transport http legate <url> --header "Authorization:
+    /// Bearer $(cat <home>/mcp-token)"`, which is also what `legate serve --mcp` printed.
     fn register(&self) {
         let line = match self.legate.variant.transport {
             Transport::Stdio => format!("{ADD_STDIO} {}", self.legate.mcp_args().join(" ")),
-            Transport::Http => self
-                .legate
-                .banner_line("claude mcp add --transport http legate"),
+            Transport::Http => {
+                let token_file = self.legate.cli.home().join("mcp-token");
+                let line = format!(
+                    "claude mcp add --transport http legate {} \
+                     --header \"Authorization: Bearer $(cat {})\"",
+                    self.legate.mcp_url(),
+                    token_file.display()
+                );
+                let token = std::fs::read_to_string(&token_file).unwrap();
+                let printed =
+                    line.replace(&format!("$(cat {})", token_file.display()), token.trim());
+                assert_eq!(
+                    self.legate
+                        .banner_line("claude mcp add --transport http legate"),
+                    printed
+                );
+                line
+            }
         };
         let dir = self.legate.cli.base();
         run_logged(self.shell(&line), dir, "claude-mcp-add", LIMIT);

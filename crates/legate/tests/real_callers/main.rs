@@ -183,6 +183,14 @@ impl Legate {
         &self.served.as_ref().expect("served over HTTP").printed
     }
 
+    /// The URL `legate serve --mcp` serves MCP at.
+    pub(crate) fn mcp_url(&self) -> String {
+        self.served
+            .as_ref()
+            .expect("served over HTTP")
+            .url("Legate MCP server")
+    }
+
     /// The banner's line that starts with `prefix` (trimmed).
     pub(crate) fn banner_line(&self, prefix: &str) -> String {
         self.banner()
