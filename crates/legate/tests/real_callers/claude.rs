@@ -9,6 +9,10 @@
 //! asserts on the project's disk, on Legate's store and on what reached the model. `claude_bench`
 //! prints the time from Claude Code's `run` call to the delegated task's first event, beside a
 //! plain tool call's round trip (docs/BENCHMARKS.md).
+//!
+//! This file owns Claude Code's environment, its registration of Legate and the scenarios'
+//! scripts; it never lets Claude Code read the user's own configuration or send anything
+//! beyond 127.0.0.1 (its proxy is [`crate::Outside`]).
 
 use crate::{
     Legate, Outside, Transport, Variant, adapters_dir, callers_dir, median, millis_between,

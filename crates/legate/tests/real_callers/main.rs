@@ -366,7 +366,7 @@ fn method_of(kind: &str) -> &str {
         "InitializeRequest" => "initialize",
         "ListToolsRequest" => "tools/list",
         "CallToolRequest" => "tools/call",
-        "GetTaskRequest" | "GetTaskInfoRequest" => "tasks/get",
+        "GetTaskRequest" => "tasks/get",
         "UpdateTaskRequest" => "tasks/update",
         "CancelTaskRequest" => "tasks/cancel",
         "PingRequest" => "ping",
