@@ -428,7 +428,8 @@ const REPETITIONS: usize = 7;
 
 /// Prints, per repetition and as medians: Claude Code's `run` call (the model server sending
 /// its tool_use) → the delegated task's first stored event, and a plain `health` call's round
-/// trip (its tool_use sent → the next model request, which carries its result).
+/// trip (its tool_use sent → the next model request, which carries its result); and `run`'s
+/// own round trip the same way.
 #[test]
 fn claude_bench() {
     let model = ModelServer::start().unwrap();
@@ -456,14 +457,14 @@ fn claude_bench() {
     claude.ask("Measure Legate.");
 
     let requests = main_loop(&model);
-    let (mut to_event, mut round_trip) = (Vec::new(), Vec::new());
+    let (mut to_event, mut health_trip, mut run_trip) = (Vec::new(), Vec::new(), Vec::new());
     for (i, r) in requests.iter().enumerate() {
         let Some(Step::Tool { name, .. }) = &r.step else {
             continue;
         };
         let next = requests.get(i + 1).expect("a request after each tool call");
         match name.as_str() {
-            "mcp__legate__health" => round_trip.push(millis_between(r.at, next.at)),
+            "mcp__legate__health" => health_trip.push(millis_between(r.at, next.at)),
             "mcp__legate__run" => {
                 // The last tool result in the request is run's answer.
                 let id = tool_results(&next.body)
@@ -474,31 +475,30 @@ fn claude_bench() {
                     .expect("run's answer carries its taskId");
                 let (first, _) = legate.events(&id).into_iter().next().unwrap();
                 to_event.push(millis_between(r.at, first));
+                run_trip.push(millis_between(r.at, next.at));
             }
             _ => {}
         }
     }
     assert_eq!(to_event.len(), REPETITIONS);
-    assert_eq!(round_trip.len(), REPETITIONS);
-    let show = |v: &[f64]| {
-        v.iter()
-            .map(|x| format!("{x:.0}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+    assert_eq!(health_trip.len(), REPETITIONS);
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
     };
-    eprintln!(
-        "claude_bench ({}, {} build): run tool_use → first event: median {:.0} ms [{}]; \
-         health round trip: median {:.0} ms [{}]",
-        variant.name(),
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        },
-        median(to_event.clone()),
-        show(&to_event),
-        median(round_trip.clone()),
-        show(&round_trip),
-    );
+    eprintln!("claude_bench ({}, {build} build), ms:", variant.name());
+    for (what, values) in [
+        ("run tool_use → first event", to_event),
+        ("health round trip", health_trip),
+        ("run round trip", run_trip),
+    ] {
+        let each: Vec<String> = values.iter().map(|x| format!("{x:.0}")).collect();
+        eprintln!(
+            "  {what:<27} median {:>5.0}  [{}]",
+            median(values.clone()),
+            each.join(" ")
+        );
+    }
     eprintln!("claude_bench tap: {}", legate.tap().describe());
 }
