@@ -11,6 +11,8 @@
 //!   integration, and Legate's answers reach Codex's model (its later requests carry them).
 //!   A tap between Codex and `legate mcp` records the JSON-RPC both ways: the protocol
 //!   revision negotiated and whether task calls (`tasks/*`) were used are read from it.
+//! - `codex_over_http_delegates`: the same server over Streamable HTTP (`legate serve --mcp`,
+//!   `url` and `bearer_token_env_var`): a delegation to revisor on a copy, followed to its end.
 //! - `codex_mcp_add_registers_legate`: `codex mcp add legate --env LEGATE_HOME=… -- legate mcp`
 //!   writes the stdio table the docs show, and a Codex run on that file calls Legate.
 //!
@@ -23,6 +25,7 @@
 //! servers' recorded requests and the tap.
 
 use legate_frontkit::cli::CliHome;
+use legate_frontkit::served::McpServed;
 use legate_testkit::model_server::{ModelServer, Recorded, Step};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -182,13 +185,14 @@ fn messages(file: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// `codex exec --json` with `prompt` in `project`, on `codex_home`, killed after
-/// [`CODEX_LIMIT_SECS`]; its output and the JSON events it printed.
+/// `codex exec --json` with `prompt` in `project`, on `codex_home`, with `env` added, killed
+/// after [`CODEX_LIMIT_SECS`]; its output and the JSON events it printed.
 fn codex_exec(
     codex_home: &Path,
     user_home: &Path,
     project: &Path,
     prompt: &str,
+    env: &[(&str, &str)],
 ) -> (Output, Vec<Value>) {
     let out = Command::new("timeout")
         .args(["--kill-after=10", &CODEX_LIMIT_SECS.to_string()])
@@ -209,6 +213,7 @@ fn codex_exec(
         .env_remove("OPENAI_BASE_URL")
         .env_remove("RUST_LOG")
         .env_remove("LEGATE_LOG")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -302,9 +307,15 @@ fn codex_delegates_to_claude_through_legate() {
     )
     .unwrap();
 
-    // Claude, in the copy: finds its root (a shell command, allowed in a copy Legate owns),
-    // writes NOTES.md there with its Write tool, and answers.
+    // Claude, in the copy: tries to write into the original project (refused: outside its
+    // root), finds its root (a shell command, allowed in a copy Legate owns), writes NOTES.md
+    // there with its Write tool, and answers.
+    let escape = project.join("ESCAPE.md");
     anthropic.script(vec![
+        Step::tool(
+            "Write",
+            json!({"file_path": escape, "content": "not through the review"}),
+        ),
         Step::tool(
             "Bash",
             json!({"command": "printf '{\"root\": \"%s\"}' \"$PWD\"", "description": "print the root"}),
@@ -316,7 +327,8 @@ fn codex_delegates_to_claude_through_legate() {
         Step::text("Wrote NOTES.md."),
     ]);
     // Codex: delegates to Claude on a copy of the project, follows the task to its end, reads
-    // the answer, reviews the patch and integrates it.
+    // the answer, reviews the patch, tries to integrate a patch it never saw (refused), and
+    // integrates the one it reviewed.
     let task = json!({"taskId": "{{taskId}}"});
     openai.script(vec![
         legate(
@@ -337,6 +349,10 @@ fn codex_delegates_to_claude_through_legate() {
         ),
         legate(
             "integrate",
+            json!({"taskId": "{{taskId}}", "expectedSha256": "0".repeat(64)}),
+        ),
+        legate(
+            "integrate",
             json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}"}),
         ),
         Step::text("Claude wrote NOTES.md through Legate; it is integrated."),
@@ -347,18 +363,32 @@ fn codex_delegates_to_claude_through_legate() {
         &user_home,
         &project,
         "Delegate writing NOTES.md to Claude through Legate, review it and integrate it.",
+        &[],
     );
     assert!(out.status.success(), "{}", describe(&out));
 
-    // Codex called each tool once, and each call succeeded.
-    let calls = legate_calls(&events);
+    // Codex called each tool in turn; the forged integration was refused, every other call
+    // succeeded.
+    let mut calls = legate_calls(&events);
     let names: Vec<&str> = calls.iter().map(|(n, _, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["run", "wait", "result", "preview", "verify", "integrate"],
+        [
+            "run",
+            "wait",
+            "result",
+            "preview",
+            "verify",
+            "integrate",
+            "integrate"
+        ],
         "{}",
         describe(&out)
     );
+    let (_, forged_status, forged) = calls.remove(5);
+    eprintln!("codex: a forged integration: {forged_status}, {forged}");
+    assert_eq!(forged_status, "failed", "{forged}");
+    assert!(forged.contains("PATCH_CHANGED"), "{forged}");
     for (name, status, text) in &calls {
         assert_eq!(status, "completed", "{name}: {text}");
         assert!(!text.contains("\"error\""), "{name}: {text}");
@@ -382,10 +412,14 @@ fn codex_delegates_to_claude_through_legate() {
     assert_eq!(answer("verify")["passed"], true);
     assert_eq!(answer("integrate")["files"], json!(["NOTES.md"]));
 
-    // On disk: Claude's file, in the project.
+    // On disk: Claude's file, in the project, and nothing written around the review.
     assert_eq!(
         std::fs::read_to_string(project.join("NOTES.md")).unwrap(),
         NOTE
+    );
+    assert!(
+        !escape.exists(),
+        "the agent wrote into the project directly"
     );
 
     // In Legate's store: Claude's task on a copy, its Write, and the integration.
@@ -405,6 +439,13 @@ fn codex_delegates_to_claude_through_legate() {
             && e["tool_kind"] == "edit"
             && e["verdict"]["decision"] == "allow"),
         "the write was not supervised: {stored:#?}"
+    );
+    assert!(
+        stored.iter().any(|e| e["type"] == "permission"
+            && e["tool_kind"] == "edit"
+            && e["verdict"]["decision"] == "deny"
+            && e["title"].as_str().is_some_and(|t| t.contains("ESCAPE.md"))),
+        "the write outside the copy was not refused: {stored:#?}"
     );
     assert!(
         stored.iter().any(|e| e["type"] == "notice"
@@ -533,7 +574,7 @@ fn codex_mcp_add_registers_legate() {
         legate("health", json!({"probe": false})),
         Step::text("Legate is there."),
     ]);
-    let (out, events) = codex_exec(&codex_home, &user_home, &project, "Is Legate there?");
+    let (out, events) = codex_exec(&codex_home, &user_home, &project, "Is Legate there?", &[]);
     assert!(out.status.success(), "{}", describe(&out));
     let calls = legate_calls(&events);
     assert_eq!(calls.len(), 1, "{}", describe(&out));
@@ -547,5 +588,65 @@ fn codex_mcp_add_registers_legate() {
     assert!(
         last.iter().any(|o| o.contains("\"toolProfile\":\"full\"")),
         "{last:?}"
+    );
+}
+
+#[test]
+fn codex_over_http_delegates() {
+    let openai = ModelServer::start().unwrap();
+    let home = CliHome::with_config(LEGATE, "");
+    let project = home.make_project(&[("README.md", "# Demo\n")]);
+    let base = home.base().to_path_buf();
+    let (codex_home, user_home) = (base.join("codex-home"), base.join("user"));
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::create_dir_all(&user_home).unwrap();
+    let server = McpServed::start(&home, &["--mcp", "--port", "0"]);
+    let table = format!(
+        "\n[mcp_servers.legate]\nurl = {:?}\nbearer_token_env_var = \"LEGATE_MCP_TOKEN\"\ntool_timeout_sec = {TOOL_TIMEOUT_SECS}\n",
+        server.url
+    );
+    std::fs::write(codex_home.join("config.toml"), codex_base(&openai) + &table).unwrap();
+    openai.script(vec![
+        legate(
+            "run",
+            json!({"prompt": "write hello.txt: over HTTP", "agent": "revisor",
+                   "workingDirectory": project}),
+        ),
+        legate(
+            "wait",
+            json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
+        ),
+        Step::text("Delegated over HTTP."),
+    ]);
+    let (out, events) = codex_exec(
+        &codex_home,
+        &user_home,
+        &project,
+        "Delegate hello.txt through Legate.",
+        &[("LEGATE_MCP_TOKEN", &server.token)],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let calls = legate_calls(&events);
+    let names: Vec<&str> = calls.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(names, ["run", "wait"], "{}", describe(&out));
+    for (name, status, text) in &calls {
+        assert_eq!(status, "completed", "{name}: {text}");
+    }
+    let run: Value = serde_json::from_str(&calls[0].2).unwrap();
+    let wait: Value = serde_json::from_str(&calls[1].2).unwrap();
+    assert_eq!(
+        (wait["ready"].clone(), wait["state"].clone()),
+        (json!(true), json!("completed")),
+        "{wait}"
+    );
+    let shown = home.show(run["taskId"].as_str().unwrap());
+    let root = PathBuf::from(shown["root"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(root.join("hello.txt")).unwrap(),
+        "over HTTP"
+    );
+    assert!(
+        !project.join("hello.txt").exists(),
+        "a copy task changed the project"
     );
 }
