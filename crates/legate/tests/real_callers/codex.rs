@@ -176,6 +176,30 @@ fn tap(dir: &Path) -> PathBuf {
     script
 }
 
+/// `<base>/codex-home` (Codex's `CODEX_HOME`) and `<base>/user` (its `HOME`, so that nothing
+/// of the user's own Codex, skills or agents is read), made.
+fn codex_dirs(base: &Path) -> (PathBuf, PathBuf) {
+    let dirs = (base.join("codex-home"), base.join("user"));
+    std::fs::create_dir_all(&dirs.0).unwrap();
+    std::fs::create_dir_all(&dirs.1).unwrap();
+    dirs
+}
+
+/// `codex mcp add legate <args>` on `codex_home`, which must succeed; the `config.toml` it
+/// leaves.
+fn codex_mcp_add(codex_home: &Path, user_home: &Path, args: &[&str]) -> String {
+    let added = Command::new(codex_bin())
+        .args(["mcp", "add", "legate"])
+        .args(args)
+        .env("CODEX_HOME", codex_home)
+        .env("HOME", user_home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", describe(&added));
+    std::fs::read_to_string(codex_home.join("config.toml")).unwrap()
+}
+
 /// The JSON-RPC messages of one side of the tap.
 fn messages(file: &Path) -> Vec<Value> {
     std::fs::read_to_string(file)
@@ -293,9 +317,7 @@ fn codex_delegates_to_claude_through_legate() {
     let openai = ModelServer::start().unwrap();
     let (home, project) = legate_home(&anthropic);
     let base = home.base().to_path_buf();
-    let (codex_home, user_home) = (base.join("codex-home"), base.join("user"));
-    std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::create_dir_all(&user_home).unwrap();
+    let (codex_home, user_home) = codex_dirs(&base);
 
     let mut args = vec!["mcp"];
     if !TASKS {
@@ -535,32 +557,17 @@ fn codex_mcp_add_registers_legate() {
     let home = CliHome::with_config(LEGATE, "");
     let project = home.make_project(&[("README.md", "# Demo\n")]);
     let base = home.base().to_path_buf();
-    let (codex_home, user_home) = (base.join("codex-home"), base.join("user"));
-    std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::create_dir_all(&user_home).unwrap();
+    let (codex_home, user_home) = codex_dirs(&base);
     let config = codex_home.join("config.toml");
     std::fs::write(&config, codex_base(&openai)).unwrap();
 
     // The command the docs show, with this test's binary and home.
     let legate_home = format!("LEGATE_HOME={}", home.home().display());
-    let added = Command::new(codex_bin())
-        .args([
-            "mcp",
-            "add",
-            "legate",
-            "--env",
-            &legate_home,
-            "--",
-            LEGATE,
-            "mcp",
-        ])
-        .env("CODEX_HOME", &codex_home)
-        .env("HOME", &user_home)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(added.status.success(), "{}", describe(&added));
-    let written = std::fs::read_to_string(&config).unwrap();
+    let written = codex_mcp_add(
+        &codex_home,
+        &user_home,
+        &["--env", &legate_home, "--", LEGATE, "mcp"],
+    );
     let table = format!(
         "[mcp_servers.legate]\ncommand = {:?}\nargs = [\"mcp\"]\n\n[mcp_servers.legate.env]\nLEGATE_HOME = {:?}\n",
         LEGATE,
@@ -597,15 +604,26 @@ fn codex_over_http_delegates() {
     let home = CliHome::with_config(LEGATE, "");
     let project = home.make_project(&[("README.md", "# Demo\n")]);
     let base = home.base().to_path_buf();
-    let (codex_home, user_home) = (base.join("codex-home"), base.join("user"));
-    std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::create_dir_all(&user_home).unwrap();
+    let (codex_home, user_home) = codex_dirs(&base);
     let server = McpServed::start(&home, &["--mcp", "--port", "0"]);
+    std::fs::write(codex_home.join("config.toml"), codex_base(&openai)).unwrap();
+    // The command the docs show for HTTP; the default tool timeout (60 s) is above this
+    // test's wait.
+    let written = codex_mcp_add(
+        &codex_home,
+        &user_home,
+        &[
+            "--url",
+            &server.url,
+            "--bearer-token-env-var",
+            "LEGATE_MCP_TOKEN",
+        ],
+    );
     let table = format!(
-        "\n[mcp_servers.legate]\nurl = {:?}\nbearer_token_env_var = \"LEGATE_MCP_TOKEN\"\ntool_timeout_sec = {TOOL_TIMEOUT_SECS}\n",
+        "[mcp_servers.legate]\nurl = {:?}\nbearer_token_env_var = \"LEGATE_MCP_TOKEN\"\n",
         server.url
     );
-    std::fs::write(codex_home.join("config.toml"), codex_base(&openai) + &table).unwrap();
+    assert!(written.contains(&table), "codex mcp add wrote:\n{written}");
     openai.script(vec![
         legate(
             "run",
