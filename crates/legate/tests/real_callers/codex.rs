@@ -310,6 +310,27 @@ fn legate(tool: &str, input: Value) -> Step {
     Step::tool(&format!("mcp__legate.{tool}"), input)
 }
 
+/// `run` of `prompt` on `agent` in a copy of `project`, with one criterion: `path` exists.
+fn run_on_copy(prompt: &str, agent: &str, project: &Path, path: &str) -> Step {
+    legate(
+        "run",
+        json!({"prompt": prompt, "agent": agent, "workingDirectory": project,
+               "acceptanceCriteria": [{"id": "file", "description": format!("{path} exists"),
+                                       "check": {"kind": "file-exists", "path": path}}]}),
+    )
+}
+
+/// `verify` of the previewed patch: the criterion of [`run_on_copy`] passed, citing `quote`
+/// on line 1 of `path`.
+fn verify_file(path: &str, quote: &str) -> Step {
+    legate(
+        "verify",
+        json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}",
+               "reviews": [{"criterionId": "file", "verdict": "passed", "path": path,
+                            "line": 1, "quote": quote, "explanation": "written"}]}),
+    )
+}
+
 #[test]
 fn codex_delegates_to_claude_through_legate() {
     let started = Instant::now();
@@ -353,22 +374,19 @@ fn codex_delegates_to_claude_through_legate() {
     // integrates the one it reviewed.
     let task = json!({"taskId": "{{taskId}}"});
     openai.script(vec![
-        legate(
-            "run",
-            json!({"prompt": "Write NOTES.md saying who wrote it.", "agent": "claude",
-                   "workingDirectory": project,
-                   "acceptanceCriteria": [{"id": "notes", "description": "NOTES.md exists",
-                                           "check": {"kind": "file-exists", "path": "NOTES.md"}}]}),
+        run_on_copy(
+            "Write NOTES.md saying who wrote it.",
+            "claude",
+            &project,
+            "NOTES.md",
         ),
-        legate("wait", json!({"taskId": "{{taskId}}", "timeoutSeconds": 55})),
+        legate(
+            "wait",
+            json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
+        ),
         legate("result", task.clone()),
         legate("preview", task),
-        legate(
-            "verify",
-            json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}",
-                   "reviews": [{"criterionId": "notes", "verdict": "passed", "path": "NOTES.md",
-                                "line": 1, "quote": NOTE.trim_end(), "explanation": "Claude wrote it"}]}),
-        ),
+        verify_file("NOTES.md", NOTE.trim_end()),
         legate(
             "integrate",
             json!({"taskId": "{{taskId}}", "expectedSha256": "0".repeat(64)}),
@@ -667,4 +685,65 @@ fn codex_over_http_delegates() {
         !project.join("hello.txt").exists(),
         "a copy task changed the project"
     );
+}
+
+/// `[copies] approval_mode = "ask"`: Legate asks Codex through a form elicitation before it
+/// integrates, and `codex exec` (nobody to ask) declines, even with `integrate` approved on
+/// Codex's side: the integration is `INTEGRATION_DECLINED` and the project untouched.
+#[test]
+fn codex_exec_declines_an_integration_legate_asks_about() {
+    let openai = ModelServer::start().unwrap();
+    let home = CliHome::with_config(LEGATE, "[copies]\napproval_mode = \"ask\"\n");
+    let project = home.make_project(&[("README.md", "# Demo\n")]);
+    let base = home.base().to_path_buf();
+    let (codex_home, user_home) = codex_dirs(&base);
+    let table = legate_table(&tap(&base), &["mcp"], &home.home());
+    std::fs::write(codex_home.join("config.toml"), codex_base(&openai) + &table).unwrap();
+    let task = json!({"taskId": "{{taskId}}"});
+    openai.script(vec![
+        run_on_copy(
+            "write hello.txt: asked first",
+            "revisor",
+            &project,
+            "hello.txt",
+        ),
+        legate(
+            "wait",
+            json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
+        ),
+        legate("preview", task),
+        verify_file("hello.txt", "asked first"),
+        legate(
+            "integrate",
+            json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}"}),
+        ),
+        Step::text("Not integrated."),
+    ]);
+    let (out, events) = codex_exec(&codex_home, &user_home, &project, "Integrate.", &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let calls = legate_calls(&events);
+    let (name, status, text) = calls.last().unwrap();
+    assert_eq!(
+        (name.as_str(), status.as_str()),
+        ("integrate", "failed"),
+        "{text}"
+    );
+    assert!(text.contains("INTEGRATION_DECLINED"), "{text}");
+    assert!(
+        !project.join("hello.txt").exists(),
+        "integrated without a confirmation"
+    );
+    let asked = messages(&base.join("out.jsonl"))
+        .into_iter()
+        .find(|m| m["method"] == "elicitation/create")
+        .expect("Legate did not ask");
+    let answer = messages(&base.join("in.jsonl"))
+        .into_iter()
+        .find(|m| m["id"] == asked["id"] && m.get("method").is_none())
+        .expect("Codex did not answer");
+    eprintln!(
+        "codex: Legate asked to integrate; codex exec answered {}",
+        answer["result"]
+    );
+    assert_eq!(answer["result"]["action"], "decline");
 }
