@@ -11,10 +11,8 @@
 //!   integration, and Legate's answers reach Codex's model (its later requests carry them).
 //!   A tap between Codex and `legate mcp` records the JSON-RPC both ways: the protocol
 //!   revision negotiated and whether task calls (`tasks/*`) were used are read from it.
-//! - `codex_over_http_delegates`: the same server over Streamable HTTP (`legate serve --mcp`,
-//!   `url` and `bearer_token_env_var`): a delegation to revisor on a copy, followed to its end.
-//! - `codex_mcp_add_registers_legate`: `codex mcp add legate --env LEGATE_HOME=… -- legate mcp`
-//!   writes the stdio table the docs show, and a Codex run on that file calls Legate.
+//! - in `registration`: `codex mcp add` for stdio and for Streamable HTTP, each then used by
+//!   a `codex exec`; and Legate's approval mode `ask`, whose elicitation `codex exec` declines.
 //!
 //! Needs `@openai/codex` in `$LEGATE_CALLERS_DIR` (default `~/.cache/legate-callers`) and
 //! `claude-agent-acp` in `$LEGATE_ADAPTERS_DIR/current` (default `~/.cache/legate-adapters`);
@@ -25,12 +23,13 @@
 //! servers' recorded requests and the tap.
 
 use legate_frontkit::cli::CliHome;
-use legate_frontkit::served::McpServed;
 use legate_testkit::model_server::{ModelServer, Recorded, Step};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
+
+mod registration;
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
@@ -92,17 +91,26 @@ fn claude_acp() -> PathBuf {
     )
 }
 
-/// A Legate home whose `claude` agent is `claude-agent-acp` on the scripted Anthropic server,
-/// and a git project beside it.
-fn legate_home(anthropic: &ModelServer) -> (CliHome, PathBuf) {
-    let config = format!(
+/// Legate's `legate.toml` whose `claude` agent is `claude-agent-acp` on the scripted
+/// Anthropic server.
+fn claude_config(anthropic: &ModelServer) -> String {
+    format!(
         "[agents.claude]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ ANTHROPIC_BASE_URL = {:?}, ANTHROPIC_API_KEY = \"sk-ant-legate-test\" }}\n",
         claude_acp().display().to_string(),
         anthropic.url(),
-    );
-    let home = CliHome::with_config(LEGATE, &config);
+    )
+}
+
+/// A Legate home whose `legate.toml` is `config`, a git project beside it, and Codex's
+/// `CODEX_HOME` (`<dir>/codex-home`) and `HOME` (`<dir>/user`, so that nothing of the user's
+/// own Codex, skills or agents is read), made.
+fn setup(config: &str) -> (CliHome, PathBuf, PathBuf, PathBuf) {
+    let home = CliHome::with_config(LEGATE, config);
     let project = home.make_project(&[("README.md", "# Demo\n")]);
-    (home, project)
+    let (codex_home, user_home) = (home.base().join("codex-home"), home.base().join("user"));
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::create_dir_all(&user_home).unwrap();
+    (home, project, codex_home, user_home)
 }
 
 /// Codex's `config.toml` without its MCP servers: the scripted model as its provider, and
@@ -174,15 +182,6 @@ fn tap(dir: &Path) -> PathBuf {
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     script
-}
-
-/// `<base>/codex-home` (Codex's `CODEX_HOME`) and `<base>/user` (its `HOME`, so that nothing
-/// of the user's own Codex, skills or agents is read), made.
-fn codex_dirs(base: &Path) -> (PathBuf, PathBuf) {
-    let dirs = (base.join("codex-home"), base.join("user"));
-    std::fs::create_dir_all(&dirs.0).unwrap();
-    std::fs::create_dir_all(&dirs.1).unwrap();
-    dirs
 }
 
 /// `codex mcp add legate <args>` on `codex_home`, which must succeed; the `config.toml` it
@@ -320,6 +319,22 @@ fn run_on_copy(prompt: &str, agent: &str, project: &Path, path: &str) -> Step {
     )
 }
 
+/// `wait` on the task `run` started, long enough for it to end.
+fn wait_until_ready() -> Step {
+    legate(
+        "wait",
+        json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
+    )
+}
+
+/// `integrate` of the task's patch, naming `sha256` (`{{sha256}}`: the one previewed).
+fn integrate(sha256: &str) -> Step {
+    legate(
+        "integrate",
+        json!({"taskId": "{{taskId}}", "expectedSha256": sha256}),
+    )
+}
+
 /// `verify` of the previewed patch: the criterion of [`run_on_copy`] passed, citing `quote`
 /// on line 1 of `path`.
 fn verify_file(path: &str, quote: &str) -> Step {
@@ -336,9 +351,8 @@ fn codex_delegates_to_claude_through_legate() {
     let started = Instant::now();
     let anthropic = ModelServer::start().unwrap();
     let openai = ModelServer::start().unwrap();
-    let (home, project) = legate_home(&anthropic);
+    let (home, project, codex_home, user_home) = setup(&claude_config(&anthropic));
     let base = home.base().to_path_buf();
-    let (codex_home, user_home) = codex_dirs(&base);
 
     let mut args = vec!["mcp"];
     if !TASKS {
@@ -380,21 +394,12 @@ fn codex_delegates_to_claude_through_legate() {
             &project,
             "NOTES.md",
         ),
-        legate(
-            "wait",
-            json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
-        ),
+        wait_until_ready(),
         legate("result", task.clone()),
         legate("preview", task),
         verify_file("NOTES.md", NOTE.trim_end()),
-        legate(
-            "integrate",
-            json!({"taskId": "{{taskId}}", "expectedSha256": "0".repeat(64)}),
-        ),
-        legate(
-            "integrate",
-            json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}"}),
-        ),
+        integrate(&"0".repeat(64)),
+        integrate("{{sha256}}"),
         Step::text("Claude wrote NOTES.md through Legate; it is integrated."),
     ]);
 
@@ -567,183 +572,4 @@ fn codex_delegates_to_claude_through_legate() {
         "codex: Codex → Legate → claude-agent-acp, integrated, in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-}
-
-#[test]
-fn codex_mcp_add_registers_legate() {
-    let openai = ModelServer::start().unwrap();
-    let home = CliHome::with_config(LEGATE, "");
-    let project = home.make_project(&[("README.md", "# Demo\n")]);
-    let base = home.base().to_path_buf();
-    let (codex_home, user_home) = codex_dirs(&base);
-    let config = codex_home.join("config.toml");
-    std::fs::write(&config, codex_base(&openai)).unwrap();
-
-    // The command the docs show, with this test's binary and home.
-    let legate_home = format!("LEGATE_HOME={}", home.home().display());
-    let written = codex_mcp_add(
-        &codex_home,
-        &user_home,
-        &["--env", &legate_home, "--", LEGATE, "mcp"],
-    );
-    let table = format!(
-        "[mcp_servers.legate]\ncommand = {:?}\nargs = [\"mcp\"]\n\n[mcp_servers.legate.env]\nLEGATE_HOME = {:?}\n",
-        LEGATE,
-        home.home().display().to_string()
-    );
-    assert!(written.contains(&table), "codex mcp add wrote:\n{written}");
-    assert!(written.starts_with(&codex_base(&openai)), "{written}");
-
-    // A run on that file calls Legate, and Legate's answer reaches Codex's model.
-    openai.script(vec![
-        legate("health", json!({"probe": false})),
-        Step::text("Legate is there."),
-    ]);
-    let (out, events) = codex_exec(&codex_home, &user_home, &project, "Is Legate there?", &[]);
-    assert!(out.status.success(), "{}", describe(&out));
-    let calls = legate_calls(&events);
-    assert_eq!(calls.len(), 1, "{}", describe(&out));
-    assert_eq!(
-        (calls[0].0.as_str(), calls[0].1.as_str()),
-        ("health", "completed")
-    );
-    let health: Value = serde_json::from_str(&calls[0].2).unwrap();
-    assert_eq!(health["toolProfile"], "full", "{health}");
-    let last = tool_outputs(openai.requests().last().unwrap());
-    assert!(
-        last.iter().any(|o| o.contains("\"toolProfile\":\"full\"")),
-        "{last:?}"
-    );
-}
-
-#[test]
-fn codex_over_http_delegates() {
-    let openai = ModelServer::start().unwrap();
-    let home = CliHome::with_config(LEGATE, "");
-    let project = home.make_project(&[("README.md", "# Demo\n")]);
-    let base = home.base().to_path_buf();
-    let (codex_home, user_home) = codex_dirs(&base);
-    let server = McpServed::start(&home, &["--mcp", "--port", "0"]);
-    std::fs::write(codex_home.join("config.toml"), codex_base(&openai)).unwrap();
-    // The command the docs show for HTTP; the default tool timeout (60 s) is above this
-    // test's wait.
-    let written = codex_mcp_add(
-        &codex_home,
-        &user_home,
-        &[
-            "--url",
-            &server.url,
-            "--bearer-token-env-var",
-            "LEGATE_MCP_TOKEN",
-        ],
-    );
-    let table = format!(
-        "[mcp_servers.legate]\nurl = {:?}\nbearer_token_env_var = \"LEGATE_MCP_TOKEN\"\n",
-        server.url
-    );
-    assert!(written.contains(&table), "codex mcp add wrote:\n{written}");
-    openai.script(vec![
-        legate(
-            "run",
-            json!({"prompt": "write hello.txt: over HTTP", "agent": "revisor",
-                   "workingDirectory": project}),
-        ),
-        legate(
-            "wait",
-            json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
-        ),
-        Step::text("Delegated over HTTP."),
-    ]);
-    let (out, events) = codex_exec(
-        &codex_home,
-        &user_home,
-        &project,
-        "Delegate hello.txt through Legate.",
-        &[("LEGATE_MCP_TOKEN", &server.token)],
-    );
-    assert!(out.status.success(), "{}", describe(&out));
-    let calls = legate_calls(&events);
-    let names: Vec<&str> = calls.iter().map(|(n, _, _)| n.as_str()).collect();
-    assert_eq!(names, ["run", "wait"], "{}", describe(&out));
-    for (name, status, text) in &calls {
-        assert_eq!(status, "completed", "{name}: {text}");
-    }
-    let run: Value = serde_json::from_str(&calls[0].2).unwrap();
-    let wait: Value = serde_json::from_str(&calls[1].2).unwrap();
-    assert_eq!(
-        (wait["ready"].clone(), wait["state"].clone()),
-        (json!(true), json!("completed")),
-        "{wait}"
-    );
-    let shown = home.show(run["taskId"].as_str().unwrap());
-    let root = PathBuf::from(shown["root"].as_str().unwrap());
-    assert_eq!(
-        std::fs::read_to_string(root.join("hello.txt")).unwrap(),
-        "over HTTP"
-    );
-    assert!(
-        !project.join("hello.txt").exists(),
-        "a copy task changed the project"
-    );
-}
-
-/// `[copies] approval_mode = "ask"`: Legate asks Codex through a form elicitation before it
-/// integrates, and `codex exec` (nobody to ask) declines, even with `integrate` approved on
-/// Codex's side: the integration is `INTEGRATION_DECLINED` and the project untouched.
-#[test]
-fn codex_exec_declines_an_integration_legate_asks_about() {
-    let openai = ModelServer::start().unwrap();
-    let home = CliHome::with_config(LEGATE, "[copies]\napproval_mode = \"ask\"\n");
-    let project = home.make_project(&[("README.md", "# Demo\n")]);
-    let base = home.base().to_path_buf();
-    let (codex_home, user_home) = codex_dirs(&base);
-    let table = legate_table(&tap(&base), &["mcp"], &home.home());
-    std::fs::write(codex_home.join("config.toml"), codex_base(&openai) + &table).unwrap();
-    let task = json!({"taskId": "{{taskId}}"});
-    openai.script(vec![
-        run_on_copy(
-            "write hello.txt: asked first",
-            "revisor",
-            &project,
-            "hello.txt",
-        ),
-        legate(
-            "wait",
-            json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
-        ),
-        legate("preview", task),
-        verify_file("hello.txt", "asked first"),
-        legate(
-            "integrate",
-            json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}"}),
-        ),
-        Step::text("Not integrated."),
-    ]);
-    let (out, events) = codex_exec(&codex_home, &user_home, &project, "Integrate.", &[]);
-    assert!(out.status.success(), "{}", describe(&out));
-    let calls = legate_calls(&events);
-    let (name, status, text) = calls.last().unwrap();
-    assert_eq!(
-        (name.as_str(), status.as_str()),
-        ("integrate", "failed"),
-        "{text}"
-    );
-    assert!(text.contains("INTEGRATION_DECLINED"), "{text}");
-    assert!(
-        !project.join("hello.txt").exists(),
-        "integrated without a confirmation"
-    );
-    let asked = messages(&base.join("out.jsonl"))
-        .into_iter()
-        .find(|m| m["method"] == "elicitation/create")
-        .expect("Legate did not ask");
-    let answer = messages(&base.join("in.jsonl"))
-        .into_iter()
-        .find(|m| m["id"] == asked["id"] && m.get("method").is_none())
-        .expect("Codex did not answer");
-    eprintln!(
-        "codex: Legate asked to integrate; codex exec answered {}",
-        answer["result"]
-    );
-    assert_eq!(answer["result"]["action"], "decline");
 }
