@@ -5,7 +5,7 @@
 //! are the parent module's.
 
 use super::*;
-use legate_frontkit::served::McpServed;
+use legate_frontkit::served::{McpServed, Served, addr_of};
 
 #[test]
 fn codex_mcp_add_registers_legate() {
@@ -51,69 +51,120 @@ fn codex_mcp_add_registers_legate() {
     );
 }
 
+/// `legate serve --mcp` with its debug log in `log`: what a client needs to call it.
+fn serve_logged(home: &CliHome, log: &Path) -> McpServed {
+    let mut command = home.program("sh");
+    command
+        .args(["-c", "exec \"$0\" serve --mcp --port 0 2>>\"$1\""])
+        .arg(LEGATE)
+        .arg(log)
+        .env("LEGATE_LOG", "debug");
+    let served = Served::spawn(&mut command);
+    let url = served.url("Legate MCP server");
+    let token = std::fs::read_to_string(home.home().join("mcp-token")).unwrap();
+    McpServed {
+        addr: addr_of(&url),
+        served,
+        url,
+        token: token.trim().to_string(),
+    }
+}
+
+/// Each MCP session Legate's debug log shows starting, in order: the revision, and whether
+/// the client declared the tasks extension.
+fn sessions_in(log: &Path) -> Vec<(String, bool)> {
+    const AT: &str = "protocol_version: ProtocolVersion(\"";
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("Service initialized as server"))
+        .filter_map(|l| {
+            let from = &l[l.find(AT)? + AT.len()..];
+            let tasks = l.contains("io.modelcontextprotocol/tasks");
+            Some((from[..from.find('"')?].to_string(), tasks))
+        })
+        .collect()
+}
+
 #[test]
 fn codex_over_http_delegates() {
     let openai = ModelServer::start().unwrap();
     let (home, project, codex_home, user_home) = setup("");
-    let server = McpServed::start(&home, &["--mcp", "--port", "0"]);
-    std::fs::write(codex_home.join("config.toml"), codex_base(&openai)).unwrap();
-    // The command the docs show for HTTP; the default tool timeout (60 s) is above this
-    // test's wait.
-    let written = codex_mcp_add(
-        &codex_home,
-        &user_home,
-        &[
-            "--url",
-            &server.url,
-            "--bearer-token-env-var",
-            "LEGATE_MCP_TOKEN",
-        ],
-    );
-    let table = format!(
-        "[mcp_servers.legate]\nurl = {:?}\nbearer_token_env_var = \"LEGATE_MCP_TOKEN\"\n",
-        server.url
-    );
-    assert!(written.contains(&table), "codex mcp add wrote:\n{written}");
-    openai.script(vec![
-        legate(
-            "run",
-            json!({"prompt": "write hello.txt: over HTTP", "agent": "revisor",
-                   "workingDirectory": project}),
-        ),
-        wait_until_ready(),
-        Step::text("Delegated over HTTP."),
-    ]);
-    let (out, events) = codex_exec(
-        &codex_home,
-        &user_home,
-        &project,
-        "Delegate hello.txt through Legate.",
-        &[("LEGATE_MCP_TOKEN", &server.token)],
-    );
-    assert!(out.status.success(), "{}", describe(&out));
-    let calls = legate_calls(&events);
-    let names: Vec<&str> = calls.iter().map(|(n, _, _)| n.as_str()).collect();
-    assert_eq!(names, ["run", "wait"], "{}", describe(&out));
-    for (name, status, text) in &calls {
-        assert_eq!(status, "completed", "{name}: {text}");
+    let log = home.base().join("serve.log");
+    let server = serve_logged(&home, &log);
+    // Codex asks for 2025-06-18 over HTTP too; with its feature `mcp_2026_07_28` (under
+    // development) it sends `server/discover` and speaks 2026-07-28 (a session per request).
+    for (feature, revision) in [(false, "2025-06-18"), (true, "2026-07-28")] {
+        let mut config = codex_base(&openai);
+        if feature {
+            config = config.replace("[features]\n", "[features]\nmcp_2026_07_28 = true\n");
+        }
+        std::fs::write(codex_home.join("config.toml"), config).unwrap();
+        // The command the docs show for HTTP; the default tool timeout (60 s) is above this
+        // test's wait.
+        let written = codex_mcp_add(
+            &codex_home,
+            &user_home,
+            &[
+                "--url",
+                &server.url,
+                "--bearer-token-env-var",
+                "LEGATE_MCP_TOKEN",
+            ],
+        );
+        let table = format!(
+            "[mcp_servers.legate]\nurl = {:?}\nbearer_token_env_var = \"LEGATE_MCP_TOKEN\"\n",
+            server.url
+        );
+        assert!(written.contains(&table), "codex mcp add wrote:\n{written}");
+        let file = format!("{revision}.txt");
+        openai.script(vec![
+            legate(
+                "run",
+                json!({"prompt": format!("write {file}: over HTTP"), "agent": "revisor",
+                       "workingDirectory": project}),
+            ),
+            wait_until_ready(),
+            Step::text("Delegated over HTTP."),
+        ]);
+        let before = sessions_in(&log).len();
+        let (out, events) = codex_exec(
+            &codex_home,
+            &user_home,
+            &project,
+            "Delegate a file through Legate.",
+            &[("LEGATE_MCP_TOKEN", &server.token)],
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+        let calls = legate_calls(&events);
+        let names: Vec<&str> = calls.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(names, ["run", "wait"], "{}", describe(&out));
+        for (name, status, text) in &calls {
+            assert_eq!(status, "completed", "{name}: {text}");
+        }
+        let run: Value = serde_json::from_str(&calls[0].2).unwrap();
+        let wait: Value = serde_json::from_str(&calls[1].2).unwrap();
+        assert_eq!(
+            (&wait["ready"], &wait["state"]),
+            (&json!(true), &json!("completed"))
+        );
+        let shown = home.show(run["taskId"].as_str().unwrap());
+        let root = PathBuf::from(shown["root"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(root.join(&file)).unwrap(),
+            "over HTTP"
+        );
+        assert!(
+            !project.join(&file).exists(),
+            "a copy task changed the project"
+        );
+        let sessions = sessions_in(&log).split_off(before);
+        eprintln!("codex over HTTP (mcp_2026_07_28 {feature}): MCP sessions {sessions:?}");
+        assert!(
+            !sessions.is_empty() && sessions.iter().all(|(r, tasks)| r == revision && !tasks),
+            "{sessions:?}"
+        );
     }
-    let run: Value = serde_json::from_str(&calls[0].2).unwrap();
-    let wait: Value = serde_json::from_str(&calls[1].2).unwrap();
-    assert_eq!(
-        (wait["ready"].clone(), wait["state"].clone()),
-        (json!(true), json!("completed")),
-        "{wait}"
-    );
-    let shown = home.show(run["taskId"].as_str().unwrap());
-    let root = PathBuf::from(shown["root"].as_str().unwrap());
-    assert_eq!(
-        std::fs::read_to_string(root.join("hello.txt")).unwrap(),
-        "over HTTP"
-    );
-    assert!(
-        !project.join("hello.txt").exists(),
-        "a copy task changed the project"
-    );
 }
 
 /// `[copies] approval_mode = "ask"`: Legate asks Codex through a form elicitation before it
