@@ -59,12 +59,14 @@ const TOOL_TIMEOUT_SECS: u64 = 120;
 /// The longest a whole `codex exec` may take before `timeout` kills it.
 const CODEX_LIMIT_SECS: u64 = 400;
 
+/// `$var`, or `~/<default>`.
 fn cache(var: &str, default: &str) -> PathBuf {
     std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
         PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(default)
     })
 }
 
+/// `path`, which must exist (else the failure names the `script` that installs it).
 fn installed(path: PathBuf, script: &str) -> PathBuf {
     assert!(
         path.exists(),
@@ -114,8 +116,8 @@ fn setup(config: &str) -> (CliHome, PathBuf, PathBuf, PathBuf) {
 }
 
 /// Codex's `config.toml` without its MCP servers: the scripted model as its provider, and
-/// nothing that reaches the network (without these Codex looks up `api.github.com` for its
-/// update check and `chatgpt.com` for plugins and apps).
+/// nothing that reaches the network (without the update check, analytics, plugins and apps
+/// turned off, Codex 0.171 looks up `api.github.com` and `chatgpt.com`).
 fn codex_base(openai: &ModelServer) -> String {
     format!(
         r#"model = "{MODEL}"

@@ -2,7 +2,8 @@
 //! `codex mcp add` for stdio and for Streamable HTTP (each then used by a `codex exec`), and
 //! an integration Legate asks about in its approval mode `ask`, which `codex exec` declines.
 //! Owns these three scenarios; the shared pieces (Codex's configuration, its run, the tap)
-//! are the parent module's.
+//! are the parent module's. Like it, it never decides anything about Legate: it reads the
+//! disk, Legate's store and log, Codex's output and the tap.
 
 use super::*;
 use legate_frontkit::served::{McpServed, Served, addr_of};
