@@ -30,7 +30,9 @@ pub enum Step {
     /// Plain text; ends the agent's turn.
     Text(String),
     /// A call of the adapter's own tool `name` with `input` (for OpenAI's `apply_patch`,
-    /// `input` is a JSON string holding the patch text). A string of `input` may name
+    /// `input` is a JSON string holding the patch text). For OpenAI, `namespace.tool` calls
+    /// `tool` of a Responses API namespace (Codex puts each MCP server's tools in one,
+    /// `mcp__<server>`); a function's name never holds a dot. A string of `input` may name
     /// `{{key}}`: it is replaced by the last `"key": "value"` that the request carries in its
     /// text (a caller's tool result, say), so a script can pass on an id it cannot know ahead.
     Tool {
@@ -491,9 +493,16 @@ fn openai_sse(step: &Step) -> String {
         Step::Tool { name, input } if name == "apply_patch" => json!({
             "type": "custom_tool_call", "id": "ctc_legate", "call_id": "call_patch", "status": "completed",
             "name": name, "input": input.as_str().unwrap_or_default()}),
-        Step::Tool { name, input } => json!({
-            "type": "function_call", "id": "fc_legate", "call_id": format!("call_{name}"), "status": "completed",
-            "name": name, "arguments": input.to_string()}),
+        Step::Tool { name, input } => {
+            let mut call = json!({
+                "type": "function_call", "id": "fc_legate", "call_id": format!("call_{name}"), "status": "completed",
+                "name": name, "arguments": input.to_string()});
+            if let Some((namespace, tool)) = name.split_once('.') {
+                call["namespace"] = json!(namespace);
+                call["name"] = json!(tool);
+            }
+            call
+        }
     };
     let response = |status: &str, output: Value| {
         json!({"id": "resp_legate", "object": "response", "status": status, "model": "gpt-5.3-codex",
@@ -668,5 +677,15 @@ mod tests {
             &json!({"generationConfig": {"responseJsonSchema": {"properties": {"model_choice": {"type": "string", "enum": ["flash", "pro"]}}}}}),
         );
         assert!(r.contains("model_choice"), "{r}");
+        s.script(vec![Step::tool("mcp__legate.run", json!({"prompt": "x"}))]);
+        let n = post(
+            &s.url(),
+            "/v1/responses",
+            &json!({"tools": [{"type": "namespace"}]}),
+        );
+        assert!(
+            n.contains(r#""namespace":"mcp__legate""#) && n.contains(r#""name":"run""#),
+            "{n}"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The real callers through Legate, offline: a coding agent's own CLI (Claude Code in
-//! `claude.rs`) in the caller's seat, with Legate registered as its MCP server exactly as
+//! `claude.rs`, Codex in `codex.rs`) in the caller's seat, with Legate registered as its MCP server exactly as
 //! the docs say, against the scripted model server of legate-testkit (127.0.0.1 only).
 //!
 //! Opt-in: `scripts/real-callers.sh [filter]` installs the callers from npm into
@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 mod claude;
+mod codex;
 
 /// The binary under test.
 pub(crate) const LEGATE: &str = env!("CARGO_BIN_EXE_legate");

@@ -1,0 +1,577 @@
+//! Codex (`@openai/codex`, run headless as `codex exec --json`) as a real caller of
+//! `legate mcp`, offline: Codex's model is a scripted OpenAI Responses server on 127.0.0.1
+//! that makes it call Legate's tools, and Legate delegates to Claude through
+//! `claude-agent-acp`, whose model is a scripted Anthropic server. Codex users lost
+//! `codex mcp-server` as a delegation path; this is the one Legate offers them
+//! (docs/callers/codex.md shows the configuration tested here).
+//!
+//! - `codex_delegates_to_claude_through_legate`: run (a copy of a git project) → wait until
+//!   ready → result → preview → verify → integrate. Claude's model writes `NOTES.md` with its
+//!   `Write` tool; the file lands in the project, Legate's store records the write and the
+//!   integration, and Legate's answers reach Codex's model (its later requests carry them).
+//!   A tap between Codex and `legate mcp` records the JSON-RPC both ways: the protocol
+//!   revision negotiated and whether task calls (`tasks/*`) were used are read from it.
+//! - in `registration`: `codex mcp add` for stdio and for Streamable HTTP, each then used by
+//!   a `codex exec`; and Legate's approval mode `ask`, whose elicitation `codex exec` declines.
+//!
+//! Needs `@openai/codex` in `$LEGATE_CALLERS_DIR` (default `~/.cache/legate-callers`) and
+//! `claude-agent-acp` in `$LEGATE_ADAPTERS_DIR/current` (default `~/.cache/legate-adapters`);
+//! a missing one fails with a message naming the script that installs it.
+//!
+//! Owns Codex's side of the suite (its `CODEX_HOME`, flags and its model's script); it never
+//! decides anything about Legate: assertions read the disk, Legate's store, the model
+//! servers' recorded requests and the tap.
+
+use legate_frontkit::cli::CliHome;
+use legate_testkit::model_server::{ModelServer, Recorded, Step};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Instant;
+
+mod registration;
+
+const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+
+/// Whether Legate offers Codex MCP tasks. Codex 0.171.0 declares no
+/// `io.modelcontextprotocol/tasks` extension (its binary knows the name, its `initialize`
+/// does not send it), so the plain path is what it uses. Once the tasks front is merged, flip
+/// this to check that a tasks-enabled `legate mcp` still answers Codex plainly; `false` then
+/// passes [`NO_TASKS_FLAG`].
+const TASKS: bool = false;
+
+/// The flag that turns the tasks front off (`Some("--no-tasks")` once it exists).
+const NO_TASKS_FLAG: Option<&str> = None;
+
+/// The MCP revision Codex 0.171.0 asks for and Legate answers with (observed 2026-12-05;
+/// its feature `mcp_2026_07_28` does not change the stdio handshake).
+const PROTOCOL: &str = "2025-06-18";
+
+/// What Claude's model writes, through Legate, into the copy.
+const NOTE: &str = "Delegated by Codex, written by Claude.\n";
+
+/// Codex's model: one Codex has no metadata for (it says so, and goes on).
+const MODEL: &str = "gpt-5.3-codex";
+
+/// Codex's seconds for one Legate call: above the longest `wait` (60 s).
+const TOOL_TIMEOUT_SECS: u64 = 120;
+
+/// The longest a whole `codex exec` may take before `timeout` kills it.
+const CODEX_LIMIT_SECS: u64 = 400;
+
+/// `$var`, or `~/<default>`.
+fn cache(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(default)
+    })
+}
+
+/// `path`, which must exist (else the failure names the `script` that installs it).
+fn installed(path: PathBuf, script: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{} is not installed: run {script}",
+        path.display()
+    );
+    path
+}
+
+/// `codex` of `@openai/codex`.
+fn codex_bin() -> PathBuf {
+    installed(
+        cache("LEGATE_CALLERS_DIR", ".cache/legate-callers").join("node_modules/.bin/codex"),
+        "scripts/real-callers.sh",
+    )
+}
+
+/// `claude-agent-acp`'s entry point (the `current` adapter set).
+fn claude_acp() -> PathBuf {
+    installed(
+        cache("LEGATE_ADAPTERS_DIR", ".cache/legate-adapters")
+            .join("current/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js"),
+        "scripts/real-adapters.sh",
+    )
+}
+
+/// Legate's `legate.toml` whose `claude` agent is `claude-agent-acp` on the scripted
+/// Anthropic server.
+fn claude_config(anthropic: &ModelServer) -> String {
+    format!(
+        "[agents.claude]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ ANTHROPIC_BASE_URL = {:?}, ANTHROPIC_API_KEY = \"sk-ant-legate-test\" }}\n",
+        claude_acp().display().to_string(),
+        anthropic.url(),
+    )
+}
+
+/// A Legate home whose `legate.toml` is `config`, a git project beside it, and Codex's
+/// `CODEX_HOME` (`<dir>/codex-home`) and `HOME` (`<dir>/user`, so that nothing of the user's
+/// own Codex, skills or agents is read), made.
+fn setup(config: &str) -> (CliHome, PathBuf, PathBuf, PathBuf) {
+    let home = CliHome::with_config(LEGATE, config);
+    let project = home.make_project(&[("README.md", "# Demo\n")]);
+    let (codex_home, user_home) = (home.base().join("codex-home"), home.base().join("user"));
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::create_dir_all(&user_home).unwrap();
+    (home, project, codex_home, user_home)
+}
+
+/// Codex's `config.toml` without its MCP servers: the scripted model as its provider, and
+/// nothing that reaches the network (without the update check, analytics, plugins and apps
+/// turned off, Codex 0.171 looks up `api.github.com` and `chatgpt.com`).
+fn codex_base(openai: &ModelServer) -> String {
+    format!(
+        r#"model = "{MODEL}"
+model_provider = "legate-test"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+apps = false
+remote_plugin = false
+
+[model_providers.legate-test]
+name = "legate-test"
+base_url = "{}/v1"
+env_key = "LEGATE_TEST_OPENAI_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+"#,
+        openai.url()
+    )
+}
+
+/// Codex's `[mcp_servers.legate]` table: `command` with `args`, Legate's home, a tool timeout
+/// above the longest `wait`, and `integrate` approved (Codex asks before any tool Legate marks
+/// destructive: `integrate`, `discard`, `cleanup`, `memory_remove`; `codex exec` has nobody
+/// to ask and refuses).
+fn legate_table(command: &Path, args: &[&str], home: &Path) -> String {
+    format!(
+        r#"
+[mcp_servers.legate]
+command = {:?}
+args = {}
+startup_timeout_sec = 30
+tool_timeout_sec = {TOOL_TIMEOUT_SECS}
+env = {{ LEGATE_HOME = {:?} }}
+
+[mcp_servers.legate.tools.integrate]
+approval_mode = "approve"
+"#,
+        command.display().to_string(),
+        json!(args),
+        home.display().to_string(),
+    )
+}
+
+/// A shell script that runs `legate` with its arguments and appends what Codex sends it to
+/// `<dir>/in.jsonl` and what it answers to `<dir>/out.jsonl`.
+fn tap(dir: &Path) -> PathBuf {
+    let script = dir.join("legate-tap");
+    let quote = |p: PathBuf| format!("'{}'", p.display());
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntee -a {} | {} \"$@\" | tee -a {}\n",
+            quote(dir.join("in.jsonl")),
+            quote(PathBuf::from(LEGATE)),
+            quote(dir.join("out.jsonl")),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script
+}
+
+/// `codex mcp add legate <args>` on `codex_home`, which must succeed; the `config.toml` it
+/// leaves.
+fn codex_mcp_add(codex_home: &Path, user_home: &Path, args: &[&str]) -> String {
+    let added = Command::new(codex_bin())
+        .args(["mcp", "add", "legate"])
+        .args(args)
+        .env("CODEX_HOME", codex_home)
+        .env("HOME", user_home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", describe(&added));
+    std::fs::read_to_string(codex_home.join("config.toml")).unwrap()
+}
+
+/// The JSON-RPC messages of one side of the tap.
+fn messages(file: &Path) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `codex exec --json` with `prompt` in `project`, on `codex_home`, with `env` added, killed
+/// after [`CODEX_LIMIT_SECS`]; its output and the JSON events it printed.
+fn codex_exec(
+    codex_home: &Path,
+    user_home: &Path,
+    project: &Path,
+    prompt: &str,
+    env: &[(&str, &str)],
+) -> (Output, Vec<Value>) {
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", &CODEX_LIMIT_SECS.to_string()])
+        .arg(codex_bin())
+        .args([
+            "exec",
+            "--json",
+            "--strict-config",
+            "--skip-git-repo-check",
+            prompt,
+        ])
+        .current_dir(project)
+        .env("CODEX_HOME", codex_home)
+        .env("HOME", user_home)
+        .env("LEGATE_TEST_OPENAI_KEY", "sk-legate-test")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CODEX_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("RUST_LOG")
+        .env_remove("LEGATE_LOG")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let events = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (out, events)
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "codex exited {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Codex's finished MCP calls to Legate, by tool name, in order: (tool, status, result text).
+fn legate_calls(events: &[Value]) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "mcp_tool_call")
+        .map(|e| {
+            let item = &e["item"];
+            assert_eq!(item["server"], "legate", "{item}");
+            let text = item["result"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| item["error"].to_string());
+            (
+                item["tool"].as_str().unwrap_or_default().to_string(),
+                item["status"].as_str().unwrap_or_default().to_string(),
+                text,
+            )
+        })
+        .collect()
+}
+
+/// The tools each Responses request offered inside the `mcp__legate` namespace.
+fn namespace_tools(request: &Recorded) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["type"] == "namespace" && t["name"] == "mcp__legate")
+        .flat_map(|t| t["tools"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The outputs of tool calls a Responses request carries back to the model.
+fn tool_outputs(request: &Recorded) -> Vec<String> {
+    request.body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| match &i["output"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// A Legate tool of Codex's model: `mcp__legate.<tool>` (the model server sends it as the
+/// tool `tool` of the Responses namespace `mcp__legate`).
+fn legate(tool: &str, input: Value) -> Step {
+    Step::tool(&format!("mcp__legate.{tool}"), input)
+}
+
+/// `run` of `prompt` on `agent` in a copy of `project`, with one criterion: `path` exists.
+fn run_on_copy(prompt: &str, agent: &str, project: &Path, path: &str) -> Step {
+    legate(
+        "run",
+        json!({"prompt": prompt, "agent": agent, "workingDirectory": project,
+               "acceptanceCriteria": [{"id": "file", "description": format!("{path} exists"),
+                                       "check": {"kind": "file-exists", "path": path}}]}),
+    )
+}
+
+/// `wait` on the task `run` started, long enough for it to end.
+fn wait_until_ready() -> Step {
+    legate(
+        "wait",
+        json!({"taskId": "{{taskId}}", "timeoutSeconds": 55}),
+    )
+}
+
+/// `integrate` of the task's patch, naming `sha256` (`{{sha256}}`: the one previewed).
+fn integrate(sha256: &str) -> Step {
+    legate(
+        "integrate",
+        json!({"taskId": "{{taskId}}", "expectedSha256": sha256}),
+    )
+}
+
+/// `verify` of the previewed patch: the criterion of [`run_on_copy`] passed, citing `quote`
+/// on line 1 of `path`.
+fn verify_file(path: &str, quote: &str) -> Step {
+    legate(
+        "verify",
+        json!({"taskId": "{{taskId}}", "expectedSha256": "{{sha256}}",
+               "reviews": [{"criterionId": "file", "verdict": "passed", "path": path,
+                            "line": 1, "quote": quote, "explanation": "written"}]}),
+    )
+}
+
+#[test]
+fn codex_delegates_to_claude_through_legate() {
+    let started = Instant::now();
+    let anthropic = ModelServer::start().unwrap();
+    let openai = ModelServer::start().unwrap();
+    let (home, project, codex_home, user_home) = setup(&claude_config(&anthropic));
+    let base = home.base().to_path_buf();
+
+    let mut args = vec!["mcp"];
+    if !TASKS {
+        args.extend(NO_TASKS_FLAG);
+    }
+    std::fs::write(
+        codex_home.join("config.toml"),
+        codex_base(&openai) + &legate_table(&tap(&base), &args, &home.home()),
+    )
+    .unwrap();
+
+    // Claude, in the copy: tries to write into the original project (refused: outside its
+    // root), finds its root (a shell command, allowed in a copy Legate owns), writes NOTES.md
+    // there with its Write tool, and answers.
+    let escape = project.join("ESCAPE.md");
+    anthropic.script(vec![
+        Step::tool(
+            "Write",
+            json!({"file_path": escape, "content": "not through the review"}),
+        ),
+        Step::tool(
+            "Bash",
+            json!({"command": "printf '{\"root\": \"%s\"}' \"$PWD\"", "description": "print the root"}),
+        ),
+        Step::tool(
+            "Write",
+            json!({"file_path": "{{root}}/NOTES.md", "content": NOTE}),
+        ),
+        Step::text("Wrote NOTES.md."),
+    ]);
+    // Codex: delegates to Claude on a copy of the project, follows the task to its end, reads
+    // the answer, reviews the patch, tries to integrate a patch it never saw (refused), and
+    // integrates the one it reviewed.
+    let task = json!({"taskId": "{{taskId}}"});
+    openai.script(vec![
+        run_on_copy(
+            "Write NOTES.md saying who wrote it.",
+            "claude",
+            &project,
+            "NOTES.md",
+        ),
+        wait_until_ready(),
+        legate("result", task.clone()),
+        legate("preview", task),
+        verify_file("NOTES.md", NOTE.trim_end()),
+        integrate(&"0".repeat(64)),
+        integrate("{{sha256}}"),
+        Step::text("Claude wrote NOTES.md through Legate; it is integrated."),
+    ]);
+
+    let (out, events) = codex_exec(
+        &codex_home,
+        &user_home,
+        &project,
+        "Delegate writing NOTES.md to Claude through Legate, review it and integrate it.",
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+
+    // Codex called each tool in turn; the forged integration was refused, every other call
+    // succeeded.
+    let mut calls = legate_calls(&events);
+    let names: Vec<&str> = calls.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "run",
+            "wait",
+            "result",
+            "preview",
+            "verify",
+            "integrate",
+            "integrate"
+        ],
+        "{}",
+        describe(&out)
+    );
+    let (_, forged_status, forged) = calls.remove(5);
+    eprintln!("codex: a forged integration: {forged_status}, {forged}");
+    assert_eq!(forged_status, "failed", "{forged}");
+    assert!(forged.contains("PATCH_CHANGED"), "{forged}");
+    for (name, status, text) in &calls {
+        assert_eq!(status, "completed", "{name}: {text}");
+        assert!(!text.contains("\"error\""), "{name}: {text}");
+    }
+    let answer = |name: &str| -> Value {
+        let (_, _, text) = calls.iter().find(|(n, _, _)| n == name).unwrap();
+        serde_json::from_str(text).unwrap()
+    };
+    let task_id = answer("run")["taskId"].as_str().unwrap().to_string();
+    assert_eq!(answer("run")["workspace"], "copy");
+    assert_eq!(answer("wait")["ready"], true, "the one wait saw the end");
+    assert_eq!(answer("wait")["state"], "completed");
+    assert!(
+        answer("result")["answer"]
+            .as_str()
+            .unwrap()
+            .contains("Wrote NOTES.md."),
+        "{}",
+        answer("result")
+    );
+    assert_eq!(answer("verify")["passed"], true);
+    assert_eq!(answer("integrate")["files"], json!(["NOTES.md"]));
+
+    // On disk: Claude's file, in the project, and nothing written around the review.
+    assert_eq!(
+        std::fs::read_to_string(project.join("NOTES.md")).unwrap(),
+        NOTE
+    );
+    assert!(
+        !escape.exists(),
+        "the agent wrote into the project directly"
+    );
+
+    // In Legate's store: Claude's task on a copy, its Write, and the integration.
+    let shown = home.show(&task_id);
+    assert_eq!(shown["agent"], "claude", "{shown}");
+    assert_eq!(shown["state"], "completed", "{shown}");
+    assert_eq!(shown["workspace"], "copy", "{shown}");
+    let stored = home.events(&task_id);
+    let notes = format!("{}/NOTES.md", shown["root"].as_str().unwrap());
+    let write = stored
+        .iter()
+        .find(|e| e["type"] == "tool_call_update" && e["locations"] == json!([notes]))
+        .unwrap_or_else(|| panic!("no write of {notes} in {stored:#?}"));
+    assert!(
+        stored.iter().any(|e| e["type"] == "permission"
+            && e["tool_call_id"] == write["id"]
+            && e["tool_kind"] == "edit"
+            && e["verdict"]["decision"] == "allow"),
+        "the write was not supervised: {stored:#?}"
+    );
+    assert!(
+        stored.iter().any(|e| e["type"] == "permission"
+            && e["tool_kind"] == "edit"
+            && e["verdict"]["decision"] == "deny"
+            && e["title"].as_str().is_some_and(|t| t.contains("ESCAPE.md"))),
+        "the write outside the copy was not refused: {stored:#?}"
+    );
+    assert!(
+        stored.iter().any(|e| e["type"] == "notice"
+            && e["detail"]["files"] == json!(["NOTES.md"])
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("integrated"))),
+        "no integration in {stored:#?}"
+    );
+
+    // Claude's model was asked with its tools, and got Legate's prompt.
+    let asked = anthropic.requests();
+    assert!(
+        asked.iter().any(|r| r
+            .body
+            .to_string()
+            .contains("Write NOTES.md saying who wrote it.")),
+        "Claude's model never saw the prompt"
+    );
+
+    // Codex's model: Legate's tools in the namespace `mcp__legate`, and Legate's answers in
+    // its later requests.
+    let requests = openai.requests();
+    let offered = requests
+        .iter()
+        .map(namespace_tools)
+        .find(|t| !t.is_empty())
+        .expect("no request offered Legate's tools");
+    eprintln!(
+        "codex: Legate's tools as Codex offers them: namespace mcp__legate, {} tools: {offered:?}",
+        offered.len()
+    );
+    for tool in ["run", "wait", "result", "preview", "verify", "integrate"] {
+        assert!(offered.iter().any(|t| t == tool), "{tool} not offered");
+    }
+    let last = tool_outputs(requests.last().unwrap());
+    assert!(
+        last.iter().any(|o| o.contains("\"ready\":true")),
+        "the wait's answer did not reach the model: {last:?}"
+    );
+    assert!(
+        last.iter()
+            .any(|o| o.contains("\"integratedAt\"") && o.contains("NOTES.md")),
+        "integrate's answer did not reach the model: {last:?}"
+    );
+
+    // The wire, from the tap.
+    let sent = messages(&base.join("in.jsonl"));
+    let answered = messages(&base.join("out.jsonl"));
+    let initialize = sent
+        .iter()
+        .find(|m| m["method"] == "initialize")
+        .expect("Codex sent no initialize");
+    let reply = answered
+        .iter()
+        .find(|m| m["id"] == initialize["id"] && m.get("result").is_some())
+        .expect("Legate answered no initialize");
+    let methods: Vec<&str> = sent.iter().filter_map(|m| m["method"].as_str()).collect();
+    let declares_tasks = initialize["params"]["capabilities"]["extensions"]
+        .get("io.modelcontextprotocol/tasks")
+        .is_some()
+        || initialize["params"]["capabilities"].get("tasks").is_some();
+    let task_calls: Vec<&&str> = methods.iter().filter(|m| m.starts_with("tasks/")).collect();
+    eprintln!(
+        "codex: asked for MCP {}, Legate answered {}; capabilities {}; declares tasks: {declares_tasks}; methods {methods:?}; task calls {task_calls:?}",
+        initialize["params"]["protocolVersion"],
+        reply["result"]["protocolVersion"],
+        initialize["params"]["capabilities"],
+    );
+    assert_eq!(initialize["params"]["protocolVersion"], PROTOCOL);
+    assert_eq!(reply["result"]["protocolVersion"], PROTOCOL);
+    assert!(methods.contains(&"tools/call"), "{methods:?}");
+    if TASKS {
+        assert_eq!(declares_tasks, !task_calls.is_empty(), "{methods:?}");
+    } else {
+        assert!(!declares_tasks && task_calls.is_empty(), "{methods:?}");
+    }
+    eprintln!(
+        "codex: Codex → Legate → claude-agent-acp, integrated, in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
