@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     V13_POLICY,
     V14_PEERS,
     V15_GROUP_ROLES,
+    V16_CALL_TASKS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -313,6 +314,24 @@ CREATE INDEX peer_messages_from ON peer_messages (group_id, from_node);
 /// (`GROUP_PROFILE_CHANGED` when they differ later).
 const V15_GROUP_ROLES: &str = "
 ALTER TABLE groups ADD COLUMN roles_sha256 TEXT;
+";
+
+/// Tool calls answered as MCP tasks (issue 30): one row per call, keyed by the id the caller
+/// follows (a task, continuation, group or comparison id, or an `op-…` id for `test` and
+/// `integrate`, which the engine runs in the background). `answer` is the tool's direct
+/// answer as JSON the engine owns; `state` is the background work's (`answered` for a call
+/// whose work the engine tracks elsewhere); `runner` names the process running an op.
+const V16_CALL_TASKS: &str = "
+CREATE TABLE call_tasks (
+    id          TEXT PRIMARY KEY NOT NULL,
+    tool        TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('answered', 'running', 'completed', 'failed', 'canceled')),
+    answer      TEXT,
+    is_error    INTEGER NOT NULL DEFAULT 0,
+    runner      TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+) STRICT;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {
