@@ -398,8 +398,8 @@ mod tests {
             .unwrap();
         // Base 7; comparisons (V9); groups, group_nodes (V10); memory_entries,
         // memory_snapshots (V11); public messages, their mark and artifacts (V12); policies
-        // (V13); peer_messages (V14).
-        assert_eq!(tables, 17);
+        // (V13); peer_messages (V14); call_tasks (V16).
+        assert_eq!(tables, 18);
     }
 
     #[test]
