@@ -51,6 +51,11 @@ pub(crate) const OP_TOOLS: &[&str] = &["test", "integrate"];
 /// How often a caller should poll `tasks/get`, in milliseconds.
 pub(crate) const POLL_INTERVAL_MS: u64 = 1000;
 
+/// How many of a task's last events its status message looks through.
+const RECENT_EVENTS: u64 = 20;
+/// The most characters of a tool call's title a status message quotes.
+const MAX_TITLE_CHARS: usize = 80;
+
 /// The key of an `integrate` confirmation among a task's input requests.
 const CONFIRM_KEY: &str = "confirm";
 /// The prefix of the key of an agent's question (the event number follows, so a later
@@ -253,10 +258,18 @@ fn working_message(engine: &Engine, task: &Task, last_seq: u64) -> Result<String
     if !crate::schema::AwaitingOut::of(engine, &task.id)?.is_empty() {
         return Ok(format!("{}: waiting for approval", task.state));
     }
-    let last = engine.events(&task.id, last_seq.saturating_sub(1), 1)?;
-    let doing = last.first().and_then(|e| match &e.kind {
-        EventKind::ToolCall(c) => Some(format!("the agent called {}", c.title)),
-        EventKind::ToolCallUpdate(_) => Some("the agent is using a tool".to_string()),
+    // The latest event that says what the agent does (a tool call's updates name no tool:
+    // its call, a few events back, does).
+    let recent = engine.events(
+        &task.id,
+        last_seq.saturating_sub(RECENT_EVENTS),
+        RECENT_EVENTS as usize,
+    )?;
+    let doing = recent.iter().rev().find_map(|e| match &e.kind {
+        EventKind::ToolCall(c) => Some(format!(
+            "the agent called {}",
+            c.title.chars().take(MAX_TITLE_CHARS).collect::<String>()
+        )),
         EventKind::Message { .. } => Some("the agent is answering".to_string()),
         EventKind::Thought { .. } => Some("the agent is thinking".to_string()),
         EventKind::Plan { .. } => Some("the agent made a plan".to_string()),

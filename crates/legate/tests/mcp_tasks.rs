@@ -29,6 +29,7 @@ fn long_delegations_as_mcp_tasks() {
     let report = env.script_report(python, &script, &[LEGATE.as_ref(), project.as_os_str()]);
     assert_eq!(report["runOutcome"], "completed", "{report}");
     assert_eq!(report["canceled"], "cancelled", "{report}");
+    assert_eq!(report["group"], "completed", "{report}");
     assert_eq!(report["testOp"], true, "{report}");
     assert_eq!(report["updateEnded"], "TASK_NOT_AWAITING_INPUT", "{report}");
     assert_eq!(report["restarted"], "SERVER_RESTARTED", "{report}");

@@ -146,6 +146,22 @@ def test_and_integrate(raw, copy_id, project, out):
     return op, op2
 
 
+def group_to_the_end(raw, project, out):
+    schema = schemas(raw)
+    definition = {"workingDirectory": project, "title": "one node",
+                  "nodes": [{"id": "one", "agent": "revisor", "prompt": "write g.txt: g"}]}
+    created = structured(raw.call("group_create", {"definition": definition}))
+    group = started_task(raw.call("group_start", {"groupId": created["groupId"],
+                                                  "definitionSha256": created["definitionSha256"]}))
+    assert group == created["groupId"], group
+    done, _ = raw.ended(group)
+    assert done["status"] == "completed", done
+    body = done["result"]["structuredContent"]
+    jsonschema.validate(body, schema["group_start"])
+    assert body["outcome"] == structured(raw.call("group_status", {"groupId": group})), body
+    out["group"] = body["outcome"]["state"]
+
+
 def hostile(raw, plain_task, out):
     codes = {}
     for name, tid in [("unknown", "no-such-task"), ("forgedOp", "op-../../etc/passwd"),
@@ -169,6 +185,7 @@ def main():
     raw = Raw(binary)
     run_id, run_body = run_to_the_end(raw, project, out)
     canceled = cancel_one(raw, out)
+    group_to_the_end(raw, project, out)
     test_op, integrate_op = test_and_integrate(raw, run_id, project, out)
     # A client that does not declare tasks gets today's answer, and `wait` stays.
     plain = structured(raw.call("run", {"agent": "revisor", "prompt": "read a.txt"}, tasks=False))
