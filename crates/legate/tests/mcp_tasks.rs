@@ -1,7 +1,8 @@
 //! Long delegations as MCP tasks (issue 30), end to end against `legate mcp` on stdio, over raw
 //! JSON-RPC (tests/mcp/tasks_flow.py with tests/mcp/raw.py: the official Python SDK does not
 //! model the Tasks extension), all on revisor: a run followed to its end with `tasks/get`
-//! (result = the direct answer + `outcome` = `result`'s answer, schema-valid), a cancel, `test`
+//! (result = the direct answer + `outcome` = `result`'s answer, schema-valid), `group_start`
+//! and `compare` the same way, a cancel, `test`
 //! and `integrate` (approval mode ask: `input_required`) as ops, hostile ids and updates, a
 //! new process reading the finished tasks, a killed process's op failed SERVER_RESTARTED, a
 //! client without the extension, `--no-tasks`, and a query profile's reach.
@@ -30,6 +31,7 @@ fn long_delegations_as_mcp_tasks() {
     assert_eq!(report["runOutcome"], "completed", "{report}");
     assert_eq!(report["canceled"], "cancelled", "{report}");
     assert_eq!(report["group"], "completed", "{report}");
+    assert_eq!(report["compared"], 2, "{report}");
     assert_eq!(report["testOp"], true, "{report}");
     assert_eq!(report["updateEnded"], "TASK_NOT_AWAITING_INPUT", "{report}");
     assert_eq!(report["restarted"], "SERVER_RESTARTED", "{report}");

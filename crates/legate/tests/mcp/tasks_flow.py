@@ -8,7 +8,7 @@ Run by crates/legate/tests/mcp_tasks.rs; not a test on its own.
 The server is configured with approval mode `ask`. A client that declares the extension gets
 `run` answered as a task whose id is Legate's task id; `tasks/get` follows it to `completed`
 with the direct answer plus `outcome` equal to `result`'s answer, valid against run's
-outputSchema. A slow task is canceled with `tasks/cancel` (`cancelled`, idempotent). `test`
+outputSchema; `group_start` and `compare` likewise (`group_status`, `comparison`). A slow task is canceled with `tasks/cancel` (`cancelled`, idempotent). `test`
 runs as an `op-…` task; `integrate` in mode ask stops at `input_required` with a form
 elicitation that bad updates leave unanswered and an accept answers. Hostile ids and updates
 are refused with stable codes. A new `legate mcp` process reads the finished tasks from the
@@ -146,6 +146,22 @@ def test_and_integrate(raw, copy_id, project, out):
     return op, op2
 
 
+def compare_to_the_end(raw, source, out):
+    schema = schemas(raw)
+    ctx = structured(raw.call("context", {"taskId": source}))
+    two = [{"agent": "revisor"}, {"agent": "revisor", "model": "revisor-thorough"}]
+    comparison = started_task(raw.call("compare", {
+        "sourceTaskId": source, "expectedContextSha256": ctx["contextSha256"],
+        "prompt": "Review the change.", "targets": two}))
+    done, _ = raw.ended(comparison)
+    assert done["status"] == "completed", done
+    body = done["result"]["structuredContent"]
+    jsonschema.validate(body, schema["compare"])
+    assert body["comparisonId"] == comparison, body
+    assert body["outcome"] == structured(raw.call("comparison", {"comparisonId": comparison})), body
+    out["compared"] = len(body["outcome"]["reviews"])
+
+
 def group_to_the_end(raw, project, out):
     schema = schemas(raw)
     definition = {"workingDirectory": project, "title": "one node",
@@ -186,6 +202,7 @@ def main():
     run_id, run_body = run_to_the_end(raw, project, out)
     canceled = cancel_one(raw, out)
     group_to_the_end(raw, project, out)
+    compare_to_the_end(raw, run_id, out)
     test_op, integrate_op = test_and_integrate(raw, run_id, project, out)
     # A client that does not declare tasks gets today's answer, and `wait` stays.
     plain = structured(raw.call("run", {"agent": "revisor", "prompt": "read a.txt"}, tasks=False))
