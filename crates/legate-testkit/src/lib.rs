@@ -105,6 +105,7 @@ pub mod flip;
 pub mod harness;
 pub mod judge;
 pub mod model_server;
+pub mod node;
 pub mod procs;
 pub mod pump;
 pub mod python;
@@ -124,6 +125,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::directives::ScriptedDirectives;
 pub use crate::harness::{EngineHarness, HarnessBuilder, TestAgent};
+pub use crate::node::{REQUIRE_NODE_ENV, node_modules, node_required};
 use crate::pump::{PumpEnd, pump};
 pub use crate::python::{REQUIRE_PYTHON_ENV, python, python_required};
 

@@ -24,7 +24,7 @@ const REQUIREMENTS: &str = include_str!("../python/requirements.txt");
 pub const REQUIRE_PYTHON_ENV: &str = "LEGATE_REQUIRE_PYTHON";
 
 /// Whether `value` of a switch-like variable means "on": set, and not empty, `0` or `false`.
-fn switched_on(value: Option<std::ffi::OsString>) -> bool {
+pub(crate) fn switched_on(value: Option<std::ffi::OsString>) -> bool {
     value.is_some_and(|v| {
         let v = v.to_string_lossy().trim().to_ascii_lowercase();
         !v.is_empty() && v != "0" && v != "false"
@@ -85,21 +85,30 @@ pub fn python(imports: &str) -> Option<PathBuf> {
 /// found from the running executable (`<target>/<profile>/deps/<test>`), else in the system
 /// temporary directory.
 fn environments_dir() -> PathBuf {
+    under_target("legate-python")
+}
+
+/// `<target>/<name>`, the target directory found from the running test executable
+/// (`<target>/<profile>/deps/<test>`), else `<system temporary directory>/<name>`.
+pub(crate) fn under_target(name: &str) -> PathBuf {
     let target = std::env::current_exe().ok().and_then(|exe| {
         exe.ancestors()
             .find(|a| a.file_name().is_some_and(|n| n == "deps"))
             .and_then(|deps| deps.parent()?.parent())
             .map(Path::to_path_buf)
     });
-    target
-        .unwrap_or_else(std::env::temp_dir)
-        .join("legate-python")
+    target.unwrap_or_else(std::env::temp_dir).join(name)
 }
 
 /// FNV-1a of the requirements, in hex: names the environment they produce.
 fn requirements_hash() -> String {
+    fnv_hex(REQUIREMENTS.as_bytes())
+}
+
+/// FNV-1a of `bytes`, in hex.
+pub(crate) fn fnv_hex(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in REQUIREMENTS.bytes() {
+    for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -146,7 +155,7 @@ fn provision(dir: &Path) -> Result<PathBuf, String> {
     Ok(env)
 }
 
-fn run(command: &mut Command) -> Result<(), String> {
+pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     let out = command
         .output()
         .map_err(|e| format!("could not run {command:?}: {e}"))?;
