@@ -34,6 +34,7 @@ mod approvals;
 mod ceilings;
 mod comparisons;
 mod contexts;
+mod continuations;
 mod decisions;
 mod delivery;
 mod events;

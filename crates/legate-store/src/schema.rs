@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     V13_POLICY,
     V14_PEERS,
     V15_GROUP_ROLES,
+    V16_CONTINUE,
 ];
 
 /// Tasks, their events, and contexts.
@@ -313,6 +314,17 @@ CREATE INDEX peer_messages_from ON peer_messages (group_id, from_node);
 /// (`GROUP_PROFILE_CHANGED` when they differ later).
 const V15_GROUP_ROLES: &str = "
 ALTER TABLE groups ADD COLUMN roles_sha256 TEXT;
+";
+
+/// Whether the agent that opened a context's session announced it can continue it
+/// (`session/resume` or `session/load`), recorded when the session opened: a `continue`
+/// after a restart decides on it (NULL: not recorded, a session opened before this).
+/// A task cut by a restart has at most one continuation (`controls.continuedFrom`): the index
+/// decides between two processes continuing it at once.
+const V16_CONTINUE: &str = "
+ALTER TABLE contexts ADD COLUMN resumable INTEGER;
+CREATE UNIQUE INDEX tasks_continued_from ON tasks (json_extract(controls, '$.continuedFrom'))
+    WHERE controls IS NOT NULL AND json_extract(controls, '$.continuedFrom') IS NOT NULL;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -10,6 +10,7 @@
 
 use crate::agents::preset_for;
 use crate::core::accumulator::Accumulator;
+use crate::core::cut_turn;
 use crate::core::ending::{Ending, TurnResult};
 use crate::core::launcher::TurnInputs;
 use crate::core::runner;
@@ -226,7 +227,7 @@ impl Core {
         // Backends that learn their session id during the turn (agy's conversation id) report
         // it with a session event; keep the latest so the next task of the context resumes it.
         if let Some(session_id) = acc.session_id()
-            && let Err(e) = self.record_session(&task, session_id)
+            && let Err(e) = self.record_session(&task, session_id, None)
         {
             tracing::warn!(task = %task.id, error = %e, "could not record the session id");
         }
@@ -291,6 +292,7 @@ impl Core {
                     session_id: None,
                     sandbox_root: None,
                     updated_at: Timestamp::now(),
+                    resumable: None,
                 });
                 record.sandbox_root = Some(boundary.root.clone());
                 record.updated_at = Timestamp::now();
@@ -535,13 +537,16 @@ impl Core {
         room: crate::core::budget::Reservation,
     ) -> Result<Option<Arc<dyn AgentSession>>> {
         let inner = &self.inner;
+        if let Some(notice) = cut_turn::continuing_notice(task) {
+            sink.send(notice);
+        }
         if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
             drop(room);
             sink.send(EventKind::Session {
                 session_id: session.session_id().to_string(),
                 resumed: true,
             });
-            self.record_session(task, session.session_id())?;
+            self.record_session(task, session.session_id(), None)?;
             return Ok(Some(session));
         }
         let (backend, capabilities) = inner.agents.backend(agent)?;
@@ -558,18 +563,29 @@ impl Core {
             return Ok(None);
         };
         // The backend reported the new session (and whether it was continued) on `sink`.
+        // Before it is recorded: a continuation's refused new session is not the context's.
+        if let Err(e) = cut_turn::check_resumed(task, opened.as_ref()) {
+            opened.shutdown().await;
+            return Err(e);
+        }
+        self.record_session(
+            task,
+            opened.session_id(),
+            Some(cut_turn::resumable(opened.as_ref())),
+        )?;
         if let Some(old) = inner
             .pool
             .insert(&task.context_id, &agent.name, opened.clone())
         {
             old.shutdown().await;
         }
-        self.record_session(task, opened.session_id())?;
         Ok(Some(opened))
     }
 
-    fn record_session(&self, task: &Task, session_id: &str) -> Result<()> {
-        if session_id.is_empty() {
+    /// Stores `session_id` as the context's session to resume (and the task's), and
+    /// `resumable`, what the agent announced when it opened the session (`None`: unchanged).
+    fn record_session(&self, task: &Task, session_id: &str, resumable: Option<bool>) -> Result<()> {
+        if session_id.is_empty() && resumable.is_none() {
             // Not known yet (agy learns it from the first run's `init`).
             return Ok(());
         }
@@ -582,9 +598,16 @@ impl Core {
                 session_id: None,
                 sandbox_root: None,
                 updated_at: Timestamp::now(),
+                resumable: None,
             });
-        record.session_id = Some(session_id.to_string());
+        if let Some(resumable) = resumable {
+            record.resumable = Some(resumable);
+        }
         record.updated_at = Timestamp::now();
+        if session_id.is_empty() {
+            return store.put_context(&record);
+        }
+        record.session_id = Some(session_id.to_string());
         store.put_context(&record)?;
         if let Some(mut t) = store.task(&task.id)? {
             t.session_id = Some(session_id.to_string());
