@@ -15,7 +15,6 @@ use legate_core::{ErrorCode, EventKind, Task, TaskState};
 use legate_engine::{ContinueRequest, Engine, SubmitRequest, TaskFilter};
 use legate_testkit::sessions::{LIFECYCLE_LOG, SESSIONS_ENV, STORE_DIR};
 use legate_testkit::{EngineHarness, TestAgent};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -96,24 +95,27 @@ fn child_engine() {
 
 /// Runs the child with `announce`, kills it mid-turn, and returns (cut task id, session id).
 fn cut_a_turn(home: &Path, announce: &str) -> (String, String) {
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_engine", "--ignored", "--nocapture"])
-        .env(CHILD_HOME, home)
-        .env(CHILD_ANNOUNCE, announce)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let ids = stdout
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|line| line.strip_prefix(READY).map(|rest| rest.trim().to_string()))
-        .expect("the child started the turn");
-    child.kill().unwrap(); // SIGKILL, mid-turn.
-    child.wait().unwrap();
+    let home = home.to_str().unwrap();
+    let ids = legate_testkit::killed_child::run_until_ready(
+        "child_engine",
+        &[(CHILD_HOME, home), (CHILD_ANNOUNCE, announce)],
+        READY,
+        std::process::Stdio::null(),
+    );
     let (task, session) = ids.split_once(' ').unwrap();
     (task.to_string(), session.to_string())
+}
+
+/// A new turn of the test's context.
+fn resume(engine: &Engine, prompt: &str) -> Task {
+    engine
+        .resume(ContinueRequest {
+            context_id: CONTEXT.into(),
+            prompt: prompt.into(),
+            mode: None,
+            timeout: None,
+        })
+        .unwrap()
 }
 
 fn code(result: legate_core::Result<Task>) -> ErrorCode {
@@ -191,15 +193,7 @@ async fn a_cut_turn_is_continued_on_request_in_the_agents_own_session_once() {
         ErrorCode::TaskNotFound
     );
     // A turn that failed otherwise is not continued either.
-    let failed = engine
-        .resume(ContinueRequest {
-            context_id: CONTEXT.into(),
-            prompt: "!exit 3".into(),
-            mode: None,
-            timeout: None,
-        })
-        .unwrap();
-    let failed = ended(&engine, &failed).await;
+    let failed = ended(&engine, &resume(&engine, "!exit 3")).await;
     assert_eq!(failed.state, TaskState::Failed);
     assert_eq!(
         code(engine.continue_task(failed.id.as_str(), None)),
@@ -221,15 +215,7 @@ async fn an_agent_that_cannot_resume_is_not_continued_and_nothing_starts() {
     assert!(refused.message.contains("session/resume"), "{refused}");
     assert_eq!(all_tasks(&engine).len(), 1);
     // Once the context took another turn, the cut task is no longer its latest.
-    let later = engine
-        .resume(ContinueRequest {
-            context_id: CONTEXT.into(),
-            prompt: "hello".into(),
-            mode: None,
-            timeout: None,
-        })
-        .unwrap();
-    ended(&engine, &later).await;
+    ended(&engine, &resume(&engine, "hello")).await;
     assert_eq!(
         code(engine.continue_task(&cut_id, None)),
         ErrorCode::TaskNotContinuable
