@@ -12,7 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_core::{ErrorCode, EventKind, Task, TaskState};
-use legate_engine::{ContinueRequest, Engine, SubmitRequest, TaskFilter};
+use legate_engine::{ContinueRequest, Engine, Inbound, Route, SubmitRequest, TaskFilter};
 use legate_testkit::sessions::{LIFECYCLE_LOG, SESSIONS_ENV, STORE_DIR};
 use legate_testkit::{EngineHarness, TestAgent};
 use std::path::{Path, PathBuf};
@@ -106,6 +106,16 @@ fn cut_a_turn(home: &Path, announce: &str) -> (String, String) {
     (task.to_string(), session.to_string())
 }
 
+/// An inbound message asking to continue `cut` (what A2A's `metadata.legateContinue` becomes).
+fn continue_message(cut: &str) -> Inbound {
+    Inbound {
+        agent: "agent".into(),
+        context_id: Some(CONTEXT.into()),
+        continues: Some(cut.to_string()),
+        ..Inbound::default()
+    }
+}
+
 /// A new turn of the test's context.
 fn resume(engine: &Engine, prompt: &str) -> Task {
     engine
@@ -179,9 +189,16 @@ async fn a_cut_turn_is_continued_on_request_in_the_agents_own_session_once() {
         |e| matches!(&e.kind, EventKind::Notice { detail, .. } if detail["event"] == "continued")
     ));
 
-    // Twice: the same continuation, nothing new.
+    // Twice: the same continuation, nothing new (also through an inbound message, as A2A
+    // asks for it).
     let again = engine.continue_task(&cut_id[..8], None).unwrap();
     assert_eq!(again.id, next.id);
+    let delivered = engine
+        .messages()
+        .deliver(continue_message(&cut_id))
+        .unwrap();
+    assert_eq!(delivered.route, Route::Continued);
+    assert_eq!(delivered.task.id, next.id);
     assert_eq!(all_tasks(&engine).len(), 2);
     // A completed task, an unknown one: refused, nothing started.
     assert_eq!(
@@ -210,6 +227,46 @@ async fn an_agent_that_cannot_resume_is_not_continued_and_nothing_starts() {
     let (cut_id, _) = cut_a_turn(&home, "no-load");
 
     let engine = engine_at(&home, "no-load");
+    // A message asking for the continue: of another agent's task (not disclosed), with
+    // text, or also replying into a task, or in another context, is refused first.
+    let deliver = |inbound: Inbound| engine.messages().deliver(inbound).map(|d| d.task);
+    let hostile = [
+        (
+            Inbound {
+                agent: "other".into(),
+                ..continue_message(&cut_id)
+            },
+            ErrorCode::TaskNotFound,
+        ),
+        (
+            Inbound {
+                text: "do something else".into(),
+                ..continue_message(&cut_id)
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            Inbound {
+                task_id: Some(cut_id.clone()),
+                ..continue_message(&cut_id)
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            Inbound {
+                context_id: Some("ctx-elsewhere".into()),
+                ..continue_message(&cut_id)
+            },
+            ErrorCode::InvalidInput,
+        ),
+    ];
+    for (inbound, expected) in hostile {
+        assert_eq!(code(deliver(inbound)), expected);
+    }
+    assert_eq!(
+        code(deliver(continue_message(&cut_id))),
+        ErrorCode::ContinueUnsupported
+    );
     let refused = engine.continue_task(&cut_id, None).unwrap_err();
     assert_eq!(refused.code, ErrorCode::ContinueUnsupported, "{refused}");
     assert!(refused.message.contains("session/resume"), "{refused}");
