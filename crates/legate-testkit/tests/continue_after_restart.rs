@@ -116,6 +116,14 @@ fn continue_message(cut: &str) -> Inbound {
     }
 }
 
+/// This process's group id (alive while the test runs), from `/proc/self/stat`.
+fn own_process_group() -> i32 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // After the command name in parentheses: state, ppid, pgrp.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split(' ').nth(2).unwrap().parse().unwrap()
+}
+
 /// A new turn of the test's context.
 fn resume(engine: &Engine, prompt: &str) -> Task {
     engine
@@ -146,6 +154,18 @@ async fn a_cut_turn_is_continued_on_request_in_the_agents_own_session_once() {
     assert_eq!(cut.error.as_ref().unwrap().code, ErrorCode::ServerRestarted);
     assert_eq!(all_tasks(&engine).len(), 1);
     assert_eq!(lifecycle_log(&home), [format!("new {session}")]);
+
+    // While a run's processes may still change the workspace, it is not worked in again.
+    let blocked = home.join("blocked");
+    let root = cut.root.clone().unwrap().canonicalize().unwrap();
+    let alive = legate_backend::cleanup::Processes::new(own_process_group(), None);
+    legate_backend::cleanup::block(&blocked, &root, &alive).unwrap();
+    assert_eq!(
+        code(engine.continue_task(&cut_id, None)),
+        ErrorCode::ProcessCleanupUnverified
+    );
+    assert_eq!(all_tasks(&engine).len(), 1);
+    std::fs::remove_dir_all(&blocked).unwrap();
 
     let next = engine.continue_task(&cut_id, None).unwrap();
     assert_ne!(next.id.as_str(), cut_id);

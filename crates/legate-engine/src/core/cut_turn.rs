@@ -6,7 +6,8 @@
 //! context's latest task may be continued (`TASK_NOT_CONTINUABLE`); only when the agent
 //! announced, when its session opened, that it can continue it (`session/resume` or
 //! `session/load`, recorded in the store so the decision survives the restart), else
-//! `CONTINUE_UNSUPPORTED` and nothing is started. A task has at most one continuation: a
+//! `CONTINUE_UNSUPPORTED` and nothing is started; and not while its workspace is blocked by
+//! processes of an earlier run that could not be shown gone (`PROCESS_CLEANUP_UNVERIFIED`). A task has at most one continuation: a
 //! second `continue` answers the same one (the store's unique index decides between two
 //! processes). The continuation is an ordinary task of the context (same agent, workspace,
 //! mode, model and timeout; a copy context's same copy while it is open), linked by
@@ -100,6 +101,10 @@ impl Core {
                     cut.context_id, latest.id, cut.id
                 ),
             ));
+        }
+        // A workspace an earlier run's processes may still change is not worked in again.
+        if let Some(root) = &cut.root {
+            legate_backend::cleanup::check_path(&self.config().paths.blocked(), root)?;
         }
         let context = self.store().context(&cut.context_id)?;
         let unsupported = |why: String| {
