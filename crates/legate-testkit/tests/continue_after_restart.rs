@@ -339,5 +339,8 @@ async fn a_session_the_agent_lost_fails_the_continuation_before_its_prompt() {
     )
     .unwrap();
     assert!(!prompts.contains("continuing task"), "{prompts}");
+    let context = engine.records().contexts(10).unwrap();
+    assert_eq!(context[0].session_id.as_deref(), Some(session.as_str()));
+    assert_eq!(next.session_id, None);
     engine.shutdown().await;
 }

@@ -2,8 +2,9 @@
 //! request, a new turn of the cut task's context that resumes the agent's own session and
 //! tells the agent its previous turn was cut.
 //!
-//! This module owns the rules. Only a task that ended `SERVER_RESTARTED` and is still its
-//! context's latest task may be continued (`TASK_NOT_CONTINUABLE`); only when the agent
+//! This module owns the rules. Only a task that ended `SERVER_RESTARTED`, is still its
+//! context's latest task, and is neither a group's node nor a comparison's target (their
+//! owners run them again) may be continued (`TASK_NOT_CONTINUABLE`); only when the agent
 //! announced, when its session opened, that it can continue it (`session/resume` or
 //! `session/load`, recorded in the store so the decision survives the restart), else
 //! `CONTINUE_UNSUPPORTED` and nothing is started; and not while its workspace is blocked by
@@ -20,6 +21,7 @@
 //! ended and stays as it ended.
 
 use crate::core::Core;
+use crate::core::ending::TurnResult;
 use crate::core::request::{SubmitRequest, WorkspaceRequest};
 use legate_backend::AgentSession;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskMode, TaskState};
@@ -92,6 +94,12 @@ impl Core {
                 ),
             ));
         }
+        if let Some(owner) = owner_of(cut) {
+            return Err(Error::new(
+                ErrorCode::TaskNotContinuable,
+                format!("task {} is {owner}", cut.id),
+            ));
+        }
         let latest = self.latest_task(&cut.context_id)?;
         if latest.id != cut.id {
             return Err(Error::new(
@@ -140,6 +148,19 @@ impl Core {
     }
 }
 
+/// What owns `cut` and runs it again itself, said for a person: a group's node or a
+/// comparison's target. `None` for a task of its caller's own.
+fn owner_of(cut: &Task) -> Option<String> {
+    match (&cut.controls.group, &cut.controls.comparison_id) {
+        (Some(g), _) => Some(format!(
+            "node {} of group {}: start the group again (group_start) to resume it",
+            g.node_id, g.group_id
+        )),
+        (None, Some(c)) => Some(format!("a target of comparison {c}: compare again")),
+        (None, None) => None,
+    }
+}
+
 /// The prompt of `cut`'s continuation.
 fn continue_prompt(cut: &Task) -> String {
     format!("[Legate: continuing task {}] {CONTINUE_PROMPT}", cut.id)
@@ -162,6 +183,11 @@ pub(crate) fn continuing_notice(task: &Task) -> Option<EventKind> {
     })
 }
 
+/// Whether a turn ended as [`check_resumed`] refuses it: its new session is not the context's.
+pub(crate) fn refused_new_session(result: &TurnResult) -> bool {
+    matches!(result, TurnResult::Failed(e) if e.code == ErrorCode::ContinueUnsupported)
+}
+
 /// `CONTINUE_UNSUPPORTED` when `task` continues a cut task and `session` is not the agent's
 /// earlier session (the agent opened a new one): the continuation's prompt would reach an
 /// agent that remembers nothing of the cut turn.
@@ -174,5 +200,35 @@ pub(crate) fn check_resumed(task: &Task, session: &dyn AgentSession) -> Result<(
             ),
         )),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_groups_node_and_a_comparisons_target_are_their_owners_to_run_again() {
+        let mut t = Task::new("t", "c", "a", "p");
+        assert_eq!(owner_of(&t), None);
+        t.controls.comparison_id = Some("cmp".into());
+        assert!(owner_of(&t).unwrap().contains("comparison cmp"));
+        t.controls.group = Some(legate_core::GroupNode {
+            group_id: "g".into(),
+            node_id: "n".into(),
+        });
+        assert!(owner_of(&t).unwrap().contains("group_start"));
+    }
+
+    #[test]
+    fn the_prompt_names_the_cut_task_and_never_repeats_its_prompt() {
+        let t = Task::new("cut-id", "c", "a", "secret earlier prompt");
+        let prompt = continue_prompt(&t);
+        assert!(
+            prompt.contains("cut-id") && prompt.contains("restarted"),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("secret earlier prompt"));
     }
 }

@@ -226,7 +226,9 @@ impl Core {
         }
         // Backends that learn their session id during the turn (agy's conversation id) report
         // it with a session event; keep the latest so the next task of the context resumes it.
+        // Not the new session a continuation refused: the context keeps its earlier one.
         if let Some(session_id) = acc.session_id()
+            && !cut_turn::refused_new_session(&result)
             && let Err(e) = self.record_session(&task, session_id, None)
         {
             tracing::warn!(task = %task.id, error = %e, "could not record the session id");
