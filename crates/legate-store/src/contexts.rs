@@ -25,6 +25,20 @@ pub struct ContextRecord {
     pub updated_at: Timestamp,
 }
 
+impl ContextRecord {
+    /// A context of `agent` with nothing recorded yet, changed now.
+    pub fn new(context_id: impl Into<String>, agent: impl Into<String>) -> Self {
+        Self {
+            context_id: context_id.into(),
+            agent: agent.into(),
+            session_id: None,
+            sandbox_root: None,
+            resumable: None,
+            updated_at: Timestamp::now(),
+        }
+    }
+}
+
 fn from_row(r: &Row<'_>) -> rusqlite::Result<ContextRecord> {
     Ok(ContextRecord {
         context_id: r.get(0)?,

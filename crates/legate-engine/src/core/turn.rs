@@ -288,13 +288,8 @@ impl Core {
                     existing.as_deref(),
                 )?;
                 boundary.allow_execute = agent.allow_execute;
-                let mut record = record.unwrap_or_else(|| ContextRecord {
-                    context_id: task.context_id.clone(),
-                    agent: task.agent.clone(),
-                    session_id: None,
-                    sandbox_root: None,
-                    updated_at: Timestamp::now(),
-                    resumable: None,
+                let mut record = record.unwrap_or_else(|| {
+                    ContextRecord::new(task.context_id.clone(), task.agent.clone())
                 });
                 record.sandbox_root = Some(boundary.root.clone());
                 record.updated_at = Timestamp::now();
@@ -582,40 +577,6 @@ impl Core {
             old.shutdown().await;
         }
         Ok(Some(opened))
-    }
-
-    /// Stores `session_id` as the context's session to resume (and the task's), and
-    /// `resumable`, what the agent announced when it opened the session (`None`: unchanged).
-    fn record_session(&self, task: &Task, session_id: &str, resumable: Option<bool>) -> Result<()> {
-        if session_id.is_empty() && resumable.is_none() {
-            // Not known yet (agy learns it from the first run's `init`).
-            return Ok(());
-        }
-        let store = &self.inner.store;
-        let mut record = store
-            .context(&task.context_id)?
-            .unwrap_or_else(|| ContextRecord {
-                context_id: task.context_id.clone(),
-                agent: task.agent.clone(),
-                session_id: None,
-                sandbox_root: None,
-                updated_at: Timestamp::now(),
-                resumable: None,
-            });
-        if let Some(resumable) = resumable {
-            record.resumable = Some(resumable);
-        }
-        record.updated_at = Timestamp::now();
-        if session_id.is_empty() {
-            return store.put_context(&record);
-        }
-        record.session_id = Some(session_id.to_string());
-        store.put_context(&record)?;
-        if let Some(mut t) = store.task(&task.id)? {
-            t.session_id = Some(session_id.to_string());
-            store.update_task(&t, &[])?;
-        }
-        Ok(())
     }
 }
 
