@@ -259,7 +259,9 @@ pub fn error(e: &legate_core::Error) -> A2AError {
         ErrorCode::TaskNotCancelable => {
             A2AError::new(a2a::error_code::TASK_NOT_CANCELABLE, e.detail())
         }
-        ErrorCode::TaskNotAwaitingInput => A2AError::unsupported_operation(e.detail()),
+        ErrorCode::TaskNotAwaitingInput
+        | ErrorCode::TaskNotContinuable
+        | ErrorCode::ContinueUnsupported => A2AError::unsupported_operation(e.detail()),
         ErrorCode::Internal | ErrorCode::StoreError => {
             A2AError::internal(format!("{}: {}", e.code.as_str(), e.detail()))
         }

@@ -148,6 +148,7 @@ impl AgentHandler {
             text,
             workspace,
             role: crate::workspace::role(message)?,
+            continues: crate::continuation::continues(message)?,
         };
         let delivered = self
             .engine

@@ -17,6 +17,7 @@
 
 pub mod bundle;
 pub mod card;
+pub mod continuation;
 pub mod convert;
 pub mod direct;
 pub mod edge;

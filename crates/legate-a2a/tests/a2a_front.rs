@@ -67,6 +67,22 @@ fn message(text: &str, context: Option<&str>) -> SendMessageRequest {
     }
 }
 
+/// Every event of a streamed message, and the task it opens with.
+async fn streamed(
+    c: &a2a_client::A2AClient<Box<dyn a2a_client::Transport>>,
+    request: &SendMessageRequest,
+) -> (a2a::Task, Vec<StreamResponse>) {
+    let mut stream = c.send_streaming_message(request).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = stream.next().await {
+        events.push(e.unwrap());
+    }
+    let StreamResponse::Task(first) = &events[0] else {
+        panic!("the first event is not the task: {:?}", events[0]);
+    };
+    (first.clone(), events)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revisor_task_streams_and_is_a_stored_task() {
     let dir = tempfile::tempdir().unwrap();
@@ -83,20 +99,14 @@ async fn a_revisor_task_streams_and_is_a_stored_task() {
     assert_eq!(card.supported_interfaces[0].url, base);
     let c = client(&base).await;
 
-    let mut stream = c
-        .send_streaming_message(&message(
+    let (first, events) = streamed(
+        &c,
+        &message(
             "write hello.md: # Hello\nrun cat hello.md\nwrite ../escape.txt: no\nWhat is in this workspace?",
             None,
-        ))
-        .await
-        .unwrap();
-    let mut events = Vec::new();
-    while let Some(e) = stream.next().await {
-        events.push(e.unwrap());
-    }
-    let StreamResponse::Task(first) = &events[0] else {
-        panic!("the first event is not the task: {:?}", events[0]);
-    };
+        ),
+    )
+    .await;
     let id = first.id.clone();
     let context = first.context_id.clone();
     let Some(StreamResponse::StatusUpdate(last)) = events.last() else {
@@ -571,5 +581,103 @@ async fn an_empty_message_asks_for_input_and_a_reply_resumes_the_task() {
         format!("{err:?}").contains("TASK_NOT_AWAITING_INPUT"),
         "{err:?}"
     );
+    server.stop().await;
+}
+
+/// In the child: the base directory of the engine whose turn is cut.
+const CUT_CHILD_BASE: &str = "LEGATE_TEST_A2A_CUT_CHILD_BASE";
+const CUT_READY: &str = "a2a-cut-child-ready";
+
+/// The child: starts a revisor turn that never ends, says so once its session is recorded,
+/// and waits to be killed.
+#[test]
+#[ignore = "the Legate process a_cut_task_is_continued_by_a_message_that_refers_to_it kills; run by it"]
+fn a2a_cut_child_engine() {
+    let base = std::path::PathBuf::from(std::env::var(CUT_CHILD_BASE).expect("run by the parent"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let engine = engine(&base, false);
+        let mut request = legate_engine::SubmitRequest::new("!hang");
+        request.agent = Some("revisor".into());
+        let task = engine.submit(request).unwrap();
+        while engine.task(task.id.as_str()).unwrap().session_id.is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        println!("{CUT_READY} {}", task.id);
+        std::future::pending::<()>().await;
+    });
+}
+
+/// A message asking to continue `cut` (`metadata.legateContinue`, `referenceTaskIds`).
+fn continue_message(cut: &str, text: &str) -> SendMessageRequest {
+    let mut request = message(text, None);
+    request.message.reference_task_ids = Some(vec![cut.to_string()]);
+    request.message.metadata = Some(HashMap::from([("legateContinue".into(), json!(true))]));
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_task_is_continued_by_a_message_that_refers_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base_dir = dir.path().to_str().unwrap();
+    let cut = legate_testkit::killed_child::run_until_ready(
+        "a2a_cut_child_engine",
+        &[(CUT_CHILD_BASE, base_dir)],
+        CUT_READY,
+        std::process::Stdio::null(),
+    );
+    let server = serve(dir.path(), false).await;
+    let base = format!("{}/agents/revisor", server.url);
+    let c = client(&base).await;
+    let stored = server.engine.task(&cut).unwrap();
+    assert_eq!(
+        stored.error.as_ref().map(|e| e.code),
+        Some(legate_core::ErrorCode::ServerRestarted)
+    );
+    let count = || server.engine.tasks(&TaskFilter::default()).unwrap().len();
+    assert_eq!(count(), 1, "the restart started nothing");
+
+    // With text, or without the reference: refused, nothing stored.
+    let err = c
+        .send_message(&continue_message(&cut, "do something else"))
+        .await
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("INVALID_INPUT"), "{err:?}");
+    let mut unreferenced = continue_message(&cut, "");
+    unreferenced.message.reference_task_ids = None;
+    let err = c.send_message(&unreferenced).await.unwrap_err();
+    assert!(format!("{err:?}").contains("referenceTaskIds"), "{err:?}");
+    assert_eq!(count(), 1);
+
+    let (first, events) = streamed(&c, &continue_message(&cut, "")).await;
+    assert_ne!(first.id, cut);
+    assert_eq!(first.context_id, stored.context_id);
+    let Some(StreamResponse::StatusUpdate(last)) = events.last() else {
+        panic!("the last event is not a status update");
+    };
+    assert_eq!(last.status.state, TaskState::Completed);
+    let next = server.engine.task(&first.id).unwrap();
+    assert_eq!(
+        next.controls.continued_from.as_ref().map(|t| t.as_str()),
+        Some(cut.as_str())
+    );
+    assert_eq!(next.session_id, stored.session_id);
+
+    // Again: the same continuation. The continuation itself is not one to continue.
+    let a2a::SendMessageResponse::Task(again) =
+        c.send_message(&continue_message(&cut, "")).await.unwrap()
+    else {
+        panic!("not a task");
+    };
+    assert_eq!(again.id, first.id);
+    let err = c
+        .send_message(&continue_message(&first.id, ""))
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("TASK_NOT_CONTINUABLE"),
+        "{err:?}"
+    );
+    assert_eq!(count(), 2);
     server.stop().await;
 }

@@ -179,6 +179,10 @@ pub struct TaskControls {
     /// The comparison it is a target of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comparison_id: Option<String>,
+    /// The task it continues: one cut by a restart of Legate (`SERVER_RESTARTED`), continued
+    /// on the caller's request (`continue`). Not inherited by the context's later turns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_from: Option<crate::TaskId>,
 }
 
 fn is_default_delivery(mode: &DeliveryMode) -> bool {

@@ -71,6 +71,10 @@ error_codes! {
     QueueFull => "QUEUE_FULL",
     /// The process running the task stopped before the task ended.
     ServerRestarted => "SERVER_RESTARTED",
+    /// `continue` of a task that was not cut by a restart (it did not end `SERVER_RESTARTED`), or whose context has had a later turn since.
+    TaskNotContinuable => "TASK_NOT_CONTINUABLE",
+    /// `continue` of a task whose agent session cannot be resumed: the agent did not announce `session/resume` or `session/load`, or no session was opened before the restart. Nothing was started.
+    ContinueUnsupported => "CONTINUE_UNSUPPORTED",
     /// The store (SQLite) failed.
     StoreError => "STORE_ERROR",
     /// A path left the boundary it must stay in.

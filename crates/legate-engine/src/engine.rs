@@ -31,7 +31,7 @@ use crate::messages::Messages;
 use crate::records::Records;
 use crate::review::Reviews;
 use crate::test_ceiling::TestCeilings;
-use legate_core::{Event, Result, Task, TaskId};
+use legate_core::{Event, Result, Task, TaskId, TaskMode};
 use legate_store::TaskFilter;
 use legate_supervisor::Supervisor;
 use std::sync::Arc;
@@ -130,6 +130,15 @@ impl Engine {
     /// workspace (see `continuation`).
     pub fn resume(&self, request: ContinueRequest) -> Result<Task> {
         self.core.resume(request)
+    }
+
+    /// Continues a task cut by a restart of Legate (`SERVER_RESTARTED`), on the caller's
+    /// request: a new task of its context that resumes the agent's session, linked by
+    /// `controls.continuedFrom`; the same continuation when it was continued before.
+    /// `TASK_NOT_CONTINUABLE`, `CONTINUE_UNSUPPORTED`: nothing started (see `cut_turn`).
+    /// `mode` overrides the cut task's mode.
+    pub fn continue_task(&self, id: &str, mode: Option<TaskMode>) -> Result<Task> {
+        self.core.continue_task(id, mode)
     }
 
     /// Sends a message into a context: run now, queued behind its running turn, or steered

@@ -144,6 +144,13 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             "Sends a new prompt into an earlier context: same agent, same session and workspace. Returns the new task id at once.",
             false,
         ),
+        def::<ContinueArgs, MayBeTask<ContinuedOut, ResultOut>>(
+            "continue",
+            "Continue a task cut by a restart",
+            "Continues a task that ended SERVER_RESTARTED (the Legate process running it died mid-turn) as a new task of its context that resumes the agent's own session and tells the agent its turn was cut; nothing ever continues by itself. Only the context's latest task can be (TASK_NOT_CONTINUABLE otherwise); CONTINUE_UNSUPPORTED, with nothing started, when the agent announced no way to resume its session. Calling it again for the same task returns the same continuation. Returns the new task id at once.",
+            false,
+        )
+        .group(ToolGroup::Implementation),
         def::<SendMessageArgs, MayBeTask<ReceiptOut, ResultOut>>(
             "send_message",
             "Message a conversation",

@@ -163,6 +163,12 @@ impl LegateMcp {
                 self.remember(&out.task_id);
                 to_value(out)
             }
+            "continue" => {
+                let out = tools::continue_task(engine, profile, parse(args)?)?;
+                self.remember(&out.started.task_id);
+                tracing::info!(task = %out.started.task_id, cut = %out.continued_from, "mcp continue");
+                to_value(out)
+            }
             "send_message" => {
                 let out = tools::send_message(engine, profile, parse(args)?)?;
                 if !out.duplicate {
@@ -380,7 +386,7 @@ mod tests {
     use crate::schema;
 
     /// How many tools the catalog has, and how many the read-only profiles offer.
-    const ALL_TOOLS: usize = 49;
+    const ALL_TOOLS: usize = 50;
     const QUERY_TOOLS: usize = 31;
     const REVIEW_TOOLS: usize = 36;
 

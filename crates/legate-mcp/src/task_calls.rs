@@ -37,6 +37,7 @@ use serde_json::{Value, json};
 pub(crate) const TASK_TOOLS: &[&str] = &[
     "run",
     "resume",
+    "continue",
     "send_message",
     "handoff",
     "compare",
@@ -65,7 +66,7 @@ const REPLY_KEY: &str = "reply-";
 /// The id a caller follows for `tool`'s direct answer.
 pub(crate) fn followed_id(tool: &str, answer: &Value) -> Option<String> {
     let field = match tool {
-        "run" | "resume" | "handoff" => "taskId",
+        "run" | "resume" | "continue" | "handoff" => "taskId",
         "send_message" => "continuationTaskId",
         "group_start" => "groupId",
         "compare" => "comparisonId",
@@ -95,7 +96,7 @@ pub(crate) async fn detailed(engine: &Engine, call: &CallTask) -> Result<Detaile
     );
     let (payload, message) = match record.tool.as_str() {
         "test" | "integrate" => op_state(call)?,
-        "run" | "resume" | "handoff" | "send_message" => task_state(engine, call)?,
+        "run" | "resume" | "continue" | "handoff" | "send_message" => task_state(engine, call)?,
         "compare" => compare_state(engine, call).await?,
         "group_start" => group_state(engine, call)?,
         other => {

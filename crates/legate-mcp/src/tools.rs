@@ -93,6 +93,25 @@ pub fn resume(engine: &Engine, profile: Profile, args: ResumeArgs) -> Result<Sta
     Ok(started(&task))
 }
 
+/// `continue`.
+pub fn continue_task(
+    engine: &Engine,
+    profile: Profile,
+    args: ContinueArgs,
+) -> Result<ContinuedOut> {
+    let task = engine.continue_task(&args.task_id, profile.task_mode(None)?)?;
+    let continued_from = task
+        .controls
+        .continued_from
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    Ok(ContinuedOut {
+        started: started(&task),
+        continued_from,
+    })
+}
+
 /// `send_message`.
 pub fn send_message(
     engine: &Engine,

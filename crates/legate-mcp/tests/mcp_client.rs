@@ -55,7 +55,7 @@ fn sha256(s: &str) -> String {
 async fn delegate_wait_with_progress_and_read_the_result_in_pieces() {
     let h = harness(McpOptions::default()).await;
     let tools = h.client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 49);
+    assert_eq!(tools.len(), 50);
     assert!(tools.iter().all(|t| t.output_schema.is_some()));
 
     let emoji_line = "😀é€ ".repeat(400);

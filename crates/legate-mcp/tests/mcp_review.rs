@@ -325,7 +325,14 @@ async fn profiles_offer_the_review_tools_by_group() {
         "wait_many",
     ];
     const REVIEW: &[&str] = &["context", "handoff", "preview", "read_patch", "verify"];
-    const IMPLEMENTATION: &[&str] = &["cleanup", "discard", "integrate", "record_test", "test"];
+    const IMPLEMENTATION: &[&str] = &[
+        "cleanup",
+        "continue",
+        "discard",
+        "integrate",
+        "record_test",
+        "test",
+    ];
     // ctrl (issue 17): the reading tools are query tools, set_model a write.
     const CONTROLS_QUERY: &[&str] = &["get_agent_policy", "get_model", "list_models"];
     const CONTROLS_WRITE: &[&str] = &["set_model"];

@@ -194,7 +194,12 @@ impl Connection {
             terminal = request.client_capabilities.terminal,
             "client capabilities"
         );
-        let mut capabilities = AgentCapabilities::new().load_session(true);
+        let load = self
+            .options
+            .sessions
+            .as_ref()
+            .is_none_or(|h| h.load_session());
+        let mut capabilities = AgentCapabilities::new().load_session(load);
         if let Some(hook) = &self.options.sessions {
             capabilities = capabilities.session_capabilities(hook.capabilities());
         }

@@ -46,6 +46,12 @@ pub trait SessionHook: Send + Sync + fmt::Debug + 'static {
     /// The lifecycle methods to announce in `initialize` (`sessionCapabilities`).
     fn capabilities(&self) -> SessionCapabilities;
 
+    /// Whether to announce `session/load` (`agentCapabilities.loadSession`), which revisor
+    /// does unless its hook says otherwise (an agent that can continue no session).
+    fn load_session(&self) -> bool {
+        true
+    }
+
     /// `session/new` opened session `id` in `cwd`.
     fn created(&self, id: &SessionId, cwd: &Path);
 

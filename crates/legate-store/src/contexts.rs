@@ -18,8 +18,25 @@ pub struct ContextRecord {
     pub session_id: Option<String>,
     /// The context's sandbox, when it has one.
     pub sandbox_root: Option<PathBuf>,
+    /// Whether the agent that opened `session_id` announced it can continue it later
+    /// (`session/resume` or `session/load`), as it said then; `None` when not recorded.
+    pub resumable: Option<bool>,
     /// When the record last changed.
     pub updated_at: Timestamp,
+}
+
+impl ContextRecord {
+    /// A context of `agent` with nothing recorded yet, changed now.
+    pub fn new(context_id: impl Into<String>, agent: impl Into<String>) -> Self {
+        Self {
+            context_id: context_id.into(),
+            agent: agent.into(),
+            session_id: None,
+            sandbox_root: None,
+            resumable: None,
+            updated_at: Timestamp::now(),
+        }
+    }
 }
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<ContextRecord> {
@@ -29,6 +46,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ContextRecord> {
         session_id: r.get(2)?,
         sandbox_root: r.get::<_, Option<String>>(3)?.map(PathBuf::from),
         updated_at: Timestamp(r.get(4)?),
+        resumable: r.get(5)?,
     })
 }
 
@@ -37,7 +55,7 @@ impl Store {
     pub fn context(&self, id: &str) -> Result<Option<ContextRecord>> {
         self.read(|conn| {
             conn.prepare_cached(
-                "SELECT context_id, agent, session_id, sandbox_root, updated_at \
+                "SELECT context_id, agent, session_id, sandbox_root, updated_at, resumable \
                  FROM contexts WHERE context_id = ?1",
             )
             .and_then(|mut st| st.query_row([id], from_row).optional())
@@ -58,10 +76,11 @@ impl Store {
             .transpose()?;
         self.write("store a context", |tx| {
             tx.prepare_cached(
-                "INSERT INTO contexts (context_id, agent, session_id, sandbox_root, updated_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (context_id) DO UPDATE SET \
+                "INSERT INTO contexts (context_id, agent, session_id, sandbox_root, updated_at, resumable) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (context_id) DO UPDATE SET \
                  agent = excluded.agent, session_id = excluded.session_id, \
-                 sandbox_root = excluded.sandbox_root, updated_at = excluded.updated_at",
+                 sandbox_root = excluded.sandbox_root, updated_at = excluded.updated_at, \
+                 resumable = excluded.resumable",
             )
             .and_then(|mut st| {
                 st.execute(params![
@@ -69,7 +88,8 @@ impl Store {
                     r.agent,
                     r.session_id,
                     sandbox_root,
-                    r.updated_at.0
+                    r.updated_at.0,
+                    r.resumable
                 ])
             })
             .ctx("store a context")?;
@@ -81,7 +101,7 @@ impl Store {
     pub fn list_contexts(&self, limit: usize) -> Result<Vec<ContextRecord>> {
         self.read(|conn| {
             conn.prepare_cached(
-                "SELECT context_id, agent, session_id, sandbox_root, updated_at \
+                "SELECT context_id, agent, session_id, sandbox_root, updated_at, resumable \
                  FROM contexts ORDER BY updated_at DESC, context_id LIMIT ?1",
             )
             .and_then(|mut st| {
@@ -105,6 +125,7 @@ mod tests {
             session_id: None,
             sandbox_root: None,
             updated_at: Timestamp(at),
+            resumable: None,
         }
     }
 
@@ -116,6 +137,7 @@ mod tests {
         store.put_context(&record("b", 2)).unwrap();
         let mut a = record("a", 3);
         a.session_id = Some("sess".into());
+        a.resumable = Some(true);
         a.sandbox_root = Some("/home/u/.legate/sandboxes/a".into());
         store.put_context(&a).unwrap();
         assert_eq!(store.context("a").unwrap(), Some(a.clone()));

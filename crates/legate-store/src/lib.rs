@@ -36,6 +36,7 @@ mod call_tasks;
 mod ceilings;
 mod comparisons;
 mod contexts;
+mod continuations;
 mod decisions;
 mod delivery;
 mod events;

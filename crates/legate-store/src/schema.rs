@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     V14_PEERS,
     V15_GROUP_ROLES,
     V16_CALL_TASKS,
+    V17_CONTINUE,
 ];
 
 /// Tasks, their events, and contexts.
@@ -332,6 +333,17 @@ CREATE TABLE call_tasks (
     created_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL
 ) STRICT;
+";
+
+/// Whether the agent that opened a context's session announced it can continue it
+/// (`session/resume` or `session/load`), recorded when the session opened: a `continue`
+/// after a restart decides on it (NULL: not recorded, a session opened before this).
+/// A task cut by a restart has at most one continuation (`controls.continuedFrom`): the index
+/// decides between two processes continuing it at once.
+const V17_CONTINUE: &str = "
+ALTER TABLE contexts ADD COLUMN resumable INTEGER;
+CREATE UNIQUE INDEX tasks_continued_from ON tasks (json_extract(controls, '$.continuedFrom'))
+    WHERE controls IS NOT NULL AND json_extract(controls, '$.continuedFrom') IS NOT NULL;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -1,6 +1,7 @@
 //! Sessions kept on disk, so that a new `legate-scripted-agent` process can resume one:
 //! ACP's `session/resume`, `session/close` and `session/list`, announced when
-//! [`SESSIONS_ENV`] names them.
+//! [`SESSIONS_ENV`] names them (and `no-load`: an agent that announces no way to continue a
+//! session at all, not even the `loadSession` revisor announces otherwise).
 //!
 //! This module owns the scripted agent's session store: one JSON file per session under
 //! `$HOME/`[`STORE_DIR`] (the agent's private state directory, under Legate), holding its
@@ -23,7 +24,8 @@ use agent_client_protocol::v1::schema::{
 use legate_revisor::SessionHook;
 
 /// The environment variable naming the lifecycle methods to announce, comma-separated:
-/// `resume`, `close`, `list` (e.g. `resume,close`). Unset or empty: none, and no store.
+/// `resume`, `close`, `list` (e.g. `resume,close`), and `no-load` to withhold
+/// `loadSession`. Unset or empty: none, and no store.
 pub const SESSIONS_ENV: &str = "LEGATE_TESTKIT_SESSIONS";
 /// The store's directory, beneath `$HOME`.
 pub const STORE_DIR: &str = "scripted-sessions";
@@ -39,6 +41,8 @@ pub struct Announced {
     pub close: bool,
     /// `session/list`.
     pub list: bool,
+    /// `loadSession` withheld (`no-load`).
+    pub no_load: bool,
 }
 
 impl Announced {
@@ -53,6 +57,7 @@ impl Announced {
                 "resume" => announced.resume = true,
                 "close" => announced.close = true,
                 "list" => announced.list = true,
+                "no-load" => announced.no_load = true,
                 other => return Err(format!("unknown {SESSIONS_ENV} method {other:?}")),
             }
         }
@@ -62,7 +67,7 @@ impl Announced {
     /// Whether anything is announced.
     #[must_use]
     pub fn any(self) -> bool {
-        self.resume || self.close || self.list
+        self.resume || self.close || self.list || self.no_load
     }
 }
 
@@ -183,6 +188,10 @@ impl SessionHook for DiskSessions {
         caps
     }
 
+    fn load_session(&self) -> bool {
+        !self.announced.no_load
+    }
+
     fn created(&self, id: &SessionId, cwd: &Path) {
         let _guard = self.guard();
         let record = serde_json::json!({ "cwd": cwd, "prompts": [], "closed": false });
@@ -269,6 +278,8 @@ mod tests {
         let all = Announced::parse("resume, close,list").unwrap();
         assert!(all.resume && all.close && all.list);
         assert!(Announced::parse("fork").is_err());
+        let none = Announced::parse("no-load").unwrap();
+        assert!(none.no_load && none.any() && !none.resume);
     }
 
     #[test]

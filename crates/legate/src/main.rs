@@ -100,6 +100,12 @@ enum Command {
         #[arg(long)]
         follow: bool,
     },
+    /// Continue a task cut by a restart of Legate (failed, SERVER_RESTARTED): a new turn of
+    /// its context that resumes the agent's session, watched like `run`. Never automatic.
+    Continue {
+        /// Task id or prefix.
+        id: String,
+    },
     /// Cancel a task.
     Cancel {
         /// Task id or prefix.
@@ -388,6 +394,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         } => tasks::list(&paths, state, context, agent, limit, json),
         Command::Show { id, json } => tasks::show(&paths, &id, json),
         Command::Events { id, after, follow } => tasks::events(&paths, &id, after, follow).await,
+        Command::Continue { id } => run::continue_task(config, &id).await,
         Command::Cancel { id } => tasks::cancel(&config, &id).await,
         Command::Agents { no_probe, json } => {
             if no_probe {

@@ -133,6 +133,23 @@ pub(crate) async fn run(config: config::Config, flags: RunFlags) -> Result<ExitC
     watch(engine, task).await
 }
 
+/// `legate continue`: continues task `id`, cut by a restart, and watches the continuation
+/// (the engine's answer: the existing continuation when there is one).
+pub(crate) async fn continue_task(config: config::Config, id: &str) -> Result<ExitCode> {
+    let engine = front::start_engine(&config.engine)?;
+    let task = match engine.continue_task(id, None) {
+        Ok(task) => task,
+        Err(e) => {
+            engine.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    if let Some(cut) = &task.controls.continued_from {
+        eprintln!("continuing task {cut}");
+    }
+    watch(engine, task).await
+}
+
 /// Follows `task` on `engine` to its end (or until it waits for input), rendering its events;
 /// Ctrl-C cancels it. Shuts the engine down; exit code 0 when it completed.
 pub(crate) async fn watch(engine: Engine, task: legate_core::Task) -> Result<ExitCode> {

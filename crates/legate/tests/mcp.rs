@@ -81,7 +81,7 @@ fn python(home: &CliHome, name: &str, args: &[&str]) -> Value {
 
 fn check_report(report: &Value, protocol: &str) {
     assert_eq!(report["protocol"], protocol, "{report}");
-    assert_eq!(report["tools"], 49, "{report}");
+    assert_eq!(report["tools"], 50, "{report}");
     assert!(report["progress"].as_u64().unwrap() >= 1, "{report}");
     assert!(report["pieces"].as_u64().unwrap() > 2, "{report}");
 }
@@ -292,7 +292,7 @@ fn stdio_stdout_carries_only_json_rpc_and_offers_output_schemas() {
     assert!(mcp.request("ping", json!({})).is_object());
     let tools = mcp.request("tools/list", json!({}));
     let tools = tools["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 49);
+    assert_eq!(tools.len(), 50);
     for t in tools {
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
     }

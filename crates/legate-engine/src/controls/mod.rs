@@ -45,6 +45,7 @@ impl Core {
             artifact_paths: artifacts::check(self, request)?,
             group: None,
             comparison_id: None,
+            continued_from: None,
         })
     }
 }
@@ -73,5 +74,9 @@ fn inherit(request: &SubmitRequest, last: &Task) -> Result<TaskControls> {
             last.controls.delivery_mode.as_str()
         )));
     }
-    Ok(last.controls.clone())
+    // A continuation of a cut turn is one task; the turns after it are ordinary.
+    Ok(TaskControls {
+        continued_from: None,
+        ..last.controls.clone()
+    })
 }

@@ -10,14 +10,18 @@
 //! unless the request overrides them; in a copy context it works in the same copy, which
 //! must still be open (`COPY_CLOSED` otherwise; see `review::chain`).
 //!
+//! It also keeps what a later turn resumes: the context's agent session, recorded by the turn
+//! that opened it ([`Core::record_session`]), with whether the agent can resume it.
+//!
 //! This module never runs a turn itself and never re-sends a message: an input whose task was
 //! interrupted (say, by a restart) stays failed, visibly.
 
 use crate::core::Core;
 use crate::core::request::{SubmitRequest, WorkspaceRequest, check_size};
 use crate::review::{ContinuedCopy, NextCopy, ReviewRecord};
+use legate_core::Timestamp;
 use legate_core::{Error, ErrorCode, Result, Task, TaskMode, TaskState, WorkspaceKind};
-use legate_store::{MessageClaim, MessageRecord, TaskFilter};
+use legate_store::{ContextRecord, MessageClaim, MessageRecord, TaskFilter};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -327,6 +331,38 @@ impl Core {
                 })
             }
         }
+    }
+
+    /// Stores `session_id` as the context's session to resume (and the task's), and
+    /// `resumable`, what the agent announced when it opened the session (`None`: unchanged).
+    pub(crate) fn record_session(
+        &self,
+        task: &Task,
+        session_id: &str,
+        resumable: Option<bool>,
+    ) -> Result<()> {
+        if session_id.is_empty() && resumable.is_none() {
+            // Not known yet (agy learns it from the first run's `init`).
+            return Ok(());
+        }
+        let store = &self.inner.store;
+        let mut record = store
+            .context(&task.context_id)?
+            .unwrap_or_else(|| ContextRecord::new(task.context_id.clone(), task.agent.clone()));
+        if let Some(resumable) = resumable {
+            record.resumable = Some(resumable);
+        }
+        record.updated_at = Timestamp::now();
+        if session_id.is_empty() {
+            return store.put_context(&record);
+        }
+        record.session_id = Some(session_id.to_string());
+        store.put_context(&record)?;
+        if let Some(mut t) = store.task(&task.id)? {
+            t.session_id = Some(session_id.to_string());
+            store.update_task(&t, &[])?;
+        }
+        Ok(())
     }
 
     pub(crate) fn latest_task(&self, context_id: &str) -> Result<Task> {

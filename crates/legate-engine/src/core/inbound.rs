@@ -17,6 +17,11 @@
 //!   one) with the addressed agent, in the workspace it names or the context's sandbox. An
 //!   empty text gives a task in `input-required`.
 //!
+//! - A message asking to continue a task cut by a restart (`continues`) becomes that task's
+//!   continuation ([`Engine::continue_task`](crate::Engine::continue_task), whose rules apply). It names no task to reply into
+//!   (`INVALID_INPUT`) and no workspace (`INVALID_WORKSPACE`), has no text (`INVALID_INPUT`:
+//!   Legate tells the agent what to do), the task must be one of the addressed agent's
+//!   (`TASK_NOT_FOUND` otherwise), and the message's context, when given, must be the task's.
 //! - A message may name a role: the one that starts a conversation chooses it (an unknown
 //!   name is `ROLE_NOT_FOUND`); any other may only repeat the role its conversation has
 //!   (`INVALID_INPUT`: a conversation keeps its role; hand off instead).
@@ -50,6 +55,8 @@ pub struct Inbound {
     /// The role the message asks for (a role name). A message that starts a conversation
     /// chooses it; any other may only name the role the conversation already has.
     pub role: Option<String>,
+    /// The task cut by a restart (`SERVER_RESTARTED`) the message asks to continue, if any.
+    pub continues: Option<String>,
 }
 
 /// How [`Messages::deliver`](crate::Messages::deliver) routed a message.
@@ -61,6 +68,8 @@ pub enum Route {
     NextTurn,
     /// A reply resuming a task that waited for input.
     Reply,
+    /// The continuation of a task cut by a restart.
+    Continued,
 }
 
 /// The task a message became.
@@ -111,10 +120,24 @@ impl Core {
             text,
             workspace,
             role,
+            continues,
         } = inbound;
         let message_id = message_id.filter(|m| !m.trim().is_empty());
         if let Some(id) = &message_id {
             crate::core::continuation::check_message_id(id)?;
+        }
+        if let Some(cut) = continues {
+            if task_id.is_some() {
+                return Err(Error::invalid_input(
+                    "a message either continues a task cut by a restart or replies into a task, not both",
+                ));
+            }
+            if workspace.is_some() {
+                return Err(keeps_workspace());
+            }
+            let cut = self.task_of(&agent, &cut)?;
+            keeps_role(&cut, role.as_deref())?;
+            return self.deliver_continue(&cut, context_id, &text);
         }
         if let Some(task_id) = task_id {
             if role.is_some() {
@@ -186,6 +209,34 @@ impl Core {
                 format!("task {id} not found"),
             )),
         }
+    }
+
+    fn deliver_continue(
+        &self,
+        cut: &Task,
+        context_id: Option<String>,
+        text: &str,
+    ) -> Result<Delivered> {
+        if let Some(ctx) = context_id
+            && ctx != cut.context_id
+        {
+            return Err(Error::invalid_input(format!(
+                "task {} belongs to context {}, not {ctx}; continue it without a context or with the task's",
+                cut.id, cut.context_id
+            )));
+        }
+        if !text.trim().is_empty() {
+            return Err(Error::invalid_input(format!(
+                "a continue of task {} carries no text: Legate tells the agent its turn was cut; send a new message into the context to ask something else",
+                cut.id
+            )));
+        }
+        let task = self.continue_task(cut.id.as_str(), None)?;
+        Ok(Delivered {
+            task,
+            after: 0,
+            route: Route::Continued,
+        })
     }
 
     fn deliver_reply(

@@ -24,6 +24,7 @@ pub(crate) mod admission;
 pub(crate) mod budget;
 pub(crate) mod context_lock;
 pub(crate) mod continuation;
+pub(crate) mod cut_turn;
 pub(crate) mod directory;
 pub(crate) mod ending;
 pub(crate) mod framing;

@@ -10,6 +10,7 @@
 
 use crate::agents::preset_for;
 use crate::core::accumulator::Accumulator;
+use crate::core::cut_turn;
 use crate::core::ending::{Ending, TurnResult};
 use crate::core::launcher::TurnInputs;
 use crate::core::runner;
@@ -225,8 +226,10 @@ impl Core {
         }
         // Backends that learn their session id during the turn (agy's conversation id) report
         // it with a session event; keep the latest so the next task of the context resumes it.
+        // Not the new session a continuation refused: the context keeps its earlier one.
         if let Some(session_id) = acc.session_id()
-            && let Err(e) = self.record_session(&task, session_id)
+            && !cut_turn::refused_new_session(&result)
+            && let Err(e) = self.record_session(&task, session_id, None)
         {
             tracing::warn!(task = %task.id, error = %e, "could not record the session id");
         }
@@ -285,12 +288,8 @@ impl Core {
                     existing.as_deref(),
                 )?;
                 boundary.allow_execute = agent.allow_execute;
-                let mut record = record.unwrap_or_else(|| ContextRecord {
-                    context_id: task.context_id.clone(),
-                    agent: task.agent.clone(),
-                    session_id: None,
-                    sandbox_root: None,
-                    updated_at: Timestamp::now(),
+                let mut record = record.unwrap_or_else(|| {
+                    ContextRecord::new(task.context_id.clone(), task.agent.clone())
                 });
                 record.sandbox_root = Some(boundary.root.clone());
                 record.updated_at = Timestamp::now();
@@ -535,13 +534,16 @@ impl Core {
         room: crate::core::budget::Reservation,
     ) -> Result<Option<Arc<dyn AgentSession>>> {
         let inner = &self.inner;
+        if let Some(notice) = cut_turn::continuing_notice(task) {
+            sink.send(notice);
+        }
         if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
             drop(room);
             sink.send(EventKind::Session {
                 session_id: session.session_id().to_string(),
                 resumed: true,
             });
-            self.record_session(task, session.session_id())?;
+            self.record_session(task, session.session_id(), None)?;
             return Ok(Some(session));
         }
         let (backend, capabilities) = inner.agents.backend(agent)?;
@@ -558,39 +560,23 @@ impl Core {
             return Ok(None);
         };
         // The backend reported the new session (and whether it was continued) on `sink`.
+        // Before it is recorded: a continuation's refused new session is not the context's.
+        if let Err(e) = cut_turn::check_resumed(task, opened.as_ref()) {
+            opened.shutdown().await;
+            return Err(e);
+        }
+        self.record_session(
+            task,
+            opened.session_id(),
+            Some(cut_turn::resumable(opened.as_ref())),
+        )?;
         if let Some(old) = inner
             .pool
             .insert(&task.context_id, &agent.name, opened.clone())
         {
             old.shutdown().await;
         }
-        self.record_session(task, opened.session_id())?;
         Ok(Some(opened))
-    }
-
-    fn record_session(&self, task: &Task, session_id: &str) -> Result<()> {
-        if session_id.is_empty() {
-            // Not known yet (agy learns it from the first run's `init`).
-            return Ok(());
-        }
-        let store = &self.inner.store;
-        let mut record = store
-            .context(&task.context_id)?
-            .unwrap_or_else(|| ContextRecord {
-                context_id: task.context_id.clone(),
-                agent: task.agent.clone(),
-                session_id: None,
-                sandbox_root: None,
-                updated_at: Timestamp::now(),
-            });
-        record.session_id = Some(session_id.to_string());
-        record.updated_at = Timestamp::now();
-        store.put_context(&record)?;
-        if let Some(mut t) = store.task(&task.id)? {
-            t.session_id = Some(session_id.to_string());
-            store.update_task(&t, &[])?;
-        }
-        Ok(())
     }
 }
 

@@ -255,6 +255,19 @@ pub struct StartedOut {
     pub memory: Vec<legate_core::MemorySnapshot>,
 }
 
+/// `continue`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct ContinuedOut {
+    /// The continuation: a new task of the cut task's context, which resumes the agent's
+    /// session. Follow it with `wait`, `status`, `result`.
+    #[serde(flatten)]
+    pub started: StartedOut,
+    /// The task cut by the restart that this task continues.
+    pub continued_from: String,
+}
+
 /// `roles`.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]

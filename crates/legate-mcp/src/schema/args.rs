@@ -289,6 +289,16 @@ pub struct ResumeArgs {
     pub timeout_seconds: Option<u64>,
 }
 
+/// `continue`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueArgs {
+    /// The task to continue (or a unique prefix of at least 4 characters): one that ended
+    /// failed with SERVER_RESTARTED and is still its context's latest task.
+    pub task_id: String,
+}
+
 /// `send_message`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]

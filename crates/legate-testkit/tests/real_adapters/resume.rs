@@ -329,3 +329,144 @@ async fn codex_resume_after_restart() {
 async fn gemini_resume_after_restart() {
     resume_after_restart(gemini).await;
 }
+
+/// In the child of a `*_continue_after_restart` test: `<adapter>\n<base>\n<model server URL>`.
+const CUT_CHILD_ENV: &str = "LEGATE_SUITE_CONTINUE_CHILD";
+/// What that child prints, with the task and session ids, once turn 1 runs its tool.
+const CUT_READY: &str = "continue-child-ready";
+/// What the cut turn's shell command runs: long enough to be killed in.
+const CUT_COMMAND: &str = "sleep 300";
+
+/// The child Legate of a `continue` test: starts turn 1, whose model asks for a long shell
+/// command, prints the task and session ids once the tool call is under way, and waits to be
+/// killed mid-turn.
+#[test]
+#[ignore = "the Legate process a *_continue_after_restart test kills mid-turn; run by it"]
+fn continue_child_engine() {
+    let spec = std::env::var(CUT_CHILD_ENV).expect("run by a *_continue_after_restart test");
+    let mut parts = spec.lines();
+    let (name, base, url) = (
+        parts.next().unwrap(),
+        PathBuf::from(parts.next().unwrap()),
+        parts.next().unwrap(),
+    );
+    let adapter = adapter_named(name)(url);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let engine = engine_for(&adapter, &base, &base.join("state"));
+        let mut req = SubmitRequest::new("Do what the model says.");
+        req.workspace = WorkspaceRequest::Sandbox;
+        req.context_id = Some(CONTEXT.into());
+        let task = engine.submit(req).unwrap();
+        let mut events = engine.subscribe(&task.id, 0);
+        while let Some(e) = events.next().await.unwrap() {
+            if matches!(e.kind, EventKind::ToolCall(_)) {
+                break;
+            }
+        }
+        let session = engine.task(task.id.as_str()).unwrap().session_id.unwrap();
+        println!("{CUT_READY} {} {session}", task.id);
+        std::future::pending::<()>().await;
+    });
+}
+
+/// Turn 1 cut mid-tool by a `kill -9` of its Legate, then `continue` in a new engine: with
+/// `session/resume` or `session/load` announced, the continuation resumes the same session,
+/// its model request carries Legate's continue prompt, and it completes (codex-acp 2.6.0);
+/// an adapter that then refuses to resume (claude-agent-acp 0.101.0, whose transcript of a
+/// session killed in its first turn is empty) fails it `CONTINUE_UNSUPPORTED` before its
+/// prompt; with neither announced, it is `CONTINUE_UNSUPPORTED` and nothing starts.
+async fn continue_after_restart(make: fn(&str) -> Adapter) {
+    let name = make("http://127.0.0.1:1").name;
+    let server = ModelServer::start().unwrap();
+    let adapter = make(&server.url());
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let state = base.join("state");
+    for (file, text) in &adapter.state_files {
+        let p = state.join(file);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    server.script(vec![
+        (adapter.shell)(CUT_COMMAND),
+        Step::text("never reached"),
+    ]);
+    let spec = format!("{name}\n{}\n{}", base.display(), server.url());
+    let ids = legate_testkit::killed_child::run_until_ready(
+        "resume::continue_child_engine",
+        &[(CUT_CHILD_ENV, spec.as_str())],
+        CUT_READY,
+        std::process::Stdio::inherit(),
+    );
+    let (cut_id, session) = ids.split_once(' ').unwrap();
+    let engine = engine_for(&adapter, &base, &state);
+    let cut = engine.task(cut_id).unwrap();
+    assert_eq!(
+        cut.error.as_ref().map(|e| e.code),
+        Some(legate_core::ErrorCode::ServerRestarted),
+        "{cut:?}"
+    );
+    let (announced, info) = announced(&adapter).await;
+    eprintln!(
+        "{name}: {info} announces loadSession {}, session/resume {}",
+        announced.load, announced.resume
+    );
+    let before = server.requests().len();
+    server.script(vec![Step::text("continued after the restart")]);
+    if !announced.resume && !announced.load {
+        let e = engine.continue_task(cut_id, None).unwrap_err();
+        assert_eq!(e.code, legate_core::ErrorCode::ContinueUnsupported, "{e}");
+        eprintln!("{name}: continue refused: {e}");
+        engine.shutdown().await;
+        return;
+    }
+    let next = engine.continue_task(cut_id, None).unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(200), engine.wait(&next.id))
+        .await
+        .expect("the continuation ends")
+        .unwrap();
+    let events = engine.events(&next.id, 0, 100_000).unwrap();
+    let got = sessions(&events);
+    let carried = server.requests()[before..].iter().any(|r| {
+        r.body
+            .to_string()
+            .contains("was cut off before it finished")
+    });
+    eprintln!(
+        "{name}: continue of a turn cut mid-tool: {:?} {:?}, sessions {got:?}, continue prompt in the model request: {carried}",
+        next.state,
+        next.error.as_ref().map(|e| e.code)
+    );
+    let told = describe(&next, &events);
+    if name == "claude" {
+        // claude-agent-acp 0.101.0 finds no message in the transcript of a session killed
+        // during its first turn and refuses `session/resume` ("Resource not found"): the
+        // continuation says so and fails before its prompt; nothing reaches the model, and
+        // the context keeps the session.
+        assert_eq!(next.state, TaskState::Failed, "{told}");
+        assert_eq!(
+            next.error.as_ref().map(|e| e.code),
+            Some(legate_core::ErrorCode::ContinueUnsupported)
+        );
+        assert_eq!(not_continued(&events, session).len(), 1, "{told}");
+        assert!(!carried, "{told}");
+        let contexts = engine.records().contexts(10).unwrap();
+        assert_eq!(contexts[0].session_id.as_deref(), Some(session));
+    } else {
+        assert_eq!(next.state, TaskState::Completed, "{told}");
+        assert_eq!(got, [(session.to_string(), true)], "{told}");
+        assert!(carried, "{told}");
+    }
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_continue_after_restart() {
+    continue_after_restart(claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_continue_after_restart() {
+    continue_after_restart(codex).await;
+}

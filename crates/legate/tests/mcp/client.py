@@ -80,7 +80,7 @@ async def exercise(session, protocol):
 
     tools = (await session.list_tools()).tools
     names = sorted(t.name for t in tools)
-    assert len(names) == 49, names
+    assert len(names) == 50, names
     assert all(output_schema(t) for t in tools), "every tool has an outputSchema"
 
     started = await call(session, "run", {"prompt": PROMPT, "agent": "revisor"})

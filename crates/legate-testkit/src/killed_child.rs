@@ -1,0 +1,37 @@
+//! The Legate process a restart test kills: the test binary itself, run again as a child that
+//! runs one ignored test, read until it prints a ready line, then killed with SIGKILL.
+//!
+//! This module only starts and kills the child it made; it never signals another process.
+
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+
+/// Runs this test binary again running only the ignored test `test` with `env` set, reads
+/// its stdout until a line that starts with `ready`, kills it (SIGKILL) and reaps it, and
+/// returns the rest of that line, trimmed. The child's stderr goes to `stderr`.
+///
+/// # Panics
+/// When the child cannot start or ends without printing the ready line.
+#[must_use]
+pub fn run_until_ready(test: &str, env: &[(&str, &str)], ready: &str, stderr: Stdio) -> String {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("no test binary path: {e}"));
+    let mut child = Command::new(exe)
+        .args(["--exact", test, "--ignored", "--nocapture"])
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("the child test {test} does not start: {e}"));
+    let Some(stdout) = child.stdout.take() else {
+        panic!("the child test {test} has no stdout");
+    };
+    let stdout = std::io::BufReader::new(stdout);
+    let rest = stdout
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix(ready).map(|rest| rest.trim().to_string()));
+    // SIGKILL: nothing of that Legate runs after this.
+    let _ = child.kill();
+    let _ = child.wait();
+    rest.unwrap_or_else(|| panic!("the child test {test} ended without printing {ready:?}"))
+}
