@@ -101,9 +101,10 @@ impl<'a> ClaudeCode<'a> {
                     self.legate.mcp_url(),
                     token_file.display()
                 );
-                let token = std::fs::read_to_string(&token_file).unwrap();
-                let printed =
-                    line.replace(&format!("$(cat {})", token_file.display()), token.trim());
+                let printed = line.replace(
+                    &format!("$(cat {})", token_file.display()),
+                    &self.legate.token(),
+                );
                 assert_eq!(
                     self.legate
                         .banner_line("claude mcp add --transport http legate"),
@@ -332,8 +333,7 @@ fn claude_http_wrong_token_gets_nothing() {
     let legate = Legate::new(variant, |_| String::new(), &[("README.md", "hello\n")]);
     let claude = ClaudeCode::new(&legate, &model);
     let line = legate.banner_line("claude mcp add --transport http legate");
-    let token = std::fs::read_to_string(legate.cli.home().join("mcp-token")).unwrap();
-    let forged = line.replace(token.trim(), &"0".repeat(64));
+    let forged = line.replace(&legate.token(), &"0".repeat(64));
     assert_ne!(forged, line);
     run_logged(
         claude.shell(&forged),

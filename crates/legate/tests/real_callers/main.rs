@@ -206,12 +206,19 @@ impl Legate {
     pub(crate) fn tap(&self) -> Tap {
         let dir = self.cli.base().join("tap");
         let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-        let mut tap = Tap::default();
+        let messages = |f: &str| -> Vec<Value> {
+            read(f)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        };
+        let mut tap = Tap {
+            sent: messages("in.jsonl"),
+            answered: messages("out.jsonl"),
+            ..Tap::default()
+        };
         // Stdio: the client's JSON-RPC lines.
-        for line in read("in.jsonl").lines() {
-            let Ok(v) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
+        for v in &tap.sent {
             if let Some(m) = v["method"].as_str() {
                 tap.methods.push(m.to_string());
             }
@@ -225,6 +232,10 @@ impl Legate {
             let line = strip_ansi(line);
             if let Some(r) = between(&line, "protocol_version: ProtocolVersion(\"", "\")") {
                 tap.revisions.insert(r.to_string());
+                if line.contains("Service initialized as server") {
+                    let tasks = line.contains("io.modelcontextprotocol/tasks");
+                    tap.sessions.push((r.to_string(), tasks));
+                }
             }
             if self.variant.transport == Transport::Http
                 && let Some(kind) = between(&line, "received request id=", "(")
@@ -234,6 +245,12 @@ impl Legate {
             }
         }
         tap
+    }
+
+    /// The bearer token `legate serve --mcp` wrote into the home.
+    pub(crate) fn token(&self) -> String {
+        let token = std::fs::read_to_string(self.cli.home().join("mcp-token")).unwrap();
+        token.trim().to_string()
     }
 
     /// `legate show --json id`.
@@ -329,12 +346,38 @@ pub(crate) struct Tap {
     pub revisions: BTreeSet<String>,
     /// The JSON-RPC methods the caller sent, in order (`tools/call`, `tasks/get`, …).
     pub methods: Vec<String>,
+    /// Stdio: every JSON-RPC message the caller sent, in order.
+    pub sent: Vec<Value>,
+    /// Stdio: every JSON-RPC message Legate sent back (answers and its own requests).
+    pub answered: Vec<Value>,
+    /// Each MCP session Legate's debug log shows starting, in order: its revision, and
+    /// whether the client declared the tasks extension.
+    pub sessions: Vec<(String, bool)>,
 }
 
 impl Tap {
     /// Whether the caller sent `method`.
     pub(crate) fn saw(&self, method: &str) -> bool {
         self.methods.iter().any(|m| m == method)
+    }
+
+    /// The first request for `method` the caller sent.
+    pub(crate) fn sent_request(&self, method: &str) -> Option<&Value> {
+        self.sent.iter().find(|m| m["method"] == method)
+    }
+
+    /// The first request for `method` Legate sent the caller.
+    pub(crate) fn legate_request(&self, method: &str) -> Option<&Value> {
+        self.answered.iter().find(|m| m["method"] == method)
+    }
+
+    /// The answer to `request` (one of [`Tap::sent`] or [`Tap::answered`]), from the other side.
+    pub(crate) fn answer_to(&self, request: &Value) -> Option<&Value> {
+        let mine = self.sent.iter().any(|m| std::ptr::eq(m, request));
+        let other = if mine { &self.answered } else { &self.sent };
+        other
+            .iter()
+            .find(|m| m["id"] == request["id"] && m.get("method").is_none())
     }
 
     /// One line for the suite's output: revisions, and each method with its count.
