@@ -3,7 +3,7 @@
 //! everything else: [`Engine::reviews`], [`Groups::list`], [`Approvals::list`],
 //! [`Engine::memory`], [`Engine::comparisons`], [`Engine::handoffs`], [`Engine::agents`],
 //! [`Artifacts::list`], [`Messages::list`], [`TestCeilings::get`],
-//! [`Engine::roles`] and [`Engine::records`].
+//! [`Engine::roles`], [`Engine::records`] and [`Engine::call_tasks`].
 //!
 //! One prompt's path: a front's request becomes a [`SubmitRequest`]; [`Engine::submit`] hands
 //! it to the core's launcher (`launcher`: role, checks, memory snapshots, store, queue), whose
@@ -16,6 +16,7 @@
 use crate::agents::Agents;
 use crate::approvals::Approvals;
 use crate::artifacts::Artifacts;
+use crate::call_tasks::CallTasks;
 use crate::compare::Comparisons;
 use crate::config::EngineConfig;
 use crate::core::Core;
@@ -56,6 +57,7 @@ struct Services {
     messages: Messages,
     test_ceiling: TestCeilings,
     records: Records,
+    call_tasks: CallTasks,
 }
 
 impl Engine {
@@ -84,6 +86,10 @@ impl Engine {
             messages: Messages { core: c() },
             test_ceiling: TestCeilings { core: c() },
             records,
+            call_tasks: CallTasks {
+                core: c(),
+                ops: Arc::default(),
+            },
         });
         Ok(Engine { core, services })
     }
@@ -229,6 +235,11 @@ impl Engine {
     /// The project memory.
     pub fn memory(&self) -> &Memory {
         &self.services.memory
+    }
+
+    /// Tool calls answered as MCP tasks, and the ops run for them in the background.
+    pub fn call_tasks(&self) -> &CallTasks {
+        &self.services.call_tasks
     }
 
     /// Comparisons of agents on one prompt.

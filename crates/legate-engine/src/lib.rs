@@ -10,6 +10,7 @@
 mod agents;
 pub mod approvals;
 mod artifacts;
+mod call_tasks;
 mod compare;
 mod config;
 mod controls;
@@ -55,6 +56,7 @@ pub use approvals::{
 };
 /// `engine.artifacts()`.
 pub use artifacts::{ArtifactBytes, Artifacts};
+pub use call_tasks::{CallTask, CallTasks, OpAnswer, OpConfirmer};
 /// `engine.comparisons()`.
 pub use compare::{
     Agreement, CompareRequest, CompareTarget, Compared, ComparedReview, Comparison, Comparisons,
@@ -88,6 +90,7 @@ pub use legate_integration::{Integrated, Outcome};
 pub use legate_review::{
     Check, CheckKind, Criterion, CriterionResult, PatchChunk, Review, Verdict, Verification,
 };
+pub use legate_store::{CallTaskRecord, CallTaskState};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 pub use legate_testrun::TestCommand;
 /// The review pipeline's types, for fronts that speak them.

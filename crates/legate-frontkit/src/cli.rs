@@ -124,6 +124,30 @@ impl CliHome {
         c
     }
 
+    /// Runs `program script args…` (a suite's client script) with this home's environment
+    /// and reads the JSON line it prints last; panics with its output when it fails.
+    pub fn script_report(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+        script: &Path,
+        args: &[&std::ffi::OsStr],
+    ) -> Value {
+        let out = self
+            .program(program)
+            .arg(script)
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{} failed:\n{}\n{stdout}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.lines().last().expect("no report")).unwrap()
+    }
+
     /// Another program (a client that starts the binary itself, as the Python SDK suites'
     /// scripts do) with this home's environment: `$LEGATE_HOME`, the options, stdin closed.
     pub fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {

@@ -25,10 +25,12 @@ use tokio_util::sync::CancellationToken;
 
 /// An MCP client that records every progress notification and may answer elicitations:
 /// `answer` is what it answers next (the capability is declared only when `elicits`; with no
-/// answer set it cancels), and every form it was shown is kept in `asked`.
+/// answer set it cancels), and every form it was shown is kept in `asked`. With `tasks` it
+/// declares the MCP Tasks extension.
 #[derive(Clone, Default, Debug)]
 pub struct McpClient {
     pub elicits: bool,
+    pub tasks: bool,
     pub answer: Arc<Mutex<Option<ElicitResult>>>,
     pub asked: Arc<Mutex<Vec<(String, Value)>>>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
@@ -49,6 +51,12 @@ impl ClientHandler for McpClient {
         let mut info = ClientConfig::default();
         if self.elicits {
             info.capabilities.elicitation = Some(ElicitationCapability::default());
+        }
+        if self.tasks {
+            info.capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(rmcp::model::TASKS_EXTENSION_ID.into(), Default::default());
         }
         info
     }

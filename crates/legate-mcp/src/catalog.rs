@@ -78,7 +78,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             "The roles a task may play (pass the name as run's role): the built-in implementer (the default), planner and reviewer, and the configured ones, each with its base, description, whether it is read-only, its instructions' length and its defaults.",
             true,
         ),
-        def::<RunArgs, StartedOut>(
+        def::<RunArgs, MayBeTask<StartedOut, ResultOut>>(
             "run",
             "Delegate a task",
             "Delegates a prompt to an agent and returns the task id at once; follow it with wait. Works in the context's sandbox unless workingDirectory names a shared directory. Continue a conversation with contextId.",
@@ -138,13 +138,13 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             "Known contexts (conversations): agent, agent session, sandbox, latest task.",
             true,
         ),
-        def::<ResumeArgs, StartedOut>(
+        def::<ResumeArgs, MayBeTask<StartedOut, ResultOut>>(
             "resume",
             "Continue a conversation",
             "Sends a new prompt into an earlier context: same agent, same session and workspace. Returns the new task id at once.",
             false,
         ),
-        def::<SendMessageArgs, ReceiptOut>(
+        def::<SendMessageArgs, MayBeTask<ReceiptOut, ResultOut>>(
             "send_message",
             "Message a conversation",
             "Queues a message (at most 2000 characters) for a context; it becomes the context's next turn, after any running one. Idempotent by messageId: the same id and text return the same receipt, the same id with other text is refused.",
@@ -169,7 +169,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             true,
         )
         .group(ToolGroup::Review),
-        def::<legate_engine::HandoffRequest, StartedOut>(
+        def::<legate_engine::HandoffRequest, MayBeTask<StartedOut, ResultOut>>(
             "handoff",
             "Hand a copy to another role",
             "Starts a role (implementer, planner, reviewer or a configured one) as a new task in a new context, in a fresh copy of the source copy's current files that keeps the original project's baseline, so the patch accumulates against the original; the source copy is not changed. expectedContextSha256 is checked now and again when the copy is made: CONTEXT_CHANGED. The context reaches the agent as data to check, never as instructions; it must fit the prompt limit (CONTEXT_TOO_LARGE, never cut). COPY_CLOSED for a discarded or integrated source.",
@@ -203,7 +203,10 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         )
         .group(ToolGroup::Implementation)
         .destructive(),
-        def::<legate_engine::CompareRequest, legate_engine::Compared>(
+        def::<
+            legate_engine::CompareRequest,
+            MayBeTask<legate_engine::Compared, legate_engine::Comparison>,
+        >(
             "compare",
             "Compare agents on one version",
             "Asks 2 to 4 distinct targets (agent, optional model; across vendors) the same prompt about a finished copy task's current files: each runs a read-only review (role reviewer) in its own copy, all copies made from one reading of the source before any target starts. expectedContextSha256 (from context) is checked: CONTEXT_CHANGED. Returns comparisonId and the taskIds at once (follow each with wait; cancel or discard each on its own); startErrors lists targets that did not start. Never integrates, never votes.",
@@ -295,7 +298,10 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
             false,
         )
         .group(ToolGroup::Implementation),
-        def::<groups::GroupStartArgs, legate_engine::GroupStatus>(
+        def::<
+            groups::GroupStartArgs,
+            MayBeTask<legate_engine::GroupStatus, legate_engine::GroupStatus>,
+        >(
             "group_start",
             "Start or resume a group",
             "Starts a created group, or resumes a paused one, given the definitionSha256 group_create returned. Nodes are admitted as their dependencies finish; finished nodes are never re-run, and a checkpoint whose data changed is WORKFLOW_CHECKPOINT_CHANGED.",

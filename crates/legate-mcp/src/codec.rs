@@ -31,13 +31,20 @@ pub(crate) fn not_offered(e: &Error) -> ErrorData {
 
 /// The `ServerHandler` items both servers answer alike, for a handler with a
 /// `tools(&self) -> Vec<Tool>` method: `get_info` (the server's `name`, `title` and
-/// `instructions`, with tools enabled) and `list_tools` (all its tools, in one page).
+/// `instructions`, with tools enabled, and the tasks extension when `tasks: f` says so for
+/// the handler) and `list_tools` (all its tools, in one page).
 macro_rules! introduced_as {
     ($name:expr, $title:expr, $instructions:expr) => {
+        $crate::codec::introduced_as!($name, $title, $instructions, tasks: |_: &Self| false);
+    };
+    ($name:expr, $title:expr, $instructions:expr, tasks: $tasks:expr) => {
         fn get_info(&self) -> rmcp::model::ServerConfig {
-            let capabilities = rmcp::model::ServerCapabilities::builder()
-                .enable_tools()
-                .build();
+            let builder = rmcp::model::ServerCapabilities::builder().enable_tools();
+            let capabilities = if ($tasks)(self) {
+                builder.enable_tasks().build()
+            } else {
+                builder.build()
+            };
             rmcp::model::ServerConfig::new(capabilities)
                 .with_server_info(
                     rmcp::model::Implementation::new($name, env!("CARGO_PKG_VERSION"))

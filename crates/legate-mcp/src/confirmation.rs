@@ -70,7 +70,8 @@ pub fn confirmation_message(r: &ConfirmationRequest) -> String {
     lines.join("\n")
 }
 
-fn approval_schema() -> ElicitationSchema {
+/// The form a person answers: one required `confirm` box.
+pub(crate) fn approval_schema() -> ElicitationSchema {
     ElicitationSchema::builder()
         .required_bool_property("confirm", |b| {
             b.title("Integrate")

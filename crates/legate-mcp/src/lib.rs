@@ -31,6 +31,7 @@ pub mod review;
 pub mod sandbox;
 pub mod schema;
 pub mod server;
+mod task_calls;
 mod tools;
 pub mod wait;
 
@@ -69,6 +70,8 @@ pub async fn serve_stdio_with<S: rmcp::ServerHandler>(server: S) -> Result<()> {
 /// Waits until every task `server` started has ended. A front whose client left calls this
 /// so that leaving does not cut the work short.
 pub async fn finish(server: &LegateMcp) {
+    // `test` and `integrate` calls answered as tasks run in the background: they end first.
+    server.engine().call_tasks().settle().await;
     for id in server.unfinished() {
         if let Err(e) = server.engine().wait(&id).await {
             tracing::warn!(task = %id, error = %e, "could not follow a task to its end");

@@ -11,17 +11,24 @@ use crate::groups;
 use crate::profile::Profile;
 use crate::review;
 use crate::schema::*;
+use crate::task_calls;
 use crate::tools;
 use crate::wait::{self, Progress};
 use legate_core::{Error, ErrorCode, Result, TaskId};
 use legate_engine::Engine;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Tool, UpdateTaskParams,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tasks::{Reach, task_error};
+
+mod tasks;
 
 /// The longest silence between two progress notifications of one `wait`: the issue asks for
 /// at least every 15 s; 10 s leaves room for a slow link.
@@ -43,6 +50,9 @@ pub struct McpOptions {
     pub profile: Profile,
     /// The longest silence between two progress notifications of one `wait`.
     pub heartbeat: Duration,
+    /// Whether the server declares the MCP Tasks extension and answers a long call as a
+    /// task to a client that declared it too (`--no-tasks` turns it off).
+    pub tasks: bool,
 }
 
 impl Default for McpOptions {
@@ -50,6 +60,7 @@ impl Default for McpOptions {
         Self {
             profile: Profile::Full,
             heartbeat: DEFAULT_HEARTBEAT,
+            tasks: true,
         }
     }
 }
@@ -274,7 +285,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ServerHandler for LegateMcp {
-    codec::introduced_as!("legate", "Legate", INSTRUCTIONS);
+    codec::introduced_as!("legate", "Legate", INSTRUCTIONS, tasks: |s: &Self| s
+        .options
+        .tasks);
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools
@@ -298,6 +311,14 @@ impl ServerHandler for LegateMcp {
             tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
             return Err(codec::not_offered(&e));
         }
+        let as_task = self.options.tasks
+            && task_calls::TASK_TOOLS.contains(&name.as_str())
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if as_task {
+            return self.call_as_task(&name, args, &context).await;
+        }
         let outcome = self.dispatch(&name, args, &context).await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(match outcome {
@@ -310,6 +331,44 @@ impl ServerHandler for LegateMcp {
                 error_result(&e).into()
             }
         })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetTaskResult, ErrorData> {
+        let call = self.reachable(&request.task_id, Reach::Read)?;
+        task_calls::detailed(&self.engine, &call)
+            .await
+            .map(GetTaskResult::new)
+            .map_err(|e| task_error(&e))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        let call = self.reachable(&request.task_id, Reach::Cancel)?;
+        task_calls::cancel(&self.engine, &call)
+            .await
+            .map_err(|e| task_error(&e))?;
+        tracing::info!(task = %request.task_id, "tasks/cancel");
+        Ok(())
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        let call = self.reachable(&request.task_id, Reach::Answer)?;
+        task_calls::update(&self.engine, &call, &request.input_responses)
+            .await
+            .map_err(|e| task_error(&e))?;
+        tracing::info!(task = %request.task_id, "tasks/update");
+        Ok(())
     }
 }
 

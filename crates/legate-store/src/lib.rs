@@ -18,6 +18,7 @@
 //! - `recovery`: runners, cancel requests, failing orphaned tasks, pruning;
 //! - `handover`: a dead runner's remote tasks, claimed by a live one (compare-and-set);
 //! - `contexts`: conversation contexts (agent session and sandbox per context);
+//! - `call_tasks`: tool calls answered as MCP tasks (their answers, and background ops);
 //! - `reviews`: the review record of each copy task, as JSON the engine owns;
 //! - `usage`: token usage added up by task, session and model;
 //! - `memory`: private memory entries (per project and specialist) and tasks' snapshots;
@@ -31,6 +32,7 @@
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
+mod call_tasks;
 mod ceilings;
 mod comparisons;
 mod contexts;
@@ -53,6 +55,7 @@ pub use approvals::{
     Answer, Approval, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter,
     MIN_APPROVAL_PREFIX, ToolCallSummary,
 };
+pub use call_tasks::{CallTaskRecord, CallTaskState};
 pub use ceilings::{CeilingReplace, StoredCeiling};
 pub use contexts::ContextRecord;
 pub use delivery::NewMessage;

@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     V13_POLICY,
     V14_PEERS,
     V15_GROUP_ROLES,
+    V16_CALL_TASKS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -315,6 +316,24 @@ const V15_GROUP_ROLES: &str = "
 ALTER TABLE groups ADD COLUMN roles_sha256 TEXT;
 ";
 
+/// Tool calls answered as MCP tasks (issue 30): one row per call, keyed by the id the caller
+/// follows (a task, continuation, group or comparison id, or an `op-…` id for `test` and
+/// `integrate`, which the engine runs in the background). `answer` is the tool's direct
+/// answer as JSON the engine owns; `state` is the background work's (`answered` for a call
+/// whose work the engine tracks elsewhere); `runner` names the process running an op.
+const V16_CALL_TASKS: &str = "
+CREATE TABLE call_tasks (
+    id          TEXT PRIMARY KEY NOT NULL,
+    tool        TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('answered', 'running', 'completed', 'failed', 'canceled')),
+    answer      TEXT,
+    is_error    INTEGER NOT NULL DEFAULT 0,
+    runner      TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+) STRICT;
+";
+
 fn user_version(conn: &Connection) -> Result<u32> {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -379,8 +398,8 @@ mod tests {
             .unwrap();
         // Base 7; comparisons (V9); groups, group_nodes (V10); memory_entries,
         // memory_snapshots (V11); public messages, their mark and artifacts (V12); policies
-        // (V13); peer_messages (V14).
-        assert_eq!(tables, 17);
+        // (V13); peer_messages (V14); call_tasks (V16).
+        assert_eq!(tables, 18);
     }
 
     #[test]

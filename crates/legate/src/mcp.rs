@@ -23,6 +23,10 @@ pub struct StdioArgs {
     /// supervisor (needs `LEGATE_SUPERVISOR_TOKEN`; see docs/supervision.md, section 4).
     #[arg(long)]
     pub profile: Option<String>,
+    /// Do not declare the MCP Tasks extension: every tool is answered as a plain result, as
+    /// for a client that does not declare it.
+    #[arg(long)]
+    pub no_tasks: bool,
 }
 
 /// `legate mcp`: MCP on stdin/stdout until the client leaves, then the tasks it started run to
@@ -55,6 +59,7 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
         engine.clone(),
         McpOptions {
             profile,
+            tasks: !args.no_tasks,
             ..McpOptions::default()
         },
     );
@@ -67,7 +72,7 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
         }
     }
     let pending = server.unfinished();
-    if !pending.is_empty() {
+    if !pending.is_empty() || engine.call_tasks().busy() {
         tracing::warn!(
             tasks = pending.len(),
             "the MCP client left; finishing its tasks before exiting (Ctrl-C or SIGTERM stops them)"
@@ -81,12 +86,14 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Binds MCP's listener for `legate serve --mcp` at `host:port`, builds `/mcp` over `engine`,
+/// Binds MCP's listener for `legate serve --mcp` at `host:port`, builds `/mcp` over `engine`
+/// (declaring the Tasks extension when `tasks`),
 /// and prints the ready-to-paste client configuration. The caller serves the router.
 pub async fn open(
     config: &Config,
     host: IpAddr,
     port: u16,
+    tasks: bool,
     engine: &Engine,
     shutdown: &CancellationToken,
 ) -> Result<(tokio::net::TcpListener, axum::Router)> {
@@ -105,6 +112,7 @@ pub async fn open(
         engine.clone(),
         McpOptions {
             profile: settings.profile,
+            tasks,
             ..McpOptions::default()
         },
     );

@@ -46,6 +46,9 @@ pub struct ServeArgs {
     /// The URL A2A cards advertise (default `http://<bound address>`).
     #[arg(long)]
     pub public_url: Option<String>,
+    /// MCP: do not declare the Tasks extension; every tool is answered as a plain result.
+    #[arg(long)]
+    pub no_tasks: bool,
 }
 
 /// Which fronts to serve, and where.
@@ -117,7 +120,8 @@ pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
     let plan = plan(&config, &args)?;
     let engine = front::start_engine(&config.engine)?;
     let shutdown = CancellationToken::new();
-    let result = run(&config, plan, args.public_url, &engine, &shutdown).await;
+    let tasks = !args.no_tasks;
+    let result = run(&config, plan, args.public_url, tasks, &engine, &shutdown).await;
     engine.shutdown().await;
     result.map(|()| ExitCode::SUCCESS)
 }
@@ -126,12 +130,14 @@ async fn run(
     config: &Config,
     plan: Plan,
     public_url: Option<String>,
+    tasks: bool,
     engine: &legate_engine::Engine,
     shutdown: &CancellationToken,
 ) -> Result<()> {
     let mut servers = tokio::task::JoinSet::new();
     if let Some((host, port)) = plan.mcp {
-        let (listener, router) = crate::mcp::open(config, host, port, engine, shutdown).await?;
+        let (listener, router) =
+            crate::mcp::open(config, host, port, tasks, engine, shutdown).await?;
         let stop = shutdown.clone();
         let limits = config.mcp.limits;
         servers.spawn(async move {
@@ -208,6 +214,7 @@ mod tests {
             port,
             a2a_port,
             public_url: None,
+            no_tasks: false,
         }
     }
 

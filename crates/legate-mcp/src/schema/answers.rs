@@ -577,3 +577,21 @@ pub struct ReceiptOut {
     /// True when this id had been received before; nothing new was queued.
     pub duplicate: bool,
 }
+
+/// The answer of a tool that may be answered as an MCP task: its direct answer, and, in the
+/// task's result once the work ended, the outcome the matching read tool gives (`result`,
+/// `comparison` or `group_status`). Only the schema uses this type; the front adds the
+/// field to the direct answer itself.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "camelCase")]
+pub struct MayBeTask<A, O> {
+    /// The direct answer.
+    #[serde(flatten)]
+    pub answer: A,
+    /// Present only when the call was answered as an MCP task, once the work ended: what
+    /// `result` (for `compare`: `comparison`; for `group_start`: `group_status`) answers for
+    /// it then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<O>,
+}

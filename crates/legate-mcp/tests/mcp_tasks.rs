@@ -1,0 +1,199 @@
+//! The MCP Tasks extension in one process: rmcp's own client, declaring the extension, talks
+//! to `LegateMcp` over an in-memory pipe, on the harness's engine (revisor, a real store).
+//! What the stdio suites (crates/legate/tests/mcp_tasks*.rs) cannot reach with revisor: a
+//! task that asks its caller a question (`input_required` answered through `tasks/update`),
+//! and `send_message` answered as a task (its continuation, a duplicate naming the same one).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_engine::SubmitRequest;
+use legate_frontkit::mcp::{McpClient, McpFront, params};
+use legate_mcp::McpOptions;
+use legate_testkit::EngineHarness;
+use rmcp::model::{
+    CallToolResponse, GetTaskParams, GetTaskResult, InputResponses, TaskPayload, TaskStatus,
+    UpdateTaskParams,
+};
+use serde_json::{Value, json};
+
+async fn front() -> McpFront {
+    let client = McpClient {
+        tasks: true,
+        ..McpClient::default()
+    };
+    McpFront::serve(EngineHarness::start(), McpOptions::default(), client).await
+}
+
+async fn get(h: &McpFront, id: &str) -> GetTaskResult {
+    h.client.get_task(GetTaskParams::new(id)).await.unwrap()
+}
+
+/// `tasks/get` once the engine says the task ended or waits for input.
+async fn settled(h: &McpFront, id: &str) -> GetTaskResult {
+    h.engine
+        .wait(&legate_core::TaskId(id.to_string()))
+        .await
+        .unwrap();
+    get(h, id).await
+}
+
+fn structured(t: &GetTaskResult) -> Value {
+    match &t.task.payload {
+        TaskPayload::Completed { result } => result["structuredContent"].clone(),
+        other => panic!("not completed: {other:?}"),
+    }
+}
+
+async fn answer(h: &McpFront, id: &str, key: &str, value: Value) -> Result<(), String> {
+    let responses: InputResponses = [(key.to_string(), value)].into();
+    h.client
+        .update_task(UpdateTaskParams::new(id, responses))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_of_the_agent_is_answered_through_tasks_update() {
+    let h = front().await;
+    // A task that waits for its caller (what an agent asking a question leaves): revisor
+    // cannot ask, so the engine's own empty-prompt path puts it in `input-required`.
+    let asking = h.engine.submit_or_ask(SubmitRequest::new("")).unwrap();
+    let id = asking.id.to_string();
+    let direct = json!({"taskId": id, "state": "input-required"});
+    h.engine.call_tasks().record(&id, "run", &direct).unwrap();
+
+    let t = get(&h, &id).await;
+    assert_eq!(t.task.status(), TaskStatus::InputRequired);
+    let TaskPayload::InputRequired { input_requests } = &t.task.payload else {
+        panic!("{t:?}")
+    };
+    let (key, request) = input_requests.iter().next().unwrap();
+    assert!(key.starts_with("reply-"), "{key}");
+    let request = serde_json::to_value(request).unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    assert_eq!(request["params"]["mode"], "form", "{request}");
+    assert_eq!(
+        request["params"]["requestedSchema"]["required"],
+        json!(["answer"]),
+        "{request}"
+    );
+
+    // Bad updates change nothing.
+    for (k, v) in [
+        (
+            "reply-999999",
+            json!({"action": "accept", "content": {"answer": "x"}}),
+        ),
+        (
+            key.as_str(),
+            json!({"action": "accept", "content": {"answer": "  "}}),
+        ),
+        (
+            key.as_str(),
+            json!({"action": "accept", "content": {"answer": 7}}),
+        ),
+        (key.as_str(), json!({"action": "accept"})),
+        (key.as_str(), json!({"verb": "accept"})),
+    ] {
+        let e = answer(&h, &id, k, v).await.unwrap_err();
+        assert!(e.contains("INVALID_INPUT"), "{e}");
+    }
+    assert_eq!(get(&h, &id).await.task.status(), TaskStatus::InputRequired);
+
+    answer(
+        &h,
+        &id,
+        key,
+        json!({"action": "accept", "content": {"answer": "write answered.txt: yes\nread answered.txt"}}),
+    )
+    .await
+    .unwrap();
+    let done = settled(&h, &id).await;
+    assert_eq!(done.task.status(), TaskStatus::Completed, "{done:?}");
+    let body = structured(&done);
+    assert_eq!(
+        body["outcome"],
+        h.call("result", json!({"taskId": id})).await
+    );
+    assert_eq!(body["outcome"]["state"], "completed");
+    // Answered: the task waits on nothing now.
+    let e = answer(
+        &h,
+        &id,
+        key,
+        json!({"action": "accept", "content": {"answer": "again"}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("TASK_NOT_AWAITING_INPUT"), "{e}");
+
+    // A decline of another question cancels that task.
+    let other = h.engine.submit_or_ask(SubmitRequest::new("")).unwrap();
+    let other_id = other.id.to_string();
+    h.engine
+        .call_tasks()
+        .record(&other_id, "run", &json!({"taskId": other_id}))
+        .unwrap();
+    let TaskPayload::InputRequired { input_requests } = get(&h, &other_id).await.task.payload
+    else {
+        panic!("not asking")
+    };
+    let key = input_requests.keys().next().unwrap().clone();
+    answer(&h, &other_id, &key, json!({"action": "decline"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&h, &other_id).await.task.status(),
+        TaskStatus::Cancelled
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_message_as_a_task_follows_its_continuation() {
+    let h = front().await;
+    let first = h
+        .client
+        .call_tool_once(params("run", json!({"prompt": "write one.txt: 1"})))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(first) = first else {
+        panic!("run was not answered as a task: {first:?}")
+    };
+    let first = first.task.task_id;
+    assert_eq!(
+        settled(&h, &first).await.task.status(),
+        TaskStatus::Completed
+    );
+    let status = h.call("status", json!({"taskId": first})).await;
+    let context = status["task"]["contextId"].as_str().unwrap().to_string();
+    let args = json!({"messageId": "6f1f4b3e-0b8e-4d7a-9c39-5b0d3c6f2a11", "contextId": context,
+                      "text": "read one.txt"});
+    let created = h
+        .client
+        .call_tool_once(params("send_message", args.clone()))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = created else {
+        panic!("not a task: {created:?}")
+    };
+    let id = created.task.task_id.clone();
+    let done = settled(&h, &id).await;
+    assert_eq!(done.task.status(), TaskStatus::Completed, "{done:?}");
+    let body = structured(&done);
+    assert_eq!(body["continuationTaskId"], id.as_str());
+    assert_eq!(
+        body["outcome"],
+        h.call("result", json!({"taskId": id})).await
+    );
+    // The same message again names the same task, which keeps its first answer.
+    let again = h
+        .client
+        .call_tool_once(params("send_message", args))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(again) = again else {
+        panic!("not a task: {again:?}")
+    };
+    assert_eq!(again.task.task_id, id);
+    assert_eq!(structured(&get(&h, &id).await)["duplicate"], false);
+}
