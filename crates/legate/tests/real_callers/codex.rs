@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 mod registration;
 
-/// Whether Legate offers Codex MCP tasks. Codex 0.171.0 declares no
+/// Whether Legate declares the MCP Tasks extension to Codex (`false`: it runs with
+/// `--no-tasks`, the harness's [`Legate::mcp_args`]). Codex 0.171.0 declares no
 /// `io.modelcontextprotocol/tasks` extension (its binary knows the name, its `initialize`
-/// does not send it), so the plain path is what it uses. Once the tasks front is merged, flip
-/// this to check that a tasks-enabled `legate mcp` still answers Codex plainly; `false` then
-/// passes `--no-tasks` (the harness's [`Legate::mcp_args`]).
-const TASKS: bool = false;
+/// does not send it), so a Legate that offers tasks must still answer it plainly: that is
+/// what this checks.
+const TASKS: bool = true;
 
 /// The MCP revision Codex 0.171.0 asks for and Legate answers with (observed 2026-12-05;
 /// its feature `mcp_2026_07_28` does not change the stdio handshake).
@@ -488,20 +488,19 @@ fn codex_delegates_to_claude_through_legate() {
         .filter(|m| m.get("result").is_some())
         .expect("Legate answered no initialize");
     let methods: Vec<&str> = tap.methods.iter().map(String::as_str).collect();
-    let declares_tasks = initialize["params"]["capabilities"]["extensions"]
-        .get("io.modelcontextprotocol/tasks")
-        .is_some()
-        || initialize["params"]["capabilities"].get("tasks").is_some();
+    let declares_tasks = tap.caller_declares_tasks();
     let task_calls: Vec<&&str> = methods.iter().filter(|m| m.starts_with("tasks/")).collect();
     eprintln!(
-        "codex: asked for MCP {}, Legate answered {}; capabilities {}; declares tasks: {declares_tasks}; methods {methods:?}; task calls {task_calls:?}",
+        "codex: asked for MCP {}, Legate answered {}; capabilities {}; declares tasks: {declares_tasks}; Legate offers tasks: {:?}; methods {methods:?}; task calls {task_calls:?}",
         initialize["params"]["protocolVersion"],
         reply["result"]["protocolVersion"],
         initialize["params"]["capabilities"],
+        tap.legate_offers_tasks(),
     );
     assert_eq!(initialize["params"]["protocolVersion"], PROTOCOL);
     assert_eq!(reply["result"]["protocolVersion"], PROTOCOL);
     assert!(methods.contains(&"tools/call"), "{methods:?}");
+    assert_eq!(tap.legate_offers_tasks(), Some(TASKS), "{tap:?}");
     if TASKS {
         assert_eq!(declares_tasks, !task_calls.is_empty(), "{methods:?}");
     } else {

@@ -77,9 +77,8 @@ pub(crate) enum Transport {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Variant {
     pub transport: Transport,
-    /// The task path: `run` is answered as a task the caller follows itself.
-    // TODO(issue 30, at merge with `tasks`): switch on the task variants in the callers'
-    // tests, and pass `--no-tasks` in `Legate::mcp_args` when this is false.
+    /// Legate declares the MCP Tasks extension (else it runs with `--no-tasks`), so a caller
+    /// that declares it too may follow `run` as a task.
     pub tasks: bool,
 }
 
@@ -161,8 +160,14 @@ impl Legate {
 
     /// `legate mcp`'s arguments after the binary's name, as the registration names them.
     pub(crate) fn mcp_args(&self) -> Vec<&'static str> {
-        // TODO(issue 30, at merge with `tasks`): `if !self.variant.tasks { "--no-tasks" }`.
-        vec!["mcp"]
+        let mut args = vec!["mcp"];
+        args.extend(self.no_tasks());
+        args
+    }
+
+    /// `--no-tasks` unless the variant has Legate declare the Tasks extension.
+    fn no_tasks(&self) -> Option<&'static str> {
+        (!self.variant.tasks).then_some("--no-tasks")
     }
 
     fn serve(&mut self) {
@@ -171,7 +176,8 @@ impl Legate {
         command
             .arg("-c")
             .arg(format!(
-                "exec \"$0\" serve --mcp --port 0 2>>'{}'",
+                "exec \"$0\" serve --mcp --port 0 {} 2>>'{}'",
+                self.no_tasks().unwrap_or_default(),
                 log.display()
             ))
             .arg(LEGATE)
@@ -339,6 +345,14 @@ impl Drop for Outside {
     }
 }
 
+/// The MCP Tasks extension's name, as a client or server declares it.
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether `capabilities` declare the Tasks extension (2026-07-28) or the 2025-11-25 `tasks`.
+fn declares_tasks(capabilities: &Value) -> bool {
+    capabilities["extensions"].get(TASKS_EXTENSION).is_some() || capabilities.get("tasks").is_some()
+}
+
 /// What passed between a caller and Legate, as the tap saw it.
 #[derive(Debug, Default)]
 pub(crate) struct Tap {
@@ -380,6 +394,26 @@ impl Tap {
             .find(|m| m["id"] == request["id"] && m.get("method").is_none())
     }
 
+    /// Stdio: whether the caller declared the Tasks extension, in `initialize` or in any
+    /// request's `_meta` (`io.modelcontextprotocol/clientCapabilities`, per request in
+    /// 2026-07-28).
+    pub(crate) fn caller_declares_tasks(&self) -> bool {
+        self.sent.iter().any(|m| {
+            let per_request = &m["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+            declares_tasks(&m["params"]["capabilities"]) || declares_tasks(per_request)
+        })
+    }
+
+    /// Stdio: whether Legate's answer to the caller's `server/discover` (or `initialize`)
+    /// declared the Tasks extension; `None` when the tap saw neither.
+    pub(crate) fn legate_offers_tasks(&self) -> Option<bool> {
+        let asked = self
+            .sent_request("server/discover")
+            .or_else(|| self.sent_request("initialize"))?;
+        let answer = self.answer_to(asked)?;
+        Some(declares_tasks(&answer["result"]["capabilities"]))
+    }
+
     /// One line for the suite's output: revisions, and each method with its count.
     pub(crate) fn describe(&self) -> String {
         let mut counts: Vec<(String, usize)> = Vec::new();
@@ -391,14 +425,17 @@ impl Tap {
         }
         let methods: Vec<String> = counts.iter().map(|(m, c)| format!("{m}×{c}")).collect();
         format!(
-            "revisions {:?}; methods {}; task calls {}",
+            "revisions {:?}; methods {}; task calls {}; tasks declared by the caller {}, by Legate {:?}; sessions (revision, tasks) {:?}",
             self.revisions,
             methods.join(", "),
             if self.methods.iter().any(|m| m.starts_with("tasks/")) {
                 "yes"
             } else {
                 "none"
-            }
+            },
+            self.caller_declares_tasks(),
+            self.legate_offers_tasks(),
+            self.sessions,
         )
     }
 }
