@@ -11,8 +11,9 @@
 //! This file is the harness every caller shares and knows no caller: where the installs are,
 //! a Legate home with its configuration and a git project, Legate served over stdio (a
 //! `legate` on `PATH` that taps the JSON-RPC lines) or over Streamable HTTP (`legate serve
-//! --mcp`, its debug log tapped), what the tap saw (the protocol revision, the methods), and
-//! the store read back through the CLI. It never decides what a scenario asserts.
+//! --mcp`, its debug log tapped), what the tap saw (the protocol revision, the methods, the
+//! messages both ways, whether each side declared MCP tasks), and the store read back through
+//! the CLI. It never decides what a scenario asserts.
 
 #![cfg(feature = "real-callers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -239,7 +240,7 @@ impl Legate {
             if let Some(r) = between(&line, "protocol_version: ProtocolVersion(\"", "\")") {
                 tap.revisions.insert(r.to_string());
                 if line.contains("Service initialized as server") {
-                    let tasks = line.contains("io.modelcontextprotocol/tasks");
+                    let tasks = line.contains(TASKS_EXTENSION);
                     tap.sessions.push((r.to_string(), tasks));
                 }
             }
@@ -346,7 +347,7 @@ impl Drop for Outside {
 }
 
 /// The MCP Tasks extension's name, as a client or server declares it.
-pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Whether `capabilities` declare the Tasks extension (2026-07-28) or the 2025-11-25 `tasks`.
 fn declares_tasks(capabilities: &Value) -> bool {
