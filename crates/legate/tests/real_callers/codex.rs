@@ -18,30 +18,26 @@
 //! `claude-agent-acp` in `$LEGATE_ADAPTERS_DIR/current` (default `~/.cache/legate-adapters`);
 //! a missing one fails with a message naming the script that installs it.
 //!
-//! Owns Codex's side of the suite (its `CODEX_HOME`, flags and its model's script); it never
-//! decides anything about Legate: assertions read the disk, Legate's store, the model
-//! servers' recorded requests and the tap.
+//! Owns Codex's side of the suite (its `CODEX_HOME`, flags and its model's script); Legate's
+//! home, its serving and the tap are the shared harness's (`main.rs`). It never decides
+//! anything about Legate: assertions read the disk, Legate's store, the model servers'
+//! recorded requests and the tap.
 
-use legate_frontkit::cli::CliHome;
+use crate::{LEGATE, Legate, Transport, Variant, adapters_dir, callers_dir, require, run_logged};
 use legate_testkit::model_server::{ModelServer, Recorded, Step};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::Instant;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 mod registration;
 
-const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
-
-/// Whether Legate offers Codex MCP tasks. Codex 0.171.0 declares no
+/// Whether Legate declares the MCP Tasks extension to Codex (`false`: it runs with
+/// `--no-tasks`, the harness's [`Legate::mcp_args`]). Codex 0.171.0 declares no
 /// `io.modelcontextprotocol/tasks` extension (its binary knows the name, its `initialize`
-/// does not send it), so the plain path is what it uses. Once the tasks front is merged, flip
-/// this to check that a tasks-enabled `legate mcp` still answers Codex plainly; `false` then
-/// passes [`NO_TASKS_FLAG`].
-const TASKS: bool = false;
-
-/// The flag that turns the tasks front off (`Some("--no-tasks")` once it exists).
-const NO_TASKS_FLAG: Option<&str> = None;
+/// does not send it), so a Legate that offers tasks must still answer it plainly: that is
+/// what this checks.
+const TASKS: bool = true;
 
 /// The MCP revision Codex 0.171.0 asks for and Legate answers with (observed 2026-12-05;
 /// its feature `mcp_2026_07_28` does not change the stdio handshake).
@@ -56,63 +52,110 @@ const MODEL: &str = "gpt-5.3-codex";
 /// Codex's seconds for one Legate call: above the longest `wait` (60 s).
 const TOOL_TIMEOUT_SECS: u64 = 120;
 
-/// The longest a whole `codex exec` may take before `timeout` kills it.
-const CODEX_LIMIT_SECS: u64 = 400;
-
-/// `$var`, or `~/<default>`.
-fn cache(var: &str, default: &str) -> PathBuf {
-    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(default)
-    })
-}
-
-/// `path`, which must exist (else the failure names the `script` that installs it).
-fn installed(path: PathBuf, script: &str) -> PathBuf {
-    assert!(
-        path.exists(),
-        "{} is not installed: run {script}",
-        path.display()
-    );
-    path
-}
+/// The longest a whole `codex` command may take before it is killed.
+const LIMIT: Duration = Duration::from_secs(400);
 
 /// `codex` of `@openai/codex`.
 fn codex_bin() -> PathBuf {
-    installed(
-        cache("LEGATE_CALLERS_DIR", ".cache/legate-callers").join("node_modules/.bin/codex"),
-        "scripts/real-callers.sh",
-    )
-}
-
-/// `claude-agent-acp`'s entry point (the `current` adapter set).
-fn claude_acp() -> PathBuf {
-    installed(
-        cache("LEGATE_ADAPTERS_DIR", ".cache/legate-adapters")
-            .join("current/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js"),
-        "scripts/real-adapters.sh",
-    )
+    require(callers_dir().join("node_modules/.bin/codex"))
 }
 
 /// Legate's `legate.toml` whose `claude` agent is `claude-agent-acp` on the scripted
 /// Anthropic server.
 fn claude_config(anthropic: &ModelServer) -> String {
+    let js =
+        adapters_dir().join("node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js");
     format!(
         "[agents.claude]\ncommand = \"node\"\nargs = [{:?}]\nenv = {{ ANTHROPIC_BASE_URL = {:?}, ANTHROPIC_API_KEY = \"sk-ant-legate-test\" }}\n",
-        claude_acp().display().to_string(),
+        require(js).display().to_string(),
         anthropic.url(),
     )
 }
 
-/// A Legate home whose `legate.toml` is `config`, a git project beside it, and Codex's
-/// `CODEX_HOME` (`<dir>/codex-home`) and `HOME` (`<dir>/user`, so that nothing of the user's
-/// own Codex, skills or agents is read), made.
-fn setup(config: &str) -> (CliHome, PathBuf, PathBuf, PathBuf) {
-    let home = CliHome::with_config(LEGATE, config);
-    let project = home.make_project(&[("README.md", "# Demo\n")]);
-    let (codex_home, user_home) = (home.base().join("codex-home"), home.base().join("user"));
-    std::fs::create_dir_all(&codex_home).unwrap();
-    std::fs::create_dir_all(&user_home).unwrap();
-    (home, project, codex_home, user_home)
+/// A Legate home (served as `transport` says) whose `legate.toml` is `config`, with a git
+/// project beside it.
+fn legate_home(transport: Transport, config: &str) -> Legate {
+    let variant = Variant {
+        transport,
+        tasks: TASKS,
+    };
+    Legate::new(
+        variant,
+        |_| config.to_string(),
+        &[("README.md", "# Demo\n")],
+    )
+}
+
+/// Codex in homes of its own beside Legate's: its `CODEX_HOME` (`<dir>/codex-home`) and a
+/// `HOME` (`<dir>/user`) in which nothing of the user's own Codex, skills or agents is read.
+struct Codex<'a> {
+    legate: &'a Legate,
+    codex_home: PathBuf,
+    user_home: PathBuf,
+}
+
+impl<'a> Codex<'a> {
+    fn new(legate: &'a Legate) -> Self {
+        let base = legate.cli.base();
+        let (codex_home, user_home) = (base.join("codex-home"), base.join("user"));
+        std::fs::create_dir_all(&codex_home).unwrap();
+        std::fs::create_dir_all(&user_home).unwrap();
+        Self {
+            legate,
+            codex_home,
+            user_home,
+        }
+    }
+
+    /// Writes Codex's `config.toml`.
+    fn configure(&self, config: &str) {
+        std::fs::write(self.codex_home.join("config.toml"), config).unwrap();
+    }
+
+    /// Codex's `[mcp_servers.legate]` for the harness's stdio `legate` (the tap), as the
+    /// docs show it.
+    fn stdio_table(&self) -> String {
+        let tap = self.legate.bin_dir().join("legate");
+        legate_table(&tap, &self.legate.mcp_args(), &self.legate.cli.home())
+    }
+
+    /// `codex <args>` in the project, on Codex's homes, with no key or log level of the
+    /// user's.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(codex_bin());
+        c.args(args)
+            .current_dir(self.legate.project())
+            .env("CODEX_HOME", &self.codex_home)
+            .env("HOME", &self.user_home)
+            .env("LEGATE_TEST_OPENAI_KEY", "sk-legate-test")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("CODEX_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("RUST_LOG")
+            .env_remove("LEGATE_LOG");
+        c
+    }
+
+    /// `codex mcp add legate <args>`, which must succeed; the `config.toml` it leaves.
+    fn mcp_add(&self, args: &[&str]) -> String {
+        let add = self.command(&[&["mcp", "add", "legate"], args].concat());
+        run_logged(add, self.legate.cli.base(), "codex-mcp-add", LIMIT);
+        std::fs::read_to_string(self.codex_home.join("config.toml")).unwrap()
+    }
+
+    /// `codex exec --json` with `prompt`, with `env` added, which must succeed; its output
+    /// (for a failure's message) and the JSON events it printed.
+    fn exec(&self, prompt: &str, env: &[(&str, &str)]) -> (String, Vec<Value>) {
+        let flags = ["exec", "--json", "--strict-config", "--skip-git-repo-check"];
+        let mut exec = self.command(&[&flags[..], &[prompt]].concat());
+        exec.envs(env.iter().copied());
+        let (_, out, err) = run_logged(exec, self.legate.cli.base(), "codex-exec", LIMIT);
+        let events = out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (format!("stdout:\n{out}\nstderr:\n{err}"), events)
+    }
 }
 
 /// Codex's `config.toml` without its MCP servers: the scripted model as its provider, and
@@ -164,97 +207,6 @@ approval_mode = "approve"
         command.display().to_string(),
         json!(args),
         home.display().to_string(),
-    )
-}
-
-/// A shell script that runs `legate` with its arguments and appends what Codex sends it to
-/// `<dir>/in.jsonl` and what it answers to `<dir>/out.jsonl`.
-fn tap(dir: &Path) -> PathBuf {
-    let script = dir.join("legate-tap");
-    let quote = |p: PathBuf| format!("'{}'", p.display());
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\ntee -a {} | {} \"$@\" | tee -a {}\n",
-            quote(dir.join("in.jsonl")),
-            quote(PathBuf::from(LEGATE)),
-            quote(dir.join("out.jsonl")),
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    script
-}
-
-/// `codex mcp add legate <args>` on `codex_home`, which must succeed; the `config.toml` it
-/// leaves.
-fn codex_mcp_add(codex_home: &Path, user_home: &Path, args: &[&str]) -> String {
-    let added = Command::new(codex_bin())
-        .args(["mcp", "add", "legate"])
-        .args(args)
-        .env("CODEX_HOME", codex_home)
-        .env("HOME", user_home)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(added.status.success(), "{}", describe(&added));
-    std::fs::read_to_string(codex_home.join("config.toml")).unwrap()
-}
-
-/// The JSON-RPC messages of one side of the tap.
-fn messages(file: &Path) -> Vec<Value> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// `codex exec --json` with `prompt` in `project`, on `codex_home`, with `env` added, killed
-/// after [`CODEX_LIMIT_SECS`]; its output and the JSON events it printed.
-fn codex_exec(
-    codex_home: &Path,
-    user_home: &Path,
-    project: &Path,
-    prompt: &str,
-    env: &[(&str, &str)],
-) -> (Output, Vec<Value>) {
-    let out = Command::new("timeout")
-        .args(["--kill-after=10", &CODEX_LIMIT_SECS.to_string()])
-        .arg(codex_bin())
-        .args([
-            "exec",
-            "--json",
-            "--strict-config",
-            "--skip-git-repo-check",
-            prompt,
-        ])
-        .current_dir(project)
-        .env("CODEX_HOME", codex_home)
-        .env("HOME", user_home)
-        .env("LEGATE_TEST_OPENAI_KEY", "sk-legate-test")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("CODEX_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("RUST_LOG")
-        .env_remove("LEGATE_LOG")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let events = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    (out, events)
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "codex exited {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     )
 }
 
@@ -353,18 +305,10 @@ fn codex_delegates_to_claude_through_legate() {
     let started = Instant::now();
     let anthropic = ModelServer::start().unwrap();
     let openai = ModelServer::start().unwrap();
-    let (home, project, codex_home, user_home) = setup(&claude_config(&anthropic));
-    let base = home.base().to_path_buf();
-
-    let mut args = vec!["mcp"];
-    if !TASKS {
-        args.extend(NO_TASKS_FLAG);
-    }
-    std::fs::write(
-        codex_home.join("config.toml"),
-        codex_base(&openai) + &legate_table(&tap(&base), &args, &home.home()),
-    )
-    .unwrap();
+    let home = legate_home(Transport::Stdio, &claude_config(&anthropic));
+    let project = home.project();
+    let codex = Codex::new(&home);
+    codex.configure(&(codex_base(&openai) + &codex.stdio_table()));
 
     // Claude, in the copy: tries to write into the original project (refused: outside its
     // root), finds its root (a shell command, allowed in a copy Legate owns), writes NOTES.md
@@ -405,14 +349,10 @@ fn codex_delegates_to_claude_through_legate() {
         Step::text("Claude wrote NOTES.md through Legate; it is integrated."),
     ]);
 
-    let (out, events) = codex_exec(
-        &codex_home,
-        &user_home,
-        &project,
+    let (out, events) = codex.exec(
         "Delegate writing NOTES.md to Claude through Legate, review it and integrate it.",
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
 
     // Codex called each tool in turn; the forged integration was refused, every other call
     // succeeded.
@@ -429,8 +369,7 @@ fn codex_delegates_to_claude_through_legate() {
             "integrate",
             "integrate"
         ],
-        "{}",
-        describe(&out)
+        "{out}"
     );
     let (_, forged_status, forged) = calls.remove(5);
     eprintln!("codex: a forged integration: {forged_status}, {forged}");
@@ -470,11 +409,11 @@ fn codex_delegates_to_claude_through_legate() {
     );
 
     // In Legate's store: Claude's task on a copy, its Write, and the integration.
-    let shown = home.show(&task_id);
+    let shown = home.task(&task_id);
     assert_eq!(shown["agent"], "claude", "{shown}");
     assert_eq!(shown["state"], "completed", "{shown}");
     assert_eq!(shown["workspace"], "copy", "{shown}");
-    let stored = home.events(&task_id);
+    let stored = home.cli.events(&task_id);
     let notes = format!("{}/NOTES.md", shown["root"].as_str().unwrap());
     let write = stored
         .iter()
@@ -540,31 +479,28 @@ fn codex_delegates_to_claude_through_legate() {
     );
 
     // The wire, from the tap.
-    let sent = messages(&base.join("in.jsonl"));
-    let answered = messages(&base.join("out.jsonl"));
-    let initialize = sent
-        .iter()
-        .find(|m| m["method"] == "initialize")
+    let tap = home.tap();
+    let initialize = tap
+        .sent_request("initialize")
         .expect("Codex sent no initialize");
-    let reply = answered
-        .iter()
-        .find(|m| m["id"] == initialize["id"] && m.get("result").is_some())
+    let reply = tap
+        .answer_to(initialize)
+        .filter(|m| m.get("result").is_some())
         .expect("Legate answered no initialize");
-    let methods: Vec<&str> = sent.iter().filter_map(|m| m["method"].as_str()).collect();
-    let declares_tasks = initialize["params"]["capabilities"]["extensions"]
-        .get("io.modelcontextprotocol/tasks")
-        .is_some()
-        || initialize["params"]["capabilities"].get("tasks").is_some();
+    let methods: Vec<&str> = tap.methods.iter().map(String::as_str).collect();
+    let declares_tasks = tap.caller_declares_tasks();
     let task_calls: Vec<&&str> = methods.iter().filter(|m| m.starts_with("tasks/")).collect();
     eprintln!(
-        "codex: asked for MCP {}, Legate answered {}; capabilities {}; declares tasks: {declares_tasks}; methods {methods:?}; task calls {task_calls:?}",
+        "codex: asked for MCP {}, Legate answered {}; capabilities {}; declares tasks: {declares_tasks}; Legate offers tasks: {:?}; methods {methods:?}; task calls {task_calls:?}",
         initialize["params"]["protocolVersion"],
         reply["result"]["protocolVersion"],
         initialize["params"]["capabilities"],
+        tap.legate_offers_tasks(),
     );
     assert_eq!(initialize["params"]["protocolVersion"], PROTOCOL);
     assert_eq!(reply["result"]["protocolVersion"], PROTOCOL);
     assert!(methods.contains(&"tools/call"), "{methods:?}");
+    assert_eq!(tap.legate_offers_tasks(), Some(TASKS), "{tap:?}");
     if TASKS {
         assert_eq!(declares_tasks, !task_calls.is_empty(), "{methods:?}");
     } else {

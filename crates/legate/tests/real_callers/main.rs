@@ -11,8 +11,9 @@
 //! This file is the harness every caller shares and knows no caller: where the installs are,
 //! a Legate home with its configuration and a git project, Legate served over stdio (a
 //! `legate` on `PATH` that taps the JSON-RPC lines) or over Streamable HTTP (`legate serve
-//! --mcp`, its debug log tapped), what the tap saw (the protocol revision, the methods), and
-//! the store read back through the CLI. It never decides what a scenario asserts.
+//! --mcp`, its debug log tapped), what the tap saw (the protocol revision, the methods, the
+//! messages both ways, whether each side declared MCP tasks), and the store read back through
+//! the CLI. It never decides what a scenario asserts.
 
 #![cfg(feature = "real-callers")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -77,9 +78,8 @@ pub(crate) enum Transport {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Variant {
     pub transport: Transport,
-    /// The task path: `run` is answered as a task the caller follows itself.
-    // TODO(issue 30, at merge with `tasks`): switch on the task variants in the callers'
-    // tests, and pass `--no-tasks` in `Legate::mcp_args` when this is false.
+    /// Legate declares the MCP Tasks extension (else it runs with `--no-tasks`), so a caller
+    /// that declares it too may follow `run` as a task.
     pub tasks: bool,
 }
 
@@ -161,8 +161,14 @@ impl Legate {
 
     /// `legate mcp`'s arguments after the binary's name, as the registration names them.
     pub(crate) fn mcp_args(&self) -> Vec<&'static str> {
-        // TODO(issue 30, at merge with `tasks`): `if !self.variant.tasks { "--no-tasks" }`.
-        vec!["mcp"]
+        let mut args = vec!["mcp"];
+        args.extend(self.no_tasks());
+        args
+    }
+
+    /// `--no-tasks` unless the variant has Legate declare the Tasks extension.
+    fn no_tasks(&self) -> Option<&'static str> {
+        (!self.variant.tasks).then_some("--no-tasks")
     }
 
     fn serve(&mut self) {
@@ -171,7 +177,8 @@ impl Legate {
         command
             .arg("-c")
             .arg(format!(
-                "exec \"$0\" serve --mcp --port 0 2>>'{}'",
+                "exec \"$0\" serve --mcp --port 0 {} 2>>'{}'",
+                self.no_tasks().unwrap_or_default(),
                 log.display()
             ))
             .arg(LEGATE)
@@ -206,12 +213,19 @@ impl Legate {
     pub(crate) fn tap(&self) -> Tap {
         let dir = self.cli.base().join("tap");
         let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-        let mut tap = Tap::default();
+        let messages = |f: &str| -> Vec<Value> {
+            read(f)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        };
+        let mut tap = Tap {
+            sent: messages("in.jsonl"),
+            answered: messages("out.jsonl"),
+            ..Tap::default()
+        };
         // Stdio: the client's JSON-RPC lines.
-        for line in read("in.jsonl").lines() {
-            let Ok(v) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
+        for v in &tap.sent {
             if let Some(m) = v["method"].as_str() {
                 tap.methods.push(m.to_string());
             }
@@ -225,6 +239,10 @@ impl Legate {
             let line = strip_ansi(line);
             if let Some(r) = between(&line, "protocol_version: ProtocolVersion(\"", "\")") {
                 tap.revisions.insert(r.to_string());
+                if line.contains("Service initialized as server") {
+                    let tasks = line.contains(TASKS_EXTENSION);
+                    tap.sessions.push((r.to_string(), tasks));
+                }
             }
             if self.variant.transport == Transport::Http
                 && let Some(kind) = between(&line, "received request id=", "(")
@@ -234,6 +252,12 @@ impl Legate {
             }
         }
         tap
+    }
+
+    /// The bearer token `legate serve --mcp` wrote into the home.
+    pub(crate) fn token(&self) -> String {
+        let token = std::fs::read_to_string(self.cli.home().join("mcp-token")).unwrap();
+        token.trim().to_string()
     }
 
     /// `legate show --json id`.
@@ -322,6 +346,14 @@ impl Drop for Outside {
     }
 }
 
+/// The MCP Tasks extension's name, as a client or server declares it.
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether `capabilities` declare the Tasks extension (2026-07-28) or the 2025-11-25 `tasks`.
+fn declares_tasks(capabilities: &Value) -> bool {
+    capabilities["extensions"].get(TASKS_EXTENSION).is_some() || capabilities.get("tasks").is_some()
+}
+
 /// What passed between a caller and Legate, as the tap saw it.
 #[derive(Debug, Default)]
 pub(crate) struct Tap {
@@ -329,12 +361,58 @@ pub(crate) struct Tap {
     pub revisions: BTreeSet<String>,
     /// The JSON-RPC methods the caller sent, in order (`tools/call`, `tasks/get`, …).
     pub methods: Vec<String>,
+    /// Stdio: every JSON-RPC message the caller sent, in order.
+    pub sent: Vec<Value>,
+    /// Stdio: every JSON-RPC message Legate sent back (answers and its own requests).
+    pub answered: Vec<Value>,
+    /// Each MCP session Legate's debug log shows starting, in order: its revision, and
+    /// whether the client declared the tasks extension.
+    pub sessions: Vec<(String, bool)>,
 }
 
 impl Tap {
     /// Whether the caller sent `method`.
     pub(crate) fn saw(&self, method: &str) -> bool {
         self.methods.iter().any(|m| m == method)
+    }
+
+    /// The first request for `method` the caller sent.
+    pub(crate) fn sent_request(&self, method: &str) -> Option<&Value> {
+        self.sent.iter().find(|m| m["method"] == method)
+    }
+
+    /// The first request for `method` Legate sent the caller.
+    pub(crate) fn legate_request(&self, method: &str) -> Option<&Value> {
+        self.answered.iter().find(|m| m["method"] == method)
+    }
+
+    /// The answer to `request` (one of [`Tap::sent`] or [`Tap::answered`]), from the other side.
+    pub(crate) fn answer_to(&self, request: &Value) -> Option<&Value> {
+        let mine = self.sent.iter().any(|m| std::ptr::eq(m, request));
+        let other = if mine { &self.answered } else { &self.sent };
+        other
+            .iter()
+            .find(|m| m["id"] == request["id"] && m.get("method").is_none())
+    }
+
+    /// Stdio: whether the caller declared the Tasks extension, in `initialize` or in any
+    /// request's `_meta` (`io.modelcontextprotocol/clientCapabilities`, per request in
+    /// 2026-07-28).
+    pub(crate) fn caller_declares_tasks(&self) -> bool {
+        self.sent.iter().any(|m| {
+            let per_request = &m["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+            declares_tasks(&m["params"]["capabilities"]) || declares_tasks(per_request)
+        })
+    }
+
+    /// Stdio: whether Legate's answer to the caller's `server/discover` (or `initialize`)
+    /// declared the Tasks extension; `None` when the tap saw neither.
+    pub(crate) fn legate_offers_tasks(&self) -> Option<bool> {
+        let asked = self
+            .sent_request("server/discover")
+            .or_else(|| self.sent_request("initialize"))?;
+        let answer = self.answer_to(asked)?;
+        Some(declares_tasks(&answer["result"]["capabilities"]))
     }
 
     /// One line for the suite's output: revisions, and each method with its count.
@@ -348,14 +426,17 @@ impl Tap {
         }
         let methods: Vec<String> = counts.iter().map(|(m, c)| format!("{m}×{c}")).collect();
         format!(
-            "revisions {:?}; methods {}; task calls {}",
+            "revisions {:?}; methods {}; task calls {}; tasks declared by the caller {}, by Legate {:?}; sessions (revision, tasks) {:?}",
             self.revisions,
             methods.join(", "),
             if self.methods.iter().any(|m| m.starts_with("tasks/")) {
                 "yes"
             } else {
                 "none"
-            }
+            },
+            self.caller_declares_tasks(),
+            self.legate_offers_tasks(),
+            self.sessions,
         )
     }
 }
