@@ -2,7 +2,8 @@
 //! mid-turn (SIGKILL) on the scripted agent, then `legate continue` on the command line (the
 //! continuation resumes the agent's session, once; a kept copy is continued in place; a copy
 //! removed with its task is refused, nothing started), and `continue` over MCP with the
-//! official Python `mcp` SDK client (tests/mcp/continue_flow.py) against `legate mcp`.
+//! official Python `mcp` SDK client (tests/mcp/continue_flow.py) against `legate mcp`, and
+//! as an MCP task (the Tasks extension, over raw JSON-RPC: tests/mcp/continue_tasks_flow.py).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -121,29 +122,25 @@ fn a_kept_copy_is_continued_in_place_and_a_removed_one_is_refused() {
     refused(&env, cut_id, "COPY_CLOSED");
 }
 
-#[test]
-fn continue_over_mcp_with_the_python_sdk() {
-    let Some(python) = legate_testkit::python("mcp") else {
-        return;
-    };
+/// Cuts a turn and runs `tests/mcp/<script>` with the binary and the cut task's id; its
+/// report and the home, or `None` when Python is missing (the test skips).
+fn script_on_a_cut_turn(script: &str) -> Option<(CliHome, String, Value)> {
+    let python = legate_testkit::python("mcp")?;
     let env = fixture("").env("LEGATE_LOG", "warn");
     let cut = cut_a_turn(&env, &[]);
-    let cut_id = cut["id"].as_str().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/continue_flow.py");
-    let out = env
-        .program(python)
-        .arg(script)
-        .arg(LEGATE)
-        .arg(cut_id)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "continue_flow.py failed:\n{}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_str(stdout.lines().last().expect("no report")).unwrap();
+    let cut_id = cut["id"].as_str().unwrap().to_owned();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp")
+        .join(script);
+    let report = env.script_report(python, &script, &[LEGATE.as_ref(), cut_id.as_ref()]);
+    Some((env, cut_id, report))
+}
+
+#[test]
+fn continue_over_mcp_with_the_python_sdk() {
+    let Some((_, _, report)) = script_on_a_cut_turn("continue_flow.py") else {
+        return;
+    };
     assert_eq!(report["before"], 1, "{report}");
     assert_eq!(report["after"], 2, "{report}");
     assert_eq!(report["same"], true, "{report}");
@@ -156,4 +153,21 @@ fn continue_over_mcp_with_the_python_sdk() {
     assert_eq!(report["refusals"]["completed"], "TASK_NOT_CONTINUABLE");
     assert_eq!(report["refusals"]["unknown"], "TASK_NOT_FOUND");
     assert_eq!(report["refusals"]["extra"], "INVALID_INPUT");
+}
+
+#[test]
+fn continue_as_an_mcp_task() {
+    let Some((env, cut_id, report)) = script_on_a_cut_turn("continue_tasks_flow.py") else {
+        return;
+    };
+    // The task is the continuation itself: the one task the store holds besides the cut one.
+    assert_eq!(env.tasks_json().len(), 2, "{report}");
+    let next = env.show(report["taskId"].as_str().unwrap());
+    assert_eq!(next["controls"]["continuedFrom"], cut_id, "{next}");
+    assert_eq!(next["state"], "completed", "{next}");
+    assert_eq!(report["outcome"], "completed", "{report}");
+    // Twice, and without the extension: the same continuation.
+    assert_eq!(report["again"], report["taskId"], "{report}");
+    assert_eq!(report["plain"], report["taskId"], "{report}");
+    assert_eq!(report["notContinuable"], "TASK_NOT_CONTINUABLE", "{report}");
 }
