@@ -372,10 +372,11 @@ fn continue_child_engine() {
 
 /// Turn 1 cut mid-tool by a `kill -9` of its Legate, then `continue` in a new engine: with
 /// `session/resume` or `session/load` announced, the continuation resumes the same session,
-/// its model request carries Legate's continue prompt, and it completes (codex-acp 2.6.0);
-/// an adapter that then refuses to resume (claude-agent-acp 0.101.0, whose transcript of a
-/// session killed in its first turn is empty) fails it `CONTINUE_UNSUPPORTED` before its
-/// prompt; with neither announced, it is `CONTINUE_UNSUPPORTED` and nothing starts.
+/// its model request carries Legate's continue prompt, and it completes (codex-acp 2.6.0,
+/// and claude-agent-acp 0.101.0 when its transcript already held the cut turn); an adapter
+/// that then refuses to resume (claude-agent-acp 0.101.0 when the kill came before its
+/// transcript held a message) fails it `CONTINUE_UNSUPPORTED` before its prompt; with
+/// neither announced, it is `CONTINUE_UNSUPPORTED` and nothing starts.
 async fn continue_after_restart(make: fn(&str) -> Adapter) {
     let name = make("http://127.0.0.1:1").name;
     let server = ModelServer::start().unwrap();
@@ -439,12 +440,14 @@ async fn continue_after_restart(make: fn(&str) -> Adapter) {
         next.error.as_ref().map(|e| e.code)
     );
     let told = describe(&next, &events);
-    if name == "claude" {
-        // claude-agent-acp 0.101.0 finds no message in the transcript of a session killed
-        // during its first turn and refuses `session/resume` ("Resource not found"): the
-        // continuation says so and fails before its prompt; nothing reaches the model, and
-        // the context keeps the session.
-        assert_eq!(next.state, TaskState::Failed, "{told}");
+    // claude-agent-acp 0.101.0 resumes the session when Claude Code had written the cut turn
+    // to its transcript before the kill, and refuses `session/resume` ("Resource not found")
+    // when the transcript held no message yet: a race with the kill, both seen on 2026-12-05
+    // (docs/backends/acp.md). Each outcome is asserted whole.
+    if name == "claude" && next.state == TaskState::Failed {
+        // Refused: the continuation says so and fails before its prompt; nothing reaches the
+        // model, and the context keeps the session.
+        eprintln!("{name}: the adapter refused to resume the cut session");
         assert_eq!(
             next.error.as_ref().map(|e| e.code),
             Some(legate_core::ErrorCode::ContinueUnsupported)
