@@ -170,13 +170,17 @@ fn api_of(method: &str, path: &str) -> Api {
 
 /// Claude Code (2.1.3xx, in claude-agent-acp 0.101) asks for a "prompt suggestion" after a
 /// turn, with the main loop's tools (for its prompt cache); its last user message starts
-/// with this. Such a request is not the main loop.
+/// with this. Such a request is not the main loop. After a turn that went through plan mode,
+/// a `system` message (the plan-mode reminder) follows that user message.
 pub const CLAUDE_SUGGESTION: &str = "[SUGGESTION MODE";
 
-/// Whether the last message (its content a string or blocks) has a text starting with
-/// [`CLAUDE_SUGGESTION`].
+/// Whether the last message that is not a `system` one (its content a string or blocks) has
+/// a text starting with [`CLAUDE_SUGGESTION`].
 fn is_side_request(body: &Value) -> bool {
-    let Some(last) = body["messages"].as_array().and_then(|m| m.last()) else {
+    let Some(last) = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] != "system"))
+    else {
         return false;
     };
     let starts = |t: &str| t.trim_start().starts_with(CLAUDE_SUGGESTION);
@@ -597,6 +601,28 @@ mod tests {
         assert!(!a.contains("first"), "{a}");
         let m = post(&s.url(), "/v1/messages?beta=true", &main);
         assert!(m.contains("first"), "{m}");
+    }
+
+    /// After a turn that went through plan mode, Claude Code 2.1.318 (claude-agent-acp 0.101.0)
+    /// puts a `system` message (the plan-mode reminder, its content a string) after the
+    /// suggestion's user message; seen taking the next task's script.
+    #[test]
+    fn a_suggestion_followed_by_a_system_reminder_does_not_take_the_script() {
+        let s = ModelServer::start().unwrap();
+        s.script(vec![Step::tool("EnterPlanMode", json!({}))]);
+        let suggestion = json!({"tools": [{"name": "Bash"}], "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Do it"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "planned"}]},
+            {"role": "user", "content": [{"type": "text", "text": "[SUGGESTION MODE: Suggest what the user types next]"}]},
+            {"role": "system", "content": "Plan mode is active. You MUST NOT make any edits."}]});
+        let a = post(&s.url(), "/v1/messages?beta=true", &suggestion);
+        assert!(!a.contains("EnterPlanMode"), "{a}");
+        // A main-loop request whose last message is such a reminder still takes its step.
+        let main = json!({"tools": [{"name": "Bash"}], "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Do it"}]},
+            {"role": "system", "content": "Plan mode is active. You MUST NOT make any edits."}]});
+        let m = post(&s.url(), "/v1/messages?beta=true", &main);
+        assert!(m.contains("EnterPlanMode"), "{m}");
     }
 
     #[test]

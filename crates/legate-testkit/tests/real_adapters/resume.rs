@@ -13,10 +13,13 @@
 //! ACP conversation in its chat file (the file holds only its header, also with no Legate in
 //! between), so after a restart it refuses `session/load` ("Internal error"): for it the
 //! refusal, the notice and a new session are asserted. And in the old set
-//! (`LEGATE_ADAPTERS=old`), claude-agent-acp 0.23.1 answers `session/resume` with the same
-//! session, but its resumed conversation holds turn 1's prompt with the answer replaced by
-//! "No response requested." (its transcript had the answer before the kill): there the same
-//! session and the missing answer are asserted. The announcement is printed, so
+//! (`LEGATE_ADAPTERS=old`), claude-agent-acp 0.23.1 answers `session/resume` in three ways
+//! from one run to the next, by how much of turn 1 Claude Code had written to its transcript
+//! when it was killed: the same session with turn 1's answer (seen on 2026-12-05); the same
+//! session with the answer replaced by "No response requested." (seen on 2026-12-01); or a
+//! refusal ("Resource not found", seen on 2026-12-05), then the notice and a new session.
+//! For it, whichever came is asserted whole, but whether the answer survived is only
+//! printed. The announcement is printed, so
 //! `docs/backends/acp.md` can record it.
 //!
 //! This module only drives and observes; it decides nothing about Legate.
@@ -216,11 +219,14 @@ async fn turn_one_then_kill(make: fn(&str) -> Adapter, name: &str) -> (Run, Adap
 enum After {
     /// The same session, through this method; the conversation survived.
     Continued(&'static str),
-    /// The same session, through this method, but the agent kept turn 1's prompt and not its
-    /// answer (claude-agent-acp 0.23.1, see the module docs).
-    ContinuedWithoutAnswer(&'static str),
-    /// Either, from one run to the next (gemini-cli 0.61.0, see the module docs).
+    /// The same session, through this method, with or without turn 1's answer
+    /// (claude-agent-acp 0.23.1, see the module docs).
+    ContinuedAnswerEither(&'static str),
+    /// Continued or refused, from one run to the next (gemini-cli 0.61.0, see the module docs).
     ContinuedOrRefused(&'static str),
+    /// Continued with or without turn 1's answer, or refused, from one run to the next
+    /// (claude-agent-acp 0.23.1, see the module docs).
+    AnyOf(&'static str),
     /// The agent refused this method: a notice, and a new session.
     Refused(&'static str),
     /// Nothing announced: a notice, and a new session.
@@ -229,11 +235,10 @@ enum After {
 
 fn expected(name: &str, announced: Announced) -> After {
     match (announced.resume, announced.load) {
-        // claude-agent-acp 0.23.1 (Claude Code 2.1.83) answers `session/resume`, but the
-        // resumed conversation has turn 1's answer replaced (see the module docs).
-        (true, _) if name == "claude" && super::old() => {
-            After::ContinuedWithoutAnswer("session/resume")
-        }
+        // claude-agent-acp 0.23.1 (Claude Code 2.1.83) resumes with or without turn 1's
+        // answer, or refuses, by how much of its transcript it wrote before the kill (see
+        // the module docs).
+        (true, _) if name == "claude" && super::old() => After::AnyOf("session/resume"),
         (true, _) => After::Continued("session/resume"),
         // gemini-cli 0.61.0 keeps no messages of an ACP conversation (see the module docs).
         (false, true) if name == "gemini" => After::ContinuedOrRefused("session/load"),
@@ -276,21 +281,24 @@ async fn resume_after_restart(make: fn(&str) -> Adapter) {
     let after = match after {
         After::ContinuedOrRefused(how) if got.first().is_some_and(|s| s.1) => After::Continued(how),
         After::ContinuedOrRefused(how) => After::Refused(how),
+        After::AnyOf(how) if got.first().is_some_and(|s| s.1) => After::ContinuedAnswerEither(how),
+        After::AnyOf(how) => After::Refused(how),
         other => other,
     };
     match after {
-        After::Continued(_) | After::ContinuedWithoutAnswer(_) => {
+        After::Continued(_) | After::ContinuedAnswerEither(_) => {
             assert_eq!(got, [(id.clone(), true)], "{}", describe(&second, &events));
             assert_eq!(second.session_id.as_deref(), Some(id.as_str()));
             assert!(notices.is_empty(), "{notices:?}");
-            assert_eq!(
-                carried,
-                matches!(after, After::Continued(_)),
-                "whether turn 2's model requests carry turn 1's answer: {}",
-                describe(&second, &events)
-            );
+            if matches!(after, After::Continued(_)) {
+                assert!(
+                    carried,
+                    "turn 2's model requests do not carry turn 1's answer: {}",
+                    describe(&second, &events)
+                );
+            }
         }
-        After::ContinuedOrRefused(_) => unreachable!("decided above"),
+        After::ContinuedOrRefused(_) | After::AnyOf(_) => unreachable!("decided above"),
         After::Refused(_) | After::New => {
             assert!(
                 got.len() == 1 && !got[0].1 && got[0].0 != id,
@@ -372,10 +380,11 @@ fn continue_child_engine() {
 
 /// Turn 1 cut mid-tool by a `kill -9` of its Legate, then `continue` in a new engine: with
 /// `session/resume` or `session/load` announced, the continuation resumes the same session,
-/// its model request carries Legate's continue prompt, and it completes (codex-acp 2.6.0);
-/// an adapter that then refuses to resume (claude-agent-acp 0.101.0, whose transcript of a
-/// session killed in its first turn is empty) fails it `CONTINUE_UNSUPPORTED` before its
-/// prompt; with neither announced, it is `CONTINUE_UNSUPPORTED` and nothing starts.
+/// its model request carries Legate's continue prompt, and it completes (codex-acp 2.6.0,
+/// and claude-agent-acp 0.101.0 when its transcript already held the cut turn); an adapter
+/// that then refuses to resume (claude-agent-acp 0.101.0 when the kill came before its
+/// transcript held a message) fails it `CONTINUE_UNSUPPORTED` before its prompt; with
+/// neither announced, it is `CONTINUE_UNSUPPORTED` and nothing starts.
 async fn continue_after_restart(make: fn(&str) -> Adapter) {
     let name = make("http://127.0.0.1:1").name;
     let server = ModelServer::start().unwrap();
@@ -439,12 +448,14 @@ async fn continue_after_restart(make: fn(&str) -> Adapter) {
         next.error.as_ref().map(|e| e.code)
     );
     let told = describe(&next, &events);
-    if name == "claude" {
-        // claude-agent-acp 0.101.0 finds no message in the transcript of a session killed
-        // during its first turn and refuses `session/resume` ("Resource not found"): the
-        // continuation says so and fails before its prompt; nothing reaches the model, and
-        // the context keeps the session.
-        assert_eq!(next.state, TaskState::Failed, "{told}");
+    // claude-agent-acp 0.101.0 resumes the session when Claude Code had written the cut turn
+    // to its transcript before the kill, and refuses `session/resume` ("Resource not found")
+    // when the transcript held no message yet: a race with the kill, both seen on 2026-12-05
+    // (docs/backends/acp.md). Each outcome is asserted whole.
+    if name == "claude" && next.state == TaskState::Failed {
+        // Refused: the continuation says so and fails before its prompt; nothing reaches the
+        // model, and the context keeps the session.
+        eprintln!("{name}: the adapter refused to resume the cut session");
         assert_eq!(
             next.error.as_ref().map(|e| e.code),
             Some(legate_core::ErrorCode::ContinueUnsupported)
