@@ -64,7 +64,7 @@ pub struct Preset {
 }
 
 /// The date of the last verification of the current adapters (`docs/backends/acp.md`).
-pub const VERIFIED_ON: &str = "2026-12-01";
+pub const VERIFIED_ON: &str = "2026-12-05";
 
 fn range(package: &str, from: (u64, u64, u64), below: (u64, u64, u64)) -> Verified {
     Verified::new(
