@@ -112,7 +112,20 @@ impl Engine {
     /// task's prompt and the same task is queued and run like a submitted one.
     /// `TASK_NOT_AWAITING_INPUT` when the task is in any other state.
     pub fn reply(&self, id: &str, prompt: impl Into<String>) -> Result<Task> {
-        self.core.reply_message(id, prompt, None)
+        self.core.reply_message(id, prompt, None, None)
+    }
+
+    /// [`Engine::reply`] that answers one question: the task's last event must still be
+    /// event `question` when the reply is stored (checked in the store's transaction, so of
+    /// two answers from any processes one starts a turn); `TASK_NOT_AWAITING_INPUT`, nothing
+    /// changed, otherwise.
+    pub fn answer_question(
+        &self,
+        id: &str,
+        prompt: impl Into<String>,
+        question: u64,
+    ) -> Result<Task> {
+        self.core.reply_message(id, prompt, None, Some(question))
     }
 
     /// [`Engine::reply`] with the caller's id for the reply (an A2A `messageId`), which the
@@ -123,7 +136,7 @@ impl Engine {
         prompt: impl Into<String>,
         message_id: Option<String>,
     ) -> Result<Task> {
-        self.core.reply_message(id, prompt, message_id)
+        self.core.reply_message(id, prompt, message_id, None)
     }
 
     /// Continues a context with a new turn: a new task on the context's agent, session and

@@ -370,7 +370,8 @@ impl ServerHandler for LegateMcp {
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<(), ErrorData> {
         let call = self.reachable(&request.task_id, Reach::Answer)?;
-        task_calls::update(&self.engine, &call, &request.input_responses)
+        let read_only = self.options.profile.read_only();
+        task_calls::update(&self.engine, &call, &request.input_responses, read_only)
             .await
             .map_err(|e| task_error(&e))?;
         tracing::info!(task = %request.task_id, "tasks/update");

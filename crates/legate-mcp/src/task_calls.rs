@@ -24,7 +24,9 @@ use crate::confirmation::{answer_of, approval_schema, confirmation_message};
 use crate::groups::{self, GroupArgs};
 use crate::schema::{ErrorBody, ResultArgs};
 use crate::tools;
-use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskState, Timestamp};
+use legate_core::{
+    Error, ErrorCode, EventKind, Result, Task, TaskMode, TaskState, Timestamp,
+};
 use legate_engine::{CallTask, CallTaskState, Engine, GroupState};
 use rmcp::model::{
     DetailedTask, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
@@ -172,13 +174,17 @@ fn op_state(call: &CallTask) -> Result<State> {
         ),
         CallTaskState::Canceled => (TaskPayload::Cancelled, Some("canceled".into())),
         CallTaskState::Failed => {
-            let e = Error::new(
-                ErrorCode::ServerRestarted,
-                format!(
-                    "the legate process running {} stopped before it ended; it was not re-run",
-                    r.tool
+            let e = match r.answer.as_ref().and_then(|a| a.get("error")) {
+                // The op's work stopped on a bug (its answer says so).
+                Some(body) => Error::new(
+                    ErrorCode::Internal,
+                    body.get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("the op stopped on a bug in Legate")
+                        .to_string(),
                 ),
-            );
+                None => Error::new(ErrorCode::ServerRestarted, stopped_message(&r.tool)),
+            };
             let error = json!({
                 "code": -32603,
                 "message": e.detail(),
@@ -190,6 +196,16 @@ fn op_state(call: &CallTask) -> Result<State> {
             (TaskPayload::Failed { error }, Some(e.detail()))
         }
     })
+}
+
+/// What a caller is told of an op whose process stopped before it ended.
+fn stopped_message(tool: &str) -> String {
+    if tool == "integrate" {
+        // The next integrate's journal recovery may finish an integration cut halfway.
+        "the legate process running integrate stopped before it ended; it was not re-run, but the project may have been integrated by the recovery of a later integrate: check status or preview".into()
+    } else {
+        format!("the legate process running {tool} stopped before it ended; it was not re-run")
+    }
 }
 
 fn one_request(key: &str, message: String, schema: ElicitationSchema) -> InputRequests {
@@ -328,12 +344,13 @@ fn group_state(engine: &Engine, call: &CallTask) -> Result<State> {
 }
 
 /// Cancels the work of a call answered as a task through the engine; work that already
-/// ended is left as it is (the next `tasks/get` says how it ended).
+/// ended is left as it is (the next `tasks/get` says how it ended). An op is canceled only
+/// while it waits on its confirmation (else `TASK_NOT_CANCELABLE`, see the engine).
 pub(crate) async fn cancel(engine: &Engine, call: &CallTask) -> Result<()> {
     let id = call.record.id.as_str();
     match call.record.tool.as_str() {
         "test" | "integrate" => {
-            engine.call_tasks().cancel(id)?;
+            engine.call_tasks().cancel(id).await?;
         }
         "group_start" => {
             if !engine.groups().status(id)?.state.is_terminal() {
@@ -381,13 +398,35 @@ fn elicit_answer(value: &Value) -> Result<(ElicitationAction, Option<&Value>)> {
     Ok((action, value.get("content")))
 }
 
+/// What `send_message` asks of the same text: at most the engine's `message_max_chars`,
+/// and, under a read-only profile (`read_only`), no answer into a task that may write (which
+/// would run its next turn in write mode).
+fn check_answer(engine: &Engine, id: &str, answer: &str, read_only: bool) -> Result<()> {
+    let max = engine.config().fronts.message_max_chars;
+    let chars = answer.chars().count();
+    if chars > max {
+        return Err(bad_update(format!(
+            "the answer has {chars} characters; the limit is {max}"
+        )));
+    }
+    if read_only && engine.task(id)?.mode != TaskMode::ReadOnly {
+        return Err(Error::new(
+            ErrorCode::ModeNotAllowed,
+            format!("{id} may write, and this server's profile allows only read-only tasks"),
+        ));
+    }
+    Ok(())
+}
+
 /// Answers the input request the call's work waits on: the agent's question (the answer
 /// becomes its next prompt; decline or cancel cancels the task) or an `integrate`
-/// confirmation (the engine reads the answer). Anything else changes nothing.
+/// confirmation (the engine reads the answer). Anything else changes nothing. `read_only`:
+/// this server's profile allows only read-only tasks.
 pub(crate) async fn update(
     engine: &Engine,
     call: &CallTask,
     responses: &InputResponses,
+    read_only: bool,
 ) -> Result<()> {
     let task = detailed(engine, call).await?;
     let TaskPayload::InputRequired { input_requests } = &task.payload else {
@@ -423,7 +462,14 @@ pub(crate) async fn update(
                 .ok_or_else(|| {
                     bad_update("an accepted answer needs content {answer: a non-empty string}")
                 })?;
-            engine.reply(&call.record.id, answer)?;
+            check_answer(engine, &call.record.id, answer, read_only)?;
+            // The key names the question's event: the engine stores the answer only while
+            // that question is still the task's latest (a second answer is refused).
+            let question = key
+                .strip_prefix(REPLY_KEY)
+                .and_then(|seq| seq.parse::<u64>().ok())
+                .ok_or_else(|| bad_update(format!("{key:?} names no question")))?;
+            engine.answer_question(&call.record.id, answer, question)?;
         }
         _ => cancel_task(engine, &call.record.id)?,
     }

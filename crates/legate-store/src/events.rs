@@ -56,7 +56,7 @@ pub(crate) fn append_in(
     Ok(out)
 }
 
-fn last_seq_in(conn: &Connection, task_id: &TaskId) -> Result<u64> {
+pub(crate) fn last_seq_in(conn: &Connection, task_id: &TaskId) -> Result<u64> {
     let last: i64 = conn
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE task_id = ?1")
         .and_then(|mut st| st.query_row([task_id.as_str()], |r| r.get(0)))

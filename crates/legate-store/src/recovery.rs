@@ -235,7 +235,8 @@ impl Store {
 
     /// Deletes finished tasks beyond the newest `keep` (by creation time), with their
     /// events and memory snapshots, in one transaction. Unfinished tasks are never touched. Returns how many
-    /// tasks were deleted.
+    /// tasks were deleted. In the same transaction, the calls answered as tasks whose task,
+    /// group or comparison is gone are deleted, and ended ops beyond the newest `keep`.
     pub fn prune_finished(&self, keep: usize) -> Result<usize> {
         let doomed = format!(
             "SELECT id FROM tasks WHERE state IN ({}) \
@@ -252,11 +253,30 @@ impl Store {
                 .ctx("prune finished tasks")?;
             tx.execute(&delete_snapshots, [keep])
                 .ctx("prune finished tasks")?;
-            tx.execute(&delete_tasks, [keep])
-                .ctx("prune finished tasks")
+            let pruned = tx
+                .execute(&delete_tasks, [keep])
+                .ctx("prune finished tasks")?;
+            // The calls answered as tasks whose work is gone, and ended ops beyond the newest
+            // `keep`.
+            tx.execute(PRUNE_CALL_TASKS, []).ctx("prune finished tasks")?;
+            tx.execute(PRUNE_ENDED_OPS, [keep])
+                .ctx("prune finished tasks")?;
+            Ok(pruned)
         })
     }
 }
+
+/// Deletes the calls answered as tasks whose task, group or comparison no longer exists.
+const PRUNE_CALL_TASKS: &str = "DELETE FROM call_tasks WHERE \
+     (tool IN ('run', 'resume', 'continue', 'handoff', 'send_message') \
+      AND id NOT IN (SELECT id FROM tasks)) \
+     OR (tool = 'group_start' AND id NOT IN (SELECT group_id FROM groups)) \
+     OR (tool = 'compare' AND id NOT IN (SELECT id FROM comparisons))";
+
+/// Deletes the ended ops (`test`, `integrate`) beyond the newest `?1`.
+const PRUNE_ENDED_OPS: &str = "DELETE FROM call_tasks WHERE id IN (\
+     SELECT id FROM call_tasks WHERE tool IN ('test', 'integrate') AND state <> 'running' \
+     ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)";
 
 /// Records `runner` (or none) on task `task_id` inside `tx`; `TASK_NOT_FOUND` without it.
 fn set_runner_opt_in(
@@ -483,6 +503,36 @@ mod tests {
         store.update_task(&t, &[]).unwrap();
         assert!(store.cancel_requests("p").unwrap().is_empty());
         assert_eq!(store.cancel_requested_at(&c1).unwrap(), Some(first), "kept");
+    }
+
+    #[test]
+    fn prune_deletes_the_calls_answered_as_tasks_whose_work_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("legate.db")).unwrap();
+        use crate::CallTaskState::{Answered, Completed, Running};
+        insert(&store, "old", 1, TaskState::Completed, None);
+        insert(&store, "new", 2, TaskState::Completed, None);
+        for (id, tool, state, runner) in [
+            ("old", "run", Answered, None),
+            ("new", "send_message", Answered, None),
+            ("g-gone", "group_start", Answered, None),
+            ("op-1", "test", Completed, Some("r")),
+            ("op-2", "integrate", Completed, Some("r")),
+            ("op-3", "test", Running, Some("r")),
+        ] {
+            store
+                .insert_call_task(id, tool, state, None, runner)
+                .unwrap();
+        }
+        assert_eq!(store.prune_finished(1).unwrap(), 1);
+        let left: Vec<bool> = ["old", "new", "g-gone", "op-1", "op-2", "op-3"]
+            .iter()
+            .map(|id| store.call_task(id).unwrap().is_some())
+            .collect();
+        // op-1 and op-2 were recorded in the same millisecond or later: the newer is kept.
+        assert_eq!(left[..3], [false, true, false]);
+        assert_eq!(left[3..].iter().filter(|k| **k).count(), 2, "{left:?}");
+        assert!(left[5], "a running op is never pruned");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! them.
 
 use crate::Store;
-use crate::events::append_in;
+use crate::events::{append_in, last_seq_in};
 use crate::recovery::set_runner_in;
 use crate::sql::{SqlContext, clamp_i64, shorten, store_error, task_not_found, to_i64, to_u64};
 use legate_core::{
@@ -389,6 +389,44 @@ impl Store {
     ) -> Result<Vec<Event>> {
         let enc = encode(task)?;
         self.write("update a task", |tx| {
+            let stored = update_in(tx, task, &enc, events)?;
+            set_runner_in(tx, &task.id, runner)?;
+            Ok(stored)
+        })
+    }
+
+    /// Stores a reply into a task that waits for input, as [`Store::update_task_run_by`]
+    /// does, only while the stored task is still `input-required` and, when `question` is
+    /// given, its last event is still event `question` (the question the reply answers): a
+    /// compare-and-set, so two replies (from any processes) start one turn.
+    /// `TASK_NOT_AWAITING_INPUT`, nothing written, otherwise.
+    pub fn reply_task(
+        &self,
+        task: &Task,
+        events: &[EventKind],
+        runner: &str,
+        question: Option<u64>,
+    ) -> Result<Vec<Event>> {
+        let enc = encode(task)?;
+        self.write("reply into a task", |tx| {
+            let state: Option<String> = tx
+                .prepare_cached("SELECT state FROM tasks WHERE id = ?1")
+                .and_then(|mut st| st.query_row([task.id.as_str()], |r| r.get(0)).optional())
+                .ctx("reply into a task")?;
+            let Some(state) = state else {
+                return Err(task_not_found(task.id.as_str()));
+            };
+            let waiting = state == TaskState::InputRequired.as_str()
+                && question.is_none_or(|q| last_seq_in(tx, &task.id).is_ok_and(|last| last == q));
+            if !waiting {
+                return Err(Error::new(
+                    ErrorCode::TaskNotAwaitingInput,
+                    format!(
+                        "task {} no longer waits on that question (it was answered, or it moved on)",
+                        task.id
+                    ),
+                ));
+            }
             let stored = update_in(tx, task, &enc, events)?;
             set_runner_in(tx, &task.id, runner)?;
             Ok(stored)

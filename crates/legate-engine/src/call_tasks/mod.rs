@@ -11,6 +11,11 @@
 //!
 //! An op in approval mode `ask` asks its question through [`OpConfirmer`]: the question
 //! waits here until [`CallTasks::confirm`] answers it (or the approval timeout, a cancel).
+//! An op is canceled only while it waits on its question (the question is answered `Cancel`,
+//! so the op refuses cleanly and writes nothing): past it, its work (an integration, a test
+//! command) runs on a blocking thread that cannot be stopped halfway, so a cancel is refused
+//! `TASK_NOT_CANCELABLE` and changes nothing. An op whose future panics ends `failed`
+//! `INTERNAL`.
 //! This module never interprets an answer, never asks a person itself and never speaks MCP.
 
 use crate::core::Core;
@@ -20,7 +25,7 @@ use async_trait::async_trait;
 use legate_core::{Error, ErrorCode, Result};
 use legate_store::{CallTaskRecord, CallTaskState};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, oneshot};
@@ -50,6 +55,8 @@ pub struct CallTasks {
 pub(crate) struct Ops {
     running: Mutex<HashMap<String, AbortHandle>>,
     questions: Mutex<HashMap<String, Question>>,
+    /// The ops whose question a cancel answered: they end `canceled`.
+    canceling: Mutex<HashSet<String>>,
     ended: Notify,
 }
 
@@ -63,6 +70,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The kind of work a tool's call follows: calls of one kind may share an id (a duplicate
+/// `send_message` names the same continuation), calls of two kinds never.
+fn kind(tool: &str) -> &str {
+    match tool {
+        "run" | "resume" | "continue" | "handoff" | "send_message" => "task",
+        other => other,
+    }
+}
+
 fn not_found(id: &str) -> Error {
     Error::new(
         ErrorCode::TaskNotFound,
@@ -74,15 +90,22 @@ impl CallTasks {
     /// Records a call answered at once whose work the engine follows elsewhere, with the
     /// tool's direct answer. Recording the same id again keeps the first record (a duplicate
     /// `send_message` names the same continuation).
+    ///
+    /// An id already recorded for another kind of call (a group id chosen equal to a task
+    /// id, say) is refused `INVALID_INPUT`: the first record keeps its id.
     pub fn record(&self, id: &str, tool: &str, answer: &Value) -> Result<()> {
-        self.core.store().insert_call_task(
-            id,
-            tool,
-            CallTaskState::Answered,
-            Some(answer),
-            None,
-        )?;
-        Ok(())
+        let store = self.core.store();
+        if store.insert_call_task(id, tool, CallTaskState::Answered, Some(answer), None)? {
+            return Ok(());
+        }
+        let stored = store.call_task(id)?.ok_or_else(|| not_found(id))?;
+        if kind(&stored.tool) == kind(tool) {
+            return Ok(());
+        }
+        Err(Error::invalid_input(format!(
+            "the id {id:?} already names another kind of call ({})",
+            stored.tool
+        )))
     }
 
     /// Records an op `running` under a new `op-…` id, then runs `work` in the background; the
@@ -112,10 +135,19 @@ impl CallTasks {
         // Holding the lock while spawning keeps a fast op from ending before it is listed.
         let mut running = lock(&self.ops.running);
         let handle = tokio::spawn(async move {
-            let (answer, is_error) = fut.await;
-            if let Err(e) =
-                store.end_call_task(&op, CallTaskState::Completed, Some(&answer), is_error)
-            {
+            // Its own task, so a panic in the work ends the op instead of leaving it running.
+            let (state, answer, is_error) = match tokio::spawn(fut).await {
+                Ok((answer, is_error)) if lock(&ops.canceling).remove(&op) => {
+                    (CallTaskState::Canceled, Some(answer), is_error)
+                }
+                Ok((answer, is_error)) => (CallTaskState::Completed, Some(answer), is_error),
+                Err(_) => {
+                    tracing::warn!(op = %op, "an op's work panicked");
+                    lock(&ops.canceling).remove(&op);
+                    (CallTaskState::Failed, Some(internal_answer()), true)
+                }
+            };
+            if let Err(e) = store.end_call_task(&op, state, answer.as_ref(), is_error) {
                 tracing::warn!(op = %op, code = %e.code, "could not store an op's answer");
             }
             lock(&ops.running).remove(&op);
@@ -147,22 +179,51 @@ impl CallTasks {
         Ok(CallTask { record, question })
     }
 
-    /// Stops the op `id` (an ended one is left as it is). `TASK_NOT_FOUND` when there is no
-    /// such call; an op another process runs is marked canceled, and that process's answer is
-    /// then not stored.
-    pub fn cancel(&self, id: &str) -> Result<CallTask> {
+    /// Cancels the op `id` while it waits on its question: the question is answered `Cancel`,
+    /// and this waits until the op ended (`canceled`, having written nothing). An op that
+    /// already ended is left as it is. `TASK_NOT_CANCELABLE`, changing nothing, when the op
+    /// waits on no question (its work runs and cannot be stopped halfway) or another process
+    /// runs it; `TASK_NOT_FOUND` when there is no such call.
+    pub async fn cancel(&self, id: &str) -> Result<CallTask> {
         let call = self.get(id)?;
-        if call.record.state == CallTaskState::Running {
-            if let Some(handle) = lock(&self.ops.running).remove(id) {
-                handle.abort();
-            }
-            lock(&self.ops.questions).remove(id);
-            self.core
-                .store()
-                .end_call_task(id, CallTaskState::Canceled, None, false)?;
-            self.ops.ended.notify_waiters();
-            tracing::info!(op = %id, "op canceled");
+        if call.record.state != CallTaskState::Running {
+            return Ok(call);
         }
+        let own = call.record.runner.as_deref() == Some(self.core.runner_id());
+        let question = if own {
+            let mut questions = lock(&self.ops.questions);
+            let q = questions.remove(id);
+            if q.is_some() {
+                lock(&self.ops.canceling).insert(id.to_string());
+            }
+            q
+        } else {
+            None
+        };
+        let Some(q) = question else {
+            // It may have ended between the two reads.
+            let now = self.get(id)?;
+            if now.record.state != CallTaskState::Running {
+                return Ok(now);
+            }
+            return Err(Error::new(
+                ErrorCode::TaskNotCancelable,
+                format!(
+                    "{id} ({}) is running and cannot be stopped halfway; only an integrate waiting on its confirmation can be canceled",
+                    call.record.tool
+                ),
+            ));
+        };
+        // The op may be ending on a timeout at the same moment: it reads `Cancel` either way.
+        let _ = q.answer.send(Confirmation::Cancel);
+        loop {
+            let ended = self.ops.ended.notified();
+            if !lock(&self.ops.running).contains_key(id) {
+                break;
+            }
+            ended.await;
+        }
+        tracing::info!(op = %id, "op canceled");
         self.get(id)
     }
 
@@ -197,6 +258,12 @@ impl CallTasks {
             ended.await;
         }
     }
+}
+
+/// The answer an op whose work panicked ends with.
+fn internal_answer() -> Value {
+    let e = Error::new(ErrorCode::Internal, "the op's work stopped on a bug in Legate");
+    serde_json::json!({ "error": { "code": e.code.as_str(), "message": e.detail() } })
 }
 
 /// The confirmer of one op: its question waits in [`CallTasks`] until answered, canceled or

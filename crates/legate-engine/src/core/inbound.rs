@@ -267,7 +267,7 @@ impl Core {
             )));
         }
         let after = self.store().last_seq(&task.id)?;
-        let task = self.reply_message(task.id.as_str(), text, message_id)?;
+        let task = self.reply_message(task.id.as_str(), text, message_id, None)?;
         Ok(Delivered {
             task,
             after,

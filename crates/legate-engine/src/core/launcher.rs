@@ -38,8 +38,12 @@ pub(crate) enum Entry {
         /// The copy to record for review, for a copy workspace.
         copy: Option<CopyRequest>,
     },
-    /// A task that waited for input and was replied to: updated in place.
-    Reply,
+    /// A task that waited for input and was replied to: updated in place, only while it
+    /// still waits (on the question of event `question`, when given).
+    Reply {
+        /// The event number of the question the reply answers.
+        question: Option<u64>,
+    },
 }
 
 /// A task ready to be queued: `task` is in state `submitted`.
@@ -98,7 +102,10 @@ impl Core {
                 self.store().insert_task_with(&task, &first, Some(runner)),
                 copy,
             ),
-            Entry::Reply => (self.store().update_task_run_by(&task, &first, runner), None),
+            Entry::Reply { question } => (
+                self.store().reply_task(&task, &first, runner, question),
+                None,
+            ),
         };
         let events = match events {
             Ok(events) => events,
@@ -212,12 +219,14 @@ impl Core {
     }
 
     /// Replies into a task that waits for input (`input-required`), with the caller's id for
-    /// the reply (an A2A `messageId`): see [`crate::Engine::reply_message`].
+    /// the reply (an A2A `messageId`): see [`crate::Engine::reply_message`]. `question`: the
+    /// event number of the question answered (see [`crate::Engine::answer_question`]).
     pub(crate) fn reply_message(
         &self,
         id: &str,
         prompt: impl Into<String>,
         message_id: Option<String>,
+        question: Option<u64>,
     ) -> Result<Task> {
         let prompt = prompt.into();
         check_reply(&prompt, self.config().max_prompt_chars)?;
@@ -251,7 +260,7 @@ impl Core {
                 json_schema: None,
                 effort: None,
             },
-            entry: Entry::Reply,
+            entry: Entry::Reply { question },
         })?;
         tracing::info!(task = %task.id, context = %task.context_id, "task resumed by a reply");
         Ok(task)

@@ -41,8 +41,14 @@ pub(crate) fn valid_node_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// A group id: 1 to [`MAX_GROUP_ID_BYTES`] ASCII letters, digits, `-`, `_` or `.`.
+/// A group id: 1 to [`MAX_GROUP_ID_BYTES`] ASCII letters, digits, `-`, `_` or `.`, not
+/// starting with `op-` (the ids of the engine's ops, see `call_tasks`).
 pub(crate) fn check_group_id(id: &str) -> Result<()> {
+    if id.starts_with("op-") {
+        return Err(Error::invalid_input(
+            "a group id may not start with \"op-\" (the prefix of the engine's op ids)",
+        ));
+    }
     let ok = !id.is_empty()
         && id.len() <= MAX_GROUP_ID_BYTES
         && id
@@ -330,6 +336,15 @@ mod tests {
     use super::*;
     use crate::group::definition::{NodeDef, Workflow};
     use proptest::prelude::*;
+
+    #[test]
+    fn a_group_id_may_not_take_an_op_id() {
+        assert_eq!(
+            check_group_id("op-0123").unwrap_err().code,
+            legate_core::ErrorCode::InvalidInput
+        );
+        check_group_id("ops-1").unwrap();
+    }
 
     fn node(id: &str, deps: Vec<String>, source: Option<String>) -> NodeDef {
         NodeDef {
