@@ -24,9 +24,7 @@ use crate::confirmation::{answer_of, approval_schema, confirmation_message};
 use crate::groups::{self, GroupArgs};
 use crate::schema::{ErrorBody, ResultArgs};
 use crate::tools;
-use legate_core::{
-    Error, ErrorCode, EventKind, Result, Task, TaskMode, TaskState, Timestamp,
-};
+use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskMode, TaskState, Timestamp};
 use legate_engine::{CallTask, CallTaskState, Engine, GroupState};
 use rmcp::model::{
     DetailedTask, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,

@@ -258,7 +258,8 @@ impl Store {
                 .ctx("prune finished tasks")?;
             // The calls answered as tasks whose work is gone, and ended ops beyond the newest
             // `keep`.
-            tx.execute(PRUNE_CALL_TASKS, []).ctx("prune finished tasks")?;
+            tx.execute(PRUNE_CALL_TASKS, [])
+                .ctx("prune finished tasks")?;
             tx.execute(PRUNE_ENDED_OPS, [keep])
                 .ctx("prune finished tasks")?;
             Ok(pruned)

@@ -262,7 +262,10 @@ impl CallTasks {
 
 /// The answer an op whose work panicked ends with.
 fn internal_answer() -> Value {
-    let e = Error::new(ErrorCode::Internal, "the op's work stopped on a bug in Legate");
+    let e = Error::new(
+        ErrorCode::Internal,
+        "the op's work stopped on a bug in Legate",
+    );
     serde_json::json!({ "error": { "code": e.code.as_str(), "message": e.detail() } })
 }
 
