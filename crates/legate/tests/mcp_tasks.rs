@@ -30,6 +30,7 @@ fn long_delegations_as_mcp_tasks() {
     let report = env.script_report(python, &script, &[LEGATE.as_ref(), project.as_os_str()]);
     assert_eq!(report["runOutcome"], "completed", "{report}");
     assert_eq!(report["canceled"], "cancelled", "{report}");
+    assert_eq!(report["resumed"], "completed", "{report}");
     assert_eq!(report["group"], "completed", "{report}");
     assert_eq!(report["compared"], 2, "{report}");
     assert_eq!(report["testOp"], true, "{report}");

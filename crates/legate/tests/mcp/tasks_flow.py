@@ -76,6 +76,27 @@ def run_to_the_end(raw, project, out):
     return task_id, body
 
 
+def resume_to_the_end(raw, out):
+    """`resume` answered as a task: the new turn's task id, followed to its end, its result the
+    direct answer plus `outcome` (what `result` answers), valid against resume's schema."""
+    schema = schemas(raw)
+    first = started_task(raw.call("run", {"agent": "revisor", "prompt": "write b.txt: first turn"}))
+    done, _ = raw.ended(first)
+    context = done["result"]["structuredContent"]["contextId"]
+    turn = started_task(raw.call("resume", {"contextId": context, "prompt": "read b.txt"}))
+    assert turn != first, turn
+    direct = structured(raw.call("status", {"taskId": turn}))
+    assert direct["task"]["contextId"] == context, direct
+    done, _ = raw.ended(turn)
+    assert done["status"] == "completed", done
+    body = done["result"]["structuredContent"]
+    jsonschema.validate(body, schema["resume"])
+    assert body["taskId"] == turn and body["contextId"] == context, body
+    assert body["outcome"] == structured(raw.call("result", {"taskId": turn})), body
+    assert "first turn" in json.dumps(body["outcome"]), body["outcome"]
+    out["resumed"] = body["outcome"]["state"]
+
+
 def cancel_one(raw, out):
     task_id = started_task(raw.call("run", {"agent": "revisor", "prompt": "run sleep 30"}))
     raw.until(task_id, lambda t: t["status"] == "working")
@@ -201,6 +222,7 @@ def main():
     raw = Raw(binary)
     run_id, run_body = run_to_the_end(raw, project, out)
     canceled = cancel_one(raw, out)
+    resume_to_the_end(raw, out)
     group_to_the_end(raw, project, out)
     compare_to_the_end(raw, run_id, out)
     test_op, integrate_op = test_and_integrate(raw, run_id, project, out)
