@@ -52,6 +52,22 @@ async fn answer(h: &McpFront, id: &str, key: &str, value: Value) -> Result<(), S
         .map_err(|e| e.to_string())
 }
 
+/// A task waiting for its caller (an empty prompt asks for one), recorded as a `run`
+/// answered as a task, and the key of its question among the task's input requests.
+async fn asking_task(h: &McpFront, request: SubmitRequest) -> (String, String) {
+    let asking = h.engine.submit_or_ask(request).unwrap();
+    let id = asking.id.to_string();
+    h.engine
+        .call_tasks()
+        .record(&id, "run", &json!({"taskId": id}))
+        .unwrap();
+    let TaskPayload::InputRequired { input_requests } = get(h, &id).await.task.payload else {
+        panic!("not asking")
+    };
+    let key = input_requests.keys().next().unwrap().clone();
+    (id, key)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_of_the_agent_is_answered_through_tasks_update() {
     let h = front().await;
@@ -128,17 +144,7 @@ async fn a_question_of_the_agent_is_answered_through_tasks_update() {
     assert!(e.contains("TASK_NOT_AWAITING_INPUT"), "{e}");
 
     // A decline of another question cancels that task.
-    let other = h.engine.submit_or_ask(SubmitRequest::new("")).unwrap();
-    let other_id = other.id.to_string();
-    h.engine
-        .call_tasks()
-        .record(&other_id, "run", &json!({"taskId": other_id}))
-        .unwrap();
-    let TaskPayload::InputRequired { input_requests } = get(&h, &other_id).await.task.payload
-    else {
-        panic!("not asking")
-    };
-    let key = input_requests.keys().next().unwrap().clone();
+    let (other_id, key) = asking_task(&h, SubmitRequest::new("")).await;
     answer(&h, &other_id, &key, json!({"action": "decline"}))
         .await
         .unwrap();
@@ -303,16 +309,7 @@ async fn a_read_only_profile_cannot_answer_a_task_that_may_write() {
     let h = McpFront::serve(EngineHarness::start(), options, client).await;
     let mut request = SubmitRequest::new("");
     request.mode = Some(legate_core::TaskMode::Write);
-    let asking = h.engine.submit_or_ask(request).unwrap();
-    let id = asking.id.to_string();
-    h.engine
-        .call_tasks()
-        .record(&id, "run", &json!({"taskId": id}))
-        .unwrap();
-    let TaskPayload::InputRequired { input_requests } = get(&h, &id).await.task.payload else {
-        panic!("not asking")
-    };
-    let key = input_requests.keys().next().unwrap().clone();
+    let (id, key) = asking_task(&h, request).await;
     let e = answer(
         &h,
         &id,
@@ -331,16 +328,7 @@ async fn a_read_only_profile_cannot_answer_a_task_that_may_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_obeys_send_messages_length_limit() {
     let h = front().await;
-    let asking = h.engine.submit_or_ask(SubmitRequest::new("")).unwrap();
-    let id = asking.id.to_string();
-    h.engine
-        .call_tasks()
-        .record(&id, "run", &json!({"taskId": id}))
-        .unwrap();
-    let TaskPayload::InputRequired { input_requests } = get(&h, &id).await.task.payload else {
-        panic!("not asking")
-    };
-    let key = input_requests.keys().next().unwrap().clone();
+    let (id, key) = asking_task(&h, SubmitRequest::new("")).await;
     let max = h.engine.config().fronts.message_max_chars;
     let long = "a".repeat(max + 1);
     let e = answer(
@@ -361,16 +349,7 @@ async fn an_answer_obeys_send_messages_length_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_answers_to_one_question_start_one_turn() {
     let h = front().await;
-    let asking = h.engine.submit_or_ask(SubmitRequest::new("")).unwrap();
-    let id = asking.id.to_string();
-    h.engine
-        .call_tasks()
-        .record(&id, "run", &json!({"taskId": id}))
-        .unwrap();
-    let TaskPayload::InputRequired { input_requests } = get(&h, &id).await.task.payload else {
-        panic!("not asking")
-    };
-    let key = input_requests.keys().next().unwrap().clone();
+    let (id, key) = asking_task(&h, SubmitRequest::new("")).await;
     let seq: u64 = key.strip_prefix("reply-").unwrap().parse().unwrap();
     // An answer to a question that is no longer the latest (what a second answer racing
     // in from another process meets once the first one's turn asked again): refused.
@@ -393,7 +372,7 @@ async fn two_answers_to_one_question_start_one_turn() {
     settled(&h, &id).await;
     let prompts = h
         .engine
-        .events(&asking.id, 0, 1000)
+        .events(&legate_core::TaskId(id.clone()), 0, 1000)
         .unwrap()
         .into_iter()
         .filter(|e| matches!(e.kind, legate_core::EventKind::Prompt { .. }))

@@ -116,19 +116,26 @@ fn not_continued(events: &[Event], id: &str) -> Vec<String> {
         .collect()
 }
 
-/// The child Legate: runs turn 1 of the context, checks it, prints the session id, and waits
-/// to be killed.
-#[test]
-#[ignore = "the Legate process *_resume_after_restart kill; run by them"]
-fn resume_child_engine() {
-    let spec = std::env::var(CHILD_ENV).expect("run by a *_resume_after_restart test");
+/// In a child Legate: the adapter and base directory its parent test named in `var`
+/// (`<adapter>\n<base>\n<model server URL>`).
+fn child_spec(var: &str) -> (Adapter, PathBuf) {
+    let spec = std::env::var(var)
+        .unwrap_or_else(|_| panic!("{var} is set by the test that runs this child"));
     let mut parts = spec.lines();
     let (name, base, url) = (
         parts.next().unwrap(),
         PathBuf::from(parts.next().unwrap()),
         parts.next().unwrap(),
     );
-    let adapter = adapter_named(name)(url);
+    (adapter_named(name)(url), base)
+}
+
+/// The child Legate: runs turn 1 of the context, checks it, prints the session id, and waits
+/// to be killed.
+#[test]
+#[ignore = "the Legate process *_resume_after_restart kill; run by them"]
+fn resume_child_engine() {
+    let (adapter, base) = child_spec(CHILD_ENV);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let engine = engine_for(&adapter, &base, &base.join("state"));
@@ -148,7 +155,11 @@ fn resume_child_engine() {
             describe(&task, &events)
         );
         assert!(
-            task.result.as_ref().unwrap().text.contains(&word(name)),
+            task.result
+                .as_ref()
+                .unwrap()
+                .text
+                .contains(&word(adapter.name)),
             "{}",
             describe(&task, &events)
         );
@@ -351,14 +362,7 @@ const CUT_COMMAND: &str = "sleep 300";
 #[test]
 #[ignore = "the Legate process a *_continue_after_restart test kills mid-turn; run by it"]
 fn continue_child_engine() {
-    let spec = std::env::var(CUT_CHILD_ENV).expect("run by a *_continue_after_restart test");
-    let mut parts = spec.lines();
-    let (name, base, url) = (
-        parts.next().unwrap(),
-        PathBuf::from(parts.next().unwrap()),
-        parts.next().unwrap(),
-    );
-    let adapter = adapter_named(name)(url);
+    let (adapter, base) = child_spec(CUT_CHILD_ENV);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let engine = engine_for(&adapter, &base, &base.join("state"));
