@@ -154,10 +154,15 @@ build() {
     -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt -r "$work/api-violations.report" \
     >"$work/openapi-gen.log" 2>&1 || { tail -20 "$work/openapi-gen.log" >&2; die "openapi-gen failed"; }
   [ -f pkg/generated/openapi/zz_generated.openapi.go ] || die "openapi-gen wrote nothing"
-  # 4. Version flags must name the vendored path of component-base.
-  local v=k8s.io/kubernetes/vendor/k8s.io/component-base/version ldflags
-  ldflags="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=20"
-  ldflags+=" -X $v.gitCommit=$K8S_COMMIT -X $v.gitTreeState=clean -X $v.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  # 4. Version flags must name the vendored paths: component-base's (what --version and the
+  # kubelet report) and client-go's (what the API server's /version answers), as
+  # hack/lib/version.sh sets both.
+  local v ldflags="-s -w" date
+  date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for v in k8s.io/kubernetes/vendor/k8s.io/component-base/version k8s.io/kubernetes/vendor/k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=20"
+    ldflags+=" -X $v.gitCommit=$K8S_COMMIT -X $v.gitTreeState=clean -X $v.buildDate=$date"
+  done
   local pkgs=() b
   for b in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
   log "building ${K8S_BINARIES[*]} (go $("$GO" env GOVERSION), nice 10; several minutes on a cold machine)"
@@ -232,7 +237,7 @@ write_archive() {
 # import_archive FILE: into containerd's k8s.io namespace (the CRI's); the same tag is replaced.
 import_archive() {
   [ -S "$CONTAINERD_SOCK" ] || die "containerd is not running (scripts/k8s-local.sh up first)"
-  ctr_k8s images import --no-unpack=false "$1" >&2
+  ctr_k8s images import "$1" >&2
 }
 
 # image NAME:TAG FILE...: each FILE at its absolute path, with its libraries; runs as 65532.
@@ -520,7 +525,7 @@ cmd_up() {
   spawn etcd etcd --name legate-local --data-dir "$STATE/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "legate-local=http://127.0.0.1:$ETCD_PEER_PORT" --listen-metrics-urls "" \
+    --initial-cluster "legate-local=http://127.0.0.1:$ETCD_PEER_PORT" \
     --snapshot-count 10000 --log-level warn
   log "starting containerd"
   spawn containerd containerd --config "$STATE/containerd/config.toml"
@@ -717,7 +722,7 @@ EOF
 }
 
 # quota_refused OUTPUT: kubectl's words for a 403 from the ResourceQuota admission.
-quota_refused() { [[ "$1" == *"(Forbidden)"* && "$1" == *"exceeded quota"* ]]; }
+quota_refused() { [[ "$1" == *" 403 Forbidden"* && "$1" == *"exceeded quota"* ]]; }
 
 cmd_selftest() {
   need_root
@@ -750,14 +755,15 @@ cmd_selftest() {
   out=$(kc -n "$ns" exec agent-1 -- cat /proc/1/status)
   check "seccomp filter active (Seccomp: 2)" grep -qE '^Seccomp:[[:space:]]+2' <<<"$out"
   check "no_new_privs set" grep -qE '^NoNewPrivs:[[:space:]]+1' <<<"$out"
-  check "no effective or bounding capabilities" grep -qE '^CapBnd:[[:space:]]+0+$' <<<"$out"
+  check "no bounding capabilities" grep -qE '^CapBnd:[[:space:]]+0+$' <<<"$out"
+  check "no effective capabilities" grep -qE '^CapEff:[[:space:]]+0+$' <<<"$out"
   check "memory limit applied (128Mi)" test "$(kc -n "$ns" exec agent-1 -- cat /sys/fs/cgroup/memory/memory.limit_in_bytes)" = 134217728
   # Quota: with pods: 1 used by agent-1, a second pod is refused with 403 "exceeded quota".
   kc -n "$ns" create quota legate-pods --hard=pods=1 >/dev/null
   wait_for 30 "the quota's status" "" sh -c "'$BIN/kubectl' --kubeconfig '$KUBECONFIG_ADMIN' -n $ns get quota legate-pods -o jsonpath='{.status.used.pods}' | grep -qx 1"
-  out=$(selftest_pod agent-2 | kc create -f - 2>&1 || true)
-  log "second pod under the quota: $out"
-  check "a 2nd pod is refused: Forbidden (403), exceeded quota" \
+  out=$(selftest_pod agent-2 | kc create -v=6 -f - 2>&1 || true)
+  log "second pod under the quota: $(grep -E 'POST .*/pods|Error from server' <<<"$out" | sed 's/^.*\] //')"
+  check "a 2nd pod is refused: 403 Forbidden, exceeded quota" \
     quota_refused "$out"
   kc delete namespace "$ns" --wait=true --timeout=120s >/dev/null
   check "the namespace is gone" sh -c "! '$BIN/kubectl' --kubeconfig '$KUBECONFIG_ADMIN' get namespace $ns >/dev/null 2>&1"
