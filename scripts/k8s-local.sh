@@ -50,6 +50,11 @@ DEB_PACKAGES=(etcd-server etcd-client containerd runc containernetworking-plugin
 CNI_BIN_DIR=/usr/lib/cni
 GO=/usr/lib/go-1.19/bin/go
 
+case "$STATE" in
+  /*) ;;
+  *) echo "k8s-local: LEGATE_K8S_STATE must be an absolute path (got '$STATE')" >&2; exit 2 ;;
+esac
+[ "$STATE" != / ] || { echo "k8s-local: LEGATE_K8S_STATE cannot be /" >&2; exit 2; }
 LOGS="$STATE/logs"
 PIDS="$STATE/pids"
 PKI="$STATE/pki"
@@ -185,6 +190,8 @@ build() {
 copy_into() {
   local root="$1" path="$2"
   mkdir -p "$root$(dirname "$path")"
+  # Not through a busybox applet's symlink of the same name (FILE /bin/sh replaces the applet).
+  rm -f "$root$path"
   cp -L --preserve=mode "$path" "$root$path"
 }
 
@@ -246,6 +253,7 @@ cmd_image() {
   [ $# -ge 2 ] || die "usage: image NAME:TAG FILE..."
   local ref="$1" root tmp f abs first=""
   shift
+  [ -S "$CONTAINERD_SOCK" ] || die "containerd is not running (scripts/k8s-local.sh up first)"
   tmp=$(mktemp -d)
   root="$tmp/rootfs"
   image_skeleton "$root"
@@ -267,6 +275,7 @@ cmd_image_node() {
   [ $# -eq 2 ] || die "usage: image-node NAME:TAG DIR"
   local ref="$1" src="$2" root tmp node
   [ -d "$src" ] || die "no such directory: $src"
+  [ -S "$CONTAINERD_SOCK" ] || die "containerd is not running (scripts/k8s-local.sh up first)"
   node=$(command -v node) || die "node is not installed"
   node=$(readlink -f "$node")
   tmp=$(mktemp -d)
@@ -517,6 +526,8 @@ cmd_up() {
   [ -d "$STATE" ] && cmd_down
   node=$(node_name)
   mkdir -p "$STATE" "$LOGS" "$PIDS"
+  # `down` removes only a directory that carries this mark.
+  echo "state of scripts/k8s-local.sh; removed by its down" >"$STATE/.legate-k8s-state"
   make_pki "$node"
   write_configs
   start_network
@@ -641,8 +652,10 @@ cmd_down() {
   fi
   # The kubelet's (now empty) pod cgroups.
   find /sys/fs/cgroup/*/kubepods -depth -type d -exec rmdir {} \; 2>/dev/null || true
-  if [ -n "$STATE" ] && [ -d "$STATE" ]; then
+  if [ -f "$STATE/.legate-k8s-state" ]; then
     rm -rf "$STATE" 2>/dev/null || { sleep 1; rm -rf "$STATE"; }
+  elif [ -d "$STATE" ]; then
+    log "not removing $STATE: it lacks the mark .legate-k8s-state that up writes"
   fi
   log "down; binaries kept in $BIN"
 }
