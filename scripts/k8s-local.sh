@@ -476,10 +476,16 @@ spawn() {
 }
 
 pid_of() { [ -f "$PIDS/$1.pid" ] && cat "$PIDS/$1.pid"; }
+# ours PID NAME: PID runs the program NAME (not a process that reused a stale pid).
+ours() {
+  local argv0
+  argv0=$(tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | head -n 1) || return 1
+  [ "$(basename "$argv0")" = "$2" ]
+}
 alive() {
   local pid
   pid=$(pid_of "$1" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+  [ -n "$pid" ] && ours "$pid" "$1"
 }
 
 # wait_for SECONDS WHAT COMPONENT CMD...: poll CMD until it succeeds; fail early with the log's
@@ -600,7 +606,7 @@ stop() {
   local name="$1" pid i
   pid=$(pid_of "$name" 2>/dev/null) || return 0
   rm -f "$PIDS/$name.pid"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  [ -n "$pid" ] && ours "$pid" "$name" || return 0
   log "stopping $name ($pid)"
   kill -TERM "$pid" 2>/dev/null || true
   for ((i = 0; i < 30; i++)); do
