@@ -78,6 +78,9 @@ pub struct SessionRequest {
     /// rules); the backend adds the preset's model host. A connection no rule names is
     /// refused, or put to `channel` when the policy says `ask`.
     pub network: Arc<legate_supervisor::network::NetworkRules>,
+    /// The task the session is opened for, when there is one (an agent's pod is annotated
+    /// with it).
+    pub task: Option<TaskId>,
 }
 
 /// Records which remote task a local task's turn runs as (see [`legate_core::RemoteRef`]).

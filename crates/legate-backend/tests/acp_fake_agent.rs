@@ -75,6 +75,7 @@ fn request(root: &Path, fake: &str, supervisor: Arc<dyn Supervisor>) -> SessionR
         ledger: None,
         mcp_servers: Vec::new(),
         network: Default::default(),
+        task: None,
     }
 }
 

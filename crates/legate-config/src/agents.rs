@@ -48,6 +48,12 @@ pub(crate) struct AgentTable {
     /// `[agents.NAME.network]`: egress rules of this agent's own, added to `[network]`
     /// (read by `crate::network`).
     network: Option<legate_supervisor::network::NetworkConfig>,
+    /// `"local"` (the default) or `"kubernetes"`: where the agent's process runs.
+    runtime: Option<String>,
+    /// The agent's image, with `runtime = "kubernetes"`.
+    image: Option<String>,
+    /// The agent's command in its pod (default: its `command` and `args`; revisor's own).
+    pod_command: Option<Vec<String>>,
 }
 
 impl AgentTable {
@@ -59,7 +65,11 @@ impl AgentTable {
 
 /// Sets `c.agents` to the built-in agents with `tables` merged over them (and `c.state_dirs`
 /// to the tables' `state_dir`s).
-pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig) -> Result<()> {
+pub(crate) fn resolve(
+    tables: BTreeMap<String, AgentTable>,
+    kubernetes: &crate::kubernetes::KubernetesTable,
+    c: &mut EngineConfig,
+) -> Result<()> {
     c.agents = builtin_agents()?;
     for (name, table) in tables {
         validate_name(&name).map_err(|e| Error::invalid_because(format!("agents.{name}"), e))?;
@@ -120,7 +130,17 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
                 "agents.{name}.credentials = \"proxy\" applies to ACP agents with a preset (claude, codex, gemini): only their model host is known"
             );
         }
+        let pod = crate::kubernetes::AgentPod {
+            runtime: table.runtime.clone(),
+            image: table.image.clone(),
+            pod_command: table.pod_command.clone(),
+        };
         if kind.as_str() == legate_remote::KIND || table.url.is_some() {
+            if pod.runtime.is_some() || pod.image.is_some() || pod.pod_command.is_some() {
+                refuse!(
+                    "agents.{name}.runtime, image and pod_command apply to agents Legate starts, not to remote agents"
+                );
+            }
             let spec = remote_agent(&name, kind, table, base.as_ref())?;
             c.agents.insert(name, spec);
             continue;
@@ -183,7 +203,7 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
                 .map(|b| b.inherit_env.clone())
                 .unwrap_or_default(),
         };
-        let mut spec = AgentSpec::command(name.clone(), kind, command)
+        let mut spec = AgentSpec::command(name.clone(), kind.clone(), command)
             .args(
                 table
                     .args
@@ -212,6 +232,26 @@ pub(crate) fn resolve(tables: BTreeMap<String, AgentTable>, c: &mut EngineConfig
             .model
             .or_else(|| base.as_ref().and_then(|b| b.model.clone()));
         spec.credentials = credentials;
+        let default_command = if kind == AgentKind::REVISOR {
+            vec![
+                "legate".to_string(),
+                "agent".to_string(),
+                "revisor".to_string(),
+            ]
+        } else {
+            spec.local_command()
+                .map(|l| {
+                    std::iter::once(l.command.clone())
+                        .chain(l.args.iter().cloned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if let Some(settings) =
+            crate::kubernetes::resolve(&name, &kind, &pod, default_command, kubernetes)?
+        {
+            spec.runtime = legate_core::AgentRuntime::Kubernetes(Box::new(settings));
+        }
         c.agents.insert(name, spec);
     }
     Ok(())

@@ -75,6 +75,10 @@ struct File {
     /// `[network]`: the egress policy (see `crate::network`).
     #[serde(default)]
     network: legate_supervisor::network::NetworkConfig,
+    /// `[kubernetes]`: the cluster agents with `runtime = "kubernetes"` run in (see
+    /// `crate::kubernetes`).
+    #[serde(default)]
+    kubernetes: crate::kubernetes::KubernetesTable,
 }
 
 /// The resolved configuration.
@@ -296,7 +300,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
         .filter_map(|(name, table)| table.network().map(|n| (name.clone(), n.clone())))
         .collect();
     crate::network::apply(&file.network, agent_networks, &mut c);
-    crate::agents::resolve(file.agents, &mut c)?;
+    crate::agents::resolve(file.agents, &file.kubernetes, &mut c)?;
 
     let default = env("LEGATE_DEFAULT_AGENT")
         .map(|v| (v, "LEGATE_DEFAULT_AGENT"))

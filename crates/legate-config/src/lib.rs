@@ -30,6 +30,7 @@ mod config;
 mod controls;
 mod error;
 pub mod fronts;
+mod kubernetes;
 pub mod mcp;
 mod memory;
 mod network;

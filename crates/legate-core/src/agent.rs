@@ -290,6 +290,9 @@ pub struct AgentSpec {
     /// only the egress proxy.
     #[serde(default, skip_serializing_if = "AgentCredentials::is_environment")]
     pub credentials: AgentCredentials,
+    /// Where its process runs: locally (the default) or in a pod of a cluster.
+    #[serde(default, skip_serializing_if = "crate::AgentRuntime::is_local")]
+    pub runtime: crate::AgentRuntime,
 }
 
 impl AgentSpec {
@@ -322,6 +325,7 @@ impl AgentSpec {
             description: None,
             model: None,
             credentials: AgentCredentials::Environment,
+            runtime: crate::AgentRuntime::Local,
         }
     }
 

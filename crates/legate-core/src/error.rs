@@ -173,6 +173,16 @@ error_codes! {
     RemoteProtocolError => "REMOTE_PROTOCOL_ERROR",
     /// A copy task was sent to a remote agent whose card does not declare Legate's copy-workspace extension.
     RemoteWorkspaceUnsupported => "REMOTE_WORKSPACE_UNSUPPORTED",
+    /// The Kubernetes API server could not be reached, or refused Legate's credentials.
+    KubeUnavailable => "KUBE_UNAVAILABLE",
+    /// The agent's pod did not start: its image, its spec, or the time it took.
+    PodStartFailed => "POD_START_FAILED",
+    /// The agent's pod was deleted or evicted, or its node lost, while a session used it.
+    PodLost => "POD_LOST",
+    /// The namespace's resource quota stayed full for longer than the agent may wait.
+    KubeQuotaExceeded => "KUBE_QUOTA_EXCEEDED",
+    /// A workspace kind that cannot travel to a pod (a shared directory).
+    PodWorkspaceUnsupported => "POD_WORKSPACE_UNSUPPORTED",
     /// The files of a copy task exceed the transfer bound to a remote agent; nothing was sent.
     CopyTooLarge => "COPY_TOO_LARGE",
     /// No comparison has that id.

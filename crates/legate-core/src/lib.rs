@@ -16,6 +16,7 @@ pub mod permission;
 pub mod remote;
 pub mod report;
 pub mod role;
+pub mod runtime;
 pub mod task;
 pub mod text;
 pub mod time;
@@ -46,6 +47,7 @@ pub use report::{
     Finding, PlanReport, PlanStep, Report, ReportBody, ReportOrigin, ReviewReport, Severity,
 };
 pub use role::{RoleBase, TaskRole};
+pub use runtime::{AgentRuntime, PodSettings};
 pub use task::{
     AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, NOTICE_SILENT_TURN, Refusal,
     STRUCTURED_OUTPUT_ATTACHMENT, Task, TaskId, TaskMode, TaskNotice, TaskResult, TaskState, Usage,

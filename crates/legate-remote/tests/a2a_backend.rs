@@ -121,6 +121,7 @@ fn request(dir: &Path, spec: AgentSpec, ledger: Option<Arc<dyn RemoteLedger>>) -
         ledger,
         mcp_servers: Vec::new(),
         network: Default::default(),
+        task: None,
     }
 }
 

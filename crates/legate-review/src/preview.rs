@@ -20,14 +20,7 @@ use legate_workspace::{
 use serde::{Deserialize, Serialize};
 
 /// Diff options: binary-safe, full ids, no renames, no external programs.
-const DIFF: &[&str] = &[
-    "diff-tree",
-    "-r",
-    "--no-renames",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--no-color",
-];
+const DIFF: &[&str] = legate_workspace::PATCH_DIFF.split_at(6).0;
 
 /// Computes the preview of the copy behind `baseline` (see the module docs).
 pub fn preview(
@@ -84,16 +77,8 @@ pub fn preview(
 /// literal pathspec, never by parsing headers).
 pub fn full_patch(baseline: &Baseline, tree: &str, path: Option<&str>) -> Result<Vec<u8>, Error> {
     let mut args: Vec<&str> = vec!["--literal-pathspecs"];
-    args.extend_from_slice(DIFF);
-    args.extend_from_slice(&[
-        "-p",
-        "--binary",
-        "--full-index",
-        "--src-prefix=a/",
-        "--dst-prefix=b/",
-        "HEAD",
-        tree,
-    ]);
+    args.extend_from_slice(legate_workspace::PATCH_DIFF);
+    args.extend_from_slice(&["HEAD", tree]);
     if let Some(p) = path {
         args.push("--");
         args.push(p);

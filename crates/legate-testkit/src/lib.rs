@@ -99,6 +99,7 @@
 //! (`cargo build -p legate-testkit --bin legate-scripted-agent`, which a plain
 //! `cargo test --workspace` also does).
 
+pub mod cluster;
 pub mod directives;
 pub mod fake_agy;
 pub mod flip;

@@ -83,6 +83,7 @@ fn request(
         ledger: None,
         mcp_servers: Vec::new(),
         network: Default::default(),
+        task: None,
     }
 }
 

@@ -102,6 +102,23 @@ pub(crate) fn scratch_index(baseline: &Baseline) -> Result<tempfile::NamedTempFi
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "a scratch index could not be made", e))
 }
 
+/// `git diff-tree` for a whole binary-safe patch between two trees (both given after it):
+/// full ids, no renames, no external programs, `a/` and `b/` prefixes. The preview's patch
+/// and a pod's returned patch are both made with it, so the same change is the same bytes.
+pub const PATCH_DIFF: &[&str] = &[
+    "diff-tree",
+    "-r",
+    "--no-renames",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-color",
+    "-p",
+    "--binary",
+    "--full-index",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+];
+
 /// Stages the copy's current state into a scratch index and returns its tree id.
 pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
     let scratch = scratch_index(baseline)?;

@@ -41,6 +41,7 @@ mod hidden;
 mod include;
 mod limits;
 mod line_endings;
+mod returned;
 mod sandbox;
 mod secrets;
 mod select;
@@ -50,7 +51,9 @@ mod staging;
 mod transfer;
 
 pub use baseline::Baseline;
-pub use changes::{ChangeStatus, FileChange, PatchSummary, Preview, parse_raw, stage_tree};
+pub use changes::{
+    ChangeStatus, FileChange, PATCH_DIFF, PatchSummary, Preview, parse_raw, stage_tree,
+};
 pub use cleanup::{entries, remove_owned_dir};
 pub use copy::read_inside_with_metadata;
 pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
@@ -62,6 +65,7 @@ pub use hidden::dot_git_entries;
 pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
+pub use returned::returned_from_files;
 pub use sandbox::{label, sandbox};
 pub use secrets::{BlockReason, BlockedFile, SecretPatterns};
 pub use select::{

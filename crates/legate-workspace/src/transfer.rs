@@ -163,7 +163,12 @@ pub fn read_copy(root: &Path, max_bytes: u64, max_files: usize) -> Result<Vec<Fi
 
 /// Writes `bytes` at `path` beneath `held` (parents made), then sets its mode to 0755 or
 /// 0644 on the open file: no name is followed.
-fn write_file(held: &Root, path: &str, bytes: &[u8], executable: bool) -> Result<(), Error> {
+pub(crate) fn write_file(
+    held: &Root,
+    path: &str,
+    bytes: &[u8],
+    executable: bool,
+) -> Result<(), Error> {
     let rel = Path::new(path);
     held.write(rel, bytes, true)
         .map_err(|e| beneath_error(path, &e))?;
@@ -198,18 +203,10 @@ fn remove_file(held: &Root, path: &str) -> Result<(), Error> {
     }
 }
 
-/// Makes a copy in `copy_dir` from `files` (received from a remote Legate) and its baseline
-/// in `baseline_dir`, self-contained, with exactly those files as its baseline commit.
-/// Neither directory may exist yet. Each path must be a safe relative path, each once
-/// (ignoring case); the files and bytes are bounded by `limits` (`COPY_LIMIT_EXCEEDED`).
-/// Every file is written beneath the new root without following links. On any error
-/// neither directory is left.
-pub fn make_copy_from_files(
-    files: &[FileBytes],
-    copy_dir: &Path,
-    baseline_dir: &Path,
-    limits: &CopyLimits,
-) -> Result<(CopyReport, Baseline), Error> {
+/// Checks files that came from elsewhere (a remote Legate, a pod) before any is written:
+/// each path safe (`check_path`) and given once ignoring case (`INVALID_WORKSPACE`), and
+/// their count and bytes within `limits` (`COPY_LIMIT_EXCEEDED`). Returns their bytes.
+pub(crate) fn check_files(files: &[FileBytes], limits: &CopyLimits) -> Result<u64, Error> {
     let mut seen = HashSet::new();
     let mut bytes = 0u64;
     for f in files {
@@ -233,6 +230,22 @@ pub fn make_copy_from_files(
             ),
         ));
     }
+    Ok(bytes)
+}
+
+/// Makes a copy in `copy_dir` from `files` (received from a remote Legate) and its baseline
+/// in `baseline_dir`, self-contained, with exactly those files as its baseline commit.
+/// Neither directory may exist yet. Each path must be a safe relative path, each once
+/// (ignoring case); the files and bytes are bounded by `limits` (`COPY_LIMIT_EXCEEDED`).
+/// Every file is written beneath the new root without following links. On any error
+/// neither directory is left.
+pub fn make_copy_from_files(
+    files: &[FileBytes],
+    copy_dir: &Path,
+    baseline_dir: &Path,
+    limits: &CopyLimits,
+) -> Result<(CopyReport, Baseline), Error> {
+    let bytes = check_files(files, limits)?;
     crate::copy::create_copy_dir(copy_dir)?;
     let made = (|| {
         let copy = crate::copy::resolve_copy_dir(copy_dir)?;
@@ -346,7 +359,11 @@ pub fn baseline_files(baseline: &Baseline) -> Result<Vec<ManifestFile>, Error> {
 
 /// The changes from tree `from` to tree `to`, with paths and modes checked as any patch's
 /// (`patch::parse_raw`: safe relative paths, regular files only).
-fn changes_between(baseline: &Baseline, from: &str, to: &str) -> Result<Vec<FileChange>, Error> {
+pub(crate) fn changes_between(
+    baseline: &Baseline,
+    from: &str,
+    to: &str,
+) -> Result<Vec<FileChange>, Error> {
     let raw = baseline.git().run(&[
         "diff-tree",
         "-r",

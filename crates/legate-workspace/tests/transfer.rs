@@ -285,3 +285,81 @@ fn a_copy_from_received_files_refuses_hostile_paths_and_leaves_nothing() {
     .unwrap_err();
     assert_eq!(e.code, ErrorCode::CopyLimitExceeded);
 }
+
+/// A pod's workspace that came back as files becomes the same patch a remote Legate would
+/// return for the same change, and it reaches the local copy through `apply_returned`: an
+/// edit, an addition, a deletion and a mode change, twice in a row (a second turn).
+#[test]
+fn files_that_came_back_make_the_remote_patch_and_apply() {
+    let p = pair();
+    let mut files = read_copy(p.local.copy(), u64::MAX, 100).unwrap();
+    files.retain(|f| f.path != "README.md");
+    files[1].bytes = b"fn one() { two() }\n".to_vec();
+    files[0].executable = false;
+    files.push(FileBytes {
+        path: "src/new.rs".into(),
+        bytes: b"pub fn two() {}\n".to_vec(),
+        executable: false,
+    });
+    // The same change made on a remote copy gives the same patch, byte for byte.
+    let remote = p.remote.copy();
+    std::fs::remove_file(remote.join("README.md")).unwrap();
+    std::fs::write(remote.join("src/lib.rs"), b"fn one() { two() }\n").unwrap();
+    std::fs::set_permissions(
+        remote.join("bin/run.sh"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::write(remote.join("src/new.rs"), b"pub fn two() {}\n").unwrap();
+    let (want_patch, want_manifest) = returned(&p.remote);
+    let (patch, manifest) = returned_from_files(&p.local, &files, &CopyLimits::default()).unwrap();
+    assert_eq!(patch, want_patch);
+    assert_eq!(manifest, want_manifest);
+    apply_returned(&p.local, &patch, &manifest).unwrap();
+    assert_eq!(snapshot(p.local.copy()), snapshot(remote));
+    // A second turn: from what the copy holds now.
+    files.retain(|f| f.path != "src/new.rs");
+    let (patch, manifest) = returned_from_files(&p.local, &files, &CopyLimits::default()).unwrap();
+    apply_returned(&p.local, &patch, &manifest).unwrap();
+    assert!(!p.local.copy().join("src/new.rs").exists());
+    assert!(p.local.copy().join("src/lib.rs").exists());
+    // Nothing of the scratch directories is left beside the baseline.
+    let left: Vec<_> = std::fs::read_dir(p.local.dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("returned-"))
+        .collect();
+    assert!(left.is_empty());
+}
+
+/// Hostile files from a pod: an unsafe path, a `.git` entry, a path given twice (by case),
+/// or more than the limits allow, are refused and the copy is unchanged.
+#[test]
+fn hostile_files_that_came_back_are_refused() {
+    let p = pair();
+    let before = snapshot(p.local.copy());
+    let file = |path: &str| FileBytes {
+        path: path.into(),
+        bytes: b"x".to_vec(),
+        executable: false,
+    };
+    for (files, code) in [
+        (vec![file("../escape")], ErrorCode::UnsafePath),
+        (vec![file(".git/config")], ErrorCode::UnsafePath),
+        (vec![file("/etc/passwd")], ErrorCode::UnsafePath),
+        (
+            vec![file("a.txt"), file("A.TXT")],
+            ErrorCode::InvalidWorkspace,
+        ),
+    ] {
+        let e = returned_from_files(&p.local, &files, &CopyLimits::default()).unwrap_err();
+        assert_eq!(e.code, code, "{}", e.message);
+    }
+    let limits = CopyLimits {
+        max_files: 1,
+        ..CopyLimits::default()
+    };
+    let e = returned_from_files(&p.local, &[file("a"), file("b")], &limits).unwrap_err();
+    assert_eq!(e.code, ErrorCode::CopyLimitExceeded);
+    assert_eq!(snapshot(p.local.copy()), before);
+}

@@ -4,7 +4,9 @@
 //! directory, then stops it. Nothing is prompted and no task is stored. Confinement is the
 //! engine's report too (`Engine::confinement`): fully, partly or not enforced, or
 //! `CONFINEMENT_UNAVAILABLE` when the configuration requires it and it cannot be had. It is
-//! checked before probing: such an agent is shown `not started` and is never spawned.
+//! checked before probing: such an agent is shown `not started` and is never spawned. An
+//! agent with `runtime = "kubernetes"` is probed in a pod of its own (made, handshaken,
+//! deleted), and its line says where it runs instead of the kernel's confinement.
 
 use crate::config::Config;
 use anyhow::Result;
@@ -28,9 +30,16 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
             detail,
             confinement,
         } = row(spec, engine).await;
-        let (confinement_wire, confinement_text) = match &confinement {
-            Ok(e) => (e.as_str().to_string(), format!("confinement {e}")),
-            Err(e) => ("unavailable".to_string(), e.to_string()),
+        let (confinement_wire, confinement_text) = match (spec.runtime.pod(), &confinement) {
+            (Some(pod), _) => (
+                "pod".to_string(),
+                format!(
+                    "runs in a Kubernetes pod (namespace {}, image {})",
+                    pod.namespace, pod.image
+                ),
+            ),
+            (None, Ok(e)) => (e.as_str().to_string(), format!("confinement {e}")),
+            (None, Err(e)) => ("unavailable".to_string(), e.to_string()),
         };
         let default = spec.name == config.engine.default_agent;
         if json_out {
@@ -44,6 +53,9 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                     "default": default,
                     "starts": starts, "detail": detail, "description": spec.description,
                     "confinement": confinement_wire,
+                    "runtime": spec.runtime.name(),
+                    "namespace": spec.runtime.pod().map(|p| p.namespace.as_str()),
+                    "image": spec.runtime.pod().map(|p| p.image.as_str()),
                 })
             )?;
         } else {
@@ -86,6 +98,7 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
         ),
         (Some(_), Ok(_))
             if spec.kind == AgentKind::ACP
+                && spec.runtime.is_local()
                 && spec
                     .local_command()
                     .is_some_and(|c| find_program(&c.command).is_none()) =>

@@ -320,8 +320,9 @@ fn main() -> ExitCode {
 /// The log filter when neither `LEGATE_LOG` nor `RUST_LOG` gives one: Legate's own warnings
 /// (every `legate*` target), and only errors from the libraries it uses, whose warnings
 /// (e.g. the ACP SDK's about a message it dropped) would mix into `legate run`'s output and
-/// say nothing the task's events do not.
-const DEFAULT_LOG: &str = "error,legate=warn";
+/// say nothing the task's events do not. The Kubernetes client logs every failed request as
+/// an error of its own; Legate reports those as `KUBE_UNAVAILABLE`, so they are off.
+const DEFAULT_LOG: &str = "error,legate=warn,kube_client=off";
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEGATE_LOG")

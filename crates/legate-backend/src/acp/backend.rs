@@ -86,20 +86,10 @@ impl AcpBackend {
         request: SessionRequest,
         sink: EventSink,
     ) -> Result<AcpSession> {
-        let root = std::fs::canonicalize(&request.boundary.root).map_err(|e| {
-            let root = request.boundary.root.display();
-            Error::quoting(
-                ErrorCode::AgentStartFailed,
-                format!("the workspace root {root} is unusable"),
-                e,
-            )
-        })?;
-        if !root.is_dir() {
-            return Err(Error::new(
-                ErrorCode::AgentStartFailed,
-                format!("the workspace root {} is not a directory", root.display()),
-            ));
+        if let Some(settings) = request.agent.runtime.pod().cloned() {
+            return super::pod::open(self.handshake_timeout, request, sink, &settings).await;
         }
+        let root = workspace_root(&request)?;
         if let Some(dir) = &request.blocked_dir {
             crate::cleanup::check(dir, &root)?;
         }
@@ -240,35 +230,19 @@ impl AcpBackend {
         };
         let result = handshake.run(&request).await;
         match result {
-            Ok((info, lifecycle, opened)) => {
-                sink.send(EventKind::Session {
-                    session_id: opened.session_id.clone(),
-                    resumed: opened.resumed,
-                });
-                shared.clear();
-                info!(agent = %request.agent.name, session_id = %opened.session_id, resumed = opened.resumed, "session opened");
-                Ok(AcpSession {
-                    facts: SessionFacts::new(info, opened.resumed).named(opened.session_id),
-                    lifecycle,
-                    closed: std::sync::atomic::AtomicBool::new(false),
+            Ok(handshaken) => Ok(opened(
+                &request,
+                &sink,
+                Running {
                     shared,
                     connection,
                     process,
-                    turn: tokio::sync::Mutex::new(()),
+                    egress,
+                    pod_copy: None,
                     blocked_dir: request.blocked_dir.clone(),
-                    legate_home: request.legate_home(),
-                    cleanup_recorded: std::sync::Mutex::new(false),
-                    model: std::sync::Mutex::new(
-                        opened
-                            .config_options
-                            .as_deref()
-                            .and_then(super::models::model_option),
-                    ),
-                    agent_name: request.agent.name.clone(),
-                    _egress: egress,
-                    default_model: request.agent.model.clone(),
-                })
-            }
+                },
+                handshaken,
+            )),
             Err(e) => {
                 warn!(agent = %request.agent.name, code = %e.code, error = %e.message, "agent could not be opened");
                 abandon(&shared, &process, &sink, request.blocked_dir.as_deref()).await;
@@ -276,6 +250,78 @@ impl AcpBackend {
                 Err(e)
             }
         }
+    }
+}
+
+/// The request's workspace root, canonical; `AGENT_START_FAILED` when it is unusable or not a
+/// directory.
+pub(super) fn workspace_root(request: &SessionRequest) -> Result<std::path::PathBuf> {
+    let root = std::fs::canonicalize(&request.boundary.root).map_err(|e| {
+        let root = request.boundary.root.display();
+        Error::quoting(
+            ErrorCode::AgentStartFailed,
+            format!("the workspace root {root} is unusable"),
+            e,
+        )
+    })?;
+    if !root.is_dir() {
+        return Err(Error::new(
+            ErrorCode::AgentStartFailed,
+            format!("the workspace root {} is not a directory", root.display()),
+        ));
+    }
+    Ok(root)
+}
+
+/// What runs once the agent's process (or pod) is up and connected.
+pub(super) struct Running {
+    pub(super) shared: Arc<HandlerState>,
+    pub(super) connection: Connection,
+    pub(super) process: ProcessGroup,
+    pub(super) egress: Option<crate::egress::Egress>,
+    pub(super) pod_copy: Option<super::pod::PodCopy>,
+    pub(super) blocked_dir: Option<std::path::PathBuf>,
+}
+
+/// The session a finished handshake opened: its `Session` event sent and its events no
+/// longer routed to the opening sink.
+pub(super) fn opened(
+    request: &SessionRequest,
+    sink: &EventSink,
+    running: Running,
+    (info, lifecycle, opened): (
+        crate::AgentInfo,
+        super::lifecycle::Lifecycle,
+        super::handshake::Opened,
+    ),
+) -> AcpSession {
+    sink.send(EventKind::Session {
+        session_id: opened.session_id.clone(),
+        resumed: opened.resumed,
+    });
+    running.shared.clear();
+    info!(agent = %request.agent.name, session_id = %opened.session_id, resumed = opened.resumed, "session opened");
+    AcpSession {
+        facts: SessionFacts::new(info, opened.resumed).named(opened.session_id),
+        lifecycle,
+        closed: std::sync::atomic::AtomicBool::new(false),
+        shared: running.shared,
+        connection: running.connection,
+        process: running.process,
+        turn: tokio::sync::Mutex::new(()),
+        blocked_dir: running.blocked_dir,
+        legate_home: request.legate_home(),
+        cleanup_recorded: std::sync::Mutex::new(false),
+        model: std::sync::Mutex::new(
+            opened
+                .config_options
+                .as_deref()
+                .and_then(super::models::model_option),
+        ),
+        agent_name: request.agent.name.clone(),
+        _egress: running.egress,
+        default_model: request.agent.model.clone(),
+        pod_copy: running.pod_copy,
     }
 }
 

@@ -89,6 +89,16 @@ pub(crate) async fn exited(
     if process.is_stopping() {
         return Error::new(code, format!("the agent was stopped during {what}"));
     }
+    if let (Some(pod), Some(why)) = (process.pod(), process.pod_lost()) {
+        return Error::new(
+            ErrorCode::PodLost,
+            format!(
+                "the agent's pod {} in namespace {} was lost during {what}: {why}",
+                pod.name(),
+                pod.namespace()
+            ),
+        );
+    }
     let _ = tokio::time::timeout(Duration::from_millis(500), shared.wait_stderr_closed()).await;
     let last = shared
         .last_stderr()

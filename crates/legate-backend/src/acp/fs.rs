@@ -107,6 +107,14 @@ fn refused(what: &str, root: &Root, path: &Path, error: &BeneathError) -> Refuse
 }
 
 /// The refusal for a root that could not be opened.
+/// A file request in a session whose files are not on this machine (an agent in a pod).
+pub(crate) fn no_file_service(path: &Path) -> Refused {
+    invalid(format!(
+        "{}: this session has no client file service; the agent runs in a pod and uses its own files",
+        path.display()
+    ))
+}
+
 pub(crate) fn unusable_root(path: &Path, error: &BeneathError) -> Refused {
     match error.io_error() {
         Some(source) => io_failure("open the root for", path, source),

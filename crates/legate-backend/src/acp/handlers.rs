@@ -267,6 +267,7 @@ pub(crate) async fn read_text_file(
     req: &acp::ReadTextFileRequest,
 ) -> Result<acp::ReadTextFileResponse, agent_client_protocol::Error> {
     let result = match shared.beneath() {
+        _ if !shared.serves_files() => Err(fs::no_file_service(&req.path)),
         _ if !shared.supervision().tools.allows_kind(ToolKind::Read) => {
             Err(fs::not_allowed("read", &req.path, ToolKind::Read))
         }
@@ -285,6 +286,7 @@ pub(crate) async fn write_text_file(
     let supervision = shared.supervision();
     let mode = supervision.mode;
     let result = match shared.beneath() {
+        _ if !shared.serves_files() => Err(fs::no_file_service(&req.path)),
         // An agent that skips the permission request and writes through the client is held
         // to the same allowed kinds.
         _ if !supervision.tools.allows_kind(ToolKind::Edit) => {

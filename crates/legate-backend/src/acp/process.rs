@@ -87,7 +87,7 @@ pub(crate) fn describe_exit(status: &ExitStatus) -> String {
     }
 }
 
-/// The running agent process group.
+/// The running agent process group, or the agent's command in its pod.
 #[derive(Debug)]
 pub(crate) struct ProcessGroup {
     pgid: i32,
@@ -96,6 +96,15 @@ pub(crate) struct ProcessGroup {
     stopping: AtomicBool,
     stopped: Mutex<Option<Cleanup>>,
     kill_grace: Duration,
+    /// For an agent in a pod: the pod, its command, and how that ended.
+    pod: Option<PodRun>,
+}
+
+/// An agent's command in its pod.
+#[derive(Debug)]
+pub(crate) struct PodRun {
+    pub(crate) pod: legate_kube::Pod,
+    exec: legate_kube::Exec,
 }
 
 impl ProcessGroup {
@@ -126,6 +135,55 @@ impl ProcessGroup {
             stopping: AtomicBool::new(false),
             stopped: Mutex::new(None),
             kill_grace,
+            pod: None,
+        }
+    }
+
+    /// Takes the agent's command in `pod` (its stdio already taken): it "exits" when the
+    /// command ends, with its status (a stream that ended without one, or a lost pod, reads
+    /// as killed by `SIGKILL`; [`ProcessGroup::pod_lost`] says which).
+    pub(crate) fn watch_pod(pod: legate_kube::Pod, exec: legate_kube::Exec) -> Self {
+        let (tx, rx) = watch::channel(None);
+        let mut ended = exec.ended.clone();
+        tokio::spawn(async move {
+            let reason = match ended.wait_for(Option::is_some).await {
+                Ok(r) => r.clone(),
+                Err(_) => None,
+            };
+            let status = match reason {
+                Some(legate_kube::ExitReason::Exited(code)) => {
+                    ExitStatus::from_raw((code & 0xff) << 8)
+                }
+                _ => ExitStatus::from_raw(9),
+            };
+            let _ = tx.send(Some(status));
+        });
+        Self {
+            pgid: 0,
+            processes: Processes::new(0, None),
+            exit: rx,
+            stopping: AtomicBool::new(false),
+            stopped: Mutex::new(None),
+            kill_grace: Duration::ZERO,
+            pod: Some(PodRun { pod, exec }),
+        }
+    }
+
+    /// The agent's pod, for an agent that runs in one.
+    pub(crate) fn pod(&self) -> Option<&legate_kube::Pod> {
+        self.pod.as_ref().map(|p| &p.pod)
+    }
+
+    /// Why the agent's pod was lost, or its command's stream ended without a status.
+    pub(crate) fn pod_lost(&self) -> Option<String> {
+        let run = self.pod.as_ref()?;
+        match run.exec.ended.borrow().clone() {
+            Some(legate_kube::ExitReason::Lost(why)) => Some(why),
+            Some(legate_kube::ExitReason::StreamEnded) => run
+                .pod
+                .lost()
+                .or_else(|| Some("the connection to the agent in its pod ended".to_string())),
+            _ => run.pod.lost(),
         }
     }
 
@@ -176,6 +234,19 @@ impl ProcessGroup {
         if let Some(done) = &*stopped {
             return done.clone();
         }
+        if let Some(run) = &self.pod {
+            run.exec.abort();
+            let verified = run.pod.delete().await;
+            let done = Cleanup {
+                verified,
+                pgid: 0,
+                stopped: true,
+                signals: Vec::new(),
+                outside_group: 0,
+            };
+            *stopped = Some(done.clone());
+            return done;
+        }
         let (signals, outside_group) = self.processes.stop(self.kill_grace).await;
         if self.exited_within(Duration::from_secs(5)).await.is_none() {
             warn!(pgid = self.pgid, "agent process did not exit after SIGKILL");
@@ -206,7 +277,8 @@ impl Drop for ProcessGroup {
             .try_lock()
             .map(|g| g.is_some())
             .unwrap_or(false);
-        if !stopped && self.processes.kill_now() {
+        // A pod is deleted by its own handle when the last one goes.
+        if !stopped && self.pod.is_none() && self.processes.kill_now() {
             debug!(pgid = self.pgid, "agent processes killed on drop");
         }
     }

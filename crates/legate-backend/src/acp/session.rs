@@ -51,8 +51,8 @@ impl Connection {
     /// Starts the connection over the agent's pipes. Fails only when the SDK's driver ends
     /// before it handed out its connection.
     pub(crate) async fn start(
-        stdin: tokio::process::ChildStdin,
-        stdout: tokio::process::ChildStdout,
+        stdin: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+        stdout: impl tokio::io::AsyncRead + Unpin + Send + 'static,
         shared: Arc<HandlerState>,
     ) -> Result<Self> {
         let transport = transport::lines(stdin, stdout, shared.clone());
@@ -193,6 +193,9 @@ pub struct AcpSession {
     pub(crate) default_model: Option<String>,
     /// The egress proxy of the agent's network namespace, stopped with the session.
     pub(crate) _egress: Option<crate::egress::Egress>,
+    /// For an agent in a pod working on a copy: the local copy its workspace comes back to
+    /// after each turn.
+    pub(crate) pod_copy: Option<super::pod::PodCopy>,
 }
 
 impl fmt::Debug for AcpSession {
@@ -341,6 +344,32 @@ pub(crate) fn record_cleanup(
     blocked_dir: Option<&std::path::Path>,
     root: &std::path::Path,
 ) {
+    if let Some(pod) = process.pod() {
+        // Nothing of a pod runs on this machine: there is no root to block.
+        tracing::info!(
+            pod = pod.name(),
+            verified = cleanup.verified,
+            "agent pod cleanup"
+        );
+        emit(legate_core::EventKind::Notice {
+            message: if cleanup.verified {
+                format!("agent pod {} deleted: it is gone", pod.name())
+            } else {
+                format!(
+                    "agent pod {} was deleted but still there after 30 s; the next engine's sweep or its deadline ends it",
+                    pod.name()
+                )
+            },
+            detail: serde_json::json!({
+                "podCleanup": {
+                    "verified": cleanup.verified,
+                    "pod": pod.name(),
+                    "namespace": pod.namespace(),
+                }
+            }),
+        });
+        return;
+    }
     crate::cleanup::record(
         "agent",
         cleanup,
@@ -412,10 +441,17 @@ impl AgentSession for AcpSession {
             crate::cleanup::check(dir, self.shared.root())?;
         }
         let model = self.apply_model(&turn, &sink).await?;
+        let turn_sink = sink.clone();
         self.shared.route_to(sink, Some(turn.mode));
         self.shared.route_task(turn.task_id.clone());
         let _clear = TurnGuard(&self.shared);
-        let result = self.run_turn(turn, model).await;
+        let mut result = self.run_turn(turn, model).await;
+        // An agent in a pod: what it did comes back to the local copy before the turn ends.
+        if let (Ok(_), Some(copy), Some(pod)) = (&result, &self.pod_copy, self.process.pod())
+            && let Err(e) = copy.bring_back(pod, &turn_sink).await
+        {
+            result = Err(e);
+        }
         // The agent exited, or is being stopped (shutdown during the turn): what is left of
         // its group is stopped, and the cleanup recorded on this turn, before the route closes.
         if self.process.exit_status().is_some() || self.process.is_stopping() {

@@ -65,6 +65,9 @@ pub(crate) struct HandlerState {
     root: PathBuf,
     /// The root held open for the file service, once it was first needed.
     beneath: Mutex<Option<Arc<legate_beneath::Root>>>,
+    /// Whether `fs/read_text_file` and `fs/write_text_file` are served (not for an agent in
+    /// a pod, whose files are not on this machine).
+    files: bool,
     /// The session's temp directory inside its root, if it has one: removed (when empty) as
     /// the last handle on this state goes, that is when the session and its connection end.
     _session_tmp: Option<SessionTmp>,
@@ -88,8 +91,20 @@ impl HandlerState {
             asks: Arc::default(),
             root,
             beneath: Mutex::new(None),
+            files: true,
             _session_tmp: None,
         }
+    }
+
+    /// The same state, serving no file requests: its root is the agent's view in a pod.
+    pub(crate) fn without_files(mut self) -> Self {
+        self.files = false;
+        self
+    }
+
+    /// Whether the client file service is on.
+    pub(crate) fn serves_files(&self) -> bool {
+        self.files
     }
 
     /// The same state, keeping `session_tmp` for as long as it lives.

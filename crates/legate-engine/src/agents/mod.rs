@@ -150,6 +150,7 @@ impl Core {
             ledger: None,
             mcp_servers: Vec::new(),
             network: self.config().network_for(name),
+            task: None,
         };
         Ok((backend, request))
     }

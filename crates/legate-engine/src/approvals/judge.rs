@@ -251,6 +251,7 @@ fn session_request(
         ledger: None,
         mcp_servers: Vec::new(),
         network: engine.config().network_for(&agent.name),
+        task: None,
     };
     Ok((backend, request, capabilities.structured_output))
 }

@@ -45,6 +45,7 @@ pub(crate) mod forbidden;
 pub(crate) mod integration_recovery;
 pub(crate) mod ledger;
 pub(crate) mod leftovers;
+mod pods;
 pub(crate) mod pool;
 pub mod runner;
 
@@ -161,6 +162,7 @@ impl Core {
             );
         }
         store.prune_finished(config.retention)?;
+        pods::sweep_on_start(config.agents.values(), &paths);
         let (shutdown, _) = watch::channel(false);
         let core = Core {
             inner: Arc::new_cyclic(|weak| Inner {

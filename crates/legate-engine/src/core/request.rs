@@ -313,6 +313,15 @@ impl Core {
                 (WorkspaceKind::Copy, None)
             }
             WorkspaceRequest::Shared(dir) => {
+                if agent.runtime.pod().is_some() {
+                    return Err(Error::new(
+                        legate_core::ErrorCode::PodWorkspaceUnsupported,
+                        format!(
+                            "agent {:?} runs in a Kubernetes pod, and a shared directory never leaves this machine; use a copy or a sandbox",
+                            agent.name
+                        ),
+                    ));
+                }
                 let b = legate_workspace::shared(&dir, agent.allow_execute)?;
                 (WorkspaceKind::Shared, Some(b.root))
             }

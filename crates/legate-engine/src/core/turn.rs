@@ -519,6 +519,7 @@ impl Core {
             ))),
             mcp_servers: crate::controls::catalogued(&inner.config.controls, &task.controls),
             network: inner.config.network_for(&agent.name),
+            task: Some(task.id.clone()),
         }
     }
 

@@ -1,0 +1,316 @@
+//! A workspace's files into a pod and back, as tar streams over `exec`.
+//!
+//! In: [`pack`] writes the files (regular files only, each with its mode) into a tar archive,
+//! and [`ship_in`] runs `sh -c 'head -c N | tar -xf - -C /workspace'` in the pod (Kubernetes
+//! before 1.30 cannot close an exec's stdin, so the archive's length ends it). Back:
+//! [`ship_back`] runs `tar -cf - -C /workspace .` and reads at most the bound, and [`unpack`]
+//! reads the archive as hostile input: regular files and directories only (a link, a device
+//! or a FIFO is `UNSAFE_PATH`), relative UTF-8 paths without `..`, each path once, bounded
+//! in count and bytes (`COPY_TOO_LARGE`). Both commands run in the pod, as the agent's user,
+//! under the pod's confinement. The image must have `sh`, `head` and `tar`.
+//!
+//! This module never writes a local file: the workspace checks and applies what comes back.
+
+use crate::WORKSPACE;
+use crate::pod::{ExitReason, Pod, wait_for};
+use legate_core::{Error, ErrorCode, Result};
+use std::collections::HashSet;
+use std::io::Read;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One file of a workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Its relative path (`/`-separated).
+    pub path: String,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// Whether it is executable.
+    pub executable: bool,
+}
+
+/// `entries` as a tar archive.
+pub fn pack(entries: &[Entry]) -> Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for e in entries {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(e.bytes.len() as u64);
+        header.set_mode(if e.executable { 0o755 } else { 0o644 });
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mtime(0);
+        builder
+            .append_data(&mut header, &e.path, e.bytes.as_slice())
+            .map_err(|err| {
+                Error::caused_by(
+                    ErrorCode::Internal,
+                    format!("{} could not be packed", e.path),
+                    err,
+                )
+            })?;
+    }
+    builder
+        .into_inner()
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "the archive could not be finished", e))
+}
+
+/// The files of a tar archive that came back from a pod (see the module docs).
+pub fn unpack(archive: &[u8], max_files: usize, max_bytes: u64) -> Result<Vec<Entry>> {
+    let mut reader = tar::Archive::new(archive);
+    let entries = reader.entries().map_err(unreadable)?;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut total = 0u64;
+    for entry in entries {
+        let mut entry = entry.map_err(unreadable)?;
+        let raw = entry.path_bytes().into_owned();
+        let path = clean_path(&raw)?;
+        let kind = entry.header().entry_type();
+        if kind.is_dir() {
+            continue;
+        }
+        if !(kind.is_file() || kind == tar::EntryType::Continuous) {
+            return Err(unsafe_path(
+                &path,
+                "it is not a regular file (a link, a device or a FIFO)",
+            ));
+        }
+        if path.is_empty() {
+            return Err(unsafe_path(".", "a file without a name"));
+        }
+        if !seen.insert(path.clone()) {
+            return Err(unsafe_path(&path, "it appears twice in the archive"));
+        }
+        let size = entry.header().size().map_err(unreadable)?;
+        total = total.saturating_add(size);
+        if out.len() >= max_files || total > max_bytes {
+            return Err(Error::new(
+                ErrorCode::CopyTooLarge,
+                format!(
+                    "the pod's workspace holds more than {max_files} files or {max_bytes} bytes"
+                ),
+            ));
+        }
+        let mode = entry.header().mode().map_err(unreadable)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        entry
+            .by_ref()
+            .take(size)
+            .read_to_end(&mut bytes)
+            .map_err(unreadable)?;
+        out.push(Entry {
+            path,
+            bytes,
+            executable: mode & 0o111 != 0,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// `./a/b` → `a/b`; refuses absolute paths, `..`, empty components and names that are not
+/// UTF-8.
+fn clean_path(raw: &[u8]) -> Result<String> {
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| unsafe_path(&String::from_utf8_lossy(raw), "its name is not UTF-8"))?;
+    if text.starts_with('/') {
+        return Err(unsafe_path(text, "it is absolute"));
+    }
+    let mut parts = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(unsafe_path(text, "it climbs out with `..`")),
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+fn unsafe_path(path: &str, why: &str) -> Error {
+    let shown: String = path.chars().take(200).collect();
+    Error::new(ErrorCode::UnsafePath, format!("{shown}: {why}"))
+}
+
+fn unreadable(e: std::io::Error) -> Error {
+    Error::caused_by(
+        ErrorCode::UnsafePath,
+        "the pod's workspace archive could not be read",
+        e,
+    )
+}
+
+/// Writes `archive` (from [`pack`]) into the pod's workspace.
+pub async fn ship_in(pod: &Pod, archive: &[u8]) -> Result<()> {
+    let command = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        format!("head -c \"$1\" | tar -xf - -C {WORKSPACE}"),
+        "sh".to_string(),
+        archive.len().to_string(),
+    ];
+    let mut exec = pod.exec(&command).await?;
+    let mut stderr = std::mem::replace(&mut exec.stderr, Box::new(tokio::io::empty()));
+    let errors = tokio::spawn(async move {
+        let mut text = Vec::new();
+        let _ = (&mut stderr).take(4096).read_to_end(&mut text).await;
+        text
+    });
+    let ended_rx = exec.ended.clone();
+    let stdin = &mut exec.stdin;
+    let written = async {
+        stdin.write_all(archive).await?;
+        stdin.flush().await
+    };
+    let write = tokio::select! {
+        r = written => r.map_err(|e| Error::caused_by(ErrorCode::PodStartFailed, "the workspace could not be sent to the pod", e)),
+        reason = wait_for(ended_rx) => Err(ended("unpacking the workspace in the pod", &reason, b"")),
+    };
+    write?;
+    let reason = exec.wait().await;
+    let text = errors.await.unwrap_or_default();
+    match reason {
+        ExitReason::Exited(0) => Ok(()),
+        other => Err(ended("unpacking the workspace in the pod", &other, &text)),
+    }
+}
+
+/// Reads the pod's workspace as a tar archive of at most `max_bytes` (plus the archive's own
+/// framing); `COPY_TOO_LARGE` past it.
+pub async fn ship_back(pod: &Pod, max_bytes: u64) -> Result<Vec<u8>> {
+    let command: Vec<String> = ["tar", "-cf", "-", "-C", WORKSPACE, "."]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+    let mut exec = pod.exec(&command).await?;
+    // Headers and padding: at most 1.5 KiB a file over the bytes themselves for a bounded
+    // number of files; a generous fixed margin keeps the bound simple.
+    let bound = max_bytes.saturating_add(64 * 1024 * 1024);
+    let mut archive = Vec::new();
+    let ended_rx = exec.ended.clone();
+    let mut limited = (&mut exec.stdout).take(bound.saturating_add(1));
+    let read = limited.read_to_end(&mut archive);
+    let result = tokio::select! {
+        r = read => r.map_err(|e| Error::caused_by(ErrorCode::PodLost, "the pod's workspace could not be read", e)),
+        reason = async {
+            let r = wait_for(ended_rx).await;
+            // A command that ended may still have output in flight: only a lost pod stops the read.
+            if matches!(r, ExitReason::Lost(_)) { r } else { std::future::pending().await }
+        } => Err(ended("reading the pod's workspace", &reason, b"")),
+    };
+    result?;
+    if archive.len() as u64 > bound {
+        exec.abort();
+        return Err(Error::new(
+            ErrorCode::CopyTooLarge,
+            format!("the pod's workspace is larger than {max_bytes} bytes"),
+        ));
+    }
+    match exec.wait().await {
+        ExitReason::Exited(0) => Ok(archive),
+        other => Err(ended("reading the pod's workspace", &other, b"")),
+    }
+}
+
+fn ended(what: &str, reason: &ExitReason, stderr: &[u8]) -> Error {
+    let code = match reason {
+        ExitReason::Lost(_) => ErrorCode::PodLost,
+        _ => ErrorCode::PodStartFailed,
+    };
+    let said = String::from_utf8_lossy(stderr);
+    let said: String = said.trim().chars().take(300).collect();
+    let tail = if said.is_empty() {
+        String::new()
+    } else {
+        format!("; it said: {said}")
+    };
+    Error::new(code, format!("{what} failed ({reason}){tail}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+
+    fn entry(path: &str, bytes: &[u8], executable: bool) -> Entry {
+        Entry {
+            path: path.into(),
+            bytes: bytes.to_vec(),
+            executable,
+        }
+    }
+
+    #[test]
+    fn what_is_packed_unpacks_the_same() {
+        let files = vec![
+            entry("a.txt", b"hello", false),
+            entry("bin/run", b"#!/bin/sh\n", true),
+        ];
+        let back = unpack(&pack(&files).unwrap(), 10, 1000).unwrap();
+        assert_eq!(back, files);
+    }
+
+    fn archive_with(kind: tar::EntryType, path: &str) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(0);
+        h.set_mode(0o644);
+        if kind == tar::EntryType::Symlink || kind == tar::EntryType::Link {
+            h.set_link_name("/etc/passwd").unwrap();
+        }
+        // Written raw: the builder itself refuses `..`.
+        let name = h.as_old_mut();
+        name.name[..path.len()].copy_from_slice(path.as_bytes());
+        h.set_cksum();
+        b.append(&h, std::io::empty()).unwrap();
+        b.into_inner().unwrap()
+    }
+
+    /// A hostile pod's archive: links, devices, FIFOs, absolute paths and `..` are refused.
+    #[test]
+    fn hostile_archives_are_refused() {
+        for (kind, path) in [
+            (tar::EntryType::Symlink, "a"),
+            (tar::EntryType::Link, "a"),
+            (tar::EntryType::Char, "dev"),
+            (tar::EntryType::Fifo, "fifo"),
+            (tar::EntryType::Regular, "/etc/x"),
+            (tar::EntryType::Regular, "../x"),
+            (tar::EntryType::Regular, "a/../../x"),
+        ] {
+            let e = unpack(&archive_with(kind, path), 10, 1000).unwrap_err();
+            assert_eq!(
+                e.code,
+                ErrorCode::UnsafePath,
+                "{kind:?} {path}: {}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn archives_past_the_bounds_are_refused() {
+        let files: Vec<_> = (0..5)
+            .map(|i| entry(&format!("f{i}"), b"12345", false))
+            .collect();
+        let a = pack(&files).unwrap();
+        assert_eq!(
+            unpack(&a, 4, 1000).unwrap_err().code,
+            ErrorCode::CopyTooLarge
+        );
+        assert_eq!(
+            unpack(&a, 10, 24).unwrap_err().code,
+            ErrorCode::CopyTooLarge
+        );
+        assert_eq!(unpack(&a, 5, 25).unwrap().len(), 5);
+    }
+
+    proptest! {
+        /// Any bytes: an error or files, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let _ = unpack(&bytes, 100, 1 << 20);
+        }
+    }
+}
