@@ -195,14 +195,19 @@ copy_into() {
   cp -L --preserve=mode "$path" "$root$path"
 }
 
-# copy_with_libs ROOT FILE: FILE plus every library ldd lists for it and the dynamic loader.
-copy_with_libs() {
+# libs_into ROOT FILE: every library ldd lists for FILE and the dynamic loader (not FILE).
+libs_into() {
   local root="$1" file="$2" lib
-  copy_into "$root" "$file"
-  # Static binaries make ldd fail ("not a dynamic executable"): nothing more to copy.
   for lib in $(ldd "$file" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }'); do
     [ -e "$root$lib" ] || copy_into "$root" "$lib"
   done
+}
+
+# copy_with_libs ROOT FILE: FILE plus every library ldd lists for it and the dynamic loader.
+copy_with_libs() {
+  copy_into "$1" "$2"
+  # Static binaries make ldd fail ("not a dynamic executable"): nothing more to copy.
+  libs_into "$1" "$2"
 }
 
 # The common skeleton: an agent user 65532, /tmp 1777, /workspace and /home/agent owned by the
@@ -285,6 +290,14 @@ cmd_image_node() {
   [ "$node" = /usr/bin/node ] || { mkdir -p "$root/usr/bin"; ln -sf "$node" "$root/usr/bin/node"; }
   mkdir -p "$root/opt/agent"
   cp -a "$src/." "$root/opt/agent/"
+  # Native executables the adapter ships (Claude Code's own binary, ripgrep...) need their
+  # libraries too: librt, libpthread... that node alone does not pull in.
+  local exe
+  while IFS= read -r -d '' exe; do
+    if [ "$(head -c 4 "$exe" | od -An -c | tr -d ' ')" = '177ELF' ]; then
+      libs_into "$root" "$exe"
+    fi
+  done < <(find "$src" -type f -perm -u+x -size +1k -print0)
   write_archive "$root" "$ref" "$tmp/image.tar" null '["/usr/bin/node"]' 65532:65532
   import_archive "$tmp/image.tar"
   log "imported $ref ($(du -sh "$tmp/image.tar" | cut -f1)): $node + $src at /opt/agent"

@@ -7,6 +7,8 @@
 #   scripts/real-adapters.sh                     # the current releases, all three
 #   scripts/real-adapters.sh claude              # only tests whose name contains "claude"
 #   LEGATE_ADAPTERS=old scripts/real-adapters.sh # the releases the presets first supported
+#   scripts/real-adapters.sh kubernetes          # Claude's adapter in a pod of the local cluster
+#                                                # (scripts/k8s-local.sh up; KUBECONFIG exported)
 #
 # LEGATE_ADAPTERS_DIR: where each set's node_modules goes, as <dir>/current and <dir>/old
 # (default ~/.cache/legate-adapters). The versions are the ones the presets' `verified`
@@ -34,6 +36,11 @@ export LEGATE_ADAPTERS_DIR="$base"
 export LEGATE_ADAPTERS="$set_name"
 echo "real-adapters: $set_name set: $want ($(date -u +%Y-%m-%dT%H:%MZ))" >&2
 start=$(date +%s)
-cargo test -p legate-testkit --features real-adapters --test real_adapters -- \
-  --test-threads=1 --nocapture "${1:-}"
+if [ "${1:-}" = kubernetes ]; then
+  : "${KUBECONFIG:?run scripts/k8s-local.sh up and export the KUBECONFIG line it prints}"
+  cargo test -p legate --test kubernetes -- --ignored --nocapture claude_runs_in_a_pod
+else
+  cargo test -p legate-testkit --features real-adapters --test real_adapters -- \
+    --test-threads=1 --nocapture "${1:-}"
+fi
 echo "real-adapters: finished in $(( $(date +%s) - start )) s" >&2

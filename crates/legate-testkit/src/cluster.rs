@@ -90,7 +90,7 @@ impl LocalCluster {
         lock.lock().expect("lock");
         let inside = dir.join(&name);
         let tag = format!("legate-test-{}:{hash}", name.replace('_', "-"));
-        if !dir.join("imported").exists() {
+        if !self.has_image(&tag) {
             run(Command::new("strip").arg("-o").arg(&inside).arg(binary)).expect("strip");
             run(Command::new("bash")
                 .arg(script())
@@ -98,9 +98,59 @@ impl LocalCluster {
                 .arg(&tag)
                 .arg(&inside))
             .expect("image import");
-            std::fs::write(dir.join("imported"), b"").expect("marker");
         }
         (tag, inside)
+    }
+
+    /// Whether the node already holds image `tag` (a cluster started again has none: its
+    /// images go with its state).
+    fn has_image(&self, tag: &str) -> bool {
+        let client = self.client();
+        let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+        let Ok(nodes) = runtime().block_on(api.list(&ListParams::default())) else {
+            return false;
+        };
+        let want = format!("docker.io/library/{tag}");
+        nodes.items.iter().any(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.images.as_ref())
+                .is_some_and(|images| {
+                    images.iter().any(|i| {
+                        i.names
+                            .as_ref()
+                            .is_some_and(|names| names.iter().any(|x| *x == want))
+                    })
+                })
+        })
+    }
+
+    /// An image holding the machine's `node` and `dir` (an ACP adapter's install) at
+    /// `/opt/agent` (`k8s-local.sh image-node`), imported once per content of `dir`'s
+    /// `package-lock.json` and of the script; returns its tag.
+    ///
+    /// # Panics
+    /// When the image cannot be made.
+    #[must_use]
+    pub fn node_image(&self, dir: &Path) -> String {
+        // Named by what makes it: the adapters' lock file and the script that builds it.
+        let mut made = std::fs::read(dir.join("package-lock.json")).unwrap_or_default();
+        made.extend(std::fs::read(script()).unwrap_or_default());
+        let hash = fnv_hex(&made);
+        let marks = under_target("legate-k8s-image").join(format!("node-{hash}"));
+        std::fs::create_dir_all(&marks).expect("image dir");
+        let held = std::fs::File::create(marks.join("lock")).expect("lock");
+        held.lock().expect("lock");
+        let tag = format!("legate-test-node:{hash}");
+        if !self.has_image(&tag) {
+            run(Command::new("bash")
+                .arg(script())
+                .arg("image-node")
+                .arg(&tag)
+                .arg(dir))
+            .expect("node image import");
+        }
+        tag
     }
 
     /// A namespace of the test's own (its default service account made), deleted on drop.

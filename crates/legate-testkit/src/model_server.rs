@@ -92,7 +92,13 @@ pub struct ModelServer {
 impl ModelServer {
     /// Starts a server on an ephemeral port of 127.0.0.1.
     pub fn start() -> std::io::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        Self::start_on(std::net::Ipv4Addr::LOCALHOST)
+    }
+
+    /// Starts a server on an ephemeral port of `ip`: an address of this machine (the local
+    /// cluster's pod bridge, for an adapter in a pod), never one beyond it.
+    pub fn start_on(ip: std::net::Ipv4Addr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind((ip, 0))?;
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -112,7 +118,7 @@ impl ModelServer {
         Ok(Self { addr, state, stop })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<address>:<port>`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }

@@ -363,3 +363,75 @@ fn an_image_that_cannot_be_had_and_an_api_server_that_is_down_have_clear_codes()
         text(&out)
     );
 }
+
+/// The opt-in suite's part (`cargo test -p legate --test kubernetes -- --ignored`, after
+/// `scripts/real-adapters.sh` installed the adapters): the real Claude adapter in a pod, its
+/// model the scripted server on the cluster's pod bridge (10.244.0.1, this machine's side of
+/// the pod network `k8s-local.sh` made), writing a file under the local supervisor's ruling.
+#[test]
+#[ignore = "opt-in: needs scripts/real-adapters.sh's adapters and the local cluster"]
+fn claude_runs_in_a_pod() {
+    use legate_testkit::model_server::{ModelServer, Step};
+    let Some(cluster) = LocalCluster::from_env() else {
+        return;
+    };
+    let adapters = std::path::PathBuf::from(std::env::var_os("HOME").unwrap())
+        .join(".cache/legate-adapters/current");
+    let js = "node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js";
+    assert!(
+        adapters.join(js).is_file(),
+        "run scripts/real-adapters.sh first"
+    );
+    let tag = cluster.node_image(&adapters);
+    let server = ModelServer::start_on(std::net::Ipv4Addr::new(10, 244, 0, 1)).unwrap();
+    server.script(vec![
+        Step::tool(
+            "Write",
+            serde_json::json!({"file_path": "/workspace/hello.txt", "content": "written in a pod"}),
+        ),
+        Step::text("Done: hello.txt is written."),
+    ]);
+    let ns = cluster.namespace("lt-claude");
+    let config = format!(
+        "[kubernetes]\nkubeconfig = {:?}\nnamespace = {:?}\nimage_pull_policy = \"Never\"\nstart_secs = 120\n# The scripted model is on the node's side of the pod bridge.\ndeny_egress = false\n\n[agents.claude]\nruntime = \"kubernetes\"\nimage = {tag:?}\npod_command = [\"node\", \"/opt/agent/{js}\"]\nenv = {{ ANTHROPIC_BASE_URL = {:?}, ANTHROPIC_API_KEY = \"sk-ant-legate-test\" }}\n",
+        cluster.kubeconfig.display().to_string(),
+        ns.name,
+        server.url(),
+    );
+    let env = CliHome::with_config(LEGATE, &config);
+    env.make_project(&[("README.md", "# Project\n")]);
+    let project = env.project().to_string_lossy().into_owned();
+    let out = env.run(&[
+        "run",
+        "--agent",
+        "claude",
+        "--timeout",
+        "300",
+        "--copy",
+        &project,
+        "Do what the model says.",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id(&out);
+    assert_eq!(env.show(&id)["state"], "completed");
+    assert!(pod_of(&env, &id).is_some(), "it ran in a pod");
+    let events = env.events(&id);
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(all.contains("hello.txt"), "the write is among its events");
+    // The adapter in the pod asked to write; the local supervisor answered, as for a local one.
+    let permissions: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "permission")
+        .collect();
+    assert!(
+        permissions
+            .iter()
+            .any(|p| p.to_string().contains("hello.txt") && p["verdict"]["optionId"].is_string()),
+        "{permissions:?}"
+    );
+    assert!(
+        !server.requests().is_empty(),
+        "the adapter in the pod reached its model"
+    );
+    no_pods(&ns);
+}
