@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// How long one API request may take before the server counts as unreachable.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often a session waiting on the quota tries again.
 const QUOTA_RETRY: Duration = Duration::from_secs(2);
 
@@ -191,22 +191,30 @@ impl Cluster {
     pub(crate) async fn delete_named(&self, name: &str) {
         let params = DeleteParams::background().grace_period(0);
         for (what, result) in [
-            ("pod", self.pods().delete(name, &params).await.map(|_| ())),
-            (
-                "secret",
-                self.secrets().delete(name, &params).await.map(|_| ()),
-            ),
+            ("pod", delete_one(&self.pods(), name, &params).await),
+            ("secret", delete_one(&self.secrets(), name, &params).await),
             (
                 "network policy",
-                self.policies().delete(name, &params).await.map(|_| ()),
+                delete_one(&self.policies(), name, &params).await,
             ),
         ] {
-            match result {
-                Ok(()) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => warn!(object = name, what, error = %e, "could not delete"),
+            if let Err(e) = result {
+                warn!(object = name, what, code = %e.code, error = %e.message, "could not delete");
             }
         }
+    }
+}
+
+/// Deletes `name` through `api` within the request timeout; one already gone is no error.
+async fn delete_one<K>(api: &Api<K>, name: &str, params: &DeleteParams) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match tokio::time::timeout(REQUEST_TIMEOUT, api.delete(name, params)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
+        Ok(Err(e)) => Err(api_error("delete an object", e)),
+        Err(_) => Err(unreachable("delete an object")),
     }
 }
 

@@ -139,8 +139,36 @@ fn unreadable(e: std::io::Error) -> Error {
     )
 }
 
-/// Writes `archive` (from [`pack`]) into the pod's workspace.
+/// How long shipping a workspace in or back may take in all.
+pub const SHIP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Writes `archive` (from [`pack`]) into the pod's workspace, within [`SHIP_TIMEOUT`].
 pub async fn ship_in(pod: &Pod, archive: &[u8]) -> Result<()> {
+    bounded(
+        "unpacking the workspace in the pod",
+        ship_in_now(pod, archive),
+    )
+    .await
+}
+
+/// Reads the pod's workspace as a tar archive of at most `max_bytes` (plus the archive's own
+/// framing), within [`SHIP_TIMEOUT`]; `COPY_TOO_LARGE` past the bound.
+pub async fn ship_back(pod: &Pod, max_bytes: u64) -> Result<Vec<u8>> {
+    bounded("reading the pod's workspace", ship_back_now(pod, max_bytes)).await
+}
+
+async fn bounded<T>(what: &str, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(SHIP_TIMEOUT, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorCode::PodLost,
+                format!("{what} did not end within {} s", SHIP_TIMEOUT.as_secs()),
+            ))
+        })
+}
+
+async fn ship_in_now(pod: &Pod, archive: &[u8]) -> Result<()> {
     let command = vec![
         "sh".to_string(),
         "-c".to_string(),
@@ -174,9 +202,7 @@ pub async fn ship_in(pod: &Pod, archive: &[u8]) -> Result<()> {
     }
 }
 
-/// Reads the pod's workspace as a tar archive of at most `max_bytes` (plus the archive's own
-/// framing); `COPY_TOO_LARGE` past it.
-pub async fn ship_back(pod: &Pod, max_bytes: u64) -> Result<Vec<u8>> {
+async fn ship_back_now(pod: &Pod, max_bytes: u64) -> Result<Vec<u8>> {
     let command: Vec<String> = ["tar", "-cf", "-", "-C", WORKSPACE, "."]
         .iter()
         .map(|s| (*s).to_string())

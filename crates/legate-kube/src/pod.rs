@@ -291,12 +291,16 @@ impl Pod {
             max_stdout_buf_size: Some(64 * 1024),
             max_stderr_buf_size: Some(16 * 1024),
         };
-        let mut process = self
-            .inner
-            .cluster
-            .pods()
-            .exec(&self.inner.name, command.to_vec(), &params)
+        let pods = self.inner.cluster.pods();
+        let process = pods.exec(&self.inner.name, command.to_vec(), &params);
+        let mut process = tokio::time::timeout(crate::client::REQUEST_TIMEOUT, process)
             .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorCode::KubeUnavailable,
+                    "the Kubernetes API server did not open the exec stream in time",
+                )
+            })?
             .map_err(|e| api_error("run a command in the agent's pod", e))?;
         let (Some(stdin), Some(stdout), Some(stderr), Some(status)) = (
             process.stdin(),
@@ -335,7 +339,8 @@ impl Pod {
         self.inner.cluster.delete_named(&self.inner.name).await;
         let since = Instant::now();
         while since.elapsed() < Duration::from_secs(30) {
-            match self.inner.cluster.pods().get_opt(&self.inner.name).await {
+            let pods = self.inner.cluster.pods();
+            match timed("read the agent's pod", pods.get_opt(&self.inner.name)).await {
                 Ok(None) => {
                     info!(pod = %self.inner.name, "agent pod deleted");
                     return true;

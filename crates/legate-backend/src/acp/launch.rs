@@ -229,23 +229,9 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, OsString)> {
         .collect()
 }
 
-/// The launch of an agent following `preset` (`claude`, `codex`, `gemini`, or anything
-/// else) in `root` (resolved), with its state in `state_dir`. Creates the state and temp
-/// directories.
-///
-/// Every agent gets a private `TMPDIR`: Codex's is a directory of its own session beneath
-/// [`CODEX_TMP`] inside its root (Codex keeps `$TMPDIR` writable without asking, so it must
-/// be a place the boundary already covers); the others' is `tmp/` in their state directory.
-///
-/// `spec_home` is the `HOME` the agent's configuration sets, if any: it replaces the state
-/// directory as the agent's home, so an absolute, existing one is writable too.
-pub(crate) fn launch(
-    preset: &str,
-    root: &Path,
-    state_dir: Option<&Path>,
-    spec_home: Option<&Path>,
-    running_as_root: bool,
-) -> Result<Launch> {
+/// The variables `preset` sets, passes and keeps out (and nothing else: no directory, no
+/// temp dir, nothing writable), as in a pod, where the image has its own `/tmp`.
+pub(crate) fn preset_vars(preset: &str, running_as_root: bool) -> Launch {
     let mut set = Vec::new();
     let (pass, keep_out): (&'static [&'static str], &'static [&'static str]) = match preset {
         "claude" => {
@@ -263,6 +249,40 @@ pub(crate) fn launch(
         }
         _ => (&[], &[]),
     };
+    Launch {
+        set,
+        pass,
+        keep_out,
+        tmp_dir: None,
+        writable: Vec::new(),
+        advertise_fs: false,
+        session_tmp: None,
+    }
+}
+
+/// The launch of an agent following `preset` (`claude`, `codex`, `gemini`, or anything
+/// else) in `root` (resolved), with its state in `state_dir`. Creates the state and temp
+/// directories.
+///
+/// Every agent gets a private `TMPDIR`: Codex's is a directory of its own session beneath
+/// [`CODEX_TMP`] inside its root (Codex keeps `$TMPDIR` writable without asking, so it must
+/// be a place the boundary already covers); the others' is `tmp/` in their state directory.
+///
+/// `spec_home` is the `HOME` the agent's configuration sets, if any: it replaces the state
+/// directory as the agent's home, so an absolute, existing one is writable too.
+pub(crate) fn launch(
+    preset: &str,
+    root: &Path,
+    state_dir: Option<&Path>,
+    spec_home: Option<&Path>,
+    running_as_root: bool,
+) -> Result<Launch> {
+    let Launch {
+        mut set,
+        pass,
+        keep_out,
+        ..
+    } = preset_vars(preset, running_as_root);
     let mut writable = vec![root.to_path_buf()];
     if let Some(dir) = state_dir {
         private_dir(dir)?;

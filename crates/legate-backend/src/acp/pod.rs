@@ -85,7 +85,7 @@ pub(crate) async fn open(
         ));
     }
     let root = super::backend::workspace_root(&request)?;
-    let env = pod_env(&request)?;
+    let env = pod_env(&request.agent, request.supervision.preset.name.as_str())?;
     let home = request.legate_home().unwrap_or_else(|| PathBuf::from("/"));
     // The engine tags the agent with its runner id; the pod carries it as a label.
     let runner = request
@@ -194,17 +194,20 @@ async fn abandon(shared: &HandlerState, process: &ProcessGroup, sink: &EventSink
     record_cleanup(&cleanup, process, |e| sink.send(e), None, root);
 }
 
-/// The agent's environment in its pod: the same allowlist as a local agent's, with its
-/// home at [`legate_kube::HOME`] and `/tmp` as its temp directory, without what only means
+/// The agent's environment in its pod: the same allowlist and preset variables as a local
+/// agent's, with its home at [`legate_kube::HOME`] and `/tmp` as its temp directory, without what only means
 /// something on this machine ([`LOCAL_ONLY`]).
-fn pod_env(request: &SessionRequest) -> Result<Vec<(String, String)>> {
+fn pod_env(agent: &legate_core::AgentSpec, preset: &str) -> Result<Vec<(String, String)>> {
     let parent: Vec<_> = std::env::vars_os().collect();
-    let env = crate::env::agent_env(
-        parent,
-        &request.agent,
+    let mut env = crate::env::agent_env(
+        parent.iter().cloned(),
+        agent,
         Some(Path::new(legate_kube::HOME)),
         crate::env::Allowlist::Acp,
     )?;
+    // The preset's own variables (telemetry and updates off, its credentials passed), as for
+    // a local agent; the pod runs as 65532, never as root.
+    super::launch::preset_vars(preset, false).apply(&mut env, &parent, &agent.local()?.env);
     let mut out: Vec<(String, String)> = env
         .into_iter()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
@@ -327,5 +330,40 @@ fn notice(settings: &PodSettings, pod: &str) -> EventKind {
             "deadlineSecs": settings.deadline_secs,
             "network": if settings.deny_egress { "policy-deny" } else { "open" },
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use legate_core::{AgentKind, AgentSpec};
+
+    /// The pod gets the agent's own variables and the preset's, its home and temp inside the
+    /// pod, and nothing that only means something here: not `PATH`, not the runner's tag, not
+    /// the run marker, not a variable of Legate's own environment outside the allowlist.
+    #[test]
+    fn the_pods_environment_is_the_agents_without_this_machines() {
+        let spec = AgentSpec::command("claude", AgentKind::ACP, "node")
+            .preset("claude")
+            .env("ANTHROPIC_BASE_URL", "http://10.0.0.1:1")
+            .env(RUNNER_ENV, "abc123")
+            .env("HOME", "/local/home");
+        let env: std::collections::BTreeMap<_, _> =
+            pod_env(&spec, "claude").unwrap().into_iter().collect();
+        assert_eq!(env["HOME"], legate_kube::HOME);
+        assert_eq!(env["TMPDIR"], "/tmp");
+        assert_eq!(env["ANTHROPIC_BASE_URL"], "http://10.0.0.1:1");
+        assert_eq!(env["DISABLE_TELEMETRY"], "1", "the preset's own");
+        for absent in [
+            "PATH",
+            RUNNER_ENV,
+            crate::cleanup::RUN_ENV,
+            "CARGO_TARGET_DIR",
+            "IS_SANDBOX",
+        ] {
+            assert!(!env.contains_key(absent), "{absent}");
+        }
+        assert_eq!(env.keys().filter(|k| *k == "HOME").count(), 1);
     }
 }
