@@ -51,6 +51,14 @@ pub const DEFAULT_POD_START_SECS: u64 = 120;
 /// How long a session waits for room under the namespace's quota, by default.
 pub const DEFAULT_QUOTA_WAIT_SECS: u64 = 600;
 
+/// The container's own process by default: a watchdog that ends the pod (its container
+/// exits, the pod is `Succeeded`) once nothing but itself has run in the container for four
+/// checks in a row (20 s). Legate runs the agent (and the workspace's `tar`) as `exec`s
+/// within a second of the pod running, and an exec dies with Legate's connection, so a
+/// `kill -9` of Legate at any point leaves a pod that stops within about 20 s instead of at
+/// its deadline. A zombie counts as nothing; so does a process it cannot read.
+pub const WATCHDOG: &str = "idle=0; while :; do sleep 5; live=0; for d in /proc/[0-9]*; do [ \"${d#/proc/}\" = 1 ] && continue; st=''; read -r _ _ st _ < \"$d/stat\" 2>/dev/null || continue; [ \"$st\" = Z ] && continue; live=1; break; done; if [ $live = 1 ]; then idle=0; else idle=$((idle+1)); [ $idle -ge 4 ] && exit 0; fi; done";
+
 /// How an agent's pods are made: the cluster (`[kubernetes]`) with the agent's image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -72,8 +80,8 @@ pub struct PodSettings {
     /// The agent's command in the pod (program and arguments, resolved by the image's
     /// `PATH`).
     pub command: Vec<String>,
-    /// The command the pod's container runs while no agent is attached (it must never end
-    /// on its own): default `sleep 2147483647`.
+    /// The container's own process, beside which the agent runs as an `exec`: default the
+    /// [`WATCHDOG`], which ends the pod once no agent has run in it for 20 s.
     pub idle_command: Vec<String>,
     /// CPU and memory, as requests and limits (`"500m"`, `"1Gi"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,7 +130,7 @@ impl PodSettings {
             image: image.into(),
             image_pull_policy: None,
             command,
-            idle_command: vec!["sleep".into(), "2147483647".into()],
+            idle_command: vec!["sh".into(), "-c".into(), WATCHDOG.into()],
             cpu: None,
             memory: None,
             volume_size: None,

@@ -123,8 +123,10 @@ impl Cluster {
                 )
                 .await?;
             }
-            self.create_waiting(&object, settings, &waiting).await?;
+            let created = self.create_waiting(&object, settings, &waiting).await?;
             info!(pod = %name, namespace = %self.namespace, "agent pod created");
+            // The Secret and the policy go with the pod, whoever deletes it.
+            self.owned_by(&name, &created, settings.deny_egress).await?;
             pod.wait_running(Duration::from_secs(settings.start_secs))
                 .await
         }
@@ -146,7 +148,7 @@ impl Cluster {
         object: &PodObject,
         settings: &PodSettings,
         waiting: &impl Fn(&str),
-    ) -> Result<()> {
+    ) -> Result<PodObject> {
         let since = Instant::now();
         let mut told = false;
         loop {
@@ -156,7 +158,7 @@ impl Cluster {
             )
             .await
             {
-                Ok(Ok(_)) => return Ok(()),
+                Ok(Ok(created)) => return Ok(created),
                 Ok(Err(kube::Error::Api(status)))
                     if status.code == 403 && status.message.contains("exceeded quota") =>
                 {
@@ -185,6 +187,32 @@ impl Cluster {
                 Err(_) => return Err(unreachable("create the agent's pod")),
             }
         }
+    }
+
+    /// Makes pod `name` the owner of its Secret and NetworkPolicy, so that the cluster's
+    /// garbage collector deletes them with it (after a `kill -9` of Legate too).
+    async fn owned_by(&self, name: &str, pod: &PodObject, policy: bool) -> Result<()> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let patch = serde_json::json!({
+            "metadata": { "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid,
+            }]}
+        });
+        let params = kube::api::PatchParams::default();
+        let merge = kube::api::Patch::Merge(&patch);
+        timed(
+            "make the pod own its secret",
+            self.secrets().patch(name, &params, &merge),
+        )
+        .await?;
+        if policy {
+            timed(
+                "make the pod own its network policy",
+                self.policies().patch(name, &params, &merge),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     /// Deletes an object of the namespace by name, ignoring one already gone.

@@ -4,9 +4,10 @@
 //! and [`ship_in`] runs `sh -c 'head -c N | tar -xf - -C /workspace'` in the pod (Kubernetes
 //! before 1.30 cannot close an exec's stdin, so the archive's length ends it). Back:
 //! [`ship_back`] runs `tar -cf - -C /workspace .` and reads at most the bound, and [`unpack`]
-//! reads the archive as hostile input: regular files and directories only (a link, a device
-//! or a FIFO is `UNSAFE_PATH`), relative UTF-8 paths without `..`, each path once, bounded
-//! in count and bytes (`COPY_TOO_LARGE`). Both commands run in the pod, as the agent's user,
+//! reads the archive as hostile input: regular files only (a link, a device, a FIFO or
+//! anything in a `.git` directory is left out and named, as a local copy would never stage
+//! it), relative UTF-8 paths without `..` (else `UNSAFE_PATH`), each path once ignoring case,
+//! bounded in entries, files and bytes (`COPY_TOO_LARGE`). Both commands run in the pod, as the agent's user,
 //! under the pod's confinement. The image must have `sh`, `head` and `tar`.
 //!
 //! This module never writes a local file: the workspace checks and applies what comes back.
@@ -53,42 +54,54 @@ pub fn pack(entries: &[Entry]) -> Result<Vec<u8>> {
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "the archive could not be finished", e))
 }
 
+/// What an archive from a pod holds: its regular files, and the paths of what was left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unpacked {
+    /// The regular files, sorted by path.
+    pub files: Vec<Entry>,
+    /// Links, devices, FIFOs and anything inside a `.git` directory: never brought back (a
+    /// local copy would not stage them either), named for a notice.
+    pub skipped: Vec<String>,
+}
+
 /// The files of a tar archive that came back from a pod (see the module docs).
-pub fn unpack(archive: &[u8], max_files: usize, max_bytes: u64) -> Result<Vec<Entry>> {
+pub fn unpack(archive: &[u8], max_files: usize, max_bytes: u64) -> Result<Unpacked> {
     let mut reader = tar::Archive::new(archive);
     let entries = reader.entries().map_err(unreadable)?;
-    let mut out = Vec::new();
+    let mut out = Unpacked::default();
     let mut seen = HashSet::new();
     let mut total = 0u64;
+    let mut count = 0usize;
     for entry in entries {
         let mut entry = entry.map_err(unreadable)?;
+        count += 1;
+        if count > MAX_ENTRIES {
+            return Err(too_large(max_files, max_bytes));
+        }
         let raw = entry.path_bytes().into_owned();
         let path = clean_path(&raw)?;
         let kind = entry.header().entry_type();
         if kind.is_dir() {
             continue;
         }
-        if !(kind.is_file() || kind == tar::EntryType::Continuous) {
-            return Err(unsafe_path(
-                &path,
-                "it is not a regular file (a link, a device or a FIFO)",
-            ));
-        }
         if path.is_empty() {
             return Err(unsafe_path(".", "a file without a name"));
         }
-        if !seen.insert(path.clone()) {
-            return Err(unsafe_path(&path, "it appears twice in the archive"));
+        if !seen.insert(path.to_lowercase()) {
+            return Err(unsafe_path(
+                &path,
+                "it appears twice in the archive (ignoring case)",
+            ));
+        }
+        let in_git = path.split('/').any(|c| c.eq_ignore_ascii_case(".git"));
+        if in_git || !(kind.is_file() || kind == tar::EntryType::Continuous) {
+            out.skipped.push(path);
+            continue;
         }
         let size = entry.header().size().map_err(unreadable)?;
         total = total.saturating_add(size);
-        if out.len() >= max_files || total > max_bytes {
-            return Err(Error::new(
-                ErrorCode::CopyTooLarge,
-                format!(
-                    "the pod's workspace holds more than {max_files} files or {max_bytes} bytes"
-                ),
-            ));
+        if out.files.len() >= max_files || total > max_bytes {
+            return Err(too_large(max_files, max_bytes));
         }
         let mode = entry.header().mode().map_err(unreadable)?;
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
@@ -97,14 +110,24 @@ pub fn unpack(archive: &[u8], max_files: usize, max_bytes: u64) -> Result<Vec<En
             .take(size)
             .read_to_end(&mut bytes)
             .map_err(unreadable)?;
-        out.push(Entry {
+        out.files.push(Entry {
             path,
             bytes,
             executable: mode & 0o111 != 0,
         });
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.files.sort_by(|a, b| a.path.cmp(&b.path));
+    out.skipped.sort();
     Ok(out)
+}
+
+fn too_large(max_files: usize, max_bytes: u64) -> Error {
+    Error::new(
+        ErrorCode::CopyTooLarge,
+        format!(
+            "the pod's workspace holds more than {max_files} files, {max_bytes} bytes or {MAX_ENTRIES} entries"
+        ),
+    )
 }
 
 /// `./a/b` → `a/b`; refuses absolute paths, `..`, empty components and names that are not
@@ -138,6 +161,10 @@ fn unreadable(e: std::io::Error) -> Error {
         e,
     )
 }
+
+/// The most entries (files, directories, links) an archive from a pod may hold, for the
+/// bound on its framing.
+pub const MAX_ENTRIES: usize = 20_000;
 
 /// How long shipping a workspace in or back may take in all.
 pub const SHIP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -177,12 +204,10 @@ async fn ship_in_now(pod: &Pod, archive: &[u8]) -> Result<()> {
         archive.len().to_string(),
     ];
     let mut exec = pod.exec(&command).await?;
-    let mut stderr = std::mem::replace(&mut exec.stderr, Box::new(tokio::io::empty()));
-    let errors = tokio::spawn(async move {
-        let mut text = Vec::new();
-        let _ = (&mut stderr).take(4096).read_to_end(&mut text).await;
-        text
-    });
+    let errors = drain(std::mem::replace(
+        &mut exec.stderr,
+        Box::new(tokio::io::empty()),
+    ));
     let ended_rx = exec.ended.clone();
     let stdin = &mut exec.stdin;
     let written = async {
@@ -208,9 +233,15 @@ async fn ship_back_now(pod: &Pod, max_bytes: u64) -> Result<Vec<u8>> {
         .map(|s| (*s).to_string())
         .collect();
     let mut exec = pod.exec(&command).await?;
-    // Headers and padding: at most 1.5 KiB a file over the bytes themselves for a bounded
-    // number of files; a generous fixed margin keeps the bound simple.
-    let bound = max_bytes.saturating_add(64 * 1024 * 1024);
+    // tar's complaints (a file it may not read, one per file) are read as they come, and the
+    // first 4 KiB kept: left unread, they would fill the stream's buffer and stall its output.
+    let errors = drain(std::mem::replace(
+        &mut exec.stderr,
+        Box::new(tokio::io::empty()),
+    ));
+    // Headers and padding: a file costs at most 1.5 KiB over its bytes (a long name's extra
+    // header included), for at most `MAX_ENTRIES` entries.
+    let bound = max_bytes.saturating_add(MAX_ENTRIES as u64 * 1536);
     let mut archive = Vec::new();
     let ended_rx = exec.ended.clone();
     let mut limited = (&mut exec.stdout).take(bound.saturating_add(1));
@@ -231,10 +262,31 @@ async fn ship_back_now(pod: &Pod, max_bytes: u64) -> Result<Vec<u8>> {
             format!("the pod's workspace is larger than {max_bytes} bytes"),
         ));
     }
-    match exec.wait().await {
+    let reason = exec.wait().await;
+    let said = errors.await.unwrap_or_default();
+    match reason {
         ExitReason::Exited(0) => Ok(archive),
-        other => Err(ended("reading the pod's workspace", &other, b"")),
+        other => Err(ended("reading the pod's workspace", &other, &said)),
     }
+}
+
+/// Reads `stream` to its end in the background, keeping its first 4 KiB.
+fn drain(
+    mut stream: Box<dyn tokio::io::AsyncRead + Unpin + Send + Sync>,
+) -> tokio::task::JoinHandle<Vec<u8>> {
+    tokio::spawn(async move {
+        let mut kept = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return kept,
+                Ok(n) => {
+                    let room = 4096usize.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+            }
+        }
+    })
 }
 
 fn ended(what: &str, reason: &ExitReason, stderr: &[u8]) -> Error {
@@ -273,7 +325,8 @@ mod tests {
             entry("bin/run", b"#!/bin/sh\n", true),
         ];
         let back = unpack(&pack(&files).unwrap(), 10, 1000).unwrap();
-        assert_eq!(back, files);
+        assert_eq!(back.files, files);
+        assert!(back.skipped.is_empty());
     }
 
     fn archive_with(kind: tar::EntryType, path: &str) -> Vec<u8> {
@@ -293,25 +346,25 @@ mod tests {
         b.into_inner().unwrap()
     }
 
-    /// A hostile pod's archive: links, devices, FIFOs, absolute paths and `..` are refused.
+    /// A hostile pod's archive: absolute paths and `..` are refused; links, devices, FIFOs
+    /// and `.git` entries are left out and named, never brought back.
     #[test]
-    fn hostile_archives_are_refused() {
+    fn hostile_archives_are_refused_or_left_out() {
+        for path in ["/etc/x", "../x", "a/../../x"] {
+            let e = unpack(&archive_with(tar::EntryType::Regular, path), 10, 1000).unwrap_err();
+            assert_eq!(e.code, ErrorCode::UnsafePath, "{path}: {}", e.message);
+        }
         for (kind, path) in [
             (tar::EntryType::Symlink, "a"),
             (tar::EntryType::Link, "a"),
             (tar::EntryType::Char, "dev"),
             (tar::EntryType::Fifo, "fifo"),
-            (tar::EntryType::Regular, "/etc/x"),
-            (tar::EntryType::Regular, "../x"),
-            (tar::EntryType::Regular, "a/../../x"),
+            (tar::EntryType::Regular, ".git/config"),
+            (tar::EntryType::Regular, "sub/.GIT/hooks/x"),
         ] {
-            let e = unpack(&archive_with(kind, path), 10, 1000).unwrap_err();
-            assert_eq!(
-                e.code,
-                ErrorCode::UnsafePath,
-                "{kind:?} {path}: {}",
-                e.message
-            );
+            let back = unpack(&archive_with(kind, path), 10, 1000).unwrap();
+            assert!(back.files.is_empty(), "{kind:?} {path}");
+            assert_eq!(back.skipped, [path], "{kind:?}");
         }
     }
 
@@ -329,7 +382,12 @@ mod tests {
             unpack(&a, 10, 24).unwrap_err().code,
             ErrorCode::CopyTooLarge
         );
-        assert_eq!(unpack(&a, 5, 25).unwrap().len(), 5);
+        assert_eq!(unpack(&a, 5, 25).unwrap().files.len(), 5);
+        let twice = pack(&[entry("a.txt", b"1", false), entry("A.TXT", b"2", false)]).unwrap();
+        assert_eq!(
+            unpack(&twice, 10, 100).unwrap_err().code,
+            ErrorCode::UnsafePath
+        );
     }
 
     proptest! {

@@ -16,12 +16,13 @@
 //! every entry).
 //!
 //! ```no_run
-//! # async fn run() -> legate_core::Result<()> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use legate_core::PodSettings;
 //! use legate_kube::{Cluster, Owner};
 //! let settings = PodSettings::new("legate", "legate-revisor:dev", vec!["legate".into(), "agent".into(), "revisor".into()]);
 //! let cluster = Cluster::connect(&settings).await?;
-//! let owner = Owner::new(std::path::Path::new("/home/me/.legate"), "r1", "t-1", "revisor");
+//! let home = legate_kube::labels::home_id(std::path::Path::new("/home/me/.legate"))?;
+//! let owner = Owner::new(&home, "r1", "t-1", "revisor");
 //! let pod = cluster.start(&settings, &owner, Vec::new(), |_| {}).await?;
 //! pod.delete().await;
 //! # Ok(()) }

@@ -46,6 +46,8 @@ struct Inner {
     name: String,
     lost: watch::Sender<Option<String>>,
     deleting: AtomicBool,
+    /// Set when Legate deletes the pod: every command in it ends then.
+    deleted: watch::Sender<bool>,
 }
 
 impl Drop for Inner {
@@ -115,6 +117,7 @@ impl Pod {
                 name,
                 lost,
                 deleting: AtomicBool::new(false),
+                deleted: watch::channel(false).0,
             }),
         }
     }
@@ -312,6 +315,7 @@ impl Pod {
         };
         let (tx, rx) = watch::channel(None);
         let mut lost = self.inner.lost.subscribe();
+        let mut deleted = self.inner.deleted.subscribe();
         tokio::spawn(async move {
             let reason = tokio::select! {
                 status = status => match status {
@@ -320,6 +324,8 @@ impl Pod {
                     None => ExitReason::StreamEnded,
                 },
                 Ok(why) = lost.wait_for(Option::is_some) => ExitReason::Lost(why.clone().unwrap_or_default()),
+                // Legate deletes the pod (the session stops): nothing waits for the command.
+                Ok(_) = deleted.wait_for(|d| *d) => ExitReason::Lost("Legate deleted it".into()),
             };
             let _ = tx.send(Some(reason));
         });
@@ -336,6 +342,7 @@ impl Pod {
     /// pod is gone. Returns whether it was seen gone. Idempotent.
     pub async fn delete(&self) -> bool {
         self.inner.deleting.store(true, Ordering::SeqCst);
+        self.inner.deleted.send_replace(true);
         self.inner.cluster.delete_named(&self.inner.name).await;
         let since = Instant::now();
         while since.elapsed() < Duration::from_secs(30) {

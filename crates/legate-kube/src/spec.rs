@@ -40,17 +40,7 @@ pub fn object_name(owner: &Owner) -> String {
 
 /// The pod for `owner`'s session under `settings`, its environment from Secret `name`.
 pub fn pod(name: &str, settings: &PodSettings, owner: &Owner) -> Result<Pod> {
-    let mut resources = json!({});
-    let mut amounts = serde_json::Map::new();
-    if let Some(cpu) = &settings.cpu {
-        amounts.insert("cpu".into(), json!(cpu));
-    }
-    if let Some(memory) = &settings.memory {
-        amounts.insert("memory".into(), json!(memory));
-    }
-    if !amounts.is_empty() {
-        resources = json!({ "requests": amounts, "limits": amounts });
-    }
+    let resources = resources(settings);
     let volume = |n: &str| {
         let mut empty = json!({});
         if let Some(size) = &settings.volume_size {
@@ -115,6 +105,12 @@ fn confine(pod: &mut Value, name: &str, settings: &PodSettings, owner: &Owner) {
     metadata["labels"] = json!(labels);
     let mut annotations: BTreeMap<String, String> =
         serde_json::from_value(metadata["annotations"].take()).unwrap_or_default();
+    // An annotation can loosen a profile (AppArmor `unconfined`, the old seccomp keys): none
+    // of those is kept.
+    annotations.retain(|k, _| {
+        let k = k.to_ascii_lowercase();
+        !(k.contains("apparmor") || k.contains("seccomp"))
+    });
     annotations.extend(owner.annotations());
     metadata["annotations"] = json!(annotations);
     let spec = &mut pod["spec"];
@@ -162,6 +158,18 @@ fn confine(pod: &mut Value, name: &str, settings: &PodSettings, owner: &Owner) {
         "seccompProfile": { "type": "RuntimeDefault" },
     });
     agent["envFrom"] = json!([{ "secretRef": { "name": name } }]);
+    // The limits the settings give (and the notice reports), no port on the host, no hook
+    // that would run outside the agent's exec.
+    agent["resources"] = resources(settings);
+    if let Some(ports) = agent["ports"].as_array_mut() {
+        for port in ports {
+            if let Some(p) = port.as_object_mut() {
+                p.remove("hostPort");
+                p.remove("hostIP");
+            }
+        }
+    }
+    agent["lifecycle"] = Value::Null;
     agent["env"] = Value::Null;
     agent["volumeMounts"] = json!([
         { "name": "workspace", "mountPath": WORKSPACE },
@@ -173,20 +181,32 @@ fn confine(pod: &mut Value, name: &str, settings: &PodSettings, owner: &Owner) {
         .as_array_mut()
         .map(std::mem::take)
         .unwrap_or_default();
+    // The volumes Legate's settings size: an override neither adds one nor resizes one.
+    drop(volumes);
     let kept: Vec<Value> = ["workspace", "home", "tmp"]
         .iter()
-        .map(|n| {
-            let size = volumes
-                .iter()
-                .find(|v| v["name"] == *n)
-                .and_then(|v| v["emptyDir"]["sizeLimit"].as_str().map(str::to_string));
-            match size {
-                Some(s) => json!({ "name": n, "emptyDir": { "sizeLimit": s } }),
-                None => json!({ "name": n, "emptyDir": {} }),
-            }
+        .map(|n| match &settings.volume_size {
+            Some(size) => json!({ "name": n, "emptyDir": { "sizeLimit": size } }),
+            None => json!({ "name": n, "emptyDir": {} }),
         })
         .collect();
     spec["volumes"] = json!(kept);
+}
+
+/// The container's requests and limits: the settings' cpu and memory, each as both.
+fn resources(settings: &PodSettings) -> Value {
+    let mut amounts = serde_json::Map::new();
+    if let Some(cpu) = &settings.cpu {
+        amounts.insert("cpu".into(), json!(cpu));
+    }
+    if let Some(memory) = &settings.memory {
+        amounts.insert("memory".into(), json!(memory));
+    }
+    if amounts.is_empty() {
+        json!({})
+    } else {
+        json!({ "requests": amounts, "limits": amounts })
+    }
 }
 
 /// RFC 7386 JSON merge patch of `patch` onto `target`.
@@ -270,14 +290,13 @@ fn meta(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use std::path::Path;
 
     fn settings() -> PodSettings {
         PodSettings::new("ns", "img:1", vec!["agent".into()])
     }
 
     fn owner() -> Owner {
-        Owner::new(Path::new("/h"), "r1", "t-1", "revisor")
+        Owner::new("0123456789abcdef0123", "r1", "t-1", "revisor")
     }
 
     /// A hostile override (a host path, privilege, a token, root, a sidecar) changes none of
@@ -285,8 +304,13 @@ mod tests {
     #[test]
     fn overrides_cannot_loosen_the_confinement() {
         let mut s = settings();
+        s.memory = Some("128Mi".into());
+        s.volume_size = Some("100Mi".into());
         s.pod_overrides = Some(json!({
-            "metadata": { "labels": { "team": "a", "legate.dev/runner": "forged" } },
+            "metadata": {
+                "labels": { "team": "a", "legate.dev/runner": "forged" },
+                "annotations": { "container.apparmor.security.beta.kubernetes.io/agent": "unconfined", "note": "kept" },
+            },
             "spec": {
                 "automountServiceAccountToken": true,
                 "hostNetwork": true,
@@ -294,10 +318,16 @@ mod tests {
                 "securityContext": { "runAsUser": 0 },
                 "initContainers": [{ "name": "x", "image": "evil" }],
                 "containers": [
-                    { "name": "agent", "securityContext": { "privileged": true }, "env": [{"name": "A", "value": "1"}] },
+                    { "name": "agent", "securityContext": { "privileged": true }, "env": [{"name": "A", "value": "1"}],
+                      "resources": {}, "ports": [{ "containerPort": 80, "hostPort": 18080 }],
+                      "lifecycle": { "postStart": { "exec": { "command": ["sh", "-c", "x"] } } } },
                     { "name": "sidecar", "image": "evil" },
                 ],
-                "volumes": [{ "name": "workspace", "hostPath": { "path": "/" } }],
+                "volumes": [
+                    { "name": "workspace", "hostPath": { "path": "/" } },
+                    { "name": "home", "emptyDir": { "sizeLimit": "1000Gi" } },
+                    { "name": "extra", "hostPath": { "path": "/etc" } },
+                ],
             },
         }));
         let pod = serde_json::to_value(pod("p", &s, &owner()).unwrap()).unwrap();
@@ -319,8 +349,20 @@ mod tests {
         assert!(c.get("env").is_none());
         assert_eq!(
             spec["volumes"][0],
-            json!({ "name": "workspace", "emptyDir": {} })
+            json!({ "name": "workspace", "emptyDir": { "sizeLimit": "100Mi" } })
         );
+        assert_eq!(spec["volumes"][1]["emptyDir"]["sizeLimit"], "100Mi");
+        assert_eq!(spec["volumes"].as_array().unwrap().len(), 3);
+        assert_eq!(c["resources"]["limits"]["memory"], "128Mi");
+        assert!(c["ports"][0].get("hostPort").is_none());
+        assert!(c.get("lifecycle").is_none());
+        let annotations = &pod["metadata"]["annotations"];
+        assert!(
+            annotations
+                .get("container.apparmor.security.beta.kubernetes.io/agent")
+                .is_none()
+        );
+        assert_eq!(annotations["note"], "kept");
         assert_eq!(pod["metadata"]["labels"]["legate.dev/runner"], "r1");
         assert_eq!(pod["metadata"]["labels"]["team"], "a");
     }
@@ -339,7 +381,7 @@ mod tests {
         assert_eq!(c["resources"]["limits"]["memory"], "1Gi");
         assert_eq!(c["resources"]["requests"]["cpu"], "500m");
         assert_eq!(c["imagePullPolicy"], "Never");
-        assert_eq!(c["command"], json!(["sleep", "2147483647"]));
+        assert_eq!(c["command"][0], "sh", "the watchdog by default");
         assert_eq!(pod["spec"]["runtimeClassName"], "gvisor");
         assert_eq!(pod["spec"]["nodeSelector"]["pool"], "agents");
         assert_eq!(pod["spec"]["activeDeadlineSeconds"], 21600);
@@ -348,7 +390,7 @@ mod tests {
 
     #[test]
     fn names_are_dns_labels() {
-        let o = Owner::new(Path::new("/h"), "r1", "t", "My_Agent.v2");
+        let o = Owner::new("0123456789abcdef0123", "r1", "t", "My_Agent.v2");
         let n = object_name(&o);
         assert!(n.len() <= 63, "{n}");
         assert!(

@@ -116,11 +116,9 @@ impl LocalCluster {
                 .as_ref()
                 .and_then(|s| s.images.as_ref())
                 .is_some_and(|images| {
-                    images.iter().any(|i| {
-                        i.names
-                            .as_ref()
-                            .is_some_and(|names| names.iter().any(|x| *x == want))
-                    })
+                    images
+                        .iter()
+                        .any(|i| i.names.as_ref().is_some_and(|names| names.contains(&want)))
                 })
         })
     }
@@ -243,6 +241,33 @@ impl TestNamespace {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The names of the Secrets and NetworkPolicies Legate made in it
+    /// (`app.kubernetes.io/managed-by=legate`).
+    #[must_use]
+    pub fn legate_objects(&self) -> Vec<String> {
+        let params = ListParams::default().labels("app.kubernetes.io/managed-by=legate");
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), &self.name);
+        let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+            Api::namespaced(self.client.clone(), &self.name);
+        let mut names: Vec<String> = runtime()
+            .block_on(secrets.list(&params))
+            .expect("secrets listed")
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.name.map(|n| format!("secret/{n}")))
+            .collect();
+        names.extend(
+            runtime()
+                .block_on(policies.list(&params))
+                .expect("policies listed")
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name.map(|n| format!("networkpolicy/{n}"))),
+        );
+        names
     }
 
     /// Limits the namespace to `pods` pods at once (a `ResourceQuota`), as a busy team's

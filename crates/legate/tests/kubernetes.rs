@@ -45,12 +45,22 @@ fn pod_of(env: &CliHome, id: &str) -> Option<String> {
     })
 }
 
+/// Every pod gone, and with them their Secrets and NetworkPolicies (owned by the pods).
 fn no_pods(ns: &TestNamespace) {
     ns.until_pods(
         "every pod deleted",
         Duration::from_secs(60),
         <[_]>::is_empty,
     );
+    let since = std::time::Instant::now();
+    while !ns.legate_objects().is_empty() {
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "left behind: {:?}",
+            ns.legate_objects()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]
@@ -186,11 +196,7 @@ fn hanging(env: &CliHome, ns: &TestNamespace) -> (std::process::Child, String, S
     });
     let pod = pods[0].metadata.name.clone().unwrap();
     let _ = ns.until_pods("the sleep running", Duration::from_secs(60), |_| {
-        ns.exec(
-            &pod,
-            &["sh", "-c", "pgrep -x sleep || ps | grep -q '[s]leep 600'"],
-        )
-        .0 == 0
+        ns.exec(&pod, &["sh", "-c", "ps | grep -q '[s]leep 600'"]).0 == 0
     });
     (child, id, pod)
 }
@@ -237,6 +243,17 @@ fn the_pod_is_confined_and_a_killed_legate_leaves_no_pod_after_the_next_start() 
 
     child.kill().unwrap(); // SIGKILL: nothing of this legate runs after it.
     child.wait().unwrap();
+    // The agent's exec died with the connection; the pod's watchdog ends the pod by itself.
+    ns.until_pods(
+        "the killed run's pod ended by its watchdog",
+        Duration::from_secs(60),
+        |p| {
+            p.iter().all(|p| {
+                p.metadata.name.as_deref() != Some(pod.as_str())
+                    || p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+            })
+        },
+    );
     // The next engine (a task of its own, long enough for the sweep) deletes the dead one's pod.
     let out = env.run(&["run", "write after.txt: x"]);
     assert!(out.status.success(), "{}", text(&out));

@@ -33,6 +33,9 @@ use tracing::info;
 /// Variables of Legate's own machine that mean nothing, or the wrong thing, in a pod.
 const LOCAL_ONLY: &[&str] = &[
     "PATH",
+    "SHELL",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
     "TMPDIR",
     "TMP",
     "TEMP",
@@ -86,7 +89,18 @@ pub(crate) async fn open(
     }
     let root = super::backend::workspace_root(&request)?;
     let env = pod_env(&request.agent, request.supervision.preset.name.as_str())?;
-    let home = request.legate_home().unwrap_or_else(|| PathBuf::from("/"));
+    // The home's own id (kept in it), or, for a session without a home (a probe of a test),
+    // one of its own that no sweep will ever claim.
+    let home = match request.legate_home() {
+        Some(home) => legate_kube::labels::home_id(&home).map_err(|e| {
+            Error::caused_by(
+                ErrorCode::AgentStartFailed,
+                "the Legate home's id could not be read or made",
+                e,
+            )
+        })?,
+        None => uuid::Uuid::new_v4().simple().to_string()[..20].to_string(),
+    };
     // The engine tags the agent with its runner id; the pod carries it as a label.
     let runner = request
         .agent
@@ -253,9 +267,12 @@ impl PodCopy {
     pub(crate) async fn bring_back(&self, pod: &legate_kube::Pod, sink: &EventSink) -> Result<()> {
         let archive = files::ship_back(pod, DEFAULT_MAX_TRANSFER_BYTES).await?;
         let root = self.root.clone();
-        let applied = tokio::task::spawn_blocking(move || -> Result<(u64, usize)> {
-            let entries = files::unpack(&archive, MAX_TRANSFER_FILES, DEFAULT_MAX_TRANSFER_BYTES)?;
-            let files: Vec<legate_workspace::FileBytes> = entries
+        let applied = tokio::task::spawn_blocking(move || -> Result<(u64, usize, Vec<String>)> {
+            let unpacked = files::unpack(&archive, MAX_TRANSFER_FILES, DEFAULT_MAX_TRANSFER_BYTES)?;
+            drop(archive);
+            let skipped = unpacked.skipped;
+            let files: Vec<legate_workspace::FileBytes> = unpacked
+                .files
                 .into_iter()
                 .map(|e| legate_workspace::FileBytes {
                     path: e.path,
@@ -272,20 +289,31 @@ impl PodCopy {
             let (patch, manifest) =
                 legate_workspace::returned_from_files(&baseline, &files, &limits)?;
             legate_workspace::apply_returned(&baseline, &patch, &manifest)?;
-            Ok((manifest.patch_length, manifest.post_state.len()))
+            Ok((manifest.patch_length, manifest.post_state.len(), skipped))
         })
         .await
         .map_err(|e| Error::internal(format!("applying the pod's workspace stopped: {e}")))??;
+        let (patch_length, changed, skipped) = applied;
+        let left_out = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} link(s), special file(s) or .git entries left out, first: {}",
+                skipped.len(),
+                legate_core::text::excerpt(&skipped[0], 200)
+            )
+        };
         sink.send(EventKind::Notice {
             message: format!(
-                "the pod's workspace came back: {} file(s) differ from the baseline ({} bytes of patch), applied to the local copy",
-                applied.1, applied.0
+                "the pod's workspace came back: {changed} file(s) differ from the baseline ({patch_length} bytes of patch), applied to the local copy{left_out}"
             ),
             detail: serde_json::json!({
                 "event": "pod_workspace_returned",
                 "pod": pod.name(),
-                "changedFiles": applied.1,
-                "patchLength": applied.0,
+                "changedFiles": changed,
+                "patchLength": patch_length,
+                "leftOut": skipped.iter().take(50).collect::<Vec<_>>(),
+                "leftOutCount": skipped.len(),
             }),
         });
         Ok(())

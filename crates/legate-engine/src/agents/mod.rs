@@ -130,7 +130,7 @@ impl Core {
         let probes = self.config().paths.home().join("probes");
         let boundary = legate_workspace::sandbox(&probes, &agent.name, None)?;
         let request = SessionRequest {
-            agent: agent.clone(),
+            agent: self.tagged(&agent),
             boundary: boundary.clone(),
             supervisor: self.supervisor(),
             supervision: Supervision {

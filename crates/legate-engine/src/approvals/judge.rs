@@ -230,7 +230,7 @@ fn session_request(
     let boundary = legate_workspace::sandbox(&judges, &agent.name, None)?;
     let preset = crate::agents::preset_for(&agent, &capabilities);
     let request = SessionRequest {
-        agent: agent.clone(),
+        agent: engine.tagged(&agent),
         boundary: boundary.clone(),
         supervisor: Arc::new(NoTools),
         supervision: Supervision {

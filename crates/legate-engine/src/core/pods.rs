@@ -28,7 +28,13 @@ pub(crate) fn sweep_on_start<'a>(agents: impl Iterator<Item = &'a AgentSpec>, pa
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let home = legate_kube::labels::home_hash(paths.home());
+    let home = match legate_kube::labels::home_id(paths.home()) {
+        Ok(id) => id,
+        Err(e) => {
+            tracing::warn!(error = %e, "the home's id could not be read; its pods are not swept");
+            return;
+        }
+    };
     for settings in clusters.into_values() {
         let (home, run_dir) = (home.clone(), paths.run());
         handle.spawn(async move {

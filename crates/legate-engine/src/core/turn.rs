@@ -470,6 +470,19 @@ impl Core {
         }
     }
 
+    /// `agent` tagged with this runner (`LEGATE_RUNNER=<id>` in its environment): what its
+    /// processes carry, and the label of its pod.
+    pub(crate) fn tagged(&self, agent: &AgentSpec) -> AgentSpec {
+        let mut tagged = agent.clone();
+        if let Some(local) = tagged.local_mut() {
+            local.env.insert(
+                runner::RUNNER_ENV.to_string(),
+                self.inner.runner.id().to_string(),
+            );
+        }
+        tagged
+    }
+
     /// The session request for `task`'s turn on `agent` in `boundary`: its processes tagged
     /// with this runner, supervised under the task's mode and role, asks going to the
     /// approval queue, and the store-backed ledger a remote backend records its remote task
@@ -483,15 +496,8 @@ impl Core {
         resume: Option<String>,
     ) -> SessionRequest {
         let inner = &self.inner;
-        let mut tagged = agent.clone();
-        if let Some(local) = tagged.local_mut() {
-            local.env.insert(
-                runner::RUNNER_ENV.to_string(),
-                inner.runner.id().to_string(),
-            );
-        }
         SessionRequest {
-            agent: tagged,
+            agent: self.tagged(agent),
             boundary: boundary.clone(),
             supervisor: inner.supervisor.clone(),
             supervision: Supervision {
