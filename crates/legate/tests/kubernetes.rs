@@ -452,3 +452,29 @@ fn claude_runs_in_a_pod() {
     );
     no_pods(&ns);
 }
+
+#[test]
+fn legate_agents_probes_a_pod_agent_and_says_where_it_runs() {
+    let Some((_cluster, ns, env)) = setup("lt-agents") else {
+        return;
+    };
+    let rows = env.json_lines(&["agents", "--json"]);
+    let revisor = rows
+        .iter()
+        .find(|r| r["name"] == "revisor")
+        .expect("revisor");
+    assert_eq!(revisor["runtime"], "kubernetes", "{revisor}");
+    assert_eq!(revisor["namespace"], ns.name.as_str(), "{revisor}");
+    assert_eq!(revisor["confinement"], "pod", "{revisor}");
+    assert_eq!(
+        revisor["starts"], true,
+        "probed in a pod of its own: {revisor}"
+    );
+    let text = env.run(&["agents"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("runs in a Kubernetes pod"),
+        "{}",
+        legate_frontkit::cli::text(&text)
+    );
+    no_pods(&ns);
+}
