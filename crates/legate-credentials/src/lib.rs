@@ -107,6 +107,30 @@ mod tests {
         assert_eq!(scan_content(b"fn main() {}\n"), None);
     }
 
+    /// `ssh-keygen -t ed25519 -N ""` writes an OpenSSH key whose first line is the same for
+    /// every such key (`openssh-key-v1`, cipher `none`, …: little entropy); the lines after it
+    /// are the key. Issue 29, finding 6: it passed every check. Its shape, with random key
+    /// bytes, is caught in every place a credential is looked for, and redacted.
+    #[test]
+    fn an_unencrypted_ed25519_openssh_key_is_caught() {
+        use fakes::{B64, rnd};
+        let header = ["-----BEGIN", "OPENSSH PRIVATE KEY-----"].join(" ");
+        let key = format!(
+            "{header}\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACC{}\n{}\n{}\nAAAEC{}\n-----END OPENSSH PRIVATE KEY-----\n",
+            rnd(B64, 57, 1),
+            rnd(B64, 70, 2),
+            rnd(B64, 70, 3),
+            rnd(B64, 60, 4),
+        );
+        assert_eq!(scan_content(key.as_bytes()), Some("private-key-block"));
+        assert!(credential_in(&key).is_some());
+        let redacted = redact(&key);
+        assert!(!redacted.contains(&rnd(B64, 57, 1)), "{redacted}");
+        // As a prompt or memory would carry it, on one line with escaped newlines.
+        let escaped = key.replace('\n', "\\n");
+        assert_eq!(scan_content(escaped.as_bytes()), Some("private-key-block"));
+    }
+
     #[test]
     fn a_zip_named_key_is_not_confirmed() {
         let Some(rule) = content_confirmed_name("slides.key") else {
