@@ -98,7 +98,7 @@ impl Viewer {
         }
         Err(PageError::forbidden(
             "SUPERVISOR_REQUIRED",
-            "Only the supervisor answers approvals: this session was opened with the caller's token. Open a one-time URL minted with the supervisor token (`legate ui --supervisor`).",
+            "Only the supervisor answers approvals: this session was opened with the caller's token. Open a one-time URL minted with the supervisor token: run `legate ui` at a terminal, or with LEGATE_SUPERVISOR_TOKEN set to the supervisor token.",
         ))
     }
 }

@@ -109,6 +109,15 @@ async fn only_a_supervisor_session_with_its_csrf_token_answers_and_the_agent_goe
         .await
         .unwrap();
     assert!(page.contains("touch") && !page.contains("value=\"allow-for-task\""));
+    // Both hints name the way to a supervisor session that exists (issue 29, finding 8:
+    // they named `legate ui --supervisor`, which no CLI has).
+    for text in [&body, &page] {
+        assert!(!text.contains("--supervisor"), "{text}");
+        assert!(
+            text.contains("LEGATE_SUPERVISOR_TOKEN") && text.contains("legate ui"),
+            "{text}"
+        );
+    }
 
     // The supervisor's session without a CSRF token, with another session's, with a foreign
     // Origin: 403 each.

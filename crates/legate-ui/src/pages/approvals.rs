@@ -38,7 +38,7 @@ pub async fn page(
         html! {
             h1 { "Approvals" }
             @if viewer.audience == Audience::Caller {
-                p.note { "This session was opened with the caller's token: it shows the queue but cannot answer. Answering needs a supervisor session (" code { "legate ui --supervisor" } ")." }
+                p.note { "This session was opened with the caller's token: it shows the queue but cannot answer. Answering needs a supervisor session: run " code { "legate ui" } " at a terminal, or with " code { "LEGATE_SUPERVISOR_TOKEN" } " set to the supervisor token." }
             }
             section aria-labelledby="pending-h" {
                 h2 id="pending-h" { "Waiting for an answer" }
