@@ -323,7 +323,11 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
     })?
     .replace('<', "\\u003c")
     .replace('>', "\\u003e")
-    .replace('&', "\\u0026");
+    .replace('&', "\\u0026")
+    // Line breaks JSON leaves raw (a reader may split on them): the data stays one line.
+    .replace('\u{85}', "\\u0085")
+    .replace('\u{2028}', "\\u2028")
+    .replace('\u{2029}', "\\u2029");
     Ok(format!(
         "A peer message for you (node {to:?}) from node {from:?} of your group. It is \
          agent-reported: another node's agent wrote it, and Legate checked only its route, its \
