@@ -54,7 +54,8 @@ pub struct Change {
     pub baseline: Option<Vec<u8>>,
     /// The result's bytes (A and M).
     pub result: Option<Vec<u8>>,
-    /// The result's mode for an added file (`0o644` or `0o755`).
+    /// The result's mode (`0o644` or `0o755`): an added file's mode, and whether a modified
+    /// file is executable.
     pub mode: Option<u32>,
 }
 
@@ -265,7 +266,13 @@ fn check_all<'a>(
             Some((bytes, meta)) => (Some(bytes), Some(Identity::of(&meta))),
             None => (None, None),
         };
-        let mode = current_mode(root, &c.path).unwrap_or(c.mode.unwrap_or(0o644));
+        // A modified file keeps the original's mode, but for the executable bit, which follows
+        // the patch: a 644 → 755 change is applied (issue 29: it was reported integrated and
+        // left as it was).
+        let mode = follow_exec(
+            current_mode(root, &c.path).unwrap_or(c.mode.unwrap_or(0o644)),
+            c.mode,
+        );
         match c.status {
             ChangeStatus::A => {
                 if current.is_some() {
@@ -540,6 +547,16 @@ fn missing_dirs(root: &Path, dir: &Path) -> Result<Vec<PathBuf>, Error> {
     }
     missing.reverse();
     Ok(missing)
+}
+
+/// `current` with its executable bits set where it has read bits when `result` is
+/// executable, or cleared when it is not; unchanged when the two agree or `result` is unknown.
+fn follow_exec(current: u32, result: Option<u32>) -> u32 {
+    match result {
+        Some(m) if m & 0o111 != 0 && current & 0o111 == 0 => current | ((current & 0o444) >> 2),
+        Some(m) if m & 0o111 == 0 && current & 0o111 != 0 => current & !0o111,
+        _ => current,
+    }
 }
 
 fn current_mode(root: &Path, path: &str) -> Option<u32> {

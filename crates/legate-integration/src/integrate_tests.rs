@@ -147,6 +147,36 @@ fn fixture() -> (tempfile::TempDir, PathBuf, Vec<Change>) {
     (tmp, root, changes)
 }
 
+/// A patch that makes a file executable, or no longer executable, is applied as such (and
+/// with nothing else of the original's mode changed); integration said it was integrated and
+/// left the mode as it was (issue 29, finding 8).
+#[test]
+fn a_mode_change_is_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap().join("project");
+    fs::create_dir_all(&root).unwrap();
+    fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(root.join("run.sh"), fs::Permissions::from_mode(0o640)).unwrap();
+    fs::write(root.join("tool"), "x\n").unwrap();
+    fs::set_permissions(root.join("tool"), fs::Permissions::from_mode(0o755)).unwrap();
+    let same = |path: &str, bytes: &[u8], mode: u32| Change {
+        path: path.into(),
+        status: ChangeStatus::M,
+        baseline: Some(bytes.to_vec()),
+        result: Some(bytes.to_vec()),
+        mode: Some(mode),
+    };
+    let changes = vec![
+        same("run.sh", b"#!/bin/sh\n", 0o755),
+        same("tool", b"x\n", 0o644),
+    ];
+    let r = go(&root, &changes).unwrap();
+    assert_eq!(r.files.len(), 2);
+    let mode = |p: &str| fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode("run.sh"), 0o750, "executable where it was readable");
+    assert_eq!(mode("tool"), 0o644);
+}
+
 #[test]
 fn a_clean_integration_writes_everything_and_keeps_modes() {
     let (_t, root, changes) = fixture();
