@@ -51,11 +51,11 @@ impl Renderer {
                     self.activity = "answering".into();
                 }
                 self.clear_progress();
-                print!("{text}");
+                print!("{}", terminal_text(text));
                 let _ = std::io::stdout().flush();
             }
             EventKind::Thought { text } => {
-                self.activity = format!("thinking: {}", first_line(text, 60));
+                self.activity = format!("thinking: {}", first_line(&terminal_text(text), 60));
             }
             EventKind::ToolCall(c) => {
                 self.tools += 1;
@@ -184,11 +184,16 @@ impl Renderer {
         parts.push(format!("{:.2} s", self.started.elapsed().as_secs_f64()));
         eprintln!("task {} · {}", task.id, parts.join(" · "));
         if let Some(m) = &task.status_message {
-            eprintln!("{m}");
+            eprintln!("{}", terminal_text(m));
         }
     }
 
+    /// Prints one of Legate's lines; what an agent chose inside it cannot act on the terminal.
     fn line(&mut self, text: &str) {
+        // One line: an agent's newline inside it cannot start a line of its own (a forged
+        // "✔ allowed …").
+        let text = terminal_text(text).replace('\n', "\\n");
+        let text = text.as_str();
         self.clear_progress();
         if self.in_answer && !text.is_empty() {
             println!();
@@ -206,7 +211,7 @@ impl Renderer {
             self.started.elapsed().as_secs_f64(),
             self.events,
             self.tools,
-            self.activity
+            terminal_text(&self.activity).replace('\n', " ")
         );
         let _ = std::io::stderr().flush();
         self.progress_shown = true;
@@ -358,6 +363,33 @@ pub fn report_lines(report: &legate_core::Report) -> Vec<String> {
     lines
 }
 
+/// Whether `c` reorders the text around it (a bidirectional mark, embedding, override or
+/// isolate): `\u{202e}` makes `txt.exe` read as `exe.txt`.
+pub(crate) fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` as it may reach a terminal: newlines and tabs kept, every other control character
+/// (escape sequences: a clipboard write, a cursor move, a carriage return that rewrites the
+/// line) and every bidirectional override shown as a visible `\u{…}` instead of acting. For
+/// any text an agent, a caller or a remote chose, before `legate run`, `events` or `show`
+/// prints it (issue 29, finding 7).
+pub(crate) fn terminal_text(s: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c);
+    if !s.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if acts(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `s` on one line: whitespace runs made one space, control characters dropped, at most
 /// `max` characters. For any text an agent or a remote server chose, before it reaches the
 /// terminal.
@@ -380,6 +412,28 @@ pub(crate) fn flattened(s: &str, max: usize, put: impl Fn(char, &mut String)) ->
         format!("{}…", flat.chars().take(max).collect::<String>())
     } else {
         flat
+    }
+}
+
+#[cfg(test)]
+mod terminal_tests {
+    use super::*;
+
+    /// An agent's escape sequences (a clipboard write, a line erase and rewrite) and a
+    /// right-to-left override are shown, not obeyed; text and newlines pass as they are.
+    #[test]
+    fn what_an_agent_writes_cannot_act_on_the_terminal() {
+        let hostile =
+            "done\x1b]52;c;Y3VybCB4fHNo\x07\r\x1b[2K  \u{2714} allowed rm -rf /\u{202e}txt.exe\n";
+        let shown = terminal_text(hostile);
+        for c in ['\x1b', '\x07', '\r', '\u{202e}'] {
+            assert!(!shown.contains(c), "{c:?} in {shown:?}");
+        }
+        assert!(
+            shown.contains("\\u{1b}]52;c;") && shown.ends_with("txt.exe\n"),
+            "{shown}"
+        );
+        assert_eq!(terminal_text("plain\ttext\n"), "plain\ttext\n");
     }
 }
 

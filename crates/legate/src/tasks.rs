@@ -138,7 +138,11 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
     out!("task     {}", t.id)?;
     out!("state    {}", t.state)?;
     if let Some(e) = &t.error {
-        out!("error    {}: {}", e.code, e.message)?;
+        out!(
+            "error    {}: {}",
+            e.code,
+            render::terminal_text(&e.message).replace('\n', "\\n")
+        )?;
     }
     out!("agent    {}", t.agent)?;
     out!("context  {}", t.context_id)?;
@@ -167,7 +171,7 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
     out!("updated  {}", at(t.updated_at))?;
     out!("usage    {}", render::usage_text(t))?;
     if let Some(m) = &t.status_message {
-        out!("status   {m}")?;
+        out!("status   {}", render::terminal_text(m).replace('\n', "\\n"))?;
     }
     out!("prompt   {}", one_line(&t.prompt, 200))?;
     // The private memory it was given: which entries, never their text.
@@ -190,13 +194,17 @@ fn print_task(t: &legate_core::Task) -> std::io::Result<()> {
                 .unwrap_or_default()
         )?;
         for refusal in &r.refusals {
-            out!("refused  {}: {}", refusal.title, refusal.reason)?;
+            let line = format!("{}: {}", refusal.title, refusal.reason);
+            out!(
+                "refused  {}",
+                render::terminal_text(&line).replace('\n', "\\n")
+            )?;
         }
         for line in r.report.iter().flat_map(render::report_lines) {
             out!("{line}")?;
         }
         if !r.text.is_empty() {
-            out!("\n{}", r.text.trim_end())?;
+            out!("\n{}", render::terminal_text(r.text.trim_end()))?;
         }
     }
     Ok(())

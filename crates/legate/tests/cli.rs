@@ -591,3 +591,31 @@ fn models_are_listed_and_a_saved_preference_selects_an_acp_agents_model() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("INVALID_INPUT"));
 }
+
+/// What an agent writes cannot act on the terminal of the person reading `legate run` or
+/// `legate show` (issue 29, finding 7): a clipboard-write sequence, a bell, a right-to-left
+/// override and a newline meant to forge one of Legate's lines are shown, not obeyed.
+#[test]
+fn an_agents_escape_sequences_reach_no_terminal_raw() {
+    let home = CliHome::new(LEGATE);
+    let hostile = "a\u{1b}]52;c;eA==\u{7}b\u{202e}Z";
+    let out = home.run(&["run", &format!("write f.txt: {hostile}"), "recite f.txt"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id(&out);
+    let show = home.run(&["show", &id]);
+    for (what, bytes) in [
+        ("run's stdout", &out.stdout),
+        ("run's stderr", &out.stderr),
+        ("show", &show.stdout),
+    ] {
+        let shown = String::from_utf8_lossy(bytes);
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+            assert!(!shown.contains(raw), "{what} passed {raw:?} raw: {shown:?}");
+        }
+    }
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        answer.contains("a\\u{1b}]52;c;eA==\\u{7}b\\u{202e}Z"),
+        "{answer}"
+    );
+}
