@@ -296,6 +296,14 @@ async fn selections_and_proposals_that_touch_protected_paths_links_or_leave_the_
         ("/".to_string(), "INVALID_INPUT"),
         (s(&user_home.join(".ssh")), "INVALID_INPUT"),
         (s(&user_home), "INVALID_INPUT"),
+        // System directories and the one holding Legate's binary are never write roots
+        // (issue 29, finding 5: they were accepted, and a test wrote into /etc).
+        ("/etc".to_string(), "INVALID_INPUT"),
+        ("/usr/local/bin".to_string(), "INVALID_INPUT"),
+        (
+            s(std::env::current_exe().unwrap().parent().unwrap()),
+            "INVALID_INPUT",
+        ),
     ] {
         let got = h
             .fail(

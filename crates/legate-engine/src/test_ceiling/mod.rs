@@ -232,8 +232,9 @@ impl Core {
     /// Validates and normalizes a proposed ceiling (roots checked and canonical, sorted, each
     /// once; bounds): `INVALID_INPUT`, or `FORBIDDEN_DIRECTORY`, naming the first problem.
     pub(crate) fn check_test_ceiling(&self, proposal: TestCeiling) -> Result<TestCeiling> {
-        let protected = self.protected_roots();
-        let norm = |list: &[PathBuf], name: &str| -> Result<Vec<PathBuf>> {
+        let readable = self.protected_roots();
+        let writable = readable.clone().for_writes();
+        let norm = |list: &[PathBuf], name: &str, protected: &Protected| -> Result<Vec<PathBuf>> {
             if list.len() > MAX_ROOTS {
                 return Err(invalid(format!(
                     "{name} has {} roots; at most {MAX_ROOTS}",
@@ -247,7 +248,7 @@ impl Core {
                     check_root(
                         r,
                         &format!("{name}[{i}]"),
-                        &protected,
+                        protected,
                         ErrorCode::InvalidInput,
                     )
                 })
@@ -263,8 +264,8 @@ impl Core {
             )));
         }
         Ok(TestCeiling {
-            read_roots: norm(&proposal.read_roots, "readRoots")?,
-            write_roots: norm(&proposal.write_roots, "writeRoots")?,
+            read_roots: norm(&proposal.read_roots, "readRoots", &readable)?,
+            write_roots: norm(&proposal.write_roots, "writeRoots", &writable)?,
             ..proposal
         })
     }
@@ -281,7 +282,13 @@ impl Core {
         let ceiling = &view.policy;
         let denied = |m: String| Error::new(ErrorCode::SandboxSelectionDenied, m);
         let protected = self.protected_roots().with_source(source);
+        let protected_writes = protected.clone().for_writes();
         let check = |list: &[PathBuf], name: &str, within: &[&PathBuf]| -> Result<Vec<PathBuf>> {
+            let protected = if name == "writePaths" {
+                &protected_writes
+            } else {
+                &protected
+            };
             if list.len() > MAX_ROOTS {
                 return Err(denied(format!(
                     "{name} has {} paths; at most {MAX_ROOTS}",
@@ -291,7 +298,7 @@ impl Core {
             let mut out = Vec::new();
             for (i, raw) in list.iter().enumerate() {
                 let field = format!("sandbox.{name}[{i}]");
-                let real = check_root(raw, &field, &protected, ErrorCode::SandboxSelectionDenied)?;
+                let real = check_root(raw, &field, protected, ErrorCode::SandboxSelectionDenied)?;
                 if !within.iter().any(|root| real.starts_with(root)) {
                     return Err(denied(format!(
                         "{field} is outside the sandbox policy's {} (policy sha256 {})",

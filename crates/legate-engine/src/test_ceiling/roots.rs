@@ -41,6 +41,13 @@ const CREDENTIALS: &[&str] = &[
 /// Kernel pseudo-filesystems: never a root (a write root there writes the kernel's knobs).
 const PSEUDO: &[&str] = &["/proc", "/sys", "/dev"];
 
+/// The system's own directories: never a write root (a test could then change what every
+/// process on the machine runs or trusts: `/etc`, a program in `/usr/local/bin`).
+const SYSTEM: &[&str] = &[
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/var/lib",
+    "/var/log",
+];
+
 /// The paths no root may touch, each with what it is (for the error).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Protected {
@@ -67,6 +74,21 @@ impl Protected {
             p.add(Path::new(d), "a kernel pseudo-filesystem");
         }
         p
+    }
+
+    /// For write roots: also the system's directories and the directory holding Legate's own
+    /// binary (issue 29, finding 5: a test wrote into `/etc`).
+    pub(crate) fn for_writes(mut self) -> Self {
+        for d in SYSTEM {
+            self.add(Path::new(d), "a system directory");
+        }
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        {
+            self.add(&dir, "the directory holding Legate's own binary");
+        }
+        self
     }
 
     /// Also the source project of the test's copy.
