@@ -227,14 +227,17 @@ async fn login(State(ui): State<Dashboard>, Query(q): Query<LoginQuery>) -> Resp
     }
 }
 
-/// `POST /logout` (CSRF-checked): clears the cookie. The session's MAC stays valid until it
-/// expires for whoever copied the cookie; signing out forgets it in this browser only.
+/// `POST /logout` (CSRF-checked): ends the session on this server (its cookie is refused
+/// from now on, wherever it was copied) and clears the cookie.
 async fn logout(
     State(ui): State<Dashboard>,
     axum::Extension(viewer): axum::Extension<Viewer>,
     axum::Form(fields): axum::Form<std::collections::HashMap<String, String>>,
 ) -> Result<Response, PageError> {
     viewer.csrf_checked(&ui, fields.get(crate::auth::CSRF_FIELD).map(String::as_str))?;
+    if let Some(session) = &viewer.session {
+        ui.auth().sign_out(session, legate_core::Timestamp::now().0);
+    }
     let mut response = pages::layout::page(
         "Signed out",
         None,

@@ -83,6 +83,25 @@ async fn a_one_time_code_works_once_and_sets_a_strict_http_only_cookie() {
     s.stop().await;
 }
 
+/// Signing out ends the session on the server: its cookie, copied before (another tab, a
+/// stolen copy), is refused afterwards, not only forgotten by this browser (issue 29,
+/// finding 8). Another session is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_out_revokes_the_cookie_everywhere() {
+    let s = UiServer::start().await;
+    let one = s.login(Audience::Caller).await;
+    let two = s.login(Audience::Caller).await;
+    assert_eq!(s.get_with(&one.cookie, "/tasks").await.status(), 200);
+    let out = s
+        .post_form(Some(&one.cookie), "/logout", &[("csrf", &one.csrf)])
+        .await;
+    assert_eq!(out.status(), 200);
+    let copied = s.get_with(&one.cookie, "/tasks").await;
+    assert_eq!(copied.status(), 401, "a signed-out cookie still works");
+    assert_eq!(s.get_with(&two.cookie, "/tasks").await.status(), 200);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bearer_token_reads_but_never_writes() {
     let s = UiServer::start().await;

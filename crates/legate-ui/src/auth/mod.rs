@@ -60,6 +60,9 @@ pub enum Refused {
     /// No random bytes.
     #[error("no random bytes for a session")]
     NoRandom,
+    /// Signed out: the session was ended on this server.
+    #[error("this session was signed out; `legate ui` opens a new one")]
+    SignedOut,
 }
 
 /// A signed value of the shape `<a>.<body>.<expiry>.<mac>`.
@@ -178,6 +181,8 @@ pub struct Auth {
     supervisor: Token,
     /// Redeemed nonces and their expiry (pruned as they expire).
     used: Mutex<HashMap<Vec<u8>, i64>>,
+    /// Sessions signed out, by id, with their expiry (pruned as they expire).
+    signed_out: Mutex<HashMap<String, i64>>,
 }
 
 impl Auth {
@@ -187,7 +192,17 @@ impl Auth {
             caller,
             supervisor,
             used: Mutex::new(HashMap::new()),
+            signed_out: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Ends `session` on this server: its cookie, wherever it was copied, is refused from
+    /// now until it would have expired (issue 29, finding 8: signing out only forgot it in
+    /// one browser). Kept in memory: a restarted server forgets it.
+    pub fn sign_out(&self, session: &Session, now_ms: i64) {
+        let mut out = self.signed_out.lock().unwrap_or_else(|p| p.into_inner());
+        out.retain(|_, expiry| *expiry > now_ms);
+        out.insert(session.id.clone(), session.expiry);
     }
 
     fn token(&self, audience: Audience) -> &Token {
@@ -249,9 +264,14 @@ impl Auth {
         if signed.expiry <= now_ms {
             return Err(Refused::Expired);
         }
+        let id = mac::hex(&signed.body);
+        let out = self.signed_out.lock().unwrap_or_else(|p| p.into_inner());
+        if out.contains_key(&id) {
+            return Err(Refused::SignedOut);
+        }
         Ok(Session {
             audience: signed.audience,
-            id: mac::hex(&signed.body),
+            id,
             expiry: signed.expiry,
         })
     }
