@@ -478,3 +478,64 @@ fn legate_agents_probes_a_pod_agent_and_says_where_it_runs() {
     );
     no_pods(&ns);
 }
+
+/// A hostile agent in the pod: a link to the pod's `/etc/passwd`, a `.git` directory and a
+/// flood of files its own `tar` cannot read (one complaint each, past the exec's stderr
+/// buffer). The links and `.git` are left out and named; the flood neither stalls the
+/// copy-back nor outlives the task's timeout: the turn ends, with a clear code.
+#[test]
+fn what_a_hostile_agent_leaves_in_the_pod_comes_back_checked_and_never_stalls() {
+    let Some((_cluster, ns, env)) = setup("lt-hostile") else {
+        return;
+    };
+    env.make_project(&[("a.txt", "a\n")]);
+    let project = env.project().to_string_lossy().into_owned();
+    let out = env.run(&[
+        "run",
+        "--copy",
+        &project,
+        "run ln -s /etc/passwd link && mkdir -p .git && echo x > .git/config",
+        "write ok.txt: ok",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id(&out);
+    assert_eq!(
+        std::fs::read_to_string(env.copy(&id).join("ok.txt")).unwrap(),
+        "ok"
+    );
+    assert!(std::fs::symlink_metadata(env.copy(&id).join("link")).is_err());
+    assert!(!env.copy(&id).join(".git").exists());
+    let returned = env
+        .events(&id)
+        .into_iter()
+        .find(|e| e["detail"]["event"] == "pod_workspace_returned")
+        .expect("the workspace came back");
+    assert_eq!(
+        returned["detail"]["leftOut"],
+        serde_json::json!([".git/config", "link"])
+    );
+
+    let started = std::time::Instant::now();
+    let out = env.run(&[
+        "run",
+        "--copy",
+        &project,
+        "--timeout",
+        "120",
+        "run mkdir d && for i in $(seq 1 1500); do echo $i > d/f$i; done && chmod 000 d/*",
+    ]);
+    assert!(
+        started.elapsed() < Duration::from_secs(110),
+        "the copy-back stalled"
+    );
+    let task = env.show(&task_id(&out));
+    assert_eq!(task["state"], "failed", "{task}");
+    assert!(
+        task["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("reading the pod's workspace"),
+        "{task}"
+    );
+    no_pods(&ns);
+}
