@@ -16,7 +16,9 @@
 
 use crate::acp::sys;
 use crate::cleanup;
-use legate_confine::{Confinement, Enforcement, IsolationReport, LegatePorts, Prepared, Signals};
+use legate_confine::{
+    Confinement, Enforcement, IsolationReport, LegatePorts, LimitsReport, Prepared, Signals,
+};
 use legate_core::EventKind;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -88,6 +90,8 @@ pub(crate) struct Facts {
     isolation: IsolationReport,
     /// Whether the process's network namespace holds an egress listener Legate serves.
     egress: bool,
+    /// What holds of the process tree's limits.
+    limits: LimitsReport,
 }
 
 impl Facts {
@@ -99,6 +103,7 @@ impl Facts {
             signals: prepared.signals(),
             isolation: prepared.isolation(),
             egress: prepared.egress_requested(),
+            limits: prepared.limits(),
         }
     }
 
@@ -127,6 +132,7 @@ impl Facts {
                 .map(Prepared::isolation)
                 .unwrap_or_default(),
             egress: prepared.as_ref().is_some_and(Prepared::egress_requested),
+            limits: prepared.as_ref().map(Prepared::limits).unwrap_or_default(),
         }
     }
 }
@@ -145,11 +151,13 @@ pub(crate) fn confinement_notice(
         signals,
         isolation,
         egress,
+        limits,
     } = facts;
     let network = facts.network();
     EventKind::Notice {
         message: format!(
-            "{subject} process confinement: {enforcement}; {isolation}; network: {network}; Legate's ports: {legate_ports}; signals: {signals}; writable: {}",
+            "{subject} process confinement: {enforcement}; {isolation}; network: {network}; Legate's ports: {legate_ports}; signals: {signals}; {}; writable: {}",
+            limits.describe(),
             writable
                 .iter()
                 .map(|p| p.display().to_string())
@@ -170,6 +178,7 @@ pub(crate) fn confinement_notice(
             "writable": writable,
             "tmpDir": tmp_dir,
             "isolation": isolation,
+            "limits": limits,
         }),
     }
 }

@@ -54,6 +54,10 @@ pub(crate) struct AgentTable {
     image: Option<String>,
     /// The agent's command in its pod (default: its `command` and `args`; revisor's own).
     pod_command: Option<Vec<String>>,
+    /// The processes (threads included) its local process tree may have at once.
+    max_processes: Option<u32>,
+    /// The memory its local process tree may use, in MiB.
+    max_memory_mb: Option<u64>,
 }
 
 impl AgentTable {
@@ -135,7 +139,18 @@ pub(crate) fn resolve(
             image: table.image.clone(),
             pod_command: table.pod_command.clone(),
         };
+        let limits = crate::limits::resolve(
+            &name,
+            table.max_processes,
+            table.max_memory_mb,
+            base.as_ref(),
+        )?;
         if kind.as_str() == legate_remote::KIND || table.url.is_some() {
+            if table.max_processes.is_some() || table.max_memory_mb.is_some() {
+                refuse!(
+                    "agents.{name}.max_processes and max_memory_mb apply to agents Legate starts, not to remote agents"
+                );
+            }
             if pod.runtime.is_some() || pod.image.is_some() || pod.pod_command.is_some() {
                 refuse!(
                     "agents.{name}.runtime, image and pod_command apply to agents Legate starts, not to remote agents"
@@ -250,8 +265,14 @@ pub(crate) fn resolve(
         if let Some(settings) =
             crate::kubernetes::resolve(&name, &kind, &pod, default_command, kubernetes)?
         {
+            if table.max_processes.is_some() || table.max_memory_mb.is_some() {
+                refuse!(
+                    "agents.{name}.max_processes and max_memory_mb apply to local processes; a pod's are its [kubernetes] cpu and memory"
+                );
+            }
             spec.runtime = legate_core::AgentRuntime::Kubernetes(Box::new(settings));
         }
+        spec.limits = limits;
         c.agents.insert(name, spec);
     }
     Ok(())

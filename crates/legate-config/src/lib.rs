@@ -31,6 +31,7 @@ mod controls;
 mod error;
 pub mod fronts;
 mod kubernetes;
+mod limits;
 pub mod mcp;
 mod memory;
 mod network;

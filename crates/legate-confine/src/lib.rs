@@ -65,6 +65,9 @@ mod network;
 pub use network::{EgressHandoff, Network};
 
 pub use hook::confine_command;
+// Limits on the process tree's processes and memory (a control group of its own).
+mod limits;
+pub use limits::{LimitGroup, LimitsReport};
 // What a test's sandbox selection narrows beyond an agent's confinement.
 mod narrowing;
 pub use narrowing::{Children, SYSTEM_READABLE};
@@ -173,6 +176,8 @@ pub struct Confinement {
     egress: Option<u16>,
     // Isolation from Legate (see the `isolation` module).
     isolation: isolation::Spec,
+    // The process tree's limits (see the `limits` module).
+    limits: Option<legate_core::ProcessLimits>,
 }
 
 impl Confinement {
@@ -256,6 +261,13 @@ impl Confinement {
     /// Leaves the pseudo-terminal devices out: of the devices, only [`DEV_NULL`] is writable.
     pub fn without_terminals(mut self) -> Self {
         self.no_terminals = true;
+        self
+    }
+
+    /// Also limits the process tree's processes and memory, in a control group of its own
+    /// where the kernel lets Legate make one ([`Prepared::limits`] says what holds).
+    pub fn limit(mut self, limits: legate_core::ProcessLimits) -> Self {
+        self.limits = Some(limits);
         self
     }
 
@@ -381,7 +393,9 @@ impl Confinement {
             (true, true) => Children::DeniedSeccomp,
             (true, false) => Children::NotEnforced,
         };
+        let limits = self.limits.map(limits::Limits::create).unwrap_or_default();
         Ok(Prepared {
+            limits,
             ruleset,
             enforcement,
             reads_restricted: readable.is_some() && enforcement != Enforcement::None,
@@ -426,6 +440,8 @@ pub struct Prepared {
     // Isolation from Legate: `None` for Landlock only or without namespaces.
     isolation: Option<init::Child>,
     report: IsolationReport,
+    // The control groups joined first in the child; Legate's guard until taken.
+    limits: limits::Limits,
 }
 
 impl fmt::Debug for Prepared {
@@ -440,6 +456,7 @@ impl fmt::Debug for Prepared {
             .field("egress", &self.egress_requested)
             .field("applied", &self.applied)
             .field("isolation", &self.report)
+            .field("limits", &self.limits.report)
             .finish_non_exhaustive()
     }
 }
@@ -495,6 +512,21 @@ impl Prepared {
         self.report
     }
 
+    /// What holds of the process tree's limits.
+    pub fn limits(&self) -> LimitsReport {
+        self.limits.report
+    }
+
+    /// The control groups holding the tree's limits, once (`None` afterwards, and when none
+    /// was made). Take it before spawning (the `Prepared` moves into the pre-exec hook) and
+    /// keep it while the process runs: dropping it removes the groups, killing what is left
+    /// in them.
+    pub fn take_limits(&mut self) -> Option<LimitGroup> {
+        let mut group = self.limits.group.take()?;
+        group.kill_on_drop = true;
+        Some(group)
+    }
+
     /// Confines the calling process. Meant for a pre-exec hook (between `fork` and `exec`):
     /// it allocates nothing, takes no lock, and its errors carry raw OS codes.
     ///
@@ -514,6 +546,8 @@ impl Prepared {
             return Err(std::io::Error::from_raw_os_error(kernel::EALREADY));
         }
         self.applied = true;
+        // First: everything this process becomes or starts is counted against the limits.
+        self.limits.join.join()?;
         if let Some(child) = &mut self.isolation {
             child.enter()?;
         }

@@ -293,6 +293,9 @@ pub struct AgentSpec {
     /// Where its process runs: locally (the default) or in a pod of a cluster.
     #[serde(default, skip_serializing_if = "crate::AgentRuntime::is_local")]
     pub runtime: crate::AgentRuntime,
+    /// How much of the machine its local process tree may take.
+    #[serde(default, skip_serializing_if = "crate::ProcessLimits::is_default")]
+    pub limits: crate::ProcessLimits,
 }
 
 impl AgentSpec {
@@ -326,6 +329,7 @@ impl AgentSpec {
             model: None,
             credentials: AgentCredentials::Environment,
             runtime: crate::AgentRuntime::Local,
+            limits: crate::ProcessLimits::default(),
         }
     }
 

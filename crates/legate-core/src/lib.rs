@@ -12,6 +12,7 @@ pub mod controls;
 pub mod delivery;
 pub mod error;
 pub mod event;
+pub mod limits;
 pub mod permission;
 pub mod remote;
 pub mod report;
@@ -41,6 +42,7 @@ pub use event::{
     Attachment, Event, EventKind, PlanEntry, ToolCallEvent, ToolCallUpdateEvent, ToolKind,
     ToolStatus,
 };
+pub use limits::ProcessLimits;
 pub use permission::{Decider, Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
 pub use remote::RemoteRef;
 pub use report::{

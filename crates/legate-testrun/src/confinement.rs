@@ -46,7 +46,14 @@ pub(crate) fn confine_selected(
     hidden: &[PathBuf],
     selected: &TestConfinement,
     egress: bool,
-) -> Result<(Confined, Option<EgressHandoff>), Error> {
+) -> Result<
+    (
+        Confined,
+        Option<EgressHandoff>,
+        Option<legate_confine::LimitGroup>,
+    ),
+    Error,
+> {
     let mut c = hidden
         .iter()
         .fold(Confinement::new(), |c, p| c.hide(p))
@@ -68,8 +75,11 @@ pub(crate) fn confine_selected(
     if !selected.children {
         c = c.deny_children();
     }
-    let mut prepared = c.prepare(requirement)?;
+    let mut prepared = c
+        .limit(legate_core::ProcessLimits::default())
+        .prepare(requirement)?;
     let handoff = prepared.take_egress();
+    let limits = prepared.take_limits();
     let network = match (selected.network, handoff.is_some()) {
         (true, true) => PROXY,
         (true, false) => "allowed",
@@ -96,7 +106,7 @@ pub(crate) fn confine_selected(
         "selected test sandbox prepared"
     );
     legate_confine::confine_command(cmd, prepared);
-    Ok((confined, handoff))
+    Ok((confined, handoff, limits))
 }
 
 /// What the evidence's `network` says of a test whose only way out is Legate's proxy.

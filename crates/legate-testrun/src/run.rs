@@ -131,15 +131,17 @@ pub fn confine(
     scratch: &Path,
     requirement: Requirement,
     hidden: &[PathBuf],
-) -> Result<Confined, Error> {
-    let prepared = hidden
+) -> Result<(Confined, Option<legate_confine::LimitGroup>), Error> {
+    let mut prepared = hidden
         .iter()
         .fold(Confinement::new(), |c, p| c.hide(p))
         .allow_write(copy)
         .allow_write(scratch)
         .without_terminals()
         .deny_network()
+        .limit(legate_core::ProcessLimits::default())
         .prepare(requirement)?;
+    let limits = prepared.take_limits();
     let confined = Confined {
         confinement: prepared.enforcement().as_str(),
         network: prepared.network().as_str(),
@@ -149,7 +151,7 @@ pub fn confine(
         landlock_abi: Confinement::landlock_abi(),
     };
     legate_confine::confine_command(cmd, prepared);
-    Ok(confined)
+    Ok((confined, limits))
 }
 
 /// Checks a command before anything runs: `INVALID_INPUT` for an empty executable or a NUL.
@@ -213,7 +215,8 @@ pub fn run_test_in(
         }
     }
     cmd.env("HOME", scratch).env("TMPDIR", scratch);
-    let (confined, handoff) = match selected {
+    // `_limits` holds the command's process and memory limits until it is over.
+    let (confined, handoff, _limits) = match selected {
         Some(s) => crate::confinement::confine_selected(
             &mut cmd,
             copy,
@@ -223,7 +226,10 @@ pub fn run_test_in(
             s,
             egress.is_some(),
         )?,
-        None => (confine(&mut cmd, copy, scratch, requirement, hidden)?, None),
+        None => {
+            let (confined, limits) = confine(&mut cmd, copy, scratch, requirement, hidden)?;
+            (confined, None, limits)
+        }
     };
     let egress = egress.filter(|_| handoff.is_some());
     if let Some(e) = egress {

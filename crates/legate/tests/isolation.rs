@@ -159,3 +159,118 @@ fn a_grandchild_that_ignores_sigterm_dies_with_a_killed_legate() {
     }
     assert!(left.is_empty(), "outlived legate: {left:?}");
 }
+
+/// The control groups named `legate-<pid>-…` that a Legate of process `pid` made, under the
+/// test's own v1 `pids` and `memory` groups or its v2 group (standard mount points).
+fn groups_of(pid: u32) -> Vec<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut dirs = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next());
+        let path = path.unwrap_or("/").trim_start_matches('/');
+        for c in controllers.split(',') {
+            if c == "pids" || c == "memory" {
+                dirs.push(Path::new("/sys/fs/cgroup").join(c).join(path));
+            }
+        }
+        if controllers.is_empty() {
+            dirs.push(Path::new("/sys/fs/cgroup").join(path));
+            dirs.push(Path::new("/sys/fs/cgroup/unified").join(path));
+        }
+    }
+    let prefix = format!("legate-{pid}-");
+    dirs.iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// The task's confinement notice, and whether it says the limits hold.
+fn limits_held(h: &CliHome, id: &str) -> (String, bool) {
+    let events = h.run(&["events", id]);
+    let events = String::from_utf8_lossy(&events.stdout).into_owned();
+    let line = events
+        .lines()
+        .find(|l| l.contains("agent process confinement"))
+        .unwrap_or_else(|| panic!("no confinement event:\n{events}"))
+        .to_string();
+    let held = !line.contains("not limited");
+    if !held {
+        assert!(
+            std::env::var_os("LEGATE_REQUIRE_LIMITS").is_none(),
+            "LEGATE_REQUIRE_LIMITS is set, but the limits do not hold: {line}"
+        );
+        eprintln!("skipped: Legate may not make control groups here: {line}");
+    }
+    (line, held)
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_agents_process_limit_and_its_group_goes_with_legate() {
+    if !available() {
+        return;
+    }
+    let h = CliHome::with_config(
+        env!("CARGO_BIN_EXE_legate"),
+        "[agents.revisor]\nmax_processes = 64\n",
+    );
+    // A shell starts 300 background sleepers (dash gives up at the first refused fork); then
+    // the task's shell counts what
+    // runs in its namespace and ends its sleepers, with builtins only (no fork is left).
+    let script = "run { sh -c 'i=0; while [ $i -lt 300 ]; do sleep 1000 >/dev/null 2>&1 & i=$((i+1)); done' 2> err.txt; \
+        n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n > count.txt; \
+        for p in /proc/[0-9]*; do read -r c < $p/comm; [ \"$c\" = sleep ] && kill -9 ${p#/proc/}; done; true; } 2>/dev/null";
+    let child = h.spawn(&["run", script]);
+    let legate = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id(&out);
+    let (line, held) = limits_held(&h, &id);
+    if !held {
+        return;
+    }
+    assert!(line.contains("processes: 64"), "{line}");
+    assert!(line.contains("\"maxProcesses\":64"), "{line}");
+    let root = PathBuf::from(h.show(&id)["root"].as_str().unwrap().to_string());
+    let count: usize = std::fs::read_to_string(root.join("count.txt"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let refused = std::fs::read_to_string(root.join("err.txt")).unwrap();
+    assert!(count < 64, "{count} processes ran under a limit of 64");
+    assert!(!refused.is_empty(), "no fork was refused ({count} ran)");
+    // A `legate` that ended leaves no group of its own behind once the next one started.
+    let next = h.run(&["run", "write after.txt: ok"]);
+    assert!(next.status.success(), "{}", text(&next));
+    let left = groups_of(legate);
+    assert!(left.is_empty(), "groups left behind: {left:?}");
+}
+
+#[test]
+fn a_memory_bomb_is_killed_at_the_agents_memory_limit_and_the_task_goes_on() {
+    if !available() {
+        return;
+    }
+    let h = CliHome::with_config(
+        env!("CARGO_BIN_EXE_legate"),
+        "[agents.revisor]\nmax_memory_mb = 64\n",
+    );
+    // `tail` keeps a line whole; /dev/zero has no newline: 300 MB held unless killed.
+    let script = "run head -c 300000000 /dev/zero | tail > /dev/null; echo \"tail: $?\" > mem.txt";
+    let out = h.run(&["run", script]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id(&out);
+    let (line, held) = limits_held(&h, &id);
+    if !held {
+        return;
+    }
+    assert!(line.contains("memory: 64 MiB"), "{line}");
+    let root = PathBuf::from(h.show(&id)["root"].as_str().unwrap().to_string());
+    let said = std::fs::read_to_string(root.join("mem.txt")).unwrap();
+    assert_eq!(said.trim(), "tail: 137", "the memory bomb was not killed");
+}

@@ -117,10 +117,12 @@ impl AcpBackend {
             .iter()
             .fold(confinement, |c, p| c.hide(p))
             .egress(legate_egress::PROXY_PORT)
+            .limit(request.agent.limits)
             .prepare(self.confinement)?;
         let enforcement = confinement.enforcement();
         // The network: the namespace's one way out is the proxy, under the session's rules.
         let handoff = confinement.take_egress();
+        let limits = confinement.take_limits();
         let marker = crate::cleanup::new_marker();
         let parent: Vec<_> = std::env::vars_os().collect();
         let mut env = process::environment(
@@ -183,7 +185,7 @@ impl AcpBackend {
         else {
             return Err(Error::internal("the agent's pipes were not set up"));
         };
-        let process = ProcessGroup::watch(child, self.kill_grace, marker);
+        let process = ProcessGroup::watch(child, self.kill_grace, marker, limits);
         info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
         let shared = Arc::new(
             HandlerState::new(

@@ -109,10 +109,14 @@ pub(crate) async fn exited(
             format!("; its last stderr line: {}", translate::truncate(&l, 500))
         })
         .unwrap_or_default();
+    let limits = process
+        .limits_hit()
+        .map(|l| format!("; {l}"))
+        .unwrap_or_default();
     Error::new(
         code,
         format!(
-            "the agent exited during {what} ({}){last}",
+            "the agent exited during {what} ({}){limits}{last}",
             describe_exit(status)
         ),
     )

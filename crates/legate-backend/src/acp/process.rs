@@ -98,6 +98,9 @@ pub(crate) struct ProcessGroup {
     kill_grace: Duration,
     /// For an agent in a pod: the pod, its command, and how that ended.
     pod: Option<PodRun>,
+    /// The control groups holding the tree's process and memory limits, removed (with what
+    /// is left in them) when the group is dropped.
+    limits: Option<legate_confine::LimitGroup>,
 }
 
 /// An agent's command in its pod.
@@ -108,9 +111,15 @@ pub(crate) struct PodRun {
 }
 
 impl ProcessGroup {
-    /// Takes ownership of `child` (a group leader spawned with `marker`) and reaps it in the
-    /// background; stopping it gives `kill_grace` between `SIGINT` and `SIGKILL`.
-    pub(crate) fn watch(mut child: Child, kill_grace: Duration, marker: String) -> Self {
+    /// Takes ownership of `child` (a group leader spawned with `marker`, its tree held to
+    /// `limits`) and reaps it in the background; stopping it gives `kill_grace` between
+    /// `SIGINT` and `SIGKILL`.
+    pub(crate) fn watch(
+        mut child: Child,
+        kill_grace: Duration,
+        marker: String,
+        limits: Option<legate_confine::LimitGroup>,
+    ) -> Self {
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -136,7 +145,31 @@ impl ProcessGroup {
             stopped: Mutex::new(None),
             kill_grace,
             pod: None,
+            limits,
         }
+    }
+
+    /// What the tree's limits did to it, for a person: the memory kills and refused forks
+    /// the kernel counted (`None` when neither happened, or there are no limits).
+    pub(crate) fn limits_hit(&self) -> Option<String> {
+        let group = self.limits.as_ref()?;
+        let limits = group.limits();
+        let mut said = Vec::new();
+        match group.memory_kills() {
+            0 => {}
+            n => said.push(format!(
+                "the kernel killed {n} of its processes for passing its memory limit ({} MiB, max_memory_mb)",
+                limits.max_memory_mib
+            )),
+        }
+        match group.forks_refused() {
+            0 => {}
+            n => said.push(format!(
+                "{n} of its forks were refused at its process limit ({}, max_processes)",
+                limits.max_processes
+            )),
+        }
+        (!said.is_empty()).then(|| said.join("; "))
     }
 
     /// Takes the agent's command in `pod` (its stdio already taken): it "exits" when the
@@ -166,6 +199,7 @@ impl ProcessGroup {
             stopped: Mutex::new(None),
             kill_grace: Duration::ZERO,
             pod: Some(PodRun { pod, exec }),
+            limits: None,
         }
     }
 

@@ -380,6 +380,8 @@ impl AgentSession for AgySession {
         };
         let mut prepared = self.fence.prepare_run()?;
         let handoff = prepared.take_egress();
+        // Held until the run is over: dropping it removes the run's groups.
+        let limits = prepared.take_limits();
         let mut spec = spec;
         spec.confinement = Some(prepared);
         if let (Some(handoff), Some(rules)) = (handoff, &self.network) {
@@ -396,6 +398,7 @@ impl AgentSession for AgySession {
         let mut end = handle
             .await
             .map_err(|e| Error::quoting(ErrorCode::Internal, "the agy run task failed", e))??;
+        drop(limits);
 
         if let Some(id) = end
             .translator

@@ -95,7 +95,10 @@ impl Fence {
         let confinement = writable
             .iter()
             .fold(Confinement::new(), |c, dir| c.allow_write(dir));
-        let mut confinement = hidden.iter().fold(confinement, |c, p| c.hide(p));
+        let mut confinement = hidden
+            .iter()
+            .fold(confinement, |c, p| c.hide(p))
+            .limit(spec.limits);
         if let Some(dir) = state_dir {
             // Long JSON Schemas are passed as files there (read-only for agy): keep it in
             // sight when the home is hidden.
