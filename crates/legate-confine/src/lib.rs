@@ -236,6 +236,12 @@ impl Confinement {
         self
     }
 
+    /// What an agent's process limits would hold here: a control group made with the
+    /// defaults and removed at once.
+    pub fn probe_limits() -> LimitsReport {
+        limits::Limits::create(legate_core::ProcessLimits::default()).report
+    }
+
     /// The running kernel's Landlock ABI version (0: no Landlock), up to the newest this
     /// crate knows (6). Cheap after the first call.
     pub fn landlock_abi() -> u8 {

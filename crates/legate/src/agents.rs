@@ -29,6 +29,7 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
             starts,
             detail,
             confinement,
+            ..
         } = row(spec, engine).await;
         let (confinement_wire, confinement_text) = match (spec.runtime.pod(), &confinement) {
             (Some(pod), _) => (
@@ -73,11 +74,13 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `legate agents` says about one agent.
-struct Row {
+/// What `legate agents` says about one agent (and `legate doctor`).
+pub(crate) struct Row {
     /// Whether it starts; `None` when not probed.
-    starts: Option<bool>,
-    detail: String,
+    pub(crate) starts: Option<bool>,
+    pub(crate) detail: String,
+    /// Its version outside its preset's verified range, when it started.
+    pub(crate) warning: Option<String>,
     /// How the kernel confines its process: the backend's report through the engine, or
     /// (unprobed) what this kernel can enforce at all.
     confinement: legate_core::Result<legate_confine::Enforcement>,
@@ -85,11 +88,12 @@ struct Row {
 
 /// Probes one agent. Confinement is checked first: an agent whose process the kernel could not
 /// confine is never started when the configuration requires confinement.
-async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
+pub(crate) async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
     let confinement = match engine {
         Some(engine) => engine.agents().confinement(&spec.name),
         None => Ok(legate_confine::Confinement::probe()),
     };
+    let mut warning = None;
     let (starts, detail) = match (engine, &confinement) {
         (None, _) => (None, "not probed".to_string()),
         (Some(_), Err(_)) => (
@@ -121,30 +125,33 @@ async fn row(spec: &AgentSpec, engine: Option<&Engine>) -> Row {
             .probe(&spec.name, engine.config().fronts.probe_timeout)
             .await
         {
-            Ok(info) => (
-                Some(true),
-                format!(
-                    "starts ({} {}){}{}",
-                    info.name.as_deref().unwrap_or("unnamed"),
-                    info.version.as_deref().unwrap_or("?"),
-                    if info.capabilities.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; capabilities: {}", info.capabilities.join(", "))
-                    },
-                    engine
-                        .agents()
-                        .version_warning(&spec.name, &info)
-                        .map(|w| format!("; {w}"))
-                        .unwrap_or_default()
-                ),
-            ),
+            Ok(info) => {
+                warning = engine.agents().version_warning(&spec.name, &info);
+                (
+                    Some(true),
+                    format!(
+                        "starts ({} {}){}{}",
+                        info.name.as_deref().unwrap_or("unnamed"),
+                        info.version.as_deref().unwrap_or("?"),
+                        if info.capabilities.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; capabilities: {}", info.capabilities.join(", "))
+                        },
+                        warning
+                            .as_deref()
+                            .map(|w| format!("; {w}"))
+                            .unwrap_or_default()
+                    ),
+                )
+            }
             Err(e) => (Some(false), format!("does not start: {e}")),
         },
     };
     Row {
         starts,
         detail,
+        warning,
         confinement,
     }
 }

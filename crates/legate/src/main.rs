@@ -22,6 +22,7 @@ mod approvals;
 mod caller_skill;
 mod compare;
 mod config;
+mod doctor;
 mod errors;
 mod front;
 mod group;
@@ -117,6 +118,16 @@ enum Command {
         #[arg(long)]
         no_probe: bool,
         /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Say what holds on this machine for Legate (kernel confinement, process limits, the
+    /// home, token files, each agent), each problem with its fix. Exit 1 when something fails.
+    Doctor {
+        /// Do not start the agents.
+        #[arg(long)]
+        no_probe: bool,
+        /// Print JSON lines, one per check.
         #[arg(long)]
         json: bool,
     },
@@ -378,6 +389,10 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         // It reports an invalid policy itself (exit 1), so it loads the configuration itself.
         return policy::command(command);
     }
+    if let Command::Doctor { no_probe, json } = command {
+        // An invalid configuration is one of its findings: it loads it itself.
+        return doctor::doctor(no_probe, json).await;
+    }
     if let Command::CallerSkill(flags) = command {
         // It writes the caller's own files and needs no configuration.
         return caller_skill::run(flags);
@@ -488,7 +503,8 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Agent { .. }
         | Command::AgyHook { .. }
         | Command::Policy { .. }
-        | Command::CallerSkill(_) => Ok(ExitCode::from(2)),
+        | Command::CallerSkill(_)
+        | Command::Doctor { .. } => Ok(ExitCode::from(2)),
     }
 }
 

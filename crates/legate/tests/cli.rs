@@ -619,3 +619,57 @@ fn an_agents_escape_sequences_reach_no_terminal_raw() {
         "{answer}"
     );
 }
+
+/// `legate doctor`: what holds, each problem with its fix; a token file others may read and
+/// an invalid configuration fail it, and neither stops the other checks.
+#[test]
+fn the_doctor_names_each_problem_with_its_fix_and_fails_on_what_breaks_a_promise() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = CliHome::new(env!("CARGO_BIN_EXE_legate"));
+    let out = h.run(&["doctor"]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    for line in [
+        "✔ configuration",
+        "landlock:",
+        "namespaces:",
+        "limits:",
+        "✔ agent revisor: starts",
+    ] {
+        assert!(shown.contains(line), "{line}: {shown}");
+    }
+    // A token file anyone may read: a failure naming the file and the fix, never the token.
+    let token = h.home().join("mcp-token");
+    std::fs::write(&token, "0123456789abcdef-doctor-secret").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = h.run(&["doctor", "--no-probe", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(!text(&out).contains("doctor-secret"));
+    let checks: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let failed: Vec<_> = checks.iter().filter(|c| c["status"] == "fail").collect();
+    assert_eq!(failed.len(), 1, "{checks:?}");
+    assert_eq!(failed[0]["name"], "token file mcp");
+    assert!(
+        failed[0]["fix"].as_str().unwrap().starts_with("chmod 600"),
+        "{checks:?}"
+    );
+    assert!(
+        !checks
+            .iter()
+            .any(|c| c["name"].as_str().unwrap().starts_with("agent "))
+    );
+    // An invalid configuration is a failed check; the kernel's are still made.
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    h.configure("max_running = \"many\"\n");
+    let out = h.run(&["doctor"]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("✗ configuration:") && shown.contains("fix: fix legate.toml"),
+        "{shown}"
+    );
+    assert!(shown.contains("landlock:"), "{shown}");
+}
