@@ -81,6 +81,8 @@ error_codes! {
     PathOutsideRoot => "PATH_OUTSIDE_ROOT",
     /// Kernel confinement was required but is not available.
     ConfinementUnavailable => "CONFINEMENT_UNAVAILABLE",
+    /// `legate service`: the service manager (systemd's `systemctl --user`, launchd's `launchctl`) could not be run or refused the unit; nothing was left installed.
+    ServiceUnavailable => "SERVICE_UNAVAILABLE",
     /// A bug in Legate.
     Internal => "INTERNAL",
     /// The Antigravity CLI (`agy`) executable was not found (not on `PATH`, or the configured path does not exist).

@@ -36,6 +36,7 @@ mod review;
 mod roles_list;
 mod run;
 mod serve;
+mod service;
 mod supervise;
 mod tasks;
 mod ui;
@@ -120,6 +121,11 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Run `legate serve` as a user service (systemd on Linux, launchd on macOS).
+    Service {
+        #[command(subcommand)]
+        command: service::ServiceCommand,
     },
     /// Say what holds on this machine for Legate (kernel confinement, process limits, the
     /// home, token files, each agent), each problem with its fix. Exit 1 when something fails.
@@ -443,6 +449,7 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Audit(args) => approvals::audit(config, args),
         Command::SupervisorToken => supervise::make_token(&config),
         Command::Serve(args) => serve::serve(config, args).await,
+        Command::Service { command } => service::service(&config, command),
         Command::Ui(args) => ui::ui(config, args),
         Command::Context { id, json } => {
             with_engine(

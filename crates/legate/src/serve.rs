@@ -51,6 +51,42 @@ pub struct ServeArgs {
     pub no_tasks: bool,
 }
 
+impl ServeArgs {
+    /// The flags again, as `legate serve` reads them (for the service unit).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (on, flag) in [
+            (self.a2a, "--a2a"),
+            (self.mcp, "--mcp"),
+            (self.ui, "--ui"),
+            (self.no_tasks, "--no-tasks"),
+        ] {
+            if on {
+                args.push(flag.to_string());
+            }
+        }
+        let valued = [
+            ("--ui-port", self.ui_port.map(|p| p.to_string())),
+            ("--host", self.host.map(|h| h.to_string())),
+            ("--port", self.port.map(|p| p.to_string())),
+            ("--a2a-port", self.a2a_port.map(|p| p.to_string())),
+            ("--public-url", self.public_url.clone()),
+        ];
+        for (flag, value) in valued {
+            if let Some(v) = value {
+                args.push(flag.to_string());
+                args.push(v);
+            }
+        }
+        args
+    }
+}
+
+/// Checks `args` as `legate serve` would, serving nothing (for `legate service install`).
+pub fn check(config: &Config, args: &ServeArgs) -> Result<()> {
+    plan(config, args).map(|_| ())
+}
+
 /// Which fronts to serve, and where.
 #[derive(Debug, PartialEq, Eq)]
 struct Plan {

@@ -251,3 +251,141 @@ fn a_copy_task_over_a2a_brings_its_patch_back_as_an_artifact() {
     let listed = String::from_utf8_lossy(&out.stdout);
     assert_eq!(listed.lines().count(), 2, "{listed}");
 }
+
+/// One word list from a systemd command line as `legate service` quotes it: double-quoted
+/// words, `\` escapes, `$$` and `%%` for `$` and `%`.
+fn systemd_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            assert!(c == ' ', "unquoted {c:?} in {line:?}");
+            continue;
+        }
+        let mut word = String::new();
+        loop {
+            match chars.next().unwrap() {
+                '"' => break,
+                '\\' => word.push(chars.next().unwrap()),
+                c @ ('$' | '%') => {
+                    assert_eq!(chars.next(), Some(c), "a lone {c} in {line:?}");
+                    word.push(c);
+                }
+                c => word.push(c),
+            }
+        }
+        words.push(word);
+    }
+    words
+}
+
+/// `legate service install --dry-run`'s unit, run as written: its `ExecStart` with its
+/// `Environment` and nothing else (as a user manager would) serves both fronts, their tokens
+/// read from the home's files, and stops on SIGTERM.
+#[test]
+fn the_service_units_exec_start_as_written_serves_the_fronts() {
+    let home = CliHome::new(LEGATE);
+    let user = tempfile::tempdir().unwrap();
+    let out = home
+        .cmd(&[
+            "service",
+            "install",
+            "--dry-run",
+            "--a2a",
+            "--mcp",
+            "--port",
+            "0",
+            "--a2a-port",
+            "0",
+        ])
+        .env("HOME", user.path())
+        .env("XDG_CONFIG_HOME", user.path().join("config"))
+        .output()
+        .unwrap();
+    let unit = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{unit}");
+    assert!(
+        !user.path().join("config").exists(),
+        "a dry run wrote something"
+    );
+    assert!(unit.starts_with(&format!(
+        "# {}",
+        user.path().join("config/systemd/user/legate.service").display()
+    )));
+    let field = |key: &str| {
+        let line = unit
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {unit}"));
+        systemd_words(line)
+    };
+    let exec = field("ExecStart=");
+    assert_eq!(
+        std::path::Path::new(&exec[0]),
+        std::path::Path::new(LEGATE).canonicalize().unwrap()
+    );
+    let env = field("Environment=");
+    assert_eq!(env.len(), 1, "{unit}");
+    let (key, value) = env[0].split_once('=').unwrap();
+    assert_eq!((key, value), ("LEGATE_HOME", home.home().to_str().unwrap()));
+    assert!(!unit.to_lowercase().contains("token"), "{unit}");
+
+    let mut command = std::process::Command::new(&exec[0]);
+    command
+        .args(&exec[1..])
+        .env_clear()
+        .env(key, value)
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null());
+    let mut served = legate_frontkit::served::Served::spawn(&mut command);
+    let a2a = addr_of(&served.url("Legate A2A server"));
+    let mcp = addr_of(&served.url("Legate MCP server"));
+    let card = raw(&a2a, "GET", "/.well-known/agent-card.json", &a2a, &[], "");
+    assert_eq!(card.status, 200, "{card:?}");
+    let token = std::fs::read_to_string(home.home().join("mcp-token")).unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let bearer = format!("Bearer {}", token.trim());
+    let ok = raw(&mcp, "POST", "/mcp", &mcp, &mcp_headers(&bearer), &init);
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let status = served.stop().expect("the service did not stop on SIGTERM");
+    assert!(status.success(), "{status:?}");
+}
+
+/// Installing where no service manager answers fails with `SERVICE_UNAVAILABLE` and leaves
+/// no unit behind; flags `legate serve` would refuse are refused before anything is written.
+#[test]
+fn a_service_install_that_cannot_start_leaves_nothing() {
+    let home = CliHome::new(LEGATE);
+    let user = tempfile::tempdir().unwrap();
+    let unit = user.path().join("config/systemd/user/legate.service");
+    let install = |args: &[&str]| {
+        let mut all = vec!["service", "install"];
+        all.extend_from_slice(args);
+        home.cmd(&all)
+            .env("HOME", user.path())
+            .env("XDG_CONFIG_HOME", user.path().join("config"))
+            .env("PATH", user.path())
+            .output()
+            .unwrap()
+    };
+    let out = install(&["--mcp"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("SERVICE_UNAVAILABLE"), "{said}");
+    assert!(!unit.exists());
+    let out = install(&["--ui-port", "9"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(said.contains("INVALID_INPUT"), "{said}");
+    assert!(!unit.exists());
+    let status = home
+        .cmd(&["service", "status"])
+        .env("HOME", user.path())
+        .env("XDG_CONFIG_HOME", user.path().join("config"))
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("not installed"));
+}
