@@ -79,6 +79,9 @@ struct File {
     /// `crate::kubernetes`).
     #[serde(default)]
     kubernetes: crate::kubernetes::KubernetesTable,
+    /// `[logs]`: the log files' bounds and level (see `crate::logs`).
+    #[serde(default)]
+    logs: crate::logs::LogsTable,
 }
 
 /// The resolved configuration.
@@ -98,6 +101,8 @@ pub struct Config {
     pub file: Option<PathBuf>,
     /// The policy file `[policy] file` names, if any.
     pub policy_file: Option<PathBuf>,
+    /// The log files (`[logs]`).
+    pub logs: crate::logs::LogSettings,
 }
 
 /// `$LEGATE_HOME`, or `~/.legate`.
@@ -152,6 +157,7 @@ fn assemble(
     let ui = crate::fronts::resolve_ui(std::mem::take(&mut parsed.ui))?;
     let (policy, policy_file) = crate::policy::resolve(std::mem::take(&mut parsed.policy), home)?;
     let supervisor = crate::fronts::resolve_supervisor(home, env)?;
+    let logs = crate::logs::resolve(std::mem::take(&mut parsed.logs))?;
     if let Some(s) = &supervisor.token {
         // The caller's and the supervisor's secrets are kept apart (see `crate::fronts`).
         let mut named = vec![(legate_token::bearer::SUPERVISOR_TOKEN_ENV, s)];
@@ -193,6 +199,7 @@ fn assemble(
         supervisor,
         file: file_path,
         policy_file,
+        logs,
     })
 }
 

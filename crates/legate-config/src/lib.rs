@@ -32,6 +32,7 @@ mod error;
 pub mod fronts;
 mod kubernetes;
 mod limits;
+pub mod logs;
 pub mod mcp;
 mod memory;
 mod network;

@@ -41,7 +41,7 @@ mod scan;
 
 pub use glob::Glob;
 pub use input::{credential_in, refuse_credential};
-pub use redact::{CONTEXT, MAX_HOLD, StreamRedactor, TAIL, marker, redact};
+pub use redact::{CONTEXT, MAX_HOLD, StreamRedactor, TAIL, marker, redact, redact_escaped};
 pub use rules::{RuleInfo, RuleKind, secret_rules};
 
 /// The rule id every check answers when the rule table could not be built: fail closed.

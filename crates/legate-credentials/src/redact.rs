@@ -69,6 +69,11 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     if found.is_empty() {
         return Cow::Borrowed(text);
     }
+    Cow::Owned(replaced(text, found))
+}
+
+/// `text` with each span of `found` (sorted) replaced by its marker.
+fn replaced(text: &str, found: Vec<Found<'static>>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     for f in found {
@@ -80,7 +85,67 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         at = f.span.end;
     }
     out.push_str(&text[at..]);
-    Cow::Owned(out)
+    out
+}
+
+/// [`redact`] for text that holds escaped strings, once or more (a JSON log line quoting an
+/// ACP frame): a credential after an escape (`\\nghp_…`, `\\\\nghp_…`) is found as if the
+/// escape were the character it stands for, and a key block whose lines are joined by
+/// escaped newlines is still one block. The text itself is kept as it is, except the
+/// credentials.
+pub fn redact_escaped(text: &str) -> Cow<'_, str> {
+    if !text.contains('\\') {
+        return redact(text);
+    }
+    let view = unescaped_view(text);
+    let Some(found) = spans(&view) else {
+        return Cow::Owned(marker(SCANNER_UNAVAILABLE));
+    };
+    if found.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(replaced(text, found))
+}
+
+/// `text` with every escape (a run of backslashes and the character after it, `\\uXXXX` with
+/// its digits) replaced by as many bytes of blank, ending in a newline for `n` and `r`: the
+/// same length, the same character boundaries, only ASCII changed.
+fn unescaped_view(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut view = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            view.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i] == b'\\' {
+            i += 1;
+        }
+        let mut end = i;
+        let mut last = b' ';
+        match bytes.get(i) {
+            Some(b'n' | b'r') => {
+                end += 1;
+                last = b'\n';
+            }
+            Some(b'u')
+                if bytes.len() >= i + 5
+                    && bytes[i + 1..i + 5].iter().all(u8::is_ascii_hexdigit) =>
+            {
+                end += 5;
+            }
+            Some(c) if c.is_ascii() => end += 1,
+            _ => {}
+        }
+        view.extend(std::iter::repeat_n(b' ', end - start - 1));
+        view.push(last);
+        i = end;
+    }
+    // Only ASCII bytes were replaced, by ASCII: still UTF-8.
+    String::from_utf8(view).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// One stream of text (an agent's answer or its reasoning) redacted as it arrives: what

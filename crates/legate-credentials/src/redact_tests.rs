@@ -264,3 +264,40 @@ fn look_alikes_are_out_of_reach_and_real_tokens_beside_unicode_are_not() {
     let (streamed, _) = streamed(&text, &[4, 5, 9, 30]);
     assert_eq!(streamed, out);
 }
+
+/// A credential after an escape, once or twice escaped (a JSON log line quoting an ACP
+/// frame), is found; the rest of the text is kept byte for byte.
+#[test]
+fn escaped_text_hides_what_follows_an_escape() {
+    let token = format!("{}{}", "ghp_", rnd(ALNUM, 36, 91));
+    for text in [
+        format!("{{\"text\":\"exit 0\\n{token}\\n\"}}"),
+        format!("{{\"message\":\"frame {{\\\"text\\\":\\\"exit 0\\\\n{token}\\\\n\\\"}}\"}}"),
+        format!("\\u000a{token}"),
+        format!("plain {token} text"),
+    ] {
+        assert!(
+            !redact(&text).contains(&token) || text.contains('\\'),
+            "{text}"
+        );
+        let shown = redact_escaped(&text);
+        assert!(!shown.contains(&token), "{text} -> {shown}");
+        assert!(shown.contains("[REDACTED:github-token]"), "{shown}");
+        let kept = text.replacen(&token, "[REDACTED:github-token]", 1);
+        assert_eq!(shown, kept);
+    }
+    let clean = "{\"a\":\"x\\ny\\\\z\\u0041\"}";
+    assert!(matches!(redact_escaped(clean), Cow::Borrowed(_)));
+}
+
+proptest! {
+    /// The scanning view has the text's length and character boundaries, whatever it holds.
+    #[test]
+    fn the_unescaped_view_keeps_every_offset(text in "(\\\\{0,3}[nrtu\"a0-9é]|[a-z €]){0,60}") {
+        let view = unescaped_view(&text);
+        prop_assert_eq!(view.len(), text.len());
+        for i in 0..=text.len() {
+            prop_assert_eq!(view.is_char_boundary(i), text.is_char_boundary(i));
+        }
+    }
+}

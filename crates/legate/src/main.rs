@@ -28,6 +28,7 @@ mod front;
 mod group;
 mod handoff;
 mod harden;
+mod logs;
 mod mcp;
 mod models;
 mod policy;
@@ -119,6 +120,18 @@ enum Command {
         #[arg(long)]
         no_probe: bool,
         /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Legate's log lines (`$LEGATE_HOME/logs`), oldest first.
+    Logs {
+        /// Keep printing new lines until interrupted.
+        #[arg(long)]
+        follow: bool,
+        /// Only the lines of this task (id or prefix).
+        #[arg(long)]
+        task: Option<String>,
+        /// Print the lines as written (JSON).
         #[arg(long)]
         json: bool,
     },
@@ -311,15 +324,8 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
     // Then, while this is still the only thread: agents must not read Legate's environment.
+    // (Logging starts once the configuration says where its files go: `dispatch`.)
     let hardened = harden::process();
-    init_logging();
-    tracing::debug!(
-        non_dumpable = hardened.non_dumpable,
-        secrets_removed = ?hardened.secrets,
-        environ_scrubbed_bytes = hardened.scrubbed,
-        not_scrubbed = hardened.not_scrubbed.as_deref(),
-        "process hardened"
-    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -327,10 +333,20 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return report(&runtime_failed(e)),
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    match runtime.block_on(dispatch(cli.command, hardened)) {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => report(&e),
+    }
+}
+
+/// The process kind a command's log file is named after (`$LEGATE_HOME/logs/<kind>.log`).
+fn log_kind(command: &Command) -> &'static str {
+    match command {
+        Command::Serve(_) => "serve",
+        Command::Mcp(_) => "mcp",
+        Command::Ui(_) => "ui",
+        _ => "cli",
     }
 }
 
@@ -341,14 +357,54 @@ fn main() -> ExitCode {
 /// an error of its own; Legate reports those as `KUBE_UNAVAILABLE`, so they are off.
 const DEFAULT_LOG: &str = "error,legate=warn,kube_client=off";
 
-fn init_logging() {
+/// Logging to stderr (`LEGATE_LOG`, else `RUST_LOG`, else [`DEFAULT_LOG`]) and, given one, to
+/// a log file in JSON lines (`LEGATE_LOG_FILE`, else `[logs] level` for Legate's own lines and
+/// warnings for the libraries').
+fn init_logging(file: Option<(legate_logs::LogFile, &str)>) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEGATE_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let file = file.map(|(file, level)| {
+        let filter =
+            tracing_subscriber::EnvFilter::try_from_env("LEGATE_LOG_FILE").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(format!("warn,legate={level},kube_client=off"))
+            });
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_writer(file)
+            .with_filter(filter)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(file)
         .try_init();
+}
+
+/// Starts logging for `command` (its file when the configuration loaded and allows one) and
+/// says how the process was hardened.
+fn start_logging(config: Option<&config::Config>, command: &Command, hardened: &harden::Hardened) {
+    let file = config.filter(|c| c.logs.level != "off").and_then(|c| {
+        legate_logs::LogFile::open(&c.engine.paths.logs(), log_kind(command), c.logs.rotation)
+            .map_err(|e| eprintln!("warning: no log file: {e}"))
+            .ok()
+            .map(|f| (f, c.logs.level.as_str()))
+    });
+    init_logging(file);
+    tracing::debug!(
+        non_dumpable = hardened.non_dumpable,
+        secrets_removed = ?hardened.secrets,
+        environ_scrubbed_bytes = hardened.scrubbed,
+        not_scrubbed = hardened.not_scrubbed.as_deref(),
+        "process hardened"
+    );
 }
 
 /// The runtime could not start: `INTERNAL`, its cause kept.
@@ -368,7 +424,7 @@ fn run_builtin_agent(name: &str) -> ExitCode {
             "the built-in agents are revisor and tck (got {name:?})"
         ));
     }
-    init_logging();
+    init_logging(None);
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -390,7 +446,16 @@ fn run_builtin_agent(name: &str) -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command) -> Result<ExitCode> {
+async fn dispatch(command: Command, hardened: harden::Hardened) -> Result<ExitCode> {
+    let config = match &command {
+        Command::Policy { .. } | Command::CallerSkill(_) | Command::Doctor { .. } => None,
+        _ => Some(config::load()),
+    };
+    start_logging(
+        config.as_ref().and_then(|c| c.as_ref().ok()),
+        &command,
+        &hardened,
+    );
     if let Command::Policy { command } = command {
         // It reports an invalid policy itself (exit 1), so it loads the configuration itself.
         return policy::command(command);
@@ -403,7 +468,10 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         // It writes the caller's own files and needs no configuration.
         return caller_skill::run(flags);
     }
-    let config = config::load()?;
+    let config = match config {
+        Some(loaded) => loaded?,
+        None => config::load()?,
+    };
     let paths = config.engine.paths.clone();
     match command {
         Command::Run(args) => run::run(config, args).await,
@@ -450,6 +518,9 @@ async fn dispatch(command: Command) -> Result<ExitCode> {
         Command::SupervisorToken => supervise::make_token(&config),
         Command::Serve(args) => serve::serve(config, args).await,
         Command::Service { command } => service::service(&config, command),
+        Command::Logs { follow, task, json } => {
+            logs::print(&paths.logs(), task, follow, json).await
+        }
         Command::Ui(args) => ui::ui(config, args),
         Command::Context { id, json } => {
             with_engine(

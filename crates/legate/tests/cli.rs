@@ -673,3 +673,69 @@ fn the_doctor_names_each_problem_with_its_fix_and_fails_on_what_breaks_a_promise
     );
     assert!(shown.contains("landlock:"), "{shown}");
 }
+
+/// The log files: a task that printed a credential leaves none of it in them (even at
+/// `trace`, where whole ACP frames are logged), they rotate within `[logs]`' bounds, and
+/// `legate logs --task` reads one task's lines back.
+#[test]
+fn logs_hold_no_credential_rotate_within_their_bounds_and_read_back_by_task() {
+    let h = CliHome::with_config(
+        env!("CARGO_BIN_EXE_legate"),
+        "[logs]\nmax_file_mb = 1\nmax_files = 1\nmax_total_mb = 2\n",
+    )
+    .env("LEGATE_LOG_FILE", "trace");
+    // The prompt holds only halves; the command's output holds the whole token.
+    let token = "ghp_R8kq2ZxP0vLm7TnW4sYb9QeHc3UjDf6GaK1o";
+    // About 100 KB of trace lines a step: three tasks of ten steps pass 3 MiB.
+    let prompt =
+        std::iter::once("run echo ghp_R8kq2ZxP0vLm7TnW4sYb9Q\"\"eHc3UjDf6GaK1o".to_string())
+            .chain((0..9).map(|_| "run head -c 300000 /dev/urandom | base64".to_string()))
+            .collect::<Vec<_>>()
+            .join("\n");
+    let prompt = prompt.as_str();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let out = h.run(&["run", prompt]);
+        assert!(out.status.success(), "{}", text(&out));
+        ids.push(task_id(&out));
+    }
+    let dir = h.home().join("logs");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(
+        names.len() == 2 && names.contains(&"cli.log".to_string()),
+        "{names:?}"
+    );
+    let mut total = 0;
+    let mut redacted = 0;
+    for name in &names {
+        let body = std::fs::read_to_string(dir.join(name)).unwrap();
+        total += body.len();
+        assert!(!body.contains(token), "{name} holds the token");
+        redacted += body.matches("[REDACTED:github-token]").count();
+    }
+    assert!(redacted > 0, "the token never reached a log line");
+    // Two files: the current one and one rotated, each rotated at 1 MiB (plus its last line).
+    assert!(total < 4 << 20, "{total} bytes of logs");
+    // One task's lines, read back.
+    let last = ids.last().unwrap();
+    let out = h.run(&["logs", "--task", &last[..8], "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["fields"]["message"] == "task ended"),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().all(|l| l.to_string().contains(last.as_str())),
+        "{lines:?}"
+    );
+    let shown = h.run(&["logs", "--task", last]);
+    assert!(text(&shown).contains("task ended"), "{}", text(&shown));
+}

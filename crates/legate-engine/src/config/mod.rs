@@ -39,6 +39,10 @@ impl Paths {
     pub fn baselines(&self) -> PathBuf {
         self.home.join("baselines")
     }
+    /// Where the log files are (`legate_logs`).
+    pub fn logs(&self) -> PathBuf {
+        self.home.join("logs")
+    }
     /// Where runner lock files live.
     pub fn run(&self) -> PathBuf {
         self.home.join("run")
