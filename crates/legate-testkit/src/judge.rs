@@ -18,6 +18,11 @@ use serde_json::json;
 /// The environment variable that picks a [`JudgeAnswer`].
 pub const JUDGE_ENV: &str = "LEGATE_TESTKIT_JUDGE";
 
+/// The environment variable naming a file whose content picks the [`JudgeAnswer`] instead,
+/// read when the agent starts (a judge starts for each question, so a test may change its
+/// answer between questions).
+pub const JUDGE_FILE_ENV: &str = "LEGATE_TESTKIT_JUDGE_FILE";
+
 /// What `garbage` answers: no JSON at all.
 pub const GARBAGE_ANSWER: &str = "Looks fine to me, allow it!";
 
@@ -64,11 +69,16 @@ impl JudgeAnswer {
         }))
     }
 
-    /// The answer the environment picks.
+    /// The answer the environment picks: [`JUDGE_FILE_ENV`]'s file, else [`JUDGE_ENV`].
     ///
     /// # Errors
     /// An unknown value.
     pub fn from_env() -> Result<Option<Self>, String> {
+        if let Some(file) = std::env::var_os(JUDGE_FILE_ENV) {
+            let chosen = std::fs::read_to_string(&file)
+                .map_err(|e| format!("{JUDGE_FILE_ENV} {}: {e}", file.to_string_lossy()))?;
+            return Self::parse(&chosen);
+        }
         Self::parse(&std::env::var(JUDGE_ENV).unwrap_or_default())
     }
 }

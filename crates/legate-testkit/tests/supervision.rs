@@ -426,3 +426,19 @@ async fn the_supervising_agent_has_no_tools() {
     );
     assert_eq!(verdicts[0].decision, Decision::Allow);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_removes_the_questions_of_stopped_legates_only() {
+    // Issue 29, finding 8: `legate cleanup` now sweeps `judges/` too (the `kill -9` itself is
+    // in crates/legate/tests/approvals.rs).
+    let h = harness(None, Duration::from_secs(120));
+    let judges = h.home().join("judges");
+    let dead = judges.join("dead00000000-0123");
+    std::fs::create_dir_all(dead.join("home")).unwrap();
+    let own = judges.join(format!("{}-0123", h.engine.runner_id()));
+    std::fs::create_dir_all(&own).unwrap();
+    let report = h.engine.reviews().cleanup().await.unwrap();
+    assert_eq!(report.judge_dirs_removed, 1, "{report:?}");
+    assert!(!dead.exists(), "a stopped runner's question is removed");
+    assert!(own.exists(), "this engine's own question is kept");
+}
