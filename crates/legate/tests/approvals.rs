@@ -376,6 +376,14 @@ fn the_cli_cannot_run_a_task_on_the_supervising_agent_or_choose_its_model() {
         legate_frontkit::cli::text(&out)
     );
     assert!(cli.tasks_json().is_empty(), "nothing stored");
+    // Listed as what it is.
+    let listed = cli.json_lines(&["agents", "--no-probe", "--json"]);
+    let supervising: Vec<_> = listed
+        .iter()
+        .filter(|a| a["supervising"] == true)
+        .map(|a| a["name"].clone())
+        .collect();
+    assert_eq!(supervising, vec![serde_json::json!("judge")], "{listed:?}");
     assert!(!cli.home().join("models/judge.json").exists());
 }
 
