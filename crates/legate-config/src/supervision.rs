@@ -25,8 +25,9 @@ pub struct SupervisionTable {
 }
 
 /// Applies `table` to `engine` (whose agents are already resolved): the deadline within 1 s
-/// to a day, the agent a configured one, its timeout at least 1 s and below the deadline, its
-/// model an id (or `auto`) and only with an agent.
+/// to a day, the agent a configured one other than the default agent (no caller's task runs
+/// on it), its timeout at least 1 s and below the deadline, its model an id (or `auto`) and
+/// only with an agent.
 pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
     let s = &mut engine.approvals;
     if let Some(secs) = table.deadline_secs {
@@ -45,6 +46,12 @@ pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
         if !engine.agents.contains_key(&name) {
             let shown: String = name.chars().take(64).collect();
             refuse!("supervision.agent names {shown:?}, which is not a configured agent");
+        }
+        if name == engine.default_agent {
+            let shown: String = name.chars().take(64).collect();
+            refuse!(
+                "supervision.agent names the default agent {shown:?}, and no caller's task may run on the supervising agent: set default_agent to another agent, or configure a separate agent to supervise (e.g. [agents.judge] command = \"legate\", args = [\"agent\", \"revisor\"])"
+            );
         }
         engine.approvals.agent = Some(name);
     }
@@ -134,5 +141,11 @@ mod tests {
             applied("agents = \"judge\"").is_err(),
             "unknown keys are refused"
         );
+        // The default agent cannot supervise: every task naming no agent would be refused.
+        let table: SupervisionTable = crate::config::parse("agent = \"judge\"").unwrap();
+        let mut c = engine();
+        c.default_agent = "judge".into();
+        let e = apply(table, &mut c).unwrap_err().to_string();
+        assert!(e.contains("names the default agent"), "{e}");
     }
 }
