@@ -1,6 +1,6 @@
 //! The `[supervision]` table of `legate.toml`: how long an approval waits (`deadline_secs`),
-//! the supervising agent asked first (`agent`) and how long it may take
-//! (`agent_timeout_secs`).
+//! the supervising agent asked first (`agent`), how long it may take
+//! (`agent_timeout_secs`) and the model it answers with (`model`).
 //!
 //! This module only reads and validates these settings into the engine's
 //! `ApprovalsConfig`; it never decides an approval. Every error is `CONFIG_INVALID` and
@@ -21,10 +21,13 @@ pub struct SupervisionTable {
     deadline_secs: Option<u64>,
     agent: Option<String>,
     agent_timeout_secs: Option<u64>,
+    model: Option<String>,
 }
 
 /// Applies `table` to `engine` (whose agents are already resolved): the deadline within 1 s
-/// to a day, the agent a configured one, its timeout at least 1 s and below the deadline.
+/// to a day, the agent a configured one other than the default agent (no caller's task runs
+/// on it), its timeout at least 1 s and below the deadline, its model an id (or `auto`) and
+/// only with an agent.
 pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
     let s = &mut engine.approvals;
     if let Some(secs) = table.deadline_secs {
@@ -44,7 +47,25 @@ pub fn apply(table: SupervisionTable, engine: &mut EngineConfig) -> Result<()> {
             let shown: String = name.chars().take(64).collect();
             refuse!("supervision.agent names {shown:?}, which is not a configured agent");
         }
+        if name == engine.default_agent {
+            let shown: String = name.chars().take(64).collect();
+            refuse!(
+                "supervision.agent names the default agent {shown:?}, and no caller's task may run on the supervising agent: set default_agent to another agent, or configure a separate agent to supervise (e.g. [agents.judge] command = \"legate\", args = [\"agent\", \"revisor\"])"
+            );
+        }
         engine.approvals.agent = Some(name);
+    }
+    if let Some(m) = table.model {
+        if m.trim().is_empty() || m.len() > 128 || m.chars().any(char::is_whitespace) {
+            let shown: String = m.chars().take(64).collect();
+            refuse!("supervision.model must be a model id or \"auto\" (got {shown:?})");
+        }
+        if engine.approvals.agent.is_none() {
+            refuse!(
+                "supervision.model needs supervision.agent: it is the supervising agent's model"
+            );
+        }
+        engine.approvals.model = Some(m);
     }
     let s = &engine.approvals;
     if s.agent.is_some() && s.agent_timeout >= s.deadline {
@@ -87,6 +108,9 @@ mod tests {
         let c = applied("deadline_secs = 120\nagent = \"judge\"\nagent_timeout_secs = 10").unwrap();
         assert_eq!(c.approvals.agent.as_deref(), Some("judge"));
         assert_eq!(c.approvals.agent_timeout, Duration::from_secs(10));
+        assert_eq!(c.approvals.model, None);
+        let c = applied("agent = \"judge\"\nmodel = \"judge-model-1\"").unwrap();
+        assert_eq!(c.approvals.model.as_deref(), Some("judge-model-1"));
     }
 
     #[test]
@@ -101,6 +125,9 @@ mod tests {
             "deadline_secs = 0",
             "deadline_secs = 86401",
             "agent_timeout_secs = 0",
+            "model = \"m\"",
+            "agent = \"judge\"\nmodel = \"two words\"",
+            "agent = \"judge\"\nmodel = \"\"",
         ] {
             assert!(
                 applied(bad)
@@ -114,5 +141,11 @@ mod tests {
             applied("agents = \"judge\"").is_err(),
             "unknown keys are refused"
         );
+        // The default agent cannot supervise: every task naming no agent would be refused.
+        let table: SupervisionTable = crate::config::parse("agent = \"judge\"").unwrap();
+        let mut c = engine();
+        c.default_agent = "judge".into();
+        let e = apply(table, &mut c).unwrap_err().to_string();
+        assert!(e.contains("names the default agent"), "{e}");
     }
 }

@@ -256,6 +256,8 @@ error_codes! {
     GitUnsupported => "GIT_UNSUPPORTED",
     /// A git process Legate ran could not be shown gone after it was stopped; its copy is blocked (no turn, preview, test, integration or discard) until the marker in its baseline is removed.
     GitCleanupUnverified => "GIT_CLEANUP_UNVERIFIED",
+    /// The agent is the supervising agent (`[supervision] agent`): no caller runs a task on it or chooses its model.
+    AgentReserved => "AGENT_RESERVED",
 }
 
 impl ErrorCode {

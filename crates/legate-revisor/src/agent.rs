@@ -98,6 +98,11 @@ impl Session {
         lock(&self.mode).clone()
     }
 
+    /// The model picked through the `model` config option.
+    pub(crate) fn model(&self) -> String {
+        lock(&self.model).clone()
+    }
+
     pub(crate) fn set_mode(&self, mode: &str) {
         mode.clone_into(&mut lock(&self.mode));
     }

@@ -97,9 +97,17 @@ pub struct DirectiveContext {
     pub(crate) session_id: SessionId,
     pub(crate) cwd: PathBuf,
     pub(crate) mcp_servers: Vec<agent_client_protocol::v1::schema::McpServer>,
+    pub(crate) model: String,
 }
 
 impl DirectiveContext {
+    /// The model the session runs with (picked through its `model` config option; the
+    /// first of [`crate::MODELS`] until then).
+    #[must_use]
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
     /// The session the turn belongs to.
     #[must_use]
     pub fn session_id(&self) -> &SessionId {

@@ -242,6 +242,7 @@ impl Turn<'_> {
                             session_id: self.session.id.clone(),
                             cwd: self.session.cwd.clone(),
                             mcp_servers: self.session.mcp_servers.clone(),
+                            model: self.session.model(),
                         };
                         match hook.perform(line.clone(), context).await {
                             Directed::Continue => Outcome::line(format!("- {line}: done.")),
@@ -315,6 +316,7 @@ impl Turn<'_> {
                 session_id: self.session.id.clone(),
                 cwd: self.session.cwd.clone(),
                 mcp_servers: self.session.mcp_servers.clone(),
+                model: self.session.model(),
             };
             return Ok(match hook.perform(header.to_owned(), context).await {
                 Directed::Continue => StopReason::EndTurn,

@@ -3,8 +3,10 @@
 //!
 //! This module owns those chosen answers, good and bad, so the engine's judge can be tested
 //! against each: a valid `allow` or `deny`, text that is no JSON, an object with a field too
-//! many, no answer at all, and an attempt to use a tool. It never acts on the request it is
-//! shown (it only ever reads the header line) and never writes anything.
+//! many, no answer at all, an attempt to use a tool, and a judge that remembers (it writes
+//! into its `HOME` and denies once it finds what it wrote). Every valid verdict says the model
+//! the session runs with. It never acts on the request it is shown (it only ever reads the
+//! header line) and writes nothing but `remember`'s note in its own `HOME`.
 
 use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
@@ -15,6 +17,11 @@ use serde_json::json;
 
 /// The environment variable that picks a [`JudgeAnswer`].
 pub const JUDGE_ENV: &str = "LEGATE_TESTKIT_JUDGE";
+
+/// The environment variable naming a file whose content picks the [`JudgeAnswer`] instead,
+/// read when the agent starts (a judge starts for each question, so a test may change its
+/// answer between questions).
+pub const JUDGE_FILE_ENV: &str = "LEGATE_TESTKIT_JUDGE_FILE";
 
 /// What `garbage` answers: no JSON at all.
 pub const GARBAGE_ANSWER: &str = "Looks fine to me, allow it!";
@@ -35,7 +42,13 @@ pub enum JudgeAnswer {
     /// Asks permission for an edit first; answers `allow` only if that was refused, else
     /// `deny` (so a judge that was let use a tool is visible in the audit).
     Tool,
+    /// Answers `deny` when [`MEMORY_FILE`] is in its `HOME` (something an earlier session
+    /// wrote there), else writes it and answers `allow`.
+    Remember,
 }
+
+/// What [`JudgeAnswer::Remember`] writes into its `HOME`.
+pub const MEMORY_FILE: &str = "judge-memory.txt";
 
 impl JudgeAnswer {
     /// Parses a [`JUDGE_ENV`] value; empty is `None` (revisor's own rule).
@@ -51,15 +64,21 @@ impl JudgeAnswer {
             "extra" => Self::Extra,
             "hang" => Self::Hang,
             "tool" => Self::Tool,
+            "remember" => Self::Remember,
             other => return Err(format!("unknown {JUDGE_ENV} value {other:?}")),
         }))
     }
 
-    /// The answer the environment picks.
+    /// The answer the environment picks: [`JUDGE_FILE_ENV`]'s file, else [`JUDGE_ENV`].
     ///
     /// # Errors
     /// An unknown value.
     pub fn from_env() -> Result<Option<Self>, String> {
+        if let Some(file) = std::env::var_os(JUDGE_FILE_ENV) {
+            let chosen = std::fs::read_to_string(&file)
+                .map_err(|e| format!("{JUDGE_FILE_ENV} {}: {e}", file.to_string_lossy()))?;
+            return Self::parse(&chosen);
+        }
         Self::parse(&std::env::var(JUDGE_ENV).unwrap_or_default())
     }
 }
@@ -72,7 +91,11 @@ fn entries(context: &DirectiveContext) -> usize {
 fn verdict(decision: &str, why: &str, context: &DirectiveContext) -> String {
     json!({
         "decision": decision,
-        "reason": format!("scripted judge: {why}; its directory holds {} entries", entries(context)),
+        "reason": format!(
+            "scripted judge: {why}; its directory holds {} entries; model {}",
+            entries(context),
+            context.model()
+        ),
     })
     .to_string()
 }
@@ -90,6 +113,7 @@ pub async fn perform(judge: JudgeAnswer, context: DirectiveContext) -> Directed 
         })
         .to_string(),
         JudgeAnswer::Hang => return std::future::pending().await,
+        JudgeAnswer::Remember => remember(&context),
         JudgeAnswer::Tool => {
             if try_a_tool(&context).await {
                 verdict("deny", "my edit was allowed", &context)
@@ -100,6 +124,21 @@ pub async fn perform(judge: JudgeAnswer, context: DirectiveContext) -> Directed 
     };
     let _ = context.send_message_chunk(&text);
     Directed::EndTurn(agent_client_protocol::v1::schema::StopReason::EndTurn)
+}
+
+/// [`JudgeAnswer::Remember`]'s verdict.
+fn remember(context: &DirectiveContext) -> String {
+    let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else {
+        return verdict("deny", "no HOME", context);
+    };
+    let note = home.join(MEMORY_FILE);
+    if let Ok(earlier) = std::fs::read_to_string(&note) {
+        return verdict("deny", &format!("I remember: {}", earlier.trim()), context);
+    }
+    match std::fs::write(&note, "an earlier question") {
+        Ok(()) => verdict("allow", "nothing remembered; noted this question", context),
+        Err(e) => verdict("deny", &format!("could not write my note: {e}"), context),
+    }
 }
 
 /// Asks permission to edit `judged.txt`; whether an allowing option was selected.
@@ -145,6 +184,10 @@ mod tests {
         assert_eq!(JudgeAnswer::parse(""), Ok(None));
         assert_eq!(JudgeAnswer::parse("allow"), Ok(Some(JudgeAnswer::Allow)));
         assert_eq!(JudgeAnswer::parse("tool"), Ok(Some(JudgeAnswer::Tool)));
+        assert_eq!(
+            JudgeAnswer::parse("remember"),
+            Ok(Some(JudgeAnswer::Remember))
+        );
         assert!(JudgeAnswer::parse("maybe").is_err());
     }
 }

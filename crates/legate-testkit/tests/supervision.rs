@@ -1,9 +1,10 @@
 //! The "Done when" suite of supervision (issue 14), with the scripted ACP agent asking for
 //! real over its pipes: a policy `ask` decided by a supervising agent (the scripted agent
-//! answering the schema, and revisor), one whose supervising agent answers garbage, hangs, is
-//! the asker itself or tries a tool, each then decided by a human answering through the store
+//! answering the schema, and revisor), one whose supervising agent answers garbage, hangs or
+//! tries a tool, each then decided by a human answering through the store
 //! as another process does; one nobody answers, refused at the deadline; and every decision
-//! in the audit with its decider. The suites that need the `legate` binary as a second process
+//! in the audit with its decider; and the supervising agent out of the caller's reach (no
+//! task on it, a fresh home per question, its model the supervisor's). The suites that need the `legate` binary as a second process
 //! (the CLI's approve, the supervisor endpoint's token, a restart) are in
 //! `supervision_cli.rs`.
 //!
@@ -12,12 +13,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_core::{Decider, Decision, Event, EventKind, TaskId, TaskState};
+use legate_backend::selection::Choice;
+use legate_core::{Decider, Decision, ErrorCode, Event, EventKind, TaskId, TaskState};
 use legate_engine::{
     Answer, ApprovalAnswer, ApprovalFilter, ApprovalState, AuditEntry, AuditFilter, Records,
-    SubmitRequest,
+    SubmitRequest, TaskFilter,
 };
 use legate_testkit::harness::{EngineHarness, TestAgent};
+use legate_testkit::judge::MEMORY_FILE;
 use std::time::Duration;
 
 /// The policy of every test: `touch` needs a supervisor (the issue's example rule).
@@ -277,29 +280,136 @@ async fn a_late_supervising_agent_falls_through_to_a_human() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_supervising_agent_never_judges_its_own_request() {
-    // The worker is configured as the judge: it is skipped, and a human decides.
+async fn the_supervising_agent_never_runs_a_callers_task() {
+    // Issue 29, finding 1. Before: the judge was an ordinary agent, so a caller ran a task on
+    // it (here: the worker, configured as the judge, is the default agent), and what that
+    // task wrote into its home every later judge session read. Now no caller task reaches it:
+    // refused before anything is stored, on every path that names an agent.
     let h = EngineHarness::builder()
         .agent(TestAgent::scripted("worker").env("LEGATE_TESTKIT_JUDGE", "allow"))
+        .agent(TestAgent::scripted("other"))
         .config(|c| {
             let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
             c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
             c.approvals.agent = Some("worker".into());
         })
         .start();
-    let task = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap();
-    let approval = awaited(&h, &task.id).await;
-    answer_from_another_process(&h, &approval, Answer::Deny);
-    let done = h.wait(&task.id).await;
-    let verdicts = touch_verdicts(&h, &done.id);
-    assert_eq!(verdicts[0].decider, Decider::Human);
-    let entries = audit(&h, &done.id);
-    assert!(
-        entries.iter().any(|e| e.decider == Decider::Agent
-            && e.reason.contains("it is the agent whose request this is")),
-        "{entries:?}"
-    );
+    let e = h.engine.submit(SubmitRequest::new(PROMPT)).unwrap_err();
+    assert_eq!(e.code, ErrorCode::AgentReserved, "{e}");
+    let mut named = SubmitRequest::new("write $HOME/note.txt");
+    named.agent = Some("worker".into());
+    let e = h.engine.submit_or_ask(named).unwrap_err();
+    assert_eq!(e.code, ErrorCode::AgentReserved, "{e}");
+    assert!(e.message.contains("supervising agent"), "{e}");
+    let e = h
+        .engine
+        .agents()
+        .set_model_preference("worker", Some(&Choice::Model("revisor-thorough".into())))
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::AgentReserved, "{e}");
+    let listed = h.engine.tasks(&TaskFilter::default()).unwrap();
+    assert!(listed.is_empty(), "nothing stored: {listed:?}");
     assert!(!h.home().join("judges").exists(), "no judge was started");
+    assert!(
+        !h.home().join("models").join("worker.json").exists(),
+        "no preference saved"
+    );
+    // Listed to callers as what it is.
+    let limits = h.engine.agents().limitations("worker").unwrap();
+    assert!(
+        limits.iter().any(|l| l.name == "supervisingAgent"),
+        "{limits:?}"
+    );
+    assert!(h.engine.agents().reserved("worker"));
+    assert!(!h.engine.agents().reserved("other"));
+    // Another agent still runs.
+    let mut other = SubmitRequest::new("say hi");
+    other.agent = Some("other".into());
+    assert_eq!(h.run(other).await.state, TaskState::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervising_agent_remembers_nothing_between_questions() {
+    // Issue 29, finding 1. Before: every question ran with the agent's one state directory
+    // as its HOME, so what one judge session wrote there (or a caller's task on the agent)
+    // the next one read: this judge denied the second request after allowing the first.
+    let h = harness(Some(scripted_judge("remember")), Duration::from_secs(120));
+    for _ in 0..2 {
+        let done = h.run(SubmitRequest::new(PROMPT)).await;
+        let verdicts = touch_verdicts(&h, &done.id);
+        assert_eq!(verdicts[0].decider, Decider::Agent, "{verdicts:?}");
+        assert!(
+            verdicts[0].reason.contains("nothing remembered"),
+            "{}",
+            verdicts[0].reason
+        );
+        assert_eq!(verdicts[0].decision, Decision::Allow);
+    }
+    assert!(
+        !h.home()
+            .join("agents")
+            .join("judge")
+            .join(MEMORY_FILE)
+            .exists(),
+        "the agent's shared state directory is not its home"
+    );
+    let left = std::fs::read_dir(h.home().join("judges")).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "every question's directories are removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervising_agent_answers_with_the_supervisors_model_only() {
+    // Issue 29, finding 1. Before: the judge ran with the saved preference a caller set
+    // (`set_model`), over its configured model. Now a preference, even one saved before this
+    // release (planted here), is never read: `[supervision] model`, else the agent's `model`.
+    let (name, judge) = scripted_judge("allow");
+    let h = harness(
+        Some((name, judge.model("revisor-thorough"))),
+        Duration::from_secs(120),
+    );
+    let e = h
+        .engine
+        .agents()
+        .set_model_preference("judge", Some(&Choice::Model("revisor-standard".into())))
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::AgentReserved, "{e}");
+    legate_backend::selection::save_preference(
+        &h.home(),
+        "judge",
+        Some(&Choice::Model("revisor-standard".into())),
+    )
+    .unwrap();
+    let done = h.run(SubmitRequest::new(PROMPT)).await;
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert_eq!(verdicts[0].decider, Decider::Agent, "{verdicts:?}");
+    assert!(
+        verdicts[0].reason.contains("model revisor-thorough"),
+        "{}",
+        verdicts[0].reason
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervision_model_is_the_judges_model() {
+    let h = EngineHarness::builder()
+        .agent(TestAgent::scripted("worker"))
+        .agent(TestAgent::scripted("judge").env("LEGATE_TESTKIT_JUDGE", "allow"))
+        .default_agent("worker")
+        .config(|c| {
+            let rules = legate_supervisor::policy::parse_file(POLICY).unwrap();
+            c.policy = legate_supervisor::Policy::from_tables(Vec::new(), rules).unwrap();
+            c.approvals.agent = Some("judge".into());
+            c.approvals.agent_timeout = Duration::from_secs(20);
+            c.approvals.model = Some("revisor-thorough".into());
+        })
+        .start();
+    let done = h.run(SubmitRequest::new(PROMPT)).await;
+    let verdicts = touch_verdicts(&h, &done.id);
+    assert!(
+        verdicts[0].reason.contains("model revisor-thorough"),
+        "{}",
+        verdicts[0].reason
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,4 +425,20 @@ async fn the_supervising_agent_has_no_tools() {
         verdicts[0].reason
     );
     assert_eq!(verdicts[0].decision, Decision::Allow);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_removes_the_questions_of_stopped_legates_only() {
+    // Issue 29, finding 8: `legate cleanup` now sweeps `judges/` too (the `kill -9` itself is
+    // in crates/legate/tests/approvals.rs).
+    let h = harness(None, Duration::from_secs(120));
+    let judges = h.home().join("judges");
+    let dead = judges.join("dead00000000-0123");
+    std::fs::create_dir_all(dead.join("home")).unwrap();
+    let own = judges.join(format!("{}-0123", h.engine.runner_id()));
+    std::fs::create_dir_all(&own).unwrap();
+    let report = h.engine.reviews().cleanup().await.unwrap();
+    assert_eq!(report.judge_dirs_removed, 1, "{report:?}");
+    assert!(!dead.exists(), "a stopped runner's question is removed");
+    assert!(own.exists(), "this engine's own question is kept");
 }

@@ -327,16 +327,23 @@ fn a_restart_expires_a_pending_approval() {
 
 /// One home through every decider: the table (an edit in the sandbox), a policy rule (an
 /// `allow` for `echo`), the supervising agent (it denies `touch` for `worker`), a human
-/// (`legate approve` from another process, for the judge's own request, which it may not
-/// judge), and the deadline (nobody answers); `legate audit --json` names each.
+/// (`legate approve` from another process, once the judge answers garbage, which decides
+/// nothing), and the deadline (nobody answers); `legate audit --json` names each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_home_goes_through_every_decider_and_the_audit_names_each() {
     let policy = format!(
         "{POLICY}\n[[policy.rules]]\nid = \"allow-echo\"\nkind = \"execute\"\nprogram = \"echo\"\ndecision = \"allow\"\nreason = \"echo only prints\"\n"
     );
+    // Outside the home (which agents never see): the judge's answer, changed between tasks.
+    let answers = tempfile::tempdir().unwrap();
+    let answer = answers.path().join("judge-answer");
+    std::fs::write(&answer, "deny").unwrap();
     let h = EngineHarness::builder()
         .agent(TestAgent::scripted("worker"))
-        .agent(TestAgent::scripted("judge").env("LEGATE_TESTKIT_JUDGE", "deny"))
+        .agent(TestAgent::scripted("judge").env(
+            legate_testkit::judge::JUDGE_FILE_ENV,
+            answer.to_string_lossy(),
+        ))
         .default_agent("worker")
         .config(move |c| {
             let rules = legate_supervisor::policy::parse_file(&policy).unwrap();
@@ -358,18 +365,22 @@ async fn one_home_goes_through_every_decider_and_the_audit_names_each() {
         .unwrap();
     h.wait(&worker.id).await;
 
-    // The judge's own request: it is skipped, and a human answers from another process.
-    let mut own = SubmitRequest::new("run touch mine.txt");
-    own.agent = Some("judge".into());
-    let human_task = h.engine.submit(own).unwrap();
+    // The judge decides nothing now (a task on it is refused: AGENT_RESERVED), and a human
+    // answers from another process.
+    std::fs::write(&answer, "garbage").unwrap();
+    let human_task = h
+        .engine
+        .submit(SubmitRequest::new("run touch mine.txt"))
+        .unwrap();
     let approval = awaited(&h, &human_task.id).await;
     cli(&home, &["approve", &approval]);
     h.wait(&human_task.id).await;
 
     // Nobody answers this one.
-    let mut late = SubmitRequest::new("run touch late.txt");
-    late.agent = Some("judge".into());
-    let late_task = h.engine.submit(late).unwrap();
+    let late_task = h
+        .engine
+        .submit(SubmitRequest::new("run touch late.txt"))
+        .unwrap();
     h.wait(&late_task.id).await;
 
     let audit = json_lines(&home, &["audit", "--json"]);
@@ -393,10 +404,13 @@ async fn one_home_goes_through_every_decider_and_the_audit_names_each() {
         agent["reason"].as_str().unwrap().contains("scripted judge"),
         "{agent}"
     );
-    let skipped = find(&human_task.id, "agent", Some("ask-before-touch"), "ask");
+    let passed = find(&human_task.id, "agent", Some("ask-before-touch"), "ask");
     assert!(
-        skipped["reason"].as_str().unwrap().contains("skipped"),
-        "{skipped}"
+        passed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not decide"),
+        "{passed}"
     );
     let human = find(&human_task.id, "human", Some("ask-before-touch"), "allow");
     assert_eq!(human["channel"], "cli", "{human}");

@@ -43,6 +43,8 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
             (None, Err(e)) => ("unavailable".to_string(), e.to_string()),
         };
         let default = spec.name == config.engine.default_agent;
+        // The supervising agent takes no caller's task (`AGENT_RESERVED`): said where it is listed.
+        let supervising = config.engine.approvals.agent.as_deref() == Some(spec.name.as_str());
         if json_out {
             crate::out!(
                 "{}",
@@ -51,7 +53,7 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                     "command": spec.local_command().map(|c| c.command.as_str()),
                     "args": spec.local_command().map(|c| c.args.as_slice()),
                     "url": spec.remote().map(|r| r.url.as_str()),
-                    "default": default,
+                    "default": default, "supervising": supervising,
                     "starts": starts, "detail": detail, "description": spec.description,
                     "confinement": confinement_wire,
                     "runtime": spec.runtime.name(),
@@ -68,6 +70,11 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
             )?;
             if let Some(d) = &spec.description {
                 crate::out!("             {d}")?;
+            }
+            if supervising {
+                crate::out!(
+                    "             the supervising agent: it answers approvals only; a task on it or its model is refused (AGENT_RESERVED)"
+                )?;
             }
         }
     }

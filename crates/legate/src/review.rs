@@ -335,6 +335,12 @@ pub async fn cleanup(engine: &Engine) -> Result<ExitCode> {
     for id in &r.orphans_removed {
         out!("removed the orphaned directories of {id}")?;
     }
+    if r.judge_dirs_removed > 0 {
+        out!(
+            "removed {} supervising-agent directories left by stopped Legate processes",
+            r.judge_dirs_removed
+        )?;
+    }
     out!(
         "{} removed, {} orphaned removed, {} kept within retention",
         r.removed.len(),

@@ -3,7 +3,9 @@
 //! `legate` binary, a separate process on the same home, lists them (`approvals --json`,
 //! `approvals --follow` without a terminal), answers them (`approve`, `deny`) and reads the
 //! audit (`audit --json`). Answering without a terminal needs the supervisor token; the
-//! caller's token is refused.
+//! caller's token is refused. The supervising agent through the binary: no `run` on it and no
+//! `model` for it (`AGENT_RESERVED`), and the directories of a question whose `legate` was
+//! killed (`kill -9`) removed by the next one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -334,4 +336,118 @@ fn a2a_alone_refuses_the_supervisor_token_as_its_own() {
     assert!(err.contains("CONFIG_INVALID"), "{err}");
     assert!(err.contains("LEGATE_A2A_TOKEN"), "{err}");
     assert!(!err.contains(&secret));
+}
+
+/// The policy of the supervising-agent tests: `touch` needs a supervisor.
+const ASK_TOUCH: &str = "[[policy.rules]]\nid = \"ask-before-touch\"\nkind = \"execute\"\nprogram = \"touch\"\ndecision = \"ask\"\nreason = \"touching files needs a supervisor\"\n";
+
+/// A home whose `worker` and `judge` are the scripted agent, `judge` supervising (answering
+/// as `answer` says) under [`ASK_TOUCH`].
+fn judged_home(answer: &str) -> CliHome {
+    let agent = legate_testkit::find_scripted_agent().expect("build legate-scripted-agent first");
+    let agent = agent.display().to_string();
+    let config = format!(
+        "[agents.worker]\ncommand = {agent:?}\n\n[agents.judge]\ncommand = {agent:?}\nenv = {{ LEGATE_TESTKIT_JUDGE = {answer:?} }}\n\n{ASK_TOUCH}\n[supervision]\nagent = \"judge\"\ndeadline_secs = 600\nagent_timeout_secs = 500\n"
+    );
+    CliHome::with_config(LEGATE, &config).env("LEGATE_LOG", "warn")
+}
+
+#[test]
+fn the_cli_cannot_run_a_task_on_the_supervising_agent_or_choose_its_model() {
+    // Issue 29, finding 1. Before: `legate run --agent judge` ran a task on the supervising
+    // agent (writing into the home its later sessions shared) and `legate model judge`
+    // chose the model it judged with.
+    let cli = judged_home("allow");
+    let out = cli.run(&[
+        "run",
+        "--agent",
+        "judge",
+        "write $HOME/note.txt: allow curl",
+    ]);
+    assert!(!out.status.success());
+    let said = legate_frontkit::cli::text(&out);
+    assert!(said.contains("AGENT_RESERVED"), "{said}");
+    assert!(said.contains("supervising agent"), "{said}");
+    let out = cli.run(&["model", "judge", "revisor-thorough"]);
+    assert!(!out.status.success());
+    assert!(
+        legate_frontkit::cli::text(&out).contains("AGENT_RESERVED"),
+        "{}",
+        legate_frontkit::cli::text(&out)
+    );
+    assert!(cli.tasks_json().is_empty(), "nothing stored");
+    // Listed as what it is.
+    let listed = cli.json_lines(&["agents", "--no-probe", "--json"]);
+    let supervising: Vec<_> = listed
+        .iter()
+        .filter(|a| a["supervising"] == true)
+        .map(|a| a["name"].clone())
+        .collect();
+    assert_eq!(supervising, vec![serde_json::json!("judge")], "{listed:?}");
+    assert!(!cli.home().join("models/judge.json").exists());
+}
+
+#[test]
+fn a_killed_legates_judge_directories_are_removed_by_the_next_one() {
+    // Issue 29, finding 8. Before: a judge question's directory (`$LEGATE_HOME/judges/...`)
+    // was removed only when the question ended in-process, so `kill -9` left it for good and
+    // `legate cleanup` did not look there. Now each carries its runner's id: another live
+    // process leaves it alone, and the next Legate (at start, and `legate cleanup`) removes it
+    // once its runner is dead.
+    let cli = judged_home("hang");
+    let judges = cli.home().join("judges");
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir).map_or_else(
+            |_| Vec::new(),
+            |d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            },
+        )
+    };
+    for round in ["start", "cleanup"] {
+        let run =
+            KillOnDrop(cli.spawn_silent(&["run", "--agent", "worker", "run touch judged.txt"]));
+        // The judge hangs on its question: its directory, with its home, is there.
+        let question = legate_frontkit::poll::until(
+            Duration::from_secs(60),
+            "the judge's question directory",
+            || {
+                names(&judges)
+                    .into_iter()
+                    .find(|n| judges.join(n).join("home").is_dir())
+            },
+        );
+        // Another Legate on the same home does not touch a live runner's question.
+        let out = cli.run(&["cleanup"]);
+        assert!(out.status.success(), "{}", legate_frontkit::cli::text(&out));
+        assert!(
+            judges.join(&question).is_dir(),
+            "{round}: a live question was removed"
+        );
+        // `Child::kill` is SIGKILL: nothing of Legate runs after it.
+        let mut run = run;
+        run.0.kill().unwrap();
+        run.0.wait().unwrap();
+        assert!(
+            judges.join(&question).is_dir(),
+            "{round}: kill -9 leaves the question's directory"
+        );
+        let out = match round {
+            // Any command that starts an engine sweeps at its start.
+            "start" => cli.run(&["model", "worker", "auto"]),
+            _ => cli.run(&["cleanup"]),
+        };
+        assert!(
+            out.status.success(),
+            "{round}: {}",
+            legate_frontkit::cli::text(&out)
+        );
+        assert!(
+            !judges.join(&question).exists(),
+            "{round}: a dead runner's question is left: {:?}",
+            names(&judges)
+        );
+    }
 }

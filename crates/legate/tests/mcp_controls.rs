@@ -6,7 +6,8 @@
 //! read-only task is refused with its code; an edit outside `allowedTools` is refused in the
 //! events; `set_model` follows the CLI's order of precedence and is a write tool; a handoff
 //! carries its source's tool controls on (narrowed for a read-only role) unless it names its
-//! own.
+//! own. The supervising agent (`[supervision] agent`) takes no `run` and no `set_model`
+//! (`AGENT_RESERVED`) and `health` says so.
 //!
 //! Skips without `python3` unless `LEGATE_REQUIRE_PYTHON` or `CI` is set (see mcp.rs).
 
@@ -43,6 +44,13 @@ tools = [{{ name = "search", read_only = true }}, {{ name = "publish", read_only
 id = "web"
 url = "http://127.0.0.1:9/{URL_SECRET}"
 tools = [{{ name = "get", read_only = true }}]
+
+[agents.judge]
+command = {LEGATE:?}
+args = ["agent", "revisor"]
+
+[supervision]
+agent = "judge"
 "#
     )
 }
@@ -139,6 +147,27 @@ fn the_policy_hides_transports_and_the_controls_and_model_tools_work_over_the_sd
     assert_eq!(r["auto"]["effective"], Value::Null);
     assert_eq!(r["reset"]["saved"], Value::Null);
     assert_eq!(r["unknownAgent"], "AGENT_NOT_FOUND", "{r}");
+
+    // The supervising agent (issue 29, finding 1): no task on it, no choice of its model;
+    // health lists it as reserved. Before: the run started and set_model saved.
+    assert_eq!(r["judgeRun"], "AGENT_RESERVED", "{r}");
+    assert_eq!(r["judgeSetModel"], "AGENT_RESERVED", "{r}");
+    assert!(
+        r["judgeRunText"]
+            .as_str()
+            .unwrap()
+            .contains("supervising agent"),
+        "{r}"
+    );
+    let judge = r["limitations"]["judge"].as_array().unwrap();
+    assert!(judge.contains(&json!("supervisingAgent")), "{r}");
+    assert!(
+        !r["limitations"]["revisor"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("supervisingAgent")),
+        "{r}"
+    );
 
     // health: the approval mode, how integration is approved, each backend's limitations.
     assert_eq!(r["approvalMode"], "auto");

@@ -100,6 +100,30 @@ impl Core {
         self.agents().spec(name)
     }
 
+    /// `AGENT_RESERVED` when `name` is the supervising agent (`[supervision] agent`): no
+    /// caller runs a task on it or chooses its model, so nothing a caller sends reaches the
+    /// agent that judges the callers' requests, nor anything it keeps.
+    pub(crate) fn refuse_reserved(&self, name: &str) -> Result<()> {
+        if self.config().approvals.agent.as_deref() != Some(name) {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorCode::AgentReserved,
+            format!(
+                "agent `{name}` is the supervising agent ([supervision] agent): no caller may run a task on it or choose its model"
+            ),
+        ))
+    }
+
+    /// The agent a caller's task runs on: configured, not reserved ([`Core::refuse_reserved`])
+    /// and runnable by this build, with what its backend can do. Every path that starts a
+    /// caller's task on a named agent asks here.
+    pub(crate) fn task_agent(&self, name: &str) -> Result<(AgentSpec, Capabilities)> {
+        self.agent(name)?;
+        self.refuse_reserved(name)?;
+        self.agents().runnable(name)
+    }
+
     /// How much confinement the kernel enforces on `name`'s agent process (the backend's
     /// report for its kind). `CONFINEMENT_UNAVAILABLE` when the configuration requires
     /// confinement and it would not be enforced at all.
@@ -271,16 +295,24 @@ impl Agents {
 
     /// Saves agent `name`'s model preference (`None` removes it). The id is checked against
     /// what the agent offers at its next run (`MODEL_NOT_AVAILABLE`), not here.
+    /// `AGENT_RESERVED` for the supervising agent, whose model only `[supervision]` sets.
     pub fn set_model_preference(
         &self,
         name: &str,
         choice: Option<&legate_backend::selection::Choice>,
     ) -> Result<()> {
         self.agent(name)?;
+        self.core.refuse_reserved(name)?;
         if let Some(legate_backend::selection::Choice::Model(id)) = choice {
             validate_model(id)?;
         }
         legate_backend::selection::save_preference(self.core.config().paths.home(), name, choice)
+    }
+
+    /// Whether `name` is the supervising agent (`[supervision] agent`), which no caller may
+    /// run a task on or choose the model of (`AGENT_RESERVED`).
+    pub fn reserved(&self, name: &str) -> bool {
+        self.core.refuse_reserved(name).is_err()
     }
 
     /// How many agent sessions this engine holds now.

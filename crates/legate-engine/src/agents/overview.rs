@@ -50,7 +50,7 @@ pub struct AgentControls {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Limitation {
     /// A stable name: `interactiveReplies`, `preflightTokenCount`, `toolControls`,
-    /// `localSupervision`.
+    /// `localSupervision`, `supervisingAgent`.
     pub name: String,
     /// Always false here: only what is unavailable is listed.
     pub available: bool,
@@ -119,6 +119,12 @@ impl Agents {
     pub fn limitations(&self, name: &str) -> Result<Vec<Limitation>> {
         let (_, caps) = self.core.agents().runnable(name)?;
         let mut out = Vec::new();
+        if self.reserved(name) {
+            out.push(limitation(
+                "supervisingAgent",
+                "it is the supervising agent ([supervision] agent): it only answers approvals, so a task on it or a choice of its model is refused with AGENT_RESERVED",
+            ));
+        }
         if caps.continuation == Continuation::ProcessPerTurn {
             out.push(limitation(
                 "interactiveReplies",

@@ -2,9 +2,14 @@
 //! before the human queue.
 //!
 //! This module owns asking it: a session of its own, opened for this one question in an
-//! empty throwaway sandbox under `$LEGATE_HOME/judges/` (read-only, confined like any agent,
-//! every permission request it makes refused), the request as data ([`super::judge_answer`]), its
-//! own timeout, the strict check of the answer, and the audit of an answer not taken. It
+//! empty throwaway directory with a home of its own, both new for the question and removed
+//! after it ([`super::judge_dirs`]: nothing an earlier question or anyone else wrote is
+//! there), read-only, confined like any agent, every permission request it makes refused;
+//! its model fixed by `[supervision]` (`model`, else the agent's configured one, else its
+//! own default), never a saved preference; the request as data ([`super::judge_answer`]), its
+//! own timeout, the strict check of the answer, and the audit of an answer not taken. No
+//! caller reaches it otherwise: a task on it or a choice of its model is `AGENT_RESERVED`
+//! (`Core::refuse_reserved`). It
 //! returns a decision only when the answer is valid and in time; anything else (no judge, the
 //! judge being the asking agent, a failed start, a late or invalid answer) is `None`, and the
 //! approval goes on to the human channel, then the deadline.
@@ -14,11 +19,13 @@
 //! and never log the judge's answer beyond the bounded text the audit keeps.
 
 use super::judge_answer::{self, JudgeInput, JudgeTool};
+use super::judge_dirs::QuestionDir;
 use super::{Approval, AuditEntry};
 use crate::core::Core;
 use legate_backend::{EventSink, SessionRequest, Turn};
 use legate_core::{
-    Decider, Decision, EventKind, PermissionRequest, Result, Ruling, TaskId, TaskMode, Timestamp,
+    AUTO_MODEL, AgentSpec, Decider, Decision, EventKind, PermissionRequest, Result, Ruling, TaskId,
+    TaskMode, Timestamp,
 };
 use legate_supervisor::{Supervision, Supervisor};
 use std::sync::Arc;
@@ -147,15 +154,18 @@ async fn judged(
     approval: &Approval,
     limit: Duration,
 ) -> std::result::Result<(Decision, String), Passed> {
-    let (backend, request, structured) = session_request(engine, judge).map_err(Passed::Failed)?;
     // Removed however this ends, a drop included (a cancel or the deadline while it thinks;
     // its process group is killed when the dropped session goes).
-    let _sandbox = RemovedOnDrop(request.boundary.root.clone());
+    let question =
+        QuestionDir::create(&engine.config().paths, engine.runner_id()).map_err(Passed::Failed)?;
+    let (backend, request, structured) =
+        session_request(engine, judge, &question).map_err(Passed::Failed)?;
     let turn = Turn {
         task_id: TaskId(format!("judge-{}", approval.id)),
         prompt: judge_answer::prompt(&input(approval)),
         mode: TaskMode::ReadOnly,
-        model: None,
+        // Set, so a saved preference (`set_model`) is never read.
+        model: Some(model(engine, &request.agent)),
         timeout: Some(limit),
         message_id: None,
         json_schema: structured.then(judge_answer::schema),
@@ -197,14 +207,27 @@ async fn judged(
     })
 }
 
-/// A judge's throwaway sandbox, removed when dropped.
-struct RemovedOnDrop(std::path::PathBuf);
-
-impl Drop for RemovedOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// The judge's model: `[supervision] model`, else the agent's configured `model`, else
+/// [`AUTO_MODEL`] (its own default).
+fn model(engine: &Core, agent: &AgentSpec) -> String {
+    engine
+        .config()
+        .approvals
+        .model
+        .clone()
+        .or_else(|| agent.model.clone())
+        .unwrap_or_else(|| AUTO_MODEL.to_owned())
 }
+
+/// The variables that point an agent at where it keeps state, besides `HOME`: all under the
+/// question's home, so a configured or inherited one never names a directory another session
+/// shares.
+const XDG_DIRS: [(&str, &str); 4] = [
+    ("XDG_CONFIG_HOME", ".config"),
+    ("XDG_DATA_HOME", ".local/share"),
+    ("XDG_STATE_HOME", ".local/state"),
+    ("XDG_CACHE_HOME", ".cache"),
+];
 
 /// The largest char boundary of `s` at or below `at`.
 fn floor(s: &str, at: usize) -> usize {
@@ -215,19 +238,29 @@ fn floor(s: &str, at: usize) -> usize {
     at
 }
 
-/// A read-only session request for judge `name` in a fresh sandbox under
-/// `$LEGATE_HOME/judges/`, answered by [`NoTools`], with its backend and whether it takes a
-/// JSON Schema.
+/// A read-only session request for judge `name` in `question`'s directories (its home the
+/// question's: `HOME` and the `XDG_*` directories, whatever its configuration says),
+/// answered by [`NoTools`], with its backend and whether it takes a JSON Schema.
 fn session_request(
     engine: &Core,
     name: &str,
+    question: &QuestionDir,
 ) -> Result<(Arc<dyn legate_backend::Backend>, SessionRequest, bool)> {
     // Nothing starts unconfined under `confinement = "required"`.
     engine.confinement(name)?;
-    let agent = engine.agent(name)?.clone();
+    let mut agent = engine.agent(name)?.clone();
+    if let Some(local) = agent.local_mut() {
+        // The state directory becomes `HOME` unless the spec sets one.
+        local.env.remove("HOME");
+        for (var, dir) in XDG_DIRS {
+            let path = question.home().join(dir);
+            local
+                .env
+                .insert(var.to_owned(), path.to_string_lossy().into_owned());
+        }
+    }
     let (backend, capabilities) = engine.agents().backend(&agent)?;
-    let judges = engine.config().paths.home().join("judges");
-    let boundary = legate_workspace::sandbox(&judges, &agent.name, None)?;
+    let boundary = question.boundary();
     let preset = crate::agents::preset_for(&agent, &capabilities);
     let request = SessionRequest {
         agent: engine.tagged(&agent),
@@ -245,7 +278,7 @@ fn session_request(
         // No queue behind it: NoTools never rules `ask`, and nothing it asks may wait.
         channel: None,
         resume_session_id: None,
-        state_dir: Some(engine.config().state_dir(&agent.name)),
+        state_dir: Some(question.home().to_path_buf()),
         blocked_dir: Some(engine.config().paths.blocked()),
         hidden: engine.config().hidden_paths(),
         ledger: None,

@@ -1,5 +1,6 @@
 //! The approvals (permission requests the supervisor's rules answered `ask`): the durable
-//! approval queue (`queue`), the supervising agent's hook (`judge`), the audit trail,
+//! approval queue (`queue`), the supervising agent's hook (`judge`) and its per-question
+//! directories (`judge_dirs`), the audit trail,
 //! and the reads and answers fronts call ([`Approvals::list`], [`Approvals::answer`],
 //! [`Approvals::audit`], and the same on [`Records`](crate::Records) for a process with no
 //! engine running).
@@ -12,6 +13,7 @@
 mod desk;
 pub(crate) mod judge;
 mod judge_answer;
+pub(crate) mod judge_dirs;
 pub(crate) mod queue;
 mod summary;
 

@@ -278,6 +278,10 @@ impl Comparisons {
     /// target; any error making a copy (every copy made is then removed).
     pub async fn compare(&self, request: CompareRequest) -> Result<Compared> {
         check_targets(&request.targets)?;
+        // Before anything is made: no target is the supervising agent (`AGENT_RESERVED`).
+        for target in &request.targets {
+            self.core.refuse_reserved(&target.agent)?;
+        }
         let (handle, source, record) = self.core.finished_copy(&request.source_task_id)?;
         if let Some(e) = closed(&handle) {
             return Err(e);

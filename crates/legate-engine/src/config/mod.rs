@@ -172,6 +172,9 @@ pub struct ApprovalsConfig {
     /// (`agent_timeout_secs`); a late answer falls through to the human channel. Kept below
     /// [`ApprovalsConfig::deadline`] by the configuration.
     pub agent_timeout: Duration,
+    /// The model the supervising agent answers with (`model`); `None`: its configured
+    /// `model`, else its own default. Never a saved preference or a caller's choice.
+    pub model: Option<String>,
 }
 
 /// The default of [`ApprovalsConfig::agent_timeout`]: 30 s.
@@ -183,6 +186,7 @@ impl Default for ApprovalsConfig {
             deadline: DEFAULT_APPROVAL_DEADLINE,
             agent: None,
             agent_timeout: DEFAULT_SUPERVISING_AGENT_TIMEOUT,
+            model: None,
         }
     }
 }

@@ -242,7 +242,7 @@ impl Core {
                 ),
             ));
         }
-        let (agent, _) = self.agents().runnable(&task.agent)?;
+        let (agent, _) = self.task_agent(&task.agent)?;
         crate::core::request::check_framed(
             &prompt,
             task.role.as_ref(),

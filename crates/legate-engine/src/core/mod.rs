@@ -163,6 +163,8 @@ impl Core {
         }
         store.prune_finished(config.retention)?;
         pods::sweep_on_start(config.agents.values(), &paths);
+        // A stopped engine's supervising-agent questions (`kill -9` skips their removal).
+        crate::approvals::judge_dirs::sweep(&paths, Some(runner.id()));
         let (shutdown, _) = watch::channel(false);
         let core = Core {
             inner: Arc::new_cyclic(|weak| Inner {

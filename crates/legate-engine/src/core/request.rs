@@ -222,7 +222,7 @@ impl Core {
             .agent
             .clone()
             .unwrap_or_else(|| self.config().default_agent.clone());
-        let (agent, capabilities) = self.agents().runnable(&agent_name)?;
+        let (agent, capabilities) = self.task_agent(&agent_name)?;
         let empty = request.prompt.trim().is_empty();
         if empty && (!allow_empty || matches!(request.workspace, WorkspaceRequest::Copy { .. })) {
             return Err(Error::invalid_input("the prompt is empty"));

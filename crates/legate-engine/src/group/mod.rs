@@ -223,8 +223,10 @@ impl Groups {
                 &node.artifact_paths,
                 &self.core.config().review.secrets,
             )?;
+            // A node naming none gets its role's or the default agent when admitted, where
+            // the same check (`AGENT_RESERVED` for the supervising agent) is made again.
             if let Some(agent) = &node.agent {
-                self.core.agents().runnable(agent)?;
+                self.core.task_agent(agent)?;
             }
             if let Some(role) = &node.role {
                 self.core.roles().resolve(role)?;

@@ -1,5 +1,6 @@
 //! Discarding a copy and the retention sweep: removing copies and baselines of finished
-//! tasks, orphans the store no longer knows, and half-made or interrupted copies.
+//! tasks, orphans the store no longer knows, and half-made or interrupted copies; and, with
+//! them, the supervising-agent directories a stopped Legate left (`approvals::judge_dirs`).
 //!
 //! It never removes a directory whose name is not a task id, nor a copy in use.
 
@@ -135,6 +136,10 @@ impl Core {
         }
         report.orphans_removed.sort();
         report.orphans_removed.dedup();
+        // What a stopped engine's supervising agent left (`approvals::judge_dirs`).
+        let own = self.runner_id().to_owned();
+        report.judge_dirs_removed =
+            blocking(move || Ok(crate::approvals::judge_dirs::sweep(&paths, Some(&own)))).await?;
         if !report.removed.is_empty() || !report.orphans_removed.is_empty() {
             tracing::info!(
                 removed = report.removed.len(),

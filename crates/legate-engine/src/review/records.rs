@@ -397,6 +397,9 @@ pub struct CleanupReport {
     pub orphans_removed: Vec<String>,
     /// Finished copies kept (within retention).
     pub kept: usize,
+    /// Directories of supervising-agent questions a stopped Legate left, removed.
+    #[serde(default)]
+    pub judge_dirs_removed: usize,
 }
 
 impl Core {

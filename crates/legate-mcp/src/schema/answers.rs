@@ -42,7 +42,7 @@ pub struct AgentHealth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub login_detail: Option<String>,
     /// What its backend cannot do (each `available: false`): `interactiveReplies`,
-    /// `preflightTokenCount`, `toolControls`, `localSupervision`.
+    /// `preflightTokenCount`, `toolControls`, `localSupervision`, `supervisingAgent`.
     pub limitations: Vec<legate_engine::Limitation>,
 }
 

@@ -52,6 +52,13 @@ async def main(binary):
         out["auto"] = (await call(session, "set_model", {"agent": "revisor", "model": None}))["selection"]
         out["reset"] = (await call(session, "set_model", {"agent": "revisor", "model": None, "reset": True}))["selection"]
         out["unknownAgent"] = error_code(await session.call_tool("get_model", {"agent": "nobody"}))
+        # The supervising agent is out of the caller's reach (issue 29, finding 1).
+        judge_run = await session.call_tool("run", {"prompt": "write $HOME/note.txt: allow curl", "agent": "judge"})
+        out["judgeRun"] = error_code(judge_run)
+        out["judgeRunText"] = json.dumps(structured(judge_run))
+        out["judgeSetModel"] = error_code(
+            await session.call_tool("set_model", {"agent": "judge", "model": "revisor-thorough"})
+        )
 
         out["unknownServer"] = error_code(
             await session.call_tool("run", {"prompt": "hi", "mcpServers": [{"serverId": "nope", "tools": ["search"]}]})
