@@ -7,9 +7,8 @@
 use crate::card::{self, Found};
 use crate::errors::{excerpt, from_a2a};
 use crate::token::{self, Bearer};
+use crate::wire::{BoundedFactory, Limits};
 use a2a_client::auth::AuthInterceptor;
-use a2a_client::jsonrpc::JsonRpcTransportFactory;
-use a2a_client::rest::RestTransportFactory;
 use a2a_client::{A2AClient, A2AClientFactory, Transport};
 use legate_core::{AgentSpec, Error, ErrorCode, RemoteEndpoint, Result};
 use std::fmt;
@@ -125,10 +124,13 @@ impl Remote {
         // The client is built on the chosen interface only, so it cannot pick another.
         let mut one = found.card.clone();
         one.supported_interfaces = vec![found.interface.clone()];
+        // The official client on Legate's bounded transport: the SDK's own transports read
+        // whole bodies into memory however large (see `wire`).
+        let limits = Limits::for_transfer(endpoint.max_transfer_bytes());
         let mut factory = A2AClientFactory::builder()
             .no_defaults()
-            .register(Arc::new(JsonRpcTransportFactory::new(Some(http.clone()))))
-            .register(Arc::new(RestTransportFactory::new(Some(http))));
+            .register(Arc::new(BoundedFactory::json_rpc(http.clone(), limits)))
+            .register(Arc::new(BoundedFactory::rest(http, limits)));
         if let Some(b) = &bearer {
             factory = factory.with_interceptor(Arc::new(AuthInterceptor::bearer(b.expose())));
         }

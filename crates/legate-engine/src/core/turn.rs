@@ -404,7 +404,7 @@ impl Core {
             },
             _ = tokio::time::sleep(timeout) => {
                 session.shutdown().await;
-                let _ = (&mut prompt).await;
+                let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
                 TurnResult::Failed(Error::new(
                     ErrorCode::TaskTimeout,
                     format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
@@ -417,7 +417,7 @@ impl Core {
                     Ok(Err(_)) => TurnResult::Canceled { stop_reason: None, usage: None },
                     Err(_) => {
                         session.shutdown().await;
-                        let _ = (&mut prompt).await;
+                        let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
                         TurnResult::Canceled { stop_reason: None, usage: None }
                     }
                 }
@@ -596,4 +596,18 @@ struct TurnStart {
 
 fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
     *stop.borrow() == Stop::Cancel
+}
+/// Waits at most `grace` for a turn that was shut down to end: a backend that does not end
+/// it (a remote that ignores the cancel, drips or never ends its answer) is dropped then, so
+/// the timeout and cancel end the local task whatever the agent does.
+async fn wait_bounded<F: std::future::Future + Unpin>(
+    prompt: &mut F,
+    grace: Duration,
+    task: &TaskId,
+) -> Option<F::Output> {
+    let ended = tokio::time::timeout(grace, prompt).await.ok();
+    if ended.is_none() {
+        tracing::warn!(task = %task, grace_ms = grace.as_millis() as u64, "the agent's turn did not end after shutdown; it is dropped");
+    }
+    ended
 }
