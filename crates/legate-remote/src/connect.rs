@@ -120,7 +120,21 @@ impl Remote {
                 ),
             )
         })??;
-        card::check_token(&http, &found, bearer.as_ref()).await?;
+        tokio::time::timeout(
+            CALL_TIMEOUT,
+            card::check_token(&http, &found, bearer.as_ref()),
+        )
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorCode::RemoteUnreachable,
+                format!(
+                    "agent `{}` did not answer the token check within {}s",
+                    spec.name,
+                    CALL_TIMEOUT.as_secs()
+                ),
+            )
+        })??;
         // The client is built on the chosen interface only, so it cannot pick another.
         let mut one = found.card.clone();
         one.supported_interfaces = vec![found.interface.clone()];

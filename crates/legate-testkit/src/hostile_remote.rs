@@ -79,20 +79,22 @@ const CONTEXT: &str = "hostile-context-1";
 
 impl HostileRemote {
     /// Starts the server with `hostility`.
-    pub fn start(hostility: Hostility) -> HostileRemote {
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        std_listener.set_nonblocking(true).expect("nonblocking");
-        let url = format!("http://{}", std_listener.local_addr().expect("addr"));
+    pub fn start(hostility: Hostility) -> std::io::Result<HostileRemote> {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        std_listener.set_nonblocking(true)?;
+        let url = format!("http://{}", std_listener.local_addr()?);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let listener = {
+            let _in_runtime = rt.enter();
+            TcpListener::from_std(std_listener)?
+        };
         let state = Arc::new(State::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (card_url, log) = (url.clone(), state.clone());
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
             rt.block_on(async move {
-                let listener = TcpListener::from_std(std_listener).expect("listener");
                 let serve = async {
                     loop {
                         let Ok((socket, _)) = listener.accept().await else {
@@ -110,11 +112,11 @@ impl HostileRemote {
                 }
             });
         });
-        HostileRemote {
+        Ok(HostileRemote {
             url,
             state,
             stop: Some(stop),
-        }
+        })
     }
 
     /// The A2A methods it was called with, in order.

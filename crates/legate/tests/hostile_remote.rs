@@ -121,7 +121,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 /// A copy task on `remote` whose patch is `patch`; asserts it ends `COPY_TOO_LARGE` and
 /// leaves the project as it was.
 fn copy_task_refused(patch: String, post_state: Vec<PostState>) {
-    let remote = HostileRemote::start(Hostility::Patch { patch, post_state });
+    let remote = HostileRemote::start(Hostility::Patch { patch, post_state }).unwrap();
     let home = front(&remote);
     let project = home.make_project(&[("README.md", "# Project\n")]);
     let before = snapshot(&project);
@@ -182,7 +182,7 @@ fn a_patch_that_expands_past_the_bound_is_refused_before_it_is_applied() {
 
 /// A read-only task on a remote that is `hostility`, with the suite's timeout.
 fn read_only_task(hostility: Hostility) -> (HostileRemote, Ran) {
-    let remote = HostileRemote::start(hostility);
+    let remote = HostileRemote::start(hostility).unwrap();
     let home = front(&remote);
     let timeout = TIMEOUT.to_string();
     let ran = run(
@@ -253,7 +253,7 @@ fn a_remote_that_ignores_cancel_is_ended_by_the_local_timeout() {
 
 #[test]
 fn a_remote_that_ignores_cancel_is_ended_by_legate_cancel() {
-    let remote = HostileRemote::start(Hostility::IgnoresCancel);
+    let remote = HostileRemote::start(Hostility::IgnoresCancel).unwrap();
     let home = front(&remote);
     let mut child = home.spawn_silent(&["run", "--agent", "far", "--read-only", "hello"]);
     let id = legate_frontkit::poll::until(SLACK, "the task to be bound to the remote", || {
