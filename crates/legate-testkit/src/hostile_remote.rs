@@ -2,7 +2,8 @@
 //! a real HTTP/1.1 server speaking A2A v1.0's JSON-RPC binding (its card at the well-known
 //! path declaring Legate's supervision and copy-workspace extensions), that answers as a
 //! [`Hostility`] says: an answer of gigabytes, an event that never ends, bytes dripped one
-//! at a time, a task that never ends and ignores `CancelTask`, a patch that expands.
+//! at a time (its card included), a task that never ends and ignores `CancelTask`, a patch
+//! that expands.
 //!
 //! Huge answers are generated as they are written, a megabyte at a time: nothing large is
 //! ever held in the test's memory. The server writes until the client hangs up. It runs on
@@ -35,6 +36,8 @@ pub enum Hostility {
     Endless,
     /// Streams one status naming the task, then the next event one byte at a time.
     Drip,
+    /// Serves its card one byte at a time, forever.
+    DripCard,
     /// `SendMessage` starts a task that stays `working`; `CancelTask` is never answered.
     IgnoresCancel,
     /// Completes at once; `GetTask` returns `patch` as the copy task's `patch` artifact,
@@ -263,6 +266,14 @@ async fn connection(
     state: &State,
 ) -> std::io::Result<()> {
     while let Some((verb, body)) = read_request(&mut socket).await? {
+        if verb == "GET" && matches!(hostility, Hostility::DripCard) {
+            let head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n";
+            socket.write_all(head).await?;
+            loop {
+                socket.write_all(b" ").await?;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         if verb == "GET" {
             let c = card(url, hostility.streams()).to_string();
             respond(&mut socket, "application/json", c.as_bytes()).await?;

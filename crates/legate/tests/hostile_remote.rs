@@ -2,8 +2,8 @@
 //! `legate run` delegating to a remote A2A agent (`kind = "a2a"`) that is
 //! `legate_testkit::hostile_remote`, a real HTTP server on 127.0.0.1 that sends a patch over
 //! the transfer bound, a patch that expands a hundredfold, an answer of 1.5 GiB (to `GetTask`
-//! and as one streamed event), an answer that never ends, one that drips a byte at a time,
-//! and a task that ignores `CancelTask`.
+//! and as one streamed event), an answer that never ends, one that drips a byte at a time (and
+//! a card that does), and a task that ignores `CancelTask`.
 //!
 //! Each case asserts that the local task ends within its timeout with the right code, that
 //! the user's files are unchanged, and that the front's peak memory (`VmHWM` of the `legate`
@@ -231,6 +231,17 @@ fn an_endless_answer_ends_at_the_local_timeout() {
 #[test]
 fn a_dripping_answer_ends_at_the_local_timeout() {
     let (_remote, ran) = read_only_task(Hostility::Drip);
+    ended(
+        &ran,
+        "failed",
+        "TASK_TIMEOUT",
+        Duration::from_secs(TIMEOUT) + SLACK,
+    );
+}
+
+#[test]
+fn a_remote_that_drips_its_card_is_ended_by_the_local_timeout() {
+    let (_remote, ran) = read_only_task(Hostility::DripCard);
     ended(
         &ran,
         "failed",

@@ -371,10 +371,21 @@ impl Core {
     ) -> TurnResult {
         let inner = &self.inner;
         let TurnStart { inputs, room } = start;
-        let session = match self
-            .session_for(task, agent, boundary, &sink, stop, room)
-            .await
-        {
+        let timeout = Duration::from_secs(task.timeout_secs);
+        // One deadline for opening the session and for the turn: an agent that never ends
+        // opening (a remote that drips its card) is stopped by the timeout too.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let opening = self.session_for(task, agent, boundary, &sink, stop, room);
+        let Ok(opened) = tokio::time::timeout_at(deadline, opening).await else {
+            return TurnResult::Failed(Error::new(
+                ErrorCode::TaskTimeout,
+                format!(
+                    "the task ran longer than its timeout of {} s; its agent's session was still opening",
+                    task.timeout_secs
+                ),
+            ));
+        };
+        let session = match opened {
             Ok(Some(s)) => s,
             Ok(None) => {
                 return TurnResult::Canceled {
@@ -385,7 +396,6 @@ impl Core {
             Err(e) => return TurnResult::Failed(e),
         };
         let turn = self.turn_of(task, inputs);
-        let timeout = Duration::from_secs(task.timeout_secs);
         let canceller = session.canceller();
         let prompt = session.prompt(turn, sink);
         tokio::pin!(prompt);
@@ -402,7 +412,7 @@ impl Core {
                 }
                 Err(e) => TurnResult::Failed(e),
             },
-            _ = tokio::time::sleep(timeout) => {
+            _ = tokio::time::sleep_until(deadline) => {
                 session.shutdown().await;
                 let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
                 TurnResult::Failed(Error::new(
