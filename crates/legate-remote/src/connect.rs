@@ -28,8 +28,12 @@ pub struct Remote {
     pub endpoint: RemoteEndpoint,
     /// What its card said.
     pub found: Found,
-    /// The official client, on the chosen interface.
+    /// The official client, on the chosen interface, its answers bounded by
+    /// [`crate::wire::MAX_ANSWER_BYTES`].
     pub client: A2AClient<Box<dyn Transport>>,
+    /// The same, with room in an answer for a copy task's patch of up to the agent's
+    /// `max_transfer_bytes` (only the `GetTask` that brings the patch back uses it).
+    pub transfer: A2AClient<Box<dyn Transport>>,
 }
 
 impl fmt::Debug for Remote {
@@ -51,6 +55,30 @@ fn http() -> Result<reqwest::Client> {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| Error::quoting(ErrorCode::Internal, "could not build an HTTP client", e))
+}
+
+/// The official client on `found`'s chosen interface only (so it cannot pick another), on
+/// Legate's bounded transport with `limits`, carrying `bearer`.
+async fn client_on(
+    found: &Found,
+    http: &reqwest::Client,
+    bearer: Option<&Bearer>,
+    limits: Limits,
+) -> Result<A2AClient<Box<dyn Transport>>> {
+    let mut one = found.card.clone();
+    one.supported_interfaces = vec![found.interface.clone()];
+    let mut factory = A2AClientFactory::builder()
+        .no_defaults()
+        .register(Arc::new(BoundedFactory::json_rpc(http.clone(), limits)))
+        .register(Arc::new(BoundedFactory::rest(http.clone(), limits)));
+    if let Some(b) = bearer {
+        factory = factory.with_interceptor(Arc::new(AuthInterceptor::bearer(b.expose())));
+    }
+    factory
+        .build()
+        .create_from_card(&one)
+        .await
+        .map_err(|e| from_a2a(&found.interface.url, "connecting", &e))
 }
 
 /// Runs `call` with [`CALL_TIMEOUT`]: `REMOTE_UNREACHABLE` when it takes longer.
@@ -135,30 +163,19 @@ impl Remote {
                 ),
             )
         })??;
-        // The client is built on the chosen interface only, so it cannot pick another.
-        let mut one = found.card.clone();
-        one.supported_interfaces = vec![found.interface.clone()];
-        // The official client on Legate's bounded transport: the SDK's own transports read
-        // whole bodies into memory however large (see `wire`).
-        let limits = Limits::for_transfer(endpoint.max_transfer_bytes());
-        let mut factory = A2AClientFactory::builder()
-            .no_defaults()
-            .register(Arc::new(BoundedFactory::json_rpc(http.clone(), limits)))
-            .register(Arc::new(BoundedFactory::rest(http, limits)));
-        if let Some(b) = &bearer {
-            factory = factory.with_interceptor(Arc::new(AuthInterceptor::bearer(b.expose())));
-        }
-        let client = factory
-            .build()
-            .create_from_card(&one)
-            .await
-            .map_err(|e| from_a2a(&found.interface.url, "connecting", &e))?;
+        // The official client on Legate's bounded transport (the SDK's own transports read
+        // whole bodies into memory however large, see `wire`): one client for every call, and
+        // one with room for a copy task's patch, for the `GetTask` that brings it back.
+        let make = |limits| client_on(&found, &http, bearer.as_ref(), limits);
+        let client = make(Limits::default()).await?;
+        let transfer = make(Limits::for_transfer(endpoint.max_transfer_bytes())).await?;
         tracing::info!(agent = %spec.name, url = %found.interface.url, binding = %found.interface.protocol_binding, supervised = found.supervised, streaming = found.streaming, "remote agent connected");
         Ok(Remote {
             agent: spec.name.clone(),
             endpoint,
             found,
             client,
+            transfer,
         })
     }
 

@@ -8,9 +8,9 @@
 //! framing. Only the calls Legate makes are carried (send, streaming send, get, cancel,
 //! subscribe); the others answer `unsupported operation`.
 //!
-//! The bounds ([`Limits`]): one answer that is not a stream, [`MAX_ANSWER_BYTES`] or, when a
-//! copy task's patch may come back in it, room for the agent's `max_transfer_bytes` in
-//! base64; one SSE event, [`MAX_EVENT_BYTES`]; one whole stream, [`MAX_STREAM_BYTES`]; an
+//! The bounds ([`Limits`]): one answer that is not a stream, [`MAX_ANSWER_BYTES`] or, for the
+//! one `GetTask` that brings a copy task's patch back, room for the agent's
+//! `max_transfer_bytes` in base64; one SSE event, [`MAX_EVENT_BYTES`]; one whole stream, [`MAX_STREAM_BYTES`]; an
 //! error body, [`crate::card::MAX_ERROR_BYTES`]. Past a bound the call fails with
 //! [`TOO_LARGE`] (reported as `REMOTE_PROTOCOL_ERROR`) and the rest is never read.
 //!

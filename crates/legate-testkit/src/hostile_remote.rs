@@ -27,6 +27,12 @@ pub enum Hostility {
         /// The body's declared and written length.
         bytes: u64,
     },
+    /// Like [`Hostility::HugeAnswer`], but the answer is valid A2A: a `working` status whose
+    /// message is one text of about `bytes` bytes, on every `GetTask`.
+    LargeValidAnswer {
+        /// The body's length.
+        bytes: u64,
+    },
     /// Streams one status naming the task, then one event of `bytes` bytes.
     HugeEvent {
         /// The event's length.
@@ -220,6 +226,9 @@ async fn flood(socket: &mut TcpStream, prefix: &[u8], total: u64) -> std::io::Re
     Ok(())
 }
 
+/// The start of a `GetTask` answer whose status message's one text part is the rest.
+const HUGE_PREFIX: &[u8] = br#"{"jsonrpc":"2.0","id":"1","result":{"id":"hostile-task-1","contextId":"hostile-context-1","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":""#;
+
 const SSE_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
 
 fn working_event() -> Vec<u8> {
@@ -310,8 +319,16 @@ async fn connection(
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {bytes}\r\n\r\n"
                 );
                 socket.write_all(head.as_bytes()).await?;
-                let prefix = br#"{"jsonrpc":"2.0","id":"1","result":{"id":"hostile-task-1","contextId":"hostile-context-1","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":""#;
-                return flood(&mut socket, prefix, *bytes).await;
+                return flood(&mut socket, HUGE_PREFIX, *bytes).await;
+            }
+            ("GetTask", Hostility::LargeValidAnswer { bytes }) => {
+                let suffix = br#""}]}}}}"#;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {bytes}\r\n\r\n"
+                );
+                socket.write_all(head.as_bytes()).await?;
+                flood(&mut socket, HUGE_PREFIX, *bytes - suffix.len() as u64).await?;
+                socket.write_all(suffix).await?;
             }
             ("GetTask", Hostility::Patch { patch, post_state }) => {
                 let baseline = state.baseline.lock().map(|b| b.clone()).unwrap_or_default();

@@ -35,12 +35,15 @@ const TIMEOUT: u64 = 3;
 /// start-up and a busy machine.
 const SLACK: Duration = Duration::from_secs(15);
 
-/// A front home whose agent `far` is `remote`.
-fn front(remote: &HostileRemote) -> CliHome {
+/// A front home whose agent `far` is `remote`, with `max_transfer_bytes` when given.
+fn front(remote: &HostileRemote, max_transfer: Option<u64>) -> CliHome {
+    let bound = max_transfer
+        .map(|b| format!("max_transfer_bytes = {b}\n"))
+        .unwrap_or_default();
     CliHome::with_config(
         LEGATE,
         &format!(
-            "[agents.far]\nkind = \"a2a\"\nurl = \"{}/.well-known/agent-card.json\"\nmax_transfer_bytes = {MAX_TRANSFER}\n",
+            "[agents.far]\nkind = \"a2a\"\nurl = \"{}/.well-known/agent-card.json\"\n{bound}",
             remote.url
         ),
     )
@@ -122,7 +125,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 /// leaves the project as it was.
 fn copy_task_refused(patch: String, post_state: Vec<PostState>) {
     let remote = HostileRemote::start(Hostility::Patch { patch, post_state }).unwrap();
-    let home = front(&remote);
+    let home = front(&remote, Some(MAX_TRANSFER));
     let project = home.make_project(&[("README.md", "# Project\n")]);
     let before = snapshot(&project);
     let ran = run(
@@ -180,10 +183,16 @@ fn a_patch_that_expands_past_the_bound_is_refused_before_it_is_applied() {
     copy_task_refused(patch, vec![post]);
 }
 
-/// A read-only task on a remote that is `hostility`, with the suite's timeout.
+/// A read-only task on a remote that is `hostility`, with the suite's timeout and the
+/// suite's transfer bound.
 fn read_only_task(hostility: Hostility) -> (HostileRemote, Ran) {
+    read_only_task_bounded(hostility, Some(MAX_TRANSFER))
+}
+
+/// [`read_only_task`] with `max_transfer` as the agent's transfer bound (none: the default).
+fn read_only_task_bounded(hostility: Hostility, max_transfer: Option<u64>) -> (HostileRemote, Ran) {
     let remote = HostileRemote::start(hostility).unwrap();
-    let home = front(&remote);
+    let home = front(&remote, max_transfer);
     let timeout = TIMEOUT.to_string();
     let ran = run(
         &home,
@@ -206,6 +215,21 @@ fn a_huge_get_task_answer_is_cut_at_its_bound() {
     ended(&ran, "failed", "REMOTE_PROTOCOL_ERROR", SLACK);
     let said = ran.task["error"]["message"].as_str().unwrap();
     assert!(said.contains("larger than"), "{said}");
+}
+
+#[test]
+fn valid_answers_just_under_the_bound_keep_the_front_under_its_memory_bound() {
+    // The agent's default transfer bound (64 MiB) widens only the answer that brings a patch
+    // back: every other answer stays within 16 MiB. A valid one just under it, on every
+    // poll, until the timeout.
+    let hostility = Hostility::LargeValidAnswer { bytes: 15 << 20 };
+    let (_remote, ran) = read_only_task_bounded(hostility, None);
+    ended(
+        &ran,
+        "failed",
+        "TASK_TIMEOUT",
+        Duration::from_secs(TIMEOUT) + SLACK,
+    );
 }
 
 #[test]
@@ -265,7 +289,7 @@ fn a_remote_that_ignores_cancel_is_ended_by_the_local_timeout() {
 #[test]
 fn a_remote_that_ignores_cancel_is_ended_by_legate_cancel() {
     let remote = HostileRemote::start(Hostility::IgnoresCancel).unwrap();
-    let home = front(&remote);
+    let home = front(&remote, Some(MAX_TRANSFER));
     let mut child = home.spawn_silent(&["run", "--agent", "far", "--read-only", "hello"]);
     let id = legate_frontkit::poll::until(SLACK, "the task to be bound to the remote", || {
         let task = home.tasks_json().into_iter().next()?;
