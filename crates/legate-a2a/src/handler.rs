@@ -1,10 +1,12 @@
 //! The A2A methods over the engine, for one agent. The SDK parses JSON-RPC and HTTP+JSON and
 //! frames SSE; this handler checks `A2A-Version` and the message's required fields, and
-//! otherwise only translates into engine calls. Tasks
+//! otherwise only translates into engine calls. Every answer and error is scrubbed of this
+//! machine's paths on the way out (`crate::scrub`). Tasks
 //! are the engine's own (its store is the task store): the SDK's in-memory store is bypassed,
 //! so stored tasks answer `GetTask` and `SubscribeToTask` after a restart.
 
 use crate::convert;
+use crate::scrub::Scrub;
 use a2a::{
     A2AError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
@@ -53,6 +55,19 @@ impl AgentHandler {
         self
     }
 
+    /// What hides this machine's paths in answers about `task` (or in errors, without one).
+    fn hide(&self, task: Option<&Task>) -> Scrub {
+        Scrub::new(
+            self.engine.config().paths.home(),
+            task.and_then(|t| t.root.as_deref()),
+        )
+    }
+
+    /// An engine error as the A2A error the caller gets, this machine's paths hidden.
+    fn error(&self, e: &legate_core::Error) -> A2AError {
+        self.hide(None).error(convert::error(e))
+    }
+
     /// `task` as an A2A task, with its `patch` artifact when it is a finished copy task and
     /// artifacts are asked for.
     async fn a2a_task(
@@ -88,6 +103,7 @@ impl AgentHandler {
                     .push(convert::collected_artifact(&a, bytes));
             }
         }
+        self.hide(Some(task)).task(&mut out);
         Ok(out)
     }
 
@@ -107,7 +123,7 @@ impl AgentHandler {
             let page = self
                 .engine
                 .events(&task.id, after, HISTORY_PAGE)
-                .map_err(|e| convert::error(&e))?;
+                .map_err(|e| self.error(&e))?;
             let done = page.len() < HISTORY_PAGE;
             events.extend(page);
             if done {
@@ -123,7 +139,7 @@ impl AgentHandler {
         match self.engine.messages().task_of(&self.agent, id) {
             Ok(t) => Ok(t),
             Err(e) if e.code == ErrorCode::TaskNotFound => Err(A2AError::task_not_found(id)),
-            Err(e) => Err(convert::error(&e)),
+            Err(e) => Err(self.error(&e)),
         }
     }
 
@@ -154,7 +170,7 @@ impl AgentHandler {
             .engine
             .messages()
             .deliver(inbound)
-            .map_err(|e| convert::error(&e))?;
+            .map_err(|e| self.error(&e))?;
         Ok((delivered.task, delivered.after))
     }
 
@@ -172,9 +188,12 @@ impl AgentHandler {
         let (tx, rx) = mpsc::channel::<Result<StreamResponse, A2AError>>(64);
         let engine = self.engine.clone();
         let handler = self.clone();
+        let mut scrub = self.hide(Some(&task));
         tokio::spawn(async move {
             if tx
-                .send(Ok(StreamResponse::Task(convert::task(&task, None, true))))
+                .send(Ok(scrub.response(StreamResponse::Task(convert::task(
+                    &task, None, true,
+                )))))
                 .await
                 .is_err()
                 || task.is_terminal()
@@ -190,7 +209,7 @@ impl AgentHandler {
                     Ok(Some(e)) => e,
                     Ok(None) => return,
                     Err(e) => {
-                        let _ = tx.send(Err(convert::error(&e))).await;
+                        let _ = tx.send(Err(handler.error(&e))).await;
                         return;
                     }
                 };
@@ -205,7 +224,7 @@ impl AgentHandler {
                             Ok(Some(t)) => current = t,
                             Ok(None) => {}
                             Err(e) => {
-                                let _ = tx.send(Err(convert::error(&e))).await;
+                                let _ = tx.send(Err(handler.error(&e))).await;
                                 return;
                             }
                         }
@@ -214,6 +233,15 @@ impl AgentHandler {
                         continue;
                     } else {
                         current.state = *state;
+                    }
+                }
+                if current.root.is_none() {
+                    // The workspace is made after the stream starts: hide it once it is.
+                    if let Ok(Some(t)) = engine.records().stored_task(&current.id)
+                        && t.root.is_some()
+                    {
+                        scrub = handler.hide(Some(&t));
+                        current.root = t.root;
                     }
                 }
                 let mut items = translator.event_at(&current, &event.kind, event.at);
@@ -236,7 +264,7 @@ impl AgentHandler {
                     );
                 }
                 for item in items {
-                    if tx.send(Ok(item)).await.is_err() {
+                    if tx.send(Ok(scrub.response(item))).await.is_err() {
                         return;
                     }
                 }
@@ -332,11 +360,12 @@ impl RequestHandler for AgentHandler {
                 .engine
                 .wait(&task.id)
                 .await
-                .map_err(|e| convert::error(&e))?;
+                .map_err(|e| self.error(&e))?;
             // The agent said its answer needs no task (A2A §3.1.1): a bare Message.
             if req.message.task_id.is_none()
-                && let Some(message) = crate::direct::direct_message(&ended)
+                && let Some(mut message) = crate::direct::direct_message(&ended)
             {
+                self.hide(Some(&ended)).message(&mut message);
                 return Ok(SendMessageResponse::Message(message));
             }
             ended
@@ -403,7 +432,7 @@ impl RequestHandler for AgentHandler {
         };
         let after = req.status_timestamp_after.map(|t| t.timestamp_millis());
         let keep = |t: &Task| after.is_none_or(|a| t.updated_at.0 > a);
-        let mut page = self.engine.tasks(&filter).map_err(|e| convert::error(&e))?;
+        let mut page = self.engine.tasks(&filter).map_err(|e| self.error(&e))?;
         let more = page.len() > usize::try_from(page_size).unwrap_or(50);
         page.truncate(usize::try_from(page_size).unwrap_or(50));
         let next_page_token = match (more, page.last()) {
@@ -417,7 +446,7 @@ impl RequestHandler for AgentHandler {
                 limit: 100_000,
                 ..filter
             })
-            .map_err(|e| convert::error(&e))?
+            .map_err(|e| self.error(&e))?
             .iter()
             .filter(|t| keep(t))
             .count();
@@ -425,7 +454,9 @@ impl RequestHandler for AgentHandler {
         let mut tasks = Vec::new();
         for t in page.iter().filter(|t| keep(t)) {
             let messages = self.history(t, history)?;
-            tasks.push(convert::task_with_history(t, messages, history, artifacts));
+            let mut task = convert::task_with_history(t, messages, history, artifacts);
+            self.hide(Some(t)).task(&mut task);
+            tasks.push(task);
         }
         Ok(ListTasksResponse {
             tasks,
@@ -444,7 +475,7 @@ impl RequestHandler for AgentHandler {
         let task = self.find(&req.id)?;
         self.engine
             .cancel(task.id.as_str())
-            .map_err(|e| convert::error(&e))?;
+            .map_err(|e| self.error(&e))?;
         let wait = self.engine.config().fronts.cancel_wait;
         let ended = tokio::time::timeout(wait, self.engine.wait(&task.id)).await;
         let task = match ended {

@@ -24,6 +24,7 @@ pub mod edge;
 pub mod handler;
 pub mod history;
 pub mod patch;
+pub mod scrub;
 pub mod workspace;
 
 pub use card::{CardDocument, card};

@@ -7,9 +7,8 @@
 use crate::card::{self, Found};
 use crate::errors::{excerpt, from_a2a};
 use crate::token::{self, Bearer};
+use crate::wire::{BoundedFactory, Limits};
 use a2a_client::auth::AuthInterceptor;
-use a2a_client::jsonrpc::JsonRpcTransportFactory;
-use a2a_client::rest::RestTransportFactory;
 use a2a_client::{A2AClient, A2AClientFactory, Transport};
 use legate_core::{AgentSpec, Error, ErrorCode, RemoteEndpoint, Result};
 use std::fmt;
@@ -29,8 +28,12 @@ pub struct Remote {
     pub endpoint: RemoteEndpoint,
     /// What its card said.
     pub found: Found,
-    /// The official client, on the chosen interface.
+    /// The official client, on the chosen interface, its answers bounded by
+    /// [`crate::wire::MAX_ANSWER_BYTES`].
     pub client: A2AClient<Box<dyn Transport>>,
+    /// The same, with room in an answer for a copy task's patch of up to the agent's
+    /// `max_transfer_bytes` (only the `GetTask` that brings the patch back uses it).
+    pub transfer: A2AClient<Box<dyn Transport>>,
 }
 
 impl fmt::Debug for Remote {
@@ -52,6 +55,30 @@ fn http() -> Result<reqwest::Client> {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| Error::quoting(ErrorCode::Internal, "could not build an HTTP client", e))
+}
+
+/// The official client on `found`'s chosen interface only (so it cannot pick another), on
+/// Legate's bounded transport with `limits`, carrying `bearer`.
+async fn client_on(
+    found: &Found,
+    http: &reqwest::Client,
+    bearer: Option<&Bearer>,
+    limits: Limits,
+) -> Result<A2AClient<Box<dyn Transport>>> {
+    let mut one = found.card.clone();
+    one.supported_interfaces = vec![found.interface.clone()];
+    let mut factory = A2AClientFactory::builder()
+        .no_defaults()
+        .register(Arc::new(BoundedFactory::json_rpc(http.clone(), limits)))
+        .register(Arc::new(BoundedFactory::rest(http.clone(), limits)));
+    if let Some(b) = bearer {
+        factory = factory.with_interceptor(Arc::new(AuthInterceptor::bearer(b.expose())));
+    }
+    factory
+        .build()
+        .create_from_card(&one)
+        .await
+        .map_err(|e| from_a2a(&found.interface.url, "connecting", &e))
 }
 
 /// Runs `call` with [`CALL_TIMEOUT`]: `REMOTE_UNREACHABLE` when it takes longer.
@@ -121,28 +148,34 @@ impl Remote {
                 ),
             )
         })??;
-        card::check_token(&http, &found, bearer.as_ref()).await?;
-        // The client is built on the chosen interface only, so it cannot pick another.
-        let mut one = found.card.clone();
-        one.supported_interfaces = vec![found.interface.clone()];
-        let mut factory = A2AClientFactory::builder()
-            .no_defaults()
-            .register(Arc::new(JsonRpcTransportFactory::new(Some(http.clone()))))
-            .register(Arc::new(RestTransportFactory::new(Some(http))));
-        if let Some(b) = &bearer {
-            factory = factory.with_interceptor(Arc::new(AuthInterceptor::bearer(b.expose())));
-        }
-        let client = factory
-            .build()
-            .create_from_card(&one)
-            .await
-            .map_err(|e| from_a2a(&found.interface.url, "connecting", &e))?;
+        tokio::time::timeout(
+            CALL_TIMEOUT,
+            card::check_token(&http, &found, bearer.as_ref()),
+        )
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorCode::RemoteUnreachable,
+                format!(
+                    "agent `{}` did not answer the token check within {}s",
+                    spec.name,
+                    CALL_TIMEOUT.as_secs()
+                ),
+            )
+        })??;
+        // The official client on Legate's bounded transport (the SDK's own transports read
+        // whole bodies into memory however large, see `wire`): one client for every call, and
+        // one with room for a copy task's patch, for the `GetTask` that brings it back.
+        let make = |limits| client_on(&found, &http, bearer.as_ref(), limits);
+        let client = make(Limits::default()).await?;
+        let transfer = make(Limits::for_transfer(endpoint.max_transfer_bytes())).await?;
         tracing::info!(agent = %spec.name, url = %found.interface.url, binding = %found.interface.protocol_binding, supervised = found.supervised, streaming = found.streaming, "remote agent connected");
         Ok(Remote {
             agent: spec.name.clone(),
             endpoint,
             found,
             client,
+            transfer,
         })
     }
 

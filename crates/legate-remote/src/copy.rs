@@ -163,7 +163,7 @@ pub fn apply_returned(root: &Path, task: &a2a::Task) -> Result<Applied> {
 pub fn apply_returned_bounded(root: &Path, task: &a2a::Task, max_bytes: u64) -> Result<Applied> {
     let (patch, manifest) = returned(task, max_bytes)?;
     let baseline = legate_workspace::baseline_of_copy(root)?;
-    legate_workspace::apply_returned(&baseline, &patch, &manifest)?;
+    legate_workspace::apply_returned(&baseline, &patch, &manifest, max_bytes)?;
     tracing::info!(
         files = manifest.post_state.len(),
         sha256 = %manifest.patch_sha256,

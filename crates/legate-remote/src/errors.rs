@@ -39,6 +39,9 @@ pub fn unreachable(url: &str, e: &reqwest::Error) -> Error {
 /// with the remote's code and message.
 pub fn from_a2a(url: &str, what: &str, e: &a2a::A2AError) -> Error {
     let said = excerpt(&e.message);
+    if e.code == crate::wire::TOO_LARGE {
+        return protocol(format!("{what} at {}: {said}", excerpt(url)));
+    }
     let lower = e.message.to_ascii_lowercase();
     if lower.starts_with("http request failed") || lower.starts_with("sse stream error") {
         return Error::new(

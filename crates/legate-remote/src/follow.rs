@@ -1,18 +1,21 @@
 //! Following a remote task to the end of a turn: a stream (`SendStreamingMessage`,
 //! `SubscribeToTask`) or `GetTask` polling with backoff, each update recorded (the first
 //! naming the task goes to the ledger before anything is relayed), translated and relayed,
-//! and a cancel sent as `CancelTask` once, after which the task is followed to its end.
+//! and a cancel sent as `CancelTask` once (waiting at most [`CANCEL_SEND_WAIT`] for its
+//! answer), and the task is followed to its end for at most [`CANCEL_WAIT`] from the cancel: a
+//! remote that ignores the cancel, drips or never ends its answer does not hold the local
+//! turn, which then ends canceled with a notice saying the remote did not confirm.
 //!
 //! This module never decides the local task's state: it returns how the remote turn ended.
 
 use crate::connect::{Remote, timed};
 use crate::errors::{excerpt, from_a2a, protocol};
-use crate::translate::Relay;
+use crate::translate::{Finish, Relay};
 use a2a::{CancelTaskRequest, GetTaskRequest, StreamResponse};
 use a2a_client::BoxStream;
 use futures::StreamExt;
 use legate_backend::{EventSink, RemoteLedger};
-use legate_core::{RemoteRef, Result, TaskId};
+use legate_core::{EventKind, RemoteRef, Result, TaskId};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +26,13 @@ pub const POLL_FIRST: Duration = Duration::from_millis(100);
 pub const POLL_MAX: Duration = Duration::from_secs(3);
 /// How long a cancel waits for the remote to name its task, so that it can be canceled.
 pub const CANCEL_NAME_WAIT: Duration = Duration::from_secs(5);
+/// How long the answer to `CancelTask` is waited for (the cancel is best effort).
+pub const CANCEL_SEND_WAIT: Duration = Duration::from_secs(2);
+/// How long a remote task is followed after the cancel (the `CancelTask` call included),
+/// before the local turn ends canceled without the remote's word. Shorter than the engine's
+/// cancel grace (5 s by default), so the notice saying so is relayed before the turn is
+/// dropped.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(3);
 
 /// The longest task or context id a remote may name (its ids are stored and shown).
 pub const MAX_REMOTE_ID_BYTES: usize = 256;
@@ -127,43 +137,71 @@ impl Follow<'_> {
             metadata: None,
             tenant: None,
         };
-        match timed(
+        let call = timed(
             self.remote.url(),
             "CancelTask",
             self.remote.client.cancel_task(&req),
-        )
-        .await
-        {
-            Ok(_) => {
+        );
+        match tokio::time::timeout(CANCEL_SEND_WAIT, call).await {
+            Ok(Ok(_)) => {
                 tracing::info!(task_id = %self.task, remote_task = %id, "remote task cancel sent")
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 tracing::warn!(task_id = %self.task, remote_task = %id, code = e.code.as_str(), error = %e.detail(), "remote cancel refused")
+            }
+            Err(_) => {
+                tracing::warn!(task_id = %self.task, remote_task = %id, "the remote did not answer the cancel in time")
             }
         }
     }
 
+    /// Ends the turn canceled without the remote's word (it did not end its task within the
+    /// wait after the cancel, or never named it), with a notice saying so.
+    fn give_up(&mut self) {
+        let (message, event) = if self.cancel_sent {
+            (
+                format!(
+                    "the remote did not end its task within {} s of the cancel; the local task ends without it",
+                    CANCEL_WAIT.as_secs()
+                ),
+                "remote_cancel_unconfirmed",
+            )
+        } else {
+            (
+                "canceled before the remote named its task; it was not canceled there".to_string(),
+                "remote_cancel_unsent",
+            )
+        };
+        tracing::warn!(task_id = %self.task, "{message}");
+        self.sink.send(EventKind::Notice {
+            message,
+            detail: serde_json::json!({"event": event, "url": self.remote.url()}),
+        });
+        self.relay.finish = Some(Finish::Canceled);
+    }
+
     /// Reads `stream` until the remote task ends the turn or the stream ends. A cancel that
     /// comes before the remote named its task waits [`CANCEL_NAME_WAIT`] for the name (so the
-    /// remote task is canceled too), then gives up on it.
+    /// remote task is canceled too); once `CancelTask` is sent the stream is read for
+    /// [`CANCEL_WAIT`] more. Past either, the turn ends canceled (see [`Self::give_up`]).
     pub async fn stream(
         &mut self,
         mut stream: BoxStream<'static, std::result::Result<StreamResponse, a2a::A2AError>>,
         what: &str,
     ) -> Result<()> {
         let cancel = self.cancel.clone();
-        let mut wanted: Option<tokio::time::Instant> = None;
+        let mut until: Option<tokio::time::Instant> = None;
         while !self.relay.done() {
-            let unnamed_until = wanted.filter(|_| !self.cancel_sent);
             let next = tokio::select! {
                 next = stream.next() => next,
-                () = cancel.cancelled(), if wanted.is_none() => {
-                    wanted = Some(tokio::time::Instant::now() + CANCEL_NAME_WAIT);
+                () = cancel.cancelled(), if until.is_none() => {
+                    let at = tokio::time::Instant::now();
                     self.send_cancel().await;
+                    until = Some(at + if self.cancel_sent { CANCEL_WAIT } else { CANCEL_NAME_WAIT });
                     continue;
                 }
-                () = tokio::time::sleep_until(unnamed_until.unwrap_or_else(tokio::time::Instant::now)), if unnamed_until.is_some() => {
-                    tracing::warn!(task_id = %self.task, "canceled before the remote named its task; it was not canceled there");
+                () = tokio::time::sleep_until(until.unwrap_or_else(tokio::time::Instant::now)), if until.is_some() => {
+                    self.give_up();
                     return Ok(());
                 }
             };
@@ -171,8 +209,11 @@ impl Follow<'_> {
                 None => break,
                 Some(Ok(update)) => {
                     self.relay_update(&update)?;
-                    if wanted.is_some() {
+                    if until.is_some() && !self.cancel_sent {
                         self.send_cancel().await;
+                        if self.cancel_sent {
+                            until = Some(tokio::time::Instant::now() + CANCEL_WAIT);
+                        }
                     }
                 }
                 Some(Err(e)) => return Err(from_a2a(self.remote.url(), what, &e)),
@@ -181,7 +222,8 @@ impl Follow<'_> {
         Ok(())
     }
 
-    /// Polls `GetTask` with backoff until the remote task ends the turn.
+    /// Polls `GetTask` with backoff until the remote task ends the turn; after a cancel, for
+    /// [`CANCEL_WAIT`] at most (then see [`Self::give_up`]), a slow `GetTask` included.
     pub async fn poll(&mut self) -> Result<()> {
         let Some(id) = self.relay.task_id.clone() else {
             return Err(protocol(format!(
@@ -190,11 +232,22 @@ impl Follow<'_> {
             )));
         };
         let cancel = self.cancel.clone();
+        let mut until: Option<tokio::time::Instant> = None;
         let mut wait = POLL_FIRST;
         while !self.relay.done() {
+            if until.is_none() && cancel.is_cancelled() {
+                let at = tokio::time::Instant::now();
+                self.send_cancel().await;
+                until = Some(at + CANCEL_WAIT);
+            }
+            let deadline = until.unwrap_or_else(|| tokio::time::Instant::now() + POLL_MAX);
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = cancel.cancelled(), if !self.cancel_sent => self.send_cancel().await,
+                () = cancel.cancelled(), if until.is_none() => continue,
+                () = tokio::time::sleep_until(deadline), if until.is_some() => {
+                    self.give_up();
+                    return Ok(());
+                }
             }
             wait = (wait * 2).min(POLL_MAX);
             let req = GetTaskRequest {
@@ -202,12 +255,19 @@ impl Follow<'_> {
                 history_length: Some(0),
                 tenant: None,
             };
-            let t = timed(
+            let get = timed(
                 self.remote.url(),
                 "GetTask",
                 self.remote.client.get_task(&req),
-            )
-            .await?;
+            );
+            let t = tokio::select! {
+                t = get => t?,
+                () = cancel.cancelled(), if until.is_none() => continue,
+                () = tokio::time::sleep_until(deadline), if until.is_some() => {
+                    self.give_up();
+                    return Ok(());
+                }
+            };
             if t.id != id {
                 return Err(protocol(format!(
                     "{} answered GetTask {id} with another task",

@@ -6,8 +6,9 @@
 //! [`connect`] (the official `a2a-client-lf` client on the chosen interface), [`translate`]
 //! (A2A updates as Legate's events, bounded), [`follow`] (a stream or `GetTask` polling to
 //! the end of a turn, cancel as `CancelTask`), [`session`] ([`A2aBackend`], [`A2aSession`],
-//! re-attach after a restart), [`errors`] (the `REMOTE_*` codes), and [`copy`] (Legate's
-//! copy-workspace extension, the client side).
+//! re-attach after a restart), [`errors`] (the `REMOTE_*` codes), [`copy`] (Legate's
+//! copy-workspace extension, the client side), and [`wire`] and [`events`] (the transport
+//! under the official client: every answer, error body and event stream read bounded).
 //!
 //! This crate never touches the store and never decides a task's state: like every backend,
 //! it reports events and outcomes, and records the remote task a turn runs as through the
@@ -18,10 +19,12 @@ pub mod card;
 pub mod connect;
 pub mod copy;
 pub mod errors;
+pub mod events;
 pub mod follow;
 pub mod session;
 pub mod token;
 pub mod translate;
+pub mod wire;
 
 pub use session::{A2aBackend, A2aSession, KIND, kind};
 

@@ -411,7 +411,7 @@ async fn bring_back(
         history_length: Some(0),
         tenant: None,
     };
-    let task = timed(remote.url(), "GetTask", remote.client.get_task(&req)).await?;
+    let task = timed(remote.url(), "GetTask", remote.transfer.get_task(&req)).await?;
     let max = remote.endpoint.max_transfer_bytes();
     let applied = crate::copy::apply_returned_bounded(root, &task, max)?;
     sink.send(EventKind::Notice {

@@ -104,6 +104,7 @@ pub mod directives;
 pub mod fake_agy;
 pub mod flip;
 pub mod harness;
+pub mod hostile_remote;
 pub mod judge;
 pub mod killed_child;
 pub mod model_server;

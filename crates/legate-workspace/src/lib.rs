@@ -31,6 +31,7 @@ mod baseline;
 mod changes;
 mod cleanup;
 mod copy;
+mod expansion;
 mod git;
 mod git_check;
 mod git_index;

@@ -387,12 +387,16 @@ pub(crate) fn changes_between(
 /// and the copy is then brought from what it holds now to that result. Returns the paths the
 /// patch changes against the baseline.
 ///
-/// Errors: `REMOTE_PROTOCOL_ERROR` naming the problem (and the path, for a path's), with
-/// the copy as it was before.
+/// What the patch writes is bounded by `max_bytes`, one file and all together, before any of
+/// it is read or written (`expansion`).
+///
+/// Errors: `REMOTE_PROTOCOL_ERROR` naming the problem (and the path, for a path's), or
+/// `COPY_TOO_LARGE` past `max_bytes`, with the copy as it was before.
 pub fn apply_returned(
     baseline: &Baseline,
     patch: &[u8],
     expected: &ReturnedManifest,
+    max_bytes: u64,
 ) -> Result<Vec<FileChange>, Error> {
     if patch.len() as u64 != expected.patch_length || sha256_hex(patch) != expected.patch_sha256 {
         return Err(protocol(
@@ -408,6 +412,7 @@ pub fn apply_returned(
         .git()
         .run(&["rev-parse", "--verify", "HEAD^{tree}"])?;
     let head = String::from_utf8_lossy(&head).trim().to_string();
+    crate::expansion::declared(patch, max_bytes)?;
     let after_tree = tree_after(baseline, &head, patch)?;
     let changes = changes_between(baseline, &head, &after_tree)?;
     let wanted: BTreeMap<&str, &PostState> = expected
@@ -434,6 +439,7 @@ pub fn apply_returned(
         .iter()
         .filter_map(|c| c.new_blob.as_deref())
         .collect();
+    crate::expansion::resulting(baseline, &new_ids, max_bytes)?;
     let mut new_blobs = baseline.blobs(&new_ids)?.into_iter();
     for c in &changes {
         let want = wanted[c.path.as_str()];

@@ -15,6 +15,9 @@ use legate_workspace::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+/// The transfer bound the tests apply with (the default).
+const MAX: u64 = legate_core::remote::DEFAULT_MAX_TRANSFER_BYTES;
+
 struct Pair {
     f: Fixture,
     local: Baseline,
@@ -105,7 +108,7 @@ fn both_sides_agree_on_the_baseline_and_the_patch_round_trips() {
             .iter()
             .any(|p| p.path == "README.md" && p.sha256.is_none())
     );
-    let changes = apply_returned(&t.local, &patch, &manifest).unwrap();
+    let changes = apply_returned(&t.local, &patch, &manifest, MAX).unwrap();
     assert_eq!(changes.len(), 3);
     let (local, remote) = (preview_of(&t.local), preview_of(&t.remote));
     assert_eq!(
@@ -115,15 +118,40 @@ fn both_sides_agree_on_the_baseline_and_the_patch_round_trips() {
     assert_eq!(local.patch, remote.patch);
     assert_eq!(snapshot(t.local.copy()), snapshot(t.remote.copy()));
     // Applying the same cumulative patch again (a later turn's answer) changes nothing.
-    apply_returned(&t.local, &patch, &manifest).unwrap();
+    apply_returned(&t.local, &patch, &manifest, MAX).unwrap();
     assert_eq!(preview_of(&t.local).sha256, remote.sha256);
+    drop(t.f);
+}
+
+/// A patch that expands past the transfer bound (a binary hunk of zeros, which a hostile
+/// remote deflates to a few kilobytes; a text file larger than the bound) is `COPY_TOO_LARGE` before any of it is read or written.
+#[test]
+fn a_patch_that_expands_past_the_bound_is_refused_and_changes_nothing() {
+    let t = pair();
+    let r = t.remote.copy();
+    write(r, "zeros.bin", &vec![0u8; 4 << 20]);
+    let (patch, manifest) = returned(&t.remote);
+    let before = snapshot(t.local.copy());
+    let e = apply_returned(&t.local, &patch, &manifest, 1 << 20).unwrap_err();
+    assert_eq!(e.code, ErrorCode::CopyTooLarge, "{e}");
+    assert!(e.message.contains("4194304"), "{e}");
+    assert_eq!(snapshot(t.local.copy()), before);
+    // Without a binary hunk to declare it, the resulting file's size still is checked.
+    std::fs::remove_file(r.join("zeros.bin")).unwrap();
+    write(r, "big.txt", "line\n".repeat(1000).as_bytes());
+    let (patch, manifest) = returned(&t.remote);
+    let e = apply_returned(&t.local, &patch, &manifest, 4000).unwrap_err();
+    assert_eq!(e.code, ErrorCode::CopyTooLarge, "{e}");
+    assert!(e.message.contains("5000 bytes"), "{e}");
+    assert_eq!(snapshot(t.local.copy()), before);
+    apply_returned(&t.local, &patch, &manifest, MAX).unwrap();
     drop(t.f);
 }
 
 /// Runs a hostile apply and checks the local copy is exactly as before.
 fn refused(t: &Pair, patch: &[u8], manifest: &ReturnedManifest, says: &str) {
     let before = snapshot(t.local.copy());
-    let e = apply_returned(&t.local, patch, manifest).unwrap_err();
+    let e = apply_returned(&t.local, patch, manifest, MAX).unwrap_err();
     assert_eq!(e.code, ErrorCode::RemoteProtocolError, "{e}");
     assert!(e.message.contains(says), "{says:?} not in {}", e.message);
     assert_eq!(
@@ -206,7 +234,7 @@ fn a_patch_that_writes_outside_or_through_a_symlink_is_refused() {
         let (bytes, mut m, _) = forged(&text, post);
         m.baseline_id = id.clone();
         let before = snapshot(t.local.copy());
-        let e = apply_returned(&t.local, &bytes, &m).unwrap_err();
+        let e = apply_returned(&t.local, &bytes, &m, MAX).unwrap_err();
         assert_eq!(e.code, ErrorCode::RemoteProtocolError, "{text}: {e}");
         assert_eq!(snapshot(t.local.copy()), before, "{text}");
         assert!(
@@ -315,12 +343,12 @@ fn files_that_came_back_make_the_remote_patch_and_apply() {
     let (patch, manifest) = returned_from_files(&p.local, &files, &CopyLimits::default()).unwrap();
     assert_eq!(patch, want_patch);
     assert_eq!(manifest, want_manifest);
-    apply_returned(&p.local, &patch, &manifest).unwrap();
+    apply_returned(&p.local, &patch, &manifest, MAX).unwrap();
     assert_eq!(snapshot(p.local.copy()), snapshot(remote));
     // A second turn: from what the copy holds now.
     files.retain(|f| f.path != "src/new.rs");
     let (patch, manifest) = returned_from_files(&p.local, &files, &CopyLimits::default()).unwrap();
-    apply_returned(&p.local, &patch, &manifest).unwrap();
+    apply_returned(&p.local, &patch, &manifest, MAX).unwrap();
     assert!(!p.local.copy().join("src/new.rs").exists());
     assert!(p.local.copy().join("src/lib.rs").exists());
     // Nothing of the scratch directories is left beside the baseline.

@@ -157,8 +157,16 @@ fn a_revisor_task_through_the_front_streams_every_event_the_back_stored() {
     );
     let back = fleet.back.show(&rid);
     assert_eq!(back["state"], "completed");
-    // The answer is the back's, and so is the usage it reported, counted as local usage.
-    assert_eq!(task["result"]["text"], back["result"]["text"]);
+    // The answer is the back's (its workspace's path hidden: issue 29, finding 8), and so
+    // is the usage it reported, counted as local usage.
+    let back_root = back["root"].as_str().unwrap();
+    assert_eq!(
+        task["result"]["text"].as_str().unwrap(),
+        back["result"]["text"]
+            .as_str()
+            .unwrap()
+            .replace(back_root, "<workspace>")
+    );
     assert_eq!(task["usage"], back["usage"], "{task}");
 }
 
@@ -271,6 +279,31 @@ fn a_copy_task_run_remotely_is_reviewed_and_integrated_on_the_front() {
     // The work ran on the back, on its own fresh copy; the original is untouched.
     let rid = remote_id(front, &id);
     assert_eq!(fleet.back.show(&rid)["state"], "completed");
+    // Nothing the back answers names where it keeps things (issue 29, finding 8): not its
+    // home, not the copy beneath it; and so nothing the front relayed does either.
+    let back_home = fleet.back.home().to_string_lossy().into_owned();
+    let answers = [
+        fleet.back.call(
+            "revisor",
+            "GetTask",
+            json!({"id": rid, "historyLength": 1000}),
+        ),
+        fleet.back.call(
+            "revisor",
+            "ListTasks",
+            json!({"historyLength": 1000, "includeArtifacts": true}),
+        ),
+    ];
+    for answer in answers {
+        let text = answer.to_string();
+        assert!(answer["result"].is_object(), "{text}");
+        assert!(!text.contains(&back_home), "the back's home leaks: {text}");
+    }
+    let relayed = serde_json::to_string(&front.events(&id)).unwrap();
+    assert!(
+        !relayed.contains(&back_home),
+        "the back's home reached the front: {relayed}"
+    );
     assert_eq!(
         std::fs::read(project.join("src/greeting.txt")).unwrap(),
         b"hello world\nsecond line\n"

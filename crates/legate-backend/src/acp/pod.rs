@@ -288,7 +288,12 @@ impl PodCopy {
             };
             let (patch, manifest) =
                 legate_workspace::returned_from_files(&baseline, &files, &limits)?;
-            legate_workspace::apply_returned(&baseline, &patch, &manifest)?;
+            legate_workspace::apply_returned(
+                &baseline,
+                &patch,
+                &manifest,
+                DEFAULT_MAX_TRANSFER_BYTES,
+            )?;
             Ok((manifest.patch_length, manifest.post_state.len(), skipped))
         })
         .await

@@ -371,10 +371,21 @@ impl Core {
     ) -> TurnResult {
         let inner = &self.inner;
         let TurnStart { inputs, room } = start;
-        let session = match self
-            .session_for(task, agent, boundary, &sink, stop, room)
-            .await
-        {
+        let timeout = Duration::from_secs(task.timeout_secs);
+        // One deadline for opening the session and for the turn: an agent that never ends
+        // opening (a remote that drips its card) is stopped by the timeout too.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let opening = self.session_for(task, agent, boundary, &sink, stop, room);
+        let Ok(opened) = tokio::time::timeout_at(deadline, opening).await else {
+            return TurnResult::Failed(Error::new(
+                ErrorCode::TaskTimeout,
+                format!(
+                    "the task ran longer than its timeout of {} s; its agent's session was still opening",
+                    task.timeout_secs
+                ),
+            ));
+        };
+        let session = match opened {
             Ok(Some(s)) => s,
             Ok(None) => {
                 return TurnResult::Canceled {
@@ -385,7 +396,6 @@ impl Core {
             Err(e) => return TurnResult::Failed(e),
         };
         let turn = self.turn_of(task, inputs);
-        let timeout = Duration::from_secs(task.timeout_secs);
         let canceller = session.canceller();
         let prompt = session.prompt(turn, sink);
         tokio::pin!(prompt);
@@ -402,9 +412,9 @@ impl Core {
                 }
                 Err(e) => TurnResult::Failed(e),
             },
-            _ = tokio::time::sleep(timeout) => {
+            _ = tokio::time::sleep_until(deadline) => {
                 session.shutdown().await;
-                let _ = (&mut prompt).await;
+                let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
                 TurnResult::Failed(Error::new(
                     ErrorCode::TaskTimeout,
                     format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
@@ -417,7 +427,7 @@ impl Core {
                     Ok(Err(_)) => TurnResult::Canceled { stop_reason: None, usage: None },
                     Err(_) => {
                         session.shutdown().await;
-                        let _ = (&mut prompt).await;
+                        let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
                         TurnResult::Canceled { stop_reason: None, usage: None }
                     }
                 }
@@ -596,4 +606,18 @@ struct TurnStart {
 
 fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
     *stop.borrow() == Stop::Cancel
+}
+/// Waits at most `grace` for a turn that was shut down to end: a backend that does not end
+/// it (a remote that ignores the cancel, drips or never ends its answer) is dropped then, so
+/// the timeout and cancel end the local task whatever the agent does.
+async fn wait_bounded<F: std::future::Future + Unpin>(
+    prompt: &mut F,
+    grace: Duration,
+    task: &TaskId,
+) -> Option<F::Output> {
+    let ended = tokio::time::timeout(grace, prompt).await.ok();
+    if ended.is_none() {
+        tracing::warn!(task = %task, grace_ms = grace.as_millis() as u64, "the agent's turn did not end after shutdown; it is dropped");
+    }
+    ended
 }
