@@ -34,6 +34,7 @@ mod kubernetes;
 pub mod mcp;
 mod memory;
 mod network;
+mod output;
 mod policy;
 mod review;
 mod roles;

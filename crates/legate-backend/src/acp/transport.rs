@@ -39,8 +39,11 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tracing::warn;
 
-/// One JSON-RPC line from the agent may be at most this long.
-pub(crate) const MAX_LINE: u64 = 256 * 1024 * 1024;
+/// One JSON-RPC line from the agent may be at most this long (8 MiB): room for a large
+/// diff or file in one message, and a bound on what one line costs in memory while it is
+/// read, checked and parsed (a few times its size). A longer line is never read whole: the
+/// reading stops one byte past the limit and the connection ends.
+pub(crate) const MAX_LINE: u64 = 8 * 1024 * 1024;
 /// The turn fails at this many malformed JSON-RPC messages from the agent in one turn.
 pub(crate) const MAX_MALFORMED: usize = 3;
 /// At most this many stdout notices (non-JSON lines, malformed messages) per turn.

@@ -296,7 +296,7 @@ impl Core {
             }
         };
         drop(sink);
-        let acc = match pump.await {
+        let acc = match pump.handle.await {
             Ok(acc) => acc,
             Err(e) => {
                 tracing::error!(task = %task.id, error = %e, "event pump failed");
