@@ -23,6 +23,10 @@
 //! connection, and with it the turn: `AGENT_PROTOCOL_ERROR` naming the last problem (the
 //! session is then dead and its processes are stopped). Messages outside a turn have no task
 //! to be reported on and are not counted. Invalid UTF-8 is replaced.
+//!
+//! Before each line is read, the turn's sink is asked for room (`EventSink::room`): while
+//! what the agent sent waits unread there, stdout is not read and the agent waits on its
+//! pipe.
 
 use super::state::HandlerState;
 use super::translate;
@@ -235,6 +239,8 @@ pub(crate) fn lines(
         |state| async move {
             let (mut reader, shared, pending) = state?;
             loop {
+                // While the turn's reader is behind, the agent waits on its pipe.
+                shared.room().await;
                 let mut buf = Vec::new();
                 let n = match (&mut reader)
                     .take(MAX_LINE + 1)

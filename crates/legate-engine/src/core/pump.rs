@@ -3,7 +3,8 @@
 //! and only then fanned out, and folded into the turn's result (`core::accumulator`).
 //!
 //! This module owns the order of that path (drop what is already past its limit, redact,
-//! meter, store, relay) and the signal that tells the turn the agent passed the output
+//! meter, store, relay), how much may wait unread for it (the backend stops reading the
+//! agent meanwhile), and the signal that tells the turn the agent passed the output
 //! ceiling. It never relays an event it did not store, and never decides a task's end (the
 //! turn does, on the signal).
 
@@ -11,11 +12,21 @@ use crate::core::Core;
 use crate::core::accumulator::Accumulator;
 use crate::core::output::{Fate, Meter};
 use crate::core::redaction::{RELEASE_AFTER, TurnRedactor};
-use legate_backend::EventStream;
+use legate_backend::{EventSink, EventStream};
 use legate_core::{EventKind, TaskId};
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+
+/// At most this many of a turn's events wait unread for the pump before the backend stops
+/// reading the agent's output, or this many bytes of them (the agent waits on its pipe).
+const BACKLOG_EVENTS: usize = 4096;
+const BACKLOG_BYTES: usize = 4 << 20;
+
+/// The sink a turn's backend reports on, bounded for the pump ([`EventSink::bounded`]).
+pub(crate) fn channel() -> (EventSink, EventStream) {
+    EventSink::bounded(BACKLOG_EVENTS, BACKLOG_BYTES)
+}
 
 /// A running pump: its result, and the signal raised (once) when the agent has sent more
 /// than twice what the task keeps.

@@ -196,7 +196,7 @@ impl Core {
         let watch = crate::core::silent::Watch::before(&root, boundary.owned).await;
         let inputs = self.report_inputs(&task, &agent, inputs);
         let structured = inputs.json_schema.is_some();
-        let (sink, stream) = EventSink::channel();
+        let (sink, stream) = crate::core::pump::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
         let overflow = pump.overflow.clone();
         let result = match self
