@@ -4,7 +4,8 @@
 //! `$LEGATE_HOME`) and the `legate run` process's peak memory (`VmHWM`, read from `/proc`
 //! while it runs) stay bounded, the events say once what was dropped, and the task ends
 //! `TASK_OUTPUT_LIMIT` (the agent sent more than twice what a task keeps) or, for the one
-//! line, `AGENT_PROTOCOL_ERROR` (a line past 8 MiB is never read whole). The floods are made
+//! line, `AGENT_PROTOCOL_ERROR` (a line past 8 MiB is never read whole). An answer past its
+//! limit but under the ceiling completes, cut, with a marker. The floods are made
 //! by the agent, not the test.
 //!
 //! The limits are lowered ([`LIMITS`]) so that a debug build on two busy cores stays fast;
@@ -183,6 +184,28 @@ fn floods_are_bounded_in_store_and_memory_and_said_once() {
     assert!(chunked.store_bytes < 16 << 20, "{}", chunked.store_bytes);
     assert!(chunked.peak_kib < memory_bound, "{} KiB", chunked.peak_kib);
 
+    // 6 MB in 100 chunks: past the answer's 4 MiB but under the ceiling, so the task keeps
+    // running and completes, its answer cut with a marker.
+    let cut = run("!answer 6000000 100");
+    report("answer past its limit", &cut);
+    assert_eq!(cut.task["state"], "completed", "{}", ending(&cut.task));
+    let truncated = notices(&cut.events, "output.truncated");
+    assert_eq!(truncated.len(), 1, "{truncated:?}");
+    assert_eq!(truncated[0]["detail"]["limit"], "output.max_answer_bytes");
+    let dropped = notices(&cut.events, "output.dropped");
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    let answer = cut.task["result"]["text"].as_str().unwrap();
+    let (kept, marker) = answer.split_at(4 << 20);
+    assert!(kept.bytes().all(|b| b == b'a'));
+    assert!(
+        marker.contains("the answer was cut at 4194304 bytes")
+            && marker.contains(&format!(
+                "{} more bytes were dropped",
+                6_000_000 - (4 << 20)
+            )),
+        "{marker}"
+    );
+
     // 256 MiB as one line: never read whole.
     let line = run("!answer 268435456");
     report("answer as one line", &line);
@@ -201,7 +224,7 @@ fn floods_are_bounded_in_store_and_memory_and_said_once() {
     assert!(line.store_bytes < 8 << 20, "{}", line.store_bytes);
     assert!(line.peak_kib < memory_bound, "{} KiB", line.peak_kib);
 
-    let took = baseline.took + flood.took + chunked.took + line.took;
+    let took = baseline.took + flood.took + chunked.took + cut.took + line.took;
     // Under 30 s on two busy cores; the bound leaves room for a machine far busier.
     assert!(took < Duration::from_secs(60), "{took:?}");
 }
