@@ -2,7 +2,7 @@
 //!
 //! Owns the file's shape (unknown keys are errors), reading it, the engine's numbers and
 //! confinement, and assembling the parts each front resolves itself (`[mcp]`, `[a2a]`,
-//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`, `[skills]`, `[controls]`,
+//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`, `[output]`, `[skills]`, `[controls]`,
 //! `[network]` and `[[mcp_servers]]`). Every error names the key it is
 //! about. Agents come from `crate::agents` (the built-in `revisor`, the presets, and
 //! `[agents.NAME]` tables); this module never builds an `AgentSpec` itself. Agents must never
@@ -60,6 +60,9 @@ struct File {
     /// `[memory]`: private memory limits (see `crate::memory`).
     #[serde(default)]
     memory: crate::memory::MemoryTable,
+    /// `[output]`: how much of its agent's output one task keeps (see `crate::output`).
+    #[serde(default)]
+    output: crate::output::OutputTable,
     /// Directories that are never a workspace, copy source or test root.
     forbidden_directories: Option<Vec<String>>,
     /// `[skills]`: the bundled skill packs, or another directory of packs (see
@@ -299,6 +302,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
 
     crate::review::resolve(file.copies, env, &mut c.review)?;
     crate::memory::apply(file.memory, file.forbidden_directories, env, &mut c)?;
+    crate::output::apply(file.output, &mut c)?;
     crate::skills::apply(file.skills, &mut c)?;
 
     let agent_networks = file

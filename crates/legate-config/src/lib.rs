@@ -36,6 +36,7 @@ pub mod logs;
 pub mod mcp;
 mod memory;
 mod network;
+mod output;
 mod policy;
 mod review;
 mod roles;

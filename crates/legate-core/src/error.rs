@@ -65,6 +65,8 @@ error_codes! {
     TaskNotAwaitingInput => "TASK_NOT_AWAITING_INPUT",
     /// The task ran longer than its timeout.
     TaskTimeout => "TASK_TIMEOUT",
+    /// The agent sent far more output than a task keeps: its events passed twice their configured limits (`[output]`); the agent was stopped.
+    TaskOutputLimit => "TASK_OUTPUT_LIMIT",
     /// The task was canceled.
     TaskCanceled => "TASK_CANCELED",
     /// Too many tasks are waiting already.

@@ -119,6 +119,22 @@ impl Store {
         })
     }
 
+    /// How many events the task has and the bytes of their payloads (as stored, JSON); both
+    /// 0 when it has none (or does not exist). What the engine's output limits start a turn
+    /// from.
+    pub fn event_totals(&self, task_id: &TaskId) -> Result<(u64, u64)> {
+        self.read(|conn| {
+            let (count, bytes): (i64, i64) = conn
+                .prepare_cached(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(payload AS BLOB))), 0) \
+                     FROM events WHERE task_id = ?1",
+                )
+                .and_then(|mut st| st.query_row([task_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?))))
+                .ctx("count a task's events")?;
+            Ok((to_u64(count, "event count")?, to_u64(bytes, "event bytes")?))
+        })
+    }
+
     /// The number of the task's last event; 0 when it has none (or does not exist).
     pub fn last_seq(&self, task_id: &TaskId) -> Result<u64> {
         self.read(|conn| last_seq_in(conn, task_id))
@@ -210,6 +226,29 @@ mod tests {
         let on_b = store.append_events(&b.id, &[message(2)]).unwrap();
         assert_eq!(on_b[0].seq, 2);
         assert_eq!(store.last_seq(&a.id).unwrap(), 3);
+    }
+
+    #[test]
+    fn totals_count_a_tasks_events_and_their_payload_bytes() {
+        let store = Store::open_in_memory().unwrap();
+        let (a, b) = (task("tot-a", 1), task("tot-b", 2));
+        store.insert_task(&a, &submitted()).unwrap();
+        store.insert_task(&b, &submitted()).unwrap();
+        let kinds = [
+            message(1),
+            EventKind::Message {
+                text: "é\u{0}".into(),
+            },
+        ];
+        store.append_events(&a.id, &kinds).unwrap();
+        let bytes: u64 = std::iter::once(submitted())
+            .chain(kinds)
+            .map(|k| serde_json::to_string(&k).unwrap().len() as u64)
+            .sum();
+        assert_eq!(store.event_totals(&a.id).unwrap(), (3, bytes));
+        let one = serde_json::to_string(&submitted()).unwrap().len() as u64;
+        assert_eq!(store.event_totals(&b.id).unwrap(), (1, one));
+        assert_eq!(store.event_totals(&TaskId("none".into())).unwrap(), (0, 0));
     }
 
     proptest! {

@@ -1,7 +1,7 @@
 //! Prompt-level fault directives (`!exit`, `!hang`, `!garbage`, `!not-jsonrpc`,
 //! `!unknown-response`, `!chunks`, `!write-outside`, `!stderr`, `!fail-tool`, `!stop`,
 //! `!usage`, `!nousage`, `!flip`, `!say`, `!history`, `!pending-tools`, `!write-inside`, `!chmod-inside`,
-//! `!fs-write`, `!mcp-servers`, and `!as TAG <directive>`, which performs the directive only in
+//! `!fs-write`, `!mcp-servers`, `!answer`, and `!as TAG <directive>`, which performs the directive only in
 //! an agent started with [`TAG_ENV`] set to `TAG`, so one prompt makes several agents answer
 //! differently), implemented as a [`DirectiveHook`] installed into revisor.
 //!
@@ -48,7 +48,7 @@ pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 pub const TAG_ENV: &str = "LEGATE_TESTKIT_TAG";
 
 /// The directive verbs (after `!`), case-insensitive.
-pub const VERBS: [&str; 21] = [
+pub const VERBS: [&str; 22] = [
     "as",
     "exit",
     "hang",
@@ -70,6 +70,7 @@ pub const VERBS: [&str; 21] = [
     "chmod-inside",
     "fs-write",
     "mcp-servers",
+    "answer",
 ];
 
 /// What `!mcp-servers` starts its one line with, before the JSON array of the MCP servers the
@@ -364,6 +365,39 @@ impl DirectiveHook for ScriptedDirectives {
                 "stderr" => {
                     eprintln!("{rest}");
                     Directed::Continue
+                }
+                "answer" => {
+                    // `!answer BYTES [PIECES]`: an answer of BYTES letters in PIECES message
+                    // chunks as fast as it can (a runaway or hostile agent); one piece is one
+                    // line written a piece at a time, never held whole.
+                    let mut n = rest.split_whitespace().map(str::parse::<u64>);
+                    match (n.next(), n.next()) {
+                        (Some(Ok(bytes)), None) => {
+                            let _ = inject.send(Injection::LongChunk {
+                                session: context.session_id().0.to_string(),
+                                bytes,
+                            });
+                        }
+                        (Some(Ok(bytes)), Some(Ok(pieces @ 1..))) => {
+                            let size = bytes.div_ceil(pieces);
+                            let piece = "a".repeat(usize::try_from(size).unwrap_or(0));
+                            let mut left = bytes;
+                            while left > 0 {
+                                let n = usize::try_from(left.min(size)).unwrap_or(0);
+                                if context.send_message_chunk(&piece[..n]).is_err() {
+                                    break;
+                                }
+                                left -= n as u64;
+                                tokio::task::yield_now().await;
+                            }
+                        }
+                        _ => {
+                            let _ = context.send_message_chunk(&format!(
+                                "!answer needs a size and an optional positive number of pieces, not {rest:?}\n"
+                            ));
+                        }
+                    }
+                    Directed::EndTurn(StopReason::EndTurn)
                 }
                 "fail-tool" => {
                     let _ = fail_tool(&context, rest);

@@ -24,6 +24,42 @@ pub enum Injection {
     /// Put this `usage` object in the `result` of the next JSON-RPC response that carries a
     /// `stopReason` (the answer to `session/prompt`); `null` takes the `usage` out.
     ResponseUsage(serde_json::Value),
+    /// Write one `agent_message_chunk` of session `session` whose text is `bytes` letters, as
+    /// one line written a piece at a time (never held whole), at the next line boundary.
+    LongChunk {
+        /// The session the chunk is for.
+        session: String,
+        /// The text's length.
+        bytes: u64,
+    },
+}
+
+/// Writes [`Injection::LongChunk`]'s line to `out`.
+async fn long_chunk(
+    out: &mut (impl AsyncWrite + Unpin),
+    session: &str,
+    bytes: u64,
+) -> std::io::Result<()> {
+    let head = serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session, "update": {"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": ""}}},
+    })
+    .to_string();
+    // Everything up to the text's closing quote, the letters, then the rest.
+    let (before, after) = head.split_at(head.find(r#""text":""#).map_or(0, |i| i + 8));
+    out.write_all(before.as_bytes()).await?;
+    let piece = vec![b'a'; 64 * 1024];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(piece.len() as u64);
+        out.write_all(&piece[..n as usize]).await?;
+        left -= n;
+    }
+    out.write_all(after.as_bytes()).await?;
+    out.write_all(b"\n").await?;
+    out.flush().await
 }
 
 /// `line` with `usage` added to its `result` when it is a prompt's answer (a JSON-RPC
@@ -83,6 +119,9 @@ pub async fn pump(
                         return Ok(PumpEnd::Exit(code));
                     }
                     Injection::ResponseUsage(u) => usage = Some(u),
+                    Injection::LongChunk { session, bytes } => {
+                        long_chunk(&mut out, &session, bytes).await?;
+                    }
                 }
             }
         }

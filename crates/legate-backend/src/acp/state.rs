@@ -232,6 +232,15 @@ impl HandlerState {
         }
     }
 
+    /// Waits until the current turn's sink has room for more of the agent's output (at
+    /// once outside a turn, or for a sink with no bound).
+    pub(crate) async fn room(&self) {
+        let sink = lock(&self.route).sink.clone();
+        if let Some(sink) = sink {
+            sink.room().await;
+        }
+    }
+
     /// Reports one stderr line (already bounded), at most [`MAX_STDERR_EVENTS`] per turn.
     pub(crate) fn stderr_line(&self, line: String) {
         if !line.trim().is_empty() {

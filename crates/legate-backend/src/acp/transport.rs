@@ -23,6 +23,10 @@
 //! connection, and with it the turn: `AGENT_PROTOCOL_ERROR` naming the last problem (the
 //! session is then dead and its processes are stopped). Messages outside a turn have no task
 //! to be reported on and are not counted. Invalid UTF-8 is replaced.
+//!
+//! Before each line is read, the turn's sink is asked for room (`EventSink::room`): while
+//! what the agent sent waits unread there, stdout is not read and the agent waits on its
+//! pipe.
 
 use super::state::HandlerState;
 use super::translate;
@@ -39,8 +43,11 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tracing::warn;
 
-/// One JSON-RPC line from the agent may be at most this long.
-pub(crate) const MAX_LINE: u64 = 256 * 1024 * 1024;
+/// One JSON-RPC line from the agent may be at most this long (8 MiB): room for a large
+/// diff or file in one message, and a bound on what one line costs in memory while it is
+/// read, checked and parsed (a few times its size). A longer line is never read whole: the
+/// reading stops one byte past the limit and the connection ends.
+pub(crate) const MAX_LINE: u64 = 8 * 1024 * 1024;
 /// The turn fails at this many malformed JSON-RPC messages from the agent in one turn.
 pub(crate) const MAX_MALFORMED: usize = 3;
 /// At most this many stdout notices (non-JSON lines, malformed messages) per turn.
@@ -232,6 +239,8 @@ pub(crate) fn lines(
         |state| async move {
             let (mut reader, shared, pending) = state?;
             loop {
+                // While the turn's reader is behind, the agent waits on its pipe.
+                shared.room().await;
                 let mut buf = Vec::new();
                 let n = match (&mut reader)
                     .take(MAX_LINE + 1)

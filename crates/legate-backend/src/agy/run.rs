@@ -156,6 +156,8 @@ pub(crate) async fn run(
         let mut splitter = LineSplitter::default();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
+            // While the turn's reader is behind, agy waits on its pipe.
+            out_sink.room().await;
             let n = match stdout.read(&mut buf).await {
                 Ok(0) => break,
                 Ok(n) => n,

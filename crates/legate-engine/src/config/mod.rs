@@ -3,10 +3,12 @@
 //! reads a file (the binary's configuration does) and never enforces anything itself.
 
 mod features;
+mod output;
 
 pub use features::*;
 use legate_core::AgentSpec;
 use legate_supervisor::network::NetworkRules;
+pub use output::OutputLimits;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -123,6 +125,8 @@ pub struct EngineConfig {
     pub roles: Vec<RoleSpec>,
     /// How much private memory the store keeps (`[memory]`).
     pub memory: MemoryLimits,
+    /// How much of its agent's output one task keeps (`[output]`).
+    pub output: OutputLimits,
     /// Directories that are never a workspace, a copy's source or a test's root, nor inside
     /// one (`forbidden_directories`), as configured (absolute).
     pub forbidden_directories: Vec<PathBuf>,
@@ -261,6 +265,7 @@ impl EngineConfig {
             approvals: ApprovalsConfig::default(),
             roles: Vec::new(),
             memory: MemoryLimits::default(),
+            output: OutputLimits::default(),
             forbidden_directories: Vec::new(),
             skills: SkillsConfig::default(),
             controls: legate_core::ControlsConfig::default(),

@@ -64,6 +64,23 @@ impl Accumulator {
         }
     }
 
+    /// Takes into account an event the output limits kept out of the store: a message still
+    /// belongs to the answer (which has its own limit), usage and the session id still count;
+    /// nothing else that would grow the result (refusals, attachments) is kept.
+    pub fn add_dropped(&mut self, event: &EventKind) {
+        if matches!(
+            event,
+            EventKind::Message { .. } | EventKind::Usage { .. } | EventKind::Session { .. }
+        ) {
+            self.add(event);
+        }
+    }
+
+    /// Ends the answer with `marker`, which says it was cut.
+    pub fn cut_answer(&mut self, marker: &str) {
+        self.result.text.push_str(marker);
+    }
+
     fn fail(&mut self, id: &str) {
         if self.failed.insert(id.to_string()) {
             self.result.failed_tool_calls += 1;

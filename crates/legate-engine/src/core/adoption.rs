@@ -42,6 +42,8 @@ pub const ATTEMPTS: u32 = 3;
 enum Why {
     Timeout,
     Cancel,
+    /// The remote sent more than twice what the task keeps (`core::output`).
+    Output,
 }
 
 impl Core {
@@ -265,6 +267,11 @@ impl Core {
                         token.cancel();
                         tokio::time::timeout(grace, &mut follow).await.ok()
                     }
+                    _ = pump.overflow.notified() => {
+                        why = Some(Why::Output);
+                        token.cancel();
+                        tokio::time::timeout(grace, &mut follow).await.ok()
+                    }
                 }
             };
             match got {
@@ -296,7 +303,7 @@ impl Core {
             }
         };
         drop(sink);
-        let acc = match pump.await {
+        let acc = match pump.handle.await {
             Ok(acc) => acc,
             Err(e) => {
                 tracing::error!(task = %task.id, error = %e, "event pump failed");
@@ -311,6 +318,9 @@ impl Core {
                     task.timeout_secs
                 ),
             )),
+            (Some(Why::Output), _) => {
+                TurnResult::Failed(crate::core::output::ceiling_error(&self.config().output))
+            }
             (Some(Why::Cancel), Some(Ok(o))) => TurnResult::Canceled {
                 stop_reason: Some(o.stop_reason),
                 usage: o.usage,

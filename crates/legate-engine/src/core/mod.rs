@@ -35,7 +35,10 @@ pub(crate) mod request;
 pub mod silent;
 pub(crate) mod slots;
 pub(crate) mod turn;
-// What the agent prints, redacted before the pump stores and relays it.
+// What the agent prints, redacted and held to the task's output limits before the pump
+// stores and relays it.
+pub(crate) mod output;
+pub(crate) mod pump;
 pub(crate) mod redaction;
 // What every task stands on: the warm sessions, the fan-out of stored events, the runner and
 // what it recovers when a process died.

@@ -16,10 +16,10 @@ use crate::core::launcher::TurnInputs;
 use crate::core::runner;
 use crate::core::slots::QueuedSlot;
 use crate::core::{Core, Stop, lock};
-use legate_backend::{AgentSession, EventSink, EventStream, SessionRequest, StopReason, Turn};
+use legate_backend::{AgentSession, EventSink, SessionRequest, StopReason, Turn};
 use legate_core::{
-    AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskId, TaskState,
-    Timestamp, WorkspaceKind,
+    AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskState, Timestamp,
+    WorkspaceKind,
 };
 use legate_store::ContextRecord;
 use legate_supervisor::Supervision;
@@ -196,8 +196,9 @@ impl Core {
         let watch = crate::core::silent::Watch::before(&root, boundary.owned).await;
         let inputs = self.report_inputs(&task, &agent, inputs);
         let structured = inputs.json_schema.is_some();
-        let (sink, stream) = EventSink::channel();
+        let (sink, stream) = crate::core::pump::channel();
         let pump = self.spawn_pump(task.id.clone(), stream);
+        let overflow = pump.overflow.clone();
         let result = match self
             .run_turn(
                 &task,
@@ -205,7 +206,11 @@ impl Core {
                 boundary,
                 sink,
                 stop,
-                TurnStart { inputs, room },
+                TurnStart {
+                    inputs,
+                    room,
+                    overflow,
+                },
             )
             .await
         {
@@ -213,7 +218,7 @@ impl Core {
             TurnResult::Failed(e) => TurnResult::Failed(crate::core::redaction::hide_error(e)),
             other => other,
         };
-        let mut acc = match pump.await {
+        let mut acc = match pump.handle.await {
             Ok(acc) => acc,
             Err(e) => {
                 tracing::error!(task = %task.id, error = %e, "event pump failed");
@@ -299,67 +304,6 @@ impl Core {
         }
     }
 
-    /// Stores a turn's events in batches, then fans them out; folds them into the result.
-    pub(crate) fn spawn_pump(
-        &self,
-        task_id: TaskId,
-        mut stream: EventStream,
-    ) -> tokio::task::JoinHandle<Accumulator> {
-        let inner = self.inner.clone();
-        tokio::spawn(async move {
-            let mut acc = Accumulator::default();
-            let mut redactor = crate::core::redaction::TurnRedactor::new();
-            let mut batch = Vec::with_capacity(256);
-            let mut clean = Vec::with_capacity(256);
-            let store = |events: &[EventKind], acc: &mut Accumulator| {
-                for e in events {
-                    acc.add(e);
-                }
-                match inner.store.append_events(&task_id, events) {
-                    Ok(stored) => inner.fanout.publish(&stored),
-                    Err(e) => {
-                        tracing::error!(task = %task_id, error = %e, "could not store events")
-                    }
-                }
-            };
-            // What the agent printed is redacted here, before anything stores or relays it.
-            loop {
-                let got = if redactor.holds() {
-                    let next = stream.recv_many(&mut batch, 256);
-                    match tokio::time::timeout(crate::core::redaction::RELEASE_AFTER, next).await {
-                        Ok(got) => got,
-                        Err(_) => {
-                            // The agent went quiet inside a word: relay what is held.
-                            redactor.release(&mut clean);
-                            if !clean.is_empty() {
-                                store(&clean, &mut acc);
-                                clean.clear();
-                            }
-                            continue;
-                        }
-                    }
-                } else {
-                    stream.recv_many(&mut batch, 256).await
-                };
-                if got == 0 {
-                    break;
-                }
-                for e in batch.drain(..) {
-                    redactor.take(e, &mut clean);
-                }
-                if !clean.is_empty() {
-                    store(&clean, &mut acc);
-                    clean.clear();
-                }
-            }
-            redactor.finish(&mut clean);
-            if !clean.is_empty() {
-                store(&clean, &mut acc);
-            }
-            acc
-        })
-    }
-
     async fn run_turn(
         &self,
         task: &Task,
@@ -370,7 +314,11 @@ impl Core {
         start: TurnStart,
     ) -> TurnResult {
         let inner = &self.inner;
-        let TurnStart { inputs, room } = start;
+        let TurnStart {
+            inputs,
+            room,
+            overflow,
+        } = start;
         let timeout = Duration::from_secs(task.timeout_secs);
         // One deadline for opening the session and for the turn: an agent that never ends
         // opening (a remote that drips its card) is stopped by the timeout too.
@@ -419,6 +367,12 @@ impl Core {
                     ErrorCode::TaskTimeout,
                     format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
                 ))
+            }
+            // The agent sent more than twice what the task keeps (`core::output`).
+            _ = overflow.notified() => {
+                session.shutdown().await;
+                let _ = (&mut prompt).await;
+                TurnResult::Failed(crate::core::output::ceiling_error(&inner.config.output))
             }
             _ = async { drop(cancel_wait.wait_for(|s| *s == Stop::Cancel).await) } => {
                 canceller.cancel();
@@ -597,11 +551,13 @@ impl Core {
     }
 }
 
-/// What a turn starts with besides its task: its inputs, and the room promised
-/// at admission (given back once the agent's session is open).
+/// What a turn starts with besides its task: its inputs, the room promised at admission
+/// (given back once the agent's session is open), and the pump's signal that the agent sent
+/// past the output ceiling.
 struct TurnStart {
     inputs: TurnInputs,
     room: crate::core::budget::Reservation,
+    overflow: Arc<tokio::sync::Notify>,
 }
 
 fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
@@ -613,7 +569,7 @@ fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
 async fn wait_bounded<F: std::future::Future + Unpin>(
     prompt: &mut F,
     grace: Duration,
-    task: &TaskId,
+    task: &legate_core::TaskId,
 ) -> Option<F::Output> {
     let ended = tokio::time::timeout(grace, prompt).await.ok();
     if ended.is_none() {
