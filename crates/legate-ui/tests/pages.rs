@@ -1,8 +1,9 @@
 //! The tasks page and the assets over real HTTP: keyset pages that show every task once, in
 //! order, even when many share one millisecond; filters; the list redrawn live when a task
 //! changes state; embedded assets with their cache headers; a task's page naming the memory it
-//! was given; an approval shown with the command as sent, not only the agent's title (issue 29,
-//! finding 2).
+//! was given; an approval shown with the command as sent, not only the agent's title, and no
+//! agent text reaching a page or a live fragment with its bidi overrides or invisible
+//! characters acting (issue 29, findings 2 and 7).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -301,6 +302,56 @@ async fn an_approval_shows_the_command_as_sent_not_only_the_agents_title() {
             "the command as sent is not shown: {html}"
         );
         assert!(html.contains("Create notes.txt"), "{html}");
+    }
+    s.stop().await;
+}
+
+/// No page or live fragment carries an agent's right-to-left override, zero-width or tag
+/// character raw: each is written as a visible `\u{…}` (issue 29, finding 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_unseen_character_of_an_agent_acts_on_a_page() {
+    let s = UiServer::start().await;
+    let store = legate_store::Store::open(&s.h.engine.config().paths.db()).unwrap();
+    ask(
+        &store,
+        "Create notes\u{202e}txt.exe\u{2066}",
+        "touch a; id\u{200b}\u{e0041}",
+    );
+    let session = s.login(Audience::Supervisor).await;
+    let [page, live] = approvals_shown(&s, &session).await;
+    // A message an agent wrote, on the task's page and its live stream.
+    let task =
+        s.h.run(SubmitRequest::new("!say left\u{202e}right\u{200d}"))
+            .await;
+    let task_page = s
+        .get_with(&session.cookie, &format!("/tasks/{}", task.id.as_str()))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let events = s
+        .get_with(
+            &session.cookie,
+            &format!("/tasks/{}/events?after=0", task.id.as_str()),
+        )
+        .await;
+    let events: String = SseReader::new(events)
+        .until(|e| e.event == "end")
+        .await
+        .iter()
+        .map(|e| e.data.clone())
+        .collect();
+    for html in [&page, &live] {
+        assert!(html.contains("notes\\u{202e}txt.exe\\u{2066}"), "{html}");
+        assert!(html.contains("touch a; id\\u{200b}\\u{e0041}"), "{html}");
+    }
+    for html in [&task_page, &events] {
+        assert!(html.contains("left\\u{202e}right\\u{200d}"), "{html}");
+    }
+    for html in [&page, &live, &task_page, &events] {
+        for c in ['\u{202e}', '\u{2066}', '\u{200b}', '\u{200d}', '\u{e0041}'] {
+            assert!(!html.contains(c), "{c:?} raw in {html}");
+        }
     }
     s.stop().await;
 }
