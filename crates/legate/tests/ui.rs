@@ -1,7 +1,8 @@
 //! `legate serve --ui` beside `--mcp` from one process, and `legate ui --print-url`: the
 //! `dashboard: <url>` line, a one-time URL that works once, a fresh one minted by another
 //! process (the CLI) that the server accepts, the supervisor's only for a holder of the
-//! supervisor token, and the run file gone once the server stops.
+//! supervisor token, and the run file gone once the server stops; the dashboard admits its own
+//! origin only, not a page on another local port (issue 29, finding 8).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -81,4 +82,61 @@ fn serve_ui_prints_a_one_time_url_and_legate_ui_mints_fresh_ones() {
     let page = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &cookie)], "");
     assert_eq!(page.status, 200, "{page:?}");
     assert!(home.home().join("run").join("ui.json").exists());
+}
+
+/// `legate serve --ui` admits its own origin only (scheme, host and the port it serves on): a
+/// page on another 127.0.0.1 port is another site, refused before the session is even read
+/// (issue 29, finding 8: any local port passed).
+#[test]
+fn the_dashboard_admits_its_own_origin_only() {
+    let home = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
+    let served = home.serve(&["--ui", "--port", "0"]);
+    let url = served.url("dashboard: ");
+    let ui = addr_of(&url);
+    let login = raw(&ui, "GET", &path_of(&url), &ui, &[], "");
+    let cookie = login.cookie().unwrap();
+    let port: u16 = ui.rsplit(':').next().unwrap().parse().unwrap();
+    let own = format!("http://{ui}");
+    let form = [
+        ("Cookie", cookie.as_str()),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+    ];
+    // Its own origin passes the allowlist (and then needs its CSRF token).
+    let r = raw(
+        &ui,
+        "POST",
+        "/logout",
+        &ui,
+        &[form[0], form[1], ("Origin", &own)],
+        "csrf=x",
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.body.contains("CSRF_REJECTED"), "{r:?}");
+    for other in [
+        format!("http://127.0.0.1:{}", port.wrapping_add(1).max(1)),
+        format!("http://localhost:{}", port.wrapping_sub(1).max(1)),
+        "http://127.0.0.1".to_string(),
+    ] {
+        for (method, path) in [("POST", "/logout"), ("GET", "/tasks")] {
+            let r = raw(
+                &ui,
+                method,
+                path,
+                &ui,
+                &[form[0], form[1], ("Origin", &other)],
+                "csrf=x",
+            );
+            assert_eq!(r.status, 403, "{other} {method} {path}: {r:?}");
+            assert!(r.body.contains("ORIGIN_NOT_ALLOWED"), "{other}: {r:?}");
+        }
+    }
+    let page = raw(
+        &ui,
+        "GET",
+        "/tasks",
+        &ui,
+        &[("Cookie", &cookie), ("Origin", &own)],
+        "",
+    );
+    assert_eq!(page.status, 200, "{page:?}");
 }
