@@ -157,7 +157,12 @@ async fn authenticate(State(ui): State<Dashboard>, mut request: Request, next: N
             }
         }
     };
-    legate_token::serve::mark_authenticated(request.extensions());
+    // A supervisor's session may use the room kept beyond the callers' connection cap.
+    if viewer.audience == Audience::Supervisor {
+        legate_token::serve::mark_supervisor(request.extensions());
+    } else if !legate_token::serve::mark_authenticated(request.extensions()) {
+        return legate_token::serve::no_room();
+    }
     request.extensions_mut().insert(viewer);
     next.run(request).await
 }

@@ -2,7 +2,8 @@
 //! `dashboard: <url>` line, a one-time URL that works once, a fresh one minted by another
 //! process (the CLI) that the server accepts, the supervisor's only for a holder of the
 //! supervisor token, and the run file gone once the server stops; the dashboard admits its own
-//! origin only, not a page on another local port (issue 29, finding 8).
+//! origin only, not a page on another local port; a caller holding the connection cap with
+//! event streams leaves room for the supervisor (issue 29, finding 8).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -139,4 +140,73 @@ fn the_dashboard_admits_its_own_origin_only() {
         "",
     );
     assert_eq!(page.status, 200, "{page:?}");
+}
+
+/// Opens `path` with `token` as a bearer and keeps the connection: an event stream, once its
+/// head (status 200) has arrived.
+fn stream(addr: &str, path: &str, token: &str) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let auth = format!("Bearer {token}");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {auth}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    s.write_all(request.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "closed: {head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    s
+}
+
+/// A caller who holds the dashboard's whole connection cap with event streams leaves the
+/// supervisor room to answer: another caller request is 503, the supervisor's is served
+/// (issue 29, finding 8: a caller's 128 event streams got the supervisor 503).
+#[test]
+fn a_caller_at_the_connection_cap_leaves_room_for_the_supervisor() {
+    let home =
+        CliHome::with_config(LEGATE, "[ui]\nmax_connections = 8\n").env("LEGATE_LOG", "warn");
+    let served = home.serve(&["--ui", "--port", "0"]);
+    let ui = addr_of(&served.url("dashboard: "));
+    let read = |name: &str| {
+        std::fs::read_to_string(home.home().join(name))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let (caller, supervisor) = (read("mcp-token"), read("supervisor-token"));
+    let streams: Vec<_> = (0..8)
+        .map(|_| stream(&ui, "/tasks/live", &caller))
+        .collect();
+    let auth = |t: &str| format!("Bearer {t}");
+    for _ in 0..3 {
+        let r = raw(
+            &ui,
+            "GET",
+            "/tasks",
+            &ui,
+            &[("Authorization", &auth(&caller))],
+            "",
+        );
+        assert_eq!(r.status, 503, "{r:?}");
+        assert!(r.body.contains("UNAVAILABLE"), "{r:?}");
+    }
+    let r = raw(
+        &ui,
+        "GET",
+        "/approvals",
+        &ui,
+        &[("Authorization", &auth(&supervisor))],
+        "",
+    );
+    assert_eq!(r.status, 200, "the supervisor was refused: {r:?}");
+    // And the supervisor's own event stream, beside the caller's.
+    let _live = stream(&ui, "/approvals/live", &supervisor);
+    drop(streams);
 }
