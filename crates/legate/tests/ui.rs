@@ -3,7 +3,8 @@
 //! process (the CLI) that the server accepts, the supervisor's only for a holder of the
 //! supervisor token, and the run file gone once the server stops; the dashboard admits its own
 //! origin only, not a page on another local port; a caller holding the connection cap with
-//! event streams leaves room for the supervisor (issue 29, finding 8).
+//! event streams leaves room for the supervisor; a used one-time code and a signed-out session
+//! stay refused after a restart (issue 29, finding 8).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -209,4 +210,68 @@ fn a_caller_at_the_connection_cap_leaves_room_for_the_supervisor() {
     // And the supervisor's own event stream, beside the caller's.
     let _live = stream(&ui, "/approvals/live", &supervisor);
     drop(streams);
+}
+
+/// The CSRF token in a page's forms.
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    page[at..at + page[at..].find('"').unwrap()].to_string()
+}
+
+/// What sign-in remembers survives a restart of `legate serve --ui` on the same home: a used
+/// one-time code stays used, a signed-out session stays signed out, and a session that was not
+/// signed out carries on (issue 29, finding 8: both came back after a restart).
+#[test]
+fn a_used_code_and_a_signed_out_session_stay_refused_after_a_restart() {
+    let home = CliHome::new(LEGATE).env("LEGATE_LOG", "warn");
+    let mut served = home.serve(&["--ui", "--port", "0"]);
+    let url = served.url("dashboard: ");
+    let ui = addr_of(&url);
+    let code = path_of(&url);
+    let first = raw(&ui, "GET", &code, &ui, &[], "");
+    assert_eq!(first.status, 303, "{first:?}");
+    let ended = first.cookie().unwrap();
+    let out = home.run(&["ui", "--print-url"]);
+    let kept = raw(
+        &ui,
+        "GET",
+        &path_of(String::from_utf8(out.stdout).unwrap().trim()),
+        &ui,
+        &[],
+        "",
+    );
+    assert_eq!(kept.status, 303, "{kept:?}");
+    let kept = kept.cookie().unwrap();
+    // Sign out the first session, from its own page's form.
+    let page = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &ended)], "");
+    let own = format!("http://{ui}");
+    let form = format!("csrf={}", csrf_of(&page.body));
+    let headers = [
+        ("Cookie", ended.as_str()),
+        ("Origin", own.as_str()),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+    ];
+    let out = raw(&ui, "POST", "/logout", &ui, &headers, &form);
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(
+        raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &ended)], "").status,
+        401
+    );
+    served.stop().unwrap();
+
+    let served = home.serve(&["--ui", "--port", "0"]);
+    let ui = addr_of(&served.url("dashboard: "));
+    let again = raw(&ui, "GET", &code, &ui, &[], "");
+    assert_eq!(
+        again.status, 401,
+        "a used one-time code worked after a restart: {again:?}"
+    );
+    assert!(again.body.contains("already used"), "{again:?}");
+    let r = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &ended)], "");
+    assert_eq!(
+        r.status, 401,
+        "a signed-out session came back after a restart: {r:?}"
+    );
+    let r = raw(&ui, "GET", "/tasks", &ui, &[("Cookie", &kept)], "");
+    assert_eq!(r.status, 200, "{r:?}");
 }
