@@ -198,7 +198,9 @@ fn json_response(status: StatusCode, value: serde_json::Value) -> Response {
 /// authenticated, so the connection cap drops it last (`legate_token::serve`).
 async fn auth(State(token): State<Option<Arc<Token>>>, req: Request, next: Next) -> Response {
     let Some(token) = token else {
-        legate_token::serve::mark_authenticated(req.extensions());
+        if !legate_token::serve::mark_authenticated(req.extensions()) {
+            return legate_token::serve::no_room();
+        }
         return next.run(req).await;
     };
     let given = req
@@ -211,7 +213,9 @@ async fn auth(State(token): State<Option<Arc<Token>>>, req: Request, next: Next)
         });
     let (challenge, message) = match given {
         Some(t) if token.matches(t.trim()) => {
-            legate_token::serve::mark_authenticated(req.extensions());
+            if !legate_token::serve::mark_authenticated(req.extensions()) {
+                return legate_token::serve::no_room();
+            }
             return next.run(req).await;
         }
         Some(_) => (

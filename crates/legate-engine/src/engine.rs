@@ -213,6 +213,28 @@ impl Engine {
         self.core.store().events(task_id, after, limit)
     }
 
+    /// Records a dashboard sign-in id as spent until `expires_at` (Unix milliseconds): a
+    /// one-time code's nonce once redeemed, a session's id once signed out. `false` when it
+    /// already was (the code was used). Kept in the store, so a restarted server, or another
+    /// process on the same home, honours it.
+    pub fn spend_sign_in(
+        &self,
+        kind: legate_store::Spent,
+        id: &str,
+        expires_at: i64,
+    ) -> Result<bool> {
+        self.core
+            .store()
+            .spend(kind, id, expires_at, legate_core::Timestamp::now().0)
+    }
+
+    /// Whether a dashboard sign-in id is spent (a session signed out) and not yet expired.
+    pub fn sign_in_spent(&self, kind: legate_store::Spent, id: &str) -> Result<bool> {
+        self.core
+            .store()
+            .is_spent(kind, id, legate_core::Timestamp::now().0)
+    }
+
     /// Stops accepting work, cancels running tasks, waits for them to end, and stops every
     /// agent process.
     pub async fn shutdown(&self) {

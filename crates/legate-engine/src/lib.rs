@@ -90,6 +90,7 @@ pub use legate_integration::{Integrated, Outcome};
 pub use legate_review::{
     Check, CheckKind, Criterion, CriterionResult, PatchChunk, Review, Verdict, Verification,
 };
+pub use legate_store::Spent;
 pub use legate_store::{CallTaskRecord, CallTaskState};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 pub use legate_testrun::TestCommand;

@@ -44,17 +44,19 @@ impl UiFront {
         let caller = Token::random().unwrap();
         let supervisor = Token::random().unwrap();
         let shutdown = CancellationToken::new();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let bound = listener.local_addr().unwrap();
+        let base = format!("http://{bound}");
         let ui = Dashboard::new(
             h.engine.clone(),
             UiOptions {
                 caller: caller.clone(),
                 supervisor: supervisor.clone(),
-                allowlist: Allowlist::loopback("ui"),
+                // As `legate serve --ui` does: its own origin only.
+                allowlist: Allowlist::loopback("ui").pinned_to(bound.port()),
             },
             shutdown.clone(),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
         let router = ui.router();
         let stop = shutdown.clone();
         let served = tokio::spawn(legate_ui::serve_with(

@@ -110,7 +110,12 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         );
         return response;
     }
-    legate_token::serve::mark_authenticated(request.extensions());
+    // The supervisor's connections may use the room kept beyond the callers' cap.
+    if gate.audience() == Audience::Supervisor {
+        legate_token::serve::mark_supervisor(request.extensions());
+    } else if !legate_token::serve::mark_authenticated(request.extensions()) {
+        return legate_token::serve::no_room();
+    }
     next.run(request).await
 }
 

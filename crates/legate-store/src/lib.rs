@@ -48,6 +48,7 @@ mod peers;
 mod recovery;
 mod reviews;
 mod schema;
+mod sign_ins;
 mod sql;
 mod tasks;
 mod usage;
@@ -68,6 +69,7 @@ pub use memory::{
 pub use messages::{MessageClaim, MessageRecord};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;
+pub use sign_ins::Spent;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 

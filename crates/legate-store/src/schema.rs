@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     V15_GROUP_ROLES,
     V16_CALL_TASKS,
     V17_CONTINUE,
+    V18_SIGN_INS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -346,6 +347,19 @@ CREATE UNIQUE INDEX tasks_continued_from ON tasks (json_extract(controls, '$.con
     WHERE controls IS NOT NULL AND json_extract(controls, '$.continuedFrom') IS NOT NULL;
 ";
 
+/// What the dashboard's sign-in remembers across restarts (issue 29, finding 8): one-time
+/// codes already redeemed (`code`, by nonce) and sessions signed out (`session`, by id), each
+/// until it would have expired anyway.
+const V18_SIGN_INS: &str = "
+CREATE TABLE sign_in_spent (
+    kind        TEXT NOT NULL CHECK (kind IN ('code', 'session')),
+    id          TEXT NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    PRIMARY KEY (kind, id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX sign_in_spent_expiry ON sign_in_spent (expires_at);
+";
+
 fn user_version(conn: &Connection) -> Result<u32> {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -410,8 +424,8 @@ mod tests {
             .unwrap();
         // Base 7; comparisons (V9); groups, group_nodes (V10); memory_entries,
         // memory_snapshots (V11); public messages, their mark and artifacts (V12); policies
-        // (V13); peer_messages (V14); call_tasks (V16).
-        assert_eq!(tables, 18);
+        // (V13); peer_messages (V14); call_tasks (V16); sign_in_spent (V18).
+        assert_eq!(tables, 19);
     }
 
     #[test]

@@ -94,6 +94,23 @@ impl Allowlist {
         })
     }
 
+    /// This list for a server that answers on `port` only: every origin allowed on any port
+    /// (`scheme://host:*`, the loopback default) is allowed on `port` alone, so a page served
+    /// from another port of the same machine is another origin and is refused. Origins with a
+    /// port of their own stay as configured. (The dashboard's own forms and streams come from
+    /// its own origin; a page on another local port must not pass for it.)
+    pub fn pinned_to(mut self, port: u16) -> Self {
+        for origin in &mut self.parsed_origins {
+            origin.port = origin.port.or(Some(port));
+        }
+        for origin in &mut self.origins {
+            if let Some(base) = origin.trim().strip_suffix(":*") {
+                *origin = format!("{base}:{port}");
+            }
+        }
+        self
+    }
+
     /// The configuration key prefix this list belongs to.
     pub fn front(&self) -> &'static str {
         self.front
@@ -225,6 +242,51 @@ mod tests {
         let l = Allowlist::loopback("mcp");
         assert_eq!(l.hosts().len(), LOOPBACK_HOSTS.len());
         assert_eq!(l.origins().len(), LOOPBACK_ORIGINS.len());
+    }
+
+    /// A list pinned to the port a server answers on admits its own origin only: another
+    /// local port is another origin (issue 29, finding 8).
+    #[test]
+    fn a_pinned_list_admits_only_the_servers_own_port() {
+        let l = Allowlist::loopback("ui").pinned_to(8733);
+        for ok in [
+            "http://127.0.0.1:8733",
+            "http://localhost:8733",
+            "http://[::1]:8733",
+        ] {
+            assert_eq!(l.check(Some("127.0.0.1:8733"), Some(ok)), Ok(()), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:8734",
+            "http://localhost:1",
+            "http://127.0.0.1",
+            "http://evil.example:8733",
+        ] {
+            assert_eq!(
+                l.check(Some("127.0.0.1:8733"), Some(bad)),
+                Err(Rejection::Origin),
+                "{bad}"
+            );
+        }
+        assert!(l.origins().contains(&"http://127.0.0.1:8733".to_string()));
+        let fixed = Allowlist::new("ui", vec![], vec!["https://legate.example".into()])
+            .unwrap()
+            .pinned_to(8733);
+        assert_eq!(
+            fixed.check(Some("x"), Some("https://legate.example")),
+            Err(Rejection::Host)
+        );
+        let fixed = Allowlist::new(
+            "ui",
+            vec!["x".into()],
+            vec!["https://legate.example".into()],
+        )
+        .unwrap()
+        .pinned_to(8733);
+        assert_eq!(
+            fixed.check(Some("x"), Some("https://legate.example")),
+            Ok(())
+        );
     }
 
     #[test]

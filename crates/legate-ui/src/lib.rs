@@ -59,10 +59,13 @@ pub(crate) struct Inner {
 impl Dashboard {
     /// The dashboard over `engine`; its live streams end when `shutdown` is cancelled.
     pub fn new(engine: Engine, options: UiOptions, shutdown: CancellationToken) -> Self {
+        // Redeemed codes and signed-out sessions are kept in the store too: a restart
+        // forgets neither.
+        let auth = Auth::new(options.caller, options.supervisor).remembering(engine.clone());
         Self {
             inner: Arc::new(Inner {
                 engine,
-                auth: Auth::new(options.caller, options.supervisor),
+                auth,
                 allowlist: options.allowlist,
                 shutdown,
             }),

@@ -38,8 +38,10 @@ pub struct AfterQuery {
     pub after: Option<u64>,
 }
 
-/// SSE data: HTML whose carriage returns cannot split an SSE line.
+/// SSE data: HTML whose carriage returns cannot split an SSE line, with every character a
+/// reader does not see as itself shown ([`layout::shown`](crate::pages::layout::shown)).
 pub fn sse_safe(html: String) -> String {
+    let html = crate::pages::layout::shown(maud::PreEscaped(html)).0;
     if html.contains('\r') {
         html.replace('\r', "&#13;")
     } else {

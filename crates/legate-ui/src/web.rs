@@ -157,7 +157,12 @@ async fn authenticate(State(ui): State<Dashboard>, mut request: Request, next: N
             }
         }
     };
-    legate_token::serve::mark_authenticated(request.extensions());
+    // A supervisor's session may use the room kept beyond the callers' connection cap.
+    if viewer.audience == Audience::Supervisor {
+        legate_token::serve::mark_supervisor(request.extensions());
+    } else if !legate_token::serve::mark_authenticated(request.extensions()) {
+        return legate_token::serve::no_room();
+    }
     request.extensions_mut().insert(viewer);
     next.run(request).await
 }
@@ -219,6 +224,8 @@ async fn login(State(ui): State<Dashboard>, Query(q): Query<LoginQuery>) -> Resp
             tracing::info!(reason = ?refused, "refused a one-time code");
             let status = if refused == Refused::NoRandom {
                 StatusCode::INTERNAL_SERVER_ERROR
+            } else if refused == Refused::Unrecorded {
+                StatusCode::SERVICE_UNAVAILABLE
             } else {
                 StatusCode::UNAUTHORIZED
             };
@@ -236,7 +243,15 @@ async fn logout(
 ) -> Result<Response, PageError> {
     viewer.csrf_checked(&ui, fields.get(crate::auth::CSRF_FIELD).map(String::as_str))?;
     if let Some(session) = &viewer.session {
-        ui.auth().sign_out(session, legate_core::Timestamp::now().0);
+        ui.auth()
+            .sign_out(session, legate_core::Timestamp::now().0)
+            .map_err(|refused| {
+                PageError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "UNAVAILABLE",
+                    &refused.to_string(),
+                )
+            })?;
     }
     let mut response = pages::layout::page(
         "Signed out",

@@ -1,6 +1,7 @@
 //! A copy task's review from the dashboard, against a real engine and a real git project:
 //! the page shows the patch's sha and the actions; integrating a patch other than the one the
-//! page showed is the engine's PATCH_CHANGED; integrating the shown one changes the original;
+//! page showed is the engine's PATCH_CHANGED, and one without the sha256 is refused;
+//! integrating the shown one changes the original;
 //! verify, discard and cancel go through the engine too, and its errors are shown as they come.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -83,6 +84,33 @@ async fn integrate_from_the_page_changes_the_original_and_a_stale_sha_is_refused
         .await
         .unwrap();
     assert!(page.contains("Passed"), "{page}");
+    // Verified now, so only the binding stands between a form and the original: a form
+    // without the sha256 the page showed, with an empty one, or with another patch's, is
+    // refused and changes nothing (issue 29, finding 8: a form without it integrated
+    // whatever the copy held).
+    for fields in [
+        vec![("csrf", session.csrf.as_str())],
+        vec![("csrf", session.csrf.as_str()), ("sha256", "")],
+        vec![("csrf", session.csrf.as_str()), ("sha256", wrong.as_str())],
+    ] {
+        let r = s.post_form(Some(&session.cookie), &action, &fields).await;
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        let code = if fields.len() == 1 || fields[1].1.is_empty() {
+            "INVALID_INPUT"
+        } else {
+            "PATCH_CHANGED"
+        };
+        assert!(
+            status.is_client_error() && body.contains(code),
+            "{fields:?}: {status} {body}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.h.project().join("a.txt")).unwrap(),
+            "alpha\n",
+            "{fields:?}"
+        );
+    }
     // The one shown: integrated, and the original changed.
     let r = s
         .post_form(

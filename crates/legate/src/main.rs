@@ -604,7 +604,7 @@ pub(crate) fn one_line(s: &str, max: usize) -> String {
     // Whitespace collapsed, and any other control character escaped: the text may be an
     // agent's, and must not drive the terminal (ANSI sequences) or start a line of its own.
     render::flattened(s, max, |c, flat| {
-        if c.is_control() || render::is_bidi_control(c) {
+        if legate_core::text::is_unseen(c) {
             flat.extend(c.escape_default());
         } else {
             flat.push(c);

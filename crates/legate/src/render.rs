@@ -363,31 +363,14 @@ pub fn report_lines(report: &legate_core::Report) -> Vec<String> {
     lines
 }
 
-/// Whether `c` reorders the text around it (a bidirectional mark, embedding, override or
-/// isolate): `\u{202e}` makes `txt.exe` read as `exe.txt`.
-pub(crate) fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
 /// `s` as it may reach a terminal: newlines and tabs kept, every other control character
 /// (escape sequences: a clipboard write, a cursor move, a carriage return that rewrites the
-/// line) and every bidirectional override shown as a visible `\u{…}` instead of acting. For
-/// any text an agent, a caller or a remote chose, before `legate run`, `events` or `show`
-/// prints it (issue 29, finding 7).
+/// line), every bidirectional override and every invisible format character shown as a
+/// visible `\u{…}` instead of acting ([`legate_core::text::visible`], the table the dashboard
+/// uses too). For any text an agent, a caller or a remote chose, before `legate run`,
+/// `events` or `show` prints it (issue 29, finding 7).
 pub(crate) fn terminal_text(s: &str) -> std::borrow::Cow<'_, str> {
-    let acts = |c: char| (c.is_control() && c != '\n' && c != '\t') || is_bidi_control(c);
-    if !s.chars().any(acts) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if acts(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    legate_core::text::visible(s, &['\n', '\t'])
 }
 
 /// `s` on one line: whitespace runs made one space, control characters dropped, at most

@@ -70,7 +70,8 @@ pub async fn open(
         UiOptions {
             caller,
             supervisor,
-            allowlist: config.ui.allowlist.clone(),
+            // Its own origin only: a page on another local port is another site's.
+            allowlist: config.ui.allowlist.clone().pinned_to(bound.port()),
         },
         shutdown.clone(),
     );

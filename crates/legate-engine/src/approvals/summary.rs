@@ -160,8 +160,15 @@ mod tests {
             ["cargo", "test", "-p", "x"]
         );
         assert_eq!(
-            words(serde_json::json!({"command": ["bash", "-lc", "touch 'a b'"]})).unwrap(),
+            words(serde_json::json!({"command": ["bash", "-c", "touch 'a b'"]})).unwrap(),
             ["touch", "a b"]
+        );
+        // A login shell runs profile files first: not plain, shown whole (issue 29, finding 2).
+        let login = serde_json::json!({"command": ["bash", "-lc", "touch 'a b'"]});
+        assert_eq!(words(login.clone()), None);
+        assert_eq!(
+            summarize(&request(login)).script.as_deref(),
+            Some(r#"["bash","-lc","touch 'a b'"]"#)
         );
         assert_eq!(
             words(serde_json::json!({"command": "cargo test && curl x"})),

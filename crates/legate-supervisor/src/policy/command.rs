@@ -5,6 +5,12 @@
 //! `["/bin/bash", "-lc", "…"]`). A string is split the way a POSIX shell splits it (quotes,
 //! backslashes); an argv whose program is a shell run with `-c` is read as the script it runs.
 //!
+//! A shell wrapper is more than its script when the shell first runs files of its own: a login
+//! shell (`bash -lc S`, `bash -l -c S`, `bash --login -c S`, `sh -lc S`) runs the profile files
+//! of the agent-writable home, and `zsh` reads `~/.zshenv` even for `zsh -c S`. Such a wrapper
+//! is read for its segments (deny and ask rules see `S`) but is never plain, so a rule that
+//! allows `S` never allows it (issue 29, finding 2). Only `sh|bash|dash|ksh -c S` stands for `S`.
+//!
 //! A command is **plain** when it is exactly one simple command whose words are all literal:
 //! no `;`, `&&`, `||`, `|`, `&`, newline, redirection, subshell, `$…` expansion, `$(…)` or
 //! backtick substitution, glob, brace or tilde expansion, comment, leading `NAME=value`, and no
@@ -165,10 +171,10 @@ fn is_assignment(word: &str) -> bool {
 enum Wrapped<'a> {
     /// Not a shell running a script.
     No,
-    /// `sh -c S`, `bash -lc S`, `bash -l -c S`, `bash --login -c S`, nothing after `S`.
+    /// `sh -c S`, `bash -c S`, `dash -c S`, `ksh -c S`: nothing before `-c`, nothing after `S`.
     Script(&'a str),
-    /// A shell running `S` in some other form (more flags, arguments after `S`): its segments
-    /// are read, but it is never plain.
+    /// A shell running `S` in some other form (a login shell, `zsh`, more flags, arguments
+    /// after `S`): its segments are read, but it is never plain.
     Loose(&'a str),
     /// A shell told to run a script it was not given.
     Missing,
@@ -197,9 +203,9 @@ fn shell_script(words: &[String]) -> Wrapped<'_> {
     let Some(script) = args.get(at + 1) else {
         return Wrapped::Missing;
     };
-    let strict = args[..at].iter().all(|f| f == "-l" || f == "--login")
-        && matches!(args[at].as_str(), "-c" | "-lc" | "-cl")
-        && args.len() == at + 2;
+    // A login shell (`-l`, `--login`, `-lc`) runs profile files first, and zsh reads
+    // `~/.zshenv` for every shell: those run more than `S`, so only the bare form is strict.
+    let strict = at == 0 && args[at] == "-c" && args.len() == 2 && name != "zsh";
     if strict {
         Wrapped::Script(script)
     } else {

@@ -7,6 +7,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 
 mod props;
+mod shells;
 
 pub(super) fn claude_opts() -> Vec<PermissionOption> {
     [
@@ -43,6 +44,14 @@ pub(super) fn shared(root: &Path) -> Supervision {
         allow_execute: false,
     };
     Supervision::new(boundary, TaskMode::Write, Preset::claude())
+}
+
+/// A sandbox Legate owns at `root`.
+pub(super) fn sandbox(root: &Path) -> Supervision {
+    let mut s = shared(root);
+    s.boundary.owned = true;
+    s.workspace = WorkspaceKind::Sandbox;
+    s
 }
 
 pub(super) fn execute(raw: serde_json::Value) -> PermissionRequest {
@@ -124,7 +133,7 @@ fn codex_argv_and_shell_wrappers_are_read_as_the_script() {
     let policed = Policed::new(policy(CARGO_TEST), Rules);
     let allow = |raw| policed.decide(&s, &execute(raw)).decision;
     assert_eq!(
-        allow(json!({"command": ["/bin/bash", "-lc", "cargo test"]})),
+        allow(json!({"command": ["/bin/bash", "-c", "cargo test"]})),
         Decision::Allow
     );
     assert_eq!(
@@ -141,6 +150,14 @@ fn codex_argv_and_shell_wrappers_are_read_as_the_script() {
         Decision::Allow
     );
     for hostile in [
+        // A login shell runs the profile files of the agent-writable home before the script:
+        // more than `cargo test`, so the rule that allows `cargo test` does not allow it.
+        json!({"command": ["/bin/bash", "-lc", "cargo test"]}),
+        json!({"command": "bash -lc 'cargo test'"}),
+        json!({"command": ["bash", "-l", "-c", "cargo test"]}),
+        json!({"command": ["bash", "--login", "-c", "cargo test"]}),
+        json!({"command": ["sh", "-cl", "cargo test"]}),
+        json!({"command": ["zsh", "-c", "cargo test"]}),
         json!({"command": ["/bin/bash", "-lc", "cargo test; rm -rf ~"]}),
         json!({"command": ["/bin/bash", "-lc", "cargo test", "extra"]}),
         json!({"command": ["bash", "-e", "-c", "cargo test"]}),
@@ -157,9 +174,7 @@ fn codex_argv_and_shell_wrappers_are_read_as_the_script() {
 #[test]
 fn deny_and_ask_match_any_segment_and_what_cannot_be_read() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = shared(dir.path());
-    s.boundary.owned = true;
-    s.workspace = WorkspaceKind::Sandbox;
+    let s = sandbox(dir.path());
     let policed = Policed::new(
         policy(
             r#"
@@ -181,6 +196,8 @@ reason = "nothing is removed"
         json!({"command": "X=1 /bin/rm x"}),
         json!({"command": ["/bin/sh", "-c", "true && rm x"]}),
         json!({"command": "bash -x -c 'rm x'"}),
+        json!({"command": ["/bin/bash", "-lc", "rm x"]}),
+        json!({"command": ["zsh", "-c", "ls && rm x"]}),
         json!({"command": "rm 'unclosed"}),
         json!({"command": ["rm", 1]}),
     ] {

@@ -11,11 +11,18 @@
 //! request passed nor during its first second; what a flood can still do is keep *new*
 //! connections refused while it opens a cap's worth of them every second.
 //!
+//! **Room for the supervisor.** An authenticated connection is a *caller's* or a
+//! *supervisor's* (a supervisor-token request, a dashboard supervisor session:
+//! [`mark_supervisor`]). Callers may hold at most the cap; `reserve` more connections are
+//! admitted beyond it, and a caller's request on one of them is refused
+//! ([`mark_authenticated`] answers `false`: the front answers 503 and closes it), so a caller
+//! holding the cap's worth of event streams leaves room for the supervisor to answer.
+//!
 //! This module only counts and picks; it never reads a socket and never sees a header value.
 
 use axum::http::Extensions;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -25,13 +32,29 @@ use tokio_util::sync::CancellationToken;
 /// request.
 pub(crate) const GRACE: Duration = Duration::from_secs(1);
 
+/// No request on the connection passed the front's checks yet.
+const UNAUTHENTICATED: u8 = 0;
+/// A caller's request passed on it.
+const CALLER: u8 = 1;
+/// A supervisor's request passed on it.
+const SUPERVISOR: u8 = 2;
+
+/// How many connections callers may hold, and how many they hold.
+#[derive(Debug)]
+struct CallerQuota {
+    cap: usize,
+    held: AtomicUsize,
+}
+
 /// One open connection, shared by its serving task, its requests (as a [`Connection`]
 /// extension) and the registry.
 #[derive(Debug)]
 pub(crate) struct Conn {
     id: u64,
     epoch: Instant,
-    authenticated: AtomicBool,
+    /// [`UNAUTHENTICATED`], [`CALLER`] or [`SUPERVISOR`].
+    class: AtomicU8,
+    quota: Arc<CallerQuota>,
     /// When it was accepted.
     born: Instant,
     /// Milliseconds since `epoch` of the last sign of life (accept, or a request's head).
@@ -46,11 +69,12 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    fn new(id: u64, epoch: Instant) -> Self {
+    fn new(id: u64, epoch: Instant, quota: Arc<CallerQuota>) -> Self {
         let conn = Self {
             id,
             epoch,
-            authenticated: AtomicBool::new(false),
+            class: AtomicU8::new(UNAUTHENTICATED),
+            quota,
             born: Instant::now(),
             last_active: AtomicU64::new(0),
             kill: CancellationToken::new(),
@@ -69,7 +93,49 @@ impl Conn {
     }
 
     pub(crate) fn is_authenticated(&self) -> bool {
-        self.authenticated.load(Ordering::Relaxed)
+        self.class.load(Ordering::Acquire) != UNAUTHENTICATED
+    }
+
+    /// Marks it a caller's, if callers hold fewer connections than their cap (or it already
+    /// is authenticated); `false` when there is no room for another caller's connection.
+    fn mark_caller(&self) -> bool {
+        if self.is_authenticated() {
+            return true;
+        }
+        let quota = &self.quota;
+        let took = quota
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < quota.cap).then_some(n + 1)
+            })
+            .is_ok();
+        if took
+            && self
+                .class
+                .compare_exchange(UNAUTHENTICATED, CALLER, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            // Marked meanwhile by another request: give the slot back.
+            quota.held.fetch_sub(1, Ordering::AcqRel);
+        }
+        took
+    }
+
+    /// Marks it a supervisor's (a caller's connection stays a caller's).
+    fn mark_supervisor(&self) {
+        let _ = self.class.compare_exchange(
+            UNAUTHENTICATED,
+            SUPERVISOR,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// It closed: a caller's gives its slot back, once.
+    fn closed(&self) {
+        if self.class.swap(UNAUTHENTICATED, Ordering::AcqRel) == CALLER {
+            self.quota.held.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     fn body_slot(&self) -> MutexGuard<'_, Option<(u64, Instant)>> {
@@ -112,12 +178,23 @@ impl Connection {
     }
 }
 
-/// Marks the connection a request arrived on as authenticated: called by a front's guard once
-/// the request passed its checks. Without a [`Connection`] (a router served some other way),
-/// it does nothing.
-pub fn mark_authenticated(extensions: &Extensions) {
+/// Marks the connection a request arrived on as a caller's: called by a front's guard once
+/// the request passed its checks. `false` when callers already hold the cap's worth of
+/// connections and this one is in the room kept for the supervisor: the front answers
+/// [`no_room`](super::no_room) instead of serving it. Without a [`Connection`] (a router
+/// served some other way), it does nothing and answers `true`.
+pub fn mark_authenticated(extensions: &Extensions) -> bool {
+    extensions
+        .get::<Connection>()
+        .is_none_or(|c| c.0.mark_caller())
+}
+
+/// Marks the connection a request arrived on as the supervisor's (a request with the
+/// supervisor's token, a dashboard supervisor session): it may use the room kept beyond the
+/// callers' cap, and like any authenticated connection it is never closed for a newcomer.
+pub fn mark_supervisor(extensions: &Extensions) {
     if let Some(c) = extensions.get::<Connection>() {
-        c.0.authenticated.store(true, Ordering::Relaxed);
+        c.0.mark_supervisor();
     }
 }
 
@@ -134,7 +211,9 @@ pub(crate) enum Admission {
 /// The open connections of one front.
 #[derive(Debug)]
 pub(crate) struct Registry {
+    /// How many may be open at once: the callers' cap plus the supervisor's reserve.
     cap: usize,
+    quota: Arc<CallerQuota>,
     /// How long a new connection is spared when one must be closed for a newcomer.
     grace: Duration,
     epoch: Instant,
@@ -145,9 +224,14 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(cap: usize, grace: Duration) -> Self {
+    /// Callers may hold `cap` connections; `reserve` more are admitted for the supervisor.
+    pub(crate) fn new(cap: usize, reserve: usize, grace: Duration) -> Self {
         Self {
-            cap: cap.max(1),
+            cap: cap.max(1) + reserve,
+            quota: Arc::new(CallerQuota {
+                cap: cap.max(1),
+                held: AtomicUsize::new(0),
+            }),
             grace,
             epoch: Instant::now(),
             next_id: AtomicU64::new(1),
@@ -202,13 +286,14 @@ impl Registry {
             evicted = true;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let conn = Arc::new(Conn::new(id, self.epoch));
+        let conn = Arc::new(Conn::new(id, self.epoch, self.quota.clone()));
         open.insert(id, conn.clone());
         Admission::Admitted { conn, evicted }
     }
 
     /// The connection `conn` closed.
     pub(crate) fn release(&self, conn: &Conn) {
+        conn.closed();
         self.open().remove(&conn.id);
         self.released.notify_waiters();
     }
@@ -228,19 +313,19 @@ mod tests {
 
     #[test]
     fn the_unauthenticated_go_first_and_a_full_house_of_authenticated_refuses() {
-        let r = Registry::new(3, Duration::ZERO);
+        let r = Registry::new(3, 0, Duration::ZERO);
         let (a, _) = admitted(r.admit());
         let (b, _) = admitted(r.admit());
         let (c, _) = admitted(r.admit());
-        b.authenticated.store(true, Ordering::Relaxed);
+        assert!(b.mark_caller());
         // Full: the oldest unauthenticated (a) makes room.
         let (d, evicted) = admitted(r.admit());
         assert!(evicted);
         assert!(a.kill.is_cancelled());
         assert!(!b.kill.is_cancelled() && !c.kill.is_cancelled());
         assert_eq!(r.len(), 3);
-        c.authenticated.store(true, Ordering::Relaxed);
-        d.authenticated.store(true, Ordering::Relaxed);
+        assert!(c.mark_caller());
+        assert!(d.mark_caller());
         assert!(matches!(r.admit(), Admission::Full));
         assert!(!r.evict_one());
         r.release(&b);
@@ -250,7 +335,11 @@ mod tests {
 
     #[test]
     fn a_body_deadline_is_cleared_only_by_its_own_generation() {
-        let c = Conn::new(1, Instant::now());
+        let quota = Arc::new(CallerQuota {
+            cap: 1,
+            held: AtomicUsize::new(0),
+        });
+        let c = Conn::new(1, Instant::now(), quota);
         let first = c.body_started(Duration::from_secs(5));
         let second = c.body_started(Duration::from_secs(5));
         c.body_ended(first);
@@ -262,11 +351,35 @@ mod tests {
     #[test]
     fn marking_without_a_connection_does_nothing() {
         mark_authenticated(&Extensions::new());
-        let r = Registry::new(1, Duration::ZERO);
+        let r = Registry::new(1, 0, Duration::ZERO);
         let (conn, _) = admitted(r.admit());
         let mut ext = Extensions::new();
         ext.insert(Connection(conn.clone()));
-        mark_authenticated(&ext);
+        assert!(mark_authenticated(&ext));
         assert!(conn.is_authenticated());
+    }
+
+    /// Callers hold at most the cap; the reserve beyond it admits connections, on which a
+    /// caller is refused and the supervisor served. A caller's slot comes back when its
+    /// connection closes, once (issue 29, finding 8).
+    #[test]
+    fn callers_at_their_cap_leave_the_reserve_to_the_supervisor() {
+        let r = Registry::new(2, 1, Duration::from_secs(60));
+        let callers: Vec<Arc<Conn>> = (0..2).map(|_| admitted(r.admit()).0).collect();
+        assert!(callers.iter().all(|c| c.mark_caller()));
+        let (spare, evicted) = admitted(r.admit());
+        assert!(!evicted);
+        assert!(
+            !spare.mark_caller(),
+            "a third caller's connection took the reserve"
+        );
+        spare.mark_supervisor();
+        assert!(spare.is_authenticated());
+        assert!(matches!(r.admit(), Admission::Full));
+        r.release(&callers[0]);
+        r.release(&callers[0]);
+        let (next, _) = admitted(r.admit());
+        assert!(next.mark_caller());
+        assert!(matches!(r.admit(), Admission::Full));
     }
 }

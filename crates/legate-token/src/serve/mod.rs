@@ -13,7 +13,9 @@
 //! - **A cap on open connections** ([`ServeOptions::max_connections`], lowered to a quarter of
 //!   the process's descriptor limit when that is smaller), with unauthenticated connections
 //!   dropped first (`conns`). A connection refused because every open one is authenticated
-//!   is answered `503` with `Retry-After: 1` and closed.
+//!   is answered `503` with `Retry-After: 1` and closed. Callers' connections count against
+//!   the cap; [`SUPERVISOR_RESERVE`] more are kept for the supervisor, on which a caller's
+//!   request is answered `503` ([`no_room`]) and a supervisor's served (`conns`).
 //! - **Descriptor exhaustion**: when `accept` fails for want of a descriptor (`EMFILE`,
 //!   `ENFILE`, `ENOBUFS`, `ENOMEM`), the idlest unauthenticated connection is closed to free
 //!   one, and accepting backs off (at most a second) instead of spinning. No accept error ever
@@ -25,7 +27,7 @@
 mod body;
 mod conns;
 
-pub use conns::{Connection, mark_authenticated};
+pub use conns::{Connection, mark_authenticated, mark_supervisor};
 
 use axum::Router;
 use conns::{Admission, Conn, Registry};
@@ -46,6 +48,9 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many connections a front keeps open at most, by default.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 128;
+/// How many connections beyond the cap are kept for the supervisor: a caller who holds the
+/// cap's worth (event streams, say) cannot shut out the one who answers approvals.
+pub const SUPERVISOR_RESERVE: usize = 8;
 /// The fewest connections the descriptor limit can lower the cap to.
 const MIN_CONNECTIONS: usize = 8;
 /// The longest pause between two accepts that failed for want of a descriptor.
@@ -106,7 +111,11 @@ pub async fn serve(
             "connection cap lowered to a quarter of the descriptor limit"
         );
     }
-    let registry = Arc::new(Registry::new(cap, options.eviction_grace));
+    let registry = Arc::new(Registry::new(
+        cap,
+        SUPERVISOR_RESERVE,
+        options.eviction_grace,
+    ));
     let mut backoff = Duration::ZERO;
     let mut last_warned: Option<Instant> = None;
     let mut last_refused: Option<Instant> = None;
@@ -257,12 +266,32 @@ async fn until(deadline: Option<Instant>) {
     }
 }
 
+/// What a connection the cap has no room for is answered.
+const NO_ROOM: &str =
+    r#"{"error":{"code":"UNAVAILABLE","message":"too many open connections; retry shortly"}}"#;
+
+/// The answer to a caller's request on a connection in the supervisor's reserve (when
+/// [`mark_authenticated`] said `false`): `503` with `Retry-After: 1`, and the connection
+/// closed, which gives the room back.
+pub fn no_room() -> axum::response::Response {
+    use axum::http::{HeaderValue, StatusCode, header};
+    let mut response = axum::response::Response::new(axum::body::Body::from(NO_ROOM));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 /// Answers a connection the cap has no room for with `503` and closes it. Never waits on the
 /// client for more than a second and a quarter.
 async fn refuse(stream: TcpStream) {
     use tokio::io::AsyncWriteExt;
-    const BODY: &str =
-        r#"{"error":{"code":"UNAVAILABLE","message":"too many open connections; retry shortly"}}"#;
+    const BODY: &str = NO_ROOM;
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
         BODY.len()

@@ -19,19 +19,26 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 pub const TOKEN: &str = "secret-token-of-the-test";
+/// The supervisor's token: its connections may use the room kept beyond the callers' cap.
+pub const SUPERVISOR_TOKEN: &str = "supervisor-token-of-the-test";
 /// How long a test waits for something that must happen (never an assertion on speed).
 pub const BOUND: Duration = Duration::from_secs(20);
 
 async fn auth(request: Request, next: Next) -> Response {
-    let ok = request
+    let presented = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        == Some(&format!("Bearer {TOKEN}"));
-    if !ok {
+        .and_then(|v| v.to_str().ok());
+    if presented == Some(&format!("Bearer {SUPERVISOR_TOKEN}")) {
+        legate_token::serve::mark_supervisor(request.extensions());
+        return next.run(request).await;
+    }
+    if presented != Some(&format!("Bearer {TOKEN}")) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    legate_token::serve::mark_authenticated(request.extensions());
+    if !legate_token::serve::mark_authenticated(request.extensions()) {
+        return legate_token::serve::no_room();
+    }
     next.run(request).await
 }
 
@@ -62,6 +69,11 @@ pub async fn start(options: ServeOptions) -> (SocketAddr, CancellationToken) {
         s,
     ));
     (addr, stop)
+}
+
+/// A request head for `GET /` with the supervisor's token, keeping the connection open.
+pub fn supervisor_get() -> String {
+    format!("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {SUPERVISOR_TOKEN}\r\n\r\n")
 }
 
 /// A request head for `GET /` with the token, keeping the connection open.

@@ -9,11 +9,15 @@
 //! - **one-time code** `<a>.<nonce>.<expiry>.<mac>`: `a` is `c` (caller) or `s` (supervisor),
 //!   a random 128-bit nonce, the expiry in Unix milliseconds (hex), and an HMAC-SHA256 over
 //!   all three under a key derived from that audience's token. It is valid for [`CODE_TTL`]
-//!   and once: the server remembers the nonces it redeemed until they expire.
+//!   and once: the server remembers the nonces it redeemed until they expire, in memory and
+//!   (with [`Auth::remembering`]) in the store, so a restarted server refuses it too.
 //! - **session cookie** `legate_session=<a>.<id>.<expiry>.<mac>`, same shape, another derived
 //!   key, valid [`SESSION_TTL`]; `HttpOnly; SameSite=Strict; Path=/`.
 //! - **CSRF token**: an HMAC of the session id under a third derived key, sent as the form
 //!   field `csrf` of every `POST`.
+//! - **signing out** ends a session on the server: its id is remembered, in memory and in
+//!   the store, until it would have expired, and every request with its cookie is refused,
+//!   after a restart too. A store that cannot be read or written refuses (fails closed).
 //!
 //! The audience of a code is the audience of its session: a caller's code can never make a
 //! supervisor's session, whatever the code says, because the MAC is checked with the key of
@@ -63,6 +67,9 @@ pub enum Refused {
     /// Signed out: the session was ended on this server.
     #[error("this session was signed out; `legate ui` opens a new one")]
     SignedOut,
+    /// The store could not record or read what sign-in must remember: refused, not trusted.
+    #[error("the dashboard could not check this sign-in against the store; try again")]
+    Unrecorded,
 }
 
 /// A signed value of the shape `<a>.<body>.<expiry>.<mac>`.
@@ -179,6 +186,8 @@ pub struct Session {
 pub struct Auth {
     caller: Token,
     supervisor: Token,
+    /// Where redeemed codes and signed-out sessions are also kept, across restarts.
+    store: Option<legate_engine::Engine>,
     /// Redeemed nonces and their expiry (pruned as they expire).
     used: Mutex<HashMap<Vec<u8>, i64>>,
     /// Sessions signed out, by id, with their expiry (pruned as they expire).
@@ -191,18 +200,36 @@ impl Auth {
         Self {
             caller,
             supervisor,
+            store: None,
             used: Mutex::new(HashMap::new()),
             signed_out: Mutex::new(HashMap::new()),
         }
     }
 
+    /// These keys, also remembering redeemed codes and signed-out sessions in `engine`'s
+    /// store: a restarted server (or another process on the home) honours them (issue 29,
+    /// finding 8: a used code worked again, and a signed-out cookie came back, after a
+    /// restart).
+    pub fn remembering(mut self, engine: legate_engine::Engine) -> Self {
+        self.store = Some(engine);
+        self
+    }
+
     /// Ends `session` on this server: its cookie, wherever it was copied, is refused from
     /// now until it would have expired (issue 29, finding 8: signing out only forgot it in
-    /// one browser). Kept in memory: a restarted server forgets it.
-    pub fn sign_out(&self, session: &Session, now_ms: i64) {
-        let mut out = self.signed_out.lock().unwrap_or_else(|p| p.into_inner());
-        out.retain(|_, expiry| *expiry > now_ms);
-        out.insert(session.id.clone(), session.expiry);
+    /// one browser), after a restart too when the store remembers it.
+    pub fn sign_out(&self, session: &Session, now_ms: i64) -> Result<(), Refused> {
+        {
+            let mut out = self.signed_out.lock().unwrap_or_else(|p| p.into_inner());
+            out.retain(|_, expiry| *expiry > now_ms);
+            out.insert(session.id.clone(), session.expiry);
+        }
+        if let Some(engine) = &self.store {
+            engine
+                .spend_sign_in(legate_engine::Spent::Session, &session.id, session.expiry)
+                .map_err(|_| Refused::Unrecorded)?;
+        }
+        Ok(())
     }
 
     fn token(&self, audience: Audience) -> &Token {
@@ -228,7 +255,16 @@ impl Auth {
             // itself is still a map.
             let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
             used.retain(|_, expiry| *expiry > now_ms);
-            if used.insert(signed.body, signed.expiry).is_some() {
+            if used.insert(signed.body.clone(), signed.expiry).is_some() {
+                return Err(Refused::Used);
+            }
+        }
+        if let Some(engine) = &self.store {
+            let nonce = mac::hex(&signed.body);
+            let fresh = engine
+                .spend_sign_in(legate_engine::Spent::Code, &nonce, signed.expiry)
+                .map_err(|_| Refused::Unrecorded)?;
+            if !fresh {
                 return Err(Refused::Used);
             }
         }
@@ -268,6 +304,15 @@ impl Auth {
         let out = self.signed_out.lock().unwrap_or_else(|p| p.into_inner());
         if out.contains_key(&id) {
             return Err(Refused::SignedOut);
+        }
+        drop(out);
+        if let Some(engine) = &self.store {
+            let ended = engine
+                .sign_in_spent(legate_engine::Spent::Session, &id)
+                .map_err(|_| Refused::Unrecorded)?;
+            if ended {
+                return Err(Refused::SignedOut);
+            }
         }
         Ok(Session {
             audience: signed.audience,

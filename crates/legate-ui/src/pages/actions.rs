@@ -96,14 +96,22 @@ pub async fn verify(action: Action) -> Result<Redirect, PageError> {
     Ok(back(id))
 }
 
-/// `POST /tasks/{id}/integrate`, bound to the patch the page showed (`sha256`): a patch that
-/// changed since is the engine's `PATCH_CHANGED`. No confirmer is passed: in approval mode
-/// `ask` the engine answers `INTEGRATION_DECLINED`, shown as it comes.
+/// `POST /tasks/{id}/integrate`, always bound to the patch the page showed (`sha256`): a form
+/// without it is `INVALID_INPUT` and nothing changes (a person integrates what they saw,
+/// never whatever the copy holds by then); a patch that changed since is the engine's
+/// `PATCH_CHANGED`. No confirmer is passed: in approval mode `ask` the engine answers
+/// `INTEGRATION_DECLINED`, shown as it comes.
 pub async fn integrate(action: Action) -> Result<Redirect, PageError> {
     let id = &action.id;
-    let sha = action.field("sha256").filter(|s| !s.is_empty());
+    let sha = action.field("sha256").filter(|s| !s.trim().is_empty());
+    let Some(sha) = sha else {
+        return Err(legate_core::Error::invalid_input(
+            "integrating from the dashboard needs the sha256 of the patch its page showed (the form's sha256 field): open the task's page again and integrate from it",
+        )
+        .into());
+    };
     let reviews = action.ui.inner.engine.reviews();
-    reviews.integrate(id, sha, None).await?;
+    reviews.integrate(id, Some(sha), None).await?;
     tracing::info!(task_id = %id, audience = action.viewer.audience.as_str(), "integrated from the dashboard");
     Ok(back(id))
 }

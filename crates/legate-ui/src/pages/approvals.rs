@@ -3,7 +3,9 @@
 //! by the live stream `/approvals/live`; and the audit trail of decisions below.
 //!
 //! The pending list is one fragment ([`pending`]) that the page and the stream both render.
-//! Tool titles, commands, paths and reasons are agent data and are escaped.
+//! Tool titles, commands, paths and reasons are agent data and are escaped. A command that
+//! is not one plain command is shown as sent (`runs …`, whole, line breaks kept), next to the
+//! title the agent chose: a person decides on what runs, never on the agent's own words.
 
 use crate::Dashboard;
 use crate::pages::events::decision;
@@ -106,11 +108,12 @@ fn item(a: &Approval, viewer: &Viewer, now: Timestamp) -> Markup {
     }
 }
 
-/// A tool call: its title, command and paths.
+/// A tool call: its title, command (as sent, when it is not one plain command) and paths.
 fn tool(t: &ToolCallSummary) -> Markup {
     html! {
         span { (t.title) " (" (t.kind.as_str()) ")" }
         @if let Some(cmd) = &t.command { " " code { (cmd.join(" ")) } }
+        @if let Some(script) = &t.script { " runs " code.sent { (script) } }
         @if let Some(d) = &t.destination { " connects to " code { (d) } }
         @for p in &t.paths { " " code { (p.display().to_string()) } }
     }

@@ -2,7 +2,10 @@
 //! skip link, the navigation (Tasks, Approvals, Usage), who is signed in, and the error page;
 //! plus the small formatting helpers pages share (times, durations, token counts).
 //!
-//! It renders only what it is given; it never reads the engine.
+//! It renders only what it is given; it never reads the engine. Every page and live fragment
+//! leaves through [`shown`]: a character a reader does not see as itself (a right-to-left
+//! override, a zero-width space, a control character) is written as a visible `\u{…}`,
+//! whichever page put agent text where (issue 29, finding 7).
 
 use crate::assets;
 use crate::web::{PageError, Viewer};
@@ -36,7 +39,7 @@ pub fn page(title: &str, viewer: Option<&Viewer>, active: Nav, body: Markup) -> 
             }
         }
     };
-    html! {
+    shown(html! {
         (DOCTYPE)
         html lang="en" {
             head {
@@ -76,6 +79,17 @@ pub fn page(title: &str, viewer: Option<&Viewer>, active: Nav, body: Markup) -> 
                 }
             }
         }
+    })
+}
+
+/// `html` with every character a reader does not see as itself
+/// ([`legate_core::text::is_unseen`]) but line breaks and tabs written as a visible `\u{…}`.
+/// Safe on rendered HTML: what it writes is plain ASCII text, and no markup of the
+/// dashboard's own holds such a character.
+pub fn shown(html: Markup) -> Markup {
+    match legate_core::text::visible(&html.0, &['\n', '\r', '\t']) {
+        std::borrow::Cow::Borrowed(_) => html,
+        std::borrow::Cow::Owned(text) => maud::PreEscaped(text),
     }
 }
 
