@@ -30,6 +30,18 @@ fn continues(c: char) -> bool {
     c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '~' | '+')
 }
 
+/// Whether the text `after` a match continues its last path component: a path character
+/// does, a `.` only when another path character follows it (`/home/al.bak` goes on,
+/// `/home/al.` ends a sentence).
+fn goes_on(after: &str) -> bool {
+    let mut chars = after.chars();
+    match chars.next() {
+        Some('.') => chars.next().is_some_and(|c| c != '.' && continues(c)),
+        Some(c) => continues(c),
+        None => false,
+    }
+}
+
 impl Scrub {
     /// Hides `home` (`$LEGATE_HOME`), `root` (the task's workspace) and the user's home.
     pub fn new(home: &Path, root: Option<&Path>) -> Self {
@@ -69,7 +81,7 @@ impl Scrub {
             while let Some(i) = rest.find(path.as_str()) {
                 let after = &rest[i + path.len()..];
                 next.push_str(&rest[..i]);
-                if after.chars().next().is_some_and(continues) {
+                if goes_on(after) {
                     next.push_str(path);
                 } else {
                     next.push_str(placeholder);
@@ -201,5 +213,10 @@ mod tests {
         );
         // The root directory alone is never a path to hide.
         assert_eq!(Scrub::new(Path::new("/"), None).text("/etc"), "/etc");
+        // A path at the end of a sentence is hidden; one that goes on after a dot is not it.
+        assert_eq!(
+            s.text("it is in /srv/lg/home. Also /srv/lg/home.bak and /srv/lg/home..."),
+            "it is in $LEGATE_HOME. Also /srv/lg/home.bak and $LEGATE_HOME..."
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! `legate-confine` enforces them. Every error is `CONFIG_INVALID` and names its key.
 
 use crate::{Result, refuse};
-use legate_core::limits::{MAX_MAX_MEMORY_MIB, MIN_MAX_MEMORY_MIB, MIN_MAX_PROCESSES};
+use legate_core::limits::{
+    MAX_MAX_MEMORY_MIB, MAX_MAX_PROCESSES, MIN_MAX_MEMORY_MIB, MIN_MAX_PROCESSES,
+};
 use legate_core::{AgentSpec, ProcessLimits};
 
 /// Agent `name`'s limits: `max_processes` and `max_memory_mb` (MiB) when given, else its
@@ -18,8 +20,10 @@ pub(crate) fn resolve(
 ) -> Result<ProcessLimits> {
     let mut limits = base.map(|b| b.limits).unwrap_or_default();
     if let Some(n) = max_processes {
-        if n < MIN_MAX_PROCESSES {
-            refuse!("agents.{name}.max_processes must be at least {MIN_MAX_PROCESSES} (got {n})");
+        if !(MIN_MAX_PROCESSES..=MAX_MAX_PROCESSES).contains(&n) {
+            refuse!(
+                "agents.{name}.max_processes must be {MIN_MAX_PROCESSES} to {MAX_MAX_PROCESSES} (got {n})"
+            );
         }
         limits.max_processes = n;
     }
@@ -62,6 +66,10 @@ mod tests {
         for (text, key) in [
             (
                 "[agents.revisor]\nmax_processes = 3\n",
+                "agents.revisor.max_processes",
+            ),
+            (
+                "[agents.revisor]\nmax_processes = 4194305\n",
                 "agents.revisor.max_processes",
             ),
             (

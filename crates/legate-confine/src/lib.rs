@@ -236,10 +236,10 @@ impl Confinement {
         self
     }
 
-    /// What an agent's process limits would hold here: a control group made with the
-    /// defaults and removed at once.
+    /// What an agent's process limits would hold here, changing nothing lasting (a v1 group
+    /// made and removed at once; no sweep, and Legate does not move itself).
     pub fn probe_limits() -> LimitsReport {
-        limits::Limits::create(legate_core::ProcessLimits::default()).report
+        limits::Limits::probe()
     }
 
     /// The running kernel's Landlock ABI version (0: no Landlock), up to the newest this

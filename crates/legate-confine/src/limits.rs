@@ -4,8 +4,12 @@
 //! `/proc/self/cgroup` and `/proc/self/mountinfo`), makes a child group per controller
 //! beside nothing else (`legate-<pid>-<n>`), writes the limits into it, and opens its
 //! `cgroup.procs`. The cgroup v2 group is used when Legate's own group delegates both
-//! controllers to its children; otherwise each controller's v1 hierarchy, where it is
-//! mounted and writable. In the child, [`Join::join`] writes `0` to each open `cgroup.procs`
+//! controllers to its children, or can be made to: a group that holds processes cannot hand
+//! controllers down (the kernel's "no internal processes" rule), so when Legate's group offers
+//! `pids` and `memory` and is writable (a systemd unit with `Delegate=yes`), Legate moves itself
+//! into a leaf of its own (`legate-<pid>-self`) and enables both for the group's children, once
+//! per process (`adopt`). Otherwise each controller's v1 hierarchy, where it is mounted and
+//! writable. In the child, [`Join::join`] writes `0` to each open `cgroup.procs`
 //! before anything else happens, so the child and everything it ever starts are counted
 //! (one `write` per group: async-signal-safe). [`LimitGroup`], held by whoever watches the
 //! process, removes the groups when the tree is gone; groups a killed Legate left are
@@ -25,8 +29,8 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
 /// What holds of a process tree's limits, reported with its confinement.
@@ -118,8 +122,8 @@ impl Drop for LimitGroup {
             return;
         }
         // Something of the tree is still there (or exiting): try again off the caller's
-        // thread (killing what is left, for a guard that was taken); the next Legate's sweep
-        // removes what still stays.
+        // thread (ending what is left, for a guard that was taken, where the kernel can do it
+        // atomically: `cgroup.kill`); the next Legate's sweep removes what still stays.
         let kill = self.kill_on_drop;
         let _ = std::thread::Builder::new()
             .name("legate-cgroup-rm".into())
@@ -131,7 +135,7 @@ impl Drop for LimitGroup {
                     }
                     for dir in left {
                         if kill {
-                            kill_members(dir);
+                            kill_group(dir);
                         }
                         let _ = fs::remove_dir(dir);
                     }
@@ -150,20 +154,14 @@ fn counter(path: &Path, name: &str) -> Option<u64> {
     })
 }
 
-/// SIGKILL to every process listed in `dir`'s `cgroup.procs` (a group Legate made).
-fn kill_members(dir: &Path) {
-    let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) else {
-        return;
-    };
-    for pid in text
-        .lines()
-        .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
-    {
-        if pid > 1 {
-            // SAFETY: `kill` has no memory preconditions; the pid was read from a group
-            // only this tree's processes were ever moved into.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+/// Ends every process in `dir` (a group Legate made) at once, where the kernel can
+/// (`cgroup.kill`, cgroup v2 since Linux 5.14). Never by pid: a pid read from `cgroup.procs`
+/// may be reused by an unrelated process before it is signalled. Elsewhere the tree's own
+/// init (its PID namespace) and its process group end it.
+fn kill_group(dir: &Path) {
+    let kill = dir.join("cgroup.kill");
+    if kill.exists() {
+        let _ = fs::write(kill, "1");
     }
 }
 
@@ -202,21 +200,50 @@ impl Limits {
                 sweep(dir);
             }
         });
-        let mut made = Self::default();
-        let v2 = own.iter().find_map(|h| match h {
-            Hierarchy::V2(d) if delegates(d) => Some(d.clone()),
-            _ => None,
-        });
-        if let Some(dir) = v2 {
+        if let Some(dir) = delegating_v2(&own) {
             match make_v2(&dir, limits) {
                 Ok(m) => return m,
                 Err(e) => tracing::debug!(error = %e, dir = %dir.display(), "no cgroup v2 group"),
             }
         }
+        Self::v1(&own, limits)
+    }
+
+    /// What [`Limits::create`] would hold here, changing nothing lasting: no sweep, no
+    /// adoption (a v2 group that offers both controllers and lets Legate write its
+    /// `cgroup.subtree_control` counts as holding), a v1 group made and removed at once.
+    pub(crate) fn probe() -> LimitsReport {
+        let own = own_groups();
+        let adoptable = |d: &Path| {
+            fs::read_to_string(d.join("cgroup.controllers")).is_ok_and(|c| {
+                let c: Vec<_> = c.split_whitespace().collect();
+                c.contains(&"pids") && c.contains(&"memory")
+            }) && fs::OpenOptions::new()
+                .write(true)
+                .open(d.join("cgroup.subtree_control"))
+                .is_ok()
+        };
+        let v2 = own.iter().any(|h| match h {
+            Hierarchy::V2(d) => delegates(d) || adoptable(d),
+            Hierarchy::V1 { .. } => false,
+        });
+        let limits = ProcessLimits::default();
+        if v2 {
+            return LimitsReport {
+                max_processes: Some(limits.max_processes),
+                max_memory_mib: Some(limits.max_memory_mib),
+            };
+        }
+        Self::v1(&own, limits).report
+    }
+
+    /// The v1 groups for `limits`, one per controller mounted and writable.
+    fn v1(own: &[Hierarchy], limits: ProcessLimits) -> Self {
+        let mut made = Self::default();
         let mut dirs = Vec::new();
         let mut memory_events = None;
         let mut pids_events = None;
-        for h in &own {
+        for h in own {
             let Hierarchy::V1 { controller, dir } = h else {
                 continue;
             };
@@ -325,6 +352,59 @@ fn make_v1(dir: &Path, controller: &str, limits: ProcessLimits) -> io::Result<(P
         }
         open_procs(g)
     })
+}
+
+/// The v2 group whose children get `pids` and `memory`: Legate's own when it delegates them
+/// already or [`adopt`] made it, decided once per process (after an adoption
+/// `/proc/self/cgroup` names the leaf, not the group).
+fn delegating_v2(own: &[Hierarchy]) -> Option<PathBuf> {
+    static DELEGATING: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DELEGATING
+        .get_or_init(|| {
+            let dir = own.iter().find_map(|h| match h {
+                Hierarchy::V2(d) => Some(d.clone()),
+                Hierarchy::V1 { .. } => None,
+            })?;
+            if delegates(&dir) {
+                return Some(dir);
+            }
+            match adopt(&dir, std::process::id()) {
+                Ok(()) => Some(dir),
+                Err(e) => {
+                    tracing::debug!(error = %e, dir = %dir.display(), "the cgroup v2 group was not made to delegate");
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+/// Makes the v2 group `dir` delegate `pids` and `memory`: it must offer both
+/// (`cgroup.controllers`); process `pid` (Legate) moves into the leaf `legate-<pid>-self`, and
+/// both are enabled for the group's children. When the group still holds another process,
+/// enabling fails (`EBUSY`) and Legate moves back.
+fn adopt(dir: &Path, pid: u32) -> io::Result<()> {
+    let offered = fs::read_to_string(dir.join("cgroup.controllers"))?;
+    let offered: Vec<_> = offered.split_whitespace().collect();
+    if !(offered.contains(&"pids") && offered.contains(&"memory")) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the group does not offer pids and memory",
+        ));
+    }
+    let leaf = dir.join(format!("legate-{pid}-self"));
+    match fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    set(&leaf, "cgroup.procs", &pid.to_string())?;
+    if let Err(e) = set(dir, "cgroup.subtree_control", "+pids +memory") {
+        let _ = set(dir, "cgroup.procs", &pid.to_string());
+        let _ = fs::remove_dir(&leaf);
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Whether the v2 group `dir` hands both controllers to its children.
@@ -488,6 +568,27 @@ mod tests {
             max_memory_mib: Some(128),
         };
         assert_eq!(r.describe(), "processes: 64; memory: 128 MiB");
+    }
+
+    #[test]
+    fn adopting_a_group_moves_legate_into_a_leaf_and_enables_both_controllers() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = dir.path();
+        fs::write(g.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
+        fs::write(g.join("cgroup.subtree_control"), "").unwrap();
+        adopt(g, 4242).unwrap();
+        assert_eq!(
+            fs::read_to_string(g.join("legate-4242-self/cgroup.procs")).unwrap(),
+            "4242"
+        );
+        assert_eq!(
+            fs::read_to_string(g.join("cgroup.subtree_control")).unwrap(),
+            "+pids +memory"
+        );
+        let other = tempfile::tempdir().unwrap();
+        fs::write(other.path().join("cgroup.controllers"), "cpu io\n").unwrap();
+        assert!(adopt(other.path(), 4242).is_err());
+        assert!(!other.path().join("legate-4242-self").exists());
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub const DEFAULT_MAX_MEMORY_MIB: u64 = 8192;
 /// The fewest processes a limit may allow: the confinement's own two plus an agent and its
 /// runtime's threads.
 pub const MIN_MAX_PROCESSES: u32 = 16;
+/// The most processes a limit may name: the kernel's own ceiling on pids (`PID_MAX_LIMIT`);
+/// beyond it `pids.max` refuses the value.
+pub const MAX_MAX_PROCESSES: u32 = 4_194_304;
 /// The least memory a limit may allow, in MiB.
 pub const MIN_MAX_MEMORY_MIB: u64 = 32;
 /// The most memory a limit may name, in MiB (1 PiB): beyond it the byte count would not be a

@@ -89,14 +89,27 @@ impl Inner {
         Ok(())
     }
 
+    /// Whether the open file is still the one at the current path (another process may have
+    /// rotated it, or pruning removed it).
+    fn still_current(&self) -> bool {
+        let ours = self.file.as_ref().and_then(|f| f.metadata().ok());
+        let there = fs::symlink_metadata(self.current()).ok();
+        matches!((&ours, &there), (Some(a), Some(b)) if a.ino() == b.ino() && a.dev() == b.dev())
+    }
+
     fn write(&mut self, bytes: &[u8]) {
-        if self.file.is_none() && self.reopen().is_err() {
+        // Each line goes to the current file, whoever rotated it: a quiet process never
+        // writes into a rotated (and perhaps pruned) one.
+        if (self.file.is_none() || !self.still_current()) && self.reopen().is_err() {
             return;
         }
         if let Some(f) = &mut self.file
             && f.write_all(bytes).is_ok()
         {
-            self.size += bytes.len() as u64;
+            // The file's own size: other processes append to it too.
+            self.size = f
+                .metadata()
+                .map_or(self.size + bytes.len() as u64, |m| m.len());
         }
         if self.size >= self.rotation.max_file_bytes {
             self.rotate();
@@ -106,10 +119,7 @@ impl Inner {
     /// Renames the current file aside (unless another process already did) and opens a
     /// new one; then prunes.
     fn rotate(&mut self) {
-        let ours = self.file.as_ref().and_then(|f| f.metadata().ok());
-        let there = fs::symlink_metadata(self.current()).ok();
-        let same = matches!((&ours, &there), (Some(a), Some(b)) if a.ino() == b.ino() && a.dev() == b.dev());
-        if same {
+        if self.still_current() {
             let mut stamp = millis();
             while self.dir.join(format!("{}.{stamp}.log", self.kind)).exists() {
                 stamp += 1;
@@ -265,6 +275,22 @@ mod tests {
             .map(|n| fs::metadata(dir.path().join(n)).unwrap().len())
             .sum();
         assert!(total <= 1500 + 1100, "{total}: {:?}", files(dir.path()));
+    }
+
+    #[test]
+    fn a_writer_whose_file_another_process_rotated_writes_to_the_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let rotation = Rotation {
+            max_file_bytes: 1 << 20,
+            ..Rotation::default()
+        };
+        let quiet = LogFile::open(dir.path(), "mcp", rotation).unwrap();
+        quiet.append(b"{\"first\":1}\n");
+        // Another process rotates the file away.
+        fs::rename(dir.path().join("mcp.log"), dir.path().join("mcp.5.log")).unwrap();
+        quiet.append(b"{\"second\":1}\n");
+        let current = fs::read_to_string(dir.path().join("mcp.log")).unwrap();
+        assert_eq!(current, "{\"second\":1}\n");
     }
 
     #[test]

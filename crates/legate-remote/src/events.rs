@@ -66,6 +66,9 @@ fn event(text: &[u8], json_rpc: bool) -> Option<Result<StreamResponse, A2AError>
 struct Parse<S> {
     bytes: std::pin::Pin<Box<S>>,
     buf: Vec<u8>,
+    /// Where the first event not yet returned starts in `buf` (what is before it is dropped
+    /// once per chunk, never once per event: a chunk of empty events costs its length).
+    start: usize,
     /// How much of `buf` was looked at for a separator, less the 3 bytes one may straddle.
     scanned: usize,
     read: usize,
@@ -82,13 +85,17 @@ where
     /// The next event, or the error that ends the stream.
     async fn next(&mut self) -> Option<Result<StreamResponse, A2AError>> {
         while !self.ended {
-            while let Some((end, next)) = boundary(&self.buf, self.scanned) {
-                let text: Vec<u8> = self.buf.drain(..next).take(end).collect();
-                self.scanned = 0;
-                if let Some(e) = event(&text, self.json_rpc) {
+            while let Some((end, next)) = boundary(&self.buf, self.scanned.max(self.start)) {
+                let text = &self.buf[self.start..end];
+                let parsed = event(text, self.json_rpc);
+                self.start = next;
+                self.scanned = next;
+                if let Some(e) = parsed {
                     return Some(e);
                 }
             }
+            self.buf.drain(..self.start);
+            self.start = 0;
             self.scanned = self.buf.len().saturating_sub(3);
             if self.buf.len() > self.limits.event {
                 return self.fail(format!(
@@ -142,6 +149,7 @@ where
     let state = Parse {
         bytes: Box::pin(bytes),
         buf: Vec::new(),
+        start: 0,
         scanned: 0,
         read: 0,
         limits,
@@ -190,5 +198,21 @@ mod tests {
         let got: Vec<_> = parse(chunks(many), limits, false).collect().await;
         assert_eq!(got.last().unwrap().as_ref().unwrap_err().code, TOO_LARGE);
         assert!(got.len() < 100);
+    }
+
+    /// A chunk of a million empty events costs its length, not its length squared: the
+    /// event after them arrives (with the old per-event drain this did not end).
+    #[tokio::test]
+    async fn a_flood_of_empty_events_is_read_in_one_pass() {
+        let mut flood = b"\n\n".repeat(1_000_000);
+        flood.extend_from_slice(format!("data: {STATUS}\n\n").as_bytes());
+        let limits = Limits {
+            event: 1 << 20,
+            stream: 8 << 20,
+            ..Limits::default()
+        };
+        let got: Vec<_> = parse(chunks(vec![flood]), limits, false).collect().await;
+        assert_eq!(got.len(), 1);
+        assert!(got[0].is_ok(), "{got:?}");
     }
 }

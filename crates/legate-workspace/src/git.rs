@@ -65,6 +65,8 @@ pub struct Git {
     index: Option<PathBuf>,
     /// `GIT_FLUSH=0`: output is not flushed line by line (for batch commands read whole).
     buffered: bool,
+    /// `GIT_ALLOC_LIMIT`: the largest allocation git may make (applying a hostile patch).
+    alloc_limit: Option<u64>,
 }
 
 impl Git {
@@ -77,6 +79,7 @@ impl Git {
             home: None,
             index: None,
             buffered: false,
+            alloc_limit: None,
         }
     }
 
@@ -90,6 +93,7 @@ impl Git {
             home: Some(home.to_path_buf()),
             index: None,
             buffered: false,
+            alloc_limit: None,
         }
     }
 
@@ -105,6 +109,14 @@ impl Git {
     pub(crate) fn with_index(&self, index: &Path) -> Self {
         let mut g = self.clone();
         g.index = Some(index.to_path_buf());
+        g
+    }
+
+    /// With no allocation over `bytes` in git (`GIT_ALLOC_LIMIT`): a blob a patch would make
+    /// larger than that fails git instead of filling memory.
+    pub(crate) fn with_alloc_limit(&self, bytes: u64) -> Self {
+        let mut g = self.clone();
+        g.alloc_limit = Some(bytes);
         g
     }
 
@@ -152,6 +164,9 @@ impl Git {
         }
         if self.buffered {
             cmd.env("GIT_FLUSH", "0");
+        }
+        if let Some(limit) = self.alloc_limit {
+            cmd.env("GIT_ALLOC_LIMIT", limit.to_string());
         }
         cmd.arg("-C").arg(&self.cwd);
         for c in SAFE_CONFIG {

@@ -413,7 +413,7 @@ pub fn apply_returned(
         .run(&["rev-parse", "--verify", "HEAD^{tree}"])?;
     let head = String::from_utf8_lossy(&head).trim().to_string();
     crate::expansion::declared(patch, max_bytes)?;
-    let after_tree = tree_after(baseline, &head, patch)?;
+    let after_tree = tree_after(baseline, &head, patch, max_bytes)?;
     let changes = changes_between(baseline, &head, &after_tree)?;
     let wanted: BTreeMap<&str, &PostState> = expected
         .post_state
@@ -522,10 +522,19 @@ pub fn apply_returned(
 
 /// The tree `patch` leads to from `before`, applied to a scratch index (`git apply
 /// --cached`), never to the copy. Git refuses a patch path outside the tree and one beyond
-/// a symbolic link.
-fn tree_after(baseline: &Baseline, before: &str, patch: &[u8]) -> Result<String, Error> {
+/// a symbolic link. No allocation of git's may pass twice `max_bytes` and a mebibyte (room
+/// for the patch itself): a file the patch would make larger fails git, not the machine.
+fn tree_after(
+    baseline: &Baseline,
+    before: &str,
+    patch: &[u8],
+    max_bytes: u64,
+) -> Result<String, Error> {
     let scratch = crate::changes::scratch_index(baseline)?;
-    let git = baseline.git().with_index(scratch.path());
+    let git = baseline
+        .git()
+        .with_index(scratch.path())
+        .with_alloc_limit(max_bytes.saturating_mul(2).saturating_add(1 << 20));
     git.run(&["read-tree", before])?;
     if !patch.is_empty() {
         git.run_input(

@@ -78,7 +78,9 @@ impl Manager {
     /// The unit running `exe` with `args` and `LEGATE_HOME=home`.
     fn render(self, exe: &Path, home: &Path, args: &[String]) -> Result<String> {
         let mut words = vec![text(exe)?, "serve".to_string()];
-        words.extend(args.iter().cloned());
+        for arg in args {
+            words.push(text(Path::new(arg))?);
+        }
         let home = text(home)?;
         Ok(match self {
             Self::Systemd => systemd_unit(&words, &home),
@@ -91,7 +93,9 @@ impl Manager {
         match self {
             Self::Systemd => {
                 manage("systemctl", &["--user", "daemon-reload"])?;
-                manage("systemctl", &["--user", "enable", "--now", UNIT])
+                manage("systemctl", &["--user", "enable", UNIT])?;
+                // `restart`, not `enable --now`: a unit already running takes its new flags.
+                manage("systemctl", &["--user", "restart", UNIT])
             }
             Self::Launchd => manage("launchctl", &["load", "-w", &text(unit)?]),
         }
@@ -128,7 +132,8 @@ impl Manager {
     }
 }
 
-/// A path as the unit's text: `INVALID_INPUT` unless UTF-8 without control characters.
+/// A path or flag as the unit's text: `INVALID_INPUT` unless UTF-8 without control characters
+/// (a newline would start a line of its own in the unit).
 fn text(path: &Path) -> Result<String> {
     match path.to_str() {
         Some(s) if !s.chars().any(char::is_control) => Ok(s.to_string()),
@@ -160,9 +165,19 @@ fn systemd_word(word: &str) -> String {
     quoted
 }
 
+/// An `Environment=` assignment, quoted for systemd: `%` doubled (specifiers are expanded
+/// there, variables are not).
+fn systemd_env(assignment: &str) -> String {
+    let escaped = assignment
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('%', "%%");
+    format!("\"{escaped}\"")
+}
+
 fn systemd_unit(words: &[String], home: &str) -> String {
     let exec: Vec<String> = words.iter().map(|w| systemd_word(w)).collect();
-    let env = systemd_word(&format!("LEGATE_HOME={home}"));
+    let env = systemd_env(&format!("LEGATE_HOME={home}"));
     format!(
         "# Written by `legate service install`; `legate service uninstall` removes it.\n\
          [Unit]\n\
@@ -175,6 +190,8 @@ fn systemd_unit(words: &[String], home: &str) -> String {
          Environment={env}\n\
          Restart=on-failure\n\
          RestartSec=5\n\
+         # Lets Legate give each agent a control group of its own (max_processes, max_memory_mb).\n\
+         Delegate=yes\n\
          \n\
          [Install]\n\
          WantedBy=default.target\n",
@@ -306,10 +323,20 @@ fn install(manager: Manager, path: &Path, unit: &str) -> Result<()> {
     std::fs::write(path, unit)
         .map_err(|e| unavailable(format!("{} could not be written", path.display()), e))?;
     if let Err(e) = manager.start(path) {
-        let _ = match before {
-            Some(old) => std::fs::write(path, old),
-            None => std::fs::remove_file(path),
-        };
+        // Back to what was there: the old unit, or none (disabled first, so no link to it
+        // stays in the manager's wants).
+        match before {
+            Some(old) => {
+                let _ = std::fs::write(path, old);
+            }
+            None => {
+                manager.stop(path);
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        if manager == Manager::Systemd {
+            let _ = manage("systemctl", &["--user", "daemon-reload"]);
+        }
         return Err(e);
     }
     Ok(())
@@ -347,8 +374,26 @@ mod tests {
     }
 
     #[test]
-    fn a_path_with_a_newline_is_refused() {
+    fn a_path_or_flag_with_a_newline_is_refused() {
         let e = text(Path::new("/a\nExecStartPre=/bin/evil")).unwrap_err();
         assert!(e.to_string().contains("cannot be written"), "{e}");
+        let flags = vec![
+            "--public-url".to_string(),
+            "x\nExecStart=/bin/sh".to_string(),
+        ];
+        let e = Manager::Systemd
+            .render(Path::new("/opt/legate"), Path::new("/h"), &flags)
+            .unwrap_err();
+        assert!(e.to_string().contains("cannot be written"), "{e}");
+    }
+
+    #[test]
+    fn the_home_is_not_expanded_in_the_environment() {
+        let unit = systemd_unit(&["/l".to_string()], "/a$b%c");
+        assert!(
+            unit.contains("Environment=\"LEGATE_HOME=/a$b%%c\"\n"),
+            "{unit}"
+        );
+        assert!(unit.contains("Delegate=yes"), "{unit}");
     }
 }

@@ -318,9 +318,18 @@ impl Groups {
         if state.is_terminal() {
             return Err(closed(group_id, state));
         }
+        // Claimed before its state changes: an engine that starts meanwhile (any `legate`
+        // command) takes over a running group nobody drives, and would run its nodes.
+        let driving = self.core.claim(group_id, g.record.runner.as_deref());
+        let drive = || {
+            if driving {
+                self.core.ensure_driver(group_id);
+            }
+        };
         if let Some(changed) = self.core.profile_changed(group_id, &g.definition)? {
             if state != GroupState::Created {
                 self.core.pause_group(group_id, &changed)?;
+                drive();
                 self.core.nudge_groups();
                 return self.core.group_status(group_id);
             }
@@ -334,6 +343,7 @@ impl Groups {
             GroupState::Paused => {
                 if let Some(still) = self.core.resume_nodes(&g).await? {
                     self.core.pause_group(group_id, &still)?;
+                    drive();
                     self.core.nudge_groups();
                     return self.core.group_status(group_id);
                 }
@@ -351,7 +361,7 @@ impl Groups {
             None,
         )?;
         tracing::info!(group = group_id, "group started");
-        self.core.take_over(group_id, g.record.runner.as_deref());
+        drive();
         self.core.nudge_groups();
         self.core.group_status(group_id)
     }

@@ -15,21 +15,33 @@ impl Core {
     /// Claims `group` from `runner` (its current driver, if any) unless a live engine drives
     /// it, and drives it here.
     pub(crate) fn take_over(&self, group: &str, current: Option<&str>) {
+        if self.claim(group, current) {
+            self.ensure_driver(group);
+        }
+    }
+
+    /// Claims `group` from `current` (its driver, if any) for this engine unless a live engine
+    /// drives it; whether this engine now drives it. Claiming does not start a driver: a
+    /// caller that is about to change the group's state claims first, so that no other engine
+    /// takes over a group between the change and the claim.
+    pub(crate) fn claim(&self, group: &str, current: Option<&str>) -> bool {
         let own = self.runner_id().to_string();
         let run_dir = self.config().paths.run();
         match current {
-            Some(r) if r == own => {}
-            Some(r) if runner::is_alive(&run_dir, r) => return,
+            Some(r) if r == own => true,
+            Some(r) if runner::is_alive(&run_dir, r) => false,
             _ => match self.store().claim_group(group, current, Some(&own)) {
-                Ok(true) => tracing::info!(group, from = ?current, "group taken over"),
-                Ok(false) => return,
+                Ok(true) => {
+                    tracing::info!(group, from = ?current, "group taken over");
+                    true
+                }
+                Ok(false) => false,
                 Err(e) => {
                     tracing::warn!(group, error = %e, "could not claim a group");
-                    return;
+                    false
                 }
             },
         }
-        self.ensure_driver(group);
     }
 
     /// Takes over every group with work left whose driver is gone (see the module docs).

@@ -178,7 +178,9 @@ impl Core {
                 let Some(engine) = engine.upgrade() else {
                     return;
                 };
-                if let Err(e) = engine.cleanup().await {
+                if let Err(e) = engine.cleanup().await
+                    && !*shutdown.borrow()
+                {
                     tracing::warn!(error = %e, "the copy retention sweep failed");
                 }
             }

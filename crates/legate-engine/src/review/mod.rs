@@ -66,9 +66,16 @@ fn unavailable(message: impl Into<String>) -> Error {
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Error::caused_by(ErrorCode::Internal, "a copy operation panicked", e))?
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        // Cancelled: the runtime is ending (a `legate` command that finished) before the
+        // operation began; nothing of it ran.
+        let what = if e.is_cancelled() {
+            "a copy operation was stopped because Legate is stopping"
+        } else {
+            "a copy operation panicked"
+        };
+        Error::caused_by(ErrorCode::Internal, what, e)
+    })?
 }
 
 pub(crate) fn notice_event(
