@@ -14,6 +14,7 @@ pub mod error;
 pub mod event;
 pub mod limits;
 pub mod permission;
+pub mod plan_change;
 pub mod remote;
 pub mod report;
 pub mod role;
@@ -44,6 +45,7 @@ pub use event::{
 };
 pub use limits::ProcessLimits;
 pub use permission::{Decider, Decision, OptionKind, PermissionOption, PermissionRequest, Ruling};
+pub use plan_change::{PlanHunk, PlanMisfit, PlanTrail, plan_apply, plan_diff};
 pub use remote::RemoteRef;
 pub use report::{
     Finding, PlanReport, PlanStep, Report, ReportBody, ReportOrigin, ReviewReport, Severity,

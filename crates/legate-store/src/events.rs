@@ -5,9 +5,11 @@
 //! every write transaction is `BEGIN IMMEDIATE`, the lookup and the inserts see no other
 //! writer, so appenders in other threads or processes can never produce a gap or a
 //! duplicate. A payload is the event kind's JSON, `type` tag included; the `type` column
-//! repeats the tag for queries.
+//! repeats the tag for queries. A plan is stored as what changed since the task's previous
+//! plan (`plans`), and read back whole.
 
 use crate::Store;
+use crate::plans::{PlanCache, PlanReader, PlanWriter};
 use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found, to_i64, to_u64};
 use crate::tasks::exists;
 use legate_core::{Event, EventKind, Result, TaskId, Timestamp};
@@ -16,6 +18,17 @@ use rusqlite::Connection;
 /// Appends `kinds` to the task's log, stamped `at`, inside the caller's write transaction.
 pub(crate) fn append_in(
     tx: &Connection,
+    task_id: &TaskId,
+    kinds: &[EventKind],
+    at: Timestamp,
+) -> Result<Vec<Event>> {
+    append_with(tx, None, task_id, kinds, at)
+}
+
+/// [`append_in`], with the appender's cache of each task's last plan.
+fn append_with(
+    tx: &Connection,
+    plans: Option<&PlanCache>,
     task_id: &TaskId,
     kinds: &[EventKind],
     at: Timestamp,
@@ -30,13 +43,21 @@ pub(crate) fn append_in(
         )
         .ctx("append events")?;
     let mut out = Vec::with_capacity(kinds.len());
+    let mut writer = PlanWriter::new(plans);
     for (seq, kind) in (last + 1..).zip(kinds) {
-        let payload = serde_json::to_string(kind).map_err(|_| {
-            store_error(format!(
-                "a {} event of task {task_id} could not be encoded.",
-                kind.type_name()
-            ))
-        })?;
+        let changes = match kind {
+            EventKind::Plan { entries } => writer.payload(tx, task_id, seq, entries)?,
+            _ => None,
+        };
+        let payload = match changes {
+            Some(changes) => changes,
+            None => serde_json::to_string(kind).map_err(|_| {
+                store_error(format!(
+                    "a {} event of task {task_id} could not be encoded.",
+                    kind.type_name()
+                ))
+            })?,
+        };
         insert
             .execute((
                 task_id.as_str(),
@@ -53,6 +74,7 @@ pub(crate) fn append_in(
             kind: kind.clone(),
         });
     }
+    writer.finish(task_id);
     Ok(out)
 }
 
@@ -72,12 +94,18 @@ impl Store {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        self.write("append events", |tx| {
+        let plans = &self.inner.plans;
+        let appended = self.write("append events", |tx| {
             if !exists(tx, task_id.as_str())? {
                 return Err(task_not_found(task_id.as_str()));
             }
-            append_in(tx, task_id, events, Timestamp::now())
-        })
+            append_with(tx, Some(plans), task_id, events, Timestamp::now())
+        });
+        if appended.is_err() {
+            // The transaction may have rolled back rows the cache already knows.
+            plans.clear();
+        }
+        appended
     }
 
     /// Up to `limit` events of the task with `seq > after`, in ascending order. An unknown
@@ -87,7 +115,7 @@ impl Store {
         self.read(|conn| {
             let rows = conn
                 .prepare_cached(
-                    "SELECT seq, at, payload FROM events WHERE task_id = ?1 AND seq > ?2 \
+                    "SELECT seq, at, type, payload FROM events WHERE task_id = ?1 AND seq > ?2 \
                      ORDER BY seq LIMIT ?3",
                 )
                 .and_then(|mut st| {
@@ -96,21 +124,20 @@ impl Store {
                             r.get::<_, i64>(0)?,
                             r.get::<_, i64>(1)?,
                             r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
                         ))
                     })?
                     .collect::<rusqlite::Result<Vec<_>>>()
                 })
                 .ctx("read events")?;
+            let mut plans = PlanReader::default();
             rows.into_iter()
-                .map(|(seq, at, payload)| {
-                    let kind = serde_json::from_str::<EventKind>(&payload).map_err(|_| {
-                        store_error(format!(
-                            "event {seq} of task {task_id} could not be decoded."
-                        ))
-                    })?;
+                .map(|(seq, at, kind, payload)| {
+                    let seq = to_u64(seq, "event number")?;
+                    let kind = plans.event(conn, task_id, seq, &kind, &payload)?;
                     Ok(Event {
                         task_id: task_id.clone(),
-                        seq: to_u64(seq, "event number")?,
+                        seq,
                         at: Timestamp(at),
                         kind,
                     })

@@ -15,6 +15,7 @@
 //! - `schema`: the versioned migrations;
 //! - `tasks`: task rows, lookup by id or prefix, listing;
 //! - `events`: the per-task append-only event log (the hot path);
+//! - `plans`: plan events stored as what changed, and rebuilt whole for readers;
 //! - `recovery`: runners, cancel requests, failing orphaned tasks, pruning;
 //! - `handover`: a dead runner's remote tasks, claimed by a live one (compare-and-set);
 //! - `contexts`: conversation contexts (agent session and sandbox per context);
@@ -45,6 +46,7 @@ mod handover;
 mod memory;
 mod messages;
 mod peers;
+mod plans;
 mod recovery;
 mod reviews;
 mod schema;
@@ -102,6 +104,8 @@ struct Inner {
     /// checkpoints never hold the connection that writes events.
     checkpointer: Mutex<Option<Connection>>,
     path: Option<PathBuf>,
+    /// Each task's last plan, for appending the next as what changed.
+    plans: plans::PlanCache,
 }
 
 impl fmt::Debug for Store {
@@ -145,6 +149,7 @@ impl Store {
                 conn: Mutex::new(conn),
                 checkpointer: Mutex::new(None),
                 path,
+                plans: plans::PlanCache::default(),
             }),
         })
     }

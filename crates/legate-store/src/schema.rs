@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     V16_CALL_TASKS,
     V17_CONTINUE,
     V18_SIGN_INS,
+    V19_PLAN_ROWS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -358,6 +359,13 @@ CREATE TABLE sign_in_spent (
     PRIMARY KEY (kind, id)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX sign_in_spent_expiry ON sign_in_spent (expires_at);
+";
+
+/// Each task's plan rows, in order: plans are stored as what changed since the previous one
+/// and rebuilt from their keyframe, so appenders and readers find them without a scan. Older
+/// releases cannot read such rows, and refuse a store of this version.
+const V19_PLAN_ROWS: &str = "
+CREATE INDEX events_plans ON events (task_id, seq) WHERE type = 'plan';
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -14,6 +14,8 @@
 
 use crate::config::OutputLimits;
 use legate_core::EventKind;
+use legate_core::PlanTrail;
+use legate_core::plan_change::PlanStep;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What becomes of one event of the agent's.
@@ -66,6 +68,9 @@ pub(crate) struct Meter {
     reached: BTreeSet<Limit>,
     /// Events dropped, by kind: how many, and their bytes.
     dropped: BTreeMap<&'static str, (u64, u64)>,
+    /// The turn's plans as the store keeps them (what changed, with keyframes), so that a
+    /// plan counts the bytes it is stored in, not the whole plan again.
+    plans: PlanTrail,
 }
 
 /// The error of a task whose agent was stopped at the ceiling of `limits`.
@@ -82,21 +87,13 @@ pub(crate) fn ceiling_error(limits: &OutputLimits) -> legate_core::Error {
     )
 }
 
-/// The bytes `event` takes as stored (its JSON), counted without building it.
+/// What a plan stored as its changes takes beside its hunks (`{"type":"plan","keyframe":…,
+/// "since":…,"hunks":…}`), about.
+const CHANGES_ROW: u64 = 64;
+
+/// The bytes `event` takes as stored whole (its JSON), counted without building it.
 pub(crate) fn stored_size(event: &EventKind) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len() as u64;
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, event);
-    count.0
+    legate_core::plan_change::json_size(event)
 }
 
 /// The longest prefix of `text` of at most `room` bytes that ends on a character.
@@ -122,6 +119,7 @@ impl Meter {
             answer_cut: 0,
             reached: BTreeSet::new(),
             dropped: BTreeMap::new(),
+            plans: PlanTrail::default(),
         }
     }
 
@@ -264,7 +262,13 @@ impl Meter {
             }
             other => other,
         };
-        let size = stored_size(&event);
+        let size = match &event {
+            EventKind::Plan { entries } => match self.plans.step(entries) {
+                PlanStep::Changes { bytes, .. } => bytes + CHANGES_ROW,
+                PlanStep::Whole => stored_size(&event),
+            },
+            _ => stored_size(&event),
+        };
         self.sent_events += 1;
         self.sent_bytes += size;
         if !self.events_full() {
@@ -275,6 +279,10 @@ impl Meter {
             }
         }
         if self.events_full() {
+            if matches!(event, EventKind::Plan { .. }) {
+                // Not stored: the next plan counts from the last one that was (whole).
+                self.plans = PlanTrail::default();
+            }
             self.count_drop(kind, size);
             return Fate::Drop(event);
         }

@@ -174,3 +174,40 @@ fn nothing_dropped_says_nothing() {
     assert_eq!(meter.answer_marker(), None);
     assert!(!meter.over_ceiling());
 }
+
+#[test]
+fn a_plan_counts_the_bytes_of_what_changed_not_the_whole_plan_again() {
+    // 300 steps, each set in progress then completed, the whole plan each time: whole, that
+    // is about 300 * 2 * 300 entries of ~70 bytes (12 MB); stored as changes, far less.
+    let mut meter = Meter::new(
+        OutputLimits {
+            max_events: 10_000,
+            max_event_bytes: 1 << 20,
+            max_answer_bytes: 100,
+            max_stderr_bytes: 30,
+        },
+        (0, 0),
+    );
+    let mut entries: Vec<legate_core::PlanEntry> = (0..300)
+        .map(|i| legate_core::PlanEntry {
+            content: format!("Think: step {i} of the task"),
+            priority: "medium".into(),
+            status: "pending".into(),
+        })
+        .collect();
+    let mut notices = Vec::new();
+    for i in 0..300 {
+        for status in ["in_progress", "completed"] {
+            entries[i].status = status.into();
+            let plan = EventKind::Plan {
+                entries: entries.clone(),
+            };
+            assert!(
+                matches!(pass(&mut meter, plan, &mut notices), Fate::Keep(_)),
+                "step {i}"
+            );
+        }
+    }
+    assert!(notices.is_empty(), "{notices:?}");
+    assert!(meter.bytes < 1 << 20, "{}", meter.bytes);
+}

@@ -1,0 +1,321 @@
+//! Plan updates as what changed: the hunks that turn one plan into the next
+//! ([`plan_diff`]), their exact, bounds-checked application ([`plan_apply`]), and the
+//! keyframe policy that keeps a log of plans linear in its changes ([`PlanTrail`]).
+//!
+//! An ACP plan update replaces the whole plan, so a task whose plan grows by one step per
+//! update costs the square of its plan when each update is kept whole. Kept as hunks, with a
+//! whole plan (a keyframe) whenever the hunks since the last one outgrow the plan itself,
+//! the bytes stay linear in what changed and any plan rebuilds from at most one keyframe and
+//! changes no bigger than it. This module never decides where plans are kept or sent (the
+//! store and the federation relay do), and never trusts a hunk: one that does not fit its
+//! plan is refused, never applied in part.
+
+use crate::PlanEntry;
+use serde::{Deserialize, Serialize};
+
+/// One change to a plan: at entry `at` of the plan as the hunks before it left it, `del`
+/// entries are removed and `ins` put in their place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanHunk {
+    /// Where the change starts.
+    pub at: usize,
+    /// How many entries it removes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub del: usize,
+    /// The entries it puts there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ins: Vec<PlanEntry>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A hunk that does not fit the plan it is applied to (a corrupt record or a hostile peer).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a plan change at entry {at} removing {del} does not fit a plan of {len} entries")]
+pub struct PlanMisfit {
+    /// Where the hunk started.
+    pub at: usize,
+    /// How many entries it removed.
+    pub del: usize,
+    /// How long the plan was.
+    pub len: usize,
+}
+
+/// The hunks that turn `old` into `new`: nothing when they are equal; the entries that
+/// differ, run by run, when both are as long (a step's status changed); otherwise one hunk
+/// between their common beginning and end (steps added, removed or replaced).
+pub fn plan_diff(old: &[PlanEntry], new: &[PlanEntry]) -> Vec<PlanHunk> {
+    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let (old_rest, new_rest) = (&old[prefix..], &new[prefix..]);
+    let suffix = old_rest
+        .iter()
+        .rev()
+        .zip(new_rest.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let old_mid = &old_rest[..old_rest.len() - suffix];
+    let new_mid = &new_rest[..new_rest.len() - suffix];
+    if old_mid.is_empty() && new_mid.is_empty() {
+        return Vec::new();
+    }
+    if old_mid.len() != new_mid.len() {
+        return vec![PlanHunk {
+            at: prefix,
+            del: old_mid.len(),
+            ins: new_mid.to_vec(),
+        }];
+    }
+    let mut hunks: Vec<PlanHunk> = Vec::new();
+    for (i, (a, b)) in old_mid.iter().zip(new_mid).enumerate() {
+        if a == b {
+            continue;
+        }
+        let at = prefix + i;
+        match hunks.last_mut() {
+            Some(h) if h.at + h.del == at => {
+                h.del += 1;
+                h.ins.push(b.clone());
+            }
+            _ => hunks.push(PlanHunk {
+                at,
+                del: 1,
+                ins: vec![b.clone()],
+            }),
+        }
+    }
+    hunks
+}
+
+/// Applies `hunks` to `plan` in order. A hunk that does not fit leaves `plan` as it was.
+pub fn plan_apply(plan: &mut Vec<PlanEntry>, hunks: &[PlanHunk]) -> Result<(), PlanMisfit> {
+    let mut next: Option<Vec<PlanEntry>> = None;
+    for h in hunks {
+        let cur = next.as_ref().map_or(plan.len(), Vec::len);
+        let misfit = PlanMisfit {
+            at: h.at,
+            del: h.del,
+            len: cur,
+        };
+        let end = h.at.checked_add(h.del).ok_or(misfit.clone())?;
+        if end > cur {
+            return Err(misfit);
+        }
+        // Changed in place when as long (no entry moves); spliced into a copy otherwise,
+        // so that a later misfit leaves `plan` untouched.
+        let target = next.get_or_insert_with(|| plan.clone());
+        if h.del == h.ins.len() {
+            target[h.at..end].clone_from_slice(&h.ins);
+        } else {
+            target.splice(h.at..end, h.ins.iter().cloned());
+        }
+    }
+    if let Some(next) = next {
+        *plan = next;
+    }
+    Ok(())
+}
+
+/// The bytes `value` takes as JSON, counted without building it.
+pub fn json_size<T: Serialize + ?Sized>(value: &T) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len() as u64;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that cannot be encoded counts what it wrote.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// How one plan of a log is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanStep {
+    /// Whole: a keyframe (the first plan, or changes that would outgrow the plan).
+    Whole,
+    /// As the hunks from the plan before it; `bytes` is their size as JSON.
+    Changes {
+        /// The hunks.
+        hunks: Vec<PlanHunk>,
+        /// Their size as JSON.
+        bytes: u64,
+    },
+}
+
+/// A log of plans as its writer sees it: the last plan, and the bytes of changes kept since
+/// the last keyframe.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanTrail {
+    /// The last plan of the log.
+    pub plan: Vec<PlanEntry>,
+    /// The bytes of changes kept since the last keyframe (0 right after one).
+    pub since: u64,
+    /// Whether the log holds a plan yet (the first is always whole).
+    pub started: bool,
+}
+
+impl PlanTrail {
+    /// How to keep `next` after the log's last plan, and the log moved on to it. Changes are
+    /// kept while those since the last keyframe, with these, stay within the size of `next`
+    /// whole; past that `next` is a keyframe. So keyframes cost at most what the changes
+    /// before them did, and a plan rebuilds from changes no bigger than its keyframe.
+    pub fn step(&mut self, next: &[PlanEntry]) -> PlanStep {
+        let step = if self.started {
+            let hunks = plan_diff(&self.plan, next);
+            let bytes = json_size(&hunks);
+            if self.since.saturating_add(bytes) <= json_size(next) {
+                self.since += bytes;
+                PlanStep::Changes { hunks, bytes }
+            } else {
+                self.since = 0;
+                PlanStep::Whole
+            }
+        } else {
+            self.since = 0;
+            PlanStep::Whole
+        };
+        self.started = true;
+        self.plan.clear();
+        self.plan.extend_from_slice(next);
+        step
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn entry(content: &str, status: &str) -> PlanEntry {
+        PlanEntry {
+            content: content.into(),
+            priority: "medium".into(),
+            status: status.into(),
+        }
+    }
+
+    fn arb_plan() -> impl Strategy<Value = Vec<PlanEntry>> {
+        // Few distinct values, so that plans share entries and runs as real ones do.
+        let e = ("[abc]{0,2}", prop::sample::select(vec!["pending", "done"]))
+            .prop_map(|(c, s)| entry(&c, s));
+        prop::collection::vec(e, 0..12)
+    }
+
+    #[test]
+    fn a_status_change_is_one_entry_and_a_growing_plan_only_its_new_steps() {
+        let a = vec![entry("x", "pending"), entry("y", "pending")];
+        let b = vec![entry("x", "done"), entry("y", "pending")];
+        assert_eq!(
+            plan_diff(&a, &b),
+            [PlanHunk {
+                at: 0,
+                del: 1,
+                ins: vec![entry("x", "done")]
+            }]
+        );
+        let mut c = b.clone();
+        c.push(entry("z", "pending"));
+        assert_eq!(
+            plan_diff(&b, &c),
+            [PlanHunk {
+                at: 2,
+                del: 0,
+                ins: vec![entry("z", "pending")]
+            }]
+        );
+        assert!(plan_diff(&c, &c).is_empty());
+    }
+
+    #[test]
+    fn a_hunk_that_does_not_fit_is_refused_and_changes_nothing() {
+        let mut plan = vec![entry("x", "pending")];
+        let hunks = [
+            PlanHunk {
+                at: 0,
+                del: 1,
+                ins: vec![],
+            },
+            PlanHunk {
+                at: 0,
+                del: 1,
+                ins: vec![],
+            },
+        ];
+        assert_eq!(
+            plan_apply(&mut plan, &hunks),
+            Err(PlanMisfit {
+                at: 0,
+                del: 1,
+                len: 0
+            })
+        );
+        assert_eq!(plan, [entry("x", "pending")]);
+        let huge = PlanHunk {
+            at: usize::MAX,
+            del: usize::MAX,
+            ins: vec![],
+        };
+        assert!(plan_apply(&mut plan, &[huge]).is_err());
+    }
+
+    #[test]
+    fn a_growing_plan_kept_as_a_trail_costs_linear_bytes() {
+        // The revisor's shape: n steps, each set in progress then completed, plan whole each time.
+        let bytes = |n: usize| {
+            let mut plan: Vec<PlanEntry> = (0..n)
+                .map(|i| entry(&format!("step {i}"), "pending"))
+                .collect();
+            let mut trail = PlanTrail::default();
+            let mut total = 0;
+            for i in 0..n {
+                for s in ["in_progress", "completed"] {
+                    plan[i].status = s.into();
+                    total += match trail.step(&plan) {
+                        PlanStep::Whole => json_size(&plan),
+                        PlanStep::Changes { bytes, .. } => bytes,
+                    };
+                }
+            }
+            total
+        };
+        let (small, large) = (bytes(400), bytes(800));
+        assert!(large <= small * 5 / 2, "{small} then {large}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn any_sequence_of_plans_rebuilds_exactly(plans in prop::collection::vec(arb_plan(), 1..16)) {
+            let mut trail = PlanTrail::default();
+            let mut rebuilt: Vec<PlanEntry> = Vec::new();
+            for plan in &plans {
+                match trail.step(plan) {
+                    PlanStep::Whole => rebuilt = plan.clone(),
+                    PlanStep::Changes { hunks, bytes } => {
+                        prop_assert_eq!(bytes, json_size(&hunks));
+                        plan_apply(&mut rebuilt, &hunks).unwrap();
+                    }
+                }
+                prop_assert_eq!(&rebuilt, plan);
+                prop_assert!(trail.since <= json_size(plan));
+            }
+        }
+
+        #[test]
+        fn a_diff_applies_to_its_old_plan_and_gives_the_new(old in arb_plan(), new in arb_plan()) {
+            let hunks = plan_diff(&old, &new);
+            let mut plan = old.clone();
+            plan_apply(&mut plan, &hunks).unwrap();
+            prop_assert_eq!(plan, new);
+        }
+    }
+}
