@@ -5,7 +5,11 @@
 //! follow on from the last it delivered, without touching the store. A gap, a lag (it fell
 //! behind the live channel) or a quiet spell sends it back to the store, so a slow subscriber
 //! costs itself, never the agent. Tasks run by another process are followed by polling the
-//! store.
+//! store. A plan is the agent's whole plan, so a subscriber that has fallen behind (at least
+//! [`BEHIND`] events waiting for it) skips a plan when a later one is waiting too: it gets
+//! the latest plan, not every one in between (each skipped number is simply never
+//! delivered), and its cost stays in proportion to what it can read. One that keeps up gets
+//! every plan.
 //!
 //! A subscriber never waits on a dead process: after [`LIVENESS`] without an event it looks
 //! at the task's row. A task whose runner is gone (killed, even with `kill -9`) is recovered
@@ -23,6 +27,9 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
+
+/// How many events waiting for a subscriber make it behind: superseded plans are skipped.
+pub(crate) const BEHIND: usize = 16;
 
 /// How often a subscriber looks at the store when nothing arrives live.
 const POLL: Duration = Duration::from_millis(250);
@@ -74,6 +81,7 @@ impl Fanout {
             task_id,
             cursor: after,
             backlog: VecDeque::new(),
+            last_plan: 0,
             done: false,
             catch_up: true,
             paths: self.paths.clone(),
@@ -92,6 +100,8 @@ pub struct Subscription {
     task_id: TaskId,
     cursor: u64,
     backlog: VecDeque<Event>,
+    /// The number of the last plan put in the backlog: any earlier one waiting is superseded.
+    last_plan: u64,
     done: bool,
     /// Whether the store may hold events the live channel did not bring (at the start, after
     /// a gap or a lag, and after a quiet spell that may mean another process is writing).
@@ -109,6 +119,14 @@ impl Subscription {
     pub async fn next(&mut self) -> Result<Option<Event>> {
         loop {
             if let Some(e) = self.backlog.pop_front() {
+                if matches!(e.kind, EventKind::Plan { .. })
+                    && e.seq < self.last_plan
+                    && self.backlog.len() >= BEHIND
+                {
+                    // Behind, and a later plan is waiting: this one is superseded unread.
+                    self.cursor = e.seq;
+                    continue;
+                }
                 return Ok(Some(self.deliver(e)));
             }
             if self.done {
@@ -118,7 +136,7 @@ impl Subscription {
                 let stored = self.store.events(&self.task_id, self.cursor, 1000)?;
                 if !stored.is_empty() {
                     self.heard = Instant::now();
-                    self.backlog.extend(stored);
+                    stored.into_iter().for_each(|e| self.wait(e));
                     continue;
                 }
                 self.catch_up = false;
@@ -178,7 +196,7 @@ impl Subscription {
                 let expected = self.cursor + 1 + self.backlog.len() as u64;
                 if e.seq == expected {
                     self.heard = Instant::now();
-                    self.backlog.push_back(e);
+                    self.wait(e);
                 } else if e.seq > expected {
                     self.catch_up = true;
                     return;
@@ -193,6 +211,14 @@ impl Subscription {
                 Err(_) => None,
             };
         }
+    }
+
+    /// Puts `e` in the backlog, noting a plan.
+    fn wait(&mut self, e: Event) {
+        if matches!(e.kind, EventKind::Plan { .. }) {
+            self.last_plan = e.seq;
+        }
+        self.backlog.push_back(e);
     }
 
     fn deliver(&mut self, e: Event) -> Event {
@@ -245,6 +271,49 @@ mod tests {
             .await
             .unwrap();
         events
+    }
+
+    #[tokio::test]
+    async fn a_lagging_follower_gets_the_latest_plan_not_every_one_in_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("legate.db")).unwrap();
+        let task = insert(&store, "plans", "ownrunner001");
+        let plan = |n: usize| EventKind::Plan {
+            entries: (0..n)
+                .map(|i| legate_core::PlanEntry {
+                    content: format!("step {i}"),
+                    priority: "medium".into(),
+                    status: "pending".into(),
+                })
+                .collect(),
+        };
+        let said = |t: &str| EventKind::Message { text: t.into() };
+        let completed = EventKind::Status {
+            state: TaskState::Completed,
+            message: None,
+            error: None,
+        };
+        let mut kinds = vec![plan(1), said("a"), plan(2), plan(3)];
+        kinds.extend((0..20).map(|_| said("x")));
+        kinds.extend([plan(4), said("b"), completed.clone()]);
+        // Everything stored before the follower reads: all of it waits for it at once.
+        store.append_events(&task, &kinds).unwrap();
+        let fanout = Fanout::new(16, Paths::new(dir.path()), Some("ownrunner001".into()));
+        let got = drain(&mut fanout.subscribe(store.clone(), task.clone(), 0)).await;
+        let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
+        let expected: Vec<u64> = [1, 3].into_iter().chain(6..=28).collect();
+        assert_eq!(seqs, expected);
+        assert_eq!(got[22].kind, plan(4));
+        // The store keeps every plan.
+        assert_eq!(store.events(&task, 1, 100).unwrap().len(), 27);
+
+        // A follower only a few events behind gets every plan.
+        let near = insert(&store, "near", "ownrunner001");
+        store
+            .append_events(&near, &[plan(1), plan(2), said("c"), plan(3), completed])
+            .unwrap();
+        let got = drain(&mut fanout.subscribe(store.clone(), near, 0)).await;
+        assert_eq!(got.len(), 6);
     }
 
     #[tokio::test]
