@@ -17,7 +17,9 @@ use a2a::{
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use legate_core::remote::{COPY_WORKSPACE_EXTENSION, SUPERVISION_EXTENSION};
+use legate_core::remote::{
+    COPY_WORKSPACE_EXTENSION, PLAN_CHANGES_EXTENSION, SUPERVISION_EXTENSION,
+};
 use legate_engine::Engine;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -48,6 +50,18 @@ pub fn extensions() -> Vec<AgentExtension> {
              with the message (file parts and a manifest data part, bounded by this server's \
              a2a.max_transfer_bytes); the task works on a fresh copy of exactly those files \
              and its patch artifact comes back with the resulting files' manifest."
+                    .into(),
+            ),
+            required: Some(false),
+            params: None,
+        },
+        AgentExtension {
+            uri: PLAN_CHANGES_EXTENSION.to_string(),
+            description: Some(
+                "Plan updates as what changed: a message naming this extension gets, on its \
+             stream, each plan after the first as the entries changed, added or removed \
+             (with a whole plan whenever the changes would outgrow it); without it every \
+             plan update is the whole plan."
                     .into(),
             ),
             required: Some(false),

@@ -6,7 +6,10 @@ use a2a::{
     TaskArtifactUpdateEvent, TaskState as A2aState, TaskStatus, TaskStatusUpdateEvent,
 };
 use base64::Engine as _;
-use legate_core::{Attachment, ErrorCode, EventKind, Task, TaskState, Timestamp};
+use legate_core::plan_change::PlanStep;
+use legate_core::{
+    Attachment, ErrorCode, EventKind, PlanEntry, PlanTrail, Task, TaskState, Timestamp,
+};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -290,12 +293,68 @@ pub struct Translator {
     /// When the event being translated was stored: every update it gives carries this time,
     /// so replaying the same events gives the same updates.
     at: Option<Timestamp>,
+    /// For a caller that named the plan-changes extension: the plans sent on this stream,
+    /// so that each after the first travels as what changed.
+    plans: Option<PlanTrail>,
+    /// How many plans this stream sent (each carries its number, a change its base's).
+    plans_sent: u64,
+}
+
+/// A plan entry as a line of a plan update's text.
+fn plan_line(e: &PlanEntry) -> String {
+    format!("[{}] {}", e.status, e.content)
 }
 
 impl Translator {
     /// A fresh translator.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same translator for a caller that named the plan-changes extension
+    /// (`legate_core::remote::PLAN_CHANGES_EXTENSION`) when `on`: each plan after the first
+    /// goes as the hunks from the one before (its text the changed entries only), whole when
+    /// the changes since the last whole one would outgrow it.
+    #[must_use]
+    pub fn with_plan_changes(mut self, on: bool) -> Self {
+        self.plans = on.then(PlanTrail::default);
+        self
+    }
+
+    /// A plan's update: whole, or (for a caller of the plan-changes extension) what changed.
+    fn plan(&mut self, task: &Task, entries: &[PlanEntry]) -> StreamResponse {
+        self.plans_sent += 1;
+        let n = self.plans_sent;
+        let Some(trail) = self.plans.as_mut() else {
+            self.event = serde_json::to_value(EventKind::Plan {
+                entries: entries.to_vec(),
+            })
+            .ok();
+            let lines: Vec<String> = entries.iter().map(plan_line).collect();
+            return self.update(task, "plan", format!("plan:\n{}", lines.join("\n")));
+        };
+        let text = match trail.step(entries) {
+            PlanStep::Changes { hunks, .. } => {
+                let lines: Vec<String> = hunks
+                    .iter()
+                    .flat_map(|h| h.ins.iter().map(plan_line))
+                    .collect();
+                self.event = Some(json!({
+                    "type": "plan_changes", "n": n, "base": n - 1, "hunks": hunks,
+                }));
+                format!(
+                    "plan changed ({} entries):\n{}",
+                    entries.len(),
+                    lines.join("\n")
+                )
+            }
+            PlanStep::Whole => {
+                self.event = Some(json!({"type": "plan", "n": n, "entries": entries}));
+                let lines: Vec<String> = entries.iter().map(plan_line).collect();
+                format!("plan:\n{}", lines.join("\n"))
+            }
+        };
+        self.update(task, "plan", text)
     }
 
     fn update(&mut self, task: &Task, kind: &str, text: String) -> StreamResponse {
@@ -354,7 +413,11 @@ impl Translator {
     }
 
     fn translate(&mut self, task: &Task, kind: &EventKind) -> Vec<StreamResponse> {
-        self.event = serde_json::to_value(kind).ok();
+        // A plan's is made with its update (`plan`), whole or as what changed.
+        self.event = match kind {
+            EventKind::Plan { .. } => None,
+            _ => serde_json::to_value(kind).ok(),
+        };
         let mut out = Vec::new();
         match kind {
             EventKind::Message { text } => {
@@ -405,11 +468,8 @@ impl Translator {
             }
             EventKind::Plan { entries } => {
                 self.flush(task, &mut out);
-                let lines: Vec<String> = entries
-                    .iter()
-                    .map(|e| format!("[{}] {}", e.status, e.content))
-                    .collect();
-                out.push(self.update(task, "plan", format!("plan:\n{}", lines.join("\n"))));
+                let update = self.plan(task, entries);
+                out.push(update);
             }
             EventKind::Permission { title, verdict, .. } => {
                 self.flush(task, &mut out);

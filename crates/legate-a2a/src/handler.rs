@@ -178,12 +178,15 @@ impl AgentHandler {
     /// store (after event `after`) and then live, until the terminal status. With
     /// `ends_at_input` (the stream of a message), a task waiting for input ends the stream
     /// there: the caller replies with a new message. Without it (`SubscribeToTask`), the
-    /// stream follows the task through waits and replies to its terminal status.
+    /// stream follows the task through waits and replies to its terminal status. With
+    /// `plan_changes` (the message named the plan-changes extension), plans after the first
+    /// travel as what changed.
     fn stream(
         &self,
         task: Task,
         after: u64,
         ends_at_input: bool,
+        plan_changes: bool,
     ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
         let (tx, rx) = mpsc::channel::<Result<StreamResponse, A2AError>>(64);
         let engine = self.engine.clone();
@@ -203,7 +206,7 @@ impl AgentHandler {
             }
             let mut current = task;
             let mut sub = engine.subscribe(&current.id, after);
-            let mut translator = convert::Translator::new();
+            let mut translator = convert::Translator::new().with_plan_changes(plan_changes);
             loop {
                 let event = match sub.next().await {
                     Ok(Some(e)) => e,
@@ -390,7 +393,11 @@ impl RequestHandler for AgentHandler {
         }
         check_message(&req.message)?;
         let (task, after) = self.submit(&req.message)?;
-        Ok(self.stream(task, after, true))
+        let changes = req.message.extensions.as_ref().is_some_and(|uris| {
+            uris.iter()
+                .any(|u| u == legate_core::remote::PLAN_CHANGES_EXTENSION)
+        });
+        Ok(self.stream(task, after, true, changes))
     }
 
     async fn get_task(
@@ -499,7 +506,7 @@ impl RequestHandler for AgentHandler {
                 task.id, task.state
             )));
         }
-        Ok(self.stream(task, 0, false))
+        Ok(self.stream(task, 0, false, false))
     }
 
     async fn create_push_config(

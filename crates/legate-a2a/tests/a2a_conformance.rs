@@ -82,6 +82,11 @@ async fn cards_carry_a_content_etag_last_modified_and_answer_conditional_request
         .expect("the copy-workspace extension");
     assert!(copy["description"].as_str().is_some_and(|d| !d.is_empty()));
     assert_ne!(copy["required"], json!(true));
+    let plans = extensions
+        .iter()
+        .find(|e| e["uri"] == legate_core::remote::PLAN_CHANGES_EXTENSION)
+        .expect("the plan-changes extension");
+    assert_ne!(plans["required"], json!(true));
 
     // Conditional requests: the current tag or date is 304 without a body.
     for header in [

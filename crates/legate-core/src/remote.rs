@@ -40,6 +40,13 @@ pub const SUPERVISION_EXTENSION: &str = "urn:legate:a2a:ext:supervision:v1";
 /// message, and the remote's patch comes back to be reviewed and integrated locally.
 pub const COPY_WORKSPACE_EXTENSION: &str = "urn:legate:a2a:ext:copy-workspace:v1";
 
+/// Legate's A2A extension for plan updates as what changed: a caller whose message names it
+/// gets, on that message's stream, each plan after the first as the hunks from the plan
+/// before it (`legateEvent` `{"type":"plan_changes","n":…,"base":…,"hunks":[…]}`, its text
+/// part the changed entries only), and whole when the changes since the last whole one would
+/// outgrow it. Any other caller gets every plan whole.
+pub const PLAN_CHANGES_EXTENSION: &str = "urn:legate:a2a:ext:plan-changes:v1";
+
 /// The bound on the bytes a copy task sends (its files) or receives (its patch) under the
 /// copy-workspace extension, by default: 64 MiB. Past it the task is refused with
 /// `COPY_TOO_LARGE`, never truncated.

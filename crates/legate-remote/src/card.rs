@@ -10,7 +10,9 @@
 use crate::errors::{excerpt, protocol, unreachable};
 use crate::token::Bearer;
 use a2a::{AgentCard, AgentInterface};
-use legate_core::remote::{COPY_WORKSPACE_EXTENSION, SUPERVISION_EXTENSION};
+use legate_core::remote::{
+    COPY_WORKSPACE_EXTENSION, PLAN_CHANGES_EXTENSION, SUPERVISION_EXTENSION,
+};
 use legate_core::{Error, ErrorCode, Result};
 
 /// The well-known card path under a base URL.
@@ -33,6 +35,9 @@ pub struct Found {
     pub supervised: bool,
     /// Whether the card declares [`COPY_WORKSPACE_EXTENSION`].
     pub copy_workspace: bool,
+    /// Whether the card declares [`PLAN_CHANGES_EXTENSION`] (plans may travel as what
+    /// changed).
+    pub plan_changes: bool,
     /// Whether the card says it streams.
     pub streaming: bool,
 }
@@ -227,6 +232,7 @@ pub fn choose(card: AgentCard, card_url: String) -> Result<Found> {
     Ok(Found {
         supervised: extensions.contains(&SUPERVISION_EXTENSION),
         copy_workspace: extensions.contains(&COPY_WORKSPACE_EXTENSION),
+        plan_changes: extensions.contains(&PLAN_CHANGES_EXTENSION),
         streaming: card.capabilities.streaming == Some(true),
         card,
         card_url,

@@ -23,6 +23,7 @@ use legate_backend::{
     AgentInfo, AgentSession, Backend, Canceller, Capabilities, Continuation, EventSink,
     RemoteLedger, SessionFacts, SessionRequest, StopReason, Turn, TurnGate, TurnOutcome,
 };
+use legate_core::remote::PLAN_CHANGES_EXTENSION;
 use legate_core::{
     AgentKind, Error, ErrorCode, EventKind, RemoteRef, Result, TaskMode, WorkspaceKind,
 };
@@ -329,6 +330,12 @@ impl A2aSession {
         if self.workspace == WorkspaceKind::Copy && m.context_id.is_none() {
             let max = self.remote.endpoint.max_transfer_bytes();
             crate::copy::outbound(&self.root, max)?.attach(&mut m);
+        }
+        if self.remote.found.plan_changes && self.remote.found.supervised {
+            // A remote Legate: its plans may come as what changed, rebuilt by the relay.
+            m.extensions
+                .get_or_insert_with(Vec::new)
+                .push(PLAN_CHANGES_EXTENSION.to_string());
         }
         Ok(SendMessageRequest {
             message: m,

@@ -17,7 +17,10 @@
 //! From a remote Legate (its card declares the supervision extension), a status update
 //! that carries its structured event (`legateEvent` in the message metadata) is relayed as
 //! that event when it is a thought, tool call, tool call update or plan; a permission becomes a
-//! notice saying the remote's supervisor decided it; the text parts are the fallback.
+//! notice saying the remote's supervisor decided it; the text parts are the fallback. A plan
+//! that comes as what changed (the plan-changes extension: `{"type":"plan_changes","n":…,
+//! "base":…,"hunks":[…]}`) is rebuilt on the last plan this turn relayed and relayed whole;
+//! one that does not follow that plan or does not fit it falls back to its text.
 //!
 //! State changes are not relayed as `Status` events: the engine states the local task's
 //! status itself, so fronts see exactly what a local task shows.
@@ -28,7 +31,8 @@
 use crate::errors::{excerpt, protocol};
 use a2a::{Artifact, Message, Part, PartContent, StreamResponse, Task, TaskState, TaskStatus};
 use base64::Engine as _;
-use legate_core::{Attachment, EventKind, Result, Usage};
+use legate_core::plan_change::json_size;
+use legate_core::{Attachment, EventKind, PlanEntry, PlanHunk, Result, Usage, plan_apply};
 use serde_json::Value;
 
 /// What a turn may bring back from the remote.
@@ -139,6 +143,17 @@ pub struct Relay {
     legate_events: bool,
     /// Whether this is a copy task's turn, whose `patch` artifact is applied, not relayed.
     copy: bool,
+    /// The last plan relayed from a remote Legate, with its number on the remote's stream:
+    /// what its next plan's changes apply to.
+    plan: Option<(u64, Vec<PlanEntry>)>,
+}
+
+/// A plan as what changed, as a remote Legate sends it under the plan-changes extension.
+#[derive(serde::Deserialize)]
+struct PlanChanges {
+    n: u64,
+    base: u64,
+    hunks: Vec<PlanHunk>,
 }
 
 fn text_of(parts: &[Part]) -> String {
@@ -173,6 +188,7 @@ impl Relay {
             last_working: None,
             legate_events: false,
             copy: false,
+            plan: None,
         }
     }
 
@@ -196,7 +212,7 @@ impl Relay {
     /// a tool call or its update, a plan. A permission the remote's supervisor decided becomes
     /// a notice saying so (never a local decision); anything else (a status, a session, usage)
     /// is not taken from the remote: `None`, and the text parts are used.
-    fn structured(&self, m: &Message) -> Option<EventKind> {
+    fn structured(&mut self, m: &Message) -> Option<EventKind> {
         if !self.legate_events {
             return None;
         }
@@ -204,11 +220,19 @@ impl Relay {
         if v.to_string().len() > self.bounds.max_part_bytes {
             return None;
         }
-        match serde_json::from_value::<EventKind>(integral(v)).ok()? {
+        let v = integral(v);
+        if v.get("type").and_then(Value::as_str) == Some("plan_changes") {
+            return self.plan_changes(v);
+        }
+        let n = v.get("n").and_then(Value::as_u64);
+        match serde_json::from_value::<EventKind>(v).ok()? {
+            EventKind::Plan { entries } => {
+                self.plan = n.map(|n| (n, entries.clone()));
+                Some(EventKind::Plan { entries })
+            }
             e @ (EventKind::Thought { .. }
             | EventKind::ToolCall(_)
-            | EventKind::ToolCallUpdate(_)
-            | EventKind::Plan { .. }) => Some(e),
+            | EventKind::ToolCallUpdate(_)) => Some(e),
             EventKind::Permission {
                 title,
                 tool_kind,
@@ -233,6 +257,27 @@ impl Relay {
             }),
             _ => None,
         }
+    }
+
+    /// A plan sent as what changed, rebuilt on the last plan relayed: `None` (its text is
+    /// the fallback) when it does not follow that plan, does not fit it, or rebuilds past
+    /// the bound of a part; the next whole plan starts again.
+    fn plan_changes(&mut self, v: Value) -> Option<EventKind> {
+        let changes: PlanChanges = serde_json::from_value(v).ok()?;
+        let max = self.bounds.max_part_bytes as u64;
+        let (have, plan) = self.plan.as_mut()?;
+        // A misfit leaves the plan as it was; it is dropped all the same.
+        if *have != changes.base
+            || plan_apply(plan, &changes.hunks).is_err()
+            || json_size(plan) > max
+        {
+            self.plan = None;
+            return None;
+        }
+        *have = changes.n;
+        Some(EventKind::Plan {
+            entries: plan.clone(),
+        })
     }
 
     /// Whether the remote task ended the turn.

@@ -385,6 +385,7 @@ fn a_long_stream_of_thoughts_through_the_front_arrives_whole_and_ends() {
     let fleet = Fleet::start(LEGATE, "");
     let prompt: String = (0..N).map(|i| format!("think: thought {i}\n")).collect();
     let mut caller = fleet.front.stream("back", "fed-long", &prompt);
+    let id = first_task_id(&mut caller);
     caller.drain();
     let thoughts: Vec<String> = caller
         .frames
@@ -405,4 +406,22 @@ fn a_long_stream_of_thoughts_through_the_front_arrives_whole_and_ends() {
         "{:?}",
         caller.frames.last()
     );
+    // Plans crossed the hop as what changed (issue 33) and were rebuilt whole: each the front
+    // stored is one the back stored, in order (a relay that fell behind skips superseded
+    // ones), entry for entry, down to the last.
+    let plans = |events: Vec<Value>| -> Vec<Value> {
+        events
+            .into_iter()
+            .filter(|e| e["type"] == "plan")
+            .map(|e| e["entries"].clone())
+            .collect()
+    };
+    let back_plans = plans(fleet.back.events(&remote_id(&fleet.front, &id)));
+    let front_plans = plans(fleet.front.events(&id));
+    assert_eq!(back_plans.len(), 1 + 2 * (N + 1));
+    assert_eq!(front_plans.last(), back_plans.last());
+    let mut rest = back_plans.iter();
+    for p in &front_plans {
+        assert!(rest.any(|b| b == p), "a plan the back never stored: {p}");
+    }
 }
