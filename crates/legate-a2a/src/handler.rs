@@ -205,7 +205,10 @@ impl AgentHandler {
                 return;
             }
             let mut current = task;
-            let mut sub = engine.subscribe(&current.id, after);
+            // A stream relays plans: one that fell behind skips those already superseded.
+            let mut sub = engine
+                .subscribe(&current.id, after)
+                .skipping_superseded_plans();
             let mut translator = convert::Translator::new().with_plan_changes(plan_changes);
             loop {
                 let event = match sub.next().await {

@@ -5,11 +5,12 @@
 //! follow on from the last it delivered, without touching the store. A gap, a lag (it fell
 //! behind the live channel) or a quiet spell sends it back to the store, so a slow subscriber
 //! costs itself, never the agent. Tasks run by another process are followed by polling the
-//! store. A plan is the agent's whole plan, so a subscriber that has fallen behind (at least
-//! [`BEHIND`] events waiting for it) skips a plan when a later one is waiting too: it gets
-//! the latest plan, not every one in between (each skipped number is simply never
-//! delivered), and its cost stays in proportion to what it can read. One that keeps up gets
-//! every plan.
+//! store. A plan is the agent's whole plan, so a relay that asks for it
+//! ([`Subscription::skipping_superseded_plans`], the A2A front's streams) skips a plan when it
+//! has fallen behind (at least [`BEHIND`] events waiting for it) and a later plan is waiting
+//! too: it gets the latest plan, not every one in between (each skipped number is simply never
+//! delivered), and its cost stays in proportion to what it can read. One that keeps up, and
+//! every other follower (`legate events --follow` prints the whole log), gets every plan.
 //!
 //! A subscriber never waits on a dead process: after [`LIVENESS`] without an event it looks
 //! at the task's row. A task whose runner is gone (killed, even with `kill -9`) is recovered
@@ -82,6 +83,7 @@ impl Fanout {
             cursor: after,
             backlog: VecDeque::new(),
             last_plan: 0,
+            skip_plans: false,
             done: false,
             catch_up: true,
             paths: self.paths.clone(),
@@ -102,6 +104,8 @@ pub struct Subscription {
     backlog: VecDeque<Event>,
     /// The number of the last plan put in the backlog: any earlier one waiting is superseded.
     last_plan: u64,
+    /// Whether superseded plans are skipped when behind.
+    skip_plans: bool,
     done: bool,
     /// Whether the store may hold events the live channel did not bring (at the start, after
     /// a gap or a lag, and after a quiet spell that may mean another process is writing).
@@ -115,11 +119,20 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// The same subscription for a relay: when it has fallen behind, a plan superseded by a
+    /// later one already waiting is skipped.
+    #[must_use]
+    pub fn skipping_superseded_plans(mut self) -> Self {
+        self.skip_plans = true;
+        self
+    }
+
     /// The next event, or `None` after the task's terminal status event.
     pub async fn next(&mut self) -> Result<Option<Event>> {
         loop {
             if let Some(e) = self.backlog.pop_front() {
-                if matches!(e.kind, EventKind::Plan { .. })
+                if self.skip_plans
+                    && matches!(e.kind, EventKind::Plan { .. })
                     && e.seq < self.last_plan
                     && self.backlog.len() >= BEHIND
                 {
@@ -299,7 +312,15 @@ mod tests {
         // Everything stored before the follower reads: all of it waits for it at once.
         store.append_events(&task, &kinds).unwrap();
         let fanout = Fanout::new(16, Paths::new(dir.path()), Some("ownrunner001".into()));
-        let got = drain(&mut fanout.subscribe(store.clone(), task.clone(), 0)).await;
+        // A follower that does not ask for it gets every plan.
+        let all = drain(&mut fanout.subscribe(store.clone(), task.clone(), 0)).await;
+        assert_eq!(all.len(), 28);
+        let got = drain(
+            &mut fanout
+                .subscribe(store.clone(), task.clone(), 0)
+                .skipping_superseded_plans(),
+        )
+        .await;
         let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
         let expected: Vec<u64> = [1, 3].into_iter().chain(6..=28).collect();
         assert_eq!(seqs, expected);
@@ -312,7 +333,12 @@ mod tests {
         store
             .append_events(&near, &[plan(1), plan(2), said("c"), plan(3), completed])
             .unwrap();
-        let got = drain(&mut fanout.subscribe(store.clone(), near, 0)).await;
+        let got = drain(
+            &mut fanout
+                .subscribe(store.clone(), near, 0)
+                .skipping_superseded_plans(),
+        )
+        .await;
         assert_eq!(got.len(), 6);
     }
 
