@@ -88,32 +88,38 @@ pub fn plan_diff(old: &[PlanEntry], new: &[PlanEntry]) -> Vec<PlanHunk> {
     hunks
 }
 
-/// Applies `hunks` to `plan` in order. A hunk that does not fit leaves `plan` as it was.
+/// Applies `hunks` to `plan` in order, in one pass (linear in the plan and the hunks,
+/// whatever a hostile peer sends): each hunk must start at or after where the one before it
+/// ended, as [`plan_diff`] makes them. A hunk that does not fit leaves `plan` as it was.
 pub fn plan_apply(plan: &mut Vec<PlanEntry>, hunks: &[PlanHunk]) -> Result<(), PlanMisfit> {
-    let mut next: Option<Vec<PlanEntry>> = None;
+    if hunks.is_empty() {
+        return Ok(());
+    }
+    let mut out: Vec<PlanEntry> = Vec::with_capacity(plan.len());
+    // `out` followed by `plan[taken..]` is the plan as the hunks so far left it.
+    let mut taken = 0;
     for h in hunks {
-        let cur = next.as_ref().map_or(plan.len(), Vec::len);
+        let len = out.len() + (plan.len() - taken);
         let misfit = PlanMisfit {
             at: h.at,
             del: h.del,
-            len: cur,
+            len,
         };
-        let end = h.at.checked_add(h.del).ok_or(misfit.clone())?;
-        if end > cur {
+        let Some(keep) = h.at.checked_sub(out.len()) else {
+            return Err(misfit);
+        };
+        let fits = keep
+            .checked_add(h.del)
+            .is_some_and(|n| n <= plan.len() - taken);
+        if !fits {
             return Err(misfit);
         }
-        // Changed in place when as long (no entry moves); spliced into a copy otherwise,
-        // so that a later misfit leaves `plan` untouched.
-        let target = next.get_or_insert_with(|| plan.clone());
-        if h.del == h.ins.len() {
-            target[h.at..end].clone_from_slice(&h.ins);
-        } else {
-            target.splice(h.at..end, h.ins.iter().cloned());
-        }
+        out.extend_from_slice(&plan[taken..taken + keep]);
+        taken += keep + h.del;
+        out.extend_from_slice(&h.ins);
     }
-    if let Some(next) = next {
-        *plan = next;
-    }
+    out.extend_from_slice(&plan[taken..]);
+    *plan = out;
     Ok(())
 }
 
@@ -264,6 +270,22 @@ mod tests {
             ins: vec![],
         };
         assert!(plan_apply(&mut plan, &[huge]).is_err());
+        // Hunks out of order are refused (a peer cannot make the work quadratic).
+        let mut plan: Vec<PlanEntry> = (0..4).map(|i| entry(&i.to_string(), "x")).collect();
+        let back = [
+            PlanHunk {
+                at: 2,
+                del: 1,
+                ins: vec![],
+            },
+            PlanHunk {
+                at: 0,
+                del: 1,
+                ins: vec![],
+            },
+        ];
+        assert!(plan_apply(&mut plan, &back).is_err());
+        assert_eq!(plan.len(), 4);
     }
 
     #[test]
