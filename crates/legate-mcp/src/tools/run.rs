@@ -75,6 +75,8 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
         mcp_servers,
         artifact_paths: artifact_paths.unwrap_or_default(),
         effort,
+        // The wire tap is asked for by configuration or the command line.
+        tap: false,
     };
     let task = engine.submit(request)?;
     Ok(started(&task))
