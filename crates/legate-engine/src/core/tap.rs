@@ -1,7 +1,9 @@
 //! The wire tap's recorder: a tapped task's raw protocol frames, as its backend hands them
 //! to the turn's sink ([`legate_backend::TapRecorder`]), redacted, bounded and stored.
 //!
-//! Each frame passes the credential detector first (`legate_credentials::redact_escaped`:
+//! The agent's streamed text chunks are first held while a credential may run on into the
+//! next one, and scanned joined (`core::tap_chunks`). Each frame passes the credential
+//! detector first (`legate_credentials::redact_escaped`:
 //! frames are JSON with escaped strings), whole, and is then cut at `[tap] max_frame_kb`
 //! (marked truncated, its size on the wire kept). The task keeps at most `[tap]
 //! max_task_mb` of frames, counted as stored, across its turns; the first frame past it
@@ -16,6 +18,7 @@
 
 use crate::config::TapLimits;
 use crate::core::Core;
+use crate::core::tap_chunks::{Held, chunk_text};
 use legate_backend::{EventSink, TapRecorder};
 use legate_core::{NewTapFrame, TapDirection, TapProtocol, Task, TaskId};
 use legate_store::Store;
@@ -38,6 +41,8 @@ struct Count {
     dropped_bytes: u64,
     /// The marker's number, once it is stored (or from an earlier turn).
     marker_seq: Option<u64>,
+    /// Chunk frames held while a credential may run on into the next (`core::tap_chunks`).
+    held: Held,
 }
 
 /// The recorder a tapped turn's sink carries.
@@ -74,8 +79,14 @@ fn marker_text(limits: &TapLimits, dropped: u64, dropped_bytes: u64) -> String {
 }
 
 impl Recorder {
-    /// The frame as stored: redacted whole, then cut.
-    fn kept(&self, direction: TapDirection, protocol: TapProtocol, frame: &str) -> NewTapFrame {
+    /// The frame as stored: redacted whole, then cut. `wire`: its size as it came.
+    fn kept(
+        &self,
+        direction: TapDirection,
+        protocol: TapProtocol,
+        frame: &str,
+        wire: u64,
+    ) -> NewTapFrame {
         let redacted = legate_credentials::redact_escaped(frame);
         let max = usize::try_from(self.limits.max_frame_bytes).unwrap_or(usize::MAX);
         let kept = cut(&redacted, max);
@@ -84,28 +95,38 @@ impl Recorder {
             protocol,
             truncated: kept.len() < redacted.len(),
             frame: kept.to_string(),
-            wire_bytes: frame.len() as u64,
+            wire_bytes: wire,
             dropped: 0,
         }
     }
-}
 
-impl TapRecorder for Recorder {
-    fn record(&self, direction: TapDirection, protocol: TapProtocol, frame: &str) {
-        let wire = frame.len() as u64;
-        {
-            // Past the cap nothing more is redacted or held.
-            let mut c = lock(&self.count);
-            if c.capped {
-                c.dropped += 1;
-                c.dropped_bytes += wire;
-                return;
+    /// Releases the chunk frames held, in order, before anything else is kept.
+    fn release_held(&self, c: &mut Count) {
+        if c.held.holds() {
+            for (frame, wire) in c.held.release() {
+                self.keep(c, TapDirection::FromAgent, TapProtocol::Acp, &frame, wire);
             }
         }
-        let new = self.kept(direction, protocol, frame);
-        let mut c = lock(&self.count);
+    }
+
+    /// Keeps one frame within the cap, or counts it dropped (the first one past the cap sends
+    /// the marker). Called with the count locked: frames reach the writer in this order.
+    fn keep(
+        &self,
+        c: &mut Count,
+        direction: TapDirection,
+        protocol: TapProtocol,
+        frame: &str,
+        wire: u64,
+    ) {
+        if c.capped {
+            c.dropped += 1;
+            c.dropped_bytes += wire;
+            return;
+        }
+        let new = self.kept(direction, protocol, frame, wire);
         let size = new.frame.len() as u64;
-        if !c.capped && c.kept + size <= self.limits.max_task_bytes {
+        if c.kept + size <= self.limits.max_task_bytes {
             c.kept += size;
             // Sent under the lock: frames reach the writer in the order they were counted.
             let _ = self.tx.send(new);
@@ -113,21 +134,52 @@ impl TapRecorder for Recorder {
         }
         c.dropped += 1;
         c.dropped_bytes += wire;
-        if !c.capped {
-            c.capped = true;
-            tracing::info!(
-                cap = self.limits.max_task_bytes,
-                "the wire tap reached its cap; later frames are dropped"
-            );
-            let _ = self.tx.send(NewTapFrame {
-                direction: TapDirection::Marker,
-                protocol,
-                frame: marker_text(&self.limits, c.dropped, c.dropped_bytes),
-                wire_bytes: c.dropped_bytes,
-                truncated: false,
-                dropped: c.dropped,
-            });
+        c.capped = true;
+        tracing::info!(
+            cap = self.limits.max_task_bytes,
+            "the wire tap reached its cap; later frames are dropped"
+        );
+        let _ = self.tx.send(NewTapFrame {
+            direction: TapDirection::Marker,
+            protocol,
+            frame: marker_text(&self.limits, c.dropped, c.dropped_bytes),
+            wire_bytes: c.dropped_bytes,
+            truncated: false,
+            dropped: c.dropped,
+        });
+    }
+}
+
+impl TapRecorder for Recorder {
+    fn record(&self, direction: TapDirection, protocol: TapProtocol, frame: &str) {
+        let wire = frame.len() as u64;
+        let mut c = lock(&self.count);
+        if c.capped {
+            // Past the cap nothing more is redacted or held.
+            c.dropped += 1;
+            c.dropped_bytes += wire;
+            return;
         }
+        if direction == TapDirection::FromAgent
+            && protocol == TapProtocol::Acp
+            && let Some((parsed, text)) = chunk_text(frame)
+        {
+            if c.held.hold(frame, parsed, text) {
+                self.release_held(&mut c);
+            }
+            return;
+        }
+        self.release_held(&mut c);
+        self.keep(&mut c, direction, protocol, frame, wire);
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // The turn is over: what is held goes to the writer, which is still listening.
+        let count = self.count.clone();
+        let mut c = lock(&count);
+        self.release_held(&mut c);
     }
 }
 
@@ -205,6 +257,7 @@ impl Core {
             dropped: totals.marker.as_ref().map_or(0, |m| m.dropped),
             dropped_bytes: totals.marker.as_ref().map_or(0, |m| m.wire_bytes),
             marker_seq: totals.marker.as_ref().map(|m| m.seq),
+            held: Held::default(),
         }));
         let (tx, rx) = mpsc::unbounded_channel();
         let recorder = Arc::new(Recorder {
@@ -283,6 +336,32 @@ mod tests {
         let c = lock(&r.count);
         assert_eq!((c.dropped, c.dropped_bytes), (7, 7 * 30));
         assert!(marker_text(&r.limits, 7, 210).contains("7 later frames (210 bytes"));
+    }
+
+    #[test]
+    fn a_token_streamed_in_chunks_is_kept_by_no_frame_even_when_the_turn_ends_on_it() {
+        let (r, mut rx) = recorder(1 << 20, 1 << 10);
+        let chunk = |text: &str| {
+            serde_json::json!({"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": "s",
+                "update": {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}},
+            }})
+            .to_string()
+        };
+        for piece in ["ghp_R8kq2ZxP0", "vLm7TnW4sYb9QeHc", "3UjDf6GaK1o"] {
+            r.record(TapDirection::FromAgent, TapProtocol::Acp, &chunk(piece));
+        }
+        // Held: nothing reached the writer yet, and the turn ends here.
+        assert!(drain(&mut rx).is_empty());
+        drop(r);
+        let got = drain(&mut rx);
+        assert_eq!(got.len(), 3);
+        for f in &got {
+            for part in ["R8kq2ZxP0", "vLm7TnW4sYb9QeHc", "3UjDf6GaK1o"] {
+                assert!(!f.frame.contains(part), "{}", f.frame);
+            }
+        }
+        assert!(got[0].frame.contains("[REDACTED:github-token]"));
     }
 
     #[test]
