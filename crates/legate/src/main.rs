@@ -30,6 +30,7 @@ mod handoff;
 mod harden;
 mod logs;
 mod mcp;
+mod metrics;
 mod models;
 mod policy;
 mod render;

@@ -82,7 +82,11 @@ impl Core {
                         _ = stop.wait_for(|s| *s != Stop::None) => None,
                         place = inner.slots.run() => Some(place),
                     };
-                    drop(queued);
+                    if matches!(place, Some(Ok(_))) {
+                        queued.started();
+                    } else {
+                        drop(queued);
+                    }
                     match place {
                         None => Ending::canceled(None, Accumulator::default()),
                         Some(Ok(_running)) => {
