@@ -233,7 +233,7 @@ impl Core {
         let grace = self.config().cancel_grace;
         let token = CancellationToken::new();
         let (sink, stream) = EventSink::channel();
-        let pump = self.spawn_pump(task.id.clone(), stream);
+        let pump = self.spawn_pump(task.id.clone(), stream, tracing::Span::current());
 
         let mut why = None;
         let mut attempt = 0;
