@@ -20,6 +20,7 @@ mod group;
 mod handoff;
 mod memory;
 mod messages;
+pub mod metrics;
 mod records;
 mod report;
 mod review;
@@ -108,6 +109,7 @@ pub use memory::{
     MemoryEntryInfo, MemoryLimits, MemoryList, MemoryPiece, MemoryRemoved, MemoryWritten,
 };
 pub use messages::Messages;
+pub use metrics::{Metrics, MetricsSnapshot};
 pub use records::{ContextRecord, Records, TaskFilter};
 /// The report contract's first line, for fronts that show it.
 pub use report::CONTRACT_HEAD;

@@ -14,6 +14,9 @@
 //! error body, [`crate::card::MAX_ERROR_BYTES`]. Past a bound the call fails with
 //! [`TOO_LARGE`] (reported as `REMOTE_PROTOCOL_ERROR`) and the rest is never read.
 //!
+//! Each request carries the W3C trace context (`traceparent`, `tracestate`) of the span that
+//! makes it, when traces are on.
+//!
 //! This module never retries, never logs a body or a header, and never decides anything
 //! about the task: time bounds are the caller's (`connect::timed`, the task's timeout).
 
@@ -160,6 +163,13 @@ impl Bounded {
         for (key, values) in params {
             for v in values {
                 builder = builder.header(key, v);
+            }
+        }
+        // The W3C trace context of the turn calling, when traces are on: the remote
+        // Legate's task span becomes a child of it.
+        if let Some(trace) = legate_trace::TraceContext::current() {
+            for (key, value) in trace.pairs() {
+                builder = builder.header(key, value);
             }
         }
         builder

@@ -45,6 +45,7 @@ mod groups;
 mod handover;
 mod memory;
 mod messages;
+mod metrics;
 mod peers;
 mod recovery;
 mod reviews;
@@ -69,6 +70,7 @@ pub use memory::{
     SnapshotText,
 };
 pub use messages::{MessageClaim, MessageRecord};
+pub use metrics::{DecisionCount, DecisionTally, PendingApprovals, TaskCount, TokenSums};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;
 pub use sign_ins::Spent;

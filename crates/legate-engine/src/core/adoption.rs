@@ -235,7 +235,7 @@ impl Core {
         let (sink, stream) = EventSink::channel();
         // A tapped task's frames of the re-attached turn too (`core::tap`).
         let (sink, tap) = self.tap(task, sink);
-        let pump = self.spawn_pump(task.id.clone(), stream);
+        let pump = self.spawn_pump(task.id.clone(), stream, tracing::Span::current());
 
         let mut why = None;
         let mut attempt = 0;
