@@ -66,7 +66,7 @@ pub use compare::{
 /// The engine's configuration and its defaults.
 pub use config::{
     ApprovalsConfig, DEFAULT_APPROVAL_DEADLINE, DEFAULT_MAX_IDLE_SESSIONS,
-    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, OutputLimits, Paths,
+    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, OutputLimits, Paths, TapLimits,
 };
 /// The engine and a task's life.
 pub use engine::Engine;

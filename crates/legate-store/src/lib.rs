@@ -29,6 +29,7 @@
 //! - `decisions`: the audit trail of every permission decision;
 //! - `ceilings`: caller-set ceilings (the test ceiling; table `policies`), replaced by
 //!   compare-and-set;
+//! - `tap`: the wire tap's frames of each tapped task, numbered like its events;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
@@ -51,6 +52,7 @@ mod reviews;
 mod schema;
 mod sign_ins;
 mod sql;
+mod tap;
 mod tasks;
 mod usage;
 
@@ -72,6 +74,7 @@ pub use metrics::{DecisionCount, DecisionTally, PendingApprovals, TaskCount, Tok
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;
 pub use sign_ins::Spent;
+pub use tap::TapTotals;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 

@@ -40,6 +40,7 @@ mod run;
 mod serve;
 mod service;
 mod supervise;
+mod tap;
 mod tasks;
 mod telemetry;
 mod ui;
@@ -104,6 +105,19 @@ enum Command {
         /// Keep printing until the task ends.
         #[arg(long)]
         follow: bool,
+    },
+    /// Print a tapped task's protocol frames (the wire tap): ACP, agy stream-json or A2A,
+    /// both ways, redacted. A task is tapped when its agent has `tap = true` or it was run
+    /// with `--tap`; another is `TAP_OFF`.
+    Tap {
+        /// Task id or prefix.
+        id: String,
+        /// Keep printing new frames until the task ends.
+        #[arg(long)]
+        follow: bool,
+        /// Print one JSON object a frame.
+        #[arg(long)]
+        json: bool,
     },
     /// Continue a task cut by a restart of Legate (failed, SERVER_RESTARTED): a new turn of
     /// its context that resumes the agent's session, watched like `run`. Never automatic.
@@ -495,6 +509,7 @@ async fn dispatch(command: Command, hardened: harden::Hardened) -> Result<ExitCo
         } => tasks::list(&paths, state, context, agent, limit, json),
         Command::Show { id, json } => tasks::show(&paths, &id, json),
         Command::Events { id, after, follow } => tasks::events(&paths, &id, after, follow).await,
+        Command::Tap { id, follow, json } => tap::tap(&paths, &id, follow, json).await,
         Command::Continue { id } => run::continue_task(config, &id).await,
         Command::Cancel { id } => tasks::cancel(&config, &id).await,
         Command::Agents { no_probe, json } => {

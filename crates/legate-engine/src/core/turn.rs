@@ -232,6 +232,7 @@ impl Core {
         let inputs = self.report_inputs(&task, &agent, inputs);
         let structured = inputs.json_schema.is_some();
         let (sink, stream) = crate::core::pump::channel();
+        let (sink, tap) = self.tap(&task, sink);
         let turn_span = tracing::info_span!(
             "legate.turn",
             legate.task.id = %task.id,
@@ -274,6 +275,10 @@ impl Core {
                 Accumulator::default()
             }
         };
+        // The turn's sinks are gone with the pump's end: the tap's last frames are stored.
+        if let Some(tap) = tap {
+            tap.finish().await;
+        }
         if matches!(result, TurnResult::Completed { .. }) {
             self.notice_silent_turn(&task, &watch, &root, &mut acc)
                 .await;
