@@ -6,6 +6,7 @@
 //! (Legate tasks and events as A2A objects), [`history`] (a task's messages over all its
 //! turns), [`card`](mod@card) (agent cards and their HTTP caching),
 //! [`edge`] (the bindings' checks before the SDK parses, and the HTTP+JSON status mapping),
+//! [`trace`](mod@trace) (the caller's W3C trace context, the parent of its request's span),
 //! and here: the router, the bearer
 //! token guard, the body limit and [`serve`] (on `legate_token::serve`, the server with read
 //! timeouts and a connection cap that both fronts share).
@@ -25,6 +26,7 @@ pub mod handler;
 pub mod history;
 pub mod patch;
 pub mod scrub;
+pub mod trace;
 pub mod workspace;
 
 pub use card::{CardDocument, card};
@@ -160,6 +162,7 @@ fn agent_router(handler: Arc<AgentHandler>, card: AgentCard, options: &A2aOption
                 move |req, next| edge::rest(limit, req, next),
             )),
         )
+        .layer(axum::middleware::from_fn(trace::request))
         .layer(axum::middleware::from_fn_with_state(token, auth));
     let public = match CardDocument::new(&card, std::time::SystemTime::now()) {
         Ok(doc) => {

@@ -25,6 +25,7 @@ pub mod selection;
 mod sink;
 mod spawn;
 mod stop;
+pub mod tap;
 mod turns;
 
 pub use agy::Model;
@@ -32,6 +33,7 @@ pub use approvals::{Abort, AbortHandle, Answered, ApprovalChannel, Ask, Sent};
 pub use registry::Registry;
 pub use sink::{EventSink, EventStream};
 pub use stop::StopReason;
+pub use tap::TapRecorder;
 pub use turns::TurnGate;
 
 use async_trait::async_trait;

@@ -5,8 +5,12 @@
 //! unread, in events and bytes, and a backend that reads an agent's output asks
 //! [`EventSink::room`] before it reads more: while the reader is behind, the agent waits on
 //! its pipe instead of Legate's memory growing with its flood. Sending itself never blocks.
+//!
+//! A sink may also carry the task's wire tap ([`EventSink::with_tap`]): the backend hands
+//! each raw frame to [`EventSink::tap`], which does nothing for an untapped task.
 
-use legate_core::EventKind;
+use crate::tap::TapRecorder;
+use legate_core::{EventKind, TapDirection, TapProtocol};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
@@ -57,6 +61,8 @@ fn weight(event: &EventKind) -> usize {
 pub struct EventSink {
     tx: mpsc::UnboundedSender<EventKind>,
     backlog: Option<Arc<Backlog>>,
+    /// Where the task's raw frames go, when it is tapped.
+    tap: Option<Arc<dyn TapRecorder>>,
 }
 
 /// The receiving half, held by the engine.
@@ -71,7 +77,11 @@ impl EventSink {
     pub fn channel() -> (EventSink, EventStream) {
         let (tx, rx) = mpsc::unbounded_channel();
         (
-            EventSink { tx, backlog: None },
+            EventSink {
+                tx,
+                backlog: None,
+                tap: None,
+            },
             EventStream { rx, backlog: None },
         )
     }
@@ -91,12 +101,31 @@ impl EventSink {
             EventSink {
                 tx,
                 backlog: Some(backlog.clone()),
+                tap: None,
             },
             EventStream {
                 rx,
                 backlog: Some(backlog),
             },
         )
+    }
+
+    /// The same sink, recording the task's raw frames on `recorder` (the wire tap).
+    pub fn with_tap(mut self, recorder: Arc<dyn TapRecorder>) -> Self {
+        self.tap = Some(recorder);
+        self
+    }
+
+    /// Whether the task is tapped: a backend may skip making a frame's text otherwise.
+    pub fn taps(&self) -> bool {
+        self.tap.is_some()
+    }
+
+    /// Records one raw frame of the task's wire, when it is tapped; nothing otherwise.
+    pub fn tap(&self, direction: TapDirection, protocol: TapProtocol, frame: &str) {
+        if let Some(tap) = &self.tap {
+            tap.record(direction, protocol, frame);
+        }
     }
 
     /// Reports one event. Never blocks; an event sent after the engine stopped listening is

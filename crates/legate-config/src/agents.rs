@@ -58,6 +58,8 @@ pub(crate) struct AgentTable {
     max_processes: Option<u32>,
     /// The memory its local process tree may use, in MiB.
     max_memory_mb: Option<u64>,
+    /// Whether every task of this agent records its protocol frames (the wire tap).
+    tap: Option<bool>,
 }
 
 impl AgentTable {
@@ -134,6 +136,9 @@ pub(crate) fn resolve(
                 "agents.{name}.credentials = \"proxy\" applies to ACP agents with a preset (claude, codex, gemini): only their model host is known"
             );
         }
+        let tap = table
+            .tap
+            .unwrap_or_else(|| base.as_ref().is_some_and(|b| b.tap));
         let pod = crate::kubernetes::AgentPod {
             runtime: table.runtime.clone(),
             image: table.image.clone(),
@@ -156,7 +161,8 @@ pub(crate) fn resolve(
                     "agents.{name}.runtime, image and pod_command apply to agents Legate starts, not to remote agents"
                 );
             }
-            let spec = remote_agent(&name, kind, table, base.as_ref())?;
+            let mut spec = remote_agent(&name, kind, table, base.as_ref())?;
+            spec.tap = tap;
             c.agents.insert(name, spec);
             continue;
         }
@@ -273,6 +279,7 @@ pub(crate) fn resolve(
             spec.runtime = legate_core::AgentRuntime::Kubernetes(Box::new(settings));
         }
         spec.limits = limits;
+        spec.tap = tap;
         c.agents.insert(name, spec);
     }
     Ok(())

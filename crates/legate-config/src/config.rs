@@ -2,7 +2,7 @@
 //!
 //! Owns the file's shape (unknown keys are errors), reading it, the engine's numbers and
 //! confinement, and assembling the parts each front resolves itself (`[mcp]`, `[a2a]`,
-//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`, `[output]`, `[skills]`, `[controls]`,
+//! `[policy]`, `[copies]`, `[roles]`, `[supervision]`, `[memory]`, `[output]`, `[tap]`, `[skills]`, `[controls]`,
 //! `[network]` and `[[mcp_servers]]`). Every error names the key it is
 //! about. Agents come from `crate::agents` (the built-in `revisor`, the presets, and
 //! `[agents.NAME]` tables); this module never builds an `AgentSpec` itself. Agents must never
@@ -85,6 +85,9 @@ struct File {
     /// `[logs]`: the log files' bounds and level (see `crate::logs`).
     #[serde(default)]
     logs: crate::logs::LogsTable,
+    /// `[tap]`: how much of a tapped task's wire is kept (see `crate::tap`).
+    #[serde(default)]
+    tap: crate::tap::TapTable,
 }
 
 /// The resolved configuration.
@@ -303,6 +306,7 @@ fn resolve(file: File, home: &Path, env: &dyn Fn(&str) -> Option<String>) -> Res
     crate::review::resolve(file.copies, env, &mut c.review)?;
     crate::memory::apply(file.memory, file.forbidden_directories, env, &mut c)?;
     crate::output::apply(file.output, &mut c)?;
+    crate::tap::apply(file.tap, &mut c)?;
     crate::skills::apply(file.skills, &mut c)?;
 
     let agent_networks = file

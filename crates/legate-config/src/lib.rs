@@ -42,6 +42,7 @@ mod review;
 mod roles;
 mod skills;
 mod supervision;
+mod tap;
 
 pub use agents::install_hint;
 pub use config::{Config, from_toml, home_dir, load_in};

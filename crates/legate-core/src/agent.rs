@@ -296,6 +296,10 @@ pub struct AgentSpec {
     /// How much of the machine its local process tree may take.
     #[serde(default, skip_serializing_if = "crate::ProcessLimits::is_default")]
     pub limits: crate::ProcessLimits,
+    /// Whether every task of this agent records its protocol frames (the wire tap,
+    /// `[agents.NAME] tap = true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tap: bool,
 }
 
 impl AgentSpec {
@@ -330,6 +334,7 @@ impl AgentSpec {
             credentials: AgentCredentials::Environment,
             runtime: crate::AgentRuntime::Local,
             limits: crate::ProcessLimits::default(),
+            tap: false,
         }
     }
 

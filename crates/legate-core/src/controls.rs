@@ -183,6 +183,11 @@ pub struct TaskControls {
     /// on the caller's request (`continue`). Not inherited by the context's later turns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub continued_from: Option<crate::TaskId>,
+    /// Whether its protocol frames are recorded (the wire tap): its agent's `tap = true`, or
+    /// the caller asked at submit. A reply to the task keeps it; a later task of the context
+    /// decides afresh.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tap: bool,
 }
 
 fn is_default_delivery(mode: &DeliveryMode) -> bool {

@@ -67,6 +67,8 @@ error_codes! {
     TaskTimeout => "TASK_TIMEOUT",
     /// The agent sent far more output than a task keeps: its events passed twice their configured limits (`[output]`); the agent was stopped.
     TaskOutputLimit => "TASK_OUTPUT_LIMIT",
+    /// The task was not tapped: neither its agent (`tap = true`) nor its submit asked for a wire tap, so it has no frames.
+    TapOff => "TAP_OFF",
     /// The task was canceled.
     TaskCanceled => "TASK_CANCELED",
     /// Too many tasks are waiting already.

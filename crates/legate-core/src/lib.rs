@@ -19,6 +19,7 @@ pub mod remote;
 pub mod report;
 pub mod role;
 pub mod runtime;
+pub mod tap;
 pub mod task;
 pub mod text;
 pub mod time;
@@ -52,6 +53,7 @@ pub use report::{
 };
 pub use role::{RoleBase, TaskRole};
 pub use runtime::{AgentRuntime, PodSettings};
+pub use tap::{NewTapFrame, TapDirection, TapFrame, TapProtocol};
 pub use task::{
     AUTO_MODEL, DEFAULT_TASK_TIMEOUT_SECS, NOTICE_SILENT_TURN, Refusal,
     STRUCTURED_OUTPUT_ATTACHMENT, Task, TaskId, TaskMode, TaskNotice, TaskResult, TaskState, Usage,

@@ -3,7 +3,7 @@
 //! everything else: [`Engine::reviews`], [`Groups::list`], [`Approvals::list`],
 //! [`Engine::memory`], [`Engine::comparisons`], [`Engine::handoffs`], [`Engine::agents`],
 //! [`Artifacts::list`], [`Messages::list`], [`TestCeilings::get`],
-//! [`Engine::roles`], [`Engine::records`] and [`Engine::call_tasks`].
+//! [`Engine::roles`], [`Engine::records`], [`Engine::call_tasks`] and [`Engine::metrics`].
 //!
 //! One prompt's path: a front's request becomes a [`SubmitRequest`]; [`Engine::submit`] hands
 //! it to the core's launcher (`launcher`: role, checks, memory snapshots, store, queue), whose
@@ -28,6 +28,7 @@ use crate::group::Groups;
 use crate::handoff::Handoffs;
 use crate::memory::Memory;
 use crate::messages::Messages;
+use crate::metrics::Metrics;
 use crate::records::Records;
 use crate::review::Reviews;
 use crate::test_ceiling::TestCeilings;
@@ -58,6 +59,7 @@ struct Services {
     test_ceiling: TestCeilings,
     records: Records,
     call_tasks: CallTasks,
+    metrics: Metrics,
 }
 
 impl Engine {
@@ -89,6 +91,10 @@ impl Engine {
             call_tasks: CallTasks {
                 core: c(),
                 ops: Arc::default(),
+            },
+            metrics: Metrics {
+                core: c(),
+                state: Arc::default(),
             },
         });
         Ok(Engine { core, services })
@@ -274,6 +280,12 @@ impl Engine {
     /// The approval queue, for supervisors.
     pub fn approvals(&self) -> &Approvals {
         &self.services.approvals
+    }
+
+    /// The numbers a metrics scrape shows (`metrics/`): read from the store and this
+    /// process's counters, labels already shaped; a front only renders them.
+    pub fn metrics(&self) -> &Metrics {
+        &self.services.metrics
     }
 
     /// The project memory.

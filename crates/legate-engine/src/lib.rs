@@ -20,6 +20,7 @@ mod group;
 mod handoff;
 mod memory;
 mod messages;
+pub mod metrics;
 mod records;
 mod report;
 mod review;
@@ -65,7 +66,7 @@ pub use compare::{
 /// The engine's configuration and its defaults.
 pub use config::{
     ApprovalsConfig, DEFAULT_APPROVAL_DEADLINE, DEFAULT_MAX_IDLE_SESSIONS,
-    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, OutputLimits, Paths,
+    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, OutputLimits, Paths, TapLimits,
 };
 /// The engine and a task's life.
 pub use engine::Engine;
@@ -108,6 +109,7 @@ pub use memory::{
     MemoryEntryInfo, MemoryLimits, MemoryList, MemoryPiece, MemoryRemoved, MemoryWritten,
 };
 pub use messages::Messages;
+pub use metrics::{Metrics, MetricsSnapshot};
 pub use records::{ContextRecord, Records, TaskFilter};
 /// The report contract's first line, for fronts that show it.
 pub use report::CONTRACT_HEAD;

@@ -124,11 +124,24 @@ impl Node {
 
     /// A streaming JSON-RPC call (`SubscribeToTask`, …) to agent `agent`, frame by frame.
     pub fn call_stream(&self, agent: &str, method: &str, params: Value) -> SseStream {
+        self.call_stream_with(agent, method, params, &[])
+    }
+
+    /// [`Node::call_stream`] with `extra` headers (a caller's `traceparent`, say).
+    pub fn call_stream_with(
+        &self,
+        agent: &str,
+        method: &str,
+        params: Value,
+        extra: &[(&str, &str)],
+    ) -> SseStream {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut headers = self.headers().to_vec();
+        headers.extend_from_slice(extra);
         SseStream::open(
             &self.a2a,
             &Self::rpc_path(agent),
-            &self.headers(),
+            &headers,
             &body.to_string(),
         )
     }
@@ -156,13 +169,24 @@ impl Fleet {
     /// `bin` is the binary (`env!("CARGO_BIN_EXE_legate")`), and `front_extra` is appended to
     /// the front's `legate.toml`.
     pub fn start(bin: impl AsRef<Path>, front_extra: &str) -> Fleet {
-        let back = CliHome::new(bin.as_ref());
+        Self::start_with_env(bin, front_extra, &[], &[])
+    }
+
+    /// [`Fleet::start`], each node's processes with its own extra environment (the
+    /// `OTEL_*` variables of the trace tests, say).
+    pub fn start_with_env(
+        bin: impl AsRef<Path>,
+        front_extra: &str,
+        back_env: &[(&str, &str)],
+        front_env: &[(&str, &str)],
+    ) -> Fleet {
+        let back = with_env(CliHome::new(bin.as_ref()), back_env);
         std::fs::create_dir_all(back.home()).unwrap();
         let back = Node::start(back, &["--port", "0"]);
         let token = back.bearer.trim_start_matches("Bearer ").to_owned();
         let front = CliHome::with_config(bin, &format!("{}{front_extra}", back_agent_toml(&back)))
             .env(BACK_TOKEN_ENV, &token);
-        let front = Node::start(front, &["--port", "0"]);
+        let front = Node::start(with_env(front, front_env), &["--port", "0"]);
         Fleet { front, back }
     }
 
@@ -170,6 +194,10 @@ impl Fleet {
     pub fn base(&self) -> PathBuf {
         self.front.base().to_path_buf()
     }
+}
+
+fn with_env(cli: CliHome, env: &[(&str, &str)]) -> CliHome {
+    env.iter().fold(cli, |cli, (k, v)| cli.env(k, v))
 }
 
 /// The `[agents.back]` table of a front delegating to `back`'s revisor.

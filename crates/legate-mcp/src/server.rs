@@ -27,6 +27,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tasks::{Reach, task_error};
+use tracing::Instrument;
 
 mod tasks;
 
@@ -269,6 +270,44 @@ impl LegateMcp {
             other => Err(not_available(other, profile)),
         }
     }
+
+    /// A tool call, in its span (`call_tool`).
+    async fn call_tool_traced(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let started = std::time::Instant::now();
+        if self.get_tool(&name).is_none() {
+            // A tool the client was never offered is a protocol error (MCP: `-32602`), not a
+            // tool result; the stable code travels in the error's data.
+            let e = not_available(&name, self.options.profile);
+            tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
+            return Err(codec::not_offered(&e));
+        }
+        let as_task = self.options.tasks
+            && task_calls::TASK_TOOLS.contains(&name.as_str())
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if as_task {
+            return self.call_as_task(&name, args, &context).await;
+        }
+        let outcome = self.dispatch(&name, args, &context).await;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(match outcome {
+            Ok(value) => {
+                tracing::debug!(tool = %name, elapsed_ms, "tool call answered");
+                CallToolResult::structured(value).into()
+            }
+            Err(e) => {
+                tracing::info!(tool = %name, code = %e.code, elapsed_ms, "tool call failed");
+                error_result(&e).into()
+            }
+        })
+    }
 }
 
 fn not_available(name: &str, profile: Profile) -> Error {
@@ -307,36 +346,27 @@ impl ServerHandler for LegateMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
-        let name = request.name.to_string();
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let started = std::time::Instant::now();
-        if self.get_tool(&name).is_none() {
-            // A tool the client was never offered is a protocol error (MCP: `-32602`), not a
-            // tool result; the stable code travels in the error's data.
-            let e = not_available(&name, self.options.profile);
-            tracing::info!(tool = %name, code = %e.code, "call to a tool not offered");
-            return Err(codec::not_offered(&e));
+        // The caller's W3C trace context (`_meta.traceparent`, MCP SEP-414): the call's span
+        // continues the caller's trace, and so does a task it submits.
+        let span = tracing::info_span!(
+            "legate.mcp.tool_call",
+            legate.mcp.tool = tracing::field::Empty,
+            legate.caller.traced = tracing::field::Empty,
+        );
+        if let Some(caller) = context
+            .meta
+            .get_traceparent()
+            .and_then(|p| legate_trace::TraceContext::new(p, context.meta.get_tracestate()))
+        {
+            caller.adopt(&span);
+            span.record("legate.caller.traced", true);
         }
-        let as_task = self.options.tasks
-            && task_calls::TASK_TOOLS.contains(&name.as_str())
-            && context
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks());
-        if as_task {
-            return self.call_as_task(&name, args, &context).await;
+        if self.get_tool(&request.name).is_some() {
+            span.record("legate.mcp.tool", request.name.as_ref());
         }
-        let outcome = self.dispatch(&name, args, &context).await;
-        let elapsed_ms = started.elapsed().as_millis() as u64;
-        Ok(match outcome {
-            Ok(value) => {
-                tracing::debug!(tool = %name, elapsed_ms, "tool call answered");
-                CallToolResult::structured(value).into()
-            }
-            Err(e) => {
-                tracing::info!(tool = %name, code = %e.code, elapsed_ms, "tool call failed");
-                error_result(&e).into()
-            }
-        })
+        self.call_tool_traced(request, context)
+            .instrument(span)
+            .await
     }
 
     async fn get_task(

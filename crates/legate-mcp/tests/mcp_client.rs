@@ -588,3 +588,40 @@ async fn a_reviewers_checked_report_is_in_its_result_and_schema() {
         assert!(schema.contains(word), "{word} missing from {schema}");
     }
 }
+
+/// `run` passes `tap: true` to the engine (issue 34): the task's ACP frames are recorded; a
+/// task run without it was not tapped (`TAP_OFF`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_tap_records_the_tasks_frames() {
+    let h = harness(McpOptions::default()).await;
+    let tapped = h
+        .call("run", json!({"prompt": "!say over mcp", "tap": true}))
+        .await;
+    let tapped = tapped["taskId"].as_str().unwrap().to_string();
+    h.wait_done(&tapped).await;
+    let plain = h.call("run", json!({"prompt": "!say untapped"})).await;
+    let plain = plain["taskId"].as_str().unwrap().to_string();
+    h.wait_done(&plain).await;
+
+    let records = h.engine.records();
+    let task = records.find_task(&tapped).unwrap();
+    assert!(task.controls.tap);
+    let frames = records.tap_frames(&task, 0, 1000).unwrap();
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.direction == legate_core::TapDirection::ToAgent
+                && f.frame.contains("session/prompt")),
+        "{frames:?}"
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.direction == legate_core::TapDirection::FromAgent
+                && f.frame.contains("over mcp")),
+        "{frames:?}"
+    );
+    let task = records.find_task(&plain).unwrap();
+    let err = records.tap_frames(&task, 0, 1000).unwrap_err();
+    assert_eq!(err.code, legate_core::ErrorCode::TapOff, "{err}");
+}

@@ -6,6 +6,7 @@
 
 use crate::card::{self, Found};
 use crate::errors::{excerpt, from_a2a};
+use crate::tap::TapRoute;
 use crate::token::{self, Bearer};
 use crate::wire::{BoundedFactory, Limits};
 use a2a_client::auth::AuthInterceptor;
@@ -34,6 +35,8 @@ pub struct Remote {
     /// The same, with room in an answer for a copy task's patch of up to the agent's
     /// `max_transfer_bytes` (only the `GetTask` that brings the patch back uses it).
     pub transfer: A2AClient<Box<dyn Transport>>,
+    /// Where both clients' requests and answers go while a tapped task's turn runs.
+    pub tap: TapRoute,
 }
 
 impl fmt::Debug for Remote {
@@ -64,13 +67,22 @@ async fn client_on(
     http: &reqwest::Client,
     bearer: Option<&Bearer>,
     limits: Limits,
+    tap: &TapRoute,
 ) -> Result<A2AClient<Box<dyn Transport>>> {
     let mut one = found.card.clone();
     one.supported_interfaces = vec![found.interface.clone()];
     let mut factory = A2AClientFactory::builder()
         .no_defaults()
-        .register(Arc::new(BoundedFactory::json_rpc(http.clone(), limits)))
-        .register(Arc::new(BoundedFactory::rest(http.clone(), limits)));
+        .register(Arc::new(BoundedFactory::json_rpc(
+            http.clone(),
+            limits,
+            tap.clone(),
+        )))
+        .register(Arc::new(BoundedFactory::rest(
+            http.clone(),
+            limits,
+            tap.clone(),
+        )));
     if let Some(b) = bearer {
         factory = factory.with_interceptor(Arc::new(AuthInterceptor::bearer(b.expose())));
     }
@@ -166,7 +178,8 @@ impl Remote {
         // The official client on Legate's bounded transport (the SDK's own transports read
         // whole bodies into memory however large, see `wire`): one client for every call, and
         // one with room for a copy task's patch, for the `GetTask` that brings it back.
-        let make = |limits| client_on(&found, &http, bearer.as_ref(), limits);
+        let tap = TapRoute::default();
+        let make = |limits| client_on(&found, &http, bearer.as_ref(), limits, &tap);
         let client = make(Limits::default()).await?;
         let transfer = make(Limits::for_transfer(endpoint.max_transfer_bytes())).await?;
         tracing::info!(agent = %spec.name, url = %found.interface.url, binding = %found.interface.protocol_binding, supervised = found.supervised, streaming = found.streaming, "remote agent connected");
@@ -176,6 +189,7 @@ impl Remote {
             found,
             client,
             transfer,
+            tap,
         })
     }
 

@@ -8,11 +8,13 @@
 //! envelope or a bare `StreamResponse` for HTTP+JSON). This module never blocks on anything
 //! but the stream and never decides what an event means.
 
+use crate::tap::TapRoute;
 use crate::wire::{Limits, TOO_LARGE, envelope};
 use a2a::{A2AError, StreamResponse};
 use a2a_client::BoxStream;
 use a2a_pb::protojson_conv;
 use futures::{Stream, StreamExt};
+use legate_core::TapDirection;
 
 /// Where the first event in `buf` ends: (end of its text, end of its blank-line separator),
 /// looking from `from` on (what was looked at before holds no separator).
@@ -75,6 +77,8 @@ struct Parse<S> {
     limits: Limits,
     json_rpc: bool,
     ended: bool,
+    /// Where each event's text goes when the running turn's task is tapped.
+    tap: Option<TapRoute>,
 }
 
 impl<S, B> Parse<S>
@@ -87,6 +91,9 @@ where
         while !self.ended {
             while let Some((end, next)) = boundary(&self.buf, self.scanned.max(self.start)) {
                 let text = &self.buf[self.start..end];
+                if let Some(tap) = &self.tap {
+                    tap.record(TapDirection::FromAgent, &String::from_utf8_lossy(text));
+                }
                 let parsed = event(text, self.json_rpc);
                 self.start = next;
                 self.scanned = next;
@@ -122,6 +129,11 @@ where
                 None => {
                     self.ended = true;
                     let tail = std::mem::take(&mut self.buf);
+                    if let Some(tap) = &self.tap
+                        && !tail.is_empty()
+                    {
+                        tap.record(TapDirection::FromAgent, &String::from_utf8_lossy(&tail));
+                    }
                     return event(&tail, self.json_rpc);
                 }
             }
@@ -136,11 +148,13 @@ where
     }
 }
 
-/// `bytes` as bounded events (see the module docs).
+/// `bytes` as bounded events (see the module docs), each event's text (as read, before it is
+/// parsed) recorded on `tap` when there is one.
 pub fn parse<S, B>(
     bytes: S,
     limits: Limits,
     json_rpc: bool,
+    tap: Option<TapRoute>,
 ) -> BoxStream<'static, Result<StreamResponse, A2AError>>
 where
     S: Stream<Item = Result<B, reqwest::Error>> + Send + 'static,
@@ -155,6 +169,7 @@ where
         limits,
         json_rpc,
         ended: false,
+        tap,
     };
     Box::pin(futures::stream::unfold(state, |mut s| async move {
         s.next().await.map(|item| (item, s))
@@ -183,19 +198,19 @@ mod tests {
         // Two events, split across chunks anywhere, are two updates.
         let text = format!("{one}{one}");
         let (a, b) = text.as_bytes().split_at(7);
-        let got: Vec<_> = parse(chunks(vec![a.to_vec(), b.to_vec()]), limits, false)
+        let got: Vec<_> = parse(chunks(vec![a.to_vec(), b.to_vec()]), limits, false, None)
             .collect()
             .await;
         assert_eq!(got.len(), 2);
         assert!(got.iter().all(Result::is_ok), "{got:?}");
         // One event that never ends is refused once past its bound.
         let endless = std::iter::repeat_n(b"data: xxxxxxxx".to_vec(), 200).collect();
-        let got: Vec<_> = parse(chunks(endless), limits, false).collect().await;
+        let got: Vec<_> = parse(chunks(endless), limits, false, None).collect().await;
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].as_ref().unwrap_err().code, TOO_LARGE);
         // Many small events are refused once the stream's total is past its bound.
         let many = std::iter::repeat_n(one.into_bytes(), 100).collect();
-        let got: Vec<_> = parse(chunks(many), limits, false).collect().await;
+        let got: Vec<_> = parse(chunks(many), limits, false, None).collect().await;
         assert_eq!(got.last().unwrap().as_ref().unwrap_err().code, TOO_LARGE);
         assert!(got.len() < 100);
     }
@@ -211,7 +226,9 @@ mod tests {
             stream: 8 << 20,
             ..Limits::default()
         };
-        let got: Vec<_> = parse(chunks(vec![flood]), limits, false).collect().await;
+        let got: Vec<_> = parse(chunks(vec![flood]), limits, false, None)
+            .collect()
+            .await;
         assert_eq!(got.len(), 1);
         assert!(got[0].is_ok(), "{got:?}");
     }

@@ -7,8 +7,9 @@
 //! (A2A updates as Legate's events, bounded), [`follow`] (a stream or `GetTask` polling to
 //! the end of a turn, cancel as `CancelTask`), [`session`] ([`A2aBackend`], [`A2aSession`],
 //! re-attach after a restart), [`errors`] (the `REMOTE_*` codes), [`copy`] (Legate's
-//! copy-workspace extension, the client side), and [`wire`] and [`events`] (the transport
-//! under the official client: every answer, error body and event stream read bounded).
+//! copy-workspace extension, the client side), [`wire`] and [`events`] (the transport
+//! under the official client: every answer, error body and event stream read bounded), and
+//! [`tap`] (those requests and answers, for a tapped task's wire tap).
 //!
 //! This crate never touches the store and never decides a task's state: like every backend,
 //! it reports events and outcomes, and records the remote task a turn runs as through the
@@ -22,6 +23,7 @@ pub mod errors;
 pub mod events;
 pub mod follow;
 pub mod session;
+pub mod tap;
 pub mod token;
 pub mod translate;
 pub mod wire;

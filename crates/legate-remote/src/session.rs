@@ -227,6 +227,7 @@ impl Backend for A2aBackend {
         cancel: CancellationToken,
     ) -> Result<TurnOutcome> {
         let remote = Remote::connect(&request.agent).await?;
+        let _tap = remote.tap.route(&sink);
         let mut follow = Follow {
             remote: &remote,
             task: &turn.task_id,
@@ -458,6 +459,8 @@ impl AgentSession for A2aSession {
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
         let _one_at_a_time = self.turns.enter("the remote agent's session").await?;
         self.check(&turn)?;
+        // A tapped task's requests and answers, for as long as its turn runs.
+        let _tap = self.remote.tap.route(&sink);
         let cancel = CancellationToken::new();
         *lock(&self.cancel) = cancel.clone();
         tracing::info!(task_id = %turn.task_id, agent = %self.remote.agent, url = %self.remote.url(), prompt_bytes = turn.prompt.len(), "remote turn started");

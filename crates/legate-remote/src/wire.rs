@@ -14,15 +14,20 @@
 //! error body, [`crate::card::MAX_ERROR_BYTES`]. Past a bound the call fails with
 //! [`TOO_LARGE`] (reported as `REMOTE_PROTOCOL_ERROR`) and the rest is never read.
 //!
+//! Each request carries the W3C trace context (`traceparent`, `tracestate`) of the span that
+//! makes it, when traces are on.
+//!
 //! This module never retries, never logs a body or a header, and never decides anything
 //! about the task: time bounds are the caller's (`connect::timed`, the task's timeout).
 
 use crate::card::MAX_ERROR_BYTES;
+use crate::tap::TapRoute;
 use a2a::jsonrpc::{JsonRpcId, JsonRpcRequest, JsonRpcResponse};
 use a2a::*;
 use a2a_client::{BoxStream, ServiceParams, Transport, TransportFactory};
 use a2a_pb::protojson_conv::{self, ProtoJsonPayload};
 use async_trait::async_trait;
+use legate_core::TapDirection;
 use serde_json::Value;
 
 /// The largest answer that is not a stream, in bytes (unless [`Limits::for_transfer`]
@@ -143,6 +148,8 @@ pub struct Bounded {
     url: String,
     binding: Binding,
     limits: Limits,
+    /// Where the requests and answers go when the running turn's task is tapped.
+    tap: TapRoute,
 }
 
 impl Bounded {
@@ -158,7 +165,49 @@ impl Bounded {
                 builder = builder.header(key, v);
             }
         }
+        // The W3C trace context of the turn calling, when traces are on: the remote
+        // Legate's task span becomes a child of it.
+        if let Some(trace) = legate_trace::TraceContext::current() {
+            for (key, value) in trace.pairs() {
+                builder = builder.header(key, value);
+            }
+        }
         builder
+    }
+
+    /// The request for `method` (JSON-RPC) or `verb path` (HTTP+JSON) with `payload`, its
+    /// body recorded on the tap first (an HTTP+JSON request as `VERB /path BODY`).
+    fn outgoing(
+        &self,
+        params: &ServiceParams,
+        method: &str,
+        rest: (reqwest::Method, String),
+        payload: Option<Value>,
+    ) -> Result<reqwest::RequestBuilder, A2AError> {
+        Ok(match self.binding {
+            Binding::JsonRpc => {
+                let body = json_text(&rpc(method, payload))?;
+                self.tap.record(TapDirection::ToAgent, &body);
+                self.request(reqwest::Method::POST, &self.url, params)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body)
+            }
+            Binding::Rest => {
+                let url = format!("{}{}", self.url.trim_end_matches('/'), rest.1);
+                let body = payload.as_ref().map(json_text).transpose()?;
+                self.tap.record(
+                    TapDirection::ToAgent,
+                    &format!("{} {} {}", rest.0, rest.1, body.as_deref().unwrap_or("")),
+                );
+                let b = self.request(rest.0, &url, params);
+                match body {
+                    Some(body) => b
+                        .header(reqwest::header::CONTENT_TYPE, "application/json")
+                        .body(body),
+                    None => b,
+                }
+            }
+        })
     }
 
     /// Sends `builder`, reads the answer bounded and returns its JSON (the JSON-RPC result,
@@ -169,6 +218,8 @@ impl Bounded {
             return Err(status_error(resp, &self.limits).await);
         }
         let body = read_bounded(resp, self.limits.answer, "the remote's answer").await?;
+        self.tap
+            .record(TapDirection::FromAgent, &String::from_utf8_lossy(&body));
         match self.binding {
             Binding::Rest => serde_json::from_slice(&body)
                 .map_err(|e| A2AError::internal(format!("failed to parse response: {e}"))),
@@ -184,19 +235,7 @@ impl Bounded {
         rest: (reqwest::Method, String),
         payload: Option<Value>,
     ) -> Result<T, A2AError> {
-        let builder = match self.binding {
-            Binding::JsonRpc => self
-                .request(reqwest::Method::POST, &self.url, params)
-                .json(&rpc(method, payload)),
-            Binding::Rest => {
-                let url = format!("{}{}", self.url.trim_end_matches('/'), rest.1);
-                let b = self.request(rest.0, &url, params);
-                match payload {
-                    Some(p) => b.json(&p),
-                    None => b,
-                }
-            }
-        };
+        let builder = self.outgoing(params, method, rest, payload)?;
         decode(self.answer(builder).await?)
     }
 
@@ -208,20 +247,9 @@ impl Bounded {
         rest: (reqwest::Method, String),
         payload: Option<Value>,
     ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
-        let builder = match self.binding {
-            Binding::JsonRpc => self
-                .request(reqwest::Method::POST, &self.url, params)
-                .json(&rpc(method, payload)),
-            Binding::Rest => {
-                let url = format!("{}{}", self.url.trim_end_matches('/'), rest.1);
-                let b = self.request(rest.0, &url, params);
-                match payload {
-                    Some(p) => b.json(&p),
-                    None => b,
-                }
-            }
-        }
-        .header("Accept", "text/event-stream");
+        let builder = self
+            .outgoing(params, method, rest, payload)?
+            .header("Accept", "text/event-stream");
         let resp = builder.send().await.map_err(|e| failed(&e))?;
         if !resp.status().is_success() {
             return Err(status_error(resp, &self.limits).await);
@@ -244,8 +272,15 @@ impl Bounded {
             resp.bytes_stream(),
             self.limits,
             self.binding == Binding::JsonRpc,
+            Some(self.tap.clone()),
         ))
     }
+}
+
+/// `value` as JSON text: a request's body, as sent and as tapped.
+fn json_text<T: serde::Serialize>(value: &T) -> Result<String, A2AError> {
+    serde_json::to_string(value)
+        .map_err(|e| A2AError::internal(format!("failed to serialize request: {e}")))
 }
 
 /// A JSON-RPC 2.0 request for `method`.
@@ -396,24 +431,27 @@ pub struct BoundedFactory {
     http: reqwest::Client,
     binding: Binding,
     limits: Limits,
+    tap: TapRoute,
 }
 
 impl BoundedFactory {
     /// The JSON-RPC binding's factory.
-    pub fn json_rpc(http: reqwest::Client, limits: Limits) -> Self {
+    pub fn json_rpc(http: reqwest::Client, limits: Limits, tap: TapRoute) -> Self {
         Self {
             http,
             binding: Binding::JsonRpc,
             limits,
+            tap,
         }
     }
 
     /// The HTTP+JSON binding's factory.
-    pub fn rest(http: reqwest::Client, limits: Limits) -> Self {
+    pub fn rest(http: reqwest::Client, limits: Limits, tap: TapRoute) -> Self {
         Self {
             http,
             binding: Binding::Rest,
             limits,
+            tap,
         }
     }
 }
@@ -437,6 +475,7 @@ impl TransportFactory for BoundedFactory {
             url: iface.url.clone(),
             binding: self.binding,
             limits: self.limits,
+            tap: self.tap.clone(),
         }))
     }
 }

@@ -633,7 +633,7 @@ async fn the_bounded_transport_speaks_http_json() {
         .find(|i| i.protocol_binding == a2a::TRANSPORT_PROTOCOL_HTTP_JSON)
         .unwrap();
     let limits = legate_remote::wire::Limits::default();
-    let rest = legate_remote::wire::BoundedFactory::rest(http, limits)
+    let rest = legate_remote::wire::BoundedFactory::rest(http, limits, Default::default())
         .create(&found.card, iface)
         .await
         .unwrap();
@@ -681,5 +681,65 @@ async fn the_bounded_transport_speaks_http_json() {
         ..get
     };
     assert!(rest.get_task(&params, &missing).await.is_err());
+    back.stop().await;
+}
+
+/// Every frame a tapped turn hands over, as handed.
+#[derive(Debug, Default)]
+struct Frames(Mutex<Vec<(legate_core::TapDirection, legate_core::TapProtocol, String)>>);
+
+impl legate_backend::TapRecorder for Frames {
+    fn record(
+        &self,
+        direction: legate_core::TapDirection,
+        protocol: legate_core::TapProtocol,
+        frame: &str,
+    ) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((direction, protocol, frame.to_string()));
+    }
+}
+
+/// The wire tap of a remote agent's turn (issue 34): the A2A request Legate sent and the
+/// answers it read, both ways, as `a2a` frames; and the session keeps no sink once the turn
+/// is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tapped_turn_hands_over_its_a2a_requests_and_answers() {
+    use legate_core::{TapDirection, TapProtocol};
+    let dir = tempfile::tempdir().unwrap();
+    let back = Back::start(&dir.path().join("back")).await;
+    let frames = Arc::new(Frames::default());
+    let (sink, _stream) = EventSink::channel();
+    let sink = sink.with_tap(frames.clone());
+    let spec = far(&back.url, Some(token_file(dir.path(), TOKEN)), true);
+    let session = A2aBackend::default()
+        .open(request(dir.path(), spec, None), sink.clone())
+        .await
+        .unwrap();
+    let out = session
+        .prompt(turn("!say over the tapped wire", TaskMode::Write), sink)
+        .await
+        .unwrap();
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    let got = frames.0.lock().unwrap().clone();
+    assert!(
+        got.iter().all(|(_, p, _)| *p == TapProtocol::A2a),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|(d, _, f)| *d == TapDirection::ToAgent
+            && f.contains("SendStreamingMessage")
+            && f.contains("over the tapped wire")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|(d, _, f)| *d == TapDirection::FromAgent && f.contains("over the tapped wire")),
+        "{got:?}"
+    );
+    // The turn's sink (and its recorder) went with the turn.
+    assert_eq!(Arc::strong_count(&frames), 1);
     back.stop().await;
 }

@@ -551,11 +551,11 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::tasks::tests::{submitted, task};
 
-    fn approval(id: &str, task_id: &TaskId, at: i64) -> Approval {
+    pub(crate) fn approval(id: &str, task_id: &TaskId, at: i64) -> Approval {
         Approval {
             id: id.into(),
             task_id: task_id.clone(),

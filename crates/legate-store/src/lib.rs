@@ -30,6 +30,7 @@
 //! - `decisions`: the audit trail of every permission decision;
 //! - `ceilings`: caller-set ceilings (the test ceiling; table `policies`), replaced by
 //!   compare-and-set;
+//! - `tap`: the wire tap's frames of each tapped task, numbered like its events;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
@@ -45,6 +46,7 @@ mod groups;
 mod handover;
 mod memory;
 mod messages;
+mod metrics;
 mod peers;
 mod plans;
 mod recovery;
@@ -52,6 +54,7 @@ mod reviews;
 mod schema;
 mod sign_ins;
 mod sql;
+mod tap;
 mod tasks;
 mod usage;
 
@@ -69,9 +72,11 @@ pub use memory::{
     SnapshotText,
 };
 pub use messages::{MessageClaim, MessageRecord};
+pub use metrics::{DecisionCount, DecisionTally, PendingApprovals, TaskCount, TokenSums};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use schema::SCHEMA_VERSION;
 pub use sign_ins::Spent;
+pub use tap::TapTotals;
 pub use tasks::TaskFilter;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 

@@ -234,7 +234,8 @@ impl Store {
     }
 
     /// Deletes finished tasks beyond the newest `keep` (by creation time), with their
-    /// events and memory snapshots, in one transaction. Unfinished tasks are never touched. Returns how many
+    /// events, memory snapshots and tap frames, in one transaction. Unfinished tasks are
+    /// never touched. Returns how many
     /// tasks were deleted. In the same transaction, the calls answered as tasks whose task,
     /// group or comparison is gone are deleted, and ended ops beyond the newest `keep`.
     pub fn prune_finished(&self, keep: usize) -> Result<usize> {
@@ -247,11 +248,15 @@ impl Store {
         let delete_tasks = format!("DELETE FROM tasks WHERE id IN ({doomed})");
         // A pruned task's memory snapshots go with it (see `memory`).
         let delete_snapshots = format!("DELETE FROM memory_snapshots WHERE task_id IN ({doomed})");
+        // And its wire tap (see `tap`).
+        let delete_tap = format!("DELETE FROM tap_frames WHERE task_id IN ({doomed})");
         let keep = clamp_i64(keep);
         self.write("prune finished tasks", |tx| {
             tx.execute(&delete_events, [keep])
                 .ctx("prune finished tasks")?;
             tx.execute(&delete_snapshots, [keep])
+                .ctx("prune finished tasks")?;
+            tx.execute(&delete_tap, [keep])
                 .ctx("prune finished tasks")?;
             let pruned = tx
                 .execute(&delete_tasks, [keep])

@@ -32,7 +32,8 @@ const MIGRATIONS: &[&str] = &[
     V16_CALL_TASKS,
     V17_CONTINUE,
     V18_SIGN_INS,
-    V19_PLAN_ROWS,
+    V19_TAP,
+    V20_PLAN_ROWS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -361,10 +362,29 @@ CREATE TABLE sign_in_spent (
 CREATE INDEX sign_in_spent_expiry ON sign_in_spent (expires_at);
 ";
 
+/// The wire tap (issue 34): a tapped task's protocol frames, redacted and bounded before
+/// they are stored, numbered from 1 per task like its events, and gone with their task.
+/// `wire_bytes` is a frame's size as sent; for a `marker` (the cap was reached) the bytes
+/// dropped, and `dropped` the frames dropped.
+const V19_TAP: &str = "
+CREATE TABLE tap_frames (
+    task_id    TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq        INTEGER NOT NULL,
+    at         INTEGER NOT NULL,
+    direction  TEXT NOT NULL CHECK (direction IN ('to-agent', 'from-agent', 'marker')),
+    protocol   TEXT NOT NULL CHECK (protocol IN ('acp', 'agy', 'a2a')),
+    frame      TEXT NOT NULL,
+    wire_bytes INTEGER NOT NULL,
+    truncated  INTEGER NOT NULL DEFAULT 0,
+    dropped    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID, STRICT;
+";
+
 /// Each task's plan rows, in order: plans are stored as what changed since the previous one
 /// and rebuilt from their keyframe, so appenders and readers find them without a scan. Older
 /// releases cannot read such rows, and refuse a store of this version.
-const V19_PLAN_ROWS: &str = "
+const V20_PLAN_ROWS: &str = "
 CREATE INDEX events_plans ON events (task_id, seq) WHERE type = 'plan';
 ";
 
@@ -432,8 +452,8 @@ mod tests {
             .unwrap();
         // Base 7; comparisons (V9); groups, group_nodes (V10); memory_entries,
         // memory_snapshots (V11); public messages, their mark and artifacts (V12); policies
-        // (V13); peer_messages (V14); call_tasks (V16); sign_in_spent (V18).
-        assert_eq!(tables, 19);
+        // (V13); peer_messages (V14); call_tasks (V16); sign_in_spent (V18); tap_frames (V19).
+        assert_eq!(tables, 20);
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub mod judge;
 pub mod killed_child;
 pub mod model_server;
 pub mod node;
+pub mod otlp;
 pub mod procs;
 pub mod pump;
 pub mod python;

@@ -16,7 +16,8 @@
 //! another role, on the original baseline), `skills` (skill packages staged under
 //! `.agents/skills/`, never part of a patch, and the bundled packs with their manifests), and
 //! `transfer` (a copy's files sent to a remote Legate, a copy made from files received, and a
-//! remote's patch applied to the local copy, checked against the remote's manifest).
+//! remote's patch applied to the local copy, checked against the remote's manifest), and `disk`
+//! (a bounded walk saying how much disk the copies and baselines take, for metrics).
 //!
 //! What is done with a copy afterwards lives above it: reviewing it (preview, patch reads,
 //! verification) in `legate-review`, integrating it into the project (with its crash
@@ -31,6 +32,7 @@ mod baseline;
 mod changes;
 mod cleanup;
 mod copy;
+pub mod disk;
 mod expansion;
 mod git;
 mod git_check;

@@ -22,8 +22,8 @@ pub struct Opened {
 }
 
 /// Binds A2A's listener at `host:port`, starts every configured agent once to build its card,
-/// puts the routes behind the `Host`/`Origin` allowlist, and prints what a caller needs. The
-/// caller serves the router.
+/// adds `/metrics` (`crate::metrics`), puts the routes behind the `Host`/`Origin` allowlist,
+/// and prints what a caller needs. The caller serves the router.
 pub async fn open(
     config: &Config,
     host: IpAddr,
@@ -38,11 +38,19 @@ pub async fn open(
     } else {
         (None, None)
     };
-    if token.is_some() {
-        // The caller's token must not be the supervisor's, whichever front is served:
-        // `CONFIG_INVALID` before anything listens (the supervisor could delegate otherwise).
-        crate::supervise::acquire(config)?;
-    }
+    // The caller's token must not be the supervisor's, whichever front is served:
+    // `CONFIG_INVALID` before anything listens (the supervisor could delegate otherwise).
+    // `/metrics` is behind the caller's token and refuses the supervisor's by name.
+    let metrics_gate = match &token {
+        Some(t) => {
+            let (supervisor, _) = crate::supervise::acquire(config)?;
+            Some(
+                legate_token::Gate::new(legate_token::Audience::Caller, t.clone())
+                    .refusing(legate_token::Audience::Supervisor, supervisor),
+            )
+        }
+        None => None,
+    };
     check_bind(host, token.is_some(), settings.allow_remote_without_token)?;
     let public_url = match public_url.or(settings.public_url.clone()) {
         Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => {
@@ -69,6 +77,7 @@ pub async fn open(
         agents: settings.agents.clone(),
     };
     let (router, report) = legate_a2a::boot(engine, &options).await;
+    let router = router.merge(crate::metrics::router(engine.clone(), metrics_gate));
     crate::out!("Legate A2A server · {}", options.public_url)?;
     for (name, card) in &report.served {
         crate::out!(
@@ -106,6 +115,11 @@ pub async fn open(
         }
         _ => crate::out!("no authentication (a2a.auth = \"none\")")?,
     }
+    crate::out!(
+        "metrics: {}{} (Prometheus text, same token)",
+        options.public_url,
+        crate::metrics::PATH
+    )?;
     crate::out!(
         "answers to Host: {} (a2a.allowed_hosts)",
         allowlist.hosts().join(", ")

@@ -30,6 +30,7 @@ mod handoff;
 mod harden;
 mod logs;
 mod mcp;
+mod metrics;
 mod models;
 mod policy;
 mod render;
@@ -39,7 +40,9 @@ mod run;
 mod serve;
 mod service;
 mod supervise;
+mod tap;
 mod tasks;
+mod telemetry;
 mod ui;
 mod usage;
 
@@ -102,6 +105,19 @@ enum Command {
         /// Keep printing until the task ends.
         #[arg(long)]
         follow: bool,
+    },
+    /// Print a tapped task's protocol frames (the wire tap): ACP, agy stream-json or A2A,
+    /// both ways, redacted. A task is tapped when its agent has `tap = true` or it was run
+    /// with `--tap`; another is `TAP_OFF`.
+    Tap {
+        /// Task id or prefix.
+        id: String,
+        /// Keep printing new frames until the task ends.
+        #[arg(long)]
+        follow: bool,
+        /// Print one JSON object a frame.
+        #[arg(long)]
+        json: bool,
     },
     /// Continue a task cut by a restart of Legate (failed, SERVER_RESTARTED): a new turn of
     /// its context that resumes the agent's session, watched like `run`. Never automatic.
@@ -333,7 +349,13 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return report(&runtime_failed(e)),
     };
-    match runtime.block_on(dispatch(cli.command, hardened)) {
+    // Spans still queued are sent before the process ends (nothing to do with traces off).
+    let done = runtime.block_on(async {
+        let done = dispatch(cli.command, hardened).await;
+        telemetry::shutdown().await;
+        done
+    });
+    match done {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => report(&e),
@@ -359,8 +381,9 @@ const DEFAULT_LOG: &str = "error,legate=warn,kube_client=off";
 
 /// Logging to stderr (`LEGATE_LOG`, else `RUST_LOG`, else [`DEFAULT_LOG`]) and, given one, to
 /// a log file in JSON lines (`LEGATE_LOG_FILE`, else `[logs] level` for Legate's own lines and
-/// warnings for the libraries').
-fn init_logging(file: Option<(legate_logs::LogFile, &str)>) {
+/// warnings for the libraries'), and, when the `OTEL_*` variables ask for it, spans to
+/// OpenTelemetry for `process` (`telemetry`; never for a built-in agent).
+fn init_logging(file: Option<(legate_logs::LogFile, &str)>, process: Option<&'static str>) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -382,7 +405,9 @@ fn init_logging(file: Option<(legate_logs::LogFile, &str)>) {
             .with_writer(file)
             .with_filter(filter)
     });
+    let otel = process.and_then(telemetry::layer);
     let _ = tracing_subscriber::registry()
+        .with(otel)
         .with(stderr)
         .with(file)
         .try_init();
@@ -397,7 +422,7 @@ fn start_logging(config: Option<&config::Config>, command: &Command, hardened: &
             .ok()
             .map(|f| (f, c.logs.level.as_str()))
     });
-    init_logging(file);
+    init_logging(file, Some(log_kind(command)));
     tracing::debug!(
         non_dumpable = hardened.non_dumpable,
         secrets_removed = ?hardened.secrets,
@@ -424,7 +449,7 @@ fn run_builtin_agent(name: &str) -> ExitCode {
             "the built-in agents are revisor and tck (got {name:?})"
         ));
     }
-    init_logging(None);
+    init_logging(None, None);
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -484,6 +509,7 @@ async fn dispatch(command: Command, hardened: harden::Hardened) -> Result<ExitCo
         } => tasks::list(&paths, state, context, agent, limit, json),
         Command::Show { id, json } => tasks::show(&paths, &id, json),
         Command::Events { id, after, follow } => tasks::events(&paths, &id, after, follow).await,
+        Command::Tap { id, follow, json } => tap::tap(&paths, &id, follow, json).await,
         Command::Continue { id } => run::continue_task(config, &id).await,
         Command::Cancel { id } => tasks::cancel(&config, &id).await,
         Command::Agents { no_probe, json } => {

@@ -59,6 +59,10 @@ pub(crate) struct RunFlags {
     /// `structured_output.json`.
     #[arg(long, value_name = "FILE")]
     json_schema: Option<PathBuf>,
+    /// Record the task's protocol frames (the wire tap; `legate tap ID` prints them), even
+    /// when its agent is not configured with `tap = true`.
+    #[arg(long)]
+    tap: bool,
     /// What to ask. Each argument becomes one line of the prompt.
     #[arg(required = true, num_args = 1..)]
     prompt: Vec<String>,
@@ -83,6 +87,7 @@ pub(crate) async fn run(config: config::Config, flags: RunFlags) -> Result<ExitC
         timeout,
         model,
         json_schema,
+        tap,
         prompt,
     } = flags;
     let engine = front::start_engine(&config.engine)?;
@@ -128,6 +133,7 @@ pub(crate) async fn run(config: config::Config, flags: RunFlags) -> Result<ExitC
         memory: None,
         message_id: None,
         skills: Vec::new(),
+        tap,
     };
     let task = engine.submit(request)?;
     watch(engine, task).await

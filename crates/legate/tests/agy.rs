@@ -311,12 +311,41 @@ fn legate_run_with_agy_configured_in_legate_toml() {
         "e2e",
         "--model",
         "mock-flash",
+        "--tap",
         "tokens: 50",
     ]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    // Tapped (issue 34): the prompt line Legate wrote and the stream-json lines agy wrote.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("task "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap();
+    let out = legate_cmd(&["tap", id, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frames: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(frames.iter().all(|f| f["protocol"] == "agy"), "{frames:?}");
+    assert!(
+        frames.iter().any(|f| f["direction"] == "to-agent"
+            && f["frame"].as_str().unwrap().contains("\"event\":\"user\"")
+            && f["frame"].as_str().unwrap().contains("tokens: 50")),
+        "{frames:?}"
+    );
+    assert!(
+        frames.iter().any(|f| f["direction"] == "from-agent"),
+        "{frames:?}"
     );
     let out = legate_cmd(&["usage", "--json"]);
     assert!(

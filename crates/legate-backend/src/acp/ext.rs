@@ -11,6 +11,10 @@
 //!   "a direct Message response for simple interactions"); the driver reports it as
 //!   [`crate::StopReason::DirectMessage`]. Asking for input wins over it.
 //!
+//! - `session/prompt` request: `_meta.traceparent` and `_meta.tracestate`, the W3C trace
+//!   context of the turn's span, when traces are on (top level, not under `legate`: the
+//!   names the W3C and OpenTelemetry give them, for any agent that traces).
+//!
 //! This module owns those names and their parsing; it never decides what a stop means (the
 //! engine does).
 
@@ -33,6 +37,20 @@ pub fn prompt_meta(message_id: Option<&str>) -> Option<Map<String, Value>> {
     legate.insert(MESSAGE_ID.into(), Value::String(id.to_string()));
     let mut meta = Map::new();
     meta.insert(NAMESPACE.into(), Value::Object(legate));
+    Some(meta)
+}
+
+/// `meta` with the W3C trace context `trace` added (`_meta.traceparent`, `_meta.tracestate`);
+/// `meta` as it was when there is none.
+pub fn with_trace(
+    meta: Option<Map<String, Value>>,
+    trace: Option<&legate_trace::TraceContext>,
+) -> Option<Map<String, Value>> {
+    let Some(trace) = trace else {
+        return meta;
+    };
+    let mut meta = meta.unwrap_or_default();
+    trace.to_meta(&mut meta);
     Some(meta)
 }
 
@@ -73,6 +91,29 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_trace_context_sits_beside_legates_keys_and_only_when_given() {
+        let trace = legate_trace::TraceContext::new(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            None,
+        )
+        .unwrap();
+        assert_eq!(with_trace(None, None), None);
+        assert_eq!(
+            with_trace(prompt_meta(Some("m-1")), None),
+            prompt_meta(Some("m-1"))
+        );
+        let meta = with_trace(prompt_meta(Some("m-1")), Some(&trace)).unwrap();
+        assert_eq!(
+            Value::Object(meta.clone()),
+            json!({"legate": {"messageId": "m-1"}, "traceparent": trace.traceparent()})
+        );
+        assert_eq!(
+            legate_trace::TraceContext::from_meta(Some(&meta)),
+            Some(trace)
+        );
+    }
 
     #[test]
     fn the_message_id_and_the_input_flag_round_trip() {

@@ -514,7 +514,10 @@ impl AcpSession {
             self.session_id().to_string(),
             vec![acp::ContentBlock::Text(acp::TextContent::new(turn.prompt))],
         )
-        .meta(super::ext::prompt_meta(turn.message_id.as_deref()));
+        .meta(super::ext::with_trace(
+            super::ext::prompt_meta(turn.message_id.as_deref()),
+            legate_trace::TraceContext::current().as_ref(),
+        ));
         let response = self.connection.cx.send_request(request).block_task();
         tokio::pin!(response);
         let result = tokio::select! {

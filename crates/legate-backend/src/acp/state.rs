@@ -10,7 +10,7 @@ use super::transport::MAX_STDOUT_NOTICES;
 use super::unasked;
 use crate::EventSink;
 use crate::approvals::{Abort, AbortHandle, ApprovalChannel};
-use legate_core::{EventKind, TaskId, TaskMode, ToolStatus};
+use legate_core::{EventKind, TapDirection, TapProtocol, TaskId, TaskMode, ToolStatus};
 use legate_supervisor::{Supervision, Supervisor};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -230,6 +230,16 @@ impl HandlerState {
                 false
             }
         }
+    }
+
+    /// Records one raw ACP line on the current route's wire tap, when its task is tapped
+    /// (nothing outside a turn or `open`: such a line belongs to no task).
+    pub(crate) fn tap(&self, direction: TapDirection, line: &str) {
+        let sink = match &lock(&self.route).sink {
+            Some(sink) if sink.taps() => sink.clone(),
+            _ => return,
+        };
+        sink.tap(direction, TapProtocol::Acp, line);
     }
 
     /// Waits until the current turn's sink has room for more of the agent's output (at

@@ -24,6 +24,9 @@
 //! session is then dead and its processes are stopped). Messages outside a turn have no task
 //! to be reported on and are not counted. Invalid UTF-8 is replaced.
 //!
+//! Every line written, and every line read (before it is checked), goes to the wire tap of
+//! the route's task when it is tapped (`HandlerState::tap`).
+//!
 //! Before each line is read, the turn's sink is asked for room (`EventSink::room`): while
 //! what the agent sent waits unread there, stdout is not read and the agent waits on its
 //! pipe.
@@ -33,6 +36,7 @@ use super::translate;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Lines, RawJsonRpcId};
 use futures::{Sink, Stream};
+use legate_core::TapDirection;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -224,14 +228,15 @@ pub(crate) fn lines(
 > {
     let pending = Arc::new(Pending::default());
     let outgoing = futures::sink::unfold(
-        (stdin, pending.clone()),
-        |(mut w, pending), line: String| async move {
+        (stdin, pending.clone(), shared.clone()),
+        |(mut w, pending, shared), line: String| async move {
             // Before it is written: the answer cannot come first.
             pending.sent(&line);
+            shared.tap(TapDirection::ToAgent, &line);
             w.write_all(line.as_bytes()).await?;
             w.write_all(b"\n").await?;
             w.flush().await?;
-            Ok::<_, io::Error>((w, pending))
+            Ok::<_, io::Error>((w, pending, shared))
         },
     );
     let incoming = futures::stream::unfold(
@@ -254,6 +259,7 @@ pub(crate) fn lines(
                     return None;
                 }
                 if buf.len() as u64 > MAX_LINE {
+                    shared.tap(TapDirection::FromAgent, &String::from_utf8_lossy(&buf));
                     return give_up(
                         &shared,
                         format!("the agent wrote a line longer than {MAX_LINE} bytes on stdout"),
@@ -264,6 +270,7 @@ pub(crate) fn lines(
                 if text.trim().is_empty() {
                     continue;
                 }
+                shared.tap(TapDirection::FromAgent, text);
                 if serde_json::from_str::<IgnoredAny>(text).is_err() {
                     warn!(
                         bytes = text.len(),

@@ -8,7 +8,8 @@
 //! whatever carries the marker outside it) get `SIGINT`, then `SIGKILL` after the grace
 //! period (3 s) if anything is left. What is left behind after the leader exited on its own
 //! gets the same. Then the processes are observed once more, and the result is an event whose
-//! detail carries `processCleanup.verified` and the signals actually sent.
+//! detail carries `processCleanup.verified` and the signals actually sent. The prompt line and
+//! every line agy writes go to the task's wire tap when it is tapped.
 
 use super::models;
 use super::ndjson::LineSplitter;
@@ -16,7 +17,7 @@ use super::translate::{Translator, truncate};
 use crate::EventSink;
 use crate::cleanup::{Cleanup, Processes};
 use crate::spawn::AgentCommand;
-use legate_core::{Error, ErrorCode, EventKind, Result};
+use legate_core::{Error, ErrorCode, EventKind, Result, TapDirection, TapProtocol};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -98,6 +99,17 @@ fn spawn(spec: &RunSpec, confinement: Option<legate_confine::Prepared>) -> Resul
         })
 }
 
+/// Records one stream-json line agy wrote on the task's wire tap, when it is tapped.
+fn tap_line(sink: &EventSink, line: &super::ndjson::Line) {
+    if sink.taps() && !line.bytes.is_empty() {
+        sink.tap(
+            TapDirection::FromAgent,
+            TapProtocol::Agy,
+            &String::from_utf8_lossy(&line.bytes),
+        );
+    }
+}
+
 /// Runs `spec` to its end, reporting events on `sink`. `stop` turning `true` stops it.
 pub(crate) async fn run(
     mut spec: RunSpec,
@@ -133,8 +145,10 @@ pub(crate) async fn run(
     };
 
     let line = serde_json::json!({"event": "user", "message": {"content": spec.prompt}});
+    let line = line.to_string();
+    sink.tap(TapDirection::ToAgent, TapProtocol::Agy, &line);
     let writer = tokio::spawn(async move {
-        let mut bytes = line.to_string().into_bytes();
+        let mut bytes = line.into_bytes();
         bytes.push(b'\n');
         let r = async {
             stdin.write_all(&bytes).await?;
@@ -170,12 +184,14 @@ pub(crate) async fn run(
             let lines = splitter.push(&buf[..n]);
             let mut tr = out_tr.lock().unwrap_or_else(|p| p.into_inner());
             for l in &lines {
+                tap_line(&out_sink, l);
                 for e in tr.line(l) {
                     out_sink.send(e);
                 }
             }
         }
         if let Some(l) = splitter.finish() {
+            tap_line(&out_sink, &l);
             let mut tr = out_tr.lock().unwrap_or_else(|p| p.into_inner());
             for e in tr.line(&l) {
                 out_sink.send(e);

@@ -4,6 +4,7 @@
 
 mod features;
 mod output;
+mod tap;
 
 pub use features::*;
 use legate_core::AgentSpec;
@@ -12,6 +13,7 @@ pub use output::OutputLimits;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use tap::TapLimits;
 
 /// Where Legate keeps its state, all under `$LEGATE_HOME` (mode 0700).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +129,8 @@ pub struct EngineConfig {
     pub memory: MemoryLimits,
     /// How much of its agent's output one task keeps (`[output]`).
     pub output: OutputLimits,
+    /// How much of a tapped task's protocol frames the wire tap keeps (`[tap]`).
+    pub tap: TapLimits,
     /// Directories that are never a workspace, a copy's source or a test's root, nor inside
     /// one (`forbidden_directories`), as configured (absolute).
     pub forbidden_directories: Vec<PathBuf>,
@@ -266,6 +270,7 @@ impl EngineConfig {
             roles: Vec::new(),
             memory: MemoryLimits::default(),
             output: OutputLimits::default(),
+            tap: TapLimits::default(),
             forbidden_directories: Vec::new(),
             skills: SkillsConfig::default(),
             controls: legate_core::ControlsConfig::default(),

@@ -46,6 +46,8 @@ impl Core {
             group: None,
             comparison_id: None,
             continued_from: None,
+            // Set with the agent at submit (`core::request`).
+            tap: false,
         })
     }
 }

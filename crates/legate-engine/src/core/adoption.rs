@@ -233,7 +233,9 @@ impl Core {
         let grace = self.config().cancel_grace;
         let token = CancellationToken::new();
         let (sink, stream) = EventSink::channel();
-        let pump = self.spawn_pump(task.id.clone(), stream);
+        // A tapped task's frames of the re-attached turn too (`core::tap`).
+        let (sink, tap) = self.tap(task, sink);
+        let pump = self.spawn_pump(task.id.clone(), stream, tracing::Span::current());
 
         let mut why = None;
         let mut attempt = 0;
@@ -310,6 +312,9 @@ impl Core {
                 Accumulator::default()
             }
         };
+        if let Some(tap) = tap {
+            tap.finish().await;
+        }
         let result = match (why, outcome) {
             (Some(Why::Timeout), _) => TurnResult::Failed(Error::new(
                 ErrorCode::TaskTimeout,

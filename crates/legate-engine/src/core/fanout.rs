@@ -25,6 +25,8 @@ use crate::core::runner;
 use legate_core::{Event, EventKind, Result, TaskId};
 use legate_store::Store;
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -47,6 +49,8 @@ pub struct Fanout {
     paths: Paths,
     /// This process's runner, never judged dead by its own subscribers.
     own: Option<String>,
+    /// How many stored events this engine has announced since it started.
+    relayed: Arc<AtomicU64>,
 }
 
 impl Fanout {
@@ -55,11 +59,26 @@ impl Fanout {
     /// copies recovery settles are); `own` is this process's runner id, if it runs tasks.
     pub fn new(capacity: usize, paths: Paths, own: Option<String>) -> Self {
         let (tx, _) = broadcast::channel(capacity);
-        Self { tx, paths, own }
+        Self {
+            tx,
+            paths,
+            own,
+            relayed: Arc::default(),
+        }
+    }
+
+    /// How many stored events this engine has announced since it started (whether or not
+    /// anyone listened).
+    pub fn relayed(&self) -> u64 {
+        self.relayed.load(Ordering::Relaxed)
     }
 
     /// Announces stored events.
     pub fn publish(&self, events: &[Event]) {
+        self.relayed.fetch_add(
+            u64::try_from(events.len()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         if self.tx.receiver_count() == 0 {
             return;
         }

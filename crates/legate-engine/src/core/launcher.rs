@@ -19,6 +19,7 @@ use legate_core::{
     AgentSpec, Error, ErrorCode, EventKind, Result, Task, TaskId, TaskState, Timestamp,
 };
 use tokio::sync::watch;
+use tracing::Instrument;
 
 /// What a turn gets besides its stored task, kept in memory only.
 #[derive(Debug, Clone, Default)]
@@ -97,6 +98,7 @@ impl Core {
             });
         }
         let runner = self.runner_id();
+        let span = crate::core::spans::task_span(&task, matches!(entry, Entry::Reply { .. }));
         let (events, copy) = match entry {
             Entry::New { copy } => (
                 self.store().insert_task_with(&task, &first, Some(runner)),
@@ -122,7 +124,9 @@ impl Core {
         }
         let engine = self.clone();
         let t = task.clone();
-        self.track(async move { engine.drive(t, agent, stop_rx, inputs, queued).await });
+        self.track(
+            async move { engine.drive(t, agent, stop_rx, inputs, queued).await }.instrument(span),
+        );
         Ok(task)
     }
 

@@ -34,6 +34,9 @@ pub(crate) mod launcher;
 pub(crate) mod request;
 pub mod silent;
 pub(crate) mod slots;
+pub(crate) mod spans;
+pub(crate) mod tap;
+pub(crate) mod tap_chunks;
 pub(crate) mod turn;
 // What the agent prints, redacted and held to the task's output limits before the pump
 // stores and relays it.

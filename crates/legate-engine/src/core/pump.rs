@@ -12,6 +12,7 @@ use crate::core::Core;
 use crate::core::accumulator::Accumulator;
 use crate::core::output::{Fate, Meter};
 use crate::core::redaction::{RELEASE_AFTER, TurnRedactor};
+use crate::core::spans::TurnSpans;
 use legate_backend::{EventSink, EventStream};
 use legate_core::{EventKind, TaskId};
 use std::sync::Arc;
@@ -37,7 +38,14 @@ pub(crate) struct Pump {
 
 impl Core {
     /// Stores a turn's events in batches, then fans them out; folds them into the result.
-    pub(crate) fn spawn_pump(&self, task_id: TaskId, mut stream: EventStream) -> Pump {
+    /// The tool calls and permission decisions they tell of are spans under `turn`
+    /// (`core::spans`).
+    pub(crate) fn spawn_pump(
+        &self,
+        task_id: TaskId,
+        mut stream: EventStream,
+        turn: tracing::Span,
+    ) -> Pump {
         let inner = self.inner.clone();
         let overflow = Arc::new(Notify::new());
         let signal = overflow.clone();
@@ -53,12 +61,14 @@ impl Core {
             let mut clean = Vec::with_capacity(256);
             let mut kept = Vec::with_capacity(256);
             let mut signalled = false;
-            let store = |events: &mut Vec<EventKind>, acc: &mut Accumulator| {
+            let mut spans = TurnSpans::new(turn);
+            let mut store = |events: &mut Vec<EventKind>, acc: &mut Accumulator| {
                 if events.is_empty() {
                     return;
                 }
                 for e in events.iter() {
                     acc.add(e);
+                    spans.observe(e);
                 }
                 match inner.store.append_events(&task_id, events) {
                     Ok(stored) => inner.fanout.publish(&stored),

@@ -134,6 +134,10 @@ pub struct SubmitRequest {
     /// (`Capabilities::effort`; today agy's `--effort`); `INVALID_INPUT` for another. Kept in
     /// memory only, like `json_schema`: a continuation does not inherit it.
     pub effort: Option<legate_core::Effort>,
+    /// Whether to record the task's protocol frames (the wire tap, `core::tap`), even when
+    /// its agent's configuration does not (`[agents.NAME] tap = true`). A reply to the task
+    /// keeps its tap; a later task of the context asks again.
+    pub tap: bool,
 }
 
 impl SubmitRequest {
@@ -158,6 +162,7 @@ impl SubmitRequest {
             mcp_servers: None,
             artifact_paths: Vec::new(),
             effort: None,
+            tap: false,
         }
     }
 }
@@ -370,7 +375,9 @@ impl Core {
                 timeout.as_secs()
             )));
         }
-        let controls = self.check_controls(request, continues.as_ref())?;
+        let mut controls = self.check_controls(request, continues.as_ref())?;
+        // The wire tap: the agent's configuration, or the caller's ask.
+        controls.tap = request.tap || agent.tap;
         if let Some(c) = copy.as_mut()
             && c.continues.is_none()
             && !controls.skills.is_empty()

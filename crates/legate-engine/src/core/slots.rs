@@ -6,9 +6,11 @@
 //! This module owns the two counts. It never decides which task runs next (the context's turn
 //! lock and the room in `admission` do that) and never releases a place by hand.
 
+use crate::metrics::histogram::{Histogram, HistogramSnapshot};
 use legate_core::{Error, ErrorCode, Result};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How many tasks of this engine run a turn and how many wait to start, now.
@@ -27,12 +29,24 @@ pub(crate) struct Slots {
     max_queued: usize,
     running: Arc<Semaphore>,
     queued: Arc<AtomicUsize>,
+    /// How long tasks held a queued place before they took a running one.
+    waits: Arc<Histogram>,
 }
 
 /// A queued place, given back on drop.
 #[derive(Debug)]
 pub(crate) struct QueuedSlot {
     queued: Arc<AtomicUsize>,
+    since: Instant,
+    waits: Arc<Histogram>,
+}
+
+impl QueuedSlot {
+    /// Gives the place back because its task took a running place, counting how long it
+    /// waited (a task that ends before it runs is not counted).
+    pub(crate) fn started(self) {
+        self.waits.observe(self.since.elapsed());
+    }
 }
 
 impl Drop for QueuedSlot {
@@ -56,6 +70,7 @@ impl Slots {
             max_queued,
             running: Arc::new(Semaphore::new(max_running)),
             queued: Arc::new(AtomicUsize::new(0)),
+            waits: Arc::default(),
         }
     }
 
@@ -72,6 +87,8 @@ impl Slots {
         // From here the guard owns the increment: an early return gives it back.
         let slot = QueuedSlot {
             queued: self.queued.clone(),
+            since: Instant::now(),
+            waits: self.waits.clone(),
         };
         if before >= self.room() {
             return Err(Error::new(
@@ -115,6 +132,11 @@ impl Slots {
         self.running
             .available_permits()
             .saturating_add(self.max_queued)
+    }
+
+    /// How long the tasks that started waited for their running place.
+    pub(crate) fn waits(&self) -> HistogramSnapshot {
+        self.waits.snapshot()
     }
 
     /// The counts now.

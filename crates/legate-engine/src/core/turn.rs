@@ -26,6 +26,7 @@ use legate_supervisor::Supervision;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 impl Core {
     pub(crate) fn context_lock(&self, context_id: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -50,16 +51,26 @@ impl Core {
         // for the agent (fds, processes), then one of the running places. Room comes before
         // the place: a task waiting for room must not hold a place that a task needing no new
         // agent (a reply to a waiting task) could run in, and whose end would free the room.
+        // The wait for all three is the admission span (closed once the turn runs).
+        let admission = tracing::info_span!(
+            "legate.admission",
+            legate.task.id = %task.id,
+            legate.context.id = %task.context_id,
+        );
         let context_lock = self.context_lock(&task.context_id);
-        let claimed = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s != Stop::None) => None,
-            guards = async {
-                let ctx = context_lock.lock().await;
-                let turn = self.claim_turn(&task.context_id).await;
-                (ctx, turn)
-            } => Some(guards),
-        };
+        let claimed = async {
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s != Stop::None) => None,
+                guards = async {
+                    let ctx = context_lock.lock().await;
+                    let turn = self.claim_turn(&task.context_id).await;
+                    (ctx, turn)
+                } => Some(guards),
+            }
+        }
+        .instrument(admission.clone())
+        .await;
         // The queued place is given back once the task has a running place or ends first.
         let outcome = match claimed {
             None => {
@@ -71,18 +82,31 @@ impl Core {
                 Ending::failed(e, Accumulator::default())
             }
             // Room for the agent, or the task keeps waiting (still `submitted`).
-            Some((_ctx, Ok(_turn))) => match self.admit(&task, &agent, &mut stop).await {
+            Some((_ctx, Ok(_turn))) => match self
+                .admit(&task, &agent, &mut stop)
+                .instrument(admission.clone())
+                .await
+            {
                 None => {
                     drop(queued);
                     Ending::canceled(None, Accumulator::default())
                 }
                 Some(room) => {
-                    let place = tokio::select! {
-                        biased;
-                        _ = stop.wait_for(|s| *s != Stop::None) => None,
-                        place = inner.slots.run() => Some(place),
-                    };
-                    drop(queued);
+                    let place = async {
+                        tokio::select! {
+                            biased;
+                            _ = stop.wait_for(|s| *s != Stop::None) => None,
+                            place = inner.slots.run() => Some(place),
+                        }
+                    }
+                    .instrument(admission.clone())
+                    .await;
+                    if matches!(place, Some(Ok(_))) {
+                        queued.started();
+                    } else {
+                        drop(queued);
+                    }
+                    drop(admission);
                     match place {
                         None => Ending::canceled(None, Accumulator::default()),
                         Some(Ok(_running)) => {
@@ -94,6 +118,13 @@ impl Core {
             },
         };
         let outcome = self.settle(&task, outcome).await;
+        // The task's span (the drive runs in it: `launcher`) says how this turn left it.
+        let span = tracing::Span::current();
+        span.record("legate.task.state", outcome.state.as_str());
+        if let Some(e) = &outcome.error {
+            span.record("legate.error.code", e.code.as_str());
+            span.record("otel.status_code", "ERROR");
+        }
         // The stop signal goes before the end is stored: once `input-required` is stored, a
         // reply may register the same task's next stop signal, which a later removal would
         // take away (its turn could then not be canceled). A cancel from here on is recorded
@@ -133,11 +164,15 @@ impl Core {
                 {
                     old.shutdown().await;
                 }
-                self.prepare_copy(&task).await.map(|(b, ready, lock)| {
-                    copy_ready = Some(ready);
-                    _copy_lock = lock;
-                    b
-                })
+                let copying = tracing::info_span!("legate.copy", legate.task.id = %task.id);
+                self.prepare_copy(&task)
+                    .instrument(copying)
+                    .await
+                    .map(|(b, ready, lock)| {
+                        copy_ready = Some(ready);
+                        _copy_lock = lock;
+                        b
+                    })
             } else {
                 self.prepare_workspace(&task, &agent)
             };
@@ -197,7 +232,19 @@ impl Core {
         let inputs = self.report_inputs(&task, &agent, inputs);
         let structured = inputs.json_schema.is_some();
         let (sink, stream) = crate::core::pump::channel();
-        let pump = self.spawn_pump(task.id.clone(), stream);
+        let (sink, tap) = self.tap(&task, sink);
+        let turn_span = tracing::info_span!(
+            "legate.turn",
+            legate.task.id = %task.id,
+            legate.agent = %agent.name,
+            legate.agent.kind = agent.kind.as_str(),
+            legate.prompt.bytes = task.prompt.len(),
+            legate.turn.outcome = tracing::field::Empty,
+            legate.stop_reason = tracing::field::Empty,
+            legate.error.code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let pump = self.spawn_pump(task.id.clone(), stream, turn_span.clone());
         let overflow = pump.overflow.clone();
         let result = match self
             .run_turn(
@@ -212,12 +259,15 @@ impl Core {
                     overflow,
                 },
             )
+            .instrument(turn_span.clone())
             .await
         {
             // The agent's words (its stderr, its error) may be in it.
             TurnResult::Failed(e) => TurnResult::Failed(crate::core::redaction::hide_error(e)),
             other => other,
         };
+        record_turn(&turn_span, &result);
+        drop(turn_span);
         let mut acc = match pump.handle.await {
             Ok(acc) => acc,
             Err(e) => {
@@ -225,6 +275,10 @@ impl Core {
                 Accumulator::default()
             }
         };
+        // The turn's sinks are gone with the pump's end: the tap's last frames are stored.
+        if let Some(tap) = tap {
+            tap.finish().await;
+        }
         if matches!(result, TurnResult::Completed { .. }) {
             self.notice_silent_turn(&task, &watch, &root, &mut acc)
                 .await;
@@ -558,6 +612,24 @@ struct TurnStart {
     inputs: TurnInputs,
     room: crate::core::budget::Reservation,
     overflow: Arc<tokio::sync::Notify>,
+}
+
+/// How the turn ended, on its span: outcome, stop reason, and for a failure its error code.
+fn record_turn(span: &tracing::Span, result: &TurnResult) {
+    match result {
+        TurnResult::Completed { stop_reason, .. } => {
+            span.record("legate.turn.outcome", "completed");
+            span.record("legate.stop_reason", stop_reason.to_string());
+        }
+        TurnResult::Canceled { .. } => {
+            span.record("legate.turn.outcome", "canceled");
+        }
+        TurnResult::Failed(e) => {
+            span.record("legate.turn.outcome", "failed");
+            span.record("legate.error.code", e.code.as_str());
+            span.record("otel.status_code", "ERROR");
+        }
+    }
 }
 
 fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {

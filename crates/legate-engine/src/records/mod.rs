@@ -1,6 +1,6 @@
 //! What the store holds, read without running anything: the read-only door for fronts.
 //!
-//! A front that only shows (the CLI's `tasks`, `show`, `events`, `usage`) opens [`Records`]
+//! A front that only shows (the CLI's `tasks`, `show`, `events`, `tap`, `usage`) opens [`Records`]
 //! instead of an [`Engine`](crate::Engine): the store is opened and the tasks of processes that
 //! died are marked first (restart recovery), so that what is shown is true: tasks, events,
 //! usage, approvals and the audit. A running engine hands out the same reads ([`Engine::records`](crate::Engine::records)).
@@ -14,7 +14,7 @@ use crate::approvals::{
 };
 use crate::config::Paths;
 use crate::core::fanout::Subscription;
-use legate_core::{Error, ErrorCode, Event, Result, Task, TaskId};
+use legate_core::{Error, ErrorCode, Event, Result, TapFrame, Task, TaskId};
 use legate_store::Store;
 pub use legate_store::{ContextRecord, TaskFilter};
 
@@ -87,6 +87,22 @@ impl Records {
     /// A page of a task's events after `after`.
     pub fn events(&self, task_id: &TaskId, after: u64, limit: usize) -> Result<Vec<Event>> {
         self.store.events(task_id, after, limit)
+    }
+
+    /// A page of `task`'s wire tap: up to `limit` frames after `after`, in order (see
+    /// `core::tap`). `TAP_OFF` for a task that was not tapped: neither its agent's `tap =
+    /// true` nor its submit asked for it, so it has no frames and never will.
+    pub fn tap_frames(&self, task: &Task, after: u64, limit: usize) -> Result<Vec<TapFrame>> {
+        if !task.controls.tap {
+            return Err(Error::new(
+                ErrorCode::TapOff,
+                format!(
+                    "task {} was not tapped: its agent `{}` has no `tap = true` and it was not submitted with a tap (`legate run --tap`), so no frame of its wire was recorded",
+                    task.id, task.agent
+                ),
+            ));
+        }
+        self.store.tap_frames(&task.id, after, limit)
     }
 
     /// The number of the task's last event (0 before any).

@@ -84,6 +84,7 @@ impl Reviews {
     /// Verifies the caller's reviews against the task's criteria on the copy's real files,
     /// for the patch `expected_sha256`. The result is stored and announced (`copy.verified`);
     /// a verification whose criteria did not all pass is returned, not an error.
+    #[tracing::instrument(name = "legate.verify", skip_all, fields(legate.task.id = %id, legate.reviews = reviews.len()))]
     pub async fn verify(
         &self,
         id: &str,
@@ -112,6 +113,7 @@ impl Reviews {
     /// policy (and clear of the copy's source project) before anything runs:
     /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
     /// the selection enforced and the policy's sha256, without a selection too.
+    #[tracing::instrument(name = "legate.test", skip_all, fields(legate.task.id = %id))]
     pub async fn test_in(
         &self,
         id: &str,

@@ -231,6 +231,7 @@ impl Reviews {
     /// `confirmer` (`INTEGRATION_DECLINED` otherwise, also when there is no confirmer). The
     /// patch and the original are checked again after the answer (`PATCH_CHANGED`,
     /// `SOURCE_CHANGED`). Write failures are `INTEGRATION_FAILED` with the original restored.
+    #[tracing::instrument(name = "legate.integrate", skip_all, fields(legate.task.id = %id))]
     pub async fn integrate(
         &self,
         id: &str,

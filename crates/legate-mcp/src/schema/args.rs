@@ -123,6 +123,10 @@ pub struct RunArgs {
     /// INVALID_INPUT; an agy without `--effort` fails the task with AGY_INCOMPATIBLE. Not kept
     /// by a continuation.
     pub effort: Option<legate_core::Effort>,
+    /// `true` records the task's raw protocol frames (the wire tap: ACP, agy stream-json or
+    /// A2A, both ways, redacted and bounded by `[tap]`), read with `legate tap TASK`. A task
+    /// of an agent configured with `tap = true` is tapped anyway.
+    pub tap: Option<bool>,
     /// Compatibility with the seed: with workingDirectory, `true` is a copy (as `workspace:
     /// {kind: "copy"}`, a git root required), `false` works in place (as `{kind: "shared"}`).
     /// Contradicting workspace's kind is INVALID_INPUT.

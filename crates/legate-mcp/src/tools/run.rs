@@ -37,6 +37,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
         acceptance_criteria,
         output_schema,
         effort,
+        tap,
         isolate_worktree,
     } = args;
     // An omitted mode is the role's default (write for an implementer) unless the profile
@@ -75,6 +76,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
         mcp_servers,
         artifact_paths: artifact_paths.unwrap_or_default(),
         effort,
+        tap: tap.unwrap_or(false),
     };
     let task = engine.submit(request)?;
     Ok(started(&task))
