@@ -6,6 +6,12 @@
 //! latency at a steady load (`!chunks N R`: R chunks per second), since a burst that outpaces
 //! any reader only measures the queue.
 //!
+//! With tracing on (issue 34): the process's subscriber is the OpenTelemetry layer the binary
+//! installs (`legate_trace::export::trace_layer`, batch export over OTLP/HTTP to the test
+//! kit's receiver on 127.0.0.1), and a second engine runs the same bursts and paced runs on a
+//! runtime of its own, interleaved with the first, whose runtime's threads (and the calling
+//! thread while it drives it) have no subscriber at all: both see the same machine.
+//!
 //! Run: `cargo bench -p legate-testkit --bench relay` (env `RELAY_CHUNKS`, default 10000;
 //! `RELAY_RATE`, default 5000/s; `RELAY_ROUNDS`, default 5). Figures go in
 //! `docs/BENCHMARKS.md`. Memory is measured on the real binary by
@@ -25,12 +31,14 @@ use legate_backend::acp::AcpBackend;
 use legate_core::{AgentKind, AgentSpec, EventKind, TaskState};
 use legate_engine::{Engine, EngineConfig, Paths, SubmitRequest};
 use legate_testkit::directives::chunk_time;
+use legate_testkit::otlp::OtlpReceiver;
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use tracing_subscriber::layer::SubscriberExt;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_legate-scripted-agent");
 
@@ -187,6 +195,52 @@ fn median(mut v: Vec<f64>) -> f64 {
     percentile(&v, 0.5)
 }
 
+/// A runtime whose threads (workers and blocking) all have `dispatch` as their default
+/// subscriber instead of the process's (none: the process's).
+fn runtime(dispatch: Option<tracing::Dispatch>) -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(dispatch) = dispatch {
+        builder.on_thread_start(move || {
+            // The thread keeps it until it ends: the guard is never dropped.
+            std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+        });
+    }
+    builder.build().unwrap()
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+#[derive(Default)]
+struct Figures {
+    rates: Vec<f64>,
+    latencies: Vec<f64>,
+}
+
+impl Figures {
+    fn print(&mut self, label: &str) -> (f64, f64) {
+        self.latencies.sort_by(f64::total_cmp);
+        let rate = median(self.rates.clone());
+        let p99 = percentile(&self.latencies, 0.99);
+        println!(
+            "  {label}: {rate:>9.0} events/s (median; runs {}), paced p50 {:>6.0} us, p99 {p99:>6.0} us, max {:>6.0} us ({} samples)",
+            self.rates
+                .iter()
+                .map(|r| format!("{r:.0}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            percentile(&self.latencies, 0.5),
+            self.latencies.last().copied().unwrap_or(0.0),
+            self.latencies.len()
+        );
+        (rate, p99)
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run small then.
     let quick = !std::env::args().any(|a| a == "--bench");
@@ -204,58 +258,119 @@ fn main() {
         .filter(|r| *r > 0)
         .unwrap_or(5_000);
     let paced = if quick { 200 } else { 5_000 };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let home = tempfile::tempdir().unwrap();
-        let engine = engine(home.path(), 16);
+    let load_before = load();
 
-        let mut base_rates = Vec::new();
-        let mut rates = Vec::new();
-        let mut base_lat = Vec::new();
-        let mut all_lat = Vec::new();
-        for _ in 0..rounds {
-            // Throughput: a burst, as fast as the agent can write.
-            let (b, _) = baseline(chunks, None).await;
-            base_rates.push(chunks as f64 / b.as_secs_f64());
-            let r = relay(&engine, chunks, None).await;
-            rates.push(r.events as f64 / r.elapsed.as_secs_f64());
-            // Latency: a steady load the pipe itself keeps up with.
-            let (_, l) = baseline(paced, Some(rate)).await;
-            base_lat.extend(l);
-            let r = relay(&engine, paced, Some(rate)).await;
-            all_lat.extend(r.latencies_us);
+    // Tracing on as the binary turns it on: an OTLP endpoint in the environment, the batch
+    // exporter with the SDK's defaults.
+    let receiver = OtlpReceiver::start();
+    // SAFETY: no runtime has started; the only other thread is the receiver's accept loop,
+    // which never reads the environment, so nothing reads it while it changes.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint());
+        std::env::set_var("OTEL_SERVICE_NAME", "relay-bench");
+    }
+    let setup = runtime(None);
+    let (layer, provider) = setup
+        .block_on(async {
+            legate_trace::export::trace_layer::<tracing_subscriber::Registry>("serve")
+        })
+        .expect("the OTEL_* variables turn traces on");
+    // The process's subscriber, as the binary's; the engine without tracing runs where the
+    // default is no subscriber at all (its runtime's threads and the calling thread).
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
+    // A registered subscriber that records nothing (not `Dispatch::none()`, which is not
+    // registered: with one registered dispatcher, tracing caches each callsite's interest from
+    // the first thread to reach it, and a callsite first reached here would be off for all).
+    let untraced = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+    let rt = runtime(Some(untraced.clone()));
+    let rt_traced = runtime(None);
+
+    let home = tempfile::tempdir().unwrap();
+    let home_traced = tempfile::tempdir().unwrap();
+    // The calling thread drives `block_on`'s future: it has the same subscriber.
+    let off = |f: &mut dyn FnMut()| tracing::dispatcher::with_default(&untraced, f);
+    let mut plain = None;
+    off(&mut || plain = Some(rt.block_on(async { engine(home.path(), 16) })));
+    let engine_traced = rt_traced.block_on(async { engine(home_traced.path(), 16) });
+    let engine = plain.unwrap();
+
+    let mut base_rates = Vec::new();
+    let mut base_lat = Vec::new();
+    let mut untraced_figures = Figures::default();
+    let mut traced_figures = Figures::default();
+    for round in 0..rounds {
+        // Throughput: a burst, as fast as the agent can write.
+        let (b, _) = setup.block_on(baseline(chunks, None));
+        base_rates.push(chunks as f64 / b.as_secs_f64());
+        // Which of the two goes first alternates, so neither always follows the other.
+        for traced_now in [round % 2 == 1, round % 2 == 0] {
+            if traced_now {
+                let r = rt_traced.block_on(relay(&engine_traced, chunks, None));
+                traced_figures
+                    .rates
+                    .push(r.events as f64 / r.elapsed.as_secs_f64());
+            } else {
+                off(&mut || {
+                    let r = rt.block_on(relay(&engine, chunks, None));
+                    untraced_figures
+                        .rates
+                        .push(r.events as f64 / r.elapsed.as_secs_f64());
+                });
+            }
         }
-        all_lat.sort_by(f64::total_cmp);
-        base_lat.sort_by(f64::total_cmp);
+        // Latency: a steady load the pipe itself keeps up with.
+        let (_, l) = setup.block_on(baseline(paced, Some(rate)));
+        base_lat.extend(l);
+        for traced_now in [round % 2 == 1, round % 2 == 0] {
+            if traced_now {
+                let r = rt_traced.block_on(relay(&engine_traced, paced, Some(rate)));
+                traced_figures.latencies.extend(r.latencies_us);
+            } else {
+                off(&mut || {
+                    let r = rt.block_on(relay(&engine, paced, Some(rate)));
+                    untraced_figures.latencies.extend(r.latencies_us);
+                });
+            }
+        }
+    }
+    base_lat.sort_by(f64::total_cmp);
+    off(&mut || rt.block_on(engine.shutdown()));
+    rt_traced.block_on(engine_traced.shutdown());
+    drop((engine, engine_traced));
+    provider.shutdown().unwrap();
+    let spans = receiver.spans();
 
-        engine.shutdown().await;
-
-        println!("relay: bursts of {chunks} chunks and paced runs of {paced}, x {rounds} rounds, one live subscriber");
-        println!(
-            "  baseline (agent -> ACP client, no Legate): {:>9.0} chunks/s (median)",
-            median(base_rates)
-        );
-        println!(
-            "  legate (agent -> backend -> engine -> SQLite -> subscriber): {:>9.0} events/s (median)",
-            median(rates)
-        );
-        println!("  latency at a steady {rate} chunks/s, agent write -> reader:");
-        println!(
-            "    baseline (ACP client):      p50 {:>6.0} us, p99 {:>6.0} us, max {:>6.0} us ({} samples)",
-            percentile(&base_lat, 0.5),
-            percentile(&base_lat, 0.99),
-            base_lat.last().copied().unwrap_or(0.0),
-            base_lat.len()
-        );
-        println!(
-            "    legate (live subscriber):   p50 {:>6.0} us, p99 {:>6.0} us, max {:>6.0} us ({} samples)",
-            percentile(&all_lat, 0.5),
-            percentile(&all_lat, 0.99),
-            all_lat.last().copied().unwrap_or(0.0),
-            all_lat.len()
-        );
-    });
+    println!(
+        "relay: bursts of {chunks} chunks and paced runs of {paced}, x {rounds} rounds, one live subscriber"
+    );
+    println!("  load average before: {load_before}; after: {}", load());
+    println!(
+        "  baseline (agent -> ACP client, no Legate): {:>9.0} chunks/s (median)",
+        median(base_rates)
+    );
+    println!(
+        "  baseline latency at a steady {rate} chunks/s: p50 {:>6.0} us, p99 {:>6.0} us, max {:>6.0} us ({} samples)",
+        percentile(&base_lat, 0.5),
+        percentile(&base_lat, 0.99),
+        base_lat.last().copied().unwrap_or(0.0),
+        base_lat.len()
+    );
+    println!(
+        "  legate (agent -> backend -> engine -> SQLite -> subscriber), latency at a steady {rate} chunks/s:"
+    );
+    let (rate_off, p99_off) = untraced_figures.print("tracing off");
+    let (rate_on, p99_on) = traced_figures.print("tracing on ");
+    println!(
+        "  tracing on against off: events/s {:+.1}%, p99 {:+.1}%; {} spans exported ({} requests)",
+        (rate_on / rate_off - 1.0) * 100.0,
+        (p99_on / p99_off - 1.0) * 100.0,
+        spans.len(),
+        receiver.requests().len()
+    );
+    let mut names: std::collections::BTreeMap<&str, usize> = Default::default();
+    for s in &spans {
+        *names.entry(s.name.as_str()).or_default() += 1;
+    }
+    println!("  spans by name: {names:?}");
 }

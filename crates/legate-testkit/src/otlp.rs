@@ -1,13 +1,21 @@
-//! An OTLP/HTTP trace receiver on 127.0.0.1, for the tests of Legate's traces: it takes
-//! `POST /v1/traces` with a protobuf body, decodes it as the official
-//! `ExportTraceServiceRequest` (the `opentelemetry-proto` crate's types), keeps it, and
-//! answers `200` with an empty `ExportTraceServiceResponse`, as a collector does. It also
-//! counts the connections it accepted, so a test can say that nothing tried to export.
+//! An OTLP receiver on 127.0.0.1, for the tests of Legate's traces and metrics: over HTTP it
+//! takes `POST /v1/traces` and `POST /v1/metrics` with a protobuf body, decodes it as the
+//! official `ExportTraceServiceRequest` or `ExportMetricsServiceRequest` (the
+//! `opentelemetry-proto` crate's types), keeps it, and answers `200` with an empty response,
+//! as a collector does; over gRPC ([`OtlpReceiver::start_grpc`], `grpc`) it serves the
+//! official `TraceService` and `MetricsService`. It also counts the connections it accepted,
+//! so a test can say that nothing tried to export.
 //!
-//! This module owns the wire (HTTP/1.1 with `Content-Length` bodies, keep-alive) and the
-//! flattening of what arrived into [`ReceivedSpan`]s; it never decides what a test expects,
-//! and it only ever listens on the loopback interface.
+//! This module owns the HTTP wire (HTTP/1.1 with `Content-Length` bodies, keep-alive) and the
+//! flattening of what arrived into [`ReceivedSpan`]s and [`ReceivedPoint`]s; it never decides
+//! what a test expects, and it only ever listens on the loopback interface.
 
+mod grpc;
+mod points;
+
+pub use points::ReceivedPoint;
+
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
@@ -44,6 +52,7 @@ pub struct ReceivedSpan {
 #[derive(Debug, Default)]
 struct Received {
     requests: Mutex<Vec<ExportTraceServiceRequest>>,
+    metrics: Mutex<Vec<ExportMetricsServiceRequest>>,
     connections: AtomicUsize,
     stop: AtomicBool,
 }
@@ -53,6 +62,8 @@ struct Received {
 pub struct OtlpReceiver {
     addr: SocketAddr,
     received: Arc<Received>,
+    /// Stops the gRPC server (none for HTTP).
+    grpc: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl OtlpReceiver {
@@ -82,11 +93,28 @@ impl OtlpReceiver {
                 std::thread::spawn(move || serve(conn, &shared));
             }
         });
-        Ok(OtlpReceiver { addr, received })
+        Ok(OtlpReceiver {
+            addr,
+            received,
+            grpc: None,
+        })
     }
 
-    /// `http://127.0.0.1:PORT`, for `OTEL_EXPORTER_OTLP_ENDPOINT` (the exporter appends
-    /// `/v1/traces`).
+    /// A receiver speaking OTLP/gRPC (`TraceService`, `MetricsService`) on a loopback port the
+    /// kernel picks.
+    pub fn start_grpc() -> OtlpReceiver {
+        let received = Arc::new(Received::default());
+        let (addr, stop) = grpc::serve(received.clone())
+            .unwrap_or_else(|e| panic!("cannot serve gRPC on 127.0.0.1: {e}"));
+        OtlpReceiver {
+            addr,
+            received,
+            grpc: Some(stop),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, for `OTEL_EXPORTER_OTLP_ENDPOINT` (over HTTP the exporter
+    /// appends `/v1/traces` or `/v1/metrics`).
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -99,6 +127,16 @@ impl OtlpReceiver {
     /// The export requests decoded so far.
     pub fn requests(&self) -> Vec<ExportTraceServiceRequest> {
         lock(&self.received.requests).clone()
+    }
+
+    /// The metric export requests decoded so far.
+    pub fn metric_requests(&self) -> Vec<ExportMetricsServiceRequest> {
+        lock(&self.received.metrics).clone()
+    }
+
+    /// Every number data point (gauges and sums) received so far, in the order they came.
+    pub fn points(&self) -> Vec<ReceivedPoint> {
+        points::flatten(&lock(&self.received.metrics))
     }
 
     /// Every span received so far, in the order they came.
@@ -131,6 +169,10 @@ impl OtlpReceiver {
 
 impl Drop for OtlpReceiver {
     fn drop(&mut self) {
+        if let Some(stop) = self.grpc.take() {
+            let _ = stop.send(());
+            return;
+        }
         self.received.stop.store(true, Ordering::SeqCst);
         // Wakes the accept loop so it sees the flag.
         let _ = TcpStream::connect(self.addr);
@@ -179,16 +221,22 @@ fn serve(conn: TcpStream, received: &Received) {
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        let status = if path != "/v1/traces" {
-            "404 Not Found"
-        } else {
-            match ExportTraceServiceRequest::decode(body.as_slice()) {
+        let status = match path.as_str() {
+            "/v1/traces" => match ExportTraceServiceRequest::decode(body.as_slice()) {
                 Ok(request) => {
                     lock(&received.requests).push(request);
                     "200 OK"
                 }
                 Err(_) => "400 Bad Request",
-            }
+            },
+            "/v1/metrics" => match ExportMetricsServiceRequest::decode(body.as_slice()) {
+                Ok(request) => {
+                    lock(&received.metrics).push(request);
+                    "200 OK"
+                }
+                Err(_) => "400 Bad Request",
+            },
+            _ => "404 Not Found",
         };
         if respond(&mut writer, status).is_err() || close {
             return;
@@ -228,7 +276,7 @@ fn read_head(reader: &mut BufReader<TcpStream>) -> Option<(String, usize, bool)>
 }
 
 fn respond(writer: &mut TcpStream, status: &str) -> std::io::Result<()> {
-    // An empty body is an empty `ExportTraceServiceResponse` (no partial success).
+    // An empty body is an empty `Export*ServiceResponse` (no partial success).
     write!(
         writer,
         "HTTP/1.1 {status}\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n"

@@ -5,9 +5,12 @@
 //! [`MAX_TRACESTATE`] bytes; anything else is `None`, so with tracing off (no OpenTelemetry
 //! layer: see the binary's `telemetry`) nothing is sent and nothing received is kept.
 //!
-//! This module owns that translation and the bounds on what a caller or a remote may send. It
+//! This module owns that translation and the bounds on what a caller or a remote may send
+//! (the OTLP exporters, built as the `OTEL_*` variables say, are [`export`]'s). It
 //! never starts an exporter, never decides what a span records, and never carries anything but
 //! the two W3C fields (ids and flags, the tracestate's vendor keys): no prompt, no token.
+
+pub mod export;
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TraceContextExt;

@@ -155,9 +155,14 @@ fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
 pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
     let plan = plan(&config, &args)?;
     let engine = front::start_engine(&config.engine)?;
+    // The same numbers as `/metrics`, over OTLP when the `OTEL_*` variables ask for it.
+    let otlp_metrics = crate::metrics::otlp::start(&engine, "serve");
     let shutdown = CancellationToken::new();
     let tasks = !args.no_tasks;
     let result = run(&config, plan, args.public_url, tasks, &engine, &shutdown).await;
+    if let Some(exporting) = otlp_metrics {
+        exporting.shutdown().await;
+    }
     engine.shutdown().await;
     result.map(|()| ExitCode::SUCCESS)
 }

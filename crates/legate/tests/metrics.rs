@@ -6,12 +6,16 @@
 //! Prometheus is found on `PATH` (or `LEGATE_PROMETHEUS`); when it is not installed the
 //! second test prints `SKIPPED` and passes, unless `LEGATE_REQUIRE_PROMETHEUS` or `CI` is set
 //! (`.ci/run` installs it and sets the former): then it fails.
+//!
+//! With an OTLP endpoint in its environment, `legate serve` exports the same numbers as
+//! OpenTelemetry metrics to the test kit's receiver on 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_frontkit::cli::{CliHome, KillOnDrop};
 use legate_frontkit::poll;
 use legate_frontkit::served::{Raw, Served, a2a_access, raw};
+use legate_testkit::otlp::OtlpReceiver;
 use prometheus_parse::{Scrape, Value};
 use serde_json::json;
 use std::path::PathBuf;
@@ -34,7 +38,10 @@ struct Legate {
 
 impl Legate {
     fn start() -> Legate {
-        let home = CliHome::new(LEGATE);
+        Self::start_in(CliHome::new(LEGATE))
+    }
+
+    fn start_in(home: CliHome) -> Legate {
         let served = home.serve(&["--port", "0"]);
         let (addr, bearer) = a2a_access(&served, &home.home());
         Legate {
@@ -319,4 +326,71 @@ fn a_real_prometheus_scrapes_metrics_with_a_bearer_token_file() {
         query(&web, "legate_events_relayed_total")
     });
     assert!(relayed > 0.0, "{relayed}");
+}
+
+#[test]
+fn with_an_otlp_endpoint_the_same_numbers_are_exported_as_opentelemetry_metrics() {
+    let receiver = OtlpReceiver::start();
+    let mut home = CliHome::new(LEGATE);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OTEL_") {
+            home = home.env_remove(&k);
+        }
+    }
+    // On through the spec's default (an endpoint), metrics only, collected every 200 ms.
+    let home = home
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint())
+        .env("OTEL_TRACES_EXPORTER", "none")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "200")
+        .env("OTEL_SERVICE_NAME", "legate-metrics");
+    let mut served = Legate::start_in(home);
+    run_task(&served, "otlp-metrics-1");
+    let completed = value(
+        &scrape(&served),
+        "legate_tasks",
+        &[("agent", "revisor"), ("state", "completed")],
+    );
+    assert_eq!(completed, 1.0);
+
+    let points = poll::until(
+        Duration::from_secs(30),
+        "legate_tasks{agent=revisor,state=completed} at the receiver",
+        || {
+            let points = receiver.points();
+            points
+                .iter()
+                .any(|p| {
+                    p.metric == "legate_tasks"
+                        && p.attributes.get("agent").map(String::as_str) == Some("revisor")
+                        && p.attributes.get("state").map(String::as_str) == Some("completed")
+                        && p.value == completed
+                })
+                .then_some(points)
+        },
+    );
+    let last = |metric: &str| {
+        points
+            .iter()
+            .rev()
+            .find(|p| p.metric == metric)
+            .unwrap_or_else(|| panic!("no {metric} in {points:?}"))
+    };
+    let tasks = last("legate_tasks");
+    assert_eq!(
+        (tasks.kind, tasks.service.as_str()),
+        ("gauge", "legate-metrics")
+    );
+    // A counter goes as a monotonic sum, named without Prometheus' `_total`.
+    let decisions = last("legate_permission_decisions");
+    assert_eq!((decisions.kind, decisions.monotonic), ("sum", true));
+    assert!(decisions.value >= 1.0, "{decisions:?}");
+    assert_eq!(last("legate_queue_depth").value, 0.0);
+    assert!(last("legate_events_relayed").monotonic);
+    assert!(
+        points.iter().all(|p| p.service == "legate-metrics"),
+        "{points:?}"
+    );
+    // Traces were turned off by their own variable: none arrived.
+    assert!(receiver.requests().is_empty());
+    served.served.stop();
 }

@@ -2,7 +2,8 @@
 //! receiver on 127.0.0.1 that decodes the official OpenTelemetry protobufs
 //! (`legate_testkit::otlp`). A task sent through a front to a remote Legate is one trace
 //! whose spans come from both processes, continuing the caller's own trace; with no `OTEL_*`
-//! variable nothing is exported and nothing connects.
+//! variable nothing is exported and nothing connects; over OTLP/gRPC (the receiver's tonic
+//! `TraceService`) a task's spans arrive as over HTTP.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -189,4 +190,36 @@ fn with_no_otel_variable_nothing_is_exported_and_nothing_connects() {
             .any(|s| s.name == "legate.task" && s.service == "legate-cli"),
         "{spans:?}"
     );
+}
+
+#[test]
+fn over_grpc_a_tasks_spans_reach_the_collector() {
+    // A gRPC receiver on a port the kernel picks (never 4318, the port the test above takes,
+    // nor 4317): the exporter is pointed at it, so no default port is involved.
+    let receiver = OtlpReceiver::start_grpc();
+    let endpoint = receiver.endpoint();
+    let home = without_otel(CliHome::new(LEGATE));
+    let out = home.run_with(
+        &["run", "write hello.md: # Hello", "read hello.md"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_SERVICE_NAME", "legate-grpc"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The process has exited: its spans were flushed over gRPC before that.
+    let spans = receiver.spans();
+    let task = named(&spans, "legate-grpc", "legate.task");
+    assert_eq!(task.len(), 1, "{spans:?}");
+    assert_eq!(task[0].attributes["legate.task.state"], "completed");
+    assert!(
+        !named(&spans, "legate-grpc", "legate.tool_call").is_empty(),
+        "{spans:?}"
+    );
+    assert!(receiver.connections() >= 1);
 }

@@ -7,6 +7,7 @@
 //! engine did both) and never logs a token.
 
 pub mod exposition;
+pub mod otlp;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
