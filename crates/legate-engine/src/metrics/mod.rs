@@ -140,7 +140,7 @@ impl Metrics {
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.read())
             .await
-            .map_err(|e| Error::new(ErrorCode::Internal, format!("the metrics read failed: {e}")))?
+            .map_err(|e| Error::caused_by(ErrorCode::Internal, "the metrics read failed", e))?
     }
 
     fn read(&self) -> Result<MetricsSnapshot> {
