@@ -6,6 +6,9 @@
 //! [`EventSink::room`] before it reads more: while the reader is behind, the agent waits on
 //! its pipe instead of Legate's memory growing with its flood. Sending itself never blocks.
 //!
+//! Each event is stamped with when it was sent, so that the reader can tell how long the
+//! oldest of a batch waited for it ([`EventStream::recv_many_since`]: the engine's relay lag).
+//!
 //! A sink may also carry the task's wire tap ([`EventSink::with_tap`]): the backend hands
 //! each raw frame to [`EventSink::tap`], which does nothing for an untapped task.
 
@@ -13,6 +16,7 @@ use crate::tap::TapRecorder;
 use legate_core::{EventKind, TapDirection, TapProtocol};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 use tokio::sync::{Notify, mpsc};
 
 /// What waits unread in a bounded sink, and the limits of it.
@@ -59,7 +63,7 @@ fn weight(event: &EventKind) -> usize {
 /// The sending half: backends push events here, in the order they happened.
 #[derive(Debug, Clone)]
 pub struct EventSink {
-    tx: mpsc::UnboundedSender<EventKind>,
+    tx: mpsc::UnboundedSender<(Instant, EventKind)>,
     backlog: Option<Arc<Backlog>>,
     /// Where the task's raw frames go, when it is tapped.
     tap: Option<Arc<dyn TapRecorder>>,
@@ -68,8 +72,11 @@ pub struct EventSink {
 /// The receiving half, held by the engine.
 #[derive(Debug)]
 pub struct EventStream {
-    rx: mpsc::UnboundedReceiver<EventKind>,
+    rx: mpsc::UnboundedReceiver<(Instant, EventKind)>,
     backlog: Option<Arc<Backlog>>,
+    /// Where [`EventStream::recv_many`] takes stamped events before it hands them on (kept,
+    /// so that a batch allocates nothing once it has grown).
+    scratch: Vec<(Instant, EventKind)>,
 }
 
 impl EventSink {
@@ -82,7 +89,11 @@ impl EventSink {
                 backlog: None,
                 tap: None,
             },
-            EventStream { rx, backlog: None },
+            EventStream {
+                rx,
+                backlog: None,
+                scratch: Vec::new(),
+            },
         )
     }
 
@@ -106,6 +117,7 @@ impl EventSink {
             EventStream {
                 rx,
                 backlog: Some(backlog),
+                scratch: Vec::new(),
             },
         )
     }
@@ -135,7 +147,7 @@ impl EventSink {
             b.events.fetch_add(1, Ordering::AcqRel);
             b.bytes.fetch_add(weight(&event), Ordering::AcqRel);
         }
-        let _ = self.tx.send(event);
+        let _ = self.tx.send((Instant::now(), event));
     }
 
     /// Waits until the reader has room for more: at once for an unbounded sink, or when the
@@ -157,12 +169,13 @@ impl EventSink {
 }
 
 impl EventStream {
-    fn took(&self, events: &[EventKind]) {
+    fn took<'a>(&self, events: impl ExactSizeIterator<Item = &'a EventKind>) {
         if let Some(b) = &self.backlog
-            && !events.is_empty()
+            && events.len() > 0
         {
-            let bytes = events.iter().map(weight).sum::<usize>();
-            b.events.fetch_sub(events.len(), Ordering::AcqRel);
+            let n = events.len();
+            let bytes = events.map(weight).sum::<usize>();
+            b.events.fetch_sub(n, Ordering::AcqRel);
             b.bytes.fetch_sub(bytes, Ordering::AcqRel);
             b.room.notify_waiters();
         }
@@ -170,8 +183,8 @@ impl EventStream {
 
     /// The next event, or `None` once every sink is gone and nothing is left.
     pub async fn recv(&mut self) -> Option<EventKind> {
-        let event = self.rx.recv().await?;
-        self.took(std::slice::from_ref(&event));
+        let (_, event) = self.rx.recv().await?;
+        self.took(std::iter::once(&event));
         Some(event)
     }
 
@@ -180,18 +193,32 @@ impl EventStream {
     /// # Errors
     /// When none waits, or every sink is gone.
     pub fn try_recv(&mut self) -> Result<EventKind, mpsc::error::TryRecvError> {
-        let event = self.rx.try_recv()?;
-        self.took(std::slice::from_ref(&event));
+        let (_, event) = self.rx.try_recv()?;
+        self.took(std::iter::once(&event));
         Ok(event)
     }
 
     /// Up to `limit` waiting events appended to `buf`, waiting for at least one; how many
     /// (0 once every sink is gone and nothing is left).
     pub async fn recv_many(&mut self, buf: &mut Vec<EventKind>, limit: usize) -> usize {
-        let start = buf.len();
-        let n = self.rx.recv_many(buf, limit).await;
-        self.took(&buf[start..]);
-        n
+        self.recv_many_since(buf, limit).await.0
+    }
+
+    /// [`EventStream::recv_many`], and when the first of the events taken was sent (`None`
+    /// when none was taken): how long the oldest of the batch has waited since its backend
+    /// reported it.
+    pub async fn recv_many_since(
+        &mut self,
+        buf: &mut Vec<EventKind>,
+        limit: usize,
+    ) -> (usize, Option<Instant>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let n = self.rx.recv_many(&mut scratch, limit).await;
+        self.took(scratch.iter().map(|(_, e)| e));
+        let first = scratch.first().map(|(at, _)| *at);
+        buf.extend(scratch.drain(..).map(|(_, e)| e));
+        self.scratch = scratch;
+        (n, first)
     }
 }
 
@@ -236,6 +263,24 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_batch_says_when_its_oldest_event_was_sent() {
+        let (sink, mut stream) = EventSink::bounded(100, 1 << 20);
+        let before = Instant::now();
+        sink.send(message(1));
+        let between = Instant::now();
+        sink.send(message(1));
+        let mut buf = Vec::new();
+        let (n, first) = stream.recv_many_since(&mut buf, 8).await;
+        assert_eq!((n, buf.len()), (2, 2));
+        let first = first.unwrap();
+        assert!(before <= first && first <= between, "{first:?}");
+        // Taken, the backlog is empty again.
+        assert!(sink.tx.is_closed() || stream.backlog.as_ref().unwrap().has_room());
+        drop(sink);
+        assert_eq!(stream.recv_many_since(&mut buf, 8).await, (0, None));
     }
 
     #[tokio::test]

@@ -13,6 +13,10 @@
 //! Only then does rmcp's Streamable HTTP service see it (configured with the same allowlists,
 //! as a second check).
 //!
+//! Routes the binary serves beside MCP on the same port ([`Beside`]: `legate serve --mcp`'s
+//! `/metrics`) sit behind the same allowlist and the caller's guard, so they refuse what
+//! `/mcp` refuses; this module mounts them and never renders what they answer.
+//!
 //! The server itself (read timeouts, the connection cap) is `legate_token::serve`'s, shared
 //! with the A2A front.
 //!
@@ -189,6 +193,24 @@ async fn parse_check(request: Request, next: Next) -> Response {
         .await
 }
 
+/// Routes served beside MCP on its port, behind the caller's token and the allowlist (the
+/// same guard as [`MCP_PATH`]): the binary's `/metrics`, say. Empty by default.
+#[derive(Debug, Clone, Default)]
+pub struct Beside {
+    router: Option<axum::Router>,
+    paths: Vec<String>,
+}
+
+impl Beside {
+    /// `router`'s routes, at `paths` (named in the answer to a path nobody serves).
+    pub fn new(router: axum::Router, paths: &[&str]) -> Self {
+        Self {
+            router: Some(router),
+            paths: paths.iter().map(|p| (*p).to_string()).collect(),
+        }
+    }
+}
+
 /// The HTTP application: `/mcp` behind the caller's token.
 pub fn router(
     server: LegateMcp,
@@ -211,12 +233,27 @@ pub fn router_with_supervisor<S>(
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
+    router_beside(server, supervisor, Beside::default(), options, shutdown)
+}
+
+/// [`router_with_supervisor`], with `beside`'s routes served behind the caller's guard too.
+pub fn router_beside<S>(
+    server: LegateMcp,
+    supervisor: Option<S>,
+    beside: Beside,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> axum::Router
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(options.allowlist.hosts().to_vec())
         .with_allowed_origins(options.allowlist.origins().to_vec())
         .with_max_request_body_bytes(MAX_BODY_BYTES)
         .with_cancellation_token(shutdown);
     let (caller_gate, supervisor_gate) = options.gates();
+    let caller_gate = Arc::new(caller_gate);
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -225,9 +262,12 @@ where
     let caller = axum::Router::new()
         .route_service(MCP_PATH, service)
         .layer(middleware::from_fn(parse_check))
-        .layer(middleware::from_fn_with_state(Arc::new(caller_gate), guard));
+        .layer(middleware::from_fn_with_state(caller_gate.clone(), guard));
     let mut router = caller;
     let mut paths = MCP_PATH.to_string();
+    if let Some(extra) = beside.router {
+        router = router.merge(extra.layer(middleware::from_fn_with_state(caller_gate, guard)));
+    }
     if let (Some(handler), Some(gate)) = (supervisor, supervisor_gate) {
         let service = StreamableHttpService::new(
             move || Ok(handler.clone()),
@@ -239,10 +279,13 @@ where
             .layer(middleware::from_fn(parse_check))
             .layer(middleware::from_fn_with_state(Arc::new(gate), guard));
         router = router.merge(supervised);
-        paths = format!("{MCP_PATH} and {SUPERVISOR_PATH}");
+        paths = format!("{MCP_PATH}, {SUPERVISOR_PATH}");
+    }
+    for path in &beside.paths {
+        paths = format!("{paths}, {path}");
     }
     let router = router.fallback(move || {
-        let message = format!("Legate serves MCP at {paths} only");
+        let message = format!("Legate serves {paths} only");
         async move { refusal(StatusCode::NOT_FOUND, "NOT_FOUND", &message) }
     });
     // Outermost: the allowlist runs before the token.

@@ -2,18 +2,24 @@
 //! well-known path beneath it), the interface Legate talks to (JSON-RPC preferred, then
 //! HTTP+JSON), whether the remote supervises its agent, and a check that the token is taken.
 //!
+//! A tapped task's connection records the card fetch and the token check on its wire tap
+//! (`crate::tap`): each request as `GET <url>` (the URL without any user or password in it)
+//! or its JSON-RPC body, each answer's body, or `HTTP <status>` for a refusal. Never a header:
+//! the bearer token travels in one.
+//!
 //! This module owns the card fetch and every HTTP failure before a session exists, mapped to
 //! `REMOTE_UNREACHABLE`, `REMOTE_UNAUTHENTICATED` or `REMOTE_PROTOCOL_ERROR` with the remote's
 //! own (bounded, escaped) words. It never follows a card to another origin: an interface on a
 //! host other than the card's would receive the bearer token, and is refused.
 
 use crate::errors::{excerpt, protocol, unreachable};
+use crate::tap::TapRoute;
 use crate::token::Bearer;
 use a2a::{AgentCard, AgentInterface};
 use legate_core::remote::{
     COPY_WORKSPACE_EXTENSION, PLAN_CHANGES_EXTENSION, SUPERVISION_EXTENSION,
 };
-use legate_core::{Error, ErrorCode, Result};
+use legate_core::{Error, ErrorCode, Result, TapDirection};
 
 /// The well-known card path under a base URL.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
@@ -133,13 +139,32 @@ fn remote_words(body: &[u8]) -> String {
     }
 }
 
+/// `url` as the tap shows it: without a user name or password (a URL that does not parse is
+/// shown as its origin cannot be, by its scheme only).
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => "<a URL that does not parse>".to_string(),
+    }
+}
+
+/// `HTTP <status>` on the tap, for an answer whose body is not recorded.
+fn tap_status(tap: &TapRoute, status: reqwest::StatusCode) {
+    tap.record(TapDirection::FromAgent, &format!("HTTP {status}"));
+}
+
 /// Fetches the card of `url` (and `agent`), with `token` when given, and chooses the
-/// interface.
+/// interface; the requests and answers go to `tap` (nothing when it is not routed).
 pub async fn fetch(
     http: &reqwest::Client,
     url: &str,
     agent: Option<&str>,
     token: Option<&Bearer>,
+    tap: &TapRoute,
 ) -> Result<Found> {
     let mut last = None;
     for candidate in candidates(url, agent) {
@@ -156,8 +181,10 @@ pub async fn fetch(
         if let Some(t) = token {
             req = req.bearer_auth(t.expose());
         }
+        tap.record(TapDirection::ToAgent, &format!("GET {}", shown(&candidate)));
         let resp = req.send().await.map_err(|e| unreachable(&candidate, &e))?;
         if !resp.status().is_success() {
+            tap_status(tap, resp.status());
             last = Some(status_error(&format!("no agent card at {candidate}"), resp).await);
             continue;
         }
@@ -170,6 +197,7 @@ pub async fn fetch(
                 )));
             }
         };
+        tap.record(TapDirection::FromAgent, &String::from_utf8_lossy(&body));
         match serde_json::from_slice::<AgentCard>(&body) {
             Ok(card) => return choose(card, candidate),
             Err(e) => {
@@ -243,20 +271,26 @@ pub fn choose(card: AgentCard, card_url: String) -> Result<Found> {
 /// Checks that the remote takes `token` on the chosen interface, with a read that changes
 /// nothing (`GetTask` of a task that does not exist): `REMOTE_UNAUTHENTICATED` on 401/403,
 /// `REMOTE_UNREACHABLE` when the endpoint does not answer. Any other answer passes: the
-/// remote's A2A errors are reported by the calls that follow.
+/// remote's A2A errors are reported by the calls that follow. The probe and its answer go
+/// to `tap`.
 pub async fn check_token(
     http: &reqwest::Client,
     found: &Found,
     token: Option<&Bearer>,
+    tap: &TapRoute,
 ) -> Result<()> {
     let url = &found.interface.url;
     let probe_id = "legate-token-check";
     let mut req = if found.interface.protocol_binding == a2a::TRANSPORT_PROTOCOL_JSONRPC {
-        http.post(url).json(&serde_json::json!({
+        let body = serde_json::json!({
             "jsonrpc": "2.0", "id": probe_id, "method": "GetTask", "params": {"id": probe_id}
-        }))
+        });
+        tap.record(TapDirection::ToAgent, &body.to_string());
+        http.post(url).json(&body)
     } else {
-        http.get(format!("{}/tasks/{probe_id}", url.trim_end_matches('/')))
+        let probe = format!("{}/tasks/{probe_id}", url.trim_end_matches('/'));
+        tap.record(TapDirection::ToAgent, &format!("GET {}", shown(&probe)));
+        http.get(probe)
     };
     req = req.header(a2a::SVC_PARAM_VERSION, a2a::VERSION);
     if let Some(t) = token {
@@ -265,10 +299,17 @@ pub async fn check_token(
     let resp = req.send().await.map_err(|e| unreachable(url, &e))?;
     let status = resp.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        tap_status(tap, status);
         return Err(status_error(url, resp).await);
     }
     // Read (bounded) and drop the body so the connection can be reused.
-    let _ = bounded_body(resp, MAX_ERROR_BYTES).await;
+    match bounded_body(resp, MAX_ERROR_BYTES).await {
+        Ok(body) => tap.record(
+            TapDirection::FromAgent,
+            &format!("HTTP {status} {}", String::from_utf8_lossy(&body)),
+        ),
+        Err(_) => tap_status(tap, status),
+    }
     Ok(())
 }
 

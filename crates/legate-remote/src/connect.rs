@@ -1,5 +1,8 @@
 //! One remote agent, connected: the token read, the card fetched and its interface chosen,
 //! the token checked, and an `a2a-client` client on that one interface carrying the token.
+//! The card fetch and the token check are the opening task's frames: recorded on its wire tap
+//! when it is tapped (the connection's [`TapRoute`], routed to the task's sink while it
+//! connects).
 //!
 //! This module owns building the connection and the calls' timeouts. It never retries a
 //! call that could have changed the remote (a send or a cancel is made once).
@@ -11,6 +14,7 @@ use crate::token::{self, Bearer};
 use crate::wire::{BoundedFactory, Limits};
 use a2a_client::auth::AuthInterceptor;
 use a2a_client::{A2AClient, A2AClientFactory, Transport};
+use legate_backend::EventSink;
 use legate_core::{AgentSpec, Error, ErrorCode, RemoteEndpoint, Result};
 use std::fmt;
 use std::sync::Arc;
@@ -114,8 +118,9 @@ pub async fn timed<T>(
 }
 
 impl Remote {
-    /// Connects to the remote agent `spec` names.
-    pub async fn connect(spec: &AgentSpec) -> Result<Remote> {
+    /// Connects to the remote agent `spec` names, for the task whose events go to `sink`
+    /// (its wire tap records the card fetch and the token check, when it is tapped).
+    pub async fn connect(spec: &AgentSpec, sink: &EventSink) -> Result<Remote> {
         let endpoint = spec.remote().cloned().ok_or_else(|| {
             Error::new(
                 ErrorCode::AgentStartFailed,
@@ -140,6 +145,8 @@ impl Remote {
             .map(|t| token::read(&spec.name, t))
             .transpose()?;
         let http = http()?;
+        let tap = TapRoute::default();
+        let _connecting = tap.route(sink);
         let found = tokio::time::timeout(
             CALL_TIMEOUT,
             card::fetch(
@@ -147,6 +154,7 @@ impl Remote {
                 &endpoint.url,
                 endpoint.agent.as_deref(),
                 bearer.as_ref(),
+                &tap,
             ),
         )
         .await
@@ -162,7 +170,7 @@ impl Remote {
         })??;
         tokio::time::timeout(
             CALL_TIMEOUT,
-            card::check_token(&http, &found, bearer.as_ref()),
+            card::check_token(&http, &found, bearer.as_ref(), &tap),
         )
         .await
         .map_err(|_| {
@@ -178,7 +186,6 @@ impl Remote {
         // The official client on Legate's bounded transport (the SDK's own transports read
         // whole bodies into memory however large, see `wire`): one client for every call, and
         // one with room for a copy task's patch, for the `GetTask` that brings it back.
-        let tap = TapRoute::default();
         let make = |limits| client_on(&found, &http, bearer.as_ref(), limits, &tap);
         let client = make(Limits::default()).await?;
         let transfer = make(Limits::for_transfer(endpoint.max_transfer_bytes())).await?;

@@ -174,7 +174,7 @@ impl Backend for A2aBackend {
         request: SessionRequest,
         sink: EventSink,
     ) -> Result<Arc<dyn AgentSession>> {
-        let remote = Arc::new(Remote::connect(&request.agent).await?);
+        let remote = Arc::new(Remote::connect(&request.agent, &sink).await?);
         let info = info(&remote);
         sink.send(EventKind::Notice {
             message: format!(
@@ -226,7 +226,7 @@ impl Backend for A2aBackend {
         sink: EventSink,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome> {
-        let remote = Remote::connect(&request.agent).await?;
+        let remote = Remote::connect(&request.agent, &sink).await?;
         let _tap = remote.tap.route(&sink);
         let mut follow = Follow {
             remote: &remote,

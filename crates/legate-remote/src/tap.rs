@@ -2,9 +2,10 @@
 //! body, each Server-Sent Event) it reads, handed to the running turn's tap.
 //!
 //! A [`TapRoute`] belongs to one connection ([`crate::connect::Remote`]); its transports
-//! ([`crate::wire`], [`crate::events`]) record on it, and a turn routes it to its sink for
-//! as long as it runs ([`TapRoute::route`]). Outside a turn, or for a task that is not
-//! tapped, nothing is recorded. This module never redacts, bounds or stores a frame (the
+//! ([`crate::wire`], [`crate::events`]) and the connection's card fetch and token check
+//! ([`crate::card`]) record on it, and the task opening the connection, then each turn,
+//! routes it to its sink for as long as it connects or runs ([`TapRoute::route`]). Outside
+//! those, or for a task that is not tapped, nothing is recorded. This module never redacts, bounds or stores a frame (the
 //! engine's recorder does) and keeps no sink past the turn that gave it.
 
 use legate_backend::EventSink;

@@ -498,7 +498,7 @@ async fn the_first_update_is_recorded_before_it_is_relayed() {
     if let legate_core::Transport::Url(r) = &mut spec.transport {
         r.agent = None;
     }
-    let remote = legate_remote::connect::Remote::connect(&spec)
+    let remote = legate_remote::connect::Remote::connect(&spec, &EventSink::channel().0)
         .await
         .unwrap();
     let (sink, stream) = EventSink::channel();
@@ -555,7 +555,7 @@ async fn hostile_remote_task_ids_are_refused_before_they_are_recorded() {
     if let legate_core::Transport::Url(r) = &mut spec.transport {
         r.agent = None;
     }
-    let remote = legate_remote::connect::Remote::connect(&spec)
+    let remote = legate_remote::connect::Remote::connect(&spec, &EventSink::channel().0)
         .await
         .unwrap();
     let status = |task: &str, context: &str| {
@@ -623,9 +623,15 @@ async fn the_bounded_transport_speaks_http_json() {
     let dir = tempfile::tempdir().unwrap();
     let back = Back::start(&dir.path().join("back")).await;
     let http = reqwest::Client::new();
-    let found = legate_remote::card::fetch(&http, &back.url, Some("revisor"), None)
-        .await
-        .unwrap();
+    let found = legate_remote::card::fetch(
+        &http,
+        &back.url,
+        Some("revisor"),
+        None,
+        &legate_remote::tap::TapRoute::default(),
+    )
+    .await
+    .unwrap();
     let iface = found
         .card
         .supported_interfaces

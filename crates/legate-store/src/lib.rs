@@ -31,6 +31,7 @@
 //! - `ceilings`: caller-set ceilings (the test ceiling; table `policies`), replaced by
 //!   compare-and-set;
 //! - `tap`: the wire tap's frames of each tapped task, numbered like its events;
+//! - `trace`: a task's W3C trace context, kept from its first turn;
 //! - `sql`: mapping SQLite and JSON failures to [`legate_core::Error`].
 
 mod approvals;
@@ -56,6 +57,7 @@ mod sign_ins;
 mod sql;
 mod tap;
 mod tasks;
+mod trace;
 mod usage;
 
 pub use approvals::{
@@ -78,6 +80,7 @@ pub use schema::SCHEMA_VERSION;
 pub use sign_ins::Spent;
 pub use tap::TapTotals;
 pub use tasks::TaskFilter;
+pub use trace::StoredTrace;
 pub use usage::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 
 use legate_core::{Error, ErrorCode, Result};

@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     V18_SIGN_INS,
     V19_TAP,
     V20_PLAN_ROWS,
+    V21_TRACE,
 ];
 
 /// Tasks, their events, and contexts.
@@ -386,6 +387,13 @@ CREATE TABLE tap_frames (
 /// releases cannot read such rows, and refuse a store of this version.
 const V20_PLAN_ROWS: &str = "
 CREATE INDEX events_plans ON events (task_id, seq) WHERE type = 'plan';
+";
+
+/// A task's W3C trace context (issue 34), kept from its first turn so that a reply, or a turn
+/// re-attached after a restart, continues the task's trace.
+const V21_TRACE: &str = "
+ALTER TABLE tasks ADD COLUMN traceparent TEXT;
+ALTER TABLE tasks ADD COLUMN tracestate TEXT;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -87,8 +87,9 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
 }
 
 /// Binds MCP's listener for `legate serve --mcp` at `host:port`, builds `/mcp` over `engine`
-/// (declaring the Tasks extension when `tasks`),
-/// and prints the ready-to-paste client configuration. The caller serves the router.
+/// (declaring the Tasks extension when `tasks`) with `/metrics` beside it (`crate::metrics`,
+/// behind the same allowlist and caller token), and prints the ready-to-paste client
+/// configuration. The caller serves the router.
 pub async fn open(
     config: &Config,
     host: IpAddr,
@@ -122,9 +123,14 @@ pub async fn open(
         supervisor_token: Some(supervisor_token),
     };
     let supervisor = ApprovalsMcp::new(legate_engine::ApprovalDesk::Engine(engine.clone()));
-    let router = legate_mcp::http::router_with_supervisor(
+    let metrics = legate_mcp::http::Beside::new(
+        crate::metrics::routes(engine.clone()),
+        &[crate::metrics::PATH],
+    );
+    let router = legate_mcp::http::router_beside(
         server,
         Some(supervisor),
+        metrics,
         options,
         shutdown.clone(),
     );
@@ -168,6 +174,10 @@ fn print_client_config(
     };
     crate::out!("Legate MCP server · profile {} · {url}", config.mcp.profile)?;
     crate::out!("token: {whence}")?;
+    crate::out!(
+        "metrics: http://{bound}{} (Prometheus text, same token)",
+        crate::metrics::PATH
+    )?;
     crate::out!()?;
     crate::out!("Claude Code:")?;
     crate::out!(

@@ -7,6 +7,9 @@
 //! second test prints `SKIPPED` and passes, unless `LEGATE_REQUIRE_PROMETHEUS` or `CI` is set
 //! (`.ci/run` installs it and sets the former): then it fails.
 //!
+//! `legate serve --mcp` alone serves the same document beside `/mcp`, behind the MCP front's
+//! allowlist and caller token.
+//!
 //! With an OTLP endpoint in its environment, `legate serve` exports the same numbers as
 //! OpenTelemetry metrics to the test kit's receiver on 127.0.0.1.
 
@@ -14,7 +17,7 @@
 
 use legate_frontkit::cli::{CliHome, KillOnDrop};
 use legate_frontkit::poll;
-use legate_frontkit::served::{Raw, Served, a2a_access, raw};
+use legate_frontkit::served::{McpServed, Raw, Served, a2a_access, raw};
 use legate_testkit::otlp::OtlpReceiver;
 use prometheus_parse::{Scrape, Value};
 use serde_json::json;
@@ -155,6 +158,7 @@ fn metrics_need_the_caller_token_parse_as_prometheus_text_and_move_with_work() {
         "legate_permission_decisions_total",
         "legate_approvals_pending",
         "legate_queue_wait_seconds",
+        "legate_relay_lag_seconds",
         "legate_events_relayed_total",
         "legate_workspace_disk_bytes",
         "legate_task_tokens",
@@ -167,6 +171,7 @@ fn metrics_need_the_caller_token_parse_as_prometheus_text_and_move_with_work() {
     let events0 = value(&before, "legate_events_relayed_total", &[]);
     let decisions0 = value(&before, "legate_permission_decisions_total", &allowed);
     let waits0 = wait_count(&before);
+    let (lags0, _) = histogram(&before, "legate_relay_lag_seconds");
 
     run_task(&served, "m-metrics-1");
     let after = scrape(&served);
@@ -180,6 +185,25 @@ fn metrics_need_the_caller_token_parse_as_prometheus_text_and_move_with_work() {
         decisions0 + 1.0
     );
     assert_eq!(wait_count(&after), waits0 + 1);
+    // The agent's events were relayed in batches, each observed once, within the buckets.
+    let (lags, lag_buckets) = histogram(&after, "legate_relay_lag_seconds");
+    assert!(
+        lags > lags0,
+        "the relay lag saw no batch: {lags0} then {lags}"
+    );
+    assert!(
+        lag_buckets.first().is_some_and(|(le, _)| *le == 0.001),
+        "{lag_buckets:?}"
+    );
+    assert!(
+        lag_buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+        "not cumulative: {lag_buckets:?}"
+    );
+    let lag_sum = value(&after, "legate_relay_lag_seconds_sum", &[]);
+    assert!(
+        lag_sum > 0.0 && lag_sum < 60.0 * lags as f64,
+        "sum {lag_sum} over {lags} batches"
+    );
     assert_eq!(value(&after, "legate_approvals_pending", &[]), 0.0);
     assert_eq!(value(&after, "legate_queue_depth", &[]), 0.0);
 
@@ -191,19 +215,104 @@ fn metrics_need_the_caller_token_parse_as_prometheus_text_and_move_with_work() {
     );
 }
 
+#[test]
+fn with_the_mcp_front_alone_metrics_are_served_beside_mcp_behind_its_token() {
+    let home = CliHome::new(LEGATE);
+    let mut mcp = McpServed::start(&home, &["--mcp", "--port", "0"]);
+    let printed = &mcp.served.printed;
+    assert!(
+        !printed.iter().any(|l| l.starts_with("Legate A2A server")),
+        "{printed:?}"
+    );
+    let metrics_url = legate_frontkit::served::url_on(printed, "metrics: ");
+    assert_eq!(metrics_url, format!("http://{}/metrics", mcp.addr));
+    let addr = mcp.addr.clone();
+    let get = |host: &str, auth: Option<&str>| {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        raw(&addr, "GET", "/metrics", host, &headers, "")
+    };
+    let bearer = format!("Bearer {}", mcp.token);
+
+    // No token, a wrong one, another front's, the supervisor's: 401 and none of the numbers.
+    let none = get(&addr, None);
+    assert_eq!(none.status, 401, "{none:?}");
+    assert!(none.head.contains("www-authenticate: bearer"), "{none:?}");
+    assert!(!none.body.contains("legate_"), "{none:?}");
+    let wrong = get(&addr, Some(&format!("Bearer {}", "f".repeat(64))));
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    assert!(!wrong.body.contains("legate_"), "{wrong:?}");
+    let supervisor_token = std::fs::read_to_string(home.home().join("supervisor-token")).unwrap();
+    let refused = get(&addr, Some(&format!("Bearer {}", supervisor_token.trim())));
+    assert_eq!(refused.status, 401, "{refused:?}");
+    assert!(
+        refused.body.contains("supervisor token is refused"),
+        "{refused:?}"
+    );
+    // A foreign Host is refused before the token, as for `/mcp`.
+    let foreign = get("evil.example", Some(&bearer));
+    assert_eq!(foreign.status, 403, "{foreign:?}");
+    assert!(!foreign.body.contains("legate_"), "{foreign:?}");
+
+    let parse = |r: &Raw| {
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(
+            r.head.contains("content-type: text/plain; version=0.0.4"),
+            "{r:?}"
+        );
+        Scrape::parse(r.body.lines().map(|l| Ok(l.to_string()))).unwrap()
+    };
+    let before = parse(&get(&addr, Some(&bearer)));
+    for family in [
+        "legate_tasks",
+        "legate_relay_lag_seconds",
+        "legate_events_relayed_total",
+    ] {
+        assert!(before.docs.contains_key(family), "no HELP for {family}");
+    }
+    // A task run by another process of the home shows in the store's numbers.
+    let completed = [("agent", "revisor"), ("state", "completed")];
+    let tasks0 = value(&before, "legate_tasks", &completed);
+    let out = home.run(&["run", "write notes.txt: hello"]);
+    assert!(out.status.success(), "{}", legate_frontkit::cli::text(&out));
+    let after = parse(&get(&addr, Some(&bearer)));
+    assert_eq!(value(&after, "legate_tasks", &completed), tasks0 + 1.0);
+    // The MCP endpoint itself still answers as before; an unknown path names both.
+    let unknown = raw(
+        &addr,
+        "GET",
+        "/nothing",
+        &addr,
+        &[("Authorization", &bearer)],
+        "",
+    );
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    assert!(unknown.body.contains("/metrics"), "{unknown:?}");
+    mcp.served.stop();
+}
+
 /// How many tasks the queue-wait histogram has seen.
 fn wait_count(s: &Scrape) -> u64 {
+    histogram(s, "legate_queue_wait_seconds").0
+}
+
+/// The histogram `name`: its count (the `+Inf` bucket) and its finite buckets (`le`, count).
+fn histogram(s: &Scrape, name: &str) -> (u64, Vec<(f64, u64)>) {
     let h = s
         .samples
         .iter()
-        .find(|x| x.metric == "legate_queue_wait_seconds")
-        .unwrap_or_else(|| panic!("no queue-wait histogram in {:?}", s.samples));
+        .find(|x| x.metric == name)
+        .unwrap_or_else(|| panic!("no histogram {name} in {:?}", s.samples));
     match &h.value {
         Value::Histogram(buckets) => {
             let inf = buckets.iter().find(|b| b.less_than.is_infinite()).unwrap();
-            inf.count as u64
+            let finite = buckets
+                .iter()
+                .filter(|b| b.less_than.is_finite())
+                .map(|b| (b.less_than, b.count as u64))
+                .collect();
+            (inf.count as u64, finite)
         }
-        other => panic!("the queue wait is not a histogram: {other:?}"),
+        other => panic!("{name} is not a histogram: {other:?}"),
     }
 }
 
@@ -386,6 +495,10 @@ fn with_an_otlp_endpoint_the_same_numbers_are_exported_as_opentelemetry_metrics(
     assert!(decisions.value >= 1.0, "{decisions:?}");
     assert_eq!(last("legate_queue_depth").value, 0.0);
     assert!(last("legate_events_relayed").monotonic);
+    // The relay lag, as its count and sum: the task's batches were observed.
+    let lags = last("legate_relay_lag_seconds_count");
+    assert!(lags.monotonic && lags.value >= 1.0, "{lags:?}");
+    assert!(last("legate_relay_lag_seconds_sum").value > 0.0);
     assert!(
         points.iter().all(|p| p.service == "legate-metrics"),
         "{points:?}"

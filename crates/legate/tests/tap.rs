@@ -2,11 +2,14 @@
 //! true` (or `--tap`), then `legate tap ID` prints the ACP frames both ways; a task that was
 //! not tapped says `TAP_OFF`; a credential the agent prints is redacted before it is stored
 //! (the store's own rows are read too); and a chatty agent past a small `[tap] max_task_mb`
-//! leaves at most the cap of frames and one marker saying what was dropped.
+//! leaves at most the cap of frames and one marker saying what was dropped. Frames outside
+//! the prompt are the task's too: the model set before it (`session/set_config_option`), and
+//! for a remote agent (a second `legate serve`) the card fetch and the token check.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_frontkit::cli::{CliHome, scripted_config, task_id, text};
+use legate_frontkit::fleet::Fleet;
 use serde_json::Value;
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
@@ -197,4 +200,95 @@ fn a_chatty_agent_past_the_cap_leaves_the_cap_and_one_marker() {
     );
     // The marker comes after every frame kept.
     assert_eq!(got.last().unwrap()["direction"], "marker", "{marker}");
+}
+
+#[test]
+fn the_model_set_before_the_prompt_is_in_the_tap() {
+    let h = home("");
+    let id = run(
+        &h,
+        "scripted",
+        &["--model", "revisor-thorough"],
+        "!say with a model",
+    );
+    let got = frames(&h, &id);
+    let set = calls(&got, "to-agent", "session/set_config_option");
+    assert_eq!(set.len(), 1, "{got:#?}");
+    assert!(
+        set[0]["frame"]
+            .as_str()
+            .unwrap()
+            .contains("revisor-thorough"),
+        "{set:#?}"
+    );
+    // Its answer (the options as they now are) comes back, before the prompt is sent.
+    let seq = |f: &Value| f["seq"].as_u64().unwrap();
+    let prompt = calls(&got, "to-agent", "session/prompt");
+    assert_eq!(prompt.len(), 1, "{got:#?}");
+    let answered = got.iter().find(|f| {
+        f["direction"] == "from-agent"
+            && seq(f) > seq(set[0])
+            && f["frame"].as_str().unwrap().contains("configOptions")
+    });
+    assert!(
+        answered.is_some_and(|a| seq(a) < seq(prompt[0])),
+        "{got:#?}"
+    );
+    // A task of the same agent with the agent's own model sets nothing.
+    let id = run(&h, "scripted", &[], "!say no model");
+    assert!(
+        calls(&frames(&h, &id), "to-agent", "session/set_config_option").is_empty(),
+        "a model was set"
+    );
+}
+
+#[test]
+fn a_remote_tapped_task_shows_its_card_fetch_and_token_check() {
+    // The front's `back` agent (the back's revisor over A2A) is tapped.
+    let fleet = Fleet::start(LEGATE, "tap = true\n");
+    let out = fleet
+        .front
+        .cli(&["run", "--agent", "back", "what is here?"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = task_id(&out);
+    let out = fleet.front.cli(&["tap", &id, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let got: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let a2a = |direction: &str| -> Vec<String> {
+        got.iter()
+            .filter(|f| f["direction"] == direction && f["protocol"] == "a2a")
+            .map(|f| f["frame"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let sent = a2a("to-agent");
+    let read = a2a("from-agent");
+    let card_url = format!(
+        "GET http://{}/agents/revisor/.well-known/agent-card.json",
+        fleet.back.a2a
+    );
+    assert_eq!(sent.first(), Some(&card_url), "{got:#?}");
+    // The card, as the back served it, is the first answer; then the token check.
+    let card: Value = serde_json::from_str(read.first().unwrap()).unwrap();
+    assert!(card["supportedInterfaces"].is_array(), "{card}");
+    assert!(
+        sent.get(1)
+            .is_some_and(|f| f.contains("legate-token-check")),
+        "{sent:#?}"
+    );
+    assert!(
+        read.get(1).is_some_and(|f| f.starts_with("HTTP ")),
+        "{read:#?}"
+    );
+    // Then the task's own requests.
+    assert!(
+        sent.iter().skip(2).any(|f| f.contains("\"method\":\"Send")),
+        "{sent:#?}"
+    );
+    // The bearer token travels in a header, which is never recorded.
+    let token = fleet.back.bearer.trim_start_matches("Bearer ");
+    let all = serde_json::to_string(&got).unwrap();
+    assert!(!all.contains(token), "the back's token is in the tap");
 }

@@ -2,14 +2,19 @@
 //! receiver on 127.0.0.1 that decodes the official OpenTelemetry protobufs
 //! (`legate_testkit::otlp`). A task sent through a front to a remote Legate is one trace
 //! whose spans come from both processes, continuing the caller's own trace; with no `OTEL_*`
-//! variable nothing is exported and nothing connects; over OTLP/gRPC (the receiver's tonic
-//! `TraceService`) a task's spans arrive as over HTTP.
+//! variable nothing is exported and nothing connects (neither spans from a run nor metrics
+//! from `legate serve`); over OTLP/gRPC (the receiver's tonic
+//! `TraceService`) a task's spans arrive as over HTTP. A task keeps its trace: a reply into
+//! it, sent in another caller trace, and a remote task re-attached after the front's `kill -9`
+//! continue the trace the task began in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_frontkit::cli::CliHome;
 use legate_frontkit::fleet::Fleet;
+use legate_frontkit::fleet::{GATED, open_gate, wait_gate};
 use legate_frontkit::poll;
+use legate_frontkit::served::{A2aServed, raw};
 use legate_frontkit::sse::frame_state;
 use legate_testkit::otlp::{OtlpReceiver, ReceivedSpan};
 use serde_json::json;
@@ -17,6 +22,19 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
+
+/// Held by each test that takes OTLP/HTTP's default port (4318) on 127.0.0.1: one at a time.
+static DEFAULT_PORT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The receiver on 4318, once no other test of this file holds it.
+fn on_default_port() -> (std::sync::MutexGuard<'static, ()>, OtlpReceiver) {
+    let held = DEFAULT_PORT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let receiver = OtlpReceiver::bind("127.0.0.1:4318")
+        .expect("port 4318 (OTLP/HTTP's default) must be free for this test");
+    (held, receiver)
+}
 
 /// The caller's own trace and span (W3C `traceparent` it sends to the front).
 const CALLER_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
@@ -156,8 +174,7 @@ fn a_task_sent_to_a_remote_legate_is_one_trace_across_both_processes() {
 #[test]
 fn with_no_otel_variable_nothing_is_exported_and_nothing_connects() {
     // The receiver takes the OTLP/HTTP default port: an exporter left on would come here.
-    let receiver = OtlpReceiver::bind("127.0.0.1:4318")
-        .expect("port 4318 (OTLP/HTTP's default) must be free for this test");
+    let (_held, receiver) = on_default_port();
     let home = without_otel(CliHome::new(LEGATE));
     let out = home.run(&["run", "write hello.md: # Hello", "read hello.md"]);
     assert!(
@@ -193,6 +210,38 @@ fn with_no_otel_variable_nothing_is_exported_and_nothing_connects() {
 }
 
 #[test]
+fn with_no_otel_variable_legate_serve_sends_no_metrics() {
+    let (_held, receiver) = on_default_port();
+    // Serving, a task run, then stopped: a metrics exporter left on would have sent at its
+    // shutdown at the latest (it collects once more when the server stops).
+    let mut served = A2aServed::start(without_otel(CliHome::new(LEGATE)), &["--port", "0"]);
+    let task = served.send("no-otel-1", "write hello.md: # Hello", None);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert!(served.served.stop().is_some_and(|s| s.success()));
+    assert_eq!(receiver.connections(), 0);
+    assert!(receiver.metric_requests().is_empty());
+
+    // Asked for (and no endpoint), the same server's metrics reach the default port: the
+    // receiver would have seen an exporter.
+    let home = without_otel(CliHome::new(LEGATE))
+        .env("OTEL_METRICS_EXPORTER", "otlp")
+        .env("OTEL_SERVICE_NAME", "legate-metrics-on");
+    let mut served = A2aServed::start(home, &["--port", "0"]);
+    let task = served.send("otel-on-1", "write hello.md: # Hello", None);
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert!(served.served.stop().is_some_and(|s| s.success()));
+    let points = receiver.points();
+    assert!(
+        points
+            .iter()
+            .any(|p| p.metric == "legate_tasks" && p.service == "legate-metrics-on"),
+        "{points:?}"
+    );
+    // Metrics only: traces stayed off.
+    assert!(receiver.requests().is_empty());
+}
+
+#[test]
 fn over_grpc_a_tasks_spans_reach_the_collector() {
     // A gRPC receiver on a port the kernel picks (never 4318, the port the test above takes,
     // nor 4317): the exporter is pointed at it, so no default port is involved.
@@ -222,4 +271,161 @@ fn over_grpc_a_tasks_spans_reach_the_collector() {
         "{spans:?}"
     );
     assert!(receiver.connections() >= 1);
+}
+
+/// A blocking `SendMessage` to `served`'s default agent in the caller trace `traceparent`
+/// (into task `task_id`, if given); the task it answers.
+fn send_traced(
+    served: &A2aServed,
+    message_id: &str,
+    task_id: Option<&str>,
+    traceparent: &str,
+) -> serde_json::Value {
+    let mut message =
+        json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "go"}]});
+    if let Some(id) = task_id {
+        message["taskId"] = json!(id);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message}});
+    let r = raw(
+        &served.addr,
+        "POST",
+        "/",
+        &served.addr,
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &served.bearer),
+            ("traceparent", traceparent),
+        ],
+        &body.to_string(),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let answer: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    answer["result"]["task"].clone()
+}
+
+#[test]
+fn a_reply_into_a_waiting_task_continues_the_tasks_trace() {
+    let receiver = OtlpReceiver::start();
+    let home = without_otel(CliHome::with_config(
+        LEGATE,
+        "default_agent = \"tck\"\n\n[agents.tck]\n",
+    ))
+    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint())
+    .env("OTEL_SERVICE_NAME", "legate-reply")
+    .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let served = A2aServed::start(home, &["--port", "0"]);
+    // The task begins in the caller's trace and waits for input; the reply comes from
+    // another trace (another caller, or the same one later).
+    let asked = send_traced(
+        &served,
+        "tck-input-required-trace",
+        None,
+        &format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"),
+    );
+    assert_eq!(
+        asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let other_trace = "5bf92f3577b34da6a3ce929d0e0e4736";
+    let done = send_traced(
+        &served,
+        "tck-complete-task-trace",
+        Some(&id),
+        &format!("00-{other_trace}-00f067aa0ba902b7-01"),
+    );
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+
+    let tasks = poll::until(
+        Duration::from_secs(60),
+        "both turns' task spans at the receiver",
+        || {
+            let spans = receiver.spans();
+            let tasks: Vec<ReceivedSpan> = named(&spans, "legate-reply", "legate.task")
+                .into_iter()
+                .filter(|s| s.attributes["legate.task.id"] == id)
+                .cloned()
+                .collect();
+            (tasks.len() == 2).then_some(tasks)
+        },
+    );
+    let entry = |e: &str| {
+        tasks
+            .iter()
+            .find(|s| s.attributes["legate.turn.entry"] == e)
+            .unwrap_or_else(|| panic!("no {e} turn in {tasks:?}"))
+    };
+    let (first, reply) = (entry("new"), entry("reply"));
+    assert_eq!(first.trace_id, CALLER_TRACE, "{first:?}");
+    // The reply's turn is in the task's trace, under its first turn, not the reply's caller's.
+    assert_eq!(reply.trace_id, CALLER_TRACE, "{reply:?}");
+    assert_eq!(reply.parent_span_id, first.span_id, "{reply:?}");
+    // The reply's own request is in its caller's trace still.
+    let spans = receiver.spans();
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == "legate.a2a.request" && s.trace_id == other_trace),
+        "{spans:?}"
+    );
+}
+
+#[test]
+fn a_remote_task_re_attached_after_a_restart_continues_its_trace() {
+    let receiver = OtlpReceiver::start();
+    let endpoint = receiver.endpoint();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_SERVICE_NAME", "legate-front"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let mut fleet = Fleet::start_with_env(LEGATE, "", &[], &env);
+    let message = json!({"message": {"messageId": "traced-kill", "role": "ROLE_USER",
+        "parts": [{"text": GATED}]}});
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let mut caller = fleet.front.call_stream_with(
+        "back",
+        "SendStreamingMessage",
+        message,
+        &[("traceparent", traceparent.as_str())],
+    );
+    let first = caller.next().expect("an empty stream");
+    let id = first["task"]["id"].as_str().unwrap().to_owned();
+    wait_gate(&fleet.back);
+    poll::until(
+        Duration::from_secs(60),
+        "the front to record the remote task",
+        || {
+            fleet.front.show(&id)["remote"]["taskId"]
+                .as_str()
+                .map(str::to_owned)
+        },
+    );
+    // The front dies with the turn's spans unsent; the restarted one follows the task.
+    fleet.front.kill_9();
+    drop(caller);
+    fleet.front.restart();
+    open_gate(&fleet.back, "after-restart");
+    fleet.front.follow(&id);
+    assert_eq!(fleet.front.show(&id)["state"], "completed");
+
+    let reattached = poll::until(
+        Duration::from_secs(60),
+        "the re-attached turn's task span at the receiver",
+        || {
+            named(&receiver.spans(), "legate-front", "legate.task")
+                .into_iter()
+                .find(|s| {
+                    s.attributes["legate.task.id"] == id
+                        && s.attributes["legate.turn.entry"] == "reattach"
+                })
+                .cloned()
+        },
+    );
+    // The caller's trace, the one the task began in.
+    assert_eq!(reattached.trace_id, CALLER_TRACE, "{reattached:?}");
+    assert_eq!(reattached.attributes["legate.task.state"], "completed");
 }

@@ -440,11 +440,13 @@ impl AgentSession for AcpSession {
             // Another agent's run in this root may have left processes since this opened.
             crate::cleanup::check(dir, self.shared.root())?;
         }
-        let model = self.apply_model(&turn, &sink).await?;
+        // Routed before the model is set: `session/set_config_option` and its answer are the
+        // task's frames (its wire tap records them) like the prompt's.
         let turn_sink = sink.clone();
         self.shared.route_to(sink, Some(turn.mode));
         self.shared.route_task(turn.task_id.clone());
         let _clear = TurnGuard(&self.shared);
+        let model = self.apply_model(&turn, &turn_sink).await?;
         let mut result = self.run_turn(turn, model).await;
         // An agent in a pod: what it did comes back to the local copy before the turn ends.
         if let (Ok(_), Some(copy), Some(pod)) = (&result, &self.pod_copy, self.process.pod())

@@ -33,6 +33,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// How many times a re-attach refused with `REMOTE_UNREACHABLE` is tried in all.
 pub const ATTEMPTS: u32 = 3;
@@ -124,8 +125,14 @@ impl Core {
             stop_tx.send_if_modified(|s| first_intent(s, Stop::Cancel));
         }
         tracing::info!(task = %id, from = %dead, remote_task = %remote.task_id, "took over a remote task whose process stopped");
+        // The re-attached turn continues the task's own trace (the one it began in).
+        let span = crate::core::spans::task_span(&task, crate::core::spans::TurnEntry::Reattach);
+        crate::core::spans::continue_trace(store, id, &span);
         let engine = self.clone();
-        self.track(async move { engine.follow_adopted(task, agent, remote, stop_rx).await });
+        self.track(
+            async move { engine.follow_adopted(task, agent, remote, stop_rx).await }
+                .instrument(span),
+        );
         Ok(())
     }
 
@@ -184,6 +191,13 @@ impl Core {
             }
         };
         let ending = self.settle(&task, ending).await;
+        // The task's span (this follow runs in it: `adopt`) says how the turn left it.
+        let span = tracing::Span::current();
+        span.record("legate.task.state", ending.state.as_str());
+        if let Some(e) = &ending.error {
+            span.record("legate.error.code", e.code.as_str());
+            span.record("otel.status_code", "ERROR");
+        }
         drop(guards);
         lock(&self.inner.stops).remove(&id);
         if let Err(e) = self.finish(&task, ending) {

@@ -22,6 +22,7 @@
 
 use crate::config::Paths;
 use crate::core::runner;
+use crate::metrics::histogram::{Histogram, HistogramSnapshot, RELAY_LAG_BOUNDS_SECS};
 use legate_core::{Event, EventKind, Result, TaskId};
 use legate_store::Store;
 use std::collections::VecDeque;
@@ -51,6 +52,8 @@ pub struct Fanout {
     own: Option<String>,
     /// How many stored events this engine has announced since it started.
     relayed: Arc<AtomicU64>,
+    /// How long agents' events took from their backend to their announcement.
+    lag: Arc<Histogram>,
 }
 
 impl Fanout {
@@ -64,7 +67,22 @@ impl Fanout {
             paths,
             own,
             relayed: Arc::default(),
+            lag: Arc::new(Histogram::new(&RELAY_LAG_BOUNDS_SECS)),
         }
+    }
+
+    /// How long agents' batches of events took from their backend to their announcement
+    /// ([`Fanout::publish_since`]), since this engine started.
+    pub fn relay_lag(&self) -> HistogramSnapshot {
+        self.lag.snapshot()
+    }
+
+    /// Announces stored events that a backend reported, the oldest of them at `reported`:
+    /// the time since then is one observation of the relay lag (one a batch, not one an
+    /// event: the batch's oldest waited longest).
+    pub fn publish_since(&self, events: &[Event], reported: std::time::Instant) {
+        self.publish(events);
+        self.lag.observe(reported.elapsed());
     }
 
     /// How many stored events this engine has announced since it started (whether or not

@@ -14,6 +14,7 @@
 
 use crate::core::ending::EMPTY_PROMPT_MESSAGE;
 use crate::core::request::{CopyRequest, SubmitRequest, check_reply};
+use crate::core::spans::{self, TurnEntry};
 use crate::core::{Core, Stop, first_intent, lock};
 use legate_core::{
     AgentSpec, Error, ErrorCode, EventKind, Result, Task, TaskId, TaskState, Timestamp,
@@ -98,7 +99,13 @@ impl Core {
             });
         }
         let runner = self.runner_id();
-        let span = crate::core::spans::task_span(&task, matches!(entry, Entry::Reply { .. }));
+        let reply = matches!(entry, Entry::Reply { .. });
+        let turn_entry = if reply {
+            TurnEntry::Reply
+        } else {
+            TurnEntry::New
+        };
+        let span = spans::task_span(&task, turn_entry);
         let (events, copy) = match entry {
             Entry::New { copy } => (
                 self.store().insert_task_with(&task, &first, Some(runner)),
@@ -116,6 +123,12 @@ impl Core {
                 return Err(e);
             }
         };
+        // A new task keeps its trace; a reply continues it.
+        if reply {
+            spans::continue_trace(self.store(), &task.id, &span);
+        } else {
+            spans::keep_trace(self.store(), &task.id, &span);
+        }
         self.publish(&events);
         if let Some(copy) = copy
             && let Err(e) = self.start_review(&task, copy)

@@ -4,8 +4,10 @@
 //!
 //! This module owns the order of that path (drop what is already past its limit, redact,
 //! meter, store, relay), how much may wait unread for it (the backend stops reading the
-//! agent meanwhile), and the signal that tells the turn the agent passed the output
-//! ceiling. It never relays an event it did not store, and never decides a task's end (the
+//! agent meanwhile), the signal that tells the turn the agent passed the output
+//! ceiling, and the relay lag: for each batch stored and announced, the time since its
+//! oldest event was reported by the backend (text the redactor held counts from the batch
+//! it came in with). It never relays an event it did not store, and never decides a task's end (the
 //! turn does, on the signal).
 
 use crate::core::Core;
@@ -16,6 +18,7 @@ use crate::core::spans::TurnSpans;
 use legate_backend::{EventSink, EventStream};
 use legate_core::{EventKind, TaskId};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -62,42 +65,51 @@ impl Core {
             let mut kept = Vec::with_capacity(256);
             let mut signalled = false;
             let mut spans = TurnSpans::new(turn);
-            let mut store = |events: &mut Vec<EventKind>, acc: &mut Accumulator| {
-                if events.is_empty() {
-                    return;
-                }
-                for e in events.iter() {
-                    acc.add(e);
-                    spans.observe(e);
-                }
-                match inner.store.append_events(&task_id, events) {
-                    Ok(stored) => inner.fanout.publish(&stored),
-                    Err(e) => {
-                        tracing::error!(task = %task_id, error = %e, "could not store events")
+            // When the oldest event not yet stored was reported (held text included).
+            let mut since: Option<Instant> = None;
+            let mut store =
+                |events: &mut Vec<EventKind>, acc: &mut Accumulator, since: Option<Instant>| {
+                    if events.is_empty() {
+                        return;
                     }
-                }
-                events.clear();
-            };
+                    for e in events.iter() {
+                        acc.add(e);
+                        spans.observe(e);
+                    }
+                    match inner.store.append_events(&task_id, events) {
+                        Ok(stored) => match since {
+                            Some(at) => inner.fanout.publish_since(&stored, at),
+                            None => inner.fanout.publish(&stored),
+                        },
+                        Err(e) => {
+                            tracing::error!(task = %task_id, error = %e, "could not store events")
+                        }
+                    }
+                    events.clear();
+                };
             // What the agent printed is redacted here, before anything stores or relays it.
             loop {
-                let got = if redactor.holds() {
-                    let next = stream.recv_many(&mut batch, 256);
+                let held = redactor.holds();
+                let (got, first) = if held {
+                    let next = stream.recv_many_since(&mut batch, 256);
                     match tokio::time::timeout(RELEASE_AFTER, next).await {
                         Ok(got) => got,
                         Err(_) => {
                             // The agent went quiet inside a word: relay what is held.
                             redactor.release(&mut clean);
                             settle(&mut meter, &mut clean, &mut acc, &mut kept);
-                            store(&mut kept, &mut acc);
+                            store(&mut kept, &mut acc, since.take());
                             continue;
                         }
                     }
                 } else {
-                    stream.recv_many(&mut batch, 256).await
+                    stream.recv_many_since(&mut batch, 256).await
                 };
                 if got == 0 {
                     break;
                 }
+                // Held text is older than this batch; otherwise the batch's first is oldest.
+                let oldest = since.or(first);
                 for e in batch.drain(..) {
                     // Past its limit already: dropped before any work on it.
                     if !meter.past_limit(&e) {
@@ -105,7 +117,14 @@ impl Core {
                     }
                 }
                 settle(&mut meter, &mut clean, &mut acc, &mut kept);
-                store(&mut kept, &mut acc);
+                store(&mut kept, &mut acc, oldest);
+                // What the redactor still holds came with this batch, or (held before it and
+                // never let go) earlier.
+                since = match (redactor.holds(), held) {
+                    (false, _) => None,
+                    (true, true) => oldest,
+                    (true, false) => first,
+                };
                 if !signalled && meter.over_ceiling() {
                     signalled = true;
                     tracing::warn!(task = %task_id, "the agent sent past the task's output ceiling; stopping it");
@@ -115,7 +134,7 @@ impl Core {
             redactor.finish(&mut clean);
             settle(&mut meter, &mut clean, &mut acc, &mut kept);
             kept.extend(meter.summary());
-            store(&mut kept, &mut acc);
+            store(&mut kept, &mut acc, since.take());
             if let Some(marker) = meter.answer_marker() {
                 acc.cut_answer(&marker);
             }

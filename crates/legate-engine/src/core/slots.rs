@@ -70,7 +70,7 @@ impl Slots {
             max_queued,
             running: Arc::new(Semaphore::new(max_running)),
             queued: Arc::new(AtomicUsize::new(0)),
-            waits: Arc::default(),
+            waits: Arc::new(Histogram::new(&crate::metrics::WAIT_BOUNDS_SECS)),
         }
     }
 

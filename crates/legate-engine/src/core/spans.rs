@@ -5,12 +5,19 @@
 //! children of the turn's span, made from the events the pump stored. They come out the same
 //! for every backend (ACP, agy, a remote Legate), since they are read from the one event model.
 //!
+//! A task keeps its first turn's trace context in the store ([`keep_trace`]); a reply into it
+//! and a turn re-attached after a restart continue that trace ([`continue_trace`]): the kept
+//! context is their task span's parent, and the trace that launched the turn (a front's
+//! request), when another, is a link.
+//!
 //! This module owns which events open and close those spans and what they record: ids,
 //! kinds, statuses, sizes and deciders, never a prompt, a title, an input, a reason or any
 //! text the agent wrote. It never stores or relays an event. The spans exist only for subscribers that
 //! want them (see the binary's `telemetry`): with none, each is a disabled span.
 
-use legate_core::{EventKind, Task, ToolStatus};
+use legate_core::{EventKind, Task, TaskId, ToolStatus};
+use legate_store::Store;
+use legate_trace::TraceContext;
 use std::collections::HashMap;
 use tracing::Span;
 
@@ -19,10 +26,70 @@ const MAX_OPEN: usize = 256;
 /// The longest tool call id recorded (the agent chooses it).
 const MAX_ID: usize = 128;
 
+/// How a task's turn began, on its span (`legate.turn.entry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TurnEntry {
+    /// A new task.
+    New,
+    /// A reply into a task that waited for input.
+    Reply,
+    /// A remote task followed again by the engine that took it over after a restart.
+    Reattach,
+}
+
+impl TurnEntry {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Reply => "reply",
+            Self::Reattach => "reattach",
+        }
+    }
+}
+
+/// Keeps the trace context of `span` (a new task's span, not yet entered) with task `id`,
+/// when traces are on and the task has none yet. A failure to store is logged: the task runs.
+pub(crate) fn keep_trace(store: &Store, id: &TaskId, span: &Span) {
+    let Some(cx) = TraceContext::of(span) else {
+        return;
+    };
+    if let Err(e) = store.keep_task_trace(id, cx.traceparent(), cx.tracestate()) {
+        tracing::warn!(task = %id, error = %e, "could not keep the task's trace context");
+    }
+}
+
+/// Makes task `id`'s kept trace context the parent of `span` (just made, never entered), when
+/// traces are on and one was kept; the trace `span` would have joined (the current one, a
+/// front's request), when another, becomes a link. Nothing changes otherwise.
+pub(crate) fn continue_trace(store: &Store, id: &TaskId, span: &Span) {
+    if span.is_disabled() {
+        return;
+    }
+    let kept = match store.task_trace(id) {
+        Ok(Some((parent, state))) => TraceContext::new(&parent, state.as_deref()),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(task = %id, error = %e, "could not read the task's trace context");
+            None
+        }
+    };
+    let Some(kept) = kept else {
+        return;
+    };
+    // The span that launched this turn (a front's request), not `span` itself.
+    let launcher = TraceContext::current();
+    if kept.adopt(span)
+        && let Some(launcher) = launcher
+        && launcher.trace_id() != kept.trace_id()
+    {
+        launcher.link(span);
+    }
+}
+
 /// The span a task's drive runs in, from its launch (queued) to its end or its wait for
-/// input; `reply` for a turn that answers a task waiting for input. Its parent is the
-/// current span (the front's request, when a front launched it).
-pub(crate) fn task_span(task: &Task, reply: bool) -> Span {
+/// input; `entry` says how the turn began. Its parent is the current span (the front's
+/// request, when a front launched it), unless [`continue_trace`] gives it the task's own.
+pub(crate) fn task_span(task: &Task, entry: TurnEntry) -> Span {
     tracing::info_span!(
         "legate.task",
         legate.task.id = %task.id,
@@ -31,7 +98,7 @@ pub(crate) fn task_span(task: &Task, reply: bool) -> Span {
         legate.workspace = task.workspace.as_str(),
         legate.mode = task.mode.as_str(),
         legate.prompt.bytes = task.prompt.len(),
-        legate.turn.entry = if reply { "reply" } else { "new" },
+        legate.turn.entry = entry.as_str(),
         legate.task.state = tracing::field::Empty,
         legate.error.code = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,

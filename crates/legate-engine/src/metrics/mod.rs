@@ -1,12 +1,13 @@
 //! The engine's numbers for a metrics scrape (`engine.metrics().snapshot()`): tasks by agent
 //! and state, permission decisions by decider and outcome, the approvals waiting and the age
-//! of the oldest, the queue (its depth and how long started tasks waited), the events relayed,
-//! the copies and the disk they take, and the tokens of the retained tasks by agent and model.
+//! of the oldest, the queue (its depth and how long started tasks waited), the events relayed
+//! and their relay lag (from the backend reporting an agent's event to its announcement), the
+//! copies and the disk they take, and the tokens of the retained tasks by agent and model.
 //!
 //! Gauges are read from the store on each call (bounded aggregates, `legate_store::metrics`);
 //! the decisions are a running tally over the append-only audit, so each row is read once;
-//! what the store keeps no history of (queue waits, events relayed) is counted in the
-//! process. The disk walk is bounded and its result kept for [`DISK_TTL`].
+//! what the store keeps no history of (queue waits, events relayed, relay lag) is counted in
+//! the process. The disk walk is bounded and its result kept for [`DISK_TTL`].
 //!
 //! Every label value is shaped here (`labels`: redacted, one line, bounded in length, at most
 //! [`MAX_AGENT_LABELS`] agents and [`MAX_MODEL_LABELS`] models, the rest `other`). This module
@@ -25,7 +26,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use histogram::{HistogramSnapshot, WAIT_BOUNDS_SECS};
+pub use histogram::{HistogramSnapshot, RELAY_LAG_BOUNDS_SECS, WAIT_BOUNDS_SECS};
 
 /// The most distinct agent labels; the rest are counted as `other`.
 pub const MAX_AGENT_LABELS: usize = 32;
@@ -104,6 +105,9 @@ pub struct MetricsSnapshot {
     pub queue_wait: HistogramSnapshot,
     /// Stored events this process announced to its subscribers (since it started).
     pub events_relayed: u64,
+    /// For each batch of an agent's events stored and announced, how long since the backend
+    /// reported its oldest (since this process started).
+    pub relay_lag: HistogramSnapshot,
     /// The copies and baselines on disk.
     pub disk: DiskFigures,
     /// Tokens of the retained tasks by agent, model and kind.
@@ -159,6 +163,7 @@ impl Metrics {
             running: counts.running as u64,
             queue_wait: self.core.slots().waits(),
             events_relayed: self.core.inner.fanout.relayed(),
+            relay_lag: self.core.inner.fanout.relay_lag(),
             disk: self.disk(),
             tokens: self.tokens()?,
         })

@@ -1,7 +1,9 @@
-//! `GET /metrics` on `legate serve`'s A2A front: the engine's numbers
-//! (`engine.metrics().snapshot()`) rendered in the Prometheus text format, behind the same
-//! caller token as the front's other endpoints (and its `Host`/`Origin` allowlist, applied
-//! around the whole router by `crate::a2a`).
+//! `GET /metrics` on `legate serve`'s A2A and MCP fronts: the engine's numbers
+//! (`engine.metrics().snapshot()`) rendered in the Prometheus text format, the same document
+//! on either. On the A2A front it is behind the same caller token as the front's other
+//! endpoints (the guard here; the `Host`/`Origin` allowlist is applied around the whole router
+//! by `crate::a2a`); on the MCP front [`routes`] is mounted beside `/mcp`, behind legate-mcp's
+//! own allowlist and caller guard (`crate::mcp`).
 //!
 //! This module renders and guards; it never computes a number or shapes a label value (the
 //! engine did both) and never logs a token.
@@ -14,7 +16,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use exposition::{Exposition, Kind};
-use legate_engine::{Engine, MetricsSnapshot};
+use legate_engine::{Engine, HistogramSnapshot, MetricsSnapshot};
 use legate_token::guard::refusal;
 use legate_token::{Denied, Gate};
 use std::sync::Arc;
@@ -22,20 +24,24 @@ use std::sync::Arc;
 /// The path metrics are served at.
 pub const PATH: &str = "/metrics";
 
-/// `GET /metrics`, behind `gate` (none: the front serves without a token, and so does this).
+/// `GET /metrics` with no guard of its own: for a front that puts its own in front of it.
+pub fn routes(engine: Engine) -> axum::Router {
+    axum::Router::new().route(
+        PATH,
+        axum::routing::get(move || {
+            let engine = engine.clone();
+            async move { scrape(&engine).await }
+        }),
+    )
+}
+
+/// `GET /metrics` on the A2A front, behind `gate` (none: the front serves without a token,
+/// and so does this).
 pub fn router(engine: Engine, gate: Option<Gate>) -> axum::Router {
-    axum::Router::new()
-        .route(
-            PATH,
-            axum::routing::get(move || {
-                let engine = engine.clone();
-                async move { scrape(&engine).await }
-            }),
-        )
-        .layer(axum::middleware::from_fn_with_state(
-            gate.map(Arc::new),
-            guard,
-        ))
+    routes(engine).layer(axum::middleware::from_fn_with_state(
+        gate.map(Arc::new),
+        guard,
+    ))
 }
 
 async fn guard(State(gate): State<Option<Arc<Gate>>>, request: Request, next: Next) -> Response {
@@ -161,7 +167,18 @@ pub fn render(s: &MetricsSnapshot) -> String {
         e.family(name, kind, help);
         e.sample(name, &[], value);
     }
-    wait_histogram(&mut e, s);
+    histogram(
+        &mut e,
+        "legate_queue_wait_seconds",
+        "How long tasks that started waited for a running place.",
+        &s.queue_wait,
+    );
+    histogram(
+        &mut e,
+        "legate_relay_lag_seconds",
+        "For each batch of an agent's events stored and announced, how long since the backend reported its oldest.",
+        &s.relay_lag,
+    );
     e.family(
         "legate_workspace_disk_bytes",
         Kind::Gauge,
@@ -198,18 +215,13 @@ pub fn render(s: &MetricsSnapshot) -> String {
     e.finish()
 }
 
-fn wait_histogram(e: &mut Exposition, s: &MetricsSnapshot) {
-    const NAME: &str = "legate_queue_wait_seconds";
-    e.family(
-        NAME,
-        Kind::Histogram,
-        "How long tasks that started waited for a running place.",
-    );
-    let bucket = format!("{NAME}_bucket");
-    for (bound, n) in &s.queue_wait.buckets {
+fn histogram(e: &mut Exposition, name: &str, help: &str, h: &HistogramSnapshot) {
+    e.family(name, Kind::Histogram, help);
+    let bucket = format!("{name}_bucket");
+    for (bound, n) in &h.buckets {
         e.count(&bucket, &[("le", &bound.to_string())], *n);
     }
-    e.count(&bucket, &[("le", "+Inf")], s.queue_wait.count);
-    e.sample(&format!("{NAME}_sum"), &[], s.queue_wait.sum_secs);
-    e.count(&format!("{NAME}_count"), &[], s.queue_wait.count);
+    e.count(&bucket, &[("le", "+Inf")], h.count);
+    e.sample(&format!("{name}_sum"), &[], h.sum_secs);
+    e.count(&format!("{name}_count"), &[], h.count);
 }

@@ -5,8 +5,9 @@
 //! The numbers are the ones `GET /metrics` renders, read from `engine.metrics().snapshot()` when
 //! the SDK's periodic reader collects (every `OTEL_METRIC_EXPORT_INTERVAL`, 60 s by default,
 //! and once more at shutdown): observable gauges and counters, named as on `/metrics` with a
-//! counter's `_total` left to the Prometheus side (OpenTelemetry's naming). The queue-wait
-//! histogram goes as its sum and count (OpenTelemetry has no observable histogram).
+//! counter's `_total` left to the Prometheus side (OpenTelemetry's naming). The queue-wait and
+//! relay-lag histograms go as their sums and counts (OpenTelemetry has no observable
+//! histogram).
 //!
 //! This module registers instruments and reads snapshots; it never computes a number or shapes
 //! a label (the engine did both), and takes the snapshot on the runtime while the reader's own
@@ -229,7 +230,7 @@ fn register(meter: &Meter, source: &Arc<Source>) {
             .with_callback(observe(source, points))
             .build();
     }
-    let counters: [(&'static str, &'static str, &'static str, U64Points); 3] = [
+    let counters: [(&'static str, &'static str, &'static str, U64Points); 4] = [
         (
             "legate_permission_decisions",
             "Permission decisions sent to agents, by who decided and the outcome.",
@@ -256,6 +257,12 @@ fn register(meter: &Meter, source: &Arc<Source>) {
             "{task}",
             |s| vec![(s.queue_wait.count, vec![])],
         ),
+        (
+            "legate_relay_lag_seconds_count",
+            "Batches of agents' events stored and announced (the relay-lag observations).",
+            "{batch}",
+            |s| vec![(s.relay_lag.count, vec![])],
+        ),
     ];
     for (name, help, unit, points) in counters {
         meter
@@ -272,11 +279,24 @@ fn register(meter: &Meter, source: &Arc<Source>) {
         .with_unit("s")
         .with_callback(observe(source, age))
         .build();
-    let waited: F64Points = |s| vec![(s.queue_wait.sum_secs, vec![])];
-    meter
-        .f64_observable_counter("legate_queue_wait_seconds_sum")
-        .with_description("How long the tasks that started waited for a running place, in all.")
-        .with_unit("s")
-        .with_callback(observe(source, waited))
-        .build();
+    let sums: [(&'static str, &'static str, F64Points); 2] = [
+        (
+            "legate_queue_wait_seconds_sum",
+            "How long the tasks that started waited for a running place, in all.",
+            |s| vec![(s.queue_wait.sum_secs, vec![])],
+        ),
+        (
+            "legate_relay_lag_seconds_sum",
+            "The relay lags of every batch of agents' events stored and announced, in all.",
+            |s| vec![(s.relay_lag.sum_secs, vec![])],
+        ),
+    ];
+    for (name, help, points) in sums {
+        meter
+            .f64_observable_counter(name)
+            .with_description(help)
+            .with_unit("s")
+            .with_callback(observe(source, points))
+            .build();
+    }
 }
