@@ -2,9 +2,13 @@
 //! live subscriber, against a baseline in the same run (the same agent read directly by an
 //! ACP client, with no Legate in between).
 //!
-//! Throughput is measured on bursts (`!chunks N`: the agent writes as fast as it can);
-//! latency at a steady load (`!chunks N R`: R chunks per second), since a burst that outpaces
-//! any reader only measures the queue.
+//! Throughput is measured on bursts (`!chunks N`: the agent writes as fast as it can), two
+//! ways: the relay's, from the first chunk a reader receives to the last (the same span for
+//! the bare client and for Legate's subscriber), and end to end (the bare client from its
+//! prompt to the answer; Legate from the submit to the task's end, so with the agent's start,
+//! its confinement and its stop, which the bare client does not pay). Latency at a steady
+//! load (`!chunks N R`: R chunks per second), since a burst that outpaces any reader only
+//! measures the queue.
 //!
 //! With tracing on (issue 34): the process's subscriber is the OpenTelemetry layer the binary
 //! installs (`legate_trace::export::trace_layer`, batch export over OTLP/HTTP to the test
@@ -49,9 +53,41 @@ fn now_ns() -> u128 {
         .as_nanos()
 }
 
+/// What one run of chunks took: end to end, and from the first chunk received to the last.
+struct Took {
+    elapsed: Duration,
+    stream: Duration,
+}
+
+impl Took {
+    /// Chunks per second from the first received to the last (`chunks - 1` gaps).
+    fn stream_rate(&self, chunks: usize) -> f64 {
+        chunks.saturating_sub(1) as f64 / self.stream.as_secs_f64().max(1e-9)
+    }
+}
+
+/// When the first and the last chunk were received.
+#[derive(Default)]
+struct Span(Option<Instant>, Option<Instant>);
+
+impl Span {
+    fn saw(&mut self) {
+        let now = Instant::now();
+        self.0.get_or_insert(now);
+        self.1 = Some(now);
+    }
+
+    fn length(&self) -> Duration {
+        match (self.0, self.1) {
+            (Some(a), Some(b)) => b - a,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
 /// The agent read directly by an ACP client, no Legate: how fast and how soon can chunks
 /// cross the pipe at all?
-async fn baseline(chunks: usize, rate: Option<u64>) -> (Duration, Vec<f64>) {
+async fn baseline(chunks: usize, rate: Option<u64>) -> (Took, Vec<f64>) {
     let mut child = tokio::process::Command::new(AGENT)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -67,6 +103,8 @@ async fn baseline(chunks: usize, rate: Option<u64>) -> (Duration, Vec<f64>) {
     let counter = seen.clone();
     let latencies = Arc::new(std::sync::Mutex::new(Vec::with_capacity(chunks)));
     let sink = latencies.clone();
+    let span = Arc::new(std::sync::Mutex::new(Span::default()));
+    let span_sink = span.clone();
     let prompt = chunks_prompt(chunks, rate);
     let mut elapsed = Duration::ZERO;
     let elapsed_ref = &mut elapsed;
@@ -75,6 +113,7 @@ async fn baseline(chunks: usize, rate: Option<u64>) -> (Duration, Vec<f64>) {
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
                 if let SessionUpdate::AgentMessageChunk(chunk) = n.update {
+                    span_sink.lock().unwrap().saw();
                     counter.fetch_add(1, Ordering::Relaxed);
                     if let ContentBlock::Text(t) = chunk.content
                         && let Some(at) = chunk_time(&t.text)
@@ -114,7 +153,8 @@ async fn baseline(chunks: usize, rate: Option<u64>) -> (Duration, Vec<f64>) {
         .unwrap();
     assert_eq!(seen.load(Ordering::Relaxed), chunks);
     let latencies = std::mem::take(&mut *latencies.lock().unwrap());
-    (elapsed, latencies)
+    let stream = span.lock().unwrap().length();
+    (Took { elapsed, stream }, latencies)
 }
 
 fn chunks_prompt(chunks: usize, rate: Option<u64>) -> String {
@@ -143,7 +183,7 @@ fn engine(home: &std::path::Path, max_running: usize) -> Engine {
 }
 
 struct Relay {
-    elapsed: Duration,
+    took: Took,
     events: usize,
     latencies_us: Vec<f64>,
 }
@@ -157,11 +197,13 @@ async fn relay(engine: &Engine, chunks: usize, rate: Option<u64>) -> Relay {
     let mut sub = engine.subscribe(&task.id, 0);
     let mut events = 0;
     let mut latencies_us = Vec::with_capacity(chunks);
+    let mut span = Span::default();
     while let Some(e) = sub.next().await.unwrap() {
         events += 1;
         if let EventKind::Message { text } = &e.kind
             && let Some(t) = chunk_time(text)
         {
+            span.saw();
             latencies_us.push((now_ns().saturating_sub(t)) as f64 / 1000.0);
         }
         if let EventKind::Status { state, .. } = &e.kind
@@ -176,7 +218,10 @@ async fn relay(engine: &Engine, chunks: usize, rate: Option<u64>) -> Relay {
         "every chunk reached the subscriber"
     );
     Relay {
-        elapsed: started.elapsed(),
+        took: Took {
+            elapsed: started.elapsed(),
+            stream: span.length(),
+        },
         events,
         latencies_us,
     }
@@ -217,27 +262,43 @@ fn load() -> String {
 
 #[derive(Default)]
 struct Figures {
+    /// Events per second, submit to end.
     rates: Vec<f64>,
+    /// Chunks per second, first chunk received to last.
+    stream_rates: Vec<f64>,
     latencies: Vec<f64>,
 }
 
+fn runs(rates: &[f64]) -> String {
+    rates
+        .iter()
+        .map(|r| format!("{r:.0}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl Figures {
+    fn add(&mut self, r: &Relay, chunks: usize) {
+        self.rates
+            .push(r.events as f64 / r.took.elapsed.as_secs_f64());
+        self.stream_rates.push(r.took.stream_rate(chunks));
+    }
+
+    /// Prints the figures; returns the relay's rate (first to last chunk) and the p99.
     fn print(&mut self, label: &str) -> (f64, f64) {
         self.latencies.sort_by(f64::total_cmp);
+        let stream = median(self.stream_rates.clone());
         let rate = median(self.rates.clone());
         let p99 = percentile(&self.latencies, 0.99);
         println!(
-            "  {label}: {rate:>9.0} events/s (median; runs {}), paced p50 {:>6.0} us, p99 {p99:>6.0} us, max {:>6.0} us ({} samples)",
-            self.rates
-                .iter()
-                .map(|r| format!("{r:.0}"))
-                .collect::<Vec<_>>()
-                .join(" "),
+            "  {label}: relay {stream:>9.0} chunks/s first to last (median; runs {}); end to end {rate:>9.0} events/s (runs {}); paced p50 {:>6.0} us, p99 {p99:>6.0} us, max {:>6.0} us ({} samples)",
+            runs(&self.stream_rates),
+            runs(&self.rates),
             percentile(&self.latencies, 0.5),
             self.latencies.last().copied().unwrap_or(0.0),
             self.latencies.len()
         );
-        (rate, p99)
+        (stream, p99)
     }
 }
 
@@ -296,26 +357,24 @@ fn main() {
     let engine = plain.unwrap();
 
     let mut base_rates = Vec::new();
+    let mut base_stream_rates = Vec::new();
     let mut base_lat = Vec::new();
     let mut untraced_figures = Figures::default();
     let mut traced_figures = Figures::default();
     for round in 0..rounds {
         // Throughput: a burst, as fast as the agent can write.
         let (b, _) = setup.block_on(baseline(chunks, None));
-        base_rates.push(chunks as f64 / b.as_secs_f64());
+        base_rates.push(chunks as f64 / b.elapsed.as_secs_f64());
+        base_stream_rates.push(b.stream_rate(chunks));
         // Which of the two goes first alternates, so neither always follows the other.
         for traced_now in [round % 2 == 1, round % 2 == 0] {
             if traced_now {
                 let r = rt_traced.block_on(relay(&engine_traced, chunks, None));
-                traced_figures
-                    .rates
-                    .push(r.events as f64 / r.elapsed.as_secs_f64());
+                traced_figures.add(&r, chunks);
             } else {
                 off(&mut || {
                     let r = rt.block_on(relay(&engine, chunks, None));
-                    untraced_figures
-                        .rates
-                        .push(r.events as f64 / r.elapsed.as_secs_f64());
+                    untraced_figures.add(&r, chunks);
                 });
             }
         }
@@ -345,9 +404,12 @@ fn main() {
         "relay: bursts of {chunks} chunks and paced runs of {paced}, x {rounds} rounds, one live subscriber"
     );
     println!("  load average before: {load_before}; after: {}", load());
+    let base_stream = median(base_stream_rates.clone());
     println!(
-        "  baseline (agent -> ACP client, no Legate): {:>9.0} chunks/s (median)",
-        median(base_rates)
+        "  baseline (agent -> ACP client, no Legate): relay {base_stream:>9.0} chunks/s first to last (median; runs {}); prompt to answer {:>9.0} chunks/s (runs {})",
+        runs(&base_stream_rates),
+        median(base_rates.clone()),
+        runs(&base_rates)
     );
     println!(
         "  baseline latency at a steady {rate} chunks/s: p50 {:>6.0} us, p99 {:>6.0} us, max {:>6.0} us ({} samples)",
@@ -361,6 +423,11 @@ fn main() {
     );
     let (rate_off, p99_off) = untraced_figures.print("tracing off");
     let (rate_on, p99_on) = traced_figures.print("tracing on ");
+    println!(
+        "  relay against the bare client (first to last chunk, medians): {:.2}x with tracing off, {:.2}x on",
+        rate_off / base_stream,
+        rate_on / base_stream
+    );
     println!(
         "  tracing on against off: events/s {:+.1}%, p99 {:+.1}%; {} spans exported ({} requests)",
         (rate_on / rate_off - 1.0) * 100.0,

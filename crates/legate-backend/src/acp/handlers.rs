@@ -1,8 +1,9 @@
 //! The client side of ACP: what Legate does when the agent notifies or asks.
 //!
-//! These run inside the SDK's dispatch loop, so none of them waits for the agent: session
-//! updates become events synchronously (which is what puts every event of a turn on the sink
-//! before the prompt's response is routed), permission requests are decided by the
+//! None of them waits for the agent. Session updates run in the transport's reader, before
+//! the next line is read (`transport::lines`), and become events synchronously (which is
+//! what puts every event of a turn on the sink before the prompt's response is routed); the
+//! rest run inside the SDK's dispatch loop: permission requests are decided by the
 //! (synchronous) supervisor, after the task's tool controls (`legate_supervisor::tools`,
 //! which also bound `fs/*`: no read without `read`, no write without `edit`), and `fs/*`
 //! touch only the local disk. An `ask` ruling is the one

@@ -62,18 +62,13 @@ impl Connection {
         let failure_slot = failure.clone();
         let closed = Arc::new(AtomicBool::new(false));
         let closed_flag = closed.clone();
-        let (s1, s2, s3, s4) = (shared.clone(), shared.clone(), shared.clone(), shared);
+        // `session/update` never reaches the SDK: the transport reads and handles it
+        // (`transport::lines`), once.
+        let (s2, s3, s4) = (shared.clone(), shared.clone(), shared);
         tokio::spawn(async move {
             let result = Client
                 .v1()
                 .name("legate")
-                .on_receive_notification(
-                    async move |n: acp::SessionNotification, _cx| {
-                        handlers::session_update(&s1, &n);
-                        Ok(())
-                    },
-                    agent_client_protocol::on_receive_notification!(),
-                )
                 .on_receive_request(
                     async move |req: acp::RequestPermissionRequest, responder, cx| {
                         match handlers::permission(&s2, &req) {

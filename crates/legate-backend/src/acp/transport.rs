@@ -15,7 +15,7 @@
 //! | not JSON (a stray log line) | a notice; not passed on (the SDK would answer it with a parse error); tolerated |
 //! | JSON, but not a JSON-RPC 2.0 message: not an object (`[1,2,3]`: ACP has no batches), no `"jsonrpc": "2.0"`, neither a call nor a response (`{"hello":"world"}`), an id neither an integer nor a string, params neither an object nor an array | a notice, counted; passed on (the SDK answers a request with an error) |
 //! | a call Legate serves (`session/update`, `session/request_permission`, `fs/read_text_file`, `fs/write_text_file`) whose params do not fit it | a notice, counted; passed on |
-//! | a `session/update` of a kind this Legate does not know (a newer ACP) | a notice, not counted |
+//! | a `session/update` of a kind this Legate does not know (a newer ACP) | a notice, not counted; not passed on |
 //! | an error response with id `null` (the agent could not read something Legate sent) | a notice, counted |
 //! | a response whose id matches no request Legate sent and is still waiting for | the connection ends at once: `AGENT_PROTOCOL_ERROR` (the answer the turn waits for will not come) |
 //!
@@ -24,6 +24,15 @@
 //! session is then dead and its processes are stopped). Messages outside a turn have no task
 //! to be reported on and are not counted. Invalid UTF-8 is replaced.
 //!
+//! A `session/update` notification that fits its type is read here once and handled here
+//! (`handlers::session_update`): it never reaches the SDK, whose own reading (a JSON value,
+//! then the type, then its handler chain) cost more than Legate's store and relay together.
+//! It becomes an event before the next line is read, so every update the agent sent before a
+//! response is on the turn's sink before the SDK sees that response (what ends a turn). A
+//! request that came before it may still wait in the SDK's queue: the SDK dispatches it
+//! after; nothing Legate does with an update depends on such a request having been handled
+//! (a tool is marked asked by the request, and ends only after the agent has its answer).
+//!
 //! Every line written, and every line read (before it is checked), goes to the wire tap of
 //! the route's task when it is tapped (`HandlerState::tap`).
 //!
@@ -31,6 +40,7 @@
 //! what the agent sent waits unread there, stdout is not read and the agent waits on its
 //! pipe.
 
+use super::handlers;
 use super::state::HandlerState;
 use super::translate;
 use agent_client_protocol::v1::schema as acp;
@@ -124,9 +134,11 @@ struct ErrorObject {
     _message: String,
 }
 
-/// What is wrong with a line that is JSON.
+/// What is wrong with a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Problem {
+    /// Not JSON at all (a stray log line): reported, not counted, not passed on.
+    NotJson,
     /// Not a JSON-RPC message, or params that do not fit: counted.
     Malformed(String),
     /// A `session/update` of an unknown kind: reported, not counted.
@@ -135,11 +147,26 @@ pub(crate) enum Problem {
     UnknownResponse(String),
 }
 
+/// What a checked line is.
+#[derive(Debug)]
+pub(crate) enum Checked {
+    /// A `session/update` notification, read: Legate handles it here, not the SDK.
+    Update(Box<acp::SessionNotification>),
+    /// Anything else: the SDK's to dispatch.
+    Pass,
+}
+
 /// Checks one JSON line from the agent against JSON-RPC 2.0 and the calls Legate serves,
-/// and takes a response's id off `pending`.
-fn check(line: &str, pending: &Pending) -> Result<(), Problem> {
+/// and takes a response's id off `pending`. A line that is not JSON at all is
+/// [`Problem::NotJson`]; one read once here, never twice.
+fn check(line: &str, pending: &Pending) -> Result<Checked, Problem> {
     let malformed = |why: &str| Problem::Malformed(why.to_string());
     let Ok(m) = serde_json::from_str::<Envelope<'_>>(line) else {
+        // Only a line that is not a JSON-RPC message is read a second time, to tell a
+        // stray log line from JSON of the wrong shape.
+        if serde_json::from_str::<IgnoredAny>(line).is_err() {
+            return Err(Problem::NotJson);
+        }
         return Err(malformed(if line.trim_start().starts_with('[') {
             "a JSON array, not a JSON-RPC message (ACP does not batch)"
         } else {
@@ -150,20 +177,24 @@ fn check(line: &str, pending: &Pending) -> Result<(), Problem> {
         return Err(malformed("no \"jsonrpc\": \"2.0\""));
     }
     match (&m.method, &m.id, m.result.is_some(), m.error.is_some()) {
-        (Some(method), _, false, false) => {
+        (Some(method), id, false, false) => {
             if let Some(params) = m.params
                 && !params.get().starts_with(['{', '['])
             {
                 return Err(malformed("params neither an object nor an array"));
             }
-            check_params(method, m.params.map_or("null", RawValue::get))
+            let params = m.params.map_or("null", RawValue::get);
+            if method == "session/update" && id.is_none() {
+                return read_update(params).map(|n| Checked::Update(Box::new(n)));
+            }
+            check_params(method, params).map(|()| Checked::Pass)
         }
         (None, Some(RawJsonRpcId::Null), _, _) => Err(malformed(
             "a response with id null: the agent could not read a message Legate sent",
         )),
         (None, Some(id), true, false) | (None, Some(id), false, true) => {
             if pending.answered(id) {
-                Ok(())
+                Ok(Checked::Pass)
             } else {
                 Err(Problem::UnknownResponse(format!(
                     "a response with id {}, which answers no request Legate is waiting for",
@@ -177,20 +208,28 @@ fn check(line: &str, pending: &Pending) -> Result<(), Problem> {
     }
 }
 
+/// A `session/update`'s params, read into the ACP type: the one time they are read.
+fn read_update(params: &str) -> Result<acp::SessionNotification, Problem> {
+    serde_json::from_str::<acp::SessionNotification>(params).map_err(|e| {
+        let why = e.to_string();
+        // serde's wording for an internally tagged enum's unknown tag.
+        if why.starts_with("unknown variant") {
+            Problem::UnknownUpdate(format!(
+                "a session/update of a kind Legate does not know ({})",
+                translate::truncate(&why, 80)
+            ))
+        } else {
+            Problem::Malformed(format!(
+                "session/update with params that do not fit it ({})",
+                translate::truncate(&why, 160)
+            ))
+        }
+    })
+}
+
 /// The params of a call Legate serves must fit its type (the SDK would only log it).
 fn check_params(method: &str, params: &str) -> Result<(), Problem> {
     let fits = match method {
-        "session/update" => match serde_json::from_str::<acp::SessionNotification>(params) {
-            Ok(_) => Ok(()),
-            // serde's wording for an internally tagged enum's unknown tag.
-            Err(e) if e.to_string().starts_with("unknown variant") => {
-                return Err(Problem::UnknownUpdate(format!(
-                    "a session/update of a kind Legate does not know ({})",
-                    translate::truncate(&e.to_string(), 80)
-                )));
-            }
-            Err(e) => Err(e),
-        },
         "session/request_permission" => {
             serde_json::from_str::<acp::RequestPermissionRequest>(params).map(drop)
         }
@@ -271,22 +310,30 @@ pub(crate) fn lines(
                     continue;
                 }
                 shared.tap(TapDirection::FromAgent, text);
-                if serde_json::from_str::<IgnoredAny>(text).is_err() {
-                    warn!(
-                        bytes = text.len(),
-                        "the agent wrote a non-JSON line on stdout; ignored"
-                    );
-                    shared.stdout_notice("not JSON; ignored", text, false);
-                    continue;
-                }
                 match check(text, &pending) {
-                    Ok(()) => {}
+                    Ok(Checked::Pass) => {}
+                    Ok(Checked::Update(notification)) => {
+                        // Handled before the next line is read: every update the agent sent
+                        // before a response is an event before that response is dispatched.
+                        handlers::session_update(&shared, &notification);
+                        continue;
+                    }
+                    Err(Problem::NotJson) => {
+                        warn!(
+                            bytes = text.len(),
+                            "the agent wrote a non-JSON line on stdout; ignored"
+                        );
+                        shared.stdout_notice("not JSON; ignored", text, false);
+                        continue;
+                    }
                     Err(Problem::UnknownResponse(why)) => {
                         shared.stdout_notice(&why, text, false);
                         return give_up(&shared, format!("the agent broke JSON-RPC: {why}"));
                     }
                     Err(Problem::UnknownUpdate(why)) => {
+                        // A newer ACP's update: nothing here can read it, the SDK neither.
                         shared.stdout_notice(&why, text, false);
+                        continue;
                     }
                     Err(Problem::Malformed(why)) => {
                         let count = shared.stdout_notice(&why, text, true);
@@ -314,7 +361,11 @@ mod tests {
     use super::*;
 
     fn checked(line: &str) -> Result<(), Problem> {
-        check(line, &Pending::default())
+        check(line, &Pending::default()).map(drop)
+    }
+
+    fn checked_with(line: &str, pending: &Pending) -> Result<(), Problem> {
+        check(line, pending).map(drop)
     }
 
     fn is_malformed(line: &str) -> bool {
@@ -341,6 +392,38 @@ mod tests {
             ),
             Ok(())
         );
+    }
+
+    #[test]
+    fn an_update_is_read_here_and_everything_else_passes_to_the_sdk() {
+        match check(CHUNK, &Pending::default()) {
+            Ok(Checked::Update(n)) => {
+                assert!(matches!(n.update, acp::SessionUpdate::AgentMessageChunk(_)))
+            }
+            other => panic!("{other:?}"),
+        }
+        // A session/update sent as a request is not ACP: the SDK answers it.
+        let as_request = r#"{"jsonrpc":"2.0","id":9,"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#;
+        assert!(matches!(
+            check(as_request, &Pending::default()),
+            Ok(Checked::Pass)
+        ));
+        assert!(matches!(
+            check(
+                r#"{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/r/a"}}"#,
+                &Pending::default()
+            ),
+            Ok(Checked::Pass)
+        ));
+    }
+
+    #[test]
+    fn a_line_that_is_not_json_is_told_from_json_of_the_wrong_shape() {
+        for line in ["hello", "{\"jsonrpc\":", "Error: x at line 3", "{]"] {
+            assert_eq!(checked(line), Err(Problem::NotJson), "{line}");
+        }
+        assert!(is_malformed("[1,2,3]"));
+        assert!(is_malformed("42"));
     }
 
     #[test]
@@ -399,10 +482,10 @@ mod tests {
         pending.sent(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
 
         assert_eq!(
-            check(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#, &pending),
+            checked_with(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#, &pending),
             Ok(())
         );
-        let again = check(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#, &pending);
+        let again = checked_with(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#, &pending);
         assert!(
             matches!(again, Err(Problem::UnknownResponse(_))),
             "{again:?}"
@@ -413,14 +496,14 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":5,"result":{}}"#,
             r#"{"jsonrpc":"2.0","id":987654,"error":{"code":-1,"message":"m"}}"#,
         ] {
-            let got = check(stray, &pending);
+            let got = checked_with(stray, &pending);
             assert!(
                 matches!(got, Err(Problem::UnknownResponse(_))),
                 "{stray}: {got:?}"
             );
         }
         assert_eq!(
-            check(
+            checked_with(
                 r#"{"jsonrpc":"2.0","id":"a","error":{"code":-32603,"message":"no"}}"#,
                 &pending
             ),
