@@ -686,10 +686,12 @@ fn logs_hold_no_credential_rotate_within_their_bounds_and_read_back_by_task() {
     .env("LEGATE_LOG_FILE", "trace");
     // The prompt holds only halves; the command's output holds the whole token.
     let token = "ghp_R8kq2ZxP0vLm7TnW4sYb9QeHc3UjDf6GaK1o";
-    // About 100 KB of trace lines a step: three tasks of ten steps pass 3 MiB.
+    // Each thought is two plan updates of up to 8 KB of trace lines once the plan is long
+    // (a field is cut there): three tasks of 80 thoughts pass 2 MiB, and the last of them
+    // stays within the two files kept.
     let prompt =
         std::iter::once("run echo ghp_R8kq2ZxP0vLm7TnW4sYb9Q\"\"eHc3UjDf6GaK1o".to_string())
-            .chain((0..9).map(|_| "run head -c 300000 /dev/urandom | base64".to_string()))
+            .chain((0..80).map(|i| format!("think: a step of the plan, number {i}")))
             .collect::<Vec<_>>()
             .join("\n");
     let prompt = prompt.as_str();

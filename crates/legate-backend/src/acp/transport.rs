@@ -313,6 +313,8 @@ pub(crate) fn lines(
                 match check(text, &pending) {
                     Ok(Checked::Pass) => {}
                     Ok(Checked::Update(notification)) => {
+                        // As the SDK traces every line it reads (the log's redaction applies).
+                        tracing::trace!(message = %text, "Received JSON-RPC message");
                         // Handled before the next line is read: every update the agent sent
                         // before a response is an event before that response is dispatched.
                         handlers::session_update(&shared, &notification);
