@@ -75,6 +75,7 @@ async fn task(engine: &Engine, context: &str, warm: bool) -> (Duration, Duration
     req.agent = Some(AGENT.into());
     req.context_id = Some(context.into());
     let start = Instant::now();
+    let wall = std::time::SystemTime::now();
     let task = engine.submit(req).unwrap();
     let mut sub = engine.subscribe(&task.id, 0);
     let (mut first, mut session, mut handed) = (None, None, false);
@@ -96,6 +97,9 @@ async fn task(engine: &Engine, context: &str, warm: bool) -> (Duration, Duration
     })
     .await;
     assert!(followed.is_ok(), "the task did not end in 180 s");
+    if std::env::var("WARM_START_TRACE").is_ok_and(|v| v == "1") {
+        trace(engine, &task.id, wall);
+    }
     assert_eq!(
         handed, warm,
         "warm session handed over: {handed}, expected {warm}"
@@ -104,6 +108,16 @@ async fn task(engine: &Engine, context: &str, warm: bool) -> (Duration, Duration
         first.expect("the agent sent a message"),
         session.expect("a session event"),
     )
+}
+
+/// Prints the task's events with when each was stored, from `submit` (`WARM_START_TRACE=1`).
+fn trace(engine: &Engine, id: &legate_core::TaskId, wall: std::time::SystemTime) {
+    let since = |at: std::time::SystemTime| at.duration_since(wall).map_or(0.0, ms);
+    for e in engine.events(id, 0, 1000).unwrap() {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(e.at.0.max(0) as u64);
+        let kind = serde_json::to_string(&e.kind).unwrap_or_default();
+        println!("    {:8.1} ms  {}", since(at), &kind[..kind.len().min(140)]);
+    }
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

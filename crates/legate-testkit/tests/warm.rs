@@ -321,3 +321,24 @@ async fn a_killed_legates_warm_leftovers_are_swept_at_start_and_a_handed_sandbox
     assert!(!status.success());
     engine.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_replacement_waits_while_the_taking_turn_starts_then_comes_anyway() {
+    let mark = mark();
+    let h = harness(&mark, 1, 16);
+    ready(&h.engine, 1).await;
+    let task = h.engine.submit(request("!hang", "ctx-hang")).unwrap();
+    h.until(&task.id, |e| matches!(e.kind, EventKind::Session { .. }))
+        .await;
+    let taken = Instant::now();
+    // For a while no second agent process starts beside the taking turn's...
+    while taken.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(processes_marked(&mark), 1, "a replacement started at once");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // ...but a turn that goes on does not keep it back for long.
+    ready(&h.engine, 1).await;
+    assert_eq!(processes_marked(&mark), 2);
+    h.engine.cancel(task.id.as_str()).unwrap();
+    h.wait(&task.id).await;
+}

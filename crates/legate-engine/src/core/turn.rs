@@ -153,6 +153,8 @@ impl Core {
         let mut _copy_lock = None;
         // A warm session that fits the task exactly: its sandbox becomes the context's.
         let mut handed = self.take_warm(&task, &agent);
+        // The replacement waits for this turn's end (or a moment: `warm::Hold`).
+        let _replace_later = handed.as_mut().and_then(|h| h.hold.take());
         let mut attempt = 0;
         let prepared = loop {
             let prepared = if task.workspace == WorkspaceKind::Copy {

@@ -11,6 +11,10 @@
 //! afresh: a warm session never serves another configuration, and never sees a second task (a
 //! handed session is its context's, in the pool, like any other).
 //!
+//! A replacement is opened in the background once the turn that took a session ends, or two
+//! seconds after the hand-over, whichever comes first: starting an agent takes a core for a
+//! while, and the taking turn's first events are what the warm session was kept for.
+//!
 //! Warm sessions count against `max_idle_sessions` (with the idle sessions of contexts) and the
 //! process's budget: one is opened only when both have room and no task waits for room, and
 //! they are the first stopped when a task needs room or the idle cap is passed. A warm session
@@ -47,6 +51,10 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How often the warmer looks again when nothing woke it (a backoff ended, room came back).
 const TICK: Duration = Duration::from_millis(500);
+/// How long after a hand-over the replacement waits, unless the turn that took the session
+/// ends first: starting an agent takes a core for a second or so, and the turn's first
+/// events are what the warm session was kept for.
+const REPLACE_AFTER: Duration = Duration::from_secs(2);
 
 /// What a session was opened with, its sandbox's path aside: equal shapes are
 /// interchangeable sessions. Every field of the request that reaches the agent or its
@@ -120,6 +128,35 @@ pub(crate) struct Handed {
     pub(crate) opened_at: Timestamp,
     /// How long it waited, ready, before this task took it.
     pub(crate) waited: Duration,
+    /// Holds the replacement back while the turn starts ([`REPLACE_AFTER`]).
+    pub(crate) hold: Option<Hold>,
+}
+
+/// Holds every replacement back until dropped (at the end of the turn that took a warm
+/// session) or [`REPLACE_AFTER`] has passed, whichever comes first.
+#[derive(Debug)]
+pub(crate) struct Hold(Arc<HoldInner>);
+
+#[derive(Debug)]
+struct HoldInner {
+    released: std::sync::atomic::AtomicBool,
+    holds: Arc<AtomicUsize>,
+    changed: Arc<Notify>,
+}
+
+impl HoldInner {
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::SeqCst) {
+            self.holds.fetch_sub(1, Ordering::SeqCst);
+            self.changed.notify_one();
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.release();
+    }
 }
 
 #[derive(Debug, Default)]
@@ -141,6 +178,8 @@ pub(crate) struct WarmSet {
     changed: Arc<Notify>,
     /// Tasks waiting for room: while any does, nothing is warmed.
     pressure: AtomicUsize,
+    /// Turns that just took a warm session and are starting ([`Hold`]).
+    holds: Arc<AtomicUsize>,
 }
 
 /// Held while a task waits for room: the warmer opens nothing meanwhile.
@@ -178,6 +217,26 @@ impl WarmSet {
             .iter()
             .filter(|r| r.agent == agent)
             .count()
+    }
+
+    /// Holds replacements back until the guard goes or [`REPLACE_AFTER`] has passed.
+    fn hold(&self) -> Hold {
+        self.holds.fetch_add(1, Ordering::SeqCst);
+        let inner = Arc::new(HoldInner {
+            released: std::sync::atomic::AtomicBool::new(false),
+            holds: self.holds.clone(),
+            changed: self.changed.clone(),
+        });
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let timer = Arc::downgrade(&inner);
+            tokio::spawn(async move {
+                tokio::time::sleep(REPLACE_AFTER).await;
+                if let Some(inner) = timer.upgrade() {
+                    inner.release();
+                }
+            });
+        }
+        Hold(inner)
     }
 
     /// Marks a task waiting for room until the guard goes.
@@ -254,7 +313,6 @@ impl Core {
                 .position(|r| r.agent == agent.name && r.shape == shape && r.session.is_alive());
             at.map(|i| s.ready.remove(i))
         };
-        self.warm().changed.notify_one();
         let Some(ready) = taken else {
             if self.warm().ready(&agent.name) > 0 {
                 tracing::info!(task = %task.id, agent = %agent.name, "a warm session is ready but was opened for another configuration; opening the task's own");
@@ -268,6 +326,7 @@ impl Core {
             opening: ready.opening,
             opened_at: ready.opened_at,
             waited: ready.opened.elapsed(),
+            hold: Some(self.warm().hold()),
         })
     }
 
@@ -392,7 +451,10 @@ impl Core {
 
     /// Room for one more warm session of `agent` (counted as opening), or `None`.
     fn room_to_warm(&self, agent: &str, want: usize) -> Option<crate::core::budget::Reservation> {
-        if self.warm().pressure.load(Ordering::SeqCst) > 0 || *self.shutdown_signal().borrow() {
+        if self.warm().pressure.load(Ordering::SeqCst) > 0
+            || self.warm().holds.load(Ordering::SeqCst) > 0
+            || *self.shutdown_signal().borrow()
+        {
             return None;
         }
         let (_, idle) = self.pool().counts();
