@@ -18,7 +18,7 @@ use legate_testkit::sessions::{LIFECYCLE_LOG, SESSIONS_ENV, STORE_DIR};
 use legate_testkit::{EngineHarness, TestAgent};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// In the child: the Legate home to run the first turn in.
 const CHILD_HOME: &str = "LEGATE_TEST_LIFECYCLE_CHILD_HOME";
