@@ -508,3 +508,20 @@ pub async fn until_holds(limit: Duration, mut done: impl FnMut() -> bool) -> boo
     }
     done()
 }
+
+/// The warm sessions' sandboxes under `home` (`$LEGATE_HOME/sandboxes/warm-<runner>-XXXXXX`, the
+/// names `legate_workspace::warm_sandbox` makes; a context's sandbox has one hyphen).
+pub fn warm_sandboxes(home: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(home.join("sandboxes"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("warm-") && n.matches('-').count() == 2)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

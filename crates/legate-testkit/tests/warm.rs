@@ -72,18 +72,7 @@ fn session_ids(events: &[Event]) -> Vec<(String, bool)> {
 }
 
 fn warm_dirs(home: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(home.join("sandboxes"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| legate_workspace::warm_runner(n).is_some())
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    legate_testkit::harness::warm_sandboxes(home)
 }
 
 async fn run(h: &EngineHarness, req: SubmitRequest) -> (Task, Vec<Event>) {

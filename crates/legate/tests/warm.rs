@@ -12,18 +12,7 @@ use std::time::{Duration, Instant};
 const LEGATE: &str = env!("CARGO_BIN_EXE_legate");
 
 fn warm_dirs(home: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(home.join("sandboxes"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("warm-") && n.matches('-').count() == 2)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    legate_testkit::harness::warm_sandboxes(home)
 }
 
 /// Live processes whose working directory is `dir`.

@@ -538,19 +538,7 @@ impl Core {
             for event in handed.opening {
                 sink.send(event);
             }
-            let session = handed.session;
-            self.record_session(
-                task,
-                session.session_id(),
-                Some(cut_turn::resumable(session.as_ref())),
-            )?;
-            if let Some(old) = inner
-                .pool
-                .insert(&task.context_id, &agent.name, session.clone())
-            {
-                old.shutdown().await;
-            }
-            return Ok(Some(session));
+            return self.keep_new_session(task, agent, handed.session).await;
         }
         if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
             drop(room);
@@ -580,18 +568,30 @@ impl Core {
             opened.shutdown().await;
             return Err(e);
         }
+        self.keep_new_session(task, agent, opened).await
+    }
+
+    /// Records a session new to `task`'s context (opened for the turn, or a warm one) as the
+    /// context's, in the store and the pool; the session it replaces is shut down.
+    async fn keep_new_session(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        session: Arc<dyn AgentSession>,
+    ) -> Result<Option<Arc<dyn AgentSession>>> {
         self.record_session(
             task,
-            opened.session_id(),
-            Some(cut_turn::resumable(opened.as_ref())),
+            session.session_id(),
+            Some(cut_turn::resumable(session.as_ref())),
         )?;
-        if let Some(old) = inner
+        if let Some(old) = self
+            .inner
             .pool
-            .insert(&task.context_id, &agent.name, opened.clone())
+            .insert(&task.context_id, &agent.name, session.clone())
         {
             old.shutdown().await;
         }
-        Ok(Some(opened))
+        Ok(Some(session))
     }
 }
 
