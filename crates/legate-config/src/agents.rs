@@ -60,6 +60,9 @@ pub(crate) struct AgentTable {
     max_memory_mb: Option<u64>,
     /// Whether every task of this agent records its protocol frames (the wire tap).
     tap: Option<bool>,
+    /// How many initialized sessions of this agent to keep ready for the next task (0 to
+    /// `legate_engine::MAX_WARM`; ACP agents Legate starts locally).
+    warm: Option<u64>,
 }
 
 impl AgentTable {
@@ -150,6 +153,28 @@ pub(crate) fn resolve(
             table.max_memory_mb,
             base.as_ref(),
         )?;
+        if let Some(n) = table.warm {
+            let local_acp = kind == AgentKind::ACP || kind == AgentKind::REVISOR;
+            if !local_acp
+                || table.url.is_some()
+                || pod.runtime.as_deref().is_some_and(|r| r != "local")
+            {
+                refuse!(
+                    "agents.{name}.warm applies to ACP agents Legate starts on this machine, not to kind {kind} or a pod"
+                );
+            }
+            if n > legate_engine::MAX_WARM as u64 {
+                refuse!(
+                    "agents.{name}.warm must be 0 to {} (got {n})",
+                    legate_engine::MAX_WARM
+                );
+            }
+            if n > 0 {
+                c.warm.insert(name.clone(), n as usize);
+            } else {
+                c.warm.remove(&name);
+            }
+        }
         if kind.as_str() == legate_remote::KIND || table.url.is_some() {
             if table.max_processes.is_some() || table.max_memory_mb.is_some() {
                 refuse!(
@@ -535,6 +560,33 @@ mod tests {
         assert_eq!(c.agents["claude"].target(), "claude-agent-acp");
         assert_eq!(c.agents["codex"].target(), "codex-acp");
         assert_eq!(install_hint("revisor"), None);
+    }
+
+    #[test]
+    fn warm_is_bounded_and_only_for_local_acp_agents() {
+        let c = resolve_text(
+            "[agents.claude]\nwarm = 2\n[agents.revisor]\nwarm = 0\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.warm.get("claude"), Some(&2));
+        assert_eq!(c.warm.get("revisor"), None);
+        assert!(resolve_text("", &[]).unwrap().warm.is_empty());
+        let e = resolve_text("[agents.claude]\nwarm = 9\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agents.claude.warm"), "{e}");
+        let e = resolve_text(
+            "[agents.x]\nkind = \"agy\"\ncommand = \"agy\"\nwarm = 1\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("agents.x.warm"), "{e}");
+        let e = resolve_text("[agents.r]\nurl = \"https://example.com\"\nwarm = 1\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("agents.r.warm"), "{e}");
     }
 
     #[test]

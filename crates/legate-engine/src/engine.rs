@@ -262,6 +262,19 @@ impl Engine {
         self.core.slot_counts()
     }
 
+    /// How many warm sessions of `agent` are ready for the next task now
+    /// (`[agents.NAME] warm`).
+    pub fn warm_ready(&self, agent: &str) -> usize {
+        self.core.warm().ready(agent)
+    }
+
+    /// How many agent sessions this engine holds now besides running turns' own: the idle
+    /// sessions of contexts and the warm sessions, ready or opening (what
+    /// `max_idle_sessions` caps).
+    pub fn spare_sessions(&self) -> usize {
+        self.core.pool().counts().1 + self.core.warm().count()
+    }
+
     /// The roles a request may name: the built-ins and the configured ones.
     pub fn roles(&self) -> &crate::roles::Roles {
         self.core.roles()

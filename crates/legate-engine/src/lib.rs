@@ -66,7 +66,8 @@ pub use compare::{
 /// The engine's configuration and its defaults.
 pub use config::{
     ApprovalsConfig, DEFAULT_APPROVAL_DEADLINE, DEFAULT_MAX_IDLE_SESSIONS,
-    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, OutputLimits, Paths, TapLimits,
+    DEFAULT_SUPERVISING_AGENT_TIMEOUT, EngineConfig, FrontLimits, MAX_WARM, OutputLimits, Paths,
+    TapLimits,
 };
 /// The engine and a task's life.
 pub use engine::Engine;

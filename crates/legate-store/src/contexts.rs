@@ -97,6 +97,17 @@ impl Store {
         })
     }
 
+    /// Whether any context records `root` as its sandbox (a warm session's sandbox, once
+    /// handed to a task, is its context's; the start-up sweep must leave it).
+    pub fn sandbox_in_use(&self, root: &std::path::Path) -> Result<bool> {
+        let root = root.to_string_lossy().into_owned();
+        self.read(|conn| {
+            conn.prepare_cached("SELECT 1 FROM contexts WHERE sandbox_root = ?1 LIMIT 1")
+                .and_then(|mut st| st.exists([root.as_str()]))
+                .ctx("look a sandbox up")
+        })
+    }
+
     /// Up to `limit` contexts, most recently updated first.
     pub fn list_contexts(&self, limit: usize) -> Result<Vec<ContextRecord>> {
         self.read(|conn| {
@@ -117,6 +128,27 @@ impl Store {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_sandbox_is_in_use_and_another_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let mut r = record("c1", 1);
+        r.sandbox_root = Some(PathBuf::from("/home/x/.legate/sandboxes/warm-abc-123456"));
+        store.put_context(&r).unwrap();
+        assert!(
+            store
+                .sandbox_in_use(r.sandbox_root.as_deref().unwrap())
+                .unwrap()
+        );
+        assert!(
+            !store
+                .sandbox_in_use(std::path::Path::new(
+                    "/home/x/.legate/sandboxes/warm-abc-654321"
+                ))
+                .unwrap()
+        );
+    }
 
     fn record(id: &str, at: i64) -> ContextRecord {
         ContextRecord {

@@ -481,3 +481,47 @@ pub fn span(engine: &Engine, id: &TaskId) -> (i64, i64) {
         .0;
     (start, end)
 }
+
+/// The session events among `events`: (session id, resumed), in order.
+pub fn session_events(events: &[Event]) -> Vec<(String, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Session {
+                session_id,
+                resumed,
+            } => Some((session_id.clone(), *resumed)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits until `done` holds, checking every 20 ms; false when it still does not after `limit`.
+/// For a condition no event announces (a process count, a file, a counter of the engine).
+pub async fn until_holds(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done()
+}
+
+/// The warm sessions' sandboxes under `home` (`$LEGATE_HOME/sandboxes/warm-<runner>-XXXXXX`, the
+/// names `legate_workspace::warm_sandbox` makes; a context's sandbox has one hyphen).
+pub fn warm_sandboxes(home: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(home.join("sandboxes"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("warm-") && n.matches('-').count() == 2)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -138,6 +138,10 @@ pub const FAULT_ENV: &str = "LEGATE_TESTKIT_FAULT";
 /// The environment variable that sets the `agentInfo` `initialize` announces, as
 /// `<name> <version>` (`@agentclientprotocol/codex-acp 2.7.0`): playing another adapter.
 pub const AGENT_INFO_ENV: &str = "LEGATE_TESTKIT_AGENT_INFO";
+/// The environment variable that delays the scripted agent's start by this many milliseconds
+/// (at most 60 000) before it reads anything: an adapter that takes long to start (a real one
+/// loads its runtime and its SDK first).
+pub const START_DELAY_ENV: &str = "LEGATE_TESTKIT_START_DELAY_MS";
 /// The environment variable [`find_scripted_agent`] honours first.
 pub const AGENT_PATH_ENV: &str = "LEGATE_SCRIPTED_AGENT";
 /// The binary's name.
@@ -203,6 +207,12 @@ impl Fault {
 /// process should end with. Call [`std::process::exit`] with it rather than returning from
 /// `main`: the stdin reader thread cannot be cancelled, so dropping the runtime could hang.
 pub async fn run(fault: Fault) -> i32 {
+    if let Some(ms) = std::env::var(START_DELAY_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(ms.min(60_000))).await;
+    }
     match fault {
         Fault::ExitAtStart => return EXIT_AT_START_CODE,
         Fault::HangInitialize => {

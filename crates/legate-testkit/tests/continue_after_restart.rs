@@ -179,16 +179,7 @@ async fn a_cut_turn_is_continued_on_request_in_the_agents_own_session_once() {
     assert_eq!(next.state, TaskState::Completed, "{next:?}");
     assert_eq!(next.session_id.as_deref(), Some(session.as_str()));
     let events = engine.events(&next.id, 0, 10_000).unwrap();
-    let sessions: Vec<_> = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Session {
-                session_id,
-                resumed,
-            } => Some((session_id.clone(), *resumed)),
-            _ => None,
-        })
-        .collect();
+    let sessions = legate_testkit::harness::session_events(&events);
     assert_eq!(sessions, [(session.clone(), true)]);
     assert!(
         events

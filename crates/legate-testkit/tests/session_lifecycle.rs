@@ -18,7 +18,7 @@ use legate_testkit::sessions::{LIFECYCLE_LOG, SESSIONS_ENV, STORE_DIR};
 use legate_testkit::{EngineHarness, TestAgent};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// In the child: the Legate home to run the first turn in.
 const CHILD_HOME: &str = "LEGATE_TEST_LIFECYCLE_CHILD_HOME";
@@ -72,45 +72,19 @@ fn lifecycle_log(home: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Waits (up to 30 s) until `done` holds, checking every 50 ms.
-async fn until(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    done()
+/// Waits (up to 30 s) until `done` holds.
+async fn until(done: impl FnMut() -> bool) -> bool {
+    legate_testkit::harness::until_holds(Duration::from_secs(30), done).await
 }
 
 /// Live processes whose environment carries `LEGATE_TEST_MARK=<mark>`.
 fn processes_marked(mark: &str) -> usize {
-    let marker = format!("LEGATE_TEST_MARK={mark}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|entry| {
-            std::fs::read(entry.path().join("environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
-        })
-        .count()
+    legate_testkit::procs::with_env(&format!("LEGATE_TEST_MARK={mark}")).len()
 }
 
 /// The session events of `task`: (session id, resumed).
 fn sessions_of(engine: &Engine, task: &Task) -> Vec<(String, bool)> {
-    engine
-        .events(&task.id, 0, 10_000)
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.kind {
-            EventKind::Session {
-                session_id,
-                resumed,
-            } => Some((session_id, resumed)),
-            _ => None,
-        })
-        .collect()
+    legate_testkit::harness::session_events(&engine.events(&task.id, 0, 10_000).unwrap())
 }
 
 /// The answer of a `!history` turn shows the earlier prompt of the conversation.

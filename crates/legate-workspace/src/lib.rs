@@ -69,7 +69,7 @@ pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
 pub use returned::returned_from_files;
-pub use sandbox::{label, sandbox};
+pub use sandbox::{WARM_PREFIX, label, sandbox, warm_runner, warm_sandbox};
 pub use secrets::{BlockReason, BlockedFile, SecretPatterns};
 pub use select::{
     ProjectFile, ProjectFiles, SelectedFile, Selection, list_project_files, project_root, select,

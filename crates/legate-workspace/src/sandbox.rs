@@ -115,11 +115,47 @@ fn reusable(dir: &Path, existing: &Path) -> Option<PathBuf> {
     (meta.file_type().is_dir() && !meta.file_type().is_symlink()).then_some(candidate)
 }
 
+/// What the name of a warm session's sandbox starts with: `warm-<runner>-XXXXXX`. A context's
+/// sandbox is `<label>-XXXXXX` with one hyphen, so no caller's context id can make a name the
+/// sweep of warm sandboxes would take for one.
+pub const WARM_PREFIX: &str = "warm-";
+
+/// A new, empty sandbox for a warm session (an agent session opened before any task is known),
+/// `warm-<runner>-XXXXXX` under `sandboxes_dir`, mode 0700: never reused, never adopted. A task
+/// handed the session records it as its context's sandbox; one never handed over is removed by
+/// the runner that made it, or after its death by the next start ([`warm_runner`] names it).
+pub fn warm_sandbox(sandboxes_dir: &Path, runner: &str) -> Result<Boundary, Error> {
+    if runner.is_empty() || !runner.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(invalid(format!(
+            "a runner id must be alphanumeric (got {runner:?})"
+        )));
+    }
+    let dir = sandboxes_root(sandboxes_dir)?;
+    let root = create_prefixed(&dir, &format!("{WARM_PREFIX}{runner}-"))?;
+    Ok(Boundary {
+        root,
+        owned: true,
+        allow_execute: false,
+    })
+}
+
+/// The runner id in a warm sandbox's directory name, `None` for any other name.
+pub fn warm_runner(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(WARM_PREFIX)?;
+    let (runner, random) = rest.split_once('-')?;
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    (plain(runner) && plain(random)).then_some(runner)
+}
+
 /// Creates a new, empty `<label>-XXXXXX` directory in `dir`, mode 0700.
 fn create(dir: &Path, context_id: &str) -> Result<PathBuf, Error> {
-    let prefix = format!("{}-", label(context_id));
+    create_prefixed(dir, &format!("{}-", label(context_id)))
+}
+
+/// Creates a new, empty `<prefix>XXXXXX` directory in `dir`, mode 0700.
+fn create_prefixed(dir: &Path, prefix: &str) -> Result<PathBuf, Error> {
     let created = tempfile::Builder::new()
-        .prefix(&prefix)
+        .prefix(prefix)
         .rand_bytes(6)
         .permissions(fs::Permissions::from_mode(0o700))
         .tempdir_in(dir)
@@ -171,6 +207,26 @@ mod tests {
 
     fn mode_of(p: &Path) -> u32 {
         fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn warm_sandboxes_are_named_for_their_runner_and_no_context_can_forge_one() {
+        let h = home();
+        let b = warm_sandbox(&h.sandboxes, "abc123def456").unwrap();
+        assert!(b.owned);
+        assert_eq!(b.root.parent().unwrap(), h.sandboxes);
+        assert_eq!(mode_of(&b.root), 0o700);
+        let name = b.root.file_name().unwrap().to_str().unwrap();
+        assert_eq!(warm_runner(name), Some("abc123def456"));
+        assert!(warm_sandbox(&h.sandboxes, "../x").is_err());
+        // A context named like a warm sandbox gets a one-hyphen name the sweep never reads.
+        for ctx in ["warm-abc123def456", "warm", "warm-x-y"] {
+            let c = sandbox(&h.sandboxes, ctx, None).unwrap();
+            let name = c.root.file_name().unwrap().to_str().unwrap();
+            assert_eq!(warm_runner(name), None, "{name}");
+        }
+        assert_eq!(warm_runner("warm-abc"), None);
+        assert_eq!(warm_runner("warm--abcdef"), None);
     }
 
     #[test]

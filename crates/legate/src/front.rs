@@ -14,8 +14,18 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Starts the engine with this build's backends and the rule-table supervisor.
+/// Starts the engine of a one-shot command with this build's backends and the rule-table
+/// supervisor. It keeps no warm sessions (`[agents.NAME] warm`): its task would come before
+/// one was ready, and the process ends after it.
 pub fn start_engine(config: &EngineConfig) -> Result<Engine> {
+    let mut config = config.clone();
+    config.warm.clear();
+    start_serving_engine(&config)
+}
+
+/// Starts the engine of a long-lived front (`serve`, `mcp`), with the warm sessions the
+/// configuration asks for.
+pub fn start_serving_engine(config: &EngineConfig) -> Result<Engine> {
     Ok(Engine::start(
         config.clone(),
         crate::backends(config.confinement),

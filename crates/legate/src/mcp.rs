@@ -6,7 +6,7 @@
 //! in stdio mode, and never log the token.
 
 use crate::config::Config;
-use crate::front::{self, start_engine};
+use crate::front;
 use anyhow::Result;
 use legate_engine::Engine;
 use legate_mcp::{
@@ -54,7 +54,7 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let engine = start_engine(&config.engine)?;
+    let engine = crate::front::start_serving_engine(&config.engine)?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {

@@ -154,7 +154,7 @@ fn plan(config: &Config, args: &ServeArgs) -> Result<Plan> {
 /// `legate serve`.
 pub async fn serve(config: Config, args: ServeArgs) -> Result<ExitCode> {
     let plan = plan(&config, &args)?;
-    let engine = front::start_engine(&config.engine)?;
+    let engine = front::start_serving_engine(&config.engine)?;
     // The same numbers as `/metrics`, over OTLP when the `OTEL_*` variables ask for it.
     let otlp_metrics = crate::metrics::otlp::start(&engine, "serve");
     let shutdown = CancellationToken::new();

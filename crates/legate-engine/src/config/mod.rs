@@ -145,7 +145,15 @@ pub struct EngineConfig {
     /// Agents with rules of their own (`[agents.NAME.network]`): the whole policy each runs
     /// under, [`EngineConfig::network`] included.
     pub agent_network: BTreeMap<String, NetworkRules>,
+    /// Warm sessions kept ready per agent (`[agents.NAME] warm`, at most [`MAX_WARM`] each):
+    /// started, `initialize` done and a session opened in a fresh sandbox before any task,
+    /// handed to the next task that fits and replaced in the background (`core::warm`). They
+    /// count against [`EngineConfig::max_idle_sessions`] and the process's budget.
+    pub warm: BTreeMap<String, usize>,
 }
+
+/// The most warm sessions one agent may keep ready (`[agents.NAME] warm`).
+pub const MAX_WARM: usize = 8;
 
 /// Which skill packs every new copy task gets besides the caller's skills (`[skills]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,6 +262,7 @@ impl EngineConfig {
             default_timeout: Duration::from_secs(1800),
             idle_timeout: Duration::from_secs(300),
             max_idle_sessions: DEFAULT_MAX_IDLE_SESSIONS,
+            warm: BTreeMap::new(),
             max_group_nodes: DEFAULT_MAX_NODES,
             max_prompt_chars: crate::core::request::DEFAULT_MAX_PROMPT_CHARS,
             cancel_grace: Duration::from_secs(5),

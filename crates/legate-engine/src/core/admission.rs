@@ -24,10 +24,12 @@ const EVICTION_SETTLE: Duration = Duration::from_secs(1);
 
 impl Core {
     /// What `task`'s start needs: a new session's worth unless its context's session goes on
-    /// (a copy task always starts a new one, and makes its copy).
+    /// or a warm session fits it (a copy task always starts a new one, and makes its copy).
     pub(crate) fn start_need(&self, task: &Task, agent: &AgentSpec) -> Need {
         let copy = task.workspace == WorkspaceKind::Copy;
-        let new_session = copy || !self.pool().has_usable(&task.context_id, &agent.name);
+        let new_session = copy
+            || !(self.pool().has_usable(&task.context_id, &agent.name)
+                || self.warm_fits(task, agent));
         Need::for_task(new_session, copy)
     }
 
@@ -57,6 +59,8 @@ impl Core {
     ) -> Option<Reservation> {
         let mut on_wait = Some(on_wait);
         let mut evicted_at: Option<Instant> = None;
+        // Once short, the warmer opens nothing until this task has its room.
+        let mut _pressure = None;
         if evict_first && self.evict(1).await > 0 {
             evicted_at = Some(Instant::now());
         }
@@ -64,11 +68,14 @@ impl Core {
             if *stop.borrow() != Stop::None {
                 return None;
             }
-            let alone = self.pool().counts().0 == 0;
+            let alone = self.pool().counts().0 == 0 && self.warm().count() == 0;
             let short = match self.budget().try_reserve(need, alone) {
                 Ok(room) => return Some(room),
                 Err(short) => short,
             };
+            if _pressure.is_none() {
+                _pressure = Some(self.warm().press());
+            }
             let settled = evicted_at.is_none_or(|t| t.elapsed() >= EVICTION_SETTLE);
             if settled {
                 let over = (short.used + short.needed + short.reserve).saturating_sub(short.limit);
@@ -101,10 +108,12 @@ impl Core {
         }
     }
 
-    /// Stops up to `n` idle sessions, least recently used first; returns how many.
+    /// Stops up to `n` idle sessions, warm sessions first (they hold no conversation), then
+    /// contexts' least recently used first; returns how many.
     async fn evict(&self, n: usize) -> usize {
-        let sessions = self.pool().evict_idle(n);
-        let count = sessions.len();
+        let warm = self.evict_warm(n).await;
+        let sessions = self.pool().evict_idle(n - warm);
+        let count = sessions.len() + warm;
         // All at once: each may wait (boundedly) for its agent to answer `session/close`.
         futures::future::join_all(sessions.into_iter().map(|session| async move {
             tracing::info!(
@@ -216,13 +225,16 @@ impl Core {
     }
 
     /// Gives the context's session back after a turn (`keep_busy` while its task waits for
-    /// input) and stops the idle sessions beyond `max_idle_sessions`, least recently used
-    /// first, in the background.
+    /// input) and stops the idle sessions beyond `max_idle_sessions` (warm sessions count, and
+    /// go first), least recently used first, in the background.
     pub(crate) fn release_session(&self, context_id: &str, keep_busy: bool) {
-        let over = self
-            .pool()
-            .release(context_id, keep_busy, self.config().max_idle_sessions);
-        if over.is_empty() {
+        let cap = self.config().max_idle_sessions;
+        let _ = self.pool().release(context_id, keep_busy, usize::MAX);
+        let (_, idle) = self.pool().counts();
+        let excess = (idle + self.warm().count()).saturating_sub(cap);
+        let warm_over = excess.min(self.warm().ready_total());
+        let over = self.pool().evict_idle(excess - warm_over);
+        if over.is_empty() && warm_over == 0 {
             return;
         }
         if tokio::runtime::Handle::try_current().is_err() {
@@ -236,7 +248,7 @@ impl Core {
         }
         let engine = self.clone();
         self.track(async move {
-            let cap = engine.config().max_idle_sessions;
+            engine.evict_warm(warm_over).await;
             futures::future::join_all(over.into_iter().map(|session| async move {
                 tracing::info!(
                     session = session.session_id(),

@@ -31,6 +31,7 @@ pub(crate) mod framing;
 pub(crate) mod inbound;
 pub(crate) mod joint_wait;
 pub(crate) mod launcher;
+pub(crate) mod opening;
 pub(crate) mod request;
 pub mod silent;
 pub(crate) mod slots;
@@ -54,6 +55,7 @@ pub(crate) mod leftovers;
 mod pods;
 pub(crate) mod pool;
 pub mod runner;
+pub(crate) mod warm;
 
 use crate::agents::AgentRegistry;
 use crate::config::EngineConfig;
@@ -99,6 +101,8 @@ pub(crate) struct Inner {
     pub(crate) queue: Arc<crate::approvals::queue::Queue>,
     pub(crate) fanout: Fanout,
     pub(crate) pool: Pool,
+    /// Sessions opened before any task (`[agents.NAME] warm`), handed to the next that fits.
+    pub(crate) warm: crate::core::warm::WarmSet,
     /// Room promised to starting tasks, and the signal that some was freed.
     pub(crate) budget: Arc<crate::core::budget::Budget>,
     /// The running and queued places.
@@ -171,6 +175,8 @@ impl Core {
         pods::sweep_on_start(config.agents.values(), &paths);
         // A stopped engine's supervising-agent questions (`kill -9` skips their removal).
         crate::approvals::judge_dirs::sweep(&paths, Some(runner.id()));
+        // A stopped engine's warm sessions that no task took (`kill -9` skips their removal).
+        crate::core::warm::sweep(&store, &paths, runner.id());
         let (shutdown, _) = watch::channel(false);
         let core = Core {
             inner: Arc::new_cyclic(|weak| Inner {
@@ -188,6 +194,7 @@ impl Core {
                 runner,
                 supervisor,
                 pool: Pool::default(),
+                warm: crate::core::warm::WarmSet::default(),
                 budget: Arc::default(),
                 stops: Mutex::new(HashMap::new()),
                 adopted: Mutex::default(),
@@ -202,6 +209,7 @@ impl Core {
         core.continue_groups();
         core.spawn_housekeeping();
         core.spawn_copy_sweeper();
+        core.spawn_warmer();
         Ok(core)
     }
 
@@ -339,6 +347,8 @@ impl Core {
         }
         self.inner.tracker.close();
         self.inner.tracker.wait().await;
+        // The warmer opened nothing after the signal; what it kept ready goes now.
+        self.stop_warm().await;
         // All at once: each may wait (boundedly) for its agent to answer `session/close`.
         futures::future::join_all(self.inner.pool.drain().into_iter().map(|s| async move {
             s.shutdown().await;

@@ -53,6 +53,11 @@ impl Pool {
             .is_some_and(|e| e.agent == agent && e.session.is_alive())
     }
 
+    /// Whether `context_id` has a session of any agent, alive or not, idle or busy.
+    pub fn holds(&self, context_id: &str) -> bool {
+        self.lock().contains_key(context_id)
+    }
+
     /// Records a freshly opened session as in use by `context_id`. Returns the session it
     /// replaced, which the caller must shut down.
     pub fn insert(

@@ -13,16 +13,14 @@ use crate::core::accumulator::Accumulator;
 use crate::core::cut_turn;
 use crate::core::ending::{Ending, TurnResult};
 use crate::core::launcher::TurnInputs;
-use crate::core::runner;
 use crate::core::slots::QueuedSlot;
 use crate::core::{Core, Stop, lock};
-use legate_backend::{AgentSession, EventSink, SessionRequest, StopReason, Turn};
+use legate_backend::{AgentSession, EventSink, StopReason, Turn};
 use legate_core::{
-    AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, RoleBase, Task, TaskState, Timestamp,
+    AgentSpec, Boundary, Error, ErrorCode, EventKind, Result, Task, TaskState, Timestamp,
     WorkspaceKind,
 };
 use legate_store::ContextRecord;
-use legate_supervisor::Supervision;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -153,6 +151,10 @@ impl Core {
         let mut copy_ready = None;
         // A turn continuing its context's copy holds the copy's lock until it ends.
         let mut _copy_lock = None;
+        // A warm session that fits the task exactly: its sandbox becomes the context's.
+        let mut handed = self.take_warm(&task, &agent);
+        // The replacement waits for this turn's end (or a moment: `warm::Hold`).
+        let _replace_later = handed.as_mut().and_then(|h| h.hold.take());
         let mut attempt = 0;
         let prepared = loop {
             let prepared = if task.workspace == WorkspaceKind::Copy {
@@ -173,6 +175,8 @@ impl Core {
                         _copy_lock = lock;
                         b
                     })
+            } else if let Some(h) = &handed {
+                self.record_sandbox(&task, &h.boundary)
             } else {
                 self.prepare_workspace(&task, &agent)
             };
@@ -196,7 +200,12 @@ impl Core {
         };
         let boundary = match prepared {
             Ok(b) => b,
-            Err(e) => return Ending::failed(e, Accumulator::default()),
+            Err(e) => {
+                if let Some(h) = handed.take() {
+                    self.discard_handed(h).await;
+                }
+                return Ending::failed(e, Accumulator::default());
+            }
         };
         task.root = Some(boundary.root.clone());
         task.state = TaskState::Working;
@@ -257,6 +266,7 @@ impl Core {
                     inputs,
                     room,
                     overflow,
+                    handed,
                 },
             )
             .instrument(turn_span.clone())
@@ -326,6 +336,19 @@ impl Core {
         acc.notice(notice);
     }
 
+    /// Records a warm session's sandbox as the context's (a context that has none yet: `warm`
+    /// hands a session only to a context's first turn).
+    fn record_sandbox(&self, task: &Task, boundary: &Boundary) -> Result<Boundary> {
+        let store = &self.inner.store;
+        let mut record = store
+            .context(&task.context_id)?
+            .unwrap_or_else(|| ContextRecord::new(task.context_id.clone(), task.agent.clone()));
+        record.sandbox_root = Some(boundary.root.clone());
+        record.updated_at = Timestamp::now();
+        store.put_context(&record)?;
+        Ok(boundary.clone())
+    }
+
     fn prepare_workspace(&self, task: &Task, agent: &AgentSpec) -> Result<Boundary> {
         let inner = &self.inner;
         match task.workspace {
@@ -372,12 +395,13 @@ impl Core {
             inputs,
             room,
             overflow,
+            handed,
         } = start;
         let timeout = Duration::from_secs(task.timeout_secs);
         // One deadline for opening the session and for the turn: an agent that never ends
         // opening (a remote that drips its card) is stopped by the timeout too.
         let deadline = tokio::time::Instant::now() + timeout;
-        let opening = self.session_for(task, agent, boundary, &sink, stop, room);
+        let opening = self.session_for(task, agent, boundary, &sink, stop, (room, handed));
         let Ok(opened) = tokio::time::timeout_at(deadline, opening).await else {
             return TurnResult::Failed(Error::new(
                 ErrorCode::TaskTimeout,
@@ -488,65 +512,6 @@ impl Core {
         }
     }
 
-    /// `agent` tagged with this runner (`LEGATE_RUNNER=<id>` in its environment): what its
-    /// processes carry, and the label of its pod.
-    pub(crate) fn tagged(&self, agent: &AgentSpec) -> AgentSpec {
-        let mut tagged = agent.clone();
-        if let Some(local) = tagged.local_mut() {
-            local.env.insert(
-                runner::RUNNER_ENV.to_string(),
-                self.inner.runner.id().to_string(),
-            );
-        }
-        tagged
-    }
-
-    /// The session request for `task`'s turn on `agent` in `boundary`: its processes tagged
-    /// with this runner, supervised under the task's mode and role, asks going to the
-    /// approval queue, and the store-backed ledger a remote backend records its remote task
-    /// in (`ledger`). `resume` is an earlier session id of the context to continue.
-    pub(crate) fn session_request(
-        &self,
-        task: &Task,
-        agent: &AgentSpec,
-        boundary: Boundary,
-        preset: legate_supervisor::Preset,
-        resume: Option<String>,
-    ) -> SessionRequest {
-        let inner = &self.inner;
-        SessionRequest {
-            agent: self.tagged(agent),
-            boundary: boundary.clone(),
-            supervisor: inner.supervisor.clone(),
-            supervision: Supervision {
-                boundary,
-                mode: task.mode,
-                preset,
-                workspace: task.workspace,
-                agent: agent.name.clone(),
-                role: task.role.as_ref().map_or_else(
-                    || RoleBase::Implementer.as_str().to_string(),
-                    |r| r.name.clone(),
-                ),
-                tools: legate_supervisor::ToolControls {
-                    allowed: task.controls.allowed_tools.clone(),
-                    mcp: task.controls.mcp_servers.clone(),
-                },
-            },
-            channel: Some(inner.queue.clone()),
-            resume_session_id: resume,
-            state_dir: Some(inner.config.state_dir(&agent.name)),
-            blocked_dir: Some(inner.config.paths.blocked()),
-            hidden: inner.config.hidden_paths(),
-            ledger: Some(Arc::new(crate::core::ledger::StoreLedger::new(
-                inner.store.clone(),
-            ))),
-            mcp_servers: crate::controls::catalogued(&inner.config.controls, &task.controls),
-            network: inner.config.network_for(&agent.name),
-            task: Some(task.id.clone()),
-        }
-    }
-
     /// The context's live session, or a new one (continuing the stored session id when the
     /// agent can). `Ok(None)` when the task was canceled while the agent started.
     async fn session_for(
@@ -556,11 +521,24 @@ impl Core {
         boundary: Boundary,
         sink: &EventSink,
         stop: &mut watch::Receiver<Stop>,
-        room: crate::core::budget::Reservation,
+        (room, handed): (
+            crate::core::budget::Reservation,
+            Option<crate::core::warm::Handed>,
+        ),
     ) -> Result<Option<Arc<dyn AgentSession>>> {
         let inner = &self.inner;
         if let Some(notice) = cut_turn::continuing_notice(task) {
             sink.send(notice);
+        }
+        if let Some(handed) = handed {
+            // Opened before the task, for exactly this task's configuration (`warm`): what
+            // the backend said while opening it (its confinement, its session) is the task's.
+            drop(room);
+            sink.send(Self::warm_notice(&agent.name, &handed));
+            for event in handed.opening {
+                sink.send(event);
+            }
+            return self.keep_new_session(task, agent, handed.session).await;
         }
         if let Some(session) = inner.pool.checkout(&task.context_id, &agent.name) {
             drop(room);
@@ -590,18 +568,30 @@ impl Core {
             opened.shutdown().await;
             return Err(e);
         }
+        self.keep_new_session(task, agent, opened).await
+    }
+
+    /// Records a session new to `task`'s context (opened for the turn, or a warm one) as the
+    /// context's, in the store and the pool; the session it replaces is shut down.
+    async fn keep_new_session(
+        &self,
+        task: &Task,
+        agent: &AgentSpec,
+        session: Arc<dyn AgentSession>,
+    ) -> Result<Option<Arc<dyn AgentSession>>> {
         self.record_session(
             task,
-            opened.session_id(),
-            Some(cut_turn::resumable(opened.as_ref())),
+            session.session_id(),
+            Some(cut_turn::resumable(session.as_ref())),
         )?;
-        if let Some(old) = inner
+        if let Some(old) = self
+            .inner
             .pool
-            .insert(&task.context_id, &agent.name, opened.clone())
+            .insert(&task.context_id, &agent.name, session.clone())
         {
             old.shutdown().await;
         }
-        Ok(Some(opened))
+        Ok(Some(session))
     }
 }
 
@@ -612,6 +602,8 @@ struct TurnStart {
     inputs: TurnInputs,
     room: crate::core::budget::Reservation,
     overflow: Arc<tokio::sync::Notify>,
+    /// A warm session the task took (`warm`), its sandbox already the context's.
+    handed: Option<crate::core::warm::Handed>,
 }
 
 /// How the turn ended, on its span: outcome, stop reason, and for a failure its error code.

@@ -91,16 +91,7 @@ async fn announced(adapter: &Adapter) -> (Announced, Value) {
 
 /// The session events: (session id, resumed).
 fn sessions(events: &[Event]) -> Vec<(String, bool)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Session {
-                session_id,
-                resumed,
-            } => Some((session_id.clone(), *resumed)),
-            _ => None,
-        })
-        .collect()
+    legate_testkit::harness::session_events(events)
 }
 
 /// The notices saying the earlier session `id` could not be continued.
