@@ -2,8 +2,9 @@
 //! as they were handed to the agent.
 //!
 //! This module owns making and opening it under `$LEGATE_HOME/baselines/<task>/`: `git/` is
-//! the repository (its work tree is the copy), `home/` an empty private `HOME` for git, and
-//! `lock` the file whose lock serializes operations on one copy. Git runs isolated (see
+//! the repository (its work tree is the copy), `home/` an empty private `HOME` for git,
+//! `lock` the file whose lock serializes operations on one copy, and `clock` the
+//! file whose change time a stamp of the copy reads (`stamp`). Git runs isolated (see
 //! `git`); `info/attributes` unsets `text`, `eol`, `filter`, `ident` and
 //! `working-tree-encoding` for every path, so a project's `.gitattributes` can never convert
 //! bytes; `info/exclude` leaves the skills staging directory out of every patch.

@@ -14,7 +14,8 @@
 //! `changes` (the copy's change against its baseline as data, and the tree its current state
 //! stages to), `line_endings`, `cleanup`, `handoff` (a copy's current files handed to
 //! another role, on the original baseline), `skills` (skill packages staged under
-//! `.agents/skills/`, never part of a patch, and the bundled packs with their manifests), and
+//! `.agents/skills/`, never part of a patch, and the bundled packs with their manifests),
+//! `stamp` (proving with `lstat` alone that a copy did not change since it was hashed), and
 //! `transfer` (a copy's files sent to a remote Legate, a copy made from files received, and a
 //! remote's patch applied to the local copy, checked against the remote's manifest), and `disk`
 //! (a bounded walk saying how much disk the copies and baselines take, for metrics).
@@ -51,6 +52,7 @@ mod select;
 mod shared;
 mod skills;
 mod staging;
+mod stamp;
 mod transfer;
 
 pub use baseline::Baseline;
@@ -80,6 +82,7 @@ pub use skills::{
     ManifestFile, SKILL_FILE, STAGING_DIR, SkillFile, StagedSkill, bundled_packs, check_name,
     check_package, is_staging_path, load_packs, resource_problem, skill_set, stage_skills,
 };
+pub use stamp::{Unstamped, copy_stamp};
 pub use transfer::{
     FileBytes, apply_returned, baseline_files, baseline_of_copy, make_copy_from_files, post_state,
     read_copy,

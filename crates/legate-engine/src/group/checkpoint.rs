@@ -180,9 +180,16 @@ impl Core {
         Ok((tree, patch))
     }
 
-    /// Both hashes of the ended `task`'s copy, or nothing when they cannot be read (the
-    /// settling then reads again and meets the error itself).
+    /// Both hashes of the ended `task`'s copy: as its turn's end read them while the copy's
+    /// stamp proves them current (`review::settled`), else read again now, or nothing when
+    /// they cannot be read (the settling then reads again and meets the error itself).
     pub(crate) async fn read_hashes(&self, task: &Task) -> Known {
+        if let Some((tree, patch)) = self.settled_hashes(task).await {
+            return Known {
+                tree: Some(tree),
+                patch: Some(patch),
+            };
+        }
         match self.copy_hashes(task).await {
             Ok((tree, patch)) => Known {
                 tree: Some(tree),

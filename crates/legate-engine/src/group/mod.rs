@@ -135,9 +135,9 @@ impl Core {
                     let Some(task) = g.latest(&rec.node_id).cloned() else {
                         continue;
                     };
-                    let patch = self
-                        .node_patch(&task, &checkpoint::Known::default())
-                        .await?;
+                    // As its turn's end read them while the copy is proven unchanged since.
+                    let known = self.read_hashes(&task).await;
+                    let patch = self.node_patch(&task, &known).await?;
                     match checkpoint::holding(self, &task, hook, &patch)? {
                         Some(hold) => still = still.or(Some(hold)),
                         None => {
@@ -148,8 +148,8 @@ impl Core {
                                 &task,
                                 hook,
                                 checkpoint::Known {
-                                    tree: None,
                                     patch: Some(patch),
+                                    ..known
                                 },
                             )
                             .await?

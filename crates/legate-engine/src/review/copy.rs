@@ -201,6 +201,14 @@ impl Core {
         let cfg = self.review_config().clone();
         let mode = task.mode;
         let before = record.before_turn.clone();
+        // A group node's checkpoint will need the copy's tree hash too: read it now, with the
+        // patch, between two stamps (never for a copy whose agent's processes linger).
+        let grouped = task.controls.group.is_some()
+            && legate_backend::cleanup::check_path(
+                &self.config().paths.blocked(),
+                &record.copy_directory,
+            )
+            .is_ok();
         let outcome = blocking(move || {
             let violations = match (mode, before) {
                 (TaskMode::ReadOnly, None) => legate_review::read_only_changes(&baseline)?,
@@ -213,13 +221,24 @@ impl Core {
                 )?,
                 (TaskMode::Write, _) => Vec::new(),
             };
+            let stamp = grouped
+                .then(|| super::settled::stamp(&baseline, &cfg, true))
+                .flatten();
             let preview = legate_review::preview(&baseline, &cfg.secrets, &cfg.limits);
-            Ok((violations, preview))
+            let settled = match (stamp, &preview) {
+                (Some(stamp), Ok(p)) => super::settled::tree(&baseline, &cfg).and_then(|tree| {
+                    super::settled::confirm(&baseline, &cfg, stamp, tree, &p.sha256)
+                }),
+                _ => None,
+            };
+            Ok((violations, preview, settled))
         })
         .await;
+        record.settled = None;
         let failure = match outcome {
             Err(e) => Some(e),
-            Ok((violations, preview)) => {
+            Ok((violations, preview, settled)) => {
+                record.settled = settled;
                 let read_only = (!violations.is_empty()).then(|| {
                     Error::new(
                         ErrorCode::ReadOnlyViolation,

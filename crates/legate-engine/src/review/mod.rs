@@ -20,7 +20,8 @@
 //! turns: which task its review acts through, open or closed), `enter` (a later turn entering
 //! the copy, and the read-only check against the copy it found), `preview` (preview and patch
 //! reading), `checks` (verify, test, record_test), `integrate`, `cleanup` (discard and
-//! the retention sweep), and `received` (a copy made from files a remote Legate sent, and the
+//! the retention sweep), `settled` (a group node's hashes read once at its turn's end, used
+//! again only while the copy's stamp proves them current), and `received` (a copy made from files a remote Legate sent, and the
 //! manifest its patch goes back with). This file holds what they share: opening a copy with its lock, the
 //! sha check, and the `notice` events.
 
@@ -34,6 +35,7 @@ mod preview;
 mod received;
 mod records;
 mod retries;
+mod settled;
 mod test_gate;
 
 pub(crate) use chain::{ContinuedCopy, NextCopy};

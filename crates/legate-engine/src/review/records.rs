@@ -239,6 +239,26 @@ pub struct ReviewRecord {
     /// `retries`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_retries: Option<super::TestRetries>,
+    /// A group node's turn: the copy's tree and patch sha256 as its end read them, with the
+    /// copy's stamp then (see `settled`); `None` for any other turn, or when they could not
+    /// be read between two equal stamps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) settled: Option<Settled>,
+}
+
+/// A copy's hashes as a turn's end read them, and what proves them current later: the
+/// copy's stamp then and the review settings they were read under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Settled {
+    /// `legate_workspace::copy_stamp` before and after the hashes were read (the same).
+    pub(crate) stamp: String,
+    /// The sha256 of the copy limits and secret patterns they were read under.
+    pub(crate) settings_sha256: String,
+    /// The copy's `treeSha256`, as a handoff's context gives it.
+    pub(crate) tree_sha256: String,
+    /// The patch's sha256.
+    pub(crate) patch_sha256: String,
 }
 
 impl ReviewRecord {
@@ -273,6 +293,7 @@ impl ReviewRecord {
             received: None,
             skills: Vec::new(),
             test_retries: None,
+            settled: None,
         }
     }
 }

@@ -1,0 +1,178 @@
+//! A node's checkpoint takes the copy's hashes its turn's end read only while the copy is
+//! proven unchanged since: a file rewritten after the turn ended (same length, its
+//! modification time set back, so that only its change time tells) is in the checkpoint,
+//! not what the turn's end read; and a copy left alone is checkpointed with exactly the
+//! hashes a fresh read gives.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use legate_core::{ErrorCode, TaskId};
+use legate_engine::{
+    Checkpoint, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState, TestCommand,
+    Workflow,
+};
+use legate_testkit::harness::EngineHarness;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A one-node workflow whose node needs a test Legate runs itself before it is checkpointed
+/// (so the group pauses between the turn's end and the checkpoint).
+fn held_workflow(h: &EngineHarness) -> GroupDefinition {
+    let node = NodeDef {
+        id: "tested".into(),
+        prompt: "write t.txt: ok\\n".into(),
+        criteria: serde_json::from_value(serde_json::json!([{
+            "id": "kept",
+            "description": "a.txt is still there",
+            "check": {"kind": "file-exists", "path": "a.txt"}
+        }]))
+        .unwrap(),
+        ..NodeDef::default()
+    };
+    GroupDefinition {
+        working_directory: h.project(),
+        title: Some("checkpoint".into()),
+        nodes: vec![node],
+        peer_routes: vec![],
+        budget: None,
+        workflow: Some(Workflow {
+            final_node: "tested".into(),
+            hooks: BTreeMap::from([(
+                "tested".to_string(),
+                Hook {
+                    require_review: false,
+                    require_tests: true,
+                },
+            )]),
+        }),
+    }
+}
+
+async fn wait(h: &EngineHarness, group: &str) -> GroupStatus {
+    let w = h
+        .engine
+        .groups()
+        .wait(group, Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert!(w.ready, "the group never settled: {:?}", w.status);
+    w.status
+}
+
+/// The node's task, once the group paused holding it for its test.
+async fn held(h: &EngineHarness) -> (String, String, TaskId) {
+    let c = h.engine.groups().create(None, held_workflow(h)).unwrap();
+    h.engine
+        .groups()
+        .start(&c.group_id, &c.definition_sha256)
+        .await
+        .unwrap();
+    let s = wait(h, &c.group_id).await;
+    assert_eq!(s.state, GroupState::Paused, "{s:?}");
+    assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed));
+    assert_eq!(s.nodes[0].state, NodeState::Held);
+    let task = s.nodes[0].task_ids[0].clone();
+    (c.group_id, c.definition_sha256, task)
+}
+
+/// What the turn's end read: `(treeSha256, patchSha256)` from the task's review record.
+fn settled(h: &EngineHarness, task: &TaskId) -> (String, String) {
+    let store = legate_store::Store::open(&h.home().join("legate.db")).unwrap();
+    let review = store.review(task).unwrap().unwrap();
+    let s = &review["settled"];
+    assert!(s.is_object(), "the turn's end read no hashes: {review}");
+    (
+        s["treeSha256"].as_str().unwrap().to_string(),
+        s["patchSha256"].as_str().unwrap().to_string(),
+    )
+}
+
+/// The copy's hashes read now: `(treeSha256, patchSha256)`.
+async fn fresh(h: &EngineHarness, task: &TaskId) -> (String, String) {
+    let tree = h
+        .engine
+        .handoffs()
+        .context(task.as_str())
+        .await
+        .unwrap()
+        .tree_sha256;
+    let patch = h
+        .engine
+        .reviews()
+        .preview(task.as_str())
+        .await
+        .unwrap()
+        .patch
+        .sha256;
+    (tree, patch)
+}
+
+/// Passes the node's test on its current patch and resumes the group; its checkpoint.
+async fn tested_and_resumed(
+    h: &EngineHarness,
+    (group, sha, task): &(String, String, TaskId),
+    word: &str,
+) -> Checkpoint {
+    let patch = fresh(h, task).await.1;
+    let test = TestCommand {
+        executable: "grep".into(),
+        args: vec!["-q".into(), word.into(), "t.txt".into()],
+    };
+    let ev = h
+        .engine
+        .reviews()
+        .test(task.as_str(), &patch, test, None)
+        .await
+        .unwrap();
+    assert!(ev.passed, "{ev:?}");
+    h.engine.groups().start(group, sha).await.unwrap();
+    let s = wait(h, group).await;
+    assert_eq!(s.state, GroupState::Completed, "{s:?}");
+    s.nodes[0].checkpoint.clone().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_rewritten_after_the_turn_ended_is_in_the_checkpoint_not_the_turn_s_hashes() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .start();
+    let node = held(&h).await;
+    let task = node.2.clone();
+    let at_end = settled(&h, &task);
+    assert_eq!(
+        at_end,
+        fresh(&h, &task).await,
+        "the turn's end read them right"
+    );
+    // After the turn ended: the same length, its modification time set back.
+    let path = h.home().join("copies").join(task.as_str()).join("t.txt");
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::write(&path, "no\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let now = fresh(&h, &task).await;
+    assert_ne!(now.0, at_end.0);
+    assert_ne!(now.1, at_end.1);
+    let cp = tested_and_resumed(&h, &node, "no").await;
+    assert_eq!(
+        (cp.tree_sha256, cp.patch_sha256),
+        now,
+        "the checkpoint describes the copy as it is, not as the turn's end read it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_left_alone_is_checkpointed_with_the_hashes_its_turn_s_end_read() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .start();
+    let node = held(&h).await;
+    let at_end = settled(&h, &node.2);
+    let cp = tested_and_resumed(&h, &node, "ok").await;
+    assert_eq!((cp.tree_sha256, cp.patch_sha256), at_end);
+    assert_eq!(fresh(&h, &node.2).await, at_end);
+}
