@@ -1,17 +1,21 @@
 //! Making the copy: the selected files' bytes, written into a new private directory.
 //!
-//! This module owns the copy itself. Each file is opened without following links, checked
-//! to be the very file that was measured (device, inode, size, mtime), read once, measured
-//! again on the open file (a write that landed while it was read is `SOURCE_CHANGED`),
-//! scanned for credential patterns, and only then written, keeping the source's mtime: the
-//! bytes checked are the bytes copied. The limits are enforced again on what is actually
-//! read. A few threads copy at once, each taking runs of files of one directory; the
-//! baseline (`staging`) is told of each file as it lands.
+//! This module owns the copy itself. Each file is opened without following links and checked
+//! to be the very file that was measured (device, inode, size, mtime). Where the file system
+//! can share blocks (`reflink`), the open file is cloned into the new one, measured again
+//! (a write that landed meanwhile is `SOURCE_CHANGED`), and the clone itself, which only this
+//! module can write, is read and scanned for credential patterns, then removed if refused.
+//! Elsewhere the file is read once, measured again on the open file, scanned, and only then
+//! written. Either way the bytes checked are the bytes in the copy, and the copy keeps the
+//! source's mtime. The limits are enforced again on what is actually read. A few threads copy
+//! at once, each taking runs of files of one directory; the baseline (`staging`) is told of
+//! each file as it lands.
 //!
 //! It must never adopt an existing directory as a copy, follow a symlink, write outside the
 //! new directory, or leave a half-made copy behind on failure.
 
 use crate::baseline::Baseline;
+use crate::reflink::{Cloned, Reflinks};
 use crate::secrets::{BlockedFile, scan_selected};
 use crate::select::{SelectedFile, Selection};
 use crate::staging::{SourceIndex, Staging};
@@ -41,6 +45,10 @@ pub struct CopyReport {
     pub bytes: u64,
     /// Files left out, by path and reason (never content).
     pub blocked_files: Vec<BlockedFile>,
+    /// How many of the copied files are reflinks: they share the project's blocks on disk
+    /// until either side writes them (0 where the file system cannot clone).
+    #[serde(default)]
+    pub reflinked_files: usize,
 }
 
 /// Creates `copy_dir` with mode 0700 (its parent too, when missing); it must not exist yet.
@@ -179,11 +187,13 @@ fn fill(
         copy_dir: &copy_dir,
         limits,
         bytes: AtomicU64::new(0),
+        reflinks: Reflinks::new(),
     };
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let mut blocked = selection.blocked.clone();
     let mut copied = 0usize;
+    let mut reflinked = 0usize;
     let mut failure: Option<Error> = None;
     // Outcomes go to this thread a run at a time: one wake-up per run, not per file.
     let (tx, rx) = mpsc::channel::<Vec<Result<Outcome, Error>>>();
@@ -224,6 +234,7 @@ fn fill(
                     index,
                     source,
                     copy,
+                    cloned,
                 }) if failure.is_none() => {
                     let told = written(Written {
                         path: &selection.files[index].path,
@@ -231,7 +242,10 @@ fn fill(
                         copy: &copy,
                     });
                     match told {
-                        Ok(()) => copied += 1,
+                        Ok(()) => {
+                            copied += 1;
+                            reflinked += usize::from(cloned);
+                        }
                         Err(e) => {
                             stop.store(true, Ordering::Relaxed);
                             failure = Some(e);
@@ -258,6 +272,7 @@ fn fill(
         included_files: copied,
         bytes,
         blocked_files: blocked,
+        reflinked_files: reflinked,
     })
 }
 
@@ -303,6 +318,8 @@ enum Outcome {
         index: usize,
         source: fs::Metadata,
         copy: fs::Metadata,
+        /// Made by sharing the source's blocks.
+        cloned: bool,
     },
     /// Left out: its content matched a secret rule.
     Blocked(BlockedFile),
@@ -316,6 +333,8 @@ struct Copier<'a> {
     limits: &'a CopyLimits,
     /// Bytes read so far, by every thread.
     bytes: AtomicU64,
+    /// Whether files are cloned.
+    reflinks: Reflinks,
 }
 
 impl Copier<'_> {
@@ -349,8 +368,79 @@ impl Copier<'_> {
         {
             return Err(changed("it is no longer the file that was measured"));
         }
+        if self.reflinks.worth_trying() {
+            let out = self.create(f, made)?;
+            match self
+                .reflinks
+                .clone_file(&out, &file)
+                .map_err(|e| write_failed(&f.path, &e))?
+            {
+                Cloned::Yes => return self.cloned(index, &file, meta, out, buf),
+                Cloned::No => return self.written(index, &mut file, meta, Some(out), buf, made),
+            }
+        }
+        self.written(index, &mut file, meta, None, buf, made)
+    }
+
+    /// The clone of file `index` (just made in `out` from `file`, measured as `meta`): the
+    /// source must not have changed since it was measured, and the clone, which nothing but
+    /// this thread writes, is read whole and scanned; refused, it is removed.
+    fn cloned(
+        &self,
+        index: usize,
+        file: &File,
+        meta: fs::Metadata,
+        mut out: File,
+        buf: &mut Vec<u8>,
+    ) -> Result<Outcome, Error> {
+        let f = &self.selection.files[index];
+        let changed = |w: &str| {
+            let why = format!("{} changed while it was being copied: {w}", f.path);
+            Error::new(ErrorCode::SourceChanged, why)
+        };
+        let after = file.metadata().map_err(|e| write_failed(&f.path, &e))?;
+        if !same_state(&meta, &after) {
+            return Err(changed("it was written to while it was cloned"));
+        }
+        // Whatever the source held at the moment of the clone is what the copy holds: its
+        // size and bytes are read from the clone, not from the source.
+        let held = out.metadata().map_err(|e| write_failed(&f.path, &e))?;
+        if held.len() != f.size {
+            return Err(changed("its size changed"));
+        }
         let content =
-            read_measured(&mut file, f.size, buf).map_err(|e| failed("it could not be read", e))?;
+            read_measured(&mut out, f.size, buf).map_err(|e| write_failed(&f.path, &e))?;
+        if content.len() as u64 != f.size {
+            return Err(changed("its size changed"));
+        }
+        self.count(f.size)?;
+        if let Some(blocked) = self.refused(f, content) {
+            drop(out);
+            let dst = self.copy_dir.join(&f.path);
+            fs::remove_file(&dst).map_err(|e| write_failed(&f.path, &e))?;
+            return Ok(blocked);
+        }
+        self.finish(index, meta, out, true)
+    }
+
+    /// File `index` read from `file` (measured as `meta`), scanned, and written: into `out`
+    /// when it was already created (empty), else into a file created now.
+    fn written(
+        &self,
+        index: usize,
+        file: &mut File,
+        meta: fs::Metadata,
+        out: Option<File>,
+        buf: &mut Vec<u8>,
+        made: &mut HashSet<PathBuf>,
+    ) -> Result<Outcome, Error> {
+        let f = &self.selection.files[index];
+        let why = |why: &str| format!("{} changed while it was being copied: {why}", f.path);
+        let changed = |w: &str| Error::new(ErrorCode::SourceChanged, why(w));
+        let failed =
+            |w: &str, e: std::io::Error| Error::caused_by(ErrorCode::SourceChanged, why(w), e);
+        let content =
+            read_measured(file, f.size, buf).map_err(|e| failed("it could not be read", e))?;
         if content.len() as u64 != f.size {
             return Err(changed("its size changed"));
         }
@@ -361,10 +451,30 @@ impl Copier<'_> {
         if !same_state(&meta, &after) {
             return Err(changed("it was written to while it was read"));
         }
+        self.count(f.size)?;
+        if let Some(blocked) = self.refused(f, content) {
+            if out.is_some() {
+                drop(out);
+                let dst = self.copy_dir.join(&f.path);
+                fs::remove_file(&dst).map_err(|e| write_failed(&f.path, &e))?;
+            }
+            return Ok(blocked);
+        }
+        let mut out = match out {
+            Some(out) => out,
+            None => self.create(f, made)?,
+        };
+        out.write_all(content)
+            .map_err(|e| write_failed(&f.path, &e))?;
+        self.finish(index, meta, out, false)
+    }
+
+    /// Adds `size` bytes read to the copy's total: `COPY_LIMIT_EXCEEDED` past the limit.
+    fn count(&self, size: u64) -> Result<(), Error> {
         let total = self
             .bytes
-            .fetch_add(f.size, Ordering::Relaxed)
-            .saturating_add(f.size);
+            .fetch_add(size, Ordering::Relaxed)
+            .saturating_add(size);
         if total > self.limits.max_bytes {
             return Err(Error::new(
                 ErrorCode::CopyLimitExceeded,
@@ -374,13 +484,22 @@ impl Copier<'_> {
                 ),
             ));
         }
-        if let Some((reason, rule)) = scan_selected(f.pending_rule, content) {
-            return Ok(Outcome::Blocked(BlockedFile {
-                path: f.path.clone(),
-                reason,
-                rule: rule.to_string(),
-            }));
-        }
+        Ok(())
+    }
+
+    /// The preflight's verdict on `content`, the whole of what `f` would hold in the copy.
+    fn refused(&self, f: &SelectedFile, content: &[u8]) -> Option<Outcome> {
+        let (reason, rule) = scan_selected(f.pending_rule, content)?;
+        Some(Outcome::Blocked(BlockedFile {
+            path: f.path.clone(),
+            reason,
+            rule: rule.to_string(),
+        }))
+    }
+
+    /// Creates `f`'s file in the copy, new and empty (its directory too, once per thread).
+    /// It is opened for reading as well: a clone is read back to be scanned.
+    fn create(&self, f: &SelectedFile, made: &mut HashSet<PathBuf>) -> Result<File, Error> {
         let dst = self.copy_dir.join(&f.path);
         if let Some(parent) = dst.parent()
             && !made.contains(parent)
@@ -393,15 +512,25 @@ impl Copier<'_> {
             made.insert(parent.to_path_buf());
         }
         let mode = if f.mode & 0o111 != 0 { 0o755 } else { 0o644 };
-        let mut out = OpenOptions::new()
+        OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .mode(mode)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&dst)
-            .map_err(|e| write_failed(&f.path, &e))?;
-        out.write_all(content)
-            .map_err(|e| write_failed(&f.path, &e))?;
+            .map_err(|e| write_failed(&f.path, &e))
+    }
+
+    /// Gives the finished copy of file `index` the source's mtime and measures it.
+    fn finish(
+        &self,
+        index: usize,
+        meta: fs::Metadata,
+        out: File,
+        cloned: bool,
+    ) -> Result<Outcome, Error> {
+        let f = &self.selection.files[index];
         // The source's mtime, as `cp -p` keeps it: besides telling build tools in the copy
         // how old each file is, it keeps the baseline's index free of racily clean entries
         // (a file changed in the second its index was written), which git would re-read.
@@ -414,6 +543,7 @@ impl Copier<'_> {
             index,
             source: meta,
             copy,
+            cloned,
         })
     }
 }
@@ -472,72 +602,6 @@ fn write_failed(path: &str, e: &std::io::Error) -> Error {
         ErrorCode::InvalidWorkspace,
         format!("{path} could not be written into the copy: {e}"),
     )
-}
-
-/// Reads a file inside `root` at the safe relative `path` without following any symlink on
-/// the way: `Ok(None)` when it does not exist, `UNSAFE_PATH` when a component is a link or
-/// the file is not a regular file.
-///
-/// The path is resolved beneath `root` in the kernel ([`legate_beneath`]), in the same call
-/// that opens the file, so a directory swapped for a symlink meanwhile cannot redirect it.
-pub fn read_inside(root: &Path, path: &str) -> Result<Option<Vec<u8>>, Error> {
-    Ok(read_inside_with_metadata(root, path)?.map(|(bytes, _)| bytes))
-}
-
-/// [`read_inside`], with the metadata of the file read (taken from the open file).
-pub fn read_inside_with_metadata(
-    root: &Path,
-    path: &str,
-) -> Result<Option<(Vec<u8>, fs::Metadata)>, Error> {
-    use legate_beneath::BeneathError;
-    crate::include::check_path(path)?;
-    let unreadable =
-        |e: &dyn std::fmt::Display| Error::internal(format!("{path} could not be read: {e}"));
-    let held = legate_beneath::Root::open(root).map_err(|e| match e.io_error() {
-        Some(io) => unreadable(io),
-        None => unreadable(&e),
-    })?;
-    match held.open_file(Path::new(path)) {
-        Ok((file, _)) => read_regular(file, path).map(Some),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(BeneathError::Symlink { .. }) => Err(Error::new(
-            ErrorCode::UnsafePath,
-            format!("{path} is a symbolic link, or a directory on the way is"),
-        )),
-        Err(BeneathError::IsDirectory { .. } | BeneathError::NotRegular { .. }) => Err(Error::new(
-            ErrorCode::UnsafePath,
-            format!("{path} is not a regular file"),
-        )),
-        Err(e) if e.is_refusal() => Err(Error::new(ErrorCode::UnsafePath, format!("{path}: {e}"))),
-        // A directory on the way that is a file.
-        Err(e) if e.io_error().and_then(std::io::Error::raw_os_error) == Some(libc::ENOTDIR) => {
-            Err(Error::new(
-                ErrorCode::UnsafePath,
-                format!("{path}: a directory on the way is not a directory"),
-            ))
-        }
-        Err(e) => Err(match e.io_error() {
-            Some(io) => unreadable(io),
-            None => unreadable(&e),
-        }),
-    }
-}
-
-fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), Error> {
-    let meta = file.metadata().map_err(|e| {
-        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
-    })?;
-    if !meta.is_file() {
-        return Err(Error::new(
-            ErrorCode::UnsafePath,
-            format!("{path} is not a regular file"),
-        ));
-    }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut buf).map_err(|e| {
-        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
-    })?;
-    Ok((buf, meta))
 }
 
 #[cfg(test)]

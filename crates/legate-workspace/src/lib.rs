@@ -44,6 +44,8 @@ mod hidden;
 mod include;
 mod limits;
 mod line_endings;
+mod read_inside;
+mod reflink;
 mod returned;
 mod sandbox;
 mod secrets;
@@ -58,8 +60,7 @@ pub use changes::{
     ChangeStatus, FileChange, PATCH_DIFF, PatchSummary, Preview, parse_raw, stage_tree,
 };
 pub use cleanup::{entries, remove_owned_dir};
-pub use copy::read_inside_with_metadata;
-pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
+pub use copy::{CopyReport, make_copy, make_copy_with_baseline};
 pub use git::{Git, split_z};
 pub use git_check::{GitPlace, MIN_GIT_VERSION, git_place, require_git_version};
 pub use git_run::{CLEANUP_MARKER, GitBounds, git_bounds, set_git_bounds};
@@ -68,6 +69,7 @@ pub use hidden::dot_git_entries;
 pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
+pub use read_inside::{read_inside, read_inside_with_metadata};
 pub use returned::returned_from_files;
 pub use sandbox::{label, sandbox};
 pub use secrets::{BlockReason, BlockedFile, SecretPatterns};
