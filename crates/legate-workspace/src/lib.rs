@@ -32,6 +32,7 @@ mod baseline;
 mod changes;
 mod cleanup;
 mod copy;
+mod copy_file;
 pub mod disk;
 mod expansion;
 mod git;

@@ -2,18 +2,21 @@
 //! system that can (btrfs, xfs with `reflink=1`, bcachefs), so the copy costs no data writes
 //! and no disk until one of the two files is written.
 //!
-//! This module owns the one call and the decision whether a copy tries it at all: the first
-//! files a copy clones are the probe (one failed call per copying thread at most); a file
-//! system that cannot clone is never asked again for that copy, and the copy writes bytes as
-//! it always did. A file that cannot be cloned although others could (a file on another
-//! file system mounted inside the project) is written, on its own.
+//! This module owns the one call and the decision whether a copy tries it at all: before a
+//! copy starts, its first file is cloned into an unnamed file (`O_TMPFILE`) in the new
+//! directory, which disappears when closed; a file system that cannot clone is then never
+//! asked for that copy, and the copy writes bytes as it always did. A file that cannot be
+//! cloned although others could (a file on another file system mounted inside the project) is
+//! written, on its own.
 //!
 //! It must never decide what a copy holds: the caller scans the clone itself (the bytes
 //! checked are the bytes in the copy, whatever the source became meanwhile) and removes it
 //! when it is refused. It never clones into a file that already has content.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Not tried yet.
@@ -40,6 +43,34 @@ impl Reflinks {
     /// A copy's reflinks, not tried yet.
     pub(crate) fn new() -> Self {
         Self(AtomicU8::new(UNKNOWN))
+    }
+
+    /// A copy's reflinks, decided by cloning `sample` (a file of the project, opened without
+    /// following links; a file that is not regular decides nothing) into an unnamed file in
+    /// `dir` (the new copy). Undecided when the probe cannot be made: the first files decide.
+    pub(crate) fn probe(dir: &Path, sample: &Path) -> Self {
+        let found = Self::new();
+        let src = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(sample);
+        let tmp = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_TMPFILE)
+            .open(dir);
+        if let (Ok(src), Ok(tmp)) = (src, tmp)
+            && src.metadata().is_ok_and(|m| m.is_file())
+        {
+            let _ = found.clone_file(&tmp, &src);
+        }
+        found
+    }
+
+    /// Whether a clone has worked in this copy.
+    pub(crate) fn working(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == WORKS
     }
 
     /// Whether the next file should be cloned.
@@ -112,6 +143,13 @@ mod tests {
         assert_eq!(r.clone_file(&dst, &src).unwrap(), Cloned::No);
         assert!(!r.worth_trying());
         assert_eq!(dst.metadata().unwrap().len(), 0);
+        // The probe decides the same, and leaves no file behind.
+        let before = std::fs::read_dir(tmp.path()).unwrap().count();
+        assert!(!Reflinks::probe(tmp.path(), &tmp.path().join("src")).worth_trying());
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), before);
+        // A probe that cannot be made (no such file) leaves it to the first files.
+        let undecided = Reflinks::probe(tmp.path(), &tmp.path().join("missing"));
+        assert!(undecided.worth_trying() && !undecided.working());
     }
 
     fn probe_dir_clones(dir: &std::path::Path) -> bool {

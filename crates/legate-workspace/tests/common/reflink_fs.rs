@@ -9,10 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A mounted xfs image with reflinks; unmounted, detached and removed on drop.
+/// A mounted xfs image with reflinks; unmounted (its loop device then detached) and removed
+/// on drop.
 pub struct ReflinkFs {
     tmp: tempfile::TempDir,
-    device: String,
     mount: PathBuf,
 }
 
@@ -60,10 +60,9 @@ impl ReflinkFs {
         drop(file);
         let image_s = image.to_str().unwrap();
         run("mkfs.xfs", &["-q", "-m", "reflink=1", image_s])?;
-        let device = run("losetup", &["--find", "--show", image_s])?;
-        let fs = Self { tmp, device, mount };
-        run("mount", &[&fs.device, fs.mount.to_str().unwrap()])?;
-        Ok(fs)
+        // `-o loop` makes the loop device go away by itself once unmounted (autoclear).
+        run("mount", &["-o", "loop", image_s, mount.to_str().unwrap()])?;
+        Ok(Self { tmp, mount })
     }
 
     /// Where it is mounted.
@@ -101,10 +100,14 @@ pub fn shared_extent_bytes(file: &Path) -> (u64, u64) {
 impl Drop for ReflinkFs {
     fn drop(&mut self) {
         let mnt = self.mount.to_str().unwrap_or_default().to_string();
-        if run("umount", &[&mnt]).is_err() {
-            let _ = run("umount", &["-l", &mnt]);
+        // Busy for a moment while the last git a copy ran exits; lazily detached after
+        // that (the loop device then goes once the file system is released).
+        for _ in 0..50 {
+            if run("umount", &[&mnt]).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        let _ = run("losetup", &["-d", &self.device]);
-        let _ = &self.tmp;
+        let _ = run("umount", &["-l", &mnt]);
     }
 }
