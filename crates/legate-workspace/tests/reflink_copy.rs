@@ -157,3 +157,77 @@ fn on_a_file_system_without_reflinks_the_copy_writes_its_bytes() {
     let (shared, _) = shared_extent_bytes(&report.copy_directory.join("a.txt"));
     assert_eq!(shared, 0);
 }
+
+#[test]
+fn a_writer_racing_the_clone_never_gets_unscanned_bytes_into_the_copy() {
+    let Some(xfs) = ReflinkFs::mount(300) else {
+        return;
+    };
+    // Two versions of one file, the same size: clean, and with a fake key id (made at run
+    // time; a real one has no run of letters in order).
+    let clean = format!("key = {}\n", "x".repeat(20)).into_bytes();
+    let secret = format!("key = {}{}\n", "AKIA", "Q3ZL7RTX2WNVD6KM").into_bytes();
+    assert_eq!(clean.len(), secret.len());
+    let f = Fixture::new_in(
+        xfs.path(),
+        &[("racy.txt", clean.as_slice()), ("other.txt", b"other\n")],
+    );
+    f.commit_all();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, path) = (stop.clone(), f.project.join("racy.txt"));
+        let (clean, secret) = (clean.clone(), secret.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            let file = fs::OpenOptions::new().write(true).open(path).unwrap();
+            let mut writes = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // The secret in place, then gone again: a scan of the one and a clone of the
+                // other is what must never happen.
+                file.write_at(&secret, 0).unwrap();
+                std::thread::yield_now();
+                file.write_at(&clean, 0).unwrap();
+                for _ in 0..(writes % 64) {
+                    std::thread::yield_now();
+                }
+                writes += 1;
+            }
+            writes
+        })
+    };
+    let limits = CopyLimits::default();
+    let (mut copied, mut refused, mut changed) = (0, 0, 0);
+    for i in 0..60 {
+        let Ok(sel) = select(&f.project, &[], &SecretPatterns::default(), &limits) else {
+            continue;
+        };
+        let dir = f.home.join(format!("copies/r{i}"));
+        match make_copy(&sel, &dir, &limits) {
+            Ok(report) => {
+                assert_eq!(report.reflinked_files, report.included_files);
+                match fs::read(dir.join("racy.txt")) {
+                    Ok(bytes) => {
+                        assert_eq!(bytes, clean, "a copy holds bytes that were not scanned");
+                        copied += 1;
+                    }
+                    Err(_) => {
+                        assert!(
+                            report.blocked_files.iter().any(|b| b.path == "racy.txt"
+                                && b.reason.as_str() == "SECRET_CONTENT"),
+                            "{report:?}"
+                        );
+                        refused += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                assert_eq!(e.code.as_str(), "SOURCE_CHANGED", "{e}");
+                assert!(!dir.exists(), "a failed copy is removed");
+                changed += 1;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = writer.join().unwrap();
+    eprintln!("{writes} writes: {copied} copied clean, {refused} refused, {changed} changed");
+}
