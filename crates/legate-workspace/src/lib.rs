@@ -9,7 +9,9 @@
 //!
 //! For copies it owns making them and their git side, one concept per module: `select`
 //! (what git would copy, narrowed by `include` paths), `secrets` (the preflight: configured
-//! exclusions and exceptions over the `legate_credentials` detector), `copy`, `baseline` (its
+//! exclusions and exceptions over the `legate_credentials` detector), `copy` (one file's copy
+//! in `copy_file`; clones where the file system can, in `reflink`), `read_inside` (a file read
+//! beneath an untrusted directory), `baseline` (its
 //! index written by `staging` in the `git_index` format, its commit by `git_objects`),
 //! `changes` (the copy's change against its baseline as data, and the tree its current state
 //! stages to), `line_endings`, `cleanup`, `handoff` (a copy's current files handed to
@@ -17,7 +19,8 @@
 //! `.agents/skills/`, never part of a patch, and the bundled packs with their manifests), and
 //! `transfer` (a copy's files sent to a remote Legate, a copy made from files received, and a
 //! remote's patch applied to the local copy, checked against the remote's manifest), and `disk`
-//! (a bounded walk saying how much disk the copies and baselines take, for metrics).
+//! (a bounded walk saying how much disk the copies and baselines take, for metrics and
+//! `legate show`).
 //!
 //! What is done with a copy afterwards lives above it: reviewing it (preview, patch reads,
 //! verification) in `legate-review`, integrating it into the project (with its crash
