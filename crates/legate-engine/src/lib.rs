@@ -96,6 +96,8 @@ pub use legate_store::Spent;
 pub use legate_store::{CallTaskRecord, CallTaskState};
 pub use legate_store::{TaskUsage, UsageFilter, UsageReport, UsageTotals};
 pub use legate_testrun::TestCommand;
+/// A copy's disk use, measured now, for `legate show`.
+pub use legate_workspace::disk::{CopyDisk, copy_disk};
 /// The review pipeline's types, for fronts that speak them.
 pub use legate_workspace::{
     BlockReason, BlockedFile, ChangeStatus, CopyLimits, CopyReport, FileChange, PatchSummary,

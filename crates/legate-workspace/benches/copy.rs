@@ -6,18 +6,27 @@
 //!
 //! `cargo bench -p legate-workspace --bench copy` (`LEGATE_BENCH_FILES`, `LEGATE_BENCH_MIB`
 //! and `LEGATE_BENCH_RUNS` (4: each step comes first once) scale it down).
+//!
+//! With `LEGATE_BENCH_REFLINK=1` (root, `mkfs.xfs`) it then makes an xfs image with reflinks
+//! on a loop device and times the same copy there, where Legate clones its files, against
+//! `cp -r` (coreutils 9 clones too, by default), `cp -r --reflink=never` (the bytes written)
+//! and `cp -r --reflink=always`, with the disk each one took (`LEGATE_BENCH_REFLINK=only`
+//! skips the first part).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_integration::{integrate, plan};
 use legate_review::preview;
 use legate_workspace::{
-    Baseline, CopyLimits, SecretPatterns, make_copy, make_copy_with_baseline, select,
+    Baseline, CopyLimits, CopyReport, SecretPatterns, make_copy, make_copy_with_baseline, select,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+#[path = "../tests/common/reflink_fs.rs"]
+mod reflink_fs;
 
 /// Writes back what earlier steps left dirty, so that no timed step pays for another's
 /// writeback.
@@ -132,6 +141,185 @@ fn main() {
     let base = PathBuf::from(
         std::env::var("LEGATE_BENCH_DIR").unwrap_or_else(|_| "/work/bench-data".into()),
     );
+    let reflink = std::env::var("LEGATE_BENCH_REFLINK").unwrap_or_default();
+    if reflink != "only" {
+        on_this_file_system(&base, files, mib, runs);
+    }
+    if !reflink.is_empty() {
+        on_a_reflink_file_system(files, mib, runs);
+    }
+}
+
+/// One untimed copy of `repo` under `scratch`: the project's files, git and its pack index
+/// are then in memory for every timed step alike. The selection it made.
+fn warm(repo: &Path, scratch: &Path) -> legate_workspace::Selection {
+    let limits = CopyLimits::default();
+    let sel = select(repo, &[], &SecretPatterns::default(), &limits).unwrap();
+    make_copy_with_baseline(
+        &sel,
+        &scratch.join("warm/copy"),
+        &scratch.join("warm/baseline"),
+        &limits,
+    )
+    .unwrap();
+    sel
+}
+
+/// What the engine does: the selection, then the copy with its baseline, into `home`. How
+/// long the selection took, how long all of it took, and the copy's report.
+fn legate_copy(repo: &Path, home: &Path, files: u64) -> (Duration, Duration, CopyReport) {
+    let limits = CopyLimits::default();
+    let t = Instant::now();
+    let sel = select(repo, &[], &SecretPatterns::default(), &limits).unwrap();
+    let selected = t.elapsed();
+    let (report, _) = make_copy_with_baseline(
+        &sel,
+        &home.join("copies/t"),
+        &home.join("baselines/t"),
+        &limits,
+    )
+    .unwrap();
+    let took = t.elapsed();
+    // The generated text holds one run the crates.io token rule takes.
+    assert_eq!(
+        (report.included_files + report.blocked_files.len()) as u64,
+        files
+    );
+    (selected, took, report)
+}
+
+/// `cp -r` of the generated repository's files (its 100 directories and `.gitignore`) into
+/// `dest`, with `extra` arguments; how long it took.
+fn cp_r(repo: &Path, files: u64, dest: &Path, extra: &[&str]) -> Duration {
+    fs::create_dir_all(dest).unwrap();
+    let mut cmd = Command::new("cp");
+    cmd.arg("-r").args(extra);
+    for d in 0..100.min(files - 1) {
+        cmd.arg(repo.join(format!("d{d:03}")));
+    }
+    cmd.arg(repo.join(".gitignore")).arg(dest);
+    let t = Instant::now();
+    assert!(cmd.status().unwrap().success());
+    t.elapsed()
+}
+
+fn mib_of(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// The same copy on an xfs image with reflinks (a loop device): Legate's copy with its
+/// baseline against `cp -r` three ways, each step's time and the disk it took (free space
+/// before and after, each after a `sync`), in an order rotated from run to run.
+fn on_a_reflink_file_system(files: u64, mib: u64, runs: usize) {
+    // The repository, Legate's copies (a few MiB each) and three `cp -r` a run, one of them
+    // every byte: sparse, so only what is written takes room.
+    let Some(xfs) = reflink_fs::ReflinkFs::mount(mib * (runs as u64 + 2) + 2048) else {
+        println!("reflink: no xfs image could be made; skipped");
+        return;
+    };
+    let repo = xfs.path().join("repo");
+    let t = Instant::now();
+    generate(&repo, files, mib);
+    println!(
+        "reflink: {files} files, {mib} MiB on an xfs image with reflink=1 (ready in {})",
+        ms(t.elapsed())
+    );
+    let limits = CopyLimits::default();
+    let scratch = xfs.path().join("scratch");
+    // One untimed copy first, as on the first file system.
+    let sel = warm(&repo, &scratch);
+    println!("load average at start: {}", load());
+    let steps = ["legate", "cp", "never", "always", "plain"];
+    let mut select_t = vec![];
+    let mut times: Vec<Vec<Duration>> = vec![vec![]; steps.len()];
+    let mut disk: Vec<Vec<u64>> = vec![vec![]; steps.len()];
+    let mut reflinked = 0;
+    for run in 0..runs {
+        for k in 0..steps.len() {
+            let step = (k + run) % steps.len();
+            settle();
+            let free = xfs.free_bytes();
+            let took = match steps[step] {
+                "legate" => {
+                    let (sel_took, took, report) =
+                        legate_copy(&repo, &scratch.join(format!("home{run}")), files);
+                    select_t.push(sel_took);
+                    reflinked = report.reflinked_files;
+                    took
+                }
+                "cp" => cp_r(&repo, files, &scratch.join(format!("cp{run}")), &[]),
+                "plain" => {
+                    // For the breakdown: the copy and scan alone.
+                    let t = Instant::now();
+                    make_copy(&sel, &scratch.join(format!("plain{run}")), &limits).unwrap();
+                    t.elapsed()
+                }
+                "never" => cp_r(
+                    &repo,
+                    files,
+                    &scratch.join(format!("never{run}")),
+                    &["--reflink=never"],
+                ),
+                _ => cp_r(
+                    &repo,
+                    files,
+                    &scratch.join(format!("always{run}")),
+                    &["--reflink=always"],
+                ),
+            };
+            times[step].push(took);
+            disk[step].push(free.saturating_sub(xfs.free_bytes()));
+        }
+        println!(
+            "  run {run}: legate {}, cp -r {}, cp -r --reflink=never {}, --reflink=always {}, copy alone {}",
+            ms(times[0][run]),
+            ms(times[1][run]),
+            ms(times[2][run]),
+            ms(times[3][run]),
+            ms(times[4][run])
+        );
+    }
+    let never: Vec<String> = times[0]
+        .iter()
+        .zip(&times[2])
+        .map(|(l, c)| format!("{:.2}x", l.as_secs_f64() / c.as_secs_f64()))
+        .collect();
+    let disk_max = |i: usize| disk[i].iter().copied().max().unwrap_or(0);
+    let med: Vec<Duration> = times.into_iter().map(median).collect();
+    println!("reflink copy (median of {runs}; disk: the most free space one step took):");
+    println!(
+        "  legate copy                {} ({reflinked} of {files} files reflinked), disk {}",
+        ms(med[0]),
+        mib_of(disk_max(0))
+    );
+    println!(
+        "    of which selection {}; copy + secret scan alone {}, disk {}",
+        ms(median(select_t)),
+        ms(med[4]),
+        mib_of(disk_max(4))
+    );
+    for (i, name) in [
+        (1, "cp -r"),
+        (2, "cp -r --reflink=never"),
+        (3, "cp -r --reflink=always"),
+    ] {
+        println!("  {name:<26} {}, disk {}", ms(med[i]), mib_of(disk_max(i)));
+    }
+    println!(
+        "  legate / cp -r --reflink=never = {:.2}x, legate / cp -r = {:.2}x, legate / cp -r --reflink=always = {:.2}x",
+        med[0].as_secs_f64() / med[2].as_secs_f64(),
+        med[0].as_secs_f64() / med[1].as_secs_f64(),
+        med[0].as_secs_f64() / med[3].as_secs_f64()
+    );
+    println!(
+        "  legate / cp -r --reflink=never in each run: {}",
+        never.join(", ")
+    );
+    println!("load average at end: {}", load());
+}
+
+/// The copy, its preview and its integration on the file system `base` is on.
+fn on_this_file_system(base: &Path, files: u64, mib: u64, runs: usize) {
     let repo = base.join("repo");
     let t = Instant::now();
     generate(&repo, files, mib);
@@ -145,16 +333,7 @@ fn main() {
     fs::create_dir_all(&scratch).unwrap();
     let limits = CopyLimits::default();
     let secrets = SecretPatterns::default();
-    // One untimed copy first: the project's files, git and its pack index are then in memory
-    // for every timed step alike.
-    let sel = select(&repo, &[], &secrets, &limits).unwrap();
-    make_copy_with_baseline(
-        &sel,
-        &scratch.join("warm/copy"),
-        &scratch.join("warm/baseline"),
-        &limits,
-    )
-    .unwrap();
+    let sel = warm(&repo, &scratch);
     // ext4 without a journal passes over inodes freed in the last minute (five while their
     // block is unwritten) when it makes new ones: right after 10,000 deletions, making
     // 10,000 files costs several times more. So nothing is deleted between timed steps,
@@ -175,22 +354,10 @@ fn main() {
             settle();
             match steps[(k + run) % steps.len()] {
                 "legate" => {
-                    let t0 = Instant::now();
-                    let sel = select(&repo, &[], &secrets, &limits).unwrap();
-                    let t1 = Instant::now();
-                    // What the engine does: the copy, with its baseline.
-                    let (report, _) = make_copy_with_baseline(
-                        &sel,
-                        &home.join("copies/t"),
-                        &home.join("baselines/t"),
-                        &limits,
-                    )
-                    .unwrap();
-                    let t2 = Instant::now();
-                    assert_eq!(report.included_files as u64, files);
-                    sel_t.push(t1 - t0);
-                    base_t.push(t2 - t1);
-                    legate.push(t2 - t0);
+                    let (sel_took, took, _) = legate_copy(&repo, &home, files);
+                    sel_t.push(sel_took);
+                    base_t.push(took - sel_took);
+                    legate.push(took);
                 }
                 "plain" => {
                     // For the breakdown: the copy and scan alone.
@@ -198,19 +365,7 @@ fn main() {
                     make_copy(&sel, &home.join("copies/plain"), &limits).unwrap();
                     copy_t.push(t.elapsed());
                 }
-                "cp" => {
-                    let dest = scratch.join(format!("cp{run}"));
-                    fs::create_dir_all(&dest).unwrap();
-                    let mut cmd = Command::new("cp");
-                    cmd.arg("-r");
-                    for d in 0..100.min(files - 1) {
-                        cmd.arg(repo.join(format!("d{d:03}")));
-                    }
-                    cmd.arg(repo.join(".gitignore")).arg(&dest);
-                    let t = Instant::now();
-                    assert!(cmd.status().unwrap().success());
-                    cp.push(t.elapsed());
-                }
+                "cp" => cp.push(cp_r(&repo, files, &scratch.join(format!("cp{run}")), &[])),
                 _ => {
                     let wdest = scratch.join(format!("wt{run}"));
                     let t = Instant::now();

@@ -1,28 +1,28 @@
 //! Making the copy: the selected files' bytes, written into a new private directory.
 //!
-//! This module owns the copy itself. Each file is opened without following links, checked
-//! to be the very file that was measured (device, inode, size, mtime), read once, measured
-//! again on the open file (a write that landed while it was read is `SOURCE_CHANGED`),
-//! scanned for credential patterns, and only then written, keeping the source's mtime: the
-//! bytes checked are the bytes copied. The limits are enforced again on what is actually
-//! read. A few threads copy at once, each taking runs of files of one directory; the
-//! baseline (`staging`) is told of each file as it lands.
+//! This module owns the copy as a whole: its directory, whether it clones (`reflink`, probed
+//! once per copy), the threads that copy (each taking runs of files of one directory; each
+//! file as `copy_file` says: opened without following links, checked to be the file
+//! measured, cloned or read, and scanned, so the bytes checked are the bytes in the copy), the
+//! limits enforced again on what is actually read, and the report; the baseline (`staging`)
+//! is told of each file as it lands.
 //!
 //! It must never adopt an existing directory as a copy, follow a symlink, write outside the
 //! new directory, or leave a half-made copy behind on failure.
 
 use crate::baseline::Baseline;
-use crate::secrets::{BlockedFile, scan_selected};
+use crate::copy_file::{Copier, Outcome};
+use crate::reflink::Reflinks;
+use crate::secrets::BlockedFile;
 use crate::select::{SelectedFile, Selection};
 use crate::staging::{SourceIndex, Staging};
 use crate::{CopyLimits, private_dir};
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs;
 use std::ops::Range;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -41,6 +41,10 @@ pub struct CopyReport {
     pub bytes: u64,
     /// Files left out, by path and reason (never content).
     pub blocked_files: Vec<BlockedFile>,
+    /// How many of the copied files are reflinks: they share the project's blocks on disk
+    /// until either side writes them (0 where the file system cannot clone).
+    #[serde(default)]
+    pub reflinked_files: usize,
 }
 
 /// Creates `copy_dir` with mode 0700 (its parent too, when missing); it must not exist yet.
@@ -161,6 +165,11 @@ pub(crate) struct Written<'a> {
 /// file run in parallel; more than this only adds contention).
 const MAX_COPIERS: usize = 4;
 
+/// The threads that clone at once: a clone costs little CPU, and reading it back to be
+/// scanned mostly waits for the disk (the clone's pages are not in memory yet, even when the
+/// source's are), so more threads than cores keep more reads in flight.
+const MAX_CLONERS: usize = 8;
+
 /// A run of files handed to one thread: files of one directory, at most this many.
 const RUN_FILES: usize = 256;
 
@@ -179,16 +188,21 @@ fn fill(
         copy_dir: &copy_dir,
         limits,
         bytes: AtomicU64::new(0),
+        reflinks: match selection.files.first() {
+            Some(first) => Reflinks::probe(&copy_dir, &selection.root.join(&first.path)),
+            None => Reflinks::new(),
+        },
     };
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let mut blocked = selection.blocked.clone();
     let mut copied = 0usize;
+    let mut reflinked = 0usize;
     let mut failure: Option<Error> = None;
     // Outcomes go to this thread a run at a time: one wake-up per run, not per file.
     let (tx, rx) = mpsc::channel::<Vec<Result<Outcome, Error>>>();
     std::thread::scope(|scope| {
-        for _ in 0..copiers(selection.files.len()) {
+        for _ in 0..copiers(selection.files.len(), copier.reflinks.working()) {
             let tx = tx.clone();
             let (copier, runs, next, stop) = (&copier, &runs, &next, &stop);
             scope.spawn(move || {
@@ -224,6 +238,7 @@ fn fill(
                     index,
                     source,
                     copy,
+                    cloned,
                 }) if failure.is_none() => {
                     let told = written(Written {
                         path: &selection.files[index].path,
@@ -231,7 +246,10 @@ fn fill(
                         copy: &copy,
                     });
                     match told {
-                        Ok(()) => copied += 1,
+                        Ok(()) => {
+                            copied += 1;
+                            reflinked += usize::from(cloned);
+                        }
                         Err(e) => {
                             stop.store(true, Ordering::Relaxed);
                             failure = Some(e);
@@ -258,14 +276,18 @@ fn fill(
         included_files: copied,
         bytes,
         blocked_files: blocked,
+        reflinked_files: reflinked,
     })
 }
 
 /// How many threads copy `files` files: one per core, at most [`MAX_COPIERS`], and one for
-/// a small selection.
-fn copiers(files: usize) -> usize {
+/// a small selection; when `cloning`, [`MAX_CLONERS`] whatever the cores.
+fn copiers(files: usize, cloning: bool) -> usize {
     if files < 2 * RUN_FILES {
         return 1;
+    }
+    if cloning {
+        return MAX_CLONERS;
     }
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -290,254 +312,6 @@ fn runs(files: &[SelectedFile]) -> Vec<Range<usize>> {
         }
     }
     runs
-}
-
-/// What copying one file came to.
-#[derive(Debug)]
-// Sent once per file and consumed at once: boxing the larger variant would only add an
-// allocation per file.
-#[allow(clippy::large_enum_variant)]
-enum Outcome {
-    /// Written into the copy.
-    Copied {
-        index: usize,
-        source: fs::Metadata,
-        copy: fs::Metadata,
-    },
-    /// Left out: its content matched a secret rule.
-    Blocked(BlockedFile),
-}
-
-/// What every copying thread shares.
-#[derive(Debug)]
-struct Copier<'a> {
-    selection: &'a Selection,
-    copy_dir: &'a Path,
-    limits: &'a CopyLimits,
-    /// Bytes read so far, by every thread.
-    bytes: AtomicU64,
-}
-
-impl Copier<'_> {
-    /// Copies file `index` of the selection; `buf` and `made` (directories made) are the
-    /// thread's own.
-    fn one(
-        &self,
-        index: usize,
-        buf: &mut Vec<u8>,
-        made: &mut HashSet<PathBuf>,
-    ) -> Result<Outcome, Error> {
-        let f = &self.selection.files[index];
-        let why = |why: &str| format!("{} changed while it was being copied: {why}", f.path);
-        let changed = |w: &str| Error::new(ErrorCode::SourceChanged, why(w));
-        let failed =
-            |w: &str, e: std::io::Error| Error::caused_by(ErrorCode::SourceChanged, why(w), e);
-        let src = self.selection.root.join(&f.path);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&src)
-            .map_err(|e| failed("it could not be opened", e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| failed("it could not be measured", e))?;
-        if !meta.is_file()
-            || meta.dev() != f.dev
-            || meta.ino() != f.ino
-            || meta.len() != f.size
-            || (meta.mtime(), meta.mtime_nsec()) != f.mtime
-        {
-            return Err(changed("it is no longer the file that was measured"));
-        }
-        let content =
-            read_measured(&mut file, f.size, buf).map_err(|e| failed("it could not be read", e))?;
-        if content.len() as u64 != f.size {
-            return Err(changed("its size changed"));
-        }
-        // The same file, untouched while it was read: no write landed in the middle.
-        let after = file
-            .metadata()
-            .map_err(|e| failed("it could not be measured", e))?;
-        if !same_state(&meta, &after) {
-            return Err(changed("it was written to while it was read"));
-        }
-        let total = self
-            .bytes
-            .fetch_add(f.size, Ordering::Relaxed)
-            .saturating_add(f.size);
-        if total > self.limits.max_bytes {
-            return Err(Error::new(
-                ErrorCode::CopyLimitExceeded,
-                format!(
-                    "more than {} bytes were read from the project",
-                    self.limits.max_bytes
-                ),
-            ));
-        }
-        if let Some((reason, rule)) = scan_selected(f.pending_rule, content) {
-            return Ok(Outcome::Blocked(BlockedFile {
-                path: f.path.clone(),
-                reason,
-                rule: rule.to_string(),
-            }));
-        }
-        let dst = self.copy_dir.join(&f.path);
-        if let Some(parent) = dst.parent()
-            && !made.contains(parent)
-        {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(|e| write_failed(&f.path, &e))?;
-            made.insert(parent.to_path_buf());
-        }
-        let mode = if f.mode & 0o111 != 0 { 0o755 } else { 0o644 };
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&dst)
-            .map_err(|e| write_failed(&f.path, &e))?;
-        out.write_all(content)
-            .map_err(|e| write_failed(&f.path, &e))?;
-        // The source's mtime, as `cp -p` keeps it: besides telling build tools in the copy
-        // how old each file is, it keeps the baseline's index free of racily clean entries
-        // (a file changed in the second its index was written), which git would re-read.
-        if let Ok(mtime) = meta.modified() {
-            out.set_times(fs::FileTimes::new().set_modified(mtime))
-                .map_err(|e| write_failed(&f.path, &e))?;
-        }
-        let copy = out.metadata().map_err(|e| write_failed(&f.path, &e))?;
-        Ok(Outcome::Copied {
-            index,
-            source: meta,
-            copy,
-        })
-    }
-}
-
-/// Reads `file`, measured at `size` bytes, into `buf` (kept between files, grown as
-/// needed): one `read` of `size + 1` bytes when the file still has that size, so that a file
-/// that grew shows it. Returns the bytes read; the caller compares the size measured after.
-fn read_measured<'b>(
-    file: &mut File,
-    size: u64,
-    buf: &'b mut Vec<u8>,
-) -> std::io::Result<&'b [u8]> {
-    let want = usize::try_from(size)
-        .ok()
-        .and_then(|s| s.checked_add(1))
-        .ok_or_else(|| std::io::Error::other("the file is too large"))?;
-    if buf.len() < want {
-        buf.resize(want, 0);
-    }
-    let mut n = 0;
-    // A short read of a regular file ends at its end; reading on until `read` says so would
-    // cost a call per file, and the size measured after the read catches a file that grew.
-    while n < want - 1 {
-        match file.read(&mut buf[n..want]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(&buf[..n])
-}
-
-/// Whether two measures of one open file show it unchanged: same inode, size, mtime and
-/// ctime (any write or metadata change moves the ctime).
-fn same_state(a: &fs::Metadata, b: &fs::Metadata) -> bool {
-    (
-        a.ino(),
-        a.size(),
-        a.mtime(),
-        a.mtime_nsec(),
-        a.ctime(),
-        a.ctime_nsec(),
-    ) == (
-        b.ino(),
-        b.size(),
-        b.mtime(),
-        b.mtime_nsec(),
-        b.ctime(),
-        b.ctime_nsec(),
-    )
-}
-
-fn write_failed(path: &str, e: &std::io::Error) -> Error {
-    Error::new(
-        ErrorCode::InvalidWorkspace,
-        format!("{path} could not be written into the copy: {e}"),
-    )
-}
-
-/// Reads a file inside `root` at the safe relative `path` without following any symlink on
-/// the way: `Ok(None)` when it does not exist, `UNSAFE_PATH` when a component is a link or
-/// the file is not a regular file.
-///
-/// The path is resolved beneath `root` in the kernel ([`legate_beneath`]), in the same call
-/// that opens the file, so a directory swapped for a symlink meanwhile cannot redirect it.
-pub fn read_inside(root: &Path, path: &str) -> Result<Option<Vec<u8>>, Error> {
-    Ok(read_inside_with_metadata(root, path)?.map(|(bytes, _)| bytes))
-}
-
-/// [`read_inside`], with the metadata of the file read (taken from the open file).
-pub fn read_inside_with_metadata(
-    root: &Path,
-    path: &str,
-) -> Result<Option<(Vec<u8>, fs::Metadata)>, Error> {
-    use legate_beneath::BeneathError;
-    crate::include::check_path(path)?;
-    let unreadable =
-        |e: &dyn std::fmt::Display| Error::internal(format!("{path} could not be read: {e}"));
-    let held = legate_beneath::Root::open(root).map_err(|e| match e.io_error() {
-        Some(io) => unreadable(io),
-        None => unreadable(&e),
-    })?;
-    match held.open_file(Path::new(path)) {
-        Ok((file, _)) => read_regular(file, path).map(Some),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(BeneathError::Symlink { .. }) => Err(Error::new(
-            ErrorCode::UnsafePath,
-            format!("{path} is a symbolic link, or a directory on the way is"),
-        )),
-        Err(BeneathError::IsDirectory { .. } | BeneathError::NotRegular { .. }) => Err(Error::new(
-            ErrorCode::UnsafePath,
-            format!("{path} is not a regular file"),
-        )),
-        Err(e) if e.is_refusal() => Err(Error::new(ErrorCode::UnsafePath, format!("{path}: {e}"))),
-        // A directory on the way that is a file.
-        Err(e) if e.io_error().and_then(std::io::Error::raw_os_error) == Some(libc::ENOTDIR) => {
-            Err(Error::new(
-                ErrorCode::UnsafePath,
-                format!("{path}: a directory on the way is not a directory"),
-            ))
-        }
-        Err(e) => Err(match e.io_error() {
-            Some(io) => unreadable(io),
-            None => unreadable(&e),
-        }),
-    }
-}
-
-fn read_regular(mut file: File, path: &str) -> Result<(Vec<u8>, fs::Metadata), Error> {
-    let meta = file.metadata().map_err(|e| {
-        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
-    })?;
-    if !meta.is_file() {
-        return Err(Error::new(
-            ErrorCode::UnsafePath,
-            format!("{path} is not a regular file"),
-        ));
-    }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut buf).map_err(|e| {
-        Error::caused_by(ErrorCode::Internal, format!("{path} could not be read"), e)
-    })?;
-    Ok((buf, meta))
 }
 
 #[cfg(test)]

@@ -1,14 +1,53 @@
 //! How much disk Legate's own workspace directories take: a bounded walk of a directory
 //! (copies, baselines) adding up the blocks each entry has allocated, and how many
-//! workspaces lie directly under it.
+//! workspaces lie directly under it; and for one copy, that figure beside what the copy was
+//! made of (how many of its files are reflinks sharing the project's blocks).
 //!
 //! The walk never follows a symbolic link (an agent may plant one pointing anywhere), never
 //! leaves the directory it was given, and stops after a fixed number of entries, saying so:
 //! a number it gives is a lower bound when `complete` is false. It only reads metadata; it
 //! never opens a file, and never decides what a size means.
 
+use crate::CopyReport;
+use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+/// The most entries [`copy_disk`] looks at: a copy holds at most `max_files` (10,000 by
+/// default) plus what the agent made.
+pub const MAX_COPY_ENTRIES: u64 = 200_000;
+
+/// One copy's disk use as `legate show` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyDisk {
+    /// Files copied when the copy was made.
+    pub included_files: usize,
+    /// Bytes copied then.
+    pub bytes: u64,
+    /// How many of them were made as reflinks: their blocks are shared with the project's
+    /// files until either side writes them, so they took no new disk when made.
+    pub reflinked_files: usize,
+    /// Bytes the copy's directory has allocated now (blocks × 512), links not followed. This
+    /// counts shared blocks in full: for a reflinked copy it is what the copy would take if
+    /// nothing were shared, not the new disk it took.
+    pub allocated_bytes: u64,
+    /// Whether every entry was counted (false: `allocated_bytes` is a lower bound).
+    pub complete: bool,
+}
+
+/// What the copy `report` describes takes on disk now (its directory walked as [`usage`]
+/// does, at most [`MAX_COPY_ENTRIES`] entries).
+pub fn copy_disk(report: &CopyReport) -> CopyDisk {
+    let now = usage(&report.copy_directory, MAX_COPY_ENTRIES);
+    CopyDisk {
+        included_files: report.included_files,
+        bytes: report.bytes,
+        reflinked_files: report.reflinked_files,
+        allocated_bytes: now.bytes,
+        complete: now.complete,
+    }
+}
 
 /// What [`usage`] found under one directory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

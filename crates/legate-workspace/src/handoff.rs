@@ -16,9 +16,10 @@
 //! copied, so discarding the source copy leaves the new one whole).
 
 use crate::baseline::Baseline;
-use crate::copy::{CopyReport, make_copy, read_inside};
+use crate::copy::{CopyReport, make_copy};
 use crate::git_index::{OID_LEN, Oid};
 use crate::limits::CopyLimits;
+use crate::read_inside::read_inside;
 use crate::secrets::SecretPatterns;
 use crate::select::{Selection, select_in};
 use legate_core::{Error, ErrorCode};

@@ -9,7 +9,9 @@
 //!
 //! For copies it owns making them and their git side, one concept per module: `select`
 //! (what git would copy, narrowed by `include` paths), `secrets` (the preflight: configured
-//! exclusions and exceptions over the `legate_credentials` detector), `copy`, `baseline` (its
+//! exclusions and exceptions over the `legate_credentials` detector), `copy` (one file's copy
+//! in `copy_file`; clones where the file system can, in `reflink`), `read_inside` (a file read
+//! beneath an untrusted directory), `baseline` (its
 //! index written by `staging` in the `git_index` format, its commit by `git_objects`),
 //! `changes` (the copy's change against its baseline as data, and the tree its current state
 //! stages to), `line_endings`, `cleanup`, `handoff` (a copy's current files handed to
@@ -18,7 +20,8 @@
 //! `stamp` (proving with `lstat` alone that a copy did not change since it was hashed), and
 //! `transfer` (a copy's files sent to a remote Legate, a copy made from files received, and a
 //! remote's patch applied to the local copy, checked against the remote's manifest), and `disk`
-//! (a bounded walk saying how much disk the copies and baselines take, for metrics).
+//! (a bounded walk saying how much disk the copies and baselines take, for metrics and
+//! `legate show`).
 //!
 //! What is done with a copy afterwards lives above it: reviewing it (preview, patch reads,
 //! verification) in `legate-review`, integrating it into the project (with its crash
@@ -33,6 +36,7 @@ mod baseline;
 mod changes;
 mod cleanup;
 mod copy;
+mod copy_file;
 pub mod disk;
 mod expansion;
 mod git;
@@ -45,6 +49,8 @@ mod hidden;
 mod include;
 mod limits;
 mod line_endings;
+mod read_inside;
+mod reflink;
 mod returned;
 mod sandbox;
 mod secrets;
@@ -60,8 +66,7 @@ pub use changes::{
     ChangeStatus, FileChange, PATCH_DIFF, PatchSummary, Preview, parse_raw, stage_tree,
 };
 pub use cleanup::{entries, remove_owned_dir};
-pub use copy::read_inside_with_metadata;
-pub use copy::{CopyReport, make_copy, make_copy_with_baseline, read_inside};
+pub use copy::{CopyReport, make_copy, make_copy_with_baseline};
 pub use git::{Git, split_z};
 pub use git_check::{GitPlace, MIN_GIT_VERSION, git_place, require_git_version};
 pub use git_run::{CLEANUP_MARKER, GitBounds, git_bounds, set_git_bounds};
@@ -70,6 +75,7 @@ pub use hidden::dot_git_entries;
 pub use include::{check_path, covers, path_problem, validate_include_paths};
 pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
+pub use read_inside::{read_inside, read_inside_with_metadata};
 pub use returned::returned_from_files;
 pub use sandbox::{WARM_PREFIX, label, sandbox, warm_runner, warm_sandbox};
 pub use secrets::{BlockReason, BlockedFile, SecretPatterns};

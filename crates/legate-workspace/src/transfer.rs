@@ -263,6 +263,7 @@ pub fn make_copy_from_files(
                 included_files: files.len(),
                 bytes,
                 blocked_files: Vec::new(),
+                reflinked_files: 0,
             },
             baseline,
         ))

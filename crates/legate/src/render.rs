@@ -269,6 +269,32 @@ fn first_line(s: &str, max: usize) -> String {
     }
 }
 
+/// The line `legate show` prints for a copy's disk use: what it was made of, and what its
+/// directory has allocated now, labelled for what that figure can and cannot say.
+pub fn copy_disk_line(d: &legate_engine::CopyDisk) -> String {
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
+    let made = if d.reflinked_files == 0 {
+        "written in full".to_string()
+    } else {
+        format!(
+            "{} of them reflinks (blocks shared with the project until written: no new disk when made)",
+            d.reflinked_files
+        )
+    };
+    let at_least = if d.complete { "" } else { "at least " };
+    let shared = if d.reflinked_files == 0 {
+        ""
+    } else {
+        ", shared blocks counted in full"
+    };
+    format!(
+        "copy     {} files, {} bytes, {made}; allocated now {at_least}{}{shared}",
+        d.included_files,
+        d.bytes,
+        mib(d.allocated_bytes)
+    )
+}
+
 /// The lines `legate show` adds for a copy task's integration: the integration, and each
 /// interrupted one with which way recovery finished it.
 pub fn integration_lines(record: &legate_engine::ReviewRecord) -> Vec<String> {
@@ -453,5 +479,34 @@ mod report_tests {
         assert_eq!(lines[1], "summary  one thing [31mred");
         assert_eq!(lines[3], "finding 1  P1 src/lib.rs:2 \"x.unwrap()\"");
         assert!(lines.iter().all(|l| !l.contains('\u{1b}')));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copys_disk_line_says_what_its_figure_counts() {
+        let mut d = legate_engine::CopyDisk {
+            included_files: 10,
+            bytes: 4096,
+            reflinked_files: 0,
+            allocated_bytes: 3 * 1024 * 1024,
+            complete: true,
+        };
+        assert_eq!(
+            copy_disk_line(&d),
+            "copy     10 files, 4096 bytes, written in full; allocated now 3.0 MiB"
+        );
+        d.reflinked_files = 9;
+        d.complete = false;
+        let line = copy_disk_line(&d);
+        assert!(line.contains("9 of them reflinks"), "{line}");
+        assert!(line.contains("no new disk when made"), "{line}");
+        assert!(
+            line.ends_with("allocated now at least 3.0 MiB, shared blocks counted in full"),
+            "{line}"
+        );
     }
 }

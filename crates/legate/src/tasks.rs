@@ -66,12 +66,26 @@ pub(crate) fn list(
 pub(crate) fn show(paths: &Paths, id: &str, json: bool) -> Result<ExitCode> {
     let records = Records::open(paths)?;
     let task = records.find_task(id)?;
+    let review = records.review(&task.id)?;
+    // A copy's disk use, measured now; none once the copy is discarded.
+    let disk = review
+        .as_ref()
+        .filter(|r| r.discarded_at.is_none())
+        .and_then(|r| r.copy.as_ref())
+        .map(legate_engine::copy_disk);
     if json {
-        out!("{}", serde_json::to_string_pretty(&task)?)?;
+        let mut shown = serde_json::to_value(&task)?;
+        if let (Some(d), Some(map)) = (disk, shown.as_object_mut()) {
+            map.insert("copyDisk".into(), serde_json::to_value(d)?);
+        }
+        out!("{}", serde_json::to_string_pretty(&shown)?)?;
     } else {
         print_task(&task)?;
-        if let Some(r) = records.review(&task.id)? {
-            for line in render::integration_lines(&r) {
+        if let Some(d) = &disk {
+            out!("{}", render::copy_disk_line(d))?;
+        }
+        if let Some(r) = &review {
+            for line in render::integration_lines(r) {
                 out!("{line}")?;
             }
         }

@@ -71,6 +71,32 @@ fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
     assert!(ready.contains("SECRET_FILE"), "{ready}");
     assert!(!events.contains("do-not-copy"));
     assert!(events.contains("copy.patch"));
+    assert!(ready.contains(r#""reflinkedFiles":0"#), "{ready}");
+    // `legate show` reports the copy's disk use: written in full on this file system (no
+    // reflinks), and what its directory has allocated now.
+    let shown = env.run(&["show", &id]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("copy "))
+        .unwrap_or_else(|| panic!("no copy line in: {shown}"));
+    assert!(
+        line.contains("3 files") && line.contains("written in full"),
+        "{line}"
+    );
+    assert!(line.contains("allocated now"), "{line}");
+    let json = env.run(&["show", "--json", &id]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let disk = &json["copyDisk"];
+    assert_eq!(disk["includedFiles"], 3, "{json}");
+    assert_eq!(disk["reflinkedFiles"], 0, "{json}");
+    assert_eq!(disk["complete"], true, "{json}");
+    assert!(disk["allocatedBytes"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(
+        json["id"],
+        id.as_str(),
+        "the task's own fields stay: {json}"
+    );
     let home = env.base().join("home");
     assert!(!home.join("copies").join(&id).join(".env").exists());
     assert!(home.join("baselines").join(&id).join("git/HEAD").exists());

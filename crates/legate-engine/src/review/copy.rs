@@ -155,6 +155,7 @@ impl Core {
             "copyDirectory": report.copy_directory,
             "includedFiles": report.included_files,
             "bytes": report.bytes,
+            "reflinkedFiles": report.reflinked_files,
             "blockedFiles": blocked,
         });
         if let (Some(from), Some(map)) = (handed_off_from, detail.as_object_mut()) {
@@ -183,7 +184,7 @@ impl Core {
             owned: true,
             allow_execute: false,
         };
-        tracing::info!(task = %task.id, files = report.included_files, bytes = report.bytes, blocked = report.blocked_files.len(), "copy ready");
+        tracing::info!(task = %task.id, files = report.included_files, bytes = report.bytes, reflinked = report.reflinked_files, blocked = report.blocked_files.len(), "copy ready");
         record.copy = Some(report);
         record.turn = 1;
         record.touched_at = Timestamp::now();

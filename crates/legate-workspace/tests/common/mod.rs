@@ -85,7 +85,12 @@ pub struct Fixture {
 impl Fixture {
     /// A new repository holding `files` (not committed).
     pub fn new(files: &[(&str, &[u8])]) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
+        Self::new_in(&std::env::temp_dir(), files)
+    }
+
+    /// [`Fixture::new`] in a new directory under `dir` (a given file system).
+    pub fn new_in(dir: &Path, files: &[(&str, &[u8])]) -> Self {
+        let tmp = tempfile::tempdir_in(dir).unwrap();
         let base = fs::canonicalize(tmp.path()).unwrap();
         let project = base.join("project");
         fs::create_dir_all(&project).unwrap();
