@@ -60,6 +60,8 @@ fn plans_read_back_whole_after_a_kill_9_mid_task_and_the_restarted_server_goes_o
     let first = stream.next().expect("an empty stream");
     let id = first["task"]["id"].as_str().unwrap().to_owned();
     wait_gate(&fleet.back);
+    // The agent reaches the gate once its permission is answered, which does not wait for
+    // the plans it sent before to be stored: the kill may come while they are written.
     fleet.back.kill_9();
     drop(stream);
 
@@ -74,7 +76,11 @@ fn plans_read_back_whole_after_a_kill_9_mid_task_and_the_restarted_server_goes_o
         "{all_pending:?}"
     );
     assert_eq!(all_pending[N + 2].0, "Answer");
-    assert_eq!(stored, expected(all_pending, N));
+    // Whatever was stored before the kill reads back whole, in order, with nothing missing
+    // in between: the plans the agent sent, up to where the store stopped.
+    let all = expected(all_pending, N);
+    assert!(stored.len() <= all.len(), "{} plans stored", stored.len());
+    assert_eq!(stored[..], all[..stored.len()]);
 
     // Restarted on the same store: a new task's plans are stored and read back whole too.
     fleet.back.restart();
