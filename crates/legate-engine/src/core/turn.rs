@@ -69,6 +69,9 @@ impl Core {
         }
         .instrument(admission.clone())
         .await;
+        // The context's turn is held until the end is stored: the context's next turn must
+        // not start (nor write in a copy this turn's patch is still read from) before then.
+        let mut held = None;
         // The queued place is given back once the task has a running place or ends first.
         let outcome = match claimed {
             None => {
@@ -80,40 +83,43 @@ impl Core {
                 Ending::failed(e, Accumulator::default())
             }
             // Room for the agent, or the task keeps waiting (still `submitted`).
-            Some((_ctx, Ok(_turn))) => match self
-                .admit(&task, &agent, &mut stop)
-                .instrument(admission.clone())
-                .await
-            {
-                None => {
-                    drop(queued);
-                    Ending::canceled(None, Accumulator::default())
-                }
-                Some(room) => {
-                    let place = async {
-                        tokio::select! {
-                            biased;
-                            _ = stop.wait_for(|s| *s != Stop::None) => None,
-                            place = inner.slots.run() => Some(place),
-                        }
-                    }
+            Some((ctx, Ok(turn))) => {
+                held = Some((ctx, turn));
+                match self
+                    .admit(&task, &agent, &mut stop)
                     .instrument(admission.clone())
-                    .await;
-                    if matches!(place, Some(Ok(_))) {
-                        queued.started();
-                    } else {
+                    .await
+                {
+                    None => {
                         drop(queued);
+                        Ending::canceled(None, Accumulator::default())
                     }
-                    drop(admission);
-                    match place {
-                        None => Ending::canceled(None, Accumulator::default()),
-                        Some(Ok(_running)) => {
-                            self.run(task.clone(), agent, &mut stop, inputs, room).await
+                    Some(room) => {
+                        let place = async {
+                            tokio::select! {
+                                biased;
+                                _ = stop.wait_for(|s| *s != Stop::None) => None,
+                                place = inner.slots.run() => Some(place),
+                            }
                         }
-                        Some(Err(e)) => Ending::failed(e, Accumulator::default()),
+                        .instrument(admission.clone())
+                        .await;
+                        if matches!(place, Some(Ok(_))) {
+                            queued.started();
+                        } else {
+                            drop(queued);
+                        }
+                        drop(admission);
+                        match place {
+                            None => Ending::canceled(None, Accumulator::default()),
+                            Some(Ok(_running)) => {
+                                self.run(task.clone(), agent, &mut stop, inputs, room).await
+                            }
+                            Some(Err(e)) => Ending::failed(e, Accumulator::default()),
+                        }
                     }
                 }
-            },
+            }
         };
         let outcome = self.settle(&task, outcome).await;
         // The task's span (the drive runs in it: `launcher`) says how this turn left it.
@@ -131,6 +137,7 @@ impl Core {
         if let Err(e) = self.finish(&task, outcome) {
             tracing::error!(task = %id, error = %e, "could not store the end of a task");
         }
+        drop(held);
         inner.budget.freed();
     }
 
