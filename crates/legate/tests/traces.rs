@@ -31,8 +31,12 @@ fn on_default_port() -> (std::sync::MutexGuard<'static, ()>, OtlpReceiver) {
     let held = DEFAULT_PORT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let receiver = OtlpReceiver::bind("127.0.0.1:4318")
-        .expect("port 4318 (OTLP/HTTP's default) must be free for this test");
+    // The previous holder's listener may close a moment after its test gave the port back.
+    let receiver = poll::until(
+        Duration::from_secs(20),
+        "port 4318 (OTLP/HTTP's default) free for this test",
+        || OtlpReceiver::bind("127.0.0.1:4318").ok(),
+    );
     (held, receiver)
 }
 
