@@ -537,3 +537,46 @@ async fn a_turn_submitted_while_its_copy_is_being_integrated_is_copy_closed_and_
     assert!(h.project().join("one.txt").is_file());
     h.engine.shutdown().await;
 }
+
+/// A context's next turn starts only once the previous turn's end is stored, and so after its
+/// copy's patch was read (`settle`), never while it is still read: the first turn leaves a
+/// copy of a few thousand new files, whose patch takes a while to read, and the message sent
+/// meanwhile must not be `working` before the first task's end is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_turn_waits_until_the_previous_end_is_stored() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(|c| c.review.limits.max_changed_files = 10_000)
+        .start();
+    let first = h
+        .engine
+        .submit(h.on_copy("run i=0; while [ $i -lt 3000 ]; do echo $i > f$i.txt; i=$((i+1)); done"))
+        .unwrap();
+    let receipt = h
+        .engine
+        .send_message(message(&first.context_id, "m-next", "write next.txt: x"))
+        .unwrap();
+    assert_eq!(receipt.delivery, Delivery::Queued);
+    let first = h.wait(&first.id).await;
+    assert_eq!(first.state, TaskState::Completed, "{:?}", first.error);
+    let next = h.wait(&receipt.task.id).await;
+    assert_eq!(next.state, TaskState::Completed, "{:?}", next.error);
+    let started = h
+        .engine
+        .events(&next.id, 0, 1000)
+        .unwrap()
+        .into_iter()
+        .find(
+            |e| matches!(&e.kind, EventKind::Status { state, .. } if *state == TaskState::Working),
+        )
+        .unwrap();
+    assert!(
+        started.at >= first.updated_at,
+        "the next turn was working at {:?}, before the first turn's end was stored at {:?}",
+        started.at,
+        first.updated_at
+    );
+    let preview = h.engine.reviews().preview(next.id.as_str()).await.unwrap();
+    assert_eq!(preview.patch.files.len(), 3001);
+    h.engine.shutdown().await;
+}

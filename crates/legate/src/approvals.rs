@@ -177,7 +177,7 @@ fn print_approval(a: Approval, json: bool, now: Timestamp) -> Result<()> {
             seconds_left: seconds_left(&a, now),
             approval: a,
         };
-        crate::out!("{}", serde_json::to_string(&listed)?)?;
+        crate::out!("{}", crate::json_out::line(&listed)?)?;
     } else {
         for line in approval_lines(&a, now) {
             crate::out!("{line}")?;
@@ -411,7 +411,7 @@ pub fn audit(config: Config, flags: AuditFlags) -> Result<ExitCode> {
     }
     for e in entries {
         if json {
-            crate::out!("{}", serde_json::to_string(&e)?)?;
+            crate::out!("{}", crate::json_out::line(&e)?)?;
         } else {
             crate::out!("{}", entry_line(&e))?;
         }

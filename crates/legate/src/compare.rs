@@ -122,7 +122,7 @@ fn exit(c: &Comparison) -> ExitCode {
 
 fn print(c: &Comparison, json: bool) -> std::io::Result<()> {
     if json {
-        let text = serde_json::to_string_pretty(c).map_err(std::io::Error::other)?;
+        let text = crate::json_out::pretty(c).map_err(std::io::Error::other)?;
         return out!("{text}");
     }
     out!(

@@ -40,7 +40,7 @@ pub async fn doctor(no_probe: bool, json: bool) -> Result<ExitCode> {
     }
     for check in &checks {
         if json {
-            crate::out!("{}", serde_json::to_string(check)?)?;
+            crate::out!("{}", crate::json_out::line(check)?)?;
         } else {
             crate::out!(
                 "{} {}: {}",

@@ -16,10 +16,13 @@ use std::sync::Arc;
 
 /// Starts the engine of a one-shot command with this build's backends and the rule-table
 /// supervisor. It keeps no warm sessions (`[agents.NAME] warm`): its task would come before
-/// one was ready, and the process ends after it.
+/// one was ready, and the process ends after it. For the same reason it takes over no group
+/// whose process died, but the one it waits on, starts or cancels: it would admit a node and
+/// end, cutting it.
 pub fn start_engine(config: &EngineConfig) -> Result<Engine> {
     let mut config = config.clone();
     config.warm.clear();
+    config.take_over_groups = false;
     start_serving_engine(&config)
 }
 

@@ -118,7 +118,7 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
             let definition = read_definition(&file)?;
             let created = engine.groups().create(id, definition)?;
             if json {
-                out!("{}", serde_json::to_string_pretty(&created)?)?;
+                out!("{}", crate::json_out::pretty(&created)?)?;
             } else {
                 out!("groupId {}", created.group_id)?;
                 out!("definitionSha256 {}", created.definition_sha256)?;
@@ -171,7 +171,7 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
         GroupCommand::List { json } => {
             let groups = engine.groups().list()?;
             if json {
-                out!("{}", serde_json::to_string_pretty(&groups)?)?;
+                out!("{}", crate::json_out::pretty(&groups)?)?;
             } else {
                 for g in groups {
                     let reason = g
@@ -195,12 +195,12 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
         }
         GroupCommand::Result { id } => {
             let result = engine.groups().workflow_result(&id).await?;
-            out!("{}", serde_json::to_string_pretty(&result)?)?;
+            out!("{}", crate::json_out::pretty(&result)?)?;
             Ok(ExitCode::SUCCESS)
         }
         GroupCommand::Receipts { id, after, limit } => {
             let page = engine.groups().peer_receipts(&id, after, limit)?;
-            out!("{}", serde_json::to_string_pretty(&page)?)?;
+            out!("{}", crate::json_out::pretty(&page)?)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -238,7 +238,7 @@ fn print_line(s: &GroupStatus) -> std::io::Result<()> {
 
 fn show(s: &GroupStatus, json: bool) -> Result<()> {
     if json {
-        out!("{}", serde_json::to_string_pretty(s)?)?;
+        out!("{}", crate::json_out::pretty(s)?)?;
         return Ok(());
     }
     print_line(s)?;

@@ -44,7 +44,7 @@ pub struct HandoffFlags {
 pub async fn context(engine: &Engine, id: &str, json: bool) -> Result<ExitCode> {
     let pack = engine.handoffs().context(id).await?;
     if json {
-        out!("{}", serde_json::to_string_pretty(&pack)?)?;
+        out!("{}", crate::json_out::pretty(&pack)?)?;
     } else {
         print_pack(&pack)?;
     }

@@ -28,6 +28,7 @@ mod front;
 mod group;
 mod handoff;
 mod harden;
+mod json_out;
 mod logs;
 mod mcp;
 mod metrics;

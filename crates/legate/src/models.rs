@@ -70,7 +70,7 @@ pub async fn list(engine: &Engine, name: &str, json: bool) -> Result<ExitCode> {
         .models(name, engine.config().fronts.models_timeout)
         .await?;
     if json {
-        crate::out!("{}", serde_json::to_string_pretty(&list)?)?;
+        crate::out!("{}", crate::json_out::pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if list.models.is_empty() {

@@ -117,7 +117,10 @@ fn is_policy_invalid(e: &anyhow::Error) -> bool {
 fn check(policy: &Policy, source: Option<&Path>, json: bool) -> Result<ExitCode> {
     if json {
         let rules: Vec<serde_json::Value> = policy.rules().iter().map(rule_json).collect();
-        out!("{}", serde_json::json!({ "valid": true, "rules": rules }))?;
+        out!(
+            "{}",
+            crate::json_out::line(&serde_json::json!({ "valid": true, "rules": rules }))?
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let from = source

@@ -23,7 +23,7 @@ pub async fn diff(
     if stat || json {
         let report = engine.reviews().preview_bound(id, sha).await?;
         if json {
-            out!("{}", serde_json::to_string_pretty(&report)?)?;
+            out!("{}", crate::json_out::pretty(&report)?)?;
             return Ok(ExitCode::SUCCESS);
         }
         for f in &report.patch.files {

@@ -17,7 +17,7 @@ pub fn print(config: &Config, json: bool) -> Result<ExitCode> {
     )?;
     let list = roles.list();
     if json {
-        crate::out!("{}", serde_json::to_string_pretty(&list)?)?;
+        crate::out!("{}", crate::json_out::pretty(&list)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     for r in &list {

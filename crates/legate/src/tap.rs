@@ -39,29 +39,10 @@ pub(crate) fn frame_line(f: &TapFrame) -> String {
     )
 }
 
-/// `json` with every [unseen](legate_core::text::is_unseen) character outside ASCII (a C1
-/// control, a bidirectional override, a zero-width or tag character) written as a JSON
-/// `\uXXXX` escape: the same JSON value, nothing a terminal acts on. serde_json escapes the
-/// ASCII controls itself; they cannot appear raw in its output.
-pub(crate) fn inert_json(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        if !c.is_ascii() && legate_core::text::is_unseen(c) {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn print(page: &[TapFrame], json: bool) -> Result<()> {
     for f in page {
         if json {
-            out!("{}", inert_json(&serde_json::to_string(f)?))?;
+            out!("{}", crate::json_out::line(f)?)?;
         } else {
             out!("{}", frame_line(f))?;
         }
@@ -127,21 +108,5 @@ mod tests {
             line.ends_with("[truncated; 99 bytes on the wire]"),
             "{line}"
         );
-    }
-
-    #[test]
-    fn json_output_escapes_what_a_terminal_would_act_on_and_decodes_the_same() {
-        let frame = "a\u{1b}[2J b\u{9b}31m c\u{202e}d e\u{e0041}f é";
-        let json = inert_json(&serde_json::to_string(frame).unwrap());
-        assert!(
-            json.chars().all(|c| !legate_core::text::is_unseen(c)),
-            "{json}"
-        );
-        assert!(
-            json.contains("\\u009b") && json.contains("\\udb40\\udc41"),
-            "{json}"
-        );
-        assert!(json.contains('é'), "{json}");
-        assert_eq!(serde_json::from_str::<String>(&json).unwrap(), frame);
     }
 }

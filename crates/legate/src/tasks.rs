@@ -42,7 +42,7 @@ pub(crate) fn list(
     }
     for t in tasks {
         if json {
-            out!("{}", serde_json::to_string(&t)?)?;
+            out!("{}", crate::json_out::line(&t)?)?;
         } else {
             let when = humantime::format_rfc3339_seconds(t.created_at.to_system_time());
             let code = t
@@ -78,7 +78,7 @@ pub(crate) fn show(paths: &Paths, id: &str, json: bool) -> Result<ExitCode> {
         if let (Some(d), Some(map)) = (disk, shown.as_object_mut()) {
             map.insert("copyDisk".into(), serde_json::to_value(d)?);
         }
-        out!("{}", serde_json::to_string_pretty(&shown)?)?;
+        out!("{}", crate::json_out::pretty(&shown)?)?;
     } else {
         print_task(&task)?;
         if let Some(d) = &disk {

@@ -51,7 +51,7 @@ pub fn print(store: &Records, flags: UsageFlags) -> Result<ExitCode> {
     };
     let report = store.usage(&filter)?;
     if json {
-        crate::out!("{}", serde_json::to_string_pretty(&report)?)?;
+        crate::out!("{}", crate::json_out::pretty(&report)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     for line in lines(&report) {

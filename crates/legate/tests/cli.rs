@@ -598,24 +598,34 @@ fn models_are_listed_and_a_saved_preference_selects_an_acp_agents_model() {
 #[test]
 fn an_agents_escape_sequences_reach_no_terminal_raw() {
     let home = CliHome::new(LEGATE);
-    let hostile = "a\u{1b}]52;c;eA==\u{7}b\u{202e}Z";
+    let hostile = "a\u{1b}]52;c;eA==\u{7}b\u{202e}Z\u{9b}2J";
     let out = home.run(&["run", &format!("write f.txt: {hostile}"), "recite f.txt"]);
     assert!(out.status.success(), "{}", text(&out));
     let id = task_id(&out);
     let show = home.run(&["show", &id]);
+    // JSON keeps the text, escaped: the same value for a program, inert on a terminal.
+    let show_json = home.run(&["show", "--json", &id]);
+    let tasks_json = home.run(&["tasks", "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&show_json.stdout).unwrap();
+    assert!(
+        shown["result"]["text"].as_str().unwrap().contains(hostile),
+        "{shown:#}"
+    );
     for (what, bytes) in [
         ("run's stdout", &out.stdout),
         ("run's stderr", &out.stderr),
         ("show", &show.stdout),
+        ("show --json", &show_json.stdout),
+        ("tasks --json", &tasks_json.stdout),
     ] {
         let shown = String::from_utf8_lossy(bytes);
-        for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}', '\u{9b}'] {
             assert!(!shown.contains(raw), "{what} passed {raw:?} raw: {shown:?}");
         }
     }
     let answer = String::from_utf8_lossy(&out.stdout);
     assert!(
-        answer.contains("a\\u{1b}]52;c;eA==\\u{7}b\\u{202e}Z"),
+        answer.contains("a\\u{1b}]52;c;eA==\\u{7}b\\u{202e}Z\\u{9b}2J"),
         "{answer}"
     );
 }

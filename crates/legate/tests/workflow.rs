@@ -151,6 +151,30 @@ fn a_workflow_survives_kill_9_pauses_for_a_test_and_carries_a_peer_message() {
     );
     runner.kill().unwrap(); // SIGKILL
     runner.wait().unwrap();
+    // One-shot commands that do not wait on the group leave it to its dead runner: one that
+    // took it over would admit or cut a node and end.
+    let runner_of = || -> Option<String> {
+        let db = rusqlite::Connection::open(env.home().join("legate.db")).unwrap();
+        db.query_row(
+            "SELECT runner FROM groups WHERE group_id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let dead = runner_of();
+    assert!(dead.is_some());
+    for args in [
+        &["tasks"][..],
+        &["group", "status", &id, "--json"],
+        &["group", "list"],
+    ] {
+        let out = env.run(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert_eq!(runner_of(), dead, "{args:?} took the group over");
+    }
+    let s = env.json(&["group", "status", &id, "--json"]);
+    assert_eq!(node(&s, "impl-b")["state"], "running", "{s:#}");
     let plan_tasks = tasks_of(&before, "plan");
     let impl_a_tasks = tasks_of(&before, "impl-a");
     assert_eq!(plan_tasks.len(), 1);

@@ -150,6 +150,12 @@ pub struct EngineConfig {
     /// handed to the next task that fits and replaced in the background (`core::warm`). They
     /// count against [`EngineConfig::max_idle_sessions`] and the process's budget.
     pub warm: BTreeMap<String, usize>,
+    /// Whether this engine takes over, at start and about once a second, every group with
+    /// work left whose driving process is gone (`group::restart`). A one-shot command (the
+    /// binary's `legate tasks`, `legate run`, …) says `false`: it would admit a node and then
+    /// end, cutting it. A group is still taken over on purpose by an engine that waits on it,
+    /// starts it or cancels it.
+    pub take_over_groups: bool,
 }
 
 /// The most warm sessions one agent may keep ready (`[agents.NAME] warm`).
@@ -263,6 +269,7 @@ impl EngineConfig {
             idle_timeout: Duration::from_secs(300),
             max_idle_sessions: DEFAULT_MAX_IDLE_SESSIONS,
             warm: BTreeMap::new(),
+            take_over_groups: true,
             max_group_nodes: DEFAULT_MAX_NODES,
             max_prompt_chars: crate::core::request::DEFAULT_MAX_PROMPT_CHARS,
             cancel_grace: Duration::from_secs(5),

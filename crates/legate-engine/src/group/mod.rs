@@ -402,6 +402,8 @@ impl Groups {
         let mut changes = self.core.group_changes();
         loop {
             changes.borrow_and_update();
+            // A group whose process died is continued by the one waiting on it.
+            self.core.continue_group(group_id);
             let answer = self.current(group_id, request)?;
             if answer.ready
                 || (on_messages && !answer.messages.is_empty())

@@ -1,7 +1,9 @@
-//! Taking groups over: at start and about once a second, an engine claims every group that
+//! Taking groups over: at start and about once a second, an engine that takes groups over
+//! (`EngineConfig::take_over_groups`: not a one-shot command's) claims every group that
 //! still has work (running, or paused or canceled with nodes whose ends are not recorded)
 //! and whose driving runner is gone (none, or dead), with a compare-and-set on the runner
-//! column (of two engines, one wins), and drives it. The recovery that ran before has
+//! column (of two engines, one wins), and drives it. Any engine takes over the one group it
+//! is asked to wait on (`continue_group`). The recovery that ran before has
 //! marked the dead runner's tasks `SERVER_RESTARTED`; the driver then pauses the group on
 //! such a node. Nothing is re-run: resuming is the caller's `group_start`.
 //!
@@ -44,9 +46,10 @@ impl Core {
         }
     }
 
-    /// Takes over every group with work left whose driver is gone (see the module docs).
+    /// Takes over every group with work left whose driver is gone (see the module docs), when
+    /// this engine takes groups over.
     pub(crate) fn continue_groups(&self) {
-        if *self.shutdown_signal().borrow() {
+        if *self.shutdown_signal().borrow() || !self.config().take_over_groups {
             return;
         }
         for state in [
@@ -62,17 +65,41 @@ impl Core {
                 }
             };
             for (id, runner) in groups {
-                if state != GroupState::Running && !self.has_unsettled_nodes(&id) {
-                    continue;
-                }
-                if runner.as_deref() == Some(self.runner_id())
-                    && super::scheduler_driving(self, &id)
-                {
-                    continue;
-                }
-                self.take_over(&id, runner.as_deref());
+                self.continue_in(state, &id, runner.as_deref());
             }
         }
+    }
+
+    /// Takes over `group` if it has work left and its driver is gone, whether or not this
+    /// engine takes groups over on its own: a caller waits on it.
+    pub(crate) fn continue_group(&self, group: &str) {
+        if *self.shutdown_signal().borrow() {
+            return;
+        }
+        match self.store().group(group) {
+            Ok(Some(g)) => match GroupState::parse(&g.state) {
+                Some(state) => self.continue_in(state, group, g.runner.as_deref()),
+                None => {
+                    tracing::warn!(group, state = %g.state, "a group's stored state is unknown")
+                }
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(group, error = %e, "could not read a group to continue"),
+        }
+    }
+
+    /// Takes over `group`, stored in `state` and driven by `runner`, if it has work left.
+    fn continue_in(&self, state: GroupState, group: &str, runner: Option<&str>) {
+        let has_work = match state {
+            GroupState::Running => true,
+            GroupState::Paused | GroupState::Canceled => self.has_unsettled_nodes(group),
+            _ => false,
+        };
+        if !has_work || (runner == Some(self.runner_id()) && super::scheduler_driving(self, group))
+        {
+            return;
+        }
+        self.take_over(group, runner);
     }
 
     fn has_unsettled_nodes(&self, id: &str) -> bool {
