@@ -47,6 +47,8 @@ pub struct ReceivedSpan {
     pub name: String,
     /// Its attributes, each value as text.
     pub attributes: BTreeMap<String, String>,
+    /// Its links: each linked span's trace id and span id, in hex.
+    pub links: Vec<(String, String)>,
 }
 
 #[derive(Debug, Default)]
@@ -158,6 +160,11 @@ impl OtlpReceiver {
                             parent_span_id: hex(&span.parent_span_id),
                             name: span.name.clone(),
                             attributes: attributes(&span.attributes),
+                            links: span
+                                .links
+                                .iter()
+                                .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+                                .collect(),
                         });
                     }
                 }

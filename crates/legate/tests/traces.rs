@@ -367,7 +367,7 @@ fn a_reply_into_a_waiting_task_continues_the_tasks_trace() {
     // The reply's turn is in the task's trace, under its first turn, not the reply's caller's.
     assert_eq!(reply.trace_id, CALLER_TRACE, "{reply:?}");
     assert_eq!(reply.parent_span_id, first.span_id, "{reply:?}");
-    // The reply's own request is in its caller's trace still.
+    // The reply's own request is in its caller's trace still, and the reply's turn links to it.
     let spans = receiver.spans();
     assert!(
         spans
@@ -375,6 +375,11 @@ fn a_reply_into_a_waiting_task_continues_the_tasks_trace() {
             .any(|s| s.name == "legate.a2a.request" && s.trace_id == other_trace),
         "{spans:?}"
     );
+    assert!(
+        reply.links.iter().any(|(trace, _)| trace == other_trace),
+        "the reply's turn does not link to the trace that brought it: {reply:?}"
+    );
+    assert!(first.links.is_empty(), "{first:?}");
 }
 
 #[test]
