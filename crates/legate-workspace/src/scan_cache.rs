@@ -243,10 +243,7 @@ pub(crate) fn trusted_fs(file: &File) -> bool {
 /// file is written back and measured.
 pub(crate) fn record_before() -> (i64, i64) {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-    (
-        now.tv_sec - RACY_MARGIN.as_secs() as i64,
-        now.tv_nsec,
-    )
+    (now.tv_sec - RACY_MARGIN.as_secs() as i64, now.tv_nsec)
 }
 
 /// Whether a verdict on the file measured as `meta` may be recorded: both its times are
