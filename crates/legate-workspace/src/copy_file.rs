@@ -208,7 +208,9 @@ impl Copier<'_> {
         }
         self.count(f.size)?;
         let verdict = verdict(f, content);
-        let remember = record.then(|| Entry::new(f, &meta, verdict.clone()));
+        let remember = record
+            .then(|| Entry::new(f, &meta, verdict.clone()))
+            .flatten();
         if let Some(blocked) = verdict.blocked(&f.path) {
             drop(out);
             let dst = self.copy_dir.join(&f.path);
@@ -250,7 +252,9 @@ impl Copier<'_> {
         }
         self.count(f.size)?;
         let verdict = verdict(f, content);
-        let remember = record.then(|| Entry::new(f, &meta, verdict.clone()));
+        let remember = record
+            .then(|| Entry::new(f, &meta, verdict.clone()))
+            .flatten();
         if let Some(blocked) = verdict.blocked(&f.path) {
             if out.is_some() {
                 drop(out);

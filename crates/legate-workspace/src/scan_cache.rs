@@ -22,7 +22,9 @@
 //!   ctime, and a `write` call that moved its times and was still copying bytes when the file
 //!   was read would have to have been under way for that long;
 //! - a verdict used for a copy holds only while the file measures as its key before and after
-//!   its bytes are cloned or copied (the copy module checks).
+//!   its bytes are cloned or copied (the copy module checks);
+//! - a verdict the detector could not make (its rule table unavailable: every file blocked,
+//!   failing closed) says nothing about the file and is never kept.
 //!
 //! The cache is read once per copy and written after the copy ends (a temporary file renamed
 //! over the old one: a `kill -9` leaves one or the other). A file that is truncated, corrupt
@@ -34,6 +36,7 @@
 
 use crate::secrets::{BlockReason, BlockedFile, SecretPatterns};
 use crate::select::SelectedFile;
+use legate_credentials::SCANNER_UNAVAILABLE;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -122,14 +125,18 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// The verdict `verdict` on `f`, measured as `meta`.
-    pub(crate) fn new(f: &SelectedFile, meta: &Metadata, verdict: Verdict) -> Self {
-        Self {
+    /// The verdict `verdict` on `f`, measured as `meta`; `None` when it is not the file's
+    /// own (the detector could not run: that says nothing about the file, and is not kept).
+    pub(crate) fn new(f: &SelectedFile, meta: &Metadata, verdict: Verdict) -> Option<Self> {
+        if matches!(&verdict, Verdict::Blocked { rule, .. } if rule == SCANNER_UNAVAILABLE) {
+            return None;
+        }
+        Some(Self {
             path: f.path.clone(),
             key: Key::of(meta),
             pending: f.pending_rule.map(str::to_string),
             verdict,
-        }
+        })
     }
 
     /// What the verdict means: `None` for clean, else the blocked file.

@@ -86,6 +86,34 @@ fn a_saved_cache_is_private_and_replaced_whole() {
     assert!(ScanCache::open(&state, &tmp.path().join("other"), &secrets).is_empty());
 }
 
+#[test]
+fn a_verdict_the_detector_could_not_make_is_not_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("f");
+    fs::write(&path, b"x").unwrap();
+    let meta = fs::metadata(&path).unwrap();
+    let f = SelectedFile {
+        path: "f".into(),
+        size: 1,
+        dev: meta.dev(),
+        ino: meta.ino(),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        mode: meta.mode(),
+        pending_rule: None,
+    };
+    let unavailable = Verdict::Blocked {
+        reason: BlockReason::SecretContent,
+        rule: SCANNER_UNAVAILABLE.into(),
+    };
+    assert!(Entry::new(&f, &meta, unavailable).is_none());
+    let found = Verdict::Blocked {
+        reason: BlockReason::SecretContent,
+        rule: "aws-access-key-id".into(),
+    };
+    assert!(Entry::new(&f, &meta, found).is_some());
+    assert!(Entry::new(&f, &meta, Verdict::Clean).is_some());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
