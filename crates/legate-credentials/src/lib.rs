@@ -88,6 +88,14 @@ pub fn scan_content(bytes: &[u8]) -> Option<&'static str> {
     set.scan(bytes)
 }
 
+/// What every verdict of this detector depends on besides the bytes and the path it is
+/// handed: the crate's version and the rule table as shipped. A cache of verdicts keys on it
+/// (`legate-workspace`'s scan verdict cache), so that a new table or detector invalidates
+/// every verdict made by the old one.
+pub fn detector_identity() -> (&'static str, &'static str) {
+    (env!("CARGO_PKG_VERSION"), rules::RULES_TOML)
+}
+
 /// Every content rule's id, in the order they are tried, for documentation and tests.
 pub fn content_rule_names() -> Vec<&'static str> {
     secret_rules()

@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 /// The rule table, as shipped.
-const RULES_TOML: &str = include_str!("rules.toml");
+pub(crate) const RULES_TOML: &str = include_str!("rules.toml");
 
 /// The most bytes a compiled pattern may take (each one; the whole table stays well under).
 const REGEX_SIZE_LIMIT: usize = 8 << 20;

@@ -12,13 +12,19 @@
 //! `cp -r` (coreutils 9 clones too, by default), `cp -r --reflink=never` (the bytes written)
 //! and `cp -r --reflink=always`, with the disk each one took (`LEGATE_BENCH_REFLINK=only`
 //! skips the first part).
+//!
+//! On both file systems Legate's copy is timed twice per run: as a project's first copy (an
+//! empty scan verdict cache: every file read and scanned, its verdict recorded) and as a
+//! later one (the cache an untimed copy filled: unchanged files are not read), each against
+//! `cp -r` and `cp -r --reflink=never` of the same run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_integration::{integrate, plan};
 use legate_review::preview;
 use legate_workspace::{
-    Baseline, CopyLimits, CopyReport, SecretPatterns, make_copy, make_copy_with_baseline, select,
+    Baseline, CopyLimits, CopyReport, ScanCache, SecretPatterns, make_copy, make_copy_cached,
+    make_copy_with_baseline_cached, select,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -151,32 +157,45 @@ fn main() {
 }
 
 /// One untimed copy of `repo` under `scratch`: the project's files, git and its pack index
-/// are then in memory for every timed step alike. The selection it made.
+/// are then in memory for every timed step alike, and the verdict cache the later copies use
+/// (`scratch/verdicts`) is filled. The selection it made.
 fn warm(repo: &Path, scratch: &Path) -> legate_workspace::Selection {
     let limits = CopyLimits::default();
-    let sel = select(repo, &[], &SecretPatterns::default(), &limits).unwrap();
-    make_copy_with_baseline(
+    let secrets = SecretPatterns::default();
+    let sel = select(repo, &[], &secrets, &limits).unwrap();
+    let cache = ScanCache::open(&scratch.join("verdicts"), &sel.root, &secrets);
+    make_copy_with_baseline_cached(
         &sel,
         &scratch.join("warm/copy"),
         &scratch.join("warm/baseline"),
         &limits,
+        Some(&cache),
     )
     .unwrap();
     sel
 }
 
-/// What the engine does: the selection, then the copy with its baseline, into `home`. How
-/// long the selection took, how long all of it took, and the copy's report.
-fn legate_copy(repo: &Path, home: &Path, files: u64) -> (Duration, Duration, CopyReport) {
+/// What the engine does: the selection, the project's verdict cache under `verdicts` read,
+/// then the copy with its baseline, into `home`. How long the selection took, how long all
+/// of it took, and the copy's report.
+fn legate_copy(
+    repo: &Path,
+    home: &Path,
+    verdicts: &Path,
+    files: u64,
+) -> (Duration, Duration, CopyReport) {
     let limits = CopyLimits::default();
+    let secrets = SecretPatterns::default();
     let t = Instant::now();
-    let sel = select(repo, &[], &SecretPatterns::default(), &limits).unwrap();
+    let sel = select(repo, &[], &secrets, &limits).unwrap();
     let selected = t.elapsed();
-    let (report, _) = make_copy_with_baseline(
+    let cache = ScanCache::open(verdicts, &sel.root, &secrets);
+    let (report, _) = make_copy_with_baseline_cached(
         &sel,
         &home.join("copies/t"),
         &home.join("baselines/t"),
         &limits,
+        Some(&cache),
     )
     .unwrap();
     let took = t.elapsed();
@@ -229,11 +248,12 @@ fn on_a_reflink_file_system(files: u64, mib: u64, runs: usize) {
     // One untimed copy first, as on the first file system.
     let sel = warm(&repo, &scratch);
     println!("load average at start: {}", load());
-    let steps = ["legate", "cp", "never", "always", "plain"];
+    let steps = ["legate", "cp", "never", "always", "plain", "again"];
     let mut select_t = vec![];
     let mut times: Vec<Vec<Duration>> = vec![vec![]; steps.len()];
     let mut disk: Vec<Vec<u64>> = vec![vec![]; steps.len()];
     let mut reflinked = 0;
+    let mut again_report = None;
     for run in 0..runs {
         for k in 0..steps.len() {
             let step = (k + run) % steps.len();
@@ -241,10 +261,18 @@ fn on_a_reflink_file_system(files: u64, mib: u64, runs: usize) {
             let free = xfs.free_bytes();
             let took = match steps[step] {
                 "legate" => {
+                    let home = scratch.join(format!("home{run}"));
                     let (sel_took, took, report) =
-                        legate_copy(&repo, &scratch.join(format!("home{run}")), files);
+                        legate_copy(&repo, &home, &home.join("verdicts"), files);
                     select_t.push(sel_took);
                     reflinked = report.reflinked_files;
+                    took
+                }
+                "again" => {
+                    let home = scratch.join(format!("again{run}"));
+                    let (_, took, report) =
+                        legate_copy(&repo, &home, &scratch.join("verdicts"), files);
+                    again_report = Some(report);
                     took
                 }
                 "cp" => cp_r(&repo, files, &scratch.join(format!("cp{run}")), &[]),
@@ -271,14 +299,25 @@ fn on_a_reflink_file_system(files: u64, mib: u64, runs: usize) {
             disk[step].push(free.saturating_sub(xfs.free_bytes()));
         }
         println!(
-            "  run {run}: legate {}, cp -r {}, cp -r --reflink=never {}, --reflink=always {}, copy alone {}",
+            "  run {run}: legate first {}, again {}, cp -r {}, cp -r --reflink=never {}, --reflink=always {}, copy alone {}",
             ms(times[0][run]),
+            ms(times[5][run]),
             ms(times[1][run]),
             ms(times[2][run]),
             ms(times[3][run]),
             ms(times[4][run])
         );
     }
+    let again_never: Vec<String> = times[5]
+        .iter()
+        .zip(&times[2])
+        .map(|(l, c)| format!("{:.2}x", l.as_secs_f64() / c.as_secs_f64()))
+        .collect();
+    let again_cp: Vec<String> = times[5]
+        .iter()
+        .zip(&times[1])
+        .map(|(l, c)| format!("{:.2}x", l.as_secs_f64() / c.as_secs_f64()))
+        .collect();
     let never: Vec<String> = times[0]
         .iter()
         .zip(&times[2])
@@ -288,9 +327,18 @@ fn on_a_reflink_file_system(files: u64, mib: u64, runs: usize) {
     let med: Vec<Duration> = times.into_iter().map(median).collect();
     println!("reflink copy (median of {runs}; disk: the most free space one step took):");
     println!(
-        "  legate copy                {} ({reflinked} of {files} files reflinked), disk {}",
+        "  legate copy, first        {} ({reflinked} of {files} files reflinked), disk {}",
         ms(med[0]),
         mib_of(disk_max(0))
+    );
+    let again = again_report.unwrap();
+    println!(
+        "  legate copy, again        {} ({} trusted from the cache, {} scanned, {} reflinked), disk {}",
+        ms(med[5]),
+        again.trusted_files,
+        again.scanned_files,
+        again.reflinked_files,
+        mib_of(disk_max(5))
     );
     println!(
         "    of which selection {}; copy + secret scan alone {}, disk {}",
@@ -312,8 +360,19 @@ fn on_a_reflink_file_system(files: u64, mib: u64, runs: usize) {
         med[0].as_secs_f64() / med[3].as_secs_f64()
     );
     println!(
+        "  again / cp -r --reflink=never = {:.2}x, again / cp -r = {:.2}x, again / cp -r --reflink=always = {:.2}x",
+        med[5].as_secs_f64() / med[2].as_secs_f64(),
+        med[5].as_secs_f64() / med[1].as_secs_f64(),
+        med[5].as_secs_f64() / med[3].as_secs_f64()
+    );
+    println!(
         "  legate / cp -r --reflink=never in each run: {}",
         never.join(", ")
+    );
+    println!(
+        "  again / cp -r --reflink=never in each run: {}; again / cp -r: {}",
+        again_never.join(", "),
+        again_cp.join(", ")
     );
     println!("load average at end: {}", load());
 }
@@ -345,25 +404,67 @@ fn on_this_file_system(base: &Path, files: u64, mib: u64, runs: usize) {
 
     let (mut legate, mut sel_t, mut copy_t, mut base_t, mut cp, mut wt) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut again, mut never, mut again_report) = (vec![], vec![], None);
     // The steps of a run, in an order rotated from one run to the next, so that no step
     // always comes first (or right after the same other step).
-    let steps = ["legate", "cp", "plain", "worktree"];
+    let steps = [
+        "legate",
+        "cp",
+        "plain",
+        "worktree",
+        "again",
+        "never",
+        "again-alone",
+    ];
+    let mut again_alone = vec![];
+    let secrets_cache = ScanCache::open(&scratch.join("verdicts"), &sel.root, &secrets);
     for run in 0..runs {
         let home = scratch.join(format!("home{run}"));
         for k in 0..steps.len() {
             settle();
             match steps[(k + run) % steps.len()] {
                 "legate" => {
-                    let (sel_took, took, _) = legate_copy(&repo, &home, files);
+                    let (sel_took, took, _) =
+                        legate_copy(&repo, &home, &home.join("verdicts"), files);
                     sel_t.push(sel_took);
                     base_t.push(took - sel_took);
                     legate.push(took);
                 }
+                "again" => {
+                    let (_, took, report) = legate_copy(
+                        &repo,
+                        &scratch.join(format!("again{run}")),
+                        &scratch.join("verdicts"),
+                        files,
+                    );
+                    again.push(took);
+                    again_report = Some(report);
+                }
+                "never" => never.push(cp_r(
+                    &repo,
+                    files,
+                    &scratch.join(format!("never{run}")),
+                    &["--reflink=never"],
+                )),
                 "plain" => {
                     // For the breakdown: the copy and scan alone.
                     let t = Instant::now();
                     make_copy(&sel, &home.join("copies/plain"), &limits).unwrap();
                     copy_t.push(t.elapsed());
+                }
+                "again-alone" => {
+                    // For the breakdown: a later copy alone, on the verdicts the untimed
+                    // copy recorded (read before, as the engine reads them before it copies).
+                    let t = Instant::now();
+                    let r = make_copy_cached(
+                        &sel,
+                        &home.join("copies/again-alone"),
+                        &limits,
+                        Some(&secrets_cache),
+                    )
+                    .unwrap();
+                    again_alone.push(t.elapsed());
+                    assert_eq!(r.scanned_files, 0);
                 }
                 "cp" => cp.push(cp_r(&repo, files, &scratch.join(format!("cp{run}")), &[])),
                 _ => {
@@ -385,13 +486,20 @@ fn on_this_file_system(base: &Path, files: u64, mib: u64, runs: usize) {
             }
         }
         println!(
-            "  run {run}: legate {}, cp -r {}, copy alone {}, worktree {}",
+            "  run {run}: legate first {}, again {}, cp -r {}, cp -r --reflink=never {}, copy alone {}, worktree {}",
             ms(legate[run]),
+            ms(again[run]),
             ms(cp[run]),
+            ms(never[run]),
             ms(copy_t[run]),
             ms(wt[run])
         );
     }
+    let again_ratios: Vec<String> = again
+        .iter()
+        .zip(&cp)
+        .map(|(l, c)| format!("{:.2}x", l.as_secs_f64() / c.as_secs_f64()))
+        .collect();
     // Each run's own ratio too: the machine's speed changes between runs, not within one.
     let ratios: Vec<String> = legate
         .iter()
@@ -399,23 +507,43 @@ fn on_this_file_system(base: &Path, files: u64, mib: u64, runs: usize) {
         .map(|(l, c)| format!("{:.2}x", l.as_secs_f64() / c.as_secs_f64()))
         .collect();
     let (l, c, w) = (median(legate), median(cp), median(wt));
+    let (a, n) = (median(again), median(never));
     println!("copy (median of {runs}):");
     let copy_alone = median(copy_t);
     println!(
-        "  legate copy      {} (selection {}, copy + secret scan + baseline {}; copy + secret scan alone {})",
+        "  legate first     {} (selection {}, copy + secret scan + baseline {}; copy + secret scan alone {})",
         ms(l),
         ms(median(sel_t)),
         ms(median(base_t)),
         ms(copy_alone)
     );
+    let again_report = again_report.unwrap();
+    println!(
+        "  legate again     {} ({} trusted from the cache, {} scanned)",
+        ms(a),
+        again_report.trusted_files,
+        again_report.scanned_files
+    );
+    println!(
+        "    of which the copy alone (no selection, no baseline) {}",
+        ms(median(again_alone))
+    );
     println!("  cp -r            {}", ms(c));
+    println!("  cp -r --reflink=never {}", ms(n));
     println!("  git worktree add {}", ms(w));
     println!(
         "  legate / cp -r = {:.2}x, copy + secret scan alone / cp -r = {:.2}x",
         l.as_secs_f64() / c.as_secs_f64(),
         copy_alone.as_secs_f64() / c.as_secs_f64()
     );
+    println!(
+        "  again / cp -r = {:.2}x, legate / cp -r --reflink=never = {:.2}x, again / cp -r --reflink=never = {:.2}x",
+        a.as_secs_f64() / c.as_secs_f64(),
+        l.as_secs_f64() / n.as_secs_f64(),
+        a.as_secs_f64() / n.as_secs_f64()
+    );
     println!("  legate / cp -r in each run: {}", ratios.join(", "));
+    println!("  again / cp -r in each run: {}", again_ratios.join(", "));
 
     // Preview and integrate of a 100-file change, on the first copy.
     let home = scratch.join("home0");

@@ -13,6 +13,7 @@
 use crate::baseline::Baseline;
 use crate::copy_file::{Copier, Outcome};
 use crate::reflink::Reflinks;
+use crate::scan_cache::ScanCache;
 use crate::secrets::BlockedFile;
 use crate::select::{SelectedFile, Selection};
 use crate::staging::{SourceIndex, Staging};
@@ -45,6 +46,14 @@ pub struct CopyReport {
     /// until either side writes them (0 where the file system cannot clone).
     #[serde(default)]
     pub reflinked_files: usize,
+    /// How many files' content was read and scanned by the secret preflight (copied or left
+    /// out).
+    #[serde(default)]
+    pub scanned_files: usize,
+    /// How many files were copied (or left out) on a verdict recorded by an earlier copy of
+    /// the same project, their content not read (the scan verdict cache).
+    #[serde(default)]
+    pub trusted_files: usize,
 }
 
 /// Creates `copy_dir` with mode 0700 (its parent too, when missing); it must not exist yet.
@@ -81,8 +90,19 @@ pub fn make_copy(
     copy_dir: &Path,
     limits: &CopyLimits,
 ) -> Result<CopyReport, Error> {
+    make_copy_cached(selection, copy_dir, limits, None)
+}
+
+/// [`make_copy`], trusting and recording verdicts in `cache` when given (see
+/// `scan_cache`); the cache file is rewritten once the copy is made.
+pub fn make_copy_cached(
+    selection: &Selection,
+    copy_dir: &Path,
+    limits: &CopyLimits,
+    cache: Option<&ScanCache>,
+) -> Result<CopyReport, Error> {
     create_copy_dir(copy_dir)?;
-    let result = fill(selection, copy_dir, limits, &mut |_| Ok(()));
+    let result = fill(selection, copy_dir, limits, cache, &mut |_| Ok(()));
     if result.is_err() {
         let _ = fs::remove_dir_all(copy_dir);
     }
@@ -99,6 +119,18 @@ pub fn make_copy_with_baseline(
     copy_dir: &Path,
     baseline_dir: &Path,
     limits: &CopyLimits,
+) -> Result<(CopyReport, Baseline), Error> {
+    make_copy_with_baseline_cached(selection, copy_dir, baseline_dir, limits, None)
+}
+
+/// [`make_copy_with_baseline`], trusting and recording verdicts in `cache` when given (see
+/// `scan_cache`); the cache file is rewritten once the copy is made.
+pub fn make_copy_with_baseline_cached(
+    selection: &Selection,
+    copy_dir: &Path,
+    baseline_dir: &Path,
+    limits: &CopyLimits,
+    cache: Option<&ScanCache>,
 ) -> Result<(CopyReport, Baseline), Error> {
     create_copy_dir(copy_dir)?;
     let result = (|| {
@@ -124,7 +156,7 @@ pub fn make_copy_with_baseline(
                 index.map(|i| (i, selection.root.as_path())),
                 &selection.files,
             );
-            let report = fill(selection, &copy, limits, &mut |w| staging.add(&w))?;
+            let report = fill(selection, &copy, limits, cache, &mut |w| staging.add(&w))?;
             let (tree, borrowed) = staging.finish(&baseline)?;
             tracing::debug!(
                 files = report.included_files,
@@ -179,6 +211,7 @@ fn fill(
     selection: &Selection,
     copy_dir: &Path,
     limits: &CopyLimits,
+    cache: Option<&ScanCache>,
     written: &mut dyn FnMut(Written<'_>) -> Result<(), Error>,
 ) -> Result<CopyReport, Error> {
     let copy_dir = resolve_copy_dir(copy_dir)?;
@@ -192,6 +225,9 @@ fn fill(
             Some(first) => Reflinks::probe(&copy_dir, &selection.root.join(&first.path)),
             None => Reflinks::new(),
         },
+        cache,
+        scanned: AtomicUsize::new(0),
+        trusted: AtomicUsize::new(0),
     };
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -199,6 +235,7 @@ fn fill(
     let mut copied = 0usize;
     let mut reflinked = 0usize;
     let mut failure: Option<Error> = None;
+    let mut fresh = Vec::new();
     // Outcomes go to this thread a run at a time: one wake-up per run, not per file.
     let (tx, rx) = mpsc::channel::<Vec<Result<Outcome, Error>>>();
     std::thread::scope(|scope| {
@@ -239,6 +276,7 @@ fn fill(
                     source,
                     copy,
                     cloned,
+                    remember,
                 }) if failure.is_none() => {
                     let told = written(Written {
                         path: &selection.files[index].path,
@@ -249,6 +287,7 @@ fn fill(
                         Ok(()) => {
                             copied += 1;
                             reflinked += usize::from(cloned);
+                            fresh.extend(remember);
                         }
                         Err(e) => {
                             stop.store(true, Ordering::Relaxed);
@@ -257,7 +296,10 @@ fn fill(
                     }
                 }
                 Ok(Outcome::Copied { .. }) => {}
-                Ok(Outcome::Blocked(b)) => blocked.push(b),
+                Ok(Outcome::Blocked(b, remember)) => {
+                    blocked.push(b);
+                    fresh.extend(remember);
+                }
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
                     failure.get_or_insert(e);
@@ -269,7 +311,11 @@ fn fill(
         return Err(e);
     }
     blocked.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Some(cache) = cache {
+        cache.save(&selection.files, fresh);
+    }
     let bytes = copier.bytes.into_inner();
+    let (scanned_files, trusted_files) = (copier.scanned.into_inner(), copier.trusted.into_inner());
     Ok(CopyReport {
         copy_directory: copy_dir,
         source: selection.root.clone(),
@@ -277,6 +323,8 @@ fn fill(
         bytes,
         blocked_files: blocked,
         reflinked_files: reflinked,
+        scanned_files,
+        trusted_files,
     })
 }
 

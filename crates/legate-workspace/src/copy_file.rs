@@ -10,11 +10,19 @@
 //! written. Either way the bytes checked are exactly the bytes in the copy, whatever a racing
 //! writer does to the source, and the copy keeps the source's mtime.
 //!
-//! It must never follow a symlink, write outside the copy, write a byte it did not scan, or
-//! leave a refused file in the copy.
+//! A file the scan verdict cache (`scan_cache`) vouches for (its key matches the file as
+//! opened, in every field) is not read: it is cloned, or copied in the kernel
+//! (`copy_file_range`), and measured again; a file that changed meanwhile has its copy
+//! removed and goes the full way above. A file scanned on a file system the cache trusts is
+//! written back and measured first, so that its verdict can be recorded for the next copy.
+//!
+//! It must never follow a symlink, write outside the copy, write a byte that was neither
+//! scanned nor covered by a verdict whose key still matched after it was copied, or leave a
+//! refused file in the copy.
 
 use crate::CopyLimits;
 use crate::reflink::{Cloned, Reflinks};
+use crate::scan_cache::{self, Entry, ScanCache, Verdict};
 use crate::secrets::{BlockedFile, scan_selected};
 use crate::select::{SelectedFile, Selection};
 use legate_core::{Error, ErrorCode};
@@ -23,7 +31,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// What copying one file came to.
 #[derive(Debug)]
@@ -38,9 +46,11 @@ pub(crate) enum Outcome {
         copy: fs::Metadata,
         /// Made by sharing the source's blocks.
         cloned: bool,
+        /// Its verdict, for the next copy's cache.
+        remember: Option<Entry>,
     },
-    /// Left out: its content matched a secret rule.
-    Blocked(BlockedFile),
+    /// Left out: its content matched a secret rule (with the verdict for the next copy).
+    Blocked(BlockedFile, Option<Entry>),
 }
 
 /// What every copying thread shares.
@@ -53,6 +63,12 @@ pub(crate) struct Copier<'a> {
     pub(crate) bytes: AtomicU64,
     /// Whether files are cloned.
     pub(crate) reflinks: Reflinks,
+    /// The project's recorded verdicts, when the copy uses them.
+    pub(crate) cache: Option<&'a ScanCache>,
+    /// Files whose content was read and scanned.
+    pub(crate) scanned: AtomicUsize,
+    /// Files copied (or left out) on a recorded verdict, their content not read.
+    pub(crate) trusted: AtomicUsize,
 }
 
 impl Copier<'_> {
@@ -73,16 +89,34 @@ impl Copier<'_> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&src)
             .map_err(|e| failed("it could not be opened", e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| failed("it could not be measured", e))?;
-        if !meta.is_file()
-            || meta.dev() != f.dev
-            || meta.ino() != f.ino
-            || meta.len() != f.size
-            || (meta.mtime(), meta.mtime_nsec()) != f.mtime
-        {
-            return Err(changed("it is no longer the file that was measured"));
+        let measure = |file: &File| {
+            let meta = file
+                .metadata()
+                .map_err(|e| failed("it could not be measured", e))?;
+            let same = meta.is_file()
+                && meta.dev() == f.dev
+                && meta.ino() == f.ino
+                && meta.len() == f.size
+                && (meta.mtime(), meta.mtime_nsec()) == f.mtime;
+            if same {
+                Ok(meta)
+            } else {
+                Err(changed("it is no longer the file that was measured"))
+            }
+        };
+        let mut meta = measure(&file)?;
+        if let Some(entry) = self.cache.and_then(|c| c.lookup(f, &file, &meta)) {
+            return self.trusted(index, &mut file, meta, entry, buf, made);
+        }
+        // To be recorded, a verdict needs the file written back, then measured, with times
+        // earlier than the clock read before (`scan_cache`).
+        let mut record = false;
+        if self.cache.is_some() && scan_cache::trusted_fs(&file) {
+            let before = scan_cache::record_before();
+            if scan_cache::write_back(&file) {
+                meta = measure(&file)?;
+                record = scan_cache::settled(&meta, before);
+            }
         }
         if self.reflinks.worth_trying() {
             let out = self.create(f, made)?;
@@ -91,11 +125,55 @@ impl Copier<'_> {
                 .clone_file(&out, &file)
                 .map_err(|e| write_failed(&f.path, &e))?
             {
-                Cloned::Yes => return self.cloned(index, &file, meta, out, buf),
-                Cloned::No => return self.written(index, &mut file, meta, Some(out), buf, made),
+                Cloned::Yes => return self.cloned(index, &file, meta, out, buf, record),
+                Cloned::No => {
+                    return self.written(index, &mut file, meta, Some(out), buf, made, record);
+                }
             }
         }
-        self.written(index, &mut file, meta, None, buf, made)
+        self.written(index, &mut file, meta, None, buf, made, record)
+    }
+
+    /// File `index`, opened as `file` and measured as `meta`, whose recorded verdict
+    /// `entry` matches: left out on it, or cloned (else copied in the kernel) without being
+    /// read, then measured again; changed meanwhile, its copy is removed and it is read and
+    /// scanned as any file.
+    fn trusted(
+        &self,
+        index: usize,
+        file: &mut File,
+        meta: fs::Metadata,
+        entry: &Entry,
+        buf: &mut Vec<u8>,
+        made: &mut HashSet<PathBuf>,
+    ) -> Result<Outcome, Error> {
+        let f = &self.selection.files[index];
+        if let Some(blocked) = entry.blocked() {
+            self.trusted.fetch_add(1, Ordering::Relaxed);
+            return Ok(Outcome::Blocked(blocked, Some(entry.clone())));
+        }
+        let out = self.create(f, made)?;
+        let mut cloned = false;
+        if self.reflinks.worth_trying() {
+            cloned = self
+                .reflinks
+                .clone_file(&out, file)
+                .map_err(|e| write_failed(&f.path, &e))?
+                == Cloned::Yes;
+        }
+        let copied = cloned || kernel_copy(file, &out, f.size).unwrap_or(false);
+        let unchanged = copied
+            && file.metadata().is_ok_and(|after| same_state(&meta, &after))
+            && out.metadata().is_ok_and(|held| held.len() == f.size);
+        if !unchanged {
+            drop(out);
+            let dst = self.copy_dir.join(&f.path);
+            fs::remove_file(&dst).map_err(|e| write_failed(&f.path, &e))?;
+            return self.written(index, file, meta, None, buf, made, false);
+        }
+        self.count(f.size)?;
+        self.trusted.fetch_add(1, Ordering::Relaxed);
+        self.finish(index, meta, out, cloned, Some(entry.clone()))
     }
 
     /// The clone of file `index` (just made in `out` from `file`, measured as `meta`): the
@@ -108,6 +186,7 @@ impl Copier<'_> {
         meta: fs::Metadata,
         mut out: File,
         buf: &mut Vec<u8>,
+        record: bool,
     ) -> Result<Outcome, Error> {
         let f = &self.selection.files[index];
         let changed = |w: &str| changed(&f.path, w);
@@ -121,23 +200,30 @@ impl Copier<'_> {
         if held.len() != f.size {
             return Err(changed("its size changed"));
         }
+        self.scanned.fetch_add(1, Ordering::Relaxed);
         let content =
             read_measured(&mut out, f.size, buf).map_err(|e| write_failed(&f.path, &e))?;
         if content.len() as u64 != f.size {
             return Err(changed("its size changed"));
         }
         self.count(f.size)?;
-        if let Some(blocked) = self.refused(f, content) {
+        let verdict = verdict(f, content);
+        let remember = record
+            .then(|| Entry::new(f, &meta, verdict.clone()))
+            .flatten();
+        if let Some(blocked) = verdict.blocked(&f.path) {
             drop(out);
             let dst = self.copy_dir.join(&f.path);
             fs::remove_file(&dst).map_err(|e| write_failed(&f.path, &e))?;
-            return Ok(blocked);
+            return Ok(Outcome::Blocked(blocked, remember));
         }
-        self.finish(index, meta, out, true)
+        self.finish(index, meta, out, true, remember)
     }
 
     /// File `index` read from `file` (measured as `meta`), scanned, and written: into `out`
-    /// when it was already created (empty), else into a file created now.
+    /// when it was already created (empty), else into a file created now; its verdict kept
+    /// for the next copy when `record`.
+    #[allow(clippy::too_many_arguments)]
     fn written(
         &self,
         index: usize,
@@ -146,10 +232,12 @@ impl Copier<'_> {
         out: Option<File>,
         buf: &mut Vec<u8>,
         made: &mut HashSet<PathBuf>,
+        record: bool,
     ) -> Result<Outcome, Error> {
         let f = &self.selection.files[index];
         let changed = |w: &str| changed(&f.path, w);
         let failed = |w: &str, e: std::io::Error| changed_by(&f.path, w, e);
+        self.scanned.fetch_add(1, Ordering::Relaxed);
         let content =
             read_measured(file, f.size, buf).map_err(|e| failed("it could not be read", e))?;
         if content.len() as u64 != f.size {
@@ -163,13 +251,17 @@ impl Copier<'_> {
             return Err(changed("it was written to while it was read"));
         }
         self.count(f.size)?;
-        if let Some(blocked) = self.refused(f, content) {
+        let verdict = verdict(f, content);
+        let remember = record
+            .then(|| Entry::new(f, &meta, verdict.clone()))
+            .flatten();
+        if let Some(blocked) = verdict.blocked(&f.path) {
             if out.is_some() {
                 drop(out);
                 let dst = self.copy_dir.join(&f.path);
                 fs::remove_file(&dst).map_err(|e| write_failed(&f.path, &e))?;
             }
-            return Ok(blocked);
+            return Ok(Outcome::Blocked(blocked, remember));
         }
         let mut out = match out {
             Some(out) => out,
@@ -177,7 +269,7 @@ impl Copier<'_> {
         };
         out.write_all(content)
             .map_err(|e| write_failed(&f.path, &e))?;
-        self.finish(index, meta, out, false)
+        self.finish(index, meta, out, false, remember)
     }
 
     /// Adds `size` bytes read to the copy's total: `COPY_LIMIT_EXCEEDED` past the limit.
@@ -196,16 +288,6 @@ impl Copier<'_> {
             ));
         }
         Ok(())
-    }
-
-    /// The preflight's verdict on `content`, the whole of what `f` would hold in the copy.
-    fn refused(&self, f: &SelectedFile, content: &[u8]) -> Option<Outcome> {
-        let (reason, rule) = scan_selected(f.pending_rule, content)?;
-        Some(Outcome::Blocked(BlockedFile {
-            path: f.path.clone(),
-            reason,
-            rule: rule.to_string(),
-        }))
     }
 
     /// Creates `f`'s file in the copy, new and empty (its directory too, once per thread).
@@ -240,6 +322,7 @@ impl Copier<'_> {
         meta: fs::Metadata,
         out: File,
         cloned: bool,
+        remember: Option<Entry>,
     ) -> Result<Outcome, Error> {
         let f = &self.selection.files[index];
         // The source's mtime, as `cp -p` keeps it: besides telling build tools in the copy
@@ -255,8 +338,34 @@ impl Copier<'_> {
             source: meta,
             copy,
             cloned,
+            remember,
         })
     }
+}
+
+/// The preflight's verdict on `content`, the whole of what `f` would hold in the copy.
+fn verdict(f: &SelectedFile, content: &[u8]) -> Verdict {
+    match scan_selected(f.pending_rule, content) {
+        None => Verdict::Clean,
+        Some((reason, rule)) => Verdict::Blocked {
+            reason,
+            rule: rule.to_string(),
+        },
+    }
+}
+
+/// Copies `size` bytes of `src` into `dst` (new, empty) in the kernel, from offset 0 of
+/// both (the descriptors' own offsets untouched). `false` when fewer came.
+fn kernel_copy(src: &File, dst: &File, size: u64) -> std::io::Result<bool> {
+    let (mut off_in, mut off_out) = (0u64, 0u64);
+    while off_in < size {
+        let want = usize::try_from(size - off_in).unwrap_or(usize::MAX);
+        let n = rustix::fs::copy_file_range(src, Some(&mut off_in), dst, Some(&mut off_out), want)?;
+        if n == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Reads `file`, measured at `size` bytes, into `buf` (kept between files, grown as

@@ -28,6 +28,13 @@ pub struct CopyDisk {
     /// How many of them were made as reflinks: their blocks are shared with the project's
     /// files until either side writes them, so they took no new disk when made.
     pub reflinked_files: usize,
+    /// How many files' content the secret preflight read and scanned when the copy was made.
+    #[serde(default)]
+    pub scanned_files: usize,
+    /// How many files it copied (or left out) on a verdict an earlier copy of the project
+    /// recorded, without reading them (the scan verdict cache).
+    #[serde(default)]
+    pub trusted_files: usize,
     /// Bytes the copy's directory has allocated now (blocks × 512), links not followed. This
     /// counts shared blocks in full: for a reflinked copy it is what the copy would take if
     /// nothing were shared, not the new disk it took.
@@ -44,6 +51,8 @@ pub fn copy_disk(report: &CopyReport) -> CopyDisk {
         included_files: report.included_files,
         bytes: report.bytes,
         reflinked_files: report.reflinked_files,
+        scanned_files: report.scanned_files,
+        trusted_files: report.trusted_files,
         allocated_bytes: now.bytes,
         complete: now.complete,
     }

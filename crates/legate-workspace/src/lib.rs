@@ -9,7 +9,8 @@
 //!
 //! For copies it owns making them and their git side, one concept per module: `select`
 //! (what git would copy, narrowed by `include` paths), `secrets` (the preflight: configured
-//! exclusions and exceptions over the `legate_credentials` detector), `copy` (one file's copy
+//! exclusions and exceptions over the `legate_credentials` detector), `scan_cache` (the
+//! preflight's verdicts kept per project, so that an unchanged file is not read again), `copy` (one file's copy
 //! in `copy_file`; clones where the file system can, in `reflink`), `read_inside` (a file read
 //! beneath an untrusted directory), `baseline` (its
 //! index written by `staging` in the `git_index` format, its commit by `git_objects`),
@@ -53,6 +54,7 @@ mod read_inside;
 mod reflink;
 mod returned;
 mod sandbox;
+mod scan_cache;
 mod secrets;
 mod select;
 mod shared;
@@ -66,7 +68,10 @@ pub use changes::{
     ChangeStatus, FileChange, PATCH_DIFF, PatchSummary, Preview, parse_raw, stage_tree,
 };
 pub use cleanup::{entries, remove_owned_dir};
-pub use copy::{CopyReport, make_copy, make_copy_with_baseline};
+pub use copy::{
+    CopyReport, make_copy, make_copy_cached, make_copy_with_baseline,
+    make_copy_with_baseline_cached,
+};
 pub use git::{Git, split_z};
 pub use git_check::{GitPlace, MIN_GIT_VERSION, git_place, require_git_version};
 pub use git_run::{CLEANUP_MARKER, GitBounds, git_bounds, set_git_bounds};
@@ -78,6 +83,7 @@ pub use line_endings::{BOM, Checked, check as check_line_endings};
 pub use read_inside::{read_inside, read_inside_with_metadata};
 pub use returned::returned_from_files;
 pub use sandbox::{WARM_PREFIX, label, sandbox, warm_runner, warm_sandbox};
+pub use scan_cache::{MAX_ENTRIES as SCAN_CACHE_MAX_ENTRIES, RACY_MARGIN, ScanCache};
 pub use secrets::{BlockReason, BlockedFile, SecretPatterns};
 pub use select::{
     ProjectFile, ProjectFiles, SelectedFile, Selection, list_project_files, project_root, select,

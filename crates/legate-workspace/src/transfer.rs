@@ -264,6 +264,8 @@ pub fn make_copy_from_files(
                 bytes,
                 blocked_files: Vec::new(),
                 reflinked_files: 0,
+                scanned_files: 0,
+                trusted_files: 0,
             },
             baseline,
         ))

@@ -288,10 +288,12 @@ pub fn copy_disk_line(d: &legate_engine::CopyDisk) -> String {
         ", shared blocks counted in full"
     };
     format!(
-        "copy     {} files, {} bytes, {made}; allocated now {at_least}{}{shared}",
+        "copy     {} files, {} bytes, {made}; allocated now {at_least}{}{shared}; content: {} files scanned, {} trusted from the scan cache",
         d.included_files,
         d.bytes,
-        mib(d.allocated_bytes)
+        mib(d.allocated_bytes),
+        d.scanned_files,
+        d.trusted_files
     )
 }
 
@@ -492,20 +494,27 @@ mod tests {
             included_files: 10,
             bytes: 4096,
             reflinked_files: 0,
+            scanned_files: 11,
+            trusted_files: 0,
             allocated_bytes: 3 * 1024 * 1024,
             complete: true,
         };
         assert_eq!(
             copy_disk_line(&d),
-            "copy     10 files, 4096 bytes, written in full; allocated now 3.0 MiB"
+            "copy     10 files, 4096 bytes, written in full; allocated now 3.0 MiB; content: 11 files scanned, 0 trusted from the scan cache"
         );
         d.reflinked_files = 9;
         d.complete = false;
+        (d.scanned_files, d.trusted_files) = (1, 10);
         let line = copy_disk_line(&d);
+        assert!(
+            line.ends_with("; content: 1 files scanned, 10 trusted from the scan cache"),
+            "{line}"
+        );
         assert!(line.contains("9 of them reflinks"), "{line}");
         assert!(line.contains("no new disk when made"), "{line}");
         assert!(
-            line.ends_with("allocated now at least 3.0 MiB, shared blocks counted in full"),
+            line.contains("allocated now at least 3.0 MiB, shared blocks counted in full;"),
             "{line}"
         );
     }

@@ -85,11 +85,19 @@ fn a_copy_task_is_previewed_verified_tested_and_integrated_exactly() {
         "{line}"
     );
     assert!(line.contains("allocated now"), "{line}");
+    // The project's first copy: no verdict recorded before, so every copied file was read
+    // and scanned.
+    assert!(
+        line.ends_with("content: 3 files scanned, 0 trusted from the scan cache"),
+        "{line}"
+    );
     let json = env.run(&["show", "--json", &id]);
     let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     let disk = &json["copyDisk"];
     assert_eq!(disk["includedFiles"], 3, "{json}");
     assert_eq!(disk["reflinkedFiles"], 0, "{json}");
+    assert_eq!(disk["scannedFiles"], 3, "{json}");
+    assert_eq!(disk["trustedFiles"], 0, "{json}");
     assert_eq!(disk["complete"], true, "{json}");
     assert!(disk["allocatedBytes"].as_u64().unwrap() > 0, "{json}");
     assert_eq!(
@@ -212,4 +220,63 @@ fn evidence_goes_stale_when_a_test_changes_the_patch_and_bad_input_stores_nothin
     let failing = env.run(&["test", &id, "--", "false"]);
     assert_eq!(failing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&failing.stdout).contains("TEST_FAILED"));
+}
+
+/// Waits until each of `files` was last changed more than the scan cache's racy margin
+/// ago, so that a copy may record verdicts on them.
+fn settle(files: &[std::path::PathBuf]) {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::{Duration, Instant, SystemTime};
+    let newest = files
+        .iter()
+        .map(|f| {
+            let m = std::fs::metadata(f).unwrap();
+            SystemTime::UNIX_EPOCH + Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
+        })
+        .max()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The margin is a second (`legate_workspace::RACY_MARGIN`).
+    while SystemTime::now() < newest + Duration::from_millis(1050) {
+        assert!(Instant::now() < deadline, "the clock does not move");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_second_copy_of_an_unchanged_project_trusts_the_first_copys_verdicts() {
+    use std::os::unix::fs::MetadataExt;
+    let env = fixture();
+    let project = env.project();
+    settle(&["src/greeting.txt", "README.md", ".gitignore"].map(|p| project.join(p)));
+    let p = project.to_string_lossy().into_owned();
+    let mut disks = Vec::new();
+    for _ in 0..2 {
+        let out = env.run(&["run", "--copy", &p, "write NOTES.md: # Notes"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let id = task_id(&out);
+        disks.push((env.show(&id)["copyDisk"].clone(), id));
+    }
+    assert_eq!(disks[0].0["scannedFiles"], 3, "{:?}", disks[0]);
+    assert_eq!(disks[0].0["trustedFiles"], 0, "{:?}", disks[0]);
+    // The second copy read no file: every verdict came from the first.
+    assert_eq!(disks[1].0["scannedFiles"], 0, "{:?}", disks[1]);
+    assert_eq!(disks[1].0["trustedFiles"], 3, "{:?}", disks[1]);
+    let shown = env.run(&["show", &disks[1].1]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("content: 0 files scanned, 3 trusted from the scan cache"),
+        "{shown}"
+    );
+    // Kept privately in Legate's home: one directory per project, no content in it.
+    let dirs: Vec<_> = std::fs::read_dir(env.home().join("scan-verdicts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1);
+    assert_eq!(std::fs::metadata(&dirs[0]).unwrap().mode() & 0o777, 0o700);
+    let file = dirs[0].join("verdicts");
+    assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+    let cache = std::fs::read_to_string(&file).unwrap();
+    assert!(!cache.contains("hello world"), "{cache}");
 }

@@ -43,6 +43,12 @@ impl Paths {
     pub fn baselines(&self) -> PathBuf {
         self.home.join("baselines")
     }
+    /// Where the copies' secret scan verdicts are kept, one directory per project (mode
+    /// 0700, named by the sha256 of the project's canonical path), so that a later copy does
+    /// not read a file scanned before and unchanged since.
+    pub fn scan_verdicts(&self) -> PathBuf {
+        self.home.join("scan-verdicts")
+    }
     /// Where the log files are (`legate_logs`).
     pub fn logs(&self) -> PathBuf {
         self.home.join("logs")

@@ -120,13 +120,16 @@ impl Core {
             record.baseline_directory.clone(),
         );
         let skills = record.skills.clone();
+        let verdicts = self.config().paths.scan_verdicts();
         let report = blocking(move || {
             let sel = legate_workspace::select(&source, &include, &cfg.secrets, &cfg.limits)?;
-            let (report, _baseline) = legate_workspace::make_copy_with_baseline(
+            let cache = legate_workspace::ScanCache::open(&verdicts, &sel.root, &cfg.secrets);
+            let (report, _baseline) = legate_workspace::make_copy_with_baseline_cached(
                 &sel,
                 &copy_dir,
                 &baseline_dir,
                 &cfg.limits,
+                Some(&cache),
             )?;
             stage_or_remove(&report, &skills, &cfg.limits, &baseline_dir)?;
             Ok(report)
@@ -156,6 +159,8 @@ impl Core {
             "includedFiles": report.included_files,
             "bytes": report.bytes,
             "reflinkedFiles": report.reflinked_files,
+            "scannedFiles": report.scanned_files,
+            "trustedFiles": report.trusted_files,
             "blockedFiles": blocked,
         });
         if let (Some(from), Some(map)) = (handed_off_from, detail.as_object_mut()) {
@@ -184,7 +189,7 @@ impl Core {
             owned: true,
             allow_execute: false,
         };
-        tracing::info!(task = %task.id, files = report.included_files, bytes = report.bytes, reflinked = report.reflinked_files, blocked = report.blocked_files.len(), "copy ready");
+        tracing::info!(task = %task.id, files = report.included_files, bytes = report.bytes, reflinked = report.reflinked_files, scanned = report.scanned_files, trusted = report.trusted_files, blocked = report.blocked_files.len(), "copy ready");
         record.copy = Some(report);
         record.turn = 1;
         record.touched_at = Timestamp::now();

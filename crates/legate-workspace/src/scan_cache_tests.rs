@@ -1,0 +1,147 @@
+use super::*;
+use proptest::prelude::*;
+
+fn entry(i: u64, verdict: Verdict) -> Entry {
+    Entry {
+        path: format!("d/f{i}.txt"),
+        key: Key {
+            dev: 2049,
+            ino: 1000 + i,
+            size: 10 * i,
+            mode: 0o100644,
+            mtime: (1_700_000_000 + i as i64, 5),
+            ctime: (1_700_000_001 + i as i64, 7),
+        },
+        pending: None,
+        verdict,
+    }
+}
+
+fn sample() -> Vec<Entry> {
+    vec![
+        entry(1, Verdict::Clean),
+        entry(
+            2,
+            Verdict::Blocked {
+                reason: BlockReason::SecretContent,
+                rule: "aws-access-key-id".into(),
+            },
+        ),
+    ]
+}
+
+#[test]
+fn a_cache_file_reads_back_only_whole_and_for_the_same_rules() {
+    let bytes = render("fp", sample()).unwrap();
+    assert_eq!(parse(&bytes, "fp").unwrap(), sample());
+    assert!(parse(&bytes, "other").is_err(), "other rules or patterns");
+    let mut v2 = bytes.clone();
+    v2[MAGIC.len() - 2] = b'2';
+    assert!(parse(&v2, "fp").is_err(), "another version");
+    assert!(parse(b"", "fp").is_err());
+}
+
+#[test]
+fn the_fingerprint_follows_the_exclusions_and_exceptions() {
+    let none = fingerprint(&SecretPatterns::default());
+    let excl = fingerprint(&SecretPatterns::new(&["*.pem".into()], &[]).unwrap());
+    let exc = fingerprint(&SecretPatterns::new(&[], &["*.pem".into()]).unwrap());
+    assert_ne!(none, excl);
+    assert_ne!(none, exc);
+    assert_ne!(excl, exc);
+    assert_eq!(none, fingerprint(&SecretPatterns::default()));
+}
+
+#[test]
+fn a_saved_cache_is_private_and_replaced_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    let state = tmp.path().join("state");
+    let secrets = SecretPatterns::default();
+    let cache = ScanCache::open(&state, &root, &secrets);
+    assert!(cache.is_empty());
+    cache.save(&[], sample());
+    let again = ScanCache::open(&state, &root, &secrets);
+    assert_eq!(again.len(), 2);
+    let dir = cache.file.parent().unwrap();
+    assert_eq!(fs::metadata(dir).unwrap().mode() & 0o777, 0o700);
+    assert_eq!(fs::metadata(&cache.file).unwrap().mode() & 0o777, 0o600);
+    // Only the cache file is left: no temporary file.
+    assert_eq!(fs::read_dir(dir).unwrap().count(), 1);
+    // A stale temporary file a killed writer left is swept at the next save.
+    let stale = dir.join(format!(".{FILE}.tmp-1-1"));
+    fs::write(&stale, b"half").unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(600);
+    File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    again.save(&[], Vec::new());
+    assert!(!stale.exists());
+    // The earlier verdicts on files this copy did not select are kept.
+    assert_eq!(ScanCache::open(&state, &root, &secrets).len(), 2);
+    // Another project has its own.
+    assert!(ScanCache::open(&state, &tmp.path().join("other"), &secrets).is_empty());
+}
+
+#[test]
+fn a_verdict_the_detector_could_not_make_is_not_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("f");
+    fs::write(&path, b"x").unwrap();
+    let meta = fs::metadata(&path).unwrap();
+    let f = SelectedFile {
+        path: "f".into(),
+        size: 1,
+        dev: meta.dev(),
+        ino: meta.ino(),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        mode: meta.mode(),
+        pending_rule: None,
+    };
+    let unavailable = Verdict::Blocked {
+        reason: BlockReason::SecretContent,
+        rule: SCANNER_UNAVAILABLE.into(),
+    };
+    assert!(Entry::new(&f, &meta, unavailable).is_none());
+    let found = Verdict::Blocked {
+        reason: BlockReason::SecretContent,
+        rule: "aws-access-key-id".into(),
+    };
+    assert!(Entry::new(&f, &meta, found).is_some());
+    assert!(Entry::new(&f, &meta, Verdict::Clean).is_some());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any cut or any changed byte of a cache file makes it unusable, never a different
+    /// set of verdicts.
+    #[test]
+    fn a_cut_or_changed_cache_file_is_refused(cut in 0usize..2000, at in 0usize..2000, to: u8) {
+        let bytes = render("fp", sample()).unwrap();
+        let cut = cut % bytes.len();
+        prop_assert!(parse(&bytes[..cut], "fp").is_err());
+        let at = at % bytes.len();
+        let mut changed = bytes.clone();
+        prop_assume!(changed[at] != to);
+        changed[at] = to;
+        match parse(&changed, "fp") {
+            Err(_) => {}
+            // A changed byte can only be accepted where it means the same (none here
+            // does: the checksum covers the body, the header is compared whole).
+            Ok(entries) => prop_assert_eq!(entries, sample()),
+        }
+    }
+
+    /// Arbitrary bytes never panic the parser.
+    #[test]
+    fn arbitrary_bytes_are_refused_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let mut with_magic = MAGIC.as_bytes().to_vec();
+        with_magic.extend_from_slice(&bytes);
+        let _ = parse(&bytes, "fp");
+        let _ = parse(&with_magic, "fp");
+    }
+}
