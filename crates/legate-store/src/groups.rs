@@ -15,6 +15,15 @@ use crate::tasks::{RawTask, TASK_COLUMNS};
 use legate_core::{Result, Task, TaskId, Timestamp};
 use rusqlite::{OptionalExtension, Row, params};
 
+/// The query of a group's tasks, oldest first, through the index `tasks_group` (schema V22), whose
+/// expression and condition these must stay.
+fn group_tasks_sql() -> String {
+    format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE controls IS NOT NULL \
+         AND json_extract(controls, '$.group.groupId') = ?1 ORDER BY created_at, rowid"
+    )
+}
+
 /// One group, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupRecord {
@@ -363,18 +372,15 @@ impl Store {
     /// Every task whose controls name `group_id` (continuations included), oldest first.
     pub fn group_tasks(&self, group_id: &str) -> Result<Vec<Task>> {
         self.read(|conn| {
-            conn.prepare_cached(&format!(
-                "SELECT {TASK_COLUMNS} FROM tasks WHERE controls IS NOT NULL \
-                 AND json_extract(controls, '$.group.groupId') = ?1 ORDER BY created_at, rowid"
-            ))
-            .and_then(|mut st| {
-                st.query_map([group_id], RawTask::from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .ctx("list a group's tasks")?
-            .into_iter()
-            .map(RawTask::decode)
-            .collect()
+            conn.prepare_cached(&group_tasks_sql())
+                .and_then(|mut st| {
+                    st.query_map([group_id], RawTask::from_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .ctx("list a group's tasks")?
+                .into_iter()
+                .map(RawTask::decode)
+                .collect()
         })
     }
 }
@@ -474,5 +480,46 @@ mod tests {
             .collect();
         assert_eq!(left, ["g1"]);
         assert!(s.group_nodes("g0").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_groups_tasks_are_found_through_their_index_oldest_first() {
+        let s = Store::open_in_memory().unwrap();
+        let in_group = |id: &str, at: i64, group: Option<&str>| {
+            let mut t = crate::tasks::tests::task(id, at);
+            t.controls.group = group.map(|g| legate_core::GroupNode {
+                group_id: g.into(),
+                node_id: format!("n-{id}"),
+            });
+            s.insert_task(&t, &crate::tasks::tests::submitted())
+                .unwrap();
+        };
+        in_group("t3", 3, Some("g1"));
+        in_group("t1", 1, Some("g1"));
+        in_group("t2", 2, Some("g2"));
+        in_group("t4", 4, None);
+        let ids: Vec<String> = s
+            .group_tasks("g1")
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id.to_string())
+            .collect();
+        assert_eq!(ids, ["t1", "t3"]);
+        assert!(s.group_tasks("g3").unwrap().is_empty());
+        // The lookup is the index's, not a scan of every task (which grows with the store).
+        let plan: Vec<String> = s
+            .read(|conn| {
+                let mut st = conn
+                    .prepare(&format!("EXPLAIN QUERY PLAN {}", group_tasks_sql()))
+                    .ctx("explain")?;
+                st.query_map(["g1"], |r| r.get::<_, String>(3))
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                    .ctx("explain")
+            })
+            .unwrap();
+        assert!(
+            plan.iter().any(|p| p.contains("USING INDEX tasks_group")),
+            "{plan:?}"
+        );
     }
 }

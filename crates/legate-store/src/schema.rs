@@ -35,6 +35,7 @@ const MIGRATIONS: &[&str] = &[
     V19_TAP,
     V20_PLAN_ROWS,
     V21_TRACE,
+    V22_GROUP_TASKS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -394,6 +395,15 @@ CREATE INDEX events_plans ON events (task_id, seq) WHERE type = 'plan';
 const V21_TRACE: &str = "
 ALTER TABLE tasks ADD COLUMN traceparent TEXT;
 ALTER TABLE tasks ADD COLUMN tracestate TEXT;
+";
+
+/// A group's tasks by the group their controls name (issue 33): a group's driver reads them
+/// at every step, which without this scanned every task row and parsed its controls, so a
+/// step grew with the store instead of the group. The expression is `group_tasks`'s own, and
+/// only tasks with controls are in the index.
+const V22_GROUP_TASKS: &str = "
+CREATE INDEX tasks_group ON tasks (json_extract(controls, '$.group.groupId'), created_at)
+    WHERE controls IS NOT NULL;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -17,7 +17,8 @@
 //! timestamps (milliseconds).
 //!
 //! Run: `cargo bench -p legate-testkit --bench workflow` (env `WORKFLOW_NODES`, default 50;
-//! `WORKFLOW_ROUNDS`, default 3; `WORKFLOW_RUNNING`, the engine's `max_running`, default 4).
+//! `WORKFLOW_ROUNDS`, default 3; `WORKFLOW_RUNNING`, the engine's `max_running`, default 4;
+//! `WORKFLOW_SHAPES`, `fan`, `chain` or both, the default, to profile one shape alone).
 //! Figures go in `docs/BENCHMARKS.md`. `cargo test --benches` runs it with 6 nodes, once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -220,7 +221,11 @@ fn main() {
         println!(
             "workflow: {n} revisor tasks on copies, max_running {running}, {rounds} round(s) each way"
         );
+        let only = std::env::var("WORKFLOW_SHAPES").unwrap_or_default();
         for shape in [Shape::Fan, Shape::Chain] {
+            if !only.is_empty() && !only.split(',').any(|s| s.trim() == shape.name()) {
+                continue;
+            }
             let deps = shape.deps(n);
             let (mut hand, mut group) = (Vec::new(), Vec::new());
             for r in 0..rounds {

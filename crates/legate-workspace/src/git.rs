@@ -121,7 +121,11 @@ impl Git {
     }
 
     pub(crate) fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(crate::git_run::git_bounds().program);
+        let program = crate::git_run::git_bounds().program;
+        let mut cmd = Command::new(crate::git_run::spawnable(
+            &program,
+            std::env::var_os("PATH").as_deref(),
+        ));
         let private = self.git_dir.is_some();
         if private {
             cmd.env_clear();

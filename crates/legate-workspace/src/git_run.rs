@@ -67,6 +67,33 @@ pub fn git_bounds() -> GitBounds {
         .unwrap_or_default()
 }
 
+/// `program` as git is started: a bare name found on `path` (the `PATH` the child keeps) is
+/// given as the absolute path the child's own lookup would take, so that the standard
+/// library starts it with `posix_spawn` (a child that shares the engine's memory until it
+/// runs git) instead of `fork`, whose copy of a large engine's page tables was the largest
+/// single cost of starting git (issue 33). Anything less certain (a name with a `/`, no
+/// `PATH`, a relative or empty entry before a match, no executable file on it) is left as
+/// it was, for the child to look up itself as before.
+pub(crate) fn spawnable(program: &Path, path: Option<&std::ffi::OsStr>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bare = program.components().count() == 1 && !program.as_os_str().is_empty();
+    let (true, Some(path)) = (bare && program.is_relative(), path) else {
+        return program.to_path_buf();
+    };
+    for dir in std::env::split_paths(path) {
+        if !dir.is_absolute() {
+            return program.to_path_buf();
+        }
+        let candidate = dir.join(program);
+        if std::fs::metadata(&candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        {
+            return candidate;
+        }
+    }
+    program.to_path_buf()
+}
+
 /// What a finished git process gave.
 pub(crate) struct Finished {
     pub(crate) status: ExitStatus,
@@ -293,4 +320,57 @@ pub(crate) fn check_unblocked(dir: &Path) -> Result<(), Error> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::spawnable;
+    use std::ffi::OsString;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    fn file(dir: &Path, name: &str, mode: u32) {
+        let p = dir.join(name);
+        std::fs::write(&p, b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn path(dirs: &[&Path]) -> OsString {
+        std::env::join_paths(dirs).unwrap()
+    }
+
+    #[test]
+    fn a_bare_name_is_the_first_executable_file_on_path_as_the_child_would_find_it() {
+        let (a, b, c) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        file(a.path(), "git", 0o644);
+        std::fs::create_dir(b.path().join("git")).unwrap();
+        file(c.path(), "git", 0o755);
+        let on = path(&[a.path(), b.path(), c.path()]);
+        assert_eq!(spawnable(Path::new("git"), Some(&on)), c.path().join("git"));
+    }
+
+    #[test]
+    fn anything_less_certain_is_left_for_the_child_to_look_up() {
+        let a = tempfile::tempdir().unwrap();
+        file(a.path(), "git", 0o755);
+        let git = Path::new("git");
+        // A relative entry before the match: the child's lookup decides, as before.
+        let relative = path(&[Path::new("bin"), a.path()]);
+        assert_eq!(spawnable(git, Some(&relative)), git);
+        assert_eq!(spawnable(git, Some(&path(&[Path::new(""), a.path()]))), git);
+        assert_eq!(spawnable(git, None), git);
+        // Not on it at all.
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(spawnable(git, Some(&path(&[empty.path()]))), git);
+        // A name with a slash is never looked up.
+        let on = path(&[a.path()]);
+        for named in ["./git", "sub/git", "/usr/bin/git"] {
+            assert_eq!(spawnable(Path::new(named), Some(&on)), Path::new(named));
+        }
+    }
 }

@@ -168,4 +168,25 @@ impl Core {
             tasks,
         })
     }
+
+    /// `g` read again after a change: its record and nodes, and its tasks only when `tasks`
+    /// (a change that stored no task leaves them as they were read; their states may have
+    /// moved on since, as after any read). The definition never changes.
+    pub(crate) fn reload_group(&self, g: Loaded, tasks: bool) -> Result<Loaded> {
+        let store = self.store();
+        let id = g.record.group_id.as_str();
+        let record = store.group(id)?.ok_or_else(|| not_found(id))?;
+        let nodes = store.group_nodes(id)?;
+        let tasks = if tasks {
+            store.group_tasks(id)?
+        } else {
+            g.tasks
+        };
+        Ok(Loaded {
+            record,
+            definition: g.definition,
+            nodes,
+            tasks,
+        })
+    }
 }

@@ -200,6 +200,7 @@ impl Core {
         let g = self.load_group(group)?;
         let state = group_state(&g.record)?;
         let mut ended: Vec<(&NodeRecord, Task)> = Vec::new();
+        let mut bound_any = false;
         for rec in &g.nodes {
             match node_state(rec)? {
                 NodeState::Admitting => match g.node_tasks(&rec.node_id).next() {
@@ -209,6 +210,7 @@ impl Core {
                             ..moved(rec, NodeState::Running)
                         };
                         self.put_node(group, &[NodeState::Admitting], &bound)?;
+                        bound_any = true;
                     }
                     None if state == GroupState::Running => {
                         self.pause_group(group, &Error::new(
@@ -238,19 +240,30 @@ impl Core {
             let reads: Vec<_> = chunk.iter().map(|(_, t)| self.read_ended(t)).collect();
             known.extend(futures::future::join_all(reads).await);
         }
+        let mut turned = false;
         for ((rec, task), known) in ended.iter().zip(known) {
-            self.settle_node(&g, state, rec, task, known).await?;
+            turned |= self.settle_node(&g, state, rec, task, known).await?;
         }
-        // Settling changed the store: read it again before admitting.
-        let g = self.load_group(group)?;
-        self.block_dependents(&g)?;
-        let g = self.load_group(group)?;
+        // Settling changed the store: read it again before admitting (its tasks only when a
+        // node's next turn was queued). What this step did not change is not read again.
+        let g = if bound_any || !ended.is_empty() {
+            self.reload_group(g, turned)?
+        } else {
+            g
+        };
+        let g = if self.block_dependents(&g)? {
+            self.reload_group(g, false)?
+        } else {
+            g
+        };
         let state = group_state(&g.record)?;
         // The budget's gate waits for running turns itself.
-        if state == GroupState::Running {
-            self.admit_ready(&g).await?;
-        }
-        let g = self.load_group(group)?;
+        let admitted = state == GroupState::Running && self.admit_ready(&g).await?;
+        let g = if admitted {
+            self.reload_group(g, true)?
+        } else {
+            g
+        };
         let state = group_state(&g.record)?;
         let mut latest = HashSet::new();
         let mut open = false;
@@ -492,8 +505,10 @@ impl Core {
         ))
     }
 
-    /// Marks every pending node with a failed, canceled or blocked dependency `blocked`.
-    fn block_dependents(&self, g: &Loaded) -> Result<()> {
+    /// Marks every pending node with a failed, canceled or blocked dependency `blocked`;
+    /// whether it marked any.
+    fn block_dependents(&self, g: &Loaded) -> Result<bool> {
+        let mut any = false;
         let mut stopped: std::collections::HashSet<String> = g
             .nodes
             .iter()
@@ -524,10 +539,11 @@ impl Core {
                     )?;
                     stopped.insert(def.id.clone());
                     more = true;
+                    any = true;
                 }
             }
             if !more {
-                return Ok(());
+                return Ok(any);
             }
         }
     }
@@ -537,9 +553,12 @@ impl Core {
     /// and is admitted by a later step (a task ending, or the next tick), so a group wider
     /// than `max_running + max_queued` waits for places instead of pausing. A queue that can
     /// take no task while nothing of this engine runs or waits (which the slots never allow:
-    /// a free running place always takes one) would pause it.
-    async fn admit_ready(&self, g: &Loaded) -> Result<()> {
+    /// a free running place always takes one) would pause it. Returns whether it stored
+    /// anything (an admission, a pause) or found the group's state changed since `g`.
+    async fn admit_ready(&self, g: &Loaded) -> Result<bool> {
         let group = g.record.group_id.as_str();
+        // Whether anything was stored (an admission, a pause) or seen changed since `g`.
+        let mut changed = false;
         for def in &g.definition.nodes {
             let Some(rec) = g.node(&def.id) else { continue };
             if node_state(rec)? != NodeState::Pending {
@@ -561,7 +580,7 @@ impl Core {
                 .group(group)?
                 .ok_or_else(|| super::load::not_found(group))?;
             if group_state(&record)? != GroupState::Running {
-                return Ok(());
+                return Ok(true);
             }
             let reread;
             let fresh = if g.definition.budget.is_some() {
@@ -572,8 +591,8 @@ impl Core {
             };
             match gate(fresh.definition.budget, &fresh.tasks) {
                 Gate::Open => {}
-                Gate::Wait => return Ok(()),
-                Gate::Pause(e) => return self.pause_group(group, &e),
+                Gate::Wait => return Ok(changed),
+                Gate::Pause(e) => return self.pause_group(group, &e).map(|()| true),
             }
             // A queue that will have room once something of this engine moves on is waited
             // for: not asked again (nor the source's checkpoint read again) while full, and a
@@ -583,20 +602,21 @@ impl Core {
                 c.running + c.queued > 0
             };
             if !self.slots().has_room() && will_have_room() {
-                return Ok(());
+                return Ok(changed);
             }
-            if let Some(changed) = self.profile_changed(group, &fresh.definition)? {
-                return self.pause_group(group, &changed);
+            if let Some(profile) = self.profile_changed(group, &fresh.definition)? {
+                return self.pause_group(group, &profile).map(|()| true);
             }
+            changed = true;
             if let Err(e) = self.admit_node(fresh, rec).await {
                 if e.code == ErrorCode::QueueFull && will_have_room() {
                     tracing::debug!(group, node = %def.id, "the queue is full; the node waits for a place");
-                    return Ok(());
+                    return Ok(true);
                 }
                 tracing::warn!(group, node = %def.id, error = %e, "a group node could not be admitted");
-                return self.pause_group(group, &e);
+                return self.pause_group(group, &e).map(|()| true);
             }
         }
-        Ok(())
+        Ok(changed)
     }
 }

@@ -230,11 +230,22 @@ impl Core {
             let stamp = grouped
                 .then(|| super::settled::stamp(&baseline, &cfg, true))
                 .flatten();
-            let preview = legate_review::preview(&baseline, &cfg.secrets, &cfg.limits);
-            let settled = match (stamp, &preview) {
-                (Some(stamp), Ok(p)) => super::settled::tree(&baseline, &cfg).and_then(|tree| {
+            // The tree is read beside the patch, on a thread of its own: both only read the
+            // copy and the baseline (the patch stages into a scratch index), and both lie
+            // between the two stamps.
+            let (preview, tree) = std::thread::scope(|s| {
+                let tree = stamp
+                    .is_some()
+                    .then(|| s.spawn(|| super::settled::tree(&baseline, &cfg)));
+                let preview = legate_review::preview(&baseline, &cfg.secrets, &cfg.limits);
+                // A reader that panicked left no tree: the checkpoint reads it again.
+                let tree = tree.and_then(|t| t.join().ok()).flatten();
+                (preview, tree)
+            });
+            let settled = match (stamp, tree, &preview) {
+                (Some(stamp), Some(tree), Ok(p)) => {
                     super::settled::confirm(&baseline, &cfg, stamp, tree, &p.sha256)
-                }),
+                }
                 _ => None,
             };
             Ok((violations, preview, settled))
