@@ -393,6 +393,9 @@ mod tests {
                 }
                 prop_assert_eq!(&rebuilt, plan);
                 prop_assert!(trail.since <= json_size(plan));
+                // The size kept from the hunks is the plan's, as a whole encoding counts it.
+                prop_assert_eq!(trail.plan(), plan.as_slice());
+                prop_assert_eq!(trail.plan_bytes(), json_size(plan));
             }
         }
 
