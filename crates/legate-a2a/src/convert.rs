@@ -305,6 +305,26 @@ fn plan_line(e: &PlanEntry) -> String {
     format!("[{}] {}", e.status, e.content)
 }
 
+/// A whole plan's text: `head`, then each entry as its line ([`plan_line`]), one string.
+fn plan_text(head: &str, entries: &[PlanEntry]) -> String {
+    let len = entries
+        .iter()
+        .map(|e| e.status.len() + e.content.len() + 4)
+        .sum::<usize>();
+    let mut text = String::with_capacity(head.len() + len);
+    text.push_str(head);
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push('[');
+        text.push_str(&e.status);
+        text.push_str("] ");
+        text.push_str(&e.content);
+    }
+    text
+}
+
 impl Translator {
     /// A fresh translator.
     pub fn new() -> Self {
@@ -326,12 +346,9 @@ impl Translator {
         self.plans_sent += 1;
         let n = self.plans_sent;
         let Some(trail) = self.plans.as_mut() else {
-            self.event = serde_json::to_value(EventKind::Plan {
-                entries: entries.to_vec(),
-            })
-            .ok();
-            let lines: Vec<String> = entries.iter().map(plan_line).collect();
-            return self.update(task, "plan", format!("plan:\n{}", lines.join("\n")));
+            // As `EventKind::Plan` is written (`{"type":"plan","entries":[…]}`), without a copy.
+            self.event = Some(json!({"type": "plan", "entries": entries}));
+            return self.update(task, "plan", plan_text("plan:\n", entries));
         };
         let text = match trail.step(entries) {
             PlanStep::Changes { hunks, .. } => {
@@ -350,8 +367,7 @@ impl Translator {
             }
             PlanStep::Whole => {
                 self.event = Some(json!({"type": "plan", "n": n, "entries": entries}));
-                let lines: Vec<String> = entries.iter().map(plan_line).collect();
-                format!("plan:\n{}", lines.join("\n"))
+                plan_text("plan:\n", entries)
             }
         };
         self.update(task, "plan", text)
@@ -366,10 +382,12 @@ impl Translator {
             meta.insert("thought".to_string(), Value::Bool(true));
         }
         part.metadata = Some(meta.clone());
+        // An event gives at most one update that is not a message line: its own, which takes
+        // it (a plan's is as big as the plan).
         if kind != "message"
-            && let Some(event) = &self.event
+            && let Some(event) = self.event.take()
         {
-            meta.insert(LEGATE_EVENT_KEY.to_string(), event.clone());
+            meta.insert(LEGATE_EVENT_KEY.to_string(), event);
         }
         let mut message = agent_message(task, format!("{}-u{}", task.id.0, self.seq), vec![part]);
         message.metadata = Some(meta);
@@ -529,6 +547,27 @@ impl Translator {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_text_is_its_lines_joined() {
+        let e = |c: &str, s: &str| PlanEntry {
+            content: c.into(),
+            priority: "low".into(),
+            status: s.into(),
+        };
+        let entries = [
+            e("a", "pending"),
+            e("b é", "in_progress"),
+            e("", "completed"),
+        ];
+        for n in 0..=entries.len() {
+            let lines: Vec<String> = entries[..n].iter().map(plan_line).collect();
+            assert_eq!(
+                plan_text("plan:\n", &entries[..n]),
+                format!("plan:\n{}", lines.join("\n"))
+            );
+        }
+    }
 
     #[test]
     fn every_state_maps_both_ways() {

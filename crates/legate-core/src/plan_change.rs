@@ -160,37 +160,101 @@ pub enum PlanStep {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlanTrail {
     /// The last plan of the log.
-    pub plan: Vec<PlanEntry>,
+    plan: Vec<PlanEntry>,
     /// The bytes of changes kept since the last keyframe (0 right after one).
     pub since: u64,
     /// Whether the log holds a plan yet (the first is always whole).
     pub started: bool,
+    /// The size of `plan` as JSON, when known (kept up to date from the changes, so that a
+    /// step costs what changed, not another encoding of the whole plan).
+    plan_bytes: Option<u64>,
+}
+
+/// The bytes plan `entry` adds to its plan as JSON: its own, and the comma before it but for
+/// the first (an empty plan is `[]`, 2 bytes).
+fn entry_bytes(entry: &PlanEntry) -> u64 {
+    json_size(entry) + 1
 }
 
 impl PlanTrail {
+    /// A log that goes on from `plan`, kept with `since` bytes of changes after its keyframe
+    /// (a log rebuilt from where it was stored).
+    pub fn resumed(plan: Vec<PlanEntry>, since: u64) -> Self {
+        Self {
+            plan,
+            since,
+            started: true,
+            plan_bytes: None,
+        }
+    }
+
+    /// The last plan of the log.
+    pub fn plan(&self) -> &[PlanEntry] {
+        &self.plan
+    }
+
+    /// The size of the log's last plan as JSON.
+    pub fn plan_bytes(&mut self) -> u64 {
+        match self.plan_bytes {
+            Some(b) => b,
+            None => {
+                let b = json_size(&self.plan);
+                self.plan_bytes = Some(b);
+                b
+            }
+        }
+    }
+
     /// How to keep `next` after the log's last plan, and the log moved on to it. Changes are
     /// kept while those since the last keyframe, with these, stay within the size of `next`
     /// whole; past that `next` is a keyframe. So keyframes cost at most what the changes
     /// before them did, and a plan rebuilds from changes no bigger than its keyframe.
+    ///
+    /// Costs a comparison of the two plans and the work of what changed: the log's plan is
+    /// moved on by the hunks in place, and its size as JSON from theirs.
     pub fn step(&mut self, next: &[PlanEntry]) -> PlanStep {
-        let step = if self.started {
-            let hunks = plan_diff(&self.plan, next);
-            let bytes = json_size(&hunks);
-            if self.since.saturating_add(bytes) <= json_size(next) {
-                self.since += bytes;
-                PlanStep::Changes { hunks, bytes }
-            } else {
-                self.since = 0;
-                PlanStep::Whole
-            }
+        if !self.started {
+            self.started = true;
+            self.since = 0;
+            self.plan.clear();
+            self.plan.extend_from_slice(next);
+            self.plan_bytes = None;
+            return PlanStep::Whole;
+        }
+        let hunks = plan_diff(&self.plan, next);
+        let old_bytes = self.plan_bytes();
+        let next_bytes = self.move_on(&hunks, next, old_bytes);
+        let bytes = json_size(&hunks);
+        if self.since.saturating_add(bytes) <= next_bytes {
+            self.since += bytes;
+            PlanStep::Changes { hunks, bytes }
         } else {
             self.since = 0;
             PlanStep::Whole
-        };
-        self.started = true;
-        self.plan.clear();
-        self.plan.extend_from_slice(next);
-        step
+        }
+    }
+
+    /// The log's plan moved on to `next` by `hunks` (its diff from the plan), in place; the
+    /// size of `next` as JSON, from `old_bytes`, the plan's.
+    fn move_on(&mut self, hunks: &[PlanHunk], next: &[PlanEntry], old_bytes: u64) -> u64 {
+        let mut bytes = old_bytes;
+        let (old_len, new_len) = (self.plan.len() as u64, next.len() as u64);
+        // Every entry counts a comma before it; the first has none (`[]` and `[x]`).
+        if old_len > 0 {
+            bytes += 1;
+        }
+        for h in hunks {
+            let gone: u64 = self.plan[h.at..h.at + h.del].iter().map(entry_bytes).sum();
+            let come: u64 = h.ins.iter().map(entry_bytes).sum();
+            bytes = bytes - gone + come;
+            self.plan.splice(h.at..h.at + h.del, h.ins.iter().cloned());
+        }
+        if new_len > 0 {
+            bytes -= 1;
+        }
+        debug_assert_eq!(self.plan, next);
+        self.plan_bytes = Some(bytes);
+        bytes
     }
 }
 
@@ -329,6 +393,9 @@ mod tests {
                 }
                 prop_assert_eq!(&rebuilt, plan);
                 prop_assert!(trail.since <= json_size(plan));
+                // The size kept from the hunks is the plan's, as a whole encoding counts it.
+                prop_assert_eq!(trail.plan(), plan.as_slice());
+                prop_assert_eq!(trail.plan_bytes(), json_size(plan));
             }
         }
 

@@ -36,13 +36,42 @@ fn append_with(
     if kinds.is_empty() {
         return Ok(Vec::new());
     }
+    let first = append_rows(tx, plans, task_id, kinds, at)?;
+    Ok(numbered(task_id, first, at, kinds.iter().cloned()))
+}
+
+/// `kinds` as the events they were stored as, numbered from `first`.
+fn numbered(
+    task_id: &TaskId,
+    first: u64,
+    at: Timestamp,
+    kinds: impl Iterator<Item = EventKind>,
+) -> Vec<Event> {
+    (first..)
+        .zip(kinds)
+        .map(|(seq, kind)| Event {
+            task_id: task_id.clone(),
+            seq,
+            at,
+            kind,
+        })
+        .collect()
+}
+
+/// Writes `kinds` as the task's next rows; the number of the first.
+fn append_rows(
+    tx: &Connection,
+    plans: Option<&PlanCache>,
+    task_id: &TaskId,
+    kinds: &[EventKind],
+    at: Timestamp,
+) -> Result<u64> {
     let last = last_seq_in(tx, task_id)?;
     let mut insert = tx
         .prepare_cached(
             "INSERT INTO events (task_id, seq, at, type, payload) VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .ctx("append events")?;
-    let mut out = Vec::with_capacity(kinds.len());
     let mut writer = PlanWriter::new(plans);
     for (seq, kind) in (last + 1..).zip(kinds) {
         let changes = match kind {
@@ -67,15 +96,9 @@ fn append_with(
                 payload,
             ))
             .ctx("append events")?;
-        out.push(Event {
-            task_id: task_id.clone(),
-            seq,
-            at,
-            kind: kind.clone(),
-        });
     }
     writer.finish(task_id);
-    Ok(out)
+    Ok(last + 1)
 }
 
 pub(crate) fn last_seq_in(conn: &Connection, task_id: &TaskId) -> Result<u64> {
@@ -94,12 +117,34 @@ impl Store {
         if events.is_empty() {
             return Ok(Vec::new());
         }
+        let (first, at) = self.append_batch(task_id, events)?;
+        Ok(numbered(task_id, first, at, events.iter().cloned()))
+    }
+
+    /// [`Store::append_events`] for events the caller gives up: they are returned as stored
+    /// without being copied (a plan event is as big as the agent's plan).
+    pub fn append_events_owned(
+        &self,
+        task_id: &TaskId,
+        events: Vec<EventKind>,
+    ) -> Result<Vec<Event>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (first, at) = self.append_batch(task_id, &events)?;
+        Ok(numbered(task_id, first, at, events.into_iter()))
+    }
+
+    /// One batch's transaction: the number of its first event, and the time it was stamped
+    /// with (taken inside the transaction, so that a task's times follow its numbers).
+    fn append_batch(&self, task_id: &TaskId, events: &[EventKind]) -> Result<(u64, Timestamp)> {
         let plans = &self.inner.plans;
         let appended = self.write("append events", |tx| {
             if !exists(tx, task_id.as_str())? {
                 return Err(task_not_found(task_id.as_str()));
             }
-            append_with(tx, Some(plans), task_id, events, Timestamp::now())
+            let at = Timestamp::now();
+            Ok((append_rows(tx, Some(plans), task_id, events, at)?, at))
         });
         if appended.is_err() {
             // The transaction may have rolled back rows the cache already knows.

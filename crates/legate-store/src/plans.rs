@@ -15,7 +15,7 @@
 //! that cache and the rebuilding; it never changes what a plan says.
 
 use crate::sql::{SqlContext, store_error, to_i64, to_u64};
-use legate_core::plan_change::{PlanStep, PlanTrail, json_size};
+use legate_core::plan_change::{PlanStep, PlanTrail};
 use legate_core::{EventKind, PlanEntry, PlanHunk, Result, TaskId, plan_apply};
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -179,21 +179,17 @@ impl<'a> PlanWriter<'a> {
         Ok(Some(Tip {
             seq,
             keyframe,
-            trail: PlanTrail {
-                plan,
-                since,
-                started: true,
-            },
+            trail: PlanTrail::resumed(plan, since),
         }))
     }
 
     /// After the batch's rows are written: the task's last plan kept for its next batch,
     /// within the cache's bound.
     pub(crate) fn finish(self, task_id: &TaskId) {
-        let (Some(cache), Some(Some(tip))) = (self.cache, self.tip) else {
+        let (Some(cache), Some(Some(mut tip))) = (self.cache, self.tip) else {
             return;
         };
-        let bytes = json_size(&tip.trail.plan);
+        let bytes = tip.trail.plan_bytes();
         if bytes > CACHE_BYTES {
             return;
         }

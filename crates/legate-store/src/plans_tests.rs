@@ -171,3 +171,32 @@ proptest! {
         prop_assert_eq!(paged, events);
     }
 }
+
+#[test]
+fn events_given_up_are_stored_and_returned_as_those_lent() {
+    let store = Store::open_in_memory().unwrap();
+    let (a, b) = (task("lent", 1), task("given", 1));
+    for t in [&a, &b] {
+        store.insert_task(t, &submitted()).unwrap();
+    }
+    let plans = revisor_plans(6);
+    for batch in plans.chunks(4) {
+        let lent = store.append_events(&a.id, batch).unwrap();
+        let given = store.append_events_owned(&b.id, batch.to_vec()).unwrap();
+        assert_eq!(lent.len(), given.len());
+        for (l, g) in lent.iter().zip(&given) {
+            assert_eq!((l.seq, &l.kind), (g.seq, &g.kind));
+            assert_eq!(g.task_id, b.id);
+        }
+    }
+    assert_eq!(stored_kinds(&store, &b.id), plans);
+    assert_eq!(stored_kinds(&store, &a.id), stored_kinds(&store, &b.id));
+    assert!(
+        store
+            .append_events_owned(&b.id, Vec::new())
+            .unwrap()
+            .is_empty()
+    );
+    let gone = store.append_events_owned(&TaskId("nope".into()), plans[..1].to_vec());
+    assert!(gone.is_err());
+}

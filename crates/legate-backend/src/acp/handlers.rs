@@ -53,6 +53,16 @@ pub(crate) fn session_update(shared: &HandlerState, notification: &acp::SessionN
     }
 }
 
+/// A `session/update` that is a plan, read straight into its entries: what
+/// [`session_update`] does with a plan (one event; nothing about tools).
+pub(crate) fn session_plan(shared: &HandlerState, entries: Vec<legate_core::PlanEntry>) {
+    if shared.is_replaying() {
+        debug!("history replayed by session/load skipped");
+        return;
+    }
+    shared.emit(legate_core::EventKind::Plan { entries });
+}
+
 /// How a `session/request_permission` is answered: now, or after a supervisor's answer.
 pub(crate) enum Permission {
     /// Decided at once (the table, a policy rule, or a refused `ask`).

@@ -87,6 +87,26 @@ fn wire_name<T: serde::Serialize>(value: &T) -> String {
     }
 }
 
+/// A plan entry's priority as its ACP wire name (`high`, `medium`, `low`).
+pub(crate) fn plan_priority(p: &acp::PlanEntryPriority) -> String {
+    match p {
+        acp::PlanEntryPriority::High => "high".to_owned(),
+        acp::PlanEntryPriority::Medium => "medium".to_owned(),
+        acp::PlanEntryPriority::Low => "low".to_owned(),
+        other => wire_name(other),
+    }
+}
+
+/// A plan entry's status as its ACP wire name (`pending`, `in_progress`, `completed`).
+pub(crate) fn plan_status(s: &acp::PlanEntryStatus) -> String {
+    match s {
+        acp::PlanEntryStatus::Pending => "pending".to_owned(),
+        acp::PlanEntryStatus::InProgress => "in_progress".to_owned(),
+        acp::PlanEntryStatus::Completed => "completed".to_owned(),
+        other => wire_name(other),
+    }
+}
+
 /// ACP's stop reason as Legate's. `input_required` says whether the agent asked for more
 /// input (`_meta.legate.inputRequired` on an `end_turn`, see [`super::ext`]), `direct`
 /// whether it said its answer is a direct message (`_meta.legate.directMessage`); asking
@@ -260,8 +280,8 @@ pub(crate) fn update_event(update: &acp::SessionUpdate) -> Option<EventKind> {
                 .iter()
                 .map(|e| PlanEntry {
                     content: e.content.clone(),
-                    priority: wire_name(&e.priority),
-                    status: wire_name(&e.status),
+                    priority: plan_priority(&e.priority),
+                    status: plan_status(&e.status),
                 })
                 .collect(),
         }),

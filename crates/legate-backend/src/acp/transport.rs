@@ -41,6 +41,7 @@
 //! pipe.
 
 use super::handlers;
+use super::plan_read;
 use super::state::HandlerState;
 use super::translate;
 use agent_client_protocol::v1::schema as acp;
@@ -152,6 +153,9 @@ pub(crate) enum Problem {
 pub(crate) enum Checked {
     /// A `session/update` notification, read: Legate handles it here, not the SDK.
     Update(Box<acp::SessionNotification>),
+    /// A `session/update` that is a plan fitting ACP's types, read straight into its entries
+    /// (`plan_read`): handled here as [`Checked::Update`] is.
+    Plan(Vec<legate_core::PlanEntry>),
     /// Anything else: the SDK's to dispatch.
     Pass,
 }
@@ -185,6 +189,9 @@ fn check(line: &str, pending: &Pending) -> Result<Checked, Problem> {
             }
             let params = m.params.map_or("null", RawValue::get);
             if method == "session/update" && id.is_none() {
+                if let Some(entries) = plan_read::plan_entries(params) {
+                    return Ok(Checked::Plan(entries));
+                }
                 return read_update(params).map(|n| Checked::Update(Box::new(n)));
             }
             check_params(method, params).map(|()| Checked::Pass)
@@ -318,6 +325,11 @@ pub(crate) fn lines(
                         // Handled before the next line is read: every update the agent sent
                         // before a response is an event before that response is dispatched.
                         handlers::session_update(&shared, &notification);
+                        continue;
+                    }
+                    Ok(Checked::Plan(entries)) => {
+                        tracing::trace!(message = %text, "Received JSON-RPC message");
+                        handlers::session_plan(&shared, entries);
                         continue;
                     }
                     Err(Problem::NotJson) => {

@@ -72,17 +72,9 @@ impl Fanout {
     }
 
     /// How long agents' batches of events took from their backend to their announcement
-    /// ([`Fanout::publish_since`]), since this engine started.
+    /// ([`Fanout::publish_owned`]), since this engine started.
     pub fn relay_lag(&self) -> HistogramSnapshot {
         self.lag.snapshot()
-    }
-
-    /// Announces stored events that a backend reported, the oldest of them at `reported`:
-    /// the time since then is one observation of the relay lag (one a batch, not one an
-    /// event: the batch's oldest waited longest).
-    pub fn publish_since(&self, events: &[Event], reported: std::time::Instant) {
-        self.publish(events);
-        self.lag.observe(reported.elapsed());
     }
 
     /// How many stored events this engine has announced since it started (whether or not
@@ -102,6 +94,25 @@ impl Fanout {
         }
         for e in events {
             let _ = self.tx.send(e.clone());
+        }
+    }
+
+    /// [`Fanout::publish`] for events no one else needs: announced without a copy (a plan
+    /// event is as big as the agent's plan). When a backend reported them, the oldest at
+    /// `reported`, the time since then is one observation of the relay lag (one a batch, not
+    /// one an event: the batch's oldest waited longest).
+    pub fn publish_owned(&self, events: Vec<Event>, reported: Option<std::time::Instant>) {
+        self.relayed.fetch_add(
+            u64::try_from(events.len()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        if self.tx.receiver_count() > 0 {
+            for e in events {
+                let _ = self.tx.send(e);
+            }
+        }
+        if let Some(at) = reported {
+            self.lag.observe(at.elapsed());
         }
     }
 

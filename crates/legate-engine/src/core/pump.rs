@@ -76,16 +76,16 @@ impl Core {
                         acc.add(e);
                         spans.observe(e);
                     }
-                    match inner.store.append_events(&task_id, events) {
-                        Ok(stored) => match since {
-                            Some(at) => inner.fanout.publish_since(&stored, at),
-                            None => inner.fanout.publish(&stored),
-                        },
+                    // Given up to the store and on to the fan-out, never copied.
+                    match inner
+                        .store
+                        .append_events_owned(&task_id, std::mem::take(events))
+                    {
+                        Ok(stored) => inner.fanout.publish_owned(stored, since),
                         Err(e) => {
                             tracing::error!(task = %task_id, error = %e, "could not store events")
                         }
                     }
-                    events.clear();
                 };
             // What the agent printed is redacted here, before anything stores or relays it.
             loop {

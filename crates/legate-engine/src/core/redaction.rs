@@ -26,6 +26,11 @@ pub(crate) struct TurnRedactor {
     message: StreamRedactor,
     thought: StreamRedactor,
     stderr: StreamRedactor,
+    /// The turn's last plan, entry by entry: its text as the agent sent it, and as redacted
+    /// when that differs. A plan update repeats the whole plan, so an entry whose text is the
+    /// one at its place in the last plan is not scanned again (the scan of a text depends on
+    /// nothing else).
+    plan: Vec<(String, Option<String>)>,
 }
 
 impl TurnRedactor {
@@ -34,6 +39,7 @@ impl TurnRedactor {
             message: StreamRedactor::new(),
             thought: StreamRedactor::new(),
             stderr: StreamRedactor::new(),
+            plan: Vec::new(),
         }
     }
 
@@ -53,7 +59,31 @@ impl TurnRedactor {
                 let text = self.stderr.push(&format!("{line}\n"));
                 stderr_lines(text, out);
             }
+            EventKind::Plan { mut entries } => {
+                self.hide_plan(&mut entries);
+                out.push(EventKind::Plan { entries });
+            }
             other => out.push(redact_event(other)),
+        }
+    }
+
+    /// Each entry of a plan redacted as [`redact_event`] does, scanning only the entries
+    /// whose text is not the one at their place in the turn's last plan.
+    fn hide_plan(&mut self, entries: &mut [legate_core::PlanEntry]) {
+        self.plan.truncate(entries.len());
+        for (i, e) in entries.iter_mut().enumerate() {
+            let hidden = |text: &str| match redact(text) {
+                std::borrow::Cow::Borrowed(_) => None,
+                std::borrow::Cow::Owned(r) => Some(r),
+            };
+            match self.plan.get_mut(i) {
+                Some((raw, _)) if *raw == e.content => {}
+                Some(slot) => *slot = (e.content.clone(), hidden(&e.content)),
+                None => self.plan.push((e.content.clone(), hidden(&e.content))),
+            }
+            if let Some((_, Some(h))) = self.plan.get(i) {
+                e.content.clone_from(h);
+            }
         }
     }
 

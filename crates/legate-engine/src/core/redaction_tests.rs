@@ -128,6 +128,45 @@ fn tool_calls_plans_notices_and_errors_are_redacted_whole() {
     assert_eq!(clean.detail(), "exit 1");
 }
 
+/// A turn's plans are redacted entry by entry as `redact_event` does, however the entries
+/// move between updates: an entry the turn's last plan had at its place reuses its redaction,
+/// any other is scanned.
+#[test]
+fn plans_of_a_turn_are_redacted_whatever_entries_repeat_or_move() {
+    let token = token();
+    let entry = |content: &str, status: &str| legate_core::PlanEntry {
+        content: content.into(),
+        priority: "medium".into(),
+        status: status.into(),
+    };
+    let with = format!("push with {token}");
+    let plans = [
+        vec![entry(&with, "pending"), entry("test", "pending")],
+        vec![entry(&with, "in_progress"), entry("test", "pending")],
+        // A clean entry now where the credential was, and the credential where it was not.
+        vec![entry("test", "in_progress"), entry(&with, "pending")],
+        vec![
+            entry("test", "completed"),
+            entry("other", "pending"),
+            entry(&with, "x"),
+        ],
+        vec![entry(&with, "completed")],
+        vec![],
+        vec![entry(&with, "pending")],
+    ];
+    let mut redactor = TurnRedactor::new();
+    for plan in plans {
+        let mut out = Vec::new();
+        let expected = redact_event(EventKind::Plan {
+            entries: plan.clone(),
+        });
+        redactor.take(EventKind::Plan { entries: plan }, &mut out);
+        assert_eq!(out, [expected]);
+        let wire = serde_json::to_string(&out).unwrap();
+        assert!(!wire.contains(&token[4..20]), "{wire}");
+    }
+}
+
 /// A report is parsed from text the streams never saw whole (JSON escapes, a token joined
 /// across pieces): it is redacted again, string by string, its shape kept.
 #[test]
