@@ -48,7 +48,7 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
         if json_out {
             crate::out!(
                 "{}",
-                json!({
+                crate::json_out::line(&json!({
                     "name": spec.name, "kind": spec.kind.as_str(), "preset": spec.preset,
                     "command": spec.local_command().map(|c| c.command.as_str()),
                     "args": spec.local_command().map(|c| c.args.as_slice()),
@@ -59,14 +59,17 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                     "runtime": spec.runtime.name(),
                     "namespace": spec.runtime.pod().map(|p| p.namespace.as_str()),
                     "image": spec.runtime.pod().map(|p| p.image.as_str()),
-                })
+                }))?
             )?;
         } else {
             let mark = if default { "*" } else { " " };
+            // The detail carries what the agent said of itself (`initialize`'s name and
+            // version): shown, never obeyed.
             crate::out!(
-                "{mark} {:<10} {:<8} {detail}; {confinement_text}",
+                "{mark} {:<10} {:<8} {}; {confinement_text}",
                 spec.name,
-                spec.kind.as_str()
+                spec.kind.as_str(),
+                legate_core::text::visible(&detail, &[])
             )?;
             if let Some(d) = &spec.description {
                 crate::out!("             {d}")?;

@@ -283,7 +283,7 @@ fn explain(
             .collect();
         out!(
             "{}",
-            serde_json::json!({
+            crate::json_out::line(&serde_json::json!({
                 "decider": e.ruling.decider,
                 "rule_id": e.ruling.rule_id,
                 "matched": e.matched,
@@ -292,7 +292,7 @@ fn explain(
                 "reason": e.ruling.reason,
                 "overruled": e.overruled,
                 "skipped": skipped,
-            })
+            }))?
         )?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -751,3 +751,28 @@ fn logs_hold_no_credential_rotate_within_their_bounds_and_read_back_by_task() {
     let shown = h.run(&["logs", "--task", last]);
     assert!(text(&shown).contains("task ended"), "{}", text(&shown));
 }
+
+/// What an agent says of itself in `initialize` (its name and version) reaches no terminal
+/// raw through `legate agents`, as text or as JSON.
+#[test]
+fn an_agents_self_description_reaches_no_terminal_raw() {
+    // An agent whose `initialize` names it with a terminal title, a bell, a right-to-left
+    // override and a C1 clear-screen (TOML's own escapes).
+    let config = legate_frontkit::cli::scripted_config(&format!(
+        "env = {{ {} = \"evil\\u001b]0;pwned\\u0007\\u202e\\u009b2J 1.0\" }}\n",
+        legate_testkit::AGENT_INFO_ENV,
+    ));
+    let home = CliHome::with_config(LEGATE, &config);
+    for args in [&["agents"][..], &["agents", "--json"]] {
+        let out = home.run(args);
+        assert!(out.status.success(), "{}", text(&out));
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(shown.contains("evil"), "{args:?}: {shown}");
+        for raw in ['\u{1b}', '\u{7}', '\u{202e}', '\u{9b}'] {
+            assert!(
+                !shown.contains(raw),
+                "{args:?} passed {raw:?} raw: {shown:?}"
+            );
+        }
+    }
+}
