@@ -45,6 +45,8 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
         let default = spec.name == config.engine.default_agent;
         // The supervising agent takes no caller's task (`AGENT_RESERVED`): said where it is listed.
         let supervising = config.engine.approvals.agent.as_deref() == Some(spec.name.as_str());
+        // Warm sessions are kept by the long-lived fronts only (`[agents.NAME] warm`).
+        let warm = config.engine.warm.get(&spec.name).copied().unwrap_or(0);
         if json_out {
             crate::out!(
                 "{}",
@@ -59,6 +61,7 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
                     "runtime": spec.runtime.name(),
                     "namespace": spec.runtime.pod().map(|p| p.namespace.as_str()),
                     "image": spec.runtime.pod().map(|p| p.image.as_str()),
+                    "warm": warm,
                 }))?
             )?;
         } else {
@@ -73,6 +76,12 @@ pub async fn list(config: &Config, engine: Option<&Engine>, json_out: bool) -> R
             )?;
             if let Some(d) = &spec.description {
                 crate::out!("             {d}")?;
+            }
+            if warm > 0 {
+                crate::out!(
+                    "             keeps {warm} warm session{} ready under `legate serve` and `legate mcp`",
+                    if warm == 1 { "" } else { "s" }
+                )?;
             }
             if supervising {
                 crate::out!(

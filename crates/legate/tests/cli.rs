@@ -776,3 +776,31 @@ fn an_agents_self_description_reaches_no_terminal_raw() {
         }
     }
 }
+
+/// `legate agents` says which agents keep warm sessions (`[agents.NAME] warm`), and that only
+/// the long-lived fronts keep them.
+#[test]
+fn the_agents_list_says_which_agents_keep_warm_sessions() {
+    let home = CliHome::with_config(LEGATE, &legate_frontkit::cli::scripted_config("warm = 2\n"));
+    let out = home.run(&["agents", "--no-probe"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listing.contains("keeps 2 warm sessions ready under `legate serve` and `legate mcp`"),
+        "{listing}"
+    );
+    let out = home.run(&["agents", "--no-probe", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let warm: Vec<(String, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_owned(),
+                a["warm"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(warm.contains(&("scripted".to_owned(), 2)), "{warm:?}");
+    assert!(warm.contains(&("revisor".to_owned(), 0)), "{warm:?}");
+}
