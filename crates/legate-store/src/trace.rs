@@ -69,23 +69,14 @@ impl Store {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use legate_core::{EventKind, Task, TaskState};
+    use crate::tasks::tests::{submitted, task};
 
     #[test]
     fn the_first_context_kept_stays_and_bounds_hold() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("legate.db")).unwrap();
-        let task: Task = serde_json::from_value(serde_json::json!({
-            "id": "t1", "contextId": "c", "agent": "a", "workspace": "sandbox", "prompt": "p",
-            "mode": "write", "state": "working", "timeoutSecs": 60, "createdAt": 1, "updatedAt": 1
-        }))
-        .unwrap();
-        let working = EventKind::Status {
-            state: TaskState::Working,
-            message: None,
-            error: None,
-        };
-        store.insert_task(&task, &working).unwrap();
+        let task = task("t1", 1);
+        store.insert_task(&task, &submitted()).unwrap();
         assert_eq!(store.task_trace(&task.id).unwrap(), None);
         // Too long: nothing kept.
         store

@@ -306,11 +306,8 @@ mod tests {
     use legate_core::{ErrorCode, Task, TaskState};
 
     fn insert(store: &Store, id: &str, runner: &str) -> TaskId {
-        let task: Task = serde_json::from_value(serde_json::json!({
-            "id": id, "contextId": "c", "agent": "a", "workspace": "sandbox", "prompt": "p",
-            "mode": "write", "state": "working", "timeoutSecs": 60, "createdAt": 1, "updatedAt": 1
-        }))
-        .unwrap();
+        let mut task = Task::new(id, "c", "a", "p");
+        task.state = TaskState::Working;
         let working = EventKind::Status {
             state: TaskState::Working,
             message: None,
