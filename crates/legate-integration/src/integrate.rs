@@ -15,9 +15,10 @@
 //!    commits them in a few journal transactions rather than one per file).
 //! 3. The `staged` marker is written and synced: from here on, the integration is decided.
 //! 4. Each temporary file is renamed over its original after a last look that the original is
-//!    still the file checked (same inode, size, mtime and ctime); a deleted file is renamed
-//!    aside (`.legate-<id>-<n>.del`). The directories are synced, the set-aside files
-//!    removed (one that cannot be is listed in `leftover_files`).
+//!    still the file checked (the same `legate_workspace::FileState`: device, inode, size,
+//!    mode, mtime and ctime); a deleted file is renamed aside (`.legate-<id>-<n>.del`). The
+//!    directories are synced, the set-aside files removed (one that cannot be is listed in
+//!    `leftover_files`).
 //! 5. The caller records the integration, then [`Pending::finish`] removes the journal.
 //!
 //! If anything fails in 2–4, the `abort` marker is written and everything is put back
@@ -33,8 +34,8 @@ use crate::journal::{self, Content, Intent, Journal, Step};
 use crate::rollover;
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
-    Baseline, ChangeStatus, Preview, check_line_endings, check_path, read_inside_with_metadata,
-    sha256_hex,
+    Baseline, ChangeStatus, FileState, Preview, check_line_endings, check_path,
+    read_inside_with_metadata, sha256_hex,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -218,35 +219,11 @@ pub fn integrate(
     integrate_with(root, changes, journal_dir, meta, &mut RealOps)
 }
 
-/// What identifies a file's contents without reading them: a write changes its ctime, a
-/// replacement its inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Identity {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Identity {
-    fn of(m: &fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
-        Self {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
-}
-
 /// A result ready to write.
 struct Planned<'a> {
     change: &'a Change,
     /// The original as checked (`None`: it did not exist).
-    seen: Option<Identity>,
+    seen: Option<FileState>,
     /// Bytes to write (A, M).
     bytes: Option<Vec<u8>>,
     /// Mode to write with.
@@ -263,7 +240,7 @@ fn check_all<'a>(
     for c in changes {
         check_path(&c.path)?;
         let (current, seen) = match read_inside_with_metadata(root, &c.path)? {
-            Some((bytes, meta)) => (Some(bytes), Some(Identity::of(&meta))),
+            Some((bytes, meta)) => (Some(bytes), Some(FileState::of(&meta))),
             None => (None, None),
         };
         // A modified file keeps the original's mode, but for the executable bit, which follows
@@ -497,7 +474,7 @@ fn commit_one(
     let path = root.join(&p.change.path);
     let io = |what: &str, e: io::Error| Error::internal(format!("{what}: {e}"));
     let now = match fs::symlink_metadata(&path) {
-        Ok(m) if m.file_type().is_file() => Some(Identity::of(&m)),
+        Ok(m) if m.file_type().is_file() => Some(FileState::of(&m)),
         Ok(_) => {
             return Err(source_changed(
                 &p.change.path,

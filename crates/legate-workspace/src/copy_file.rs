@@ -4,8 +4,9 @@
 //! This module owns what happens to one file. It is opened without following links and
 //! checked to be the very file that was measured (device, inode, size, mtime). Where the file
 //! system can share blocks (`reflink`), the open file is cloned into the new one, the source
-//! is measured again (a write that landed meanwhile is `SOURCE_CHANGED`), and the clone
-//! itself, which only this thread writes, is read whole and scanned; refused, it is removed.
+//! is measured again (another `FileState` than before, a write that landed meanwhile, is
+//! `SOURCE_CHANGED`), and the clone itself, which only this thread writes, is read whole and
+//! scanned; refused, it is removed.
 //! Elsewhere the file is read once, measured again on the open file, scanned, and only then
 //! written. Either way the bytes checked are exactly the bytes in the copy, whatever a racing
 //! writer does to the source, and the copy keeps the source's mtime.
@@ -21,6 +22,7 @@
 //! refused file in the copy.
 
 use crate::CopyLimits;
+use crate::file_state::FileState;
 use crate::reflink::{Cloned, Reflinks};
 use crate::scan_cache::{self, Entry, ScanCache, Verdict};
 use crate::secrets::{BlockedFile, scan_selected};
@@ -163,7 +165,9 @@ impl Copier<'_> {
         }
         let copied = cloned || kernel_copy(file, &out, f.size).unwrap_or(false);
         let unchanged = copied
-            && file.metadata().is_ok_and(|after| same_state(&meta, &after))
+            && file
+                .metadata()
+                .is_ok_and(|after| FileState::of(&meta).matches(&after))
             && out.metadata().is_ok_and(|held| held.len() == f.size);
         if !unchanged {
             drop(out);
@@ -191,7 +195,7 @@ impl Copier<'_> {
         let f = &self.selection.files[index];
         let changed = |w: &str| changed(&f.path, w);
         let after = file.metadata().map_err(|e| write_failed(&f.path, &e))?;
-        if !same_state(&meta, &after) {
+        if !FileState::of(&meta).matches(&after) {
             return Err(changed("it was written to while it was cloned"));
         }
         // Whatever the source held at the moment of the clone is what the copy holds: its
@@ -247,7 +251,7 @@ impl Copier<'_> {
         let after = file
             .metadata()
             .map_err(|e| failed("it could not be measured", e))?;
-        if !same_state(&meta, &after) {
+        if !FileState::of(&meta).matches(&after) {
             return Err(changed("it was written to while it was read"));
         }
         self.count(f.size)?;
@@ -395,26 +399,6 @@ fn read_measured<'b>(
         }
     }
     Ok(&buf[..n])
-}
-
-/// Whether two measures of one open file show it unchanged: same inode, size, mtime and
-/// ctime (any write or metadata change moves the ctime).
-fn same_state(a: &fs::Metadata, b: &fs::Metadata) -> bool {
-    (
-        a.ino(),
-        a.size(),
-        a.mtime(),
-        a.mtime_nsec(),
-        a.ctime(),
-        a.ctime_nsec(),
-    ) == (
-        b.ino(),
-        b.size(),
-        b.mtime(),
-        b.mtime_nsec(),
-        b.ctime(),
-        b.ctime_nsec(),
-    )
 }
 
 /// `SOURCE_CHANGED`: `path` changed while it was being copied (`why`).

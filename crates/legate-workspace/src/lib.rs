@@ -10,7 +10,9 @@
 //! For copies it owns making them and their git side, one concept per module: `select`
 //! (what git would copy, narrowed by `include` paths), `secrets` (the preflight: configured
 //! exclusions and exceptions over the `legate_credentials` detector), `scan_cache` (the
-//! preflight's verdicts kept per project, so that an unchanged file is not read again), `copy` (one file's copy
+//! preflight's verdicts kept per project, so that an unchanged file is not read again),
+//! `file_state` (a file's stat identity, the one test of "unchanged" the copy, the cache and
+//! integration share), `copy` (one file's copy
 //! in `copy_file`; clones where the file system can, in `reflink`), `read_inside` (a file read
 //! beneath an untrusted directory), `baseline` (its
 //! index written by `staging` in the `git_index` format, its commit by `git_objects`),
@@ -40,6 +42,7 @@ mod copy;
 mod copy_file;
 pub mod disk;
 mod expansion;
+mod file_state;
 mod git;
 mod git_check;
 mod git_index;
@@ -72,6 +75,7 @@ pub use copy::{
     CopyReport, make_copy, make_copy_cached, make_copy_with_baseline,
     make_copy_with_baseline_cached,
 };
+pub use file_state::FileState;
 pub use git::{Git, split_z};
 pub use git_check::{GitPlace, MIN_GIT_VERSION, git_place, require_git_version};
 pub use git_run::{CLEANUP_MARKER, GitBounds, git_bounds, set_git_bounds};

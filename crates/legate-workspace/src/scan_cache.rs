@@ -5,10 +5,11 @@
 //! 0700 directory), its format and its checks, and the rule for when a verdict may be
 //! recorded at all. It trusts stat data the way git's index does (and `staging` with it),
 //! with the conditions that make a verdict impossible to outlive its bytes:
-//! - the key is the file's path in the project, device, inode, size, mode, mtime and ctime to
-//!   the nanosecond, and the name rule its content must confirm (`*.key`); the whole cache
-//!   is also keyed on what every verdict depends on (the credential detector's version and
-//!   rule table, the configured exclusions and exceptions): any difference is a miss;
+//! - the key is the file's path in the project, its [`FileState`] (device, inode, size, mode,
+//!   mtime and ctime to the nanosecond), and the name rule its content must confirm
+//!   (`*.key`); the whole cache is also keyed on what every verdict depends on (the
+//!   credential detector's version and rule table, the configured exclusions and
+//!   exceptions): any difference is a miss;
 //! - a verdict is recorded only on a file system whose every write moves the ctime, writes
 //!   through a shared mapping included (ext2/3/4, xfs, btrfs, by `fstatfs`): tmpfs does not
 //!   update times on a write through a mapping, so it (and every file system not named) gets
@@ -34,6 +35,7 @@
 //! It must never hold a file's content or any part of a match (a verdict is `clean`, or a
 //! block reason and rule id), trust a verdict whose key differs in any field, or fail a copy.
 
+use crate::file_state::FileState;
 use crate::secrets::{BlockReason, BlockedFile, SecretPatterns};
 use crate::select::SelectedFile;
 use legate_credentials::SCANNER_UNAVAILABLE;
@@ -66,30 +68,6 @@ const FILE: &str = "verdicts";
 /// ext2/3/4, xfs, btrfs (`statfs` `f_type`).
 const TRUSTED_FS: [u64; 3] = [0xEF53, 0x5846_5342, 0x9123_683E];
 
-/// A file's identity and state as stat data show them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Key {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mode: u32,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Key {
-    pub(crate) fn of(meta: &Metadata) -> Self {
-        Self {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mode: meta.mode(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-}
-
 /// The preflight's verdict on a file's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -118,7 +96,8 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Entry {
     path: String,
-    key: Key,
+    /// The file's state when it was scanned (its serde form is part of this file's format).
+    key: FileState,
     /// The name rule the content had to confirm, as the selection decided it.
     pending: Option<String>,
     verdict: Verdict,
@@ -133,7 +112,7 @@ impl Entry {
         }
         Some(Self {
             path: f.path.clone(),
-            key: Key::of(meta),
+            key: FileState::of(meta),
             pending: f.pending_rule.map(str::to_string),
             verdict,
         })
@@ -195,8 +174,7 @@ impl ScanCache {
     /// every field and its file system is trusted.
     pub(crate) fn lookup(&self, f: &SelectedFile, file: &File, meta: &Metadata) -> Option<&Entry> {
         let e = self.entries.get(&f.path)?;
-        let hit =
-            e.key == Key::of(meta) && e.pending.as_deref() == f.pending_rule && trusted_fs(file);
+        let hit = e.key.matches(meta) && e.pending.as_deref() == f.pending_rule && trusted_fs(file);
         hit.then_some(e)
     }
 

@@ -4,14 +4,11 @@ use proptest::prelude::*;
 fn entry(i: u64, verdict: Verdict) -> Entry {
     Entry {
         path: format!("d/f{i}.txt"),
-        key: Key {
-            dev: 2049,
-            ino: 1000 + i,
-            size: 10 * i,
-            mode: 0o100644,
-            mtime: (1_700_000_000 + i as i64, 5),
-            ctime: (1_700_000_001 + i as i64, 7),
-        },
+        key: FileState::from_parts(
+            (2049, 1000 + i, 10 * i, 0o100644),
+            (1_700_000_000 + i as i64, 5),
+            (1_700_000_001 + i as i64, 7),
+        ),
         pending: None,
         verdict,
     }
