@@ -79,8 +79,11 @@ impl Iterator for SseStream {
                 Ok(_) => {}
             }
             if let Some(data) = line.trim().strip_prefix("data:") {
-                let frame: Value = serde_json::from_str(data.trim()).unwrap();
-                let result = frame.get("result").cloned().unwrap_or(frame);
+                let mut frame: Value = serde_json::from_str(data.trim()).unwrap();
+                let result = match frame.get_mut("result") {
+                    Some(result) => result.take(),
+                    None => frame,
+                };
                 self.frames.push(result.clone());
                 return Some(result);
             }

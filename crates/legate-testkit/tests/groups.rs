@@ -8,8 +8,8 @@
 
 use legate_core::{ErrorCode, EventKind, TaskId, TaskState};
 use legate_engine::{
-    Engine, GroupCreated, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState,
-    TestCommand, Workflow,
+    Criterion, Engine, GroupCreated, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef,
+    NodeState, TestCommand, Workflow,
 };
 use legate_testkit::harness::{EngineHarness, span, until};
 use std::collections::BTreeMap;
@@ -524,6 +524,44 @@ fn a_definition_breaking_a_rule_is_refused_before_anything_is_stored() {
                 d
             },
             ErrorCode::WorkflowInvalid,
+        ),
+        // The project is selected once per set of include paths, yet every node's own
+        // criteria and include paths are still checked: a later node with the first node's
+        // include paths but a criterion without an id, or with include paths of its own that
+        // leave the project, is refused like a first node would be.
+        (
+            {
+                let mut b = node("b", "x", &[]);
+                b.criteria = vec![Criterion {
+                    id: " ".into(),
+                    description: "d".into(),
+                    check: None,
+                }];
+                definition(&h, vec![node("a", "x", &[]), b])
+            },
+            ErrorCode::InvalidInput,
+        ),
+        (
+            {
+                let mut a = node("a", "x", &[]);
+                a.include_paths = vec!["a.txt".into()];
+                let mut b = node("b", "x", &[]);
+                b.include_paths = vec!["a.txt".into(), "../elsewhere".into()];
+                definition(&h, vec![a, b])
+            },
+            ErrorCode::InvalidIncludePath,
+        ),
+        (
+            {
+                let mut a = node("a", "x", &[]);
+                a.include_paths = vec!["a.txt".into()];
+                let mut b = node("b", "x", &[]);
+                b.include_paths = vec!["missing.txt".into()];
+                let mut c = node("c", "x", &[]);
+                c.include_paths = vec!["a.txt".into()];
+                definition(&h, vec![a, c, b])
+            },
+            ErrorCode::InvalidIncludePath,
         ),
     ];
     for (i, (def, code)) in cases.into_iter().enumerate() {

@@ -63,6 +63,10 @@ use tracing::warn;
 /// read, checked and parsed (a few times its size). A longer line is never read whole: the
 /// reading stops one byte past the limit and the connection ends.
 pub(crate) const MAX_LINE: u64 = 8 * 1024 * 1024;
+
+/// How much of the agent's stdout one read takes at most: a long plan's update is one line
+/// of tens of KiB.
+const READ_BUFFER: usize = 256 * 1024;
 /// The turn fails at this many malformed JSON-RPC messages from the agent in one turn.
 pub(crate) const MAX_MALFORMED: usize = 3;
 /// At most this many stdout notices (non-JSON lines, malformed messages) per turn.
@@ -286,7 +290,11 @@ pub(crate) fn lines(
         },
     );
     let incoming = futures::stream::unfold(
-        Some((BufReader::new(stdout), shared, pending)),
+        Some((
+            BufReader::with_capacity(READ_BUFFER, stdout),
+            shared,
+            pending,
+        )),
         |state| async move {
             let (mut reader, shared, pending) = state?;
             loop {

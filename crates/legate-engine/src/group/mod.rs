@@ -51,6 +51,7 @@ use legate_store::{GroupInsert, GroupRecord, NodeRecord};
 use load::{checkpoint, group_state, node_state};
 use scheduler::moved;
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -213,12 +214,30 @@ impl Groups {
             None => uuid::Uuid::new_v4().to_string(),
         };
         validate::check(&definition, self.core.config().max_group_nodes)?;
+        // Every node copies the one project: it is selected (its root resolved, its files
+        // listed against the copy limits) once per distinct set of include paths, not once
+        // per node; each node's own criteria and include paths are still checked.
+        let mut checked: Vec<(&[String], PathBuf)> = Vec::new();
         for node in &definition.nodes {
-            let (source, _) = self.core.check_copy_request(
-                &definition.working_directory,
-                &node.include_paths,
-                &node.criteria,
-            )?;
+            let source = match checked
+                .iter()
+                .find(|(i, _)| *i == node.include_paths.as_slice())
+            {
+                Some((_, source)) => {
+                    self.core
+                        .check_copy_request_shape(&node.include_paths, &node.criteria)?;
+                    source.clone()
+                }
+                None => {
+                    let (source, _) = self.core.check_copy_request(
+                        &definition.working_directory,
+                        &node.include_paths,
+                        &node.criteria,
+                    )?;
+                    checked.push((&node.include_paths, source.clone()));
+                    source
+                }
+            };
             crate::controls::artifacts::check_paths(
                 &node.artifact_paths,
                 &self.core.config().review.secrets,

@@ -30,6 +30,17 @@ impl Core {
         .await
     }
 
+    /// The checks of a copy request that read no file: its criteria and include paths;
+    /// returns the normalized include paths.
+    pub(crate) fn check_copy_request_shape(
+        &self,
+        include_paths: &[String],
+        criteria: &[Criterion],
+    ) -> Result<Vec<String>> {
+        legate_review::validate_criteria(criteria)?;
+        legate_workspace::validate_include_paths(include_paths)
+    }
+
     /// Submit-time checks of a copy request; returns the canonical source and the normalized
     /// include paths. Nothing is copied yet.
     pub(crate) fn check_copy_request(
@@ -38,8 +49,7 @@ impl Core {
         include_paths: &[String],
         criteria: &[Criterion],
     ) -> Result<(PathBuf, Vec<String>)> {
-        legate_review::validate_criteria(criteria)?;
-        let include = legate_workspace::validate_include_paths(include_paths)?;
+        let include = self.check_copy_request_shape(include_paths, criteria)?;
         let cfg = self.review_config();
         let sel = legate_workspace::select(source, &include, &cfg.secrets, &cfg.limits)?;
         Ok((sel.root, include))
