@@ -43,6 +43,7 @@ pub(crate) mod launch;
 pub mod lifecycle;
 mod mcp;
 mod models;
+mod pipe;
 mod plan_read;
 mod pod;
 mod process;

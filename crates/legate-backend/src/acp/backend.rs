@@ -185,7 +185,7 @@ impl AcpBackend {
         else {
             return Err(Error::internal("the agent's pipes were not set up"));
         };
-        widen_pipe(&stdout);
+        let stdout = super::pipe::AgentStdout::widen(stdout);
         let process = ProcessGroup::watch(child, self.kill_grace, marker, limits);
         info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
         let shared = Arc::new(
@@ -429,48 +429,5 @@ pub fn version_notice(preset: &legate_supervisor::Preset, info: &AgentInfo) -> O
             }),
         }),
         _ => None,
-    }
-}
-
-/// The most the agent's stdout pipe is widened to: a plan update of a long plan is one line
-/// of tens of KiB, more than the default 64 KiB pipe; a wider pipe lets the agent write it
-/// whole and go on while Legate reads it.
-const STDOUT_PIPE: usize = 1024 * 1024;
-
-/// Widens the agent's stdout pipe to [`STDOUT_PIPE`]; where the system allows less
-/// (`/proc/sys/fs/pipe-max-size`) the pipe keeps its size.
-fn widen_pipe(stdout: &tokio::process::ChildStdout) {
-    if let Err(e) = rustix::pipe::fcntl_setpipe_size(stdout, STDOUT_PIPE) {
-        tracing::debug!(error = %e, "the agent's stdout pipe keeps its size");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[tokio::test]
-    async fn an_agents_stdout_pipe_is_widened_to_hold_a_long_plan_line() {
-        let mut child = tokio::process::Command::new("true")
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let before = rustix::pipe::fcntl_getpipe_size(&stdout).unwrap();
-        widen_pipe(&stdout);
-        let after = rustix::pipe::fcntl_getpipe_size(&stdout).unwrap();
-        // Root may always widen; anyone else up to the system's most, 1 MiB by default.
-        let most: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(STDOUT_PIPE);
-        let root = rustix::process::geteuid().is_root();
-        if root || most >= STDOUT_PIPE {
-            assert!(after >= STDOUT_PIPE, "{before} -> {after}");
-        } else {
-            assert_eq!(after, before);
-        }
-        child.wait().await.unwrap();
     }
 }
