@@ -382,6 +382,72 @@ fn sweep(dir: &Path) {
     }
 }
 
+/// Removes the caches of projects not copied for longer than `unused_for` from `state` (the
+/// directory [`ScanCache::open`] was given): each project's directory whose cache file (or,
+/// with none, the directory itself) was last written that long ago. Returns how many were
+/// removed.
+///
+/// It removes only what this module writes: a directory named as a sha256, holding nothing
+/// but the cache file and temporary files of it; anything else there (a link, another name,
+/// another file inside) is left as it is. A copy writing its cache meanwhile loses that cache
+/// at worst (its next copy reads and scans every file), never fails.
+pub fn prune(state: &Path, unused_for: Duration) -> usize {
+    let Ok(projects) = fs::read_dir(state) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for project in projects.flatten() {
+        let name = project.file_name();
+        let is_hash = name.len() == 64
+            && name
+                .as_encoded_bytes()
+                .iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+        // `file_type` is the entry's own: a link to a directory is a link.
+        if !is_hash || !project.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if prune_one(&project.path(), unused_for) {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes one project's cache directory when it is unused for `unused_for` and holds
+/// nothing but the cache file and its temporary files.
+fn prune_one(dir: &Path, unused_for: Duration) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return false;
+    };
+    let mut ours = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let plain = e.file_type().is_ok_and(|t| t.is_file());
+        if !plain || !(name == FILE || name.starts_with(&format!(".{FILE}.tmp-"))) {
+            return false;
+        }
+        ours.push(e.path());
+    }
+    let written = fs::symlink_metadata(dir.join(FILE))
+        .or_else(|_| fs::symlink_metadata(dir))
+        .and_then(|m| m.modified());
+    let unused = written
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > unused_for);
+    if !unused {
+        return false;
+    }
+    for path in ours {
+        if fs::remove_file(&path).is_err() {
+            return false;
+        }
+    }
+    // Fails, leaving the directory, if a writer put a file in it meanwhile.
+    fs::remove_dir(dir).is_ok()
+}
+
 #[cfg(test)]
 #[path = "scan_cache_tests.rs"]
 mod tests;

@@ -142,3 +142,73 @@ proptest! {
         let _ = parse(&with_magic, "fp");
     }
 }
+
+/// Sets `path`'s mtime `days` days back (a directory's too).
+fn age(path: &Path, days: u64) {
+    let then = std::time::SystemTime::now() - Duration::from_secs(days * 24 * 3600);
+    File::open(path)
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_modified(then))
+        .unwrap();
+}
+
+/// A project's cache directory under `state` as a copy leaves it, its file `days` old.
+fn project(state: &Path, name: &str, days: u64) -> PathBuf {
+    let dir = state.join(name);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join(FILE), b"x").unwrap();
+    age(&dir.join(FILE), days);
+    dir
+}
+
+#[test]
+fn only_caches_unused_for_the_period_and_holding_only_their_own_files_are_pruned() {
+    let state = tempfile::tempdir().unwrap();
+    let state = state.path();
+    let hash = |c: char| c.to_string().repeat(64);
+    let old = project(state, &hash('a'), 40);
+    let fresh = project(state, &hash('b'), 2);
+    // Another file inside: not this module's to remove, whatever its age.
+    let foreign = project(state, &hash('c'), 40);
+    fs::write(foreign.join("notes"), b"mine").unwrap();
+    // A name that is not a sha256.
+    let other_name = project(state, "projects", 40);
+    // A link named as a cache, to an old cache elsewhere: neither is touched.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = project(elsewhere.path(), &hash('d'), 40);
+    std::os::unix::fs::symlink(&target, state.join(hash('e'))).unwrap();
+    // Only a killed writer's temporary file left, in a directory unused for as long.
+    let temp_only = state.join(hash('f'));
+    fs::create_dir(&temp_only).unwrap();
+    fs::write(temp_only.join(format!(".{FILE}.tmp-1-2")), b"half").unwrap();
+    age(&temp_only.join(format!(".{FILE}.tmp-1-2")), 40);
+    age(&temp_only, 40);
+
+    let month = Duration::from_secs(30 * 24 * 3600);
+    assert_eq!(prune(state, month), 2);
+    assert!(!old.exists() && !temp_only.exists());
+    assert!(fresh.join(FILE).exists());
+    assert!(foreign.join(FILE).exists() && foreign.join("notes").exists());
+    assert!(other_name.join(FILE).exists());
+    assert!(target.join(FILE).exists());
+    assert!(fs::symlink_metadata(state.join(hash('e'))).is_ok());
+    // Nothing more to do, and no state directory is no error.
+    assert_eq!(prune(state, month), 0);
+    assert_eq!(prune(&state.join("missing"), month), 0);
+}
+
+#[test]
+fn a_pruned_projects_next_copy_starts_an_empty_cache() {
+    let state = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let secrets = SecretPatterns::default();
+    let cache = ScanCache::open(state.path(), root.path(), &secrets);
+    write(&cache.file, &cache.fingerprint, sample()).unwrap();
+    assert_eq!(
+        ScanCache::open(state.path(), root.path(), &secrets).len(),
+        2
+    );
+    age(&cache.file, 40);
+    assert_eq!(prune(state.path(), Duration::from_secs(30 * 24 * 3600)), 1);
+    assert!(ScanCache::open(state.path(), root.path(), &secrets).is_empty());
+}

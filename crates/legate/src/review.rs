@@ -341,6 +341,12 @@ pub async fn cleanup(engine: &Engine) -> Result<ExitCode> {
             r.judge_dirs_removed
         )?;
     }
+    if r.scan_verdicts_removed > 0 {
+        out!(
+            "removed the scan verdicts of {} projects not copied for 30 days",
+            r.scan_verdicts_removed
+        )?;
+    }
     out!(
         "{} removed, {} orphaned removed, {} kept within retention",
         r.removed.len(),

@@ -279,4 +279,28 @@ fn a_second_copy_of_an_unchanged_project_trusts_the_first_copys_verdicts() {
     assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
     let cache = std::fs::read_to_string(&file).unwrap();
     assert!(!cache.contains("hello world"), "{cache}");
+
+    // Not copied for 30 days: `legate cleanup` (and the sweep) removes the project's cache,
+    // and the next copy reads and scans every file again.
+    let fresh = env.run(&["cleanup"]);
+    assert!(!text(&fresh).contains("scan verdicts"), "{}", text(&fresh));
+    assert!(file.exists());
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(31 * 24 * 3600);
+    std::fs::File::open(&file)
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_modified(then))
+        .unwrap();
+    let swept = env.run(&["cleanup"]);
+    assert!(swept.status.success(), "{}", text(&swept));
+    assert!(
+        text(&swept).contains("removed the scan verdicts of 1 projects not copied for 30 days"),
+        "{}",
+        text(&swept)
+    );
+    assert!(!dirs[0].exists());
+    let out = env.run(&["run", "--copy", &p, "write NOTES.md: # Notes"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let disk = env.show(&task_id(&out))["copyDisk"].clone();
+    assert_eq!(disk["scannedFiles"], 3, "{disk:?}");
+    assert_eq!(disk["trustedFiles"], 0, "{disk:?}");
 }

@@ -1,6 +1,7 @@
 //! Discarding a copy and the retention sweep: removing copies and baselines of finished
 //! tasks, orphans the store no longer knows, and half-made or interrupted copies; and, with
-//! them, the supervising-agent directories a stopped Legate left (`approvals::judge_dirs`).
+//! them, the supervising-agent directories a stopped Legate left (`approvals::judge_dirs`)
+//! and the scan verdict caches of projects not copied for 30 days.
 //!
 //! It never removes a directory whose name is not a task id, nor a copy in use.
 
@@ -11,6 +12,9 @@ use crate::core::Core;
 use legate_core::{ErrorCode, Result, TaskId, Timestamp};
 use legate_workspace::Baseline;
 use std::time::Duration;
+
+/// How long a project's scan verdict cache is kept without a copy of the project.
+const SCAN_VERDICTS_UNUSED: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl Core {
     /// Removes the copy and baseline a record names (for a continuation, the directories of
@@ -138,8 +142,17 @@ impl Core {
         report.orphans_removed.dedup();
         // What a stopped engine's supervising agent left (`approvals::judge_dirs`).
         let own = self.runner_id().to_owned();
+        let verdicts = paths.scan_verdicts();
         report.judge_dirs_removed =
             blocking(move || Ok(crate::approvals::judge_dirs::sweep(&paths, Some(&own)))).await?;
+        // The scan verdicts of projects no longer copied (`legate_workspace::ScanCache`).
+        report.scan_verdicts_removed = blocking(move || {
+            Ok(legate_workspace::prune_scan_verdicts(
+                &verdicts,
+                SCAN_VERDICTS_UNUSED,
+            ))
+        })
+        .await?;
         if !report.removed.is_empty() || !report.orphans_removed.is_empty() {
             tracing::info!(
                 removed = report.removed.len(),

@@ -421,6 +421,9 @@ pub struct CleanupReport {
     /// Directories of supervising-agent questions a stopped Legate left, removed.
     #[serde(default)]
     pub judge_dirs_removed: usize,
+    /// Projects' scan verdict caches unused for 30 days, removed.
+    #[serde(default)]
+    pub scan_verdicts_removed: usize,
 }
 
 impl Core {
