@@ -389,63 +389,97 @@ fn sweep(dir: &Path) {
 ///
 /// It removes only what this module writes: a directory named as a sha256, holding nothing
 /// but the cache file and temporary files of it; anything else there (a link, another name,
-/// another file inside) is left as it is. A copy writing its cache meanwhile loses that cache
-/// at worst (its next copy reads and scans every file), never fails.
+/// another file inside) is left as it is. It works through descriptors of the directories it
+/// opened without following a link, so a directory swapped for a link meanwhile redirects
+/// nothing. A copy writing its cache meanwhile loses that cache at worst (its next copy reads
+/// and scans every file), never fails. A cache file dated in the future is not pruned.
 pub fn prune(state: &Path, unused_for: Duration) -> usize {
-    let Ok(projects) = fs::read_dir(state) else {
+    let Ok(state) = open_dir(rustix::fs::CWD, state) else {
+        return 0;
+    };
+    let Ok(projects) = names(&state) else {
         return 0;
     };
     let mut removed = 0;
-    for project in projects.flatten() {
-        let name = project.file_name();
-        let is_hash = name.len() == 64
-            && name
-                .as_encoded_bytes()
+    for name in projects {
+        let bytes = name.to_bytes();
+        let is_hash = bytes.len() == 64
+            && bytes
                 .iter()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
-        // `file_type` is the entry's own: a link to a directory is a link.
-        if !is_hash || !project.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        if prune_one(&project.path(), unused_for) {
+        if is_hash && prune_one(&state, &name, unused_for) {
             removed += 1;
         }
     }
     removed
 }
 
-/// Removes one project's cache directory when it is unused for `unused_for` and holds
-/// nothing but the cache file and its temporary files.
-fn prune_one(dir: &Path, unused_for: Duration) -> bool {
-    let Ok(entries) = fs::read_dir(dir) else {
+/// A directory opened for reading its entries, never through a link.
+fn open_dir(
+    at: impl std::os::fd::AsFd,
+    path: impl rustix::path::Arg,
+) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::openat(
+        at,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// The names in the directory `dir`, but `.` and `..`.
+fn names(dir: &std::os::fd::OwnedFd) -> rustix::io::Result<Vec<std::ffi::CString>> {
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let name = entry?.file_name().to_owned();
+        if name.as_bytes() != b"." && name.as_bytes() != b".." {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// Removes the project directory `name` in `state` when it is unused for `unused_for` and
+/// holds nothing but regular files named as the cache file and its temporary files.
+fn prune_one(state: &std::os::fd::OwnedFd, name: &std::ffi::CStr, unused_for: Duration) -> bool {
+    use rustix::fs::{AtFlags, FileType};
+    // A link is refused here (`ELOOP`, `ENOTDIR`): nothing is read or removed through it.
+    let Ok(dir) = open_dir(state, name) else {
         return false;
     };
-    let mut ours = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let plain = e.file_type().is_ok_and(|t| t.is_file());
-        if !plain || !(name == FILE || name.starts_with(&format!(".{FILE}.tmp-"))) {
+    let Ok(entries) = names(&dir) else {
+        return false;
+    };
+    let temp = format!(".{FILE}.tmp-");
+    for e in &entries {
+        let text = e.to_string_lossy();
+        let regular = rustix::fs::statat(&dir, e.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+        if !regular || !(text == FILE || text.starts_with(&temp)) {
             return false;
         }
-        ours.push(e.path());
     }
-    let written = fs::symlink_metadata(dir.join(FILE))
-        .or_else(|_| fs::symlink_metadata(dir))
-        .and_then(|m| m.modified());
-    let unused = written
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age > unused_for);
+    let written = rustix::fs::statat(&dir, FILE, AtFlags::SYMLINK_NOFOLLOW)
+        .or_else(|_| rustix::fs::fstat(&dir))
+        .map(|st| st.st_mtime);
+    let unused = written.ok().is_some_and(|secs| {
+        let then = u64::try_from(secs).map_or(std::time::UNIX_EPOCH, |s| {
+            std::time::UNIX_EPOCH + Duration::from_secs(s)
+        });
+        then.elapsed().is_ok_and(|age| age > unused_for)
+    });
     if !unused {
         return false;
     }
-    for path in ours {
-        if fs::remove_file(&path).is_err() {
+    for e in &entries {
+        if rustix::fs::unlinkat(&dir, e.as_c_str(), AtFlags::empty()).is_err() {
             return false;
         }
     }
-    // Fails, leaving the directory, if a writer put a file in it meanwhile.
-    fs::remove_dir(dir).is_ok()
+    // Fails, leaving it, if a writer put a file in it meanwhile, or if the name is no longer
+    // a directory.
+    rustix::fs::unlinkat(state, name, AtFlags::REMOVEDIR).is_ok()
 }
 
 #[cfg(test)]

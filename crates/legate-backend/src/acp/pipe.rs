@@ -2,14 +2,18 @@
 //! KiB for a long plan (800 entries: about 64 KiB, all a default pipe holds), which the agent
 //! otherwise writes in pieces, each waiting for Legate to read the last.
 //!
-//! This module owns the pipe's size and the process-wide budget for it. A pipe is widened to
-//! [`WIDE`] while the wide pipes of this process's agents stay within [`WIDE_BUDGET`], and to
-//! [`NARROW`] beyond it: an unprivileged user whose pipes pass the kernel's
+//! This module owns the pipe's size and the process-wide budgets for it. A pipe is widened to
+//! [`WIDE`] while the wide pipes of this process's agents stay within [`WIDE_BUDGET`], else to
+//! [`NARROW`] while the narrower ones stay within [`NARROW_BUDGET`], and beyond both it keeps
+//! the kernel's size: an unprivileged user whose pipes pass the kernel's
 //! `pipe-user-pages-soft` (64 MiB by default) gets every new pipe it makes cut to two pages,
-//! its own shells' and git's included, so Legate keeps far below it.
+//! its own shells' and git's included, so Legate's widening stays within 48 MiB of it.
 //!
 //! It never fails an agent's start: a size the kernel refuses (`pipe-max-size`, the user's
-//! pipe pages) leaves the pipe as it was.
+//! pipe pages) leaves the pipe as it was. What a budget holds is given back when Legate's
+//! read end is dropped; an agent that passed its write end on to a process that outlives it
+//! keeps the pipe's pages a while longer, no more than a process of the same user could make
+//! for itself.
 
 use std::io;
 use std::pin::Pin;
@@ -28,8 +32,14 @@ pub(crate) const NARROW: usize = 256 * 1024;
 /// default `pipe-user-pages-soft`.
 const WIDE_BUDGET: usize = 16 * 1024 * 1024;
 
+/// The most its narrower ones take together: 128 agents more, half of it.
+const NARROW_BUDGET: usize = 32 * 1024 * 1024;
+
 /// The wide pipes of this process's agents.
 static WIDE_PIPES: Budget = Budget::new(WIDE_BUDGET);
+
+/// The narrower ones.
+static NARROW_PIPES: Budget = Budget::new(NARROW_BUDGET);
 
 /// Bytes of pipe handed out, up to a limit.
 #[derive(Debug)]
@@ -63,39 +73,43 @@ impl Budget {
     }
 }
 
-/// An agent's stdout, its pipe widened; what it took of the budget is given back when it is
+/// An agent's stdout, its pipe widened; what it took of a budget is given back when it is
 /// dropped (the agent's connection ended).
 #[derive(Debug)]
 pub(crate) struct AgentStdout {
     inner: ChildStdout,
-    /// What it holds of [`WIDE_PIPES`].
-    lease: usize,
+    /// The budget it holds part of, and how much.
+    lease: Option<(&'static Budget, usize)>,
 }
 
 impl AgentStdout {
-    /// Widens `inner`'s pipe to [`WIDE`] within the budget, else to [`NARROW`].
+    /// Widens `inner`'s pipe to [`WIDE`] within its budget, else to [`NARROW`] within its
+    /// own, else leaves it as the kernel made it.
     pub(crate) fn widen(inner: ChildStdout) -> Self {
-        let mut lease = WIDE_PIPES.take(WIDE);
-        if lease > 0 && set_size(&inner, WIDE).is_err() {
-            WIDE_PIPES.give_back(lease);
-            lease = 0;
-        }
-        if lease == 0
-            && let Err(e) = set_size(&inner, NARROW)
-        {
-            tracing::debug!(error = %e, "the agent's stdout pipe keeps its size");
-        }
+        let lease = [(&WIDE_PIPES, WIDE), (&NARROW_PIPES, NARROW)]
+            .into_iter()
+            .find_map(|(budget, size)| {
+                if budget.take(size) == 0 {
+                    return None;
+                }
+                match rustix::pipe::fcntl_setpipe_size(&inner, size) {
+                    Ok(_) => Some((budget, size)),
+                    Err(e) => {
+                        budget.give_back(size);
+                        tracing::debug!(error = %e, size, "the agent's stdout pipe was not widened");
+                        None
+                    }
+                }
+            });
         Self { inner, lease }
     }
 }
 
-fn set_size(pipe: &ChildStdout, size: usize) -> rustix::io::Result<usize> {
-    rustix::pipe::fcntl_setpipe_size(pipe, size)
-}
-
 impl Drop for AgentStdout {
     fn drop(&mut self) {
-        WIDE_PIPES.give_back(self.lease);
+        if let Some((budget, size)) = self.lease {
+            budget.give_back(size);
+        }
     }
 }
 
@@ -143,7 +157,11 @@ mod tests {
         } else {
             assert!(after >= NARROW || after == before, "{before} -> {after}");
         }
-        assert_eq!(after >= WIDE, stdout.lease == WIDE, "{after}");
+        assert_eq!(
+            after >= WIDE,
+            stdout.lease.is_some_and(|(_, size)| size == WIDE),
+            "{after}"
+        );
         let mut read = String::new();
         stdout.read_to_string(&mut read).await.unwrap();
         assert_eq!(read, "plan\n");

@@ -65,7 +65,8 @@ use tracing::warn;
 pub(crate) const MAX_LINE: u64 = 8 * 1024 * 1024;
 
 /// How much of the agent's stdout one read takes at most: a long plan's update is one line
-/// of tens of KiB.
+/// of tens of KiB. Allocated once per connection (a warm session's too); a line is still cut
+/// at [`MAX_LINE`] however much is buffered.
 const READ_BUFFER: usize = 256 * 1024;
 /// The turn fails at this many malformed JSON-RPC messages from the agent in one turn.
 pub(crate) const MAX_MALFORMED: usize = 3;

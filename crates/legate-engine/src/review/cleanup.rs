@@ -146,17 +146,26 @@ impl Core {
         report.judge_dirs_removed =
             blocking(move || Ok(crate::approvals::judge_dirs::sweep(&paths, Some(&own)))).await?;
         // The scan verdicts of projects no longer copied (`legate_workspace::ScanCache`).
+        // Never fails the sweep: what it could not do, the next one does.
         report.scan_verdicts_removed = blocking(move || {
             Ok(legate_workspace::prune_scan_verdicts(
                 &verdicts,
                 SCAN_VERDICTS_UNUSED,
             ))
         })
-        .await?;
-        if !report.removed.is_empty() || !report.orphans_removed.is_empty() {
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the scan verdicts were not pruned");
+            0
+        });
+        if !report.removed.is_empty()
+            || !report.orphans_removed.is_empty()
+            || report.scan_verdicts_removed > 0
+        {
             tracing::info!(
                 removed = report.removed.len(),
                 orphans = report.orphans_removed.len(),
+                scan_verdicts = report.scan_verdicts_removed,
                 "copy retention sweep"
             );
         }
