@@ -64,6 +64,10 @@ const MAGIC: &str = "legate-scan-verdicts 1 ";
 /// The cache file's name in the project's directory.
 const FILE: &str = "verdicts";
 
+/// How the names of its temporary files begin (the cache file's, hidden, then the writer's
+/// process id and a suffix).
+const TEMP_PREFIX: &str = ".verdicts.tmp-";
+
 /// File systems whose every write (a shared mapping's included) moves the ctime:
 /// ext2/3/4, xfs, btrfs (`statfs` `f_type`).
 const TRUSTED_FS: [u64; 3] = [0xEF53, 0x5846_5342, 0x9123_683E];
@@ -331,7 +335,7 @@ fn write(path: &Path, fingerprint: &str, entries: Vec<Entry>) -> Result<(), Stri
     sweep(dir);
     let bytes = render(fingerprint, entries)?;
     let tmp = dir.join(format!(
-        ".{FILE}.tmp-{}-{:x}",
+        "{TEMP_PREFIX}{}-{:x}",
         std::process::id(),
         rand_suffix()
     ));
@@ -372,11 +376,7 @@ fn sweep(dir: &Path) {
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > Duration::from_secs(60));
-        if old
-            && e.file_name()
-                .to_string_lossy()
-                .starts_with(&format!(".{FILE}.tmp-"))
-        {
+        if old && e.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
             let _ = fs::remove_file(e.path());
         }
     }
@@ -451,12 +451,11 @@ fn prune_one(state: &std::os::fd::OwnedFd, name: &std::ffi::CStr, unused_for: Du
     let Ok(entries) = names(&dir) else {
         return false;
     };
-    let temp = format!(".{FILE}.tmp-");
     for e in &entries {
         let text = e.to_string_lossy();
         let regular = rustix::fs::statat(&dir, e.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
-        if !regular || !(text == FILE || text.starts_with(&temp)) {
+        if !regular || !(text == FILE || text.starts_with(TEMP_PREFIX)) {
             return false;
         }
     }
