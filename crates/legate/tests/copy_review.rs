@@ -292,12 +292,15 @@ fn a_second_copy_of_an_unchanged_project_trusts_the_first_copys_verdicts() {
         .unwrap();
     let swept = env.run(&["cleanup"]);
     assert!(swept.status.success(), "{}", text(&swept));
+    // The engine `legate cleanup` starts sweeps once on its own as it starts, so either that
+    // sweep or the command's removed it; the command reports it only when it was its own.
+    let said = text(&swept);
     assert!(
-        text(&swept).contains("removed the scan verdicts of 1 projects not copied for 30 days"),
-        "{}",
-        text(&swept)
+        !said.contains("scan verdicts")
+            || said.contains("removed the scan verdicts of 1 projects not copied for 30 days"),
+        "{said}"
     );
-    assert!(!dirs[0].exists());
+    assert!(!dirs[0].exists(), "{said}");
     let out = env.run(&["run", "--copy", &p, "write NOTES.md: # Notes"]);
     assert!(out.status.success(), "{}", text(&out));
     let disk = env.show(&task_id(&out))["copyDisk"].clone();
