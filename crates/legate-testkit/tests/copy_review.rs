@@ -294,6 +294,36 @@ async fn patch_reads_tests_and_the_sweep_follow_the_rules() {
     h.engine.shutdown().await;
 }
 
+/// The engine sweeps as soon as it starts; a sweep asked for right after (what `legate cleanup`
+/// does) reports what that first sweep removed, once, rather than finding nothing left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_sweep_at_start_removed_is_reported_by_the_next_sweep_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    // The directories of a task the store does not know: an orphan.
+    let orphan = "0123abcd-0000-4000-8000-000000000001";
+    for parent in ["copies", "baselines"] {
+        std::fs::create_dir_all(base.join("home").join(parent).join(orphan).join("x")).unwrap();
+    }
+    let engine = EngineHarness::builder().engine_in(&base);
+    let gone = |parent: &str| !base.join("home").join(parent).join(orphan).exists();
+    assert!(
+        legate_testkit::harness::until_holds(Duration::from_secs(30), || gone("copies")
+            && gone("baselines"))
+        .await,
+        "the sweep at start removes the orphan"
+    );
+    let report = engine.reviews().cleanup().await.unwrap();
+    assert_eq!(
+        report.orphans_removed,
+        vec![orphan.to_string()],
+        "{report:?}"
+    );
+    let again = engine.reviews().cleanup().await.unwrap();
+    assert!(again.is_empty(), "reported once: {again:?}");
+    engine.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_blocked_by_an_unverified_cleanup_is_not_verified_tested_or_integrated() {
     let h = harness(|_| {});

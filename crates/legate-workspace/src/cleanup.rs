@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// Removes `dir` if it is a plain directory directly inside `parent`, which must itself be
-/// inside `home`. `Ok(false)` when it did not exist; `UNSAFE_PATH` for anything else.
+/// inside `home`. `Ok(false)` when it did not exist, or was removed meanwhile by someone else
+/// (another process's sweep); `UNSAFE_PATH` for anything else.
 pub fn remove_owned_dir(home: &Path, parent: &Path, dir: &Path) -> Result<bool, Error> {
     let refuse = |why: &str| {
         Error::new(
@@ -58,13 +59,15 @@ pub fn remove_owned_dir(home: &Path, parent: &Path, dir: &Path) -> Result<bool, 
         )),
         Ok(m) if m.file_type().is_symlink() => Err(refuse("it is a symbolic link")),
         Ok(m) if !m.is_dir() => Err(refuse("it is not a directory")),
-        Ok(_) => {
-            fs::remove_dir_all(&target).map_err(|e| {
+        Ok(_) => match fs::remove_dir_all(&target) {
+            Ok(()) => Ok(true),
+            // Removed meanwhile by someone else (another process's sweep): gone, not by us.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => {
                 let message = format!("{} could not be removed", target.display());
-                Error::caused_by(ErrorCode::Internal, message, e)
-            })?;
-            Ok(true)
-        }
+                Err(Error::caused_by(ErrorCode::Internal, message, e))
+            }
+        },
     }
 }
 

@@ -121,6 +121,10 @@ pub(crate) struct Inner {
     pub(crate) roles: crate::roles::Roles,
     /// The groups this engine drives (`group`).
     pub(crate) groups: crate::group::Drivers,
+    /// Held through each retention sweep, so that one runs at a time in this process; it
+    /// keeps what the sweep at start removed until an asked-for sweep (`Reviews::cleanup`)
+    /// reports it with its own (`review::cleanup`).
+    pub(crate) sweeps: tokio::sync::Mutex<Option<crate::CleanupReport>>,
 }
 
 impl Core {
@@ -203,6 +207,7 @@ impl Core {
                 tracker: TaskTracker::new(),
                 shutdown,
                 groups: crate::group::Drivers::default(),
+                sweeps: tokio::sync::Mutex::default(),
             }),
         };
         core.adopt_orphans();

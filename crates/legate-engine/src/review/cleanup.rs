@@ -4,6 +4,11 @@
 //! and the scan verdict caches of projects not copied for 30 days.
 //!
 //! It never removes a directory whose name is not a task id, nor a copy in use.
+//!
+//! One sweep runs at a time in a process. The engine sweeps as soon as it starts, so a command
+//! that starts one only to sweep (`legate cleanup`) would race that first sweep and could
+//! report nothing of what it removed: what the sweep at start removed is kept until an
+//! asked-for sweep ([`Reviews::cleanup`]) reports it with its own, once.
 
 use super::Reviews;
 use super::records::*;
@@ -37,7 +42,9 @@ impl Core {
     /// retention, and directories of tasks the store no longer has. Half-made copies of
     /// finished tasks, and copies of interrupted tasks not kept for inspection
     /// (`keep_interrupted_copies`), go at once. Copies in use are kept.
-    pub(crate) async fn cleanup(&self) -> Result<CleanupReport> {
+    ///
+    /// The caller holds `sweeps` (one sweep at a time).
+    async fn sweep(&self) -> Result<CleanupReport> {
         let mut report = CleanupReport::default();
         let retention = self.review_config().retention;
         let now = Timestamp::now();
@@ -132,9 +139,12 @@ impl Core {
                 }
                 if self.store().task(&TaskId(name.clone()))?.is_none() {
                     let (home, parent, path) = (paths.home.clone(), parent.clone(), path.clone());
-                    blocking(move || legate_workspace::remove_owned_dir(&home, &parent, &path))
-                        .await?;
-                    report.orphans_removed.push(name);
+                    // Gone already (another process's sweep): not this sweep's to report.
+                    if blocking(move || legate_workspace::remove_owned_dir(&home, &parent, &path))
+                        .await?
+                    {
+                        report.orphans_removed.push(name);
+                    }
                 }
             }
         }
@@ -186,12 +196,14 @@ impl Core {
         Ok(ids)
     }
 
-    /// Runs the retention sweep now and then every minute until shutdown.
+    /// Runs the retention sweep now and then every minute until shutdown. What the first
+    /// one removed waits in `sweeps` for the next asked-for sweep to report it.
     pub(crate) fn spawn_copy_sweeper(&self) {
         let engine = self.downgrade();
         let mut shutdown = self.shutdown_signal();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(60));
+            let mut at_start = true;
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
@@ -200,11 +212,16 @@ impl Core {
                 let Some(engine) = engine.upgrade() else {
                     return;
                 };
-                if let Err(e) = engine.cleanup().await
-                    && !*shutdown.borrow()
-                {
-                    tracing::warn!(error = %e, "the copy retention sweep failed");
+                let mut held = engine.inner.sweeps.lock().await;
+                match engine.sweep().await {
+                    Ok(report) if at_start && !report.is_empty() => *held = Some(report),
+                    Ok(_) => {}
+                    Err(e) if !*shutdown.borrow() => {
+                        tracing::warn!(error = %e, "the copy retention sweep failed");
+                    }
+                    Err(_) => {}
                 }
+                at_start = false;
             }
         });
     }
@@ -265,8 +282,16 @@ impl Reviews {
     /// retention, and directories of tasks the store no longer has. Half-made copies of
     /// finished tasks, and copies of interrupted tasks not kept for inspection
     /// (`keep_interrupted_copies`), go at once. Copies in use are kept.
+    ///
+    /// The report also holds what the engine's sweep at start removed, the first time one is
+    /// asked for after it (see the module docs).
     pub async fn cleanup(&self) -> Result<CleanupReport> {
-        self.core.cleanup().await
+        let mut held = self.core.inner.sweeps.lock().await;
+        let mut report = self.core.sweep().await?;
+        if let Some(at_start) = held.take() {
+            report.absorb(at_start);
+        }
+        Ok(report)
     }
 }
 

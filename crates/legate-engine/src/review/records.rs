@@ -426,6 +426,33 @@ pub struct CleanupReport {
     pub scan_verdicts_removed: usize,
 }
 
+impl CleanupReport {
+    /// Whether the sweep removed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty()
+            && self.orphans_removed.is_empty()
+            && self.judge_dirs_removed == 0
+            && self.scan_verdicts_removed == 0
+    }
+
+    /// Adds what an `earlier` sweep removed to this report; `kept` stays this sweep's (what
+    /// is kept now).
+    pub(crate) fn absorb(&mut self, earlier: CleanupReport) {
+        let mut removed = earlier.removed;
+        removed.extend(std::mem::take(&mut self.removed));
+        self.removed = removed;
+        self.orphans_removed.extend(earlier.orphans_removed);
+        self.orphans_removed.sort();
+        self.orphans_removed.dedup();
+        self.judge_dirs_removed = self
+            .judge_dirs_removed
+            .saturating_add(earlier.judge_dirs_removed);
+        self.scan_verdicts_removed = self
+            .scan_verdicts_removed
+            .saturating_add(earlier.scan_verdicts_removed);
+    }
+}
+
 impl Core {
     pub(crate) fn record(&self, id: &TaskId) -> Result<ReviewRecord> {
         let value = self
