@@ -187,38 +187,50 @@ fn a_second_engine_continues_a_group_whose_engine_died_mid_graph() {
     });
 }
 
-#[test]
-fn an_admission_with_no_stored_task_pauses_the_group_unverified() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let def = GroupDefinition {
-        working_directory: project(&base),
+/// A group of one node, `only`, over a new project in `base`.
+fn one_node_group(base: &Path) -> GroupDefinition {
+    GroupDefinition {
+        working_directory: project(base),
         title: None,
         nodes: vec![node("only", "write o.txt: o\\n", &[])],
         peer_routes: vec![],
         budget: None,
         workflow: None,
+    }
+}
+
+/// Stores, as a process that died mid-admission leaves it, the first node of `group` (created,
+/// its engine gone) being admitted, the group running, and its runner a dead one; returns the
+/// store.
+fn admitting_under_a_dead_runner(base: &Path, group: &str) -> legate_store::Store {
+    let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
+    let node = store.group_nodes(group).unwrap().remove(0);
+    let admitting = legate_store::NodeRecord {
+        state: "admitting".into(),
+        ..node
     };
+    assert!(store.move_node(group, &["pending"], &admitting).unwrap());
+    assert!(
+        store
+            .set_group_state(group, &["created"], "running", None, None)
+            .unwrap()
+    );
+    assert!(store.claim_group(group, None, Some("dead-runner")).unwrap());
+    store
+}
+
+#[test]
+fn an_admission_with_no_stored_task_pauses_the_group_unverified() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let def = one_node_group(&base);
     let rt = runtime();
     let first = engine(&rt, &base);
     let c = first.groups().create(Some("u".into()), def).unwrap();
     kill(rt, first, &base);
     // A process died between recording the admission and storing the task: the store says
     // the node is being admitted, the group runs, and its runner is gone.
-    let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
-    let node = store.group_nodes("u").unwrap().remove(0);
-    let admitting = legate_store::NodeRecord {
-        state: "admitting".into(),
-        ..node
-    };
-    assert!(store.move_node("u", &["pending"], &admitting).unwrap());
-    assert!(
-        store
-            .set_group_state("u", &["created"], "running", None, None)
-            .unwrap()
-    );
-    assert!(store.claim_group("u", None, Some("dead-runner")).unwrap());
-    drop(store);
+    drop(admitting_under_a_dead_runner(&base, "u"));
 
     let rt = runtime();
     let next = engine(&rt, &base);
@@ -316,5 +328,61 @@ fn a_role_redefined_under_a_group_pauses_it_profile_changed() {
         assert!(node_of(&s, "then").task_ids.is_empty());
         two.groups().cancel("g").unwrap();
         two.shutdown().await;
+    });
+}
+
+/// The other side of that window: the task was stored before the process died, so the next
+/// engine binds it to the node (and, its runner dead, meets its end as an interruption)
+/// instead of calling the admission unverified.
+#[test]
+fn an_admission_whose_task_was_stored_is_bound_to_it_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let def = one_node_group(&base);
+    let rt = runtime();
+    let first = engine(&rt, &base);
+    first.groups().create(Some("v".into()), def).unwrap();
+    kill(rt, first, &base);
+    let store = admitting_under_a_dead_runner(&base, "v");
+    let mut task = legate_core::Task::new(
+        "0123abcd-0000-4000-8000-00000000000b",
+        "ctx-v",
+        "scripted",
+        "write o.txt: o\n",
+    );
+    task.controls.group = Some(legate_core::GroupNode {
+        group_id: "v".into(),
+        node_id: "only".into(),
+    });
+    let submitted = EventKind::Status {
+        state: TaskState::Submitted,
+        message: None,
+        error: None,
+    };
+    store
+        .insert_task_run_by(&task, &submitted, Some("dead-runner"))
+        .unwrap();
+    drop(store);
+
+    let rt = runtime();
+    let next = engine(&rt, &base);
+    rt.block_on(async {
+        // The wait answers once the group is paused, not at its deadline (a wait for the end
+        // alone reads the group's whole answer only then, `group::load::ready`).
+        let asked = std::time::Instant::now();
+        let s = settled(&next, "v").await;
+        assert!(
+            asked.elapsed() < Duration::from_secs(60),
+            "the wait ran to its deadline"
+        );
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_ne!(
+            s.pause_reason,
+            Some(ErrorCode::GroupAdmissionUnverified),
+            "{s:?}"
+        );
+        assert_eq!(s.nodes[0].task_id, Some(task.id.clone()), "{s:?}");
+        assert_eq!(s.nodes[0].state, NodeState::Interrupted, "{s:?}");
+        next.shutdown().await;
     });
 }

@@ -18,8 +18,32 @@ pub(crate) struct Loaded {
     pub(crate) record: GroupRecord,
     pub(crate) definition: GroupDefinition,
     pub(crate) nodes: Vec<NodeRecord>,
-    /// Every task of the group, oldest first.
+    /// The group's tasks, oldest first: every one, or those of its open nodes (`scope`).
     pub(crate) tasks: Vec<Task>,
+    pub(crate) scope: TaskScope,
+}
+
+/// Which of a group's tasks a [`Loaded`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskScope {
+    /// Every task of the group: what an answer about the group (status, messages, result)
+    /// reads.
+    All,
+    /// Only those of its nodes admitting or running (every turn of each): what a
+    /// scheduler's step reads, so that a step costs what is open, not everything the group
+    /// ever ran. Never for a group with a budget, which counts every task.
+    Open,
+}
+
+/// The nodes whose tasks a [`TaskScope::Open`] load holds.
+fn open_nodes(nodes: &[NodeRecord]) -> Vec<&str> {
+    nodes
+        .iter()
+        .filter(|n| {
+            node_state(n).is_ok_and(|s| matches!(s, NodeState::Admitting | NodeState::Running))
+        })
+        .map(|n| n.node_id.as_str())
+        .collect()
 }
 
 fn bad(what: &str) -> Error {
@@ -80,6 +104,11 @@ impl Loaded {
     }
 
     pub(crate) fn status(&self) -> Result<GroupStatus> {
+        if self.scope != TaskScope::All {
+            return Err(Error::internal(
+                "a group's status was asked of a load without all its tasks",
+            ));
+        }
         let mut nodes = Vec::with_capacity(self.nodes.len());
         for def in &self.definition.nodes {
             let Some(rec) = self.node(&def.id) else {
@@ -115,6 +144,12 @@ impl Loaded {
             updated_at: self.record.updated_at,
         })
     }
+}
+
+/// Whether a wait on a group in `state` whose nodes are in `nodes` is over: it ended, or it is
+/// paused with nothing running.
+pub(crate) fn ready(state: GroupState, mut nodes: impl Iterator<Item = NodeState>) -> bool {
+    state.is_terminal() || (state == GroupState::Paused && !nodes.any(|n| n == NodeState::Running))
 }
 
 /// How many nodes are where.
@@ -153,32 +188,74 @@ pub(crate) fn summary(record: &GroupRecord) -> Result<GroupSummary> {
 }
 
 impl Core {
-    /// The group `id` as stored (`GROUP_NOT_FOUND`).
+    /// Whether a wait on the group `id` is over ([`ready`]), from its record and nodes alone
+    /// (`GROUP_NOT_FOUND`, `STORE_ERROR` for a state this build does not know).
+    pub(crate) fn group_ready(&self, id: &str) -> Result<bool> {
+        let store = self.store();
+        let record = store.group(id)?.ok_or_else(|| not_found(id))?;
+        let nodes = store
+            .group_nodes(id)?
+            .iter()
+            .map(node_state)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ready(group_state(&record)?, nodes.into_iter()))
+    }
+
+    /// The group `id` as stored, with every task (`GROUP_NOT_FOUND`).
     pub(crate) fn load_group(&self, id: &str) -> Result<Loaded> {
+        self.load_group_in(id, TaskScope::All)
+    }
+
+    /// The group `id` as a scheduler's step reads it: with its open nodes' tasks only, or
+    /// every task when it has a budget (`GROUP_NOT_FOUND`).
+    pub(crate) fn load_group_for_step(&self, id: &str) -> Result<Loaded> {
+        self.load_group_in(id, TaskScope::Open)
+    }
+
+    fn load_group_in(&self, id: &str, scope: TaskScope) -> Result<Loaded> {
         let store = self.store();
         let record = store.group(id)?.ok_or_else(|| not_found(id))?;
         let definition: GroupDefinition =
             serde_json::from_str(&record.definition).map_err(|_| bad("definition"))?;
+        let scope = if definition.budget.is_some() {
+            TaskScope::All
+        } else {
+            scope
+        };
         let nodes = store.group_nodes(id)?;
-        let tasks = store.group_tasks(id)?;
+        let tasks = self.group_tasks_in(id, &nodes, scope)?;
         Ok(Loaded {
             record,
             definition,
             nodes,
             tasks,
+            scope,
         })
     }
 
-    /// `g` read again after a change: its record and nodes, and its tasks only when `tasks`
-    /// (a change that stored no task leaves them as they were read; their states may have
-    /// moved on since, as after any read). The definition never changes.
+    fn group_tasks_in(
+        &self,
+        id: &str,
+        nodes: &[NodeRecord],
+        scope: TaskScope,
+    ) -> Result<Vec<Task>> {
+        match scope {
+            TaskScope::All => self.store().group_tasks(id),
+            TaskScope::Open => self.store().group_node_tasks(id, &open_nodes(nodes)),
+        }
+    }
+
+    /// `g` read again after a change: its record and nodes, and its tasks (in `g`'s scope,
+    /// of the nodes open now) only when `tasks` (a change that stored no task leaves them as
+    /// they were read; their states may have moved on since, as after any read). The
+    /// definition never changes.
     pub(crate) fn reload_group(&self, g: Loaded, tasks: bool) -> Result<Loaded> {
         let store = self.store();
         let id = g.record.group_id.as_str();
         let record = store.group(id)?.ok_or_else(|| not_found(id))?;
         let nodes = store.group_nodes(id)?;
         let tasks = if tasks {
-            store.group_tasks(id)?
+            self.group_tasks_in(id, &nodes, g.scope)?
         } else {
             g.tasks
         };
@@ -187,6 +264,60 @@ impl Core {
             definition: g.definition,
             nodes,
             tasks,
+            scope: g.scope,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: &str, state: NodeState) -> NodeRecord {
+        NodeRecord {
+            node_id: id.into(),
+            position: 0,
+            state: state.as_str().into(),
+            task_id: None,
+            error_code: None,
+            checkpoint: None,
+            updated_at: legate_core::Timestamp(0),
+        }
+    }
+
+    #[test]
+    fn a_step_reads_the_tasks_of_admitting_and_running_nodes_only() {
+        let nodes = [
+            rec("done", NodeState::Succeeded),
+            rec("admitting", NodeState::Admitting),
+            rec("pending", NodeState::Pending),
+            rec("running", NodeState::Running),
+            rec("failed", NodeState::Failed),
+            rec("held", NodeState::Held),
+            rec("interrupted", NodeState::Interrupted),
+            rec("canceled", NodeState::Canceled),
+            rec("blocked", NodeState::Blocked),
+        ];
+        assert_eq!(open_nodes(&nodes), ["admitting", "running"]);
+        // A state this build does not know is no open node (the step meets it as an error).
+        let mut odd = rec("odd", NodeState::Running);
+        odd.state = "sideways".into();
+        assert!(open_nodes(&[odd]).is_empty());
+    }
+
+    #[test]
+    fn a_wait_is_over_when_the_group_ended_or_is_paused_with_nothing_running() {
+        use GroupState as G;
+        use NodeState as N;
+        assert!(ready(G::Completed, [N::Running].into_iter()));
+        assert!(ready(G::Failed, [].into_iter()));
+        assert!(ready(G::Canceled, [N::Pending].into_iter()));
+        assert!(ready(
+            G::Paused,
+            [N::Held, N::Pending, N::Succeeded].into_iter()
+        ));
+        assert!(!ready(G::Paused, [N::Held, N::Running].into_iter()));
+        assert!(!ready(G::Running, [N::Pending].into_iter()));
+        assert!(!ready(G::Created, [].into_iter()));
     }
 }

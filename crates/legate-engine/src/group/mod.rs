@@ -423,12 +423,19 @@ impl Groups {
             changes.borrow_and_update();
             // A group whose process died is continued by the one waiting on it.
             self.core.continue_group(group_id);
-            let answer = self.current(group_id, request)?;
-            if answer.ready
-                || (on_messages && !answer.messages.is_empty())
+            // Waiting for the end alone, the whole answer (every task of the group, read at
+            // each change of any group) is read only once there is one to give.
+            let settled = on_messages
                 || tokio::time::Instant::now() >= deadline
-            {
-                return Ok(answer);
+                || self.core.group_ready(group_id)?;
+            if settled {
+                let answer = self.current(group_id, request)?;
+                if answer.ready
+                    || (on_messages && !answer.messages.is_empty())
+                    || tokio::time::Instant::now() >= deadline
+                {
+                    return Ok(answer);
+                }
             }
             // A group another process drives changes only in the store: look again soon.
             tokio::select! {
@@ -446,9 +453,7 @@ impl Groups {
         let status = g.status()?;
         let page = self.core.group_messages(&g, request)?;
         let progress = load::progress(&status);
-        let ready = status.state.is_terminal()
-            || (status.state == GroupState::Paused
-                && !status.nodes.iter().any(|n| n.state == NodeState::Running));
+        let ready = load::ready(status.state, status.nodes.iter().map(|n| n.state));
         Ok(GroupWait {
             ready,
             progress,

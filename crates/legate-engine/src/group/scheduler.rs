@@ -197,7 +197,7 @@ impl Core {
 
     /// One step of `group` (see the module docs).
     pub(crate) async fn step(&self, group: &str) -> Result<Next> {
-        let g = self.load_group(group)?;
+        let g = self.load_group_for_step(group)?;
         let state = group_state(&g.record)?;
         let mut ended: Vec<(&NodeRecord, Task)> = Vec::new();
         let mut bound_any = false;
