@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     V20_PLAN_ROWS,
     V21_TRACE,
     V22_GROUP_TASKS,
+    V23_GROUP_NODE_TASKS,
 ];
 
 /// Tasks, their events, and contexts.
@@ -404,6 +405,18 @@ ALTER TABLE tasks ADD COLUMN tracestate TEXT;
 const V22_GROUP_TASKS: &str = "
 CREATE INDEX tasks_group ON tasks (json_extract(controls, '$.group.groupId'), created_at)
     WHERE controls IS NOT NULL;
+";
+
+/// A group's tasks by the node their controls name too (issue 33): a group's scheduler reads
+/// the tasks of its open nodes at every step (`group_node_tasks`), which through
+/// `tasks_group` alone fetched every task row of the group to tell its node, so a step still
+/// grew with everything the group ran. The expressions are `group_node_tasks`'s own.
+const V23_GROUP_NODE_TASKS: &str = "
+CREATE INDEX tasks_group_node ON tasks (
+    json_extract(controls, '$.group.groupId'),
+    json_extract(controls, '$.group.nodeId'),
+    created_at
+) WHERE controls IS NOT NULL;
 ";
 
 fn user_version(conn: &Connection) -> Result<u32> {

@@ -124,7 +124,7 @@ pub(crate) struct Inner {
     /// Held through each retention sweep, so that one runs at a time in this process; it
     /// keeps what the sweep at start removed until an asked-for sweep (`Reviews::cleanup`)
     /// reports it with its own (`review::cleanup`).
-    pub(crate) sweeps: tokio::sync::Mutex<Option<crate::CleanupReport>>,
+    pub(crate) sweeps: tokio::sync::Mutex<crate::review::Sweeps>,
 }
 
 impl Core {

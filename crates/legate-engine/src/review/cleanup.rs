@@ -18,22 +18,36 @@ use legate_core::{ErrorCode, Result, TaskId, Timestamp};
 use legate_workspace::Baseline;
 use std::time::Duration;
 
+/// What the engine's sweep lock (`Inner::sweeps`) guards besides the turn: what the sweep at
+/// start removed, until an asked-for sweep reports it.
+#[derive(Debug, Default)]
+pub(crate) struct Sweeps {
+    /// What the sweep at start removed (all of it, even when it stopped on an error), not
+    /// reported yet.
+    at_start: Option<CleanupReport>,
+    /// Whether a sweep was asked for already: the sweep at start then ran after it, and what
+    /// it removed is not kept for a later one, maybe much later, to report as its own.
+    asked: bool,
+}
+
 /// How long a project's scan verdict cache is kept without a copy of the project.
 const SCAN_VERDICTS_UNUSED: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl Core {
     /// Removes the copy and baseline a record names (for a continuation, the directories of
-    /// the task that made the copy), only ever beneath Legate's own directories.
-    async fn remove_record_dirs(&self, record: &ReviewRecord) -> Result<()> {
+    /// the task that made the copy), only ever beneath Legate's own directories. Returns
+    /// whether this call removed either (`false`: both were gone already, another process's
+    /// sweep having removed them first).
+    async fn remove_record_dirs(&self, record: &ReviewRecord) -> Result<bool> {
         let paths = self.config().paths.clone();
         let (copy, base) = (
             record.copy_directory.clone(),
             record.baseline_directory.clone(),
         );
         blocking(move || {
-            legate_workspace::remove_owned_dir(paths.home(), &paths.copies(), &copy)?;
-            legate_workspace::remove_owned_dir(paths.home(), &paths.baselines(), &base)?;
-            Ok(())
+            let copy = legate_workspace::remove_owned_dir(paths.home(), &paths.copies(), &copy)?;
+            let base = legate_workspace::remove_owned_dir(paths.home(), &paths.baselines(), &base)?;
+            Ok(copy || base)
         })
         .await
     }
@@ -43,9 +57,9 @@ impl Core {
     /// finished tasks, and copies of interrupted tasks not kept for inspection
     /// (`keep_interrupted_copies`), go at once. Copies in use are kept.
     ///
-    /// The caller holds `sweeps` (one sweep at a time).
-    async fn sweep(&self) -> Result<CleanupReport> {
-        let mut report = CleanupReport::default();
+    /// What it removed is in `report` as it goes, so that a sweep cut by an error still says
+    /// what it did. The caller holds `sweeps` (one sweep at a time).
+    async fn sweep(&self, report: &mut CleanupReport) -> Result<()> {
         let retention = self.review_config().retention;
         let now = Timestamp::now();
         for id in self.store().review_ids(100_000)? {
@@ -119,11 +133,14 @@ impl Core {
                 },
                 Err(_) => None,
             };
-            self.remove_record_dirs(&record).await?;
+            let removed = self.remove_record_dirs(&record).await?;
             drop(lock);
             record.discarded_at = Some(Timestamp::now());
             self.put_record(&id, &record)?;
-            report.removed.push(id.to_string());
+            // Gone already: another process's sweep removed it and says so.
+            if removed {
+                report.removed.push(id.to_string());
+            }
         }
         // Directories whose task is gone (pruned from the store), unless a later task of the
         // same copy still works in them.
@@ -179,7 +196,7 @@ impl Core {
                 "copy retention sweep"
             );
         }
-        Ok(report)
+        Ok(())
     }
 
     /// The ids of the copies that a record not yet discarded continues in.
@@ -213,13 +230,19 @@ impl Core {
                     return;
                 };
                 let mut held = engine.inner.sweeps.lock().await;
-                match engine.sweep().await {
-                    Ok(report) if at_start && !report.is_empty() => *held = Some(report),
-                    Ok(_) => {}
-                    Err(e) if !*shutdown.borrow() => {
-                        tracing::warn!(error = %e, "the copy retention sweep failed");
-                    }
-                    Err(_) => {}
+                // The lock may have been waited for behind a long sweep: not one more now.
+                if *shutdown.borrow() {
+                    return;
+                }
+                let mut report = CleanupReport::default();
+                let swept = engine.sweep(&mut report).await;
+                if at_start && !held.asked && !report.is_empty() {
+                    held.at_start = Some(report);
+                }
+                if let Err(e) = swept
+                    && !*shutdown.borrow()
+                {
+                    tracing::warn!(error = %e, "the copy retention sweep failed");
                 }
                 at_start = false;
             }
@@ -287,8 +310,10 @@ impl Reviews {
     /// asked for after it (see the module docs).
     pub async fn cleanup(&self) -> Result<CleanupReport> {
         let mut held = self.core.inner.sweeps.lock().await;
-        let mut report = self.core.sweep().await?;
-        if let Some(at_start) = held.take() {
+        held.asked = true;
+        let mut report = CleanupReport::default();
+        self.core.sweep(&mut report).await?;
+        if let Some(at_start) = held.at_start.take() {
             report.absorb(at_start);
         }
         Ok(report)

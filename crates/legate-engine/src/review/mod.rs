@@ -40,6 +40,7 @@ mod test_gate;
 
 pub(crate) use chain::{ContinuedCopy, NextCopy};
 pub use chain::{CopyHandle, CopyStatus};
+pub(crate) use cleanup::Sweeps;
 pub(crate) use copy::stage_or_remove;
 pub use records::{
     ApprovalMode, CleanupReport, Confirmation, ConfirmationRequest, Confirmer, IntegrationRecord,
