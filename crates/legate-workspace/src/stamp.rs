@@ -102,6 +102,15 @@ pub fn copy_stamp(
 const BASELINE: &[u8] = b"\0baseline";
 
 /// Writes the clock file and reads its times back.
+///
+/// It is written twice, its times read after each write. A kernel with fine-grained change
+/// times (Linux 6.13 and later, on ext4, xfs, btrfs and tmpfs) stamps a change at the clock's
+/// tick unless someone read the file's times since its last change, and then at the
+/// nanosecond; so the first write (of a file just made, at a copy's first stamp) may read a
+/// whole tick early, and every entry the agent changed within that tick would be racy, where
+/// the second write reads the time now. Any change after it is stamped no earlier (the
+/// kernel never hands out a coarse time before a fine one it gave), so the reading stays
+/// sound. A kernel without them stamps both at the tick, as before.
 fn read_clock(dir: &Path) -> Result<Metadata, Error> {
     let failed = |e: std::io::Error| {
         Error::caused_by(ErrorCode::Internal, "the copy's clock could not be read", e)
@@ -113,6 +122,8 @@ fn read_clock(dir: &Path) -> Result<Metadata, Error> {
         .open(dir.join(CLOCK))
         .map_err(failed)?;
     // A write always moves the times, whatever the file held.
+    f.write_all(b"t").map_err(failed)?;
+    f.metadata().map_err(failed)?;
     f.write_all(b"t").map_err(failed)?;
     f.metadata().map_err(failed)
 }
