@@ -180,8 +180,8 @@ fn only_caches_unused_for_the_period_and_holding_only_their_own_files_are_pruned
     // Only a killed writer's temporary file left, in a directory unused for as long.
     let temp_only = state.join(hash('f'));
     fs::create_dir(&temp_only).unwrap();
-    fs::write(temp_only.join(format!(".{FILE}.tmp-1-2")), b"half").unwrap();
-    age(&temp_only.join(format!(".{FILE}.tmp-1-2")), 40);
+    fs::write(temp_only.join(format!("{TEMP_PREFIX}1-2")), b"half").unwrap();
+    age(&temp_only.join(format!("{TEMP_PREFIX}1-2")), 40);
     age(&temp_only, 40);
 
     let month = Duration::from_secs(30 * 24 * 3600);
