@@ -9,7 +9,8 @@
 use legate_backend::agy::AgyBackend;
 use legate_core::{AgentKind, ErrorCode};
 use legate_engine::{
-    Budget, BudgetState, GroupDefinition, GroupState, GroupStatus, NodeDef, NodeState,
+    Budget, BudgetState, GroupDefinition, GroupState, GroupStatus, NodeDef, NodeState, PeerRoute,
+    ReceiptState,
 };
 use legate_testkit::EngineHarness;
 use legate_testkit::harness::TestAgent;
@@ -59,11 +60,20 @@ fn node(id: &str, prompt: &str) -> NodeDef {
 }
 
 async fn run(h: &EngineHarness, nodes: Vec<NodeDef>, max: u64) -> GroupStatus {
+    run_routed(h, nodes, vec![], max).await
+}
+
+async fn run_routed(
+    h: &EngineHarness,
+    nodes: Vec<NodeDef>,
+    peer_routes: Vec<PeerRoute>,
+    max: u64,
+) -> GroupStatus {
     let def = GroupDefinition {
         working_directory: h.project(),
         title: None,
         nodes,
-        peer_routes: vec![],
+        peer_routes,
         budget: Some(Budget {
             max_total_tokens: max,
         }),
@@ -101,7 +111,7 @@ async fn the_group_pauses_at_the_turn_that_reaches_its_budget() {
     assert_eq!(ran.len(), 3, "{s:?}");
     assert!(ran.iter().all(|n| n.state == NodeState::Succeeded));
     assert_eq!(s.nodes[3].state, NodeState::Pending);
-    let b = s.budget.unwrap();
+    let b = s.budget.as_ref().unwrap();
     // The figures are the agents' own counters, added.
     let mut counted = 0;
     for n in &ran {
@@ -115,8 +125,14 @@ async fn the_group_pauses_at_the_turn_that_reaches_its_budget() {
     assert_eq!(b.state, BudgetState::Exceeded);
     assert!(b.tasks_without_counters.is_empty());
     // The budget is part of the definition: resuming pauses again at once, admitting none.
-    let again = h
-        .engine
+    let again = resumed(&h, &s).await;
+    assert_eq!(again.pause_reason, Some(ErrorCode::GroupBudgetExceeded));
+    assert!(again.nodes[3].task_ids.is_empty());
+}
+
+/// `s`'s group resumed, once its wait is over.
+async fn resumed(h: &EngineHarness, s: &GroupStatus) -> GroupStatus {
+    h.engine
         .groups()
         .start(&s.group_id, &s.definition_sha256)
         .await
@@ -124,11 +140,11 @@ async fn the_group_pauses_at_the_turn_that_reaches_its_budget() {
     let w = h
         .engine
         .groups()
-        .wait(&again.group_id, Duration::from_secs(60))
+        .wait(&s.group_id, Duration::from_secs(60))
         .await
         .unwrap();
-    assert_eq!(w.status.pause_reason, Some(ErrorCode::GroupBudgetExceeded));
-    assert!(w.status.nodes[3].task_ids.is_empty());
+    assert!(w.ready, "{:?}", w.status);
+    w.status
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,4 +183,52 @@ async fn revisor_turns_count_as_zero_tokens_not_as_missing_counters() {
         Some(0),
         "revisor's own report"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_message_turn_counts_the_tokens_of_nodes_already_finished() {
+    let h = harness();
+    // `sender` (120 tokens, fake agy's default) ends with a message for `receiver`, which
+    // runs after it (200 tokens): 320 of a 300 budget. The message would be the receiver's
+    // next turn; the budget's gate must count the finished sender too, and pause instead.
+    let sender = node(
+        "sender",
+        r#"note <legate-peer-message>{"messageId":"m1","toNode":"receiver","text":"look at a.txt"}</legate-peer-message>"#,
+    );
+    let mut receiver = node("receiver", "tokens: 200");
+    receiver.depends_on = vec!["sender".into()];
+    let routes = vec![PeerRoute {
+        from: "sender".into(),
+        to: "receiver".into(),
+    }];
+    let s = run_routed(&h, vec![sender, receiver], routes, 300).await;
+    assert_eq!(s.state, GroupState::Paused, "{s:?}");
+    assert_eq!(
+        s.pause_reason,
+        Some(ErrorCode::GroupBudgetExceeded),
+        "{s:?}"
+    );
+    assert_eq!(s.nodes[1].task_ids.len(), 1, "no second turn: {s:?}");
+    // Its turn is over and nothing of it runs: it is held (so a wait on the paused group
+    // is over), not left running.
+    assert_eq!(s.nodes[1].state, NodeState::Held, "{s:?}");
+    assert_eq!(s.nodes[1].error, Some(ErrorCode::GroupBudgetExceeded));
+    let b = s.budget.as_ref().unwrap();
+    assert_eq!(b.observed_total_tokens, Some(320), "{b:?}");
+    let queued = |h: &EngineHarness| {
+        let r = h
+            .engine
+            .groups()
+            .peer_receipts(&s.group_id, None, 20)
+            .unwrap();
+        assert_eq!(r.receipts.len(), 1, "{r:?}");
+        r.receipts[0].state
+    };
+    assert_eq!(queued(&h), ReceiptState::Queued);
+    // A resume sends the held node back to its gate, which pauses again: still no turn.
+    let again = resumed(&h, &s).await;
+    assert_eq!(again.pause_reason, Some(ErrorCode::GroupBudgetExceeded));
+    assert_eq!(again.nodes[1].state, NodeState::Held, "{again:?}");
+    assert_eq!(again.nodes[1].task_ids.len(), 1, "{again:?}");
+    assert_eq!(queued(&h), ReceiptState::Queued);
 }

@@ -8,9 +8,10 @@
 
 use legate_core::{ErrorCode, TaskId};
 use legate_engine::{
-    Checkpoint, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState, TestCommand,
-    Workflow,
+    Checkpoint, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState, PeerRoute,
+    ReceiptState, TestCommand, Workflow,
 };
+use legate_store::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 use legate_testkit::harness::EngineHarness;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -57,6 +58,12 @@ async fn wait(h: &EngineHarness, group: &str) -> GroupStatus {
         .unwrap();
     assert!(w.ready, "the group never settled: {:?}", w.status);
     w.status
+}
+
+/// The group started (or resumed), once its wait is over.
+async fn started(h: &EngineHarness, group: &str, sha: &str) -> GroupStatus {
+    h.engine.groups().start(group, sha).await.unwrap();
+    wait(h, group).await
 }
 
 /// The node's task, once the group paused holding it for its test.
@@ -175,4 +182,99 @@ async fn a_copy_left_alone_is_checkpointed_with_the_hashes_its_turn_s_end_read()
     let cp = tested_and_resumed(&h, &node, "ok").await;
     assert_eq!((cp.tree_sha256, cp.patch_sha256), at_end);
     assert_eq!(fresh(&h, &node.2).await, at_end);
+}
+
+/// A peer message queued for a node held for its test (its sender's turn ended after the
+/// node was held) is the node's next turn at resume, before the node may be checkpointed:
+/// it is not finished past the message, which would stay queued for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_node_takes_its_waiting_peer_message_as_a_turn_before_it_finishes() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .start();
+    let mut def = held_workflow(&h);
+    let criteria = def.nodes[0].criteria.clone();
+    def.nodes.push(NodeDef {
+        id: "sender".into(),
+        prompt: "What is here?".into(),
+        criteria: criteria.clone(),
+        ..NodeDef::default()
+    });
+    def.nodes.push(NodeDef {
+        id: "last".into(),
+        prompt: "What is here?".into(),
+        depends_on: vec!["tested".into(), "sender".into()],
+        criteria,
+        ..NodeDef::default()
+    });
+    def.workflow.as_mut().unwrap().final_node = "last".into();
+    def.peer_routes = vec![PeerRoute {
+        from: "sender".into(),
+        to: "tested".into(),
+    }];
+    let c = h.engine.groups().create(None, def).unwrap();
+    let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    assert_eq!(s.state, GroupState::Paused, "{s:?}");
+    assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
+    assert_eq!(s.nodes[1].state, NodeState::Succeeded, "{s:?}");
+    let first = s.nodes[0].task_ids[0].clone();
+    // The sender's answer, had it ended after `tested` was held, would have queued this (the
+    // order of two agents' turn ends is not the test's to choose, so the row is written as
+    // the engine writes it).
+    let store = legate_store::Store::open(&h.home().join("legate.db")).unwrap();
+    let text = "look at t.txt again";
+    let claim = store
+        .claim_peer_message(
+            &PeerMessageRecord {
+                seq: 0,
+                group_id: c.group_id.clone(),
+                message_id: "late-1".into(),
+                from_node: "sender".into(),
+                to_node: "tested".into(),
+                text: text.into(),
+                sha256: legate_core::remote::sha256_hex(text.as_bytes()),
+                state: PeerState::Queued,
+                source_task: Some(s.nodes[1].task_ids[0].to_string()),
+                task_id: None,
+                created_at: legate_core::Timestamp::now(),
+                sent_at: None,
+            },
+            PeerCaps {
+                per_source: 20,
+                per_group: 100,
+            },
+        )
+        .unwrap();
+    assert!(matches!(claim, PeerClaim::Claimed(_)), "{claim:?}");
+    drop(store);
+
+    // Its test passes and the group resumes: the message is its next turn, which changes no
+    // file (revisor answers it), so the test stands for the same patch and the node ends on
+    // that second turn.
+    let patch = fresh(&h, &first).await.1;
+    let test = TestCommand {
+        executable: "true".into(),
+        args: vec![],
+    };
+    let ev = h
+        .engine
+        .reviews()
+        .test(first.as_str(), &patch, test, None)
+        .await
+        .unwrap();
+    assert!(ev.passed, "{ev:?}");
+    let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    assert_eq!(s.state, GroupState::Completed, "{s:?}");
+    assert_eq!(s.nodes[0].task_ids.len(), 2, "{s:?}");
+    assert_eq!(
+        s.nodes[0].checkpoint.as_ref().map(|c| &c.task_id),
+        Some(&s.nodes[0].task_ids[1])
+    );
+    let receipts = h
+        .engine
+        .groups()
+        .peer_receipts(&c.group_id, None, 20)
+        .unwrap();
+    assert_eq!(receipts.receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts.receipts[0].state, ReceiptState::Sent);
 }

@@ -132,6 +132,18 @@ impl Core {
                         Err(e) => still = still.or(Some(e)),
                     }
                 }
+                NodeState::Held
+                    if !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty() =>
+                {
+                    // Its turn ended with a peer message waiting (the group paused, or its
+                    // budget): it goes back to be settled, and the message is its next turn,
+                    // under the budget's gate again, before it may count as finished.
+                    let again = NodeRecord {
+                        error_code: None,
+                        ..moved(rec, NodeState::Running)
+                    };
+                    self.put_node(group, &[NodeState::Held], &again)?;
+                }
                 NodeState::Held => {
                     let Some(task) = g.latest(&rec.node_id).cloned() else {
                         continue;

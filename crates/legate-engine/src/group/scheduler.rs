@@ -384,16 +384,33 @@ impl Core {
             }
             let pending = peer::pending_for(self.store(), group, &rec.node_id)?;
             if !pending.is_empty() {
-                if state != GroupState::Running {
-                    return Ok(false);
-                }
-                match gate(g.definition.budget, &g.tasks) {
-                    Gate::Open => {}
-                    Gate::Wait => return Ok(true),
-                    Gate::Pause(e) => {
-                        self.pause_group(group, &e)?;
-                        return Ok(false);
+                // A message waits to be the node's next turn. When that turn may not start
+                // now (the group is paused, or the budget's gate pauses it), the node is
+                // held: its turn is over, nothing of it runs, and a resume sends it back
+                // here. The group is paused first: a crash between the two leaves the node
+                // running under a paused group, which the next step (a resume's at the
+                // latest) settles again; never a held node in a running group.
+                let hold = match state {
+                    GroupState::Running => match gate(g.definition.budget, &g.tasks) {
+                        Gate::Open => None,
+                        Gate::Wait => return Ok(true),
+                        Gate::Pause(e) => {
+                            self.pause_group(group, &e)?;
+                            Some(Some(e.code))
+                        }
+                    },
+                    GroupState::Paused => {
+                        Some(g.record.pause_reason.as_deref().and_then(ErrorCode::parse))
                     }
+                    _ => return Ok(false),
+                };
+                if let Some(code) = hold {
+                    self.put_node(
+                        group,
+                        &[NodeState::Running],
+                        &with_error(rec, NodeState::Held, code),
+                    )?;
+                    return Ok(false);
                 }
                 let carried = self.deliver_peer_messages(group, &rec.node_id, &task.context_id)?;
                 tracing::info!(group, node = %rec.node_id, turns = carried.len(), "peer messages delivered as the node's next turns");
