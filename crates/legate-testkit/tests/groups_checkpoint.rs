@@ -11,7 +11,6 @@ use legate_engine::{
     Checkpoint, GroupDefinition, GroupState, GroupStatus, Hook, NodeDef, NodeState, PeerRoute,
     ReceiptState, TestCommand, Workflow,
 };
-use legate_store::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 use legate_testkit::harness::EngineHarness;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -184,73 +183,95 @@ async fn a_copy_left_alone_is_checkpointed_with_the_hashes_its_turn_s_end_read()
     assert_eq!(fresh(&h, &node.2).await, at_end);
 }
 
-/// A peer message queued for a node held for its test (its sender's turn ended after the
-/// node was held) is the node's next turn at resume, before the node may be checkpointed:
-/// it is not finished past the message, which would stay queued for good.
+fn envelope(id: &str, to: &str) -> String {
+    format!(
+        r#"<legate-peer-message>{{"messageId":"{id}","toNode":"{to}","text":"look at t.txt again"}}</legate-peer-message>"#
+    )
+}
+
+/// Peer messages around a paused group: `tested` is held for its test at once (pausing the
+/// group); `slow-sender` then sends it a message (a held node takes more turns, so the message
+/// is queued, not refused); `receiver`, whose turn outlasts the pause, ends with a message
+/// from `sender` waiting, and is held (its turn is over, so a wait on the paused group ends).
+/// At resume both take their messages as next turns before they finish: `tested`'s turn
+/// changes no file, so its passed test stands for the same patch. The slow turns take about
+/// four seconds against the fraction of a second `tested` takes to be held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_held_node_takes_its_waiting_peer_message_as_a_turn_before_it_finishes() {
+async fn peer_messages_wait_out_a_pause_and_are_each_node_s_next_turn_at_resume() {
     let h = EngineHarness::builder()
         .project(&[("a.txt", "alpha\n")])
+        .config(|c| c.max_running = 8)
         .start();
     let mut def = held_workflow(&h);
     let criteria = def.nodes[0].criteria.clone();
-    def.nodes.push(NodeDef {
-        id: "sender".into(),
-        prompt: "What is here?".into(),
+    let plain = |id: &str, prompt: String, deps: &[&str]| NodeDef {
+        id: id.into(),
+        prompt,
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
         criteria: criteria.clone(),
         ..NodeDef::default()
-    });
-    def.nodes.push(NodeDef {
-        id: "last".into(),
-        prompt: "What is here?".into(),
-        depends_on: vec!["tested".into(), "sender".into()],
-        criteria,
-        ..NodeDef::default()
-    });
+    };
+    let slow = "!chunks 40 10";
+    def.nodes.extend([
+        plain(
+            "sender",
+            format!("!say {}", envelope("to-receiver", "receiver")),
+            &[],
+        ),
+        plain("receiver", slow.into(), &[]),
+        plain(
+            "slow-sender",
+            // `!chunks` ends the turn: the envelope is said first, and read at the turn's end.
+            format!("!say {}\n{slow}", envelope("to-tested", "tested")),
+            &[],
+        ),
+        plain(
+            "last",
+            "What is here?".into(),
+            &["tested", "sender", "receiver", "slow-sender"],
+        ),
+    ]);
     def.workflow.as_mut().unwrap().final_node = "last".into();
-    def.peer_routes = vec![PeerRoute {
-        from: "sender".into(),
-        to: "tested".into(),
-    }];
+    def.peer_routes = [("sender", "receiver"), ("slow-sender", "tested")]
+        .map(|(from, to)| PeerRoute {
+            from: from.into(),
+            to: to.into(),
+        })
+        .to_vec();
     let c = h.engine.groups().create(None, def).unwrap();
     let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    let node = |s: &GroupStatus, id: &str| s.nodes.iter().find(|n| n.id == id).unwrap().clone();
     assert_eq!(s.state, GroupState::Paused, "{s:?}");
-    assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
-    assert_eq!(s.nodes[1].state, NodeState::Succeeded, "{s:?}");
-    let first = s.nodes[0].task_ids[0].clone();
-    // The sender's answer, had it ended after `tested` was held, would have queued this (the
-    // order of two agents' turn ends is not the test's to choose, so the row is written as
-    // the engine writes it).
-    let store = legate_store::Store::open(&h.home().join("legate.db")).unwrap();
-    let text = "look at t.txt again";
-    let claim = store
-        .claim_peer_message(
-            &PeerMessageRecord {
-                seq: 0,
-                group_id: c.group_id.clone(),
-                message_id: "late-1".into(),
-                from_node: "sender".into(),
-                to_node: "tested".into(),
-                text: text.into(),
-                sha256: legate_core::remote::sha256_hex(text.as_bytes()),
-                state: PeerState::Queued,
-                source_task: Some(s.nodes[1].task_ids[0].to_string()),
-                task_id: None,
-                created_at: legate_core::Timestamp::now(),
-                sent_at: None,
-            },
-            PeerCaps {
-                per_source: 20,
-                per_group: 100,
-            },
-        )
-        .unwrap();
-    assert!(matches!(claim, PeerClaim::Claimed(_)), "{claim:?}");
-    drop(store);
+    assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
+    let tested = node(&s, "tested");
+    assert_eq!(tested.state, NodeState::Held, "{s:?}");
+    assert_eq!(tested.error, Some(ErrorCode::TestFailed));
+    let receiver = node(&s, "receiver");
+    assert_eq!(receiver.state, NodeState::Held, "{s:?}");
+    assert_eq!(receiver.error, None, "the pause is another node's: {s:?}");
+    assert_eq!(receiver.task_ids.len(), 1);
+    assert_eq!(node(&s, "slow-sender").state, NodeState::Succeeded, "{s:?}");
+    let receipts = |h: &EngineHarness| {
+        let mut r = h
+            .engine
+            .groups()
+            .peer_receipts(&c.group_id, None, 20)
+            .unwrap()
+            .receipts;
+        r.sort_by(|a, b| a.message_id.cmp(&b.message_id));
+        r.into_iter()
+            .map(|r| (r.message_id, r.state))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        receipts(&h),
+        [
+            ("to-receiver".to_string(), ReceiptState::Queued),
+            ("to-tested".to_string(), ReceiptState::Queued)
+        ]
+    );
 
-    // Its test passes and the group resumes: the message is its next turn, which changes no
-    // file (revisor answers it), so the test stands for the same patch and the node ends on
-    // that second turn.
+    let first = tested.task_ids[0].clone();
     let patch = fresh(&h, &first).await.1;
     let test = TestCommand {
         executable: "true".into(),
@@ -265,16 +286,20 @@ async fn a_held_node_takes_its_waiting_peer_message_as_a_turn_before_it_finishes
     assert!(ev.passed, "{ev:?}");
     let s = started(&h, &c.group_id, &c.definition_sha256).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
-    assert_eq!(s.nodes[0].task_ids.len(), 2, "{s:?}");
+    for id in ["tested", "receiver"] {
+        let n = node(&s, id);
+        assert_eq!(n.task_ids.len(), 2, "{id}: {s:?}");
+        assert_eq!(
+            n.checkpoint.as_ref().map(|c| &c.task_id),
+            Some(&n.task_ids[1]),
+            "{id}"
+        );
+    }
     assert_eq!(
-        s.nodes[0].checkpoint.as_ref().map(|c| &c.task_id),
-        Some(&s.nodes[0].task_ids[1])
+        receipts(&h),
+        [
+            ("to-receiver".to_string(), ReceiptState::Sent),
+            ("to-tested".to_string(), ReceiptState::Sent)
+        ]
     );
-    let receipts = h
-        .engine
-        .groups()
-        .peer_receipts(&c.group_id, None, 20)
-        .unwrap();
-    assert_eq!(receipts.receipts.len(), 1, "{receipts:?}");
-    assert_eq!(receipts.receipts[0].state, ReceiptState::Sent);
 }

@@ -1,4 +1,6 @@
-//! Admitting one node: its predecessors' results and checkpoints framed into its prompt
+//! Admitting nodes: which pending ones a step admits (dependencies succeeded, the group
+//! running, the budget's gate open, room in the queue), and for each one: its
+//! predecessors' results and checkpoints framed into its prompt
 //! (`prompt`), its admission recorded before its task is submitted and the task bound
 //! after, the task a copy of the project or, with `fileSources`, a handoff from that
 //! dependency's checked copy, in `messages` delivery with the group in its controls.
@@ -7,17 +9,90 @@
 //! the submit was refused (nothing was stored then).
 
 use super::checkpoint::node_result;
-use super::load::{Loaded, checkpoint};
+use super::load::{Loaded, checkpoint, group_state, node_state};
 use super::prompt::{Passed, framed};
 use super::scheduler::moved;
-use super::status::NodeState;
+use super::status::{GroupState, NodeState};
+use super::tokens::{Gate, gate};
 use crate::HandoffRequest;
 use crate::core::Core;
 use crate::core::request::{SubmitRequest, WorkspaceRequest};
-use legate_core::{DeliveryMode, Error, GroupNode, Result, Task};
+use legate_core::{DeliveryMode, Error, ErrorCode, GroupNode, Result, Task};
 use legate_store::NodeRecord;
 
 impl Core {
+    /// Admits every pending node whose dependencies all succeeded (one, under a budget),
+    /// while the engine's queue has room: a node the queue cannot take yet stays `pending`
+    /// and is admitted by a later step (a task ending, or the next tick), so a group wider
+    /// than `max_running + max_queued` waits for places instead of pausing. A queue that can
+    /// take no task while nothing of this engine runs or waits (which the slots never allow:
+    /// a free running place always takes one) would pause it. Returns whether it stored
+    /// anything (an admission, a pause) or found the group's state changed since `g`.
+    pub(super) async fn admit_ready(&self, g: &Loaded) -> Result<bool> {
+        let group = g.record.group_id.as_str();
+        // Whether anything was stored (an admission, a pause) or seen changed since `g`.
+        let mut changed = false;
+        for def in &g.definition.nodes {
+            let Some(rec) = g.node(&def.id) else { continue };
+            if node_state(rec)? != NodeState::Pending {
+                continue;
+            }
+            let ready = def.depends_on.iter().all(|d| {
+                g.node(d)
+                    .is_some_and(|n| node_state(n).is_ok_and(|s| s == NodeState::Succeeded))
+            });
+            if !ready {
+                continue;
+            }
+            // A cancel or a pause since `g` was read stops admitting. Only a budget needs the
+            // group's tasks read again (the turn just admitted counts); otherwise `g` serves,
+            // since each admission moves its node from `pending` by compare-and-set and the
+            // dependencies' checkpoints it reads do not change.
+            let record = self
+                .store()
+                .group(group)?
+                .ok_or_else(|| super::load::not_found(group))?;
+            if group_state(&record)? != GroupState::Running {
+                return Ok(true);
+            }
+            let reread;
+            let fresh = if g.definition.budget.is_some() {
+                reread = self.load_group(group)?;
+                &reread
+            } else {
+                g
+            };
+            match gate(fresh.definition.budget, &fresh.tasks) {
+                Gate::Open => {}
+                Gate::Wait => return Ok(changed),
+                Gate::Pause(e) => return self.pause_group(group, &e).map(|()| true),
+            }
+            // A queue that will have room once something of this engine moves on is waited
+            // for: not asked again (nor the source's checkpoint read again) while full, and a
+            // submit that lost the last place to another caller waits too.
+            let will_have_room = || {
+                let c = self.slot_counts();
+                c.running + c.queued > 0
+            };
+            if !self.slots().has_room() && will_have_room() {
+                return Ok(changed);
+            }
+            if let Some(profile) = self.profile_changed(group, &fresh.definition)? {
+                return self.pause_group(group, &profile).map(|()| true);
+            }
+            changed = true;
+            if let Err(e) = self.admit_node(fresh, rec).await {
+                if e.code == ErrorCode::QueueFull && will_have_room() {
+                    tracing::debug!(group, node = %def.id, "the queue is full; the node waits for a place");
+                    return Ok(true);
+                }
+                tracing::warn!(group, node = %def.id, error = %e, "a group node could not be admitted");
+                return self.pause_group(group, &e).map(|()| true);
+            }
+        }
+        Ok(changed)
+    }
+
     /// The finished nodes node `id` is given: its direct dependencies, or for the
     /// workflow's final node every succeeded node.
     fn passed_to(&self, g: &Loaded, id: &str) -> Result<Vec<Passed>> {

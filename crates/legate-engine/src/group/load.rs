@@ -306,6 +306,47 @@ mod tests {
     }
 
     #[test]
+    fn a_status_is_refused_from_a_load_without_every_task() {
+        let record = GroupRecord {
+            group_id: "g".into(),
+            definition: String::new(),
+            definition_sha256: "0".repeat(64),
+            title: None,
+            state: GroupState::Running.as_str().into(),
+            pause_reason: None,
+            pause_message: None,
+            runner: None,
+            created_at: legate_core::Timestamp(0),
+            updated_at: legate_core::Timestamp(0),
+        };
+        let definition = GroupDefinition {
+            working_directory: "/p".into(),
+            title: None,
+            nodes: vec![super::super::NodeDef {
+                id: "a".into(),
+                prompt: "p".into(),
+                ..super::super::NodeDef::default()
+            }],
+            peer_routes: vec![],
+            budget: None,
+            workflow: None,
+        };
+        let mut g = Loaded {
+            record,
+            definition,
+            nodes: vec![rec("a", NodeState::Running)],
+            tasks: vec![],
+            scope: TaskScope::Open,
+        };
+        // A step's load lacks finished nodes' tasks: an answer built from it would list
+        // fewer tasks than the group ran.
+        let err = g.status().unwrap_err();
+        assert_eq!(err.code, ErrorCode::Internal);
+        g.scope = TaskScope::All;
+        assert_eq!(g.status().unwrap().nodes.len(), 1);
+    }
+
+    #[test]
     fn a_wait_is_over_when_the_group_ended_or_is_paused_with_nothing_running() {
         use GroupState as G;
         use NodeState as N;

@@ -136,13 +136,9 @@ impl Core {
                     if !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty() =>
                 {
                     // Its turn ended with a peer message waiting (the group paused, or its
-                    // budget): it goes back to be settled, and the message is its next turn,
-                    // under the budget's gate again, before it may count as finished.
-                    let again = NodeRecord {
-                        error_code: None,
-                        ..moved(rec, NodeState::Running)
-                    };
-                    self.put_node(group, &[NodeState::Held], &again)?;
+                    // budget), or one came while it was held: it is not finished here. The
+                    // first step of the running group sends it back to be settled, and the
+                    // message is its next turn, under the budget's gate again.
                 }
                 NodeState::Held => {
                     let Some(task) = g.latest(&rec.node_id).cloned() else {

@@ -2,7 +2,9 @@
 //!
 //! A step settles every node whose latest task's turn is over (peer envelopes recorded,
 //! pending peer messages delivered as the node's next turn, else a hook holds its output or
-//! its checkpoint is taken), blocks the dependents of a failed or canceled node, admits each
+//! its checkpoint is taken; a node whose message turn may not start, the group paused or
+//! the budget's gate shut, is held until the group runs again, when the step's first act
+//! sends it back), blocks the dependents of a failed or canceled node, admits each
 //! pending node whose dependencies all succeeded (under the token budget's gate), and ends
 //! the group once every node is settled. Between steps the driver waits for one of the
 //! running tasks to end (heard on the engine's live channel, which it listens to before the
@@ -198,6 +200,11 @@ impl Core {
     /// One step of `group` (see the module docs).
     pub(crate) async fn step(&self, group: &str) -> Result<Next> {
         let g = self.load_group_for_step(group)?;
+        let g = if group_state(&g.record)? == GroupState::Running && self.unhold_for_peers(&g)? {
+            self.reload_group(g, true)?
+        } else {
+            g
+        };
         let state = group_state(&g.record)?;
         let mut ended: Vec<(&NodeRecord, Task)> = Vec::new();
         let mut bound_any = false;
@@ -316,6 +323,37 @@ impl Core {
         }
     }
 
+    /// The budget's gate for one more turn of `g`, over its tasks as stored now (a turn
+    /// started since `g` was read counts); without a budget it is open, and nothing is read.
+    fn gate_now(&self, g: &Loaded) -> Result<Gate> {
+        if g.definition.budget.is_none() {
+            return Ok(gate(None, &[]));
+        }
+        let fresh = self.load_group(&g.record.group_id)?;
+        Ok(gate(fresh.definition.budget, &fresh.tasks))
+    }
+
+    /// Sends back to be settled every held node of the running group `g` with a peer message
+    /// waiting (its next turn), as a resume does; whether any was. A node is held that way
+    /// only while its group is paused, so one in a running group was held by a step that
+    /// raced a resume (the step read the group paused, the resume ran before its write).
+    fn unhold_for_peers(&self, g: &Loaded) -> Result<bool> {
+        let group = g.record.group_id.as_str();
+        let mut any = false;
+        for rec in &g.nodes {
+            if node_state(rec)? == NodeState::Held
+                && !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty()
+            {
+                let again = NodeRecord {
+                    error_code: None,
+                    ..moved(rec, NodeState::Running)
+                };
+                any |= self.put_node(group, &[NodeState::Held], &again)?;
+            }
+        }
+        Ok(any)
+    }
+
     /// The hashes settling the ended `task` will need: none for a task that did not
     /// complete (its node fails or is interrupted without its copy being read).
     async fn read_ended(&self, task: &Task) -> Known {
@@ -384,14 +422,15 @@ impl Core {
             }
             let pending = peer::pending_for(self.store(), group, &rec.node_id)?;
             if !pending.is_empty() {
-                // A message waits to be the node's next turn. When that turn may not start
-                // now (the group is paused, or the budget's gate pauses it), the node is
-                // held: its turn is over, nothing of it runs, and a resume sends it back
-                // here. The group is paused first: a crash between the two leaves the node
-                // running under a paused group, which the next step (a resume's at the
-                // latest) settles again; never a held node in a running group.
-                let hold = match state {
-                    GroupState::Running => match gate(g.definition.budget, &g.tasks) {
+                // A message waits to be the node's next turn. Whether that turn may start is
+                // read now, not from the step's load: a node settled before this one in the
+                // same step may have paused the group, or (under a budget) started a turn.
+                let record = self
+                    .store()
+                    .group(group)?
+                    .ok_or_else(|| super::load::not_found(group))?;
+                let hold = match group_state(&record)? {
+                    GroupState::Running => match self.gate_now(g)? {
                         Gate::Open => None,
                         Gate::Wait => return Ok(true),
                         Gate::Pause(e) => {
@@ -399,11 +438,15 @@ impl Core {
                             Some(Some(e.code))
                         }
                     },
-                    GroupState::Paused => {
-                        Some(g.record.pause_reason.as_deref().and_then(ErrorCode::parse))
-                    }
+                    // Paused for another node's reason: this node carries none of its own.
+                    GroupState::Paused => Some(None),
                     _ => return Ok(false),
                 };
+                // When the turn may not start, the node is held: its turn is over, nothing
+                // of it runs, and a resume (or a step that finds its group running again)
+                // sends it back here. The group is paused first, so a crash between the two
+                // writes leaves the node running under a paused group, which the next step
+                // settles again.
                 if let Some(code) = hold {
                     self.put_node(
                         group,
@@ -460,12 +503,24 @@ impl Core {
     ) -> Result<()> {
         let answer = task.result.as_ref().map_or("", |r| r.text.as_str());
         let found = peer::take_envelopes(answer);
+        // Which nodes take more turns, as stored now: a recipient settled earlier in this
+        // step is read as it is, never as the step's load saw it. A held or interrupted node
+        // takes more once resumed (a held one takes its messages first).
+        let nodes = if found.is_empty() {
+            Vec::new()
+        } else {
+            self.store().group_nodes(&g.record.group_id)?
+        };
         let open = |node: &str| {
-            g.node(node).is_some_and(|n| {
+            nodes.iter().find(|n| n.node_id == node).is_some_and(|n| {
                 node_state(n).is_ok_and(|s| {
                     matches!(
                         s,
-                        NodeState::Pending | NodeState::Admitting | NodeState::Running
+                        NodeState::Pending
+                            | NodeState::Admitting
+                            | NodeState::Running
+                            | NodeState::Held
+                            | NodeState::Interrupted
                     )
                 })
             })
@@ -563,77 +618,5 @@ impl Core {
                 return Ok(any);
             }
         }
-    }
-
-    /// Admits every pending node whose dependencies all succeeded (one, under a budget),
-    /// while the engine's queue has room: a node the queue cannot take yet stays `pending`
-    /// and is admitted by a later step (a task ending, or the next tick), so a group wider
-    /// than `max_running + max_queued` waits for places instead of pausing. A queue that can
-    /// take no task while nothing of this engine runs or waits (which the slots never allow:
-    /// a free running place always takes one) would pause it. Returns whether it stored
-    /// anything (an admission, a pause) or found the group's state changed since `g`.
-    async fn admit_ready(&self, g: &Loaded) -> Result<bool> {
-        let group = g.record.group_id.as_str();
-        // Whether anything was stored (an admission, a pause) or seen changed since `g`.
-        let mut changed = false;
-        for def in &g.definition.nodes {
-            let Some(rec) = g.node(&def.id) else { continue };
-            if node_state(rec)? != NodeState::Pending {
-                continue;
-            }
-            let ready = def.depends_on.iter().all(|d| {
-                g.node(d)
-                    .is_some_and(|n| node_state(n).is_ok_and(|s| s == NodeState::Succeeded))
-            });
-            if !ready {
-                continue;
-            }
-            // A cancel or a pause since `g` was read stops admitting. Only a budget needs the
-            // group's tasks read again (the turn just admitted counts); otherwise `g` serves,
-            // since each admission moves its node from `pending` by compare-and-set and the
-            // dependencies' checkpoints it reads do not change.
-            let record = self
-                .store()
-                .group(group)?
-                .ok_or_else(|| super::load::not_found(group))?;
-            if group_state(&record)? != GroupState::Running {
-                return Ok(true);
-            }
-            let reread;
-            let fresh = if g.definition.budget.is_some() {
-                reread = self.load_group(group)?;
-                &reread
-            } else {
-                g
-            };
-            match gate(fresh.definition.budget, &fresh.tasks) {
-                Gate::Open => {}
-                Gate::Wait => return Ok(changed),
-                Gate::Pause(e) => return self.pause_group(group, &e).map(|()| true),
-            }
-            // A queue that will have room once something of this engine moves on is waited
-            // for: not asked again (nor the source's checkpoint read again) while full, and a
-            // submit that lost the last place to another caller waits too.
-            let will_have_room = || {
-                let c = self.slot_counts();
-                c.running + c.queued > 0
-            };
-            if !self.slots().has_room() && will_have_room() {
-                return Ok(changed);
-            }
-            if let Some(profile) = self.profile_changed(group, &fresh.definition)? {
-                return self.pause_group(group, &profile).map(|()| true);
-            }
-            changed = true;
-            if let Err(e) = self.admit_node(fresh, rec).await {
-                if e.code == ErrorCode::QueueFull && will_have_room() {
-                    tracing::debug!(group, node = %def.id, "the queue is full; the node waits for a place");
-                    return Ok(true);
-                }
-                tracing::warn!(group, node = %def.id, error = %e, "a group node could not be admitted");
-                return self.pause_group(group, &e).map(|()| true);
-            }
-        }
-        Ok(changed)
     }
 }
