@@ -179,7 +179,7 @@ async fn as_group(h: &EngineHarness, deps: &[Vec<usize>]) -> Run {
     measured(&h.engine, wall, deps, &tasks)
 }
 
-fn median_ms(mut v: Vec<f64>) -> f64 {
+fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -238,7 +238,7 @@ fn main() {
                 }
             }
             let wall = |runs: &[Run]| {
-                median_ms(runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect())
+                median(runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect())
             };
             let (hw, gw) = (wall(&hand), wall(&group));
             println!("{} ({} edges):", shape.name(), hand[0].gaps.len());
@@ -258,6 +258,19 @@ fn main() {
                 gw - hw,
                 (gw / hw - 1.0) * 100.0,
                 (gw - hw) / n as f64
+            );
+            // Each round's own ratio: the machine's speed moves between rounds more than
+            // within one (a round runs both ways back to back).
+            let per_round: Vec<f64> = hand
+                .iter()
+                .zip(&group)
+                .map(|(h, g)| (g.wall.as_secs_f64() / h.wall.as_secs_f64() - 1.0) * 100.0)
+                .collect();
+            let shown: Vec<String> = per_round.iter().map(|p| format!("{p:+.1}%")).collect();
+            println!(
+                "  overhead in each round: {} (median {:+.1}%)",
+                shown.join(", "),
+                median(per_round)
             );
         }
     });

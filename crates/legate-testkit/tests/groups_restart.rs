@@ -386,3 +386,71 @@ fn an_admission_whose_task_was_stored_is_bound_to_it_after_a_restart() {
         next.shutdown().await;
     });
 }
+
+/// A group of one node, `only`, whose output is held until Legate runs its test.
+fn tested_group(base: &Path) -> GroupDefinition {
+    let mut def = one_node_group(base);
+    def.nodes[0].criteria = serde_json::from_value(serde_json::json!([{
+        "id": "kept",
+        "description": "a.txt is still there",
+        "check": {"kind": "file-exists", "path": "a.txt"}
+    }]))
+    .unwrap();
+    def.workflow = Some(legate_engine::Workflow {
+        final_node: "only".into(),
+        hooks: std::collections::BTreeMap::from([(
+            "only".to_string(),
+            legate_engine::Hook {
+                require_review: false,
+                require_tests: true,
+            },
+        )]),
+    });
+    def
+}
+
+/// A process killed between holding a node and pausing its group (the node is held first)
+/// leaves a held node in a running group. The engine that takes the group over settles the
+/// node again, which holds it again and pauses the group with the hold's code, instead of
+/// running the group on with nothing able to end it; nothing is started again.
+#[test]
+fn a_hold_whose_pause_a_crash_lost_is_settled_again_by_the_next_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let rt = runtime();
+    let first = engine(&rt, &base);
+    let c = first
+        .groups()
+        .create(Some("h".into()), tested_group(&base))
+        .unwrap();
+    let task = rt.block_on(async {
+        first
+            .groups()
+            .start("h", &c.definition_sha256)
+            .await
+            .unwrap();
+        let s = settled(&first, "h").await;
+        assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
+        assert_eq!(s.nodes[0].state, NodeState::Held);
+        s.nodes[0].task_ids.clone()
+    });
+    kill(rt, first, &base);
+    let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
+    assert!(
+        store
+            .set_group_state("h", &["paused"], "running", None, None)
+            .unwrap()
+    );
+    drop(store);
+
+    let rt = runtime();
+    let next = engine(&rt, &base);
+    rt.block_on(async {
+        let s = settled(&next, "h").await;
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
+        assert_eq!(s.nodes[0].state, NodeState::Held);
+        assert_eq!(s.nodes[0].task_ids, task, "nothing was started again");
+        next.shutdown().await;
+    });
+}

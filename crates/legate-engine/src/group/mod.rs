@@ -12,7 +12,8 @@
 //! over a group whose engine died.
 //!
 //! Layout: `definition` (wire shape), `validate` (checks and the canonical hash), `status`
-//! (answers), `scheduler` (admission and turn ends), `checkpoint` (hashes, re-validation),
+//! (answers), `scheduler` (steps and turn ends), `admit` (admission), `checkpoint` (hashes,
+//! re-validation),
 //! `tokens` (the token budget), `restart` (taking over), `prompt` (the fenced context),
 //! `peer` (peer messages: wfpeer's). The descriptor and process budget is `crate::core::budget`,
 //! not this.
@@ -147,22 +148,11 @@ impl Core {
                     // As its turn's end read them while the copy is proven unchanged since.
                     let known = self.read_hashes(&task).await;
                     let patch = self.node_patch(&task, &known).await?;
-                    match checkpoint::holding(self, &task, hook, &patch)? {
-                        Some(hold) => still = still.or(Some(hold)),
-                        None => {
-                            self.finish_node(
-                                group,
-                                NodeState::Held,
-                                rec,
-                                &task,
-                                hook,
-                                checkpoint::Known {
-                                    patch: Some(patch),
-                                    ..known
-                                },
-                            )
-                            .await?
-                        }
+                    // Released, it stays held here: the first step of the running group sends
+                    // it back and settles it (a message that came meanwhile first, then its
+                    // checkpoint), in turn with recording the other nodes' messages.
+                    if let Some(hold) = checkpoint::holding(self, &task, hook, &patch)? {
+                        still = still.or(Some(hold));
                     }
                 }
                 NodeState::Interrupted => {

@@ -200,7 +200,7 @@ impl Core {
     /// One step of `group` (see the module docs).
     pub(crate) async fn step(&self, group: &str) -> Result<Next> {
         let g = self.load_group_for_step(group)?;
-        let g = if group_state(&g.record)? == GroupState::Running && self.unhold_for_peers(&g)? {
+        let g = if group_state(&g.record)? == GroupState::Running && self.mend_holds(&g)? {
             self.reload_group(g, true)?
         } else {
             g
@@ -333,25 +333,43 @@ impl Core {
         Ok(gate(fresh.definition.budget, &fresh.tasks))
     }
 
-    /// Sends back to be settled every held node of the running group `g` with a peer message
-    /// waiting (its next turn), as a resume does; whether any was. A node is held that way
-    /// only while its group is paused, so one in a running group was held by a step that
-    /// raced a resume (the step read the group paused, the resume ran before its write).
-    fn unhold_for_peers(&self, g: &Loaded) -> Result<bool> {
+    /// Mends the holds of the running group `g`; whether it changed anything. A node is
+    /// held only while its group is paused, so one held in a running group is either a
+    /// step's hold that raced a resume (the step read the group paused; the resume ran
+    /// before its write), or a crash between a hold and its group's pause (a test's, a
+    /// review's or a peer conflict's node is held first). Each goes back to be settled again
+    /// as its turn's end settled it: held again, and its group paused, if what held it still
+    /// holds; a waiting peer message its next turn. One with no task to settle (which no
+    /// hold leaves) pauses the group again, with its code.
+    fn mend_holds(&self, g: &Loaded) -> Result<bool> {
         let group = g.record.group_id.as_str();
-        let mut any = false;
+        let mut changed = false;
         for rec in &g.nodes {
-            if node_state(rec)? == NodeState::Held
-                && !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty()
-            {
-                let again = NodeRecord {
-                    error_code: None,
-                    ..moved(rec, NodeState::Running)
-                };
-                any |= self.put_node(group, &[NodeState::Held], &again)?;
+            if node_state(rec)? != NodeState::Held {
+                continue;
             }
+            if rec.task_id.is_none() {
+                let code = rec.error_code.as_deref().and_then(ErrorCode::parse);
+                self.pause_group(
+                    group,
+                    &Error::new(
+                        code.unwrap_or(ErrorCode::Internal),
+                        format!(
+                            "node {} is held with no task while its group ran; cancel the group",
+                            rec.node_id
+                        ),
+                    ),
+                )?;
+                return Ok(true);
+            }
+            tracing::info!(group, node = %rec.node_id, "a held node of a running group is settled again");
+            let again = NodeRecord {
+                error_code: None,
+                ..moved(rec, NodeState::Running)
+            };
+            changed |= self.put_node(group, &[NodeState::Held], &again)?;
         }
-        Ok(any)
+        Ok(changed)
     }
 
     /// The hashes settling the ended `task` will need: none for a task that did not
@@ -438,8 +456,22 @@ impl Core {
                             Some(Some(e.code))
                         }
                     },
-                    // Paused for another node's reason: this node carries none of its own.
-                    GroupState::Paused => Some(None),
+                    // Paused by the budget's gate (a crash may have come between that
+                    // pause and this node's hold): its code; for another node's reason,
+                    // this node carries none of its own.
+                    GroupState::Paused => Some(
+                        record
+                            .pause_reason
+                            .as_deref()
+                            .and_then(ErrorCode::parse)
+                            .filter(|c| {
+                                matches!(
+                                    c,
+                                    ErrorCode::GroupBudgetExceeded
+                                        | ErrorCode::GroupUsageUnavailable
+                                )
+                            }),
+                    ),
                     _ => return Ok(false),
                 };
                 // When the turn may not start, the node is held: its turn is over, nothing
