@@ -454,3 +454,47 @@ fn a_hold_whose_pause_a_crash_lost_is_settled_again_by_the_next_engine() {
         next.shutdown().await;
     });
 }
+
+/// A held node whose task was pruned from the store meanwhile (a busy home's retention)
+/// cannot be settled again: a resume pauses the group with the node's code at its first
+/// step, instead of sending back a node with nothing to settle and running on forever.
+#[test]
+fn a_held_node_whose_task_was_pruned_pauses_its_group_at_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let rt = runtime();
+    let engine = engine(&rt, &base);
+    let c = engine
+        .groups()
+        .create(Some("p".into()), tested_group(&base))
+        .unwrap();
+    rt.block_on(async {
+        engine
+            .groups()
+            .start("p", &c.definition_sha256)
+            .await
+            .unwrap();
+        let s = settled(&engine, "p").await;
+        assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
+        let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
+        assert_eq!(store.prune_finished(0).unwrap(), 1);
+        drop(store);
+        engine
+            .groups()
+            .start("p", &c.definition_sha256)
+            .await
+            .unwrap();
+        let s = settled(&engine, "p").await;
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
+        assert!(
+            s.pause_message
+                .as_deref()
+                .unwrap_or("")
+                .contains("task is gone"),
+            "{s:?}"
+        );
+        assert_eq!(s.nodes[0].state, NodeState::Held);
+        engine.shutdown().await;
+    });
+}

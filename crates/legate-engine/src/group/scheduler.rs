@@ -272,6 +272,15 @@ impl Core {
             g
         };
         let state = group_state(&g.record)?;
+        if state == GroupState::Canceled {
+            // A cancel that raced this step (it read a node held, this step sent it back to
+            // be settled, and settling held it again) left a hold in a canceled group.
+            for rec in &g.nodes {
+                if node_state(rec)? == NodeState::Held {
+                    self.put_node(group, &[NodeState::Held], &moved(rec, NodeState::Canceled))?;
+                }
+            }
+        }
         let mut latest = HashSet::new();
         let mut open = false;
         let mut all_ok = true;
@@ -334,34 +343,43 @@ impl Core {
     }
 
     /// Mends the holds of the running group `g`; whether it changed anything. A node is
-    /// held only while its group is paused, so one held in a running group is either a
-    /// step's hold that raced a resume (the step read the group paused; the resume ran
-    /// before its write), or a crash between a hold and its group's pause (a test's, a
-    /// review's or a peer conflict's node is held first). Each goes back to be settled again
-    /// as its turn's end settled it: held again, and its group paused, if what held it still
-    /// holds; a waiting peer message its next turn. One with no task to settle (which no
-    /// hold leaves) pauses the group again, with its code.
+    /// held under a paused group, or under a running one until that group's next step: after
+    /// a resume (which only checks which holds still hold), after a step's hold that raced a
+    /// resume (the step read the group paused; the resume ran before its write), or after a
+    /// crash between a hold and its group's pause (a test's, a review's or a peer conflict's
+    /// node is held first). Each goes back to be settled again as its turn's end settled
+    /// it: held again, and its group paused, if what held it still holds; a waiting peer
+    /// message its next turn. A held node whose task is gone (pruned, or never bound) cannot
+    /// be settled: the group pauses with its code, and nothing is moved.
     fn mend_holds(&self, g: &Loaded) -> Result<bool> {
         let group = g.record.group_id.as_str();
-        let mut changed = false;
+        let mut held = Vec::new();
         for rec in &g.nodes {
             if node_state(rec)? != NodeState::Held {
                 continue;
             }
-            if rec.task_id.is_none() {
+            let stored = match &rec.task_id {
+                Some(id) => self.store().task(id)?.is_some(),
+                None => false,
+            };
+            if !stored {
                 let code = rec.error_code.as_deref().and_then(ErrorCode::parse);
                 self.pause_group(
                     group,
                     &Error::new(
                         code.unwrap_or(ErrorCode::Internal),
                         format!(
-                            "node {} is held with no task while its group ran; cancel the group",
+                            "node {} is held and its task is gone, so it cannot be settled; cancel the group",
                             rec.node_id
                         ),
                     ),
                 )?;
                 return Ok(true);
             }
+            held.push(rec);
+        }
+        let mut changed = false;
+        for rec in held {
             tracing::info!(group, node = %rec.node_id, "a held node of a running group is settled again");
             let again = NodeRecord {
                 error_code: None,
@@ -519,8 +537,7 @@ impl Core {
             patch: Some(patch),
             ..known
         };
-        self.finish_node(group, NodeState::Running, rec, task, hook, known)
-            .await?;
+        self.finish_node(group, rec, task, hook, known).await?;
         Ok(false)
     }
 
@@ -569,11 +586,10 @@ impl Core {
     }
 
     /// Takes `task`'s checkpoint and marks node `rec` succeeded (or failed with the
-    /// checkpoint's error), from state `from`, with the copy's hashes already `known`.
+    /// checkpoint's error), from `running`, with the copy's hashes already `known`.
     pub(crate) async fn finish_node(
         &self,
         group: &str,
-        from: NodeState,
         rec: &NodeRecord,
         task: &Task,
         hook: super::Hook,
@@ -589,7 +605,7 @@ impl Core {
             Err(e) => with_error(rec, NodeState::Failed, Some(e.code)),
         };
         tracing::info!(group, node = %rec.node_id, task = %task.id, state = %to.state, "group node finished");
-        self.put_node(group, &[from], &to)?;
+        self.put_node(group, &[NodeState::Running], &to)?;
         Ok(())
     }
 

@@ -47,7 +47,8 @@ legate_core::wire_enum! {
         Admitting => "admitting",
         /// Its task (or a continuation of it) runs or waits to.
         Running => "running",
-        /// Its task finished, and its output waits for a review or a test (the hook).
+        /// Its turn ended, and its output waits for a review or a test (the hook), a peer
+        /// conflict, or its next turn (a peer message) for the group to run again.
         Held => "held",
         /// Finished and checkpointed.
         Succeeded => "succeeded",
