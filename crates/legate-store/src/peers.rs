@@ -120,11 +120,11 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<PeerMessageRecord> {
 }
 
 fn existing(
-    tx: &Transaction<'_>,
+    conn: &rusqlite::Connection,
     group: &str,
     message_id: &str,
 ) -> Result<Option<PeerMessageRecord>> {
-    tx.prepare_cached(&format!(
+    conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM peer_messages WHERE group_id = ?1 AND message_id = ?2"
     ))
     .and_then(|mut st| st.query_row([group, message_id], from_row).optional())
@@ -190,6 +190,15 @@ impl Store {
                 .ok_or_else(|| store_error("the store lost a peer message it had just written."))?;
             Ok(PeerClaim::Claimed(stored))
         })
+    }
+
+    /// The group's message `message_id`, whatever its state.
+    pub fn peer_message(
+        &self,
+        group_id: &str,
+        message_id: &str,
+    ) -> Result<Option<PeerMessageRecord>> {
+        self.read(|conn| existing(conn, group_id, message_id))
     }
 
     /// The group's messages for `to_node` still `queued`, oldest first.

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_core::{ErrorCode, EventKind, TaskState};
+use legate_core::{ErrorCode, EventKind, TaskId, TaskState};
 use legate_engine::{Engine, GroupDefinition, GroupState, GroupStatus, NodeDef, NodeState};
 use legate_testkit::harness::{EngineHarness, HarnessBuilder, make_project, until};
 use std::path::{Path, PathBuf};
@@ -409,6 +409,26 @@ fn tested_group(base: &Path) -> GroupDefinition {
     def
 }
 
+/// Creates and starts [`tested_group`] as `id` on `engine`, and waits for it to pause
+/// holding its node for the test; the definition's hash and the node's tasks.
+fn held(rt: &Runtime, engine: &Engine, base: &Path, id: &str) -> (String, Vec<TaskId>) {
+    let c = engine
+        .groups()
+        .create(Some(id.into()), tested_group(base))
+        .unwrap();
+    rt.block_on(async {
+        engine
+            .groups()
+            .start(id, &c.definition_sha256)
+            .await
+            .unwrap();
+        let s = settled(engine, id).await;
+        assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
+        assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
+        (c.definition_sha256, s.nodes[0].task_ids.clone())
+    })
+}
+
 /// A process killed between holding a node and pausing its group (the node is held first)
 /// leaves a held node in a running group. The engine that takes the group over settles the
 /// node again, which holds it again and pauses the group with the hold's code, instead of
@@ -419,21 +439,7 @@ fn a_hold_whose_pause_a_crash_lost_is_settled_again_by_the_next_engine() {
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let rt = runtime();
     let first = engine(&rt, &base);
-    let c = first
-        .groups()
-        .create(Some("h".into()), tested_group(&base))
-        .unwrap();
-    let task = rt.block_on(async {
-        first
-            .groups()
-            .start("h", &c.definition_sha256)
-            .await
-            .unwrap();
-        let s = settled(&first, "h").await;
-        assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
-        assert_eq!(s.nodes[0].state, NodeState::Held);
-        s.nodes[0].task_ids.clone()
-    });
+    let (_, task) = held(&rt, &first, &base, "h");
     kill(rt, first, &base);
     let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
     assert!(
@@ -464,26 +470,12 @@ fn a_held_node_whose_task_was_pruned_pauses_its_group_at_resume() {
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let rt = runtime();
     let engine = engine(&rt, &base);
-    let c = engine
-        .groups()
-        .create(Some("p".into()), tested_group(&base))
-        .unwrap();
+    let (sha, _) = held(&rt, &engine, &base, "p");
     rt.block_on(async {
-        engine
-            .groups()
-            .start("p", &c.definition_sha256)
-            .await
-            .unwrap();
-        let s = settled(&engine, "p").await;
-        assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
         let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
         assert_eq!(store.prune_finished(0).unwrap(), 1);
         drop(store);
-        engine
-            .groups()
-            .start("p", &c.definition_sha256)
-            .await
-            .unwrap();
+        engine.groups().start("p", &sha).await.unwrap();
         let s = settled(&engine, "p").await;
         assert_eq!(s.state, GroupState::Paused, "{s:?}");
         assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");

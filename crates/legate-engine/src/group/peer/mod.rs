@@ -165,6 +165,17 @@ pub fn record_found<'a>(
         let id = &envelope.message_id;
         let to = envelope.to_node.as_str();
         let from = from_node;
+        // An answer recorded again (its node settled again after a resume) finds its stored
+        // messages as they were: the same receipt, and no notice for a recipient that has
+        // finished since.
+        if let Some(stored) = store.peer_message(group_id, id)?
+            && stored.from_node == from
+            && stored.to_node == to
+            && stored.text == envelope.text
+        {
+            out.receipts.push(PeerReceipt::of(&stored));
+            continue;
+        }
         if !routes
             .clone()
             .into_iter()

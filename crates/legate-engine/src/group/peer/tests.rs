@@ -130,6 +130,42 @@ fn a_credential_or_a_closed_recipient_is_refused_and_not_stored() {
 }
 
 #[test]
+fn an_answer_recorded_again_after_its_recipient_finished_finds_its_message_without_a_notice() {
+    let store = Store::open_in_memory().unwrap();
+    let answer = env("m1", "review", "check src/a.rs:3");
+    let first = record_answer(&store, "impl-a", &answer);
+    assert_eq!(first.receipts.len(), 1);
+    // The sender settled again (after a resume); its recipient has finished since.
+    let again = record_found(
+        &store,
+        "g1",
+        "impl-a",
+        Some(&TaskId("t-src".into())),
+        routes(),
+        &|_| false,
+        take_envelopes(&answer),
+    )
+    .unwrap();
+    assert_eq!(again.receipts, first.receipts);
+    assert!(again.notices.is_empty(), "{:?}", again.notices);
+    // Another message to the finished recipient is still refused.
+    let late = record_found(
+        &store,
+        "g1",
+        "impl-a",
+        None,
+        routes(),
+        &|_| false,
+        take_envelopes(&env("m2", "review", "later")),
+    )
+    .unwrap();
+    assert!(
+        late.receipts.is_empty() && late.notices.len() == 1,
+        "{late:?}"
+    );
+}
+
+#[test]
 fn the_source_and_group_limits_pause_with_peer_limit_exceeded() {
     let store = Store::open_in_memory().unwrap();
     let twenty: String = (0..MAX_MESSAGES_PER_SOURCE)
