@@ -49,14 +49,15 @@ fn held_workflow(h: &EngineHarness) -> GroupDefinition {
 }
 
 async fn wait(h: &EngineHarness, group: &str) -> GroupStatus {
-    let w = h
-        .engine
-        .groups()
-        .wait(group, Duration::from_secs(120))
-        .await
-        .unwrap();
-    assert!(w.ready, "the group never settled: {:?}", w.status);
-    w.status
+    let (ready, status) = wait_within(h, group, Duration::from_secs(120)).await;
+    assert!(ready, "the group never settled: {status:?}");
+    status
+}
+
+/// Whether the group settled within `limit`, and its status then.
+async fn wait_within(h: &EngineHarness, group: &str, limit: Duration) -> (bool, GroupStatus) {
+    let w = h.engine.groups().wait(group, limit).await.unwrap();
+    (w.ready, w.status)
 }
 
 /// The group started (or resumed), once its wait is over.
@@ -113,16 +114,12 @@ async fn fresh(h: &EngineHarness, task: &TaskId) -> (String, String) {
     (tree, patch)
 }
 
-/// Passes the node's test on its current patch and resumes the group; its checkpoint.
-async fn tested_and_resumed(
-    h: &EngineHarness,
-    (group, sha, task): &(String, String, TaskId),
-    word: &str,
-) -> Checkpoint {
+/// Runs `executable args` as the test of `task`'s current patch, which must pass.
+async fn passes(h: &EngineHarness, task: &TaskId, executable: &str, args: &[&str]) {
     let patch = fresh(h, task).await.1;
     let test = TestCommand {
-        executable: "grep".into(),
-        args: vec!["-q".into(), word.into(), "t.txt".into()],
+        executable: executable.into(),
+        args: args.iter().map(|a| a.to_string()).collect(),
     };
     let ev = h
         .engine
@@ -131,6 +128,15 @@ async fn tested_and_resumed(
         .await
         .unwrap();
     assert!(ev.passed, "{ev:?}");
+}
+
+/// Passes the node's test on its current patch and resumes the group; its checkpoint.
+async fn tested_and_resumed(
+    h: &EngineHarness,
+    (group, sha, task): &(String, String, TaskId),
+    word: &str,
+) -> Checkpoint {
+    passes(h, task, "grep", &["-q", word, "t.txt"]).await;
     h.engine.groups().start(group, sha).await.unwrap();
     let s = wait(h, group).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
@@ -272,18 +278,7 @@ async fn peer_messages_wait_out_a_pause_and_are_each_node_s_next_turn_at_resume(
     );
 
     let first = tested.task_ids[0].clone();
-    let patch = fresh(&h, &first).await.1;
-    let test = TestCommand {
-        executable: "true".into(),
-        args: vec![],
-    };
-    let ev = h
-        .engine
-        .reviews()
-        .test(first.as_str(), &patch, test, None)
-        .await
-        .unwrap();
-    assert!(ev.passed, "{ev:?}");
+    passes(&h, &first, "true", &[]).await;
     let s = started(&h, &c.group_id, &c.definition_sha256).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
     for id in ["tested", "receiver"] {
@@ -302,4 +297,68 @@ async fn peer_messages_wait_out_a_pause_and_are_each_node_s_next_turn_at_resume(
             ("to-tested".to_string(), ReceiptState::Sent)
         ]
     );
+}
+
+/// A message turn that finds the engine's places all taken waits for one, as an admission
+/// does, instead of pausing the group `QUEUE_FULL`: two tasks outside the group hold both
+/// running places (and no queue) while the group resumes to deliver `tested` its message;
+/// once they end, the message is its next turn and the group completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_turn_waits_for_a_place_instead_of_pausing_the_group() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(|c| {
+            c.max_running = 2;
+            c.max_queued = 0;
+        })
+        .start();
+    let mut def = held_workflow(&h);
+    let criteria = def.nodes[0].criteria.clone();
+    def.nodes.push(NodeDef {
+        id: "slow-sender".into(),
+        prompt: format!("!say {}\n!chunks 40 10", envelope("to-tested", "tested")),
+        criteria: criteria.clone(),
+        ..NodeDef::default()
+    });
+    def.nodes.push(NodeDef {
+        id: "last".into(),
+        prompt: "What is here?".into(),
+        depends_on: vec!["tested".into(), "slow-sender".into()],
+        criteria,
+        ..NodeDef::default()
+    });
+    def.workflow.as_mut().unwrap().final_node = "last".into();
+    def.peer_routes = vec![PeerRoute {
+        from: "slow-sender".into(),
+        to: "tested".into(),
+    }];
+    let c = h.engine.groups().create(None, def).unwrap();
+    let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
+    assert_eq!(s.nodes[1].state, NodeState::Succeeded, "{s:?}");
+    let first = s.nodes[0].task_ids[0].clone();
+
+    // Both places taken by tasks outside the group.
+    let hangers: Vec<_> = (0..2)
+        .map(|_| h.engine.submit(h.on_copy("!hang")).unwrap())
+        .collect();
+    for t in &hangers {
+        h.wait_state(&t.id, legate_core::TaskState::Working).await;
+    }
+    passes(&h, &first, "true", &[]).await;
+    h.engine
+        .groups()
+        .start(&c.group_id, &c.definition_sha256)
+        .await
+        .unwrap();
+    // No place: the group goes on waiting, paused by nothing.
+    let (ready, status) = wait_within(&h, &c.group_id, Duration::from_secs(3)).await;
+    assert!(!ready, "{status:?}");
+    assert_eq!(status.state, GroupState::Running, "{status:?}");
+    for t in &hangers {
+        h.engine.cancel(t.id.as_str()).unwrap();
+    }
+    let s = wait(&h, &c.group_id).await;
+    assert_eq!(s.state, GroupState::Completed, "{s:?}");
+    assert_eq!(s.nodes[0].task_ids.len(), 2, "{s:?}");
 }

@@ -21,6 +21,14 @@ use legate_core::{DeliveryMode, Error, ErrorCode, GroupNode, Result, Task};
 use legate_store::NodeRecord;
 
 impl Core {
+    /// Whether the queue, full now, will have room once something of this engine moves on:
+    /// a task of it runs or waits. (A queue that can take no task while nothing runs or
+    /// waits, which the slots never allow, would not.)
+    pub(super) fn will_have_room(&self) -> bool {
+        let c = self.slot_counts();
+        c.running + c.queued > 0
+    }
+
     /// Admits every pending node whose dependencies all succeeded (one, under a budget),
     /// while the engine's queue has room: a node the queue cannot take yet stays `pending`
     /// and is admitted by a later step (a task ending, or the next tick), so a group wider
@@ -70,11 +78,7 @@ impl Core {
             // A queue that will have room once something of this engine moves on is waited
             // for: not asked again (nor the source's checkpoint read again) while full, and a
             // submit that lost the last place to another caller waits too.
-            let will_have_room = || {
-                let c = self.slot_counts();
-                c.running + c.queued > 0
-            };
-            if !self.slots().has_room() && will_have_room() {
+            if !self.slots().has_room() && self.will_have_room() {
                 return Ok(changed);
             }
             if let Some(profile) = self.profile_changed(group, &fresh.definition)? {
@@ -82,7 +86,7 @@ impl Core {
             }
             changed = true;
             if let Err(e) = self.admit_node(fresh, rec).await {
-                if e.code == ErrorCode::QueueFull && will_have_room() {
+                if e.code == ErrorCode::QueueFull && self.will_have_room() {
                     tracing::debug!(group, node = %def.id, "the queue is full; the node waits for a place");
                     return Ok(true);
                 }

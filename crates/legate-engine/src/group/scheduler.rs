@@ -505,7 +505,21 @@ impl Core {
                     )?;
                     return Ok(false);
                 }
-                let carried = self.deliver_peer_messages(group, &rec.node_id, &task.context_id)?;
+                let carried = match self.deliver_peer_messages(
+                    group,
+                    &rec.node_id,
+                    &task.context_id,
+                ) {
+                    Ok(carried) => carried,
+                    // No place for the turn now: it waits for one (a task ending, or the
+                    // next tick), as an admission does, rather than pausing the group. A
+                    // message already sent is marked so; the rest are sent after.
+                    Err(e) if e.code == ErrorCode::QueueFull && self.will_have_room() => {
+                        tracing::debug!(group, node = %rec.node_id, "no place for a message turn yet; it waits");
+                        return Ok(true);
+                    }
+                    Err(e) => return Err(e),
+                };
                 tracing::info!(group, node = %rec.node_id, turns = carried.len(), "peer messages delivered as the node's next turns");
                 return Ok(true);
             }
