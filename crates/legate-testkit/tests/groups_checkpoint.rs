@@ -199,8 +199,9 @@ fn envelope(id: &str, to: &str) -> String {
 /// group); `slow-sender` then sends it a message (a held node takes more turns, so the message
 /// is queued, not refused); `receiver`, whose turn outlasts the pause, ends with a message
 /// from `sender` waiting, and is held (its turn is over, so a wait on the paused group ends).
-/// At resume both take their messages as next turns before they finish: `tested`'s turn
-/// changes no file, so its passed test stands for the same patch. The slow turns take about
+/// At resume both take their messages as next turns before they finish, `tested` before
+/// its test ran (a node with a message waiting is not checked at resume); its test is then
+/// asked for on that turn, and passes. The slow turns take about
 /// four seconds against the fraction of a second `tested` takes to be held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_messages_wait_out_a_pause_and_are_each_node_s_next_turn_at_resume() {
@@ -277,8 +278,15 @@ async fn peer_messages_wait_out_a_pause_and_are_each_node_s_next_turn_at_resume(
         ]
     );
 
-    let first = tested.task_ids[0].clone();
-    passes(&h, &first, "true", &[]).await;
+    // Resumed before its test ran: a held node with a message waiting is not checked at
+    // resume. It takes the message first, and its test is asked for when that turn ends.
+    let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    assert_eq!(s.state, GroupState::Paused, "{s:?}");
+    assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
+    let tested = node(&s, "tested");
+    assert_eq!(tested.state, NodeState::Held, "{s:?}");
+    assert_eq!(tested.task_ids.len(), 2, "{s:?}");
+    passes(&h, &tested.task_ids[1], "true", &[]).await;
     let s = started(&h, &c.group_id, &c.definition_sha256).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
     for id in ["tested", "receiver"] {
