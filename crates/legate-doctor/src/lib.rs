@@ -6,7 +6,8 @@
 //! start), with one sentence saying what was found and, unless it is fine, one saying how to
 //! fix it. The checks here read the kernel (`kernel`), and the files under `$LEGATE_HOME`
 //! and the token files the configuration names (`files`); `legate doctor` adds one per
-//! agent, started as `legate agents` starts it ([`Check::agent`]).
+//! agent, started as `legate agents` starts it ([`Check::agent`]), and one of the warm
+//! sessions the configuration asks for ([`Check::warm`]).
 //!
 //! This crate only looks: it never changes a file, a setting or a group it did not make for the
 //! look itself (a probe's control group, removed at once), and never prints a token.
@@ -23,6 +24,9 @@
 
 mod files;
 mod kernel;
+mod warm;
+
+pub use warm::WarmAgent;
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -349,7 +349,7 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         def::<groups::PeerReceiptsArgs, legate_engine::PeerReceiptPage>(
             "peer_receipts",
             "Peer message receipts",
-            "Pages (after, limit 1-20) through the receipts of the messages a group's nodes sent each other over the definition's peerRoutes: messageId, origin agent-reported, from, to, state (queued, then sent once the recipient's next turn was accepted) and the text's sha256. Never the bodies. A page is a snapshot: read again to see changed states.",
+            "Pages (after, limit 1-20) through the receipts of the messages a group's nodes sent each other over the definition's peerRoutes: messageId, origin agent-reported, from, to, state (queued, then sent once the recipient's next turn was accepted; queued again when the recipient, cut by a crash, runs again in a new conversation) and the text's sha256. Never the bodies. A page is a snapshot: read again to see changed states.",
             true,
         ),
         def::<crate::delivery::SetDeliveryModeArgs, crate::delivery::DeliveryModeOut>(

@@ -207,6 +207,19 @@ impl Store {
         })
     }
 
+    /// Whether the task has a `notice` event whose `detail.event` is `event`; `false` for an
+    /// unknown task.
+    pub fn has_notice(&self, task_id: &TaskId, event: &str) -> Result<bool> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 AND type = 'notice' \
+                 AND json_extract(payload, '$.detail.event') = ?2)",
+            )
+            .and_then(|mut st| st.query_row([task_id.as_str(), event], |r| r.get(0)))
+            .ctx("look for a notice")
+        })
+    }
+
     /// The number of the task's last event; 0 when it has none (or does not exist).
     pub fn last_seq(&self, task_id: &TaskId) -> Result<u64> {
         self.read(|conn| last_seq_in(conn, task_id))
@@ -256,6 +269,43 @@ mod tests {
         );
         assert!(store.events(&t.id, 102, 10).unwrap().is_empty());
         assert!(store.events(&t.id, u64::MAX, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_notice_is_found_by_its_detail_event_only() {
+        let store = Store::open_in_memory().unwrap();
+        let t = task("ev-notice", 1);
+        store.insert_task(&t, &submitted()).unwrap();
+        let notice = |event: serde_json::Value| EventKind::Notice {
+            message: "peer-message-refused".into(),
+            detail: serde_json::json!({"event": event}),
+        };
+        assert!(!store.has_notice(&t.id, "peer-message-refused").unwrap());
+        // A message saying the name, a notice of another event, one with no detail: none is it.
+        store
+            .append_events(
+                &t.id,
+                &[
+                    message(0),
+                    notice(serde_json::json!("other")),
+                    notice(serde_json::json!(["peer-message-refused"])),
+                    EventKind::Notice {
+                        message: "peer-message-refused".into(),
+                        detail: serde_json::Value::Null,
+                    },
+                ],
+            )
+            .unwrap();
+        assert!(!store.has_notice(&t.id, "peer-message-refused").unwrap());
+        store
+            .append_events(&t.id, &[notice(serde_json::json!("peer-message-refused"))])
+            .unwrap();
+        assert!(store.has_notice(&t.id, "peer-message-refused").unwrap());
+        assert!(
+            !store
+                .has_notice(&TaskId("nope".into()), "peer-message-refused")
+                .unwrap()
+        );
     }
 
     #[test]

@@ -428,10 +428,10 @@ impl Store {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn group(id: &str) -> GroupRecord {
+    pub(crate) fn group(id: &str) -> GroupRecord {
         GroupRecord {
             group_id: id.into(),
             definition: "{}".into(),
@@ -446,7 +446,7 @@ mod tests {
         }
     }
 
-    fn node(id: &str, position: u32) -> NodeRecord {
+    pub(crate) fn node(id: &str, position: u32) -> NodeRecord {
         NodeRecord {
             node_id: id.into(),
             position,

@@ -1,6 +1,7 @@
 //! Peer messages between the nodes of a group (issue 16 §4): one row per `(group, message id)`
 //! with its route, its text, the text's sha256 and its receipt state (`queued`, then `sent`
-//! once the recipient's continuation turn was accepted).
+//! once the recipient's continuation turn was accepted; `queued` again when the recipient,
+//! cut by a crash, is to run again in a new conversation).
 //!
 //! A claim is one `BEGIN IMMEDIATE` transaction that reads the stored row under the id and the
 //! counts the caller's caps apply to, then inserts, so two processes recording at once can
@@ -241,6 +242,23 @@ impl Store {
         })
     }
 
+    /// Queues again every message of the group sent to `to_node`, forgetting the turns that
+    /// carried them, while that node is `interrupted`: it is to run again from its prompt in
+    /// a new conversation, which has seen none of them. How many it queued again (none when
+    /// none was sent, or the node is no longer interrupted: a resume that raced another).
+    pub fn requeue_peer_messages_to(&self, group_id: &str, to_node: &str) -> Result<usize> {
+        self.write("queue peer messages again", |tx| {
+            tx.prepare_cached(
+                "UPDATE peer_messages SET state = 'queued', task_id = NULL, sent_at = NULL \
+                 WHERE group_id = ?1 AND to_node = ?2 AND state = 'sent' AND EXISTS ( \
+                 SELECT 1 FROM group_nodes WHERE group_id = ?1 AND node_id = ?2 \
+                 AND state = 'interrupted')",
+            )
+            .and_then(|mut st| st.execute(params![group_id, to_node]))
+            .ctx("queue peer messages again")
+        })
+    }
+
     /// Up to `limit` of the group's messages after `after` (a `seq`), in order.
     pub fn peer_messages_after(
         &self,
@@ -387,5 +405,69 @@ mod tests {
         assert_eq!(next.len(), 1);
         assert_eq!(next[0].message_id, "m2");
         assert_eq!(store.queued_peer_messages("g", "check").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn requeueing_an_interrupted_recipient_queues_its_sent_messages_only() {
+        use crate::NodeRecord;
+        use crate::groups::tests::{group, node};
+        let store = Store::open_in_memory().unwrap();
+        let interrupted = |id: &str, position| NodeRecord {
+            state: "interrupted".into(),
+            ..node(id, position)
+        };
+        store
+            .insert_group(
+                &group("g"),
+                &[interrupted("check", 0), interrupted("elsewhere", 1)],
+            )
+            .unwrap();
+        let running = NodeRecord {
+            state: "running".into(),
+            ..node("check", 0)
+        };
+        store.insert_group(&group("h"), &[running]).unwrap();
+        let mut other = record("g", "m3", "a", "three");
+        other.to_node = "elsewhere".into();
+        for r in [
+            record("g", "m1", "a", "one"),
+            record("g", "m2", "b", "two"),
+            other,
+            record("h", "m1", "a", "one"),
+        ] {
+            store.claim_peer_message(&r, CAPS).unwrap();
+        }
+        for (group, id) in [("g", "m1"), ("g", "m3"), ("h", "m1")] {
+            assert!(
+                store
+                    .mark_peer_message_sent(group, id, "t9", Timestamp(9))
+                    .unwrap()
+            );
+        }
+        // m1 sent, m2 still queued: only m1 changes.
+        assert_eq!(store.requeue_peer_messages_to("g", "check").unwrap(), 1);
+        let queued = store.queued_peer_messages("g", "check").unwrap();
+        assert_eq!(
+            queued
+                .iter()
+                .map(|m| (m.message_id.as_str(), m.task_id.as_deref(), m.sent_at))
+                .collect::<Vec<_>>(),
+            [("m1", None, None), ("m2", None, None)]
+        );
+        // Another recipient's and another group's stay sent; a recipient no longer
+        // interrupted (a resume that raced another moved it on) is left alone.
+        assert_eq!(store.requeue_peer_messages_to("h", "check").unwrap(), 0);
+        let sent = |group: &str| {
+            store
+                .peer_messages_after(group, 0, 20)
+                .unwrap()
+                .into_iter()
+                .filter(|m| m.state == PeerState::Sent)
+                .map(|m| m.message_id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sent("g"), ["m3"]);
+        assert_eq!(sent("h"), ["m1"]);
+        assert_eq!(store.requeue_peer_messages_to("g", "check").unwrap(), 0);
     }
 }

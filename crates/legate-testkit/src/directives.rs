@@ -47,6 +47,11 @@ pub const FAILED_TOOL_TEXT: &str = "exit status 1";
 /// The environment variable naming the tag `!as TAG <directive>` matches.
 pub const TAG_ENV: &str = "LEGATE_TESTKIT_TAG";
 
+/// The environment variable naming a line start: a prompt line that begins with it (after
+/// trimming) is performed as `!hang`, so a prompt Legate writes itself (a peer message's
+/// turn, say), which a test cannot put a directive into, can be left unanswered.
+pub const HANG_ON_ENV: &str = "LEGATE_TESTKIT_HANG_ON";
+
 /// The directive verbs (after `!`), case-insensitive.
 pub const VERBS: [&str; 22] = [
     "as",
@@ -144,6 +149,7 @@ pub struct ScriptedDirectives {
     inject: mpsc::UnboundedSender<Injection>,
     sessions: Option<std::sync::Arc<crate::sessions::DiskSessions>>,
     judge: Option<crate::judge::JudgeAnswer>,
+    hang_on: Option<String>,
 }
 
 impl ScriptedDirectives {
@@ -154,7 +160,22 @@ impl ScriptedDirectives {
             inject,
             sessions: None,
             judge: None,
+            hang_on: None,
         }
+    }
+
+    /// The same directives, hanging on every prompt line that begins with `start` (see
+    /// [`HANG_ON_ENV`]); `None` or an empty `start` hangs on nothing more.
+    #[must_use]
+    pub fn with_hang_on(mut self, start: Option<String>) -> Self {
+        self.hang_on = start.filter(|s| !s.trim().is_empty());
+        self
+    }
+
+    fn hangs_on(&self, line: &str) -> bool {
+        self.hang_on
+            .as_deref()
+            .is_some_and(|start| line.trim().starts_with(start.trim()))
     }
 
     /// The same directives, answering Legate's judge prompt as `judge` says (see
@@ -203,6 +224,9 @@ impl DirectiveHook for ScriptedDirectives {
         if self.judge.is_some() && line == legate_revisor::judge::JUDGE_HEADER {
             return true;
         }
+        if self.hangs_on(line) {
+            return true;
+        }
         split(line).is_some_and(|(verb, _)| VERBS.contains(&verb.as_str()))
     }
 
@@ -214,6 +238,9 @@ impl DirectiveHook for ScriptedDirectives {
             .filter(|_| line == legate_revisor::judge::JUDGE_HEADER)
         {
             return crate::judge::perform(judge, context).boxed();
+        }
+        if self.hangs_on(&line) {
+            return futures::future::pending::<Directed>().boxed();
         }
         async move {
             let Some((mut verb, mut rest)) = split(&line) else {
@@ -499,6 +526,20 @@ mod tests {
         assert!(!hook.claims("!nope"));
         assert!(!hook.claims("exit 3"));
         assert!(!hook.claims("write a: b"));
+    }
+
+    #[test]
+    fn a_hang_on_start_claims_the_lines_that_begin_with_it_only() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let hook = ScriptedDirectives::new(tx).with_hang_on(Some("A peer message".into()));
+        assert!(hook.claims("A peer message for you (node \"r\")"));
+        assert!(hook.claims("   A peer message"));
+        assert!(!hook.claims("Not A peer message"));
+        assert!(!hook.claims("write a: b"));
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let none = ScriptedDirectives::new(tx).with_hang_on(Some("  ".into()));
+        assert!(!none.claims("anything"));
+        assert!(!none.claims(""));
     }
 
     #[test]

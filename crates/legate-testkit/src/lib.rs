@@ -67,6 +67,10 @@
 //! | `!as <tag> <directive>` | perform the directive (a line such as `!say …` or `!stop end_turn`) only when the agent was started with [`directives::TAG_ENV`] set to `tag`; skip it otherwise, so that one prompt (a comparison's, sent alike to every target) has each agent answer its own way |
 //! | `!history` | answer with this session's earlier prompts, from the [session store](sessions) ([`directives::HISTORY_HEAD`] and their count, then one `history: <prompt>` line each) |
 //!
+//! With [`directives::HANG_ON_ENV`] (`LEGATE_TESTKIT_HANG_ON`) set, a prompt line that begins
+//! with its value is performed as `!hang`: a prompt Legate writes itself (a peer message's
+//! turn) can be left unanswered too.
+//!
 //! # As a supervising agent: `LEGATE_TESTKIT_JUDGE`
 //!
 //! Unset, the agent answers Legate's judge prompt as revisor does (allow reads, deny the
@@ -275,7 +279,8 @@ pub async fn run(fault: Fault) -> i32 {
         directive: Some(Arc::new(
             ScriptedDirectives::new(inject)
                 .with_sessions(sessions.clone())
-                .with_judge(judge),
+                .with_judge(judge)
+                .with_hang_on(std::env::var(directives::HANG_ON_ENV).ok()),
         )),
         agent_info: agent_info_from_env(),
         sessions: sessions.map(|s| s as Arc<dyn legate_revisor::SessionHook>),

@@ -307,20 +307,10 @@ async fn peer_messages_wait_out_a_pause_and_are_each_node_s_next_turn_at_resume(
     );
 }
 
-/// A message turn that finds the engine's places all taken waits for one, as an admission
-/// does, instead of pausing the group `QUEUE_FULL`: two tasks outside the group hold both
-/// running places (and no queue) while the group resumes to deliver `tested` its message;
-/// once they end, the message is its next turn and the group completes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_turn_waits_for_a_place_instead_of_pausing_the_group() {
-    let h = EngineHarness::builder()
-        .project(&[("a.txt", "alpha\n")])
-        .config(|c| {
-            c.max_running = 2;
-            c.max_queued = 0;
-        })
-        .start();
-    let mut def = held_workflow(&h);
+/// [`held_workflow`] with `slow-sender`, which sends `tested` a message in a turn that outlasts
+/// `tested`'s hold, and `last`, after both.
+fn slow_sender_workflow(h: &EngineHarness) -> GroupDefinition {
+    let mut def = held_workflow(h);
     let criteria = def.nodes[0].criteria.clone();
     def.nodes.push(NodeDef {
         id: "slow-sender".into(),
@@ -340,6 +330,23 @@ async fn a_message_turn_waits_for_a_place_instead_of_pausing_the_group() {
         from: "slow-sender".into(),
         to: "tested".into(),
     }];
+    def
+}
+
+/// A message turn that finds the engine's places all taken waits for one, as an admission
+/// does, instead of pausing the group `QUEUE_FULL`: two tasks outside the group hold both
+/// running places (and no queue) while the group resumes to deliver `tested` its message;
+/// once they end, the message is its next turn and the group completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_turn_waits_for_a_place_instead_of_pausing_the_group() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(|c| {
+            c.max_running = 2;
+            c.max_queued = 0;
+        })
+        .start();
+    let def = slow_sender_workflow(&h);
     let c = h.engine.groups().create(None, def).unwrap();
     let s = started(&h, &c.group_id, &c.definition_sha256).await;
     assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
@@ -369,4 +376,53 @@ async fn a_message_turn_waits_for_a_place_instead_of_pausing_the_group() {
     let s = wait(&h, &c.group_id).await;
     assert_eq!(s.state, GroupState::Completed, "{s:?}");
     assert_eq!(s.nodes[0].task_ids.len(), 2, "{s:?}");
+}
+
+/// A message turn refused for good (the recipient's copy discarded while it was held) holds
+/// its node at once, with the refusal's code, under its group paused with it: the node is not
+/// left running under a paused group, where a wait on the group could not end. A resume tries
+/// the message again, and is refused again, until the caller cancels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_message_turn_holds_its_node_with_the_refusal() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .start();
+    let c = h
+        .engine
+        .groups()
+        .create(None, slow_sender_workflow(&h))
+        .unwrap();
+    let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
+    assert_eq!(s.nodes[1].state, NodeState::Succeeded, "{s:?}");
+    let first = s.nodes[0].task_ids[0].clone();
+    h.engine.reviews().discard(first.as_str()).await.unwrap();
+    for _ in 0..2 {
+        // Held with a message waiting: sent back to take it, which its closed copy refuses.
+        let s = started(&h, &c.group_id, &c.definition_sha256).await;
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_eq!(s.pause_reason, Some(ErrorCode::CopyClosed), "{s:?}");
+        assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
+        assert_eq!(s.nodes[0].error, Some(ErrorCode::CopyClosed), "{s:?}");
+        assert!(
+            s.pause_message
+                .as_deref()
+                .is_some_and(|m| m.contains("node tested's next turn, a peer message, was refused")),
+            "{s:?}"
+        );
+        assert_eq!(
+            s.nodes[0].task_ids,
+            std::slice::from_ref(&first),
+            "no turn started"
+        );
+        let page = h
+            .engine
+            .groups()
+            .peer_receipts(&c.group_id, None, 20)
+            .unwrap();
+        assert_eq!(page.receipts[0].state, ReceiptState::Queued, "{page:?}");
+    }
+    h.engine.groups().cancel(&c.group_id).unwrap();
+    let s = wait(&h, &c.group_id).await;
+    assert_eq!(s.state, GroupState::Canceled, "{s:?}");
 }

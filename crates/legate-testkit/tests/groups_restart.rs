@@ -490,3 +490,133 @@ fn a_held_node_whose_task_was_pruned_pauses_its_group_at_resume() {
         engine.shutdown().await;
     });
 }
+
+/// Waits on `group`'s changes until `done` holds of the engine and the group's status, and
+/// returns that status; panics when the group settles (or two minutes pass) without it.
+async fn until_status(
+    engine: &Engine,
+    group: &str,
+    done: impl Fn(&Engine, &GroupStatus) -> bool,
+) -> GroupStatus {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = engine.groups().status(group).unwrap();
+        if done(engine, &s) {
+            return s;
+        }
+        let w = engine
+            .groups()
+            .wait(group, Duration::from_millis(100))
+            .await
+            .unwrap();
+        if w.ready && !done(engine, &engine.groups().status(group).unwrap()) {
+            panic!("the group settled first: {:?}", w.status);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within two minutes: {:?}",
+            w.status
+        );
+    }
+}
+
+/// The agent `hanger`: the scripted agent, leaving every peer message's turn unanswered.
+fn engine_with_hanger(rt: &Runtime, base: &Path) -> Engine {
+    let _in = rt.enter();
+    builder()
+        .agent(legate_testkit::harness::TestAgent::scripted("hanger").env(
+            legate_testkit::directives::HANG_ON_ENV,
+            "A peer message for you",
+        ))
+        .engine_in(base)
+}
+
+/// A node cut mid-turn by a crash runs again from its prompt in a new conversation, which
+/// has seen none of the peer messages sent to the old one: they are queued again at resume
+/// and sent again, as turns of the new conversation, once its first turn ends. Here `r`'s
+/// message turn (its agent leaves it unanswered) is cut by the engine's death; after the
+/// resume `r`'s first turn is run again, then the message is its next turn again.
+#[test]
+fn a_node_run_again_after_a_crash_is_sent_its_peer_messages_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let envelope = r#"<legate-peer-message>{"messageId":"m1","toNode":"r","text":"look at r.txt again"}</legate-peer-message>"#;
+    let mut r = node("r", "write r.txt: r\\n", &["sender"]);
+    r.agent = Some("hanger".into());
+    let def = GroupDefinition {
+        working_directory: project(&base),
+        title: None,
+        nodes: vec![node("sender", &format!("!say {envelope}"), &[]), r],
+        peer_routes: vec![legate_engine::PeerRoute {
+            from: "sender".into(),
+            to: "r".into(),
+        }],
+        budget: None,
+        workflow: None,
+    };
+    let receipt = |engine: &Engine| {
+        let page = engine.groups().peer_receipts("m", None, 20).unwrap();
+        assert_eq!(page.receipts.len(), 1, "{page:?}");
+        page.receipts[0].clone()
+    };
+    let rt = runtime();
+    let first = engine_with_hanger(&rt, &base);
+    let (sha, cut) = rt.block_on(async {
+        let c = first.groups().create(Some("m".into()), def).unwrap();
+        first
+            .groups()
+            .start("m", &c.definition_sha256)
+            .await
+            .unwrap();
+        // `r`'s second turn carries the message; the engine dies while its agent holds it.
+        let s = until_status(&first, "m", |e, s| {
+            node_of(s, "r").task_ids.len() >= 2
+                && receipt(e).state == legate_engine::ReceiptState::Sent
+        })
+        .await;
+        let cut = node_of(&s, "r").task_ids[1].clone();
+        legate_testkit::harness::wait_state(&first, &cut, TaskState::Working).await;
+        (c.definition_sha256, cut)
+    });
+    kill(rt, first, &base);
+
+    let rt = runtime();
+    let next = engine_with_hanger(&rt, &base);
+    rt.block_on(async {
+        let s = settled(&next, "m").await;
+        assert_eq!(s.pause_reason, Some(ErrorCode::ServerRestarted), "{s:?}");
+        assert_eq!(node_of(&s, "r").state, NodeState::Interrupted, "{s:?}");
+        next.groups().start("m", &sha).await.unwrap();
+        // Run again: its first turn (a new conversation), then the message again.
+        let s = until_status(&next, "m", |e, s| {
+            node_of(s, "r").task_ids.len() >= 4
+                && receipt(e).state == legate_engine::ReceiptState::Sent
+        })
+        .await;
+        let tasks = node_of(&s, "r").task_ids.clone();
+        assert_eq!(tasks.len(), 4, "{s:?}");
+        let again = next.task(tasks[3].as_str()).unwrap();
+        let rerun = next.task(tasks[2].as_str()).unwrap();
+        let old = next.task(cut.as_str()).unwrap();
+        assert_eq!(
+            again.context_id, rerun.context_id,
+            "the new conversation's turn"
+        );
+        assert_ne!(again.context_id, old.context_id);
+        let sent = receipt(&next);
+        assert_eq!(sent.state, legate_engine::ReceiptState::Sent, "{sent:?}");
+        assert!(
+            sent.sent_at.is_some_and(|t| t >= again.created_at),
+            "sent again: {sent:?}"
+        );
+        assert!(
+            again.prompt.contains("look at r.txt again") && old.prompt == again.prompt,
+            "{}",
+            again.prompt
+        );
+        next.groups().cancel("m").unwrap();
+        let s = settled(&next, "m").await;
+        assert_eq!(s.state, GroupState::Canceled, "{s:?}");
+        next.shutdown().await;
+    });
+}

@@ -1,7 +1,8 @@
 //! `legate doctor`: what holds on this machine, each problem with its fix.
 //!
-//! The checks are `legate_doctor`'s (the kernel, the home, the token files) and one per agent,
-//! started as `legate agents` starts it (`--no-probe` leaves them out). An invalid `legate.toml`
+//! The checks are `legate_doctor`'s (the kernel, the home, the token files), one per agent,
+//! started as `legate agents` starts it (`--no-probe` leaves them out), and one of the warm
+//! sessions asked for, when any is. An invalid `legate.toml`
 //! is itself a failed check, so the doctor still says what it can. This module only gathers
 //! and prints; it decides nothing. Exit 0 when nothing failed, 1 otherwise.
 
@@ -24,9 +25,21 @@ pub async fn doctor(no_probe: bool, json: bool) -> Result<ExitCode> {
                 },
             ));
             checks.extend(legate_doctor::machine(&home, &token_files(&config)));
+            let mut starts = std::collections::BTreeMap::new();
             if !no_probe {
-                checks.extend(agents(&config).await?);
+                checks.extend(agents(&config, &mut starts).await?);
             }
+            let warm: Vec<legate_doctor::WarmAgent> = config
+                .engine
+                .warm
+                .iter()
+                .map(|(name, &warm)| legate_doctor::WarmAgent {
+                    name: name.clone(),
+                    warm,
+                    starts: starts.get(name).copied(),
+                })
+                .collect();
+            checks.extend(Check::warm(&warm, config.engine.max_idle_sessions));
         }
         Err(e) => {
             checks.push(Check::problem(
@@ -80,12 +93,17 @@ fn token_files(config: &crate::config::Config) -> Vec<(String, PathBuf)> {
     files
 }
 
-/// One check per agent, each started for real as `legate agents` starts it.
-async fn agents(config: &crate::config::Config) -> Result<Vec<Check>> {
+/// One check per agent, each started for real as `legate agents` starts it; whether each
+/// started goes into `starts`.
+async fn agents(
+    config: &crate::config::Config,
+    starts: &mut std::collections::BTreeMap<String, bool>,
+) -> Result<Vec<Check>> {
     let engine = crate::front::start_engine(&config.engine)?;
     let mut checks = Vec::new();
     for spec in config.engine.agents.values() {
         let row = crate::agents::row(spec, Some(&engine)).await;
+        starts.insert(spec.name.clone(), row.starts == Some(true));
         let started = match row.starts {
             Some(true) => Ok(row.detail),
             _ => Err(row.detail),

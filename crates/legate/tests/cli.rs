@@ -684,6 +684,56 @@ fn the_doctor_names_each_problem_with_its_fix_and_fails_on_what_breaks_a_promise
     assert!(shown.contains("landlock:"), "{shown}");
 }
 
+/// `legate doctor` and warm sessions: none asked for, no check; asked for within
+/// `max_idle_sessions` by agents that start, it holds; an agent kept warm that does not start,
+/// or more sessions than the idle cap, is a warning with its fix (never a failure: tasks start
+/// their agents themselves).
+#[test]
+fn the_doctor_says_whether_the_warm_sessions_asked_for_can_be_kept() {
+    let h = CliHome::new(env!("CARGO_BIN_EXE_legate"));
+    let out = h.run(&["doctor", "--no-probe"]);
+    assert!(!text(&out).contains("warm sessions"), "{}", text(&out));
+    h.configure("max_idle_sessions = 2\n[agents.revisor]\nwarm = 2\n");
+    let out = h.run(&["doctor"]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("✔ warm sessions: revisor 2 kept ready")
+            && shown.contains("2 of max_idle_sessions 2"),
+        "{shown}"
+    );
+    h.configure(
+        "max_idle_sessions = 2\n[agents.revisor]\nwarm = 2\n[agents.gone]\ncommand = \"/nonexistent/legate-doctor-agent\"\nwarm = 1\n",
+    );
+    let out = h.run(&["doctor"]);
+    let shown = text(&out);
+    assert!(
+        out.status.success(),
+        "only the default agent's failure fails: {shown}"
+    );
+    assert!(
+        shown.contains("! warm sessions: gone 1, revisor 2 asked for; gone does not start")
+            && shown.contains("fix: fix gone (its check above), or set its warm to 0"),
+        "{shown}"
+    );
+    // Not started (`--no-probe`): what the cap allows is still said.
+    let out = h.run(&["doctor", "--no-probe", "--json"]);
+    let warm: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|c| c["name"] == "warm sessions")
+        .collect();
+    assert_eq!(warm.len(), 1, "{}", text(&out));
+    assert_eq!(warm[0]["status"], "warn", "{warm:?}");
+    assert!(
+        warm[0]["found"]
+            .as_str()
+            .unwrap()
+            .contains("3 in all, but max_idle_sessions is 2"),
+        "{warm:?}"
+    );
+}
+
 /// The log files: a task that printed a credential leaves none of it in them (even at
 /// `trace`, where whole ACP frames are logged), they rotate within `[logs]`' bounds, and
 /// `legate logs --task` reads one task's lines back.

@@ -136,8 +136,9 @@ impl Core {
                 NodeState::Held
                     if !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty() =>
                 {
-                    // Its turn ended with a peer message waiting (the group paused, or its
-                    // budget), or one came while it was held: it is not finished here. The
+                    // Its turn ended with a peer message waiting (the group paused, its
+                    // budget, or the turn refused), or one came while it was held: it is not
+                    // finished here. The
                     // first step of the running group sends it back to be settled, and the
                     // message is its next turn, under the budget's gate again.
                 }
@@ -156,6 +157,14 @@ impl Core {
                     }
                 }
                 NodeState::Interrupted => {
+                    // It runs again from its prompt, in a new conversation that has seen
+                    // none of the messages sent to it: they are queued again first (a crash
+                    // between the two writes finds it interrupted, and queues none twice),
+                    // and are its turns again once its first turn ends.
+                    let requeued = self.store().requeue_peer_messages_to(group, &rec.node_id)?;
+                    if requeued > 0 {
+                        tracing::info!(group, node = %rec.node_id, requeued, "peer messages queued again for a node run again");
+                    }
                     let again = NodeRecord {
                         error_code: None,
                         task_id: None,

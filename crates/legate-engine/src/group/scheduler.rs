@@ -2,9 +2,9 @@
 //!
 //! A step settles every node whose latest task's turn is over (peer envelopes recorded,
 //! pending peer messages delivered as the node's next turn, else a hook holds its output or
-//! its checkpoint is taken; a node whose message turn may not start, the group paused or
-//! the budget's gate shut, is held until the group runs again, when the step's first act
-//! sends it back), blocks the dependents of a failed or canceled node, admits each
+//! its checkpoint is taken; a node whose message turn may not start, the group paused, the
+//! budget's gate shut or the turn refused, is held until the group runs again, when the
+//! step's first act sends it back), blocks the dependents of a failed or canceled node, admits each
 //! pending node whose dependencies all succeeded (under the token budget's gate), and ends
 //! the group once every node is settled. Between steps the driver waits for one of the
 //! running tasks to end (heard on the engine's live channel, which it listens to before the
@@ -518,7 +518,31 @@ impl Core {
                         tracing::debug!(group, node = %rec.node_id, "no place for a message turn yet; it waits");
                         return Ok(true);
                     }
-                    Err(e) => return Err(e),
+                    // Refused otherwise, before any turn was accepted (its copy discarded
+                    // meanwhile, its agent gone from the configuration): the node's turn is
+                    // over and it cannot take the next, so it is held with the refusal's
+                    // code, then its group paused. A kill between the two leaves a hold in a
+                    // running group, which the next step settles again (refused again, code
+                    // and all). A resume tries the message again.
+                    Err(e) => {
+                        tracing::info!(group, node = %rec.node_id, error = %e.code, "a peer message turn was refused; the node is held");
+                        let code = e.code;
+                        let refused = Error::caused_by(
+                            code,
+                            format!(
+                                "node {}'s next turn, a peer message, was refused ({code}); group_start tries it again, group_cancel ends the group",
+                                rec.node_id
+                            ),
+                            e,
+                        );
+                        self.put_node(
+                            group,
+                            &[NodeState::Running],
+                            &with_error(rec, NodeState::Held, Some(code)),
+                        )?;
+                        self.pause_group(group, &refused)?;
+                        return Ok(false);
+                    }
                 };
                 tracing::info!(group, node = %rec.node_id, turns = carried.len(), "peer messages delivered as the node's next turns");
                 return Ok(true);

@@ -65,6 +65,9 @@ pub fn validate_routes<'a>(
     Ok(())
 }
 
+/// The `detail.event` of the notice an envelope refused or ignored leaves on its task.
+const REFUSED_NOTICE: &str = "peer-message-refused";
+
 /// The most messages one source node may send during the group.
 pub const MAX_MESSAGES_PER_SOURCE: u32 = 20;
 /// The most messages a group may carry.
@@ -117,13 +120,15 @@ pub(crate) fn record(
         recipient_open,
         found,
     )?;
-    if !recorded.notices.is_empty() {
+    // An answer recorded again (its node settled again after a resume) finds the same
+    // envelopes refused: their notices were appended together the first time, not again.
+    if !recorded.notices.is_empty() && !store.has_notice(from_task, REFUSED_NOTICE)? {
         let events: Vec<EventKind> = recorded
             .notices
             .iter()
             .map(|message| EventKind::Notice {
                 message: message.clone(),
-                detail: serde_json::json!({"event": "peer-message-refused", "group": group_id}),
+                detail: serde_json::json!({"event": REFUSED_NOTICE, "group": group_id}),
             })
             .collect();
         store.append_events(from_task, &events)?;
@@ -270,9 +275,6 @@ pub(crate) struct PeerMessage {
     pub(crate) message_id: String,
     /// The sending node.
     pub(crate) from_node: String,
-    /// The id to pass to `Engine::send_message` (derived from the group and `message_id`,
-    /// so a delivery repeated after a crash finds its turn instead of queuing another).
-    pub(crate) delivery_id: String,
     /// The text the recipient's next turn is prompted with (fenced, escaped data).
     pub(crate) text: String,
 }
@@ -285,7 +287,6 @@ pub(crate) fn pending_for(store: &Store, group_id: &str, node: &str) -> Result<V
         .into_iter()
         .map(|m| {
             Ok(PeerMessage {
-                delivery_id: delivery_id(group_id, &m.message_id),
                 text: framed(&m)?,
                 message_id: m.message_id,
                 from_node: m.from_node,
@@ -308,12 +309,14 @@ pub(crate) fn mark_sent(
     Ok(())
 }
 
-/// The message id a peer message is sent under as its recipient's turn: derived from the
-/// group and the agent's id, so that delivering again after a crash between sending and
-/// marking finds the turn already queued (`send_message` is idempotent per id) instead of
-/// queuing a second one.
-fn delivery_id(group_id: &str, message_id: &str) -> String {
-    let digest = sha256_hex(format!("{group_id}\0{message_id}").as_bytes());
+/// The message id a peer message is sent under as a turn of the recipient's conversation
+/// `context_id`: derived from the group, the agent's id and that conversation, so that
+/// delivering again after a crash between sending and marking finds the turn already queued
+/// (`send_message` is idempotent per id) instead of queuing a second one, and so that a node
+/// run again from its prompt (in a new conversation, its messages queued again) is sent them
+/// again there.
+fn delivery_id(group_id: &str, message_id: &str, context_id: &str) -> String {
+    let digest = sha256_hex(format!("{group_id}\0{message_id}\0{context_id}").as_bytes());
     format!("peer-{}", &digest[..40])
 }
 
@@ -355,8 +358,9 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
 impl Core {
     /// Delivers the messages queued for `node` as the next turns of its context (the node's
     /// conversation, which exists once the node was admitted), each marked `sent` once its
-    /// turn was accepted; a refused turn leaves it `queued` and is the error. Returns the
-    /// tasks carrying the messages delivered now.
+    /// turn was accepted; a refused turn leaves it `queued`. Returns the tasks carrying the
+    /// messages delivered now; the refusal is the error only when no turn was accepted (else
+    /// the rest wait for those turns to end).
     pub(crate) fn deliver_peer_messages(
         &self,
         group_id: &str,
@@ -365,20 +369,37 @@ impl Core {
     ) -> Result<Vec<TaskId>> {
         let mut carried = Vec::new();
         for message in pending_for(self.store(), group_id, node)? {
-            let receipt = self.send_message(MessageRequest {
-                context_id: context_id.to_owned(),
-                message_id: message.delivery_id,
-                text: message.text,
-                mode: None,
-            })?;
-            mark_sent(
-                self.store(),
-                group_id,
-                &message.message_id,
-                &receipt.task.id,
-            )?;
-            tracing::info!(group = group_id, to = node, from = %message.from_node, task = %receipt.task.id, "peer message delivered as the node's next turn");
-            carried.push(receipt.task.id);
+            let sent = self
+                .send_message(MessageRequest {
+                    context_id: context_id.to_owned(),
+                    message_id: delivery_id(group_id, &message.message_id, context_id),
+                    text: message.text,
+                    mode: None,
+                })
+                .and_then(|receipt| {
+                    carried.push(receipt.task.id.clone());
+                    mark_sent(
+                        self.store(),
+                        group_id,
+                        &message.message_id,
+                        &receipt.task.id,
+                    )
+                    .map(|()| receipt)
+                });
+            match sent {
+                Ok(receipt) => {
+                    tracing::info!(group = group_id, to = node, from = %message.from_node, task = %receipt.task.id, "peer message delivered as the node's next turn");
+                }
+                // Nothing accepted yet: the refusal is the caller's to act on.
+                Err(e) if carried.is_empty() => return Err(e),
+                // A turn was accepted: the node has a next turn, and what is left (a message
+                // refused, or one whose mark failed, which finds its turn again by its id)
+                // is delivered once those turns end.
+                Err(e) => {
+                    tracing::info!(group = group_id, to = node, error = %e.code, delivered = carried.len(), "a peer message waits for the turns already sent");
+                    break;
+                }
+            }
         }
         Ok(carried)
     }

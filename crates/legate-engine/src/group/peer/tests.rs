@@ -256,25 +256,31 @@ fn the_scheduler_hook_appends_notices_and_returns_the_pause() {
         "<legate-peer-message>nope</legate-peer-message>{}",
         env("m", "review", "hi")
     );
-    record(
-        &store,
-        "g",
-        &definition,
-        "impl-a",
-        &task,
-        take_envelopes(&answer),
-        &|_| true,
-    )
-    .unwrap();
+    let record_answer = || {
+        record(
+            &store,
+            "g",
+            &definition,
+            "impl-a",
+            &task,
+            take_envelopes(&answer),
+            &|_| true,
+        )
+        .unwrap();
+    };
+    record_answer();
     let events = store.events(&task, 0, 10).unwrap();
     let notices = events
         .iter()
         .filter(|e| matches!(e.kind, EventKind::Notice { .. }))
         .count();
     assert_eq!(notices, 1, "{events:?}");
+    // Recorded again (its node settled again after a resume): the notice is not repeated.
+    record_answer();
+    assert_eq!(store.events(&task, 0, 10).unwrap(), events);
     let pending = pending_for(&store, "g", "review").unwrap();
     assert_eq!(pending.len(), 1);
-    assert!(pending[0].delivery_id.starts_with("peer-"));
+    assert_eq!(pending[0].message_id, "m");
     mark_sent(&store, "g", "m", &TaskId("t-turn".into())).unwrap();
     assert!(pending_for(&store, "g", "review").unwrap().is_empty());
     let err = record(
@@ -353,4 +359,20 @@ fn routes_are_validated_against_the_nodes() {
             .code,
         ErrorCode::WorkflowInvalid
     );
+}
+
+#[test]
+fn a_delivery_id_is_one_per_group_message_and_conversation() {
+    let id = delivery_id("g", "m", "ctx-1");
+    assert!(id.starts_with("peer-") && id.len() == 45, "{id}");
+    assert_eq!(id, delivery_id("g", "m", "ctx-1"));
+    for other in [
+        delivery_id("h", "m", "ctx-1"),
+        delivery_id("g", "n", "ctx-1"),
+        delivery_id("g", "m", "ctx-2"),
+        // The separator keeps the parts apart.
+        delivery_id("g", "m\0ctx", "-1"),
+    ] {
+        assert_ne!(id, other);
+    }
 }
