@@ -429,6 +429,17 @@ fn held(rt: &Runtime, engine: &Engine, base: &Path, id: &str) -> (String, Vec<Ta
     })
 }
 
+/// Sets `group`, stored paused, running again: what a process killed between a hold and its
+/// group's pause leaves.
+fn pause_undone(base: &Path, group: &str) {
+    let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
+    assert!(
+        store
+            .set_group_state(group, &["paused"], "running", None, None)
+            .unwrap()
+    );
+}
+
 /// A process killed between holding a node and pausing its group (the node is held first)
 /// leaves a held node in a running group. The engine that takes the group over settles the
 /// node again, which holds it again and pauses the group with the hold's code, instead of
@@ -441,13 +452,7 @@ fn a_hold_whose_pause_a_crash_lost_is_settled_again_by_the_next_engine() {
     let first = engine(&rt, &base);
     let (_, task) = held(&rt, &first, &base, "h");
     kill(rt, first, &base);
-    let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
-    assert!(
-        store
-            .set_group_state("h", &["paused"], "running", None, None)
-            .unwrap()
-    );
-    drop(store);
+    pause_undone(&base, "h");
 
     let rt = runtime();
     let next = engine(&rt, &base);
@@ -617,6 +622,83 @@ fn a_node_run_again_after_a_crash_is_sent_its_peer_messages_again() {
         next.groups().cancel("m").unwrap();
         let s = settled(&next, "m").await;
         assert_eq!(s.state, GroupState::Canceled, "{s:?}");
+        next.shutdown().await;
+    });
+}
+
+/// A process killed between a refused message turn's hold and its group's pause (the node is
+/// held first, with the refusal's code) leaves that hold in a running group. The engine that
+/// takes the group over sends the node back, the turn is refused again (its copy is still
+/// discarded), and the node is held again with the code, its group paused with it; nothing
+/// is started.
+#[test]
+fn a_refused_message_turn_s_hold_outlives_a_kill_before_its_pause() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let mut def = tested_group(&base);
+    // `!chunks` ends the turn: the envelope is said first, and read once the node is held.
+    let envelope = r#"<legate-peer-message>{"messageId":"m1","toNode":"only","text":"look again"}</legate-peer-message>"#;
+    def.nodes.push(node(
+        "sender",
+        &format!("!say {envelope}\n!chunks 40 10"),
+        &[],
+    ));
+    def.nodes
+        .push(node("last", "What is here?", &["only", "sender"]));
+    // Every step of a workflow needs criteria: the tested node's, for the two others.
+    let criteria = def.nodes[0].criteria.clone();
+    for n in &mut def.nodes[1..] {
+        n.criteria = criteria.clone();
+    }
+    def.workflow.as_mut().unwrap().final_node = "last".into();
+    def.peer_routes = vec![legate_engine::PeerRoute {
+        from: "sender".into(),
+        to: "only".into(),
+    }];
+    let rt = runtime();
+    let first = engine(&rt, &base);
+    let task = rt.block_on(async {
+        let c = first.groups().create(Some("k".into()), def).unwrap();
+        first
+            .groups()
+            .start("k", &c.definition_sha256)
+            .await
+            .unwrap();
+        let s = settled(&first, "k").await;
+        assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
+        assert_eq!(node_of(&s, "only").state, NodeState::Held, "{s:?}");
+        assert_eq!(node_of(&s, "sender").state, NodeState::Succeeded, "{s:?}");
+        let task = node_of(&s, "only").task_ids[0].clone();
+        first.reviews().discard(task.as_str()).await.unwrap();
+        task
+    });
+    kill(rt, first, &base);
+    // What the kill left: the refused turn's hold written, its pause not.
+    let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
+    let only = store
+        .group_nodes("k")
+        .unwrap()
+        .into_iter()
+        .find(|n| n.node_id == "only")
+        .unwrap();
+    let refused = legate_store::NodeRecord {
+        error_code: Some(ErrorCode::CopyClosed.as_str().into()),
+        ..only
+    };
+    assert!(store.move_node("k", &["held"], &refused).unwrap());
+    drop(store);
+    pause_undone(&base, "k");
+
+    let rt = runtime();
+    let next = engine(&rt, &base);
+    rt.block_on(async {
+        let s = settled(&next, "k").await;
+        assert_eq!(s.state, GroupState::Paused, "{s:?}");
+        assert_eq!(s.pause_reason, Some(ErrorCode::CopyClosed), "{s:?}");
+        let only = node_of(&s, "only");
+        assert_eq!(only.state, NodeState::Held, "{s:?}");
+        assert_eq!(only.error, Some(ErrorCode::CopyClosed), "{s:?}");
+        assert_eq!(only.task_ids, [task], "nothing was started");
         next.shutdown().await;
     });
 }
