@@ -112,7 +112,7 @@ pub use memory::{
     MemoryEntryInfo, MemoryLimits, MemoryList, MemoryPiece, MemoryRemoved, MemoryWritten,
 };
 pub use messages::Messages;
-pub use metrics::{HistogramSnapshot, Metrics, MetricsSnapshot};
+pub use metrics::{HistogramSnapshot, Metrics, MetricsSnapshot, WarmGauge};
 pub use records::{ContextRecord, Records, TaskFilter};
 /// The report contract's first line, for fronts that show it.
 pub use report::CONTRACT_HEAD;

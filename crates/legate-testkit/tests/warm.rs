@@ -144,6 +144,56 @@ async fn the_first_task_takes_the_warm_session_and_it_is_replaced_unseen() {
     assert_eq!(session_ids(&again), vec![(sessions[0].0.clone(), true)]);
     let text = t3.result.unwrap().text;
     assert!(text.contains("marmalade"), "{text}");
+
+    // The metrics: two hand-overs, the second's replacement ready, no failure.
+    ready(&h.engine, 1).await;
+    let m = h.engine.metrics().snapshot().await.unwrap();
+    assert_eq!(
+        m.warm,
+        [legate_engine::WarmGauge {
+            agent: AGENT.into(),
+            wanted: 1,
+            ready: 1,
+            handed: 2,
+            failed: 0,
+        }]
+    );
+}
+
+/// An agent that cannot be warmed (its process exits at once) is counted as failing in the
+/// metrics, tried again with a growing delay, and never has a session ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_cannot_be_warmed_counts_its_failures() {
+    let h = EngineHarness::builder()
+        .agent(TestAgent::scripted(AGENT).fault("exit-at-start"))
+        .config(|c| {
+            c.warm.insert(AGENT.to_string(), 1);
+        })
+        .start();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let warm = loop {
+        let m = h.engine.metrics().snapshot().await.unwrap();
+        if m.warm.first().is_some_and(|w| w.failed >= 1) {
+            break m.warm;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failure counted: {:?}",
+            m.warm
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(warm.len(), 1, "{warm:?}");
+    assert_eq!(
+        (
+            warm[0].agent.as_str(),
+            warm[0].wanted,
+            warm[0].ready,
+            warm[0].handed
+        ),
+        (AGENT, 1, 0, 0)
+    );
+    assert_eq!(h.engine.warm_ready(AGENT), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -215,6 +215,67 @@ fn metrics_need_the_caller_token_parse_as_prometheus_text_and_move_with_work() {
     );
 }
 
+/// Warm sessions in the metrics: each agent configured to keep some has its ready and wanted
+/// gauges and its hand-over and failure counters, labelled by agent; one whose adapter cannot
+/// start counts failures and never has a session ready. None of the families is shown when
+/// no agent keeps warm sessions.
+#[test]
+fn warm_sessions_are_counted_by_agent() {
+    let cold = Legate::start();
+    assert!(
+        !scrape(&cold)
+            .samples
+            .iter()
+            .any(|x| x.metric.starts_with("legate_warm_")),
+        "no agent keeps warm sessions"
+    );
+    drop(cold);
+    let served = Legate::start_in(CliHome::with_config(
+        LEGATE,
+        "[agents.revisor]\nwarm = 1\n[agents.gone]\ncommand = \"/nonexistent/legate-metrics-agent\"\nwarm = 1\n",
+    ));
+    let s = poll::until(
+        Duration::from_secs(60),
+        "a warm revisor and a failure to warm gone",
+        || {
+            let s = scrape(&served);
+            (value(&s, "legate_warm_sessions", &[("agent", "revisor")]) == 1.0
+                && value(&s, "legate_warm_failures_total", &[("agent", "gone")]) >= 1.0)
+                .then_some(s)
+        },
+    );
+    let sampled = |name: &str, agent: &str| {
+        s.samples
+            .iter()
+            .any(|x| x.metric == name && x.labels.get("agent") == Some(agent))
+    };
+    for name in [
+        "legate_warm_sessions",
+        "legate_warm_sessions_wanted",
+        "legate_warm_handovers_total",
+        "legate_warm_failures_total",
+    ] {
+        for agent in ["revisor", "gone"] {
+            assert!(sampled(name, agent), "{name} {agent}");
+        }
+    }
+    for agent in ["revisor", "gone"] {
+        assert_eq!(
+            value(&s, "legate_warm_sessions_wanted", &[("agent", agent)]),
+            1.0
+        );
+        assert_eq!(
+            value(&s, "legate_warm_handovers_total", &[("agent", agent)]),
+            0.0
+        );
+    }
+    assert_eq!(value(&s, "legate_warm_sessions", &[("agent", "gone")]), 0.0);
+    assert_eq!(
+        value(&s, "legate_warm_failures_total", &[("agent", "revisor")]),
+        0.0
+    );
+}
+
 #[test]
 fn with_the_mcp_front_alone_metrics_are_served_beside_mcp_behind_its_token() {
     let home = CliHome::new(LEGATE);
@@ -440,7 +501,8 @@ fn a_real_prometheus_scrapes_metrics_with_a_bearer_token_file() {
 #[test]
 fn with_an_otlp_endpoint_the_same_numbers_are_exported_as_opentelemetry_metrics() {
     let receiver = OtlpReceiver::start();
-    let mut home = CliHome::new(LEGATE);
+    // Revisor kept warm: the warm sessions' gauges and counters are exported too.
+    let mut home = CliHome::with_config(LEGATE, "[agents.revisor]\nwarm = 1\n");
     for (k, _) in std::env::vars() {
         if k.starts_with("OTEL_") {
             home = home.env_remove(&k);
@@ -499,6 +561,21 @@ fn with_an_otlp_endpoint_the_same_numbers_are_exported_as_opentelemetry_metrics(
     let lags = last("legate_relay_lag_seconds_count");
     assert!(lags.monotonic && lags.value >= 1.0, "{lags:?}");
     assert!(last("legate_relay_lag_seconds_sum").value > 0.0);
+    let wanted = last("legate_warm_sessions_wanted");
+    assert_eq!(
+        (
+            wanted.kind,
+            wanted.value,
+            wanted.attributes.get("agent").map(String::as_str)
+        ),
+        ("gauge", 1.0, Some("revisor")),
+        "{wanted:?}"
+    );
+    assert_eq!(last("legate_warm_sessions").kind, "gauge");
+    for counter in ["legate_warm_handovers", "legate_warm_failures"] {
+        let c = last(counter);
+        assert_eq!((c.kind, c.monotonic), ("sum", true), "{c:?}");
+    }
     assert!(
         points.iter().all(|p| p.service == "legate-metrics"),
         "{points:?}"

@@ -76,6 +76,21 @@ pub struct TokenGauge {
     pub tokens: u64,
 }
 
+/// One agent's warm sessions (`[agents.NAME] warm`) in this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmGauge {
+    /// The agent (label-shaped).
+    pub agent: String,
+    /// How many it is to keep ready.
+    pub wanted: u64,
+    /// How many are ready now.
+    pub ready: u64,
+    /// How many were handed to tasks since the process started (a counter).
+    pub handed: u64,
+    /// How many attempts to open one failed since the process started (a counter).
+    pub failed: u64,
+}
+
 /// What a disk walk of one of Legate's workspace directories found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiskFigures {
@@ -112,6 +127,8 @@ pub struct MetricsSnapshot {
     pub disk: DiskFigures,
     /// Tokens of the retained tasks by agent, model and kind.
     pub tokens: Vec<TokenGauge>,
+    /// The warm sessions of each agent that keeps any, by agent.
+    pub warm: Vec<WarmGauge>,
 }
 
 /// The metrics service (`engine.metrics()`).
@@ -166,7 +183,29 @@ impl Metrics {
             relay_lag: self.core.inner.fanout.relay_lag(),
             disk: self.disk(),
             tokens: self.tokens()?,
+            warm: self.warm(),
         })
+    }
+
+    /// Every agent configured to keep warm sessions (a configuration's own, so few), with
+    /// what this process holds of them.
+    fn warm(&self) -> Vec<WarmGauge> {
+        self.core
+            .config()
+            .warm
+            .iter()
+            .filter(|(_, wanted)| **wanted > 0)
+            .map(|(agent, wanted)| {
+                let tally = self.core.warm().tally(agent);
+                WarmGauge {
+                    agent: labels::clean(agent),
+                    wanted: *wanted as u64,
+                    ready: tally.ready,
+                    handed: tally.handed,
+                    failed: tally.failed,
+                }
+            })
+            .collect()
     }
 
     fn tasks(&self) -> Result<Vec<TaskGauge>> {

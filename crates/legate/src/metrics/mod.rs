@@ -212,8 +212,46 @@ pub fn render(s: &MetricsSnapshot) -> String {
             t.tokens,
         );
     }
+    let warm: [(&str, Kind, &str, WarmValue); 4] = [
+        (
+            "legate_warm_sessions",
+            Kind::Gauge,
+            "Warm sessions ready to be handed to a task, by agent.",
+            |w| w.ready,
+        ),
+        (
+            "legate_warm_sessions_wanted",
+            Kind::Gauge,
+            "Warm sessions each agent is configured to keep ready ([agents.NAME] warm).",
+            |w| w.wanted,
+        ),
+        (
+            "legate_warm_handovers_total",
+            Kind::Counter,
+            "Warm sessions handed to tasks since the process started, by agent.",
+            |w| w.handed,
+        ),
+        (
+            "legate_warm_failures_total",
+            Kind::Counter,
+            "Attempts to open a warm session that failed since the process started, by agent.",
+            |w| w.failed,
+        ),
+    ];
+    // Only when an agent keeps warm sessions: a family with no sample says nothing.
+    if !s.warm.is_empty() {
+        for (name, kind, help, value) in warm {
+            e.family(name, kind, help);
+            for w in &s.warm {
+                e.count(name, &[("agent", &w.agent)], value(w));
+            }
+        }
+    }
     e.finish()
 }
+
+/// Which number of an agent's warm sessions a family shows.
+type WarmValue = fn(&legate_engine::WarmGauge) -> u64;
 
 fn histogram(e: &mut Exposition, name: &str, help: &str, h: &HistogramSnapshot) {
     e.family(name, Kind::Histogram, help);

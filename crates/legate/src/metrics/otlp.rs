@@ -113,6 +113,17 @@ pub fn start(engine: &Engine, process: &'static str) -> Option<Exporting> {
 }
 
 /// An observer's attributes from (name, value) pairs.
+/// One point per agent that keeps warm sessions: `value` of its gauge, labelled by agent.
+fn warm_points(
+    s: &MetricsSnapshot,
+    value: fn(&legate_engine::WarmGauge) -> u64,
+) -> Vec<(u64, Vec<KeyValue>)> {
+    s.warm
+        .iter()
+        .map(|w| (value(w), attrs(&[("agent", &w.agent)])))
+        .collect()
+}
+
 fn attrs(pairs: &[(&'static str, &str)]) -> Vec<KeyValue> {
     pairs
         .iter()
@@ -142,7 +153,7 @@ fn observe<T: Copy + 'static>(
 }
 
 fn register(meter: &Meter, source: &Arc<Source>) {
-    let gauges: [(&'static str, &'static str, &'static str, U64Points); 8] = [
+    let gauges: [(&'static str, &'static str, &'static str, U64Points); 10] = [
         (
             "legate_tasks",
             "Tasks the store keeps, by agent and state.",
@@ -221,6 +232,18 @@ fn register(meter: &Meter, source: &Arc<Source>) {
                     .collect()
             },
         ),
+        (
+            "legate_warm_sessions",
+            "Warm sessions ready to be handed to a task, by agent.",
+            "{session}",
+            |s| warm_points(s, |w| w.ready),
+        ),
+        (
+            "legate_warm_sessions_wanted",
+            "Warm sessions each agent is configured to keep ready ([agents.NAME] warm).",
+            "{session}",
+            |s| warm_points(s, |w| w.wanted),
+        ),
     ];
     for (name, help, unit, points) in gauges {
         meter
@@ -230,7 +253,7 @@ fn register(meter: &Meter, source: &Arc<Source>) {
             .with_callback(observe(source, points))
             .build();
     }
-    let counters: [(&'static str, &'static str, &'static str, U64Points); 4] = [
+    let counters: [(&'static str, &'static str, &'static str, U64Points); 6] = [
         (
             "legate_permission_decisions",
             "Permission decisions sent to agents, by who decided and the outcome.",
@@ -262,6 +285,18 @@ fn register(meter: &Meter, source: &Arc<Source>) {
             "Batches of agents' events stored and announced (the relay-lag observations).",
             "{batch}",
             |s| vec![(s.relay_lag.count, vec![])],
+        ),
+        (
+            "legate_warm_handovers",
+            "Warm sessions handed to tasks since the process started, by agent.",
+            "{session}",
+            |s| warm_points(s, |w| w.handed),
+        ),
+        (
+            "legate_warm_failures",
+            "Attempts to open a warm session that failed since the process started, by agent.",
+            "{attempt}",
+            |s| warm_points(s, |w| w.failed),
         ),
     ];
     for (name, help, unit, points) in counters {

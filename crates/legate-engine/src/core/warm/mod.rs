@@ -168,6 +168,21 @@ struct State {
     backoff: BTreeMap<String, (u32, Instant)>,
     /// Set at shutdown: nothing more is opened or kept.
     closed: bool,
+    /// Sessions handed to tasks since the engine started, by agent.
+    handed: BTreeMap<String, u64>,
+    /// Attempts to warm that failed since the engine started, by agent.
+    failed: BTreeMap<String, u64>,
+}
+
+/// One agent's warm sessions as the metrics count them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Ready to be handed over now.
+    pub(crate) ready: u64,
+    /// Handed to tasks since the engine started.
+    pub(crate) handed: u64,
+    /// Attempts to warm that failed since the engine started.
+    pub(crate) failed: u64,
 }
 
 /// The engine's warm sessions.
@@ -217,6 +232,16 @@ impl WarmSet {
             .iter()
             .filter(|r| r.agent == agent)
             .count()
+    }
+
+    /// `agent`'s warm sessions: ready now, handed over and failed to open so far.
+    pub(crate) fn tally(&self, agent: &str) -> Tally {
+        let s = self.lock();
+        Tally {
+            ready: s.ready.iter().filter(|r| r.agent == agent).count() as u64,
+            handed: s.handed.get(agent).copied().unwrap_or(0),
+            failed: s.failed.get(agent).copied().unwrap_or(0),
+        }
     }
 
     /// Holds replacements back until the guard goes or [`REPLACE_AFTER`] has passed.
@@ -311,7 +336,12 @@ impl Core {
                 .ready
                 .iter()
                 .position(|r| r.agent == agent.name && r.shape == shape && r.session.is_alive());
-            at.map(|i| s.ready.remove(i))
+            let taken = at.map(|i| s.ready.remove(i));
+            if taken.is_some() {
+                let handed = s.handed.entry(agent.name.clone()).or_default();
+                *handed = handed.saturating_add(1);
+            }
+            taken
         };
         let Some(ready) = taken else {
             if self.warm().ready(&agent.name) > 0 {

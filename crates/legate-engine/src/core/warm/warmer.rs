@@ -99,6 +99,8 @@ impl Core {
 
     fn failed_to_warm(&self, agent: &str) {
         let mut s = self.warm().lock();
+        let failed = s.failed.entry(agent.to_string()).or_default();
+        *failed = failed.saturating_add(1);
         let entry = s
             .backoff
             .entry(agent.to_string())
