@@ -628,11 +628,11 @@ fn a_node_run_again_after_a_crash_is_sent_its_peer_messages_again() {
 
 /// A process killed between a refused message turn's hold and its group's pause (the node is
 /// held first, with the refusal's code) leaves that hold in a running group. The engine that
-/// takes the group over sends the node back, the turn is refused again (its copy is still
-/// discarded), and the node is held again with the code, its group paused with it; nothing
-/// is started.
+/// takes the group over sends the node back (clearing the code: settling writes it again),
+/// the turn is refused again (its copy is still discarded), and the node is held again with
+/// the refusal's code, its group paused with it; nothing is started.
 #[test]
-fn a_refused_message_turn_s_hold_outlives_a_kill_before_its_pause() {
+fn a_refused_message_turn_held_before_a_kill_is_refused_again_by_the_next_engine() {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let mut def = tested_group(&base);
@@ -668,6 +668,14 @@ fn a_refused_message_turn_s_hold_outlives_a_kill_before_its_pause() {
         assert_eq!(s.pause_reason, Some(ErrorCode::TestFailed), "{s:?}");
         assert_eq!(node_of(&s, "only").state, NodeState::Held, "{s:?}");
         assert_eq!(node_of(&s, "sender").state, NodeState::Succeeded, "{s:?}");
+        // The message waits for `only` (it was held before the sender's turn ended); a
+        // machine so slow that it was delivered first would fail here, not further on.
+        let page = first.groups().peer_receipts("k", None, 20).unwrap();
+        assert_eq!(
+            page.receipts[0].state,
+            legate_engine::ReceiptState::Queued,
+            "{page:?}"
+        );
         let task = node_of(&s, "only").task_ids[0].clone();
         first.reviews().discard(task.as_str()).await.unwrap();
         task
@@ -695,6 +703,12 @@ fn a_refused_message_turn_s_hold_outlives_a_kill_before_its_pause() {
         let s = settled(&next, "k").await;
         assert_eq!(s.state, GroupState::Paused, "{s:?}");
         assert_eq!(s.pause_reason, Some(ErrorCode::CopyClosed), "{s:?}");
+        assert!(
+            s.pause_message
+                .as_deref()
+                .is_some_and(|m| m.contains("node only's next turn, a peer message, was refused")),
+            "{s:?}"
+        );
         let only = node_of(&s, "only");
         assert_eq!(only.state, NodeState::Held, "{s:?}");
         assert_eq!(only.error, Some(ErrorCode::CopyClosed), "{s:?}");

@@ -87,7 +87,8 @@ pub struct WarmGauge {
     pub ready: u64,
     /// How many were handed to tasks since the process started (a counter).
     pub handed: u64,
-    /// How many attempts to open one failed since the process started (a counter).
+    /// How many failed to open, or were found dead while ready, since the process started
+    /// (a counter).
     pub failed: u64,
 }
 

@@ -234,7 +234,7 @@ pub fn render(s: &MetricsSnapshot) -> String {
         (
             "legate_warm_failures_total",
             Kind::Counter,
-            "Attempts to open a warm session that failed since the process started, by agent.",
+            "Warm sessions that failed to open or died while ready, since the process started, by agent.",
             |w| w.failed,
         ),
     ];

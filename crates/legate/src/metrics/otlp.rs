@@ -112,7 +112,6 @@ pub fn start(engine: &Engine, process: &'static str) -> Option<Exporting> {
     Some(Exporting { provider })
 }
 
-/// An observer's attributes from (name, value) pairs.
 /// One point per agent that keeps warm sessions: `value` of its gauge, labelled by agent.
 fn warm_points(
     s: &MetricsSnapshot,
@@ -124,6 +123,7 @@ fn warm_points(
         .collect()
 }
 
+/// An observer's attributes from (name, value) pairs.
 fn attrs(pairs: &[(&'static str, &str)]) -> Vec<KeyValue> {
     pairs
         .iter()
@@ -294,7 +294,7 @@ fn register(meter: &Meter, source: &Arc<Source>) {
         ),
         (
             "legate_warm_failures",
-            "Attempts to open a warm session that failed since the process started, by agent.",
+            "Warm sessions that failed to open or died while ready, since the process started, by agent.",
             "{attempt}",
             |s| warm_points(s, |w| w.failed),
         ),

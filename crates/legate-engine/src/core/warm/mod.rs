@@ -170,7 +170,8 @@ struct State {
     closed: bool,
     /// Sessions handed to tasks since the engine started, by agent.
     handed: BTreeMap<String, u64>,
-    /// Attempts to warm that failed since the engine started, by agent.
+    /// Warm sessions that failed to open or were found dead while ready since the engine
+    /// started, by agent.
     failed: BTreeMap<String, u64>,
 }
 
@@ -181,7 +182,7 @@ pub(crate) struct Tally {
     pub(crate) ready: u64,
     /// Handed to tasks since the engine started.
     pub(crate) handed: u64,
-    /// Attempts to warm that failed since the engine started.
+    /// Failed to open, or found dead while ready, since the engine started.
     pub(crate) failed: u64,
 }
 
@@ -234,11 +235,17 @@ impl WarmSet {
             .count()
     }
 
-    /// `agent`'s warm sessions: ready now, handed over and failed to open so far.
+    /// `agent`'s warm sessions: ready now (alive), handed over, and failed (to open, or
+    /// found dead while ready) so far.
     pub(crate) fn tally(&self, agent: &str) -> Tally {
         let s = self.lock();
         Tally {
-            ready: s.ready.iter().filter(|r| r.agent == agent).count() as u64,
+            // As a task would find them: a session that died is not ready.
+            ready: s
+                .ready
+                .iter()
+                .filter(|r| r.agent == agent && r.session.is_alive())
+                .count() as u64,
             handed: s.handed.get(agent).copied().unwrap_or(0),
             failed: s.failed.get(agent).copied().unwrap_or(0),
         }
