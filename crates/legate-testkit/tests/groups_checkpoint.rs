@@ -333,6 +333,21 @@ fn slow_sender_workflow(h: &EngineHarness) -> GroupDefinition {
     def
 }
 
+/// [`slow_sender_workflow`] created and started, once `tested` is held for its test with
+/// `slow-sender`'s message waiting for it: the group, and `tested`'s first task.
+async fn message_waiting(h: &EngineHarness) -> (legate_engine::GroupCreated, TaskId) {
+    let c = h
+        .engine
+        .groups()
+        .create(None, slow_sender_workflow(h))
+        .unwrap();
+    let s = started(h, &c.group_id, &c.definition_sha256).await;
+    assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
+    assert_eq!(s.nodes[1].state, NodeState::Succeeded, "{s:?}");
+    let first = s.nodes[0].task_ids[0].clone();
+    (c, first)
+}
+
 /// A message turn that finds the engine's places all taken waits for one, as an admission
 /// does, instead of pausing the group `QUEUE_FULL`: two tasks outside the group hold both
 /// running places (and no queue) while the group resumes to deliver `tested` its message;
@@ -387,15 +402,7 @@ async fn a_refused_message_turn_holds_its_node_with_the_refusal() {
     let h = EngineHarness::builder()
         .project(&[("a.txt", "alpha\n")])
         .start();
-    let c = h
-        .engine
-        .groups()
-        .create(None, slow_sender_workflow(&h))
-        .unwrap();
-    let s = started(&h, &c.group_id, &c.definition_sha256).await;
-    assert_eq!(s.nodes[0].state, NodeState::Held, "{s:?}");
-    assert_eq!(s.nodes[1].state, NodeState::Succeeded, "{s:?}");
-    let first = s.nodes[0].task_ids[0].clone();
+    let (c, first) = message_waiting(&h).await;
     h.engine.reviews().discard(first.as_str()).await.unwrap();
     for _ in 0..2 {
         // Held with a message waiting: sent back to take it, which its closed copy refuses.
@@ -425,4 +432,42 @@ async fn a_refused_message_turn_holds_its_node_with_the_refusal() {
     h.engine.groups().cancel(&c.group_id).unwrap();
     let s = wait(&h, &c.group_id).await;
     assert_eq!(s.state, GroupState::Canceled, "{s:?}");
+}
+
+/// A peer message an earlier Legate sent as a turn, under its own form of the delivery id
+/// (the group and the message id only), and stopped before marking sent, is found again by
+/// this one: marked sent with that turn, not sent a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_an_earlier_legate_sent_before_it_stopped_is_not_sent_again() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .start();
+    let (c, first) = message_waiting(&h).await;
+    // What the earlier Legate left: the turn sent under its id, the message still queued.
+    let digest = legate_core::remote::sha256_hex(format!("{}\0to-tested", c.group_id).as_bytes());
+    let turn = h
+        .engine
+        .send_message(legate_engine::MessageRequest {
+            context_id: h.engine.task(first.as_str()).unwrap().context_id,
+            message_id: format!("peer-{}", &digest[..40]),
+            text: "the message, as the earlier Legate framed it".into(),
+            mode: None,
+        })
+        .unwrap()
+        .task;
+    h.wait(&turn.id).await;
+    passes(&h, &turn.id, "true", &[]).await;
+    let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    assert_eq!(s.state, GroupState::Completed, "{s:?}");
+    assert_eq!(
+        s.nodes[0].task_ids,
+        [first, turn.id.clone()],
+        "no second turn"
+    );
+    let page = h
+        .engine
+        .groups()
+        .peer_receipts(&c.group_id, None, 20)
+        .unwrap();
+    assert_eq!(page.receipts[0].state, ReceiptState::Sent, "{page:?}");
 }

@@ -320,6 +320,13 @@ fn delivery_id(group_id: &str, message_id: &str, context_id: &str) -> String {
     format!("peer-{}", &digest[..40])
 }
 
+/// The id an earlier Legate sent a peer message under, derived from the group and the
+/// agent's id only (before a node run again after a crash was sent its messages again).
+fn earlier_delivery_id(group_id: &str, message_id: &str) -> String {
+    let digest = sha256_hex(format!("{group_id}\0{message_id}").as_bytes());
+    format!("peer-{}", &digest[..40])
+}
+
 /// The recipient's turn: the message as agent-reported data, JSON-escaped so that its text
 /// can close no fence and open no envelope.
 pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
@@ -356,6 +363,23 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
 }
 
 impl Core {
+    /// The turn of conversation `context_id` an earlier Legate sent message `message_id` as,
+    /// under its own form of the delivery id, if it did and stopped before marking the message
+    /// sent: found again, so that an upgrade after such a stop sends no second turn.
+    fn earlier_turn(
+        &self,
+        group_id: &str,
+        message_id: &str,
+        context_id: &str,
+    ) -> Result<Option<TaskId>> {
+        let earlier = self
+            .store()
+            .message(&earlier_delivery_id(group_id, message_id))?;
+        Ok(earlier
+            .filter(|m| m.context_id == context_id)
+            .and_then(|m| m.task_id))
+    }
+
     /// Delivers the messages queued for `node` as the next turns of its context (the node's
     /// conversation, which exists once the node was admitted), each marked `sent` once its
     /// turn was accepted; a refused turn leaves it `queued`. Returns the tasks carrying the
@@ -369,26 +393,25 @@ impl Core {
     ) -> Result<Vec<TaskId>> {
         let mut carried = Vec::new();
         for message in pending_for(self.store(), group_id, node)? {
-            let sent = self
-                .send_message(MessageRequest {
-                    context_id: context_id.to_owned(),
-                    message_id: delivery_id(group_id, &message.message_id, context_id),
-                    text: message.text,
-                    mode: None,
-                })
-                .and_then(|receipt| {
-                    carried.push(receipt.task.id.clone());
-                    mark_sent(
-                        self.store(),
-                        group_id,
-                        &message.message_id,
-                        &receipt.task.id,
-                    )
-                    .map(|()| receipt)
-                });
+            let turn = match self.earlier_turn(group_id, &message.message_id, context_id) {
+                Ok(Some(task)) => Ok(task),
+                Ok(None) => self
+                    .send_message(MessageRequest {
+                        context_id: context_id.to_owned(),
+                        message_id: delivery_id(group_id, &message.message_id, context_id),
+                        text: message.text,
+                        mode: None,
+                    })
+                    .map(|receipt| receipt.task.id),
+                Err(e) => Err(e),
+            };
+            let sent = turn.and_then(|task| {
+                carried.push(task.clone());
+                mark_sent(self.store(), group_id, &message.message_id, &task).map(|()| task)
+            });
             match sent {
-                Ok(receipt) => {
-                    tracing::info!(group = group_id, to = node, from = %message.from_node, task = %receipt.task.id, "peer message delivered as the node's next turn");
+                Ok(task) => {
+                    tracing::info!(group = group_id, to = node, from = %message.from_node, task = %task, "peer message delivered as the node's next turn");
                 }
                 // Nothing accepted yet: the refusal is the caller's to act on.
                 Err(e) if carried.is_empty() => return Err(e),
