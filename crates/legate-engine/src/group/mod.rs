@@ -138,9 +138,8 @@ impl Core {
                 {
                     // Its turn ended with a peer message waiting (the group paused, its
                     // budget, or the turn refused), or one came while it was held: it is not
-                    // finished here. The
-                    // first step of the running group sends it back to be settled, and the
-                    // message is its next turn, under the budget's gate again.
+                    // finished here. The first step of the running group sends it back to be
+                    // settled, and the message is its next turn, under the budget's gate again.
                 }
                 NodeState::Held => {
                     let Some(task) = g.latest(&rec.node_id).cloned() else {

@@ -316,14 +316,18 @@ pub(crate) fn mark_sent(
 /// run again from its prompt (in a new conversation, its messages queued again) is sent them
 /// again there.
 fn delivery_id(group_id: &str, message_id: &str, context_id: &str) -> String {
-    let digest = sha256_hex(format!("{group_id}\0{message_id}\0{context_id}").as_bytes());
-    format!("peer-{}", &digest[..40])
+    peer_id(&[group_id, message_id, context_id])
 }
 
 /// The id an earlier Legate sent a peer message under, derived from the group and the
 /// agent's id only (before a node run again after a crash was sent its messages again).
 fn earlier_delivery_id(group_id: &str, message_id: &str) -> String {
-    let digest = sha256_hex(format!("{group_id}\0{message_id}").as_bytes());
+    peer_id(&[group_id, message_id])
+}
+
+/// `peer-` and 40 hex digits of the sha256 of `parts` joined by NUL.
+fn peer_id(parts: &[&str]) -> String {
+    let digest = sha256_hex(parts.join("\0").as_bytes());
     format!("peer-{}", &digest[..40])
 }
 
