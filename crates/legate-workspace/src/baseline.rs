@@ -50,6 +50,12 @@ pub(crate) const EXCLUDE: &str = "/.[aA][gG][eE][nN][tT][sS]/[sS][kK][iI][lL][lL
 /.[aA][gG][eE][nN][tT][sS]/[hH][oO][oO][kK][sS].[jJ][sS][oO][nN]\n\
 /.[aA][gG][eE][nN][tT][sS]/[mM][cC][pP]_[cC][oO][nN][fF][iI][gG].[jJ][sS][oO][nN]\n";
 
+/// `INVALID_WORKSPACE`: the baseline in `dir` could not `what`.
+fn init_failed(dir: &Path, what: &str, e: std::io::Error) -> Error {
+    let message = format!("the baseline {} could not {what}", dir.display());
+    Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
+}
+
 /// A copy's private baseline.
 #[derive(Debug, Clone)]
 pub struct Baseline {
@@ -96,49 +102,52 @@ impl Baseline {
         if let Some(parent) = dir.parent() {
             private_dir(parent)?;
         }
-        let fail = |what: &str, e: std::io::Error| {
-            Error::new(
-                ErrorCode::InvalidWorkspace,
-                format!("the baseline {} could not {what}: {e}", dir.display()),
-            )
-        };
         fs::DirBuilder::new()
             .mode(0o700)
             .create(dir)
-            .map_err(|e| fail("be created", e))?;
-        let made = (|| {
-            let dir = fs::canonicalize(dir).map_err(|e| fail("be resolved", e))?;
-            let b = Baseline {
-                dir,
-                copy: copy.to_path_buf(),
-            };
-            fs::DirBuilder::new()
-                .mode(0o700)
-                .create(b.home())
-                .map_err(|e| fail("get its home", e))?;
-            // No template: nothing but what git needs (no sample hooks, no description).
-            b.git().run(&["init", "--quiet", "--template="])?;
-            let info = b.git_dir().join("info");
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&info)
-                .map_err(|e| fail("get info/", e))?;
-            fs::write(info.join("attributes"), ATTRIBUTES)
-                .map_err(|e| fail("write its attributes", e))?;
-            fs::write(info.join("exclude"), EXCLUDE).map_err(|e| fail("write its excludes", e))?;
-            if let Some(objects) = &borrow {
-                let mut line = objects.as_os_str().as_encoded_bytes().to_vec();
-                line.push(b'\n');
-                fs::write(b.git_dir().join("objects/info/alternates"), line)
-                    .map_err(|e| fail("borrow the source's objects", e))?;
-            }
-            Ok(b)
-        })();
+            .map_err(|e| init_failed(dir, "be created", e))?;
+        let made = Self::init_in(dir, copy, borrow);
         if made.is_err() {
             let _ = fs::remove_dir_all(dir);
         }
         made
+    }
+
+    /// [`Baseline::init`] in `dir`, which exists and is empty (a project's base makes it a
+    /// subvolume first). On error what it made in `dir` may be left: the caller removes it.
+    pub(crate) fn init_in(
+        dir: &Path,
+        copy: &Path,
+        borrow: Option<PathBuf>,
+    ) -> Result<Baseline, Error> {
+        let fail = |what: &str, e: std::io::Error| init_failed(dir, what, e);
+        let dir = fs::canonicalize(dir).map_err(|e| fail("be resolved", e))?;
+        let b = Baseline {
+            dir,
+            copy: copy.to_path_buf(),
+        };
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(b.home())
+            .map_err(|e| fail("get its home", e))?;
+        // No template: nothing but what git needs (no sample hooks, no description).
+        b.git().run(&["init", "--quiet", "--template="])?;
+        let info = b.git_dir().join("info");
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&info)
+            .map_err(|e| fail("get info/", e))?;
+        fs::write(info.join("attributes"), ATTRIBUTES)
+            .map_err(|e| fail("write its attributes", e))?;
+        fs::write(info.join("exclude"), EXCLUDE).map_err(|e| fail("write its excludes", e))?;
+        if let Some(objects) = &borrow {
+            let mut line = objects.as_os_str().as_encoded_bytes().to_vec();
+            line.push(b'\n');
+            fs::write(b.git_dir().join("objects/info/alternates"), line)
+                .map_err(|e| fail("borrow the source's objects", e))?;
+        }
+        Ok(b)
     }
 
     /// Writes the baseline commit of `tree` (already written) and points the new branch at

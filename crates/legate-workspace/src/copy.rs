@@ -12,6 +12,7 @@
 
 use crate::baseline::Baseline;
 use crate::copy_file::{Copier, Outcome};
+use crate::file_state::FileState;
 use crate::reflink::Reflinks;
 use crate::scan_cache::ScanCache;
 use crate::secrets::BlockedFile;
@@ -54,6 +55,10 @@ pub struct CopyReport {
     /// the same project, their content not read (the scan verdict cache).
     #[serde(default)]
     pub trusted_files: usize,
+    /// Whether the copy is a snapshot of the project's base (btrfs): it was made whole, no
+    /// file copied or read, and shares every block with the base until written (see `base`).
+    #[serde(default)]
+    pub snapshot: bool,
 }
 
 /// Creates `copy_dir` with mode 0700 (its parent too, when missing); it must not exist yet.
@@ -102,7 +107,7 @@ pub fn make_copy_cached(
     cache: Option<&ScanCache>,
 ) -> Result<CopyReport, Error> {
     create_copy_dir(copy_dir)?;
-    let result = fill(selection, copy_dir, limits, cache, &mut |_| Ok(()));
+    let result = fill(selection, copy_dir, limits, cache, false, &mut |_| Ok(())).map(|r| r.0);
     if result.is_err() {
         let _ = fs::remove_dir_all(copy_dir);
     }
@@ -135,50 +140,100 @@ pub fn make_copy_with_baseline_cached(
     create_copy_dir(copy_dir)?;
     let result = (|| {
         let copy = resolve_copy_dir(copy_dir)?;
-        let source = crate::baseline::source_repo(&selection.root);
-        let baseline = Baseline::init(
-            baseline_dir,
-            &copy,
-            source.as_ref().map(|s| s.objects.clone()),
-        )?;
-        let staged = (|| {
-            // Only a source whose objects are borrowed can vouch for its clean files.
-            let index = source.and_then(|s| match SourceIndex::read(&s.index) {
-                Ok(index) => Some(index),
-                Err(e) => {
-                    tracing::debug!(error = %e, "the source's index is not used; every file is hashed");
-                    None
-                }
-            });
-            let vouching = index.as_ref().map_or(0, SourceIndex::len);
-            let mut staging = Staging::new(
-                &baseline,
-                index.map(|i| (i, selection.root.as_path())),
-                &selection.files,
-            );
-            let report = fill(selection, &copy, limits, cache, &mut |w| staging.add(&w))?;
-            let (tree, borrowed) = staging.finish(&baseline)?;
-            tracing::debug!(
-                files = report.included_files,
-                borrowed,
-                vouching,
-                "baseline index written"
-            );
-            baseline.commit_tree(&tree)?;
-            Ok(report)
-        })();
-        match staged {
-            Ok(report) => Ok((report, baseline)),
-            Err(e) => {
-                let _ = fs::remove_dir_all(baseline.dir());
-                Err(e)
-            }
-        }
+        let made = fill_with_baseline(selection, &copy, baseline_dir, limits, cache, None)?;
+        Ok((made.report, made.baseline))
     })();
     if result.is_err() {
         let _ = fs::remove_dir_all(copy_dir);
     }
     result
+}
+
+/// What [`fill_with_baseline`] made.
+pub(crate) struct Filled {
+    /// The copy's report.
+    pub(crate) report: CopyReport,
+    /// The copy's baseline.
+    pub(crate) baseline: Baseline,
+    /// When asked for, each file whose verdict the cache now holds, with the state it was
+    /// copied in (or left out in): its bytes in the copy are that state's.
+    pub(crate) settled: Option<Settled>,
+}
+
+/// Each file (by path) whose verdict the cache holds after a copy, with the state it was
+/// copied in.
+pub(crate) type Settled = Vec<(String, FileState)>;
+
+/// Fills the existing, empty directory `copy` (canonical) with `selection` and makes its
+/// baseline in `baseline_dir`: created, unless `baseline_in` says it exists (empty) already.
+/// On error the baseline directory's contents are removed (the directory itself too when
+/// this made it); the copy's are the caller's to remove.
+pub(crate) fn fill_with_baseline(
+    selection: &Selection,
+    copy: &Path,
+    baseline_dir: &Path,
+    limits: &CopyLimits,
+    cache: Option<&ScanCache>,
+    baseline_in: Option<BaselineIn>,
+) -> Result<Filled, Error> {
+    let source = crate::baseline::source_repo(&selection.root);
+    let borrow = source.as_ref().map(|s| s.objects.clone());
+    let baseline = match baseline_in {
+        None => Baseline::init(baseline_dir, copy, borrow)?,
+        Some(BaselineIn::Existing) => Baseline::init_in(baseline_dir, copy, borrow)?,
+    };
+    let staged = (|| {
+        // Only a source whose objects are borrowed can vouch for its clean files.
+        let index = source.and_then(|s| match SourceIndex::read(&s.index) {
+            Ok(index) => Some(index),
+            Err(e) => {
+                tracing::debug!(error = %e, "the source's index is not used; every file is hashed");
+                None
+            }
+        });
+        let vouching = index.as_ref().map_or(0, SourceIndex::len);
+        let mut staging = Staging::new(
+            &baseline,
+            index.map(|i| (i, selection.root.as_path())),
+            &selection.files,
+        );
+        let keys = matches!(baseline_in, Some(BaselineIn::Existing));
+        let (report, settled) = fill(selection, copy, limits, cache, keys, &mut |w| {
+            staging.add(&w)
+        })?;
+        let (tree, borrowed) = staging.finish(&baseline)?;
+        tracing::debug!(
+            files = report.included_files,
+            borrowed,
+            vouching,
+            "baseline index written"
+        );
+        baseline.commit_tree(&tree)?;
+        Ok((report, settled))
+    })();
+    match staged {
+        Ok((report, settled)) => Ok(Filled {
+            report,
+            baseline,
+            settled,
+        }),
+        Err(e) => {
+            match baseline_in {
+                None => {
+                    let _ = fs::remove_dir_all(baseline.dir());
+                }
+                Some(BaselineIn::Existing) => crate::base::empty_dir(baseline.dir()),
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Where [`fill_with_baseline`] makes the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BaselineIn {
+    /// In a directory that exists and is empty (a subvolume made for it).
+    Existing,
 }
 
 /// A file just written into the copy, as [`fill`] tells it.
@@ -212,8 +267,9 @@ fn fill(
     copy_dir: &Path,
     limits: &CopyLimits,
     cache: Option<&ScanCache>,
+    keys: bool,
     written: &mut dyn FnMut(Written<'_>) -> Result<(), Error>,
-) -> Result<CopyReport, Error> {
+) -> Result<(CopyReport, Option<Settled>), Error> {
     let copy_dir = resolve_copy_dir(copy_dir)?;
     let runs = runs(&selection.files);
     let copier = Copier {
@@ -311,12 +367,18 @@ fn fill(
         return Err(e);
     }
     blocked.sort_by(|a, b| a.path.cmp(&b.path));
+    let settled = keys.then(|| {
+        fresh
+            .iter()
+            .map(|e| (e.path().to_string(), e.key()))
+            .collect()
+    });
     if let Some(cache) = cache {
         cache.save(&selection.files, fresh);
     }
     let bytes = copier.bytes.into_inner();
     let (scanned_files, trusted_files) = (copier.scanned.into_inner(), copier.trusted.into_inner());
-    Ok(CopyReport {
+    let report = CopyReport {
         copy_directory: copy_dir,
         source: selection.root.clone(),
         included_files: copied,
@@ -325,7 +387,9 @@ fn fill(
         reflinked_files: reflinked,
         scanned_files,
         trusted_files,
-    })
+        snapshot: false,
+    };
+    Ok((report, settled))
 }
 
 /// How many threads copy `files` files: one per core, at most [`MAX_COPIERS`], and one for
@@ -373,6 +437,7 @@ mod tests {
             dev: 0,
             ino: 0,
             mtime: (0, 0),
+            ctime: (0, 0),
             mode: 0o644,
             pending_rule: None,
         }

@@ -35,6 +35,10 @@ pub struct CopyDisk {
     /// recorded, without reading them (the scan verdict cache).
     #[serde(default)]
     pub trusted_files: usize,
+    /// Whether the copy was made as a snapshot of the project's base (btrfs): it took no new
+    /// disk when made, whatever its size.
+    #[serde(default)]
+    pub snapshot: bool,
     /// Bytes the copy's directory has allocated now (blocks × 512), links not followed. This
     /// counts shared blocks in full: for a reflinked copy it is what the copy would take if
     /// nothing were shared, not the new disk it took.
@@ -53,6 +57,7 @@ pub fn copy_disk(report: &CopyReport) -> CopyDisk {
         reflinked_files: report.reflinked_files,
         scanned_files: report.scanned_files,
         trusted_files: report.trusted_files,
+        snapshot: report.snapshot,
         allocated_bytes: now.bytes,
         complete: now.complete,
     }

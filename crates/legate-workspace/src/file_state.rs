@@ -58,13 +58,33 @@ impl FileState {
         }
     }
 
+    /// Every field, in a fixed order (the project's base hashes them: `base`).
+    pub(crate) fn to_bytes(self) -> [u8; 60] {
+        let mut out = [0u8; 60];
+        let fields: [&[u8]; 8] = [
+            &self.dev.to_le_bytes(),
+            &self.ino.to_le_bytes(),
+            &self.size.to_le_bytes(),
+            &self.mode.to_le_bytes(),
+            &self.mtime.0.to_le_bytes(),
+            &self.mtime.1.to_le_bytes(),
+            &self.ctime.0.to_le_bytes(),
+            &self.ctime.1.to_le_bytes(),
+        ];
+        let mut at = 0;
+        for f in fields {
+            out[at..at + f.len()].copy_from_slice(f);
+            at += f.len();
+        }
+        out
+    }
+
     /// Whether `meta` shows the file still in this state, in every field.
     pub fn matches(&self, meta: &Metadata) -> bool {
         *self == Self::of(meta)
     }
 
-    /// A state from its fields, for tests that need a fixed one.
-    #[cfg(test)]
+    /// A state from its fields (a selection's `lstat`, a test's fixed state).
     pub(crate) fn from_parts(
         (dev, ino, size, mode): (u64, u64, u64, u32),
         mtime: (i64, i64),

@@ -13,7 +13,8 @@
 //! preflight's verdicts kept per project, so that an unchanged file is not read again),
 //! `file_state` (a file's stat identity, the one test of "unchanged" the copy, the cache and
 //! integration share), `copy` (one file's copy
-//! in `copy_file`; clones where the file system can, in `reflink`), `read_inside` (a file read
+//! in `copy_file`; clones where the file system can, in `reflink`; on btrfs the whole copy
+//! and its baseline as snapshots of the project's base, in `base` over `subvolume`), `read_inside` (a file read
 //! beneath an untrusted directory), `baseline` (its
 //! index written by `staging` in the `git_index` format, its commit by `git_objects`),
 //! `changes` (the copy's change against its baseline as data, and the tree its current state
@@ -35,6 +36,7 @@
 //! tree or inside a project. It decides no permissions (that is `legate-supervisor`) and keeps
 //! no records (the engine persists which task owns which copy, its reviews and evidence).
 
+mod base;
 mod baseline;
 mod changes;
 mod cleanup;
@@ -64,8 +66,10 @@ mod shared;
 mod skills;
 mod staging;
 mod stamp;
+mod subvolume;
 mod transfer;
 
+pub use base::{base_dir, make_copy_with_base, prune as prune_bases};
 pub use baseline::Baseline;
 pub use changes::{
     ChangeStatus, FileChange, PATCH_DIFF, PatchSummary, Preview, parse_raw, stage_tree,

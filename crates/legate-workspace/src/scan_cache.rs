@@ -122,6 +122,16 @@ impl Entry {
         })
     }
 
+    /// The file's path in the project.
+    pub(crate) fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The state the file was in when its verdict was made.
+    pub(crate) fn key(&self) -> FileState {
+        self.key
+    }
+
     /// What the verdict means: `None` for clean, else the blocked file.
     pub(crate) fn blocked(&self) -> Option<BlockedFile> {
         self.verdict.blocked(&self.path)
@@ -162,6 +172,11 @@ impl ScanCache {
             Err(why) => tracing::debug!(why, "the scan verdict cache is not used"),
         }
         cache
+    }
+
+    /// What its verdicts depend on besides each file (the detector and the patterns).
+    pub(crate) fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// How many verdicts it holds.

@@ -95,6 +95,7 @@ fn a_verdict_the_detector_could_not_make_is_not_kept() {
         dev: meta.dev(),
         ino: meta.ino(),
         mtime: (meta.mtime(), meta.mtime_nsec()),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
         mode: meta.mode(),
         pending_rule: None,
     };

@@ -10,6 +10,7 @@
 //! It must never follow a symlink, let an include path add an ignored file, or read a file's
 //! content.
 
+use crate::file_state::FileState;
 use crate::git::{Git, require_git_root, split_z};
 use crate::include::{covers, path_problem, validate_include_paths};
 use crate::limits::CopyLimits;
@@ -31,9 +32,21 @@ pub struct SelectedFile {
     pub(crate) dev: u64,
     pub(crate) ino: u64,
     pub(crate) mtime: (i64, i64),
+    pub(crate) ctime: (i64, i64),
     pub(crate) mode: u32,
     /// A name rule only the content can confirm (`*.key` unless a zip), decided at copy time.
     pub(crate) pending_rule: Option<&'static str>,
+}
+
+impl SelectedFile {
+    /// The state the selection measured the file in (`lstat`).
+    pub(crate) fn state(&self) -> FileState {
+        FileState::from_parts(
+            (self.dev, self.ino, self.size, self.mode),
+            self.mtime,
+            self.ctime,
+        )
+    }
 }
 
 /// What a copy of a project would hold.
@@ -279,6 +292,7 @@ pub(crate) fn select_in(
             dev: meta.dev(),
             ino: meta.ino(),
             mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
             mode: meta.mode(),
             pending_rule: secrets.content_confirmed_name(path),
         });

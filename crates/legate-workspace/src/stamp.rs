@@ -4,7 +4,8 @@
 //!
 //! [`copy_stamp`] first reads the file system's clock where the copy lives (the change time
 //! of a file it writes in the baseline, which must be on the copy's file system), then
-//! measures every entry in name order without following a link (files, directories, links,
+//! measures every entry in name order without following a link, each on the device of the
+//! tree it is in (the copy's root, or the baseline's repository) (files, directories, links,
 //! anything: ignored files too), and hashes each one's path, mode (type included), owner,
 //! size, links, device, inode, and modification and change times. A write to an entry after
 //! it was measured moves its change time, which no unprivileged process can set, to the
@@ -67,7 +68,11 @@ pub fn copy_stamp(
         ));
     }
     let clock = read_clock(baseline.dir())?;
-    if clock.dev() != root.dev() {
+    // One device, or one mount: a copy and a baseline that are snapshots of a project's base
+    // are two subvolumes, each its own `st_dev`, of one btrfs file system and one clock.
+    let one_clock = clock.dev() == root.dev()
+        || crate::subvolume::one_mount(&[&baseline.dir().join(CLOCK), baseline.copy()]);
+    if !one_clock {
         return Ok(Err(Unstamped::OtherFileSystem));
     }
     let git = baseline.git_dir();
@@ -83,6 +88,7 @@ pub fn copy_stamp(
         walk.dir(baseline.copy(), b"")?;
         // The baseline's own state (its HEAD, refs, index, ignore and attribute files),
         // under a name no copy's path can have; its objects only ever grow and are left out.
+        walk.dev = git_meta.dev();
         walk.entry(BASELINE, &git_meta)?;
         walk.dir(&git, BASELINE)
     })();

@@ -266,6 +266,7 @@ pub fn make_copy_from_files(
                 reflinked_files: 0,
                 scanned_files: 0,
                 trusted_files: 0,
+                snapshot: false,
             },
             baseline,
         ))

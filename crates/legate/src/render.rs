@@ -273,7 +273,9 @@ fn first_line(s: &str, max: usize) -> String {
 /// directory has allocated now, labelled for what that figure can and cannot say.
 pub fn copy_disk_line(d: &legate_engine::CopyDisk) -> String {
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
-    let made = if d.reflinked_files == 0 {
+    let made = if d.snapshot {
+        "a snapshot of the project's base (every block shared with it until written: no new disk when made)".to_string()
+    } else if d.reflinked_files == 0 {
         "written in full".to_string()
     } else {
         format!(
@@ -282,7 +284,7 @@ pub fn copy_disk_line(d: &legate_engine::CopyDisk) -> String {
         )
     };
     let at_least = if d.complete { "" } else { "at least " };
-    let shared = if d.reflinked_files == 0 {
+    let shared = if d.reflinked_files == 0 && !d.snapshot {
         ""
     } else {
         ", shared blocks counted in full"
@@ -496,6 +498,7 @@ mod tests {
             reflinked_files: 0,
             scanned_files: 11,
             trusted_files: 0,
+            snapshot: false,
             allocated_bytes: 3 * 1024 * 1024,
             complete: true,
         };
@@ -515,6 +518,13 @@ mod tests {
         assert!(line.contains("no new disk when made"), "{line}");
         assert!(
             line.contains("allocated now at least 3.0 MiB, shared blocks counted in full;"),
+            "{line}"
+        );
+        (d.snapshot, d.reflinked_files, d.complete) = (true, 0, true);
+        let line = copy_disk_line(&d);
+        assert!(line.contains("a snapshot of the project's base"), "{line}");
+        assert!(
+            line.contains("allocated now 3.0 MiB, shared blocks counted in full;"),
             "{line}"
         );
     }

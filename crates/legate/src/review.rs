@@ -341,6 +341,12 @@ pub async fn cleanup(engine: &Engine) -> Result<ExitCode> {
             r.judge_dirs_removed
         )?;
     }
+    if r.bases_removed > 0 {
+        out!(
+            "removed the bases of {} projects not copied for 7 days",
+            r.bases_removed
+        )?;
+    }
     if r.scan_verdicts_removed > 0 {
         out!(
             "removed the scan verdicts of {} projects not copied for 30 days",

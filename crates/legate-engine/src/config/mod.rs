@@ -49,6 +49,12 @@ impl Paths {
     pub fn scan_verdicts(&self) -> PathBuf {
         self.home.join("scan-verdicts")
     }
+    /// Where the projects' bases are kept, one directory per project (named as its scan
+    /// verdicts are): on btrfs, every copy is a snapshot of its project's base
+    /// (`legate_workspace::make_copy_with_base`).
+    pub fn bases(&self) -> PathBuf {
+        self.home.join("bases")
+    }
     /// Where the log files are (`legate_logs`).
     pub fn logs(&self) -> PathBuf {
         self.home.join("logs")

@@ -33,6 +33,11 @@ pub(crate) struct Sweeps {
 /// How long a project's scan verdict cache is kept without a copy of the project.
 const SCAN_VERDICTS_UNUSED: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How long a project's base is kept without a copy of the project: a copy's default
+/// retention. A base shares its blocks with the project only where both are on one file
+/// system that clones; elsewhere it holds the project's bytes.
+const BASES_UNUSED: Duration = Duration::from_secs(7 * 24 * 3600);
+
 impl Core {
     /// Removes the copy and baseline a record names (for a continuation, the directories of
     /// the task that made the copy), only ever beneath Legate's own directories. Returns
@@ -185,14 +190,25 @@ impl Core {
             tracing::warn!(error = %e, "the scan verdicts were not pruned");
             0
         });
+        // The bases of projects no longer copied (`legate_workspace::make_copy_with_base`).
+        let bases = self.config().paths.bases();
+        report.bases_removed =
+            blocking(move || Ok(legate_workspace::prune_bases(&bases, BASES_UNUSED)))
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "the bases were not pruned");
+                    0
+                });
         if !report.removed.is_empty()
             || !report.orphans_removed.is_empty()
             || report.scan_verdicts_removed > 0
+            || report.bases_removed > 0
         {
             tracing::info!(
                 removed = report.removed.len(),
                 orphans = report.orphans_removed.len(),
                 scan_verdicts = report.scan_verdicts_removed,
+                bases = report.bases_removed,
                 "copy retention sweep"
             );
         }

@@ -131,15 +131,17 @@ impl Core {
         );
         let skills = record.skills.clone();
         let verdicts = self.config().paths.scan_verdicts();
+        let bases = self.config().paths.bases();
         let report = blocking(move || {
             let sel = legate_workspace::select(&source, &include, &cfg.secrets, &cfg.limits)?;
             let cache = legate_workspace::ScanCache::open(&verdicts, &sel.root, &cfg.secrets);
-            let (report, _baseline) = legate_workspace::make_copy_with_baseline_cached(
+            let (report, _baseline) = legate_workspace::make_copy_with_base(
                 &sel,
                 &copy_dir,
                 &baseline_dir,
                 &cfg.limits,
-                Some(&cache),
+                &cache,
+                &bases,
             )?;
             stage_or_remove(&report, &skills, &cfg.limits, &baseline_dir)?;
             Ok(report)
@@ -171,6 +173,7 @@ impl Core {
             "reflinkedFiles": report.reflinked_files,
             "scannedFiles": report.scanned_files,
             "trustedFiles": report.trusted_files,
+            "snapshot": report.snapshot,
             "blockedFiles": blocked,
         });
         if let (Some(from), Some(map)) = (handed_off_from, detail.as_object_mut()) {

@@ -424,6 +424,9 @@ pub struct CleanupReport {
     /// Projects' scan verdict caches unused for 30 days, removed.
     #[serde(default)]
     pub scan_verdicts_removed: usize,
+    /// Projects' bases unused for 7 days, removed.
+    #[serde(default)]
+    pub bases_removed: usize,
 }
 
 impl CleanupReport {
@@ -433,6 +436,7 @@ impl CleanupReport {
             && self.orphans_removed.is_empty()
             && self.judge_dirs_removed == 0
             && self.scan_verdicts_removed == 0
+            && self.bases_removed == 0
     }
 
     /// Adds what an `earlier` sweep removed to this report; `kept` stays this sweep's (what
@@ -450,6 +454,7 @@ impl CleanupReport {
         self.scan_verdicts_removed = self
             .scan_verdicts_removed
             .saturating_add(earlier.scan_verdicts_removed);
+        self.bases_removed = self.bases_removed.saturating_add(earlier.bases_removed);
     }
 }
 

@@ -1,15 +1,23 @@
-//! A file system that can clone files (xfs with `reflink=1`) made on a loop device for one
-//! test, and taken down when the test ends, pass or panic.
+//! A file system that can clone files (xfs with `reflink=1`, or btrfs) made on a loop device
+//! for one test, and taken down when the test ends, pass or panic.
 //!
-//! Needs root, `mkfs.xfs` (Debian's `xfsprogs`) and loop devices. Without them a test skips,
-//! unless `LEGATE_REQUIRE_REFLINK=1` (CI) makes that a failure.
+//! Needs root, `mkfs.xfs` (Debian's `xfsprogs`) or `mkfs.btrfs` (`btrfs-progs`) and loop
+//! devices. Without them a test skips, unless `LEGATE_REQUIRE_REFLINK=1` (CI) makes that a
+//! failure.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A mounted xfs image with reflinks; unmounted (its loop device then detached) and removed
+/// Which file system an image holds.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Xfs,
+    Btrfs,
+}
+
+/// A mounted xfs or btrfs image with reflinks; unmounted (its loop device then detached) and removed
 /// on drop.
 pub struct ReflinkFs {
     tmp: tempfile::TempDir,
@@ -35,7 +43,16 @@ impl ReflinkFs {
     /// Makes and mounts one of `mib` MiB (sparse; at least 300, xfs's least). `None` (the
     /// test skips, saying why) when this machine cannot, unless `LEGATE_REQUIRE_REFLINK=1`.
     pub fn mount(mib: u64) -> Option<Self> {
-        match Self::try_mount(mib.max(300)) {
+        Self::mount_kind(Kind::Xfs, mib.max(300))
+    }
+
+    /// A btrfs image of `mib` MiB (at least 256), as [`ReflinkFs::mount`] makes an xfs one.
+    pub fn mount_btrfs(mib: u64) -> Option<Self> {
+        Self::mount_kind(Kind::Btrfs, mib.max(256))
+    }
+
+    fn mount_kind(kind: Kind, mib: u64) -> Option<Self> {
+        match Self::try_mount(kind, mib) {
             Ok(fs) => Some(fs),
             Err(why) if std::env::var("LEGATE_REQUIRE_REFLINK").as_deref() == Ok("1") => {
                 panic!("LEGATE_REQUIRE_REFLINK=1 but no reflink file system could be made: {why}")
@@ -47,19 +64,22 @@ impl ReflinkFs {
         }
     }
 
-    fn try_mount(mib: u64) -> Result<Self, String> {
+    fn try_mount(kind: Kind, mib: u64) -> Result<Self, String> {
         if rustix::process::geteuid().as_raw() != 0 {
             return Err("not root".into());
         }
         let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let image = tmp.path().join("xfs.img");
+        let image = tmp.path().join("fs.img");
         let mount = tmp.path().join("mnt");
         std::fs::create_dir(&mount).map_err(|e| e.to_string())?;
         let file = std::fs::File::create(&image).map_err(|e| e.to_string())?;
         file.set_len(mib * 1024 * 1024).map_err(|e| e.to_string())?;
         drop(file);
         let image_s = image.to_str().unwrap();
-        run("mkfs.xfs", &["-q", "-m", "reflink=1", image_s])?;
+        match kind {
+            Kind::Xfs => run("mkfs.xfs", &["-q", "-m", "reflink=1", image_s])?,
+            Kind::Btrfs => run("mkfs.btrfs", &["-q", image_s])?,
+        };
         // `-o loop` makes the loop device go away by itself once unmounted (autoclear).
         run("mount", &["-o", "loop", image_s, mount.to_str().unwrap()])?;
         Ok(Self { tmp, mount })
