@@ -12,6 +12,10 @@
 //! - `sendto`, `sendmsg`, `sendmmsg` whose flags hold `MSG_FASTOPEN` (`EOPNOTSUPP`);
 //! - `io_uring_setup` (`ENOSYS`): an io_uring submits sends that no system call filter sees;
 //!   programs that use one fall back to ordinary calls on `ENOSYS`;
+//! - `ioctl` `BTRFS_IOC_SUBVOL_SETFLAGS` (`EPERM`): on btrfs a copy is a subvolume (a
+//!   snapshot of its project's base), and its owner may make a subvolume read-only; a copy,
+//!   or a subvolume made inside one, that no longer takes a write or an unlink could not be
+//!   discarded or swept;
 //! - every system call of a foreign ABI (32-bit `int 0x80`, x32; `ENOSYS`), whose numbers
 //!   (and `socketcall`) this filter does not describe.
 //!
@@ -47,6 +51,8 @@ mod linux {
     const CLONE_THREAD: u32 = libc::CLONE_THREAD as u32;
     const AF_SMC: u32 = 43;
     const MSG_FASTOPEN: u32 = 0x2000_0000;
+    /// `_IOW(BTRFS_IOCTL_MAGIC, 26, __u64)`; the kernel reads an ioctl's request as 32 bits.
+    const BTRFS_IOC_SUBVOL_SETFLAGS: u32 = 0x4008_941A;
 
     const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
     const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
@@ -144,7 +150,7 @@ mod linux {
         stmt(RET_K, errno(libc::ENOSYS)),
     ];
 
-    const REFUSALS: [[sock_filter; 5]; 5] = [
+    const REFUSALS: [[sock_filter; 5]; 6] = [
         refuse_arg(
             libc::SYS_socket,
             2,
@@ -161,6 +167,13 @@ mod linux {
             JSET_K,
             MSG_FASTOPEN,
             libc::EOPNOTSUPP,
+        ),
+        refuse_arg(
+            libc::SYS_ioctl,
+            1,
+            JEQ_K,
+            BTRFS_IOC_SUBVOL_SETFLAGS,
+            libc::EPERM,
         ),
     ];
 
@@ -214,13 +227,13 @@ mod linux {
     pub(crate) fn install(deny_children: bool) -> std::io::Result<()> {
         let prog = if deny_children {
             libc::sock_fprog {
-                // A small constant (54), well inside u16.
+                // A small constant (59 on x86_64), well inside u16.
                 len: LEN_NO_CHILDREN as u16,
                 filter: PROGRAM_NO_CHILDREN.as_ptr().cast_mut(),
             }
         } else {
             libc::sock_fprog {
-                // LEN is a small constant (34), well inside u16.
+                // LEN is a small constant (39), well inside u16.
                 len: LEN as u16,
                 filter: PROGRAM.as_ptr().cast_mut(),
             }

@@ -30,6 +30,7 @@
 //! write to a base outside its lock, or leave a half-made base where a later copy could
 //! take it for a made one.
 
+use crate::base_upkeep::remove;
 use crate::baseline::Baseline;
 use crate::copy::{BaselineIn, CopyReport, Filled, fill_with_baseline, resolve_copy_dir};
 use crate::file_state::FileState;
@@ -52,7 +53,7 @@ const TREE: &str = "tree";
 /// The base's copy's baseline, a subvolume.
 const BASELINE: &str = "baseline";
 /// What the two hold; written last.
-const MANIFEST: &str = "manifest";
+pub(crate) const MANIFEST: &str = "manifest";
 /// The file whose lock serializes work on the base.
 const LOCK: &str = "lock";
 /// Where a base is made before it replaces the old one.
@@ -69,6 +70,20 @@ struct Manifest {
     selection: String,
     /// The base's copy's report (its directory the base's `tree`).
     report: CopyReport,
+    /// When the base was made (seconds since the epoch).
+    made: u64,
+}
+
+/// How long a base is used after it was made: its baseline borrows the project's git objects,
+/// which `git gc` may prune two weeks after they became unreachable, so a base and the copies
+/// snapshotted from it (kept a week by default) stay within that.
+const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(3 * 24 * 3600);
+
+/// Seconds since the epoch now.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// [`make_copy_with_baseline_cached`](crate::make_copy_with_baseline_cached), but as
@@ -91,12 +106,15 @@ pub fn make_copy_with_base(
 }
 
 /// Whether copies under `copies` with baselines under `baselines` can be snapshots of bases
-/// under `bases`: all three on one btrfs mount. Each is made (0700) when missing.
+/// under `bases`: all three on one btrfs mount, where this process could make, snapshot and
+/// remove a subvolume (`base_upkeep::probe`). Each is made (0700) when missing.
 pub(crate) fn usable(copies: &Path, baselines: &Path, bases: &Path) -> bool {
     let made = [copies, baselines, bases]
         .iter()
         .all(|d| private_dir(d).is_ok());
-    made && subvolume::is_btrfs(bases) && subvolume::one_mount(&[copies, baselines, bases])
+    made && subvolume::is_btrfs(bases)
+        && subvolume::one_mount(&[copies, baselines, bases])
+        && crate::base_upkeep::probe(bases)
 }
 
 /// Makes the copy `copy_dir` and its baseline `baseline_dir` (neither may exist; their
@@ -115,37 +133,67 @@ pub(crate) fn copy_from_base(
     bases: &Path,
 ) -> Result<(CopyReport, Baseline), Error> {
     let dir = base_dir(bases, &selection.root);
-    private_dir(&dir)?;
     let _lock = lock(&dir)?;
     let conditions = conditions(selection, limits, cache);
     let wanted = selection_digest(selection, selection.files.iter().map(|f| Some(f.state())));
-    let report = match held(&dir, &conditions, &wanted) {
+    if let Some(report) = held(&dir, &conditions, &wanted) {
         // Every file on the verdict the base was made on: none read now.
-        Some(report) => CopyReport {
+        let report = CopyReport {
             scanned_files: 0,
             trusted_files: selection.files.len(),
             ..report
-        },
-        None => make(&dir, selection, limits, cache, &conditions, &mut |_| false)?,
-    };
+        };
+        match hand_out(&dir, report, copy_dir, baseline_dir) {
+            Ok(made) => return Ok(made),
+            // A base that cannot be snapshotted (its subvolumes damaged or gone, the home
+            // copied elsewhere as plain directories) is made again.
+            Err(e) => {
+                tracing::warn!(error = %e, base = %dir.display(), "the project's base is made again")
+            }
+        }
+    }
+    let report = make(&dir, selection, limits, cache, &conditions, &mut |_| false)?;
     hand_out(&dir, report, copy_dir, baseline_dir)
 }
 
-/// Takes the base's lock, waiting for whoever holds it (a copy making the base).
-fn lock(dir: &Path) -> Result<File, Error> {
+/// Takes the base's lock (the directory made when missing), waiting for whoever holds it (a
+/// copy making the base). A lock taken on a file no longer at its place (a sweep removed the
+/// base meanwhile: `base_upkeep::prune` renames it away under its lock) is taken again on the
+/// new one.
+pub(crate) fn lock(dir: &Path) -> Result<File, Error> {
     let failed = |e: std::io::Error| {
         let message = format!("the base {} could not be locked", dir.display());
         Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
     };
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(LOCK))
-        .map_err(failed)?;
-    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| failed(e.into()))?;
-    Ok(f)
+    for _ in 0..100 {
+        private_dir(dir)?;
+        let f = match OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(lock_file(dir))
+        {
+            Ok(f) => f,
+            // Removed between the two calls: try again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(failed(e)),
+        };
+        loop {
+            match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(failed(e.into())),
+            }
+        }
+        let held = rustix::fs::fstat(&f).map_err(|e| failed(e.into()))?;
+        let there = rustix::fs::lstat(lock_file(dir));
+        if there.is_ok_and(|t| t.st_dev == held.st_dev && t.st_ino == held.st_ino) {
+            return Ok(f);
+        }
+    }
+    Err(failed(std::io::Error::other(
+        "its lock file kept being replaced",
+    )))
 }
 
 /// The report of the base in `dir` when its manifest names these conditions and selection.
@@ -153,12 +201,13 @@ fn held(dir: &Path, conditions: &str, wanted: &Option<String>) -> Option<CopyRep
     let wanted = wanted.as_deref()?;
     let bytes = fs::read(dir.join(MANIFEST)).ok()?;
     let m: Manifest = serde_json::from_slice(&bytes).ok()?;
-    let same = m.version == VERSION && m.conditions == conditions && m.selection == wanted;
+    let young = now_secs().saturating_sub(m.made) < MAX_AGE.as_secs();
+    let same = m.version == VERSION && m.conditions == conditions && m.selection == wanted && young;
     if !same {
         tracing::debug!(base = %dir.display(), "the project's base is made again");
         return None;
     }
-    // When it was last used, for the retention sweep ([`prune`]).
+    // When it was last used, for the retention sweep (`base_upkeep::prune`).
     if let Ok(f) = OpenOptions::new().write(true).open(dir.join(MANIFEST)) {
         let _ = f.set_modified(std::time::SystemTime::now());
     }
@@ -236,7 +285,9 @@ fn make(
         selection
             .files
             .iter()
-            .map(|f| settled.get(&f.path).copied()),
+            // Only a state the selection measured too: a file changed between the two (a
+            // chmod) was copied as the selection saw it, which its recorded state does not say.
+            .map(|f| settled.get(&f.path).copied().filter(|k| *k == f.state())),
     );
     let mut report = report;
     report.copy_directory = dir.join(TREE);
@@ -247,6 +298,7 @@ fn make(
                 conditions: conditions.to_string(),
                 selection,
                 report: report.clone(),
+                made: now_secs(),
             };
             write_manifest(dir, &manifest).map_err(|e| failed("write its manifest", e))?;
         }
@@ -283,12 +335,16 @@ fn hand_out(
         Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
     };
     subvolume::snapshot(&dir.join(TREE), copy_dir).map_err(|e| failed(copy_dir, e))?;
+    let mut baseline_made = false;
     let made = (|| {
         subvolume::snapshot(&dir.join(BASELINE), baseline_dir)
             .map_err(|e| failed(baseline_dir, e))?;
+        baseline_made = true;
         let copy = resolve_copy_dir(copy_dir)?;
         let baseline_dir = fs::canonicalize(baseline_dir).map_err(|e| failed(baseline_dir, e))?;
         let baseline = Baseline::open(&baseline_dir, &copy)?;
+        set_work_tree(&baseline.git_dir().join("config"), &copy)
+            .map_err(|e| failed(&baseline_dir, e))?;
         let report = CopyReport {
             copy_directory: copy,
             snapshot: true,
@@ -296,12 +352,44 @@ fn hand_out(
         };
         Ok((report, baseline))
     })();
+    // Only what this call made: a baseline directory that was there already is not ours.
     if made.is_err() {
-        for d in [copy_dir, baseline_dir] {
-            let _ = remove(d);
+        let _ = remove(copy_dir);
+        if baseline_made {
+            let _ = remove(baseline_dir);
         }
     }
     made
+}
+
+/// Points the git configuration `config` at the work tree `copy` (`core.worktree`, which
+/// `git init` wrote for the base's own copy): every other line is kept, the value quoted. A
+/// path that is not UTF-8 is left out (Legate names the work tree in every git run anyway).
+fn set_work_tree(config: &Path, copy: &Path) -> std::io::Result<()> {
+    let text = fs::read_to_string(config)?;
+    let mut out: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("worktree"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut quoted = String::from("\"");
+    let Some(path) = copy.to_str() else {
+        return fs::write(config, out);
+    };
+    for c in path.chars() {
+        match c {
+            '\\' => quoted.push_str("\\\\"),
+            '"' => quoted.push_str("\\\""),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    out.push_str(&format!("[core]\n\tworktree = {quoted}\n"));
+    let tmp = config.with_extension("tmp");
+    fs::write(&tmp, out)?;
+    fs::rename(&tmp, config)
 }
 
 /// The sha256 of what every copy of the project depends on besides its files.
@@ -367,56 +455,9 @@ fn set_private(dir: &Path) -> std::io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
-/// Removes `path` (a subvolume, a directory or a file) if it exists, links not followed.
-pub(crate) fn remove(path: &Path) -> std::io::Result<()> {
-    match fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-    }
-}
-
-/// Removes what is inside `dir`, leaving it (a subvolume made for a baseline).
-pub(crate) fn empty_dir(dir: &Path) {
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let _ = remove(&e.path());
-        }
-    }
-}
-
-/// Removes the bases under `bases` not used for `unused_for` (their manifest's time, or the
-/// directory's when there is none), skipping any whose lock is held. Returns how many.
-pub fn prune(bases: &Path, unused_for: std::time::Duration) -> usize {
-    let mut removed = 0;
-    for (name, path, _) in crate::entries(bases) {
-        let is_hash = name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit());
-        let plain = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
-        if !is_hash || !plain {
-            continue;
-        }
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path.join(LOCK));
-        let Ok(lock) = lock else {
-            continue;
-        };
-        let free = rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive);
-        if free.is_err() {
-            continue;
-        }
-        let used = fs::metadata(path.join(MANIFEST))
-            .or_else(|_| fs::metadata(&path))
-            .and_then(|m| m.modified());
-        let unused = used.is_ok_and(|t| t.elapsed().is_ok_and(|age| age > unused_for));
-        if unused && remove(&path).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
+/// The file whose lock serializes work on the base in `dir`.
+pub(crate) fn lock_file(dir: &Path) -> PathBuf {
+    dir.join(LOCK)
 }
 
 /// Where the project at `root` (canonical) keeps its base under `bases`.

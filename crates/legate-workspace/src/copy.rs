@@ -222,7 +222,7 @@ pub(crate) fn fill_with_baseline(
                 None => {
                     let _ = fs::remove_dir_all(baseline.dir());
                 }
-                Some(BaselineIn::Existing) => crate::base::empty_dir(baseline.dir()),
+                Some(BaselineIn::Existing) => crate::base_upkeep::empty_dir(baseline.dir()),
             }
             Err(e)
         }

@@ -37,6 +37,7 @@
 //! no records (the engine persists which task owns which copy, its reviews and evidence).
 
 mod base;
+mod base_upkeep;
 mod baseline;
 mod changes;
 mod cleanup;
@@ -69,7 +70,8 @@ mod stamp;
 mod subvolume;
 mod transfer;
 
-pub use base::{base_dir, make_copy_with_base, prune as prune_bases};
+pub use base::{base_dir, make_copy_with_base};
+pub use base_upkeep::prune as prune_bases;
 pub use baseline::Baseline;
 pub use changes::{
     ChangeStatus, FileChange, PATCH_DIFF, PatchSummary, Preview, parse_raw, stage_tree,

@@ -77,6 +77,11 @@ pub fn copy_stamp(
     }
     let git = baseline.git_dir();
     let git_meta = fs::symlink_metadata(&git).map_err(gone)?;
+    // The repository beside its clock (one subvolume for a snapshot baseline, one device
+    // for any other).
+    if git_meta.dev() != clock.dev() {
+        return Ok(Err(Unstamped::OtherFileSystem));
+    }
     let mut walk = Walk {
         hash: Sha256::new(),
         left: max_entries,

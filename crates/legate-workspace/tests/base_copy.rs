@@ -2,112 +2,30 @@
 //! later copy of an unchanged project reads and makes no file, holds exactly the project's
 //! selection, shares its blocks, and is its own (the agent's writes reach neither the base
 //! nor another copy); any change to a file, to the rules or to the selection makes the base
-//! again; a file too recent to trust leaves it without a manifest; a `kill -9` of a process
-//! making it at any moment leaves nothing a later copy takes for a made base.
+//! again; a file too recent to trust leaves it without a manifest; a base too old, damaged,
+//! or swept while copies are made is never handed out. (A `kill -9` while a base is made:
+//! `base_kill.rs`.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/base_fixture.rs"]
+mod base_fixture;
 mod common;
 #[path = "common/reflink_fs.rs"]
 mod reflink_fs;
 #[path = "common/settled.rs"]
 mod settled;
 
-use common::{Fixture, files_under, write};
-use legate_review::preview;
+use base_fixture::*;
+use common::write;
 use legate_workspace::*;
 use reflink_fs::ReflinkFs;
 use settled::{leak, settle};
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A copy as the engine makes it, with the project's verdict cache and bases, as task `name`.
-fn copy_with(project: &Path, home: &Path, name: &str, secrets: &SecretPatterns) -> CopyReport {
-    copy_full(project, home, name, secrets).0
-}
-
-fn copy_full(
-    project: &Path,
-    home: &Path,
-    name: &str,
-    secrets: &SecretPatterns,
-) -> (CopyReport, Baseline) {
-    let limits = CopyLimits::default();
-    let sel = select(project, &[], secrets, &limits).unwrap();
-    let cache = ScanCache::open(&home.join("scan-verdicts"), &sel.root, secrets);
-    make_copy_with_base(
-        &sel,
-        &home.join("copies").join(name),
-        &home.join("baselines").join(name),
-        &limits,
-        &cache,
-        &home.join("bases"),
-    )
-    .unwrap()
-}
-
-fn copy(f: &Fixture, name: &str) -> (CopyReport, Baseline) {
-    copy_full(&f.project, &f.home, name, &SecretPatterns::default())
-}
-
-/// Deterministic bytes of no credential shape.
-fn filler(seed: usize, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| b'a' + ((i * 7 + seed * 13) % 26) as u8)
-        .collect()
-}
-
-/// A committed project on `dir`'s file system: `n` files under `src/`, 4 MiB of data, one
-/// file holding a credential, one untracked file; settled.
-fn project_in(dir: &Path, n: usize) -> Fixture {
-    let texts: Vec<(String, Vec<u8>)> = (0..n)
-        .map(|i| (format!("src/f{i:03}.txt"), filler(i, 100 + i)))
-        .collect();
-    let mut files: Vec<(&str, &[u8])> = texts
-        .iter()
-        .map(|(p, b)| (p.as_str(), b.as_slice()))
-        .collect();
-    let big = filler(7, 4 * 1024 * 1024);
-    files.push(("data/big.bin", &big));
-    let leaky = format!("key = {}\n", leak());
-    files.push(("config/leak.txt", leaky.as_bytes()));
-    let f = Fixture::new_in(dir, &files);
-    f.commit_all();
-    write(&f.project, "notes/untracked.txt", b"not committed yet\n");
-    settle(&f.project);
-    f
-}
-
-/// Every file of the copy holds the project's bytes, and the copy holds every file of the
-/// project but `left_out` (and `.git`).
-fn holds_the_project(copy: &Path, project: &Path, left_out: &[&str]) {
-    let mut want = files_under(project);
-    want.retain(|p| !left_out.contains(&p.as_str()));
-    assert_eq!(files_under(copy), want, "the copy's files");
-    for p in &want {
-        assert_eq!(
-            fs::read(copy.join(p)).unwrap(),
-            fs::read(project.join(p)).unwrap(),
-            "{p}"
-        );
-    }
-}
-
-/// The copy's preview (its change against its baseline).
-fn look(b: &Baseline) -> legate_workspace::Preview {
-    preview(b, &SecretPatterns::default(), &CopyLimits::default()).unwrap()
-}
-
-fn base_of(f: &Fixture) -> PathBuf {
-    base_dir(
-        &f.home.join("bases"),
-        &fs::canonicalize(&f.project).unwrap(),
-    )
-}
+use std::process::Command;
+use std::time::Duration;
 
 #[test]
 fn a_later_copy_of_an_unchanged_project_is_a_snapshot_that_reads_nothing() {
@@ -152,6 +70,19 @@ fn a_later_copy_of_an_unchanged_project_is_a_snapshot_that_reads_nothing() {
     assert_eq!(changed, ["new.txt", "src/f001.txt"]);
     holds_the_project(&first.copy_directory, &f.project, &["config/leak.txt"]);
     holds_the_project(&base_of(&f).join("tree"), &f.project, &["config/leak.txt"]);
+    // The baseline's own configuration names its copy (git wrote the base's there).
+    let top = Command::new("git")
+        .arg("--git-dir")
+        .arg(baseline.git_dir())
+        .args(["rev-parse", "--show-toplevel"])
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&top.stdout).trim(),
+        second.copy_directory.to_str().unwrap()
+    );
     let (third, b3) = copy(&f, "t3");
     assert_eq!(third.scanned_files, 0);
     holds_the_project(&third.copy_directory, &f.project, &["config/leak.txt"]);
@@ -328,120 +259,179 @@ fn elsewhere_a_copy_is_made_as_before() {
     assert!(look(&b).files.is_empty());
 }
 
-/// Set in the child: the project and Legate's home.
-const PROJECT: &str = "LEGATE_TEST_BASE_KILL_PROJECT";
-const HOME: &str = "LEGATE_TEST_BASE_KILL_HOME";
-
-/// The child's half: does nothing unless started by the test below. Copies the project
-/// under two sets of rules in turn (one leaving `src/f001.txt` out), so that every copy
-/// makes the base again and writes its manifest, until killed, saying after each copy that
-/// it made one.
 #[test]
-fn base_maker() {
-    let (Some(project), Some(home)) = (std::env::var_os(PROJECT), std::env::var_os(HOME)) else {
+fn a_base_is_made_again_once_it_is_old_and_a_damaged_one_is_not_handed_out() {
+    let Some(fs_) = ReflinkFs::mount_btrfs(512) else {
         return;
     };
-    let (project, home) = (PathBuf::from(project), PathBuf::from(home));
-    let mut out = std::io::stdout();
-    let rules = [
-        SecretPatterns::new(&["src/f001.txt".to_string()], &[]).unwrap(),
-        SecretPatterns::default(),
-    ];
-    for i in 0..100_000 {
-        let name = format!("k{}-{i}", std::process::id());
-        copy_with(&project, &home, &name, &rules[i % 2]);
-        writeln!(out, "MADE {i}").unwrap();
-        out.flush().unwrap();
-    }
-}
-
-/// Returns as soon as `name` is renamed into `dir` (`inotify`), or `child` ends.
-fn renamed_in(dir: &Path, name: &str, child: &mut std::process::Child) {
-    use rustix::fs::inotify;
-    use std::mem::MaybeUninit;
-    let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).unwrap();
-    inotify::add_watch(&fd, dir, inotify::WatchFlags::MOVED_TO).unwrap();
-    let mut buf = [MaybeUninit::uninit(); 4096];
-    let mut events = inotify::Reader::new(&fd, &mut buf);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for spin in 0u64.. {
-        match events.next() {
-            Ok(e)
-                if e.file_name()
-                    .is_some_and(|n| n.to_bytes() == name.as_bytes()) =>
-            {
-                return;
-            }
-            Ok(_) | Err(rustix::io::Errno::AGAIN) => {}
-            Err(e) => panic!("inotify: {e}"),
-        }
-        if spin % 4096 == 0 {
-            assert!(Instant::now() < deadline, "nothing was renamed in");
-            if child.try_wait().unwrap().is_some() {
-                return;
-            }
-        }
-    }
-}
-
-#[test]
-fn a_kill_while_the_base_is_made_leaves_nothing_a_later_copy_takes_for_it() {
-    let Some(fs_) = ReflinkFs::mount_btrfs(768) else {
-        return;
-    };
-    let f = project_in(fs_.path(), 300);
-    let seed = std::time::SystemTime::now()
+    let f = project_in(fs_.path(), 5);
+    copy(&f, "t1");
+    // A mark only the base's own copy has: a later copy that carries it is its snapshot.
+    let base = base_of(&f);
+    fs::write(base.join("tree/mark"), b"").unwrap();
+    let (r2, _) = copy(&f, "t2");
+    assert!(r2.copy_directory.join("mark").exists());
+    // Made more than three days ago: made again (its baseline borrows the project's git
+    // objects, which gc may prune two weeks after they became unreachable).
+    let manifest = base.join("manifest");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let made = regex::Regex::new(r#""made":\d+"#).unwrap();
+    assert!(made.is_match(&text), "{text}");
+    let old = (std::time::SystemTime::now() - Duration::from_secs(3 * 24 * 3600 + 60))
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .subsec_nanos() as u64;
-    for round in 0..8u64 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "base_maker", "--nocapture", "--test-threads=1"])
-            .env(PROJECT, &f.project)
-            .env(HOME, &f.home)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        // At least one base made, then a kill somewhere in a later one.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let line = lines.next().expect("the child ended").unwrap();
-            if line.starts_with("MADE ") {
-                break;
-            }
-            assert!(Instant::now() < deadline);
-        }
-        if round % 2 == 0 {
-            // At a random moment of a later copy.
-            let delay = (seed.wrapping_mul(round + 7) >> 3) % 300;
-            std::thread::sleep(Duration::from_millis(delay));
-        } else {
-            // The moment the next manifest is renamed in: whatever follows it in the making
-            // of a base is cut.
-            renamed_in(&base_of(&f), "manifest", &mut child);
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        drop(lines);
-        // What it left: a later copy holds the project as it is now, exactly.
-        settle(&f.project);
-        let (r, b) = copy(&f, &format!("after{round}"));
-        holds_the_project(&r.copy_directory, &f.project, &["config/leak.txt"]);
-        assert!(look(&b).files.is_empty(), "round {round}");
-        let (again, _) = copy(&f, &format!("again{round}"));
-        assert_eq!(again.scanned_files, 0, "round {round}: {again:?}");
-        holds_the_project(&again.copy_directory, &f.project, &["config/leak.txt"]);
-        let mut left: Vec<String> = fs::read_dir(base_of(&f))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .as_secs();
+    fs::write(
+        &manifest,
+        made.replace(&text, format!(r#""made":{old}"#).as_str())
+            .as_ref(),
+    )
+    .unwrap();
+    let (r3, _) = copy(&f, "t3");
+    assert!(!r3.copy_directory.join("mark").exists(), "{r3:?}");
+    holds_the_project(&r3.copy_directory, &f.project, &["config/leak.txt"]);
+    // Its copy gone (a home copied as plain directories, a subvolume removed by hand): the
+    // manifest matches, the snapshot fails, and the base is made again.
+    fs::write(base.join("tree/mark"), b"").unwrap();
+    fs::remove_dir_all(base.join("tree")).unwrap();
+    fs::create_dir(base.join("tree")).unwrap();
+    let (r4, b4) = copy(&f, "t4");
+    holds_the_project(&r4.copy_directory, &f.project, &["config/leak.txt"]);
+    assert!(look(&b4).files.is_empty());
+    // A baseline directory already there is refused, and left as it was.
+    fs::create_dir_all(f.home.join("baselines/t5")).unwrap();
+    fs::write(f.home.join("baselines/t5/kept"), b"").unwrap();
+    let limits = CopyLimits::default();
+    let secrets = SecretPatterns::default();
+    let sel = select(&f.project, &[], &secrets, &limits).unwrap();
+    let cache = ScanCache::open(&f.home.join("scan-verdicts"), &sel.root, &secrets);
+    let refused = make_copy_with_base(
+        &sel,
+        &f.home.join("copies/t5"),
+        &f.home.join("baselines/t5"),
+        &limits,
+        &cache,
+        &f.home.join("bases"),
+    );
+    assert!(refused.is_err());
+    assert!(f.home.join("baselines/t5/kept").exists());
+    assert!(!f.home.join("copies/t5").exists());
+}
+
+#[test]
+fn a_mode_changed_while_the_base_was_made_is_not_handed_out_as_before() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(fs_) = ReflinkFs::mount_btrfs(512) else {
+        return;
+    };
+    let f = project_in(fs_.path(), 5);
+    let limits = CopyLimits::default();
+    let secrets = SecretPatterns::default();
+    // Measured as 0644, made executable, and settled before the copy reads it: the copy has
+    // the mode the selection saw, and its recorded state the new one.
+    let sel = select(&f.project, &[], &secrets, &limits).unwrap();
+    let file = f.project.join("src/f000.txt");
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o755)).unwrap();
+    settle(&f.project);
+    let cache = ScanCache::open(&f.home.join("scan-verdicts"), &sel.root, &secrets);
+    make_copy_with_base(
+        &sel,
+        &f.home.join("copies/t1"),
+        &f.home.join("baselines/t1"),
+        &limits,
+        &cache,
+        &f.home.join("bases"),
+    )
+    .unwrap();
+    let (r2, _) = copy(&f, "t2");
+    let mode = fs::metadata(r2.copy_directory.join("src/f000.txt"))
+        .unwrap()
+        .mode();
+    assert_eq!(
+        mode & 0o100,
+        0o100,
+        "the copy lost the executable bit: {mode:o}"
+    );
+}
+
+#[test]
+fn copies_made_while_bases_are_swept_each_hold_the_project() {
+    let Some(fs_) = ReflinkFs::mount_btrfs(512) else {
+        return;
+    };
+    let f = project_in(fs_.path(), 20);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let bases = f.home.join("bases");
+    std::thread::scope(|s| {
+        let copiers: Vec<_> = (0..4)
+            .map(|t| {
+                let f = &f;
+                s.spawn(move || {
+                    for i in 0..10 {
+                        let (r, b) = copy(f, &format!("c{t}-{i}"));
+                        holds_the_project(&r.copy_directory, &f.project, &["config/leak.txt"]);
+                        assert!(look(&b).files.is_empty());
+                    }
+                })
+            })
             .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            ["baseline", "lock", "manifest", "tree"],
-            "round {round}"
+        let sweeper = s.spawn(|| {
+            let mut swept = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                swept += prune_bases(&bases, Duration::ZERO);
+            }
+            swept
+        });
+        // Every copier's end first (a failed one too), so that the sweep always stops.
+        let ended: Vec<_> = copiers.into_iter().map(|c| c.join()).collect();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let swept = sweeper.join().unwrap();
+        eprintln!("{swept} bases swept while copies were made");
+        for e in ended {
+            if let Err(panic) = e {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+}
+
+#[test]
+fn a_sweep_that_cannot_finish_leaves_no_base_a_copy_would_take() {
+    let Some(fs_) = ReflinkFs::mount_btrfs(512) else {
+        return;
+    };
+    let f = project_in(fs_.path(), 5);
+    copy(&f, "t1");
+    let stuck = base_of(&f).join("tree/src/f001.txt");
+    let chattr = |flag: &str, p: &Path| {
+        assert!(
+            Command::new("chattr")
+                .arg(flag)
+                .arg(p)
+                .status()
+                .unwrap()
+                .success()
         );
-    }
+    };
+    chattr("+i", &stuck);
+    let bases = f.home.join("bases");
+    assert_eq!(prune_bases(&bases, Duration::ZERO), 0, "the removal failed");
+    let (r, b) = copy(&f, "t2");
+    holds_the_project(&r.copy_directory, &f.project, &["config/leak.txt"]);
+    assert!(look(&b).files.is_empty());
+    // What was left is removed by a later sweep, once it can be.
+    let left: Vec<PathBuf> = fs::read_dir(&bases)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".removed-")
+        })
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    chattr("-i", &left[0].join("tree/src/f001.txt"));
+    prune_bases(&bases, Duration::from_secs(3600));
+    assert!(!left[0].exists());
 }
