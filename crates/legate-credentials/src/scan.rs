@@ -4,8 +4,9 @@
 //! clears a file that none of them matches (most files); otherwise one Aho-Corasick pass finds
 //! every rule keyword it holds (so 60 rules do not mean 60 passes), then each woken rule's
 //! pattern runs (and the few `always` rules, whose own literal prefix is their filter), and each candidate must clear the filters: a minimum length and entropy,
-//! not a documented example (`allow`), not a placeholder (`xxxx`, `<your-token>`, `${VAR}`),
-//! not inside a lockfile or integrity hash (`sha512-…`, `h1:…`), and the rule's `requires`
+//! not a documented example (`allow`), not a placeholder (`xxxx`, `<your-token>`, `${VAR}`:
+//! filler that stands apart, not the same letters wedged by chance in a random body), not
+//! inside a lockfile or integrity hash (`sha512-…`, `h1:…`), and the rule's `requires`
 //! context. The first rule, in table order, with a candidate that clears them decides.
 //!
 //! It must never return, log or keep any matched byte: only a rule id. It scans the whole
@@ -56,8 +57,27 @@ pub(crate) fn entropy(bytes: &[u8]) -> f64 {
         .sum()
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+/// Where `needle` starts in `hay`, overlapping occurrences included.
+fn occurrences<'a>(hay: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    hay.windows(needle.len().max(1))
+        .enumerate()
+        .filter(move |(_, w)| !needle.is_empty() && *w == needle)
+        .map(|(i, _)| i)
+}
+
+/// Whether `placeholder`, found at `at` in `secret`, stands apart from the secret's other
+/// letters and digits: on each side, the secret's edge, a byte that is not a letter or
+/// digit, or, for a placeholder that is one byte repeated (`xxxx`), more of that byte.
+fn stands_apart(secret: &[u8], at: usize, placeholder: &[u8]) -> bool {
+    let run = placeholder
+        .first()
+        .filter(|b| placeholder.iter().all(|c| c == *b));
+    let apart = |neighbour: Option<&u8>| match neighbour {
+        None => true,
+        Some(n) => !n.is_ascii_alphanumeric() || Some(n) == run,
+    };
+    apart(at.checked_sub(1).and_then(|i| secret.get(i)))
+        && apart(secret.get(at + placeholder.len()))
 }
 
 fn is_token_byte(b: u8) -> bool {
@@ -81,8 +101,43 @@ impl Ruleset {
             .any(|l| lower.starts_with(l) && token.len() >= l.len())
     }
 
-    fn is_placeholder(&self, secret: &[u8]) -> bool {
-        self.placeholders.iter().any(|p| contains(secret, p))
+    /// Whether `secret`, a candidate of `rule`, is a placeholder: it holds one of the
+    /// placeholders as filler written in place of (part of) the secret.
+    ///
+    /// Changed: a placeholder used to count wherever it occurred in the secret, so a real
+    /// token whose random body holds `xxxx` or `your` by chance (about one GitHub token in
+    /// 100,000) passed as a placeholder, whatever bytes surrounded it. Filler stands apart
+    /// from the secret's random characters; a chance occurrence is wedged between them. So
+    /// now an occurrence counts when the placeholder holds a byte that is not a letter or
+    /// digit (`<`, `${`, `****`), or when each of its sides meets the secret's edge, a byte
+    /// that is not a letter or digit, or more of the one byte it repeats (`xxxx` in
+    /// `xxxxxxxx`). Occurrences wedged between other letters and digits count only
+    /// together: the secret is a placeholder when what is left without them fails the
+    /// rule's length or entropy bar (`mydummypass`), and a credential when it still clears
+    /// both (a random body).
+    fn is_placeholder(&self, rule: &ContentRule, secret: &[u8]) -> bool {
+        let mut wedged = vec![false; secret.len()];
+        let mut any_wedged = false;
+        for p in &self.placeholders {
+            let word = p.iter().all(u8::is_ascii_alphanumeric);
+            for at in occurrences(secret, p) {
+                if !word || stands_apart(secret, at, p) {
+                    return true;
+                }
+                wedged[at..at + p.len()].fill(true);
+                any_wedged = true;
+            }
+        }
+        if !any_wedged {
+            return false;
+        }
+        let rest: Vec<u8> = secret
+            .iter()
+            .zip(&wedged)
+            .filter(|(_, w)| !**w)
+            .map(|(b, _)| *b)
+            .collect();
+        rest.len() < rule.min_len || entropy(&rest) < rule.entropy
     }
 
     /// Whether `rule` has a candidate in `bytes` that clears every filter.
@@ -108,7 +163,7 @@ impl Ruleset {
                 if s.len() < rule.min_len || entropy(s) < rule.entropy {
                     return None;
                 }
-                if rule.allow.iter().any(|a| a.is_match(s)) || self.is_placeholder(s) {
+                if rule.allow.iter().any(|a| a.is_match(s)) || self.is_placeholder(rule, s) {
                     return None;
                 }
                 let start = whole.map_or(secret.start(), |m| m.start());
@@ -336,6 +391,35 @@ mod tests {
         assert_eq!(entropy(b"aaaa"), 0.0);
         assert!((entropy(b"ab") - 1.0).abs() < 1e-9);
         assert!(entropy(b"q8ZrT2vLm0XyPa5KdW3sNcUe") > 4.0);
+    }
+
+    /// The shrunk case of `a_planted_token_is_found_anywhere` (legate-workspace,
+    /// `tests/secret_rules.rs`): the bytes around the token never mattered. The fake GitHub
+    /// token of seed 1924794480582747541 has `xxxx` by chance in its random body
+    /// (`…4hvxxxxJz…`), and a placeholder used to count wherever it occurred, so the token
+    /// alone, 40 bytes, was waved through as a placeholder.
+    #[test]
+    fn a_placeholder_inside_a_random_token_by_chance_does_not_hide_it() {
+        use crate::fakes::{ALNUM, rnd};
+        let token = format!("{}_{}", "ghp", rnd(ALNUM, 36, 1_924_794_480_582_747_541));
+        assert!(token.contains("xxxx"));
+        assert_eq!(crate::scan_content(token.as_bytes()), Some("github-token"));
+    }
+
+    /// Placeholders written as filler still make a candidate no credential: standing apart
+    /// (`-your-`), as a run (`xxxx` in `xxxxxxxxxxxxxxxx`), or wedged in a secret whose rest
+    /// is too plain to be one (`mydummypass`). Each would be found without the filter.
+    #[test]
+    fn placeholders_written_as_filler_still_pass() {
+        use crate::fakes::{ALNUM, rnd};
+        let body = rnd(ALNUM, 20, 7);
+        for text in [
+            format!("{}-your-own-token-goes-here\n", "glpat"),
+            format!("{}_{}xxxxxxxxxxxxxxxx{}\n", "ghp", &body[..10], &body[10..]),
+            "machine example.org login bob password mydummypass\n".to_string(),
+        ] {
+            assert_eq!(crate::scan_content(text.as_bytes()), None, "{text}");
+        }
     }
 
     #[test]
