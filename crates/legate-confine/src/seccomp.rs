@@ -12,10 +12,11 @@
 //! - `sendto`, `sendmsg`, `sendmmsg` whose flags hold `MSG_FASTOPEN` (`EOPNOTSUPP`);
 //! - `io_uring_setup` (`ENOSYS`): an io_uring submits sends that no system call filter sees;
 //!   programs that use one fall back to ordinary calls on `ENOSYS`;
-//! - `ioctl` `BTRFS_IOC_SUBVOL_SETFLAGS` (`EPERM`): on btrfs a copy is a subvolume (a
-//!   snapshot of its project's base), and its owner may make a subvolume read-only; a copy,
-//!   or a subvolume made inside one, that no longer takes a write or an unlink could not be
-//!   discarded or swept;
+//! - `ioctl` `BTRFS_IOC_SUBVOL_SETFLAGS`, `BTRFS_IOC_SNAP_CREATE_V2` and
+//!   `BTRFS_IOC_SUBVOL_CREATE_V2` (`EPERM`): on btrfs a copy is a subvolume (a snapshot of its
+//!   project's base), and its owner may make a subvolume read-only, or a read-only snapshot
+//!   of it inside it (the v2 calls' flag lies behind a pointer no filter reads); a copy that
+//!   holds one no longer takes an unlink, and could not be discarded or swept;
 //! - every system call of a foreign ABI (32-bit `int 0x80`, x32; `ENOSYS`), whose numbers
 //!   (and `socketcall`) this filter does not describe.
 //!
@@ -53,6 +54,10 @@ mod linux {
     const MSG_FASTOPEN: u32 = 0x2000_0000;
     /// `_IOW(BTRFS_IOCTL_MAGIC, 26, __u64)`; the kernel reads an ioctl's request as 32 bits.
     const BTRFS_IOC_SUBVOL_SETFLAGS: u32 = 0x4008_941A;
+    /// `_IOW(BTRFS_IOCTL_MAGIC, 23 and 24, struct btrfs_ioctl_vol_args_v2)`: a snapshot or a
+    /// subvolume made read-only by a flag a filter cannot read (it is behind a pointer).
+    const BTRFS_IOC_SNAP_CREATE_V2: u32 = 0x5000_9417;
+    const BTRFS_IOC_SUBVOL_CREATE_V2: u32 = 0x5000_9418;
 
     const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
     const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
@@ -150,7 +155,7 @@ mod linux {
         stmt(RET_K, errno(libc::ENOSYS)),
     ];
 
-    const REFUSALS: [[sock_filter; 5]; 6] = [
+    const REFUSALS: [[sock_filter; 5]; 8] = [
         refuse_arg(
             libc::SYS_socket,
             2,
@@ -173,6 +178,20 @@ mod linux {
             1,
             JEQ_K,
             BTRFS_IOC_SUBVOL_SETFLAGS,
+            libc::EPERM,
+        ),
+        refuse_arg(
+            libc::SYS_ioctl,
+            1,
+            JEQ_K,
+            BTRFS_IOC_SNAP_CREATE_V2,
+            libc::EPERM,
+        ),
+        refuse_arg(
+            libc::SYS_ioctl,
+            1,
+            JEQ_K,
+            BTRFS_IOC_SUBVOL_CREATE_V2,
             libc::EPERM,
         ),
     ];
@@ -227,13 +246,13 @@ mod linux {
     pub(crate) fn install(deny_children: bool) -> std::io::Result<()> {
         let prog = if deny_children {
             libc::sock_fprog {
-                // A small constant (59 on x86_64), well inside u16.
+                // A small constant (69 on x86_64), well inside u16.
                 len: LEN_NO_CHILDREN as u16,
                 filter: PROGRAM_NO_CHILDREN.as_ptr().cast_mut(),
             }
         } else {
             libc::sock_fprog {
-                // LEN is a small constant (39), well inside u16.
+                // LEN is a small constant (49), well inside u16.
                 len: LEN as u16,
                 filter: PROGRAM.as_ptr().cast_mut(),
             }

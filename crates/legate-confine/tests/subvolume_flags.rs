@@ -1,7 +1,9 @@
 //! A confined process cannot make a btrfs subvolume read-only: on btrfs a copy is a subvolume
-//! (a snapshot of its project's base), and a read-only one could no longer be discarded or
-//! swept. The seccomp filter (`legate-confine/src/seccomp.rs`) refuses the one `ioctl` that
-//! sets it, `BTRFS_IOC_SUBVOL_SETFLAGS`, with `EPERM`, whatever the descriptor.
+//! (a snapshot of its project's base), and a read-only one, or a read-only snapshot made
+//! inside it, could no longer be discarded or swept. The seccomp filter
+//! (`legate-confine/src/seccomp.rs`) refuses the `ioctl`s that can (`SUBVOL_SETFLAGS`, and the
+//! v2 snapshot and subvolume calls, whose flag it cannot read) with `EPERM`, whatever the
+//! descriptor.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
 
@@ -10,14 +12,18 @@ use std::process::{Command, Stdio};
 
 const CHILD: &str = "LEGATE_SUBVOL_FLAGS_CHILD";
 
-/// `_IOW(0x94, 26, __u64)`.
-const BTRFS_IOC_SUBVOL_SETFLAGS: libc::c_ulong = 0x4008_941A;
+/// `BTRFS_IOC_SUBVOL_SETFLAGS`, `BTRFS_IOC_SNAP_CREATE_V2`, `BTRFS_IOC_SUBVOL_CREATE_V2`.
+const REQUESTS: [libc::c_ulong; 3] = [0x4008_941A, 0x5000_9417, 0x5000_9418];
 
-/// The errno of `BTRFS_IOC_SUBVOL_SETFLAGS` (read-only) on standard input (`/dev/null`).
-fn try_set_read_only() -> i32 {
-    let flags: u64 = 1 << 1; // BTRFS_SUBVOL_RDONLY
-    // SAFETY: an ioctl on a descriptor this process holds, reading one u64 on the stack.
-    let rc = unsafe { libc::ioctl(0, BTRFS_IOC_SUBVOL_SETFLAGS as _, &flags as *const u64) };
+/// The errno of `request` on standard input (`/dev/null`), its argument a zeroed buffer of
+/// 4,096 bytes (`struct btrfs_ioctl_vol_args_v2`'s size) asking for read-only.
+fn try_request(request: libc::c_ulong) -> i32 {
+    let mut args = [0u8; 4096];
+    args[16] = 1 << 1; // flags: BTRFS_SUBVOL_RDONLY (and a read-only u64 for SETFLAGS)
+    args[0] = 1 << 1;
+    // SAFETY: an ioctl on a descriptor this process holds, on a stack buffer of the size the
+    // request numbers encode.
+    let rc = unsafe { libc::ioctl(0, request as _, args.as_mut_ptr()) };
     if rc == 0 {
         0
     } else {
@@ -25,13 +31,15 @@ fn try_set_read_only() -> i32 {
     }
 }
 
-/// The confined side: prints the errno.
+/// The confined side: prints each request's errno.
 #[test]
 fn setflags_child() {
     if std::env::var(CHILD).is_err() {
         return;
     }
-    println!("errno={}", try_set_read_only());
+    for r in REQUESTS {
+        println!("{r:#x}: errno={}", try_request(r));
+    }
 }
 
 #[test]
@@ -39,9 +47,11 @@ fn a_confined_process_cannot_make_a_subvolume_read_only() {
     if std::env::var(CHILD).is_ok() {
         return;
     }
-    // Unconfined, the request reaches the kernel, which refuses it otherwise (not a btrfs
+    // Unconfined, each request reaches the kernel, which refuses it otherwise (not a btrfs
     // file: `ENOTTY`).
-    assert_ne!(try_set_read_only(), libc::EPERM);
+    for r in REQUESTS {
+        assert_ne!(try_request(r), libc::EPERM, "{r:#x}");
+    }
     let prepared = Confinement::new().prepare(Requirement::BestEffort).unwrap();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
@@ -55,5 +65,8 @@ fn a_confined_process_cannot_make_a_subvolume_read_only() {
     legate_confine::confine_command(&mut cmd, prepared);
     let out = cmd.output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains(&format!("errno={}", libc::EPERM)), "{said}");
+    for r in REQUESTS {
+        let refused = format!("{r:#x}: errno={}", libc::EPERM);
+        assert!(said.contains(&refused), "{r:#x} was not refused: {said}");
+    }
 }

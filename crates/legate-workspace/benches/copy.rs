@@ -11,7 +11,9 @@
 //! on a loop device and times the same copy there, where Legate clones its files, against
 //! `cp -r` (coreutils 9 clones too, by default), `cp -r --reflink=never` (the bytes written)
 //! and `cp -r --reflink=always`, with the disk each one took (`LEGATE_BENCH_REFLINK=only`
-//! skips the first part).
+//! skips the first part), and then a btrfs image, where a copy is a snapshot of the project's
+//! base (`copy/btrfs.rs`; `LEGATE_BENCH_REFLINK=btrfs` runs it alone, and needs
+//! `mkfs.btrfs`).
 //!
 //! On both file systems Legate's copy is timed twice per run: as a project's first copy (an
 //! empty scan verdict cache: every file read and scanned, its verdict recorded) and as a
@@ -33,6 +35,9 @@ use std::time::{Duration, Instant};
 
 #[path = "../tests/common/reflink_fs.rs"]
 mod reflink_fs;
+
+#[path = "copy/btrfs.rs"]
+mod btrfs;
 
 /// Writes back what earlier steps left dirty, so that no timed step pays for another's
 /// writeback.
@@ -148,11 +153,14 @@ fn main() {
         std::env::var("LEGATE_BENCH_DIR").unwrap_or_else(|_| "/work/bench-data".into()),
     );
     let reflink = std::env::var("LEGATE_BENCH_REFLINK").unwrap_or_default();
-    if reflink != "only" {
+    if reflink != "only" && reflink != "btrfs" {
         on_this_file_system(&base, files, mib, runs);
     }
-    if !reflink.is_empty() {
+    if !reflink.is_empty() && reflink != "btrfs" {
         on_a_reflink_file_system(files, mib, runs);
+    }
+    if !reflink.is_empty() {
+        btrfs::on_btrfs(files, mib, runs);
     }
 }
 

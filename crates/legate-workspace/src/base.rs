@@ -46,7 +46,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The manifest's format; any change to what it names needs a new number.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The base's copy, a subvolume.
 const TREE: &str = "tree";
@@ -68,7 +68,7 @@ struct Manifest {
     conditions: String,
     /// The sha256 of the selection the base holds ([`selection_digest`]).
     selection: String,
-    /// The base's copy's report (its directory the base's `tree`).
+    /// The base's copy's report, without its two paths.
     report: CopyReport,
     /// When the base was made (seconds since the epoch).
     made: u64,
@@ -100,9 +100,22 @@ pub fn make_copy_with_base(
     if let (Some(copies), Some(baselines)) = (copy_dir.parent(), baseline_dir.parent())
         && usable(copies, baselines, bases)
     {
-        return copy_from_base(selection, copy_dir, baseline_dir, limits, cache, bases);
+        match copy_from_base(selection, copy_dir, baseline_dir, limits, cache, bases) {
+            Ok(made) => return Ok(made),
+            // The base could not be made or used (a subvolume refused, an older one that
+            // cannot be removed): the copy is made in full, as elsewhere.
+            Err(e) if e.code == ErrorCode::InvalidWorkspace && !exists(copy_dir) => {
+                tracing::warn!(error = %e, "the project's base cannot be used: the copy is made in full");
+            }
+            Err(e) => return Err(e),
+        }
     }
     crate::make_copy_with_baseline_cached(selection, copy_dir, baseline_dir, limits, Some(cache))
+}
+
+/// Whether anything is at `path` (a link included).
+fn exists(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok()
 }
 
 /// Whether copies under `copies` with baselines under `baselines` can be snapshots of bases
@@ -132,11 +145,17 @@ pub(crate) fn copy_from_base(
     cache: &ScanCache,
     bases: &Path,
 ) -> Result<(CopyReport, Baseline), Error> {
+    for d in [copy_dir, baseline_dir] {
+        if exists(d) {
+            let message = format!("{} exists already", d.display());
+            return Err(Error::new(ErrorCode::InvalidWorkspace, message));
+        }
+    }
     let dir = base_dir(bases, &selection.root);
     let _lock = lock(&dir)?;
     let conditions = conditions(selection, limits, cache);
     let wanted = selection_digest(selection, selection.files.iter().map(|f| Some(f.state())));
-    if let Some(report) = held(&dir, &conditions, &wanted) {
+    if let Some(report) = held(&dir, &selection.root, &conditions, &wanted) {
         // Every file on the verdict the base was made on: none read now.
         let report = CopyReport {
             scanned_files: 0,
@@ -147,13 +166,30 @@ pub(crate) fn copy_from_base(
             Ok(made) => return Ok(made),
             // A base that cannot be snapshotted (its subvolumes damaged or gone, the home
             // copied elsewhere as plain directories) is made again.
-            Err(e) => {
+            Err(Refused::Base(e)) => {
                 tracing::warn!(error = %e, base = %dir.display(), "the project's base is made again")
             }
+            Err(Refused::Other(e)) => return Err(e),
         }
     }
     let report = make(&dir, selection, limits, cache, &conditions, &mut |_| false)?;
-    hand_out(&dir, report, copy_dir, baseline_dir)
+    hand_out(&dir, report, copy_dir, baseline_dir).map_err(Refused::into_error)
+}
+
+/// Why [`hand_out`] failed.
+enum Refused {
+    /// A subvolume of the base could not be snapshotted: the base is not usable as it is.
+    Base(Error),
+    /// Anything else.
+    Other(Error),
+}
+
+impl Refused {
+    fn into_error(self) -> Error {
+        match self {
+            Refused::Base(e) | Refused::Other(e) => e,
+        }
+    }
 }
 
 /// Takes the base's lock (the directory made when missing), waiting for whoever holds it (a
@@ -197,11 +233,18 @@ pub(crate) fn lock(dir: &Path) -> Result<File, Error> {
 }
 
 /// The report of the base in `dir` when its manifest names these conditions and selection.
-fn held(dir: &Path, conditions: &str, wanted: &Option<String>) -> Option<CopyReport> {
+fn held(
+    dir: &Path,
+    source: &Path,
+    conditions: &str,
+    wanted: &Option<String>,
+) -> Option<CopyReport> {
     let wanted = wanted.as_deref()?;
     let bytes = fs::read(dir.join(MANIFEST)).ok()?;
     let m: Manifest = serde_json::from_slice(&bytes).ok()?;
-    let young = now_secs().saturating_sub(m.made) < MAX_AGE.as_secs();
+    // Made in the future (the clock set back since) is as good as old.
+    let now = now_secs();
+    let young = m.made <= now.saturating_add(60) && now.saturating_sub(m.made) < MAX_AGE.as_secs();
     let same = m.version == VERSION && m.conditions == conditions && m.selection == wanted && young;
     if !same {
         tracing::debug!(base = %dir.display(), "the project's base is made again");
@@ -211,7 +254,10 @@ fn held(dir: &Path, conditions: &str, wanted: &Option<String>) -> Option<CopyRep
     if let Ok(f) = OpenOptions::new().write(true).open(dir.join(MANIFEST)) {
         let _ = f.set_modified(std::time::SystemTime::now());
     }
-    Some(m.report)
+    Some(CopyReport {
+        source: source.to_path_buf(),
+        ..m.report
+    })
 }
 
 /// Makes the base in `dir` again from `selection`: into the `.next` subvolumes, then renamed
@@ -297,7 +343,13 @@ fn make(
                 version: VERSION,
                 conditions: conditions.to_string(),
                 selection,
-                report: report.clone(),
+                // Its paths are this copy's and the project's, given again at each use (and
+                // JSON holds only UTF-8 ones).
+                report: CopyReport {
+                    copy_directory: PathBuf::new(),
+                    source: PathBuf::new(),
+                    ..report.clone()
+                },
                 made: now_secs(),
             };
             write_manifest(dir, &manifest).map_err(|e| failed("write its manifest", e))?;
@@ -329,22 +381,25 @@ fn hand_out(
     report: CopyReport,
     copy_dir: &Path,
     baseline_dir: &Path,
-) -> Result<(CopyReport, Baseline), Error> {
+) -> Result<(CopyReport, Baseline), Refused> {
     let failed = |what: &Path, e: std::io::Error| {
         let message = format!("{} could not be made as a snapshot", what.display());
         Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
     };
-    subvolume::snapshot(&dir.join(TREE), copy_dir).map_err(|e| failed(copy_dir, e))?;
+    subvolume::snapshot(&dir.join(TREE), copy_dir)
+        .map_err(|e| Refused::Base(failed(copy_dir, e)))?;
     let mut baseline_made = false;
     let made = (|| {
         subvolume::snapshot(&dir.join(BASELINE), baseline_dir)
-            .map_err(|e| failed(baseline_dir, e))?;
+            .map_err(|e| Refused::Base(failed(baseline_dir, e)))?;
         baseline_made = true;
-        let copy = resolve_copy_dir(copy_dir)?;
-        let baseline_dir = fs::canonicalize(baseline_dir).map_err(|e| failed(baseline_dir, e))?;
-        let baseline = Baseline::open(&baseline_dir, &copy)?;
+        let other = |e: Error| Refused::Other(e);
+        let copy = resolve_copy_dir(copy_dir).map_err(other)?;
+        let baseline_dir =
+            fs::canonicalize(baseline_dir).map_err(|e| Refused::Other(failed(baseline_dir, e)))?;
+        let baseline = Baseline::open(&baseline_dir, &copy).map_err(other)?;
         set_work_tree(&baseline.git_dir().join("config"), &copy)
-            .map_err(|e| failed(&baseline_dir, e))?;
+            .map_err(|e| Refused::Other(failed(&baseline_dir, e)))?;
         let report = CopyReport {
             copy_directory: copy,
             snapshot: true,
@@ -363,30 +418,37 @@ fn hand_out(
 }
 
 /// Points the git configuration `config` at the work tree `copy` (`core.worktree`, which
-/// `git init` wrote for the base's own copy): every other line is kept, the value quoted. A
-/// path that is not UTF-8 is left out (Legate names the work tree in every git run anyway).
+/// `git init` wrote for the base's own copy): every other line is kept as its bytes, the
+/// value quoted. A path that is not UTF-8 is left out (Legate names the work tree in every
+/// git run anyway).
 fn set_work_tree(config: &Path, copy: &Path) -> std::io::Result<()> {
-    let text = fs::read_to_string(config)?;
-    let mut out: String = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("worktree"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let mut quoted = String::from("\"");
-    let Some(path) = copy.to_str() else {
-        return fs::write(config, out);
-    };
-    for c in path.chars() {
-        match c {
-            '\\' => quoted.push_str("\\\\"),
-            '"' => quoted.push_str("\\\""),
-            '\n' => quoted.push_str("\\n"),
-            '\t' => quoted.push_str("\\t"),
-            c => quoted.push(c),
+    let bytes = fs::read(config)?;
+    let mut out = Vec::with_capacity(bytes.len() + 64);
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let key = line.trim_ascii_start().strip_prefix(b"worktree");
+        let names_worktree = key.is_some_and(|rest| {
+            let rest = rest.trim_ascii_start();
+            rest.is_empty() || rest.starts_with(b"=")
+        });
+        if !names_worktree {
+            out.extend_from_slice(line);
+            out.push(b'\n');
         }
     }
-    quoted.push('"');
-    out.push_str(&format!("[core]\n\tworktree = {quoted}\n"));
+    if let Some(path) = copy.to_str() {
+        let mut quoted = String::from("\"");
+        for c in path.chars() {
+            match c {
+                '\\' => quoted.push_str("\\\\"),
+                '"' => quoted.push_str("\\\""),
+                '\n' => quoted.push_str("\\n"),
+                '\t' => quoted.push_str("\\t"),
+                c => quoted.push(c),
+            }
+        }
+        quoted.push('"');
+        out.extend_from_slice(format!("[core]\n\tworktree = {quoted}\n").as_bytes());
+    }
     let tmp = config.with_extension("tmp");
     fs::write(&tmp, out)?;
     fs::rename(&tmp, config)
@@ -467,4 +529,4 @@ pub fn base_dir(bases: &Path, root: &Path) -> PathBuf {
 
 #[cfg(test)]
 #[path = "base_tests.rs"]
-mod tests;
+pub(crate) mod tests;

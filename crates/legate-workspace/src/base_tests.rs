@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/reflink_fs.rs"]
-mod reflink_fs;
+pub(crate) mod reflink_fs;
 
 use super::*;
 use crate::secrets::SecretPatterns;

@@ -17,22 +17,33 @@ use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// How the names of probes begin.
 const PROBE: &str = ".probe-";
 /// How the names of bases renamed away to be removed begin.
 const REMOVED: &str = ".removed-";
 
+/// How long a refusal is believed before the probe is made again (a mount or a policy may
+/// change under a long-running process).
+const REFUSAL_KEPT: Duration = Duration::from_secs(600);
+
+/// How old a probe's leftover must be before a sweep removes it: a live one (this process's,
+/// or another's on the same home) takes milliseconds.
+const PROBE_AGE: Duration = Duration::from_secs(3600);
+
 /// Whether this process can make, snapshot and remove subvolumes in `bases` (asked once per
-/// directory and process; a refusal is logged once).
+/// directory and process; a refusal is logged, and asked again after [`REFUSAL_KEPT`]).
 pub(crate) fn probe(bases: &Path) -> bool {
-    static SEEN: Mutex<Option<HashMap<PathBuf, bool>>> = Mutex::new(None);
+    static SEEN: Mutex<Option<HashMap<PathBuf, (bool, Instant)>>> = Mutex::new(None);
     let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
     let seen = seen.get_or_insert_with(HashMap::new);
-    if let Some(ok) = seen.get(bases) {
+    if let Some((ok, at)) = seen.get(bases)
+        && (*ok || at.elapsed() < REFUSAL_KEPT)
+    {
         return *ok;
     }
-    let name = format!("{PROBE}{}-{}", std::process::id(), unique());
+    let name = format!("{PROBE}{}", unique_suffix());
     let (made, snap) = (bases.join(&name), bases.join(format!("{name}-s")));
     let tried = subvolume::create(&made)
         .and_then(|()| subvolume::snapshot(&made, &snap))
@@ -44,15 +55,20 @@ pub(crate) fn probe(bases: &Path) -> bool {
         let _ = remove(&snap);
         let _ = remove(&made);
     }
-    seen.insert(bases.to_path_buf(), ok);
+    seen.insert(bases.to_path_buf(), (ok, Instant::now()));
     ok
 }
 
-/// A number no other probe or removal of this process has used.
-fn unique() -> u64 {
+/// A name part no other probe or removal uses: this process, the clock to the nanosecond,
+/// and a counter (a reused process id meets another time).
+fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{nanos}-{n}", std::process::id())
 }
 
 /// Removes `path` (a subvolume, a directory or a file) if it exists, links not followed.
@@ -77,14 +93,21 @@ pub(crate) fn empty_dir(dir: &Path) {
 /// Removes the bases under `bases` not used for `unused_for` (their manifest's time, or the
 /// directory's when there is none), skipping any whose lock is held, and what stopped probes
 /// and removals left. Returns how many bases it removed.
-pub fn prune(bases: &Path, unused_for: std::time::Duration) -> usize {
+pub fn prune(bases: &Path, unused_for: Duration) -> usize {
     let mut removed = 0;
     for (name, path, _) in crate::entries(bases) {
         let plain = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
         if !plain {
             continue;
         }
-        if name.starts_with(PROBE) || name.starts_with(REMOVED) {
+        // A removal's leftover is no one's; a probe may be under way (here or in another
+        // process on the same home) until it is old.
+        let old = || {
+            fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > PROBE_AGE))
+        };
+        if name.starts_with(REMOVED) || (name.starts_with(PROBE) && old()) {
             let _ = remove(&path);
             continue;
         }
@@ -98,7 +121,7 @@ pub fn prune(bases: &Path, unused_for: std::time::Duration) -> usize {
 
 /// Removes the base `path` (named `name` in `bases`) when unused for `unused_for` and its lock
 /// is free: its manifest, then the directory renamed away and removed.
-fn prune_one(bases: &Path, name: &str, path: &Path, unused_for: std::time::Duration) -> bool {
+fn prune_one(bases: &Path, name: &str, path: &Path, unused_for: Duration) -> bool {
     let lock = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -122,14 +145,14 @@ fn prune_one(bases: &Path, name: &str, path: &Path, unused_for: std::time::Durat
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(_) => return false,
     }
-    let away = bases.join(format!(
-        "{REMOVED}{name}-{}-{}",
-        std::process::id(),
-        unique()
-    ));
+    let away = bases.join(format!("{REMOVED}{name}-{}", unique_suffix()));
     if fs::rename(path, &away).is_err() {
         return false;
     }
     drop(lock);
     remove(&away).is_ok()
 }
+
+#[cfg(test)]
+#[path = "base_upkeep_tests.rs"]
+mod tests;

@@ -289,6 +289,14 @@ fn a_base_is_made_again_once_it_is_old_and_a_damaged_one_is_not_handed_out() {
     .unwrap();
     let (r3, _) = copy(&f, "t3");
     assert!(!r3.copy_directory.join("mark").exists(), "{r3:?}");
+    // Made "tomorrow" (the clock set back since): as good as old.
+    fs::write(base.join("tree/mark"), b"").unwrap();
+    let text = fs::read_to_string(&manifest).unwrap();
+    let tomorrow = old + 4 * 24 * 3600 + 24 * 3600;
+    let moved = made.replace(&text, format!(r#""made":{tomorrow}"#).as_str());
+    fs::write(&manifest, moved.as_ref()).unwrap();
+    let (r3b, _) = copy(&f, "t3b");
+    assert!(!r3b.copy_directory.join("mark").exists(), "{r3b:?}");
     holds_the_project(&r3.copy_directory, &f.project, &["config/leak.txt"]);
     // Its copy gone (a home copied as plain directories, a subvolume removed by hand): the
     // manifest matches, the snapshot fails, and the base is made again.
@@ -298,7 +306,9 @@ fn a_base_is_made_again_once_it_is_old_and_a_damaged_one_is_not_handed_out() {
     let (r4, b4) = copy(&f, "t4");
     holds_the_project(&r4.copy_directory, &f.project, &["config/leak.txt"]);
     assert!(look(&b4).files.is_empty());
-    // A baseline directory already there is refused, and left as it was.
+    // A baseline directory already there is refused, and left as it was; the base is not
+    // made again for it (its mark stays).
+    fs::write(base.join("tree/mark"), b"").unwrap();
     fs::create_dir_all(f.home.join("baselines/t5")).unwrap();
     fs::write(f.home.join("baselines/t5/kept"), b"").unwrap();
     let limits = CopyLimits::default();
@@ -316,6 +326,7 @@ fn a_base_is_made_again_once_it_is_old_and_a_damaged_one_is_not_handed_out() {
     assert!(refused.is_err());
     assert!(f.home.join("baselines/t5/kept").exists());
     assert!(!f.home.join("copies/t5").exists());
+    assert!(base.join("tree/mark").exists());
 }
 
 #[test]
@@ -434,4 +445,35 @@ fn a_sweep_that_cannot_finish_leaves_no_base_a_copy_would_take() {
     chattr("-i", &left[0].join("tree/src/f001.txt"));
     prune_bases(&bases, Duration::from_secs(3600));
     assert!(!left[0].exists());
+}
+
+#[test]
+fn a_home_whose_path_is_not_utf8_gets_snapshots_too() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(fs_) = ReflinkFs::mount_btrfs(512) else {
+        return;
+    };
+    let f = project_in(fs_.path(), 5);
+    let home = fs_.path().join(std::ffi::OsStr::from_bytes(b"home-\xff"));
+    copy_with(&f.project, &home, "t1", &SecretPatterns::default());
+    let (r, b) = copy_full(&f.project, &home, "t2", &SecretPatterns::default());
+    assert!(r.snapshot && r.scanned_files == 0, "{r:?}");
+    holds_the_project(&r.copy_directory, &f.project, &["config/leak.txt"]);
+    assert!(look(&b).files.is_empty());
+}
+
+#[test]
+fn a_base_that_cannot_be_made_leaves_the_copy_made_in_full() {
+    let Some(fs_) = ReflinkFs::mount_btrfs(512) else {
+        return;
+    };
+    let f = project_in(fs_.path(), 5);
+    // Where the base would go, a file: no base can be made there.
+    fs::create_dir_all(f.home.join("bases")).unwrap();
+    fs::write(base_of(&f), b"not a base").unwrap();
+    let (r, b) = copy(&f, "t1");
+    assert!(!r.snapshot, "{r:?}");
+    holds_the_project(&r.copy_directory, &f.project, &["config/leak.txt"]);
+    assert!(look(&b).files.is_empty());
+    assert_eq!(fs::read(base_of(&f)).unwrap(), b"not a base");
 }
