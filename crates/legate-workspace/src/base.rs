@@ -22,6 +22,11 @@
 //! the manifest written last. A `kill -9` at any line leaves no manifest or a manifest of
 //! what `tree` and `baseline` hold; whatever else is there is removed by the next copy.
 //!
+//! A recorded state counts only when the selection measured the same (a `chmod` between the
+//! two leaves no manifest), and a base is used three days at most ([`MAX_AGE`]: its baseline
+//! borrows the project's git objects). A base whose snapshot fails is made again; one that
+//! cannot be made or used leaves the copy made in full ([`make_copy_with_base`]).
+//!
 //! The selection's own `lstat`s say whether the base holds the project; a file written after
 //! them and before the snapshot is in the copy as it was when measured, as a file written
 //! after `copy` read it is.
