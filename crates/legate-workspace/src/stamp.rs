@@ -4,9 +4,9 @@
 //!
 //! [`copy_stamp`] first reads the file system's clock where the copy lives (the change time
 //! of a file it writes in the baseline, which must be on the copy's file system), then
-//! measures every entry in name order without following a link, each on the device of the
-//! tree it is in (the copy's root, or the baseline's repository) (files, directories, links,
-//! anything: ignored files too), and hashes each one's path, mode (type included), owner,
+//! measures every entry in name order without following a link (files, directories, links,
+//! anything: ignored files too; each on the device of its tree, the copy's root or the
+//! baseline's repository), and hashes each one's path, mode (type included), owner,
 //! size, links, device, inode, and modification and change times. A write to an entry after
 //! it was measured moves its change time, which no unprivileged process can set, to the
 //! clock's time then: not before the clock read first. An entry whose change time is not
