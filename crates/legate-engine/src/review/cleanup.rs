@@ -38,6 +38,24 @@ const SCAN_VERDICTS_UNUSED: Duration = Duration::from_secs(30 * 24 * 3600);
 /// system that clones; elsewhere it holds the project's bytes.
 const BASES_UNUSED: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Runs a prune of the sweep (`what` it prunes), which never fails the sweep: what it could
+/// not do, the next one does. The runtime ending before it began (a `legate` command that
+/// finished while its engine's start-up sweep was still going) is no news, and says nothing
+/// above debug.
+async fn prune(what: &'static str, f: impl FnOnce() -> usize + Send + 'static) -> usize {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(n) => n,
+        Err(e) if e.is_cancelled() => {
+            tracing::debug!(what, "not pruned: Legate is stopping");
+            0
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, what, "not pruned");
+            0
+        }
+    }
+}
+
 impl Core {
     /// Removes the copy and baseline a record names (for a continuation, the directories of
     /// the task that made the copy), only ever beneath Legate's own directories. Returns
@@ -178,27 +196,16 @@ impl Core {
         report.judge_dirs_removed =
             blocking(move || Ok(crate::approvals::judge_dirs::sweep(&paths, Some(&own)))).await?;
         // The scan verdicts of projects no longer copied (`legate_workspace::ScanCache`).
-        // Never fails the sweep: what it could not do, the next one does.
-        report.scan_verdicts_removed = blocking(move || {
-            Ok(legate_workspace::prune_scan_verdicts(
-                &verdicts,
-                SCAN_VERDICTS_UNUSED,
-            ))
+        report.scan_verdicts_removed = prune("scan verdicts", move || {
+            legate_workspace::prune_scan_verdicts(&verdicts, SCAN_VERDICTS_UNUSED)
         })
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "the scan verdicts were not pruned");
-            0
-        });
+        .await;
         // The bases of projects no longer copied (`legate_workspace::make_copy_with_base`).
         let bases = self.config().paths.bases();
-        report.bases_removed =
-            blocking(move || Ok(legate_workspace::prune_bases(&bases, BASES_UNUSED)))
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "the bases were not pruned");
-                    0
-                });
+        report.bases_removed = prune("bases", move || {
+            legate_workspace::prune_bases(&bases, BASES_UNUSED)
+        })
+        .await;
         if !report.removed.is_empty()
             || !report.orphans_removed.is_empty()
             || report.scan_verdicts_removed > 0
