@@ -202,3 +202,37 @@ fn a_vanished_copy_is_unavailable() {
     let err = copy_stamp(&b, 10_000).unwrap_err();
     assert_eq!(err.code, legate_core::ErrorCode::CopyUnavailable);
 }
+
+/// Unmounts a mount point when dropped (pass or panic).
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_baseline_repository_on_another_file_system_than_its_clock_has_no_stamp() {
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("skipped: mounting needs root");
+        return;
+    }
+    let (_f, b) = copy_with(&[("a.txt", b"alpha\n")]);
+    settled_stamp(&b);
+    // Its repository replaced by an empty tmpfs: the entries there tick by another clock
+    // than the clock file beside it.
+    let git = b.git_dir();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&git)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "tmpfs could not be mounted");
+    let _mounted = Mounted(git);
+    assert_eq!(
+        copy_stamp(&b, 10_000).unwrap(),
+        Err(Unstamped::OtherFileSystem)
+    );
+}
