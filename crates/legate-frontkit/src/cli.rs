@@ -290,6 +290,27 @@ pub fn scripted_config(extra: &str) -> String {
     )
 }
 
+/// Waits until each of `files` was last changed more than the scan verdict cache's racy
+/// margin (a second) ago, so that a copy may record verdicts on them.
+pub fn settle(files: &[PathBuf]) {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::{Instant, SystemTime};
+    let newest = files
+        .iter()
+        .map(|f| {
+            let m = std::fs::metadata(f).unwrap();
+            SystemTime::UNIX_EPOCH + Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
+        })
+        .max()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The margin is a second (`legate_workspace::RACY_MARGIN`).
+    while SystemTime::now() < newest + Duration::from_millis(1050) {
+        assert!(Instant::now() < deadline, "the clock does not move");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// An output's status, stdout and stderr, for an assertion's message.
 pub fn text(out: &Output) -> String {
     format!(

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use legate_frontkit::cli::{CliHome, task_id, text};
+use legate_frontkit::cli::{CliHome, settle, task_id, text};
 use legate_testkit::git;
 
 /// A home and the project its tasks copy: a git repository with CRLF line endings, an ignored
@@ -220,27 +220,6 @@ fn evidence_goes_stale_when_a_test_changes_the_patch_and_bad_input_stores_nothin
     let failing = env.run(&["test", &id, "--", "false"]);
     assert_eq!(failing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&failing.stdout).contains("TEST_FAILED"));
-}
-
-/// Waits until each of `files` was last changed more than the scan cache's racy margin
-/// ago, so that a copy may record verdicts on them.
-fn settle(files: &[std::path::PathBuf]) {
-    use std::os::unix::fs::MetadataExt;
-    use std::time::{Duration, Instant, SystemTime};
-    let newest = files
-        .iter()
-        .map(|f| {
-            let m = std::fs::metadata(f).unwrap();
-            SystemTime::UNIX_EPOCH + Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
-        })
-        .max()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // The margin is a second (`legate_workspace::RACY_MARGIN`).
-    while SystemTime::now() < newest + Duration::from_millis(1050) {
-        assert!(Instant::now() < deadline, "the clock does not move");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -7,9 +7,7 @@
 #[path = "../../legate-workspace/tests/common/reflink_fs.rs"]
 mod reflink_fs;
 
-use legate_frontkit::cli::{CliHome, task_id, text};
-use std::os::unix::fs::MetadataExt;
-use std::time::{Duration, Instant, SystemTime};
+use legate_frontkit::cli::{CliHome, settle, task_id, text};
 
 const CRITERIA: &str = r#"[
   {"id": "notes", "description": "NOTES.md exists",
@@ -20,24 +18,6 @@ const REVIEWS: &str = r##"[
   {"criterionId": "notes", "verdict": "passed", "path": "NOTES.md", "line": 1,
    "quote": "# Notes", "explanation": "the file starts with its title"}
 ]"##;
-
-/// Waits until every file of `files` was last changed more than a second ago (the scan
-/// cache's racy margin), so that a copy may record verdicts on them.
-fn settle(files: &[std::path::PathBuf]) {
-    let newest = files
-        .iter()
-        .map(|f| {
-            let m = std::fs::metadata(f).unwrap();
-            SystemTime::UNIX_EPOCH + Duration::new(m.ctime() as u64, m.ctime_nsec() as u32)
-        })
-        .max()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while SystemTime::now() < newest + Duration::from_millis(1050) {
-        assert!(Instant::now() < deadline, "the clock does not move");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn a_copy_task_on_btrfs_is_a_snapshot_of_its_project_s_base() {
