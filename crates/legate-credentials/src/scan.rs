@@ -264,6 +264,24 @@ impl Ruleset {
     /// false) or among those the content must confirm (`pending` true).
     pub(crate) fn name(&self, path: &str, pending: bool) -> Option<&NameRule> {
         let ix = &self.name_index;
+        let file = path.rsplit('/').next().unwrap_or(path);
+        // Most paths match no pattern at all: answered without building the sets of matches
+        // (each an allocation), which a copy would otherwise do for every file it selects.
+        let any = ix.base.is_match(file)
+            || ix.full.is_match(path)
+            || path
+                .match_indices('/')
+                .any(|(i, _)| ix.full.is_match(&path[..i]));
+        if !any {
+            return None;
+        }
+        self.name_matched(path, pending)
+    }
+
+    /// [`Ruleset::name`] without its shortcut for a path that matches no pattern.
+    fn name_matched(&self, path: &str, pending: bool) -> Option<&NameRule> {
+        let ix = &self.name_index;
+        let file = path.rsplit('/').next().unwrap_or(path);
         // Per rule: a path pattern matched, an exception matched.
         let mut hit = vec![(false, false); self.names.len()];
         let mut mark = |owner: &[(usize, bool)], set: regex::SetMatches| {
@@ -276,7 +294,6 @@ impl Ruleset {
                 }
             }
         };
-        let file = path.rsplit('/').next().unwrap_or(path);
         mark(&ix.base_owner, ix.base.matches(file));
         // A path pattern also matches what is under a directory it matches.
         mark(&ix.full_owner, ix.full.matches(path));
@@ -419,6 +436,35 @@ mod tests {
             "machine example.org login bob password mydummypass\n".to_string(),
         ] {
             assert_eq!(crate::scan_content(text.as_bytes()), None, "{text}");
+        }
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// The shortcut for paths that match no pattern answers what the sets of matches
+        /// answer, for paths made of names the rules know, their near misses and noise.
+        #[test]
+        fn the_shortcut_answers_as_the_full_match(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![
+                        ".env", ".env.example", ".env.local", "id_rsa", "id_rsa.pub", ".ssh",
+                        "server.key", "cert.pem", "secrets", "credentials.json", ".aws",
+                        "config", ".npmrc", "keystore.jks", "src", "a.key.txt", ".netrc",
+                        "terraform.tfstate", ".git-credentials", "x",
+                    ]).prop_map(str::to_string),
+                    "[a-zA-Z0-9._-]{1,12}",
+                ],
+                1..5,
+            ),
+            pending in proptest::bool::ANY,
+        ) {
+            let set = crate::rules::ruleset().expect("the shipped rules compile");
+            let path = parts.join("/");
+            let fast = set.name(&path, pending).map(|r| r.id.as_str());
+            let full = set.name_matched(&path, pending).map(|r| r.id.as_str());
+            proptest::prop_assert_eq!(fast, full, "{}", path);
         }
     }
 

@@ -56,6 +56,7 @@ mod hidden;
 mod include;
 mod limits;
 mod line_endings;
+mod measure;
 mod read_inside;
 mod reflink;
 mod returned;

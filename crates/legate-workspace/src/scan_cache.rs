@@ -46,6 +46,7 @@ use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The most entries a cache keeps (a copy holds at most `max_files`, 10,000 by default; the
@@ -147,11 +148,14 @@ struct Body {
 }
 
 /// One project's verdicts, as read before a copy.
+///
+/// The file is read when a verdict is first asked for (or the cache is saved or counted), not
+/// when it is opened: a copy that is a snapshot of the project's base (`base`) reads none.
 #[derive(Debug)]
 pub struct ScanCache {
     file: PathBuf,
     fingerprint: String,
-    entries: HashMap<String, Entry>,
+    entries: OnceLock<HashMap<String, Entry>>,
 }
 
 impl ScanCache {
@@ -160,18 +164,23 @@ impl ScanCache {
     /// made under `secrets`. A missing or unusable file is an empty cache.
     pub fn open(state: &Path, root: &Path, secrets: &SecretPatterns) -> Self {
         let dir = state.join(crate::sha256_hex(root.as_os_str().as_encoded_bytes()));
-        let mut cache = Self {
+        Self {
             file: dir.join(FILE),
             fingerprint: fingerprint(secrets),
-            entries: HashMap::new(),
-        };
-        match read(&cache.file, &cache.fingerprint) {
-            Ok(entries) => {
-                cache.entries = entries.into_iter().map(|e| (e.path.clone(), e)).collect();
-            }
-            Err(why) => tracing::debug!(why, "the scan verdict cache is not used"),
+            entries: OnceLock::new(),
         }
-        cache
+    }
+
+    /// The verdicts, the file read the first time.
+    fn entries(&self) -> &HashMap<String, Entry> {
+        self.entries
+            .get_or_init(|| match read(&self.file, &self.fingerprint) {
+                Ok(entries) => entries.into_iter().map(|e| (e.path.clone(), e)).collect(),
+                Err(why) => {
+                    tracing::debug!(why, "the scan verdict cache is not used");
+                    HashMap::new()
+                }
+            })
     }
 
     /// What its verdicts depend on besides each file (the detector and the patterns).
@@ -181,18 +190,18 @@ impl ScanCache {
 
     /// How many verdicts it holds.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries().len()
     }
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries().is_empty()
     }
 
     /// The recorded verdict on `f`, opened and measured as `meta`, when its key matches in
     /// every field and its file system is trusted.
     pub(crate) fn lookup(&self, f: &SelectedFile, file: &File, meta: &Metadata) -> Option<&Entry> {
-        let e = self.entries.get(&f.path)?;
+        let e = self.entries().get(&f.path)?;
         let hit = e.key.matches(meta) && e.pending.as_deref() == f.pending_rule && trusted_fs(file);
         hit.then_some(e)
     }
@@ -207,7 +216,7 @@ impl ScanCache {
             selected.iter().map(|f| f.path.as_str()).collect();
         let room = MAX_ENTRIES - entries.len();
         let mut older: Vec<&Entry> = self
-            .entries
+            .entries()
             .values()
             .filter(|e| !seen.contains(e.path.as_str()))
             .collect();

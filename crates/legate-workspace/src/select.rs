@@ -4,8 +4,9 @@
 //! no ignore source excludes, minus tracked files that are now ignored), narrowing it by
 //! include paths, leaving out unsafe paths (symlinks, non-regular files, paths under a
 //! symlinked directory, unsafe names) and secret names, and measuring it against the limits
-//! before anything is copied. Content is checked while copying (`copy`), on the very bytes
-//! that are written.
+//! before anything is copied. Each file is measured by its name in its directory, opened
+//! beneath the root without following a link (`measure`). Content is checked while copying
+//! (`copy`), on the very bytes that are written.
 //!
 //! It must never follow a symlink, let an include path add an ignored file, or read a file's
 //! content.
@@ -14,12 +15,12 @@ use crate::file_state::FileState;
 use crate::git::{Git, require_git_root, split_z};
 use crate::include::{covers, path_problem, validate_include_paths};
 use crate::limits::CopyLimits;
+use crate::measure::{Measured, measure};
 use crate::secrets::{BlockReason, BlockedFile, SecretPatterns};
 use legate_core::{Error, ErrorCode};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// A file chosen for the copy, with the identity it had when it was measured.
@@ -196,8 +197,10 @@ pub(crate) fn select_in(
     limits: &CopyLimits,
 ) -> Result<Selection, Error> {
     refuse_linked_includes(&root, includes)?;
-    // Both listings at once: each walks the index (the first also the work tree).
-    let (listed, tracked_ignored) = std::thread::scope(|s| {
+    // Both listings at once: each walks the index (the first also the work tree). The second
+    // `lstat`s every tracked file in git when an ignore rule names only directories
+    // (`target/`), so the files the first lists are measured while it runs.
+    std::thread::scope(|s| {
         let ignored = s.spawn(|| {
             git.run(&[
                 "ls-files",
@@ -214,88 +217,141 @@ pub(crate) fn select_in(
             "--others",
             "--exclude-standard",
         ]);
-        let ignored = ignored
+        let listed = listed?;
+        let candidates: BTreeSet<&[u8]> = split_z(&listed).collect();
+        let looked = look(&root, includes, secrets, &candidates);
+        let tracked_ignored = ignored
             .join()
-            .unwrap_or_else(|_| Err(Error::internal("git ls-files --ignored stopped")));
-        (listed, ignored)
-    });
-    let (listed, tracked_ignored) = (listed?, tracked_ignored?);
-    let ignored: BTreeSet<&[u8]> = split_z(&tracked_ignored).collect();
-    let candidates: BTreeSet<&[u8]> = split_z(&listed).filter(|p| !ignored.contains(p)).collect();
+            .unwrap_or_else(|_| Err(Error::internal("git ls-files --ignored stopped")))?;
+        let ignored: BTreeSet<&[u8]> = split_z(&tracked_ignored).collect();
+        finish(root.clone(), includes, limits, looked, &ignored)
+    })
+}
 
-    let mut matched = vec![false; includes.len()];
-    let mut files = Vec::new();
-    let mut blocked = Vec::new();
-    let mut dirs: HashMap<String, bool> = HashMap::new();
-    let mut bytes = 0u64;
-    for raw in candidates {
+/// What the selection found of one listed path (`look`), kept until the tracked files that
+/// are now ignored are known.
+enum Seen {
+    /// Not part of what the project is now (deleted in the work tree).
+    Gone,
+    Blocked(BlockedFile),
+    Selected(SelectedFile),
+    /// The path could not be measured: an error unless the path turns out to be ignored.
+    Failed(Error),
+}
+
+/// Each of `candidates` covered by `includes`, judged by name and measured (`measure`), with
+/// the raw path git listed and the path as text (`None` when it is not UTF-8).
+fn look<'a>(
+    root: &Path,
+    includes: &[String],
+    secrets: &SecretPatterns,
+    candidates: &BTreeSet<&'a [u8]>,
+) -> Vec<(&'a [u8], Option<&'a str>, Seen)> {
+    let mut seen = Vec::with_capacity(candidates.len());
+    let mut to_measure: Vec<&str> = Vec::with_capacity(candidates.len());
+    let mut measured_at = Vec::with_capacity(candidates.len());
+    for &raw in candidates {
         let Ok(path) = std::str::from_utf8(raw) else {
-            blocked.push(unsafe_path(
-                String::from_utf8_lossy(raw).into_owned(),
-                "non-utf8-name",
-            ));
+            let path = String::from_utf8_lossy(raw).into_owned();
+            seen.push((raw, None, Seen::Blocked(unsafe_path(path, "non-utf8-name"))));
             continue;
         };
         let path = path.strip_suffix('/').unwrap_or(path);
-        if !includes.is_empty() {
-            let mut any = false;
+        if !includes.is_empty() && !includes.iter().any(|inc| covers(inc, path)) {
+            continue;
+        }
+        if path_problem(path).is_some() {
+            let blocked = unsafe_path(path.to_string(), "unsafe-name");
+            seen.push((raw, Some(path), Seen::Blocked(blocked)));
+            continue;
+        }
+        measured_at.push(seen.len());
+        to_measure.push(path);
+        seen.push((raw, Some(path), Seen::Gone));
+    }
+    for (at, measured) in measured_at.into_iter().zip(measure(root, &to_measure)) {
+        let (_, Some(path), _) = seen[at] else {
+            continue;
+        };
+        seen[at].2 = judge(path, measured, secrets);
+    }
+    seen
+}
+
+/// The verdict on one measured path.
+fn judge(path: &str, measured: Measured, secrets: &SecretPatterns) -> Seen {
+    let stat = match measured {
+        Measured::Found(stat) => stat,
+        // Tracked but deleted in the work tree: not part of what the project is now.
+        Measured::Gone => return Seen::Gone,
+        Measured::LinkedDirectory => {
+            return Seen::Blocked(unsafe_path(path.to_string(), "symlinked-directory"));
+        }
+        Measured::Failed(e) => {
+            return Seen::Failed(Error::new(
+                ErrorCode::SourceChanged,
+                format!("{path} could not be measured: {e}"),
+            ));
+        }
+    };
+    if stat.is_symlink() {
+        return Seen::Blocked(unsafe_path(path.to_string(), "symlink"));
+    }
+    if !stat.is_file() {
+        return Seen::Blocked(unsafe_path(path.to_string(), "not-a-regular-file"));
+    }
+    if let Some((reason, rule)) = secrets.check_name(path) {
+        return Seen::Blocked(BlockedFile {
+            path: path.to_string(),
+            reason,
+            rule,
+        });
+    }
+    Seen::Selected(SelectedFile {
+        path: path.to_string(),
+        size: stat.size,
+        dev: stat.dev,
+        ino: stat.ino,
+        mtime: stat.mtime,
+        ctime: stat.ctime,
+        mode: stat.mode,
+        pending_rule: secrets.content_confirmed_name(path),
+    })
+}
+
+/// The selection: what `look` found of every path git does not now ignore, measured against
+/// the include paths and the limits.
+fn finish(
+    root: PathBuf,
+    includes: &[String],
+    limits: &CopyLimits,
+    looked: Vec<(&[u8], Option<&str>, Seen)>,
+    ignored: &BTreeSet<&[u8]>,
+) -> Result<Selection, Error> {
+    let mut matched = vec![false; includes.len()];
+    let mut files = Vec::new();
+    let mut blocked = Vec::new();
+    let mut bytes = 0u64;
+    for (raw, path, seen) in looked {
+        if ignored.contains(raw) {
+            continue;
+        }
+        if let Some(path) = path {
             for (i, inc) in includes.iter().enumerate() {
                 if covers(inc, path) {
                     matched[i] = true;
-                    any = true;
                 }
             }
-            if !any {
-                continue;
+        }
+        match seen {
+            Seen::Gone => {}
+            Seen::Blocked(b) => blocked.push(b),
+            Seen::Selected(f) => {
+                bytes = bytes.saturating_add(f.size);
+                files.push(f);
             }
+            Seen::Failed(e) => return Err(e),
         }
-        if path_problem(path).is_some() {
-            blocked.push(unsafe_path(path.to_string(), "unsafe-name"));
-            continue;
-        }
-        if !parents_are_plain_dirs(&root, path, &mut dirs) {
-            blocked.push(unsafe_path(path.to_string(), "symlinked-directory"));
-            continue;
-        }
-        let meta = match fs::symlink_metadata(root.join(path)) {
-            Ok(m) => m,
-            // Tracked but deleted in the work tree: not part of what the project is now.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                return Err(Error::new(
-                    ErrorCode::SourceChanged,
-                    format!("{path} could not be measured: {e}"),
-                ));
-            }
-        };
-        let ft = meta.file_type();
-        if ft.is_symlink() {
-            blocked.push(unsafe_path(path.to_string(), "symlink"));
-            continue;
-        }
-        if !ft.is_file() {
-            blocked.push(unsafe_path(path.to_string(), "not-a-regular-file"));
-            continue;
-        }
-        if let Some((reason, rule)) = secrets.check_name(path) {
-            blocked.push(BlockedFile {
-                path: path.to_string(),
-                reason,
-                rule,
-            });
-            continue;
-        }
-        bytes = bytes.saturating_add(meta.len());
-        files.push(SelectedFile {
-            path: path.to_string(),
-            size: meta.len(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-            mode: meta.mode(),
-            pending_rule: secrets.content_confirmed_name(path),
-        });
     }
     if let Some(i) = matched.iter().position(|m| !m) {
         return Err(Error::new(
@@ -365,27 +421,4 @@ fn refuse_linked_includes(root: &Path, includes: &[String]) -> Result<(), Error>
         }
     }
     Ok(())
-}
-
-/// Whether every directory above `path` inside `root` is a real directory, not a symlink.
-fn parents_are_plain_dirs(root: &Path, path: &str, cache: &mut HashMap<String, bool>) -> bool {
-    let mut end = 0;
-    while let Some(pos) = path[end..].find('/') {
-        let dir = &path[..end + pos];
-        let ok = match cache.get(dir) {
-            Some(ok) => *ok,
-            None => {
-                let ok = fs::symlink_metadata(root.join(dir))
-                    .map(|m| m.file_type().is_dir())
-                    .unwrap_or(false);
-                cache.insert(dir.to_string(), ok);
-                ok
-            }
-        };
-        if !ok {
-            return false;
-        }
-        end += pos + 1;
-    }
-    true
 }

@@ -110,12 +110,22 @@ impl Fixture {
         git(&self.project, &["commit", "-q", "-m", "init"]);
     }
 
+    /// The project's selection under the default patterns and limits.
+    pub fn select(&self, include: &[&str]) -> Result<Selection, legate_core::Error> {
+        let include: Vec<String> = include.iter().map(|s| s.to_string()).collect();
+        select(
+            &self.project,
+            &include,
+            &SecretPatterns::default(),
+            &CopyLimits::default(),
+        )
+    }
+
     /// Copies the project as the engine does (the baseline made with the copy), as task
     /// `name`.
     pub fn copy_as(&self, name: &str, include: &[&str]) -> (CopyReport, Baseline) {
-        let include: Vec<String> = include.iter().map(|s| s.to_string()).collect();
         let limits = CopyLimits::default();
-        let sel = select(&self.project, &include, &SecretPatterns::default(), &limits).unwrap();
+        let sel = self.select(include).unwrap();
         make_copy_with_baseline(
             &sel,
             &self.home.join("copies").join(name),
