@@ -4,9 +4,16 @@
 //! This module owns that measuring only. A directory is opened once for all the files git
 //! listed in it ([`legate_beneath::Root::open_dir`]: resolved in the kernel, any symlink on
 //! the way refused), then each file is measured by its name in it (`statx` with
-//! `AT_SYMLINK_NOFOLLOW`). One lookup of one name per file instead of a walk of its whole path
-//! is most of what made measuring 10,000 files cheaper, and a directory swapped for a link
-//! between the two steps cannot redirect a file's measure.
+//! `AT_SYMLINK_NOFOLLOW`; `fstatat` where the kernel has no `statx`, as the standard library
+//! falls back). One lookup of one name per file instead of a walk of its whole path is most of
+//! what made measuring 10,000 files cheaper, and a directory swapped for a link between the
+//! two steps cannot redirect a file's measure.
+//!
+//! Where no handle can be had (the root cannot be opened, or the process is out of file
+//! descriptors), files are measured by their whole path, each directory on the way checked
+//! first, as the selection always did: a link swapped in between can then redirect a measure,
+//! but never a copy, which opens each file beneath the root and checks it is the very file
+//! measured (`copy`).
 //!
 //! It must never follow a symlink, read a file, or decide which files a copy gets (that is
 //! `select`).
@@ -97,7 +104,12 @@ pub(crate) fn measure(root: &Path, paths: &[&str]) -> Vec<Measured> {
             Ok(fd) => {
                 for i in at {
                     let name = paths[i].rsplit_once('/').map_or(paths[i], |(_, n)| n);
-                    out[i] = Some(by_name(&fd, root, paths[i], name));
+                    out[i] = Some(by_name(&fd, name));
+                }
+            }
+            Err(DirRefused::NoHandle) => {
+                for i in at {
+                    out[i] = Some(by_path(root, paths[i]));
                 }
             }
             Err(opened) => {
@@ -116,6 +128,8 @@ pub(crate) fn measure(root: &Path, paths: &[&str]) -> Vec<Measured> {
 enum DirRefused {
     Gone,
     LinkedDirectory,
+    /// Out of file descriptors: measured by path instead.
+    NoHandle,
     /// The failure's kind and, when it came from the system, its `errno`.
     Failed(std::io::ErrorKind, Option<i32>),
 }
@@ -125,6 +139,7 @@ impl DirRefused {
         match self {
             Self::Gone => Measured::Gone,
             Self::LinkedDirectory => Measured::LinkedDirectory,
+            Self::NoHandle => Measured::Failed(std::io::Error::from_raw_os_error(libc::EMFILE)),
             Self::Failed(_, Some(errno)) => {
                 Measured::Failed(std::io::Error::from_raw_os_error(*errno))
             }
@@ -143,26 +158,53 @@ fn open_dir(held: &Root, dir: &str) -> Result<OwnedFd, DirRefused> {
             Some(io) if io.raw_os_error() == Some(libc::ENOTDIR) => {
                 Err(DirRefused::LinkedDirectory)
             }
+            Some(io) if matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                Err(DirRefused::NoHandle)
+            }
             Some(io) => Err(DirRefused::Failed(io.kind(), io.raw_os_error())),
             None => Err(DirRefused::LinkedDirectory),
         },
     }
 }
 
-/// The `lstat` of `name` in the directory `dir`; by its whole path where this kernel has no
-/// `statx` (or a filter refuses it).
-fn by_name(dir: &impl AsFd, root: &Path, path: &str, name: &str) -> Measured {
+/// The `lstat` of `name` in the directory `dir`.
+fn by_name(dir: &impl AsFd, name: &str) -> Measured {
+    match lstat_at(dir, name) {
+        Ok(stat) => Measured::Found(stat),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Measured::Gone,
+        Err(e) => Measured::Failed(e),
+    }
+}
+
+/// `statx` of `name` in `dir`, links not followed; `fstatat` where this kernel has no
+/// `statx` (rustix answers `ENOSYS` then, a seccomp filter's refusal included).
+fn lstat_at(dir: &impl AsFd, name: &str) -> std::io::Result<Lstat> {
     match rustix::fs::statx(
         dir,
         name,
         AtFlags::SYMLINK_NOFOLLOW,
         StatxFlags::BASIC_STATS,
     ) {
-        Ok(s) => Measured::Found(Lstat::of_statx(&s)),
-        Err(rustix::io::Errno::NOENT) => Measured::Gone,
-        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => by_path(root, path),
-        Err(e) => Measured::Failed(e.into()),
+        Ok(s) => Ok(Lstat::of_statx(&s)),
+        Err(rustix::io::Errno::NOSYS) => lstat_at_without_statx(dir, name),
+        Err(e) => Err(e.into()),
     }
+}
+
+/// `fstatat` of `name` in `dir`, links not followed: what the standard library measures
+/// where there is no `statx`.
+fn lstat_at_without_statx(dir: &impl AsFd, name: &str) -> std::io::Result<Lstat> {
+    let s = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    // The fields' widths differ by architecture; every value fits the wider type.
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    Ok(Lstat {
+        dev: s.st_dev as u64,
+        ino: s.st_ino as u64,
+        size: s.st_size as u64,
+        mode: s.st_mode as u32,
+        mtime: (s.st_mtime as i64, s.st_mtime_nsec as i64),
+        ctime: (s.st_ctime as i64, s.st_ctime_nsec as i64),
+    })
 }
 
 /// The fallback: `lstat` by the whole path, each directory on the way checked first.

@@ -27,7 +27,8 @@
 //! - a verdict the detector could not make (its rule table unavailable: every file blocked,
 //!   failing closed) says nothing about the file and is never kept.
 //!
-//! The cache is read once per copy and written after the copy ends (a temporary file renamed
+//! The cache is read at most once per copy, when a verdict is first asked for (a copy that
+//! is a snapshot of the project's base asks for none), and written after the copy ends (a temporary file renamed
 //! over the old one: a `kill -9` leaves one or the other). A file that is truncated, corrupt
 //! (its sha256 does not match), of another version or for other rules is ignored, and the
 //! copy scans every file: it is never trusted and never an error.
