@@ -29,12 +29,14 @@
 //!
 //! The selection's own `lstat`s say whether the base holds the project; a file written after
 //! them and before the snapshot is in the copy as it was when measured, as a file written
-//! after `copy` read it is.
+//! after `copy` read it is. (`base_ahead` takes the snapshots while the selection runs, and
+//! keeps them only once this module's comparison says the base holds it.)
 //!
 //! It must never hand out a snapshot of a base whose manifest does not match the selection,
 //! write to a base outside its lock, or leave a half-made base where a later copy could
 //! take it for a made one.
 
+use crate::base_snapshots::Snapshots;
 use crate::base_upkeep::remove;
 use crate::baseline::Baseline;
 use crate::copy::{BaselineIn, CopyReport, Filled, fill_with_baseline, resolve_copy_dir};
@@ -54,9 +56,9 @@ use std::path::{Path, PathBuf};
 const VERSION: u32 = 2;
 
 /// The base's copy, a subvolume.
-const TREE: &str = "tree";
+pub(crate) const TREE: &str = "tree";
 /// The base's copy's baseline, a subvolume.
-const BASELINE: &str = "baseline";
+pub(crate) const BASELINE: &str = "baseline";
 /// What the two hold; written last.
 pub(crate) const MANIFEST: &str = "manifest";
 /// The file whose lock serializes work on the base.
@@ -119,7 +121,7 @@ pub fn make_copy_with_base(
 }
 
 /// Whether anything is at `path` (a link included).
-fn exists(path: &Path) -> bool {
+pub(crate) fn exists(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok()
 }
 
@@ -158,15 +160,7 @@ pub(crate) fn copy_from_base(
     }
     let dir = base_dir(bases, &selection.root);
     let _lock = lock(&dir)?;
-    let conditions = conditions(selection, limits, cache);
-    let wanted = selection_digest(selection, selection.files.iter().map(|f| Some(f.state())));
-    if let Some(report) = held(&dir, &selection.root, &conditions, &wanted) {
-        // Every file on the verdict the base was made on: none read now.
-        let report = CopyReport {
-            scanned_files: 0,
-            trusted_files: selection.files.len(),
-            ..report
-        };
+    if let Some(report) = holds(&dir, selection, limits, cache) {
         match hand_out(&dir, report, copy_dir, baseline_dir) {
             Ok(made) => return Ok(made),
             // A base that cannot be snapshotted (its subvolumes damaged or gone, the home
@@ -177,12 +171,32 @@ pub(crate) fn copy_from_base(
             Err(Refused::Other(e)) => return Err(e),
         }
     }
+    let conditions = conditions(selection, limits, cache);
     let report = make(&dir, selection, limits, cache, &conditions, &mut |_| false)?;
     hand_out(&dir, report, copy_dir, baseline_dir).map_err(Refused::into_error)
 }
 
+/// The report of a copy snapshotted from the base in `dir`, when the base holds `selection`
+/// under `limits` and `cache`'s rules. The caller holds the base's lock.
+pub(crate) fn holds(
+    dir: &Path,
+    selection: &Selection,
+    limits: &CopyLimits,
+    cache: &ScanCache,
+) -> Option<CopyReport> {
+    let conditions = conditions(selection, limits, cache);
+    let wanted = selection_digest(selection, selection.files.iter().map(|f| Some(f.state())));
+    let report = held(dir, &selection.root, &conditions, &wanted)?;
+    // Every file on the verdict the base was made on: none read now.
+    Some(CopyReport {
+        scanned_files: 0,
+        trusted_files: selection.files.len(),
+        ..report
+    })
+}
+
 /// Why [`hand_out`] failed.
-enum Refused {
+pub(crate) enum Refused {
     /// A subvolume of the base could not be snapshotted: the base is not usable as it is.
     Base(Error),
     /// Anything else.
@@ -387,60 +401,15 @@ fn hand_out(
     copy_dir: &Path,
     baseline_dir: &Path,
 ) -> Result<(CopyReport, Baseline), Refused> {
-    let failed = |what: &Path, e: std::io::Error| {
-        let message = format!("{} could not be made as a snapshot", what.display());
-        Error::caused_by(ErrorCode::InvalidWorkspace, message, e)
-    };
-    // Both at once: btrfs makes snapshots at its next transaction commit, which the two then
-    // share (about 2 ms of the 7 a copy took one after the other).
-    let snapshot_baseline = || subvolume::snapshot(&dir.join(BASELINE), baseline_dir);
-    let (tree, baseline) = std::thread::scope(|s| {
-        let beside = std::thread::Builder::new().spawn_scoped(s, snapshot_baseline);
-        let tree = subvolume::snapshot(&dir.join(TREE), copy_dir);
-        let baseline = match beside {
-            Ok(beside) => beside
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("the baseline's snapshot stopped"))),
-            // No thread to be had: one after the other.
-            Err(_) => snapshot_baseline(),
-        };
-        (tree, baseline)
-    });
-    let (tree_made, baseline_made) = (tree.is_ok(), baseline.is_ok());
-    let made = (|| {
-        tree.map_err(|e| Refused::Base(failed(copy_dir, e)))?;
-        baseline.map_err(|e| Refused::Base(failed(baseline_dir, e)))?;
-        let other = |e: Error| Refused::Other(e);
-        let copy = resolve_copy_dir(copy_dir).map_err(other)?;
-        let baseline_dir =
-            fs::canonicalize(baseline_dir).map_err(|e| Refused::Other(failed(baseline_dir, e)))?;
-        let baseline = Baseline::open(&baseline_dir, &copy).map_err(other)?;
-        set_work_tree(&baseline.git_dir().join("config"), &copy)
-            .map_err(|e| Refused::Other(failed(&baseline_dir, e)))?;
-        let report = CopyReport {
-            copy_directory: copy,
-            snapshot: true,
-            ..report
-        };
-        Ok((report, baseline))
-    })();
-    // Only what this call made: a directory that was there already is not ours.
-    if made.is_err() {
-        if tree_made {
-            let _ = remove(copy_dir);
-        }
-        if baseline_made {
-            let _ = remove(baseline_dir);
-        }
-    }
-    made
+    let snapshots = Snapshots::take(dir, copy_dir, baseline_dir);
+    snapshots.hand_out(report, copy_dir, baseline_dir)
 }
 
 /// Points the git configuration `config` at the work tree `copy` (`core.worktree`, which
 /// `git init` wrote for the base's own copy): every other line is kept as its bytes, the
 /// value quoted. A path that is not UTF-8 is left out (Legate names the work tree in every
 /// git run anyway).
-fn set_work_tree(config: &Path, copy: &Path) -> std::io::Result<()> {
+pub(crate) fn set_work_tree(config: &Path, copy: &Path) -> std::io::Result<()> {
     let bytes = fs::read(config)?;
     let mut out = Vec::with_capacity(bytes.len() + 64);
     for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {

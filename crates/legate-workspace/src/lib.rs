@@ -37,6 +37,8 @@
 //! no records (the engine persists which task owns which copy, its reviews and evidence).
 
 mod base;
+mod base_ahead;
+mod base_snapshots;
 mod base_upkeep;
 mod baseline;
 mod changes;
@@ -72,6 +74,7 @@ mod subvolume;
 mod transfer;
 
 pub use base::{base_dir, make_copy_with_base};
+pub use base_ahead::{CopyPlaces, select_and_copy};
 pub use base_upkeep::prune as prune_bases;
 pub use baseline::Baseline;
 pub use changes::{

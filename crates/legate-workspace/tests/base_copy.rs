@@ -17,7 +17,7 @@ mod reflink_fs;
 mod settled;
 
 use base_fixture::*;
-use common::write;
+use common::{files_under, write};
 use legate_workspace::*;
 use reflink_fs::ReflinkFs;
 use settled::{leak, settle};
@@ -476,4 +476,40 @@ fn a_base_that_cannot_be_made_leaves_the_copy_made_in_full() {
     holds_the_project(&r.copy_directory, &f.project, &["config/leak.txt"]);
     assert!(look(&b).files.is_empty());
     assert_eq!(fs::read(base_of(&f)).unwrap(), b"not a base");
+}
+
+#[test]
+fn a_selection_that_fails_leaves_nothing_of_the_snapshots_taken_beside_it() {
+    let Some(fs_) = ReflinkFs::mount_btrfs(512) else {
+        return;
+    };
+    let f = project_in(fs_.path(), 5);
+    copy(&f, "t1");
+    assert!(base_of(&f).join("manifest").is_file());
+    // The base is snapshotted while the selection runs; the selection then fails (an include
+    // path that matches no file): both snapshots are removed, the base is kept.
+    let err = try_copy(
+        &f.project,
+        &f.home,
+        "t2",
+        &SecretPatterns::default(),
+        &["missing"],
+    )
+    .unwrap_err();
+    assert_eq!(err.code, legate_core::ErrorCode::InvalidIncludePath);
+    assert!(!f.home.join("copies/t2").exists());
+    assert!(!f.home.join("baselines/t2").exists());
+    assert!(base_of(&f).join("manifest").is_file());
+    // An include path that narrows the selection: the base does not hold it, its snapshots
+    // are removed, and the copy holds the narrower selection.
+    let (r, _) = try_copy(
+        &f.project,
+        &f.home,
+        "t3",
+        &SecretPatterns::default(),
+        &["src/"],
+    )
+    .unwrap();
+    assert_eq!(files_under(&r.copy_directory).len(), 5, "{r:?}");
+    assert!(!r.copy_directory.join("data/big.bin").exists());
 }

@@ -133,15 +133,18 @@ impl Core {
         let verdicts = self.config().paths.scan_verdicts();
         let bases = self.config().paths.bases();
         let report = blocking(move || {
-            let sel = legate_workspace::select(&source, &include, &cfg.secrets, &cfg.limits)?;
-            let cache = legate_workspace::ScanCache::open(&verdicts, &sel.root, &cfg.secrets);
-            let (report, _baseline) = legate_workspace::make_copy_with_base(
-                &sel,
-                &copy_dir,
-                &baseline_dir,
+            let places = legate_workspace::CopyPlaces {
+                copy_dir: &copy_dir,
+                baseline_dir: &baseline_dir,
+                verdicts: &verdicts,
+                bases: &bases,
+            };
+            let (report, _baseline) = legate_workspace::select_and_copy(
+                &source,
+                &include,
+                &cfg.secrets,
                 &cfg.limits,
-                &cache,
-                &bases,
+                places,
             )?;
             stage_or_remove(&report, &skills, &cfg.limits, &baseline_dir)?;
             Ok(report)

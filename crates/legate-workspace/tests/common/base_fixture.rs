@@ -11,7 +11,8 @@ use legate_workspace::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// A copy as the engine makes it, with the project's verdict cache and bases, as task `name`.
+/// A copy as the engine makes it (`select_and_copy`: the base snapshotted while the selection
+/// runs), with the project's verdict cache and bases, as task `name`.
 pub fn copy_with(project: &Path, home: &Path, name: &str, secrets: &SecretPatterns) -> CopyReport {
     copy_full(project, home, name, secrets).0
 }
@@ -22,18 +23,30 @@ pub fn copy_full(
     name: &str,
     secrets: &SecretPatterns,
 ) -> (CopyReport, Baseline) {
-    let limits = CopyLimits::default();
-    let sel = select(project, &[], secrets, &limits).unwrap();
-    let cache = ScanCache::open(&home.join("scan-verdicts"), &sel.root, secrets);
-    make_copy_with_base(
-        &sel,
-        &home.join("copies").join(name),
-        &home.join("baselines").join(name),
-        &limits,
-        &cache,
-        &home.join("bases"),
-    )
-    .unwrap()
+    try_copy(project, home, name, secrets, &[]).unwrap()
+}
+
+/// [`copy_full`] with include paths, its error returned.
+pub fn try_copy(
+    project: &Path,
+    home: &Path,
+    name: &str,
+    secrets: &SecretPatterns,
+    include: &[&str],
+) -> Result<(CopyReport, Baseline), legate_core::Error> {
+    let include: Vec<String> = include.iter().map(|s| s.to_string()).collect();
+    let (copy_dir, baseline_dir) = (
+        home.join("copies").join(name),
+        home.join("baselines").join(name),
+    );
+    let (verdicts, bases) = (home.join("scan-verdicts"), home.join("bases"));
+    let places = CopyPlaces {
+        copy_dir: &copy_dir,
+        baseline_dir: &baseline_dir,
+        verdicts: &verdicts,
+        bases: &bases,
+    };
+    select_and_copy(project, &include, secrets, &CopyLimits::default(), places)
 }
 
 pub fn copy(f: &Fixture, name: &str) -> (CopyReport, Baseline) {
