@@ -146,3 +146,7 @@ fn ahead(
     drop(lock);
     Ok(Ahead::Selected(selection))
 }
+
+#[cfg(test)]
+#[path = "base_ahead_tests.rs"]
+mod tests;

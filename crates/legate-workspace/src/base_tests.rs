@@ -29,7 +29,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// A settled project of a few files under `dir`.
-fn project(dir: &Path) -> PathBuf {
+pub(crate) fn project(dir: &Path) -> PathBuf {
     let p = dir.join("project");
     fs::create_dir_all(p.join("src")).unwrap();
     git(&p, &["init", "-q"]);
