@@ -110,37 +110,51 @@ fn ahead(
     if !usable(copies, baselines, bases) {
         return Ok(Ahead::NoBase);
     }
-    let lock = lock(&dir)?;
+    // A base that cannot be locked is `make_copy_with_base`'s to judge (it makes the copy in
+    // full then), after the selection as always.
+    let Ok(lock) = lock(&dir) else {
+        return Ok(Ahead::NoBase);
+    };
     let (snapshots, selection) = std::thread::scope(|s| {
         let snapshots = std::thread::Builder::new()
             .spawn_scoped(s, || Snapshots::take(&dir, copy_dir, baseline_dir));
-        let selection = select();
+        // A selection that panics must not leave the snapshots: caught, they are removed
+        // below, then the panic goes on.
+        let selection = std::panic::catch_unwind(std::panic::AssertUnwindSafe(select));
         let snapshots = match snapshots {
             Ok(taken) => taken.join().unwrap_or_else(|_| Snapshots::none()),
-            // No thread to be had: the snapshots after the selection.
-            Err(_) => Snapshots::take(&dir, copy_dir, baseline_dir),
+            // No thread to be had: the snapshots after the selection, if it holds one.
+            Err(_) if matches!(selection, Ok(Ok(_))) => {
+                Snapshots::take(&dir, copy_dir, baseline_dir)
+            }
+            Err(_) => Snapshots::none(),
         };
         (snapshots, selection)
     });
     let selection = match selection {
-        Ok(selection) => selection,
-        Err(e) => {
+        Ok(Ok(selection)) => selection,
+        Ok(Err(e)) => {
             snapshots.discard(copy_dir, baseline_dir);
             return Err(e);
         }
+        Err(panic) => {
+            snapshots.discard(copy_dir, baseline_dir);
+            drop(lock);
+            std::panic::resume_unwind(panic);
+        }
     };
     let cache = ScanCache::open(verdicts, &selection.root, secrets);
-    if let Some(report) = holds(&dir, &selection, limits, &cache) {
-        match snapshots.hand_out(report, copy_dir, baseline_dir) {
+    match holds(&dir, &selection, limits, &cache) {
+        Some(report) => match snapshots.hand_out(report, copy_dir, baseline_dir) {
             Ok(made) => return Ok(Ahead::Made(made)),
-            // A base that cannot be snapshotted is made again, as `make_copy_with_base` does.
-            Err(Refused::Base(e)) => {
-                tracing::warn!(error = %e, base = %dir.display(), "the project's base is made again");
+            // Removed by `hand_out`; `make_copy_with_base` then meets the same base: made
+            // again when it cannot be snapshotted, the copy made in full when it cannot be
+            // used otherwise, as without this module.
+            Err(Refused::Base(e) | Refused::Other(e)) => {
+                tracing::debug!(error = %e, base = %dir.display(), "the snapshots taken beside the selection were not used");
             }
-            Err(Refused::Other(e)) => return Err(e),
-        }
-    } else {
-        snapshots.discard(copy_dir, baseline_dir);
+        },
+        None => snapshots.discard(copy_dir, baseline_dir),
     }
     // `make_copy_with_base` takes the lock again.
     drop(lock);

@@ -200,16 +200,17 @@ pub(crate) fn select_in(
     // Both listings at once: each walks the index (the first also the work tree). The second
     // `lstat`s every tracked file in git when an ignore rule names only directories
     // (`target/`), so the files the first lists are measured while it runs.
+    let list_ignored = || {
+        git.run(&[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--ignored",
+            "--exclude-standard",
+        ])
+    };
     std::thread::scope(|s| {
-        let ignored = s.spawn(|| {
-            git.run(&[
-                "ls-files",
-                "-z",
-                "--cached",
-                "--ignored",
-                "--exclude-standard",
-            ])
-        });
+        let ignored = std::thread::Builder::new().spawn_scoped(s, list_ignored);
         let listed = git.run(&[
             "ls-files",
             "-z",
@@ -220,9 +221,13 @@ pub(crate) fn select_in(
         let listed = listed?;
         let candidates: BTreeSet<&[u8]> = split_z(&listed).collect();
         let looked = look(&root, includes, secrets, &candidates);
-        let tracked_ignored = ignored
-            .join()
-            .unwrap_or_else(|_| Err(Error::internal("git ls-files --ignored stopped")))?;
+        let tracked_ignored = match ignored {
+            Ok(ignored) => ignored
+                .join()
+                .unwrap_or_else(|_| Err(Error::internal("git ls-files --ignored stopped")))?,
+            // No thread to be had: one after the other.
+            Err(_) => list_ignored()?,
+        };
         let ignored: BTreeSet<&[u8]> = split_z(&tracked_ignored).collect();
         finish(root.clone(), includes, limits, looked, &ignored)
     })
