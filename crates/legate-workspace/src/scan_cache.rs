@@ -28,10 +28,10 @@
 //!   failing closed) says nothing about the file and is never kept.
 //!
 //! The cache is read at most once per copy, when a verdict is first asked for (a copy that
-//! is a snapshot of the project's base asks for none), and written after the copy ends (a temporary file renamed
-//! over the old one: a `kill -9` leaves one or the other). A file that is truncated, corrupt
-//! (its sha256 does not match), of another version or for other rules is ignored, and the
-//! copy scans every file: it is never trusted and never an error.
+//! is a snapshot of the project's base asks for none), and written after the copy ends (a
+//! temporary file renamed over the old one: a `kill -9` leaves one or the other). A file
+//! that is truncated, corrupt (its sha256 does not match), of another version or for other
+//! rules is ignored, and the copy scans every file: it is never trusted and never an error.
 //!
 //! It must never hold a file's content or any part of a match (a verdict is `clean`, or a
 //! block reason and rule id), trust a verdict whose key differs in any field, or fail a copy.
