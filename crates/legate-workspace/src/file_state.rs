@@ -84,12 +84,28 @@ impl FileState {
         *self == Self::of(meta)
     }
 
+    /// Its fields, as [`FileState::from_parts`] takes them.
+    pub(crate) fn parts(self) -> (Identity, Time, Time) {
+        (
+            (self.dev, self.ino, self.size, self.mode),
+            self.mtime,
+            self.ctime,
+        )
+    }
+
+    /// Whether it is a regular file's.
+    pub(crate) fn is_file(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+
+    /// Whether it is a symbolic link's.
+    pub(crate) fn is_symlink(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFLNK
+    }
+
     /// A state from its fields (a selection's `lstat`, a test's fixed state).
-    pub(crate) fn from_parts(
-        (dev, ino, size, mode): (u64, u64, u64, u32),
-        mtime: (i64, i64),
-        ctime: (i64, i64),
-    ) -> Self {
+    pub(crate) fn from_parts(identity: Identity, mtime: Time, ctime: Time) -> Self {
+        let (dev, ino, size, mode) = identity;
         Self {
             dev,
             ino,
@@ -100,6 +116,12 @@ impl FileState {
         }
     }
 }
+
+/// A file's device, inode, size and mode, as [`FileState::from_parts`] takes them.
+pub(crate) type Identity = (u64, u64, u64, u32);
+
+/// A time to the nanosecond: seconds and nanoseconds.
+pub(crate) type Time = (i64, i64);
 
 #[cfg(test)]
 mod tests {

@@ -18,11 +18,11 @@
 //! It must never follow a symlink, read a file, or decide which files a copy gets (that is
 //! `select`).
 
+use crate::file_state::FileState;
 use legate_beneath::{BeneathError, Root};
 use rustix::fs::{AtFlags, StatxFlags};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// What measuring one listed path found.
@@ -33,55 +33,25 @@ pub(crate) enum Measured {
     /// A directory on the way is a symlink, or not a directory.
     LinkedDirectory,
     /// The path's own `lstat`.
-    Found(Lstat),
+    Found(FileState),
     /// The measure failed.
     Failed(std::io::Error),
 }
 
-/// The fields of an `lstat` the selection keeps, as `std::fs::symlink_metadata` reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Lstat {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
-    pub(crate) size: u64,
-    pub(crate) mode: u32,
-    pub(crate) mtime: (i64, i64),
-    pub(crate) ctime: (i64, i64),
-}
-
-impl Lstat {
-    pub(crate) fn is_file(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFREG
-    }
-
-    pub(crate) fn is_symlink(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFLNK
-    }
-
-    fn of_metadata(m: &std::fs::Metadata) -> Self {
-        Self {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mode: m.mode(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
-
-    /// The same fields the standard library derives from `statx` (its `st_dev` is
-    /// `makedev(major, minor)`), so that a state measured here equals one measured through
-    /// `std::fs` of the same file.
-    fn of_statx(s: &rustix::fs::Statx) -> Self {
-        Self {
-            dev: libc::makedev(s.stx_dev_major, s.stx_dev_minor),
-            ino: s.stx_ino,
-            size: s.stx_size,
-            mode: u32::from(s.stx_mode),
-            mtime: (s.stx_mtime.tv_sec, i64::from(s.stx_mtime.tv_nsec)),
-            ctime: (s.stx_ctime.tv_sec, i64::from(s.stx_ctime.tv_nsec)),
-        }
-    }
+/// The state of a file from its `statx`, its fields derived as the standard library derives
+/// them (`st_dev` is `makedev(major, minor)`), so that it equals [`FileState::of`] the same
+/// file's `std::fs` metadata.
+fn of_statx(s: &rustix::fs::Statx) -> FileState {
+    FileState::from_parts(
+        (
+            libc::makedev(s.stx_dev_major, s.stx_dev_minor),
+            s.stx_ino,
+            s.stx_size,
+            u32::from(s.stx_mode),
+        ),
+        (s.stx_mtime.tv_sec, i64::from(s.stx_mtime.tv_nsec)),
+        (s.stx_ctime.tv_sec, i64::from(s.stx_ctime.tv_nsec)),
+    )
 }
 
 /// Measures each of `paths` (relative to `root`, `/`-separated, already checked safe by
@@ -178,14 +148,14 @@ fn by_name(dir: &impl AsFd, name: &str) -> Measured {
 
 /// `statx` of `name` in `dir`, links not followed; `fstatat` where this kernel has no
 /// `statx` (rustix answers `ENOSYS` then, a seccomp filter's refusal included).
-fn lstat_at(dir: &impl AsFd, name: &str) -> std::io::Result<Lstat> {
+fn lstat_at(dir: &impl AsFd, name: &str) -> std::io::Result<FileState> {
     match rustix::fs::statx(
         dir,
         name,
         AtFlags::SYMLINK_NOFOLLOW,
         StatxFlags::BASIC_STATS,
     ) {
-        Ok(s) => Ok(Lstat::of_statx(&s)),
+        Ok(s) => Ok(of_statx(&s)),
         Err(rustix::io::Errno::NOSYS) => lstat_at_without_statx(dir, name),
         Err(e) => Err(e.into()),
     }
@@ -193,18 +163,20 @@ fn lstat_at(dir: &impl AsFd, name: &str) -> std::io::Result<Lstat> {
 
 /// `fstatat` of `name` in `dir`, links not followed: what the standard library measures
 /// where there is no `statx`.
-fn lstat_at_without_statx(dir: &impl AsFd, name: &str) -> std::io::Result<Lstat> {
+fn lstat_at_without_statx(dir: &impl AsFd, name: &str) -> std::io::Result<FileState> {
     let s = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     // The fields' widths differ by architecture; every value fits the wider type.
     #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
-    Ok(Lstat {
-        dev: s.st_dev as u64,
-        ino: s.st_ino as u64,
-        size: s.st_size as u64,
-        mode: s.st_mode as u32,
-        mtime: (s.st_mtime as i64, s.st_mtime_nsec as i64),
-        ctime: (s.st_ctime as i64, s.st_ctime_nsec as i64),
-    })
+    Ok(FileState::from_parts(
+        (
+            s.st_dev as u64,
+            s.st_ino as u64,
+            s.st_size as u64,
+            s.st_mode as u32,
+        ),
+        (s.st_mtime as i64, s.st_mtime_nsec as i64),
+        (s.st_ctime as i64, s.st_ctime_nsec as i64),
+    ))
 }
 
 /// The fallback: `lstat` by the whole path, each directory on the way checked first.
@@ -221,7 +193,7 @@ fn by_path(root: &Path, path: &str) -> Measured {
         end += pos + 1;
     }
     match std::fs::symlink_metadata(root.join(path)) {
-        Ok(m) => Measured::Found(Lstat::of_metadata(&m)),
+        Ok(m) => Measured::Found(FileState::of(&m)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Measured::Gone,
         Err(e) => Measured::Failed(e),
     }

@@ -312,14 +312,15 @@ fn judge(path: &str, measured: Measured, secrets: &SecretPatterns) -> Seen {
             rule,
         });
     }
+    let ((dev, ino, size, mode), mtime, ctime) = stat.parts();
     Seen::Selected(SelectedFile {
         path: path.to_string(),
-        size: stat.size,
-        dev: stat.dev,
-        ino: stat.ino,
-        mtime: stat.mtime,
-        ctime: stat.ctime,
-        mode: stat.mode,
+        size,
+        dev,
+        ino,
+        mtime,
+        ctime,
+        mode,
         pending_rule: secrets.content_confirmed_name(path),
     })
 }
