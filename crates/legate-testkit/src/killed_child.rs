@@ -1,17 +1,23 @@
 //! The Legate process a restart test kills: the test binary itself, run again as a child that
 //! runs one ignored test, read until it prints a ready line, then killed with SIGKILL.
 //!
-//! This module only starts and kills the child it made; it never signals another process.
+//! This module only starts and kills the child it made; it never signals another process (it
+//! waits for the child's own to exit).
 
 use std::io::BufRead;
 use std::process::{Command, Stdio};
 
 /// Runs this test binary again running only the ignored test `test` with `env` set, reads
-/// its stdout until a line that starts with `ready`, kills it (SIGKILL) and reaps it, and
-/// returns the rest of that line, trimmed. The child's stderr goes to `stderr`.
+/// its stdout until a line that starts with `ready`, kills it (SIGKILL) and reaps it, waits
+/// until every process it had started by then (its agents, which die with it) has exited,
+/// and returns the rest of that line, trimmed. The child's stderr goes to `stderr`.
+///
+/// Waiting for the agents matters: one still alive for a moment after its Legate died may
+/// still write its own state (a session file the test then changes).
 ///
 /// # Panics
-/// When the child cannot start or ends without printing the ready line.
+/// When the child cannot start, ends without printing the ready line, or its processes do
+/// not exit within 30 s.
 #[must_use]
 pub fn run_until_ready(test: &str, env: &[(&str, &str)], ready: &str, stderr: Stdio) -> String {
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("no test binary path: {e}"));
@@ -30,8 +36,15 @@ pub fn run_until_ready(test: &str, env: &[(&str, &str)], ready: &str, stderr: St
         .lines()
         .map_while(Result::ok)
         .find_map(|line| line.strip_prefix(ready).map(|rest| rest.trim().to_string()));
+    let started = crate::procs::descendants(child.id());
     // SIGKILL: nothing of that Legate runs after this.
     let _ = child.kill();
     let _ = child.wait();
+    for pid in started {
+        assert!(
+            crate::procs::wait_exited(pid, std::time::Duration::from_secs(30)),
+            "process {pid} of the killed child test {test} is still running"
+        );
+    }
     rest.unwrap_or_else(|| panic!("the child test {test} ended without printing {ready:?}"))
 }

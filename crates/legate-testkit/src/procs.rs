@@ -7,28 +7,31 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Live processes whose environment holds `marker` exactly (`NAME=value`), with the
-/// directory each runs in (`None` when it cannot be read, as for a zombie).
-pub fn with_env(marker: &str) -> Vec<(u32, Option<PathBuf>)> {
+/// Every process `/proc` lists now, with its directory there.
+fn processes() -> Vec<(u32, PathBuf)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(entry.path().join("environ"))
-            && env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes())
-        {
-            found.push((pid, std::fs::read_link(entry.path().join("cwd")).ok()));
-        }
-    }
-    found
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((pid, entry.path()))
+        })
+        .collect()
+}
+
+/// Live processes whose environment holds `marker` exactly (`NAME=value`), with the
+/// directory each runs in (`None` when it cannot be read, as for a zombie).
+pub fn with_env(marker: &str) -> Vec<(u32, Option<PathBuf>)> {
+    processes()
+        .into_iter()
+        .filter(|(_, dir)| {
+            std::fs::read(dir.join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
+        })
+        .map(|(pid, dir)| (pid, std::fs::read_link(dir.join("cwd")).ok()))
+        .collect()
 }
 
 /// How many live processes have exactly this command line (arguments joined by spaces).
@@ -49,6 +52,15 @@ pub fn with_cmdline(cmdline: &str) -> usize {
 /// Waits until process `pid` has exited (or is a zombie), as the kernel reports it through a
 /// pidfd; true when it did within `limit`. A process that is already gone counts as exited.
 pub async fn exited(pid: u32, limit: Duration) -> bool {
+    tokio::task::spawn_blocking(move || wait_exited(pid, limit))
+        .await
+        .unwrap_or(false)
+}
+
+/// [`exited`], blocking the calling thread: `poll` on the process's pidfd returns when it
+/// exits.
+#[must_use]
+pub fn wait_exited(pid: u32, limit: Duration) -> bool {
     let Some(pid) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
@@ -60,26 +72,52 @@ pub async fn exited(pid: u32, limit: Duration) -> bool {
         // ESRCH: no such process, it has already gone.
         Err(_) => return true,
     };
-    // The wait runs on a blocking thread: `poll` on the pidfd returns when the process exits.
-    let waited = tokio::task::spawn_blocking(move || {
-        let timeout = rustix::event::Timespec {
-            tv_sec: i64::try_from(limit.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(limit.subsec_nanos()),
+    let timeout = rustix::event::Timespec {
+        tv_sec: i64::try_from(limit.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(limit.subsec_nanos()),
+    };
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    loop {
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(n) => return n > 0,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Every live process descended from `pid` (children, their children, …), as `/proc` shows
+/// them now: the parent of each is read from `/proc/<pid>/stat`.
+#[must_use]
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    for (child, dir) in processes() {
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            continue;
         };
-        let mut fds = [rustix::event::PollFd::new(
-            &fd,
-            rustix::event::PollFlags::IN,
-        )];
-        loop {
-            match rustix::event::poll(&mut fds, Some(&timeout)) {
-                Ok(n) => return n > 0,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return false,
+        // `pid (comm) state ppid …`: the command name may hold anything, so after its `)`.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|f| f.parse::<u32>().ok());
+        if let Some(parent) = parent {
+            children.entry(parent).or_default().push(child);
+        }
+    }
+    let mut found = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for &c in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            if !found.contains(&c) {
+                found.push(c);
+                next.push(c);
             }
         }
-    })
-    .await;
-    waited.unwrap_or(false)
+    }
+    found
 }
 
 /// Waits until no live process carries `marker` (each found one exits, as its pidfd says);
