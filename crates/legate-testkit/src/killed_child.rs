@@ -48,3 +48,26 @@ pub fn run_until_ready(test: &str, env: &[(&str, &str)], ready: &str, stderr: St
     }
     rest.unwrap_or_else(|| panic!("the child test {test} ended without printing {ready:?}"))
 }
+
+/// Waits until no process holds the lock of runner `runner` in `run_dir` any more (a blocking
+/// `flock` on it returns), up to `limit`; true when it was released in time, or has no lock
+/// file. For an engine dropped in this process: a child this process forked for another
+/// agent (confinement's first process, before its agent has `exec`'d) still holds every
+/// descriptor it inherited, that lock's too, for a moment.
+#[must_use]
+pub fn until_runner_released(
+    run_dir: &std::path::Path,
+    runner: &str,
+    limit: std::time::Duration,
+) -> bool {
+    let Ok(file) = std::fs::File::open(run_dir.join(format!("{runner}.lock"))) else {
+        return true;
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A blocking lock on a thread, waited for with a limit; on timeout the thread is left to
+    // end with the test process.
+    std::thread::spawn(move || {
+        let _ = tx.send(file.lock().is_ok());
+    });
+    rx.recv_timeout(limit).unwrap_or(false)
+}

@@ -153,13 +153,13 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        assert_eq!(
-            with_env(&marker)
-                .into_iter()
-                .map(|(p, _)| p)
-                .collect::<Vec<_>>(),
-            [pid]
-        );
+        // Right after `spawn` the child may still be in `exec`, its environment empty.
+        let found = || -> Vec<u32> { with_env(&marker).into_iter().map(|(p, _)| p).collect() };
+        let began = std::time::Instant::now();
+        while found().is_empty() && began.elapsed() < Duration::from_secs(10) {
+            std::thread::yield_now();
+        }
+        assert_eq!(found(), [pid]);
         // Still running: the wait gives up at its limit and says so.
         assert!(!exited(pid, Duration::from_millis(200)).await);
         assert!(!until_none_with_env(&marker, Duration::from_millis(200)).await);

@@ -338,6 +338,15 @@ async fn a_killed_legates_warm_leftovers_are_swept_at_start_and_a_handed_sandbox
         .env(legate_engine::runner::RUNNER_ENV, dead)
         .spawn()
         .unwrap();
+    // Once it carries the marker where `/proc` shows it (in `exec` it reads empty; the sweep's
+    // looks for such a process are `runner.rs`'s own tests).
+    let marker = format!("{}={dead}", legate_engine::runner::RUNNER_ENV);
+    assert!(
+        until(|| legate_testkit::procs::with_env(&marker)
+            .iter()
+            .any(|(pid, _)| *pid == orphan.id()))
+        .await
+    );
 
     let engine = EngineHarness::builder()
         .agent(TestAgent::scripted(AGENT))
@@ -366,10 +375,12 @@ async fn the_replacement_waits_while_the_taking_turn_starts_then_comes_anyway() 
     let mark = mark();
     let h = harness(&mark, 1, 16);
     ready(&h.engine, 1).await;
+    // Before the submit: the hold that keeps the replacement back begins after it, so the
+    // window below ends well before the replacement may start.
+    let taken = Instant::now();
     let task = h.engine.submit(request("!hang", "ctx-hang")).unwrap();
     h.until(&task.id, |e| matches!(e.kind, EventKind::Session { .. }))
         .await;
-    let taken = Instant::now();
     // For a while no second agent process starts beside the taking turn's...
     while taken.elapsed() < Duration::from_millis(1500) {
         assert_eq!(processes_marked(&mark), 1, "a replacement started at once");

@@ -426,10 +426,18 @@ fn a_killed_legates_judge_directories_are_removed_by_the_next_one() {
             judges.join(&question).is_dir(),
             "{round}: a live question was removed"
         );
-        // `Child::kill` is SIGKILL: nothing of Legate runs after it.
+        // `Child::kill` is SIGKILL: nothing of Legate runs after it. What it started dies with
+        // it, but a moment later: until then one may still hold the runner's lock.
         let mut run = run;
+        let started = legate_testkit::procs::descendants(run.0.id());
         run.0.kill().unwrap();
         run.0.wait().unwrap();
+        for pid in started {
+            assert!(legate_testkit::procs::wait_exited(
+                pid,
+                Duration::from_secs(30)
+            ));
+        }
         assert!(
             judges.join(&question).is_dir(),
             "{round}: kill -9 leaves the question's directory"

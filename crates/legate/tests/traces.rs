@@ -61,6 +61,43 @@ fn named<'a>(spans: &'a [ReceivedSpan], service: &str, name: &str) -> Vec<&'a Re
         .collect()
 }
 
+/// `start` and each of its parents that was received, `start` first.
+fn ancestry<'a>(spans: &'a [ReceivedSpan], start: &'a ReceivedSpan) -> Vec<&'a ReceivedSpan> {
+    let mut up = vec![start];
+    while let Some(parent) = spans
+        .iter()
+        .find(|s| s.span_id == up[up.len() - 1].parent_span_id)
+    {
+        if up.len() > spans.len() {
+            break;
+        }
+        up.push(parent);
+    }
+    up
+}
+
+/// Whether every span the cross-process test walks has arrived. Each process sends its spans
+/// in batches, and a request span ends a moment after its task span: it may come in the
+/// next batch.
+fn whole_trace(spans: &[ReceivedSpan]) -> bool {
+    let first = |service, name| named(spans, service, name).first().copied();
+    let (Some(front), Some(back), Some(permission), Some(_)) = (
+        first("legate-front", "legate.task"),
+        first("legate-back", "legate.task"),
+        first("legate-back", "legate.permission"),
+        first("legate-back", "legate.tool_call"),
+    ) else {
+        return false;
+    };
+    ancestry(spans, front)
+        .last()
+        .is_some_and(|root| root.parent_span_id == CALLER_SPAN)
+        && ancestry(spans, back)
+            .iter()
+            .any(|s| s.service == "legate-front")
+        && spans.iter().any(|s| s.span_id == permission.parent_span_id)
+}
+
 #[test]
 fn a_task_sent_to_a_remote_legate_is_one_trace_across_both_processes() {
     let receiver = OtlpReceiver::start();
@@ -98,14 +135,10 @@ fn a_task_sent_to_a_remote_legate_is_one_trace_across_both_processes() {
     // Both processes' task spans arrive (each exports once its span ends).
     let spans = poll::until(
         Duration::from_secs(60),
-        "both nodes' task and tool spans at the receiver",
+        "both nodes' task and tool spans at the receiver, and the spans above them",
         || {
             let spans = receiver.spans();
-            let done = !named(&spans, "legate-front", "legate.task").is_empty()
-                && !named(&spans, "legate-back", "legate.task").is_empty()
-                && !named(&spans, "legate-back", "legate.permission").is_empty()
-                && !named(&spans, "legate-back", "legate.tool_call").is_empty();
-            done.then_some(spans)
+            whole_trace(&spans).then_some(spans)
         },
     );
     let names: Vec<(&str, &str)> = spans
@@ -353,7 +386,11 @@ fn a_reply_into_a_waiting_task_continues_the_tasks_trace() {
                 .filter(|s| s.attributes["legate.task.id"] == id)
                 .cloned()
                 .collect();
-            (tasks.len() == 2).then_some(tasks)
+            // The reply's request span may come in a batch after its turn's.
+            let request = spans
+                .iter()
+                .any(|s| s.name == "legate.a2a.request" && s.trace_id == other_trace);
+            (tasks.len() == 2 && request).then_some(tasks)
         },
     );
     let entry = |e: &str| {

@@ -204,7 +204,7 @@ pub fn kill_leftovers(runner: &str) -> usize {
 pub const KILL_LOOKS: usize = 50;
 
 /// How long [`kill_leftovers`] keeps looking for processes to finish their `exec`.
-pub const KILL_PATIENCE: std::time::Duration = std::time::Duration::from_millis(50);
+pub const KILL_PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The pause before a look that waits for a process to finish its `exec`.
 const KILL_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
