@@ -1,6 +1,7 @@
 //! Agent processes as tests see them: which live processes carry a marker in their
-//! environment or run in a directory, how many run a given command line, and a wait for a process to exit that the kernel
-//! signals (a pidfd becomes readable), so a test never polls `/proc` with sleeps.
+//! environment or run in a directory, how many run a given command line, which descend from a
+//! process, and a wait for a process to exit that the kernel signals (a pidfd becomes
+//! readable), so a test never polls `/proc` with sleeps.
 //!
 //! This module only reads `/proc` and opens pidfds; it never signals or kills a process.
 
@@ -95,13 +96,15 @@ pub fn wait_exited(pid: u32, limit: Duration) -> bool {
 pub fn descendants(pid: u32) -> Vec<u32> {
     let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
     for (child, dir) in processes() {
-        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+        let Ok(stat) = std::fs::read(dir.join("stat")) else {
             continue;
         };
-        // `pid (comm) state ppid …`: the command name may hold anything, so after its `)`.
+        // `pid (comm) state ppid …`: the command name may hold any byte, so after its `)`.
         let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .iter()
+            .rposition(|b| *b == b')')
+            .and_then(|at| std::str::from_utf8(&stat[at + 1..]).ok())
+            .and_then(|rest| rest.split_whitespace().nth(1))
             .and_then(|f| f.parse::<u32>().ok());
         if let Some(parent) = parent {
             children.entry(parent).or_default().push(child);

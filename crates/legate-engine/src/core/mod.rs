@@ -51,6 +51,7 @@ pub(crate) mod fanout;
 pub(crate) mod forbidden;
 pub(crate) mod integration_recovery;
 pub(crate) mod ledger;
+pub(crate) mod leftover_processes;
 pub(crate) mod leftovers;
 mod pods;
 pub(crate) mod pool;

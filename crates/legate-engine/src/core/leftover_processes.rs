@@ -1,0 +1,247 @@
+//! What a dead runner left running: every process whose environment carries its
+//! `LEGATE_RUNNER=<id>` (a command an agent started, outside a PID namespace, may outlive its
+//! Legate), found through `/proc` and killed.
+//!
+//! One look at `/proc` is not enough against processes that keep starting others: a process
+//! killed may have forked first, and one in the middle of `exec` reads an empty environment
+//! until its new image is set up. So it looks again at once after a look that signalled a
+//! process, and after a 2 ms pause while a look meets a process that may be in `exec` (alive,
+//! not a kernel thread, started within the last second, its environment empty), for up to
+//! [`KILL_PATIENCE`]; at most [`KILL_LOOKS`] looks in all.
+//!
+//! It must never signal this process, a process whose environment it could not read (another
+//! user's, a non-dumpable one), or one that does not carry the marker exactly.
+
+use crate::core::runner::RUNNER_ENV;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The most looks [`kill_leftovers`] takes.
+pub const KILL_LOOKS: usize = 50;
+
+/// How long [`kill_leftovers`] keeps looking for processes to finish their `exec`.
+pub const KILL_PATIENCE: Duration = Duration::from_millis(100);
+
+/// The pause before a look that waits for a process to finish its `exec`.
+const KILL_PAUSE: Duration = Duration::from_millis(2);
+
+/// How recently a process must have started for an empty environment to mean it may be in
+/// `exec`: one started long ago with an empty environment (`env -i`) costs no waiting.
+const RECENT: Duration = Duration::from_secs(1);
+
+/// Kills every process whose environment carries `LEGATE_RUNNER=<runner>` (see the module
+/// doc for how it looks). Returns how many processes were signalled.
+pub fn kill_leftovers(runner: &str) -> usize {
+    let marker = format!("{RUNNER_ENV}={runner}");
+    let me = rustix::process::getpid();
+    let patient_until = Instant::now() + KILL_PATIENCE;
+    let mut signalled = BTreeSet::new();
+    for _ in 0..KILL_LOOKS {
+        let Some(look) = look(marker.as_bytes(), me, &mut signalled) else {
+            break;
+        };
+        if look.signalled > 0 {
+            continue;
+        }
+        if look.in_exec == 0 || Instant::now() >= patient_until {
+            break;
+        }
+        std::thread::sleep(KILL_PAUSE);
+    }
+    signalled.len()
+}
+
+/// What one look at `/proc` did.
+struct Look {
+    /// Processes signalled in this look, none of them signalled before.
+    signalled: usize,
+    /// Processes that may be in the middle of `exec` ([`may_be_in_exec`]).
+    in_exec: usize,
+}
+
+/// One look: `SIGKILL` to every process carrying `marker` that was not signalled already.
+/// `None` when `/proc` cannot be read.
+fn look(marker: &[u8], me: rustix::process::Pid, signalled: &mut BTreeSet<i32>) -> Option<Look> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let recent_since = uptime_ticks().map(|now| now.saturating_sub(ticks(RECENT)));
+    let mut look = Look {
+        signalled: 0,
+        in_exec: 0,
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ.is_empty() {
+            if recent_since.is_some_and(|since| may_be_in_exec(&entry.path(), since)) {
+                look.in_exec += 1;
+            }
+            continue;
+        }
+        if environ.split(|b| *b == 0).any(|kv| kv == marker)
+            && rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok()
+            && signalled.insert(pid.as_raw_nonzero().get())
+        {
+            look.signalled += 1;
+        }
+    }
+    Some(look)
+}
+
+/// Whether the process at `/proc/<pid>`, whose environment read empty, may be between
+/// `exec`'s start and its new image: alive (not a zombie), not a kernel thread, and started
+/// at or after `since` (clock ticks since boot).
+fn may_be_in_exec(dir: &Path, since: u64) -> bool {
+    /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags.
+    const KERNEL_THREAD: u64 = 0x0020_0000;
+    let Ok(stat) = std::fs::read(dir.join("stat")) else {
+        return false;
+    };
+    // `pid (comm) state ppid pgrp session tty_nr tpgid flags … starttime …`: comm may hold
+    // any byte, so the fields are read after its last `)`; they are ASCII.
+    let Some(at) = stat.iter().rposition(|b| *b == b')') else {
+        return false;
+    };
+    let Ok(rest) = std::str::from_utf8(&stat[at + 1..]) else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    let alive = fields
+        .first()
+        .is_some_and(|state| !matches!(*state, "Z" | "X" | "x"));
+    alive
+        && number(6).is_some_and(|flags| flags & KERNEL_THREAD == 0)
+        && number(19).is_some_and(|started| started >= since)
+}
+
+/// Clock ticks since boot, from `/proc/uptime`.
+fn uptime_ticks() -> Option<u64> {
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let seconds: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    Some(ticks(Duration::from_secs_f64(seconds)))
+}
+
+/// `d` in the clock ticks `/proc/<pid>/stat` counts in.
+fn ticks(d: Duration) -> u64 {
+    let per_second = rustix::param::clock_ticks_per_second();
+    let ticks = d.as_millis().saturating_mul(u128::from(per_second)) / 1000;
+    u64::try_from(ticks).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The two tests below run one at a time: the first loads the machine with processes, and
+    /// the second needs each `exec` to end within the patience.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Live processes carrying `marker` in their environment.
+    fn marked(marker: &str) -> usize {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("environ")).ok())
+            .filter(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
+            .count()
+    }
+
+    /// Kills the test's process group if the test failed before it was gone.
+    struct Group(rustix::process::Pid, bool);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = rustix::process::kill_process_group(self.0, rustix::process::Signal::KILL);
+            }
+        }
+    }
+
+    #[test]
+    fn a_dead_runners_process_that_keeps_starting_others_leaves_none_behind() {
+        use std::os::unix::process::CommandExt;
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let runner = uuid::Uuid::new_v4().simple().to_string();
+        let marker = format!("{RUNNER_ENV}={runner}");
+        // A leftover that starts processes as fast as it can (at most 2,000): one of them is
+        // often in the middle of `exec`, where its environment reads empty.
+        let mut shell = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 2000 ]; do sleep 100 & i=$((i+1)); done; wait",
+            ])
+            .env(RUNNER_ENV, &runner)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut group = Group(
+            rustix::process::Pid::from_raw(i32::try_from(shell.id()).unwrap()).unwrap(),
+            true,
+        );
+        let began = Instant::now();
+        while marked(&marker) < 30 {
+            assert!(began.elapsed() < Duration::from_secs(30));
+            std::thread::yield_now();
+        }
+        assert!(kill_leftovers(&runner) >= 30);
+        assert!(!shell.wait().unwrap().success());
+        // Signalled processes go when they next run, which on a busy machine may take a
+        // while; one missed (in the middle of `exec`) would sleep on, carrying the marker.
+        let began = Instant::now();
+        while marked(&marker) > 0 {
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "a leftover survived"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Nothing of the group is left: its id may be another group's soon.
+        group.1 = false;
+    }
+
+    #[test]
+    fn a_leftover_caught_in_the_middle_of_exec_is_killed_all_the_same() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        // Right after `spawn` returns, the child is often still in `exec` and its environment
+        // reads empty for a moment (a quarter of the time on a 2-core machine).
+        let runner = uuid::Uuid::new_v4().simple().to_string();
+        for _ in 0..40 {
+            let mut child = std::process::Command::new("sleep")
+                .arg("100")
+                .env(RUNNER_ENV, &runner)
+                .spawn()
+                .unwrap();
+            let killed = kill_leftovers(&runner);
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            assert_eq!(killed, 1, "{status:?}");
+        }
+    }
+
+    #[test]
+    fn a_process_started_long_ago_with_an_empty_environment_is_not_waited_for() {
+        // This test's own process started before it ran; a fresh one is recent.
+        let since = uptime_ticks().unwrap();
+        let own = Path::new("/proc/self");
+        assert!(!may_be_in_exec(own, since.saturating_add(ticks(RECENT))));
+        assert!(may_be_in_exec(own, 0));
+        // A kernel thread (kthreadd, pid 2 where the machine shows it) never is.
+        let kthreadd = Path::new("/proc/2");
+        if std::fs::read_to_string(kthreadd.join("comm")).is_ok_and(|c| c.trim() == "kthreadd") {
+            assert!(!may_be_in_exec(kthreadd, 0));
+        }
+    }
+}
