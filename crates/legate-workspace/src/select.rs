@@ -293,9 +293,10 @@ fn judge(path: &str, measured: Measured, secrets: &SecretPatterns) -> Seen {
             return Seen::Blocked(unsafe_path(path.to_string(), "symlinked-directory"));
         }
         Measured::Failed(e) => {
-            return Seen::Failed(Error::new(
+            return Seen::Failed(Error::caused_by(
                 ErrorCode::SourceChanged,
-                format!("{path} could not be measured: {e}"),
+                format!("{path} could not be measured"),
+                e,
             ));
         }
     };
