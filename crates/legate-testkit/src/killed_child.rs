@@ -45,12 +45,8 @@ pub fn run_until_ready(test: &str, env: &[(&str, &str)], ready: &str, stderr: St
     // SIGKILL: nothing of that Legate runs after this.
     let _ = child.kill();
     let _ = child.wait();
-    let deadline = std::time::Instant::now() + DESCENDANTS_WAIT;
-    for pid in started {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if !crate::procs::wait_exited(pid, left) {
-            eprintln!("process {pid} of the killed child test {test} outlived it");
-        }
+    for pid in crate::procs::until_exited(&started, DESCENDANTS_WAIT) {
+        eprintln!("process {pid} of the killed child test {test} outlived it");
     }
     rest.unwrap_or_else(|| panic!("the child test {test} ended without printing {ready:?}"))
 }

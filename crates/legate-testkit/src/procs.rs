@@ -90,6 +90,20 @@ pub fn wait_exited(pid: u32, limit: Duration) -> bool {
     }
 }
 
+/// Waits, up to `limit` in all, until each of `pids` has exited (as [`wait_exited`]); returns
+/// those still running then.
+#[must_use]
+pub fn until_exited(pids: &[u32], limit: Duration) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + limit;
+    pids.iter()
+        .copied()
+        .filter(|&pid| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            !wait_exited(pid, left)
+        })
+        .collect()
+}
+
 /// Every live process descended from `pid` (children, their children, …), as `/proc` shows
 /// them now: the parent of each is read from `/proc/<pid>/stat`.
 #[must_use]

@@ -339,7 +339,7 @@ async fn a_killed_legates_warm_leftovers_are_swept_at_start_and_a_handed_sandbox
         .spawn()
         .unwrap();
     // Once it carries the marker where `/proc` shows it (in `exec` it reads empty; the sweep's
-    // looks for such a process are `runner.rs`'s own tests).
+    // looks for such a process are `leftover_processes.rs`'s own tests).
     let marker = format!("{}={dead}", legate_engine::runner::RUNNER_ENV);
     assert!(
         until(|| legate_testkit::procs::with_env(&marker)

@@ -80,25 +80,45 @@ fn a_tracked_file_now_ignored_is_left_out_whatever_it_is_now() {
 /// Set in the child [`a_directory_legate_may_not_search_fails_the_selection`] runs.
 const UNSEARCHABLE_CHILD: &str = "LEGATE_TEST_UNSEARCHABLE_CHILD";
 
-/// Whether this process runs as root (which permission bits do not stop).
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .unwrap()
+/// Whether this process holds a capability that takes it past permission bits:
+/// `CAP_DAC_OVERRIDE` (1) or `CAP_DAC_READ_SEARCH` (2) in its effective set.
+fn passes_permission_bits() -> bool {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let effective = status
         .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap();
+    effective & 0b110 != 0
+}
+
+/// Restores a directory's mode when dropped, so the temporary tree can be removed whatever
+/// the test found.
+struct Searchable<'a>(&'a std::path::Path);
+impl Drop for Searchable<'_> {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = fs::set_permissions(self.0, fs::Permissions::from_mode(0o755));
+    }
 }
 
 /// A directory on the way to a tracked file that Legate may not search: the selection fails
-/// with `SOURCE_CHANGED` naming the file, rather than leave the file out as if deleted. Root
-/// passes permission bits, so the check runs in a child of this test binary whose bounding
-/// set lacks the two capabilities that let it (`setpriv`).
+/// with `SOURCE_CHANGED` naming the file, the I/O error kept as its cause, rather than leave
+/// the file out as if deleted. Root passes permission bits, so the check runs in a child of
+/// this test binary that `setpriv` starts without the two capabilities that let it.
 #[test]
 fn a_directory_legate_may_not_search_fails_the_selection() {
     let exe = std::env::current_exe().unwrap();
-    let mut child = if is_root() {
+    let mut child = if passes_permission_bits() {
         let mut c = std::process::Command::new("setpriv");
-        c.args(["--bounding-set", "-dac_override,-dac_read_search", "--"])
-            .arg(&exe);
+        c.args([
+            "--inh-caps",
+            "-all",
+            "--bounding-set",
+            "-dac_override,-dac_read_search",
+            "--",
+        ])
+        .arg(&exe);
         c
     } else {
         std::process::Command::new(&exe)
@@ -107,10 +127,10 @@ fn a_directory_legate_may_not_search_fails_the_selection() {
         .args(["--exact", "unsearchable_child", "--ignored", "--nocapture"])
         .env(UNSEARCHABLE_CHILD, "1")
         .output()
-        .unwrap();
+        .expect("setpriv (util-linux) runs the child without root's way past permission bits");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.contains("1 passed"),
+        out.status.success() && stdout.contains("test unsearchable_child ... ok"),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -119,18 +139,23 @@ fn a_directory_legate_may_not_search_fails_the_selection() {
 #[test]
 #[ignore = "run by a_directory_legate_may_not_search_fails_the_selection, without root's way past permission bits"]
 fn unsearchable_child() {
-    assert!(std::env::var_os(UNSEARCHABLE_CHILD).is_some());
     use std::os::unix::fs::PermissionsExt;
+    std::env::var(UNSEARCHABLE_CHILD).expect("run by the parent test");
     let f = Fixture::new(&[("deep/er/a.rs", b"a"), ("keep.txt", b"k")]);
     f.commit_all();
     let dir = f.project.join("deep/er");
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o000)).unwrap();
+    let _restore = Searchable(&dir);
     // Not even a name under it can be looked at: the proof that the capabilities are gone.
     let blind = fs::symlink_metadata(dir.join("a.rs")).unwrap_err();
-    let selected = f.select(&[]);
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(blind.kind(), std::io::ErrorKind::PermissionDenied);
-    let err = selected.unwrap_err();
+    let err = f.select(&[]).unwrap_err();
     assert_eq!(err.code, legate_core::ErrorCode::SourceChanged, "{err}");
     assert!(err.message.contains("deep/er/a.rs"), "{err}");
+    let cause = err
+        .cause
+        .as_deref()
+        .and_then(|c| c.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind);
+    assert_eq!(cause, Some(std::io::ErrorKind::PermissionDenied), "{err:?}");
 }

@@ -7,7 +7,9 @@
 //! until its new image is set up. So it looks again at once after a look that signalled a
 //! process, and after a 2 ms pause while a look meets a process that may be in `exec` (alive,
 //! not a kernel thread, started within the last second, its environment empty), for up to
-//! [`KILL_PATIENCE`]; at most [`KILL_LOOKS`] looks in all.
+//! [`KILL_PATIENCE`]; at most [`KILL_LOOKS`] looks in all. "Started" is when it was forked:
+//! a leftover forked longer ago that is in `exec` at the very moment of the look is not waited
+//! for, and is found by the next recovery that looks for the same runner.
 //!
 //! It must never signal this process, a process whose environment it could not read (another
 //! user's, a non-dumpable one), or one that does not carry the marker exactly.
@@ -28,7 +30,7 @@ const KILL_PAUSE: Duration = Duration::from_millis(2);
 
 /// How recently a process must have started for an empty environment to mean it may be in
 /// `exec`: one started long ago with an empty environment (`env -i`) costs no waiting.
-const RECENT: Duration = Duration::from_secs(1);
+const RECENT_START: Duration = Duration::from_secs(1);
 
 /// Kills every process whose environment carries `LEGATE_RUNNER=<runner>` (see the module
 /// doc for how it looks). Returns how many processes were signalled.
@@ -64,7 +66,7 @@ struct Look {
 /// `None` when `/proc` cannot be read.
 fn look(marker: &[u8], me: rustix::process::Pid, signalled: &mut BTreeSet<i32>) -> Option<Look> {
     let entries = std::fs::read_dir("/proc").ok()?;
-    let recent_since = uptime_ticks().map(|now| now.saturating_sub(ticks(RECENT)));
+    let recent_since = boot_ticks().saturating_sub(ticks(RECENT_START));
     let mut look = Look {
         signalled: 0,
         in_exec: 0,
@@ -85,7 +87,7 @@ fn look(marker: &[u8], me: rustix::process::Pid, signalled: &mut BTreeSet<i32>) 
             continue;
         };
         if environ.is_empty() {
-            if recent_since.is_some_and(|since| may_be_in_exec(&entry.path(), since)) {
+            if may_be_in_exec(&entry.path(), recent_since) {
                 look.in_exec += 1;
             }
             continue;
@@ -127,11 +129,14 @@ fn may_be_in_exec(dir: &Path, since: u64) -> bool {
         && number(19).is_some_and(|started| started >= since)
 }
 
-/// Clock ticks since boot, from `/proc/uptime`.
-fn uptime_ticks() -> Option<u64> {
-    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
-    let seconds: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-    Some(ticks(Duration::from_secs_f64(seconds)))
+/// Clock ticks since boot, on the clock `/proc/<pid>/stat`'s start times count on
+/// (`CLOCK_BOOTTIME`, in this process's time namespace as they are; not `/proc/uptime`, which
+/// some containers replace with their own age).
+fn boot_ticks() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let seconds = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u32::try_from(now.tv_nsec).unwrap_or(0).min(999_999_999);
+    ticks(Duration::new(seconds, nanos))
 }
 
 /// `d` in the clock ticks `/proc/<pid>/stat` counts in.
@@ -232,16 +237,42 @@ mod tests {
     }
 
     #[test]
-    fn a_process_started_long_ago_with_an_empty_environment_is_not_waited_for() {
-        // This test's own process started before it ran; a fresh one is recent.
-        let since = uptime_ticks().unwrap();
-        let own = Path::new("/proc/self");
-        assert!(!may_be_in_exec(own, since.saturating_add(ticks(RECENT))));
-        assert!(may_be_in_exec(own, 0));
+    fn only_a_process_started_within_the_last_second_may_be_waited_for() {
+        // The threshold a look uses: a process started just now is within it; the machine's
+        // first process, started long before this test (the build alone takes minutes), and
+        // this process's zombie child are not.
+        let fresh = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        let mut fresh = fresh;
+        let since = boot_ticks().saturating_sub(ticks(RECENT_START));
+        let at = |pid: u32| std::path::PathBuf::from(format!("/proc/{pid}"));
+        assert!(may_be_in_exec(&at(fresh.id()), since));
+        assert!(!may_be_in_exec(Path::new("/proc/1"), since));
+        fresh.kill().unwrap();
+        // Killed, not yet reaped: a zombie is never in `exec`.
+        assert!(until_zombie(fresh.id()));
+        assert!(!may_be_in_exec(&at(fresh.id()), 0));
+        fresh.wait().unwrap();
         // A kernel thread (kthreadd, pid 2 where the machine shows it) never is.
         let kthreadd = Path::new("/proc/2");
         if std::fs::read_to_string(kthreadd.join("comm")).is_ok_and(|c| c.trim() == "kthreadd") {
             assert!(!may_be_in_exec(kthreadd, 0));
         }
+    }
+
+    /// Waits (up to 10 s) until process `pid` is a zombie; true when it became one.
+    fn until_zombie(pid: u32) -> bool {
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_secs(10) {
+            let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let at = stat.iter().rposition(|b| *b == b')').unwrap_or(0);
+            if stat.get(at + 2) == Some(&b'Z') {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
     }
 }
