@@ -475,13 +475,13 @@ mod tests {
     fn the_timeout_kills_the_whole_group_and_output_is_bounded() {
         let dirs = Dirs::new();
         let marker = dirs.copy.path().join("survived");
+        // The marker would come after the timeout (2 s), which leaves a slow start time to
+        // write the first 1,000 bytes.
         let script = format!(
-            "(sleep 1; touch {}) & yes | head -c 100000; sleep 30",
+            "(sleep 3; touch {}) & yes | head -c 100000; sleep 30",
             marker.display()
         );
-        let r = dirs
-            .run_sh(&script, Duration::from_millis(300), 1000)
-            .unwrap();
+        let r = dirs.run_sh(&script, Duration::from_secs(2), 1000).unwrap();
         assert!(r.timed_out);
         assert!(r.output_truncated);
         assert_eq!(r.stdout.len(), 1000);

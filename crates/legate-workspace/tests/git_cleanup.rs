@@ -68,7 +68,8 @@ fn a_git_that_cannot_be_shown_gone_blocks_its_copy() {
         tools.path(),
         "holder",
         &format!(
-            "setsid sh -c 'echo $$ > {}; trap \"\" TERM; exec sleep 30' &\nsleep 30",
+            "setsid sh -c 'trap \"\" TERM; echo $$ > {0}; exec sleep 30' &\n\
+             while [ ! -s {0} ]; do sleep 0.01; done\nsleep 30",
             pid_file.display()
         ),
     );
