@@ -157,13 +157,15 @@ impl Processes {
             if pid == me {
                 continue;
             }
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
                 continue;
             };
-            // `pid (comm) state ppid pgrp …`: comm may hold anything, so split after its `)`.
-            let Some((_, rest)) = stat.rsplit_once(')') else {
+            // `pid (comm) state ppid pgrp …`: comm may hold any byte (not UTF-8 either: an
+            // agent names what it runs), so the fields are read after its last `)`.
+            let Some(at) = stat.iter().rposition(|b| *b == b')') else {
                 continue;
             };
+            let rest = String::from_utf8_lossy(&stat[at + 1..]);
             let mut fields = rest.split_whitespace();
             let state = fields.next();
             if matches!(state, Some("Z" | "X" | "x")) {
@@ -555,5 +557,33 @@ mod tests {
         assert!(run.verify(Duration::from_secs(2)).await);
         assert!(!Processes::new(pid, None).alive());
         assert_eq!(run.stop(Duration::from_secs(1)).await, (Vec::new(), 0));
+    }
+
+    #[tokio::test]
+    async fn a_marked_process_whose_name_is_not_utf8_is_found() {
+        use std::os::unix::ffi::OsStrExt;
+        // An agent names what it runs: `/proc/<pid>/stat`'s command name is then not UTF-8.
+        let dir = tempfile::tempdir().unwrap();
+        let name = dir
+            .path()
+            .join(std::ffi::OsStr::from_bytes(b"\xff\xfe(x) y"));
+        std::os::unix::fs::symlink("/bin/sleep", &name).unwrap();
+        let marker = new_marker();
+        let mut child = tokio::process::Command::new(&name)
+            .arg("30")
+            .env(RUN_ENV, &marker)
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let run = Processes::new(i32::MAX - 7, Some(marker));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !run.alive() {
+            assert!(tokio::time::Instant::now() < deadline, "never seen");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!run.verify(Duration::from_millis(200)).await);
+        child.kill().await.unwrap();
+        assert!(run.verify(Duration::from_secs(5)).await);
     }
 }

@@ -280,13 +280,15 @@ fn live_in_group(pgid: i32) -> Option<usize> {
         {
             continue;
         }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+        let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
             continue;
         };
-        // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        // `pid (comm) state ppid pgrp ...`: comm may hold spaces, parentheses and bytes that
+        // are not UTF-8, so the fields are read after its last `)`.
+        let Some(at) = stat.iter().rposition(|b| *b == b')') else {
             continue;
         };
+        let rest = String::from_utf8_lossy(&stat[at + 1..]);
         let mut fields = rest.split_whitespace();
         let state = fields.next();
         let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
