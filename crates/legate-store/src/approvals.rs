@@ -512,21 +512,7 @@ impl Store {
             let now = Timestamp::now().0;
             let mut expired = 0;
             for task in tasks {
-                tx.prepare_cached(
-                    "INSERT INTO decisions (task_id, agent, tool, decider, rule_id, channel, \
-                     decision, option_id, reason, approval_id, at) \
-                     SELECT task_id, agent, tool, 'deadline', rule_id, NULL, 'deny', NULL, ?2, \
-                     id, ?3 FROM approvals WHERE task_id = ?1 AND state = 'pending'",
-                )
-                .and_then(|mut st| st.execute(params![task.as_str(), reason, now]))
-                .ctx("audit expired approvals")?;
-                expired += tx
-                    .prepare_cached(
-                        "UPDATE approvals SET state = 'expired', closed_reason = ?2, \
-                         decided_at = ?3 WHERE task_id = ?1 AND state = 'pending'",
-                    )
-                    .and_then(|mut st| st.execute(params![task.as_str(), reason, now]))
-                    .ctx("expire approvals")?;
+                expired += expire_pending_in(tx, task, reason, now)?;
             }
             Ok(expired)
         })
@@ -547,6 +533,30 @@ impl Store {
             .ctx("look up an allow-for-task answer")
         })
     }
+}
+
+/// Expires the pending approvals of `task` with `reason` inside `tx`, each audited as refused
+/// (`decider: deadline`, nothing sent: the agent is gone). Returns how many expired.
+pub(crate) fn expire_pending_in(
+    tx: &rusqlite::Transaction<'_>,
+    task: &TaskId,
+    reason: &str,
+    now: i64,
+) -> Result<usize> {
+    tx.prepare_cached(
+        "INSERT INTO decisions (task_id, agent, tool, decider, rule_id, channel, \
+         decision, option_id, reason, approval_id, at) \
+         SELECT task_id, agent, tool, 'deadline', rule_id, NULL, 'deny', NULL, ?2, \
+         id, ?3 FROM approvals WHERE task_id = ?1 AND state = 'pending'",
+    )
+    .and_then(|mut st| st.execute(params![task.as_str(), reason, now]))
+    .ctx("audit expired approvals")?;
+    tx.prepare_cached(
+        "UPDATE approvals SET state = 'expired', closed_reason = ?2, \
+         decided_at = ?3 WHERE task_id = ?1 AND state = 'pending'",
+    )
+    .and_then(|mut st| st.execute(params![task.as_str(), reason, now]))
+    .ctx("expire approvals")
 }
 
 #[cfg(test)]
@@ -582,7 +592,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn allow_for_task() -> ApprovalAnswer {
+    pub(crate) fn allow_for_task() -> ApprovalAnswer {
         ApprovalAnswer {
             answer: Answer::AllowForTask,
             reason: None,

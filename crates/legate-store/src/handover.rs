@@ -126,8 +126,9 @@ mod tests {
 
         // `task()` names its agent "claude": spared when bound, failed when not.
         let failed = store
-            .fail_unfinished_sparing(Some("dead"), &error, &|agent| agent == "claude")
-            .unwrap();
+            .fail_unfinished_sparing(Some("dead"), &error, "gone", &|agent| agent == "claude")
+            .unwrap()
+            .tasks;
         assert_eq!(failed, std::slice::from_ref(&local));
         assert_eq!(
             store.task_runner(&bound).unwrap(),
@@ -141,8 +142,9 @@ mod tests {
 
         // An agent that cannot follow its remote task: failed as before.
         let failed = store
-            .fail_unfinished_sparing(Some("dead"), &error, &|_| false)
-            .unwrap();
+            .fail_unfinished_sparing(Some("dead"), &error, "gone", &|_| false)
+            .unwrap()
+            .tasks;
         assert_eq!(failed, [bound]);
         assert!(store.remote_tasks_of("dead").unwrap().is_empty());
     }

@@ -76,6 +76,7 @@ pub use memory::{
 pub use messages::{MessageClaim, MessageRecord};
 pub use metrics::{DecisionCount, DecisionTally, PendingApprovals, TaskCount, TokenSums};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
+pub use recovery::EndedTasks;
 pub use schema::SCHEMA_VERSION;
 pub use sign_ins::Spent;
 pub use tap::TapTotals;

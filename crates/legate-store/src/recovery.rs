@@ -7,6 +7,7 @@
 //! columns.
 
 use crate::Store;
+use crate::approvals::expire_pending_in;
 use crate::events::append_in;
 use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found};
 use legate_core::{Error, ErrorCode, EventKind, Result, TaskId, TaskState, Timestamp};
@@ -20,6 +21,15 @@ fn states(terminal: bool) -> String {
         .map(|s| format!("'{}'", s.as_str()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What [`Store::fail_unfinished_sparing`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndedTasks {
+    /// The tasks it failed or canceled, oldest first.
+    pub tasks: Vec<TaskId>,
+    /// How many of their pending approvals expired.
+    pub approvals_expired: usize,
 }
 
 fn collect_ids(rows: rusqlite::Result<Vec<String>>, what: &str) -> Result<Vec<TaskId>> {
@@ -76,22 +86,28 @@ impl Store {
     /// that no runner claimed) with `error`: state `failed`, the error, the error's sentence
     /// as status message, `updated_at` now, and a `status` event saying so. A task whose
     /// cancel was requested ([`Store::request_cancel`]) ends `canceled` instead, with
-    /// `TASK_CANCELED` and a status message saying why it ended there. Returns their ids, oldest first.
+    /// `TASK_CANCELED` and a status message saying why it ended there. Their pending
+    /// approvals expire in the same transaction (the error's sentence as the reason): their
+    /// agents are gone, and nobody would read an answer. Returns their ids, oldest first.
     pub fn fail_unfinished(&self, runner: Option<&str>, error: &Error) -> Result<Vec<TaskId>> {
-        self.fail_unfinished_sparing(runner, error, &|_| false)
+        self.fail_unfinished_sparing(runner, error, &error.message, &|_| false)
+            .map(|ended| ended.tasks)
     }
 
     /// [`Store::fail_unfinished`], except that a task bound to a remote task (its `remote`
     /// column is set, see [`Store::set_task_remote`]) whose agent `spare` names is left as it
     /// is, still claimed by `runner`, for an engine to take over
     /// ([`Store::claim_task`]). `spare` gets the task's agent name; the store does not know
-    /// which agents can follow a remote task, the engine does.
+    /// which agents can follow a remote task, the engine does. The pending approvals of the
+    /// tasks it ends expire with `approval_reason`, in the same transaction: a process that
+    /// dies right after leaves no approval waiting for a task that ended.
     pub fn fail_unfinished_sparing(
         &self,
         runner: Option<&str>,
         error: &Error,
+        approval_reason: &str,
         spare: &dyn Fn(&str) -> bool,
-    ) -> Result<Vec<TaskId>> {
+    ) -> Result<EndedTasks> {
         let select = format!(
             "SELECT id, cancel_requested_at IS NOT NULL, agent, remote IS NOT NULL FROM tasks \
              WHERE runner IS ?1 AND state IN ({}) ORDER BY created_at, id",
@@ -137,6 +153,7 @@ impl Store {
                 )
                 .ctx("fail unfinished tasks")?;
             let mut ids = Vec::with_capacity(rows.len());
+            let mut approvals_expired = 0;
             for (id, cancel_requested) in rows {
                 let id = TaskId(id);
                 let (state, code, message, status, event) = if cancel_requested {
@@ -167,9 +184,13 @@ impl Store {
                     ])
                     .ctx("fail unfinished tasks")?;
                 append_in(tx, &id, std::slice::from_ref(event), now)?;
+                approvals_expired += expire_pending_in(tx, &id, approval_reason, now.0)?;
                 ids.push(id);
             }
-            Ok(ids)
+            Ok(EndedTasks {
+                tasks: ids,
+                approvals_expired,
+            })
         })
     }
 
@@ -421,6 +442,60 @@ mod tests {
         let failed = store.task(&TaskId("c2".into())).unwrap().unwrap();
         assert_eq!(failed.state, TaskState::Failed);
         assert_eq!(failed.error.as_ref(), Some(&error));
+    }
+
+    #[test]
+    fn the_approvals_of_the_tasks_a_dead_runner_left_expire_in_the_same_write() {
+        use crate::approvals::ApprovalState;
+        use crate::approvals::tests::approval;
+        let store = Store::open_in_memory().unwrap();
+        insert(&store, "w1", 1, TaskState::InputRequired, Some("dead"));
+        insert(&store, "w2", 2, TaskState::Working, Some("alive"));
+        let (w1, w2) = (TaskId("w1".into()), TaskId("w2".into()));
+        store.insert_approval(&approval("a1", &w1, 1), "s").unwrap();
+        store.insert_approval(&approval("a2", &w2, 2), "s").unwrap();
+        store.insert_approval(&approval("a3", &w1, 3), "s").unwrap();
+        store
+            .answer_approval("a3", &crate::approvals::tests::allow_for_task())
+            .unwrap();
+        let error = Error::new(ErrorCode::ServerRestarted, "the process stopped.");
+
+        let ended = store
+            .fail_unfinished_sparing(Some("dead"), &error, "nobody is left to answer", &|_| false)
+            .unwrap();
+        assert_eq!(
+            ended,
+            EndedTasks {
+                tasks: vec![w1.clone()],
+                approvals_expired: 1,
+            }
+        );
+        let a1 = store.approval("a1").unwrap().unwrap();
+        assert_eq!(a1.state, ApprovalState::Expired);
+        assert_eq!(
+            a1.closed_reason.as_deref(),
+            Some("nobody is left to answer")
+        );
+        // Audited as refused by the deadline, nothing sent.
+        assert_eq!(
+            a1.decided.map(|d| d.decider),
+            Some(legate_core::Decider::Deadline)
+        );
+        // Another runner's task, and an approval answered before, are left as they were.
+        assert_eq!(
+            store.approval("a2").unwrap().unwrap().state,
+            ApprovalState::Pending
+        );
+        assert_eq!(
+            store.approval("a3").unwrap().unwrap().state,
+            ApprovalState::Allowed
+        );
+        // Nothing is left for a second pass.
+        let again = store
+            .fail_unfinished_sparing(Some("dead"), &error, "again", &|_| false)
+            .unwrap();
+        assert_eq!(again.tasks, Vec::<TaskId>::new());
+        assert_eq!(again.approvals_expired, 0);
     }
 
     #[test]

@@ -136,34 +136,84 @@ pub fn recover_others(
         if Some(runner.as_str()) == own || is_alive(&run_dir, &runner) {
             continue;
         }
-        let error = Error::new(
-            ErrorCode::ServerRestarted,
-            "the legate process running this task stopped before the task ended; it was not re-run",
-        );
-        let ids = store.fail_unfinished_sparing(Some(&runner), &error, reattaches)?;
-        // Their agents are gone: nobody will read an answer to what they asked.
-        let expired = store.expire_approvals_of(
-            &ids,
-            "the Legate process running the task stopped while the approval waited",
-        )?;
-        if expired > 0 {
-            tracing::warn!(runner = %runner, approvals = expired, "expired approvals of a dead runner's tasks");
-        }
-        let killed = kill_leftovers(&runner);
-        if killed > 0 {
-            tracing::warn!(runner = %runner, processes = killed, "killed processes left by a dead runner");
-        }
-        if !ids.is_empty() {
-            tracing::warn!(runner = %runner, tasks = ids.len(), "marked tasks of a dead runner as failed");
-        }
-        // After the kill: nothing the dead run started writes into a copy being removed.
-        let removed = crate::core::leftovers::settle_interrupted(store, paths, &ids);
-        if removed > 0 {
-            tracing::info!(runner = %runner, copies = removed, "removed copies of interrupted tasks");
-        }
-        marked += ids.len();
+        marked += recover_runner(store, paths, &runner, reattaches)?;
     }
     Ok(marked)
+}
+
+/// Recovers one dead runner: kills what it left running, then ends its tasks (their pending
+/// approvals expire in the same write), then settles their copies. Returns how many tasks
+/// it ended.
+///
+/// A `kill -9` may stop this after any step, and the next recovery starts again from the
+/// first, so each step may run twice. What makes the order right: a runner whose tasks are
+/// ended has none unfinished and is never visited again, so the kill must come before; the
+/// copies come last, after the kill (nothing the dead run started writes into a copy being
+/// removed), and if they are never reached the retention sweep removes them.
+fn recover_runner(
+    store: &Store,
+    paths: &Paths,
+    runner: &str,
+    reattaches: Reattaches<'_>,
+) -> Result<usize> {
+    let killed = kill_leftovers(runner);
+    if killed > 0 {
+        tracing::warn!(runner = %runner, processes = killed, "killed processes left by a dead runner");
+    }
+    stops_after(Step::Killed)?;
+    let error = Error::new(
+        ErrorCode::ServerRestarted,
+        "the legate process running this task stopped before the task ended; it was not re-run",
+    );
+    // Their agents are gone: nobody will read an answer to what they asked.
+    let ended = store.fail_unfinished_sparing(
+        Some(runner),
+        &error,
+        "the Legate process running the task stopped while the approval waited",
+        reattaches,
+    )?;
+    if ended.approvals_expired > 0 {
+        tracing::warn!(runner = %runner, approvals = ended.approvals_expired, "expired approvals of a dead runner's tasks");
+    }
+    if !ended.tasks.is_empty() {
+        tracing::warn!(runner = %runner, tasks = ended.tasks.len(), "marked tasks of a dead runner as failed");
+    }
+    stops_after(Step::Ended)?;
+    let removed = crate::core::leftovers::settle_interrupted(store, paths, &ended.tasks);
+    if removed > 0 {
+        tracing::info!(runner = %runner, copies = removed, "removed copies of interrupted tasks");
+    }
+    Ok(ended.tasks.len())
+}
+
+/// The steps of [`recover_runner`] after which a test may stop it, as a `kill -9` would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Killed,
+    Ended,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The step after which recovery on this thread stops, for the crash tests.
+    static STOPS_AFTER: std::cell::Cell<Option<Step>> = const { std::cell::Cell::new(None) };
+}
+
+/// Nothing, except in this crate's tests, where recovery can be made to stop after `step`.
+#[cfg(test)]
+fn stops_after(step: Step) -> Result<()> {
+    if STOPS_AFTER.get() == Some(step) {
+        return Err(Error::new(
+            ErrorCode::Internal,
+            "recovery stopped here by the test",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(test))]
+fn stops_after(_step: Step) -> Result<()> {
+    Ok(())
 }
 
 /// The environment variable that tags processes with the runner that started them.
@@ -202,5 +252,102 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("abc123.lock")).unwrap();
         assert!(is_alive(dir.path(), "abc123"));
+    }
+
+    /// A process carrying `runner`'s tag, as an agent's command outlives its Legate.
+    fn leftover(runner: &str) -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("100")
+            .env(RUNNER_ENV, runner)
+            .spawn()
+            .unwrap()
+    }
+
+    /// Whether `child` ended (reaping it) within 10 s.
+    fn ended(child: &mut std::process::Child) -> bool {
+        let began = std::time::Instant::now();
+        while began.elapsed() < std::time::Duration::from_secs(10) {
+            if child.try_wait().unwrap().is_some() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        false
+    }
+
+    #[test]
+    fn a_recovery_stopped_after_any_step_is_finished_by_the_next() {
+        use legate_core::{EventKind, Task, TaskState};
+        use legate_store::{ApprovalState, ToolCallSummary};
+        for stops in [Some(Step::Killed), Some(Step::Ended), None] {
+            let home = tempfile::tempdir().unwrap();
+            let paths = Paths::new(home.path());
+            let store = Store::open_in_memory().unwrap();
+            let runner = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+            let task = Task::new("t-left", "c", "revisor", "p");
+            let working = EventKind::Status {
+                state: TaskState::Working,
+                message: None,
+                error: None,
+            };
+            store
+                .insert_task_run_by(&task, &working, Some(&runner))
+                .unwrap();
+            let asked = legate_store::Approval {
+                id: "a-left".into(),
+                task_id: task.id.clone(),
+                agent: "revisor".into(),
+                role: "worker".into(),
+                tool: ToolCallSummary {
+                    kind: legate_core::ToolKind::Execute,
+                    title: "touch x".into(),
+                    paths: Vec::new(),
+                    command: Some(vec!["touch".into(), "x".into()]),
+                    script: None,
+                    destination: None,
+                },
+                options: Vec::new(),
+                rule_id: None,
+                reason: "ask".into(),
+                answerers: vec!["human".into()],
+                created_at: legate_core::Timestamp(1),
+                deadline: legate_core::Timestamp(i64::MAX),
+                state: ApprovalState::Pending,
+                answer: None,
+                closed_reason: None,
+                decided: None,
+            };
+            store.insert_approval(&asked, "s").unwrap();
+            let mut child = leftover(&runner);
+
+            STOPS_AFTER.set(stops);
+            let first = recover_others(&store, &paths, None, &|_| false);
+            STOPS_AFTER.set(None);
+            assert_eq!(first.is_err(), stops.is_some(), "{stops:?}");
+            // The process that ran the first recovery died there; the next one runs whole.
+            assert_eq!(
+                recover_others(&store, &paths, None, &|_| false).unwrap(),
+                usize::from(stops == Some(Step::Killed)),
+                "{stops:?}"
+            );
+
+            let gone = ended(&mut child);
+            if !gone {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            assert!(
+                gone,
+                "the dead runner's process outlived recovery ({stops:?})"
+            );
+            let task = store.task(&task.id).unwrap().unwrap();
+            assert_eq!(task.state, TaskState::Failed, "{stops:?}");
+            assert_eq!(task.error.map(|e| e.code), Some(ErrorCode::ServerRestarted));
+            assert_eq!(
+                store.approval("a-left").unwrap().unwrap().state,
+                ApprovalState::Expired,
+                "{stops:?}"
+            );
+        }
     }
 }
