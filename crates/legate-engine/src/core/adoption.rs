@@ -144,14 +144,17 @@ impl Core {
             ErrorCode::ServerRestarted,
             "the legate process running this task stopped before the task ended, and its agent can no longer follow the remote task; it was not re-run",
         );
-        self.end(task, Ending::failed(error, Accumulator::default()), |s| {
-            !s.is_terminal()
-        })?;
+        // Approvals first: a process that dies between the two leaves the task unfinished,
+        // and the next recovery ends it; the other way round, approvals would wait on an
+        // ended task that nothing visits again.
         let ids = [task.id.clone()];
         self.store().expire_approvals_of(
             &ids,
             "the Legate process running the task stopped while the approval waited",
         )?;
+        self.end(task, Ending::failed(error, Accumulator::default()), |s| {
+            !s.is_terminal()
+        })?;
         crate::core::leftovers::settle_interrupted(self.store(), &self.config().paths, &ids);
         tracing::warn!(task = %task.id, agent = %task.agent, "a remote task whose agent cannot re-attach was failed");
         Ok(())

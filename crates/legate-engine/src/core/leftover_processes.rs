@@ -9,7 +9,9 @@
 //! not a kernel thread, started within the last second, its environment empty), for up to
 //! [`KILL_PATIENCE`]; at most [`KILL_LOOKS`] looks in all. "Started" is when it was forked:
 //! a leftover forked longer ago that is in `exec` at the very moment of the look is not waited
-//! for, and is found by the next recovery that looks for the same runner.
+//! for. No later recovery looks for the same runner once its tasks are ended (only one with
+//! tasks spared for re-attachment is visited again), so such a process is missed for good; a
+//! confined agent's PID namespace leaves nothing to miss.
 //!
 //! It must never signal this process, a process whose environment it could not read (another
 //! user's, a non-dumpable one), or one that does not carry the marker exactly.

@@ -110,13 +110,16 @@ pub type Reattaches<'a> = &'a dyn Fn(&str) -> bool;
 /// for an engine, which re-attaches it or fails it with `SERVER_RESTARTED` itself.
 pub const SPARE_EVERY_REMOTE: Reattaches<'static> = &|_| true;
 
-/// Marks the unfinished tasks of every dead runner (their locks under `paths.run()`) `failed`
-/// with `SERVER_RESTARTED`, kills what those runners left running, and removes the copies of
-/// the copy tasks it ended (see `leftovers`); then finishes the integrations a crash
+/// For every dead runner (its lock under `paths.run()` free): kills what it left running,
+/// marks its unfinished tasks `failed` with `SERVER_RESTARTED` (their pending approvals
+/// expired in the same write), and removes the copies of the copy tasks it ended (see
+/// `leftovers`; the order is [`recover_runner`]'s); then finishes the integrations a crash
 /// interrupted (`integration_recovery`). A task bound to a remote task whose agent
 /// `reattaches` is left unfinished, still claimed by the dead runner, for an engine to take
-/// over (`adoption`): it is not killed, its copy is kept, and it has no local approvals to
-/// expire. Returns how many tasks were marked. Safe to run from any process at any time.
+/// over (`adoption`): it is not failed, its copy is kept, and it has no local approvals to
+/// expire. What the runner left running is killed all the same (an engine that takes the
+/// task over runs its processes under its own runner id). Returns how many tasks were
+/// marked. Safe to run from any process at any time.
 pub fn recover(store: &Store, paths: &Paths, reattaches: Reattaches<'_>) -> Result<usize> {
     let marked = recover_others(store, paths, None, reattaches)?;
     crate::core::integration_recovery::recover_integrations(store, &paths.run());
@@ -263,6 +266,23 @@ mod tests {
             .unwrap()
     }
 
+    /// Waits (up to 10 s) until `child`'s environment shows `runner`'s tag: until then it
+    /// may be in `exec`, and a recovery could miss it (`leftover_processes`).
+    fn until_tagged(child: &std::process::Child, runner: &str) {
+        let marker = format!("{RUNNER_ENV}={runner}");
+        let environ = format!("/proc/{}/environ", child.id());
+        let began = std::time::Instant::now();
+        while began.elapsed() < std::time::Duration::from_secs(10) {
+            if std::fs::read(&environ)
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        panic!("the leftover never showed its tag");
+    }
+
     /// Whether `child` ended (reaping it) within 10 s.
     fn ended(child: &mut std::process::Child) -> bool {
         let began = std::time::Instant::now();
@@ -319,6 +339,7 @@ mod tests {
             };
             store.insert_approval(&asked, "s").unwrap();
             let mut child = leftover(&runner);
+            until_tagged(&child, &runner);
 
             STOPS_AFTER.set(stops);
             let first = recover_others(&store, &paths, None, &|_| false);
