@@ -220,6 +220,20 @@ impl Store {
         })
     }
 
+    /// Whether the task has a notice whose `detail.event` is `event` and whose message is
+    /// `message`.
+    pub fn has_notice_saying(&self, task_id: &TaskId, event: &str, message: &str) -> Result<bool> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 AND type = 'notice' \
+                 AND json_extract(payload, '$.detail.event') = ?2 \
+                 AND json_extract(payload, '$.message') = ?3)",
+            )
+            .and_then(|mut st| st.query_row([task_id.as_str(), event, message], |r| r.get(0)))
+            .ctx("look for a notice")
+        })
+    }
+
     /// The number of the task's last event; 0 when it has none (or does not exist).
     pub fn last_seq(&self, task_id: &TaskId) -> Result<u64> {
         self.read(|conn| last_seq_in(conn, task_id))
@@ -304,6 +318,33 @@ mod tests {
         assert!(
             !store
                 .has_notice(&TaskId("nope".into()), "peer-message-refused")
+                .unwrap()
+        );
+        // By its event and its message, both.
+        let said = "peer message \"m\" refused";
+        assert!(
+            !store
+                .has_notice_saying(&t.id, "peer-message-refused", said)
+                .unwrap()
+        );
+        store
+            .append_events(
+                &t.id,
+                &[EventKind::Notice {
+                    message: said.into(),
+                    detail: serde_json::json!({"event": "peer-message-refused"}),
+                }],
+            )
+            .unwrap();
+        assert!(
+            store
+                .has_notice_saying(&t.id, "peer-message-refused", said)
+                .unwrap()
+        );
+        assert!(!store.has_notice_saying(&t.id, "other", said).unwrap());
+        assert!(
+            !store
+                .has_notice_saying(&t.id, "peer-message-refused", "another")
                 .unwrap()
         );
     }

@@ -117,12 +117,14 @@ impl Core {
                         .and_then(ErrorCode::parse)
                         .is_some_and(scheduler::holds_for_peers) =>
                 {
-                    // Held for its peer envelopes: they are recorded again, and only once
-                    // they pass does the node go back to be settled by the scheduler.
+                    // Held for its peer envelopes: they are recorded again, those that
+                    // conflict or pass a limit dropped (recording again could never clear
+                    // them; the resume is the word to go on without them), and the node goes
+                    // back to be settled by the scheduler.
                     let Some(task) = g.latest(&rec.node_id) else {
                         continue;
                     };
-                    match self.record_peer_envelopes(g, rec, task) {
+                    match self.record_peer_envelopes(g, rec, task, peer::Recording::Resume) {
                         Ok(()) => {
                             let again = NodeRecord {
                                 error_code: None,

@@ -444,7 +444,7 @@ impl Core {
             }
         }
         if !state.is_terminal() {
-            if let Err(e) = self.record_peer_envelopes(g, rec, task) {
+            if let Err(e) = self.record_peer_envelopes(g, rec, task, peer::Recording::TurnEnd) {
                 if holds_for_peers(e.code) {
                     // The node's turn is over: it is held, not running, until resumed.
                     self.put_node(
@@ -581,12 +581,14 @@ impl Core {
 
     /// Records the peer envelopes in the answer of node `rec`'s ended `task` (see
     /// `peer::record`); the error is the group's pause reason. Recording an answer again
-    /// finds its stored messages again, and the same conflict or limit again.
+    /// finds its stored messages again, and the same conflict or limit again, until a resume
+    /// records it (`recording`) and drops those.
     pub(crate) fn record_peer_envelopes(
         &self,
         g: &Loaded,
         rec: &NodeRecord,
         task: &Task,
+        recording: peer::Recording,
     ) -> Result<()> {
         let answer = task.result.as_ref().map_or("", |r| r.text.as_str());
         let found = peer::take_envelopes(answer);
@@ -620,6 +622,7 @@ impl Core {
             &task.id,
             found,
             &open,
+            recording,
         )
     }
 

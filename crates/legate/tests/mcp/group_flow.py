@@ -4,7 +4,8 @@ group_start, group_wait with a progress token until ready, group_status, groups,
 workflow_result, peer_receipts (the implementer's peer message to the synthesis, paged,
 without its body; a bad limit refused) and group_cancel of an ended group. Then the attacks:
 a node whose answer carries two peer messages under one id (the group pauses on
-PEER_MESSAGE_CONFLICT with that node `held`, and a resume does not get past it), and a
+PEER_MESSAGE_CONFLICT with that node `held`; a resume drops the second, the first stands and
+is delivered, and the group completes), and a
 read-only node flooding blockers (every group_wait page stays within its limit, one message
 per task; cursors of another group, a cursor past the end and a limit out of range are
 refused).
@@ -166,7 +167,7 @@ async def paused_on(session, definition, reason):
 
 
 async def conflict(session, project):
-    """Two peer messages under one id: held, paused, and a resume does not get past it."""
+    """Two peer messages under one id: held and paused; a resume drops the second."""
     twice = envelope("dup", "hear", "one") + " " + envelope("dup", "hear", "two")
     definition = {
         "workingDirectory": project,
@@ -182,17 +183,23 @@ async def conflict(session, project):
     assert nodes["talk"]["state"] == "held", status
     assert nodes["talk"]["error"] == "PEER_MESSAGE_CONFLICT", status
     assert nodes["hear"]["state"] == "pending", status
-    # A resume records the same answer again: the same conflict, nothing admitted.
+    # Until a resume nothing moves: the receipt of the first message only, still queued.
+    page = await call(session, "peer_receipts", {"groupId": group})
+    assert [r["state"] for r in page["receipts"]] == ["queued"], page
+    # A resume records the same answer again: the envelope that conflicts is dropped (the
+    # recorded message stands), and the group goes on to deliver it.
     resumed = await call(session, "group_start", {"groupId": group, "definitionSha256": sha})
-    assert resumed["state"] == "paused", resumed
-    assert resumed["pauseReason"] == "PEER_MESSAGE_CONFLICT", resumed
+    assert resumed["state"] == "running", resumed
     again = await wait_ready(session, group)
+    assert again["status"]["state"] == "completed", again
     nodes = {n["id"]: n for n in again["status"]["nodes"]}
-    assert nodes["talk"]["state"] == "held", again
-    assert nodes["hear"]["state"] == "pending" and not nodes["hear"]["taskIds"], again
-    canceled = await call(session, "group_cancel", {"groupId": group})
-    assert canceled["state"] == "canceled", canceled
-    return {"conflictNode": nodes["talk"]["state"], "conflictResumed": resumed["state"]}
+    assert nodes["talk"]["state"] == "succeeded", again
+    # The first message was `hear`'s second turn.
+    assert nodes["hear"]["state"] == "succeeded" and len(nodes["hear"]["taskIds"]) == 2, again
+    page = await call(session, "peer_receipts", {"groupId": group})
+    receipts = page["receipts"]
+    assert len(receipts) == 1 and receipts[0]["state"] == "sent", page
+    return {"conflictNode": "held", "conflictResumed": again["status"]["state"]}
 
 
 async def flood(session, project, other_group):

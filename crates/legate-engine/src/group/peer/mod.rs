@@ -15,6 +15,7 @@ mod envelope;
 mod receipts;
 
 pub use envelope::{Found, take_envelopes};
+
 pub use receipts::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 
 use super::GroupDefinition;
@@ -68,6 +69,27 @@ pub fn validate_routes<'a>(
 /// The `detail.event` of the notice an envelope refused or ignored leaves on its task.
 const REFUSED_NOTICE: &str = "peer-message-refused";
 
+/// The `detail.event` of the notice an envelope dropped at a resume leaves on its task.
+const DROPPED_NOTICE: &str = "peer-message-dropped";
+
+/// The `detail.event` of the notice that marks an answer recorded at a resume: it is not
+/// recorded again (see [`Recording::Resume`]).
+const SETTLED_NOTICE: &str = "peer-messages-settled";
+
+/// When an answer's envelopes are recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recording {
+    /// At the end of the node's turn: an envelope that conflicts with a stored message or
+    /// passes a limit pauses the group (`PEER_MESSAGE_CONFLICT`, `PEER_LIMIT_EXCEEDED`).
+    TurnEnd,
+    /// At an explicit resume of the group such a pause left, the node held for it: what
+    /// can be recorded is, and each envelope that conflicts or passes a limit is dropped
+    /// with a notice instead (the stored message stands; no limit is passed). Recording
+    /// again cannot clear either, so the resume is the person's word to go on without them.
+    /// The answer is then marked settled and never recorded again.
+    Resume,
+}
+
 /// The most messages one source node may send during the group.
 pub const MAX_MESSAGES_PER_SOURCE: u32 = 20;
 /// The most messages a group may carry.
@@ -86,15 +108,21 @@ pub struct Recorded {
     /// Envelopes ignored or refused, each for a person (never quoting a message's text).
     pub notices: Vec<String>,
     /// Set when the group must pause: `PEER_MESSAGE_CONFLICT` or `PEER_LIMIT_EXCEEDED`.
-    /// Envelopes after the one that set it were not looked at.
+    /// Envelopes after the one that set it were not looked at. Never set at a resume.
     pub pause: Option<Error>,
+    /// At a resume: the envelopes dropped instead of pausing, each for a person (never
+    /// quoting a message's text).
+    pub dropped: Vec<String>,
 }
 
-/// The scheduler's hook at a node's turn end: records what [`take_envelopes`] found in the
-/// answer of `from_task` (node `from_node`), appends a notice event to that task for each
-/// envelope ignored or refused, and returns the pause reason as the error
-/// (`PEER_MESSAGE_CONFLICT`, `PEER_LIMIT_EXCEEDED`; `STORE_ERROR` if the store failed).
-/// `recipient_open(node)` says whether that node may still take a turn.
+/// The scheduler's hook at a node's turn end, and at a resume for a node held for its
+/// envelopes (`recording`): records what [`take_envelopes`] found in the answer of
+/// `from_task` (node `from_node`), appends a notice event to that task for each envelope
+/// ignored or refused (and, at a resume, dropped), and returns the pause reason as the
+/// error (`PEER_MESSAGE_CONFLICT`, `PEER_LIMIT_EXCEEDED`; `STORE_ERROR` if the store failed).
+/// An answer already recorded at a resume is not recorded again. `recipient_open(node)`
+/// says whether that node may still take a turn.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn record(
     store: &Store,
     group_id: &str,
@@ -103,8 +131,9 @@ pub(crate) fn record(
     from_task: &TaskId,
     found: Vec<Found>,
     recipient_open: &dyn Fn(&str) -> bool,
+    recording: Recording,
 ) -> Result<()> {
-    if found.is_empty() {
+    if found.is_empty() || store.has_notice(from_task, SETTLED_NOTICE)? {
         return Ok(());
     }
     let routes = definition
@@ -119,18 +148,31 @@ pub(crate) fn record(
         routes,
         recipient_open,
         found,
+        recording,
     )?;
-    // An answer recorded again (its node settled again after a resume) finds the same
-    // envelopes refused: their notices were appended together the first time, not again.
-    if !recorded.notices.is_empty() && !store.has_notice(from_task, REFUSED_NOTICE)? {
-        let events: Vec<EventKind> = recorded
-            .notices
-            .iter()
-            .map(|message| EventKind::Notice {
-                message: message.clone(),
-                detail: serde_json::json!({"event": REFUSED_NOTICE, "group": group_id}),
-            })
-            .collect();
+    let notice = |message: &String, event: &str| EventKind::Notice {
+        message: message.clone(),
+        detail: serde_json::json!({"event": event, "group": group_id}),
+    };
+    let mut events: Vec<EventKind> = Vec::new();
+    // An answer recorded again (at a resume; its node settled again after one) finds the
+    // same envelopes refused: each notice is appended once. A resume may find more than the
+    // turn's end did, which stopped at the envelope that paused the group.
+    for message in &recorded.notices {
+        if !store.has_notice_saying(from_task, REFUSED_NOTICE, message)? {
+            events.push(notice(message, REFUSED_NOTICE));
+        }
+    }
+    if recording == Recording::Resume {
+        // The drops and the mark in one write: a crash before it leaves the node held, and
+        // the next resume records the answer again, finding what this one stored.
+        events.extend(recorded.dropped.iter().map(|m| notice(m, DROPPED_NOTICE)));
+        events.push(notice(
+            &"the peer messages of this answer were recorded at the group's resume".to_string(),
+            SETTLED_NOTICE,
+        ));
+    }
+    if !events.is_empty() {
         store.append_events(from_task, &events)?;
     }
     match recorded.pause {
@@ -143,8 +185,10 @@ pub(crate) fn record(
 /// `(from, to)` pairs. A malformed envelope, a route the definition does not name, a closed
 /// recipient or a text carrying a credential is a notice and stores nothing; a repeated id
 /// with the same route and text is the same receipt; with anything else it pauses
-/// (`PEER_MESSAGE_CONFLICT`); a limit pauses (`PEER_LIMIT_EXCEEDED`). `Err` only when the
+/// (`PEER_MESSAGE_CONFLICT`); a limit pauses (`PEER_LIMIT_EXCEEDED`); at a resume
+/// (`recording`) either is dropped instead, and the rest recorded. `Err` only when the
 /// store fails.
+#[allow(clippy::too_many_arguments)]
 pub fn record_found<'a>(
     store: &Store,
     group_id: &str,
@@ -153,8 +197,21 @@ pub fn record_found<'a>(
     routes: impl IntoIterator<Item = (&'a str, &'a str)> + Clone,
     recipient_open: &dyn Fn(&str) -> bool,
     found: Vec<Found>,
+    recording: Recording,
 ) -> Result<Recorded> {
     let mut out = Recorded::default();
+    // Whether `pause` ends the recording (at a turn's end) or `why` was dropped (at a
+    // resume), and the recording goes on.
+    let stops = |out: &mut Recorded, pause: Error, why: String| match recording {
+        Recording::TurnEnd => {
+            out.pause = Some(pause);
+            true
+        }
+        Recording::Resume => {
+            out.dropped.push(why);
+            false
+        }
+    };
     for item in found {
         let envelope = match item {
             Found::Envelope(e) => e,
@@ -163,8 +220,15 @@ pub fn record_found<'a>(
                 continue;
             }
             Found::OverLimit(why) => {
-                out.pause = Some(Error::new(ErrorCode::PeerLimitExceeded, why));
-                break;
+                let dropped = format!("peer message dropped at the group's resume: {why}");
+                if stops(
+                    &mut out,
+                    Error::new(ErrorCode::PeerLimitExceeded, why),
+                    dropped,
+                ) {
+                    break;
+                }
+                continue;
             }
         };
         let id = &envelope.message_id;
@@ -232,31 +296,37 @@ pub fn record_found<'a>(
                 out.receipts.push(PeerReceipt::of(&stored));
             }
             PeerClaim::Existing(_) => {
-                out.pause = Some(Error::new(
-                    ErrorCode::PeerMessageConflict,
-                    format!(
-                        "peer message {id:?} was already recorded in this group with another route or text"
-                    ),
-                ));
-                break;
+                let why = format!(
+                    "peer message {id:?} was already recorded in this group with another route or text"
+                );
+                let dropped =
+                    format!("{why}; dropped at the group's resume, the recorded one stands");
+                if stops(
+                    &mut out,
+                    Error::new(ErrorCode::PeerMessageConflict, why),
+                    dropped,
+                ) {
+                    break;
+                }
             }
-            PeerClaim::SourceFull => {
-                out.pause = Some(Error::new(
-                    ErrorCode::PeerLimitExceeded,
+            full @ (PeerClaim::SourceFull | PeerClaim::GroupFull) => {
+                let why = if matches!(full, PeerClaim::SourceFull) {
                     format!(
                         "node {from:?} has sent the {MAX_MESSAGES_PER_SOURCE} peer messages a node may send"
-                    ),
-                ));
-                break;
-            }
-            PeerClaim::GroupFull => {
-                out.pause = Some(Error::new(
-                    ErrorCode::PeerLimitExceeded,
+                    )
+                } else {
                     format!(
                         "the group has carried the {MAX_MESSAGES_PER_GROUP} peer messages a group may carry"
-                    ),
-                ));
-                break;
+                    )
+                };
+                let dropped = format!("peer message {id:?} dropped at the group's resume: {why}");
+                if stops(
+                    &mut out,
+                    Error::new(ErrorCode::PeerLimitExceeded, why),
+                    dropped,
+                ) {
+                    break;
+                }
             }
         }
     }

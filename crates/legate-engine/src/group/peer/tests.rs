@@ -25,6 +25,7 @@ fn record_answer(store: &Store, from: &str, answer: &str) -> Recorded {
         routes(),
         &|node| node != "closed",
         take_envelopes(answer),
+        Recording::TurnEnd,
     )
     .unwrap()
 }
@@ -93,6 +94,7 @@ fn only_named_routes_carry_messages_and_nothing_is_stored_otherwise() {
         std::iter::empty(),
         &|_| true,
         take_envelopes(&env("x", "review", "y")),
+        Recording::TurnEnd,
     )
     .unwrap();
     assert!(none.receipts.is_empty() && none.notices.len() == 1);
@@ -123,6 +125,7 @@ fn a_credential_or_a_closed_recipient_is_refused_and_not_stored() {
         [("impl-a", "closed")],
         &|node| node != "closed",
         take_envelopes(&env("c1", "closed", "late")),
+        Recording::TurnEnd,
     )
     .unwrap();
     assert!(closed.receipts.is_empty() && closed.notices.len() == 1);
@@ -144,6 +147,7 @@ fn an_answer_recorded_again_after_its_recipient_finished_finds_its_message_witho
         routes(),
         &|_| false,
         take_envelopes(&answer),
+        Recording::TurnEnd,
     )
     .unwrap();
     assert_eq!(again.receipts, first.receipts);
@@ -157,6 +161,7 @@ fn an_answer_recorded_again_after_its_recipient_finished_finds_its_message_witho
         routes(),
         &|_| false,
         take_envelopes(&env("m2", "review", "later")),
+        Recording::TurnEnd,
     )
     .unwrap();
     assert!(
@@ -202,6 +207,7 @@ fn the_source_and_group_limits_pause_with_peer_limit_exceeded() {
             routes.iter().copied(),
             &|_| true,
             take_envelopes(&answer),
+            Recording::TurnEnd,
         )
         .unwrap();
         if let Some(p) = out.pause {
@@ -231,10 +237,10 @@ fn the_source_and_group_limits_pause_with_peer_limit_exceeded() {
     );
 }
 
-#[test]
-fn the_scheduler_hook_appends_notices_and_returns_the_pause() {
-    let store = Store::open_in_memory().unwrap();
-    let stored = legate_core::Task::new("t-hook", "c", "revisor", "p");
+/// A working task `id` in `store`, and a definition routing `impl-a` to `review`: what the
+/// scheduler's hook (`record`) is called with.
+fn hooked(store: &Store, id: &str) -> (TaskId, GroupDefinition) {
+    let stored = legate_core::Task::new(id, "c", "revisor", "p");
     store
         .insert_task(
             &stored,
@@ -245,13 +251,40 @@ fn the_scheduler_hook_appends_notices_and_returns_the_pause() {
             },
         )
         .unwrap();
-    let task = stored.id.clone();
     let definition: GroupDefinition = serde_json::from_value(serde_json::json!({
         "workingDirectory": "/tmp/p",
         "nodes": [{"id": "impl-a", "prompt": "a"}, {"id": "review", "prompt": "r", "dependsOn": ["impl-a"]}],
         "peerRoutes": [{"from": "impl-a", "to": "review"}]
     }))
     .unwrap();
+    (stored.id, definition)
+}
+
+/// The scheduler's hook on `answer` of `task`, node `impl-a` of group `g`, every recipient
+/// open.
+fn hook(
+    store: &Store,
+    definition: &GroupDefinition,
+    task: &TaskId,
+    answer: &str,
+    recording: Recording,
+) -> Result<()> {
+    record(
+        store,
+        "g",
+        definition,
+        "impl-a",
+        task,
+        take_envelopes(answer),
+        &|_| true,
+        recording,
+    )
+}
+
+#[test]
+fn the_scheduler_hook_appends_notices_and_returns_the_pause() {
+    let store = Store::open_in_memory().unwrap();
+    let (task, definition) = hooked(&store, "t-hook");
     let answer = format!(
         "<legate-peer-message>nope</legate-peer-message>{}",
         env("m", "review", "hi")
@@ -265,6 +298,7 @@ fn the_scheduler_hook_appends_notices_and_returns_the_pause() {
             &task,
             take_envelopes(&answer),
             &|_| true,
+            Recording::TurnEnd,
         )
         .unwrap();
     };
@@ -291,6 +325,7 @@ fn the_scheduler_hook_appends_notices_and_returns_the_pause() {
         &task,
         take_envelopes(&env("m", "review", "changed")),
         &|_| true,
+        Recording::TurnEnd,
     )
     .unwrap_err();
     assert_eq!(err.code, ErrorCode::PeerMessageConflict);
@@ -375,4 +410,148 @@ fn a_delivery_id_is_one_per_group_message_and_conversation() {
     ] {
         assert_ne!(id, other);
     }
+}
+
+#[test]
+fn at_a_resume_what_conflicts_or_passes_a_limit_is_dropped_and_the_rest_recorded() {
+    let store = Store::open_in_memory().unwrap();
+    let first = record_answer(&store, "impl-a", &env("m1", "review", "first words"));
+    assert!(first.pause.is_none());
+    // Run again (a crash cut its node), the agent sends the same id with other words, and a
+    // new message after it.
+    let rerun = format!(
+        "{}{}",
+        env("m1", "review", "other words"),
+        env("m2", "review", "more")
+    );
+    let at_turn_end = record_answer(&store, "impl-a", &rerun);
+    assert_eq!(
+        at_turn_end.pause.map(|e| e.code),
+        Some(ErrorCode::PeerMessageConflict)
+    );
+    assert!(store.peer_message("g1", "m2").unwrap().is_none());
+    let resumed = record_found(
+        &store,
+        "g1",
+        "impl-a",
+        Some(&TaskId("t-src".into())),
+        routes(),
+        &|_| true,
+        take_envelopes(&rerun),
+        Recording::Resume,
+    )
+    .unwrap();
+    assert!(resumed.pause.is_none());
+    assert_eq!(resumed.dropped.len(), 1, "{:?}", resumed.dropped);
+    assert!(
+        resumed.dropped[0].contains("\"m1\""),
+        "{:?}",
+        resumed.dropped
+    );
+    assert!(!resumed.dropped[0].contains("other words"));
+    assert_eq!(resumed.receipts.len(), 1);
+    // The stored message stands; the one after it is recorded.
+    assert_eq!(
+        store.peer_message("g1", "m1").unwrap().unwrap().text,
+        "first words"
+    );
+    assert_eq!(
+        store.peer_message("g1", "m2").unwrap().unwrap().text,
+        "more"
+    );
+
+    // Past the limits: what fits is recorded, each envelope past them dropped.
+    let many: String = (0..=MAX_MESSAGES_PER_SOURCE)
+        .map(|i| env(&format!("b{i}"), "review", "x"))
+        .collect();
+    let resumed = record_found(
+        &store,
+        "g2",
+        "impl-b",
+        None,
+        routes(),
+        &|_| true,
+        take_envelopes(&many),
+        Recording::Resume,
+    )
+    .unwrap();
+    assert!(resumed.pause.is_none());
+    assert_eq!(resumed.receipts.len(), MAX_MESSAGES_PER_SOURCE as usize);
+    assert_eq!(resumed.dropped.len(), 1, "{:?}", resumed.dropped);
+    assert_eq!(
+        store.peer_messages_after("g2", 0, 100).unwrap().len(),
+        MAX_MESSAGES_PER_SOURCE as usize
+    );
+}
+
+#[test]
+fn an_answer_recorded_at_a_resume_leaves_its_notices_once_and_is_not_recorded_again() {
+    let store = Store::open_in_memory().unwrap();
+    let (task, definition) = hooked(&store, "t-res");
+    let answer = format!(
+        "{}{}",
+        env("dup", "review", "one"),
+        env("dup", "review", "two")
+    );
+    let record_as = |recording| hook(&store, &definition, &task, &answer, recording);
+    assert_eq!(
+        record_as(Recording::TurnEnd).unwrap_err().code,
+        ErrorCode::PeerMessageConflict
+    );
+    // Until a resume, recording again meets the same conflict.
+    assert_eq!(
+        record_as(Recording::TurnEnd).unwrap_err().code,
+        ErrorCode::PeerMessageConflict
+    );
+    let before = store.events(&task, 0, 100).unwrap().len();
+    record_as(Recording::Resume).unwrap();
+    let events = store.events(&task, 0, 100).unwrap();
+    let details: Vec<String> = events[before..]
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { message, detail } => {
+                assert!(!message.contains("two"), "{message}");
+                Some(detail["event"].as_str().unwrap_or_default().to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(details, [DROPPED_NOTICE, SETTLED_NOTICE]);
+    // Settled again by the scheduler (at a turn's end, or at another resume): nothing is
+    // recorded, nothing pauses, no notice is added.
+    record_as(Recording::TurnEnd).unwrap();
+    record_as(Recording::Resume).unwrap();
+    assert_eq!(store.events(&task, 0, 100).unwrap(), events);
+    assert_eq!(store.peer_message("g", "dup").unwrap().unwrap().text, "one");
+}
+
+#[test]
+fn a_resume_notes_the_refusals_the_turns_end_never_reached() {
+    let store = Store::open_in_memory().unwrap();
+    let (task, definition) = hooked(&store, "t-late");
+    // Envelopes on a route the definition does not name, one before a conflict and one
+    // after it: the turn's end stops at the conflict and never sees the second.
+    let answer = format!(
+        "{}{}{}{}",
+        env("y", "nowhere", "early"),
+        env("c", "review", "one"),
+        env("c", "review", "two"),
+        env("x", "nowhere", "lost")
+    );
+    let record_as = |recording| hook(&store, &definition, &task, &answer, recording);
+    record_as(Recording::TurnEnd).unwrap_err();
+    let refused = |store: &Store| {
+        store
+            .events(&task, 0, 100)
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                matches!(&e.kind, EventKind::Notice { detail, .. } if detail["event"] == REFUSED_NOTICE)
+            })
+            .count()
+    };
+    assert_eq!(refused(&store), 1);
+    // The resume finds both: the first is not noted again, the second is.
+    record_as(Recording::Resume).unwrap();
+    assert_eq!(refused(&store), 2);
 }
