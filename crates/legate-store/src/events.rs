@@ -210,14 +210,34 @@ impl Store {
     /// Whether the task has a `notice` event whose `detail.event` is `event`; `false` for an
     /// unknown task.
     pub fn has_notice(&self, task_id: &TaskId, event: &str) -> Result<bool> {
-        self.read(|conn| {
-            conn.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 AND type = 'notice' \
-                 AND json_extract(payload, '$.detail.event') = ?2)",
-            )
-            .and_then(|mut st| st.query_row([task_id.as_str(), event], |r| r.get(0)))
-            .ctx("look for a notice")
-        })
+        self.read(|conn| has_notice_in(conn, task_id, event))
+    }
+
+    /// Appends `events` to the task unless it has a notice whose `detail.event` is `marker`
+    /// already, looked for in the same transaction (of two writers racing, one appends).
+    /// Whether it appended. `TASK_NOT_FOUND` if there is no such task.
+    pub fn append_events_unless_notice(
+        &self,
+        task_id: &TaskId,
+        marker: &str,
+        events: &[EventKind],
+    ) -> Result<bool> {
+        let plans = &self.inner.plans;
+        let appended = self.write("append events once", |tx| {
+            if !exists(tx, task_id.as_str())? {
+                return Err(task_not_found(task_id.as_str()));
+            }
+            if has_notice_in(tx, task_id, marker)? {
+                return Ok(false);
+            }
+            append_rows(tx, Some(plans), task_id, events, Timestamp::now())?;
+            Ok(true)
+        });
+        if appended.is_err() {
+            // The transaction may have rolled back rows the cache already knows.
+            plans.clear();
+        }
+        appended
     }
 
     /// Whether the task has a notice whose `detail.event` is `event` and whose message is
@@ -238,6 +258,16 @@ impl Store {
     pub fn last_seq(&self, task_id: &TaskId) -> Result<u64> {
         self.read(|conn| last_seq_in(conn, task_id))
     }
+}
+
+/// [`Store::has_notice`] on `conn` (a transaction's, too).
+fn has_notice_in(conn: &Connection, task_id: &TaskId, event: &str) -> Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 AND type = 'notice' \
+         AND json_extract(payload, '$.detail.event') = ?2)",
+    )
+    .and_then(|mut st| st.query_row([task_id.as_str(), event], |r| r.get(0)))
+    .ctx("look for a notice")
 }
 
 #[cfg(test)]
@@ -342,6 +372,27 @@ mod tests {
                 .unwrap()
         );
         assert!(!store.has_notice_saying(&t.id, "other", said).unwrap());
+        // Appended once: the second writer finds the first one's marker.
+        let marked = [notice(serde_json::json!("settled"))];
+        assert!(
+            store
+                .append_events_unless_notice(&t.id, "settled", &marked)
+                .unwrap()
+        );
+        let after = store.events(&t.id, 0, 100).unwrap();
+        assert!(
+            !store
+                .append_events_unless_notice(&t.id, "settled", &marked)
+                .unwrap()
+        );
+        assert_eq!(store.events(&t.id, 0, 100).unwrap(), after);
+        assert_eq!(
+            store
+                .append_events_unless_notice(&TaskId("nope".into()), "settled", &marked)
+                .unwrap_err()
+                .code,
+            legate_core::ErrorCode::TaskNotFound
+        );
         assert!(
             !store
                 .has_notice_saying(&t.id, "peer-message-refused", "another")

@@ -344,7 +344,8 @@ impl Core {
 
     /// Mends the holds of the running group `g`; whether it changed anything. A node is
     /// held under a paused group, or under a running one until that group's next step: after
-    /// a resume (which only checks which holds still hold), after a step's hold that raced a
+    /// a resume (which checks which holds still hold, settling a peer conflict's or limit's
+    /// hold by dropping what conflicts or passes a limit), after a step's hold that raced a
     /// resume (the step read the group paused; the resume ran before its write), or after a
     /// crash between a hold and its group's pause (a test's, a review's or a peer conflict's
     /// node is held first). Each goes back to be settled again as its turn's end settled

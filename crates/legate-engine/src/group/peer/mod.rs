@@ -163,17 +163,23 @@ pub(crate) fn record(
             events.push(notice(message, REFUSED_NOTICE));
         }
     }
-    if recording == Recording::Resume {
-        // The drops and the mark in one write: a crash before it leaves the node held, and
-        // the next resume records the answer again, finding what this one stored.
-        events.extend(recorded.dropped.iter().map(|m| notice(m, DROPPED_NOTICE)));
-        events.push(notice(
-            &"the peer messages of this answer were recorded at the group's resume".to_string(),
-            SETTLED_NOTICE,
-        ));
-    }
-    if !events.is_empty() {
-        store.append_events(from_task, &events)?;
+    match recording {
+        Recording::TurnEnd => {
+            if !events.is_empty() {
+                store.append_events(from_task, &events)?;
+            }
+        }
+        Recording::Resume => {
+            // The drops and the mark in one write, unless another resume marked the answer
+            // first: a crash before it leaves the node held, and the next resume records the
+            // answer again, finding what this one stored.
+            events.extend(recorded.dropped.iter().map(|m| notice(m, DROPPED_NOTICE)));
+            events.push(notice(
+                &"the peer messages of this answer were recorded at the group's resume".to_string(),
+                SETTLED_NOTICE,
+            ));
+            store.append_events_unless_notice(from_task, SETTLED_NOTICE, &events)?;
+        }
     }
     match recorded.pause {
         Some(pause) => Err(pause),
@@ -234,6 +240,15 @@ pub fn record_found<'a>(
         let id = &envelope.message_id;
         let to = envelope.to_node.as_str();
         let from = from_node;
+        // An id is the agent's too: one that carries a credential is not stored, shown in a
+        // receipt, or named in a notice (nor sent, where it would be refused for good).
+        if let Some(kind) = credential_in(id) {
+            out.notices.push(format!(
+                "a peer message refused ({}): its id carries what looks like a {kind}",
+                ErrorCode::InputSecretDetected.as_str()
+            ));
+            continue;
+        }
         // An answer recorded again (its node settled again after a resume) finds its stored
         // messages as they were: the same receipt, and no notice for a recipient that has
         // finished since.

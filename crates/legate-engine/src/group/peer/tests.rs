@@ -555,3 +555,66 @@ fn a_resume_notes_the_refusals_the_turns_end_never_reached() {
     record_as(Recording::Resume).unwrap();
     assert_eq!(refused(&store), 2);
 }
+
+#[test]
+fn at_a_resume_an_envelope_past_the_size_or_count_is_dropped_and_the_rest_recorded() {
+    let store = Store::open_in_memory().unwrap();
+    let (task, definition) = hooked(&store, "t-over");
+    // Too long a text first, then more envelopes than an answer may carry.
+    let answer: String = std::iter::once(env("long", "review", &"x".repeat(MAX_TEXT_CHARS + 1)))
+        .chain((0..=MAX_MESSAGES_PER_SOURCE + 1).map(|i| env(&format!("o{i}"), "review", "x")))
+        .collect();
+    assert_eq!(
+        hook(&store, &definition, &task, &answer, Recording::TurnEnd)
+            .unwrap_err()
+            .code,
+        ErrorCode::PeerLimitExceeded
+    );
+    assert!(store.peer_messages_after("g", 0, 100).unwrap().is_empty());
+    hook(&store, &definition, &task, &answer, Recording::Resume).unwrap();
+    let stored = store.peer_messages_after("g", 0, 100).unwrap();
+    assert_eq!(stored.len(), MAX_MESSAGES_PER_SOURCE as usize);
+    assert!(stored.iter().all(|m| m.text == "x"));
+    let dropped: Vec<String> = store
+        .events(&task, 0, 100)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Notice { message, detail } if detail["event"] == DROPPED_NOTICE => {
+                Some(message)
+            }
+            _ => None,
+        })
+        .collect();
+    // The long text, and the envelopes past what an answer may carry (one notice for them:
+    // the scan stops there).
+    assert_eq!(dropped.len(), 2, "{dropped:?}");
+    assert!(dropped.iter().all(|m| !m.contains("xxxx")), "{dropped:?}");
+}
+
+#[test]
+fn an_id_that_carries_a_credential_is_refused_without_being_named() {
+    let store = Store::open_in_memory().unwrap();
+    let (task, definition) = hooked(&store, "t-id");
+    let token = fake_token();
+    hook(
+        &store,
+        &definition,
+        &task,
+        &env(&token, "review", "hello"),
+        Recording::TurnEnd,
+    )
+    .unwrap();
+    assert!(store.peer_messages_after("g", 0, 100).unwrap().is_empty());
+    let events = store.events(&task, 0, 100).unwrap();
+    let notices: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Notice { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("INPUT_SECRET_DETECTED"), "{notices:?}");
+    assert!(!notices[0].contains(&token), "{notices:?}");
+}
