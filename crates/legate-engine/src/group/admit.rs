@@ -21,12 +21,14 @@ use legate_core::{DeliveryMode, Error, ErrorCode, GroupNode, Result, Task};
 use legate_store::NodeRecord;
 
 impl Core {
-    /// Whether the queue, full now, will have room once something of this engine moves on:
-    /// a task of it runs or waits. (A queue that can take no task while nothing runs or
-    /// waits, which the slots never allow, would not.)
+    /// Whether the queue, found full a moment ago, will have room: once something of this
+    /// engine moves on (a task of it runs or waits), or now (a task ended since, freeing a
+    /// place: the refusal was a moment's, and calling it lasting would pause a group that
+    /// only had to try again). (A queue that can take no task while nothing runs or waits,
+    /// which the slots never allow, would not.)
     pub(super) fn will_have_room(&self) -> bool {
         let c = self.slot_counts();
-        c.running + c.queued > 0
+        c.running + c.queued > 0 || self.slots().has_room()
     }
 
     /// Admits every pending node whose dependencies all succeeded (one, under a budget),

@@ -9,13 +9,13 @@
 //! message is data for the recipient: it is framed as agent-reported, JSON-escaped text,
 //! and grants no permission, tool or authority to integrate. This module never decides a
 //! node's or a group's state: a conflict or a limit is returned as the pause reason, and the
-//! scheduler pauses. It never logs a message's text.
+//! scheduler pauses; at a resume it is dropped instead (`Recording::Resume`). It never logs a
+//! message's text.
 
 mod envelope;
 mod receipts;
 
 pub use envelope::{Found, take_envelopes};
-
 pub use receipts::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 
 use super::GroupDefinition;
@@ -150,8 +150,8 @@ pub(crate) fn record(
         found,
         recording,
     )?;
-    let notice = |message: &String, event: &str| EventKind::Notice {
-        message: message.clone(),
+    let notice = |message: &str, event: &str| EventKind::Notice {
+        message: message.to_owned(),
         detail: serde_json::json!({"event": event, "group": group_id}),
     };
     let mut events: Vec<EventKind> = Vec::new();
@@ -175,7 +175,7 @@ pub(crate) fn record(
             // answer again, finding what this one stored.
             events.extend(recorded.dropped.iter().map(|m| notice(m, DROPPED_NOTICE)));
             events.push(notice(
-                &"the peer messages of this answer were recorded at the group's resume".to_string(),
+                "the peer messages of this answer were recorded at the group's resume",
                 SETTLED_NOTICE,
             ));
             store.append_events_unless_notice(from_task, SETTLED_NOTICE, &events)?;
@@ -189,7 +189,7 @@ pub(crate) fn record(
 
 /// Records `found` from node `from_node` of `group_id`. `routes` are the definition's
 /// `(from, to)` pairs. A malformed envelope, a route the definition does not name, a closed
-/// recipient or a text carrying a credential is a notice and stores nothing; a repeated id
+/// recipient or a text or id carrying a credential is a notice and stores nothing; a repeated id
 /// with the same route and text is the same receipt; with anything else it pauses
 /// (`PEER_MESSAGE_CONFLICT`); a limit pauses (`PEER_LIMIT_EXCEEDED`); at a resume
 /// (`recording`) either is dropped instead, and the rest recorded. `Err` only when the
