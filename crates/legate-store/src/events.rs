@@ -240,18 +240,53 @@ impl Store {
         appended
     }
 
-    /// Whether the task has a notice whose `detail.event` is `event` and whose message is
-    /// `message`.
-    pub fn has_notice_saying(&self, task_id: &TaskId, event: &str, message: &str) -> Result<bool> {
-        self.read(|conn| {
-            conn.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 AND type = 'notice' \
-                 AND json_extract(payload, '$.detail.event') = ?2 \
-                 AND json_extract(payload, '$.message') = ?3)",
-            )
-            .and_then(|mut st| st.query_row([task_id.as_str(), event, message], |r| r.get(0)))
-            .ctx("look for a notice")
-        })
+    /// Appends each of `notices` (notices whose `detail.event` is `event`) that the task
+    /// does not hold already, with the same event and message, in one transaction (of two
+    /// writers racing, one appends each). Returns how many it appended. `TASK_NOT_FOUND` if
+    /// there is no such task.
+    pub fn append_new_notices(
+        &self,
+        task_id: &TaskId,
+        event: &str,
+        notices: &[EventKind],
+    ) -> Result<usize> {
+        if notices.is_empty() {
+            return Ok(0);
+        }
+        let plans = &self.inner.plans;
+        let appended = self.write("append new notices", |tx| {
+            if !exists(tx, task_id.as_str())? {
+                return Err(task_not_found(task_id.as_str()));
+            }
+            let mut new: Vec<EventKind> = Vec::new();
+            for notice in notices {
+                let EventKind::Notice { message, .. } = notice else {
+                    continue;
+                };
+                let held: bool = tx
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 \
+                         AND type = 'notice' AND json_extract(payload, '$.detail.event') = ?2 \
+                         AND json_extract(payload, '$.message') = ?3)",
+                    )
+                    .and_then(|mut st| {
+                        st.query_row([task_id.as_str(), event, message.as_str()], |r| r.get(0))
+                    })
+                    .ctx("look for a notice")?;
+                if !held && !new.contains(notice) {
+                    new.push(notice.clone());
+                }
+            }
+            if !new.is_empty() {
+                append_rows(tx, Some(plans), task_id, &new, Timestamp::now())?;
+            }
+            Ok(new.len())
+        });
+        if appended.is_err() {
+            // The transaction may have rolled back rows the cache already knows.
+            plans.clear();
+        }
+        appended
     }
 
     /// The number of the task's last event; 0 when it has none (or does not exist).
@@ -350,28 +385,43 @@ mod tests {
                 .has_notice(&TaskId("nope".into()), "peer-message-refused")
                 .unwrap()
         );
-        // By its event and its message, both.
-        let said = "peer message \"m\" refused";
-        assert!(
-            !store
-                .has_notice_saying(&t.id, "peer-message-refused", said)
-                .unwrap()
-        );
-        store
-            .append_events(
-                &t.id,
-                &[EventKind::Notice {
-                    message: said.into(),
-                    detail: serde_json::json!({"event": "peer-message-refused"}),
-                }],
-            )
-            .unwrap();
-        assert!(
+        // New notices by their event and message, both: each once.
+        let said = |m: &str, event: &str| EventKind::Notice {
+            message: m.into(),
+            detail: serde_json::json!({"event": event}),
+        };
+        let first = [
+            said("peer message \"m\" refused", "peer-message-refused"),
+            said("peer message \"n\" refused", "peer-message-refused"),
+        ];
+        assert_eq!(
             store
-                .has_notice_saying(&t.id, "peer-message-refused", said)
-                .unwrap()
+                .append_new_notices(&t.id, "peer-message-refused", &first)
+                .unwrap(),
+            2
         );
-        assert!(!store.has_notice_saying(&t.id, "other", said).unwrap());
+        let again = [
+            said("peer message \"n\" refused", "peer-message-refused"),
+            said("peer message \"o\" refused", "peer-message-refused"),
+            said("peer message \"o\" refused", "peer-message-refused"),
+        ];
+        assert_eq!(
+            store
+                .append_new_notices(&t.id, "peer-message-refused", &again)
+                .unwrap(),
+            1
+        );
+        // A message held under another event is no reason to leave one out.
+        assert_eq!(
+            store
+                .append_new_notices(
+                    &t.id,
+                    "other",
+                    &[said("peer message \"m\" refused", "other")]
+                )
+                .unwrap(),
+            1
+        );
         // Appended once: the second writer finds the first one's marker.
         let marked = [notice(serde_json::json!("settled"))];
         assert!(
@@ -393,10 +443,12 @@ mod tests {
                 .code,
             legate_core::ErrorCode::TaskNotFound
         );
-        assert!(
-            !store
-                .has_notice_saying(&t.id, "peer-message-refused", "another")
-                .unwrap()
+        assert_eq!(
+            store
+                .append_new_notices(&TaskId("nope".into()), "other", &first)
+                .unwrap_err()
+                .code,
+            legate_core::ErrorCode::TaskNotFound
         );
     }
 

@@ -113,7 +113,7 @@ pub const SPARE_EVERY_REMOTE: Reattaches<'static> = &|_| true;
 /// For every dead runner (its lock under `paths.run()` free): kills what it left running,
 /// marks its unfinished tasks `failed` with `SERVER_RESTARTED` (their pending approvals
 /// expired in the same write), and removes the copies of the copy tasks it ended (see
-/// `leftovers`; the order is [`recover_runner`]'s); then finishes the integrations a crash
+/// `leftovers`; the order is `recover_runner`'s); then finishes the integrations a crash
 /// interrupted (`integration_recovery`). A task bound to a remote task whose agent
 /// `reattaches` is left unfinished, still claimed by the dead runner, for an engine to take
 /// over (`adoption`): it is not failed, its copy is kept, and it has no local approvals to

@@ -154,32 +154,29 @@ pub(crate) fn record(
         message: message.to_owned(),
         detail: serde_json::json!({"event": event, "group": group_id}),
     };
-    let mut events: Vec<EventKind> = Vec::new();
     // An answer recorded again (at a resume; its node settled again after one) finds the
     // same envelopes refused: each notice is appended once. A resume may find more than the
     // turn's end did, which stopped at the envelope that paused the group.
-    for message in &recorded.notices {
-        if !store.has_notice_saying(from_task, REFUSED_NOTICE, message)? {
-            events.push(notice(message, REFUSED_NOTICE));
-        }
-    }
-    match recording {
-        Recording::TurnEnd => {
-            if !events.is_empty() {
-                store.append_events(from_task, &events)?;
-            }
-        }
-        Recording::Resume => {
-            // The drops and the mark in one write, unless another resume marked the answer
-            // first: a crash before it leaves the node held, and the next resume records the
-            // answer again, finding what this one stored.
-            events.extend(recorded.dropped.iter().map(|m| notice(m, DROPPED_NOTICE)));
-            events.push(notice(
-                "the peer messages of this answer were recorded at the group's resume",
-                SETTLED_NOTICE,
-            ));
-            store.append_events_unless_notice(from_task, SETTLED_NOTICE, &events)?;
-        }
+    let refused: Vec<EventKind> = recorded
+        .notices
+        .iter()
+        .map(|m| notice(m, REFUSED_NOTICE))
+        .collect();
+    store.append_new_notices(from_task, REFUSED_NOTICE, &refused)?;
+    if recording == Recording::Resume {
+        // The drops and the mark in one write, unless another resume marked the answer
+        // first: a crash before it leaves the node held, and the next resume records the
+        // answer again, finding what this one stored.
+        let mut events: Vec<EventKind> = recorded
+            .dropped
+            .iter()
+            .map(|m| notice(m, DROPPED_NOTICE))
+            .collect();
+        events.push(notice(
+            "the peer messages of this answer were recorded at the group's resume",
+            SETTLED_NOTICE,
+        ));
+        store.append_events_unless_notice(from_task, SETTLED_NOTICE, &events)?;
     }
     match recorded.pause {
         Some(pause) => Err(pause),
