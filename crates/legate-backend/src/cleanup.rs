@@ -530,26 +530,32 @@ mod tests {
         assert!(!old.exists());
     }
 
-    #[tokio::test]
-    async fn a_marked_process_outside_the_group_is_found_and_stopped() {
+    /// `program 30` in a group of its own, carrying a new run marker: not the run's group,
+    /// found only by its marker. The run's processes, once its environment shows the marker
+    /// (after its `exec`).
+    async fn marked_sleeper(program: &std::path::Path) -> (tokio::process::Child, Processes) {
         let marker = new_marker();
-        assert_ne!(marker, new_marker());
-        // Its own group: not the run's group, found only by its marker.
-        let mut child = tokio::process::Command::new("sleep")
+        let child = tokio::process::Command::new(program)
             .arg("30")
             .env(RUN_ENV, &marker)
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let pid = i32::try_from(child.id().unwrap()).unwrap();
-        let run = Processes::new(i32::MAX - 7, Some(marker.clone()));
-        // Its environment carries the marker once it has exec'd.
+        let run = Processes::new(i32::MAX - 7, Some(marker));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while !run.alive() {
             assert!(tokio::time::Instant::now() < deadline, "never seen");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        (child, run)
+    }
+
+    #[tokio::test]
+    async fn a_marked_process_outside_the_group_is_found_and_stopped() {
+        assert_ne!(new_marker(), new_marker());
+        let (mut child, run) = marked_sleeper(std::path::Path::new("sleep")).await;
+        let pid = i32::try_from(child.id().unwrap()).unwrap();
         let (signals, outside) = run.stop(Duration::from_secs(5)).await;
         assert_eq!(signals, ["SIGINT"], "sleep dies on SIGINT");
         assert_eq!(outside, 1);
@@ -568,20 +574,7 @@ mod tests {
             .path()
             .join(std::ffi::OsStr::from_bytes(b"\xff\xfe(x) y"));
         std::os::unix::fs::symlink("/bin/sleep", &name).unwrap();
-        let marker = new_marker();
-        let mut child = tokio::process::Command::new(&name)
-            .arg("30")
-            .env(RUN_ENV, &marker)
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let run = Processes::new(i32::MAX - 7, Some(marker));
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while !run.alive() {
-            assert!(tokio::time::Instant::now() < deadline, "never seen");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let (mut child, run) = marked_sleeper(&name).await;
         assert!(!run.verify(Duration::from_millis(200)).await);
         child.kill().await.unwrap();
         assert!(run.verify(Duration::from_secs(5)).await);

@@ -138,19 +138,32 @@ impl Store {
     /// One batch's transaction: the number of its first event, and the time it was stamped
     /// with (taken inside the transaction, so that a task's times follow its numbers).
     fn append_batch(&self, task_id: &TaskId, events: &[EventKind]) -> Result<(u64, Timestamp)> {
+        self.write_events("append events", task_id, |tx, plans| {
+            let at = Timestamp::now();
+            Ok((append_rows(tx, Some(plans), task_id, events, at)?, at))
+        })
+    }
+
+    /// One transaction that appends to the events of task `task_id` (`body`, given the
+    /// transaction and the plan cache): `TASK_NOT_FOUND` if there is no such task; the plan
+    /// cache cleared when it fails (its rollback may have taken rows the cache knows).
+    fn write_events<T>(
+        &self,
+        what: &str,
+        task_id: &TaskId,
+        body: impl FnOnce(&rusqlite::Transaction<'_>, &PlanCache) -> Result<T>,
+    ) -> Result<T> {
         let plans = &self.inner.plans;
-        let appended = self.write("append events", |tx| {
+        let written = self.write(what, |tx| {
             if !exists(tx, task_id.as_str())? {
                 return Err(task_not_found(task_id.as_str()));
             }
-            let at = Timestamp::now();
-            Ok((append_rows(tx, Some(plans), task_id, events, at)?, at))
+            body(tx, plans)
         });
-        if appended.is_err() {
-            // The transaction may have rolled back rows the cache already knows.
+        if written.is_err() {
             plans.clear();
         }
-        appended
+        written
     }
 
     /// Up to `limit` events of the task with `seq > after`, in ascending order. An unknown
@@ -210,7 +223,7 @@ impl Store {
     /// Whether the task has a `notice` event whose `detail.event` is `event`; `false` for an
     /// unknown task.
     pub fn has_notice(&self, task_id: &TaskId, event: &str) -> Result<bool> {
-        self.read(|conn| has_notice_in(conn, task_id, event))
+        self.read(|conn| notice_held(conn, task_id, event, None))
     }
 
     /// Appends `events` to the task unless it has a notice whose `detail.event` is `marker`
@@ -222,22 +235,13 @@ impl Store {
         marker: &str,
         events: &[EventKind],
     ) -> Result<bool> {
-        let plans = &self.inner.plans;
-        let appended = self.write("append events once", |tx| {
-            if !exists(tx, task_id.as_str())? {
-                return Err(task_not_found(task_id.as_str()));
-            }
-            if has_notice_in(tx, task_id, marker)? {
+        self.write_events("append events once", task_id, |tx, plans| {
+            if notice_held(tx, task_id, marker, None)? {
                 return Ok(false);
             }
             append_rows(tx, Some(plans), task_id, events, Timestamp::now())?;
             Ok(true)
-        });
-        if appended.is_err() {
-            // The transaction may have rolled back rows the cache already knows.
-            plans.clear();
-        }
-        appended
+        })
     }
 
     /// Appends each of `notices` (notices whose `detail.event` is `event`) that the task
@@ -253,27 +257,13 @@ impl Store {
         if notices.is_empty() {
             return Ok(0);
         }
-        let plans = &self.inner.plans;
-        let appended = self.write("append new notices", |tx| {
-            if !exists(tx, task_id.as_str())? {
-                return Err(task_not_found(task_id.as_str()));
-            }
+        self.write_events("append new notices", task_id, |tx, plans| {
             let mut new: Vec<EventKind> = Vec::new();
             for notice in notices {
                 let EventKind::Notice { message, .. } = notice else {
                     continue;
                 };
-                let held: bool = tx
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 \
-                         AND type = 'notice' AND json_extract(payload, '$.detail.event') = ?2 \
-                         AND json_extract(payload, '$.message') = ?3)",
-                    )
-                    .and_then(|mut st| {
-                        st.query_row([task_id.as_str(), event, message.as_str()], |r| r.get(0))
-                    })
-                    .ctx("look for a notice")?;
-                if !held && !new.contains(notice) {
+                if !notice_held(tx, task_id, event, Some(message))? && !new.contains(notice) {
                     new.push(notice.clone());
                 }
             }
@@ -281,12 +271,7 @@ impl Store {
                 append_rows(tx, Some(plans), task_id, &new, Timestamp::now())?;
             }
             Ok(new.len())
-        });
-        if appended.is_err() {
-            // The transaction may have rolled back rows the cache already knows.
-            plans.clear();
-        }
-        appended
+        })
     }
 
     /// The number of the task's last event; 0 when it has none (or does not exist).
@@ -295,13 +280,24 @@ impl Store {
     }
 }
 
-/// [`Store::has_notice`] on `conn` (a transaction's, too).
-fn has_notice_in(conn: &Connection, task_id: &TaskId, event: &str) -> Result<bool> {
+/// Whether the task has a notice whose `detail.event` is `event` (and, given, whose message
+/// is `message`), read on `conn` (a transaction's, too).
+fn notice_held(
+    conn: &Connection,
+    task_id: &TaskId,
+    event: &str,
+    message: Option<&str>,
+) -> Result<bool> {
     conn.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM events WHERE task_id = ?1 AND type = 'notice' \
-         AND json_extract(payload, '$.detail.event') = ?2)",
+         AND json_extract(payload, '$.detail.event') = ?2 \
+         AND (?3 IS NULL OR json_extract(payload, '$.message') = ?3))",
     )
-    .and_then(|mut st| st.query_row([task_id.as_str(), event], |r| r.get(0)))
+    .and_then(|mut st| {
+        st.query_row(rusqlite::params![task_id.as_str(), event, message], |r| {
+            r.get(0)
+        })
+    })
     .ctx("look for a notice")
 }
 
