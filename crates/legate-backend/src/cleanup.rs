@@ -29,6 +29,8 @@
 //! another user, is not found by its marker; only its group would show it.
 
 use crate::acp::sys;
+use crate::marked::{self, Marked};
+use legate_core::proc_stat::ProcStat;
 use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -157,22 +159,16 @@ impl Processes {
             if pid == me {
                 continue;
             }
-            let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
+            let Some(stat) = std::fs::read(entry.path().join("stat"))
+                .ok()
+                .and_then(|line| ProcStat::parse(&line))
+            else {
                 continue;
             };
-            // `pid (comm) state ppid pgrp …`: comm may hold any byte (not UTF-8 either: an
-            // agent names what it runs), so the fields are read after its last `)`.
-            let Some(at) = stat.iter().rposition(|b| *b == b')') else {
-                continue;
-            };
-            let rest = String::from_utf8_lossy(&stat[at + 1..]);
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            if matches!(state, Some("Z" | "X" | "x")) {
+            if !stat.is_alive() {
                 continue;
             }
-            let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
-            if self.pgid > 0 && pgrp == Some(self.pgid) {
+            if self.pgid > 0 && stat.pgrp == self.pgid {
                 found.in_group = true;
                 continue;
             }
@@ -218,8 +214,15 @@ impl Processes {
         if found.in_group || (self.pgid > 0 && sys::group_exists(self.pgid)) {
             any |= sys::signal_group(self.pgid, signal);
         }
-        for pid in &found.outside {
-            any |= sys::signal_process(*pid, signal);
+        if let Some(marker) = &self.marker
+            && let Some(signal) = rustix::process::Signal::from_named_raw(signal)
+        {
+            let entry = format!("{RUN_ENV}={marker}");
+            for pid in &found.outside {
+                // Read again through a handle opened first: the process found may be gone
+                // and its number another's (`marked`).
+                any |= marked::signal_marked(*pid, entry.as_bytes(), signal) == Marked::Signalled;
+            }
         }
         any
     }

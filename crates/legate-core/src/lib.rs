@@ -15,6 +15,7 @@ pub mod event;
 pub mod limits;
 pub mod permission;
 pub mod plan_change;
+pub mod proc_stat;
 pub mod remote;
 pub mod report;
 pub mod role;

@@ -5,6 +5,7 @@
 //!
 //! This module only reads `/proc` and opens pidfds; it never signals or kills a process.
 
+use legate_core::proc_stat::ProcStat;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -110,16 +111,10 @@ pub fn until_exited(pids: &[u32], limit: Duration) -> Vec<u32> {
 pub fn descendants(pid: u32) -> Vec<u32> {
     let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
     for (child, dir) in processes() {
-        let Ok(stat) = std::fs::read(dir.join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid …`: the command name may hold any byte, so after its `)`.
-        let parent = stat
-            .iter()
-            .rposition(|b| *b == b')')
-            .and_then(|at| std::str::from_utf8(&stat[at + 1..]).ok())
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|f| f.parse::<u32>().ok());
+        let parent = std::fs::read(dir.join("stat"))
+            .ok()
+            .and_then(|line| ProcStat::parse(&line))
+            .and_then(|stat| u32::try_from(stat.ppid).ok());
         if let Some(parent) = parent {
             children.entry(parent).or_default().push(child);
         }

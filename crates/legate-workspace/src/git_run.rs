@@ -17,6 +17,7 @@
 //! It must never claim a cleanup it did not prove, signal any group but the one it started,
 //! or run git through a shell.
 
+use legate_core::proc_stat::ProcStat;
 use legate_core::{Error, ErrorCode};
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use std::io::{Read, Write};
@@ -280,19 +281,11 @@ fn live_in_group(pgid: i32) -> Option<usize> {
         {
             continue;
         }
-        let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp ...`: comm may hold spaces, parentheses and bytes that
-        // are not UTF-8, so the fields are read after its last `)`.
-        let Some(at) = stat.iter().rposition(|b| *b == b')') else {
-            continue;
-        };
-        let rest = String::from_utf8_lossy(&stat[at + 1..]);
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
-        if pgrp == Some(pgid) && !matches!(state, Some("Z" | "X")) {
+        if std::fs::read(entry.path().join("stat"))
+            .ok()
+            .and_then(|line| ProcStat::parse(&line))
+            .is_some_and(|stat| stat.pgrp == pgid && stat.is_alive())
+        {
             n += 1;
         }
     }

@@ -59,18 +59,6 @@ pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// Sends `signal` to the process `pid`. Returns `false` when it no longer exists. A `pid` of
-/// 1 or less is refused (it would name init, our own group, or every process).
-pub(crate) fn signal_process(pid: i32, signal: i32) -> bool {
-    if pid <= 1 {
-        return false;
-    }
-    // SAFETY: `kill` has no memory-safety preconditions; `pid` is above 1, so it names exactly
-    // one process and never a group, init or every process.
-    let rc = unsafe { libc::kill(pid, signal) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// Whether the process group `pgid` still has members (zombies included).
 pub(crate) fn group_exists(pgid: i32) -> bool {
     signal_group(pgid, 0)

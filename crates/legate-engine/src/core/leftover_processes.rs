@@ -14,9 +14,13 @@
 //! confined agent's PID namespace leaves nothing to miss.
 //!
 //! It must never signal this process, a process whose environment it could not read (another
-//! user's, a non-dumpable one), or one that does not carry the marker exactly.
+//! user's, a non-dumpable one), one that does not carry the marker exactly, or one that took
+//! the number of a marked process after its environment was read: each signal goes through a
+//! handle opened before the last read ([`legate_backend::marked`]).
 
 use crate::core::runner::RUNNER_ENV;
+use legate_backend::marked::{Marked, signal_marked};
+use legate_core::proc_stat::ProcStat;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,7 +49,7 @@ pub fn kill_leftovers(runner: &str) -> usize {
         let Some(look) = look(marker.as_bytes(), me, &mut signalled) else {
             break;
         };
-        if look.signalled > 0 {
+        if look.signalled > 0 || look.vanished > 0 {
             continue;
         }
         if look.in_exec == 0 || Instant::now() >= patient_until {
@@ -62,43 +66,44 @@ struct Look {
     signalled: usize,
     /// Processes that may be in the middle of `exec` ([`may_be_in_exec`]).
     in_exec: usize,
+    /// Marked processes that exited between their environment's read and the signal: their
+    /// numbers may be another's now, so a look again finds what is left.
+    vanished: usize,
 }
 
-/// One look: `SIGKILL` to every process carrying `marker` that was not signalled already.
-/// `None` when `/proc` cannot be read.
+/// One look: `SIGKILL` to every process carrying `marker` that was not signalled already,
+/// each through a handle opened before its environment was read again
+/// ([`legate_backend::marked`]). `None` when `/proc` cannot be read.
 fn look(marker: &[u8], me: rustix::process::Pid, signalled: &mut BTreeSet<i32>) -> Option<Look> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let recent_since = boot_ticks().saturating_sub(ticks(RECENT_START));
     let mut look = Look {
         signalled: 0,
         in_exec: 0,
+        vanished: 0,
     };
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
             .to_str()
             .and_then(|n| n.parse::<i32>().ok())
-            .and_then(rustix::process::Pid::from_raw)
+            .filter(|pid| rustix::process::Pid::from_raw(*pid).is_some_and(|p| p != me))
         else {
             continue;
         };
-        if pid == me {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        if environ.is_empty() {
-            if may_be_in_exec(&entry.path(), recent_since) {
-                look.in_exec += 1;
+        match signal_marked(pid, marker, rustix::process::Signal::KILL) {
+            Marked::Signalled => {
+                if signalled.insert(pid) {
+                    look.signalled += 1;
+                }
             }
-            continue;
-        }
-        if environ.split(|b| *b == 0).any(|kv| kv == marker)
-            && rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok()
-            && signalled.insert(pid.as_raw_nonzero().get())
-        {
-            look.signalled += 1;
+            Marked::Vanished => look.vanished += 1,
+            Marked::Empty => {
+                if may_be_in_exec(&entry.path(), recent_since) {
+                    look.in_exec += 1;
+                }
+            }
+            Marked::Unmarked | Marked::Unreadable => {}
         }
     }
     Some(look)
@@ -108,27 +113,12 @@ fn look(marker: &[u8], me: rustix::process::Pid, signalled: &mut BTreeSet<i32>) 
 /// `exec`'s start and its new image: alive (not a zombie), not a kernel thread, and started
 /// at or after `since` (clock ticks since boot).
 fn may_be_in_exec(dir: &Path, since: u64) -> bool {
-    /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags.
-    const KERNEL_THREAD: u64 = 0x0020_0000;
-    let Ok(stat) = std::fs::read(dir.join("stat")) else {
-        return false;
-    };
-    // `pid (comm) state ppid pgrp session tty_nr tpgid flags … starttime …`: comm may hold
-    // any byte, so the fields are read after its last `)`; they are ASCII.
-    let Some(at) = stat.iter().rposition(|b| *b == b')') else {
-        return false;
-    };
-    let Ok(rest) = std::str::from_utf8(&stat[at + 1..]) else {
-        return false;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    let alive = fields
-        .first()
-        .is_some_and(|state| !matches!(*state, "Z" | "X" | "x"));
-    alive
-        && number(6).is_some_and(|flags| flags & KERNEL_THREAD == 0)
-        && number(19).is_some_and(|started| started >= since)
+    std::fs::read(dir.join("stat"))
+        .ok()
+        .and_then(|line| ProcStat::parse(&line))
+        .is_some_and(|stat| {
+            stat.is_alive() && !stat.is_kernel_thread() && stat.start_ticks >= since
+        })
 }
 
 /// Clock ticks since boot, on the clock `/proc/<pid>/stat`'s start times count on
@@ -269,8 +259,7 @@ mod tests {
         let began = Instant::now();
         while began.elapsed() < Duration::from_secs(10) {
             let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let at = stat.iter().rposition(|b| *b == b')').unwrap_or(0);
-            if stat.get(at + 2) == Some(&b'Z') {
+            if ProcStat::parse(&stat).is_some_and(|s| !s.is_alive()) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(2));

@@ -1,0 +1,153 @@
+//! One process's line of `/proc/<pid>/stat`, read: the few fields Legate decides on (its
+//! state, parent, process group, flags and start time).
+//!
+//! This module owns the parse, in one place for every crate that looks at processes. It reads
+//! no file (callers read `/proc/<pid>/stat` themselves) and must never trust the command name:
+//! `pid (comm) state ppid pgrp …` has a `comm` an agent chooses, which may hold spaces,
+//! parentheses, newlines and bytes that are not UTF-8, so the fields are read after its
+//! **last** `)`.
+//!
+//! ```
+//! use legate_core::proc_stat::ProcStat;
+//!
+//! let stat = ProcStat::parse(b"42 (a) b) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0")
+//!     .unwrap();
+//! assert_eq!((stat.ppid, stat.pgrp, stat.start_ticks), (1, 42, 777));
+//! assert!(stat.is_alive() && !stat.is_kernel_thread());
+//! ```
+
+/// `PF_KTHREAD` in the stat line's flags: a kernel thread.
+const KERNEL_THREAD: u64 = 0x0020_0000;
+
+/// The fields of one `/proc/<pid>/stat` line that Legate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// The state letter (`R`, `S`, `D`, `Z`, `X`, …).
+    pub state: u8,
+    /// The parent's process id.
+    pub ppid: i32,
+    /// The process group id.
+    pub pgrp: i32,
+    /// The kernel's `PF_*` flags.
+    pub flags: u64,
+    /// When the process was forked, in clock ticks since boot (`CLOCK_BOOTTIME`).
+    pub start_ticks: u64,
+}
+
+impl ProcStat {
+    /// Reads the fields from a stat line; `None` when it does not have their shape (no `)`,
+    /// a field missing or not a number).
+    pub fn parse(line: &[u8]) -> Option<Self> {
+        let at = line.iter().rposition(|b| *b == b')')?;
+        let rest = std::str::from_utf8(&line[at + 1..]).ok()?;
+        // After comm: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5) flags(6) minflt
+        // cminflt majflt cmajflt utime stime cutime cstime priority nice num_threads
+        // itrealvalue starttime(19) …
+        let mut fields = rest.split_ascii_whitespace();
+        let state = fields.next()?;
+        let [state] = state.as_bytes() else {
+            return None;
+        };
+        let ppid = fields.next()?.parse().ok()?;
+        let pgrp = fields.next()?.parse().ok()?;
+        let flags = fields.nth(3)?.parse().ok()?;
+        let start_ticks = fields.nth(12)?.parse().ok()?;
+        Some(Self {
+            state: *state,
+            ppid,
+            pgrp,
+            flags,
+            start_ticks,
+        })
+    }
+
+    /// Whether the process runs or may run again: not a zombie, not dead.
+    pub fn is_alive(&self) -> bool {
+        !matches!(self.state, b'Z' | b'X' | b'x')
+    }
+
+    /// Whether it is a kernel thread (never an agent's process).
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & KERNEL_THREAD != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+
+    fn line(comm: &[u8], state: u8, ppid: i32, pgrp: i32, flags: u64, start: u64) -> Vec<u8> {
+        let mut out = b"4242 (".to_vec();
+        out.extend_from_slice(comm);
+        out.push(b')');
+        out.extend_from_slice(
+            format!(
+                " {} {ppid} {pgrp} 4242 0 -1 {flags} 1 2 3 4 5 6 7 8 20 0 1 0 {start} 123 456\n",
+                state as char
+            )
+            .as_bytes(),
+        );
+        out
+    }
+
+    #[test]
+    fn a_real_line_is_read() {
+        let stat = std::fs::read("/proc/self/stat").unwrap();
+        let parsed = ProcStat::parse(&stat).unwrap();
+        assert!(parsed.is_alive());
+        assert!(!parsed.is_kernel_thread());
+        assert_eq!(
+            parsed.ppid,
+            i32::try_from(std::os::unix::process::parent_id()).unwrap()
+        );
+    }
+
+    #[test]
+    fn lines_without_the_shape_are_refused() {
+        for bad in [
+            &b""[..],
+            b"42 (sh S 1 42",
+            b"42 (sh) S 1",
+            b"42 (sh) S x 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 7",
+            b"42 (sh) SS 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 7",
+            b"42 (sh) S 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0",
+        ] {
+            assert_eq!(
+                ProcStat::parse(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn zombies_and_kernel_threads_are_told_apart() {
+        let zombie = ProcStat::parse(&line(b"z", b'Z', 1, 2, 0, 3)).unwrap();
+        assert!(!zombie.is_alive());
+        let kthread = ProcStat::parse(&line(b"kworker/0:1", b'I', 2, 0, 0x0020_8040, 3)).unwrap();
+        assert!(kthread.is_alive() && kthread.is_kernel_thread());
+    }
+
+    proptest! {
+        /// Whatever bytes the command name holds (an agent names what it runs), the fields
+        /// are the ones after it.
+        #[test]
+        fn any_command_name_leaves_the_fields_readable(
+            comm in proptest::collection::vec(any::<u8>(), 0..64),
+            state in prop::sample::select(b"RSDZXxItT".to_vec()),
+            ppid in 0..i32::MAX,
+            pgrp in 0..i32::MAX,
+            flags in any::<u64>(),
+            start in any::<u64>(),
+        ) {
+            let parsed = ProcStat::parse(&line(&comm, state, ppid, pgrp, flags, start));
+            prop_assert_eq!(
+                parsed,
+                Some(ProcStat { state, ppid, pgrp, flags, start_ticks: start })
+            );
+        }
+    }
+}
