@@ -122,12 +122,6 @@ impl Cleanup {
     }
 }
 
-/// Whether `environ` (NUL-separated `NAME=value` entries) holds exactly `LEGATE_RUN=<marker>`.
-fn carries(environ: &[u8], marker: &str) -> bool {
-    let want = format!("{RUN_ENV}={marker}");
-    environ.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
-}
-
 impl Processes {
     /// The processes of the run led by `pgid`, tagged with `marker` (`None`: the group only).
     pub fn new(pgid: i32, marker: Option<String>) -> Self {
@@ -173,8 +167,7 @@ impl Processes {
                 continue;
             }
             if let Some(marker) = &self.marker
-                && let Ok(environ) = std::fs::read(entry.path().join("environ"))
-                && carries(&environ, marker)
+                && marked::carries(pid, format!("{RUN_ENV}={marker}").as_bytes())
             {
                 found.outside.push(pid);
             }
@@ -234,10 +227,14 @@ impl Processes {
         let found = self.look_blocking().await;
         let mut outside = found.outside.len();
         let mut sent = Vec::new();
-        if !found.any() || !self.signal(&found, sys::SIGINT) {
+        if !found.any() {
             return (sent, outside);
         }
-        sent.push("SIGINT");
+        // Nothing may have received it although something was alive: a marked process in
+        // the middle of `exec` reads empty for a moment. The looks below find it again.
+        if self.signal(&found, sys::SIGINT) {
+            sent.push("SIGINT");
+        }
         let deadline = tokio::time::Instant::now() + grace;
         loop {
             let now = self.look_blocking().await;
@@ -566,6 +563,31 @@ mod tests {
         assert!(run.verify(Duration::from_secs(2)).await);
         assert!(!Processes::new(pid, None).alive());
         assert_eq!(run.stop(Duration::from_secs(1)).await, (Vec::new(), 0));
+    }
+
+    #[tokio::test]
+    async fn a_process_whose_main_thread_exited_is_still_found_and_stopped() {
+        // A zombie leader with a live thread: neither its group nor its marker may hide it.
+        let marker = new_marker();
+        let Some(mut child) = crate::marked::tests::headless(RUN_ENV, &marker) else {
+            eprintln!("skipped: no python3");
+            return;
+        };
+        let pgid = i32::try_from(child.id()).unwrap();
+        assert!(group_alive(pgid), "its group");
+        let run = Processes::new(i32::MAX - 7, Some(marker));
+        assert!(run.alive(), "its marker");
+        // Python's SIGINT handler runs on the main thread, which is gone: SIGKILL ends it.
+        let (signals, outside) = run.stop(Duration::from_millis(300)).await;
+        assert_eq!(outside, 1);
+        assert_eq!(signals, ["SIGINT", "SIGKILL"]);
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        assert!(run.verify(Duration::from_secs(2)).await);
+        assert!(!group_alive(pgid));
     }
 
     #[tokio::test]

@@ -12,7 +12,7 @@
 //!
 //! let stat = ProcStat::parse(b"42 (a) b) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0")
 //!     .unwrap();
-//! assert_eq!((stat.ppid, stat.pgrp, stat.start_ticks), (1, 42, 777));
+//! assert_eq!((stat.ppid, stat.pgrp, stat.num_threads, stat.start_ticks), (1, 42, 1, 777));
 //! assert!(stat.is_alive() && !stat.is_kernel_thread());
 //! ```
 
@@ -30,6 +30,8 @@ pub struct ProcStat {
     pub pgrp: i32,
     /// The kernel's `PF_*` flags.
     pub flags: u64,
+    /// How many threads the process has.
+    pub num_threads: u64,
     /// When the process was forked, in clock ticks since boot (`CLOCK_BOOTTIME`).
     pub start_ticks: u64,
 }
@@ -41,7 +43,7 @@ impl ProcStat {
         let at = line.iter().rposition(|b| *b == b')')?;
         let rest = std::str::from_utf8(&line[at + 1..]).ok()?;
         // After comm: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5) flags(6) minflt
-        // cminflt majflt cmajflt utime stime cutime cstime priority nice num_threads
+        // cminflt majflt cmajflt utime stime cutime cstime priority nice num_threads(17)
         // itrealvalue starttime(19) …
         let mut fields = rest.split_ascii_whitespace();
         let state = fields.next()?;
@@ -51,19 +53,27 @@ impl ProcStat {
         let ppid = fields.next()?.parse().ok()?;
         let pgrp = fields.next()?.parse().ok()?;
         let flags = fields.nth(3)?.parse().ok()?;
-        let start_ticks = fields.nth(12)?.parse().ok()?;
+        let num_threads = fields.nth(10)?.parse().ok()?;
+        let start_ticks = fields.nth(1)?.parse().ok()?;
         Some(Self {
             state: *state,
             ppid,
             pgrp,
             flags,
+            num_threads,
             start_ticks,
         })
     }
 
-    /// Whether the process runs or may run again: not a zombie, not dead.
+    /// Whether the process runs or may run again: not dead, and not a zombie unless other
+    /// threads of it still run (a process whose main thread exited shows `Z` while they do;
+    /// an agent could otherwise hide one that way).
     pub fn is_alive(&self) -> bool {
-        !matches!(self.state, b'Z' | b'X' | b'x')
+        match self.state {
+            b'X' | b'x' => false,
+            b'Z' => self.num_threads > 1,
+            _ => true,
+        }
     }
 
     /// Whether it is a kernel thread (never an agent's process).
@@ -78,13 +88,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn line(comm: &[u8], state: u8, ppid: i32, pgrp: i32, flags: u64, start: u64) -> Vec<u8> {
+    fn line(
+        comm: &[u8],
+        state: u8,
+        ppid: i32,
+        pgrp: i32,
+        flags: u64,
+        threads: u64,
+        start: u64,
+    ) -> Vec<u8> {
         let mut out = b"4242 (".to_vec();
         out.extend_from_slice(comm);
         out.push(b')');
         out.extend_from_slice(
             format!(
-                " {} {ppid} {pgrp} 4242 0 -1 {flags} 1 2 3 4 5 6 7 8 20 0 1 0 {start} 123 456\n",
+                " {} {ppid} {pgrp} 4242 0 -1 {flags} 1 2 3 4 5 6 7 8 20 0 {threads} 0 {start} 123 456\n",
                 state as char
             )
             .as_bytes(),
@@ -98,6 +116,7 @@ mod tests {
         let parsed = ProcStat::parse(&stat).unwrap();
         assert!(parsed.is_alive());
         assert!(!parsed.is_kernel_thread());
+        assert!(parsed.num_threads >= 1);
         assert_eq!(
             parsed.ppid,
             i32::try_from(std::os::unix::process::parent_id()).unwrap()
@@ -125,9 +144,15 @@ mod tests {
 
     #[test]
     fn zombies_and_kernel_threads_are_told_apart() {
-        let zombie = ProcStat::parse(&line(b"z", b'Z', 1, 2, 0, 3)).unwrap();
+        let zombie = ProcStat::parse(&line(b"z", b'Z', 1, 2, 0, 1, 3)).unwrap();
         assert!(!zombie.is_alive());
-        let kthread = ProcStat::parse(&line(b"kworker/0:1", b'I', 2, 0, 0x0020_8040, 3)).unwrap();
+        // Its main thread exited, another runs: alive.
+        let headless = ProcStat::parse(&line(b"z", b'Z', 1, 2, 0, 2, 3)).unwrap();
+        assert!(headless.is_alive());
+        let dead = ProcStat::parse(&line(b"x", b'X', 1, 2, 0, 2, 3)).unwrap();
+        assert!(!dead.is_alive());
+        let kthread =
+            ProcStat::parse(&line(b"kworker/0:1", b'I', 2, 0, 0x0020_8040, 1, 3)).unwrap();
         assert!(kthread.is_alive() && kthread.is_kernel_thread());
     }
 
@@ -141,12 +166,13 @@ mod tests {
             ppid in 0..i32::MAX,
             pgrp in 0..i32::MAX,
             flags in any::<u64>(),
+            threads in any::<u64>(),
             start in any::<u64>(),
         ) {
-            let parsed = ProcStat::parse(&line(&comm, state, ppid, pgrp, flags, start));
+            let parsed = ProcStat::parse(&line(&comm, state, ppid, pgrp, flags, threads, start));
             prop_assert_eq!(
                 parsed,
-                Some(ProcStat { state, ppid, pgrp, flags, start_ticks: start })
+                Some(ProcStat { state, ppid, pgrp, flags, num_threads: threads, start_ticks: start })
             );
         }
     }

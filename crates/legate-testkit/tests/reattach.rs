@@ -386,3 +386,85 @@ fn an_adopter_that_dies_or_stops_leaves_the_task_to_the_next() {
     assert_eq!(fx.backend.reattaches(), 3);
     rt.block_on(engine.shutdown());
 }
+
+/// A live engine that cannot follow a dead engine's remote task (its agent is not configured
+/// there) takes it over and ends it `SERVER_RESTARTED`, with the approval it left pending
+/// expired first: an approval left pending on an ended task would wait for good.
+#[test]
+fn a_task_taken_over_by_an_engine_that_cannot_follow_it_ends_with_its_approvals_expired() {
+    use legate_store::{Approval, ApprovalFilter, ApprovalState, Store, ToolCallSummary};
+    let fx = Fixture::new();
+    // The engine that will take the task over knows only the local agent.
+    let rt_local = runtime();
+    let local = {
+        let _in = rt_local.enter();
+        EngineHarness::builder()
+            .agent(TestAgent::scripted("agent"))
+            .config(|c| c.default_agent = "agent".into())
+            .engine_in(&fx.base)
+    };
+    // The remote task's engine, mid-turn, with an approval pending when it dies.
+    let (rt, engine) = fx.engine();
+    let id = rt.block_on(async {
+        let task = engine.submit(SubmitRequest::new("work remotely")).unwrap();
+        let remote = fx.server.task(1).await;
+        fx.server.say(&remote, "bound");
+        until(&engine, &task.id, |e| {
+            matches!(&e.kind, EventKind::Message { .. })
+        })
+        .await;
+        task.id
+    });
+    // Written by hand (the relay's agent asks nothing); a real one would be the dead
+    // engine's supervisor's question.
+    let store = Store::open(&fx.base.join("home").join("legate.db")).unwrap();
+    let asked = Approval {
+        id: "a-unfollowable".into(),
+        task_id: id.clone(),
+        agent: "remote".into(),
+        role: "worker".into(),
+        tool: ToolCallSummary {
+            kind: legate_core::ToolKind::Execute,
+            title: "touch x".into(),
+            paths: Vec::new(),
+            command: Some(vec!["touch".into(), "x".into()]),
+            script: None,
+            destination: None,
+        },
+        options: Vec::new(),
+        rule_id: None,
+        reason: "ask".into(),
+        answerers: vec!["human".into()],
+        created_at: legate_core::Timestamp(1),
+        deadline: legate_core::Timestamp(i64::MAX),
+        state: ApprovalState::Pending,
+        answer: None,
+        closed_reason: None,
+        decided: None,
+    };
+    store.insert_approval(&asked, "s").unwrap();
+    kill(rt, engine, &fx.run_dir());
+    // Its housekeeping takes over the dead runner's remote tasks about once a second.
+    let task = rt_local.block_on(ended(&local, &id));
+    assert_eq!(task.state, TaskState::Failed);
+    let error = task.error.unwrap();
+    assert_eq!(error.code, ErrorCode::ServerRestarted);
+    assert!(
+        error
+            .message
+            .contains("can no longer follow the remote task"),
+        "{}",
+        error.message
+    );
+    assert_eq!(fx.backend.reattaches(), 0, "nothing followed it");
+    let approval = store.approval("a-unfollowable").unwrap().unwrap();
+    assert_eq!(approval.state, ApprovalState::Expired);
+    assert!(
+        store
+            .approvals(&ApprovalFilter::default())
+            .unwrap()
+            .iter()
+            .all(|a| a.state != ApprovalState::Pending)
+    );
+    rt_local.block_on(local.shutdown());
+}

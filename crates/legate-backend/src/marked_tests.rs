@@ -1,0 +1,300 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(unsafe_code)]
+use super::*;
+use std::cell::RefCell;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+type Hook = Box<dyn FnMut(i32)>;
+
+thread_local! {
+    /// Run between the environment's read and the signal, as the scheduler may.
+    pub(crate) static BEFORE_SIGNAL: RefCell<Option<Hook>> = const { RefCell::new(None) };
+}
+
+const MARK: &str = "LEGATE_TEST_MARK";
+
+/// Waits (up to 10 s) until process `pid`'s environment reads as `marked` says: a process
+/// just spawned may still be in `exec`, its environment empty.
+fn until_marked(pid: i32, entry: &str) {
+    let began = Instant::now();
+    while !carries(pid, entry.as_bytes()) {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "{pid} never showed {entry}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// `sleep 100`, its own group, with `MARK=<marker>` when given (and then shown).
+fn sleeper(marker: Option<&str>) -> Child {
+    let mut cmd = Command::new("sleep");
+    cmd.arg("100").process_group(0);
+    if let Some(m) = marker {
+        cmd.env(MARK, m);
+    }
+    let child = cmd.spawn().unwrap();
+    if let Some(m) = marker {
+        until_marked(i32::try_from(child.id()).unwrap(), &format!("{MARK}={m}"));
+    }
+    child
+}
+
+fn pid(c: &Child) -> i32 {
+    i32::try_from(c.id()).unwrap()
+}
+
+fn alive(child: &mut Child) -> bool {
+    child.try_wait().unwrap().is_none()
+}
+
+fn end(mut c: Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+#[test]
+fn only_a_marked_process_is_signalled() {
+    let mark = uuid::Uuid::new_v4().simple().to_string();
+    let entry = format!("{MARK}={mark}");
+    let mut plain = sleeper(None);
+    let mut other = sleeper(Some("another"));
+    let mut marked = sleeper(Some(&mark));
+    // `plain` may still be in `exec` (empty) or past it (no marker): never signalled.
+    assert!(matches!(
+        signal_marked(pid(&plain), entry.as_bytes(), Signal::KILL),
+        Marked::Unmarked | Marked::Empty
+    ));
+    assert_eq!(
+        signal_marked(pid(&other), entry.as_bytes(), Signal::KILL),
+        Marked::Unmarked
+    );
+    assert_eq!(
+        signal_marked(pid(&marked), entry.as_bytes(), Signal::KILL),
+        Marked::Signalled
+    );
+    let status = marked.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    assert!(alive(&mut plain) && alive(&mut other));
+    // Reaped: nothing there to read.
+    assert_eq!(
+        signal_marked(pid(&marked), entry.as_bytes(), Signal::KILL),
+        Marked::Unreadable
+    );
+    // Never this process, init, or a group.
+    let me = i32::try_from(std::process::id()).unwrap();
+    for pid in [me, 1, 0, -1] {
+        assert_eq!(
+            signal_marked(pid, b"PATH", Signal::KILL),
+            Marked::Unreadable
+        );
+        assert!(!carries(pid, b"PATH"));
+    }
+    end(plain);
+    end(other);
+}
+
+/// A process whose main thread exited while another thread runs (for 100 s): a zombie
+/// leader whose own environment cannot be read, in a group of its own, with `name=value` in
+/// its environment. Python's `pthread_exit` through `ctypes` makes one. `None` without
+/// `python3` (a failure where `LEGATE_REQUIRE_PYTHON` is set, as in CI). Returns once its
+/// stat shows it headless.
+pub(crate) fn headless(name: &str, value: &str) -> Option<Child> {
+    let script = "import ctypes, threading, time\n\
+                  threading.Thread(target=lambda: time.sleep(100)).start()\n\
+                  ctypes.CDLL(None).pthread_exit(None)\n";
+    let child = match Command::new("python3")
+        .args(["-c", script])
+        .env(name, value)
+        .process_group(0)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if std::env::var_os("LEGATE_REQUIRE_PYTHON").is_some() => {
+            panic!("python3 is required here: {e}")
+        }
+        Err(_) => return None,
+    };
+    let p = pid(&child);
+    let began = Instant::now();
+    loop {
+        let stat = std::fs::read(format!("/proc/{p}/stat")).unwrap();
+        let stat = legate_core::proc_stat::ProcStat::parse(&stat).unwrap();
+        if stat.state == b'Z' {
+            assert!(stat.num_threads > 1, "{stat:?}");
+            return Some(child);
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "never headless: {stat:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_process_whose_main_thread_exited_is_found_and_signalled() {
+    let mark = uuid::Uuid::new_v4().simple().to_string();
+    let entry = format!("{MARK}={mark}");
+    let Some(mut child) = headless(MARK, &mark) else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let p = pid(&child);
+    let stat = std::fs::read(format!("/proc/{p}/stat")).unwrap();
+    assert!(
+        legate_core::proc_stat::ProcStat::parse(&stat)
+            .unwrap()
+            .is_alive()
+    );
+    // Its own environment shows nothing (the kernel refuses the read, or reads it empty).
+    assert!(
+        std::fs::read(format!("/proc/{p}/environ")).map_or(true, |e| e.is_empty()),
+        "the leader's own environment read"
+    );
+    assert!(
+        carries(p, entry.as_bytes()),
+        "its marker is read from a live thread"
+    );
+    assert_eq!(
+        signal_marked(p, entry.as_bytes(), Signal::KILL),
+        Marked::Signalled
+    );
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+}
+
+/// Why [`sleeper_at`] made no process.
+#[derive(Debug)]
+enum NotMade {
+    /// Another process has the number.
+    Taken,
+    /// This process may not choose numbers here (no `CAP_SYS_ADMIN` over the PID namespace,
+    /// or a seccomp profile without `clone3`).
+    NotAllowed(i32),
+}
+
+/// Starts `sleep 100` (unmarked, found on `PATH`) as process `pid` with `clone3`'s `set_tid`.
+fn sleeper_at(pid: i32, sleep: &std::ffi::CStr) -> Result<i32, NotMade> {
+    let argv = [c"sleep".as_ptr(), c"100".as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null::<libc::c_char>()];
+    let tid = [libc::pid_t::from(pid)];
+    /// The kernel's `struct clone_args` (`linux/sched.h`), its size as of 5.7 (`cgroup`).
+    #[repr(C)]
+    #[derive(Default)]
+    struct CloneArgs {
+        flags: u64,
+        pidfd: u64,
+        child_tid: u64,
+        parent_tid: u64,
+        exit_signal: u64,
+        stack: u64,
+        stack_size: u64,
+        tls: u64,
+        set_tid: u64,
+        set_tid_size: u64,
+        cgroup: u64,
+    }
+    let args = CloneArgs {
+        exit_signal: libc::SIGCHLD as u64,
+        set_tid: tid.as_ptr() as u64,
+        set_tid_size: 1,
+        ..CloneArgs::default()
+    };
+    // SAFETY: a fork-like `clone3` (flags 0: no shared memory, a copy of the stack); in the
+    // child only `execve` and `_exit` run, both async-signal-safe, on pointers prepared above.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            std::ptr::from_ref(&args),
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if rc == 0 {
+        // SAFETY: see above.
+        unsafe {
+            libc::execve(sleep.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127)
+        }
+    }
+    if rc > 0 {
+        return Ok(i32::try_from(rc).unwrap());
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EEXIST) => Err(NotMade::Taken),
+        e => Err(NotMade::NotAllowed(e.unwrap_or(0))),
+    }
+}
+
+/// `sleep` as a path, from `PATH`.
+fn sleep_path() -> std::ffi::CString {
+    let path = std::env::var_os("PATH").unwrap();
+    let found = std::env::split_paths(&path)
+        .map(|d| d.join("sleep"))
+        .find(|p| p.is_file())
+        .expect("sleep on PATH");
+    std::ffi::CString::new(found.into_os_string().into_encoded_bytes()).unwrap()
+}
+
+/// The race the directory closes: the marked process exits after its environment was read
+/// and an unmarked one takes its number before the signal. The newcomer must not be signalled.
+#[test]
+fn a_process_that_takes_a_read_process_number_is_never_signalled() {
+    let mark = uuid::Uuid::new_v4().simple().to_string();
+    let entry = format!("{MARK}={mark}");
+    let sleep = sleep_path();
+    for _ in 0..20 {
+        let marked = sleeper(Some(&mark));
+        let number = pid(&marked);
+        let made = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let took = made.clone();
+        let sleep = sleep.clone();
+        let mut marked = Some(marked);
+        BEFORE_SIGNAL.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |pid| {
+                if let Some(c) = marked.take() {
+                    end(c);
+                }
+                *took.borrow_mut() = Some(sleeper_at(pid, &sleep));
+            }));
+        });
+        let outcome = signal_marked(number, entry.as_bytes(), Signal::KILL);
+        BEFORE_SIGNAL.with(|h| h.borrow_mut().take());
+        let made = made.borrow_mut().take().expect("the hook ran");
+        let newcomer = match made {
+            Ok(newcomer) => newcomer,
+            // Another process of this machine took the number first: try another.
+            Err(NotMade::Taken) => continue,
+            Err(NotMade::NotAllowed(errno)) => {
+                eprintln!("skipped: clone3 with set_tid is not allowed here (errno {errno})");
+                return;
+            }
+        };
+        assert_eq!(newcomer, number);
+        // SIGTERM now: a SIGKILL sent by `signal_marked` would show instead.
+        let mut status = 0;
+        // SAFETY: `kill` and `waitpid` on our own child, with a valid pointer.
+        let waited = unsafe {
+            libc::kill(newcomer, libc::SIGTERM);
+            libc::waitpid(newcomer, &raw mut status, 0)
+        };
+        assert_eq!(waited, newcomer);
+        assert!(libc::WIFSIGNALED(status));
+        assert_eq!(
+            libc::WTERMSIG(status),
+            libc::SIGTERM,
+            "the process that took the number was signalled"
+        );
+        assert_eq!(outcome, Marked::Vanished);
+        return;
+    }
+    panic!("no process could be made at a freed number in 20 tries");
+}
