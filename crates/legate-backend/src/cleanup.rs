@@ -25,8 +25,13 @@
 //! run's processes are there; an observation that finds one run's processes gone lifts that
 //! run's mark only.
 //!
-//! Limits: a descendant that cleared or replaced its environment on `exec`, or that runs as
-//! another user, is not found by its marker; only its group would show it.
+//! Limits: a descendant that cleared or replaced its environment on `exec` (or in memory), that
+//! runs as another user, or that made itself not dumpable while Legate is not root, is not
+//! found by its marker; only its group would show it. A process caught in the middle of
+//! `exec` reads an empty environment: a look then misses it, and if it is still there when
+//! the run is observed, the cleanup is not verified and the workspace blocked (it fails
+//! closed). A process whose main thread has exited is found as long as another thread of it
+//! runs ([`crate::marked`]).
 
 use crate::acp::sys;
 use crate::marked::{self, Marked};
@@ -159,7 +164,9 @@ impl Processes {
             else {
                 continue;
             };
-            if !stat.is_alive() {
+            // A headless process (its main thread gone) is alive while one of its threads runs.
+            let alive = stat.runs() || (stat.is_headless() && marked::threads_run(pid));
+            if !alive {
                 continue;
             }
             if self.pgid > 0 && stat.pgrp == self.pgid {
@@ -231,7 +238,7 @@ impl Processes {
             return (sent, outside);
         }
         // Nothing may have received it although something was alive: a marked process in
-        // the middle of `exec` reads empty for a moment. The looks below find it again.
+        // the middle of `exec` reads empty for a moment. The looks below may find it again.
         if self.signal(&found, sys::SIGINT) {
             sent.push("SIGINT");
         }
@@ -588,6 +595,20 @@ mod tests {
         );
         assert!(run.verify(Duration::from_secs(2)).await);
         assert!(!group_alive(pgid));
+    }
+
+    #[test]
+    fn a_process_whose_threads_are_all_zombies_is_gone_to_cleanup() {
+        // Headless, and its one other thread a zombie its tracer (this process) has not
+        // reaped: it runs nothing, and a `SIGKILL` could not change that. Counting it alive
+        // would block its workspace for as long as this process lives.
+        let Some((child, tid)) = crate::marked::tests::headless_with_zombie_threads() else {
+            eprintln!("skipped: no python3");
+            return;
+        };
+        let pgid = i32::try_from(child.id()).unwrap();
+        assert!(!group_alive(pgid));
+        crate::marked::tests::reap_zombie_threads(child, tid);
     }
 
     #[tokio::test]

@@ -4,22 +4,30 @@
 //! a `NAME=value` entry of its own ([`crate::cleanup`], the engine's recovery). A process id is
 //! only a number: the process read may exit, and another take its number, before the signal
 //! is sent. [`signal_marked`] therefore opens the process's `/proc/<pid>` directory first,
-//! reads the environment **through that directory**, and signals through it
-//! (`pidfd_send_signal` takes such a directory as a process handle): the directory never
-//! stands for a later process, so what is read and what is signalled are one process, or the
-//! read fails and nothing is sent. One directory is open at a time (an agent may leave
-//! thousands of processes; a handle each at once would exhaust this process's descriptors).
+//! reads **through that directory**, and signals through it (`pidfd_send_signal` takes such a
+//! directory as a process handle): the directory never stands for a later process (reads
+//! through it fail with `ESRCH` once its process is gone, and so does the signal), so what is
+//! read and what is signalled are one process, or nothing is sent. One directory is open at a
+//! time (an agent may leave thousands of processes; a handle each at once would exhaust this
+//! process's descriptors).
 //!
-//! A process whose main thread has exited while other threads run shows as a zombie (`Z`,
-//! with more than one thread) and its own environment cannot be read; its threads share the
-//! environment, so it is read from a live thread's (`task/<tid>/environ`), again through the
-//! directory. An agent cannot hide a process from cleanup that way.
+//! A process whose main thread has exited while other threads run is **headless**: its stat
+//! shows `Z` with more than one thread, and its own environment reads empty or fails,
+//! depending on the kernel. Its threads share its memory, so its environment is read from a
+//! thread's (`task/<tid>/environ`), again through the directory; [`threads_run`] says whether
+//! any of those threads still runs. An agent cannot hide a process from cleanup that way.
 //!
 //! It must never signal a process whose environment it did not read and find marked, this
-//! process, or a process id below 2. On a kernel without `pidfd_send_signal` (before 5.1;
-//! Landlock, which Legate's confinement uses, needs 5.13) it signals by number after the same
-//! check, which leaves the window between the read and the signal open.
+//! process, or a process id below 2. Where `pidfd_send_signal` cannot be used (a kernel
+//! before 5.1, which Legate's confinement does not support anyway, or a seccomp profile that
+//! refuses it: [`crate::acp::sys::pidfd_signals`] asks once), it signals by number after the
+//! same check, which leaves the window between the read and the signal open.
+//!
+//! Not found by a marker at all: a process that replaced its environment in memory without an
+//! `exec`, and one that made itself not dumpable while Legate is not root (its environment
+//! cannot be read); only its process group shows those ([`crate::cleanup`]).
 
+use legate_core::proc_stat::ProcStat;
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, OFlags};
 use rustix::process::{Pid, Signal};
@@ -36,10 +44,10 @@ pub enum Marked {
     Vanished,
     /// Its environment did not hold the marker.
     Unmarked,
-    /// Its environment read empty: a kernel thread, a process that cleared it, or one in the
-    /// middle of `exec` (whose new environment is not set up yet).
+    /// Its environment read empty: a kernel thread, a process that cleared it, one in the
+    /// middle of `exec` (whose new environment is not set up yet), or a zombie on some kernels.
     Empty,
-    /// It could not be read: gone (a reaped process; a zombie with no thread left), another
+    /// It could not be read: gone (a reaped process; a zombie on other kernels), another
     /// user's, not dumpable.
     Unreadable,
 }
@@ -54,7 +62,7 @@ pub fn signal_marked(pid: i32, entry: &[u8], signal: Signal) -> Marked {
     let Ok(dir) = process_dir(pid) else {
         return Marked::Unreadable;
     };
-    match environment(&dir, pid) {
+    match environment(&dir) {
         Ok(environ) if holds(&environ, entry) => {}
         Ok(environ) if environ.is_empty() => return Marked::Empty,
         Ok(_) => return Marked::Unmarked,
@@ -66,10 +74,10 @@ pub fn signal_marked(pid: i32, entry: &[u8], signal: Signal) -> Marked {
             hook(pid);
         }
     });
-    let sent = match rustix::process::pidfd_send_signal(&dir, signal) {
-        // A kernel before 5.1: by number, as the module says.
-        Err(rustix::io::Errno::NOSYS) => rustix::process::kill_process(target, signal),
-        sent => sent,
+    let sent = if crate::acp::sys::pidfd_signals() {
+        rustix::process::pidfd_send_signal(&dir, signal)
+    } else {
+        rustix::process::kill_process(target, signal)
     };
     match sent {
         Ok(()) | Err(rustix::io::Errno::PERM) => Marked::Signalled,
@@ -78,13 +86,31 @@ pub fn signal_marked(pid: i32, entry: &[u8], signal: Signal) -> Marked {
 }
 
 /// Whether process `pid`'s environment holds `entry` (`NAME=value`) now, read as
-/// [`signal_marked`] reads it (a live thread's when its main thread has exited).
+/// [`signal_marked`] reads it (a thread's when the process is headless).
 pub fn carries(pid: i32, entry: &[u8]) -> bool {
     target(pid).is_some()
         && process_dir(pid)
             .ok()
-            .and_then(|dir| environment(&dir, pid).ok())
+            .and_then(|dir| environment(&dir).ok())
             .is_some_and(|environ| holds(&environ, entry))
+}
+
+/// Whether a thread of the headless process `pid` still runs: one whose own state is not a
+/// zombie's (a thread that exited under a tracer stays a zombie until the tracer reaps it,
+/// and runs nothing). False when none can be read.
+pub fn threads_run(pid: i32) -> bool {
+    let Some(task) = process_dir(pid)
+        .ok()
+        .and_then(|dir| open_dir_at(&dir, "task").ok())
+    else {
+        return false;
+    };
+    threads(&task).into_iter().any(|tid| {
+        read_at(&task, &format!("{tid}/stat"))
+            .ok()
+            .and_then(|line| ProcStat::parse(&line))
+            .is_some_and(|stat| stat.runs())
+    })
 }
 
 /// `pid` as a process this module may look at: above 1, not this process.
@@ -103,21 +129,52 @@ fn process_dir(pid: i32) -> rustix::io::Result<OwnedFd> {
     )
 }
 
-/// The environment of the process `dir` stands for: its own, else (its main thread gone)
-/// the first live thread's. `Err` when none can be read.
-fn environment(dir: &OwnedFd, pid: i32) -> Result<Vec<u8>, ()> {
-    if let Ok(environ) = read_at(dir, "environ") {
-        return Ok(environ);
+fn open_dir_at(dir: &OwnedFd, path: &str) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// The environment of the process `dir` stands for: its own, or, when it is headless, the
+/// first of its threads' that reads non-empty (empty when they all read empty). `Err` when
+/// nothing can be read.
+fn environment(dir: &OwnedFd) -> Result<Vec<u8>, ()> {
+    let headless = read_at(dir, "stat")
+        .ok()
+        .and_then(|line| ProcStat::parse(&line))
+        .is_some_and(|stat| stat.is_headless());
+    if !headless {
+        return read_at(dir, "environ").map_err(|_| ());
     }
-    // Thread ids are listed by path; each read goes through `dir`, so a thread of a later
-    // process of the same number is never read.
-    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|_| ())?;
-    threads
-        .flatten()
-        .filter_map(|t| t.file_name().to_str().map(str::to_owned))
-        .filter(|tid| tid.bytes().all(|b| b.is_ascii_digit()) && *tid != pid.to_string())
-        .find_map(|tid| read_at(dir, &format!("task/{tid}/environ")).ok())
-        .ok_or(())
+    let task = open_dir_at(dir, "task").map_err(|_| ())?;
+    let mut read_any = false;
+    for tid in threads(&task) {
+        match read_at(&task, &format!("{tid}/environ")) {
+            Ok(environ) if !environ.is_empty() => return Ok(environ),
+            Ok(_) => read_any = true,
+            // One address space: a thread this user may not read, it may read none of.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => break,
+            Err(_) => {}
+        }
+    }
+    read_any.then(Vec::new).ok_or(())
+}
+
+/// The thread ids in a process's `task` directory (at most 4,096: a process with more is
+/// judged by those).
+fn threads(task: &OwnedFd) -> Vec<String> {
+    const MOST: usize = 4096;
+    let Ok(dir) = rustix::fs::Dir::read_from(task) else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().ok().map(str::to_owned))
+        .filter(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
+        .take(MOST)
+        .collect()
 }
 
 fn read_at(dir: &OwnedFd, path: &str) -> std::io::Result<Vec<u8>> {

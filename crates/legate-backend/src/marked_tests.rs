@@ -55,20 +55,32 @@ fn end(mut c: Child) {
     let _ = c.wait();
 }
 
+/// A child killed and reaped when the test ends, passed or failed.
+pub(crate) struct Reaped(pub(crate) Option<Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            end(c);
+        }
+    }
+}
+
 #[test]
 fn only_a_marked_process_is_signalled() {
     let mark = uuid::Uuid::new_v4().simple().to_string();
     let entry = format!("{MARK}={mark}");
-    let mut plain = sleeper(None);
-    let mut other = sleeper(Some("another"));
+    let mut plain = Reaped(Some(sleeper(None)));
+    let mut other = Reaped(Some(sleeper(Some("another"))));
     let mut marked = sleeper(Some(&mark));
+    let (plain, other) = (plain.0.as_mut().unwrap(), other.0.as_mut().unwrap());
     // `plain` may still be in `exec` (empty) or past it (no marker): never signalled.
     assert!(matches!(
-        signal_marked(pid(&plain), entry.as_bytes(), Signal::KILL),
+        signal_marked(pid(plain), entry.as_bytes(), Signal::KILL),
         Marked::Unmarked | Marked::Empty
     ));
     assert_eq!(
-        signal_marked(pid(&other), entry.as_bytes(), Signal::KILL),
+        signal_marked(pid(other), entry.as_bytes(), Signal::KILL),
         Marked::Unmarked
     );
     assert_eq!(
@@ -80,11 +92,11 @@ fn only_a_marked_process_is_signalled() {
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL)
     );
-    assert!(alive(&mut plain) && alive(&mut other));
-    // Reaped: nothing there to read.
-    assert_eq!(
+    assert!(alive(plain) && alive(other));
+    // Reaped: nothing there carries the marker (the number may be another process's now).
+    assert_ne!(
         signal_marked(pid(&marked), entry.as_bytes(), Signal::KILL),
-        Marked::Unreadable
+        Marked::Signalled
     );
     // Never this process, init, or a group.
     let me = i32::try_from(std::process::id()).unwrap();
@@ -95,38 +107,51 @@ fn only_a_marked_process_is_signalled() {
         );
         assert!(!carries(pid, b"PATH"));
     }
-    end(plain);
-    end(other);
+}
+
+/// Whether a missing `python3` fails the test (`LEGATE_REQUIRE_PYTHON` or `CI` switched on,
+/// as `legate_testkit::python` reads them).
+fn python_required() -> bool {
+    ["LEGATE_REQUIRE_PYTHON", "CI"].iter().any(|name| {
+        std::env::var_os(name).is_some_and(|v| {
+            let v = v.to_string_lossy().trim().to_ascii_lowercase();
+            !v.is_empty() && v != "0" && v != "false"
+        })
+    })
+}
+
+/// `python3 -c script` in a group of its own, with `env` added; `None` without `python3`
+/// (a failure where it is required, as in CI).
+fn python(script: &str, env: &[(&str, &str)]) -> Option<Child> {
+    match Command::new("python3")
+        .args(["-c", script])
+        .envs(env.iter().copied())
+        .process_group(0)
+        .spawn()
+    {
+        Ok(child) => Some(child),
+        Err(e) if python_required() => panic!("python3 is required here: {e}"),
+        Err(_) => None,
+    }
 }
 
 /// A process whose main thread exited while another thread runs (for 100 s): a zombie
 /// leader whose own environment cannot be read, in a group of its own, with `name=value` in
 /// its environment. Python's `pthread_exit` through `ctypes` makes one. `None` without
-/// `python3` (a failure where `LEGATE_REQUIRE_PYTHON` is set, as in CI). Returns once its
-/// stat shows it headless.
+/// `python3` (a failure where it is required, as in CI). Returns once its stat shows it
+/// headless.
 pub(crate) fn headless(name: &str, value: &str) -> Option<Child> {
     let script = "import ctypes, threading, time\n\
                   threading.Thread(target=lambda: time.sleep(100)).start()\n\
                   ctypes.CDLL(None).pthread_exit(None)\n";
-    let child = match Command::new("python3")
-        .args(["-c", script])
-        .env(name, value)
-        .process_group(0)
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) if std::env::var_os("LEGATE_REQUIRE_PYTHON").is_some() => {
-            panic!("python3 is required here: {e}")
-        }
-        Err(_) => return None,
-    };
+    let child = python(script, &[(name, value)])?;
     let p = pid(&child);
     let began = Instant::now();
     loop {
         let stat = std::fs::read(format!("/proc/{p}/stat")).unwrap();
         let stat = legate_core::proc_stat::ProcStat::parse(&stat).unwrap();
         if stat.state == b'Z' {
-            assert!(stat.num_threads > 1, "{stat:?}");
+            assert!(stat.is_headless(), "{stat:?}");
             return Some(child);
         }
         assert!(
@@ -137,21 +162,84 @@ pub(crate) fn headless(name: &str, value: &str) -> Option<Child> {
     }
 }
 
+/// A headless process none of whose threads runs: its second thread asked to be traced by
+/// this process (`PTRACE_TRACEME`) and exited, so it stays a zombie until this process reaps
+/// it, and then its main thread exited. Returns the child and that thread's id, once every
+/// thread shows `Z` (reap the thread with `waitpid(tid, __WALL)`, then the child).
+pub(crate) fn headless_with_zombie_threads() -> Option<(Child, i32)> {
+    let script = "import ctypes, threading\n\
+                  libc = ctypes.CDLL(None)\n\
+                  t = threading.Thread(target=lambda: libc.ptrace(0, 0, None, None))\n\
+                  t.start(); t.join()\n\
+                  libc.pthread_exit(None)\n";
+    let child = python(script, &[])?;
+    let p = pid(&child);
+    let began = Instant::now();
+    loop {
+        let stat = |path: String| {
+            std::fs::read(path)
+                .ok()
+                .and_then(|l| legate_core::proc_stat::ProcStat::parse(&l))
+        };
+        let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{p}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect();
+        let all_zombies = tids
+            .iter()
+            .all(|t| stat(format!("/proc/{p}/task/{t}/stat")).is_some_and(|s| !s.runs()));
+        let other = tids.iter().copied().find(|t| *t != p);
+        if let (true, Some(tid)) = (all_zombies, other) {
+            assert!(stat(format!("/proc/{p}/stat")).unwrap().is_headless());
+            return Some((child, tid));
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "never all zombies: {tids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reaps the traced thread `tid`, then the child.
+pub(crate) fn reap_zombie_threads(mut child: Child, tid: i32) {
+    let mut status = 0;
+    // SAFETY: `waitpid` on a thread this process traces, with a valid pointer.
+    let reaped = unsafe { libc::waitpid(tid, &raw mut status, libc::__WALL) };
+    assert_eq!(reaped, tid);
+    child.wait().unwrap();
+}
+
 #[test]
-fn a_process_whose_main_thread_exited_is_found_and_signalled() {
-    let mark = uuid::Uuid::new_v4().simple().to_string();
-    let entry = format!("{MARK}={mark}");
-    let Some(mut child) = headless(MARK, &mark) else {
+fn a_headless_process_whose_threads_are_zombies_runs_nothing() {
+    let Some((child, tid)) = headless_with_zombie_threads() else {
         eprintln!("skipped: no python3");
         return;
     };
     let p = pid(&child);
+    assert!(!threads_run(p));
+    reap_zombie_threads(child, tid);
+}
+
+#[test]
+fn a_process_whose_main_thread_exited_is_found_and_signalled() {
+    let mark = uuid::Uuid::new_v4().simple().to_string();
+    let entry = format!("{MARK}={mark}");
+    let Some(child) = headless(MARK, &mark) else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    let mut child = Reaped(Some(child));
+    let child = child.0.as_mut().unwrap();
+    let p = pid(child);
     let stat = std::fs::read(format!("/proc/{p}/stat")).unwrap();
     assert!(
         legate_core::proc_stat::ProcStat::parse(&stat)
             .unwrap()
             .is_alive()
     );
+    assert!(threads_run(p), "its second thread sleeps");
     // Its own environment shows nothing (the kernel refuses the read, or reads it empty).
     assert!(
         std::fs::read(format!("/proc/{p}/environ")).map_or(true, |e| e.is_empty()),
@@ -170,6 +258,7 @@ fn a_process_whose_main_thread_exited_is_found_and_signalled() {
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL)
     );
+    assert!(!threads_run(p), "reaped");
 }
 
 /// Why [`sleeper_at`] made no process.

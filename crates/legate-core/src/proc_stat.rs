@@ -65,15 +65,24 @@ impl ProcStat {
         })
     }
 
-    /// Whether the process runs or may run again: not dead, and not a zombie unless other
-    /// threads of it still run (a process whose main thread exited shows `Z` while they do;
-    /// an agent could otherwise hide one that way).
+    /// Whether this process (or thread, for a `task/<tid>/stat` line) runs or may run again:
+    /// not a zombie, not dead.
+    pub fn runs(&self) -> bool {
+        !matches!(self.state, b'Z' | b'X' | b'x')
+    }
+
+    /// Whether it is a process whose main thread has exited while it has other threads: it
+    /// shows `Z`, and whether it is alive is its threads' to say (`task/<tid>/stat`; a
+    /// thread that exited under a tracer stays a zombie until the tracer reaps it).
+    pub fn is_headless(&self) -> bool {
+        self.state == b'Z' && self.num_threads > 1
+    }
+
+    /// Whether the process may be alive: it [runs](Self::runs) or is
+    /// [headless](Self::is_headless) (an agent could otherwise hide a process by ending its
+    /// main thread). Where a headless one's zombie threads matter, read them.
     pub fn is_alive(&self) -> bool {
-        match self.state {
-            b'X' | b'x' => false,
-            b'Z' => self.num_threads > 1,
-            _ => true,
-        }
+        self.runs() || self.is_headless()
     }
 
     /// Whether it is a kernel thread (never an agent's process).
@@ -148,7 +157,8 @@ mod tests {
         assert!(!zombie.is_alive());
         // Its main thread exited, another runs: alive.
         let headless = ProcStat::parse(&line(b"z", b'Z', 1, 2, 0, 2, 3)).unwrap();
-        assert!(headless.is_alive());
+        assert!(headless.is_alive() && headless.is_headless() && !headless.runs());
+        assert!(!zombie.is_headless());
         let dead = ProcStat::parse(&line(b"x", b'X', 1, 2, 0, 2, 3)).unwrap();
         assert!(!dead.is_alive());
         let kthread =

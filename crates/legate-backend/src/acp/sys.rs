@@ -59,6 +59,32 @@ pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether `pidfd_send_signal` works here, asked once: signal 0 (a check, nothing sent) to this
+/// process through its own `/proc/self` directory. A kernel before 5.1 answers `ENOSYS`; a
+/// seccomp profile that refuses the call, `EPERM` or `ENOSYS` ([`crate::marked`] then signals
+/// by number).
+pub(crate) fn pidfd_signals() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| {
+        use std::os::fd::AsRawFd;
+        let Ok(dir) = std::fs::File::open("/proc/self") else {
+            return false;
+        };
+        // SAFETY: `pidfd_send_signal` on a descriptor this function owns, signal 0 (only the
+        // checks), no `siginfo`, no flags: it reads and writes no memory of ours.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                dir.as_raw_fd(),
+                0,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        rc == 0
+    })
+}
+
 /// Whether the process group `pgid` still has members (zombies included).
 pub(crate) fn group_exists(pgid: i32) -> bool {
     signal_group(pgid, 0)
