@@ -28,10 +28,9 @@
 //! Limits: a descendant that cleared or replaced its environment on `exec` (or in memory), that
 //! runs as another user, or that made itself not dumpable while Legate is not root, is not
 //! found by its marker; only its group would show it. A process caught in the middle of
-//! `exec` reads an empty environment: a look then misses it, and if it is still there when
-//! the run is observed, the cleanup is not verified and the workspace blocked (it fails
-//! closed). A process whose main thread has exited is found as long as another thread of it
-//! runs ([`crate::marked`]).
+//! `exec` reads an empty environment for a moment; its environment is read again while that
+//! may be so, and a process whose main thread has exited is found as long as another thread
+//! of it runs ([`crate::marked`]).
 
 use crate::acp::sys;
 use crate::marked::{self, Marked};
@@ -148,6 +147,7 @@ impl Processes {
         let entries = std::fs::read_dir("/proc").ok()?;
         let me = i32::try_from(std::process::id()).unwrap_or(0);
         let mut found = Found::default();
+        let mut patience = marked::Patience::default();
         let mut seen_any = false;
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -174,7 +174,7 @@ impl Processes {
                 continue;
             }
             if let Some(marker) = &self.marker
-                && marked::carries(pid, format!("{RUN_ENV}={marker}").as_bytes())
+                && marked::carries(pid, format!("{RUN_ENV}={marker}").as_bytes(), &mut patience)
             {
                 found.outside.push(pid);
             }
@@ -218,10 +218,12 @@ impl Processes {
             && let Some(signal) = rustix::process::Signal::from_named_raw(signal)
         {
             let entry = format!("{RUN_ENV}={marker}");
+            let mut patience = marked::Patience::default();
             for pid in &found.outside {
                 // Read again through a handle opened first: the process found may be gone
                 // and its number another's (`marked`).
-                any |= marked::signal_marked(*pid, entry.as_bytes(), signal) == Marked::Signalled;
+                any |= marked::signal_marked(*pid, entry.as_bytes(), signal, &mut patience)
+                    == Marked::Signalled;
             }
         }
         any
@@ -237,8 +239,8 @@ impl Processes {
         if !found.any() {
             return (sent, outside);
         }
-        // Nothing may have received it although something was alive: a marked process in
-        // the middle of `exec` reads empty for a moment. The looks below may find it again.
+        // Nothing may have received it although something was alive (a marked process that
+        // exited between the look and the signal): the looks below settle it.
         if self.signal(&found, sys::SIGINT) {
             sent.push("SIGINT");
         }
@@ -576,10 +578,12 @@ mod tests {
     async fn a_process_whose_main_thread_exited_is_still_found_and_stopped() {
         // A zombie leader with a live thread: neither its group nor its marker may hide it.
         let marker = new_marker();
-        let Some(mut child) = crate::marked::tests::headless(RUN_ENV, &marker) else {
+        let Some(child) = crate::marked::tests::headless(RUN_ENV, &marker) else {
             eprintln!("skipped: no python3");
             return;
         };
+        let mut child = crate::marked::tests::Reaped(Some(child));
+        let child = child.0.as_mut().unwrap();
         let pgid = i32::try_from(child.id()).unwrap();
         assert!(group_alive(pgid), "its group");
         let run = Processes::new(i32::MAX - 7, Some(marker));

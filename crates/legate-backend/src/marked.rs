@@ -14,8 +14,17 @@
 //! A process whose main thread has exited while other threads run is **headless**: its stat
 //! shows `Z` with more than one thread, and its own environment reads empty or fails,
 //! depending on the kernel. Its threads share its memory, so its environment is read from a
-//! thread's (`task/<tid>/environ`), again through the directory; [`threads_run`] says whether
-//! any of those threads still runs. An agent cannot hide a process from cleanup that way.
+//! thread's (`task/<tid>/environ`, every thread tried), again through the directory;
+//! [`threads_run`] says whether any of those threads still runs, and errs towards "runs"
+//! when a thread cannot be read. An agent cannot hide a process from cleanup that way.
+//!
+//! A process in the middle of `exec` reads an empty environment for a moment (its new
+//! memory is there, its environment not yet), or a cut one (its old memory went during the
+//! read). Such a read is taken again, up to ten times a millisecond apart, while the stat
+//! says it may be one ([`ProcStat::environment_unsettled`]: empty without an environment
+//! empty in place, or shorter than the environment the stat places): a process that keeps
+//! calling `exec` is not missed by one unlucky read. A look's [`Patience`] bounds what all of
+//! its rereads may cost together.
 //!
 //! It must never signal a process whose environment it did not read and find marked, this
 //! process, or a process id below 2. Where `pidfd_send_signal` cannot be used (a kernel
@@ -55,14 +64,14 @@ pub enum Marked {
 /// Opens `/proc/<pid>`, reads the environment of the process it stands for and, when an
 /// entry is exactly `entry` (`NAME=value`), sends it `signal` through the same directory (see
 /// the module doc).
-pub fn signal_marked(pid: i32, entry: &[u8], signal: Signal) -> Marked {
+pub fn signal_marked(pid: i32, entry: &[u8], signal: Signal, patience: &mut Patience) -> Marked {
     let Some(target) = target(pid) else {
         return Marked::Unreadable;
     };
     let Ok(dir) = process_dir(pid) else {
         return Marked::Unreadable;
     };
-    match environment(&dir) {
+    match environment(&dir, patience) {
         Ok(environ) if holds(&environ, entry) => {}
         Ok(environ) if environ.is_empty() => return Marked::Empty,
         Ok(_) => return Marked::Unmarked,
@@ -87,30 +96,75 @@ pub fn signal_marked(pid: i32, entry: &[u8], signal: Signal) -> Marked {
 
 /// Whether process `pid`'s environment holds `entry` (`NAME=value`) now, read as
 /// [`signal_marked`] reads it (a thread's when the process is headless).
-pub fn carries(pid: i32, entry: &[u8]) -> bool {
+pub fn carries(pid: i32, entry: &[u8], patience: &mut Patience) -> bool {
     target(pid).is_some()
         && process_dir(pid)
             .ok()
-            .and_then(|dir| environment(&dir).ok())
+            .and_then(|dir| environment(&dir, patience).ok())
             .is_some_and(|environ| holds(&environ, entry))
+}
+
+/// How long one look over `/proc` may spend reading environments again while an `exec` may
+/// be under way (see the module doc): 200 ms by default, shared by every process of the
+/// look, so that an agent with many processes that keep calling `exec` makes a look at most
+/// that much longer. Spent, a look reads each environment once.
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    left: std::time::Duration,
+}
+
+impl Default for Patience {
+    fn default() -> Self {
+        Self {
+            left: std::time::Duration::from_millis(200),
+        }
+    }
+}
+
+impl Patience {
+    /// Takes one pause from what is left; false when nothing is.
+    fn take(&mut self) -> bool {
+        let Some(left) = self.left.checked_sub(EXEC_PAUSE) else {
+            return false;
+        };
+        self.left = left;
+        true
+    }
 }
 
 /// Whether a thread of the headless process `pid` still runs: one whose own state is not a
 /// zombie's (a thread that exited under a tracer stays a zombie until the tracer reaps it,
-/// and runs nothing). False when none can be read.
+/// and runs nothing). Every thread is looked at, however many zombies come first. False when
+/// the process is gone; true when its threads cannot all be read (an error listing them, a
+/// stat that does not read), so that nothing hides behind an unreadable thread.
 pub fn threads_run(pid: i32) -> bool {
-    let Some(task) = process_dir(pid)
-        .ok()
-        .and_then(|dir| open_dir_at(&dir, "task").ok())
-    else {
-        return false;
+    let gone =
+        |e: rustix::io::Errno| matches!(e, rustix::io::Errno::SRCH | rustix::io::Errno::NOENT);
+    let task = match process_dir(pid).and_then(|dir| open_dir_at(&dir, "task")) {
+        Ok(task) => task,
+        Err(e) => return !gone(e),
     };
-    threads(&task).into_iter().any(|tid| {
-        read_at(&task, &format!("{tid}/stat"))
-            .ok()
-            .and_then(|line| ProcStat::parse(&line))
-            .is_some_and(|stat| stat.runs())
-    })
+    let Ok(threads) = rustix::fs::Dir::read_from(&task) else {
+        return true;
+    };
+    for entry in threads {
+        let Ok(entry) = entry else {
+            return true;
+        };
+        let Some(tid) = thread_id(&entry) else {
+            continue;
+        };
+        match read_at(&task, &format!("{tid}/stat")) {
+            Ok(line) => match ProcStat::parse(&line) {
+                Some(stat) if !stat.runs() => {}
+                _ => return true,
+            },
+            Err(e)
+                if gone(rustix::io::Errno::from_io_error(&e).unwrap_or(rustix::io::Errno::IO)) => {}
+            Err(_) => return true,
+        }
+    }
+    false
 }
 
 /// `pid` as a process this module may look at: above 1, not this process.
@@ -138,20 +192,55 @@ fn open_dir_at(dir: &OwnedFd, path: &str) -> rustix::io::Result<OwnedFd> {
     )
 }
 
-/// The environment of the process `dir` stands for: its own, or, when it is headless, the
-/// first of its threads' that reads non-empty (empty when they all read empty). `Err` when
-/// nothing can be read.
-fn environment(dir: &OwnedFd) -> Result<Vec<u8>, ()> {
-    let headless = read_at(dir, "stat")
-        .ok()
-        .and_then(|line| ProcStat::parse(&line))
-        .is_some_and(|stat| stat.is_headless());
-    if !headless {
-        return read_at(dir, "environ").map_err(|_| ());
+/// How many times an environment is read again while the read may have met an `exec` under
+/// way ([`ProcStat::environment_unsettled`]), and the pause between reads.
+const EXEC_READS: usize = 10;
+const EXEC_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+/// How many of those an environment empty in place (`env -i`, or `exec` placing it) gets.
+const EMPTY_READS: usize = 2;
+
+/// The environment of the process `dir` stands for: its own (read again, up to
+/// [`EXEC_READS`] times, while the read may have met an `exec` under way: empty, or shorter
+/// than the stat places it), or, when it is headless, the first of its threads' that reads
+/// non-empty (empty when they all read empty). `Err` when nothing can be read.
+fn environment(dir: &OwnedFd, patience: &mut Patience) -> Result<Vec<u8>, ()> {
+    let stat = || {
+        read_at(dir, "stat")
+            .ok()
+            .and_then(|line| ProcStat::parse(&line))
+    };
+    if stat().is_some_and(|s| s.is_headless()) {
+        return thread_environment(dir);
     }
+    let mut environ = read_at(dir, "environ").map_err(|_| ())?;
+    for attempt in 0..EXEC_READS {
+        // Every entry ends with a NUL: one that does not was cut.
+        let cut = environ.last().is_some_and(|b| *b != 0);
+        let unsettled = stat().is_some_and(|s| {
+            s.environment_unsettled(environ.len())
+                // `exec` places the environment's start and end at one address before it
+                // moves the end: an environment empty in place is looked at twice more.
+                || (attempt < EMPTY_READS
+                    && environ.is_empty()
+                    && s.runs()
+                    && !s.is_kernel_thread())
+        });
+        if (!cut && !unsettled) || !patience.take() {
+            break;
+        }
+        std::thread::sleep(EXEC_PAUSE);
+        environ = read_at(dir, "environ").map_err(|_| ())?;
+    }
+    Ok(environ)
+}
+
+/// A headless process's environment, from the first of its threads that reads one (every
+/// thread is tried: zombie threads, which read nothing, may come first).
+fn thread_environment(dir: &OwnedFd) -> Result<Vec<u8>, ()> {
     let task = open_dir_at(dir, "task").map_err(|_| ())?;
+    let threads = rustix::fs::Dir::read_from(&task).map_err(|_| ())?;
     let mut read_any = false;
-    for tid in threads(&task) {
+    for tid in threads.filter_map(Result::ok).filter_map(|e| thread_id(&e)) {
         match read_at(&task, &format!("{tid}/environ")) {
             Ok(environ) if !environ.is_empty() => return Ok(environ),
             Ok(_) => read_any = true,
@@ -163,18 +252,9 @@ fn environment(dir: &OwnedFd) -> Result<Vec<u8>, ()> {
     read_any.then(Vec::new).ok_or(())
 }
 
-/// The thread ids in a process's `task` directory (at most 4,096: a process with more is
-/// judged by those).
-fn threads(task: &OwnedFd) -> Vec<String> {
-    const MOST: usize = 4096;
-    let Ok(dir) = rustix::fs::Dir::read_from(task) else {
-        return Vec::new();
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().ok().map(str::to_owned))
-        .filter(|name| !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()))
-        .take(MOST)
-        .collect()
+/// A `task` directory entry's thread id (not `.` or `..`).
+fn thread_id(entry: &rustix::fs::DirEntry) -> Option<u32> {
+    entry.file_name().to_str().ok()?.parse().ok()
 }
 
 fn read_at(dir: &OwnedFd, path: &str) -> std::io::Result<Vec<u8>> {

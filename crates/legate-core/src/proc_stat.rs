@@ -1,5 +1,6 @@
 //! One process's line of `/proc/<pid>/stat`, read: the few fields Legate decides on (its
-//! state, parent, process group, flags and start time).
+//! state, parent, process group, flags, thread count, start time, and where its environment
+//! lies).
 //!
 //! This module owns the parse, in one place for every crate that looks at processes. It reads
 //! no file (callers read `/proc/<pid>/stat` themselves) and must never trust the command name:
@@ -34,6 +35,9 @@ pub struct ProcStat {
     pub num_threads: u64,
     /// When the process was forked, in clock ticks since boot (`CLOCK_BOOTTIME`).
     pub start_ticks: u64,
+    /// Where its environment lies in its memory (`env_start`, `env_end`; Linux 3.5 and
+    /// later, else `None`).
+    pub env_span: Option<(u64, u64)>,
 }
 
 impl ProcStat {
@@ -55,6 +59,8 @@ impl ProcStat {
         let flags = fields.nth(3)?.parse().ok()?;
         let num_threads = fields.nth(10)?.parse().ok()?;
         let start_ticks = fields.nth(1)?.parse().ok()?;
+        let env_start = fields.nth(25).and_then(|f| f.parse().ok());
+        let env_end = fields.next().and_then(|f| f.parse().ok());
         Some(Self {
             state: *state,
             ppid,
@@ -62,6 +68,7 @@ impl ProcStat {
             flags,
             num_threads,
             start_ticks,
+            env_span: env_start.zip(env_end),
         })
     }
 
@@ -89,6 +96,27 @@ impl ProcStat {
     pub fn is_kernel_thread(&self) -> bool {
         self.flags & KERNEL_THREAD != 0
     }
+
+    /// Whether a read of this process's environment that gave `read` bytes may have met an
+    /// `exec` under way, and is worth taking again: the process runs, is not a kernel thread,
+    /// and the stat shows the environment not placed yet (`exec` under way), or the read is
+    /// empty while the stat does not show an environment empty in place (`env_start ==
+    /// env_end`, not 0: what `env -i` leaves), or shorter than the environment the stat
+    /// places (a read cut short when the old memory went). A process between `exec`'s new
+    /// memory and its environment reads empty or cut for that moment.
+    pub fn environment_unsettled(&self, read: usize) -> bool {
+        if !self.runs() || self.is_kernel_thread() {
+            return false;
+        }
+        let read = u64::try_from(read).unwrap_or(u64::MAX);
+        match self.env_span {
+            Some((start, end)) if start == end && start != 0 => false,
+            // Not placed yet (0, or its start set and its end not): `exec` is under way.
+            Some((start, end)) if end == 0 || end < start => true,
+            Some((start, end)) => read == 0 || read < end - start,
+            None => read == 0,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -111,7 +139,8 @@ mod tests {
         out.push(b')');
         out.extend_from_slice(
             format!(
-                " {} {ppid} {pgrp} 4242 0 -1 {flags} 1 2 3 4 5 6 7 8 20 0 {threads} 0 {start} 123 456\n",
+                " {} {ppid} {pgrp} 4242 0 -1 {flags} 1 2 3 4 5 6 7 8 20 0 {threads} 0 {start} 123 456 \
+                 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 9000 9100 0 0\n",
                 state as char
             )
             .as_bytes(),
@@ -126,6 +155,12 @@ mod tests {
         assert!(parsed.is_alive());
         assert!(!parsed.is_kernel_thread());
         assert!(parsed.num_threads >= 1);
+        // This process has an environment (the test harness's).
+        let (start, end) = parsed.env_span.unwrap();
+        assert!(end > start, "{start} {end}");
+        // A line without the environment's fields (before Linux 3.5) still reads.
+        let short = b"42 (a) S 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0";
+        assert_eq!(ProcStat::parse(short).unwrap().env_span, None);
         assert_eq!(
             parsed.ppid,
             i32::try_from(std::os::unix::process::parent_id()).unwrap()
@@ -159,6 +194,47 @@ mod tests {
         let headless = ProcStat::parse(&line(b"z", b'Z', 1, 2, 0, 2, 3)).unwrap();
         assert!(headless.is_alive() && headless.is_headless() && !headless.runs());
         assert!(!zombie.is_headless());
+        // A read of the environment that may have met an `exec`: empty without an environment
+        // empty in place, or shorter than the stat places it; never a process that cannot be
+        // in `exec`.
+        assert!(!headless.environment_unsettled(0) && !zombie.environment_unsettled(0));
+        // Its stat places 100 bytes of environment (9000 to 9100).
+        let running = ProcStat::parse(&line(b"r", b'R', 1, 2, 0, 1, 3)).unwrap();
+        assert!(running.environment_unsettled(0));
+        assert!(running.environment_unsettled(99), "cut short");
+        assert!(!running.environment_unsettled(100));
+        let cleared = ProcStat {
+            env_span: Some((7, 7)),
+            ..running
+        };
+        assert!(!cleared.environment_unsettled(0));
+        let mid_exec = ProcStat {
+            env_span: Some((0, 0)),
+            ..running
+        };
+        assert!(mid_exec.environment_unsettled(0));
+        assert!(
+            mid_exec.environment_unsettled(5),
+            "its environment not placed yet"
+        );
+        let being_placed = ProcStat {
+            env_span: Some((9000, 0)),
+            ..running
+        };
+        assert!(
+            being_placed.environment_unsettled(32),
+            "a read cut by the exec"
+        );
+        let old_kernel = ProcStat {
+            env_span: None,
+            ..running
+        };
+        assert!(old_kernel.environment_unsettled(0) && !old_kernel.environment_unsettled(1));
+        let kthread = ProcStat {
+            flags: 0x0020_0000,
+            ..mid_exec
+        };
+        assert!(!kthread.environment_unsettled(0));
         let dead = ProcStat::parse(&line(b"x", b'X', 1, 2, 0, 2, 3)).unwrap();
         assert!(!dead.is_alive());
         let kthread =
@@ -182,7 +258,15 @@ mod tests {
             let parsed = ProcStat::parse(&line(&comm, state, ppid, pgrp, flags, threads, start));
             prop_assert_eq!(
                 parsed,
-                Some(ProcStat { state, ppid, pgrp, flags, num_threads: threads, start_ticks: start })
+                Some(ProcStat {
+                    state,
+                    ppid,
+                    pgrp,
+                    flags,
+                    num_threads: threads,
+                    start_ticks: start,
+                    env_span: Some((9000, 9100)),
+                })
             );
         }
     }

@@ -64,25 +64,34 @@ pub(crate) fn signal_group(pgid: i32, signal: i32) -> bool {
 /// seccomp profile that refuses the call, `EPERM` or `ENOSYS` ([`crate::marked`] then signals
 /// by number).
 pub(crate) fn pidfd_signals() -> bool {
+    use std::os::fd::AsRawFd;
     static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WORKS.get_or_init(|| {
-        use std::os::fd::AsRawFd;
-        let Ok(dir) = std::fs::File::open("/proc/self") else {
-            return false;
-        };
-        // SAFETY: `pidfd_send_signal` on a descriptor this function owns, signal 0 (only the
-        // checks), no `siginfo`, no flags: it reads and writes no memory of ours.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                dir.as_raw_fd(),
-                0,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        rc == 0
-    })
+    if let Some(works) = WORKS.get() {
+        return *works;
+    }
+    // Not kept when the directory does not open (out of descriptors): asked again next time.
+    let Ok(dir) = std::fs::File::open("/proc/self") else {
+        return false;
+    };
+    // SAFETY: `pidfd_send_signal` on a descriptor this function owns, signal 0 (only the
+    // checks), no `siginfo`, no flags: it reads and writes no memory of ours.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            dir.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    let works = match (rc, errno) {
+        (0, _) => true,
+        (_, Some(libc::ENOSYS | libc::EPERM)) => false,
+        // Anything else says nothing of the call: by number this time, asked again next.
+        _ => return false,
+    };
+    *WORKS.get_or_init(|| works)
 }
 
 /// Whether the process group `pgid` still has members (zombies included).

@@ -19,7 +19,7 @@
 //! handle opened before the last read ([`legate_backend::marked`]).
 
 use crate::core::runner::RUNNER_ENV;
-use legate_backend::marked::{Marked, signal_marked};
+use legate_backend::marked::{Marked, Patience, signal_marked};
 use legate_core::proc_stat::ProcStat;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -77,6 +77,7 @@ struct Look {
 fn look(marker: &[u8], me: rustix::process::Pid, signalled: &mut BTreeSet<i32>) -> Option<Look> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let recent_since = boot_ticks().saturating_sub(ticks(RECENT_START));
+    let mut patience = Patience::default();
     let mut look = Look {
         signalled: 0,
         in_exec: 0,
@@ -91,7 +92,7 @@ fn look(marker: &[u8], me: rustix::process::Pid, signalled: &mut BTreeSet<i32>) 
         else {
             continue;
         };
-        match signal_marked(pid, marker, rustix::process::Signal::KILL) {
+        match signal_marked(pid, marker, rustix::process::Signal::KILL, &mut patience) {
             Marked::Signalled => {
                 if signalled.insert(pid) {
                     look.signalled += 1;
