@@ -20,16 +20,18 @@
 //!
 //! A process in the middle of `exec` reads an empty environment for a moment (its new
 //! memory is there, its environment not yet), or a cut one (its old memory went during the
-//! read). Such a read is taken again, up to ten times a millisecond apart, while the stat
-//! says it may be one ([`ProcStat::environment_unsettled`]: empty without an environment
-//! empty in place, or shorter than the environment the stat places): a process that keeps
-//! calling `exec` is not missed by one unlucky read. A look's [`Patience`] bounds what all of
-//! its rereads may cost together.
+//! read). Such a read is taken again, up to ten times a millisecond apart, while it may be
+//! one: it does not end with a NUL (every entry does), or the stat says so
+//! ([`ProcStat::environment_unsettled`]: the environment not placed yet, empty without an
+//! environment empty in place, or shorter than the environment the stat places). An
+//! environment empty in place is read twice more all the same (`exec` places one for a
+//! moment). A process that keeps calling `exec` is then not missed by one unlucky read; a
+//! look's [`Patience`] bounds what all of its rereads may cost together.
 //!
 //! It must never signal a process whose environment it did not read and find marked, this
 //! process, or a process id below 2. Where `pidfd_send_signal` cannot be used (a kernel
 //! before 5.1, which Legate's confinement does not support anyway, or a seccomp profile that
-//! refuses it: [`crate::acp::sys::pidfd_signals`] asks once), it signals by number after the
+//! refuses it: `acp::sys::pidfd_signals` asks once), it signals by number after the
 //! same check, which leaves the window between the read and the signal open.
 //!
 //! Not found by a marker at all: a process that replaced its environment in memory without an
@@ -200,8 +202,8 @@ const EXEC_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 const EMPTY_READS: usize = 2;
 
 /// The environment of the process `dir` stands for: its own (read again, up to
-/// [`EXEC_READS`] times, while the read may have met an `exec` under way: empty, or shorter
-/// than the stat places it), or, when it is headless, the first of its threads' that reads
+/// [`EXEC_READS`] times and within `patience`, while the read may have met an `exec` under
+/// way: see the module doc), or, when it is headless, the first of its threads' that reads
 /// non-empty (empty when they all read empty). `Err` when nothing can be read.
 fn environment(dir: &OwnedFd, patience: &mut Patience) -> Result<Vec<u8>, ()> {
     let stat = || {
