@@ -206,19 +206,22 @@ const EMPTY_READS: usize = 2;
 /// way: see the module doc), or, when it is headless, the first of its threads' that reads
 /// non-empty (empty when they all read empty). `Err` when nothing can be read.
 fn environment(dir: &OwnedFd, patience: &mut Patience) -> Result<Vec<u8>, ()> {
-    let stat = || {
+    let read_stat = || {
         read_at(dir, "stat")
             .ok()
             .and_then(|line| ProcStat::parse(&line))
     };
-    if stat().is_some_and(|s| s.is_headless()) {
+    let mut stat = read_stat();
+    if stat.is_some_and(|s| s.is_headless()) {
         return thread_environment(dir);
     }
     let mut environ = read_at(dir, "environ").map_err(|_| ())?;
     for attempt in 0..EXEC_READS {
         // Every entry ends with a NUL: one that does not was cut.
         let cut = environ.last().is_some_and(|b| *b != 0);
-        let unsettled = stat().is_some_and(|s| {
+        // The stat read before this read judges it first (a read cut or emptied by an
+        // `exec` is shorter than the span placed before it); each reread reads it again.
+        let unsettled = stat.is_some_and(|s| {
             s.environment_unsettled(environ.len())
                 // `exec` places the environment's start and end at one address before it
                 // moves the end: an environment empty in place is looked at twice more.
@@ -231,6 +234,7 @@ fn environment(dir: &OwnedFd, patience: &mut Patience) -> Result<Vec<u8>, ()> {
             break;
         }
         std::thread::sleep(EXEC_PAUSE);
+        stat = read_stat();
         environ = read_at(dir, "environ").map_err(|_| ())?;
     }
     Ok(environ)
