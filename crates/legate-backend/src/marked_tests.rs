@@ -70,38 +70,22 @@ impl Drop for Reaped {
 fn only_a_marked_process_is_signalled() {
     let mark = uuid::Uuid::new_v4().simple().to_string();
     let entry = format!("{MARK}={mark}");
+    let kill = |pid| {
+        signal_marked(
+            pid,
+            entry.as_bytes(),
+            Signal::KILL,
+            &mut Patience::default(),
+        )
+    };
     let mut plain = Reaped(Some(sleeper(None)));
     let mut other = Reaped(Some(sleeper(Some("another"))));
     let mut marked = sleeper(Some(&mark));
     let (plain, other) = (plain.0.as_mut().unwrap(), other.0.as_mut().unwrap());
     // `plain` may still be in `exec` (empty) or past it (no marker): never signalled.
-    assert!(matches!(
-        signal_marked(
-            pid(plain),
-            entry.as_bytes(),
-            Signal::KILL,
-            &mut Patience::default()
-        ),
-        Marked::Unmarked | Marked::Empty
-    ));
-    assert_eq!(
-        signal_marked(
-            pid(other),
-            entry.as_bytes(),
-            Signal::KILL,
-            &mut Patience::default()
-        ),
-        Marked::Unmarked
-    );
-    assert_eq!(
-        signal_marked(
-            pid(&marked),
-            entry.as_bytes(),
-            Signal::KILL,
-            &mut Patience::default()
-        ),
-        Marked::Signalled
-    );
+    assert!(matches!(kill(pid(plain)), Marked::Unmarked | Marked::Empty));
+    assert_eq!(kill(pid(other)), Marked::Unmarked);
+    assert_eq!(kill(pid(&marked)), Marked::Signalled);
     let status = marked.wait().unwrap();
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),
@@ -109,15 +93,7 @@ fn only_a_marked_process_is_signalled() {
     );
     assert!(alive(plain) && alive(other));
     // Reaped: nothing there carries the marker (the number may be another process's now).
-    assert_ne!(
-        signal_marked(
-            pid(&marked),
-            entry.as_bytes(),
-            Signal::KILL,
-            &mut Patience::default()
-        ),
-        Marked::Signalled
-    );
+    assert_ne!(kill(pid(&marked)), Marked::Signalled);
     // Never this process, init, or a group.
     let me = i32::try_from(std::process::id()).unwrap();
     for pid in [me, 1, 0, -1] {
