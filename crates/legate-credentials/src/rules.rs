@@ -63,6 +63,8 @@ struct ContentRuleFile {
     keywords: Vec<String>,
     #[serde(default)]
     always: bool,
+    #[serde(default)]
+    alone: bool,
     regex: String,
     #[serde(default)]
     entropy: Option<f64>,
@@ -160,8 +162,11 @@ pub(crate) struct Ruleset {
     pub(crate) keyword_rules: Vec<Vec<usize>>,
     pub(crate) placeholders: Vec<Vec<u8>>,
     pub(crate) hash_labels: Vec<Vec<u8>>,
-    /// Every content pattern at once: a file none matches needs no further look.
+    /// Every content pattern not run `alone`, at once: a file none of them matches, and no
+    /// `alone` rule's pattern either, needs no further look.
     pub(crate) set: regex::bytes::RegexSet,
+    /// The content rules whose pattern runs in a pass of its own instead of in `set`.
+    pub(crate) alone: Vec<usize>,
 }
 
 fn compile(pattern: &str) -> Result<Regex, regex::Error> {
@@ -279,6 +284,7 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, RulesError> {
     let mut contents = Vec::new();
     let mut keywords: Vec<String> = Vec::new();
     let mut keyword_rules: Vec<Vec<usize>> = Vec::new();
+    let mut alone: Vec<bool> = Vec::new();
     for r in file.contents {
         check_common(&r.id, &r.family, &r.description)?;
         if r.keywords.is_empty() != r.always {
@@ -333,6 +339,7 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, RulesError> {
                 }
             }
         }
+        alone.push(r.alone);
         contents.push(ContentRule {
             allow: list(&r.allow)?,
             requires: list(&r.requires)?,
@@ -385,17 +392,24 @@ pub(crate) fn parse(text: &str) -> Result<Ruleset, RulesError> {
     {
         return Err(invalid!("allow lists must not hold empty strings"));
     }
-    let set = regex::bytes::RegexSetBuilder::new(contents.iter().map(|c| c.regex.as_str()))
-        .unicode(false)
-        .size_limit(8 * REGEX_SIZE_LIMIT)
-        .dfa_size_limit(8 * REGEX_SIZE_LIMIT)
-        .build()
-        .map_err(|source| RulesError::Combined {
-            which: "content",
-            source,
-        })?;
+    let set = regex::bytes::RegexSetBuilder::new(
+        contents
+            .iter()
+            .zip(&alone)
+            .filter(|(_, alone)| !**alone)
+            .map(|(c, _)| c.regex.as_str()),
+    )
+    .unicode(false)
+    .size_limit(8 * REGEX_SIZE_LIMIT)
+    .dfa_size_limit(8 * REGEX_SIZE_LIMIT)
+    .build()
+    .map_err(|source| RulesError::Combined {
+        which: "content",
+        source,
+    })?;
     Ok(Ruleset {
         set,
+        alone: (0..contents.len()).filter(|&i| alone[i]).collect(),
         names,
         name_index,
         contents,

@@ -1,7 +1,8 @@
 //! The content scanner: one keyword pass, then only the rules it woke.
 //!
 //! This module owns how bytes are judged: one `RegexSet` pass over every content pattern
-//! clears a file that none of them matches (most files); otherwise one Aho-Corasick pass finds
+//! (and a pass of its own for each rule marked `alone`, whose pattern would slow the combined
+//! one) clears a file that none of them matches (most files); otherwise one Aho-Corasick pass finds
 //! every rule keyword it holds (so 60 rules do not mean 60 passes), then each woken rule's
 //! pattern runs (and the few `always` rules, whose own literal prefix is their filter), and each candidate must clear the filters: a minimum length and entropy,
 //! not a documented example (`allow`), not a placeholder (`xxxx`, `<your-token>`, `${VAR}`:
@@ -181,9 +182,15 @@ impl Ruleset {
     /// The content rules `bytes` may trip: the `always` ones and those a keyword woke. None
     /// when no content pattern matches at all (most texts).
     fn woken(&self, bytes: &[u8]) -> Option<Vec<bool>> {
-        // One pass over every pattern at once: a file none of them matches is clean (most
-        // files are), whatever the filters would say.
-        if !self.set.is_match(bytes) {
+        // One pass over every pattern at once (those run `alone` each in a pass of its own,
+        // found by its literal): a file none of them matches is clean (most files are),
+        // whatever the filters would say.
+        if !self.set.is_match(bytes)
+            && !self
+                .alone
+                .iter()
+                .any(|&r| self.contents[r].regex.is_match(bytes))
+        {
             return None;
         }
         let mut woken: Vec<bool> = self.contents.iter().map(|r| r.always).collect();
@@ -465,6 +472,75 @@ mod tests {
             let fast = set.name(&path, pending).map(|r| r.id.as_str());
             let full = set.name_matched(&path, pending).map(|r| r.id.as_str());
             proptest::prop_assert_eq!(fast, full, "{}", path);
+        }
+    }
+
+    /// The one combined pass the clearing passes stand for: every content pattern at once.
+    fn combined(set: &Ruleset) -> &'static regex::bytes::RegexSet {
+        static COMBINED: std::sync::OnceLock<regex::bytes::RegexSet> = std::sync::OnceLock::new();
+        COMBINED.get_or_init(|| {
+            regex::bytes::RegexSetBuilder::new(set.contents.iter().map(|c| c.regex.as_str()))
+                .unicode(false)
+                .size_limit(64 << 20)
+                .dfa_size_limit(64 << 20)
+                .build()
+                .expect("the shipped patterns combine")
+        })
+    }
+
+    /// A rule run `alone` is out of the combined pass, and its pattern alone still keeps a
+    /// file it matches from being cleared.
+    #[test]
+    fn a_rule_run_alone_still_keeps_its_file_from_being_cleared() {
+        use crate::fakes::{ALNUM, rnd};
+        let set = crate::rules::ruleset().expect("the shipped rules compile");
+        let alone: Vec<&str> = set
+            .alone
+            .iter()
+            .map(|&r| set.contents[r].id.as_str())
+            .collect();
+        assert_eq!(alone, ["terraform-cloud-token"]);
+        assert_eq!(set.set.len() + 1, set.contents.len());
+        let token = format!(
+            "{}.{}.{}",
+            rnd(ALNUM, 14, 21),
+            "atlasv1",
+            rnd(ALNUM, 64, 22)
+        );
+        let text = format!("token = \"{token}\"\n");
+        assert!(!set.set.is_match(text.as_bytes()));
+        assert!(set.woken(text.as_bytes()).is_some());
+        assert_eq!(
+            crate::scan_content(text.as_bytes()),
+            Some("terraform-cloud-token")
+        );
+    }
+
+    proptest::proptest! {
+        /// The clearing passes (the combined one and each `alone` rule's) clear exactly the
+        /// texts one pass over every content pattern clears: texts of credentials of every
+        /// kind, the `alone` rule's shape, near misses and noise.
+        #[test]
+        fn the_clearing_passes_clear_what_one_combined_pass_clears(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(
+                        crate::fakes::fakes().into_iter().map(|(f, _)| f).collect::<Vec<_>>()
+                    ),
+                    "[A-Za-z0-9]{12,15}[.]atlasv[01][.][A-Za-z0-9_=-]{55,72}",
+                    "[a-z0-9 .=:_\"\n-]{0,40}",
+                ],
+                0..6,
+            ),
+        ) {
+            let set = crate::rules::ruleset().expect("the shipped rules compile");
+            let text = parts.concat();
+            proptest::prop_assert_eq!(
+                set.woken(text.as_bytes()).is_some(),
+                combined(set).is_match(text.as_bytes()),
+                "{:?}",
+                text
+            );
         }
     }
 

@@ -38,6 +38,9 @@ mod reflink_fs;
 
 #[path = "copy/btrfs.rs"]
 mod btrfs;
+#[path = "copy/text.rs"]
+mod text;
+use text::content;
 
 /// Writes back what earlier steps left dirty, so that no timed step pays for another's
 /// writeback.
@@ -76,26 +79,6 @@ fn git(dir: &Path, args: &[&str]) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Deterministic lower-case text with spaces and newlines (no credential pattern can match).
-fn content(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let b = (x % 29) as u8;
-        out.push(match b {
-            26 | 27 => b' ',
-            28 => b'\n',
-            c => b'a' + c,
-        });
-    }
-    out
 }
 
 fn generate(root: &Path, files: u64, mib: u64) {
