@@ -3,6 +3,7 @@
 use super::*;
 use std::cell::RefCell;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -107,7 +108,7 @@ fn only_a_marked_process_is_signalled() {
 
 /// Whether a missing `python3` fails the test (`LEGATE_REQUIRE_PYTHON` or `CI` switched on,
 /// as `legate_testkit::python` reads them).
-fn python_required() -> bool {
+pub(crate) fn python_required() -> bool {
     ["LEGATE_REQUIRE_PYTHON", "CI"].iter().any(|name| {
         std::env::var_os(name).is_some_and(|v| {
             let v = v.to_string_lossy().trim().to_ascii_lowercase();
@@ -128,6 +129,84 @@ fn python(script: &str, env: &[(&str, &str)]) -> Option<Child> {
         Ok(child) => Some(child),
         Err(e) if python_required() => panic!("python3 is required here: {e}"),
         Err(_) => None,
+    }
+}
+
+/// `python3` on this process's `PATH`; without it, `None` and a line saying the test skips
+/// (a failure where it is required, as in CI).
+pub(crate) fn python3() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("python3"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(!python_required(), "python3 is required here");
+        eprintln!("skipped: no python3");
+    }
+    found
+}
+
+/// A leader held by a tracer of its own, for `python3 -c TRACED_LEADER <file>`: it forks the
+/// tracer, which leaves the group (`setsid`) and drops the run's
+/// marker with the rest of its environment (`execve` with none), so that cleanup finds it
+/// neither way. The tracer seizes the leader with `ptrace` and never lets it go: it
+/// continues no stop and waits for nothing. It ignores `SIGINT` and `SIGTERM`, keeps agy's
+/// stdin, stdout and stderr, and writes `ok <pid>` (or `refused`, where this process may
+/// not trace) to the file named by the leader's first argument. The leader then sleeps and
+/// reads nothing.
+pub(crate) const TRACED_LEADER: &str = "import os, sys, time\n\
+                      TRACER = '''\n\
+                      import ctypes, os, signal, sys, time\n\
+                      signal.signal(signal.SIGINT, signal.SIG_IGN)\n\
+                      signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+                      libc = ctypes.CDLL(None, use_errno=True)\n\
+                      seized = libc.ptrace(0x4206, int(sys.argv[1]), None, None) == 0\n\
+                      with open(sys.argv[2] + '.tmp', 'w') as f:\n\
+                      \x20   f.write('ok %d' % os.getpid() if seized else 'refused')\n\
+                      os.rename(sys.argv[2] + '.tmp', sys.argv[2])\n\
+                      time.sleep(600)\n\
+                      '''\n\
+                      leader = os.getpid()\n\
+                      if os.fork() == 0:\n\
+                      \x20   os.setsid()\n\
+                      \x20   os.execve(sys.executable, [sys.executable, '-c', TRACER, str(leader), sys.argv[1]], {})\n\
+                      time.sleep(600)\n";
+
+/// The tracer's pid once it seized the leader; `None` where tracing is refused (the test
+/// skips).
+pub(crate) async fn tracer(state: &Path) -> Option<i32> {
+    let began = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(state) {
+            return match text.strip_prefix("ok ") {
+                Some(pid) => Some(pid.trim().parse().unwrap()),
+                None => {
+                    assert_eq!(text, "refused");
+                    eprintln!("skipped: ptrace is refused here");
+                    None
+                }
+            };
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "the tracer never wrote {}",
+            state.display()
+        );
+        // The tracer is outside every event the run reports: its file is read until it is
+        // there (it is renamed into place whole); the pause paces the reads.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Kills the tracer when the test ends, whatever its outcome (its leader, if still a zombie,
+/// is then reaped as any child).
+pub(crate) struct Tracer(pub(crate) i32);
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        // SAFETY: `kill` has no memory-safety preconditions.
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
     }
 }
 

@@ -26,6 +26,8 @@ pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long the group is observed, once the leader is gone, before its cleanup is declared
 /// unverified.
 pub(crate) const VERIFY: Duration = Duration::from_secs(1);
+/// How long the leader may take to be reaped once the group was stopped.
+const REAP: Duration = Duration::from_secs(5);
 
 /// Starts `spec`'s program in `root` with `env` (its [`environment`]) and
 /// `LEGATE_RUN=<marker>`, confined by `confinement` (applied between `fork` and `exec`).
@@ -259,8 +261,9 @@ impl ProcessGroup {
     }
 
     /// Stops the agent's processes (its group and what carries its marker): `SIGINT`, then
-    /// `SIGKILL` after [`KILL_GRACE`], then waits for the leader, then observes them until
-    /// they are gone (up to [`VERIFY`]). Idempotent; concurrent callers wait for the first
+    /// `SIGKILL` after [`KILL_GRACE`], then waits for the leader (up to `REAP`: one not
+    /// reaped by then makes the cleanup unverified), then observes them until they are gone
+    /// (up to [`VERIFY`]). Idempotent; concurrent callers wait for the first
     /// and get the same [`Cleanup`].
     pub(crate) async fn stop(&self) -> Cleanup {
         self.stopping.store(true, Ordering::SeqCst);
@@ -282,11 +285,15 @@ impl ProcessGroup {
             return done;
         }
         let (signals, outside_group) = self.processes.stop(self.kill_grace).await;
-        if self.exited_within(Duration::from_secs(5)).await.is_none() {
+        // A leader killed by `SIGKILL` and still not reaped is held by something Legate did
+        // not find (a process tracing it is told of its exit first, and may never let it
+        // go): the cleanup is not verified, whatever the group looks like.
+        let reaped = self.exited_within(REAP).await.is_some();
+        if !reaped {
             warn!(pgid = self.pgid, "agent process did not exit after SIGKILL");
         }
         // Members that outlived the leader are reaped by init: observe until they are gone.
-        let verified = self.processes.verify(VERIFY).await;
+        let verified = self.processes.verify(VERIFY).await && reaped;
         if !verified {
             warn!(pgid = self.pgid, "agent process cleanup not verified");
         }
@@ -383,5 +390,37 @@ mod tests {
             assert_eq!(get(absent), None, "{absent}");
         }
         assert_eq!(get(cleanup::RUN_ENV).as_deref(), Some("m-1"));
+    }
+
+    /// A leader that a process of its own traces, hidden from cleanup (out of the group, its
+    /// marker dropped), is killed but not reaped: stopping the group says so (unverified)
+    /// instead of calling the cleanup verified because the group shows only a zombie.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_held_by_a_tracer_leaves_its_cleanup_unverified() {
+        use crate::marked::tests::{TRACED_LEADER, Tracer, python3, tracer};
+        let Some(python) = python3() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("tracer");
+        let marker = cleanup::new_marker();
+        let child = tokio::process::Command::new(python)
+            .arg("-c")
+            .arg(TRACED_LEADER)
+            .arg(&state)
+            .env(cleanup::RUN_ENV, &marker)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = ProcessGroup::watch(child, Duration::from_millis(200), marker, None);
+        let Some(pid) = tracer(&state).await else {
+            group.processes.kill_now();
+            return;
+        };
+        let _tracer = Tracer(pid);
+        let cleanup = group.stop().await;
+        assert!(!cleanup.verified, "{cleanup:?}");
+        assert_eq!(cleanup.signals, ["SIGINT", "SIGKILL"], "{cleanup:?}");
+        assert_eq!(group.exit_status(), None);
     }
 }

@@ -7,8 +7,10 @@
 //! and stdin is closed. To stop it (cancel, timeout, shutdown) its processes (the group, and
 //! whatever carries the marker outside it) get `SIGINT`, then `SIGKILL` after the grace
 //! period (3 s) if anything is left. What is left behind after the leader exited on its own
-//! gets the same. Then the processes are observed once more, and the result is an event whose
-//! detail carries `processCleanup.verified` and the signals actually sent. The prompt line and
+//! gets the same. A stopped leader that is not reaped within `REAP` (something traces it) is
+//! left, and makes the cleanup unverified; the prompt's writer is given up the same way. Then
+//! the processes are observed once more, and the result is an event whose detail carries
+//! `processCleanup.verified` and the signals actually sent. The prompt line and
 //! every line agy writes go to the task's wire tap when it is tapped.
 
 use super::models;
@@ -38,6 +40,11 @@ const STDERR_TAIL: usize = 5;
 const DRAIN: Duration = Duration::from_secs(2);
 /// How long the group is observed before cleanup is declared unverified.
 const VERIFY: Duration = Duration::from_secs(1);
+/// How long the leader may take to be reaped once it was stopped. A leader killed by
+/// `SIGKILL` is reaped at once, unless a process of its own that Legate cannot find traces it
+/// (`ptrace`): its exit is then told to that tracer first, and to Legate only when the tracer
+/// lets it go, which a hostile one never does.
+const REAP: Duration = Duration::from_secs(2);
 
 /// What to run.
 #[derive(Debug)]
@@ -147,7 +154,7 @@ pub(crate) async fn run(
     let line = serde_json::json!({"event": "user", "message": {"content": spec.prompt}});
     let line = line.to_string();
     sink.tap(TapDirection::ToAgent, TapProtocol::Agy, &line);
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
         let r = async {
@@ -245,6 +252,7 @@ pub(crate) async fn run(
     };
     let mut signals = Vec::new();
     let mut outside_group = 0;
+    let mut unreaped = false;
     let (status, mut stopped) = match exited {
         Some(status) => (status, false),
         None => {
@@ -252,7 +260,17 @@ pub(crate) async fn run(
             let (sent, outside) = processes.stop(spec.kill_grace).await;
             signals.extend(sent);
             outside_group = outside;
-            (child.wait().await.ok(), true)
+            match tokio::time::timeout(REAP, child.wait()).await {
+                Ok(status) => (status.ok(), true),
+                Err(_) => {
+                    warn!(
+                        pgid,
+                        "the stopped agy leader could not be reaped: something traces it"
+                    );
+                    unreaped = true;
+                    (None, true)
+                }
+            }
         }
     };
     let flagged = *stop.borrow();
@@ -291,7 +309,9 @@ pub(crate) async fn run(
             err_reader.abort();
         }
     }
-    let verified = processes.verify(VERIFY).await;
+    // A leader that could not be reaped is held by a process Legate did not find: cleanup
+    // is not verified, whatever the group looks like.
+    let verified = processes.verify(VERIFY).await && !unreaped;
     let cleanup = Cleanup {
         verified,
         pgid,
@@ -299,7 +319,19 @@ pub(crate) async fn run(
         signals,
         outside_group,
     };
-    let input_error = writer.await.ok().flatten();
+    // The prompt's writer ends when agy has read the prompt or its stdin is closed; a
+    // process left holding stdin without reading it (the tracer above) would keep it
+    // waiting, so it is given up after a moment.
+    let input_error = match tokio::time::timeout(VERIFY, &mut writer).await {
+        Ok(done) => done.ok().flatten(),
+        Err(_) => {
+            writer.abort();
+            Some(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the prompt was still not read when the run ended",
+            ))
+        }
+    };
     let translator = std::mem::take(&mut *translator.lock().unwrap_or_else(|p| p.into_inner()));
     let st = std::mem::take(&mut *err_state.lock().unwrap_or_else(|p| p.into_inner()));
     debug!(pgid, status = ?status, stopped, verified, "agy run ended");
@@ -316,3 +348,7 @@ pub(crate) async fn run(
         mcp_permission_denied: st.mcp_permission_denied,
     })
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;
