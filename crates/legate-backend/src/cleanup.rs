@@ -30,9 +30,12 @@
 //! found by its marker; only its group would show it. A process caught in the middle of
 //! `exec` reads an empty environment for a moment; its environment is read again while that
 //! may be so, and a process whose main thread has exited is found as long as another thread
-//! of it runs ([`crate::marked`]).
+//! of it runs ([`crate::marked`]). One such unseen process still shows: one that traces a
+//! member of the group and keeps it, exited, from being reaped; that member counts as alive
+//! while it is held, and a blocked workspace names the tracer (`held`).
 
 use crate::acp::sys;
+use crate::held;
 use crate::marked::{self, Marked};
 use legate_core::proc_stat::ProcStat;
 use legate_core::{Error, ErrorCode, Result};
@@ -164,12 +167,17 @@ impl Processes {
             else {
                 continue;
             };
-            // A headless process (its main thread gone) is alive while one of its threads runs.
-            let alive = stat.runs() || (stat.is_headless() && marked::threads_run(pid));
+            let in_group = self.pgid > 0 && stat.pgrp == self.pgid;
+            // A headless process (its main thread gone) is alive while one of its threads
+            // runs; a member of the group that a tracer keeps from being reaped is alive
+            // while the tracer holds it (`held`).
+            let alive = stat.runs()
+                || (stat.is_headless() && marked::threads_run(pid))
+                || (in_group && stat.state == b'Z' && held::holder(pid).is_some());
             if !alive {
                 continue;
             }
-            if self.pgid > 0 && stat.pgrp == self.pgid {
+            if in_group {
                 found.in_group = true;
                 continue;
             }
@@ -399,13 +407,20 @@ pub fn check(blocked_dir: &Path, root: &Path) -> Result<()> {
         None => Ok(()),
         Some(m) => Err(Error::new(
             ErrorCode::ProcessCleanupUnverified,
-            format!(
-                "the workspace {} is blocked: process group {} of an earlier agent run (or a process carrying {RUN_ENV}={}) could not be shown to be gone; stop it (kill -KILL -{}) and try again",
-                root.display(),
-                m.pgid,
-                m.marker.as_deref().unwrap_or("?"),
-                m.pgid
-            ),
+            match held::holder(m.pgid) {
+                Some(tracer) => format!(
+                    "the workspace {} is blocked: the leader of process group {} of an earlier agent run is held by process {tracer}, which traces it; stop that process (kill -KILL {tracer}) and try again",
+                    root.display(),
+                    m.pgid,
+                ),
+                None => format!(
+                    "the workspace {} is blocked: process group {} of an earlier agent run (or a process carrying {RUN_ENV}={}) could not be shown to be gone; stop it (kill -KILL -{}) and try again",
+                    root.display(),
+                    m.pgid,
+                    m.marker.as_deref().unwrap_or("?"),
+                    m.pgid
+                ),
+            },
         )),
     }
 }

@@ -20,6 +20,7 @@ pub mod approvals;
 pub mod cleanup;
 mod egress;
 pub mod env;
+mod held;
 pub mod marked;
 pub mod registry;
 pub mod selection;

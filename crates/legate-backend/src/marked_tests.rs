@@ -147,12 +147,14 @@ pub(crate) fn python3() -> Option<PathBuf> {
     found
 }
 
-/// A leader held by a tracer of its own, for `python3 -c TRACED_LEADER <file>`: it forks the
+/// A leader held by a tracer of its own, for `python3 -c TRACED_LEADER <file>`: it lets any
+/// process of its user trace it (`PR_SET_PTRACER`, for Yama's default scope, where a child
+/// may not trace its parent; elsewhere the call fails and nothing changes), forks the
 /// tracer, which leaves the group (`setsid`) and drops the run's
 /// marker with the rest of its environment (`execve` with none), so that cleanup finds it
 /// neither way. The tracer seizes the leader with `ptrace` and never lets it go: it
 /// continues no stop and waits for nothing. It ignores `SIGINT` and `SIGTERM`, keeps agy's
-/// stdin, stdout and stderr, and writes `ok <pid>` (or `refused`, where this process may
+/// stdin, stdout and stderr, and writes `ok <pid>` (or `refused`, then exits, where it may
 /// not trace) to the file named by the leader's first argument. The leader then sleeps and
 /// reads nothing.
 pub(crate) const TRACED_LEADER: &str = "import os, sys, time\n\
@@ -165,8 +167,11 @@ pub(crate) const TRACED_LEADER: &str = "import os, sys, time\n\
                       with open(sys.argv[2] + '.tmp', 'w') as f:\n\
                       \x20   f.write('ok %d' % os.getpid() if seized else 'refused')\n\
                       os.rename(sys.argv[2] + '.tmp', sys.argv[2])\n\
-                      time.sleep(600)\n\
+                      if seized:\n\
+                      \x20   time.sleep(600)\n\
                       '''\n\
+                      import ctypes\n\
+                      ctypes.CDLL(None).prctl(0x59616d61, ctypes.c_ulong(-1), 0, 0, 0)\n\
                       leader = os.getpid()\n\
                       if os.fork() == 0:\n\
                       \x20   os.setsid()\n\
@@ -199,11 +204,11 @@ pub(crate) async fn tracer(state: &Path) -> Option<i32> {
     }
 }
 
-/// Kills the tracer when the test ends, whatever its outcome (its leader, if still a zombie,
-/// is then reaped as any child).
-pub(crate) struct Tracer(pub(crate) i32);
+/// Kills a process (a tracer, a holder) when the test ends, whatever its outcome (a leader
+/// it held, still a zombie, is then reaped as any child).
+pub(crate) struct KillAtEnd(pub(crate) i32);
 
-impl Drop for Tracer {
+impl Drop for KillAtEnd {
     fn drop(&mut self) {
         // SAFETY: `kill` has no memory-safety preconditions.
         unsafe { libc::kill(self.0, libc::SIGKILL) };

@@ -26,7 +26,7 @@ pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long the group is observed, once the leader is gone, before its cleanup is declared
 /// unverified.
 pub(crate) const VERIFY: Duration = Duration::from_secs(1);
-/// How long the leader may take to be reaped once the group was stopped.
+/// How long the leader may take to be reaped once stopping the group is done.
 const REAP: Duration = Duration::from_secs(5);
 
 /// Starts `spec`'s program in `root` with `env` (its [`environment`]) and
@@ -394,10 +394,12 @@ mod tests {
 
     /// A leader that a process of its own traces, hidden from cleanup (out of the group, its
     /// marker dropped), is killed but not reaped: stopping the group says so (unverified)
-    /// instead of calling the cleanup verified because the group shows only a zombie.
+    /// instead of calling the cleanup verified because the group shows only a zombie. The
+    /// held leader keeps the run alive to cleanup, so the workspace's block stays, naming the
+    /// tracer, until the tracer is gone; then the leader is reaped and the block lifts.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_leader_held_by_a_tracer_leaves_its_cleanup_unverified() {
-        use crate::marked::tests::{TRACED_LEADER, Tracer, python3, tracer};
+        use crate::marked::tests::{KillAtEnd, TRACED_LEADER, python3, tracer};
         let Some(python) = python3() else {
             return;
         };
@@ -417,10 +419,26 @@ mod tests {
             group.processes.kill_now();
             return;
         };
-        let _tracer = Tracer(pid);
+        let held = KillAtEnd(pid);
         let cleanup = group.stop().await;
         assert!(!cleanup.verified, "{cleanup:?}");
         assert_eq!(cleanup.signals, ["SIGINT", "SIGKILL"], "{cleanup:?}");
         assert_eq!(group.exit_status(), None);
+
+        assert!(group.processes.alive());
+        let (blocked, root) = (dir.path().join("blocked"), dir.path().join("root"));
+        std::fs::create_dir_all(&root).unwrap();
+        cleanup::block(&blocked, &root, &group.processes).unwrap();
+        let e = cleanup::check(&blocked, &root).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ProcessCleanupUnverified);
+        assert!(
+            e.message
+                .contains(&format!("held by process {pid}, which traces it")),
+            "{e}"
+        );
+        drop(held);
+        assert!(group.exited_within(Duration::from_secs(10)).await.is_some());
+        assert!(!group.processes.alive());
+        cleanup::check(&blocked, &root).unwrap();
     }
 }

@@ -8,7 +8,8 @@
 //! whatever carries the marker outside it) get `SIGINT`, then `SIGKILL` after the grace
 //! period (3 s) if anything is left. What is left behind after the leader exited on its own
 //! gets the same. A stopped leader that is not reaped within `REAP` (something traces it) is
-//! left, and makes the cleanup unverified; the prompt's writer is given up the same way. Then
+//! left, and makes the cleanup unverified; so does a prompt's writer still blocked on a stdin
+//! that something holds without reading it (the writer is given up). Then
 //! the processes are observed once more, and the result is an event whose detail carries
 //! `processCleanup.verified` and the signals actually sent. The prompt line and
 //! every line agy writes go to the task's wire tap when it is tapped.
@@ -252,7 +253,7 @@ pub(crate) async fn run(
     };
     let mut signals = Vec::new();
     let mut outside_group = 0;
-    let mut unreaped = false;
+    let mut held_by_hidden = false;
     let (status, mut stopped) = match exited {
         Some(status) => (status, false),
         None => {
@@ -267,7 +268,7 @@ pub(crate) async fn run(
                         pgid,
                         "the stopped agy leader could not be reaped: something traces it"
                     );
-                    unreaped = true;
+                    held_by_hidden = true;
                     (None, true)
                 }
             }
@@ -309,28 +310,34 @@ pub(crate) async fn run(
             err_reader.abort();
         }
     }
-    // A leader that could not be reaped is held by a process Legate did not find: cleanup
-    // is not verified, whatever the group looks like.
-    let verified = processes.verify(VERIFY).await && !unreaped;
+    // The prompt's writer ends when agy has read the prompt or its stdin is closed. One
+    // still waiting now waits on a process that holds agy's stdin without reading it and
+    // that was not found (the tracer above, or one that dropped its marker): it is given up,
+    // and the cleanup is not verified.
+    let input_error = match tokio::time::timeout(VERIFY, &mut writer).await {
+        Ok(done) => done.ok().flatten(),
+        Err(_) => {
+            writer.abort();
+            warn!(
+                pgid,
+                "agy's stdin is still held by a process that does not read it"
+            );
+            held_by_hidden = true;
+            Some(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the prompt was still not read when the run ended",
+            ))
+        }
+    };
+    // A leader that could not be reaped, or a stdin still held, is held by a process Legate
+    // did not find: cleanup is not verified, whatever the group looks like.
+    let verified = processes.verify(VERIFY).await && !held_by_hidden;
     let cleanup = Cleanup {
         verified,
         pgid,
         stopped,
         signals,
         outside_group,
-    };
-    // The prompt's writer ends when agy has read the prompt or its stdin is closed; a
-    // process left holding stdin without reading it (the tracer above) would keep it
-    // waiting, so it is given up after a moment.
-    let input_error = match tokio::time::timeout(VERIFY, &mut writer).await {
-        Ok(done) => done.ok().flatten(),
-        Err(_) => {
-            writer.abort();
-            Some(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the prompt was still not read when the run ended",
-            ))
-        }
     };
     let translator = std::mem::take(&mut *translator.lock().unwrap_or_else(|p| p.into_inner()));
     let st = std::mem::take(&mut *err_state.lock().unwrap_or_else(|p| p.into_inner()));

@@ -3,7 +3,27 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::marked::tests::{TRACED_LEADER, Tracer, python3, tracer};
+use crate::marked::tests::{KillAtEnd, TRACED_LEADER, python3, tracer};
+use std::path::Path;
+use std::time::Instant;
+
+/// A run of `python -c script <state>` in `state`'s directory, unconfined (confinement's PID
+/// namespace would end what these tests leave), with a prompt of 8 MiB: more than any pipe
+/// holds, so the writer waits on a reader that never comes.
+fn unconfined(python: PathBuf, script: &str, state: &Path) -> RunSpec {
+    RunSpec {
+        exe: python,
+        args: vec!["-c".into(), script.into(), state.into()],
+        env: Vec::new(),
+        cwd: state.parent().unwrap().to_path_buf(),
+        prompt: "x".repeat(8 << 20),
+        resumed: false,
+        kill_grace: Duration::from_millis(200),
+        marker: crate::cleanup::new_marker(),
+        confinement: None,
+        egress: None,
+    }
+}
 
 /// A stopped run whose leader a hidden process traces ends all the same, within its
 /// bounds: the leader is killed but cannot be reaped, so the run says its status is unknown
@@ -17,19 +37,7 @@ async fn a_stopped_run_whose_leader_is_held_by_a_tracer_still_ends() {
     };
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("tracer");
-    let spec = RunSpec {
-        exe: python,
-        args: vec!["-c".into(), TRACED_LEADER.into(), state.clone().into()],
-        env: Vec::new(),
-        cwd: dir.path().to_path_buf(),
-        // More than any pipe holds: the writer waits on a reader that never comes.
-        prompt: "x".repeat(8 << 20),
-        resumed: false,
-        kill_grace: Duration::from_millis(200),
-        marker: crate::cleanup::new_marker(),
-        confinement: None,
-        egress: None,
-    };
+    let spec = unconfined(python, TRACED_LEADER, &state);
     let (sink, _events) = EventSink::channel();
     let (stop, stopped) = watch::channel(false);
     let run = tokio::spawn(run(spec, sink, stopped));
@@ -37,7 +45,7 @@ async fn a_stopped_run_whose_leader_is_held_by_a_tracer_still_ends() {
         stop.send_replace(true);
         return;
     };
-    let _tracer = Tracer(pid);
+    let held = KillAtEnd(pid);
     stop.send_replace(true);
     let end = tokio::time::timeout(Duration::from_secs(30), run)
         .await
@@ -46,6 +54,59 @@ async fn a_stopped_run_whose_leader_is_held_by_a_tracer_still_ends() {
         .unwrap();
     assert!(end.stopped);
     assert_eq!(end.status.map(|s| s.to_string()), None);
+    assert!(!end.cleanup.verified, "{:?}", end.cleanup);
+    assert_eq!(
+        end.input_error.map(|e| e.kind()),
+        Some(std::io::ErrorKind::TimedOut)
+    );
+    // Held, the leader keeps the run alive to cleanup; let go, it is gone. The tracer's end
+    // shows only in `/proc`: it is read until then, the pause pacing the reads.
+    assert!(end.processes.alive());
+    drop(held);
+    let began = Instant::now();
+    while end.processes.alive() {
+        assert!(began.elapsed() < Duration::from_secs(10), "still held");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A leader that leaves behind a process hidden from cleanup (a new session, no
+/// environment, so no marker) holding agy's stdin, and exits: the child it forks writes its
+/// pid to the file named by the leader's first argument, then sleeps without reading.
+const STDIN_HOLDER: &str = "import os, sys, time\n\
+                            if os.fork() == 0:\n\
+                            \x20   os.setsid()\n\
+                            \x20   os.execve(sys.executable, [sys.executable, '-c', \
+                            'import os, sys, time\\n\
+                            open(sys.argv[1] + \".tmp\", \"w\").write(\"ok %d\" % os.getpid())\\n\
+                            os.rename(sys.argv[1] + \".tmp\", sys.argv[1])\\n\
+                            time.sleep(600)', sys.argv[1]], {})\n\
+                            while not os.path.exists(sys.argv[1]):\n\
+                            \x20   time.sleep(0.01)\n";
+
+/// A run whose leader exits on its own, its prompt unread, while a process cleanup cannot
+/// find holds its stdin: the writer, still blocked, is given up, and that holder is
+/// evidence enough that the cleanup is not verified (the group and the marker show
+/// nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdin_held_by_a_hidden_process_leaves_the_cleanup_unverified() {
+    let Some(python) = python3() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("holder");
+    let spec = unconfined(python, STDIN_HOLDER, &state);
+    let (sink, _events) = EventSink::channel();
+    let (_stop, stopped) = watch::channel(false);
+    let end = tokio::time::timeout(Duration::from_secs(30), run(spec, sink, stopped))
+        .await
+        .expect("the run ended")
+        .unwrap();
+    let text = std::fs::read_to_string(&state).unwrap();
+    let _holder = KillAtEnd(text.strip_prefix("ok ").unwrap().parse().unwrap());
+    assert!(!end.stopped);
+    assert_eq!(end.status.map(|s| s.code()), Some(Some(0)));
+    assert!(!end.processes.alive());
     assert!(!end.cleanup.verified, "{:?}", end.cleanup);
     assert_eq!(
         end.input_error.map(|e| e.kind()),
