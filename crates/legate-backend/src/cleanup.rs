@@ -13,7 +13,7 @@
 //! Stopping ([`Processes::stop`]) sends `SIGINT` to all of them, waits up to a grace period
 //! (3 s) for them to go, and sends `SIGKILL` to what is left; it returns the signals it
 //! actually sent. Observing ([`Processes::verify`]) then checks, for up to 1 s, that nothing
-//! of the run is left but zombies. The outcome is reported as a `workspace` event whose detail
+//! of the run is left but zombies (none of them held by a tracer, below). The outcome is reported as a `workspace` event whose detail
 //! is [`Cleanup::event`]'s `processCleanup`.
 //!
 //! When it cannot be shown gone, the workspace root is marked in **one place shared by every
@@ -70,6 +70,9 @@ struct Found {
     in_group: bool,
     /// Live processes outside the group that carry the marker.
     outside: Vec<i32>,
+    /// A member of the group that has exited and that a tracer keeps from being reaped, and
+    /// the tracer's process id (`held`).
+    held: Option<(i32, i32)>,
 }
 
 impl Found {
@@ -168,12 +171,18 @@ impl Processes {
                 continue;
             };
             let in_group = self.pgid > 0 && stat.pgrp == self.pgid;
-            // A headless process (its main thread gone) is alive while one of its threads
-            // runs; a member of the group that a tracer keeps from being reaped is alive
-            // while the tracer holds it (`held`).
-            let alive = stat.runs()
-                || (stat.is_headless() && marked::threads_run(pid))
-                || (in_group && stat.state == b'Z' && held::holder(pid).is_some());
+            // A member of the group that a tracer keeps from being reaped is alive while the
+            // tracer holds it (`held`).
+            if in_group
+                && stat.state == b'Z'
+                && let Some(tracer) = held::holder(pid)
+            {
+                found.in_group = true;
+                found.held.get_or_insert((pid, tracer));
+                continue;
+            }
+            // A headless process (its main thread gone) is alive while one of its threads runs.
+            let alive = stat.runs() || (stat.is_headless() && marked::threads_run(pid));
             if !alive {
                 continue;
             }
@@ -196,6 +205,7 @@ impl Processes {
         self.scan().unwrap_or_else(|| Found {
             in_group: self.pgid > 0 && sys::group_exists(self.pgid),
             outside: Vec::new(),
+            held: None,
         })
     }
 
@@ -210,7 +220,8 @@ impl Processes {
     }
 
     /// Whether anything of the run is alive (zombies count as gone: they hold no pipe and run
-    /// nothing; some inits reap orphans only every second or two).
+    /// nothing; some inits reap orphans only every second or two. Except a member of the
+    /// group that a tracer holds: that tracer is alive and of the run).
     pub fn alive(&self) -> bool {
         self.look().any()
     }
@@ -394,8 +405,14 @@ pub fn check(blocked_dir: &Path, root: &Path) -> Result<()> {
         };
         match serde_json::from_str::<Mark>(&text).ok() {
             Some(m) if m.root != root => {}
-            Some(m) if Processes::new(m.pgid, m.marker.clone()).alive() => {
-                blocked.get_or_insert(m);
+            Some(m) => {
+                let found = Processes::new(m.pgid, m.marker.clone()).look();
+                if found.any() {
+                    blocked.get_or_insert((m, found.held));
+                } else {
+                    let _ = std::fs::remove_file(&path);
+                    tracing::info!(root = %root.display(), "an earlier unverified cleanup is now verified; its mark is lifted");
+                }
             }
             _ => {
                 let _ = std::fs::remove_file(&path);
@@ -405,11 +422,11 @@ pub fn check(blocked_dir: &Path, root: &Path) -> Result<()> {
     }
     match blocked {
         None => Ok(()),
-        Some(m) => Err(Error::new(
+        Some((m, held)) => Err(Error::new(
             ErrorCode::ProcessCleanupUnverified,
-            match held::holder(m.pgid) {
-                Some(tracer) => format!(
-                    "the workspace {} is blocked: the leader of process group {} of an earlier agent run is held by process {tracer}, which traces it; stop that process (kill -KILL {tracer}) and try again",
+            match held {
+                Some((member, tracer)) => format!(
+                    "the workspace {} is blocked: process {member} of process group {} of an earlier agent run has exited but is held by process {tracer}, which traces it; stop that process (kill -KILL {tracer}) and try again",
                     root.display(),
                     m.pgid,
                 ),

@@ -206,6 +206,20 @@ fn exit_statuses_are_mirrored_and_exec_errors_are_spawn_errors() {
 }
 
 /// Processes whose environment holds `mark`, seen from here.
+/// The environment of the process at `dir` (`/proc/<pid>`). A process in the middle of
+/// `exec` reads an empty one for a moment: an empty read is taken again, up to ten times a
+/// millisecond apart (a mark seen missing that way made the grandchild "never run").
+fn environ(dir: &std::path::Path) -> Option<Vec<u8>> {
+    for _ in 0..10 {
+        let env = std::fs::read(dir.join("environ")).ok()?;
+        if !env.is_empty() {
+            return Some(env);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
 fn marked(mark: &str) -> Vec<u32> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -219,8 +233,8 @@ fn marked(mark: &str) -> Vec<u32> {
         {
             continue;
         }
-        if let Ok(env) = std::fs::read(e.path().join("environ"))
-            && env.split(|b| *b == 0).any(|kv| kv == mark.as_bytes())
+        if environ(&e.path())
+            .is_some_and(|env| env.split(|b| *b == 0).any(|kv| kv == mark.as_bytes()))
         {
             found.push(pid);
         }
@@ -272,16 +286,22 @@ fn survivors_after_kill(landlock_only: bool) -> Vec<u32> {
     }
     // Both the shell and the sleep carry the mark; wait until the sleep is there.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while marked(&mark).len() < 2 && Instant::now() < deadline {
+    let mut seen = marked(&mark).len();
+    while seen < 2 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
+        seen = marked(&mark).len();
     }
-    assert!(marked(&mark).len() >= 2, "the grandchild never ran");
+    // The loop's own last look, not a new one: a new look could meet a process in `exec`.
+    assert!(seen >= 2, "the grandchild never ran");
     middle.kill().unwrap();
     middle.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
+    // Gone when two looks in a row find nothing: one look can miss a process in `exec`.
+    let mut empty_looks = 0;
     loop {
         let left = marked(&mark);
-        if left.is_empty() || Instant::now() >= deadline {
+        empty_looks = if left.is_empty() { empty_looks + 1 } else { 0 };
+        if empty_looks == 2 || Instant::now() >= deadline {
             for pid in &left {
                 let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             }

@@ -72,7 +72,9 @@ async fn a_stopped_run_whose_leader_is_held_by_a_tracer_still_ends() {
 
 /// A leader that leaves behind a process hidden from cleanup (a new session, no
 /// environment, so no marker) holding agy's stdin, and exits: the child it forks writes its
-/// pid to the file named by the leader's first argument, then sleeps without reading.
+/// pid to the file named by the leader's first argument, then sleeps a minute (longer than
+/// the run's bounds; ended at the test's end, or on its own if the test fails first)
+/// without reading.
 const STDIN_HOLDER: &str = "import os, sys, time\n\
                             if os.fork() == 0:\n\
                             \x20   os.setsid()\n\
@@ -80,7 +82,7 @@ const STDIN_HOLDER: &str = "import os, sys, time\n\
                             'import os, sys, time\\n\
                             open(sys.argv[1] + \".tmp\", \"w\").write(\"ok %d\" % os.getpid())\\n\
                             os.rename(sys.argv[1] + \".tmp\", sys.argv[1])\\n\
-                            time.sleep(600)', sys.argv[1]], {})\n\
+                            time.sleep(60)', sys.argv[1]], {})\n\
                             while not os.path.exists(sys.argv[1]):\n\
                             \x20   time.sleep(0.01)\n";
 
