@@ -38,11 +38,12 @@ use crate::acp::sys;
 use crate::held;
 use crate::marked::{self, Marked};
 use legate_core::proc_stat::ProcStat;
-use legate_core::{Error, ErrorCode, Result};
-use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+mod blocked;
+
+pub use blocked::{block, check, check_path, record};
 
 /// The environment variable that tags every process of one run: `LEGATE_RUN=<marker>`.
 pub const RUN_ENV: &str = "LEGATE_RUN";
@@ -328,156 +329,13 @@ pub async fn verify_gone(pgid: i32, within: Duration) -> bool {
     pgid > 0 && Processes::new(pgid, None).verify(within).await
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct Mark {
-    root: PathBuf,
-    pgid: i32,
-    #[serde(default)]
-    marker: Option<String>,
-}
-
-/// FNV-1a, 64 bits: a stable file name for a root (the mark holds the root itself).
-fn hash(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// The start of the names of `root`'s marks: the root's hash.
-fn root_prefix(root: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    format!("{:016x}", hash(root.as_os_str().as_bytes()))
-}
-
-/// The mark of `processes` on `root`: one file per root and run (marker, else group).
-fn mark_path(blocked_dir: &Path, root: &Path, processes: &Processes) -> PathBuf {
-    let run = match &processes.marker {
-        Some(m) => format!("marker:{m}"),
-        None => format!("pgid:{}", processes.pgid),
-    };
-    blocked_dir.join(format!(
-        "{}-{:016x}.json",
-        root_prefix(root),
-        hash(run.as_bytes())
-    ))
-}
-
-/// Every mark file of `root` in `blocked_dir` (including the one-per-root `<hash>.json` an
-/// older Legate wrote).
-fn marks_of(blocked_dir: &Path, root: &Path) -> Vec<PathBuf> {
-    let prefix = root_prefix(root);
-    let Ok(entries) = std::fs::read_dir(blocked_dir) else {
-        return Vec::new();
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.strip_prefix(&prefix).is_some_and(|rest| {
-                rest == ".json" || (rest.starts_with('-') && rest.ends_with(".json"))
-            })
-        })
-        .map(|e| e.path())
-        .collect();
-    paths.sort();
-    paths
-}
-
-/// Marks `root` (resolved) as blocked by `processes`, in `blocked_dir`
-/// (`$LEGATE_HOME/blocked`). Other runs' marks on `root` stay.
-pub fn block(blocked_dir: &Path, root: &Path, processes: &Processes) -> std::io::Result<()> {
-    let body = serde_json::to_vec(&Mark {
-        root: root.to_path_buf(),
-        pgid: processes.pgid,
-        marker: processes.marker.clone(),
-    })?;
-    crate::agy::usage::write_private(&mark_path(blocked_dir, root, processes), &body)
-}
-
-/// `PROCESS_CLEANUP_UNVERIFIED` when `root` (resolved) is marked in `blocked_dir` by a run
-/// whose processes are still there; each mark whose run's processes are gone now is removed.
-pub fn check(blocked_dir: &Path, root: &Path) -> Result<()> {
-    let mut blocked = None;
-    for path in marks_of(blocked_dir, root) {
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        match serde_json::from_str::<Mark>(&text).ok() {
-            Some(m) if m.root != root => {}
-            Some(m) => {
-                let found = Processes::new(m.pgid, m.marker.clone()).look();
-                if found.any() {
-                    blocked.get_or_insert((m, found.held));
-                } else {
-                    let _ = std::fs::remove_file(&path);
-                    tracing::info!(root = %root.display(), "an earlier unverified cleanup is now verified; its mark is lifted");
-                }
-            }
-            _ => {
-                let _ = std::fs::remove_file(&path);
-                tracing::info!(root = %root.display(), "an earlier unverified cleanup is now verified; its mark is lifted");
-            }
-        }
-    }
-    match blocked {
-        None => Ok(()),
-        Some((m, held)) => Err(Error::new(
-            ErrorCode::ProcessCleanupUnverified,
-            match held {
-                Some((member, tracer)) => format!(
-                    "the workspace {} is blocked: process {member} of process group {} of an earlier agent run has exited but is held by process {tracer}, which traces it; stop that process (kill -KILL {tracer}) and try again",
-                    root.display(),
-                    m.pgid,
-                ),
-                None => format!(
-                    "the workspace {} is blocked: process group {} of an earlier agent run (or a process carrying {RUN_ENV}={}) could not be shown to be gone; stop it (kill -KILL -{}) and try again",
-                    root.display(),
-                    m.pgid,
-                    m.marker.as_deref().unwrap_or("?"),
-                    m.pgid
-                ),
-            },
-        )),
-    }
-}
-
-/// [`check`] for a root that may not be resolved yet (it is resolved first; a root that
-/// does not exist has nothing to check).
-pub fn check_path(blocked_dir: &Path, root: &Path) -> Result<()> {
-    match std::fs::canonicalize(root) {
-        Ok(resolved) => check(blocked_dir, &resolved),
-        Err(_) => Ok(()),
-    }
-}
-
-/// Reports `cleanup` through `emit` and, when it is unverified, blocks `root` in
-/// `blocked_dir` (when there is one) for `processes`.
-pub fn record(
-    what: &str,
-    cleanup: &Cleanup,
-    processes: &Processes,
-    emit: impl FnOnce(legate_core::EventKind),
-    blocked_dir: Option<&Path>,
-    root: &Path,
-) {
-    tracing::info!(pgid = cleanup.pgid, verified = cleanup.verified, signals = ?cleanup.signals, outside_group = cleanup.outside_group, "{what} process cleanup");
-    emit(cleanup.event(what));
-    if cleanup.verified {
-        return;
-    }
-    tracing::warn!(pgid = cleanup.pgid, root = %root.display(), "{what} process cleanup not verified; the workspace is blocked");
-    if let Some(dir) = blocked_dir
-        && let Err(e) = block(dir, root, processes)
-    {
-        tracing::warn!(error = %e, "could not record the unverified cleanup");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::blocked::{mark_path, marks_of, root_prefix};
     use super::*;
+    use legate_core::ErrorCode;
+    use std::path::Path;
 
     #[tokio::test]
     async fn a_live_group_blocks_until_it_is_gone() {

@@ -3,9 +3,10 @@
 //! `legate agy-hook` bound to the policy's SHA-256) and `.agents/mcp_config.json` (the
 //! selected catalogue servers, their unselected tools as `disabledTools`).
 //!
-//! This module owns turning the task's [`ToolControls`] into agy's tool names (`read` gives
-//! `view_file`; `edit` gives `write_to_file`, `replace_file_content` and
-//! `multi_replace_file_content`; no other kind has an agy file tool; `finish` is implicit),
+//! This module owns turning the task's [`ToolControls`](legate_supervisor::ToolControls)
+//! into agy's tool names (`read` gives `view_file`; `edit` gives `write_to_file`,
+//! `replace_file_content` and `multi_replace_file_content`; no other kind has an agy file
+//! tool; `finish` is implicit),
 //! writing those files beneath the copy without following links, and checking after the turn
 //! that the agent left them as staged. It must never stage anything for a workspace that is
 //! not a copy, write outside `.agents/` in the copy, or put the policy where the agent can
