@@ -1,6 +1,6 @@
 //! The only `unsafe` code of the ACP driver: the pre-exec hook that makes the agent die with
-//! Legate, process-group signals, and the check that `pidfd_send_signal` works. Confining it (Landlock) goes through
-//! `legate_confine::confine_command`, which owns that hook.
+//! Legate, process-group signals, and the check that `pidfd_send_signal` works. Confining it
+//! (Landlock) goes through `legate_confine::confine_command`, which owns that hook.
 #![allow(unsafe_code)]
 
 use tokio::process::Command;
