@@ -12,8 +12,19 @@
 //! parent (`PTRACE_TRACEME`) is traced by the thread of Legate's that spawned it: the
 //! status's `TracerPid` is a thread id, so a tracer is this process when it is one of this
 //! process's threads. Such a zombie counts as gone, as any zombie.
+//!
+//! It also lets go of what this process itself holds: a thread of a leader Legate spawned
+//! that asked to be traced (`PTRACE_TRACEME` from a thread; the leader's parent, Legate,
+//! becomes its tracer) is, once it exits, Legate's to reap and nobody else's, and until it is
+//! reaped the leader's own exit is never reported. [`reaped`] reaps such threads while a
+//! leader's exit is awaited, so that a killed leader is reaped and a leader that exits on its
+//! own ends its run. A leader that asked so itself needs nothing: its parent reaps it, traced
+//! or not (tokio waits on a pidfd, which stops do not wake).
 
+use rustix::process::{WaitId, WaitIdOptions};
+use std::future::Future;
 use std::path::Path;
+use tokio::signal::unix::{SignalKind, signal};
 
 /// The process tracing `pid`, when `pid` is a zombie that a thread of another process
 /// traces: that process's id (its thread group's). `None` otherwise, or when its status
@@ -25,7 +36,7 @@ pub(crate) fn holder(pid: i32) -> Option<i32> {
         .then(|| field(&status, "TracerPid:")?.parse::<i32>().ok())
         .flatten()
         .filter(|t| *t > 0)?;
-    if Path::new(&format!("/proc/self/task/{tracer}")).exists() {
+    if own_thread(tracer) {
         return None;
     }
     // A thread's `/proc/<tid>` is there though not listed; its `Tgid` is its process.
@@ -36,6 +47,90 @@ pub(crate) fn holder(pid: i32) -> Option<i32> {
             .and_then(|s| field(s, "Tgid:")?.parse().ok())
             .unwrap_or(tracer),
     )
+}
+
+/// Whether `tid` is a thread of this process.
+fn own_thread(tid: i32) -> bool {
+    Path::new(&format!("/proc/self/task/{tid}")).exists()
+}
+
+/// Awaits `exited` (a leader's reaping: its `Child::wait`), reaping meanwhile the leader's
+/// threads that this process traces as they exit ([`release_own`]): once at the start, then
+/// at each `SIGCHLD`, which is how a tracer is told a tracee exited. Without it, a leader
+/// with such a thread is never reaped once it dies: its parent waits for ever, and the
+/// leader and the thread stay zombies for as long as Legate runs.
+pub(crate) async fn reaped<T>(leader: i32, exited: impl Future<Output = T>) -> T {
+    // Subscribed before the first look, so that an exit after that look wakes the next.
+    let mut chld = signal(SignalKind::child()).ok();
+    tokio::pin!(exited);
+    loop {
+        release_own(leader);
+        let next = async {
+            match chld.as_mut() {
+                Some(s) => {
+                    if s.recv().await.is_none() {
+                        // The signal driver is gone: look again now and then instead.
+                        chld = None;
+                    }
+                }
+                None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        };
+        tokio::select! {
+            done = &mut exited => return done,
+            () = next => {}
+        }
+    }
+}
+
+/// Reaps the threads of `leader` that have exited and that a thread of this process
+/// traces, once `leader`'s own first thread has exited (its state `Z`; before that, a look
+/// costs one read of its `stat`). Returns how many were reaped.
+///
+/// Only a tracee of this process can be reaped here (`waitid` refuses any other), and only
+/// once it has exited (`WEXITED`: a stopped thread is not waited for); a traced thread's
+/// id cannot be reused before it is reaped, so the one read from the listing is the one
+/// reaped. The leader's own id is never waited for: its parent's `Child` does that.
+pub(crate) fn release_own(leader: i32) -> usize {
+    let Ok(stat) = std::fs::read(format!("/proc/{leader}/stat")) else {
+        return 0;
+    };
+    if legate_core::proc_stat::ProcStat::parse(&stat).is_none_or(|s| s.state != b'Z') {
+        return 0;
+    }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{leader}/task")) else {
+        return 0;
+    };
+    let mut reaped = 0;
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if tid == leader {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{leader}/task/{tid}/status"))
+        else {
+            continue;
+        };
+        let traced_here = field(&status, "TracerPid:")
+            .and_then(|t| t.parse::<i32>().ok())
+            .is_some_and(|t| t > 0 && own_thread(t));
+        let Some(id) = rustix::process::Pid::from_raw(tid).filter(|_| traced_here) else {
+            continue;
+        };
+        // A tracee is this process's to wait for, thread or not; `EXITED` passes over a
+        // stop, `NOHANG` never blocks.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+        if let Ok(Some(_)) = rustix::process::waitid(WaitId::Pid(id), options) {
+            reaped += 1;
+        }
+    }
+    reaped
 }
 
 /// The value of the first line of a `/proc/<pid>/status` text that starts with `name`. The
@@ -52,6 +147,8 @@ fn field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::Duration;
 
     #[test]
     fn the_first_line_of_a_field_is_read_and_a_name_cannot_forge_one() {
@@ -117,5 +214,77 @@ mod tests {
         let _ = child.wait();
         done.send(()).unwrap();
         forker.join().unwrap();
+    }
+
+    /// `python3 -c TRACED_THREAD <file> [args]`, its stdin empty, with its pid and whether
+    /// its thread is traced (`None` without python3: the test skips).
+    async fn traced_thread(
+        state: &Path,
+        args: &[&str],
+    ) -> Option<(tokio::process::Child, i32, bool)> {
+        use crate::marked::tests::{TRACED_THREAD, python3, tracer};
+        let child = tokio::process::Command::new(python3()?)
+            .arg("-c")
+            .arg(TRACED_THREAD)
+            .arg(state)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id().unwrap()).unwrap();
+        let traced = tracer(state).await.is_some();
+        Some((child, pid, traced))
+    }
+
+    /// A leader whose thread asked to be traced by this process and that then exits on its
+    /// own is reaped, and its status read, because the traced thread is reaped as it dies;
+    /// before `reaped`, the thread stayed a zombie that nothing reaped and the leader's exit
+    /// never came (its run waited for its timeout, then both leaked).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_whose_traced_thread_exited_is_reaped_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((mut child, pid, _)) = traced_thread(&dir.path().join("traced"), &["3"]).await
+        else {
+            return;
+        };
+        let status = tokio::time::timeout(Duration::from_secs(30), reaped(pid, child.wait()))
+            .await
+            .expect("the leader was reaped")
+            .unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    /// The same leader killed while its traced thread sleeps: both are reaped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_killed_leader_whose_thread_is_traced_here_is_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((mut child, pid, traced)) = traced_thread(&dir.path().join("traced"), &[]).await
+        else {
+            return;
+        };
+        if traced {
+            let tids = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .count();
+            assert!(tids >= 2, "the traced thread is there");
+            // Alive, nothing is reaped.
+            assert_eq!(release_own(pid), 0);
+        }
+        drop(crate::marked::tests::KillAtEnd(pid));
+        let status = tokio::time::timeout(Duration::from_secs(30), reaped(pid, child.wait()))
+            .await
+            .expect("the leader was reaped")
+            .unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    #[test]
+    fn nothing_is_released_of_a_live_process_or_of_none() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        assert_eq!(release_own(me), 0);
+        assert_eq!(release_own(i32::MAX), 0);
+        assert_eq!(release_own(0), 0);
     }
 }

@@ -178,8 +178,30 @@ pub(crate) const TRACED_LEADER: &str = "import os, sys, time\n\
                       \x20   os.execve(sys.executable, [sys.executable, '-c', TRACER, str(leader), sys.argv[1]], {})\n\
                       time.sleep(600)\n";
 
-/// The tracer's pid once it seized the leader; `None` where tracing is refused (the test
-/// skips).
+/// A leader one of whose threads asked to be traced by the leader's parent (the test's
+/// process, as Legate is an unconfined agent's), for `python3 -c TRACED_THREAD <file>
+/// [code]`: it reads its stdin to the end, then a thread calls `PTRACE_TRACEME` and writes
+/// `ok <the leader's pid>` (or `refused`, where it may not) to the file, then sleeps. With
+/// `code`, the leader then exits with it (every thread dies; the traced one stays a zombie
+/// for its tracer to reap); without, it sleeps too.
+pub(crate) const TRACED_THREAD: &str = "import ctypes, os, sys, threading, time\n\
+                      sys.stdin.buffer.read()\n\
+                      libc = ctypes.CDLL(None)\n\
+                      def traced():\n\
+                      \x20   ok = libc.ptrace(0, 0, None, None) == 0\n\
+                      \x20   with open(sys.argv[1] + '.tmp', 'w') as f:\n\
+                      \x20       f.write('ok %d' % os.getpid() if ok else 'refused')\n\
+                      \x20   os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n\
+                      \x20   time.sleep(600)\n\
+                      threading.Thread(target=traced, daemon=True).start()\n\
+                      while not os.path.exists(sys.argv[1]):\n\
+                      \x20   time.sleep(0.01)\n\
+                      if len(sys.argv) > 2:\n\
+                      \x20   os._exit(int(sys.argv[2]))\n\
+                      time.sleep(600)\n";
+
+/// The pid written to `state` once the tracing began (the tracer's for [`TRACED_LEADER`],
+/// the leader's for [`TRACED_THREAD`]); `None` where tracing is refused (the test skips).
 pub(crate) async fn tracer(state: &Path) -> Option<i32> {
     let began = Instant::now();
     loop {

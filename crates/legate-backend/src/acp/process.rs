@@ -128,7 +128,9 @@ impl ProcessGroup {
             .unwrap_or(0);
         let (tx, rx) = watch::channel(None);
         tokio::spawn(async move {
-            match child.wait().await {
+            // A thread of the leader that asked Legate to trace it is reaped as it exits, or
+            // the leader's own exit would never come.
+            match crate::held::reaped(pgid, child.wait()).await {
                 Ok(status) => {
                     debug!(pgid, status = %describe_exit(&status), "agent process exited");
                     let _ = tx.send(Some(status));
@@ -440,5 +442,44 @@ mod tests {
         assert!(group.exited_within(Duration::from_secs(10)).await.is_some());
         assert!(!group.processes.alive());
         cleanup::check(&blocked, &root).unwrap();
+    }
+
+    /// A leader with a thread that asked Legate to trace it (`PTRACE_TRACEME`): stopping the
+    /// group ends it, the traced thread is reaped as it dies, and so the leader is too, with
+    /// the signal's status and a verified cleanup (before, neither was reaped, and the cleanup
+    /// was unverified after `REAP`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_with_a_thread_traced_here_is_reaped_when_stopped() {
+        use crate::marked::tests::{TRACED_THREAD, python3, tracer};
+        let Some(python) = python3() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("traced");
+        let marker = cleanup::new_marker();
+        let child = tokio::process::Command::new(python)
+            .arg("-c")
+            .arg(TRACED_THREAD)
+            .arg(&state)
+            .stdin(std::process::Stdio::null())
+            .env(cleanup::RUN_ENV, &marker)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let group = ProcessGroup::watch(child, Duration::from_millis(200), marker, None);
+        let traced = tracer(&state).await;
+        let cleanup = group.stop().await;
+        let Some(leader) = traced else {
+            return;
+        };
+        assert!(cleanup.verified, "{cleanup:?}");
+        // Python dies of the `SIGINT` (or of the `SIGKILL` after it): either way, a status.
+        let signal = group.exit_status().and_then(|s| s.signal());
+        assert!(
+            matches!(signal, Some(libc::SIGINT | libc::SIGKILL)),
+            "{signal:?}"
+        );
+        assert!(!group.processes.alive());
+        assert!(!std::path::Path::new(&format!("/proc/{leader}")).exists());
     }
 }

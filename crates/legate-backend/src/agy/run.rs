@@ -245,7 +245,9 @@ pub(crate) async fn run(
     });
 
     let exited = tokio::select! {
-        s = child.wait() => Some(s.ok()),
+        // A thread of the leader that asked Legate to trace it is reaped as it exits, or the
+        // leader's own exit would never come.
+        s = crate::held::reaped(pgid, child.wait()) => Some(s.ok()),
         r = stop.wait_for(|s| *s) => {
             drop(r);
             None
@@ -261,7 +263,7 @@ pub(crate) async fn run(
             let (sent, outside) = processes.stop(spec.kill_grace).await;
             signals.extend(sent);
             outside_group = outside;
-            match tokio::time::timeout(REAP, child.wait()).await {
+            match tokio::time::timeout(REAP, crate::held::reaped(pgid, child.wait())).await {
                 Ok(status) => (status.ok(), true),
                 Err(_) => {
                     warn!(

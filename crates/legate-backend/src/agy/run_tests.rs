@@ -1,9 +1,11 @@
-//! A run's ending against an agent that holds on: a leader traced by a process of its own.
+//! A run's ending against an agent that holds on: a leader traced by a process of its own,
+//! or with a thread that asked Legate to trace it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::marked::tests::{KillAtEnd, TRACED_LEADER, python3, tracer};
+use crate::marked::tests::{KillAtEnd, TRACED_LEADER, TRACED_THREAD, python3, tracer};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -25,6 +27,34 @@ fn unconfined(python: PathBuf, script: &str, state: &Path) -> RunSpec {
     }
 }
 
+/// A run of `script` (`unconfined`), started, once it wrote the pid its state file names
+/// (`tracer`: `None` where tracing is refused), with the sender that stops it.
+async fn started(
+    python: PathBuf,
+    script: &str,
+    state: &Path,
+) -> (
+    tokio::task::JoinHandle<Result<RunEnd, Error>>,
+    watch::Sender<bool>,
+    Option<i32>,
+) {
+    let spec = unconfined(python, script, state);
+    let (sink, _events) = EventSink::channel();
+    let (stop, stopped) = watch::channel(false);
+    let run = tokio::spawn(run(spec, sink, stopped));
+    let pid = tracer(state).await;
+    (run, stop, pid)
+}
+
+/// What `run` ended with, within 30 s.
+async fn ended(run: tokio::task::JoinHandle<Result<RunEnd, Error>>) -> RunEnd {
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the run ended")
+        .unwrap()
+        .unwrap()
+}
+
 /// A stopped run whose leader a hidden process traces ends all the same, within its
 /// bounds: the leader is killed but cannot be reaped, so the run says its status is unknown
 /// and its cleanup unverified instead of waiting for ever; the prompt's writer, blocked on a
@@ -36,22 +66,14 @@ async fn a_stopped_run_whose_leader_is_held_by_a_tracer_still_ends() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("tracer");
-    let spec = unconfined(python, TRACED_LEADER, &state);
-    let (sink, _events) = EventSink::channel();
-    let (stop, stopped) = watch::channel(false);
-    let run = tokio::spawn(run(spec, sink, stopped));
-    let Some(pid) = tracer(&state).await else {
+    let (run, stop, pid) = started(python, TRACED_LEADER, &dir.path().join("tracer")).await;
+    let Some(pid) = pid else {
         stop.send_replace(true);
         return;
     };
     let held = KillAtEnd(pid);
     stop.send_replace(true);
-    let end = tokio::time::timeout(Duration::from_secs(30), run)
-        .await
-        .expect("the run ended")
-        .unwrap()
-        .unwrap();
+    let end = ended(run).await;
     assert!(end.stopped);
     assert_eq!(end.status.map(|s| s.to_string()), None);
     assert!(!end.cleanup.verified, "{:?}", end.cleanup);
@@ -114,4 +136,57 @@ async fn a_stdin_held_by_a_hidden_process_leaves_the_cleanup_unverified() {
         end.input_error.map(|e| e.kind()),
         Some(std::io::ErrorKind::TimedOut)
     );
+}
+
+/// A stopped run whose leader has a thread that asked Legate to trace it: the leader is
+/// ended and reaped (the traced thread with it), so the run ends at once with the signal's
+/// status and a verified cleanup. Before, nothing reaped the traced thread, the leader's exit
+/// never came, and after `REAP` the run said its status was unknown, its cleanup unverified,
+/// and left both as zombies for as long as Legate ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_run_whose_leader_has_a_thread_traced_here_is_reaped() {
+    let Some(python) = python3() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (run, stop, traced) = started(python, TRACED_THREAD, &dir.path().join("traced")).await;
+    stop.send_replace(true);
+    let end = ended(run).await;
+    assert!(end.stopped);
+    let Some(leader) = traced else {
+        return;
+    };
+    // Python dies of the `SIGINT` (or of the `SIGKILL` after it): either way, a status.
+    let signal = end.status.and_then(|s| s.signal());
+    assert!(
+        matches!(signal, Some(libc::SIGINT | libc::SIGKILL)),
+        "{signal:?}"
+    );
+    assert!(end.cleanup.verified, "{:?}", end.cleanup);
+    assert!(end.input_error.is_none(), "{:?}", end.input_error);
+    assert!(!end.processes.alive());
+    assert!(!Path::new(&format!("/proc/{leader}")).exists(), "reaped");
+}
+
+/// A run whose leader, with a thread traced by Legate, exits on its own ends then, with its
+/// exit code, instead of waiting for its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_leader_has_a_thread_traced_here_ends_when_the_leader_exits() {
+    let Some(python) = python3() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("traced");
+    let mut spec = unconfined(python, TRACED_THREAD, &state);
+    spec.args.push("3".into());
+    let (sink, _events) = EventSink::channel();
+    let (_stop, stopped) = watch::channel(false);
+    let end = tokio::time::timeout(Duration::from_secs(30), run(spec, sink, stopped))
+        .await
+        .expect("the run ended")
+        .unwrap();
+    assert!(!end.stopped);
+    assert_eq!(end.status.map(|s| s.code()), Some(Some(3)));
+    assert!(end.cleanup.verified, "{:?}", end.cleanup);
+    assert!(!end.processes.alive());
 }
