@@ -73,11 +73,11 @@ pub use config::{
 pub use engine::Engine;
 /// `engine.groups()`.
 pub use group::{
-    Budget, BudgetState, BudgetStatus, Checkpoint, DEFAULT_MAX_NODES, GroupCreated,
-    GroupDefinition, GroupProgress, GroupState, GroupStatus, GroupSummary, GroupWait,
-    GroupWaitRequest, Groups, Hook, MAX_DEFINITION_BYTES, MAX_NODES, MAX_RECEIPTS_PAGE,
-    MAX_WAIT_MESSAGES, NodeDef, NodeMessage, NodeState, NodeStatus, PeerReceipt, PeerReceiptPage,
-    PeerRoute, ReceiptOrigin, ReceiptState, Workflow, WorkflowResult,
+    Budget, BudgetState, BudgetStatus, Checkpoint, DEFAULT_MAX_NODES, DroppedPeerMessage,
+    GroupCreated, GroupDefinition, GroupProgress, GroupStarted, GroupState, GroupStatus,
+    GroupSummary, GroupWait, GroupWaitRequest, Groups, Hook, MAX_DEFINITION_BYTES, MAX_NODES,
+    MAX_RECEIPTS_PAGE, MAX_WAIT_MESSAGES, NodeDef, NodeMessage, NodeState, NodeStatus, PeerReceipt,
+    PeerReceiptPage, PeerRoute, ReceiptOrigin, ReceiptState, Workflow, WorkflowResult,
 };
 /// `engine.handoffs()`.
 pub use handoff::{

@@ -307,11 +307,11 @@ pub(crate) fn catalog() -> Vec<ToolDef> {
         .group(ToolGroup::Implementation),
         def::<
             groups::GroupStartArgs,
-            MayBeTask<legate_engine::GroupStatus, legate_engine::GroupStatus>,
+            MayBeTask<legate_engine::GroupStarted, legate_engine::GroupStatus>,
         >(
             "group_start",
             "Start or resume a group",
-            "Starts a created group, or resumes a paused one, given the definitionSha256 group_create returned. Nodes are admitted as their dependencies finish; finished nodes are never re-run, and a checkpoint whose data changed is WORKFLOW_CHECKPOINT_CHANGED.",
+            "Starts a created group, or resumes a paused one, given the definitionSha256 group_create returned. Nodes are admitted as their dependencies finish; finished nodes are never re-run, and a checkpoint whose data changed is WORKFLOW_CHECKPOINT_CHANGED. A resume lists the peer messages it dropped (droppedPeerMessages).",
             false,
         )
         .group(ToolGroup::Implementation),

@@ -14,8 +14,8 @@ use crate::tools::in_range;
 use crate::wait::Progress;
 use legate_core::Result;
 use legate_engine::{
-    Engine, GroupCreated, GroupDefinition, GroupProgress, GroupStatus, GroupSummary, GroupWait,
-    GroupWaitRequest, MAX_RECEIPTS_PAGE, PeerReceiptPage, WorkflowResult,
+    Engine, GroupCreated, GroupDefinition, GroupProgress, GroupStarted, GroupStatus, GroupSummary,
+    GroupWait, GroupWaitRequest, MAX_RECEIPTS_PAGE, PeerReceiptPage, WorkflowResult,
 };
 use rmcp::model::ProgressNotificationParam;
 use rmcp::schemars::JsonSchema;
@@ -131,13 +131,14 @@ pub fn create(engine: &Engine, args: GroupCreateArgs) -> Result<GroupCreated> {
 }
 
 /// `group_start`.
-pub async fn start(engine: &Engine, args: GroupStartArgs) -> Result<GroupStatus> {
-    let status = engine
+pub async fn start(engine: &Engine, args: GroupStartArgs) -> Result<GroupStarted> {
+    let started = engine
         .groups()
         .start(&args.group_id, &args.definition_sha256)
         .await?;
+    let status = &started.status;
     tracing::info!(group = %status.group_id, state = %status.state, "mcp group_start");
-    Ok(status)
+    Ok(started)
 }
 
 /// `group_status`.

@@ -284,7 +284,8 @@ async fn a_node_that_needs_tests_pauses_the_group_and_the_same_start_resumes_wit
         .groups()
         .start(g, &c.definition_sha256)
         .await
-        .unwrap();
+        .unwrap()
+        .status;
     assert_eq!(again.state, GroupState::Paused);
     assert_eq!(tasks_of(&again, "tested").len(), 1);
     // A client-reported test does not count; a test Legate runs does.

@@ -317,7 +317,7 @@ fn a_role_redefined_under_a_group_pauses_it_profile_changed() {
     rt.block_on(async {
         let s = settled(&two, "g").await;
         assert_eq!(s.pause_reason, Some(ErrorCode::ServerRestarted), "{s:?}");
-        let s = two.groups().start("g", &sha).await.unwrap();
+        let s = two.groups().start("g", &sha).await.unwrap().status;
         assert_eq!(s.state, GroupState::Paused, "{s:?}");
         assert_eq!(
             s.pause_reason,

@@ -10,7 +10,8 @@
 use crate::{config, front};
 use anyhow::{Context as _, Result, bail};
 use legate_engine::{
-    Engine, GroupDefinition, GroupState, GroupStatus, MAX_DEFINITION_BYTES, MAX_RECEIPTS_PAGE,
+    Engine, GroupDefinition, GroupStarted, GroupState, GroupStatus, MAX_DEFINITION_BYTES,
+    MAX_RECEIPTS_PAGE,
 };
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -131,11 +132,33 @@ async fn dispatch(engine: &Engine, command: GroupCommand) -> Result<ExitCode> {
         GroupCommand::Start { id, sha256, json } => {
             // With --json, stdout carries the final status only.
             let progress = |s: &GroupStatus| if json { Ok(()) } else { print_line(s) };
-            let mut status = engine.groups().start(&id, &sha256).await?;
+            let started = engine.groups().start(&id, &sha256).await?;
+            let mut status = started.status;
             progress(&status)?;
+            let dropped = started.dropped_peer_messages;
+            if !json {
+                for d in &dropped {
+                    let reason = crate::one_line(&d.reason, 200);
+                    out!(
+                        "  dropped by the resume: {} (task {}): {reason}",
+                        d.node_id,
+                        d.task_id
+                    )?;
+                }
+            }
             while !settled(status.state) {
                 status = engine.groups().wait(&id, FOLLOW_STEP).await?.status;
                 progress(&status)?;
+            }
+            if json {
+                // The final status, with what the resume dropped.
+                let code = exit_code(status.state);
+                let started = GroupStarted {
+                    status,
+                    dropped_peer_messages: dropped,
+                };
+                out!("{}", crate::json_out::pretty(&started)?)?;
+                return Ok(code);
             }
             finish(&status, json)
         }
@@ -213,12 +236,17 @@ fn settled(state: GroupState) -> bool {
 
 fn finish(status: &GroupStatus, json: bool) -> Result<ExitCode> {
     show(status, json)?;
-    Ok(match status.state {
+    Ok(exit_code(status.state))
+}
+
+/// The exit code for a group left in `state`.
+fn exit_code(state: GroupState) -> ExitCode {
+    match state {
         GroupState::Completed => ExitCode::SUCCESS,
         GroupState::Failed | GroupState::Canceled => ExitCode::from(1),
         GroupState::Paused => ExitCode::from(3),
         GroupState::Created | GroupState::Running => ExitCode::from(4),
-    })
+    }
 }
 
 fn print_line(s: &GroupStatus) -> std::io::Result<()> {

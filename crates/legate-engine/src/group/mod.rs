@@ -14,7 +14,8 @@
 //! Layout: `definition` (wire shape), `validate` (checks and the canonical hash), `status`
 //! (answers), `scheduler` (steps and turn ends), `admit` (admission), `checkpoint` (hashes,
 //! re-validation),
-//! `tokens` (the token budget), `restart` (taking over), `prompt` (the fenced context),
+//! `tokens` (the token budget), `restart` (taking over), `resume` (a paused group's nodes at
+//! `group_start`), `prompt` (the fenced context),
 //! `peer` (peer messages: wfpeer's). The descriptor and process budget is `crate::core::budget`,
 //! not this.
 //!
@@ -32,6 +33,7 @@ pub(crate) mod peer;
 mod profile;
 mod prompt;
 mod restart;
+mod resume;
 mod scheduler;
 mod status;
 mod tokens;
@@ -41,8 +43,9 @@ pub use definition::{Budget, GroupDefinition, Hook, NodeDef, PeerRoute, Workflow
 pub use page::{GroupWaitRequest, MAX_WAIT_MESSAGES, NodeMessage};
 pub use peer::{MAX_RECEIPTS_PAGE, PeerReceipt, PeerReceiptPage, ReceiptOrigin, ReceiptState};
 pub use status::{
-    BudgetState, BudgetStatus, Checkpoint, GroupCreated, GroupProgress, GroupState, GroupStatus,
-    GroupSummary, GroupWait, NodeState, NodeStatus, WorkflowResult,
+    BudgetState, BudgetStatus, Checkpoint, DroppedPeerMessage, GroupCreated, GroupProgress,
+    GroupStarted, GroupState, GroupStatus, GroupSummary, GroupWait, NodeState, NodeStatus,
+    WorkflowResult,
 };
 pub use validate::{DEFAULT_MAX_NODES, MAX_DEFINITION_BYTES, MAX_NODES};
 
@@ -95,97 +98,6 @@ pub struct Groups {
 }
 
 impl Core {
-    /// Prepares a paused group's nodes to go on; `Some(reason)` when one is still held.
-    async fn resume_nodes(&self, g: &load::Loaded) -> Result<Option<Error>> {
-        let group = g.record.group_id.as_str();
-        let mut still = None;
-        for rec in &g.nodes {
-            let hook = g.hook(&rec.node_id);
-            match node_state(rec)? {
-                NodeState::Succeeded => {
-                    if let Some(cp) = checkpoint(rec)?
-                        && let Err(e) = self.recheck(&rec.node_id, &cp, hook).await
-                    {
-                        self.pause_group(group, &e)?;
-                        return Err(e);
-                    }
-                }
-                NodeState::Held
-                    if rec
-                        .error_code
-                        .as_deref()
-                        .and_then(ErrorCode::parse)
-                        .is_some_and(scheduler::holds_for_peers) =>
-                {
-                    // Held for its peer envelopes: they are recorded again, those that
-                    // conflict or pass a limit dropped (recording again could never clear
-                    // them; the resume is the word to go on without them), and the node goes
-                    // back to be settled by the scheduler.
-                    let Some(task) = g.latest(&rec.node_id) else {
-                        continue;
-                    };
-                    match self.record_peer_envelopes(g, rec, task, peer::Recording::Resume) {
-                        Ok(()) => {
-                            let again = NodeRecord {
-                                error_code: None,
-                                ..moved(rec, NodeState::Running)
-                            };
-                            self.put_node(group, &[NodeState::Held], &again)?;
-                        }
-                        Err(e) => still = still.or(Some(e)),
-                    }
-                }
-                NodeState::Held
-                    if !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty() =>
-                {
-                    // Its turn ended with a peer message waiting (the group paused, its
-                    // budget, or the turn refused), or one came while it was held: it is not
-                    // finished here. The first step of the running group sends it back to be
-                    // settled, and the message is its next turn, under the budget's gate again.
-                }
-                NodeState::Held => {
-                    let Some(task) = g.latest(&rec.node_id).cloned() else {
-                        continue;
-                    };
-                    // As its turn's end read them while the copy is proven unchanged since.
-                    let known = self.read_hashes(&task).await;
-                    let patch = self.node_patch(&task, &known).await?;
-                    // Released, it stays held here: the first step of the running group sends
-                    // it back and settles it (a message that came meanwhile first, then its
-                    // checkpoint), in turn with recording the other nodes' messages.
-                    if let Some(hold) = checkpoint::holding(self, &task, hook, &patch)? {
-                        still = still.or(Some(hold));
-                    }
-                }
-                NodeState::Interrupted => {
-                    // It runs again from its prompt, in a new conversation that has seen
-                    // none of the messages sent to it: they are queued again first (a crash
-                    // between the two writes finds it interrupted, and queues none twice),
-                    // and are its turns again once its first turn ends.
-                    let requeued = self.store().requeue_peer_messages_to(group, &rec.node_id)?;
-                    if requeued > 0 {
-                        tracing::info!(group, node = %rec.node_id, requeued, "peer messages queued again for a node run again");
-                    }
-                    let again = NodeRecord {
-                        error_code: None,
-                        task_id: None,
-                        ..moved(rec, NodeState::Pending)
-                    };
-                    self.put_node(group, &[NodeState::Interrupted], &again)?;
-                }
-                NodeState::Admitting if g.node_tasks(&rec.node_id).next().is_none() => {
-                    self.put_node(
-                        group,
-                        &[NodeState::Admitting],
-                        &moved(rec, NodeState::Pending),
-                    )?;
-                }
-                _ => {}
-            }
-        }
-        Ok(still)
-    }
-
     /// The group's state, nodes and budget.
     pub(crate) fn group_status(&self, group_id: &str) -> Result<GroupStatus> {
         self.load_group(group_id)?.status()
@@ -329,8 +241,9 @@ impl Groups {
     /// definition's (`GROUP_CONFLICT` otherwise). Finished nodes are not re-run: each
     /// checkpoint is checked again (`WORKFLOW_CHECKPOINT_CHANGED`), a held node is released
     /// once its hook's evidence is there, an interrupted node is admitted again (the
-    /// caller's explicit resume). `GROUP_CLOSED` for a group that ended.
-    pub async fn start(&self, group_id: &str, definition_sha256: &str) -> Result<GroupStatus> {
+    /// caller's explicit resume), and a node held for its peer messages goes on without those
+    /// at fault, which the answer lists. `GROUP_CLOSED` for a group that ended.
+    pub async fn start(&self, group_id: &str, definition_sha256: &str) -> Result<GroupStarted> {
         let g = self.core.load_group(group_id)?;
         if g.record.definition_sha256 != definition_sha256 {
             return Err(Error::new(
@@ -353,26 +266,35 @@ impl Groups {
                 self.core.ensure_driver(group_id);
             }
         };
+        let answer = |dropped_peer_messages| {
+            Ok(GroupStarted {
+                status: self.core.group_status(group_id)?,
+                dropped_peer_messages,
+            })
+        };
         if let Some(changed) = self.core.profile_changed(group_id, &g.definition)? {
             if state != GroupState::Created {
                 self.core.pause_group(group_id, &changed)?;
                 drive();
                 self.core.nudge_groups();
-                return self.core.group_status(group_id);
+                return answer(Vec::new());
             }
             return Err(changed);
         }
+        let mut dropped = Vec::new();
         match state {
             GroupState::Completed | GroupState::Failed | GroupState::Canceled => {
                 return Err(closed(group_id, state));
             }
             GroupState::Created | GroupState::Running => {}
             GroupState::Paused => {
-                if let Some(still) = self.core.resume_nodes(&g).await? {
+                let resumed = self.core.resume_nodes(&g).await?;
+                dropped = resumed.dropped;
+                if let Some(still) = resumed.still {
                     self.core.pause_group(group_id, &still)?;
                     drive();
                     self.core.nudge_groups();
-                    return self.core.group_status(group_id);
+                    return answer(dropped);
                 }
             }
         }
@@ -387,10 +309,10 @@ impl Groups {
             None,
             None,
         )?;
-        tracing::info!(group = group_id, "group started");
+        tracing::info!(group = group_id, dropped = dropped.len(), "group started");
         drive();
         self.core.nudge_groups();
-        self.core.group_status(group_id)
+        answer(dropped)
     }
 
     /// The group's state, nodes and budget.

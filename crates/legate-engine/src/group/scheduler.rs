@@ -583,14 +583,15 @@ impl Core {
     /// Records the peer envelopes in the answer of node `rec`'s ended `task` (see
     /// `peer::record`); the error is the group's pause reason. Recording an answer again
     /// finds its stored messages again, and the same conflict or limit again, until a resume
-    /// records it (`recording`) and drops those.
+    /// records it (`recording`) and drops those: what it dropped is returned, each for a
+    /// person.
     pub(crate) fn record_peer_envelopes(
         &self,
         g: &Loaded,
         rec: &NodeRecord,
         task: &Task,
         recording: peer::Recording,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         let answer = task.result.as_ref().map_or("", |r| r.text.as_str());
         let found = peer::take_envelopes(answer);
         // Which nodes take more turns, as stored now: a recipient settled earlier in this

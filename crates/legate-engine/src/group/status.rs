@@ -177,6 +177,35 @@ pub struct GroupStatus {
     pub updated_at: Timestamp,
 }
 
+/// What [`crate::Groups::start`] answers: the group's status, and what a resume dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GroupStarted {
+    /// The group as the start left it.
+    #[serde(flatten)]
+    pub status: GroupStatus,
+    /// At a resume: the peer messages in held nodes' answers that it dropped instead of
+    /// pausing the group again (each conflicts with a stored message or passes a limit), in
+    /// node order. Each also stays as a `peer-message-dropped` notice on the task that sent
+    /// it. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_peer_messages: Vec<DroppedPeerMessage>,
+}
+
+/// A peer message a resume dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DroppedPeerMessage {
+    /// The node whose answer carried it.
+    pub node_id: String,
+    /// That answer's task.
+    pub task_id: TaskId,
+    /// Why, for a person: it names the message's id, never its text.
+    pub reason: String,
+}
+
 /// What [`crate::Groups::create`] answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

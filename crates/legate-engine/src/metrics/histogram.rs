@@ -28,7 +28,7 @@ pub(crate) struct Histogram {
     sum_micros: AtomicU64,
 }
 
-/// What a [`Histogram`] held when read.
+/// What a `Histogram` (one of the engine's latency series) held when read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistogramSnapshot {
     /// Each bucket's upper bound in seconds and how many observations were at most that

@@ -4,8 +4,8 @@ group_start, group_wait with a progress token until ready, group_status, groups,
 workflow_result, peer_receipts (the implementer's peer message to the synthesis, paged,
 without its body; a bad limit refused) and group_cancel of an ended group. Then the attacks:
 a node whose answer carries two peer messages under one id (the group pauses on
-PEER_MESSAGE_CONFLICT with that node `held`; a resume drops the second, the first stands and
-is delivered, and the group completes), and a
+PEER_MESSAGE_CONFLICT with that node `held`; a resume drops the second, and its answer says
+so; the first stands and is delivered, and the group completes), and a
 read-only node flooding blockers (every group_wait page stays within its limit, one message
 per task; cursors of another group, a cursor past the end and a limit out of range are
 refused).
@@ -190,6 +190,12 @@ async def conflict(session, project):
     # recorded message stands), and the group goes on to deliver it.
     resumed = await call(session, "group_start", {"groupId": group, "definitionSha256": sha})
     assert resumed["state"] == "running", resumed
+    # The answer says what the resume dropped: the envelope's id and sender, never its text.
+    dropped = resumed["droppedPeerMessages"]
+    assert len(dropped) == 1, resumed
+    assert dropped[0]["nodeId"] == "talk", dropped
+    assert dropped[0]["taskId"] == nodes["talk"]["taskId"], (dropped, nodes)
+    assert '"dup"' in dropped[0]["reason"] and "two" not in dropped[0]["reason"], dropped
     again = await wait_ready(session, group)
     assert again["status"]["state"] == "completed", again
     nodes = {n["id"]: n for n in again["status"]["nodes"]}

@@ -120,8 +120,10 @@ pub struct Recorded {
 /// `from_task` (node `from_node`), appends a notice event to that task for each envelope
 /// ignored or refused (and, at a resume, dropped), and returns the pause reason as the
 /// error (`PEER_MESSAGE_CONFLICT`, `PEER_LIMIT_EXCEEDED`; `STORE_ERROR` if the store failed).
-/// An answer already recorded at a resume is not recorded again. `recipient_open(node)`
-/// says whether that node may still take a turn.
+/// At a resume it returns what this recording dropped (each sentence also a notice on the
+/// task), none when another resume settled the answer first; otherwise none. An answer
+/// already recorded at a resume is not recorded again. `recipient_open(node)` says whether
+/// that node may still take a turn.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn record(
     store: &Store,
@@ -132,9 +134,9 @@ pub(crate) fn record(
     found: Vec<Found>,
     recipient_open: &dyn Fn(&str) -> bool,
     recording: Recording,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     if found.is_empty() || store.has_notice(from_task, SETTLED_NOTICE)? {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let routes = definition
         .peer_routes
@@ -163,6 +165,7 @@ pub(crate) fn record(
         .map(|m| notice(m, REFUSED_NOTICE))
         .collect();
     store.append_new_notices(from_task, REFUSED_NOTICE, &refused)?;
+    let mut dropped = Vec::new();
     if recording == Recording::Resume {
         // The drops and the mark in one write, unless another resume marked the answer
         // first: a crash before it leaves the node held, and the next resume records the
@@ -176,11 +179,13 @@ pub(crate) fn record(
             "the peer messages of this answer were recorded at the group's resume",
             SETTLED_NOTICE,
         ));
-        store.append_events_unless_notice(from_task, SETTLED_NOTICE, &events)?;
+        if store.append_events_unless_notice(from_task, SETTLED_NOTICE, &events)? {
+            dropped = recorded.dropped;
+        }
     }
     match recorded.pause {
         Some(pause) => Err(pause),
-        None => Ok(()),
+        None => Ok(dropped),
     }
 }
 

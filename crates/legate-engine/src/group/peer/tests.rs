@@ -268,7 +268,7 @@ fn hook(
     task: &TaskId,
     answer: &str,
     recording: Recording,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     record(
         store,
         "g",
@@ -504,7 +504,10 @@ fn an_answer_recorded_at_a_resume_leaves_its_notices_once_and_is_not_recorded_ag
         ErrorCode::PeerMessageConflict
     );
     let before = store.events(&task, 0, 100).unwrap().len();
-    record_as(Recording::Resume).unwrap();
+    // What the resume dropped is answered as well as noted.
+    let dropped = record_as(Recording::Resume).unwrap();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert!(dropped[0].contains("\"dup\"") && !dropped[0].contains("two"));
     let events = store.events(&task, 0, 100).unwrap();
     let details: Vec<String> = events[before..]
         .iter()
@@ -519,8 +522,9 @@ fn an_answer_recorded_at_a_resume_leaves_its_notices_once_and_is_not_recorded_ag
     assert_eq!(details, [DROPPED_NOTICE, SETTLED_NOTICE]);
     // Settled again by the scheduler (at a turn's end, or at another resume): nothing is
     // recorded, nothing pauses, no notice is added.
-    record_as(Recording::TurnEnd).unwrap();
-    record_as(Recording::Resume).unwrap();
+    assert!(record_as(Recording::TurnEnd).unwrap().is_empty());
+    // Another resume dropped nothing: the first did, and said so.
+    assert!(record_as(Recording::Resume).unwrap().is_empty());
     assert_eq!(store.events(&task, 0, 100).unwrap(), events);
     assert_eq!(store.peer_message("g", "dup").unwrap().unwrap().text, "one");
 }
@@ -571,7 +575,7 @@ fn at_a_resume_an_envelope_past_the_size_or_count_is_dropped_and_the_rest_record
         ErrorCode::PeerLimitExceeded
     );
     assert!(store.peer_messages_after("g", 0, 100).unwrap().is_empty());
-    hook(&store, &definition, &task, &answer, Recording::Resume).unwrap();
+    let answered = hook(&store, &definition, &task, &answer, Recording::Resume).unwrap();
     let stored = store.peer_messages_after("g", 0, 100).unwrap();
     assert_eq!(stored.len(), MAX_MESSAGES_PER_SOURCE as usize);
     assert!(stored.iter().all(|m| m.text == "x"));
@@ -590,6 +594,7 @@ fn at_a_resume_an_envelope_past_the_size_or_count_is_dropped_and_the_rest_record
     // the scan stops there).
     assert_eq!(dropped.len(), 2, "{dropped:?}");
     assert!(dropped.iter().all(|m| !m.contains("xxxx")), "{dropped:?}");
+    assert_eq!(answered, dropped);
 }
 
 #[test]

@@ -1,0 +1,122 @@
+//! Resuming a paused group: what `group_start` does to each node before the group runs
+//! again. A finished node's checkpoint is checked again, a node held for its peer envelopes
+//! has its answer recorded again (those at fault dropped, and said), a held node is released
+//! once its hook's evidence is there, an interrupted one goes back to be admitted.
+//!
+//! It never runs a node or finishes a held one itself: the running group's scheduler does.
+
+use super::load::{self, node_state};
+use super::scheduler::{self, moved};
+use super::status::{DroppedPeerMessage, NodeState};
+use super::{checkpoint, peer};
+use crate::core::Core;
+use legate_core::{Error, ErrorCode, Result};
+use legate_store::NodeRecord;
+
+/// What a resume did to a paused group's nodes.
+pub(super) struct Resumed {
+    /// The reason a node is still held, when one is: the group stays paused.
+    pub(super) still: Option<Error>,
+    /// The peer messages it dropped, in node order.
+    pub(super) dropped: Vec<DroppedPeerMessage>,
+}
+
+impl Core {
+    /// Prepares a paused group's nodes to go on: [`Resumed::still`] names a node still held,
+    /// [`Resumed::dropped`] the peer messages dropped on the way.
+    pub(super) async fn resume_nodes(&self, g: &load::Loaded) -> Result<Resumed> {
+        let group = g.record.group_id.as_str();
+        let mut still = None;
+        let mut dropped = Vec::new();
+        for rec in &g.nodes {
+            let hook = g.hook(&rec.node_id);
+            match node_state(rec)? {
+                NodeState::Succeeded => {
+                    if let Some(cp) = load::checkpoint(rec)?
+                        && let Err(e) = self.recheck(&rec.node_id, &cp, hook).await
+                    {
+                        self.pause_group(group, &e)?;
+                        return Err(e);
+                    }
+                }
+                NodeState::Held
+                    if rec
+                        .error_code
+                        .as_deref()
+                        .and_then(ErrorCode::parse)
+                        .is_some_and(scheduler::holds_for_peers) =>
+                {
+                    // Held for its peer envelopes: they are recorded again, those that
+                    // conflict or pass a limit dropped (recording again could never clear
+                    // them; the resume is the word to go on without them), and the node goes
+                    // back to be settled by the scheduler.
+                    let Some(task) = g.latest(&rec.node_id) else {
+                        continue;
+                    };
+                    match self.record_peer_envelopes(g, rec, task, peer::Recording::Resume) {
+                        Ok(reasons) => {
+                            dropped.extend(reasons.into_iter().map(|reason| DroppedPeerMessage {
+                                node_id: rec.node_id.clone(),
+                                task_id: task.id.clone(),
+                                reason,
+                            }));
+                            let again = NodeRecord {
+                                error_code: None,
+                                ..moved(rec, NodeState::Running)
+                            };
+                            self.put_node(group, &[NodeState::Held], &again)?;
+                        }
+                        Err(e) => still = still.or(Some(e)),
+                    }
+                }
+                NodeState::Held
+                    if !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty() =>
+                {
+                    // Its turn ended with a peer message waiting (the group paused, its
+                    // budget, or the turn refused), or one came while it was held: it is not
+                    // finished here. The first step of the running group sends it back to be
+                    // settled, and the message is its next turn, under the budget's gate again.
+                }
+                NodeState::Held => {
+                    let Some(task) = g.latest(&rec.node_id).cloned() else {
+                        continue;
+                    };
+                    // As its turn's end read them while the copy is proven unchanged since.
+                    let known = self.read_hashes(&task).await;
+                    let patch = self.node_patch(&task, &known).await?;
+                    // Released, it stays held here: the first step of the running group sends
+                    // it back and settles it (a message that came meanwhile first, then its
+                    // checkpoint), in turn with recording the other nodes' messages.
+                    if let Some(hold) = checkpoint::holding(self, &task, hook, &patch)? {
+                        still = still.or(Some(hold));
+                    }
+                }
+                NodeState::Interrupted => {
+                    // It runs again from its prompt, in a new conversation that has seen
+                    // none of the messages sent to it: they are queued again first (a crash
+                    // between the two writes finds it interrupted, and queues none twice),
+                    // and are its turns again once its first turn ends.
+                    let requeued = self.store().requeue_peer_messages_to(group, &rec.node_id)?;
+                    if requeued > 0 {
+                        tracing::info!(group, node = %rec.node_id, requeued, "peer messages queued again for a node run again");
+                    }
+                    let again = NodeRecord {
+                        error_code: None,
+                        task_id: None,
+                        ..moved(rec, NodeState::Pending)
+                    };
+                    self.put_node(group, &[NodeState::Interrupted], &again)?;
+                }
+                NodeState::Admitting if g.node_tasks(&rec.node_id).next().is_none() => {
+                    self.put_node(
+                        group,
+                        &[NodeState::Admitting],
+                        &moved(rec, NodeState::Pending),
+                    )?;
+                }
+                _ => {}
+            }
+        }
+        Ok(Resumed { still, dropped })
+    }
+}
