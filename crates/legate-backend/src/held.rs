@@ -24,6 +24,7 @@
 use rustix::process::{WaitId, WaitIdOptions};
 use std::future::Future;
 use std::path::Path;
+use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// The process tracing `pid`, when `pid` is a zombie that a thread of another process
@@ -54,11 +55,18 @@ fn own_thread(tid: i32) -> bool {
     Path::new(&format!("/proc/self/task/{tid}")).exists()
 }
 
+/// How often [`reaped`] looks without a `SIGCHLD`: a traced thread that exited before its
+/// leader did is not reaped then (the leader still runs), and the leader's own exit, held
+/// back by that thread, sends nothing; the next look finds the leader exited and reaps the
+/// thread. One read of the leader's `stat` a look.
+const LOOK_AGAIN: Duration = Duration::from_millis(500);
+
 /// Awaits `exited` (a leader's reaping: its `Child::wait`), reaping meanwhile the leader's
-/// threads that this process traces as they exit ([`release_own`]): once at the start, then
-/// at each `SIGCHLD`, which is how a tracer is told a tracee exited. Without it, a leader
-/// with such a thread is never reaped once it dies: its parent waits for ever, and the
-/// leader and the thread stay zombies for as long as Legate runs.
+/// threads that this process traces once they and the leader have exited
+/// ([`release_own`]): at the start, at each `SIGCHLD` (how a tracer is told a tracee
+/// exited), and every [`LOOK_AGAIN`]. Without it, a leader with such a thread is never
+/// reaped once it dies: its parent waits for ever, and the leader and the thread stay
+/// zombies for as long as Legate runs.
 pub(crate) async fn reaped<T>(leader: i32, exited: impl Future<Output = T>) -> T {
     // Subscribed before the first look, so that an exit after that look wakes the next.
     let mut chld = signal(SignalKind::child()).ok();
@@ -69,16 +77,17 @@ pub(crate) async fn reaped<T>(leader: i32, exited: impl Future<Output = T>) -> T
             match chld.as_mut() {
                 Some(s) => {
                     if s.recv().await.is_none() {
-                        // The signal driver is gone: look again now and then instead.
+                        // The signal driver is gone: the looks alone remain.
                         chld = None;
                     }
                 }
-                None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+                None => std::future::pending().await,
             }
         };
         tokio::select! {
             done = &mut exited => return done,
             () = next => {}
+            () = tokio::time::sleep(LOOK_AGAIN) => {}
         }
     }
 }
@@ -88,9 +97,13 @@ pub(crate) async fn reaped<T>(leader: i32, exited: impl Future<Output = T>) -> T
 /// costs one read of its `stat`). Returns how many were reaped.
 ///
 /// Only a tracee of this process can be reaped here (`waitid` refuses any other), and only
-/// once it has exited (`WEXITED`: a stopped thread is not waited for); a traced thread's
-/// id cannot be reused before it is reaped, so the one read from the listing is the one
-/// reaped. The leader's own id is never waited for: its parent's `Child` does that.
+/// once it has exited (`WEXITED`: a stopped thread is not waited for). A traced thread's id
+/// cannot be reused before it is reaped, so the one read from the listing is the one
+/// reaped, unless the tracing thread of Legate's ends between the two (the kernel then lets
+/// the zombie go) and the id comes round again, as a child of Legate's, within that
+/// instant: not guarded against. The leader's own id is never waited for: its parent's
+/// `Child` does that. A leader whose first thread exited while others run is looked through
+/// at every look; its threads are within its process limit.
 pub(crate) fn release_own(leader: i32) -> usize {
     let Ok(stat) = std::fs::read(format!("/proc/{leader}/stat")) else {
         return 0;
@@ -236,6 +249,20 @@ mod tests {
         Some((child, pid, traced))
     }
 
+    /// `child` (whose pid is `pid`) reaped through [`reaped`] within 30 s, and gone from
+    /// `/proc`.
+    async fn reaped_in_time(
+        pid: i32,
+        child: &mut tokio::process::Child,
+    ) -> std::process::ExitStatus {
+        let status = tokio::time::timeout(Duration::from_secs(30), reaped(pid, child.wait()))
+            .await
+            .expect("the leader was reaped")
+            .unwrap();
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+        status
+    }
+
     /// A leader whose thread asked to be traced by this process and that then exits on its
     /// own is reaped, and its status read, because the traced thread is reaped as it dies;
     /// before `reaped`, the thread stayed a zombie that nothing reaped and the leader's exit
@@ -247,12 +274,24 @@ mod tests {
         else {
             return;
         };
-        let status = tokio::time::timeout(Duration::from_secs(30), reaped(pid, child.wait()))
-            .await
-            .expect("the leader was reaped")
-            .unwrap();
+        let status = reaped_in_time(pid, &mut child).await;
         assert_eq!(status.code(), Some(3));
-        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    }
+
+    /// A traced thread that exited while its leader still ran is not reaped then, and the
+    /// leader's exit a moment later sends nothing (the thread holds it back): the next look
+    /// finds the leader exited, reaps the thread, and the leader's exit comes. Before the
+    /// looks, only an unrelated `SIGCHLD` ended the wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_whose_traced_thread_exited_first_is_reaped_when_it_exits() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((mut child, pid, _)) =
+            traced_thread(&dir.path().join("traced"), &["3", "first"]).await
+        else {
+            return;
+        };
+        let status = reaped_in_time(pid, &mut child).await;
+        assert_eq!(status.code(), Some(3));
     }
 
     /// The same leader killed while its traced thread sleeps: both are reaped.
@@ -272,12 +311,8 @@ mod tests {
             assert_eq!(release_own(pid), 0);
         }
         drop(crate::marked::tests::KillAtEnd(pid));
-        let status = tokio::time::timeout(Duration::from_secs(30), reaped(pid, child.wait()))
-            .await
-            .expect("the leader was reaped")
-            .unwrap();
+        let status = reaped_in_time(pid, &mut child).await;
         assert_eq!(status.signal(), Some(libc::SIGKILL));
-        assert!(!Path::new(&format!("/proc/{pid}")).exists());
     }
 
     #[test]

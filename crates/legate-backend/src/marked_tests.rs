@@ -180,10 +180,11 @@ pub(crate) const TRACED_LEADER: &str = "import os, sys, time\n\
 
 /// A leader one of whose threads asked to be traced by the leader's parent (the test's
 /// process, as Legate is an unconfined agent's), for `python3 -c TRACED_THREAD <file>
-/// [code]`: it reads its stdin to the end, then a thread calls `PTRACE_TRACEME` and writes
-/// `ok <the leader's pid>` (or `refused`, where it may not) to the file, then sleeps. With
-/// `code`, the leader then exits with it (every thread dies; the traced one stays a zombie
-/// for its tracer to reap); without, it sleeps too.
+/// [code [first]]`: it reads its stdin to the end, then a thread calls `PTRACE_TRACEME` and
+/// writes `ok <the leader's pid>` (or `refused`, where it may not) to the file, then sleeps.
+/// With `code`, the leader then exits with it (every thread dies; the traced one stays a
+/// zombie for its tracer to reap); without, it sleeps too. With `first`, the traced thread
+/// exits instead of sleeping, and the leader exits a moment after it.
 pub(crate) const TRACED_THREAD: &str = "import ctypes, os, sys, threading, time\n\
                       sys.stdin.buffer.read()\n\
                       libc = ctypes.CDLL(None)\n\
@@ -192,10 +193,15 @@ pub(crate) const TRACED_THREAD: &str = "import ctypes, os, sys, threading, time\
                       \x20   with open(sys.argv[1] + '.tmp', 'w') as f:\n\
                       \x20       f.write('ok %d' % os.getpid() if ok else 'refused')\n\
                       \x20   os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n\
-                      \x20   time.sleep(600)\n\
-                      threading.Thread(target=traced, daemon=True).start()\n\
+                      \x20   if len(sys.argv) < 4:\n\
+                      \x20       time.sleep(600)\n\
+                      t = threading.Thread(target=traced, daemon=True)\n\
+                      t.start()\n\
                       while not os.path.exists(sys.argv[1]):\n\
                       \x20   time.sleep(0.01)\n\
+                      if len(sys.argv) > 3:\n\
+                      \x20   t.join()\n\
+                      \x20   time.sleep(0.3)\n\
                       if len(sys.argv) > 2:\n\
                       \x20   os._exit(int(sys.argv[2]))\n\
                       time.sleep(600)\n";

@@ -2,7 +2,8 @@
 //! proven unchanged since: a file rewritten after the turn ended (same length, its
 //! modification time set back, so that only its change time tells) is in the checkpoint,
 //! not what the turn's end read; and a copy left alone is checkpointed with exactly the
-//! hashes a fresh read gives.
+//! hashes a fresh read gives. Peer messages around a pause and its resume, and a resume
+//! refused for a changed checkpoint, which drops no peer message.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -470,4 +471,112 @@ async fn a_turn_an_earlier_legate_sent_before_it_stopped_is_not_sent_again() {
         .peer_receipts(&c.group_id, None, 20)
         .unwrap();
     assert_eq!(page.receipts[0].state, ReceiptState::Sent, "{page:?}");
+}
+
+/// A resume refused because a finished node's copy changed
+/// (`WORKFLOW_CHECKPOINT_CHANGED`) drops nothing: every checkpoint is checked before a held
+/// node's peer messages are recorded again, so `talk`, held for two messages under one id
+/// and listed before the changed node, keeps both its hold and its answer as they were (no
+/// `peer-message-dropped` notice), and the next resume, once the copy is put back, drops the
+/// second message and lists it in its answer. Before, the nodes were resumed in their order,
+/// so `talk`'s drop was made, and lost to the refused answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_refused_for_a_changed_checkpoint_drops_no_peer_message() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n")])
+        .config(|c| c.max_running = 8)
+        .start();
+    let say = |id: &str, text: &str| {
+        format!(
+            r#"<legate-peer-message>{{"messageId":"{id}","toNode":"hear","text":"{text}"}}</legate-peer-message>"#
+        )
+    };
+    let plain = |id: &str, prompt: String, deps: &[&str]| NodeDef {
+        id: id.into(),
+        prompt,
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        ..NodeDef::default()
+    };
+    let def = GroupDefinition {
+        working_directory: h.project(),
+        title: Some("drops".into()),
+        nodes: vec![
+            plain(
+                "talk",
+                format!("!say {}{}", say("dup", "one"), say("dup", "two")),
+                &[],
+            ),
+            plain("hear", "What is here?".into(), &["talk"]),
+            plain("done", "write d.txt: done\\n".into(), &[]),
+        ],
+        peer_routes: vec![PeerRoute {
+            from: "talk".into(),
+            to: "hear".into(),
+        }],
+        budget: None,
+        workflow: None,
+    };
+    let c = h.engine.groups().create(None, def).unwrap();
+    let s = started(&h, &c.group_id, &c.definition_sha256).await;
+    let node = |s: &GroupStatus, id: &str| s.nodes.iter().find(|n| n.id == id).unwrap().clone();
+    assert_eq!(
+        s.pause_reason,
+        Some(ErrorCode::PeerMessageConflict),
+        "{s:?}"
+    );
+    assert_eq!(node(&s, "talk").state, NodeState::Held, "{s:?}");
+    let done = node(&s, "done");
+    assert_eq!(done.state, NodeState::Succeeded, "{s:?}");
+    let talk = node(&s, "talk").task_ids[0].clone();
+    let drops = |h: &EngineHarness| {
+        h.engine
+            .events(&talk, 0, 10_000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| {
+                matches!(&e.kind, legate_core::EventKind::Notice { detail, .. }
+                    if detail["event"] == "peer-message-dropped")
+            })
+            .count()
+    };
+
+    let changed = h
+        .home()
+        .join("copies")
+        .join(done.task_ids[0].as_str())
+        .join("d.txt");
+    std::fs::write(&changed, "changed\n").unwrap();
+    let e = h
+        .engine
+        .groups()
+        .start(&c.group_id, &c.definition_sha256)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::WorkflowCheckpointChanged, "{e}");
+    assert_eq!(drops(&h), 0, "a refused resume dropped a message");
+    let s = h.engine.groups().status(&c.group_id).unwrap();
+    let held = node(&s, "talk");
+    assert_eq!(held.state, NodeState::Held, "{s:?}");
+    assert_eq!(held.error, Some(ErrorCode::PeerMessageConflict), "{s:?}");
+
+    std::fs::write(&changed, "done\n").unwrap();
+    let resumed = h
+        .engine
+        .groups()
+        .start(&c.group_id, &c.definition_sha256)
+        .await
+        .unwrap();
+    // The scripted agent's answer repeats its directive, so the second envelope is there
+    // twice: each is dropped, noted and listed.
+    let dropped = resumed.dropped_peer_messages;
+    assert_eq!(dropped.len(), 2, "{dropped:?}");
+    assert_eq!(drops(&h), dropped.len(), "{dropped:?}");
+    for d in &dropped {
+        assert_eq!((d.node_id.as_str(), &d.task_id), ("talk", &talk));
+        assert!(
+            d.reason.contains("\"dup\"") && !d.reason.contains("two"),
+            "{d:?}"
+        );
+    }
+    assert_eq!(wait(&h, &c.group_id).await.state, GroupState::Completed);
 }

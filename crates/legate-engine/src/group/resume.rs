@@ -1,7 +1,8 @@
 //! Resuming a paused group: what `group_start` does to each node before the group runs
-//! again. A finished node's checkpoint is checked again, a node held for its peer envelopes
-//! has its answer recorded again (those at fault dropped, and said), a held node is released
-//! once its hook's evidence is there, an interrupted one goes back to be admitted.
+//! again. Every finished node's checkpoint is checked again first; then a node held for its
+//! peer envelopes has its answer recorded again (those at fault dropped, and said), a held
+//! node is released once its hook's evidence is there, an interrupted one goes back to be
+//! admitted.
 //!
 //! It never runs a node or finishes a held one itself: the running group's scheduler does.
 
@@ -26,19 +27,23 @@ impl Core {
     /// [`Resumed::dropped`] the peer messages dropped on the way.
     pub(super) async fn resume_nodes(&self, g: &load::Loaded) -> Result<Resumed> {
         let group = g.record.group_id.as_str();
+        // Every finished node's checkpoint first, before anything changes: a resume refused
+        // for one (`WORKFLOW_CHECKPOINT_CHANGED`) has then recorded, dropped and released
+        // nothing, so no drop is made that its failed answer could not list.
+        for rec in &g.nodes {
+            if node_state(rec)? == NodeState::Succeeded
+                && let Some(cp) = load::checkpoint(rec)?
+                && let Err(e) = self.recheck(&rec.node_id, &cp, g.hook(&rec.node_id)).await
+            {
+                self.pause_group(group, &e)?;
+                return Err(e);
+            }
+        }
         let mut still = None;
         let mut dropped = Vec::new();
         for rec in &g.nodes {
             let hook = g.hook(&rec.node_id);
             match node_state(rec)? {
-                NodeState::Succeeded => {
-                    if let Some(cp) = load::checkpoint(rec)?
-                        && let Err(e) = self.recheck(&rec.node_id, &cp, hook).await
-                    {
-                        self.pause_group(group, &e)?;
-                        return Err(e);
-                    }
-                }
                 NodeState::Held
                     if rec
                         .error_code
