@@ -17,13 +17,13 @@
 //! that asked to be traced (`PTRACE_TRACEME` from a thread; the leader's parent, Legate,
 //! becomes its tracer) is, once it exits, Legate's to reap and nobody else's, and until it is
 //! reaped the leader's own exit is never reported. [`reaped`] reaps such threads while a
-//! leader's exit is awaited, so that a killed leader is reaped and a leader that exits on its
-//! own ends its run. A leader that asked so itself needs nothing: its parent reaps it, traced
-//! or not (tokio waits on a pidfd, which stops do not wake).
+//! leader's exit is awaited (`legate_confine::tracees`, which the test runner shares), so
+//! that a killed leader is reaped and a leader that exits on its own ends its run. A leader
+//! that asked so itself needs nothing: its parent reaps it, traced or not (tokio waits on a
+//! pidfd, which stops do not wake).
 
-use rustix::process::{WaitId, WaitIdOptions};
+use legate_confine::tracees::{is_own_thread, reap_exited_threads, status_field};
 use std::future::Future;
-use std::path::Path;
 use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -32,12 +32,12 @@ use tokio::signal::unix::{SignalKind, signal};
 /// cannot be read.
 pub(crate) fn holder(pid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let tracer = field(&status, "State:")?
+    let tracer = status_field(&status, "State:")?
         .starts_with('Z')
-        .then(|| field(&status, "TracerPid:")?.parse::<i32>().ok())
+        .then(|| status_field(&status, "TracerPid:")?.parse::<i32>().ok())
         .flatten()
         .filter(|t| *t > 0)?;
-    if own_thread(tracer) {
+    if is_own_thread(tracer) {
         return None;
     }
     // A thread's `/proc/<tid>` is there though not listed; its `Tgid` is its process.
@@ -45,25 +45,21 @@ pub(crate) fn holder(pid: i32) -> Option<i32> {
     Some(
         of_tracer
             .as_deref()
-            .and_then(|s| field(s, "Tgid:")?.parse().ok())
+            .and_then(|s| status_field(s, "Tgid:")?.parse().ok())
             .unwrap_or(tracer),
     )
 }
 
-/// Whether `tid` is a thread of this process.
-fn own_thread(tid: i32) -> bool {
-    Path::new(&format!("/proc/self/task/{tid}")).exists()
-}
-
-/// How often [`reaped`] looks without a `SIGCHLD`: a traced thread that exited before its
-/// leader did is not reaped then (the leader still runs), and the leader's own exit, held
-/// back by that thread, sends nothing; the next look finds the leader exited and reaps the
-/// thread. One read of the leader's `stat` a look.
+/// How often [`reaped`] looks without a `SIGCHLD`. A look reaps traced threads only once
+/// the leader itself has exited (Legate's choice: before that, a look costs one read of the
+/// leader's `stat`, where reaping at once would read every thread's status at every
+/// `SIGCHLD` Legate gets), so a traced thread that exited while its leader ran waits, and
+/// the leader's exit, held back by that thread, sends nothing: this look finds it.
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
 
 /// Awaits `exited` (a leader's reaping: its `Child::wait`), reaping meanwhile the leader's
 /// threads that this process traces once they and the leader have exited
-/// ([`release_own`]): at the start, at each `SIGCHLD` (how a tracer is told a tracee
+/// (`legate_confine::tracees::reap_exited_threads`): at the start, at each `SIGCHLD` (how a tracer is told a tracee
 /// exited), and every [`LOOK_AGAIN`]. Without it, a leader with such a thread is never
 /// reaped once it dies: its parent waits for ever, and the leader and the thread stay
 /// zombies for as long as Legate runs.
@@ -72,7 +68,7 @@ pub(crate) async fn reaped<T>(leader: i32, exited: impl Future<Output = T>) -> T
     let mut chld = signal(SignalKind::child()).ok();
     tokio::pin!(exited);
     loop {
-        release_own(leader);
+        reap_exited_threads(leader);
         let next = async {
             match chld.as_mut() {
                 Some(s) => {
@@ -92,84 +88,13 @@ pub(crate) async fn reaped<T>(leader: i32, exited: impl Future<Output = T>) -> T
     }
 }
 
-/// Reaps the threads of `leader` that have exited and that a thread of this process
-/// traces, once `leader`'s own first thread has exited (its state `Z`; before that, a look
-/// costs one read of its `stat`). Returns how many were reaped.
-///
-/// Only a tracee of this process can be reaped here (`waitid` refuses any other), and only
-/// once it has exited (`WEXITED`: a stopped thread is not waited for). A traced thread's id
-/// cannot be reused before it is reaped, so the one read from the listing is the one
-/// reaped, unless the tracing thread of Legate's ends between the two (the kernel then lets
-/// the zombie go) and the id comes round again, as a child of Legate's, within that
-/// instant: not guarded against. The leader's own id is never waited for: its parent's
-/// `Child` does that. A leader whose first thread exited while others run is looked through
-/// at every look; its threads are within its process limit.
-pub(crate) fn release_own(leader: i32) -> usize {
-    let Ok(stat) = std::fs::read(format!("/proc/{leader}/stat")) else {
-        return 0;
-    };
-    if legate_core::proc_stat::ProcStat::parse(&stat).is_none_or(|s| s.state != b'Z') {
-        return 0;
-    }
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{leader}/task")) else {
-        return 0;
-    };
-    let mut reaped = 0;
-    for task in tasks.flatten() {
-        let Some(tid) = task
-            .file_name()
-            .to_str()
-            .and_then(|t| t.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if tid == leader {
-            continue;
-        }
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{leader}/task/{tid}/status"))
-        else {
-            continue;
-        };
-        let traced_here = field(&status, "TracerPid:")
-            .and_then(|t| t.parse::<i32>().ok())
-            .is_some_and(|t| t > 0 && own_thread(t));
-        let Some(id) = rustix::process::Pid::from_raw(tid).filter(|_| traced_here) else {
-            continue;
-        };
-        // A tracee is this process's to wait for, thread or not; `EXITED` passes over a
-        // stop, `NOHANG` never blocks.
-        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
-        if let Ok(Some(_)) = rustix::process::waitid(WaitId::Pid(id), options) {
-            reaped += 1;
-        }
-    }
-    reaped
-}
-
-/// The value of the first line of a `/proc/<pid>/status` text that starts with `name`. The
-/// process's name, the one field its owner writes, comes first and has its line breaks
-/// escaped by the kernel, so it cannot forge the lines read here.
-fn field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(name))
-        .map(str::trim)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+    use std::path::Path;
     use std::time::Duration;
-
-    #[test]
-    fn the_first_line_of_a_field_is_read_and_a_name_cannot_forge_one() {
-        let status = "Name:\tx\\nTracerPid:\t99\nState:\tZ (zombie)\nTgid:\t7\nTracerPid:\t0\n";
-        assert_eq!(field(status, "TracerPid:"), Some("0"));
-        assert_eq!(field(status, "State:"), Some("Z (zombie)"));
-        assert_eq!(field(status, "Uid:"), None);
-    }
 
     #[test]
     fn this_process_is_never_a_holder_and_a_live_one_has_none() {
@@ -211,13 +136,16 @@ mod tests {
         let began = std::time::Instant::now();
         let status = loop {
             let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-            if field(&status, "State:").unwrap().starts_with('Z') {
+            if status_field(&status, "State:").unwrap().starts_with('Z') {
                 break status;
             }
             assert!(began.elapsed() < std::time::Duration::from_secs(10));
             std::thread::sleep(std::time::Duration::from_millis(5));
         };
-        let tracer: i32 = field(&status, "TracerPid:").unwrap().parse().unwrap();
+        let tracer: i32 = status_field(&status, "TracerPid:")
+            .unwrap()
+            .parse()
+            .unwrap();
         if tracer == 0 {
             eprintln!("skipped: PTRACE_TRACEME refused here (the child exited 77 untraced)");
         } else {
@@ -308,18 +236,10 @@ mod tests {
                 .count();
             assert!(tids >= 2, "the traced thread is there");
             // Alive, nothing is reaped.
-            assert_eq!(release_own(pid), 0);
+            assert_eq!(reap_exited_threads(pid), 0);
         }
         drop(crate::marked::tests::KillAtEnd(pid));
         let status = reaped_in_time(pid, &mut child).await;
         assert_eq!(status.signal(), Some(libc::SIGKILL));
-    }
-
-    #[test]
-    fn nothing_is_released_of_a_live_process_or_of_none() {
-        let me = i32::try_from(std::process::id()).unwrap();
-        assert_eq!(release_own(me), 0);
-        assert_eq!(release_own(i32::MAX), 0);
-        assert_eq!(release_own(0), 0);
     }
 }

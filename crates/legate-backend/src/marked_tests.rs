@@ -184,24 +184,35 @@ pub(crate) const TRACED_LEADER: &str = "import os, sys, time\n\
 /// writes `ok <the leader's pid>` (or `refused`, where it may not) to the file, then sleeps.
 /// With `code`, the leader then exits with it (every thread dies; the traced one stays a
 /// zombie for its tracer to reap); without, it sleeps too. With `first`, the traced thread
-/// exits instead of sleeping, and the leader exits a moment after it.
+/// exits instead of sleeping, and the leader exits once that thread shows as a zombie in
+/// `/proc/self/task` (where tracing was refused, the thread is gone at once).
 pub(crate) const TRACED_THREAD: &str = "import ctypes, os, sys, threading, time\n\
                       sys.stdin.buffer.read()\n\
                       libc = ctypes.CDLL(None)\n\
+                      traced_id = []\n\
                       def traced():\n\
                       \x20   ok = libc.ptrace(0, 0, None, None) == 0\n\
+                      \x20   if ok:\n\
+                      \x20       traced_id.append(threading.get_native_id())\n\
                       \x20   with open(sys.argv[1] + '.tmp', 'w') as f:\n\
                       \x20       f.write('ok %d' % os.getpid() if ok else 'refused')\n\
                       \x20   os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n\
                       \x20   if len(sys.argv) < 4:\n\
                       \x20       time.sleep(600)\n\
+                      def zombie(tid):\n\
+                      \x20   try:\n\
+                      \x20       stat = open('/proc/self/task/%d/stat' % tid).read()\n\
+                      \x20   except OSError:\n\
+                      \x20       return False\n\
+                      \x20   return stat[stat.rindex(')') + 2] == 'Z'\n\
                       t = threading.Thread(target=traced, daemon=True)\n\
                       t.start()\n\
                       while not os.path.exists(sys.argv[1]):\n\
                       \x20   time.sleep(0.01)\n\
                       if len(sys.argv) > 3:\n\
                       \x20   t.join()\n\
-                      \x20   time.sleep(0.3)\n\
+                      \x20   while traced_id and not zombie(traced_id[0]):\n\
+                      \x20       time.sleep(0.01)\n\
                       if len(sys.argv) > 2:\n\
                       \x20   os._exit(int(sys.argv[2]))\n\
                       time.sleep(600)\n";

@@ -43,6 +43,10 @@
 //! namespaces are not allowed, the process runs with Landlock only, or without a network
 //! namespace (and the report says so), or, when [`Requirement::Required`], is refused.
 //!
+//! Where the namespaces are not allowed, a confined process is Legate's own child, and a
+//! thread of it may make Legate its tracer (`PTRACE_TRACEME`): [`tracees`] reaps such threads,
+//! for every caller that waits for such a process.
+//!
 //! This crate owns the policy and its translation to Landlock. It never spawns and never
 //! decides permissions; [`confine_command`] is the one place that registers the pre-exec
 //! hook on a `std::process::Command` (and, through `as_std_mut`, a Tokio one).
@@ -71,6 +75,8 @@ pub use limits::{LimitGroup, LimitsReport};
 // What a test's sandbox selection narrows beyond an agent's confinement.
 mod narrowing;
 pub use narrowing::{Children, SYSTEM_READABLE};
+
+pub mod tracees;
 
 use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};

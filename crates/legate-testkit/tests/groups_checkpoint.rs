@@ -555,6 +555,11 @@ async fn a_resume_refused_for_a_changed_checkpoint_drops_no_peer_message() {
     assert_eq!(e.code, ErrorCode::WorkflowCheckpointChanged, "{e}");
     assert_eq!(drops(&h), 0, "a refused resume dropped a message");
     let s = h.engine.groups().status(&c.group_id).unwrap();
+    assert_eq!(
+        s.pause_reason,
+        Some(ErrorCode::WorkflowCheckpointChanged),
+        "{s:?}"
+    );
     let held = node(&s, "talk");
     assert_eq!(held.state, NodeState::Held, "{s:?}");
     assert_eq!(held.error, Some(ErrorCode::PeerMessageConflict), "{s:?}");

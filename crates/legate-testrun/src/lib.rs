@@ -25,6 +25,7 @@
 
 mod confinement;
 mod egress;
+mod exit;
 mod run;
 mod sys;
 

@@ -251,7 +251,7 @@ pub fn run_test_in(
                 Ok(serving) => Some(serving),
                 Err(error) => {
                     crate::sys::kill_group(pgid);
-                    let _ = child.wait();
+                    crate::exit::killed(&mut child, pgid);
                     return Err(Error::new(
                         ErrorCode::TestFailed,
                         format!(
@@ -299,26 +299,9 @@ pub fn run_test_in(
         }
     }
     drop(tx);
-    let deadline = started + timeout;
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => {
-                timed_out = true;
-                crate::sys::kill_group(pgid);
-                break child.wait().ok();
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => {
-                crate::sys::kill_group(pgid);
-                let _ = child.wait();
-                return Err(Error::internal(format!(
-                    "the test could not be awaited: {e}"
-                )));
-            }
-        }
-    };
+    let ended = crate::exit::await_exit(&mut child, pgid, started + timeout)
+        .map_err(|e| Error::internal(format!("the test could not be awaited: {e}")))?;
+    let (status, timed_out) = (ended.status, ended.timed_out);
     // Whatever the leader did, nothing of its group outlives the test.
     crate::sys::kill_group(pgid);
     let duration_ms = started.elapsed().as_millis() as u64;

@@ -1,8 +1,9 @@
 //! Resuming a paused group: what `group_start` does to each node before the group runs
-//! again. Every finished node's checkpoint is checked again first; then a node held for its
-//! peer envelopes has its answer recorded again (those at fault dropped, and said), a held
-//! node is released once its hook's evidence is there, an interrupted one goes back to be
-//! admitted.
+//! again. First what only reads and may fail: every finished node's checkpoint is checked
+//! again, and each held node's patch and hook evidence are read. Then, in node order, a node
+//! held for its peer envelopes has its answer recorded again (those at fault dropped, and
+//! said), a held node is released once its hook's evidence is there, an interrupted one goes
+//! back to be admitted. So only a store error can end a resume after it dropped anything.
 //!
 //! It never runs a node or finishes a held one itself: the running group's scheduler does.
 
@@ -13,6 +14,7 @@ use super::{checkpoint, peer};
 use crate::core::Core;
 use legate_core::{Error, ErrorCode, Result};
 use legate_store::NodeRecord;
+use std::collections::HashMap;
 
 /// What a resume did to a paused group's nodes.
 pub(super) struct Resumed {
@@ -39,18 +41,31 @@ impl Core {
                 return Err(e);
             }
         }
+        // Then what may fail of each held node's release, read before anything changes too:
+        // its patch and its hook's evidence (a node with a peer message waiting is not
+        // checked, and a message recorded below only adds to those).
+        let mut holds = HashMap::new();
+        for rec in &g.nodes {
+            if node_state(rec)? != NodeState::Held
+                || held_for_peers(rec)
+                || !peer::pending_for(self.store(), group, &rec.node_id)?.is_empty()
+            {
+                continue;
+            }
+            let Some(task) = g.latest(&rec.node_id) else {
+                continue;
+            };
+            // As its turn's end read them while the copy is proven unchanged since.
+            let known = self.read_hashes(task).await;
+            let patch = self.node_patch(task, &known).await?;
+            let hold = checkpoint::holding(self, task, g.hook(&rec.node_id), &patch)?;
+            holds.insert(rec.node_id.as_str(), hold);
+        }
         let mut still = None;
         let mut dropped = Vec::new();
         for rec in &g.nodes {
-            let hook = g.hook(&rec.node_id);
             match node_state(rec)? {
-                NodeState::Held
-                    if rec
-                        .error_code
-                        .as_deref()
-                        .and_then(ErrorCode::parse)
-                        .is_some_and(scheduler::holds_for_peers) =>
-                {
+                NodeState::Held if held_for_peers(rec) => {
                     // Held for its peer envelopes: they are recorded again, those that
                     // conflict or pass a limit dropped (recording again could never clear
                     // them; the resume is the word to go on without them), and the node goes
@@ -83,16 +98,10 @@ impl Core {
                     // settled, and the message is its next turn, under the budget's gate again.
                 }
                 NodeState::Held => {
-                    let Some(task) = g.latest(&rec.node_id).cloned() else {
-                        continue;
-                    };
-                    // As its turn's end read them while the copy is proven unchanged since.
-                    let known = self.read_hashes(&task).await;
-                    let patch = self.node_patch(&task, &known).await?;
                     // Released, it stays held here: the first step of the running group sends
                     // it back and settles it (a message that came meanwhile first, then its
                     // checkpoint), in turn with recording the other nodes' messages.
-                    if let Some(hold) = checkpoint::holding(self, &task, hook, &patch)? {
+                    if let Some(Some(hold)) = holds.remove(rec.node_id.as_str()) {
                         still = still.or(Some(hold));
                     }
                 }
@@ -124,4 +133,14 @@ impl Core {
         }
         Ok(Resumed { still, dropped })
     }
+}
+
+/// Whether `rec` is held for its peer envelopes (a conflict or a limit at its turn's end).
+fn held_for_peers(rec: &NodeRecord) -> bool {
+    node_state(rec).is_ok_and(|s| s == NodeState::Held)
+        && rec
+            .error_code
+            .as_deref()
+            .and_then(ErrorCode::parse)
+            .is_some_and(scheduler::holds_for_peers)
 }

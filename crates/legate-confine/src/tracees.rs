@@ -1,0 +1,116 @@
+//! Threads that made this process their tracer: a thread of a process Legate spawned
+//! directly (outside a PID namespace of Legate's) that called `ptrace(PTRACE_TRACEME)`.
+//! Its tracer is the thread of Legate's that spawned the process.
+//!
+//! Once such a thread exits, only this process can reap it, and until it does the kernel
+//! never reports the exit of the process the thread belongs to: a parent waiting for that
+//! process waits for ever, and both stay zombies for as long as Legate runs. This module
+//! finds them and reaps them ([`reap_exited_threads`]), and reads the two facts that
+//! decide whether a tracer is this process ([`status_field`], [`is_own_thread`]).
+//!
+//! It must never wait for the process itself (its parent's `Child` does), nor for any
+//! process or thread this process does not trace.
+
+use legate_core::proc_stat::ProcStat;
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+use std::path::Path;
+
+/// The value of the first line of a `/proc/<pid>/status` text that starts with `name`. The
+/// process's name, the one field its owner writes, comes first and has its line breaks
+/// escaped by the kernel, so it cannot forge the lines read here.
+pub fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(str::trim)
+}
+
+/// Whether `tid` (a `TracerPid`, which is a thread id) is a thread of this process.
+pub fn is_own_thread(tid: i32) -> bool {
+    Path::new(&format!("/proc/self/task/{tid}")).exists()
+}
+
+/// Reaps the threads of `leader` that have exited and that a thread of this process
+/// traces, once `leader`'s own first thread has exited (its state `Z`; before that, a call
+/// costs one read of its `stat`, which keeps it cheap to call often). Returns how many were
+/// reaped. A traced thread that exits while its leader still runs is reaped by the first call
+/// after the leader exits.
+///
+/// Only a tracee of this process can be reaped here (`waitid` refuses any other), and only
+/// once it has exited (`WEXITED`: a stopped thread is not waited for). A traced thread's id
+/// cannot be reused before it is reaped, so the one read from the listing is the one
+/// reaped, unless the tracing thread ends between the two (the kernel then lets the zombie
+/// go) and the id comes round again, as a child of this process, within that instant: not
+/// guarded against. The leader's own id is never waited for. A leader whose first thread
+/// exited while others run is looked through at every call; its threads are within its
+/// process limit.
+pub fn reap_exited_threads(leader: i32) -> usize {
+    let Ok(stat) = std::fs::read(format!("/proc/{leader}/stat")) else {
+        return 0;
+    };
+    if ProcStat::parse(&stat).is_none_or(|s| s.state != b'Z') {
+        return 0;
+    }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{leader}/task")) else {
+        return 0;
+    };
+    let mut reaped = 0;
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if tid == leader {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{leader}/task/{tid}/status"))
+        else {
+            continue;
+        };
+        let traced_here = status_field(&status, "TracerPid:")
+            .and_then(|t| t.parse::<i32>().ok())
+            .is_some_and(|t| t > 0 && is_own_thread(t));
+        let Some(id) = Pid::from_raw(tid).filter(|_| traced_here) else {
+            continue;
+        };
+        // A tracee is this process's to wait for, thread or not; `EXITED` passes over a
+        // stop, `NOHANG` never blocks.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+        if let Ok(Some(_)) = rustix::process::waitid(WaitId::Pid(id), options) {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn the_first_line_of_a_field_is_read_and_a_name_cannot_forge_one() {
+        let status = "Name:\tx\\nTracerPid:\t99\nState:\tZ (zombie)\nTgid:\t7\nTracerPid:\t0\n";
+        assert_eq!(status_field(status, "TracerPid:"), Some("0"));
+        assert_eq!(status_field(status, "State:"), Some("Z (zombie)"));
+        assert_eq!(status_field(status, "Uid:"), None);
+    }
+
+    #[test]
+    fn nothing_is_reaped_of_a_live_process_or_of_none() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        assert_eq!(reap_exited_threads(me), 0);
+        assert_eq!(reap_exited_threads(i32::MAX), 0);
+        assert_eq!(reap_exited_threads(0), 0);
+    }
+
+    #[test]
+    fn this_process_s_own_threads_are_its_own() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        assert!(is_own_thread(me));
+        assert!(!is_own_thread(i32::MAX));
+    }
+}
