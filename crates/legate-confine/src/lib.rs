@@ -45,7 +45,7 @@
 //!
 //! Where the namespaces are not allowed, a confined process is Legate's own child, and a
 //! thread of it may make Legate its tracer (`PTRACE_TRACEME`): [`tracees`] reaps such threads,
-//! for every caller that waits for such a process.
+//! for the agents' waits (`legate-backend`'s sessions and runs) and the test runner's.
 //!
 //! This crate owns the policy and its translation to Landlock. It never spawns and never
 //! decides permissions; [`confine_command`] is the one place that registers the pre-exec

@@ -36,8 +36,8 @@ pub fn is_own_thread(tid: i32) -> bool {
 /// reaped. A traced thread that exits while its leader still runs is reaped by the first call
 /// after the leader exits.
 ///
-/// Only a tracee of this process can be reaped here (`waitid` refuses any other), and only
-/// once it has exited (`WEXITED`: a stopped thread is not waited for). A traced thread's id
+/// Only a thread of `leader` whose `TracerPid`, read first, is a thread of this process is
+/// waited for, and only once it has exited (`WEXITED`: a stopped thread is not waited for). A traced thread's id
 /// cannot be reused before it is reaped, so the one read from the listing is the one
 /// reaped, unless the tracing thread ends between the two (the kernel then lets the zombie
 /// go) and the id comes round again, as a child of this process, within that instant: not

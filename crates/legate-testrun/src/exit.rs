@@ -10,7 +10,9 @@
 //!   the leader's end (and never waits again): the stop ends the test (its group killed), and
 //!   the leader's real end is reaped here;
 //! - once the group is killed, the leader is waited for [`REAP`] at most: something that
-//!   traces it from outside (a process Legate cannot find) could hold it for ever.
+//!   traces it from outside (a process Legate cannot find) could hold it for ever. It is
+//!   then left unreaped (a zombie once that tracer lets it go), and a leader held so before
+//!   its deadline counts as timed out.
 //!
 //! It owns these waits only, and must never wait for a process other than the leader or its
 //! threads, nor without a bound once the group was killed.
@@ -24,6 +26,18 @@ pub(crate) const REAP: Duration = Duration::from_secs(2);
 
 /// How often the leader is looked at.
 const LOOK: Duration = Duration::from_millis(5);
+
+/// How often its threads are looked through for traced ones that exited (a leader whose
+/// first thread exited while others run has them all read at each look).
+const LOOK_THREADS: Duration = Duration::from_millis(100);
+
+/// `reap_exited_threads` of `leader`, at most once per [`LOOK_THREADS`] since `last`.
+fn reap_threads_now_and_then(leader: i32, last: &mut Option<Instant>) {
+    if last.is_none_or(|at| at.elapsed() >= LOOK_THREADS) {
+        legate_confine::tracees::reap_exited_threads(leader);
+        *last = Some(Instant::now());
+    }
+}
 
 /// How a test's leader ended.
 #[derive(Debug)]
@@ -43,10 +57,15 @@ pub(crate) fn await_exit(
     pgid: i32,
     deadline: Instant,
 ) -> std::io::Result<Ended> {
+    let mut looked = None;
     loop {
-        legate_confine::tracees::reap_exited_threads(pgid);
+        reap_threads_now_and_then(pgid, &mut looked);
         match child.try_wait() {
             Ok(Some(status)) if status.stopped_signal().is_some() => {
+                tracing::warn!(
+                    pgid,
+                    "a test's leader asked Legate to trace it and stopped: the test is ended"
+                );
                 crate::sys::kill_group(pgid);
                 return Ok(Ended {
                     status: reap_stopped(pgid),
@@ -68,8 +87,8 @@ pub(crate) fn await_exit(
             }
             Ok(None) => std::thread::sleep(LOOK),
             Err(e) => {
+                // It cannot be waited for (another reaped it): nothing more to wait on.
                 crate::sys::kill_group(pgid);
-                killed(child, pgid);
                 return Err(e);
             }
         }
@@ -77,20 +96,26 @@ pub(crate) fn await_exit(
 }
 
 /// The status of `child`, the leader of group `pgid`, once the group was killed: within
-/// [`REAP`], or `None` (logged) when something holds it.
+/// [`REAP`], or `None` (logged) when something holds it. Such a leader is left unreaped: once
+/// its tracer lets it go, it stays a zombie for as long as Legate runs.
 pub(crate) fn killed(child: &mut Child, pgid: i32) -> Option<ExitStatus> {
     let until = Instant::now() + REAP;
+    let mut looked = None;
     loop {
-        legate_confine::tracees::reap_exited_threads(pgid);
+        reap_threads_now_and_then(pgid, &mut looked);
         match child.try_wait() {
             Ok(Some(status)) if status.stopped_signal().is_some() => return reap_stopped(pgid),
             Ok(Some(status)) => return Some(status),
             Ok(None) if Instant::now() < until => std::thread::sleep(LOOK),
-            Ok(None) | Err(_) => {
+            Ok(None) => {
                 tracing::warn!(
                     pgid,
                     "a killed test's leader could not be reaped: something traces it"
                 );
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(pgid, error = %e, "a killed test's leader could not be waited for");
                 return None;
             }
         }
@@ -103,8 +128,9 @@ pub(crate) fn killed(child: &mut Child, pgid: i32) -> Option<ExitStatus> {
 fn reap_stopped(pid: i32) -> Option<ExitStatus> {
     let until = Instant::now() + REAP;
     let id = rustix::process::Pid::from_raw(pid)?;
+    let mut looked = None;
     loop {
-        legate_confine::tracees::reap_exited_threads(pid);
+        reap_threads_now_and_then(pid, &mut looked);
         match rustix::process::waitpid(Some(id), rustix::process::WaitOptions::NOHANG) {
             // Another stop, reported before the kill's: the kill ends it.
             Ok(Some((_, status))) if status.stopped() => {}
@@ -144,6 +170,7 @@ mod tests {
                           \x20   time.sleep(600)\n\
                           threading.Thread(target=traced, daemon=True).start()\n\
                           asked.wait()\n\
+                          print('asked', flush=True)\n\
                           if sys.argv[1] == 'exit':\n\
                           \x20   os._exit(3)\n\
                           time.sleep(600)\n";
@@ -152,6 +179,7 @@ mod tests {
     fn spawned(mode: &str) -> Option<(Child, i32)> {
         let child = std::process::Command::new("python3")
             .args(["-c", SCRIPT, mode])
+            .stdout(std::process::Stdio::piped())
             .process_group(0)
             .spawn();
         let Ok(child) = child else {
@@ -172,6 +200,17 @@ mod tests {
     /// 77).
     fn ended(mode: &str, secs: u64) -> Option<Ended> {
         let (mut child, pid) = spawned(mode)?;
+        if mode == "thread" {
+            // The deadline counts from the thread's asking, so that the kill comes after it.
+            let mut line = String::new();
+            let out = child.stdout.take().unwrap();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+            if line.is_empty() {
+                // Exited before it asked: refused (77), which the wait below reads.
+            } else {
+                assert_eq!(line.trim(), "asked");
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(secs);
         let ended = await_exit(&mut child, pid, deadline).unwrap();
         if ended.status.and_then(|s| s.code()) == Some(77) {
@@ -183,7 +222,8 @@ mod tests {
     }
 
     /// A leader with a traced thread that exits on its own is reaped, with its status, before
-    /// the deadline. Before, the leader's exit never came and the test ran to its timeout.
+    /// the deadline. Before, the leader's exit never came: the test ran to its timeout, and
+    /// the wait after the kill never returned.
     #[test]
     fn a_leader_with_a_traced_thread_that_exits_ends_the_test() {
         let Some(ended) = ended("exit", 60) else {

@@ -1,9 +1,13 @@
 //! Resuming a paused group: what `group_start` does to each node before the group runs
-//! again. First what only reads and may fail: every finished node's checkpoint is checked
-//! again, and each held node's patch and hook evidence are read. Then, in node order, a node
-//! held for its peer envelopes has its answer recorded again (those at fault dropped, and
-//! said), a held node is released once its hook's evidence is there, an interrupted one goes
-//! back to be admitted. So only a store error can end a resume after it dropped anything.
+//! again. First what may fail, changing nothing but the pause it then records: every
+//! finished node's checkpoint is checked again, and the patch and hook evidence of each held
+//! node that has a task, no peer message waiting and no hold for its own peer envelopes are
+//! read. Then, in node order, a node held for its peer envelopes has its answer recorded
+//! again (those at fault dropped, and said), a held node is released once its hook's
+//! evidence is there, an interrupted one goes back to be admitted. So only a store error can
+//! end a resume after it dropped anything. The price: a held node whose copy cannot be read
+//! fails the resume even when a message recorded in the second part would have given it
+//! another turn first.
 //!
 //! It never runs a node or finishes a held one itself: the running group's scheduler does.
 
