@@ -50,8 +50,8 @@ pub(crate) struct Ended {
 
 /// Waits for `child`, the leader of group `pgid`, to end, until `deadline`; then kills the
 /// group and waits up to [`REAP`]. A stop under this process's trace ends it the same way,
-/// not timed out. `Err` when the leader cannot be waited for (its group killed, and waited
-/// for as after a timeout).
+/// not timed out. `Err` when the leader cannot be waited for (its group is killed, and
+/// nothing more is waited for).
 pub(crate) fn await_exit(
     child: &mut Child,
     pgid: i32,

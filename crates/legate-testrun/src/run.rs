@@ -300,7 +300,7 @@ pub fn run_test_in(
     }
     drop(tx);
     let ended = crate::exit::await_exit(&mut child, pgid, started + timeout)
-        .map_err(|e| Error::internal(format!("the test could not be awaited: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "the test could not be awaited", e))?;
     let (status, timed_out) = (ended.status, ended.timed_out);
     // Whatever the leader did, nothing of its group outlives the test.
     crate::sys::kill_group(pgid);
