@@ -25,7 +25,6 @@
 use legate_confine::tracees::{is_own_thread, reap_exited_threads, status_field};
 use std::future::Future;
 use std::time::Duration;
-use tokio::signal::unix::{SignalKind, signal};
 
 /// The process tracing `pid`, when `pid` is a zombie that a thread of another process
 /// traces: that process's id (its thread group's). `None` otherwise, or when its status
@@ -50,39 +49,24 @@ pub(crate) fn holder(pid: i32) -> Option<i32> {
     )
 }
 
-/// How often [`reaped`] looks without a `SIGCHLD`. A look reaps traced threads only once
-/// the leader itself has exited (Legate's choice: before that, a look costs one read of the
-/// leader's `stat`, where reaping at once would read every thread's status at every
-/// `SIGCHLD` Legate gets), so a traced thread that exited while its leader ran waits, and
-/// the leader's exit, held back by that thread, sends nothing: this look finds it.
+/// How often [`reaped`] looks. A look reaps traced threads only once the leader itself has
+/// exited; before that, it costs one read of the leader's `stat`. Looks are paced, not woken
+/// by `SIGCHLD`: every agent's wait would then read at every child's exit Legate sees, for
+/// the sake of a case only a hostile agent makes, whose leader is reaped within this much of
+/// its end instead.
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
 
-/// Awaits `exited` (a leader's reaping: its `Child::wait`), reaping meanwhile the leader's
-/// threads that this process traces once they and the leader have exited
-/// (`legate_confine::tracees::reap_exited_threads`): at the start, at each `SIGCHLD` (how a tracer is told a tracee
-/// exited), and every [`LOOK_AGAIN`]. Without it, a leader with such a thread is never
-/// reaped once it dies: its parent waits for ever, and the leader and the thread stay
-/// zombies for as long as Legate runs.
+/// Awaits `exited` (a leader's reaping: its `Child::wait`), reaping meanwhile, every
+/// [`LOOK_AGAIN`], the leader's threads that this process traces once they and the leader
+/// have exited (`legate_confine::tracees::reap_exited_threads`). Without it, a leader with
+/// such a thread is never reaped once it dies: its parent waits for ever, and the leader and
+/// the thread stay zombies for as long as Legate runs.
 pub(crate) async fn reaped<T>(leader: i32, exited: impl Future<Output = T>) -> T {
-    // Subscribed before the first look, so that an exit after that look wakes the next.
-    let mut chld = signal(SignalKind::child()).ok();
     tokio::pin!(exited);
     loop {
         reap_exited_threads(leader);
-        let next = async {
-            match chld.as_mut() {
-                Some(s) => {
-                    if s.recv().await.is_none() {
-                        // The signal driver is gone: the looks alone remain.
-                        chld = None;
-                    }
-                }
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             done = &mut exited => return done,
-            () = next => {}
             () = tokio::time::sleep(LOOK_AGAIN) => {}
         }
     }
@@ -209,7 +193,7 @@ mod tests {
     /// A traced thread that exited while its leader still ran is not reaped then, and the
     /// leader's exit a moment later sends nothing (the thread holds it back): the next look
     /// finds the leader exited, reaps the thread, and the leader's exit comes. Before the
-    /// looks, only an unrelated `SIGCHLD` ended the wait.
+    /// looks, only an unrelated `SIGCHLD` ended the wait (when `reaped` was woken by those).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_leader_whose_traced_thread_exited_first_is_reaped_when_it_exits() {
         let dir = tempfile::tempdir().unwrap();

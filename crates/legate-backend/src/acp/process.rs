@@ -394,6 +394,22 @@ mod tests {
         assert_eq!(get(cleanup::RUN_ENV).as_deref(), Some("m-1"));
     }
 
+    /// `python -c script state`, its stdin empty, in a group of its own with a run's marker,
+    /// watched as an agent's leader (200 ms between `SIGINT` and `SIGKILL`).
+    fn watched(python: std::path::PathBuf, script: &str, state: &Path) -> ProcessGroup {
+        let marker = cleanup::new_marker();
+        let child = tokio::process::Command::new(python)
+            .arg("-c")
+            .arg(script)
+            .arg(state)
+            .stdin(std::process::Stdio::null())
+            .env(cleanup::RUN_ENV, &marker)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        ProcessGroup::watch(child, Duration::from_millis(200), marker, None)
+    }
+
     /// A leader that a process of its own traces, hidden from cleanup (out of the group, its
     /// marker dropped), is killed but not reaped: stopping the group says so (unverified)
     /// instead of calling the cleanup verified because the group shows only a zombie. The
@@ -407,16 +423,7 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("tracer");
-        let marker = cleanup::new_marker();
-        let child = tokio::process::Command::new(python)
-            .arg("-c")
-            .arg(TRACED_LEADER)
-            .arg(&state)
-            .env(cleanup::RUN_ENV, &marker)
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let group = ProcessGroup::watch(child, Duration::from_millis(200), marker, None);
+        let group = watched(python, TRACED_LEADER, &state);
         let Some(pid) = tracer(&state).await else {
             group.processes.kill_now();
             return;
@@ -445,7 +452,8 @@ mod tests {
     }
 
     /// A leader with a thread that asked Legate to trace it (`PTRACE_TRACEME`): stopping the
-    /// group ends it, the traced thread is reaped as it dies, and so the leader is too, with
+    /// group ends it, the traced thread is reaped once the leader is gone, and so the leader
+    /// is too, with
     /// the signal's status and a verified cleanup (before, neither was reaped, and the cleanup
     /// was unverified after `REAP`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -456,17 +464,7 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("traced");
-        let marker = cleanup::new_marker();
-        let child = tokio::process::Command::new(python)
-            .arg("-c")
-            .arg(TRACED_THREAD)
-            .arg(&state)
-            .stdin(std::process::Stdio::null())
-            .env(cleanup::RUN_ENV, &marker)
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let group = ProcessGroup::watch(child, Duration::from_millis(200), marker, None);
+        let group = watched(python, TRACED_THREAD, &state);
         let traced = tracer(&state).await;
         let cleanup = group.stop().await;
         let Some(leader) = traced else {
