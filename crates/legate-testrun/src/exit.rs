@@ -2,23 +2,27 @@
 //!
 //! Outside a PID namespace of Legate's, the leader is this process's child, and the thread
 //! that spawned it (the one that waits here) is its tracer if it, or one of its threads,
-//! calls `ptrace(PTRACE_TRACEME)`:
+//! calls `ptrace(PTRACE_TRACEME)` (anti-debugging code does):
 //! - a traced thread that exits is this process's to reap, and until it is, the leader's
 //!   own exit is never reported: each look reaps such threads
 //!   (`legate_confine::tracees::reap_exited_threads`);
-//! - a traced leader's stop is reported to its tracer, and the standard library takes it for
-//!   the leader's end (and never waits again): the stop ends the test (its group killed), and
-//!   the leader's real end is reaped here;
+//! - a traced leader's stops are reported to its tracer: each is let go (detached, with the
+//!   signal that stopped it delivered; not the `SIGTRAP` an `exec` sends a tracee), so the
+//!   command runs on as it would untraced. The leader is waited for by its pid here, not
+//!   through the standard library, which takes a stop for the end and never waits again;
 //! - once the group is killed, the leader is waited for [`REAP`] at most: something that
 //!   traces it from outside (a process Legate cannot find) could hold it for ever. It is
 //!   then left unreaped (a zombie once that tracer lets it go), and a leader held so before
 //!   its deadline counts as timed out.
 //!
 //! It owns these waits only, and must never wait for a process other than the leader or its
-//! threads, nor without a bound once the group was killed.
+//! threads, nor without a bound once the group was killed. The `Child` of a leader waited
+//! for here must never be waited for through the standard library: its number may be
+//! another process's by then.
 
+use rustix::process::{Pid, WaitOptions, WaitStatus};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 /// How long the leader is waited for once its group was killed.
@@ -48,44 +52,66 @@ pub(crate) struct Ended {
     pub(crate) timed_out: bool,
 }
 
-/// Waits for `child`, the leader of group `pgid`, to end, until `deadline`; then kills the
-/// group and waits up to [`REAP`]. A stop under this process's trace ends it the same way,
-/// not timed out. `Err` when the leader cannot be waited for (its group is killed, and
-/// nothing more is waited for).
-pub(crate) fn await_exit(
-    child: &mut Child,
-    pgid: i32,
-    deadline: Instant,
-) -> std::io::Result<Ended> {
+/// What one look at the leader found.
+enum Look {
+    Running,
+    /// Stopped under this thread's trace, by this signal.
+    Stopped(i32),
+    Ended(ExitStatus),
+}
+
+/// One look at `pid` that never blocks. Without `WUNTRACED` a stop is reported only for a
+/// tracee, and this thread spawned the leader: a stop reported here is under its trace.
+fn look(pid: Pid) -> std::io::Result<Look> {
+    Ok(
+        match rustix::process::waitpid(Some(pid), WaitOptions::NOHANG)? {
+            None => Look::Running,
+            Some((_, status)) => match status.stopping_signal() {
+                Some(signal) => Look::Stopped(signal),
+                None => Look::Ended(exit_status(status)),
+            },
+        },
+    )
+}
+
+fn exit_status(status: WaitStatus) -> ExitStatus {
+    ExitStatus::from_raw(status.as_raw())
+}
+
+/// Waits for the leader of group `pgid` (its pid too), a child this thread spawned, to end,
+/// until `deadline`; then kills the group and waits up to [`REAP`]. A stop under this
+/// thread's trace is let go (`let_go`); one that cannot be ends the test as the deadline
+/// would, not timed out. `Err` when the leader cannot be waited for (its group is killed,
+/// and nothing more is waited for).
+pub(crate) fn await_exit(pgid: i32, deadline: Instant) -> std::io::Result<Ended> {
+    let pid = Pid::from_raw(pgid).ok_or_else(|| std::io::Error::other("no leader to wait for"))?;
     let mut looked = None;
     loop {
         reap_threads_now_and_then(pgid, &mut looked);
-        match child.try_wait() {
-            Ok(Some(status)) if status.stopped_signal().is_some() => {
-                tracing::warn!(
-                    pgid,
-                    "a test's leader asked Legate to trace it and stopped: the test is ended"
-                );
-                crate::sys::kill_group(pgid);
-                return Ok(Ended {
-                    status: reap_stopped(pgid),
-                    timed_out: false,
-                });
+        match look(pid) {
+            Ok(Look::Stopped(signal)) => {
+                if !let_go(pgid, signal) {
+                    crate::sys::kill_group(pgid);
+                    return Ok(Ended {
+                        status: killed(pgid),
+                        timed_out: false,
+                    });
+                }
             }
-            Ok(Some(status)) => {
+            Ok(Look::Ended(status)) => {
                 return Ok(Ended {
                     status: Some(status),
                     timed_out: false,
                 });
             }
-            Ok(None) if Instant::now() >= deadline => {
+            Ok(Look::Running) if Instant::now() >= deadline => {
                 crate::sys::kill_group(pgid);
                 return Ok(Ended {
-                    status: killed(child, pgid),
+                    status: killed(pgid),
                     timed_out: true,
                 });
             }
-            Ok(None) => std::thread::sleep(LOOK),
+            Ok(Look::Running) => std::thread::sleep(LOOK),
             Err(e) => {
                 // It cannot be waited for (another reaped it): nothing more to wait on.
                 crate::sys::kill_group(pgid);
@@ -95,19 +121,43 @@ pub(crate) fn await_exit(
     }
 }
 
-/// The status of `child`, the leader of group `pgid`, once the group was killed: within
-/// [`REAP`], or `None` (logged) when something holds it. Such a leader is left unreaped: once
-/// its tracer lets it go, it stays a zombie for as long as Legate runs.
-pub(crate) fn killed(child: &mut Child, pgid: i32) -> Option<ExitStatus> {
+/// Detaches the leader `pid`, stopped under this thread's trace by `signal`, and delivers
+/// that signal, but for `SIGTRAP` (the one an `exec` sends a tracee, which an untraced
+/// process never gets; a `SIGTRAP` of the command's own is dropped too, its choice having
+/// asked to be traced). `false` (logged) when it cannot be: the caller then ends the test.
+fn let_go(pid: i32, signal: i32) -> bool {
+    let deliver = if signal == libc::SIGTRAP { 0 } else { signal };
+    if crate::sys::detach(pid, deliver) {
+        tracing::debug!(
+            pid,
+            signal,
+            "a test's leader that asked to be traced was let go"
+        );
+        return true;
+    }
+    tracing::warn!(
+        pid,
+        signal,
+        "a test's leader stopped under Legate's trace and could not be let go: the test is ended"
+    );
+    false
+}
+
+/// The status of the leader of group `pgid` (its pid too), once the group was killed:
+/// within [`REAP`], or `None` (logged) when something holds it. Such a leader is left
+/// unreaped: once its tracer lets it go, it stays a zombie for as long as Legate runs.
+pub(crate) fn killed(pgid: i32) -> Option<ExitStatus> {
     let until = Instant::now() + REAP;
+    let pid = Pid::from_raw(pgid)?;
     let mut looked = None;
     loop {
         reap_threads_now_and_then(pgid, &mut looked);
-        match child.try_wait() {
-            Ok(Some(status)) if status.stopped_signal().is_some() => return reap_stopped(pgid),
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < until => std::thread::sleep(LOOK),
-            Ok(None) => {
+        match look(pid) {
+            // A stop reported before the kill's: the kill ends it.
+            Ok(Look::Stopped(_)) => {}
+            Ok(Look::Ended(status)) => return Some(status),
+            Ok(Look::Running) if Instant::now() < until => std::thread::sleep(LOOK),
+            Ok(Look::Running) => {
                 tracing::warn!(
                     pgid,
                     "a killed test's leader could not be reaped: something traces it"
@@ -122,46 +172,36 @@ pub(crate) fn killed(child: &mut Child, pgid: i32) -> Option<ExitStatus> {
     }
 }
 
-/// The end of `pid`, a leader that stopped under this process's trace and whose group was
-/// killed, reaped here (the standard library took the stop for its status), within
-/// [`REAP`]. Its number stays its own until then: nothing else may reap it.
-fn reap_stopped(pid: i32) -> Option<ExitStatus> {
-    let until = Instant::now() + REAP;
-    let id = rustix::process::Pid::from_raw(pid)?;
-    let mut looked = None;
-    loop {
-        reap_threads_now_and_then(pid, &mut looked);
-        match rustix::process::waitpid(Some(id), rustix::process::WaitOptions::NOHANG) {
-            // Another stop, reported before the kill's: the kill ends it.
-            Ok(Some((_, status))) if status.stopped() => {}
-            Ok(Some((_, status))) => {
-                return Some(ExitStatus::from_raw(status.as_raw()));
-            }
-            Ok(None) if Instant::now() < until => std::thread::sleep(LOOK),
-            Ok(None) | Err(_) => {
-                tracing::warn!(pid, "a stopped test's leader could not be reaped");
-                return None;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use std::os::unix::process::CommandExt;
 
-    /// For `python3 -c SCRIPT mode`: with `leader`, it asks to be traced by its parent and
-    /// stops itself; with `thread` or `exit`, one of its threads asks so and sleeps, and the
-    /// leader sleeps (`thread`) or exits 3 (`exit`). Exits 77 where tracing is refused.
+    /// For `python3 -c SCRIPT mode`: with `leader`, `exec` or `stop`, it asks to be traced
+    /// by its parent, then takes a `SIGUSR1` it handles and its child's `SIGCHLD`, and exits
+    /// 5 if the handler ran (`leader`), `exec`s `sh -c 'exit 4'` (`exec`), or stops itself
+    /// with `SIGSTOP` (`stop`); with `thread` or `exit`, one of its threads asks so and
+    /// sleeps, and the leader sleeps (`thread`) or exits 3 (`exit`). Exits 77 where tracing
+    /// is refused.
     const SCRIPT: &str = "import ctypes, os, signal, sys, threading, time\n\
                           libc = ctypes.CDLL(None)\n\
-                          if sys.argv[1] == 'leader':\n\
+                          if sys.argv[1] in ('leader', 'exec', 'stop'):\n\
                           \x20   if libc.ptrace(0, 0, None, None) != 0:\n\
                           \x20       os._exit(77)\n\
-                          \x20   os.kill(os.getpid(), signal.SIGSTOP)\n\
-                          \x20   os._exit(0)\n\
+                          \x20   if sys.argv[1] == 'exec':\n\
+                          \x20       os.execv('/bin/sh', ['sh', '-c', 'exit 4'])\n\
+                          \x20   if sys.argv[1] == 'stop':\n\
+                          \x20       os.kill(os.getpid(), signal.SIGSTOP)\n\
+                          \x20       os._exit(0)\n\
+                          \x20   got = []\n\
+                          \x20   signal.signal(signal.SIGUSR1, lambda *a: got.append(1))\n\
+                          \x20   os.kill(os.getpid(), signal.SIGUSR1)\n\
+                          \x20   child = os.fork()\n\
+                          \x20   if child == 0:\n\
+                          \x20       os._exit(0)\n\
+                          \x20   os.waitpid(child, 0)\n\
+                          \x20   os._exit(5 if got else 6)\n\
                           asked = threading.Event()\n\
                           def traced():\n\
                           \x20   if libc.ptrace(0, 0, None, None) != 0:\n\
@@ -176,7 +216,7 @@ mod tests {
                           time.sleep(600)\n";
 
     /// `SCRIPT` run with `mode`, in a group of its own, and its pid; `None` without python3.
-    fn spawned(mode: &str) -> Option<(Child, i32)> {
+    fn spawned(mode: &str) -> Option<(std::process::Child, i32)> {
         let child = std::process::Command::new("python3")
             .args(["-c", SCRIPT, mode])
             .stdout(std::process::Stdio::piped())
@@ -212,7 +252,7 @@ mod tests {
             }
         }
         let deadline = Instant::now() + Duration::from_secs(secs);
-        let ended = await_exit(&mut child, pid, deadline).unwrap();
+        let ended = await_exit(pid, deadline).unwrap();
         if ended.status.and_then(|s| s.code()) == Some(77) {
             eprintln!("skipped: PTRACE_TRACEME refused here");
             return None;
@@ -244,15 +284,37 @@ mod tests {
         assert_eq!(ended.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
     }
 
-    /// A leader that asked to be traced and stopped: the stop ends the test, the leader is
-    /// killed, and its real end is reaped here. Before, the stop was taken for its end, and
-    /// the leader stayed a zombie for as long as Legate ran.
+    /// A leader that asked to be traced runs on through its signals, each delivered, and
+    /// ends with its own code. Before, its first stop was taken for its end: the test was
+    /// ended, the leader killed.
     #[test]
-    fn a_leader_that_stops_under_this_trace_is_killed_and_reaped() {
+    fn a_leader_that_asks_to_be_traced_runs_on_through_its_signals() {
         let Some(ended) = ended("leader", 60) else {
             return;
         };
         assert!(!ended.timed_out, "{ended:?}");
+        assert_eq!(ended.status.and_then(|s| s.code()), Some(5), "{ended:?}");
+    }
+
+    /// A leader that asked to be traced, then `exec`s: the trap is not delivered, and the
+    /// test ends with the new program's code.
+    #[test]
+    fn a_leader_that_asks_to_be_traced_then_execs_ends_with_the_new_programs_code() {
+        let Some(ended) = ended("exec", 60) else {
+            return;
+        };
+        assert!(!ended.timed_out, "{ended:?}");
+        assert_eq!(ended.status.and_then(|s| s.code()), Some(4), "{ended:?}");
+    }
+
+    /// A leader that asked to be traced, then stops itself: let go with its `SIGSTOP`, it
+    /// stops as an untraced command would, until the deadline's kill, and is reaped with it.
+    #[test]
+    fn a_leader_that_asks_to_be_traced_then_stops_is_killed_at_its_deadline() {
+        let Some(ended) = ended("stop", 1) else {
+            return;
+        };
+        assert!(ended.timed_out, "{ended:?}");
         assert_eq!(ended.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
     }
 }

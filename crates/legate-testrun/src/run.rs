@@ -251,7 +251,7 @@ pub fn run_test_in(
                 Ok(serving) => Some(serving),
                 Err(error) => {
                     crate::sys::kill_group(pgid);
-                    crate::exit::killed(&mut child, pgid);
+                    crate::exit::killed(pgid);
                     return Err(Error::new(
                         ErrorCode::TestFailed,
                         format!(
@@ -299,7 +299,8 @@ pub fn run_test_in(
         }
     }
     drop(tx);
-    let ended = crate::exit::await_exit(&mut child, pgid, started + timeout)
+    // The leader is waited for by its pid from here on (`exit`), never through `child`.
+    let ended = crate::exit::await_exit(pgid, started + timeout)
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "the test could not be awaited", e))?;
     let (status, timed_out) = (ended.status, ended.timed_out);
     // Whatever the leader did, nothing of its group outlives the test.
