@@ -21,7 +21,7 @@
 //!   once when the lifeline reaches EOF (Legate died) or C dies (`PR_SET_PDEATHSIG`). When G
 //!   exits, the kernel kills everything left in the namespace, whatever its process group.
 //!   A process of the namespace that made G its tracer (`PTRACE_TRACEME`) is let go at its
-//!   first stop (`let_go`): G traces nothing, and never takes a stop for an exit.
+//!   first stop (`tracees::let_go`): G traces nothing, and never takes a stop for an exit.
 //! * C and G are non-dumpable: their memory (and `/proc/<pid>/environ`, Legate's environment)
 //!   is unreadable to anything without `CAP_SYS_PTRACE`, which A drops.
 //!
@@ -323,7 +323,7 @@ unsafe fn close_all_except(keep: &mut [c_int]) {
     }
 }
 
-/// G's loop: reap every child and let go of every tracee that stops (`let_go`); when A
+/// G's loop: reap every child and let go of every tracee that stops; when A
 /// exits, hand its status to C and exit (the namespace dies with G); when the lifeline
 /// reaches EOF, exit at once.
 unsafe fn reap(a: libc::pid_t, lifeline: c_int, sfd: c_int, status: c_int) -> ! {
@@ -347,7 +347,12 @@ unsafe fn reap(a: libc::pid_t, lifeline: c_int, sfd: c_int, status: c_int) -> ! 
                 // A tracee is waited for as a child of G's, even a thread (no `__WALL`).
                 let pid = libc::waitpid(-1, &mut st, libc::WNOHANG);
                 if pid > 0 && libc::WIFSTOPPED(st) {
-                    let_go(pid, st);
+                    // Only a tracee's stop is reported (no `WUNTRACED`): something in the
+                    // namespace (A, a thread of A's, an orphan G adopted) called
+                    // `PTRACE_TRACEME` with G as its parent. G traces nothing: the tracee
+                    // goes on as it would untraced. Taken for A's exit, its stop used to end
+                    // the run (127). A tracee killed meanwhile is reaped by this loop.
+                    crate::tracees::let_go(pid, libc::WSTOPSIG(st));
                     continue;
                 }
                 if pid == a {
@@ -374,30 +379,6 @@ unsafe fn reap(a: libc::pid_t, lifeline: c_int, sfd: c_int, status: c_int) -> ! 
             ) > 0
             {}
         }
-    }
-}
-
-/// Detaches a process of the namespace stopped under G's trace, which G never asked for:
-/// something in the namespace called `PTRACE_TRACEME` with G as its parent (A, a thread of
-/// A's, or an orphan G adopted), and without `WUNTRACED` only a tracee's stop is reported.
-/// G traces nothing, so the tracee goes on as it would untraced, with the signal that
-/// stopped it delivered, except `SIGTRAP`: the one `exec` sends a tracee, which a process
-/// that is not traced never gets (a `SIGTRAP` of its own is dropped too; the choice is its
-/// own, having asked to be traced). Taken for an exit, A's stop used to end the run (127).
-unsafe fn let_go(pid: libc::pid_t, status: c_int) {
-    let signal = match libc::WSTOPSIG(status) {
-        libc::SIGTRAP => 0,
-        sig => sig,
-    };
-    // SAFETY: `ptrace` has no memory-safety preconditions; `PTRACE_DETACH` reads no
-    // address. A tracee killed meanwhile fails it with `ESRCH`, and G's loop reaps it.
-    unsafe {
-        libc::ptrace(
-            libc::PTRACE_DETACH,
-            pid,
-            std::ptr::null_mut::<libc::c_void>(),
-            signal as libc::c_long as *mut libc::c_void,
-        );
     }
 }
 

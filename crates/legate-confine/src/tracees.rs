@@ -5,11 +5,15 @@
 //! Once such a thread exits, only this process can reap it, and until it does the kernel
 //! never reports the exit of the process the thread belongs to: a parent waiting for that
 //! process waits for ever, and both stay zombies for as long as Legate runs. This module
-//! finds them and reaps them ([`reap_exited_threads`]), and reads the two facts that
-//! decide whether a tracer is this process ([`status_field`], [`is_own_thread`]).
+//! finds them and reaps them ([`reap_exited_threads`]), lets go of one stopped under the
+//! calling thread's trace ([`let_go`]: Legate traces nothing, so such a process runs on as
+//! it would untraced), and reads the two facts that decide whether a tracer is this process
+//! ([`status_field`], [`is_own_thread`]). The namespace's init lets go of its own tracees with
+//! [`let_go`] too.
 //!
-//! It must never wait for the process itself (its parent's `Child` does), nor for any
-//! process or thread this process does not trace.
+//! It must never wait for the process itself (its parent does), nor for any process or
+//! thread this process does not trace, and never allocates in [`let_go`] (the init calls it
+//! after `fork`).
 
 use legate_core::proc_stat::ProcStat;
 use rustix::process::{Pid, WaitId, WaitIdOptions};
@@ -86,6 +90,30 @@ pub fn reap_exited_threads(leader: i32) -> usize {
     reaped
 }
 
+/// Detaches `pid`, a process or thread stopped under the calling thread's trace by
+/// `signal` (the stop a wait reported), and delivers that signal, except `SIGTRAP`: the one
+/// an `exec` sends a tracee, which an untraced process never gets (a `SIGTRAP` of its own
+/// is dropped too, its choice having asked to be traced). `false` when it cannot be: `pid`
+/// is gone, not stopped, or not traced by the calling thread (only the tracing thread may
+/// detach). A system call and nothing else: safe to call after `fork`.
+#[allow(unsafe_code)]
+pub fn let_go(pid: i32, signal: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    let deliver = if signal == libc::SIGTRAP { 0 } else { signal };
+    // SAFETY: `ptrace` has no memory-safety preconditions; `PTRACE_DETACH` reads no
+    // address, and its data is the signal number, passed by value.
+    unsafe {
+        libc::ptrace(
+            libc::PTRACE_DETACH,
+            pid,
+            std::ptr::null_mut::<libc::c_void>(),
+            deliver as libc::c_long as *mut libc::c_void,
+        ) == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -105,6 +133,14 @@ mod tests {
         assert_eq!(reap_exited_threads(me), 0);
         assert_eq!(reap_exited_threads(i32::MAX), 0);
         assert_eq!(reap_exited_threads(0), 0);
+    }
+
+    #[test]
+    fn nothing_untraced_is_let_go() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        assert!(!let_go(me, libc::SIGUSR1));
+        assert!(!let_go(0, libc::SIGUSR1));
+        assert!(!let_go(-1, libc::SIGUSR1));
     }
 
     #[test]

@@ -121,13 +121,11 @@ pub(crate) fn await_exit(pgid: i32, deadline: Instant) -> std::io::Result<Ended>
     }
 }
 
-/// Detaches the leader `pid`, stopped under this thread's trace by `signal`, and delivers
-/// that signal, but for `SIGTRAP` (the one an `exec` sends a tracee, which an untraced
-/// process never gets; a `SIGTRAP` of the command's own is dropped too, its choice having
-/// asked to be traced). `false` (logged) when it cannot be: the caller then ends the test.
+/// Lets go of the leader `pid`, stopped under this thread's trace by `signal`
+/// (`legate_confine::tracees::let_go`: detached, the signal delivered but for `SIGTRAP`).
+/// `false` (logged) when it cannot be: the caller then ends the test.
 fn let_go(pid: i32, signal: i32) -> bool {
-    let deliver = if signal == libc::SIGTRAP { 0 } else { signal };
-    if crate::sys::detach(pid, deliver) {
+    if legate_confine::tracees::let_go(pid, signal) {
         tracing::debug!(
             pid,
             signal,
