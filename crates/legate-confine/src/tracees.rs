@@ -7,16 +7,17 @@
 //! process waits for ever, and both stay zombies for as long as Legate runs. This module
 //! finds them and reaps them ([`reap_exited_threads`]), lets go of one stopped under the
 //! calling thread's trace ([`let_go`]: Legate traces nothing, so such a process runs on as
-//! it would untraced), and reads the two facts that decide whether a tracer is this process
-//! ([`status_field`], [`is_own_thread`]). The namespace's init lets go of its own tracees with
-//! [`let_go`] too.
+//! it would untraced), does both for a leader's threads whenever it is asked
+//! ([`tend_traced_threads`], for a waiting thread that is the tracer: the test runner's), and
+//! reads the two facts that decide whether a tracer is this process ([`status_field`],
+//! [`is_own_thread`]). The namespace's init lets go of its own tracees with [`let_go`] too.
 //!
 //! It must never wait for the process itself (its parent does), nor for any process or
 //! thread this process does not trace, and never allocates in [`let_go`] (the init calls it
 //! after `fork`).
 
 use legate_core::proc_stat::ProcStat;
-use rustix::process::{Pid, WaitId, WaitIdOptions};
+use rustix::process::{Pid, WaitId, WaitIdOptions, WaitOptions};
 use std::path::Path;
 
 /// The value of the first line of a `/proc/<pid>/status` text that starts with `name`. The
@@ -55,10 +56,48 @@ pub fn reap_exited_threads(leader: i32) -> usize {
     if ProcStat::parse(&stat).is_none_or(|s| s.state != b'Z') {
         return 0;
     }
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{leader}/task")) else {
-        return 0;
-    };
     let mut reaped = 0;
+    for id in traced_threads(leader) {
+        // A tracee is this process's to wait for, thread or not, and its stop is reported
+        // too (`CLD_TRAPPED`), whatever the options: a stopped thread's report is taken
+        // here and left alone (the run's kill ends it); `NOHANG` never blocks.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+        if let Ok(Some(status)) = rustix::process::waitid(WaitId::Pid(id), options)
+            && (status.exited() || status.killed() || status.dumped())
+        {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+/// Tends the threads of `leader` that a thread of this process traces, whatever `leader`'s
+/// state: reaps those that exited, and lets go ([`let_go`]) of those stopped under the
+/// calling thread's trace (one under another thread's trace stays stopped: only its tracer
+/// may let it go). Returns how many were reaped or let go. Every call reads each thread's
+/// status: callers pace it.
+pub fn tend_traced_threads(leader: i32) -> usize {
+    let mut tended = 0;
+    for id in traced_threads(leader) {
+        if let Ok(Some((_, status))) = rustix::process::waitpid(Some(id), WaitOptions::NOHANG) {
+            tended += match status.stopping_signal() {
+                Some(signal) => usize::from(let_go(id.as_raw_nonzero().get(), signal)),
+                None => 1,
+            };
+        }
+    }
+    tended
+}
+
+/// The threads of `leader`, itself left out, whose `TracerPid`, read first, is a thread of
+/// this process. A traced thread's id cannot be reused before it is reaped, so an id listed
+/// here is the thread's until a wait reaps it, but for the window [`reap_exited_threads`]
+/// names.
+fn traced_threads(leader: i32) -> Vec<Pid> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{leader}/task")) else {
+        return Vec::new();
+    };
+    let mut traced = Vec::new();
     for task in tasks.flatten() {
         let Some(tid) = task
             .file_name()
@@ -77,31 +116,31 @@ pub fn reap_exited_threads(leader: i32) -> usize {
         let traced_here = status_field(&status, "TracerPid:")
             .and_then(|t| t.parse::<i32>().ok())
             .is_some_and(|t| t > 0 && is_own_thread(t));
-        let Some(id) = Pid::from_raw(tid).filter(|_| traced_here) else {
-            continue;
-        };
-        // A tracee is this process's to wait for, thread or not; `EXITED` passes over a
-        // stop, `NOHANG` never blocks.
-        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
-        if let Ok(Some(_)) = rustix::process::waitid(WaitId::Pid(id), options) {
-            reaped += 1;
+        if let Some(id) = Pid::from_raw(tid).filter(|_| traced_here) {
+            traced.push(id);
         }
     }
-    reaped
+    traced
 }
 
 /// Detaches `pid`, a process or thread stopped under the calling thread's trace by
-/// `signal` (the stop a wait reported), and delivers that signal, except `SIGTRAP`: the one
-/// an `exec` sends a tracee, which an untraced process never gets (a `SIGTRAP` of its own
-/// is dropped too, its choice having asked to be traced). `false` when it cannot be: `pid`
-/// is gone, not stopped, or not traced by the calling thread (only the tracing thread may
-/// detach). A system call and nothing else: safe to call after `fork`.
+/// `signal` (the stop a wait reported), and delivers that signal, except the `SIGTRAP` an
+/// `exec` sends a tracee, which an untraced process never gets. That one is sent as by
+/// `kill` (`SI_USER`), so a `SIGTRAP` another process sends with `kill` is dropped too; one
+/// the process raises itself (`raise`, a breakpoint) is delivered. `false` when it cannot
+/// be: `pid` is gone, not stopped, or not traced by the calling thread (only the tracing
+/// thread may detach). System calls on the stack and nothing else: safe to call after
+/// `fork`.
 #[allow(unsafe_code)]
 pub fn let_go(pid: i32, signal: i32) -> bool {
     if pid <= 0 {
         return false;
     }
-    let deliver = if signal == libc::SIGTRAP { 0 } else { signal };
+    let deliver = if signal == libc::SIGTRAP && sent_as_by_kill(pid) {
+        0
+    } else {
+        signal
+    };
     // SAFETY: `ptrace` has no memory-safety preconditions; `PTRACE_DETACH` reads no
     // address, and its data is the signal number, passed by value.
     unsafe {
@@ -112,6 +151,30 @@ pub fn let_go(pid: i32, signal: i32) -> bool {
             deliver as libc::c_long as *mut libc::c_void,
         ) == 0
     }
+}
+
+/// Whether the signal that stopped `pid` (under the calling thread's trace) was sent as by
+/// `kill` (`SI_USER`): an `exec`'s `SIGTRAP` is. Also when its information cannot be read
+/// (a group stop has none; detaching from one delivers nothing anyway).
+#[allow(unsafe_code)]
+fn sent_as_by_kill(pid: i32) -> bool {
+    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+    // SAFETY: `PTRACE_GETSIGINFO` writes one `siginfo_t` to the address given, which is
+    // `info`'s, on this stack and large enough.
+    let read = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETSIGINFO,
+            pid,
+            std::ptr::null_mut::<libc::c_void>(),
+            info.as_mut_ptr(),
+        )
+    };
+    if read != 0 {
+        return true;
+    }
+    // SAFETY: zeroed, then written whole by the kernel: every field is initialized.
+    let info = unsafe { info.assume_init() };
+    info.si_code == libc::SI_USER
 }
 
 #[cfg(test)]

@@ -303,8 +303,8 @@ pub fn run_test_in(
     let ended = crate::exit::await_exit(pgid, started + timeout)
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "the test could not be awaited", e))?;
     let (status, timed_out) = (ended.status, ended.timed_out);
-    // Whatever the leader did, nothing of its group outlives the test.
-    crate::sys::kill_group(pgid);
+    // Whatever the leader did, nothing of its group outlived the test: `await_exit` killed
+    // the group, and the leader by its pid, before it reaped the leader.
     let duration_ms = started.elapsed().as_millis() as u64;
     // Nor does its proxy: its connections are recorded, then it stops.
     let connections = serving
