@@ -10,12 +10,13 @@
 //! It must never parse patch headers to find a file (git selects by literal pathspec), let a
 //! changed file through that the secret policy blocks (`BLOCKED_FILE_DETECTED`), accept a
 //! symlink or submodule in the result (`UNSAFE_PATH`), or pass the change limit
-//! (`CHANGE_LIMIT_EXCEEDED`).
+//! (`CHANGE_LIMIT_EXCEEDED`), nor stage a copy past its limits (`legate_workspace`'s
+//! `check_stageable`, before staging; `check_staged_tree`, before any blob is read).
 
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
     Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPatterns,
-    parse_raw, sha256_hex, split_z, stage_tree,
+    check_stageable, check_staged_tree, parse_raw, sha256_hex, split_z, stage_tree,
 };
 use serde::{Deserialize, Serialize};
 
@@ -28,7 +29,9 @@ pub fn preview(
     secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Preview, Error> {
+    check_stageable(baseline, limits)?;
     let tree = stage_tree(baseline)?;
+    check_staged_tree(baseline, &tree, limits)?;
     let git = baseline.git();
     let raw = git.run(&[DIFF, &["--raw", "-z", "--no-abbrev", "HEAD", &tree]].concat())?;
     let mut files = parse_raw(&raw)?;
@@ -173,7 +176,11 @@ fn check_blocked(
 /// file that git ignores and each path named `.git` (which git never lists), sorted. Empty when the copy is exactly its baseline.
 /// A handed-off copy is compared with the tree it was handed (`refs/legate/start`, see
 /// `handoff`), not with the original project's baseline.
-pub fn read_only_changes(baseline: &Baseline) -> Result<Vec<String>, Error> {
+///
+/// `CHANGE_LIMIT_EXCEEDED` when the copy is past `limits` before it is staged
+/// (`check_stageable`): the agent wrote more than a copy may hold.
+pub fn read_only_changes(baseline: &Baseline, limits: &CopyLimits) -> Result<Vec<String>, Error> {
+    check_stageable(baseline, limits)?;
     let tree = stage_tree(baseline)?;
     let git = baseline.git();
     let start = if baseline

@@ -198,7 +198,11 @@ fn preview_reports_amd_with_stats_and_binary_nulls_and_reads_by_path() {
     .unwrap();
     assert!(empty.files.is_empty());
     assert_eq!(empty.patch_length, 0);
-    assert!(read_only_changes(&baseline).unwrap().is_empty());
+    assert!(
+        read_only_changes(&baseline, &CopyLimits::default())
+            .unwrap()
+            .is_empty()
+    );
 
     fs::write(copy.join("keep.txt"), b"one\nTWO\nthree\n").unwrap();
     fs::remove_file(copy.join("gone.txt")).unwrap();
@@ -253,7 +257,12 @@ fn preview_reports_amd_with_stats_and_binary_nulls_and_reads_by_path() {
     let c = chunk(&p.patch[..0], 0, Some(10), &p.sha256).unwrap();
     assert!(!c.has_more);
     // Read-only check sees changes, including new ignored files.
-    assert_eq!(read_only_changes(&baseline).unwrap().len(), 5);
+    assert_eq!(
+        read_only_changes(&baseline, &CopyLimits::default())
+            .unwrap()
+            .len(),
+        5
+    );
 }
 
 #[test]
@@ -270,7 +279,10 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
     )
     .unwrap();
     assert!(p.files.is_empty(), "ignored files are not in the patch");
-    assert_eq!(read_only_changes(&baseline).unwrap(), ["scratch.tmp"]);
+    assert_eq!(
+        read_only_changes(&baseline, &CopyLimits::default()).unwrap(),
+        ["scratch.tmp"]
+    );
 
     for i in 0..3 {
         fs::write(copy.join(format!("n{i}.txt")), b"x").unwrap();
@@ -318,6 +330,113 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
 
 /// The EOL/BOM matrix through the real pipeline: a project whose `.gitattributes` asks for
 /// conversions, copied, edited, previewed and integrated.
+/// The bytes of the files under `dir`, by their sizes.
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() {
+            bytes_under(&entry.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+/// A hostile agent's sparse file far past the copy's limit (2 GiB that cost it no disk) is
+/// refused before it is staged: the baseline's objects do not grow by it, and nothing reads
+/// it. So are more new files than the change limit could ever pass. Before, `git add` wrote
+/// every byte into the baseline, and the preview then read it whole.
+#[test]
+fn a_copy_past_its_limits_is_refused_before_it_is_staged() {
+    let f = Fixture::new(&[("a.txt", b"a\n")]);
+    f.commit_all();
+    let (report, baseline) = f.copy(&[]);
+    let copy = &report.copy_directory;
+    let objects = baseline.git_dir().join("objects");
+    let before = bytes_under(&objects);
+    let big = fs::File::create(copy.join("big.bin")).unwrap();
+    big.set_len(2 << 30).unwrap();
+    drop(big);
+    let limits = CopyLimits::default();
+    let err = preview(&baseline, &SecretPatterns::default(), &limits).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ChangeLimitExceeded, "{}", err.message);
+    assert!(
+        err.message.contains("nothing was staged"),
+        "{}",
+        err.message
+    );
+    let err = read_only_changes(&baseline, &limits).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ChangeLimitExceeded, "{}", err.message);
+    let grew = bytes_under(&objects) - before;
+    assert!(
+        grew < 1 << 20,
+        "the baseline's objects grew by {grew} bytes"
+    );
+    fs::remove_file(copy.join("big.bin")).unwrap();
+
+    let tight = CopyLimits {
+        max_files: 2,
+        max_changed_files: 2,
+        ..CopyLimits::default()
+    };
+    for i in 0..4 {
+        fs::write(copy.join(format!("n{i}.txt")), b"x").unwrap();
+    }
+    let err = preview(&baseline, &SecretPatterns::default(), &tight).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ChangeLimitExceeded, "{}", err.message);
+    assert!(err.message.contains("more than 4 files"), "{}", err.message);
+    fs::remove_file(copy.join("n0.txt")).unwrap();
+    let p = preview(&baseline, &SecretPatterns::default(), &tight).unwrap_err();
+    assert!(!p.message.contains("nothing was staged"), "{}", p.message);
+    fs::remove_file(copy.join("n1.txt")).unwrap();
+    let p = preview(&baseline, &SecretPatterns::default(), &tight).unwrap();
+    assert_eq!(p.files.len(), 2);
+}
+
+/// A hostile agent's own `.gitattributes` (`* -diff`), hidden from the patch by a
+/// `.gitignore` that ignores both files, does not turn its edits into binary hunks: the
+/// preview's attributes come from the baseline's commit (git 2.44 and later), and the edit
+/// is read as text. Before, every changed file showed as `GIT binary patch`.
+#[test]
+fn an_agents_own_attributes_do_not_hide_its_edits_from_the_preview() {
+    let version = git(Path::new("/"), &["--version"]);
+    let minor: Option<u32> = String::from_utf8_lossy(&version)
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| {
+            let mut parts = v.split('.');
+            let major: u32 = parts.next()?.parse().ok()?;
+            let minor: u32 = parts.next()?.parse().ok()?;
+            (major == 2)
+                .then_some(minor)
+                .or((major > 2).then_some(u32::MAX))
+        });
+    if minor.is_none_or(|m| m < 44) {
+        eprintln!("skipped: git before 2.44 reads attributes from the copy ({version:?})");
+        return;
+    }
+    let f = Fixture::new(&[("src/a.rs", b"fn a() {}\n")]);
+    f.commit_all();
+    let (report, baseline) = f.copy(&[]);
+    let copy = &report.copy_directory;
+    fs::write(copy.join("src/.gitattributes"), b"* -diff\n").unwrap();
+    fs::write(copy.join("src/.gitignore"), b".gitignore\n.gitattributes\n").unwrap();
+    fs::write(copy.join("src/a.rs"), b"fn a() {}\nfn evil() {}\n").unwrap();
+    let p = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(p.files.len(), 1, "{:?}", p.files);
+    assert!(!p.files[0].binary, "{:?}", p.files[0]);
+    assert_eq!(p.files[0].insertions, Some(1));
+    let text = String::from_utf8_lossy(&p.patch);
+    assert!(text.contains("+fn evil() {}"), "{text}");
+}
+
 #[test]
 fn line_endings_and_boms_survive_the_whole_pipeline() {
     type Case<'a> = (&'a str, &'a [u8], &'a [u8], Result<&'a [u8], ErrorCode>);

@@ -53,14 +53,21 @@ fn a_handed_off_copy_accumulates_against_the_original_and_leaves_the_source_alon
     // read-only check (it compares with what was handed, not the original).
     let p = preview(&b2, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     assert_eq!(p.sha256, source_patch.sha256);
-    assert!(read_only_changes(&b2).unwrap().is_empty());
+    assert!(
+        read_only_changes(&b2, &CopyLimits::default())
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(tree_of(&b2), source_tree);
 
     write(&second.copy_directory, "new/two.txt", b"two\n");
     let p = preview(&b2, &SecretPatterns::default(), &CopyLimits::default()).unwrap();
     let paths: Vec<&str> = p.files.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, ["a.txt", "new/one.txt", "new/two.txt"]);
-    assert_eq!(read_only_changes(&b2).unwrap(), ["new/two.txt"]);
+    assert_eq!(
+        read_only_changes(&b2, &CopyLimits::default()).unwrap(),
+        ["new/two.txt"]
+    );
     assert_ne!(tree_of(&b2), source_tree);
     // The source copy is as it was.
     assert_eq!(tree_of(&b1), source_tree);

@@ -217,7 +217,7 @@ fn nothing_under_the_staging_directory_reaches_a_patch_or_the_project() {
     // The same copy through a read-only lens: the staged skills are not a violation; the
     // project's own skill edit is.
     assert_eq!(
-        read_only_changes(&baseline).unwrap(),
+        read_only_changes(&baseline, &CopyLimits::default()).unwrap(),
         [".agents/skills/ours/SKILL.md", "a.txt"]
     );
 }

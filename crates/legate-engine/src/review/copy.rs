@@ -233,13 +233,15 @@ impl Core {
             .is_ok();
         let outcome = blocking(move || {
             let violations = match (mode, before) {
-                (TaskMode::ReadOnly, None) => legate_review::read_only_changes(&baseline)?,
+                (TaskMode::ReadOnly, None) => {
+                    legate_review::read_only_changes(&baseline, &cfg.limits)?
+                }
                 // A turn continuing a copy that earlier turns changed is judged against the
                 // copy as it found it, not against the baseline.
                 (TaskMode::ReadOnly, Some(before)) => super::enter::changed_since(
                     &baseline,
                     &before,
-                    legate_review::read_only_changes(&baseline)?,
+                    legate_review::read_only_changes(&baseline, &cfg.limits)?,
                 )?,
                 (TaskMode::Write, _) => Vec::new(),
             };

@@ -90,8 +90,8 @@ impl Core {
         record.turn = chain.turns().saturating_add(1);
         record.before_turn = None;
         if task.mode == TaskMode::ReadOnly {
-            let b = baseline.clone();
-            record.before_turn = Some(blocking(move || snapshot(&b)).await?);
+            let (b, limits) = (baseline.clone(), self.review_config().limits);
+            record.before_turn = Some(blocking(move || snapshot(&b, &limits)).await?);
         }
         record.touched_at = Timestamp::now();
         self.put_record(&task.id, &record)?;
@@ -141,10 +141,13 @@ impl Core {
 
 /// The state of every path that differs from the baseline now (what a read-only turn
 /// starting now finds already changed).
-pub(super) fn snapshot(baseline: &Baseline) -> Result<Vec<PathState>> {
+pub(super) fn snapshot(
+    baseline: &Baseline,
+    limits: &legate_workspace::CopyLimits,
+) -> Result<Vec<PathState>> {
     let root = legate_beneath::Root::open(baseline.copy())
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "the copy could not be opened", e))?;
-    Ok(legate_review::read_only_changes(baseline)?
+    Ok(legate_review::read_only_changes(baseline, limits)?
         .into_iter()
         .map(|path| PathState {
             digest: digest(&root, &path),

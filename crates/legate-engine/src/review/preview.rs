@@ -19,8 +19,9 @@ impl Core {
         let preview = self.current_preview(&o.baseline).await?;
         let violations = if o.task.mode == TaskMode::ReadOnly {
             let (b, before) = (o.baseline.clone(), o.record.before_turn.clone());
+            let limits = self.review_config().limits;
             blocking(move || {
-                let changed = legate_review::read_only_changes(&b)?;
+                let changed = legate_review::read_only_changes(&b, &limits)?;
                 match before {
                     // A read-only turn continuing a changed copy answers only for its own
                     // changes.
