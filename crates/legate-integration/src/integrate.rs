@@ -28,9 +28,12 @@
 //! `abort`, else roll back.
 //!
 //! It must never follow a symlink in the original, write outside the project root, or leave
-//! the original half-changed, on an error it saw or on a crash.
+//! the original half-changed, on an error it saw or on a crash. Every operation in the
+//! project goes through `no_links`: a directory swapped for a link between the check and a
+//! write (another writer of the project) fails that write, and the rest is put back.
 
 use crate::journal::{self, Content, Intent, Journal, Step};
+use crate::no_links;
 use crate::rollover;
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
@@ -39,9 +42,9 @@ use legate_workspace::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// One file to integrate.
@@ -119,47 +122,40 @@ pub(crate) struct RealOps;
 
 impl Ops for RealOps {
     fn create_temp(&mut self, path: &Path) -> io::Result<()> {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map(drop)
+        no_links::create_new(path, 0o600).map(drop)
     }
 
     fn fill(&mut self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)?;
+        let mut f = no_links::open_truncated(path)?;
         f.write_all(bytes)?;
         f.set_permissions(fs::Permissions::from_mode(mode))
     }
 
     fn sync(&mut self, paths: &[&Path]) -> io::Result<()> {
-        sync_parallel(paths)
+        sync_parallel(paths, |p| no_links::open_read(p)?.sync_all())
     }
 
     fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::rename(from, to)
+        no_links::rename_within(from, to)
     }
 
     fn create_dir(&mut self, path: &Path) -> io::Result<()> {
-        fs::create_dir(path)
+        no_links::create_dir(path)
     }
 
     fn remove_file(&mut self, path: &Path) -> io::Result<()> {
-        fs::remove_file(path)
+        no_links::remove_file(path)
     }
 }
 
-/// Syncs files or directories, several at a time: concurrent fsyncs share journal commits;
-/// one at a time, each pays for its own.
-pub(crate) fn sync_parallel(paths: &[&Path]) -> io::Result<()> {
+/// Syncs files or directories with `one`, several at a time: concurrent fsyncs share journal
+/// commits; one at a time, each pays for its own.
+pub(crate) fn sync_parallel(
+    paths: &[&Path],
+    one: impl Fn(&Path) -> io::Result<()> + Sync,
+) -> io::Result<()> {
     const THREADS: usize = 8;
-    let one = |p: &&Path| fs::File::open(p)?.sync_all();
+    let one = |p: &&Path| one(p);
     if paths.len() <= 1 {
         return paths.iter().try_for_each(one);
     }
@@ -473,15 +469,15 @@ fn commit_one(
 ) -> Result<(), Error> {
     let path = root.join(&p.change.path);
     let io = |what: &str, e: io::Error| Error::internal(format!("{what}: {e}"));
-    let now = match fs::symlink_metadata(&path) {
-        Ok(m) if m.file_type().is_file() => Some(FileState::of(&m)),
-        Ok(_) => {
+    let now = match no_links::metadata(&path) {
+        Ok(Some(m)) if m.file_type().is_file() => Some(FileState::of(&m)),
+        Ok(Some(_)) => {
             return Err(source_changed(
                 &p.change.path,
                 "it changed during integration",
             ));
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Ok(None) => None,
         Err(e) => return Err(io("could not look at the original", e)),
     };
     if now != p.seen {

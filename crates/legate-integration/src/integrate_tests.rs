@@ -471,3 +471,88 @@ fn two_recoveries_at_once_never_both_recover_and_a_live_integration_is_left_alon
     r.finish();
     assert!(!dir.exists());
 }
+
+/// Swaps a directory of the project for a link to a directory outside it at the first
+/// temporary file, as a second writer of the project (a shared-directory task's agent)
+/// could between integration's check and its write.
+struct Swapping {
+    dir: PathBuf,
+    outside: PathBuf,
+    done: bool,
+}
+
+impl Ops for Swapping {
+    fn create_temp(&mut self, path: &Path) -> io::Result<()> {
+        if !self.done {
+            self.done = true;
+            fs::rename(&self.dir, self.dir.with_extension("moved")).unwrap();
+            std::os::unix::fs::symlink(&self.outside, &self.dir).unwrap();
+        }
+        RealOps.create_temp(path)
+    }
+    fn fill(&mut self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+        RealOps.fill(path, bytes, mode)
+    }
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        RealOps.rename(from, to)
+    }
+    fn sync(&mut self, paths: &[&Path]) -> io::Result<()> {
+        RealOps.sync(paths)
+    }
+    fn create_dir(&mut self, path: &Path) -> io::Result<()> {
+        RealOps.create_dir(path)
+    }
+    fn remove_file(&mut self, path: &Path) -> io::Result<()> {
+        RealOps.remove_file(path)
+    }
+}
+
+/// A directory swapped for a link after the check: the write through it fails, nothing
+/// lands outside the project, and the integration is put back. Before, the temporary file
+/// was made and renamed through the link (`O_NOFOLLOW` guarded the last name only).
+#[test]
+fn a_directory_swapped_for_a_link_mid_integration_is_never_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let root = base.join("project");
+    let outside = base.join("outside");
+    fs::create_dir_all(root.join("cfg")).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(root.join("cfg/kept.txt"), b"kept\n").unwrap();
+    let changes = [Change {
+        path: "cfg/new.txt".into(),
+        status: ChangeStatus::A,
+        baseline: None,
+        result: Some(b"planted\n".to_vec()),
+        mode: Some(0o644),
+    }];
+    let mut ops = Swapping {
+        dir: root.join("cfg"),
+        outside: outside.clone(),
+        done: false,
+    };
+    let err = integrate_with(
+        &root,
+        &changes,
+        &base.join("home/run/integrations/t1"),
+        serde_json::Value::Null,
+        &mut ops,
+    )
+    .unwrap_err();
+    assert!(ops.done);
+    assert_eq!(err.code, ErrorCode::IntegrationFailed, "{}", err.message);
+    let planted: Vec<_> = fs::read_dir(&outside)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "written outside the project: {planted:?}"
+    );
+    assert_eq!(
+        fs::read(root.join("cfg.moved/kept.txt")).unwrap(),
+        b"kept\n"
+    );
+    assert!(!root.join("cfg.moved/new.txt").exists());
+}

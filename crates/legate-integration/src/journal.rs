@@ -262,7 +262,7 @@ impl Journal {
         write_new(&tmp, &intent.encode()).map_err(io)?;
         files.push(tmp.clone());
         let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-        crate::integrate::sync_parallel(&paths).map_err(io)?;
+        crate::integrate::sync_parallel(&paths, |p| File::open(p)?.sync_all()).map_err(io)?;
         sync_dir(&pre_dir).map_err(io)?;
         fs::rename(&tmp, &journal).map_err(io)?;
         sync_dir(dir).map_err(io)?;

@@ -6,7 +6,9 @@
 //! then written through temporary files and renames), `journal` (the crash journal under
 //! `$LEGATE_HOME/run/integrations/<task>/`: the intent and every pre-image, synced before the
 //! first write) and `rollover` (finishing an integration that stopped: forward when it was
-//! decided, back otherwise, and [`recover_integrations`] over every journal left).
+//! decided, back otherwise, and [`recover_integrations`] over every journal left), and
+//! `no_links` (every operation in the project made through its parent directory, opened
+//! with no symlink followed).
 //!
 //! It stands on `legate-workspace` (the copy, its baseline, the change model and the line
 //! ending rule) and never reviews a patch (`legate-review` does) or records anything: the
@@ -24,6 +26,7 @@
 
 mod integrate;
 mod journal;
+mod no_links;
 mod rollover;
 
 pub use integrate::{Change, Integrated, Pending, integrate, plan};

@@ -27,6 +27,7 @@
 
 use crate::integrate::{Ops, RealOps};
 use crate::journal::{self, Found, Intent, Journal};
+use crate::no_links;
 use legate_core::Error;
 use legate_workspace::{ChangeStatus, read_inside_with_metadata, sha256_hex};
 use std::collections::BTreeSet;
@@ -329,9 +330,9 @@ pub(crate) fn roll_back(journal: &Journal, judged: usize) -> Undone {
         // Not empty: something else lives there now; not ours to remove. Never through a
         // link, and never a link itself.
         let path = root.join(d);
-        let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_dir());
+        let is_dir = no_links::metadata(&path).is_ok_and(|m| m.is_some_and(|m| m.is_dir()));
         if is_dir && plain_parents(root, d) {
-            let _ = fs::remove_dir(path);
+            let _ = no_links::remove_dir(&path);
         }
     }
     sync_dirs(intent);
@@ -361,7 +362,7 @@ fn restore(journal: &Journal, index: usize, ops: &mut RealOps) -> bool {
         .and_then(|()| ops.sync(&[&tmp]))
         .and_then(|()| ops.rename(&tmp, &target));
     if done.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = no_links::remove_file(&tmp);
     }
     done.is_ok()
 }
@@ -393,9 +394,10 @@ fn remove_if_there(path: Option<&Path>) -> bool {
     let Some(path) = path else {
         return true;
     };
-    match fs::symlink_metadata(path) {
-        Ok(_) => fs::remove_file(path).is_ok(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    match no_links::metadata(path) {
+        Ok(Some(_)) => no_links::remove_file(path).is_ok(),
+        Ok(None) => true,
+        Err(_) => false,
     }
 }
 
