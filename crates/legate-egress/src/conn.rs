@@ -159,7 +159,18 @@ async fn proxy(
     )
     .await
     {
-        Ok(addrs) => dial::connect(&addrs, limits.connect_timeout).await,
+        Ok(addrs) => {
+            dial::connect(
+                &request.destination,
+                &addrs,
+                limits.connect_timeout,
+                |a, p| gate.names_exactly(a, p),
+            )
+            .await
+        }
+        Err(error) => Err(error),
+    };
+    let dialed = match dialed {
         Err(error @ (dial::DialError::Special { .. } | dial::DialError::Denied { .. })) => {
             record(
                 &decided,
@@ -172,7 +183,7 @@ async fn proxy(
             refuse(client, &request, &error.to_string()).await;
             return;
         }
-        Err(error) => Err(error),
+        other => other,
     };
     // Allowed, but not reached (no answer from the resolver or from any screened address).
     let (upstream, address) = match dialed {

@@ -1,9 +1,13 @@
 //! Reaching an allowed destination: resolving its name once, screening every address
-//! (a special address only when an allow rule names it exactly), and connecting to the first
-//! address that passes and answers.
+//! (a special address, or one of this host's own, only when an allow rule names it
+//! exactly), and connecting to the first address that passes and answers.
 //!
 //! The address screened is the address connected to: this module never resolves twice and
-//! never connects to an address it has not screened.
+//! never connects to an address it has not screened. An address of this host's is found
+//! before connecting ([`is_this_hosts`]: one a socket can be bound to) and, where the
+//! kernel binds any address, once connected (the connection's two ends share it): the
+//! proxy runs on the host, so its connections to the host's public address would reach
+//! every service listening on all addresses, which no name rule may.
 
 use legate_supervisor::network::{Destination, Host, Special, special};
 use std::net::{IpAddr, SocketAddr};
@@ -67,11 +71,13 @@ pub(crate) struct Screened {
 
 /// Screens resolved addresses: each is made canonical (an IPv4-mapped address becomes its
 /// IPv4 address, which is then the one connected to), duplicates are dropped, and a special
-/// address is permitted only when `names_exactly` says an allow rule names it.
+/// address, or one `this_host` says is this host's, is permitted only when `names_exactly`
+/// says an allow rule names it.
 pub(crate) fn screen(
     addrs: impl IntoIterator<Item = SocketAddr>,
     names_exactly: impl Fn(IpAddr, u16) -> bool,
     denies: impl Fn(IpAddr, u16) -> Option<String>,
+    this_host: impl Fn(IpAddr) -> bool,
 ) -> Screened {
     let mut out = Screened::default();
     for addr in addrs {
@@ -86,7 +92,9 @@ pub(crate) fn screen(
             out.denied.push((addr, rule));
             continue;
         }
-        match special(addr.ip()) {
+        let class =
+            special(addr.ip()).or_else(|| this_host(addr.ip()).then_some(Special::ThisHost));
+        match class {
             Some(class) if !names_exactly(addr.ip(), addr.port()) => {
                 out.refused.push((addr, class));
             }
@@ -94,6 +102,21 @@ pub(crate) fn screen(
         }
     }
     out
+}
+
+/// Whether `ip` (a global address: the special ones are screened before) is one of this
+/// host's: a socket may be bound to it. Where the kernel lets a socket bind any address
+/// (`net.ipv4.ip_nonlocal_bind`, `net.ipv6.ip_nonlocal_bind`), `false`: [`connect`] then
+/// finds such an address once connected.
+pub(crate) fn is_this_hosts(ip: IpAddr) -> bool {
+    let sysctl = match ip {
+        IpAddr::V4(_) => "/proc/sys/net/ipv4/ip_nonlocal_bind",
+        IpAddr::V6(_) => "/proc/sys/net/ipv6/ip_nonlocal_bind",
+    };
+    if std::fs::read(sysctl).is_ok_and(|v| v.trim_ascii() != b"0") {
+        return false;
+    }
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// Resolves `dest` once (an IP literal is used as given), bounded by `timeout`.
@@ -130,7 +153,12 @@ pub(crate) async fn addresses(
     names_exactly: impl Fn(IpAddr, u16) -> bool,
     denies: impl Fn(IpAddr, u16) -> Option<String>,
 ) -> Result<Vec<SocketAddr>, DialError> {
-    let screened = screen(resolve(dest, timeout).await?, names_exactly, denies);
+    let screened = screen(
+        resolve(dest, timeout).await?,
+        names_exactly,
+        denies,
+        is_this_hosts,
+    );
     if !screened.permitted.is_empty() {
         if !screened.refused.is_empty() || !screened.denied.is_empty() {
             tracing::info!(
@@ -177,14 +205,28 @@ pub(crate) async fn addresses(
     })
 }
 
-/// Connects to the first of `addrs` that answers, each attempt bounded by `timeout`.
+/// Connects to the first of `addrs` (screened for `dest`) that answers, each attempt
+/// bounded by `timeout`. A connection that reached this host (its two ends share the
+/// address: the kernel delivered it locally) to an address no rule names exactly is closed
+/// at once and the next address tried; when that is all there was, `Special` (a refusal).
 pub(crate) async fn connect(
+    dest: &Destination,
     addrs: &[SocketAddr],
     timeout: Duration,
+    names_exactly: impl Fn(IpAddr, u16) -> bool,
 ) -> Result<(TcpStream, SocketAddr), DialError> {
     let mut last = None;
+    let mut this_host = Vec::new();
     for &address in addrs {
         let why = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
+            Ok(Ok(stream))
+                if reached_this_host(&stream, address)
+                    && !names_exactly(address.ip(), address.port()) =>
+            {
+                tracing::info!(%address, "a connection reached this host: closed");
+                this_host.push(address);
+                continue;
+            }
             Ok(Ok(stream)) => return Ok((stream, address)),
             Ok(Err(error)) => error.to_string(),
             Err(_) => format!("no answer within {timeout:?}"),
@@ -192,10 +234,31 @@ pub(crate) async fn connect(
         tracing::debug!(%address, why, "connect attempt failed");
         last = Some(DialError::Connect { address, why });
     }
+    if !this_host.is_empty() {
+        return Err(DialError::Special {
+            host: dest.host.to_string(),
+            classes: Special::ThisHost.as_str().to_string(),
+            addresses: this_host
+                .iter()
+                .map(|a| a.ip().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
     Err(last.unwrap_or(DialError::Resolve {
         host: String::new(),
         why: "no address to connect to".into(),
     }))
+}
+
+/// Whether `stream`, connected to `address`, was delivered by this host to itself: its
+/// local end has the address it connected to (the kernel picks a local destination as its
+/// own source). An end that cannot be read counts as this host's.
+fn reached_this_host(stream: &TcpStream, address: SocketAddr) -> bool {
+    match stream.local_addr() {
+        Ok(local) => local.ip().to_canonical() == address.ip().to_canonical(),
+        Err(_) => true,
+    }
 }
 
 #[cfg(test)]
@@ -223,6 +286,7 @@ mod tests {
             ],
             exact,
             |_, _| None,
+            |_| false,
         );
         assert_eq!(
             s.permitted,
@@ -243,9 +307,19 @@ mod tests {
 
     #[test]
     fn the_exact_check_sees_the_port() {
-        let s = screen([sa("127.0.0.1:81")], |_, port| port == 80, |_, _| None);
+        let s = screen(
+            [sa("127.0.0.1:81")],
+            |_, port| port == 80,
+            |_, _| None,
+            |_| false,
+        );
         assert!(s.permitted.is_empty());
-        let s = screen([sa("127.0.0.1:80")], |_, port| port == 80, |_, _| None);
+        let s = screen(
+            [sa("127.0.0.1:80")],
+            |_, port| port == 80,
+            |_, _| None,
+            |_| false,
+        );
         assert_eq!(s.permitted, vec![sa("127.0.0.1:80")]);
     }
 
@@ -263,12 +337,128 @@ mod tests {
             ],
             |_, _| false,
             deny,
+            |_| false,
         );
         assert_eq!(s.permitted, vec![sa("93.184.215.15:443")]);
         assert_eq!(
             s.denied,
             vec![(sa("93.184.215.14:443"), "network.deny[0]".to_string())]
         );
+    }
+
+    /// A global address of this host's is refused as any special one: unless a rule names
+    /// it exactly.
+    #[test]
+    fn an_address_of_this_hosts_is_refused_unless_named_exactly() {
+        let mine = |ip: IpAddr| ip == "93.184.215.14".parse::<IpAddr>().unwrap();
+        let addrs = [sa("93.184.215.14:5432"), sa("93.184.215.15:5432")];
+        let s = screen(addrs, |_, _| false, |_, _| None, mine);
+        assert_eq!(s.permitted, vec![sa("93.184.215.15:5432")]);
+        assert_eq!(
+            s.refused,
+            vec![(sa("93.184.215.14:5432"), Special::ThisHost)]
+        );
+        let s = screen(addrs, |_, port| port == 5432, |_, _| None, mine);
+        assert_eq!(s.permitted, addrs.to_vec());
+    }
+
+    /// This host's addresses are the ones a socket can be bound to; a global address no
+    /// machine here holds is not one (unless the kernel binds any, where this says no).
+    #[test]
+    fn this_hosts_addresses_are_the_bindable_ones() {
+        let binds_any = std::fs::read("/proc/sys/net/ipv4/ip_nonlocal_bind")
+            .is_ok_and(|v| v.trim_ascii() != b"0");
+        assert_eq!(is_this_hosts("127.0.0.1".parse().unwrap()), !binds_any);
+        assert!(!is_this_hosts("8.8.8.8".parse().unwrap()));
+    }
+
+    /// Once connected, a connection the kernel delivered to this host (here to a listener
+    /// on its loopback, as it would to its public address) is closed and refused unless a
+    /// rule names the address exactly: the check behind the screening, where the kernel
+    /// binds any address.
+    #[tokio::test]
+    async fn a_connection_that_reached_this_host_is_closed_unless_named_exactly() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let dest = Destination::new(Host::Name("db.example".into()), address.port());
+        let err = connect(&dest, &[address], Duration::from_secs(5), |_, _| false)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "db.example resolves only to this host's addresses (127.0.0.1), which no rule names exactly"
+            )
+        );
+        let (_, reached) = connect(&dest, &[address], Duration::from_secs(5), |_, _| true)
+            .await
+            .unwrap();
+        assert_eq!(reached, address);
+    }
+
+    /// Set for the run of [`inside_a_namespace_with_a_global_address`] that the outer test
+    /// starts inside the namespace.
+    const INNER: &str = "LEGATE_EGRESS_TEST_THIS_HOST";
+
+    /// In a network namespace of its own where this host holds a global address (8.8.4.4,
+    /// on one end of a veth pair), a destination at that address, allowed by a name rule, is
+    /// refused as this host's before any connection, and permitted when a rule names it
+    /// exactly: the screening as the proxy runs it. Skipped where this process may not make
+    /// a network namespace (`unshare`, `ip`, root).
+    #[test]
+    fn a_global_address_of_this_hosts_is_refused_before_connecting() {
+        if std::env::var_os(INNER).is_some() {
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let script = "ip link add v0 type veth peer name v1 && ip addr add 8.8.4.4/32 dev v0 && \
+                      ip link set v0 up && exec \"$0\" --exact \
+                      dial::tests::inside_a_namespace_with_a_global_address --nocapture";
+        let out = std::process::Command::new("unshare")
+            .args(["--net", "sh", "-c", script])
+            .arg(&exe)
+            .env(INNER, "1")
+            .output();
+        let out = match out {
+            Ok(out) if out.status.success() => out,
+            Ok(out) if String::from_utf8_lossy(&out.stderr).contains("unshare failed") => {
+                eprintln!("skipped: no network namespace here");
+                return;
+            }
+            Ok(out) => panic!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => {
+                eprintln!("skipped: unshare could not run ({e})");
+                return;
+            }
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("checked inside"), "{text}");
+    }
+
+    /// The inner half of [`a_global_address_of_this_hosts_is_refused_before_connecting`].
+    #[tokio::test]
+    async fn inside_a_namespace_with_a_global_address() {
+        if std::env::var_os(INNER).is_none() {
+            return;
+        }
+        assert!(is_this_hosts("8.8.4.4".parse().unwrap()));
+        let dest = Destination::new(Host::Ip("8.8.4.4".parse().unwrap()), 443);
+        let err = addresses(&dest, Duration::from_secs(1), |_, _| false, |_, _| None)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "8.8.4.4 resolves only to this host's addresses (8.8.4.4), which no rule names exactly"
+        );
+        let named = addresses(&dest, Duration::from_secs(1), |_, _| true, |_, _| None)
+            .await
+            .unwrap();
+        assert_eq!(named, vec![sa("8.8.4.4:443")]);
+        println!("checked inside");
     }
 
     #[tokio::test]

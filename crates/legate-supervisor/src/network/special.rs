@@ -29,6 +29,11 @@ pub enum Special {
     Unspecified,
     /// `255.255.255.255`.
     Broadcast,
+    /// An address of this host's own (a global one on one of its interfaces): through it
+    /// every service that listens on all of the host's addresses would be reached.
+    /// [`special`] never says so (it is pure); the egress proxy finds it when it screens an
+    /// address, and again once connected.
+    ThisHost,
     /// Any other address that is not global unicast: `240.0.0.0/4`, `192.0.0.0/24`,
     /// documentation (`192.0.2.0/24`, `198.51.100.0/24`, `203.0.113.0/24`, `2001:db8::/32`),
     /// benchmarking `198.18.0.0/15`, `2001::/23`, site-local `fec0::/10`, and every IPv6
@@ -47,6 +52,7 @@ impl Special {
             Special::Multicast => "multicast",
             Special::Unspecified => "unspecified",
             Special::Broadcast => "broadcast",
+            Special::ThisHost => "this host's",
             Special::Reserved => "reserved",
         }
     }
