@@ -4,8 +4,8 @@
 //!
 //! The address screened is the address connected to: this module never resolves twice and
 //! never connects to an address it has not screened. An address of this host's is found
-//! before connecting ([`is_this_hosts`]: one a socket can be bound to) and, where the
-//! kernel binds any address, once connected (the connection's two ends share it): the
+//! before connecting ([`is_this_hosts`]: one the kernel routes to itself) and again once
+//! connected (the connection's two ends share it): the
 //! proxy runs on the host, so its connections to the host's public address would reach
 //! every service listening on all addresses, which no name rule may.
 
@@ -105,18 +105,30 @@ pub(crate) fn screen(
 }
 
 /// Whether `ip` (a global address: the special ones are screened before) is one of this
-/// host's: a socket may be bound to it. Where the kernel lets a socket bind any address
-/// (`net.ipv4.ip_nonlocal_bind`, `net.ipv6.ip_nonlocal_bind`), `false`: [`connect`] then
-/// finds such an address once connected.
+/// host's: the kernel routes it locally, so that a socket pointed at it takes it as its own
+/// source (a UDP socket's `connect` sends nothing). The IPv4 address a NAT64 address
+/// (`64:ff9b::/96`) carries is asked for too. An address this host cannot route to is not
+/// its own; a socket that cannot be made counts it as this host's (refused, and said).
 pub(crate) fn is_this_hosts(ip: IpAddr) -> bool {
-    let sysctl = match ip {
-        IpAddr::V4(_) => "/proc/sys/net/ipv4/ip_nonlocal_bind",
-        IpAddr::V6(_) => "/proc/sys/net/ipv6/ip_nonlocal_bind",
+    let local = |ip: IpAddr| {
+        let unspecified: IpAddr = match ip {
+            IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        };
+        let Ok(socket) = std::net::UdpSocket::bind(SocketAddr::new(unspecified, 0)) else {
+            return true;
+        };
+        socket.connect(SocketAddr::new(ip, 9)).is_ok()
+            && socket.local_addr().is_ok_and(|own| own.ip() == ip)
     };
-    if std::fs::read(sysctl).is_ok_and(|v| v.trim_ascii() != b"0") {
-        return false;
-    }
-    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+    let nat64 = match ip {
+        IpAddr::V6(v6) if v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0] => {
+            let [.., a, b, c, d] = v6.octets();
+            Some(IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d)))
+        }
+        _ => None,
+    };
+    local(ip.to_canonical()) || nat64.is_some_and(local)
 }
 
 /// Resolves `dest` once (an IP literal is used as given), bounded by `timeout`.
@@ -362,14 +374,14 @@ mod tests {
         assert_eq!(s.permitted, addrs.to_vec());
     }
 
-    /// This host's addresses are the ones a socket can be bound to; a global address no
-    /// machine here holds is not one (unless the kernel binds any, where this says no).
+    /// This host's addresses are the ones it routes to itself; a global address no machine
+    /// here holds is not one, in either form.
     #[test]
-    fn this_hosts_addresses_are_the_bindable_ones() {
-        let binds_any = std::fs::read("/proc/sys/net/ipv4/ip_nonlocal_bind")
-            .is_ok_and(|v| v.trim_ascii() != b"0");
-        assert_eq!(is_this_hosts("127.0.0.1".parse().unwrap()), !binds_any);
+    fn this_hosts_addresses_are_the_ones_it_routes_to_itself() {
+        assert!(is_this_hosts("127.0.0.1".parse().unwrap()));
+        assert!(is_this_hosts("64:ff9b::127.0.0.1".parse().unwrap()));
         assert!(!is_this_hosts("8.8.8.8".parse().unwrap()));
+        assert!(!is_this_hosts("64:ff9b::8.8.8.8".parse().unwrap()));
     }
 
     /// Once connected, a connection the kernel delivered to this host (here to a listener
@@ -446,6 +458,7 @@ mod tests {
             return;
         }
         assert!(is_this_hosts("8.8.4.4".parse().unwrap()));
+        assert!(is_this_hosts("64:ff9b::8.8.4.4".parse().unwrap()));
         let dest = Destination::new(Host::Ip("8.8.4.4".parse().unwrap()), 443);
         let err = addresses(&dest, Duration::from_secs(1), |_, _| false, |_, _| None)
             .await

@@ -126,7 +126,7 @@ impl Ops for RealOps {
     }
 
     fn fill(&mut self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-        let mut f = no_links::open_truncated(path)?;
+        let mut f = no_links::open_fresh(path)?;
         f.write_all(bytes)?;
         f.set_permissions(fs::Permissions::from_mode(mode))
     }

@@ -21,13 +21,15 @@ use std::io;
 use std::path::Path;
 use std::sync::OnceLock;
 
-/// `/`, held once: every path is resolved beneath it with no symlink followed.
+/// `/`, held once opened: every path is resolved beneath it with no symlink followed. A
+/// failure to open it is not kept: the next call tries again.
 fn slash() -> io::Result<&'static Root> {
-    static SLASH: OnceLock<Option<Root>> = OnceLock::new();
-    SLASH
-        .get_or_init(|| Root::open(Path::new("/")).ok())
-        .as_ref()
-        .ok_or_else(|| io::Error::other("the root directory could not be opened"))
+    static SLASH: OnceLock<Root> = OnceLock::new();
+    if let Some(root) = SLASH.get() {
+        return Ok(root);
+    }
+    let root = Root::open(Path::new("/")).map_err(to_io)?;
+    Ok(SLASH.get_or_init(|| root))
 }
 
 /// A refusal or a failed call as an `io::Error` of the same kind (a refusal: `Other`).
@@ -72,9 +74,20 @@ pub(crate) fn create_new(path: &Path, mode: u32) -> io::Result<File> {
     open_at(path, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL, mode)
 }
 
-/// Opens the existing file `path` for writing, cut to nothing.
-pub(crate) fn open_truncated(path: &Path) -> io::Result<File> {
-    open_at(path, OFlags::WRONLY | OFlags::TRUNC, 0)
+/// Opens the file `path` for writing, refusing it unless it is what [`create_new`] just
+/// made there: a regular file with one link and nothing in it. Nothing is cut on the open, so
+/// a hard link to another file planted at that name meanwhile (by another writer of the
+/// project) is refused before a byte of it changes.
+pub(crate) fn open_fresh(path: &Path) -> io::Result<File> {
+    let file = open_at(path, OFlags::WRONLY, 0)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || std::os::unix::fs::MetadataExt::nlink(&meta) != 1 || meta.len() != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} is not the empty file just made there", path.display()),
+        ));
+    }
+    Ok(file)
 }
 
 /// Opens the file or directory `path` for reading (to sync it). A FIFO is not waited on.
@@ -164,9 +177,14 @@ mod tests {
         assert!(open_read(&base.join("link")).is_err());
         remove_file(&base.join("link")).unwrap();
         assert!(outside.is_dir());
-        // A real path works.
-        let mut f = create_new(&base.join("real/a.txt"), 0o600).unwrap();
+        // A real path works; a fresh file opens again, one with content or a second link not.
+        drop(create_new(&base.join("real/a.txt"), 0o600).unwrap());
+        let mut f = open_fresh(&base.join("real/a.txt")).unwrap();
         std::io::Write::write_all(&mut f, b"x").unwrap();
+        assert!(open_fresh(&base.join("real/a.txt")).is_err());
+        drop(create_new(&base.join("real/e.txt"), 0o600).unwrap());
+        std::fs::hard_link(base.join("real/e.txt"), base.join("real/f.txt")).unwrap();
+        assert!(open_fresh(&base.join("real/e.txt")).is_err());
         rename_within(&base.join("real/a.txt"), &base.join("real/b.txt")).unwrap();
         assert_eq!(std::fs::read(base.join("real/b.txt")).unwrap(), b"x");
         assert!(metadata(&base.join("real/a.txt")).unwrap().is_none());

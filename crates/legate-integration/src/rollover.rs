@@ -415,6 +415,6 @@ fn sync_dirs(intent: &Intent) {
         }
     }
     for d in dirs {
-        let _ = journal::sync_dir(&d);
+        let _ = no_links::open_read(&d).and_then(|f| f.sync_all());
     }
 }

@@ -260,7 +260,7 @@ pub fn chunk(
     let text = std::str::from_utf8(bytes).map_err(|_| {
         Error::new(
             ErrorCode::UnsupportedPatchEncoding,
-            "the patch holds a text change with bytes that are not UTF-8; mark such files `binary` in .gitattributes to get a binary patch",
+            "the patch holds a text change with bytes that are not UTF-8; mark such files `binary` in the project's .gitattributes before the task (a copy's own are not read) to get a binary patch",
         )
     })?;
     let total = text.len();

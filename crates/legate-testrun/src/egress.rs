@@ -40,6 +40,11 @@ impl std::fmt::Debug for TestEgress {
 /// How long in-flight connections get to close and be recorded once the command ended.
 const GRACE: Duration = Duration::from_secs(2);
 
+/// How many connections a test's evidence keeps: the first ones, the rest only counted. A
+/// command looping on refused `CONNECT`s makes thousands a second for up to its timeout,
+/// and each kept record is held in Legate's memory, then stored in the test's evidence.
+pub(crate) const KEPT: usize = 1_000;
+
 /// A request decided and not yet recorded.
 #[derive(Debug)]
 struct Open {
@@ -52,6 +57,19 @@ struct Open {
 struct Kept {
     open: HashMap<String, Open>,
     records: Vec<ConnectionEvent>,
+    /// Records past [`KEPT`], counted and not kept.
+    not_kept: u64,
+}
+
+impl Kept {
+    /// Keeps `record` within [`KEPT`]; past it, counts it.
+    fn keep(&mut self, record: ConnectionEvent) {
+        if self.records.len() < KEPT {
+            self.records.push(record);
+        } else {
+            self.not_kept += 1;
+        }
+    }
 }
 
 /// The caller's gate, keeping every record (and every request still open) as evidence.
@@ -94,7 +112,7 @@ impl Gate for Recording {
         {
             let mut kept = self.kept();
             kept.open.remove(&record.id);
-            kept.records.push(record.clone());
+            kept.keep(record.clone());
         }
         self.inner.record(record);
     }
@@ -166,9 +184,10 @@ impl Serving {
 
     /// Once the command ended: lets the connections still open close and be recorded (for
     /// at most a grace period), stops the proxy, waits for it to end (its listener closed),
-    /// and returns every connection, in the order recorded. A connection still open after
-    /// the grace period is cut and listed with its decision and no byte counts.
-    pub(crate) fn finish(mut self) -> Vec<ConnectionEvent> {
+    /// and returns the connections in the order recorded, the first [`KEPT`] of them, and
+    /// how many more there were. A connection still open after the grace period is cut and
+    /// listed with its decision and no byte counts.
+    pub(crate) fn finish(mut self) -> (Vec<ConnectionEvent>, u64) {
         let until = Instant::now() + GRACE;
         while !self.recording.kept().open.is_empty() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
@@ -183,7 +202,7 @@ impl Serving {
         let mut open: Vec<(String, Open)> = kept.open.drain().collect();
         open.sort_by(|a, b| a.0.cmp(&b.0));
         for (id, o) in open {
-            kept.records.push(ConnectionEvent {
+            kept.keep(ConnectionEvent {
                 id,
                 destination: o.destination,
                 address: None,
@@ -201,7 +220,7 @@ impl Serving {
                 credentials_injected: false,
             });
         }
-        std::mem::take(&mut kept.records)
+        (std::mem::take(&mut kept.records), kept.not_kept)
     }
 }
 
@@ -315,6 +334,33 @@ fetch(urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://1
         .unwrap()
     }
 
+    /// A command that asks for more connections than the evidence keeps: the first
+    /// [`KEPT`] are kept in order, the rest counted.
+    #[test]
+    fn past_the_kept_connections_the_rest_are_counted() {
+        let event = |n: usize| ConnectionEvent {
+            id: format!("c{n}"),
+            destination: "example.com:1".into(),
+            address: None,
+            method: "CONNECT".into(),
+            decision: Decision::Deny,
+            decider: Decider::Policy,
+            rule_id: None,
+            reason: "refused".into(),
+            sent: 0,
+            received: 0,
+            duration_ms: 0,
+            credentials_injected: false,
+        };
+        let mut kept = Kept::default();
+        for n in 0..KEPT + 10 {
+            kept.keep(event(n));
+        }
+        assert_eq!(kept.records.len(), KEPT);
+        assert_eq!(kept.records[KEPT - 1].id, format!("c{}", KEPT - 1));
+        assert_eq!(kept.not_kept, 10);
+    }
+
     #[test]
     fn a_granted_network_goes_through_the_proxy_and_every_connection_is_evidence() {
         if !Confinement::probe_network_namespace() || !Path::new("/usr/bin/python3").exists() {
@@ -350,6 +396,7 @@ fetch(urllib.request.build_opener(urllib.request.ProxyHandler({"http": "http://1
         assert_eq!(other_served.load(std::sync::atomic::Ordering::SeqCst), 0);
         assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
         assert_eq!(r.connections.len(), 3, "{:#?}", r.connections);
+        assert_eq!(r.connections_not_kept, 0);
         let to = |dest: &str| {
             r.connections
                 .iter()

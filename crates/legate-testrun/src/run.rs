@@ -79,6 +79,9 @@ pub struct TestRun {
     /// refused, in the order recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub connections: Vec<legate_core::ConnectionEvent>,
+    /// Connections past the first 1,000, which are counted here and not kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connections_not_kept: u64,
     /// What held of the command's isolation from Legate (hidden home, hidden processes,
     /// dies with Legate, capabilities dropped).
     #[serde(default)]
@@ -307,7 +310,7 @@ pub fn run_test_in(
     // the group, and the leader by its pid, before it reaped the leader.
     let duration_ms = started.elapsed().as_millis() as u64;
     // Nor does its proxy: its connections are recorded, then it stops.
-    let connections = serving
+    let (connections, connections_not_kept) = serving
         .map(crate::egress::Serving::finish)
         .unwrap_or_default();
     let (mut stdout, mut stderr, mut truncated) = (Vec::new(), Vec::new(), false);
@@ -343,6 +346,7 @@ pub fn run_test_in(
         confinement: confined.confinement.to_string(),
         network: confined.network.to_string(),
         connections,
+        connections_not_kept,
         isolation: confined.isolation,
         reads: confined.reads.to_string(),
         children: confined.children.to_string(),
@@ -355,6 +359,11 @@ fn lossy(bytes: Vec<u8>) -> String {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
+}
+
+/// For `skip_serializing_if`: a count of nothing is left out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

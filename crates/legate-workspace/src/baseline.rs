@@ -40,6 +40,19 @@ const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Attributes that make git treat every file as bytes.
 const ATTRIBUTES: &str = "* -text -eol -filter -ident -working-tree-encoding\n";
 
+/// The baseline's own attributes for a git of `version`: [`ATTRIBUTES`], and where the
+/// baseline's git cannot read attributes from its commit (`attr.tree`, before git 2.43),
+/// `diff` unset for every file too: the copy's work tree, where the agent writes, would
+/// otherwise choose which files diff as binary (`* -diff` hides every edit). On such a git
+/// a file marked `binary` in the project diffs by its bytes.
+fn attributes_for(version: Option<(u32, u32)>) -> String {
+    if version.is_some_and(|v| v >= crate::git_check::ATTR_TREE_VERSION) {
+        ATTRIBUTES.to_string()
+    } else {
+        format!("{ATTRIBUTES}* !diff\n")
+    }
+}
+
 /// What git leaves out of every copy's patch, whatever the project's own ignore files say:
 /// the skills staging directory, in every letter case, as a file or a directory (see
 /// `skills`), and the two files Legate stages for agy's tool controls, `.agents/hooks.json`
@@ -138,7 +151,8 @@ impl Baseline {
             .mode(0o700)
             .create(&info)
             .map_err(|e| fail("get info/", e))?;
-        fs::write(info.join("attributes"), ATTRIBUTES)
+        let attributes = attributes_for(crate::git_check::git_version());
+        fs::write(info.join("attributes"), attributes)
             .map_err(|e| fail("write its attributes", e))?;
         fs::write(info.join("exclude"), EXCLUDE).map_err(|e| fail("write its excludes", e))?;
         if let Some(objects) = &borrow {
@@ -380,4 +394,17 @@ pub(crate) fn source_repo(source: &Path) -> Option<SourceRepo> {
             .map(|m| m.is_dir())
             .unwrap_or(false);
     ok.then_some(SourceRepo { objects, index })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_git_without_attr_tree_gets_diff_unset_for_every_file() {
+        assert_eq!(attributes_for(Some((2, 43))), ATTRIBUTES);
+        assert_eq!(attributes_for(Some((3, 0))), ATTRIBUTES);
+        assert!(attributes_for(Some((2, 42))).ends_with("* !diff\n"));
+        assert!(attributes_for(None).ends_with("* !diff\n"));
+    }
 }

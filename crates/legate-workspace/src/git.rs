@@ -10,7 +10,7 @@
 //! - [`Git::private`] runs on a private baseline under `$LEGATE_HOME`: no system or global
 //!   config, `HOME` pointing at a private empty directory, no hooks, no fsmonitor, no
 //!   autocrlf, a fixed identity and date, attributes read from the baseline's commit rather
-//!   than the copy (git 2.44 and later). Files are bytes: line endings are never converted.
+//!   than the copy (git 2.43 and later). Files are bytes: line endings are never converted.
 //!
 //! This module must never run git through a shell, inherit `GIT_DIR`/`GIT_WORK_TREE`/
 //! `GIT_CONFIG_*` from Legate's environment, or let a repository's config choose a program.
@@ -46,11 +46,11 @@ const PRIVATE_CONFIG: &[&str] = &[
     "diff.noprefix=false",
     "diff.mnemonicPrefix=false",
     "init.defaultBranch=baseline",
-    // Attributes from the baseline's commit (git 2.44 and later), not from the copy's work
+    // Attributes from the baseline's commit (git 2.43 and later), not from the copy's work
     // tree, where the agent writes: a `.gitattributes` of its own (`* -diff`, ignored by a
     // `.gitignore` that ignores itself too) would show its edits as binary in every preview.
     // A tree that does not resolve yet (a baseline being made) reads the work tree's; older
-    // gits ignore the setting.
+    // gits ignore the setting, and their baselines unset `diff` instead (`baseline`).
     "attr.tree=HEAD",
 ];
 

@@ -76,6 +76,22 @@ pub fn require_git_version() -> Result<(), Error> {
     }
 }
 
+/// The first git whose `attr.tree` setting reads attributes from a tree instead of the work
+/// tree (`git::PRIVATE_CONFIG` sets it for baselines).
+pub(crate) const ATTR_TREE_VERSION: (u32, u32) = (2, 43);
+
+/// The major and minor of the git on `PATH`, asked once per process (`None` when it
+/// cannot say).
+pub(crate) fn git_version() -> Option<(u32, u32)> {
+    static VERSION: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        Git::source(Path::new("/"))
+            .run(&["--version"])
+            .ok()
+            .and_then(|out| parse_version(&String::from_utf8_lossy(&out)))
+    })
+}
+
 /// The major and minor of `git version 2.43.0` (also `2.39.3 (Apple Git-146)`,
 /// `2.45.1.windows.1`).
 fn parse_version(text: &str) -> Option<(u32, u32)> {

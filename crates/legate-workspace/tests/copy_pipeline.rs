@@ -328,8 +328,6 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
     assert_eq!(err.code, ErrorCode::UnsafePath);
 }
 
-/// The EOL/BOM matrix through the real pipeline: a project whose `.gitattributes` asks for
-/// conversions, copied, edited, previewed and integrated.
 /// The bytes of the files under `dir`, by their sizes.
 fn bytes_under(dir: &Path) -> u64 {
     let mut total = 0;
@@ -397,7 +395,8 @@ fn a_copy_past_its_limits_is_refused_before_it_is_staged() {
 
 /// A hostile agent's own `.gitattributes` (`* -diff`), hidden from the patch by a
 /// `.gitignore` that ignores both files, does not turn its edits into binary hunks: the
-/// preview's attributes come from the baseline's commit (git 2.44 and later), and the edit
+/// preview's attributes come from the baseline's commit (git 2.43 and later; before, the
+/// baseline unsets `diff` for every file, and git decides by the bytes), and the edit
 /// is read as text. Before, every changed file showed as `GIT binary patch`.
 #[test]
 fn an_agents_own_attributes_do_not_hide_its_edits_from_the_preview() {
@@ -413,8 +412,8 @@ fn an_agents_own_attributes_do_not_hide_its_edits_from_the_preview() {
                 .then_some(minor)
                 .or((major > 2).then_some(u32::MAX))
         });
-    if minor.is_none_or(|m| m < 44) {
-        eprintln!("skipped: git before 2.44 reads attributes from the copy ({version:?})");
+    if minor.is_none_or(|m| m < 32) {
+        eprintln!("skipped: git before 2.32 makes no copies ({version:?})");
         return;
     }
     let f = Fixture::new(&[("src/a.rs", b"fn a() {}\n")]);
@@ -437,6 +436,8 @@ fn an_agents_own_attributes_do_not_hide_its_edits_from_the_preview() {
     assert!(text.contains("+fn evil() {}"), "{text}");
 }
 
+/// The EOL/BOM matrix through the real pipeline: a project whose `.gitattributes` asks for
+/// conversions, copied, edited, previewed and integrated.
 #[test]
 fn line_endings_and_boms_survive_the_whole_pipeline() {
     type Case<'a> = (&'a str, &'a [u8], &'a [u8], Result<&'a [u8], ErrorCode>);

@@ -252,6 +252,12 @@ fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
     for c in &e.connections {
         out!("  connection {}", c.describe())?;
     }
+    if e.connections_not_kept > 0 {
+        out!(
+            "  … and {} more connections, counted and not kept",
+            e.connections_not_kept
+        )?;
+    }
     if let Some(err) = &e.error {
         out!("{}: {}", err.code, err.message)?;
     }

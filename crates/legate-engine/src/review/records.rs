@@ -76,6 +76,9 @@ pub struct TestEvidence {
     /// allowed or refused and by which rule, bytes each way, how long.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub connections: Vec<legate_core::ConnectionEvent>,
+    /// Connections past the first 1,000 the runner keeps, counted and not kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connections_not_kept: u64,
     /// What held of the command's isolation from Legate (`None` for client reports and for
     /// records made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,6 +93,11 @@ pub struct TestEvidence {
     /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Error>,
+}
+
+/// For `skip_serializing_if`: a count of nothing is left out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub(super) fn not_enforced() -> String {

@@ -216,6 +216,9 @@ pub struct TestRecordOut {
     /// allowed or refused and by which rule, bytes each way, how long. Absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub connections: Vec<legate_core::ConnectionEvent>,
+    /// Connections past the first 1,000, counted and not listed. Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub connections_not_kept: u64,
     /// What sandbox held: the selection enforced (or null), the policy sha256 it was
     /// checked against, the Landlock ABI, reads, network rules, child processes (null for
     /// client reports).
@@ -249,6 +252,7 @@ impl TestRecordOut {
             confinement: e.confinement.clone(),
             network: e.network.clone(),
             connections: e.connections.clone(),
+            connections_not_kept: e.connections_not_kept,
             sandbox: e.sandbox.clone(),
             recorded_at: e.recorded_at,
             test_error: e.error.as_ref().map(ErrorBody::from),
@@ -337,4 +341,9 @@ pub struct DiscardOut {
     pub copy_directory: String,
     /// When (milliseconds since the epoch).
     pub discarded_at: i64,
+}
+
+/// For `skip_serializing_if`: a count of nothing is left out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
