@@ -11,12 +11,13 @@
 //! changed file through that the secret policy blocks (`BLOCKED_FILE_DETECTED`), accept a
 //! symlink or submodule in the result (`UNSAFE_PATH`), or pass the change limit
 //! (`CHANGE_LIMIT_EXCEEDED`), nor stage a copy past its limits (`legate_workspace`'s
-//! `check_stageable`, before staging; `check_staged_tree`, before any blob is read).
+//! `check_stageable`, before staging; `stage_tree_within`, while git writes and before any
+//! blob is read).
 
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
     Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPatterns,
-    check_stageable, check_staged_tree, parse_raw, sha256_hex, split_z, stage_tree,
+    check_stageable, parse_raw, sha256_hex, split_z, stage_tree_within,
 };
 use serde::{Deserialize, Serialize};
 
@@ -30,8 +31,7 @@ pub fn preview(
     limits: &CopyLimits,
 ) -> Result<Preview, Error> {
     check_stageable(baseline, limits)?;
-    let tree = stage_tree(baseline)?;
-    check_staged_tree(baseline, &tree, limits)?;
+    let tree = stage_tree_within(baseline, limits)?;
     let git = baseline.git();
     let raw = git.run(&[DIFF, &["--raw", "-z", "--no-abbrev", "HEAD", &tree]].concat())?;
     let mut files = parse_raw(&raw)?;
@@ -181,7 +181,7 @@ fn check_blocked(
 /// (`check_stageable`): the agent wrote more than a copy may hold.
 pub fn read_only_changes(baseline: &Baseline, limits: &CopyLimits) -> Result<Vec<String>, Error> {
     check_stageable(baseline, limits)?;
-    let tree = stage_tree(baseline)?;
+    let tree = stage_tree_within(baseline, limits)?;
     let git = baseline.git();
     let start = if baseline
         .git_dir()

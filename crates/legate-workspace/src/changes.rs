@@ -121,6 +121,16 @@ pub const PATCH_DIFF: &[&str] = &[
 
 /// Stages the copy's current state into a scratch index and returns its tree id.
 pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
+    stage_tree_with(baseline, None, None)
+}
+
+/// [`stage_tree`], its new objects written into `apart` (the baseline's own read as its
+/// alternate) when given, and `git add` stopped when `watch` answers an error.
+pub(crate) fn stage_tree_with(
+    baseline: &Baseline,
+    apart: Option<&std::path::Path>,
+    watch: Option<crate::git_run::Watch<'_>>,
+) -> Result<String, Error> {
     let scratch = scratch_index(baseline)?;
     let index = baseline.git_dir().join("index");
     let unreadable =
@@ -136,8 +146,11 @@ pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
     scratch.as_file().set_modified(written).map_err(|e| {
         Error::caused_by(ErrorCode::Internal, "a scratch index could not be made", e)
     })?;
-    let git = baseline.git().with_index(scratch.path());
-    git.run(&["add", "--all"])?;
+    let mut git = baseline.git().with_index(scratch.path());
+    if let Some(apart) = apart {
+        git = git.with_objects_apart(apart, &baseline.git_dir().join("objects"));
+    }
+    git.run_watched(&["add", "--all"], None, watch)?;
     let tree = git.run(&["write-tree"])?;
     Ok(String::from_utf8_lossy(&tree).trim().to_string())
 }

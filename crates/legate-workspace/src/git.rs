@@ -74,6 +74,9 @@ pub struct Git {
     buffered: bool,
     /// `GIT_ALLOC_LIMIT`: the largest allocation git may make (applying a hostile patch).
     alloc_limit: Option<u64>,
+    /// `GIT_OBJECT_DIRECTORY` and, as its one alternate, the repository's own objects: new
+    /// objects are written apart (a staging that may be refused), the old ones still read.
+    objects: Option<(PathBuf, PathBuf)>,
 }
 
 impl Git {
@@ -87,6 +90,7 @@ impl Git {
             index: None,
             buffered: false,
             alloc_limit: None,
+            objects: None,
         }
     }
 
@@ -101,6 +105,7 @@ impl Git {
             index: None,
             buffered: false,
             alloc_limit: None,
+            objects: None,
         }
     }
 
@@ -116,6 +121,13 @@ impl Git {
     pub(crate) fn with_index(&self, index: &Path) -> Self {
         let mut g = self.clone();
         g.index = Some(index.to_path_buf());
+        g
+    }
+
+    /// Writing new objects into `new`, reading the old ones from `existing` (its alternate).
+    pub(crate) fn with_objects_apart(&self, new: &Path, existing: &Path) -> Self {
+        let mut g = self.clone();
+        g.objects = Some((new.to_path_buf(), existing.to_path_buf()));
         g
     }
 
@@ -179,6 +191,10 @@ impl Git {
         if let Some(limit) = self.alloc_limit {
             cmd.env("GIT_ALLOC_LIMIT", limit.to_string());
         }
+        if let Some((new, existing)) = &self.objects {
+            cmd.env("GIT_OBJECT_DIRECTORY", new)
+                .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", existing);
+        }
         cmd.arg("-C").arg(&self.cwd);
         for c in SAFE_CONFIG {
             cmd.arg("-c").arg(c);
@@ -223,9 +239,19 @@ impl Git {
     /// Runs git with `input` on stdin, within the bounds of `git_run` (its own process group,
     /// a time limit, its end proven; `GIT_CLEANUP_UNVERIFIED` and a blocked copy otherwise).
     pub(crate) fn run_input(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Error> {
+        self.run_watched(args, input, None)
+    }
+
+    /// [`Git::run_input`], stopped early when `watch` answers an error (that error).
+    pub(crate) fn run_watched(
+        &self,
+        args: &[&str],
+        input: Option<&[u8]>,
+        watch: Option<crate::git_run::Watch<'_>>,
+    ) -> Result<Vec<u8>, Error> {
         let what = args.first().copied().unwrap_or("");
         let baseline = self.git_dir.as_deref().and_then(Path::parent);
-        let out = crate::git_run::run(self.command(args), input, what, baseline)?;
+        let out = crate::git_run::run_watched(self.command(args), input, what, baseline, watch)?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let last = stderr.lines().rev().find(|l| !l.trim().is_empty());

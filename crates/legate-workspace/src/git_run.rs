@@ -137,14 +137,23 @@ impl Ends {
     }
 }
 
-/// Runs `cmd` (git, with `input` on stdin) in its own process group within the bounds.
+/// How often a watched run asks its watch whether to stop.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// What a watch says of a run going on: `Some(error)` stops it (its group stopped and its
+/// end proven, as past the bound) and the run answers that error.
+pub(crate) type Watch<'a> = &'a dyn Fn() -> Option<Error>;
+
+/// Runs `cmd` (git, with `input` on stdin) in its own process group within the bounds,
+/// asking `watch`, when given, every [`WATCH_EVERY`] whether to stop git before it ends.
 /// `what` names the command in errors; `baseline` is the baseline directory to block when
 /// the end cannot be proven.
-pub(crate) fn run(
+pub(crate) fn run_watched(
     mut cmd: Command,
     input: Option<&[u8]>,
     what: &str,
     baseline: Option<&Path>,
+    watch: Option<Watch<'_>>,
 ) -> Result<Finished, Error> {
     use std::os::unix::process::CommandExt;
     let bounds = git_bounds();
@@ -181,7 +190,24 @@ pub(crate) fn run(
         let _ = tx.send(End::Exit(child.wait()));
     });
     let mut ends = Ends::default();
-    if ends.collect(&rx, Instant::now() + bounds.time_limit) {
+    let deadline = Instant::now() + bounds.time_limit;
+    let mut stopped_by = None;
+    let collected = loop {
+        let Some(watch) = watch else {
+            break ends.collect(&rx, deadline);
+        };
+        if ends.collect(&rx, deadline.min(Instant::now() + WATCH_EVERY)) {
+            break true;
+        }
+        if let Some(error) = watch() {
+            stopped_by = Some(error);
+            break false;
+        }
+        if Instant::now() >= deadline {
+            break false;
+        }
+    };
+    if collected {
         let status = ends
             .exit
             .take()
@@ -208,9 +234,11 @@ pub(crate) fn run(
     }
     let secs = bounds.time_limit.as_secs_f64();
     if proven {
-        return Err(Error::internal(format!(
-            "git {what} did not finish within {secs}s and was stopped"
-        )));
+        return Err(stopped_by.unwrap_or_else(|| {
+            Error::internal(format!(
+                "git {what} did not finish within {secs}s and was stopped"
+            ))
+        }));
     }
     // Our ends of the pipes go with `rx`'s senders when their holders close them; nothing
     // more is read from them.

@@ -328,6 +328,11 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
     assert_eq!(err.code, ErrorCode::UnsafePath);
 }
 
+/// A sparse file of `len` bytes at `path`: what a hostile agent makes for no disk.
+fn sparse(path: &Path, len: u64) {
+    fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
 /// The bytes of the files under `dir`, by their sizes.
 fn bytes_under(dir: &Path) -> u64 {
     let mut total = 0;
@@ -354,9 +359,7 @@ fn a_copy_past_its_limits_is_refused_before_it_is_staged() {
     let copy = &report.copy_directory;
     let objects = baseline.git_dir().join("objects");
     let before = bytes_under(&objects);
-    let big = fs::File::create(copy.join("big.bin")).unwrap();
-    big.set_len(2 << 30).unwrap();
-    drop(big);
+    sparse(&copy.join("big.bin"), 2 << 30);
     let limits = CopyLimits::default();
     let err = preview(&baseline, &SecretPatterns::default(), &limits).unwrap_err();
     assert_eq!(err.code, ErrorCode::ChangeLimitExceeded, "{}", err.message);
@@ -391,6 +394,58 @@ fn a_copy_past_its_limits_is_refused_before_it_is_staged() {
     fs::remove_file(copy.join("n1.txt")).unwrap();
     let p = preview(&baseline, &SecretPatterns::default(), &tight).unwrap();
     assert_eq!(p.files.len(), 2);
+}
+
+/// A file an agent's process grows after the copy was measured (here, already past the
+/// bound when staged, as if grown between the measure and git) is bounded while it is
+/// staged: git is stopped once its new objects pass the limit, they are removed, and the
+/// baseline's objects do not grow by it. Before, git wrote the whole file into the baseline.
+#[test]
+fn a_file_grown_past_the_limit_while_staged_costs_the_baseline_nothing() {
+    let f = Fixture::new(&[("a.txt", b"a\n")]);
+    f.commit_all();
+    let (report, baseline) = f.copy(&[]);
+    let copy = &report.copy_directory;
+    let objects = baseline.git_dir().join("objects");
+    let before = bytes_under(&objects);
+    sparse(&copy.join("big.bin"), 2 << 30);
+    let limits = CopyLimits {
+        max_bytes: 32 << 20,
+        ..CopyLimits::default()
+    };
+    let err = stage_tree_within(&baseline, &limits).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ChangeLimitExceeded, "{}", err.message);
+    assert!(
+        err.message.contains("while they were staged"),
+        "{}",
+        err.message
+    );
+    let grew = bytes_under(&objects) - before;
+    assert!(
+        grew < 1 << 20,
+        "the baseline's objects grew by {grew} bytes"
+    );
+    let left: Vec<_> = fs::read_dir(baseline.dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("objects-"))
+        .collect();
+    assert!(left.is_empty(), "a staging directory was left: {left:?}");
+
+    fs::remove_file(copy.join("big.bin")).unwrap();
+    fs::write(copy.join("b.txt"), b"b\n").unwrap();
+    let tree = stage_tree_within(&baseline, &limits).unwrap();
+    let listed = git(
+        copy,
+        &[
+            "--git-dir",
+            baseline.git_dir().to_str().unwrap(),
+            "ls-tree",
+            "-r",
+            &tree,
+        ],
+    );
+    assert!(String::from_utf8_lossy(&listed).contains("b.txt"));
 }
 
 /// A hostile agent's own `.gitattributes` (`* -diff`), hidden from the patch by a
