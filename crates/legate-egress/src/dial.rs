@@ -106,8 +106,9 @@ pub(crate) fn screen(
 
 /// Whether `ip` (a global address: the special ones are screened before) is one of this
 /// host's: the kernel routes it locally, so that a socket pointed at it takes it as its own
-/// source (a UDP socket's `connect` sends nothing). The IPv4 address a NAT64 address
-/// (`64:ff9b::/96`) carries is asked for too. An address this host cannot route to is not
+/// source (a UDP socket's `connect` sends nothing). The IPv4 address a NAT64 address of the
+/// well-known prefix (`64:ff9b::/96`) carries is asked for too; another prefix an operator
+/// chose is not known here. An address this host cannot route to is not
 /// its own; a socket that cannot be made counts it as this host's (refused, and said).
 pub(crate) fn is_this_hosts(ip: IpAddr) -> bool {
     let local = |ip: IpAddr| {
@@ -115,8 +116,12 @@ pub(crate) fn is_this_hosts(ip: IpAddr) -> bool {
             IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
             IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
         };
-        let Ok(socket) = std::net::UdpSocket::bind(SocketAddr::new(unspecified, 0)) else {
-            return true;
+        let socket = match std::net::UdpSocket::bind(SocketAddr::new(unspecified, 0)) {
+            Ok(socket) => socket,
+            Err(error) => {
+                tracing::warn!(%ip, %error, "no socket to tell whether an address is this host's: refused as if it were");
+                return true;
+            }
         };
         socket.connect(SocketAddr::new(ip, 9)).is_ok()
             && socket.local_addr().is_ok_and(|own| own.ip() == ip)

@@ -79,7 +79,8 @@ pub(crate) fn create_new(path: &Path, mode: u32) -> io::Result<File> {
 /// a hard link to another file planted at that name meanwhile (by another writer of the
 /// project) is refused before a byte of it changes.
 pub(crate) fn open_fresh(path: &Path) -> io::Result<File> {
-    let file = open_at(path, OFlags::WRONLY, 0)?;
+    // Non-blocking: a FIFO renamed onto the name fails the open (`ENXIO`), never waits.
+    let file = open_at(path, OFlags::WRONLY | OFlags::NONBLOCK, 0)?;
     let meta = file.metadata()?;
     if !meta.is_file() || std::os::unix::fs::MetadataExt::nlink(&meta) != 1 || meta.len() != 0 {
         return Err(io::Error::new(
@@ -185,6 +186,15 @@ mod tests {
         drop(create_new(&base.join("real/e.txt"), 0o600).unwrap());
         std::fs::hard_link(base.join("real/e.txt"), base.join("real/f.txt")).unwrap();
         assert!(open_fresh(&base.join("real/e.txt")).is_err());
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            base.join("real/fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(open_fresh(&base.join("real/fifo")).is_err());
         rename_within(&base.join("real/a.txt"), &base.join("real/b.txt")).unwrap();
         assert_eq!(std::fs::read(base.join("real/b.txt")).unwrap(), b"x");
         assert!(metadata(&base.join("real/a.txt")).unwrap().is_none());

@@ -186,7 +186,7 @@ impl Serving {
     /// at most a grace period), stops the proxy, waits for it to end (its listener closed),
     /// and returns the connections in the order recorded, the first [`KEPT`] of them, and
     /// how many more there were. A connection still open after the grace period is cut and
-    /// listed with its decision and no byte counts.
+    /// listed with its decision and no byte counts, past the bound too.
     pub(crate) fn finish(mut self) -> (Vec<ConnectionEvent>, u64) {
         let until = Instant::now() + GRACE;
         while !self.recording.kept().open.is_empty() && Instant::now() < until {
@@ -201,8 +201,10 @@ impl Serving {
         let mut kept = self.recording.kept();
         let mut open: Vec<(String, Open)> = kept.open.drain().collect();
         open.sort_by(|a, b| a.0.cmp(&b.0));
+        // Cut connections are kept past the bound (at most the proxy's 32 at once): the
+        // tunnels held to the end are the evidence most worth keeping.
         for (id, o) in open {
-            kept.keep(ConnectionEvent {
+            kept.records.push(ConnectionEvent {
                 id,
                 destination: o.destination,
                 address: None,

@@ -192,8 +192,10 @@ impl Git {
             cmd.env("GIT_ALLOC_LIMIT", limit.to_string());
         }
         if let Some((new, existing)) = &self.objects {
-            cmd.env("GIT_OBJECT_DIRECTORY", new)
-                .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", existing);
+            cmd.env("GIT_OBJECT_DIRECTORY", new).env(
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+                quoted_alternate(existing),
+            );
         }
         cmd.arg("-C").arg(&self.cwd);
         for c in SAFE_CONFIG {
@@ -266,6 +268,22 @@ impl Git {
     }
 }
 
+/// `path` as one entry of `GIT_ALTERNATE_OBJECT_DIRECTORIES`, a `:`-separated list: in
+/// double quotes, C-style (which git unquotes), so that a `:` in it does not split it.
+fn quoted_alternate(path: &Path) -> OsString {
+    let mut quoted = vec![b'"'];
+    for &b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'"' | b'\\' => quoted.extend_from_slice(&[b'\\', b]),
+            b'\n' => quoted.extend_from_slice(b"\\n"),
+            _ => quoted.push(b),
+        }
+    }
+    quoted.push(b'"');
+    // Built from an OsStr's bytes, with ASCII added around and between them.
+    std::os::unix::ffi::OsStringExt::from_vec(quoted)
+}
+
 /// Splits NUL-terminated git output into items (dropping the empty tail).
 pub fn split_z(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.split(|b| *b == 0).filter(|s| !s.is_empty())
@@ -296,4 +314,18 @@ pub(crate) fn require_git_root(dir: &Path) -> Result<(), Error> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alternate_is_one_quoted_entry_whatever_it_holds() {
+        let quoted = quoted_alternate(Path::new("/home/a:b/\"q\"\\/x\ny"));
+        assert_eq!(
+            quoted.to_string_lossy(),
+            "\"/home/a:b/\\\"q\\\"\\\\/x\\ny\""
+        );
+    }
 }

@@ -4,7 +4,7 @@
 //! This module owns the bound ([`GitBounds`], process-wide, set once by the embedding
 //! program), the run itself, and the marker that blocks a copy whose git could not be shown
 //! gone. A run ends in one of three ways: git exits and its pipes close (its output is
-//! returned); the bound passes, the group is asked to stop (`SIGTERM`), then killed
+//! returned); the bound passes (or the run's watch says stop: its error is the answer), the group is asked to stop (`SIGTERM`), then killed
 //! (`SIGKILL`) after a grace window, and its end is proven (the exit reaped, both pipes
 //! closed, the group empty: an `INTERNAL` error saying git was stopped); or that proof never
 //! comes, because something holds git's pipes open outside its group, or the group cannot be
@@ -253,10 +253,14 @@ pub(crate) fn run_watched(
         Some(Err(_)) => "; the copy's marker could not be written, do not use the copy".into(),
         None => String::new(),
     };
+    let why = match &stopped_by {
+        Some(error) => format!("was stopped ({})", error.message),
+        None => format!("did not finish within {secs}s"),
+    };
     Err(Error::new(
         ErrorCode::GitCleanupUnverified,
         format!(
-            "git {what} did not finish within {secs}s and its end could not be proven after it was stopped (process group {pgid} or a process holding its output remains){tail}"
+            "git {what} {why} and its end could not be proven after it was stopped (process group {pgid} or a process holding its output remains){tail}"
         ),
     ))
 }

@@ -110,6 +110,7 @@ pub fn check_staged_tree(
 /// directory removed, and the copy refused (`CHANGE_LIMIT_EXCEEDED`). Staged within it, the
 /// new objects join the baseline's, and the tree is checked ([`check_staged_tree`]).
 pub fn stage_tree_within(baseline: &Baseline, limits: &CopyLimits) -> Result<String, Error> {
+    sweep(baseline.dir());
     let apart = tempfile::Builder::new()
         .prefix("objects-")
         .tempdir_in(baseline.dir())
@@ -130,9 +131,34 @@ pub fn stage_tree_within(baseline: &Baseline, limits: &CopyLimits) -> Result<Str
         })
     };
     let tree = crate::changes::stage_tree_with(baseline, Some(apart.path()), Some(&watch))?;
+    // Git may end between two looks: what it wrote last is measured before anything joins.
+    if let Some(error) = watch() {
+        return Err(error);
+    }
     join(apart.path(), &baseline.git_dir().join("objects"))?;
     check_staged_tree(baseline, &tree, limits)?;
     Ok(tree)
+}
+
+/// Removes the staging directories a staging killed mid-way left in `dir` (`objects-*`),
+/// once older than any staging may run (git's time limit, and a minute): a staging under
+/// way is never among them.
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let older_than = crate::git_run::git_bounds().time_limit + std::time::Duration::from_secs(60);
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with("objects-")
+            && entry.file_type().is_ok_and(|t| t.is_dir())
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > older_than));
+        if stale {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// The bytes of the objects git wrote into `apart` (`xx/<rest>` loose, `pack/*`).

@@ -432,6 +432,17 @@ fn a_file_grown_past_the_limit_while_staged_costs_the_baseline_nothing() {
         .collect();
     assert!(left.is_empty(), "a staging directory was left: {left:?}");
 
+    // Just past the bound: git may well finish between two looks; what it wrote is measured
+    // before it joins the baseline's objects.
+    sparse(&copy.join("big.bin"), 49 << 20);
+    let err = stage_tree_within(&baseline, &limits).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ChangeLimitExceeded, "{}", err.message);
+    let grew = bytes_under(&objects) - before;
+    assert!(
+        grew < 1 << 20,
+        "the baseline's objects grew by {grew} bytes"
+    );
+
     fs::remove_file(copy.join("big.bin")).unwrap();
     fs::write(copy.join("b.txt"), b"b\n").unwrap();
     let tree = stage_tree_within(&baseline, &limits).unwrap();
