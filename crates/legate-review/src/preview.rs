@@ -11,13 +11,12 @@
 //! changed file through that the secret policy blocks (`BLOCKED_FILE_DETECTED`), accept a
 //! symlink or submodule in the result (`UNSAFE_PATH`), or pass the change limit
 //! (`CHANGE_LIMIT_EXCEEDED`), nor stage a copy past its limits (`legate_workspace`'s
-//! `check_stageable`, before staging; `stage_tree_within`, while git writes and before any
-//! blob is read).
+//! `stage_tree_within`: measured while git writes, before any blob is read).
 
 use legate_core::{Error, ErrorCode};
 use legate_workspace::{
     Baseline, ChangeStatus, CopyLimits, FileChange, PatchSummary, Preview, SecretPatterns,
-    check_stageable, parse_raw, sha256_hex, split_z, stage_tree_within,
+    parse_raw, sha256_hex, split_z, stage_tree_within,
 };
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +29,6 @@ pub fn preview(
     secrets: &SecretPatterns,
     limits: &CopyLimits,
 ) -> Result<Preview, Error> {
-    check_stageable(baseline, limits)?;
     let tree = stage_tree_within(baseline, limits)?;
     let git = baseline.git();
     let raw = git.run(&[DIFF, &["--raw", "-z", "--no-abbrev", "HEAD", &tree]].concat())?;
@@ -177,10 +175,9 @@ fn check_blocked(
 /// A handed-off copy is compared with the tree it was handed (`refs/legate/start`, see
 /// `handoff`), not with the original project's baseline.
 ///
-/// `CHANGE_LIMIT_EXCEEDED` when the copy is past `limits` before it is staged
-/// (`check_stageable`): the agent wrote more than a copy may hold.
+/// `CHANGE_LIMIT_EXCEEDED` when the copy is past `limits` as it is staged
+/// (`stage_tree_within`): the agent wrote more than a copy may hold.
 pub fn read_only_changes(baseline: &Baseline, limits: &CopyLimits) -> Result<Vec<String>, Error> {
-    check_stageable(baseline, limits)?;
     let tree = stage_tree_within(baseline, limits)?;
     let git = baseline.git();
     let start = if baseline

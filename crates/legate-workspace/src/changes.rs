@@ -125,7 +125,8 @@ pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
 }
 
 /// [`stage_tree`], its new objects written into `apart` (the baseline's own read as its
-/// alternate) when given, and `git add` stopped when `watch` answers an error.
+/// alternate) when given, and `git add` stopped when `watch` answers an error (asked while it
+/// runs, and once after it ends, before the trees are written).
 pub(crate) fn stage_tree_with(
     baseline: &Baseline,
     apart: Option<&std::path::Path>,
@@ -151,6 +152,10 @@ pub(crate) fn stage_tree_with(
         git = git.with_objects_apart(apart, &baseline.git_dir().join("objects"));
     }
     git.run_watched(&["add", "--all"], None, watch)?;
+    // Git may end between two looks: what it wrote last is measured before the trees are.
+    if let Some(error) = watch.and_then(|watch| watch()) {
+        return Err(error);
+    }
     let tree = git.run(&["write-tree"])?;
     Ok(String::from_utf8_lossy(&tree).trim().to_string())
 }

@@ -111,7 +111,7 @@ pub use skills::{
     ManifestFile, SKILL_FILE, STAGING_DIR, SkillFile, StagedSkill, bundled_packs, check_name,
     check_package, is_staging_path, load_packs, resource_problem, skill_set, stage_skills,
 };
-pub use staged_size::{check_stageable, check_staged_tree, stage_tree_within};
+pub use staged_size::stage_tree_within;
 pub use stamp::{Unstamped, copy_stamp};
 pub use transfer::{
     FileBytes, apply_returned, baseline_files, baseline_of_copy, make_copy_from_files, post_state,
