@@ -25,6 +25,7 @@ pub mod task;
 pub mod text;
 pub mod time;
 pub mod wire;
+pub mod wire_skip;
 
 pub use agent::{
     AgentCredentials, AgentKind, AgentSpec, DEFAULT_MAX_TRANSFER_BYTES, LocalCommand,

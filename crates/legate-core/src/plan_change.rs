@@ -20,15 +20,11 @@ pub struct PlanHunk {
     /// Where the change starts.
     pub at: usize,
     /// How many entries it removes.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::wire_skip::is_zero")]
     pub del: usize,
     /// The entries it puts there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ins: Vec<PlanEntry>,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// A hunk that does not fit the plan it is applied to (a corrupt record or a hostile peer).

@@ -93,12 +93,8 @@ pub struct TapFrame {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
     /// For a marker: how many frames were dropped past the cap.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::wire_skip::is_zero")]
     pub dropped: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// A frame to store: a [`TapFrame`] before the store numbers and stamps it.

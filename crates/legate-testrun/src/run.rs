@@ -80,7 +80,7 @@ pub struct TestRun {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub connections: Vec<legate_core::ConnectionEvent>,
     /// Connections past the first 1,000, which are counted here and not kept.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "legate_core::wire_skip::is_zero")]
     pub connections_not_kept: u64,
     /// What held of the command's isolation from Legate (hidden home, hidden processes,
     /// dies with Legate, capabilities dropped).
@@ -359,11 +359,6 @@ fn lossy(bytes: Vec<u8>) -> String {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
-}
-
-/// For `skip_serializing_if`: a count of nothing is left out.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ pub struct TestEvidence {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub connections: Vec<legate_core::ConnectionEvent>,
     /// Connections past the first 1,000 the runner keeps, counted and not kept.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "legate_core::wire_skip::is_zero")]
     pub connections_not_kept: u64,
     /// What held of the command's isolation from Legate (`None` for client reports and for
     /// records made before it was recorded).
@@ -93,11 +93,6 @@ pub struct TestEvidence {
     /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Error>,
-}
-
-/// For `skip_serializing_if`: a count of nothing is left out.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 pub(super) fn not_enforced() -> String {

@@ -217,7 +217,7 @@ pub struct TestRecordOut {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub connections: Vec<legate_core::ConnectionEvent>,
     /// Connections past the first 1,000, counted and not listed. Absent when none.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "legate_core::wire_skip::is_zero")]
     pub connections_not_kept: u64,
     /// What sandbox held: the selection enforced (or null), the policy sha256 it was
     /// checked against, the Landlock ABI, reads, network rules, child processes (null for
@@ -341,9 +341,4 @@ pub struct DiscardOut {
     pub copy_directory: String,
     /// When (milliseconds since the epoch).
     pub discarded_at: i64,
-}
-
-/// For `skip_serializing_if`: a count of nothing is left out.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
