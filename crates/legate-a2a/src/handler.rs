@@ -439,6 +439,8 @@ impl RequestHandler for AgentHandler {
             agent: Some(self.agent.clone()),
             limit: usize::try_from(page_size).unwrap_or(50) + 1,
             before,
+            // A caller over A2A sees only conversations started over A2A.
+            inbound_only: true,
         };
         let after = req.status_timestamp_after.map(|t| t.timestamp_millis());
         let keep = |t: &Task| after.is_none_or(|a| t.updated_at.0 > a);

@@ -455,6 +455,108 @@ async fn a_message_to_the_supervising_agent_is_refused_and_stores_nothing() {
     server.stop().await;
 }
 
+/// Every task the caller may list, with no filter.
+async fn all_tasks(
+    c: &a2a_client::A2AClient<Box<dyn a2a_client::Transport>>,
+) -> a2a::ListTasksResponse {
+    c.list_tasks(&ListTasksRequest {
+        context_id: None,
+        status: None,
+        page_size: None,
+        page_token: None,
+        history_length: None,
+        status_timestamp_after: None,
+        include_artifacts: None,
+        tenant: None,
+    })
+    .await
+    .unwrap()
+}
+
+/// A task the CLI (or MCP, or a workflow) started, in a shared server directory: an A2A
+/// caller, possibly remote, can neither see it, read it, cancel it, reply into it nor
+/// continue its context. Before, it listed it with its history, and a message naming its
+/// context made the agent write in that directory, which A2A never offers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_another_front_started_is_out_of_an_a2a_callers_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("notes.txt"), "PRIVATE-NOTES-7e1\n").unwrap();
+    let server = serve(dir.path(), false).await;
+    let mut local = legate_engine::SubmitRequest::new("read notes.txt");
+    local.agent = Some("revisor".into());
+    local.workspace = legate_engine::WorkspaceRequest::Shared(victim.clone());
+    let local = server.engine.submit(local).unwrap();
+    legate_testkit::harness::wait_state(
+        &server.engine,
+        &local.id,
+        legate_core::TaskState::Completed,
+    )
+    .await;
+    let c = client(&format!("{}/agents/revisor", server.url)).await;
+    let e = c
+        .get_task(&GetTaskRequest {
+            id: local.id.to_string(),
+            history_length: None,
+            tenant: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, a2a::error_code::TASK_NOT_FOUND);
+    let e = c
+        .cancel_task(&CancelTaskRequest {
+            id: local.id.to_string(),
+            metadata: None,
+            tenant: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, a2a::error_code::TASK_NOT_FOUND);
+    let listed = all_tasks(&c).await;
+    assert!(listed.tasks.is_empty(), "{:?}", listed.tasks);
+    assert_eq!(listed.total_size, 0);
+    // Continuing its context, or replying into it: refused, nothing stored or written.
+    let count = || server.engine.tasks(&TaskFilter::default()).unwrap().len();
+    let err = c
+        .send_message(&message("write pwned.txt: x", Some(&local.context_id)))
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("not started by an inbound message"),
+        "{err:?}"
+    );
+    let mut reply = message("write pwned.txt: x", None);
+    reply.message.task_id = Some(local.id.to_string());
+    assert!(c.send_message(&reply).await.is_err());
+    assert_eq!(count(), 1);
+    assert!(!victim.join("pwned.txt").exists());
+    // A conversation A2A started stays its own: listed, and continued.
+    let a2a::SendMessageResponse::Task(mine) =
+        c.send_message(&message("hello", None)).await.unwrap()
+    else {
+        panic!("not a task");
+    };
+    let listed = all_tasks(&c).await;
+    assert_eq!(
+        listed
+            .tasks
+            .iter()
+            .map(|t| t.id.clone())
+            .collect::<Vec<_>>(),
+        vec![mine.id.clone()]
+    );
+    let a2a::SendMessageResponse::Task(next) = c
+        .send_message(&message("hello again", Some(&mine.context_id)))
+        .await
+        .unwrap()
+    else {
+        panic!("not a task");
+    };
+    assert_eq!(next.context_id, mine.context_id);
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_task_is_followed_and_canceled() {
     let dir = tempfile::tempdir().unwrap();
@@ -630,6 +732,8 @@ fn a2a_cut_child_engine() {
         let engine = engine(&base, false);
         let mut request = legate_engine::SubmitRequest::new("!hang");
         request.agent = Some("revisor".into());
+        // Started as an A2A message starts one: only such a task is an A2A caller's.
+        request.inbound = true;
         let task = engine.submit(request).unwrap();
         while engine.task(task.id.as_str()).unwrap().session_id.is_none() {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -39,6 +39,7 @@ mod failure;
 mod fs;
 mod handlers;
 mod handshake;
+mod known_tools;
 pub(crate) mod launch;
 pub mod lifecycle;
 mod mcp;
@@ -54,6 +55,7 @@ pub(crate) mod sys;
 mod translate;
 mod transport;
 mod unasked;
+mod unwritten;
 
 pub use crate::env::{FORBIDDEN_EXACT, FORBIDDEN_PREFIXES, INHERITED_EXACT, INHERITED_PREFIXES};
 pub use backend::AcpBackend;

@@ -78,6 +78,10 @@ pub use narrowing::{Children, SYSTEM_READABLE};
 
 pub mod tracees;
 
+// What the services Legate runs for a confined process must not reach beneath its root.
+mod covered;
+pub use covered::Covered;
+
 use legate_core::{Error, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;

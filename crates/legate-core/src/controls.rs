@@ -188,6 +188,12 @@ pub struct TaskControls {
     /// decides afresh.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tap: bool,
+    /// Whether its context was started by an inbound message (an A2A caller, possibly
+    /// remote): only such a context may be continued, replied into or read by one, so a
+    /// caller over A2A never reaches a conversation the CLI, MCP or a workflow started (a
+    /// shared directory's, a copy's outside the A2A roots). Kept by every later turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inbound: bool,
 }
 
 fn is_default_delivery(mode: &DeliveryMode) -> bool {

@@ -7,6 +7,7 @@
 
 use crate::dial;
 use crate::head::{self, HeadError, Target, Unserved};
+use crate::lookups::Lookups;
 use crate::respond;
 use crate::{ConnectRequest, ConnectionEvent, Decided, Gate, Limits, Method};
 use legate_core::Decision;
@@ -23,7 +24,12 @@ use tokio::net::TcpStream;
 const RELAY_BUFFER: usize = 64 * 1024;
 
 /// Serves one accepted connection to its end.
-pub(crate) async fn handle(mut client: TcpStream, gate: Arc<dyn Gate>, limits: Limits) {
+pub(crate) async fn handle(
+    mut client: TcpStream,
+    gate: Arc<dyn Gate>,
+    limits: Limits,
+    lookups: Lookups,
+) {
     let head = match tokio::time::timeout(
         limits.head_timeout,
         head::read(&mut client, limits.head_bytes),
@@ -85,7 +91,7 @@ pub(crate) async fn handle(mut client: TcpStream, gate: Arc<dyn Gate>, limits: L
     };
     let span = tracing::info_span!("egress", id = %request.id, destination = %request.destination);
     tracing::Instrument::instrument(
-        proxy(client, gate, limits, request, head.rest, forward),
+        proxy(client, gate, limits, &lookups, request, head.rest, forward),
         span,
     )
     .await;
@@ -96,6 +102,7 @@ async fn proxy(
     client: TcpStream,
     gate: Arc<dyn Gate>,
     limits: Limits,
+    lookups: &Lookups,
     request: ConnectRequest,
     rest: Vec<u8>,
     forward: Option<Vec<u8>>,
@@ -153,6 +160,7 @@ async fn proxy(
     }
     let dialed = match dial::addresses(
         &request.destination,
+        lookups,
         limits.resolve_timeout,
         |a, p| gate.names_exactly(a, p),
         |a, p| gate.denies_address(a, p),

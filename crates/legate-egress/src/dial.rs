@@ -9,6 +9,7 @@
 //! proxy runs on the host, so its connections to the host's public address would reach
 //! every service listening on all addresses, which no name rule may.
 
+use crate::lookups::Lookups;
 use legate_supervisor::network::{Destination, Host, Special, special};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -139,6 +140,7 @@ pub(crate) fn is_this_hosts(ip: IpAddr) -> bool {
 /// Resolves `dest` once (an IP literal is used as given), bounded by `timeout`.
 pub(crate) async fn resolve(
     dest: &Destination,
+    lookups: &Lookups,
     timeout: Duration,
 ) -> Result<Vec<SocketAddr>, DialError> {
     let name = match &dest.host {
@@ -149,29 +151,23 @@ pub(crate) async fn resolve(
         host: name.clone(),
         why,
     };
-    match tokio::time::timeout(timeout, tokio::net::lookup_host((name.as_str(), dest.port))).await {
-        Err(_) => Err(failed(format!("no answer within {timeout:?}"))),
-        Ok(Err(error)) => Err(failed(error.to_string())),
-        Ok(Ok(addrs)) => {
-            let addrs: Vec<SocketAddr> = addrs.collect();
-            if addrs.is_empty() {
-                Err(failed("it has no address".into()))
-            } else {
-                Ok(addrs)
-            }
-        }
+    match lookups.resolve(name, dest.port, timeout).await {
+        Err(why) => Err(failed(why)),
+        Ok(addrs) if addrs.is_empty() => Err(failed("it has no address".into())),
+        Ok(addrs) => Ok(addrs),
     }
 }
 
 /// Resolves and screens `dest`: the permitted addresses, or why there are none.
 pub(crate) async fn addresses(
     dest: &Destination,
+    lookups: &Lookups,
     timeout: Duration,
     names_exactly: impl Fn(IpAddr, u16) -> bool,
     denies: impl Fn(IpAddr, u16) -> Option<String>,
 ) -> Result<Vec<SocketAddr>, DialError> {
     let screened = screen(
-        resolve(dest, timeout).await?,
+        resolve(dest, lookups, timeout).await?,
         names_exactly,
         denies,
         is_this_hosts,
@@ -465,16 +461,28 @@ mod tests {
         assert!(is_this_hosts("8.8.4.4".parse().unwrap()));
         assert!(is_this_hosts("64:ff9b::8.8.4.4".parse().unwrap()));
         let dest = Destination::new(Host::Ip("8.8.4.4".parse().unwrap()), 443);
-        let err = addresses(&dest, Duration::from_secs(1), |_, _| false, |_, _| None)
-            .await
-            .unwrap_err();
+        let err = addresses(
+            &dest,
+            &Lookups::new(1),
+            Duration::from_secs(1),
+            |_, _| false,
+            |_, _| None,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "8.8.4.4 resolves only to this host's addresses (8.8.4.4), which no rule names exactly"
         );
-        let named = addresses(&dest, Duration::from_secs(1), |_, _| true, |_, _| None)
-            .await
-            .unwrap();
+        let named = addresses(
+            &dest,
+            &Lookups::new(1),
+            Duration::from_secs(1),
+            |_, _| true,
+            |_, _| None,
+        )
+        .await
+        .unwrap();
         assert_eq!(named, vec![sa("8.8.4.4:443")]);
         println!("checked inside");
     }
@@ -484,6 +492,7 @@ mod tests {
         let dest = Destination::new(Host::Ip("127.0.0.1".parse().unwrap()), 80);
         let err = addresses(
             &dest,
+            &Lookups::new(1),
             Duration::from_secs(1),
             |_, _| true,
             |_, _| Some("network.deny[2]".into()),
@@ -499,9 +508,15 @@ mod tests {
     #[tokio::test]
     async fn only_special_addresses_is_an_error_naming_them() {
         let dest = Destination::new(Host::Ip("169.254.169.254".parse().unwrap()), 80);
-        let err = addresses(&dest, Duration::from_secs(1), |_, _| false, |_, _| None)
-            .await
-            .unwrap_err();
+        let err = addresses(
+            &dest,
+            &Lookups::new(1),
+            Duration::from_secs(1),
+            |_, _| false,
+            |_, _| None,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "169.254.169.254 resolves only to link-local addresses (169.254.169.254), which no rule names exactly"

@@ -72,6 +72,7 @@ mod dial;
 mod env;
 mod head;
 mod intercept;
+mod lookups;
 mod respond;
 mod serve;
 #[cfg(target_os = "linux")]
@@ -188,6 +189,10 @@ pub struct Limits {
     pub connect_timeout: Duration,
     /// How long resolving a name may take.
     pub resolve_timeout: Duration,
+    /// Name lookups of this proxy's at once. A lookup the resolver never answers holds a
+    /// blocking thread past `resolve_timeout`, for as long as the resolver retries; beyond
+    /// this many, a request waits for one to end (within its `resolve_timeout`).
+    pub max_lookups: usize,
 }
 
 impl Default for Limits {
@@ -198,6 +203,7 @@ impl Default for Limits {
             head_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             resolve_timeout: Duration::from_secs(10),
+            max_lookups: 8,
         }
     }
 }

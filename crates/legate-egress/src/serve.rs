@@ -4,6 +4,7 @@
 //! This module never reads a request itself and never outlives its shutdown: every
 //! connection task it starts is aborted when it returns.
 
+use crate::lookups::Lookups;
 use crate::respond;
 use crate::{Gate, Limits, conn};
 use std::future::Future;
@@ -26,6 +27,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let lookups = Lookups::new(limits.max_lookups);
     let mut tasks = JoinSet::new();
     let local = listener.local_addr().ok();
     tracing::info!(address = ?local, max_connections = limits.max_connections, "egress proxy serving");
@@ -45,8 +47,9 @@ pub async fn serve(
                     };
                     let gate = Arc::clone(&gate);
                     let limits = limits.clone();
+                    let lookups = lookups.clone();
                     tasks.spawn(async move {
-                        conn::handle(stream, gate, limits).await;
+                        conn::handle(stream, gate, limits, lookups).await;
                         drop(permit);
                     });
                 }

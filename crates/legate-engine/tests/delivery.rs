@@ -189,6 +189,41 @@ async fn a_swap_after_collection_changes_nothing_and_tampering_with_the_kept_byt
     assert!(!e.message.contains("root:"), "{e}");
 }
 
+/// A shared workspace holding Legate's home (a task in `~`, the home `~/.legate`): the agent's
+/// mount namespace covers the home, and so does what Legate serves and collects on its
+/// behalf. Before, the agent read the tokens and wrote the configuration through `fs/*`, and
+/// a caller collected the tokens as artifacts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legates_home_inside_a_shared_workspace_is_neither_served_nor_collected() {
+    let h = EngineHarness::start();
+    std::fs::write(h.home().join("mcp-token"), "MCPCANARY-41d2\n").unwrap();
+    std::fs::write(h.base().join("notes.txt"), "seed\n").unwrap();
+    let task = h
+        .run(in_dir(
+            h.base(),
+            "read home/mcp-token\nwrite home/legate.toml: [network]\nwrite notes.txt: mine",
+            &["home/mcp-token", "home/legate.db", "notes.txt"],
+        ))
+        .await;
+    let answer = &task.result.as_ref().unwrap().text;
+    assert!(!answer.contains("MCPCANARY"), "{answer}");
+    assert!(answer.contains("Legate's home"), "{answer}");
+    assert!(!h.home().join("legate.toml").exists());
+    assert_eq!(
+        std::fs::read_to_string(h.base().join("notes.txt")).unwrap(),
+        "mine"
+    );
+    let arts = h.engine.artifacts().list(task.id.as_str()).unwrap();
+    for name in ["home/mcp-token", "home/legate.db"] {
+        let a = arts.iter().find(|a| a.name == name).unwrap();
+        assert_eq!(a.state, ArtifactState::Blocked, "{name}");
+        let reason = a.reason.as_deref().unwrap();
+        assert!(reason.starts_with("BLOCKED_ARTIFACT_PATH"), "{reason}");
+    }
+    let notes = arts.iter().find(|a| a.name == "notes.txt").unwrap();
+    assert_eq!(notes.state, ArtifactState::Collected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_artifact_holding_a_credential_is_blocked_and_its_value_never_echoed() {
     let h = EngineHarness::start();

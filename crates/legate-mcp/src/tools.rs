@@ -430,6 +430,7 @@ pub fn tasks(engine: &Engine, args: TasksArgs) -> Result<TasksOut> {
         agent: args.agent,
         limit,
         before: args.before.map(legate_core::Timestamp),
+        inbound_only: false,
     })?;
     let next_before = if found.len() == limit {
         found.last().map(|t| t.created_at.0)

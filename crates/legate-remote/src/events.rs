@@ -52,6 +52,9 @@ fn event(text: &[u8], json_rpc: bool) -> Option<Result<StreamResponse, A2AError>
     if data.is_empty() {
         return None;
     }
+    if let Err(e) = crate::json_shape::check(data.as_bytes(), "the remote's event") {
+        return Some(Err(e));
+    }
     let parsed = if json_rpc {
         envelope(data.as_bytes()).and_then(|v| {
             protojson_conv::from_value::<StreamResponse>(v)

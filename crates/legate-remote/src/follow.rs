@@ -183,7 +183,7 @@ impl Follow<'_> {
     /// Reads `stream` until the remote task ends the turn or the stream ends. A cancel that
     /// comes before the remote named its task waits [`CANCEL_NAME_WAIT`] for the name (so the
     /// remote task is canceled too); once `CancelTask` is sent the stream is read for
-    /// [`CANCEL_WAIT`] more. Past either, the turn ends canceled (see [`Self::give_up`]).
+    /// [`CANCEL_WAIT`] more. Past either, the turn ends canceled (see `Self::give_up`).
     pub async fn stream(
         &mut self,
         mut stream: BoxStream<'static, std::result::Result<StreamResponse, a2a::A2AError>>,
@@ -223,7 +223,7 @@ impl Follow<'_> {
     }
 
     /// Polls `GetTask` with backoff until the remote task ends the turn; after a cancel, for
-    /// [`CANCEL_WAIT`] at most (then see [`Self::give_up`]), a slow `GetTask` included.
+    /// [`CANCEL_WAIT`] at most (then see `Self::give_up`), a slow `GetTask` included.
     pub async fn poll(&mut self) -> Result<()> {
         let Some(id) = self.relay.task_id.clone() else {
             return Err(protocol(format!(

@@ -22,6 +22,7 @@ pub mod copy;
 pub mod errors;
 pub mod events;
 pub mod follow;
+pub mod json_shape;
 pub mod session;
 pub mod tap;
 pub mod token;

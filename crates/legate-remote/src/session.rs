@@ -421,7 +421,15 @@ async fn bring_back(
     };
     let task = timed(remote.url(), "GetTask", remote.transfer.get_task(&req)).await?;
     let max = remote.endpoint.max_transfer_bytes();
-    let applied = crate::copy::apply_returned_bounded(root, &task, max)?;
+    // git runs (and may take its own time limit) on a blocking thread: on a runtime worker it
+    // would hold the worker, and the turn's timeout could not fire.
+    let root = root.to_path_buf();
+    let applied =
+        tokio::task::spawn_blocking(move || crate::copy::apply_returned_bounded(&root, &task, max))
+            .await
+            .map_err(|e| {
+                legate_core::Error::internal(format!("applying the remote's patch stopped: {e}"))
+            })??;
     sink.send(EventKind::Notice {
         message: format!(
             "the remote's patch ({} bytes, {} file(s)) was applied to the local copy",

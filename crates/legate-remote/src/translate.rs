@@ -46,6 +46,9 @@ pub struct Bounds {
     pub max_part_bytes: usize,
     /// Attachments per turn.
     pub max_attachments: usize,
+    /// Bytes of plans rebuilt from plan changes per turn: a change of a few bytes rebuilds a
+    /// whole plan, so past this the changes are no longer rebuilt (their text is relayed).
+    pub max_rebuilt_plan_bytes: u64,
 }
 
 impl Default for Bounds {
@@ -55,6 +58,7 @@ impl Default for Bounds {
             max_text_bytes: 8 << 20,
             max_part_bytes: 4 << 20,
             max_attachments: 64,
+            max_rebuilt_plan_bytes: 256 << 20,
         }
     }
 }
@@ -146,6 +150,8 @@ pub struct Relay {
     /// The last plan relayed from a remote Legate, with its number on the remote's stream:
     /// what its next plan's changes apply to.
     plan: Option<(u64, Vec<PlanEntry>)>,
+    /// Bytes of plans rebuilt from changes this turn.
+    rebuilt: u64,
 }
 
 /// A plan as what changed, as a remote Legate sends it under the plan-changes extension.
@@ -189,6 +195,7 @@ impl Relay {
             legate_events: false,
             copy: false,
             plan: None,
+            rebuilt: 0,
         }
     }
 
@@ -260,20 +267,25 @@ impl Relay {
     }
 
     /// A plan sent as what changed, rebuilt on the last plan relayed: `None` (its text is
-    /// the fallback) when it does not follow that plan, does not fit it, or rebuilds past
-    /// the bound of a part; the next whole plan starts again.
+    /// the fallback) when it does not follow that plan, does not fit it, rebuilds past the
+    /// bound of a part, or past the turn's bytes of rebuilt plans (an empty change of a few
+    /// bytes rebuilding a plan of megabytes, again and again); the next whole plan starts
+    /// again.
     fn plan_changes(&mut self, v: Value) -> Option<EventKind> {
         let changes: PlanChanges = serde_json::from_value(v).ok()?;
         let max = self.bounds.max_part_bytes as u64;
         let (have, plan) = self.plan.as_mut()?;
         // A misfit leaves the plan as it was; it is dropped all the same.
-        if *have != changes.base
-            || plan_apply(plan, &changes.hunks).is_err()
-            || json_size(plan) > max
-        {
+        let size = if *have != changes.base || plan_apply(plan, &changes.hunks).is_err() {
+            u64::MAX
+        } else {
+            json_size(plan)
+        };
+        if size > max || self.rebuilt.saturating_add(size) > self.bounds.max_rebuilt_plan_bytes {
             self.plan = None;
             return None;
         }
+        self.rebuilt += size;
         *have = changes.n;
         Some(EventKind::Plan {
             entries: plan.clone(),

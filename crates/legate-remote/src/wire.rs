@@ -220,6 +220,7 @@ impl Bounded {
         let body = read_bounded(resp, self.limits.answer, "the remote's answer").await?;
         self.tap
             .record(TapDirection::FromAgent, &String::from_utf8_lossy(&body));
+        crate::json_shape::check(&body, "the remote's answer")?;
         match self.binding {
             Binding::Rest => serde_json::from_slice(&body)
                 .map_err(|e| A2AError::internal(format!("failed to parse response: {e}"))),
@@ -294,6 +295,7 @@ fn rpc(method: &str, params: Option<Value>) -> JsonRpcRequest {
 
 /// The result of a JSON-RPC envelope, or its error.
 pub fn envelope(body: &[u8]) -> Result<Value, A2AError> {
+    crate::json_shape::check(body, "the remote's answer")?;
     let rpc: JsonRpcResponse = serde_json::from_slice(body)
         .map_err(|e| A2AError::internal(format!("failed to parse JSON-RPC response: {e}")))?;
     if let Some(err) = rpc.error {

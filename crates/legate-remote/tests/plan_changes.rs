@@ -152,3 +152,40 @@ proptest! {
         prop_assert_eq!(got, as_events(&plans));
     }
 }
+
+/// A hostile back Legate sends one large plan, then changes of a few bytes that rebuild it
+/// again and again: past the turn's bytes of rebuilt plans the changes are no longer
+/// rebuilt, so a megabyte of changes cannot cost gigabytes of plans. Before, every one was.
+#[test]
+fn rebuilt_plans_are_bounded_per_turn() {
+    let task = Task::new("t1", "c1", "revisor", "p");
+    let plan: Vec<PlanEntry> = (0..2_000)
+        .map(|i| entry(&format!("step {i} of a long plan"), "pending"))
+        .collect();
+    let size = legate_core::plan_change::json_size(&plan);
+    let mut back = Translator::new().with_plan_changes(true);
+    let mut front = Relay::new(Bounds {
+        max_rebuilt_plan_bytes: size * 10,
+        ..Bounds::default()
+    })
+    .with_legate_events(true);
+    let mut plans = 0;
+    let mut wire = 0;
+    for _ in 0..200 {
+        for r in back.event(
+            &task,
+            &EventKind::Plan {
+                entries: plan.clone(),
+            },
+        ) {
+            wire += serde_json::to_string(&r).unwrap().len();
+            plans += front
+                .update(&r)
+                .unwrap()
+                .iter()
+                .filter(|e| matches!(e, EventKind::Plan { .. }))
+                .count();
+        }
+    }
+    assert!(plans <= 11, "{plans} plans rebuilt from {wire} bytes");
+}

@@ -45,6 +45,8 @@ pub struct TaskFilter {
     pub limit: usize,
     /// Only tasks created strictly before this instant (for paging back).
     pub before: Option<Timestamp>,
+    /// Only tasks whose context an inbound message started (`TaskControls::inbound`).
+    pub inbound_only: bool,
 }
 
 impl Default for TaskFilter {
@@ -55,6 +57,7 @@ impl Default for TaskFilter {
             agent: None,
             limit: 50,
             before: None,
+            inbound_only: false,
         }
     }
 }
@@ -547,6 +550,9 @@ impl Store {
         if let Some(before) = filter.before {
             args.push(Value::Integer(before.0));
             sql.push_str(&format!(" AND created_at < ?{}", args.len()));
+        }
+        if filter.inbound_only {
+            sql.push_str(" AND json_extract(controls, '$.inbound') = 1");
         }
         args.push(Value::Integer(clamp_i64(filter.limit)));
         sql.push_str(&format!(

@@ -1,6 +1,7 @@
 //! The bound on what a returned patch expands to: a few megabytes of patch can describe a
 //! gigabyte file (a git binary hunk is deflated; a delta copies its base again and again).
-//! Two checks, both before any byte of the result is read into memory or written to the copy:
+//! Three checks, all before any byte of the result is read into memory or written to the copy:
+//! [`no_copies`], no file copied or renamed (a header that makes a whole file again);
 //! [`declared`], the sizes the patch's binary hunks declare, read from the patch text before
 //! git sees it, and [`resulting`], the sizes of the blobs the patch led to in the scratch
 //! index, asked of git without reading them. Past the bound the patch is `COPY_TOO_LARGE`
@@ -93,8 +94,8 @@ fn delta_result_size<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Option<u64> {
 /// Refuses a patch whose binary hunks declare more than `max_bytes` in one file or in all:
 /// `literal N` declares `N`; a `delta` hunk declares the size of its delta, not of the file it
 /// makes (a few bytes can copy a base again and again), so the file's size is read from the
-/// delta's own header. (A `copy to` makes a file as large as one of the baseline's; git
-/// builds those under `GIT_ALLOC_LIMIT`, and [`resulting`] bounds them all.)
+/// delta's own header. (A `copy to` makes a file as large as one of the baseline's, and git
+/// holds every one in memory: [`no_copies`] refuses them before git runs.)
 pub(crate) fn declared(patch: &[u8], max_bytes: u64) -> Result<(), Error> {
     let mut total: u64 = 0;
     let lines: Vec<&[u8]> = patch.split(|b| *b == b'\n').collect();
@@ -180,10 +181,67 @@ pub(crate) fn resulting(baseline: &Baseline, ids: &[&str], max_bytes: u64) -> Re
     Ok(())
 }
 
+/// Refuses a patch that copies or renames a file (`copy from`, `rename to`, … in a file's
+/// extended header). A header of ninety bytes makes a whole file of the baseline again, and
+/// `git apply` holds every result in memory until it ends (`GIT_ALLOC_LIMIT` bounds one
+/// allocation, not their sum): a few hundred kilobytes of such headers asked git for
+/// gigabytes. Legate's own patches are made with `--no-renames`, so none carries one.
+pub(crate) fn no_copies(patch: &[u8]) -> Result<(), Error> {
+    let mut in_header = false;
+    for line in patch.split(|b| *b == b'\n') {
+        if line.starts_with(b"diff --git ") {
+            in_header = true;
+            continue;
+        }
+        if !in_header {
+            continue;
+        }
+        if line.starts_with(b"--- ")
+            || line.starts_with(b"@@")
+            || line.starts_with(b"GIT binary patch")
+            || line.starts_with(b"Binary files ")
+        {
+            in_header = false;
+            continue;
+        }
+        let copies = [
+            &b"copy from "[..],
+            b"copy to ",
+            b"rename from ",
+            b"rename to ",
+            b"rename old ",
+            b"rename new ",
+        ];
+        if copies.iter().any(|c| line.starts_with(c)) {
+            return Err(Error::new(
+                ErrorCode::RemoteProtocolError,
+                "the remote's patch copies or renames a file, which Legate's patches never do (they are made with --no-renames); nothing was applied",
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_patch_that_copies_or_renames_is_refused_before_git_sees_it() {
+        let plain = b"diff --git a/a.txt b/a.txt\nindex 1..2 100644\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-copy from x\n+rename to y\n";
+        assert!(no_copies(plain).is_ok());
+        let mut copies = Vec::new();
+        for i in 0..3 {
+            copies.extend_from_slice(
+                format!("diff --git a/big.bin b/c{i}\nsimilarity index 100%\ncopy from big.bin\ncopy to c{i}\n").as_bytes(),
+            );
+        }
+        let e = no_copies(&copies).unwrap_err();
+        assert_eq!(e.code, ErrorCode::RemoteProtocolError);
+        let renamed = b"diff --git a/a b/b\nsimilarity index 90%\nrename from a\nrename to b\n--- a/a\n+++ b/b\n";
+        assert!(no_copies(renamed).is_err());
+    }
 
     #[test]
     fn declared_binary_sizes_are_bounded_one_by_one_and_in_all() {

@@ -417,6 +417,7 @@ pub fn apply_returned(
         .run(&["rev-parse", "--verify", "HEAD^{tree}"])?;
     let head = String::from_utf8_lossy(&head).trim().to_string();
     crate::expansion::declared(patch, max_bytes)?;
+    crate::expansion::no_copies(patch)?;
     let after_tree = tree_after(baseline, &head, patch, max_bytes)?;
     let changes = changes_between(baseline, &head, &after_tree)?;
     let wanted: BTreeMap<&str, &PostState> = expected
@@ -464,7 +465,7 @@ pub fn apply_returned(
         }
     }
     // What the copy holds now (the baseline, or earlier turns' results) to the result.
-    let now = crate::changes::stage_tree(baseline)?;
+    let now = stage_within(baseline, max_bytes)?;
     let steps = changes_between(baseline, &now, &after_tree)?;
     let step_ids: Vec<&str> = steps.iter().filter_map(|c| c.new_blob.as_deref()).collect();
     let mut step_blobs = baseline.blobs(&step_ids)?.into_iter();
@@ -488,7 +489,7 @@ pub fn apply_returned(
         plan.push((c, after, before));
     }
     let applied = write_plan(&held, &plan).and_then(|()| {
-        if crate::changes::stage_tree(baseline)? != after_tree {
+        if stage_within(baseline, max_bytes)? != after_tree {
             return Err(protocol(
                 "the copy does not hold the patch's result after it was written".into(),
             ));
@@ -522,6 +523,31 @@ pub fn apply_returned(
         });
     }
     Ok(changes)
+}
+
+/// Stages the copy within `max_bytes` (`staged_size`): a file in it an agent's process made or
+/// grew (an earlier local turn's) costs the baseline no more than the transfer bound. Past
+/// it, `COPY_TOO_LARGE`, nothing staged or applied. The number of changed files is bounded by
+/// the transfers that brought them, not here.
+fn stage_within(baseline: &Baseline, max_bytes: u64) -> Result<String, Error> {
+    let limits = CopyLimits {
+        max_files: usize::MAX,
+        max_bytes,
+        max_changed_files: usize::MAX,
+    };
+    crate::staged_size::stage_tree_within(baseline, &limits).map_err(|e| {
+        if e.code == ErrorCode::ChangeLimitExceeded {
+            Error::caused_by(
+                ErrorCode::CopyTooLarge,
+                format!(
+                    "the local copy's changes grew past {max_bytes} bytes, the transfer bound, as they were staged; nothing was applied"
+                ),
+                e,
+            )
+        } else {
+            e
+        }
+    })
 }
 
 /// The tree `patch` leads to from `before`, applied to a scratch index (`git apply

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Fixture, blob_id, files_under, git};
+use common::{Fixture, blob_id, bytes_under, files_under, git, sparse};
 use legate_core::ErrorCode;
 use legate_integration::*;
 use legate_review::*;
@@ -326,25 +326,6 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
     )
     .unwrap_err();
     assert_eq!(err.code, ErrorCode::UnsafePath);
-}
-
-/// A sparse file of `len` bytes at `path`: what a hostile agent makes for no disk.
-fn sparse(path: &Path, len: u64) {
-    fs::File::create(path).unwrap().set_len(len).unwrap();
-}
-
-/// The bytes of the files under `dir`, by their sizes.
-fn bytes_under(dir: &Path) -> u64 {
-    let mut total = 0;
-    for entry in fs::read_dir(dir).unwrap().flatten() {
-        let meta = entry.metadata().unwrap();
-        total += if meta.is_dir() {
-            bytes_under(&entry.path())
-        } else {
-            meta.len()
-        };
-    }
-    total
 }
 
 /// A hostile agent's sparse file far past the copy's limit (2 GiB that cost it no disk) is

@@ -123,6 +123,35 @@ fn both_sides_agree_on_the_baseline_and_the_patch_round_trips() {
     drop(t.f);
 }
 
+/// A file in the local copy an agent's process made or grew (an earlier local turn's: 2 GiB,
+/// sparse, no disk to the agent) is bounded while the copy is staged to apply a remote's
+/// patch: `COPY_TOO_LARGE`, the baseline's objects do not grow by it, nothing is applied.
+/// Before, staging wrote the whole file into the baseline.
+#[test]
+fn a_huge_local_file_is_refused_as_the_copy_is_staged_for_a_remote_patch() {
+    let t = pair();
+    write(t.remote.copy(), "src/lib.rs", b"fn one() {}\nfn two() {}\n");
+    let (patch, manifest) = returned(&t.remote);
+    let objects = t.local.git_dir().join("objects");
+    let before = bytes_under(&objects);
+    sparse(&t.local.copy().join("huge.bin"), 2 << 30);
+    let e = apply_returned(&t.local, &patch, &manifest, MAX).unwrap_err();
+    assert_eq!(e.code, ErrorCode::CopyTooLarge, "{e}");
+    assert!(e.message.contains("the transfer bound"), "{e}");
+    let grew = bytes_under(&objects) - before;
+    assert!(
+        grew < 1 << 20,
+        "the baseline's objects grew by {grew} bytes"
+    );
+    assert_eq!(
+        std::fs::read(t.local.copy().join("src/lib.rs")).unwrap(),
+        b"fn one() {}\n"
+    );
+    std::fs::remove_file(t.local.copy().join("huge.bin")).unwrap();
+    apply_returned(&t.local, &patch, &manifest, MAX).unwrap();
+    drop(t.f);
+}
+
 /// A patch that expands past the transfer bound (a binary hunk of zeros, which a hostile
 /// remote deflates to a few kilobytes; a text file larger than the bound) is `COPY_TOO_LARGE` before any of it is read or written.
 #[test]
@@ -246,6 +275,34 @@ fn a_patch_that_writes_outside_or_through_a_symlink_is_refused() {
             "{text}"
         );
     }
+}
+
+/// A hand-written patch of `copy from` headers (ninety bytes each make a whole file of the
+/// baseline again, all held in git's memory) is refused before git runs, the copy untouched.
+/// Before, a 260 KB patch of them drove `git apply` past 3.9 GB.
+#[test]
+fn a_patch_that_copies_files_is_refused_before_git_runs() {
+    let t = pair();
+    let id = baseline_id(&baseline_files(&t.local).unwrap());
+    let mut text = String::new();
+    let mut post = Vec::new();
+    for i in 0..200 {
+        text.push_str(&format!(
+            "diff --git a/README.md b/c{i}\nsimilarity index 100%\ncopy from README.md\ncopy to c{i}\n"
+        ));
+        post.push(PostState {
+            path: format!("c{i}"),
+            sha256: Some(sha256_hex(b"hello\n")),
+            executable: false,
+        });
+    }
+    let (bytes, mut m, _) = forged(&text, post);
+    m.baseline_id = id;
+    let before = snapshot(t.local.copy());
+    let e = apply_returned(&t.local, &bytes, &m, MAX).unwrap_err();
+    assert_eq!(e.code, ErrorCode::RemoteProtocolError, "{e}");
+    assert!(e.message.contains("copies or renames"), "{e}");
+    assert_eq!(snapshot(t.local.copy()), before);
 }
 
 #[test]

@@ -133,6 +133,7 @@ pub(crate) async fn run(config: config::Config, flags: RunFlags) -> Result<ExitC
         memory: None,
         message_id: None,
         skills: Vec::new(),
+        inbound: false,
         tap,
     };
     let task = engine.submit(request)?;

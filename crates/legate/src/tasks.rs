@@ -32,6 +32,7 @@ pub(crate) fn list(
         agent,
         limit: limit.clamp(1, 10_000),
         before: None,
+        inbound_only: false,
     };
     let tasks = records.tasks(&filter)?;
     if tasks.is_empty() && !json && std::io::stdout().is_terminal() {

@@ -188,6 +188,7 @@ impl AcpBackend {
         let stdout = super::pipe::AgentStdout::widen(stdout);
         let process = ProcessGroup::watch(child, self.kill_grace, marker, limits);
         info!(agent = %request.agent.name, pgid = process.pgid(), root = %root.display(), confinement = enforcement.as_str(), "agent started");
+        let covered = legate_confine::Covered::new(&root, &request.hidden, &launch.writable);
         let shared = Arc::new(
             HandlerState::new(
                 request.supervisor.clone(),
@@ -195,6 +196,7 @@ impl AcpBackend {
                 root,
             )
             .with_channel(request.channel.clone())
+            .covering(covered)
             .keeping(session_tmp),
         );
         shared.route_to(sink.clone(), None);

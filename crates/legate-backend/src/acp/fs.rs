@@ -16,8 +16,9 @@
 
 use agent_client_protocol::v1::schema as acp;
 use legate_beneath::{BeneathError, Root};
+use legate_confine::Covered;
 use legate_core::TaskMode;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Files larger than this are not read through the client.
@@ -106,6 +107,21 @@ fn refused(what: &str, root: &Root, path: &Path, error: &BeneathError) -> Refuse
     }
 }
 
+/// `path` relative to the root, refused outside it and where the agent's namespace covers it
+/// (Legate's home inside a shared workspace: its tokens, database and configuration).
+fn beneath(what: &str, root: &Root, covered: &Covered, path: &Path) -> Result<PathBuf, Refused> {
+    let rel = root
+        .relative(path)
+        .map_err(|e| refused(what, root, path, &e))?;
+    if covered.covers(&rel) {
+        return Err(invalid(format!(
+            "{} is in Legate's home or a file hidden from agents; Legate never serves it",
+            path.display()
+        )));
+    }
+    Ok(rel)
+}
+
 /// The refusal for a root that could not be opened.
 /// A file request in a session whose files are not on this machine (an agent in a pod).
 pub(crate) fn no_file_service(path: &Path) -> Refused {
@@ -152,13 +168,13 @@ pub(crate) fn slice_lines(content: &str, line: Option<u32>, limit: Option<u32>) 
 /// Serves a read.
 pub(crate) async fn read(
     root: Arc<Root>,
+    covered: &Arc<Covered>,
     req: &acp::ReadTextFileRequest,
 ) -> Result<acp::ReadTextFileResponse, Refused> {
     let path = req.path.clone();
+    let covered = Arc::clone(covered);
     let bytes = blocking(move || {
-        let rel = root
-            .relative(&path)
-            .map_err(|e| refused("read", &root, &path, &e))?;
+        let rel = beneath("read", &root, &covered, &path)?;
         root.read(&rel, MAX_READ_BYTES)
             .map_err(|e| refused("read", &root, &path, &e))
     })
@@ -173,6 +189,7 @@ pub(crate) async fn read(
 /// Serves a write.
 pub(crate) async fn write(
     root: Arc<Root>,
+    covered: &Arc<Covered>,
     mode: TaskMode,
     req: &acp::WriteTextFileRequest,
 ) -> Result<acp::WriteTextFileResponse, Refused> {
@@ -184,10 +201,9 @@ pub(crate) async fn write(
     }
     let path = req.path.clone();
     let content = req.content.clone();
+    let covered = Arc::clone(covered);
     blocking(move || {
-        let rel = root
-            .relative(&path)
-            .map_err(|e| refused("write", &root, &path, &e))?;
+        let rel = beneath("write", &root, &covered, &path)?;
         root.write(&rel, content.as_bytes(), true)
             .map_err(|e| refused("write", &root, &path, &e))
     })
@@ -200,10 +216,13 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use std::path::PathBuf;
 
     fn held(root: &Path) -> Arc<Root> {
         Arc::new(Root::open(root).unwrap())
+    }
+
+    fn none() -> Arc<Covered> {
+        Arc::default()
     }
 
     fn root() -> (tempfile::TempDir, PathBuf) {
@@ -228,13 +247,18 @@ mod tests {
     async fn reads_and_writes_inside_the_root() {
         let (_tmp, root) = root();
         let w = acp::WriteTextFileRequest::new("s", root.join("new/dir/a.txt"), "one\ntwo\n");
-        write(held(&root), TaskMode::Write, &w).await.unwrap();
+        write(held(&root), &none(), TaskMode::Write, &w)
+            .await
+            .unwrap();
         assert_eq!(
             std::fs::read_to_string(root.join("new/dir/a.txt")).unwrap(),
             "one\ntwo\n"
         );
         let r = acp::ReadTextFileRequest::new("s", root.join("new/dir/a.txt")).line(2u32);
-        assert_eq!(read(held(&root), &r).await.unwrap().content, "two\n");
+        assert_eq!(
+            read(held(&root), &none(), &r).await.unwrap().content,
+            "two\n"
+        );
     }
 
     #[tokio::test]
@@ -245,7 +269,7 @@ mod tests {
         std::os::unix::fs::symlink(tmp.path(), root.join("up")).unwrap();
 
         let r = acp::ReadTextFileRequest::new("s", outside.clone());
-        let err = read(held(&root), &r).await.unwrap_err();
+        let err = read(held(&root), &none(), &r).await.unwrap_err();
         assert_eq!(
             err.error.code,
             agent_client_protocol::ErrorCode::INVALID_PARAMS
@@ -253,22 +277,69 @@ mod tests {
         assert!(err.reason.contains("outside the root"), "{}", err.reason);
 
         let w = acp::WriteTextFileRequest::new("s", root.join("up/evil"), "x");
-        assert!(write(held(&root), TaskMode::Write, &w).await.is_err());
+        assert!(
+            write(held(&root), &none(), TaskMode::Write, &w)
+                .await
+                .is_err()
+        );
         assert!(!tmp.path().join("evil").exists());
 
         let w = acp::WriteTextFileRequest::new("s", root.join("ok.txt"), "x");
-        let err = write(held(&root), TaskMode::ReadOnly, &w)
+        let err = write(held(&root), &none(), TaskMode::ReadOnly, &w)
             .await
             .unwrap_err();
         assert!(err.reason.contains("read-only"), "{}", err.reason);
         assert!(!root.join("ok.txt").exists());
     }
 
+    /// A home inside a shared workspace: what the agent's namespace covers is never served,
+    /// by any spelling of its path; its own state directory there is.
+    #[tokio::test]
+    async fn what_the_namespace_covers_is_never_served() {
+        let (_tmp, root) = root();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join("agents/revisor")).unwrap();
+        std::fs::write(home.join("mcp-token"), "TOKEN").unwrap();
+        let covered = Arc::new(Covered::new(
+            &root,
+            std::slice::from_ref(&home),
+            &[root.clone(), home.join("agents/revisor")],
+        ));
+        for asked in [
+            home.join("mcp-token"),
+            root.join("src/../home/mcp-token"),
+            PathBuf::from("home/mcp-token"),
+            PathBuf::from("./home/./mcp-token"),
+        ] {
+            let r = acp::ReadTextFileRequest::new("s", asked.clone());
+            let err = read(held(&root), &covered, &r).await.unwrap_err();
+            assert!(
+                err.reason.contains("Legate's home"),
+                "{asked:?}: {}",
+                err.reason
+            );
+        }
+        let w = acp::WriteTextFileRequest::new("s", home.join("legate.toml"), "[network]");
+        let err = write(held(&root), &covered, TaskMode::Write, &w)
+            .await
+            .unwrap_err();
+        assert!(err.reason.contains("never serves"), "{}", err.reason);
+        assert!(!home.join("legate.toml").exists());
+        let w = acp::WriteTextFileRequest::new("s", home.join("agents/revisor/n.txt"), "n");
+        write(held(&root), &covered, TaskMode::Write, &w)
+            .await
+            .unwrap();
+        let w = acp::WriteTextFileRequest::new("s", root.join("homework.txt"), "h");
+        write(held(&root), &covered, TaskMode::Write, &w)
+            .await
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn a_missing_file_is_resource_not_found() {
         let (_tmp, root) = root();
         let r = acp::ReadTextFileRequest::new("s", root.join("nope.txt"));
-        let err = read(held(&root), &r).await.unwrap_err();
+        let err = read(held(&root), &none(), &r).await.unwrap_err();
         assert_eq!(
             err.error.code,
             agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND
@@ -283,16 +354,22 @@ mod tests {
         std::os::unix::fs::symlink(root.join("real.txt"), root.join("alias.txt")).unwrap();
         std::os::unix::fs::symlink("sub", root.join("subalias")).unwrap();
         let r = acp::ReadTextFileRequest::new("s", root.join("alias.txt"));
-        let err = read(held(&root), &r).await.unwrap_err();
+        let err = read(held(&root), &none(), &r).await.unwrap_err();
         assert_eq!(
             err.error.code,
             agent_client_protocol::ErrorCode::INVALID_PARAMS
         );
         assert!(err.reason.contains("symlink"), "{}", err.reason);
         let w = acp::WriteTextFileRequest::new("s", root.join("alias.txt"), "x");
-        assert!(write(held(&root), TaskMode::Write, &w).await.is_err());
+        assert!(
+            write(held(&root), &none(), TaskMode::Write, &w)
+                .await
+                .is_err()
+        );
         let w = acp::WriteTextFileRequest::new("s", root.join("subalias/new.txt"), "x");
-        let err = write(held(&root), TaskMode::Write, &w).await.unwrap_err();
+        let err = write(held(&root), &none(), TaskMode::Write, &w)
+            .await
+            .unwrap_err();
         assert!(err.reason.contains("symlink"), "{}", err.reason);
         assert!(!root.join("sub/new.txt").exists());
         assert_eq!(
@@ -305,14 +382,20 @@ mod tests {
     async fn relative_and_dotted_paths_stay_beneath() {
         let (tmp, root) = root();
         let w = acp::WriteTextFileRequest::new("s", "rel/a.txt", "a");
-        write(held(&root), TaskMode::Write, &w).await.unwrap();
+        write(held(&root), &none(), TaskMode::Write, &w)
+            .await
+            .unwrap();
         assert!(root.join("rel/a.txt").is_file());
         let w = acp::WriteTextFileRequest::new("s", root.join("rel/../../escaped"), "x");
-        let err = write(held(&root), TaskMode::Write, &w).await.unwrap_err();
+        let err = write(held(&root), &none(), TaskMode::Write, &w)
+            .await
+            .unwrap_err();
         assert!(err.reason.contains("outside the root"), "{}", err.reason);
         assert!(!tmp.path().join("escaped").exists());
         let w = acp::WriteTextFileRequest::new("s", root.join("rel"), "x");
-        let err = write(held(&root), TaskMode::Write, &w).await.unwrap_err();
+        let err = write(held(&root), &none(), TaskMode::Write, &w)
+            .await
+            .unwrap_err();
         assert!(err.reason.contains("is a directory"), "{}", err.reason);
     }
 }

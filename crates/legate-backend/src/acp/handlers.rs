@@ -31,7 +31,11 @@ pub(crate) fn session_update(shared: &HandlerState, notification: &acp::SessionN
         acp::SessionUpdate::ToolCallUpdate(u) => Some(u.tool_call_id.0.to_string()),
         _ => None,
     };
-    if let Some(id) = tool_id {
+    // Outside a turn nothing is stored, and nothing is remembered either: an idle agent's
+    // flood of tool calls must not grow Legate's memory.
+    if let Some(id) = tool_id
+        && shared.routed()
+    {
         shared.remember_tool(&id, |known| translate::learn_tool(known, update));
     }
     match translate::update_event(update) {
@@ -282,7 +286,15 @@ pub(crate) async fn read_text_file(
         _ if !shared.supervision().tools.allows_kind(ToolKind::Read) => {
             Err(fs::not_allowed("read", &req.path, ToolKind::Read))
         }
-        Ok(root) => fs::read(root, req).await,
+        Ok(root) => {
+            // Room for the answer first: an agent that never reads its stdin waits here.
+            let room = shared.unwritten().reserve().await;
+            let read = fs::read(root, &shared.covered(), req).await;
+            if let Ok(answer) = &read {
+                room.keep(answer.content.len());
+            }
+            read
+        }
         Err(e) => Err(fs::unusable_root(&req.path, &e)),
     };
     report_fs(shared, "read", &req.path, result.as_ref().err());
@@ -303,7 +315,7 @@ pub(crate) async fn write_text_file(
         _ if !supervision.tools.allows_kind(ToolKind::Edit) => {
             Err(fs::not_allowed("write", &req.path, ToolKind::Edit))
         }
-        Ok(root) => fs::write(root, mode, req).await,
+        Ok(root) => fs::write(root, &shared.covered(), mode, req).await,
         Err(e) => Err(fs::unusable_root(&req.path, &e)),
     };
     report_fs(shared, "write", &req.path, result.as_ref().err());
@@ -401,6 +413,31 @@ mod tests {
             Supervision::new(boundary, TaskMode::Write, Preset::claude()),
             root,
         )
+    }
+
+    /// An idle agent's tool calls (no turn routed) are neither stored nor remembered: a flood
+    /// of them between turns must not grow Legate's memory. In a turn they are.
+    #[test]
+    fn tool_calls_outside_a_turn_are_not_remembered() {
+        let shared = state(Arc::new(Answers(Ruling {
+            decision: Decision::Deny,
+            option_id: None,
+            reason: String::new(),
+            decider: legate_core::Decider::Table,
+            rule_id: None,
+        })));
+        let call: acp::SessionNotification = serde_json::from_value(json!({
+            "sessionId": "s-1",
+            "update": {"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "t",
+                       "rawInput": {"content": "x".repeat(4096)}},
+        }))
+        .unwrap();
+        session_update(&shared, &call);
+        assert!(shared.known_tool("call-1").is_none());
+        let (sink, _events) = EventSink::channel();
+        shared.route_to(sink, Some(TaskMode::Write));
+        session_update(&shared, &call);
+        assert!(shared.known_tool("call-1").unwrap().raw_input.is_some());
     }
 
     /// Answers one `session/request_permission` with `verdict`; the reply and the one event

@@ -4,15 +4,16 @@
 //! the sink of the turn in progress (or of `open()` while the handshake runs). Outside a turn
 //! there is no sink and events are dropped (logged at debug).
 
+use super::known_tools::{KnownTools, MAX_KNOWN_TOOLS};
 use super::launch::SessionTmp;
 use super::translate::{self, KnownTool};
 use super::transport::MAX_STDOUT_NOTICES;
 use super::unasked;
+use super::unwritten::Unwritten;
 use crate::EventSink;
 use crate::approvals::{Abort, AbortHandle, ApprovalChannel};
 use legate_core::{EventKind, TapDirection, TapProtocol, TaskId, TaskMode, ToolStatus};
 use legate_supervisor::{Supervision, Supervisor};
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -20,8 +21,6 @@ use tracing::debug;
 
 /// At most this many stderr events per turn; then one notice.
 pub(crate) const MAX_STDERR_EVENTS: usize = 1_000;
-/// Tool calls remembered per turn (to fill permission requests that only carry an id).
-const MAX_KNOWN_TOOLS: usize = 4_096;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -55,7 +54,7 @@ pub(crate) struct HandlerState {
     /// Why the transport ended the connection, when the agent broke the protocol.
     protocol_failure: Mutex<Option<String>>,
     stderr_done: watch::Sender<bool>,
-    tools: Mutex<HashMap<String, KnownTool>>,
+    tools: Mutex<KnownTools>,
     supervisor: Arc<dyn Supervisor>,
     supervision: Supervision,
     /// Where `ask` rulings go and decisions are recorded.
@@ -68,6 +67,11 @@ pub(crate) struct HandlerState {
     /// Whether `fs/read_text_file` and `fs/write_text_file` are served (not for an agent in
     /// a pod, whose files are not on this machine).
     files: bool,
+    /// What the agent's mount namespace covers beneath the root (a home inside a shared
+    /// workspace): never served.
+    covered: Arc<legate_confine::Covered>,
+    /// File contents read for the agent and not yet written to its stdin.
+    unwritten: Arc<Unwritten>,
     /// The session's temp directory inside its root, if it has one: removed (when empty) as
     /// the last handle on this state goes, that is when the session and its connection end.
     _session_tmp: Option<SessionTmp>,
@@ -84,7 +88,7 @@ impl HandlerState {
             last_stderr: Mutex::new(None),
             protocol_failure: Mutex::new(None),
             stderr_done: watch::channel(false).0,
-            tools: Mutex::new(HashMap::new()),
+            tools: Mutex::new(KnownTools::default()),
             supervisor,
             supervision,
             channel: None,
@@ -92,6 +96,8 @@ impl HandlerState {
             root,
             beneath: Mutex::new(None),
             files: true,
+            covered: Arc::default(),
+            unwritten: Arc::default(),
             _session_tmp: None,
         }
     }
@@ -100,6 +106,22 @@ impl HandlerState {
     pub(crate) fn without_files(mut self) -> Self {
         self.files = false;
         self
+    }
+
+    /// The same state, refusing file requests for what `covered` covers beneath the root.
+    pub(crate) fn covering(mut self, covered: legate_confine::Covered) -> Self {
+        self.covered = Arc::new(covered);
+        self
+    }
+
+    /// File contents read for the agent and not yet written to it (`unwritten`).
+    pub(crate) fn unwritten(&self) -> &Arc<Unwritten> {
+        &self.unwritten
+    }
+
+    /// What the file service never serves beneath the root.
+    pub(crate) fn covered(&self) -> Arc<legate_confine::Covered> {
+        Arc::clone(&self.covered)
     }
 
     /// Whether the client file service is on.
@@ -330,13 +352,15 @@ impl HandlerState {
         let _ = rx.wait_for(|done| *done).await;
     }
 
-    /// Remembers what a tool call said about itself.
+    /// Remembers what a tool call said about itself, within `known_tools`' bounds.
     pub(crate) fn remember_tool(&self, id: &str, update: impl FnOnce(&mut KnownTool)) {
-        let mut tools = lock(&self.tools);
-        if tools.len() >= MAX_KNOWN_TOOLS && !tools.contains_key(id) {
-            return;
-        }
-        update(tools.entry(id.to_string()).or_default());
+        lock(&self.tools).remember(id, update);
+    }
+
+    /// Whether a turn (or the session's opening) is routed: outside one, what the agent
+    /// says is neither stored nor remembered.
+    pub(crate) fn routed(&self) -> bool {
+        lock(&self.route).sink.is_some()
     }
 
     /// Notes that a permission request named tool call `id`.
@@ -356,7 +380,7 @@ impl HandlerState {
                 // A call Legate could not remember (more than MAX_KNOWN_TOOLS this turn, a
                 // flood): whether it was asked about is unknown, and it must not pass
                 // unseen. One notice per turn says so.
-                let full = tools.len() >= MAX_KNOWN_TOOLS;
+                let full = tools.is_full();
                 drop(tools);
                 if full && status_ended(status) {
                     let first = {

@@ -287,6 +287,7 @@ pub(crate) fn lines(
             w.write_all(line.as_bytes()).await?;
             w.write_all(b"\n").await?;
             w.flush().await?;
+            shared.unwritten().written(line.len() + 1);
             Ok::<_, io::Error>((w, pending, shared))
         },
     );

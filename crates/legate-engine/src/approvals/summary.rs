@@ -15,22 +15,39 @@ use legate_supervisor::policy::Command;
 
 /// The longest command kept, in words; a longer one is cut, and says so in a last word.
 const MAX_WORDS: usize = 256;
+/// The longest title kept, in characters (the agent's words, stored in every audit row).
+const MAX_TITLE_CHARS: usize = 1024;
+/// The most paths kept, and the longest path kept, in characters.
+const MAX_PATHS: usize = 256;
+const MAX_PATH_CHARS: usize = 4096;
 
 /// The summary of `request`, with every credential the agent wrote into it (title, paths,
 /// command words, script) redacted: it is stored, shown to every front and judged.
 pub(crate) fn summarize(request: &PermissionRequest) -> ToolCallSummary {
     let hide = |s: String| legate_credentials::redact(&s).into_owned();
-    ToolCallSummary {
-        kind: request.tool_kind,
-        title: hide(request.title.clone()),
-        paths: request
-            .locations
-            .iter()
-            .map(|p| match legate_credentials::redact(&p.to_string_lossy()) {
+    let mut paths: Vec<std::path::PathBuf> = request
+        .locations
+        .iter()
+        .take(MAX_PATHS)
+        .map(|p| {
+            let text = p.to_string_lossy();
+            if text.chars().count() > MAX_PATH_CHARS {
+                return std::path::PathBuf::from(cut(&hide(text.into_owned()), MAX_PATH_CHARS));
+            }
+            match legate_credentials::redact(&text) {
                 std::borrow::Cow::Borrowed(_) => p.clone(),
                 std::borrow::Cow::Owned(r) => std::path::PathBuf::from(r),
-            })
-            .collect(),
+            }
+        })
+        .collect();
+    let more = request.locations.len().saturating_sub(MAX_PATHS);
+    if more > 0 {
+        paths.push(format!("…({more} more paths not shown)").into());
+    }
+    ToolCallSummary {
+        kind: request.tool_kind,
+        title: cut(&hide(request.title.clone()), MAX_TITLE_CHARS),
+        paths,
         command: plain_words(request).map(|words| words.into_iter().map(hide).collect()),
         script: script(request).map(hide),
         destination: destination(request),
@@ -70,16 +87,18 @@ fn script(request: &PermissionRequest) -> Option<String> {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
+    Some(cut(&text, MAX_SCRIPT_CHARS))
+}
+
+/// `text`, cut at `max` characters with a last word saying how many more there were.
+fn cut(text: &str, max: usize) -> String {
     let total = text.chars().count();
-    if total <= MAX_SCRIPT_CHARS {
-        return Some(text);
+    if total <= max {
+        return text.to_string();
     }
-    let mut cut: String = text.chars().take(MAX_SCRIPT_CHARS).collect();
-    cut.push_str(&format!(
-        "…({} more characters not shown)",
-        total - MAX_SCRIPT_CHARS
-    ));
-    Some(cut)
+    let mut cut: String = text.chars().take(max).collect();
+    cut.push_str(&format!("…({} more characters not shown)", total - max));
+    cut
 }
 
 /// The words of the request's command when it is one plain command; `None` otherwise.
@@ -131,6 +150,31 @@ mod tests {
             raw_input: Some(raw),
             options: Vec::new(),
         }
+    }
+
+    /// An agent's title and paths of megabytes are stored bounded (every audit row holds
+    /// them, for good): cut, and saying so.
+    #[test]
+    fn a_huge_title_and_many_long_paths_are_stored_bounded() {
+        let mut r = request(serde_json::json!({"command": ["ls"]}));
+        r.title = "t".repeat(1 << 20);
+        r.locations = (0..10_000)
+            .map(|i| format!("/{}{i}", "p".repeat(10_000)).into())
+            .collect();
+        let s = summarize(&r);
+        assert!(s.title.len() < 2 * MAX_TITLE_CHARS, "{}", s.title.len());
+        assert!(s.title.ends_with("more characters not shown)"));
+        assert_eq!(s.paths.len(), MAX_PATHS + 1);
+        assert!(
+            s.paths
+                .iter()
+                .all(|p| p.as_os_str().len() < 2 * MAX_PATH_CHARS)
+        );
+        assert_eq!(
+            s.paths.last().unwrap().to_string_lossy(),
+            format!("…({} more paths not shown)", 10_000 - MAX_PATHS)
+        );
+        assert!(serde_json::to_string(&s).unwrap().len() < 2 << 20);
     }
 
     /// What an approval stores, shows and has judged holds no credential the agent wrote.

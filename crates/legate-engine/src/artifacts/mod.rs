@@ -80,9 +80,17 @@ impl Core {
             }
         };
         let secrets = self.config().review.secrets.clone();
+        // What the agent's namespace covers beneath its root (a home inside a shared
+        // workspace) is never collected: the root is all it may write there.
+        let covered = legate_confine::Covered::new(
+            root,
+            &self.config().hidden_paths(),
+            &[root.to_path_buf()],
+        );
         let root = root.to_path_buf();
         let collected =
-            tokio::task::spawn_blocking(move || collect(&root, &dir, &names, &secrets)).await;
+            tokio::task::spawn_blocking(move || collect(&root, &dir, &names, &secrets, &covered))
+                .await;
         let records = match collected {
             Ok(r) => r,
             Err(e) => {
@@ -186,7 +194,13 @@ fn short(s: &str) -> String {
 }
 
 /// Collects each of `names` beneath `root` into `dir`.
-fn collect(root: &Path, dir: &Path, names: &[String], secrets: &SecretPatterns) -> Vec<Artifact> {
+fn collect(
+    root: &Path,
+    dir: &Path,
+    names: &[String],
+    secrets: &SecretPatterns,
+    covered: &legate_confine::Covered,
+) -> Vec<Artifact> {
     let at = Timestamp::now().0;
     let record = |name: &str, state, reason: String| Artifact {
         name: name.to_string(),
@@ -210,6 +224,17 @@ fn collect(root: &Path, dir: &Path, names: &[String], secrets: &SecretPatterns) 
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let rel = Path::new(name);
+        let hidden = legate_beneath::components(rel)
+            .map(|names| covered.covers(&names.iter().collect::<PathBuf>()))
+            .unwrap_or(false);
+        if hidden {
+            out.push(record(
+                name,
+                ArtifactState::Blocked,
+                "BLOCKED_ARTIFACT_PATH: in Legate's home or a file hidden from agents".into(),
+            ));
+            continue;
+        }
         let bytes = match held.kind(rel) {
             Ok(None) => {
                 out.push(record(

@@ -48,6 +48,7 @@ impl Core {
             continued_from: None,
             // Set with the agent at submit (`core::request`).
             tap: false,
+            inbound: request.inbound,
         })
     }
 }

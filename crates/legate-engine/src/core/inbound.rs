@@ -166,6 +166,9 @@ impl Core {
                     latest.context_id, latest.agent
                 )));
             }
+            if !latest.controls.inbound {
+                return Err(not_inbound(&latest.context_id));
+            }
             keeps_role(&latest, role.as_deref())?;
             let task = self.next_turn(
                 crate::ContinueRequest {
@@ -187,6 +190,7 @@ impl Core {
         request.context_id = context_id;
         request.message_id = message_id;
         request.role = role;
+        request.inbound = true;
         if let Some(w) = workspace {
             request.workspace = w;
         }
@@ -198,12 +202,14 @@ impl Core {
         })
     }
 
-    /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
-    /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
-    /// unknown id, so that one agent's callers learn nothing of another's tasks.
+    /// The task `id` (exactly, no prefix) when an inbound caller of `agent` may reach it: a
+    /// task belongs to the agent it was sent to, and to inbound callers only when an inbound
+    /// message started its context (`TaskControls::inbound`). Any other is `TASK_NOT_FOUND`,
+    /// as for an unknown id, so that one agent's callers learn nothing of another's tasks,
+    /// and an inbound caller nothing of the tasks other fronts started.
     pub(crate) fn task_of(&self, agent: &str, id: &str) -> Result<Task> {
         match self.store().task(&TaskId(id.to_string()))? {
-            Some(t) if t.agent == agent => Ok(t),
+            Some(t) if t.agent == agent && t.controls.inbound => Ok(t),
             _ => Err(Error::new(
                 ErrorCode::TaskNotFound,
                 format!("task {id} not found"),
@@ -274,4 +280,12 @@ impl Core {
             route: Route::Reply,
         })
     }
+}
+
+/// A known context that an inbound message did not start: not one an inbound caller may
+/// continue (its workspace may be a shared directory or a copy outside the A2A roots).
+fn not_inbound(context_id: &str) -> Error {
+    Error::invalid_input(format!(
+        "context {context_id} was not started by an inbound message, so none may continue it; send without a contextId to start a new conversation"
+    ))
 }

@@ -138,6 +138,10 @@ pub struct SubmitRequest {
     /// its agent's configuration does not (`[agents.NAME] tap = true`). A reply to the task
     /// keeps its tap; a later task of the context asks again.
     pub tap: bool,
+    /// Whether an inbound message starts it ([`Messages::deliver`](crate::Messages::deliver)
+    /// sets it; see `TaskControls::inbound`). Ignored on a continuation, which keeps its
+    /// context's.
+    pub inbound: bool,
 }
 
 impl SubmitRequest {
@@ -163,6 +167,7 @@ impl SubmitRequest {
             artifact_paths: Vec::new(),
             effort: None,
             tap: false,
+            inbound: false,
         }
     }
 }

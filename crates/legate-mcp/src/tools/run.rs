@@ -77,6 +77,7 @@ pub fn run(engine: &Engine, profile: Profile, args: RunArgs) -> Result<StartedOu
         artifact_paths: artifact_paths.unwrap_or_default(),
         effort,
         tap: tap.unwrap_or(false),
+        inbound: false,
     };
     let task = engine.submit(request)?;
     Ok(started(&task))

@@ -140,3 +140,22 @@ impl Fixture {
         self.copy_as("t1", include)
     }
 }
+
+/// A sparse file of `len` bytes at `path`: what a hostile agent makes for no disk.
+pub fn sparse(path: &Path, len: u64) {
+    fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+/// The bytes of the files under `dir`, by their sizes.
+pub fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() {
+            bytes_under(&entry.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}

@@ -1,0 +1,137 @@
+//! What one turn's tool calls said about themselves, remembered to fill a permission request
+//! that only names its call, and to notice calls that ran without asking.
+//!
+//! The agent is hostile and chooses every byte: a title, a list of locations or a `rawInput`
+//! of megabytes, sent thousands of times. So the memory is bounded twice: at most
+//! [`MAX_KNOWN_TOOLS`] calls, and at most [`MAX_KNOWN_BYTES`] of what they said, weighed as
+//! their JSON would be. A call past the bytes keeps only its kind and flags: the supervisor
+//! then sees what its permission request itself carries, which is all the agent could have
+//! sent anyway.
+//!
+//! It owns that memory only; what a call's update means is `translate`'s.
+
+use super::translate::KnownTool;
+use std::collections::HashMap;
+
+/// Tool calls remembered per turn.
+pub(crate) const MAX_KNOWN_TOOLS: usize = 4_096;
+/// Bytes of titles, locations and raw inputs remembered per turn.
+pub(crate) const MAX_KNOWN_BYTES: usize = 16 * 1024 * 1024;
+
+/// The tool calls of one turn.
+#[derive(Debug, Default)]
+pub(crate) struct KnownTools {
+    tools: HashMap<String, KnownTool>,
+    bytes: usize,
+}
+
+impl KnownTools {
+    /// Applies `update` to what is known of call `id`, within the bounds. A new call past
+    /// [`MAX_KNOWN_TOOLS`] is not remembered.
+    pub(crate) fn remember(&mut self, id: &str, update: impl FnOnce(&mut KnownTool)) {
+        if self.is_full() && !self.tools.contains_key(id) {
+            return;
+        }
+        let known = self.tools.entry(id.to_string()).or_default();
+        let before = weight(known);
+        update(known);
+        let mut after = weight(known);
+        if self.bytes - before + after > MAX_KNOWN_BYTES {
+            known.title = None;
+            known.locations = None;
+            known.raw_input = None;
+            after = 0;
+        }
+        self.bytes = self.bytes - before + after;
+    }
+
+    /// Whether no new call is remembered any more.
+    pub(crate) fn is_full(&self) -> bool {
+        self.tools.len() >= MAX_KNOWN_TOOLS
+    }
+
+    /// What is known of call `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<&KnownTool> {
+        self.tools.get(id)
+    }
+
+    /// What is known of call `id`, to change its flags.
+    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut KnownTool> {
+        self.tools.get_mut(id)
+    }
+
+    /// Forgets every call (a new turn).
+    pub(crate) fn clear(&mut self) {
+        self.tools.clear();
+        self.bytes = 0;
+    }
+
+    /// The bytes remembered.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// What a call's remembered fields weigh, about as their JSON would.
+fn weight(known: &KnownTool) -> usize {
+    known.title.as_ref().map_or(0, String::len)
+        + known
+            .locations
+            .as_ref()
+            .map_or(0, |l| l.iter().map(|p| p.as_os_str().len() + 3).sum())
+        + known.raw_input.as_ref().map_or(0, value_weight)
+}
+
+/// A JSON value's size, about as encoded (depth is bounded by the parser's recursion limit).
+fn value_weight(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|i| value_weight(i) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + value_weight(v))
+                .sum::<usize>()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use legate_core::ToolKind;
+
+    #[test]
+    fn what_calls_said_is_bounded_in_bytes_and_in_count() {
+        let mut known = KnownTools::default();
+        let big = serde_json::json!({"content": "x".repeat(1 << 20), "list": vec![0; 100_000]});
+        for i in 0..40 {
+            known.remember(&format!("call-{i}"), |k| {
+                k.title = Some("t".repeat(1000));
+                k.kind = Some(ToolKind::Edit);
+                k.raw_input = Some(big.clone());
+            });
+            assert!(known.bytes() <= MAX_KNOWN_BYTES, "{}", known.bytes());
+        }
+        // The first calls are kept whole; those past the bytes keep their kind only.
+        assert!(known.get("call-0").unwrap().raw_input.is_some());
+        let last = known.get("call-39").unwrap();
+        assert!(last.raw_input.is_none() && last.title.is_none());
+        assert_eq!(last.kind, Some(ToolKind::Edit));
+        // An update that shrinks a call gives its bytes back.
+        let before = known.bytes();
+        known.remember("call-0", |k| k.raw_input = None);
+        assert!(known.bytes() < before);
+        known.clear();
+        assert_eq!(known.bytes(), 0);
+        for i in 0..MAX_KNOWN_TOOLS + 10 {
+            known.remember(&format!("c{i}"), |k| k.asked = true);
+        }
+        assert!(known.is_full());
+        assert!(known.get(&format!("c{}", MAX_KNOWN_TOOLS + 5)).is_none());
+    }
+}
