@@ -33,6 +33,7 @@
 //!
 //! [`EventKind::Stderr`]: legate_core::EventKind::Stderr
 
+mod asked;
 mod backend;
 pub mod ext;
 mod failure;

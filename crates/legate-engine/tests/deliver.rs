@@ -414,3 +414,42 @@ async fn a_message_chooses_the_role_only_when_it_starts_the_conversation() {
     }
     engine.shutdown().await;
 }
+
+/// A conversation another front started is no inbound message's: `deliver` refuses to
+/// continue it, and so does the submit behind it (the context is read again there, and may
+/// have been started by another front in between), changing nothing. A conversation an
+/// inbound message started keeps its mark on every later turn, whoever sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbound_message_never_continues_another_fronts_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let local = engine
+        .submit(legate_engine::SubmitRequest::new("hello"))
+        .unwrap();
+    legate_testkit::harness::wait_state(&engine, &local.id, TaskState::Completed).await;
+    let code = refused(
+        &engine,
+        &local.context_id,
+        message("revisor", Some(&local.context_id), "write x.txt: x"),
+    );
+    assert_eq!(code, ErrorCode::InvalidInput);
+    let mut behind = legate_engine::SubmitRequest::new("write x.txt: x");
+    behind.context_id = Some(local.context_id.clone());
+    behind.workspace = WorkspaceRequest::Context;
+    behind.inbound = true;
+    let e = engine.submit(behind).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
+    assert_eq!(in_context(&engine, &local.context_id).len(), 1);
+
+    let started = engine
+        .messages()
+        .deliver(message("revisor", None, "hello"))
+        .unwrap();
+    assert!(started.task.controls.inbound);
+    legate_testkit::harness::wait_state(&engine, &started.task.id, TaskState::Completed).await;
+    let mut later = legate_engine::SubmitRequest::new("hello again");
+    later.context_id = Some(started.task.context_id.clone());
+    later.workspace = WorkspaceRequest::Context;
+    let later = engine.submit(later).unwrap();
+    assert!(later.controls.inbound, "a later turn keeps the mark");
+}

@@ -196,8 +196,8 @@ pub(crate) fn no_copies(patch: &[u8]) -> Result<(), Error> {
         if !in_header {
             continue;
         }
-        if line.starts_with(b"--- ")
-            || line.starts_with(b"@@")
+        // git reads header lines past `---` and `+++` too: only a hunk ends the header.
+        if line.starts_with(b"@@")
             || line.starts_with(b"GIT binary patch")
             || line.starts_with(b"Binary files ")
         {
@@ -241,6 +241,12 @@ mod tests {
         assert_eq!(e.code, ErrorCode::RemoteProtocolError);
         let renamed = b"diff --git a/a b/b\nsimilarity index 90%\nrename from a\nrename to b\n--- a/a\n+++ b/b\n";
         assert!(no_copies(renamed).is_err());
+        // git takes header lines after `---` and `+++` as well (the review's bypass).
+        let after =
+            b"diff --git a/big.txt b/k1\n--- a/big.txt\n+++ b/k1\ncopy from big.txt\ncopy to k1\n";
+        assert!(no_copies(after).is_err());
+        let renamed_after = b"diff --git a/a b/r\n--- a/a\n+++ b/r\nrename from a\nrename to r\n";
+        assert!(no_copies(renamed_after).is_err());
     }
 
     #[test]

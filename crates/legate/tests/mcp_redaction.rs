@@ -169,11 +169,32 @@ fn credentials_an_agent_prints_are_redacted_everywhere() {
     }
 
     // The A2A front's GetTask (history and artifacts) and the dashboard's task page, from one
-    // `legate serve`.
+    // `legate serve`. A caller over A2A reaches only conversations started over A2A: the MCP
+    // task is not found there; one started there, whose command prints a credential it
+    // assembles (the prompt holds none), is read back redacted.
     let sut = A2aServed::start(env, &["--a2a", "--ui", "--port", "0", "--ui-port", "0"]);
-    let got = sut.rpc(
+    let other = sut.rpc(
         "GetTask",
         serde_json::json!({"id": id, "historyLength": 100}),
+    );
+    assert_eq!(other["error"]["code"], -32001, "{other}");
+    let key = hidden.iter().find(|h| h.starts_with("AKIA")).unwrap();
+    let (head, tail) = key.split_at(8);
+    let sent = sut.rpc(
+        "SendMessage",
+        serde_json::json!({"message": {"messageId": "m-redact", "role": "ROLE_USER",
+            "parts": [{"text": format!("run printf '%s%s\\n' {head} {tail} > k.txt\nrecite k.txt")}]}}),
+    );
+    let a2a_id = sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"));
+    let got = sut.rpc(
+        "GetTask",
+        serde_json::json!({"id": a2a_id, "historyLength": 100}),
+    );
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
     );
     let wire = got.to_string();
     assert_clean("the A2A task", wire.as_bytes(), &hidden);

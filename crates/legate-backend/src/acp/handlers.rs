@@ -27,16 +27,21 @@ pub(crate) fn session_update(shared: &HandlerState, notification: &acp::SessionN
     }
     let update = &notification.update;
     let tool_id = match update {
-        acp::SessionUpdate::ToolCall(c) => Some(c.tool_call_id.0.to_string()),
-        acp::SessionUpdate::ToolCallUpdate(u) => Some(u.tool_call_id.0.to_string()),
+        acp::SessionUpdate::ToolCall(c) => Some((c.tool_call_id.0.to_string(), true)),
+        acp::SessionUpdate::ToolCallUpdate(u) => Some((
+            u.tool_call_id.0.to_string(),
+            u.fields.title.is_some()
+                || u.fields.locations.is_some()
+                || u.fields.raw_input.is_some(),
+        )),
         _ => None,
     };
     // Outside a turn nothing is stored, and nothing is remembered either: an idle agent's
     // flood of tool calls must not grow Legate's memory.
-    if let Some(id) = tool_id
+    if let Some((id, heavy)) = tool_id
         && shared.routed()
     {
-        shared.remember_tool(&id, |known| translate::learn_tool(known, update));
+        shared.remember_tool(&id, heavy, |known| translate::learn_tool(known, update));
     }
     match translate::update_event(update) {
         Some(event) => {
@@ -291,7 +296,7 @@ pub(crate) async fn read_text_file(
             let room = shared.unwritten().reserve().await;
             let read = fs::read(root, &shared.covered(), req).await;
             if let Ok(answer) = &read {
-                room.keep(answer.content.len());
+                room.keep(super::unwritten::escaped_len(&answer.content));
             }
             read
         }

@@ -21,20 +21,25 @@ pub(crate) const MAX_KNOWN_BYTES: usize = 16 * 1024 * 1024;
 /// The tool calls of one turn.
 #[derive(Debug, Default)]
 pub(crate) struct KnownTools {
-    tools: HashMap<String, KnownTool>,
+    /// Each call, with the weight of what it said (measured when it last said more).
+    tools: HashMap<String, (KnownTool, usize)>,
     bytes: usize,
 }
 
 impl KnownTools {
-    /// Applies `update` to what is known of call `id`, within the bounds. A new call past
-    /// [`MAX_KNOWN_TOOLS`] is not remembered.
-    pub(crate) fn remember(&mut self, id: &str, update: impl FnOnce(&mut KnownTool)) {
+    /// Applies `update` to what is known of call `id`, within the bounds. `heavy`: whether
+    /// the update carries a title, locations or a raw input (else the call's weight is kept
+    /// as it was, not measured again). A new call past [`MAX_KNOWN_TOOLS`] is not remembered.
+    pub(crate) fn remember(&mut self, id: &str, heavy: bool, update: impl FnOnce(&mut KnownTool)) {
         if self.is_full() && !self.tools.contains_key(id) {
             return;
         }
-        let known = self.tools.entry(id.to_string()).or_default();
-        let before = weight(known);
+        let (known, weighed) = self.tools.entry(id.to_string()).or_default();
         update(known);
+        if !heavy {
+            return;
+        }
+        let before = *weighed;
         let mut after = weight(known);
         if self.bytes - before + after > MAX_KNOWN_BYTES {
             known.title = None;
@@ -42,6 +47,7 @@ impl KnownTools {
             known.raw_input = None;
             after = 0;
         }
+        *weighed = after;
         self.bytes = self.bytes - before + after;
     }
 
@@ -52,12 +58,12 @@ impl KnownTools {
 
     /// What is known of call `id`.
     pub(crate) fn get(&self, id: &str) -> Option<&KnownTool> {
-        self.tools.get(id)
+        self.tools.get(id).map(|(known, _)| known)
     }
 
     /// What is known of call `id`, to change its flags.
     pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut KnownTool> {
-        self.tools.get_mut(id)
+        self.tools.get_mut(id).map(|(known, _)| known)
     }
 
     /// Forgets every call (a new turn).
@@ -110,7 +116,7 @@ mod tests {
         let mut known = KnownTools::default();
         let big = serde_json::json!({"content": "x".repeat(1 << 20), "list": vec![0; 100_000]});
         for i in 0..40 {
-            known.remember(&format!("call-{i}"), |k| {
+            known.remember(&format!("call-{i}"), true, |k| {
                 k.title = Some("t".repeat(1000));
                 k.kind = Some(ToolKind::Edit);
                 k.raw_input = Some(big.clone());
@@ -124,12 +130,12 @@ mod tests {
         assert_eq!(last.kind, Some(ToolKind::Edit));
         // An update that shrinks a call gives its bytes back.
         let before = known.bytes();
-        known.remember("call-0", |k| k.raw_input = None);
+        known.remember("call-0", true, |k| k.raw_input = None);
         assert!(known.bytes() < before);
         known.clear();
         assert_eq!(known.bytes(), 0);
         for i in 0..MAX_KNOWN_TOOLS + 10 {
-            known.remember(&format!("c{i}"), |k| k.asked = true);
+            known.remember(&format!("c{i}"), false, |k| k.asked = true);
         }
         assert!(known.is_full());
         assert!(known.get(&format!("c{}", MAX_KNOWN_TOOLS + 5)).is_none());

@@ -227,6 +227,9 @@ impl HandlerState {
         if let Some(abort) = r.abort.take() {
             abort.raise("the turn ended while the approval waited");
         }
+        // Nothing of the turn's tool calls is kept between turns (the route's lock is held,
+        // as in `route_to`).
+        lock(&self.tools).clear();
     }
 
     /// While `session/load` replays history, session updates are not the task's events.
@@ -352,9 +355,10 @@ impl HandlerState {
         let _ = rx.wait_for(|done| *done).await;
     }
 
-    /// Remembers what a tool call said about itself, within `known_tools`' bounds.
-    pub(crate) fn remember_tool(&self, id: &str, update: impl FnOnce(&mut KnownTool)) {
-        lock(&self.tools).remember(id, update);
+    /// Remembers what a tool call said about itself, within `known_tools`' bounds (`heavy`:
+    /// the update carries a title, locations or a raw input).
+    pub(crate) fn remember_tool(&self, id: &str, heavy: bool, update: impl FnOnce(&mut KnownTool)) {
+        lock(&self.tools).remember(id, heavy, update);
     }
 
     /// Whether a turn (or the session's opening) is routed: outside one, what the agent
@@ -365,7 +369,7 @@ impl HandlerState {
 
     /// Notes that a permission request named tool call `id`.
     pub(crate) fn asked_about(&self, id: &str) {
-        self.remember_tool(id, |known| known.asked = true);
+        self.remember_tool(id, false, |known| known.asked = true);
     }
 
     /// When tool call `id` just ended with `status` and no permission request ever named it:

@@ -40,6 +40,7 @@
 //! what the agent sent waits unread there, stdout is not read and the agent waits on its
 //! pipe.
 
+use super::asked::Asked;
 use super::handlers;
 use super::plan_read;
 use super::state::HandlerState;
@@ -82,14 +83,22 @@ impl Pending {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Notes a line Legate sends: a request's id is now waiting for its answer.
-    fn sent(&self, line: &str) {
-        if let Ok(Outgoing {
-            id: Some(id),
-            method: Some(_),
-        }) = serde_json::from_str::<Outgoing>(line)
-        {
-            self.lock().insert(id);
+    /// Notes a line Legate sends: a request's id is now waiting for its answer. Returns the
+    /// id a response answers (one of the agent's requests).
+    fn sent(&self, line: &str) -> Option<RawJsonRpcId> {
+        match serde_json::from_str::<Outgoing>(line) {
+            Ok(Outgoing {
+                id: Some(id),
+                method: Some(_),
+            }) => {
+                self.lock().insert(id);
+                None
+            }
+            Ok(Outgoing {
+                id: Some(id),
+                method: None,
+            }) => Some(id),
+            _ => None,
         }
     }
 
@@ -161,8 +170,9 @@ pub(crate) enum Checked {
     /// A `session/update` that is a plan fitting ACP's types, read straight into its entries
     /// (`plan_read`): handled here as [`Checked::Update`] is.
     Plan(Vec<legate_core::PlanEntry>),
-    /// Anything else: the SDK's to dispatch.
-    Pass,
+    /// Anything else: the SDK's to dispatch; with its id when it is a request, which
+    /// Legate will answer ([`Asked`]).
+    Pass(Option<RawJsonRpcId>),
 }
 
 /// Checks one JSON line from the agent against JSON-RPC 2.0 and the calls Legate serves,
@@ -199,14 +209,14 @@ fn check(line: &str, pending: &Pending) -> Result<Checked, Problem> {
                 }
                 return read_update(params).map(|n| Checked::Update(Box::new(n)));
             }
-            check_params(method, params).map(|()| Checked::Pass)
+            check_params(method, params).map(|()| Checked::Pass(id.clone()))
         }
         (None, Some(RawJsonRpcId::Null), _, _) => Err(malformed(
             "a response with id null: the agent could not read a message Legate sent",
         )),
         (None, Some(id), true, false) | (None, Some(id), false, true) => {
             if pending.answered(id) {
-                Ok(Checked::Pass)
+                Ok(Checked::Pass(None))
             } else {
                 Err(Problem::UnknownResponse(format!(
                     "a response with id {}, which answers no request Legate is waiting for",
@@ -277,18 +287,42 @@ pub(crate) fn lines(
     impl Sink<String, Error = io::Error> + Send + 'static,
     impl Stream<Item = io::Result<String>> + Send + 'static,
 > {
+    let (outgoing, incoming) = parts(stdin, stdout, shared);
+    Lines::new(outgoing, incoming)
+}
+
+/// The two halves of [`lines`]: the lines Legate writes, and the checked lines it reads.
+fn parts(
+    stdin: impl AsyncWrite + Unpin + Send + 'static,
+    stdout: impl AsyncRead + Unpin + Send + 'static,
+    shared: Arc<HandlerState>,
+) -> (
+    impl Sink<String, Error = io::Error> + Send + 'static,
+    impl Stream<Item = io::Result<String>> + Send + 'static,
+) {
     let pending = Arc::new(Pending::default());
+    let asked = Arc::new(Asked::default());
     let outgoing = futures::sink::unfold(
-        (stdin, pending.clone(), shared.clone()),
-        |(mut w, pending, shared), line: String| async move {
+        (stdin, pending.clone(), shared.clone(), asked.clone()),
+        |(mut w, pending, shared, asked), line: String| async move {
             // Before it is written: the answer cannot come first.
-            pending.sent(&line);
+            let answers = pending.sent(&line);
             shared.tap(TapDirection::ToAgent, &line);
-            w.write_all(line.as_bytes()).await?;
-            w.write_all(b"\n").await?;
-            w.flush().await?;
-            shared.unwritten().written(line.len() + 1);
-            Ok::<_, io::Error>((w, pending, shared))
+            let wrote = async {
+                w.write_all(line.as_bytes()).await?;
+                w.write_all(b"\n").await?;
+                w.flush().await
+            }
+            .await;
+            if let Err(e) = wrote {
+                asked.close();
+                return Err(e);
+            }
+            if let Some(id) = answers {
+                shared.unwritten().written(line.len() + 1);
+                asked.answered(&id);
+            }
+            Ok::<_, io::Error>((w, pending, shared, asked))
         },
     );
     let incoming = futures::stream::unfold(
@@ -296,12 +330,15 @@ pub(crate) fn lines(
             BufReader::with_capacity(READ_BUFFER, stdout),
             shared,
             pending,
+            asked,
         )),
         |state| async move {
-            let (mut reader, shared, pending) = state?;
+            let (mut reader, shared, pending, asked) = state?;
             loop {
-                // While the turn's reader is behind, the agent waits on its pipe.
+                // While the turn's reader is behind, or too many of the agent's requests
+                // wait for their answers, the agent waits on its pipe.
                 shared.room().await;
+                asked.room().await;
                 let mut buf = Vec::new();
                 let n = match (&mut reader)
                     .take(MAX_LINE + 1)
@@ -328,7 +365,11 @@ pub(crate) fn lines(
                 }
                 shared.tap(TapDirection::FromAgent, text);
                 match check(text, &pending) {
-                    Ok(Checked::Pass) => {}
+                    Ok(Checked::Pass(request)) => {
+                        if let Some(id) = request {
+                            asked.asked(id);
+                        }
+                    }
                     Ok(Checked::Update(notification)) => {
                         // As the SDK traces every line it reads (the log's redaction applies).
                         tracing::trace!(message = %text, "Received JSON-RPC message");
@@ -372,11 +413,11 @@ pub(crate) fn lines(
                     }
                 }
                 let line = text.to_string();
-                return Some((Ok(line), Some((reader, shared, pending))));
+                return Some((Ok(line), Some((reader, shared, pending, asked))));
             }
         },
     );
-    Lines::new(outgoing, incoming)
+    (outgoing, incoming)
 }
 
 #[cfg(test)]
@@ -390,6 +431,53 @@ mod tests {
 
     fn checked_with(line: &str, pending: &Pending) -> Result<(), Problem> {
         check(line, pending).map(drop)
+    }
+
+    /// An agent that sends requests faster than they are answered: past
+    /// [`super::super::asked::MAX_ASKED`] unanswered, its stdout is not read until an answer is
+    /// written to it. Before, the SDK queued every one.
+    #[tokio::test]
+    async fn past_the_unanswered_bound_the_agent_is_not_read() {
+        use super::super::asked::MAX_ASKED;
+        use futures::{FutureExt, SinkExt, StreamExt};
+        use legate_core::{Boundary, TaskMode};
+        use legate_supervisor::{Preset, Supervision};
+        let root = std::env::temp_dir();
+        let boundary = Boundary {
+            root: root.clone(),
+            owned: true,
+            allow_execute: false,
+        };
+        let shared = Arc::new(HandlerState::new(
+            Arc::new(legate_supervisor::Rules),
+            Supervision::new(boundary, TaskMode::Write, Preset::claude()),
+            root,
+        ));
+        let (mut agent_stdout, legate_reads) = tokio::io::duplex(1 << 20);
+        let (legate_writes, _agent_stdin) = tokio::io::duplex(1 << 20);
+        let (sink, stream) = parts(legate_writes, legate_reads, shared);
+        tokio::pin!(sink);
+        tokio::pin!(stream);
+        let mut flood = String::new();
+        for i in 0..MAX_ASKED + 10 {
+            flood.push_str(&format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"fs/read_text_file\",\"params\":{{\"sessionId\":\"s\",\"path\":\"/r/a\"}}}}\n"
+            ));
+        }
+        agent_stdout.write_all(flood.as_bytes()).await.unwrap();
+        for _ in 0..MAX_ASKED {
+            stream.next().await.unwrap().unwrap();
+        }
+        assert!(
+            stream.next().now_or_never().is_none(),
+            "read past the bound"
+        );
+        sink.send(r#"{"jsonrpc":"2.0","id":5,"result":{"content":""}}"#.to_string())
+            .await
+            .unwrap();
+        let next = stream.next().await.unwrap().unwrap();
+        assert!(next.contains(&format!("\"id\":{MAX_ASKED}")), "{next}");
+        assert!(stream.next().now_or_never().is_none());
     }
 
     fn is_malformed(line: &str) -> bool {
@@ -430,14 +518,14 @@ mod tests {
         let as_request = r#"{"jsonrpc":"2.0","id":9,"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}"#;
         assert!(matches!(
             check(as_request, &Pending::default()),
-            Ok(Checked::Pass)
+            Ok(Checked::Pass(_))
         ));
         assert!(matches!(
             check(
                 r#"{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/r/a"}}"#,
                 &Pending::default()
             ),
-            Ok(Checked::Pass)
+            Ok(Checked::Pass(_))
         ));
     }
 

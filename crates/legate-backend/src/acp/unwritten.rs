@@ -50,7 +50,8 @@ impl Unwritten {
         }
     }
 
-    /// `n` bytes were written to the agent's stdin.
+    /// An answer of `n` bytes was written to the agent's stdin (only answers give bytes
+    /// back: Legate's own requests and notifications hold no read's content).
     pub(crate) fn written(&self, n: usize) {
         let mut bytes = lock(&self.bytes);
         *bytes = bytes.saturating_sub(n as u64);
@@ -100,6 +101,18 @@ impl Drop for Reservation {
     }
 }
 
+/// The bytes `text` takes as a JSON string's content: what the answer's line holds of it (a
+/// NUL is six bytes there, `\u0000`).
+pub(crate) fn escaped_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +137,11 @@ mod tests {
         assert_eq!(u.bytes(), super::super::fs::MAX_READ_BYTES);
         u.reserve().await.keep(10);
         assert_eq!(u.bytes(), super::super::fs::MAX_READ_BYTES + 10);
+        // What the line holds: a NUL is six bytes there.
+        assert_eq!(escaped_len("a\0\n\"é"), 1 + 6 + 2 + 2 + 2);
+        assert_eq!(
+            escaped_len("a\0\n\"é"),
+            serde_json::to_string("a\0\n\"é").unwrap().len() - 2
+        );
     }
 }

@@ -104,6 +104,16 @@ fn cut(text: &str, max: usize) -> String {
 /// The words of the request's command when it is one plain command; `None` otherwise.
 fn plain_words(request: &PermissionRequest) -> Option<Vec<String>> {
     let mut words = Command::from_raw_input(request.raw_input.as_ref())?.plain?;
+    // The program word is the allow-for-task scope: never cut; one that long is no plain
+    // command at all (shown by its title, never covered by an earlier answer).
+    if words.first()?.chars().count() > MAX_PATH_CHARS {
+        return None;
+    }
+    for w in words.iter_mut().skip(1) {
+        if w.chars().count() > MAX_PATH_CHARS {
+            *w = cut(w, MAX_PATH_CHARS);
+        }
+    }
     let hidden = words.len().saturating_sub(MAX_WORDS);
     words.truncate(MAX_WORDS);
     if hidden > 0 {
@@ -175,6 +185,13 @@ mod tests {
             format!("…({} more paths not shown)", 10_000 - MAX_PATHS)
         );
         assert!(serde_json::to_string(&s).unwrap().len() < 2 << 20);
+        // A command's words too; a program word that long is no plain command.
+        let r = request(serde_json::json!({"command": ["ls", "x".repeat(1 << 20)]}));
+        let words = summarize(&r).command.unwrap();
+        assert!(words[1].len() < 2 * MAX_PATH_CHARS);
+        let r = request(serde_json::json!({"command": ["y".repeat(1 << 20), "a"]}));
+        let s = summarize(&r);
+        assert!(s.command.is_none() && scope(None, &s).is_none());
     }
 
     /// What an approval stores, shows and has judged holds no credential the agent wrote.

@@ -77,6 +77,14 @@ fn inherit(request: &SubmitRequest, last: &Task) -> Result<TaskControls> {
             last.controls.delivery_mode.as_str()
         )));
     }
+    // Checked by `deliver` too; here again, as the context is read again at submit (a task
+    // of another front's may have started it in between).
+    if request.inbound && !last.controls.inbound {
+        return Err(Error::invalid_input(format!(
+            "context {} was not started by an inbound message, so none may continue it; send without a contextId to start a new conversation",
+            last.context_id
+        )));
+    }
     // A continuation of a cut turn is one task; the turns after it are ordinary.
     Ok(TaskControls {
         continued_from: None,
