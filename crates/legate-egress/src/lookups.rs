@@ -6,30 +6,49 @@
 //! for names whose server never answers would pile up threads until the runtime's blocking
 //! pool, shared by every task, was full. Here a lookup's place is released when its thread
 //! ends, not when its request gives up, so one agent holds at most its own places and a
-//! request past them waits for one within its deadline.
+//! request past them waits for one within its deadline. The threads of a proxy that
+//! stopped run on too, so the process holds at most [`MAX_ALL_LOOKUPS`] of every proxy's
+//! together (many short sessions add up otherwise).
 //!
 //! This module never screens or connects to an address ([`crate::dial`] does).
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::Semaphore;
+
+/// Name lookups of every proxy of this process at once.
+pub(crate) const MAX_ALL_LOOKUPS: usize = 64;
+
+/// The places every proxy of this process shares.
+fn all_places() -> Arc<Semaphore> {
+    static ALL: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    Arc::clone(ALL.get_or_init(|| Arc::new(Semaphore::new(MAX_ALL_LOOKUPS))))
+}
 
 /// The name lookups of one proxy.
 #[derive(Debug, Clone)]
 pub(crate) struct Lookups {
     places: Arc<Semaphore>,
     max: usize,
+    /// The process's places, shared by every proxy.
+    all: Arc<Semaphore>,
 }
 
 impl Lookups {
     /// At most `max` lookups at once (at least one).
     pub(crate) fn new(max: usize) -> Self {
+        Self::sharing(max, all_places())
+    }
+
+    /// At most `max` lookups at once, and no more than `all` has places for.
+    fn sharing(max: usize, all: Arc<Semaphore>) -> Self {
         let max = max.max(1);
         Self {
             places: Arc::new(Semaphore::new(max)),
             max,
+            all,
         }
     }
 
@@ -74,10 +93,21 @@ impl Lookups {
                     ));
                 }
             };
+        let shared = match tokio::time::timeout_at(deadline, Arc::clone(&self.all).acquire_owned())
+            .await
+        {
+            Ok(Ok(shared)) => shared,
+            Ok(Err(_)) => return Err("the proxy's name lookups are closed".into()),
+            Err(_) => {
+                return Err(format!(
+                    "{MAX_ALL_LOOKUPS} lookups of all agents' are still unanswered after {timeout:?}"
+                ));
+            }
+        };
         let name = name.to_owned();
         let thread = tokio::task::spawn_blocking(move || {
             let found = lookup(name, port);
-            drop(place);
+            drop((place, shared));
             found
         });
         match tokio::time::timeout_at(deadline, thread).await {
@@ -146,5 +176,46 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(found, vec![SocketAddr::from(([192, 0, 2, 1], 443))]);
+    }
+
+    #[tokio::test]
+    async fn every_proxy_of_the_process_shares_a_bound() {
+        let all = Arc::new(Semaphore::new(3));
+        let (first, second) = (
+            Lookups::sharing(2, Arc::clone(&all)),
+            Lookups::sharing(2, Arc::clone(&all)),
+        );
+        let (release, held) = mpsc::channel::<()>();
+        let held = Arc::new(std::sync::Mutex::new(held));
+        let hang = |held: Arc<std::sync::Mutex<mpsc::Receiver<()>>>| {
+            move |_: String, _: u16| {
+                let _ = held.lock().unwrap().recv();
+                Err(io::Error::other("released"))
+            }
+        };
+        let short = Duration::from_millis(50);
+        for l in [&first, &first, &second] {
+            let why = l
+                .resolve_with("a.example", 443, short, hang(held.clone()))
+                .await
+                .unwrap_err();
+            assert!(why.starts_with("no answer within"), "{why}");
+        }
+        // The second proxy has a place of its own left, but the process has none.
+        let why = second
+            .resolve_with("b.example", 443, short, hang(held.clone()))
+            .await
+            .unwrap_err();
+        assert!(why.contains("lookups of all agents'"), "{why}");
+        for _ in 0..3 {
+            release.send(()).unwrap();
+        }
+        let found = second
+            .resolve_with("c.example", 80, Duration::from_secs(5), |_, port| {
+                Ok(vec![SocketAddr::from(([192, 0, 2, 1], port))])
+            })
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 1);
     }
 }

@@ -74,6 +74,9 @@ fn child_engine() {
         let engine = engine_at(&home, &announce);
         let mut req = SubmitRequest::new("!hang");
         req.context_id = Some(CONTEXT.into());
+        // Started as an inbound message starts one: the tests continue it through `deliver`
+        // too, which reaches only such a conversation.
+        req.inbound = true;
         let task = engine.submit(req).unwrap();
         let mut events = engine.subscribe(&task.id, 0);
         while let Some(e) = events.next().await.unwrap() {

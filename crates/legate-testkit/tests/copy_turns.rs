@@ -21,7 +21,10 @@ fn harness() -> EngineHarness {
 
 /// Runs the first turn of a copy context; returns it completed.
 async fn first_turn(h: &EngineHarness, prompt: &str) -> Task {
-    let req = h.on_copy(prompt);
+    let mut req = h.on_copy(prompt);
+    // Started as an inbound message starts one, so that every front's way of starting the
+    // next turn, `deliver` included, reaches the context.
+    req.inbound = true;
     let done = h.run(req).await;
     assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
     done
