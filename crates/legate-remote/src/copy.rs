@@ -163,9 +163,6 @@ pub fn apply_returned(root: &Path, task: &a2a::Task) -> Result<Applied> {
 pub fn apply_returned_bounded(root: &Path, task: &a2a::Task, max_bytes: u64) -> Result<Applied> {
     let (patch, manifest) = returned(task, max_bytes)?;
     let baseline = legate_workspace::baseline_of_copy(root)?;
-    // Under the copy's lock: an apply the turn gave up on (a timeout) may still be running,
-    // and no review, comparison or handoff may read the copy half written.
-    let _lock = baseline.lock()?;
     legate_workspace::apply_returned(&baseline, &patch, &manifest, max_bytes)?;
     tracing::info!(
         files = manifest.post_state.len(),

@@ -31,21 +31,27 @@ impl KnownTools {
     /// the update carries a title, locations or a raw input (else the call's weight is kept
     /// as it was, not measured again). A new call past [`MAX_KNOWN_TOOLS`] is not remembered.
     pub(crate) fn remember(&mut self, id: &str, heavy: bool, update: impl FnOnce(&mut KnownTool)) {
-        if self.is_full() && !self.tools.contains_key(id) {
+        let fresh = !self.tools.contains_key(id);
+        // A new call's id is weighed too (the agent chooses it, up to a whole line).
+        if fresh && (self.is_full() || self.bytes + id.len() > MAX_KNOWN_BYTES) {
             return;
         }
         let (known, weighed) = self.tools.entry(id.to_string()).or_default();
+        if fresh {
+            *weighed = id.len();
+            self.bytes += id.len();
+        }
         update(known);
         if !heavy {
             return;
         }
         let before = *weighed;
-        let mut after = weight(known);
+        let mut after = id.len() + weight(known);
         if self.bytes - before + after > MAX_KNOWN_BYTES {
             known.title = None;
             known.locations = None;
             known.raw_input = None;
-            after = 0;
+            after = id.len();
         }
         *weighed = after;
         self.bytes = self.bytes - before + after;
@@ -139,5 +145,13 @@ mod tests {
         }
         assert!(known.is_full());
         assert!(known.get(&format!("c{}", MAX_KNOWN_TOOLS + 5)).is_none());
+        // Ids are the agent's too: a call whose id would pass the bytes is not remembered.
+        known.clear();
+        let long = "i".repeat(MAX_KNOWN_BYTES / 2 + 1);
+        known.remember(&long, false, |k| k.asked = true);
+        known.remember(&format!("{long}2"), false, |k| k.asked = true);
+        assert!(known.get(&long).is_some());
+        assert!(known.get(&format!("{long}2")).is_none());
+        assert!(known.bytes() <= MAX_KNOWN_BYTES);
     }
 }

@@ -281,8 +281,6 @@ impl PodCopy {
                 })
                 .collect();
             let baseline = legate_workspace::baseline_of_copy(&root)?;
-            // Under the copy's lock, as a remote's patch is applied.
-            let _lock = baseline.lock()?;
             let limits = legate_workspace::CopyLimits {
                 max_files: MAX_TRANSFER_FILES,
                 max_bytes: DEFAULT_MAX_TRANSFER_BYTES,

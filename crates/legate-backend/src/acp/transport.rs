@@ -410,6 +410,19 @@ fn parts(
                                 ),
                             );
                         }
+                        // Outside a turn nothing counts them, and the SDK would answer each,
+                        // echoing its params: not passed on.
+                        if !shared.routed() {
+                            continue;
+                        }
+                        // In a turn the SDK answers a malformed request too: it counts.
+                        if let Ok(Outgoing {
+                            id: Some(id),
+                            method: Some(_),
+                        }) = serde_json::from_str::<Outgoing>(text)
+                        {
+                            asked.asked(id);
+                        }
                     }
                 }
                 let line = text.to_string();
@@ -433,13 +446,8 @@ mod tests {
         check(line, pending).map(drop)
     }
 
-    /// An agent that sends requests faster than they are answered: past
-    /// [`super::super::asked::MAX_ASKED`] unanswered, its stdout is not read until an answer is
-    /// written to it. Before, the SDK queued every one.
-    #[tokio::test]
-    async fn past_the_unanswered_bound_the_agent_is_not_read() {
-        use super::super::asked::MAX_ASKED;
-        use futures::{FutureExt, SinkExt, StreamExt};
+    /// A write session's handler state, asking the rule table.
+    fn handler_state() -> Arc<HandlerState> {
         use legate_core::{Boundary, TaskMode};
         use legate_supervisor::{Preset, Supervision};
         let root = std::env::temp_dir();
@@ -448,11 +456,47 @@ mod tests {
             owned: true,
             allow_execute: false,
         };
-        let shared = Arc::new(HandlerState::new(
+        Arc::new(HandlerState::new(
             Arc::new(legate_supervisor::Rules),
             Supervision::new(boundary, TaskMode::Write, Preset::claude()),
             root,
-        ));
+        ))
+    }
+
+    /// A malformed request outside a turn is not passed on (nothing counts it, and the SDK
+    /// would answer it echoing its params); in a turn it is, as before.
+    #[tokio::test]
+    async fn a_malformed_request_outside_a_turn_is_not_passed_on() {
+        use futures::StreamExt;
+        let shared = handler_state();
+        let (mut agent_stdout, legate_reads) = tokio::io::duplex(1 << 20);
+        let (legate_writes, _agent_stdin) = tokio::io::duplex(1 << 20);
+        let (_sink, stream) = parts(legate_writes, legate_reads, shared.clone());
+        tokio::pin!(stream);
+        let bad = r#"{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"path":7}}"#;
+        let good = r#"{"jsonrpc":"2.0","id":2,"method":"terminal/create","params":{}}"#;
+        agent_stdout
+            .write_all(format!("{bad}\n{good}\n").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(stream.next().await.unwrap().unwrap(), good);
+        let (sink, _events) = crate::EventSink::channel();
+        shared.route_to(sink, Some(legate_core::TaskMode::Write));
+        agent_stdout
+            .write_all(format!("{bad}\n").as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(stream.next().await.unwrap().unwrap(), bad);
+    }
+
+    /// An agent that sends requests faster than they are answered: past
+    /// [`super::super::asked::MAX_ASKED`] unanswered, its stdout is not read until an answer is
+    /// written to it. Before, the SDK queued every one.
+    #[tokio::test]
+    async fn past_the_unanswered_bound_the_agent_is_not_read() {
+        use super::super::asked::MAX_ASKED;
+        use futures::{FutureExt, SinkExt, StreamExt};
+        let shared = handler_state();
         let (mut agent_stdout, legate_reads) = tokio::io::duplex(1 << 20);
         let (legate_writes, _agent_stdin) = tokio::io::duplex(1 << 20);
         let (sink, stream) = parts(legate_writes, legate_reads, shared);
