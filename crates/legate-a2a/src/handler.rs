@@ -436,28 +436,31 @@ impl RequestHandler for AgentHandler {
         let filter = TaskFilter {
             state: req.status.and_then(convert::legate_state),
             context_id: req.context_id.clone(),
-            agent: Some(self.agent.clone()),
             limit: usize::try_from(page_size).unwrap_or(50) + 1,
             before,
-            // A caller over A2A sees only conversations started over A2A.
-            inbound_only: true,
+            ..TaskFilter::default()
         };
         let after = req.status_timestamp_after.map(|t| t.timestamp_millis());
         let keep = |t: &Task| after.is_none_or(|a| t.updated_at.0 > a);
-        let mut page = self.engine.tasks(&filter).map_err(|e| self.error(&e))?;
+        let messages = self.engine.messages();
+        let mut page = messages
+            .tasks_of(&self.agent, &filter)
+            .map_err(|e| self.error(&e))?;
         let more = page.len() > usize::try_from(page_size).unwrap_or(50);
         page.truncate(usize::try_from(page_size).unwrap_or(50));
         let next_page_token = match (more, page.last()) {
             (true, Some(last)) => last.created_at.0.to_string(),
             _ => String::new(),
         };
-        let total = self
-            .engine
-            .tasks(&TaskFilter {
-                before: None,
-                limit: 100_000,
-                ..filter
-            })
+        let total = messages
+            .tasks_of(
+                &self.agent,
+                &TaskFilter {
+                    before: None,
+                    limit: 100_000,
+                    ..filter
+                },
+            )
             .map_err(|e| self.error(&e))?
             .iter()
             .filter(|t| keep(t))

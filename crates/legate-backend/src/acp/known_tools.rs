@@ -92,24 +92,9 @@ fn weight(known: &KnownTool) -> usize {
             .locations
             .as_ref()
             .map_or(0, |l| l.iter().map(|p| p.as_os_str().len() + 3).sum())
-        + known.raw_input.as_ref().map_or(0, value_weight)
-}
-
-/// A JSON value's size, about as encoded (depth is bounded by the parser's recursion limit).
-fn value_weight(v: &serde_json::Value) -> usize {
-    use serde_json::Value;
-    match v {
-        Value::Null | Value::Bool(_) => 5,
-        Value::Number(_) => 8,
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => 2 + items.iter().map(|i| value_weight(i) + 1).sum::<usize>(),
-        Value::Object(map) => {
-            2 + map
-                .iter()
-                .map(|(k, v)| k.len() + 4 + value_weight(v))
-                .sum::<usize>()
-        }
-    }
+        + known.raw_input.as_ref().map_or(0, |v| {
+            usize::try_from(legate_core::plan_change::json_size(v)).unwrap_or(usize::MAX)
+        })
 }
 
 #[cfg(test)]

@@ -80,10 +80,7 @@ fn inherit(request: &SubmitRequest, last: &Task) -> Result<TaskControls> {
     // Checked by `deliver` too; here again, as the context is read again at submit (a task
     // of another front's may have started it in between).
     if request.inbound && !last.controls.inbound {
-        return Err(Error::invalid_input(format!(
-            "context {} was not started by an inbound message, so none may continue it; send without a contextId to start a new conversation",
-            last.context_id
-        )));
+        return Err(crate::core::inbound::not_inbound(&last.context_id));
     }
     // A continuation of a cut turn is one task; the turns after it are ordinary.
     Ok(TaskControls {

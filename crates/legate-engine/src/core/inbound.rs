@@ -284,7 +284,7 @@ impl Core {
 
 /// A known context that an inbound message did not start: not one an inbound caller may
 /// continue (its workspace may be a shared directory or a copy outside the A2A roots).
-fn not_inbound(context_id: &str) -> Error {
+pub(crate) fn not_inbound(context_id: &str) -> Error {
     Error::invalid_input(format!(
         "context {context_id} was not started by an inbound message, so none may continue it; send without a contextId to start a new conversation"
     ))

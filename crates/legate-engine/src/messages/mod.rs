@@ -132,6 +132,17 @@ impl Messages {
         self.core.deliver(inbound)
     }
 
+    /// The tasks of `agent` an inbound caller may reach (those of conversations an inbound
+    /// message started), as `filter` selects them otherwise: what a front's list shows
+    /// such a caller. The agent and the reach are set here, whatever `filter` says.
+    pub fn tasks_of(&self, agent: &str, filter: &TaskFilter) -> Result<Vec<Task>> {
+        self.core.tasks(&TaskFilter {
+            agent: Some(agent.to_string()),
+            inbound_only: true,
+            ..filter.clone()
+        })
+    }
+
     /// The task `id` (exactly, no prefix) when it belongs to `agent`: a task belongs to the
     /// agent it was sent to, and asking another agent for it is `TASK_NOT_FOUND`, as for an
     /// unknown id, so that one agent's callers learn nothing of another's tasks.
