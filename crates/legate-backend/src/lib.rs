@@ -29,6 +29,7 @@ mod spawn;
 mod stop;
 pub mod tap;
 mod turns;
+mod work;
 
 pub use agy::Model;
 pub use approvals::{Abort, AbortHandle, Answered, ApprovalChannel, Ask, Sent};
@@ -37,6 +38,7 @@ pub use sink::{EventSink, EventStream};
 pub use stop::StopReason;
 pub use tap::TapRecorder;
 pub use turns::TurnGate;
+pub use work::WorkspaceWork;
 
 use async_trait::async_trait;
 use legate_core::{AgentSpec, Boundary, Result, TaskId, TaskMode, Usage};
@@ -187,6 +189,10 @@ pub struct Turn {
     /// How much reasoning the caller asked for, only for backends whose
     /// [`Capabilities::effort`] says so. The agy driver passes it as `--effort`.
     pub effort: Option<legate_core::Effort>,
+    /// The turn's blocking work in its workspace ([`WorkspaceWork`]): a backend runs through
+    /// it whatever writes the workspace from a thread of its own, and the engine waits for it
+    /// before it reads the workspace after the turn.
+    pub work: WorkspaceWork,
 }
 
 /// How a turn ended, when it ended without a transport failure.

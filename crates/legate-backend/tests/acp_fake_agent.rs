@@ -101,6 +101,7 @@ fn turn(prompt: &str) -> Turn {
         message_id: None,
         json_schema: None,
         effort: None,
+        work: Default::default(),
     }
 }
 

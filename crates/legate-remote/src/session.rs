@@ -284,7 +284,14 @@ impl Backend for A2aBackend {
         if request.supervision.workspace == WorkspaceKind::Copy
             && follow.relay.finish == Some(Finish::Completed)
         {
-            bring_back(&remote, &follow.relay, &request.boundary.root, &sink).await?;
+            bring_back(
+                &remote,
+                &follow.relay,
+                &request.boundary.root,
+                &sink,
+                &turn.work,
+            )
+            .await?;
         }
         outcome(follow.relay, &request.agent.name)
     }
@@ -402,12 +409,15 @@ impl A2aSession {
 }
 
 /// A completed copy task's patch, read from the remote task (`GetTask`, with its `patch`
-/// artifact) and applied to the local copy at `root`, both sides' sha256 checked.
+/// artifact) and applied to the local copy at `root`, both sides' sha256 checked. The apply is
+/// the turn's `work`, which the engine waits for before it reads the copy, even when it gave
+/// up on the turn.
 async fn bring_back(
     remote: &Remote,
     relay: &Relay,
     root: &std::path::Path,
     sink: &EventSink,
+    work: &legate_backend::WorkspaceWork,
 ) -> Result<()> {
     let Some(id) = relay.task_id.clone() else {
         return Err(crate::errors::protocol(
@@ -424,12 +434,11 @@ async fn bring_back(
     // git runs (and may take its own time limit) on a blocking thread: on a runtime worker it
     // would hold the worker, and the turn's timeout could not fire.
     let root = root.to_path_buf();
-    let applied =
-        tokio::task::spawn_blocking(move || crate::copy::apply_returned_bounded(&root, &task, max))
-            .await
-            .map_err(|e| {
-                legate_core::Error::internal(format!("applying the remote's patch stopped: {e}"))
-            })??;
+    let applied = work
+        .run_blocking("applying the remote's patch", move || {
+            crate::copy::apply_returned_bounded(&root, &task, max)
+        })
+        .await??;
     sink.send(EventKind::Notice {
         message: format!(
             "the remote's patch ({} bytes, {} file(s)) was applied to the local copy",
@@ -474,7 +483,7 @@ impl AgentSession for A2aSession {
         tracing::info!(task_id = %turn.task_id, agent = %self.remote.agent, url = %self.remote.url(), prompt_bytes = turn.prompt.len(), "remote turn started");
         let relay = self.run(&turn, &sink, &cancel).await?;
         if self.workspace == WorkspaceKind::Copy && relay.finish == Some(Finish::Completed) {
-            bring_back(&self.remote, &relay, &self.root, &sink).await?;
+            bring_back(&self.remote, &relay, &self.root, &sink, &turn.work).await?;
         }
         if let Some(c) = &relay.context_id {
             *lock(&self.context) = Some(c.clone());

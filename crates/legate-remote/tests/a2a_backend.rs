@@ -135,6 +135,7 @@ fn turn(prompt: &str, mode: TaskMode) -> Turn {
         message_id: None,
         json_schema: None,
         effort: None,
+        work: Default::default(),
     }
 }
 

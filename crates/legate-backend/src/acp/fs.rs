@@ -20,6 +20,7 @@ use legate_confine::Covered;
 use legate_core::TaskMode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio::task::JoinHandle;
 
 /// Files larger than this are not read through the client.
 pub(crate) const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
@@ -186,12 +187,23 @@ pub(crate) async fn read(
     )))
 }
 
-/// Serves a write.
+/// A write's blocking part, to be started as the turn's work.
+pub(crate) type WriteJob = Box<dyn FnOnce() -> Result<(), Refused> + Send>;
+
+/// Starts a [`WriteJob`] as the current turn's work in its workspace (`WorkspaceWork`); `None`
+/// when no turn runs.
+pub(crate) type StartWrite<'a> =
+    &'a (dyn Fn(WriteJob) -> Option<JoinHandle<Result<(), Refused>>> + Sync);
+
+/// Serves a write, as the current turn's work (`start`): a write the turn's end did not wait
+/// for could land in a copy whose patch is being read. Refused when no turn runs (while the
+/// session opens, between turns).
 pub(crate) async fn write(
     root: Arc<Root>,
     covered: &Arc<Covered>,
     mode: TaskMode,
     req: &acp::WriteTextFileRequest,
+    start: StartWrite<'_>,
 ) -> Result<acp::WriteTextFileResponse, Refused> {
     if mode == TaskMode::ReadOnly {
         return Err(invalid(format!(
@@ -202,12 +214,24 @@ pub(crate) async fn write(
     let path = req.path.clone();
     let content = req.content.clone();
     let covered = Arc::clone(covered);
-    blocking(move || {
+    let job: WriteJob = Box::new(move || {
         let rel = beneath("write", &root, &covered, &path)?;
         root.write(&rel, content.as_bytes(), true)
             .map_err(|e| refused("write", &root, &path, &e))
-    })
-    .await?;
+    });
+    let Some(started) = start(job) else {
+        return Err(invalid(format!(
+            "{} was not written: no turn is running, and Legate writes files for an agent only during a turn",
+            req.path.display()
+        )));
+    };
+    started.await.unwrap_or_else(|e| {
+        Err(io_failure(
+            "serve",
+            Path::new("the request"),
+            &std::io::Error::other(e.to_string()),
+        ))
+    })?;
     Ok(acp::WriteTextFileResponse::new())
 }
 
@@ -224,6 +248,9 @@ mod tests {
     fn none() -> Arc<Covered> {
         Arc::default()
     }
+
+    /// Writes started as a turn's work.
+    const IN_TURN: StartWrite<'static> = &|job| Some(tokio::task::spawn_blocking(job));
 
     fn root() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
@@ -247,7 +274,7 @@ mod tests {
     async fn reads_and_writes_inside_the_root() {
         let (_tmp, root) = root();
         let w = acp::WriteTextFileRequest::new("s", root.join("new/dir/a.txt"), "one\ntwo\n");
-        write(held(&root), &none(), TaskMode::Write, &w)
+        write(held(&root), &none(), TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap();
         assert_eq!(
@@ -278,14 +305,14 @@ mod tests {
 
         let w = acp::WriteTextFileRequest::new("s", root.join("up/evil"), "x");
         assert!(
-            write(held(&root), &none(), TaskMode::Write, &w)
+            write(held(&root), &none(), TaskMode::Write, &w, IN_TURN)
                 .await
                 .is_err()
         );
         assert!(!tmp.path().join("evil").exists());
 
         let w = acp::WriteTextFileRequest::new("s", root.join("ok.txt"), "x");
-        let err = write(held(&root), &none(), TaskMode::ReadOnly, &w)
+        let err = write(held(&root), &none(), TaskMode::ReadOnly, &w, IN_TURN)
             .await
             .unwrap_err();
         assert!(err.reason.contains("read-only"), "{}", err.reason);
@@ -320,17 +347,17 @@ mod tests {
             );
         }
         let w = acp::WriteTextFileRequest::new("s", home.join("legate.toml"), "[network]");
-        let err = write(held(&root), &covered, TaskMode::Write, &w)
+        let err = write(held(&root), &covered, TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap_err();
         assert!(err.reason.contains("never serves"), "{}", err.reason);
         assert!(!home.join("legate.toml").exists());
         let w = acp::WriteTextFileRequest::new("s", home.join("agents/revisor/n.txt"), "n");
-        write(held(&root), &covered, TaskMode::Write, &w)
+        write(held(&root), &covered, TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap();
         let w = acp::WriteTextFileRequest::new("s", root.join("homework.txt"), "h");
-        write(held(&root), &covered, TaskMode::Write, &w)
+        write(held(&root), &covered, TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap();
     }
@@ -362,12 +389,12 @@ mod tests {
         assert!(err.reason.contains("symlink"), "{}", err.reason);
         let w = acp::WriteTextFileRequest::new("s", root.join("alias.txt"), "x");
         assert!(
-            write(held(&root), &none(), TaskMode::Write, &w)
+            write(held(&root), &none(), TaskMode::Write, &w, IN_TURN)
                 .await
                 .is_err()
         );
         let w = acp::WriteTextFileRequest::new("s", root.join("subalias/new.txt"), "x");
-        let err = write(held(&root), &none(), TaskMode::Write, &w)
+        let err = write(held(&root), &none(), TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap_err();
         assert!(err.reason.contains("symlink"), "{}", err.reason);
@@ -382,18 +409,18 @@ mod tests {
     async fn relative_and_dotted_paths_stay_beneath() {
         let (tmp, root) = root();
         let w = acp::WriteTextFileRequest::new("s", "rel/a.txt", "a");
-        write(held(&root), &none(), TaskMode::Write, &w)
+        write(held(&root), &none(), TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap();
         assert!(root.join("rel/a.txt").is_file());
         let w = acp::WriteTextFileRequest::new("s", root.join("rel/../../escaped"), "x");
-        let err = write(held(&root), &none(), TaskMode::Write, &w)
+        let err = write(held(&root), &none(), TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap_err();
         assert!(err.reason.contains("outside the root"), "{}", err.reason);
         assert!(!tmp.path().join("escaped").exists());
         let w = acp::WriteTextFileRequest::new("s", root.join("rel"), "x");
-        let err = write(held(&root), &none(), TaskMode::Write, &w)
+        let err = write(held(&root), &none(), TaskMode::Write, &w, IN_TURN)
             .await
             .unwrap_err();
         assert!(err.reason.contains("is a directory"), "{}", err.reason);

@@ -320,7 +320,12 @@ pub(crate) async fn write_text_file(
         _ if !supervision.tools.allows_kind(ToolKind::Edit) => {
             Err(fs::not_allowed("write", &req.path, ToolKind::Edit))
         }
-        Ok(root) => fs::write(root, &shared.covered(), mode, req).await,
+        Ok(root) => {
+            fs::write(root, &shared.covered(), mode, req, &|job| {
+                shared.spawn_in_turn(job)
+            })
+            .await
+        }
         Err(e) => Err(fs::unusable_root(&req.path, &e)),
     };
     report_fs(shared, "write", &req.path, result.as_ref().err());
@@ -443,6 +448,56 @@ mod tests {
         shared.route_to(sink, Some(TaskMode::Write));
         session_update(&shared, &call);
         assert!(shared.known_tool("call-1").unwrap().raw_input.is_some());
+    }
+
+    /// A write the agent asks Legate for while no turn runs (as its session opens, between
+    /// turns) is refused and writes nothing: no turn's end would wait for it, so it could land
+    /// in a copy whose patch is being read. In a turn it is the turn's work.
+    #[tokio::test]
+    async fn a_write_outside_a_turn_is_refused_and_one_in_a_turn_is_its_work() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let boundary = Boundary {
+            root: root.clone(),
+            owned: true,
+            allow_execute: false,
+        };
+        let shared = HandlerState::new(
+            Arc::new(Answers(Ruling {
+                decision: Decision::Deny,
+                option_id: None,
+                reason: String::new(),
+                decider: legate_core::Decider::Table,
+                rule_id: None,
+            })),
+            Supervision::new(boundary, TaskMode::Write, Preset::claude()),
+            root.clone(),
+        );
+        let req = |name: &str| acp::WriteTextFileRequest::new("s-1", root.join(name), "words\n");
+        let (sink, _opening) = EventSink::channel();
+        shared.route_to(sink, None);
+        let err = write_text_file(&shared, &req("opening.txt"))
+            .await
+            .unwrap_err();
+        assert!(err.message.contains("no turn is running"), "{err:?}");
+        let (sink, _turn) = EventSink::channel();
+        shared.route_to(sink, Some(TaskMode::Write));
+        let work = crate::WorkspaceWork::new();
+        shared.route_work(work.clone());
+        write_text_file(&shared, &req("turn.txt")).await.unwrap();
+        work.finished().await;
+        shared.clear();
+        assert!(write_text_file(&shared, &req("between.txt")).await.is_err());
+        assert_eq!(
+            std::fs::read_to_string(root.join("turn.txt")).unwrap(),
+            "words\n"
+        );
+        let mut names: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["turn.txt"]);
     }
 
     /// Answers one `session/request_permission` with `verdict`; the reply and the one event

@@ -264,40 +264,49 @@ impl PodCopy {
     /// Brings the pod's workspace back to the local copy: shipped back, unpacked as hostile
     /// input, made into a patch against the copy's baseline and applied through
     /// `apply_returned`. Reports what it applied on `sink`.
-    pub(crate) async fn bring_back(&self, pod: &legate_kube::Pod, sink: &EventSink) -> Result<()> {
+    /// The unpacking and the apply run as the turn's `work`, which the engine waits for before
+    /// it reads the copy, even when it gave up on the turn.
+    pub(crate) async fn bring_back(
+        &self,
+        pod: &legate_kube::Pod,
+        sink: &EventSink,
+        work: &crate::WorkspaceWork,
+    ) -> Result<()> {
         let archive = files::ship_back(pod, DEFAULT_MAX_TRANSFER_BYTES).await?;
         let root = self.root.clone();
-        let applied = tokio::task::spawn_blocking(move || -> Result<(u64, usize, Vec<String>)> {
-            let unpacked = files::unpack(&archive, MAX_TRANSFER_FILES, DEFAULT_MAX_TRANSFER_BYTES)?;
-            drop(archive);
-            let skipped = unpacked.skipped;
-            let files: Vec<legate_workspace::FileBytes> = unpacked
-                .files
-                .into_iter()
-                .map(|e| legate_workspace::FileBytes {
-                    path: e.path,
-                    bytes: e.bytes,
-                    executable: e.executable,
-                })
-                .collect();
-            let baseline = legate_workspace::baseline_of_copy(&root)?;
-            let limits = legate_workspace::CopyLimits {
-                max_files: MAX_TRANSFER_FILES,
-                max_bytes: DEFAULT_MAX_TRANSFER_BYTES,
-                ..legate_workspace::CopyLimits::default()
-            };
-            let (patch, manifest) =
-                legate_workspace::returned_from_files(&baseline, &files, &limits)?;
-            legate_workspace::apply_returned(
-                &baseline,
-                &patch,
-                &manifest,
-                DEFAULT_MAX_TRANSFER_BYTES,
-            )?;
-            Ok((manifest.patch_length, manifest.post_state.len(), skipped))
-        })
-        .await
-        .map_err(|e| Error::internal(format!("applying the pod's workspace stopped: {e}")))??;
+        let applied = work
+            .spawn_blocking(move || -> Result<(u64, usize, Vec<String>)> {
+                let unpacked =
+                    files::unpack(&archive, MAX_TRANSFER_FILES, DEFAULT_MAX_TRANSFER_BYTES)?;
+                drop(archive);
+                let skipped = unpacked.skipped;
+                let files: Vec<legate_workspace::FileBytes> = unpacked
+                    .files
+                    .into_iter()
+                    .map(|e| legate_workspace::FileBytes {
+                        path: e.path,
+                        bytes: e.bytes,
+                        executable: e.executable,
+                    })
+                    .collect();
+                let baseline = legate_workspace::baseline_of_copy(&root)?;
+                let limits = legate_workspace::CopyLimits {
+                    max_files: MAX_TRANSFER_FILES,
+                    max_bytes: DEFAULT_MAX_TRANSFER_BYTES,
+                    ..legate_workspace::CopyLimits::default()
+                };
+                let (patch, manifest) =
+                    legate_workspace::returned_from_files(&baseline, &files, &limits)?;
+                legate_workspace::apply_returned(
+                    &baseline,
+                    &patch,
+                    &manifest,
+                    DEFAULT_MAX_TRANSFER_BYTES,
+                )?;
+                Ok((manifest.patch_length, manifest.post_state.len(), skipped))
+            })
+            .await
+            .map_err(|e| Error::internal(format!("applying the pod's workspace stopped: {e}")))??;
         let (patch_length, changed, skipped) = applied;
         let left_out = if skipped.is_empty() {
             String::new()

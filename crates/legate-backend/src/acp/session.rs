@@ -440,12 +440,14 @@ impl AgentSession for AcpSession {
         let turn_sink = sink.clone();
         self.shared.route_to(sink, Some(turn.mode));
         self.shared.route_task(turn.task_id.clone());
+        self.shared.route_work(turn.work.clone());
         let _clear = TurnGuard(&self.shared);
         let model = self.apply_model(&turn, &turn_sink).await?;
+        let work = turn.work.clone();
         let mut result = self.run_turn(turn, model).await;
         // An agent in a pod: what it did comes back to the local copy before the turn ends.
         if let (Ok(_), Some(copy), Some(pod)) = (&result, &self.pod_copy, self.process.pod())
-            && let Err(e) = copy.bring_back(pod, &turn_sink).await
+            && let Err(e) = copy.bring_back(pod, &turn_sink, &work).await
         {
             result = Err(e);
         }

@@ -10,8 +10,8 @@ use super::translate::{self, KnownTool};
 use super::transport::MAX_STDOUT_NOTICES;
 use super::unasked;
 use super::unwritten::Unwritten;
-use crate::EventSink;
 use crate::approvals::{Abort, AbortHandle, ApprovalChannel};
+use crate::{EventSink, WorkspaceWork};
 use legate_core::{EventKind, TapDirection, TapProtocol, TaskId, TaskMode, ToolStatus};
 use legate_supervisor::{Supervision, Supervisor};
 use std::path::PathBuf;
@@ -44,6 +44,8 @@ struct Route {
     task_id: Option<TaskId>,
     /// Ends this turn's waits for a supervisor (raised by a cancel and when the turn ends).
     abort: Option<AbortHandle>,
+    /// The turn's blocking work in its workspace (`None` while opening and between turns).
+    work: Option<WorkspaceWork>,
 }
 
 /// State shared by the session and its handlers.
@@ -217,10 +219,28 @@ impl HandlerState {
         lock(&self.tools).clear();
     }
 
+    /// Runs the current turn's writes in the workspace through `work`, until
+    /// [`HandlerState::clear`].
+    pub(crate) fn route_work(&self, work: WorkspaceWork) {
+        lock(&self.route).work = Some(work);
+    }
+
+    /// Starts `f` as the current turn's work in its workspace, under the route's lock, so that
+    /// it is either started before the turn lets go (and the engine waits for it) or not at
+    /// all; `None` when no turn runs.
+    pub(crate) fn spawn_in_turn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<tokio::task::JoinHandle<T>> {
+        let r = lock(&self.route);
+        r.work.as_ref().map(|w| w.spawn_blocking(f))
+    }
+
     /// Stops routing: later events are dropped. The session keeps no clone of the sink.
     pub(crate) fn clear(&self) {
         let mut r = lock(&self.route);
         r.sink = None;
+        r.work = None;
         r.turn_mode = None;
         r.replaying = false;
         r.task_id = None;

@@ -170,6 +170,7 @@ async fn judged(
         message_id: None,
         json_schema: structured.then(judge_answer::schema),
         effort: None,
+        work: legate_backend::WorkspaceWork::new(),
     };
     let (sink, mut events) = EventSink::channel();
     let deadline = tokio::time::Instant::now() + limit;

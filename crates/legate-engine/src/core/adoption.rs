@@ -246,6 +246,7 @@ impl Core {
         let inputs = self.report_inputs(task, agent, TurnInputs::default());
         let structured = inputs.json_schema.is_some();
         let turn = self.turn_of(task, inputs);
+        let work = turn.work.clone();
         let deadline = Instant::now() + self.time_left(task);
         let grace = self.config().cancel_grace;
         let token = CancellationToken::new();
@@ -321,6 +322,9 @@ impl Core {
                 other => break other,
             }
         };
+        // Each attempt's follow is dropped: what it started in the copy (applying the remote's
+        // patch) ends before the copy is read.
+        super::turn::settle_work(&work, &task.id).await;
         drop(sink);
         let acc = match pump.handle.await {
             Ok(acc) => acc,

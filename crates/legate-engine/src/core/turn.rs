@@ -429,49 +429,55 @@ impl Core {
             Err(e) => return TurnResult::Failed(e),
         };
         let turn = self.turn_of(task, inputs);
+        let work = turn.work.clone();
         let canceller = session.canceller();
         let prompt = session.prompt(turn, sink);
-        tokio::pin!(prompt);
-        let mut cancel_wait = stop.clone();
-        let result = tokio::select! {
-            r = &mut prompt => match r {
-                Ok(o) if is_canceled(stop) || o.stop_reason == StopReason::Cancelled => {
-                    TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage }
-                }
-                Ok(o) => TurnResult::Completed { stop_reason: o.stop_reason, usage: o.usage },
-                Err(e) if is_canceled(stop) => {
-                    tracing::debug!(error = %crate::core::redaction::hide_error(e).detail(), "turn failed after cancel");
-                    TurnResult::Canceled { stop_reason: None, usage: None }
-                }
-                Err(e) => TurnResult::Failed(e),
-            },
-            _ = tokio::time::sleep_until(deadline) => {
-                session.shutdown().await;
-                let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
-                TurnResult::Failed(Error::new(
-                    ErrorCode::TaskTimeout,
-                    format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
-                ))
-            }
-            // The agent sent more than twice what the task keeps (`core::output`).
-            _ = overflow.notified() => {
-                session.shutdown().await;
-                let _ = (&mut prompt).await;
-                TurnResult::Failed(crate::core::output::ceiling_error(&inner.config.output))
-            }
-            _ = async { drop(cancel_wait.wait_for(|s| *s == Stop::Cancel).await) } => {
-                canceller.cancel();
-                match tokio::time::timeout(inner.config.cancel_grace, &mut prompt).await {
-                    Ok(Ok(o)) => TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage },
-                    Ok(Err(_)) => TurnResult::Canceled { stop_reason: None, usage: None },
-                    Err(_) => {
-                        session.shutdown().await;
-                        let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
+        let result = {
+            tokio::pin!(prompt);
+            let mut cancel_wait = stop.clone();
+            tokio::select! {
+                r = &mut prompt => match r {
+                    Ok(o) if is_canceled(stop) || o.stop_reason == StopReason::Cancelled => {
+                        TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage }
+                    }
+                    Ok(o) => TurnResult::Completed { stop_reason: o.stop_reason, usage: o.usage },
+                    Err(e) if is_canceled(stop) => {
+                        tracing::debug!(error = %crate::core::redaction::hide_error(e).detail(), "turn failed after cancel");
                         TurnResult::Canceled { stop_reason: None, usage: None }
+                    }
+                    Err(e) => TurnResult::Failed(e),
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    session.shutdown().await;
+                    let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
+                    TurnResult::Failed(Error::new(
+                        ErrorCode::TaskTimeout,
+                        format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
+                    ))
+                }
+                // The agent sent more than twice what the task keeps (`core::output`).
+                _ = overflow.notified() => {
+                    session.shutdown().await;
+                    let _ = (&mut prompt).await;
+                    TurnResult::Failed(crate::core::output::ceiling_error(&inner.config.output))
+                }
+                _ = async { drop(cancel_wait.wait_for(|s| *s == Stop::Cancel).await) } => {
+                    canceller.cancel();
+                    match tokio::time::timeout(inner.config.cancel_grace, &mut prompt).await {
+                        Ok(Ok(o)) => TurnResult::Canceled { stop_reason: Some(o.stop_reason), usage: o.usage },
+                        Ok(Err(_)) => TurnResult::Canceled { stop_reason: None, usage: None },
+                        Err(_) => {
+                            session.shutdown().await;
+                            let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
+                            TurnResult::Canceled { stop_reason: None, usage: None }
+                        }
                     }
                 }
             }
         };
+        // The prompt is dropped (a turn given up on too): what it started in the workspace on
+        // threads of its own ends before anything reads the workspace or lets the turn go.
+        settle_work(&work, &task.id).await;
         if session.is_alive() {
             let asks = task.workspace != WorkspaceKind::Copy
                 && matches!(&result, TurnResult::Completed { stop_reason, .. }
@@ -516,6 +522,7 @@ impl Core {
             message_id: inputs.message_id,
             json_schema: inputs.json_schema,
             effort: inputs.effort,
+            work: legate_backend::WorkspaceWork::new(),
         }
     }
 
@@ -629,6 +636,16 @@ fn record_turn(span: &tracing::Span, result: &TurnResult) {
             span.record("otel.status_code", "ERROR");
         }
     }
+}
+
+/// Waits for the turn's blocking work in its workspace (`legate_backend::WorkspaceWork`):
+/// bounded by that work (git's time limit, one file's write), never by the agent.
+pub(crate) async fn settle_work(work: &legate_backend::WorkspaceWork, task: &legate_core::TaskId) {
+    let running = work.running();
+    if running > 0 {
+        tracing::info!(task = %task, running, "the turn ended while it still wrote in its workspace; waiting for that to end");
+    }
+    work.finished().await;
 }
 
 fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
