@@ -575,3 +575,39 @@ async fn a_copy_whose_git_could_not_be_shown_gone_is_refused_and_kept() {
     reviews.integrate(&id, Some(&sha), None).await.unwrap();
     h.engine.shutdown().await;
 }
+
+/// A review operation whose caller stops waiting (a client gone, a request dropped) keeps the
+/// copy's lock until its work ends: a test command still running in the copy holds it, so a
+/// verification meanwhile is `COPY_BUSY`, not run beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_whose_caller_went_away_keeps_the_copy_until_its_command_ends() {
+    let h = harness(|_| {});
+    let (id, sha) = verified_task(&h).await;
+    let copy = h.engine.reviews().preview(&id).await.unwrap();
+    let started = copy.copy_directory.join("started");
+    let command = TestCommand {
+        executable: "sh".into(),
+        args: vec!["-c".into(), "touch started && sleep 5".into()],
+    };
+    let engine = h.engine.clone();
+    let (i, s) = (id.clone(), sha.clone());
+    let running = tokio::spawn(async move { engine.reviews().test(&i, &s, command, None).await });
+    // Wait for the command to run, then go away.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the test command never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    let err = h
+        .engine
+        .reviews()
+        .verify(&id, &sha, review())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::CopyBusy, "{}", err.message);
+}

@@ -69,6 +69,7 @@ impl Backend for EchoBackend {
             )
             .named("echo-1"),
             alive: Arc::new(AtomicBool::new(true)),
+            root: request.boundary.root.clone(),
         }))
     }
 }
@@ -78,6 +79,8 @@ struct EchoSession {
     seen: Arc<Mutex<Seen>>,
     facts: SessionFacts,
     alive: Arc<AtomicBool>,
+    /// The workspace's root.
+    root: std::path::PathBuf,
 }
 
 #[derive(Debug)]
@@ -93,6 +96,16 @@ impl AgentSession for EchoSession {
         &self.facts
     }
     async fn prompt(&self, turn: Turn, sink: EventSink) -> Result<TurnOutcome> {
+        if turn.prompt == "write late" {
+            // Work in the workspace beside the turn, which outlives the turn's timeout; then
+            // a turn that never answers.
+            let late = self.root.join("late.txt");
+            drop(turn.work.spawn_blocking(move || {
+                std::thread::sleep(LATE);
+                std::fs::write(late, "written late\n").unwrap();
+            }));
+            std::future::pending::<()>().await;
+        }
         self.seen.lock().unwrap().schemas.push(turn.json_schema);
         sink.send(EventKind::Message {
             text: format!("echo: {}", turn.prompt),
@@ -122,9 +135,13 @@ impl AgentSession for EchoSession {
     }
 }
 
+/// How long the late work takes: well past the turn's timeout (1 s) and cancel grace.
+const LATE: Duration = Duration::from_millis(2500);
+
 fn engine(dir: &std::path::Path, seen: Arc<Mutex<Seen>>) -> Engine {
     let echo = AgentKind::new("echo").unwrap();
     let mut config = EngineConfig::new(Paths::new(dir.join("home")));
+    config.cancel_grace = Duration::from_millis(200);
     config.agents = BTreeMap::from([
         (
             "echo".to_string(),
@@ -222,5 +239,28 @@ async fn what_a_backend_cannot_do_is_refused_before_anything_starts() {
     assert!(err.message.contains("structured output"), "{}", err.message);
     // Nothing was stored for either.
     assert!(engine.tasks(&TaskFilter::default()).unwrap().is_empty());
+    engine.shutdown().await;
+}
+
+/// A turn given up on (its timeout) is dropped, but work it started in its workspace beside
+/// it (a remote's patch applied, a file written for the agent) runs on: the engine waits for
+/// that work before it reads the workspace and stores the end, so nothing still writes when a
+/// review, an integration or the next turn begins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_a_turn_started_in_its_workspace_ends_before_the_task_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), Arc::default());
+    let mut request = SubmitRequest::new("write late");
+    request.timeout = Some(Duration::from_secs(1));
+    let task = engine.submit(request).unwrap();
+    let task = wait(&engine, &task.id).await;
+    assert_eq!(task.state, TaskState::Failed);
+    assert_eq!(task.error.as_ref().unwrap().code, ErrorCode::TaskTimeout);
+    // Ended, so written: the end waited for the work.
+    let root = task.root.clone().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("late.txt")).unwrap(),
+        "written late\n"
+    );
     engine.shutdown().await;
 }

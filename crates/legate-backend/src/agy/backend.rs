@@ -394,7 +394,11 @@ impl AgentSession for AgySession {
             let gate = crate::egress::SessionGate::new(Arc::new(turn), rules.clone());
             spec.egress = Some((handoff, Arc::new(gate) as Arc<dyn legate_egress::Gate>));
         }
-        let handle = tokio::spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
+        // The turn's work: a turn given up on is waited for until its agy process is stopped
+        // and reaped, so nothing of it still writes when the engine reads the workspace.
+        let handle = turn
+            .work
+            .spawn(run::run(spec, sink.clone(), self.stop.subscribe()));
         let mut end = handle
             .await
             .map_err(|e| Error::quoting(ErrorCode::Internal, "the agy run task failed", e))??;

@@ -259,41 +259,52 @@ impl Core {
         let mut attempt = 0;
         let outcome: Option<Result<TurnOutcome>> = loop {
             attempt += 1;
-            let follow = backend.reattach(
-                request.clone(),
-                turn.clone(),
-                remote.clone(),
-                sink.clone(),
-                token.clone(),
-            );
-            tokio::pin!(follow);
-            let (mut release, mut cancel) = (stop.clone(), stop.clone());
-            let got = if why.is_some() {
-                tokio::time::timeout(grace, &mut follow).await.ok()
-            } else {
-                tokio::select! {
-                    biased;
-                    _ = async { drop(release.wait_for(|s| *s == Stop::Release).await) } => {
-                        return None;
-                    }
-                    r = &mut follow => Some(r),
-                    _ = tokio::time::sleep_until(deadline) => {
-                        why = Some(Why::Timeout);
-                        token.cancel();
-                        tokio::time::timeout(grace, &mut follow).await.ok()
-                    }
-                    _ = async { drop(cancel.wait_for(|s| *s == Stop::Cancel).await) } => {
-                        why = Some(Why::Cancel);
-                        token.cancel();
-                        tokio::time::timeout(grace, &mut follow).await.ok()
-                    }
-                    _ = pump.overflow.notified() => {
-                        why = Some(Why::Output);
-                        token.cancel();
-                        tokio::time::timeout(grace, &mut follow).await.ok()
+            // The attempt's follow lives in this block: dropped at its end, whatever ended it.
+            let mut released = false;
+            let got = {
+                let follow = backend.reattach(
+                    request.clone(),
+                    turn.clone(),
+                    remote.clone(),
+                    sink.clone(),
+                    token.clone(),
+                );
+                tokio::pin!(follow);
+                let (mut release, mut cancel) = (stop.clone(), stop.clone());
+                if why.is_some() {
+                    tokio::time::timeout(grace, &mut follow).await.ok()
+                } else {
+                    tokio::select! {
+                        biased;
+                        _ = async { drop(release.wait_for(|s| *s == Stop::Release).await) } => {
+                            released = true;
+                            None
+                        }
+                        r = &mut follow => Some(r),
+                        _ = tokio::time::sleep_until(deadline) => {
+                            why = Some(Why::Timeout);
+                            token.cancel();
+                            tokio::time::timeout(grace, &mut follow).await.ok()
+                        }
+                        _ = async { drop(cancel.wait_for(|s| *s == Stop::Cancel).await) } => {
+                            why = Some(Why::Cancel);
+                            token.cancel();
+                            tokio::time::timeout(grace, &mut follow).await.ok()
+                        }
+                        _ = pump.overflow.notified() => {
+                            why = Some(Why::Output);
+                            token.cancel();
+                            tokio::time::timeout(grace, &mut follow).await.ok()
+                        }
                     }
                 }
             };
+            if released {
+                // Let go for the next process, but not while the dropped follow still writes in
+                // the copy (applying the remote's patch).
+                super::turn::settle_work(&work, &task.id).await;
+                return None;
+            }
             match got {
                 Some(Err(e))
                     if why.is_none()

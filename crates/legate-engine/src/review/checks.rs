@@ -161,7 +161,10 @@ impl Reviews {
             .as_ref()
             .filter(|s| s.network)
             .map(|_| super::test_gate::TestGate::egress(Arc::new(core.config().network.clone())));
+        // The command keeps the copy's lock until it ends, even if no one waits for it any more.
+        let held = o.held();
         let run = blocking(move || {
+            let _held = held;
             let scratch = b.scratch()?;
             legate_testrun::run_test_in(
                 &copy,

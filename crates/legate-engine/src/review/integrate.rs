@@ -116,7 +116,10 @@ impl Core {
             .join("integrations")
             .join(o.task.id.as_str());
         let meta = serde_json::json!({"sha256": preview.sha256, "approval": cfg.approval});
+        // The write keeps the copy's lock until it ends, even if no one waits for it any more.
+        let held = o.held();
         let result = blocking(move || {
+            let _held = held;
             let changes = legate_integration::plan(&b, &p)?;
             legate_integration::integrate(&root, &changes, &journal, meta)
         })

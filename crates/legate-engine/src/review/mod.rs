@@ -53,13 +53,24 @@ use crate::core::Core;
 use legate_core::{Error, ErrorCode, EventKind, Result, Task, TaskId};
 use legate_workspace::{Baseline, Preview};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A copy opened for an operation, with its lock held.
 struct Opened {
     task: Task,
     record: ReviewRecord,
     baseline: Baseline,
-    _lock: std::fs::File,
+    /// Shared with the blocking work that writes (`Opened::held`): a caller that stops waiting
+    /// (a client gone, a request dropped) drops this one, and the lock stays held until that
+    /// work ends.
+    lock: Arc<std::fs::File>,
+}
+
+impl Opened {
+    /// The copy's lock, for blocking work that writes to keep until it ends.
+    fn held(&self) -> Arc<std::fs::File> {
+        Arc::clone(&self.lock)
+    }
 }
 
 fn unavailable(message: impl Into<String>) -> Error {
@@ -171,7 +182,7 @@ impl Core {
             task,
             record,
             baseline,
-            _lock: lock,
+            lock: Arc::new(lock),
         })
     }
 
