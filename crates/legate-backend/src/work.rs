@@ -10,7 +10,8 @@
 //! work through it, and the engine waits for it to end ([`WorkspaceWork::finished`]) before it
 //! reads the workspace or lets the turn go. The wait is as long as the work: one file's write,
 //! an apply's git commands (each under git's time limit, or reading an input already bounded),
-//! an agy process's stop (its kill grace and two short waits).
+//! an agy process's stop once the session is shut down (its kill grace, then bounded waits to
+//! reap it, drain its output and check for leftover processes: about 12 s at most by default).
 //!
 //! It never decides what may be written: the callers have checked that already.
 
@@ -116,7 +117,10 @@ mod tests {
     #[tokio::test]
     async fn work_a_dropped_caller_started_is_waited_for() {
         let work = WorkspaceWork::new();
-        work.finished().await;
+        // Nothing started: no wait (a tracker left open would wait here for good).
+        tokio::time::timeout(Duration::from_secs(10), work.finished())
+            .await
+            .unwrap();
         let (go, wait) = mpsc::channel::<()>();
         let done = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&done);

@@ -453,3 +453,36 @@ async fn an_inbound_message_never_continues_another_fronts_conversation() {
     let later = engine.submit(later).unwrap();
     assert!(later.controls.inbound, "a later turn keeps the mark");
 }
+
+/// A message id is the caller's within one conversation: the same id in another context is
+/// another message, so a caller of one conversation cannot take an id that another
+/// conversation's caller will send (once one key across every context, it made that later
+/// send `MESSAGE_ID_CONFLICT`). Within a context the id still keeps its text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_id_taken_in_one_context_is_free_in_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    for context in ["c-one", "c-two"] {
+        let first = engine
+            .messages()
+            .deliver(message("revisor", Some(context), "What is here?"))
+            .unwrap();
+        assert_eq!(
+            engine.wait(&first.task.id).await.unwrap().state,
+            TaskState::Completed
+        );
+    }
+    let mut one = message("revisor", Some("c-one"), "And now?");
+    one.message_id = Some("m-1".into());
+    let taken = engine.messages().deliver(one.clone()).unwrap();
+    let mut two = message("revisor", Some("c-two"), "Something else?");
+    two.message_id = Some("m-1".into());
+    let other = engine.messages().deliver(two).unwrap();
+    assert_ne!(other.task.id, taken.task.id);
+    assert_eq!(other.task.context_id, "c-two");
+    one.text = "Another text".into();
+    assert_eq!(refused(&engine, "c-one", one), ErrorCode::MessageIdConflict);
+    for t in [taken.task.id, other.task.id] {
+        assert_eq!(engine.wait(&t).await.unwrap().state, TaskState::Completed);
+    }
+}

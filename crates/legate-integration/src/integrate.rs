@@ -235,7 +235,20 @@ fn check_all<'a>(
     let mut plan = Vec::with_capacity(changes.len());
     for c in changes {
         check_path(&c.path)?;
-        let (current, seen) = match read_inside_with_metadata(root, &c.path)? {
+        // The original as it is now: larger than the baseline it must equal, it differs.
+        let bound = c.baseline.as_ref().map_or(0, |b| b.len() as u64);
+        let read = match read_inside_with_metadata(root, &c.path, bound) {
+            Err(e) if e.code == ErrorCode::CopyLimitExceeded => {
+                let why = if c.status == ChangeStatus::A {
+                    "it exists in the original now"
+                } else {
+                    "the original no longer equals the baseline"
+                };
+                return Err(source_changed(&c.path, why));
+            }
+            read => read?,
+        };
+        let (current, seen) = match read {
             Some((bytes, meta)) => (Some(bytes), Some(FileState::of(&meta))),
             None => (None, None),
         };

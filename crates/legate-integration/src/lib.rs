@@ -24,10 +24,12 @@
 //! pending.finish();
 //! ```
 
+mod additions;
 mod integrate;
 mod journal;
 mod no_links;
 mod rollover;
 
+pub use additions::check_additions;
 pub use integrate::{Change, Integrated, Pending, integrate, plan};
 pub use rollover::{Outcome, Recovered, Standing, recover_integrations};

@@ -196,7 +196,8 @@ fn recover_one(
 /// The sha256 of the regular file `rel` under `root`; `Ok(None)` when it is missing. A link or
 /// anything odd on the way is an error (and the step a conflict).
 fn hash_at(root: &Path, rel: &str) -> Result<Option<String>, Error> {
-    Ok(read_inside_with_metadata(root, rel)?.map(|(bytes, _)| sha256_hex(&bytes)))
+    // The user's own project: read whole, as it is.
+    Ok(read_inside_with_metadata(root, rel, u64::MAX)?.map(|(bytes, _)| sha256_hex(&bytes)))
 }
 
 fn sha(c: &Option<journal::Content>) -> Option<&str> {

@@ -43,8 +43,9 @@ pub fn preview(
             ),
         ));
     }
+    written_within(baseline, &files, limits)?;
     check_blocked(baseline, secrets, &files)?;
-    confirm_beneath(baseline, &files)?;
+    confirm_beneath(baseline, &files, limits.max_bytes)?;
     let numstat = git.run(&[DIFF, &["--numstat", "-z", "HEAD", &tree]].concat())?;
     apply_numstat(&mut files, &numstat);
     let patch = full_patch(baseline, &tree, None)?;
@@ -95,7 +96,7 @@ pub fn full_patch(baseline: &Baseline, tree: &str, path: Option<&str>) -> Result
 /// directory for a symlink in between and have git stage what the link points to. Whatever
 /// git read is checked here against the copy's own file: a link now on the way, a file that
 /// vanished or bytes that differ refuse the patch (`UNSAFE_PATH`).
-fn confirm_beneath(baseline: &Baseline, files: &[FileChange]) -> Result<(), Error> {
+fn confirm_beneath(baseline: &Baseline, files: &[FileChange], max: u64) -> Result<(), Error> {
     use sha1::{Digest, Sha1};
     for f in files {
         let Some(blob) = &f.new_blob else { continue };
@@ -108,7 +109,8 @@ fn confirm_beneath(baseline: &Baseline, files: &[FileChange]) -> Result<(), Erro
                 ),
             )
         };
-        let bytes = legate_workspace::read_inside(baseline.copy(), &f.path)?.ok_or_else(changed)?;
+        let bytes =
+            legate_workspace::read_inside(baseline.copy(), &f.path, max)?.ok_or_else(changed)?;
         let mut hash = Sha1::new();
         hash.update(format!("blob {}\0", bytes.len()).as_bytes());
         hash.update(&bytes);
@@ -138,6 +140,34 @@ fn apply_numstat(files: &mut [FileChange], numstat: &[u8]) {
             }
         }
     }
+}
+
+/// Refuses a patch whose files hold more than the copy's `max_bytes` in all, counted per path
+/// (`CHANGE_LIMIT_EXCEEDED`), by the sizes git gives, before any is read. Staging counts the
+/// objects git writes, and git writes a content once however many files hold it (or not at
+/// all, when the project's history has it): a hundred copies of one large file passed it,
+/// and the preview, the patch and an integration each hold every path's bytes.
+fn written_within(
+    baseline: &Baseline,
+    files: &[FileChange],
+    limits: &CopyLimits,
+) -> Result<(), Error> {
+    let ids: Vec<&str> = files.iter().filter_map(|f| f.new_blob.as_deref()).collect();
+    let total = baseline
+        .blob_sizes(&ids)?
+        .into_iter()
+        .fold(0u64, u64::saturating_add);
+    if total <= limits.max_bytes {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorCode::ChangeLimitExceeded,
+        format!(
+            "the patch writes {total} bytes over {} files, past the copy limit of {} bytes (files of the same content count once each); reduce the task or raise [copies] max_bytes",
+            ids.len(),
+            limits.max_bytes
+        ),
+    ))
 }
 
 /// Refuses a patch that adds or changes a file the secret policy blocks.

@@ -218,7 +218,7 @@ pub fn verify(
     }
     let mut evidence: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut read = |path: &str| -> Result<Option<Vec<u8>>, Error> {
-        let bytes = read_inside(copy, path)?;
+        let bytes = read_inside(copy, path, MAX_CHECKED_BYTES)?;
         evidence.insert(path.to_string(), bytes.as_deref().map(sha256_hex));
         Ok(bytes)
     };
@@ -343,13 +343,17 @@ pub fn quote_at(bytes: &[u8], line: u64, quote: &str) -> bool {
         && window[span - 1].starts_with(quote_lines[span - 1])
 }
 
+/// The most bytes of one file a verification reads (the copy's default `max_bytes`): an
+/// ignored file the agent made may be as large as it likes.
+const MAX_CHECKED_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Why `v` is stale against the current patch `sha256` and the copy's files, or `None`.
 pub fn staleness(copy: &Path, v: &Verification, sha256: &str) -> Option<String> {
     if v.sha256 != sha256 {
         return Some("the patch changed since it was verified".to_string());
     }
     for (path, hash) in &v.evidence {
-        let now = read_inside(copy, path)
+        let now = read_inside(copy, path, MAX_CHECKED_BYTES)
             .ok()
             .map(|b| b.as_deref().map(sha256_hex));
         if now.as_ref() != Some(hash) {

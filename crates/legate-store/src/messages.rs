@@ -1,9 +1,11 @@
 //! Messages a caller sent to a conversation (`send_message`): each client-chosen message id
-//! is stored once, with its context, its text and the task that carries it as the context's
-//! next turn.
+//! is stored once per conversation, with its text and the task that carries it as the
+//! context's next turn.
 //!
-//! The message id is the primary key, so claiming an id is atomic across processes: the first
-//! claim wins and every later one reads the stored record back. This module records; it never
+//! The context and the message id are the primary key, so claiming an id is atomic across
+//! processes: the first claim wins and every later one reads the stored record back. An id
+//! is the caller's within one conversation: the same id in another context is another
+//! message (no caller can take an id from a conversation it cannot reach). This module records; it never
 //! decides whether a repeated id is a duplicate or a conflict (the engine does).
 
 use crate::Store;
@@ -48,14 +50,14 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<MessageRecord> {
 }
 
 impl Store {
-    /// Stores `record` unless its message id is taken; then returns the stored record
-    /// instead, unchanged. One transaction.
+    /// Stores `record` unless its message id is taken in its context; then returns the stored
+    /// record instead, unchanged. One transaction.
     pub fn claim_message(&self, record: &MessageRecord) -> Result<MessageClaim> {
         self.write("store a message", |tx| {
             let inserted = tx
                 .prepare_cached(&format!(
                     "INSERT INTO messages ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5) \
-                     ON CONFLICT (message_id) DO NOTHING"
+                     ON CONFLICT (context_id, message_id) DO NOTHING"
                 ))
                 .and_then(|mut st| {
                     st.execute(params![
@@ -71,20 +73,24 @@ impl Store {
                 return Ok(MessageClaim::Claimed);
             }
             tx.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM messages WHERE message_id = ?1"
+                "SELECT {COLUMNS} FROM messages WHERE context_id = ?1 AND message_id = ?2"
             ))
-            .and_then(|mut st| st.query_row([&record.message_id], from_row))
+            .and_then(|mut st| {
+                st.query_row(params![record.context_id, record.message_id], from_row)
+            })
             .ctx("read a message")
             .map(MessageClaim::Existing)
         })
     }
 
-    /// Records the task that carries a claimed message.
-    pub fn bind_message(&self, message_id: &str, task_id: &TaskId) -> Result<()> {
+    /// Records the task that carries a claimed message of `context_id`.
+    pub fn bind_message(&self, context_id: &str, message_id: &str, task_id: &TaskId) -> Result<()> {
         self.write("bind a message to its task", |tx| {
             let changed = tx
-                .prepare_cached("UPDATE messages SET task_id = ?2 WHERE message_id = ?1")
-                .and_then(|mut st| st.execute(params![message_id, task_id.as_str()]))
+                .prepare_cached(
+                    "UPDATE messages SET task_id = ?3 WHERE context_id = ?1 AND message_id = ?2",
+                )
+                .and_then(|mut st| st.execute(params![context_id, message_id, task_id.as_str()]))
                 .ctx("bind a message to its task")?;
             if changed == 0 {
                 return Err(store_error(
@@ -95,24 +101,26 @@ impl Store {
         })
     }
 
-    /// Forgets a claimed message that never got its task (its submission was refused), so
-    /// that the id may be sent again. A message bound to a task is kept.
-    pub fn release_message(&self, message_id: &str) -> Result<()> {
+    /// Forgets a claimed message of `context_id` that never got its task (its submission was
+    /// refused), so that the id may be sent again. A message bound to a task is kept.
+    pub fn release_message(&self, context_id: &str, message_id: &str) -> Result<()> {
         self.write("release a message", |tx| {
-            tx.prepare_cached("DELETE FROM messages WHERE message_id = ?1 AND task_id IS NULL")
-                .and_then(|mut st| st.execute([message_id]))
+            tx.prepare_cached(
+                "DELETE FROM messages WHERE context_id = ?1 AND message_id = ?2 AND task_id IS NULL",
+            )
+            .and_then(|mut st| st.execute([context_id, message_id]))
                 .ctx("release a message")?;
             Ok(())
         })
     }
 
-    /// The message stored under this id, if any.
-    pub fn message(&self, message_id: &str) -> Result<Option<MessageRecord>> {
+    /// The message of `context_id` stored under this id, if any.
+    pub fn message(&self, context_id: &str, message_id: &str) -> Result<Option<MessageRecord>> {
         self.read(|conn| {
             conn.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM messages WHERE message_id = ?1"
+                "SELECT {COLUMNS} FROM messages WHERE context_id = ?1 AND message_id = ?2"
             ))
-            .and_then(|mut st| st.query_row([message_id], from_row).optional())
+            .and_then(|mut st| st.query_row([context_id, message_id], from_row).optional())
             .ctx("read a message")
         })
     }
@@ -144,6 +152,23 @@ mod tests {
             MessageClaim::Existing(r) => assert_eq!(r, record("m1", "hello")),
             MessageClaim::Claimed => panic!("claimed twice"),
         }
+        // The same id in another context is another message.
+        let elsewhere = MessageRecord {
+            context_id: "other".into(),
+            ..record("m1", "other")
+        };
+        assert_eq!(
+            store.claim_message(&elsewhere).unwrap(),
+            MessageClaim::Claimed
+        );
+        assert_eq!(
+            store.message("other", "m1").unwrap(),
+            Some(elsewhere.clone())
+        );
+        assert_eq!(
+            store.message("ctx", "m1").unwrap(),
+            Some(record("m1", "hello"))
+        );
     }
 
     #[test]
@@ -151,19 +176,23 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         store.claim_message(&record("a", "x")).unwrap();
         store.claim_message(&record("b", "y")).unwrap();
-        store.bind_message("a", &TaskId("t1".into())).unwrap();
-        store.release_message("a").unwrap();
-        store.release_message("b").unwrap();
+        store
+            .bind_message("ctx", "a", &TaskId("t1".into()))
+            .unwrap();
+        store.release_message("ctx", "a").unwrap();
+        store.release_message("ctx", "b").unwrap();
         assert_eq!(
-            store.message("a").unwrap().unwrap().task_id,
+            store.message("ctx", "a").unwrap().unwrap().task_id,
             Some(TaskId("t1".into()))
         );
-        assert_eq!(store.message("b").unwrap(), None);
+        assert_eq!(store.message("ctx", "b").unwrap(), None);
         assert_eq!(
             store.claim_message(&record("b", "z")).unwrap(),
             MessageClaim::Claimed
         );
-        let err = store.bind_message("nope", &TaskId("t".into())).unwrap_err();
+        let err = store
+            .bind_message("ctx", "nope", &TaskId("t".into()))
+            .unwrap_err();
         assert_eq!(err.code, legate_core::ErrorCode::StoreError);
     }
 }

@@ -37,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
     V21_TRACE,
     V22_GROUP_TASKS,
     V23_GROUP_NODE_TASKS,
+    V24_MESSAGES_BY_CONTEXT,
 ];
 
 /// Tasks, their events, and contexts.
@@ -419,6 +420,25 @@ CREATE INDEX tasks_group_node ON tasks (
 ) WHERE controls IS NOT NULL;
 ";
 
+/// A message id is the caller's within one conversation, not across all of them: one key
+/// across every context let a caller of one front (an A2A peer choosing predictable ids) take
+/// an id another front's caller would send later, to a conversation it cannot even reach,
+/// and make that send `MESSAGE_ID_CONFLICT`. Rows are kept as they were.
+const V24_MESSAGES_BY_CONTEXT: &str = "
+CREATE TABLE messages_by_context (
+    context_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    task_id    TEXT,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (context_id, message_id)
+) STRICT;
+INSERT INTO messages_by_context (context_id, message_id, text, task_id, created_at)
+    SELECT context_id, message_id, text, task_id, created_at FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_by_context RENAME TO messages;
+";
+
 fn user_version(conn: &Connection) -> Result<u32> {
     let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -485,6 +505,53 @@ mod tests {
         // memory_snapshots (V11); public messages, their mark and artifacts (V12); policies
         // (V13); peer_messages (V14); call_tasks (V16); sign_in_spent (V18); tap_frames (V19).
         assert_eq!(tables, 20);
+    }
+
+    /// Messages stored under the one key across contexts keep their rows, and the same id
+    /// is then free in another context.
+    #[test]
+    fn messages_keep_their_rows_when_their_ids_become_per_context() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for step in &MIGRATIONS[..23] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 23).unwrap();
+        conn.execute(
+            "INSERT INTO messages (message_id, context_id, text, task_id, created_at) \
+             VALUES ('m-1', 'c-1', 'hello', 't-1', 7)",
+            [],
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let row: (String, String, String, Option<String>, i64) = conn
+            .query_row(
+                "SELECT context_id, message_id, text, task_id, created_at FROM messages",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            row,
+            (
+                "c-1".into(),
+                "m-1".into(),
+                "hello".into(),
+                Some("t-1".into()),
+                7
+            )
+        );
+        conn.execute(
+            "INSERT INTO messages (message_id, context_id, text, created_at) \
+             VALUES ('m-1', 'c-2', 'other', 8)",
+            [],
+        )
+        .unwrap();
+        let again = conn.execute(
+            "INSERT INTO messages (message_id, context_id, text, created_at) \
+             VALUES ('m-1', 'c-1', 'again', 9)",
+            [],
+        );
+        assert!(again.is_err());
     }
 
     #[test]

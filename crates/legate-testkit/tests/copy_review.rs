@@ -48,7 +48,12 @@ fn review() -> Vec<Review> {
 
 /// Runs a copy task that changes a.txt, verifies it, and returns its id and patch sha256.
 async fn verified_task(h: &EngineHarness) -> (String, String) {
-    let mut req = SubmitRequest::new("replace a.txt: alpha => beta");
+    verified_task_of(h, "replace a.txt: alpha => beta").await
+}
+
+/// [`verified_task`] for `prompt`, which changes a.txt among what else it does.
+async fn verified_task_of(h: &EngineHarness, prompt: &str) -> (String, String) {
+    let mut req = SubmitRequest::new(prompt);
     req.workspace = WorkspaceRequest::Copy {
         source: h.project(),
         include_paths: vec![],
@@ -610,4 +615,60 @@ async fn a_test_whose_caller_went_away_keeps_the_copy_until_its_command_ends() {
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::CopyBusy, "{}", err.message);
+    // Let go once the command ended: the same verification then runs (and finds the file
+    // the command made: the patch changed).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match h.engine.reviews().verify(&id, &sha, review()).await {
+            Err(e) if e.code == ErrorCode::PatchChanged => break,
+            Ok(v) => panic!("verified a patch the command changed: {v:?}"),
+            Err(e) if e.code == ErrorCode::CopyBusy => {
+                assert!(std::time::Instant::now() < deadline, "the copy stayed busy");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    h.engine.shutdown().await;
+}
+
+/// A file the agent adds where the original project ignores it (a virtual environment whose
+/// `.gitignore` ignores itself, so the copy never had it) is never integrated: what lands
+/// there runs unreviewed. The original is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addition_the_original_ignores_is_never_integrated() {
+    let h = EngineHarness::builder()
+        .project(&[("a.txt", "alpha\n"), (".venv/.gitignore", "*\n")])
+        .start();
+    let (id, sha) = verified_task_of(
+        &h,
+        "replace a.txt: alpha => beta\nwrite .venv/lib/site-packages/zz.pth: import os",
+    )
+    .await;
+    let preview = h.engine.reviews().preview(&id).await.unwrap();
+    assert!(
+        preview
+            .patch
+            .files
+            .iter()
+            .any(|f| f.path == ".venv/lib/site-packages/zz.pth"),
+        "{:?}",
+        preview.patch.files
+    );
+    let err = h
+        .engine
+        .reviews()
+        .integrate(&id, Some(&sha), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::UnsafePath, "{}", err.message);
+    assert!(
+        err.message.contains(".venv/lib/site-packages/zz.pth"),
+        "{}",
+        err.message
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.project().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    assert!(!h.project().join(".venv/lib").exists());
 }

@@ -135,8 +135,8 @@ impl AgentSession for EchoSession {
     }
 }
 
-/// How long the late work takes: well past the turn's timeout (1 s) and cancel grace.
-const LATE: Duration = Duration::from_millis(2500);
+/// How long the late work takes: well past the turn's timeout (3 s) and cancel grace.
+const LATE: Duration = Duration::from_secs(5);
 
 fn engine(dir: &std::path::Path, seen: Arc<Mutex<Seen>>) -> Engine {
     let echo = AgentKind::new("echo").unwrap();
@@ -251,7 +251,8 @@ async fn work_a_turn_started_in_its_workspace_ends_before_the_task_does() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), Arc::default());
     let mut request = SubmitRequest::new("write late");
-    request.timeout = Some(Duration::from_secs(1));
+    // Time enough to open the session on a loaded machine; the work outlasts it.
+    request.timeout = Some(Duration::from_secs(3));
     let task = engine.submit(request).unwrap();
     let task = wait(&engine, &task.id).await;
     assert_eq!(task.state, TaskState::Failed);

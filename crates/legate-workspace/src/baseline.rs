@@ -307,6 +307,35 @@ impl Baseline {
         }
     }
 
+    /// The sizes of blobs by id, in order, as git gives them (`cat-file --batch-check`),
+    /// nothing read; an id the baseline lacks is an error.
+    pub fn blob_sizes(&self, ids: &[&str]) -> Result<Vec<u64>, Error> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let input: Vec<u8> = ids
+            .iter()
+            .flat_map(|id| format!("{id}\n").into_bytes())
+            .collect();
+        let out = self
+            .git()
+            .run_input(&["cat-file", "--batch-check=%(objectsize)"], Some(&input))?;
+        let sizes: Vec<u64> = String::from_utf8_lossy(&out)
+            .lines()
+            .map(|line| {
+                line.trim()
+                    .parse()
+                    .map_err(|_| Error::internal(format!("unexpected cat-file line {line:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        if sizes.len() != ids.len() {
+            return Err(Error::internal(
+                "git cat-file answered another number of sizes",
+            ));
+        }
+        Ok(sizes)
+    }
+
     /// The contents of blobs by id, in order (`git cat-file --batch`).
     pub fn blobs(&self, ids: &[&str]) -> Result<Vec<Vec<u8>>, Error> {
         if ids.is_empty() {

@@ -121,7 +121,7 @@ pub const PATCH_DIFF: &[&str] = &[
 
 /// Stages the copy's current state into a scratch index and returns its tree id.
 pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
-    stage_tree_with(baseline, None, None)
+    stage_tree_with(baseline, None, None, None)
 }
 
 /// [`stage_tree`], its new objects written into `apart` (the baseline's own read as its
@@ -131,6 +131,7 @@ pub(crate) fn stage_tree_with(
     baseline: &Baseline,
     apart: Option<&std::path::Path>,
     watch: Option<crate::git_run::Watch<'_>>,
+    max_new_entries: Option<usize>,
 ) -> Result<String, Error> {
     let scratch = scratch_index(baseline)?;
     let index = baseline.git_dir().join("index");
@@ -156,8 +157,39 @@ pub(crate) fn stage_tree_with(
     if let Some(error) = watch.and_then(|watch| watch()) {
         return Err(error);
     }
+    // Files of one content are one object, so the watch does not count them: a million
+    // empty files would pass it and make a diff of a million lines. The index says how
+    // many entries staging added.
+    if let Some(max) = max_new_entries {
+        let (before, after) = (index_entries(&index)?, index_entries(scratch.path())?);
+        if after > before.saturating_add(max as u64) {
+            return Err(Error::new(
+                ErrorCode::ChangeLimitExceeded,
+                format!(
+                    "the copy has {} more files than its baseline, past the limit of {max} changed files; nothing was staged",
+                    after - before
+                ),
+            ));
+        }
+    }
     let tree = git.run(&["write-tree"])?;
     Ok(String::from_utf8_lossy(&tree).trim().to_string())
+}
+
+/// How many entries the git index at `path` holds (its header: `DIRC`, the version, the
+/// count).
+fn index_entries(path: &std::path::Path) -> Result<u64, Error> {
+    use std::io::Read;
+    let mut header = [0u8; 12];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "a git index could not be read", e))?;
+    if &header[..4] != b"DIRC" {
+        return Err(Error::internal("a git index has no DIRC header"));
+    }
+    Ok(u64::from(u32::from_be_bytes([
+        header[8], header[9], header[10], header[11],
+    ])))
 }
 
 /// Reads `git diff-tree --raw -z --no-abbrev` output into changes sorted by path, each path

@@ -148,22 +148,8 @@ pub(crate) fn declared(patch: &[u8], max_bytes: u64) -> Result<(), Error> {
 /// Refuses a result whose blobs `ids` (the files the patch writes) are over `max_bytes` one
 /// by one or in all, by the sizes git gives (`cat-file --batch-check`), before any is read.
 pub(crate) fn resulting(baseline: &Baseline, ids: &[&str], max_bytes: u64) -> Result<(), Error> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let input: Vec<u8> = ids
-        .iter()
-        .flat_map(|id| format!("{id}\n").into_bytes())
-        .collect();
-    let out = baseline
-        .git()
-        .run_input(&["cat-file", "--batch-check=%(objectsize)"], Some(&input))?;
     let mut total: u64 = 0;
-    for line in String::from_utf8_lossy(&out).lines() {
-        let size: u64 = line
-            .trim()
-            .parse()
-            .map_err(|_| Error::internal(format!("unexpected cat-file line {line:?}")))?;
+    for size in baseline.blob_sizes(ids)? {
         if size > max_bytes {
             return Err(too_large(
                 format!("writes a file of {size} bytes"),

@@ -251,10 +251,31 @@ impl Git {
         input: Option<&[u8]>,
         watch: Option<crate::git_run::Watch<'_>>,
     ) -> Result<Vec<u8>, Error> {
+        self.run_ending(args, input, watch, &[0])
+    }
+
+    /// [`Git::run_input`], for a command whose exit codes `ok` all mean it answered
+    /// (`check-ignore` ends 1 when no path is ignored).
+    pub(crate) fn run_input_allowing(
+        &self,
+        args: &[&str],
+        input: Option<&[u8]>,
+        ok: &[i32],
+    ) -> Result<Vec<u8>, Error> {
+        self.run_ending(args, input, None, ok)
+    }
+
+    fn run_ending(
+        &self,
+        args: &[&str],
+        input: Option<&[u8]>,
+        watch: Option<crate::git_run::Watch<'_>>,
+        ok: &[i32],
+    ) -> Result<Vec<u8>, Error> {
         let what = args.first().copied().unwrap_or("");
         let baseline = self.git_dir.as_deref().and_then(Path::parent);
         let out = crate::git_run::run_watched(self.command(args), input, what, baseline, watch)?;
-        if !out.status.success() {
+        if !out.status.code().is_some_and(|c| ok.contains(&c)) {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
             return Err(Error::internal(format!(

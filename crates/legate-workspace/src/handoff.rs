@@ -60,7 +60,8 @@ pub fn tree_sha256(selection: &Selection, limits: &CopyLimits) -> Result<String,
     let mut hash = Sha256::new();
     let mut total = 0u64;
     for f in &selection.files {
-        let bytes = read_inside(&selection.root, &f.path)?.ok_or_else(|| {
+        let left = limits.max_bytes.saturating_sub(total);
+        let bytes = read_inside(&selection.root, &f.path, left)?.ok_or_else(|| {
             Error::new(
                 ErrorCode::SourceChanged,
                 format!("{} vanished while the copy was hashed", f.path),

@@ -68,6 +68,7 @@ mod secrets;
 mod select;
 mod shared;
 mod skills;
+mod source_ignores;
 mod staged_size;
 mod staging;
 mod stamp;
@@ -111,6 +112,7 @@ pub use skills::{
     ManifestFile, SKILL_FILE, STAGING_DIR, SkillFile, StagedSkill, bundled_packs, check_name,
     check_package, is_staging_path, load_packs, resource_problem, skill_set, stage_skills,
 };
+pub use source_ignores::ignored_in_source;
 pub use staged_size::stage_tree_within;
 pub use stamp::{Unstamped, copy_stamp};
 pub use transfer::{

@@ -125,7 +125,8 @@ pub fn list_project_files(
         total_bytes: 0,
     };
     for f in &sel.files {
-        let Some(content) = crate::read_inside::read_inside(&sel.root, &f.path)? else {
+        let Some(content) = crate::read_inside::read_inside(&sel.root, &f.path, limits.max_bytes)?
+        else {
             continue;
         };
         if let Some((reason, rule)) = crate::secrets::scan_selected(f.pending_rule, &content) {

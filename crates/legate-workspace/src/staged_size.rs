@@ -61,7 +61,12 @@ pub fn stage_tree_within(baseline: &Baseline, limits: &CopyLimits) -> Result<Str
             ))
         })
     };
-    let tree = crate::changes::stage_tree_with(baseline, Some(apart.path()), Some(&watch))?;
+    let tree = crate::changes::stage_tree_with(
+        baseline,
+        Some(apart.path()),
+        Some(&watch),
+        Some(limits.max_changed_files),
+    )?;
     join(apart.path(), &baseline.git_dir().join("objects"))?;
     Ok(tree)
 }

@@ -366,6 +366,15 @@ impl AgentSession for AgySession {
         });
         info!(task_id = %turn.task_id, conversation = ?conversation, model = ?choice.id(), prompt_bytes = turn.prompt.len(), mode = turn.mode.as_str(), "agy turn started");
         self.stop.send_replace(false);
+        // A shutdown while this turn prepared (listing the models can take seconds) closed the
+        // gate and raised the stop before the line above lowered it: no agy starts then, as
+        // nothing would stop it (`shutdown` closes the gate first, so this sees it).
+        if self.turns.is_closed() {
+            return Err(Error::new(
+                ErrorCode::AgentExited,
+                "the agy session was shut down while its turn was being prepared",
+            ));
+        }
         let spec = RunSpec {
             exe: self.discovery.executable.clone(),
             args: argv,

@@ -284,9 +284,10 @@ impl Core {
         }
     }
 
-    /// Queues a caller's message as the context's next turn, once per message id. The same id
-    /// with the same text and context answers the existing receipt (`duplicate`); the same id
-    /// with anything else is `MESSAGE_ID_CONFLICT` and changes nothing.
+    /// Queues a caller's message as the context's next turn, once per message id in that
+    /// context. The same id with the same text answers the existing receipt (`duplicate`);
+    /// the same id with other text is `MESSAGE_ID_CONFLICT` and changes nothing. In another
+    /// context the same id is another message.
     pub(crate) fn send_message(&self, request: MessageRequest) -> Result<MessageReceipt> {
         validate_message(&request, self.config().max_prompt_chars)?;
         let _one_at_a_time = SENDING.lock().unwrap_or_else(|p| p.into_inner());
@@ -314,13 +315,15 @@ impl Core {
                 let task = match submitted {
                     Ok(task) => task,
                     Err(e) => {
-                        if let Err(release) = store.release_message(&request.message_id) {
+                        if let Err(release) =
+                            store.release_message(&request.context_id, &request.message_id)
+                        {
                             tracing::warn!(error = %release, "could not release a refused message");
                         }
                         return Err(e);
                     }
                 };
-                store.bind_message(&request.message_id, &task.id)?;
+                store.bind_message(&request.context_id, &request.message_id, &task.id)?;
                 tracing::info!(task = %task.id, context = %task.context_id, "message queued");
                 Ok(MessageReceipt {
                     message_id: request.message_id,
@@ -384,11 +387,11 @@ impl Core {
         existing: MessageRecord,
         request: &MessageRequest,
     ) -> Result<MessageReceipt> {
-        if existing.text != request.text || existing.context_id != request.context_id {
+        if existing.text != request.text {
             return Err(Error::new(
                 ErrorCode::MessageIdConflict,
                 format!(
-                    "message {:?} was already sent with other text or to another context; choose a new id",
+                    "message {:?} was already sent to this context with other text; choose a new id",
                     request.message_id
                 ),
             ));

@@ -432,6 +432,8 @@ impl Core {
         let work = turn.work.clone();
         let canceller = session.canceller();
         let prompt = session.prompt(turn, sink);
+        // Whether the prompt was dropped unfinished (after a shutdown and its grace).
+        let mut given_up = false;
         let result = {
             tokio::pin!(prompt);
             let mut cancel_wait = stop.clone();
@@ -449,7 +451,7 @@ impl Core {
                 },
                 _ = tokio::time::sleep_until(deadline) => {
                     session.shutdown().await;
-                    let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
+                    given_up = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await.is_none();
                     TurnResult::Failed(Error::new(
                         ErrorCode::TaskTimeout,
                         format!("the task ran longer than its timeout of {} s; the agent was stopped", task.timeout_secs),
@@ -468,13 +470,18 @@ impl Core {
                         Ok(Err(_)) => TurnResult::Canceled { stop_reason: None, usage: None },
                         Err(_) => {
                             session.shutdown().await;
-                            let _ = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await;
+                            given_up = wait_bounded(&mut prompt, inner.config.cancel_grace, &task.id).await.is_none();
                             TurnResult::Canceled { stop_reason: None, usage: None }
                         }
                     }
                 }
             }
         };
+        // A prompt given up on may have gone on preparing after the shutdown: shut the session
+        // down again, now that nothing of the prompt runs, so that what it started stops.
+        if given_up {
+            session.shutdown().await;
+        }
         // The prompt is dropped (a turn given up on too): what it started in the workspace on
         // threads of its own ends before anything reads the workspace or lets the turn go.
         settle_work(&work, &task.id).await;
@@ -645,8 +652,18 @@ pub(crate) async fn settle_work(work: &legate_backend::WorkspaceWork, task: &leg
     if running > 0 {
         tracing::info!(task = %task, running, "the turn ended while it still wrote in its workspace; waiting for that to end");
     }
-    work.finished().await;
+    let mut waited = Duration::ZERO;
+    while tokio::time::timeout(SETTLE_NOTICE, work.finished())
+        .await
+        .is_err()
+    {
+        waited += SETTLE_NOTICE;
+        tracing::warn!(task = %task, waited_secs = waited.as_secs(), running = work.running(), "the turn's work in its workspace has not ended yet; still waiting");
+    }
 }
+
+/// How often a long wait for a turn's work in its workspace is logged.
+const SETTLE_NOTICE: Duration = Duration::from_secs(30);
 
 fn is_canceled(stop: &watch::Receiver<Stop>) -> bool {
     *stop.borrow() == Stop::Cancel

@@ -61,13 +61,20 @@ impl Core {
     /// the task that made the copy), only ever beneath Legate's own directories. Returns
     /// whether this call removed either (`false`: both were gone already, another process's
     /// sweep having removed them first).
-    async fn remove_record_dirs(&self, record: &ReviewRecord) -> Result<bool> {
+    async fn remove_record_dirs(
+        &self,
+        record: &ReviewRecord,
+        lock: Option<std::fs::File>,
+    ) -> Result<bool> {
         let paths = self.config().paths.clone();
         let (copy, base) = (
             record.copy_directory.clone(),
             record.baseline_directory.clone(),
         );
+        // The copy's lock goes with the removal, so that it is held until the removal ends
+        // even if no one waits for it any more (a caller gone).
         blocking(move || {
+            let _lock = lock;
             let copy = legate_workspace::remove_owned_dir(paths.home(), &paths.copies(), &copy)?;
             let base = legate_workspace::remove_owned_dir(paths.home(), &paths.baselines(), &base)?;
             Ok(copy || base)
@@ -156,8 +163,7 @@ impl Core {
                 },
                 Err(_) => None,
             };
-            let removed = self.remove_record_dirs(&record).await?;
-            drop(lock);
+            let removed = self.remove_record_dirs(&record, lock).await?;
             record.discarded_at = Some(Timestamp::now());
             self.put_record(&id, &record)?;
             // Gone already: another process's sweep removed it and says so.
@@ -308,8 +314,7 @@ impl Reviews {
             opened => opened.ok().map(|b| b.lock()).transpose()?,
         };
         self.core.check_current(&task)?;
-        self.core.remove_record_dirs(&record).await?;
-        drop(lock);
+        self.core.remove_record_dirs(&record, lock).await?;
         record.discarded_at = Some(Timestamp::now());
         record.touched_at = Timestamp::now();
         self.core.put_record(&task.id, &record)?;

@@ -109,6 +109,12 @@ impl Core {
             self.check_ready(&o, &again)?;
         }
         let (b, root, p) = (o.baseline.clone(), o.record.source.clone(), preview.clone());
+        // The include paths the copy was made with: a later turn's record points at the turn
+        // that made it.
+        let include = match &o.record.continues {
+            Some(first) => self.record(first)?.include_paths,
+            None => o.record.include_paths.clone(),
+        };
         let journal = self
             .config()
             .paths
@@ -121,6 +127,7 @@ impl Core {
         let result = blocking(move || {
             let _held = held;
             let changes = legate_integration::plan(&b, &p)?;
+            legate_integration::check_additions(&root, &changes, &include)?;
             legate_integration::integrate(&root, &changes, &journal, meta)
         })
         .await;

@@ -465,10 +465,8 @@ impl Core {
     ) -> Result<Option<TaskId>> {
         let earlier = self
             .store()
-            .message(&earlier_delivery_id(group_id, message_id))?;
-        Ok(earlier
-            .filter(|m| m.context_id == context_id)
-            .and_then(|m| m.task_id))
+            .message(context_id, &earlier_delivery_id(group_id, message_id))?;
+        Ok(earlier.and_then(|m| m.task_id))
     }
 
     /// Delivers the messages queued for `node` as the next turns of its context (the node's
