@@ -12,14 +12,17 @@
 //! It decides from the paths alone, and the original's own ignore rules (asked of git
 //! there); it never reads a file's content nor writes anything.
 
-use crate::integrate::Change;
 use legate_core::{Error, ErrorCode};
-use legate_workspace::ChangeStatus;
+use legate_workspace::{ChangeStatus, FileChange};
 use std::path::Path;
 
-/// Refuses `changes` that write outside `include` (when the copy was narrowed to it), or add
-/// a file the original project at `root` ignores.
-pub fn check_additions(root: &Path, changes: &[Change], include: &[String]) -> Result<(), Error> {
+/// Refuses `changes` (a preview's files) that write outside `include` (when the copy was
+/// narrowed to it), or add a file the original project at `root` ignores.
+pub fn check_additions(
+    root: &Path,
+    changes: &[FileChange],
+    include: &[String],
+) -> Result<(), Error> {
     if !include.is_empty()
         && let Some(c) = changes
             .iter()
@@ -62,13 +65,16 @@ mod tests {
 
     use super::*;
 
-    fn added(path: &str) -> Change {
-        Change {
+    fn added(path: &str) -> FileChange {
+        FileChange {
             path: path.into(),
             status: ChangeStatus::A,
-            baseline: None,
-            result: Some(b"x".to_vec()),
+            insertions: Some(1),
+            deletions: Some(0),
+            binary: false,
             mode: Some(0o644),
+            old_blob: None,
+            new_blob: Some("0".repeat(40)),
         }
     }
 

@@ -624,6 +624,7 @@ async fn a_test_whose_caller_went_away_keeps_the_copy_until_its_command_ends() {
             Ok(v) => panic!("verified a patch the command changed: {v:?}"),
             Err(e) if e.code == ErrorCode::CopyBusy => {
                 assert!(std::time::Instant::now() < deadline, "the copy stayed busy");
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(e) => panic!("{e}"),
         }
@@ -633,11 +634,13 @@ async fn a_test_whose_caller_went_away_keeps_the_copy_until_its_command_ends() {
 
 /// A file the agent adds where the original project ignores it (a virtual environment whose
 /// `.gitignore` ignores itself, so the copy never had it) is never integrated: what lands
-/// there runs unreviewed. The original is left as it was.
+/// there runs unreviewed, and no one is asked to approve what would be refused. The original
+/// is left as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_addition_the_original_ignores_is_never_integrated() {
     let h = EngineHarness::builder()
         .project(&[("a.txt", "alpha\n"), (".venv/.gitignore", "*\n")])
+        .config(|c| c.review.approval = ApprovalMode::Ask)
         .start();
     let (id, sha) = verified_task_of(
         &h,
@@ -654,13 +657,19 @@ async fn an_addition_the_original_ignores_is_never_integrated() {
         "{:?}",
         preview.patch.files
     );
+    // Refused before anyone is asked to approve it.
+    let confirmer = Fixed {
+        answer: Confirmation::Accept { confirm: true },
+        asked: AtomicUsize::new(0),
+    };
     let err = h
         .engine
         .reviews()
-        .integrate(&id, Some(&sha), None)
+        .integrate(&id, Some(&sha), Some(&confirmer))
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::UnsafePath, "{}", err.message);
+    assert_eq!(confirmer.asked.load(Ordering::SeqCst), 0);
     assert!(
         err.message.contains(".venv/lib/site-packages/zz.pth"),
         "{}",

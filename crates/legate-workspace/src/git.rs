@@ -46,6 +46,10 @@ const PRIVATE_CONFIG: &[&str] = &[
     "diff.noprefix=false",
     "diff.mnemonicPrefix=false",
     "init.defaultBranch=baseline",
+    // One whole index: staging counts its entries from the header (`changes`), which a split
+    // or sparse index would not hold whole.
+    "core.splitIndex=false",
+    "index.sparse=false",
     // Attributes from the baseline's commit (git 2.43 and later), not from the copy's work
     // tree, where the agent writes: a `.gitattributes` of its own (`* -diff`, ignored by a
     // `.gitignore` that ignores itself too) would show its edits as binary in every preview.

@@ -82,6 +82,21 @@ impl Core {
             ));
         }
         self.check_ready(&o, &preview)?;
+        // The include paths the copy was made with: a later turn's record points at the turn
+        // that made it.
+        let include = match &o.record.continues {
+            Some(first) => self.record(first)?.include_paths,
+            None => o.record.include_paths.clone(),
+        };
+        // Before anyone is asked to approve: a patch integration would refuse is refused now.
+        {
+            let (root, files, include) = (
+                o.record.source.clone(),
+                preview.files.clone(),
+                include.clone(),
+            );
+            blocking(move || legate_integration::check_additions(&root, &files, &include)).await?;
+        }
         let cfg = self.review_config().clone();
         if cfg.approval == ApprovalMode::Ask {
             let request = ConfirmationRequest {
@@ -109,12 +124,6 @@ impl Core {
             self.check_ready(&o, &again)?;
         }
         let (b, root, p) = (o.baseline.clone(), o.record.source.clone(), preview.clone());
-        // The include paths the copy was made with: a later turn's record points at the turn
-        // that made it.
-        let include = match &o.record.continues {
-            Some(first) => self.record(first)?.include_paths,
-            None => o.record.include_paths.clone(),
-        };
         let journal = self
             .config()
             .paths
@@ -126,8 +135,10 @@ impl Core {
         let held = o.held();
         let result = blocking(move || {
             let _held = held;
+            // Again, as the files are written: the original's ignore rules may have changed
+            // while the approval was asked for.
+            legate_integration::check_additions(&root, &p.files, &include)?;
             let changes = legate_integration::plan(&b, &p)?;
-            legate_integration::check_additions(&root, &changes, &include)?;
             legate_integration::integrate(&root, &changes, &journal, meta)
         })
         .await;
