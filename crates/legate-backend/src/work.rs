@@ -15,7 +15,7 @@
 //!
 //! It never decides what may be written: the callers have checked that already.
 
-use legate_core::{Error, Result};
+use legate_core::{Error, ErrorCode, Result};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -100,7 +100,7 @@ impl WorkspaceWork {
 
 /// What a joined piece of work answered; `INTERNAL` naming `what` when it panicked.
 pub(crate) fn joined<T>(what: &str, joined: std::result::Result<T, JoinError>) -> Result<T> {
-    joined.map_err(|e| Error::internal(format!("{what} stopped: {e}")))
+    joined.map_err(|e| Error::quoting(ErrorCode::Internal, format!("{what} stopped"), e))
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! What integration never adds to the original project, whatever the patch says: a file
 //! outside the copy's `--include` paths, and a new file where the original's git ignores it.
+//! The engine asks it before an approval is asked for and again as the files are written
+//! (`integrate` itself knows no include paths).
 //!
 //! The copy holds only what was selected, and git's ignore rules there are the project's
 //! tracked `.gitignore` files: it never sees `.git/info/exclude`, the user's own excludes,

@@ -105,10 +105,10 @@ impl Store {
     /// refused), so that the id may be sent again. A message bound to a task is kept.
     pub fn release_message(&self, context_id: &str, message_id: &str) -> Result<()> {
         self.write("release a message", |tx| {
-            tx.prepare_cached(
-                "DELETE FROM messages WHERE context_id = ?1 AND message_id = ?2 AND task_id IS NULL",
-            )
-            .and_then(|mut st| st.execute([context_id, message_id]))
+            const RELEASE: &str =
+                "DELETE FROM messages WHERE context_id = ?1 AND message_id = ?2 AND task_id IS NULL";
+            tx.prepare_cached(RELEASE)
+                .and_then(|mut st| st.execute([context_id, message_id]))
                 .ctx("release a message")?;
             Ok(())
         })

@@ -63,7 +63,16 @@ fn ask(root: &Path, paths: &[&str]) -> Result<Vec<String>, Error> {
             Some(&input),
             &[0, 1],
         )
-        .map_err(|e| unanswered(e.message))?;
+        .map_err(|e| {
+            Error::caused_by(
+                ErrorCode::UnsafePath,
+                format!(
+                    "{}: the original project's git could not say whether it ignores this path; nothing was written",
+                    paths[0]
+                ),
+                e,
+            )
+        })?;
     let mut fields: Vec<&[u8]> = out.split(|b| *b == 0).collect();
     // The last record's NUL leaves one empty field after it.
     if fields.last().is_some_and(|f| f.is_empty()) {

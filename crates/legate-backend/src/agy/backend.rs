@@ -339,6 +339,17 @@ impl AgentSession for AgySession {
             json_schema: schema.as_ref().map(|s| s.arg.clone()),
         };
         let argv = args::build(&self.discovery.capabilities, &options)?;
+        self.stop.send_replace(false);
+        // A shutdown while this turn prepared (listing the models can take seconds) closed the
+        // gate and raised the stop before the line above lowered it: no agy starts then, as
+        // nothing would stop it (`shutdown` closes the gate first, so this sees it), and nothing
+        // is staged in the copy for it.
+        if self.turns.is_closed() {
+            return Err(Error::new(
+                ErrorCode::AgentExited,
+                "the agy session was shut down while its turn was being prepared",
+            ));
+        }
         let staged = super::staging::stage(
             &self.root,
             self.state_dir.as_deref(),
@@ -365,16 +376,6 @@ impl AgentSession for AgySession {
             }),
         });
         info!(task_id = %turn.task_id, conversation = ?conversation, model = ?choice.id(), prompt_bytes = turn.prompt.len(), mode = turn.mode.as_str(), "agy turn started");
-        self.stop.send_replace(false);
-        // A shutdown while this turn prepared (listing the models can take seconds) closed the
-        // gate and raised the stop before the line above lowered it: no agy starts then, as
-        // nothing would stop it (`shutdown` closes the gate first, so this sees it).
-        if self.turns.is_closed() {
-            return Err(Error::new(
-                ErrorCode::AgentExited,
-                "the agy session was shut down while its turn was being prepared",
-            ));
-        }
         let spec = RunSpec {
             exe: self.discovery.executable.clone(),
             args: argv,

@@ -645,8 +645,9 @@ fn record_turn(span: &tracing::Span, result: &TurnResult) {
     }
 }
 
-/// Waits for the turn's blocking work in its workspace (`legate_backend::WorkspaceWork`):
-/// bounded by that work (git's time limit, one file's write), never by the agent.
+/// Waits for the turn's work in its workspace (`legate_backend::WorkspaceWork`): as long as
+/// that work (a file's write, an apply's git commands under git's time limit, an agy
+/// process's stop once the session is shut down), logged every 30 s while it lasts.
 pub(crate) async fn settle_work(work: &legate_backend::WorkspaceWork, task: &legate_core::TaskId) {
     let running = work.running();
     if running > 0 {

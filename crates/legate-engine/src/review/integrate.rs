@@ -95,7 +95,12 @@ impl Core {
                 preview.files.clone(),
                 include.clone(),
             );
-            blocking(move || legate_integration::check_additions(&root, &files, &include)).await?;
+            let checked =
+                blocking(move || legate_integration::check_additions(&root, &files, &include))
+                    .await;
+            if let Err(e) = checked {
+                return Err(self.integration_refused(&o.task.id, &preview.sha256, e));
+            }
         }
         let cfg = self.review_config().clone();
         if cfg.approval == ApprovalMode::Ask {
@@ -144,17 +149,7 @@ impl Core {
         .await;
         let result = match result {
             Ok(r) => r,
-            Err(e) => {
-                self.announce(
-                    &o.task.id,
-                    notice_event(
-                        "copy.integration_failed",
-                        format!("integration refused: {e}"),
-                        serde_json::json!({"sha256": preview.sha256, "error": e}),
-                    ),
-                );
-                return Err(e);
-            }
+            Err(e) => return Err(self.integration_refused(&o.task.id, &preview.sha256, e)),
         };
         let record = IntegrationRecord {
             sha256: preview.sha256.clone(),
@@ -240,6 +235,22 @@ impl Core {
             ));
         }
         Ok(())
+    }
+}
+
+impl Core {
+    /// Announces an integration of `task` refused or failed (`copy.integration_failed`, with
+    /// the patch's `sha256`), and gives its error back.
+    fn integration_refused(&self, task: &legate_core::TaskId, sha256: &str, e: Error) -> Error {
+        self.announce(
+            task,
+            notice_event(
+                "copy.integration_failed",
+                format!("integration refused: {e}"),
+                serde_json::json!({"sha256": sha256, "error": e}),
+            ),
+        );
+        e
     }
 }
 
