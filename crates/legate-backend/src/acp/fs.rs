@@ -143,7 +143,12 @@ pub(crate) fn unusable_root(path: &Path, error: &BeneathError) -> Refused {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Refused> + Send + 'static,
 ) -> Result<T, Refused> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+    joined(tokio::task::spawn_blocking(f).await)
+}
+
+/// What a blocking access answered; a refusal when its thread panicked.
+fn joined<T>(answered: Result<Result<T, Refused>, tokio::task::JoinError>) -> Result<T, Refused> {
+    answered.unwrap_or_else(|e| {
         Err(io_failure(
             "serve",
             Path::new("the request"),
@@ -225,13 +230,7 @@ pub(crate) async fn write(
             req.path.display()
         )));
     };
-    started.await.unwrap_or_else(|e| {
-        Err(io_failure(
-            "serve",
-            Path::new("the request"),
-            &std::io::Error::other(e.to_string()),
-        ))
-    })?;
+    joined(started.await)?;
     Ok(acp::WriteTextFileResponse::new())
 }
 

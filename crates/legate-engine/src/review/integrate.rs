@@ -82,12 +82,8 @@ impl Core {
             ));
         }
         self.check_ready(&o, &preview)?;
-        // The include paths the copy was made with: a later turn's record points at the turn
-        // that made it.
-        let include = match &o.record.continues {
-            Some(first) => self.record(first)?.include_paths,
-            None => o.record.include_paths.clone(),
-        };
+        // The include paths the copy was made with (a later turn's record carries them on).
+        let include = o.record.include_paths.clone();
         // Before anyone is asked to approve: a patch integration would refuse is refused now.
         {
             let (root, files, include) = (
