@@ -38,6 +38,18 @@ use std::sync::OnceLock;
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+/// `mount_setattr`'s attributes (`linux/mount.h`).
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// `struct mount_attr` (`MOUNT_ATTR_SIZE_VER0`: 32 bytes).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
 
 pub(crate) fn errno() -> io::Error {
     io::Error::last_os_error()
@@ -70,6 +82,9 @@ pub(crate) struct Child {
     plan: Plan,
     /// One slot per clone of [`Plan::clones`], filled in the child.
     clone_fds: Vec<c_int>,
+    /// One slot per writable tree and per device node of the seal, filled in the child.
+    writable_fds: Vec<c_int>,
+    device_fds: Vec<c_int>,
     /// The working directory, read in the child before anything moves.
     cwd: Vec<u8>,
     lifeline: (c_int, c_int),
@@ -93,6 +108,8 @@ impl Child {
     ) -> Self {
         Self {
             clone_fds: vec![-1; plan.clones.len()],
+            writable_fds: vec![-1; plan.seal.writable.len()],
+            device_fds: vec![-1; plan.seal.devices.len()],
             plan,
             cwd: vec![0; libc::PATH_MAX as usize + 1],
             lifeline,
@@ -100,6 +117,12 @@ impl Child {
             net: ns.net,
             egress: egress.filter(|_| ns.net),
         }
+    }
+
+    /// Whether the namespace gets a devpts of its own (its terminals need their Landlock
+    /// rights given again, `kernel::Ruleset::allow_own_terminals`).
+    pub(crate) fn own_terminals(&self) -> bool {
+        self.plan.seal.pts
     }
 
     /// Runs in C. Returns in A only (with `Ok`), or in C with the error that stopped the
@@ -130,6 +153,7 @@ impl Child {
                 .into(),
             )?;
             self.hide()?;
+            self.seal()?;
             check(libc::chdir(self.cwd.as_ptr().cast()).into())?;
             let mut setup = [0 as c_int; 2];
             let mut status = [0 as c_int; 2];
@@ -241,6 +265,131 @@ impl Child {
         }
     }
 
+    /// C's sealing of the namespace, after `hide` ([`crate::isolation::Seal`] says what and
+    /// why): everything read-only but the writable trees, `/dev` `nodev` but for the kept
+    /// devices, a devpts of its own, an empty `/dev/shm`.
+    unsafe fn seal(&mut self) -> io::Result<()> {
+        // SAFETY: see `enter`; every pointer is a `CString` of the plan, a static C string
+        // or a `MountAttr` on this stack frame.
+        unsafe {
+            let seal = &self.plan.seal;
+            let clone = |path: &std::ffi::CStr, recursive: bool| -> io::Result<c_int> {
+                let flags = OPEN_TREE_CLONE
+                    | libc::O_CLOEXEC as libc::c_uint
+                    | if recursive {
+                        libc::AT_RECURSIVE as libc::c_uint
+                    } else {
+                        0
+                    };
+                check(libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    flags,
+                ))
+                .map(|fd| fd as c_int)
+            };
+            let put_back = |fd: c_int, path: &std::ffi::CStr| -> io::Result<()> {
+                let moved = check(libc::syscall(
+                    libc::SYS_move_mount,
+                    fd,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                ));
+                libc::close(fd);
+                moved.map(|_| ())
+            };
+            // A kernel without `mount_setattr` (before 5.12) keeps its mounts as they are.
+            let set = |path: &std::ffi::CStr, recursive: bool, attr: u64| -> io::Result<()> {
+                let attr = MountAttr {
+                    attr_set: attr,
+                    attr_clr: 0,
+                    propagation: 0,
+                    userns_fd: 0,
+                };
+                check(libc::syscall(
+                    libc::SYS_mount_setattr,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    if recursive { libc::AT_RECURSIVE } else { 0 } as libc::c_uint,
+                    &raw const attr,
+                    size_of::<MountAttr>(),
+                ))
+                .map(|_| ())
+                .or_else(|e| match e.raw_os_error() {
+                    Some(libc::ENOSYS) => Ok(()),
+                    _ => Err(e),
+                })
+            };
+            if seal.read_only {
+                for (i, path) in seal.writable.iter().enumerate() {
+                    let fd = clone(path, true)?;
+                    if let Some(slot) = self.writable_fds.get_mut(i) {
+                        *slot = fd;
+                    }
+                }
+            }
+            for (i, path) in seal.devices.iter().enumerate() {
+                let fd = clone(path, false)?;
+                if let Some(slot) = self.device_fds.get_mut(i) {
+                    *slot = fd;
+                }
+            }
+            if seal.read_only {
+                set(c"/", true, MOUNT_ATTR_RDONLY)?;
+            }
+            if !seal.devices.is_empty() || seal.pts {
+                set(c"/dev", false, MOUNT_ATTR_NODEV)?;
+            }
+            for (fd, path) in self.device_fds.iter().zip(&seal.devices) {
+                put_back(*fd, path)?;
+            }
+            let flags = libc::MS_NOSUID | libc::MS_NOEXEC;
+            if seal.pts {
+                check(
+                    libc::mount(
+                        c"devpts".as_ptr(),
+                        c"/dev/pts".as_ptr(),
+                        c"devpts".as_ptr(),
+                        flags,
+                        c"newinstance,ptmxmode=0666,mode=0620".as_ptr().cast(),
+                    )
+                    .into(),
+                )?;
+                check(
+                    libc::mount(
+                        c"/dev/pts/ptmx".as_ptr(),
+                        c"/dev/ptmx".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    )
+                    .into(),
+                )?;
+            }
+            if seal.shm {
+                check(
+                    libc::mount(
+                        c"tmpfs".as_ptr(),
+                        c"/dev/shm".as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        flags | libc::MS_NODEV,
+                        c"mode=1777,size=64k,nr_inodes=64".as_ptr().cast(),
+                    )
+                    .into(),
+                )?;
+            }
+            if seal.read_only {
+                for (fd, path) in self.writable_fds.iter().zip(&seal.writable) {
+                    put_back(*fd, path)?;
+                }
+            }
+            Ok(())
+        }
+    }
+
     /// G: pid 1 of the namespace. Returns only in A.
     unsafe fn init(&mut self, setup: c_int, status: c_int) -> io::Result<()> {
         // SAFETY: see `enter`. G is single-threaded; its setup errors go to C through `setup`.
@@ -294,6 +443,44 @@ impl Child {
             close_all_except(&mut [lifeline, sfd, status]);
             reap(a, lifeline, sfd, status)
         }
+    }
+}
+
+/// Leaves the controlling terminal the process inherited from Legate (the user's, when
+/// Legate runs in one), unless it leads its own session: a process without one cannot push
+/// input into a terminal (`TIOCSTI` needs it, or `CAP_SYS_ADMIN`), `/dev/tty` names none, and
+/// its children get none. Nothing when there is no terminal.
+pub(crate) fn leave_terminal() {
+    // SAFETY: system calls on a static C string and a local fd; no allocation (runs between
+    // `fork` and `exec`).
+    unsafe {
+        if libc::getsid(0) == libc::getpid() {
+            return;
+        }
+        let fd = libc::open(
+            c"/dev/tty".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::ioctl(fd, libc::TIOCNOTTY);
+            libc::close(fd);
+        }
+    }
+}
+
+/// Marks every fd above 2 close-on-exec: a descriptor Legate inherited from whatever started
+/// it (a file open for writing, a directory of Legate's home, another program's pipe) never
+/// reaches the program, whose stdio alone is its own. Std's own pipe to report an `exec`
+/// failure is close-on-exec already. Without `close_range` (Linux 5.11), nothing is marked.
+pub(crate) fn close_on_exec_above_stdio() {
+    // SAFETY: `close_range` with `CLOSE_RANGE_CLOEXEC` only sets flags on fds.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
     }
 }
 

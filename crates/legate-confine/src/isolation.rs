@@ -125,7 +125,8 @@ impl crate::Confinement {
             .chain(&self.isolation.visible)
             .cloned()
             .collect();
-        let plan = Plan::build(&self.isolation.hidden, &kept);
+        let mut plan = Plan::build(&self.isolation.hidden, &kept);
+        plan.seal(&self.writable);
         let report = IsolationReport {
             home_hidden: plan.hides,
             processes_hidden: true,
@@ -164,6 +165,48 @@ pub(crate) struct Plan {
     pub(crate) read_only: Vec<CString>,
     /// Whether anything is hidden at all.
     pub(crate) hides: bool,
+    /// Then the namespace is sealed ([`Seal`]).
+    pub(crate) seal: Seal,
+}
+
+/// The device nodes a confined process keeps on its `nodev` `/dev`, those that exist.
+pub(crate) const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// What sealing the mount namespace does once the hidden paths are covered, in order:
+///
+/// 1. each writable tree and each kept device node is cloned;
+/// 2. every mount turns read-only (recursively from `/`), so that what Landlock does not
+///    govern (`chmod`, `chown`, `utimensat`, `setxattr`: a host file's modes, owner, times,
+///    set-id bits and file capabilities) fails with `EROFS` everywhere the process may not
+///    write;
+/// 3. `/dev` turns `nodev`: no block device (a raw disk would show Legate's hidden home, a
+///    root process keeping `CAP_DAC_OVERRIDE`), no host terminal, nothing else opens through
+///    it; the kept device nodes are put back over their names;
+/// 4. a devpts of its own (`newinstance`) covers `/dev/pts`, its `ptmx` over `/dev/ptmx`:
+///    the process may open terminals of its own and sees none of the host's (the user's
+///    terminal among them, where it could write escape sequences); stacked over the host's,
+///    so the Landlock rules on `/dev/pts` and `/dev/ptmx` still hold for the new ones;
+/// 5. an empty tmpfs covers `/dev/shm` (the host's POSIX shared memory);
+/// 6. the writable trees are moved back, read-write, outermost first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Seal {
+    /// The writable paths that exist, none beneath another, outermost first.
+    pub(crate) writable: Vec<CString>,
+    /// The [`DEVICES`] that exist.
+    pub(crate) devices: Vec<CString>,
+    /// Whether `/dev/pts` is a directory and `/dev/ptmx` exists (a devpts of its own then).
+    pub(crate) pts: bool,
+    /// Whether `/dev/shm` is a directory (covered then).
+    pub(crate) shm: bool,
+    /// Whether mounts turn read-only (not when `/` itself is writable).
+    pub(crate) read_only: bool,
 }
 
 fn cstring(path: &Path) -> Option<CString> {
@@ -265,6 +308,31 @@ impl Plan {
         }
         plan.read_only.reverse();
         plan
+    }
+
+    /// Prepares the seal ([`Seal`]) that keeps `writable` (directories or files) writable.
+    pub(crate) fn seal(&mut self, writable: &[PathBuf]) {
+        let mut outer: Vec<PathBuf> = Vec::new();
+        let mut all = resolved(writable);
+        let read_only = !all.iter().any(|p| p == Path::new("/"));
+        all.sort_by_key(|p| p.components().count());
+        for p in all {
+            if p != Path::new("/") && !outer.iter().any(|o| p.starts_with(o)) {
+                outer.push(p);
+            }
+        }
+        self.seal = Seal {
+            writable: outer.iter().filter_map(|p| cstring(p)).collect(),
+            devices: DEVICES
+                .iter()
+                .map(Path::new)
+                .filter(|p| p.exists())
+                .filter_map(cstring)
+                .collect(),
+            pts: Path::new("/dev/pts").is_dir() && Path::new("/dev/ptmx").exists(),
+            shm: Path::new("/dev/shm").is_dir(),
+            read_only,
+        };
     }
 }
 

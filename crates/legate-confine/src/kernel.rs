@@ -143,6 +143,9 @@ mod linux {
     /// A ruleset ready to restrict one process, or nothing when the kernel enforces nothing.
     pub(crate) struct Ruleset {
         fs: Option<RulesetCreated>,
+        /// The rights on terminals, when `/dev/pts` is writable: given again to the
+        /// terminals of the process's own devpts ([`Ruleset::allow_own_terminals`]).
+        terminals: Option<BitFlags<AccessFs>>,
     }
 
     /// A caller-named directory, opened `O_PATH` from `/` without following any symlink on
@@ -194,7 +197,10 @@ mod linux {
             scoped: bool,
         ) -> Result<Self> {
             if enforcement == Enforcement::None {
-                return Ok(Self { fs: None });
+                return Ok(Self {
+                    fs: None,
+                    terminals: None,
+                });
             }
             let read = AccessFs::from_read(ABI::V1);
             let all = match readable {
@@ -267,8 +273,48 @@ mod linux {
                     .add_rule(PathBeneath::new(fd, access))
                     .map_err(|e| failed(format!("allowing reads of {}", path.display()), e))?;
             }
+            let terminals = writable
+                .contains(&Path::new("/dev/pts"))
+                .then(|| all & AccessFs::from_file(TARGET));
             // `restrict_self` also sets `PR_SET_NO_NEW_PRIVS` (the crate's default).
-            Ok(Self { fs: Some(ruleset) })
+            Ok(Self {
+                fs: Some(ruleset),
+                terminals,
+            })
+        }
+
+        /// In the child, once it mounted a devpts of its own over `/dev/pts` and its `ptmx`
+        /// over `/dev/ptmx` (`init`): the rights the host's terminals had, on the new ones.
+        /// Landlock holds a rule on the inode opened in the parent, and a walk from a file
+        /// beneath a mount stacked over that inode never looks at it. Async-signal-safe on
+        /// success (`open`, `landlock_add_rule`, `close` per path); a failure leaves no
+        /// ruleset, so it is the spawn's error, never an unconfined process.
+        #[allow(unsafe_code)]
+        pub(crate) fn allow_own_terminals(&mut self) -> std::io::Result<()> {
+            let Some(access) = self.terminals else {
+                return Ok(());
+            };
+            for path in [c"/dev/pts", c"/dev/ptmx"] {
+                let Some(fs) = self.fs.take() else {
+                    return Ok(());
+                };
+                // SAFETY: `open` of a static C string; the fd is borrowed for the one call
+                // below and closed after it.
+                let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // SAFETY: `fd` is open until the `close` below.
+                let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                let added = fs.add_rule(PathBeneath::new(borrowed, access));
+                // SAFETY: closing the fd opened above, no longer borrowed.
+                unsafe { libc::close(fd) };
+                match added {
+                    Ok(fs) => self.fs = Some(fs),
+                    Err(_) => return Err(std::io::Error::from_raw_os_error(libc::EPERM)),
+                }
+            }
+            Ok(())
         }
 
         /// Restricts the calling process. Async-signal-safe: three system calls (`prctl`,
@@ -327,6 +373,10 @@ mod other {
         }
 
         pub(crate) fn restrict_self(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+
+        pub(crate) fn allow_own_terminals(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }

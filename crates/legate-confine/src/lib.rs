@@ -564,15 +564,22 @@ impl Prepared {
         self.applied = true;
         // First: everything this process becomes or starts is counted against the limits.
         self.limits.join.join()?;
+        init::leave_terminal();
         if let Some(child) = &mut self.isolation {
             child.enter()?;
+            if child.own_terminals() {
+                self.ruleset.allow_own_terminals()?;
+            }
         }
         if self.report.caps_dropped {
             caps::drop_caps()?;
         }
         self.ruleset.restrict_self()?;
-        // Last: the filter closes the ways around Landlock's TCP rules (see `seccomp`).
-        seccomp::install(self.children == Children::DeniedSeccomp)
+        // Last: the filter closes the ways around Landlock's TCP rules (see `seccomp`); no fd
+        // but stdio goes through `exec`.
+        seccomp::install(self.children == Children::DeniedSeccomp)?;
+        init::close_on_exec_above_stdio();
+        Ok(())
     }
 }
 

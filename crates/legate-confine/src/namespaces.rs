@@ -116,7 +116,12 @@ pub(crate) fn unshare(maps: Option<&UserMaps>, net: bool) -> io::Result<()> {
     };
     let net = if net { libc::CLONE_NEWNET } else { 0 };
     // SAFETY: `unshare` has no memory-safety preconditions.
-    check(unsafe { libc::unshare(user | net | libc::CLONE_NEWNS | libc::CLONE_NEWPID) }.into())?;
+    // An IPC namespace of its own too: the host's System V objects and POSIX message queues
+    // are out of sight, and what the process makes goes with the namespace (a segment it
+    // left behind pinned the host's memory after its task ended). A UTS namespace keeps a
+    // `sethostname` (root in the namespace) from renaming the host.
+    let own = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    check(unsafe { libc::unshare(user | net | own) }.into())?;
     match maps {
         Some(m) => m.write(),
         None => Ok(()),

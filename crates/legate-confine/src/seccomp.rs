@@ -17,6 +17,13 @@
 //!   project's base), and its owner may make a subvolume read-only, or a read-only snapshot
 //!   of it inside it (the v2 calls' flag lies behind a pointer no filter reads); a copy that
 //!   holds one no longer takes an unlink, and could not be discarded or swept;
+//! - `add_key`, `request_key` and `keyctl` (`EPERM`): the kernel's keyrings are not
+//!   namespaced; a process could read or plant keys in its user's keyring (a Kerberos
+//!   credential cache among them) or fill the user's key quota, as Docker's default profile
+//!   also refuses;
+//! - `ioctl` `TIOCSTI` and `TIOCLINUX` (`EPERM`): pushing bytes into a terminal's input, which
+//!   the shell reading that terminal would run (a confined process has no controlling
+//!   terminal and sees no terminal of the host's, `init`; this refuses it once more);
 //! - every system call of a foreign ABI (32-bit `int 0x80`, x32; `ENOSYS`), whose numbers
 //!   (and `socketcall`) this filter does not describe.
 //!
@@ -155,7 +162,11 @@ mod linux {
         stmt(RET_K, errno(libc::ENOSYS)),
     ];
 
-    const REFUSALS: [[sock_filter; 5]; 8] = [
+    /// `TIOCSTI` and `TIOCLINUX`, as the kernel reads an ioctl's request (32 bits).
+    const TIOCSTI: u32 = 0x5412;
+    const TIOCLINUX: u32 = 0x541C;
+
+    const REFUSALS: [[sock_filter; 5]; 13] = [
         refuse_arg(
             libc::SYS_socket,
             2,
@@ -194,6 +205,11 @@ mod linux {
             BTRFS_IOC_SUBVOL_CREATE_V2,
             libc::EPERM,
         ),
+        refuse(libc::SYS_add_key, libc::EPERM),
+        refuse(libc::SYS_request_key, libc::EPERM),
+        refuse(libc::SYS_keyctl, libc::EPERM),
+        refuse_arg(libc::SYS_ioctl, 1, JEQ_K, TIOCSTI, libc::EPERM),
+        refuse_arg(libc::SYS_ioctl, 1, JEQ_K, TIOCLINUX, libc::EPERM),
     ];
 
     const LEN: usize = HEAD.len() + 5 * REFUSALS.len() + 1;
@@ -246,13 +262,13 @@ mod linux {
     pub(crate) fn install(deny_children: bool) -> std::io::Result<()> {
         let prog = if deny_children {
             libc::sock_fprog {
-                // A small constant (69 on x86_64), well inside u16.
+                // A small constant (94 on x86_64), well inside u16.
                 len: LEN_NO_CHILDREN as u16,
                 filter: PROGRAM_NO_CHILDREN.as_ptr().cast_mut(),
             }
         } else {
             libc::sock_fprog {
-                // LEN is a small constant (49), well inside u16.
+                // LEN is a small constant (74), well inside u16.
                 len: LEN as u16,
                 filter: PROGRAM.as_ptr().cast_mut(),
             }
