@@ -224,6 +224,8 @@ struct Planned<'a> {
     bytes: Option<Vec<u8>>,
     /// Mode to write with.
     mode: u32,
+    /// The original's mode as read (set-id bits included), what a rollback restores.
+    original_mode: u32,
 }
 
 /// Checks every change against the original and builds the results (nothing is written).
@@ -248,17 +250,24 @@ fn check_all<'a>(
             }
             read => read?,
         };
-        let (current, seen) = match read {
-            Some((bytes, meta)) => (Some(bytes), Some(FileState::of(&meta))),
-            None => (None, None),
+        let (current, seen, current_mode) = match read {
+            Some((bytes, meta)) => (
+                Some(bytes),
+                Some(FileState::of(&meta)),
+                Some(meta.permissions().mode()),
+            ),
+            None => (None, None, None),
         };
-        // A modified file keeps the original's mode, but for the executable bit, which follows
-        // the patch: a 644 → 755 change is applied (issue 29: it was reported integrated and
-        // left as it was).
+        // A modified file keeps the original's permission bits, read from the file just read
+        // (never through a link), but for the executable bit, which follows the patch: a
+        // 644 → 755 change is applied (issue 29: it was reported integrated and left as it
+        // was). Set-user-id, set-group-id and sticky bits are dropped, as the kernel drops the
+        // first two when anyone but root writes a file: new content never inherits them.
         let mode = follow_exec(
-            current_mode(root, &c.path).unwrap_or(c.mode.unwrap_or(0o644)),
+            current_mode.map_or(c.mode.unwrap_or(0o644), |m| m & 0o777),
             c.mode,
         );
+        let original_mode = current_mode.map_or(mode, |m| m & 0o7777);
         match c.status {
             ChangeStatus::A => {
                 if current.is_some() {
@@ -273,6 +282,7 @@ fn check_all<'a>(
                     seen,
                     bytes: Some(bytes),
                     mode: c.mode.unwrap_or(0o644),
+                    original_mode,
                 });
             }
             ChangeStatus::M | ChangeStatus::D => {
@@ -298,6 +308,7 @@ fn check_all<'a>(
                     seen,
                     bytes,
                     mode,
+                    original_mode,
                 });
             }
         }
@@ -322,7 +333,7 @@ fn intent_of(root: &Path, plan: &[Planned<'_>], meta: serde_json::Value) -> Resu
         }
         let before = (p.change.status != ChangeStatus::A).then(|| Content {
             sha256: sha256_hex(p.change.baseline.as_deref().unwrap_or_default()),
-            mode: p.mode,
+            mode: p.original_mode,
         });
         let after = p.bytes.as_deref().map(|b| Content {
             sha256: sha256_hex(b),
@@ -543,13 +554,6 @@ fn follow_exec(current: u32, result: Option<u32>) -> u32 {
         Some(m) if m & 0o111 == 0 && current & 0o111 != 0 => current & !0o111,
         _ => current,
     }
-}
-
-fn current_mode(root: &Path, path: &str) -> Option<u32> {
-    fs::symlink_metadata(root.join(path))
-        .ok()
-        .filter(|m| m.file_type().is_file())
-        .map(|m| m.permissions().mode() & 0o7777)
 }
 
 /// A fresh journal id: 16 hex digits from the clock, the pid and the kernel's randomness.

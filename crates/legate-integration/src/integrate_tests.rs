@@ -103,8 +103,10 @@ fn fixture() -> (tempfile::TempDir, PathBuf, Vec<Change>) {
     let root = fs::canonicalize(tmp.path()).unwrap().join("project");
     fs::create_dir_all(root.join("src")).unwrap();
     fs::write(root.join("src/a.rs"), "fn a() {}\n").unwrap();
-    fs::set_permissions(root.join("src/a.rs"), fs::Permissions::from_mode(0o640)).unwrap();
+    // Set-id bits a rollback must put back and new content must never get.
+    fs::set_permissions(root.join("src/a.rs"), fs::Permissions::from_mode(0o6640)).unwrap();
     fs::write(root.join("b.txt"), "b\r\nline\r\n").unwrap();
+    fs::set_permissions(root.join("b.txt"), fs::Permissions::from_mode(0o644)).unwrap();
     fs::write(root.join("gone.txt"), "bye\n").unwrap();
     fs::write(root.join("bom.txt"), "\u{feff}x\n").unwrap();
     let changes = vec![
@@ -113,7 +115,8 @@ fn fixture() -> (tempfile::TempDir, PathBuf, Vec<Change>) {
             status: ChangeStatus::M,
             baseline: Some(b"b\r\nline\r\n".to_vec()),
             result: Some(b"B\r\nline\r\n".to_vec()),
-            mode: Some(0o644),
+            // Made executable: a rollback restores the original's mode, not this one.
+            mode: Some(0o755),
         },
         Change {
             path: "bom.txt".into(),
@@ -194,8 +197,9 @@ fn a_clean_integration_writes_everything_and_keeps_modes() {
         fs::read(root.join("new/deep/c.sh")).unwrap(),
         b"#!/bin/sh\n"
     );
-    let mode = |p: &str| fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode("src/a.rs"), 0o640);
+    let mode = |p: &str| fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode("src/a.rs"), 0o640, "the set-id bits are dropped");
+    assert_eq!(mode("b.txt"), 0o755);
     assert_eq!(mode("new/deep/c.sh"), 0o755);
     let names: Vec<_> = fs::read_dir(&root)
         .unwrap()

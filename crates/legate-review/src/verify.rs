@@ -192,12 +192,16 @@ pub fn validate_criteria(criteria: &[Criterion]) -> Result<(), Error> {
 /// Verifies `reviews` against `criteria` on the copy at `copy`, for the patch `sha256`.
 ///
 /// A review for an unknown criterion, or two reviews for one, is `INVALID_INPUT`. Unsafe
-/// cited paths are `UNSAFE_PATH`. Everything else becomes a per-criterion result.
+/// cited paths are `UNSAFE_PATH`. A file past `max_bytes` (the copy's `max_bytes`: no file
+/// Legate copied or staged is larger, an ignored one the agent made may be) is
+/// `COPY_LIMIT_EXCEEDED`, refused by its size before it is read. Everything else becomes a
+/// per-criterion result.
 pub fn verify(
     copy: &Path,
     criteria: &[Criterion],
     reviews: &[Review],
     sha256: &str,
+    max_bytes: u64,
 ) -> Result<Verification, Error> {
     let known: HashSet<&str> = criteria.iter().map(|c| c.id.as_str()).collect();
     let mut by_id: BTreeMap<&str, &Review> = BTreeMap::new();
@@ -218,7 +222,7 @@ pub fn verify(
     }
     let mut evidence: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut read = |path: &str| -> Result<Option<Vec<u8>>, Error> {
-        let bytes = read_inside(copy, path, MAX_CHECKED_BYTES)?;
+        let bytes = read_inside(copy, path, max_bytes)?;
         evidence.insert(path.to_string(), bytes.as_deref().map(sha256_hex));
         Ok(bytes)
     };
@@ -343,17 +347,14 @@ pub fn quote_at(bytes: &[u8], line: u64, quote: &str) -> bool {
         && window[span - 1].starts_with(quote_lines[span - 1])
 }
 
-/// The most bytes of one file a verification reads (the copy's default `max_bytes`): an
-/// ignored file the agent made may be as large as it likes.
-const MAX_CHECKED_BYTES: u64 = 256 * 1024 * 1024;
-
 /// Why `v` is stale against the current patch `sha256` and the copy's files, or `None`.
-pub fn staleness(copy: &Path, v: &Verification, sha256: &str) -> Option<String> {
+/// A file read within `max_bytes` as [`verify`] reads it (one past it is stale).
+pub fn staleness(copy: &Path, v: &Verification, sha256: &str, max_bytes: u64) -> Option<String> {
     if v.sha256 != sha256 {
         return Some("the patch changed since it was verified".to_string());
     }
     for (path, hash) in &v.evidence {
-        let now = read_inside(copy, path, MAX_CHECKED_BYTES)
+        let now = read_inside(copy, path, max_bytes)
             .ok()
             .map(|b| b.as_deref().map(sha256_hex));
         if now.as_ref() != Some(hash) {
@@ -368,6 +369,8 @@ mod tests {
     use super::*;
     use legate_core::ErrorCode;
     use std::fs;
+
+    const MAX: u64 = 1 << 20;
 
     fn criterion(id: &str, check: Option<Check>) -> Criterion {
         Criterion {
@@ -418,7 +421,7 @@ mod tests {
             review("no-b", "a.txt", 2, "three\nfour"),
             review("plain", "a.txt", 1, "four"),
         ];
-        let v = verify(copy, &criteria, &reviews, "abc").unwrap();
+        let v = verify(copy, &criteria, &reviews, "abc", MAX).unwrap();
         assert!(v.criteria[0].passed);
         assert!(v.criteria[1].passed, "{:?}", v.criteria[1]);
         assert!(!v.criteria[2].passed);
@@ -426,10 +429,38 @@ mod tests {
         assert!(!v.passed);
         assert_eq!(v.source, "client-reported");
         assert!(v.evidence.contains_key("b.txt"));
-        assert_eq!(staleness(copy, &v, "abc"), None);
-        assert!(staleness(copy, &v, "def").is_some());
+        assert_eq!(staleness(copy, &v, "abc", MAX), None);
+        assert!(staleness(copy, &v, "def", MAX).is_some());
         fs::write(copy.join("b.txt"), "now here").unwrap();
-        assert!(staleness(copy, &v, "abc").unwrap().contains("b.txt"));
+        assert!(staleness(copy, &v, "abc", MAX).unwrap().contains("b.txt"));
+    }
+
+    /// A file is read within the copy's own `max_bytes`, not a fixed bound: a file past it is
+    /// refused by its size, and stale.
+    #[test]
+    fn files_are_read_within_the_copy_s_max_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = tmp.path();
+        fs::write(copy.join("a.txt"), "x".repeat(100)).unwrap();
+        let exists = |id: &str, path: &str| {
+            criterion(
+                id,
+                Some(Check {
+                    kind: CheckKind::FileContains,
+                    path: path.into(),
+                    text: Some("x".into()),
+                }),
+            )
+        };
+        let err = verify(copy, &[exists("a", "a.txt")], &[], "s", 99).unwrap_err();
+        assert_eq!(err.code, ErrorCode::CopyLimitExceeded);
+        let v = verify(copy, &[exists("a", "a.txt")], &[], "s", 100).unwrap();
+        assert!(v.criteria[0].check_passed == Some(true));
+        assert!(staleness(copy, &v, "s", 100).is_none());
+        assert!(
+            staleness(copy, &v, "s", 99).is_some(),
+            "past the bound is stale"
+        );
     }
 
     #[test]
@@ -456,13 +487,14 @@ mod tests {
         assert!(validate_criteria(&escape).is_err());
         let tmp = tempfile::tempdir().unwrap();
         let c = vec![criterion("a", None)];
-        let err = verify(tmp.path(), &c, &[review("zzz", "x", 1, "q")], "s").unwrap_err();
+        let err = verify(tmp.path(), &c, &[review("zzz", "x", 1, "q")], "s", MAX).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidInput);
         let err = verify(
             tmp.path(),
             &c,
             &[review("a", "/etc/passwd", 1, "root")],
             "s",
+            MAX,
         )
         .unwrap_err();
         assert_eq!(err.code, ErrorCode::UnsafePath);

@@ -3,7 +3,9 @@
 //!
 //! This module owns the change model every later step shares (review's preview, handoffs,
 //! transfers and integration): staging the copy into a scratch index ([`stage_tree`], the
-//! baseline's own index is never changed) and reading git's raw diff into [`FileChange`]s
+//! baseline's own index is never changed; every entry whose file's stat data differ to the
+//! nanosecond smudged first by `smudge`, as git compares times to the second only) and
+//! reading git's raw diff into [`FileChange`]s
 //! with their paths and modes checked ([`parse_raw`]). The [`Preview`] and [`PatchSummary`]
 //! types live here so that integration and transfer can name them without the review crate.
 //!
@@ -120,6 +122,10 @@ pub const PATCH_DIFF: &[&str] = &[
 ];
 
 /// Stages the copy's current state into a scratch index and returns its tree id.
+///
+/// The scratch index starts as a copy of the baseline's, its entries whose files changed in
+/// any stat field (nanoseconds included) smudged so that git hashes those files again, and
+/// then `git add --all` runs with it.
 pub fn stage_tree(baseline: &Baseline) -> Result<String, Error> {
     stage_tree_with(baseline, None, None, None)
 }
@@ -145,9 +151,17 @@ pub(crate) fn stage_tree_with(
         .and_then(|m| m.modified())
         .map_err(unreadable)?;
     std::fs::copy(&index, scratch.path()).map_err(unreadable)?;
-    scratch.as_file().set_modified(written).map_err(|e| {
-        Error::caused_by(ErrorCode::Internal, "a scratch index could not be made", e)
-    })?;
+    // Git compares times to the second only: a file rewritten in its entry's second, its
+    // mtime set back, would look clean. Every entry whose file differs in any field, to the
+    // nanosecond, is smudged first so that git hashes that file again (`smudge`); the mtime
+    // is set after, as the rewrite moves it.
+    let smudged = crate::smudge::smudge(scratch.path(), baseline.copy())?;
+    scratch
+        .as_file()
+        .set_modified(smudged.index_mtime(written))
+        .map_err(|e| {
+            Error::caused_by(ErrorCode::Internal, "a scratch index could not be made", e)
+        })?;
     let mut git = baseline.git().with_index(scratch.path());
     if let Some(apart) = apart {
         git = git.with_objects_apart(apart, &baseline.git_dir().join("objects"));

@@ -11,6 +11,8 @@
 //!   config, `HOME` pointing at a private empty directory, no hooks, no fsmonitor, no
 //!   autocrlf, a fixed identity and date, attributes read from the baseline's commit rather
 //!   than the copy (git 2.43 and later). Files are bytes: line endings are never converted.
+//!   Its `diff-tree` sees no index, so the blobs it compares are always read from the object
+//!   store, never from the copy (git would trust the copy's files by stat data to the second).
 //!
 //! This module must never run git through a shell, inherit `GIT_DIR`/`GIT_WORK_TREE`/
 //! `GIT_CONFIG_*` from Legate's environment, or let a repository's config choose a program.
@@ -57,6 +59,10 @@ const PRIVATE_CONFIG: &[&str] = &[
     // gits ignore the setting, and their baselines unset `diff` instead (`baseline`).
     "attr.tree=HEAD",
 ];
+
+/// The index a baseline's `diff-tree` is given, in its git directory: a name no git and no
+/// Legate step ever writes, so that git finds no index (`Git::tree_diff_index`).
+const NO_INDEX: &str = "legate-no-index";
 
 /// A fixed date for baseline commits, so a baseline's ids depend on its bytes alone.
 const FIXED_DATE: &str = "2000-01-01T00:00:00Z";
@@ -143,6 +149,21 @@ impl Git {
         g
     }
 
+    /// For a baseline's `diff-tree` run without a scratch index, an index that does not
+    /// exist: a comparison of two trees needs none, and with one git reads a blob the index
+    /// shows up to date from the work tree instead of the object store (`reuse_worktree_file`),
+    /// trusting stat data it compares to the second. A file rewritten in its entry's second,
+    /// its mtime set back, would then stand in for the baseline's blob, and the patch would
+    /// hide its change. Nothing ever creates this file (`diff-tree` writes no index).
+    fn tree_diff_index(&self, args: &[&str]) -> Option<PathBuf> {
+        // Global options (`--literal-pathspecs`) come before the subcommand.
+        let subcommand = args.iter().copied().find(|a| !a.starts_with('-'));
+        if subcommand != Some("diff-tree") {
+            return None;
+        }
+        self.git_dir.as_ref().map(|d| d.join(NO_INDEX))
+    }
+
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let program = crate::git_run::git_bounds().program;
         let mut cmd = Command::new(crate::git_run::spawnable(
@@ -186,7 +207,7 @@ impl Git {
         if let Some(w) = &self.work_tree {
             cmd.env("GIT_WORK_TREE", w);
         }
-        if let Some(i) = &self.index {
+        if let Some(i) = self.index.clone().or_else(|| self.tree_diff_index(args)) {
             cmd.env("GIT_INDEX_FILE", i);
         }
         if self.buffered {
@@ -343,7 +364,80 @@ pub(crate) fn require_git_root(dir: &Path) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+    use crate::git_index::{self, Entry, OID_LEN, Stat};
+    use std::fs;
+    use std::time::{Duration, SystemTime};
+
+    /// The index of a baseline can show a file up to date that is not: its stat data equal
+    /// to the second (a same-size rewrite in its entry's second, the mtime set back). A
+    /// comparison of two trees still shows the blobs' own bytes, never the work tree's.
+    #[test]
+    fn a_baselines_tree_diff_never_reads_the_work_tree_for_a_blob() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (git_dir, work, home) = (
+            tmp.path().join("git"),
+            tmp.path().join("work"),
+            tmp.path().join("home"),
+        );
+        fs::create_dir(&work).unwrap();
+        fs::create_dir(&home).unwrap();
+        let git = Git::private(&git_dir, &work, &home);
+        let run = |args: &[&str]| {
+            let out = git.run(args).unwrap();
+            String::from_utf8(out).unwrap().trim().to_string()
+        };
+        run(&["init", "--quiet", "--template="]);
+        let f = work.join("f");
+        let mut trees = Vec::new();
+        for bytes in ["let x = a + b;\n", "let x = a - b;\n"] {
+            fs::write(&f, bytes).unwrap();
+            run(&["add", "f"]);
+            trees.push(run(&["write-tree"]));
+        }
+        // The index names the first blob, with the stat data of the file (holding the second)
+        // exactly: git calls it clean.
+        let old = SystemTime::UNIX_EPOCH + Duration::from_secs(1_577_836_800);
+        fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let first = run(&["rev-parse", &format!("{}:f", trees[0])]);
+        let mut oid = [0u8; OID_LEN];
+        for (j, byte) in oid.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&first[2 * j..2 * j + 2], 16).unwrap();
+        }
+        let entry = Entry {
+            path: b"f".to_vec(),
+            stat: Stat::of(&fs::symlink_metadata(&f).unwrap()),
+            mode: 0o100644,
+            oid,
+            stage: 0,
+            assume_valid: false,
+            skip_worktree: false,
+            intent_to_add: false,
+        };
+        fs::write(git_dir.join("index"), git_index::write_v2(&[entry])).unwrap();
+        assert_eq!(
+            run(&["diff-files", "--name-only"]),
+            "",
+            "git calls it clean"
+        );
+        let patch = run(&[
+            "--literal-pathspecs",
+            "diff-tree",
+            "-p",
+            &trees[0],
+            &trees[1],
+        ]);
+        assert!(patch.contains("-let x = a + b;"), "{patch}");
+        assert!(patch.contains("+let x = a - b;"), "{patch}");
+        assert!(!git_dir.join(NO_INDEX).exists());
+    }
 
     #[test]
     fn an_alternate_is_one_quoted_entry_whatever_it_holds() {

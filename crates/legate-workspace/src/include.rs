@@ -17,8 +17,11 @@ pub const MAX_INCLUDE_PATHS: usize = 1000;
 /// Why `path` is not a safe relative project path, or `None` when it is.
 ///
 /// Safe: non-empty, at most `MAX_PATH_BYTES`, relative, `/`-separated, with no empty, `.`
-/// or `..` component, no `.git` component (in any case), and no NUL, control character or
-/// backslash anywhere.
+/// or `..` component, no `.git` component (in any case), and no NUL, control character,
+/// backslash or other character a reader does not see as itself
+/// ([`legate_core::text::is_unseen`]: a bidirectional control, a zero-width or other
+/// invisible format character) anywhere: such a name can look like another in a preview, a
+/// terminal or a review, so no such path is copied, changed or integrated.
 pub fn path_problem(path: &str) -> Option<&'static str> {
     if path.is_empty() {
         return Some("is empty");
@@ -34,6 +37,9 @@ pub fn path_problem(path: &str) -> Option<&'static str> {
     }
     if path.contains('\\') {
         return Some("contains a backslash");
+    }
+    if path.chars().any(legate_core::text::is_unseen) {
+        return Some("contains an invisible or text-direction character");
     }
     for part in path.split('/') {
         match part {
@@ -120,6 +126,26 @@ mod tests {
             ("a\0b", "contains a NUL or control character"),
             ("a\nb", "contains a NUL or control character"),
             ("a\\b", "contains a backslash"),
+            (
+                "src/main\u{202E}sr.rs",
+                "contains an invisible or text-direction character",
+            ),
+            (
+                "src/ma\u{200B}in.rs",
+                "contains an invisible or text-direction character",
+            ),
+            (
+                "\u{FEFF}README.md",
+                "contains an invisible or text-direction character",
+            ),
+            (
+                "a\u{E0041}",
+                "contains an invisible or text-direction character",
+            ),
+            (
+                "\u{3164}/x",
+                "contains an invisible or text-direction character",
+            ),
         ] {
             assert_eq!(path_problem(p), Some(why), "{p:?}");
         }
@@ -130,6 +156,9 @@ mod tests {
             "a b/c",
             "…/é",
             ".gitignore",
+            "docs/مرحبا.md",
+            "docs/שלום/דף.md",
+            "日本語/ファイル.txt",
         ] {
             assert_eq!(path_problem(ok), None, "{ok:?}");
         }
@@ -168,6 +197,7 @@ mod tests {
                     prop_assert!(!p.starts_with('/'));
                     prop_assert!(!p.contains('\0'));
                     prop_assert!(!p.chars().any(char::is_control));
+                    prop_assert!(!p.chars().any(legate_core::text::is_unseen));
                     for part in p.split('/') {
                         prop_assert!(part != ".." && part != "." && !part.is_empty());
                         prop_assert!(!part.eq_ignore_ascii_case(".git"));

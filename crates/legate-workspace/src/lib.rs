@@ -18,7 +18,8 @@
 //! beneath an untrusted directory), `baseline` (its
 //! index written by `staging` in the `git_index` format, its commit by `git_objects`),
 //! `changes` (the copy's change against its baseline as data, and the tree its current state
-//! stages to), `line_endings`, `cleanup`, `handoff` (a copy's current files handed to
+//! stages to, every file whose stat data changed to the nanosecond re-read by git: `smudge`),
+//! `line_endings`, `cleanup`, `handoff` (a copy's current files handed to
 //! another role, on the original baseline), `skills` (skill packages staged under
 //! `.agents/skills/`, never part of a patch, and the bundled packs with their manifests),
 //! `stamp` (proving with `lstat` alone that a copy did not change since it was hashed), and
@@ -68,6 +69,7 @@ mod secrets;
 mod select;
 mod shared;
 mod skills;
+mod smudge;
 mod source_ignores;
 mod staged_size;
 mod staging;

@@ -326,6 +326,17 @@ fn read_only_check_sees_ignored_files_and_limits_and_secrets_hold_in_previews() 
     )
     .unwrap_err();
     assert_eq!(err.code, ErrorCode::UnsafePath);
+    fs::remove_file(copy.join("n0.txt")).unwrap();
+    // A name that reads as another one ("n0\u{202E}txt.sh" shows as "n0hs.txt").
+    fs::write(copy.join("n0\u{202E}txt.sh"), b"x").unwrap();
+    let err = preview(
+        &baseline,
+        &SecretPatterns::default(),
+        &CopyLimits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::UnsafePath);
+    assert!(err.message.contains("\\u{202e}"), "{}", err.message);
 }
 
 /// A hostile agent's sparse file far past the copy's limit (2 GiB that cost it no disk) is

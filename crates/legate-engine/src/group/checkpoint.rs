@@ -69,7 +69,8 @@ pub(crate) fn holding(
         .cloned()
         .collect();
     if !checked.is_empty() {
-        let outcome = legate_review::verify(&record.copy_directory, &checked, &[], patch)?;
+        let max = engine.review_config().limits.max_bytes;
+        let outcome = legate_review::verify(&record.copy_directory, &checked, &[], patch, max)?;
         if let Some(failed) = outcome
             .criteria
             .iter()
@@ -93,7 +94,8 @@ pub(crate) fn holding(
     let unchecked = record.criteria.iter().any(|c| c.check.is_none());
     if hook.require_review || unchecked {
         let current = record.verification.as_ref().is_some_and(|v| {
-            v.passed && legate_review::staleness(&record.copy_directory, v, patch).is_none()
+            let max = engine.review_config().limits.max_bytes;
+            v.passed && legate_review::staleness(&record.copy_directory, v, patch, max).is_none()
         });
         if !current {
             return Ok(Some(Error::new(

@@ -137,7 +137,8 @@ pub(crate) fn path(field: &str, p: &str) -> Result<()> {
 }
 
 /// Why `p` is not a relative, normalised path, or `None`: empty, longer than [`MAX_PATH`],
-/// holding a NUL or another control character, absolute, or with an empty, `.` or `..`
+/// holding a NUL or another control character or an invisible one
+/// ([`legate_core::text::is_unseen`]), absolute, or with an empty, `.` or `..`
 /// component (so `a//b`, `a/`, `./a` and `a/../b` are all refused).
 pub(crate) fn path_problem(p: &str) -> Option<String> {
     if p.is_empty() {
@@ -148,6 +149,9 @@ pub(crate) fn path_problem(p: &str) -> Option<String> {
     }
     if p.chars().any(char::is_control) {
         return Some("holds a control character (NUL among them)".into());
+    }
+    if p.chars().any(legate_core::text::is_unseen) {
+        return Some("holds an invisible or text-direction character".into());
     }
     if p.starts_with('/') {
         return Some(format!(
@@ -225,6 +229,10 @@ mod tests {
         let mut v = review_json();
         v["reviewedFiles"] = json!(["/abs"]);
         assert!(refused(v).contains("absolute"));
+        // A cited path that would read as another one.
+        let mut v = review_json();
+        v["findings"][0]["path"] = json!("src/lib\u{202E}sr.rs");
+        assert!(refused(v).contains("invisible or text-direction"));
     }
 
     #[test]

@@ -28,12 +28,14 @@ impl Core {
         self.check_cleanup(&o)?;
         let preview = self.current_preview(&o.baseline).await?;
         Core::expect_sha(&preview, expected_sha256)?;
-        let (copy, criteria, sha) = (
+        let (copy, criteria, sha, max) = (
             o.record.copy_directory.clone(),
             o.record.criteria.clone(),
             preview.sha256.clone(),
+            self.review_config().limits.max_bytes,
         );
-        let v = blocking(move || legate_review::verify(&copy, &criteria, &reviews, &sha)).await?;
+        let v =
+            blocking(move || legate_review::verify(&copy, &criteria, &reviews, &sha, max)).await?;
         o.record.verification = Some(v.clone());
         o.record.touched_at = Timestamp::now();
         self.put_record(&o.task.id, &o.record)?;

@@ -183,7 +183,10 @@ impl Core {
                 "the patch has not been verified; call verify with a review per criterion",
             ));
         };
-        if let Some(why) = legate_review::staleness(&o.record.copy_directory, v, &preview.sha256) {
+        let max = self.review_config().limits.max_bytes;
+        if let Some(why) =
+            legate_review::staleness(&o.record.copy_directory, v, &preview.sha256, max)
+        {
             return Err(Error::new(
                 ErrorCode::VerificationRequired,
                 format!("the verification is stale: {why}; verify again"),

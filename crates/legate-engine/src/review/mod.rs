@@ -112,7 +112,7 @@ pub struct Reviews {
 }
 
 impl Core {
-    fn review_config(&self) -> &ReviewConfig {
+    pub(crate) fn review_config(&self) -> &ReviewConfig {
         &self.config().review
     }
 

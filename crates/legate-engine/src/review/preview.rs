@@ -33,10 +33,10 @@ impl Core {
         } else {
             Vec::new()
         };
-        let stale =
-            o.record.verification.as_ref().and_then(|v| {
-                legate_review::staleness(&o.record.copy_directory, v, &preview.sha256)
-            });
+        let stale = o.record.verification.as_ref().and_then(|v| {
+            let max = self.review_config().limits.max_bytes;
+            legate_review::staleness(&o.record.copy_directory, v, &preview.sha256, max)
+        });
         let tests = o
             .record
             .tests

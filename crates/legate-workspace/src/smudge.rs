@@ -1,0 +1,165 @@
+//! Making git re-read, as it stages a copy, every file whose stat data differ from its index
+//! entry's in any field, nanoseconds included.
+//!
+//! Git (built without `USE_NSEC`, as most are) compares an entry's mtime and ctime to the
+//! second only, and trusts the entry when they, the inode, owner and size match: a file
+//! rewritten with other bytes of the same size in the second its entry was recorded, its mtime
+//! then set back (`touch -d`, `utimensat`), is clean to git, and `git add` keeps the old blob.
+//! The entries of a baseline's index carry the copy's stat data to the nanosecond
+//! (`staging`), so such a rewrite still shows there: this module measures each regular file's
+//! entry in the copy (`measure`: `lstat` beneath the root, no link followed) and smudges every
+//! entry whose state differs from it in ctime or mtime (seconds and nanoseconds), device,
+//! inode or size, or holds a value 32 bits cannot, the way git smudges a racily clean entry:
+//! its recorded size is set to one the file does not have (0, git's own mark, which git reads
+//! as changed for any blob but the empty one; 1 where the file's size, truncated as git
+//! truncates it, is 0), so git hashes the file again. The scratch index is then rewritten
+//! (`git_index::write_v2`). Where it cannot be read or written whole (not parsed, or entries
+//! `write_v2` cannot hold), the whole index is made racy instead: its mtime one second after
+//! the epoch (0 is git's "no timestamp", for which nothing is racy), so git re-reads every file
+//! whose mtime is not older (every file but one set to the epoch's very second).
+//!
+//! It works on a scratch index only and decides nothing about content: it never changes a
+//! blob id, a mode or a path, never drops or adds an entry, never reads a file or follows a
+//! link, and never smudges the baseline's own index. A file that is gone, not a regular file
+//! or cannot be measured is left for git to judge, as is an entry that is not a regular file.
+
+use crate::file_state::FileState;
+use crate::git_index::{self, Entry, Stat};
+use crate::measure::{self, Measured};
+use legate_core::{Error, ErrorCode};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// What smudging a scratch index did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Smudged {
+    /// These many entries were smudged and the index rewritten (0: left as it was).
+    Entries(usize),
+    /// The index could not be read or rewritten: every entry must be made racy instead.
+    All,
+}
+
+/// The mtime that makes git treat every entry of an index as racily clean (the index's
+/// second is not after the entry's): the earliest git reads as a timestamp at all.
+pub(crate) fn all_racy() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1)
+}
+
+impl Smudged {
+    /// The mtime the scratch index must carry for git: `written` (the baseline index's own)
+    /// unless every entry must be re-read.
+    pub(crate) fn index_mtime(self, written: SystemTime) -> SystemTime {
+        match self {
+            Smudged::Entries(_) => written,
+            Smudged::All => all_racy(),
+        }
+    }
+}
+
+/// Smudges the entries of the scratch index at `index` whose files under `root` (the copy)
+/// no longer have exactly their stat data. An error only when the rewrite could not be
+/// written (the scratch index may then be half-written).
+pub(crate) fn smudge(index: &Path, root: &Path) -> Result<Smudged, Error> {
+    let mut entries = match std::fs::read(index)
+        .map_err(|e| Error::caused_by(ErrorCode::Internal, "the scratch index cannot be read", e))
+        .and_then(|bytes| git_index::parse(&bytes))
+    {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(
+                error = %e.message,
+                "the scratch index cannot be read; git re-reads every file of the copy"
+            );
+            return Ok(Smudged::All);
+        }
+    };
+    let stale = stale_entries(&entries, root);
+    if stale.is_empty() {
+        return Ok(Smudged::Entries(0));
+    }
+    if !writable(&entries) {
+        tracing::warn!(
+            "the scratch index holds entries Legate does not write; git re-reads every file of the copy"
+        );
+        return Ok(Smudged::All);
+    }
+    for &(at, size) in &stale {
+        entries[at].stat.size = size;
+    }
+    std::fs::write(index, git_index::write_v2(&entries)).map_err(|e| {
+        Error::caused_by(
+            ErrorCode::Internal,
+            "the scratch index could not be written",
+            e,
+        )
+    })?;
+    tracing::debug!(
+        smudged = stale.len(),
+        entries = entries.len(),
+        "entries whose files changed smudged"
+    );
+    Ok(Smudged::Entries(stale.len()))
+}
+
+/// The regular-file entries whose files under `root` differ from their stat data, each with
+/// the size that smudges it.
+fn stale_entries(entries: &[Entry], root: &Path) -> Vec<(usize, u32)> {
+    // Only paths a copy can hold are measured (safe, UTF-8); git judges any other.
+    let files: Vec<(usize, &str)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e.mode, 0o100644 | 0o100755))
+        .filter_map(|(i, e)| Some((i, std::str::from_utf8(&e.path).ok()?)))
+        .filter(|(_, p)| crate::include::path_problem(p).is_none())
+        .collect();
+    let paths: Vec<&str> = files.iter().map(|(_, p)| *p).collect();
+    files
+        .iter()
+        .zip(measure::measure(root, &paths))
+        .filter_map(|(&(i, _), measured)| match measured {
+            Measured::Found(now) if now.is_file() => {
+                let stat = &entries[i].stat;
+                (!is_exactly(stat, now)).then(|| (i, smudged_size(now)))
+            }
+            // Gone, a link or another type, a directory on the way a link, not measurable:
+            // git sees it too, or fails.
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `now` has exactly the ctime, mtime, device, inode and size `stat` records, with
+/// no field that 32 bits could not hold (as `Stat::is_exactly`: no truncation can make two
+/// states look alike).
+fn is_exactly(stat: &Stat, now: FileState) -> bool {
+    let ((dev, ino, size, _mode), mtime, ctime) = now.parts();
+    let whole = |v: i64| u32::try_from(v).ok();
+    whole(ctime.0) == Some(stat.ctime.0)
+        && whole(ctime.1) == Some(stat.ctime.1)
+        && whole(mtime.0) == Some(stat.mtime.0)
+        && whole(mtime.1) == Some(stat.mtime.1)
+        && u64::from(stat.dev) == dev
+        && u64::from(stat.ino) == ino
+        && u64::from(stat.size) == size
+}
+
+/// A recorded size git reads as changed for a file in state `now`: 0 (git's mark of a racily
+/// clean entry, changed whatever the size unless the blob is empty), or 1 where the file's
+/// size as git truncates it is 0 (an empty blob's entry would otherwise still match).
+fn smudged_size(now: FileState) -> u32 {
+    let ((_, _, size, _), _, _) = now.parts();
+    if size as u32 == 0 { 1 } else { 0 }
+}
+
+/// Whether `write_v2` can hold `entries` as they are: sorted by path and unique, all at stage
+/// 0, no flag set.
+fn writable(entries: &[Entry]) -> bool {
+    entries.windows(2).all(|w| w[0].path < w[1].path)
+        && entries
+            .iter()
+            .all(|e| e.stage == 0 && !e.assume_valid && !e.skip_worktree && !e.intent_to_add)
+}
+
+#[cfg(test)]
+#[path = "smudge_tests.rs"]
+mod tests;
