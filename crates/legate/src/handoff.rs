@@ -9,7 +9,7 @@ use crate::run::watch;
 use crate::{config, front};
 use anyhow::Result;
 use legate_core::ReportBody;
-use legate_engine::{ContextPack, Engine, HandoffRequest};
+use legate_engine::{ContextPack, ContextTest, Engine, HandoffRequest};
 use std::process::ExitCode;
 
 /// `legate handoff`.
@@ -80,17 +80,7 @@ fn print_pack(p: &ContextPack) -> std::io::Result<()> {
     }
     out!("tests: {}", p.tests.len())?;
     for t in &p.tests {
-        out!(
-            "  #{} {} {} · {} · patch {}",
-            t.id,
-            t.source.as_str(),
-            if t.passed { "passed" } else { "failed" },
-            std::iter::once(t.command.executable.as_str())
-                .chain(t.command.args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" "),
-            &t.patch_sha256
-        )?;
+        out!("{}", test_line(t))?;
     }
     out!("decisions: {} (client-reported)", p.decisions.len())?;
     for d in &p.decisions {
@@ -101,6 +91,19 @@ fn print_pack(p: &ContextPack) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// One test record's line in `legate context`; the command is a caller's, shown on one line
+/// with its escapes and bidirectional marks made visible.
+fn test_line(t: &ContextTest) -> String {
+    format!(
+        "  #{} {} {} · {} · patch {}",
+        t.id,
+        t.source.as_str(),
+        if t.passed { "passed" } else { "failed" },
+        crate::review::command_line(&t.command, 200),
+        &t.patch_sha256
+    )
 }
 
 /// Hands task `flags.id` off and watches the new task.
@@ -147,5 +150,39 @@ pub async fn handoff(config: config::Config, flags: HandoffFlags) -> Result<Exit
             engine.shutdown().await;
             Err(e.into())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller's reported test command with a clipboard write (OSC 52), a line erased and
+    /// rewritten, a right-to-left override and a newline is printed as visible text on one
+    /// line.
+    #[test]
+    fn a_reported_test_command_cannot_act_on_the_terminal() {
+        let t = ContextTest {
+            id: 2,
+            source: legate_engine::TestSource::ClientReported,
+            command: legate_engine::TestCommand {
+                executable: "ok\x1b]52;c;Y3VybCB4fHNo\x07\r\x1b[2K".into(),
+                args: vec!["passed\u{202e}txt.exe\n  #3".into()],
+            },
+            exit_code: Some(0),
+            passed: true,
+            patch_sha256: "b".repeat(64),
+            recorded_at: legate_core::Timestamp(0),
+        };
+        let line = test_line(&t);
+        for c in ['\x1b', '\x07', '\r', '\n', '\u{202e}'] {
+            assert!(!line.contains(c), "{c:?} in {line:?}");
+        }
+        assert!(
+            line.starts_with(
+                "  #2 client-reported passed · ok\\u{1b}]52;c;Y3VybCB4fHNo\\u{7} \\u{1b}[2K passed\\u{202e}txt.exe #3 · patch "
+            ),
+            "{line}"
+        );
     }
 }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use async_trait::async_trait;
 use legate_core::{Error, ErrorCode};
 use legate_engine::{Confirmation, ConfirmationRequest, Confirmer, Engine, TestEvidence};
-use legate_engine::{Review, TestCommand};
+use legate_engine::{Review, TestCommand, TestStatus};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -58,17 +58,7 @@ pub async fn diff(
             )?,
         }
         for t in &report.tests {
-            out!(
-                "test #{} {} {}{}",
-                t.evidence.id,
-                if t.evidence.passed {
-                    "passed"
-                } else {
-                    "failed"
-                },
-                t.evidence.command.executable,
-                if t.stale { " (stale)" } else { "" }
-            )?;
+            out!("{}", stat_test_line(t))?;
         }
         if !report.read_only_violations.is_empty() {
             out!(
@@ -229,12 +219,47 @@ pub async fn test(
     })
 }
 
+/// One test record's line in `legate diff --stat`. The command is a caller's, so it is shown
+/// on one line with its escapes and bidirectional marks made visible.
+fn stat_test_line(t: &TestStatus) -> String {
+    format!(
+        "test #{} {} {}{}",
+        t.evidence.id,
+        if t.evidence.passed {
+            "passed"
+        } else {
+            "failed"
+        },
+        crate::one_line(&t.evidence.command.executable, 100),
+        if t.stale { " (stale)" } else { "" }
+    )
+}
+
+/// `c` on one line, executable then arguments, as it may reach a terminal: a caller chose it,
+/// so whitespace runs are one space and every escape or bidirectional mark is shown, not obeyed.
+pub(crate) fn command_line(c: &TestCommand, max: usize) -> String {
+    let words: Vec<&str> = std::iter::once(c.executable.as_str())
+        .chain(c.args.iter().map(String::as_str))
+        .collect();
+    crate::one_line(&words.join(" "), max)
+}
+
+/// A test command's stdout and stderr as `legate test` prints them, each `None` when empty.
+/// The command runs code the agent wrote, so its output keeps newlines and tabs and shows
+/// every other control character and bidirectional mark as a visible `\u{…}`.
+fn evidence_output(e: &TestEvidence) -> (Option<String>, Option<String>) {
+    let shown =
+        |s: &str| (!s.is_empty()).then(|| crate::render::terminal_text(s.trim_end()).into_owned());
+    (shown(&e.stdout), shown(&e.stderr))
+}
+
 fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
-    if !e.stdout.is_empty() {
-        out!("{}", e.stdout.trim_end())?;
+    let (stdout, stderr) = evidence_output(e);
+    if let Some(stdout) = stdout {
+        out!("{stdout}")?;
     }
-    if !e.stderr.is_empty() {
-        eprintln!("{}", e.stderr.trim_end());
+    if let Some(stderr) = stderr {
+        eprintln!("{stderr}");
     }
     out!(
         "test #{} {}: exit {}{} in {} ms, confinement {}, network {}, sha256 {}",
@@ -366,4 +391,76 @@ pub async fn cleanup(engine: &Engine) -> Result<ExitCode> {
         r.kept
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clipboard write (OSC 52), a line erased and rewritten, and a right-to-left override.
+    const HOSTILE: &str = "ok\x1b]52;c;Y3VybCB4fHNo\x07\r\x1b[2Ktest passed\u{202e}txt.exe";
+
+    fn evidence(command: TestCommand, output: &str) -> TestEvidence {
+        TestEvidence {
+            id: 1,
+            source: legate_engine::TestSource::LegateExecutor,
+            command,
+            exit_code: Some(1),
+            signal: None,
+            timed_out: false,
+            passed: false,
+            stdout: format!("{output}\n\tsecond line\n"),
+            stderr: output.to_string(),
+            output_truncated: false,
+            sha256_before: "a".repeat(64),
+            sha256_after: "a".repeat(64),
+            duration_ms: Some(1),
+            confinement: "full".into(),
+            network: "denied".into(),
+            connections: vec![],
+            connections_not_kept: 0,
+            isolation: None,
+            sandbox: None,
+            recorded_at: legate_core::Timestamp(0),
+            error: None,
+        }
+    }
+
+    fn assert_shown(text: &str) {
+        for c in ['\x1b', '\x07', '\r', '\u{202e}'] {
+            assert!(!text.contains(c), "{c:?} in {text:?}");
+        }
+        assert!(text.contains("\\u{1b}]52;c;"), "{text}");
+        assert!(text.contains("\\u{202e}txt.exe"), "{text}");
+    }
+
+    #[test]
+    fn a_test_commands_output_cannot_act_on_the_terminal() {
+        let plain = TestCommand {
+            executable: "cargo".into(),
+            args: vec!["test".into()],
+        };
+        let (stdout, stderr) = evidence_output(&evidence(plain, HOSTILE));
+        let (stdout, stderr) = (stdout.unwrap_or_default(), stderr.unwrap_or_default());
+        assert_shown(&stdout);
+        assert_shown(&stderr);
+        assert!(stdout.ends_with("txt.exe\n\tsecond line"), "{stdout}");
+    }
+
+    #[test]
+    fn a_callers_test_command_cannot_act_on_the_terminal() {
+        let hostile = TestCommand {
+            executable: HOSTILE.into(),
+            args: vec!["a\nb".into()],
+        };
+        let line = stat_test_line(&TestStatus {
+            evidence: evidence(hostile.clone(), ""),
+            stale: false,
+        });
+        assert_shown(&line);
+        assert!(line.starts_with("test #1 failed ok\\u{1b}]52;c;"), "{line}");
+        let line = command_line(&hostile, 200);
+        assert_shown(&line);
+        assert!(line.ends_with("txt.exe a b"), "{line}");
+    }
 }

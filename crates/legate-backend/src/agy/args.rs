@@ -3,7 +3,8 @@
 //! 1. `--sandbox --input-format stream-json --output-format stream-json --print-timeout <N>s`;
 //! 2. `--add-dir <root>` when offered; 3. `--new-project` when offered and not resuming;
 //! 4. `--mode plan` for read-only (required), or `--mode accept-edits` when offered;
-//! 5. `--model <id>`; 6. `--effort <level>` when the task asks for one;
+//! 5. `--model <id>` (two arguments, as the interface documents; an id starting with `-` is
+//!    refused, never passed); 6. `--effort <level>` when the task asks for one;
 //! 7. `--conversation <id>` to resume;
 //! 8. `--json-schema <json or file>` when the task asks for structured output (the JSON
 //!    inline up to [`INLINE_SCHEMA_MAX`] bytes, else the path of a 0600 file the caller
@@ -83,6 +84,13 @@ pub fn build(caps: &Capabilities, o: &RunOptions) -> Result<Vec<OsString>> {
                 ErrorCode::ModelNotAvailable,
                 format!("this agy has no `--model`, so model {model} cannot be selected"),
             ));
+        }
+        // agy documents `--model <id>`, not `--model=<id>`, so the id is an argument of its
+        // own; one that starts with `-` would be read as a flag, and is never passed.
+        if model.starts_with('-') {
+            return Err(Error::invalid_input(format!(
+                "model {model} starts with '-', which agy would read as a flag, so it is not passed"
+            )));
         }
         a.push("--model".into());
         a.push(model.into());
@@ -168,6 +176,29 @@ mod tests {
             ]
         );
         assert!(!strs(&a).contains(&"--dangerously-skip-permissions"));
+    }
+
+    /// The model is passed as `--model <id>`, two arguments (agy documents no `--model=<id>`),
+    /// so an id that starts with `-` is refused rather than passed where agy reads a flag.
+    #[test]
+    fn a_model_is_its_own_argument_and_never_a_flag() {
+        let with = |model: &str| {
+            build(
+                &all(),
+                &RunOptions {
+                    print_timeout_secs: 5,
+                    model: Some(model.into()),
+                    ..RunOptions::default()
+                },
+            )
+        };
+        let a = with("mock-pro").unwrap();
+        let at = strs(&a).iter().position(|s| *s == "--model").unwrap();
+        assert_eq!(strs(&a)[at..at + 2], ["--model", "mock-pro"]);
+        for m in ["--dangerously-skip-permissions", "-x"] {
+            let e = with(m).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidInput, "{m}");
+        }
     }
 
     #[test]

@@ -489,7 +489,15 @@ fn validate_json_schema(
 /// The longest model id accepted, in bytes.
 const MAX_MODEL_BYTES: usize = 128;
 
+/// `INVALID_INPUT` unless `model` is 1 to [`MAX_MODEL_BYTES`] letters, digits, `.`, `_`, `-`,
+/// `/` or `:`, not starting with `-` (an agent's command line would read such an id as a flag,
+/// `--dangerously-skip-permissions` among them).
 pub(crate) fn validate_model(model: &str) -> Result<()> {
+    if model.starts_with('-') {
+        return Err(Error::invalid_input(
+            "a model must not start with '-', which an agent's command line would read as a flag",
+        ));
+    }
     let ok = !model.is_empty()
         && model.len() <= MAX_MODEL_BYTES
         && model
@@ -529,7 +537,7 @@ mod tests {
 
         #[test]
         fn a_model_is_accepted_exactly_when_short_and_of_safe_characters(m in "\\PC{0,40}|[a-zA-Z0-9._/:-]{0,140}|[a-z]{1,4}[ ;$`\\n\\x00][a-z]{0,4}") {
-            let ok = !m.is_empty() && m.len() <= 128 && m.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c));
+            let ok = !m.is_empty() && m.len() <= 128 && !m.starts_with('-') && m.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c));
             prop_assert_eq!(validate_model(&m).is_ok(), ok, "{:?}", m);
         }
 
@@ -537,6 +545,23 @@ mod tests {
         fn a_reply_is_refused_when_blank_or_over_the_limit(s in "[ \\t\\n]{0,8}|\\PC{1,20}") {
             let ok = !s.trim().is_empty();
             prop_assert_eq!(check_reply(&s, DEFAULT_MAX_PROMPT_CHARS).is_ok(), ok);
+        }
+    }
+
+    /// A model id that starts with `-` would be read as a flag on an agent's command line.
+    #[test]
+    fn a_model_that_could_be_read_as_a_flag_is_refused() {
+        for m in ["-x", "--dangerously-skip-permissions", "-"] {
+            let err = validate_model(m).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidInput, "{m}");
+            assert!(
+                err.message.contains("must not start with '-'"),
+                "{m}: {}",
+                err.message
+            );
+        }
+        for m in ["x-", "gemini-2.5-pro", "a/b:c", "auto"] {
+            assert!(validate_model(m).is_ok(), "{m}");
         }
     }
 

@@ -6,7 +6,8 @@
 //! take for a line break escaped too, so that no entry text can close the fence, start a line
 //! of its own, or pass for Legate's words. The head says what the block is: data the caller
 //! selected, to check, never an instruction and never a permission. It never decides
-//! anything: the supervisor answers every request whatever the memory says.
+//! anything: the supervisor answers every request whatever the memory says. Its escape
+//! ([`fenced_json`]) is the one the workflow context block uses too.
 
 use legate_store::SnapshotText;
 use serde::Serialize;
@@ -37,6 +38,14 @@ fn line(specialist: &str, sha256: &str, text: &str) -> String {
         text,
     })
     .unwrap_or_default();
+    fenced_json(&json)
+}
+
+/// `json` (one line of JSON) with every character that could open or close a tag (`<`, `>`,
+/// `&`) or that a reader might take for a line break (DEL and the C1 controls, NEL among
+/// them; U+2028; U+2029) written as its `\uXXXX` escape: the same JSON, still one line, that
+/// no fence text can end. Shared with the workflow context block (`group::prompt`).
+pub(crate) fn fenced_json(json: &str) -> String {
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
         match c {
