@@ -301,7 +301,8 @@ impl Child {
                 libc::close(fd);
                 moved.map(|_| ())
             };
-            // A kernel without `mount_setattr` (before 5.12) keeps its mounts as they are.
+            // A kernel without `mount_setattr` (before 5.12) keeps its mounts as they are, and
+            // so does a root that is not a mount of its own (a chroot's: `EINVAL`).
             let set = |path: &std::ffi::CStr, recursive: bool, attr: u64| -> io::Result<()> {
                 let attr = MountAttr {
                     attr_set: attr,
@@ -320,9 +321,25 @@ impl Child {
                 .map(|_| ())
                 .or_else(|e| match e.raw_os_error() {
                     Some(libc::ENOSYS) => Ok(()),
+                    Some(libc::EINVAL) if path == c"/" => Ok(()),
                     _ => Err(e),
                 })
             };
+            let dev = !seal.devices.is_empty() || seal.pts;
+            if dev && !seal.dev_mount {
+                // `/dev` a plain directory of `/`: a mount of its own first, so that it alone
+                // turns `nodev`.
+                check(
+                    libc::mount(
+                        c"/dev".as_ptr(),
+                        c"/dev".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    )
+                    .into(),
+                )?;
+            }
             if seal.read_only {
                 for (i, path) in seal.writable.iter().enumerate() {
                     let fd = clone(path, true)?;
@@ -330,18 +347,18 @@ impl Child {
                         *slot = fd;
                     }
                 }
+                set(c"/", true, MOUNT_ATTR_RDONLY)?;
             }
+            // The kept devices are cloned read-only (no `chmod` of the host's `/dev/null`; a
+            // write to a device is not a write to its mount) and before `nodev`.
             for (i, path) in seal.devices.iter().enumerate() {
                 let fd = clone(path, false)?;
                 if let Some(slot) = self.device_fds.get_mut(i) {
                     *slot = fd;
                 }
             }
-            if seal.read_only {
-                set(c"/", true, MOUNT_ATTR_RDONLY)?;
-            }
-            if !seal.devices.is_empty() || seal.pts {
-                set(c"/dev", false, MOUNT_ATTR_NODEV)?;
+            if dev {
+                set(c"/dev", true, MOUNT_ATTR_NODEV)?;
             }
             for (fd, path) in self.device_fds.iter().zip(&seal.devices) {
                 put_back(*fd, path)?;
@@ -377,6 +394,19 @@ impl Child {
                         c"tmpfs".as_ptr(),
                         flags | libc::MS_NODEV,
                         c"mode=1777,size=64k,nr_inodes=64".as_ptr().cast(),
+                    )
+                    .into(),
+                )?;
+            }
+            if seal.mqueue {
+                // The IPC namespace's own queues, not the host's.
+                check(
+                    libc::mount(
+                        c"mqueue".as_ptr(),
+                        c"/dev/mqueue".as_ptr(),
+                        c"mqueue".as_ptr(),
+                        flags | libc::MS_NODEV,
+                        std::ptr::null(),
                     )
                     .into(),
                 )?;

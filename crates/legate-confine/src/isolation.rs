@@ -125,10 +125,13 @@ impl crate::Confinement {
             .chain(&self.isolation.visible)
             .cloned()
             .collect();
-        let mut plan = Plan::build(&self.isolation.hidden, &kept);
+        let home_hidden = Plan::build(&self.isolation.hidden, &kept).hides;
+        let mut hidden = self.isolation.hidden.clone();
+        hidden.extend(session_sockets());
+        let mut plan = Plan::build(&hidden, &kept);
         plan.seal(&self.writable);
         let report = IsolationReport {
-            home_hidden: plan.hides,
+            home_hidden,
             processes_hidden: true,
             network_isolated: ns.net,
             dies_with_legate: true,
@@ -169,6 +172,22 @@ pub(crate) struct Plan {
     pub(crate) seal: Seal,
 }
 
+/// Where the sockets of the user's session and of the machine's daemons are, covered like
+/// Legate's home: `/run` (the system and session D-Bus, through which `systemd-run` starts
+/// a command outside any sandbox; systemd's own socket; Docker's, containerd's; the Wayland
+/// and PulseAudio sockets in `$XDG_RUNTIME_DIR`; screen's), X11's and ICE's socket
+/// directories (an X server takes keystrokes for your terminal), and tmux's (`tmux
+/// send-keys` types into your shell). Connecting to a socket by its path is a right no
+/// Landlock rule governs.
+fn session_sockets() -> Vec<PathBuf> {
+    let uid = rustix::process::getuid().as_raw();
+    ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix"]
+        .into_iter()
+        .map(PathBuf::from)
+        .chain([PathBuf::from(format!("/tmp/tmux-{uid}"))])
+        .collect()
+}
+
 /// The device nodes a confined process keeps on its `nodev` `/dev`, those that exist.
 pub(crate) const DEVICES: &[&str] = &[
     "/dev/null",
@@ -186,14 +205,17 @@ pub(crate) const DEVICES: &[&str] = &[
 ///    govern (`chmod`, `chown`, `utimensat`, `setxattr`: a host file's modes, owner, times,
 ///    set-id bits and file capabilities) fails with `EROFS` everywhere the process may not
 ///    write;
-/// 3. `/dev` turns `nodev`: no block device (a raw disk would show Legate's hidden home, a
+/// 3. `/dev` turns `nodev` with every mount beneath it (a mount of its own first where it is
+///    a plain directory): no block device (a raw disk would show Legate's hidden home, a
 ///    root process keeping `CAP_DAC_OVERRIDE`), no host terminal, nothing else opens through
-///    it; the kept device nodes are put back over their names;
+///    it; the kept device nodes are put back over their names, cloned read-only (a root
+///    process keeps `CAP_CHOWN` and `CAP_FOWNER`: no `chmod 000 /dev/null` of the host's);
 /// 4. a devpts of its own (`newinstance`) covers `/dev/pts`, its `ptmx` over `/dev/ptmx`:
 ///    the process may open terminals of its own and sees none of the host's (the user's
 ///    terminal among them, where it could write escape sequences); stacked over the host's,
 ///    so the Landlock rules on `/dev/pts` and `/dev/ptmx` still hold for the new ones;
-/// 5. an empty tmpfs covers `/dev/shm` (the host's POSIX shared memory);
+/// 5. an empty tmpfs covers `/dev/shm` (the host's POSIX shared memory), and the IPC
+///    namespace's own `mqueue` covers `/dev/mqueue` (the host's POSIX message queues);
 /// 6. the writable trees are moved back, read-write, outermost first.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Seal {
@@ -205,6 +227,10 @@ pub(crate) struct Seal {
     pub(crate) pts: bool,
     /// Whether `/dev/shm` is a directory (covered then).
     pub(crate) shm: bool,
+    /// Whether `/dev/mqueue` is a directory (covered then).
+    pub(crate) mqueue: bool,
+    /// Whether `/dev` is a mount point (else it is bound onto itself first).
+    pub(crate) dev_mount: bool,
     /// Whether mounts turn read-only (not when `/` itself is writable).
     pub(crate) read_only: bool,
 }
@@ -226,6 +252,14 @@ fn resolved(paths: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Whether `path` is where a mount of this process's namespace is (`/proc/self/mountinfo`,
+/// its fifth field; octal escapes as the kernel writes them are not undone, so a path with a
+/// space is never found, and is bound onto itself, which is harmless).
+fn is_mount_point(path: &str) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .is_ok_and(|info| info.lines().any(|l| l.split(' ').nth(4) == Some(path)))
 }
 
 /// Whether `p` lies strictly beneath `dir`.
@@ -331,6 +365,8 @@ impl Plan {
                 .collect(),
             pts: Path::new("/dev/pts").is_dir() && Path::new("/dev/ptmx").exists(),
             shm: Path::new("/dev/shm").is_dir(),
+            mqueue: Path::new("/dev/mqueue").is_dir(),
+            dev_mount: is_mount_point("/dev"),
             read_only,
         };
     }
@@ -438,6 +474,34 @@ mod tests {
                 proptest::prop_assert!(covered_before, "{k:?} moved before its cover");
             }
         }
+    }
+
+    /// The seal keeps each writable tree once (the outermost of nested ones), files too, and
+    /// makes nothing read-only when `/` itself is writable; missing paths are left out.
+    #[test]
+    fn the_seal_keeps_outermost_writable_trees_and_files() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().canonicalize().unwrap();
+        let (root, inner, file) = (base.join("w"), base.join("w/inner"), base.join("f"));
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(&file, "x").unwrap();
+        let mut plan = Plan::default();
+        plan.seal(&[
+            inner.clone(),
+            root.clone(),
+            file.clone(),
+            base.join("missing"),
+        ]);
+        assert_eq!(plan.seal.writable, [c(&root), c(&file)]);
+        assert!(plan.seal.read_only);
+        assert!(
+            plan.seal
+                .devices
+                .iter()
+                .all(|d| Path::new(d.to_str().unwrap()).exists())
+        );
+        plan.seal(&[root, "/".into()]);
+        assert!(!plan.seal.read_only, "a writable / is never made read-only");
     }
 
     #[test]

@@ -40,10 +40,29 @@ impl UserMaps {
 
     /// In the child, right after `unshare(CLONE_NEWUSER | …)`: `setgroups` denied, then the
     /// maps. Async-signal-safe.
+    ///
+    /// Legate makes itself non-dumpable (`legate`'s `harden`), and a non-dumpable process's
+    /// `/proc/self` files belong to root of the first user namespace: after `unshare` the
+    /// child could not open its own `setgroups` (`EACCES`), so a Legate that is not root never
+    /// had namespaces at all. The child is dumpable for the three writes only, as runc does;
+    /// nothing else can attach meanwhile (Landlock refuses ptrace from any agent's domain,
+    /// and the child is in a user namespace of its own), and C and G make themselves
+    /// non-dumpable again before anything runs in the namespace.
     fn write(&self) -> io::Result<()> {
-        write_file(c"/proc/self/setgroups", b"deny")?;
-        write_file(c"/proc/self/uid_map", &self.uid_map)?;
-        write_file(c"/proc/self/gid_map", &self.gid_map)
+        // SAFETY: `prctl` with these options changes a flag of this process only.
+        let was = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+        if was == 0 {
+            // SAFETY: as above.
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+        }
+        let written = write_file(c"/proc/self/setgroups", b"deny")
+            .and_then(|()| write_file(c"/proc/self/uid_map", &self.uid_map))
+            .and_then(|()| write_file(c"/proc/self/gid_map", &self.gid_map));
+        if was == 0 {
+            // SAFETY: as above.
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        }
+        written
     }
 }
 

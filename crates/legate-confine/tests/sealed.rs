@@ -152,6 +152,10 @@ fn no_block_device_or_host_terminal_opens_and_own_terminals_work() {
             b.display()
         ));
     }
+    // A root process keeps `CAP_CHOWN` and `CAP_FOWNER`: the kept devices are read-only
+    // mounts, so the host's `/dev/full` keeps its mode (the same mode asked: nothing would
+    // change if it went through).
+    script.push_str("chmod 666 /dev/full; echo devchmod=$?; ls -A /run; echo run-listed; ");
     if let Some((_, t)) = &host_tty {
         script.push_str(&format!(
             "if [ -e {t} ]; then echo HOST-TTY-VISIBLE; printf x > {t} && echo HOST-TTY-WRITTEN; fi; ",
@@ -176,6 +180,25 @@ fn no_block_device_or_host_terminal_opens_and_own_terminals_work() {
         eprintln!("no block device on this host: that part is not checked");
     }
     assert!(!all.contains("HOST-TTY"), "{all}");
+    // SAFETY: `geteuid` has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(
+            all.contains("devchmod=1"),
+            "a kept device's mode could change:\n{all}"
+        );
+    }
+    // The session's and the daemons' sockets (D-Bus, systemd, Docker) are not in sight.
+    let run = all.split("run-listed").next().unwrap_or_default();
+    let listed = run.rsplit("devchmod=").next().unwrap_or_default();
+    assert_eq!(
+        listed
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .count(),
+        0,
+        "/run is not empty:\n{all}"
+    );
     if python() {
         assert!(all.contains("own-pty b'hi\\n'"), "{all}");
     }
@@ -263,6 +286,19 @@ fn the_hosts_shared_memory_and_keyrings_are_out_of_reach() {
     }
     let (_dir, root, _outside) = scratch();
     let key: libc::key_t = 0x4c47_0000 | (std::process::id() as libc::key_t & 0xffff);
+    // A POSIX message queue of the host's too.
+    let queue = format!("/legate-sealed-{}", std::process::id());
+    let cqueue = std::ffi::CString::new(queue.clone()).unwrap();
+    // SAFETY: a new queue with default attributes, closed and unlinked below.
+    let mq = unsafe {
+        libc::mq_open(
+            cqueue.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
+            0o600 as libc::mode_t,
+            std::ptr::null_mut::<libc::mq_attr>(),
+        )
+    };
+    assert!(mq >= 0, "{}", std::io::Error::last_os_error());
     // SAFETY: a new segment of one page this test removes below.
     let id = unsafe { libc::shmget(key, 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
     assert!(id >= 0, "{}", std::io::Error::last_os_error());
@@ -274,20 +310,38 @@ print(\"shm\", libc.shmget({key}, 0, 0), ctypes.get_errno())\n\
 libc.syscall.restype = ctypes.c_long\n\
 r = libc.syscall({add_key}, b\"user\", b\"planted\", b\"v\", 1, -4)\n\
 print(\"add_key\", r, ctypes.get_errno())\n\
+r = libc.syscall({keyctl}, 0, -4, 0)\n\
+print(\"keyctl\", r, ctypes.get_errno())\n\
+r = libc.syscall({request_key}, b\"user\", b\"x\", None, 0)\n\
+print(\"request_key\", r, ctypes.get_errno())\n\
+libc.mq_open.restype = ctypes.c_int\n\
+print(\"mq\", libc.mq_open(b\"{queue}\", os.O_RDONLY), ctypes.get_errno())\n\
 '",
-        add_key = libc::SYS_add_key
+        add_key = libc::SYS_add_key,
+        keyctl = libc::SYS_keyctl,
+        request_key = libc::SYS_request_key,
     );
     let out = sh(&root, &script);
-    // SAFETY: removing the segment made above.
-    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    // SAFETY: removing the segment and the queue made above.
+    unsafe {
+        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+        libc::mq_close(mq);
+        libc::mq_unlink(cqueue.as_ptr());
+    }
     let all = text(&out);
     assert!(
         all.contains(&format!("shm -1 {}", libc::ENOENT)),
         "the host's segment is visible:\n{all}"
     );
+    for call in ["add_key", "keyctl", "request_key"] {
+        assert!(
+            all.contains(&format!("{call} -1 {}", libc::EPERM)),
+            "{call} was not refused:\n{all}"
+        );
+    }
     assert!(
-        all.contains(&format!("add_key -1 {}", libc::EPERM)),
-        "a key was added:\n{all}"
+        all.contains(&format!("mq -1 {}", libc::ENOENT)),
+        "the host's message queue is visible:\n{all}"
     );
 }
 

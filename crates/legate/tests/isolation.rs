@@ -274,3 +274,42 @@ fn a_memory_bomb_is_killed_at_the_agents_memory_limit_and_the_task_goes_on() {
     let said = std::fs::read_to_string(root.join("mem.txt")).unwrap();
     assert_eq!(said.trim(), "tail: 137", "the memory bomb was not killed");
 }
+
+/// A Legate that is not root isolates its agents too, in a user namespace of each agent's
+/// own. It never did: Legate makes itself non-dumpable, and a non-dumpable child could not
+/// write its own `/proc/self/setgroups` after `unshare`, so every probe failed and agents ran
+/// with Landlock only, seeing the home. Run as `nobody` from a root test (skipped otherwise,
+/// or without `setpriv`).
+#[test]
+fn a_legate_that_is_not_root_hides_its_home_too() {
+    let root = rustix::process::geteuid().is_root();
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if !root || !setpriv || !available() {
+        eprintln!("skipped: needs root (to become nobody), setpriv and namespaces");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_legate"))
+            .args(args)
+            .current_dir(&base)
+            .env("LEGATE_HOME", base.join("home"))
+            .env("HOME", &base)
+            .output()
+            .unwrap()
+    };
+    let doctor = as_nobody(&["doctor"]);
+    let said = text(&doctor);
+    assert!(
+        said.lines().any(|l| l.contains("✔ namespaces")),
+        "no namespaces for a Legate that is not root:\n{said}"
+    );
+    let run = as_nobody(&["run", "run echo done"]);
+    let said = text(&run);
+    assert!(said.contains("home hidden: yes"), "{said}");
+    assert!(said.contains("processes hidden: yes"), "{said}");
+}
