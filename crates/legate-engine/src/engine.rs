@@ -146,8 +146,10 @@ impl Engine {
     }
 
     /// Continues a context with a new turn: a new task on the context's agent, session and
-    /// workspace (see `continuation`).
+    /// workspace (see `continuation`). A context an inbound message started is its caller's
+    /// (`INVALID_INPUT`: that caller reads every task of it).
     pub fn resume(&self, request: ContinueRequest) -> Result<Task> {
+        self.core.refuse_inbound_context(&request.context_id)?;
         self.core.resume(request)
     }
 
@@ -163,6 +165,7 @@ impl Engine {
     /// Sends a message into a context: run now, queued behind its running turn, or steered
     /// into it, by the context's delivery mode (see `continuation`).
     pub fn send_message(&self, request: MessageRequest) -> Result<MessageReceipt> {
+        self.core.refuse_inbound_context(&request.context_id)?;
         self.core.send_message(request)
     }
 

@@ -447,11 +447,59 @@ async fn an_inbound_message_never_continues_another_fronts_conversation() {
         .unwrap();
     assert!(started.task.controls.inbound);
     legate_testkit::harness::wait_state(&engine, &started.task.id, TaskState::Completed).await;
-    let mut later = legate_engine::SubmitRequest::new("hello again");
-    later.context_id = Some(started.task.context_id.clone());
-    later.workspace = WorkspaceRequest::Context;
-    let later = engine.submit(later).unwrap();
-    assert!(later.controls.inbound, "a later turn keeps the mark");
+    let ctx = started.task.context_id.clone();
+    // Its next inbound turn keeps the mark.
+    let next = engine
+        .messages()
+        .deliver(message("revisor", Some(&ctx), "hello again"))
+        .unwrap();
+    assert!(next.task.controls.inbound, "a later turn keeps the mark");
+    legate_testkit::harness::wait_state(&engine, &next.task.id, TaskState::Completed).await;
+}
+
+/// An inbound caller may name a new conversation's id itself, and reads every task of it. A
+/// task of another front naming that id (a local `legate run --context deploy-review`,
+/// believing it new; an MCP `run`, `continue` or `send_message`) would run in the caller's
+/// workspace and hand it the prompt: each is refused, and the context is as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_fronts_task_never_joins_a_conversation_an_inbound_caller_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let planted = engine
+        .messages()
+        .deliver(message(
+            "revisor",
+            Some("deploy-review"),
+            "write notes.txt: planted",
+        ))
+        .unwrap();
+    legate_testkit::harness::wait_state(&engine, &planted.task.id, TaskState::Completed).await;
+    let mut local = legate_engine::SubmitRequest::new("our secret hint is ops/db-prod");
+    local.context_id = Some("deploy-review".into());
+    let e = engine.submit(local).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
+    assert!(e.message.contains("inbound"), "{e}");
+    let e = engine
+        .resume(legate_engine::ContinueRequest {
+            context_id: "deploy-review".into(),
+            prompt: "our secret hint".into(),
+            mode: None,
+            timeout: None,
+        })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
+    let e = engine
+        .send_message(legate_engine::MessageRequest {
+            context_id: "deploy-review".into(),
+            message_id: "m1".into(),
+            text: "our secret hint".into(),
+            mode: None,
+        })
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
+    let tasks = in_context(&engine, "deploy-review");
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert!(!tasks.iter().any(|t| t.prompt.contains("secret")));
 }
 
 /// A message id is the caller's within one conversation: the same id in another context is

@@ -82,6 +82,12 @@ fn inherit(request: &SubmitRequest, last: &Task) -> Result<TaskControls> {
     if request.inbound && !last.controls.inbound {
         return Err(crate::core::inbound::not_inbound(&last.context_id));
     }
+    // And the other way: an inbound caller chose this context's id and reads its tasks, so a
+    // task of another front's would hand it the prompt and run in its workspace (a local
+    // `--context` naming it, believing it new, was read back over A2A).
+    if !request.inbound && last.controls.inbound {
+        return Err(crate::core::inbound::inbound_only(&last.context_id));
+    }
     // A continuation of a cut turn is one task; the turns after it are ordinary.
     Ok(TaskControls {
         continued_from: None,

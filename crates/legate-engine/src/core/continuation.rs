@@ -165,6 +165,8 @@ impl Core {
         );
         submit.model = last.model.clone();
         submit.message_id = message_id;
+        // The next turn of a conversation is its caller's: the origin is the context's.
+        submit.inbound = last.controls.inbound;
         self.submit_inner(submit, allow_empty)
     }
 

@@ -59,6 +59,8 @@ impl Core {
         submit.mode = Some(mode.unwrap_or(cut.mode));
         submit.timeout = Some(Duration::from_secs(cut.timeout_secs));
         submit.model = cut.model.clone();
+        // The cut turn's caller's, as every next turn of a context is (`SubmitRequest::inbound`).
+        submit.inbound = cut.controls.inbound;
         self.resolve_directory(&mut submit)?;
         let role = self.apply_role(&mut submit)?;
         let mut checked = self.check_submit(&submit, false)?;

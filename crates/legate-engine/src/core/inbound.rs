@@ -282,6 +282,26 @@ impl Core {
     }
 }
 
+impl Core {
+    /// `INVALID_INPUT` when an inbound message started `context_id` ([`inbound_only`]): for
+    /// the fronts' own next turns, which an inbound caller must not receive. An unknown
+    /// context passes (the call itself says so).
+    pub(crate) fn refuse_inbound_context(&self, context_id: &str) -> Result<()> {
+        match self.latest_task(context_id) {
+            Ok(last) if last.controls.inbound => Err(inbound_only(context_id)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A context an inbound message started, named by a task of another front: the inbound
+/// caller reads every task of it, so none of another front's may join it.
+pub(crate) fn inbound_only(context_id: &str) -> Error {
+    Error::invalid_input(format!(
+        "context {context_id} was started by an inbound (A2A) message, and its caller reads every task of it; another front's task may not continue it: choose another context id, or answer its tasks with reply"
+    ))
+}
+
 /// A known context that an inbound message did not start: not one an inbound caller may
 /// continue (its workspace may be a shared directory or a copy outside the A2A roots).
 pub(crate) fn not_inbound(context_id: &str) -> Error {

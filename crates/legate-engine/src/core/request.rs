@@ -138,9 +138,13 @@ pub struct SubmitRequest {
     /// its agent's configuration does not (`[agents.NAME] tap = true`). A reply to the task
     /// keeps its tap; a later task of the context asks again.
     pub tap: bool,
-    /// Whether an inbound message starts it ([`Messages::deliver`](crate::Messages::deliver)
-    /// sets it; see `TaskControls::inbound`). Ignored on a continuation, which keeps its
-    /// context's.
+    /// Whether an inbound message sends it ([`Messages::deliver`](crate::Messages::deliver)
+    /// sets it; see `TaskControls::inbound`). A new context takes it; a continuation must
+    /// match its context's: an inbound message may not continue a context another front
+    /// started, nor a task of another front (`legate run --context`, an MCP `run` naming a
+    /// context) one an inbound caller started and reads. A next turn
+    /// ([`Engine::resume`](crate::Engine::resume), a reply, the engine's own retries) keeps
+    /// its context's.
     pub inbound: bool,
 }
 
