@@ -301,8 +301,7 @@ impl Child {
                 libc::close(fd);
                 moved.map(|_| ())
             };
-            // A kernel without `mount_setattr` (before 5.12) keeps its mounts as they are, and
-            // so does a root that is not a mount of its own (a chroot's: `EINVAL`).
+            // A kernel without `mount_setattr` (before 5.12) keeps its mounts as they are.
             let set = |path: &std::ffi::CStr, recursive: bool, attr: u64| -> io::Result<()> {
                 let attr = MountAttr {
                     attr_set: attr,
@@ -321,7 +320,6 @@ impl Child {
                 .map(|_| ())
                 .or_else(|e| match e.raw_os_error() {
                     Some(libc::ENOSYS) => Ok(()),
-                    Some(libc::EINVAL) if path == c"/" => Ok(()),
                     _ => Err(e),
                 })
             };

@@ -119,7 +119,7 @@ impl crate::Confinement {
                 })?,
             None => (None, None),
         };
-        let kept: Vec<PathBuf> = self
+        let mut kept: Vec<PathBuf> = self
             .writable
             .iter()
             .chain(&self.isolation.visible)
@@ -128,6 +128,10 @@ impl crate::Confinement {
         let home_hidden = Plan::build(&self.isolation.hidden, &kept).hides;
         let mut hidden = self.isolation.hidden.clone();
         hidden.extend(session_sockets());
+        kept.extend(kept_in_run(
+            &std::env::var_os("PATH").unwrap_or_default(),
+            Path::new("/etc/resolv.conf"),
+        ));
         let mut plan = Plan::build(&hidden, &kept);
         plan.seal(&self.writable);
         let report = IsolationReport {
@@ -176,15 +180,44 @@ pub(crate) struct Plan {
 /// Legate's home: `/run` (the system and session D-Bus, through which `systemd-run` starts
 /// a command outside any sandbox; systemd's own socket; Docker's, containerd's; the Wayland
 /// and PulseAudio sockets in `$XDG_RUNTIME_DIR`; screen's), X11's and ICE's socket
-/// directories (an X server takes keystrokes for your terminal), and tmux's (`tmux
-/// send-keys` types into your shell). Connecting to a socket by its path is a right no
+/// directories (an X server takes keystrokes for your terminal), tmux's (`tmux send-keys`
+/// types into your shell), ssh-agent's (`/tmp/ssh-*`, and wherever `SSH_AUTH_SOCK` is: it
+/// signs as you) and Emacs's server's. Connecting to a socket by its path is a right no
 /// Landlock rule governs.
 fn session_sockets() -> Vec<PathBuf> {
     let uid = rustix::process::getuid().as_raw();
+    let agents = std::fs::read_dir("/tmp")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ssh-"))
+        .map(|e| e.path());
+    let auth_sock = std::env::var_os("SSH_AUTH_SOCK")
+        .map(PathBuf::from)
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .filter(|d| d != Path::new("/tmp") && d != Path::new("/"));
     ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix"]
         .into_iter()
         .map(PathBuf::from)
-        .chain([PathBuf::from(format!("/tmp/tmux-{uid}"))])
+        .chain([
+            PathBuf::from(format!("/tmp/tmux-{uid}")),
+            PathBuf::from(format!("/tmp/emacs{uid}")),
+        ])
+        .chain(agents)
+        .chain(auth_sock)
+        .collect()
+}
+
+/// What stays in sight under the covered `/run`: the directories of `path` (Legate's `PATH`,
+/// which agents inherit) that are there (NixOS's `/run/current-system/sw/bin` and
+/// `/run/wrappers/bin`, Guix's profiles: without them an agent has no shell), and the
+/// directory of the file `resolv` (`/etc/resolv.conf`) leads to (systemd-resolved's).
+/// Read-only, as everything but the writable paths.
+fn kept_in_run(path: &std::ffi::OsStr, resolv: &Path) -> Vec<PathBuf> {
+    let in_run = |p: PathBuf| p.canonicalize().ok().filter(|r| r.starts_with("/run"));
+    std::env::split_paths(path)
+        .filter_map(in_run)
+        .chain(in_run(resolv.to_path_buf()).and_then(|f| f.parent().map(Path::to_path_buf)))
         .collect()
 }
 
@@ -474,6 +507,26 @@ mod tests {
                 proptest::prop_assert!(covered_before, "{k:?} moved before its cover");
             }
         }
+    }
+
+    /// Under the covered `/run`, the directories of `PATH` there and the resolver's stay in
+    /// sight (a NixOS agent has no shell otherwise); nothing else of `PATH` is kept.
+    #[test]
+    fn path_directories_and_the_resolver_under_run_stay_in_sight() {
+        let dir = PathBuf::from(format!("/run/legate-kept-{}", std::process::id()));
+        if std::fs::create_dir_all(dir.join("bin")).is_err() {
+            eprintln!("skipped: /run is not writable here");
+            return;
+        }
+        std::fs::create_dir_all(dir.join("resolve")).unwrap();
+        std::fs::write(dir.join("resolve/stub.conf"), "nameserver 127.0.0.53\n").unwrap();
+        let link = tempfile::tempdir().unwrap();
+        let resolv = link.path().join("resolv.conf");
+        std::os::unix::fs::symlink(dir.join("resolve/stub.conf"), &resolv).unwrap();
+        let path = std::env::join_paths([dir.join("bin"), PathBuf::from("/usr/bin")]).unwrap();
+        let kept = kept_in_run(&path, &resolv);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(kept, [dir.join("bin"), dir.join("resolve")]);
     }
 
     /// The seal keeps each writable tree once (the outermost of nested ones), files too, and

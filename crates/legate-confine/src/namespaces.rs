@@ -44,10 +44,11 @@ impl UserMaps {
     /// Legate makes itself non-dumpable (`legate`'s `harden`), and a non-dumpable process's
     /// `/proc/self` files belong to root of the first user namespace: after `unshare` the
     /// child could not open its own `setgroups` (`EACCES`), so a Legate that is not root never
-    /// had namespaces at all. The child is dumpable for the three writes only, as runc does;
-    /// nothing else can attach meanwhile (Landlock refuses ptrace from any agent's domain,
-    /// and the child is in a user namespace of its own), and C and G make themselves
-    /// non-dumpable again before anything runs in the namespace.
+    /// had namespaces at all. The child is dumpable for the three writes only, as runc does,
+    /// and non-dumpable again before anything runs in the namespace. In that window a process
+    /// of the same user outside any confinement could attach where Yama allows it
+    /// (`ptrace_scope` 0); no agent can: Landlock refuses ptrace from its domain, and Legate's
+    /// processes are not in its PID namespace.
     fn write(&self) -> io::Result<()> {
         // SAFETY: `prctl` with these options changes a flag of this process only.
         let was = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };

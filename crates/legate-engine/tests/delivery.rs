@@ -342,15 +342,19 @@ async fn a_question_is_a_message_and_the_mode_is_inherited_and_switched() {
     assert_eq!(switched.controls.delivery_mode, DeliveryMode::Events);
     let stored = h.engine.task(next.id.as_str()).unwrap();
     assert_eq!(stored.controls.delivery_mode, DeliveryMode::Events);
+    // The conversation is the inbound caller's: its next message continues it (another
+    // front's `resume` may not: `another_fronts_task_never_joins_…` in `deliver.rs`).
     let resumed = h
         .engine
-        .resume(legate_engine::ContinueRequest {
-            context_id: next.context_id.clone(),
-            prompt: "again".into(),
-            mode: None,
-            timeout: None,
+        .messages()
+        .deliver(legate_engine::Inbound {
+            agent: "agent".into(),
+            context_id: Some(next.context_id.clone()),
+            text: "again".into(),
+            ..legate_engine::Inbound::default()
         })
-        .unwrap();
+        .unwrap()
+        .task;
     assert_eq!(resumed.controls.delivery_mode, DeliveryMode::Events);
     h.wait(&resumed.id).await;
 }

@@ -96,6 +96,11 @@ pub fn tree_sha256(selection: &Selection, limits: &CopyLimits) -> Result<String,
 /// commit tree, same borrowed project objects, `from`'s own objects copied. The new
 /// baseline's `refs/legate/start` names the tree of the new copy as handed. On any error
 /// neither directory is left.
+///
+/// `BLOCKED_FILE_DETECTED`, naming them, when the files handed on add or change any file an
+/// agent loads as its own instructions or settings (`agent_files`) against the original
+/// project: the next agent would follow an earlier agent's instructions, or run its hooks,
+/// before anyone reviewed them.
 pub fn make_handoff_copy(
     from: &Baseline,
     selection: &Selection,
@@ -117,6 +122,7 @@ pub fn make_handoff_copy(
             baseline.git().run(&["read-tree", &tree])?;
             baseline.commit_tree(&oid)?;
             let start = crate::changes::stage_tree(&baseline)?;
+            refuse_agent_files(&baseline, &tree, &start)?;
             let start_commit = crate::git_objects::write_commit(
                 &baseline.git_dir().join("objects"),
                 &parse_oid(&start)?,
@@ -143,6 +149,44 @@ pub fn make_handoff_copy(
             Err(e)
         }
     }
+}
+
+/// `BLOCKED_FILE_DETECTED` when the tree `handed` adds or changes, against the original
+/// tree `original`, a file agents load as their own instructions or settings.
+fn refuse_agent_files(baseline: &Baseline, original: &str, handed: &str) -> Result<(), Error> {
+    let out = baseline.git().run(&[
+        "diff-tree",
+        "-r",
+        "-z",
+        "--no-renames",
+        "--name-only",
+        "--diff-filter=AMT",
+        original,
+        handed,
+    ])?;
+    let found: Vec<String> = out
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .filter(|p| crate::agent_files::is_agent_file(p))
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = found.iter().take(5).map(String::as_str).collect();
+    let more = found.len().saturating_sub(shown.len());
+    Err(Error::new(
+        ErrorCode::BlockedFileDetected,
+        format!(
+            "an earlier agent added or changed {}{}, which the next agent would load as its own instructions or settings before anyone reviewed them; review the patch and integrate it, or have the copy's task restore them, then hand it on",
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ),
+    ))
 }
 
 /// The object directory `objects` borrows from (its first alternate), if any.

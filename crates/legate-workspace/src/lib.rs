@@ -37,6 +37,7 @@
 //! tree or inside a project. It decides no permissions (that is `legate-supervisor`) and keeps
 //! no records (the engine persists which task owns which copy, its reviews and evidence).
 
+mod agent_files;
 mod base;
 mod base_ahead;
 mod base_snapshots;
@@ -77,6 +78,7 @@ mod stamp;
 mod subvolume;
 mod transfer;
 
+pub use agent_files::is_agent_file;
 pub use base::{base_dir, make_copy_with_base};
 pub use base_ahead::{CopyPlaces, select_and_copy};
 pub use base_upkeep::prune as prune_bases;

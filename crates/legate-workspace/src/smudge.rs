@@ -67,13 +67,13 @@ pub(crate) fn smudge(index: &Path, root: &Path) -> Result<Smudged, Error> {
         Ok(entries) => entries,
         Err(e) => {
             tracing::warn!(
-                error = %e.message,
+                error = &e as &dyn std::error::Error,
                 "the scratch index cannot be read; git re-reads every file of the copy"
             );
             return Ok(Smudged::All);
         }
     };
-    let stale = stale_entries(&entries, root);
+    let stale = stale_entries(&entries, root)?;
     if stale.is_empty() {
         return Ok(Smudged::Entries(0));
     }
@@ -102,8 +102,10 @@ pub(crate) fn smudge(index: &Path, root: &Path) -> Result<Smudged, Error> {
 }
 
 /// The regular-file entries whose files under `root` differ from their stat data, each with
-/// the size that smudges it.
-fn stale_entries(entries: &[Entry], root: &Path) -> Vec<(usize, u32)> {
+/// the size that smudges it. `UNSAFE_PATH` for a tracked file that cannot be measured (a
+/// directory on the way the agent made unreadable): git would skip it with a warning and
+/// keep its old blob, so the patch would hide whatever the file holds now.
+fn stale_entries(entries: &[Entry], root: &Path) -> Result<Vec<(usize, u32)>, Error> {
     // Only paths a copy can hold are measured (safe, UTF-8); git judges any other.
     let files: Vec<(usize, &str)> = entries
         .iter()
@@ -116,31 +118,35 @@ fn stale_entries(entries: &[Entry], root: &Path) -> Vec<(usize, u32)> {
     files
         .iter()
         .zip(measure::measure(root, &paths))
-        .filter_map(|(&(i, _), measured)| match measured {
+        .filter_map(|(&(i, path), measured)| match measured {
             Measured::Found(now) if now.is_file() => {
                 let stat = &entries[i].stat;
-                (!is_exactly(stat, now)).then(|| (i, smudged_size(now)))
+                (!is_exactly(stat, now)).then(|| Ok((i, smudged_size(now))))
             }
-            // Gone, a link or another type, a directory on the way a link, not measurable:
-            // git sees it too, or fails.
+            Measured::Failed(e) => Some(Err(Error::caused_by(
+                ErrorCode::UnsafePath,
+                format!("{path} cannot be looked at, so the copy cannot be staged whole"),
+                e,
+            ))),
+            // Gone, a link or another type, a directory on the way a link: git sees it too.
             _ => None,
         })
         .collect()
 }
 
-/// Whether `now` has exactly the ctime, mtime, device, inode and size `stat` records, with
-/// no field that 32 bits could not hold (as `Stat::is_exactly`: no truncation can make two
-/// states look alike).
+/// Whether `now` has the ctime, mtime, device, inode and size `stat` records, each truncated
+/// to 32 bits as git records it, the times to the nanosecond. Truncation is git's own: a
+/// file on a file system of 64-bit inode numbers (XFS, bcachefs, NFS) would otherwise be
+/// hashed again at every staging, and two states that agree on every truncated field and on
+/// the ctime to the nanosecond are the same file unwritten (a write moves the ctime, and no
+/// call a user can make sets it).
 fn is_exactly(stat: &Stat, now: FileState) -> bool {
     let ((dev, ino, size, _mode), mtime, ctime) = now.parts();
-    let whole = |v: i64| u32::try_from(v).ok();
-    whole(ctime.0) == Some(stat.ctime.0)
-        && whole(ctime.1) == Some(stat.ctime.1)
-        && whole(mtime.0) == Some(stat.mtime.0)
-        && whole(mtime.1) == Some(stat.mtime.1)
-        && u64::from(stat.dev) == dev
-        && u64::from(stat.ino) == ino
-        && u64::from(stat.size) == size
+    (ctime.0 as u32, ctime.1 as u32) == stat.ctime
+        && (mtime.0 as u32, mtime.1 as u32) == stat.mtime
+        && dev as u32 == stat.dev
+        && ino as u32 == stat.ino
+        && size as u32 == stat.size
 }
 
 /// A recorded size git reads as changed for a file in state `now`: 0 (git's mark of a racily

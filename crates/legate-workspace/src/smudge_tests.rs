@@ -1,3 +1,5 @@
+//! Tests of `smudge`: only an entry whose file differs (by a nanosecond) is smudged, an
+//! index it cannot rewrite makes every entry racy, and git hashes a smudged file again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;

@@ -302,6 +302,10 @@ fn a_legate_that_is_not_root_hides_its_home_too() {
             .output()
             .unwrap()
     };
+    if !as_nobody(&["--version"]).status.success() {
+        eprintln!("skipped: nobody cannot run the built binary here");
+        return;
+    }
     let doctor = as_nobody(&["doctor"]);
     let said = text(&doctor);
     assert!(

@@ -39,6 +39,22 @@ pub(crate) struct Fence {
     pub(crate) tmp_dir: Option<PathBuf>,
 }
 
+/// The path of the session bus's socket in `env`'s `DBUS_SESSION_BUS_ADDRESS`
+/// (`unix:path=…`, the first address that has one; an abstract socket has no path, and
+/// Landlock's scopes keep it out of reach anyway).
+fn session_bus_socket(env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    let (_, address) = env.iter().find(|(k, _)| k == "DBUS_SESSION_BUS_ADDRESS")?;
+    let address = address.to_str()?;
+    address.split(';').find_map(|one| {
+        let params = one.strip_prefix("unix:")?;
+        params
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("path="))
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    })
+}
+
 fn private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -99,6 +115,13 @@ impl Fence {
             .iter()
             .fold(confinement, |c, p| c.hide(p))
             .limit(spec.limits);
+        // agy finds its login in the user's keyring through the session bus, which the
+        // sealed namespace covers with the rest of `/run`: its socket alone stays in sight.
+        // (Through that bus a process can also ask systemd to start a command outside any
+        // sandbox; documented in docs/backends/agy.md.)
+        if let Some(bus) = session_bus_socket(env) {
+            confinement = confinement.keep_visible(bus);
+        }
         if let Some(dir) = state_dir {
             // Long JSON Schemas are passed as files there (read-only for agy): keep it in
             // sight when the home is hidden.
@@ -150,6 +173,27 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use legate_core::AgentKind;
+
+    #[test]
+    fn the_session_bus_socket_is_found_in_its_address() {
+        let env = |v: &str| {
+            vec![(
+                OsString::from("DBUS_SESSION_BUS_ADDRESS"),
+                OsString::from(v),
+            )]
+        };
+        assert_eq!(
+            session_bus_socket(&env("unix:path=/run/user/1000/bus")),
+            Some(PathBuf::from("/run/user/1000/bus"))
+        );
+        assert_eq!(
+            session_bus_socket(&env("unix:abstract=/tmp/x;unix:guid=1,path=/run/b")),
+            Some(PathBuf::from("/run/b"))
+        );
+        assert_eq!(session_bus_socket(&env("unix:abstract=/tmp/dbus-x")), None);
+        assert_eq!(session_bus_socket(&env("unix:path=relative")), None);
+        assert_eq!(session_bus_socket(&[]), None);
+    }
 
     #[test]
     fn root_profile_and_private_tmp_are_writable_and_legates_state_is_not() {

@@ -289,7 +289,9 @@ impl Core {
     pub(crate) fn refuse_inbound_context(&self, context_id: &str) -> Result<()> {
         match self.latest_task(context_id) {
             Ok(last) if last.controls.inbound => Err(inbound_only(context_id)),
-            _ => Ok(()),
+            Ok(_) => Ok(()),
+            Err(e) if e.code == legate_core::ErrorCode::ContextNotFound => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

@@ -41,18 +41,25 @@ fn line(specialist: &str, sha256: &str, text: &str) -> String {
     fenced_json(&json)
 }
 
-/// `json` (one line of JSON) with every character that could open or close a tag (`<`, `>`,
-/// `&`) or that a reader might take for a line break (DEL and the C1 controls, NEL among
-/// them; U+2028; U+2029) written as its `\uXXXX` escape: the same JSON, still one line, that
-/// no fence text can end. Shared with the workflow context block (`group::prompt`).
+/// `json` with every character that could open or close a tag (`<`, `>`, `&`), that a reader
+/// might take for a line break (DEL and the C1 controls, NEL among them; U+2028; U+2029) or
+/// that a reader does not see as itself (bidirectional controls, zero-width and tag
+/// characters) written as its `\uXXXX` escape (a surrogate pair past U+FFFF): the same JSON,
+/// its own line breaks kept, that no fence text can end. Shared with the workflow, handoff
+/// and peer blocks.
 pub(crate) fn fenced_json(json: &str) -> String {
     let mut out = String::with_capacity(json.len() + 16);
     for c in json.chars() {
-        match c {
-            '<' | '>' | '&' | '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        // Every character a reader does not see as itself (`legate_core::text::is_unseen`:
+        // C1 controls, line separators, bidirectional controls, zero-width and tag
+        // characters that carry hidden ASCII) but the JSON's own line breaks.
+        if matches!(c, '<' | '>' | '&') || (c != '\n' && legate_core::text::is_unseen(c)) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
             }
-            c => out.push(c),
+        } else {
+            out.push(c);
         }
     }
     out

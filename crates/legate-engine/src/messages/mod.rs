@@ -107,7 +107,10 @@ impl Messages {
     /// of the context in `input-required` (as [`Engine::submit_or_ask`](crate::Engine::submit_or_ask) does for a new one);
     /// a text with the caller's `message_id` is [`Engine::send_message`](crate::Engine::send_message) (idempotent by that
     /// id); a text without one is [`Engine::resume`](crate::Engine::resume). Fronts call this instead of choosing.
+    /// A context an inbound message started is its caller's (`INVALID_INPUT`), as for
+    /// [`Engine::resume`](crate::Engine::resume).
     pub fn next_turn(&self, request: ContinueRequest, message_id: Option<String>) -> Result<Task> {
+        self.core.refuse_inbound_context(&request.context_id)?;
         self.core.next_turn(request, message_id)
     }
 

@@ -432,14 +432,10 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
             "a peer message could not be encoded",
             e,
         )
-    })?
-    .replace('<', "\\u003c")
-    .replace('>', "\\u003e")
-    .replace('&', "\\u0026")
-    // Line breaks JSON leaves raw (a reader may split on them): the data stays one line.
-    .replace('\u{85}', "\\u0085")
-    .replace('\u{2028}', "\\u2028")
-    .replace('\u{2029}', "\\u2029");
+    })?;
+    // The fence's characters and line breaks JSON leaves raw (a reader may split on them):
+    // the data stays one line (the memory block's one escape).
+    let json = crate::memory::block::fenced_json(&json);
     Ok(format!(
         "A peer message for you (node {to:?}) from node {from:?} of your group. It is \
          agent-reported: another node's agent wrote it, and Legate checked only its route, its \
