@@ -128,10 +128,7 @@ impl crate::Confinement {
         let home_hidden = Plan::build(&self.isolation.hidden, &kept).hides;
         let mut hidden = self.isolation.hidden.clone();
         hidden.extend(session_sockets());
-        kept.extend(kept_in_run(
-            &std::env::var_os("PATH").unwrap_or_default(),
-            Path::new("/etc/resolv.conf"),
-        ));
+        kept.extend(kept_resolver(Path::new("/etc/resolv.conf")));
         let mut plan = Plan::build(&hidden, &kept);
         plan.seal(&self.writable);
         let report = IsolationReport {
@@ -176,49 +173,82 @@ pub(crate) struct Plan {
     pub(crate) seal: Seal,
 }
 
-/// Where the sockets of the user's session and of the machine's daemons are, covered like
-/// Legate's home: `/run` (the system and session D-Bus, through which `systemd-run` starts
-/// a command outside any sandbox; systemd's own socket; Docker's, containerd's; the Wayland
-/// and PulseAudio sockets in `$XDG_RUNTIME_DIR`; screen's), X11's and ICE's socket
-/// directories (an X server takes keystrokes for your terminal), tmux's (`tmux send-keys`
-/// types into your shell), ssh-agent's (`/tmp/ssh-*`, and wherever `SSH_AUTH_SOCK` is: it
-/// signs as you) and Emacs's server's. Connecting to a socket by its path is a right no
-/// Landlock rule governs.
+/// Where the sockets of the users' sessions and of the machine's daemons are, covered like
+/// Legate's home (each that exists): the session buses, Wayland and PulseAudio sockets of
+/// every user (`/run/user`: through the session D-Bus `systemd-run --user` starts a command
+/// outside any sandbox), the system bus and systemd's own sockets (`/run/dbus`,
+/// `/run/systemd`, but the resolver file `/etc/resolv.conf` leads to), Docker's,
+/// containerd's, Podman's, snapd's and screen's, X11's and ICE's socket directories (an X
+/// server takes keystrokes for your terminal), and, in `/tmp`, tmux's (`tmux send-keys`
+/// types into your shell), Emacs's server's and ssh-agent's (it signs as you), plus the
+/// socket `SSH_AUTH_SOCK` names. Connecting to a socket by its path is a right no Landlock
+/// rule governs. The rest of `/run` stays (NixOS's `/run/current-system` and
+/// `/run/wrappers` hold the system's programs).
+///
+/// A path in `/tmp` counts only when it is a directory (or, for `SSH_AUTH_SOCK`, a socket)
+/// itself, not a link, and owned by this user or root: another user's `/tmp/ssh-x -> /usr`
+/// must not make Legate cover `/usr` for every agent.
 fn session_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let uid = rustix::process::getuid().as_raw();
-    let agents = std::fs::read_dir("/tmp")
+    let ours = |p: &Path, socket: bool| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| {
+            let kind = m.file_type();
+            (m.uid() == uid || m.uid() == 0)
+                && if socket {
+                    kind.is_socket()
+                } else {
+                    kind.is_dir()
+                }
+        })
+    };
+    let in_tmp = std::fs::read_dir("/tmp")
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("ssh-"))
-        .map(|e| e.path());
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            name.is_some_and(|n| {
+                n.starts_with("ssh-")
+                    || n == format!("tmux-{uid}")
+                    || n == format!("emacs{uid}")
+                    || n == ".X11-unix"
+                    || n == ".ICE-unix"
+            })
+        })
+        .filter(|p| ours(p, false));
     let auth_sock = std::env::var_os("SSH_AUTH_SOCK")
         .map(PathBuf::from)
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .filter(|d| d != Path::new("/tmp") && d != Path::new("/"));
-    ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix"]
-        .into_iter()
-        .map(PathBuf::from)
-        .chain([
-            PathBuf::from(format!("/tmp/tmux-{uid}")),
-            PathBuf::from(format!("/tmp/emacs{uid}")),
-        ])
-        .chain(agents)
-        .chain(auth_sock)
-        .collect()
+        .filter(|p| p.is_absolute() && ours(p, true));
+    [
+        "/run/user",
+        "/run/dbus",
+        "/run/systemd",
+        "/run/docker.sock",
+        "/run/docker",
+        "/run/containerd",
+        "/run/podman",
+        "/run/snapd.socket",
+        "/run/snapd-snap.socket",
+        "/run/screen",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .filter(|p| std::fs::symlink_metadata(p).is_ok())
+    .chain(in_tmp)
+    .chain(auth_sock)
+    .collect()
 }
 
-/// What stays in sight under the covered `/run`: the directories of `path` (Legate's `PATH`,
-/// which agents inherit) that are there (NixOS's `/run/current-system/sw/bin` and
-/// `/run/wrappers/bin`, Guix's profiles: without them an agent has no shell), and the
-/// directory of the file `resolv` (`/etc/resolv.conf`) leads to (systemd-resolved's).
-/// Read-only, as everything but the writable paths.
-fn kept_in_run(path: &std::ffi::OsStr, resolv: &Path) -> Vec<PathBuf> {
-    let in_run = |p: PathBuf| p.canonicalize().ok().filter(|r| r.starts_with("/run"));
-    std::env::split_paths(path)
-        .filter_map(in_run)
-        .chain(in_run(resolv.to_path_buf()).and_then(|f| f.parent().map(Path::to_path_buf)))
-        .collect()
+/// The resolver file `resolv` (`/etc/resolv.conf`) leads to, when it is a file under a
+/// covered directory (systemd-resolved's, in `/run/systemd/resolve`): that one file stays in
+/// sight, read-only, never the resolver's socket beside it.
+fn kept_resolver(resolv: &Path) -> Option<PathBuf> {
+    resolv
+        .canonicalize()
+        .ok()
+        .filter(|f| f.starts_with("/run/systemd") && f.is_file())
 }
 
 /// The device nodes a confined process keeps on its `nodev` `/dev`, those that exist.
@@ -509,24 +539,31 @@ mod tests {
         }
     }
 
-    /// Under the covered `/run`, the directories of `PATH` there and the resolver's stay in
-    /// sight (a NixOS agent has no shell otherwise); nothing else of `PATH` is kept.
+    /// A `/tmp` entry another user planted (a link to `/usr`) is never covered, nor one
+    /// owned by another user; the resolver file under `/run/systemd` is kept, alone.
     #[test]
-    fn path_directories_and_the_resolver_under_run_stay_in_sight() {
-        let dir = PathBuf::from(format!("/run/legate-kept-{}", std::process::id()));
-        if std::fs::create_dir_all(dir.join("bin")).is_err() {
-            eprintln!("skipped: /run is not writable here");
-            return;
-        }
-        std::fs::create_dir_all(dir.join("resolve")).unwrap();
-        std::fs::write(dir.join("resolve/stub.conf"), "nameserver 127.0.0.53\n").unwrap();
-        let link = tempfile::tempdir().unwrap();
-        let resolv = link.path().join("resolv.conf");
-        std::os::unix::fs::symlink(dir.join("resolve/stub.conf"), &resolv).unwrap();
-        let path = std::env::join_paths([dir.join("bin"), PathBuf::from("/usr/bin")]).unwrap();
-        let kept = kept_in_run(&path, &resolv);
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(kept, [dir.join("bin"), dir.join("resolve")]);
+    fn only_this_users_own_socket_directories_in_tmp_are_covered() {
+        let link = PathBuf::from(format!("/tmp/ssh-legate-test-link-{}", std::process::id()));
+        let dir = PathBuf::from(format!("/tmp/ssh-legate-test-dir-{}", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/usr", &link).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let covered = session_sockets();
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        assert!(
+            !covered.contains(&link),
+            "a planted link is covered: {covered:?}"
+        );
+        assert!(covered.contains(&dir), "{covered:?}");
+        assert!(
+            !covered.iter().any(|p| p == Path::new("/run")),
+            "{covered:?}"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let resolv = tmp.path().join("resolv.conf");
+        std::fs::write(&resolv, "nameserver 127.0.0.53\n").unwrap();
+        assert_eq!(kept_resolver(&resolv), None, "a file outside /run/systemd");
     }
 
     /// The seal keeps each writable tree once (the outermost of nested ones), files too, and

@@ -497,6 +497,19 @@ async fn another_fronts_task_never_joins_a_conversation_an_inbound_caller_starte
         })
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
+    let e = engine
+        .messages()
+        .next_turn(
+            legate_engine::ContinueRequest {
+                context_id: "deploy-review".into(),
+                prompt: "our secret hint".into(),
+                mode: None,
+                timeout: None,
+            },
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput, "{e}");
     let tasks = in_context(&engine, "deploy-review");
     assert_eq!(tasks.len(), 1, "{tasks:?}");
     assert!(!tasks.iter().any(|t| t.prompt.contains("secret")));

@@ -440,6 +440,25 @@ pub(crate) async fn update(
         return Err(bad_update("give exactly one input response"));
     };
     if !input_requests.contains_key(key) {
+        // A question of this task's asked before the one it waits on now (a second answer
+        // that lost the race to the first, whose turn asked again): the engine's refusal. A
+        // key naming no question asked is a bad update.
+        let seq = |k: &str| {
+            k.strip_prefix(REPLY_KEY)
+                .and_then(|n| n.parse::<u64>().ok())
+        };
+        let waiting = input_requests.keys().filter_map(|k| seq(k)).max();
+        if let (Some(named), Some(waiting)) = (seq(key), waiting)
+            && named < waiting
+        {
+            return Err(Error::new(
+                ErrorCode::TaskNotAwaitingInput,
+                format!(
+                    "{key:?} is no longer waiting: {} has moved on since",
+                    call.record.id
+                ),
+            ));
+        }
         return Err(bad_update(format!(
             "{key:?} is not an outstanding input request of {}",
             call.record.id

@@ -8,9 +8,10 @@
 //! that takes another's files), the next agent's adapter would load it as trusted
 //! instructions, or run its hooks (`.claude/settings.json`) with no permission asked, before
 //! anyone reviewed the patch that holds it. This module owns recognising such paths, by
-//! name and in any letter case (a case-folding file system reads `Claude.md` as
-//! `CLAUDE.md`). It never reads a file and never decides what to do about one (`handoff`
-//! refuses the copy).
+//! name and in any ASCII letter case (a case-folding file system reads `Claude.md` as
+//! `CLAUDE.md`; Unicode case folding, `ſ` for `s`, is not matched). It never reads a file and
+//! never decides what to do about one (`handoff` refuses the copy). A file such a file only
+//! points at (an `@`-import of `CLAUDE.md`, a script a project's own hook runs) is not one.
 
 /// File names agents load as instructions or settings, wherever they are (compared ignoring
 /// ASCII case).
@@ -18,6 +19,7 @@ const NAMES: &[&str] = &[
     "claude.md",
     "claude.local.md",
     "agents.md",
+    "agents.override.md",
     "agent.md",
     "gemini.md",
     ".mcp.json",
@@ -62,6 +64,7 @@ mod tests {
             "CLAUDE.md",
             "sub/dir/claude.md",
             "AGENTS.md",
+            "sub/AGENTS.override.md",
             "GEMINI.md",
             ".mcp.json",
             ".claude/settings.json",

@@ -151,8 +151,9 @@ pub fn make_handoff_copy(
     }
 }
 
-/// `BLOCKED_FILE_DETECTED` when the tree `handed` adds or changes, against the original
-/// tree `original`, a file agents load as their own instructions or settings.
+/// `BLOCKED_FILE_DETECTED` when the tree `handed` adds, changes or deletes, against the
+/// original tree `original`, a file agents load as their own instructions or settings (a
+/// deleted one may be the project's guard: a hook that refuses, a rule that restricts).
 fn refuse_agent_files(baseline: &Baseline, original: &str, handed: &str) -> Result<(), Error> {
     let out = baseline.git().run(&[
         "diff-tree",
@@ -160,7 +161,7 @@ fn refuse_agent_files(baseline: &Baseline, original: &str, handed: &str) -> Resu
         "-z",
         "--no-renames",
         "--name-only",
-        "--diff-filter=AMT",
+        "--diff-filter=ADMT",
         original,
         handed,
     ])?;
@@ -178,7 +179,7 @@ fn refuse_agent_files(baseline: &Baseline, original: &str, handed: &str) -> Resu
     Err(Error::new(
         ErrorCode::BlockedFileDetected,
         format!(
-            "an earlier agent added or changed {}{}, which the next agent would load as its own instructions or settings before anyone reviewed them; review the patch and integrate it, or have the copy's task restore them, then hand it on",
+            "an earlier agent added, changed or deleted {}{}, which the next agent would load as its own instructions or settings before anyone reviewed them; review the patch and integrate it, or have the copy's task restore them, then hand it on",
             shown.join(", "),
             if more > 0 {
                 format!(" and {more} more")

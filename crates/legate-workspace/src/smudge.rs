@@ -9,7 +9,8 @@
 //! (`staging`), so such a rewrite still shows there: this module measures each regular file's
 //! entry in the copy (`measure`: `lstat` beneath the root, no link followed) and smudges every
 //! entry whose state differs from it in ctime or mtime (seconds and nanoseconds), device,
-//! inode or size, or holds a value 32 bits cannot, the way git smudges a racily clean entry:
+//! inode or size, each truncated to 32 bits as git records it, the way git smudges a racily
+//! clean entry:
 //! its recorded size is set to one the file does not have (0, git's own mark, which git reads
 //! as changed for any blob but the empty one; 1 where the file's size, truncated as git
 //! truncates it, is 0), so git hashes the file again. The scratch index is then rewritten
@@ -20,8 +21,10 @@
 //!
 //! It works on a scratch index only and decides nothing about content: it never changes a
 //! blob id, a mode or a path, never drops or adds an entry, never reads a file or follows a
-//! link, and never smudges the baseline's own index. A file that is gone, not a regular file
-//! or cannot be measured is left for git to judge, as is an entry that is not a regular file.
+//! link, and never smudges the baseline's own index. A file that is gone or not a regular file
+//! is left for git to judge, as is an entry that is not a regular file; a tracked file that
+//! cannot be measured (a directory on the way unreadable) is `UNSAFE_PATH`: git would skip it
+//! with a warning and keep its old blob.
 
 use crate::file_state::FileState;
 use crate::git_index::{self, Entry, Stat};
@@ -57,8 +60,9 @@ impl Smudged {
 }
 
 /// Smudges the entries of the scratch index at `index` whose files under `root` (the copy)
-/// no longer have exactly their stat data. An error only when the rewrite could not be
-/// written (the scratch index may then be half-written).
+/// no longer have exactly their stat data. An error when a tracked file cannot be measured
+/// (`UNSAFE_PATH`), or when the rewrite could not be written (the scratch index may then be
+/// half-written).
 pub(crate) fn smudge(index: &Path, root: &Path) -> Result<Smudged, Error> {
     let mut entries = match std::fs::read(index)
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "the scratch index cannot be read", e))

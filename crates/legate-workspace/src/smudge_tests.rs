@@ -219,3 +219,33 @@ fn the_fallback_mtime_makes_git_read_every_file_again() {
     let id = staged(&git, &index, Smudged::All.index_mtime(SystemTime::now()));
     assert_eq!(git.run(&["cat-file", "-p", &id]).unwrap(), AFTER);
 }
+
+/// A tracked file that cannot be measured (here its name is longer than a file system takes:
+/// `ENAMETOOLONG`; an unreadable directory as a user that is not root does the same) is
+/// refused: git would skip it with a warning and keep its old blob.
+#[test]
+fn a_tracked_file_that_cannot_be_measured_refuses_the_staging() {
+    let (_tmp, root, index) = copy_of(&[("a.txt", BEFORE), ("d/x", BEFORE)]);
+    let mut long = entry(&root, "a.txt", [1; OID_LEN]);
+    long.path = format!("d/{}", "n".repeat(300)).into_bytes();
+    let entries = vec![entry(&root, "a.txt", [1; OID_LEN]), long];
+    fs::write(&index, git_index::write_v2(&entries)).unwrap();
+    let err = smudge(&index, &root).unwrap_err();
+    assert_eq!(err.code, ErrorCode::UnsafePath, "{err}");
+    assert!(err.message.contains("cannot be looked at"), "{err}");
+}
+
+/// Fields are compared as git records them, truncated to 32 bits: a state whose inode only
+/// differs above the low 32 bits is the same entry (no re-hash at every staging on a file
+/// system of 64-bit inode numbers); one a nanosecond off is not.
+#[test]
+fn fields_are_compared_truncated_as_git_records_them() {
+    let (_tmp, root, _index) = copy_of(&[("a.txt", BEFORE)]);
+    let e = entry(&root, "a.txt", [1; OID_LEN]);
+    let now = FileState::of(&fs::symlink_metadata(root.join("a.txt")).unwrap());
+    let ((dev, ino, size, mode), mtime, ctime) = now.parts();
+    let high = FileState::from_parts((dev, ino | (1 << 40), size, mode), mtime, ctime);
+    assert!(is_exactly(&e.stat, high));
+    let off = FileState::from_parts((dev, ino, size, mode), mtime, (ctime.0, ctime.1 ^ 1));
+    assert!(!is_exactly(&e.stat, off));
+}

@@ -40,8 +40,8 @@ pub(crate) struct Fence {
 }
 
 /// The path of the session bus's socket in `env`'s `DBUS_SESSION_BUS_ADDRESS`
-/// (`unix:path=…`, the first address that has one; an abstract socket has no path, and
-/// Landlock's scopes keep it out of reach anyway).
+/// (`unix:path=…`, the first address that has one; an abstract socket has no path, and is
+/// out of reach in a network namespace of its own, or under Landlock's scopes, ABI 6).
 fn session_bus_socket(env: &[(OsString, OsString)]) -> Option<PathBuf> {
     let (_, address) = env.iter().find(|(k, _)| k == "DBUS_SESSION_BUS_ADDRESS")?;
     let address = address.to_str()?;
@@ -115,11 +115,14 @@ impl Fence {
             .iter()
             .fold(confinement, |c, p| c.hide(p))
             .limit(spec.limits);
-        // agy finds its login in the user's keyring through the session bus, which the
-        // sealed namespace covers with the rest of `/run`: its socket alone stays in sight.
-        // (Through that bus a process can also ask systemd to start a command outside any
-        // sandbox; documented in docs/backends/agy.md.)
-        if let Some(bus) = session_bus_socket(env) {
+        // agy finds a keyring login through the session bus, which the sealed namespace
+        // covers (`/run/user`): its socket alone stays in sight, and only when agy has no key
+        // of its own to use instead. Through that bus a process can also ask the session's
+        // systemd to start a command outside any sandbox (docs/backends/agy.md).
+        let has_key = env
+            .iter()
+            .any(|(k, _)| k == "GEMINI_API_KEY" || k == "GOOGLE_APPLICATION_CREDENTIALS");
+        if let Some(bus) = session_bus_socket(env).filter(|_| !has_key) {
             confinement = confinement.keep_visible(bus);
         }
         if let Some(dir) = state_dir {

@@ -3,11 +3,12 @@
 //!
 //! This module owns that text. Each entry is one JSON object on one line inside a
 //! `<legate-memory>` fence, with `<`, `>` and `&` escaped and every character a reader might
-//! take for a line break escaped too, so that no entry text can close the fence, start a line
-//! of its own, or pass for Legate's words. The head says what the block is: data the caller
+//! take for a line break, or does not see as itself (bidirectional controls, zero-width and
+//! tag characters), escaped too, so that no entry text can close the fence, start a line of
+//! its own, hide text, or pass for Legate's words. The head says what the block is: data the caller
 //! selected, to check, never an instruction and never a permission. It never decides
 //! anything: the supervisor answers every request whatever the memory says. Its escape
-//! ([`fenced_json`]) is the one the workflow context block uses too.
+//! ([`fenced_json`]) is the one the workflow, handoff and peer blocks use too.
 
 use legate_store::SnapshotText;
 use serde::Serialize;
