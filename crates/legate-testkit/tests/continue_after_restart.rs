@@ -12,7 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use legate_core::{ErrorCode, EventKind, Task, TaskState};
-use legate_engine::{ContinueRequest, Engine, Inbound, Route, SubmitRequest, TaskFilter};
+use legate_engine::{Engine, Inbound, Route, SubmitRequest, TaskFilter};
 use legate_testkit::sessions::{LIFECYCLE_LOG, SESSIONS_ENV, STORE_DIR};
 use legate_testkit::{EngineHarness, TestAgent};
 use std::path::{Path, PathBuf};
@@ -127,16 +127,19 @@ fn own_process_group() -> i32 {
     rest.split(' ').nth(2).unwrap().parse().unwrap()
 }
 
-/// A new turn of the test's context.
+/// A new turn of the test's context, as its caller sends one: an inbound message started
+/// the context, and no other front may join it (`another_fronts_task_never_joins_…`).
 fn resume(engine: &Engine, prompt: &str) -> Task {
     engine
-        .resume(ContinueRequest {
-            context_id: CONTEXT.into(),
-            prompt: prompt.into(),
-            mode: None,
-            timeout: None,
+        .messages()
+        .deliver(Inbound {
+            agent: "agent".into(),
+            context_id: Some(CONTEXT.into()),
+            text: prompt.into(),
+            ..Inbound::default()
         })
         .unwrap()
+        .task
 }
 
 fn code(result: legate_core::Result<Task>) -> ErrorCode {

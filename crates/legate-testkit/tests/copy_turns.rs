@@ -21,10 +21,10 @@ fn harness() -> EngineHarness {
 
 /// Runs the first turn of a copy context; returns it completed.
 async fn first_turn(h: &EngineHarness, prompt: &str) -> Task {
-    let mut req = h.on_copy(prompt);
-    // Started as an inbound message starts one, so that every front's way of starting the
-    // next turn, `deliver` included, reaches the context.
-    req.inbound = true;
+    // Started by a local front: its next turns come through `resume`, `send_message` and
+    // `next_turn` (an inbound message may not continue it, nor another front an inbound
+    // caller's: `deliver.rs`).
+    let req = h.on_copy(prompt);
     let done = h.run(req).await;
     assert_eq!(done.state, TaskState::Completed, "{:?}", done.error);
     done
@@ -191,9 +191,18 @@ async fn two_turns_accumulate_in_one_copy_and_integrate_together() {
             })
             .map(|d| d.task),
     ];
-    for r in refusals {
-        assert_eq!(r.unwrap_err().code, ErrorCode::CopyClosed);
-    }
+    let codes: Vec<ErrorCode> = refusals.into_iter().map(|r| r.unwrap_err().code).collect();
+    // The local fronts' ways meet the closed copy; an inbound message never reaches a
+    // context another front started.
+    assert_eq!(
+        codes,
+        [
+            ErrorCode::CopyClosed,
+            ErrorCode::CopyClosed,
+            ErrorCode::CopyClosed,
+            ErrorCode::InvalidInput
+        ]
+    );
     let after = h
         .engine
         .tasks(&legate_engine::TaskFilter {
