@@ -71,6 +71,16 @@ fn instructions_an_earlier_agent_planted_are_never_handed_on() {
             "{path}: left behind"
         );
     }
+    // Deleting the project's own (a guard: a hook that refuses, a rule that restricts) is
+    // refused too.
+    let (copy, b) = f.copy_as("deleted", &[]);
+    fs::remove_file(copy.copy_directory.join("AGENTS.md")).unwrap();
+    let limits = CopyLimits::default();
+    let sel = copy_selection(&b, &SecretPatterns::default(), &limits).unwrap();
+    let (to_copy, to_base) = (f.home.join("copies/hd"), f.home.join("baselines/hd"));
+    let err = make_handoff_copy(&b, &sel, &to_copy, &to_base, &limits).unwrap_err();
+    assert_eq!(err.code, ErrorCode::BlockedFileDetected, "{err}");
+    assert!(err.message.contains("AGENTS.md"), "{err}");
 }
 
 #[test]
