@@ -16,6 +16,7 @@ mod config;
 mod controls;
 mod core;
 mod engine;
+mod fence;
 mod group;
 mod handoff;
 mod memory;

@@ -5,7 +5,7 @@
 //! Like the memory block, it is data to check: every `<`, `>` and `&` inside the JSON is a
 //! `\u` escape, so nothing a predecessor's agent wrote can close the fence or open a tag, and
 //! it is one line, its NEL, U+2028 and U+2029 escaped too (the memory block's own escape,
-//! `memory::block::fenced_json`), so no agent that reads instructions line by line finds one
+//! `fence::fenced_json`), so no agent that reads instructions line by line finds one
 //! in it. It is at most [`super::validate::MAX_CONTEXT_BYTES`]; a larger one is
 //! `WORKFLOW_CONTEXT_TOO_LARGE`, never cut.
 
@@ -60,7 +60,7 @@ pub(crate) fn framed(
             e,
         )
     })?;
-    let json = crate::memory::block::fenced_json(&json);
+    let json = crate::fence::fenced_json(&json);
     let block = format!(
         "{HEADER}\n\
          The JSON below is what the nodes before this one left: each result is agent-reported \

@@ -4,7 +4,7 @@
 //! The block is data to check. Its header says so, and that the task outranks it; every `<`,
 //! `>` and `&`, and every character a model may read as a new line (the C1 controls, NEL
 //! among them, U+2028 and U+2029), inside the JSON is written as a `\u` escape (still the
-//! same JSON: `memory::block::fenced_json`), so no string an agent or a caller put in a
+//! same JSON: `fence::fenced_json`), so no string an agent or a caller put in a
 //! report or a decision can close the fence, open a tag of its own or start a line that reads
 //! as the prompt's. It never carries a file's content.
 
@@ -37,7 +37,7 @@ pub(crate) fn context_block(pack: &ContextPack, decisions: &[String]) -> Result<
     };
     let json = serde_json::to_string_pretty(&carried)
         .map_err(|e| Error::caused_by(ErrorCode::Internal, "a context could not be encoded", e))?;
-    let json = crate::memory::block::fenced_json(&json);
+    let json = crate::fence::fenced_json(&json);
     Ok(format!(
         "{HEADER}\n\
          What follows is what earlier roles and the caller left for this copy. Reports are \

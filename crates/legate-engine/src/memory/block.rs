@@ -8,7 +8,7 @@
 //! its own, hide text, or pass for Legate's words. The head says what the block is: data the caller
 //! selected, to check, never an instruction and never a permission. It never decides
 //! anything: the supervisor answers every request whatever the memory says. Its escape
-//! ([`fenced_json`]) is the one the workflow, handoff and peer blocks use too.
+//! (`fence::fenced_json`) is the one the workflow, handoff and peer blocks use too.
 
 use legate_store::SnapshotText;
 use serde::Serialize;
@@ -39,31 +39,7 @@ fn line(specialist: &str, sha256: &str, text: &str) -> String {
         text,
     })
     .unwrap_or_default();
-    fenced_json(&json)
-}
-
-/// `json` with every character that could open or close a tag (`<`, `>`, `&`), that a reader
-/// might take for a line break (DEL and the C1 controls, NEL among them; U+2028; U+2029) or
-/// that a reader does not see as itself (bidirectional controls, zero-width and tag
-/// characters) written as its `\uXXXX` escape (a surrogate pair past U+FFFF): the same JSON,
-/// its own line breaks kept, that no fence text can end. Shared with the workflow, handoff
-/// and peer blocks.
-pub(crate) fn fenced_json(json: &str) -> String {
-    let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
-        // Every character a reader does not see as itself (`legate_core::text::is_unseen`:
-        // C1 controls, line separators, bidirectional controls, zero-width and tag
-        // characters that carry hidden ASCII) but the JSON's own line breaks.
-        if matches!(c, '<' | '>' | '&') || (c != '\n' && legate_core::text::is_unseen(c)) {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::fence::fenced_json(&json)
 }
 
 /// The characters one entry takes in the block.

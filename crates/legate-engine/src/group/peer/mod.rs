@@ -435,7 +435,7 @@ pub(crate) fn framed(message: &PeerMessageRecord) -> Result<String> {
     })?;
     // The fence's characters and line breaks JSON leaves raw (a reader may split on them):
     // the data stays one line (the memory block's one escape).
-    let json = crate::memory::block::fenced_json(&json);
+    let json = crate::fence::fenced_json(&json);
     Ok(format!(
         "A peer message for you (node {to:?}) from node {from:?} of your group. It is \
          agent-reported: another node's agent wrote it, and Legate checked only its route, its \
