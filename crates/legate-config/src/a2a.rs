@@ -38,6 +38,8 @@ pub struct A2aTable {
     header_timeout_secs: Option<u64>,
     body_timeout_secs: Option<u64>,
     max_connections: Option<usize>,
+    tls_cert_file: Option<PathBuf>,
+    tls_key_file: Option<PathBuf>,
 }
 
 /// The A2A front's resolved settings.
@@ -75,6 +77,8 @@ pub struct A2aSettings {
     pub agents: Vec<String>,
     /// Read timeouts and the connection cap.
     pub limits: legate_a2a::ServeOptions,
+    /// Serve HTTPS with these files instead of plain HTTP (read when the server starts).
+    pub tls: Option<front::TlsFiles>,
 }
 
 /// Resolves `[a2a]` and its environment override (`LEGATE_A2A_TOKEN`).
@@ -136,6 +140,7 @@ pub fn resolve(
         table.body_timeout_secs,
         table.max_connections,
     )?;
+    let tls = front::tls_files("a2a", table.tls_cert_file, table.tls_key_file)?;
     let mut copy_roots = Vec::new();
     for root in table.copy_roots.unwrap_or_default() {
         if !root.is_absolute() {
@@ -174,6 +179,7 @@ pub fn resolve(
         // Filled by `config::load_in` once the agents are known.
         agents: Vec::new(),
         limits,
+        tls,
     })
 }
 
@@ -195,6 +201,34 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         resolve(w.a2a, Path::new("/tmp/lh"), &|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn tls_takes_both_files_as_absolute_paths() {
+        let s = resolve_text(
+            "[a2a]\ntls_cert_file = \"/etc/legate/cert.pem\"\ntls_key_file = \"/etc/legate/key.pem\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            s.tls,
+            Some(front::TlsFiles {
+                cert: "/etc/legate/cert.pem".into(),
+                key: "/etc/legate/key.pem".into()
+            })
+        );
+        assert!(resolve_text("", &[]).unwrap().tls.is_none());
+        for (text, wanted) in [
+            ("[a2a]\ntls_cert_file = \"/c.pem\"\n", "go together"),
+            ("[a2a]\ntls_key_file = \"/k.pem\"\n", "go together"),
+            (
+                "[a2a]\ntls_cert_file = \"c.pem\"\ntls_key_file = \"/k.pem\"\n",
+                "a2a.tls_cert_file must be an absolute path",
+            ),
+        ] {
+            let e = resolve_text(text, &[]).unwrap_err().to_string();
+            assert!(e.contains(wanted), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub(crate) struct AgentTable {
     agent: Option<String>,
     max_transfer_bytes: Option<u64>,
     allow_unsupervised: Option<bool>,
+    /// The CA certificates an `https://` remote's certificate is checked against (absolute).
+    tls_ca_file: Option<PathBuf>,
+    /// Whether the bearer token may cross a network over plain `http://`.
+    allow_plain_http: Option<bool>,
     args: Option<Vec<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -197,6 +201,8 @@ pub(crate) fn resolve(
             ("agent", table.agent.is_some()),
             ("max_transfer_bytes", table.max_transfer_bytes.is_some()),
             ("allow_unsupervised", table.allow_unsupervised.is_some()),
+            ("tls_ca_file", table.tls_ca_file.is_some()),
+            ("allow_plain_http", table.allow_plain_http.is_some()),
         ] {
             if set {
                 refuse!(
@@ -397,7 +403,7 @@ fn remote_agent(
     ] {
         if set {
             refuse!(
-                "agents.{name}.{field} is a local command's; a remote agent (kind = \"a2a\") takes url, token_env or token_file, agent, max_transfer_bytes, allow_unsupervised"
+                "agents.{name}.{field} is a local command's; a remote agent (kind = \"a2a\") takes url, token_env or token_file, agent, max_transfer_bytes, allow_unsupervised, tls_ca_file, allow_plain_http"
             );
         }
     }
@@ -441,6 +447,14 @@ fn remote_agent(
     if table.max_transfer_bytes == Some(0) {
         refuse!("agents.{name}.max_transfer_bytes must be at least 1");
     }
+    if let Some(path) = &table.tls_ca_file
+        && !path.is_absolute()
+    {
+        refuse!(
+            "agents.{name}.tls_ca_file must be an absolute path (got {})",
+            path.display()
+        );
+    }
     let mut spec = AgentSpec::url(name, kind, url);
     spec.description = table.description;
     if let legate_core::Transport::Url(remote) = &mut spec.transport {
@@ -448,6 +462,13 @@ fn remote_agent(
         remote.agent = table.agent;
         remote.max_transfer_bytes = table.max_transfer_bytes;
         remote.allow_unsupervised = table.allow_unsupervised.unwrap_or(false);
+        remote.tls_ca_file = table.tls_ca_file;
+        remote.allow_plain_http = table.allow_plain_http.unwrap_or(false);
+        if legate_remote::tls::token_in_clear(remote) {
+            refuse!(
+                "agents.{name}.url is plain http:// to another machine: its bearer token would cross the network in clear; use https://, or set allow_plain_http = true on a network you trust"
+            );
+        }
     }
     Ok(spec)
 }
@@ -741,6 +762,52 @@ mod tests {
         // A url without kind is an a2a agent too.
         let c = resolve_text("[agents.r]\nurl = \"http://127.0.0.1:9/\"\n", &[]).unwrap();
         assert_eq!(c.agents["r"].kind.as_str(), "a2a");
+    }
+
+    #[test]
+    fn a_token_over_plain_http_to_another_machine_is_refused_unless_allowed() {
+        let far = "[agents.far]\nkind = \"a2a\"\ntoken_env = \"FAR_TOKEN\"\n";
+        let e = format!(
+            "{:#}",
+            resolve_text(&format!("{far}url = \"http://10.0.0.7:8080/\"\n"), &[]).unwrap_err()
+        );
+        assert!(
+            e.contains("agents.far.url") && e.contains("in clear"),
+            "{e}"
+        );
+        for ok in [
+            "url = \"http://10.0.0.7:8080/\"\nallow_plain_http = true\n",
+            "url = \"https://build-1.example/\"\ntls_ca_file = \"/etc/legate/ca.pem\"\n",
+            "url = \"http://127.0.0.1:8080/\"\n",
+        ] {
+            let c = resolve_text(&format!("{far}{ok}"), &[]).unwrap();
+            let remote = c.agents["far"].remote().unwrap();
+            assert_eq!(remote.allow_plain_http, ok.contains("allow_plain_http"));
+            assert_eq!(remote.tls_ca_file.is_some(), ok.contains("tls_ca_file"));
+        }
+        // Without a token nothing secret crosses: plain http is allowed.
+        assert!(resolve_text("[agents.r]\nurl = \"http://10.0.0.7/\"\n", &[]).is_ok());
+        let e = format!(
+            "{:#}",
+            resolve_text(
+                &format!("{far}url = \"https://x/\"\ntls_ca_file = \"ca.pem\"\n"),
+                &[]
+            )
+            .unwrap_err()
+        );
+        assert!(
+            e.contains("agents.far.tls_ca_file must be an absolute path"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            resolve_text(
+                "[agents.x]\ncommand = \"sh\"\nallow_plain_http = true\n",
+                &[]
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("agents.x.allow_plain_http"), "{e}");
     }
 
     #[test]

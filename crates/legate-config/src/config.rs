@@ -189,11 +189,23 @@ fn assemble(
         .filter(|n| named.contains(*n) || **n == engine.default_agent || *n == "revisor")
         .cloned()
         .collect();
-    // Agents must never read a token, wherever it is configured, nor the configuration.
+    // Agents must never read a token, wherever it is configured (a remote agent's own
+    // `token_file` too), a TLS private key, nor the configuration.
+    let remote_tokens: Vec<PathBuf> = engine
+        .agents
+        .values()
+        .filter_map(|a| match &a.remote()?.token {
+            Some(legate_core::TokenRef::File(path)) => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
     engine.hidden.extend(
         [&mcp.token_file, &a2a.token_file, &supervisor.token_file]
             .into_iter()
             .cloned()
+            .chain(remote_tokens)
+            .chain(a2a.tls.as_ref().map(|t| t.key.clone()))
+            .chain(mcp.tls.as_ref().map(|t| t.key.clone()))
             .chain(file_path.clone())
             .chain(policy_file.clone()),
     );
@@ -403,6 +415,30 @@ mod tests {
             load("default_agent = \"tck\"\n[agents.tck]\n[agents.mine]\ncommand = \"/bin/true\"\n"),
             ["mine", "revisor", "tck"]
         );
+    }
+
+    #[test]
+    fn a_remote_agents_token_file_and_the_tls_key_are_hidden_from_agents() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("legate.toml"),
+            "[a2a]\ntls_cert_file = \"/etc/legate/cert.pem\"\ntls_key_file = \"/etc/legate/key.pem\"\n\
+             [agents.far]\nurl = \"https://build-1.example/\"\ntoken_file = \"/etc/legate/far.token\"\n\
+             [agents.near]\nurl = \"https://build-2.example/\"\ntoken_env = \"NEAR_TOKEN\"\n",
+        )
+        .unwrap();
+        let hidden = load_in(dir.path(), &|_| None)
+            .unwrap()
+            .engine
+            .hidden_paths();
+        for secret in ["/etc/legate/far.token", "/etc/legate/key.pem"] {
+            assert!(
+                hidden.contains(&PathBuf::from(secret)),
+                "{secret}: {hidden:?}"
+            );
+        }
+        // A certificate is no secret.
+        assert!(!hidden.contains(&PathBuf::from("/etc/legate/cert.pem")));
     }
 
     #[test]

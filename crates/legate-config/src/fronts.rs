@@ -105,6 +105,41 @@ pub fn serve_limits(
     })
 }
 
+/// The certificate chain and private key (PEM files) a front serves TLS with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The chain, the server's certificate first.
+    pub cert: PathBuf,
+    /// The private key (not readable by every user).
+    pub key: PathBuf,
+}
+
+/// `front.tls_cert_file` and `front.tls_key_file`: both (absolute paths) or neither, else
+/// `CONFIG_INVALID` naming the key. The files are read when the server starts.
+pub fn tls_files(
+    front: &str,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> Result<Option<TlsFiles>> {
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => {
+            for (name, path) in [("tls_cert_file", &cert), ("tls_key_file", &key)] {
+                if !path.is_absolute() {
+                    refuse!(
+                        "{front}.{name} must be an absolute path (got {})",
+                        path.display()
+                    );
+                }
+            }
+            Ok(Some(TlsFiles { cert, key }))
+        }
+        _ => refuse!(
+            "{front}.tls_cert_file and {front}.tls_key_file go together: set both, or neither"
+        ),
+    }
+}
+
 /// `[ui]` as written in `legate.toml`. Unknown keys are errors.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -30,6 +30,8 @@ pub struct McpTable {
     header_timeout_secs: Option<u64>,
     body_timeout_secs: Option<u64>,
     max_connections: Option<usize>,
+    tls_cert_file: Option<PathBuf>,
+    tls_key_file: Option<PathBuf>,
 }
 
 /// The MCP front's resolved settings.
@@ -49,6 +51,8 @@ pub struct McpSettings {
     pub allowlist: Allowlist,
     /// Read timeouts and the connection cap of `serve --mcp`.
     pub limits: legate_mcp::ServeOptions,
+    /// Serve HTTPS with these files instead of plain HTTP (read when the server starts).
+    pub tls: Option<front::TlsFiles>,
 }
 
 /// Resolves `[mcp]` and its environment overrides (`LEGATE_MCP_PROFILE`, `LEGATE_MCP_TOKEN`).
@@ -78,6 +82,7 @@ pub fn resolve(
         table.body_timeout_secs,
         table.max_connections,
     )?;
+    let tls = front::tls_files("mcp", table.tls_cert_file, table.tls_key_file)?;
     Ok(McpSettings {
         profile,
         host,
@@ -86,6 +91,7 @@ pub fn resolve(
         token,
         allowlist,
         limits,
+        tls,
     })
 }
 

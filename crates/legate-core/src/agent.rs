@@ -143,6 +143,14 @@ pub struct RemoteEndpoint {
     /// permission requests (its card lacks Legate's supervision extension).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unsupervised: bool,
+    /// The CA certificates (PEM) an `https://` remote's certificate is checked against,
+    /// instead of the machine's trusted roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Whether the bearer token may travel over plain `http://` to a host that is not this
+    /// machine (`legate_remote::tls::token_in_clear`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_plain_http: bool,
 }
 
 impl RemoteEndpoint {
@@ -154,6 +162,8 @@ impl RemoteEndpoint {
             agent: None,
             max_transfer_bytes: None,
             allow_unsupervised: false,
+            tls_ca_file: None,
+            allow_plain_http: false,
         }
     }
 
@@ -180,6 +190,8 @@ struct RawTransport {
     agent: Option<String>,
     max_transfer_bytes: Option<u64>,
     allow_unsupervised: Option<bool>,
+    tls_ca_file: Option<std::path::PathBuf>,
+    allow_plain_http: Option<bool>,
 }
 
 impl TryFrom<RawTransport> for Transport {
@@ -190,7 +202,9 @@ impl TryFrom<RawTransport> for Transport {
             || raw.token_file.is_some()
             || raw.agent.is_some()
             || raw.max_transfer_bytes.is_some()
-            || raw.allow_unsupervised.is_some();
+            || raw.allow_unsupervised.is_some()
+            || raw.tls_ca_file.is_some()
+            || raw.allow_plain_http.is_some();
         if raw.token.is_some() {
             return Err(
                 "an agent's token is never written inline: name it with tokenEnv or tokenFile"
@@ -206,7 +220,7 @@ impl TryFrom<RawTransport> for Transport {
                     .to_string(),
             ),
             (Some(_), None) if remote_fields => Err(
-                "a local command takes no tokenEnv, tokenFile, agent, maxTransferBytes or allowUnsupervised (they are a remote agent's)"
+                "a local command takes no tokenEnv, tokenFile, agent, maxTransferBytes, allowUnsupervised, tlsCaFile or allowPlainHttp (they are a remote agent's)"
                     .to_string(),
             ),
             (None, Some(url)) => {
@@ -227,6 +241,8 @@ impl TryFrom<RawTransport> for Transport {
                     agent: raw.agent,
                     max_transfer_bytes: raw.max_transfer_bytes,
                     allow_unsupervised: raw.allow_unsupervised.unwrap_or(false),
+                    tls_ca_file: raw.tls_ca_file,
+                    allow_plain_http: raw.allow_plain_http.unwrap_or(false),
                 }))
             }
             (Some(command), None) => Ok(Self::Local(LocalCommand {

@@ -304,6 +304,22 @@ impl PartialEq for Error {
 
 impl Eq for Error {}
 
+/// `text` followed by `cause` and each cause in its chain (`text: cause: cause`), each said
+/// once (a cause the text already holds is not repeated): how [`Error::detail`] and any other
+/// error's chain (a library's whose words are only in its causes) are read out.
+pub fn with_causes(mut text: String, cause: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut next = cause;
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !said.is_empty() && !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        next = cause.source();
+    }
+    text
+}
+
 impl Error {
     /// Builds an error from a code and a sentence.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -331,20 +347,11 @@ impl Error {
     /// once (a cause the text already holds is not repeated): what a person outside the
     /// process reads. Without a cause, the sentence alone.
     pub fn detail(&self) -> String {
-        let mut text = self.message.clone();
-        let mut next: Option<&(dyn std::error::Error + 'static)> = match &self.cause {
+        let cause: Option<&(dyn std::error::Error + 'static)> = match &self.cause {
             Some(cause) => Some(cause.as_ref()),
             None => None,
         };
-        while let Some(cause) = next {
-            let said = cause.to_string();
-            if !said.is_empty() && !text.contains(&said) {
-                text.push_str(": ");
-                text.push_str(&said);
-            }
-            next = cause.source();
-        }
-        text
+        with_causes(self.message.clone(), cause)
     }
 
     /// Builds an error whose sentence ends with its cause's own words, `{sentence}: {cause}`,

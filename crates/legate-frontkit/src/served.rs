@@ -110,7 +110,7 @@ pub fn url_on(printed: &[String], prefix: &str) -> String {
         .find(|l| l.starts_with(prefix))
         .unwrap_or_else(|| panic!("no line starting {prefix:?} in {printed:?}"));
     line.split_whitespace()
-        .find(|w| w.starts_with("http://"))
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
         .unwrap_or_else(|| panic!("no URL in {line:?}"))
         .to_string()
 }
@@ -118,6 +118,7 @@ pub fn url_on(printed: &[String], prefix: &str) -> String {
 /// `host:port` of an `http://host:port/...` URL.
 pub fn addr_of(url: &str) -> String {
     url.trim_start_matches("http://")
+        .trim_start_matches("https://")
         .split('/')
         .next()
         .unwrap()

@@ -65,6 +65,7 @@ impl UiFront {
             legate_ui::ServeOptions::default(),
             stop,
         ));
+        legate_testkit::tls::install_provider();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()

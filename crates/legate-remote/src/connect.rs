@@ -54,12 +54,16 @@ impl fmt::Debug for Remote {
     }
 }
 
-/// The HTTP client every call of one connection uses (plain HTTP: this build carries no
-/// TLS stack, so an `https://` remote is unreachable with a message saying so).
-fn http() -> Result<reqwest::Client> {
+/// The HTTP client every call of one connection to `endpoint` (of the agent `agent`) uses:
+/// no redirects, its TLS from `crate::tls`, and `https://` only when the url is (a card
+/// cannot move the calls to plain HTTP).
+fn http(agent: &str, endpoint: &RemoteEndpoint) -> Result<reqwest::Client> {
+    let https = reqwest::Url::parse(&endpoint.url).is_ok_and(|u| u.scheme() == "https");
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
+        .tls_backend_preconfigured(crate::tls::client_config(agent, endpoint)?)
+        .https_only(https)
         .build()
         .map_err(|e| Error::quoting(ErrorCode::Internal, "could not build an HTTP client", e))
 }
@@ -130,21 +134,13 @@ impl Remote {
                 ),
             )
         })?;
-        if endpoint.url.starts_with("https://") {
-            return Err(Error::new(
-                ErrorCode::RemoteUnreachable,
-                format!(
-                    "agent `{}`: this build speaks plain http:// to remote agents only (no TLS stack); put the remote behind a local tunnel or use http://",
-                    spec.name
-                ),
-            ));
-        }
+        crate::tls::refuse_token_in_clear(&spec.name, &endpoint)?;
         let bearer: Option<Bearer> = endpoint
             .token
             .as_ref()
             .map(|t| token::read(&spec.name, t))
             .transpose()?;
-        let http = http()?;
+        let http = http(&spec.name, &endpoint)?;
         let tap = TapRoute::default();
         let _connecting = tap.route(sink);
         let found = tokio::time::timeout(

@@ -30,7 +30,15 @@ pub fn unreachable(url: &str, e: &reqwest::Error) -> Error {
     };
     Error::new(
         ErrorCode::RemoteUnreachable,
-        format!("{}: {what} ({})", excerpt(url), excerpt(&e.to_string())),
+        // A refused certificate is said only by a cause.
+        format!(
+            "{}: {what} ({})",
+            excerpt(url),
+            excerpt(&legate_core::error::with_causes(
+                e.to_string(),
+                std::error::Error::source(e)
+            ))
+        ),
     )
 }
 

@@ -25,6 +25,7 @@ pub mod follow;
 pub mod json_shape;
 pub mod session;
 pub mod tap;
+pub mod tls;
 pub mod token;
 pub mod translate;
 pub mod wire;

@@ -8,17 +8,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{open_err, request, token_file};
+
 use legate_a2a::{A2aOptions, Token};
-use legate_backend::{
-    Backend, EventSink, EventStream, RemoteLedger, SessionRequest, StopReason, Turn,
-};
+use legate_backend::{Backend, EventSink, EventStream, RemoteLedger, StopReason, Turn};
 use legate_core::{
-    AgentSpec, Boundary, ErrorCode, EventKind, RemoteRef, TaskId, TaskMode, TaskState, TokenRef,
+    AgentSpec, ErrorCode, EventKind, RemoteRef, TaskId, TaskMode, TaskState, TokenRef,
 };
 use legate_engine::{Engine, SubmitRequest};
 use legate_remote::A2aBackend;
 use legate_testkit::{EngineHarness, TestAgent};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -62,14 +63,6 @@ impl Back {
     }
 }
 
-/// A 0600 file holding `token`.
-fn token_file(dir: &Path, token: &str) -> PathBuf {
-    let path = dir.join("far.token");
-    std::fs::write(&path, format!("{token}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
-}
-
 fn far(url: &str, token: Option<PathBuf>, allow_unsupervised: bool) -> AgentSpec {
     let mut spec = AgentSpec::url("far", legate_remote::kind(), url);
     if let legate_core::Transport::Url(r) = &mut spec.transport {
@@ -95,33 +88,6 @@ impl RemoteLedger for Ledger {
         }
         self.calls.lock().unwrap().push((remote.clone(), before));
         Ok(())
-    }
-}
-
-fn request(dir: &Path, spec: AgentSpec, ledger: Option<Arc<dyn RemoteLedger>>) -> SessionRequest {
-    let boundary = Boundary {
-        root: dir.to_path_buf(),
-        owned: true,
-        allow_execute: false,
-    };
-    SessionRequest {
-        agent: spec,
-        boundary: boundary.clone(),
-        supervisor: Arc::new(legate_supervisor::Rules),
-        supervision: legate_supervisor::Supervision::new(
-            boundary,
-            TaskMode::Write,
-            legate_supervisor::Preset::generic(),
-        ),
-        channel: None,
-        resume_session_id: None,
-        state_dir: None,
-        blocked_dir: None,
-        hidden: Vec::new(),
-        ledger,
-        mcp_servers: Vec::new(),
-        network: Default::default(),
-        task: None,
     }
 }
 
@@ -344,15 +310,6 @@ async fn a_local_task_on_the_remote_completes_with_its_answer() {
     );
     front.shutdown().await;
     back.stop().await;
-}
-
-async fn open_err(spec: AgentSpec) -> legate_core::Error {
-    let dir = tempfile::tempdir().unwrap();
-    let (sink, _stream) = EventSink::channel();
-    A2aBackend::default()
-        .open(request(dir.path(), spec, None), sink)
-        .await
-        .expect_err("the session must not open")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -162,6 +162,8 @@ pub struct HarnessBuilder {
 
 impl HarnessBuilder {
     fn new() -> Self {
+        // As the binary's `main` does, before any HTTP client is built.
+        crate::tls::install_provider();
         let acp: Arc<dyn Backend> = Arc::new(AcpBackend::new());
         let agy: Arc<dyn Backend> = Arc::new(AgyBackend::default());
         let a2a: Arc<dyn Backend> = Arc::new(legate_remote::A2aBackend::default());

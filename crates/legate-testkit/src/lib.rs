@@ -122,6 +122,7 @@ pub mod relay;
 pub mod sessions;
 pub mod supervisors;
 pub mod terminal;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The npm packages that a Node.js client test drives (the official TypeScript MCP Tasks
 //! requester): installed from a committed `package-lock.json` under the target directory the
-//! first time a test asks for them, the way [`crate::python`] provisions the Python clients.
+//! first time a test asks for them, the way [`crate::python`](mod@crate::python) provisions the Python clients.
 //!
 //! `cargo test --workspace` is the README's test command, so a fresh machine with `node` and
 //! `npm` needs nothing more: [`node_modules`] runs `npm ci` for the test's package directory

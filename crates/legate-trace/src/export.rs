@@ -162,10 +162,13 @@ where
 {
     let exporter = match choose_from_env(Signal::Traces) {
         Export::Off => return None,
-        Export::HttpProtobuf => SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .build(),
+        Export::HttpProtobuf => {
+            install_crypto_provider();
+            SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .build()
+        }
         Export::Grpc => SpanExporter::builder().with_tonic().build(),
     };
     let exporter = match exporter {
@@ -192,15 +195,24 @@ where
     Some((layer, provider))
 }
 
+/// Makes `ring` the process's TLS provider unless one is already: the HTTP exporter's client
+/// (reqwest, built with rustls and no provider of its own) panics without one.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The OTLP metric exporter `export` names, or `None` when it is [`Export::Off`] or could not
 /// be built (said on stderr). Call it inside a Tokio runtime (the gRPC exporter needs one).
 pub fn metric_exporter(export: Export) -> Option<MetricExporter> {
     let built = match export {
         Export::Off => return None,
-        Export::HttpProtobuf => MetricExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .build(),
+        Export::HttpProtobuf => {
+            install_crypto_provider();
+            MetricExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .build()
+        }
         Export::Grpc => MetricExporter::builder().with_tonic().build(),
     };
     built

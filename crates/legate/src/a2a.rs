@@ -19,6 +19,8 @@ pub struct Opened {
     pub router: axum::Router,
     /// Whether at least one agent started (otherwise there is nothing to serve).
     pub any_served: bool,
+    /// The TLS identity to serve with (`[a2a] tls_cert_file`, `tls_key_file`), if any.
+    pub tls: Option<legate_token::serve::ServerTls>,
 }
 
 /// Binds A2A's listener at `host:port`, starts every configured agent once to build its card,
@@ -61,6 +63,12 @@ pub async fn open(
         }
         other => other.map(|u| u.trim_end_matches('/').to_string()),
     };
+    // The TLS files are read before anything listens: a bad one stops the start.
+    let tls = settings
+        .tls
+        .as_ref()
+        .map(|f| legate_token::serve::ServerTls::from_pem_files(&f.cert, &f.key))
+        .transpose()?;
     let (listener, bound) = front::listen(host, port).await?;
     let allowlist = front::allowlist(
         "a2a",
@@ -70,7 +78,10 @@ pub async fn open(
     )?;
     let options = A2aOptions {
         token: token.clone(),
-        public_url: public_url.unwrap_or_else(|| format!("http://{bound}")),
+        public_url: public_url.unwrap_or_else(|| {
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{bound}")
+        }),
         max_body_bytes: settings.max_body_bytes,
         probe_limit: engine.config().fronts.serve_probe_timeout,
         copy_roots: settings.copy_roots.clone(),
@@ -128,6 +139,7 @@ pub async fn open(
         listener,
         router: legate_token::guard::allowlisted(router, allowlist),
         any_served: !report.served.is_empty(),
+        tls,
     })
 }
 

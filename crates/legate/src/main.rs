@@ -340,6 +340,10 @@ fn main() -> ExitCode {
         let code = legate_backend::agy::hook::hook_main(policy, sha256);
         return ExitCode::from(u8::try_from(code).unwrap_or(2));
     }
+    // reqwest is built with rustls and no crypto provider of its own (`legate-remote` hands
+    // its clients a configuration on `ring`); any other client (the OTLP exporter's) takes
+    // the process's default, which is `ring` too. Fails only when one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     // Then, while this is still the only thread: agents must not read Legate's environment.
     // (Logging starts once the configuration says where its files go: `dispatch`.)
     let hardened = harden::process();

@@ -89,7 +89,8 @@ pub async fn stdio(config: Config, args: StdioArgs) -> Result<ExitCode> {
 /// Binds MCP's listener for `legate serve --mcp` at `host:port`, builds `/mcp` over `engine`
 /// (declaring the Tasks extension when `tasks`) with `/metrics` beside it (`crate::metrics`,
 /// behind the same allowlist and caller token), and prints the ready-to-paste client
-/// configuration. The caller serves the router.
+/// configuration. The caller serves the router, over TLS with the identity returned when
+/// `[mcp] tls_cert_file` and `tls_key_file` name one.
 pub async fn open(
     config: &Config,
     host: IpAddr,
@@ -97,7 +98,11 @@ pub async fn open(
     tasks: bool,
     engine: &Engine,
     shutdown: &CancellationToken,
-) -> Result<(tokio::net::TcpListener, axum::Router)> {
+) -> Result<(
+    tokio::net::TcpListener,
+    axum::Router,
+    Option<legate_token::serve::ServerTls>,
+)> {
     let settings = &config.mcp;
     if settings.profile.is_supervisor() {
         crate::fail!(
@@ -108,6 +113,13 @@ pub async fn open(
     let (token, source) = front::acquire_token(settings.token.as_ref(), &settings.token_file)?;
     // After the caller's token exists, so that the two are checked apart.
     let (supervisor_token, supervisor_source) = crate::supervise::acquire(config)?;
+    // The TLS files are read before anything listens: a bad one stops the start.
+    let tls = settings
+        .tls
+        .as_ref()
+        .map(|f| legate_token::serve::ServerTls::from_pem_files(&f.cert, &f.key))
+        .transpose()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let (listener, bound) = front::listen(host, port).await?;
     let server = LegateMcp::new(
         engine.clone(),
@@ -134,16 +146,17 @@ pub async fn open(
         options,
         shutdown.clone(),
     );
-    print_client_config(config, bound, &token, source)?;
-    print_supervisor(config, bound, supervisor_source)?;
-    tracing::info!(address = %bound, profile = %settings.profile, "serving MCP over HTTP");
-    Ok((listener, router))
+    print_client_config(config, scheme, bound, &token, source)?;
+    print_supervisor(config, scheme, bound, supervisor_source)?;
+    tracing::info!(address = %bound, profile = %settings.profile, tls = tls.is_some(), "serving MCP over HTTP");
+    Ok((listener, router, tls))
 }
 
 /// Where the supervisor endpoint is and where its token is kept; never the token itself (who
 /// started the server may be the caller).
 fn print_supervisor(
     config: &Config,
+    scheme: &str,
     bound: SocketAddr,
     source: TokenSource,
 ) -> std::io::Result<()> {
@@ -152,7 +165,7 @@ fn print_supervisor(
         TokenSource::File => format!("in {}", config.supervisor.token_file.display()),
         TokenSource::Configured => "from LEGATE_SUPERVISOR_TOKEN".to_string(),
     };
-    crate::out!("Legate supervisor endpoint · http://{bound}{SUPERVISOR_PATH}")?;
+    crate::out!("Legate supervisor endpoint · {scheme}://{bound}{SUPERVISOR_PATH}")?;
     crate::out!("supervisor token: {whence} (not printed; the caller's token is refused there)")?;
     crate::out!()?;
     use std::io::Write as _;
@@ -161,11 +174,12 @@ fn print_supervisor(
 
 fn print_client_config(
     config: &Config,
+    scheme: &str,
     bound: SocketAddr,
     token: &Token,
     source: TokenSource,
 ) -> std::io::Result<()> {
-    let url = format!("http://{bound}/mcp");
+    let url = format!("{scheme}://{bound}/mcp");
     let secret = token.expose();
     let whence = match source {
         TokenSource::Created => format!("new, saved to {}", config.mcp.token_file.display()),
@@ -175,7 +189,7 @@ fn print_client_config(
     crate::out!("Legate MCP server · profile {} · {url}", config.mcp.profile)?;
     crate::out!("token: {whence}")?;
     crate::out!(
-        "metrics: http://{bound}{} (Prometheus text, same token)",
+        "metrics: {scheme}://{bound}{} (Prometheus text, same token)",
         crate::metrics::PATH
     )?;
     crate::out!()?;

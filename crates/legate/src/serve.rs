@@ -177,14 +177,21 @@ async fn run(
 ) -> Result<()> {
     let mut servers = tokio::task::JoinSet::new();
     if let Some((host, port)) = plan.mcp {
-        let (listener, router) =
+        let (listener, router, tls) =
             crate::mcp::open(config, host, port, tasks, engine, shutdown).await?;
         let stop = shutdown.clone();
         let limits = config.mcp.limits;
         servers.spawn(async move {
-            legate_mcp::http::serve_with(listener, router, limits, stop)
-                .await
-                .map_err(anyhow::Error::from)
+            match tls {
+                Some(tls) => {
+                    legate_token::serve::serve_tls(listener, router, limits, tls, "mcp", stop)
+                        .await;
+                    Ok(())
+                }
+                None => legate_mcp::http::serve_with(listener, router, limits, stop)
+                    .await
+                    .map_err(anyhow::Error::from),
+            }
         });
     }
     if let Some((host, port)) = plan.a2a {
@@ -198,9 +205,23 @@ async fn run(
         let stop = shutdown.clone();
         let limits = config.a2a.limits;
         servers.spawn(async move {
-            legate_a2a::serve_with(opened.listener, opened.router, limits, stop)
-                .await
-                .map_err(anyhow::Error::from)
+            match opened.tls {
+                Some(tls) => {
+                    legate_token::serve::serve_tls(
+                        opened.listener,
+                        opened.router,
+                        limits,
+                        tls,
+                        "a2a",
+                        stop,
+                    )
+                    .await;
+                    Ok(())
+                }
+                None => legate_a2a::serve_with(opened.listener, opened.router, limits, stop)
+                    .await
+                    .map_err(anyhow::Error::from),
+            }
         });
     }
     if let Some((host, port)) = plan.ui {

@@ -21,13 +21,19 @@
 //!   one, and accepting backs off (at most a second) instead of spinning. No accept error ever
 //!   stops the listener.
 //!
+//! - **TLS** ([`serve_tls`], `tls`): the handshake comes first on each admitted connection and
+//!   must finish within the header read timeout; a connection the cap has no room for is
+//!   closed without an answer (a plain `503` means nothing to a TLS client).
+//!
 //! This module never reads or logs a header value or a body; requests reach the router as
 //! they came, with a [`Connection`] in their extensions.
 
 mod body;
 mod conns;
+mod tls;
 
 pub use conns::{Connection, mark_authenticated, mark_supervisor};
+pub use tls::ServerTls;
 
 use axum::Router;
 use conns::{Admission, Conn, Registry};
@@ -38,6 +44,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
@@ -102,6 +109,29 @@ pub async fn serve(
     front: &'static str,
     shutdown: CancellationToken,
 ) {
+    serve_on(listener, router, options, None, front, shutdown).await;
+}
+
+/// [`serve`] over TLS: each connection presents `tls`'s certificate before anything else.
+pub async fn serve_tls(
+    listener: TcpListener,
+    router: Router,
+    options: ServeOptions,
+    tls: ServerTls,
+    front: &'static str,
+    shutdown: CancellationToken,
+) {
+    serve_on(listener, router, options, Some(tls), front, shutdown).await;
+}
+
+async fn serve_on(
+    listener: TcpListener,
+    router: Router,
+    options: ServeOptions,
+    tls: Option<ServerTls>,
+    front: &'static str,
+    shutdown: CancellationToken,
+) {
     let cap = effective_cap(options.max_connections);
     if cap < options.max_connections {
         tracing::info!(
@@ -158,14 +188,31 @@ pub async fn serve(
                         "closed an unauthenticated connection to admit a new one"
                     );
                 }
-                tokio::spawn(connection(
-                    stream,
-                    router.clone(),
-                    options,
-                    conn,
-                    registry.clone(),
-                    shutdown.clone(),
-                ));
+                let (router, registry, shutdown) =
+                    (router.clone(), registry.clone(), shutdown.clone());
+                match &tls {
+                    None => {
+                        tokio::spawn(connection(
+                            stream, router, options, conn, registry, shutdown,
+                        ));
+                    }
+                    Some(tls) => {
+                        let tls = tls.clone();
+                        tokio::spawn(async move {
+                            let handshake = tokio::select! {
+                                s = tls.accept(stream, options.header_timeout) => s,
+                                _ = conn.kill.cancelled() => None,
+                                _ = shutdown.cancelled() => None,
+                            };
+                            match handshake {
+                                Some(s) => {
+                                    connection(s, router, options, conn, registry, shutdown).await;
+                                }
+                                None => registry.release(&conn),
+                            }
+                        });
+                    }
+                }
             }
             Admission::Full => {
                 // At most one warning every 5 s: a flood must not become a log flood.
@@ -178,7 +225,10 @@ pub async fn serve(
                     last_refused = Some(Instant::now());
                 }
                 // Answering takes a descriptor for a moment; past a few at once, just close.
-                if refusing.fetch_add(1, Ordering::Relaxed) < MAX_REFUSING {
+                // Over TLS there is no plain answer to give: the connection is closed.
+                if tls.is_some() {
+                    drop(stream);
+                } else if refusing.fetch_add(1, Ordering::Relaxed) < MAX_REFUSING {
                     let refusing = refusing.clone();
                     tokio::spawn(async move {
                         refuse(stream).await;
@@ -203,14 +253,16 @@ pub async fn serve(
 
 /// Serves one connection until it closes, is evicted, overruns its body deadline, or (after
 /// `shutdown`) finishes its response.
-async fn connection(
-    stream: TcpStream,
+async fn connection<S>(
+    stream: S,
     router: Router,
     options: ServeOptions,
     conn: Arc<Conn>,
     registry: Arc<Registry>,
     shutdown: CancellationToken,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let in_service = conn.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         in_service.touch();
