@@ -76,6 +76,8 @@ async fn a_client_that_trusts_the_certificate_is_served() {
     let mut tls = connector.connect(name, tcp).await.unwrap();
     let request = authorized_get().replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n");
     tls.write_all(request.as_bytes()).await.unwrap();
+    // A TLS stream may hold what was written until flushed.
+    tls.flush().await.unwrap();
     let answer = String::from_utf8(read_to_close(&mut tls).await).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("ok"), "{answer}");
