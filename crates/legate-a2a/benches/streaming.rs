@@ -247,6 +247,8 @@ fn stored_events(engine: &Engine, s: &Summary) -> usize {
 }
 
 fn main() {
+    // The SDK's clients are reqwest's defaults: the process needs its TLS provider first.
+    legate_testkit::tls::install_provider();
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run small then.
     let quick = !std::env::args().any(|a| a == "--bench");
     let tasks: usize = std::env::var("STREAM_CLIENTS")

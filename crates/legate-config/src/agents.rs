@@ -447,12 +447,20 @@ fn remote_agent(
     if table.max_transfer_bytes == Some(0) {
         refuse!("agents.{name}.max_transfer_bytes must be at least 1");
     }
-    if let Some(path) = &table.tls_ca_file
-        && !path.is_absolute()
-    {
+    if let Some(path) = &table.tls_ca_file {
+        if !path.is_absolute() {
+            refuse!(
+                "agents.{name}.tls_ca_file must be an absolute path (got {})",
+                path.display()
+            );
+        }
+        if !url.starts_with("https://") {
+            refuse!("agents.{name}.tls_ca_file applies to an https:// url only");
+        }
+    }
+    if legate_remote::tls::has_credentials(&url) {
         refuse!(
-            "agents.{name}.tls_ca_file must be an absolute path (got {})",
-            path.display()
+            "agents.{name}.url carries a user name or password; name a bearer token with token_env or token_file instead"
         );
     }
     let mut spec = AgentSpec::url(name, kind, url);
@@ -785,8 +793,22 @@ mod tests {
             assert_eq!(remote.allow_plain_http, ok.contains("allow_plain_http"));
             assert_eq!(remote.tls_ca_file.is_some(), ok.contains("tls_ca_file"));
         }
-        // Without a token nothing secret crosses: plain http is allowed.
+        // Without a token no credential crosses: plain http is allowed.
         assert!(resolve_text("[agents.r]\nurl = \"http://10.0.0.7/\"\n", &[]).is_ok());
+        for (text, wanted) in [
+            (
+                "[agents.r]\nurl = \"http://svc:s3cret@10.0.0.7/\"\n",
+                "agents.r.url carries a user name or password",
+            ),
+            (
+                "[agents.r]\nurl = \"http://127.0.0.1:9/\"\ntls_ca_file = \"/ca.pem\"\n",
+                "applies to an https:// url only",
+            ),
+        ] {
+            let e = format!("{:#}", resolve_text(text, &[]).unwrap_err());
+            assert!(e.contains(wanted), "{text}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
         let e = format!(
             "{:#}",
             resolve_text(

@@ -55,15 +55,25 @@ impl fmt::Debug for Remote {
 }
 
 /// The HTTP client every call of one connection to `endpoint` (of the agent `agent`) uses:
-/// no redirects, its TLS from `crate::tls`, and `https://` only when the url is (a card
-/// cannot move the calls to plain HTTP).
-fn http(agent: &str, endpoint: &RemoteEndpoint) -> Result<reqwest::Client> {
+/// no redirects, its TLS from `crate::tls` (its files read off the runtime's threads), and
+/// `https://` only when the url is (a card cannot move the calls to plain HTTP). A plain
+/// `http://` url is connected to directly, never through a proxy the environment names: the
+/// rule that lets a token travel in clear to this machine's loopback holds only then.
+async fn http(agent: &str, endpoint: &RemoteEndpoint) -> Result<reqwest::Client> {
     let https = reqwest::Url::parse(&endpoint.url).is_ok_and(|u| u.scheme() == "https");
-    reqwest::Client::builder()
+    let (name, e) = (agent.to_string(), endpoint.clone());
+    let tls = tokio::task::spawn_blocking(move || crate::tls::client_config(&name, &e))
+        .await
+        .map_err(|e| Error::quoting(ErrorCode::Internal, "reading the TLS settings failed", e))??;
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
-        .tls_backend_preconfigured(crate::tls::client_config(agent, endpoint)?)
-        .https_only(https)
+        .tls_backend_preconfigured(tls)
+        .https_only(https);
+    if !https {
+        builder = builder.no_proxy();
+    }
+    builder
         .build()
         .map_err(|e| Error::quoting(ErrorCode::Internal, "could not build an HTTP client", e))
 }
@@ -134,13 +144,14 @@ impl Remote {
                 ),
             )
         })?;
+        crate::tls::refuse_credentials_in_url(&spec.name, &endpoint)?;
         crate::tls::refuse_token_in_clear(&spec.name, &endpoint)?;
         let bearer: Option<Bearer> = endpoint
             .token
             .as_ref()
             .map(|t| token::read(&spec.name, t))
             .transpose()?;
-        let http = http(&spec.name, &endpoint)?;
+        let http = http(&spec.name, &endpoint).await?;
         let tap = TapRoute::default();
         let _connecting = tap.route(sink);
         let found = tokio::time::timeout(

@@ -1,11 +1,14 @@
 //! The TLS a remote agent's `https://` URL is reached with: the server's certificate checked
-//! against this machine's trusted roots (the system store, as `curl` and `git` read it,
-//! `SSL_CERT_FILE` and `SSL_CERT_DIR` included; Mozilla's roots when the system has none), or
-//! against the agent's own `tls_ca_file` alone when it names one (a private federation's CA,
-//! which then no public CA can stand in for). TLS 1.2 and 1.3 through `rustls` and `ring`.
+//! against this machine's trusted roots (the system store, as `curl` and `git` read it, or
+//! `SSL_CERT_FILE` and `SSL_CERT_DIR` alone when set; Mozilla's roots only when neither is set
+//! and the system's store is empty), or against the agent's own `tls_ca_file` alone when it
+//! names one (a private federation's CA, which then no public CA can stand in for). TLS 1.2
+//! and 1.3 through `rustls` and `ring`.
 //!
-//! This module owns the client's TLS settings and the plain-HTTP rule's error. It never turns
-//! verification off and never reads a key.
+//! It also owns what may cross the network in clear: a bearer token to another machine over
+//! plain `http://` is refused ([`token_in_clear`]), and a url carrying a user name or
+//! password is refused outright ([`refuse_credentials_in_url`]). It never turns verification
+//! off and never reads a key.
 
 use legate_core::{Error, ErrorCode, RemoteEndpoint, Result};
 use rustls::RootCertStore;
@@ -18,25 +21,54 @@ use std::sync::{Arc, OnceLock};
 /// The largest CA file read, in bytes.
 const MAX_CA_BYTES: u64 = 4 << 20;
 
-/// The roots every `https://` remote without a `tls_ca_file` is checked against, read once per
-/// process.
-fn system_roots() -> &'static RootCertStore {
+/// The roots every `https://` remote without a `tls_ca_file` is checked against: the system's
+/// store, kept for the process once it was read without an error. Mozilla's roots stand in only
+/// when neither `SSL_CERT_FILE` nor `SSL_CERT_DIR` is set and the store read cleanly holds
+/// none; a store named by those variables that yields nothing, or one that could not be read
+/// at all, is `CONFIG_INVALID` (never a wider trust than asked for).
+fn system_roots(agent: &str) -> Result<RootCertStore> {
     static ROOTS: OnceLock<RootCertStore> = OnceLock::new();
-    ROOTS.get_or_init(|| {
-        let found = rustls_native_certs::load_native_certs();
-        let mut roots = RootCertStore::empty();
-        let (added, ignored) = roots.add_parsable_certificates(found.certs);
-        if roots.is_empty() {
-            tracing::info!(
-                errors = found.errors.len(),
-                "no trusted root certificates in the system's store; remote agents' certificates are checked against Mozilla's roots"
-            );
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        } else {
-            tracing::debug!(added, ignored, "the system's trusted roots read");
+    if let Some(roots) = ROOTS.get() {
+        return Ok(roots.clone());
+    }
+    let found = rustls_native_certs::load_native_certs();
+    let overridden = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+    let mut roots = RootCertStore::empty();
+    let (added, ignored) = roots.add_parsable_certificates(found.certs);
+    if !found.errors.is_empty() {
+        tracing::warn!(
+            errors = found.errors.len(),
+            added,
+            "the system's trusted roots could not all be read; read again at the next connection"
+        );
+    }
+    if roots.is_empty() {
+        if overridden || !found.errors.is_empty() {
+            return Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!(
+                    "agent `{agent}`: no trusted root certificate could be read from {}; fix it or name the remote's CA with tls_ca_file",
+                    if overridden {
+                        "SSL_CERT_FILE or SSL_CERT_DIR"
+                    } else {
+                        "the system's store"
+                    }
+                ),
+            ));
         }
-        roots
-    })
+        tracing::warn!(
+            "the system's store holds no trusted root certificate; remote agents' certificates are checked against Mozilla's roots"
+        );
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    } else {
+        tracing::debug!(added, ignored, "the system's trusted roots read");
+    }
+    if found.errors.is_empty() {
+        let _ = ROOTS.set(roots.clone());
+    }
+    Ok(roots)
 }
 
 /// The roots in `path` (PEM): `CONFIG_INVALID` naming `agent` when it cannot be read or holds
@@ -52,10 +84,19 @@ fn roots_from(agent: &str, path: &Path) -> Result<RootCertStore> {
             e,
         )
     };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    // A FIFO or a device would hold the connection (or never end): regular files only.
+    if !file.metadata().map_err(unreadable)?.is_file() {
+        return Err(Error::new(
+            ErrorCode::ConfigInvalid,
+            format!(
+                "agent `{agent}`: its tls_ca_file {} is not a regular file",
+                path.display()
+            ),
+        ));
+    }
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(unreadable)?
-        .take(MAX_CA_BYTES + 1)
+    file.take(MAX_CA_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(unreadable)?;
     if bytes.len() as u64 > MAX_CA_BYTES {
@@ -87,8 +128,17 @@ fn roots_from(agent: &str, path: &Path) -> Result<RootCertStore> {
 /// The TLS client settings for `endpoint` of the agent `agent`.
 pub fn client_config(agent: &str, endpoint: &RemoteEndpoint) -> Result<rustls::ClientConfig> {
     let roots = match &endpoint.tls_ca_file {
+        Some(path) if !path.is_absolute() => {
+            return Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!(
+                    "agent `{agent}`: its tls_ca_file must be an absolute path (got {})",
+                    path.display()
+                ),
+            ));
+        }
         Some(path) => roots_from(agent, path)?,
-        None => system_roots().clone(),
+        None => system_roots(agent)?,
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
@@ -127,6 +177,26 @@ fn plain_http_beyond_loopback(url: &str) -> bool {
         None => false,
     };
     !loopback
+}
+
+/// Whether `url` names a user or a password (`http://user:pw@host/`): the HTTP client would
+/// send them as `Authorization: Basic`, past every rule for tokens, and they would be quoted
+/// wherever the url is.
+pub fn has_credentials(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+}
+
+/// `CONFIG_INVALID` when `endpoint`'s url carries a user name or password ([`has_credentials`]).
+pub fn refuse_credentials_in_url(agent: &str, endpoint: &RemoteEndpoint) -> Result<()> {
+    if has_credentials(&endpoint.url) {
+        return Err(Error::new(
+            ErrorCode::ConfigInvalid,
+            format!(
+                "agent `{agent}`: its url carries a user name or password; name a bearer token with token_env or token_file instead"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `CONFIG_INVALID` when `endpoint` would send its bearer token across a network in clear
@@ -200,6 +270,34 @@ mod tests {
             let loopback = format!("http://127.0.0.1:8080{tail}");
             prop_assert!(!plain_http_beyond_loopback(&loopback), "{}", loopback);
         }
+    }
+
+    #[test]
+    fn a_user_or_password_in_the_url_is_seen() {
+        for url in [
+            "http://svc:secret@10.0.0.7/",
+            "https://svc@host/",
+            "http://:pw@h/",
+        ] {
+            assert!(has_credentials(url), "{url}");
+            let e = refuse_credentials_in_url("far", &RemoteEndpoint::new(url)).unwrap_err();
+            assert!(!e.message.contains("secret"), "{e}");
+        }
+        for url in ["http://10.0.0.7/", "https://host/a@b", "not a url"] {
+            assert!(!has_credentials(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn a_ca_file_that_is_not_a_regular_file_or_not_absolute_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut endpoint = RemoteEndpoint::new("https://127.0.0.1:1/");
+        endpoint.tls_ca_file = Some(dir.path().to_path_buf());
+        let e = client_config("far", &endpoint).unwrap_err();
+        assert!(e.message.contains("not a regular file"), "{e}");
+        endpoint.tls_ca_file = Some("ca.pem".into());
+        let e = client_config("far", &endpoint).unwrap_err();
+        assert!(e.message.contains("absolute"), "{e}");
     }
 
     #[test]

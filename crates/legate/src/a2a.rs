@@ -70,6 +70,9 @@ pub async fn open(
         .map(|f| legate_token::serve::ServerTls::from_pem_files(&f.cert, &f.key))
         .transpose()?;
     let (listener, bound) = front::listen(host, port).await?;
+    if token.is_some() {
+        front::warn_plain_beyond_loopback("a2a", host, tls.is_some())?;
+    }
     let allowlist = front::allowlist(
         "a2a",
         settings.allowed_hosts.clone(),

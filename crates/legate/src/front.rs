@@ -47,6 +47,19 @@ pub async fn listen(host: IpAddr, port: u16) -> Result<(tokio::net::TcpListener,
     Ok((listener, bound))
 }
 
+/// Says (on stdout and in the log) that `front` serves its bearer token over plain HTTP on
+/// `host`, a non-loopback address, when it has no TLS (`[front] tls_cert_file` and
+/// `tls_key_file`): every caller's token then crosses the network in clear.
+pub fn warn_plain_beyond_loopback(front: &str, host: IpAddr, tls: bool) -> std::io::Result<()> {
+    if tls || host.is_loopback() {
+        return Ok(());
+    }
+    tracing::warn!(front, %host, "serving bearer tokens over plain HTTP beyond loopback");
+    crate::out!(
+        "warning: {front} listens on {host} over plain HTTP: its bearer token crosses the network in clear; set [{front}] tls_cert_file and tls_key_file, or put a TLS proxy in front"
+    )
+}
+
 /// The configured token, or the one in `file` (made there, mode 0600, on first use).
 pub fn acquire_token(configured: Option<&Token>, file: &Path) -> Result<(Token, TokenSource)> {
     if let Some(t) = configured {

@@ -121,6 +121,7 @@ pub async fn open(
         .transpose()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let (listener, bound) = front::listen(host, port).await?;
+    front::warn_plain_beyond_loopback("mcp", host, tls.is_some())?;
     let server = LegateMcp::new(
         engine.clone(),
         McpOptions {

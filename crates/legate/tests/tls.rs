@@ -142,3 +142,28 @@ async fn the_mcp_front_serves_https_to_a_client_that_trusts_its_certificate() {
         .unwrap_err();
     assert!(refused.is_connect(), "{refused:?}");
 }
+
+#[test]
+fn a_plain_loopback_remote_is_reached_directly_whatever_proxy_the_environment_names() {
+    // A proxy that would receive the bearer token in clear (nothing listens there: a request
+    // sent through it fails the task).
+    let proxy = "http://127.0.0.1:9";
+    let env = [
+        ("http_proxy", proxy),
+        ("HTTP_PROXY", proxy),
+        ("ALL_PROXY", proxy),
+        ("all_proxy", proxy),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+    ];
+    let fleet = legate_frontkit::fleet::Fleet::start_with_env(LEGATE, "", &[], &env);
+    let out = fleet
+        .front
+        .cli(&["run", "--agent", "back", "What is in this workspace?"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+}

@@ -37,28 +37,29 @@ impl ServerTls {
     /// (PEM: PKCS#8, PKCS#1 or SEC1). `CONFIG_INVALID` naming the file when either cannot be
     /// read, holds nothing usable, or the key is readable by other users.
     pub fn from_pem_files(cert: &Path, key: &Path) -> Result<ServerTls> {
-        let cert_pem = read_bounded(cert, "certificate")?;
-        let mode = std::fs::metadata(key)
-            .map_err(|e| {
-                Error::quoting(
-                    ErrorCode::ConfigInvalid,
-                    format!("the TLS key file {} cannot be read", key.display()),
-                    e,
-                )
-            })?
-            .permissions()
-            .mode();
-        if mode & 0o004 != 0 {
+        let (cert_pem, _) = read_bounded(cert, "certificate")?;
+        // The certificate file is not hidden from agents: it must hold no key.
+        if String::from_utf8_lossy(&cert_pem).contains("PRIVATE KEY-----") {
             return Err(Error::new(
                 ErrorCode::ConfigInvalid,
                 format!(
-                    "the TLS key file {} is readable by every user (mode {:o}); make it 0600 or 0640",
+                    "the TLS certificate file {} holds a private key; keep the key in tls_key_file alone",
+                    cert.display()
+                ),
+            ));
+        }
+        // The mode of the file read, not of whatever the path names a moment later.
+        let (key_pem, mode) = read_bounded(key, "key")?;
+        if mode & 0o006 != 0 || mode & 0o020 != 0 {
+            return Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!(
+                    "the TLS key file {} may be read or written by other users (mode {:o}); make it 0600 or 0640",
                     key.display(),
                     mode & 0o7777
                 ),
             ));
         }
-        let key_pem = read_bounded(key, "key")?;
         Self::from_pem(&cert_pem, &key_pem).map_err(|mut e| {
             e.message = format!("{} and {}: {}", cert.display(), key.display(), e.message);
             e
@@ -129,16 +130,28 @@ impl ServerTls {
     }
 }
 
-/// `path`'s bytes, at most [`MAX_PEM_BYTES`].
-fn read_bounded(path: &Path, what: &str) -> Result<Vec<u8>> {
+/// `path`'s bytes, at most [`MAX_PEM_BYTES`], and the mode of the file they were read from (a
+/// regular file only).
+fn read_bounded(path: &Path, what: &str) -> Result<(Vec<u8>, u32)> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| {
+    let unreadable = |e: std::io::Error| {
         Error::quoting(
             ErrorCode::ConfigInvalid,
             format!("the TLS {what} file {} cannot be read", path.display()),
             e,
         )
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorCode::ConfigInvalid,
+            format!(
+                "the TLS {what} file {} is not a regular file",
+                path.display()
+            ),
+        ));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_PEM_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -158,7 +171,7 @@ fn read_bounded(path: &Path, what: &str) -> Result<Vec<u8>> {
             ),
         ));
     }
-    Ok(bytes)
+    Ok((bytes, meta.permissions().mode()))
 }
 
 #[cfg(test)]
@@ -197,16 +210,34 @@ mod tests {
     }
 
     #[test]
-    fn a_key_file_every_user_may_read_is_refused() {
+    fn a_key_file_other_users_may_read_or_write_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = identity();
         let (c, k) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
         std::fs::write(&c, cert).unwrap();
         std::fs::write(&k, key).unwrap();
         std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = ServerTls::from_pem_files(&c, &k).unwrap_err();
-        assert!(e.message.contains("readable by every user"), "{e}");
-        std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(ServerTls::from_pem_files(&c, &k).is_ok());
+        for mode in [0o644, 0o602, 0o620] {
+            std::fs::set_permissions(&k, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = ServerTls::from_pem_files(&c, &k).unwrap_err();
+            assert!(e.message.contains("other users"), "{mode:o}: {e}");
+        }
+        for mode in [0o600, 0o640, 0o400] {
+            std::fs::set_permissions(&k, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(ServerTls::from_pem_files(&c, &k).is_ok(), "{mode:o}");
+        }
+        // A certificate file that also holds the key: refused (it is not hidden from agents).
+        let both = dir.path().join("both.pem");
+        std::fs::write(
+            &both,
+            format!(
+                "{}{}",
+                std::fs::read_to_string(&c).unwrap(),
+                std::fs::read_to_string(&k).unwrap()
+            ),
+        )
+        .unwrap();
+        let e = ServerTls::from_pem_files(&both, &k).unwrap_err();
+        assert!(e.message.contains("holds a private key"), "{e}");
     }
 }
