@@ -108,6 +108,19 @@ impl Store {
         })
     }
 
+    /// The sandbox of every context that records one, in no particular order: what a sweep
+    /// of unrecorded sandboxes must leave.
+    pub fn recorded_sandboxes(&self) -> Result<Vec<PathBuf>> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT sandbox_root FROM contexts WHERE sandbox_root IS NOT NULL")
+                .and_then(|mut st| {
+                    st.query_map([], |r| r.get::<_, String>(0).map(PathBuf::from))?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .ctx("list the recorded sandboxes")
+        })
+    }
+
     /// Up to `limit` contexts, most recently updated first.
     pub fn list_contexts(&self, limit: usize) -> Result<Vec<ContextRecord>> {
         self.read(|conn| {
@@ -147,6 +160,11 @@ mod tests {
                     "/home/x/.legate/sandboxes/warm-abc-654321"
                 ))
                 .unwrap()
+        );
+        store.put_context(&record("c2", 2)).unwrap();
+        assert_eq!(
+            store.recorded_sandboxes().unwrap(),
+            [r.sandbox_root.clone().unwrap()]
         );
     }
 

@@ -16,7 +16,9 @@
 //! - `tasks`: task rows, lookup by id or prefix, listing;
 //! - `events`: the per-task append-only event log (the hot path);
 //! - `plans`: plan events stored as what changed, and rebuilt whole for readers;
-//! - `recovery`: runners, cancel requests, failing orphaned tasks, pruning;
+//! - `recovery`: runners, cancel requests, failing orphaned tasks;
+//! - `retention`: pruning finished tasks beyond the newest `retention`, with the
+//!   conversations, messages and comparisons no task is left to name;
 //! - `handover`: a dead runner's remote tasks, claimed by a live one (compare-and-set);
 //! - `contexts`: conversation contexts (agent session and sandbox per context);
 //! - `call_tasks`: tool calls answered as MCP tasks (their answers, and background ops);
@@ -51,6 +53,7 @@ mod metrics;
 mod peers;
 mod plans;
 mod recovery;
+mod retention;
 mod reviews;
 mod schema;
 mod sign_ins;
@@ -77,6 +80,7 @@ pub use messages::{MessageClaim, MessageRecord};
 pub use metrics::{DecisionCount, DecisionTally, PendingApprovals, TaskCount, TokenSums};
 pub use peers::{PeerCaps, PeerClaim, PeerMessageRecord, PeerState};
 pub use recovery::EndedTasks;
+pub use retention::Pruned;
 pub use schema::SCHEMA_VERSION;
 pub use sign_ins::Spent;
 pub use tap::TapTotals;

@@ -1,6 +1,6 @@
 //! What lets several processes share tasks and a restart lose nothing: which engine instance
-//! (runner) runs a task, cancel requests left for that runner, failing the unfinished tasks
-//! of a runner that died, and pruning old finished tasks.
+//! (runner) runs a task, cancel requests left for that runner, and failing the unfinished
+//! tasks of a runner that died. Pruning old finished tasks is `retention`'s.
 //!
 //! A task is *unfinished* while its state is not terminal (`submitted`, `working`,
 //! `input-required`). Only this module writes the `runner` and `cancel_requested_at`
@@ -9,12 +9,12 @@
 use crate::Store;
 use crate::approvals::expire_pending_in;
 use crate::events::append_in;
-use crate::sql::{SqlContext, clamp_i64, store_error, task_not_found};
+use crate::sql::{SqlContext, store_error, task_not_found};
 use legate_core::{Error, ErrorCode, EventKind, Result, TaskId, TaskState, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
 /// `'submitted', 'working', …`: the states that are (or are not) terminal, for `IN (…)`.
-fn states(terminal: bool) -> String {
+pub(crate) fn states(terminal: bool) -> String {
     TaskState::ALL
         .iter()
         .filter(|s| s.is_terminal() == terminal)
@@ -253,57 +253,7 @@ impl Store {
             )
         })
     }
-
-    /// Deletes finished tasks beyond the newest `keep` (by creation time), with their
-    /// events, memory snapshots and tap frames, in one transaction. Unfinished tasks are
-    /// never touched. Returns how many
-    /// tasks were deleted. In the same transaction, the calls answered as tasks whose task,
-    /// group or comparison is gone are deleted, and ended ops beyond the newest `keep`.
-    pub fn prune_finished(&self, keep: usize) -> Result<usize> {
-        let doomed = format!(
-            "SELECT id FROM tasks WHERE state IN ({}) \
-             ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1",
-            states(true)
-        );
-        let delete_events = format!("DELETE FROM events WHERE task_id IN ({doomed})");
-        let delete_tasks = format!("DELETE FROM tasks WHERE id IN ({doomed})");
-        // A pruned task's memory snapshots go with it (see `memory`).
-        let delete_snapshots = format!("DELETE FROM memory_snapshots WHERE task_id IN ({doomed})");
-        // And its wire tap (see `tap`).
-        let delete_tap = format!("DELETE FROM tap_frames WHERE task_id IN ({doomed})");
-        let keep = clamp_i64(keep);
-        self.write("prune finished tasks", |tx| {
-            tx.execute(&delete_events, [keep])
-                .ctx("prune finished tasks")?;
-            tx.execute(&delete_snapshots, [keep])
-                .ctx("prune finished tasks")?;
-            tx.execute(&delete_tap, [keep])
-                .ctx("prune finished tasks")?;
-            let pruned = tx
-                .execute(&delete_tasks, [keep])
-                .ctx("prune finished tasks")?;
-            // The calls answered as tasks whose work is gone, and ended ops beyond the newest
-            // `keep`.
-            tx.execute(PRUNE_CALL_TASKS, [])
-                .ctx("prune finished tasks")?;
-            tx.execute(PRUNE_ENDED_OPS, [keep])
-                .ctx("prune finished tasks")?;
-            Ok(pruned)
-        })
-    }
 }
-
-/// Deletes the calls answered as tasks whose task, group or comparison no longer exists.
-const PRUNE_CALL_TASKS: &str = "DELETE FROM call_tasks WHERE \
-     (tool IN ('run', 'resume', 'continue', 'handoff', 'send_message') \
-      AND id NOT IN (SELECT id FROM tasks)) \
-     OR (tool = 'group_start' AND id NOT IN (SELECT group_id FROM groups)) \
-     OR (tool = 'compare' AND id NOT IN (SELECT id FROM comparisons))";
-
-/// Deletes the ended ops (`test`, `integrate`) beyond the newest `?1`.
-const PRUNE_ENDED_OPS: &str = "DELETE FROM call_tasks WHERE id IN (\
-     SELECT id FROM call_tasks WHERE tool IN ('test', 'integrate') AND state <> 'running' \
-     ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)";
 
 /// Records `runner` (or none) on task `task_id` inside `tx`; `TASK_NOT_FOUND` without it.
 fn set_runner_opt_in(
@@ -584,73 +534,5 @@ mod tests {
         store.update_task(&t, &[]).unwrap();
         assert!(store.cancel_requests("p").unwrap().is_empty());
         assert_eq!(store.cancel_requested_at(&c1).unwrap(), Some(first), "kept");
-    }
-
-    #[test]
-    fn prune_deletes_the_calls_answered_as_tasks_whose_work_is_gone() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("legate.db")).unwrap();
-        use crate::CallTaskState::{Answered, Completed, Running};
-        insert(&store, "old", 1, TaskState::Completed, None);
-        insert(&store, "new", 2, TaskState::Completed, None);
-        for (id, tool, state, runner) in [
-            ("old", "run", Answered, None),
-            ("new", "send_message", Answered, None),
-            ("g-gone", "group_start", Answered, None),
-            ("op-1", "test", Completed, Some("r")),
-            ("op-2", "integrate", Completed, Some("r")),
-            ("op-3", "test", Running, Some("r")),
-        ] {
-            store
-                .insert_call_task(id, tool, state, None, runner)
-                .unwrap();
-        }
-        assert_eq!(store.prune_finished(1).unwrap(), 1);
-        let left: Vec<bool> = ["old", "new", "g-gone", "op-1", "op-2", "op-3"]
-            .iter()
-            .map(|id| store.call_task(id).unwrap().is_some())
-            .collect();
-        // op-1 and op-2 were recorded in the same millisecond or later: the newer is kept.
-        assert_eq!(left[..3], [false, true, false]);
-        assert_eq!(left[3..].iter().filter(|k| **k).count(), 2, "{left:?}");
-        assert!(left[5], "a running op is never pruned");
-    }
-
-    #[test]
-    fn prune_keeps_the_newest_finished_and_every_open_task() {
-        let store = Store::open_in_memory().unwrap();
-        insert(&store, "p1", 1, TaskState::Completed, None);
-        insert(&store, "p2", 2, TaskState::Failed, None);
-        insert(&store, "p3", 3, TaskState::Working, Some("x"));
-        insert(&store, "p4", 4, TaskState::Canceled, None);
-        insert(&store, "p5", 5, TaskState::Completed, None);
-        store
-            .append_events(
-                &TaskId("p1".into()),
-                &[EventKind::Message { text: "x".into() }],
-            )
-            .unwrap();
-
-        assert_eq!(store.prune_finished(2).unwrap(), 2);
-        let left: Vec<String> = store
-            .list_tasks(&crate::TaskFilter::default())
-            .unwrap()
-            .into_iter()
-            .map(|t| t.id.0)
-            .collect();
-        assert_eq!(left, ["p5", "p4", "p3"]);
-        assert!(
-            store
-                .events(&TaskId("p1".into()), 0, 10)
-                .unwrap()
-                .is_empty()
-        );
-        assert_eq!(store.last_seq(&TaskId("p2".into())).unwrap(), 0);
-        assert_eq!(store.prune_finished(2).unwrap(), 0);
-        assert_eq!(store.prune_finished(0).unwrap(), 2);
-        assert_eq!(
-            store.task(&TaskId("p3".into())).unwrap().unwrap().state,
-            TaskState::Working
-        );
     }
 }

@@ -274,18 +274,7 @@ impl Baseline {
     /// the lock, as the operation that held it may have blocked it).
     /// The lock is released when the returned file is dropped (or the process dies).
     pub fn lock(&self) -> Result<File, Error> {
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.dir.join("lock"))
-            .map_err(|e| {
-                Error::caused_by(
-                    ErrorCode::Internal,
-                    "the copy's lock could not be opened",
-                    e,
-                )
-            })?;
+        let f = self.lock_file()?;
         // A short grace: an operation that just ended may still be letting go.
         let deadline = std::time::Instant::now() + LOCK_GRACE;
         loop {
@@ -305,6 +294,38 @@ impl Baseline {
                 }
             }
         }
+    }
+
+    /// Takes this copy's lock if no operation holds it, without waiting: `None` when one
+    /// does, `GIT_CLEANUP_UNVERIFIED` once the copy is blocked. For a caller that passes a
+    /// busy copy by (retention) rather than waiting for it.
+    pub fn try_lock(&self) -> Result<Option<File>, Error> {
+        let f = self.lock_file()?;
+        match f.try_lock() {
+            Ok(()) => crate::git_run::check_unblocked(&self.dir).map(|()| Some(f)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::caused_by(
+                ErrorCode::Internal,
+                "the copy's lock failed",
+                e,
+            )),
+        }
+    }
+
+    /// The copy's lock file, made if missing.
+    fn lock_file(&self) -> Result<File, Error> {
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.dir.join("lock"))
+            .map_err(|e| {
+                Error::caused_by(
+                    ErrorCode::Internal,
+                    "the copy's lock could not be opened",
+                    e,
+                )
+            })
     }
 
     /// The sizes of blobs by id, in order, as git gives them (`cat-file --batch-check`),

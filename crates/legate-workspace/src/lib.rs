@@ -102,7 +102,7 @@ pub use limits::CopyLimits;
 pub use line_endings::{BOM, Checked, check as check_line_endings};
 pub use read_inside::{read_inside, read_inside_with_metadata};
 pub use returned::returned_from_files;
-pub use sandbox::{WARM_PREFIX, label, sandbox, warm_runner, warm_sandbox};
+pub use sandbox::{WARM_PREFIX, is_context_sandbox, label, sandbox, warm_runner, warm_sandbox};
 pub use scan_cache::{
     MAX_ENTRIES as SCAN_CACHE_MAX_ENTRIES, RACY_MARGIN, ScanCache, prune as prune_scan_verdicts,
 };

@@ -147,6 +147,24 @@ pub fn warm_runner(name: &str) -> Option<&str> {
     (plain(runner) && plain(random)).then_some(runner)
 }
 
+/// How many random characters end a sandbox's name (`XXXXXX`).
+const RANDOM_LEN: usize = 6;
+
+/// Whether `name` is a context's sandbox as [`sandbox`] names them: `<label>-XXXXXX`, one to
+/// eight ASCII letters and digits, one hyphen, six more. A warm session's sandbox
+/// (`warm-<runner>-XXXXXX`) and every other name are not: a sweep of sandboxes no context
+/// records leaves them.
+pub fn is_context_sandbox(name: &str) -> bool {
+    let Some((label, random)) = name.split_once('-') else {
+        return false;
+    };
+    let plain = |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric());
+    (1..=LABEL_LEN).contains(&label.len())
+        && random.len() == RANDOM_LEN
+        && plain(label)
+        && plain(random)
+}
+
 /// Creates a new, empty `<label>-XXXXXX` directory in `dir`, mode 0700.
 fn create(dir: &Path, context_id: &str) -> Result<PathBuf, Error> {
     create_prefixed(dir, &format!("{}-", label(context_id)))
@@ -156,7 +174,7 @@ fn create(dir: &Path, context_id: &str) -> Result<PathBuf, Error> {
 fn create_prefixed(dir: &Path, prefix: &str) -> Result<PathBuf, Error> {
     let created = tempfile::Builder::new()
         .prefix(prefix)
-        .rand_bytes(6)
+        .rand_bytes(RANDOM_LEN)
         .permissions(fs::Permissions::from_mode(0o700))
         .tempdir_in(dir)
         .map_err(|e| {
@@ -227,6 +245,33 @@ mod tests {
         }
         assert_eq!(warm_runner("warm-abc"), None);
         assert_eq!(warm_runner("warm--abcdef"), None);
+    }
+
+    #[test]
+    fn context_sandboxes_are_told_by_name_from_warm_ones_and_anything_else() {
+        let h = home();
+        for ctx in ["conversation-42", "..", "warm-abc123def456", "x"] {
+            let b = sandbox(&h.sandboxes, ctx, None).unwrap();
+            let name = b.root.file_name().unwrap().to_str().unwrap();
+            assert!(is_context_sandbox(name), "{name}");
+        }
+        let warm = warm_sandbox(&h.sandboxes, "abc123def456").unwrap();
+        let name = warm.root.file_name().unwrap().to_str().unwrap();
+        assert!(!is_context_sandbox(name), "{name}");
+        for other in [
+            "",
+            "abc",
+            "-abcdef",
+            "abcdefghi-abcdef",
+            "abc-abcde",
+            "abc-abcdefg",
+            "abc-ab.def",
+            "a.c-abcdef",
+            "abc-abc-de",
+            "warm-x-abcdef",
+        ] {
+            assert!(!is_context_sandbox(other), "{other}");
+        }
     }
 
     #[test]

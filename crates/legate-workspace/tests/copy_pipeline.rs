@@ -26,6 +26,22 @@ fn integrate_into(f: &Fixture, changes: &[Change]) -> Result<Integrated, legate_
 }
 
 #[test]
+fn a_copy_held_by_one_operation_is_busy_to_the_next_and_passed_by_without_waiting() {
+    let f = Fixture::new(&[("a.txt", b"one\n")]);
+    f.commit_all();
+    let (_, baseline) = f.copy(&[]);
+    let held = baseline.lock().unwrap();
+    let started = std::time::Instant::now();
+    assert!(baseline.try_lock().unwrap().is_none(), "held: passed by");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(baseline.lock().unwrap_err().code, ErrorCode::CopyBusy);
+    drop(held);
+    let taken = baseline.try_lock().unwrap();
+    assert!(taken.is_some(), "let go: taken");
+    assert!(baseline.try_lock().unwrap().is_none(), "held again");
+}
+
+#[test]
 fn the_selection_is_what_git_would_keep_minus_secrets_and_links() {
     // A fake key id, made at run time (a real one has no run of letters in order).
     let leak = format!("key = {}{}\n", "AKIA", "Q3ZL7RTX2WNVD6KM");

@@ -92,6 +92,8 @@ fn a_git_that_cannot_be_shown_gone_blocks_its_copy() {
     assert_eq!(opened.code, ErrorCode::GitCleanupUnverified, "{opened}");
     let locked = baseline.lock().unwrap_err();
     assert_eq!(locked.code, ErrorCode::GitCleanupUnverified, "{locked}");
+    let tried = baseline.try_lock().unwrap_err();
+    assert_eq!(tried.code, ErrorCode::GitCleanupUnverified, "{tried}");
     // Removing the marker (after ending the process) lifts the block.
     std::fs::remove_file(baseline.dir().join(CLEANUP_MARKER)).unwrap();
     let b = Baseline::open(baseline.dir(), &report.copy_directory).unwrap();

@@ -101,8 +101,13 @@ pub struct EngineConfig {
     pub max_idle_sessions: usize,
     /// After a cancel, how long the agent gets to end its turn before it is killed.
     pub cancel_grace: Duration,
-    /// How many finished tasks are kept; older ones are pruned at start.
+    /// How many finished tasks are kept; older ones are pruned when the engine starts and
+    /// every [`EngineConfig::retention_interval`] while it runs, with the conversations,
+    /// messages, comparisons and sandboxes no remaining task needs.
     pub retention: usize,
+    /// How often a running engine prunes what is past `retention` (a minute). Not read from
+    /// the configuration file: tests shorten it.
+    pub retention_interval: Duration,
     /// At most this many nodes in a new group (`max_group_nodes`; the seed's 32 by default,
     /// at most [`crate::MAX_NODES`]). Groups already stored keep the size they were created
     /// with.
@@ -286,6 +291,7 @@ impl EngineConfig {
             max_prompt_chars: crate::core::request::DEFAULT_MAX_PROMPT_CHARS,
             cancel_grace: Duration::from_secs(5),
             retention: 1000,
+            retention_interval: Duration::from_secs(60),
             default_agent: "revisor".to_string(),
             agents: BTreeMap::new(),
             confinement: legate_confine::Requirement::BestEffort,
@@ -351,6 +357,7 @@ mod tests {
         assert_eq!(c.max_idle_sessions, 16);
         assert!(!c.review.keep_interrupted_copies);
         assert_eq!(c.retention, 1000);
+        assert_eq!(c.retention_interval, Duration::from_secs(60));
         assert_eq!(c.default_agent, "revisor");
         assert_eq!(c.confinement, legate_confine::Requirement::BestEffort);
         let f = &c.fronts;

@@ -10,8 +10,9 @@
 //! order a task lives it: `request` (the checks at submit), `launcher` (the one path every
 //! start takes: submit, reply, resume, message, a group's node, a handoff), `slots`,
 //! `admission` and `budget`, `turn`, `ending`, `continuation`, `inbound`; then what every task
-//! stands on: `pool`, `fanout`, `runner`, and recovery (`adoption`, `leftovers`). A feature that starts a task goes
-//! through [`Core::launch`], never back through the engine's facade.
+//! stands on: `pool`, `fanout`, `runner`, recovery (`adoption`, `leftovers`) and `retention`
+//! (pruning what is past `retention`, at start and every minute). A feature that starts a
+//! task goes through [`Core::launch`], never back through the engine's facade.
 //!
 //! This module opens the engine (store, runner, recovery) and runs its housekeeping loop. It
 //! never speaks an agent protocol and never looks a backend up itself (`agents` does).
@@ -55,6 +56,7 @@ pub(crate) mod leftover_processes;
 pub(crate) mod leftovers;
 mod pods;
 pub(crate) mod pool;
+pub(crate) mod retention;
 pub mod runner;
 pub(crate) mod warm;
 
@@ -130,8 +132,9 @@ pub(crate) struct Inner {
 
 impl Core {
     /// Opens the store, claims a runner identity, marks tasks of dead runners
-    /// `SERVER_RESTARTED` (except the remote tasks it takes over: `adoption`), prunes old
-    /// tasks, and starts the background loops. See [`crate::Engine::start`].
+    /// `SERVER_RESTARTED` (except the remote tasks it takes over: `adoption`), prunes what is
+    /// past retention (`retention`), and starts the background loops. See
+    /// [`crate::Engine::start`].
     pub(crate) fn open(
         config: EngineConfig,
         backends: legate_backend::Registry,
@@ -176,7 +179,8 @@ impl Core {
                 "marked tasks of stopped processes as failed"
             );
         }
-        store.prune_finished(config.retention)?;
+        // What is past retention, now; then every `retention_interval` (`spawn_retention`).
+        crate::core::retention::pass(&store, &paths, config.retention)?;
         pods::sweep_on_start(config.agents.values(), &paths);
         // A stopped engine's supervising-agent questions (`kill -9` skips their removal).
         crate::approvals::judge_dirs::sweep(&paths, Some(runner.id()));
@@ -215,6 +219,7 @@ impl Core {
         core.continue_groups();
         core.spawn_housekeeping();
         core.spawn_copy_sweeper();
+        core.spawn_retention();
         core.spawn_warmer();
         Ok(core)
     }

@@ -158,6 +158,8 @@ impl Core {
         let mut copy_ready = None;
         // A turn continuing its context's copy holds the copy's lock until it ends.
         let mut _copy_lock = None;
+        // A session kept for a conversation retention pruned is not this one's.
+        self.drop_pruned_session(&task).await;
         // A warm session that fits the task exactly: its sandbox becomes the context's.
         let mut handed = self.take_warm(&task, &agent);
         // The replacement waits for this turn's end (or a moment: `warm::Hold`).
