@@ -20,11 +20,19 @@ use std::time::{Duration, SystemTime};
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn harness(retention: usize) -> EngineHarness {
+    harness_keeping_copies(retention, Duration::ZERO)
+}
+
+/// [`harness`] whose finished copies are kept `copies` untouched (`[copies]
+/// retention_hours`); the copy sweep's first pass after start is a minute away, longer than
+/// these tests.
+fn harness_keeping_copies(retention: usize, copies: Duration) -> EngineHarness {
     EngineHarness::builder()
         .project(&[("a.txt", "alpha\n")])
         .config(move |c| {
             c.retention = retention;
             c.retention_interval = Duration::from_millis(50);
+            c.review.retention = copies;
         })
         .start()
 }
@@ -203,6 +211,24 @@ async fn a_sandbox_no_conversation_records_is_removed_without_following_its_link
     );
     assert!(young.is_dir(), "a new sandbox may be about to be recorded");
     assert!(foreign.is_dir(), "not a sandbox Legate made");
+    h.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_within_its_own_retention_is_not_pruned_with_its_task() {
+    let h = harness_keeping_copies(1, Duration::from_secs(3600));
+    let copy = h.run(h.on_copy("write b.txt: x")).await;
+    assert_eq!(copy.state, TaskState::Completed, "{:?}", copy.error);
+    let older = h.run(in_context("plain", "write a.txt: 1")).await;
+    let newest = h.run(in_context("plain", "write a.txt: 2")).await;
+    // `older` goes; the copy task, older still, is kept: its copy is within `[copies]
+    // retention_hours`, and its review may still come.
+    let pruned = until_holds(DEADLINE, || !task_ids(&h).contains(&older.id)).await;
+    assert!(pruned, "left: {:?}", task_ids(&h));
+    assert_eq!(task_ids(&h), [newest.id.clone(), copy.id.clone()]);
+    assert!(h.home().join("copies").join(copy.id.as_str()).is_dir());
+    let preview = h.engine.reviews().preview(copy.id.as_str()).await.unwrap();
+    assert!(!preview.patch.sha256.is_empty());
     h.engine.shutdown().await;
 }
 

@@ -10,9 +10,11 @@
 //! Which tasks go is two steps, so that the engine can spare the ones it still holds (a copy
 //! another operation has locked, an integration not yet recovered): [`Store::prunable`] lists
 //! the candidates, [`Store::prune_tasks`] deletes those of them that are still prunable. A
-//! task is prunable when it is finished, beyond the newest `keep` finished tasks, and is not
+//! task is prunable when it is finished, beyond the newest `keep` finished tasks, is not
 //! a copy task whose conversation has an unfinished task (that task's turn continues the
-//! copy the finished ones made). The audit (`decisions`) and peer messages are never pruned.
+//! copy the finished ones made), and is not a node's task of a group that has not ended (its
+//! admission, checkpoints and token budget read them). The audit (`decisions`) and peer
+//! messages are never pruned.
 //!
 //! This module must never delete an unfinished task or a row a remaining task names, and
 //! never touches a file: the sandboxes the deleted conversations recorded are handed back
@@ -42,11 +44,19 @@ pub struct Pruned {
     pub sandboxes: Vec<PathBuf>,
 }
 
+/// The states a group ends in (`legate_engine`'s group status): a task of a group in any
+/// other state (created, running, paused) is one of its nodes' history, which the group's
+/// admission, checkpoints and token budget read.
+const GROUP_ENDED: &str = "'completed', 'failed', 'canceled'";
+
 /// The condition on task `t` that makes it prunable, whatever its age.
 fn prunable_task() -> String {
     format!(
         "t.state IN ({finished}) AND NOT (t.workspace = '{copy}' AND EXISTS (\
-         SELECT 1 FROM tasks o WHERE o.context_id = t.context_id AND o.state IN ({open})))",
+         SELECT 1 FROM tasks o WHERE o.context_id = t.context_id AND o.state IN ({open}))) \
+         AND NOT (t.controls IS NOT NULL AND EXISTS (SELECT 1 FROM groups g \
+         WHERE g.group_id = json_extract(t.controls, '$.group.groupId') \
+         AND g.state NOT IN ({GROUP_ENDED})))",
         finished = states(true),
         copy = WorkspaceKind::Copy.as_str(),
         open = states(false),
@@ -102,8 +112,11 @@ impl Store {
             "SELECT t.context_id FROM tasks t WHERE t.id = ?1 AND {}",
             prunable_task()
         );
+        // The oldest of the newest `keep` finished tasks: not of every finished task left,
+        // which one task spared for good (a held copy, a paused group) would pin forever.
         let horizon = format!(
-            "SELECT MIN(created_at) FROM tasks WHERE state IN ({})",
+            "SELECT MIN(created_at) FROM (SELECT created_at FROM tasks WHERE state IN ({}) \
+             ORDER BY created_at DESC, id DESC LIMIT ?1)",
             states(true)
         );
         self.write(WHAT, |tx| {
@@ -115,7 +128,9 @@ impl Store {
                     emptied.insert(context);
                 }
             }
-            let horizon: Option<i64> = tx.query_row(&horizon, [], |r| r.get(0)).ctx(WHAT)?;
+            let horizon: Option<i64> = tx
+                .query_row(&horizon, [clamp_i64(keep)], |r| r.get(0))
+                .ctx(WHAT)?;
             for (context, sandbox) in empty_contexts(tx, &emptied, horizon)? {
                 tx.prepare_cached("DELETE FROM contexts WHERE context_id = ?1")
                     .and_then(|mut st| st.execute([&context]))

@@ -180,6 +180,57 @@ fn a_conversation_and_its_messages_go_only_when_no_task_is_left_in_it() {
 }
 
 #[test]
+fn a_groups_tasks_are_kept_until_the_group_ends() {
+    let store = Store::open_in_memory().unwrap();
+    let mut g = crate::groups::tests::group("g1");
+    g.state = "running".into();
+    store
+        .insert_group(&g, &[crate::groups::tests::node("a", 0)])
+        .unwrap();
+    let in_group = |t: &mut legate_core::Task| {
+        t.controls.group = Some(legate_core::GroupNode {
+            group_id: "g1".into(),
+            node_id: "a".into(),
+        });
+    };
+    insert_task(&store, "node", "c1", 1, TaskState::Completed, in_group);
+    insert(&store, "plain", "c2", 2, TaskState::Completed);
+    insert(&store, "newest", "c3", 3, TaskState::Completed);
+    assert_eq!(store.prunable(1).unwrap(), [TaskId("plain".into())]);
+    // Paused is not ended either.
+    store
+        .set_group_state("g1", &[], "paused", None, None)
+        .unwrap();
+    assert_eq!(store.prunable(1).unwrap(), [TaskId("plain".into())]);
+    // Even named to prune_tasks, a running group's task stays.
+    store
+        .prune_tasks(&[TaskId("node".into()), TaskId("plain".into())], 1)
+        .unwrap();
+    assert_eq!(ids(&store), ["newest", "node"]);
+    store
+        .set_group_state("g1", &[], "completed", None, None)
+        .unwrap();
+    assert_eq!(store.prunable(1).unwrap(), [TaskId("node".into())]);
+}
+
+#[test]
+fn a_task_spared_for_good_does_not_pin_what_the_kept_tasks_let_go() {
+    let store = Store::open_in_memory().unwrap();
+    // A copy task spared while its conversation has an open task: old, and staying.
+    insert_task(&store, "spared", "held", 1, TaskState::Completed, |t| {
+        t.workspace = WorkspaceKind::Copy;
+    });
+    insert(&store, "open", "held", 2, TaskState::Working);
+    // A message never bound to a task, in a conversation no task is in, older than the kept
+    // task but younger than the spared one.
+    message(&store, "nowhere", "m-old", None, 5);
+    insert(&store, "kept", "c", 10, TaskState::Completed);
+    store.prune_tasks(&[], 1).unwrap();
+    assert_eq!(messages_left(&store), Vec::<String>::new());
+    assert_eq!(ids(&store), ["kept", "open", "spared"]);
+}
+
+#[test]
 fn a_copy_task_is_kept_while_its_conversation_has_an_open_task() {
     let store = Store::open_in_memory().unwrap();
     let copy = |t: &mut legate_core::Task| t.workspace = WorkspaceKind::Copy;

@@ -486,6 +486,11 @@ impl Store {
         })
     }
 
+    /// Whether a task with exactly this id is stored (nothing of it read).
+    pub fn has_task(&self, id: &str) -> Result<bool> {
+        self.read(|conn| exists(conn, id))
+    }
+
     /// The task with exactly this id, if any.
     pub fn task(&self, id: &TaskId) -> Result<Option<Task>> {
         self.read(|conn| load(conn, id.as_str()))

@@ -231,6 +231,9 @@ impl Subscription {
         self.heard = Instant::now();
         match self.store.task_runner(&self.task_id)? {
             Some((state, _)) if state.is_terminal() => self.ended = true,
+            // Gone (retention pruned it after it ended): nothing more will come, and the
+            // waiter reads TASK_NOT_FOUND.
+            None => self.ended = true,
             Some((_, Some(id)))
                 if self.own.as_deref() != Some(id.as_str())
                     && !runner::is_alive(&self.paths.run(), &id) =>
@@ -445,5 +448,15 @@ mod tests {
                 .await
                 .is_empty()
         );
+
+        // A task no longer stored (retention pruned it after it ended): the follower ends
+        // instead of waiting on.
+        let gone = TaskId("pruned".into());
+        let ended = tokio::time::timeout(
+            LIVENESS * 10,
+            drain(&mut fanout.subscribe(store.clone(), gone, 0)),
+        )
+        .await;
+        assert!(ended.is_ok_and(|events| events.is_empty()));
     }
 }

@@ -180,7 +180,12 @@ impl Core {
             );
         }
         // What is past retention, now; then every `retention_interval` (`spawn_retention`).
-        crate::core::retention::pass(&store, &paths, config.retention)?;
+        // A failed pass does not stop the engine: the next one tries again.
+        if let Err(e) =
+            crate::core::retention::pass(&store, &paths, config.retention, config.review.retention)
+        {
+            tracing::warn!(error = %e, "the task retention pass at start failed; the next one tries again");
+        }
         pods::sweep_on_start(config.agents.values(), &paths);
         // A stopped engine's supervising-agent questions (`kill -9` skips their removal).
         crate::approvals::judge_dirs::sweep(&paths, Some(runner.id()));

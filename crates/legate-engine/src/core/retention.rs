@@ -3,9 +3,10 @@
 //! the newest `retention` are pruned from the store with the rows only they kept
 //! (`Store::prune_tasks`: their conversations and messages, comparisons, answered calls), then
 //! the sandboxes of the conversations pruned are removed, and the sandboxes no conversation
-//! records any more (left by a crash between the two) with them. The rows go first and the
-//! directories after: a `kill -9` in between leaves an unrecorded sandbox, which the next pass
-//! removes.
+//! records any more (left by a crash between the two) with them, and the artifact directories
+//! (`$LEGATE_HOME/artifacts/<task>/`) of tasks the store no longer has. The rows go first and
+//! the directories after: a `kill -9` in between leaves an unrecorded sandbox or an artifact
+//! directory without its task, which the next pass removes.
 //!
 //! It spares what is still held, besides what the store spares (an unfinished task, a copy
 //! task whose conversation has one): a task whose copy's lock another operation holds (a
@@ -57,6 +58,8 @@ pub(crate) struct Retained {
     pub(crate) sandboxes: usize,
     /// Unrecorded sandboxes removed.
     pub(crate) orphans: usize,
+    /// Artifact directories of tasks no longer stored, removed.
+    pub(crate) artifacts: usize,
 }
 
 impl Retained {
@@ -72,7 +75,12 @@ impl Retained {
 /// finished tasks), then removes the pruned conversations' sandboxes and the unrecorded ones.
 /// A store error ends it (the next pass tries again); a directory that cannot be removed is
 /// logged and left for the next pass.
-pub(crate) fn pass(store: &Store, paths: &Paths, keep: usize) -> Result<Retained> {
+pub(crate) fn pass(
+    store: &Store,
+    paths: &Paths,
+    keep: usize,
+    copy_retention: Duration,
+) -> Result<Retained> {
     let mut done = Retained::default();
     let candidates = store.prunable(keep)?;
     // One transaction even with no candidate: rows left by an earlier prune go too.
@@ -82,7 +90,7 @@ pub(crate) fn pass(store: &Store, paths: &Paths, keep: usize) -> Result<Retained
         candidates.chunks(BATCH).collect()
     };
     for batch in batches {
-        let (free, locks) = unheld(store, paths, batch);
+        let (free, locks) = unheld(store, paths, batch, copy_retention);
         done.spared += batch.len() - free.len();
         let pruned = store.prune_tasks(&free, keep)?;
         drop(locks);
@@ -90,7 +98,10 @@ pub(crate) fn pass(store: &Store, paths: &Paths, keep: usize) -> Result<Retained
         done.sandboxes += remove_sandboxes(store, paths, &pruned.sandboxes);
     }
     done.orphans = sweep_orphans(store, paths);
-    if done.tasks + done.contexts + done.messages + done.comparisons + done.orphans > 0 {
+    done.artifacts = sweep_artifacts(store, paths);
+    if done.tasks + done.contexts + done.messages + done.comparisons + done.orphans + done.artifacts
+        > 0
+    {
         tracing::info!(
             tasks = done.tasks,
             contexts = done.contexts,
@@ -98,6 +109,7 @@ pub(crate) fn pass(store: &Store, paths: &Paths, keep: usize) -> Result<Retained
             comparisons = done.comparisons,
             sandboxes = done.sandboxes,
             orphans = done.orphans,
+            artifacts = done.artifacts,
             spared = done.spared,
             "task retention pruned the store"
         );
@@ -107,7 +119,12 @@ pub(crate) fn pass(store: &Store, paths: &Paths, keep: usize) -> Result<Retained
 
 /// The tasks of `ids` nothing holds, with the copy locks taken to keep it so until they are
 /// pruned (each copy's once).
-fn unheld(store: &Store, paths: &Paths, ids: &[TaskId]) -> (Vec<TaskId>, Vec<std::fs::File>) {
+fn unheld(
+    store: &Store,
+    paths: &Paths,
+    ids: &[TaskId],
+    copy_retention: Duration,
+) -> (Vec<TaskId>, Vec<std::fs::File>) {
     let journals = paths.run().join("integrations");
     let mut locks: HashMap<PathBuf, std::fs::File> = HashMap::new();
     let mut free = Vec::with_capacity(ids.len());
@@ -117,7 +134,7 @@ fn unheld(store: &Store, paths: &Paths, ids: &[TaskId]) -> (Vec<TaskId>, Vec<std
             tracing::debug!(task = %id, "kept past retention: its integration is not recovered yet");
             continue;
         }
-        if copy_free(store, id, &mut locks) {
+        if copy_free(store, id, copy_retention, &mut locks) {
             free.push(id.clone());
         } else {
             tracing::debug!(task = %id, "kept past retention: its copy is in use");
@@ -128,7 +145,14 @@ fn unheld(store: &Store, paths: &Paths, ids: &[TaskId]) -> (Vec<TaskId>, Vec<std
 
 /// Whether nothing holds task `id`'s copy (a task without one is free), taking its lock into
 /// `locks` when it has one. A copy whose lock `locks` has already is free: this pass holds it.
-fn copy_free(store: &Store, id: &TaskId, locks: &mut HashMap<PathBuf, std::fs::File>) -> bool {
+/// A copy not discarded and touched within `copy_retention` (`[copies] retention_hours`) is
+/// held: its review may still come, and the copy sweep would remove it with its task.
+fn copy_free(
+    store: &Store,
+    id: &TaskId,
+    copy_retention: Duration,
+    locks: &mut HashMap<PathBuf, std::fs::File>,
+) -> bool {
     let record = match store.review(id) {
         Ok(Some(value)) => value,
         Ok(None) => return true,
@@ -141,6 +165,12 @@ fn copy_free(store: &Store, id: &TaskId, locks: &mut HashMap<PathBuf, std::fs::F
     };
     if record.discarded_at.is_some() || locks.contains_key(&record.baseline_directory) {
         return true;
+    }
+    let age_ms = legate_core::Timestamp::now()
+        .0
+        .saturating_sub(record.touched_at.0);
+    if u128::try_from(age_ms).unwrap_or(0) < copy_retention.as_millis() {
+        return false;
     }
     match Baseline::open(&record.baseline_directory, &record.copy_directory) {
         // A git process that may still run in it.
@@ -224,6 +254,36 @@ fn sweep_orphans(store: &Store, paths: &Paths) -> usize {
     removed
 }
 
+/// Removes the artifact directories (`$LEGATE_HOME/artifacts/<task>/`, collected at a turn's
+/// end for a task already stored) whose task the store no longer has: a pruned task's, or one
+/// a crash left after its rows went. Returns how many. A store error stops the sweep (the next
+/// pass tries again); nothing but a plain directory directly inside `artifacts/` is removed.
+fn sweep_artifacts(store: &Store, paths: &Paths) -> usize {
+    let parent = paths.home().join("artifacts");
+    let mut removed = 0;
+    for (name, path, _) in legate_workspace::entries(&parent) {
+        if !is_plain_dir(&path) {
+            continue;
+        }
+        match store.has_task(&name) {
+            Ok(false) => {}
+            Ok(true) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not tell which artifact directories are a stored task's; the rest kept");
+                return removed;
+            }
+        }
+        match legate_workspace::remove_owned_dir(paths.home(), &parent, &path) {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(dir = %path.display(), error = %e, "could not remove a pruned task's artifacts");
+            }
+        }
+    }
+    removed
+}
+
 /// Whether `path` is a directory, not a link to one.
 fn is_plain_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_dir())
@@ -249,8 +309,10 @@ impl Core {
                 };
                 let store = core.store().clone();
                 let (paths, keep) = (core.config().paths.clone(), core.config().retention);
+                let copies = core.review_config().retention;
                 drop(core);
-                match tokio::task::spawn_blocking(move || pass(&store, &paths, keep)).await {
+                match tokio::task::spawn_blocking(move || pass(&store, &paths, keep, copies)).await
+                {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "the task retention pass failed; the next one tries again")
@@ -373,7 +435,7 @@ mod tests {
         odd.sandbox_root = Some(elsewhere.clone());
         h.store.put_context(&odd).unwrap();
 
-        let done = pass(&h.store, &h.paths, 1).unwrap();
+        let done = pass(&h.store, &h.paths, 1, Duration::ZERO).unwrap();
         assert_eq!(left(&h), ["new"]);
         assert_eq!((done.tasks, done.contexts, done.sandboxes), (2, 2, 1));
         assert!(!gone.exists());
@@ -415,7 +477,7 @@ mod tests {
         .unwrap();
         finished(&h, "t", "c", 1);
 
-        let done = pass(&h.store, &h.paths, 10).unwrap();
+        let done = pass(&h.store, &h.paths, 10, Duration::ZERO).unwrap();
         assert_eq!(done.orphans, 1);
         assert!(!orphan.exists());
         for kept in [&recorded, &warm, &foreign, &young] {
@@ -427,17 +489,52 @@ mod tests {
     }
 
     #[test]
+    fn a_pruned_tasks_artifacts_go_and_a_stored_tasks_stay() {
+        let h = home();
+        let outside = outside(&h);
+        finished(&h, "old", "a", 1);
+        finished(&h, "new", "b", 2);
+        let artifacts = h.paths.home().join("artifacts");
+        for id in ["old", "new", "never-stored"] {
+            std::fs::create_dir_all(artifacts.join(id)).unwrap();
+            std::fs::write(artifacts.join(id).join("0123"), "bytes").unwrap();
+        }
+        std::os::unix::fs::symlink(&outside, artifacts.join("old/escape")).unwrap();
+        // A link named as a task, to a directory outside: left, and not followed.
+        std::os::unix::fs::symlink(&outside, artifacts.join("gone-link")).unwrap();
+
+        let done = pass(&h.store, &h.paths, 1, Duration::ZERO).unwrap();
+        assert_eq!((done.tasks, done.artifacts), (1, 2));
+        assert_eq!(left(&h), ["new"]);
+        assert!(!artifacts.join("old").exists());
+        assert!(!artifacts.join("never-stored").exists());
+        assert!(artifacts.join("new/0123").is_file());
+        assert!(
+            std::fs::symlink_metadata(artifacts.join("gone-link"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+            "mine"
+        );
+    }
+
+    #[test]
     fn a_task_whose_integration_is_not_recovered_is_kept_past_retention() {
         let h = home();
         finished(&h, "journaled", "a", 1);
         finished(&h, "plain", "b", 2);
         finished(&h, "newest", "c", 3);
         std::fs::create_dir_all(h.paths.run().join("integrations/journaled")).unwrap();
-        let done = pass(&h.store, &h.paths, 1).unwrap();
+        let done = pass(&h.store, &h.paths, 1, Duration::ZERO).unwrap();
         assert_eq!((done.tasks, done.spared), (1, 1));
         assert_eq!(left(&h), ["newest", "journaled"]);
         std::fs::remove_dir(h.paths.run().join("integrations/journaled")).unwrap();
-        assert_eq!(pass(&h.store, &h.paths, 1).unwrap().tasks, 1);
+        assert_eq!(
+            pass(&h.store, &h.paths, 1, Duration::ZERO).unwrap().tasks,
+            1
+        );
         assert_eq!(left(&h), ["newest"]);
     }
 }
