@@ -288,6 +288,10 @@ enum Command {
         /// failure in the same copy, then the command runs again; waits for the last.
         #[arg(long, default_value_t = 0)]
         retries: u8,
+        /// Run in a fresh tree of the patch (its tracked files only, nothing the copy
+        /// ignores: no build output or cache an agent left) instead of the copy.
+        #[arg(long)]
+        fresh: bool,
         /// The executable and its arguments, after `--`.
         #[arg(last = true, required = true, num_args = 1..)]
         command: Vec<String>,
@@ -592,10 +596,11 @@ async fn dispatch(command: Command, hardened: harden::Hardened) -> Result<ExitCo
             timeout,
             sha256,
             retries,
+            fresh,
             command,
         } => {
             with_engine(config, |e| async move {
-                review::test(&e, &id, command, timeout, sha256, retries).await
+                review::test(&e, &id, command, timeout, sha256, retries, fresh).await
             })
             .await
         }

@@ -147,7 +147,7 @@ pub async fn verify(
     })
 }
 
-/// `legate test ID [--timeout S] [--sha256 S] [--retries N] -- CMD ARGS…`.
+/// `legate test ID [--timeout S] [--sha256 S] [--retries N] [--fresh] -- CMD ARGS…`.
 pub async fn test(
     engine: &Engine,
     id: &str,
@@ -155,6 +155,7 @@ pub async fn test(
     timeout: Option<u64>,
     sha: Option<String>,
     retries: u8,
+    fresh: bool,
 ) -> Result<ExitCode> {
     let mut parts = command.into_iter();
     let executable = parts
@@ -176,6 +177,7 @@ pub async fn test(
                 },
                 timeout: timeout.map(Duration::from_secs),
                 selection: None,
+                fresh,
             },
             retries,
         )
@@ -262,9 +264,14 @@ fn print_evidence(e: &TestEvidence) -> std::io::Result<()> {
         eprintln!("{stderr}");
     }
     out!(
-        "test #{} {}: exit {}{} in {} ms, confinement {}, network {}, sha256 {}",
+        "test #{} {}{}: exit {}{} in {} ms, confinement {}, network {}, sha256 {}",
         e.id,
         if e.passed { "passed" } else { "failed" },
+        if e.fresh {
+            " in a fresh tree of the patch"
+        } else {
+            ""
+        },
         e.exit_code
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".into()),
@@ -421,6 +428,7 @@ mod tests {
             connections_not_kept: 0,
             isolation: None,
             sandbox: None,
+            fresh: false,
             recorded_at: legate_core::Timestamp(0),
             error: None,
         }

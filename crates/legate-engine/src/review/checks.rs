@@ -107,7 +107,7 @@ impl Reviews {
         command: TestCommand,
         timeout: Option<Duration>,
     ) -> Result<TestEvidence> {
-        self.test_in(id, expected_sha256, command, timeout, None)
+        self.test_in(id, expected_sha256, command, timeout, None, false)
             .await
     }
 
@@ -115,6 +115,11 @@ impl Reviews {
     /// policy (and clear of the copy's source project) before anything runs:
     /// `SANDBOX_SELECTION_DENIED` (or `FORBIDDEN_DIRECTORY`) otherwise. The evidence names
     /// the selection enforced and the policy's sha256, without a selection too.
+    ///
+    /// With `fresh`, the command runs in a fresh tree of the patch instead of the copy
+    /// (`legate_workspace::fresh_tree`: the tree the preview staged, checked out beside the
+    /// baseline, nothing the copy ignores), removed when it ends; the evidence says so
+    /// (`fresh`). An agent's planted build output or cache cannot pass it.
     #[tracing::instrument(name = "legate.test", skip_all, fields(legate.task.id = %id))]
     pub async fn test_in(
         &self,
@@ -123,6 +128,7 @@ impl Reviews {
         command: TestCommand,
         timeout: Option<Duration>,
         selection: Option<crate::SandboxSelection>,
+        fresh: bool,
     ) -> Result<TestEvidence> {
         // The command and timeout checked, then the selection against the policy, before
         // anything runs.
@@ -165,11 +171,18 @@ impl Reviews {
             .map(|_| super::test_gate::TestGate::egress(Arc::new(core.config().network.clone())));
         // The command keeps the copy's lock until it ends, even if no one waits for it any more.
         let held = o.held();
+        let tree = before.tree.clone();
         let run = blocking(move || {
             let _held = held;
             let scratch = b.scratch()?;
+            // Removed when the run ends (dropped at the closure's end).
+            let fresh_tree = match fresh {
+                true => Some(legate_workspace::fresh_tree(&b, &tree)?),
+                false => None,
+            };
+            let root = fresh_tree.as_ref().map_or(copy.as_path(), |t| t.path());
             legate_testrun::run_test_in(
-                &copy,
+                root,
                 &scratch,
                 &cmd,
                 timeout,
@@ -244,6 +257,7 @@ impl Reviews {
             connections: run.connections,
             connections_not_kept: run.connections_not_kept,
             isolation: Some(run.isolation),
+            fresh,
             recorded_at: Timestamp::now(),
             error,
         };
@@ -299,6 +313,7 @@ impl Reviews {
             connections_not_kept: 0,
             isolation: None,
             sandbox: None,
+            fresh: false,
             recorded_at: Timestamp::now(),
             error,
         };

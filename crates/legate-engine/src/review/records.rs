@@ -88,6 +88,10 @@ pub struct TestEvidence {
     /// records made before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::SandboxEvidence>,
+    /// Whether it ran in a fresh tree of the patch (its tracked files only) rather than in the
+    /// copy as its agents left it, ignored files and all.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh: bool,
     /// When it was recorded.
     pub recorded_at: Timestamp,
     /// `TEST_FAILED` or `TEST_CHANGED_PATCH` when it did not pass.

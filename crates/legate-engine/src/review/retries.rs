@@ -63,6 +63,9 @@ pub struct TestRun {
     pub timeout: Option<Duration>,
     /// A selection within the sandbox policy's ceiling.
     pub selection: Option<crate::SandboxSelection>,
+    /// Run in a fresh tree of the patch (the staged tracked files only, nothing the copy
+    /// ignores) instead of the copy as its agents left it.
+    pub fresh: bool,
 }
 
 /// One run of the command in a `test` with retries.
@@ -199,6 +202,7 @@ impl Reviews {
             command,
             timeout,
             selection,
+            fresh,
         } = test;
         check_retries(retries)?;
         let task = self.core.task(id)?;
@@ -227,6 +231,7 @@ impl Reviews {
                 command.clone(),
                 timeout,
                 selection.clone(),
+                fresh,
             )
             .await?;
         if retries == 0 {
@@ -272,6 +277,7 @@ impl Reviews {
                     command,
                     timeout,
                     selection,
+                    fresh,
                 },
             };
             let mut shutdown = self.core.inner.shutdown.subscribe();
@@ -377,6 +383,7 @@ impl Looping {
                 self.test.command.clone(),
                 self.test.timeout,
                 self.test.selection.clone(),
+                self.test.fresh,
             )
             .await?;
         run.attempts.push(RetryAttempt {

@@ -122,6 +122,7 @@ pub async fn test(engine: &Engine, args: TestArgs) -> Result<TestOut> {
                 command: args.command,
                 timeout,
                 selection: args.sandbox,
+                fresh: args.fresh,
             },
             args.retries.unwrap_or(0),
         )

@@ -104,6 +104,11 @@ pub struct TestArgs {
     /// longer `running`. Refused (INVALID_INPUT) on a read-only task.
     #[serde(default)]
     pub retries: Option<u8>,
+    /// Run in a fresh tree of the patch (the previewed patch's tracked files only, nothing
+    /// the copy ignores: no build output, dependency or cache an agent left there) instead
+    /// of the copy as its agents left it. The record says `fresh`.
+    #[serde(default)]
+    pub fresh: bool,
 }
 
 /// `record_test`.
@@ -223,6 +228,9 @@ pub struct TestRecordOut {
     /// checked against, the Landlock ABI, reads, network rules, child processes (null for
     /// client reports).
     pub sandbox: Option<legate_engine::SandboxEvidence>,
+    /// Whether it ran in a fresh tree of the patch (its tracked files only) rather than in
+    /// the copy as its agents left it (ignored files and all).
+    pub fresh: bool,
     /// When it was recorded (milliseconds since the epoch).
     pub recorded_at: Timestamp,
     /// TEST_FAILED or TEST_CHANGED_PATCH when it did not pass.
@@ -254,6 +262,7 @@ impl TestRecordOut {
             connections: e.connections.clone(),
             connections_not_kept: e.connections_not_kept,
             sandbox: e.sandbox.clone(),
+            fresh: e.fresh,
             recorded_at: e.recorded_at,
             test_error: e.error.as_ref().map(ErrorBody::from),
             stale,
