@@ -20,6 +20,8 @@ pub struct CopiesTable {
     retention_hours: Option<u64>,
     approval_mode: Option<String>,
     require_tests: Option<bool>,
+    /// Integration needs a passing test run in a fresh tree of the patch.
+    require_fresh_tests: Option<bool>,
     /// Keep the copy of a task interrupted by its process's death (default: removed).
     keep_interrupted_copies: Option<bool>,
     test_timeout_secs: Option<u64>,
@@ -116,6 +118,15 @@ pub fn resolve(
     } else if let Some(v) = table.require_tests {
         review.require_tests = v;
     }
+    if let Some(v) = env("LEGATE_REQUIRE_FRESH_TESTS") {
+        review.require_fresh_tests = match v.trim() {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            _ => refuse!("LEGATE_REQUIRE_FRESH_TESTS must be true or false (got {v:?})"),
+        };
+    } else if let Some(v) = table.require_fresh_tests {
+        review.require_fresh_tests = v;
+    }
     if let Some(v) = env("LEGATE_KEEP_INTERRUPTED_COPIES") {
         review.keep_interrupted_copies = match v.trim() {
             "1" | "true" => true,
@@ -181,6 +192,20 @@ mod tests {
         let bad = |k: &str| (k == "LEGATE_KEEP_INTERRUPTED_COPIES").then(|| "yes".to_string());
         let e = resolve(table(""), &bad, &mut r).unwrap_err().to_string();
         assert!(e.contains("LEGATE_KEEP_INTERRUPTED_COPIES"), "{e}");
+    }
+
+    #[test]
+    fn fresh_tests_are_required_only_when_asked() {
+        let mut r = ReviewConfig::default();
+        assert!(!r.require_fresh_tests);
+        resolve(table("require_fresh_tests = true\n"), &|_| None, &mut r).unwrap();
+        assert!(r.require_fresh_tests);
+        let env = |k: &str| (k == "LEGATE_REQUIRE_FRESH_TESTS").then(|| "false".to_string());
+        resolve(table("require_fresh_tests = true\n"), &env, &mut r).unwrap();
+        assert!(!r.require_fresh_tests);
+        let bad = |k: &str| (k == "LEGATE_REQUIRE_FRESH_TESTS").then(|| "often".to_string());
+        let e = resolve(table(""), &bad, &mut r).unwrap_err().to_string();
+        assert!(e.contains("LEGATE_REQUIRE_FRESH_TESTS"), "{e}");
     }
 
     #[test]

@@ -745,6 +745,8 @@ async fn engine_typed_answers_keep_their_shape_and_arguments_refuse_extra_fields
         "confinement",
         "durationMs",
         "exitCode",
+        // Whether it ran in a fresh tree of the patch (`fresh: true`) or in the copy.
+        "fresh",
         "id",
         "network",
         "outputTruncated",

@@ -49,6 +49,10 @@ pub struct Pruned {
 /// admission, checkpoints and token budget read.
 const GROUP_ENDED: &str = "'completed', 'failed', 'canceled'";
 
+/// The node states still being settled (an ended group, a canceled one above all, settles
+/// them from its tasks when an engine continues it).
+const NODE_OPEN: &str = "'admitting', 'running', 'held'";
+
 /// The condition on task `t` that makes it prunable, whatever its age.
 fn prunable_task() -> String {
     format!(
@@ -56,7 +60,8 @@ fn prunable_task() -> String {
          SELECT 1 FROM tasks o WHERE o.context_id = t.context_id AND o.state IN ({open}))) \
          AND NOT (t.controls IS NOT NULL AND EXISTS (SELECT 1 FROM groups g \
          WHERE g.group_id = json_extract(t.controls, '$.group.groupId') \
-         AND g.state NOT IN ({GROUP_ENDED})))",
+         AND (g.state NOT IN ({GROUP_ENDED}) OR EXISTS (SELECT 1 FROM group_nodes n \
+         WHERE n.group_id = g.group_id AND n.state IN ({NODE_OPEN})))))",
         finished = states(true),
         copy = WorkspaceKind::Copy.as_str(),
         open = states(false),

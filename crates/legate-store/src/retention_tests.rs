@@ -207,9 +207,17 @@ fn a_groups_tasks_are_kept_until_the_group_ends() {
         .prune_tasks(&[TaskId("node".into()), TaskId("plain".into())], 1)
         .unwrap();
     assert_eq!(ids(&store), ["newest", "node"]);
+    // Canceled, but a node still running: an engine continuing the group settles it from
+    // its task, which must still be there.
     store
-        .set_group_state("g1", &[], "completed", None, None)
+        .set_group_state("g1", &[], "canceled", None, None)
         .unwrap();
+    let mut running = crate::groups::tests::node("a", 0);
+    running.state = "running".into();
+    assert!(store.move_node("g1", &["pending"], &running).unwrap());
+    assert!(store.prunable(1).unwrap().is_empty());
+    running.state = "canceled".into();
+    assert!(store.move_node("g1", &["running"], &running).unwrap());
     assert_eq!(store.prunable(1).unwrap(), [TaskId("node".into())]);
 }
 

@@ -127,6 +127,14 @@ impl Git {
         g
     }
 
+    /// The same git on the work tree `dir` (run there too) instead of its own.
+    pub(crate) fn with_work_tree(&self, dir: &Path) -> Self {
+        let mut g = self.clone();
+        g.cwd = dir.to_path_buf();
+        g.work_tree = Some(dir.to_path_buf());
+        g
+    }
+
     /// The same git with `GIT_INDEX_FILE` pointing at `index`.
     pub(crate) fn with_index(&self, index: &Path) -> Self {
         let mut g = self.clone();

@@ -93,7 +93,7 @@ pub use copy::{
     make_copy_with_baseline_cached,
 };
 pub use file_state::FileState;
-pub use fresh::fresh_tree;
+pub use fresh::{FreshTree, fresh_tree};
 pub use git::{Git, split_z};
 pub use git_check::{GitPlace, MIN_GIT_VERSION, git_place, require_git_version};
 pub use git_run::{CLEANUP_MARKER, GitBounds, git_bounds, set_git_bounds};

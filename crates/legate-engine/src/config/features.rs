@@ -44,6 +44,10 @@ pub struct ReviewConfig {
     pub approval: ApprovalMode,
     /// Whether integration also needs a current passing test run by Legate.
     pub require_tests: bool,
+    /// Whether that test must have run in a fresh tree of the patch (`legate test --fresh`),
+    /// so that nothing the copy holds beside the patch can have passed it. Implies
+    /// `require_tests`.
+    pub require_fresh_tests: bool,
     /// Default timeout of `test`.
     pub test_timeout: Duration,
     /// Bound on each captured output stream of a test, in bytes.
@@ -62,6 +66,7 @@ impl Default for ReviewConfig {
             retention: Duration::from_secs(168 * 3600),
             approval: ApprovalMode::Auto,
             require_tests: false,
+            require_fresh_tests: false,
             test_timeout: legate_testrun::DEFAULT_TIMEOUT,
             max_test_output: legate_testrun::DEFAULT_MAX_OUTPUT,
             keep_interrupted_copies: false,

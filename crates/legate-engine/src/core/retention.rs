@@ -166,9 +166,14 @@ fn copy_free(
     if record.discarded_at.is_some() || locks.contains_key(&record.baseline_directory) {
         return true;
     }
-    let age_ms = legate_core::Timestamp::now()
-        .0
-        .saturating_sub(record.touched_at.0);
+    // The copy sweep's clock: the later of the record's last change and the task's.
+    let updated = store
+        .task(id)
+        .ok()
+        .flatten()
+        .map_or(record.touched_at.0, |t| t.updated_at.0);
+    let last = record.touched_at.0.max(updated);
+    let age_ms = legate_core::Timestamp::now().0.saturating_sub(last);
     if u128::try_from(age_ms).unwrap_or(0) < copy_retention.as_millis() {
         return false;
     }

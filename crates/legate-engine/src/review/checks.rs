@@ -175,14 +175,15 @@ impl Reviews {
         let run = blocking(move || {
             let _held = held;
             let scratch = b.scratch()?;
-            // Removed when the run ends (dropped at the closure's end).
             let fresh_tree = match fresh {
                 true => Some(legate_workspace::fresh_tree(&b, &tree)?),
                 false => None,
             };
-            let root = fresh_tree.as_ref().map_or(copy.as_path(), |t| t.path());
-            legate_testrun::run_test_in(
-                root,
+            let root = fresh_tree
+                .as_ref()
+                .map_or(copy.clone(), |t| t.path().to_path_buf());
+            let run = legate_testrun::run_test_in(
+                &root,
                 &scratch,
                 &cmd,
                 timeout,
@@ -191,9 +192,23 @@ impl Reviews {
                 &hidden,
                 sandbox.as_ref(),
                 egress.as_ref(),
-            )
+            );
+            // What the command changed in its fresh tree, judged before the tree goes (a
+            // tree that cannot be judged counts as changed); the tree removed either way.
+            let changed = match fresh_tree {
+                Some(t) => {
+                    let changed = t.changed(&b).unwrap_or(true);
+                    if let Err(e) = t.remove() {
+                        tracing::warn!(error = %e, "a fresh tree was not removed; the next fresh test removes it");
+                    }
+                    changed
+                }
+                None => false,
+            };
+            run.map(|run| (run, changed))
         })
         .await?;
+        let (run, fresh_changed) = run;
         let after = core.current_preview(&o.baseline).await;
         let sha_after = match &after {
             Ok(p) => p.sha256.clone(),
@@ -206,6 +221,11 @@ impl Reviews {
                     "the command changed the copy's patch ({} -> {}); this evidence cannot stand",
                     before.sha256, sha_after
                 ),
+            ))
+        } else if fresh_changed {
+            Some(Error::new(
+                ErrorCode::TestChangedPatch,
+                "the command changed the patch's files in its fresh tree (a tracked file written or removed, or a file added that the tree does not ignore); this evidence cannot stand",
             ))
         } else if run.timed_out {
             Some(Error::new(

@@ -210,10 +210,15 @@ impl Core {
             .iter()
             .filter(|t| t.source == TestSource::LegateExecutor && t.sha256_after == preview.sha256)
             .collect();
-        // The latest observed run of each command on this patch decides for that command.
+        // The latest observed run of each command on this patch decides for that command, a
+        // run in a fresh tree apart from one in the copy (a later pass in the copy does not
+        // clear a fresh failure).
         let mut latest: Vec<&TestEvidence> = Vec::new();
         for t in &current {
-            match latest.iter_mut().find(|l| l.command == t.command) {
+            match latest
+                .iter_mut()
+                .find(|l| l.command == t.command && l.fresh == t.fresh)
+            {
                 Some(l) => *l = t,
                 None => latest.push(t),
             }
@@ -225,6 +230,13 @@ impl Core {
                     "test #{} ({}) failed on this patch; fix it or run it again",
                     failed.id, failed.command.executable
                 ),
+            ));
+        }
+        // Every latest run passed by now: one of them fresh, when that is asked.
+        if self.review_config().require_fresh_tests && !latest.iter().any(|t| t.fresh) {
+            return Err(Error::new(
+                ErrorCode::VerificationRequired,
+                "require_fresh_tests is set and no test run in a fresh tree of the patch passed on it; run one with `legate test --fresh` (MCP test with fresh: true)",
             ));
         }
         if self.review_config().require_tests && current.is_empty() {
