@@ -470,16 +470,34 @@ fn a_hold_whose_pause_a_crash_lost_is_settled_again_by_the_next_engine() {
 /// cannot be settled again: a resume pauses the group with the node's code at its first
 /// step, instead of sending back a node with nothing to settle and running on forever.
 #[test]
-fn a_held_node_whose_task_was_pruned_pauses_its_group_at_resume() {
+fn a_held_node_whose_task_is_gone_pauses_its_group_at_resume_and_retention_never_prunes_it() {
     let dir = tempfile::tempdir().unwrap();
     let base = std::fs::canonicalize(dir.path()).unwrap();
     let rt = runtime();
     let engine = engine(&rt, &base);
     let (sha, _) = held(&rt, &engine, &base, "p");
     rt.block_on(async {
-        let store = legate_store::Store::open(&base.join("home/legate.db")).unwrap();
-        assert_eq!(store.prune_finished(0).unwrap(), 1);
+        let db = base.join("home/legate.db");
+        // Retention never prunes the task of a node its group still holds.
+        let store = legate_store::Store::open(&db).unwrap();
+        assert_eq!(store.prune_finished(0).unwrap(), 0);
         drop(store);
+        // Gone another way (an older Legate's retention, a store edited by hand), it still
+        // pauses the group at resume, saying so.
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let of_group = "SELECT id FROM tasks WHERE json_extract(controls, '$.group.groupId') = 'p'";
+        for table in ["events", "memory_snapshots", "tap_frames"] {
+            conn.execute(
+                &format!("DELETE FROM {table} WHERE task_id IN ({of_group})"),
+                [],
+            )
+            .unwrap();
+        }
+        let gone = conn
+            .execute(&format!("DELETE FROM tasks WHERE id IN ({of_group})"), [])
+            .unwrap();
+        assert_eq!(gone, 1);
+        drop(conn);
         engine.groups().start("p", &sha).await.unwrap();
         let s = settled(&engine, "p").await;
         assert_eq!(s.state, GroupState::Paused, "{s:?}");
